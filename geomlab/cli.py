@@ -1,0 +1,57 @@
+"""The ``python -m geomlab`` command line.
+
+Each subcommand lives in its own module under :mod:`geomlab.commands`; a module exposes ``HELP`` (one line),
+``add_arguments(parser)`` and ``run(args) -> int`` (the exit status). This file only wires them together,
+so adding a subcommand never touches another one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand name -> module under geomlab.commands
+COMMANDS = {
+    "train": "train",
+    "eval": "eval",
+    "sample": "sample",
+    "trace": "trace",
+    "zoo": "zoo",
+    "bench": "bench",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the top-level parser with one sub-parser per available subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="python -m geomlab",
+        description="geomlab: train, evaluate, sample and trace geometric sequence models.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        try:
+            module = importlib.import_module(f"geomlab.commands.{module_name}")
+        except ModuleNotFoundError as exc:  # a subcommand whose module is not written yet
+            if exc.name != f"geomlab.commands.{module_name}":
+                raise
+            continue
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except (ValueError, FileNotFoundError) as exc:
+        # Bad input is reported as one readable line, never a traceback.
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,133 @@
+"""The model registry: every model kind is built from a plain config dict.
+
+``build_model({"kind": "osmformer", "vocab_size": 65, ...})`` returns a :class:`SequenceModel`.
+Each family module registers its kinds with :func:`register`; this module imports them lazily
+(``_FAMILIES``) so one broken family never hides the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from geomlab.models.base import SequenceModel
+
+_REGISTRY: dict[str, type[SequenceModel]] = {}
+
+# Modules that register kinds when imported (one concept per module).
+_FAMILIES = (
+    "geomlab.models.lstm",         # lstm
+    "geomlab.models.transformer",  # transformer (ALiBi), llama
+    "geomlab.models.osm",          # osm-rnn, osmformer
+    "geomlab.models.cem",          # cem
+    "geomlab.models.grassmann",    # grassmann, grassmann-attn
+)
+_loaded = False
+
+
+def register(cls: type[SequenceModel]) -> type[SequenceModel]:
+    """Class decorator: register ``cls`` under ``cls.kind``. Raises ``ValueError`` on a duplicate kind."""
+    if not cls.kind:
+        raise ValueError(f"{cls.__name__} has no kind")
+    if cls.kind in _REGISTRY and _REGISTRY[cls.kind] is not cls:
+        raise ValueError(f"model kind {cls.kind!r} is registered twice")
+    _REGISTRY[cls.kind] = cls
+    return cls
+
+
+def _load_families() -> None:
+    global _loaded
+    if _loaded:
+        return
+    for name in _FAMILIES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # a real missing dependency, not an unwritten family
+                raise
+    _loaded = True
+
+
+def kinds() -> list[str]:
+    """Sorted names of every registered model kind."""
+    _load_families()
+    return sorted(_REGISTRY)
+
+
+def model_class(kind: str) -> type[SequenceModel]:
+    """The class registered as ``kind``; ``ValueError`` naming the known kinds if unknown."""
+    _load_families()
+    if kind not in _REGISTRY:
+        raise ValueError(f"unknown model kind {kind!r}; known kinds: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[kind]
+
+
+def full_config(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` completed with its kind's defaults. Raises ``ValueError`` on a missing kind/vocab_size
+    or an unknown key."""
+    if "kind" not in config:
+        raise ValueError("model config needs a 'kind'")
+    if "vocab_size" not in config:
+        raise ValueError("model config needs a 'vocab_size'")
+    cls = model_class(config["kind"])
+    merged = {"kind": cls.kind, "vocab_size": int(config["vocab_size"]), **cls.default_config()}
+    unknown = set(config) - set(merged)
+    if unknown:
+        raise ValueError(f"unknown config keys for {cls.kind!r}: {sorted(unknown)}; known: {sorted(merged)}")
+    merged.update(config)
+    return merged
+
+
+def build_model(config: dict[str, Any]) -> SequenceModel:
+    """Build a model from a plain dict (``kind``, ``vocab_size`` and that kind's keys; the rest default).
+
+    Raises ``ValueError`` for an unknown kind or key, or an invalid value.
+    """
+    merged = full_config(config)
+    return model_class(merged["kind"])(merged)
+
+
+def config_for_budget(kind: str, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
+    """A full config of ``kind`` whose :func:`count_params` is within 5% of ``n_params``.
+
+    Keys in ``fixed`` are kept as given; the kind chooses which width it varies (see its docstring).
+    Raises ``ValueError`` if the budget cannot be met.
+    """
+    return model_class(kind).config_for_budget(int(n_params), int(vocab_size), **fixed)
+
+
+def count_params(model: SequenceModel, which: str = "effective") -> int:
+    """Number of parameters of ``model``.
+
+    ``which="effective"``: trainable degrees of freedom (e.g. a d x d matrix that is only used through its
+    skew part counts d(d-1)/2); ``which="stored"``: ``numel`` of every trainable tensor. Both are reported in
+    checkpoint cards. Raises ``ValueError`` for another ``which``.
+    """
+    if which == "stored":
+        return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if which == "effective":
+        return int(model.effective_param_count())
+    raise ValueError(f"which must be 'effective' or 'stored', got {which!r}")
+
+
+def budget_search(make_config, widths, n_params: int, vocab_size: int, tol: float = 0.05) -> dict[str, Any]:
+    """Helper for ``config_for_budget``: the config from ``make_config(width)`` (over the iterable
+    ``widths``) whose effective parameter count is nearest ``n_params``; ``ValueError`` if none is within
+    ``tol``. Builds each candidate on the meta device-free CPU (cheap at these sizes)."""
+    best, best_err = None, float("inf")
+    for w in widths:
+        cfg = make_config(w)
+        cfg = full_config({**cfg, "vocab_size": vocab_size})
+        n = count_params(build_model(cfg))
+        err = abs(n - n_params) / n_params
+        if err < best_err:
+            best, best_err = cfg, err
+    if best is None or best_err > tol:
+        raise ValueError(f"no config within {tol:.0%} of {n_params} parameters (best off by {best_err:.1%})")
+    return best
+
+
+__all__ = [
+    "SequenceModel", "register", "kinds", "model_class", "full_config", "build_model",
+    "config_for_budget", "count_params", "budget_search",
+]
