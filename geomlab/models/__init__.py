@@ -17,7 +17,8 @@ _REGISTRY: dict[str, type[SequenceModel]] = {}
 # Modules that register kinds when imported (one concept per module).
 _FAMILIES = (
     "geomlab.models.lstm",         # lstm
-    "geomlab.models.transformer",  # transformer (ALiBi), llama
+    "geomlab.models.transformer",  # transformer (pre-norm, ALiBi)
+    "geomlab.models.llama",        # llama (RMSNorm, RoPE, SwiGLU)
     "geomlab.models.osm",          # osm-rnn, osmformer
     "geomlab.models.cem",          # cem
     "geomlab.models.grassmann",    # grassmann, grassmann-attn
