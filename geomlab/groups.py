@@ -1,0 +1,969 @@
+"""Matrix Lie groups for the orthogonal-state models: O(d), SO(d), U(d), SU(d), T^d, O(b)^m.
+
+Every group is a closed subgroup ``G`` of ``U(d)`` represented by ``(..., d, d)`` matrices, real
+(float32/float64) for O, SO and O-block, complex (complex64/complex128) for U, SU and the torus T.
+The Lie algebra ``g`` is represented by matrices of the same shape and dtype, or by ``dim`` real
+coordinates in a basis orthonormal for ``inner(A, B) = Re tr(A^* B)``.
+
+Sources (paper notes ``osm.md``, Nunley 2026, arXiv:2602.18417): projections and exp §4.1; O vs SO §4.2;
+coordinates §4.3; realification of U(d) §4.4; torus §4.5; block-diagonal O §4.6; ``pull`` §2.2;
+drift and reprojection §7.3. Everything not stated there is a documented design choice.
+
+Conventions
+-----------
+* ``A^*`` is the conjugate transpose (the transpose for real groups).
+* Tangents are left-trivialised: a step from ``H`` is ``H @ exp(A)`` with ``A`` in the algebra (§7.4).
+* Angles are in radians, in ``(-pi, pi]``.
+* ``proj``, ``exp``, ``inner``, ``pull``, ``to_coords``, ``from_coords``, ``real_embed`` and ``from_real``
+  are differentiable (autograd) and run on any device; ``log``, ``dist``, ``eigen_angles``, ``belongs``
+  and ``reproject`` are for analysis/maintenance and are not meant to be differentiated.
+
+Errors
+------
+Bad input raises :class:`GroupError` (a ``ValueError``): wrong shape, wrong dtype (a real tensor for a
+complex group or the reverse, integer tensors), unknown group name or option, a block size that does not
+divide ``d``, the log of a ``det = -1`` orthogonal matrix.
+
+Example
+-------
+>>> g = get_group("SO", 3)
+>>> A = g.proj(torch.randn(5, 3, 3))
+>>> H = g.exp(A)
+>>> bool(g.belongs(H).all())
+True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import torch
+
+__all__ = [
+    "GroupError",
+    "MatrixGroup",
+    "GROUP_NAMES",
+    "get_group",
+    "real_embed",
+    "from_real",
+    "angles_to_matrix",
+    "matrix_to_angles",
+]
+
+GROUP_NAMES = ("O", "SO", "U", "SU", "T", "O-block")
+"""The names accepted by :func:`get_group`."""
+
+_SQRT2 = math.sqrt(2.0)
+
+
+class GroupError(ValueError):
+    """Bad input to a group operation (shape, dtype, name, option or an undefined log)."""
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# small helpers
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _batch_shape(args: Sequence) -> tuple[int, ...]:
+    """Accept ``f(2, 3)``, ``f((2, 3))`` and ``f(torch.Size([2, 3]))`` as the same batch shape."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
+        args = tuple(args[0])
+    out = []
+    for a in args:
+        if isinstance(a, bool) or not isinstance(a, int) or a < 0:
+            raise GroupError(f"batch sizes must be non-negative ints, got {args!r}")
+        out.append(int(a))
+    return tuple(out)
+
+
+def _ct(X: torch.Tensor) -> torch.Tensor:
+    """Conjugate transpose of the last two axes (the transpose for real tensors)."""
+    return X.mT.conj() if X.is_complex() else X.mT
+
+
+def _real_dtype(dtype: torch.dtype) -> torch.dtype:
+    return {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(dtype, dtype)
+
+
+def _complex_dtype(dtype: torch.dtype) -> torch.dtype:
+    return {torch.float32: torch.complex64, torch.float64: torch.complex128}.get(dtype, dtype)
+
+
+def _diag_embed_blocks(blocks: torch.Tensor) -> torch.Tensor:
+    """``(..., m, b, b)`` blocks -> ``(..., m*b, m*b)`` block-diagonal matrix (differentiable)."""
+    *batch, m, b, _ = blocks.shape
+    moved = blocks.movedim(-3, -1)  # (..., b, b, m)
+    full = torch.diag_embed(moved, dim1=-4, dim2=-2)  # (..., m, b, m, b)
+    return full.reshape(*batch, m * b, m * b)
+
+
+def _extract_blocks(X: torch.Tensor, b: int) -> torch.Tensor:
+    """``(..., m*b, m*b)`` -> its ``m`` diagonal ``(b, b)`` blocks, shape ``(..., m, b, b)``."""
+    *batch, d, _ = X.shape
+    m = d // b
+    Y = X.reshape(*batch, m, b, m, b)
+    return torch.diagonal(Y, dim1=-4, dim2=-2).movedim(-1, -3)
+
+
+def real_embed(X: torch.Tensor) -> torch.Tensor:
+    """Realification ``rho(X + iY) = [[X, -Y], [Y, X]]`` of complex matrices.
+
+    Shapes/dtypes: ``(..., d, d)`` complex64/complex128 -> ``(..., 2d, 2d)`` float32/float64. Differentiable.
+    ``rho`` is an algebra homomorphism, so ``rho(exp A) = exp(rho A)``, ``rho(U(d)) = SO(2d) ∩ {W: WJ = JW}``
+    and ``Re tr(A^* B) = tr(rho(A)^T rho(B)) / 2``. Source: osm.md §4.4.
+    Raises :class:`GroupError` for a real tensor or a non-square trailing shape.
+    """
+    if not isinstance(X, torch.Tensor) or X.ndim < 2 or X.shape[-1] != X.shape[-2]:
+        raise GroupError(f"real_embed needs a (..., d, d) tensor, got shape {tuple(getattr(X, 'shape', ()))}")
+    if not X.is_complex():
+        raise GroupError(f"real_embed needs a complex tensor, got {X.dtype}")
+    re, im = X.real, X.imag
+    top = torch.cat([re, -im], dim=-1)
+    bottom = torch.cat([im, re], dim=-1)
+    return torch.cat([top, bottom], dim=-2)
+
+
+def from_real(W: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`real_embed` on its image; on any real ``(2d, 2d)`` matrix it returns the
+    complex matrix of its complex-linear part ``(W - J W J)/2`` (the orthogonal projection onto the image).
+
+    Shapes/dtypes: ``(..., 2d, 2d)`` float32/float64 -> ``(..., d, d)`` complex64/complex128. Differentiable.
+    Source: osm.md §4.4. Raises :class:`GroupError` for complex input or an odd/non-square shape.
+    """
+    if not isinstance(W, torch.Tensor) or W.ndim < 2 or W.shape[-1] != W.shape[-2] or W.shape[-1] % 2:
+        raise GroupError(f"from_real needs a (..., 2d, 2d) tensor, got shape {tuple(getattr(W, 'shape', ()))}")
+    if W.is_complex() or not W.is_floating_point():
+        raise GroupError(f"from_real needs a real floating tensor, got {W.dtype}")
+    d = W.shape[-1] // 2
+    a, b = W[..., :d, :d], W[..., :d, d:]
+    c, e = W[..., d:, :d], W[..., d:, d:]
+    return torch.complex((a + e) / 2, (c - b) / 2)
+
+
+def angles_to_matrix(theta: torch.Tensor) -> torch.Tensor:
+    """Torus element from its angles: ``diag(exp(i theta))``.
+
+    ``theta``: ``(..., k)`` float32/float64, radians -> ``(..., k, k)`` complex64/complex128. Differentiable.
+    Source: osm.md §4.5 (angle storage of T^k).
+    """
+    if not isinstance(theta, torch.Tensor) or theta.ndim < 1 or not theta.is_floating_point():
+        raise GroupError("angles_to_matrix needs a real floating tensor of shape (..., k)")
+    return torch.diag_embed(torch.polar(torch.ones_like(theta), theta))
+
+
+def matrix_to_angles(H: torch.Tensor) -> torch.Tensor:
+    """Angles (radians, in ``(-pi, pi]``) of the diagonal of a torus element, in diagonal order (not sorted).
+
+    ``H``: ``(..., k, k)`` complex -> ``(..., k)`` real. Source: osm.md §4.5.
+    """
+    if not isinstance(H, torch.Tensor) or H.ndim < 2 or not H.is_complex():
+        raise GroupError("matrix_to_angles needs a complex tensor of shape (..., k, k)")
+    return torch.angle(torch.diagonal(H, dim1=-2, dim2=-1))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the base class
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+class MatrixGroup:
+    """A compact matrix Lie group ``G ⊂ U(d)`` with batched geometry on ``(..., d, d)`` tensors.
+
+    Build instances with :func:`get_group`. Attributes:
+
+    * ``name``: one of :data:`GROUP_NAMES`.
+    * ``d``: matrix size.
+    * ``is_complex``: True for U, SU, T (complex64/complex128 tensors), False for O, SO, O-block.
+    * ``dim``: real dimension of the Lie algebra (number of coordinates): O/SO ``d(d-1)/2``, U ``d^2``,
+      SU ``d^2-1``, T ``d``, O-block ``m b(b-1)/2`` (osm.md §1).
+    * ``options``: the options passed to :func:`get_group` (``{"block": b}`` for O-block, else ``{}``).
+    """
+
+    name: str = ""
+    is_complex: bool = False
+
+    def __init__(self, d: int):
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise GroupError(f"d must be a positive int, got {d!r}")
+        self.d = int(d)
+        self.options: dict = {}
+
+    # -- description -------------------------------------------------------------------------------------------------
+
+    @property
+    def dim(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @property
+    def spec(self) -> dict:
+        """JSON-serialisable description: ``get_group(**g.spec)`` rebuilds the group."""
+        return {"name": self.name, "d": self.d, **self.options}
+
+    def __repr__(self) -> str:
+        opts = "".join(f", {k}={v}" for k, v in self.options.items())
+        return f"MatrixGroup({self.name!r}, d={self.d}{opts})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, MatrixGroup) and self.spec == other.spec
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.spec.items())))
+
+    @property
+    def default_dtype(self) -> torch.dtype:
+        """complex64 for complex groups, float32 otherwise."""
+        return torch.complex64 if self.is_complex else torch.float32
+
+    # -- validation --------------------------------------------------------------------------------------------------
+
+    def _check(self, X, what: str = "input") -> torch.Tensor:
+        """Validate a ``(..., d, d)`` tensor of the group's kind (real/complex); return it unchanged."""
+        if not isinstance(X, torch.Tensor):
+            raise GroupError(f"{self!r}: {what} must be a torch.Tensor, got {type(X).__name__}")
+        if X.ndim < 2 or X.shape[-1] != self.d or X.shape[-2] != self.d:
+            raise GroupError(
+                f"{self!r}: {what} must have shape (..., {self.d}, {self.d}), got {tuple(X.shape)}"
+            )
+        if self.is_complex:
+            if not X.is_complex():
+                raise GroupError(
+                    f"{self!r}: {what} must be complex (complex64/complex128), got {X.dtype}; "
+                    "a real matrix X can be passed as X.to(torch.complex64)"
+                )
+        else:
+            if X.is_complex():
+                raise GroupError(f"{self!r}: {what} must be real (float32/float64), got {X.dtype}")
+            if not X.is_floating_point():
+                raise GroupError(f"{self!r}: {what} must be floating point (float32/float64), got {X.dtype}")
+        return X
+
+    def _resolve_dtype(self, dtype: torch.dtype | None) -> torch.dtype:
+        if dtype is None:
+            return self.default_dtype
+        if self.is_complex:
+            if dtype in (torch.float32, torch.float64):
+                dtype = _complex_dtype(dtype)
+            if dtype not in (torch.complex64, torch.complex128):
+                raise GroupError(f"{self!r}: dtype must be complex64/complex128, got {dtype}")
+        elif dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+            raise GroupError(f"{self!r}: dtype must be a real floating dtype, got {dtype}")
+        return dtype
+
+    # -- algebra -----------------------------------------------------------------------------------------------------
+
+    def proj(self, Y: torch.Tensor) -> torch.Tensor:
+        """Orthogonal projection (for ``inner``) of any ``(..., d, d)`` matrix onto the Lie algebra.
+
+        Same shape and dtype as ``Y``; idempotent; differentiable. Source: osm.md §4.1.
+        """
+        raise NotImplementedError
+
+    def inner(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        """``Re tr(A^* B)``: ``(..., d, d)`` x ``(..., d, d)`` -> ``(...)`` real (broadcasts). Differentiable.
+
+        Source: osm.md §1 (the Frobenius inner product that makes the algebra bases orthonormal).
+        """
+        self._check(A, "A")
+        self._check(B, "B")
+        if A.is_complex():
+            return (A.real * B.real + A.imag * B.imag).sum(dim=(-2, -1))
+        return (A * B).sum(dim=(-2, -1))
+
+    def norm(self, A: torch.Tensor) -> torch.Tensor:
+        """Frobenius norm ``sqrt(inner(A, A))``, shape ``(...)``."""
+        return self.inner(A, A).clamp_min(0).sqrt()
+
+    def pull(self, H: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        """Left-trivialised pull of ``H`` toward a target ``X``: ``proj(H^* X)``, shape ``(..., d, d)``.
+
+        ``X`` need not lie in the group (a convex combination of group elements is fine). It is the Riemannian
+        gradient of ``Re tr(H^* X)``: ``d/de Re tr((H exp(eA))^* X)|_{e=0} = inner(A, pull(H, X))``.
+        Differentiable. Source: osm.md §2.2.
+        """
+        self._check(H, "H")
+        self._check(X, "X")
+        return self.proj(_ct(H) @ X)
+
+    def to_coords(self, A: torch.Tensor) -> torch.Tensor:
+        """Coordinates ``(..., dim)`` (real dtype) of ``proj(A)`` in a basis orthonormal for ``inner``.
+
+        For ``A`` in the algebra this is the coordinate vector; for any matrix it is the adjoint of
+        ``from_coords``: ``to_coords(Y) @ c == inner(Y, from_coords(c))``. Differentiable.
+        Source: osm.md §4.3.
+        """
+        raise NotImplementedError
+
+    def from_coords(self, c: torch.Tensor) -> torch.Tensor:
+        """Algebra element ``(..., d, d)`` from coordinates ``(..., dim)`` (float32 -> float32/complex64,
+        float64 -> float64/complex128). Inverse isometry of :meth:`to_coords`. Differentiable.
+        Raises :class:`GroupError` if the last axis is not ``dim`` or ``c`` is not real floating.
+        Source: osm.md §4.3.
+        """
+        raise NotImplementedError
+
+    def _check_coords(self, c) -> torch.Tensor:
+        if not isinstance(c, torch.Tensor) or c.ndim < 1 or c.shape[-1] != self.dim:
+            shape = tuple(getattr(c, "shape", ()))
+            raise GroupError(f"{self!r}: coordinates must have shape (..., {self.dim}), got {shape}")
+        if c.is_complex() or not c.is_floating_point():
+            raise GroupError(f"{self!r}: coordinates must be real floating point, got {c.dtype}")
+        return c
+
+    # -- group -------------------------------------------------------------------------------------------------------
+
+    def exp(self, A: torch.Tensor) -> torch.Tensor:
+        """Matrix exponential, algebra -> group: ``(..., d, d)`` -> ``(..., d, d)`` same dtype. Differentiable.
+
+        ``A`` must lie in the algebra (use ``exp(proj(Y))`` otherwise). Source: osm.md §4.1.
+        """
+        self._check(A, "A")
+        return torch.linalg.matrix_exp(A)
+
+    def log(self, H: torch.Tensor) -> torch.Tensor:
+        """Principal logarithm, group -> algebra: ``(..., d, d)`` -> ``(..., d, d)`` same dtype.
+
+        Computed in float64/complex128 by an eigendecomposition of the (normal) matrix, with every eigenvalue
+        phase taken in ``(-pi, pi]``, then projected onto the algebra. ``exp(log(H)) = H`` away from the cut
+        locus (an eigenvalue ``-1``, where the principal log is not unique; there the result is one of the
+        logarithms for U/T and unreliable for the real groups). Not meant for autograd.
+        Source: design choice (standard principal log of a unitary matrix).
+        """
+        raise NotImplementedError
+
+    def dist(self, H1: torch.Tensor, H2: torch.Tensor) -> torch.Tensor:
+        """Geodesic distance ``||log(H1^* H2)||_F`` (bi-invariant metric from ``inner``), shape ``(...)``.
+
+        Broadcasts; same real dtype as the input. Not meant for autograd (uses :meth:`log`).
+        Source: issue #2 / osm.md §2.2 (``log`` as the geodesic direction).
+        """
+        self._check(H1, "H1")
+        self._check(H2, "H2")
+        L = self.log(_ct(H1) @ H2)
+        return self.norm(L)
+
+    def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
+        """Membership test, bool ``(...)``: ``max |H^* H - I| <= atol`` entrywise, plus the group's extra
+        conditions (SO: ``det > 0``; SU: ``|det - 1| <= atol * d``; T: off-diagonal entries ``<= atol``;
+        O-block: entries outside the blocks ``<= atol``). Source: design choice.
+        """
+        self._check(H, "H")
+        eye = torch.eye(self.d, dtype=H.dtype, device=H.device)
+        err = (_ct(H) @ H - eye).abs().amax(dim=(-2, -1))
+        return err <= atol
+
+    def reproject(self, H: torch.Tensor) -> torch.Tensor:
+        """Nearest group element (Frobenius), to remove floating-point drift: the polar factor ``U V^*`` of the
+        SVD ``H = U S V^*`` (with the group's extra fixes). Same shape/dtype. Source: osm.md §7.3 (polar/QR
+        re-orthonormalisation); SVD polar is a design choice.
+        """
+        self._check(H, "H")
+        U, _, Vh = torch.linalg.svd(H)
+        return U @ Vh
+
+    def identity(self, *batch, dtype: torch.dtype | None = None, device=None) -> torch.Tensor:
+        """Identity, shape ``(*batch, d, d)``; dtype defaults to float32 (real groups) / complex64 (complex)."""
+        shape = _batch_shape(batch)
+        dtype = self._resolve_dtype(dtype)
+        eye = torch.eye(self.d, dtype=dtype, device=device)
+        return eye.expand(*shape, self.d, self.d).clone()
+
+    def random_point(self, *batch, generator: torch.Generator | None = None, dtype=None, device=None) -> torch.Tensor:
+        """Random group element, shape ``(*batch, d, d)``, Haar-distributed (uniform angles for T; Haar on
+        each block for O-block). Uses QR of a Gaussian matrix with the sign/phase fix of Mezzadri (2007).
+        ``generator`` must live on ``device``. Source: design choice (standard Haar sampling).
+        """
+        raise NotImplementedError
+
+    def eigen_angles(self, H: torch.Tensor) -> torch.Tensor:
+        """Eigenvalue phases of ``H`` in radians, ``(-pi, pi]``, sorted ascending; shape ``(..., d)``, real dtype.
+
+        Computed in complex128. Not meant for autograd. Source: issue #2 (the app's spectrum views).
+        """
+        self._check(H, "H")
+        w = torch.linalg.eigvals(H.to(torch.complex128))
+        return torch.angle(w).sort(dim=-1).values.to(_real_dtype(H.dtype))
+
+    # -- shared numerics -----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _haar_unitary(shape, n, generator, device, complex_: bool) -> torch.Tensor:
+        """Haar O(n) (real) or U(n) (complex) in float64/complex128, shape ``(*shape, n, n)``."""
+        if complex_:
+            re = torch.randn(*shape, n, n, generator=generator, dtype=torch.float64, device=device)
+            im = torch.randn(*shape, n, n, generator=generator, dtype=torch.float64, device=device)
+            Z = torch.complex(re, im) / _SQRT2
+        else:
+            Z = torch.randn(*shape, n, n, generator=generator, dtype=torch.float64, device=device)
+        Q, R = torch.linalg.qr(Z)
+        diag = torch.diagonal(R, dim1=-2, dim2=-1)
+        if complex_:
+            phase = diag / diag.abs().clamp_min(1e-300)
+        else:
+            phase = torch.where(diag < 0, -1.0, 1.0).to(Q.dtype)
+        return Q * phase.unsqueeze(-2)
+
+    @staticmethod
+    def _unitary_log_angles(H: torch.Tensor):
+        """Eigendecomposition of a (near-)unitary matrix in complex128: returns (theta, V)."""
+        w, V = torch.linalg.eig(H.to(torch.complex128))
+        return torch.angle(w), V
+
+    @staticmethod
+    def _assemble_log(theta: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+        """``V diag(i theta) V^{-1}`` in complex128."""
+        D = torch.diag_embed(torch.complex(torch.zeros_like(theta), theta))
+        return torch.linalg.solve(V, V @ D, left=False)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# O(d) and SO(d)
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+class _OrthogonalBase(MatrixGroup):
+    is_complex = False
+
+    def __init__(self, d: int):
+        super().__init__(d)
+        self._triu_cache: dict = {}
+
+    @property
+    def dim(self) -> int:
+        return self.d * (self.d - 1) // 2
+
+    def _triu(self, device):
+        key = str(device)
+        if key not in self._triu_cache:
+            self._triu_cache[key] = torch.triu_indices(self.d, self.d, 1, device=device)
+        return self._triu_cache[key]
+
+    def proj(self, Y: torch.Tensor) -> torch.Tensor:
+        """``skew(Y) = (Y - Y^T)/2``; ``(..., d, d)`` real. Idempotent, differentiable. Source: osm.md §4.1."""
+        self._check(Y, "Y")
+        return (Y - Y.mT) / 2
+
+    def to_coords(self, A: torch.Tensor) -> torch.Tensor:
+        """``sqrt(2) * skew(A)[p, q]`` for ``p < q`` (row-major), shape ``(..., d(d-1)/2)``. Source: osm.md §4.3."""
+        self._check(A, "A")
+        r, c = self._triu(A.device)
+        return (A[..., r, c] - A[..., c, r]) / _SQRT2
+
+    def from_coords(self, c: torch.Tensor) -> torch.Tensor:
+        """Scatter ``c / sqrt(2)`` into the upper triangle and subtract the transpose. Source: osm.md §4.3."""
+        self._check_coords(c)
+        r, col = self._triu(c.device)
+        X = c.new_zeros(*c.shape[:-1], self.d, self.d)
+        X[..., r, col] = c / _SQRT2
+        return X - X.mT
+
+    def _log_real(self, H: torch.Tensor) -> torch.Tensor:
+        theta, V = self._unitary_log_angles(H)
+        L = self._assemble_log(theta, V).real
+        return ((L - L.mT) / 2).to(H.dtype)
+
+    def _check_det(self, H: torch.Tensor) -> None:
+        det = torch.linalg.det(H.to(torch.float64))
+        if bool((det < 0).any()):
+            raise GroupError(
+                f"{self!r}: log is undefined on the det = -1 component of O(d) "
+                f"({int((det < 0).sum())} matrices with det < 0); exp maps only onto SO(d)"
+            )
+
+    def log(self, H: torch.Tensor) -> torch.Tensor:
+        self._check(H, "H")
+        self._check_det(H)
+        return self._log_real(H)
+
+    log.__doc__ = MatrixGroup.log.__doc__ + "\n        Raises :class:`GroupError` for ``det(H) < 0`` (osm.md §4.2).\n"
+
+    def dist(self, H1: torch.Tensor, H2: torch.Tensor) -> torch.Tensor:
+        self._check(H1, "H1")
+        self._check(H2, "H2")
+        M = H1.mT @ H2
+        neg = torch.linalg.det(M.to(torch.float64)) < 0
+        M = torch.where(neg[..., None, None], torch.eye(self.d, dtype=M.dtype, device=M.device), M)
+        out = self.norm(self._log_real(M))
+        return out.masked_fill(neg, float("inf"))
+
+    dist.__doc__ = (
+        MatrixGroup.dist.__doc__
+        + "\n        O(d): ``inf`` where ``H1`` and ``H2`` lie in different components (``det(H1^T H2) < 0``).\n"
+    )
+
+    def reproject(self, H: torch.Tensor) -> torch.Tensor:
+        return super().reproject(H)
+
+    reproject.__doc__ = MatrixGroup.reproject.__doc__
+
+    def random_point(self, *batch, generator=None, dtype=None, device=None) -> torch.Tensor:
+        shape = _batch_shape(batch)
+        dtype = self._resolve_dtype(dtype)
+        Q = self._haar_unitary(shape, self.d, generator, device, complex_=False)
+        return Q.to(dtype)
+
+    random_point.__doc__ = MatrixGroup.random_point.__doc__
+
+
+class OrthogonalGroup(_OrthogonalBase):
+    """O(d): real orthogonal matrices (both components). Algebra: skew-symmetric matrices.
+
+    ``exp`` lands in SO(d) (osm.md §4.2); ``random_point`` is Haar on all of O(d); ``log`` raises for det -1.
+    """
+
+    name = "O"
+
+
+class SpecialOrthogonalGroup(_OrthogonalBase):
+    """SO(d): rotations (det = +1). Same algebra, projection and coordinates as O(d) (osm.md §4.1-4.2)."""
+
+    name = "SO"
+
+    def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
+        ok = super().belongs(H, atol)
+        return ok & (torch.linalg.det(H.to(torch.float64)) > 0)
+
+    belongs.__doc__ = MatrixGroup.belongs.__doc__
+
+    def reproject(self, H: torch.Tensor) -> torch.Tensor:
+        self._check(H, "H")
+        U, _, Vh = torch.linalg.svd(H)
+        P = U @ Vh
+        neg = torch.linalg.det(P) < 0
+        if bool(neg.any()):
+            flip = torch.ones(*P.shape[:-1], dtype=P.dtype, device=P.device)
+            flip[..., -1] = torch.where(neg, -1.0, 1.0).to(P.dtype)
+            P = (U * flip.unsqueeze(-2)) @ Vh
+        return P
+
+    reproject.__doc__ = (
+        MatrixGroup.reproject.__doc__ + "\n        For det < 0 the smallest singular direction is flipped.\n"
+    )
+
+    def random_point(self, *batch, generator=None, dtype=None, device=None) -> torch.Tensor:
+        shape = _batch_shape(batch)
+        dtype = self._resolve_dtype(dtype)
+        Q = self._haar_unitary(shape, self.d, generator, device, complex_=False)
+        det = torch.linalg.det(Q)
+        flip = torch.ones(*Q.shape[:-1], dtype=Q.dtype, device=Q.device)
+        flip[..., 0] = torch.where(det < 0, -1.0, 1.0).to(Q.dtype)
+        return (Q * flip.unsqueeze(-2)).to(dtype)
+
+    random_point.__doc__ = (
+        MatrixGroup.random_point.__doc__ + "\n        Haar on O(d), then the first column is negated where det < 0.\n"
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# U(d) and SU(d)
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+class _UnitaryBase(MatrixGroup):
+    is_complex = True
+
+    def __init__(self, d: int):
+        super().__init__(d)
+        self._triu_cache: dict = {}
+
+    def _triu(self, device):
+        key = str(device)
+        if key not in self._triu_cache:
+            self._triu_cache[key] = torch.triu_indices(self.d, self.d, 1, device=device)
+        return self._triu_cache[key]
+
+    def _skew_h(self, Y: torch.Tensor) -> torch.Tensor:
+        return (Y - Y.mT.conj()) / 2
+
+    def _offdiag_coords(self, S: torch.Tensor) -> torch.Tensor:
+        r, c = self._triu(S.device)
+        off = S[..., r, c]
+        return torch.cat([off.real * _SQRT2, off.imag * _SQRT2], dim=-1)
+
+    def _from_offdiag_and_diag(self, off_re, off_im, diag_im) -> torch.Tensor:
+        d = self.d
+        r, c = self._triu(off_re.device)
+        re = off_re.new_zeros(*off_re.shape[:-1], d, d)
+        im = off_re.new_zeros(*off_re.shape[:-1], d, d)
+        re[..., r, c] = off_re / _SQRT2
+        im[..., r, c] = off_im / _SQRT2
+        re = re - re.mT  # skew-Hermitian: real part antisymmetric
+        im = im + im.mT  # imaginary part symmetric
+        im = im + torch.diag_embed(diag_im)
+        return torch.complex(re, im)
+
+    def random_point(self, *batch, generator=None, dtype=None, device=None) -> torch.Tensor:
+        shape = _batch_shape(batch)
+        dtype = self._resolve_dtype(dtype)
+        Q = self._haar_unitary(shape, self.d, generator, device, complex_=True)
+        if self.name == "SU":
+            phase = torch.angle(torch.linalg.det(Q)) / self.d
+            Q = Q * torch.polar(torch.ones_like(phase), -phase)[..., None, None]
+        return Q.to(dtype)
+
+    random_point.__doc__ = (
+        MatrixGroup.random_point.__doc__
+        + "\n        SU: a Haar U(d) sample times ``det^{-1/d}`` (left-invariant, hence Haar on SU(d)).\n"
+    )
+
+
+class UnitaryGroup(_UnitaryBase):
+    """U(d): complex unitary matrices. Algebra: skew-Hermitian matrices, dim d^2 (osm.md §4.1)."""
+
+    name = "U"
+
+    @property
+    def dim(self) -> int:
+        return self.d * self.d
+
+    def proj(self, Y: torch.Tensor) -> torch.Tensor:
+        """``(Y - Y^*)/2``; ``(..., d, d)`` complex. Idempotent, differentiable. Source: osm.md §4.1."""
+        self._check(Y, "Y")
+        return self._skew_h(Y)
+
+    def to_coords(self, A: torch.Tensor) -> torch.Tensor:
+        """``[sqrt2 Re S_pq (p<q), sqrt2 Im S_pq (p<q), Im S_pp]`` with ``S = proj(A)``; ``(..., d^2)`` real.
+        Source: osm.md §4.3."""
+        self._check(A, "A")
+        S = self._skew_h(A)
+        diag = torch.diagonal(S, dim1=-2, dim2=-1).imag
+        return torch.cat([self._offdiag_coords(S), diag], dim=-1)
+
+    def from_coords(self, c: torch.Tensor) -> torch.Tensor:
+        self._check_coords(c)
+        n = self.d * (self.d - 1) // 2
+        return self._from_offdiag_and_diag(c[..., :n], c[..., n : 2 * n], c[..., 2 * n :])
+
+    from_coords.__doc__ = MatrixGroup.from_coords.__doc__
+
+    def log(self, H: torch.Tensor) -> torch.Tensor:
+        self._check(H, "H")
+        theta, V = self._unitary_log_angles(H)
+        L = self._assemble_log(theta, V)
+        return self._skew_h(L).to(H.dtype)
+
+    log.__doc__ = MatrixGroup.log.__doc__
+
+
+def _helmert(d: int, dtype, device) -> torch.Tensor:
+    """``(d-1, d)`` Helmert matrix: orthonormal rows, each orthogonal to the all-ones vector."""
+    H = torch.zeros(d - 1, d, dtype=torch.float64)
+    for k in range(1, d):
+        H[k - 1, :k] = 1.0
+        H[k - 1, k] = -float(k)
+        H[k - 1] /= math.sqrt(k * (k + 1))
+    return H.to(dtype=dtype, device=device)
+
+
+class SpecialUnitaryGroup(_UnitaryBase):
+    """SU(d): unitary matrices with det = 1. Algebra: traceless skew-Hermitian, dim d^2 - 1 (osm.md §4.1)."""
+
+    name = "SU"
+
+    @property
+    def dim(self) -> int:
+        return self.d * self.d - 1
+
+    def proj(self, Y: torch.Tensor) -> torch.Tensor:
+        """``S - (tr S / d) I`` with ``S = (Y - Y^*)/2``. Idempotent, differentiable. Source: osm.md §4.1."""
+        self._check(Y, "Y")
+        S = self._skew_h(Y)
+        tr = torch.diagonal(S, dim1=-2, dim2=-1).sum(-1) / self.d
+        return S - tr[..., None, None] * torch.eye(self.d, dtype=S.dtype, device=S.device)
+
+    def to_coords(self, A: torch.Tensor) -> torch.Tensor:
+        """U(d) off-diagonal coordinates followed by ``d-1`` Helmert coordinates of ``Im diag``;
+        shape ``(..., d^2 - 1)``. Source: osm.md §4.3 (Helmert option)."""
+        self._check(A, "A")
+        S = self._skew_h(A)
+        diag = torch.diagonal(S, dim1=-2, dim2=-1).imag
+        hel = _helmert(self.d, diag.dtype, diag.device)
+        return torch.cat([self._offdiag_coords(S), diag @ hel.mT], dim=-1)
+
+    def from_coords(self, c: torch.Tensor) -> torch.Tensor:
+        self._check_coords(c)
+        n = self.d * (self.d - 1) // 2
+        hel = _helmert(self.d, c.dtype, c.device)
+        return self._from_offdiag_and_diag(c[..., :n], c[..., n : 2 * n], c[..., 2 * n :] @ hel)
+
+    from_coords.__doc__ = MatrixGroup.from_coords.__doc__
+
+    def log(self, H: torch.Tensor) -> torch.Tensor:
+        self._check(H, "H")
+        theta, V = self._unitary_log_angles(H)
+        # The principal angles may sum to 2*pi*k != 0; move the k angles nearest the cut by 2*pi so the result is
+        # traceless (a logarithm in su(d), the principal one when k = 0).
+        k = torch.round(theta.sum(-1) / (2 * math.pi))
+        rank_desc = theta.argsort(dim=-1, descending=True).argsort(dim=-1)
+        rank_asc = theta.argsort(dim=-1).argsort(dim=-1)
+        k_ = k.unsqueeze(-1)
+        down = (k_ > 0) & (rank_desc < k_)
+        up = (k_ < 0) & (rank_asc < -k_)
+        theta = theta - 2 * math.pi * down.to(theta.dtype) + 2 * math.pi * up.to(theta.dtype)
+        L = self._assemble_log(theta, V)
+        S = self._skew_h(L)
+        tr = torch.diagonal(S, dim1=-2, dim2=-1).sum(-1) / self.d
+        S = S - tr[..., None, None] * torch.eye(self.d, dtype=S.dtype, device=S.device)
+        return S.to(H.dtype)
+
+    log.__doc__ = (
+        MatrixGroup.log.__doc__
+        + "\n        SU: if the principal angles sum to 2*pi*k != 0, the k angles nearest the cut are shifted by"
+        "\n        2*pi so the result is traceless (design choice).\n"
+    )
+
+    def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
+        ok = super().belongs(H, atol)
+        det = torch.linalg.det(H.to(torch.complex128))
+        return ok & ((det - 1).abs() <= atol * self.d)
+
+    belongs.__doc__ = MatrixGroup.belongs.__doc__
+
+    def reproject(self, H: torch.Tensor) -> torch.Tensor:
+        P = super().reproject(H)
+        phase = torch.angle(torch.linalg.det(P)) / self.d
+        return P * torch.polar(torch.ones_like(phase), -phase)[..., None, None]
+
+    reproject.__doc__ = (
+        MatrixGroup.reproject.__doc__ + "\n        SU: the polar factor times ``det^{-1/d}`` (principal root).\n"
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the torus T^d (diagonal unitary)
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+class TorusGroup(MatrixGroup):
+    """T^d: diagonal unitary matrices ``diag(exp(i theta))``, abelian, dim d (osm.md §4.5).
+
+    Fast paths: ``exp`` and ``log`` are elementwise on the diagonal; :func:`angles_to_matrix` and
+    :func:`matrix_to_angles` convert to/from angle storage.
+    """
+
+    name = "T"
+    is_complex = True
+
+    @property
+    def dim(self) -> int:
+        return self.d
+
+    def proj(self, Y: torch.Tensor) -> torch.Tensor:
+        """``i * Im(diag Y)`` as a diagonal matrix. Idempotent, differentiable. Source: osm.md §4.1."""
+        self._check(Y, "Y")
+        im = torch.diagonal(Y, dim1=-2, dim2=-1).imag
+        return torch.diag_embed(torch.complex(torch.zeros_like(im), im))
+
+    def to_coords(self, A: torch.Tensor) -> torch.Tensor:
+        """``Im diag(A)``, the angle increments, shape ``(..., d)``. Source: osm.md §4.3."""
+        self._check(A, "A")
+        return torch.diagonal(A, dim1=-2, dim2=-1).imag
+
+    def from_coords(self, c: torch.Tensor) -> torch.Tensor:
+        self._check_coords(c)
+        return torch.diag_embed(torch.complex(torch.zeros_like(c), c))
+
+    from_coords.__doc__ = MatrixGroup.from_coords.__doc__
+
+    def exp(self, A: torch.Tensor) -> torch.Tensor:
+        """Elementwise ``diag(exp(A_pp))``; only the diagonal of ``A`` is read (``A`` must be in the algebra).
+        Differentiable. Source: osm.md §4.5."""
+        self._check(A, "A")
+        return torch.diag_embed(torch.exp(torch.diagonal(A, dim1=-2, dim2=-1)))
+
+    def log(self, H: torch.Tensor) -> torch.Tensor:
+        """``diag(i * angle(H_pp))``, angles in ``(-pi, pi]``; only the diagonal is read. Source: osm.md §4.5."""
+        self._check(H, "H")
+        ang = torch.angle(torch.diagonal(H, dim1=-2, dim2=-1))
+        return torch.diag_embed(torch.complex(torch.zeros_like(ang), ang))
+
+    def eigen_angles(self, H: torch.Tensor) -> torch.Tensor:
+        self._check(H, "H")
+        return torch.angle(torch.diagonal(H, dim1=-2, dim2=-1)).sort(dim=-1).values
+
+    eigen_angles.__doc__ = MatrixGroup.eigen_angles.__doc__
+
+    def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
+        ok = super().belongs(H, atol)
+        eye = torch.eye(self.d, dtype=torch.bool, device=H.device)
+        off = H.masked_fill(eye, 0).abs().amax(dim=(-2, -1))
+        return ok & (off <= atol)
+
+    belongs.__doc__ = MatrixGroup.belongs.__doc__
+
+    def reproject(self, H: torch.Tensor) -> torch.Tensor:
+        """Nearest torus element: ``diag(H_pp / |H_pp|)`` (entries that are exactly 0 become 1). Source: design choice."""
+        self._check(H, "H")
+        z = torch.diagonal(H, dim1=-2, dim2=-1)
+        a = z.abs()
+        unit = torch.where(a > 0, z / a.clamp_min(torch.finfo(a.dtype).tiny), torch.ones_like(z))
+        return torch.diag_embed(unit)
+
+    def random_point(self, *batch, generator=None, dtype=None, device=None) -> torch.Tensor:
+        """Uniform angles in ``[-pi, pi)``: Haar on T^d. Shape ``(*batch, d, d)``."""
+        shape = _batch_shape(batch)
+        dtype = self._resolve_dtype(dtype)
+        u = torch.rand(*shape, self.d, generator=generator, dtype=torch.float64, device=device)
+        return angles_to_matrix((2 * u - 1) * math.pi).to(dtype)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# block-diagonal O(b)^m
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+class BlockOrthogonalGroup(MatrixGroup):
+    """O(b)^m: block-diagonal real orthogonal matrices with ``m = d / b`` blocks of size ``b`` (osm.md §4.6).
+
+    Algebra: block-diagonal skew-symmetric matrices, dim ``m b(b-1)/2``. ``exp``/``log`` act per block
+    (batched ``matrix_exp`` on ``(..., m, b, b)``); coordinates are the per-block O(b) coordinates, block-major.
+    """
+
+    name = "O-block"
+    is_complex = False
+
+    def __init__(self, d: int, block: int):
+        super().__init__(d)
+        if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+            raise GroupError(f"O-block: option block must be a positive int, got {block!r}")
+        if d % block:
+            raise GroupError(f"O-block: block={block} does not divide d={d}")
+        self.block = int(block)
+        self.m = d // block
+        self.options = {"block": self.block}
+        self._inner = OrthogonalGroup(self.block)
+        self._mask_cache: dict = {}
+
+    @property
+    def dim(self) -> int:
+        return self.m * self.block * (self.block - 1) // 2
+
+    def _mask(self, device, dtype) -> torch.Tensor:
+        key = (str(device), dtype)
+        if key not in self._mask_cache:
+            ones = torch.ones(self.m, self.block, self.block, dtype=dtype, device=device)
+            self._mask_cache[key] = _diag_embed_blocks(ones)
+        return self._mask_cache[key]
+
+    def blocks(self, X: torch.Tensor) -> torch.Tensor:
+        """The diagonal blocks of ``X``: ``(..., d, d)`` -> ``(..., m, b, b)`` (a differentiable view)."""
+        self._check(X, "X")
+        return _extract_blocks(X, self.block)
+
+    def from_blocks(self, blocks: torch.Tensor) -> torch.Tensor:
+        """Block-diagonal matrix from blocks: ``(..., m, b, b)`` -> ``(..., d, d)``. Differentiable."""
+        if blocks.ndim < 3 or tuple(blocks.shape[-3:]) != (self.m, self.block, self.block):
+            raise GroupError(f"{self!r}: blocks must have shape (..., {self.m}, {self.block}, {self.block})")
+        return _diag_embed_blocks(blocks)
+
+    def proj(self, Y: torch.Tensor) -> torch.Tensor:
+        """``skew`` of each diagonal block, zero elsewhere. Idempotent, differentiable. Source: osm.md §4.1."""
+        self._check(Y, "Y")
+        return (Y - Y.mT) / 2 * self._mask(Y.device, Y.dtype)
+
+    def to_coords(self, A: torch.Tensor) -> torch.Tensor:
+        """Per-block O(b) coordinates, block-major, shape ``(..., m b(b-1)/2)``. Source: osm.md §4.3."""
+        B = self.blocks(A)
+        return self._inner.to_coords(B).flatten(-2)
+
+    def from_coords(self, c: torch.Tensor) -> torch.Tensor:
+        self._check_coords(c)
+        per = self.block * (self.block - 1) // 2
+        B = self._inner.from_coords(c.reshape(*c.shape[:-1], self.m, per))
+        return _diag_embed_blocks(B)
+
+    from_coords.__doc__ = MatrixGroup.from_coords.__doc__
+
+    def exp(self, A: torch.Tensor) -> torch.Tensor:
+        """Batched ``matrix_exp`` of the diagonal blocks (off-block entries of ``A`` are ignored), cost
+        ``O(m b^3)``. Differentiable. Source: osm.md §4.6."""
+        B = self.blocks(A)
+        return _diag_embed_blocks(torch.linalg.matrix_exp(B.contiguous()))  # matrix_exp rejects this strided view
+
+    def log(self, H: torch.Tensor) -> torch.Tensor:
+        """Per-block principal log (see :meth:`MatrixGroup.log`); off-block entries are ignored.
+        Raises :class:`GroupError` if a block has det < 0. Source: osm.md §4.6 + design choice."""
+        B = self.blocks(H)
+        self._inner._check_det(B)
+        return _diag_embed_blocks(self._inner._log_real(B))
+
+    def dist(self, H1: torch.Tensor, H2: torch.Tensor) -> torch.Tensor:
+        """Geodesic distance ``||log(H1^T H2)||_F`` computed per block; ``inf`` where some block of
+        ``H1^T H2`` has det < 0 (different components). Shape ``(...)``. Source: issue #2 + design choice."""
+        self._check(H1, "H1")
+        self._check(H2, "H2")
+        B = _extract_blocks(H1.mT @ H2, self.block)
+        neg = torch.linalg.det(B.to(torch.float64)) < 0
+        eye = torch.eye(self.block, dtype=B.dtype, device=B.device)
+        B = torch.where(neg[..., None, None], eye, B)
+        L = self._inner._log_real(B)
+        out = (L * L).sum(dim=(-3, -2, -1)).sqrt()
+        return out.masked_fill(neg.any(-1), float("inf"))
+
+    def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
+        ok = super().belongs(H, atol)
+        off = (H * (1 - self._mask(H.device, H.dtype))).abs().amax(dim=(-2, -1))
+        return ok & (off <= atol)
+
+    belongs.__doc__ = MatrixGroup.belongs.__doc__
+
+    def reproject(self, H: torch.Tensor) -> torch.Tensor:
+        """Polar factor of each diagonal block; off-block entries are dropped. Source: design choice."""
+        B = self.blocks(H)
+        U, _, Vh = torch.linalg.svd(B)
+        return _diag_embed_blocks(U @ Vh)
+
+    def random_point(self, *batch, generator=None, dtype=None, device=None) -> torch.Tensor:
+        """Haar on each O(b) block independently (Haar on O(b)^m). Shape ``(*batch, d, d)``."""
+        shape = _batch_shape(batch)
+        dtype = self._resolve_dtype(dtype)
+        Q = self._haar_unitary((*shape, self.m), self.block, generator, device, complex_=False)
+        return _diag_embed_blocks(Q).to(dtype)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# factory
+# ----------------------------------------------------------------------------------------------------------------------
+
+_CLASSES = {
+    "O": OrthogonalGroup,
+    "SO": SpecialOrthogonalGroup,
+    "U": UnitaryGroup,
+    "SU": SpecialUnitaryGroup,
+    "T": TorusGroup,
+}
+
+
+def get_group(name: str, d: int, **options) -> MatrixGroup:
+    """Build a group by name: ``"O"``, ``"SO"``, ``"U"``, ``"SU"``, ``"T"`` or ``"O-block"`` (option ``block``).
+
+    ``d`` is the matrix size (for T it is the torus dimension k). Raises :class:`GroupError` for an unknown
+    name, a non-positive ``d``, an unknown option, or (O-block) a missing ``block`` / one that does not divide d.
+    Source: issue #2; osm.md §4.
+    """
+    if name not in GROUP_NAMES:
+        raise GroupError(f"unknown group {name!r}; choose one of {', '.join(GROUP_NAMES)}")
+    if name == "O-block":
+        unknown = set(options) - {"block"}
+        if unknown:
+            raise GroupError(f"O-block: unknown option(s) {sorted(unknown)}; the only option is block")
+        if "block" not in options:
+            raise GroupError("O-block needs the option block (the block size b, dividing d)")
+        return BlockOrthogonalGroup(d, options["block"])
+    if options:
+        raise GroupError(f"group {name!r} takes no options, got {sorted(options)}")
+    return _CLASSES[name](d)
+
+
+def all_groups(dims: Iterable[int] = (1, 2, 3, 4, 8)) -> list[MatrixGroup]:
+    """Every group kind for each ``d`` in ``dims`` (O-block with b = 2 and b = d/2 where they divide d).
+    Convenience for tests and benchmarks."""
+    out: list[MatrixGroup] = []
+    for d in dims:
+        for name in ("O", "SO", "U", "SU", "T"):
+            out.append(get_group(name, d))
+        for b in sorted({2, d // 2} - {0}):
+            if d % b == 0 and b < d:
+                out.append(get_group("O-block", d, block=b))
+    return out
