@@ -335,13 +335,20 @@ class MatrixGroup:
     def dist(self, H1: torch.Tensor, H2: torch.Tensor) -> torch.Tensor:
         """Geodesic distance ``||log(H1^* H2)||_F`` (bi-invariant metric from ``inner``), shape ``(...)``.
 
-        Broadcasts; same real dtype as the input. Not meant for autograd (uses :meth:`log`).
+        Computed in complex128 from the eigenvalue phases ``theta`` of ``H1^* H2`` as ``sqrt(sum theta^2)``, which
+        equals the Frobenius norm of the principal log and stays well defined on the cut locus. Broadcasts; the
+        result has the real dtype of the input. Not meant for autograd.
         Source: issue #2 / osm.md §2.2 (``log`` as the geodesic direction).
         """
         self._check(H1, "H1")
         self._check(H2, "H2")
-        L = self.log(_ct(H1) @ H2)
-        return self.norm(L)
+        M = _ct(H1) @ H2
+        theta = self._log_angles(M)
+        return theta.square().sum(-1).sqrt().to(_real_dtype(M.dtype))
+
+    def _log_angles(self, M: torch.Tensor) -> torch.Tensor:
+        """Eigenvalue phases of the principal log of ``M`` (float64, ``(..., d)``, unsorted)."""
+        return torch.angle(torch.linalg.eigvals(M.to(torch.complex128)))
 
     def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
         """Membership test, bool ``(...)``: ``max |H^* H - I| <= atol`` entrywise, plus the group's extra
@@ -412,9 +419,15 @@ class MatrixGroup:
 
     @staticmethod
     def _assemble_log(theta: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
-        """``V diag(i theta) V^{-1}`` in complex128."""
-        D = torch.diag_embed(torch.complex(torch.zeros_like(theta), theta))
-        return torch.linalg.solve(V, V @ D, left=False)
+        """``Q diag(i theta) Q^*`` in complex128, with ``Q`` the QR orthonormalisation of the eigenvectors ``V``.
+
+        For a normal matrix eigenvectors of distinct eigenvalues are orthogonal, so Gram-Schmidt only
+        orthonormalises inside (near-)degenerate eigenspaces: ``Q`` still diagonalises ``H`` and the result is
+        exactly skew-Hermitian even when one eigenspace receives different logarithm branches (SU shift).
+        """
+        Q = torch.linalg.qr(V).Q
+        D = torch.complex(torch.zeros_like(theta), theta)
+        return (Q * D.unsqueeze(-2)) @ Q.mH
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -484,7 +497,7 @@ class _OrthogonalBase(MatrixGroup):
         M = H1.mT @ H2
         neg = torch.linalg.det(M.to(torch.float64)) < 0
         M = torch.where(neg[..., None, None], torch.eye(self.d, dtype=M.dtype, device=M.device), M)
-        out = self.norm(self._log_real(M))
+        out = self._log_angles(M).square().sum(-1).sqrt().to(M.dtype)
         return out.masked_fill(neg, float("inf"))
 
     dist.__doc__ = (
@@ -656,6 +669,17 @@ def _helmert(d: int, dtype, device) -> torch.Tensor:
     return H.to(dtype=dtype, device=device)
 
 
+def _traceless_angles(theta: torch.Tensor) -> torch.Tensor:
+    """Shift the principal angles ``(..., d)`` so they sum to 0: when they sum to ``2 pi k`` (k != 0), the ``|k|``
+    angles nearest the cut move by ``-/+ 2 pi`` (the smallest-norm logarithm in su(d); the principal one if k = 0)."""
+    k = torch.round(theta.sum(-1) / (2 * math.pi)).unsqueeze(-1)
+    rank_desc = theta.argsort(dim=-1, descending=True).argsort(dim=-1)
+    rank_asc = theta.argsort(dim=-1).argsort(dim=-1)
+    down = (k > 0) & (rank_desc < k)
+    up = (k < 0) & (rank_asc < -k)
+    return theta - 2 * math.pi * down.to(theta.dtype) + 2 * math.pi * up.to(theta.dtype)
+
+
 class SpecialUnitaryGroup(_UnitaryBase):
     """SU(d): unitary matrices with det = 1. Algebra: traceless skew-Hermitian, dim d^2 - 1 (osm.md §4.1)."""
 
@@ -692,15 +716,7 @@ class SpecialUnitaryGroup(_UnitaryBase):
     def log(self, H: torch.Tensor) -> torch.Tensor:
         self._check(H, "H")
         theta, V = self._unitary_log_angles(H)
-        # The principal angles may sum to 2*pi*k != 0; move the k angles nearest the cut by 2*pi so the result is
-        # traceless (a logarithm in su(d), the principal one when k = 0).
-        k = torch.round(theta.sum(-1) / (2 * math.pi))
-        rank_desc = theta.argsort(dim=-1, descending=True).argsort(dim=-1)
-        rank_asc = theta.argsort(dim=-1).argsort(dim=-1)
-        k_ = k.unsqueeze(-1)
-        down = (k_ > 0) & (rank_desc < k_)
-        up = (k_ < 0) & (rank_asc < -k_)
-        theta = theta - 2 * math.pi * down.to(theta.dtype) + 2 * math.pi * up.to(theta.dtype)
+        theta = _traceless_angles(theta)
         L = self._assemble_log(theta, V)
         S = self._skew_h(L)
         tr = torch.diagonal(S, dim1=-2, dim2=-1).sum(-1) / self.d
@@ -719,6 +735,9 @@ class SpecialUnitaryGroup(_UnitaryBase):
         return ok & ((det - 1).abs() <= atol * self.d)
 
     belongs.__doc__ = MatrixGroup.belongs.__doc__
+
+    def _log_angles(self, M: torch.Tensor) -> torch.Tensor:
+        return _traceless_angles(super()._log_angles(M))
 
     def reproject(self, H: torch.Tensor) -> torch.Tensor:
         P = super().reproject(H)
@@ -783,6 +802,9 @@ class TorusGroup(MatrixGroup):
         return torch.angle(torch.diagonal(H, dim1=-2, dim2=-1)).sort(dim=-1).values
 
     eigen_angles.__doc__ = MatrixGroup.eigen_angles.__doc__
+
+    def _log_angles(self, M: torch.Tensor) -> torch.Tensor:
+        return torch.angle(torch.diagonal(M, dim1=-2, dim2=-1).to(torch.complex128))
 
     def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
         ok = super().belongs(H, atol)
@@ -897,8 +919,8 @@ class BlockOrthogonalGroup(MatrixGroup):
         neg = torch.linalg.det(B.to(torch.float64)) < 0
         eye = torch.eye(self.block, dtype=B.dtype, device=B.device)
         B = torch.where(neg[..., None, None], eye, B)
-        L = self._inner._log_real(B)
-        out = (L * L).sum(dim=(-3, -2, -1)).sqrt()
+        theta = torch.angle(torch.linalg.eigvals(B.to(torch.complex128)))  # (..., m, b)
+        out = theta.square().sum(dim=(-2, -1)).sqrt().to(B.dtype)
         return out.masked_fill(neg.any(-1), float("inf"))
 
     def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
