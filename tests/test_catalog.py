@@ -1,0 +1,149 @@
+"""geomlab.catalog: finding bundled and user checkpoints, safe refs, upload validation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from geomlab import catalog, checkpoint
+from geomlab.data import Vocab
+from geomlab.models import build_model
+
+
+def _save(stem: Path, text: str = "hello world, the quick brown fox", card: dict | None = None) -> Path:
+    torch.manual_seed(0)
+    vocab = Vocab.from_text(text)
+    model = build_model({"kind": "lstm", "vocab_size": vocab.size, "hidden": 8})
+    return checkpoint.save(stem, model, vocab, card or {"corpus": "text", "valid_bpc": 3.25})
+
+
+@pytest.fixture
+def dirs(tmp_path, monkeypatch):
+    bundled, runs = tmp_path / "bundled", tmp_path / "runs"
+    bundled.mkdir()
+    runs.mkdir()
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(bundled))
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(runs))
+    return bundled, runs
+
+
+def test_empty_folders_give_empty_catalog(dirs):
+    assert catalog.list_checkpoints() == []
+
+
+def test_missing_folders_are_not_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(tmp_path / "nope"))
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "nope2"))
+    assert catalog.list_checkpoints() == []
+    assert catalog.signature() == ()
+
+
+def test_lists_bundled_then_user_with_cards(dirs):
+    bundled, runs = dirs
+    _save(bundled / "b-one", card={"corpus": "tinyshakespeare", "valid_bpc": 2.5, "test_bpc": 2.6})
+    _save(runs / "sub" / "last")
+    (runs / "stray.json").write_text(json.dumps({"not": "a checkpoint"}))  # ignored
+    (runs / "half.json").write_text("{")  # unreadable, ignored
+    found = catalog.list_checkpoints()
+    assert [e.ref for e in found] == ["bundled/b-one", "runs/sub/last"]
+    b = found[0]
+    assert b.source == "bundled" and b.kind == "lstm" and b.corpus == "tinyshakespeare"
+    assert b.valid_bpc == pytest.approx(2.5) and b.test_bpc == pytest.approx(2.6)
+    assert b.params == checkpoint.load(b.path).card["params_effective"] > 0
+    assert "lstm" in b.title and "tinyshakespeare" in b.title
+    assert found[1].source == "user"
+    row = b.summary()
+    assert row["kind"] == "lstm" and row["ref"] == "bundled/b-one"
+
+
+def test_weights_without_json_or_json_without_weights_are_skipped(dirs):
+    _, runs = dirs
+    p = _save(runs / "a")
+    p.with_suffix(".safetensors").unlink()
+    assert catalog.list_checkpoints() == []
+
+
+def test_signature_changes_when_a_checkpoint_appears(dirs):
+    _, runs = dirs
+    before = catalog.signature()
+    _save(runs / "new")
+    assert catalog.signature() != before
+
+
+def test_resolve_roundtrip_and_rejects_escapes(dirs):
+    bundled, runs = dirs
+    _save(runs / "deep" / "x")
+    e = catalog.resolve("runs/deep/x")
+    assert e.path == (runs / "deep" / "x.json") and e.weights.is_file()
+    for bad in ["", "x", "runs/", "other/x", "runs/../bundled/x", "runs/../../etc/passwd", "/abs", None]:
+        with pytest.raises(catalog.CatalogError):
+            catalog.resolve(bad)
+    with pytest.raises(catalog.CatalogError, match="no checkpoint"):
+        catalog.resolve("bundled/missing")
+
+
+def test_safe_name():
+    assert catalog.safe_name("../../evil name!.json") == "evil-name-.json"
+    assert catalog.safe_name("../../evil") == "evil"
+    assert catalog.safe_name("///") == "checkpoint"
+    assert catalog.safe_name("ok_name-1.2") == "ok_name-1.2"
+
+
+def _pair(tmp_path: Path, name: str = "up") -> dict[str, bytes]:
+    p = _save(tmp_path / "src" / name)
+    return {f"{name}.json": p.read_bytes(), f"{name}.safetensors": p.with_suffix(".safetensors").read_bytes()}
+
+
+def test_store_upload_validates_and_stores(dirs, tmp_path):
+    _, runs = dirs
+    files = _pair(tmp_path)
+    e1 = catalog.store_upload(files)
+    e2 = catalog.store_upload(files)  # same name again: not overwritten
+    assert e1.ref == "runs/uploads/up" and e2.ref == "runs/uploads/up-2"
+    assert {e.ref for e in catalog.list_checkpoints()} == {e1.ref, e2.ref}
+    assert checkpoint.load(e1.path).vocab is not None
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda f: {k: v for k, v in f.items() if k.endswith(".json")}, "weights .*missing"),
+    (lambda f: {k: v for k, v in f.items() if k.endswith(".safetensors")}, "description .*missing"),
+    (lambda f: {**f, "model.pt": b"x"}, "not accepted"),
+    (lambda f: {**f, "up.json": b""}, "empty"),
+    (lambda f: {**f, "up.json": b"{not json"}, "not valid JSON"),
+    (lambda f: {**f, "up.json": b"{\"a\": 1}"}, "model_config"),
+    (lambda f: {**f, "up.safetensors": f["up.safetensors"][: len(f["up.safetensors"]) // 2]}, "not a valid checkpoint"),
+    (lambda f: {**f, "other.json": f["up.json"]}, "exactly one pair"),
+    (lambda f: {}, "no files"),
+])
+def test_bad_uploads_raise_readable_errors_and_store_nothing(dirs, tmp_path, mutate, message):
+    _, runs = dirs
+    files = mutate(_pair(tmp_path))
+    with pytest.raises(catalog.CatalogError, match=message):
+        catalog.store_upload(files)
+    assert catalog.list_checkpoints() == []
+    assert not (runs / catalog.UPLOAD_SUBDIR).exists() or not any((runs / catalog.UPLOAD_SUBDIR).iterdir())
+
+
+def test_upload_with_mismatched_json_is_rejected(dirs, tmp_path):
+    files = _pair(tmp_path)
+    meta = json.loads(files["up.json"])
+    meta["model_config"]["hidden"] = 9  # weights no longer fit
+    with pytest.raises(catalog.CatalogError, match="not a valid checkpoint"):
+        catalog.store_upload({**files, "up.json": json.dumps(meta).encode()})
+    meta = json.loads(files["up.json"])
+    meta["model_config"]["kind"] = "no-such-kind"
+    with pytest.raises(catalog.CatalogError, match="no-such-kind"):
+        catalog.validate_upload({**files, "up.json": json.dumps(meta).encode()})
+
+
+def test_delete_user_checkpoint(dirs):
+    bundled, runs = dirs
+    _save(runs / "gone")
+    _save(bundled / "kept")
+    catalog.delete_user_checkpoint("runs/gone")
+    assert [e.ref for e in catalog.list_checkpoints()] == ["bundled/kept"]
+    with pytest.raises(catalog.CatalogError, match="bundled"):
+        catalog.delete_user_checkpoint("bundled/kept")
