@@ -1,0 +1,549 @@
+"""Grassmann flow language models: ``grassmann`` (attention-free) and ``grassmann-attn`` (its baseline).
+
+Source: Zhang Chong, "Attention Is Not What You Need: Grassmann Flows as an Attention-Free Alternative for
+Sequence Modeling", arXiv 2512.19428, as specified in the notes ``grassmann.md`` (§1 layer, §2 model,
+§3 tiny configurations, §7 pitfalls). The Causal Grassmann mixer of one layer, input ``H`` ``(B, T, d)``:
+
+1. reduce: ``z_t = W_red h_t + b_red`` ``(B, T, r)``                                   (§1.2)
+2. for each offset ``D`` of the layer and each ``t >= D``: the oriented plane span(z_t, z_{t-D}) by its
+   Plücker vector ``p_ij = z_{t,i} z_{t-D,j} - z_{t,j} z_{t-D,i}`` (``P = r(r-1)/2``) (§1.3), normalised
+   ``p / max(||p||, eps)`` (§1.4). Offsets with no past partner (``t < D``) are skipped, not zero-padded.
+3. ``g_t = W_plu mean_{D <= t} p_hat(t, D) + b_plu`` (average first, then one projection), and
+   ``g_t = 0`` where no offset is valid (t = 0) (§1.5, the "[I]" choice fixed here).
+4. gated fusion ``alpha_t = sigmoid(W_gate [h_t; g_t] + b_gate)``, ``m_t = alpha_t h_t + (1 - alpha_t) g_t``
+   (§1.6).
+
+Block layouts (config ``layout``, §2.1; the attention baseline uses the same one, §2.2):
+
+* ``post_norm`` (reported): ``v = LN1(m)``; ``x = LN2(v + FFN(v))`` — the mixer's ``alpha * h`` is the skip
+  path. For ``grassmann-attn`` the mixer output is ``m = x + Attn(x)`` (attention has no skip of its own).
+* ``post_norm_residual`` (kanenorman's reading): ``v = LN1(x + Mix(x))``; ``x = LN2(v + FFN(v))``.
+* ``pre_norm`` (alphaXiv reading): ``x = x + LN_in(Mix(LN1(x)))``; ``x = x + FFN(LN2(x))``. For
+  ``grassmann-attn``: the standard ``x = x + Attn(LN1(x))`` (no inner LayerNorm).
+
+The whole model (§2.1): token embedding + learned positions (config ``positions``), the blocks, a final
+LayerNorm and the tied output head ``logits = LN_f(x) E^T``. FFN ``d -> d_ff -> d`` with GELU.
+
+Incremental decoding (``grassmann`` only, §1.7): :meth:`GrassmannLM.init_state` and
+:meth:`GrassmannLM.step` keep per layer only the last ``max(offsets of the layer)`` reduced vectors, so the
+state is ``O(n_layers * max(offsets) * rank)``, constant in the sequence length; the logits equal the full
+forward pass up to float rounding.
+
+Inferred / design choices (each a config key): ``eps`` (1e-6, §3), ``normalize`` (``clamp`` as reported or
+``smooth`` = ``p / sqrt(||p||^2 + eps^2)``), ``gate`` (``concat`` = sigmoid(W[h; g] + b), reported, or
+``input`` = sigmoid(W h + b)), ``offset_schedule`` (``all`` = every layer uses every offset, the
+reproductions' reading and default; ``per_layer`` = layer l uses ``offsets[l]`` only, §2.3),
+``positions`` (``learned`` up to ``max_len``, as reported, or ``none``), initialisation (embeddings
+N(0, 0.02), linear layers PyTorch default; design choice, identical for both kinds).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from geomlab.models import budget_search, register
+from geomlab.models.base import SequenceModel
+from geomlab.planes import normalize_plucker, plucker_indices, plucker_size
+
+LAYOUTS = ("post_norm", "post_norm_residual", "pre_norm")
+SCHEDULES = ("all", "per_layer")
+
+
+class GrassmannConfigError(ValueError):
+    """An invalid configuration value for a Grassmann-family model."""
+
+
+def _offsets_per_layer(offsets: list[int], schedule: str, n_layers: int) -> list[list[int]]:
+    """The offsets each layer uses. ``all``: the sorted set of ``offsets`` for every layer; ``per_layer``:
+    ``[offsets[l]]`` for layer ``l`` (needs ``len(offsets) == n_layers``). grassmann.md §2.3."""
+    if schedule == "all":
+        return [sorted(set(offsets)) for _ in range(n_layers)]
+    if len(offsets) != n_layers:
+        raise GrassmannConfigError(
+            f"offset_schedule 'per_layer' needs one offset per layer: {len(offsets)} offsets for {n_layers} layers")
+    return [[d] for d in offsets]
+
+
+class GrassmannMixer(nn.Module):
+    """The Causal Grassmann mixer of one layer (grassmann.md §1, reference forward §1.10).
+
+    ``forward(h)``: ``h`` ``(B, T, d_model)`` float -> ``m`` ``(B, T, d_model)``. Strictly causal: position
+    ``t`` reads ``h_s`` for ``s in {t} U {t - D : D in offsets, D <= t}`` only.
+    """
+
+    def __init__(self, d_model: int, rank: int, offsets: list[int], eps: float, normalize: str, gate: str):
+        super().__init__()
+        self.rank, self.offsets, self.eps, self.normalize, self.gate_form = rank, list(offsets), eps, normalize, gate
+        self.P = plucker_size(rank)
+        self.reduce = nn.Linear(d_model, rank)
+        self.plu = nn.Linear(self.P, d_model)
+        self.gate = nn.Linear(2 * d_model if gate == "concat" else d_model, d_model)
+        I, J = plucker_indices(rank)
+        self.register_buffer("I", I, persistent=False)
+        self.register_buffer("J", J, persistent=False)
+
+    @property
+    def max_offset(self) -> int:
+        return max(self.offsets)
+
+    def _plucker(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        I, J = self.I, self.J
+        p = a[..., I] * b[..., J] - a[..., J] * b[..., I]
+        return normalize_plucker(p, self.eps, self.normalize), p
+
+    def _fuse(self, h: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        gin = torch.cat([h, g], dim=-1) if self.gate_form == "concat" else h
+        alpha = torch.sigmoid(self.gate(gin))
+        return alpha * h + (1 - alpha) * g, alpha
+
+    def forward(self, h: torch.Tensor, rec: dict | None = None) -> torch.Tensor:
+        B, T, _ = h.shape
+        z = self.reduce(h)
+        acc = None
+        cnt = torch.zeros(T, dtype=h.dtype, device=h.device)
+        for k, D in enumerate(self.offsets):
+            if D >= T:  # no position has a partner at this offset
+                if rec is not None:
+                    rec["plucker"].append(h.new_zeros(T, self.P))
+                    rec["plucker_norm"].append(h.new_zeros(T))
+                    rec["plucker_mask"].append(torch.zeros(T, dtype=torch.bool, device=h.device))
+                continue
+            p_hat, p = self._plucker(z[:, D:], z[:, :-D])  # current first, past second
+            term = F.pad(p_hat, (0, 0, D, 0))
+            acc = term if acc is None else acc + term
+            cnt[D:] += 1
+            if rec is not None:
+                rec["plucker"].append(term[0])
+                rec["plucker_norm"].append(F.pad(torch.linalg.vector_norm(p[0], dim=-1), (D, 0)))
+                mask = torch.zeros(T, dtype=torch.bool, device=h.device)
+                mask[D:] = True
+                rec["plucker_mask"].append(mask)
+        if acc is None:
+            g = torch.zeros_like(h)
+            mean = h.new_zeros(B, T, self.P)
+        else:
+            mean = acc / cnt.clamp_min(1).unsqueeze(-1)
+            g = torch.where((cnt > 0).unsqueeze(-1), self.plu(mean), torch.zeros((), dtype=h.dtype))
+        m, alpha = self._fuse(h, g)
+        if rec is not None:
+            rec["reduced"].append(z[0])
+            rec["gates"].append(alpha[0])
+            rec["plucker_mean"].append(mean[0])
+        return m
+
+    def step(self, h: torch.Tensor, past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One position: ``h`` ``(B, d_model)`` and ``past`` ``(B, K, rank)``, the reduced vectors of the last
+        ``K <= max_offset`` positions (oldest first). Returns ``(m, past')`` with ``m`` ``(B, d_model)`` and
+        ``past'`` the updated window, at most ``max_offset`` long (§1.7)."""
+        z = self.reduce(h)
+        K = past.shape[1]
+        acc, n = None, 0
+        for D in self.offsets:
+            if D > K:
+                continue
+            p_hat, _ = self._plucker(z, past[:, K - D])
+            acc = p_hat if acc is None else acc + p_hat
+            n += 1
+        g = torch.zeros_like(h) if acc is None else self.plu(acc / n)
+        m, _ = self._fuse(h, g)
+        past = torch.cat([past, z.unsqueeze(1)], dim=1)[:, -self.max_offset:]
+        return m, past
+
+
+class CausalSelfAttention(nn.Module):
+    """Causal multi-head self-attention (the matched baseline's mixer, grassmann.md §2.2): fused QKV
+    ``Linear(d, 3d)``, output ``Linear(d, d)`` (``4 d^2 + 4 d`` parameters). ``(B, T, d) -> (B, T, d)``."""
+
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor, rec: dict | None = None) -> torch.Tensor:
+        B, T, D = x.shape
+        H = self.n_heads
+        q, k, v = self.qkv(x).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if rec is not None:  # the weights, computed beside (not instead of) the fused kernel
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(D // H)
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            rec["attention"].append(torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)[0])
+        return self.out(y.transpose(1, 2).reshape(B, T, D))
+
+
+class _Block(nn.Module):
+    """One block in the configured layout (module docstring); ``mixer`` is a GrassmannMixer or attention."""
+
+    def __init__(self, mixer: nn.Module, d_model: int, d_ff: int, layout: str, dropout: float, attn: bool):
+        super().__init__()
+        self.mixer, self.layout, self.attn = mixer, layout, attn
+        self.ln1 = nn.LayerNorm(d_model)
+        self.ln_in = nn.LayerNorm(d_model) if (layout == "pre_norm" and not attn) else None
+        self.ff1 = nn.Linear(d_model, d_ff)
+        self.ff2 = nn.Linear(d_ff, d_model)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def ffn(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.ff2(F.gelu(self.ff1(x))))
+
+    def _mix_post(self, x, mix):
+        if self.layout == "post_norm_residual" or self.attn:
+            return x + self.drop(mix(x))
+        return self.drop(mix(x))
+
+    def forward(self, x: torch.Tensor, rec: dict | None = None) -> torch.Tensor:
+        mix = lambda u: self.mixer(u, rec)  # noqa: E731
+        if self.layout == "pre_norm":
+            y = mix(self.ln1(x))
+            x = x + self.drop(self.ln_in(y) if self.ln_in is not None else y)
+            return x + self.ffn(self.ln2(x))
+        v = self.ln1(self._mix_post(x, mix))
+        return self.ln2(v + self.ffn(v))
+
+    def step(self, x: torch.Tensor, past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Grassmann block at one position: ``x`` ``(B, d)``; see :meth:`GrassmannMixer.step`. Evaluation
+        only (no dropout is applied)."""
+        if self.layout == "pre_norm":
+            y, past = self.mixer.step(self.ln1(x), past)
+            x = x + self.ln_in(y)
+            return x + self.ffn(self.ln2(x)), past
+        m, past = self.mixer.step(x, past)
+        if self.layout == "post_norm_residual":
+            m = x + m
+        v = self.ln1(m)
+        return self.ln2(v + self.ffn(v)), past
+
+
+class _PlaneLM(SequenceModel):
+    """Shared skeleton of both kinds: embeddings, blocks, final LayerNorm, tied head (grassmann.md §2.1)."""
+
+    attn = False
+
+    def __init__(self, config: dict[str, Any]):
+        super().__init__(config)
+        c = self.config
+        for key in ("vocab_size", "d_model", "n_layers", "d_ff", "max_len"):
+            if int(c[key]) < 1:
+                raise GrassmannConfigError(f"{key} must be a positive integer, got {c[key]!r}")
+        if c["layout"] not in LAYOUTS:
+            raise GrassmannConfigError(f"layout must be one of {LAYOUTS}, got {c['layout']!r}")
+        if c["positions"] not in ("learned", "none"):
+            raise GrassmannConfigError(f"positions must be 'learned' or 'none', got {c['positions']!r}")
+        if not 0.0 <= float(c["dropout"]) < 1.0:
+            raise GrassmannConfigError(f"dropout must be in [0, 1), got {c['dropout']!r}")
+        d = int(c["d_model"])
+        self.d_model, self.vocab_size, self.max_len = d, int(c["vocab_size"]), int(c["max_len"])
+        self.tok = nn.Embedding(self.vocab_size, d)
+        self.pos = nn.Embedding(self.max_len, d) if c["positions"] == "learned" else None
+        self.drop = nn.Dropout(float(c["dropout"]))
+        self.blocks = nn.ModuleList(
+            _Block(self._mixer(i), d, int(c["d_ff"]), c["layout"], float(c["dropout"]), self.attn)
+            for i in range(int(c["n_layers"])))
+        self.ln_f = nn.LayerNorm(d)
+        nn.init.normal_(self.tok.weight, std=0.02)
+        if self.pos is not None:
+            nn.init.normal_(self.pos.weight, std=0.02)
+
+    def _mixer(self, layer: int) -> nn.Module:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_tokens(self, tokens: torch.Tensor, start: int = 0) -> None:
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
+        if self.pos is not None and start + tokens.shape[1] > self.max_len:
+            raise ValueError(f"sequence of length {start + tokens.shape[1]} exceeds max_len={self.max_len} "
+                             "(learned positions); use a shorter context or positions='none'")
+
+    def embed(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Token (+ position) embedding ``(B, T, d)`` of ``tokens`` ``(B, T)`` starting at position ``start``."""
+        x = self.tok(tokens)
+        if self.pos is not None:
+            x = x + self.pos(torch.arange(start, start + tokens.shape[1], device=tokens.device))
+        return self.drop(x)
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """Tied output head: ``LN_f(x) @ E^T``, ``(..., d) -> (..., V)``."""
+        return self.ln_f(x) @ self.tok.weight.t()
+
+    def _run(self, tokens: torch.Tensor, rec: dict | None) -> torch.Tensor:
+        self._check_tokens(tokens)
+        x = self.embed(tokens)
+        for block in self.blocks:
+            if rec is not None:
+                rec["inputs"].append(x[0])
+            x = block(x, rec)
+        return self.head(x)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``tokens`` ``(B, T)`` long -> logits ``(B, T, V)``; ``logits[:, t]`` predicts token ``t + 1``."""
+        return self._run(tokens, None)
+
+    @staticmethod
+    def _analytic_block(c: dict[str, Any]) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def analytic_param_count(cls, config: dict[str, Any]) -> int:
+        """Trainable parameters of the full ``config`` from the closed form of grassmann.md §2.3 (shared
+        ``V d + max_len d + 2 d`` plus ``n_layers`` blocks). Equals ``count_params`` of the built model."""
+        c = config
+        d, V = int(c["d_model"]), int(c["vocab_size"])
+        shared = V * d + 2 * d + (int(c["max_len"]) * d if c["positions"] == "learned" else 0)
+        d_ff = int(c["d_ff"])
+        ffn = 2 * d * d_ff + d_ff + d + 2 * d + 2 * d  # FFN + LN1 + LN2
+        return shared + int(c["n_layers"]) * (ffn + cls._analytic_block(c))
+
+    @classmethod
+    def _budget(cls, n_params: int, vocab_size: int, fixed: dict[str, Any], derive) -> dict[str, Any]:
+        """Search ``d_model`` (``derive(base, w)`` completes the config); if no width with the derived
+        ``d_ff = 4 d_model`` is within 5% (coarse width steps at small sizes), also let ``d_ff`` range over
+        ``[3 d, 5 d]`` in steps of 4. Candidates are pre-filtered with :meth:`analytic_param_count`."""
+        base = {**cls.default_config(), **fixed, "kind": cls.kind}
+        step = 1 if "d_model" in fixed else int(base.get("n_heads", 2))
+        widths = [int(fixed["d_model"])] if "d_model" in fixed else range(step, 2049, step)
+
+        def near(cands):
+            return [c for c in cands if abs(cls.analytic_param_count({**c, "vocab_size": vocab_size}) - n_params)
+                    <= 0.1 * n_params]
+
+        cands = near([derive(base, w) for w in widths])
+        try:
+            if not cands:
+                raise ValueError("no candidate")
+            return budget_search(lambda c: c, cands, n_params, vocab_size)
+        except ValueError:
+            if "d_ff" in fixed:
+                raise ValueError(f"{cls.kind}: no d_model gives {n_params} parameters (±5%) with the fixed keys "
+                                 f"{sorted(fixed)}") from None
+        cands = near([{**derive(base, w), "d_ff": f} for w in widths for f in range(3 * w, 5 * w + 1, 4)])
+        if not cands:
+            raise ValueError(f"{cls.kind}: no d_model/d_ff gives ~{n_params} parameters with the fixed keys "
+                             f"{sorted(fixed)}")
+        return budget_search(lambda c: c, cands, n_params, vocab_size)
+
+
+@register
+class GrassmannLM(_PlaneLM):
+    """``grassmann``: the attention-free Grassmann flow LM (grassmann.md §1–§2; module docstring).
+
+    Config keys: ``d_model`` (64), ``n_layers`` (4), ``rank`` r (16; P = r(r-1)/2), ``offsets``
+    ([1, 2, 4, 8, 12, 16]), ``offset_schedule`` (``all`` | ``per_layer``), ``layout`` (``post_norm`` |
+    ``post_norm_residual`` | ``pre_norm``), ``d_ff`` (256), ``max_len`` (128, learned positions),
+    ``positions`` (``learned`` | ``none``), ``dropout`` (0.0), ``eps`` (1e-6), ``normalize``
+    (``clamp`` | ``smooth``), ``gate`` (``concat`` | ``input``). Defaults = the G-XS config of §3
+    (216,000 parameters at V = 96). Raises :class:`GrassmannConfigError` (a ``ValueError``) on bad values.
+    """
+
+    kind = "grassmann"
+
+    def __init__(self, config: dict[str, Any]):
+        c = config
+        if int(c["rank"]) < 2:
+            raise GrassmannConfigError(f"rank must be >= 2 (planes need two dimensions), got {c['rank']!r}")
+        offs = c["offsets"]
+        if (not isinstance(offs, (list, tuple)) or not offs
+                or any(isinstance(o, bool) or int(o) != o or int(o) < 1 for o in offs)):
+            raise GrassmannConfigError(f"offsets must be a non-empty list of positive integers, got {offs!r}")
+        if c["offset_schedule"] not in SCHEDULES:
+            raise GrassmannConfigError(f"offset_schedule must be one of {SCHEDULES}, got {c['offset_schedule']!r}")
+        if c["normalize"] not in ("clamp", "smooth"):
+            raise GrassmannConfigError(f"normalize must be 'clamp' or 'smooth', got {c['normalize']!r}")
+        if c["gate"] not in ("concat", "input"):
+            raise GrassmannConfigError(f"gate must be 'concat' or 'input', got {c['gate']!r}")
+        if not float(c["eps"]) > 0:
+            raise GrassmannConfigError(f"eps must be > 0, got {c['eps']!r}")
+        config = {**config, "offsets": [int(o) for o in offs]}
+        self.layer_offsets = _offsets_per_layer(config["offsets"], c["offset_schedule"], int(c["n_layers"]))
+        super().__init__(config)
+
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        return {"d_model": 64, "n_layers": 4, "rank": 16, "offsets": [1, 2, 4, 8, 12, 16],
+                "offset_schedule": "all", "layout": "post_norm", "d_ff": 256, "max_len": 128,
+                "positions": "learned", "dropout": 0.0, "eps": 1e-6, "normalize": "clamp", "gate": "concat"}
+
+    def _mixer(self, layer: int) -> nn.Module:
+        c = self.config
+        return GrassmannMixer(int(c["d_model"]), int(c["rank"]), self.layer_offsets[layer], float(c["eps"]),
+                              c["normalize"], c["gate"])
+
+    @staticmethod
+    def _analytic_block(c: dict[str, Any]) -> int:
+        d, r = int(c["d_model"]), int(c["rank"])
+        P = r * (r - 1) // 2
+        gate = (2 * d * d if c["gate"] == "concat" else d * d) + d
+        return d * r + r + P * d + d + gate + (2 * d if c["layout"] == "pre_norm" else 0)
+
+    @classmethod
+    def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
+        """Vary ``d_model`` (even widths) at fixed depth; unless fixed, ``d_ff = 4 d_model`` and
+        ``rank = round(2 sqrt(d_model))`` (so ``d r + P d ~ 2 d^2`` and the mixer matches attention's
+        ``4 d^2``: the re-matching by r of grassmann.md §3 / pitfall §7.7, design choice). ±5%; else
+        ``ValueError``."""
+        def derive(base, w):
+            cfg = {**base, "d_model": w}
+            if "d_ff" not in fixed:
+                cfg["d_ff"] = 4 * w
+            if "rank" not in fixed:
+                cfg["rank"] = max(2, int(round(2 * math.sqrt(w))))
+            return cfg
+        return cls._budget(n_params, vocab_size, fixed, derive)
+
+    # ---------------------------------------------------------------- recording
+
+    @torch.no_grad()
+    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Everything the plane views need for one sequence (docs/architecture.md, Grassmann table).
+
+        ``tokens`` ``(1, T)`` -> dict with ``inputs`` ``[layer, T, d]`` (block inputs, the residual stream),
+        ``reduced`` ``[layer, T, r]``, ``plucker`` ``[layer, slot, T, P]`` (normalised, zero where masked),
+        ``plucker_mask`` ``[layer, slot, T]`` bool, ``offsets`` ``[layer, slot]`` long (0 = unused slot),
+        ``gates`` ``[layer, T, d]`` (alpha), ``logits`` ``[T, V]`` (equal to ``model(tokens)[0]``), and the
+        extras ``plucker_norm`` ``[layer, slot, T]`` (``||p||`` before normalisation, for degenerate-pair
+        monitoring, pitfall §7.1) and ``plucker_mean`` ``[layer, T, P]`` (the offset-averaged bivector fed to
+        ``W_plu``, §5.9; zero where no offset is valid). Slots: the layer's sorted offsets (``all``) or its
+        single offset (``per_layer``). Raises ``ValueError`` unless ``tokens`` is ``(1, T)``.
+        """
+        if tokens.dim() != 2 or tokens.shape[0] != 1:
+            raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
+        keys = ("inputs", "reduced", "plucker", "plucker_norm", "plucker_mask", "gates", "plucker_mean")
+        rec: dict[str, Any] = {k: [] for k in keys}
+        logits = self._run(tokens, rec)[0]
+        L, S = len(self.blocks), max(len(o) for o in self.layer_offsets)
+        T, P = tokens.shape[1], self.blocks[0].mixer.P
+        plu = logits.new_zeros(L, S, T, P)
+        norm = logits.new_zeros(L, S, T)
+        mask = torch.zeros(L, S, T, dtype=torch.bool, device=logits.device)
+        offsets = torch.zeros(L, S, dtype=torch.long)
+        i = 0
+        for layer, offs in enumerate(self.layer_offsets):
+            for slot, D in enumerate(offs):
+                plu[layer, slot], norm[layer, slot], mask[layer, slot] = (
+                    rec["plucker"][i], rec["plucker_norm"][i], rec["plucker_mask"][i])
+                offsets[layer, slot] = D
+                i += 1
+        return {"inputs": torch.stack(rec["inputs"]), "reduced": torch.stack(rec["reduced"]),
+                "plucker": plu, "plucker_mask": mask, "offsets": offsets, "gates": torch.stack(rec["gates"]),
+                "logits": logits, "plucker_norm": norm, "plucker_mean": torch.stack(rec["plucker_mean"])}
+
+    # ---------------------------------------------------------------- incremental decoding
+
+    def init_state(self, batch_size: int = 1) -> dict[str, Any]:
+        """Empty decoding state for ``batch_size`` sequences: ``{"t": 0, "past": [tensor (B, 0, r)] * n_layers}``.
+        ``past[l]`` never holds more than ``max(offsets of layer l)`` reduced vectors (grassmann.md §1.7)."""
+        w = self.blocks[0].mixer.reduce.weight
+        r = int(self.config["rank"])
+        return {"t": 0, "past": [w.new_zeros(batch_size, 0, r) for _ in self.blocks]}
+
+    def step(self, tokens: torch.Tensor, state: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Feed one token per sequence: ``tokens`` ``(B,)`` long at position ``state["t"]``.
+
+        Returns ``(logits, new_state)`` with ``logits`` ``(B, V)`` equal (to float rounding) to
+        ``model(prefix)[:, -1]``; the state is not modified in place. Raises ``ValueError`` past ``max_len``
+        with learned positions, or for a batch size that does not match the state.
+        """
+        if tokens.dim() != 1:
+            raise ValueError(f"step expects tokens of shape (B,), got {tuple(tokens.shape)}")
+        t = int(state["t"])
+        if tokens.shape[0] != state["past"][0].shape[0]:
+            raise ValueError(f"batch of {tokens.shape[0]} tokens for a state of batch {state['past'][0].shape[0]}")
+        self._check_tokens(tokens[:, None], start=t)
+        x = self.embed(tokens[:, None], start=t)[:, 0]
+        new_past = []
+        for block, past in zip(self.blocks, state["past"]):
+            x, past = block.step(x, past)
+            new_past.append(past)
+        return self.head(x), {"t": t + 1, "past": new_past}
+
+    @torch.no_grad()
+    def forward_incremental(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits ``(B, T, V)`` for ``tokens`` ``(B, T)`` computed one position at a time with :meth:`step`
+        (constant-size state); equals ``model(tokens)`` to float rounding."""
+        state = self.init_state(tokens.shape[0])
+        out = []
+        for t in range(tokens.shape[1]):
+            logits, state = self.step(tokens[:, t], state)
+            out.append(logits)
+        return torch.stack(out, dim=1)
+
+    @torch.no_grad()
+    def generate(self, prompt: torch.Tensor, n_new: int, temperature: float = 1.0,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+        """Sample ``n_new`` tokens after ``prompt`` ``(B, T0)`` (T0 >= 1) with incremental decoding; returns
+        ``(B, T0 + n_new)`` long. ``temperature`` > 0 (``ValueError`` otherwise)."""
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        if prompt.dim() != 2 or prompt.shape[1] < 1:
+            raise ValueError(f"prompt must have shape (B, T0) with T0 >= 1, got {tuple(prompt.shape)}")
+        state = self.init_state(prompt.shape[0])
+        for t in range(prompt.shape[1]):
+            logits, state = self.step(prompt[:, t], state)
+        out = [prompt]
+        for _ in range(n_new):
+            probs = torch.softmax(logits / temperature, dim=-1)
+            nxt = torch.multinomial(probs, 1, generator=generator)
+            out.append(nxt)
+            if _ < n_new - 1:
+                logits, state = self.step(nxt[:, 0], state)
+        return torch.cat(out, dim=1)
+
+
+@register
+class GrassmannAttentionLM(_PlaneLM):
+    """``grassmann-attn``: the matched baseline — the same model and block layout with causal multi-head
+    self-attention in place of the Grassmann mixer (grassmann.md §2.2).
+
+    Config keys: ``d_model`` (64), ``n_layers`` (4), ``n_heads`` (4), ``layout``, ``d_ff`` (256), ``max_len``
+    (128), ``positions``, ``dropout`` (0.0). Defaults = T-XS of §3 (214,400 parameters at V = 96).
+    """
+
+    kind = "grassmann-attn"
+    attn = True
+
+    def __init__(self, config: dict[str, Any]):
+        h, d = int(config["n_heads"]), int(config["d_model"])
+        if h < 1 or d % h:
+            raise GrassmannConfigError(f"d_model ({d}) must be a positive multiple of n_heads ({h})")
+        super().__init__(config)
+
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        return {"d_model": 64, "n_layers": 4, "n_heads": 4, "layout": "post_norm", "d_ff": 256,
+                "max_len": 128, "positions": "learned", "dropout": 0.0}
+
+    def _mixer(self, layer: int) -> nn.Module:
+        return CausalSelfAttention(int(self.config["d_model"]), int(self.config["n_heads"]))
+
+    @staticmethod
+    def _analytic_block(c: dict[str, Any]) -> int:
+        d = int(c["d_model"])
+        return 4 * d * d + 4 * d
+
+    @classmethod
+    def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
+        """Vary ``d_model`` (multiples of ``n_heads``) at fixed depth; ``d_ff = 4 d_model`` unless fixed.
+        ±5%; else ``ValueError``."""
+        def derive(base, w):
+            cfg = {**base, "d_model": w}
+            if "d_ff" not in fixed:
+                cfg["d_ff"] = 4 * w
+            return cfg
+        return cls._budget(n_params, vocab_size, fixed, derive)
+
+    @torch.no_grad()
+    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``tokens`` ``(1, T)`` -> ``{"logits": (T, V), "attention": [layer, head, T, T]}`` (row i sums to 1
+        over j <= i). The logits are computed exactly as in ``forward`` (bit-identical); the weights are an
+        explicit softmax computed beside the fused attention kernel."""
+        if tokens.dim() != 2 or tokens.shape[0] != 1:
+            raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
+        rec: dict[str, Any] = {"attention": [], "inputs": []}
+        logits = self._run(tokens, rec)[0]
+        return {"logits": logits, "attention": torch.stack(rec["attention"])}

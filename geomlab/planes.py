@@ -1,0 +1,380 @@
+"""Geometry of oriented 2-planes in R^r: Plücker coordinates and the Grassmannian Gr(2, r).
+
+Used by :mod:`geomlab.models.grassmann` (the Plücker features of the Causal Grassmann layer) and by the
+app's views of recorded planes. Everything works on ``torch`` tensors with any number of leading batch
+axes ``...`` (array-likes are converted with ``torch.as_tensor``); float32 or float64, real.
+
+Conventions (source: ``grassmann.md`` §1.3 and §5, Zhang Chong, arXiv 2512.19428, and its reproductions):
+
+* The Plücker vector of the pair ``(a, b)`` is ``p_ij = a_i b_j - a_j b_i`` for ``0 <= i < j < r`` in
+  lexicographic order (``P = r (r - 1) / 2`` values), the strict upper triangle of ``a b^T - b a^T``.
+  The order ``(a, b)`` = (current, past) fixes the orientation: swapping flips the sign.
+* A plane is given either by a spanning pair ``(a, b)`` or by an orthonormal basis ``Q`` of shape
+  ``(..., r, 2)`` (see :func:`plane_basis`).
+* Angles are in radians.
+
+Errors: a :class:`PlaneError` (a ``ValueError``) for inputs of the wrong shape.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+
+__all__ = [
+    "PlaneError", "plucker_size", "plucker_rank", "plucker_indices", "plucker", "normalize_plucker",
+    "bivector", "plucker_relations", "plane_basis", "principal_angles", "geodesic_distance",
+    "chordal_distance", "fubini_study_distance", "binet_cauchy_distance", "dist", "interpolate",
+    "pole", "great_circle", "project3", "coordinate_energy", "top_axes", "pca_axes",
+    "decomposability", "dominant_plane",
+]
+
+
+class PlaneError(ValueError):
+    """Bad input to a plane-geometry function (wrong shape or size)."""
+
+
+def _t(x) -> torch.Tensor:
+    x = torch.as_tensor(x)
+    if not torch.is_floating_point(x):
+        x = x.to(torch.get_default_dtype())
+    return x
+
+
+def plucker_size(r: int) -> int:
+    """``P = r (r - 1) / 2``: the number of Plücker coordinates of a 2-plane in R^r."""
+    if r < 2:
+        raise PlaneError(f"rank r must be >= 2 for 2-planes, got {r}")
+    return r * (r - 1) // 2
+
+
+def plucker_rank(P: int) -> int:
+    """The ambient dimension ``r`` with ``r (r - 1) / 2 == P``; :class:`PlaneError` if there is none."""
+    r = int(round((1 + math.sqrt(1 + 8 * P)) / 2))
+    if r < 2 or r * (r - 1) // 2 != P:
+        raise PlaneError(f"{P} is not r(r-1)/2 for any integer r >= 2")
+    return r
+
+
+def plucker_indices(r: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Index tensors ``(I, J)``, each ``(P,)`` long, of the pairs ``i < j`` in lexicographic order
+    (flat index ``k(i, j) = i r - i (i + 1) / 2 + (j - i - 1)``; grassmann.md §1.3)."""
+    plucker_size(r)
+    I, J = torch.triu_indices(r, r, offset=1, device=device)
+    return I, J
+
+
+def plucker(a, b) -> torch.Tensor:
+    """Plücker coordinates of the oriented plane spanned by ``(a, b)``.
+
+    ``a``, ``b``: ``(..., r)`` (broadcastable). Returns ``(..., P)`` with ``p_ij = a_i b_j - a_j b_i``,
+    i < j; ``plucker(a, b) == -plucker(b, a)``; ``||p||^2 = ||a||^2 ||b||^2 - (a.b)^2`` (Lagrange).
+    Unnormalised; zero when ``a`` and ``b`` are parallel. Source: grassmann.md §1.3.
+    """
+    a, b = _t(a), _t(b)
+    if a.shape[-1] != b.shape[-1]:
+        raise PlaneError(f"a and b must have the same last dimension, got {a.shape[-1]} and {b.shape[-1]}")
+    I, J = plucker_indices(a.shape[-1], device=a.device)
+    return a[..., I] * b[..., J] - a[..., J] * b[..., I]
+
+
+def normalize_plucker(p, eps: float = 1e-6, mode: str = "clamp") -> torch.Tensor:
+    """Unit Plücker vector ``p / max(||p||, eps)`` (``mode="clamp"``, as reported) or
+    ``p / sqrt(||p||^2 + eps^2)`` (``mode="smooth"``, design choice: bounded gradient ``1/eps``).
+
+    ``p``: ``(..., P)``. Returns ``(..., P)``, norm 1 unless ``||p|| < eps`` (then ``||p|| / eps``, never
+    NaN). Source: grassmann.md §1.4 and pitfall §7.1. :class:`PlaneError` for an unknown mode.
+    """
+    p = _t(p)
+    n = torch.linalg.vector_norm(p, dim=-1, keepdim=True)
+    if mode == "clamp":
+        return p / n.clamp_min(eps)
+    if mode == "smooth":
+        return p * torch.rsqrt(n.square() + eps * eps)
+    raise PlaneError(f"normalisation mode must be 'clamp' or 'smooth', got {mode!r}")
+
+
+def bivector(p, r: int | None = None) -> torch.Tensor:
+    """The antisymmetric ``(..., r, r)`` matrix ``A`` with strict upper triangle ``p`` (``A = a b^T - b a^T``
+    when ``p = plucker(a, b)``). ``p``: ``(..., P)``; ``r`` is inferred from ``P`` if not given."""
+    p = _t(p)
+    r = plucker_rank(p.shape[-1]) if r is None else r
+    if plucker_size(r) != p.shape[-1]:
+        raise PlaneError(f"last dimension {p.shape[-1]} is not r(r-1)/2 for r={r}")
+    I, J = plucker_indices(r, device=p.device)
+    A = p.new_zeros(*p.shape[:-1], r, r)
+    A[..., I, J] = p
+    A[..., J, I] = -p
+    return A
+
+
+def plucker_relations(p, r: int | None = None) -> torch.Tensor:
+    """Residuals of the quadratic Plücker relations ``p_ij p_kl - p_ik p_jl + p_il p_jk`` for all
+    ``i < j < k < l``. ``p``: ``(..., P)``; returns ``(..., C(r, 4))`` (empty for r < 4). All zero iff
+    ``p`` is decomposable, i.e. the bivector of one plane (grassmann.md §1.3)."""
+    p = _t(p)
+    r = plucker_rank(p.shape[-1]) if r is None else r
+    A = bivector(p, r)
+    quads = torch.combinations(torch.arange(r, device=p.device), 4)
+    if quads.numel() == 0:
+        return p.new_zeros(*p.shape[:-1], 0)
+    i, j, k, l = quads.unbind(-1)
+    return A[..., i, j] * A[..., k, l] - A[..., i, k] * A[..., j, l] + A[..., i, l] * A[..., j, k]
+
+
+def plane_basis(a, b, tol: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """Orthonormal basis of span(a, b) by guarded Gram–Schmidt (grassmann.md §5.2).
+
+    ``a``, ``b``: ``(..., r)``. Returns ``(Q, ok)``: ``Q`` ``(..., r, 2)`` with ``q1 = a/||a||``,
+    ``q2 = b'/||b'||``, ``b' = b - (q1.b) q1`` (so ``plucker(q1, q2)`` is the unit Plücker vector of
+    ``(a, b)``, same orientation), and ``ok`` ``(...)`` bool, False where the pair is degenerate
+    (``||a|| < tol`` or ``||b'|| < tol ||b||``); there ``Q`` is finite but meaningless.
+    """
+    a, b = _t(a), _t(b)
+    if a.shape[-1] != b.shape[-1]:
+        raise PlaneError(f"a and b must have the same last dimension, got {a.shape[-1]} and {b.shape[-1]}")
+    a, b = torch.broadcast_tensors(a, b)
+    na = torch.linalg.vector_norm(a, dim=-1, keepdim=True)
+    q1 = a / na.clamp_min(torch.finfo(a.dtype).tiny)
+    bp = b - (q1 * b).sum(-1, keepdim=True) * q1
+    nbp = torch.linalg.vector_norm(bp, dim=-1, keepdim=True)
+    q2 = bp / nbp.clamp_min(torch.finfo(a.dtype).tiny)
+    nb = torch.linalg.vector_norm(b, dim=-1, keepdim=True)
+    ok = ((na >= tol) & (nbp >= tol * nb) & (nb > 0)).squeeze(-1)
+    return torch.stack([q1, q2], dim=-1), ok
+
+
+def _check_bases(Q1: torch.Tensor, Q2: torch.Tensor) -> None:
+    if Q1.shape[-1] != 2 or Q2.shape[-1] != 2 or Q1.shape[-2] != Q2.shape[-2]:
+        raise PlaneError(f"plane bases must be (..., r, 2) with the same r, got {tuple(Q1.shape)} and "
+                         f"{tuple(Q2.shape)}")
+
+
+def principal_angles(Q1, Q2) -> torch.Tensor:
+    """Principal angles ``theta_1 <= theta_2`` in [0, pi/2] (radians) between the planes with orthonormal
+    bases ``Q1``, ``Q2`` ``(..., r, 2)``. Returns ``(..., 2)``.
+
+    Robust for small angles (grassmann.md §5.3): the cosines are the singular values of ``Q1^T Q2``, the
+    sines those of ``(I - Q1 Q1^T) Q2``; the smallest sine is paired with the largest cosine and
+    ``theta = atan2(sin, cos)``, so nearly equal planes keep full relative precision (arccos alone would
+    not).
+    """
+    Q1, Q2 = _t(Q1), _t(Q2)
+    _check_bases(Q1, Q2)
+    M = Q1.transpose(-1, -2) @ Q2
+    cos = torch.linalg.svdvals(M)  # descending
+    R = Q2 - Q1 @ M
+    sin = torch.linalg.svdvals(R).flip(-1)  # ascending: pairs with descending cos
+    return torch.atan2(sin, cos)
+
+
+def geodesic_distance(Q1, Q2) -> torch.Tensor:
+    """Arc-length distance on Gr(2, r): ``sqrt(theta_1^2 + theta_2^2)`` in radians, ``(...)``
+    (max ``pi / sqrt 2``). ``Q1``, ``Q2``: ``(..., r, 2)`` orthonormal. grassmann.md §5.4."""
+    return torch.linalg.vector_norm(principal_angles(Q1, Q2), dim=-1)
+
+
+def chordal_distance(Q1, Q2) -> torch.Tensor:
+    """Projection (chordal) distance ``sqrt(sin^2 theta_1 + sin^2 theta_2)
+    = ||Q1 Q1^T - Q2 Q2^T||_F / sqrt 2``, ``(...)``. grassmann.md §5.4."""
+    return torch.linalg.vector_norm(torch.sin(principal_angles(Q1, Q2)), dim=-1)
+
+
+def fubini_study_distance(p1, p2, eps: float = 1e-12) -> torch.Tensor:
+    """Fubini–Study distance ``arccos |<p1, p2>|`` (radians, in [0, pi/2]) between the unoriented planes
+    with Plücker vectors ``p1``, ``p2`` ``(..., P)`` (normalised here; no SVD needed).
+    ``|<p1, p2>| = cos theta_1 cos theta_2`` (grassmann.md §5.4). Computed from the sign-free chord
+    ``c = min(||p1 - p2||, ||p1 + p2||) = 2 sin(d / 2)`` for accuracy near 0 (arccos is ill-conditioned
+    there). Zero vectors give pi/2-ish garbage: check ``||p|| > 0`` first."""
+    p1 = normalize_plucker(p1, eps)
+    p2 = normalize_plucker(p2, eps)
+    c = (p1 * p2).sum(-1)
+    # chord of the sign-free points: ||p1 - s p2|| = 2 sin(d/2) with s = sign(c)
+    s = torch.where(c < 0, -1.0, 1.0).to(p1.dtype)
+    chord = torch.linalg.vector_norm(p1 - s.unsqueeze(-1) * p2, dim=-1)
+    return 2 * torch.asin((chord / 2).clamp(0, 1))
+
+
+def binet_cauchy_distance(Q1, Q2) -> torch.Tensor:
+    """Binet–Cauchy distance ``sqrt(1 - cos^2 theta_1 cos^2 theta_2)``, ``(...)``. grassmann.md §5.4."""
+    th = principal_angles(Q1, Q2)
+    c = torch.cos(th).prod(-1)
+    return torch.sqrt((1 - c * c).clamp_min(0))
+
+
+def dist(Q1, Q2, metric: str = "geodesic") -> torch.Tensor:
+    """Distance between planes with orthonormal bases ``(..., r, 2)`` under ``metric``: ``"geodesic"``,
+    ``"chordal"``, ``"fubini_study"`` or ``"binet_cauchy"`` (radians for the angle-valued ones).
+    :class:`PlaneError` for an unknown metric."""
+    if metric == "geodesic":
+        return geodesic_distance(Q1, Q2)
+    if metric == "chordal":
+        return chordal_distance(Q1, Q2)
+    if metric == "fubini_study":
+        Q1, Q2 = _t(Q1), _t(Q2)
+        return fubini_study_distance(plucker(Q1[..., 0], Q1[..., 1]), plucker(Q2[..., 0], Q2[..., 1]))
+    if metric == "binet_cauchy":
+        return binet_cauchy_distance(Q1, Q2)
+    raise PlaneError(f"unknown metric {metric!r}; use geodesic, chordal, fubini_study or binet_cauchy")
+
+
+def interpolate(Q1, Q2, s, tol: float = 1e-10) -> torch.Tensor:
+    """Point at fraction ``s`` along the Gr(2, r) geodesic from span(Q1) to span(Q2) (grassmann.md §5.5).
+
+    ``Q1``, ``Q2``: ``(..., r, 2)`` orthonormal; ``s``: float or tensor ``(S,)`` of fractions in [0, 1].
+    Returns an orthonormal basis ``(..., r, 2)`` (float ``s``) or ``(S, ..., r, 2)`` (tensor ``s``).
+    ``gamma(0)`` spans U1 with Q1's orientation; ``gamma(1)`` spans U2 (orientation not tracked: the
+    Grassmannian is unoriented). Constant speed: ``d_g(U1, gamma(s)) = s d_g(U1, U2)``.
+    Method: SVD ``Q1^T Q2 = U cos(Theta) V^T``, ``Y1 = Q1 U``, ``Y2 = Q2 V``,
+    ``G = (Y2 - Y1 cos Theta) / sin Theta`` (column kept zero where ``theta < tol``),
+    ``gamma(s) = Y1 cos(s Theta) + G sin(s Theta)``.
+    """
+    Q1, Q2 = _t(Q1), _t(Q2)
+    _check_bases(Q1, Q2)
+    Q1, Q2 = torch.broadcast_tensors(Q1, Q2)
+    U, cos, Vh = torch.linalg.svd(Q1.transpose(-1, -2) @ Q2)
+    V = Vh.transpose(-1, -2)
+    # keep Q1's orientation at s = 0: flip one principal pair where det U < 0 (U diag V^T unchanged)
+    flip = torch.linalg.det(U) < 0
+    sign = torch.ones_like(cos)
+    sign[..., 1] = torch.where(flip, -1.0, 1.0).to(cos.dtype)
+    U = U * sign.unsqueeze(-2)
+    V = V * sign.unsqueeze(-2)
+    Y1, Y2 = Q1 @ U, Q2 @ V
+    theta = principal_angles(Q1, Q2)  # ascending, pairs with descending cos
+    sin = torch.sin(theta)
+    R = Y2 - Y1 * cos.unsqueeze(-2)
+    small = theta < tol
+    G = torch.where(small.unsqueeze(-2), torch.zeros_like(R), R / torch.where(small, 1.0, sin).unsqueeze(-2))
+    s_t = torch.as_tensor(s, dtype=Q1.dtype, device=Q1.device)
+    if s_t.dim() == 0:
+        st = s_t * theta
+        return Y1 @ torch.diag_embed(torch.cos(st)) + G @ torch.diag_embed(torch.sin(st))
+    st = s_t.reshape(-1, *([1] * theta.dim())) * theta  # (S, ..., 2)
+    return Y1 * torch.cos(st).unsqueeze(-2) + G * torch.sin(st).unsqueeze(-2)
+
+
+def pole(a, b, eps: float = 1e-12) -> torch.Tensor:
+    """Unit normal ``n = (a x b) / ||a x b||`` of the plane span(a, b) in R^3 (grassmann.md §5.6); equals
+    ``(p_12, -p_02, p_01) / ||p||`` (0-based Plücker indices), the Hodge dual. ``a``, ``b``: ``(..., 3)``;
+    returns ``(..., 3)`` (zero vector for a degenerate pair). ``n`` and ``-n`` are the same unoriented
+    plane; the sign carries the orientation of (a, b)."""
+    a, b = _t(a), _t(b)
+    if a.shape[-1] != 3 or b.shape[-1] != 3:
+        raise PlaneError(f"pole needs vectors in R^3, got last dimensions {a.shape[-1]} and {b.shape[-1]}")
+    p = plucker(a, b)
+    n = torch.stack([p[..., 2], -p[..., 1], p[..., 0]], dim=-1)
+    return n / torch.linalg.vector_norm(n, dim=-1, keepdim=True).clamp_min(eps)
+
+
+def great_circle(a, b, n_points: int = 65) -> torch.Tensor:
+    """The great circle of the plane span(a, b) on the unit sphere S^2 (r = 3, grassmann.md §5.6):
+    ``c(phi) = cos(phi) q1 + sin(phi) q2`` for ``phi`` in [0, 2 pi] (``n_points`` values, closed).
+    ``a``, ``b``: ``(..., 3)``; returns ``(..., n_points, 3)``."""
+    a, b = _t(a), _t(b)
+    if a.shape[-1] != 3 or b.shape[-1] != 3:
+        raise PlaneError(f"great_circle needs vectors in R^3, got {a.shape[-1]} and {b.shape[-1]}")
+    if n_points < 2:
+        raise PlaneError(f"n_points must be >= 2, got {n_points}")
+    Q, _ = plane_basis(a, b)
+    phi = torch.linspace(0, 2 * math.pi, n_points, dtype=Q.dtype, device=Q.device)
+    return torch.cos(phi)[:, None] * Q[..., None, :, 0] + torch.sin(phi)[:, None] * Q[..., None, :, 1]
+
+
+def _axes_matrix(axes, r: int, dtype, device) -> torch.Tensor:
+    if isinstance(axes, torch.Tensor) and axes.dim() == 2:
+        E = axes.to(dtype=dtype, device=device)
+    elif not isinstance(axes, torch.Tensor) and hasattr(axes, "shape") and len(axes.shape) == 2:
+        E = torch.as_tensor(axes, dtype=dtype, device=device)
+    else:
+        idx = [int(i) for i in axes]
+        if len(idx) != 3 or len(set(idx)) != 3 or min(idx) < 0 or max(idx) >= r:
+            raise PlaneError(f"axes must be 3 distinct indices in [0, {r}), got {idx}")
+        E = torch.zeros(r, 3, dtype=dtype, device=device)
+        E[idx, [0, 1, 2]] = 1.0
+    if E.shape != (r, 3):
+        raise PlaneError(f"axis matrix must be ({r}, 3), got {tuple(E.shape)}")
+    return E
+
+
+def project3(a, b, axes: Sequence[int] | torch.Tensor = (0, 1, 2), eps: float = 1e-12):
+    """3-axis window onto the plane span(a, b) in R^r, r >= 3 (grassmann.md §5.7).
+
+    ``a``, ``b``: ``(..., r)``; ``axes``: three distinct coordinate indices or an ``(r, 3)`` matrix ``E``
+    with orthonormal columns (e.g. :func:`pca_axes`). Returns ``(a3, b3, normal, coverage)``:
+    ``a3 = E^T a``, ``b3 = E^T b`` ``(..., 3)``, the projected disc's unit normal ``(..., 3)``, and
+    ``coverage = ||E^T a x E^T b|| / ||a ^ b||`` ``(...)`` in [0, 1], the area shrink factor (the product of
+    the cosines of the principal angles between the plane and span(E)); 0 for a degenerate pair.
+    """
+    a, b = _t(a), _t(b)
+    r = a.shape[-1]
+    if r < 3 or b.shape[-1] != r:
+        raise PlaneError(f"project3 needs a and b in the same R^r with r >= 3, got {a.shape[-1]}, {b.shape[-1]}")
+    E = _axes_matrix(axes, r, a.dtype, a.device)
+    a3, b3 = a @ E, b @ E
+    n = torch.linalg.cross(a3, b3)
+    nn_ = torch.linalg.vector_norm(n, dim=-1)
+    pn = torch.linalg.vector_norm(plucker(a, b), dim=-1)
+    coverage = torch.where(pn > eps, nn_ / pn.clamp_min(eps), torch.zeros_like(pn)).clamp(0, 1)
+    return a3, b3, n / nn_.clamp_min(eps).unsqueeze(-1), coverage
+
+
+def coordinate_energy(p, r: int | None = None) -> torch.Tensor:
+    """Coordinate energy ``E_ij = mean p_ij^2`` over all leading axes as a symmetric ``(r, r)`` map
+    (zero diagonal): which axis pairs the planes use (grassmann.md §5.1). ``p``: ``(..., P)``."""
+    p = _t(p)
+    A = bivector(p, r)
+    return A.square().reshape(-1, A.shape[-2], A.shape[-1]).mean(0)
+
+
+def top_axes(energy, k: int = 3) -> list[int]:
+    """The ``k`` axes with the largest row sums of a coordinate-energy map ``(r, r)`` (grassmann.md §5.7),
+    in decreasing order."""
+    energy = _t(energy)
+    if energy.dim() != 2 or energy.shape[0] != energy.shape[1] or energy.shape[0] < k:
+        raise PlaneError(f"energy must be a square (r, r) map with r >= {k}, got {tuple(energy.shape)}")
+    return [int(i) for i in torch.argsort(energy.sum(1), descending=True)[:k]]
+
+
+def pca_axes(Z, k: int = 3) -> torch.Tensor:
+    """Orthonormal ``(r, k)`` basis of the top-``k`` principal directions of the vectors ``Z`` ``(N, r)``
+    (sklearn PCA; grassmann.md §5.7). :class:`PlaneError` if ``N < k`` or ``r < k``."""
+    from sklearn.decomposition import PCA
+
+    Z = _t(Z)
+    if Z.dim() != 2 or Z.shape[0] < k or Z.shape[1] < k:
+        raise PlaneError(f"pca_axes needs Z of shape (N, r) with N, r >= {k}, got {tuple(Z.shape)}")
+    comp = PCA(n_components=k).fit(Z.detach().cpu().double().numpy()).components_
+    return torch.as_tensor(comp.T.copy(), dtype=Z.dtype, device=Z.device)
+
+
+def decomposability(p, r: int | None = None) -> torch.Tensor:
+    """Decomposability ratio ``kappa = lambda_1^2 / sum_k lambda_k^2`` of a bivector (grassmann.md §5.9).
+
+    ``p``: ``(..., P)``, e.g. the offset-averaged Plücker vector. The antisymmetric matrix has singular
+    values in pairs ``(lambda_1, lambda_1, lambda_2, lambda_2, ...)``, so
+    ``kappa = 2 sigma_max^2 / ||A||_F^2``: 1 for a single plane, down to ``1 / floor(r/2)`` for a
+    maximally spread blend. Returns ``(...)``; NaN where ``p`` is zero (no plane at all).
+    """
+    A = bivector(p, r)
+    sv = torch.linalg.svdvals(A)
+    total = sv.square().sum(-1)
+    kappa = 2 * sv[..., 0].square() / total.clamp_min(torch.finfo(sv.dtype).tiny)
+    return torch.where(total > 0, kappa.clamp(max=1.0), torch.full_like(total, float("nan")))
+
+
+def dominant_plane(p, r: int | None = None) -> torch.Tensor:
+    """The dominant plane of a bivector: orthonormal basis ``(..., r, 2)`` of the top singular pair of its
+    antisymmetric matrix (the "effective subspace", grassmann.md §5.9). For a decomposable ``p`` this is
+    its own plane, with the orientation of ``p``."""
+    A = bivector(p, r)
+    U, S, Vh = torch.linalg.svd(A)
+    # A = sum sigma u v^T; for a unit plane A = q1 q2^T - q2 q1^T the top pair is (u, v) = (q1, q2) up to
+    # a rotation inside the plane, and u ^ v keeps the orientation of q1 ^ q2.
+    q1 = U[..., :, 0]
+    q2 = Vh[..., 0, :]
+    q2 = q2 - (q1 * q2).sum(-1, keepdim=True) * q1
+    q2 = q2 / torch.linalg.vector_norm(q2, dim=-1, keepdim=True).clamp_min(torch.finfo(A.dtype).tiny)
+    return torch.stack([q1, q2], dim=-1)
