@@ -1,0 +1,198 @@
+"""Token vocabularies: characters (the default), whitespace words, or named symbols.
+
+A :class:`Vocab` maps tokens (strings) to integer ids ``0 .. size - 1``. It is built from the *training*
+split only and saved inside every checkpoint (:meth:`Vocab.to_json`). Characters that are not in the
+vocabulary map to one explicit unknown token (:attr:`Vocab.unk`), never to a crash or a silent drop.
+
+Design choices (documented in ``docs/pipeline.md``):
+
+* character vocabularies list the training characters in sorted (code point) order, then the unknown token
+  ``"\\ufffd"`` (U+FFFD REPLACEMENT CHARACTER) as the **last** id, so e.g. Tiny Shakespeare has 65
+  characters + 1 unknown = 66 ids. If the training text itself contains U+FFFD it is simply that id.
+* word vocabularies (``level="word"``, PTB / WikiText word level) split each line on whitespace and end
+  it with ``"<eos>"``; the unknown token is ``"<unk>"`` (which those corpora already use).
+* symbol vocabularies (``level="symbol"``, the synthetic tasks) name each id explicitly and may have no
+  unknown token; encoding an unknown symbol then raises :class:`geomlab.data.DataError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from geomlab.data.errors import DataError
+
+CHAR_UNK = "\ufffd"
+WORD_UNK = "<unk>"
+EOS = "<eos>"
+LEVELS = ("char", "word", "symbol")
+
+
+def tokenize(text: str, level: str) -> list[str]:
+    """Split ``text`` into tokens: characters (``"char"``) or whitespace words with ``"<eos>"`` after each
+    line (``"word"``, the PTB/WikiText convention; empty lines still give one ``"<eos>"``).
+
+    ``"symbol"`` texts are whitespace-separated symbol names (no ``<eos>``). Raises :class:`DataError` for
+    an unknown level.
+    """
+    if level == "char":
+        return list(text)
+    if level == "word":
+        out: list[str] = []
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines = lines[:-1]  # a final newline ends the last line; it does not start a new one
+        for line in lines:
+            out.extend(line.split())
+            out.append(EOS)
+        return out
+    if level == "symbol":
+        return text.split()
+    raise DataError(f"unknown vocabulary level {level!r}; use one of {LEVELS}")
+
+
+class Vocab:
+    """A token <-> id map with an explicit unknown token.
+
+    Args:
+        tokens: the token strings, id ``i`` is ``tokens[i]``; must be unique.
+        unk: the unknown token (must be in ``tokens``) or ``None`` for a closed symbol set.
+        level: ``"char"``, ``"word"`` or ``"symbol"`` (how text is split and joined).
+
+    Raises :class:`geomlab.data.DataError` (a ``ValueError``) for duplicate tokens, an empty list, an unk
+    that is not a token, or an unknown level. Source: design choice.
+    """
+
+    def __init__(self, tokens: Sequence[str], unk: str | None = CHAR_UNK, level: str = "char"):
+        tokens = [str(t) for t in tokens]
+        if not tokens:
+            raise DataError("a vocabulary needs at least one token")
+        if len(set(tokens)) != len(tokens):
+            dup = sorted({t for t in tokens if tokens.count(t) > 1})
+            raise DataError(f"duplicate tokens in vocabulary: {dup[:10]!r}")
+        if level not in LEVELS:
+            raise DataError(f"unknown vocabulary level {level!r}; use one of {LEVELS}")
+        if level == "char" and any(len(t) != 1 for t in tokens):
+            bad = [t for t in tokens if len(t) != 1][:5]
+            raise DataError(f"a character vocabulary holds single characters, got {bad!r}")
+        if unk is not None and unk not in tokens:
+            raise DataError(f"unknown token {unk!r} is not in the vocabulary")
+        self.tokens: list[str] = tokens
+        self.unk: str | None = unk
+        self.level: str = level
+        self._index = {t: i for i, t in enumerate(tokens)}
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_text(cls, text: str, level: str = "char") -> "Vocab":
+        """Vocabulary of the tokens of ``text`` (sorted) plus the level's unknown token as the last id.
+
+        Raises :class:`DataError` for empty text.
+        """
+        if not text:
+            raise DataError("cannot build a vocabulary from empty text")
+        toks = tokenize(text, level)
+        if level == "symbol":
+            return cls(sorted(set(toks)), unk=None, level="symbol")
+        unk = CHAR_UNK if level == "char" else WORD_UNK
+        uniq = sorted(set(toks) - {unk})
+        return cls(uniq + [unk], unk=unk, level=level)
+
+    @classmethod
+    def from_symbols(cls, names: Iterable[str]) -> "Vocab":
+        """A closed symbol vocabulary (no unknown token), e.g. the elements of a group in a fixed order."""
+        return cls(list(names), unk=None, level="symbol")
+
+    # ------------------------------------------------------------------ mapping
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def size(self) -> int:
+        """Number of ids (including the unknown token)."""
+        return len(self.tokens)
+
+    @property
+    def unk_id(self) -> int | None:
+        """Id of the unknown token, or ``None`` if there is none."""
+        return None if self.unk is None else self._index[self.unk]
+
+    def __contains__(self, token: str) -> bool:
+        return token in self._index
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Vocab) and self.tokens == other.tokens and self.unk == other.unk
+                and self.level == other.level)
+
+    def __repr__(self) -> str:
+        return f"Vocab(level={self.level!r}, size={self.size}, unk={self.unk!r})"
+
+    def ids(self, tokens: Iterable[str]) -> list[int]:
+        """Ids of a token sequence; unknown tokens map to :attr:`unk_id`.
+
+        Raises :class:`DataError` naming the token if it is unknown and there is no unknown token.
+        """
+        index, unk_id = self._index, self.unk_id
+        if unk_id is None:
+            out = []
+            for t in tokens:
+                if t not in index:
+                    raise DataError(f"token {t!r} is not in the vocabulary (and it has no unknown token)")
+                out.append(index[t])
+            return out
+        return [index.get(t, unk_id) for t in tokens]
+
+    def encode(self, text: str) -> torch.Tensor:
+        """``text`` -> ``LongTensor`` of shape ``(N,)`` (N tokens at this vocabulary's level).
+
+        Unknown characters/words become :attr:`unk_id` (one id each, nothing dropped).
+        """
+        return torch.tensor(self.ids(tokenize(text, self.level)), dtype=torch.long)
+
+    def count_unknown(self, text: str) -> int:
+        """How many tokens of ``text`` are not in the vocabulary (they encode to the unknown id)."""
+        return sum(1 for t in tokenize(text, self.level) if t not in self._index)
+
+    def decode(self, ids: Iterable[int] | torch.Tensor) -> str:
+        """Ids -> text. Characters are concatenated; words are joined by spaces with ``<eos>`` written as a
+        newline; symbols are joined by spaces. Raises :class:`DataError` for an id out of range."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.reshape(-1).tolist()
+        toks = []
+        n = len(self.tokens)
+        for i in ids:
+            i = int(i)
+            if not 0 <= i < n:
+                raise DataError(f"token id {i} out of range for a vocabulary of {n}")
+            toks.append(self.tokens[i])
+        if self.level == "char":
+            return "".join(toks)
+        if self.level == "word":
+            out, line = [], []
+            for t in toks:
+                if t == EOS:
+                    out.append(" ".join(line) + "\n")
+                    line = []
+                else:
+                    line.append(t)
+            if line:
+                out.append(" ".join(line))
+            return "".join(out)
+        return " ".join(toks)
+
+    # ------------------------------------------------------------------ JSON
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (``level``, ``tokens``, ``unk``) that :meth:`from_json` reads back."""
+        return {"level": self.level, "tokens": list(self.tokens), "unk": self.unk}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Vocab":
+        """Inverse of :meth:`to_json`. Raises :class:`DataError` for a malformed dict."""
+        if not isinstance(data, dict) or "tokens" not in data:
+            raise DataError("vocabulary JSON must be an object with 'tokens'")
+        tokens = data["tokens"]
+        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+            raise DataError("vocabulary 'tokens' must be a list of strings")
+        return cls(tokens, unk=data.get("unk"), level=data.get("level", "char"))

@@ -1,0 +1,522 @@
+"""One training loop for every model kind and task, plus evaluation (``bpc``).
+
+:class:`Trainer` runs AdamW with linear warm-up and cosine decay, gradient clipping, random-window batches
+(from a :class:`geomlab.data.Task`), periodic validation and checkpoints. It serves both the command line
+(a ``tqdm`` bar) and the app (a background thread: a progress callback receiving :class:`Progress`, a
+thread-safe :meth:`Trainer.stop`). A run can be stopped and resumed from its checkpoint with identical
+results for the same seed (model, optimizer, batch RNG, global torch RNG and step are saved).
+
+A non-finite loss, gradient or weight stops the run cleanly: no checkpoint is written after the failure
+(the last good one stays on disk) and a :class:`TrainingError` names the step and the quantity.
+
+Design choices (documented in ``docs/pipeline.md``): the learning rate at step ``s`` (1-based) is
+``lr * s / warmup_steps`` during warm-up, then cosine from ``lr`` down to ``min_lr_ratio * lr`` at the last
+step; weight decay applies only to parameters with >= 2 dimensions that the model does not list in an
+optional ``no_weight_decay`` attribute (a set of parameter names).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+import geomlab
+from geomlab import checkpoint as ckpt
+from geomlab.data.tasks import LN2, Task, sequence_nll
+
+
+class TrainingError(RuntimeError):
+    """A run that went numerically bad; the message names the step and the quantity (loss, the gradient
+    of a named parameter, or a named parameter)."""
+
+    def __init__(self, message: str, step: int | None = None, quantity: str | None = None):
+        super().__init__(message)
+        self.step = step
+        self.quantity = quantity
+
+
+# ------------------------------------------------------------------------------------------------ config
+@dataclass
+class TrainConfig:
+    """Training hyper-parameters (all JSON-serialisable; stored in every checkpoint).
+
+    steps: optimizer steps in total. batch_size: windows per batch. seq_len: window (context) length in
+    tokens, also the evaluation window. lr: peak learning rate. weight_decay: AdamW decay (see module
+    docstring). betas: AdamW betas. warmup: warm-up length as a fraction of ``steps`` (< 1) or a step
+    count (>= 1). min_lr_ratio: final lr / peak lr of the cosine. grad_clip: max global gradient norm (0 =
+    off). seed: seeds the batch sampler and torch's global RNG. eval_every: validate (and checkpoint)
+    every N steps (0 = only at the end). eval_tokens: targets used by the periodic validations (``None`` =
+    the whole split; the final evaluation always uses the whole split). eval_stride: stride of the
+    evaluation windows (``None`` = ``seq_len``, non-overlapping). log_every: progress callback period in
+    steps. device: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string. final_eval: evaluate
+    on the full valid and test splits at the end.
+    """
+
+    steps: int = 1000
+    batch_size: int = 32
+    seq_len: int = 128
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup: float = 0.02
+    min_lr_ratio: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    eval_every: int = 200
+    eval_tokens: int | None = 65536
+    eval_stride: int | None = None
+    log_every: int = 10
+    device: str = "auto"
+    final_eval: bool = True
+
+    def __post_init__(self):
+        self.betas = tuple(float(b) for b in self.betas)
+        for name in ("steps", "batch_size", "seq_len", "log_every"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.lr > 0 or not math.isfinite(self.lr):
+            raise ValueError(f"lr must be a positive number, got {self.lr}")
+        if self.warmup < 0 or self.grad_clip < 0 or self.weight_decay < 0 or self.eval_every < 0:
+            raise ValueError("warmup, grad_clip, weight_decay and eval_every must be >= 0")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        """From a dict, ignoring unknown keys (older/newer checkpoints)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (data or {}).items() if k in names})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+    def warmup_steps(self) -> int:
+        return int(round(self.warmup * self.steps)) if self.warmup < 1 else int(self.warmup)
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate used for optimizer step ``step`` (1-based)."""
+        w = self.warmup_steps()
+        if w > 0 and step <= w:
+            return self.lr * step / w
+        span = max(1, self.steps - w)
+        frac = min(1.0, max(0.0, (step - w) / span))
+        return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+@dataclass
+class Progress:
+    """What the progress callback receives.
+
+    event: ``"start"``, ``"step"`` (every ``log_every`` steps), ``"eval"``, ``"done"``, ``"stopped"`` or
+    ``"failed"``. loss: mean training loss (nats) over the last logging interval. train_bpc: ``loss / ln 2``
+    for character LM tasks, else ``None``. valid: the latest validation metrics (``{}`` until the first);
+    valid_bpc: ``valid["bpc"]`` if present. tokens_per_s: training targets per second over the last
+    interval. eta_s: estimated seconds to the end. lr: current learning rate. message: a human line for
+    ``"failed"``/``"done"``; checkpoint: path of the checkpoint just written, if any.
+    """
+
+    event: str
+    step: int
+    total: int
+    loss: float | None = None
+    train_bpc: float | None = None
+    valid_bpc: float | None = None
+    valid: dict[str, float] = field(default_factory=dict)
+    tokens_per_s: float | None = None
+    eta_s: float | None = None
+    lr: float | None = None
+    elapsed_s: float = 0.0
+    message: str = ""
+    checkpoint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TrainResult:
+    """Outcome of :meth:`Trainer.run`: ``status`` ``"done"``, ``"stopped"`` or ``"failed"``; the final
+    step; ``metrics`` = the final evaluation (``valid_*``/``test_*`` keys); ``checkpoint`` path or ``None``;
+    ``error`` the :class:`TrainingError` of a failed run."""
+
+    status: str
+    step: int
+    metrics: dict[str, float]
+    checkpoint: Path | None
+    error: TrainingError | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """``"auto"``/``None`` -> CUDA if available, else Apple MPS, else CPU; anything else as given.
+    Raises ``ValueError`` for an unavailable or unknown device."""
+    if device is None or str(device) == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"unknown device {device!r}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' requested but CUDA is not available")
+    if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError("device 'mps' requested but MPS is not available")
+    return dev
+
+
+def disable_tf32() -> None:
+    """Full fp32 matmuls (TF32 changes matrix exponentials and orthogonality noticeably)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch's global RNG (CPU and CUDA) — call before building a model for reproducible inits."""
+    torch.manual_seed(int(seed))
+
+
+def bpc(model: torch.nn.Module, tokens: torch.Tensor, seq_len: int, stride: int | None = None,
+        device: str | torch.device = "cpu") -> float:
+    """Bits per character of ``tokens`` (``LongTensor`` ``(N,)``) under ``model``: mean NLL in nats over
+    every target ``tokens[1:]`` divided by ln 2, with the window protocol of
+    :func:`geomlab.data.tasks.sequence_nll` (non-overlapping windows of ``seq_len``, or sliding with
+    ``stride``). Source: ``shared/papers/osm.md`` §2.9. Raises ``ValueError`` for fewer than 2 tokens."""
+    total, count = sequence_nll(model, tokens, seq_len, stride=stride, device=device)
+    if count == 0:
+        raise ValueError("bpc needs at least 2 tokens")
+    return total / count / LN2
+
+
+def evaluate(model, task: Task, split: str = "valid", seq_len: int = 128, stride: int | None = None,
+             device: str | torch.device = "cpu", max_tokens: int | None = None) -> dict[str, float]:
+    """``task.evaluate`` on ``split`` (the same protocol for every model)."""
+    return task.evaluate(model, split, seq_len=seq_len, device=device, max_tokens=max_tokens, stride=stride)
+
+
+def _optim_state_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    sd = opt.state_dict()
+    tensors = {}
+    for idx, st in sd["state"].items():
+        for k, v in st.items():
+            if not isinstance(v, torch.Tensor):
+                v = torch.tensor(v)
+            tensors[f"optim.{idx}.{k}"] = v
+    return tensors, {"param_groups": sd["param_groups"]}
+
+
+def _optim_state_from(tensors: dict[str, torch.Tensor], json_part: dict[str, Any]) -> dict[str, Any]:
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for name, t in tensors.items():
+        if not name.startswith("optim."):
+            continue
+        _, idx, key = name.split(".", 2)
+        state.setdefault(int(idx), {})[key] = t
+    groups = json_part["param_groups"]
+    for g in groups:
+        if "betas" in g:
+            g["betas"] = tuple(g["betas"])
+    return {"state": state, "param_groups": groups}
+
+
+# ------------------------------------------------------------------------------------------------ trainer
+class Trainer:
+    """Train ``model`` on ``task``.
+
+    Args:
+        model: a registered :class:`geomlab.models.SequenceModel` (its ``config`` is saved).
+        task: a :class:`geomlab.data.Task` (:class:`~geomlab.data.LMTask`, word problem, GP, ...).
+        config: a :class:`TrainConfig` (or dict).
+        out: checkpoint stem (``DIR/NAME``; ``NAME.json`` + ``NAME.safetensors``) or ``None`` for no files.
+        card: extra card fields saved with every checkpoint.
+        callback: ``f(Progress)`` called from the training thread; it may call :meth:`stop`.
+        progress_bar: show a ``tqdm`` bar (command line).
+
+    ``run()`` returns a :class:`TrainResult`; with ``raise_errors=True`` (default) a failed run raises its
+    :class:`TrainingError` after the ``"failed"`` callback. Use :meth:`from_checkpoint` to resume.
+    """
+
+    def __init__(self, model, task: Task, config: TrainConfig | dict | None = None, *,
+                 out: str | Path | None = None, card: dict[str, Any] | None = None,
+                 callback: Callable[[Progress], None] | None = None, progress_bar: bool = False):
+        self.config = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config or {})
+        self.model = model
+        self.task = task
+        self.out = Path(out) if out is not None else None
+        self.card = dict(card or {})
+        self.callbacks: list[Callable[[Progress], None]] = [callback] if callback else []
+        self.progress_bar = progress_bar
+        self.device = resolve_device(self.config.device)
+        self.step = 0
+        self.elapsed_s = 0.0
+        self.history: list[dict[str, Any]] = []
+        self.last_valid: dict[str, float] = {}
+        self.last_checkpoint: Path | None = None
+        self._stop = threading.Event()
+        self._resume_state: dict[str, Any] | None = None
+        self.model.to(self.device)
+        self.optimizer = self._make_optimizer()
+        self.generator = torch.Generator().manual_seed(int(self.config.seed))
+
+    # ------------------------------------------------------------------ public API
+    def stop(self) -> None:
+        """Ask the run to stop after the current step (thread-safe). ``run`` then saves a resumable
+        checkpoint (if ``out``) and returns with status ``"stopped"``."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def add_callback(self, fn: Callable[[Progress], None]) -> None:
+        self.callbacks.append(fn)
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, task: Task, *, out: str | Path | None = None,
+                        overrides: dict[str, Any] | None = None, **kwargs) -> "Trainer":
+        """Resume a run from a checkpoint written by :meth:`run` (it must hold the training state).
+
+        ``out`` defaults to the checkpoint's own stem; ``overrides`` change config values (e.g. ``steps`` to
+        extend a run: the cosine schedule then differs from an uninterrupted run). Raises
+        :class:`geomlab.checkpoint.CheckpointError` if the checkpoint has no training state or its
+        vocabulary differs from the task's.
+        """
+        c = ckpt.load(path)
+        if not c.train_state or not c.train_state.get("json"):
+            raise ckpt.CheckpointError(f"{Path(path).name} has no training state to resume from "
+                                       "(it was saved without it)")
+        if task.vocab is not None and c.vocab is not None and task.vocab != c.vocab:
+            raise ckpt.CheckpointError(f"{Path(path).name}: its vocabulary differs from the data's")
+        cfg = dict(c.train_config or {})
+        cfg.update(overrides or {})
+        if out is None:
+            out = c.path.with_suffix("")
+        card = {k: v for k, v in c.card.items()}
+        trainer = cls(c.model, task, TrainConfig.from_dict(cfg), out=out, card=card, **kwargs)
+        trainer._restore(c)
+        return trainer
+
+    def run(self, raise_errors: bool = True) -> TrainResult:
+        """Train until ``config.steps``, :meth:`stop` or a numerical failure (see class docstring)."""
+        cfg = self.config
+        disable_tf32()
+        if self._resume_state is None:
+            seed_everything(cfg.seed)  # dropout etc.; the model itself was built by the caller
+        else:
+            torch.set_rng_state(self._resume_state["torch"])
+            if self.device.type == "cuda" and "cuda" in self._resume_state:
+                torch.cuda.set_rng_state(self._resume_state["cuda"])
+        self._stop_requested_at_start = self._stop.is_set()
+        bar = None
+        if self.progress_bar:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=cfg.steps, initial=self.step, unit="step", dynamic_ncols=True)
+        status, error = "done", None
+        t_run = time.perf_counter()
+        elapsed0 = self.elapsed_s
+        interval_loss, interval_n, t_interval, tokens_interval = 0.0, 0, time.perf_counter(), 0
+        step_time_ema: float | None = None
+        self._emit(Progress("start", self.step, cfg.steps, lr=cfg.lr_at(max(1, self.step + 1)),
+                            elapsed_s=self.elapsed_s))
+        params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        try:
+            while self.step < cfg.steps:
+                if self._stop.is_set():
+                    status = "stopped"
+                    break
+                t0 = time.perf_counter()
+                step = self.step + 1
+                lr = cfg.lr_at(step)
+                for g in self.optimizer.param_groups:
+                    g["lr"] = lr
+                x, y = self.task.sample_batch(cfg.batch_size, cfg.seq_len, self.generator)
+                x, y = x.to(self.device), y.to(self.device)
+                self.model.train()
+                loss = self.task.loss(self.model(x), y)
+                if not torch.isfinite(loss.detach()).item():
+                    raise TrainingError(f"step {step}: the training loss is {loss.item()} (non-finite); "
+                                        "stopped, the last good checkpoint is kept", step, "loss")
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                gnorm = torch.nn.utils.clip_grad_norm_(
+                    [p for _, p in params], cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+                if not torch.isfinite(gnorm).item():
+                    bad = next((n for n, p in params if p.grad is not None
+                                and not torch.isfinite(p.grad).all()), "?")
+                    raise TrainingError(f"step {step}: the gradient of parameter {bad!r} is non-finite; "
+                                        "stopped, the last good checkpoint is kept", step, f"gradient of {bad}")
+                self.optimizer.step()
+                self.step = step
+                lval = float(loss.detach())
+                interval_loss += lval
+                interval_n += 1
+                tokens_interval += self.task.tokens_per_batch(x.shape[0], x.shape[1])
+                dt = time.perf_counter() - t0
+                step_time_ema = dt if step_time_ema is None else 0.9 * step_time_ema + 0.1 * dt
+                self.elapsed_s = elapsed0 + (time.perf_counter() - t_run)
+                if bar is not None:
+                    bar.update(1)
+                is_last = step == cfg.steps
+                if step % cfg.log_every == 0 or is_last:
+                    now = time.perf_counter()
+                    mean_loss = interval_loss / max(1, interval_n)
+                    tps = tokens_interval / max(1e-9, now - t_interval)
+                    eta = (cfg.steps - step) * (step_time_ema or 0.0)
+                    rec = {"step": step, "loss": mean_loss, "lr": lr, "tokens_per_s": tps,
+                           "elapsed_s": self.elapsed_s}
+                    self.history.append(rec)
+                    self._emit(Progress("step", step, cfg.steps, loss=mean_loss, train_bpc=self._bpc(mean_loss),
+                                        valid_bpc=self.last_valid.get("bpc"), valid=dict(self.last_valid),
+                                        tokens_per_s=tps, eta_s=eta, lr=lr, elapsed_s=self.elapsed_s))
+                    if bar is not None:
+                        post = {"loss": f"{mean_loss:.3f}"}
+                        if "bpc" in self.last_valid:
+                            post["valid_bpc"] = f"{self.last_valid['bpc']:.3f}"
+                        bar.set_postfix(post)
+                    interval_loss, interval_n, tokens_interval = 0.0, 0, 0
+                    t_interval = time.perf_counter()
+                if (cfg.eval_every and step % cfg.eval_every == 0) and not is_last:
+                    self._check_weights(step)
+                    self.last_valid = self.task.evaluate(
+                        self.model, "valid", seq_len=cfg.seq_len, device=self.device,
+                        max_tokens=cfg.eval_tokens, stride=cfg.eval_stride)
+                    self.history.append({"step": step, **{f"valid_{k}": v for k, v in self.last_valid.items()}})
+                    path = self._save()
+                    self._emit(Progress("eval", step, cfg.steps, loss=lval, train_bpc=self._bpc(lval),
+                                        valid_bpc=self.last_valid.get("bpc"), valid=dict(self.last_valid),
+                                        lr=lr, elapsed_s=self.elapsed_s, checkpoint=str(path) if path else None))
+                    t_interval = time.perf_counter()  # evaluation time is not training time
+        except TrainingError as exc:
+            status, error = "failed", exc
+        finally:
+            if bar is not None:
+                bar.close()
+        metrics: dict[str, float] = {}
+        path = None
+        if status == "failed":
+            self._emit(Progress("failed", self.step, cfg.steps, elapsed_s=self.elapsed_s, message=str(error),
+                                checkpoint=str(self.last_checkpoint) if self.last_checkpoint else None))
+            result = TrainResult("failed", self.step, {}, self.last_checkpoint, error, self.history)
+            if raise_errors:
+                raise error
+            return result
+        try:
+            self._check_weights(self.step)
+        except TrainingError as exc:
+            self._emit(Progress("failed", self.step, cfg.steps, elapsed_s=self.elapsed_s, message=str(exc)))
+            if raise_errors:
+                raise
+            return TrainResult("failed", self.step, {}, self.last_checkpoint, exc, self.history)
+        if status == "done":
+            splits = ("valid", "test") if cfg.final_eval else ("valid",)
+            for split in splits:
+                m = self.task.evaluate(self.model, split, seq_len=cfg.seq_len, device=self.device,
+                                       max_tokens=None if cfg.final_eval else cfg.eval_tokens,
+                                       stride=cfg.eval_stride)
+                metrics.update({f"{split}_{k}": v for k, v in m.items()})
+                if split == "valid":
+                    self.last_valid = m
+            self.history.append({"step": self.step, "final": True, **metrics})
+        path = self._save(final_metrics=metrics)
+        msg = (f"finished {self.step} steps" if status == "done" else f"stopped at step {self.step}")
+        self._emit(Progress(status, self.step, cfg.steps, valid_bpc=self.last_valid.get("bpc"),
+                            valid=dict(self.last_valid), elapsed_s=self.elapsed_s, message=msg,
+                            checkpoint=str(path) if path else None))
+        return TrainResult(status, self.step, metrics, path, None, self.history)
+
+    # ------------------------------------------------------------------ internals
+    def _bpc(self, loss: float) -> float | None:
+        if self.task.kind == "lm" and self.task.vocab is not None and self.task.vocab.level == "char":
+            return loss / LN2
+        return None
+
+    def _emit(self, progress: Progress) -> None:
+        for fn in self.callbacks:
+            fn(progress)
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        cfg = self.config
+        skip = set(getattr(self.model, "no_weight_decay", set()) or set())
+        decay, no_decay = [], []
+        for name, p in self.model.named_parameters():
+            if not p.requires_grad:
+                continue
+            (decay if p.dim() >= 2 and name not in skip and cfg.weight_decay > 0 else no_decay).append(p)
+        groups = [g for g in ({"params": decay, "weight_decay": cfg.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}) if g["params"]]
+        if not groups:
+            raise ValueError("the model has no trainable parameters")
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+
+    def _check_weights(self, step: int) -> None:
+        for name, p in self.model.named_parameters():
+            if not torch.isfinite(p.detach()).all():
+                raise TrainingError(f"step {step}: parameter {name!r} has non-finite values; stopped, the last "
+                                    "good checkpoint is kept", step, f"parameter {name}")
+
+    def _train_state(self) -> dict[str, Any]:
+        tensors, json_part = _optim_state_tensors(self.optimizer)
+        tensors["rng.batch"] = self.generator.get_state()
+        tensors["rng.torch"] = torch.get_rng_state()
+        if self.device.type == "cuda":
+            tensors["rng.cuda"] = torch.cuda.get_rng_state()
+        json_part.update({"step": self.step, "elapsed_s": self.elapsed_s, "last_valid": self.last_valid})
+        return {"tensors": tensors, "json": json_part}
+
+    def _restore(self, c: ckpt.Checkpoint) -> None:
+        ts, js = c.train_state["tensors"], c.train_state["json"]
+        self.model.to(self.device)
+        self.optimizer = self._make_optimizer()
+        self.optimizer.load_state_dict(_optim_state_from(ts, js))
+        self.generator.set_state(ts["rng.batch"])
+        self._resume_state = {"torch": ts["rng.torch"]}
+        if "rng.cuda" in ts:
+            self._resume_state["cuda"] = ts["rng.cuda"]
+        self.step = int(js["step"])
+        self.elapsed_s = float(js.get("elapsed_s", 0.0))
+        self.last_valid = dict(js.get("last_valid") or {})
+        self.history = list(c.metrics)
+
+    def _card(self, final_metrics: dict[str, float] | None = None) -> dict[str, Any]:
+        cfg = self.config
+        card = dict(self.card)
+        spec = self.task.spec()
+        card.update({
+            "task": spec, "corpus": spec.get("corpus", spec.get("name")), "steps": self.step,
+            "total_steps": cfg.steps, "seed": cfg.seed, "batch_size": cfg.batch_size, "seq_len": cfg.seq_len,
+            "train_time_s": round(self.elapsed_s, 3), "device": self.device.type,
+            "tokens_seen": self.step * cfg.batch_size * cfg.seq_len,
+            "geomlab_version": geomlab.__version__,
+        })
+        if final_metrics:
+            card.update(final_metrics)
+            card["eval_protocol"] = {"seq_len": cfg.seq_len, "stride": cfg.eval_stride or cfg.seq_len,
+                                     "splits": "full"}
+        elif self.last_valid:
+            card.update({f"valid_{k}": v for k, v in self.last_valid.items()})
+            card["eval_protocol"] = {"seq_len": cfg.seq_len, "stride": cfg.eval_stride or cfg.seq_len,
+                                     "valid_tokens_max": cfg.eval_tokens}
+        return card
+
+    def _save(self, final_metrics: dict[str, float] | None = None) -> Path | None:
+        if self.out is None:
+            return None
+        path = ckpt.save(self.out, self.model, self.task.vocab, self._card(final_metrics),
+                         train_config=self.config.to_dict(), metrics=self.history,
+                         train_state=self._train_state())
+        self.last_checkpoint = path
+        return path
