@@ -1,0 +1,702 @@
+"""Causal Energy Minimisation (CEM): Transformer layers as gradient steps on causal energies.
+
+Source: J. Xu et al., "Revisiting Transformer Layer Parameterization Through Causal Energy Minimization",
+arXiv 2605.07588; implementation notes ``shared/papers/cem.md`` (cited below as "notes §x"). No official
+code exists; everything tagged *inferred* in the notes is a config option here (see ``docs/cem.md``).
+
+Every sub-block (attention, MLP) maps its input ``h`` (shape ``(B, J, d)``) to ``x^T`` by ``T`` steps
+
+    x^{t+1} = x^t + P · u(y^t),     y^t = x^t / rho,     u(y) = -grad_y eps(y | h_{1:i})
+
+starting at ``x^0 = h``. ``rho`` (shape ``(B, J, 1)``) is the RMS of the sub-block input, frozen over the
+steps (notes §1.1, inferred), so ``x - rho P grad_x eps = x + P u``: one step is exactly pre-norm attention /
+SwiGLU with tied weights. Context (keys, the MLP gate ``c``, ``n = h / rho``, ``rho``) is computed once from the
+sub-block input and held fixed during the recursion (notes §2.3), so each position descends a fixed energy.
+
+Public energy functions (all shapes per batch; ``H`` heads of width ``d_h``, MLP width ``F``):
+
+* :func:`interaction_energy` / :func:`interaction_update`: the log-sum-exp attention energy and its
+  closed-form negative gradient (tied multi-head attention, optional diagonal-plus-low-rank, RoPE).
+* :func:`silu_integral` (``Phi``), :func:`mlp_energy` / :func:`mlp_update`: the element-wise energy and its
+  negative gradient (tied SwiGLU, or the quadratic reading of notes §1.3).
+* :func:`preconditioner_apply` / :func:`preconditioner_matrix`: ``P = diag(softplus(p)) + U V^T + V U^T``
+  (``dlr``) or ``diag(softplus(p)) + U U^T`` (``psd``), notes §2.2.
+
+Energies are in the model's own (dimensionless) units, comparable between the steps of one sub-block only
+(notes §2.4: levels carry a ``log i`` offset and scales differ between layers).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from geomlab.models import budget_search, register
+from geomlab.models.base import SequenceModel
+
+__all__ = [
+    "rope_angles", "apply_rope", "rms_scale",
+    "interaction_scores", "interaction_energy", "interaction_update",
+    "silu_integral", "mlp_gate", "mlp_energy", "mlp_update",
+    "preconditioner_apply", "preconditioner_matrix",
+    "CEMAttention", "CEMMLP", "Preconditioner", "CEMStack", "CEMModel", "CEMRegressor",
+    "DIAGONALS", "PRECONDITIONERS", "MLP_ENERGIES", "POSITIONALS", "NORMS",
+]
+
+DIAGONALS = ("none", "shared", "per_head")
+PRECONDITIONERS = ("none", "dlr", "psd")
+MLP_ENERGIES = ("swiglu", "quadratic")
+POSITIONALS = ("rope", "none")
+NORMS = ("frozen_rms", "none")
+ETA_PARAMS = ("softplus", "sigmoid")
+
+
+# ----------------------------------------------------------------------------------------------------
+# positions and normalisation
+# ----------------------------------------------------------------------------------------------------
+
+def rope_angles(length: int, dim: int, base: float = 10000.0, *, dtype=torch.float32,
+                device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotary position tables ``(cos, sin)``, each of shape ``(length, dim)``; angles in radians.
+
+    Position ``i`` rotates channel pair ``(c, c + dim/2)`` by ``i * base**(-2c/dim)`` (rotate-half
+    convention, as in Llama). Raises ``ValueError`` for an odd ``dim``. Source: RoFormer; notes §1.2.
+    """
+    if dim % 2:
+        raise ValueError(f"RoPE needs an even head dimension, got {dim}")
+    inv = base ** (-torch.arange(0, dim, 2, dtype=torch.float64, device=device) / dim)
+    ang = torch.arange(length, dtype=torch.float64, device=device)[:, None] * inv[None, :]
+    ang = torch.cat([ang, ang], dim=-1)
+    return ang.cos().to(dtype), ang.sin().to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """Rotate ``x`` (shape ``(..., J, dim)``) by ``R_i`` (or ``R_i^T`` when ``inverse``) at position ``i``.
+
+    ``cos``/``sin`` come from :func:`rope_angles` with at least ``J`` rows. Source: RoFormer.
+    """
+    J = x.shape[-2]
+    c, s = cos[:J], sin[:J]
+    return x * c + _rotate_half(x) * (-s if inverse else s)
+
+
+def rms_scale(h: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """``rho = sqrt(mean_c h_c^2 + eps)``, shape ``(..., 1)`` for ``h`` of shape ``(..., d)`` (notes §1.1)."""
+    return torch.sqrt(h.pow(2).mean(dim=-1, keepdim=True) + eps)
+
+
+def _causal(J: int, device) -> torch.Tensor:
+    return torch.ones(J, J, dtype=torch.bool, device=device).tril()
+
+
+def _heads(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``(B, J, d) x (H, d_h, d) -> (B, H, J, d_h)``."""
+    return torch.einsum("bjd,hed->bhje", x, w)
+
+
+def _check_attention_args(y, n, w_q, w_k, eta, diag):
+    if y.dim() != 3 or y.shape != n.shape:
+        raise ValueError(f"y and n must both have shape (B, J, d); got {tuple(y.shape)} and {tuple(n.shape)}")
+    if w_q.dim() != 3 or w_q.shape != w_k.shape or w_q.shape[-1] != y.shape[-1]:
+        raise ValueError(f"w_q and w_k must have shape (H, d_h, d={y.shape[-1]}); got "
+                         f"{tuple(w_q.shape)} and {tuple(w_k.shape)}")
+    if eta.shape != (w_q.shape[0],):
+        raise ValueError(f"eta must have shape (H,) = ({w_q.shape[0]},), got {tuple(eta.shape)}")
+    if diag is not None and diag.shape not in ((y.shape[-1],), (w_q.shape[0], y.shape[-1])):
+        raise ValueError(f"diag must have shape (d,) or (H, d); got {tuple(diag.shape)}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# interaction (attention) energy
+# ----------------------------------------------------------------------------------------------------
+
+def _diag_scores(y: torch.Tensor, n: torch.Tensor, diag: torch.Tensor) -> torch.Tensor:
+    """``sum_c d_c y_ic n_jc``: shape ``(B, 1, J, J)`` (shared ``d``) or ``(B, H, J, J)`` (per head)."""
+    if diag.dim() == 1:
+        return ((y * diag) @ n.transpose(-1, -2)).unsqueeze(1)
+    return torch.einsum("bid,hd,bjd->bhij", y, diag, n)
+
+
+def interaction_scores(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
+                       diag: torch.Tensor | None = None, rope: tuple[torch.Tensor, torch.Tensor] | None = None
+                       ) -> torch.Tensor:
+    """Causal attention scores ``S^k_ij = beta [ (R_i W^Q_k y_i)·(R_j W^K_k n_j) + sum_c d_kc y_ic n_jc ]``.
+
+    Shapes: ``y``, ``n`` ``(B, J, d)``; ``w_q``, ``w_k`` ``(H, d_h, d)``; ``diag`` ``None``, ``(d,)`` (shared)
+    or ``(H, d)`` (per head); ``rope`` ``(cos, sin)`` from :func:`rope_angles` or ``None``.
+    Returns ``(B, H, J, J)`` with ``-inf`` where ``j > i``; ``beta = d_h**-0.5``. Notes §1.2, §2.1
+    (RoPE on the low-rank part only, the diagonal part unrotated: a design choice).
+    """
+    H, dh, _ = w_q.shape
+    beta = dh ** -0.5
+    q, k = _heads(y, w_q), _heads(n, w_k)
+    if rope is not None:
+        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+    s = q @ k.transpose(-1, -2)
+    if diag is not None:
+        s = s + _diag_scores(y, n, diag)
+    J = y.shape[1]
+    return (beta * s).masked_fill(~_causal(J, y.device), float("-inf"))
+
+
+def interaction_energy(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
+                       eta: torch.Tensor, diag: torch.Tensor | None = None,
+                       rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """Token-wise interaction energy ``eps_i = -sum_k (eta_k / beta) logsumexp_{j<=i} S^k_ij``, shape ``(B, J)``.
+
+    ``y`` is the iterate in query coordinates (``x / rho``), ``n`` the normalised context (``h / rho``),
+    ``eta`` ``(H,)`` the positive per-head step sizes; see :func:`interaction_scores` for the other
+    arguments. Source: notes §1.2 (log-sum-exp energy, modern-Hopfield form) and §2.1 (D+LR).
+    Raises ``ValueError`` on inconsistent shapes.
+    """
+    _check_attention_args(y, n, w_q, w_k, eta, diag)
+    beta = w_q.shape[1] ** -0.5
+    lse = torch.logsumexp(interaction_scores(y, n, w_q, w_k, diag, rope), dim=-1)  # (B, H, J)
+    return -(eta.view(1, -1, 1) * lse).sum(dim=1) / beta
+
+
+def interaction_update(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
+                       eta: torch.Tensor, diag: torch.Tensor | None = None,
+                       rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+                       keys: torch.Tensor | None = None) -> torch.Tensor:
+    """Closed-form ``-grad_y`` of :func:`interaction_energy` (summed over tokens), shape ``(B, J, d)``.
+
+    ``out_i = sum_k eta_k [ W^Q_k^T R_i^T sum_j a^k_ij R_j W^K_k n_j + d_k ⊙ sum_j a^k_ij n_j ]``: causal
+    multi-head attention with values = (rotated) keys and output = transposed query projection, computed with
+    ``F.scaled_dot_product_attention``. With a diagonal, ``n`` is appended to each head's values and the
+    diagonal score is passed as an additive mask. ``keys`` (``(B, H, J, d_h)``, already rotated) may be
+    passed to avoid recomputing them (fixed context, notes §2.3). Source: notes §1.2, §2.1.
+    """
+    _check_attention_args(y, n, w_q, w_k, eta, diag)
+    B, J, d = y.shape
+    H, dh, _ = w_q.shape
+    beta = dh ** -0.5
+    q = _heads(y, w_q)
+    if keys is None:
+        keys = _heads(n, w_k)
+        if rope is not None:
+            keys = apply_rope(keys, *rope)
+    if rope is not None:
+        q = apply_rope(q, *rope)
+    eta4 = eta.view(1, H, 1, 1)
+    if diag is None:
+        o = F.scaled_dot_product_attention(q, keys, keys, is_causal=True, scale=beta)
+        extra = None
+    else:
+        mask = (beta * _diag_scores(y, n, diag)).masked_fill(~_causal(J, y.device), float("-inf"))
+        v = torch.cat([keys, n.unsqueeze(1).expand(B, H, J, d)], dim=-1)
+        o_full = F.scaled_dot_product_attention(q, keys, v, attn_mask=mask, scale=beta)
+        o, o_n = o_full[..., :dh], o_full[..., dh:]
+        if diag.dim() == 1:
+            extra = diag * (eta4 * o_n).sum(dim=1)
+        else:
+            extra = torch.einsum("bhjd,hd->bjd", eta4 * o_n, diag)
+    if rope is not None:
+        o = apply_rope(o, *rope, inverse=True)
+    out = torch.einsum("bhje,hed->bjd", eta4 * o, w_q)
+    return out if extra is None else out + extra
+
+
+# ----------------------------------------------------------------------------------------------------
+# element-wise (MLP) energy
+# ----------------------------------------------------------------------------------------------------
+
+_GL_CACHE: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _gauss_legendre01(nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    if nodes not in _GL_CACHE:
+        x, w = np.polynomial.legendre.leggauss(nodes)
+        _GL_CACHE[nodes] = ((x + 1) / 2, w / 2)
+    return _GL_CACHE[nodes]
+
+
+def silu_integral(z: torch.Tensor, panels: int = 8, nodes: int = 16) -> torch.Tensor:
+    """``Phi(z) = int_0^z SiLU(t) dt`` element-wise (same shape and dtype as ``z``).
+
+    Stable form (design choice): with ``G(u) = int_0^u s·sigmoid(-s) ds`` (increasing to ``pi^2/12``),
+    ``Phi(z) = z^2/2 - G(z)`` for ``z > 0`` and ``Phi(z) = G(-z)`` for ``z <= 0``. ``G`` is integrated by
+    composite Gauss-Legendre (``panels`` x ``nodes``) on ``[0, min(u, 40)]`` (the tail beyond 40 is below
+    1e-15). Equals ``z softplus(z) + Li2(-e^z) + pi^2/12`` (notes §1.3) to ~1e-13 in float64.
+    """
+    u = z.abs().clamp(max=40.0)
+    s01, w01 = _gauss_legendre01(nodes)
+    s01 = torch.as_tensor(s01, dtype=z.dtype, device=z.device)
+    w01 = torch.as_tensor(w01, dtype=z.dtype, device=z.device)
+    width = u / panels
+    g = torch.zeros_like(z)
+    for p in range(panels):
+        s = (p + s01) * width.unsqueeze(-1)  # (..., nodes)
+        g = g + (w01 * s * torch.sigmoid(-s)).sum(dim=-1) * width
+    return torch.where(z > 0, 0.5 * z * z - g, g)
+
+
+def mlp_gate(n: torch.Tensor, v: torch.Tensor, kind: str = "swiglu") -> torch.Tensor:
+    """Conditioning gate ``c(h)``, shape ``(B, J, F)``, from the normalised sub-block input ``n`` ``(B, J, d)``
+    and ``v`` ``(F, d)``: ``V n`` for ``swiglu``, ``SiLU(V n)`` for ``quadratic`` (notes §1.3). It is held fixed
+    during the recursion (notes §6.6)."""
+    if kind not in MLP_ENERGIES:
+        raise ValueError(f"mlp_energy must be one of {MLP_ENERGIES}, got {kind!r}")
+    c = n @ v.transpose(-1, -2)
+    return c if kind == "swiglu" else F.silu(c)
+
+
+def mlp_energy(y: torch.Tensor, c: torch.Tensor, w: torch.Tensor, eta: torch.Tensor | float,
+               kind: str = "swiglu") -> torch.Tensor:
+    """Token-wise element-wise energy, shape ``(B, J)``.
+
+    ``swiglu``: ``eps_i = -eta sum_m c_im Phi(w_m·y_i)``; ``quadratic``: ``eps_i = -eta/2 sum_m c_im (w_m·y_i)^2``.
+    ``y`` ``(B, J, d)`` the iterate in query coordinates, ``c`` ``(B, J, F)`` from :func:`mlp_gate`,
+    ``w`` ``(F, d)``, ``eta`` a positive scalar. Source: notes §1.3 (both readings).
+    """
+    if kind not in MLP_ENERGIES:
+        raise ValueError(f"mlp_energy must be one of {MLP_ENERGIES}, got {kind!r}")
+    z = y @ w.transpose(-1, -2)
+    if kind == "swiglu":
+        return -eta * (c * silu_integral(z)).sum(dim=-1)
+    return -0.5 * eta * (c * z * z).sum(dim=-1)
+
+
+def mlp_update(y: torch.Tensor, c: torch.Tensor, w: torch.Tensor, eta: torch.Tensor | float,
+               kind: str = "swiglu") -> torch.Tensor:
+    """Closed-form ``-grad_y`` of :func:`mlp_energy`, shape ``(B, J, d)``.
+
+    ``swiglu``: ``eta W^T [SiLU(W y) ⊙ c]`` (tied SwiGLU: gate = ``W``, down = ``W^T``, up = ``V``);
+    ``quadratic``: ``eta W^T [c ⊙ W y]``. Source: notes §1.3.
+    """
+    if kind not in MLP_ENERGIES:
+        raise ValueError(f"mlp_energy must be one of {MLP_ENERGIES}, got {kind!r}")
+    z = y @ w.transpose(-1, -2)
+    act = F.silu(z) if kind == "swiglu" else z
+    return eta * ((act * c) @ w)
+
+
+# ----------------------------------------------------------------------------------------------------
+# preconditioner
+# ----------------------------------------------------------------------------------------------------
+
+def preconditioner_apply(g: torch.Tensor, p: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None,
+                         kind: str = "dlr") -> torch.Tensor:
+    """``g P`` for ``g`` of shape ``(..., d)`` (``P`` is symmetric), cost ``O(d r)`` per token.
+
+    ``dlr``: ``P = diag(softplus(p)) + U V^T + V U^T`` (notes §2.2; not positive definite in general);
+    ``psd``: ``P = diag(softplus(p)) + U U^T`` (positive definite; design choice, notes §2.2).
+    ``p`` ``(d,)``, ``u``/``v`` ``(d, r)``. Raises ``ValueError`` for an unknown ``kind`` or a missing ``v``.
+    """
+    out = g * F.softplus(p)
+    if kind == "dlr":
+        if v is None:
+            raise ValueError("the 'dlr' preconditioner needs v")
+        return out + (g @ v) @ u.T + (g @ u) @ v.T
+    if kind == "psd":
+        return out + (g @ u) @ u.T
+    raise ValueError(f"preconditioner kind must be 'dlr' or 'psd', got {kind!r}")
+
+
+def preconditioner_matrix(p: torch.Tensor, u: torch.Tensor, v: torch.Tensor | None = None,
+                          kind: str = "dlr") -> torch.Tensor:
+    """The dense ``(d, d)`` matrix ``P`` of :func:`preconditioner_apply` (for ``lambda_min`` monitoring)."""
+    return preconditioner_apply(torch.eye(p.shape[0], dtype=p.dtype, device=p.device), p, u, v, kind)
+
+
+# ----------------------------------------------------------------------------------------------------
+# modules
+# ----------------------------------------------------------------------------------------------------
+
+def _inv_softplus(x: float) -> float:
+    return math.log(math.expm1(x))
+
+
+class Preconditioner(nn.Module):
+    """Learned ``P`` on one sub-block's update (notes §2.2), initialised to ``P = I`` (or ``I + U U^T`` with
+    ``U ~ N(0, 1e-2^2)`` for ``psd``): ``softplus(p) = 1``, ``V = 0``, ``U ~ N(0, 1e-4)``."""
+
+    def __init__(self, d: int, rank: int, kind: str):
+        super().__init__()
+        self.kind = kind
+        self.p = nn.Parameter(torch.full((d,), _inv_softplus(1.0)))
+        self.u = nn.Parameter(torch.randn(d, rank) * 1e-2)
+        self.v = nn.Parameter(torch.zeros(d, rank)) if kind == "dlr" else None
+
+    def forward(self, g: torch.Tensor) -> torch.Tensor:
+        return preconditioner_apply(g, self.p, self.u, self.v, self.kind)
+
+    def matrix(self) -> torch.Tensor:
+        """Dense ``(d, d)`` ``P``."""
+        return preconditioner_matrix(self.p, self.u, self.v, self.kind)
+
+
+class _EnergyBlock(nn.Module):
+    """Shared recursion loop of a CEM sub-block (notes §2.3, §2.4).
+
+    Subclasses define ``prepare(n, rope) -> ctx`` (fixed context), ``energy(y, n, ctx, rope) -> (B, J)`` and
+    ``update(y, n, ctx, rope) -> (B, J, d)`` (``-grad_y`` of the energy).
+    """
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__()
+        d = cfg["d_model"]
+        self.norm = cfg["norm"]
+        self.norm_eps = float(cfg["norm_eps"])
+        self.anchor = float(cfg["anchor"])
+        self.precond = (Preconditioner(d, int(cfg["precond_rank"]), cfg["preconditioner"])
+                        if cfg["preconditioner"] != "none" else None)
+
+    def _rho(self, h: torch.Tensor) -> torch.Tensor:
+        if self.norm == "none":
+            return torch.ones_like(h[..., :1])
+        return rms_scale(h, self.norm_eps)
+
+    def total_energy(self, x: torch.Tensor, h: torch.Tensor, rope=None) -> torch.Tensor:
+        """Token-wise energy ``(B, J)`` of iterate ``x`` given sub-block input ``h`` (both ``(B, J, d)``),
+        including the optional anchor ``(lambda/2) ||(x - h)/rho||^2``. Used by tests and recording."""
+        rho = self._rho(h)
+        n = h / rho
+        ctx = self.prepare(n, rope)
+        y = x / rho
+        e = self.energy(y, n, ctx, rope)
+        if self.anchor:
+            e = e + 0.5 * self.anchor * (y - n).pow(2).sum(-1)
+        return e
+
+    def forward(self, h: torch.Tensor, steps: int, rope=None, rec: list | None = None) -> torch.Tensor:
+        rho = self._rho(h)
+        n = h / rho
+        ctx = self.prepare(n, rope)
+        x = h
+        energies, disps, extras = [], [], {}
+        for t in range(steps + 1):
+            y = x / rho
+            if rec is not None:  # logging pass: energy of iterate t (t == steps is the output)
+                e = self.energy(y, n, ctx, rope)
+                if self.anchor:
+                    e = e + 0.5 * self.anchor * (y - n).pow(2).sum(-1)
+                energies.append(e)
+                disps.append((x - h).norm(dim=-1) / rho.squeeze(-1))
+                if t == steps - 1:
+                    extras = self.extras(y, n, ctx, rope)
+            if t == steps:
+                break
+            out = self.update(y, n, ctx, rope)
+            if self.anchor:
+                out = out - self.anchor * (y - n)
+            x = x + (self.precond(out) if self.precond is not None else out)
+        if rec is not None:
+            rec.append({"energies": torch.stack(energies), "displacement": torch.stack(disps), **extras})
+        return x
+
+    def extras(self, y, n, ctx, rope) -> dict[str, torch.Tensor]:
+        return {}
+
+
+class CEMAttention(_EnergyBlock):
+    """CEM attention sub-block: ``T`` steps on :func:`interaction_energy` (tied MHA; notes §1.2, §2.1).
+
+    Parameters: ``w_q``, ``w_k`` ``(H, d_h, d)`` ~ N(0, 1/d); step sizes ``eta_k > 0`` (``(H,)``, softplus or
+    ``eta_max``·sigmoid of a raw parameter, init ``eta_init``); diagonal ``(d,)`` / ``(H, d)`` init 0.
+    """
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__(cfg)
+        d, H = cfg["d_model"], cfg["n_heads"]
+        dh = d // H
+        self.eta_param, self.eta_max = cfg["eta_param"], float(cfg["eta_max"])
+        self.w_q = nn.Parameter(torch.randn(H, dh, d) / math.sqrt(d))
+        self.w_k = nn.Parameter(torch.randn(H, dh, d) / math.sqrt(d))
+        self.eta_raw = nn.Parameter(torch.full((H,), _eta_raw_init(cfg)))
+        diag = cfg["diagonal"]
+        self.diag = (None if diag == "none" else
+                     nn.Parameter(torch.zeros(d) if diag == "shared" else torch.zeros(H, d)))
+
+    @property
+    def eta(self) -> torch.Tensor:
+        """Per-head step sizes, shape ``(H,)``, positive."""
+        return _eta(self.eta_raw, self.eta_param, self.eta_max)
+
+    def prepare(self, n, rope):
+        k = _heads(n, self.w_k)
+        return apply_rope(k, *rope) if rope is not None else k
+
+    def energy(self, y, n, ctx, rope):
+        return interaction_energy(y, n, self.w_q, self.w_k, self.eta, self.diag, rope)
+
+    def update(self, y, n, ctx, rope):
+        return interaction_update(y, n, self.w_q, self.w_k, self.eta, self.diag, rope, keys=ctx)
+
+    def extras(self, y, n, ctx, rope):
+        return {"attention": torch.softmax(interaction_scores(y, n, self.w_q, self.w_k, self.diag, rope), -1)}
+
+
+class CEMMLP(_EnergyBlock):
+    """CEM MLP sub-block: ``T`` steps on :func:`mlp_energy` (tied SwiGLU; notes §1.3).
+
+    Parameters: ``w`` (inside the nonlinearity, tied to the read-out) and ``v`` (gate), both ``(F, d)``
+    ~ N(0, 1/d); one scalar step size ``eta > 0``.
+    """
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__(cfg)
+        d, f = cfg["d_model"], cfg["d_ff"]
+        self.kind = cfg["mlp_energy"]
+        self.eta_param, self.eta_max = cfg["eta_param"], float(cfg["eta_max"])
+        self.w = nn.Parameter(torch.randn(f, d) / math.sqrt(d))
+        self.v = nn.Parameter(torch.randn(f, d) / math.sqrt(d))
+        self.eta_raw = nn.Parameter(torch.tensor(_eta_raw_init(cfg)))
+
+    @property
+    def eta(self) -> torch.Tensor:
+        """Scalar step size (0-dim tensor), positive."""
+        return _eta(self.eta_raw, self.eta_param, self.eta_max)
+
+    def prepare(self, n, rope):
+        return mlp_gate(n, self.v, self.kind)
+
+    def energy(self, y, n, ctx, rope):
+        return mlp_energy(y, ctx, self.w, self.eta, self.kind)
+
+    def update(self, y, n, ctx, rope):
+        return mlp_update(y, ctx, self.w, self.eta, self.kind)
+
+
+def _eta_raw_init(cfg) -> float:
+    e0 = float(cfg["eta_init"])
+    if cfg["eta_param"] == "softplus":
+        return _inv_softplus(e0)
+    r = e0 / float(cfg["eta_max"])
+    return math.log(r / (1 - r))
+
+
+def _eta(raw: torch.Tensor, param: str, eta_max: float) -> torch.Tensor:
+    return F.softplus(raw) if param == "softplus" else eta_max * torch.sigmoid(raw)
+
+
+_DEFAULTS: dict[str, Any] = {
+    "d_model": 64,
+    "n_layers": 4,
+    "n_heads": 4,
+    "d_ff": 322,
+    "recursion_steps": 1,
+    "inference_recursion_steps": None,
+    "diagonal": "shared",
+    "preconditioner": "none",
+    "precond_rank": 8,
+    "mlp_energy": "swiglu",
+    "positional": "rope",
+    "rope_base": 10000.0,
+    "norm": "frozen_rms",
+    "norm_eps": 1e-6,
+    "eta_param": "softplus",
+    "eta_init": 0.5,
+    "eta_max": 1.0,
+    "anchor": 0.0,
+}
+
+
+def _validate(cfg: dict[str, Any]) -> None:
+    for key, allowed in (("diagonal", DIAGONALS), ("preconditioner", PRECONDITIONERS),
+                         ("mlp_energy", MLP_ENERGIES), ("positional", POSITIONALS), ("norm", NORMS),
+                         ("eta_param", ETA_PARAMS)):
+        if cfg[key] not in allowed:
+            raise ValueError(f"cem: {key} must be one of {allowed}, got {cfg[key]!r}")
+    for key in ("d_model", "n_layers", "n_heads", "d_ff", "recursion_steps", "precond_rank"):
+        if not isinstance(cfg[key], int) or isinstance(cfg[key], bool) or cfg[key] < 1:
+            raise ValueError(f"cem: {key} must be a positive integer, got {cfg[key]!r}")
+    t_inf = cfg["inference_recursion_steps"]
+    if t_inf is not None and (not isinstance(t_inf, int) or isinstance(t_inf, bool) or t_inf < 1):
+        raise ValueError(f"cem: inference_recursion_steps must be null or a positive integer, got {t_inf!r}")
+    if cfg["d_model"] % cfg["n_heads"]:
+        raise ValueError(f"cem: d_model={cfg['d_model']} is not divisible by n_heads={cfg['n_heads']}")
+    if cfg["positional"] == "rope" and (cfg["d_model"] // cfg["n_heads"]) % 2:
+        raise ValueError("cem: RoPE needs an even head dimension d_model / n_heads")
+    if cfg["eta_param"] == "sigmoid" and not 0 < cfg["eta_init"] < cfg["eta_max"]:
+        raise ValueError("cem: with eta_param='sigmoid' need 0 < eta_init < eta_max")
+    if cfg["eta_init"] <= 0 or cfg["anchor"] < 0 or cfg["norm_eps"] <= 0:
+        raise ValueError("cem: eta_init and norm_eps must be positive and anchor non-negative")
+
+
+class CEMStack(nn.Module):
+    """``n_layers`` CEM blocks (attention sub-block then MLP sub-block, notes §1.4) on ``(B, J, d)`` vectors.
+
+    Uses ``recursion_steps`` in training mode and ``inference_recursion_steps`` (when not null) in eval mode
+    (test-time recursion). ``forward(h, rec=None)``: when ``rec`` is a list, one dict per sub-block is
+    appended (``energies``/``displacement`` ``(T+1, B, J)``; attention also ``attention`` ``(B, H, J, J)``).
+    """
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__()
+        _validate(cfg)
+        self.cfg = cfg
+        self.layers = nn.ModuleList(
+            nn.ModuleList([CEMAttention(cfg), CEMMLP(cfg)]) for _ in range(cfg["n_layers"]))
+        self._rope_cache: dict = {}
+
+    @property
+    def steps(self) -> int:
+        """The number of recursion steps used in the current mode."""
+        t_inf = self.cfg["inference_recursion_steps"]
+        return self.cfg["recursion_steps"] if self.training or t_inf is None else int(t_inf)
+
+    def rope(self, J: int, dtype, device):
+        if self.cfg["positional"] != "rope":
+            return None
+        key = (J, dtype, str(device))
+        if key not in self._rope_cache:
+            dh = self.cfg["d_model"] // self.cfg["n_heads"]
+            self._rope_cache = {key: rope_angles(J, dh, self.cfg["rope_base"], dtype=dtype, device=device)}
+        return self._rope_cache[key]
+
+    def forward(self, h: torch.Tensor, rec: list | None = None) -> torch.Tensor:
+        rope = self.rope(h.shape[1], h.dtype, h.device)
+        T = self.steps
+        for attn, mlp in self.layers:
+            h = attn(h, T, rope, rec)
+            h = mlp(h, T, rope, rec)
+        return h
+
+
+@register
+class CEMModel(SequenceModel):
+    """``cem``: a character language model of CEM blocks (notes §1-§3).
+
+    Embedding (std ``d^-0.5``, multiplied by ``sqrt(d)`` so the residual starts at RMS about 1, notes §3.3),
+    ``n_layers`` CEM blocks, final RMSNorm with gain, LM head tied to the embedding.
+
+    Config keys (defaults in ``_DEFAULTS``): ``d_model``, ``n_layers``, ``n_heads``, ``d_ff`` (CEM MLP width),
+    ``recursion_steps`` (T), ``inference_recursion_steps`` (null = T), ``diagonal`` (none|shared|per_head),
+    ``preconditioner`` (none|dlr|psd) with ``precond_rank``, ``mlp_energy`` (swiglu|quadratic),
+    ``positional`` (rope|none; RoPE in the exact rotated-value form), ``rope_base``, ``norm``
+    (frozen_rms|none), ``norm_eps``, ``eta_param`` (softplus|sigmoid), ``eta_init``, ``eta_max``,
+    ``anchor`` (proximal term lambda, notes §2.5; 0 = off). Raises ``ValueError`` for an invalid value.
+    """
+
+    kind = "cem"
+
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        return dict(_DEFAULTS)
+
+    def __init__(self, config: dict[str, Any]):
+        super().__init__(config)
+        cfg = self.config
+        d = cfg["d_model"]
+        self.stack = CEMStack(cfg)
+        self.embed = nn.Embedding(cfg["vocab_size"], d)
+        nn.init.normal_(self.embed.weight, std=d ** -0.5)
+        self.norm_f = nn.RMSNorm(d, eps=cfg["norm_eps"])
+
+    def _run(self, tokens: torch.Tensor, rec: list | None) -> torch.Tensor:
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
+        h = self.embed(tokens) * math.sqrt(self.config["d_model"])
+        h = self.stack(h, rec)
+        return self.norm_f(h) @ self.embed.weight.T
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``tokens`` ``(B, T)`` long -> logits ``(B, T, V)``."""
+        return self._run(tokens, None)
+
+    @torch.no_grad()
+    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Energies of every iterate (see ``docs/architecture.md``, CEM table).
+
+        Returns ``logits`` ``(T, V)`` (the same computation as ``forward``), ``energies`` and
+        ``displacement`` ``[layer, block, step, position]`` (block 0 attention, 1 MLP; step 0..T where T is
+        the recursion count of the current train/eval mode) and ``attention`` ``[layer, head, pos, pos]``
+        (the weights used by the last update step). Raises ``ValueError`` unless ``tokens`` is ``(1, T)``.
+        """
+        if tokens.dim() != 2 or tokens.shape[0] != 1:
+            raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
+        rec: list = []
+        logits = self._run(tokens, rec)
+        return _pack_record(rec, logits)
+
+    @classmethod
+    def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
+        """Parameter matching as in notes §3.2: the same ``d_model``/``n_layers``/``n_heads`` as the ``llama``
+        config for this budget (unless given in ``fixed``), then the CEM MLP width ``d_ff`` is chosen so the
+        parameter count matches ``n_params`` (within 5%). Raises ``ValueError`` if impossible."""
+        from geomlab.models.llama import LlamaModel
+
+        base = {k: fixed[k] for k in ("d_model", "n_layers", "n_heads") if k in fixed}
+        if "d_model" not in fixed:
+            lcfg = LlamaModel.config_for_budget(n_params, vocab_size,
+                                                **{k: v for k, v in base.items() if k != "d_model"})
+            base = {"d_model": lcfg["d_model"], "n_layers": lcfg["n_layers"], "n_heads": lcfg["n_heads"]}
+        if "d_ff" in fixed:
+            return budget_search(lambda _: {"kind": cls.kind, **fixed, **base}, [0], n_params, vocab_size)
+        return linear_width_search(lambda f: {"kind": cls.kind, **fixed, **base, "d_ff": f},
+                                   n_params, vocab_size)
+
+
+def linear_width_search(make_config, n_params: int, vocab_size: int) -> dict[str, Any]:
+    """Budget search over a width ``f`` on which the parameter count depends linearly (e.g. ``d_ff``):
+    the count at ``f = 1, 2`` gives the slope, then :func:`geomlab.models.budget_search` checks the
+    neighbourhood of the solution. Raises ``ValueError`` if the budget cannot be met (design choice)."""
+    from geomlab.models import build_model, count_params, full_config
+
+    n1, n2 = (count_params(build_model(full_config({**make_config(f), "vocab_size": vocab_size})))
+              for f in (1, 2))
+    if n2 <= n1:
+        raise ValueError("width does not change the parameter count")
+    f_star = max(1, round((n_params - n1) / (n2 - n1)) + 1)
+    return budget_search(make_config, range(max(1, f_star - 2), f_star + 3), n_params, vocab_size)
+
+
+def _pack_record(rec: list, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+    energies = torch.stack([torch.stack([rec[2 * l]["energies"][:, 0], rec[2 * l + 1]["energies"][:, 0]])
+                            for l in range(len(rec) // 2)])
+    disp = torch.stack([torch.stack([rec[2 * l]["displacement"][:, 0], rec[2 * l + 1]["displacement"][:, 0]])
+                        for l in range(len(rec) // 2)])
+    attention = torch.stack([rec[2 * l]["attention"][0] for l in range(len(rec) // 2)])
+    return {"logits": logits[0], "energies": energies, "displacement": disp, "attention": attention}
+
+
+class CEMRegressor(nn.Module):
+    """A CEM stack on continuous inputs with a scalar read-out (the GP task, notes §4.2; design choice).
+
+    ``forward(x)``: ``x`` ``(B, J, in_features)`` float -> ``(B, J)`` predictions. Input map
+    ``Linear(in_features, d_model)``, the CEM stack (config keys as :class:`CEMModel`; default
+    ``positional='none'`` since the inputs carry their own coordinates), final RMSNorm, ``Linear(d_model, 1)``.
+    ``record(x)`` returns ``prediction`` ``(J,)``, ``energies``/``displacement`` ``[layer, block, step, position]``
+    and ``attention`` for ``x`` of shape ``(1, J, in_features)``.
+    """
+
+    def __init__(self, config: dict[str, Any], in_features: int = 3):
+        super().__init__()
+        cfg = {**_DEFAULTS, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "positional": "none",
+               **config}
+        unknown = set(cfg) - set(_DEFAULTS)
+        if unknown:
+            raise ValueError(f"CEMRegressor: unknown config keys {sorted(unknown)}")
+        self.config = cfg
+        self.inp = nn.Linear(in_features, cfg["d_model"])
+        self.stack = CEMStack(cfg)
+        self.norm_f = nn.RMSNorm(cfg["d_model"], eps=cfg["norm_eps"])
+        self.out = nn.Linear(cfg["d_model"], 1)
+
+    def forward(self, x: torch.Tensor, rec: list | None = None) -> torch.Tensor:
+        if x.dim() != 3 or x.shape[-1] != self.inp.in_features:
+            raise ValueError(f"inputs must have shape (B, J, {self.inp.in_features}), got {tuple(x.shape)}")
+        h = self.stack(self.inp(x), rec)
+        return self.out(self.norm_f(h)).squeeze(-1)
+
+    @torch.no_grad()
+    def record(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Like :meth:`CEMModel.record`, with ``prediction`` ``(J,)`` in place of ``logits``."""
+        if x.dim() != 3 or x.shape[0] != 1:
+            raise ValueError(f"record expects inputs of shape (1, J, F), got {tuple(x.shape)}")
+        rec: list = []
+        pred = self(x, rec)
+        out = _pack_record(rec, pred.unsqueeze(-1))
+        out["prediction"] = out.pop("logits")[:, 0]
+        return out

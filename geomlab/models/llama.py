@@ -1,0 +1,157 @@
+"""``llama``: the matched baseline of the CEM paper (pre-norm RMSNorm, RoPE, SwiGLU, untied Q/K/V/O).
+
+Source: Touvron et al. (Llama) as used by the CEM paper's baselines (``shared/papers/cem.md`` §3.2-§3.3);
+the tiny-scale settings (embedding std ``d^-0.5`` times ``sqrt(d)``, tied LM head after a final RMSNorm,
+RoPE base 1e4) follow notes §3.3 so that ``llama`` and ``cem`` differ only in their layers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from geomlab.models import register
+from geomlab.models.base import SequenceModel
+from geomlab.models.cem import apply_rope, rope_angles
+
+__all__ = ["LlamaModel", "LlamaBlock"]
+
+_DEFAULTS: dict[str, Any] = {
+    "d_model": 64,
+    "n_layers": 4,
+    "n_heads": 4,
+    "d_ff": 172,
+    "rope_base": 10000.0,
+    "norm_eps": 1e-6,
+}
+
+
+def default_d_ff(d_model: int) -> int:
+    """Llama's SwiGLU width ``8d/3`` rounded to a multiple of 4 (172 for d = 64; design choice)."""
+    return max(4, int(round(8 * d_model / 3 / 4)) * 4)
+
+
+class LlamaBlock(nn.Module):
+    """``h + Attn(RMSNorm(h))`` then ``h + SwiGLU(RMSNorm(h))``; ``(B, J, d) -> (B, J, d)``.
+
+    Input projections ~ N(0, 1/d); output projections ~ N(0, 1/(fan_in · 2 n_layers)) (design choice).
+    """
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__()
+        d, H, f = cfg["d_model"], cfg["n_heads"], cfg["d_ff"]
+        self.H, self.dh = H, d // H
+        self.norm1 = nn.RMSNorm(d, eps=cfg["norm_eps"])
+        self.norm2 = nn.RMSNorm(d, eps=cfg["norm_eps"])
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        self.gate = nn.Linear(d, f, bias=False)
+        self.up = nn.Linear(d, f, bias=False)
+        self.down = nn.Linear(f, d, bias=False)
+        out_scale = 1.0 / math.sqrt(2 * cfg["n_layers"])
+        for lin in (self.qkv, self.gate, self.up):
+            nn.init.normal_(lin.weight, std=d ** -0.5)
+        nn.init.normal_(self.o.weight, std=out_scale * d ** -0.5)
+        nn.init.normal_(self.down.weight, std=out_scale * f ** -0.5)
+
+    def forward(self, h: torch.Tensor, rope, rec: list | None = None) -> torch.Tensor:
+        B, J, d = h.shape
+        q, k, v = self.qkv(self.norm1(h)).view(B, J, 3, self.H, self.dh).permute(2, 0, 3, 1, 4)
+        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if rec is not None:
+            s = (q @ k.transpose(-1, -2)) * self.dh ** -0.5
+            s = s.masked_fill(~torch.ones(J, J, dtype=torch.bool, device=h.device).tril(), float("-inf"))
+            rec.append(torch.softmax(s, dim=-1))
+        h = h + self.o(o.transpose(1, 2).reshape(B, J, d))
+        z = self.norm2(h)
+        return h + self.down(F.silu(self.gate(z)) * self.up(z))
+
+
+@register
+class LlamaModel(SequenceModel):
+    """``llama``: Llama-style character LM (the CEM paper's baseline).
+
+    Config keys: ``d_model``, ``n_layers``, ``n_heads``, ``d_ff`` (SwiGLU width), ``rope_base``, ``norm_eps``.
+    ``model(tokens)``: ``(B, T)`` long -> logits ``(B, T, V)``; ``record`` adds ``attention``
+    ``[layer, head, pos, pos]``. Raises ``ValueError`` for an invalid config.
+    """
+
+    kind = "llama"
+
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        return dict(_DEFAULTS)
+
+    def __init__(self, config: dict[str, Any]):
+        super().__init__(config)
+        cfg = self.config
+        for key in ("d_model", "n_layers", "n_heads", "d_ff"):
+            if not isinstance(cfg[key], int) or isinstance(cfg[key], bool) or cfg[key] < 1:
+                raise ValueError(f"llama: {key} must be a positive integer, got {cfg[key]!r}")
+        d, H = cfg["d_model"], cfg["n_heads"]
+        if d % H or (d // H) % 2:
+            raise ValueError(f"llama: d_model={d} must split into n_heads={H} heads of even width (RoPE)")
+        self.embed = nn.Embedding(cfg["vocab_size"], d)
+        nn.init.normal_(self.embed.weight, std=d ** -0.5)
+        self.blocks = nn.ModuleList(LlamaBlock(cfg) for _ in range(cfg["n_layers"]))
+        self.norm_f = nn.RMSNorm(d, eps=cfg["norm_eps"])
+        self._rope: dict = {}
+
+    def _rope_tables(self, J: int, dtype, device):
+        key = (J, dtype, str(device))
+        if key not in self._rope:
+            dh = self.config["d_model"] // self.config["n_heads"]
+            self._rope = {key: rope_angles(J, dh, self.config["rope_base"], dtype=dtype, device=device)}
+        return self._rope[key]
+
+    def _run(self, tokens: torch.Tensor, rec: list | None) -> torch.Tensor:
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
+        h = self.embed(tokens) * math.sqrt(self.config["d_model"])
+        rope = self._rope_tables(tokens.shape[1], h.dtype, h.device)
+        for block in self.blocks:
+            h = block(h, rope, rec)
+        return self.norm_f(h) @ self.embed.weight.T
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self._run(tokens, None)
+
+    @torch.no_grad()
+    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``logits`` ``(T, V)`` and ``attention`` ``[layer, head, pos, pos]`` for ``tokens`` ``(1, T)``."""
+        if tokens.dim() != 2 or tokens.shape[0] != 1:
+            raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
+        rec: list = []
+        logits = self._run(tokens, rec)
+        return {"logits": logits[0], "attention": torch.stack([a[0] for a in rec])}
+
+    @classmethod
+    def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
+        """Notes §3.2: ``n_layers = 4``, ``n_heads = 4`` (unless fixed); ``d_model`` the multiple of
+        ``2 n_heads`` whose default-width model (``d_ff = 8d/3``) is nearest the budget; then ``d_ff`` is
+        tuned to land within 5% (unless fixed). Raises ``ValueError`` when unreachable."""
+        from geomlab.models import budget_search
+        from geomlab.models.cem import linear_width_search
+
+        L = fixed.get("n_layers", _DEFAULTS["n_layers"])
+        H = fixed.get("n_heads", _DEFAULTS["n_heads"])
+        base = {"kind": cls.kind, **fixed, "n_layers": L, "n_heads": H}
+        if "d_model" in fixed:
+            d = fixed["d_model"]
+        else:
+            # count ~ L (4 d^2 + 3 d d_ff) + V d: solve the quadratic for a first guess, then search nearby
+            a = L * (4 + 3 * 8 / 3)
+            d0 = (-vocab_size + math.sqrt(vocab_size ** 2 + 4 * a * n_params)) / (2 * a)
+            step = 2 * H
+            centre = max(1, round(d0 / step))
+            widths = [m * step for m in range(max(1, centre - 3), centre + 4)]
+            d = budget_search(lambda w: {**base, "d_model": w, "d_ff": fixed.get("d_ff", default_d_ff(w))},
+                              widths, n_params, vocab_size, tol=1.0)["d_model"]
+        if "d_ff" in fixed:
+            return budget_search(lambda _: {**base, "d_model": d}, [0], n_params, vocab_size)
+        return linear_width_search(lambda f: {**base, "d_model": d, "d_ff": f}, n_params, vocab_size)

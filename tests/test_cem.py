@@ -1,0 +1,300 @@
+"""CEM energies and layers (shared/papers/cem.md §1-§2, §6.10): float64 checks of every closed form."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+from geomlab.models import build_model, config_for_budget, count_params
+from geomlab.models.cem import (
+    CEMAttention, CEMMLP, CEMStack, _DEFAULTS, interaction_energy, interaction_update, mlp_energy, mlp_gate,
+    mlp_update, preconditioner_apply, preconditioner_matrix, rope_angles, silu_integral,
+)
+
+D64 = torch.float64
+
+
+def _cfg(**kw):
+    return {**_DEFAULTS, "d_model": 8, "n_heads": 2, "d_ff": 12, "n_layers": 2, **kw}
+
+
+def _rand_attention(seed, B=2, J=5, d=8, H=2, diag="none", rope=False):
+    g = torch.Generator().manual_seed(seed)
+    dh = d // H
+    y = torch.randn(B, J, d, generator=g, dtype=D64)
+    n = torch.randn(B, J, d, generator=g, dtype=D64)
+    wq = torch.randn(H, dh, d, generator=g, dtype=D64) / math.sqrt(d)
+    wk = torch.randn(H, dh, d, generator=g, dtype=D64) / math.sqrt(d)
+    eta = torch.rand(H, generator=g, dtype=D64) + 0.1
+    dg = {"none": None, "shared": torch.randn(d, generator=g, dtype=D64),
+          "per_head": torch.randn(H, d, generator=g, dtype=D64)}[diag]
+    rp = rope_angles(J, dh, dtype=D64) if rope else None
+    return y, n, wq, wk, eta, dg, rp
+
+
+# ------------------------------------------------------------------ closed forms vs autograd
+
+@given(seed=st.integers(0, 10_000), diag=st.sampled_from(["none", "shared", "per_head"]), rope=st.booleans(),
+       J=st.integers(1, 7))
+def test_interaction_update_is_negative_energy_gradient(seed, diag, rope, J):
+    y, n, wq, wk, eta, dg, rp = _rand_attention(seed, J=J, diag=diag, rope=rope)
+    y = y.requires_grad_(True)
+    (grad,) = torch.autograd.grad(interaction_energy(y, n, wq, wk, eta, dg, rp).sum(), y)
+    upd = interaction_update(y.detach(), n, wq, wk, eta, dg, rp)
+    torch.testing.assert_close(upd, -grad, rtol=1e-10, atol=1e-10)
+
+
+@given(seed=st.integers(0, 10_000), kind=st.sampled_from(["swiglu", "quadratic"]))
+def test_mlp_update_is_negative_energy_gradient(seed, kind):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randn(2, 4, 6, generator=g, dtype=D64, requires_grad=True)
+    n = torch.randn(2, 4, 6, generator=g, dtype=D64)
+    w = torch.randn(10, 6, generator=g, dtype=D64)
+    v = torch.randn(10, 6, generator=g, dtype=D64)
+    c = mlp_gate(n, v, kind)
+    (grad,) = torch.autograd.grad(mlp_energy(y, c, w, 0.7, kind).sum(), y)
+    torch.testing.assert_close(mlp_update(y.detach(), c, w, 0.7, kind), -grad, rtol=1e-10, atol=1e-10)
+
+
+def _randomise(block, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in block.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+
+
+@pytest.mark.parametrize("diag", ["none", "shared", "per_head"])
+@pytest.mark.parametrize("precond", ["none", "dlr", "psd"])
+@pytest.mark.parametrize("rope", [True, False])
+@pytest.mark.parametrize("anchor", [0.0, 0.5])
+def test_attention_block_steps_are_preconditioned_gradient_steps(diag, precond, rope, anchor):
+    """x^{t+1} = x^t - rho P grad_x eps(x^t | h) for two steps of the module (notes §1.0, §1.1, §2.2)."""
+    torch.manual_seed(0)
+    cfg = _cfg(diagonal=diag, preconditioner=precond, precond_rank=3, anchor=anchor)
+    block = CEMAttention(cfg).double()
+    _randomise(block, 1)
+    h = torch.randn(2, 6, 8, dtype=D64) * 1.7
+    rp = rope_angles(6, 4, dtype=D64) if rope else None
+    rho = h.pow(2).mean(-1, keepdim=True).add(cfg["norm_eps"]).sqrt()
+    P = block.precond.matrix() if block.precond is not None else torch.eye(8, dtype=D64)
+    x = h
+    for _ in range(2):
+        xg = x.clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad(block.total_energy(xg, h, rp).sum(), xg)
+        x = x - rho * (grad @ P)
+    torch.testing.assert_close(block(h, 2, rp), x, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["swiglu", "quadratic"])
+@pytest.mark.parametrize("precond", ["none", "dlr"])
+def test_mlp_block_steps_are_preconditioned_gradient_steps(kind, precond):
+    torch.manual_seed(0)
+    cfg = _cfg(mlp_energy=kind, preconditioner=precond, precond_rank=3)
+    block = CEMMLP(cfg).double()
+    _randomise(block, 2)
+    h = torch.randn(2, 6, 8, dtype=D64)
+    rho = h.pow(2).mean(-1, keepdim=True).add(cfg["norm_eps"]).sqrt()
+    P = block.precond.matrix() if block.precond is not None else torch.eye(8, dtype=D64)
+    x = h
+    for _ in range(3):
+        xg = x.clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad(block.total_energy(xg, h).sum(), xg)
+        x = x - rho * (grad @ P)
+    torch.testing.assert_close(block(h, 3), x, rtol=1e-10, atol=1e-10)
+
+
+# ------------------------------------------------------------------ equivalence to standard layers
+
+def test_one_attention_step_is_tied_multihead_attention():
+    """One step = MHA with W^V = W^K and W^O = (eta-scaled) W^Q^T (torch.nn.MultiheadAttention, notes §1.2)."""
+    torch.manual_seed(3)
+    d, H, J = 8, 2, 7
+    block = CEMAttention(_cfg(diagonal="none")).double()
+    _randomise(block, 4)
+    h = torch.randn(2, J, d, dtype=D64)
+    n = h / h.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt()
+    wq = block.w_q.detach().reshape(d, d)  # rows: head-major (H * d_h, d)
+    wk = block.w_k.detach().reshape(d, d)
+    eta_cols = block.eta.detach().repeat_interleave(d // H)  # (H * d_h,)
+    mha = torch.nn.MultiheadAttention(d, H, bias=False, batch_first=True).double()
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([wq, wk, wk]))
+        mha.out_proj.weight.copy_(wq.T * eta_cols)
+    causal_mask = torch.ones(J, J, dtype=torch.bool).triu(1)
+    expected, _ = mha(n, n, n, attn_mask=causal_mask, need_weights=False)
+    torch.testing.assert_close(block(h, 1) - h, expected, rtol=1e-10, atol=1e-12)
+    # the same through F.scaled_dot_product_attention with v = k
+    q = (n @ wq.T).view(2, J, H, d // H).transpose(1, 2)
+    k = (n @ wk.T).view(2, J, H, d // H).transpose(1, 2)
+    o = F.scaled_dot_product_attention(q, k, k, is_causal=True).transpose(1, 2).reshape(2, J, d)
+    torch.testing.assert_close(block(h, 1) - h, (o * eta_cols) @ wq, rtol=1e-10, atol=1e-12)
+
+
+def test_one_mlp_step_is_tied_swiglu():
+    """One step = SwiGLU with gate W, up V, down W^T and the step size (notes §1.3)."""
+    torch.manual_seed(5)
+    block = CEMMLP(_cfg()).double()
+    _randomise(block, 6)
+    h = torch.randn(3, 4, 8, dtype=D64)
+    n = h / h.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt()
+    gate, up, down = (torch.nn.Linear(8, 12, bias=False).double(), torch.nn.Linear(8, 12, bias=False).double(),
+                      torch.nn.Linear(12, 8, bias=False).double())
+    with torch.no_grad():
+        gate.weight.copy_(block.w)
+        up.weight.copy_(block.v)
+        down.weight.copy_(block.w.T)
+    expected = block.eta * down(F.silu(gate(n)) * up(n))
+    torch.testing.assert_close(block(h, 1) - h, expected, rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------------------------ Phi
+
+def test_silu_integral_matches_trapezoid_and_dilogarithm():
+    z = torch.linspace(-30, 30, 241, dtype=D64)
+    phi = silu_integral(z).numpy()
+    # independent quadrature: trapezoid on a fine grid from 0 to z
+    trap = []
+    for zi in z.numpy():
+        t = np.linspace(0.0, zi, 20001)
+        trap.append(np.trapezoid(t / (1 + np.exp(-t)), t))
+    np.testing.assert_allclose(phi, trap, rtol=1e-7, atol=1e-7)
+    # closed form z softplus(z) + Li2(-e^z) + pi^2/12, with Li2(-e^z) = spence(1 + e^z)
+    scipy_special = pytest.importorskip("scipy.special")
+    zn = z.numpy()
+    closed = zn * np.logaddexp(0, zn) + scipy_special.spence(1 + np.exp(zn)) + np.pi ** 2 / 12
+    np.testing.assert_allclose(phi, closed, rtol=1e-11, atol=1e-11)
+
+
+@given(z=st.floats(-60, 60, allow_nan=False))
+def test_silu_integral_derivative_is_silu(z):
+    zt = torch.tensor([z], dtype=D64, requires_grad=True)
+    (g,) = torch.autograd.grad(silu_integral(zt).sum(), zt)
+    assert abs(g.item() - F.silu(zt.detach()).item()) < 1e-8 * max(1.0, abs(z))
+    assert silu_integral(torch.tensor([-1e4], dtype=D64)).item() == pytest.approx(math.pi ** 2 / 12, abs=1e-12)
+
+
+# ------------------------------------------------------------------ preconditioner
+
+@given(seed=st.integers(0, 10_000))
+def test_preconditioner_apply_matches_dense_and_psd_is_positive(seed):
+    g = torch.Generator().manual_seed(seed)
+    p, u, v = (torch.randn(6, generator=g, dtype=D64) * 3, torch.randn(6, 2, generator=g, dtype=D64) * 3,
+               torch.randn(6, 2, generator=g, dtype=D64) * 3)
+    x = torch.randn(4, 6, generator=g, dtype=D64)
+    for kind in ("dlr", "psd"):
+        P = preconditioner_matrix(p, u, v, kind)
+        torch.testing.assert_close(P, P.T)
+        torch.testing.assert_close(preconditioner_apply(x, p, u, v, kind), x @ P)
+    assert torch.linalg.eigvalsh(preconditioner_matrix(p, u, None, "psd")).min() > 0
+    with pytest.raises(ValueError):
+        preconditioner_apply(x, p, u, None, "dlr")
+
+
+# ------------------------------------------------------------------ descent, causality, recording
+
+@pytest.mark.parametrize("diag,precond,kind", [("none", "none", "swiglu"), ("shared", "dlr", "swiglu"),
+                                               ("per_head", "psd", "quadratic")])
+def test_energy_does_not_increase_for_small_steps(diag, precond, kind):
+    torch.manual_seed(7)
+    cfg = _cfg(diagonal=diag, preconditioner=precond, mlp_energy=kind, eta_init=0.02, recursion_steps=8)
+    stack = CEMStack(cfg).double()
+    with torch.no_grad():
+        for name, p in stack.named_parameters():
+            if name.endswith("diag"):
+                p.normal_(0, 0.5)
+    h = torch.randn(2, 9, 8, dtype=D64)
+    rec: list = []
+    stack(h, rec)
+    assert len(rec) == 2 * cfg["n_layers"]
+    for r in rec:
+        e = r["energies"]  # (T+1, B, J)
+        assert e.shape == (9, 2, 9)
+        diffs = e[1:] - e[:-1]
+        assert (diffs <= 1e-12).all(), diffs.max()
+        assert (diffs < 0).any()  # it actually moves
+
+
+SWITCHES = list(itertools.product(["none", "shared", "per_head"], ["none", "dlr", "psd"], ["swiglu", "quadratic"],
+                                  ["rope", "none"]))
+
+
+@pytest.mark.parametrize("diag,precond,kind,pos", SWITCHES)
+def test_causal_for_every_switch(diag, precond, kind, pos):
+    torch.manual_seed(8)
+    model = build_model({"kind": "cem", "vocab_size": 11, "d_model": 8, "n_heads": 2, "d_ff": 10, "n_layers": 2,
+                         "diagonal": diag, "preconditioner": precond, "precond_rank": 2, "mlp_energy": kind,
+                         "positional": pos, "recursion_steps": 2, "inference_recursion_steps": 3}).double()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("diag") or name.endswith(".v") and "precond" in name:
+                p.normal_(0, 0.3)
+    tokens = torch.randint(0, 11, (2, 10))
+    other = tokens.clone()
+    other[:, 6:] = (other[:, 6:] + 3) % 11
+    for mode in (model.train, model.eval):
+        mode()
+        a, b = model(tokens), model(other)
+        torch.testing.assert_close(a[:, :6], b[:, :6], rtol=0, atol=1e-12)
+        assert (a[:, 6:] - b[:, 6:]).abs().max() > 1e-6
+
+
+def test_record_matches_forward_and_contract():
+    torch.manual_seed(9)
+    model = build_model({"kind": "cem", "vocab_size": 13, "d_model": 16, "n_heads": 4, "d_ff": 20, "n_layers": 3,
+                         "recursion_steps": 2, "inference_recursion_steps": 4, "preconditioner": "dlr"})
+    tokens = torch.randint(0, 13, (1, 12))
+    model.eval()
+    before = model(tokens)
+    rec = model.record(tokens)
+    assert set(rec) == {"logits", "energies", "displacement", "attention"}
+    assert torch.equal(rec["logits"], before[0])
+    assert torch.equal(model(tokens), before)  # recording does not change later outputs
+    assert rec["energies"].shape == (3, 2, 5, 12)  # eval: inference_recursion_steps = 4 -> steps 0..4
+    assert rec["displacement"].shape == (3, 2, 5, 12)
+    assert rec["attention"].shape == (3, 4, 12, 12)
+    assert torch.all(rec["displacement"][:, :, 0] == 0) and torch.all(rec["displacement"][:, :, 1:] > 0)
+    att = rec["attention"]
+    torch.testing.assert_close(att.sum(-1), torch.ones(3, 4, 12))
+    assert torch.all(att.triu(1) == 0)
+    model.train()
+    assert model.record(tokens)["energies"].shape == (3, 2, 3, 12)  # training mode: T = 2
+
+
+def test_record_energy_step0_equals_energy_of_block_input():
+    torch.manual_seed(10)
+    model = build_model({"kind": "cem", "vocab_size": 7, "d_model": 8, "n_heads": 2, "d_ff": 6, "n_layers": 1,
+                         "recursion_steps": 1}).double().eval()
+    tokens = torch.randint(0, 7, (1, 5))
+    rec = model.record(tokens)
+    h = model.embed(tokens) * math.sqrt(8)
+    attn, mlp = model.stack.layers[0]
+    rope = model.stack.rope(5, D64, "cpu")
+    torch.testing.assert_close(rec["energies"][0, 0, 0], attn.total_energy(h, h, rope)[0])
+    x1 = attn(h, 1, rope)
+    torch.testing.assert_close(rec["energies"][0, 0, 1], attn.total_energy(x1, h, rope)[0])
+    torch.testing.assert_close(rec["energies"][0, 1, 0], mlp.total_energy(x1, x1)[0])
+    with pytest.raises(ValueError):
+        model.record(torch.zeros(2, 5, dtype=torch.long))
+
+
+def test_config_roundtrip_budget_and_errors():
+    model = build_model({"kind": "cem", "vocab_size": 96})
+    assert count_params(model) == 204_116  # notes §3.2, 0.2M CEM row
+    rebuilt = build_model(model.config)
+    assert rebuilt.config == model.config
+    for kw in ({"recursion_steps": 2}, {"diagonal": "none"}, {"preconditioner": "dlr"}):
+        cfg = config_for_budget("cem", 200_000, 65, **kw)
+        assert abs(count_params(build_model(cfg)) - 200_000) <= 10_000
+        assert cfg["d_model"] == config_for_budget("llama", 200_000, 65)["d_model"]
+        assert all(cfg[k] == v for k, v in kw.items())
+    for bad in ({"diagonal": "full"}, {"preconditioner": "x"}, {"mlp_energy": "gelu"}, {"recursion_steps": 0},
+                {"inference_recursion_steps": 0}, {"d_model": 10, "n_heads": 4}, {"eta_init": -1.0}):
+        with pytest.raises(ValueError):
+            build_model({"kind": "cem", "vocab_size": 5, **bad})
