@@ -14,11 +14,11 @@ from geomlab.data.corpora import (
     resolve_corpus, split_text,
 )
 from geomlab.data.errors import DataError
-from geomlab.data.tasks import LMTask, Task, eval_windows, sequence_nll
+from geomlab.data.tasks import LMTask, Task, eval_windows, make_task, sequence_nll
 from geomlab.data.vocab import Vocab
 
 __all__ = [
     "CORPORA", "FILES", "SPLITS", "Corpus", "DataError", "LMTask", "Task", "Vocab", "corpus_from_file",
-    "corpus_from_text", "corpus_names", "eval_windows", "load_corpus", "resolve_corpus", "sequence_nll",
+    "corpus_from_text", "corpus_names", "eval_windows", "load_corpus", "make_task", "resolve_corpus", "sequence_nll",
     "split_text",
 ]

@@ -1,0 +1,54 @@
+"""``python -m geomlab eval``: evaluate a checkpoint on a split (bits per character, or the task's metric)."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "evaluate a checkpoint: bits per character (or the task's metric) on a split, and its parameter count"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint path (NAME, NAME.json or NAME.safetensors)")
+    p.add_argument("--data", help="corpus name, text file or word-problem:GROUP (default: the checkpoint's own "
+                   "corpus/task)")
+    p.add_argument("--split", default="test", choices=("train", "valid", "test"), help="split (default test)")
+    p.add_argument("--seq-len", type=int, default=None,
+                   help="evaluation window (default: the training --seq-len stored in the checkpoint)")
+    p.add_argument("--stride", type=int, default=None,
+                   help="sliding-window stride (default: --seq-len, i.e. non-overlapping windows)")
+    p.add_argument("--max-tokens", type=int, default=None, help="score only the first N targets of the split")
+    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from geomlab import checkpoint as ckpt
+    from geomlab.data.tasks import make_task
+    from geomlab.models import count_params
+    from geomlab.train import resolve_device
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    c = ckpt.load(args.checkpoint, device=device)
+    task = make_task(args.data if args.data else (c.card.get("task") or {}), vocab=c.vocab)
+    seq_len = args.seq_len or int((c.train_config or {}).get("seq_len", 128))
+    if task.vocab is not None and task.kind == "lm":
+        n_unk = task.vocab.count_unknown(task.corpus.split(args.split))
+        if n_unk:
+            print(f"note: {n_unk} tokens of the {args.split} split are not in the checkpoint's vocabulary "
+                  "and are scored as the unknown token")
+    m = task.evaluate(c.model, args.split, seq_len=seq_len, device=device, max_tokens=args.max_tokens,
+                      stride=args.stride)
+    eff, stored = count_params(c.model, "effective"), count_params(c.model, "stored")
+    proto = f"window {seq_len}, stride {args.stride or seq_len}"
+    if "bpc" in m:
+        print(f"{args.split} bpc: {m['bpc']:.4f}  ({int(m['tokens']):,} characters; {proto})")
+    elif "ppl" in m:
+        print(f"{args.split} perplexity: {m['ppl']:.2f}  bits/word {m['bpw']:.4f}  ({int(m['tokens']):,} words; {proto})")
+    else:
+        print(f"{args.split} " + "  ".join(f"{k}: {v:.4f}" for k, v in m.items() if k != "tokens"))
+    print(f"parameters: {eff:,} effective, {stored:,} stored ({c.model_config.get('kind')})")
+    return 0

@@ -1,0 +1,41 @@
+"""``python -m geomlab sample``: generate text from a checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "generate text from a checkpoint, continuing a prompt"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint path (NAME, NAME.json or NAME.safetensors)")
+    p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
+    p.add_argument("--length", type=int, default=200, help="tokens to generate (default 200)")
+    p.add_argument("--temperature", type=float, default=1.0, help="softmax temperature; 0 = greedy (default 1)")
+    p.add_argument("--top-k", type=int, default=None, help="sample only among the k most likely tokens")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--context", type=int, default=None,
+                   help="tokens of context fed to the model (default: the training --seq-len)")
+    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
+
+
+def run(args: argparse.Namespace) -> int:
+    from geomlab import checkpoint as ckpt
+    from geomlab.train import generate, resolve_device
+
+    device = resolve_device(args.device)
+    c = ckpt.load(args.checkpoint, device=device)
+    if c.vocab is None:
+        raise ValueError(f"{c.path.name} has no vocabulary, so it cannot generate text")
+    if c.vocab.count_unknown(args.prompt):
+        print(f"note: {c.vocab.count_unknown(args.prompt)} prompt characters are not in the vocabulary and "
+              "are fed as the unknown token")
+    ids = c.vocab.encode(args.prompt)
+    if ids.numel() == 0:
+        raise ValueError("the prompt is empty")
+    context = args.context or int((c.train_config or {}).get("seq_len", 128))
+    out = generate(c.model, ids, args.length, temperature=args.temperature, top_k=args.top_k, context=context,
+                   seed=args.seed, device=device,
+                   exclude=[c.vocab.unk_id] if c.vocab.unk_id is not None else None)
+    print(args.prompt + c.vocab.decode(out))
+    return 0

@@ -1,0 +1,166 @@
+"""``python -m geomlab train``: train any registered model kind on a corpus, a text file or a synthetic task."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+HELP = "train a model (any registered kind) and write a checkpoint (NAME.json + NAME.safetensors)"
+
+
+def parse_count(text: str) -> int:
+    """``"100k"`` -> 100000, ``"1.5M"`` -> 1500000, ``"50000"`` -> 50000. ``ValueError`` otherwise."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kKmM]?)\s*", str(text))
+    if not m:
+        raise ValueError(f"not a parameter count: {text!r} (use e.g. 50000, 100k or 1.5M)")
+    scale = {"": 1, "k": 1_000, "m": 1_000_000}[m.group(2).lower()]
+    n = int(round(float(m.group(1)) * scale))
+    if n < 1:
+        raise ValueError(f"parameter count must be positive, got {text!r}")
+    return n
+
+
+def parse_config(items: list[str] | None) -> dict:
+    """``["hidden=64", "tied=true", "group=SO"]`` -> ``{"hidden": 64, "tied": True, "group": "SO"}``.
+    Values are read as JSON when possible (numbers, true/false, null, lists), else kept as strings."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--config expects key=value, got {item!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            low = value.strip().lower()
+            out[key.strip()] = {"true": True, "false": False}.get(low, value)
+    return out
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from geomlab.data.corpora import CORPORA
+
+    p.add_argument("--model", metavar="KIND",
+                   help="model kind from the registry (see `--list-models`); not needed with --resume")
+    p.add_argument("--list-models", action="store_true", help="print the registered model kinds and exit")
+    p.add_argument("--group", metavar="G", help="matrix Lie group for geometric kinds (sets config key 'group', "
+                   "e.g. O, SO, U, SU, T)")
+    p.add_argument("--params", metavar="N", help="parameter budget, e.g. 50k or 100k: the kind picks its width "
+                   "with config_for_budget (within 5%%)")
+    p.add_argument("--config", nargs="*", metavar="KEY=VALUE", default=[],
+                   help="model config values (JSON values, e.g. hidden=64 layers=2)")
+    p.add_argument("--data", metavar="CORPUS|FILE|word-problem:G[:LEN]",
+                   help=f"a registered corpus ({', '.join(CORPORA)}), a UTF-8 text file (split 90/5/5), or "
+                   "the group word problem, e.g. word-problem:S5 or word-problem:Z5:64 (groups S3, S5, A5, Zn, "
+                   "parity). With --resume the checkpoint's corpus is used when omitted")
+    p.add_argument("--steps", type=int, default=None, help="optimizer steps in total (default 1000)")
+    p.add_argument("--out", default="runs", help="output folder (default runs/)")
+    p.add_argument("--name", help="checkpoint name (default KIND-DATA-PARAMS)")
+    p.add_argument("--batch-size", type=int, default=None, help="random windows per batch (default 32)")
+    p.add_argument("--seq-len", type=int, default=None, help="window length in tokens; also the evaluation "
+                   "window (default 128)")
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate of AdamW (default 3e-3)")
+    p.add_argument("--weight-decay", type=float, default=None, help="AdamW weight decay on matrices (default 0)")
+    p.add_argument("--warmup", type=float, default=None,
+                   help="warm-up: a fraction of --steps if < 1, else a step count (default 0.02)")
+    p.add_argument("--grad-clip", type=float, default=None, help="max gradient norm, 0 = off (default 1.0)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the model init and the batches (default 0)")
+    p.add_argument("--device", default=None, help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
+    p.add_argument("--eval-every", type=int, default=None,
+                   help="validate and save a checkpoint every N steps, 0 = only at the end (default 200)")
+    p.add_argument("--eval-tokens", type=int, default=None,
+                   help="targets of the valid split used by the periodic validations, 0 = all (default 65536);"
+                   " the final evaluation always uses the full valid and test splits")
+    p.add_argument("--eval-stride", type=int, default=None,
+                   help="evaluation stride (default: --seq-len, i.e. non-overlapping windows)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--resume", nargs="?", const="", metavar="CHECKPOINT", default=None,
+                   help="resume a stopped run: from CHECKPOINT, or from OUT/NAME when given without a value")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _default_name(kind: str, data: str, params: int) -> str:
+    stem = Path(data).stem if Path(data).suffix else data
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-") or "data"
+    size = f"{params / 1000:.0f}k" if params >= 1000 else str(params)
+    return f"{kind}-{stem}-{size}"
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from geomlab import checkpoint as ckpt
+    from geomlab.data.tasks import make_task
+    from geomlab.models import build_model, config_for_budget, count_params, full_config, kinds
+    from geomlab.train import TrainConfig, Trainer, TrainingError, seed_everything
+
+    if args.list_models:
+        print("\n".join(kinds()))
+        return 0
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    given = {
+        "steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len, "lr": args.lr,
+        "weight_decay": args.weight_decay, "warmup": args.warmup, "grad_clip": args.grad_clip, "seed": args.seed,
+        "device": args.device, "eval_every": args.eval_every, "eval_stride": args.eval_stride,
+        "eval_tokens": (args.eval_tokens or None) if args.eval_tokens is not None else None,
+    }
+    # only options given on the command line override the defaults (or, with --resume, the saved config)
+    overrides = {k: v for k, v in given.items() if v is not None}
+    if args.eval_tokens == 0:
+        overrides["eval_tokens"] = None
+    if args.resume is not None:
+        if args.resume:
+            path = Path(args.resume)
+        elif args.name:
+            path = Path(args.out) / args.name
+        else:
+            raise ValueError("--resume without a value needs --name (resumes OUT/NAME)")
+        c = ckpt.load(path)
+        data = args.data if args.data else (c.card.get("task") or {})
+        task = make_task(data, vocab=c.vocab)
+        trainer = Trainer.from_checkpoint(path, task, overrides=overrides, progress_bar=not args.quiet)
+        print(f"resuming {trainer.out} at step {trainer.step} of {trainer.config.steps}")
+    else:
+        if not args.model:
+            raise ValueError("--model KIND is required (known kinds: " + ", ".join(kinds()) + ")")
+        if not args.data:
+            raise ValueError("--data is required (a corpus name, a text file or word-problem:GROUP)")
+        task = make_task(args.data)
+        fixed = parse_config(args.config)
+        if args.group:
+            fixed["group"] = args.group
+        if args.params:
+            config = config_for_budget(args.model, parse_count(args.params), task.vocab_size, **fixed)
+        else:
+            config = full_config({"kind": args.model, "vocab_size": task.vocab_size, **fixed})
+        seed_everything(overrides.get("seed", 0))
+        model = build_model(config)
+        n_eff = count_params(model, "effective")
+        name = args.name or _default_name(args.model, args.data, n_eff)
+        trainer = Trainer(model, task, TrainConfig.from_dict(overrides), out=Path(args.out) / name,
+                          progress_bar=not args.quiet)
+        print(f"{args.model}: {n_eff:,} parameters (effective), {count_params(model, 'stored'):,} stored; "
+              f"{task.name}, vocab {task.vocab_size}; device {trainer.device.type}")
+    try:
+        result = trainer.run()
+    except TrainingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if trainer.last_checkpoint:
+            print(f"last good checkpoint: {trainer.last_checkpoint}", file=sys.stderr)
+        return 1
+    m = result.metrics
+    tps = [h["tokens_per_s"] for h in result.history if "tokens_per_s" in h]
+    line = f"{result.status} at step {result.step}"
+    for key in ("valid_bpc", "test_bpc", "valid_ppl", "test_ppl", "valid_accuracy", "test_accuracy"):
+        if key in m:
+            line += f"; {key} {m[key]:.4f}"
+    if tps:
+        line += f"; {sum(tps) / len(tps):,.0f} tokens/s"
+    print(line)
+    if result.checkpoint:
+        print(f"checkpoint: {result.checkpoint}")
+    return 0
+
