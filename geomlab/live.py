@@ -1,0 +1,633 @@
+"""Background training runs for the app: a thread running :class:`geomlab.train.Trainer`.
+
+The Streamlit script must never train inside a script run (a widget click would interrupt it, and the page
+freezes; see ``shared/papers/app_anchors.md`` §4). Instead the app creates a :class:`LiveRun` in the
+process-wide :data:`REGISTRY`; its worker thread trains and only writes plain values into a lock-protected
+state. The page polls :meth:`LiveRun.snapshot` from a ``st.fragment(run_every=...)`` and redraws.
+
+Life cycle (``LiveRun.state``)::
+
+    created --start()--> running --(all steps)--> finished
+                            |  \\--stop()--> stopping --> stopped --resume()--> running
+                            |--(NaN/Inf)--> paused (message; last good checkpoint kept) --resume()--> running
+                            \\--(any other exception)--> error (message)
+
+* **Stop** asks the trainer to stop after the current step; it writes a resumable checkpoint, and
+  **Resume** continues from it with identical results for the same seed (the Trainer's guarantee).
+* **NaN**: the trainer raises :class:`geomlab.train.TrainingError` and writes nothing after the failure.
+  The run is *paused* with the trainer's message (which step, which quantity). A step-0 checkpoint is
+  written when the run starts, so a last good checkpoint always exists. Resuming a paused run restarts
+  from that checkpoint with the learning rate multiplied by ``RunSpec.nan_lr_factor`` (design choice:
+  an identical restart would fail at the same step).
+* **Save** (:meth:`LiveRun.save`) writes the current weights as ``<runs>/<name>.{json,safetensors}``, so
+  the catalog (:mod:`geomlab.catalog`) lists it on every page. While the run trains, the save happens in
+  the worker between two steps (never while weights change); otherwise at once.
+
+The working checkpoint of a run lives in ``<runs>/.live/<run id>/run.*`` (a dot folder the catalog skips).
+Nothing here imports streamlit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+#: Synthetic tasks offered by the app (no download needed): word problems of these groups.
+SYNTHETIC_TASKS = {
+    "S3": "word problem in S3 (6 elements, non-abelian)",
+    "S5": "word problem in S5 (120 elements, non-abelian)",
+    "A5": "word problem in A5 (60 elements, non-abelian, simple)",
+    "Z5": "word problem in Z5 (5 elements, abelian)",
+    "parity": "parity (Z2, abelian)",
+}
+#: Parameter budgets offered by the app (effective parameters).
+BUDGETS = (5_000, 10_000, 20_000, 50_000, 100_000, 200_000)
+#: States of a run.
+STATES = ("created", "running", "stopping", "stopped", "paused", "finished", "error")
+ACTIVE_STATES = ("running", "stopping")
+#: Most steps a live run may ask for (design choice: the app trains *tiny* models).
+MAX_STEPS = 100_000
+
+
+class LiveError(ValueError):
+    """A live-run request that cannot be honoured (bad spec, wrong state, too many runs)."""
+
+
+@dataclass
+class RunSpec:
+    """What to train. All fields are plain values (the spec is shown and stored in the card).
+
+    kind: a registered model kind. group: matrix group for the OSM kinds (``O``, ``SO``, ``U``, ``SU``,
+    ``T``, ``O-block``), ignored by others. params: target effective parameter count (the kind's
+    ``config_for_budget``; if the kind cannot meet it, its default config is used and the card says so).
+    data: ``"task:<S3|S5|A5|Z5|parity>"`` (word problem), ``"corpus:<name>"`` (a registered corpus found
+    locally, never downloaded by the app) or ``"text"`` (``text`` split 90/5/5). steps, batch_size,
+    seq_len, lr, seed: as :class:`geomlab.train.TrainConfig`. eval_every: validation/checkpoint period
+    (0 = about 10 per run). device: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``, ``"cuda"``...
+    threads: torch CPU threads for the run (0 = leave torch's setting; the app passes about half the
+    cores so the server stays responsive). nan_lr_factor: learning-rate factor when resuming after a NaN.
+    model_overrides: extra model config keys (fixed while the budget varies the width).
+    """
+
+    kind: str = "lstm"
+    group: str | None = None
+    params: int = 20_000
+    data: str = "task:S3"
+    text: str | None = None
+    steps: int = 200
+    batch_size: int = 16
+    seq_len: int = 32
+    lr: float = 3e-3
+    seed: int = 0
+    eval_every: int = 0
+    device: str = "auto"
+    threads: int = 0
+    nan_lr_factor: float = 0.5
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Raise :class:`LiveError` with a readable message for an impossible spec."""
+        if not 1 <= int(self.steps) <= MAX_STEPS:
+            raise LiveError(f"steps must be between 1 and {MAX_STEPS:,}, got {self.steps}")
+        if int(self.params) < 100:
+            raise LiveError(f"the parameter budget must be at least 100, got {self.params}")
+        if int(self.batch_size) < 1 or int(self.seq_len) < 2:
+            raise LiveError("batch size must be >= 1 and sequence length >= 2")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise LiveError(f"the learning rate must be a positive number, got {self.lr}")
+        if not 0 < self.nan_lr_factor <= 1:
+            raise LiveError("nan_lr_factor must be in (0, 1]")
+        if not (self.data.startswith("task:") or self.data.startswith("corpus:") or self.data == "text"):
+            raise LiveError(f"data must be 'task:NAME', 'corpus:NAME' or 'text', got {self.data!r}")
+        if self.data == "text" and not (self.text or "").strip():
+            raise LiveError("the uploaded text is empty: paste or upload some text to train on")
+
+    def label(self) -> str:
+        """Short human description, e.g. ``osm-rnn · O · 20k · task:S3 · 200 steps``."""
+        parts = [self.kind] + ([self.group] if self.group and is_osm(self.kind) else [])
+        parts += [f"{self.params // 1000}k" if self.params >= 1000 else str(self.params),
+                  self.data if self.data != "text" else "your text", f"{self.steps} steps"]
+        return " · ".join(parts)
+
+
+def is_osm(kind: str) -> bool:
+    """Whether ``kind`` takes a matrix group (the OSM family)."""
+    return kind in ("osm-rnn", "osmformer")
+
+
+# ---------------------------------------------------------------------------------------------- data
+def corpus_availability() -> dict[str, str | None]:
+    """Registered corpora -> ``None`` when all its files are on this machine (``GEOMLAB_DATA_DIR`` or the
+    cache), else a one-line reason. Never downloads."""
+    from geomlab.data import corpora
+
+    out: dict[str, str | None] = {}
+    for name, spec in corpora.CORPORA.items():
+        reason = None
+        for rel in spec.files.values():
+            try:
+                corpora.locate(rel, download=False)
+            except ValueError as exc:
+                reason = str(exc)
+                break
+            except OSError as exc:
+                reason = f"{rel}: {exc}"
+                break
+        out[name] = reason
+    return out
+
+
+def build_task(spec: RunSpec):
+    """The :class:`geomlab.data.Task` for ``spec.data``. Raises ``ValueError`` (``DataError``/``LiveError``)
+    for an unknown task, a corpus that is not on this machine, or a text that is empty or too short."""
+    from geomlab.data import LMTask, corpora
+
+    if spec.data.startswith("task:"):
+        from geomlab.data.word_problem import WordProblemTask
+
+        name = spec.data.split(":", 1)[1]
+        return WordProblemTask(name, length=spec.seq_len, n_eval=256, seed=1234)
+    if spec.data.startswith("corpus:"):
+        name = spec.data.split(":", 1)[1]
+        if name not in corpora.CORPORA:
+            raise LiveError(f"unknown corpus {name!r}; registered: {', '.join(corpora.CORPORA)}")
+        return LMTask(corpora.load_corpus(name, download=False))
+    if spec.data == "text":
+        return LMTask(corpora.corpus_from_text(spec.text or "", name="uploaded text"))
+    raise LiveError(f"unknown data {spec.data!r}")
+
+
+def build_model_for(spec: RunSpec, vocab_size: int):
+    """A freshly initialised model of ``spec.kind`` near ``spec.params`` effective parameters.
+
+    Returns ``(model, note)``; ``note`` is ``""`` or says why the budget was not used. Seeds torch with
+    ``spec.seed`` first, so the same spec gives the same initial weights. Raises ``ValueError`` for an
+    unknown kind or group.
+    """
+    from geomlab.models import build_model, config_for_budget, kinds
+
+    if spec.kind not in kinds():
+        raise LiveError(f"unknown model kind {spec.kind!r}; available: {', '.join(kinds())}")
+    fixed = dict(spec.model_overrides)
+    if spec.group and is_osm(spec.kind):
+        fixed.setdefault("group", spec.group)
+    note = ""
+    try:
+        cfg = config_for_budget(spec.kind, int(spec.params), vocab_size, **fixed)
+    except NotImplementedError:
+        cfg = {"kind": spec.kind, "vocab_size": vocab_size, **fixed}
+        note = f"{spec.kind} has no parameter-budget rule; its default size is used"
+    except ValueError as exc:
+        cfg = {"kind": spec.kind, "vocab_size": vocab_size, **fixed}
+        note = f"budget not met ({exc}); the default size is used"
+    torch.manual_seed(int(spec.seed))
+    return build_model(cfg), note
+
+
+def available_devices() -> list[str]:
+    """Devices this machine can train on, ``"cpu"`` always last."""
+    out = []
+    if torch.cuda.is_available():
+        out.append("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        out.append("mps")
+    return out + ["cpu"]
+
+
+def check_device(device: str) -> str:
+    """``device`` if this machine has it (``"auto"`` is always fine); else :class:`LiveError` with a
+    readable message (e.g. "no GPU")."""
+    if device in ("auto", "cpu"):
+        return device
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise LiveError("No GPU (CUDA) on this machine: choose 'auto' or 'cpu'.")
+    if device == "mps" and "mps" not in available_devices():
+        raise LiveError("Apple MPS is not available on this machine: choose 'auto' or 'cpu'.")
+    return device
+
+
+# ---------------------------------------------------------------------------------------------- state
+@dataclass(frozen=True)
+class Snapshot:
+    """A consistent copy of a run's progress, safe to read from any thread.
+
+    state: one of :data:`STATES`. step/total: optimizer steps done / planned. loss: latest mean training
+    loss (nats). metric_name/metric: the task's main validation metric (``bpc`` for text, ``accuracy`` for
+    word problems) and its latest value. train_bpc: ``loss / ln 2`` for character text, else None.
+    tokens_per_s: training targets per second (latest interval). eta_s: seconds left (estimate). elapsed_s:
+    training seconds so far. history: list of dicts (``step``, ``loss``, ``train_bpc``, ``valid`` metrics,
+    ``tokens_per_s``, ``elapsed_s``). message: human line for paused/error/finished/stopped. checkpoint:
+    the run's last good (working) checkpoint path or None. saved: checkpoints saved by :meth:`LiveRun.save`.
+    device: the device training runs on. note: remarks about the spec (budget not met...).
+    """
+
+    run_id: str
+    state: str
+    step: int
+    total: int
+    spec: dict
+    loss: float | None = None
+    metric_name: str = "loss"
+    metric: float | None = None
+    train_bpc: float | None = None
+    tokens_per_s: float | None = None
+    eta_s: float | None = None
+    elapsed_s: float = 0.0
+    history: tuple = ()
+    message: str = ""
+    checkpoint: str | None = None
+    saved: tuple = ()
+    device: str = ""
+    note: str = ""
+    params: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def fraction(self) -> float:
+        return 0.0 if self.total <= 0 else max(0.0, min(1.0, self.step / self.total))
+
+    @property
+    def can_resume(self) -> bool:
+        return self.state in ("stopped", "paused") and self.checkpoint is not None
+
+    @property
+    def can_save(self) -> bool:
+        return self.state not in ("created", "error") or self.checkpoint is not None
+
+
+class LiveRun:
+    """One background training run (see the module docstring for the life cycle).
+
+    Args:
+        spec: a :class:`RunSpec`.
+        work_dir: folder for the working checkpoint (default ``<runs>/.live/<run_id>``).
+        task, model: optional ready-made task/model (tests, notebooks); default built from ``spec``.
+
+    Thread safety: every public method may be called from any thread; the worker only touches the
+    trainer, and shares state through ``self._lock``.
+    """
+
+    def __init__(self, spec: RunSpec, work_dir: str | Path | None = None, *, task=None, model=None,
+                 run_id: str | None = None):
+        spec.validate()
+        check_device(spec.device)
+        self.spec = spec
+        self.run_id = run_id or uuid.uuid4().hex[:10]
+        from geomlab import catalog
+
+        self.work_dir = Path(work_dir) if work_dir else catalog.runs_dir() / ".live" / self.run_id
+        self._lock = threading.RLock()
+        self._thread: threading.Thread | None = None
+        self._trainer = None
+        self._state = "created"
+        self._message = ""
+        self._note = ""
+        self._history: list[dict] = []
+        self._last: dict[str, Any] = {}
+        self._checkpoint: str | None = None
+        self._saved: list[str] = []
+        self._save_requests: list[tuple[Path, threading.Event, list]] = []
+        self._lr_factor = 1.0
+        self.task = task if task is not None else build_task(spec)
+        if model is None:
+            model, self._note = build_model_for(spec, self.task.vocab_size)
+        self.model = model
+        from geomlab.models import count_params
+
+        try:
+            self._params = count_params(model)
+        except Exception:  # noqa: BLE001 - a foreign model in tests
+            self._params = sum(p.numel() for p in model.parameters())
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def state(self) -> str:
+        with self._lock:
+            return self._state
+
+    def snapshot(self) -> Snapshot:
+        """A consistent copy of the run's progress (cheap; called by the page several times a second)."""
+        with self._lock:
+            last = self._last
+            metric_name = getattr(self.task, "metric", "loss")
+            return Snapshot(
+                run_id=self.run_id, state=self._state, step=int(last.get("step", 0)),
+                total=int(last.get("total", self._total_steps())), spec=asdict(self.spec),
+                loss=last.get("loss"), metric_name=metric_name, metric=last.get("metric"),
+                train_bpc=last.get("train_bpc"), tokens_per_s=last.get("tokens_per_s"),
+                eta_s=last.get("eta_s") if self._state in ACTIVE_STATES else None,
+                elapsed_s=float(last.get("elapsed_s", 0.0)), history=tuple(dict(h) for h in self._history),
+                message=self._message, checkpoint=self._checkpoint, saved=tuple(self._saved),
+                device=str(last.get("device", "")), note=self._note, params=self._params)
+
+    def start(self) -> "LiveRun":
+        """Start training in a background thread. :class:`LiveError` unless the run is new."""
+        with self._lock:
+            if self._state != "created":
+                raise LiveError(f"the run is {self._state}; only a new run can be started")
+            self._begin(resume=False)
+        return self
+
+    def stop(self, wait: float | None = None) -> None:
+        """Ask the run to stop after the current step (it then saves a resumable checkpoint). Returns at
+        once, or after at most ``wait`` seconds for the worker to finish. No-op unless running."""
+        with self._lock:
+            if self._state != "running":
+                return
+            self._state = "stopping"
+            trainer = self._trainer
+        if trainer is not None:
+            trainer.stop()
+        if wait:
+            self.join(wait)
+
+    def resume(self) -> "LiveRun":
+        """Continue a stopped or paused run from its checkpoint (see the module docstring).
+        :class:`LiveError` in any other state or without a checkpoint."""
+        with self._lock:
+            if self._state not in ("stopped", "paused"):
+                raise LiveError(f"the run is {self._state}; only a stopped or paused run can be resumed")
+            if not self._checkpoint:
+                raise LiveError("the run has no checkpoint to resume from")
+            if self._state == "paused":
+                self._lr_factor *= self.spec.nan_lr_factor
+            self._begin(resume=True)
+        return self
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the worker thread; True when it has finished (or never started)."""
+        t = self._thread
+        if t is not None:
+            t.join(timeout)
+            return not t.is_alive()
+        return True
+
+    def save(self, name: str, dest_dir: str | Path | None = None, timeout: float = 60.0) -> Path:
+        """Save the current weights as ``<dest_dir or runs>/<name>.{json,safetensors}``; returns the JSON
+        path. While training, the worker saves between two steps (waits up to ``timeout`` s).
+
+        Raises :class:`LiveError` for a run with nothing to save or a timeout, and ``ValueError`` from the
+        checkpoint writer (e.g. non-finite weights are never saved).
+        """
+        from geomlab import catalog
+
+        dest = Path(dest_dir) if dest_dir else catalog.runs_dir()
+        stem = dest / catalog.safe_name(name)
+        with self._lock:
+            state = self._state
+            if state == "created":
+                raise LiveError("nothing to save yet: start the run first")
+            if state in ACTIVE_STATES and self._thread is not None and self._thread.is_alive():
+                done, box = threading.Event(), []
+                self._save_requests.append((stem, done, box))
+            else:
+                done = None
+        if done is None:
+            path = self._write_snapshot(stem)
+        else:
+            end = time.monotonic() + timeout
+            while not done.wait(0.05):
+                t = self._thread
+                if t is None or not t.is_alive():  # the worker ended before serving the request
+                    self._serve_saves(None)
+                    break
+                if time.monotonic() > end:
+                    raise LiveError("the run did not reach a step boundary in time; try again")
+            if box and isinstance(box[0], BaseException):
+                raise box[0]
+            path = box[0] if box else self._write_snapshot(stem)
+        with self._lock:
+            self._saved.append(str(path))
+        return path
+
+    # ------------------------------------------------------------------ internals
+    def _total_steps(self) -> int:
+        return int(self.spec.steps)
+
+    def _train_config(self) -> dict[str, Any]:
+        s = self.spec
+        eval_every = int(s.eval_every) or max(1, s.steps // 10)
+        return {"steps": int(s.steps), "batch_size": int(s.batch_size), "seq_len": int(s.seq_len),
+                "lr": float(s.lr), "seed": int(s.seed), "eval_every": eval_every, "eval_tokens": 4096,
+                "log_every": max(1, min(10, s.steps // 50 or 1)), "device": s.device,
+                "final_eval": True, "warmup": 0.05}
+
+    def _begin(self, resume: bool) -> None:
+        from geomlab.train import Trainer
+
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        out = self.work_dir / "run"
+        card = {"live_spec": {k: v for k, v in asdict(self.spec).items() if k != "text"},
+                "kind": self.spec.kind}
+        if self.spec.group and is_osm(self.spec.kind):
+            card["group"] = self.spec.group
+        if resume:
+            overrides = {}
+            if self._lr_factor != 1.0:
+                overrides["lr"] = float(self.spec.lr) * self._lr_factor
+            trainer = Trainer.from_checkpoint(self._checkpoint, self.task, out=out, overrides=overrides,
+                                              callback=self._on_progress)
+            self.model = trainer.model
+            self._message = ("resumed" + (f" with learning rate × {self._lr_factor:g} after the NaN"
+                                          if self._lr_factor != 1.0 else ""))
+        else:
+            trainer = Trainer(self.model, self.task, self._train_config(), out=out, card=card,
+                              callback=self._on_progress)
+            self._message = ""
+        self._trainer = trainer
+        self._state = "running"
+        self._thread = threading.Thread(target=self._work, args=(trainer,), daemon=True,
+                                        name=f"geomlab-live-{self.run_id}")
+        self._thread.start()
+
+    def _work(self, trainer) -> None:
+        from geomlab.train import TrainingError
+
+        if self.spec.threads:
+            torch.set_num_threads(int(self.spec.threads))
+        try:
+            result = trainer.run(raise_errors=False)
+        except Exception as exc:  # noqa: BLE001 - shown in the page, never raised into the server
+            with self._lock:
+                self._state = "error"
+                self._message = f"training failed: {type(exc).__name__}: {exc}"
+            self._serve_saves(trainer, final=True)
+            return
+        with self._lock:
+            if result.status == "failed":
+                err = result.error
+                good = self._checkpoint
+                self._state = "paused"
+                at = f" (step {self._checkpoint_step()})" if good else ""
+                self._message = (f"Training paused: {err}. The last good checkpoint{at} is kept; "
+                                 f"Resume restarts from it with the learning rate × {self.spec.nan_lr_factor:g}."
+                                 if isinstance(err, TrainingError) else f"Training paused: {err}")
+            elif result.status == "stopped":
+                self._state = "stopped"
+                self._message = f"Stopped at step {result.step}; Resume continues from here."
+                if result.checkpoint:
+                    self._checkpoint = str(result.checkpoint)
+            else:
+                self._state = "finished"
+                m = result.metrics
+                metric = getattr(self.task, "metric", "loss")
+                val = m.get(f"valid_{metric}")
+                self._message = (f"Finished {result.step} steps"
+                                 + (f"; valid {metric} {val:.4g}" if val is not None else "") + ".")
+                if result.checkpoint:
+                    self._checkpoint = str(result.checkpoint)
+                if val is not None:
+                    self._last["metric"] = val
+        self._serve_saves(trainer, final=True)
+
+    def _checkpoint_step(self) -> int | str:
+        try:
+            from geomlab import checkpoint as ckpt
+
+            meta = ckpt.read_meta(self._checkpoint)
+            return int((meta.get("train_state") or {}).get("step", 0))
+        except Exception:  # noqa: BLE001
+            return "?"
+
+    def _on_progress(self, p) -> None:
+        """Trainer callback (worker thread): record progress; write the step-0 checkpoint; serve saves."""
+        trainer = self._trainer
+        if p.event == "start" and trainer is not None and trainer.last_checkpoint is None and \
+                trainer.out is not None and not (self._checkpoint and Path(self._checkpoint).exists()):
+            path = trainer._save()  # step-0 checkpoint: a "last good" one exists from the start
+            p = replace(p, checkpoint=str(path) if path else None)
+        metric_name = getattr(self.task, "metric", "loss")
+        with self._lock:
+            last = self._last
+            last.update(step=p.step, total=p.total, elapsed_s=p.elapsed_s)
+            if trainer is not None:
+                last["device"] = trainer.device.type
+            if p.loss is not None and p.event == "step":
+                last.update(loss=p.loss, train_bpc=p.train_bpc, tokens_per_s=p.tokens_per_s, eta_s=p.eta_s)
+                self._history.append({"step": p.step, "loss": p.loss, "train_bpc": p.train_bpc,
+                                      "tokens_per_s": p.tokens_per_s, "elapsed_s": p.elapsed_s,
+                                      "lr": p.lr})
+            if p.event == "eval" and p.valid:
+                if metric_name in p.valid:
+                    last["metric"] = p.valid[metric_name]
+                self._history.append({"step": p.step, **{f"valid_{k}": v for k, v in p.valid.items()}})
+            if p.event in ("done", "stopped") and p.valid and metric_name in p.valid:
+                last["metric"] = p.valid[metric_name]
+                if p.event == "done":
+                    self._history.append({"step": p.step, "final": True,
+                                          **{f"valid_{k}": v for k, v in p.valid.items()}})
+            if p.checkpoint and p.event in ("start", "eval", "done", "stopped"):
+                self._checkpoint = p.checkpoint
+        self._serve_saves(trainer)
+
+    def _serve_saves(self, trainer, final: bool = False) -> None:
+        with self._lock:
+            requests, self._save_requests = self._save_requests, []
+        for stem, done, box in requests:
+            try:
+                box.append(self._write_snapshot(stem))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller of save()
+                box.append(exc)
+            done.set()
+
+    def _write_snapshot(self, stem: Path) -> Path:
+        from geomlab import checkpoint as ckpt
+
+        trainer = self._trainer
+        card: dict[str, Any] = {}
+        train_config = None
+        metrics: list = []
+        if trainer is not None:
+            try:
+                card = trainer._card()
+            except Exception:  # noqa: BLE001 - fall back to a minimal card
+                card = {}
+            train_config = trainer.config.to_dict()
+            metrics = list(trainer.history)
+        card.setdefault("corpus", getattr(self.task, "name", "?"))
+        card["saved_from"] = "geomlab live run"
+        if self.spec.group and is_osm(self.spec.kind):
+            card.setdefault("group", self.spec.group)
+        return ckpt.save(stem, self.model, getattr(self.task, "vocab", None), card,
+                         train_config=train_config, metrics=metrics)
+
+
+class RunRegistry:
+    """Process-wide table of live runs (the app keeps one run id per browser session).
+
+    ``max_active`` limits how many runs train at once on this server (design choice: 2, so a shared
+    CPU stays usable); :meth:`create` raises :class:`LiveError` beyond it.
+    """
+
+    def __init__(self, max_active: int = 2):
+        self.max_active = max_active
+        self._runs: dict[str, LiveRun] = {}
+        self._lock = threading.Lock()
+        self._counter = itertools.count(1)
+
+    def create(self, spec: RunSpec, **kwargs) -> LiveRun:
+        """Build (not start) a run for ``spec``; raises :class:`LiveError`/``ValueError`` for bad specs."""
+        with self._lock:
+            active = sum(1 for r in self._runs.values() if r.state in ACTIVE_STATES)
+            if active >= self.max_active:
+                raise LiveError(f"{active} runs are already training on this server; stop one first "
+                                "(or wait for it to finish)")
+        run = LiveRun(spec, **kwargs)
+        with self._lock:
+            self._runs[run.run_id] = run
+        return run
+
+    def get(self, run_id: str | None) -> LiveRun | None:
+        """The run with ``run_id`` or None."""
+        if not run_id:
+            return None
+        with self._lock:
+            return self._runs.get(run_id)
+
+    def runs(self) -> list[LiveRun]:
+        with self._lock:
+            return list(self._runs.values())
+
+    def forget(self, run_id: str) -> None:
+        """Drop a run that is not training (its files stay on disk)."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is not None and run.state in ACTIVE_STATES:
+                raise LiveError("stop the run before removing it")
+            self._runs.pop(run_id, None)
+
+
+#: The registry the app uses (one per server process).
+REGISTRY = RunRegistry()
+
+
+def default_threads() -> int:
+    """About half the CPU cores (at least 1): what the app gives a live run."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def wait_for(run: LiveRun, predicate: Callable[[Snapshot], bool], timeout: float = 60.0,
+             poll: float = 0.05) -> Snapshot:
+    """Poll ``run.snapshot()`` until ``predicate`` holds; returns the snapshot. ``TimeoutError`` otherwise.
+    (For tests and notebooks.)"""
+    end = time.monotonic() + timeout
+    while True:
+        snap = run.snapshot()
+        if predicate(snap):
+            return snap
+        if time.monotonic() > end:
+            raise TimeoutError(f"run {run.run_id} still {snap.state} at step {snap.step} after {timeout} s")
+        time.sleep(poll)

@@ -1,0 +1,182 @@
+"""geomlab.live: background training runs (start, progress, stop/resume, save, NaN pause)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from geomlab import catalog, checkpoint, live
+from geomlab.data.word_problem import WordProblemTask
+
+TINY = dict(kind="lstm", params=2_000, data="task:S3", batch_size=4, seq_len=8, lr=3e-3, seed=0, threads=1,
+            model_overrides={})
+
+
+def spec(**kw) -> live.RunSpec:
+    return live.RunSpec(**{**TINY, **kw})
+
+
+@pytest.fixture(autouse=True)
+def runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(tmp_path / "none"))
+    return tmp_path / "runs"
+
+
+class NaNAfter(WordProblemTask):
+    """The S3 word problem whose loss turns NaN from training step ``bad_step`` on."""
+
+    def __init__(self, bad_step: int):
+        super().__init__("S3", length=8, n_eval=16)
+        self.bad_step, self.calls = bad_step, 0
+
+    def loss(self, outputs, targets):
+        self.calls += 1
+        loss = super().loss(outputs, targets)
+        return loss * float("nan") if self.calls >= self.bad_step else loss
+
+
+def test_spec_validation_messages():
+    for kw, msg in [({"steps": 0}, "steps"), ({"params": 5}, "budget"), ({"lr": -1.0}, "learning rate"),
+                    ({"data": "bogus"}, "data must be"), ({"data": "text", "text": "  "}, "empty")]:
+        with pytest.raises(live.LiveError, match=msg):
+            spec(**kw).validate()
+
+
+def test_no_gpu_is_a_readable_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(live.LiveError, match="No GPU"):
+        live.check_device("cuda")
+    assert live.check_device("auto") == "auto"
+    assert live.available_devices()[-1] == "cpu"
+
+
+def test_run_to_the_end_reports_progress_and_saves(runs):
+    run = live.LiveRun(spec(steps=12))
+    assert run.snapshot().state == "created"
+    run.start()
+    snap = live.wait_for(run, lambda s: not s.active, timeout=120)
+    assert snap.state == "finished", snap.message
+    assert snap.step == snap.total == 12 and snap.fraction == 1.0
+    losses = [h["loss"] for h in snap.history if "loss" in h]
+    assert losses and all(math.isfinite(x) for x in losses)
+    assert snap.tokens_per_s and snap.tokens_per_s > 0
+    assert snap.metric_name == "accuracy" and 0.0 <= snap.metric <= 1.0
+    assert snap.checkpoint and checkpoint.load(snap.checkpoint).card["steps"] == 12
+    # the working checkpoint is not in the catalog; a saved one is
+    assert catalog.list_checkpoints() == []
+    path = run.save("my tiny run")
+    refs = [e.ref for e in catalog.list_checkpoints()]
+    assert refs == ["runs/my-tiny-run"] and path == runs / "my-tiny-run.json"
+    loaded = checkpoint.load(path)
+    assert loaded.card["saved_from"] == "geomlab live run" and loaded.card["steps"] == 12
+    with pytest.raises(live.LiveError):
+        run.start()  # a run starts once
+    with pytest.raises(live.LiveError, match="only a stopped or paused"):
+        run.resume()
+
+
+def test_stop_and_resume_matches_an_uninterrupted_run(runs):
+    steps = 30
+    ref = live.LiveRun(spec(steps=steps), work_dir=runs / "ref").start()
+    assert live.wait_for(ref, lambda s: not s.active, timeout=120).state == "finished"
+
+    run = live.LiveRun(spec(steps=steps), work_dir=runs / "interrupted")
+    # stop from the progress callback at a known step, like a click would between two steps
+    original = run._on_progress
+
+    def stop_at_10(p):
+        original(p)
+        if p.event == "step" and p.step == 10 and run.state == "running":
+            run.stop()
+
+    run._on_progress = stop_at_10
+    run.start()
+    snap = live.wait_for(run, lambda s: not s.active, timeout=120)
+    assert snap.state == "stopped" and snap.step < steps and snap.can_resume
+    run._on_progress = original
+    run.resume()
+    snap = live.wait_for(run, lambda s: not s.active, timeout=120)
+    assert snap.state == "finished" and snap.step == steps
+    a = checkpoint.load(ref.snapshot().checkpoint).model.state_dict()
+    b = checkpoint.load(snap.checkpoint).model.state_dict()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+
+
+def test_nan_pauses_with_message_and_keeps_last_good_checkpoint(runs):
+    task = NaNAfter(bad_step=6)
+    run = live.LiveRun(spec(steps=40, eval_every=3), task=task)
+    run.start()
+    snap = live.wait_for(run, lambda s: not s.active, timeout=120)
+    assert snap.state == "paused"
+    assert "step 6" in snap.message and "loss" in snap.message and "last good checkpoint" in snap.message
+    assert snap.can_resume
+    good = checkpoint.load(snap.checkpoint)
+    assert good.train_state["json"]["step"] == 3  # the eval at step 3, before the NaN at step 6
+    assert all(torch.isfinite(t).all() for t in good.model.state_dict().values())
+    # resuming restarts from it with a smaller learning rate
+    task.bad_step = 10**9
+    run.resume()
+    snap = live.wait_for(run, lambda s: not s.active, timeout=120)
+    assert snap.state == "finished"
+    assert checkpoint.load(snap.checkpoint).train_config["lr"] == pytest.approx(TINY["lr"] * 0.5)
+
+
+def test_nan_at_the_first_step_still_has_a_step0_checkpoint(runs):
+    run = live.LiveRun(spec(steps=10), task=NaNAfter(bad_step=1)).start()
+    snap = live.wait_for(run, lambda s: not s.active, timeout=60)
+    assert snap.state == "paused" and snap.checkpoint
+    assert checkpoint.load(snap.checkpoint).train_state["json"]["step"] == 0
+
+
+def test_save_while_running_happens_between_steps(runs):
+    run = live.LiveRun(spec(steps=400)).start()
+    live.wait_for(run, lambda s: s.step >= 10, timeout=60)
+    path = run.save("mid")
+    run.stop(wait=60)
+    mid = checkpoint.load(path)
+    assert 10 <= mid.card["steps"] < 400
+    assert run.snapshot().state == "stopped"
+
+
+def test_text_corpus_run_reports_bpc(runs, tiny_text):
+    run = live.LiveRun(spec(data="text", text=tiny_text, steps=6)).start()
+    snap = live.wait_for(run, lambda s: not s.active, timeout=60)
+    assert snap.state == "finished" and snap.metric_name == "bpc"
+    bpcs = [h["train_bpc"] for h in snap.history if h.get("train_bpc") is not None]
+    losses = [h["loss"] for h in snap.history if h.get("train_bpc") is not None]
+    assert bpcs and bpcs[0] == pytest.approx(losses[0] / math.log(2))
+
+
+def test_short_text_and_missing_corpus_are_readable_errors(monkeypatch, tmp_path):
+    with pytest.raises(ValueError, match="at least"):
+        live.LiveRun(spec(data="text", text="too short"))
+    monkeypatch.setenv("GEOMLAB_DATA_DIR", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("GEOMLAB_CACHE_DIR", str(tmp_path / "nocache"))
+    avail = live.corpus_availability()
+    assert avail["tinyshakespeare"] and "not found" in avail["tinyshakespeare"]
+    with pytest.raises(ValueError, match="not found"):
+        live.LiveRun(spec(data="corpus:tinyshakespeare"))
+    with pytest.raises(live.LiveError, match="unknown corpus"):
+        live.LiveRun(spec(data="corpus:nope"))
+
+
+def test_registry_limits_active_runs(runs):
+    reg = live.RunRegistry(max_active=1)
+    a = reg.create(spec(steps=2000)).start()
+    try:
+        live.wait_for(a, lambda s: s.step >= 1, timeout=60)
+        with pytest.raises(live.LiveError, match="already training"):
+            reg.create(spec(steps=5))
+        with pytest.raises(live.LiveError):
+            reg.forget(a.run_id)
+    finally:
+        a.stop(wait=60)
+    assert reg.get(a.run_id) is a
+    b = reg.create(spec(steps=2))
+    assert reg.get(b.run_id) is b and reg.get("nope") is None
+    reg.forget(a.run_id)
+    assert reg.get(a.run_id) is None
