@@ -173,9 +173,10 @@ def interaction_update(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k:
 
     ``out_i = sum_k eta_k [ W^Q_k^T R_i^T sum_j a^k_ij R_j W^K_k n_j + d_k ⊙ sum_j a^k_ij n_j ]``: causal
     multi-head attention with values = (rotated) keys and output = transposed query projection, computed with
-    ``F.scaled_dot_product_attention``. With a diagonal, ``n`` is appended to each head's values and the
-    diagonal score is passed as an additive mask. ``keys`` (``(B, H, J, d_h)``, already rotated) may be
-    passed to avoid recomputing them (fixed context, notes §2.3). Source: notes §1.2, §2.1.
+    ``F.scaled_dot_product_attention`` when there is no diagonal. With a diagonal the softmax is explicit,
+    the diagonal score is added to the scores and ``sum_k eta_k a^k`` reads the un-projected context.
+    ``keys`` (``(B, H, J, d_h)``, already rotated) may be passed to avoid recomputing them (fixed context,
+    notes §2.3). Source: notes §1.2, §2.1.
     """
     _check_attention_args(y, n, w_q, w_k, eta, diag)
     B, J, d = y.shape
@@ -192,15 +193,14 @@ def interaction_update(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k:
     if diag is None:
         o = F.scaled_dot_product_attention(q, keys, keys, is_causal=True, scale=beta)
         extra = None
-    else:
-        mask = (beta * _diag_scores(y, n, diag)).masked_fill(~_causal(J, y.device), float("-inf"))
-        v = torch.cat([keys, n.unsqueeze(1).expand(B, H, J, d)], dim=-1)
-        o_full = F.scaled_dot_product_attention(q, keys, v, attn_mask=mask, scale=beta)
-        o, o_n = o_full[..., :dh], o_full[..., dh:]
+    else:  # explicit softmax: the diagonal's value path needs the weights themselves
+        s = beta * (q @ keys.transpose(-1, -2) + _diag_scores(y, n, diag))
+        a = torch.softmax(s.masked_fill(~_causal(J, y.device), float("-inf")), dim=-1)
+        o = a @ keys
         if diag.dim() == 1:
-            extra = diag * (eta4 * o_n).sum(dim=1)
+            extra = diag * ((eta4 * a).sum(dim=1) @ n)
         else:
-            extra = torch.einsum("bhjd,hd->bjd", eta4 * o_n, diag)
+            extra = torch.einsum("bhjd,hd->bjd", eta4 * (a @ n.unsqueeze(1)), diag)
     if rope is not None:
         o = apply_rope(o, *rope, inverse=True)
     out = torch.einsum("bhje,hed->bjd", eta4 * o, w_q)
