@@ -55,6 +55,7 @@ GROUP_NAMES = ("O", "SO", "U", "SU", "T", "O-block")
 """The names accepted by :func:`get_group`."""
 
 _SQRT2 = math.sqrt(2.0)
+_CUT_TOL = 1e-7  # radians: eigenvalue phases this close to +-pi count as the cut locus (real log)
 
 
 class GroupError(ValueError):
@@ -472,8 +473,30 @@ class _OrthogonalBase(MatrixGroup):
         return X - X.mT
 
     def _log_real(self, H: torch.Tensor) -> torch.Tensor:
+        """Real principal log of ``(..., n, n)`` rotations (any n: also used per block by O-block).
+
+        Eigenvalues within ``_CUT_TOL`` of ``-1`` (the cut locus) are handled by pairing an orthonormal basis of the
+        real ``-1`` eigenspace into planes rotated by ``pi`` (a real logarithm of minimal norm), because the
+        complex eigenvectors of a real ``-1`` eigenvalue cannot be paired by conjugation.
+        """
         theta, V = self._unitary_log_angles(H)
-        L = self._assemble_log(theta, V).real
+        cut = theta.abs() > math.pi - _CUT_TOL
+        L = self._assemble_log(torch.where(cut, torch.zeros_like(theta), theta), V).real
+        if bool(cut.any()):
+            n = H.shape[-1]
+            Lf = L.reshape(-1, n, n).clone()
+            Hf = H.reshape(-1, n, n).to(torch.float64)
+            counts = cut.reshape(-1, n).sum(-1)
+            for i in torch.nonzero(counts).flatten().tolist():
+                k = int(counts[i])
+                if k % 2:
+                    raise GroupError(f"{self!r}: log is undefined for det = -1 (odd number of eigenvalues -1)")
+                # the -1 eigenspace of a rotation = the bottom of the spectrum of its symmetric part
+                _, U = torch.linalg.eigh((Hf[i] + Hf[i].mT) / 2)
+                v = U[:, :k]
+                a, b = v[:, 0::2], v[:, 1::2]
+                Lf[i] = Lf[i] + math.pi * (b @ a.mT - a @ b.mT)
+            L = Lf.reshape(L.shape)
         return ((L - L.mT) / 2).to(H.dtype)
 
     def _check_det(self, H: torch.Tensor) -> None:

@@ -253,6 +253,26 @@ def test_dist_across_components_of_O_is_infinite():
         gb.log(Rb)
 
 
+@pytest.mark.parametrize("name,d,block", [("SO", 2, None), ("SO", 3, None), ("SO", 5, None), ("O", 4, None),
+                                           ("O-block", 4, 2), ("U", 3, None), ("SU", 2, None), ("T", 2, None)])
+def test_log_on_the_cut_locus_is_a_logarithm(name, d, block):
+    """Eigenvalues exactly -1: log(H) is still a logarithm of minimal norm (pi per -1 eigenvalue)."""
+    g = get_group(name, d, **({"block": block} if block else {}))
+    n_neg = d - (d % 2) if not g.is_complex else d
+    signs = torch.tensor([-1.0] * n_neg + [1.0] * (d - n_neg), dtype=torch.float64)
+    H = torch.diag(signs).to(dtype_for(g))
+    if name in ("SO", "O", "U", "SU"):  # conjugate by a random member so the eigenspace is not axis-aligned
+        Q = g.random_point(generator=gen(d), dtype=dtype_for(g))
+        if name == "O":
+            Q = get_group("SO", d).reproject(Q)
+        H = Q @ H @ (Q.mH if g.is_complex else Q.mT)
+    L = g.log(H)
+    close(g.proj(L), L, atol=1e-12)
+    close(g.exp(L), H, atol=1e-9)
+    close(g.norm(L), torch.tensor(math.pi * math.sqrt(n_neg), dtype=torch.float64), atol=1e-9)
+    close(g.dist(g.identity(dtype=H.dtype), H), g.norm(L), atol=1e-9)
+
+
 def test_su_log_is_traceless_when_principal_angles_wrap():
     g = get_group("SU", 3)
     theta = torch.tensor([2.5, 2.5, -5.0 + 2 * math.pi], dtype=torch.float64)  # sum = 2 pi: principal log not in su

@@ -1,0 +1,159 @@
+"""``python -m geomlab.bench groups``: speed of ``MatrixGroup.exp`` and float32 drift of long products.
+
+For each group (default O and U) and d in {4, 8, 16, 32}:
+
+* ``exp fwd+bwd ratio``: best-of-``--repeats`` wall time of ``loss = Re<W, g.exp(A)>; loss.backward()`` on a batch of
+  ``--batch`` (default 4096) algebra elements, divided by the same with ``torch.linalg.matrix_exp`` measured in
+  the same run (interleaved repeats). 1.0 means "as fast as matrix_exp"; < 1 is faster (T, O-block fast paths).
+* ``drift``: ``||H^* H - I||_F`` (mean and max over ``--drift-batch`` chains) after ``--products`` (default 1000)
+  right-multiplications ``H <- H exp(A_t)`` in float32/complex64 by random steps of norm ``--step``,
+  without any reprojection; and the same after one final ``reproject``.
+
+Source: issue #2 (benchmark), osm.md §7.1 (matrix_exp cost) and §7.3 (drift). ``--quick`` shrinks the batch
+for CI smoke runs. Times depend on the machine and its load; only the ratios are meant to be compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from geomlab.groups import get_group
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _fwd_bwd(fn, A0: torch.Tensor, W: torch.Tensor, device: torch.device) -> float:
+    A = A0.detach().clone().requires_grad_(True)
+    _sync(device)
+    t0 = time.perf_counter()
+    H = fn(A)
+    loss = (H.conj() * W).real.sum() if H.is_complex() else (H * W).sum()
+    loss.backward()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def time_exp(g, batch: int, repeats: int, device: torch.device, seed: int = 0) -> dict:
+    """Best-of-``repeats`` fwd+bwd seconds of ``g.exp`` and of ``torch.linalg.matrix_exp`` on the same inputs
+    (the minimum is the estimate least affected by other load on a shared machine; the median is kept too)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    c = torch.randn(batch, g.dim, generator=gen, device=device) / max(g.dim, 1) ** 0.5  # ||A||_F ~ 1
+    A0 = g.from_coords(c)
+    W = torch.randn(A0.shape, generator=gen, device=device, dtype=torch.float32)
+    if g.is_complex:
+        W = torch.complex(W, torch.randn(A0.shape, generator=gen, device=device, dtype=torch.float32))
+    ours, base = [], []
+    _fwd_bwd(g.exp, A0, W, device)  # warm-up
+    _fwd_bwd(torch.linalg.matrix_exp, A0, W, device)
+    for _ in range(repeats):  # interleaved, so load changes hit both
+        ours.append(_fwd_bwd(g.exp, A0, W, device))
+        base.append(_fwd_bwd(torch.linalg.matrix_exp, A0, W, device))
+    t_ours, t_base = min(ours), min(base)
+    return {
+        "exp_s": t_ours,
+        "matrix_exp_s": t_base,
+        "ratio": t_ours / t_base,
+        "ratio_median": statistics.median(ours) / statistics.median(base),
+    }
+
+
+def drift(g, batch: int, products: int, step: float, device: torch.device, seed: int = 1) -> dict:
+    """``||H^* H - I||_F`` after ``products`` float32 right-multiplications by ``exp`` of random steps."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    pool = 64
+    c = torch.randn(pool, g.dim, generator=gen, device=device)
+    c = step * c / c.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    steps = g.exp(g.from_coords(c))  # float32 / complex64
+    idx = torch.randint(0, pool, (products, batch), generator=gen, device=device)
+    H = g.identity(batch, device=device)
+    with torch.no_grad():
+        for t in range(products):
+            H = H @ steps[idx[t]]
+    eye = torch.eye(g.d, dtype=H.dtype, device=device)
+
+    def err(M):
+        E = M.mH @ M - eye if M.is_complex() else M.mT @ M - eye
+        return E.abs().square().sum((-2, -1)).sqrt()
+
+    e, e_re = err(H), err(g.reproject(H))
+    return {
+        "drift_mean": float(e.mean()),
+        "drift_max": float(e.max()),
+        "drift_after_reproject_max": float(e_re.max()),
+    }
+
+
+def run(groups, dims, batch, repeats, products, drift_batch, step, device, block=4) -> list[dict]:
+    rows = []
+    for name in groups:
+        for d in dims:
+            if name == "O-block":
+                if d % block or d == block:
+                    continue
+                g = get_group(name, d, block=block)
+            else:
+                g = get_group(name, d)
+            row = {"group": repr(g), "name": name, "d": d, "batch": batch}
+            row.update(time_exp(g, batch, repeats, device))
+            row.update(drift(g, drift_batch, products, step, device))
+            rows.append(row)
+            print(_format_row(row), flush=True)
+    return rows
+
+
+_HEADER = (
+    f"{'group':<8} {'d':>3} {'batch':>6} {'exp fwd+bwd [s]':>16} {'matrix_exp [s]':>15} {'ratio':>6}"
+    f" {'drift mean':>11} {'drift max':>10} {'max after reproject':>20}"
+)
+
+
+def _format_row(r: dict) -> str:
+    label = r["name"] if r["name"] != "O-block" else "O-blk"
+    return (
+        f"{label:<8} {r['d']:>3} {r['batch']:>6} {r['exp_s']:>16.4f} {r['matrix_exp_s']:>15.4f} {r['ratio']:>6.2f}"
+        f" {r['drift_mean']:>11.2e} {r['drift_max']:>10.2e} {r['drift_after_reproject_max']:>20.2e}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m geomlab.bench groups", description=__doc__.split("\n")[0])
+    p.add_argument("--groups", default="O,U", help="comma list of group names (O,SO,U,SU,T,O-block); default O,U")
+    p.add_argument("--dims", default="4,8,16,32", help="comma list of d; default 4,8,16,32")
+    p.add_argument("--batch", type=int, default=4096, help="batch for the exp timing (default 4096)")
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats per method (best of; default 5)")
+    p.add_argument("--products", type=int, default=1000, help="products for the drift measurement (default 1000)")
+    p.add_argument("--drift-batch", type=int, default=256, help="independent chains for the drift (default 256)")
+    p.add_argument("--step", type=float, default=0.1, help="Frobenius norm of each random step (default 0.1)")
+    p.add_argument("--block", type=int, default=4, help="block size for O-block (default 4)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--quick", action="store_true", help="CI smoke run: batch 64, 2 repeats, 100 products, 16 chains")
+    p.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.batch, args.repeats, args.products, args.drift_batch = 64, 2, 100, 16
+    torch.set_num_threads(max(1, args.threads))
+    if args.device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = False  # osm.md §7.2
+    device = torch.device(args.device)
+    groups = [s.strip() for s in args.groups.split(",") if s.strip()]
+    dims = [int(s) for s in args.dims.split(",") if s.strip()]
+    print(
+        f"# geomlab.bench groups: torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
+        f"exp batch {args.batch}, repeats {args.repeats}; drift: {args.products} float32 products of steps with "
+        f"||A||_F = {args.step}, {args.drift_batch} chains; ratio = exp / torch.linalg.matrix_exp (fwd+bwd, same run)"
+    )
+    print(_HEADER)
+    rows = run(groups, dims, args.batch, args.repeats, args.products, args.drift_batch, args.step, device, args.block)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "torch": torch.__version__, "rows": rows}, f, indent=2)
+    return 0
