@@ -352,13 +352,15 @@ class Trainer:
                                         "stopped, the last good checkpoint is kept", step, "loss")
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                gnorm = torch.nn.utils.clip_grad_norm_(
-                    [p for _, p in params], cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
-                if not torch.isfinite(gnorm).item():
+                with_grad = [p for _, p in params if p.grad is not None]
+                gnorm = torch.nn.utils.get_total_norm([p.grad for p in with_grad])
+                if not torch.isfinite(gnorm).item():  # find the culprit before clipping spreads the NaN
                     bad = next((n for n, p in params if p.grad is not None
                                 and not torch.isfinite(p.grad).all()), "?")
                     raise TrainingError(f"step {step}: the gradient of parameter {bad!r} is non-finite; "
                                         "stopped, the last good checkpoint is kept", step, f"gradient of {bad}")
+                if cfg.grad_clip > 0:
+                    torch.nn.utils.clip_grads_with_norm_(with_grad, cfg.grad_clip, gnorm)
                 self.optimizer.step()
                 self.step = step
                 lval = float(loss.detach())
