@@ -144,6 +144,17 @@ def run(args: argparse.Namespace) -> int:
                           progress_bar=not args.quiet)
         print(f"{args.model}: {n_eff:,} parameters (effective), {count_params(model, 'stored'):,} stored; "
               f"{task.name}, vocab {task.vocab_size}; device {trainer.device.type}")
+    import signal
+    import threading
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def _interrupt(signum, frame):  # first Ctrl-C: stop cleanly and save; second: abort
+            signal.signal(signal.SIGINT, previous or signal.default_int_handler)
+            print("\nstopping after this step (Ctrl-C again to abort)...", file=sys.stderr)
+            trainer.stop()
+
+        previous = signal.signal(signal.SIGINT, _interrupt)
     try:
         result = trainer.run()
     except TrainingError as exc:
@@ -151,9 +162,14 @@ def run(args: argparse.Namespace) -> int:
         if trainer.last_checkpoint:
             print(f"last good checkpoint: {trainer.last_checkpoint}", file=sys.stderr)
         return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     m = result.metrics
     tps = [h["tokens_per_s"] for h in result.history if "tokens_per_s" in h]
     line = f"{result.status} at step {result.step}"
+    if result.status == "stopped":
+        line += f" (resume with: python -m geomlab train --resume {result.checkpoint})"
     for key in ("valid_bpc", "test_bpc", "valid_ppl", "test_ppl", "valid_accuracy", "test_accuracy"):
         if key in m:
             line += f"; {key} {m[key]:.4f}"
