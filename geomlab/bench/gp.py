@@ -1,0 +1,111 @@
+"""``python -m geomlab.bench gp``: CEM on Gaussian-process regression for several recursion depths T.
+
+Trains one :class:`geomlab.models.cem.CEMRegressor` per T (same architecture and parameter count, same seed
+and batches) on :class:`geomlab.data.gp.GPRegressionTask` with :class:`geomlab.train.Trainer`, then prints
+valid/test RMSE next to the exact GP posterior-mean floor, the RMSE by context length, the step time, and
+whether the per-step energies of the trained model still fall (``shared/papers/cem.md`` §4.2, §2.4).
+Writes a JSON summary with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+import torch
+
+
+
+def _energy_check(model, task, seq_len: int) -> dict[str, float]:
+    """Fraction of (layer, block, step) token-mean energy changes that are decreases, over 8 valid sequences,
+    and the mean final displacement ``||x^T - h|| / rho``."""
+    es = task.eval_set("valid", seq_len)
+    model.eval()
+    falls, total, disp = 0, 0, []
+    for i in range(8):
+        rec = model.record(es["inputs"][i:i + 1])
+        e = rec["energies"].mean(-1)  # (layer, block, step)
+        d = e[..., 1:] - e[..., :-1]
+        falls += int((d < 0).sum())
+        total += d.numel()
+        disp.append(float(rec["displacement"][:, :, -1].mean()))
+    return {"energy_fall_fraction": falls / max(1, total), "final_displacement": sum(disp) / len(disp)}
+
+
+def _rmse_by_context(model, task, seq_len: int, buckets=(1, 4, 16, 32)) -> dict[str, dict[str, float]]:
+    es = task.eval_set("test", seq_len)
+    pred = task.predict(model, es["inputs"])
+    out = {}
+    edges = list(buckets) + [seq_len + 1]
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        sl = slice(lo - 1, hi - 1)  # token i has i+1 observed points (context = i + 1)
+        out[f"{lo}-{hi - 1}"] = {
+            "model": math.sqrt(float(((pred[:, sl] - es["targets"][:, sl]) ** 2).mean())),
+            "gp": math.sqrt(float(((es["floor"][:, sl] - es["targets"][:, sl]) ** 2).mean())),
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; returns the exit status (0)."""
+    from geomlab.data.gp import GPRegressionTask
+    from geomlab.models.cem import CEMRegressor
+    from geomlab.train import TrainConfig, Trainer
+
+    p = argparse.ArgumentParser(prog="python -m geomlab.bench gp", description=__doc__.split("\n\n")[0])
+    p.add_argument("--T", type=int, nargs="+", default=[1, 2, 4, 8], help="recursion steps to compare")
+    p.add_argument("--steps", type=int, default=600, help="optimizer steps per run (default 600)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--points", type=int, default=64, help="points per sequence J (tokens = J - 1)")
+    p.add_argument("--d-model", type=int, default=32)
+    p.add_argument("--n-layers", type=int, default=2)
+    p.add_argument("--n-heads", type=int, default=4)
+    p.add_argument("--d-ff", type=int, default=64)
+    p.add_argument("--diagonal", default="shared", choices=["none", "shared", "per_head"])
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-eval", type=int, default=512, help="sequences per evaluation split")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--json", help="write the summary to this JSON file")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    seq_len = args.points - 1
+    task = GPRegressionTask(n_eval=args.n_eval)
+    rows = []
+    for T in args.T:
+        torch.manual_seed(args.seed)
+        model = CEMRegressor({"d_model": args.d_model, "n_layers": args.n_layers, "n_heads": args.n_heads,
+                              "d_ff": args.d_ff, "recursion_steps": T, "diagonal": args.diagonal})
+        n_params = sum(p.numel() for p in model.parameters())
+        cfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=seq_len, lr=args.lr,
+                          warmup=0.05, seed=args.seed, eval_every=0, device="cpu", log_every=50)
+        t0 = time.perf_counter()
+        trainer = Trainer(model, task, cfg)
+        result = trainer.run()
+        wall = time.perf_counter() - t0
+        row = {"T": T, "params": n_params, "steps": args.steps, "wall_s": wall,
+               "s_per_step": trainer.elapsed_s / args.steps,  # training only, no evaluation
+               **result.metrics,
+               "by_context": _rmse_by_context(model, task, seq_len), **_energy_check(model, task, seq_len)}
+        rows.append(row)
+        print(f"T={T}: params {n_params}, valid RMSE {row['valid_rmse']:.4f}, test RMSE {row['test_rmse']:.4f} "
+              f"(GP floor {row['test_gp_rmse']:.4f}), {row['s_per_step'] * 1000:.0f} ms/step, energy falls "
+              f"{row['energy_fall_fraction']:.0%}, final displacement {row['final_displacement']:.2f}", flush=True)
+    print("\n| T | params | valid RMSE | test RMSE | GP floor (test) | ms/step |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['T']} | {r['params']} | {r['valid_rmse']:.4f} | {r['test_rmse']:.4f} | "
+              f"{r['test_gp_rmse']:.4f} | {r['s_per_step'] * 1000:.0f} |")
+    print("\nRMSE by context length (test; model / GP floor):")
+    for r in rows:
+        print(f"T={r['T']}: " + ", ".join(f"{k}: {v['model']:.3f}/{v['gp']:.3f}" for k, v in r["by_context"].items()))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"args": vars(args), "rows": rows}, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
