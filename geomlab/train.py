@@ -246,7 +246,8 @@ class Trainer:
         progress_bar: show a ``tqdm`` bar (command line).
 
     ``run()`` returns a :class:`TrainResult`; with ``raise_errors=True`` (default) a failed run raises its
-    :class:`TrainingError` after the ``"failed"`` callback. Use :meth:`from_checkpoint` to resume.
+    :class:`TrainingError` after the ``"failed"`` callback. After a stop, ``run()`` again continues in the same
+    process; :meth:`from_checkpoint` resumes from the saved files.
     """
 
     def __init__(self, model, task: Task, config: TrainConfig | dict | None = None, *,
@@ -267,6 +268,7 @@ class Trainer:
         self.last_checkpoint: Path | None = None
         self._stop = threading.Event()
         self._resume_state: dict[str, Any] | None = None
+        self._started = False
         self.model.to(self.device)
         self.optimizer = self._make_optimizer()
         self.generator = torch.Generator().manual_seed(int(self.config.seed))
@@ -313,13 +315,14 @@ class Trainer:
         """Train until ``config.steps``, :meth:`stop` or a numerical failure (see class docstring)."""
         cfg = self.config
         disable_tf32()
-        if self._resume_state is None:
-            seed_everything(cfg.seed)  # dropout etc.; the model itself was built by the caller
-        else:
-            torch.set_rng_state(self._resume_state["torch"])
-            if self.device.type == "cuda" and "cuda" in self._resume_state:
-                torch.cuda.set_rng_state(self._resume_state["cuda"])
-        self._stop_requested_at_start = self._stop.is_set()
+        if not self._started:  # a second run() after a stop continues with the RNG where it is
+            if self._resume_state is None:
+                seed_everything(cfg.seed)  # dropout etc.; the model itself was built by the caller
+            else:
+                torch.set_rng_state(self._resume_state["torch"])
+                if self.device.type == "cuda" and "cuda" in self._resume_state:
+                    torch.cuda.set_rng_state(self._resume_state["cuda"])
+            self._started = True
         bar = None
         if self.progress_bar:
             from tqdm.auto import tqdm
@@ -434,6 +437,7 @@ class Trainer:
                     self.last_valid = m
             self.history.append({"step": self.step, "final": True, **metrics})
         path = self._save(final_metrics=metrics)
+        self._stop.clear()  # calling run() again continues a stopped run
         msg = (f"finished {self.step} steps" if status == "done" else f"stopped at step {self.step}")
         self._emit(Progress(status, self.step, cfg.steps, valid_bpc=self.last_valid.get("bpc"),
                             valid=dict(self.last_valid), elapsed_s=self.elapsed_s, message=msg,
@@ -498,7 +502,9 @@ class Trainer:
         card = dict(self.card)
         spec = self.task.spec()
         card.update({
-            "task": spec, "corpus": spec.get("corpus", spec.get("name")), "steps": self.step,
+            "task": spec, "corpus": spec.get("corpus", spec.get("name")),
+            "split": spec.get("split_rule", "seeded evaluation sets" if self.task.kind != "lm" else ""),
+            "steps": self.step,
             "total_steps": cfg.steps, "seed": cfg.seed, "batch_size": cfg.batch_size, "seq_len": cfg.seq_len,
             "train_time_s": round(self.elapsed_s, 3), "device": self.device.type,
             "tokens_seen": self.step * cfg.batch_size * cfg.seq_len,

@@ -115,6 +115,23 @@ def test_resume_is_identical(task, tmp_path):
     assert losses_full == losses_resumed
 
 
+def test_run_again_after_stop_continues_identically(task):
+    cfg = TrainConfig(**{**CFG, "eval_every": 0})
+    full = Trainer(_model(task, layers=2, dropout=0.3), task, cfg)
+    full.run()
+
+    def stop_at_4(p):
+        if p.event == "step" and p.step == 4:
+            part.stop()
+
+    part = Trainer(_model(task, layers=2, dropout=0.3), task, cfg, callback=stop_at_4)
+    assert part.run().status == "stopped" and part.step == 4
+    part.callbacks.clear()
+    assert part.run().status == "done"
+    for (k, a), b in zip(full.model.state_dict().items(), part.model.state_dict().values()):
+        assert torch.equal(a, b), k
+
+
 def test_stop_from_another_thread(task):
     started = threading.Event()
 

@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     if "bpc" in m:
         print(f"{args.split} bpc: {m['bpc']:.4f}  ({int(m['tokens']):,} characters; {proto})")
     elif "ppl" in m:
-        print(f"{args.split} perplexity: {m['ppl']:.2f}  bits/word {m['bpw']:.4f}  ({int(m['tokens']):,} words; {proto})")
+        print(f"{args.split} perplexity: {m['ppl']:.2f}  bits/word {m['bpw']:.4f}  "
+              f"({int(m['tokens']):,} words; {proto})")
     else:
         print(f"{args.split} " + "  ".join(f"{k}: {v:.4f}" for k, v in m.items() if k != "tokens"))
     print(f"parameters: {eff:,} effective, {stored:,} stored ({c.model_config.get('kind')})")

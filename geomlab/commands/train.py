@@ -54,7 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", metavar="CORPUS|FILE|word-problem:G[:LEN]",
                    help=f"a registered corpus ({', '.join(CORPORA)}), a UTF-8 text file (split 90/5/5), or "
                    "the group word problem, e.g. word-problem:S5 or word-problem:Z5:64 (groups S3, S5, A5, Zn, "
-                   "parity). With --resume the checkpoint's corpus is used when omitted")
+                   "parity), or gp (Gaussian-process regression). With --resume the checkpoint's corpus is used "
+                   "when omitted")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps in total (default 1000)")
     p.add_argument("--out", default="runs", help="output folder (default runs/)")
     p.add_argument("--name", help="checkpoint name (default KIND-DATA-PARAMS)")
@@ -170,7 +171,8 @@ def run(args: argparse.Namespace) -> int:
     line = f"{result.status} at step {result.step}"
     if result.status == "stopped":
         line += f" (resume with: python -m geomlab train --resume {result.checkpoint})"
-    for key in ("valid_bpc", "test_bpc", "valid_ppl", "test_ppl", "valid_accuracy", "test_accuracy"):
+    for key in ("valid_bpc", "test_bpc", "valid_ppl", "test_ppl", "valid_accuracy", "test_accuracy",
+                "valid_rmse", "test_rmse", "valid_gp_rmse"):
         if key in m:
             line += f"; {key} {m[key]:.4f}"
     if tps:

@@ -215,8 +215,9 @@ class LMTask(Task):
 def make_task(spec: str | dict[str, Any], vocab: Vocab | None = None, download: bool = True) -> Task:
     """Build a task from a command-line string or a checkpoint card's ``task`` dict.
 
-    Strings: a registered corpus name or a text file path (-> :class:`LMTask`), or
-    ``word-problem:GROUP[:LENGTH]`` (also ``wp:GROUP``) for the group word problem. Dicts: the
+    Strings: a registered corpus name or a text file path (-> :class:`LMTask`),
+    ``word-problem:GROUP[:LENGTH]`` (also ``wp:GROUP``) for the group word problem, or ``gp`` (GP
+    regression, ``geomlab.data.gp``, default settings). Dicts: the
     :meth:`Task.spec` of a saved run (a user text file is not stored in the card, so such runs need the
     file again). ``vocab`` (e.g. a checkpoint's) is used instead of building one from the training split.
     Raises :class:`DataError` for anything else.
@@ -234,6 +235,10 @@ def make_task(spec: str | dict[str, Any], vocab: Vocab | None = None, download: 
             except ValueError:
                 raise DataError(f"word-problem length must be an integer, got {length!r}") from None
             return WordProblemTask(group, length=n)
+        if spec in ("gp", "gp-regression"):
+            from geomlab.data.gp import GPRegressionTask
+
+            return GPRegressionTask()
         return LMTask(resolve_corpus(spec, download=download), vocab)
     if isinstance(spec, dict):
         kind = spec.get("task")
@@ -242,6 +247,11 @@ def make_task(spec: str | dict[str, Any], vocab: Vocab | None = None, download: 
 
             return WordProblemTask(spec.get("group", "S5"), length=int(spec.get("length", 32)),
                                    n_eval=int(spec.get("n_eval", 512)), seed=int(spec.get("seed", 1234)))
+        if kind == "gp-regression":
+            from geomlab.data.gp import GPRegressionTask
+
+            keys = ("noise", "lengthscale_range", "n_eval", "seed")
+            return GPRegressionTask(**{k: spec[k] for k in keys if k in spec})
         if kind == "lm":
             name = spec.get("corpus")
             if name in CORPORA:
