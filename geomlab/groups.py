@@ -39,6 +39,7 @@ import math
 from typing import Iterable, Sequence
 
 import torch
+from torch.autograd.function import once_differentiable
 
 __all__ = [
     "GroupError",
@@ -48,6 +49,9 @@ __all__ = [
     "real_embed",
     "from_real",
     "angles_to_matrix",
+    "expm_skew",
+    "all_groups",
+    "EXP_METHODS",
     "matrix_to_angles",
 ]
 
@@ -167,6 +171,66 @@ def matrix_to_angles(H: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------------------------------
 # the base class
 # ----------------------------------------------------------------------------------------------------------------------
+
+
+EXP_METHODS = ("auto", "eigh", "matrix_exp")
+"""Algorithms for ``exp`` of the full-matrix groups (see :func:`expm_skew`)."""
+
+
+class _SkewExp(torch.autograd.Function):
+    """``exp`` of the skew(-Hermitian) part of ``A`` by a Hermitian eigendecomposition, with the exact
+    Frechet-derivative backward ``V [(V^* G V) o Phi] V^*``, ``Phi_jk = e^{-i(mu_j+mu_k)/2} sinc((mu_j-mu_k)/2)``
+    (divided differences of exp written without any division by eigenvalue gaps, so it is stable for
+    repeated eigenvalues), followed by one Newton-Schulz polar step in forward. Design choice: cheaper than
+    ``matrix_exp`` forward+backward on CPU (see ``python -m geomlab.bench groups``)."""
+
+    @staticmethod
+    def forward(ctx, A: torch.Tensor) -> torch.Tensor:
+        real = not A.is_complex()
+        Ac = A.to(_complex_dtype(A.dtype)) if real else A
+        S = (Ac - Ac.mT.conj()) / 2
+        lam, V = torch.linalg.eigh(1j * S)  # i S is Hermitian: S = V diag(-i lam) V^*
+        mu = -lam
+        E = torch.polar(torch.ones_like(mu), mu)
+        H = (V * E.unsqueeze(-2)) @ V.mH
+        if real:
+            H = H.real.contiguous()
+        # one Newton-Schulz polar step H (3I - H^*H)/2 (osm.md §7.3): float32 eigenvectors are unitary only to a
+        # few d*eps, this brings exp(A) back to matrix_exp's unitarity; it changes H by O(eps), not the gradient
+        H = 1.5 * H - 0.5 * H @ (_ct(H) @ H)
+        ctx.save_for_backward(V, mu)
+        ctx.real = real
+        return H
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, G: torch.Tensor) -> torch.Tensor:
+        V, mu = ctx.saved_tensors
+        Gc = G.to(V.dtype)
+        a, b = mu.unsqueeze(-1), mu.unsqueeze(-2)
+        phi = torch.polar(torch.ones_like(a + b), -(a + b) / 2) * torch.sinc((a - b) / (2 * math.pi))
+        grad = V @ ((V.mH @ Gc @ V) * phi) @ V.mH  # L(S^*, G): the adjoint of the Frechet derivative
+        grad = (grad - grad.mT.conj()) / 2  # adjoint of the skew part taken in forward
+        return grad.real.contiguous() if ctx.real else grad
+
+
+def expm_skew(A: torch.Tensor, method: str = "auto") -> torch.Tensor:
+    """Matrix exponential of skew-symmetric / skew-Hermitian matrices ``(..., n, n)`` (same dtype). Differentiable.
+
+    ``method``: ``"matrix_exp"`` (``torch.linalg.matrix_exp`` of ``A`` as given), ``"eigh"`` (exp of the
+    skew(-Hermitian) part of ``A`` via ``torch.linalg.eigh`` and an analytic backward; unitary to working
+    precision), ``"auto"`` (``"eigh"`` for float32/64/complex64/128 tensors on CPU, else ``"matrix_exp"``;
+    design choice from ``python -m geomlab.bench groups``). Raises :class:`GroupError` for an unknown method.
+    Double backward is not supported by ``"eigh"``. Source: osm.md §4.1, §7.1 (cost of matrix_exp).
+    """
+    if method not in EXP_METHODS:
+        raise GroupError(f"exp method must be one of {EXP_METHODS}, got {method!r}")
+    if method == "auto":
+        ok = A.device.type == "cpu" and A.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128)
+        method = "eigh" if ok else "matrix_exp"
+    if method == "eigh":
+        return _SkewExp.apply(A)
+    return torch.linalg.matrix_exp(A)
 
 
 class MatrixGroup:
@@ -314,13 +378,15 @@ class MatrixGroup:
 
     # -- group -------------------------------------------------------------------------------------------------------
 
-    def exp(self, A: torch.Tensor) -> torch.Tensor:
+    def exp(self, A: torch.Tensor, method: str = "auto") -> torch.Tensor:
         """Matrix exponential, algebra -> group: ``(..., d, d)`` -> ``(..., d, d)`` same dtype. Differentiable.
 
-        ``A`` must lie in the algebra (use ``exp(proj(Y))`` otherwise). Source: osm.md §4.1.
+        ``A`` must lie in the algebra (use ``exp(proj(Y))`` otherwise). ``method`` picks the algorithm for the
+        full-matrix groups (see :func:`expm_skew`: ``"auto"``, ``"eigh"``, ``"matrix_exp"``); T and O-block use
+        their own cheaper paths. Source: osm.md §4.1.
         """
         self._check(A, "A")
-        return torch.linalg.matrix_exp(A)
+        return expm_skew(A, method)
 
     def log(self, H: torch.Tensor) -> torch.Tensor:
         """Principal logarithm, group -> algebra: ``(..., d, d)`` -> ``(..., d, d)`` same dtype.
@@ -808,10 +874,12 @@ class TorusGroup(MatrixGroup):
 
     from_coords.__doc__ = MatrixGroup.from_coords.__doc__
 
-    def exp(self, A: torch.Tensor) -> torch.Tensor:
+    def exp(self, A: torch.Tensor, method: str = "auto") -> torch.Tensor:
         """Elementwise ``diag(exp(A_pp))``; only the diagonal of ``A`` is read (``A`` must be in the algebra).
-        Differentiable. Source: osm.md §4.5."""
+        ``method`` is accepted for interface compatibility and ignored. Differentiable. Source: osm.md §4.5."""
         self._check(A, "A")
+        if method not in EXP_METHODS:
+            raise GroupError(f"exp method must be one of {EXP_METHODS}, got {method!r}")
         return torch.diag_embed(torch.exp(torch.diagonal(A, dim1=-2, dim2=-1)))
 
     def log(self, H: torch.Tensor) -> torch.Tensor:
@@ -920,11 +988,11 @@ class BlockOrthogonalGroup(MatrixGroup):
 
     from_coords.__doc__ = MatrixGroup.from_coords.__doc__
 
-    def exp(self, A: torch.Tensor) -> torch.Tensor:
-        """Batched ``matrix_exp`` of the diagonal blocks (off-block entries of ``A`` are ignored), cost
-        ``O(m b^3)``. Differentiable. Source: osm.md §4.6."""
-        B = self.blocks(A)
-        return _diag_embed_blocks(torch.linalg.matrix_exp(B.contiguous()))  # matrix_exp rejects this strided view
+    def exp(self, A: torch.Tensor, method: str = "auto") -> torch.Tensor:
+        """Batched exponential of the diagonal blocks ``(..., m, b, b)`` (off-block entries of ``A`` are ignored),
+        cost ``O(m b^3)``; ``method`` as in :func:`expm_skew`. Differentiable. Source: osm.md §4.6."""
+        B = self.blocks(A).contiguous()  # matrix_exp rejects this strided view
+        return _diag_embed_blocks(expm_skew(B, method))
 
     def log(self, H: torch.Tensor) -> torch.Tensor:
         """Per-block principal log (see :meth:`MatrixGroup.log`); off-block entries are ignored.

@@ -187,6 +187,35 @@ def test_exp_agrees_with_matrix_exp(g, seed, scale):
     close(g.exp(A), torch.linalg.matrix_exp(A), atol=1e-10, rtol=1e-9)
 
 
+@given(g=groups, seed=seeds, scale=st.floats(0.0, 3.0), degenerate=st.booleans())
+def test_exp_methods_agree_in_value_and_gradient(g, seed, scale, degenerate):
+    """The eigh path (default on CPU) equals matrix_exp, and so does its gradient on the algebra."""
+    A = g.from_coords(scale * rand_coords(g, 3, seed=seed))
+    if degenerate and g.dim:  # repeated eigenvalues: a 2x2 rotation generator repeated, or zero
+        A = g.from_coords(torch.zeros(3, g.dim, dtype=torch.float64))
+        if g.d >= 4 and g.name in ("O", "SO", "U", "SU"):
+            A = A.clone()
+            A[..., 0, 1], A[..., 1, 0], A[..., 2, 3], A[..., 3, 2] = scale, -scale, scale, -scale
+    W = rand_matrix(g, 3, seed=seed + 1)
+    grads, values = [], []
+    for method in ("eigh", "matrix_exp"):
+        X = A.clone().requires_grad_(True)
+        H = g.exp(X, method=method)
+        g.inner(H, W).sum().backward()
+        values.append(H.detach())
+        grads.append(g.proj(X.grad))
+    close(values[0], values[1], atol=1e-10)
+    close(grads[0], grads[1], atol=1e-9)
+    close(g.exp(A), values[1], atol=1e-10)
+
+
+def test_exp_method_errors():
+    with pytest.raises(GroupError, match="method"):
+        get_group("SO", 3).exp(torch.zeros(3, 3), method="pade")
+    with pytest.raises(GroupError, match="method"):
+        get_group("T", 3).exp(torch.zeros(3, 3, dtype=torch.complex64), method="pade")
+
+
 @given(g=groups, seed=seeds, radius=st.floats(0.0, 3.0))
 def test_log_inverts_exp_inside_injectivity_radius(g, seed, radius):
     # Frobenius norm <= 3 < pi bounds every eigenvalue phase, so exp is invertible by the principal log

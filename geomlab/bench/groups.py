@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from geomlab.groups import get_group
+from geomlab.groups import EXP_METHODS, get_group
 
 
 def _sync(device: torch.device) -> None:
@@ -41,7 +41,7 @@ def _fwd_bwd(fn, A0: torch.Tensor, W: torch.Tensor, device: torch.device) -> flo
     return time.perf_counter() - t0
 
 
-def time_exp(g, batch: int, repeats: int, device: torch.device, seed: int = 0) -> dict:
+def time_exp(g, batch: int, repeats: int, device: torch.device, seed: int = 0, method: str = "auto") -> dict:
     """Best-of-``repeats`` fwd+bwd seconds of ``g.exp`` and of ``torch.linalg.matrix_exp`` on the same inputs
     (the minimum is the estimate least affected by other load on a shared machine; the median is kept too)."""
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -51,10 +51,14 @@ def time_exp(g, batch: int, repeats: int, device: torch.device, seed: int = 0) -
     if g.is_complex:
         W = torch.complex(W, torch.randn(A0.shape, generator=gen, device=device, dtype=torch.float32))
     ours, base = [], []
-    _fwd_bwd(g.exp, A0, W, device)  # warm-up
+
+    def exp(A):
+        return g.exp(A, method=method)
+
+    _fwd_bwd(exp, A0, W, device)  # warm-up
     _fwd_bwd(torch.linalg.matrix_exp, A0, W, device)
     for _ in range(repeats):  # interleaved, so load changes hit both
-        ours.append(_fwd_bwd(g.exp, A0, W, device))
+        ours.append(_fwd_bwd(exp, A0, W, device))
         base.append(_fwd_bwd(torch.linalg.matrix_exp, A0, W, device))
     t_ours, t_base = min(ours), min(base)
     return {
@@ -91,7 +95,7 @@ def drift(g, batch: int, products: int, step: float, device: torch.device, seed:
     }
 
 
-def run(groups, dims, batch, repeats, products, drift_batch, step, device, block=4) -> list[dict]:
+def run(groups, dims, batch, repeats, products, drift_batch, step, device, block=4, method="auto") -> list[dict]:
     rows = []
     for name in groups:
         for d in dims:
@@ -102,7 +106,7 @@ def run(groups, dims, batch, repeats, products, drift_batch, step, device, block
             else:
                 g = get_group(name, d)
             row = {"group": repr(g), "name": name, "d": d, "batch": batch}
-            row.update(time_exp(g, batch, repeats, device))
+            row.update(time_exp(g, batch, repeats, device, method=method))
             row.update(drift(g, drift_batch, products, step, device))
             rows.append(row)
             print(_format_row(row), flush=True)
@@ -128,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--groups", default="O,U", help="comma list of group names (O,SO,U,SU,T,O-block); default O,U")
     p.add_argument("--dims", default="4,8,16,32", help="comma list of d; default 4,8,16,32")
     p.add_argument("--batch", type=int, default=4096, help="batch for the exp timing (default 4096)")
-    p.add_argument("--repeats", type=int, default=5, help="timed repeats per method (best of; default 5)")
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats per method (best of; default 3)")
+    p.add_argument("--method", default="auto", choices=EXP_METHODS, help="exp algorithm to time (default auto)")
     p.add_argument("--products", type=int, default=1000, help="products for the drift measurement (default 1000)")
     p.add_argument("--drift-batch", type=int, default=256, help="independent chains for the drift (default 256)")
     p.add_argument("--step", type=float, default=0.1, help="Frobenius norm of each random step (default 0.1)")
@@ -148,11 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     dims = [int(s) for s in args.dims.split(",") if s.strip()]
     print(
         f"# geomlab.bench groups: torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
-        f"exp batch {args.batch}, repeats {args.repeats}; drift: {args.products} float32 products of steps with "
+        f"exp method {args.method}, batch {args.batch}, repeats {args.repeats}; drift: {args.products} float32 products of steps with "
         f"||A||_F = {args.step}, {args.drift_batch} chains; ratio = exp / torch.linalg.matrix_exp (fwd+bwd, same run)"
     )
     print(_HEADER)
-    rows = run(groups, dims, args.batch, args.repeats, args.products, args.drift_batch, args.step, device, args.block)
+    rows = run(
+        groups, dims, args.batch, args.repeats, args.products, args.drift_batch, args.step, device, args.block, args.method
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "torch": torch.__version__, "rows": rows}, f, indent=2)
