@@ -263,3 +263,14 @@ def test_lstm_is_causal():
     assert torch.allclose(m(x)[:, :7], m(y)[:, :7])
     rec = m.record(x[:1])
     assert torch.allclose(rec["logits"], m(x[:1])[0], atol=1e-6)
+
+
+def test_from_checkpoint_errors(task, tmp_path, tiny_text):
+    model = _model(task)
+    ckpt.save(tmp_path / "weights_only", model, task.vocab, {})
+    with pytest.raises(ckpt.CheckpointError, match="no training state"):
+        Trainer.from_checkpoint(tmp_path / "weights_only", task)
+    res = Trainer(model, task, TrainConfig(**{**CFG, "steps": 2}), out=tmp_path / "run").run()
+    other = LMTask(corpus_from_text("completely different alphabet 0123456789 " * 5))
+    with pytest.raises(ckpt.CheckpointError, match="vocabulary"):
+        Trainer.from_checkpoint(res.checkpoint, other)
