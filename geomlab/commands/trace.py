@@ -1,0 +1,66 @@
+"""``python -m geomlab trace``: run a checkpoint on one text and write its trace (npz + JSON, no pickles).
+
+The file is read back with :func:`geomlab.trace.load_trace`; the app loads traces the same way, so a saved
+trace reproduces a view exactly. Optionally also writes every applicable figure as standalone HTML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "trace a checkpoint on a text: record states/energies/planes and write them to an .npz file"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint path (NAME, NAME.json or NAME.safetensors)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="the text to trace (at most 2,048 characters)")
+    src.add_argument("--text-file", help="read the text from this UTF-8 file instead")
+    p.add_argument("--out", required=True, help="output trace file (.npz; the suffix is added if missing)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="CEM only: recursion steps T at inference (default: the checkpoint's own)")
+    p.add_argument("--html", default=None,
+                   help="also write every figure of this trace as NAME.html into this folder")
+    p.add_argument("--cursor", type=int, default=None, help="position highlighted in the --html figures")
+
+
+def run(args: argparse.Namespace) -> int:
+    from geomlab import checkpoint as ckpt
+    from geomlab.trace import encode_text, trace, trace_cem_steps, save_trace
+
+    text = args.text
+    if args.text_file:
+        text = Path(args.text_file).read_text(encoding="utf-8")
+    c = ckpt.load(args.checkpoint, device="cpu")
+    if c.vocab is None:
+        raise ValueError("this checkpoint has no vocabulary (not a text model); it cannot trace a text")
+    tokens = encode_text(c.vocab, text)
+    if args.steps is not None:
+        tr = trace_cem_steps(c.model, tokens, args.steps, vocab=c.vocab, text=text)
+    else:
+        tr = trace(c.model, tokens, vocab=c.vocab, text=text)
+    out = Path(args.out)
+    if out.suffix != ".npz":
+        out = out.with_name(out.name + ".npz")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_trace(tr, out)
+    n_unk = 0
+    unk = getattr(c.vocab, "unk_id", None)
+    if unk is not None:
+        n_unk = int((tr.tokens == unk).sum())
+    print(f"traced {tr.n_positions} positions of {tr.kind!r} ({tr.family} trace) -> {out}")
+    if n_unk:
+        print(f"note: {n_unk} characters are not in the checkpoint's vocabulary and were traced as the unknown "
+              "token", file=sys.stderr)
+    if args.html:
+        from geomlab.figures import all_views
+
+        folder = Path(args.html)
+        folder.mkdir(parents=True, exist_ok=True)
+        views = all_views(tr, cursor=args.cursor)
+        for name, view in views.items():
+            view.figure.write_html(folder / f"{name}.html", include_plotlyjs="directory")
+        print(f"wrote {len(views)} figures to {folder}/ ({', '.join(views)})")
+    return 0

@@ -1,0 +1,103 @@
+"""Plotly figures of model traces, one function per view (issue 7; docs/views.md).
+
+Every view function takes a trace from :mod:`geomlab.trace` (or run histories, for training curves) and
+returns a :class:`View` ``(figure, caption)``: a ``plotly.graph_objects.Figure`` with a title, labelled axes
+with units, hover text naming token and position, and a short caption (also stored in
+``figure.layout.meta["caption"]``). Per-position views accept ``cursor`` (a position to highlight, so the
+app can mark the chosen token in every figure) and subsample long traces instead of freezing.
+Bad arguments raise :class:`FigureError` (a ``ValueError``). No Streamlit here.
+
+Views by family:
+
+* OSM (``osm-rnn``, ``osmformer``): :func:`phase_circle`, :func:`phase_timeline`, :func:`distance_profile`,
+  :func:`pca_trajectory`, :func:`so3_frame` (real 3 x 3), :func:`torus_angles` (group T),
+  :func:`tangent_heatmap`, :func:`tangent_lines`, :func:`mixing_share`, :func:`attention_maps`.
+* CEM: :func:`energy_descent`, :func:`energy_tokens`, :func:`attention_maps`.
+* Grassmann: :func:`plane_distances`, :func:`plane_angles`, :func:`plane_similarity`,
+  :func:`plucker_heatmap`, :func:`gate_share`, :func:`plane_sphere`, :func:`plane_interpolation`,
+  :func:`decomposability_map`.
+* Baselines with attention: :func:`attention_maps`.
+* Any runs: :func:`training_curves`.
+
+:func:`views_for` lists the views that apply to a trace; :func:`all_views` builds them all with defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from geomlab.figures._common import FigureError, View
+from geomlab.figures.attention import attention_maps
+from geomlab.figures.curves import training_curves
+from geomlab.figures.energy import energy_descent, energy_tokens
+from geomlab.figures.grassmann import (
+    decomposability_map, gate_share, plane_angles, plane_distances, plane_interpolation, plane_similarity,
+    plane_sphere, plucker_heatmap,
+)
+from geomlab.figures.tangents import mixing_share, tangent_heatmap, tangent_lines
+from geomlab.figures.trajectory import (
+    distance_profile, pca_trajectory, phase_circle, phase_timeline, so3_frame, torus_angles,
+)
+from geomlab.trace import CEMTrace, GrassmannTrace, OSMTrace, Trace
+
+VIEWS: dict[str, Callable[..., View]] = {
+    "phase_circle": phase_circle, "phase_timeline": phase_timeline, "distance_profile": distance_profile,
+    "pca_trajectory": pca_trajectory, "so3_frame": so3_frame, "torus_angles": torus_angles,
+    "tangent_heatmap": tangent_heatmap, "tangent_lines": tangent_lines, "mixing_share": mixing_share,
+    "attention_maps": attention_maps, "energy_descent": energy_descent, "energy_tokens": energy_tokens,
+    "plane_distances": plane_distances, "plane_angles": plane_angles, "plane_similarity": plane_similarity,
+    "plucker_heatmap": plucker_heatmap, "gate_share": gate_share, "plane_sphere": plane_sphere,
+    "plane_interpolation": plane_interpolation, "decomposability_map": decomposability_map,
+}
+"""Every per-trace view by name (``training_curves`` takes run histories instead)."""
+
+
+def views_for(tr: Trace) -> list[str]:
+    """Names (keys of :data:`VIEWS`) of the views that apply to ``tr``, in display order."""
+    names: list[str] = []
+    if isinstance(tr, OSMTrace):
+        names += ["phase_circle", "phase_timeline", "distance_profile", "pca_trajectory"]
+        if tr.d == 3 and not np.iscomplexobj(tr.states):
+            names.append("so3_frame")
+        if tr.group.get("name") == "T":
+            names.append("torus_angles")
+        if tr.tangents is not None and tr.tangents_raw is not None:
+            names += ["tangent_heatmap", "tangent_lines", "mixing_share"]
+    elif isinstance(tr, CEMTrace):
+        names += ["energy_descent", "energy_tokens"]
+    elif isinstance(tr, GrassmannTrace):
+        names += ["plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap"]
+        if tr.gates is not None:
+            names.append("gate_share")
+        names.append("plane_sphere")
+        if tr.n_positions >= 2:
+            names.append("plane_interpolation")
+        names.append("decomposability_map")
+    if getattr(tr, "attention", None) is not None:
+        names.append("attention_maps")
+    return names
+
+
+def all_views(tr: Trace, cursor: int | None = None) -> dict[str, View]:
+    """Build every view of :func:`views_for` with default arguments (``cursor`` passed to those that take
+    it; ``plane_interpolation`` uses ``cursor`` as its position when it has a plane pair there). Views that
+    cannot be drawn for this particular trace (e.g. no plane pair in a very short text) are left out."""
+    out: dict[str, View] = {}
+    for name in views_for(tr):
+        fn = VIEWS[name]
+        try:
+            if name == "plane_interpolation":
+                try:
+                    out[name] = fn(tr, position=cursor)
+                except FigureError:
+                    out[name] = fn(tr)
+            else:
+                out[name] = fn(tr, cursor=cursor)
+        except FigureError:
+            continue
+    return out
+
+
+__all__ = ["FigureError", "View", "VIEWS", "views_for", "all_views", "training_curves", *VIEWS]

@@ -1,0 +1,103 @@
+"""View 3: attention similarity maps (osm.md §2.5-2.6; app_anchors.md §5).
+
+For OSM models: the similarity ``S_ij = Re tr(H_i^* H_j)`` of the layer's input states (in [-d, d]) and the
+attention weights, side by side; for other models with attention (CEM, transformer, llama,
+grassmann-attn) the weights alone (head-averaged or one head). Rows are queries i, columns keys j; the
+causal mask (j > i) is left blank on a grey background. Past :data:`MAX_MATRIX` positions an evenly spaced
+subset of rows and columns is shown (the values are exact entries, not averages).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from geomlab.figures._common import (
+    DIVERGING, HIGHLIGHT, MASKED_BG, MAX_MATRIX, SEQUENTIAL, FigureError, View, check_cursor, check_index,
+    finish, subsample, subsample_note, token_ticks,
+)
+from geomlab.trace import OSMTrace, Trace
+
+
+def _masked(m: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    sub = np.array(m[np.ix_(idx, idx)], dtype=np.float64)
+    sub[idx[None, :] > idx[:, None]] = np.nan
+    return sub
+
+
+def _hover_data(labels, idx) -> np.ndarray:
+    lab = np.array([f"{p} '{labels[p]}'" for p in idx.tolist()], dtype=object)
+    n = len(idx)
+    out = np.empty((n, n, 2), dtype=object)
+    out[:, :, 0] = lab[:, None]
+    out[:, :, 1] = lab[None, :]
+    return out
+
+
+def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: int | None = None,
+                   max_positions: int = MAX_MATRIX) -> View:
+    """Token x token maps of one layer: for OSM traces with ``similarity``, the similarity
+    ``Re tr(H_i^* H_j)`` (signed, colour-blind-safe diverging scale centred at 0, range [-d, d]) beside the
+    attention weights (sequential scale, range [0, max]); otherwise the weights alone.
+
+    Args:
+        tr: any trace with ``attention`` (OSM, CEM, baseline transformers).
+        layer: layer index; head: one head, or None for the head average.
+        cursor: query position to outline (a box around its row).
+        max_positions: subsample rows/columns past this many positions.
+
+    Traces: ``similarity`` heatmap (OSM only) then ``weights`` heatmap; masked entries are NaN.
+    Raises :class:`FigureError` if the trace has no attention or an index is out of range.
+    """
+    att = getattr(tr, "attention", None)
+    if att is None:
+        raise FigureError(f"{tr.kind!r} has no attention to show")
+    layer = check_index("layer", layer, att.shape[0])
+    if head is not None:
+        head = check_index("head", head, max(tr.n_heads(), 1))
+    cursor = check_cursor(cursor, tr.n_positions)
+    weights = tr.attention_weights(layer, head)
+    sim = tr.similarity[layer] if isinstance(tr, OSMTrace) and tr.similarity is not None else None
+    idx = subsample(tr.n_positions, max_positions, cursor)
+    custom = _hover_data(tr.labels, idx)
+    panels = []
+    if sim is not None:
+        d = float(tr.d)
+        panels.append(("similarity Re tr(H_i* H_j)", _masked(sim, idx), DIVERGING, -d, d,
+                       "Re tr", "similarity"))
+    w = _masked(weights, idx)
+    head_txt = "mean over heads" if head is None and tr.n_heads() > 1 else (f"head {head}" if head is not None else "")
+    panels.append((f"attention weights{' (' + head_txt + ')' if head_txt else ''}", w, SEQUENTIAL, 0.0,
+                   float(max(np.nanmax(w), 1e-12)), "weight", "weights"))
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels],
+                        horizontal_spacing=0.14)
+    for c, (title, z, scale, zmin, zmax, what, name) in enumerate(panels, start=1):
+        hover = "Re tr(H_i* H_j)" if name == "similarity" else what
+        x_cb = (c / len(panels)) - (0.07 if c < len(panels) else -0.02)
+        fig.add_trace(go.Heatmap(
+            z=z, x=idx, y=idx, colorscale=scale, zmin=zmin, zmax=zmax, zmid=0 if zmin < 0 else None,
+            customdata=custom, name=name, hoverongaps=False,
+            colorbar={"title": {"text": what}, "x": x_cb, "len": 0.9, "thickness": 12},
+            hovertemplate=(f"query %{{customdata[0]}}<br>key %{{customdata[1]}}<br>{hover} = %{{z:.4f}}"
+                           "<extra></extra>")), row=1, col=c)
+        fig.update_xaxes(title_text="key position j (token)", row=1, col=c, **token_ticks(tr.labels, idx, 24))
+        fig.update_yaxes(title_text="query position i (token)", autorange="reversed", row=1, col=c,
+                         scaleanchor=f"x{'' if c == 1 else c}", scaleratio=1,
+                         **token_ticks(tr.labels, idx, 24))
+        if cursor is not None:
+            fig.add_shape(type="rect", x0=idx[0] - 0.5, x1=cursor + 0.5, y0=cursor - 0.5, y1=cursor + 0.5,
+                          line={"color": HIGHLIGHT, "width": 2}, row=1, col=c)
+    fig.update_layout(plot_bgcolor=MASKED_BG)
+    fig.update_xaxes(showgrid=False, zeroline=False)
+    fig.update_yaxes(showgrid=False, zeroline=False)
+    if sim is not None:
+        cap = ("Left: how similar the states of two positions are, Re tr(H_i* H_j) (blue negative, red "
+               "positive; at most d when equal). Right: the attention weights the model put on each earlier "
+               "position. Rows are queries, columns keys; grey cells are masked (future).")
+    else:
+        cap = ("Attention weights of each query position (row) on the earlier key positions (columns); grey "
+               "cells are masked (future).")
+    cap += subsample_note(tr.n_positions, len(idx))
+    title = f"Attention, layer {layer}"
+    return finish(fig, title, cap, "attention_maps", height=520)

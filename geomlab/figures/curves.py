@@ -1,0 +1,107 @@
+"""View 6: training curves, several runs overlaid (issue 7; design choice).
+
+A run's history is a sequence of row dicts (or a ``pandas.DataFrame``) as kept in a checkpoint's metrics
+history: numeric columns such as ``step``, ``tokens``, ``loss`` / ``train_loss`` / ``valid_loss`` (nats per
+character) and ``bpc`` / ``train_bpc`` / ``valid_bpc`` (bits per character). Rows without the chosen x or
+metric are skipped. With ``metric="bpc"`` and a history that has only losses, BPC = loss / ln 2 is derived
+(osm.md §2.9).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from geomlab.figures._common import FigureError, View, colour, finish
+
+X_LABELS = {"step": "optimiser step", "tokens": "training tokens (characters)"}
+METRIC_LABELS = {"bpc": "bits per character", "loss": "loss (nats per character)"}
+DASHES = ("solid", "dash", "dot", "dashdot")
+
+
+def history_frame(history: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
+    """A run's history as a DataFrame of numeric columns (non-numeric values become NaN)."""
+    df = history.copy() if isinstance(history, pd.DataFrame) else pd.DataFrame(list(history))
+    for col in df.columns:
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
+
+
+def metric_columns(df: pd.DataFrame, metric: str) -> dict[str, pd.Series]:
+    """Series to plot for ``metric`` (``"bpc"`` or ``"loss"``): every column whose name contains it, plus
+    the other unit's columns converted (BPC = loss / ln 2) where the converted name is not already there;
+    e.g. the trainer's ``loss`` becomes ``bpc (from loss)`` next to ``valid_bpc``."""
+    other = "loss" if metric == "bpc" else "bpc"
+    factor = 1 / math.log(2) if metric == "bpc" else math.log(2)
+    cols = {str(c): df[c] for c in df.columns if metric in str(c).lower() and df[c].notna().any()}
+    for c in df.columns:
+        name = str(c)
+        if other in name.lower() and df[c].notna().any() and name.replace(other, metric) not in cols:
+            cols[f"{name.replace(other, metric)} (from {other})"] = df[c] * factor
+    return cols
+
+
+def tokens_per_step(train_config: Mapping[str, Any] | None) -> int | None:
+    """Training characters per optimiser step, ``batch_size * seq_len``, from a training config (a
+    checkpoint's ``train_config``); None when either is missing."""
+    if not train_config:
+        return None
+    b, s = train_config.get("batch_size"), train_config.get("seq_len")
+    return int(b) * int(s) if isinstance(b, int) and isinstance(s, int) else None
+
+
+def checkpoint_history(ckpt) -> pd.DataFrame:
+    """A checkpoint's metrics history (``geomlab.checkpoint.Checkpoint.metrics``) as a frame, with a
+    ``tokens`` column (step x batch_size x seq_len) when the training config gives those."""
+    df = history_frame(getattr(ckpt, "metrics", None) or [])
+    per = tokens_per_step(getattr(ckpt, "train_config", None))
+    if per and "step" in df.columns and "tokens" not in df.columns:
+        df["tokens"] = df["step"] * per
+    return df
+
+
+def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFrame], x: str = "step",
+                    metric: str = "bpc", log_x: bool = False) -> View:
+    """Loss or BPC against steps or tokens, one colour per run, one dash style per series (train/valid).
+
+    Args:
+        runs: run name -> history (rows of metrics).
+        x: ``"step"`` or ``"tokens"``; metric: ``"bpc"`` or ``"loss"``; log_x: logarithmic x axis.
+
+    Traces: one per (run, series) with data, named ``"{run}: {series}"``.
+    Raises :class:`FigureError` for an unknown x/metric, no runs, or no run with data for them.
+    """
+    if x not in X_LABELS:
+        raise FigureError(f"x must be one of {sorted(X_LABELS)}, got {x!r}")
+    if metric not in METRIC_LABELS:
+        raise FigureError(f"metric must be one of {sorted(METRIC_LABELS)}, got {metric!r}")
+    if not runs:
+        raise FigureError("no runs to plot")
+    fig = go.Figure()
+    for i, (name, history) in enumerate(runs.items()):
+        df = history_frame(history)
+        if x not in df.columns:
+            continue
+        for j, (series, values) in enumerate(sorted(metric_columns(df, metric).items())):
+            ok = df[x].notna() & values.notna()
+            if not ok.any():
+                continue
+            xs, ys = df[x][ok].to_numpy(), values[ok].to_numpy()
+            order = np.argsort(xs, kind="stable")
+            fig.add_trace(go.Scatter(
+                x=xs[order], y=ys[order], mode="lines+markers" if ok.sum() < 30 else "lines",
+                name=f"{name}: {series}", line={"color": colour(i), "dash": DASHES[j % len(DASHES)]},
+                hovertemplate=(f"{name}<br>{series}<br>{X_LABELS[x]} %{{x:,}}<br>%{{y:.4f}} "
+                               f"{'bits/char' if metric == 'bpc' else 'nats/char'}<extra></extra>")))
+    if not fig.data:
+        raise FigureError(f"no run has both {x!r} and a {metric!r} column")
+    fig.update_xaxes(title_text=X_LABELS[x], type="log" if log_x else "linear")
+    fig.update_yaxes(title_text=METRIC_LABELS[metric])
+    cap = (f"{'Bits per character' if metric == 'bpc' else 'Cross-entropy loss (nats per character)'} "
+           f"against {X_LABELS[x]}, one colour per run, one dash style per series (training / validation); "
+           "lower is better.")
+    return finish(fig, "Training curves", cap, "training_curves")

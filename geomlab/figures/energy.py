@@ -1,0 +1,164 @@
+"""View 4: CEM energy descent over the recursion steps (cem.md §2.3-2.4, §6 pitfalls 1-2).
+
+For every layer and sub-block (attention, MLP): the energy of the iterate x^t at steps t = 0..T, token
+mean as a line with a band over tokens (10th to 90th percentile, design choice), the displacement
+``||x^t - h|| / rho`` alongside, and a flag (red triangle) at every step where the token-mean energy rose.
+By default the change from step 0, ``eps(x^t) - eps(x^0)``, is plotted (``relative=True``): absolute levels
+carry a ``log i`` offset per position and differ between layers (cem.md §2.4), so only steps within one
+layer are compared. Energies are in arbitrary units (the model's energy scale); displacement is
+dimensionless (RMS units of the layer input).
+
+A step counts as a rise when ``mean_t - mean_{t-1} > RISE_TOL * max(1, |mean_{t-1}|)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from geomlab.figures._common import (
+    DIVERGING, HIGHLIGHT, MAX_POINTS, FigureError, View, add_cursor_line, check_cursor,
+    check_index, colour, finish, subsample, subsample_note, token_ticks,
+)
+from geomlab.trace import CEMTrace
+
+BLOCK_NAMES = ("attention", "MLP")
+RISE_TOL = 1e-6
+BAND = (10, 90)
+
+
+def _cem(tr) -> CEMTrace:
+    if not isinstance(tr, CEMTrace):
+        raise FigureError(f"this view needs a CEM trace, got {getattr(tr, 'kind', tr)!r}")
+    return tr
+
+
+def energy_rises(tr: CEMTrace) -> np.ndarray:
+    """``[layer, block, step]`` bool: True at step t >= 1 where the token-mean energy rose from t - 1
+    (beyond ``RISE_TOL`` relative); step 0 is always False."""
+    tr = _cem(tr)
+    m = tr.energy_mean().astype(np.float64)
+    out = np.zeros(m.shape, dtype=bool)
+    diff = m[..., 1:] - m[..., :-1]
+    out[..., 1:] = diff > RISE_TOL * np.maximum(1.0, np.abs(m[..., :-1]))
+    return out
+
+
+def token_rises(tr: CEMTrace) -> np.ndarray:
+    """``[layer, block, step]`` number of tokens whose own energy rose at step t (same tolerance)."""
+    tr = _cem(tr)
+    e = tr.energies.astype(np.float64)
+    out = np.zeros(e.shape[:3], dtype=int)
+    diff = e[..., 1:, :] - e[..., :-1, :]
+    out[..., 1:] = (diff > RISE_TOL * np.maximum(1.0, np.abs(e[..., :-1, :]))).sum(-1)
+    return out
+
+
+def _block_name(b: int) -> str:
+    return BLOCK_NAMES[b] if b < len(BLOCK_NAMES) else f"block {b}"
+
+
+def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = True) -> View:
+    """Energy per recursion step for each layer (rows) and sub-block (columns 1-2), displacement in
+    column 3. Trace names: ``"L{l} {block} band"`` (two traces: lower edge, filled upper edge),
+    ``"L{l} {block} mean"``, ``"L{l} {block} rose"`` (markers at rises, possibly empty),
+    ``"L{l} {block} cursor"`` (the cursor token's own curve, if a cursor is given),
+    ``"L{l} {block} displacement"`` (token mean).
+
+    Raises :class:`FigureError` for a non-CEM trace or a bad cursor.
+    """
+    tr = _cem(tr)
+    cursor = check_cursor(cursor, tr.n_positions)
+    E = tr.energy_change() if relative else tr.energies
+    E = E.astype(np.float64)
+    L, B, S, _ = E.shape
+    steps = np.arange(S)
+    mean = E.mean(-1)
+    lo, hi = np.percentile(E, BAND[0], axis=-1), np.percentile(E, BAND[1], axis=-1)
+    rises = energy_rises(tr)
+    n_rise_tok = token_rises(tr)
+    disp = tr.displacement
+    titles = []
+    for layer in range(L):
+        titles += [f"layer {layer}: {_block_name(b)} energy" for b in range(B)] + [f"layer {layer}: displacement"]
+    fig = make_subplots(rows=L, cols=B + 1, subplot_titles=titles, horizontal_spacing=0.07,
+                        vertical_spacing=min(0.12, 0.5 / max(L, 1)))
+    ylab = "ε(x^t) − ε(x^0) (a.u.)" if relative else "energy ε(x^t) (a.u.)"
+    for layer in range(L):
+        for b in range(B):
+            r, c, name = layer + 1, b + 1, f"L{layer} {_block_name(b)}"
+            col = colour(b)
+            fig.add_trace(go.Scatter(x=steps, y=lo[layer, b], mode="lines", line={"width": 0}, name=f"{name} band",
+                                     showlegend=False, hoverinfo="skip"), row=r, col=c)
+            fig.add_trace(go.Scatter(x=steps, y=hi[layer, b], mode="lines", line={"width": 0}, fill="tonexty",
+                                     fillcolor="rgba(0,114,178,0.18)" if b == 0 else "rgba(230,159,0,0.22)",
+                                     name=f"{name} band", showlegend=False,
+                                     hovertemplate=f"{BAND[0]}–{BAND[1]}th percentile over tokens"
+                                                   "<extra></extra>"), row=r, col=c)
+            fig.add_trace(go.Scatter(
+                x=steps, y=mean[layer, b], mode="lines+markers", line={"color": col}, name=f"{name} mean",
+                showlegend=False, customdata=n_rise_tok[layer, b],
+                hovertemplate=("step %{x}<br>token mean = %{y:.4g}<br>tokens whose energy rose: "
+                               "%{customdata}<extra></extra>")), row=r, col=c)
+            rs = steps[rises[layer, b]]
+            fig.add_trace(go.Scatter(
+                x=rs, y=mean[layer, b][rises[layer, b]], mode="markers", name=f"{name} rose",
+                marker={"symbol": "triangle-up", "size": 13, "color": "#D55E00", "line": {"color": "black", "width": 1}},
+                showlegend=False, hovertemplate="energy ROSE at step %{x}<extra></extra>"), row=r, col=c)
+            if cursor is not None:
+                fig.add_trace(go.Scatter(
+                    x=steps, y=E[layer, b, :, cursor], mode="lines", name=f"{name} cursor", showlegend=False,
+                    line={"color": HIGHLIGHT, "dash": "dot", "width": 2},
+                    hovertemplate=(f"position {cursor} '{tr.labels[cursor]}'<br>step %{{x}}: %{{y:.4g}}"
+                                   "<extra></extra>")), row=r, col=c)
+            fig.update_yaxes(title_text=ylab, row=r, col=c)
+            if disp is not None:
+                fig.add_trace(go.Scatter(
+                    x=steps, y=disp[layer, b].mean(-1), mode="lines+markers", line={"color": col},
+                    name=f"{name} displacement", legendgroup=_block_name(b), showlegend=layer == 0,
+                    hovertemplate=(f"{_block_name(b)}, step %{{x}}<br>mean ‖x^t − h‖/ρ = %{{y:.4g}}"
+                                   "<extra></extra>")), row=r, col=B + 1)
+        fig.update_yaxes(title_text="‖x^t − h‖/ρ (dimensionless)", row=layer + 1, col=B + 1, rangemode="tozero")
+    fig.update_xaxes(title_text="recursion step t", tickmode="linear", dtick=1 if S <= 12 else None)
+    n_rises = int(rises.sum())
+    cap = ("Energy of the layer's iterate at each recursion step (token mean; band: "
+           f"{BAND[0]}th–{BAND[1]}th percentile over tokens")
+    if cursor is not None:
+        cap += f"; dotted: position {cursor} '{tr.labels[cursor]}'"
+    cap += ")" + (", as the change from step 0" if relative else "")
+    cap += "; right: how far the iterate moved from the layer input. "
+    if n_rises:
+        cap += (f"Red triangles: {n_rises} step(s) where the mean energy ROSE (the step size has left the "
+                "descent regime). ")
+    else:
+        cap += "The mean energy fell (or stayed) at every step. "
+    cap += "Compare steps within a layer, not levels across layers."
+    return finish(fig, f"CEM energy descent (T = {tr.recursion_steps})", cap, "energy_descent",
+                  height=max(320, 240 * L + 80))
+
+
+def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | None = None,
+                  max_points: int = MAX_POINTS) -> View:
+    """Heatmap of each token's energy change from step 0 (rows = recursion steps, columns = positions)
+    for one layer and sub-block; diverging scale centred at 0 (blue = fell, red = rose).
+    Traces: one heatmap ``"energy change"``."""
+    tr = _cem(tr)
+    layer = check_index("layer", layer, tr.energies.shape[0])
+    block = check_index("block", block, tr.energies.shape[1])
+    cursor = check_cursor(cursor, tr.n_positions)
+    idx = subsample(tr.n_positions, max_points, cursor)
+    z = tr.energy_change()[layer, block][:, idx].astype(np.float64)
+    lim = float(max(np.abs(z).max(), 1e-12))
+    text = np.broadcast_to(np.array([f"{p} '{tr.labels[p]}'" for p in idx.tolist()], dtype=object), z.shape)
+    fig = go.Figure(go.Heatmap(z=z, x=idx, y=np.arange(z.shape[0]), colorscale=DIVERGING, zmid=0, zmin=-lim,
+                               zmax=lim, text=text, name="energy change",
+                               colorbar={"title": {"text": "Δε (a.u.)"}},
+                               hovertemplate="position %{text}<br>step %{y}<br>ε(x^t) − ε(x^0) = %{z:.4g}"
+                                             "<extra></extra>"))
+    fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
+    fig.update_yaxes(title_text="recursion step", tickmode="linear", dtick=1)
+    add_cursor_line(fig, cursor)
+    cap = (f"Per-token energy change from step 0 in layer {layer}, {_block_name(block)} sub-block: blue where "
+           "the token's energy fell, red where it rose." + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, f"Energy change per token (layer {layer}, {_block_name(block)})", cap, "energy_tokens")

@@ -1,0 +1,525 @@
+"""View 5: Grassmann subspace deformations (grassmann.md §5; geometry from :mod:`geomlab.planes`).
+
+Planes: in layer l and offset slot k (offset Delta = ``offsets[l, k]``), the reduced plane at position t is
+``U_t = span(z_t, z_{t-Delta})`` in R^r (valid where ``plucker_mask`` is True and the pair is not
+degenerate). Reduced spaces of different layers are not comparable (each layer has its own W_red), so
+across layers the residual planes ``H_t^(l) = span(h_t^(l), h_{t-Delta}^(l))`` in R^d_model of the layer
+inputs are compared instead (grassmann.md §5.8).
+
+Conventions (design choice): a distance "at position t" compares t - 1 with t (how far the plane moved
+when token t arrived); NaN where a plane is missing or degenerate. Angles and geodesic distances are in
+radians; Plücker coordinates and gates are dimensionless.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from geomlab import planes
+from geomlab.figures._common import (
+    DIVERGING, HIGHLIGHT, MAX_FRAMES, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, View, add_cursor_line,
+    animated_figure, animation_controls, check_cursor, check_index, colour, finish, hover_tokens, subsample, subsample_note,
+    token_ticks,
+)
+from geomlab.trace import GrassmannTrace
+
+
+def _gr(tr) -> GrassmannTrace:
+    if not isinstance(tr, GrassmannTrace):
+        raise FigureError(f"this view needs a Grassmann trace, got {getattr(tr, 'kind', tr)!r}")
+    return tr
+
+
+def _offset(tr: GrassmannTrace, layer: int, slot: int) -> int:
+    if tr.offsets is None:
+        return slot + 1
+    return int(tr.offsets[layer, slot])
+
+
+def _mask(tr: GrassmannTrace, layer: int, slot: int) -> np.ndarray:
+    if tr.plucker_mask is not None:
+        return tr.plucker_mask[layer, slot].astype(bool)
+    return np.abs(tr.plucker[layer, slot]).sum(-1) > 0
+
+
+def check_slot(tr: GrassmannTrace, slot: int) -> int:
+    """``slot`` normalised to ``0..n_slots-1``; :class:`FigureError` when out of range."""
+    return check_index("offset slot", slot, tr.plucker.shape[1])
+
+
+def plane_bases(tr: GrassmannTrace, layer: int, slot: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(Q, valid, offset)``: orthonormal bases ``[position, rank, 2]`` (float64) of the reduced planes
+    ``span(z_t, z_{t-offset})`` of ``layer`` and ``slot`` (``planes.plane_basis``), ``valid`` ``[position]``
+    bool (pair exists, slot used, not degenerate), and the slot's offset (0 = unused slot)."""
+    tr = _gr(tr)
+    layer = check_index("layer", layer, tr.n_layers)
+    slot = check_slot(tr, slot)
+    D = _offset(tr, layer, slot)
+    T = tr.n_positions
+    z = torch.as_tensor(tr.reduced[layer], dtype=torch.float64)
+    valid = _mask(tr, layer, slot).copy()
+    Q = np.zeros((T, tr.rank, 2))
+    if D <= 0 or D >= T:
+        return Q, np.zeros(T, dtype=bool), D
+    Qt, ok = planes.plane_basis(z[D:], z[:-D])
+    Q[D:] = Qt.numpy()
+    valid[:D] = False
+    valid[D:] &= ok.numpy()
+    return Q, valid, D
+
+
+def consecutive_angles(tr: GrassmannTrace, layer: int, slot: int = 0) -> np.ndarray:
+    """``[position, 2]`` principal angles (radians, ``planes.principal_angles``) between the reduced planes
+    at t - 1 and t of ``layer``/``slot``; NaN at t = 0 and where either plane is invalid."""
+    Q, valid, _ = plane_bases(tr, layer, slot)
+    out = np.full((len(Q), 2), np.nan)
+    if len(Q) > 1:
+        th = planes.principal_angles(torch.from_numpy(Q[:-1]), torch.from_numpy(Q[1:])).numpy()
+        both = valid[:-1] & valid[1:]
+        out[1:][both] = th[both]
+    return out
+
+
+def position_distances(tr: GrassmannTrace, slot: int = 0) -> np.ndarray:
+    """``D_pos[layer, position]``: geodesic distance on Gr(2, r) between the reduced planes at t - 1 and t
+    (radians; grassmann.md §5.8); NaN where undefined."""
+    tr = _gr(tr)
+    slot = check_slot(tr, slot)
+    return np.stack([np.linalg.norm(consecutive_angles(tr, layer, slot), axis=-1)
+                     for layer in range(tr.n_layers)])
+
+
+def layer_distances(tr: GrassmannTrace, offset: int = 1) -> np.ndarray:
+    """``D_layer[layer, position]`` for layer = 0..L-2: geodesic distance between the residual planes
+    ``span(h_t, h_{t-offset})`` of the inputs of layers l and l + 1 (radians, grassmann.md §5.8); NaN for
+    t < offset or degenerate pairs. Raises :class:`FigureError` without recorded ``inputs`` or for
+    ``offset < 1``."""
+    tr = _gr(tr)
+    if tr.inputs is None:
+        raise FigureError("this Grassmann trace has no layer inputs")
+    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 1:
+        raise FigureError(f"offset must be a positive integer, got {offset!r}")
+    L, T = tr.inputs.shape[:2]
+    out = np.full((max(L - 1, 0), T), np.nan)
+    if offset >= T or L < 2:
+        return out
+    h = torch.as_tensor(tr.inputs, dtype=torch.float64)
+    Q, ok = planes.plane_basis(h[:, offset:], h[:, :-offset])  # [L, T - offset, d, 2]
+    d = planes.geodesic_distance(Q[:-1], Q[1:]).numpy()
+    both = (ok[:-1] & ok[1:]).numpy()
+    out[:, offset:] = np.where(both, d, np.nan)
+    return out
+
+
+def _default_offset(tr: GrassmannTrace) -> int:
+    if tr.offsets is not None and (tr.offsets > 0).any():
+        return int(tr.offsets[tr.offsets > 0].min())
+    return 1
+
+
+def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, colorbar_len):
+    text = np.broadcast_to(np.array(hover_tokens(labels, idx), dtype=object), z.shape)
+    fig.add_trace(go.Heatmap(
+        z=z, x=idx, y=np.arange(z.shape[0]), colorscale=SEQUENTIAL, zmin=0, zmax=zmax, text=text, name=name,
+        hoverongaps=False, colorbar={"title": {"text": "rad"}, "y": colorbar_y, "len": colorbar_len},
+        hovertemplate=f"{what}<br>layer %{{y}}, position %{{text}}<br>d_g = %{{z:.4f}} rad<extra></extra>"),
+        row=row, col=col)
+
+
+def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None, cursor: int | None = None,
+                    max_points: int = MAX_POINTS) -> View:
+    """Two layer x position heatmaps of geodesic distances (radians): top, how far the reduced plane of
+    offset slot ``slot`` moved from t - 1 to t within each layer (:func:`position_distances`); bottom, how
+    far the residual plane ``span(h_t, h_{t-offset})`` moved from one layer's input to the next
+    (:func:`layer_distances`; ``offset`` defaults to the smallest used offset).
+    Traces: ``"along positions"`` heatmap, then ``"across layers"`` heatmap (if inputs were recorded)."""
+    tr = _gr(tr)
+    slot = check_slot(tr, slot)
+    cursor = check_cursor(cursor, tr.n_positions)
+    offset = _default_offset(tr) if offset is None else offset
+    idx = subsample(tr.n_positions, max_points, cursor)
+    dpos = position_distances(tr, slot)
+    dlay = layer_distances(tr, offset) if tr.inputs is not None else None
+    rows = 2 if dlay is not None and len(dlay) else 1
+    offs = ", ".join(f"Δ={_offset(tr, l, slot)}" for l in range(tr.n_layers))
+    titles = [f"along positions: d_g(U_{{t−1}}, U_t), slot {slot} ({offs})"]
+    if rows == 2:
+        titles.append(f"across layers: d_g(H_t^(l), H_t^(l+1)), Δ={offset}")
+    fig = make_subplots(rows=rows, cols=1, subplot_titles=titles, vertical_spacing=0.18)
+    zmax = np.pi / np.sqrt(2)
+    _pos_heatmap(fig, dpos[:, idx], idx, tr.labels, 1, 1, "along positions", "along positions", zmax,
+                 1 - 0.5 / rows, 1 / rows)
+    fig.update_yaxes(title_text="layer", tickmode="linear", dtick=1, row=1, col=1)
+    if rows == 2:
+        _pos_heatmap(fig, dlay[:, idx], idx, tr.labels, 2, 1, "across layers", "layer l → l+1", zmax, 0.22, 0.45)
+        fig.update_yaxes(title_text="layer l (to l+1)", tickmode="linear", dtick=1, row=2, col=1)
+    for r in range(1, rows + 1):
+        fig.update_xaxes(title_text="position t (token)", row=r, col=1, **token_ticks(tr.labels, idx))
+        add_cursor_line(fig, cursor, row=r, col=1)
+    cap = ("Geodesic distance on the Grassmannian (radians, at most π/√2 ≈ 2.22). Top: how far the plane "
+           "span(z_t, z_{t−Δ}) turned when token t arrived, per layer. Bottom: how much a layer turned the plane "
+           "of its residual vectors span(h_t, h_{t−Δ}). Blank: no plane (no partner, or a degenerate pair)."
+           + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, "Grassmann plane deformations", cap, "plane_distances", height=300 * rows + 80)
+
+
+def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
+                 max_points: int = MAX_POINTS) -> View:
+    """Principal angles θ1 <= θ2 and geodesic distance ``sqrt(θ1² + θ2²)`` between the reduced planes at
+    t - 1 and t of one layer/slot, against position (radians). Traces: ``θ1``, ``θ2``, ``d_g``."""
+    tr = _gr(tr)
+    layer = check_index("layer", layer, tr.n_layers)
+    slot = check_slot(tr, slot)
+    cursor = check_cursor(cursor, tr.n_positions)
+    th = consecutive_angles(tr, layer, slot)
+    idx = subsample(tr.n_positions, max_points, cursor)
+    hov = hover_tokens(tr.labels, idx)
+    fig = go.Figure()
+    for k, (name, y) in enumerate((("θ1", th[idx, 0]), ("θ2", th[idx, 1]),
+                                   ("d_g", np.linalg.norm(th[idx], axis=-1)))):
+        fig.add_trace(go.Scatter(x=idx, y=y, mode="lines+markers", marker={"size": 4}, name=name,
+                                 line={"color": colour(k), "dash": "dot" if name == "d_g" else "solid"},
+                                 text=hov, hovertemplate=f"position %{{text}}<br>{name} = %{{y:.4f}} rad"
+                                                         "<extra></extra>"))
+    fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
+    fig.update_yaxes(title_text="angle between planes at t−1 and t (rad)", rangemode="tozero")
+    add_cursor_line(fig, cursor)
+    D = _offset(tr, layer, slot)
+    cap = (f"Principal angles between consecutive planes span(z_t, z_{{t−{D}}}) in layer {layer} (radians; "
+           "θ1 = 0 means the planes share a line) and their geodesic distance." + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, f"Principal angles along the text (layer {layer}, Δ={D})", cap, "plane_angles")
+
+
+def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
+                     max_positions: int = MAX_MATRIX) -> View:
+    """Position x position map ``|<p̂_t, p̂_s>| = cos θ1 cos θ2`` of the normalised Plücker vectors of one
+    layer/slot (grassmann.md §5.8, §5.10.4): 1 = same plane, 0 = a plane orthogonal in some direction.
+    Symmetric, no causal mask; blank where a plane is missing. Traces: one heatmap ``"similarity"``."""
+    tr = _gr(tr)
+    layer = check_index("layer", layer, tr.n_layers)
+    slot = check_slot(tr, slot)
+    cursor = check_cursor(cursor, tr.n_positions)
+    idx = subsample(tr.n_positions, max_positions, cursor)
+    p = tr.plucker[layer, slot][idx].astype(np.float64)
+    valid = _mask(tr, layer, slot)[idx]
+    S = np.abs(p @ p.T)
+    S[~valid, :] = np.nan
+    S[:, ~valid] = np.nan
+    lab = np.array(hover_tokens(tr.labels, idx), dtype=object)
+    custom = np.empty((len(idx), len(idx), 2), dtype=object)
+    custom[:, :, 0] = lab[:, None]
+    custom[:, :, 1] = lab[None, :]
+    fig = go.Figure(go.Heatmap(z=S, x=idx, y=idx, colorscale=SEQUENTIAL, zmin=0, zmax=1, customdata=custom,
+                               name="similarity", hoverongaps=False, colorbar={"title": {"text": "|⟨p̂_t, p̂_s⟩|"}},
+                               hovertemplate="t = %{customdata[0]}<br>s = %{customdata[1]}<br>|⟨p̂_t, p̂_s⟩| = "
+                                             "%{z:.4f}<extra></extra>"))
+    fig.update_xaxes(title_text="position s (token)", showgrid=False, **token_ticks(tr.labels, idx, 24))
+    fig.update_yaxes(title_text="position t (token)", autorange="reversed", scaleanchor="x", scaleratio=1,
+                     showgrid=False, **token_ticks(tr.labels, idx, 24))
+    if cursor is not None:
+        fig.add_shape(type="rect", x0=idx[0] - 0.5, x1=idx[-1] + 0.5, y0=cursor - 0.5, y1=cursor + 0.5,
+                      line={"color": HIGHLIGHT, "width": 2})
+    D = _offset(tr, layer, slot)
+    cap = (f"How alike the planes span(z_t, z_{{t−{D}}}) of layer {layer} are at two positions: |⟨p̂_t, p̂_s⟩| = "
+           "cos θ1·cos θ2 (1 = the same plane). A geometric comparison, not attention weights."
+           + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, f"Plane similarity (layer {layer}, Δ={D})", cap, "plane_similarity", height=560)
+
+
+def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
+                    max_points: int = MAX_MATRIX) -> View:
+    """The normalised Plücker vectors of one layer/slot as a strip: rows = positions, columns = the
+    P = r(r-1)/2 coordinates p_ij (i < j, lexicographic); signed diverging scale in [-1, 1]; blank rows
+    where masked. Traces: one heatmap ``"plucker"``."""
+    tr = _gr(tr)
+    layer = check_index("layer", layer, tr.n_layers)
+    slot = check_slot(tr, slot)
+    cursor = check_cursor(cursor, tr.n_positions)
+    idx = subsample(tr.n_positions, max_points, cursor)
+    p = tr.plucker[layer, slot][idx].astype(np.float64)
+    p[~_mask(tr, layer, slot)[idx]] = np.nan
+    r = tr.rank
+    I, J = planes.plucker_indices(r)
+    names = [f"p{i}{j}" if r <= 10 else f"p{i},{j}" for i, j in zip(I.tolist(), J.tolist())]
+    P = len(names)
+    lab = np.array(hover_tokens(tr.labels, idx), dtype=object)
+    custom = np.empty((len(idx), P, 2), dtype=object)
+    custom[:, :, 0] = lab[:, None]
+    custom[:, :, 1] = np.array(names, dtype=object)[None, :]
+    fig = go.Figure(go.Heatmap(z=p, x=np.arange(P), y=idx, colorscale=DIVERGING, zmin=-1, zmax=1, zmid=0,
+                               customdata=custom, name="plucker", hoverongaps=False,
+                               colorbar={"title": {"text": "p̂_ij"}},
+                               hovertemplate="position %{customdata[0]}<br>%{customdata[1]} = %{z:.4f}"
+                                             "<extra></extra>"))
+    step = max(1, P // 30)
+    fig.update_xaxes(title_text="Plücker coordinate p_ij (i < j)", tickmode="array",
+                     tickvals=list(range(0, P, step)), ticktext=names[::step], showgrid=False)
+    fig.update_yaxes(title_text="position t (token)", autorange="reversed", showgrid=False,
+                     **token_ticks(tr.labels, idx, 32))
+    add_cursor_line(fig, cursor, axis="y")
+    D = _offset(tr, layer, slot)
+    cap = (f"Normalised Plücker coordinates of span(z_t, z_{{t−{D}}}) in layer {layer}: which pairs of the "
+           f"{r} reduced axes the plane at each position uses, and with which orientation (blue/red sign)."
+           + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, f"Plücker coordinates (layer {layer}, Δ={D})", cap, "plucker_heatmap",
+                  height=min(900, 260 + 4 * len(idx)))
+
+
+def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+    """Share of geometry in the gated blend, ``mean_k (1 - alpha_{t,k})`` (grassmann.md §5.1), as a
+    layer x position heatmap (top) and one line per layer (bottom), in [0, 1].
+    Traces: ``"gate share"`` heatmap, then one line per layer ``"layer l"``.
+    Raises :class:`FigureError` without recorded gates."""
+    tr = _gr(tr)
+    if tr.gates is None:
+        raise FigureError("this Grassmann trace has no gates")
+    cursor = check_cursor(cursor, tr.n_positions)
+    share = (1.0 - tr.gates.astype(np.float64)).mean(-1)
+    idx = subsample(tr.n_positions, max_points, cursor)
+    hov = hover_tokens(tr.labels, idx)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1, row_heights=[0.45, 0.55])
+    text = np.broadcast_to(np.array(hov, dtype=object), (share.shape[0], len(idx)))
+    fig.add_trace(go.Heatmap(z=share[:, idx], x=idx, y=np.arange(share.shape[0]), colorscale=SEQUENTIAL, zmin=0,
+                             zmax=1, text=text, name="gate share",
+                             colorbar={"title": {"text": "1 − α"}, "y": 0.78, "len": 0.45},
+                             hovertemplate="layer %{y}, position %{text}<br>share of geometry = %{z:.3f}"
+                                           "<extra></extra>"), row=1, col=1)
+    for layer in range(share.shape[0]):
+        fig.add_trace(go.Scatter(x=idx, y=share[layer, idx], mode="lines", name=f"layer {layer}",
+                                 line={"color": colour(layer)}, text=hov,
+                                 hovertemplate=f"layer {layer}<br>position %{{text}}<br>1 − α = %{{y:.3f}}"
+                                               "<extra></extra>"), row=2, col=1)
+    fig.update_yaxes(title_text="layer", tickmode="linear", dtick=1, row=1, col=1)
+    fig.update_yaxes(title_text="mean (1 − α) (fraction)", range=[-0.02, 1.02], row=2, col=1)
+    fig.update_xaxes(title_text="position t (token)", row=2, col=1, **token_ticks(tr.labels, idx))
+    for r in (1, 2):
+        add_cursor_line(fig, cursor, row=r, col=1)
+    cap = ("How much of each layer's output comes from the Grassmann (plane) branch rather than the "
+           "residual: mean over channels of 1 − α, per layer and position (0 = gate keeps h, 1 = all geometry)."
+           + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, "Gate share per layer", cap, "gate_share", height=560)
+
+
+def _sphere_wire(n: int = 13) -> list[dict]:
+    """A light wireframe unit sphere (meridians and parallels in one trace)."""
+    xs, ys, zs = [], [], []
+    u = np.linspace(0, 2 * np.pi, 49)
+    for lat in np.linspace(-np.pi / 2, np.pi / 2, 7)[1:-1]:
+        xs += list(np.cos(lat) * np.cos(u)) + [None]
+        ys += list(np.cos(lat) * np.sin(u)) + [None]
+        zs += list(np.full(len(u), np.sin(lat))) + [None]
+    v = np.linspace(-np.pi / 2, np.pi / 2, 25)
+    for lon in np.linspace(0, np.pi, n // 2 + 1)[:-1]:
+        for sgn in (1, -1):
+            xs += list(sgn * np.cos(v) * np.cos(lon)) + [None]
+            ys += list(sgn * np.cos(v) * np.sin(lon)) + [None]
+            zs += list(np.sin(v)) + [None]
+    return [{"type": "scatter3d", "x": xs, "y": ys, "z": zs, "mode": "lines",
+             "line": {"color": "#cccccc", "width": 1}, "name": "unit sphere", "hoverinfo": "skip",
+             "showlegend": False}]
+
+
+def _axes3(tr: GrassmannTrace, layer: int, slot: int, axes) -> tuple[torch.Tensor, list[str]]:
+    """(E [r, 3], axis names) for the 3-axis window (r > 3): given indices, else the 3 axes with the
+    largest coordinate energy of this layer/slot (grassmann.md §5.7)."""
+    r = tr.rank
+    if axes is None:
+        valid = _mask(tr, layer, slot)
+        p = torch.as_tensor(tr.plucker[layer, slot][valid] if valid.any() else tr.plucker[layer, slot],
+                            dtype=torch.float64)
+        axes = planes.top_axes(planes.coordinate_energy(p, r), 3) if r > 3 else [0, 1, 2]
+    axes = [int(a) for a in axes]
+    if len(axes) != 3 or len(set(axes)) != 3 or min(axes) < 0 or max(axes) >= r:
+        raise FigureError(f"axes must be 3 distinct indices in [0, {r}), got {axes}")
+    E = torch.zeros(r, 3, dtype=torch.float64)
+    E[axes, [0, 1, 2]] = 1.0
+    return E, [f"z axis {a}" for a in axes]
+
+
+def _plane_traces(Q: np.ndarray, E: np.ndarray, label: str, coverage: float, a3, b3, normal) -> list:
+    """Great circle / projected disc, pole and spanning vectors of one plane, in the 3-D window."""
+    phi = np.linspace(0, 2 * np.pi, 73)
+    circ = (np.cos(phi)[:, None] * Q[:, 0] + np.sin(phi)[:, None] * Q[:, 1]) @ E  # [73, 3]
+    n = np.asarray(normal)
+    tri_i = np.zeros(len(phi) - 1, dtype=int)
+    verts = np.vstack([np.zeros(3), circ[:-1]])
+    m = len(phi) - 1
+    j = np.arange(1, m + 1)
+    k = np.roll(j - 1, -1) + 1
+    out = [
+        {"type": "mesh3d", "x": verts[:, 0], "y": verts[:, 1], "z": verts[:, 2], "i": tri_i, "j": j, "k": k,
+         "color": HIGHLIGHT, "opacity": float(0.1 + 0.5 * coverage), "name": "disc", "hoverinfo": "skip",
+         "showlegend": False},
+        {"type": "scatter3d", "x": circ[:, 0], "y": circ[:, 1], "z": circ[:, 2], "mode": "lines",
+         "line": {"color": HIGHLIGHT, "width": 6}, "name": "plane",
+         "hovertemplate": f"{label}<br>coverage {coverage:.2f}<extra></extra>"},
+        {"type": "scatter3d", "x": [n[0], -n[0]], "y": [n[1], -n[1]], "z": [n[2], -n[2]], "mode": "markers",
+         "marker": {"size": 6, "color": [colour(0), colour(3)], "symbol": "diamond"}, "name": "pole ±n",
+         "hovertemplate": "pole n = (%{x:.3f}, %{y:.3f}, %{z:.3f})<extra></extra>"},
+    ]
+    for vec, name, c in ((a3, "z_t", colour(2)), (b3, "z_{t−Δ}", colour(1))):
+        v = np.asarray(vec)
+        v = v / max(np.linalg.norm(v), 1e-12)
+        out.append({"type": "scatter3d", "x": [0, v[0]], "y": [0, v[1]], "z": [0, v[2]], "mode": "lines+markers",
+                    "name": name, "line": {"color": c, "width": 5}, "marker": {"size": [0, 4], "color": c},
+                    "hovertemplate": f"{name} (normalised)<extra></extra>"})
+    return out
+
+
+def _plane_geometry(Q_t: np.ndarray, z_a: np.ndarray, z_b: np.ndarray, E: torch.Tensor):
+    a = torch.as_tensor(z_a, dtype=torch.float64)
+    b = torch.as_tensor(z_b, dtype=torch.float64)
+    if E.shape[0] == 3:
+        n = planes.pole(a, b).numpy()
+        return a.numpy(), b.numpy(), n, 1.0
+    a3, b3, n, cov = planes.project3(a, b, E)
+    return a3.numpy(), b3.numpy(), n.numpy(), float(cov)
+
+
+def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
+                 axes=None, max_frames: int = MAX_FRAMES) -> View:
+    """The reduced plane span(z_t, z_{t-Δ}) of one layer/slot in 3-D, animated over positions (Play and
+    a slider, in the browser). r = 3: the plane's great circle on the unit sphere, its pole ±n
+    (``planes.pole``) and the two spanning vectors (normalised). r > 3: a 3-axis window (``axes``, default
+    the three axes with the largest coordinate energy, ``planes.top_axes``): the projected disc
+    (``planes.project3``) with opacity growing with its coverage (1 = the plane lies in the window).
+    Opens at ``cursor`` (default: the first valid position). Traces: sphere wireframe, then disc, circle,
+    pole, z_t, z_{t-Δ} (the last five animated). Raises :class:`FigureError` if no position has a plane."""
+    tr = _gr(tr)
+    layer = check_index("layer", layer, tr.n_layers)
+    slot = check_slot(tr, slot)
+    cursor = check_cursor(cursor, tr.n_positions)
+    Q, valid, D = plane_bases(tr, layer, slot)
+    if not valid.any():
+        raise FigureError(f"layer {layer}, slot {slot} has no plane at any position (text shorter than the offset?)")
+    r = tr.rank
+    if r == 3:
+        E, axis_names = torch.eye(3, dtype=torch.float64), ["z axis 0", "z axis 1", "z axis 2"]
+    else:
+        E, axis_names = _axes3(tr, layer, slot, axes)
+    En = E.numpy()
+    pos = np.flatnonzero(valid)
+    idx = pos[np.unique(np.linspace(0, len(pos) - 1, min(len(pos), max_frames)).round().astype(int))]
+    start = cursor if cursor is not None and valid[cursor] else int(pos[0])
+    if start not in idx:
+        idx = np.unique(np.append(idx, start))
+    z = tr.reduced[layer].astype(np.float64)
+
+    def traces(t: int) -> list:
+        a3, b3, n, cov = _plane_geometry(Q[t], z[t], z[t - D], E)
+        return _plane_traces(Q[t], En, f"position {t} '{tr.labels[t]}'", cov, a3, b3, n)
+
+    base = _sphere_wire()
+    names = [str(t) for t in idx.tolist()]
+    anim = list(range(len(base), len(base) + 5))
+    fig = animated_figure(base + traces(start),
+                          [{"data": traces(t), "traces": anim, "name": nm} for t, nm in zip(idx.tolist(), names)])
+    fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in idx.tolist()], names,
+                                           int(np.searchsorted(idx, start))))
+    rng = [-1.15, 1.15]
+    fig.update_layout(scene={"xaxis": {"title": {"text": axis_names[0]}, "range": rng},
+                             "yaxis": {"title": {"text": axis_names[1]}, "range": rng},
+                             "zaxis": {"title": {"text": axis_names[2]}, "range": rng}, "aspectmode": "cube"},
+                      legend={"x": 0.0, "y": 1.0})
+    if r == 3:
+        cap = (f"The plane span(z_t, z_{{t−{D}}}) of layer {layer} as a great circle on the unit sphere, with its "
+               "pole ±n (the same unoriented plane; blue = +n for the orientation (z_t, z_{t−Δ})). Play moves "
+               "along the text.")
+    else:
+        cap = (f"The plane span(z_t, z_{{t−{D}}}) of layer {layer} (rank {r}) seen through the 3 reduced axes it "
+               f"uses most ({', '.join(axis_names)}): the projected disc is more opaque the more of the plane lies "
+               "in this window (coverage = product of the cosines of its angles to the window). Play moves along "
+               "the text.")
+    cap += "" if len(idx) >= len(pos) else f" {len(idx)} of {len(pos)} positions shown."
+    return finish(fig, f"Plane on the sphere (layer {layer}, Δ={D}, r={r})", cap, "plane_sphere", height=600)
+
+
+def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, position: int | None = None,
+                        n_frames: int = 24, axes=None) -> View:
+    """Animation of the Grassmann geodesic γ(s), s in [0, 1], from the plane at ``position - 1`` to the
+    plane at ``position`` (``planes.interpolate``; grassmann.md §5.5), drawn as a great circle on the sphere
+    (r = 3) or in the 3-axis window (r > 3). The title reads out θ1, θ2 and d_g.
+    ``position`` defaults to the first position whose plane and predecessor are both valid.
+    Traces: sphere wireframe, start circle (grey), end circle (dashed), moving circle (animated).
+    Raises :class:`FigureError` when the two planes do not both exist."""
+    tr = _gr(tr)
+    layer = check_index("layer", layer, tr.n_layers)
+    slot = check_slot(tr, slot)
+    Q, valid, D = plane_bases(tr, layer, slot)
+    pairs = np.flatnonzero(valid[1:] & valid[:-1]) + 1
+    if position is None:
+        if not len(pairs):
+            raise FigureError(f"layer {layer}, slot {slot} has no two consecutive planes")
+        position = int(pairs[0])
+    position = check_cursor(position, tr.n_positions)
+    if position == 0 or not (valid[position] and valid[position - 1]):
+        raise FigureError(f"no plane pair at positions {position - 1} and {position} (layer {layer}, Δ={D})")
+    if n_frames < 2:
+        raise FigureError("n_frames must be at least 2")
+    r = tr.rank
+    E = torch.eye(3, dtype=torch.float64) if r == 3 else _axes3(tr, layer, slot, axes)[0]
+    En = E.numpy()
+    Q1, Q2 = torch.from_numpy(Q[position - 1]), torch.from_numpy(Q[position])
+    s = torch.linspace(0, 1, n_frames, dtype=torch.float64)
+    G = planes.interpolate(Q1, Q2, s).numpy()  # [S, r, 2]
+    th = planes.principal_angles(Q1, Q2).numpy()
+    dg = float(np.linalg.norm(th))
+    phi = np.linspace(0, 2 * np.pi, 73)
+
+    def circle(Qs, name, colour_, dash="solid", width=6):
+        c = (np.cos(phi)[:, None] * Qs[:, 0] + np.sin(phi)[:, None] * Qs[:, 1]) @ En
+        return {"type": "scatter3d", "x": c[:, 0], "y": c[:, 1], "z": c[:, 2], "mode": "lines", "name": name,
+                "line": {"color": colour_, "width": width, "dash": dash}, "hoverinfo": "name"}
+
+    a, b = position - 1, position
+    data = _sphere_wire() + [
+        circle(Q[a], f"plane at {a} '{tr.labels[a]}'", "#888888", width=3),
+        circle(Q[b], f"plane at {b} '{tr.labels[b]}'", colour(0), dash="dash", width=3),
+        circle(G[0], "γ(s)", HIGHLIGHT),
+    ]
+    names = [f"{v:.2f}" for v in s.tolist()]
+    fig = animated_figure(data, [{"data": [circle(G[i], "γ(s)", HIGHLIGHT)], "traces": [len(data) - 1], "name": nm}
+                                 for i, nm in enumerate(names)])
+    fig.update_layout(**animation_controls([f"s = {nm}" for nm in names], names, 0, duration_ms=80, prefix=""))
+    rng = [-1.15, 1.15]
+    ax = ["z axis 0", "z axis 1", "z axis 2"] if r == 3 else [f"window axis {i + 1}" for i in range(3)]
+    fig.update_layout(scene={"xaxis": {"title": {"text": ax[0]}, "range": rng},
+                             "yaxis": {"title": {"text": ax[1]}, "range": rng},
+                             "zaxis": {"title": {"text": ax[2]}, "range": rng}, "aspectmode": "cube"})
+    cap = (f"The shortest path on the Grassmannian from the plane at position {a} to the plane at {b} "
+           f"(layer {layer}, Δ={D}): principal angles θ1 = {th[0]:.3f}, θ2 = {th[1]:.3f} rad, geodesic distance "
+           f"{dg:.3f} rad; γ(s) moves at constant speed."
+           + ("" if r == 3 else " Drawn through a 3-axis window, so circles appear as ellipses."))
+    return finish(fig, f"Plane interpolation {a} → {b} (d_g = {dg:.3f} rad)", cap, "plane_interpolation",
+                  height=600)
+
+
+def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+    """Decomposability ratio κ_t of the offset-averaged bivector (``planes.decomposability``, grassmann.md
+    §5.9) per layer and position: 1 = the layer still feeds forward one plane, lower = a blend. Uses the
+    recorded ``plucker_mean`` extra, else the masked mean of the Plücker vectors over slots.
+    Traces: one heatmap ``"kappa"``."""
+    tr = _gr(tr)
+    cursor = check_cursor(cursor, tr.n_positions)
+    if "plucker_mean" in tr.extras:
+        pm = tr.extras["plucker_mean"].astype(np.float64)
+    else:
+        m = np.stack([[_mask(tr, l, k) for k in range(tr.plucker.shape[1])] for l in range(tr.n_layers)])
+        cnt = m.sum(1)[..., None]
+        pm = (tr.plucker * m[..., None]).sum(1) / np.maximum(cnt, 1)
+    kappa = planes.decomposability(torch.as_tensor(pm), tr.rank).numpy()
+    idx = subsample(tr.n_positions, max_points, cursor)
+    text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx), dtype=object), (kappa.shape[0], len(idx)))
+    fig = go.Figure(go.Heatmap(z=kappa[:, idx], x=idx, y=np.arange(kappa.shape[0]), colorscale=SEQUENTIAL,
+                               zmin=0, zmax=1, text=text, name="kappa", hoverongaps=False,
+                               colorbar={"title": {"text": "κ"}},
+                               hovertemplate="layer %{y}, position %{text}<br>κ = %{z:.3f}<extra></extra>"))
+    fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
+    fig.update_yaxes(title_text="layer", tickmode="linear", dtick=1)
+    add_cursor_line(fig, cursor)
+    cap = ("Decomposability κ of the offset-averaged Plücker vector (dimensionless, 1 = a single plane, lower = "
+           "a blend of planes at several scales)." + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, "Decomposability of the averaged bivector", cap, "decomposability_map")

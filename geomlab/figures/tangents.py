@@ -1,0 +1,151 @@
+"""View 2: tangent update magnitudes of an OSM model (osm.md §2.4, §2.6-2.7).
+
+``||Phi||`` is the Frobenius norm ``sqrt(Re tr(Phi^* Phi))`` of a Lie-algebra element, i.e. the norm of
+the group's ``inner`` (osm.md §2.5); for a skew matrix it is the geodesic length of ``exp(Phi)``
+(radians). ``tangents_raw`` is the update before tangent mixing, ``tangents`` after mixing and step size.
+
+The *share moved between directions* (design choice) is ``1 - cos^2`` of the angle between raw and mixed
+update, ``1 - <Delta, Phi>^2 / (||Delta||^2 ||Phi||^2)``: 0 when mixing only rescales the update (identity
+mixing ``Gamma = eta Id``), 1 when it turns it to an orthogonal direction; NaN where either is zero.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from geomlab.figures._common import (
+    MAX_POINTS, SEQUENTIAL, FigureError, View, add_cursor_line, check_cursor, colour, finish, hover_tokens,
+    subsample, subsample_note, token_ticks,
+)
+from geomlab.trace import OSMTrace
+
+SUBSTEP_NAMES = ("attention", "grounding")
+
+
+def _tangent_trace(tr) -> OSMTrace:
+    if not isinstance(tr, OSMTrace) or tr.tangents is None or tr.tangents_raw is None:
+        raise FigureError("this view needs an OSM trace with 'tangents' and 'tangents_raw'")
+    return tr
+
+
+def tangent_norms(tr: OSMTrace, mixed: bool = True) -> np.ndarray:
+    """``[layer, substep, position]`` Frobenius norms of the tangent updates (radians); ``mixed=False``
+    for ``tangents_raw``."""
+    tr = _tangent_trace(tr)
+    a = tr.tangents if mixed else tr.tangents_raw
+    return np.sqrt((np.abs(a) ** 2).sum(axis=(-2, -1)))
+
+
+def mixing_share_values(tr: OSMTrace) -> np.ndarray:
+    """``[layer, substep, position]`` share of each update that mixing moved between directions, in
+    [0, 1]: ``1 - <raw, mixed>^2 / (||raw||^2 ||mixed||^2)`` with ``<A, B> = Re tr(A^* B)``; NaN where a norm
+    is below 1e-12."""
+    tr = _tangent_trace(tr)
+    a, b = tr.tangents_raw, tr.tangents
+    ip = np.real((np.conj(a) * b).sum(axis=(-2, -1)))
+    na = (np.abs(a) ** 2).sum(axis=(-2, -1))
+    nb = (np.abs(b) ** 2).sum(axis=(-2, -1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = 1.0 - ip ** 2 / (na * nb)
+    share = np.clip(share, 0.0, 1.0)
+    share[(na < 1e-24) | (nb < 1e-24)] = np.nan
+    return share
+
+
+def _substep_name(tr: OSMTrace, s: int) -> str:
+    if tr.tangents.shape[1] == 1:
+        return "update"
+    return SUBSTEP_NAMES[s] if s < len(SUBSTEP_NAMES) else f"substep {s}"
+
+
+def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+    """Heatmaps of ``||Phi_t||`` (radians), rows = layers, columns = positions; one row of panels per
+    substep (attention, grounding), left before mixing, right after. Shared colour range per substep.
+    Traces: for each substep s, ``raw`` then ``mixed`` heatmap."""
+    tr = _tangent_trace(tr)
+    cursor = check_cursor(cursor, tr.n_positions)
+    raw, mixed = tangent_norms(tr, mixed=False), tangent_norms(tr, mixed=True)
+    idx = subsample(tr.n_positions, max_points, cursor)
+    n_sub = raw.shape[1]
+    L = raw.shape[0]
+    titles = []
+    for s in range(n_sub):
+        titles += [f"{_substep_name(tr, s)}: before mixing", f"{_substep_name(tr, s)}: after mixing"]
+    fig = make_subplots(rows=n_sub, cols=2, subplot_titles=titles, horizontal_spacing=0.12,
+                        vertical_spacing=0.2 if n_sub > 1 else 0.1)
+    layers = np.arange(L)
+    hov = np.array(hover_tokens(tr.labels, idx), dtype=object)
+    text = np.broadcast_to(hov, (L, len(idx)))
+    for s in range(n_sub):
+        zmax = float(np.nanmax([raw[:, s].max(), mixed[:, s].max(), 1e-12]))
+        for c, (vals, what) in enumerate(((raw, "before mixing"), (mixed, "after mixing")), start=1):
+            fig.add_trace(go.Heatmap(
+                z=vals[:, s][:, idx], x=idx, y=layers, colorscale=SEQUENTIAL, zmin=0, zmax=zmax,
+                text=text, name=f"{_substep_name(tr, s)} {what}",
+                colorbar={"title": {"text": "rad"}, "len": 1.0 / n_sub, "y": 1 - (s + 0.5) / n_sub,
+                          "x": 1.02} if c == 2 else None,
+                showscale=c == 2,
+                hovertemplate=(f"{_substep_name(tr, s)} {what}<br>layer %{{y}}, position %{{text}}"
+                               "<br>‖Φ‖ = %{z:.4f} rad<extra></extra>")), row=s + 1, col=c)
+            fig.update_yaxes(title_text="layer", tickmode="array", tickvals=layers.tolist(), row=s + 1, col=c)
+            fig.update_xaxes(title_text="position t (token)", row=s + 1, col=c,
+                             **token_ticks(tr.labels, idx, 16))
+            add_cursor_line(fig, cursor, row=s + 1, col=c)
+    cap = ("Size of each state update ‖Φ_t‖ (radians of rotation) per layer and position, before tangent "
+           "mixing (the raw pull) and after it (what was exponentiated)." + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, "Tangent update magnitudes ‖Φ_t‖", cap, "tangent_heatmap", height=330 * n_sub + 60)
+
+
+def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+    """``||Phi_t||`` against position, one solid line per layer after mixing and a dotted one before, one
+    panel per substep. Traces per panel: for each layer, ``mixed`` then ``raw``."""
+    tr = _tangent_trace(tr)
+    cursor = check_cursor(cursor, tr.n_positions)
+    raw, mixed = tangent_norms(tr, mixed=False), tangent_norms(tr, mixed=True)
+    idx = subsample(tr.n_positions, max_points, cursor)
+    n_sub = raw.shape[1]
+    hov = hover_tokens(tr.labels, idx)
+    fig = make_subplots(rows=n_sub, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=[_substep_name(tr, s) for s in range(n_sub)])
+    for s in range(n_sub):
+        for layer in range(raw.shape[0]):
+            for vals, dash, what in ((mixed, "solid", "after mixing"), (raw, "dot", "before mixing")):
+                fig.add_trace(go.Scatter(
+                    x=idx, y=vals[layer, s, idx], mode="lines", line={"color": colour(layer), "dash": dash},
+                    name=f"layer {layer} {what}", legendgroup=f"L{layer}{what}", showlegend=s == 0, text=hov,
+                    hovertemplate=(f"layer {layer} {_substep_name(tr, s)} {what}<br>position %{{text}}"
+                                   "<br>‖Φ‖ = %{y:.4f} rad<extra></extra>")), row=s + 1, col=1)
+        fig.update_yaxes(title_text="‖Φ_t‖_F (rad)", rangemode="tozero", row=s + 1, col=1)
+        add_cursor_line(fig, cursor, row=s + 1, col=1)
+    fig.update_xaxes(title_text="position t (token)", row=n_sub, col=1, **token_ticks(tr.labels, idx))
+    cap = ("Update size per position, one colour per layer: solid after tangent mixing, dotted before."
+           + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, "Tangent update magnitudes by layer", cap, "tangent_lines", height=280 * n_sub + 80)
+
+
+def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+    """Share of each update that tangent mixing moved between directions (:func:`mixing_share_values`, in [0, 1])
+    against position, one line per layer and substep (dashed = grounding)."""
+    tr = _tangent_trace(tr)
+    cursor = check_cursor(cursor, tr.n_positions)
+    share = mixing_share_values(tr)
+    idx = subsample(tr.n_positions, max_points, cursor)
+    hov = hover_tokens(tr.labels, idx)
+    fig = go.Figure()
+    for layer in range(share.shape[0]):
+        for s in range(share.shape[1]):
+            fig.add_trace(go.Scatter(
+                x=idx, y=share[layer, s, idx], mode="lines",
+                line={"color": colour(layer), "dash": "solid" if s == 0 else "dash"},
+                name=f"layer {layer} {_substep_name(tr, s)}", text=hov,
+                hovertemplate=(f"layer {layer} {_substep_name(tr, s)}<br>position %{{text}}"
+                               "<br>share turned = %{y:.3f}<extra></extra>")))
+    fig.update_yaxes(title_text="share moved to other directions (fraction)", range=[-0.02, 1.02])
+    fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
+    add_cursor_line(fig, cursor)
+    cap = ("How much tangent mixing turned each update rather than rescaling it: 1 − cos² of the angle "
+           "between the update before and after mixing (0 = only rescaled, 1 = turned to an orthogonal "
+           "direction)." + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, "Share of each update moved between directions", cap, "mixing_share")

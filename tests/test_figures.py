@@ -1,0 +1,556 @@
+"""Tests of geomlab.figures: every view built from a trace of a small random model of the right kind; the
+plotted numbers equal the geometry computed independently (numpy eigvals, scipy logm, numpy SVD, ...);
+axes are labelled, hovers name token and position, and every figure serialises to JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.linalg
+import torch
+from hypothesis import given, strategies as st
+
+from geomlab import figures
+from geomlab.figures import FigureError, View, _common
+from geomlab.trace import BaselineTrace, CEMTrace, OSMTrace, encode_text, from_record, trace
+from test_trace import TEXT, VOCAB, small_model
+
+T = 14
+SUB = TEXT[:T]
+
+MODELS = {
+    "osm-rnn-SO3": ("osm-rnn", {"group": "SO", "d": 3}),
+    "osmformer-U3": ("osmformer", {"group": "U", "d": 3, "n_layers": 2}),
+    "osmformer-T4": ("osmformer", {"group": "T", "d": 4, "n_layers": 2}),
+    "osmformer-identity": ("osmformer", {"group": "O", "d": 4, "n_layers": 1, "mixing": "identity"}),
+    "cem": ("cem", {}),
+    "grassmann-r3": ("grassmann", {"rank": 3, "offsets": [1, 2]}),
+    "grassmann-r5": ("grassmann", {"rank": 5, "offsets": [1, 3]}),
+    "transformer": ("transformer", {}),
+    "llama": ("llama", {}),
+    "grassmann-attn": ("grassmann-attn", {}),
+    "lstm": ("lstm", {}),
+}
+_CACHE: dict = {}
+
+
+def get_trace(name: str):
+    if name not in _CACHE:
+        kind, over = MODELS[name]
+        model = small_model(kind, **over)
+        _CACHE[name] = (model, trace(model, encode_text(VOCAB, SUB), vocab=VOCAB, text=SUB))
+    return _CACHE[name][1]
+
+
+def get_model(name: str):
+    get_trace(name)
+    return _CACHE[name][0]
+
+
+@pytest.fixture
+def validate(monkeypatch):
+    """Let plotly validate every property, frames included."""
+    monkeypatch.setattr(_common, "VALIDATE", True)
+
+
+def _axis_titles(fig):
+    lay = fig.layout.to_plotly_json()
+    out = []
+    for tr in fig.data:
+        if tr.type in ("scatter3d", "mesh3d"):
+            scene = lay.get(getattr(tr, "scene", None) or "scene", {})
+            out += [(scene.get(a, {}).get("title") or {}).get("text") for a in ("xaxis", "yaxis", "zaxis")]
+        else:
+            for ax in ("x", "y"):
+                ref = getattr(tr, f"{ax}axis", None) or ax
+                key = f"{ax}axis{ref[1:]}"
+                axis = lay.get(key, {})
+                if axis.get("matches") and axis.get("showticklabels") is False:  # shared axis: its twin
+                    axis = lay.get(f"{ax}axis{axis['matches'][1:]}", {})
+                out.append((axis.get("title") or {}).get("text"))
+    return out
+
+
+def _by_name(fig, name):
+    found = [t for t in fig.data if t.name == name]
+    assert found, f"no trace named {name!r} in {[t.name for t in fig.data]}"
+    return found[0]
+
+
+# --------------------------------------------------------------------------------------------- every view
+
+PER_POSITION = {"phase_timeline", "distance_profile", "pca_trajectory", "so3_frame", "torus_angles",
+                "tangent_heatmap", "tangent_lines", "mixing_share", "attention_maps", "energy_tokens",
+                "plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
+                "decomposability_map", "phase_circle", "plane_sphere"}
+
+EXPECTED = {
+    "osm-rnn-SO3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "so3_frame",
+                    "tangent_heatmap", "tangent_lines", "mixing_share"},
+    "osmformer-U3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "tangent_heatmap",
+                     "tangent_lines", "mixing_share", "attention_maps"},
+    "osmformer-T4": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "torus_angles",
+                     "tangent_heatmap", "tangent_lines", "mixing_share", "attention_maps"},
+    "cem": {"energy_descent", "energy_tokens", "attention_maps"},
+    "grassmann-r3": {"plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
+                     "plane_sphere", "plane_interpolation", "decomposability_map"},
+    "transformer": {"attention_maps"}, "llama": {"attention_maps"}, "grassmann-attn": {"attention_maps"},
+    "lstm": set(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_view_is_complete(name, validate):
+    tr = get_trace(name)
+    assert set(figures.views_for(tr)) == EXPECTED[name]
+    views = figures.all_views(tr, cursor=5)
+    assert set(views) == EXPECTED[name]
+    for vname, view in views.items():
+        assert isinstance(view, View)
+        fig, caption = view
+        assert fig.layout.title.text, vname
+        assert isinstance(caption, str) and len(caption) > 40 and fig.layout.meta["caption"] == caption
+        titles = _axis_titles(fig)
+        assert titles and all(titles), f"{vname}: unlabelled axis {titles}"
+        text = fig.to_json()
+        json.loads(text)
+        if vname in PER_POSITION:
+            assert f"5 '{tr.labels[5]}'" in text, f"{vname}: hover does not name the cursor token"
+        fig.to_html(include_plotlyjs=False)
+
+
+def test_views_need_the_right_family():
+    cem, osm, gr = get_trace("cem"), get_trace("osm-rnn-SO3"), get_trace("grassmann-r3")
+    with pytest.raises(FigureError):
+        figures.phase_circle(cem)
+    with pytest.raises(FigureError):
+        figures.energy_descent(osm)
+    with pytest.raises(FigureError):
+        figures.plane_distances(osm)
+    with pytest.raises(FigureError):
+        figures.attention_maps(get_trace("lstm"))
+    with pytest.raises(FigureError):
+        figures.so3_frame(get_trace("osmformer-U3"))
+    with pytest.raises(FigureError):
+        figures.torus_angles(osm)
+    for bad in (T, -T - 1, 1.5, True):
+        with pytest.raises(FigureError):
+            figures.phase_timeline(osm, cursor=bad)
+    with pytest.raises(FigureError):
+        figures.gate_share(gr, cursor=99)
+    with pytest.raises(FigureError):
+        figures.plane_sphere(gr, layer=7)
+
+
+# --------------------------------------------------------------------------------------------- trajectory
+
+def _circle_match(points: np.ndarray, eig: np.ndarray, atol=1e-4):
+    """Every eigenvalue has a plotted point within atol and vice versa (multisets on the circle)."""
+    assert len(points) == len(eig)
+    d = np.abs(points[:, None] - eig[None, :])
+    assert d.min(0).max() < atol and d.min(1).max() < atol
+
+
+@pytest.mark.parametrize("name", ["osm-rnn-SO3", "osmformer-U3", "osmformer-T4"])
+def test_phase_circle_equals_numpy_eigvals(name, validate):
+    tr = get_trace(name)
+    fig = figures.phase_circle(tr, layer=-1, cursor=4).figure
+    H = tr.states[-1].astype(np.complex128)
+    shown = np.asarray(fig.data[1].x) + 1j * np.asarray(fig.data[1].y)
+    _circle_match(shown, np.linalg.eigvals(H[4]))
+    assert len(fig.frames) == T
+    for frame in fig.frames:
+        t = int(frame.name)
+        pts = np.asarray(frame.data[0].x) + 1j * np.asarray(frame.data[0].y)
+        _circle_match(pts, np.linalg.eigvals(H[t]))
+    assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis.scaleratio == 1
+    assert list(fig.layout.xaxis.range) == list(fig.layout.yaxis.range)
+    assert fig.layout.sliders[0].active == 4
+    assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["▶ Play", "❚❚ Pause"]
+
+
+def test_phase_timeline_values():
+    tr = get_trace("osmformer-U3")
+    fig = figures.phase_timeline(tr, layer=0).figure
+    x, y = np.asarray(fig.data[0].x), np.asarray(fig.data[0].y)
+    for t in range(T):
+        pts = np.exp(1j * y[x == t])
+        _circle_match(pts, np.linalg.eigvals(tr.states[0, t].astype(np.complex128)))
+
+
+def _logm_norm(A):
+    return np.linalg.norm(scipy.linalg.logm(A), "fro")
+
+
+@pytest.mark.parametrize("name", ["osm-rnn-SO3", "osmformer-U3"])
+def test_distance_profile_equals_scipy_logm(name):
+    tr = get_trace(name)
+    fig = figures.distance_profile(tr, cursor=2).figure
+    H = tr.states.astype(np.complex128)
+    for layer in range(tr.n_layers):
+        lines = [t for t in fig.data if t.legendgroup == ("state" if tr.n_layers == 1 else f"layer {layer}")]
+        from_id, step = np.asarray(lines[0].y, float), np.asarray(lines[1].y, float)
+        np.testing.assert_allclose(from_id, [_logm_norm(h) for h in H[layer]], atol=2e-4)
+        expected = [_logm_norm(H[layer, t - 1].conj().T @ H[layer, t]) for t in range(1, T)]
+        assert np.isnan(step[0])
+        np.testing.assert_allclose(step[1:], expected, atol=2e-4)
+    # the group module agrees (the figure uses it)
+    g = tr.get_group()
+    ref = g.dist(torch.as_tensor(tr.states[0, :-1]), torch.as_tensor(tr.states[0, 1:])).numpy()
+    np.testing.assert_allclose(figures.trajectory.step_distances(tr)[0, 1:], ref, rtol=1e-6)
+
+
+def test_pca_trajectory_equals_svd():
+    tr = get_trace("osmformer-U3")
+    fig = figures.pca_trajectory(tr, layer=1, cursor=3).figure
+    H = tr.states[1].reshape(T, -1)
+    X = np.concatenate([H.real, H.imag], 1).astype(np.float64)
+    X = X - X.mean(0)
+    U, S, Vt = np.linalg.svd(X, full_matrices=False)
+    ref = U[:, :3] * S[:3]
+    got = np.stack([fig.data[0].x, fig.data[0].y, fig.data[0].z], 1)
+    for k in range(3):  # principal components are defined up to sign
+        assert min(np.abs(got[:, k] - ref[:, k]).max(), np.abs(got[:, k] + ref[:, k]).max()) < 1e-4
+    ratio = S[:3] ** 2 / (S ** 2).sum()
+    assert f"{ratio[0]:.0%}" in fig.layout.scene.xaxis.title.text
+    np.testing.assert_allclose(fig.data[1].x, got[3, 0])  # the cursor marker
+
+
+def test_so3_frame_is_the_columns_of_H(validate):
+    tr = get_trace("osm-rnn-SO3")
+    fig = figures.so3_frame(tr, cursor=6).figure
+    H = tr.states[0]
+    for k in range(3):
+        np.testing.assert_allclose([fig.data[3 + k].x[1], fig.data[3 + k].y[1], fig.data[3 + k].z[1]], H[6, :, k],
+                                   atol=1e-6)
+        np.testing.assert_allclose(fig.data[k].x, H[:, 0, k], atol=1e-6)
+    frame = [f for f in fig.frames if f.name == "9"][0]
+    np.testing.assert_allclose([frame.data[1].x[1], frame.data[1].y[1], frame.data[1].z[1]], H[9, :, 1], atol=1e-6)
+    assert fig.layout.scene.aspectmode == "cube"
+
+
+def test_torus_angles_are_the_diagonal_phases():
+    tr = get_trace("osmformer-T4")
+    fig = figures.torus_angles(tr, layer=0, cursor=1).figure
+    ang = np.angle(np.diagonal(tr.states[0], axis1=1, axis2=2))
+    for j in range(4):
+        np.testing.assert_allclose(_by_name(fig, f"φ{j + 1}").y, ang[:, j], atol=1e-6)
+    assert fig.layout.yaxis2.scaleanchor == "x2"
+
+
+# --------------------------------------------------------------------------------------------- tangents
+
+def test_tangent_views_equal_the_group_norm_and_angle():
+    tr = get_trace("osmformer-U3")
+    g = tr.get_group()
+    raw, mixed = torch.as_tensor(tr.tangents_raw), torch.as_tensor(tr.tangents)
+    n_raw = g.inner(raw, raw).sqrt().numpy()
+    n_mix = g.inner(mixed, mixed).sqrt().numpy()
+    fig = figures.tangent_heatmap(tr).figure
+    np.testing.assert_allclose(_by_name(fig, "attention before mixing").z, n_raw[:, 0], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(_by_name(fig, "grounding after mixing").z, n_mix[:, 1], rtol=1e-5, atol=1e-7)
+    lines = figures.tangent_lines(tr).figure
+    np.testing.assert_allclose(_by_name(lines, "layer 1 after mixing").y, n_mix[1, 0], rtol=1e-5, atol=1e-7)
+    # share moved between directions: 1 - cos^2 of the angle between the coordinate vectors
+    ca, cb = g.to_coords(raw).double(), g.to_coords(mixed).double()
+    cos = (ca * cb).sum(-1) / (ca.norm(dim=-1) * cb.norm(dim=-1))
+    share = figures.mixing_share(tr).figure
+    np.testing.assert_allclose(_by_name(share, "layer 0 attention").y[1:], (1 - cos ** 2)[0, 0, 1:].numpy(),
+                               atol=1e-4)
+    assert all(0 <= v <= 1 for v in share.data[0].y if v == v)
+
+
+def test_identity_mixing_moves_nothing_between_directions():
+    tr = get_trace("osmformer-identity")
+    share = figures.tangents.mixing_share_values(tr)
+    assert np.nanmax(share) < 1e-6
+
+
+# --------------------------------------------------------------------------------------------- attention
+
+def test_osm_attention_maps_similarity_and_weights():
+    tr = get_trace("osmformer-U3")
+    fig = figures.attention_maps(tr, layer=0, cursor=3).figure
+    X = tr.inputs.astype(np.complex128)  # layer 0 reads the token matrices
+    S = np.real(np.einsum("iab,jab->ij", X.conj(), X))
+    sim = np.asarray(_by_name(fig, "similarity").z, dtype=float)
+    lower = np.tril(np.ones((T, T), bool))
+    np.testing.assert_allclose(sim[lower], S[lower], atol=1e-4)
+    assert np.isnan(sim[~lower]).all()
+    w = np.asarray(_by_name(fig, "weights").z, dtype=float)
+    np.testing.assert_allclose(np.nansum(w, 1), 1, atol=1e-5)
+    np.testing.assert_allclose(w[lower], tr.attention[0][lower], atol=1e-7)
+    sim_trace = _by_name(fig, "similarity")
+    assert sim_trace.zmid == 0 and sim_trace.zmin == -3 and sim_trace.zmax == 3
+    assert fig.layout.shapes and fig.layout.shapes[0].y0 == 2.5  # the cursor row is outlined
+    # layer 1 reads the states after layer 0
+    S1 = np.real(np.einsum("iab,jab->ij", tr.states[0].conj(), tr.states[0]))
+    sim1 = np.asarray(_by_name(figures.attention_maps(tr, layer=1).figure, "similarity").z, dtype=float)
+    np.testing.assert_allclose(sim1[lower], S1[lower], atol=1e-4)
+
+
+def test_cem_attention_head_mean_and_single_head():
+    tr = get_trace("cem")
+    mean = np.asarray(_by_name(figures.attention_maps(tr, layer=1).figure, "weights").z, dtype=float)
+    lower = np.tril(np.ones((T, T), bool))
+    np.testing.assert_allclose(mean[lower], tr.attention[1].mean(0)[lower], atol=1e-7)
+    one = np.asarray(_by_name(figures.attention_maps(tr, layer=1, head=1).figure, "weights").z, dtype=float)
+    np.testing.assert_allclose(one[lower], tr.attention[1, 1][lower], atol=1e-7)
+    with pytest.raises(FigureError):
+        figures.attention_maps(tr, head=5)
+
+
+def test_attention_subsamples_long_traces():
+    n = 700
+    rng = np.random.default_rng(0)
+    att = np.tril(rng.random((1, 1, n, n)))
+    att /= att.sum(-1, keepdims=True)
+    tr = from_record({"logits": np.zeros((n, 3)), "attention": att}, "transformer", np.zeros(n, int))
+    view = figures.attention_maps(tr, cursor=333, max_positions=100)
+    z = _by_name(view.figure, "weights")
+    assert len(z.x) <= 101 and 333 in list(z.x)
+    assert "of 700 positions" in view.caption
+
+
+# --------------------------------------------------------------------------------------------- CEM energy
+
+def test_energy_descent_equals_the_recorded_energies(validate):
+    tr = get_trace("cem")
+    fig = figures.energy_descent(tr, cursor=2).figure
+    change = tr.energies - tr.energies[:, :, :1]
+    for layer in range(2):
+        for b, block in enumerate(("attention", "MLP")):
+            np.testing.assert_allclose(_by_name(fig, f"L{layer} {block} mean").y, change[layer, b].mean(-1),
+                                       rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(_by_name(fig, f"L{layer} {block} cursor").y, change[layer, b, :, 2],
+                                       rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(_by_name(fig, f"L{layer} {block} displacement").y,
+                                       tr.displacement[layer, b].mean(-1), rtol=1e-5, atol=1e-6)
+            band = [t for t in fig.data if t.name == f"L{layer} {block} band"]
+            np.testing.assert_allclose(band[1].y, np.percentile(change[layer, b], 90, axis=-1), rtol=1e-5,
+                                       atol=1e-6)
+    absolute = figures.energy_descent(tr, relative=False).figure
+    np.testing.assert_allclose(_by_name(absolute, "L0 MLP mean").y, tr.energies[0, 1].mean(-1), rtol=1e-5)
+
+
+def test_energy_descent_flags_a_rise():
+    rng = np.random.default_rng(1)
+    E = -np.cumsum(rng.random((2, 2, 5, 6)), axis=2)  # falling energies
+    E[1, 1, 3] = E[1, 1, 2] + 5.0  # layer 1, MLP: the energy rises at step 3
+    tr = from_record({"logits": np.zeros((6, 3)), "energies": E, "displacement": np.abs(E)}, "cem",
+                     np.arange(6))
+    assert isinstance(tr, CEMTrace)
+    view = figures.energy_descent(tr)
+    rose = {t.name: list(t.x) for t in view.figure.data if t.name.endswith("rose")}
+    assert rose["L1 MLP rose"] == [3] and rose["L0 attention rose"] == []
+    assert "ROSE" in view.caption
+    rises = figures.energy.token_rises(tr)
+    assert rises[1, 1, 3] == 6 and rises.sum() == 6
+
+
+def test_energy_after_more_inference_steps():
+    from geomlab.trace import trace_cem_steps
+
+    tr = trace_cem_steps(get_model("cem"), encode_text(VOCAB, SUB), 5, vocab=VOCAB, text=SUB)
+    fig = figures.energy_descent(tr).figure
+    assert "T = 5" in fig.layout.title.text
+    assert len(_by_name(fig, "L0 attention mean").x) == 6
+    tok = figures.energy_tokens(tr, layer=1, block=1, cursor=0).figure
+    np.testing.assert_allclose(tok.data[0].z, tr.energy_change()[1, 1], rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------- Grassmann
+
+def _basis(a, b):
+    Q, _ = np.linalg.qr(np.stack([a, b], 1).astype(np.float64))
+    return Q
+
+
+def _principal(Q1, Q2):
+    s = np.clip(np.linalg.svd(Q1.T @ Q2, compute_uv=False), -1, 1)
+    return np.sort(np.arccos(s))
+
+
+@pytest.mark.parametrize("name", ["grassmann-r3", "grassmann-r5"])
+def test_plane_distances_equal_numpy_principal_angles(name):
+    tr = get_trace(name)
+    fig = figures.plane_distances(tr, slot=1).figure
+    z = np.asarray(_by_name(fig, "along positions").z, dtype=float)
+    for layer in range(tr.n_layers):
+        D = int(tr.offsets[layer, 1])
+        Z = tr.reduced[layer]
+        for t in range(T):
+            if t - 1 < D:
+                assert np.isnan(z[layer, t])
+                continue
+            th = _principal(_basis(Z[t - 1], Z[t - 1 - D]), _basis(Z[t], Z[t - D]))
+            assert abs(z[layer, t] - np.linalg.norm(th)) < 2e-3
+    across = np.asarray(_by_name(fig, "across layers").z, dtype=float)
+    h = tr.inputs
+    for t in range(1, T):
+        th = _principal(_basis(h[0, t], h[0, t - 1]), _basis(h[1, t], h[1, t - 1]))
+        assert abs(across[0, t] - np.linalg.norm(th)) < 2e-3
+    angles = figures.plane_angles(tr, layer=0, slot=0, cursor=4).figure
+    t = 5
+    th = _principal(_basis(tr.reduced[0, t - 1], tr.reduced[0, t - 2]), _basis(tr.reduced[0, t], tr.reduced[0, t - 1]))
+    assert abs(_by_name(angles, "θ2").y[t] - th[1]) < 2e-3
+
+
+def test_plane_similarity_plucker_and_gates():
+    tr = get_trace("grassmann-r5")
+    S = np.asarray(figures.plane_similarity(tr, layer=1, slot=0, cursor=2).figure.data[0].z, dtype=float)
+    p = tr.plucker[1, 0]
+    np.testing.assert_allclose(S[1:, 1:], np.abs(p[1:] @ p[1:].T), atol=1e-6)
+    assert np.isnan(S[0]).all()  # no partner at t = 0 for offset 1
+    # |<p1, p2>| = cos(theta1) cos(theta2)
+    th = _principal(_basis(tr.reduced[1, 4], tr.reduced[1, 3]), _basis(tr.reduced[1, 9], tr.reduced[1, 8]))
+    assert abs(S[4, 9] - np.cos(th).prod()) < 1e-4
+    P = np.asarray(figures.plucker_heatmap(tr, layer=0, slot=1).figure.data[0].z, dtype=float)
+    assert P.shape == (T, 10)
+    np.testing.assert_allclose(P[3:], tr.plucker[0, 1, 3:], atol=1e-7)
+    assert np.isnan(P[:3]).all()
+    gfig = figures.gate_share(tr, cursor=1).figure
+    np.testing.assert_allclose(_by_name(gfig, "gate share").z, (1 - tr.gates).mean(-1), atol=1e-6)
+    np.testing.assert_allclose(_by_name(gfig, "layer 1").y, (1 - tr.gates[1]).mean(-1), atol=1e-6)
+    kappa = figures.decomposability_map(tr).figure.data[0].z
+    assert np.nanmax(kappa) <= 1 + 1e-9 and np.nanmin(kappa) >= 0.5 - 1e-6  # r = 5: floor(r/2) = 2
+
+
+def test_plane_sphere_r3_great_circle_and_pole(validate):
+    tr = get_trace("grassmann-r3")
+    fig = figures.plane_sphere(tr, layer=0, slot=0, cursor=6).figure
+    a, b = tr.reduced[0, 6].astype(np.float64), tr.reduced[0, 5].astype(np.float64)
+    n = np.cross(a, b) / np.linalg.norm(np.cross(a, b))
+    pole = _by_name(fig, "pole ±n")
+    np.testing.assert_allclose([pole.x[0], pole.y[0], pole.z[0]], n, atol=1e-6)
+    circle = _by_name(fig, "plane")
+    pts = np.stack([circle.x, circle.y, circle.z], 1)
+    np.testing.assert_allclose(np.linalg.norm(pts, axis=1), 1, atol=1e-6)
+    np.testing.assert_allclose(pts @ n, 0, atol=1e-6)
+    assert len(fig.frames) == T - 1 and fig.layout.scene.aspectmode == "cube"
+
+
+def test_plane_sphere_r5_coverage():
+    tr = get_trace("grassmann-r5")
+    view = figures.plane_sphere(tr, layer=1, slot=0, cursor=7, axes=(0, 2, 4))
+    a, b = tr.reduced[1, 7].astype(np.float64), tr.reduced[1, 6].astype(np.float64)
+    a3, b3 = a[[0, 2, 4]], b[[0, 2, 4]]
+    wedge = math.sqrt(max((a @ a) * (b @ b) - (a @ b) ** 2, 0))
+    coverage = np.linalg.norm(np.cross(a3, b3)) / wedge
+    disc = _by_name(view.figure, "disc")
+    assert abs(disc.opacity - (0.1 + 0.5 * coverage)) < 1e-6
+    assert f"coverage {coverage:.2f}" in _by_name(view.figure, "plane").hovertemplate
+    assert view.figure.layout.scene.xaxis.title.text == "z axis 0"
+
+
+def test_plane_interpolation_reaches_both_planes(validate):
+    tr = get_trace("grassmann-r3")
+    view = figures.plane_interpolation(tr, layer=1, slot=0, position=8, n_frames=9)
+    fig = view.figure
+
+    def normal(t):
+        v = np.cross(tr.reduced[1, t], tr.reduced[1, t - 1]).astype(np.float64)
+        return v / np.linalg.norm(v)
+
+    def pts(tr3):
+        return np.stack([tr3.x, tr3.y, tr3.z], 1)
+
+    assert len(fig.frames) == 9
+    np.testing.assert_allclose(pts(fig.frames[0].data[0]) @ normal(7), 0, atol=1e-6)
+    np.testing.assert_allclose(pts(fig.frames[-1].data[0]) @ normal(8), 0, atol=1e-6)
+    th = _principal(_basis(tr.reduced[1, 7], tr.reduced[1, 6]), _basis(tr.reduced[1, 8], tr.reduced[1, 7]))
+    assert f"{np.linalg.norm(th):.3f}" in fig.layout.title.text
+    with pytest.raises(FigureError):
+        figures.plane_interpolation(tr, position=0)
+
+
+# --------------------------------------------------------------------------------------------- curves
+
+def test_training_curves():
+    a = [{"step": 10, "loss": 2.0}, {"step": 20, "loss": 1.5}, {"step": 20, "valid_bpc": 2.3},
+         {"step": 30, "loss": 1.2}]
+    b = [{"step": 5, "bpc": 3.0, "tokens": 640}, {"step": 15, "bpc": 2.5, "tokens": 1920}]
+    view = figures.training_curves({"run A": a, "run B": b})
+    names = [t.name for t in view.figure.data]
+    assert names == ["run A: bpc (from loss)", "run A: valid_bpc", "run B: bpc"]
+    np.testing.assert_allclose(view.figure.data[0].y, np.array([2.0, 1.5, 1.2]) / math.log(2))
+    assert view.figure.layout.yaxis.title.text == "bits per character"
+    tok = figures.training_curves({"run B": b}, x="tokens", metric="loss").figure
+    np.testing.assert_allclose(tok.data[0].x, [640, 1920])
+    np.testing.assert_allclose(tok.data[0].y, np.array([3.0, 2.5]) * math.log(2))
+    assert "nats" in tok.layout.yaxis.title.text
+    with pytest.raises(FigureError):
+        figures.training_curves({"run A": a}, x="tokens")
+    with pytest.raises(FigureError):
+        figures.training_curves({"run A": a}, metric="accuracy")
+    with pytest.raises(FigureError):
+        figures.training_curves({})
+
+
+def test_checkpoint_history_adds_tokens():
+    from types import SimpleNamespace
+
+    from geomlab.figures.curves import checkpoint_history
+
+    ck = SimpleNamespace(metrics=[{"step": 2, "loss": 1.0}], train_config={"batch_size": 4, "seq_len": 8})
+    df = checkpoint_history(ck)
+    assert df["tokens"].tolist() == [64]
+
+
+# --------------------------------------------------------------------------------------------- long traces
+
+def _random_so3_trace(n: int) -> OSMTrace:
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(n, 3, 3, generator=g, dtype=torch.float64) * 0.3
+    steps = torch.linalg.matrix_exp(A - A.transpose(-1, -2))
+    H = torch.cumprod if False else None  # noqa: F841 - products below
+    states = [steps[0]]
+    for t in range(1, n):
+        states.append(states[-1] @ steps[t])
+    S = torch.stack(states)[None]
+    rec = {"logits": torch.zeros(n, 4), "states": S, "tangents": A[None, None] * 0.1,
+           "tangents_raw": A[None, None] * 0.2}
+    return from_record(rec, "osm-rnn", torch.zeros(n, dtype=torch.long), group={"name": "SO", "d": 3, "options": {}})
+
+
+def test_long_traces_are_subsampled():
+    n = 1500
+    tr = _random_so3_trace(n)
+    circle = figures.phase_circle(tr, cursor=777).figure
+    assert len(circle.frames) <= _common.MAX_FRAMES + 1 and "777" in [f.name for f in circle.frames]
+    timeline = figures.phase_timeline(tr, cursor=777)
+    assert len(timeline.figure.data[0].x) <= 3 * (_common.MAX_POINTS + 1)
+    assert f"of {n} positions" in timeline.caption
+    heat = figures.tangent_heatmap(tr).figure
+    assert len(heat.data[0].x) <= _common.MAX_POINTS + 1
+
+
+@given(n=st.integers(1, 5000), m=st.integers(2, 300), c=st.integers(0, 4999))
+def test_subsample_property(n, m, c):
+    c = c % n
+    idx = _common.subsample(n, m, c)
+    assert idx[0] == 0 and idx[-1] == n - 1 and c in idx
+    assert np.all(np.diff(idx) > 0) and len(idx) <= max(m, 1) + 1
+    if n <= m:
+        assert len(idx) == n
+
+
+@given(seed=st.integers(0, 10_000), d=st.sampled_from([2, 3, 4]))
+def test_phases_match_eigvals_on_random_rotations(seed, d):
+    """Synthetic states exp(skew) on SO(d): the figure's phases are the eigenvalue angles."""
+    g = torch.Generator().manual_seed(seed)
+    A = torch.randn(5, d, d, generator=g, dtype=torch.float64)
+    H = torch.linalg.matrix_exp(A - A.transpose(-1, -2))
+    tr = from_record({"logits": torch.zeros(5, 2), "states": H[None]}, "osm-rnn", torch.zeros(5, dtype=torch.long),
+                     group={"name": "SO", "d": d, "options": {}})
+    theta = figures.trajectory.state_phases(tr)
+    for t in range(5):
+        _circle_match(np.exp(1j * theta[t]), np.linalg.eigvals(H[t].numpy()), atol=1e-6)
+
+
+def test_baseline_family_is_chosen_by_content():
+    tr = from_record({"logits": np.zeros((3, 2))}, "newkind", np.arange(3))
+    assert isinstance(tr, BaselineTrace) and figures.views_for(tr) == []

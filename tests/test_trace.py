@@ -1,0 +1,232 @@
+"""Tests of geomlab.trace: encoding limits, typed traces of every model kind, the npz + JSON file format,
+CEM test-time recursion and the `python -m geomlab trace` command."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from geomlab.data import Vocab
+from geomlab.models import build_model, kinds
+from geomlab.trace import (
+    MAX_TEXT_CHARS, BaselineTrace, CEMTrace, GrassmannTrace, OSMTrace, TraceError, encode_text, load_trace,
+    save_trace, trace, trace_bytes, trace_cem_steps, trace_text,
+)
+
+TEXT = "ROMEO: soft, what light?\nJULIET: ay me"
+VOCAB = Vocab.from_text("ROMEOJULIET: soft,whaligy?\nm abcdefhnpqruvwxz.!")
+
+CONFIGS = {
+    "osm-rnn": {"group": "SO", "d": 3},
+    "osmformer": {"group": "U", "d": 3, "n_layers": 2},
+    "cem": {"d_model": 16, "n_layers": 2, "n_heads": 2, "d_ff": 24, "recursion_steps": 2},
+    "grassmann": {"d_model": 16, "n_layers": 2, "rank": 4, "offsets": [1, 3], "d_ff": 24, "max_len": 64},
+    "grassmann-attn": {"d_model": 16, "n_layers": 2, "n_heads": 2, "d_ff": 24, "max_len": 64},
+    "transformer": {"d_model": 16, "n_layers": 2, "n_heads": 2},
+    "llama": {"d_model": 16, "n_layers": 2, "n_heads": 2},
+    "lstm": {},
+}
+FAMILY = {"osm-rnn": OSMTrace, "osmformer": OSMTrace, "cem": CEMTrace, "grassmann": GrassmannTrace}
+
+
+def small_model(kind: str, vocab_size: int = len(VOCAB), **over):
+    """A small random model of ``kind``; config keys the kind does not know are dropped."""
+    if kind not in kinds():
+        pytest.skip(f"model kind {kind!r} is not registered yet")
+    from geomlab.models import model_class
+
+    known = set(model_class(kind).default_config())
+    cfg = {k: v for k, v in {**CONFIGS.get(kind, {}), **over}.items() if k in known}
+    torch.manual_seed(0)
+    return build_model({"kind": kind, "vocab_size": vocab_size, **cfg})
+
+
+# ------------------------------------------------------------------------------------------------ encoding
+
+def test_encode_text_shape_and_unknown_characters():
+    ids = encode_text(VOCAB, "soft §")
+    assert ids.shape == (1, 6) and ids.dtype == torch.long
+    assert ids[0, -1].item() == VOCAB.unk_id  # '§' is not in the vocabulary: unknown token, not dropped
+
+
+@pytest.mark.parametrize("text", ["", "x" * (MAX_TEXT_CHARS + 1)])
+def test_encode_text_rejects_empty_and_too_long(text):
+    with pytest.raises(TraceError) as err:
+        encode_text(VOCAB, text)
+    assert isinstance(err.value, ValueError)
+    assert ("empty" in str(err.value)) or (f"{MAX_TEXT_CHARS:,}" in str(err.value))
+
+
+def test_encode_text_accepts_the_limit_and_rejects_non_strings():
+    assert encode_text(VOCAB, "a" * MAX_TEXT_CHARS).shape == (1, MAX_TEXT_CHARS)
+    with pytest.raises(TraceError):
+        encode_text(VOCAB, 123)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------------ tracing
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+def test_trace_every_kind(kind):
+    model = small_model(kind)
+    tokens = encode_text(VOCAB, TEXT)
+    model.train()
+    tr = trace(model, tokens, vocab=VOCAB, text=TEXT)
+    assert model.training, "trace must restore the model's mode"
+    assert isinstance(tr, FAMILY.get(kind, BaselineTrace))
+    assert tr.kind == kind and tr.n_positions == len(TEXT)
+    assert tr.labels[6] == "␣" and tr.labels[0] == "R" and tr.labels[24] == "↵"
+    model.eval()
+    with torch.no_grad():
+        expected = model(tokens)[0].numpy()
+    np.testing.assert_allclose(tr.logits, expected, rtol=1e-5, atol=1e-5)
+    if isinstance(tr, OSMTrace):
+        assert tr.states.shape[1:] == (len(TEXT), 3, 3)
+        assert tr.group["name"] == model.group.name and tr.group["d"] == 3
+        assert tr.get_group() == model.group
+    if isinstance(tr, CEMTrace):
+        assert tr.energies.shape == (2, 2, 3, len(TEXT)) and tr.recursion_steps == 2
+        np.testing.assert_allclose(tr.energy_change()[:, :, 0], 0)
+    if isinstance(tr, GrassmannTrace):
+        assert tr.plucker_mask.dtype == bool and tr.rank == 4
+        assert "plucker_norm" in tr.extras  # extra record keys are kept
+    if kind in ("transformer", "llama", "grassmann-attn", "cem"):
+        w = tr.attention_weights(0)
+        np.testing.assert_allclose(w.sum(-1), 1, atol=1e-5)
+        assert np.allclose(np.triu(w, 1), 0)
+
+
+def test_trace_text_and_token_shapes():
+    model = small_model("osm-rnn")
+    tr = trace_text(model, VOCAB, "soft")
+    assert tr.text == "soft" and tr.labels == ["s", "o", "f", "t"]
+    tr1 = trace(model, encode_text(VOCAB, "soft")[0])  # a [T] vector is accepted, labels fall back to ids
+    assert tr1.labels[0].startswith("#")
+    with pytest.raises(TraceError):
+        trace(model, torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(TraceError):
+        trace(model, torch.zeros(1, 0, dtype=torch.long))
+    with pytest.raises(TraceError):
+        trace_text(model, VOCAB, "ab" * 1100)
+
+
+def test_trace_refuses_positions_past_a_learned_position_table():
+    model = small_model("grassmann", max_len=16)
+    with pytest.raises(TraceError, match="at most 16"):
+        trace(model, torch.zeros(1, 20, dtype=torch.long))
+
+
+def test_trace_cem_steps_changes_only_inference_recursion():
+    model = small_model("cem")
+    tokens = encode_text(VOCAB, TEXT[:12])
+    before = dict(model.config)
+    base = trace(model, tokens)
+    tr4 = trace_cem_steps(model, tokens, 4)
+    assert tr4.energies.shape[2] == 5 and tr4.recursion_steps == 4
+    assert base.recursion_steps == 2
+    assert model.config == before, "the helper must restore the config"
+    # the first steps of a longer recursion are the same iterates as the shorter run's
+    np.testing.assert_allclose(tr4.energies[0, 0, :3], base.energies[0, 0, :3], rtol=1e-5, atol=1e-5)
+    with pytest.raises(TraceError):
+        trace_cem_steps(model, tokens, 0)
+    with pytest.raises(TraceError):
+        trace_cem_steps(small_model("osm-rnn"), tokens, 2)
+
+
+# ------------------------------------------------------------------------------------------------ file format
+
+def _assert_same(a, b):
+    assert type(a) is type(b)
+    assert a.kind == b.kind and a.labels == b.labels and a.text == b.text and a.config == b.config
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    fa, fb = a.array_fields(), b.array_fields()
+    assert fa.keys() == fb.keys()
+    for k in fa:
+        assert fa[k].dtype == fb[k].dtype, k
+        np.testing.assert_array_equal(fa[k], fb[k])
+    assert a.extras.keys() == b.extras.keys()
+    for k in a.extras:
+        np.testing.assert_array_equal(a.extras[k], b.extras[k])
+    assert getattr(a, "group", None) == getattr(b, "group", None)
+
+
+@pytest.mark.parametrize("kind", ["osm-rnn", "osmformer", "cem", "grassmann", "transformer", "lstm"])
+def test_save_load_round_trip(kind, tmp_path):
+    tr = trace(small_model(kind), encode_text(VOCAB, TEXT), vocab=VOCAB, text=TEXT)
+    path = tmp_path / "t.npz"
+    save_trace(tr, path)
+    back = load_trace(path)
+    _assert_same(tr, back)
+    if kind == "osmformer":
+        assert np.iscomplexobj(back.states)  # U(d) states stay complex
+    _assert_same(tr, load_trace(trace_bytes(tr)))  # bytes (download button) round trip
+    buf = io.BytesIO()
+    save_trace(tr, buf)
+    buf.seek(0)
+    _assert_same(tr, load_trace(buf))
+
+
+def test_load_rejects_bad_files(tmp_path):
+    tr = trace(small_model("osm-rnn"), encode_text(VOCAB, "soft"))
+    # a pickled object array inside the npz is refused, not unpickled
+    evil = tmp_path / "evil.npz"
+    np.savez(evil, __meta__=np.array("{}"), tokens=np.array([1]), logits=np.array([object()], dtype=object))
+    with pytest.raises(TraceError):
+        load_trace(evil)
+    # newer format version
+    data = dict(np.load(io.BytesIO(trace_bytes(tr)), allow_pickle=False))
+    meta = json.loads(str(data["__meta__"]))
+    meta["format_version"] = 999
+    newer = tmp_path / "newer.npz"
+    np.savez(newer, **{**data, "__meta__": np.array(json.dumps(meta))})
+    with pytest.raises(TraceError, match="newer"):
+        load_trace(newer)
+    # no metadata, not an npz, missing family arrays
+    nometa = tmp_path / "nometa.npz"
+    np.savez(nometa, tokens=np.array([1]))
+    with pytest.raises(TraceError, match="__meta__"):
+        load_trace(nometa)
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a zip file")
+    with pytest.raises(TraceError):
+        load_trace(junk)
+    lost = tmp_path / "lost.npz"
+    np.savez(lost, **{k: v for k, v in data.items() if k != "states"})
+    with pytest.raises(TraceError):
+        load_trace(lost)
+    with pytest.raises(FileNotFoundError):
+        load_trace(tmp_path / "missing.npz")
+
+
+def test_save_refuses_object_arrays(tmp_path):
+    tr = trace(small_model("lstm"), encode_text(VOCAB, "soft"))
+    tr.extras["bad"] = np.array([object()], dtype=object)
+    with pytest.raises(TraceError, match="object dtype"):
+        save_trace(tr, tmp_path / "x.npz")
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+def test_cli_trace_end_to_end(tmp_path, capsys):
+    from geomlab import checkpoint
+    from geomlab.cli import main
+
+    model = small_model("cem")
+    stem = tmp_path / "cem"
+    checkpoint.save(stem, model, VOCAB, {"corpus": "test"})
+    out = tmp_path / "out" / "trace"
+    assert main(["trace", str(stem), "--text", TEXT, "--out", str(out)]) == 0
+    tr = load_trace(tmp_path / "out" / "trace.npz")
+    assert isinstance(tr, CEMTrace) and tr.text == TEXT and tr.n_positions == len(TEXT)
+    ref = trace(checkpoint.load(stem).model, encode_text(VOCAB, TEXT))
+    np.testing.assert_allclose(tr.energies, ref.energies, rtol=1e-6, atol=1e-6)
+    assert main(["trace", str(stem), "--text", TEXT[:10], "--out", str(tmp_path / "t4.npz"), "--steps", "4",
+                 "--html", str(tmp_path / "html")]) == 0
+    assert load_trace(tmp_path / "t4.npz").recursion_steps == 4
+    assert (tmp_path / "html" / "energy_descent.html").exists()
+    capsys.readouterr()
+    assert main(["trace", str(stem), "--text", "", "--out", str(tmp_path / "e.npz")]) == 2
+    assert "empty" in capsys.readouterr().err
