@@ -533,3 +533,28 @@ def test_cuda_roundtrip():
         assert H.device.type == "cuda" and bool(g.belongs(H, atol=1e-4).all())
         assert g.random_point(2, device="cuda").device.type == "cuda"
         close(g.to_coords(A), g.to_coords(A.cpu()).cuda(), atol=1e-6, rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the benchmark script (smoke)
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def test_bench_groups_quick_smoke(tmp_path, capsys):
+    import json
+
+    from geomlab.bench.__main__ import main as bench_main
+
+    out = tmp_path / "rows.json"
+    rc = bench_main(["groups", "--quick", "--groups", "O,U,T,O-block", "--dims", "2,4", "--block", "2",
+                     "--products", "20", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "ratio" in text and "drift" in text
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["name"], r["d"]) for r in rows} == {("O", 2), ("O", 4), ("U", 2), ("U", 4), ("T", 2), ("T", 4),
+                                                   ("O-block", 4)}
+    for r in rows:
+        assert r["ratio"] > 0 and math.isfinite(r["ratio"])
+        assert 0 <= r["drift_max"] < 1e-3 and r["drift_after_reproject_max"] < 1e-5
+    assert bench_main(["no-such-bench"]) == 2
