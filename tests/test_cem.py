@@ -298,3 +298,18 @@ def test_config_roundtrip_budget_and_errors():
                 {"inference_recursion_steps": 0}, {"d_model": 10, "n_heads": 4}, {"eta_init": -1.0}):
         with pytest.raises(ValueError):
             build_model({"kind": "cem", "vocab_size": 5, **bad})
+
+
+def test_diagnostics_shapes_and_identity_preconditioner():
+    model = build_model({"kind": "cem", "vocab_size": 5, "d_model": 8, "n_heads": 2, "d_ff": 6, "n_layers": 3,
+                         "preconditioner": "dlr", "precond_rank": 2, "diagonal": "per_head"})
+    d = model.diagnostics()
+    assert d["eta_attention"].shape == (3, 2) and d["eta_mlp"].shape == (3,)
+    torch.testing.assert_close(d["eta_attention"], torch.full((3, 2), 0.5))
+    assert torch.all(d["diag_norm"] == 0)
+    torch.testing.assert_close(d["precond_min_eig"], torch.ones(3, 2), atol=1e-3, rtol=0)  # P = I at init
+    with torch.no_grad():
+        pre = model.stack.layers[1][0].precond
+        pre.u.copy_(torch.randn(8, 2))
+        pre.v.copy_(-pre.u)
+    assert model.diagnostics()["precond_min_eig"][1, 0] < 0  # U V^T + V U^T can break definiteness

@@ -620,6 +620,13 @@ class CEMModel(SequenceModel):
         logits = self._run(tokens, rec)
         return _pack_record(rec, logits)
 
+    @torch.no_grad()
+    def diagnostics(self) -> dict[str, torch.Tensor]:
+        """Monitoring values of notes §3.4/§6: ``eta_attention`` ``[layer, head]``, ``eta_mlp`` ``[layer]``,
+        ``diag_norm`` ``[layer]`` (Frobenius norm of the diagonal, 0 when off) and ``precond_min_eig``
+        ``[layer, block]`` (``lambda_min(P)``; 1 when there is no preconditioner, i.e. ``P = I``)."""
+        return _diagnostics(self.stack)
+
     @classmethod
     def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
         """Parameter matching as in notes §3.2: the same ``d_model``/``n_layers``/``n_heads`` as the ``llama``
@@ -650,6 +657,19 @@ def linear_width_search(make_config, n_params: int, vocab_size: int) -> dict[str
         raise ValueError("width does not change the parameter count")
     f_star = max(1, round((n_params - n1) / (n2 - n1)) + 1)
     return budget_search(make_config, range(max(1, f_star - 2), f_star + 3), n_params, vocab_size)
+
+
+def _diagnostics(stack: CEMStack) -> dict[str, torch.Tensor]:
+    eta_a, eta_m, dnorm, lam = [], [], [], []
+    for attn, mlp in stack.layers:
+        eta_a.append(attn.eta.detach().float().cpu())
+        eta_m.append(mlp.eta.detach().float().cpu())
+        dnorm.append(attn.diag.detach().float().norm().cpu() if attn.diag is not None else torch.tensor(0.0))
+        lam.append(torch.stack([
+            torch.linalg.eigvalsh(b.precond.matrix().detach().double()).min().float().cpu()
+            if b.precond is not None else torch.tensor(1.0) for b in (attn, mlp)]))
+    return {"eta_attention": torch.stack(eta_a), "eta_mlp": torch.stack(eta_m), "diag_norm": torch.stack(dnorm),
+            "precond_min_eig": torch.stack(lam)}
 
 
 def _pack_record(rec: list, logits: torch.Tensor) -> dict[str, torch.Tensor]:
