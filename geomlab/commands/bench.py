@@ -1,0 +1,61 @@
+"""``python -m geomlab bench``: the reproduction report (``docs/results.md``), see :mod:`geomlab.report`."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "train and evaluate every model under one protocol and write the reproduction report (docs/results.md)"
+
+#: The word problem's key for --only (the language-model comparisons use geomlab.report.COMPARISONS keys).
+WORD_PROBLEM = "word-problem"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from geomlab.report import COMPARISONS
+
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true",
+                      help="CI-sized run (under 10 minutes on 2 CPU cores): few steps, short windows, capped "
+                      "evaluation, 1 seed; checks the protocol, does not reproduce the papers")
+    mode.add_argument("--smoke", action="store_true", help="tiny run for tests (seconds per model)")
+    mode.add_argument("--full", action="store_true", help="the full protocol (default; hours on a CPU; uses the "
+                      "GPU when present): 3000 steps x 32 x 128, 3 seeds, full splits, scaling to 500K")
+    p.add_argument("--out", default="docs/results.md", metavar="FILE",
+                   help="Markdown report to write; figures and results.json go to FILE's folder/results/")
+    p.add_argument("--only", metavar="KEY[,KEY]",
+                   help=f"run only these sections: {', '.join(COMPARISONS)}, {WORD_PROBLEM}")
+    p.add_argument("--steps", type=int, metavar="N", help="override the language-model steps of the profile")
+    p.add_argument("--wp-steps", type=int, metavar="N", help="override the word-problem steps (0 skips it)")
+    p.add_argument("--seeds", type=int, metavar="N", help="average over seeds 0..N-1")
+    p.add_argument("--corpus-file", metavar="FILE",
+                   help="use this UTF-8 text file instead of every registered corpus (offline checks)")
+    p.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--no-png", action="store_true", help="do not render PNG images of the figures (chromium)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from geomlab import report
+
+    if args.threads:
+        torch.set_num_threads(int(args.threads))
+    name = "quick" if args.quick else "smoke" if args.smoke else "full"
+    overrides: dict = {"steps": args.steps, "wp_steps": args.wp_steps, "corpus_override": args.corpus_file}
+    if args.seeds is not None:
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+        overrides["seeds"] = tuple(range(args.seeds))
+    if args.only:
+        keys = [k.strip() for k in args.only.split(",") if k.strip()]
+        overrides["comparisons"] = tuple(k for k in keys if k != WORD_PROBLEM)
+        if WORD_PROBLEM not in keys:
+            overrides["wp_steps"] = 0
+    proto = report.protocol(name, **overrides)
+    results = report.run_report(proto)
+    path = report.write_report(results, args.out, png=not args.no_png)
+    failed = [r["label"] for c in results["comparisons"] for r in c["rows"] if r.get("error")]
+    if results.get("word_problem"):
+        failed += [f"{r['group']} {r['label']}" for r in results["word_problem"]["rows"] if r.get("error")]
+    print(f"wrote {path} ({results['wall_s'] / 60:.1f} min)" + (f"; FAILED rows: {failed}" if failed else ""))
+    return 1 if failed else 0

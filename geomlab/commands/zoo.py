@@ -1,0 +1,54 @@
+"""``python -m geomlab zoo``: list the bundled checkpoints' cards, or retrain the zoo from its recipes."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "list the bundled model zoo (--list) or regenerate it from its recipes (--rebuild)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--list", action="store_true",
+                   help="print the card of every checkpoint in the zoo folder (the default action)")
+    p.add_argument("--recipes", action="store_true", help="print the recipe of every zoo entry (no training)")
+    p.add_argument("--rebuild", action="store_true",
+                   help="train every zoo entry (or those in --only) from scratch and overwrite its checkpoint; "
+                   "needs the corpora (GEOMLAB_DATA_DIR or the download cache)")
+    p.add_argument("--only", metavar="NAME[,NAME]", help="only these entries (see --recipes for the names)")
+    p.add_argument("--steps-scale", type=float, default=1.0, metavar="X",
+                   help="multiply every entry's steps by X (e.g. 0.05 for a quick smoke rebuild; the cards "
+                   "record the steps actually used)")
+    p.add_argument("--dir", default=None, metavar="DIR",
+                   help="zoo folder (default: assets/checkpoints in the repository)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads for training (default: torch's choice)")
+    p.add_argument("--progress", action="store_true", help="show a tqdm bar per entry")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from geomlab import zoo
+
+    out_dir = Path(args.dir) if args.dir else zoo.ZOO_DIR
+    if args.threads:
+        torch.set_num_threads(int(args.threads))
+    if args.recipes:
+        for e in zoo.entries(args.only):
+            budget = f"~{e.budget:,} params" if e.budget else "explicit config"
+            print(f"{e.name}: {e.kind} on {e.task}, {budget}, config {e.config}, {e.steps} steps x "
+                  f"{e.batch_size} x {e.seq_len}, lr {e.lr}, seed {e.seed}")
+        return 0
+    if args.rebuild:
+        paths = zoo.rebuild(args.only, steps_scale=args.steps_scale, out_dir=out_dir, progress_bar=args.progress)
+        print(f"wrote {len(paths)} checkpoint(s) to {out_dir}")
+        return 0
+    cards = zoo.read_cards(out_dir)
+    if not cards:
+        print(f"no checkpoints in {out_dir}; run `python -m geomlab zoo --rebuild`")
+        return 1
+    for card in cards:
+        print(zoo.format_card(card))
+        print()
+    return 0

@@ -1,0 +1,401 @@
+"""The bundled model zoo: one recipe per checkpoint in ``assets/checkpoints`` (issue 9).
+
+Every bundled checkpoint is reproducible from its :class:`ZooEntry`: the model (a kind plus either an
+explicit config or a parameter budget resolved with :func:`geomlab.models.config_for_budget`), the task
+(a registered corpus or ``word-problem:GROUP``), steps, batch, sequence length, learning rate and seed.
+``python -m geomlab zoo --rebuild`` retrains them all from scratch with the shared pipeline
+(:class:`geomlab.train.Trainer`, :func:`geomlab.checkpoint.save`), so every number on a card comes from
+the same code path as ``python -m geomlab train``.
+
+Each checkpoint's JSON ``card`` holds: ``name``, ``title``, ``description``, ``corpus``, ``split`` (the
+split rule), ``task``, ``steps``, ``batch_size``, ``seq_len``, ``lr``, ``seed``, ``params_effective`` /
+``params_stored``, ``valid_bpc`` / ``test_bpc`` (language models, full splits, non-overlapping windows of
+``seq_len``) or ``valid_accuracy`` / ``test_accuracy`` and ``accuracy_by_length`` (word problem),
+``train_time_s``, ``tokens_per_s``, ``device``, ``torch_threads``, ``recipe`` (the entry itself), ``notes``
+(e.g. "short budget") and ``trained_on`` (date). The optimizer state is not stored (smaller files); a
+rebuild reproduces the weights up to floating-point non-determinism of the device.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import torch
+
+#: Where the bundled checkpoints live (repository-relative; resolved against the package location).
+ZOO_DIR = Path(__file__).resolve().parent.parent / "assets" / "checkpoints"
+
+
+class ZooError(ValueError):
+    """Bad zoo request: an unknown entry name, an invalid scale, a missing checkpoint."""
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One bundled checkpoint's recipe.
+
+    Attributes:
+        name: file stem in ``assets/checkpoints`` (``NAME.json`` + ``NAME.safetensors``).
+        title: one human line for the app's model picker.
+        description: what the model is and why it is in the zoo.
+        kind: registered model kind.
+        task: a registered corpus name (``"tinyshakespeare"``) or ``"word-problem:GROUP:LENGTH"``.
+        budget: target effective parameter count (resolved by ``config_for_budget``), or ``None`` when
+            ``config`` is complete.
+        config: model config keys (fixed keys for the budget search, or the whole config).
+        steps, batch_size, seq_len, lr, seed, warmup, weight_decay: training (see
+            :class:`geomlab.train.TrainConfig`; ``warmup`` a fraction of ``steps``).
+        eval_lengths: word problem only: sequence lengths at which accuracy is recorded on the card.
+        notes: caveats printed on the card (e.g. "short budget; not converged").
+    """
+
+    name: str
+    title: str
+    description: str
+    kind: str
+    task: str = "tinyshakespeare"
+    budget: int | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    steps: int = 1500
+    batch_size: int = 16
+    seq_len: int = 128
+    lr: float = 3e-3
+    seed: int = 0
+    warmup: float = 0.02
+    weight_decay: float = 0.0
+    eval_lengths: tuple[int, ...] = ()
+    notes: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The recipe as a JSON-serialisable dict (stored on the card as ``recipe``)."""
+        d = asdict(self)
+        d["eval_lengths"] = list(self.eval_lengths)
+        return d
+
+
+_LM = dict(task="tinyshakespeare", batch_size=16, seq_len=128, lr=3e-3, seed=0)
+_SHORT = ("Short CPU budget (trained on a shared 2-core machine for a few minutes): a working model for "
+          "the app's views, not a converged one; see docs/results.md for the matched comparisons.")
+
+#: The zoo. Language models share batch 16 x 128 on Tiny Shakespeare (90/5/5); steps differ per entry
+#: only where stated on the card.
+ZOO: tuple[ZooEntry, ...] = (
+    ZooEntry("osm-rnn-o-tinyshakespeare", "OSM-RNN on O(d), ~50K", "The paper's recurrent orthogonal-state "
+             "model: state H_t in O(d), updated by H exp(Gamma(pull(H, M_x))), prototype readout.",
+             "osm-rnn", budget=50_000, config={"group": "O", "mixing": "linear"}, steps=1500, notes=_SHORT,
+             **_LM),
+    ZooEntry("osmformer-o-linear-tinyshakespeare", "OSMFormer on O(d), linear tangent mixing, ~91K",
+             "The paper's headline model: attention and grounding steps on O(d) through exp, with a learnable "
+             "linear map on the Lie algebra (Tiny Shakespeare ~100K row).", "osmformer", budget=91_000,
+             config={"group": "O", "mixing": "linear"}, steps=1500, notes=_SHORT, **_LM),
+    ZooEntry("osmformer-u-tinyshakespeare", "OSMFormer on U(d), ~91K", "The same architecture with complex "
+             "unitary states (non-abelian, complex).", "osmformer", budget=91_000,
+             config={"group": "U", "mixing": "linear"}, steps=1500, notes=_SHORT, **_LM),
+    ZooEntry("osmformer-torus-tinyshakespeare", "OSMFormer on the torus T^d, ~91K", "The abelian control: "
+             "diagonal unitary states, so updates commute (compare with O(d) and U(d)).", "osmformer",
+             budget=91_000, config={"group": "T", "mixing": "linear"}, steps=1500, notes=_SHORT, **_LM),
+    ZooEntry("cem-t2-tinyshakespeare", "CEM Transformer, T=2 recursion, ~100K", "Causal energy minimisation: "
+             "tied attention and tied SwiGLU MLP as gradient steps on energies, 2 steps per layer, shared "
+             "diagonal.", "cem", budget=100_000, config={"recursion_steps": 2, "diagonal": "shared"},
+             steps=1500, notes=_SHORT, **_LM),
+    ZooEntry("grassmann-tinyshakespeare", "Grassmann flow model, ~100K", "Attention-free layers: pairs of "
+             "reduced vectors as 2-planes in Gr(2, r) by Pluecker coordinates, gated fusion.", "grassmann",
+             budget=100_000, config={}, steps=1500, notes=_SHORT, **_LM),
+    ZooEntry("lstm-tinyshakespeare", "LSTM baseline, ~50K", "Character LSTM with one-hot input (the OSM "
+             "paper's recurrent baseline).", "lstm", budget=50_000, config={}, steps=1500, notes=_SHORT, **_LM),
+    ZooEntry("transformer-alibi-tinyshakespeare", "ALiBi Transformer baseline, ~100K", "Pre-norm decoder with "
+             "ALiBi (the OSM paper's Transformer baseline).", "transformer", budget=100_000, config={},
+             steps=1500, notes=_SHORT, **_LM),
+    ZooEntry("osm-rnn-o-s5", "OSM-RNN on O(6), S5 word problem", "Tracks the running product of permutations "
+             "of 5 points: O(d) contains S5's permutation representation, so a non-abelian state can solve it.",
+             "osm-rnn", task="word-problem:S5:32", config={"group": "O", "d": 6, "mixing": "linear"},
+             steps=1500, batch_size=32, seq_len=32, lr=1e-2, eval_lengths=(8, 16, 32, 64, 128)),
+    ZooEntry("osm-rnn-torus-s5", "OSM-RNN on the torus T^6, S5 word problem", "The abelian control: commuting "
+             "updates cannot represent a non-abelian running product beyond very short prefixes.",
+             "osm-rnn", task="word-problem:S5:32", config={"group": "T", "d": 6, "mixing": "linear"},
+             steps=1500, batch_size=32, seq_len=32, lr=1e-2, eval_lengths=(8, 16, 32, 64, 128)),
+)
+
+
+def entries(only: str | Iterable[str] | None = None) -> list[ZooEntry]:
+    """The zoo entries, all or those named in ``only`` (a name, a comma-separated string or a list).
+
+    Raises :class:`ZooError` naming the known entries for an unknown name."""
+    if only is None:
+        return list(ZOO)
+    names = [n.strip() for n in (only.split(",") if isinstance(only, str) else only) if n.strip()]
+    by_name = {e.name: e for e in ZOO}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise ZooError(f"unknown zoo entries {unknown}; known: {', '.join(by_name)}")
+    return [by_name[n] for n in names]
+
+
+def scaled(entry: ZooEntry, steps_scale: float) -> ZooEntry:
+    """``entry`` with ``steps`` multiplied by ``steps_scale`` (at least 1 step). ``ZooError`` if the scale is
+    not a positive finite number."""
+    if not (isinstance(steps_scale, (int, float)) and math.isfinite(steps_scale) and steps_scale > 0):
+        raise ZooError(f"steps_scale must be a positive number, got {steps_scale!r}")
+    return replace(entry, steps=max(1, int(round(entry.steps * steps_scale))))
+
+
+# ----------------------------------------------------------------------------------------------- training
+@dataclass
+class RunOutcome:
+    """What :func:`train_and_evaluate` returns.
+
+    model: the trained model (eval mode). task: the task it was trained on. config: the full model config.
+    train_config: the :class:`geomlab.train.TrainConfig` used. metrics: final ``valid_*``/``test_*`` metrics
+    of the task (full splits for corpora). train_time_s: wall-clock seconds of the training loop (no
+    evaluation). tokens_per_s: training targets per second (``steps * batch * seq_len / train_time_s``).
+    history: the trainer's metrics history.
+    """
+
+    model: Any
+    task: Any
+    config: dict[str, Any]
+    train_config: Any
+    metrics: dict[str, float]
+    train_time_s: float
+    tokens_per_s: float
+    history: list[dict[str, Any]]
+
+
+_CONFIG_CACHE: dict[str, dict[str, Any]] = {}
+
+
+def _transformer_widths(budget: int, vocab_size: int, config: dict[str, Any]) -> list[int]:
+    """Candidate ``d_model`` values for the ``transformer`` kind nearest ``budget``, from the analytic count
+    ``L (4 + 2r) D^2 + (13 L + 2 V + 2) D + V`` (notes osm.md §5.4; r = mlp_ratio). An adapter that avoids
+    building hundreds of candidate models in the registry's full width scan (design choice)."""
+    from geomlab.models import model_class
+
+    base = {**model_class("transformer").default_config(), **config}
+    L, H, r, V = int(base["n_layers"]), int(base["n_heads"]), int(base["mlp_ratio"]), int(vocab_size)
+    a, b, c = L * (4 + 2 * r), 13 * L + 2 * V + 2, V - int(budget)
+    root = (-b + math.sqrt(b * b - 4 * a * c)) / (2 * a)
+    centre = max(1, int(round(root / H)))
+    return [H * k for k in sorted({max(1, centre + o) for o in range(-3, 4)}, key=lambda k: abs(k * H - root))]
+
+
+def resolve_config(kind: str, vocab_size: int, budget: int | None, config: dict[str, Any]) -> dict[str, Any]:
+    """The full model config: ``config_for_budget(kind, budget, vocab_size, **config)`` when ``budget`` is
+    given, else ``config`` completed with the kind's defaults. Results are cached per process (the budget
+    searches build many candidate models). For ``transformer`` without a fixed ``d_model`` only the few
+    widths nearest the analytic count are tried (:func:`_transformer_widths`). Raises ``ValueError`` from the
+    registry when no config meets the budget within 5%."""
+    from geomlab.models import config_for_budget, full_config
+
+    key = json.dumps([kind, int(vocab_size), budget, config], sort_keys=True, default=str)
+    if key in _CONFIG_CACHE:
+        return dict(_CONFIG_CACHE[key])
+    if budget and kind == "transformer" and "d_model" not in config:
+        cfg, last = None, None
+        for width in _transformer_widths(int(budget), int(vocab_size), config):
+            try:
+                cfg = config_for_budget(kind, int(budget), int(vocab_size), **config, d_model=width)
+                break
+            except ValueError as exc:
+                last = exc
+        if cfg is None:
+            raise last or ValueError(f"no transformer config near {budget} parameters")
+    elif budget:
+        cfg = config_for_budget(kind, int(budget), int(vocab_size), **config)
+    else:
+        cfg = full_config({**config, "kind": kind, "vocab_size": int(vocab_size)})
+    _CONFIG_CACHE[key] = dict(cfg)
+    return dict(cfg)
+
+
+def make_task(spec: str, max_eval_tokens: int | None = None):
+    """A :class:`geomlab.data.Task` from a zoo/report task string (delegates to
+    :func:`geomlab.data.make_task`; word problems get 256 evaluation sequences)."""
+    from geomlab.data import make_task as _make_task
+    from geomlab.data.word_problem import WordProblemTask
+
+    task = _make_task(spec)
+    if isinstance(task, WordProblemTask):
+        task = WordProblemTask(task.group, length=task.length, n_eval=256, seed=task.seed)
+    return task
+
+
+def train_and_evaluate(kind: str, task, *, budget: int | None = None, config: dict[str, Any] | None = None,
+                       steps: int, batch_size: int, seq_len: int, lr: float, seed: int = 0,
+                       warmup: float = 0.02, weight_decay: float = 0.0, eval_every: int = 0,
+                       eval_tokens: int | None = 16384, final_eval_tokens: int | None = None,
+                       device: str = "auto", callback: Callable | None = None,
+                       progress_bar: bool = False) -> RunOutcome:
+    """Build a model of ``kind`` for ``task``, train it with :class:`geomlab.train.Trainer` and evaluate.
+
+    The model is built right after ``seed_everything(seed)`` so its initialisation is reproducible.
+    Evaluation is the task's own (:meth:`geomlab.data.Task.evaluate`; for corpora: BPC over non-overlapping
+    windows of ``seq_len`` with fresh state per window). ``final_eval_tokens=None`` evaluates the whole valid
+    and test splits; an integer caps both (used by quick reports on large corpora; the cap is reported).
+    ``train_time_s`` counts only training steps (``eval_every=0`` by default so no periodic evaluation runs).
+
+    Raises ``ValueError`` for a bad config and :class:`geomlab.train.TrainingError` for a diverged run.
+    """
+    from geomlab.models import build_model
+    from geomlab.train import TrainConfig, Trainer, seed_everything
+
+    cfg = resolve_config(kind, task.vocab_size, budget, dict(config or {}))
+    seed_everything(seed)
+    model = build_model(cfg)
+    tcfg = TrainConfig(steps=int(steps), batch_size=int(batch_size), seq_len=int(seq_len), lr=float(lr),
+                       seed=int(seed), warmup=float(warmup), weight_decay=float(weight_decay),
+                       eval_every=int(eval_every), eval_tokens=eval_tokens, device=device,
+                       final_eval=final_eval_tokens is None, log_every=max(1, min(50, int(steps))))
+    trainer = Trainer(model, task, tcfg, out=None, callback=callback, progress_bar=progress_bar)
+    t0 = time.perf_counter()
+    result = trainer.run()
+    wall = time.perf_counter() - t0
+    train_time = float(trainer.elapsed_s) if trainer.elapsed_s > 0 else wall
+    metrics = dict(result.metrics)
+    if final_eval_tokens is not None:  # capped evaluation of both splits, same protocol
+        for split in ("valid", "test"):
+            m = task.evaluate(model, split, seq_len=int(seq_len), device=trainer.device,
+                              max_tokens=int(final_eval_tokens))
+            metrics.update({f"{split}_{k}": v for k, v in m.items()})
+    tokens = int(steps) * int(batch_size) * int(seq_len)
+    model.eval()
+    return RunOutcome(model=model, task=task, config=dict(model.config), train_config=tcfg, metrics=metrics,
+                      train_time_s=train_time, tokens_per_s=tokens / max(train_time, 1e-9),
+                      history=list(result.history))
+
+
+def accuracy_by_length(model, task, lengths: Iterable[int], split: str = "test",
+                       device: str | torch.device = "cpu") -> dict[int, float]:
+    """Word problem: accuracy of the running-product label at the *last* position of sequences of each
+    length (``{length: accuracy in [0, 1]}``), on the task's fixed evaluation sets. A model that cannot
+    track the state falls to about ``1 / |G|`` at long lengths. Source: design choice."""
+    out: dict[int, float] = {}
+    for n in lengths:
+        acc = task.per_length_accuracy(model, split, length=int(n), device=device)
+        out[int(n)] = float(acc[-1])
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- rebuild
+def build_entry(entry: ZooEntry, out_dir: str | Path = ZOO_DIR, *, progress_bar: bool = False,
+                log: Callable[[str], None] | None = print) -> Path:
+    """Train ``entry`` from scratch and write ``out_dir/NAME.safetensors`` + ``NAME.json`` with its card.
+
+    Returns the JSON path. Raises ``ValueError`` for a bad recipe, :class:`geomlab.data.DataError` when the
+    corpus cannot be found (set ``GEOMLAB_DATA_DIR``), :class:`geomlab.train.TrainingError` if it diverges.
+    """
+    from geomlab import checkpoint as ckpt
+
+    task = make_task(entry.task)
+    is_lm = getattr(task, "kind", "lm") == "lm"
+    if log:
+        log(f"[zoo] {entry.name}: {entry.kind} on {entry.task}, {entry.steps} steps x {entry.batch_size} x "
+            f"{entry.seq_len}, lr {entry.lr}, seed {entry.seed}")
+    run = train_and_evaluate(entry.kind, task, budget=entry.budget, config=entry.config, steps=entry.steps,
+                             batch_size=entry.batch_size, seq_len=entry.seq_len, lr=entry.lr, seed=entry.seed,
+                             warmup=entry.warmup, weight_decay=entry.weight_decay,
+                             eval_every=max(1, entry.steps // 5), progress_bar=progress_bar)
+    spec = task.spec()
+    card: dict[str, Any] = {
+        "name": entry.name, "title": entry.title, "description": entry.description, "kind": entry.kind,
+        "corpus": spec.get("corpus", spec.get("name")), "split": spec.get("split_rule", "generated (seeded)"),
+        "task": spec, "steps": entry.steps, "batch_size": entry.batch_size, "seq_len": entry.seq_len,
+        "lr": entry.lr, "seed": entry.seed, "train_time_s": round(run.train_time_s, 1),
+        "tokens_per_s": round(run.tokens_per_s, 1), "device": str(run.train_config.device if
+                                                              run.train_config.device != "auto" else
+                                                              ("cuda" if torch.cuda.is_available() else "cpu")),
+        "torch_threads": torch.get_num_threads(), "recipe": entry.to_dict(), "notes": entry.notes,
+        "trained_on": _dt.date.today().isoformat(), "zoo": True,
+    }
+    if "group" in run.config:
+        card["group"] = run.config["group"]
+    for k, v in run.metrics.items():
+        if isinstance(v, (int, float)) and math.isfinite(float(v)):
+            card[k] = round(float(v), 4) if k != "valid_tokens" and k != "test_tokens" else int(v)
+    if is_lm:
+        card["eval_protocol"] = {"windows": "non-overlapping", "seq_len": entry.seq_len, "splits": "full",
+                                 "state": "fresh per window"}
+    else:
+        card["accuracy_by_length"] = {str(k): round(v, 4) for k, v in
+                                      accuracy_by_length(run.model, task, entry.eval_lengths).items()}
+        card["eval_protocol"] = {"metric": "accuracy of the running product", "n_eval": task.n_eval,
+                                 "length": task.length}
+    from geomlab.models import count_params
+
+    card["params_effective"] = count_params(run.model, "effective")
+    card["params_stored"] = count_params(run.model, "stored")
+    stem = Path(out_dir) / entry.name
+    path = ckpt.save(stem, run.model, task.vocab, card, train_config=run.train_config.to_dict(),
+                     metrics=run.history)
+    if log:
+        main = (f"valid {card.get('valid_bpc')} / test {card.get('test_bpc')} BPC" if is_lm else
+                f"test accuracy {card.get('test_accuracy')}, by length {card.get('accuracy_by_length')}")
+        log(f"[zoo] {entry.name}: {card.get('params_effective', '?')} params, {main}, "
+            f"{run.train_time_s:.0f} s, {run.tokens_per_s:.0f} tok/s -> {path}")
+    return path
+
+
+def rebuild(only: str | Iterable[str] | None = None, steps_scale: float = 1.0, out_dir: str | Path = ZOO_DIR,
+            *, progress_bar: bool = False, log: Callable[[str], None] | None = print) -> list[Path]:
+    """Retrain the zoo (or the entries in ``only``) from scratch into ``out_dir``; returns the JSON paths.
+
+    ``steps_scale`` multiplies every entry's steps (e.g. 0.01 for a smoke run; the card records the steps
+    actually used). Raises :class:`ZooError` for unknown names or a bad scale."""
+    chosen = [scaled(e, steps_scale) for e in entries(only)]
+    return [build_entry(e, out_dir, progress_bar=progress_bar, log=log) for e in chosen]
+
+
+# ----------------------------------------------------------------------------------------------- listing
+def read_cards(directory: str | Path = ZOO_DIR) -> list[dict[str, Any]]:
+    """The cards of every checkpoint JSON in ``directory`` (sorted by file name), each with ``file`` and
+    ``model_config`` added. Unreadable files are reported as a card with an ``error`` key."""
+    from geomlab import checkpoint as ckpt
+
+    cards = []
+    for p in sorted(Path(directory).glob("*.json")):
+        try:
+            meta = ckpt.read_meta(p)
+        except ValueError as exc:
+            cards.append({"file": p.name, "error": str(exc)})
+            continue
+        card = dict(meta.get("card") or {})
+        card["file"] = p.name
+        card["model_config"] = meta.get("model_config")
+        cards.append(card)
+    return cards
+
+
+def format_card(card: dict[str, Any]) -> str:
+    """A few human lines for one card (used by ``python -m geomlab zoo --list``)."""
+    if "error" in card:
+        return f"{card['file']}: unreadable ({card['error']})"
+    name = card.get("name") or Path(card["file"]).stem
+    cfg = card.get("model_config") or {}
+    lines = [f"{name}: {card.get('title', cfg.get('kind', '?'))}"]
+    params = card.get("params_effective")
+    lines.append(f"  kind {cfg.get('kind', '?')}, params {params} effective / {card.get('params_stored')} stored; "
+                 f"corpus {card.get('corpus')} ({card.get('split', '?')})")
+    lines.append(f"  {card.get('steps')} steps x batch {card.get('batch_size')} x seq {card.get('seq_len')}, "
+                 f"lr {card.get('lr')}, seed {card.get('seed')}; {card.get('train_time_s')} s on "
+                 f"{card.get('device')} ({card.get('torch_threads', '?')} threads)")
+    if card.get("valid_bpc") is not None:
+        lines.append(f"  valid {card['valid_bpc']:.3f} / test {card.get('test_bpc', float('nan')):.3f} BPC")
+    if card.get("accuracy_by_length"):
+        acc = ", ".join(f"L={k}: {v:.2f}" for k, v in card["accuracy_by_length"].items())
+        lines.append(f"  final-position accuracy by length: {acc}")
+    keys = {k: v for k, v in cfg.items() if k not in ("kind", "vocab_size")}
+    lines.append(f"  config {json.dumps(keys, sort_keys=True)}")
+    if card.get("notes"):
+        lines.append(f"  note: {card['notes']}")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "ZOO", "ZOO_DIR", "ZooEntry", "ZooError", "RunOutcome", "entries", "scaled", "resolve_config", "make_task",
+    "train_and_evaluate", "accuracy_by_length", "build_entry", "rebuild", "read_cards", "format_card",
+]
