@@ -1,7 +1,41 @@
-"""geomlab's Streamlit entry point: ``streamlit run app.py``."""
+"""geomlab's Streamlit entry point: ``streamlit run app.py``.
 
-import streamlit as st
+This file is the frame shared by every page (``st.navigation``): it sets the page config, restores the
+shared state (checkpoint, text, token cursor) from the URL, runs the chosen page and mirrors the state
+back into the URL so a link reopens the same view. The pages live in ``pages/``; their shared helpers in
+``pages/_ui.py``. The backend (``geomlab/``) never imports streamlit.
+"""
 
-st.set_page_config(page_title="geomlab", layout="wide")
-st.title("geomlab")
-st.write("An interactive geometry lab for sequence models. The pages are being built.")
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent
+if str(_ROOT) not in sys.path:  # `pages._ui` and `geomlab` importable however the app is started
+    sys.path.insert(0, str(_ROOT))
+
+import streamlit as st  # noqa: E402
+
+from pages import _ui as ui  # noqa: E402
+
+st.set_page_config(page_title="geomlab", page_icon=":material/blur_circular:", layout="wide",
+                   initial_sidebar_state="expanded")
+ui.init_state()
+
+PAGES = {
+    "": [st.Page(ui.page_path("home"), title="Home", icon=":material/home:", default=True)],
+    "Views": [st.Page(ui.page_path(v.slug), title=v.title, icon=v.icon, url_path=v.slug)
+              for v in ui.VIEWS.values()],
+    "Work": [
+        st.Page(ui.page_path("train"), title="Train live", icon=":material/model_training:",
+                url_path="train"),
+        st.Page(ui.page_path("compare"), title="Compare", icon=":material/compare:", url_path="compare"),
+        st.Page(ui.page_path("checkpoints"), title="Checkpoints", icon=":material/inventory_2:",
+                url_path="checkpoints"),
+    ],
+}
+
+page = st.navigation(PAGES)
+page.run()
+ui.sync_query_params()

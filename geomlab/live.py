@@ -187,10 +187,25 @@ def build_model_for(spec: RunSpec, vocab_size: int):
         cfg = {"kind": spec.kind, "vocab_size": vocab_size, **fixed}
         note = f"{spec.kind} has no parameter-budget rule; its default size is used"
     except ValueError as exc:
-        cfg = {"kind": spec.kind, "vocab_size": vocab_size, **fixed}
-        note = f"budget not met ({exc}); the default size is used"
+        cfg = None
+        for k in (1, -1, 2, -2, 3, -3, 4, -4, 6, -6):  # the nearest budget the kind can meet (±10% steps)
+            try:
+                cfg = config_for_budget(spec.kind, max(100, int(spec.params * (1 + 0.1 * k))), vocab_size, **fixed)
+                break
+            except (ValueError, NotImplementedError):
+                continue
+        if cfg is None:
+            cfg = {"kind": spec.kind, "vocab_size": vocab_size, **fixed}
+            note = f"budget not met ({exc}); the default size is used"
     torch.manual_seed(int(spec.seed))
-    return build_model(cfg), note
+    model = build_model(cfg)
+    if not note:
+        from geomlab.models import count_params
+
+        n = count_params(model)
+        if abs(n - spec.params) > 0.05 * spec.params:
+            note = f"{spec.kind} cannot be built with exactly {spec.params:,} parameters; it has {n:,}"
+    return model, note
 
 
 def available_devices() -> list[str]:

@@ -1,0 +1,125 @@
+"""Checkpoints: every bundled and user checkpoint with its card; upload a validated pair."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from geomlab import catalog
+from pages import _ui as ui
+
+K_UPLOAD_MSG = "_gl_upload_msg"
+
+
+def _open(ref: str, slug: str) -> None:
+    ui.set_checkpoint(ref)
+    st.session_state["_gl_goto"] = slug
+
+
+def _delete(ref: str) -> None:
+    try:
+        catalog.delete_user_checkpoint(ref)
+        st.session_state[K_UPLOAD_MSG] = ("success", f"Deleted {ref}.")
+    except ValueError as exc:
+        st.session_state[K_UPLOAD_MSG] = ("error", str(exc))
+
+
+def fitting_views(kind: str) -> list[ui.View]:
+    return [v for v in ui.VIEWS.values() if kind in v.kinds]
+
+
+def card(entry: catalog.CheckpointEntry, i: int) -> None:
+    with st.container(border=True):
+        badge = "bundled" if entry.source == "bundled" else "yours"
+        st.markdown(f"**{entry.name}**  :gray-badge[{badge}]"
+                    + ("  :green-badge[selected]" if st.session_state.get(ui.K_CKPT) == entry.ref else ""))
+        c1, c2, c3 = st.columns(3)
+        c1.metric("kind", entry.kind + (f" · {entry.group}" if entry.group else ""))
+        c2.metric("params", f"{entry.params:,}" if entry.params else "–")
+        c3.metric("valid BPC", f"{entry.valid_bpc:.3f}" if entry.valid_bpc is not None else "–",
+                  help="Bits per character on the validation split (lower is better).")
+        st.caption(f"corpus: {entry.corpus} · steps: {entry.steps if entry.steps is not None else '–'}"
+                   + (f" · test BPC {entry.test_bpc:.3f}" if entry.test_bpc is not None else "")
+                   + f" · `{entry.ref}`")
+        views = fitting_views(entry.kind)
+        cols = st.columns(max(1, len(views)) + (1 if entry.source == "user" else 0))
+        for j, v in enumerate(views):
+            cols[j].button(f"Open in {v.title}", key=f"open-{i}-{v.slug}", on_click=_open, args=(entry.ref, v.slug),
+                           icon=v.icon, width="stretch")
+        if not views:
+            cols[0].button("Select", key=f"select-{i}", on_click=ui.set_checkpoint, args=(entry.ref,),
+                           help="A baseline with no geometry views of its own; use it on Compare.")
+        if entry.source == "user":
+            cols[-1].button("Delete", key=f"del-{i}", on_click=_delete, args=(entry.ref,), icon=":material/delete:",
+                            type="tertiary")
+        with st.expander("Card and training config"):
+            st.json({"card": entry.card, "model_config": entry.model_config,
+                     "train_config": entry.meta.get("train_config")}, expanded=1)
+
+
+def upload_section() -> None:
+    st.subheader("Upload a checkpoint")
+    st.markdown("A geomlab checkpoint is a pair of files with the same name: `NAME.safetensors` (the weights) "
+                "and `NAME.json` (model config, vocabulary, card). Select both at once. Pickled `.pt` files are "
+                "not accepted: loading them could run code.")
+    with st.form("upload", clear_on_submit=True, border=False):
+        files = st.file_uploader("Checkpoint files", type=["safetensors", "json"], accept_multiple_files=True,
+                                 key="w_upload", help="Both halves of one checkpoint.")
+        submitted = st.form_submit_button("Validate and add", icon=":material/upload:")
+    if submitted:
+        handle_upload({f.name: f.getvalue() for f in (files or [])})
+
+
+def handle_upload(files: dict[str, bytes]) -> None:
+    """Validate and store an upload; the outcome is shown as a message (never a traceback)."""
+    try:
+        entry = catalog.store_upload(files)
+    except ValueError as exc:
+        st.session_state[K_UPLOAD_MSG] = ("error", f"Upload rejected: {exc}")
+    else:
+        ui.set_checkpoint(entry.ref)
+        st.session_state[K_UPLOAD_MSG] = ("success", f"Added {entry.title} as `{entry.ref}`; it is now the selected "
+                                          "checkpoint in every view.")
+    st.rerun()
+
+
+def main() -> None:
+    ui.show_notice()
+    goto = st.session_state.pop("_gl_goto", None)
+    if goto:
+        st.switch_page(ui.page_path(goto))
+    st.title("Checkpoints")
+    msg = st.session_state.pop(K_UPLOAD_MSG, None)
+    if msg:
+        (st.success if msg[0] == "success" else st.error)(msg[1])
+    found = ui.entries()
+    st.caption(f"Bundled checkpoints come from `assets/checkpoints/`; yours from `{catalog.runs_dir()}` "
+               "(set `GEOMLAB_RUNS_DIR` to look elsewhere). Runs saved on Train live appear here at once.")
+    if not found:
+        ui.no_checkpoint_message()
+    else:
+        rows = [e.summary() for e in found]
+        st.dataframe(rows, hide_index=True, width="stretch", column_config={
+            "params": st.column_config.NumberColumn("params", format="%d"),
+            "valid BPC": st.column_config.NumberColumn("valid BPC", format="%.3f"),
+            "test BPC": st.column_config.NumberColumn("test BPC", format="%.3f"),
+        })
+        cols = st.columns(2, gap="medium")
+        for i, e in enumerate(found):
+            with cols[i % 2]:
+                card(e, i)
+    st.divider()
+    upload_section()
+    with st.expander("Where do checkpoint files come from?"):
+        st.markdown("Save a run on **Train live**, or use the command line:\n\n"
+                    "```bash\npython -m geomlab train --model osmformer --group O --data tinyshakespeare "
+                    "--steps 2000 --out runs/my-run\n```\n\nEvery run writes `NAME.safetensors` + `NAME.json`.")
+        st.code(json.dumps({"format_version": 1, "model_config": {"kind": "…", "vocab_size": 66},
+                            "vocab": {"level": "char", "tokens": ["…"]}, "card": {"corpus": "…"},
+                            "tensors": {"model.…": {"shape": [], "dtype": "float32"}}}, indent=1),
+                language="json")
+
+
+with ui.guard("The Checkpoints page"):
+    main()

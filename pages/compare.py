@@ -1,0 +1,3 @@
+"""Compare (placeholder while being written)."""
+import streamlit as st
+st.title("Compare")

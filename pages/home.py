@@ -1,0 +1,149 @@
+"""Home: what geomlab is, the three model families with a picture each, and links into every view."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from pages import _ui as ui
+
+BLUE, ORANGE, GREEN, GREY = "#0072B2", "#E69F00", "#009E73", "#999999"  # Okabe-Ito (colour-blind safe)
+
+
+def _mini_layout(fig: go.Figure, title: str, equal: bool = False) -> go.Figure:
+    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=260, margin=dict(l=10, r=10, t=40, b=10),
+                      showlegend=False, plot_bgcolor="white")
+    if equal:
+        fig.update_xaxes(visible=False, range=[-1.25, 1.25])
+        fig.update_yaxes(visible=False, range=[-1.25, 1.25], scaleanchor="x", scaleratio=1)
+    return fig
+
+
+@st.cache_data(show_spinner=False)
+def osm_picture() -> go.Figure:
+    """Eigenvalue phases of H_t = exp(t A) on the unit circle (A skew with three frequencies)."""
+    circle = np.linspace(0, 2 * np.pi, 200)
+    fig = go.Figure(go.Scatter(x=np.cos(circle), y=np.sin(circle), mode="lines",
+                               line=dict(color=GREY, width=1), hoverinfo="skip"))
+    freqs = np.array([0.21, 0.47, 0.83])
+    t = np.arange(16)
+    for k, w in enumerate(freqs):
+        for sign in (1, -1):
+            ang = sign * w * t
+            fig.add_trace(go.Scatter(
+                x=np.cos(ang), y=np.sin(ang), mode="markers+lines",
+                marker=dict(size=7, color=t, colorscale="Viridis"), line=dict(color=GREY, width=0.5),
+                hovertemplate="t=%{text}<extra>eigenvalue pair " + str(k + 1) + "</extra>", text=t))
+    return _mini_layout(fig, "OSM: state eigenvalues turn on the circle", equal=True)
+
+
+@st.cache_data(show_spinner=False)
+def cem_picture() -> go.Figure:
+    """Energy per recursion step for a handful of tokens: mean line and a band (made-up numbers)."""
+    rng = np.random.default_rng(1)
+    steps = np.arange(6)
+    e0 = rng.uniform(2.0, 3.0, size=12)
+    einf = e0 - rng.uniform(0.8, 1.4, size=12)
+    E = einf[:, None] + (e0 - einf)[:, None] * np.exp(-0.8 * steps)[None, :]
+    lo, hi, mean = E.min(0), E.max(0), E.mean(0)
+    fig = go.Figure([
+        go.Scatter(x=steps, y=hi, mode="lines", line=dict(width=0), hoverinfo="skip"),
+        go.Scatter(x=steps, y=lo, mode="lines", line=dict(width=0), fill="tonexty",
+                   fillcolor="rgba(230,159,0,0.25)", hoverinfo="skip"),
+        go.Scatter(x=steps, y=mean, mode="lines+markers", line=dict(color=ORANGE, width=3),
+                   hovertemplate="step %{x}: energy %{y:.2f}<extra></extra>"),
+    ])
+    fig.update_xaxes(title="recursion step t", dtick=1, showgrid=False)
+    fig.update_yaxes(title="energy", showgrid=True, gridcolor="#eee")
+    return _mini_layout(fig, "CEM: each layer descends an energy")
+
+
+@st.cache_data(show_spinner=False)
+def grassmann_picture() -> go.Figure:
+    """Planes through the origin of R^3 (points of Gr(2, 3)) drawn as great circles on the sphere."""
+    circle = np.linspace(0, 2 * np.pi, 200)
+    fig = go.Figure(go.Scatter(x=np.cos(circle), y=np.sin(circle), mode="lines",
+                               line=dict(color=GREY, width=1), hoverinfo="skip"))
+    view = np.array([0.35, 0.25, 1.0]) / np.linalg.norm([0.35, 0.25, 1.0])  # camera direction
+    e1 = np.cross(view, [0, 1, 0]); e1 /= np.linalg.norm(e1)
+    e2 = np.cross(view, e1)
+    rng = np.random.default_rng(3)
+    colors = [GREEN, BLUE, ORANGE, "#CC79A7"]
+    for k in range(4):
+        U, _ = np.linalg.qr(rng.normal(size=(3, 2)))
+        pts = U @ np.stack([np.cos(circle), np.sin(circle)])  # (3, 200) on the great circle
+        x, y, depth = e1 @ pts, e2 @ pts, view @ pts
+        front = np.where(depth >= 0, y, np.nan)
+        back = np.where(depth < 0, y, np.nan)
+        fig.add_trace(go.Scatter(x=x, y=front, mode="lines", line=dict(color=colors[k], width=2.5),
+                                 hovertemplate=f"plane {k + 1}<extra></extra>"))
+        fig.add_trace(go.Scatter(x=x, y=back, mode="lines", line=dict(color=colors[k], width=1, dash="dot"),
+                                 hoverinfo="skip"))
+    return _mini_layout(fig, "Grassmann: tokens pairs span planes", equal=True)
+
+
+FAMILIES = [
+    ("Orthogonal-state models", osm_picture,
+     "**OSM-RNN** and **OSMFormer** keep the hidden state as a matrix *on a group* (orthogonal O(d), SO(d), "
+     "unitary U(d), SU(d), the torus T, or block-orthogonal). Each token moves the state by "
+     "exp(Φ) of an update Φ in the group's Lie algebra, so states never blow up or vanish.",
+     ("trajectories", "tangents", "attention")),
+    ("Causal energy minimisation", cem_picture,
+     "**CEM** reads a Transformer layer as a few gradient-descent steps on an energy. Running more "
+     "recursion steps T at inference time should lower the energy further; the view flags any step where "
+     "it rose.", ("energy", "attention")),
+    ("Grassmann flows", grassmann_picture,
+     "**Grassmann** layers mix positions without attention: each token and an earlier one span a "
+     "2-plane, encoded by its Plücker coordinates, and a gate blends that back into the stream.",
+     ("planes",)),
+]
+
+
+def view_link(slug: str, where=st) -> None:
+    view = ui.VIEWS[slug]
+    ref = ui.default_ref(view.kinds)
+    if ref is None:
+        where.page_link(ui.page_path(slug), label=f"{view.title} (no checkpoint yet)", icon=view.icon)
+        return
+    where.page_link(ui.page_path(slug), label=view.title, icon=view.icon, query_params={"ckpt": ref},
+                    help=f"Opens {view.title} with {ref}")
+
+
+def main() -> None:
+    ui.show_notice()
+    st.title("geomlab")
+    st.markdown(
+        "An interactive geometry lab for sequence models whose hidden states live on **groups**, descend "
+        "**energies** or span **planes**. Pick a checkpoint and a text, and see what happens inside, token "
+        "by token; or train a tiny model live and watch it learn.")
+    if not ui.entries():
+        ui.no_checkpoint_message()
+    cols = st.columns(3, gap="medium")
+    for i, (name, picture, text, slugs) in enumerate(FAMILIES):
+        with cols[i]:
+            with st.container(border=True):
+                st.subheader(name)
+                ui.chart(picture(), key=f"home-{i}", filename=f"geomlab-{name.lower().replace(' ', '-')}")
+                st.markdown(text)
+                for slug in slugs:
+                    view_link(slug)
+    st.divider()
+    a, b, c = st.columns(3, gap="medium")
+    with a:
+        st.markdown("**Researchers** — upload your own `.safetensors` + `.json` checkpoint on "
+                    "*Checkpoints*, then open any view; download every figure (camera icon) and trace "
+                    "(npz/JSON).")
+        st.page_link(ui.page_path("checkpoints"), label="Checkpoints", icon=":material/inventory_2:")
+    with b:
+        st.markdown("**Teachers** — every view keeps its checkpoint, text and token cursor in the address "
+                    "bar: copy the URL and your students open exactly the same view.")
+        st.page_link(ui.page_path("compare"), label="Compare two models", icon=":material/compare:")
+    with c:
+        st.markdown("**Newcomers** — train a tiny model on a toy task in about a minute and watch its loss "
+                    "fall; then look inside it.")
+        st.page_link(ui.page_path("train"), label="Train live", icon=":material/model_training:")
+
+
+with ui.guard("The home page"):
+    main()

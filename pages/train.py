@@ -1,0 +1,3 @@
+"""Train live (placeholder while being written)."""
+import streamlit as st
+st.title("Train live")
