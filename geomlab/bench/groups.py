@@ -6,7 +6,8 @@ For each group (default O and U) and d in {4, 8, 16, 32}:
   ``--batch`` (default 4096) algebra elements, divided by the same with ``torch.linalg.matrix_exp`` measured in
   the same run (interleaved repeats). 1.0 means "as fast as matrix_exp"; < 1 is faster (T, O-block fast paths).
 * ``drift``: ``||H^* H - I||_F`` (mean and max over ``--drift-batch`` chains) after ``--products`` (default 1000)
-  right-multiplications ``H <- H exp(A_t)`` in float32/complex64 by random steps of norm ``--step``,
+  right-multiplications ``H <- H exp(A_t)`` in float32/complex64 by random steps of norm ``--step`` (computed
+  with ``--method``),
   without any reprojection; and the same after one final ``reproject``.
 
 Source: issue #2 (benchmark), osm.md §7.1 (matrix_exp cost) and §7.3 (drift). ``--quick`` shrinks the batch
@@ -69,13 +70,13 @@ def time_exp(g, batch: int, repeats: int, device: torch.device, seed: int = 0, m
     }
 
 
-def drift(g, batch: int, products: int, step: float, device: torch.device, seed: int = 1) -> dict:
+def drift(g, batch: int, products: int, step: float, device: torch.device, seed: int = 1, method: str = "auto") -> dict:
     """``||H^* H - I||_F`` after ``products`` float32 right-multiplications by ``exp`` of random steps."""
     gen = torch.Generator(device=device).manual_seed(seed)
     pool = 64
     c = torch.randn(pool, g.dim, generator=gen, device=device)
     c = step * c / c.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    steps = g.exp(g.from_coords(c))  # float32 / complex64
+    steps = g.exp(g.from_coords(c), method=method)  # float32 / complex64
     idx = torch.randint(0, pool, (products, batch), generator=gen, device=device)
     H = g.identity(batch, device=device)
     with torch.no_grad():
@@ -107,7 +108,7 @@ def run(groups, dims, batch, repeats, products, drift_batch, step, device, block
                 g = get_group(name, d)
             row = {"group": repr(g), "name": name, "d": d, "batch": batch}
             row.update(time_exp(g, batch, repeats, device, method=method))
-            row.update(drift(g, drift_batch, products, step, device))
+            row.update(drift(g, drift_batch, products, step, device, method=method))
             rows.append(row)
             print(_format_row(row), flush=True)
     return rows
