@@ -1,0 +1,125 @@
+"""Tests of the reproduction report (geomlab.report) and the `bench` subcommand."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from geomlab import report
+from geomlab.cli import main
+
+
+# ----------------------------------------------------------------------------------------------- protocol
+def test_profiles_share_one_protocol_per_run():
+    for name, p in report.PROFILES.items():
+        assert p.name == name
+        assert set(p.comparisons) <= set(report.COMPARISONS)
+        assert p.seeds and p.steps >= 1
+    full = report.PROFILES["full"]
+    assert len(full.seeds) >= 3 and full.eval_tokens is None and set(full.comparisons) == set(report.COMPARISONS)
+
+
+def test_comparisons_have_exactly_one_baseline_and_the_papers_numbers():
+    for c in report.COMPARISONS.values():
+        assert sum(a.baseline for a in c.arms) == 1, c.key
+    ts = {a.kind: a.paper for a in report.COMPARISONS["ts-100k"].arms if a.paper}
+    assert ts["osmformer"]["test"] == 2.464 and ts["transformer"]["test"] == 2.583
+    rnn = {a.kind: a.paper["test"] for a in report.COMPARISONS["ts-50k"].arms}
+    assert rnn == {"osm-rnn": 2.539, "lstm": 2.594}
+    groups = {a.config.get("group") for a in report.WORD_PROBLEM_ARMS if a.kind == "osm-rnn"}
+    assert groups == {"O", "U", "T"}
+    assert {a.kind for a in report.WORD_PROBLEM_ARMS} >= {"lstm", "transformer"}
+
+
+def test_protocol_overrides_and_errors():
+    p = report.protocol("quick", steps=7, seeds=[0, 1], comparisons=["ts-50k"], wp_steps=None)
+    assert p.steps == 7 and p.seeds == (0, 1) and p.comparisons == ("ts-50k",)
+    assert p.wp_steps == report.PROFILES["quick"].wp_steps  # None is ignored
+    with pytest.raises(report.ReportError, match="unknown profile"):
+        report.protocol("medium")
+    with pytest.raises(report.ReportError, match="unknown comparisons"):
+        report.protocol("quick", comparisons=["ts-1m"])
+    with pytest.raises(report.ReportError, match="steps"):
+        report.protocol("quick", steps=0)
+    with pytest.raises(report.ReportError, match="unknown protocol keys"):
+        report.protocol("quick", colour="red")
+    with pytest.raises(report.ReportError, match="seed"):
+        report.protocol("quick", seeds=[])
+
+
+# ----------------------------------------------------------------------------------------------- rendering
+def _fake_results():
+    rows = [
+        {"label": "Model A", "kind": "osmformer", "baseline": False, "paper": {"valid": 2.254, "test": 2.464},
+         "seeds": [0, 1], "params": 91_000, "valid_mean": 2.5, "valid_std": 0.01, "test_mean": 2.7,
+         "test_std": 0.02, "tokens_per_s_mean": 500.0, "speed_ratio": 0.5, "trace_ms": 12.0, "test_gap": 0.2,
+         "history": [{"step": 1, "loss": 3.0}, {"step": 2, "loss": 2.5}]},
+        {"label": "Base", "kind": "transformer", "baseline": True, "paper": {"valid": 2.259, "test": 2.583},
+         "seeds": [0, 1], "params": 104_000, "valid_mean": 2.4, "valid_std": 0.01, "test_mean": 2.5,
+         "test_std": 0.01, "tokens_per_s_mean": 1000.0, "speed_ratio": 1.0, "trace_ms": 3.0,
+         "history": [{"step": 1, "loss": 3.1}, {"step": 2, "loss": 2.4}]},
+        {"label": "Broken", "kind": "cem", "baseline": False, "paper": {}, "seeds": [0, 1], "error": "ValueError: x",
+         "valid_mean": None, "valid_std": None, "test_mean": None, "test_std": None},
+    ]
+    return {
+        "protocol": report.PROFILES["quick"].to_dict(), "started": "2026-01-01 00:00 UTC", "wall_s": 60.0,
+        "machine": {"device": "cpu", "threads": 1, "torch": "x"},
+        "comparisons": [{"key": "ts-100k", "title": "TS", "corpus": "tinyshakespeare", "split": "90/5/5",
+                         "claim": "claim", "note": "", "rows": rows}],
+        "word_problem": {"train_len": 16, "lengths": [4, 64], "groups": ["S5"], "rows": [
+            {"group": "S5", "label": "OSM-RNN O(8)", "kind": "osm-rnn", "seeds": [0], "params": 11945,
+             "acc": {"4": 0.9, "64": 0.5}, "chance": 1 / 120}]},
+    }
+
+
+def test_render_markdown_shows_ours_next_to_the_paper():
+    md = report.render_markdown(_fake_results(), {"Bits per character": "results/bpc.html"})
+    assert "| Model A | `osmformer` | 91.0K | 2 | 2.500 ± 0.010 | 2.700 ± 0.020 | 2.254 | 2.464 | +0.200 |" in md
+    assert "Base (baseline)" in md and "failed: ValueError: x" in md
+    # the verdict compares our gap with the paper's gap (2.464 - 2.583 = -0.119)
+    assert "Model A: test BPC +0.200 vs the baseline (paper: -0.119)" in md
+    assert re.search(r"\| S5 \| OSM-RNN O\(8\) \| `osm-rnn` \| 11.9K \| 1 \| 0.90 \| 0.50 \|", md)
+    assert "quick" in md and "not a reproduction" in md
+    assert "[Bits per character](results/bpc.html)" in md
+
+
+def test_figures_for_builds_every_figure():
+    figs = report.figures_for(_fake_results())
+    assert set(figs) == {"bpc", "speed", "curves", "word_problem"}
+    bars = [t for t in figs["bpc"].data if t.type == "bar"]
+    assert list(bars[1].y) == [2.7, 2.5]  # test BPC of the two rows that ran
+
+
+# ----------------------------------------------------------------------------------------------- end to end
+@pytest.mark.slow
+def test_bench_smoke_writes_the_report(tmp_path, tiny_text):
+    """The smallest profile end to end through the CLI on a tiny text: every expected row is in the
+    Markdown with finite numbers, and results.json agrees with it."""
+    text = tmp_path / "tiny.txt"
+    text.write_text(tiny_text, encoding="utf-8")
+    out = tmp_path / "docs" / "results.md"
+    rc = main(["bench", "--smoke", "--corpus-file", str(text), "--out", str(out), "--no-png", "--threads", "1"])
+    assert out.is_file()
+    md = out.read_text()
+    data = json.loads((out.parent / "results" / "results.json").read_text())
+    failed = [r["label"] for c in data["comparisons"] for r in c["rows"] if r.get("error")]
+    failed += [r["label"] for r in data["word_problem"]["rows"] if r.get("error")]
+    assert rc == 0 and not failed, failed
+    assert [c["key"] for c in data["comparisons"]] == list(report.PROFILES["smoke"].comparisons)
+    for c in data["comparisons"]:
+        comp = report.COMPARISONS[c["key"]]
+        assert [r["label"] for r in c["rows"]] == [a.label for a in comp.arms]
+        for r in c["rows"]:
+            assert r["label"] in md
+            for key in ("valid_mean", "test_mean", "tokens_per_s_mean", "speed_ratio", "trace_ms"):
+                assert math.isfinite(r[key]) and r[key] > 0, (r["label"], key)
+            assert r["seeds"] == [0]
+    wp = data["word_problem"]
+    assert len(wp["rows"]) == len(report.WORD_PROBLEM_ARMS) * len(wp["groups"])
+    for r in wp["rows"]:
+        assert all(0.0 <= v <= 1.0 for v in r["acc"].values())
+    for name in ("bpc", "speed", "curves", "word_problem"):
+        assert (out.parent / "results" / f"{name}.html").is_file()

@@ -1,0 +1,174 @@
+"""Tests of the zoo recipes (geomlab.zoo), the `zoo` subcommand and the bundled checkpoints."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from geomlab import zoo
+from geomlab.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+BUNDLED = sorted((REPO / "assets" / "checkpoints").glob("*.json"))
+
+
+# ----------------------------------------------------------------------------------------------- recipes
+def test_recipes_are_complete_and_unique():
+    names = [e.name for e in zoo.ZOO]
+    assert len(names) == len(set(names))
+    kinds = {e.kind for e in zoo.ZOO}
+    # the issue's list: OSM-RNN, OSMFormer (O linear, U, torus), CEM, Grassmann, LSTM, Transformer
+    assert {"osm-rnn", "osmformer", "cem", "grassmann", "lstm", "transformer"} <= kinds
+    groups = {e.config.get("group") for e in zoo.ZOO if e.kind == "osmformer"}
+    assert {"O", "U", "T"} <= groups
+    wp = [e for e in zoo.ZOO if e.task.startswith("word-problem:S5")]
+    assert {e.config.get("group") for e in wp} == {"O", "T"}
+    for e in zoo.ZOO:
+        assert e.steps >= 1 and e.batch_size >= 1 and e.seq_len >= 1 and e.lr > 0
+        assert e.budget or e.config, e.name
+        d = e.to_dict()
+        assert json.loads(json.dumps(d)) == d  # JSON-serialisable recipe
+
+
+def test_entries_selection_and_errors():
+    first, last = zoo.ZOO[0].name, zoo.ZOO[-1].name
+    assert [e.name for e in zoo.entries(f"{first}, {last}")] == [first, last]
+    assert [e.name for e in zoo.entries([last])] == [last]
+    with pytest.raises(zoo.ZooError, match="unknown zoo entries"):
+        zoo.entries("no-such-model")
+
+
+@pytest.mark.parametrize("scale,expected", [(0.5, 750), (0.0001, 1), (2, 3000)])
+def test_steps_scale(scale, expected):
+    e = zoo.ZooEntry("x", "t", "d", "lstm", config={"hidden": 8}, steps=1500)
+    assert zoo.scaled(e, scale).steps == expected
+
+
+@pytest.mark.parametrize("scale", [0, -1, float("nan"), float("inf"), "2"])
+def test_bad_steps_scale(scale):
+    e = zoo.ZooEntry("x", "t", "d", "lstm", config={"hidden": 8})
+    with pytest.raises(zoo.ZooError):
+        zoo.scaled(e, scale)
+
+
+def test_resolve_config_budget_and_explicit():
+    from geomlab.models import build_model, count_params
+
+    cfg = zoo.resolve_config("lstm", 30, None, {"hidden": 12})
+    assert cfg["hidden"] == 12 and cfg["vocab_size"] == 30 and cfg["kind"] == "lstm"
+    cfg = zoo.resolve_config("lstm", 30, 20_000, {})
+    n = count_params(build_model(cfg))
+    assert abs(n - 20_000) <= 0.05 * 20_000
+
+
+def test_transformer_width_adapter_meets_budget():
+    """The analytic width guess for `transformer` lands within the registry's 5% tolerance."""
+    from geomlab.models import build_model, count_params
+
+    for vocab, budget in [(65, 104_000), (50, 100_000), (65, 500_000)]:
+        cfg = zoo.resolve_config("transformer", vocab, budget, {})
+        n = count_params(build_model(cfg))
+        assert abs(n - budget) <= 0.05 * budget, (vocab, budget, n)
+
+
+# ----------------------------------------------------------------------------------------------- training
+def test_build_entry_lm_writes_a_loadable_card(tmp_path, tiny_text):
+    from geomlab import checkpoint as ckpt
+
+    text_file = tmp_path / "tiny.txt"
+    text_file.write_text(tiny_text, encoding="utf-8")
+    entry = zoo.ZooEntry("tiny-lstm", "Tiny LSTM", "test", "lstm", task=str(text_file),
+                         config={"hidden": 16}, steps=4, batch_size=2, seq_len=16, seed=3)
+    path = zoo.build_entry(entry, tmp_path / "zoo", log=None)
+    c = ckpt.load(path)
+    card = c.card
+    for key in ("corpus", "split", "steps", "seed", "params_effective", "valid_bpc", "test_bpc", "train_time_s",
+                "device", "batch_size", "seq_len", "lr", "recipe"):
+        assert key in card, key
+    assert card["steps"] == 4 and card["seed"] == 3 and card["recipe"]["name"] == "tiny-lstm"
+    assert math.isfinite(card["valid_bpc"]) and math.isfinite(card["test_bpc"])
+    assert card["params_effective"] == sum(p.numel() for p in c.model.parameters())
+    # the card's BPC is the pipeline's evaluation of the saved weights on the same split
+    from geomlab.data import make_task
+
+    task = make_task(str(text_file), vocab=c.vocab)
+    again = task.evaluate(c.model, "test", seq_len=16)["bpc"]
+    assert again == pytest.approx(card["test_bpc"], abs=1e-3)
+    cards = zoo.read_cards(tmp_path / "zoo")
+    assert [k["name"] for k in cards] == ["tiny-lstm"]
+    assert "tiny-lstm" in zoo.format_card(cards[0])
+
+
+def test_build_entry_word_problem_records_accuracy_by_length(tmp_path):
+    entry = zoo.ZooEntry("tiny-wp", "wp", "test", "lstm", task="word-problem:Z5:8",
+                         config={"hidden": 8}, steps=3, batch_size=4, seq_len=8, eval_lengths=(2, 4, 16))
+    path = zoo.build_entry(entry, tmp_path, log=None)
+    card = json.loads(Path(path).read_text())["card"]
+    acc = card["accuracy_by_length"]
+    assert set(acc) == {"2", "4", "16"}
+    assert all(0.0 <= v <= 1.0 for v in acc.values())
+    assert 0.0 <= card["test_accuracy"] <= 1.0
+
+
+def test_accuracy_by_length_matches_an_independent_count():
+    """An oracle that outputs the true running product scores 1 at every length; a constant model scores
+    exactly the frequency of its constant among the final labels."""
+    from geomlab.data.word_problem import WordProblemTask
+
+    task = WordProblemTask("S3", length=6, n_eval=64, seed=5)
+
+    class Oracle(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.one_hot(task.group.running_product(x), 6).float()
+
+    class Const(torch.nn.Module):
+        def forward(self, x):
+            out = torch.zeros(*x.shape, 6)
+            out[..., 2] = 1.0
+            return out
+
+    assert zoo.accuracy_by_length(Oracle(), task, [3, 6, 12]) == {3: 1.0, 6: 1.0, 12: 1.0}
+    for n in (3, 12):
+        _, y = task.eval_set("test", n)
+        expected = float((y[:, -1] == 2).float().mean())
+        assert zoo.accuracy_by_length(Const(), task, [n])[n] == pytest.approx(expected)
+
+
+def test_cli_zoo_list_and_recipes(tmp_path, capsys, tiny_text):
+    assert main(["zoo", "--list", "--dir", str(tmp_path)]) == 1  # empty folder
+    assert "no checkpoints" in capsys.readouterr().out
+    assert main(["zoo", "--recipes"]) == 0
+    out = capsys.readouterr().out
+    assert all(e.name in out for e in zoo.ZOO)
+    assert main(["zoo", "--recipes", "--only", "nope"]) == 2  # readable error, no traceback
+
+
+# ----------------------------------------------------------------------------------------------- bundled
+@pytest.mark.skipif(not BUNDLED, reason="no bundled checkpoints yet")
+@pytest.mark.parametrize("json_path", BUNDLED, ids=[p.stem for p in BUNDLED])
+def test_bundled_checkpoint_loads_with_a_full_card(json_path):
+    from geomlab import checkpoint as ckpt
+
+    assert json_path.stat().st_size + json_path.with_suffix(".safetensors").stat().st_size < 4 * 2**20
+    c = ckpt.load(json_path)
+    card = c.card
+    for key in ("corpus", "split", "steps", "seed", "params_effective", "train_time_s", "device", "recipe"):
+        assert key in card, key
+    recipe = {e.name: e for e in zoo.ZOO}.get(json_path.stem)
+    assert recipe is not None, f"{json_path.name} has no recipe in geomlab.zoo.ZOO"
+    assert card["recipe"]["kind"] == c.model.config["kind"] == recipe.kind
+    if recipe.task.startswith("word-problem"):
+        assert 0 <= card["test_accuracy"] <= 1 and card["accuracy_by_length"]
+    else:
+        assert 0 < card["valid_bpc"] < 8 and 0 < card["test_bpc"] < 8
+    x = torch.randint(0, c.model.config["vocab_size"], (1, 12))
+    assert torch.isfinite(c.model(x)).all()
+
+
+def test_bundled_zoo_is_small():
+    total = sum(p.stat().st_size for p in (REPO / "assets" / "checkpoints").glob("*") if p.is_file())
+    assert total < 16 * 2**20
