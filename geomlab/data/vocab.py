@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from geomlab.data.errors import DataError
@@ -83,6 +84,7 @@ class Vocab:
         self.unk: str | None = unk
         self.level: str = level
         self._index = {t: i for i, t in enumerate(tokens)}
+        self._char_table: np.ndarray | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -149,10 +151,35 @@ class Vocab:
 
         Unknown characters/words become :attr:`unk_id` (one id each, nothing dropped).
         """
+        if self.level == "char":
+            return self._encode_chars(text)
         return torch.tensor(self.ids(tokenize(text, self.level)), dtype=torch.long)
+
+    def _encode_chars(self, text: str) -> torch.Tensor:
+        """Vectorised character encoding: code points -> ids through a dense lookup table."""
+        codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        if codes.size == 0:
+            return torch.zeros(0, dtype=torch.long)
+        need = max(int(codes.max()), max(ord(t) for t in self.tokens)) + 1
+        if self._char_table is None or self._char_table.size < need:
+            table = np.full(need, -1, dtype=np.int64)
+            for i, t in enumerate(self.tokens):
+                table[ord(t)] = i
+            self._char_table = table
+        ids = self._char_table[codes]
+        missing = ids < 0
+        if missing.any():
+            ids = ids.copy()
+            if self.unk_id is None:
+                bad = chr(int(codes[np.argmax(missing)]))
+                raise DataError(f"token {bad!r} is not in the vocabulary (and it has no unknown token)")
+            ids[missing] = self.unk_id
+        return torch.from_numpy(ids)
 
     def count_unknown(self, text: str) -> int:
         """How many tokens of ``text`` are not in the vocabulary (they encode to the unknown id)."""
+        if self.level == "char":
+            return sum(1 for ch in set(text) if ch not in self._index for _ in range(text.count(ch)))
         return sum(1 for t in tokenize(text, self.level) if t not in self._index)
 
     def decode(self, ids: Iterable[int] | torch.Tensor) -> str:
