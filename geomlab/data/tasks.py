@@ -114,7 +114,7 @@ def sequence_nll(model: torch.nn.Module, tokens: torch.Tensor, seq_len: int, str
         model: a causal model, ``(B, T)`` long -> ``(B, T, V)`` logits.
         tokens: ``LongTensor`` ``(N,)``, the split as one stream.
         seq_len: window length (the training context length); ``stride`` as in :func:`eval_windows`.
-        batch_size: windows per forward pass (default: about 2e7 logits per batch).
+        batch_size: windows per forward pass (default: 64, fewer when that would exceed 2e7 logits).
 
     Returns ``(sum_nll_nats, n_targets)`` with ``n_targets = N - 1``. The model is put in eval mode and
     restored afterwards. Source: design choice (module docstring).
@@ -127,7 +127,7 @@ def sequence_nll(model: torch.nn.Module, tokens: torch.Tensor, seq_len: int, str
     model.eval()
     vocab = int(getattr(model, "config", {}).get("vocab_size", 256)) if hasattr(model, "config") else 256
     if batch_size is None:
-        batch_size = max(1, int(2e7 // max(1, seq_len * vocab)))
+        batch_size = max(1, min(64, int(2e7 // max(1, seq_len * vocab))))
     total = torch.zeros((), dtype=torch.float64)
     count = 0
     try:
