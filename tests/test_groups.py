@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from geomlab.groups import (
@@ -28,7 +28,7 @@ DIMS = (1, 2, 3, 4, 8)
 GROUPS = all_groups(DIMS)
 GROUP_IDS = [repr(g) for g in GROUPS]
 seeds = st.integers(min_value=0, max_value=2**31 - 1)
-groups = st.sampled_from(GROUPS)
+PER_GROUP_EXAMPLES = 4  # every group x d is exercised; hypothesis varies seeds and scales
 
 
 def gen(seed: int) -> torch.Generator:
@@ -107,7 +107,9 @@ def test_identity_and_random_points_belong(g):
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-@given(g=groups, seed=seeds)
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds)
 def test_proj_idempotent_and_residual_orthogonal(g, seed):
     Y = rand_matrix(g, 4, seed=seed)
     P = g.proj(Y)
@@ -123,7 +125,9 @@ def test_proj_idempotent_and_residual_orthogonal(g, seed):
     close(g.from_coords(g.to_coords(P)), P, atol=1e-12)
 
 
-@given(g=groups, seed=seeds)
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds)
 def test_inner_symmetric_positive_definite(g, seed):
     A = g.from_coords(rand_coords(g, 6, seed=seed))
     B = g.from_coords(rand_coords(g, 6, seed=seed + 1))
@@ -138,7 +142,9 @@ def test_inner_symmetric_positive_definite(g, seed):
     close(g.inner(A, B), ref, atol=1e-12)
 
 
-@given(g=groups, seed=seeds)
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds)
 def test_coords_are_inverse_isometries(g, seed):
     c1 = rand_coords(g, 5, seed=seed)
     c2 = rand_coords(g, 5, seed=seed + 1)
@@ -173,7 +179,9 @@ def test_coords_basis_is_orthonormal():
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-@given(g=groups, seed=seeds, scale=st.floats(0.0, 2.0))
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds, scale=st.floats(0.0, 2.0))
 def test_exp_of_proj_belongs_float32(g, seed, scale):
     Y = rand_matrix(g, 8, seed=seed, double=False, scale=scale)
     H = g.exp(g.proj(Y))
@@ -181,13 +189,17 @@ def test_exp_of_proj_belongs_float32(g, seed, scale):
     assert bool(g.belongs(H, atol=1e-5).all())
 
 
-@given(g=groups, seed=seeds, scale=st.floats(0.0, 3.0))
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds, scale=st.floats(0.0, 3.0))
 def test_exp_agrees_with_matrix_exp(g, seed, scale):
     A = g.from_coords(scale * rand_coords(g, 4, seed=seed))
     close(g.exp(A), torch.linalg.matrix_exp(A), atol=1e-10, rtol=1e-9)
 
 
-@given(g=groups, seed=seeds, scale=st.floats(0.0, 3.0), degenerate=st.booleans())
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds, scale=st.floats(0.0, 3.0), degenerate=st.booleans())
 def test_exp_methods_agree_in_value_and_gradient(g, seed, scale, degenerate):
     """The eigh path (default on CPU) equals matrix_exp, and so does its gradient on the algebra."""
     A = g.from_coords(scale * rand_coords(g, 3, seed=seed))
@@ -216,7 +228,9 @@ def test_exp_method_errors():
         get_group("T", 3).exp(torch.zeros(3, 3, dtype=torch.complex64), method="pade")
 
 
-@given(g=groups, seed=seeds, radius=st.floats(0.0, 3.0))
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds, radius=st.floats(0.0, 3.0))
 def test_log_inverts_exp_inside_injectivity_radius(g, seed, radius):
     # Frobenius norm <= 3 < pi bounds every eigenvalue phase, so exp is invertible by the principal log
     A = g.from_coords(rand_coords(g, 4, seed=seed))
@@ -228,7 +242,9 @@ def test_log_inverts_exp_inside_injectivity_radius(g, seed, radius):
     close(g.proj(L), L, atol=1e-12)
 
 
-@given(g=groups, seed=seeds)
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds)
 def test_exp_log_exp_for_random_points(g, seed):
     # away from the cut locus (probability one for Haar points), exp(log(H)) = H
     H = g.random_point(4, generator=gen(seed), dtype=dtype_for(g))
@@ -244,7 +260,9 @@ def test_exp_log_exp_for_random_points(g, seed):
     close(g.exp(g.log(H)), H, atol=1e-8)
 
 
-@given(g=groups, seed=seeds)
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds)
 def test_dist_symmetric_zero_left_invariant(g, seed):
     H1 = g.random_point(4, generator=gen(seed), dtype=dtype_for(g))
     H2 = g.random_point(4, generator=gen(seed + 1), dtype=dtype_for(g))
@@ -260,7 +278,9 @@ def test_dist_symmetric_zero_left_invariant(g, seed):
     assert bool((d12[finite] <= math.pi * math.sqrt(g.d) + 1e-9).all())
 
 
-@given(g=groups, seed=seeds, radius=st.floats(0.0, 3.0))
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds, radius=st.floats(0.0, 3.0))
 def test_dist_from_identity_is_norm_of_generator(g, seed, radius):
     A = g.from_coords(rand_coords(g, 3, seed=seed))
     if g.dim:
@@ -318,7 +338,9 @@ def test_su_log_is_traceless_when_principal_angles_wrap():
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-@given(g=groups, seed=seeds)
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds)
 def test_derivative_of_similarity_is_inner_with_pull(g, seed):
     H = g.random_point(3, generator=gen(seed), dtype=dtype_for(g))
     X = rand_matrix(g, 3, seed=seed + 1)
@@ -372,7 +394,9 @@ def test_belongs_rejects_non_members(g):
         assert not bool(g.belongs(Q).any())
 
 
-@given(g=groups, seed=seeds, noise=st.floats(1e-6, 1e-2))
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds, noise=st.floats(1e-6, 1e-2))
 def test_reproject_returns_a_nearby_member(g, seed, noise):
     H = g.random_point(4, generator=gen(seed), dtype=dtype_for(g))
     E = noise * rand_matrix(g, 4, seed=seed + 1)
@@ -434,7 +458,9 @@ def test_haar_moments_and_components():
     assert abs(float(ang.mean())) < 0.1 and abs(float(ang.var()) - math.pi**2 / 3) < 0.2
 
 
-@given(g=groups, seed=seeds)
+@pytest.mark.parametrize("g", GROUPS, ids=GROUP_IDS)
+@settings(max_examples=PER_GROUP_EXAMPLES)
+@given(seed=seeds)
 def test_eigen_angles_sorted_and_match_conjugated_spectrum(g, seed):
     H = g.random_point(3, generator=gen(seed), dtype=dtype_for(g))
     ang = g.eigen_angles(H)
