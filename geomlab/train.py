@@ -84,6 +84,10 @@ class TrainConfig:
             raise ValueError(f"lr must be a positive number, got {self.lr}")
         if self.warmup < 0 or self.grad_clip < 0 or self.weight_decay < 0 or self.eval_every < 0:
             raise ValueError("warmup, grad_clip, weight_decay and eval_every must be >= 0")
+        if self.eval_tokens is not None and int(self.eval_tokens) < 1:
+            raise ValueError(f"eval_tokens must be None (whole split) or >= 1, got {self.eval_tokens}")
+        if self.eval_stride is not None and not 1 <= int(self.eval_stride) <= int(self.seq_len):
+            raise ValueError(f"eval_stride must be between 1 and seq_len={self.seq_len}, got {self.eval_stride}")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
 
@@ -306,7 +310,9 @@ class Trainer:
         cfg.update(overrides or {})
         if out is None:
             out = c.path.with_suffix("")
-        card = {k: v for k, v in c.card.items()}
+        # evaluation results belong to the step they were measured at: do not carry them over
+        card = {k: v for k, v in c.card.items()
+                if not k.startswith(("valid_", "test_")) and k != "eval_protocol"}
         trainer = cls(c.model, task, TrainConfig.from_dict(cfg), out=out, card=card, **kwargs)
         trainer._restore(c)
         return trainer
