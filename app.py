@@ -2,8 +2,13 @@
 
 This file is the frame shared by every page (``st.navigation``): it sets the page config, restores the
 shared state (checkpoint, text, token cursor) from the URL, runs the chosen page and mirrors the state
-back into the URL so a link reopens the same view. The pages live in ``pages/``; their shared helpers in
-``pages/_ui.py``. The backend (``geomlab/``) never imports streamlit.
+back into the URL so a link reopens the same view. The pages live in ``app_pages/``; their shared helpers in
+``app_pages/_ui.py``. The backend (``geomlab/``) never imports streamlit.
+
+Why ``app_pages/`` and not ``pages/``: Streamlit treats a folder named ``pages`` next to the entry point as
+a legacy multipage app until ``st.navigation`` has run once in the process; a deep link such as
+``/trajectories?ckpt=...`` as the first request after a restart (and every ``AppTest`` rerun) would then run
+the page file directly, without this frame.
 """
 
 from __future__ import annotations
@@ -12,12 +17,12 @@ import sys
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent
-if str(_ROOT) not in sys.path:  # `pages._ui` and `geomlab` importable however the app is started
+if str(_ROOT) not in sys.path:  # `app_pages._ui` and `geomlab` importable however the app is started
     sys.path.insert(0, str(_ROOT))
 
 import streamlit as st  # noqa: E402
 
-from pages import _ui as ui  # noqa: E402
+from app_pages import _ui as ui  # noqa: E402
 
 st.set_page_config(page_title="geomlab", page_icon=":material/blur_circular:", layout="wide",
                    initial_sidebar_state="expanded")

@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from pages import _ui as ui
+from app_pages import _ui as ui
 
 #: view slug -> [(figure name in geomlab.figures.VIEWS, wide?)]
 VIEW_FIGURES: dict[str, list[tuple[str, bool]]] = {

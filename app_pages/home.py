@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages import _ui as ui
+from app_pages import _ui as ui
 
 BLUE, ORANGE, GREEN, GREY = "#0072B2", "#E69F00", "#009E73", "#999999"  # Okabe-Ito (colour-blind safe)
 

@@ -93,7 +93,7 @@ VIEWS: dict[str, View] = {v.slug: v for v in (
 
 def page_path(slug: str) -> str:
     """Path of a page file relative to the app root (what ``st.Page``/``st.page_link`` want)."""
-    return f"pages/{slug}.py"
+    return f"app_pages/{slug}.py"
 
 
 # ---------------------------------------------------------------- errors

@@ -7,7 +7,7 @@ import json
 import streamlit as st
 
 from geomlab import catalog
-from pages import _ui as ui
+from app_pages import _ui as ui
 
 K_UPLOAD_MSG = "_gl_upload_msg"
 

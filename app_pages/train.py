@@ -1,0 +1,291 @@
+"""Train live: train a tiny model in a background thread and watch it learn.
+
+The script never trains: Start creates a :class:`geomlab.live.LiveRun` in the process-wide registry and
+returns; a fragment (``st.fragment(run_every=...)``) polls its snapshot and redraws progress and curves.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from geomlab import live
+from app_pages import _ui as ui
+
+K_RUN = "gl_live_run"          # this session's current run id (owned state)
+K_MSG = "_gl_train_msg"        # (level, text) shown once above the form
+K_POLLING = "_gl_train_polling"
+POLL_S = 0.7
+GROUPS = ("O", "SO", "U", "SU", "T", "O-block")
+GROUP_HELP = ("O: orthogonal, SO: rotations, U: unitary (complex), SU: special unitary, T: torus (commuting "
+              "phases), O-block: block-diagonal orthogonal.")
+DATA_KINDS = ("Synthetic task", "Registered corpus", "Your text")
+P = "w_train_"  # widget key prefix (widgets keep their values for the session)
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def corpus_status() -> dict[str, str | None]:
+    return live.corpus_availability()
+
+
+def model_kinds() -> list[str]:
+    from geomlab.models import kinds
+
+    ks = kinds()
+    preferred = [k for k in ("osm-rnn", "osmformer", "cem", "grassmann", "transformer", "llama", "lstm") if k in ks]
+    return preferred + [k for k in ks if k not in preferred]
+
+
+def spec_from_widgets() -> live.RunSpec:
+    """Read the form's widgets into a RunSpec (raises ValueError for an incomplete choice)."""
+    ss = st.session_state
+    kind = ss[P + "kind"]
+    source = ss[P + "source"]
+    text = None
+    if source == "Synthetic task":
+        data = "task:" + ss[P + "task"]
+    elif source == "Registered corpus":
+        name = ss.get(P + "corpus")
+        if not name:
+            raise ValueError("No registered corpus is available on this machine.")
+        reason = corpus_status().get(name)
+        if reason:
+            raise ValueError(f"Corpus {name} is not on this machine: {reason}")
+        data = "corpus:" + name
+    else:
+        data = "text"
+        up = ss.get(P + "upload")
+        if up is not None:
+            try:
+                text = up.getvalue().decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{up.name} is not UTF-8 text.") from None
+        else:
+            text = ss.get(P + "text") or ""
+        if not text.strip():
+            raise ValueError("Your text is empty: paste some text or upload a .txt file (at least 100 characters).")
+    return live.RunSpec(
+        kind=kind, group=ss.get(P + "group") if live.is_osm(kind) else None, params=int(ss[P + "params"]),
+        data=data, text=text, steps=int(ss[P + "steps"]), device=ss[P + "device"],
+        batch_size=int(ss[P + "batch"]), seq_len=int(ss[P + "seq"]), lr=float(ss[P + "lr"]),
+        seed=int(ss[P + "seed"]), threads=live.default_threads())
+
+
+def start() -> None:
+    """Start button callback: build and start a run; errors become a message."""
+    try:
+        spec = spec_from_widgets()
+        run = live.REGISTRY.create(spec)
+        run.start()
+    except ValueError as exc:
+        st.session_state[K_MSG] = ("error", str(exc))
+        return
+    except Exception as exc:  # noqa: BLE001 - shown, never raised
+        st.session_state[K_MSG] = ("error", f"Could not start the run: {type(exc).__name__}: {exc}")
+        return
+    st.session_state[K_RUN] = run.run_id
+
+
+def form(active: bool) -> None:
+    kinds = model_kinds()
+    c1, c2 = st.columns(2)
+    c1.selectbox("Model kind", kinds, key=P + "kind", persist_state="session",
+                 help="osm-rnn/osmformer: states on a matrix group; cem: energy-descent layers; grassmann: "
+                      "plane-mixing layers; transformer, llama, lstm: baselines.")
+    kind = st.session_state[P + "kind"]
+    if live.is_osm(kind):
+        c2.selectbox("Group", GROUPS, key=P + "group", persist_state="session", help=GROUP_HELP)
+    else:
+        c2.selectbox("Group", ["—"], disabled=True, key=P + "group_na",
+                     help="Only the orthogonal-state models (osm-rnn, osmformer) have a group.")
+    st.select_slider("Parameter budget", options=list(live.BUDGETS), value=20_000, key=P + "params",
+                     persist_state="session", format_func=lambda n: f"{n // 1000}k",
+                     help="Effective trainable parameters; the model's width is chosen to match (±5%).")
+    st.radio("Data", DATA_KINDS, key=P + "source", horizontal=True, persist_state="session",
+             help="Synthetic tasks need no download. Registered corpora are used only when their files are "
+                  "on this machine (GEOMLAB_DATA_DIR).")
+    source = st.session_state[P + "source"]
+    if source == "Synthetic task":
+        st.selectbox("Task", list(live.SYNTHETIC_TASKS), key=P + "task", persist_state="session",
+                     format_func=lambda k: live.SYNTHETIC_TASKS[k],
+                     help="The group word problem: read group elements, predict their running product.")
+    elif source == "Registered corpus":
+        status = corpus_status()
+        avail = [n for n, r in status.items() if r is None]
+        if not avail:
+            st.warning("No registered corpus is on this machine. Put the files under the folder named by "
+                       "`GEOMLAB_DATA_DIR` (see `docs/pipeline.md`), or use a synthetic task or your own text.",
+                       icon=":material/folder_off:")
+        else:
+            st.selectbox("Corpus", avail, key=P + "corpus", persist_state="session")
+            missing = [n for n, r in status.items() if r is not None]
+            if missing:
+                st.caption("Not on this machine: " + ", ".join(missing))
+    else:
+        st.file_uploader("Upload a UTF-8 text file", type=["txt", "md", "csv", "py"], key=P + "upload")
+        st.text_area("…or paste text (at least 100 characters)", key=P + "text", height=100,
+                     persist_state="session")
+    c1, c2 = st.columns(2)
+    c1.number_input("Steps", 1, live.MAX_STEPS, 200, step=50, key=P + "steps", persist_state="session",
+                    help="Optimizer steps. A few hundred take about a minute on a CPU for the smallest budgets.")
+    devices = ["auto", "cpu", "cuda"] + (["mps"] if "mps" in live.available_devices() else [])
+    auto_is = live.available_devices()[0]
+    c2.selectbox("Device", devices, key=P + "device", persist_state="session",
+                 format_func=lambda d: f"auto ({auto_is})" if d == "auto" else d,
+                 help="auto uses a GPU when there is one.")
+    with st.expander("More settings"):
+        a, b, c, d = st.columns(4)
+        a.number_input("Batch size", 1, 512, 16, key=P + "batch", persist_state="session")
+        b.number_input("Sequence length", 2, 1024, 32, key=P + "seq", persist_state="session")
+        c.number_input("Learning rate", 1e-5, 1.0, 3e-3, format="%.4f", key=P + "lr", persist_state="session")
+        d.number_input("Seed", 0, 2**31 - 1, 0, key=P + "seed", persist_state="session",
+                       help="The same seed and settings give the same run.")
+    st.button("Start training", type="primary", icon=":material/play_arrow:", on_click=start, disabled=active,
+              key=P + "start", help="Stop the current run first." if active else "Train in the background.")
+
+
+def _stop(run_id: str) -> None:
+    run = live.REGISTRY.get(run_id)
+    if run is not None:
+        run.stop()
+
+
+def _resume(run_id: str) -> None:
+    run = live.REGISTRY.get(run_id)
+    try:
+        if run is not None:
+            run.resume()
+    except ValueError as exc:
+        st.session_state[K_MSG] = ("error", str(exc))
+
+
+def _save(run_id: str) -> None:
+    run = live.REGISTRY.get(run_id)
+    name = (st.session_state.get(P + "save_name") or "").strip() or f"live-{run_id}"
+    try:
+        path = run.save(name)
+    except ValueError as exc:
+        st.session_state[K_MSG] = ("error", f"Could not save: {exc}")
+        return
+    from geomlab import catalog
+
+    try:
+        ref = "runs/" + path.relative_to(catalog.runs_dir()).with_suffix("").as_posix()
+    except ValueError:
+        ref = None
+    if ref:
+        st.session_state[ui.K_CKPT] = ref
+    st.session_state[K_MSG] = ("success", f"Saved as `{path.name}`; it is now the selected checkpoint on every page.")
+
+
+def curves(snap: live.Snapshot) -> None:
+    from geomlab import figures
+
+    hist = [{k: v for k, v in h.items() if k != "train_bpc"} for h in snap.history]
+    metric = "bpc" if snap.metric_name == "bpc" else "loss"
+    if not any("loss" in h for h in hist):
+        st.caption("The curves appear after the first logged steps.")
+        return
+    try:
+        fig, caption = figures.training_curves({"this run": hist}, metric=metric)
+    except ValueError as exc:
+        st.caption(str(exc))
+        return
+    fig.update_layout(height=320, uirevision="live")
+    ui.chart(fig, key="train-curves", filename="geomlab-training-curves")
+    st.caption(caption)
+    acc = [(h["step"], h["valid_accuracy"]) for h in snap.history if "valid_accuracy" in h]
+    if acc:
+        f2 = go.Figure(go.Scatter(x=[a for a, _ in acc], y=[b for _, b in acc], mode="lines+markers",
+                                  line={"color": "#009E73"}, name="valid accuracy",
+                                  hovertemplate="step %{x}: accuracy %{y:.3f}<extra></extra>"))
+        f2.update_layout(title="Validation accuracy (word problem)", height=260, template="plotly_white",
+                         margin={"l": 60, "r": 20, "t": 50, "b": 40}, uirevision="live")
+        f2.update_xaxes(title_text="optimiser step")
+        f2.update_yaxes(title_text="accuracy (all positions)", range=[0, 1.02])
+        ui.chart(f2, key="train-acc", filename="geomlab-accuracy")
+
+
+def panel() -> None:
+    """The live part of the page (a fragment while a run is active)."""
+    run = live.REGISTRY.get(st.session_state.get(K_RUN))
+    if run is None:
+        st.info("No run yet. Choose a model and data on the left and press **Start training**. Training runs "
+                "in the background on this server: you can switch pages and come back.",
+                icon=":material/model_training:")
+        return
+    snap = run.snapshot()
+    st.markdown(f"**{run.spec.label()}** · {snap.params:,} parameters · state: **{snap.state}**"
+                + (f" · on {snap.device}" if snap.device else ""))
+    st.progress(snap.fraction, text=f"step {snap.step:,} / {snap.total:,}")
+    m = st.columns(5)
+    m[0].metric("train loss", f"{snap.loss:.3f}" if snap.loss is not None else "–", help="nats per token")
+    if snap.train_bpc is not None:
+        m[1].metric("train BPC", f"{snap.train_bpc:.3f}", help="bits per character")
+    else:
+        m[1].metric("step", f"{snap.step:,}")
+    label = {"bpc": "valid BPC", "accuracy": "valid accuracy"}.get(snap.metric_name, f"valid {snap.metric_name}")
+    m[2].metric(label, f"{snap.metric:.3f}" if snap.metric is not None else "–")
+    m[3].metric("tokens/s", f"{snap.tokens_per_s:,.0f}" if snap.tokens_per_s else "–")
+    m[4].metric("ETA" if snap.active else "time", ui.fmt_seconds(snap.eta_s) if snap.active
+                else ui.fmt_seconds(snap.elapsed_s))
+    if snap.note:
+        st.caption(snap.note)
+    if snap.state == "paused":
+        st.warning(snap.message, icon=":material/pause_circle:")
+    elif snap.state == "error":
+        st.error(snap.message, icon=":material/error:")
+    elif snap.state == "finished":
+        st.success(snap.message, icon=":material/check_circle:")
+    elif snap.message:
+        st.caption(snap.message)
+    b = st.columns([1, 1, 2, 1])
+    b[0].button("Stop", icon=":material/stop:", on_click=_stop, args=(run.run_id,), disabled=snap.state != "running",
+                key="train-stop", width="stretch")
+    b[1].button("Resume", icon=":material/play_arrow:", on_click=_resume, args=(run.run_id,),
+                disabled=not snap.can_resume, key="train-resume", width="stretch")
+    default_name = f"{run.spec.kind}{'-' + run.spec.group if run.spec.group else ''}-{run.run_id[:6]}"
+    if P + "save_name" not in st.session_state or st.session_state.get("_gl_save_for") != run.run_id:
+        st.session_state[P + "save_name"] = default_name
+        st.session_state["_gl_save_for"] = run.run_id
+    b[2].text_input("Name", key=P + "save_name", label_visibility="collapsed", placeholder="checkpoint name")
+    b[3].button("Save", icon=":material/save:", on_click=_save, args=(run.run_id,), disabled=snap.state == "created",
+                key="train-save", width="stretch", help="Save the current weights to runs/ so every page can use them.")
+    for path in snap.saved[-3:]:
+        st.caption(f"saved: `{path}`")
+    curves(snap)
+    if st.session_state.get(K_POLLING) and not snap.active:
+        st.session_state[K_POLLING] = False
+        st.rerun(scope="app")  # stop polling; re-enable the form
+
+
+def main() -> None:
+    ui.show_notice()
+    st.title("Train live")
+    st.caption("Train a tiny model in the background and watch its loss fall; then save it and look inside it "
+               "on the view pages.")
+    msg = st.session_state.pop(K_MSG, None)
+    if msg:
+        (st.success if msg[0] == "success" else st.error)(msg[1])
+        if msg[0] == "success":
+            ref = st.session_state.get(ui.K_CKPT)
+            entry = ui.entry_for(ref)
+            if entry is not None:
+                for v in ui.VIEWS.values():
+                    if entry.kind in v.kinds:
+                        st.page_link(ui.page_path(v.slug), label=f"Open it in {v.title}", icon=v.icon,
+                                     query_params={"ckpt": ref})
+                        break
+    run = live.REGISTRY.get(st.session_state.get(K_RUN))
+    active = run is not None and run.snapshot().active
+    left, right = st.columns([2, 3], gap="large")
+    with left:
+        with st.container(border=True):
+            form(active)
+    with right:
+        st.session_state[K_POLLING] = active
+        st.fragment(panel, run_every=POLL_S if active else None)()
+
+
+with ui.guard("The Train live page"):
+    main()

@@ -1,3 +1,0 @@
-"""Compare (placeholder while being written)."""
-import streamlit as st
-st.title("Compare")
