@@ -114,7 +114,7 @@ def test_bench_smoke_writes_the_report(tmp_path, tiny_text):
         assert [r["label"] for r in c["rows"]] == [a.label for a in comp.arms]
         for r in c["rows"]:
             assert r["label"] in md
-            for key in ("valid_mean", "test_mean", "tokens_per_s_mean", "speed_ratio", "trace_ms"):
+            for key in ("valid_mean", "test_mean", "tokens_per_s_mean", "speed_ratio", "cpu_speed_ratio", "trace_ms"):
                 assert math.isfinite(r[key]) and r[key] > 0, (r["label"], key)
             assert r["seeds"] == [0]
     wp = data["word_problem"]
