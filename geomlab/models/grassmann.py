@@ -74,27 +74,73 @@ class GrassmannMixer(nn.Module):
 
     ``forward(h)``: ``h`` ``(B, T, d_model)`` float -> ``m`` ``(B, T, d_model)``. Strictly causal: position
     ``t`` reads ``h_s`` for ``s in {t} U {t - D : D in offsets, D <= t}`` only.
+
+    Two implementations of the same function (``impl``):
+
+    * ``explicit``: the reference — per offset the full Plücker vector ``p(t, D)`` ``(B, T - D, P)``, its
+      normalisation, the mean over valid offsets.
+    * ``fused`` (default, derived here): every plane at position ``t`` contains ``z_t``, and the wedge is
+      bilinear, so ``mean_D p(t, D) / ||p(t, D)|| = z_t ^ u_t`` with
+      ``u_t = mean_D w_{t,D} (z_{t-D} - c z_t)``, ``w = 1 / max(||z_t ^ z_{t-D}||, eps)`` (the part of the past
+      vector along ``z_t`` wedges to zero; removing it keeps degenerate pairs exact, see
+      :meth:`_scaled_perp`). The norms come from the
+      Lagrange identity ``||a ^ b||^2 = ||a||^2 ||b||^2 - (a.b)^2`` evaluated in float64 (no cancellation
+      problem at float32 inputs; float32 on MPS), so the per-offset work is r-dimensional and only one
+      ``P``-dimensional wedge is formed per position: m times less P-sized work. Same output to rounding
+      (tested). A consequence worth knowing for the views: the offset-averaged bivector of one layer is
+      always decomposable (one plane, span(z_t, u_t); decomposability ratio 1).
     """
 
-    def __init__(self, d_model: int, rank: int, offsets: list[int], eps: float, normalize: str, gate: str):
+    def __init__(self, d_model: int, rank: int, offsets: list[int], eps: float, normalize: str, gate: str,
+                 impl: str = "fused"):
         super().__init__()
         self.rank, self.offsets, self.eps, self.normalize, self.gate_form = rank, list(offsets), eps, normalize, gate
+        if impl not in ("fused", "explicit"):
+            raise ValueError(f"impl must be 'fused' or 'explicit', got {impl!r}")
+        self.impl = impl
         self.P = plucker_size(rank)
         self.reduce = nn.Linear(d_model, rank)
         self.plu = nn.Linear(self.P, d_model)
         self.gate = nn.Linear(2 * d_model if gate == "concat" else d_model, d_model)
         I, J = plucker_indices(rank)
+        sel = torch.zeros(2, rank, self.P)
+        sel[0, I, torch.arange(self.P)] = 1.0
+        sel[1, J, torch.arange(self.P)] = 1.0
         self.register_buffer("I", I, persistent=False)
         self.register_buffer("J", J, persistent=False)
+        self.register_buffer("sel", sel, persistent=False)  # one-hot (r, P) selections of i and j
 
     @property
     def max_offset(self) -> int:
         return max(self.offsets)
 
-    def _plucker(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        I, J = self.I, self.J
-        p = a[..., I] * b[..., J] - a[..., J] * b[..., I]
-        return normalize_plucker(p, self.eps, self.normalize), p
+    def _wedge(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """Unnormalised Plücker vector ``(..., P)`` of ``(a, b)`` ``(..., r)`` (one-hot matmuls, no gathers)."""
+        SI, SJ = self.sel[0].to(a.dtype), self.sel[1].to(a.dtype)
+        return (a @ SI) * (b @ SJ) - (a @ SJ) * (b @ SI)
+
+    def _inv_norm(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(w, n2)``: ``w = 1 / max(||a ^ b||, eps)`` (clamp) or ``1 / sqrt(||a ^ b||^2 + eps^2)`` (smooth),
+        in ``a``'s dtype, and ``n2 = ||a ^ b||^2`` (Lagrange identity, float64 except on MPS). ``(...)``."""
+        w, n2, _ = self._scaled_perp(a, b)
+        return w, n2
+
+    def _scaled_perp(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For the fused form: ``(w, n2, v)`` with ``w``, ``n2`` as in :meth:`_inv_norm` and
+        ``v = w (b - c a)``, ``c = (a.b) / max(||a||^2, eps^2)`` ``(..., r)``, so that ``a ^ v = p_hat(a, b)``
+        exactly in exact arithmetic. Removing the component along ``a`` first keeps ``||v|| <= 1 / ||a||``:
+        a (nearly) parallel pair, weighted by up to ``1 / eps``, then adds (nearly) nothing instead of a huge
+        multiple of ``a`` whose rounding would swamp the other offsets' terms. Computed in float64 (MPS:
+        the input dtype)."""
+        dt = a.dtype if a.device.type == "mps" else torch.float64
+        a64, b64 = a.to(dt), b.to(dt)
+        aa, bb, ab = (a64 * a64).sum(-1), (b64 * b64).sum(-1), (a64 * b64).sum(-1)
+        n2 = (aa * bb - ab * ab).clamp_min(0)
+        e2 = self.eps * self.eps
+        w = n2.clamp_min(e2).rsqrt() if self.normalize == "clamp" else (n2 + e2).rsqrt()
+        c = ab / aa.clamp_min(e2)
+        v = (b64 - c.unsqueeze(-1) * a64) * w.unsqueeze(-1)
+        return w.to(a.dtype), n2, v.to(a.dtype)
 
     def _fuse(self, h: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         gin = torch.cat([h, g], dim=-1) if self.gate_form == "concat" else h
@@ -104,30 +150,40 @@ class GrassmannMixer(nn.Module):
     def forward(self, h: torch.Tensor, rec: dict | None = None) -> torch.Tensor:
         B, T, _ = h.shape
         z = self.reduce(h)
-        acc = None
         cnt = torch.zeros(T, dtype=h.dtype, device=h.device)
-        for k, D in enumerate(self.offsets):
-            if D >= T:  # no position has a partner at this offset
+        u = acc = None  # fused: weighted past mean u (B, T, r); explicit: sum of p_hat (B, T, P)
+        for D in self.offsets:
+            if D >= T:  # no position has a partner at this offset: skipped
                 if rec is not None:
                     rec["plucker"].append(h.new_zeros(T, self.P))
                     rec["plucker_norm"].append(h.new_zeros(T))
                     rec["plucker_mask"].append(torch.zeros(T, dtype=torch.bool, device=h.device))
                 continue
-            p_hat, p = self._plucker(z[:, D:], z[:, :-D])  # current first, past second
-            term = F.pad(p_hat, (0, 0, D, 0))
-            acc = term if acc is None else acc + term
+            cur, past = z[:, D:], z[:, :-D]  # current first, past second
             cnt[D:] += 1
+            if self.impl == "fused":
+                w, n2, v = self._scaled_perp(cur, past)
+                term = F.pad(v, (0, 0, D, 0))
+                u = term if u is None else u + term
+            else:
+                p = self._wedge(cur, past)
+                p_hat = normalize_plucker(p, self.eps, self.normalize)
+                term = F.pad(p_hat, (0, 0, D, 0))
+                acc = term if acc is None else acc + term
             if rec is not None:
-                rec["plucker"].append(term[0])
-                rec["plucker_norm"].append(F.pad(torch.linalg.vector_norm(p[0], dim=-1), (D, 0)))
+                p_hat0 = self._wedge(cur[0], v[0]) if self.impl == "fused" else p_hat[0]
+                rec["plucker"].append(F.pad(p_hat0, (0, 0, D, 0)))
+                norm0 = torch.linalg.vector_norm(self._wedge(cur[0], past[0]), dim=-1)  # direct, for the views
+                rec["plucker_norm"].append(F.pad(norm0, (D, 0)))
                 mask = torch.zeros(T, dtype=torch.bool, device=h.device)
                 mask[D:] = True
                 rec["plucker_mask"].append(mask)
-        if acc is None:
+        if u is None and acc is None:
             g = torch.zeros_like(h)
             mean = h.new_zeros(B, T, self.P)
         else:
-            mean = acc / cnt.clamp_min(1).unsqueeze(-1)
+            inv_cnt = 1 / cnt.clamp_min(1).unsqueeze(-1)
+            mean = self._wedge(z, u * inv_cnt) if self.impl == "fused" else acc * inv_cnt
             g = torch.where((cnt > 0).unsqueeze(-1), self.plu(mean), torch.zeros((), dtype=h.dtype))
         m, alpha = self._fuse(h, g)
         if rec is not None:
@@ -142,14 +198,15 @@ class GrassmannMixer(nn.Module):
         ``past'`` the updated window, at most ``max_offset`` long (§1.7)."""
         z = self.reduce(h)
         K = past.shape[1]
-        acc, n = None, 0
-        for D in self.offsets:
-            if D > K:
-                continue
-            p_hat, _ = self._plucker(z, past[:, K - D])
-            acc = p_hat if acc is None else acc + p_hat
-            n += 1
-        g = torch.zeros_like(h) if acc is None else self.plu(acc / n)
+        valid = [D for D in self.offsets if D <= K]
+        if not valid:
+            g = torch.zeros_like(h)
+        elif self.impl == "fused":
+            u = sum(self._scaled_perp(z, past[:, K - D])[2] for D in valid)
+            g = self.plu(self._wedge(z, u / len(valid)))
+        else:
+            acc = sum(normalize_plucker(self._wedge(z, past[:, K - D]), self.eps, self.normalize) for D in valid)
+            g = self.plu(acc / len(valid))
         m, _ = self._fuse(h, g)
         past = torch.cat([past, z.unsqueeze(1)], dim=1)[:, -self.max_offset:]
         return m, past
@@ -251,6 +308,12 @@ class _PlaneLM(SequenceModel):
         if self.pos is not None:
             nn.init.normal_(self.pos.weight, std=0.02)
 
+    @property
+    def no_weight_decay(self) -> set[str]:
+        """Parameter names the trainer exempts from weight decay: the embeddings (grassmann.md §3 recipe;
+        LayerNorm weights and biases are 1-d and exempt anyway)."""
+        return {"tok.weight"} | ({"pos.weight"} if self.pos is not None else set())
+
     def _mixer(self, layer: int) -> nn.Module:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -337,7 +400,8 @@ class GrassmannLM(_PlaneLM):
     ([1, 2, 4, 8, 12, 16]), ``offset_schedule`` (``all`` | ``per_layer``), ``layout`` (``post_norm`` |
     ``post_norm_residual`` | ``pre_norm``), ``d_ff`` (256), ``max_len`` (128, learned positions),
     ``positions`` (``learned`` | ``none``), ``dropout`` (0.0), ``eps`` (1e-6), ``normalize``
-    (``clamp`` | ``smooth``), ``gate`` (``concat`` | ``input``). Defaults = the G-XS config of §3
+    (``clamp`` | ``smooth``), ``gate`` (``concat`` | ``input``), ``impl`` (``fused`` | ``explicit``, the same
+    function computed two ways, see :class:`GrassmannMixer`). Defaults = the G-XS config of §3
     (216,000 parameters at V = 96). Raises :class:`GrassmannConfigError` (a ``ValueError``) on bad values.
     """
 
@@ -357,6 +421,8 @@ class GrassmannLM(_PlaneLM):
             raise GrassmannConfigError(f"normalize must be 'clamp' or 'smooth', got {c['normalize']!r}")
         if c["gate"] not in ("concat", "input"):
             raise GrassmannConfigError(f"gate must be 'concat' or 'input', got {c['gate']!r}")
+        if c["impl"] not in ("fused", "explicit"):
+            raise GrassmannConfigError(f"impl must be 'fused' or 'explicit', got {c['impl']!r}")
         if not float(c["eps"]) > 0:
             raise GrassmannConfigError(f"eps must be > 0, got {c['eps']!r}")
         config = {**config, "offsets": [int(o) for o in offs]}
@@ -367,12 +433,13 @@ class GrassmannLM(_PlaneLM):
     def default_config(cls) -> dict[str, Any]:
         return {"d_model": 64, "n_layers": 4, "rank": 16, "offsets": [1, 2, 4, 8, 12, 16],
                 "offset_schedule": "all", "layout": "post_norm", "d_ff": 256, "max_len": 128,
-                "positions": "learned", "dropout": 0.0, "eps": 1e-6, "normalize": "clamp", "gate": "concat"}
+                "positions": "learned", "dropout": 0.0, "eps": 1e-6, "normalize": "clamp", "gate": "concat",
+                "impl": "fused"}
 
     def _mixer(self, layer: int) -> nn.Module:
         c = self.config
         return GrassmannMixer(int(c["d_model"]), int(c["rank"]), self.layer_offsets[layer], float(c["eps"]),
-                              c["normalize"], c["gate"])
+                              c["normalize"], c["gate"], c["impl"])
 
     @staticmethod
     def _analytic_block(c: dict[str, Any]) -> int:

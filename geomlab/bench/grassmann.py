@@ -1,0 +1,194 @@
+"""``python -m geomlab.bench grassmann``: time and peak memory of the Causal Grassmann mixer against causal
+multi-head attention as the sequence length grows (the paper's linear-scaling claim, measured).
+
+Source of the claim: Zhang Chong, arXiv 2512.19428 (abstract: mixing cost linear in L for a fixed rank r;
+notes ``grassmann.md`` §1.8). Both mixers are the modules used by the ``grassmann`` and
+``grassmann-attn`` models (:class:`geomlab.models.grassmann.GrassmannMixer`,
+:class:`geomlab.models.grassmann.CausalSelfAttention`); attention is measured twice: with PyTorch's fused
+``scaled_dot_product_attention`` (what the model uses; on CPU a flash-style kernel that never holds the
+``L x L`` scores) and with the scores materialised (the textbook / recording path). Every number is
+measured in the same run and reported as a ratio to the mixer, plus the log-log slope of time over L
+(1 = linear, 2 = quadratic).
+
+Peak memory is the largest total of tensor allocations made inside the measured call (inputs and weights
+excluded), from the PyTorch profiler's memory timeline (a private API: if it is unavailable the column
+shows the bytes saved for backward instead, labelled). Times are the best of several repeats (the least disturbed by other processes), single-threaded
+by default; wall-clock numbers on a shared machine are noisy, so compare the ratios and slopes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from geomlab.models.grassmann import CausalSelfAttention, GrassmannMixer
+
+
+class _ExplicitAttention(CausalSelfAttention):
+    """Causal attention with the ``(B, H, L, L)`` scores materialised (same weights as the fused one)."""
+
+    def forward(self, x, rec=None):
+        B, T, D = x.shape
+        H = self.n_heads
+        q, k, v = self.qkv(x).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(D // H)
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        y = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
+        return self.out(y.transpose(1, 2).reshape(B, T, D))
+
+
+def _peak_bytes(fn: Callable[[], object]) -> tuple[int, str]:
+    """Peak of live tensor allocations made while ``fn`` runs (bytes) and how it was measured."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        from torch.profiler._memory_profiler import Action
+
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+                     with_stack=True) as prof:
+            fn()
+        cur = peak = 0
+        for _, action, _, size in prof._memory_profile().timeline:
+            if action == Action.CREATE:
+                cur += size
+            elif action == Action.DESTROY:
+                cur -= size
+            peak = max(peak, cur)
+        return peak, "profiler"
+    except Exception:  # pragma: no cover - depends on the torch version
+        saved = []
+
+        def pack(t):
+            saved.append(t.numel() * t.element_size())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            fn()
+        return sum(saved), "saved-for-backward"
+
+
+def _best_time(fn: Callable[[], object], reps: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def _slope(lengths: list[int], values: list[float]) -> float:
+    """Least-squares slope of log(value) over log(L)."""
+    xs = [math.log(L) for L in lengths]
+    ys = [math.log(max(v, 1e-12)) for v in values]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else float("nan")
+
+
+def run(lengths: list[int], d_model: int, rank: int, n_heads: int, offsets: list[int], batch: int,
+        reps: int, train: bool, seed: int = 0) -> dict[str, dict[int, dict[str, float]]]:
+    """Measure every mixer at every length. Returns ``{mixer: {L: {"time_s", "peak_bytes"}}}``; time in
+    seconds per call (forward, or forward + backward when ``train``), memory in bytes."""
+    torch.manual_seed(seed)
+    mixers = {
+        "grassmann": GrassmannMixer(d_model, rank, offsets, 1e-6, "clamp", "concat"),
+        "attn-sdpa": CausalSelfAttention(d_model, n_heads),
+        "attn-explicit": _ExplicitAttention(d_model, n_heads),
+    }
+    mixers["attn-explicit"].load_state_dict(mixers["attn-sdpa"].state_dict())
+    out: dict[str, dict[int, dict[str, float]]] = {k: {} for k in mixers}
+    for L in lengths:
+        x = torch.randn(batch, L, d_model, requires_grad=train)
+        for name, mod in mixers.items():  # interleaved, so drifts in machine load hit all alike
+            if train:
+                def fn(mod=mod):
+                    mod(x).square().mean().backward()
+                    mod.zero_grad(set_to_none=True)
+                    x.grad = None
+            else:
+                def fn(mod=mod):
+                    with torch.no_grad():
+                        mod(x)
+            t = _best_time(fn, reps)
+            peak, how = _peak_bytes(fn)
+            out[name][L] = {"time_s": t, "peak_bytes": peak, "memory_method": how}
+    return out
+
+
+def _print(results, lengths, train: bool, d_model: int, rank: int, n_heads: int, offsets, batch: int) -> None:
+    what = "forward + backward" if train else "forward (no grad)"
+    print(f"Grassmann mixer vs causal attention, {what}: d_model={d_model}, rank={rank} "
+          f"(P={rank * (rank - 1) // 2}), offsets={offsets}, heads={n_heads}, batch={batch}, "
+          f"torch threads={torch.get_num_threads()}")
+    g = results["grassmann"]
+    head = (f"{'L':>5} | {'mixer ms':>9} {'sdpa ms':>9} {'expl ms':>9} | {'sdpa/mix':>8} {'expl/mix':>8} | "
+            f"{'mixer MB':>9} {'sdpa MB':>9} {'expl MB':>9} | {'sdpa/mix':>8} {'expl/mix':>8}")
+    print(head)
+    print("-" * len(head))
+    for L in lengths:
+        s, e = results["attn-sdpa"][L], results["attn-explicit"][L]
+        gm, sm, em = (r["peak_bytes"] / 2**20 for r in (g[L], s, e))
+        print(f"{L:>5} | {g[L]['time_s'] * 1e3:>9.2f} {s['time_s'] * 1e3:>9.2f} {e['time_s'] * 1e3:>9.2f} | "
+              f"{s['time_s'] / g[L]['time_s']:>8.2f} {e['time_s'] / g[L]['time_s']:>8.2f} | "
+              f"{gm:>9.2f} {sm:>9.2f} {em:>9.2f} | {sm / max(gm, 1e-9):>8.2f} {em / max(gm, 1e-9):>8.2f}")
+    if len(lengths) >= 2:
+        slopes = {k: (_slope(lengths, [v[L]["time_s"] for L in lengths]),
+                      _slope(lengths, [v[L]["peak_bytes"] for L in lengths])) for k, v in results.items()}
+        print("log-log slope over L (1 = linear, 2 = quadratic): " + "; ".join(
+            f"{k}: time {a:.2f}, memory {b:.2f}" for k, (a, b) in slopes.items()))
+    method = g[lengths[0]]["memory_method"]
+    print(f"memory: peak of tensor allocations inside the call ({method}); ratios measured in this run")
+
+
+def decode_state_bytes(L: int, n_layers: int, d_model: int, rank: int, offsets: list[int],
+                       bytes_per: int = 4) -> tuple[int, int]:
+    """Incremental-decoding state after ``L`` tokens (grassmann.md §1.7): Grassmann keeps
+    ``n_layers * max(offsets) * rank`` values, an attention KV cache ``n_layers * 2 * L * d_model``."""
+    return n_layers * min(L, max(offsets)) * rank * bytes_per, n_layers * 2 * L * d_model * bytes_per
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line; prints the tables. Returns the exit status."""
+    p = argparse.ArgumentParser(prog="python -m geomlab.bench grassmann", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="lengths 128, 512, 1024 and 5 repeats (seconds)")
+    p.add_argument("--lengths", type=str, default="128,256,512,1024,2048,4096", help="comma-separated L")
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--rank", type=int, default=22)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--offsets", type=str, default="1,2,4,8,12,16")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: the CPU is shared)")
+    p.add_argument("--mode", choices=("forward", "train", "both"), default="both",
+                   help="forward only (no grad), forward + backward, or both tables")
+    args = p.parse_args(argv)
+    try:
+        lengths = [int(v) for v in args.lengths.split(",") if v.strip()]
+        offsets = [int(v) for v in args.offsets.split(",") if v.strip()]
+    except ValueError:
+        p.error("--lengths and --offsets must be comma-separated integers")
+    if args.quick:
+        lengths, args.reps = [128, 512, 1024], 5
+    if not lengths or min(lengths) < 2 or not offsets or min(offsets) < 1:
+        p.error("lengths must be >= 2 and offsets >= 1")
+    if args.d_model % args.heads:
+        p.error("--d-model must be a multiple of --heads")
+    torch.set_num_threads(args.threads)
+    modes = {"forward": [False], "train": [True], "both": [False, True]}[args.mode]
+    for train in modes:
+        res = run(lengths, args.d_model, args.rank, args.heads, offsets, args.batch, args.reps, train)
+        _print(res, lengths, train, args.d_model, args.rank, args.heads, offsets, args.batch)
+        print()
+    print("decoding state per sequence (4 layers, float32): "
+          + ", ".join(f"L={L}: Grassmann {g / 1024:.1f} KiB vs KV cache {a / 1024:.0f} KiB"
+                      for L in lengths for g, a in [decode_state_bytes(L, 4, args.d_model, args.rank, offsets)]))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
