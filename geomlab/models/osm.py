@@ -1,0 +1,668 @@
+"""Orthogonal-state models on any subgroup of U(d): ``osm-rnn`` and ``osmformer``.
+
+Source: J. Nunley, "Subgroups of U(d) Induce Natural RNN and Transformer Architectures",
+arXiv:2602.18417, as written up in the paper notes ``osm.md`` (section numbers below refer to them).
+
+Every state ``H`` is an element of a matrix group ``G`` from :mod:`geomlab.groups`; every update is
+left-trivialised, ``H <- H exp(Phi)`` with ``Phi`` in the Lie algebra (§2.3, §7.4), and every direction is a
+``pull(H, X) = proj(H^* X)`` toward a target (§2.2). All group-specific math goes through the group object
+(``proj``, ``exp``, ``pull``, ``to_coords``/``from_coords``, ``identity``), so O, SO, U, SU, T and O-block
+train through this same code. U/SU/T use complex tensors for the states; attention and readout use the
+real vector form ``[Re vec H, Im vec H]`` whose dot product is ``Re tr(A^* B)``.
+
+Shared pieces (both kinds):
+
+* Token matrices ``M_v = exp(A_v)`` (§2.1), computed once per forward for all ``V`` tokens. ``A_v`` is stored
+  as algebra coordinates (``token_param="coords"``, default) or as a full matrix projected by ``proj``
+  (``token_param="matrix"``; only the algebra part gets a gradient, see :meth:`OSMBase.effective_param_count`).
+* Prototype readout ``logit_v = tau Re tr(H^* P_v) + b_v`` (§2.8) with ``prototypes`` ``free`` (any
+  matrix), ``group`` (``P_v = exp(C_v)``) or ``tied`` (``P_v = M_v``) [inferred; free is the default].
+* Tangent mixing ``Gamma`` (§2.4): ``identity`` (``Phi = eta * Delta`` with ``eta`` the fixed configured
+  step), ``scalar`` (learnable ``eta``) or ``linear`` (a learnable ``dim x dim`` matrix on orthonormal
+  algebra coordinates, initialised to ``eta I``).
+* ``expm``: ``"auto"`` (default) uses :func:`expm_taylor` where the group's ``exp`` is the generic dense
+  ``torch.linalg.matrix_exp`` (O, SO, U, SU) and the group's own ``exp`` where it has a structured one (T,
+  O-block); ``"group"`` always uses the group's ``exp``; ``"taylor"`` always the Taylor series.
+* ``complex_mode``: ``"native"`` (complex tensors) or ``"real"``: U/SU computed on the realification
+  ``rho(X + iY) = [[X, -Y], [Y, X]]`` in real arithmetic (§4.4); the two give the same logits.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from geomlab.groups import MatrixGroup, from_real, get_group, real_embed
+from geomlab.models import register
+from geomlab.models.base import SequenceModel
+from geomlab.models.transformer import monotone_budget_search
+
+
+class OSMConfigError(ValueError):
+    """An invalid OSM model configuration (unknown option value, bad size)."""
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# numerics
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+# (degree, largest Frobenius norm) pairs: the truncation bound theta^(m+1)/(m+1)! stays below the unit
+# roundoff (2^-24 single, 2^-53 double) for ||X|| <= theta; larger norms are scaled into the last range.
+_TAYLOR_SINGLE = ((6, 0.31), (8, 0.65), (12, 1.55))
+_TAYLOR_DOUBLE = ((8, 0.015), (12, 0.33), (16, 0.82))
+
+
+def _taylor_poly(X: torch.Tensor, m: int) -> torch.Tensor:
+    """``sum_{k<=m} X^k / k!`` by Paterson-Stockmeyer (3, 4, 5 or 6 batched matmuls for m = 6, 8, 12, 16)."""
+    c = [1.0 / math.factorial(k) for k in range(m + 1)]
+    X2 = X @ X
+    X3 = X2 @ X
+    if m == 6:  # B0 + X^3 B1 with B0 = c0 + c1 X + c2 X2, B1 = c3 + c4 X + c5 X2 + c6 X3
+        B1 = (c[4] * X).add(X2, alpha=c[5]).add(X3, alpha=c[6])
+        B1.diagonal(dim1=-2, dim2=-1).add_(c[3])
+        P = X3 @ B1
+        P = P.add(X, alpha=c[1]).add(X2, alpha=c[2])
+        P.diagonal(dim1=-2, dim2=-1).add_(c[0])
+        return P
+    X4 = X2 @ X2
+
+    def chunk(j: int) -> torch.Tensor:  # sum_{i=0..3} c_{4j+i} X^i (+ c_{4j+4} X^4 for the last chunk)
+        B = (c[4 * j + 1] * X).add(X2, alpha=c[4 * j + 2]).add(X3, alpha=c[4 * j + 3])
+        if 4 * j + 4 == m:
+            B = B.add(X4, alpha=c[m])
+        B.diagonal(dim1=-2, dim2=-1).add_(c[4 * j])
+        return B
+
+    n_chunks = m // 4  # m = 8: 2 chunks, 12: 3, 16: 4
+    P = chunk(n_chunks - 1)
+    for j in range(n_chunks - 2, -1, -1):
+        P = chunk(j) + X4 @ P
+    return P
+
+
+def expm_taylor(A: torch.Tensor) -> torch.Tensor:
+    """Matrix exponential by scaling and squaring of a truncated Taylor series, differentiable by autograd.
+
+    ``A``: ``(..., n, n)`` float32/float64/complex64/complex128 -> ``exp(A)``, same shape and dtype.
+    From the largest Frobenius norm in the batch it picks the degree ``m`` (6, 8 or 12 in single precision;
+    8, 12 or 16 in double) whose truncation bound ``||X||^(m+1)/(m+1)!`` is below the unit roundoff, scaling
+    by ``2^-s`` first when the norm is beyond the last range; the polynomial is evaluated by
+    Paterson-Stockmeyer (3-6 batched matmuls) and squared ``s`` times. Backward (autograd) costs about two
+    matmuls per forward matmul, several times cheaper on CPU than the block-matrix backward of
+    ``torch.linalg.matrix_exp`` (notes §7.1). For ``A`` in the Lie algebra of a closed subgroup the result
+    lies in the group up to rounding (diagonal / block-diagonal structure is kept exactly).
+    Source: design choice (Moler & Van Loan 2003, "Nineteen dubious ways", method 3; Paterson & Stockmeyer
+    1973 for the polynomial).
+    """
+    if A.numel() == 0:
+        return A.clone()
+    table = _TAYLOR_DOUBLE if A.dtype in (torch.float64, torch.complex128) else _TAYLOR_SINGLE
+    with torch.no_grad():
+        nrm = float(torch.linalg.matrix_norm(A.detach(), ord="fro").max())
+    if not math.isfinite(nrm):
+        return A + float("nan")  # propagate: the trainer reports non-finite losses
+    s = 0
+    for m, theta in table:
+        if nrm <= theta:
+            break
+    else:
+        m, theta = table[-1]
+        s = math.ceil(math.log2(nrm / theta))
+    X = A / (2.0**s) if s else A
+    P = _taylor_poly(X, m)
+    for _ in range(s):
+        P = P @ P
+    return P
+
+
+def _ct(X: torch.Tensor) -> torch.Tensor:
+    """Conjugate transpose of the last two axes."""
+    return X.mT.conj() if X.is_complex() else X.mT
+
+
+class RealifiedGroup:
+    """A complex group (U, SU) acting on its realification ``rho(X + iY) = [[X, -Y], [Y, X]]`` (§4.4).
+
+    Same interface subset as :class:`geomlab.groups.MatrixGroup` that the models use (``d`` is ``2 d_base``,
+    ``dim`` and coordinates are the base group's): ``proj(W) = rho(base.proj(from_real(W)))`` (the
+    orthogonal projection, since ``rho`` is a scaled isometry), ``exp`` = real ``matrix_exp`` / Taylor on
+    ``2d x 2d``, ``pull(H, X) = proj(H^T X)``. ``Re tr(A^* B) = tr(rho(A)^T rho(B)) / 2``, so callers scale
+    similarities by :attr:`sim_scale` ``= 1/2``. Source: osm.md §4.4; the wrapper is a design choice.
+    """
+
+    is_complex = False
+    sim_scale = 0.5
+
+    def __init__(self, base: MatrixGroup):
+        if not base.is_complex:
+            raise OSMConfigError(f"complex_mode='real' needs a complex group (U, SU, T), got {base.name}")
+        self.base = base
+        self.name = base.name
+        self.d = 2 * base.d
+        self.dim = base.dim
+
+    def proj(self, W: torch.Tensor) -> torch.Tensor:
+        return real_embed(self.base.proj(from_real(W)))
+
+    def pull(self, H: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        return self.proj(H.mT @ X)
+
+    def exp(self, A: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.matrix_exp(A)
+
+    def to_coords(self, A: torch.Tensor) -> torch.Tensor:
+        return self.base.to_coords(from_real(A))
+
+    def from_coords(self, c: torch.Tensor) -> torch.Tensor:
+        return real_embed(self.base.from_coords(c))
+
+    def identity(self, *batch, dtype=None, device=None) -> torch.Tensor:
+        eye = torch.eye(self.d, dtype=dtype or torch.float32, device=device)
+        return eye.expand(*batch, self.d, self.d).clone()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# building blocks
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+MIXINGS = ("identity", "scalar", "linear")
+POSITIONS = ("alibi", "rotation", "none")
+PROTOTYPES = ("free", "group", "tied")
+
+
+class TangentMixing(nn.Module):
+    """Tangent mixing ``Gamma: g -> g`` (§2.4).
+
+    ``mode``: ``"identity"`` -> ``eta * Delta`` with ``eta`` fixed (a buffer, not trained); ``"scalar"`` ->
+    ``eta * Delta`` with ``eta`` learnable (init ``step``); ``"linear"`` -> ``from_coords(W coords(Delta))``
+    with ``W`` ``(dim, dim)`` learnable, initialised to ``step * I`` (so it starts equal to ``scalar``).
+    ``forward(delta (..., d, d), geo) -> (..., d, d)`` in the algebra. Source: notes §2.4 [B] + init [I].
+    """
+
+    def __init__(self, mode: str, dim: int, step: float):
+        super().__init__()
+        self.mode = mode
+        if mode == "identity":
+            self.register_buffer("eta", torch.tensor(float(step)))
+        elif mode == "scalar":
+            self.eta = nn.Parameter(torch.tensor(float(step)))
+        elif mode == "linear":
+            self.weight = nn.Parameter(float(step) * torch.eye(dim))
+        else:  # pragma: no cover - validated by the model
+            raise OSMConfigError(f"mixing must be one of {MIXINGS}, got {mode!r}")
+
+    def forward(self, delta: torch.Tensor, geo) -> torch.Tensor:
+        if self.mode != "linear":
+            return self.eta * delta
+        c = geo.to_coords(delta)
+        return geo.from_coords(c @ self.weight.mT)
+
+    def effective(self) -> int:
+        return {"identity": 0, "scalar": 1, "linear": self.weight.numel() if self.mode == "linear" else 0}[self.mode]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the shared base
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+class OSMBase(SequenceModel):
+    """State on a group, token matrices, prototype readout: what ``osm-rnn`` and ``osmformer`` share.
+
+    Attributes: ``group`` (the :class:`geomlab.groups.MatrixGroup`), ``geo`` (the group the arithmetic runs
+    on: ``group`` itself, or a :class:`RealifiedGroup` for ``complex_mode="real"``).
+    """
+
+    _COMMON = {
+        "group": "O",
+        "d": 16,
+        "block": None,
+        "mixing": "linear",
+        "prototypes": "free",
+        "tau": 1.0,
+        "token_init_std": None,
+        "proto_init_std": None,
+        "token_param": "coords",
+        "complex_mode": "native",
+        "expm": "auto",
+    }
+
+    def __init__(self, config: dict[str, Any]):
+        super().__init__(config)
+        c = self.config
+        V, d = int(c["vocab_size"]), int(c["d"])
+        if V < 1 or d < 1:
+            raise OSMConfigError(f"vocab_size and d must be positive, got {V} and {d}")
+        for key, allowed in (("mixing", MIXINGS), ("prototypes", PROTOTYPES), ("token_param", ("coords", "matrix")),
+                             ("complex_mode", ("native", "real")), ("expm", ("auto", "group", "taylor"))):
+            if c[key] not in allowed:
+                raise OSMConfigError(f"{key} must be one of {allowed}, got {c[key]!r}")
+        if c["group"] != "O-block" and c["block"] is not None:
+            raise OSMConfigError(f"block is only an option of group 'O-block', got group {c['group']!r}")
+        if c["group"] == "O-block" and c["block"] is None:
+            raise OSMConfigError("group 'O-block' needs a block size: config key 'block'")
+        opts = {"block": int(c["block"])} if c["group"] == "O-block" else {}
+        self.group = get_group(c["group"], d, **opts)  # GroupError (a ValueError) for bad names/sizes
+        g = self.group
+        self.geo = RealifiedGroup(g) if c["complex_mode"] == "real" and g.is_complex else g
+        if c["complex_mode"] == "real" and not g.is_complex:
+            self.geo = g  # real groups are already real: nothing to embed
+        self.sim_scale = getattr(self.geo, "sim_scale", 1.0)
+        if c["expm"] == "taylor" or (c["expm"] == "auto" and (
+                isinstance(self.geo, RealifiedGroup) or type(g).exp is MatrixGroup.exp)):
+            self._exp = expm_taylor
+        else:
+            self._exp = self.geo.exp
+        self.V, self.d, self.dim = V, d, g.dim
+        self.cplx = g.is_complex  # native states are complex
+        std_tok = c["token_init_std"] if c["token_init_std"] is not None else 1 / math.sqrt(d)
+        std_pro = c["proto_init_std"] if c["proto_init_std"] is not None else 1 / math.sqrt(d)
+        parts = 2 if self.cplx else 1
+        if c["token_param"] == "coords":
+            self.token_coords = nn.Parameter(std_tok * torch.randn(V, g.dim))
+        else:  # full matrices, only their algebra part is used; scaled so the algebra part matches coords init
+            full = torch.randn(V, d, d, parts).squeeze(-1) * std_tok * math.sqrt(2.0)
+            self.token_matrix = nn.Parameter(full)
+        if c["prototypes"] == "free":
+            self.proto = nn.Parameter(std_pro * torch.randn(V, d, d, parts).squeeze(-1))
+        elif c["prototypes"] == "group":
+            self.proto_coords = nn.Parameter(std_tok * torch.randn(V, g.dim))
+        self.tau = nn.Parameter(torch.tensor(float(c["tau"])))
+        self.bias = nn.Parameter(torch.zeros(V))
+
+    # -- conversions between the native group and the arithmetic one ---------------------------------------------
+
+    def _from_params(self, X: torch.Tensor) -> torch.Tensor:
+        """A stored real ``(…, d, d[, 2])`` tensor as a native ``(…, d, d)`` matrix."""
+        return torch.view_as_complex(X.contiguous()) if self.cplx else X
+
+    def _to_geo(self, X: torch.Tensor) -> torch.Tensor:
+        """Native matrix -> the arithmetic representation (realified for complex_mode='real')."""
+        return real_embed(X) if isinstance(self.geo, RealifiedGroup) else X
+
+    def _to_native(self, X: torch.Tensor) -> torch.Tensor:
+        return from_real(X) if isinstance(self.geo, RealifiedGroup) else X
+
+    def _flat(self, X: torch.Tensor) -> torch.Tensor:
+        """``(…, n, n)`` -> real ``(…, F)`` with ``flat(A) . flat(B) = Re tr(A^* B) / sim_scale``."""
+        if X.is_complex():
+            return torch.view_as_real(X).flatten(-3)
+        return X.flatten(-2)
+
+    def _unflat(self, v: torch.Tensor) -> torch.Tensor:
+        n = self.geo.d
+        if self.geo.is_complex:
+            return torch.view_as_complex(v.reshape(*v.shape[:-1], n, n, 2).contiguous())
+        return v.reshape(*v.shape[:-1], n, n)
+
+    # -- tokens and readout ------------------------------------------------------------------------------------------
+
+    def token_generators(self) -> torch.Tensor:
+        """Algebra elements ``A_v``, native ``(V, d, d)``."""
+        if self.config["token_param"] == "coords":
+            return self.group.from_coords(self.token_coords)
+        return self.group.proj(self._from_params(self.token_matrix))
+
+    def token_matrices(self) -> torch.Tensor:
+        """``M_v = exp(A_v)`` in the arithmetic representation, ``(V, n, n)`` (§2.1)."""
+        return self._exp(self._to_geo(self.token_generators()))
+
+    def _prototypes(self, M: torch.Tensor) -> torch.Tensor:
+        kind = self.config["prototypes"]
+        if kind == "free":
+            return self._to_geo(self._from_params(self.proto))
+        if kind == "group":
+            return self._exp(self._to_geo(self.group.from_coords(self.proto_coords)))
+        return M
+
+    def readout(self, H: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
+        """``tau Re tr(H^* P_v) + b_v``: ``H`` ``(…, n, n)`` -> logits ``(…, V)`` (§2.8)."""
+        P = self._prototypes(M)
+        return self.tau * self.sim_scale * (self._flat(H) @ self._flat(P).mT) + self.bias
+
+    # -- parameters ----------------------------------------------------------------------------------------------
+
+    def effective_param_count(self) -> int:
+        """Trainable degrees of freedom.
+
+        Every stored value counts once, except a token table stored as full matrices
+        (``token_param="matrix"``): of each ``d x d`` (complex: ``2 d^2`` reals) matrix only its
+        algebra part is used (``proj``), so it counts ``dim`` per token (the symmetric / Hermitian half gets
+        zero gradient, notes §7.6). ``identity`` mixing has no parameter. ``count_params(model, "stored")``
+        gives the plain ``numel`` sum.
+        """
+        total = sum(p.numel() for p in self.parameters() if p.requires_grad)
+        if self.config["token_param"] == "matrix":
+            total -= self.token_matrix.numel() - self.V * self.dim
+        return int(total)
+
+    def _check_tokens(self, tokens: torch.Tensor) -> None:
+        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
+            raise ValueError(f"tokens must be a (B, T) LongTensor, got {getattr(tokens, 'shape', tokens)!r}")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.V):
+            raise ValueError(f"token ids must lie in [0, {self.V}), got range "
+                             f"[{int(tokens.min())}, {int(tokens.max())}]")
+
+    def _check_record(self, tokens: torch.Tensor) -> None:
+        if tokens.dim() != 2 or tokens.shape[0] != 1:
+            raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# OSM-RNN
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+@register
+class OSMRNN(OSMBase):
+    """OSM-RNN (kind ``osm-rnn``): ``H_{t+1} = H_t exp(Phi_t)`` with ``H_0 = I`` (§3.1).
+
+    ``Phi_t = Gamma(pull(H_t, M_{x_t}))`` (``rnn_input="pull"``, default: the state is pulled toward the
+    current token along the geodesic-like direction of §2.2), optionally ``+ Gamma_tok(A_{x_t})``
+    (``rnn_input="pull+token"``: the group product of token generators, §3.1 "richer choices"), both [I].
+    Logits at ``t`` are the readout of ``H_{t+1}`` (after consuming ``x_t``), so they predict ``x_{t+1}``.
+
+    Config keys (defaults in :meth:`default_config`): ``group``, ``d``, ``block`` (O-block only),
+    ``mixing`` (identity|scalar|linear), ``step`` (eta: mixing step / init of ``eta I``), ``rnn_input``,
+    ``token_step`` (init of Gamma_tok), ``prototypes`` (free|group|tied), ``tau`` (readout temperature init),
+    ``token_init_std`` / ``proto_init_std`` (None = ``1/sqrt(d)``), ``token_param``, ``complex_mode``, ``expm``.
+    Shapes: ``tokens (B, T) long -> logits (B, T, V) float32``. A Python loop over positions (the recurrence
+    is sequential). Raises :class:`OSMConfigError` / ``GroupError`` (ValueErrors) for bad config.
+    """
+
+    kind = "osm-rnn"
+
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        return {**cls._COMMON, "d": 17, "step": 0.5, "rnn_input": "pull", "token_step": 1.0}
+
+    @classmethod
+    def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
+        """Vary ``d`` to meet the effective-parameter budget (±5%); keys in ``fixed`` are kept. If no ``d``
+        fits with the defaults, the unfixed ``prototypes`` and then ``rnn_input`` are varied too (in that
+        order of preference: e.g. 50K at V = 65 has no free-prototype ``d``: d = 17 gives 46.2K, d = 18
+        54.5K, so it becomes d = 19 with group prototypes, 51.5K)."""
+        knobs = [("prototypes", PROTOTYPES), ("rnn_input", ("pull", "pull+token"))]
+        return _budget_with_knobs(cls, fixed, knobs, n_params, vocab_size)
+
+    def __init__(self, config: dict[str, Any]):
+        super().__init__(config)
+        c = self.config
+        if c["rnn_input"] not in ("pull", "pull+token"):
+            raise OSMConfigError(f"rnn_input must be 'pull' or 'pull+token', got {c['rnn_input']!r}")
+        self.mix = TangentMixing(c["mixing"], self.dim, c["step"])
+        self.mix_tok = TangentMixing(c["mixing"], self.dim, c["token_step"]) if c["rnn_input"] == "pull+token" else None
+
+    def _run(self, tokens: torch.Tensor, rec: dict | None) -> torch.Tensor:
+        self._check_tokens(tokens)
+        B, T = tokens.shape
+        A = self._to_geo(self.token_generators())
+        M = self._exp(A)
+        ref = self.token_coords if hasattr(self, "token_coords") else self.token_matrix
+        H = self.geo.identity(B, dtype=M.dtype, device=ref.device)
+        states, raws, phis = [], [], []
+        for t in range(T):
+            x = tokens[:, t]
+            delta = self.geo.pull(H, M[x])
+            phi = self.mix(delta, self.geo)
+            if self.mix_tok is not None:
+                phi = phi + self.mix_tok(A[x], self.geo)
+            H = H @ self._exp(phi)
+            states.append(H)
+            if rec is not None:
+                raws.append(delta)
+                phis.append(phi)
+        Hs = torch.stack(states, dim=1)  # (B, T, n, n)
+        logits = self.readout(Hs, M)
+        if rec is not None:
+            nat = self._to_native
+            rec.update(states=nat(Hs[0])[None], inputs=nat(M[tokens[0]]),
+                       tangents_raw=nat(torch.stack(raws, 1)[0])[None, None],
+                       tangents=nat(torch.stack(phis, 1)[0])[None, None])
+        return logits
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self._run(tokens, None)
+
+    @torch.no_grad()
+    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """For ``tokens`` ``(1, T)``: ``states`` ``(1, T, d, d)`` (after consuming token t), ``inputs``
+        ``(T, d, d)`` (token matrices), ``tangents_raw`` / ``tangents`` ``(1, 1, T, d, d)`` (pull before /
+        after mixing; ``tangents`` is what was exponentiated), ``logits`` ``(T, V)``. See docs/architecture.md."""
+        self._check_record(tokens)
+        rec: dict[str, torch.Tensor] = {}
+        rec["logits"] = self._run(tokens, rec)[0]
+        return rec
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# OSMFormer
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _budget_with_knobs(cls, fixed: dict, knobs, n_params: int, vocab_size: int) -> dict[str, Any]:
+    """The first config (knob values in order of preference, the default value first, the last knob varying
+    fastest) for which some ``d``
+    gives an effective parameter count within 5% of ``n_params``. Raises ``ValueError`` if none does."""
+    import itertools
+
+    base = {**cls.default_config(), **fixed, "kind": cls.kind}
+    options = []
+    for key, values in knobs:
+        if key in fixed:
+            options.append([(key, fixed[key])])
+        else:
+            ordered = [base[key]] + [v for v in values if v != base[key]]
+            options.append([(key, v) for v in ordered])
+    last: ValueError | None = None
+    for combo in itertools.product(*options):
+        cfg = {**base, **dict(combo)}
+        ds = [fixed["d"]] if "d" in fixed else _valid_ds(cfg, range(2, 65))
+        try:
+            return monotone_budget_search(lambda w, cfg=cfg: {**cfg, "d": w}, ds, n_params, vocab_size)
+        except ValueError as exc:
+            last = exc
+    raise ValueError(f"{cls.kind}: no config within 5% of {n_params} parameters with {fixed or 'the defaults'}: "
+                     f"{last}")
+
+
+def _valid_ds(base: dict, ds) -> list[int]:
+    """The sizes ``d`` allowed by the group options in ``base`` (O-block: multiples of ``block``)."""
+    if base.get("group") == "O-block" and base.get("block"):
+        return [d for d in ds if d % int(base["block"]) == 0]
+    heads = int(base.get("heads", 1) or 1)
+    return [d for d in ds if d % heads == 0]
+
+
+@register
+class OSMFormer(OSMBase):
+    """OSMFormer (kind ``osmformer``): layers of attention + grounding steps on the group (§3.2).
+
+    ``H^(0)_i = M_{x_i}`` (``position="rotation"``: ``R^i M_{x_i}`` with ``R = exp(A_pos)``, §2.6 option 2).
+    Each layer ``l``:
+
+    * attention (§2.6): ``S_ij = beta_l * Re tr(H_i^* H_j) * heads / d + bias_ij``, causal softmax over
+      ``j <= i``, ``Hbar_i = sum_j alpha_ij H_j``, ``H_i <- H_i exp(Gamma^att_l(pull(H_i, Hbar_i)))``. Computed
+      as one ``scaled_dot_product_attention`` with ``q = k = v = vec H`` (no Q/K/V maps). ``bias_ij`` is
+      ``-m_l,h (i - j)`` for ``position="alibi"`` [I], zero otherwise.
+    * grounding (§2.7): ``H_i <- H_i exp(Gamma^gr_l(pull(H_i, X_i)))`` with ``X_i`` the layer-0 state.
+
+    Readout ``tau Re tr(H_i^* P_v) + b_v`` of ``H_i`` (rotation: of ``R^{-i} H_i``).
+
+    ``heads`` > 1 [design choice]: the rows of ``H`` are split into ``heads`` equal groups; head ``k`` scores
+    with the partial similarity ``Re tr(H_i^* P_k H_j)`` (``P_k`` the projector on its rows; for O-block with
+    ``heads = d / block`` these are exactly the blocks) and averages only its rows of ``Hbar``.
+
+    Config keys (defaults in :meth:`default_config`): ``group``, ``d``, ``block``, ``n_layers``, ``heads``,
+    ``mixing``, ``attn_step`` / ``ground_step`` (eta of the two mixings per layer), ``position``
+    (alibi|rotation|none), ``alibi_slope`` (init of the per-layer slope; heads get it times the standard
+    geometric series ``2^(-8k/heads)`` normalised to start at 1), ``learn_alibi``, ``rotation_init_std``
+    (std of the coordinates of ``A_pos``), ``beta`` (attention inverse temperature init, None =
+    ``sqrt(d)``; learned as ``log beta``), ``prototypes``, ``tau``, ``token_init_std``, ``proto_init_std``,
+    ``token_param``, ``complex_mode``, ``expm``. Shapes: ``tokens (B, T) long -> logits (B, T, V)``.
+    Raises :class:`OSMConfigError` / ``GroupError`` (ValueErrors) for bad config.
+    """
+
+    kind = "osmformer"
+
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        return {**cls._COMMON, "n_layers": 2, "heads": 1, "attn_step": 0.5, "ground_step": 0.5,
+                "position": "alibi", "alibi_slope": 0.5, "learn_alibi": True, "rotation_init_std": 0.1,
+                "beta": None}
+
+    @classmethod
+    def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
+        """Vary ``d`` to meet the effective-parameter budget (±5%); keys in ``fixed`` are kept. If no ``d``
+        fits at the default depth, the unfixed ``n_layers`` (default, then 3, 1, 4, 5, 6) is varied, and
+        only then ``prototypes`` (e.g. 91K at V = 65: d = 15 with 3 layers, 87.7K)."""
+        knobs = [("prototypes", PROTOTYPES), ("n_layers", (2, 3, 1, 4, 5, 6))]
+        return _budget_with_knobs(cls, fixed, knobs, n_params, vocab_size)
+
+    def __init__(self, config: dict[str, Any]):
+        super().__init__(config)
+        c = self.config
+        L, heads = int(c["n_layers"]), int(c["heads"])
+        if L < 0:
+            raise OSMConfigError(f"n_layers must be >= 0, got {L}")
+        if heads < 1 or self.d % heads:
+            raise OSMConfigError(f"heads={heads} must be >= 1 and divide d={self.d}")
+        if c["position"] not in POSITIONS:
+            raise OSMConfigError(f"position must be one of {POSITIONS}, got {c['position']!r}")
+        self.n_layers, self.heads = L, heads
+        self.mix_att = nn.ModuleList(TangentMixing(c["mixing"], self.dim, c["attn_step"]) for _ in range(L))
+        self.mix_gr = nn.ModuleList(TangentMixing(c["mixing"], self.dim, c["ground_step"]) for _ in range(L))
+        beta = float(c["beta"]) if c["beta"] is not None else math.sqrt(self.d)
+        if beta <= 0:
+            raise OSMConfigError(f"beta must be positive, got {beta}")
+        self.log_beta = nn.Parameter(torch.full((L,), math.log(beta)))
+        if c["position"] == "alibi":
+            geo_series = torch.tensor([2.0 ** (-8.0 * k / heads) for k in range(heads)])
+            slopes = float(c["alibi_slope"]) * geo_series.expand(L, heads).clone()
+            if c["learn_alibi"]:
+                self.alibi = nn.Parameter(slopes)
+            else:
+                self.register_buffer("alibi", slopes)
+        elif c["position"] == "rotation":
+            self.pos_coords = nn.Parameter(float(c["rotation_init_std"]) * torch.randn(self.dim))
+
+    # -- pieces ----------------------------------------------------------------------------------------------------
+
+    def _rotations(self, T: int, dtype, device) -> torch.Tensor:
+        """``R^i = exp(i A_pos)`` for ``i = 0..T-1``, arithmetic representation ``(T, n, n)``."""
+        i = torch.arange(T, dtype=self.pos_coords.dtype, device=device)
+        A = self.group.from_coords(i[:, None] * self.pos_coords)
+        return self._exp(self._to_geo(A))
+
+    def _mask(self, layer: int, T: int, device, dtype) -> torch.Tensor:
+        """Additive causal mask (heads, T, T): ``-m (i - j)`` (alibi) or 0 for ``j <= i``, ``-inf`` above."""
+        pos = torch.arange(T, device=device)
+        rel = (pos[:, None] - pos[None, :]).to(dtype)
+        if self.config["position"] == "alibi":
+            bias = -self.alibi[layer].to(dtype)[:, None, None] * rel
+        else:
+            bias = torch.zeros(self.heads, T, T, dtype=dtype, device=device)
+        return bias.masked_fill(rel < 0, float("-inf"))
+
+    def _heads_view(self, H: torch.Tensor) -> torch.Tensor:
+        """``(B, T, n, n)`` -> real ``(B, heads, T, F/heads)``: the rows of each head, flattened."""
+        B, T, n, _ = H.shape
+        X = torch.view_as_real(H) if H.is_complex() else H
+        return X.reshape(B, T, self.heads, -1).transpose(1, 2)
+
+    def _heads_merge(self, Y: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        B, h, T, f = Y.shape
+        X = Y.transpose(1, 2).reshape(B, T, -1)
+        n = like.shape[-1]
+        if like.is_complex():
+            return torch.view_as_complex(X.reshape(B, T, n, n, 2).contiguous())
+        return X.reshape(B, T, n, n)
+
+    def attention_mean(self, H: torch.Tensor, layer: int, explicit: bool = False):
+        """The attention target ``Hbar`` ``(B, T, n, n)`` and the weights ``(B, heads, T, T)`` (or None).
+
+        ``explicit=False``: one fused ``scaled_dot_product_attention`` call (weights not returned);
+        ``explicit=True``: the same with einsum and softmax, weights returned (for tests and recording).
+        """
+        v = self._heads_view(H)
+        scale = torch.exp(self.log_beta[layer]) * self.sim_scale * self.heads / self.group.d
+        mask = self._mask(layer, H.shape[1], H.device, v.dtype)
+        if not explicit:
+            out = F.scaled_dot_product_attention(v * scale, v, v, attn_mask=mask, scale=1.0)
+            return self._heads_merge(out, H), None
+        scores = torch.einsum("bhif,bhjf->bhij", v * scale, v) + mask
+        w = torch.softmax(scores, dim=-1)
+        out = torch.einsum("bhij,bhjf->bhif", w, v)
+        return self._heads_merge(out, H), w
+
+    def _run(self, tokens: torch.Tensor, rec: dict | None) -> torch.Tensor:
+        self._check_tokens(tokens)
+        B, T = tokens.shape
+        M = self.token_matrices()
+        X = M[tokens]  # (B, T, n, n)
+        R = None
+        if self.config["position"] == "rotation":
+            R = self._rotations(T, M.dtype, M.device)
+            X = R @ X
+        H = X
+        if rec is not None:
+            nat = self._to_native
+            rec.update(inputs=nat(X[0]), states=[], tangents_raw=[], tangents=[], attention=[],
+                       attention_heads=[], similarity=[])
+        for layer in range(self.n_layers):
+            if rec is not None:
+                v = self._flat(H[0])
+                rec["similarity"].append(self.sim_scale * (v @ v.mT))
+            Hbar, _ = self.attention_mean(H, layer)
+            if rec is not None:  # weights from the explicit path; the states use the fused one, as forward does
+                w = self.attention_mean(H, layer, explicit=True)[1]
+            d_att = self.geo.pull(H, Hbar)
+            p_att = self.mix_att[layer](d_att, self.geo)
+            H = H @ self._exp(p_att)
+            d_gr = self.geo.pull(H, X)
+            p_gr = self.mix_gr[layer](d_gr, self.geo)
+            H = H @ self._exp(p_gr)
+            if rec is not None:
+                rec["states"].append(nat(H[0]))
+                rec["tangents_raw"].append(torch.stack([nat(d_att[0]), nat(d_gr[0])]))
+                rec["tangents"].append(torch.stack([nat(p_att[0]), nat(p_gr[0])]))
+                rec["attention_heads"].append(w[0])
+                rec["attention"].append(w[0].mean(0))
+        Hr = _ct(R) @ H if R is not None else H
+        logits = self.readout(Hr, M)
+        if rec is not None:
+            n = self.group.d
+            cdtype = rec["inputs"].dtype
+            empty = {"states": (0, T, n, n), "tangents_raw": (0, 2, T, n, n), "tangents": (0, 2, T, n, n),
+                     "attention": (0, T, T), "attention_heads": (0, self.heads, T, T), "similarity": (0, T, T)}
+            for key, shape in empty.items():
+                if rec[key]:
+                    rec[key] = torch.stack(rec[key])
+                else:
+                    real = key in ("attention", "attention_heads", "similarity")
+                    rec[key] = torch.zeros(shape, dtype=logits.dtype if real else cdtype, device=logits.device)
+        return logits
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self._run(tokens, None)
+
+    @torch.no_grad()
+    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """For ``tokens`` ``(1, T)``: ``inputs`` ``(T, d, d)`` (layer-0 states, with the rotation if used),
+        ``states`` ``(L, T, d, d)``, ``tangents_raw`` / ``tangents`` ``(L, 2, T, d, d)`` (substep 0 attention,
+        1 grounding; ``tangents`` is what was exponentiated), ``attention`` ``(L, T, T)`` (head mean),
+        ``attention_heads`` ``(L, heads, T, T)``, ``similarity`` ``(L, T, T)`` (``Re tr(H_i^* H_j)`` of each
+        layer's input states), ``logits`` ``(T, V)`` equal to ``model(tokens)[0]``. States are native (complex
+        for U/SU/T). The attention weights come from the explicit einsum path, numerically equal to the fused
+        one (tested); the states and logits use the fused path, exactly as ``forward``."""
+        self._check_record(tokens)
+        rec: dict[str, Any] = {}
+        logits = self._run(tokens, rec)
+        rec["logits"] = logits[0]
+        return rec

@@ -1,0 +1,162 @@
+"""The ``transformer`` baseline: a pre-norm GPT decoder with ALiBi positions (no positional embedding).
+
+Source: the OSM paper's baseline ("Transformer (ALiBi)", Nunley 2026, notes ``osm.md`` §5.1) sized as in
+notes §5.4: pre-LayerNorm blocks ``x + Attn(LN(x))``, ``x + MLP(LN(x))`` with a GELU MLP of width
+``mlp_ratio * d_model``, a final LayerNorm and an untied linear head. ALiBi (Press et al. 2022) adds
+``-m_h (i - j)`` to the attention scores of head ``h`` with the standard geometric slopes
+``m_h = 2^(-8 (h + 1) / H)``. Parameter count (PyTorch ``numel``, V = vocabulary, D = ``d_model``,
+L = ``n_layers``, ratio 4): ``L (12 D^2 + 13 D) + 2 V D + V + 2 D``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from geomlab.models import build_model, count_params, full_config, register
+from geomlab.models.base import SequenceModel
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """The standard ALiBi slopes ``2^(-8 (h+1) / H)`` for ``h = 0..H-1``, float32 shape ``(H,)``.
+
+    Source: Press, Smith & Lewis, "Train Short, Test Long" (2022), §3 (geometric sequence starting at
+    ``2^(-8/H)``). Raises ``ValueError`` for ``n_heads < 1``.
+    """
+    if n_heads < 1:
+        raise ValueError(f"n_heads must be >= 1, got {n_heads}")
+    return torch.tensor([2.0 ** (-8.0 * (h + 1) / n_heads) for h in range(n_heads)])
+
+
+def alibi_bias(slopes: torch.Tensor, T: int) -> torch.Tensor:
+    """Additive causal ALiBi mask of shape ``(H, T, T)``: ``-m_h (i - j)`` for ``j <= i``, ``-inf`` above
+    the diagonal. ``slopes`` float shape ``(H,)`` (design choice: the bias is on the score logits)."""
+    pos = torch.arange(T, device=slopes.device)
+    rel = (pos[:, None] - pos[None, :]).to(slopes.dtype)  # i - j
+    bias = -slopes[:, None, None] * rel
+    return bias.masked_fill(rel < 0, float("-inf"))
+
+
+def monotone_budget_search(make_config, widths, n_params: int, vocab_size: int, tol: float = 0.05) -> dict[str, Any]:
+    """Like :func:`geomlab.models.budget_search` for widths whose parameter count grows with the width:
+    candidates are built on the ``meta`` device (no memory) in increasing order, and the search stops once
+    a count passes ``(1 + tol) n_params``. Returns the full config nearest the budget; ``ValueError`` if
+    none is within ``tol``. Source: design choice."""
+    best, best_err = None, float("inf")
+    for w in sorted(widths):
+        cfg = full_config({**make_config(w), "vocab_size": vocab_size})
+        with torch.device("meta"):
+            n = count_params(build_model(cfg))
+        err = abs(n - n_params) / n_params
+        if err < best_err:
+            best, best_err = cfg, err
+        if n > (1 + tol) * n_params:
+            break
+    if best is None or best_err > tol:
+        raise ValueError(f"no config within {tol:.0%} of {n_params} parameters (best off by {best_err:.1%})")
+    return best
+
+
+class _Block(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, mlp_ratio: int, dropout: float):
+        super().__init__()
+        self.n_heads = n_heads
+        self.ln1 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.fc = nn.Linear(d_model, mlp_ratio * d_model)
+        self.proj = nn.Linear(mlp_ratio * d_model, d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor, rec: list | None) -> torch.Tensor:
+        B, T, D = x.shape
+        H = self.n_heads
+        q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
+                                           dropout_p=self.drop.p if self.training else 0.0)
+        if rec is not None:  # the attention weights, computed explicitly (does not feed the output)
+            scores = q @ k.transpose(-1, -2) / math.sqrt(D // H) + bias
+            rec.append(torch.softmax(scores, dim=-1)[0])
+        x = x + self.drop(self.out(y.transpose(1, 2).reshape(B, T, D)))
+        return x + self.drop(self.proj(F.gelu(self.fc(self.ln2(x)))))
+
+
+@register
+class Transformer(SequenceModel):
+    """Pre-norm GPT decoder with ALiBi (kind ``transformer``).
+
+    Config keys: ``d_model`` (width D, divisible by ``n_heads``; default 52), ``n_layers`` (3), ``n_heads``
+    (4), ``mlp_ratio`` (4), ``dropout`` (0.0). Defaults give 106.3K parameters at V = 65, the ~104K budget
+    of the paper (notes §5.4). ``forward(tokens (B, T) long) -> logits (B, T, V) float32``; ``record``
+    adds ``attention`` ``[layer, head, position, position]``.
+    Raises ``ValueError`` for a non-positive size or ``d_model`` not divisible by ``n_heads``.
+    """
+
+    kind = "transformer"
+
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        return {"d_model": 52, "n_layers": 3, "n_heads": 4, "mlp_ratio": 4, "dropout": 0.0}
+
+    @classmethod
+    def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
+        """Vary ``d_model`` (multiples of ``n_heads``) at fixed depth/heads to meet the budget (±5%)."""
+        base = {**cls.default_config(), **fixed, "kind": cls.kind}
+        if "d_model" in fixed:
+            widths = [fixed["d_model"]]
+        else:
+            h = int(base["n_heads"])
+            widths = range(h, 1025, h)
+        return monotone_budget_search(lambda w: {**base, "d_model": w}, widths, n_params, vocab_size)
+
+    def __init__(self, config: dict[str, Any]):
+        super().__init__(config)
+        V, D, L, H = (int(config[k]) for k in ("vocab_size", "d_model", "n_layers", "n_heads"))
+        ratio, dropout = int(config["mlp_ratio"]), float(config["dropout"])
+        if min(V, D, L, H, ratio) < 1:
+            raise ValueError(f"transformer sizes must be positive: {config}")
+        if D % H:
+            raise ValueError(f"d_model={D} is not divisible by n_heads={H}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.embed = nn.Embedding(V, D)
+        self.blocks = nn.ModuleList(_Block(D, H, ratio, dropout) for _ in range(L))
+        self.ln_f = nn.LayerNorm(D)
+        self.head = nn.Linear(D, V)
+        self.register_buffer("slopes", alibi_slopes(H), persistent=False)
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        # GPT-2 style initialisation (design choice)
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=0.02)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=0.02)
+
+    def _run(self, tokens: torch.Tensor, rec: list | None) -> torch.Tensor:
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
+        x = self.embed(tokens)
+        bias = alibi_bias(self.slopes, tokens.shape[1]).to(x.dtype)
+        for block in self.blocks:
+            x = block(x, bias, rec)
+        return self.head(self.ln_f(x))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self._run(tokens, None)
+
+    @torch.no_grad()
+    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``logits`` ``(T, V)`` and ``attention`` ``(layer, head, T, T)`` for ``tokens`` of shape ``(1, T)``."""
+        if tokens.dim() != 2 or tokens.shape[0] != 1:
+            raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
+        rec: list[torch.Tensor] = []
+        logits = self._run(tokens, rec)[0]
+        return {"logits": logits, "attention": torch.stack(rec)}
