@@ -8,12 +8,13 @@ notes ``grassmann.md`` §1.8). Both mixers are the modules used by the ``grassma
 ``scaled_dot_product_attention`` (what the model uses; on CPU a flash-style kernel that never holds the
 ``L x L`` scores) and with the scores materialised (the textbook / recording path). Every number is
 measured in the same run and reported as a ratio to the mixer, plus the log-log slope of time over L
-(1 = linear, 2 = quadratic).
+(1 = linear, 2 = quadratic). A last table times one whole training step of the matched model pairs.
 
 Peak memory is the largest total of tensor allocations made inside the measured call (inputs and weights
 excluded), from the PyTorch profiler's memory timeline (a private API: if it is unavailable the column
 shows the bytes saved for backward instead, labelled). Times are the best of several repeats (the least disturbed by other processes), single-threaded
-by default; wall-clock numbers on a shared machine are noisy, so compare the ratios and slopes.
+by default, in CPU time of the process (so time descheduled on a shared machine is not counted); compare
+the ratios and slopes.
 """
 
 from __future__ import annotations
@@ -72,13 +73,58 @@ def _peak_bytes(fn: Callable[[], object]) -> tuple[int, str]:
 
 
 def _best_time(fn: Callable[[], object], reps: int) -> float:
+    """Best of ``reps`` calls of ``fn`` in CPU seconds of this process (``time.process_time``: with one
+    torch thread, time spent descheduled by other processes on a shared machine is not counted)."""
     fn()  # warm-up
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     return min(times)
+
+
+def model_step_times(vocab_size: int = 96, batch: int = 32, seq_len: int = 128, reps: int = 3,
+                     sizes: tuple[str, ...] = ("XS", "S")) -> dict[str, dict[str, float]]:
+    """CPU seconds of one training step (forward, backward, AdamW) of the matched model pairs of
+    grassmann.md §3 (XS: d = 64, r = 16, d_ff = 256; S: d = 128, r = 22, d_ff = 512; 4 layers, L = 128),
+    measured alternately. Returns ``{size: {"grassmann": s, "grassmann-attn": s, "params_g": n,
+    "params_a": n}}``."""
+    from geomlab.models import build_model, count_params
+
+    dims = {"XS": {"d_model": 64, "d_ff": 256, "rank": 16}, "S": {"d_model": 128, "d_ff": 512, "rank": 22}}
+    out = {}
+    for size in sizes:
+        row: dict[str, float] = {}
+        x = torch.randint(0, vocab_size, (batch, seq_len + 1), generator=torch.Generator().manual_seed(0))
+        fns = {}
+        for kind in ("grassmann", "grassmann-attn"):
+            cfg = {"kind": kind, "vocab_size": vocab_size, "max_len": seq_len, **dims[size]}
+            if kind != "grassmann":
+                cfg.pop("rank")
+            torch.manual_seed(0)
+            model = build_model(cfg)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            row["params_g" if kind == "grassmann" else "params_a"] = count_params(model)
+
+            def step(model=model, opt=opt):
+                logits = model(x[:, :-1])
+                loss = F.cross_entropy(logits.reshape(-1, vocab_size), x[:, 1:].reshape(-1))
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+            fns[kind] = step
+        for kind in fns:
+            fns[kind]()  # warm-up
+        best = {k: float("inf") for k in fns}
+        for _ in range(reps):
+            for kind, fn in fns.items():
+                t0 = time.process_time()
+                fn()
+                best[kind] = min(best[kind], time.process_time() - t0)
+        row.update(best)
+        out[size] = row
+    return out
 
 
 def _slope(lengths: list[int], values: list[float]) -> float:
@@ -166,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: the CPU is shared)")
     p.add_argument("--mode", choices=("forward", "train", "both"), default="both",
                    help="forward only (no grad), forward + backward, or both tables")
+    p.add_argument("--no-models", action="store_true", help="skip the whole-model training-step table")
     args = p.parse_args(argv)
     try:
         lengths = [int(v) for v in args.lengths.split(",") if v.strip()]
@@ -183,6 +230,15 @@ def main(argv: list[str] | None = None) -> int:
     for train in modes:
         res = run(lengths, args.d_model, args.rank, args.heads, offsets, args.batch, args.reps, train)
         _print(res, lengths, train, args.d_model, args.rank, args.heads, offsets, args.batch)
+        print()
+    if not args.no_models:
+        sizes = ("XS",) if args.quick else ("XS", "S")
+        steps = model_step_times(reps=2 if args.quick else 3, sizes=sizes)
+        print("one training step, batch 32 x 128, V = 96, 4 layers (CPU seconds, best of repeats):")
+        for size, row in steps.items():
+            print(f"  {size}: grassmann {row['grassmann'] * 1e3:.0f} ms ({row['params_g']:,} params) vs "
+                  f"grassmann-attn {row['grassmann-attn'] * 1e3:.0f} ms ({row['params_a']:,} params): "
+                  f"ratio grassmann/attn {row['grassmann'] / row['grassmann-attn']:.2f}")
         print()
     print("decoding state per sequence (4 layers, float32): "
           + ", ".join(f"L={L}: Grassmann {g / 1024:.1f} KiB vs KV cache {a / 1024:.0f} KiB"
