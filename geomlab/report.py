@@ -179,7 +179,7 @@ _SMOKE_KEYS = ("ts-100k", "ts-50k", "cem-200k", "grassmann-200k")
 PROFILES: dict[str, Protocol] = {
     "smoke": Protocol("smoke", steps=2, batch_size=2, seq_len=16, eval_tokens=128, wp_steps=2, wp_batch_size=4,
                       wp_train_len=8, wp_lengths=(4, 8), latency_len=16, comparisons=_SMOKE_KEYS),
-    "quick": Protocol("quick", steps=120, batch_size=16, seq_len=64, eval_tokens=8192, wp_steps=150,
+    "quick": Protocol("quick", steps=150, batch_size=16, seq_len=64, eval_tokens=8192, wp_steps=300,
                       wp_batch_size=32, wp_train_len=16, wp_lengths=(4, 8, 16, 32, 64), latency_len=256,
                       comparisons=_QUICK_KEYS),
     "full": Protocol("full", steps=3000, batch_size=32, seq_len=128, seeds=(0, 1, 2), eval_tokens=None,
@@ -365,6 +365,39 @@ def run_report(proto: Protocol, log: Callable[[str], None] = print) -> dict[str,
     }
 
 
+def merge_results(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Merge result dicts of runs with the same protocol profile (e.g. the sections of one report run as
+    parallel processes with ``--only``) into one: comparisons in :data:`COMPARISONS` order, word-problem rows
+    concatenated, wall time = the longest part, CPU time = the sum. Raises :class:`ReportError` when the
+    parts used different protocols (other than their ``comparisons``/``wp_steps``)."""
+    if not parts:
+        raise ReportError("nothing to merge")
+    ignore = {"comparisons", "wp_steps"}
+
+    def key(p):
+        return {k: v for k, v in p["protocol"].items() if k not in ignore}
+
+    for part in parts[1:]:
+        if key(part) != key(parts[0]):
+            raise ReportError("cannot merge results produced with different protocols")
+    comps = {c["key"]: c for part in parts for c in part["comparisons"]}
+    order = [k for k in COMPARISONS if k in comps] + [k for k in comps if k not in COMPARISONS]
+    wps = [part["word_problem"] for part in parts if part.get("word_problem")]
+    wp = None
+    if wps:
+        wp = dict(wps[0])
+        wp["rows"] = [r for w in wps for r in w["rows"]]
+        wp["groups"] = list(dict.fromkeys(g for w in wps for g in w["groups"]))
+    proto = dict(parts[0]["protocol"])
+    proto["comparisons"] = order
+    proto["wp_steps"] = max(int(part["protocol"]["wp_steps"]) for part in parts)
+    return {"protocol": proto, "started": min(part["started"] for part in parts),
+            "wall_s": max(part["wall_s"] for part in parts),
+            "cpu_s": round(sum(part.get("cpu_s", 0.0) for part in parts), 1),
+            "machine": parts[0]["machine"], "comparisons": [comps[k] for k in order], "word_problem": wp,
+            "parts": len(parts)}
+
+
 # ------------------------------------------------------------------------------------------------ output
 def _f(x: float | None, nd: int = 3) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.{nd}f}"
@@ -390,7 +423,9 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
                  f"{results['started']} ({results['machine']['device']}, {results['machine']['threads']} torch "
                  f"thread(s), torch {results['machine']['torch']}); wall time {results['wall_s'] / 60:.1f} min, process CPU "
                  f"time {results.get('cpu_s', float('nan')) / 60:.1f} min (the machine was shared: on an idle "
-                 "machine wall time is about CPU time / threads).")
+                 "machine wall time is about CPU time / threads)."
+                 + (f" Run as {results['parts']} parallel processes (`--only`), merged with `--from-json`."
+                    if results.get("parts", 1) > 1 else ""))
     lines.append("")
     if p["name"] != "full":
         lines.append(f"**This is the `{p['name']}` profile: {p['steps']} steps per model. Its numbers check that "
@@ -625,6 +660,7 @@ def write_report(results: dict[str, Any], out: str | Path = "docs/results.md", p
 
 __all__ = [
     "Protocol", "Arm", "Comparison", "COMPARISONS", "WORD_PROBLEM_ARMS", "PROFILES", "ReportError", "protocol",
-    "trace_latency_ms", "run_comparison", "run_word_problem", "run_report", "render_markdown", "figures_for",
+    "trace_latency_ms", "run_comparison", "run_word_problem", "run_report", "merge_results", "render_markdown",
+    "figures_for",
     "write_report",
 ]

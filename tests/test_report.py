@@ -123,3 +123,27 @@ def test_bench_smoke_writes_the_report(tmp_path, tiny_text):
         assert all(0.0 <= v <= 1.0 for v in r["acc"].values())
     for name in ("bpc", "speed", "curves", "word_problem"):
         assert (out.parent / "results" / f"{name}.html").is_file()
+
+
+def test_merge_results_and_from_json(tmp_path):
+    a, b = _fake_results(), _fake_results()
+    a["word_problem"] = None
+    a["cpu_s"], b["cpu_s"] = 10.0, 5.0
+    b["comparisons"][0]["key"] = "ts-50k"
+    b["wall_s"] = 90.0
+    merged = report.merge_results([b, a])
+    assert [c["key"] for c in merged["comparisons"]] == ["ts-100k", "ts-50k"]  # COMPARISONS order
+    assert merged["wall_s"] == 90.0 and merged["cpu_s"] == 15.0 and merged["parts"] == 2
+    assert len(merged["word_problem"]["rows"]) == 1
+    c = _fake_results()
+    c["protocol"] = dict(c["protocol"], steps=999)
+    with pytest.raises(report.ReportError, match="different protocols"):
+        report.merge_results([a, c])
+    fa, fb = tmp_path / "a.json", tmp_path / "b.json"
+    fa.write_text(json.dumps(a))
+    fb.write_text(json.dumps(b))
+    out = tmp_path / "r.md"
+    assert main(["bench", "--from-json", str(fa), str(fb), "--out", str(out), "--no-png"]) == 0
+    md = out.read_text()
+    assert "2 parallel processes" in md and md.count("| Model A |") == 2
+    assert main(["bench", "--from-json", str(tmp_path / "missing.json"), "--out", str(out)]) == 2

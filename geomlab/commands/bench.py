@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="use this UTF-8 text file instead of every registered corpus (offline checks)")
     p.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: torch's choice)")
     p.add_argument("--no-png", action="store_true", help="do not render PNG images of the figures (chromium)")
+    p.add_argument("--from-json", nargs="+", metavar="RESULTS_JSON",
+                   help="train nothing: write the report from saved results.json files (several are merged, "
+                   "e.g. sections run in parallel with --only)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,6 +43,20 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(int(args.threads))
+    if args.from_json:
+        import json
+        from pathlib import Path
+
+        parts = []
+        for f in args.from_json:
+            try:
+                parts.append(json.loads(Path(f).read_text(encoding="utf-8")))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise ValueError(f"cannot read results file {f}: {exc}") from exc
+        results = report.merge_results(parts) if len(parts) > 1 else parts[0]
+        path = report.write_report(results, args.out, png=not args.no_png)
+        print(f"wrote {path} from {len(parts)} results file(s)")
+        return 0
     name = "quick" if args.quick else "smoke" if args.smoke else "full"
     overrides: dict = {"steps": args.steps, "wp_steps": args.wp_steps, "corpus_override": args.corpus_file}
     if args.seeds is not None:
