@@ -1,0 +1,338 @@
+"""The Streamlit app through ``streamlit.testing.v1.AppTest``: every page, shared state and URL, bad inputs,
+uploads, and a tiny live training run started and stopped from the Train page.
+
+Checkpoints are made here through the real Trainer (a couple of steps each) into a temporary runs folder;
+``GEOMLAB_BUNDLED_DIR`` points at an empty folder so the app's "no bundled checkpoint" path is exercised.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from geomlab import catalog, live
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+TIMEOUT = 120
+TEXT = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun. "
+        "Arise, fair sun, and kill the envious moon.\n") * 3
+
+# name -> RunSpec overrides; each trains 2 steps through geomlab.train.Trainer
+SPECS = {
+    "osm": dict(kind="osm-rnn", group="O", params=2_000, data="text", text=TEXT),
+    "osmformer": dict(kind="osmformer", group="SO", params=2_000, data="text", text=TEXT,
+                      model_overrides={"d": 3, "n_layers": 2}),
+    "cem": dict(kind="cem", params=5_000, data="text", text=TEXT),
+    "grassmann": dict(kind="grassmann", params=5_000, data="text", text=TEXT),
+    "s3": dict(kind="lstm", params=2_000, data="task:S3"),
+}
+VIEW_CKPT = {"trajectories": "osm", "tangents": "osm", "attention": "osmformer", "energy": "cem",
+             "planes": "grassmann"}
+
+
+@pytest.fixture(scope="session")
+def ckpt_dirs(tmp_path_factory):
+    """A runs folder with one tiny trained checkpoint per family, an empty bundled folder."""
+    root = tmp_path_factory.mktemp("app")
+    runs, bundled = root / "runs", root / "bundled"
+    bundled.mkdir()
+    old = {k: os.environ.get(k) for k in ("GEOMLAB_RUNS_DIR", "GEOMLAB_BUNDLED_DIR")}
+    os.environ["GEOMLAB_RUNS_DIR"], os.environ["GEOMLAB_BUNDLED_DIR"] = str(runs), str(bundled)
+    for name, kw in SPECS.items():
+        run = live.LiveRun(live.RunSpec(steps=2, batch_size=2, seq_len=16, threads=1, **kw),
+                           work_dir=root / "work" / name).start()
+        snap = live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
+        assert snap.state == "finished", (name, snap.message)
+        run.save(name)
+    yield runs, bundled
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def ref(name: str) -> str:
+    return f"runs/{name}"
+
+
+def app(**state) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    for k, v in state.items():
+        at.session_state[k] = v
+    return at
+
+
+def goto(at: AppTest, slug: str) -> AppTest:
+    at.switch_page(f"app_pages/{slug}.py")
+    return at.run()
+
+
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.error]
+
+
+def decode(values) -> list[float]:
+    """A Plotly JSON array: a list, or the typed-array form ``{"dtype", "bdata"}`` plotly 6+ writes."""
+    if isinstance(values, dict) and "bdata" in values:
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
+    return list(values or [])
+
+
+def charts(at: AppTest) -> list:
+    return list(at.get("plotly_chart"))
+
+
+def test_home_without_any_checkpoint_says_so_and_links_to_train(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "none1"))
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(tmp_path / "none2"))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert any("No checkpoint is available" in i.value for i in at.info)
+    assert len(charts(at)) == 3  # one picture per family, drawn without any checkpoint
+    links = [p.proto.page for p in at.get("page_link")]
+    assert any(l.endswith("train.py") or "train" in l for l in links)
+    for slug in ("trajectories", "compare", "checkpoints", "train"):
+        goto(at, slug)
+        assert not at.exception, slug
+        assert not errors(at), slug
+
+
+def test_home_links_open_views_with_a_fitting_checkpoint(ckpt_dirs):
+    at = app()
+    assert not at.exception
+    links = {p.proto.label: p.proto for p in at.get("page_link")}
+    assert "Group trajectories" in links and "CEM energy" in links
+    assert "ckpt=runs%2Fosm" in links["Group trajectories"].query_string or \
+        "ckpt=runs/osm" in links["Group trajectories"].query_string
+    assert "runs%2Fcem" in links["CEM energy"].query_string or "runs/cem" in links["CEM energy"].query_string
+
+
+@pytest.mark.parametrize("slug", list(VIEW_CKPT))
+def test_every_view_page_draws_figures_without_exception(ckpt_dirs, slug):
+    at = app(gl_ckpt=ref(VIEW_CKPT[slug]))
+    goto(at, slug)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not errors(at), errors(at)
+    assert len(charts(at)) >= 1
+    assert len(at.caption) >= 1 + len(charts(at)) - 1  # every figure has its caption
+    assert any(b.label.startswith("Trace (.npz)") for b in at.get("download_button"))
+
+
+@pytest.mark.parametrize("slug", ["train", "compare", "checkpoints"])
+def test_work_pages_run_without_exception(ckpt_dirs, slug):
+    at = app(gl_ckpt=ref("osm"), gl_ckpt_b=ref("osmformer"))
+    goto(at, slug)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not errors(at), errors(at)
+
+
+def test_compare_shows_both_checkpoints_side_by_side(ckpt_dirs):
+    at = app(gl_ckpt=ref("osm"), gl_ckpt_b=ref("osmformer"))
+    goto(at, "compare")
+    assert len(charts(at)) >= 3  # surprisal + at least one figure per side
+    spec = json.loads(charts(at)[0].proto.spec)
+    assert {d["name"].split(" (")[0] for d in spec["data"]} == {"A: osm", "B: osmformer"}
+
+
+def test_view_of_the_wrong_kind_offers_fitting_checkpoints(ckpt_dirs):
+    at = app(gl_ckpt=ref("cem"))
+    goto(at, "trajectories")
+    assert any("orthogonal-state" in w.value for w in at.warning)
+    assert not charts(at)
+    use = [b for b in at.button if b.label == "Use osm"]
+    assert use
+    use[0].click().run()
+    assert at.session_state["gl_ckpt"] == ref("osm")
+    assert charts(at)
+
+
+def test_checkpoint_text_and_cursor_carry_across_pages_and_into_the_url(ckpt_dirs):
+    at = app(gl_ckpt=ref("osm"))
+    goto(at, "trajectories")
+    at.text_area(key="w_text").set_value("But soft, what light").run()
+    assert at.session_state["gl_text"] == "But soft, what light"
+    at.select_slider(key="w_pos").set_value(5).run()
+    assert at.session_state["gl_pos"] == 5
+    goto(at, "tangents")
+    assert at.session_state["gl_text"] == "But soft, what light"
+    assert at.text_area(key="w_text").value == "But soft, what light"
+    assert at.select_slider(key="w_pos").value == 5
+    assert at.query_params.get("ckpt") == ref("osm")
+    assert at.query_params.get("text") == "But soft, what light"
+    assert at.query_params.get("pos") == "5"
+
+
+def test_cursor_moves_the_highlight_in_the_figures(ckpt_dirs):
+    at = app(gl_ckpt=ref("osm"), gl_text="But soft, what light")
+    goto(at, "trajectories")
+    before = [c.proto.spec for c in charts(at)]
+    at.select_slider(key="w_pos").set_value(7).run()
+    after = [c.proto.spec for c in charts(at)]
+    assert len(before) == len(after) >= 1
+    assert sum(a != b for a, b in zip(before, after)) >= 1
+
+
+def test_a_link_reopens_the_same_view(ckpt_dirs):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": ref("osm"), "text": "light through yonder", "pos": "4"})
+    at.run()
+    assert at.session_state["gl_ckpt"] == ref("osm")
+    assert at.session_state["gl_text"] == "light through yonder"
+    assert at.session_state["gl_pos"] == 4
+    goto(at, "trajectories")
+    assert at.select_slider(key="w_pos").value == 4
+    assert not at.exception
+
+
+def test_a_link_to_a_missing_checkpoint_gives_a_notice(ckpt_dirs):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": "runs/../../etc/passwd", "pos": "x"})
+    at.run()
+    assert not at.exception
+    assert at.session_state["gl_ckpt"] != "runs/../../etc/passwd"
+    assert any("not here" in w.value or "not a number" in w.value for w in at.warning)
+
+
+@pytest.mark.parametrize("text, kind, needle", [
+    ("", "error", "empty"),
+    ("x" * 3000, "error", "limit is 2,048"),
+    ("naïve café ≠ ascii", "warning", "not in this checkpoint's vocabulary"),
+])
+def test_bad_text_gives_a_message_not_a_traceback(ckpt_dirs, text, kind, needle):
+    at = app(gl_ckpt=ref("osm"), gl_text=text)
+    goto(at, "trajectories")
+    assert not at.exception
+    messages = [m.value for m in (at.error if kind == "error" else at.warning)]
+    assert any(needle in m for m in messages), messages
+
+
+def test_symbol_checkpoint_rejects_unknown_symbols(ckpt_dirs):
+    at = app(gl_ckpt=ref("s3"), gl_text="012 021 nope")
+    goto(at, "compare")
+    assert not at.exception
+    assert any("Unknown symbols" in e for e in errors(at))
+
+
+def test_cem_recursion_slider_retraces_with_more_steps(ckpt_dirs):
+    at = app(gl_ckpt=ref("cem"), gl_text="But soft")
+    goto(at, "energy")
+    trained = at.slider(key="w_gl_steps").value
+    at.slider(key="w_gl_steps").set_value(trained + 3).run()
+    assert not at.exception and not errors(at)
+    spec = json.loads(charts(at)[0].proto.spec)
+    xs = [x for d in spec["data"] if "mean" in (d.get("name") or "") for x in decode(d.get("x"))]
+    assert max(xs) == trained + 3
+
+
+def test_checkpoints_page_lists_cards_and_validates_uploads(ckpt_dirs):
+    runs, _ = ckpt_dirs
+    at = app()
+    goto(at, "checkpoints")
+    assert not at.exception
+    names = set(at.dataframe[0].value["name"])
+    assert {"osm", "cem", "grassmann", "s3"} <= names
+    # a bad upload: a JSON without its weights
+    at.file_uploader(key="w_upload").upload("broken.json", b'{"model_config": {}}', "application/json")
+    at.button[-1].click() if not at.get("form_submit_button") else None
+    submit = [b for b in at.button if "Validate" in b.label]
+    submit[0].click().run()
+    assert any("Upload rejected" in e and "missing" in e for e in errors(at)), errors(at)
+    # a good upload: the pair of an existing checkpoint under a new name
+    j = (runs / "osm.json").read_bytes()
+    w = (runs / "osm.safetensors").read_bytes()
+    at.file_uploader(key="w_upload").set_value([("mine.json", j, "application/json"),
+                                                ("mine.safetensors", w, "application/octet-stream")])
+    [b for b in at.button if "Validate" in b.label][0].click().run()
+    assert not errors(at), errors(at)
+    assert any("uploads/mine" in s.value for s in at.success)
+    assert at.session_state["gl_ckpt"] == "runs/uploads/mine"
+    catalog.delete_user_checkpoint("runs/uploads/mine")
+
+
+def _train_widgets(at: AppTest, steps: int) -> None:
+    at.selectbox(key="w_train_kind").set_value("lstm")
+    at.number_input(key="w_train_steps").set_value(steps)
+    at.number_input(key="w_train_batch").set_value(2)
+    at.number_input(key="w_train_seq").set_value(8)
+
+
+def test_train_page_starts_stops_resumes_and_saves_a_tiny_run(ckpt_dirs):
+    at = app()
+    goto(at, "train")
+    assert any("No run yet" in i.value for i in at.info)
+    _train_widgets(at, steps=100_000)
+    at.run()
+    at.button(key="w_train_start").click().run()
+    assert not errors(at), errors(at)
+    run = live.REGISTRY.get(at.session_state["gl_live_run"])
+    assert run is not None
+    try:
+        live.wait_for(run, lambda s: s.step >= 2, timeout=TIMEOUT)
+        at.run()
+        assert at.button(key="w_train_start").disabled  # one run at a time
+        assert at.get("progress")
+        at.button(key="train-stop").click().run()
+        snap = live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
+    finally:
+        run.stop(wait=TIMEOUT)
+    assert snap.state == "stopped"
+    at.run()
+    assert not at.button(key="train-resume").disabled
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["train loss"] != "–" and labels["tokens/s"] != "–"
+    at.text_input(key="w_train_save_name").set_value("from-the-app")
+    at.button(key="train-save").click().run()
+    assert any("from-the-app" in s.value for s in at.success)
+    assert at.session_state["gl_ckpt"] == "runs/from-the-app"
+    assert "runs/from-the-app" in [e.ref for e in catalog.list_checkpoints()]
+    goto(at, "checkpoints")
+    assert "from-the-app" in set(at.dataframe[0].value["name"])
+    live.REGISTRY.forget(run.run_id)
+    catalog.delete_user_checkpoint("runs/from-the-app")
+
+
+def test_train_page_reports_no_gpu_and_short_text(ckpt_dirs, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    at = app()
+    goto(at, "train")
+    _train_widgets(at, steps=5)
+    at.selectbox(key="w_train_device").set_value("cuda")
+    at.run()
+    at.button(key="w_train_start").click().run()
+    assert any("No GPU" in e for e in errors(at)), errors(at)
+    at.selectbox(key="w_train_device").set_value("cpu")
+    at.radio(key="w_train_source").set_value("Your text").run()
+    at.text_area(key="w_train_text").set_value("too short").run()
+    at.button(key="w_train_start").click().run()
+    assert any("at least 100" in e for e in errors(at)), errors(at)
+    assert not at.exception
+
+
+def test_train_page_shows_the_nan_pause_message(ckpt_dirs):
+    from geomlab.data.word_problem import WordProblemTask
+
+    class NaNTask(WordProblemTask):
+        def loss(self, outputs, targets):
+            return super().loss(outputs, targets) * float("nan")
+
+    run = live.REGISTRY.create(live.RunSpec(kind="lstm", params=2_000, steps=5, batch_size=2, seq_len=8,
+                                            threads=1), task=NaNTask("S3", length=8, n_eval=8))
+    run.start()
+    live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
+    at = app(gl_live_run=run.run_id)
+    goto(at, "train")
+    assert not at.exception
+    paused = [w.value for w in at.warning if "paused" in w.value]
+    assert paused and "last good checkpoint" in paused[0] and "non-finite" in paused[0]
+    assert not at.button(key="train-resume").disabled
+    live.REGISTRY.forget(run.run_id)
