@@ -112,3 +112,18 @@ def test_short_training_beats_the_zero_predictor():
     result = Trainer(model, task, cfg).run()
     zero = task.evaluate(_Oracle(torch.zeros(64, 31)), "valid", seq_len=31)["rmse"]
     assert result.metrics["valid_rmse"] < 0.9 * zero
+
+
+def test_bench_gp_runs_end_to_end(tmp_path, capsys):
+    import json
+
+    from geomlab.bench import gp as bench_gp
+
+    out = tmp_path / "gp.json"
+    assert bench_gp.main(["--T", "1", "2", "--steps", "3", "--n-eval", "16", "--points", "12", "--d-model", "8",
+                          "--n-heads", "2", "--d-ff", "8", "--batch-size", "4", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["T"] for r in rows] == [1, 2]
+    assert rows[0]["params"] == rows[1]["params"]  # same parameters for every T
+    assert all(0 < r["test_gp_rmse"] < 1.0 and 0 <= r["energy_fall_fraction"] <= 1 for r in rows)
+    assert "| T | params |" in capsys.readouterr().out
