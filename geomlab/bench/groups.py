@@ -2,7 +2,7 @@
 
 For each group (default O and U) and d in {4, 8, 16, 32}:
 
-* ``exp fwd+bwd ratio``: best-of-``--repeats`` wall time of ``loss = Re<W, g.exp(A)>; loss.backward()`` on a batch of
+* ``exp fwd+bwd ratio``: best-of-``--repeats`` wall time (interleaved, alternating order) of ``loss = Re<W, g.exp(A)>; loss.backward()`` on a batch of
   ``--batch`` (default 4096) algebra elements, divided by the same with ``torch.linalg.matrix_exp`` measured in
   the same run (interleaved repeats). 1.0 means "as fast as matrix_exp"; < 1 is faster (T, O-block fast paths).
 * ``drift``: ``||H^* H - I||_F`` (mean and max over ``--drift-batch`` chains) after ``--products`` (default 1000)
@@ -58,9 +58,13 @@ def time_exp(g, batch: int, repeats: int, device: torch.device, seed: int = 0, m
 
     _fwd_bwd(exp, A0, W, device)  # warm-up
     _fwd_bwd(torch.linalg.matrix_exp, A0, W, device)
-    for _ in range(repeats):  # interleaved, so load changes hit both
-        ours.append(_fwd_bwd(exp, A0, W, device))
-        base.append(_fwd_bwd(torch.linalg.matrix_exp, A0, W, device))
+    for i in range(repeats):  # interleaved, order alternating, so load changes and order effects hit both
+        if i % 2 == 0:
+            ours.append(_fwd_bwd(exp, A0, W, device))
+            base.append(_fwd_bwd(torch.linalg.matrix_exp, A0, W, device))
+        else:
+            base.append(_fwd_bwd(torch.linalg.matrix_exp, A0, W, device))
+            ours.append(_fwd_bwd(exp, A0, W, device))
     t_ours, t_base = min(ours), min(base)
     return {
         "exp_s": t_ours,
@@ -133,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--groups", default="O,U", help="comma list of group names (O,SO,U,SU,T,O-block); default O,U")
     p.add_argument("--dims", default="4,8,16,32", help="comma list of d; default 4,8,16,32")
     p.add_argument("--batch", type=int, default=4096, help="batch for the exp timing (default 4096)")
-    p.add_argument("--repeats", type=int, default=3, help="timed repeats per method (best of; default 3)")
+    p.add_argument("--repeats", type=int, default=4, help="timed repeats per method (best of; default 4)")
     p.add_argument("--method", default="auto", choices=EXP_METHODS, help="exp algorithm to time (default auto)")
     p.add_argument("--products", type=int, default=1000, help="products for the drift measurement (default 1000)")
     p.add_argument("--drift-batch", type=int, default=256, help="independent chains for the drift (default 256)")
