@@ -498,6 +498,25 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
             lines.append(f"| {r['group']} | {r['label']} | `{r['kind']}` | {_params(r.get('params'))} | "
                          f"{len(r['seeds'])} | {accs} |")
         lines.append("")
+    zoo_cards = results.get("zoo_cards")
+    if zoo_cards:
+        lines += ["## The bundled zoo (its own short recipes, not this protocol)", "",
+                  "From the cards in `assets/checkpoints` (`python -m geomlab zoo --list`); each was trained by "
+                  "`python -m geomlab zoo --rebuild` with the recipe on its card.", "",
+                  "| checkpoint | kind | params | steps x batch x length | valid | test | train time (s) |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in zoo_cards:
+            if "error" in c:
+                continue
+            if c.get("valid_bpc") is not None:
+                v, t = f"{c['valid_bpc']:.3f} BPC", f"{c.get('test_bpc', float('nan')):.3f} BPC"
+            else:
+                v = f"{c.get('valid_accuracy', float('nan')):.3f} acc"
+                t = f"{c.get('test_accuracy', float('nan')):.3f} acc"
+            lines.append(f"| `{c.get('name', c['file'])}` | `{(c.get('model_config') or {}).get('kind', '?')}` | "
+                         f"{_params(c.get('params_effective'))} | {c.get('steps')} x {c.get('batch_size')} x "
+                         f"{c.get('seq_len')} | {v} | {t} | {c.get('train_time_s')} |")
+        lines.append("")
     if figures:
         lines += ["## Figures", ""]
         for title, rel in figures.items():
@@ -654,6 +673,10 @@ def write_report(results: dict[str, Any], out: str | Path = "docs/results.md", p
     pngs = _screenshot(full_html, fig_dir) if png and full_html else {}
     for name, p in pngs.items():
         links[f"{figs[name].layout.title.text} (image)"] = f"results/{p.name}"
+    if "zoo_cards" not in results:
+        from geomlab.zoo import ZOO_DIR, read_cards
+
+        results = dict(results, zoo_cards=[{k: v for k, v in c.items() if k != "recipe"} for c in read_cards(ZOO_DIR)])
     out.write_text(render_markdown(results, links), encoding="utf-8")
     return out
 
