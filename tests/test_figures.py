@@ -311,7 +311,9 @@ def test_attention_subsamples_long_traces():
     tr = from_record({"logits": np.zeros((n, 3)), "attention": att}, "transformer", np.zeros(n, int))
     view = figures.attention_maps(tr, cursor=333, max_positions=100)
     z = _by_name(view.figure, "weights")
-    assert len(z.x) <= 101 and 333 in list(z.x)
+    assert len(z.x) <= 101 and "333 '#0'" in list(z.x) and list(z.x) == list(z.y)
+    ci = list(z.y).index("333 '#0'")
+    assert view.figure.layout.shapes[0].y0 == ci - 0.5  # the cursor row, by category index
     assert "of 700 positions" in view.caption
 
 
@@ -441,7 +443,7 @@ def test_plane_sphere_r5_coverage():
     wedge = math.sqrt(max((a @ a) * (b @ b) - (a @ b) ** 2, 0))
     coverage = np.linalg.norm(np.cross(a3, b3)) / wedge
     disc = _by_name(view.figure, "disc")
-    assert abs(disc.opacity - (0.1 + 0.5 * coverage)) < 1e-6
+    assert abs(disc.opacity - (0.08 + 0.32 * coverage)) < 1e-6
     assert f"coverage {coverage:.2f}" in _by_name(view.figure, "plane").hovertemplate
     assert view.figure.layout.scene.xaxis.title.text == "z axis 0"
 

@@ -61,6 +61,6 @@ def run(args: argparse.Namespace) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         views = all_views(tr, cursor=args.cursor)
         for name, view in views.items():
-            view.figure.write_html(folder / f"{name}.html", include_plotlyjs="directory")
+            view.figure.write_html(folder / f"{name}.html", include_plotlyjs="directory", auto_play=False)
         print(f"wrote {len(views)} figures to {folder}/ ({', '.join(views)})")
     return 0

@@ -37,9 +37,15 @@ SEQUENTIAL = "Viridis"
 HIGHLIGHT = "#D55E00"
 MASKED_BG = "#d9d9d9"
 
+# The layout part of plotly's "plotly_white" template only: the full template (defaults for every trace
+# type) costs ~30 ms to copy into each figure and ~7 KB of JSON.
+TEMPLATE = go.layout.Template(layout=pio.templates["plotly_white"].layout)
+pio.templates["geomlab"] = TEMPLATE
+
 # default sizes past which views subsample (design choice; keeps pages responsive)
 MAX_POINTS = 1024      # points on a line/scatter along positions
-MAX_FRAMES = 96        # animation frames
+MAX_FRAMES = 96        # animation frames (2-D)
+MAX_FRAMES_3D = 48     # animation frames of 3-D scenes (each frame rebuilds several 3-D traces)
 MAX_MATRIX = 256       # rows/columns of a position x position map
 MAX_TICKS = 48         # token tick labels on an axis
 
@@ -51,7 +57,9 @@ with validation takes ~7x longer; the tests switch it on to check every frame pr
 def animated_figure(data: list, frames: list[dict]) -> go.Figure:
     """A figure from trace dicts/objects ``data`` and frame dicts ``frames`` (each ``{"name", "data",
     "traces"}``), validated only when :data:`VALIDATE` is set (speed; see there)."""
-    return go.Figure(data=data, frames=frames, _validate=VALIDATE)
+    # the template object is set here: updating an unvalidated figure's template later is very slow
+    return go.Figure(data=data, layout={"template": TEMPLATE}, frames=frames,
+                     _validate=VALIDATE)
 
 
 @contextmanager
@@ -62,6 +70,15 @@ def one_blas_thread() -> Iterator[None]:
 
     with threadpool_limits(1):
         yield
+
+
+def cached(tr, key: tuple, compute):
+    """``compute()`` memoised on the trace object under ``key`` (traces are treated as immutable), so
+    several views of one trace share their geometry (eigenvalues, logarithms, PCA)."""
+    store = tr.__dict__.setdefault("_view_cache", {})
+    if key not in store:
+        store[key] = compute()
+    return store[key]
 
 
 def colour(i: int) -> str:
@@ -117,6 +134,12 @@ def token_ticks(labels: Sequence[str], positions: np.ndarray, max_ticks: int = M
             "ticktext": [f"{p}:{labels[p]}" for p in vals.tolist()]}
 
 
+def category_labels(labels: Sequence[str], positions: np.ndarray) -> list[str]:
+    """Unique ``"t:token"`` category names for a categorical position axis (hover shows them via
+    ``%{x}``/``%{y}``, so large heatmaps need no per-cell hover array)."""
+    return [f"{p} '{labels[p]}'" for p in np.asarray(positions).tolist()]
+
+
 def hover_tokens(labels: Sequence[str], positions: np.ndarray) -> list[str]:
     """``"t 'c'"`` strings for hover text."""
     return [f"{p} '{labels[p]}'" for p in np.asarray(positions).tolist()]
@@ -124,11 +147,10 @@ def hover_tokens(labels: Sequence[str], positions: np.ndarray) -> list[str]:
 
 def finish(fig: go.Figure, title: str, caption: str, name: str, height: int | None = None) -> View:
     """Apply the common layout (white template, title, caption in ``layout.meta``) and wrap in a View."""
-    # an unvalidated (animated) figure keeps a template name as a bare string, which to_html cannot read
-    template = "plotly_white" if getattr(fig, "_validate", True) else pio.templates["plotly_white"].to_plotly_json()
+    if getattr(fig, "_validate", True):  # animated_figure sets the template itself
+        fig.update_layout(template=TEMPLATE)
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left"},
-        template=template,
         font={"size": 13},
         margin={"l": 60, "r": 20, "t": 60, "b": 50},
         meta={"caption": caption, "view": name},

@@ -14,25 +14,16 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from geomlab.figures._common import (
-    DIVERGING, HIGHLIGHT, MASKED_BG, MAX_MATRIX, SEQUENTIAL, FigureError, View, check_cursor, check_index,
-    finish, subsample, subsample_note, token_ticks,
+    DIVERGING, HIGHLIGHT, MASKED_BG, MAX_MATRIX, SEQUENTIAL, FigureError, View, category_labels, check_cursor,
+    check_index, finish, subsample, subsample_note,
 )
 from geomlab.trace import OSMTrace, Trace
 
 
 def _masked(m: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    sub = np.array(m[np.ix_(idx, idx)], dtype=np.float64)
+    sub = np.array(m[np.ix_(idx, idx)], dtype=np.float32)  # float32: half the JSON of float64
     sub[idx[None, :] > idx[:, None]] = np.nan
     return sub
-
-
-def _hover_data(labels, idx) -> np.ndarray:
-    lab = np.array([f"{p} '{labels[p]}'" for p in idx.tolist()], dtype=object)
-    n = len(idx)
-    out = np.empty((n, n, 2), dtype=object)
-    out[:, :, 0] = lab[:, None]
-    out[:, :, 1] = lab[None, :]
-    return out
 
 
 def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: int | None = None,
@@ -60,7 +51,8 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
     weights = tr.attention_weights(layer, head)
     sim = tr.similarity[layer] if isinstance(tr, OSMTrace) and tr.similarity is not None else None
     idx = subsample(tr.n_positions, max_positions, cursor)
-    custom = _hover_data(tr.labels, idx)
+    cats = category_labels(tr.labels, idx)
+    ci = None if cursor is None else int(np.searchsorted(idx, cursor))
     panels = []
     if sim is not None:
         d = float(tr.d)
@@ -76,17 +68,15 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
         hover = "Re tr(H_i* H_j)" if name == "similarity" else what
         x_cb = (c / len(panels)) - (0.07 if c < len(panels) else -0.02)
         fig.add_trace(go.Heatmap(
-            z=z, x=idx, y=idx, colorscale=scale, zmin=zmin, zmax=zmax, zmid=0 if zmin < 0 else None,
-            customdata=custom, name=name, hoverongaps=False,
+            z=z, x=cats, y=cats, colorscale=scale, zmin=zmin, zmax=zmax, zmid=0 if zmin < 0 else None,
+            name=name, hoverongaps=False,
             colorbar={"title": {"text": what}, "x": x_cb, "len": 0.9, "thickness": 12},
-            hovertemplate=(f"query %{{customdata[0]}}<br>key %{{customdata[1]}}<br>{hover} = %{{z:.4f}}"
-                           "<extra></extra>")), row=1, col=c)
-        fig.update_xaxes(title_text="key position j (token)", row=1, col=c, **token_ticks(tr.labels, idx, 24))
-        fig.update_yaxes(title_text="query position i (token)", autorange="reversed", row=1, col=c,
-                         scaleanchor=f"x{'' if c == 1 else c}", scaleratio=1,
-                         **token_ticks(tr.labels, idx, 24))
-        if cursor is not None:
-            fig.add_shape(type="rect", x0=idx[0] - 0.5, x1=cursor + 0.5, y0=cursor - 0.5, y1=cursor + 0.5,
+            hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{hover} = %{{z:.4f}}<extra></extra>"), row=1, col=c)
+        fig.update_xaxes(title_text="key position j (token)", type="category", nticks=24, row=1, col=c)
+        fig.update_yaxes(title_text="query position i (token)", type="category", nticks=24, autorange="reversed",
+                         row=1, col=c, scaleanchor=f"x{'' if c == 1 else c}", scaleratio=1)
+        if ci is not None:  # category axes: shapes use the category index
+            fig.add_shape(type="rect", x0=-0.5, x1=ci + 0.5, y0=ci - 0.5, y1=ci + 0.5,
                           line={"color": HIGHLIGHT, "width": 2}, row=1, col=c)
     fig.update_layout(plot_bgcolor=MASKED_BG)
     fig.update_xaxes(showgrid=False, zeroline=False)

@@ -82,8 +82,8 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     titles = []
     for layer in range(L):
         titles += [f"layer {layer}: {_block_name(b)} energy" for b in range(B)] + [f"layer {layer}: displacement"]
-    fig = make_subplots(rows=L, cols=B + 1, subplot_titles=titles, horizontal_spacing=0.07,
-                        vertical_spacing=min(0.12, 0.5 / max(L, 1)))
+    fig = make_subplots(rows=L, cols=B + 1, subplot_titles=titles, horizontal_spacing=0.08,
+                        vertical_spacing=min(0.25, 0.9 / max(L, 1)) if L > 1 else 0.1)
     ylab = "ε(x^t) − ε(x^0) (a.u.)" if relative else "energy ε(x^t) (a.u.)"
     for layer in range(L):
         for b in range(B):
@@ -135,7 +135,7 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
         cap += "The mean energy fell (or stayed) at every step. "
     cap += "Compare steps within a layer, not levels across layers."
     return finish(fig, f"CEM energy descent (T = {tr.recursion_steps})", cap, "energy_descent",
-                  height=max(320, 240 * L + 80))
+                  height=max(340, 300 * L + 60))
 
 
 def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | None = None,

@@ -20,8 +20,8 @@ from plotly.subplots import make_subplots
 
 from geomlab import planes
 from geomlab.figures._common import (
-    DIVERGING, HIGHLIGHT, MAX_FRAMES, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, View, add_cursor_line,
-    animated_figure, animation_controls, check_cursor, check_index, colour, finish, hover_tokens, subsample, subsample_note,
+    DIVERGING, HIGHLIGHT, MAX_FRAMES_3D, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, View, add_cursor_line,
+    animated_figure, animation_controls, category_labels, check_cursor, check_index, colour, finish, hover_tokens, subsample, subsample_note,
     token_ticks,
 )
 from geomlab.trace import GrassmannTrace
@@ -208,19 +208,16 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     S = np.abs(p @ p.T)
     S[~valid, :] = np.nan
     S[:, ~valid] = np.nan
-    lab = np.array(hover_tokens(tr.labels, idx), dtype=object)
-    custom = np.empty((len(idx), len(idx), 2), dtype=object)
-    custom[:, :, 0] = lab[:, None]
-    custom[:, :, 1] = lab[None, :]
-    fig = go.Figure(go.Heatmap(z=S, x=idx, y=idx, colorscale=SEQUENTIAL, zmin=0, zmax=1, customdata=custom,
-                               name="similarity", hoverongaps=False, colorbar={"title": {"text": "|⟨p̂_t, p̂_s⟩|"}},
-                               hovertemplate="t = %{customdata[0]}<br>s = %{customdata[1]}<br>|⟨p̂_t, p̂_s⟩| = "
-                                             "%{z:.4f}<extra></extra>"))
-    fig.update_xaxes(title_text="position s (token)", showgrid=False, **token_ticks(tr.labels, idx, 24))
-    fig.update_yaxes(title_text="position t (token)", autorange="reversed", scaleanchor="x", scaleratio=1,
-                     showgrid=False, **token_ticks(tr.labels, idx, 24))
+    cats = category_labels(tr.labels, idx)
+    fig = go.Figure(go.Heatmap(z=S, x=cats, y=cats, colorscale=SEQUENTIAL, zmin=0, zmax=1, name="similarity",
+                               hoverongaps=False, colorbar={"title": {"text": "|⟨p̂_t, p̂_s⟩|"}},
+                               hovertemplate="t = %{y}<br>s = %{x}<br>|⟨p̂_t, p̂_s⟩| = %{z:.4f}<extra></extra>"))
+    fig.update_xaxes(title_text="position s (token)", type="category", nticks=24, showgrid=False)
+    fig.update_yaxes(title_text="position t (token)", type="category", nticks=24, autorange="reversed",
+                     scaleanchor="x", scaleratio=1, showgrid=False)
     if cursor is not None:
-        fig.add_shape(type="rect", x0=idx[0] - 0.5, x1=idx[-1] + 0.5, y0=cursor - 0.5, y1=cursor + 0.5,
+        ci = int(np.searchsorted(idx, cursor))
+        fig.add_shape(type="rect", x0=-0.5, x1=len(idx) - 0.5, y0=ci - 0.5, y1=ci + 0.5,
                       line={"color": HIGHLIGHT, "width": 2})
     D = _offset(tr, layer, slot)
     cap = (f"How alike the planes span(z_t, z_{{t−{D}}}) of layer {layer} are at two positions: |⟨p̂_t, p̂_s⟩| = "
@@ -245,27 +242,21 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     I, J = planes.plucker_indices(r)
     names = [f"p{i}{j}" if r <= 10 else f"p{i},{j}" for i, j in zip(I.tolist(), J.tolist())]
     P = len(names)
-    lab = np.array(hover_tokens(tr.labels, idx), dtype=object)
-    custom = np.empty((len(idx), P, 2), dtype=object)
-    custom[:, :, 0] = lab[:, None]
-    custom[:, :, 1] = np.array(names, dtype=object)[None, :]
-    fig = go.Figure(go.Heatmap(z=p, x=np.arange(P), y=idx, colorscale=DIVERGING, zmin=-1, zmax=1, zmid=0,
-                               customdata=custom, name="plucker", hoverongaps=False,
-                               colorbar={"title": {"text": "p̂_ij"}},
-                               hovertemplate="position %{customdata[0]}<br>%{customdata[1]} = %{z:.4f}"
-                                             "<extra></extra>"))
-    step = max(1, P // 30)
-    fig.update_xaxes(title_text="Plücker coordinate p_ij (i < j)", tickmode="array",
-                     tickvals=list(range(0, P, step)), ticktext=names[::step], showgrid=False)
-    fig.update_yaxes(title_text="position t (token)", autorange="reversed", showgrid=False,
-                     **token_ticks(tr.labels, idx, 32))
-    add_cursor_line(fig, cursor, axis="y")
+    cats = category_labels(tr.labels, idx)
+    fig = go.Figure(go.Heatmap(z=p, x=names, y=cats, colorscale=DIVERGING, zmin=-1, zmax=1, zmid=0,
+                               name="plucker", hoverongaps=False, colorbar={"title": {"text": "p̂_ij"}},
+                               hovertemplate="position %{y}<br>%{x} = %{z:.4f}<extra></extra>"))
+    fig.update_xaxes(title_text="Plücker coordinate p_ij (i < j)", type="category", nticks=30, showgrid=False)
+    fig.update_yaxes(title_text="position t (token)", type="category", nticks=32, autorange="reversed",
+                     showgrid=False)
+    if cursor is not None:
+        add_cursor_line(fig, int(np.searchsorted(idx, cursor)), axis="y")
     D = _offset(tr, layer, slot)
     cap = (f"Normalised Plücker coordinates of span(z_t, z_{{t−{D}}}) in layer {layer}: which pairs of the "
            f"{r} reduced axes the plane at each position uses, and with which orientation (blue/red sign)."
            + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, f"Plücker coordinates (layer {layer}, Δ={D})", cap, "plucker_heatmap",
-                  height=min(900, 260 + 4 * len(idx)))
+                  height=min(900, 300 + 7 * len(idx)))
 
 
 def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
@@ -351,7 +342,7 @@ def _plane_traces(Q: np.ndarray, E: np.ndarray, label: str, coverage: float, a3,
     k = np.roll(j - 1, -1) + 1
     out = [
         {"type": "mesh3d", "x": verts[:, 0], "y": verts[:, 1], "z": verts[:, 2], "i": tri_i, "j": j, "k": k,
-         "color": HIGHLIGHT, "opacity": float(0.1 + 0.5 * coverage), "name": "disc", "hoverinfo": "skip",
+         "color": HIGHLIGHT, "opacity": float(0.08 + 0.32 * coverage), "name": "disc", "hoverinfo": "skip",
          "showlegend": False},
         {"type": "scatter3d", "x": circ[:, 0], "y": circ[:, 1], "z": circ[:, 2], "mode": "lines",
          "line": {"color": HIGHLIGHT, "width": 6}, "name": "plane",
@@ -360,12 +351,13 @@ def _plane_traces(Q: np.ndarray, E: np.ndarray, label: str, coverage: float, a3,
          "marker": {"size": 6, "color": [colour(0), colour(3)], "symbol": "diamond"}, "name": "pole ±n",
          "hovertemplate": "pole n = (%{x:.3f}, %{y:.3f}, %{z:.3f})<extra></extra>"},
     ]
-    for vec, name, c in ((a3, "z_t", colour(2)), (b3, "z_{t−Δ}", colour(1))):
-        v = np.asarray(vec)
-        v = v / max(np.linalg.norm(v), 1e-12)
-        out.append({"type": "scatter3d", "x": [0, v[0]], "y": [0, v[1]], "z": [0, v[2]], "mode": "lines+markers",
-                    "name": name, "line": {"color": c, "width": 5}, "marker": {"size": [0, 4], "color": c},
-                    "hovertemplate": f"{name} (normalised)<extra></extra>"})
+    # both spanning vectors in one trace (fewer traces per animation frame): green z_t, orange z_{t-Δ}
+    va, vb = (np.asarray(v) / max(np.linalg.norm(v), 1e-12) for v in (a3, b3))
+    out.append({"type": "scatter3d", "x": [0, va[0], None, 0, vb[0]], "y": [0, va[1], None, 0, vb[1]],
+                "z": [0, va[2], None, 0, vb[2]], "mode": "lines", "name": "z_t (green), z_{t−Δ} (orange)",
+                "line": {"width": 5, "color": [0, 0, 0, 1, 1], "cmin": 0, "cmax": 1,
+                         "colorscale": [[0, colour(2)], [1, colour(1)]]},
+                "hoverinfo": "name"})
     return out
 
 
@@ -380,14 +372,14 @@ def _plane_geometry(Q_t: np.ndarray, z_a: np.ndarray, z_b: np.ndarray, E: torch.
 
 
 def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
-                 axes=None, max_frames: int = MAX_FRAMES) -> View:
+                 axes=None, max_frames: int = MAX_FRAMES_3D) -> View:
     """The reduced plane span(z_t, z_{t-Δ}) of one layer/slot in 3-D, animated over positions (Play and
     a slider, in the browser). r = 3: the plane's great circle on the unit sphere, its pole ±n
     (``planes.pole``) and the two spanning vectors (normalised). r > 3: a 3-axis window (``axes``, default
     the three axes with the largest coordinate energy, ``planes.top_axes``): the projected disc
     (``planes.project3``) with opacity growing with its coverage (1 = the plane lies in the window).
     Opens at ``cursor`` (default: the first valid position). Traces: sphere wireframe, then disc, circle,
-    pole, z_t, z_{t-Δ} (the last five animated). Raises :class:`FigureError` if no position has a plane."""
+    pole, spanning vectors (the last four animated). Raises :class:`FigureError` if no position has a plane."""
     tr = _gr(tr)
     layer = check_index("layer", layer, tr.n_layers)
     slot = check_slot(tr, slot)
@@ -414,7 +406,7 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
 
     base = _sphere_wire()
     names = [str(t) for t in idx.tolist()]
-    anim = list(range(len(base), len(base) + 5))
+    anim = list(range(len(base), len(base) + 4))
     fig = animated_figure(base + traces(start),
                           [{"data": traces(t), "traces": anim, "name": nm} for t, nm in zip(idx.tolist(), names)])
     fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in idx.tolist()], names,
@@ -480,10 +472,10 @@ def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, posit
         circle(Q[b], f"plane at {b} '{tr.labels[b]}'", colour(0), dash="dash", width=3),
         circle(G[0], "γ(s)", HIGHLIGHT),
     ]
-    names = [f"{v:.2f}" for v in s.tolist()]
+    names = [f"s={v:.2f}" for v in s.tolist()]
     fig = animated_figure(data, [{"data": [circle(G[i], "γ(s)", HIGHLIGHT)], "traces": [len(data) - 1], "name": nm}
                                  for i, nm in enumerate(names)])
-    fig.update_layout(**animation_controls([f"s = {nm}" for nm in names], names, 0, duration_ms=80, prefix=""))
+    fig.update_layout(**animation_controls(names, names, 0, duration_ms=80, prefix=""))
     rng = [-1.15, 1.15]
     ax = ["z axis 0", "z axis 1", "z axis 2"] if r == 3 else [f"window axis {i + 1}" for i in range(3)]
     fig.update_layout(scene={"xaxis": {"title": {"text": ax[0]}, "range": rng},

@@ -18,8 +18,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from geomlab.figures._common import (
-    HIGHLIGHT, MAX_FRAMES, MAX_POINTS, FigureError, View, add_cursor_line, animated_figure, animation_controls,
-    check_cursor, check_index, colour, finish, hover_tokens, one_blas_thread, subsample, subsample_note,
+    HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, FigureError, View, add_cursor_line, animated_figure, animation_controls,
+    cached, check_cursor, check_index, colour, finish, hover_tokens, one_blas_thread, subsample, subsample_note,
     token_ticks,
 )
 from geomlab.trace import OSMTrace
@@ -45,12 +45,16 @@ def state_phases(tr: OSMTrace, layer: int = -1) -> np.ndarray:
     (``group.eigen_angles``). Raises :class:`FigureError` for a non-OSM trace or a bad layer."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
-    return tr.get_group().eigen_angles(_torch(tr.states[layer])).numpy()
+    return cached(tr, ("phases", layer), lambda: tr.get_group().eigen_angles(_torch(tr.states[layer])).numpy())
 
 
 def distance_from_identity(tr: OSMTrace) -> np.ndarray:
     """``[layer, position]`` geodesic distance ``dist(I, H_t) = ||log H_t||_F`` (radians)."""
     tr = _osm(tr)
+    return cached(tr, ("dist_id",), lambda: _distance_from_identity(tr))
+
+
+def _distance_from_identity(tr: OSMTrace) -> np.ndarray:
     group = tr.get_group()
     H = _torch(tr.states)
     eye = group.identity(*H.shape[:-2]).to(H.dtype)
@@ -61,6 +65,10 @@ def step_distances(tr: OSMTrace) -> np.ndarray:
     """``[layer, position]`` geodesic distance between consecutive states ``dist(H_{t-1}, H_t)``
     (radians); NaN at t = 0."""
     tr = _osm(tr)
+    return cached(tr, ("dist_step",), lambda: _step_distances(tr))
+
+
+def _step_distances(tr: OSMTrace) -> np.ndarray:
     group = tr.get_group()
     H = _torch(tr.states)
     out = np.full(tr.states.shape[:2], np.nan)
@@ -73,10 +81,14 @@ def pca_coords(tr: OSMTrace, layer: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """``([position, 3], [3])``: the first three principal components of ``vec(H_t)`` (real and imaginary
     parts stacked; scikit-learn PCA, centred) and their explained-variance ratios. Components past the data
     rank are zero."""
-    from sklearn.decomposition import PCA
-
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
+    return cached(tr, ("pca", layer), lambda: _pca_coords(tr, layer))
+
+
+def _pca_coords(tr: OSMTrace, layer: int) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.decomposition import PCA
+
     H = tr.states[layer].reshape(tr.n_positions, -1)
     X = np.concatenate([H.real, H.imag], axis=1) if np.iscomplexobj(H) else H
     X = X.astype(np.float64)
@@ -222,7 +234,8 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     return finish(fig, "State trajectory, 3-D PCA", cap, "pca_trajectory", height=560)
 
 
-def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None, max_frames: int = MAX_FRAMES) -> View:
+def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
+              max_frames: int = MAX_FRAMES_3D) -> View:
     """For 3 x 3 real states (SO(3), O(3)): the rotating frame ``H_t e_1, H_t e_2, H_t e_3`` as three
     arrows from the origin, animated over positions, with the path of each arrow tip over the whole text.
     Traces: 0-2 = tip paths, 3-5 = frame axes of the shown position (animated).

@@ -1,0 +1,97 @@
+"""``python -m geomlab.bench figures``: time to trace a text and build every figure, per model kind.
+
+For each kind: the bundled model size (the zoo recipe's config, or a ~100K-parameter budget for kinds the
+zoo does not bundle), random weights (timing does not depend on training), a 256-character text. Prints
+the median over ``--repeats`` runs (after one warm-up) of: the trace (``geomlab.trace.trace``), all
+figures of :func:`geomlab.figures.all_views` with a cursor, and their JSON size; as a ratio, the trace +
+figures time over one plain forward pass of the same model measured in the same run. Target (issue 7):
+trace + figures under 0.5 s on CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+TEXT = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun.\n"
+        "JULIET: O Romeo, Romeo, wherefore art thou Romeo? Deny thy father and refuse thy name.\n")
+
+
+def bench_configs(vocab_size: int, kinds_: list[str] | None = None) -> dict[str, dict]:
+    """Full configs per kind: the zoo's language-model recipe for the kind when there is one, else
+    ``config_for_budget(kind, 100_000)``."""
+    from geomlab.models import config_for_budget, kinds
+
+    out: dict[str, dict] = {}
+    try:
+        from geomlab import zoo
+
+        for e in zoo.entries():
+            if e.kind not in out and e.task == "tinyshakespeare":
+                out[e.kind] = zoo.resolve_config(e.kind, vocab_size, e.budget, dict(e.config))
+    except Exception:  # the zoo module is optional here
+        pass
+    for kind in kinds():
+        if kind not in out:
+            try:
+                out[kind] = config_for_budget(kind, 100_000, vocab_size)
+            except Exception:
+                from geomlab.models import full_config
+
+                out[kind] = full_config({"kind": kind, "vocab_size": vocab_size})
+    return {k: v for k, v in out.items() if kinds_ is None or k in kinds_}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m geomlab.bench figures", description=__doc__.split("\n\n")[0])
+    p.add_argument("--chars", type=int, default=256, help="text length in characters (default 256)")
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats per kind (median reported)")
+    p.add_argument("--kinds", default=None, help="comma-separated kinds (default: all registered)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from geomlab import figures
+    from geomlab.data import Vocab
+    from geomlab.models import build_model, count_params
+    from geomlab.trace import trace
+
+    torch.set_num_threads(args.threads)
+    text = (TEXT * (args.chars // len(TEXT) + 1))[: args.chars]
+    vocab = Vocab.from_text(TEXT)
+    tokens = torch.as_tensor(vocab.encode(text)).reshape(1, -1)
+    configs = bench_configs(len(vocab), args.kinds.split(",") if args.kinds else None)
+    print(f"trace + all figures for {args.chars} characters, median of {args.repeats} (torch threads "
+          f"{args.threads}); target: trace + figures < 0.5 s")
+    print(f"{'kind':16s} {'params':>8s} {'forward s':>9s} {'trace s':>8s} {'figures s':>9s} {'total s':>8s} "
+          f"{'x forward':>9s} {'#figs':>5s} {'JSON MB':>7s}  notes")
+    for kind, cfg in configs.items():
+        note = ""
+        if cfg.get("positions", "learned") == "learned" and isinstance(cfg.get("max_len"), int) \
+                and cfg["max_len"] < args.chars:
+            note = f"max_len {cfg['max_len']} -> {args.chars} (learned positions)"
+            cfg = {**cfg, "max_len": args.chars}
+        torch.manual_seed(0)
+        model = build_model(cfg).eval()
+        fwd, tr_t, fig_t, size, n = [], [], [], 0, 0
+        for rep in range(args.repeats + 1):
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                model(tokens)
+            t1 = time.perf_counter()
+            tr = trace(model, tokens, vocab=vocab, text=text)
+            t2 = time.perf_counter()
+            views = figures.all_views(tr, cursor=args.chars // 2)
+            t3 = time.perf_counter()
+            if rep:  # the first run warms up imports and caches
+                fwd.append(t1 - t0)
+                tr_t.append(t2 - t1)
+                fig_t.append(t3 - t2)
+            n = len(views)
+        size = sum(len(v.figure.to_json()) for v in views.values()) / 1e6
+        f, a, b = (statistics.median(x) for x in (fwd, tr_t, fig_t))
+        print(f"{kind:16s} {count_params(model):8,d} {f:9.3f} {a:8.3f} {b:9.3f} {a + b:8.3f} {(a + b) / f:9.1f} "
+              f"{n:5d} {size:7.2f}  {note}")
+    return 0
