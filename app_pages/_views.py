@@ -19,8 +19,8 @@ from app_pages import _ui as ui
 
 #: view slug -> [(figure name in geomlab.figures.VIEWS, wide?)]
 VIEW_FIGURES: dict[str, list[tuple[str, bool]]] = {
-    "trajectories": [("phase_circle", False), ("distance_profile", False), ("phase_timeline", True),
-                     ("pca_trajectory", False), ("so3_frame", False), ("torus_angles", True)],
+    "trajectories": [("phase_circle", False), ("pca_trajectory", False), ("distance_profile", True),
+                     ("phase_timeline", True), ("so3_frame", False), ("torus_angles", False)],
     "tangents": [("tangent_heatmap", True), ("tangent_lines", True), ("mixing_share", True)],
     "attention": [("attention_maps", True)],
     "energy": [("energy_descent", True), ("energy_tokens", True)],

@@ -80,7 +80,7 @@ def grassmann_picture() -> go.Figure:
                                  hovertemplate=f"plane {k + 1}<extra></extra>"))
         fig.add_trace(go.Scatter(x=x, y=back, mode="lines", line=dict(color=colors[k], width=1, dash="dot"),
                                  hoverinfo="skip"))
-    return _mini_layout(fig, "Grassmann: tokens pairs span planes", equal=True)
+    return _mini_layout(fig, "Grassmann: token pairs span planes", equal=True)
 
 
 FAMILIES = [

@@ -1,0 +1,190 @@
+"""The app in a real browser: ``streamlit run app.py`` headless on a free port, driven through playwright with
+Debian's system chromium (never ``playwright install``).
+
+Opens every page, checks that no exception element is shown and that at least one chart has rendered,
+starts a 2-step training run and sees it finish, and saves a screenshot of every page to
+``test-artifacts/`` (gitignored). Without chromium the test is skipped, except under ``CI=true`` where it
+fails (``.ci/run`` installs chromium with apt-get).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from geomlab import live
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+TEXT = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun. "
+        "Arise, fair sun, and kill the envious moon.\n") * 3
+SPECS = {
+    "osm-O": dict(kind="osm-rnn", group="O", params=2_000, data="text", text=TEXT),
+    "osmformer-SO": dict(kind="osmformer", group="SO", params=2_000, data="text", text=TEXT,
+                         model_overrides={"d": 3, "n_layers": 2}),
+    "cem": dict(kind="cem", params=5_000, data="text", text=TEXT),
+    "grassmann": dict(kind="grassmann", params=5_000, data="text", text=TEXT),
+}
+# url path -> checkpoint for it
+PAGES = {"": None, "trajectories": "osm-O", "tangents": "osm-O", "attention": "osmformer-SO",
+         "energy": "cem", "planes": "grassmann", "compare": "osm-O", "checkpoints": None, "train": None}
+CHART = ".js-plotly-plot .main-svg"
+
+
+def chromium_path() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def browser_exe():
+    exe = chromium_path()
+    if exe is None:
+        msg = "Debian's chromium is not installed (apt-get install chromium); the browser test needs it"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(msg + " and CI=true")
+        pytest.skip(msg)
+    pytest.importorskip("playwright.sync_api")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def server(browser_exe, tmp_path_factory):
+    """``streamlit run app.py`` on a free port with a runs folder of tiny trained checkpoints."""
+    root = tmp_path_factory.mktemp("browser")
+    runs, bundled = root / "runs", root / "bundled"
+    bundled.mkdir()
+    env = dict(os.environ, GEOMLAB_RUNS_DIR=str(runs), GEOMLAB_BUNDLED_DIR=str(bundled))
+    old = {k: os.environ.get(k) for k in ("GEOMLAB_RUNS_DIR", "GEOMLAB_BUNDLED_DIR")}
+    os.environ.update(GEOMLAB_RUNS_DIR=str(runs), GEOMLAB_BUNDLED_DIR=str(bundled))
+    try:
+        for name, kw in SPECS.items():
+            run = live.LiveRun(live.RunSpec(steps=2, batch_size=2, seq_len=16, threads=1, **kw),
+                               work_dir=root / "work" / name).start()
+            assert live.wait_for(run, lambda s: not s.active, timeout=180).state == "finished"
+            run.save(name)
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    port = free_port()
+    log = open(root / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                raise RuntimeError("streamlit did not start:\n" + (root / "streamlit.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def page(server, browser_exe):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_exe, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--no-first-run"])
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        pg = context.new_page()
+        pg.set_default_timeout(90_000)
+        yield pg
+        context.close()
+        browser.close()
+
+
+def screenshot(pg, name: str) -> None:
+    """Save the whole page: Streamlit scrolls inside its main container, so the viewport is stretched to the
+    content height first (capped at 8000 px)."""
+    h = pg.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
+                    " return m ? m.scrollHeight : document.body.scrollHeight; }")
+    width = pg.viewport_size["width"]
+    pg.set_viewport_size({"width": width, "height": int(min(max(h, 800) + 40, 8000))})
+    pg.wait_for_timeout(800)  # plotly relayouts on resize
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    pg.set_viewport_size({"width": width, "height": 1000})
+
+
+def wait_idle(pg) -> None:
+    """Wait until the app has finished its script run (the running indicator is gone)."""
+    pg.wait_for_selector('[data-testid="stApp"]')
+    pg.wait_for_timeout(500)
+    pg.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " || !document.querySelector('[data-testid=\"stStatusWidget\"]').innerText.includes('Running')",
+        timeout=90_000)
+    pg.wait_for_timeout(300)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_every_page_renders_in_chromium(page, server):
+    for path, ckpt in PAGES.items():
+        query = f"?ckpt=runs/{ckpt}" if ckpt else ""
+        page.goto(f"{server}/{path}{query}")
+        wait_idle(page)
+        name = path or "home"
+        if path == "checkpoints":
+            page.wait_for_selector('[data-testid="stDataFrame"]', state="attached")
+        elif path != "train":
+            page.wait_for_selector(CHART, state="attached")
+        screenshot(page, name)
+        assert page.locator('[data-testid="stException"]').count() == 0, name
+        if path not in ("train", "checkpoints"):
+            assert page.locator(CHART).count() >= 1, name
+        if ckpt:
+            assert f"ckpt=runs%2F{ckpt}" in page.url or f"ckpt=runs/{ckpt}" in page.url, page.url
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_two_step_training_run_shows_progress(page, server):
+    page.goto(f"{server}/train")
+    wait_idle(page)
+    steps = page.get_by_label("Steps")
+    steps.fill("2")
+    steps.press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Start training").click()
+    page.get_by_text("state: running").or_(page.get_by_text("Finished 2 steps")).first.wait_for(timeout=60_000)
+    page.get_by_text("step 2 / 2").wait_for(timeout=120_000)
+    page.get_by_text("Finished 2 steps").wait_for(timeout=120_000)
+    wait_idle(page)
+    page.wait_for_selector(CHART, state="attached")
+    screenshot(page, "train-finished")
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.locator(CHART).count() >= 1
