@@ -25,7 +25,7 @@ MODELS = {
     "osm-rnn-SO3": ("osm-rnn", {"group": "SO", "d": 3}),
     "osmformer-U3": ("osmformer", {"group": "U", "d": 3, "n_layers": 2}),
     "osmformer-T4": ("osmformer", {"group": "T", "d": 4, "n_layers": 2}),
-    "osmformer-identity": ("osmformer", {"group": "O", "d": 4, "n_layers": 1, "mixing": "identity"}),
+    "osmformer-identity": ("osmformer", {"group": "O", "d": 4, "n_layers": 1, "mixing": "identity", "heads": 2}),
     "cem": ("cem", {}),
     "grassmann-r3": ("grassmann", {"rank": 3, "offsets": [1, 2]}),
     "grassmann-r5": ("grassmann", {"rank": 5, "offsets": [1, 3]}),
@@ -290,6 +290,15 @@ def test_osm_attention_maps_similarity_and_weights():
     S1 = np.real(np.einsum("iab,jab->ij", tr.states[0].conj(), tr.states[0]))
     sim1 = np.asarray(_by_name(figures.attention_maps(tr, layer=1).figure, "similarity").z, dtype=float)
     np.testing.assert_allclose(sim1[lower], S1[lower], atol=1e-4)
+
+
+def test_osm_attention_per_head():
+    tr = get_trace("osmformer-identity")
+    assert tr.n_heads() == 2
+    lower = np.tril(np.ones((T, T), bool))
+    one = np.asarray(_by_name(figures.attention_maps(tr, layer=0, head=1).figure, "weights").z, dtype=float)
+    np.testing.assert_allclose(one[lower], tr.attention_heads[0, 1][lower], atol=1e-7)
+    np.testing.assert_allclose(tr.attention_heads[0].mean(0), tr.attention[0], atol=1e-6)
 
 
 def test_cem_attention_head_mean_and_single_head():

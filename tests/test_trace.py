@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 import torch
 
+from hypothesis import given, strategies as st
+
 from geomlab.data import Vocab
 from geomlab.models import build_model, kinds
 from geomlab.trace import (
-    MAX_TEXT_CHARS, BaselineTrace, CEMTrace, GrassmannTrace, OSMTrace, TraceError, encode_text, load_trace,
+    MAX_TEXT_CHARS, BaselineTrace, CEMTrace, GrassmannTrace, OSMTrace, TraceError, encode_text, from_record,
+    load_trace,
     save_trace, trace, trace_bytes, trace_cem_steps, trace_text,
 )
 
@@ -201,6 +204,25 @@ def test_load_rejects_bad_files(tmp_path):
         load_trace(tmp_path / "missing.npz")
 
 
+@given(T=st.integers(1, 9), d=st.integers(1, 4), L=st.integers(1, 3),
+       dtype=st.sampled_from(["float32", "float64", "complex64", "complex128"]), seed=st.integers(0, 99),
+       text=st.text(min_size=0, max_size=9))
+def test_round_trip_property(T, d, L, dtype, seed, text):
+    """Any OSM-shaped record (real or complex states of any size) survives save/load bit for bit."""
+    rng = np.random.default_rng(seed)
+    states = rng.standard_normal((L, T, d, d))
+    if dtype.startswith("complex"):
+        states = states + 1j * rng.standard_normal((L, T, d, d))
+    rec = {"logits": rng.standard_normal((T, 5)).astype(np.float32), "states": states.astype(dtype),
+           "extra_thing": rng.integers(0, 9, (T,))}
+    labels = [f"{c}" for c in (text + "x" * T)[:T]]
+    tr = from_record(rec, "osm-rnn", np.arange(T), labels=labels, config={"d": d, "nested": {"a": [1, 2]}},
+                     text=text, group={"name": "U", "d": d, "options": {}})
+    back = load_trace(trace_bytes(tr))
+    _assert_same(tr, back)
+    assert back.states.dtype == np.dtype(dtype)
+
+
 def test_save_refuses_object_arrays(tmp_path):
     tr = trace(small_model("lstm"), encode_text(VOCAB, "soft"))
     tr.extras["bad"] = np.array([object()], dtype=object)
@@ -227,6 +249,10 @@ def test_cli_trace_end_to_end(tmp_path, capsys):
                  "--html", str(tmp_path / "html")]) == 0
     assert load_trace(tmp_path / "t4.npz").recursion_steps == 4
     assert (tmp_path / "html" / "energy_descent.html").exists()
+    src = tmp_path / "speech.txt"
+    src.write_text(TEXT[:20], encoding="utf-8")
+    assert main(["trace", str(stem), "--text-file", str(src), "--out", str(tmp_path / "f.npz")]) == 0
+    assert load_trace(tmp_path / "f.npz").text == TEXT[:20]
     capsys.readouterr()
     assert main(["trace", str(stem), "--text", "", "--out", str(tmp_path / "e.npz")]) == 2
     assert "empty" in capsys.readouterr().err

@@ -3,8 +3,9 @@
 For each kind: the bundled model size (the zoo recipe's config, or a ~100K-parameter budget for kinds the
 zoo does not bundle), random weights (timing does not depend on training), a 256-character text. Prints
 the median over ``--repeats`` runs (after one warm-up) of: the trace (``geomlab.trace.trace``), all
-figures of :func:`geomlab.figures.all_views` with a cursor, and their JSON size; as a ratio, the trace +
-figures time over one plain forward pass of the same model measured in the same run. Target (issue 7):
+figures of :func:`geomlab.figures.all_views` with a cursor, their JSON size, the CPU time of trace + figures
+(``time.process_time``: on a shared machine closer to what an idle one would take than the wall time),
+and as a ratio the trace + figures wall time over one plain forward pass measured in the same run. Target (issue 7):
 trace + figures under 0.5 s on CPU.
 """
 
@@ -65,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     configs = bench_configs(len(vocab), args.kinds.split(",") if args.kinds else None)
     print(f"trace + all figures for {args.chars} characters, median of {args.repeats} (torch threads "
           f"{args.threads}); target: trace + figures < 0.5 s")
-    print(f"{'kind':16s} {'params':>8s} {'forward s':>9s} {'trace s':>8s} {'figures s':>9s} {'total s':>8s} "
-          f"{'x forward':>9s} {'#figs':>5s} {'JSON MB':>7s}  notes")
+    print("wall = elapsed seconds; cpu = this process's CPU seconds (close to the wall time of an idle machine "
+          "when the machine is shared)")
+    print(f"{'kind':16s} {'params':>8s} {'forward':>8s} {'trace':>7s} {'figures':>8s} {'total':>7s} "
+          f"{'cpu tot':>7s} {'x fwd':>6s} {'#figs':>5s} {'JSON MB':>7s}  notes")
     for kind, cfg in configs.items():
         note = ""
         if cfg.get("positions", "learned") == "learned" and isinstance(cfg.get("max_len"), int) \
@@ -75,23 +78,26 @@ def main(argv: list[str] | None = None) -> int:
             cfg = {**cfg, "max_len": args.chars}
         torch.manual_seed(0)
         model = build_model(cfg).eval()
-        fwd, tr_t, fig_t, size, n = [], [], [], 0, 0
+        fwd, tr_t, fig_t, cpu, n = [], [], [], [], 0
         for rep in range(args.repeats + 1):
             t0 = time.perf_counter()
             with torch.no_grad():
                 model(tokens)
             t1 = time.perf_counter()
+            c1 = time.process_time()
             tr = trace(model, tokens, vocab=vocab, text=text)
             t2 = time.perf_counter()
             views = figures.all_views(tr, cursor=args.chars // 2)
             t3 = time.perf_counter()
+            c2 = time.process_time()
             if rep:  # the first run warms up imports and caches
                 fwd.append(t1 - t0)
                 tr_t.append(t2 - t1)
                 fig_t.append(t3 - t2)
+                cpu.append(c2 - c1)
             n = len(views)
         size = sum(len(v.figure.to_json()) for v in views.values()) / 1e6
-        f, a, b = (statistics.median(x) for x in (fwd, tr_t, fig_t))
-        print(f"{kind:16s} {count_params(model):8,d} {f:9.3f} {a:8.3f} {b:9.3f} {a + b:8.3f} {(a + b) / f:9.1f} "
-              f"{n:5d} {size:7.2f}  {note}")
+        f, a, b, c = (statistics.median(x) for x in (fwd, tr_t, fig_t, cpu))
+        print(f"{kind:16s} {count_params(model):8,d} {f:8.3f} {a:7.3f} {b:8.3f} {a + b:7.3f} {c:7.3f} "
+              f"{(a + b) / f:6.1f} {n:5d} {size:7.2f}  {note}")
     return 0
