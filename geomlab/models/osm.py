@@ -65,10 +65,9 @@ def _taylor_poly(X: torch.Tensor, m: int) -> torch.Tensor:
     if m == 6:  # B0 + X^3 B1 with B0 = c0 + c1 X + c2 X2, B1 = c3 + c4 X + c5 X2 + c6 X3
         B1 = (c[4] * X).add(X2, alpha=c[5]).add(X3, alpha=c[6])
         B1.diagonal(dim1=-2, dim2=-1).add_(c[3])
-        P = X3 @ B1
-        P = P.add(X, alpha=c[1]).add(X2, alpha=c[2])
-        P.diagonal(dim1=-2, dim2=-1).add_(c[0])
-        return P
+        B0 = X.add(X2, alpha=c[2])
+        B0.diagonal(dim1=-2, dim2=-1).add_(c[0])
+        return _baddmm(B0, X3, B1)
     X4 = X2 @ X2
 
     def chunk(j: int) -> torch.Tensor:  # sum_{i=0..3} c_{4j+i} X^i (+ c_{4j+4} X^4 for the last chunk)
@@ -81,8 +80,15 @@ def _taylor_poly(X: torch.Tensor, m: int) -> torch.Tensor:
     n_chunks = m // 4  # m = 8: 2 chunks, 12: 3, 16: 4
     P = chunk(n_chunks - 1)
     for j in range(n_chunks - 2, -1, -1):
-        P = chunk(j) + X4 @ P
+        P = _baddmm(chunk(j), X4, P)
     return P
+
+
+def _baddmm(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """``C + A @ B`` in one fused call for 3-d batches, broadcasting matmul otherwise."""
+    if A.dim() == 3 and B.dim() == 3 and C.dim() == 3:
+        return torch.baddbmm(C, A, B)
+    return C + A @ B
 
 
 def expm_taylor(A: torch.Tensor) -> torch.Tensor:
@@ -113,11 +119,13 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
     else:
         m, theta = table[-1]
         s = math.ceil(math.log2(nrm / theta))
-    X = A / (2.0**s) if s else A
+    shape = A.shape
+    X = A.reshape(-1, shape[-2], shape[-1])  # 3-d batches use the fused baddbmm/bmm kernels
+    X = X / (2.0**s) if s else X
     P = _taylor_poly(X, m)
     for _ in range(s):
         P = P @ P
-    return P
+    return P.reshape(shape)
 
 
 def _ct(X: torch.Tensor) -> torch.Tensor:
@@ -202,6 +210,18 @@ class TangentMixing(nn.Module):
             return self.eta * delta
         c = geo.to_coords(delta)
         return geo.from_coords(c @ self.weight.mT)
+
+    def dense(self, geo, n: int, dtype: torch.dtype, device) -> torch.Tensor:
+        """The map as one real matrix ``K`` ``(F, F)`` on flattened matrices (``F = n^2``, complex ``2 n^2``
+        as ``[Re, Im]`` pairs): ``flat(Gamma(proj(Y))) = flat(Y) @ K`` for any ``Y``. Built by applying the
+        mixing to the ``F`` basis matrices (design choice: one matmul per RNN step instead of coordinates)."""
+        cplx = dtype.is_complex
+        F_ = n * n * (2 if cplx else 1)
+        real = torch.float64 if dtype in (torch.float64, torch.complex128) else torch.float32
+        E = torch.eye(F_, dtype=real, device=device)
+        basis = torch.view_as_complex(E.reshape(F_, n, n, 2)) if cplx else E.reshape(F_, n, n)
+        out = self(geo.proj(basis), geo)
+        return (torch.view_as_real(out) if cplx else out).reshape(F_, F_)
 
     def effective(self) -> int:
         return {"identity": 0, "scalar": 1, "linear": self.weight.numel() if self.mode == "linear" else 0}[self.mode]
@@ -328,6 +348,14 @@ class OSMBase(SequenceModel):
 
     # -- parameters ----------------------------------------------------------------------------------------------
 
+    @property
+    def no_weight_decay(self) -> set[str]:
+        """Names of parameters the trainer must not weight-decay: algebra coordinates and full token matrices
+        (decay would shrink every generator toward the identity, notes §5.3), mixing maps (initialised at
+        ``eta I``, not 0), temperatures and positions (notes §7.10)."""
+        return {n for n, _ in self.named_parameters() if not n.startswith("proto") or n == "proto_coords"}
+
+
     def effective_param_count(self) -> int:
         """Trainable degrees of freedom.
 
@@ -341,6 +369,12 @@ class OSMBase(SequenceModel):
         if self.config["token_param"] == "matrix":
             total -= self.token_matrix.numel() - self.V * self.dim
         return int(total)
+
+    def _direction(self, H: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        """What the mixing needs of ``pull(H, X) = proj(H^* X)``: with ``linear`` mixing the unprojected
+        ``H^* X`` (its ``to_coords`` already projects, so ``proj`` would be computed twice), else the pull."""
+        raw = _ct(H) @ X
+        return raw if self.config["mixing"] == "linear" else self.geo.proj(raw)
 
     def _check_tokens(self, tokens: torch.Tensor) -> None:
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
@@ -406,17 +440,23 @@ class OSMRNN(OSMBase):
         M = self._exp(A)
         ref = self.token_coords if hasattr(self, "token_coords") else self.token_matrix
         H = self.geo.identity(B, dtype=M.dtype, device=ref.device)
+        n, cplx = M.shape[-1], M.is_complex()
+        K = self.mix.dense(self.geo, n, M.dtype, M.device)  # one matmul per step for the mixing
+        drive = self.mix_tok(A, self.geo) if self.mix_tok is not None else None  # (V, n, n), once
+        flat = (lambda Z: torch.view_as_real(Z).reshape(B, -1)) if cplx else (lambda Z: Z.reshape(B, -1))
+        unflat = ((lambda v: torch.view_as_complex(v.reshape(B, n, n, 2))) if cplx
+                  else (lambda v: v.reshape(B, n, n)))
         states, raws, phis = [], [], []
         for t in range(T):
             x = tokens[:, t]
-            delta = self.geo.pull(H, M[x])
-            phi = self.mix(delta, self.geo)
-            if self.mix_tok is not None:
-                phi = phi + self.mix_tok(A[x], self.geo)
+            delta = _ct(H) @ M[x]
+            phi = unflat(flat(delta) @ K)
+            if drive is not None:
+                phi = phi + drive[x]
             H = H @ self._exp(phi)
             states.append(H)
             if rec is not None:
-                raws.append(delta)
+                raws.append(self.geo.proj(delta))
                 phis.append(phi)
         Hs = torch.stack(states, dim=1)  # (B, T, n, n)
         logits = self.readout(Hs, M)
@@ -622,15 +662,16 @@ class OSMFormer(OSMBase):
             Hbar, _ = self.attention_mean(H, layer)
             if rec is not None:  # weights from the explicit path; the states use the fused one, as forward does
                 w = self.attention_mean(H, layer, explicit=True)[1]
-            d_att = self.geo.pull(H, Hbar)
+            d_att = self._direction(H, Hbar)
             p_att = self.mix_att[layer](d_att, self.geo)
             H = H @ self._exp(p_att)
-            d_gr = self.geo.pull(H, X)
+            d_gr = self._direction(H, X)
             p_gr = self.mix_gr[layer](d_gr, self.geo)
             H = H @ self._exp(p_gr)
             if rec is not None:
+                proj = self.geo.proj
                 rec["states"].append(nat(H[0]))
-                rec["tangents_raw"].append(torch.stack([nat(d_att[0]), nat(d_gr[0])]))
+                rec["tangents_raw"].append(torch.stack([nat(proj(d_att[0])), nat(proj(d_gr[0]))]))
                 rec["tangents"].append(torch.stack([nat(p_att[0]), nat(p_gr[0])]))
                 rec["attention_heads"].append(w[0])
                 rec["attention"].append(w[0].mean(0))
