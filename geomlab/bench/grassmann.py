@@ -12,9 +12,9 @@ measured in the same run and reported as a ratio to the mixer, plus the log-log 
 
 Peak memory is the largest total of tensor allocations made inside the measured call (inputs and weights
 excluded), from the PyTorch profiler's memory timeline (a private API: if it is unavailable the column
-shows the bytes saved for backward instead, labelled). Times are the best of several repeats (the least disturbed by other processes), single-threaded
-by default, in CPU time of the process (so time descheduled on a shared machine is not counted); compare
-the ratios and slopes.
+shows the bytes saved for backward instead, labelled). Times are the best of several repeats,
+single-threaded by default, in CPU time of the process (so time descheduled on a shared machine is not
+counted); compare the ratios and slopes.
 """
 
 from __future__ import annotations
