@@ -85,18 +85,18 @@ def _by_name(fig, name):
 PER_POSITION = {"phase_timeline", "distance_profile", "pca_trajectory", "so3_frame", "torus_angles",
                 "tangent_heatmap", "tangent_lines", "mixing_share", "attention_maps", "energy_tokens",
                 "plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
-                "decomposability_map", "phase_circle", "plane_sphere"}
+                "decomposability_map", "phase_circle", "plane_sphere", "generator_heatmap", "plane_matrix"}
 
 EXPECTED = {
     "osm-rnn-SO3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "so3_frame",
-                    "tangent_heatmap", "tangent_lines", "mixing_share"},
+                    "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap"},
     "osmformer-U3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "tangent_heatmap",
-                     "tangent_lines", "mixing_share", "attention_maps"},
+                     "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps"},
     "osmformer-T4": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "torus_angles",
-                     "tangent_heatmap", "tangent_lines", "mixing_share", "attention_maps"},
+                     "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps"},
     "cem": {"energy_descent", "energy_tokens", "attention_maps"},
     "grassmann-r3": {"plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
-                     "plane_sphere", "plane_interpolation", "decomposability_map"},
+                     "plane_sphere", "plane_interpolation", "decomposability_map", "plane_matrix"},
     "transformer": {"attention_maps"}, "llama": {"attention_maps"}, "grassmann-attn": {"attention_maps"},
     "lstm": set(),
 }
@@ -261,6 +261,19 @@ def test_tangent_views_equal_the_group_norm_and_angle():
     np.testing.assert_allclose(_by_name(share, "layer 0 attention").y[1:], (1 - cos ** 2)[0, 0, 1:].numpy(),
                                atol=1e-4)
     assert all(0 <= v <= 1 for v in share.data[0].y if v == v)
+
+
+def test_generator_heatmap_is_the_update_matrix():
+    tr = get_trace("osmformer-U3")
+    fig = figures.generator_heatmap(tr, layer=1, substep=1, cursor=7).figure
+    np.testing.assert_allclose(_by_name(fig, "after mixing (Re)").z, tr.tangents[1, 1, 7].real, atol=1e-7)
+    np.testing.assert_allclose(_by_name(fig, "before mixing (Im)").z, tr.tangents_raw[1, 1, 7].imag, atol=1e-7)
+    z = np.asarray(_by_name(fig, "after mixing (Im)").z)
+    np.testing.assert_allclose(z, z.T, atol=1e-6)  # skew-Hermitian: imaginary part symmetric
+    real = figures.generator_heatmap(get_trace("osm-rnn-SO3")).figure
+    assert len(real.data) == 2
+    A = np.asarray(real.data[1].z)
+    np.testing.assert_allclose(A, -A.T, atol=1e-6)  # so(3): skew-symmetric
 
 
 def test_identity_mixing_moves_nothing_between_directions():
@@ -428,6 +441,23 @@ def test_plane_similarity_plucker_and_gates():
     np.testing.assert_allclose(_by_name(gfig, "layer 1").y, (1 - tr.gates[1]).mean(-1), atol=1e-6)
     kappa = figures.decomposability_map(tr).figure.data[0].z
     assert np.nanmax(kappa) <= 1 + 1e-9 and np.nanmin(kappa) >= 0.5 - 1e-6  # r = 5: floor(r/2) = 2
+
+
+def test_plane_matrix_is_the_bivector():
+    tr = get_trace("grassmann-r5")
+    fig = figures.plane_matrix(tr, layer=1, slot=1, cursor=6).figure
+    p = tr.plucker[1, 1, 6].astype(np.float64)
+    A = np.zeros((5, 5))
+    k = 0
+    for i in range(5):
+        for j in range(i + 1, 5):
+            A[i, j], A[j, i] = p[k], -p[k]
+            k += 1
+    np.testing.assert_allclose(_by_name(fig, "plane matrix").z, A, atol=1e-7)
+    assert abs(np.linalg.norm(A) - math.sqrt(2)) < 1e-4
+    valid = tr.plucker_mask[1, 1]
+    E = np.asarray(_by_name(fig, "coordinate energy").z)
+    assert abs(E[0, 1] - (tr.plucker[1, 1, valid, 0].astype(np.float64) ** 2).mean()) < 1e-7
 
 
 def test_plane_sphere_r3_great_circle_and_pole(validate):

@@ -11,10 +11,11 @@ Views by family:
 
 * OSM (``osm-rnn``, ``osmformer``): :func:`phase_circle`, :func:`phase_timeline`, :func:`distance_profile`,
   :func:`pca_trajectory`, :func:`so3_frame` (real 3 x 3), :func:`torus_angles` (group T),
-  :func:`tangent_heatmap`, :func:`tangent_lines`, :func:`mixing_share`, :func:`attention_maps`.
+  :func:`tangent_heatmap`, :func:`tangent_lines`, :func:`mixing_share`, :func:`generator_heatmap`,
+  :func:`attention_maps`.
 * CEM: :func:`energy_descent`, :func:`energy_tokens`, :func:`attention_maps`.
 * Grassmann: :func:`plane_distances`, :func:`plane_angles`, :func:`plane_similarity`,
-  :func:`plucker_heatmap`, :func:`gate_share`, :func:`plane_sphere`, :func:`plane_interpolation`,
+  :func:`plucker_heatmap`, :func:`plane_matrix`, :func:`gate_share`, :func:`plane_sphere`, :func:`plane_interpolation`,
   :func:`decomposability_map`.
 * Baselines with attention: :func:`attention_maps`.
 * Any runs: :func:`training_curves`.
@@ -34,9 +35,9 @@ from geomlab.figures.curves import training_curves
 from geomlab.figures.energy import energy_descent, energy_tokens
 from geomlab.figures.grassmann import (
     decomposability_map, gate_share, plane_angles, plane_distances, plane_interpolation, plane_similarity,
-    plane_sphere, plucker_heatmap,
+    plane_matrix, plane_sphere, plucker_heatmap,
 )
-from geomlab.figures.tangents import mixing_share, tangent_heatmap, tangent_lines
+from geomlab.figures.tangents import generator_heatmap, mixing_share, tangent_heatmap, tangent_lines
 from geomlab.figures.trajectory import (
     distance_profile, pca_trajectory, phase_circle, phase_timeline, so3_frame, torus_angles,
 )
@@ -46,10 +47,12 @@ VIEWS: dict[str, Callable[..., View]] = {
     "phase_circle": phase_circle, "phase_timeline": phase_timeline, "distance_profile": distance_profile,
     "pca_trajectory": pca_trajectory, "so3_frame": so3_frame, "torus_angles": torus_angles,
     "tangent_heatmap": tangent_heatmap, "tangent_lines": tangent_lines, "mixing_share": mixing_share,
+    "generator_heatmap": generator_heatmap,
     "attention_maps": attention_maps, "energy_descent": energy_descent, "energy_tokens": energy_tokens,
     "plane_distances": plane_distances, "plane_angles": plane_angles, "plane_similarity": plane_similarity,
     "plucker_heatmap": plucker_heatmap, "gate_share": gate_share, "plane_sphere": plane_sphere,
     "plane_interpolation": plane_interpolation, "decomposability_map": decomposability_map,
+    "plane_matrix": plane_matrix,
 }
 """Every per-trace view by name (``training_curves`` takes run histories instead)."""
 
@@ -64,11 +67,11 @@ def views_for(tr: Trace) -> list[str]:
         if tr.group.get("name") == "T":
             names.append("torus_angles")
         if tr.tangents is not None and tr.tangents_raw is not None:
-            names += ["tangent_heatmap", "tangent_lines", "mixing_share"]
+            names += ["tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap"]
     elif isinstance(tr, CEMTrace):
         names += ["energy_descent", "energy_tokens"]
     elif isinstance(tr, GrassmannTrace):
-        names += ["plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap"]
+        names += ["plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "plane_matrix"]
         if tr.gates is not None:
             names.append("gate_share")
         names.append("plane_sphere")

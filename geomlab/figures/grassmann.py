@@ -515,3 +515,43 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, max_point
     cap = ("Decomposability κ of the offset-averaged Plücker vector (dimensionless, 1 = a single plane, lower = "
            "a blend of planes at several scales)." + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, "Decomposability of the averaged bivector", cap, "decomposability_map")
+
+
+def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None) -> View:
+    """Left: the oriented-plane matrix ``Â = bivector(p̂_t)`` (r x r, antisymmetric, ``||Â||_F = √2``) of
+    the plane at ``cursor`` (default: the first position with a plane), signed diverging scale in [-1, 1];
+    right: the coordinate energy ``E_ij = mean_t p̂_ij²`` over the positions with a plane (which axis pairs
+    the layer uses; ``planes.coordinate_energy``). grassmann.md §5.1. Traces: ``"plane matrix"``,
+    ``"coordinate energy"``. Raises :class:`FigureError` when no position has a plane."""
+    tr = _gr(tr)
+    layer = check_index("layer", layer, tr.n_layers)
+    slot = check_slot(tr, slot)
+    cursor = check_cursor(cursor, tr.n_positions)
+    valid = _mask(tr, layer, slot)
+    if not valid.any():
+        raise FigureError(f"layer {layer}, slot {slot} has no plane at any position")
+    t = cursor if cursor is not None and valid[cursor] else int(np.flatnonzero(valid)[0])
+    r = tr.rank
+    p = torch.as_tensor(tr.plucker[layer, slot], dtype=torch.float64)
+    A = planes.bivector(p[t], r).numpy()
+    E = planes.coordinate_energy(p[torch.as_tensor(valid)], r).numpy()
+    D = _offset(tr, layer, slot)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16,
+                        subplot_titles=(f"Â at position {t} '{tr.labels[t]}'", "coordinate energy E_ij"))
+    ax = np.arange(r)
+    fig.add_trace(go.Heatmap(z=A, x=ax, y=ax, colorscale=DIVERGING, zmid=0, zmin=-1, zmax=1, name="plane matrix",
+                             colorbar={"title": {"text": "Â_ij"}, "x": 0.42, "thickness": 12},
+                             hovertemplate=(f"position {t} '{tr.labels[t]}'<br>Â[%{{y}}, %{{x}}] = %{{z:.4f}}"
+                                            "<extra></extra>")), row=1, col=1)
+    fig.add_trace(go.Heatmap(z=E, x=ax, y=ax, colorscale=SEQUENTIAL, zmin=0, name="coordinate energy",
+                             colorbar={"title": {"text": "E_ij"}, "thickness": 12},
+                             hovertemplate="E[%{y}, %{x}] = %{z:.4f} (mean over positions)<extra></extra>"),
+                  row=1, col=2)
+    for c in (1, 2):
+        fig.update_xaxes(title_text="reduced axis j", dtick=1 if r <= 16 else None, constrain="domain", row=1, col=c)
+        fig.update_yaxes(title_text="reduced axis i", dtick=1 if r <= 16 else None, autorange="reversed",
+                         scaleanchor=f"x{'' if c == 1 else c}", scaleratio=1, constrain="domain", row=1, col=c)
+    cap = (f"Left: the plane span(z_t, z_{{t−{D}}}) of layer {layer} as an antisymmetric matrix "
+           "(a bᵀ − b aᵀ)/‖a∧b‖ (dimensionless; sign = orientation). Right: how much each pair of reduced axes "
+           "is used on average over the text.")
+    return finish(fig, f"Plane matrix and axis usage (layer {layer}, Δ={D})", cap, "plane_matrix", height=460)

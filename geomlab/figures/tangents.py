@@ -16,8 +16,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from geomlab.figures._common import (
-    MAX_POINTS, SEQUENTIAL, FigureError, View, add_cursor_line, check_cursor, colour, finish, hover_tokens,
-    subsample, subsample_note, token_ticks,
+    DIVERGING, MAX_POINTS, SEQUENTIAL, FigureError, View, add_cursor_line, check_cursor, check_index, colour,
+    finish, hover_tokens, subsample, subsample_note, token_ticks,
 )
 from geomlab.trace import OSMTrace
 
@@ -149,3 +149,43 @@ def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_
            "between the update before and after mixing (0 = only rescaled, 1 = turned to an orthogonal "
            "direction)." + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, "Share of each update moved between directions", cap, "mixing_share")
+
+
+def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: int | None = None) -> View:
+    """The Lie-algebra update Φ_t at one position as a d x d matrix (app_anchors.md §5: "heatmap of the
+    skew/Hermitian generator"): before mixing (left) and after mixing (right, what was exponentiated);
+    complex groups get a second row for the imaginary part. Signed, colour-blind-safe diverging scale
+    centred at 0, shared range; entries in radians. ``cursor`` picks the position (default: the last).
+    Traces: ``"before mixing (Re)"``, ``"after mixing (Re)"`` and, for complex states, the ``(Im)`` pair.
+    Raises :class:`FigureError` for a trace without tangents or a bad layer/substep/cursor."""
+    tr = _tangent_trace(tr)
+    layer = check_index("layer", layer, tr.tangents.shape[0])
+    substep = check_index("substep", substep, tr.tangents.shape[1])
+    cursor = check_cursor(cursor, tr.n_positions)
+    t = tr.n_positions - 1 if cursor is None else cursor
+    raw, mixed = tr.tangents_raw[layer, substep, t], tr.tangents[layer, substep, t]
+    parts = [("Re", np.real)] + ([("Im", np.imag)] if np.iscomplexobj(mixed) else [])
+    lim = float(max(np.abs(raw).max(), np.abs(mixed).max(), 1e-12))
+    titles = [f"{w} ({p})" for p, _ in parts for w in ("before mixing", "after mixing")]
+    fig = make_subplots(rows=len(parts), cols=2, subplot_titles=titles, horizontal_spacing=0.12,
+                        vertical_spacing=0.15)
+    d = tr.d
+    for r, (pname, f) in enumerate(parts, start=1):
+        for c, (A, what) in enumerate(((raw, "before mixing"), (mixed, "after mixing")), start=1):
+            fig.add_trace(go.Heatmap(
+                z=f(A).astype(np.float64), x=np.arange(d), y=np.arange(d), colorscale=DIVERGING, zmid=0,
+                zmin=-lim, zmax=lim, name=f"{what} ({pname})", showscale=(r == 1 and c == 2),
+                colorbar={"title": {"text": "rad"}},
+                hovertemplate=(f"{what}, {pname} Φ[%{{y}}, %{{x}}] = %{{z:.4f}} rad<br>position {t} "
+                               f"'{tr.labels[t]}'<extra></extra>")), row=r, col=c)
+            k = (r - 1) * 2 + c
+            fig.update_xaxes(title_text="column j", row=r, col=c, dtick=1 if d <= 16 else None,
+                             constrain="domain")
+            fig.update_yaxes(title_text="row i", row=r, col=c, autorange="reversed", dtick=1 if d <= 16 else None,
+                             scaleanchor=f"x{'' if k == 1 else k}", scaleratio=1, constrain="domain")
+    step = _substep_name(tr, substep)
+    cap = (f"The {step} update Φ_t of layer {layer} at position {t} '{tr.labels[t]}' as a matrix in the Lie "
+           "algebra (skew-symmetric or skew-Hermitian; entries in radians, blue negative, red positive): the "
+           "direction the state was turned, before and after tangent mixing.")
+    return finish(fig, f"Update generator Φ_t at position {t} '{tr.labels[t]}'", cap, "generator_heatmap",
+                  height=380 * len(parts) + 60)
