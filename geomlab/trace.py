@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
@@ -37,6 +38,11 @@ FORMAT_VERSION = 1
 MAX_TEXT_CHARS = 2048
 """Longest text :func:`encode_text` accepts (characters). Design choice: keeps a trace (and the
 position x position attention maps) small enough for an interactive page."""
+
+
+# Serialises model runs in this module: trace() switches the model to eval mode and trace_cem_steps()
+# changes its config for one run; the app may trace one cached model from several threads.
+_MODEL_LOCK = threading.RLock()
 
 
 class TraceError(ValueError):
@@ -444,13 +450,14 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
         device = next(model.parameters()).device
     except StopIteration:
         device = torch.device("cpu")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            record = model.record(tokens.to(device))
-    finally:
-        model.train(was_training)
+    with _MODEL_LOCK:
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                record = model.record(tokens.to(device))
+        finally:
+            model.train(was_training)
     tok = tokens[0].cpu().numpy()
     kind = str(config.get("kind", getattr(model, "kind", "")))
     return from_record(record, kind, tok, labels=_labels(vocab, tok, text), config=config,
@@ -469,7 +476,8 @@ def trace_cem_steps(model, tokens, steps: int, vocab=None, text: str | None = No
 
     Temporarily sets the model's ``inference_recursion_steps`` (config key of issue 5; the model's
     ``set_inference_steps`` method is used when it has one) and restores it afterwards; parameters are
-    untouched. ``steps`` may exceed the training ``recursion_steps``.
+    untouched. ``steps`` may exceed the training ``recursion_steps``. Model runs in this module hold one
+    lock, so a concurrent :func:`trace` of the same model never sees the temporary setting.
 
     Raises:
         TraceError: the model is not a CEM model, or ``steps`` is not an integer in 1..64.
@@ -480,6 +488,11 @@ def trace_cem_steps(model, tokens, steps: int, vocab=None, text: str | None = No
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 1 <= int(steps) <= 64:
         raise TraceError(f"steps must be an integer in 1..64, got {steps!r}")
     steps = int(steps)
+    with _MODEL_LOCK:
+        return _trace_cem_steps_locked(model, tokens, steps, config, vocab, text)
+
+
+def _trace_cem_steps_locked(model, tokens, steps: int, config: dict, vocab, text) -> CEMTrace:
     setter = getattr(model, "set_inference_steps", None)
     old_cfg = config.get("inference_recursion_steps")
     had_attr = hasattr(model, "inference_recursion_steps")

@@ -102,6 +102,13 @@ def test_trace_every_kind(kind):
         assert np.allclose(np.triu(w, 1), 0)
 
 
+def test_block_group_options_survive_the_file(tmp_path):
+    tr = trace_text(small_model("osmformer", group="O-block", d=4, block=2), VOCAB, "soft what")
+    assert tr.group == {"name": "O-block", "d": 4, "options": {"block": 2}}
+    back = load_trace(trace_bytes(tr))
+    assert back.get_group() == tr.get_group()
+
+
 def test_trace_text_and_token_shapes():
     model = small_model("osm-rnn")
     tr = trace_text(model, VOCAB, "soft")
