@@ -24,28 +24,9 @@ import streamlit as st  # noqa: E402
 
 from app_pages import _ui as ui  # noqa: E402
 
-@st.cache_resource(show_spinner=False)
-def _warm_imports() -> bool:
-    """Import the heavy modules (torch models, scikit-learn, figures) in the background once per server
-    process, so the first view a visitor opens from Home appears quickly."""
-    import importlib
-    import threading
-
-    def work() -> None:
-        for name in ("geomlab.models", "geomlab.checkpoint", "geomlab.trace", "geomlab.figures",
-                     "sklearn.decomposition"):
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - warming up is best effort; the page reports real errors
-                pass
-
-    threading.Thread(target=work, daemon=True, name="geomlab-warm-imports").start()
-    return True
-
-
 st.set_page_config(page_title="geomlab", page_icon=":material/blur_circular:", layout="wide",
                    initial_sidebar_state="expanded")
-_warm_imports()
+ui.warm_imports()
 ui.init_state()
 
 PAGES = {

@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -94,6 +95,38 @@ VIEWS: dict[str, View] = {v.slug: v for v in (
 def page_path(slug: str) -> str:
     """Path of a page file relative to the app root (what ``st.Page``/``st.page_link`` want)."""
     return f"app_pages/{slug}.py"
+
+
+# ---------------------------------------------------------------- warm-up
+_WARM_MODULES = ("torch", "geomlab.models", "geomlab.checkpoint", "geomlab.trace", "geomlab.figures",
+                 "sklearn.decomposition")
+
+
+@st.cache_resource(show_spinner=False)
+def warm_imports() -> threading.Thread:
+    """Import the heavy modules (torch, the models, scikit-learn, the figures) in a background thread once
+    per server process, so the first view a visitor opens from Home appears quickly. pandas is imported
+    here first, in the calling thread, because plotly peeks at ``sys.modules["pandas"]`` and must never see
+    it half-imported; :func:`wait_warm` joins the thread before any page uses torch."""
+    import importlib
+
+    import pandas  # noqa: F401
+
+    def work() -> None:
+        for name in _WARM_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - best effort; pages report real import errors themselves
+                pass
+
+    thread = threading.Thread(target=work, daemon=True, name="geomlab-warm-imports")
+    thread.start()
+    return thread
+
+
+def wait_warm() -> None:
+    """Block until the warm-up imports are done (no-op when they are)."""
+    warm_imports().join()
 
 
 # ---------------------------------------------------------------- errors
@@ -235,6 +268,7 @@ def _load_checkpoint(path: str, mtime: float) -> Any:
 
 def load(entry: catalog.CheckpointEntry) -> Any:
     """The loaded :class:`geomlab.checkpoint.Checkpoint` of ``entry`` (cached by path and mtime)."""
+    wait_warm()
     return _load_checkpoint(str(entry.path), entry.mtime)
 
 
@@ -247,24 +281,26 @@ def vocab_of(entry: catalog.CheckpointEntry):
 
 def default_text_for(entry: catalog.CheckpointEntry | None) -> str:
     """A demo text this checkpoint can read: the card's sample, else :data:`DEFAULT_TEXT` if every
-    character is known, else a deterministic string drawn from the vocabulary."""
+    character is known, else a deterministic string drawn from the vocabulary. Reads only the JSON (no
+    torch import: this runs on every page, Home included)."""
     if entry is None:
         return DEFAULT_TEXT
-    sample = entry.card.get("sample_text") if isinstance(entry.card.get("sample_text"), str) else None
-    if sample:
+    sample = entry.card.get("sample_text")
+    if isinstance(sample, str) and sample:
         return sample
-    try:
-        vocab = vocab_of(entry)
-    except ValueError:
+    vocab = entry.meta.get("vocab") or {}
+    tokens = [str(t) for t in vocab.get("tokens") or []]
+    unk, level = vocab.get("unk"), vocab.get("level", "char")
+    known = [t for t in tokens if t != unk]
+    if not known:
         return DEFAULT_TEXT
-    known = [t for t in vocab.tokens if t != vocab.unk]
-    if vocab.level == "char":
-        if all(c in vocab for c in DEFAULT_TEXT):
+    if level == "char":
+        if all(c in tokens for c in DEFAULT_TEXT):
             return DEFAULT_TEXT
         rng = np.random.default_rng(0)
-        return "".join(rng.choice(known, size=48)) if known else DEFAULT_TEXT
+        return "".join(rng.choice(known, size=48))
     rng = np.random.default_rng(0)
-    return " ".join(rng.choice(known, size=24)) if known else DEFAULT_TEXT
+    return " ".join(rng.choice(known, size=24))
 
 
 def max_chars() -> int:
@@ -339,6 +375,7 @@ def _trace(path: str, mtime: float, text: str, opts: tuple) -> Any:
 
 def trace_for(entry: catalog.CheckpointEntry, text: str, **opts: Any) -> Any:
     """The cached trace of ``text`` through ``entry``'s model (``opts``: e.g. CEM ``steps``)."""
+    wait_warm()
     return _trace(str(entry.path), entry.mtime, text, tuple(sorted(opts.items())))
 
 
@@ -437,8 +474,13 @@ PLOTLY_CONFIG = {
 }
 
 
-def chart(fig: go.Figure, key: str, filename: str = "geomlab") -> None:
-    """Draw a Plotly figure full width with the PNG download button in its toolbar."""
+def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = False) -> None:
+    """Draw a Plotly figure at the container's width with the PNG download button in its toolbar
+    (``narrow``: it sits in a half-width column)."""
+    if narrow and any(k.startswith("scene") for k in fig.layout.to_plotly_json()):
+        # half-width 3-D figures: legend under the scene so it does not cover the colour bar
+        fig = go.Figure(fig)
+        fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0})
     cfg = json.loads(json.dumps(PLOTLY_CONFIG))
     cfg["toImageButtonOptions"]["filename"] = filename
     st.plotly_chart(fig, key=key, config=cfg, width="stretch")

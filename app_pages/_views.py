@@ -160,13 +160,13 @@ def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem:
         cols = st.columns(2, gap="medium")
         for col, (name, fig, cap, _) in zip(cols, pending):
             with col:
-                drawn += _one(name, fig, cap, key_prefix, stem)
+                drawn += _one(name, fig, cap, key_prefix, stem, narrow=True)
         pending = []
 
     for item in items:
         if item[3] or force_narrow:
             flush()
-            drawn += _one(item[0], item[1], item[2], key_prefix, stem)
+            drawn += _one(item[0], item[1], item[2], key_prefix, stem, narrow=force_narrow)
         else:
             pending.append(item)
             if len(pending) == 2:
@@ -175,11 +175,11 @@ def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem:
     return drawn
 
 
-def _one(name: str, fig, caption: str, key_prefix: str, stem: str) -> int:
+def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool = False) -> int:
     if fig is None:
         st.info(f"{name.replace('_', ' ')}: {caption}", icon=":material/info:")
         return 0
-    ui.chart(fig, key=f"{key_prefix}-{name}", filename=f"{stem}-{name}")
+    ui.chart(fig, key=f"{key_prefix}-{name}", filename=f"{stem}-{name}", narrow=narrow)
     st.caption(caption)
     return 1
 
@@ -187,6 +187,7 @@ def _one(name: str, fig, caption: str, key_prefix: str, stem: str) -> int:
 def render_view(slug: str) -> None:
     """The whole body of a view page."""
     view = ui.VIEWS[slug]
+    ui.wait_warm()
     ui.show_notice()
     st.title(view.title)
     st.caption(view.blurb)

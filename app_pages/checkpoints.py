@@ -85,6 +85,7 @@ def handle_upload(files: dict[str, bytes]) -> None:
 
 
 def main() -> None:
+    ui.wait_warm()
     ui.show_notice()
     goto = st.session_state.pop("_gl_goto", None)
     if goto:

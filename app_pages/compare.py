@@ -62,6 +62,7 @@ def surprisal_figure(a, b, names: tuple[str, str], pos: int) -> go.Figure:
 
 
 def main() -> None:
+    ui.wait_warm()
     ui.show_notice()
     st.title("Compare")
     st.caption("Two checkpoints read the same text; their figures sit side by side with the same token cursor.")

@@ -26,15 +26,17 @@ def osm_picture() -> go.Figure:
     circle = np.linspace(0, 2 * np.pi, 200)
     fig = go.Figure(go.Scatter(x=np.cos(circle), y=np.sin(circle), mode="lines",
                                line=dict(color=GREY, width=1), hoverinfo="skip"))
-    freqs = np.array([0.21, 0.47, 0.83])
-    t = np.arange(16)
+    freqs = np.array([0.21, 0.47, 0.83])  # three rotation planes: eigenvalue pairs exp(±i w t)
+    t = np.arange(9)
+    colors = ["#0072B2", "#E69F00", "#009E73"]
     for k, w in enumerate(freqs):
         for sign in (1, -1):
             ang = sign * w * t
             fig.add_trace(go.Scatter(
                 x=np.cos(ang), y=np.sin(ang), mode="markers+lines",
-                marker=dict(size=7, color=t, colorscale="Viridis"), line=dict(color=GREY, width=0.5),
-                hovertemplate="t=%{text}<extra>eigenvalue pair " + str(k + 1) + "</extra>", text=t))
+                marker=dict(size=4 + 1.2 * t, color=colors[k], opacity=0.35 + 0.65 * t / t[-1]),
+                line=dict(color=colors[k], width=1), text=t,
+                hovertemplate="t=%{text}<extra>eigenvalue pair " + str(k + 1) + "</extra>"))
     return _mini_layout(fig, "OSM: state eigenvalues turn on the circle", equal=True)
 
 

@@ -239,18 +239,20 @@ def panel() -> None:
         st.success(snap.message, icon=":material/check_circle:")
     elif snap.message:
         st.caption(snap.message)
-    b = st.columns([1, 1, 2, 1])
+    b = st.columns(2)
     b[0].button("Stop", icon=":material/stop:", on_click=_stop, args=(run.run_id,), disabled=snap.state != "running",
-                key="train-stop", width="stretch")
+                key="train-stop", width="stretch", help="Stop after the current step; Resume continues from there.")
     b[1].button("Resume", icon=":material/play_arrow:", on_click=_resume, args=(run.run_id,),
                 disabled=not snap.can_resume, key="train-resume", width="stretch")
     default_name = f"{run.spec.kind}{'-' + run.spec.group if run.spec.group else ''}-{run.run_id[:6]}"
     if P + "save_name" not in st.session_state or st.session_state.get("_gl_save_for") != run.run_id:
         st.session_state[P + "save_name"] = default_name
         st.session_state["_gl_save_for"] = run.run_id
-    b[2].text_input("Name", key=P + "save_name", label_visibility="collapsed", placeholder="checkpoint name")
-    b[3].button("Save", icon=":material/save:", on_click=_save, args=(run.run_id,), disabled=snap.state == "created",
-                key="train-save", width="stretch", help="Save the current weights to runs/ so every page can use them.")
+    s = st.columns([3, 1], vertical_alignment="bottom")
+    s[0].text_input("Save as", key=P + "save_name", placeholder="checkpoint name",
+                    help="Saved to runs/NAME.safetensors + NAME.json; letters, digits, '-', '_' and '.'.")
+    s[1].button("Save", icon=":material/save:", on_click=_save, args=(run.run_id,), disabled=snap.state == "created",
+                key="train-save", width="stretch", help="Save the current weights so every page can use them.")
     for path in snap.saved[-3:]:
         st.caption(f"saved: `{path}`")
     curves(snap)
@@ -260,6 +262,7 @@ def panel() -> None:
 
 
 def main() -> None:
+    ui.wait_warm()
     ui.show_notice()
     st.title("Train live")
     st.caption("Train a tiny model in the background and watch its loss fall; then save it and look inside it "
