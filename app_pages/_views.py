@@ -21,15 +21,16 @@ from app_pages import _ui as ui
 VIEW_FIGURES: dict[str, list[tuple[str, bool]]] = {
     "trajectories": [("phase_circle", False), ("pca_trajectory", False), ("distance_profile", True),
                      ("phase_timeline", True), ("so3_frame", False), ("torus_angles", False)],
-    "tangents": [("tangent_heatmap", True), ("tangent_lines", True), ("mixing_share", True)],
+    "tangents": [("tangent_heatmap", True), ("tangent_lines", True), ("generator_heatmap", False),
+                 ("mixing_share", False)],
     "attention": [("attention_maps", True)],
     "energy": [("energy_descent", True), ("energy_tokens", True)],
     "planes": [("plane_distances", True), ("plane_angles", False), ("gate_share", False),
                ("plane_similarity", False), ("plucker_heatmap", False), ("plane_sphere", False),
-               ("plane_interpolation", False), ("decomposability_map", True)],
+               ("plane_interpolation", False), ("plane_matrix", False), ("decomposability_map", False)],
 }
 
-K_HEAD, K_SLOT, K_BLOCK = "gl_head", "gl_slot", "gl_block"
+K_HEAD, K_SLOT, K_BLOCK, K_SUBSTEP = "gl_head", "gl_slot", "gl_block", "gl_substep"
 
 
 def n_layers(tr: Any) -> int:
@@ -90,11 +91,21 @@ def controls_for(slug: str, tr: Any, where: Any) -> dict:
     """Draw the view's own controls (layer, head, offset slot, block) and return their values."""
     c: dict[str, Any] = {}
     L = n_layers(tr)
-    if slug != "tangents" and L > 1:
+    if L > 1:
         c["layer"] = ui.int_control("Layer", ui.K_LAYER, 0, L - 1, L - 1, where=where,
                                     help="Which layer's states / maps to show (0 = first).")
-    elif L == 1 and slug != "tangents":
+    else:
         c["layer"] = 0
+    tangents = getattr(tr, "tangents", None)
+    if slug == "tangents" and tangents is not None and tangents.shape[1] > 1:
+        options = list(range(tangents.shape[1]))
+        cur = st.session_state.get(K_SUBSTEP)
+        st.session_state["w_" + K_SUBSTEP] = cur if cur in options else 0
+        where.radio("Update (generator heatmap)", options, key="w_" + K_SUBSTEP, horizontal=True,
+                    format_func=lambda k: {0: "attention", 1: "grounding"}.get(k, f"substep {k}"),
+                    on_change=ui._copy, args=("w_" + K_SUBSTEP, K_SUBSTEP))
+        st.session_state[K_SUBSTEP] = st.session_state["w_" + K_SUBSTEP]
+        c["substep"] = st.session_state[K_SUBSTEP]
     if slug == "attention" and hasattr(tr, "n_heads") and tr.n_heads() > 1:
         options = [-1] + list(range(tr.n_heads()))
         cur = st.session_state.get(K_HEAD)
@@ -209,12 +220,12 @@ def render_view(slug: str) -> None:
             st.warning(f"{len(unknown)} character{'s' if len(unknown) > 1 else ''} not in this checkpoint's "
                        f"vocabulary ({shown}) read as the unknown token �.", icon=":material/help:")
         top = st.container()
-        ctrl_cols = st.columns([3, 2]) if slug != "tangents" else [st.container(), None]
-        trace_opts = trace_options(slug, entry, ctrl_cols[1] if ctrl_cols[1] is not None else st)
+        ctrl_cols = st.columns([3, 2])
+        trace_opts = trace_options(slug, entry, ctrl_cols[1])
         tr = ui.trace_for(entry, text, **trace_opts)
         with ctrl_cols[0]:
             pos = ui.cursor_control(list(tr.labels))
-        controls = controls_for(slug, tr, ctrl_cols[1] if ctrl_cols[1] is not None else st)
+        controls = controls_for(slug, tr, ctrl_cols[1])
         items = figure_list(slug, entry, text, trace_opts, tr, pos, controls)
         if not any(fig is not None for _, fig, _, _ in items):
             st.info("No figure of this view applies to this checkpoint.", icon=":material/info:")
