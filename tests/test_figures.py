@@ -595,3 +595,18 @@ def test_phases_match_eigvals_on_random_rotations(seed, d):
 def test_baseline_family_is_chosen_by_content():
     tr = from_record({"logits": np.zeros((3, 2))}, "newkind", np.arange(3))
     assert isinstance(tr, BaselineTrace) and figures.views_for(tr) == []
+
+
+@pytest.mark.parametrize("text", ["s", "so"])
+def test_very_short_texts_build_or_explain(text):
+    """One or two characters: every view builds and serialises, or all_views leaves it out because it
+    raised a FigureError (no plane yet); nothing crashes."""
+    from geomlab.trace import trace_text
+
+    for name in ("osmformer-U3", "osm-rnn-SO3", "cem", "grassmann-r3", "transformer"):
+        tr = trace_text(get_model(name), VOCAB, text)
+        built = figures.all_views(tr, cursor=0)
+        missing = set(figures.views_for(tr)) - set(built)
+        assert missing <= {"plane_matrix", "plane_sphere", "plane_interpolation"}, missing
+        for view in built.values():
+            json.loads(view.figure.to_json())
