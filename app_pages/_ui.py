@@ -71,24 +71,26 @@ class View:
     kinds: tuple[str, ...]
     family: str
     blurb: str
+    short: str = ""
 
 
 VIEWS: dict[str, View] = {v.slug: v for v in (
     View("trajectories", "Group trajectories", ":material/timeline:", OSM_KINDS, "orthogonal-state (OSM)",
          "Where the hidden state H_t travels on its group: eigenvalue phases on the unit circle, distance "
-         "from the identity, and a 3-D picture of the path."),
+         "from the identity, and a 3-D picture of the path.", "Trajectories"),
     View("tangents", "Tangent updates", ":material/north_east:", OSM_KINDS, "orthogonal-state (OSM)",
          "How big each update Φ_t in the Lie algebra is, per position and layer, before and after tangent "
-         "mixing."),
+         "mixing.", "Tangents"),
     View("attention", "Attention similarity", ":material/grid_on:", ATTENTION_KINDS,
          "attention-based (OSMFormer, CEM, Transformers)",
-         "Which earlier positions each position looks at, next to the state similarity Re tr(H_i* H_j)."),
+         "Which earlier positions each position looks at, next to the state similarity Re tr(H_i* H_j).",
+         "Attention"),
     View("energy", "CEM energy", ":material/trending_down:", ("cem",), "causal energy minimisation (CEM)",
          "Energy of each token's iterate across recursion steps t = 0..T: a CEM layer is gradient descent on "
-         "this energy, so it should go down."),
+         "this energy, so it should go down.", "Energy"),
     View("planes", "Grassmann planes", ":material/change_history:", ("grassmann",), "Grassmann flow",
          "The 2-planes a Grassmann layer builds from pairs of positions, their Plücker coordinates, and how "
-         "far apart consecutive planes are."),
+         "far apart consecutive planes are.", "Planes"),
 )}
 
 
@@ -214,8 +216,9 @@ def init_state() -> None:
         ss[K_CKPT_B] = None
 
 
-def sync_query_params() -> None:
-    """Mirror the shared state into the URL (only keys that are set; text only when not the default)."""
+def state_query() -> dict[str, str]:
+    """The shareable state as URL query parameters (only keys that are set; text only when it is not the
+    checkpoint's default)."""
     ss = st.session_state
     want: dict[str, str] = {}
     for key, url_key in URL_KEYS.items():
@@ -225,6 +228,28 @@ def sync_query_params() -> None:
         if key == K_TEXT and value == default_text_for(entry_for(ss.get(K_CKPT))):
             continue
         want[url_key] = str(value)
+    return want
+
+
+def share_link(slug: str) -> str:
+    """Absolute URL that reopens page ``slug`` with the current state (the teacher's link)."""
+    from urllib.parse import urlencode, urlsplit
+
+    base = ""
+    try:
+        parts = urlsplit(st.context.url or "")
+        if parts.scheme and parts.netloc:
+            base = f"{parts.scheme}://{parts.netloc}"
+    except Exception:  # noqa: BLE001 - no request context (tests)
+        base = ""
+    query = urlencode(state_query())
+    return f"{base}/{slug}" + (f"?{query}" if query else "")
+
+
+def sync_query_params() -> None:
+    """Mirror the shared state into the URL (see :func:`state_query`)."""
+    ss = st.session_state
+    want = state_query()
     if st.query_params.to_dict() != want:
         st.query_params.from_dict(want)
     ss[K_QP_WRITTEN] = want

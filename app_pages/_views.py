@@ -232,6 +232,10 @@ def render_view(slug: str) -> None:
         draw_figures(items, key_prefix=slug, stem=f"{entry.name}-{slug}")
         top.caption(f"`{entry.ref}` · {len(tokens)} tokens · cursor at {pos} "
                     f"('{tr.labels[pos]}') · {1000 * (time.perf_counter() - t0):.0f} ms")
+        with st.expander("Link to this view", icon=":material/link:"):
+            st.caption("Anyone who opens this link sees this checkpoint, text and token cursor (the address bar "
+                       "holds the same link).")
+            st.code(ui.share_link(slug), language=None, wrap_lines=True)
         with st.expander("Download this trace", icon=":material/download:"):
             st.caption("Every figure downloads as PNG from the camera icon in its toolbar. The trace holds "
                        "every array behind these figures.")

@@ -34,25 +34,24 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
         badge = "bundled" if entry.source == "bundled" else "yours"
         st.markdown(f"**{entry.name}**  :gray-badge[{badge}]"
                     + ("  :green-badge[selected]" if st.session_state.get(ui.K_CKPT) == entry.ref else ""))
-        c1, c2, c3 = st.columns(3)
-        c1.metric("kind", entry.kind + (f" · {entry.group}" if entry.group else ""))
-        c2.metric("params", f"{entry.params:,}" if entry.params else "–")
-        c3.metric("valid BPC", f"{entry.valid_bpc:.3f}" if entry.valid_bpc is not None else "–",
-                  help="Bits per character on the validation split (lower is better).")
-        st.caption(f"corpus: {entry.corpus} · steps: {entry.steps if entry.steps is not None else '–'}"
-                   + (f" · test BPC {entry.test_bpc:.3f}" if entry.test_bpc is not None else "")
-                   + f" · `{entry.ref}`")
+        facts = [f"**{entry.kind}**" + (f" on **{entry.group}**" if entry.group else ""),
+                 f"{entry.params:,} parameters" if entry.params else None,
+                 f"valid BPC **{entry.valid_bpc:.3f}**" if entry.valid_bpc is not None else None,
+                 f"test BPC {entry.test_bpc:.3f}" if entry.test_bpc is not None else None]
+        st.markdown(" · ".join(f for f in facts if f))
+        st.caption(f"corpus: {entry.corpus} · steps: {entry.steps if entry.steps is not None else '–'} · "
+                   f"`{entry.ref}`")
         views = fitting_views(entry.kind)
         cols = st.columns(max(1, len(views)) + (1 if entry.source == "user" else 0))
         for j, v in enumerate(views):
-            cols[j].button(f"Open in {v.title}", key=f"open-{i}-{v.slug}", on_click=_open, args=(entry.ref, v.slug),
-                           icon=v.icon, width="stretch")
+            cols[j].button(v.short, key=f"open-{i}-{v.slug}", on_click=_open, args=(entry.ref, v.slug),
+                           icon=v.icon, width="stretch", help=f"Open {entry.name} in {v.title}")
         if not views:
             cols[0].button("Select", key=f"select-{i}", on_click=ui.set_checkpoint, args=(entry.ref,),
                            help="A baseline with no geometry views of its own; use it on Compare.")
         if entry.source == "user":
             cols[-1].button("Delete", key=f"del-{i}", on_click=_delete, args=(entry.ref,), icon=":material/delete:",
-                            type="tertiary")
+                            type="tertiary", help="Remove this checkpoint's two files from runs/.")
         with st.expander("Card and training config"):
             st.json({"card": entry.card, "model_config": entry.model_config,
                      "train_config": entry.meta.get("train_config")}, expanded=1)

@@ -168,6 +168,8 @@ def test_checkpoint_text_and_cursor_carry_across_pages_and_into_the_url(ckpt_dir
     assert at.query_params.get("ckpt") == ref("osm")
     assert at.query_params.get("text") == "But soft, what light"
     assert at.query_params.get("pos") == "5"
+    links = [c.value for c in at.code if "/tangents?" in c.value]
+    assert links and "ckpt=runs%2Fosm" in links[0] and "pos=5" in links[0] and "text=But+soft" in links[0]
 
 
 def test_cursor_moves_the_highlight_in_the_figures(ckpt_dirs):
