@@ -547,7 +547,6 @@ def _random_so3_trace(n: int) -> OSMTrace:
     g = torch.Generator().manual_seed(0)
     A = torch.randn(n, 3, 3, generator=g, dtype=torch.float64) * 0.3
     steps = torch.linalg.matrix_exp(A - A.transpose(-1, -2))
-    H = torch.cumprod if False else None  # noqa: F841 - products below
     states = [steps[0]]
     for t in range(1, n):
         states.append(states[-1] @ steps[t])
@@ -590,6 +589,14 @@ def test_phases_match_eigvals_on_random_rotations(seed, d):
     theta = figures.trajectory.state_phases(tr)
     for t in range(5):
         _circle_match(np.exp(1j * theta[t]), np.linalg.eigvals(H[t].numpy()), atol=1e-6)
+
+
+def test_non_finite_states_give_a_message():
+    tr = _random_so3_trace(20)
+    tr.states[0, 7] = np.nan
+    with pytest.raises(FigureError, match="position 7"):
+        figures.phase_circle(tr)
+    assert "phase_circle" not in figures.all_views(tr) and "tangent_heatmap" in figures.all_views(tr)
 
 
 def test_baseline_family_is_chosen_by_content():

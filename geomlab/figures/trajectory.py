@@ -31,6 +31,10 @@ TWO_PI_TICKS = {"tickmode": "array", "tickvals": [-np.pi, -np.pi / 2, 0, np.pi /
 def _osm(tr) -> OSMTrace:
     if not isinstance(tr, OSMTrace):
         raise FigureError(f"this view needs an OSM trace (osm-rnn, osmformer), got {getattr(tr, 'kind', tr)!r}")
+    bad = cached(tr, ("nonfinite",), lambda: np.flatnonzero(~np.isfinite(tr.states).all(axis=(0, 2, 3))))
+    if len(bad):
+        raise FigureError(f"the recorded states are not finite (NaN/Inf) from position {int(bad[0])} on; "
+                          "the model diverged on this text")
     return tr
 
 
