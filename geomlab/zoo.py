@@ -80,8 +80,9 @@ class ZooEntry:
 
 
 _LM = dict(task="tinyshakespeare", batch_size=16, seq_len=64, lr=3e-3, seed=0, steps=800)
-_SHORT = ("Short CPU budget (trained on a shared 2-core machine for a few minutes): a working model for "
-          "the app's views, not a converged one; see docs/results.md for the matched comparisons.")
+_SHORT = ("Short CPU budget (800 steps x 16 x 64 characters, under one epoch, 1 thread on a shared 2-core "
+          "machine): a working model for the app's views, not a converged one; see docs/results.md for the "
+          "matched comparisons.")
 
 #: The zoo. Language models share one recipe on Tiny Shakespeare (90/5/5): 800 steps x batch 16 x 64
 #: characters, lr 3e-3, seed 0 (about 0.8M training characters, under one epoch: a short CPU budget).
