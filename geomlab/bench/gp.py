@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--n-eval", type=int, default=512, help="sequences per evaluation split")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--test-T", type=int, nargs="*", default=[],
+                   help="also evaluate each trained model with these inference recursion steps (test-time "
+                   "recursion, config key inference_recursion_steps)")
     p.add_argument("--json", help="write the summary to this JSON file")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -89,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
                "s_per_step": trainer.elapsed_s / args.steps,  # training only, no evaluation
                **result.metrics,
                "by_context": _rmse_by_context(model, task, seq_len), **_energy_check(model, task, seq_len)}
+        for t_inf in args.test_T:
+            model.stack.cfg["inference_recursion_steps"] = t_inf
+            row[f"test_rmse_inference_T{t_inf}"] = task.evaluate(model, "test", seq_len=seq_len)["rmse"]
+        model.stack.cfg["inference_recursion_steps"] = None
         rows.append(row)
         print(f"T={T}: params {n_params}, valid RMSE {row['valid_rmse']:.4f}, test RMSE {row['test_rmse']:.4f} "
               f"(GP floor {row['test_gp_rmse']:.4f}), {row['s_per_step'] * 1000:.0f} ms/step, energy falls "
@@ -101,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\nRMSE by context length (test; model / GP floor):")
     for r in rows:
         print(f"T={r['T']}: " + ", ".join(f"{k}: {v['model']:.3f}/{v['gp']:.3f}" for k, v in r["by_context"].items()))
+    if args.test_T:
+        print("\nTest-time recursion (test RMSE with inference_recursion_steps):")
+        for r in rows:
+            print(f"trained T={r['T']}: " + ", ".join(f"T_inf={t}: {r[f'test_rmse_inference_T{t}']:.4f}"
+                                                    for t in args.test_T))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"args": vars(args), "rows": rows}, fh, indent=2)
