@@ -231,6 +231,9 @@ def trace_latency_ms(model, vocab_size: int, length: int, repeats: int = 3) -> f
     ``model.record`` when the trace module cannot wrap the record. Source: design choice."""
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, int(vocab_size), (1, int(length)), generator=g)
+    param = next(model.parameters(), None)
+    if param is not None:
+        tokens = tokens.to(param.device)
     model.eval()
     try:
         from geomlab.trace import trace as _trace

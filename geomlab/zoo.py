@@ -286,6 +286,9 @@ def accuracy_by_length(model, task, lengths: Iterable[int], split: str = "test",
     length (``{length: accuracy in [0, 1]}``), on the task's fixed evaluation sets. A model that cannot
     track the state falls to about ``1 / |G|`` at long lengths. Source: design choice."""
     out: dict[int, float] = {}
+    param = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
+    if device == "cpu" and param is not None:  # evaluate where the model lives (CUDA after GPU training)
+        device = param.device
     for n in lengths:
         acc = task.per_length_accuracy(model, split, length=int(n), device=device)
         out[int(n)] = float(acc[-1])
