@@ -252,6 +252,8 @@ def test_tangent_views_equal_the_group_norm_and_angle():
     fig = figures.tangent_heatmap(tr).figure
     np.testing.assert_allclose(_by_name(fig, "attention before mixing").z, n_raw[:, 0], rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(_by_name(fig, "grounding after mixing").z, n_mix[:, 1], rtol=1e-5, atol=1e-7)
+    cursor_fig = figures.tangent_heatmap(tr, cursor=4).figure
+    assert {(sh.xref, sh.x0) for sh in cursor_fig.layout.shapes} == {("x", 4), ("x2", 4), ("x3", 4), ("x4", 4)}
     lines = figures.tangent_lines(tr).figure
     np.testing.assert_allclose(_by_name(lines, "layer 1 after mixing").y, n_mix[1, 0], rtol=1e-5, atol=1e-7)
     # share moved between directions: 1 - cos^2 of the angle between the coordinate vectors

@@ -291,6 +291,7 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = 
     cap = ("How much of each layer's output comes from the Grassmann (plane) branch rather than the "
            "residual: mean over channels of 1 − α, per layer and position (0 = gate keeps h, 1 = all geometry)."
            + subsample_note(tr.n_positions, len(idx)))
+    fig.update_layout(legend={"x": 1.02, "y": 0.5, "yanchor": "top"})
     return finish(fig, "Gate share per layer", cap, "gate_share", height=560)
 
 
