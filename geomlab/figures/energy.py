@@ -104,7 +104,8 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
             rs = steps[rises[layer, b]]
             fig.add_trace(go.Scatter(
                 x=rs, y=mean[layer, b][rises[layer, b]], mode="markers", name=f"{name} rose",
-                marker={"symbol": "triangle-up", "size": 13, "color": "#D55E00", "line": {"color": "black", "width": 1}},
+                marker={"symbol": "triangle-up", "size": 13, "color": "#D55E00",
+                        "line": {"color": "black", "width": 1}},
                 showlegend=False, hovertemplate="energy ROSE at step %{x}<extra></extra>"), row=r, col=c)
             if cursor is not None:
                 fig.add_trace(go.Scatter(

@@ -21,8 +21,8 @@ from plotly.subplots import make_subplots
 from geomlab import planes
 from geomlab.figures._common import (
     DIVERGING, HIGHLIGHT, MAX_FRAMES_3D, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, View, add_cursor_line,
-    animated_figure, animation_controls, category_labels, check_cursor, check_index, colour, finish, hover_tokens, subsample, subsample_note,
-    token_ticks,
+    animated_figure, animation_controls, category_labels, check_cursor, check_index, colour, finish, hover_tokens,
+    subsample, subsample_note, token_ticks,
 )
 from geomlab.trace import GrassmannTrace
 
@@ -189,7 +189,8 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     add_cursor_line(fig, cursor)
     D = _offset(tr, layer, slot)
     cap = (f"Principal angles between consecutive planes span(z_t, z_{{t−{D}}}) in layer {layer} (radians; "
-           "θ1 = 0 means the planes share a line) and their geodesic distance." + subsample_note(tr.n_positions, len(idx)))
+           "θ1 = 0 means the planes share a line) and their geodesic distance."
+           + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, f"Principal angles along the text (layer {layer}, Δ={D})", cap, "plane_angles")
 
 
@@ -220,7 +221,8 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
         fig.add_shape(type="rect", x0=-0.5, x1=len(idx) - 0.5, y0=ci - 0.5, y1=ci + 0.5,
                       line={"color": HIGHLIGHT, "width": 2})
     D = _offset(tr, layer, slot)
-    cap = (f"How alike the planes span(z_t, z_{{t−{D}}}) of layer {layer} are at two positions: |⟨p̂_t, p̂_s⟩| = "
+    cap = (f"How alike the planes span(z_t, z_{{t−{D}}}) of layer {layer} are at two positions: "
+           "|⟨p̂_t, p̂_s⟩| = "
            "cos θ1·cos θ2 (1 = the same plane). A geometric comparison, not attention weights."
            + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, f"Plane similarity (layer {layer}, Δ={D})", cap, "plane_similarity", height=560)
@@ -553,6 +555,7 @@ def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
         fig.update_yaxes(title_text="reduced axis i", dtick=1 if r <= 16 else None, autorange="reversed",
                          scaleanchor=f"x{'' if c == 1 else c}", scaleratio=1, constrain="domain", row=1, col=c)
     cap = (f"Left: the plane span(z_t, z_{{t−{D}}}) of layer {layer} as an antisymmetric matrix "
-           "(a bᵀ − b aᵀ)/‖a∧b‖ (dimensionless; sign = orientation). Right: how much each pair of reduced axes "
+           "(a bᵀ − b aᵀ)/‖a∧b‖ (dimensionless; sign = orientation). Right: how much each pair of reduced "
+           "axes "
            "is used on average over the text.")
     return finish(fig, f"Plane matrix and axis usage (layer {layer}, Δ={D})", cap, "plane_matrix", height=460)

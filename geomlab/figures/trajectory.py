@@ -18,9 +18,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from geomlab.figures._common import (
-    HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, FigureError, View, add_cursor_line, animated_figure, animation_controls,
-    cached, check_cursor, check_index, colour, finish, hover_tokens, one_blas_thread, subsample, subsample_note,
-    token_ticks,
+    HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, FigureError, View, add_cursor_line, animated_figure,
+    animation_controls, cached, check_cursor, check_index, colour, finish, hover_tokens, one_blas_thread,
+    subsample, subsample_note, token_ticks,
 )
 from geomlab.trace import OSMTrace
 
