@@ -619,3 +619,27 @@ def test_very_short_texts_build_or_explain(text):
         assert missing <= {"plane_matrix", "plane_sphere", "plane_interpolation"}, missing
         for view in built.values():
             json.loads(view.figure.to_json())
+
+
+@given(seed=st.integers(0, 10_000), scale=st.floats(-3, 3).filter(lambda c: abs(c) > 1e-3))
+def test_mixing_share_properties(seed, scale):
+    """0 when mixing only rescales the update, 1 when it turns it orthogonally, always in [0, 1] and
+    invariant to rescaling either update."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((1, 3, 4, 4))
+    A = A - np.swapaxes(A, -1, -2)
+    B = rng.standard_normal((1, 3, 4, 4))
+    B = B - np.swapaxes(B, -1, -2)
+    B_perp = B - (A * B).sum((-2, -1), keepdims=True) / (A * A).sum((-2, -1), keepdims=True) * A
+
+    def share(raw, mixed):
+        rec = {"logits": np.zeros((3, 2)), "states": np.broadcast_to(np.eye(4), (1, 3, 4, 4)).copy(),
+               "tangents_raw": raw[:, None], "tangents": mixed[:, None]}
+        tr = from_record(rec, "osm-rnn", np.arange(3), group={"name": "SO", "d": 4, "options": {}})
+        return figures.tangents.mixing_share_values(tr)[0, 0]
+
+    np.testing.assert_allclose(share(A, scale * A), 0, atol=1e-9)
+    np.testing.assert_allclose(share(A, B_perp), 1, atol=1e-9)
+    s = share(A, B)
+    assert np.all((0 <= s) & (s <= 1))
+    np.testing.assert_allclose(share(2.5 * A, scale * B), s, atol=1e-9)
