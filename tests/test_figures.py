@@ -541,6 +541,8 @@ def test_checkpoint_history_adds_tokens():
     ck = SimpleNamespace(metrics=[{"step": 2, "loss": 1.0}], train_config={"batch_size": 4, "seq_len": 8})
     df = checkpoint_history(ck)
     assert df["tokens"].tolist() == [64]
+    fig = figures.training_curves({"ck": ck}, x="tokens").figure
+    assert list(fig.data[0].x) == [64] and abs(fig.data[0].y[0] - 1 / math.log(2)) < 1e-12
 
 
 # --------------------------------------------------------------------------------------------- long traces

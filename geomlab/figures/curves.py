@@ -69,7 +69,8 @@ def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFram
     """Loss or BPC against steps or tokens, one colour per run, one dash style per series (train/valid).
 
     Args:
-        runs: run name -> history (rows of metrics).
+        runs: run name -> history (rows of metrics, a DataFrame, or a loaded
+            ``geomlab.checkpoint.Checkpoint``, whose ``tokens`` are derived by :func:`checkpoint_history`).
         x: ``"step"`` or ``"tokens"``; metric: ``"bpc"`` or ``"loss"``; log_x: logarithmic x axis.
 
     Traces: one per (run, series) with data, named ``"{run}: {series}"``.
@@ -83,7 +84,7 @@ def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFram
         raise FigureError("no runs to plot")
     fig = go.Figure()
     for i, (name, history) in enumerate(runs.items()):
-        df = history_frame(history)
+        df = checkpoint_history(history) if hasattr(history, "metrics") else history_frame(history)
         if x not in df.columns:
             continue
         for j, (series, values) in enumerate(sorted(metric_columns(df, metric).items())):
