@@ -104,12 +104,17 @@ _WARM_MODULES = ("torch", "geomlab.models", "geomlab.checkpoint", "geomlab.trace
                  "sklearn.decomposition")
 
 
+_IMPORTS_DONE = threading.Event()
+
+
 @st.cache_resource(show_spinner=False)
 def warm_imports() -> threading.Thread:
-    """Import the heavy modules (torch, the models, scikit-learn, the figures) in a background thread once
-    per server process, so the first view a visitor opens from Home appears quickly. pandas is imported
-    here first, in the calling thread, because plotly peeks at ``sys.modules["pandas"]`` and must never see
-    it half-imported; :func:`wait_warm` joins the thread before any page uses torch."""
+    """Warm the server up once per process, in a background thread: import the heavy modules (torch, the
+    models, scikit-learn, the figures), then trace the bundled checkpoints that Home links to and build
+    their views' default figures into the caches, so the first view a visitor opens appears quickly
+    (the "hero examples" idea of app_anchors.md §2.1). pandas is imported first, in the calling thread,
+    because plotly peeks at ``sys.modules["pandas"]`` and must never see it half-imported;
+    :func:`wait_warm` waits for the imports (not the pre-tracing) before any page uses torch."""
     import importlib
 
     import pandas  # noqa: F401
@@ -120,15 +125,25 @@ def warm_imports() -> threading.Thread:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - best effort; pages report real import errors themselves
                 pass
+        _IMPORTS_DONE.set()
+        if os.environ.get("GEOMLAB_APP_PREWARM", "1") != "0":
+            try:
+                from app_pages import _views
 
-    thread = threading.Thread(target=work, daemon=True, name="geomlab-warm-imports")
+                _views.prewarm()
+            except Exception:  # noqa: BLE001 - a cold cache is only slower
+                log.debug("pre-warming the views failed", exc_info=True)
+
+    thread = threading.Thread(target=work, daemon=True, name="geomlab-warm-up")
     thread.start()
     return thread
 
 
-def wait_warm() -> None:
+def wait_warm(timeout: float = 120.0) -> None:
     """Block until the warm-up imports are done (no-op when they are)."""
-    warm_imports().join()
+    thread = warm_imports()
+    if thread.is_alive():
+        _IMPORTS_DONE.wait(timeout)
 
 
 # ---------------------------------------------------------------- errors
@@ -406,11 +421,14 @@ def trace_for(entry: catalog.CheckpointEntry, text: str, **opts: Any) -> Any:
 
 # ---------------------------------------------------------------- widgets
 def checkpoint_picker(where: Any = None, key: str = K_CKPT, label: str = "Checkpoint",
-                      kinds: tuple[str, ...] | None = None, help: str | None = None) -> catalog.CheckpointEntry | None:
-    """Selectbox over the catalog bound to state ``key``; checkpoints of ``kinds`` are listed first.
-    Returns the chosen entry or None when the catalog is empty."""
+                      kinds: tuple[str, ...] | None = None, help: str | None = None,
+                      only: bool = False) -> catalog.CheckpointEntry | None:
+    """Selectbox over the catalog bound to state ``key``; checkpoints of ``kinds`` are listed first (or,
+    with ``only``, exclusively). Returns the chosen entry or None when nothing can be listed."""
     where = where or st.sidebar
     all_entries = entries()
+    if kinds and only:
+        all_entries = [e for e in all_entries if e.kind in kinds]
     if not all_entries:
         return None
     if kinds:

@@ -145,6 +145,58 @@ def controls_for(slug: str, tr: Any, where: Any) -> dict:
     return c
 
 
+def default_controls(slug: str, tr: Any) -> dict:
+    """What :func:`controls_for` returns on a first visit (fresh session), without drawing widgets."""
+    L = n_layers(tr)
+    c: dict[str, Any] = {"layer": L - 1 if L > 1 else 0}
+    tangents = getattr(tr, "tangents", None)
+    if slug == "tangents" and tangents is not None and tangents.shape[1] > 1:
+        c["substep"] = 0
+    if slug == "attention" and hasattr(tr, "n_heads") and tr.n_heads() > 1:
+        c["head"] = None
+    if slug == "planes" and getattr(tr, "plucker", None) is not None and tr.plucker.shape[1] > 1:
+        c["slot"] = 0
+    if slug == "energy":
+        c["block"] = 0
+    return c
+
+
+def prewarm(max_views: int = 6) -> int:
+    """Run the default views of the bundled checkpoints Home links to once, outside Streamlit's caches
+    (called from the warm-up thread): this pays the first-call costs of torch and the figure code before
+    a visitor does. Streamlit's cached functions are deliberately not called from that thread (no script
+    context there). Returns how many views were built."""
+    from geomlab import figures
+    from geomlab import trace as trace_mod
+
+    from geomlab import catalog
+
+    bundled = catalog.list_checkpoints(user=False)  # not ui.entries(): no st.cache_* in this thread
+    targets = []
+    for view in ui.VIEWS.values():
+        entry = next((e for e in bundled if e.kind in view.kinds), None)
+        if entry is not None:
+            targets.append((view.slug, entry))
+    built = 0
+    loaded: dict[str, Any] = {}
+    for slug, entry in targets[:max_views]:
+        try:
+            ck = loaded.get(entry.ref) or ui._load_uncached(str(entry.path))
+            loaded[entry.ref] = ck
+            tr = trace_mod.trace_text(ck.model, ck.vocab, ui.default_text_for(entry))
+            applicable = set(figures.views_for(tr))
+            kw = default_controls(slug, tr)
+            for name, _ in VIEW_FIGURES[slug]:
+                if name in applicable:
+                    fn = figures.VIEWS[name]
+                    fn(tr, **{k: v for k, v in {**kw, "cursor": 0}.items()
+                              if v is not None and _accepts(fn, k)})
+            built += 1
+        except Exception:  # noqa: BLE001 - best effort
+            ui.log.debug("pre-warming %s for %s failed", slug, entry.ref, exc_info=True)
+    return built
+
+
 def trace_options(slug: str, entry, where: Any) -> dict:
     """Options that change the trace itself: the CEM inference-time recursion steps T."""
     if slug != "energy":
@@ -202,15 +254,24 @@ def render_view(slug: str) -> None:
     ui.show_notice()
     st.title(view.title)
     st.caption(view.blurb)
-    with st.sidebar:
-        entry = ui.checkpoint_picker(kinds=view.kinds)
-    if entry is None:
+    if not ui.entries():
         ui.no_checkpoint_message()
         return
-    text = ui.text_box(entry)
-    if entry.kind not in view.kinds:
-        ui.wrong_kind_message(view, entry)
+    fitting = [e for e in ui.entries() if e.kind in view.kinds]
+    current = ui.entry_for(st.session_state.get(ui.K_CKPT))
+    if not fitting:
+        if current is not None:
+            ui.wrong_kind_message(view, current)
         return
+    if current is None or current.kind not in view.kinds:
+        # arriving with a checkpoint this view cannot show: switch to the first one it can (and say so)
+        st.session_state[ui.K_CKPT] = fitting[0].ref
+        if current is not None:
+            st.info(f"{view.title} shows {view.family} models, not `{current.kind}`: showing "
+                    f"**{fitting[0].name}** instead of {current.name}.", icon=":material/swap_horiz:")
+    with st.sidebar:
+        entry = ui.checkpoint_picker(kinds=view.kinds, only=True)
+    text = ui.text_box(entry)
     t0 = time.perf_counter()
     with ui.guard("Tracing the text"):
         tokens = ui.check_text(entry, text)

@@ -142,16 +142,29 @@ def test_compare_shows_both_checkpoints_side_by_side(ckpt_dirs):
     assert {d["name"].split(" (")[0] for d in spec["data"]} == {"A: osm", "B: osmformer"}
 
 
-def test_view_of_the_wrong_kind_offers_fitting_checkpoints(ckpt_dirs):
+def test_arriving_with_the_wrong_kind_switches_to_a_fitting_checkpoint(ckpt_dirs):
     at = app(gl_ckpt=ref("cem"))
     goto(at, "trajectories")
-    assert any("orthogonal-state" in w.value for w in at.warning)
-    assert not charts(at)
-    use = [b for b in at.button if b.label == "Use osm"]
-    assert use
-    use[0].click().run()
-    assert at.session_state["gl_ckpt"] == ref("osm")
+    assert any("showing **osm" in i.value for i in at.info), [i.value for i in at.info]
+    assert at.session_state["gl_ckpt"] in (ref("osm"), ref("osmformer"))
     assert charts(at)
+    # the picker only offers checkpoints this view can show
+    options = at.selectbox(key="w_gl_ckpt").options
+    assert options and all("cem" not in o and "grassmann" not in o for o in options)
+
+
+def test_a_view_with_no_fitting_checkpoint_explains_and_links_to_train(tmp_path, monkeypatch, ckpt_dirs):
+    runs, _ = ckpt_dirs
+    only = tmp_path / "only-cem"
+    only.mkdir()
+    for suffix in (".json", ".safetensors"):
+        (only / f"cem{suffix}").write_bytes((runs / f"cem{suffix}").read_bytes())
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(only))
+    at = app(gl_ckpt=ref("cem"))
+    goto(at, "planes")
+    assert any("Grassmann" in w.value for w in at.warning)
+    assert not charts(at) and not at.exception
+    assert any("train" in p.proto.page for p in at.get("page_link"))
 
 
 def test_checkpoint_text_and_cursor_carry_across_pages_and_into_the_url(ckpt_dirs):
