@@ -190,8 +190,13 @@ def entry_for(ref: str | None) -> catalog.CheckpointEntry | None:
 
 
 def default_ref(kinds: tuple[str, ...] | None = None) -> str | None:
-    """First bundled checkpoint (of one of ``kinds`` if given), else the newest user one, else None."""
-    for e in entries():
+    """First bundled checkpoint (of one of ``kinds`` if given), else the newest user one, else None;
+    checkpoints that read text come before synthetic-task ones (a newcomer reads text more easily)."""
+    def text_first(e: catalog.CheckpointEntry) -> tuple:
+        level = (e.meta.get("vocab") or {}).get("level", "char")
+        return (e.source != "bundled", level != "char")
+
+    for e in sorted(entries(), key=text_first):  # stable: keeps the catalog's order within each group
         if kinds is None or e.kind in kinds:
             return e.ref
     return None

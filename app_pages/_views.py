@@ -264,11 +264,12 @@ def render_view(slug: str) -> None:
             ui.wrong_kind_message(view, current)
         return
     if current is None or current.kind not in view.kinds:
-        # arriving with a checkpoint this view cannot show: switch to the first one it can (and say so)
-        st.session_state[ui.K_CKPT] = fitting[0].ref
+        # arriving with a checkpoint this view cannot show: switch to the one Home links to (and say so)
+        target = ui.entry_for(ui.default_ref(view.kinds)) or fitting[0]
+        st.session_state[ui.K_CKPT] = target.ref
         if current is not None:
             st.info(f"{view.title} shows {view.family} models, not `{current.kind}`: showing "
-                    f"**{fitting[0].name}** instead of {current.name}.", icon=":material/swap_horiz:")
+                    f"**{target.name}** instead of {current.name}.", icon=":material/swap_horiz:")
     with st.sidebar:
         entry = ui.checkpoint_picker(kinds=view.kinds, only=True)
     text = ui.text_box(entry)

@@ -12,7 +12,7 @@ BLUE, ORANGE, GREEN, GREY = "#0072B2", "#E69F00", "#009E73", "#999999"  # Okabe-
 
 
 def _mini_layout(fig: go.Figure, title: str, equal: bool = False) -> go.Figure:
-    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=260, margin=dict(l=10, r=10, t=40, b=10),
+    fig.update_layout(title=dict(text=title, font=dict(size=13), x=0.5, xanchor="center"), height=260, margin=dict(l=10, r=10, t=40, b=10),
                       showlegend=False, plot_bgcolor="white")
     if equal:
         fig.update_xaxes(visible=False, range=[-1.25, 1.25])
@@ -37,7 +37,7 @@ def osm_picture() -> go.Figure:
                 marker=dict(size=4 + 1.2 * t, color=colors[k], opacity=0.35 + 0.65 * t / t[-1]),
                 line=dict(color=colors[k], width=1), text=t,
                 hovertemplate="t=%{text}<extra>eigenvalue pair " + str(k + 1) + "</extra>"))
-    return _mini_layout(fig, "OSM: state eigenvalues turn on the circle", equal=True)
+    return _mini_layout(fig, "State eigenvalues turn on the circle", equal=True)
 
 
 @st.cache_data(show_spinner=False)
@@ -58,7 +58,7 @@ def cem_picture() -> go.Figure:
     ])
     fig.update_xaxes(title="recursion step t", dtick=1, showgrid=False)
     fig.update_yaxes(title="energy", showgrid=True, gridcolor="#eee")
-    return _mini_layout(fig, "CEM: each layer descends an energy")
+    return _mini_layout(fig, "Each step lowers the energy")
 
 
 @st.cache_data(show_spinner=False)
@@ -82,7 +82,7 @@ def grassmann_picture() -> go.Figure:
                                  hovertemplate=f"plane {k + 1}<extra></extra>"))
         fig.add_trace(go.Scatter(x=x, y=back, mode="lines", line=dict(color=colors[k], width=1, dash="dot"),
                                  hoverinfo="skip"))
-    return _mini_layout(fig, "Grassmann: token pairs span planes", equal=True)
+    return _mini_layout(fig, "Token pairs span planes", equal=True)
 
 
 FAMILIES = [
