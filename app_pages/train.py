@@ -159,9 +159,14 @@ def _resume(run_id: str) -> None:
         st.session_state[K_MSG] = ("error", str(exc))
 
 
+def save_key(run_id: str) -> str:
+    """Widget key of the "Save as" box (one per run, so each run starts with its own default name)."""
+    return f"{P}save_name_{run_id}"
+
+
 def _save(run_id: str) -> None:
     run = live.REGISTRY.get(run_id)
-    name = (st.session_state.get(P + "save_name") or "").strip() or f"live-{run_id}"
+    name = (st.session_state.get(save_key(run_id)) or "").strip() or f"live-{run_id}"
     try:
         path = run.save(name)
     except ValueError as exc:
@@ -245,11 +250,8 @@ def panel() -> None:
     b[1].button("Resume", icon=":material/play_arrow:", on_click=_resume, args=(run.run_id,),
                 disabled=not snap.can_resume, key="train-resume", width="stretch")
     default_name = f"{run.spec.kind}{'-' + run.spec.group if run.spec.group else ''}-{run.run_id[:6]}"
-    if P + "save_name" not in st.session_state or st.session_state.get("_gl_save_for") != run.run_id:
-        st.session_state[P + "save_name"] = default_name
-        st.session_state["_gl_save_for"] = run.run_id
     s = st.columns([3, 1], vertical_alignment="bottom")
-    s[0].text_input("Save as", key=P + "save_name", placeholder="checkpoint name",
+    s[0].text_input("Save as", value=default_name, key=save_key(run.run_id), placeholder="checkpoint name",
                     help="Saved to runs/NAME.safetensors + NAME.json; letters, digits, '-', '_' and '.'.")
     s[1].button("Save", icon=":material/save:", on_click=_save, args=(run.run_id,), disabled=snap.state == "created",
                 key="train-save", width="stretch", help="Save the current weights so every page can use them.")

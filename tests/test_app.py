@@ -303,7 +303,9 @@ def test_train_page_starts_stops_resumes_and_saves_a_tiny_run(ckpt_dirs):
     assert not at.button(key="train-resume").disabled
     labels = {m.label: m.value for m in at.metric}
     assert labels["train loss"] != "–" and labels["tokens/s"] != "–"
-    at.text_input(key="w_train_save_name").set_value("from-the-app")
+    box = at.text_input(key=f"w_train_save_name_{run.run_id}")
+    assert box.value.startswith("lstm-")  # a default name is offered
+    box.set_value("from-the-app")
     at.button(key="train-save").click().run()
     assert any("from-the-app" in s.value for s in at.success)
     assert at.session_state["gl_ckpt"] == "runs/from-the-app"
