@@ -353,3 +353,22 @@ def test_train_page_shows_the_nan_pause_message(ckpt_dirs):
     assert paused and "last good checkpoint" in paused[0] and "non-finite" in paused[0]
     assert not at.button(key="train-resume").disabled
     live.REGISTRY.forget(run.run_id)
+
+
+@pytest.mark.data
+def test_train_page_offers_a_registered_corpus_that_is_on_this_machine(ckpt_dirs):
+    at = app()
+    goto(at, "train")
+    at.radio(key="w_train_source").set_value("Registered corpus").run()
+    assert not at.exception
+    corpus = at.selectbox(key="w_train_corpus")
+    assert "tinyshakespeare" in corpus.options
+    corpus.set_value("tinyshakespeare")
+    _train_widgets(at, steps=2)
+    at.run()
+    at.button(key="w_train_start").click().run()
+    assert not errors(at), errors(at)
+    run = live.REGISTRY.get(at.session_state["gl_live_run"])
+    snap = live.wait_for(run, lambda s: not s.active, timeout=300)
+    assert snap.state == "finished" and snap.metric_name == "bpc" and snap.metric > 0
+    live.REGISTRY.forget(run.run_id)
