@@ -1,0 +1,74 @@
+"""Step time of the OSM models as a ratio to their baselines: ``python -m geomlab.bench osm``.
+
+One training step (forward, cross-entropy, backward, AdamW) on random tokens, batch ``B x T``, for each model,
+alternating between the models so that machine load affects them alike; prints the median time and its ratio
+to the Transformer (OSMFormer, ``expm`` variants) or the LSTM (OSM-RNN) measured in the same run.
+Source: issue 4 (aim: OSMFormer / Transformer under 2); design choice for the protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from geomlab.models import build_model, config_for_budget, count_params
+
+
+def _configs(vocab: int) -> dict[str, tuple[dict, str]]:
+    """name -> (config, baseline name): the paper's budgets (notes §5)."""
+    former = config_for_budget("osmformer", 91_000, vocab, mixing="linear")
+    return {
+        "transformer": (config_for_budget("transformer", 104_000, vocab), "transformer"),
+        "osmformer": (former, "transformer"),
+        "osmformer expm=group": ({**former, "expm": "group"}, "transformer"),
+        "lstm": (config_for_budget("lstm", 50_000, vocab), "lstm"),
+        "osm-rnn": (build_model({"kind": "osm-rnn", "vocab_size": vocab, "d": 17}).config, "lstm"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; returns 0. Options: ``--batch``, ``--seq``, ``--reps``, ``--threads``, ``--only``."""
+    p = argparse.ArgumentParser(prog="python -m geomlab.bench osm", description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--reps", type=int, default=7, help="timed steps per model (after one warm-up step)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--vocab", type=int, default=65)
+    p.add_argument("--only", nargs="*", default=None, help="subset of model names")
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    cfgs = _configs(a.vocab)
+    if a.only:
+        keep = set(a.only) | {cfgs[n][1] for n in a.only if n in cfgs}
+        cfgs = {k: v for k, v in cfgs.items() if k in keep}
+    models = {k: build_model(c) for k, (c, _) in cfgs.items()}
+    opts = {k: torch.optim.AdamW(m.parameters(), lr=1e-3) for k, m in models.items()}
+    x = torch.randint(0, a.vocab, (a.batch, a.seq))
+    y = torch.randint(0, a.vocab, (a.batch, a.seq))
+    times: dict[str, list[float]] = {k: [] for k in models}
+    for rep in range(a.reps + 1):
+        for k, m in models.items():
+            t0 = time.perf_counter()
+            loss = F.cross_entropy(m(x).reshape(-1, a.vocab), y.reshape(-1))
+            opts[k].zero_grad()
+            loss.backward()
+            opts[k].step()
+            if rep:  # the first round is a warm-up
+                times[k].append(time.perf_counter() - t0)
+    print(f"batch {a.batch} x {a.seq}, {a.threads} thread(s), median of {a.reps} steps, alternating")
+    for k, m in models.items():
+        med = statistics.median(times[k])
+        base = statistics.median(times[cfgs[k][1]])
+        print(f"{k:22s} {count_params(m):>8,d} params  {1000 * med:8.1f} ms/step  ratio to {cfgs[k][1]}: "
+              f"{med / base:5.2f}  config {json.dumps({c: v for c, v in cfgs[k][0].items() if c in ('d', 'n_layers', 'd_model', 'hidden', 'prototypes', 'mixing', 'expm')})}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
