@@ -84,11 +84,22 @@ def main() -> None:
         row["side"] = label
     st.dataframe(rows, hide_index=True, width="stretch",
                  column_order=["side", "name", "kind", "group", "params", "corpus", "steps", "valid BPC", "test BPC"])
-    traces = {}
+    traces, opts = {}, {}
+    cem_sides = [(side, e) for side, e in (("A", a), ("B", b)) if e.kind == "cem"]
+    if cem_sides:
+        cols = st.columns(2)
+        for side, e in cem_sides:
+            trained = int(e.model_config.get("inference_recursion_steps") or e.model_config.get("recursion_steps") or 1)
+            key = f"gl_cmp_T_{side}"
+            T = ui.int_control(f"{side}: recursion steps T at inference", key, 1, max(16, 2 * trained), trained,
+                               where=cols[0 if side == "A" else 1],
+                               help=f"{e.name} was trained with T = {trained}. Choose the same checkpoint on "
+                                    "both sides with different T to see test-time recursion.")
+            opts[side] = {} if T == trained else {"steps": int(T)}
     for side, e in (("A", a), ("B", b)):
         with ui.guard(f"Tracing checkpoint {side}"):
             ui.check_text(e, text)
-            traces[side] = ui.trace_for(e, text)
+            traces[side] = ui.trace_for(e, text, **opts.get(side, {}))
             unknown = ui.unknown_tokens(e, text)
             if unknown:
                 st.caption(f"{side}: {len(unknown)} character(s) read as unknown: "
@@ -117,7 +128,9 @@ def main() -> None:
     cols = st.columns(2, gap="large")
     for col, side, e in ((cols[0], "A", a), (cols[1], "B", b)):
         with col:
-            st.markdown(f"**{side}: {e.name}** · {e.kind}" + (f" · {e.group}" if e.group else ""))
+            steps = opts.get(side, {}).get("steps")
+            st.markdown(f"**{side}: {e.name}** · {e.kind}" + (f" · {e.group}" if e.group else "")
+                        + (f" · T = {steps}" if steps else ""))
             if e.kind not in ui.VIEWS[slug].kinds:
                 st.info(f"{ui.VIEWS[slug].title} does not apply to a `{e.kind}`.", icon=":material/block:")
                 continue
@@ -131,7 +144,7 @@ def main() -> None:
                 if side == "A":
                     st.session_state["_gl_cmp_controls"] = controls
                 controls = {k: v for k, v in controls.items() if k != "layer" or v < views.n_layers(tr)}
-                items = views.figure_list(slug, e, text, {}, tr, p, controls)
+                items = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
                 views.draw_figures(items, key_prefix=f"cmp-{side}-{slug}", stem=f"{e.name}-{slug}", force_narrow=True)
 
 

@@ -376,3 +376,13 @@ def test_train_page_offers_a_registered_corpus_that_is_on_this_machine(ckpt_dirs
     snap = live.wait_for(run, lambda s: not s.active, timeout=300)
     assert snap.state == "finished" and snap.metric_name == "bpc" and snap.metric > 0
     live.REGISTRY.forget(run.run_id)
+
+
+def test_compare_the_same_cem_checkpoint_at_two_recursion_depths(ckpt_dirs):
+    at = app(gl_ckpt=ref("cem"), gl_ckpt_b=ref("cem"), gl_text="But soft")
+    goto(at, "compare")
+    trained = at.slider(key="w_gl_cmp_T_B").value
+    at.slider(key="w_gl_cmp_T_B").set_value(trained + 2).run()
+    assert not at.exception and not errors(at)
+    assert any(f"T = {trained + 2}" in m.value for m in at.markdown)
+    assert len(charts(at)) >= 3
