@@ -379,3 +379,21 @@ def test_training_lowers_loss(kind, group, opts, tiny_text):
     assert math.isfinite(last)
     assert last < first - 0.5, (first, last)
     assert last < math.log(len(chars)) - 0.5  # clearly better than uniform
+
+
+def test_no_weight_decay_names_exist():
+    m = make("osmformer", prototypes="group", position="rotation")
+    names = dict(m.named_parameters())
+    skip = m.no_weight_decay
+    assert skip <= set(names)
+    assert {"token_coords", "proto_coords", "pos_coords", "log_beta", "tau"} <= skip
+    free = make("osmformer")
+    assert "proto" not in free.no_weight_decay  # free prototypes are ordinary weights
+
+
+def test_bench_runs(capsys):
+    from geomlab.bench import osm as bench
+
+    assert bench.main(["--batch", "2", "--seq", "8", "--reps", "1", "--only", "osmformer"]) == 0
+    out = capsys.readouterr().out
+    assert "osmformer" in out and "ratio to transformer" in out
