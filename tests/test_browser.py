@@ -175,7 +175,7 @@ def test_every_page_renders_in_chromium(page, server):
 def test_two_step_training_run_shows_progress(page, server):
     page.goto(f"{server}/train")
     wait_idle(page)
-    steps = page.get_by_label("Steps")
+    steps = page.get_by_role("spinbutton", name="Steps")
     steps.fill("2")
     steps.press("Enter")
     wait_idle(page)
