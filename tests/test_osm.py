@@ -397,3 +397,18 @@ def test_bench_runs(capsys):
     assert bench.main(["--batch", "2", "--seq", "8", "--reps", "1", "--only", "osmformer"]) == 0
     out = capsys.readouterr().out
     assert "osmformer" in out and "ratio to transformer" in out
+
+
+@pytest.mark.parametrize("n", [9, 15, 17])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_expm_taylor_padded_sizes(n, dtype):
+    """Sizes that get zero-padded to a multiple of 8 give the exact exponential and gradient."""
+    g = torch.Generator().manual_seed(n)
+    A = torch.randn(2, 3, n, n, generator=g, dtype=torch.float64).to(dtype)
+    A = (A - A.mT.conj()) / 2
+    assert torch.allclose(expm_taylor(A), torch.linalg.matrix_exp(A), atol=1e-12)
+    W = torch.randn(2, 3, n, n, generator=g, dtype=torch.float64).to(dtype)
+    A1, A2 = A.clone().requires_grad_(True), A.clone().requires_grad_(True)
+    (expm_taylor(A1) * W.conj()).real.sum().backward()
+    (torch.linalg.matrix_exp(A2) * W.conj()).real.sum().backward()
+    assert torch.allclose(A1.grad, A2.grad, atol=1e-10)

@@ -101,7 +101,9 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
     Paterson-Stockmeyer (3-6 batched matmuls) and squared ``s`` times. Backward (autograd) costs about two
     matmuls per forward matmul, several times cheaper on CPU than the block-matrix backward of
     ``torch.linalg.matrix_exp`` (notes §7.1). For ``A`` in the Lie algebra of a closed subgroup the result
-    lies in the group up to rounding (diagonal / block-diagonal structure is kept exactly).
+    lies in the group up to rounding (diagonal / block-diagonal structure is kept exactly). Sizes above 8
+    that are not a multiple of 8 are zero-padded to one (the top-left block is computed with the same
+    arithmetic; measured ~1.9x faster forward + backward for 2048 15 x 15 matrices on CPU).
     Source: design choice (Moler & Van Loan 2003, "Nineteen dubious ways", method 3; Paterson & Stockmeyer
     1973 for the polynomial).
     """
@@ -120,11 +122,17 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
         m, theta = table[-1]
         s = math.ceil(math.log2(nrm / theta))
     shape = A.shape
-    X = A.reshape(-1, shape[-2], shape[-1])  # 3-d batches use the fused baddbmm/bmm kernels
+    n = shape[-1]
+    X = A.reshape(-1, n, n)  # 3-d batches use the fused baddbmm/bmm kernels
+    pad = (-n) % 8 if n > 8 else 0
+    if pad:  # exp(diag(X, 0)) = diag(exp X, I) exactly; CPU batched matmuls are ~2x faster at multiples of 8
+        X = F.pad(X, (0, pad, 0, pad))
     X = X / (2.0**s) if s else X
     P = _taylor_poly(X, m)
     for _ in range(s):
         P = P @ P
+    if pad:
+        P = P[:, :n, :n]
     return P.reshape(shape)
 
 
