@@ -185,11 +185,11 @@ PROFILES: dict[str, Protocol] = {
     "smoke": Protocol("smoke", steps=2, batch_size=2, seq_len=16, eval_tokens=128, wp_steps=2, wp_batch_size=4,
                       wp_train_len=8, wp_lengths=(4, 8), latency_len=16, comparisons=_SMOKE_KEYS),
     "quick": Protocol("quick", steps=150, batch_size=16, seq_len=64, eval_tokens=8192, wp_steps=300,
-                      wp_batch_size=32, wp_train_len=16, wp_lengths=(4, 8, 16, 32, 64), latency_len=256,
-                      comparisons=_QUICK_KEYS),
+                      wp_batch_size=32, wp_train_len=16, wp_lengths=(4, 8, 16, 32, 64), latency_len=128,
+                      wp_groups=("S3", "Z5"), comparisons=_QUICK_KEYS),
     "full": Protocol("full", steps=3000, batch_size=32, seq_len=128, seeds=(0, 1, 2), eval_tokens=None,
                      wp_steps=2000, wp_batch_size=64, wp_train_len=32, wp_lengths=(8, 16, 32, 64, 128, 256),
-                     latency_len=512, comparisons=tuple(COMPARISONS)),
+                     latency_len=128, comparisons=tuple(COMPARISONS)),
 }
 
 
@@ -235,6 +235,9 @@ def trace_latency_ms(model, vocab_size: int, length: int, repeats: int = 3) -> f
     conversion to a typed trace) on a fixed pseudo-random sequence of ``length`` tokens. Falls back to
     ``model.record`` when the trace module cannot wrap the record. Source: design choice."""
     g = torch.Generator().manual_seed(0)
+    max_len = (getattr(model, "config", None) or {}).get("max_len")
+    if max_len and (getattr(model, "config", None) or {}).get("positions", "learned") == "learned":
+        length = min(int(length), int(max_len))  # learned positions: cannot trace beyond max_len
     tokens = torch.randint(0, int(vocab_size), (1, int(length)), generator=g)
     param = next(model.parameters(), None)
     if param is not None:
@@ -492,8 +495,8 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
                   f"Trained on sequences of {wp['train_len']} elements ({p['wp_steps']} steps, batch "
                   f"{p['wp_batch_size']}, lr {p['wp_lr']}); the table gives the accuracy of the running product "
                   f"at the last position of test sequences of each length (chance = 1/|G|). Lengths above "
-                  f"{wp['train_len']} test length generalisation. S5 is non-abelian (a commuting state such as "
-                  "the torus cannot track it); Z60 is abelian.", ""]
+                  f"{wp['train_len']} test length generalisation. {', '.join(wp['groups'])}: S_n is non-abelian (a "
+                  "commuting state such as the torus cannot track it), Z_n is abelian.", ""]
         lens = [str(n) for n in wp["lengths"]]
         lines.append("| group | model | kind | params | seeds | " + " | ".join(f"L={n}" for n in lens) + " |")
         lines.append("|" + "---|" * (5 + len(lens)))
