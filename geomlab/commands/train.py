@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", metavar="CORPUS|FILE|word-problem:G[:LEN]",
                    help=f"a registered corpus ({', '.join(CORPORA)}), a UTF-8 text file (split 90/5/5), or "
                    "the group word problem, e.g. word-problem:S5 or word-problem:Z5:64 (groups S3, S5, A5, Zn, "
-                   "parity), or gp (Gaussian-process regression). With --resume the checkpoint's corpus is used "
+                   "parity). (The Gaussian-process regression task runs through `python -m geomlab.bench gp`.) With --resume the checkpoint's corpus is used "
                    "when omitted")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps in total (default 1000)")
     p.add_argument("--out", default="runs", help="output folder (default runs/)")
@@ -130,6 +130,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.data:
             raise ValueError("--data is required (a corpus name, a text file or word-problem:GROUP)")
         task = make_task(args.data)
+        if task.name.startswith("gp"):
+            # token models cannot take continuous inputs; the GP task has its own CEM regressor
+            raise ValueError("the Gaussian-process regression task trains a CEM regressor, not a token model: "
+                             "run `python -m geomlab.bench gp` (see docs/cem.md)")
         fixed = parse_config(args.config)
         if args.group:
             fixed["group"] = args.group
