@@ -530,15 +530,24 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
         lines.append("")
     if figures:
         lines += ["## Figures", ""]
+        lines += [f"- [{title}]({rel}) (interactive plotly)" for title, rel in figures.items()
+                  if not rel.endswith(".png")]
+        lines.append("")
         for title, rel in figures.items():
             if rel.endswith(".png"):
-                lines.append(f"![{title}]({rel})")
-            else:
-                lines.append(f"- [{title}]({rel}) (interactive plotly)")
-        lines.append("")
+                lines += [f"![{title}]({rel})", ""]
+    flag = "" if p["name"] == "full" else " --" + p["name"]
     lines += ["## Reproduce", "", "```bash",
-              f"GEOMLAB_DATA_DIR=../shared/data python -m geomlab bench{'' if p['name'] == 'full' else ' --' + p['name']}"
-              f" --out docs/results.md", "```", "",
+              f"GEOMLAB_DATA_DIR=../shared/data python -m geomlab bench{flag} --out docs/results.md", "```", ""]
+    if results.get("parts", 1) > 1:
+        lines += ["or, as this run was made, in parallel processes merged afterwards:", "", "```bash",
+                  f"GEOMLAB_DATA_DIR=../shared/data python -m geomlab bench{flag} --only ts-100k,ts-50k,ptb-100k "
+                  "--out runs/report-a/results.md &",
+                  f"GEOMLAB_DATA_DIR=../shared/data python -m geomlab bench{flag} --only "
+                  "cem-200k,grassmann-200k,word-problem --out runs/report-b/results.md; wait",
+                  "python -m geomlab bench --from-json runs/report-a/results/results.json runs/report-b/results/results.json "
+                  "--out docs/results.md", "```", ""]
+    lines += [
               "The raw numbers (every seed, configs, loss curves) are in `results/results.json` next to this file.",
               ""]
     return "\n".join(lines)
