@@ -214,6 +214,8 @@ def protocol(name: str = "quick", **overrides: Any) -> Protocol:
             raise ReportError(f"{key} must be >= 1, got {clean[key]}")
     if "wp_steps" in clean and int(clean["wp_steps"]) < 0:
         raise ReportError(f"wp_steps must be >= 0 (0 skips the word problem), got {clean['wp_steps']}")
+    if "lr" in clean and not (isinstance(clean["lr"], (int, float)) and 0 < clean["lr"] < 10):
+        raise ReportError(f"lr must be a positive number, got {clean['lr']}")
     if "seeds" in clean and not clean["seeds"]:
         raise ReportError("seeds must name at least one seed")
     return replace(p, **clean)

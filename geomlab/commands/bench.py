@@ -26,6 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"run only these sections: {', '.join(COMPARISONS)}, {WORD_PROBLEM}")
     p.add_argument("--steps", type=int, metavar="N", help="override the language-model steps of the profile")
     p.add_argument("--wp-steps", type=int, metavar="N", help="override the word-problem steps (0 skips it)")
+    p.add_argument("--lr", type=float, metavar="LR", help="override the language models' peak learning rate "
+                   "(still one value for every model)")
     p.add_argument("--seeds", type=int, metavar="N", help="average over seeds 0..N-1")
     p.add_argument("--corpus-file", metavar="FILE",
                    help="use this UTF-8 text file instead of every registered corpus (offline checks)")
@@ -58,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {path} from {len(parts)} results file(s)")
         return 0
     name = "quick" if args.quick else "smoke" if args.smoke else "full"
-    overrides: dict = {"steps": args.steps, "wp_steps": args.wp_steps, "corpus_override": args.corpus_file}
+    overrides: dict = {"steps": args.steps, "wp_steps": args.wp_steps, "corpus_override": args.corpus_file,
+                       "lr": args.lr}
     if args.seeds is not None:
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
