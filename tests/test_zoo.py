@@ -172,3 +172,21 @@ def test_bundled_checkpoint_loads_with_a_full_card(json_path):
 def test_bundled_zoo_is_small():
     total = sum(p.stat().st_size for p in (REPO / "assets" / "checkpoints").glob("*") if p.is_file())
     assert total < 16 * 2**20
+
+
+_S3 = REPO / "assets" / "checkpoints" / "osm-rnn-o-s3.json"
+_S3T = REPO / "assets" / "checkpoints" / "osm-rnn-torus-s3.json"
+
+
+@pytest.mark.skipif(not (_S3.is_file() and _S3T.is_file()), reason="S3 zoo pair not bundled")
+def test_bundled_s3_pair_non_abelian_state_tracks_what_the_torus_cannot():
+    """Recomputed from the weights on fresh evaluation sequences (not read from the cards): the O(4)
+    OSM-RNN tracks the S3 running product at its training length; the abelian torus model does not."""
+    from geomlab import checkpoint as ckpt
+    from geomlab.data.word_problem import WordProblemTask
+
+    task = WordProblemTask("S3", length=16, n_eval=256, seed=99)
+    acc_o = zoo.accuracy_by_length(ckpt.load(_S3).model, task, [4, 16])
+    acc_t = zoo.accuracy_by_length(ckpt.load(_S3T).model, task, [4, 16])
+    assert acc_o[4] > 0.95 and acc_o[16] > 0.95, acc_o
+    assert acc_t[16] < 0.6, acc_t
