@@ -441,8 +441,21 @@ def test_plane_similarity_plucker_and_gates():
     gfig = figures.gate_share(tr, cursor=1).figure
     np.testing.assert_allclose(_by_name(gfig, "gate share").z, (1 - tr.gates).mean(-1), atol=1e-6)
     np.testing.assert_allclose(_by_name(gfig, "layer 1").y, (1 - tr.gates[1]).mean(-1), atol=1e-6)
-    kappa = figures.decomposability_map(tr).figure.data[0].z
+    kappa = np.asarray(figures.decomposability_map(tr, window=4).figure.data[0].z, dtype=float)
     assert np.nanmax(kappa) <= 1 + 1e-9 and np.nanmin(kappa) >= 0.5 - 1e-6  # r = 5: floor(r/2) = 2
+    # independent check at layer 1, position 6: mean of every valid plane in positions 3..6, then
+    # kappa = lambda_1^2 / sum lambda_k^2 from the eigenvalues of the antisymmetric matrix
+    vecs = [tr.plucker[1, k, t].astype(np.float64) for t in range(3, 7) for k in range(tr.plucker.shape[1])
+            if tr.plucker_mask[1, k, t]]
+    p = np.mean(vecs, axis=0)
+    A = np.zeros((5, 5))
+    iu = np.triu_indices(5, 1)
+    A[iu] = p
+    A = A - A.T
+    lam = np.sort(np.abs(np.linalg.eigvals(A).imag))[::-1][::2]
+    np.testing.assert_allclose(kappa[1, 6], lam[0] ** 2 / (lam ** 2).sum(), atol=1e-6)
+    per_position = np.asarray(figures.decomposability_map(tr, window=1).figure.data[0].z, dtype=float)
+    np.testing.assert_allclose(per_position[~np.isnan(per_position)], 1.0, atol=1e-4)  # always one plane
 
 
 def test_plane_matrix_is_the_bivector():

@@ -492,19 +492,30 @@ def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, posit
                   height=600)
 
 
-def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
-    """Decomposability ratio κ_t of the offset-averaged bivector (``planes.decomposability``, grassmann.md
-    §5.9) per layer and position: 1 = the layer still feeds forward one plane, lower = a blend. Uses the
-    recorded ``plucker_mean`` extra, else the masked mean of the Plücker vectors over slots.
-    Traces: one heatmap ``"kappa"``."""
+def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: int = 8,
+                        max_points: int = MAX_POINTS) -> View:
+    """Decomposability ratio κ (``planes.decomposability``, grassmann.md §5.9) of the bivector averaged over
+    a causal window of positions, per layer and position: 1 = the window's planes agree on one plane, lower =
+    a blend of planes.
+
+    Design choice: the per-position offset average that a layer feeds forward is always a single plane
+    (every pair plane at position t contains z_t, so the mean is z_t ∧ Σ c_k z_{t-k} and κ ≡ 1), so the view
+    averages the normalised Plücker vectors of every used slot over positions ``max(0, t-window+1)..t``.
+    ``window`` >= 1 (``FigureError`` otherwise); ``window=1`` shows the (trivial) per-position κ.
+    Traces: one heatmap ``"kappa"`` of shape ``[layer, position]``."""
     tr = _gr(tr)
     cursor = check_cursor(cursor, tr.n_positions)
-    if "plucker_mean" in tr.extras:
-        pm = tr.extras["plucker_mean"].astype(np.float64)
-    else:
-        m = np.stack([[_mask(tr, l, k) for k in range(tr.plucker.shape[1])] for l in range(tr.n_layers)])
-        cnt = m.sum(1)[..., None]
-        pm = (tr.plucker * m[..., None]).sum(1) / np.maximum(cnt, 1)
+    if int(window) < 1:
+        raise FigureError(f"window must be at least 1, got {window}")
+    window = int(window)
+    m = np.stack([[_mask(tr, l, k) for k in range(tr.plucker.shape[1])] for l in range(tr.n_layers)])
+    summed = (tr.plucker.astype(np.float64) * m[..., None]).sum(1)          # [layer, position, P]
+    counts = m.sum(1).astype(np.float64)                                   # [layer, position]
+    csum = np.cumsum(summed, axis=1)
+    ccnt = np.cumsum(counts, axis=1)
+    lag_sum = np.concatenate([np.zeros_like(csum[:, :window]), csum[:, :-window]], axis=1)[:, :csum.shape[1]]
+    lag_cnt = np.concatenate([np.zeros_like(ccnt[:, :window]), ccnt[:, :-window]], axis=1)[:, :ccnt.shape[1]]
+    pm = (csum - lag_sum) / np.maximum(ccnt - lag_cnt, 1)[..., None]
     kappa = planes.decomposability(torch.as_tensor(pm), tr.rank).numpy()
     idx = subsample(tr.n_positions, max_points, cursor)
     text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx), dtype=object), (kappa.shape[0], len(idx)))
@@ -515,9 +526,12 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, max_point
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     fig.update_yaxes(title_text="layer", tickmode="linear", dtick=1)
     add_cursor_line(fig, cursor)
-    cap = ("Decomposability κ of the offset-averaged Plücker vector (dimensionless, 1 = a single plane, lower = "
-           "a blend of planes at several scales)." + subsample_note(tr.n_positions, len(idx)))
-    return finish(fig, "Decomposability of the averaged bivector", cap, "decomposability_map")
+    cap = (f"Decomposability κ (dimensionless) of the Plücker vectors averaged over the last {window} positions "
+           "and all offsets: 1 = these planes agree on a single plane, lower = the layer's planes turn as the "
+           "text goes on (minimum 1/⌊r/2⌋). The average over offsets at one position is always a single plane, "
+           "because every pair plane at t contains z_t." + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, f"Decomposability of the plane average over {window} positions", cap,
+                  "decomposability_map")
 
 
 def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None) -> View:
