@@ -190,3 +190,22 @@ def test_bundled_s3_pair_non_abelian_state_tracks_what_the_torus_cannot():
     acc_t = zoo.accuracy_by_length(ckpt.load(_S3T).model, task, [4, 16])
     assert acc_o[4] > 0.95 and acc_o[16] > 0.95, acc_o
     assert acc_t[16] < 0.6, acc_t
+
+
+_LM_BUNDLED = [p for p in BUNDLED if not p.stem.endswith(("-s3", "-s5"))]
+
+
+@pytest.mark.data
+@pytest.mark.slow
+@pytest.mark.parametrize("json_path", _LM_BUNDLED, ids=[p.stem for p in _LM_BUNDLED])
+def test_bundled_card_bpc_matches_its_weights(json_path):
+    """The card's test BPC is what the current model code computes from the stored weights on the whole
+    test split (catches a model change that silently invalidates a bundled checkpoint)."""
+    from geomlab import checkpoint as ckpt
+    from geomlab.data import make_task
+
+    torch.set_num_threads(1)
+    c = ckpt.load(json_path)
+    task = make_task(c.card["corpus"], vocab=c.vocab)
+    got = task.evaluate(c.model, "test", seq_len=int(c.card["seq_len"]))["bpc"]
+    assert got == pytest.approx(c.card["test_bpc"], abs=2e-3)
