@@ -79,8 +79,8 @@ def test_sdpa_equals_einsum(group, opts, heads, position):
     assert float(w.detach().triu(1).abs().max()) == 0.0  # causal
     # and against a direct loop over positions (the definition in notes §2.6, heads = 1)
     if heads == 1:
-        beta = math.exp(float(m.log_beta[0]))
-        slope = float(m.alibi[0, 0]) if position == "alibi" else 0.0
+        beta = math.exp(float(m.log_beta[0].detach()))
+        slope = float(m.alibi[0, 0].detach()) if position == "alibi" else 0.0
         i = 5
         s = torch.stack([m.group.inner(H[0, i], H[0, j]) for j in range(i + 1)])
         s = beta * s / m.group.d - slope * (i - torch.arange(i + 1))
