@@ -200,6 +200,10 @@ def protocol(name: str = "quick", **overrides: Any) -> Protocol:
         raise ReportError(f"unknown profile {name!r}; use one of {', '.join(PROFILES)}")
     p = PROFILES[name]
     clean = {k: v for k, v in overrides.items() if v is not None}
+    if clean.get("eval_tokens") == "all":  # explicit request for whole splits (None means "no override")
+        clean["eval_tokens"] = None
+    elif "eval_tokens" in clean and int(clean["eval_tokens"]) < 1:
+        raise ReportError(f"eval_tokens must be >= 1 or 'all', got {clean['eval_tokens']}")
     bad = set(clean) - set(p.to_dict())
     if bad:
         raise ReportError(f"unknown protocol keys {sorted(bad)}")

@@ -38,6 +38,10 @@ def test_protocol_overrides_and_errors():
     p = report.protocol("quick", steps=7, seeds=[0, 1], comparisons=["ts-50k"], wp_steps=None)
     assert p.steps == 7 and p.seeds == (0, 1) and p.comparisons == ("ts-50k",)
     assert p.wp_steps == report.PROFILES["quick"].wp_steps  # None is ignored
+    assert report.protocol("quick", eval_tokens="all").eval_tokens is None  # whole splits
+    assert report.protocol("quick", eval_tokens=100).eval_tokens == 100
+    with pytest.raises(report.ReportError, match="eval_tokens"):
+        report.protocol("quick", eval_tokens=0)
     with pytest.raises(report.ReportError, match="unknown profile"):
         report.protocol("medium")
     with pytest.raises(report.ReportError, match="unknown comparisons"):

@@ -26,6 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"run only these sections: {', '.join(COMPARISONS)}, {WORD_PROBLEM}")
     p.add_argument("--steps", type=int, metavar="N", help="override the language-model steps of the profile")
     p.add_argument("--wp-steps", type=int, metavar="N", help="override the word-problem steps (0 skips it)")
+    p.add_argument("--eval-chars", metavar="N|all",
+                   help="characters of each valid/test split scored (default: the profile's; 'all' = whole split)")
     p.add_argument("--lr", type=float, metavar="LR", help="override the language models' peak learning rate "
                    "(still one value for every model)")
     p.add_argument("--seeds", type=int, metavar="N", help="average over seeds 0..N-1")
@@ -62,6 +64,14 @@ def run(args: argparse.Namespace) -> int:
     name = "quick" if args.quick else "smoke" if args.smoke else "full"
     overrides: dict = {"steps": args.steps, "wp_steps": args.wp_steps, "corpus_override": args.corpus_file,
                        "lr": args.lr}
+    if args.eval_chars is not None:
+        if str(args.eval_chars).lower() == "all":
+            overrides["eval_tokens"] = "all"
+        else:
+            try:
+                overrides["eval_tokens"] = int(args.eval_chars)
+            except ValueError:
+                raise ValueError(f"--eval-chars must be an integer or 'all', got {args.eval_chars!r}") from None
     if args.seeds is not None:
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
