@@ -101,6 +101,11 @@ def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFram
     if not fig.data:
         raise FigureError(f"no run has both {x!r} and a {metric!r} column")
     fig.update_xaxes(title_text=X_LABELS[x], type="log" if log_x else "linear")
+    if not log_x:  # steps and tokens are whole numbers: no fractional ticks on short runs
+        fig.update_xaxes(tickformat=",d", rangemode="tozero")
+        xmax = max((float(np.nanmax(t.x)) for t in fig.data if len(t.x)), default=0.0)
+        if xmax <= 20:  # plotly's automatic ticks go fractional below ~10 units
+            fig.update_xaxes(tickmode="linear", tick0=0, dtick=1 if xmax <= 10 else 2)
     fig.update_yaxes(title_text=METRIC_LABELS[metric])
     cap = (f"{'Bits per character' if metric == 'bpc' else 'Cross-entropy loss (nats per character)'} "
            f"against {X_LABELS[x]}, one colour per run, one dash style per series (training / validation); "

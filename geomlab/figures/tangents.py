@@ -184,7 +184,8 @@ def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: i
             fig.update_yaxes(title_text="row i", row=r, col=c, autorange="reversed", dtick=1 if d <= 16 else None,
                              scaleanchor=f"x{'' if k == 1 else k}", scaleratio=1, constrain="domain")
     step = _substep_name(tr, substep)
-    cap = (f"The {step} update Φ_t of layer {layer} at position {t} '{tr.labels[t]}' as a matrix in the Lie "
+    what_step = "update" if step == "update" else f"{step} update"
+    cap = (f"The {what_step} Φ_t of layer {layer} at position {t} '{tr.labels[t]}' as a matrix in the Lie "
            "algebra (skew-symmetric or skew-Hermitian; entries in radians, blue negative, red positive): the "
            "direction the state was turned, before and after tangent mixing.")
     return finish(fig, f"Update generator Φ_t at position {t} '{tr.labels[t]}'", cap, "generator_heatmap",
