@@ -51,6 +51,7 @@ URL_KEYS = {K_CKPT: "ckpt", K_CKPT_B: "b", K_TEXT: "text", K_POS: "pos", K_LAYER
 _INT_KEYS = {K_POS, K_LAYER, K_STEPS}
 K_NOTICE = "_gl_notice"          # one-line message to show once (e.g. a bad link)
 K_QP_WRITTEN = "_gl_qp_written"  # the query params this app wrote last (to tell links from our own)
+K_PAGE_QP = "_gl_page_qp"        # extra URL keys of the current page only (e.g. Train's run id), set per run
 
 #: Default demo sentence (used when every character is in the checkpoint's vocabulary).
 DEFAULT_TEXT = "ROMEO: But soft, what light through yonder window breaks? It is the east."
@@ -269,7 +270,7 @@ def share_link(slug: str) -> str:
 def sync_query_params() -> None:
     """Mirror the shared state into the URL (see :func:`state_query`)."""
     ss = st.session_state
-    want = state_query()
+    want = {**state_query(), **(ss.pop(K_PAGE_QP, None) or {})}
     if st.query_params.to_dict() != want:
         st.query_params.from_dict(want)
     ss[K_QP_WRITTEN] = want

@@ -258,9 +258,49 @@ def panel() -> None:
     for path in snap.saved[-3:]:
         st.caption(f"saved: `{path}`")
     curves(snap)
-    if st.session_state.get(K_POLLING) and not snap.active:
-        st.session_state[K_POLLING] = False
-        st.rerun(scope="app")  # stop polling; re-enable the form
+    if bool(st.session_state.get(K_POLLING)) != snap.active:
+        # the run started or ended since the last full run (e.g. Resume clicked inside this fragment):
+        # rerun the whole page so the fragment starts/stops polling and the form is enabled/disabled
+        st.session_state[K_POLLING] = snap.active
+        st.rerun(scope="app")
+
+
+def attach_from_url() -> None:
+    """Adopt ``?run=ID`` from the URL when this session has no run yet (a reload starts a new session;
+    the run itself lives on in the server's registry)."""
+    ss = st.session_state
+    rid = st.query_params.get("run")
+    if rid and not ss.get(K_RUN):
+        if live.REGISTRY.get(rid) is not None:
+            ss[K_RUN] = rid
+        else:
+            ss[K_MSG] = ("error", f"Run {rid!r} is no longer held by this server (it was restarted); its "
+                                  "working files stay in runs/.live/. Start a new run.")
+
+
+def _attach(key: str) -> None:
+    rid = st.session_state.get(key)
+    if rid and live.REGISTRY.get(rid) is not None:
+        st.session_state[K_RUN] = rid
+
+
+def recent_runs() -> None:
+    """"Recent runs on this server": re-attach to a run started earlier (e.g. before a page reload)."""
+    runs = live.REGISTRY.recent(10)
+    current = st.session_state.get(K_RUN)
+    if not runs or (len(runs) == 1 and runs[0].run_id == current):
+        return
+    labels = {}
+    for r in runs:
+        snap = r.snapshot()
+        labels[r.run_id] = f"{r.spec.label()} · {snap.state} · step {snap.step}/{snap.total} · {r.run_id[:6]}"
+    ids = list(labels)
+    key = P + "recent"
+    if st.session_state.get(key) not in ids or (current in ids and st.session_state.get(key) != current):
+        st.session_state[key] = current if current in ids else None
+    st.selectbox("Recent runs on this server", ids, key=key, index=None, format_func=labels.get,
+                 placeholder="re-attach to a run started earlier…", on_change=_attach, args=(key,),
+                 help="Runs live as long as the server: after a reload, pick yours to watch, resume or save it.")
 
 
 def main() -> None:
@@ -281,13 +321,17 @@ def main() -> None:
                         st.page_link(ui.page_path(v.slug), label=f"Open it in {v.title}", icon=v.icon,
                                      query_params={"ckpt": ref})
                         break
+    attach_from_url()
     run = live.REGISTRY.get(st.session_state.get(K_RUN))
     active = run is not None and run.snapshot().active
+    if run is not None:
+        st.session_state[ui.K_PAGE_QP] = {"run": run.run_id}  # a reload re-attaches to this run
     left, right = st.columns([2, 3], gap="large")
     with left:
         with st.container(border=True):
             form(active)
     with right:
+        recent_runs()
         st.session_state[K_POLLING] = active
         st.fragment(panel, run_every=POLL_S if active else None)()
 

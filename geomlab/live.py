@@ -301,6 +301,7 @@ class LiveRun:
         check_device(spec.device)
         self.spec = spec
         self.run_id = run_id or uuid.uuid4().hex[:10]
+        self.created_at = time.time()  # wall clock (s since the epoch), for the "recent runs" picker
         from geomlab import catalog
 
         self.work_dir = Path(work_dir) if work_dir else catalog.runs_dir() / ".live" / self.run_id
@@ -613,8 +614,17 @@ class RunRegistry:
             return self._runs.get(run_id)
 
     def runs(self) -> list[LiveRun]:
+        """Every run held by this server, in creation order."""
         with self._lock:
             return list(self._runs.values())
+
+    def recent(self, limit: int = 10) -> list[LiveRun]:
+        """The ``limit`` most recently created runs held by this server, newest first. A new browser
+        session (a page reload) uses this to re-attach to a run it started before (design choice: runs
+        live as long as the server process, so nothing is lost on a reload)."""
+        with self._lock:
+            runs = list(self._runs.values())
+        return sorted(runs, key=lambda r: r.created_at, reverse=True)[:max(0, int(limit))]
 
     def forget(self, run_id: str) -> None:
         """Drop a run that is not training (its files stay on disk)."""

@@ -386,3 +386,31 @@ def test_compare_the_same_cem_checkpoint_at_two_recursion_depths(ckpt_dirs):
     assert not at.exception and not errors(at)
     assert any(f"T = {trained + 2}" in m.value for m in at.markdown)
     assert len(charts(at)) >= 3
+
+
+def test_a_reloaded_train_page_reattaches_to_its_run(ckpt_dirs):
+    """A reload is a new session: the run id in the URL (and the recent-runs picker) re-attach to it."""
+    run = live.REGISTRY.create(live.RunSpec(kind="lstm", params=2_000, steps=3, batch_size=2, seq_len=8,
+                                            threads=1))
+    run.start()
+    live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
+    try:
+        at = app()
+        goto(at, "train")
+        assert at.query_params.get("run") in (None, [])  # this session has no run of its own yet
+        picker = at.selectbox(key="w_train_recent")
+        assert run.run_id in picker.options or any(run.run_id[:6] in o for o in picker.options)
+        picker.set_value(run.run_id).run()
+        assert at.session_state["gl_live_run"] == run.run_id
+        assert any("state: **finished**" in m.value for m in at.markdown)
+        assert at.query_params["run"] in (run.run_id, [run.run_id])
+        # a fresh session opened on that URL (a page reload) shows the same run
+        at2 = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        at2.query_params["run"] = run.run_id
+        at2.switch_page("app_pages/train.py")
+        at2.run()
+        assert at2.session_state["gl_live_run"] == run.run_id
+        assert not any("No run yet" in i.value for i in at2.info)
+        assert not at2.button(key="train-save").disabled
+    finally:
+        live.REGISTRY.forget(run.run_id)

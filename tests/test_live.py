@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import torch
@@ -180,3 +181,42 @@ def test_registry_limits_active_runs(runs):
     assert reg.get(b.run_id) is b and reg.get("nope") is None
     reg.forget(a.run_id)
     assert reg.get(a.run_id) is None
+
+
+def test_resume_keeps_reporting_progress_until_the_end(runs):
+    """After Stop -> Resume the snapshot keeps advancing (the page's poll has something new to show)."""
+    run = live.LiveRun(spec(steps=40), work_dir=runs / "resumed")
+    original = run._on_progress
+
+    def stop_at_5(p):
+        original(p)
+        if p.event == "step" and p.step == 5 and run.state == "running":
+            run.stop()
+
+    run._on_progress = stop_at_5
+    run.start()
+    stopped = live.wait_for(run, lambda s: not s.active, timeout=120)
+    assert stopped.state == "stopped"
+    n_hist = len(stopped.history)
+    run.resume()
+    assert run.snapshot().active  # running again at once, so the page resumes polling
+    seen = {run.snapshot().step}
+    snap = live.wait_for(run, lambda s: (seen.add(s.step) or not s.active), timeout=120, poll=0.01)
+    assert snap.state == "finished" and snap.step == snap.total == 40
+    assert max(seen) > stopped.step and len(seen) >= 2  # intermediate progress, not a jump from stop to end
+    assert len(snap.history) > n_hist and snap.history[-1]["step"] > stopped.step
+
+
+def test_a_new_session_can_reattach_to_runs_held_by_the_server(runs):
+    reg = live.RunRegistry()
+    a = reg.create(spec(steps=3))
+    time.sleep(0.01)
+    b = reg.create(spec(steps=3)).start()
+    live.wait_for(b, lambda s: not s.active, timeout=60)
+    # a fresh session only knows the run id (from the URL) or picks from the recent runs
+    assert [r.run_id for r in reg.recent()] == [b.run_id, a.run_id]
+    assert reg.recent(limit=1) == [b]
+    again = reg.get(b.run_id)
+    assert again is b and again.snapshot().state == "finished" and again.snapshot().can_save
+    path = again.save("after reload")
+    assert path.exists() and path.stem == "after-reload"
