@@ -26,6 +26,9 @@ from geomlab.trace import CEMTrace
 BLOCK_NAMES = ("attention", "MLP")
 RISE_TOL = 1e-6
 BAND = (10, 90)
+_BAND_FILL = ("rgba(0,114,178,0.18)", "rgba(230,159,0,0.22)")
+_ROSE_MARKER = {"symbol": "triangle-up", "size": 13, "color": "#D55E00", "line": {"color": "black", "width": 1}}
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def _cem(tr) -> CEMTrace:
@@ -79,12 +82,19 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     rises = energy_rises(tr)
     n_rise_tok = token_rises(tr)
     disp = tr.displacement
-    titles = []
-    for layer in range(L):
-        titles += [f"layer {layer}: {_block_name(b)} energy" for b in range(B)] + [f"layer {layer}: displacement"]
-    fig = make_subplots(rows=L, cols=B + 1, subplot_titles=titles, horizontal_spacing=0.08,
-                        vertical_spacing=min(0.25, 0.9 / max(L, 1)) if L > 1 else 0.1)
-    ylab = "ε(x^t) − ε(x^0) (a.u.)" if relative else "energy ε(x^t) (a.u.)"
+    # Layout (readable at half width too): rows = layers, columns = sub-blocks; one extra row at the bottom
+    # with the displacement of every layer and sub-block (colour = sub-block, dash = layer).
+    rows = L + 1 if disp is not None else L
+    titles = [f"L{layer} {_block_name(b)}" for layer in range(L) for b in range(B)]
+    specs = [[{} for _ in range(B)] for _ in range(L)]
+    if disp is not None:
+        titles.append("displacement from the layer input")
+        specs.append([{"colspan": B}] + [None] * (B - 1))
+    row_px, gap_px = 190, 74
+    plot_px = rows * row_px + (rows - 1) * gap_px
+    fig = make_subplots(rows=rows, cols=B, subplot_titles=titles, specs=specs, horizontal_spacing=0.13,
+                        vertical_spacing=gap_px / plot_px if rows > 1 else 0.0)
+    ylab = "Δε (a.u.)" if relative else "ε (a.u.)"
     for layer in range(L):
         for b in range(B):
             r, c, name = layer + 1, b + 1, f"L{layer} {_block_name(b)}"
@@ -92,51 +102,80 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
             fig.add_trace(go.Scatter(x=steps, y=lo[layer, b], mode="lines", line={"width": 0}, name=f"{name} band",
                                      showlegend=False, hoverinfo="skip"), row=r, col=c)
             fig.add_trace(go.Scatter(x=steps, y=hi[layer, b], mode="lines", line={"width": 0}, fill="tonexty",
-                                     fillcolor="rgba(0,114,178,0.18)" if b == 0 else "rgba(230,159,0,0.22)",
+                                     fillcolor=_BAND_FILL[b % 2], legendgroup="band",
                                      name=f"{name} band", showlegend=False,
                                      hovertemplate=f"{BAND[0]}–{BAND[1]}th percentile over tokens"
                                                    "<extra></extra>"), row=r, col=c)
             fig.add_trace(go.Scatter(
                 x=steps, y=mean[layer, b], mode="lines+markers", line={"color": col}, name=f"{name} mean",
-                showlegend=False, customdata=n_rise_tok[layer, b],
-                hovertemplate=("step %{x}<br>token mean = %{y:.4g}<br>tokens whose energy rose: "
+                showlegend=False, customdata=n_rise_tok[layer, b], legendgroup="mean",
+                hovertemplate=(f"{name}<br>step %{{x}}<br>token mean = %{{y:.4g}}<br>tokens whose energy rose: "
                                "%{customdata}<extra></extra>")), row=r, col=c)
             rs = steps[rises[layer, b]]
             fig.add_trace(go.Scatter(
                 x=rs, y=mean[layer, b][rises[layer, b]], mode="markers", name=f"{name} rose",
-                marker={"symbol": "triangle-up", "size": 13, "color": "#D55E00",
-                        "line": {"color": "black", "width": 1}},
+                marker=_ROSE_MARKER, legendgroup="rose",
                 showlegend=False, hovertemplate="energy ROSE at step %{x}<extra></extra>"), row=r, col=c)
             if cursor is not None:
                 fig.add_trace(go.Scatter(
                     x=steps, y=E[layer, b, :, cursor], mode="lines", name=f"{name} cursor", showlegend=False,
-                    line={"color": HIGHLIGHT, "dash": "dot", "width": 2},
+                    line={"color": HIGHLIGHT, "dash": "dot", "width": 2}, legendgroup="cursor",
                     hovertemplate=(f"position {cursor} '{tr.labels[cursor]}'<br>step %{{x}}: %{{y:.4g}}"
                                    "<extra></extra>")), row=r, col=c)
-            fig.update_yaxes(title_text=ylab, row=r, col=c)
+            fig.update_yaxes(title_text=ylab, row=r, col=c, title_standoff=4)
             if disp is not None:
                 fig.add_trace(go.Scatter(
-                    x=steps, y=disp[layer, b].mean(-1), mode="lines+markers", line={"color": col},
-                    name=f"{name} displacement", legendgroup=_block_name(b), showlegend=layer == 0,
-                    hovertemplate=(f"{_block_name(b)}, step %{{x}}<br>mean ‖x^t − h‖/ρ = %{{y:.4g}}"
-                                   "<extra></extra>")), row=r, col=B + 1)
-        fig.update_yaxes(title_text="‖x^t − h‖/ρ (dimensionless)", row=layer + 1, col=B + 1, rangemode="tozero")
-    fig.update_xaxes(title_text="recursion step t", tickmode="linear", dtick=1 if S <= 12 else None)
+                    x=steps, y=disp[layer, b].mean(-1), mode="lines+markers",
+                    line={"color": col, "dash": _DASHES[layer % len(_DASHES)]},
+                    name=f"{name} displacement", legendgroup="displacement", showlegend=False,
+                    hovertemplate=(f"layer {layer} {_block_name(b)}, step %{{x}}<br>mean ‖x^t − h‖/ρ = "
+                                   "%{y:.4g}<extra></extra>")), row=rows, col=1)
+    if disp is not None:
+        fig.update_yaxes(title_text="‖x^t − h‖/ρ", row=rows, col=1, rangemode="tozero", title_standoff=4)
+    # legend: one entry per kind of series (legend-only traces, drawn nowhere)
+    # (clicking an entry toggles every trace of its legendgroup)
+    kinds = [("token mean", {"mode": "lines+markers", "line": {"color": colour(0)}, "legendgroup": "mean"}),
+             (f"{BAND[0]}–{BAND[1]}% band over tokens", {"mode": "lines", "fill": "toself", "legendgroup": "band",
+                                                         "fillcolor": _BAND_FILL[0], "line": {"width": 0}})]
+    kinds.append(("energy rose", {"mode": "markers", "marker": _ROSE_MARKER, "legendgroup": "rose"}))
+    if cursor is not None:
+        kinds.append((f"position {cursor} '{tr.labels[cursor]}'",
+                      {"mode": "lines", "line": {"color": HIGHLIGHT, "dash": "dot", "width": 2},
+                       "legendgroup": "cursor"}))
+    if disp is not None:
+        kinds += [(f"displacement, layer {layer}", {"mode": "lines", "line": {"color": "#555555",
+                                                                           "dash": _DASHES[layer % len(_DASHES)]}})
+                  for layer in range(min(L, len(_DASHES)))]
+    for label, style in kinds:
+        fig.add_trace(go.Scatter(x=[None], y=[None], name=label, showlegend=True, hoverinfo="skip", **style),
+                      row=1, col=1)
+    x_range = [-0.5, S - 0.5]
+    dtick = 1 if S <= 9 else int(np.ceil((S - 1) / 8))
+    fig.update_xaxes(tickmode="linear", tick0=0, dtick=dtick, range=x_range, title_standoff=2)
+    fig.update_xaxes(title_text="step t")  # every axis is labelled; the bottom row says it in full
+    fig.update_xaxes(title_text="recursion step t", row=rows)
     n_rises = int(rises.sum())
     cap = ("Energy of the layer's iterate at each recursion step (token mean; band: "
            f"{BAND[0]}th–{BAND[1]}th percentile over tokens")
     if cursor is not None:
         cap += f"; dotted: position {cursor} '{tr.labels[cursor]}'"
-    cap += ")" + (", as the change from step 0" if relative else "")
-    cap += "; right: how far the iterate moved from the layer input. "
+    cap += ")" + (", as the change from step 0, Δε = ε(x^t) − ε(x^0)" if relative else "")
+    cap += ("; bottom: how far the iterate moved from the layer input, ‖x^t − h‖/ρ (colour = sub-block, dash "
+            "= layer). " if disp is not None else ". ")
     if n_rises:
         cap += (f"Red triangles: {n_rises} step(s) where the mean energy ROSE (the step size has left the "
                 "descent regime). ")
     else:
         cap += "The mean energy fell (or stayed) at every step. "
     cap += "Compare steps within a layer, not levels across layers."
-    return finish(fig, f"CEM energy descent (T = {tr.recursion_steps})", cap, "energy_descent",
-                  height=max(340, 300 * L + 60))
+    legend_rows = int(np.ceil(len(kinds) / 3))
+    bottom = 56 + 22 * legend_rows
+    view = finish(fig, f"CEM energy descent (T = {tr.recursion_steps})", cap, "energy_descent",
+                  height=plot_px + 70 + bottom)
+    fig.update_layout(margin={"l": 64, "r": 16, "t": 70, "b": bottom},
+                      legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yanchor": "bottom",
+                              "yref": "container", "font": {"size": 12}, "traceorder": "normal"})
+    return view
 
 
 def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | None = None,
