@@ -51,6 +51,7 @@ URL_KEYS = {K_CKPT: "ckpt", K_CKPT_B: "b", K_TEXT: "text", K_POS: "pos", K_LAYER
 _INT_KEYS = {K_POS, K_LAYER, K_STEPS}
 K_NOTICE = "_gl_notice"          # one-line message to show once (e.g. a bad link)
 K_QP_WRITTEN = "_gl_qp_written"  # the query params this app wrote last (to tell links from our own)
+K_CKPT_EXPLICIT = "_gl_ckpt_explicit"  # True when gl_ckpt was chosen by the user (a link, a pick, a save)
 K_PAGE_QP = "_gl_page_qp"        # extra URL keys of the current page only (e.g. Train's run id), set per run
 
 #: Default demo sentence (used when every character is in the checkpoint's vocabulary).
@@ -231,8 +232,11 @@ def init_state() -> None:
                                 "another one instead. See the Checkpoints page for what is available.")
                 continue
             ss[key] = value
+            if key == K_CKPT:
+                ss[K_CKPT_EXPLICIT] = True
     if ss[K_CKPT] is None or entry_for(ss[K_CKPT]) is None:
         ss[K_CKPT] = default_ref()
+        ss[K_CKPT_EXPLICIT] = False
     if ss[K_CKPT_B] is not None and entry_for(ss[K_CKPT_B]) is None:
         ss[K_CKPT_B] = None
 
@@ -289,11 +293,15 @@ def _seed(widget_key: str, state_key: str) -> None:
 
 def _copy(widget_key: str, state_key: str) -> None:
     st.session_state[state_key] = st.session_state[widget_key]
+    if state_key == K_CKPT:
+        st.session_state[K_CKPT_EXPLICIT] = True
 
 
 def set_checkpoint(ref: str, which: str = K_CKPT) -> None:
     """Choose checkpoint ``ref`` (callback-safe); keeps the text if it suits the new vocabulary."""
     st.session_state[which] = ref
+    if which == K_CKPT:
+        st.session_state[K_CKPT_EXPLICIT] = True
 
 
 # ---------------------------------------------------------------- loading and tracing (cached)

@@ -264,10 +264,13 @@ def render_view(slug: str) -> None:
             ui.wrong_kind_message(view, current)
         return
     if current is None or current.kind not in view.kinds:
-        # arriving with a checkpoint this view cannot show: switch to the one Home links to (and say so)
+        # arriving with a checkpoint this view cannot show: switch to the one Home links to, and say so
+        # only when the user chose that checkpoint (a link, a pick); a default is replaced silently
         target = ui.entry_for(ui.default_ref(view.kinds)) or fitting[0]
         st.session_state[ui.K_CKPT] = target.ref
-        if current is not None:
+        explicit = st.session_state.get(ui.K_CKPT_EXPLICIT, False)
+        st.session_state[ui.K_CKPT_EXPLICIT] = False  # the view's default now, not the user's pick
+        if current is not None and explicit:
             st.info(f"{view.title} shows {view.family} models, not `{current.kind}`: showing "
                     f"**{target.name}** instead of {current.name}.", icon=":material/swap_horiz:")
     with st.sidebar:

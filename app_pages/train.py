@@ -179,7 +179,7 @@ def _save(run_id: str) -> None:
     except ValueError:
         ref = None
     if ref:
-        st.session_state[ui.K_CKPT] = ref
+        ui.set_checkpoint(ref)
     st.session_state[K_MSG] = ("success", f"Saved as `{path.name}`; it is now the selected checkpoint on every page.")
 
 

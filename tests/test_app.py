@@ -142,8 +142,24 @@ def test_compare_shows_both_checkpoints_side_by_side(ckpt_dirs):
     assert {d["name"].split(" (")[0] for d in spec["data"]} == {"A: osm", "B: osmformer"}
 
 
+def test_a_default_checkpoint_of_the_wrong_kind_is_replaced_silently(ckpt_dirs):
+    at = app(gl_ckpt=ref("cem"), _gl_ckpt_explicit=False)  # a fresh session's default, not the user's pick
+    goto(at, "planes")
+    assert at.session_state["gl_ckpt"] == ref("grassmann") and charts(at)
+    assert not any("instead" in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_a_linked_checkpoint_of_the_wrong_kind_gives_a_notice(ckpt_dirs):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["ckpt"] = ref("cem")
+    at.switch_page("app_pages/trajectories.py")
+    at.run()
+    assert any("instead of cem" in i.value for i in at.info), [i.value for i in at.info]
+    assert at.session_state["gl_ckpt"] in (ref("osm"), ref("osmformer"))
+
+
 def test_arriving_with_the_wrong_kind_switches_to_a_fitting_checkpoint(ckpt_dirs):
-    at = app(gl_ckpt=ref("cem"))
+    at = app(gl_ckpt=ref("cem"), _gl_ckpt_explicit=True)
     goto(at, "trajectories")
     assert any("showing **osm" in i.value for i in at.info), [i.value for i in at.info]
     assert at.session_state["gl_ckpt"] in (ref("osm"), ref("osmformer"))
