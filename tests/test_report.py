@@ -151,3 +151,17 @@ def test_merge_results_and_from_json(tmp_path):
     md = out.read_text()
     assert "2 parallel processes" in md and md.count("| Model A |") == 2
     assert main(["bench", "--from-json", str(tmp_path / "missing.json"), "--out", str(out)]) == 2
+
+
+def test_command_line_reproduces_the_protocol():
+    """The command printed in the report, parsed by the real CLI parser, gives back the same protocol."""
+    from geomlab.cli import build_parser
+
+    p = report.protocol("quick", steps=1000, lr=0.01, comparisons=["ts-50k"], wp_steps=0, eval_tokens="all",
+                        seeds=[0, 1])
+    cmd = report.command_line(p.to_dict())
+    assert cmd.startswith("python -m geomlab bench --quick")
+    args = build_parser().parse_args(cmd.split()[3:])
+    assert args.steps == 1000 and args.lr == 0.01 and args.only == "ts-50k" and args.eval_chars == "all"
+    assert args.seeds == 2 and args.quick
+    assert report.command_line(report.PROFILES["quick"].to_dict()) == "python -m geomlab bench --quick"
