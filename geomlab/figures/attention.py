@@ -62,19 +62,32 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
     head_txt = "mean over heads" if head is None and tr.n_heads() > 1 else (f"head {head}" if head is not None else "")
     panels.append((f"attention weights{' (' + head_txt + ')' if head_txt else ''}", w, SEQUENTIAL, 0.0,
                    float(max(np.nanmax(w), 1e-12)), "weight", "weights"))
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels],
-                        horizontal_spacing=0.14)
+    n = len(panels)
+    spacing = 0.16
+    fig = make_subplots(rows=1, cols=n, subplot_titles=[p[0] for p in panels], horizontal_spacing=spacing)
+    width = (1 - spacing * (n - 1)) / n
     for c, (title, z, scale, zmin, zmax, what, name) in enumerate(panels, start=1):
         hover = "Re tr(H_i* H_j)" if name == "similarity" else what
-        x_cb = (c / len(panels)) - (0.07 if c < len(panels) else -0.02)
+        # each colour bar just right of its own panel (the right panel shares the query axis and shows no
+        # tick labels or title of its own, so nothing sits under the left colour bar)
+        x_cb = (c - 1) * (width + spacing) + width + 0.012
         fig.add_trace(go.Heatmap(
             z=z, x=cats, y=cats, colorscale=scale, zmin=zmin, zmax=zmax, zmid=0 if zmin < 0 else None,
             name=name, hoverongaps=False,
-            colorbar={"title": {"text": what}, "x": x_cb, "len": 0.9, "thickness": 12},
+            colorbar={"title": {"text": what, "side": "right"}, "x": x_cb, "xanchor": "left", "len": 0.9,
+                      "thickness": 12, "tickfont": {"size": 11}},
             hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{hover} = %{{z:.4f}}<extra></extra>"), row=1, col=c)
-        fig.update_xaxes(title_text="key position j (token)", type="category", nticks=24, row=1, col=c)
-        fig.update_yaxes(title_text="query position i (token)", type="category", nticks=24, autorange="reversed",
-                         row=1, col=c, scaleanchor=f"x{'' if c == 1 else c}", scaleratio=1)
+        fig.update_xaxes(title_text="key position j (token)", type="category", nticks=16, row=1, col=c)
+        if c == 1:
+            fig.update_yaxes(title_text="query position i (token)", type="category", nticks=16,
+                             autorange="reversed", row=1, col=c, scaleanchor="x", scaleratio=1,
+                             constrain="domain")
+            fig.update_xaxes(constrain="domain", row=1, col=c)
+        else:
+            # same ranges as the left panel (which is square), so its cells are square too
+            fig.update_xaxes(matches="x", constrain="domain", row=1, col=c)
+            fig.update_yaxes(type="category", matches="y", showticklabels=False, row=1, col=c,
+                             scaleanchor=f"x{c}", scaleratio=1, constrain="domain")
         if ci is not None:  # category axes: shapes use the category index
             fig.add_shape(type="rect", x0=-0.5, x1=ci + 0.5, y0=ci - 0.5, y1=ci + 0.5,
                           line={"color": HIGHLIGHT, "width": 2}, row=1, col=c)
