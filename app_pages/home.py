@@ -90,26 +90,45 @@ FAMILIES = [
      "**OSM-RNN** and **OSMFormer** keep the hidden state as a matrix *on a group* (orthogonal O(d), SO(d), "
      "unitary U(d), SU(d), the torus T, or block-orthogonal). Each token moves the state by "
      "exp(Φ) of an update Φ in the group's Lie algebra, so states never blow up or vanish.",
-     ("trajectories", "tangents", "attention")),
+     ("trajectories", "tangents", "attention"), ui.OSM_KINDS),
     ("Causal energy minimisation", cem_picture,
      "**CEM** reads a Transformer layer as a few gradient-descent steps on an energy. Running more "
      "recursion steps T at inference time should lower the energy further; the view flags any step where "
-     "it rose.", ("energy", "attention")),
+     "it rose.", ("energy", "attention"), ("cem",)),
     ("Grassmann flows", grassmann_picture,
      "**Grassmann** layers mix positions without attention: each token and an earlier one span a "
      "2-plane, encoded by its Plücker coordinates, and a gate blends that back into the stream.",
-     ("planes",)),
+     ("planes",), ("grassmann", "grassmann-attn")),
 ]
 
 
-def view_link(slug: str, where=st) -> None:
+def view_link(slug: str, where=st, family: tuple[str, ...] = ()) -> None:
+    """Link to view ``slug`` with a fitting checkpoint loaded; inside a family's card, one of that family
+    (e.g. the OSM card's Attention similarity opens an OSMFormer, whose similarity panel exists only for
+    OSM states), else any kind the view shows."""
     view = ui.VIEWS[slug]
-    ref = ui.default_ref(view.kinds)
+    kinds = tuple(k for k in view.kinds if k in family)
+    ref = (ui.default_ref(kinds) if kinds else None) or ui.default_ref(view.kinds)
     if ref is None:
         where.page_link(ui.page_path(slug), label=f"{view.title} (no checkpoint yet)", icon=view.icon)
         return
     where.page_link(ui.page_path(slug), label=view.title, icon=view.icon, query_params={"ckpt": ref},
                     help=f"Opens {view.title} with {ref}")
+
+
+def compare_pair() -> tuple[str, str] | None:
+    """Two checkpoints worth comparing that share a view: two OSM models of one kind with different groups
+    (e.g. OSMFormer O(d) vs torus), else two of one kind, else None."""
+    for kind in ("osmformer", "osm-rnn", "cem", "grassmann"):
+        first = ui.default_ref((kind,))
+        if first is None:
+            continue
+        a = ui.entry_for(first)
+        same = [e for e in ui.entries() if e.kind == kind and e.ref != first]
+        other = [e for e in same if e.group != a.group] or same
+        if other:
+            return first, other[0].ref
+    return None
 
 
 def main() -> None:
@@ -122,14 +141,14 @@ def main() -> None:
     if not ui.entries():
         ui.no_checkpoint_message()
     cols = st.columns(3, gap="medium")
-    for i, (name, picture, text, slugs) in enumerate(FAMILIES):
+    for i, (name, picture, text, slugs, family) in enumerate(FAMILIES):
         with cols[i]:
             with st.container(border=True):
                 st.subheader(name)
                 ui.chart(picture(), key=f"home-{i}", filename=f"geomlab-{name.lower().replace(' ', '-')}")
                 st.markdown(text)
                 for slug in slugs:
-                    view_link(slug)
+                    view_link(slug, family=family)
     st.divider()
     a, b, c = st.columns(3, gap="medium")
     with a:
@@ -140,7 +159,13 @@ def main() -> None:
     with b:
         st.markdown("**Teachers** — every view keeps its checkpoint, text and token cursor in the address "
                     "bar: copy the URL and your students open exactly the same view.")
-        st.page_link(ui.page_path("compare"), label="Compare two models", icon=":material/compare:")
+        pair = compare_pair()
+        if pair:
+            st.page_link(ui.page_path("compare"), label="Compare two models", icon=":material/compare:",
+                         query_params={"ckpt": pair[0], "b": pair[1]}, help=f"Opens Compare with {pair[0]} "
+                         f"and {pair[1]} on a view both can show")
+        else:
+            st.page_link(ui.page_path("compare"), label="Compare two models", icon=":material/compare:")
     with c:
         st.markdown("**Newcomers** — train a tiny model on a toy task in about a minute and watch its loss "
                     "fall; then look inside it.")

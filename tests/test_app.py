@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -113,6 +114,32 @@ def test_home_links_open_views_with_a_fitting_checkpoint(ckpt_dirs):
     assert "ckpt=runs%2Fosm" in links["Group trajectories"].query_string or \
         "ckpt=runs/osm" in links["Group trajectories"].query_string
     assert "runs%2Fcem" in links["CEM energy"].query_string or "runs/cem" in links["CEM energy"].query_string
+
+
+def test_home_osm_card_links_attention_to_an_osmformer_and_compare_to_a_shared_view(tmp_path, monkeypatch,
+                                                                                 ckpt_dirs):
+    runs, _ = ckpt_dirs
+    two = tmp_path / "two-osmformers"
+    two.mkdir()
+    for src, dst in (("cem", "a-cem"), ("osmformer", "osmformer-1"), ("osmformer", "osmformer-2")):
+        for suffix in (".json", ".safetensors"):
+            (two / f"{dst}{suffix}").write_bytes((runs / f"{src}{suffix}").read_bytes())
+    for suffix in (".json", ".safetensors"):  # the CEM is the newest, so "any attention kind" would pick it
+        os.utime(two / f"a-cem{suffix}", (time.time() + 60, time.time() + 60))
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(two))
+    at = app()
+    attention = [p.proto for p in at.get("page_link") if p.proto.label == "Attention similarity"]
+    assert len(attention) == 2  # the OSM card's and the CEM card's
+    assert "osmformer" in attention[0].query_string and "cem" in attention[1].query_string
+    cmp_link = next(p.proto for p in at.get("page_link") if p.proto.label == "Compare two models")
+    assert "osmformer-1" in cmp_link.query_string and "osmformer-2" in cmp_link.query_string
+    at2 = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at2.query_params.update({"ckpt": "runs/osmformer-1", "b": "runs/osmformer-2"})
+    at2.switch_page("app_pages/compare.py")
+    at2.run()
+    assert not at2.exception and not errors(at2)
+    assert at2.session_state["gl_compare_view"] == "trajectories"  # a view both sides can show
+    assert not any("does not apply" in i.value for i in at2.info)
 
 
 @pytest.mark.parametrize("slug", list(VIEW_CKPT))
@@ -397,10 +424,14 @@ def test_train_page_offers_a_registered_corpus_that_is_on_this_machine(ckpt_dirs
 def test_compare_the_same_cem_checkpoint_at_two_recursion_depths(ckpt_dirs):
     at = app(gl_ckpt=ref("cem"), gl_ckpt_b=ref("cem"), gl_text="But soft")
     goto(at, "compare")
-    trained = at.slider(key="w_gl_cmp_T_B").value
-    at.slider(key="w_gl_cmp_T_B").set_value(trained + 2).run()
+    trained = at.slider(key="w_gl_steps_b").value
+    at.slider(key="w_gl_steps_b").set_value(trained + 2).run()
     assert not at.exception and not errors(at)
     assert any(f"T = {trained + 2}" in m.value for m in at.markdown)
+    assert at.query_params["TB"] in (str(trained + 2), [str(trained + 2)])  # B's T is in the URL like A's
+    # the view's options sit in one expander above both columns (the columns start level)
+    assert [x.label for x in at.expander].count("Options (both sides)") == 1
+    assert "Options" not in [x.label for x in at.expander]
     assert len(charts(at)) >= 3
 
 
