@@ -13,7 +13,8 @@ state key      URL key   meaning
 ``gl_text``    ``text``  the text every view traces (omitted from the URL when it is the default)
 ``gl_pos``     ``pos``   token cursor (0-based position), highlighted in every figure
 ``gl_layer``   ``layer`` layer shown by views that show one layer at a time
-``gl_steps``   ``T``     CEM recursion steps at inference (0 = as trained)
+``gl_steps``   ``T``     CEM recursion steps at inference (CEM energy; side A of Compare)
+``gl_steps_b`` ``TB``    CEM recursion steps at inference of Compare's side B
 =============  ========  ===================================================================
 
 Widgets use keys ``w_*``; each widget is seeded from its state key before it is drawn and copies its
@@ -45,10 +46,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES_DIR = Path(__file__).resolve().parent
 
 # ---------------------------------------------------------------- state keys
-K_CKPT, K_CKPT_B, K_TEXT, K_POS, K_LAYER, K_STEPS = (
-    "gl_ckpt", "gl_ckpt_b", "gl_text", "gl_pos", "gl_layer", "gl_steps")
-URL_KEYS = {K_CKPT: "ckpt", K_CKPT_B: "b", K_TEXT: "text", K_POS: "pos", K_LAYER: "layer", K_STEPS: "T"}
-_INT_KEYS = {K_POS, K_LAYER, K_STEPS}
+K_CKPT, K_CKPT_B, K_TEXT, K_POS, K_LAYER, K_STEPS, K_STEPS_B = (
+    "gl_ckpt", "gl_ckpt_b", "gl_text", "gl_pos", "gl_layer", "gl_steps", "gl_steps_b")
+URL_KEYS = {K_CKPT: "ckpt", K_CKPT_B: "b", K_TEXT: "text", K_POS: "pos", K_LAYER: "layer", K_STEPS: "T",
+            K_STEPS_B: "TB"}
+_INT_KEYS = {K_POS, K_LAYER, K_STEPS, K_STEPS_B}
 K_NOTICE = "_gl_notice"          # one-line message to show once (e.g. a bad link)
 K_QP_WRITTEN = "_gl_qp_written"  # the query params this app wrote last (to tell links from our own)
 K_CKPT_EXPLICIT = "_gl_ckpt_explicit"  # True when gl_ckpt was chosen by the user (a link, a pick, a save)

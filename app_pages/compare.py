@@ -90,7 +90,7 @@ def main() -> None:
         cols = st.columns(2)
         for side, e in cem_sides:
             trained = int(e.model_config.get("inference_recursion_steps") or e.model_config.get("recursion_steps") or 1)
-            key = f"gl_cmp_T_{side}"
+            key = ui.K_STEPS if side == "A" else ui.K_STEPS_B  # both mirrored in the URL (T, TB)
             T = ui.int_control(f"{side}: recursion steps T at inference", key, 1, max(16, 2 * trained), trained,
                                where=cols[0 if side == "A" else 1],
                                help=f"{e.name} was trained with T = {trained}. Choose the same checkpoint on "
@@ -119,12 +119,21 @@ def main() -> None:
     if not slugs:
         st.info("Neither checkpoint has a geometry view (both are baselines).", icon=":material/info:")
         return
+    both = [s for s in slugs if a.kind in ui.VIEWS[s].kinds and b.kind in ui.VIEWS[s].kinds]
     cur = st.session_state.get(K_VIEW)
-    st.session_state["w_" + K_VIEW] = cur if cur in slugs else slugs[0]
+    st.session_state["w_" + K_VIEW] = cur if cur in slugs else (both or slugs)[0]  # prefer a view of both
     st.segmented_control("View", slugs, key="w_" + K_VIEW, format_func=lambda s: ui.VIEWS[s].title,
                          on_change=ui._copy, args=("w_" + K_VIEW, K_VIEW), required=True)
     slug = st.session_state.get("w_" + K_VIEW) or slugs[0]
     st.session_state[K_VIEW] = slug
+    # one Options expander for both sides, above the two columns (so they start level); the controls come
+    # from the first side the view applies to and are applied to both (layer clamped per side)
+    ref_tr = next((traces[s] for s, e in (("A", a), ("B", b)) if s in traces and e.kind in ui.VIEWS[slug].kinds),
+                  None)
+    shared: dict = {}
+    if ref_tr is not None:
+        with ui.guard("The view's options"):
+            shared = views.controls_for(slug, ref_tr, st.expander("Options (both sides)", expanded=False))
     cols = st.columns(2, gap="large")
     for col, side, e in ((cols[0], "A", a), (cols[1], "B", b)):
         with col:
@@ -139,11 +148,9 @@ def main() -> None:
             tr = traces[side]
             with ui.guard(f"Drawing {side}"):
                 p = min(pos, tr.n_positions - 1)
-                controls = views.controls_for(slug, tr, st.expander("Options", expanded=False)) \
-                    if side == "A" else dict(st.session_state.get("_gl_cmp_controls", {}))
-                if side == "A":
-                    st.session_state["_gl_cmp_controls"] = controls
-                controls = {k: v for k, v in controls.items() if k != "layer" or v < views.n_layers(tr)}
+                controls = dict(shared)
+                if "layer" in controls:
+                    controls["layer"] = max(0, min(controls["layer"], views.n_layers(tr) - 1))
                 items = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
                 views.draw_figures(items, key_prefix=f"cmp-{side}-{slug}", stem=f"{e.name}-{slug}", force_narrow=True)
 
