@@ -632,6 +632,19 @@ def fmt_seconds(s: float | None) -> str:
     return f"{s // 3600} h {(s % 3600) // 60:02d} min"
 
 
+def fmt_seconds_short(s: float | None) -> str:
+    """Compact duration for narrow metric tiles: ``75.2`` -> ``'1:15'``, ``3725`` -> ``'1:02:05'``,
+    ``9`` -> ``'9 s'``; None/inf -> ``'–'``."""
+    if s is None or not math.isfinite(s):
+        return "–"
+    s = int(round(s))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60}:{s % 60:02d}"
+    return f"{s // 3600}:{(s % 3600) // 60:02d}:{s % 60:02d}"
+
+
 def is_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

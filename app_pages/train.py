@@ -180,7 +180,17 @@ def _save(run_id: str) -> None:
         ref = None
     if ref:
         ui.set_checkpoint(ref)
-    st.session_state[K_MSG] = ("success", f"Saved as `{path.name}`; it is now the selected checkpoint on every page.")
+    where = f"`{ref}`" if ref else f"`{path.with_suffix('')}`"
+    changed = "" if path.stem == name else (f" (the name `{name}` was changed to `{path.stem}`: only letters, "
+                                            "digits, '-', '_' and '.' are kept)")
+    st.session_state[K_MSG] = ("success", f"Saved as {where}{changed}; it is now the selected checkpoint on "
+                                          "every page.")
+
+
+def unit(snap: live.Snapshot) -> str:
+    """What one target is: ``"symbol"`` (a group element of a word problem) or ``"character"`` (text)."""
+    return "symbol" if snap.metric_name == "accuracy" or str(snap.spec.get("data", "")).startswith("task:") \
+        else "character"
 
 
 def curves(snap: live.Snapshot) -> None:
@@ -196,6 +206,13 @@ def curves(snap: live.Snapshot) -> None:
     except ValueError as exc:
         st.caption(str(exc))
         return
+    if metric == "loss" and unit(snap) != "character":
+        # geomlab.figures labels loss per character; a word problem predicts one group element per symbol
+        fig.update_yaxes(title_text=f"loss (nats per {unit(snap)})")
+        for tr in fig.data:
+            if tr.hovertemplate:
+                tr.hovertemplate = tr.hovertemplate.replace("nats/char", f"nats/{unit(snap)}")
+        caption = caption.replace("per character", f"per {unit(snap)}")
     fig.update_layout(height=320, uirevision="live")
     ui.chart(fig, key="train-curves", filename="geomlab-training-curves")
     st.caption(caption)
@@ -206,13 +223,18 @@ def curves(snap: live.Snapshot) -> None:
                                   hovertemplate="step %{x}: accuracy %{y:.3f}<extra></extra>"))
         f2.update_layout(title="Validation accuracy (word problem)", height=260, template="plotly_white",
                          margin={"l": 60, "r": 20, "t": 50, "b": 40}, uirevision="live")
-        f2.update_xaxes(title_text="optimiser step")
+        # whole steps from 0 to the planned total (one validation point must not read 39…41)
+        f2.update_xaxes(title_text="optimiser step", range=[0, max(1, snap.total)], tickformat=",d")
         f2.update_yaxes(title_text="accuracy (all positions)", range=[0, 1.02])
         ui.chart(f2, key="train-acc", filename="geomlab-accuracy")
 
 
 def panel() -> None:
-    """The live part of the page (a fragment while a run is active)."""
+    """The live part of the page (a fragment; polling while a run is active)."""
+    if K_MSG in st.session_state:
+        # a button of this fragment (Save, Resume) left a message: only a full rerun shows it above the form
+        # and mirrors a newly selected checkpoint into the URL (a fragment rerun skips app.py's URL sync)
+        st.rerun(scope="app")
     run = live.REGISTRY.get(st.session_state.get(K_RUN))
     if run is None:
         st.info("No run yet. Choose a model and data on the left and press **Start training**. Training runs "
@@ -224,7 +246,7 @@ def panel() -> None:
                 + (f" · on {snap.device}" if snap.device else ""))
     st.progress(snap.fraction, text=f"step {snap.step:,} / {snap.total:,}")
     m = st.columns(5)
-    m[0].metric("train loss", f"{snap.loss:.3f}" if snap.loss is not None else "–", help="nats per token")
+    m[0].metric("train loss", f"{snap.loss:.3f}" if snap.loss is not None else "–", help=f"nats per {unit(snap)}")
     if snap.train_bpc is not None:
         m[1].metric("train BPC", f"{snap.train_bpc:.3f}", help="bits per character")
     else:
@@ -232,8 +254,9 @@ def panel() -> None:
     label = {"bpc": "valid BPC", "accuracy": "valid accuracy"}.get(snap.metric_name, f"valid {snap.metric_name}")
     m[2].metric(label, f"{snap.metric:.3f}" if snap.metric is not None else "–")
     m[3].metric("tokens/s", f"{snap.tokens_per_s:,.0f}" if snap.tokens_per_s else "–")
-    m[4].metric("ETA" if snap.active else "time", ui.fmt_seconds(snap.eta_s) if snap.active
-                else ui.fmt_seconds(snap.elapsed_s))
+    m[4].metric("ETA" if snap.active else "time", ui.fmt_seconds_short(snap.eta_s) if snap.active
+                else ui.fmt_seconds_short(snap.elapsed_s),
+                help="time left (estimate)" if snap.active else "training time so far")
     if snap.note:
         st.caption(snap.note)
     if snap.state == "paused":
@@ -252,9 +275,10 @@ def panel() -> None:
     default_name = f"{run.spec.kind}{'-' + run.spec.group if run.spec.group else ''}-{run.run_id[:6]}"
     s = st.columns([3, 1], vertical_alignment="bottom")
     s[0].text_input("Save as", value=default_name, key=save_key(run.run_id), placeholder="checkpoint name",
-                    help="Saved to runs/NAME.safetensors + NAME.json; letters, digits, '-', '_' and '.'.")
+                    help="Saves the current weights to runs/NAME.safetensors + NAME.json, so every page can use "
+                         "them; other characters than letters, digits, '-', '_' and '.' become '-'.")
     s[1].button("Save", icon=":material/save:", on_click=_save, args=(run.run_id,), disabled=snap.state == "created",
-                key="train-save", width="stretch", help="Save the current weights so every page can use them.")
+                key="train-save", width="stretch")  # no tooltip: it covered the help icon of "Save as"
     for path in snap.saved[-3:]:
         st.caption(f"saved: `{path}`")
     curves(snap)
@@ -309,6 +333,7 @@ def main() -> None:
     st.title("Train live")
     st.caption("Train a tiny model in the background and watch its loss fall; then save it and look inside it "
                "on the view pages.")
+    attach_from_url()
     msg = st.session_state.pop(K_MSG, None)
     if msg:
         (st.success if msg[0] == "success" else st.error)(msg[1])
@@ -321,7 +346,6 @@ def main() -> None:
                         st.page_link(ui.page_path(v.slug), label=f"Open it in {v.title}", icon=v.icon,
                                      query_params={"ckpt": ref})
                         break
-    attach_from_url()
     run = live.REGISTRY.get(st.session_state.get(K_RUN))
     active = run is not None and run.snapshot().active
     if run is not None:

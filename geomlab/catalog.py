@@ -270,9 +270,12 @@ def resolve(ref: str) -> CheckpointEntry:
 
 def safe_name(name: str) -> str:
     """``name`` reduced to letters, digits, ``.``, ``_`` and ``-`` (at most 64 characters); ``"checkpoint"``
-    if nothing is left."""
-    cleaned = _NAME_RE.sub("-", Path(name).name).strip("-.")
-    return cleaned[:64] or "checkpoint"
+    if nothing is left. Every other run of characters (spaces, ``/``, emoji) and every ``..`` becomes one
+    ``-``, so no path part survives and none of the name is silently dropped:
+    ``"my tiny run/../x 😀"`` -> ``"my-tiny-run-x"`` (design choice)."""
+    cleaned = _NAME_RE.sub("-", name)
+    cleaned = re.sub(r"-{2,}", "-", re.sub(r"\.{2,}", "-", cleaned)).strip("-.")
+    return cleaned[:64].strip("-.") or "checkpoint"
 
 
 def validate_upload(files: dict[str, bytes]) -> tuple[str, Any]:

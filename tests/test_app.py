@@ -352,15 +352,18 @@ def test_train_page_starts_stops_resumes_and_saves_a_tiny_run(ckpt_dirs):
     assert labels["train loss"] != "–" and labels["tokens/s"] != "–"
     box = at.text_input(key=f"w_train_save_name_{run.run_id}")
     assert box.value.startswith("lstm-")  # a default name is offered
-    box.set_value("from-the-app")
+    box.set_value("from the app/../x 😀")
     at.button(key="train-save").click().run()
-    assert any("from-the-app" in s.value for s in at.success)
-    assert at.session_state["gl_ckpt"] == "runs/from-the-app"
-    assert "runs/from-the-app" in [e.ref for e in catalog.list_checkpoints()]
+    # saved under the sanitised name, and the page says so
+    assert any("`runs/from-the-app-x`" in s.value and "was changed" in s.value for s in at.success), \
+        [s.value for s in at.success]
+    assert at.session_state["gl_ckpt"] == "runs/from-the-app-x"
+    assert at.query_params["ckpt"] in ("runs/from-the-app-x", ["runs/from-the-app-x"])  # URL follows the save
+    assert "runs/from-the-app-x" in [e.ref for e in catalog.list_checkpoints()]
     goto(at, "checkpoints")
-    assert "from-the-app" in set(at.dataframe[0].value["name"])
+    assert "from-the-app-x" in set(at.dataframe[0].value["name"])
     live.REGISTRY.forget(run.run_id)
-    catalog.delete_user_checkpoint("runs/from-the-app")
+    catalog.delete_user_checkpoint("runs/from-the-app-x")
 
 
 def test_train_page_reports_no_gpu_and_short_text(ckpt_dirs, monkeypatch):
@@ -459,5 +462,14 @@ def test_a_reloaded_train_page_reattaches_to_its_run(ckpt_dirs):
         assert at2.session_state["gl_live_run"] == run.run_id
         assert not any("No run yet" in i.value for i in at2.info)
         assert not at2.button(key="train-save").disabled
+        # word-problem wording: loss per symbol, accuracy on whole steps 0..total, a compact time
+        specs = [json.loads(c.proto.spec) for c in charts(at2)]
+        loss = next(s for s in specs if "Training curves" in json.dumps(s["layout"].get("title", "")))
+        assert "nats per symbol" in loss["layout"]["yaxis"]["title"]["text"]
+        assert "nats/symbol" in loss["data"][0]["hovertemplate"]
+        acc = next(s for s in specs if "accuracy" in json.dumps(s["layout"].get("title", "")))
+        assert acc["layout"]["xaxis"]["range"] == [0, 3] and acc["layout"]["xaxis"]["tickformat"] == ",d"
+        tiles = {m.label: m.value for m in at2.metric}
+        assert tiles["time"].endswith(" s") and len(tiles["time"]) <= 5
     finally:
         live.REGISTRY.forget(run.run_id)

@@ -90,6 +90,8 @@ def test_safe_name():
     assert catalog.safe_name("../../evil") == "evil"
     assert catalog.safe_name("///") == "checkpoint"
     assert catalog.safe_name("ok_name-1.2") == "ok_name-1.2"
+    assert catalog.safe_name("my tiny run/../x 😀") == "my-tiny-run-x"  # no part of the name is dropped
+    assert catalog.safe_name("a/b") == "a-b" and ".." not in catalog.safe_name("x..y")
 
 
 def _pair(tmp_path: Path, name: str = "up") -> dict[str, bytes]:
