@@ -201,8 +201,8 @@ def animation_controls(labels: Sequence[str], frame_names: Sequence[str], active
         "updatemenus": [{"type": "buttons", "direction": "left", "buttons": [play, pause],
                          "x": 0.0, "y": -0.08, "xanchor": "left", "yanchor": "top", "showactive": False}],
         "sliders": [{"active": int(active), "steps": steps, "x": 0.18, "len": 0.82, "y": -0.04,
-                     "currentvalue": {"prefix": prefix, "font": {"color": "#333"}}, "pad": {"t": 30},
+                     "currentvalue": {"prefix": prefix, "font": {"color": "#333"}, "xanchor": "right"}, "pad": {"t": 30},
                      # past ~20 steps the per-step labels overlap: hide them, the current value names the step
                      "font": {"color": "#333" if len(steps) <= 20 else "rgba(0,0,0,0)"},
-                     "ticklen": 4 if len(steps) <= 20 else 0}],
+                     "ticklen": 4 if len(steps) <= 20 else 0, "minorticklen": 2 if len(steps) <= 20 else 0}],
     }

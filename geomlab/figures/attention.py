@@ -82,10 +82,10 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
             fig.update_yaxes(title_text="query position i (token)", type="category", nticks=16,
                              autorange="reversed", row=1, col=c, scaleanchor="x", scaleratio=1,
                              constrain="domain")
-            fig.update_xaxes(constrain="domain", row=1, col=c)
+            fig.update_xaxes(constrain="domain", constraintoward="right", row=1, col=c)
         else:
             # same ranges as the left panel (which is square), so its cells are square too
-            fig.update_xaxes(matches="x", constrain="domain", row=1, col=c)
+            fig.update_xaxes(matches="x", constrain="domain", constraintoward="right", row=1, col=c)
             fig.update_yaxes(type="category", matches="y", showticklabels=False, row=1, col=c,
                              scaleanchor=f"x{c}", scaleratio=1, constrain="domain")
         if ci is not None:  # category axes: shapes use the category index

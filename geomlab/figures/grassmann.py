@@ -213,10 +213,13 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     fig = go.Figure(go.Heatmap(z=S, x=cats, y=cats, colorscale=SEQUENTIAL, zmin=0, zmax=1, name="similarity",
                                hoverongaps=False, colorbar={"title": {"text": "|⟨p̂_t, p̂_s⟩|"}},
                                hovertemplate="t = %{y}<br>s = %{x}<br>|⟨p̂_t, p̂_s⟩| = %{z:.4f}<extra></extra>"))
-    fig.update_xaxes(title_text="position s (token)", type="category", nticks=24, showgrid=False)
-    fig.update_yaxes(title_text="position t (token)", type="category", nticks=24, autorange="reversed",
-                     scaleanchor="x", scaleratio=1, showgrid=False)
-    if cursor is not None:
+    # constrain="domain": the axes shrink to the square matrix (ticks right under it, no padding)
+    fig.update_xaxes(title_text="position s (token)", type="category", nticks=16, showgrid=False,
+                     constrain="domain")
+    fig.update_yaxes(title_text="position t (token)", type="category", nticks=16, autorange="reversed",
+                     scaleanchor="x", scaleratio=1, showgrid=False, constrain="domain")
+    no_plane = cursor is not None and not valid[int(np.searchsorted(idx, cursor))]
+    if cursor is not None and not no_plane:  # no box around an empty row
         ci = int(np.searchsorted(idx, cursor))
         fig.add_shape(type="rect", x0=-0.5, x1=len(idx) - 0.5, y0=ci - 0.5, y1=ci + 0.5,
                       line={"color": HIGHLIGHT, "width": 2})
@@ -224,6 +227,8 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     cap = (f"How alike the planes span(z_t, z_{{t−{D}}}) of layer {layer} are at two positions: "
            "|⟨p̂_t, p̂_s⟩| = "
            "cos θ1·cos θ2 (1 = the same plane). A geometric comparison, not attention weights."
+           + (f" Position {cursor} '{tr.labels[cursor]}' has no plane (no partner {D} back); its row is empty."
+              if no_plane else "")
            + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, f"Plane similarity (layer {layer}, Δ={D})", cap, "plane_similarity", height=560)
 
@@ -297,6 +302,10 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = 
     return finish(fig, "Gate share per layer", cap, "gate_share", height=560)
 
 
+# 3-D scenes: camera pulled back a little so the axis titles stay inside the figure (design choice)
+SCENE_ROOM = {"camera": {"eye": {"x": 1.55, "y": 1.55, "z": 1.1}}, "domain": {"x": [0.0, 1.0], "y": [0.0, 0.94]}}
+
+
 def _sphere_wire(n: int = 13) -> list[dict]:
     """A light wireframe unit sphere (meridians and parallels in one trace)."""
     xs, ys, zs = [], [], []
@@ -354,13 +363,11 @@ def _plane_traces(Q: np.ndarray, E: np.ndarray, label: str, coverage: float, a3,
          "marker": {"size": 6, "color": [colour(0), colour(3)], "symbol": "diamond"}, "name": "pole ±n",
          "hovertemplate": "pole n = (%{x:.3f}, %{y:.3f}, %{z:.3f})<extra></extra>"},
     ]
-    # both spanning vectors in one trace (fewer traces per animation frame): green z_t, orange z_{t-Δ}
+    # the two spanning vectors as two traces, so each legend entry shows its own colour
     va, vb = (np.asarray(v) / max(np.linalg.norm(v), 1e-12) for v in (a3, b3))
-    out.append({"type": "scatter3d", "x": [0, va[0], None, 0, vb[0]], "y": [0, va[1], None, 0, vb[1]],
-                "z": [0, va[2], None, 0, vb[2]], "mode": "lines", "name": "z_t (green), z_{t−Δ} (orange)",
-                "line": {"width": 5, "color": [0, 0, 0, 1, 1], "cmin": 0, "cmax": 1,
-                         "colorscale": [[0, colour(2)], [1, colour(1)]]},
-                "hoverinfo": "name"})
+    for v, name, c in ((va, "z_t", colour(2)), (vb, "z_{t−Δ}", colour(1))):
+        out.append({"type": "scatter3d", "x": [0, v[0]], "y": [0, v[1]], "z": [0, v[2]], "mode": "lines",
+                    "name": name, "line": {"width": 5, "color": c}, "hoverinfo": "name"})
     return out
 
 
@@ -382,7 +389,7 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     the three axes with the largest coordinate energy, ``planes.top_axes``): the projected disc
     (``planes.project3``) with opacity growing with its coverage (1 = the plane lies in the window).
     Opens at ``cursor`` (default: the first valid position). Traces: sphere wireframe, then disc, circle,
-    pole, spanning vectors (the last four animated). Raises :class:`FigureError` if no position has a plane."""
+    pole, z_t, z_{t-Δ} (the last five animated). Raises :class:`FigureError` if no position has a plane."""
     tr = _gr(tr)
     layer = check_index("layer", layer, tr.n_layers)
     slot = check_slot(tr, slot)
@@ -409,7 +416,7 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
 
     base = _sphere_wire()
     names = [str(t) for t in idx.tolist()]
-    anim = list(range(len(base), len(base) + 4))
+    anim = list(range(len(base), len(base) + 5))
     fig = animated_figure(base + traces(start),
                           [{"data": traces(t), "traces": anim, "name": nm} for t, nm in zip(idx.tolist(), names)])
     fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in idx.tolist()], names,
@@ -417,8 +424,9 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     rng = [-1.15, 1.15]
     fig.update_layout(scene={"xaxis": {"title": {"text": axis_names[0]}, "range": rng},
                              "yaxis": {"title": {"text": axis_names[1]}, "range": rng},
-                             "zaxis": {"title": {"text": axis_names[2]}, "range": rng}, "aspectmode": "cube"},
-                      legend={"x": 0.0, "y": 1.0})
+                             "zaxis": {"title": {"text": axis_names[2]}, "range": rng}, "aspectmode": "cube",
+                             **SCENE_ROOM},
+                      legend={"x": 0.0, "y": 1.0, "orientation": "h"})
     if r == 3:
         cap = (f"The plane span(z_t, z_{{t−{D}}}) of layer {layer} as a great circle on the unit sphere, with its "
                "pole ±n (the same unoriented plane; blue = +n for the orientation (z_t, z_{t−Δ})). Play moves "
@@ -480,10 +488,12 @@ def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, posit
                                  for i, nm in enumerate(names)])
     fig.update_layout(**animation_controls(names, names, 0, duration_ms=80, prefix=""))
     rng = [-1.15, 1.15]
-    ax = ["z axis 0", "z axis 1", "z axis 2"] if r == 3 else [f"window axis {i + 1}" for i in range(3)]
+    ax = ["z axis 0", "z axis 1", "z axis 2"] if r == 3 else _axes3(tr, layer, slot, axes)[1]
     fig.update_layout(scene={"xaxis": {"title": {"text": ax[0]}, "range": rng},
                              "yaxis": {"title": {"text": ax[1]}, "range": rng},
-                             "zaxis": {"title": {"text": ax[2]}, "range": rng}, "aspectmode": "cube"})
+                             "zaxis": {"title": {"text": ax[2]}, "range": rng}, "aspectmode": "cube",
+                             **SCENE_ROOM},
+                      legend={"x": 0.0, "y": 1.0, "orientation": "h"})
     cap = (f"The shortest path on the Grassmannian from the plane at position {a} to the plane at {b} "
            f"(layer {layer}, Δ={D}): principal angles θ1 = {th[0]:.3f}, θ2 = {th[1]:.3f} rad, geodesic distance "
            f"{dg:.3f} rad; γ(s) moves at constant speed."
@@ -553,21 +563,32 @@ def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     A = planes.bivector(p[t], r).numpy()
     E = planes.coordinate_energy(p[torch.as_tensor(valid)], r).numpy()
     D = _offset(tr, layer, slot)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16,
-                        subplot_titles=(f"Â at position {t} '{tr.labels[t]}'", "coordinate energy E_ij"))
+    spacing = 0.17
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=spacing,
+                        subplot_titles=(f"Â at {t} '{tr.labels[t]}'", "axis-pair energy E_ij"))
+    width = (1 - spacing) / 2
     ax = np.arange(r)
+    # each colour bar just right of its own panel; the right panel shares the left one's axis i (no second
+    # set of tick labels or title under the left colour bar)
     fig.add_trace(go.Heatmap(z=A, x=ax, y=ax, colorscale=DIVERGING, zmid=0, zmin=-1, zmax=1, name="plane matrix",
-                             colorbar={"title": {"text": "Â_ij"}, "x": 0.42, "thickness": 12},
+                             colorbar={"title": {"text": "Â_ij", "side": "right"}, "x": width + 0.012,
+                                       "xanchor": "left", "thickness": 12, "len": 0.8},
                              hovertemplate=(f"position {t} '{tr.labels[t]}'<br>Â[%{{y}}, %{{x}}] = %{{z:.4f}}"
                                             "<extra></extra>")), row=1, col=1)
     fig.add_trace(go.Heatmap(z=E, x=ax, y=ax, colorscale=SEQUENTIAL, zmin=0, name="coordinate energy",
-                             colorbar={"title": {"text": "E_ij"}, "thickness": 12},
+                             colorbar={"title": {"text": "E_ij", "side": "right"}, "x": 1.012, "xanchor": "left",
+                                       "thickness": 12, "len": 0.8},
                              hovertemplate="E[%{y}, %{x}] = %{z:.4f} (mean over positions)<extra></extra>"),
                   row=1, col=2)
-    for c in (1, 2):
-        fig.update_xaxes(title_text="reduced axis j", dtick=1 if r <= 16 else None, constrain="domain", row=1, col=c)
-        fig.update_yaxes(title_text="reduced axis i", dtick=1 if r <= 16 else None, autorange="reversed",
-                         scaleanchor=f"x{'' if c == 1 else c}", scaleratio=1, constrain="domain", row=1, col=c)
+    dtick = 1 if r <= 12 else 2 if r <= 24 else None
+    fig.update_xaxes(title_text="reduced axis j", dtick=dtick, constrain="domain", constraintoward="right",
+                     row=1, col=1)
+    fig.update_yaxes(title_text="reduced axis i", dtick=dtick, autorange="reversed", scaleanchor="x",
+                     scaleratio=1, constrain="domain", row=1, col=1)
+    fig.update_xaxes(title_text="reduced axis j", dtick=dtick, matches="x", constrain="domain",
+                     constraintoward="right", row=1, col=2)
+    fig.update_yaxes(matches="y", showticklabels=False, scaleanchor="x2", scaleratio=1, constrain="domain",
+                     row=1, col=2)
     cap = (f"Left: the plane span(z_t, z_{{t−{D}}}) of layer {layer} as an antisymmetric matrix "
            "(a bᵀ − b aᵀ)/‖a∧b‖ (dimensionless; sign = orientation). Right: how much each pair of reduced "
            "axes "
