@@ -145,6 +145,10 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig.update_xaxes(title_text="Re λ", range=[-lim, lim], zeroline=True, constrain="domain")
     fig.update_yaxes(title_text="Im λ", range=[-lim, lim], zeroline=True, scaleanchor="x", scaleratio=1,
                      constrain="domain")
+    # legend in the empty top-right corner (not beside the plot), so the round circle keeps the width at
+    # half-page size
+    fig.update_layout(legend={"x": 1.0, "xanchor": "right", "y": 1.0, "yanchor": "top",
+                              "bgcolor": "rgba(255,255,255,0.7)"})
     cap = (f"Eigenvalues of the hidden state H_t ({_layer_name(tr, layer)}) on the unit circle; their angles "
            f"(radians) are conjugation-invariant. Press Play or drag the slider to move along the text."
            + subsample_note(tr.n_positions, len(idx)))
@@ -218,7 +222,8 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     hov = hover_tokens(tr.labels, idx)
     data = [go.Scatter3d(
         x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2], mode="lines+markers", name="trajectory",
-        marker={"size": 3, "color": idx, "colorscale": "Viridis", "colorbar": {"title": {"text": "position"}}},
+        marker={"size": 3, "color": idx, "colorscale": "Viridis",
+                "colorbar": {"title": {"text": "position", "side": "right"}, "thickness": 12, "len": 0.75}},
         line={"color": "#888", "width": 2}, text=hov,
         hovertemplate="position %{text}<extra></extra>")]
     if cursor is not None:
@@ -227,11 +232,13 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
             name="cursor", marker={"size": 8, "color": HIGHLIGHT}, text=hover_tokens(tr.labels, [cursor]),
             hovertemplate="cursor: position %{text}<extra></extra>"))
     fig = go.Figure(data=data)
+    # short axis titles and the camera pulled back, so titles and the path stay inside the scene
     fig.update_layout(scene={
-        "xaxis": {"title": {"text": f"PC1 ({ratio[0]:.0%} var.)"}},
-        "yaxis": {"title": {"text": f"PC2 ({ratio[1]:.0%} var.)"}},
-        "zaxis": {"title": {"text": f"PC3 ({ratio[2]:.0%} var.)"}},
-    })
+        "xaxis": {"title": {"text": f"PC1 {ratio[0]:.0%}"}},
+        "yaxis": {"title": {"text": f"PC2 {ratio[1]:.0%}"}},
+        "zaxis": {"title": {"text": f"PC3 {ratio[2]:.0%}"}},
+        "camera": {"eye": {"x": 1.6, "y": 1.6, "z": 1.15}}, "domain": {"x": [0.0, 0.92], "y": [0.0, 0.95]},
+    }, legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom"})
     cap = (f"The states H_t ({_layer_name(tr, layer)}) as points vec(H_t) projected on their first three "
            f"principal components (together {ratio.sum():.0%} of the variance; unitless); colour = position."
            + subsample_note(tr.n_positions, len(idx)))
@@ -275,7 +282,8 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     rng = [-1.1, 1.1]
     fig.update_layout(scene={"xaxis": {"title": {"text": "x"}, "range": rng},
                              "yaxis": {"title": {"text": "y"}, "range": rng},
-                             "zaxis": {"title": {"text": "z"}, "range": rng}, "aspectmode": "cube"})
+                             "zaxis": {"title": {"text": "z"}, "range": rng}, "aspectmode": "cube",
+                             "camera": {"eye": {"x": 1.55, "y": 1.55, "z": 1.1}}})
     cap = ("The state H_t as a rotating frame: its three columns (unit vectors) drawn from the origin, with "
            "the path each one traces over the text. Press Play to watch the frame turn token by token."
            + subsample_note(tr.n_positions, len(idx)))
