@@ -52,6 +52,7 @@ URL_KEYS = {K_CKPT: "ckpt", K_CKPT_B: "b", K_TEXT: "text", K_POS: "pos", K_LAYER
             K_STEPS_B: "TB"}
 _INT_KEYS = {K_POS, K_LAYER, K_STEPS, K_STEPS_B}
 K_NOTICE = "_gl_notice"          # one-line message to show once (e.g. a bad link)
+K_NOTICE_SHOWN = "_gl_notice_shown"  # the notice was drawn in this run (cleared after a completed run)
 K_QP_WRITTEN = "_gl_qp_written"  # the query params this app wrote last (to tell links from our own)
 K_CKPT_EXPLICIT = "_gl_ckpt_explicit"  # True when gl_ckpt was chosen by the user (a link, a pick, a save)
 K_PAGE_QP = "_gl_page_qp"        # extra URL keys of the current page only (e.g. Train's run id), set per run
@@ -220,6 +221,7 @@ def init_state() -> None:
     for key in URL_KEYS:
         ss.setdefault(key, None)
     qp = st.query_params.to_dict()
+    notes: list[str] = []
     if qp and qp != ss.get(K_QP_WRITTEN):
         for key, url_key in URL_KEYS.items():
             if url_key not in qp:
@@ -227,15 +229,21 @@ def init_state() -> None:
             try:
                 value = _coerce(key, qp[url_key])
             except ValueError:
-                ss[K_NOTICE] = f"Ignored the link's {url_key}={qp[url_key]!r}: not a number."
+                notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: not a number.")
                 continue
             if key in (K_CKPT, K_CKPT_B) and entry_for(value) is None:
-                ss[K_NOTICE] = (f"The link names checkpoint {value!r}, which is not here; showing "
-                                "another one instead. See the Checkpoints page for what is available.")
+                notes.append(f"The link names checkpoint {value!r}, which is not here; showing "
+                             "another one instead. See the Checkpoints page for what is available.")
                 continue
+            if key in (K_POS, K_LAYER) and value < 0 or key in (K_STEPS, K_STEPS_B) and value < 1:
+                notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: it must be "
+                             f"{'at least 1' if key in (K_STEPS, K_STEPS_B) else 'a position or layer ≥ 0'}.")
+                continue  # left at its default, so the URL is normalised at the end of this run
             ss[key] = value
             if key == K_CKPT:
                 ss[K_CKPT_EXPLICIT] = True
+    if notes:
+        ss[K_NOTICE] = " ".join(notes)
     if ss[K_CKPT] is None or entry_for(ss[K_CKPT]) is None:
         ss[K_CKPT] = default_ref()
         ss[K_CKPT_EXPLICIT] = False
@@ -252,8 +260,9 @@ def state_query() -> dict[str, str]:
         value = ss.get(key)
         if value is None:
             continue
-        if key == K_TEXT and value == default_text_for(entry_for(ss.get(K_CKPT))):
-            continue
+        if key == K_TEXT and (value == default_text_for(entry_for(ss.get(K_CKPT)))
+                              or len(value) > max_chars()):
+            continue  # the default text is implied; a text over the limit was rejected, never mirrored
         want[url_key] = str(value)
     return want
 
@@ -280,13 +289,18 @@ def sync_query_params() -> None:
     if st.query_params.to_dict() != want:
         st.query_params.from_dict(want)
     ss[K_QP_WRITTEN] = want
+    if ss.pop(K_NOTICE_SHOWN, False):
+        # dropped only at the end of a run that completed: a run interrupted by a rerun (the browser's
+        # first load can be) would otherwise lose the notice it popped
+        ss.pop(K_NOTICE, None)
 
 
 def show_notice() -> None:
     """Show (once) a message left by state restoration, e.g. a link to a missing checkpoint."""
-    msg = st.session_state.pop(K_NOTICE, None)
+    msg = st.session_state.get(K_NOTICE)
     if msg:
         st.warning(msg, icon=":material/link_off:")
+        st.session_state[K_NOTICE_SHOWN] = True
 
 
 def _seed(widget_key: str, state_key: str) -> None:

@@ -281,7 +281,8 @@ def render_view(slug: str) -> None:
         tokens = ui.check_text(entry, text)
         unknown = ui.unknown_tokens(entry, text)
         if unknown:
-            shown = ", ".join(repr(u) for u in unknown[:10])
+            shown = ", ".join(repr(u) for u in unknown[:10]) + (f", … ({len(unknown) - 10} more)"
+                                                                 if len(unknown) > 10 else "")
             st.warning(f"{len(unknown)} character{'s' if len(unknown) > 1 else ''} not in this checkpoint's "
                        f"vocabulary ({shown}) read as the unknown token �.", icon=":material/help:")
         top = st.container()

@@ -101,6 +101,8 @@ def main() -> None:
     else:
         rows = [e.summary() for e in found]
         st.dataframe(rows, hide_index=True, width="stretch", column_config={
+            "ref": st.column_config.TextColumn("ref", width="large",
+                                               help="what links and the ckpt= URL key name it by"),
             "params": st.column_config.NumberColumn("params", format="%d"),
             "valid BPC": st.column_config.NumberColumn("valid BPC", format="%.3f"),
             "test BPC": st.column_config.NumberColumn("test BPC", format="%.3f"),

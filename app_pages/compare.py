@@ -103,7 +103,8 @@ def main() -> None:
             unknown = ui.unknown_tokens(e, text)
             if unknown:
                 st.caption(f"{side}: {len(unknown)} character(s) read as unknown: "
-                           + ", ".join(repr(u) for u in unknown[:8]))
+                           + ", ".join(repr(u) for u in unknown[:8])
+                           + (f", … ({len(unknown) - 8} more)" if len(unknown) > 8 else ""))
     if not traces:
         return
     labels = list(next(iter(traces.values())).labels)

@@ -276,6 +276,30 @@ def test_bad_text_gives_a_message_not_a_traceback(ckpt_dirs, text, kind, needle)
     assert any(needle in m for m in messages), messages
 
 
+def test_link_values_are_checked_and_the_url_normalised(ckpt_dirs):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": "../../etc/passwd", "layer": "-3"})
+    at.switch_page("app_pages/trajectories.py")
+    at.run()
+    warnings = [w.value for w in at.warning]
+    assert any("'../../etc/passwd', which is not here" in w and "layer='-3'" in w for w in warnings), warnings
+    assert at.query_params.get("ckpt") not in ("../../etc/passwd", ["../../etc/passwd"])
+    assert "layer" not in at.query_params or at.query_params["layer"] not in ("-3", ["-3"])
+    assert at.session_state["gl_layer"] is None or at.session_state["gl_layer"] >= 0
+
+
+def test_a_text_over_the_limit_is_not_mirrored_and_unknown_characters_are_all_counted(ckpt_dirs):
+    at = app(gl_ckpt=ref("osm"), gl_text="y" * 5000)
+    goto(at, "trajectories")
+    assert any("limit" in e.value for e in at.error)
+    assert "text" not in at.query_params  # a rejected text is never put into the address bar
+    odd = "But ÀÁÂÃÄÅÆÇÈÉÊ"  # 11 characters outside an ASCII vocabulary
+    at = app(gl_ckpt=ref("osm"), gl_text=odd)
+    goto(at, "trajectories")
+    msg = next(w.value for w in at.warning if "vocabulary" in w.value)
+    assert msg.startswith("11 characters") and "… (1 more)" in msg, msg
+
+
 def test_symbol_checkpoint_rejects_unknown_symbols(ckpt_dirs):
     at = app(gl_ckpt=ref("s3"), gl_text="012 021 nope")
     goto(at, "compare")
