@@ -21,6 +21,11 @@ GROUP_HELP = ("O: orthogonal, SO: rotations, U: unitary (complex), SU: special u
               "phases), O-block: block-diagonal orthogonal.")
 DATA_KINDS = ("Synthetic task", "Registered corpus", "Your text")
 P = "w_train_"  # widget key prefix (widgets keep their values for the session)
+# Newcomer defaults: osm-rnn, group O, 20k, word problem in Z5, 200 steps, sequence length 8, lr 0.01.
+# Measured on the 2-core dev box (1 thread, seeds 0 and 1): valid accuracy 0.37 -> 0.80 and 0.36 -> 0.89
+# (chance 0.20), train loss 1.9 -> 0.5 / 1.7 -> 0.3 nats per symbol in 200 steps (a few seconds). The
+# previous defaults (S3, length 32, lr 0.003) stayed at chance (accuracy 0.18 -> 0.19).
+DEFAULT_TASK, DEFAULT_SEQ, DEFAULT_LR = "Z5", 8, 1e-2
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -106,7 +111,8 @@ def form(active: bool) -> None:
                   "on this machine (GEOMLAB_DATA_DIR).")
     source = st.session_state[P + "source"]
     if source == "Synthetic task":
-        st.selectbox("Task", list(live.SYNTHETIC_TASKS), key=P + "task", persist_state="session",
+        tasks = list(live.SYNTHETIC_TASKS)
+        st.selectbox("Task", tasks, key=P + "task", persist_state="session", index=tasks.index(DEFAULT_TASK),
                      format_func=lambda k: live.SYNTHETIC_TASKS[k],
                      help="The group word problem: read group elements, predict their running product.")
     elif source == "Registered corpus":
@@ -136,8 +142,10 @@ def form(active: bool) -> None:
     with st.expander("More settings"):
         a, b, c, d = st.columns(4)
         a.number_input("Batch size", 1, 512, 16, key=P + "batch", persist_state="session")
-        b.number_input("Sequence length", 2, 1024, 32, key=P + "seq", persist_state="session")
-        c.number_input("Learning rate", 1e-5, 1.0, 3e-3, format="%.4f", key=P + "lr", persist_state="session")
+        b.number_input("Sequence length", 2, 1024, DEFAULT_SEQ, key=P + "seq", persist_state="session",
+                       help="Short sequences learn fastest on the word problems; use 64+ for text.")
+        c.number_input("Learning rate", 1e-5, 1.0, DEFAULT_LR, format="%.4f", key=P + "lr",
+                       persist_state="session")
         d.number_input("Seed", 0, 2**31 - 1, 0, key=P + "seed", persist_state="session",
                        help="The same seed and settings give the same run.")
     st.button("Start training", type="primary", icon=":material/play_arrow:", on_click=start, disabled=active,

@@ -497,3 +497,26 @@ def test_a_reloaded_train_page_reattaches_to_its_run(ckpt_dirs):
         assert tiles["time"].endswith(" s") and len(tiles["time"]) <= 5
     finally:
         live.REGISTRY.forget(run.run_id)
+
+
+@pytest.mark.slow
+def test_the_newcomer_defaults_visibly_learn_in_200_steps(ckpt_dirs):
+    """Home promises "watch its loss fall": the Train page's untouched defaults must beat chance clearly."""
+    at = app()
+    goto(at, "train")
+    ss = at.session_state
+    spec = live.RunSpec(kind=at.selectbox(key="w_train_kind").value, group=at.selectbox(key="w_train_group").value,
+                        params=at.select_slider(key="w_train_params").value,
+                        data="task:" + at.selectbox(key="w_train_task").value,
+                        steps=int(at.number_input(key="w_train_steps").value),
+                        batch_size=int(at.number_input(key="w_train_batch").value),
+                        seq_len=int(at.number_input(key="w_train_seq").value),
+                        lr=float(at.number_input(key="w_train_lr").value), seed=0, threads=1)
+    assert spec.steps <= 400 and ss["gl_ckpt"]  # a short run
+    run = live.LiveRun(spec).start()
+    snap = live.wait_for(run, lambda s: not s.active, timeout=600)
+    assert snap.state == "finished", snap.message
+    losses = [h["loss"] for h in snap.history if "loss" in h]
+    chance = 1 / 5 if spec.data == "task:Z5" else 1 / 6 if spec.data == "task:S3" else 1 / 2
+    assert snap.metric > chance + 0.3, (spec, snap.metric)
+    assert losses[-1] < 0.6 * losses[0], (losses[0], losses[-1])
