@@ -315,7 +315,7 @@ def test_cem_recursion_slider_retraces_with_more_steps(ckpt_dirs):
     assert not at.exception and not errors(at)
     spec = json.loads(charts(at)[0].proto.spec)
     xs = [x for d in spec["data"] if "mean" in (d.get("name") or "") for x in decode(d.get("x"))]
-    assert max(xs) == trained + 3
+    assert max(x for x in xs if x is not None) == trained + 3  # the figure may break lines with None gaps
 
 
 def test_checkpoints_page_lists_cards_and_validates_uploads(ckpt_dirs):
