@@ -188,3 +188,51 @@ def test_two_step_training_run_shows_progress(page, server):
     screenshot(page, "train-finished")
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.locator(CHART).count() >= 1
+
+
+def _step(pg) -> int:
+    import re
+
+    txt = pg.locator('[data-testid="stProgress"]').first.inner_text()
+    m = re.search(r"step ([\d,]+) /", txt)
+    return int(m.group(1).replace(",", "")) if m else -1
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_resume_keeps_updating_and_a_reload_reattaches(page, server):
+    page.goto(f"{server}/train")
+    wait_idle(page)
+    steps = page.get_by_role("spinbutton", name="Steps")
+    steps.fill("100000")
+    steps.press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Start training").click()
+    page.get_by_text("state: running").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1500)
+    page.get_by_role("button", name="Stop").click()
+    page.get_by_text("state: stopped").first.wait_for(timeout=60_000)
+    page.get_by_role("button", name="Resume").click()
+    page.get_by_text("state: running").first.wait_for(timeout=60_000)
+    first = _step(page)
+    page.wait_for_function(  # the fragment keeps polling after Resume: the step counter moves on
+        f"() => {{ const p = document.querySelector('[data-testid=\"stProgress\"]');"
+        f" const m = p && p.innerText.match(/step ([\\d,]+) \\//);"
+        f" return m && parseInt(m[1].replace(/,/g, '')) > {first}; }}", timeout=60_000)
+    assert "run=" in page.url, page.url
+    # a reload is a new session: it re-attaches to the run through ?run=
+    page.reload()
+    wait_idle(page)
+    page.get_by_text("state: running").first.wait_for(timeout=60_000)
+    assert page.get_by_text("No run yet").count() == 0
+    page.get_by_role("button", name="Stop").click()
+    page.get_by_text("state: stopped").first.wait_for(timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_link_to_an_unknown_checkpoint_says_so(page, server):
+    page.goto(f"{server}/?ckpt=../../etc/passwd")
+    wait_idle(page)
+    page.get_by_text("which is not here").first.wait_for(timeout=30_000)
