@@ -232,7 +232,9 @@ def curves(snap: live.Snapshot) -> None:
         f2.update_layout(title="Validation accuracy (word problem)", height=260, template="plotly_white",
                          margin={"l": 60, "r": 20, "t": 50, "b": 40}, uirevision="live")
         # whole steps from 0 to the planned total (one validation point must not read 39…41)
-        f2.update_xaxes(title_text="optimiser step", range=[0, max(1, snap.total)], tickformat=",d")
+        total = max(1, snap.total)
+        f2.update_xaxes(title_text="optimiser step", range=[0, total], tickformat=",d", tickmode="linear",
+                        tick0=0, dtick=max(1, -(-total // 8)))  # ≤ 9 whole-step ticks, none repeated
         f2.update_yaxes(title_text="accuracy (all positions)", range=[0, 1.02])
         ui.chart(f2, key="train-acc", filename="geomlab-accuracy")
 

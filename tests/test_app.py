@@ -493,6 +493,7 @@ def test_a_reloaded_train_page_reattaches_to_its_run(ckpt_dirs):
         assert "nats/symbol" in loss["data"][0]["hovertemplate"]
         acc = next(s for s in specs if "accuracy" in json.dumps(s["layout"].get("title", "")))
         assert acc["layout"]["xaxis"]["range"] == [0, 3] and acc["layout"]["xaxis"]["tickformat"] == ",d"
+        assert acc["layout"]["xaxis"]["dtick"] == 1  # whole steps, no repeated labels from rounding
         tiles = {m.label: m.value for m in at2.metric}
         assert tiles["time"].endswith(" s") and len(tiles["time"]) <= 5
     finally:
