@@ -635,18 +635,6 @@ def wrong_kind_message(view: View, entry: catalog.CheckpointEntry) -> None:
 
 
 def fmt_seconds(s: float | None) -> str:
-    """``75.2`` -> ``'1 min 15 s'``; None/inf -> ``'–'``."""
-    if s is None or not math.isfinite(s):
-        return "–"
-    s = int(round(s))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {(s % 3600) // 60:02d} min"
-
-
-def fmt_seconds_short(s: float | None) -> str:
     """Compact duration for narrow metric tiles: ``75.2`` -> ``'1:15'``, ``3725`` -> ``'1:02:05'``,
     ``9`` -> ``'9 s'``; None/inf -> ``'–'``."""
     if s is None or not math.isfinite(s):

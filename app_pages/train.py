@@ -264,8 +264,8 @@ def panel() -> None:
     label = {"bpc": "valid BPC", "accuracy": "valid accuracy"}.get(snap.metric_name, f"valid {snap.metric_name}")
     m[2].metric(label, f"{snap.metric:.3f}" if snap.metric is not None else "–")
     m[3].metric("tokens/s", f"{snap.tokens_per_s:,.0f}" if snap.tokens_per_s else "–")
-    m[4].metric("ETA" if snap.active else "time", ui.fmt_seconds_short(snap.eta_s) if snap.active
-                else ui.fmt_seconds_short(snap.elapsed_s),
+    m[4].metric("ETA" if snap.active else "time", ui.fmt_seconds(snap.eta_s) if snap.active
+                else ui.fmt_seconds(snap.elapsed_s),
                 help="time left (estimate)" if snap.active else "training time so far")
     if snap.note:
         st.caption(snap.note)
