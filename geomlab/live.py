@@ -523,7 +523,7 @@ class LiveRun:
         trainer = self._trainer
         if p.event == "start" and trainer is not None and trainer.last_checkpoint is None and \
                 trainer.out is not None and not (self._checkpoint and Path(self._checkpoint).exists()):
-            path = trainer._save()  # step-0 checkpoint: a "last good" one exists from the start
+            path = trainer.save_checkpoint()  # step-0 checkpoint: a "last good" one exists from the start
             p = replace(p, checkpoint=str(path) if path else None)
         metric_name = getattr(self.task, "metric", "loss")
         with self._lock:
@@ -568,7 +568,7 @@ class LiveRun:
         metrics: list = []
         if trainer is not None:
             try:
-                card = trainer._card()
+                card = trainer.full_card()
             except Exception:  # noqa: BLE001 - fall back to a minimal card
                 card = {}
             train_config = trainer.config.to_dict()

@@ -406,7 +406,7 @@ class Trainer:
                         self.model, "valid", seq_len=cfg.seq_len, device=self.device,
                         max_tokens=cfg.eval_tokens, stride=cfg.eval_stride)
                     self.history.append({"step": step, **{f"valid_{k}": v for k, v in self.last_valid.items()}})
-                    path = self._save()
+                    path = self.save_checkpoint()
                     self._emit(Progress("eval", step, cfg.steps, loss=lval, train_bpc=self._bpc(lval),
                                         valid_bpc=self.last_valid.get("bpc"), valid=dict(self.last_valid),
                                         lr=lr, elapsed_s=self.elapsed_s, checkpoint=str(path) if path else None))
@@ -442,7 +442,7 @@ class Trainer:
                 if split == "valid":
                     self.last_valid = m
             self.history.append({"step": self.step, "final": True, **metrics})
-        path = self._save(final_metrics=metrics)
+        path = self.save_checkpoint(final_metrics=metrics)
         self._stop.clear()  # calling run() again continues a stopped run
         msg = (f"finished {self.step} steps" if status == "done" else f"stopped at step {self.step}")
         self._emit(Progress(status, self.step, cfg.steps, valid_bpc=self.last_valid.get("bpc"),
@@ -503,7 +503,9 @@ class Trainer:
         self.last_valid = dict(js.get("last_valid") or {})
         self.history = list(c.metrics)
 
-    def _card(self, final_metrics: dict[str, float] | None = None) -> dict[str, Any]:
+    def full_card(self, final_metrics: dict[str, float] | None = None) -> dict[str, Any]:
+        """The checkpoint card for the current state (the given card, the task spec, the training recipe,
+        parameter counts, step, timing and ``final_metrics``); what :meth:`save_checkpoint` writes."""
         cfg = self.config
         card = dict(self.card)
         spec = self.task.spec()
@@ -526,10 +528,12 @@ class Trainer:
                                      "valid_tokens_max": cfg.eval_tokens}
         return card
 
-    def _save(self, final_metrics: dict[str, float] | None = None) -> Path | None:
+    def save_checkpoint(self, final_metrics: dict[str, float] | None = None) -> Path | None:
+        """Write the resumable checkpoint ``out`` (weights, optimizer/scheduler/RNG state, card, metrics)
+        now; returns its path, or None when the trainer has no ``out``."""
         if self.out is None:
             return None
-        path = ckpt.save(self.out, self.model, self.task.vocab, self._card(final_metrics),
+        path = ckpt.save(self.out, self.model, self.task.vocab, self.full_card(final_metrics),
                          train_config=self.config.to_dict(), metrics=self.history,
                          train_state=self._train_state())
         self.last_checkpoint = path
