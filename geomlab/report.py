@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 import torch
 
+from geomlab.train import TrainingError
 from geomlab.zoo import accuracy_by_length, make_task, train_and_evaluate
 
 
@@ -53,9 +54,15 @@ class Protocol:
     Attributes:
         name: ``smoke``, ``quick`` or ``full``.
         steps, batch_size, seq_len, lr, warmup: language-model training (equal for every model).
+        lr_grid: when not empty, every language model is trained once per learning rate of this grid (seed
+            ``seeds[0]``) and keeps the one with the best validation BPC for all its seeds (one tuning rule
+            for every model, instead of one learning rate that suits some models and not others; ``lr`` is
+            then unused). Rows record the chosen lr and the sweep.
         seeds: seeds averaged per row (mean, and the sample std when more than one).
         eval_tokens: cap on the number of valid/test characters scored (``None`` = whole split).
         wp_steps, wp_batch_size, wp_train_len, wp_lr: word-problem training.
+        wp_curriculum: ``(length, steps)`` pairs trained before the rest at ``wp_train_len`` (a sequence-length
+            curriculum, the same for every model; OSM-RNN does not learn S5 from scratch without one).
         wp_lengths: lengths at which final-position accuracy is measured (longer than ``wp_train_len`` =
             length generalisation).
         wp_groups: the groups of the word problem (a non-abelian and an abelian one).
@@ -71,12 +78,14 @@ class Protocol:
     seq_len: int
     lr: float = 3e-3
     warmup: float = 0.02
+    lr_grid: tuple[float, ...] = ()
     seeds: tuple[int, ...] = (0,)
     eval_tokens: int | None = None
     wp_steps: int = 1000
     wp_batch_size: int = 32
     wp_train_len: int = 16
     wp_lr: float = 1e-2
+    wp_curriculum: tuple[tuple[int, int], ...] = ()
     wp_lengths: tuple[int, ...] = (4, 8, 16, 32, 64)
     wp_groups: tuple[str, ...] = ("S5", "Z60")
     latency_len: int = 256
@@ -86,8 +95,9 @@ class Protocol:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("seeds", "wp_lengths", "wp_groups", "comparisons"):
+        for k in ("seeds", "wp_lengths", "wp_groups", "comparisons", "lr_grid"):
             d[k] = list(d[k])
+        d["wp_curriculum"] = [list(pair) for pair in d["wp_curriculum"]]
         return d
 
 
@@ -188,7 +198,8 @@ PROFILES: dict[str, Protocol] = {
                       wp_batch_size=32, wp_train_len=16, wp_lengths=(4, 8, 16, 32, 64), latency_len=128,
                       wp_groups=("S3", "Z5"), comparisons=_QUICK_KEYS),
     "full": Protocol("full", steps=3000, batch_size=32, seq_len=128, seeds=(0, 1, 2), eval_tokens=None,
-                     wp_steps=2000, wp_batch_size=64, wp_train_len=32, wp_lengths=(8, 16, 32, 64, 128, 256),
+                     lr_grid=(3e-3, 1e-2, 3e-2), wp_steps=6000, wp_batch_size=64, wp_train_len=16,
+                     wp_curriculum=((2, 1500), (4, 1500), (8, 1500)), wp_lengths=(4, 8, 16, 32, 64, 128),
                      latency_len=128, comparisons=tuple(COMPARISONS)),
 }
 
@@ -210,6 +221,15 @@ def protocol(name: str = "quick", **overrides: Any) -> Protocol:
     for key in ("seeds", "wp_lengths", "wp_groups", "comparisons"):
         if key in clean:
             clean[key] = tuple(clean[key])
+    if "lr_grid" in clean:
+        clean["lr_grid"] = tuple(float(x) for x in clean["lr_grid"])
+        if not all(0 < x < 10 for x in clean["lr_grid"]):
+            raise ReportError(f"lr_grid values must be positive numbers, got {list(clean['lr_grid'])}")
+    if "wp_curriculum" in clean:
+        try:
+            clean["wp_curriculum"] = tuple((int(n), int(k)) for n, k in clean["wp_curriculum"])
+        except (TypeError, ValueError):
+            raise ReportError(f"wp_curriculum must be (length, steps) pairs, got {clean['wp_curriculum']!r}") from None
     unknown = [c for c in clean.get("comparisons", ()) if c not in COMPARISONS]
     if unknown:
         raise ReportError(f"unknown comparisons {unknown}; known: {', '.join(COMPARISONS)}")
@@ -218,11 +238,16 @@ def protocol(name: str = "quick", **overrides: Any) -> Protocol:
             raise ReportError(f"{key} must be >= 1, got {clean[key]}")
     if "wp_steps" in clean and int(clean["wp_steps"]) < 0:
         raise ReportError(f"wp_steps must be >= 0 (0 skips the word problem), got {clean['wp_steps']}")
+    out = replace(p, **clean)
+    cur = out.wp_curriculum
+    if any(n < 1 or k < 1 for n, k in cur) or (out.wp_steps and sum(k for _, k in cur) > out.wp_steps):
+        raise ReportError(f"wp_curriculum {[list(c) for c in cur]} needs lengths and steps >= 1 and at most "
+                          f"wp_steps={out.wp_steps} steps in all")
     if "lr" in clean and not (isinstance(clean["lr"], (int, float)) and 0 < clean["lr"] < 10):
         raise ReportError(f"lr must be a positive number, got {clean['lr']}")
     if "seeds" in clean and not clean["seeds"]:
         raise ReportError("seeds must name at least one seed")
-    return replace(p, **clean)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ running
@@ -284,13 +309,37 @@ def run_comparison(comp: Comparison, proto: Protocol, log: Callable[[str], None]
                                "seeds": list(proto.seeds), "valid": [], "test": [], "tokens_per_s": [],
                                "train_time_s": []}
         try:
-            for seed in proto.seeds:
-                log(f"[bench] {comp.key} / {arm.label} / seed {seed} ...")
-                out = train_and_evaluate(arm.kind, task, budget=row["budget"], config=arm.config, steps=proto.steps,
-                                         batch_size=proto.batch_size, seq_len=proto.seq_len, lr=proto.lr,
-                                         seed=seed, warmup=proto.warmup, final_eval_tokens=proto.eval_tokens)
-                from geomlab.models import count_params
+            from geomlab.models import count_params
 
+            def train(seed: int, lr: float):
+                return train_and_evaluate(arm.kind, task, budget=row["budget"], config=arm.config,
+                                          steps=proto.steps, batch_size=proto.batch_size, seq_len=proto.seq_len,
+                                          lr=lr, seed=seed, warmup=proto.warmup,
+                                          final_eval_tokens=proto.eval_tokens)
+
+            first = None
+            if proto.lr_grid:  # one tuning rule for every model: best validation BPC on the first seed
+                row["lr_sweep"], best = {}, None
+                for lr in proto.lr_grid:
+                    log(f"[bench] {comp.key} / {arm.label} / lr sweep {lr} (seed {proto.seeds[0]}) ...")
+                    try:
+                        cand = train(proto.seeds[0], lr)
+                        v = cand.metrics.get("valid_bpc")
+                    except TrainingError as exc:  # a diverged candidate loses the sweep, the row goes on
+                        cand, v = None, None
+                        log(f"[bench]   lr {lr} diverged: {exc}")
+                    row["lr_sweep"][str(lr)] = v
+                    log(f"[bench]   lr {lr}: valid {v if v is None else round(v, 4)} BPC")
+                    if v is not None and math.isfinite(v) and (best is None or v < best[0]):
+                        best = (v, lr, cand)
+                if best is None:
+                    raise TrainingError("every learning rate of the grid diverged")
+                row["lr"], first = best[1], best[2]
+            else:
+                row["lr"] = proto.lr
+            for i, seed in enumerate(proto.seeds):
+                log(f"[bench] {comp.key} / {arm.label} / seed {seed} (lr {row['lr']}) ...")
+                out = first if (i == 0 and first is not None) else train(seed, row["lr"])
                 row["params"] = count_params(out.model, "effective")
                 row["params_stored"] = count_params(out.model, "stored")
                 row["config"] = out.config
@@ -344,7 +393,8 @@ def run_word_problem(proto: Protocol, log: Callable[[str], None] = print) -> dic
                     out = train_and_evaluate(arm.kind, task, budget=row["budget"], config=arm.config,
                                              steps=proto.wp_steps, batch_size=proto.wp_batch_size,
                                              seq_len=proto.wp_train_len, lr=proto.wp_lr, seed=seed,
-                                             warmup=proto.warmup, final_eval_tokens=None)
+                                             warmup=proto.warmup, final_eval_tokens=None,
+                                             length_curriculum=proto.wp_curriculum)
                     from geomlab.models import count_params
 
                     row["params"] = count_params(out.model, "effective")
@@ -446,8 +496,14 @@ def command_line(p: dict[str, Any]) -> str:
         parts.append(f"--steps {p['steps']}")
     if p["wp_steps"] and p["wp_steps"] != b["wp_steps"]:
         parts.append(f"--wp-steps {p['wp_steps']}")
-    if p["lr"] != b["lr"]:
+    if p.get("lr_grid"):
+        if list(p["lr_grid"]) != list(b.get("lr_grid", [])):
+            parts.append("--lr-grid " + ",".join(str(x) for x in p["lr_grid"]))
+    elif b.get("lr_grid") or p["lr"] != b["lr"]:
         parts.append(f"--lr {p['lr']}")
+    for key, flag in (("batch_size", "--batch-size"), ("seq_len", "--seq-len")):
+        if p[key] != b[key]:
+            parts.append(f"{flag} {p[key]}")
     if p["eval_tokens"] != b["eval_tokens"]:
         parts.append(f"--eval-chars {'all' if p['eval_tokens'] is None else p['eval_tokens']}")
     if list(p["seeds"]) != list(b["seeds"]):
@@ -469,6 +525,15 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
                  + (f" Run as {results['parts']} parallel processes (`--only`), merged with `--from-json`."
                     if results.get("parts", 1) > 1 else ""))
     lines.append("")
+    full = PROFILES["full"].to_dict()
+    reduced = [k for k in ("steps", "batch_size", "seq_len", "seeds", "eval_tokens", "lr_grid", "wp_steps")
+               if p["name"] == "full" and p.get(k) != full[k] and not (k == "wp_steps" and not p[k])]
+    if reduced:
+        lines.append(f"**This is a reduced run of the `full` profile ({', '.join(reduced)} overridden, see the "
+                     f"command above; {p['steps']} steps per model, {len(p['seeds'])} seed(s)): one protocol for "
+                     "every model, but far from converged, so not a reproduction of the papers' tables.** The "
+                     "paper columns are the papers' numbers (from `shared/papers`), not ours.")
+        lines.append("")
     if p["name"] != "full":
         lines.append(f"**This is the `{p['name']}` profile: {p['steps']} steps per model. Its numbers check that "
                      "every model trains and evaluates under one protocol; they are far from converged and are "
@@ -481,7 +546,10 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
         "## Protocol (the same for every model)",
         "",
         f"- Language models: {p['steps']} AdamW steps, batch {p['batch_size']} x {p['seq_len']} characters, peak "
-        f"lr {p['lr']}, {p['warmup']:.0%} linear warm-up then cosine to 10%, gradient clip 1.0, no weight decay; "
+        + (f"lr chosen per model from the grid {', '.join(str(x) for x in p['lr_grid'])} by validation BPC of "
+           f"seed {p['seeds'][0]} (column lr; the same rule for every model)" if p.get("lr_grid")
+           else f"lr {p['lr']} for every model")
+        + f", {p['warmup']:.0%} linear warm-up then cosine to 10%, gradient clip 1.0, no weight decay; "
         f"seeds {seeds} ({len(p['seeds'])} per row; mean ± sample std when more than one).",
         "- Parameters: effective count (`geomlab.models.count_params`), budgets met by `config_for_budget` "
         "(within 5%)" + ("" if p["budget_scale"] == 1 else f", budgets scaled by {p['budget_scale']}") + ".",
@@ -497,9 +565,9 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
     if p.get("corpus_override"):
         lines += [f"All corpora were replaced by the text file `{Path(p['corpus_override']).name}` (smoke run).", ""]
     lines += ["## Language modelling", ""]
-    header = ("| model | kind | params | seeds | valid BPC | test BPC | paper valid | paper test | Δ test vs "
+    header = ("| model | kind | params | seeds | lr | valid BPC | test BPC | paper valid | paper test | Δ test vs "
               "baseline | tokens/s | speed vs baseline | speed vs baseline (CPU) | trace ms |")
-    sep = "|" + "---|" * 13
+    sep = "|" + "---|" * 14
     for c in results["comparisons"]:
         lines += [f"### {c['title']}", ""]
         lines.append(f"Corpus `{c['corpus']}` ({c['split']}). {c['claim']} {c['note']}".strip())
@@ -507,7 +575,7 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
         for r in c["rows"]:
             name = r["label"] + (" (baseline)" if r["baseline"] else "")
             if r.get("error"):
-                lines.append(f"| {name} | {r['kind']} | — | {len(r['seeds'])} | failed: {r['error'][:120]} "
+                lines.append(f"| {name} | {r['kind']} | — | {len(r['seeds'])} | — | failed: {r['error'][:120]} "
                              "| | | | | | | | |")
                 continue
             paper = r.get("paper") or {}
@@ -515,7 +583,7 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
             gap_s = "—" if r["baseline"] or gap is None else f"{gap:+.3f}"
             lines.append(
                 f"| {name} | `{r['kind']}` | {_params(r.get('params'))} | {len(r['seeds'])} | "
-                f"{_pm(r['valid_mean'], r['valid_std'])} | {_pm(r['test_mean'], r['test_std'])} | "
+                f"{r.get('lr', p['lr'])} | {_pm(r['valid_mean'], r['valid_std'])} | {_pm(r['test_mean'], r['test_std'])} | "
                 f"{_f(paper.get('valid'))} | {_f(paper.get('test'))} | {gap_s} | "
                 f"{_f(r.get('tokens_per_s_mean'), 0)} | {_f(r.get('speed_ratio'), 2)} | "
                 f"{_f(r.get('cpu_speed_ratio'), 2)} | {_f(r.get('trace_ms'), 1)} |")
@@ -524,7 +592,10 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
     if wp:
         lines += ["## Group word problem", "",
                   f"Trained on sequences of {wp['train_len']} elements ({p['wp_steps']} steps, batch "
-                  f"{p['wp_batch_size']}, lr {p['wp_lr']}); the table gives the accuracy of the running product "
+                  f"{p['wp_batch_size']}, lr {p['wp_lr']}"
+                  + ("; length curriculum " + ", ".join(f"{k} steps at length {n}" for n, k in p["wp_curriculum"])
+                     + " first" if p.get("wp_curriculum") else "")
+                  + f"); the table gives the accuracy of the running product "
                   f"at the last position of test sequences of each length (chance = 1/|G|). Lengths above "
                   f"{wp['train_len']} test length generalisation. {', '.join(wp['groups'])}: S_n is non-abelian (a "
                   "commuting state such as the torus cannot track it), Z_n is abelian.", ""]

@@ -55,7 +55,11 @@ class TrainConfig:
     the whole split; the final evaluation always uses the whole split). eval_stride: stride of the
     evaluation windows (``None`` = ``seq_len``, non-overlapping). log_every: progress callback period in
     steps. device: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string. final_eval: evaluate
-    on the full valid and test splits at the end.
+    on the full valid and test splits at the end. length_curriculum: a sequence-length curriculum, pairs
+    ``(seq_len, steps)`` trained in order before the remaining steps run at ``seq_len`` (e.g. ``((2, 1500),
+    (4, 1500))``: 1500 steps on length-2 windows, then 1500 on length 4, then ``seq_len``); empty = off.
+    Used for the S5 word problem, which OSM-RNN does not learn from random initialisation at full length
+    (design choice, docs/zoo.md). Raises ``ValueError`` for invalid values.
     """
 
     steps: int = 1000
@@ -74,9 +78,20 @@ class TrainConfig:
     log_every: int = 10
     device: str = "auto"
     final_eval: bool = True
+    length_curriculum: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self):
         self.betas = tuple(float(b) for b in self.betas)
+        try:
+            self.length_curriculum = tuple((int(n), int(k)) for n, k in self.length_curriculum)
+        except (TypeError, ValueError):
+            raise ValueError("length_curriculum must be a list of (seq_len, steps) pairs, got "
+                             f"{self.length_curriculum!r}") from None
+        if any(n < 1 or k < 1 for n, k in self.length_curriculum):
+            raise ValueError(f"length_curriculum lengths and steps must be >= 1, got {self.length_curriculum}")
+        if sum(k for _, k in self.length_curriculum) > int(self.steps):
+            raise ValueError(f"length_curriculum has {sum(k for _, k in self.length_curriculum)} steps, more "
+                             f"than steps={self.steps}")
         for name in ("steps", "batch_size", "seq_len", "log_every"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -100,7 +115,25 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["betas"] = list(self.betas)
+        d["length_curriculum"] = [list(pair) for pair in self.length_curriculum]
         return d
+
+    def seq_len_at(self, step: int) -> int:
+        """Training window length at 1-based ``step`` (``length_curriculum``, then ``seq_len``)."""
+        done = 0
+        for n, k in self.length_curriculum:
+            done += k
+            if step <= done:
+                return n
+        return int(self.seq_len)
+
+    def tokens_through(self, step: int) -> int:
+        """Training targets seen after ``step`` steps (per-step window lengths times ``batch_size``)."""
+        total, done = 0, 0
+        for n, k in self.length_curriculum:
+            k = min(k, max(0, step - done))
+            total, done = total + k * n, done + k
+        return (total + max(0, step - done) * int(self.seq_len)) * int(self.batch_size)
 
     def warmup_steps(self) -> int:
         return int(round(self.warmup * self.steps)) if self.warmup < 1 else int(self.warmup)
@@ -352,7 +385,7 @@ class Trainer:
                 lr = cfg.lr_at(step)
                 for g in self.optimizer.param_groups:
                     g["lr"] = lr
-                x, y = self.task.sample_batch(cfg.batch_size, cfg.seq_len, self.generator)
+                x, y = self.task.sample_batch(cfg.batch_size, cfg.seq_len_at(step), self.generator)
                 x, y = x.to(self.device), y.to(self.device)
                 self.model.train()
                 loss = self.task.loss(self.model(x), y)
@@ -515,7 +548,7 @@ class Trainer:
             "steps": self.step,
             "total_steps": cfg.steps, "seed": cfg.seed, "batch_size": cfg.batch_size, "seq_len": cfg.seq_len,
             "train_time_s": round(self.elapsed_s, 3), "device": self.device.type,
-            "tokens_seen": self.step * cfg.batch_size * cfg.seq_len,
+            "tokens_seen": cfg.tokens_through(self.step),
             "geomlab_version": geomlab.__version__,
         })
         if final_metrics:

@@ -52,6 +52,7 @@ class ZooEntry:
         steps, batch_size, seq_len, lr, seed, warmup, weight_decay: training (see
             :class:`geomlab.train.TrainConfig`; ``warmup`` a fraction of ``steps``).
         eval_lengths: word problem only: sequence lengths at which accuracy is recorded on the card.
+        length_curriculum: ``(seq_len, steps)`` pairs trained first (:class:`geomlab.train.TrainConfig`).
         notes: caveats printed on the card (e.g. "short budget; not converged").
     """
 
@@ -70,12 +71,14 @@ class ZooEntry:
     warmup: float = 0.02
     weight_decay: float = 0.0
     eval_lengths: tuple[int, ...] = ()
+    length_curriculum: tuple[tuple[int, int], ...] = ()
     notes: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The recipe as a JSON-serialisable dict (stored on the card as ``recipe``)."""
         d = asdict(self)
         d["eval_lengths"] = list(self.eval_lengths)
+        d["length_curriculum"] = [list(pair) for pair in self.length_curriculum]
         return d
 
 
@@ -246,7 +249,8 @@ def train_and_evaluate(kind: str, task, *, budget: int | None = None, config: di
                        warmup: float = 0.02, weight_decay: float = 0.0, eval_every: int = 0,
                        eval_tokens: int | None = 16384, final_eval_tokens: int | None = None,
                        device: str = "auto", callback: Callable | None = None,
-                       progress_bar: bool = False) -> RunOutcome:
+                       progress_bar: bool = False,
+                       length_curriculum: Iterable[tuple[int, int]] = ()) -> RunOutcome:
     """Build a model of ``kind`` for ``task``, train it with :class:`geomlab.train.Trainer` and evaluate.
 
     The model is built right after ``seed_everything(seed)`` so its initialisation is reproducible.
@@ -255,6 +259,7 @@ def train_and_evaluate(kind: str, task, *, budget: int | None = None, config: di
     and test splits; an integer caps both (used by quick reports on large corpora; the cap is reported).
     ``train_time_s`` counts only training steps (``eval_every=0`` by default so no periodic evaluation runs).
 
+    ``length_curriculum``: ``(seq_len, steps)`` pairs trained before the rest at ``seq_len``.
     Raises ``ValueError`` for a bad config and :class:`geomlab.train.TrainingError` for a diverged run.
     """
     from geomlab.models import build_model
@@ -266,7 +271,8 @@ def train_and_evaluate(kind: str, task, *, budget: int | None = None, config: di
     tcfg = TrainConfig(steps=int(steps), batch_size=int(batch_size), seq_len=int(seq_len), lr=float(lr),
                        seed=int(seed), warmup=float(warmup), weight_decay=float(weight_decay),
                        eval_every=int(eval_every), eval_tokens=eval_tokens, device=device,
-                       final_eval=final_eval_tokens is None, log_every=max(1, min(50, int(steps))))
+                       final_eval=final_eval_tokens is None, log_every=max(1, min(50, int(steps))),
+                       length_curriculum=tuple(tuple(pair) for pair in length_curriculum))
     marks: dict[str, float] = {}
 
     def _on_progress(p) -> None:  # CPU time at the last training step (before the final evaluation)
@@ -286,7 +292,7 @@ def train_and_evaluate(kind: str, task, *, budget: int | None = None, config: di
             m = task.evaluate(model, split, seq_len=int(seq_len), device=trainer.device,
                               max_tokens=int(final_eval_tokens))
             metrics.update({f"{split}_{k}": v for k, v in m.items()})
-    tokens = int(steps) * int(batch_size) * int(seq_len)
+    tokens = tcfg.tokens_through(int(steps))
     model.eval()
     return RunOutcome(model=model, task=task, config=dict(model.config), train_config=tcfg, metrics=metrics,
                       train_time_s=train_time, tokens_per_s=tokens / max(train_time, 1e-9),
@@ -326,7 +332,8 @@ def build_entry(entry: ZooEntry, out_dir: str | Path = ZOO_DIR, *, progress_bar:
     run = train_and_evaluate(entry.kind, task, budget=entry.budget, config=entry.config, steps=entry.steps,
                              batch_size=entry.batch_size, seq_len=entry.seq_len, lr=entry.lr, seed=entry.seed,
                              warmup=entry.warmup, weight_decay=entry.weight_decay,
-                             eval_every=max(1, entry.steps // 5), progress_bar=progress_bar)
+                             eval_every=max(1, entry.steps // 5), progress_bar=progress_bar,
+                             length_curriculum=entry.length_curriculum)
     spec = task.spec()
     card: dict[str, Any] = {
         "name": entry.name, "title": entry.title, "description": entry.description, "kind": entry.kind,

@@ -52,6 +52,52 @@ def test_protocol_overrides_and_errors():
         report.protocol("quick", colour="red")
     with pytest.raises(report.ReportError, match="seed"):
         report.protocol("quick", seeds=[])
+    assert report.protocol("quick", lr_grid=[1e-3, "3e-3"]).lr_grid == (1e-3, 3e-3)
+    with pytest.raises(report.ReportError, match="lr_grid"):
+        report.protocol("quick", lr_grid=[0.0])
+    assert report.protocol("quick", wp_curriculum=[[2, 100]]).wp_curriculum == ((2, 100),)
+    with pytest.raises(report.ReportError, match="wp_curriculum"):
+        report.protocol("quick", wp_curriculum=[(2, 10_000)])  # more steps than wp_steps
+    with pytest.raises(report.ReportError, match="wp_curriculum"):
+        report.protocol("quick", wp_curriculum=[(0, 10)])
+
+
+def test_lr_grid_picks_the_best_validation_lr_per_model(monkeypatch):
+    """With a grid, each arm is trained once per lr on the first seed, keeps the lr of the lowest validation
+    BPC (a diverged lr loses) and reuses that run for its first seed; other seeds train at the chosen lr."""
+    from types import SimpleNamespace
+
+    from geomlab.models import build_model
+    from geomlab.train import TrainingError
+
+    calls = []
+    best = {"osm-rnn": 1e-2, "lstm": 3e-2}
+
+    def fake(kind, task, *, lr, seed, **kw):
+        calls.append((kind, lr, seed))
+        if kind == "lstm" and lr == 1e-3:
+            raise TrainingError("diverged", 3, "loss")
+        v = 2.0 + abs(math.log10(lr) - math.log10(best[kind]))
+        model = build_model({"kind": "lstm", "vocab_size": 5, "hidden": 4})
+        return SimpleNamespace(model=model, config={"kind": kind}, metrics={"valid_bpc": v, "test_bpc": v + 0.1},
+                               tokens_per_s=100.0, train_time_s=1.0, cpu_time_s=1.0, history=[])
+
+    monkeypatch.setattr(report, "train_and_evaluate", fake)
+    monkeypatch.setattr(report, "trace_latency_ms", lambda *a, **k: 1.0)
+    monkeypatch.setattr(report, "make_task", lambda name: SimpleNamespace(spec=lambda: {"corpus": name},
+                                                                          vocab_size=5))
+    proto = report.protocol("quick", lr_grid=[1e-3, 1e-2, 3e-2], seeds=[0, 1])
+    res = report.run_comparison(report.COMPARISONS["ts-50k"], proto, log=lambda s: None)
+    assert not [r["error"] for r in res["rows"] if r.get("error")]
+    rows = {r["kind"]: r for r in res["rows"]}
+    assert rows["osm-rnn"]["lr"] == 1e-2 and rows["lstm"]["lr"] == 3e-2
+    assert rows["lstm"]["lr_sweep"]["0.001"] is None  # the diverged candidate is recorded, not chosen
+    assert [c for c in calls if c[0] == "osm-rnn"] == [("osm-rnn", 1e-3, 0), ("osm-rnn", 1e-2, 0),
+                                                      ("osm-rnn", 3e-2, 0), ("osm-rnn", 1e-2, 1)]
+    assert rows["osm-rnn"]["valid"] == [2.0, 2.0] and not rows["osm-rnn"].get("error")
+    md = report.render_markdown({**_fake_results(), "protocol": proto.to_dict(), "comparisons": [res]})
+    assert "chosen per model from the grid 0.001, 0.01, 0.03" in md
+    assert re.search(r"\| OSM-RNN O\(d\) \| `osm-rnn` \| [^|]+ \| 2 \| 0.01 \|", md)
 
 
 # ----------------------------------------------------------------------------------------------- rendering
@@ -81,7 +127,7 @@ def _fake_results():
 
 def test_render_markdown_shows_ours_next_to_the_paper():
     md = report.render_markdown(_fake_results(), {"Bits per character": "results/bpc.html"})
-    assert "| Model A | `osmformer` | 91.0K | 2 | 2.500 ± 0.010 | 2.700 ± 0.020 | 2.254 | 2.464 | +0.200 |" in md
+    assert "| Model A | `osmformer` | 91.0K | 2 | 0.003 | 2.500 ± 0.010 | 2.700 ± 0.020 | 2.254 | 2.464 | +0.200 |" in md
     assert "Base (baseline)" in md and "failed: ValueError: x" in md
     # the verdict compares our gap with the paper's gap (2.464 - 2.583 = -0.119)
     assert "Model A: test BPC +0.200 vs the baseline (paper: -0.119)" in md
@@ -165,3 +211,7 @@ def test_command_line_reproduces_the_protocol():
     assert args.steps == 1000 and args.lr == 0.01 and args.only == "ts-50k" and args.eval_chars == "all"
     assert args.seeds == 2 and args.quick
     assert report.command_line(report.PROFILES["quick"].to_dict()) == "python -m geomlab bench --quick"
+    p = report.protocol("full", steps=400, batch_size=16, lr_grid=[3e-3, 1e-2], seeds=[0])
+    cmd = report.command_line(p.to_dict())
+    args = build_parser().parse_args(cmd.split()[3:])
+    assert args.lr_grid == "0.003,0.01" and args.batch_size == 16 and args.steps == 400 and args.seeds == 1

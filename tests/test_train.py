@@ -274,3 +274,41 @@ def test_from_checkpoint_errors(task, tmp_path, tiny_text):
     other = LMTask(corpus_from_text("completely different alphabet 0123456789 " * 5))
     with pytest.raises(ckpt.CheckpointError, match="vocabulary"):
         Trainer.from_checkpoint(res.checkpoint, other)
+
+
+def test_length_curriculum_schedule_and_validation():
+    cfg = TrainConfig(steps=10, batch_size=3, seq_len=16, length_curriculum=[(2, 3), (4, 2)])
+    assert [cfg.seq_len_at(s) for s in range(1, 11)] == [2, 2, 2, 4, 4, 16, 16, 16, 16, 16]
+    assert cfg.tokens_through(0) == 0
+    assert cfg.tokens_through(4) == 3 * (2 * 3 + 4)
+    assert cfg.tokens_through(10) == 3 * (2 * 3 + 4 * 2 + 16 * 5)
+    assert TrainConfig.from_dict(cfg.to_dict()).length_curriculum == ((2, 3), (4, 2))  # survives JSON
+    assert TrainConfig(steps=5, seq_len=8).tokens_through(5) == 5 * 32 * 8  # no curriculum: plain product
+    with pytest.raises(ValueError, match="more than steps"):
+        TrainConfig(steps=4, length_curriculum=[(2, 3), (4, 2)])
+    with pytest.raises(ValueError, match=">= 1"):
+        TrainConfig(steps=4, length_curriculum=[(0, 2)])
+    with pytest.raises(ValueError, match="pairs"):
+        TrainConfig(steps=4, length_curriculum=[3])
+
+
+def test_trainer_follows_the_length_curriculum(tmp_path):
+    """The batches the trainer draws have the curriculum's lengths, then seq_len; the card counts the
+    tokens actually seen."""
+    task = WordProblemTask("S3", length=8, n_eval=16)
+    seen: list[int] = []
+    real = task.sample_batch
+
+    def spy(batch_size, seq_len, generator):
+        seen.append(seq_len)
+        return real(batch_size, seq_len, generator)
+
+    task.sample_batch = spy
+    seed_everything(0)
+    model = build_model({"kind": "lstm", "vocab_size": task.vocab_size, "hidden": 8})
+    cfg = TrainConfig(steps=6, batch_size=2, seq_len=8, eval_every=0, device="cpu", final_eval=False,
+                      length_curriculum=[(2, 2), (4, 1)])
+    trainer = Trainer(model, task, cfg, out=None)
+    trainer.run()
+    assert seen[:6] == [2, 2, 4, 8, 8, 8] and all(n == 8 for n in seen[6:])  # then evaluation sets
+    assert trainer.full_card()["tokens_seen"] == 2 * (2 * 2 + 4 + 8 * 3)
