@@ -77,6 +77,25 @@ def test_word_problem_via_cli(tmp_path, capsys):
     assert "accuracy" in capsys.readouterr().out
 
 
+def test_length_curriculum_via_cli(tmp_path, capsys):
+    from geomlab import checkpoint as ckpt
+    from geomlab.commands.train import parse_curriculum
+
+    assert parse_curriculum("2:3, 4:2") == ((2, 3), (4, 2)) and parse_curriculum("") == ()
+    with pytest.raises(ValueError, match="LEN:STEPS"):
+        parse_curriculum("2-3")
+    out = tmp_path / "runs"
+    code = main(["train", "--model", "lstm", "--config", "hidden=8", "--data", "word-problem:S3:8", "--steps", "5",
+                 "--batch-size", "4", "--seq-len", "8", "--length-curriculum", "2:3", "--out", str(out), "--quiet"])
+    assert code == 0
+    (path,) = out.glob("*.json")
+    c = ckpt.load(path)
+    assert c.train_config["length_curriculum"] == [[2, 3]] and c.card["tokens_seen"] == 4 * (2 * 3 + 8 * 2)
+    assert main(["train", "--model", "lstm", "--data", "word-problem:S3:8", "--steps", "2",
+                 "--length-curriculum", "2:5", "--out", str(out)]) == 2
+    assert "more than steps" in capsys.readouterr().err
+
+
 def test_bad_input_is_one_line(text_file, tmp_path, capsys):
     assert main(["train", "--model", "no-such-kind", "--data", str(text_file), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err

@@ -39,6 +39,22 @@ def parse_config(items: list[str] | None) -> dict:
     return out
 
 
+def parse_curriculum(text: str) -> tuple[tuple[int, int], ...]:
+    """``"2:1500,4:1500"`` -> ``((2, 1500), (4, 1500))`` (``(seq_len, steps)`` pairs); ``""`` -> ``()``.
+    Raises ``ValueError`` with the expected form for anything else."""
+    pairs = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            n, k = (int(v) for v in part.split(":"))
+        except ValueError:
+            raise ValueError(f"--length-curriculum takes LEN:STEPS pairs separated by commas, e.g. "
+                             f"2:1500,4:1500; got {text!r}") from None
+        pairs.append((n, k))
+    return tuple(pairs)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from geomlab.data.corpora import CORPORA
 
@@ -67,6 +83,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=float, default=None,
                    help="warm-up: a fraction of --steps if < 1, else a step count (default 0.02)")
     p.add_argument("--grad-clip", type=float, default=None, help="max gradient norm, 0 = off (default 1.0)")
+    p.add_argument("--length-curriculum", metavar="LEN:STEPS[,LEN:STEPS]", default=None,
+                   help="train STEPS steps on windows of LEN first, in order, then the rest at --seq-len "
+                   "(e.g. 2:1500,4:1500,8:1500,16:1500 for the S5 word problem; see docs/zoo.md)")
     p.add_argument("--seed", type=int, default=None, help="seed of the model init and the batches (default 0)")
     p.add_argument("--device", default=None, help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     p.add_argument("--eval-every", type=int, default=None,
@@ -108,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         "device": args.device, "eval_every": args.eval_every, "eval_stride": args.eval_stride,
         "eval_tokens": (args.eval_tokens or None) if args.eval_tokens is not None else None,
     }
+    if args.length_curriculum is not None:
+        given["length_curriculum"] = parse_curriculum(args.length_curriculum)
     # only options given on the command line override the defaults (or, with --resume, the saved config)
     overrides = {k: v for k, v in given.items() if v is not None}
     if args.eval_tokens == 0:
