@@ -27,6 +27,7 @@ def test_recipes_are_complete_and_unique():
     assert {"O", "U", "T"} <= groups
     wp = [e for e in zoo.ZOO if e.task.startswith("word-problem:S5")]
     assert {e.config.get("group") for e in wp} == {"O", "T"}
+    assert all(sum(k for _, k in e.length_curriculum) < e.steps for e in wp)  # S5 needs the curriculum
     for e in zoo.ZOO:
         assert e.steps >= 1 and e.batch_size >= 1 and e.seq_len >= 1 and e.lr > 0
         assert e.budget or e.config, e.name
@@ -46,6 +47,17 @@ def test_entries_selection_and_errors():
 def test_steps_scale(scale, expected):
     e = zoo.ZooEntry("x", "t", "d", "lstm", config={"hidden": 8}, steps=1500)
     assert zoo.scaled(e, scale).steps == expected
+
+
+def test_steps_scale_scales_the_length_curriculum():
+    e = zoo.ZooEntry("x", "t", "d", "lstm", config={"hidden": 8}, steps=1000,
+                     length_curriculum=((2, 300), (4, 300)))
+    assert zoo.scaled(e, 0.1).length_curriculum == ((2, 30), (4, 30))
+    tiny = zoo.scaled(e, 0.001)  # 1 step: only the first phase fits
+    assert tiny.steps == 1 and tiny.length_curriculum == ((2, 1),)
+    from geomlab.train import TrainConfig
+
+    TrainConfig(steps=tiny.steps, length_curriculum=tiny.length_curriculum)  # valid
 
 
 @pytest.mark.parametrize("scale", [0, -1, float("nan"), float("inf"), "2"])
@@ -176,6 +188,8 @@ def test_bundled_zoo_is_small():
 
 _S3 = REPO / "assets" / "checkpoints" / "osm-rnn-o-s3.json"
 _S3T = REPO / "assets" / "checkpoints" / "osm-rnn-torus-s3.json"
+_S5 = REPO / "assets" / "checkpoints" / "osm-rnn-o-s5.json"
+_S5T = REPO / "assets" / "checkpoints" / "osm-rnn-torus-s5.json"
 
 
 @pytest.mark.skipif(not (_S3.is_file() and _S3T.is_file()), reason="S3 zoo pair not bundled")
@@ -190,6 +204,23 @@ def test_bundled_s3_pair_non_abelian_state_tracks_what_the_torus_cannot():
     acc_t = zoo.accuracy_by_length(ckpt.load(_S3T).model, task, [4, 16])
     assert acc_o[4] > 0.95 and acc_o[16] > 0.95, acc_o
     assert acc_t[16] < 0.6, acc_t
+
+
+@pytest.mark.skipif(not (_S5.is_file() and _S5T.is_file()), reason="S5 zoo pair not bundled")
+def test_bundled_s5_pair_o5_tracks_s5_and_the_torus_cannot():
+    """The issue's pair, recomputed from the weights on fresh sequences: the O(5) OSM-RNN tracks the S5
+    running product (120 elements, non-solvable) at its training length; the abelian torus stays near
+    chance (1/120), since commuting states can follow only the sign of the permutation."""
+    from geomlab import checkpoint as ckpt
+    from geomlab.data.word_problem import WordProblemTask
+
+    task = WordProblemTask("S5", length=32, n_eval=256, seed=99)
+    acc_o = zoo.accuracy_by_length(ckpt.load(_S5).model, task, [8, 32])
+    acc_t = zoo.accuracy_by_length(ckpt.load(_S5T).model, task, [8, 32])
+    assert acc_o[8] > 0.95 and acc_o[32] > 0.85, acc_o
+    assert acc_t[8] < 0.1 and acc_t[32] < 0.1, acc_t
+    card = ckpt.load(_S5).card
+    assert card["recipe"]["length_curriculum"] and card["accuracy_by_length"]["32"] > 0.85
 
 
 _LM_BUNDLED = [p for p in BUNDLED if not p.stem.endswith(("-s3", "-s5"))]
