@@ -462,7 +462,7 @@ def merge_results(parts: list[dict[str, Any]]) -> dict[str, Any]:
             "wall_s": max(part["wall_s"] for part in parts),
             "cpu_s": round(sum(part.get("cpu_s", 0.0) for part in parts), 1),
             "machine": parts[0]["machine"], "comparisons": [comps[k] for k in order], "word_problem": wp,
-            "parts": len(parts)}
+            "parts": len(parts), "part_commands": [command_line(part["protocol"]) for part in parts]}
 
 
 # ------------------------------------------------------------------------------------------------ output
@@ -588,6 +588,16 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
                 f"{_f(r.get('tokens_per_s_mean'), 0)} | {_f(r.get('speed_ratio'), 2)} | "
                 f"{_f(r.get('cpu_speed_ratio'), 2)} | {_f(r.get('trace_ms'), 1)} |")
         lines += ["", _verdict(c), ""]
+        swept = [r for r in c["rows"] if r.get("lr_sweep")]
+        if swept:
+            def _sweep(r):
+                vals = ", ".join(f"{lr} → {_f(v)}" for lr, v in r["lr_sweep"].items())
+                grid = [float(x) for x in r["lr_sweep"]]
+                edge = " (best at the edge of the grid)" if r.get("lr") in (min(grid), max(grid)) else ""
+                return f"{r['label']}: {vals}{edge}"
+
+            lines += ["Learning-rate sweep (validation BPC of the first seed; — = diverged): "
+                      + "; ".join(_sweep(r) for r in swept) + ".", ""]
     wp = results.get("word_problem")
     if wp:
         lines += ["## Group word problem", "",
@@ -650,13 +660,13 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
     lines += ["## Reproduce", "", "```bash",
               f"GEOMLAB_DATA_DIR=../shared/data {command_line(p)} --out docs/results.md", "```", ""]
     if results.get("parts", 1) > 1:
-        lines += ["or, as this run was made, in parallel processes merged afterwards:", "", "```bash",
-                  f"GEOMLAB_DATA_DIR=../shared/data python -m geomlab bench{flag} --only ts-100k,ts-50k,ptb-100k "
-                  "--out runs/report-a/results.md &",
-                  f"GEOMLAB_DATA_DIR=../shared/data python -m geomlab bench{flag} --only "
-                  "cem-200k,grassmann-200k,word-problem --out runs/report-b/results.md; wait",
-                  "python -m geomlab bench --from-json runs/report-a/results/results.json runs/report-b/results/results.json "
-                  "--out docs/results.md", "```", ""]
+        cmds = results.get("part_commands") or []
+        lines += ["or, as this run was made, in parallel processes merged afterwards:", "", "```bash"]
+        lines += [f"GEOMLAB_DATA_DIR=../shared/data {cmd} --out runs/report-{i}/results.md &"
+                  for i, cmd in enumerate(cmds)]
+        lines += ["wait", "python -m geomlab bench --from-json "
+                  + " ".join(f"runs/report-{i}/results/results.json" for i in range(len(cmds)))
+                  + " --out docs/results.md", "```", ""]
     lines += [
               "The raw numbers (every seed, configs, loss curves) are in `results/results.json` next to this file.",
               ""]

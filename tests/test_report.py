@@ -97,6 +97,7 @@ def test_lr_grid_picks_the_best_validation_lr_per_model(monkeypatch):
     assert rows["osm-rnn"]["valid"] == [2.0, 2.0] and not rows["osm-rnn"].get("error")
     md = report.render_markdown({**_fake_results(), "protocol": proto.to_dict(), "comparisons": [res]})
     assert "chosen per model from the grid 0.001, 0.01, 0.03" in md
+    assert "LSTM: 0.001 → —, 0.01 → 2.477, 0.03 → 2.000 (best at the edge of the grid)" in md
     assert re.search(r"\| OSM-RNN O\(d\) \| `osm-rnn` \| [^|]+ \| 2 \| 0.01 \|", md)
 
 
@@ -178,8 +179,10 @@ def test_bench_smoke_writes_the_report(tmp_path, tiny_text):
 def test_merge_results_and_from_json(tmp_path):
     a, b = _fake_results(), _fake_results()
     a["word_problem"] = None
+    a["protocol"] = dict(a["protocol"], comparisons=["ts-100k"], wp_steps=0)
     a["cpu_s"], b["cpu_s"] = 10.0, 5.0
     b["comparisons"][0]["key"] = "ts-50k"
+    b["protocol"] = dict(b["protocol"], comparisons=["ts-50k"])
     b["wall_s"] = 90.0
     merged = report.merge_results([b, a])
     assert [c["key"] for c in merged["comparisons"]] == ["ts-100k", "ts-50k"]  # COMPARISONS order
@@ -196,6 +199,10 @@ def test_merge_results_and_from_json(tmp_path):
     assert main(["bench", "--from-json", str(fa), str(fb), "--out", str(out), "--no-png"]) == 0
     md = out.read_text()
     assert "2 parallel processes" in md and md.count("| Model A |") == 2
+    # the reproduce block gives each part's own command, and the merge of their results files
+    assert md.count("python -m geomlab bench --quick --only ts-100k --out runs/report-") == 1
+    assert md.count("python -m geomlab bench --quick --only ts-50k,word-problem --out runs/report-") == 1
+    assert "--from-json runs/report-0/results/results.json runs/report-1/results/results.json" in md
     assert main(["bench", "--from-json", str(tmp_path / "missing.json"), "--out", str(out)]) == 2
 
 
