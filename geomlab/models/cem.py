@@ -221,15 +221,21 @@ def _gauss_legendre01(nodes: int) -> tuple[np.ndarray, np.ndarray]:
     return _GL_CACHE[nodes]
 
 
-def silu_integral(z: torch.Tensor, panels: int = 8, nodes: int = 16) -> torch.Tensor:
+def silu_integral(z: torch.Tensor, panels: int | None = None, nodes: int | None = None) -> torch.Tensor:
     """``Phi(z) = int_0^z SiLU(t) dt`` element-wise (same shape and dtype as ``z``).
 
     Stable form (design choice): with ``G(u) = int_0^u s·sigmoid(-s) ds`` (increasing to ``pi^2/12``),
     ``Phi(z) = z^2/2 - G(z)`` for ``z > 0`` and ``Phi(z) = G(-z)`` for ``z <= 0``. ``G`` is integrated by
-    composite Gauss-Legendre (``panels`` x ``nodes``) on ``[0, min(u, 40)]`` (the tail beyond 40 is below
-    1e-15). Equals ``z softplus(z) + Li2(-e^z) + pi^2/12`` (notes §1.3) to ~1e-13 in float64.
+    composite Gauss-Legendre (``panels`` x ``nodes``) on ``[0, min(u, cap)]``. Defaults by dtype: float64
+    uses 8 x 16 nodes and cap 40 (tail below 1e-15; equals ``z softplus(z) + Li2(-e^z) + pi^2/12``, notes
+    §1.3, to ~1e-13); lower precisions use 2 x 12 nodes and cap 20 (tail below 5e-8), which is as accurate
+    as float32 arithmetic allows (measured: relative error 2.4e-7, the same as the float64 rule evaluated in
+    float32) at a fifth of the cost (it dominates a CEM trace).
     """
-    u = z.abs().clamp(max=40.0)
+    wide = z.dtype == torch.float64
+    panels = panels or (8 if wide else 2)
+    nodes = nodes or (16 if wide else 12)
+    u = z.abs().clamp(max=40.0 if wide else 20.0)
     s01, w01 = _gauss_legendre01(nodes)
     s01 = torch.as_tensor(s01, dtype=z.dtype, device=z.device)
     w01 = torch.as_tensor(w01, dtype=z.dtype, device=z.device)
