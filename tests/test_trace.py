@@ -263,3 +263,62 @@ def test_cli_trace_end_to_end(tmp_path, capsys):
     capsys.readouterr()
     assert main(["trace", str(stem), "--text", "", "--out", str(tmp_path / "e.npz")]) == 2
     assert "empty" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- scoring predictions (Compare's surprisal)
+from geomlab.data.word_problem import get_group  # noqa: E402
+from geomlab.trace import is_word_problem, score_predictions  # noqa: E402
+
+
+def _trace_of(tokens, logits):
+    return BaselineTrace(kind="lstm", tokens=np.asarray(tokens, dtype=np.int64),
+                         labels=[str(t) for t in tokens], logits=np.asarray(logits, dtype=np.float32))
+
+
+def _manual_bits(logits, t, target):
+    z = logits[t].astype(np.float64)
+    return -(z[target] - z.max() - np.log(np.exp(z - z.max()).sum())) / np.log(2)
+
+
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=12), st.integers(0, 2**31 - 1))
+def test_word_problem_scores_the_running_product_at_every_position(ids, seed):
+    task = {"task": "word-problem", "group": "S3", "length": 8}
+    logits = np.random.default_rng(seed).normal(size=(len(ids), 6)).astype(np.float32)
+    s = score_predictions(_trace_of(ids, logits), task)
+    want = get_group("S3").running_product(torch.tensor(ids)).numpy()
+    assert s.what == "running product" and np.array_equal(s.target, want)
+    assert not np.isnan(s.bits).any()  # position 0 is scored too
+    for t, label in enumerate(want):
+        assert s.bits[t] == pytest.approx(_manual_bits(logits, t, label), abs=1e-6)
+        assert s.correct[t] == float(np.argmax(logits[t]) == label)
+
+
+def test_a_perfect_word_problem_model_scores_near_zero_bits_and_next_token_scoring_would_not():
+    ids = [1, 3, 2, 5, 4, 1, 0, 2]
+    labels = get_group("S3").running_product(torch.tensor(ids)).numpy()
+    logits = np.full((len(ids), 6), -10.0)
+    logits[np.arange(len(ids)), labels] = 10.0
+    tr = _trace_of(ids, logits)
+    wp = score_predictions(tr, {"task": "word-problem", "group": "S3"})
+    assert wp.mean_bits < 1e-6 and wp.accuracy == 1.0
+    lm = score_predictions(tr)  # the language-model reading of the same outputs is badly wrong
+    assert lm.what == "next token" and lm.mean_bits > 20
+
+
+def test_language_model_scores_token_t_with_the_output_at_t_minus_1():
+    ids = [0, 3, 1, 2, 2]
+    logits = np.random.default_rng(0).normal(size=(5, 4))
+    s = score_predictions(_trace_of(ids, logits), {"task": "text"})
+    assert np.isnan(s.bits[0]) and s.target[0] == -1 and np.isnan(s.correct[0])
+    for t in range(1, 5):
+        assert s.bits[t] == pytest.approx(_manual_bits(logits, t - 1, ids[t]), abs=1e-6)
+    assert s.accuracy == pytest.approx(np.nanmean(s.correct))
+    single = score_predictions(_trace_of([2], logits[:1]))
+    assert np.isnan(single.mean_bits) and np.isnan(single.accuracy)
+
+
+def test_word_problem_scoring_rejects_a_model_of_the_wrong_size():
+    assert is_word_problem({"task": "word-problem", "group": "S5"})
+    assert not is_word_problem({"task": "text"}) and not is_word_problem(None) and not is_word_problem("S5")
+    with pytest.raises(TraceError, match="120 outputs"):
+        score_predictions(_trace_of([0, 1], np.zeros((2, 6))), {"task": "word-problem", "group": "S5"})
