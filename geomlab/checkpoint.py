@@ -162,7 +162,10 @@ def read_meta(path: str | os.PathLike) -> dict[str, Any]:
     """Only the JSON part of a checkpoint (cheap; for catalogues). Raises :class:`CheckpointError`."""
     json_path, _ = paths(path)
     if not json_path.is_file():
-        raise CheckpointError(f"checkpoint file {json_path} is missing")
+        bundled = Path(__file__).resolve().parent.parent / "assets" / "checkpoints" / json_path.name
+        hint = (f"; a bundled checkpoint of that name is assets/checkpoints/{json_path.name}"
+                if bundled.is_file() and json_path.parent == Path(".") else "")
+        raise CheckpointError(f"checkpoint file {json_path} is missing{hint}")
     try:
         meta = json.loads(json_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

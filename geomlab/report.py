@@ -224,7 +224,7 @@ def protocol(name: str = "quick", **overrides: Any) -> Protocol:
     if "lr_grid" in clean:
         clean["lr_grid"] = tuple(float(x) for x in clean["lr_grid"])
         if not all(0 < x < 10 for x in clean["lr_grid"]):
-            raise ReportError(f"lr_grid values must be positive numbers, got {list(clean['lr_grid'])}")
+            raise ReportError(f"lr_grid values must lie between 0 and 10 (exclusive), got {list(clean['lr_grid'])}")
     if "wp_curriculum" in clean:
         try:
             clean["wp_curriculum"] = tuple((int(n), int(k)) for n, k in clean["wp_curriculum"])
@@ -240,9 +240,10 @@ def protocol(name: str = "quick", **overrides: Any) -> Protocol:
         raise ReportError(f"wp_steps must be >= 0 (0 skips the word problem), got {clean['wp_steps']}")
     out = replace(p, **clean)
     cur = out.wp_curriculum
-    if any(n < 1 or k < 1 for n, k in cur) or (out.wp_steps and sum(k for _, k in cur) > out.wp_steps):
-        raise ReportError(f"wp_curriculum {[list(c) for c in cur]} needs lengths and steps >= 1 and at most "
-                          f"wp_steps={out.wp_steps} steps in all")
+    if (any(n < 1 or k < 1 or n > out.wp_train_len for n, k in cur)
+            or (out.wp_steps and sum(k for _, k in cur) > out.wp_steps)):
+        raise ReportError(f"wp_curriculum {[list(c) for c in cur]} needs lengths from 1 to wp_train_len="
+                          f"{out.wp_train_len}, steps >= 1, and at most wp_steps={out.wp_steps} steps in all")
     if "lr" in clean and not (isinstance(clean["lr"], (int, float)) and 0 < clean["lr"] < 10):
         raise ReportError(f"lr must be a positive number, got {clean['lr']}")
     if "seeds" in clean and not clean["seeds"]:
@@ -504,6 +505,8 @@ def command_line(p: dict[str, Any]) -> str:
     for key, flag in (("batch_size", "--batch-size"), ("seq_len", "--seq-len")):
         if p[key] != b[key]:
             parts.append(f"{flag} {p[key]}")
+    if p.get("corpus_override"):  # the file's name only: no machine path in a written report
+        parts.append(f"--corpus-file {Path(p['corpus_override']).name}")
     if p["eval_tokens"] != b["eval_tokens"]:
         parts.append(f"--eval-chars {'all' if p['eval_tokens'] is None else p['eval_tokens']}")
     if list(p["seeds"]) != list(b["seeds"]):
@@ -658,7 +661,8 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
                 lines += [f"![{title}]({rel})", ""]
     flag = "" if p["name"] == "full" else " --" + p["name"]
     lines += ["## Reproduce", "", "```bash",
-              f"GEOMLAB_DATA_DIR=../shared/data {command_line(p)} --out docs/results.md", "```", ""]
+              f"GEOMLAB_DATA_DIR=../shared/data {command_line(p)} --out {results.get('out', 'docs/results.md')}",
+              "```", ""]
     if results.get("parts", 1) > 1:
         cmds = results.get("part_commands") or []
         lines += ["or, as this run was made, in parallel processes merged afterwards:", "", "```bash"]
@@ -666,7 +670,7 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
                   for i, cmd in enumerate(cmds)]
         lines += ["wait", "python -m geomlab bench --from-json "
                   + " ".join(f"runs/report-{i}/results/results.json" for i in range(len(cmds)))
-                  + " --out docs/results.md", "```", ""]
+                  + f" --out {results.get('out', 'docs/results.md')}", "```", ""]
     lines += [
               "The raw numbers (every seed, configs, loss curves) are in `results/results.json` next to this file.",
               ""]
@@ -792,6 +796,11 @@ def write_report(results: dict[str, Any], out: str | Path = "docs/results.md", p
     from its CDN, small files) and, when ``png`` and chromium are available, PNG screenshots embedded in
     the Markdown. Returns the Markdown path."""
     out = Path(out)
+    try:  # the --out shown in the report's reproduce command: relative to the working folder when inside it
+        shown = out.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        shown = out.as_posix()
+    results = dict(results, out=shown)
     fig_dir = out.parent / "results"
     fig_dir.mkdir(parents=True, exist_ok=True)
     (fig_dir / "results.json").write_text(json.dumps(results, indent=1, default=float, allow_nan=True),

@@ -89,6 +89,9 @@ class TrainConfig:
                              f"{self.length_curriculum!r}") from None
         if any(n < 1 or k < 1 for n, k in self.length_curriculum):
             raise ValueError(f"length_curriculum lengths and steps must be >= 1, got {self.length_curriculum}")
+        if any(n > int(self.seq_len) for n, _ in self.length_curriculum):
+            raise ValueError(f"length_curriculum lengths must be at most seq_len={self.seq_len} (the curriculum "
+                             f"leads up to it), got {[n for n, _ in self.length_curriculum]}")
         if sum(k for _, k in self.length_curriculum) > int(self.steps):
             raise ValueError(f"length_curriculum has {sum(k for _, k in self.length_curriculum)} steps, more "
                              f"than steps={self.steps}")

@@ -430,7 +430,10 @@ def format_card(card: dict[str, Any]) -> str:
     params = card.get("params_effective")
     lines.append(f"  kind {cfg.get('kind', '?')}, params {params} effective / {card.get('params_stored')} stored; "
                  f"corpus {card.get('corpus')} ({card.get('split', '?')})")
-    lines.append(f"  {card.get('steps')} steps x batch {card.get('batch_size')} x seq {card.get('seq_len')}, "
+    cur = (card.get("recipe") or {}).get("length_curriculum") or []
+    cur_s = (f" (the first {sum(k for _, k in cur)} steps a length curriculum: "
+             + ", ".join(f"{k} at length {n}" for n, k in cur) + ")" if cur else "")
+    lines.append(f"  {card.get('steps')} steps x batch {card.get('batch_size')} x seq {card.get('seq_len')}{cur_s}, "
                  f"lr {card.get('lr')}, seed {card.get('seed')}; {card.get('train_time_s')} s on "
                  f"{card.get('device')} ({card.get('torch_threads', '?')} threads)")
     if card.get("valid_bpc") is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 import subprocess
 import sys
 
@@ -131,3 +132,38 @@ def test_help_explains_options():
     assert res.returncode == 0
     for flag in ("--model", "--params", "--data", "--steps", "--out", "--resume", "--seq-len", "--device"):
         assert flag in res.stdout
+
+
+def test_train_never_overwrites_an_earlier_checkpoint(tmp_path, capsys):
+    """The default name includes the group, a repeated default name gets -2, -3 ..., and an explicit
+    --name that exists is refused (use --resume)."""
+    out = tmp_path / "runs"
+    base = ["train", "--model", "osm-rnn", "--config", "d=3", "--data", "word-problem:S3:4", "--steps", "1",
+            "--batch-size", "2", "--seq-len", "4", "--out", str(out), "--quiet"]
+    assert main(base + ["--group", "O"]) == 0
+    assert main(base + ["--group", "T"]) == 0
+    assert main(base + ["--group", "O"]) == 0
+    names = sorted(p.stem for p in out.glob("*.json"))
+    assert len(names) == 3 and any("-O-" in n for n in names) and any("-T-" in n for n in names)
+    assert any(n.endswith("-2") for n in names)
+    capsys.readouterr()
+    taken = names[0]
+    assert main(base + ["--group", "O", "--name", taken]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert len(list(out.glob("*.json"))) == 3
+
+
+def test_trace_sample_and_bundled_name_errors(tmp_path, capsys, monkeypatch):
+    """trace refuses a cursor outside the text; sample refuses a word-problem model (it predicts running
+    products, not next inputs); a bare bundled name that is not a path says where the bundled file is."""
+    s5 = "assets/checkpoints/osm-rnn-o-s5"
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    assert main(["trace", s5, "--text", "01234 10234", "--cursor", "5", "--out", str(tmp_path / "t"),
+                 "--html", str(tmp_path / "views")]) == 2
+    assert "outside the traced text (positions 0 to 1)" in capsys.readouterr().err
+    assert not (tmp_path / "views").exists()
+    assert main(["sample", s5, "--prompt", "01234", "--length", "3"]) == 2
+    assert "word-problem model" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", "osm-rnn-o-s5"]) == 2
+    assert "assets/checkpoints/osm-rnn-o-s5.json" in capsys.readouterr().err

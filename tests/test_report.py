@@ -60,6 +60,10 @@ def test_protocol_overrides_and_errors():
         report.protocol("quick", wp_curriculum=[(2, 10_000)])  # more steps than wp_steps
     with pytest.raises(report.ReportError, match="wp_curriculum"):
         report.protocol("quick", wp_curriculum=[(0, 10)])
+    with pytest.raises(report.ReportError, match="wp_train_len"):
+        report.protocol("quick", wp_curriculum=[(64, 10)])  # longer than the training length (16)
+    with pytest.raises(report.ReportError, match="between 0 and 10"):
+        report.protocol("quick", lr_grid=[1e9])
 
 
 def test_lr_grid_picks_the_best_validation_lr_per_model(monkeypatch):
@@ -159,6 +163,8 @@ def test_bench_smoke_writes_the_report(tmp_path, tiny_text):
     failed = [r["label"] for c in data["comparisons"] for r in c["rows"] if r.get("error")]
     failed += [r["label"] for r in data["word_problem"]["rows"] if r.get("error")]
     assert rc == 0 and not failed, failed
+    # the reproduce command names the text file (not its machine path) and the real --out
+    assert f"--corpus-file tiny.txt --out {out.as_posix()}" in md and str(tmp_path) not in md.split("--out")[0]
     assert [c["key"] for c in data["comparisons"]] == list(report.PROFILES["smoke"].comparisons)
     for c in data["comparisons"]:
         comp = report.COMPARISONS[c["key"]]

@@ -290,6 +290,8 @@ def test_length_curriculum_schedule_and_validation():
         TrainConfig(steps=4, length_curriculum=[(0, 2)])
     with pytest.raises(ValueError, match="pairs"):
         TrainConfig(steps=4, length_curriculum=[3])
+    with pytest.raises(ValueError, match="at most seq_len"):
+        TrainConfig(steps=4, seq_len=8, length_curriculum=[(64, 2)])
 
 
 def test_trainer_follows_the_length_curriculum(tmp_path):

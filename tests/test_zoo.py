@@ -156,7 +156,12 @@ def test_cli_zoo_list_and_recipes(tmp_path, capsys, tiny_text):
     assert main(["zoo", "--recipes"]) == 0
     out = capsys.readouterr().out
     assert all(e.name in out for e in zoo.ZOO)
+    s5 = next(line for line in out.splitlines() if line.startswith("osm-rnn-o-s5:"))
+    assert "length curriculum: 1500 at length 2" in s5  # the key to the S5 result is shown
     assert main(["zoo", "--recipes", "--only", "nope"]) == 2  # readable error, no traceback
+    card = next((c for c in zoo.read_cards() if c.get("name") == "osm-rnn-o-s5"), None)
+    if card is not None:  # the bundled S5 card lists its curriculum too
+        assert "the first 6000 steps a length curriculum" in zoo.format_card(card)
 
 
 # ----------------------------------------------------------------------------------------------- bundled

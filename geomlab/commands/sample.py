@@ -27,6 +27,11 @@ def run(args: argparse.Namespace) -> int:
     c = ckpt.load(args.checkpoint, device=device)
     if c.vocab is None:
         raise ValueError(f"{c.path.name} has no vocabulary, so it cannot generate text")
+    task = (c.card or {}).get("task") or {}
+    if isinstance(task, dict) and task.get("task") == "word-problem":
+        raise ValueError(f"{c.path.name} is a {task.get('group', 'group')} word-problem model: it predicts the "
+                         "running product of its inputs, not the next input, so there is nothing to sample; use "
+                         "`python -m geomlab eval` (accuracy) or `python -m geomlab trace` instead")
     if c.vocab.count_unknown(args.prompt):
         print(f"note: {c.vocab.count_unknown(args.prompt)} prompt characters are not in the vocabulary and "
               "are fed as the unknown token")

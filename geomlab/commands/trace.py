@@ -41,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
         tr = trace_cem_steps(c.model, tokens, args.steps, vocab=c.vocab, text=text)
     else:
         tr = trace(c.model, tokens, vocab=c.vocab, text=text)
+    if args.cursor is not None and not 0 <= args.cursor < tr.n_positions:
+        raise ValueError(f"--cursor {args.cursor} is outside the traced text (positions 0 to {tr.n_positions - 1})")
     out = Path(args.out)
     if out.suffix != ".npz":
         out = out.with_name(out.name + ".npz")

@@ -101,11 +101,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _default_name(kind: str, data: str, params: int) -> str:
+def _default_name(kind: str, data: str, params: int, group: str | None = None) -> str:
+    """``KIND[-GROUP]-DATA-SIZE``, e.g. ``osmformer-O-tinyshakespeare-100k`` (group only when given)."""
     stem = Path(data).stem if Path(data).suffix else data
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-") or "data"
     size = f"{params / 1000:.0f}k" if params >= 1000 else str(params)
-    return f"{kind}-{stem}-{size}"
+    g = re.sub(r"[^A-Za-z0-9._-]+", "-", group).strip("-") if group else ""
+    return f"{kind}-{g + '-' if g else ''}{stem}-{size}"
+
+
+def _free_name(out: Path, name: str) -> str:
+    """``name``, or ``name-2``, ``name-3``, ... when ``out/name.json`` already exists (a new run never
+    overwrites an earlier checkpoint under the default name)."""
+    candidate, i = name, 1
+    while (out / f"{candidate}.json").exists() or (out / f"{candidate}.safetensors").exists():
+        i += 1
+        candidate = f"{name}-{i}"
+    return candidate
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,7 +177,13 @@ def run(args: argparse.Namespace) -> int:
         seed_everything(overrides.get("seed", 0))
         model = build_model(config)
         n_eff = count_params(model, "effective")
-        name = args.name or _default_name(args.model, args.data, n_eff)
+        if args.name:
+            name = args.name
+            if (Path(args.out) / f"{name}.json").exists():
+                raise ValueError(f"{Path(args.out) / name}.json already exists: continue it with --resume, or "
+                                 "choose another --name (nothing was overwritten)")
+        else:
+            name = _free_name(Path(args.out), _default_name(args.model, args.data, n_eff, args.group))
         trainer = Trainer(model, task, TrainConfig.from_dict(overrides), out=Path(args.out) / name,
                           progress_bar=not args.quiet)
         print(f"{args.model}: {n_eff:,} parameters (effective), {count_params(model, 'stored'):,} stored; "

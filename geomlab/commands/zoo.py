@@ -37,8 +37,10 @@ def run(args: argparse.Namespace) -> int:
     if args.recipes:
         for e in zoo.entries(args.only):
             budget = f"~{e.budget:,} params" if e.budget else "explicit config"
+            cur = ("; the first steps a length curriculum: " + ", ".join(
+                f"{k} at length {n}" for n, k in e.length_curriculum)) if e.length_curriculum else ""
             print(f"{e.name}: {e.kind} on {e.task}, {budget}, config {e.config}, {e.steps} steps x "
-                  f"{e.batch_size} x {e.seq_len}, lr {e.lr}, seed {e.seed}")
+                  f"{e.batch_size} x {e.seq_len}, lr {e.lr}, seed {e.seed}{cur}")
         return 0
     if args.rebuild:
         paths = zoo.rebuild(args.only, steps_scale=args.steps_scale, out_dir=out_dir, progress_bar=args.progress)
