@@ -634,6 +634,48 @@ def wrong_kind_message(view: View, entry: catalog.CheckpointEntry) -> None:
                                    args=(e.ref,), help=e.title)
 
 
+# ---------------------------------------------------------------- checkpoint metrics
+METRIC_LABEL = {"BPC": "BPC ↓", "accuracy": "accuracy ↑"}
+
+
+def fmt_metric(value: float | None) -> str:
+    """A metric value for a table cell or a card line: three decimals, ``'–'`` when missing."""
+    return "–" if value is None else f"{value:.3f}"
+
+
+def summary_rows(found: list[catalog.CheckpointEntry]) -> list[dict[str, Any]]:
+    """Table rows of :meth:`catalog.CheckpointEntry.summary` with the headline metric made readable: a
+    ``metric`` column ("BPC ↓" for language models, "accuracy ↑" for word problems) and its ``valid`` /
+    ``test`` values as text ('–' when the card has none, never ``None``)."""
+    rows = []
+    for e in found:
+        row = e.summary()
+        row["metric"] = METRIC_LABEL.get(row["metric"], row["metric"])
+        row["valid"], row["test"] = fmt_metric(row["valid"]), fmt_metric(row["test"])
+        rows.append(row)
+    return rows
+
+
+def metric_facts(entry: catalog.CheckpointEntry) -> list[str]:
+    """Markdown fragments of a card summary: ``valid BPC **2.464**``, ``test BPC 2.5`` or, for a word
+    problem, ``valid accuracy **0.986**``, ``test accuracy 0.979`` (missing values left out)."""
+    name, valid, test = entry.metric
+    return [f for f in (f"valid {name} **{valid:.3f}**" if valid is not None else None,
+                        f"test {name} {test:.3f}" if test is not None else None) if f]
+
+
+def accuracy_by_length_line(entry: catalog.CheckpointEntry) -> str | None:
+    """One line for a word-problem card: ``final-position accuracy by length (chance 1/120 = 0.008): L=2
+    1.00 · … · L=128 0.36``; None for other checkpoints or a card without the curve."""
+    curve = entry.accuracy_by_length
+    if not entry.is_word_problem or not curve:
+        return None
+    n = entry.n_outputs
+    chance = f" (chance 1/{n} = {1 / n:.3f})" if n else ""
+    return (f"final-position accuracy by length{chance}: "
+            + " · ".join(f"L={k} {v:.2f}" for k, v in curve.items()))
+
+
 def fmt_seconds(s: float | None) -> str:
     """Compact duration for narrow metric tiles: ``75.2`` -> ``'1:15'``, ``3725`` -> ``'1:02:05'``,
     ``9`` -> ``'9 s'``; None/inf -> ``'–'``."""

@@ -20,15 +20,32 @@ from app_pages import _ui as ui
 #: view slug -> [(figure name in geomlab.figures.VIEWS, wide?)]
 VIEW_FIGURES: dict[str, list[tuple[str, bool]]] = {
     "trajectories": [("phase_circle", False), ("pca_trajectory", False), ("distance_profile", True),
-                     ("phase_timeline", True), ("so3_frame", False), ("torus_angles", False)],
-    "tangents": [("tangent_heatmap", True), ("tangent_lines", True), ("generator_heatmap", False),
-                 ("mixing_share", False)],
+                     ("phase_timeline", True), ("so3_frame", False), ("torus_angles", True)],
+    "tangents": [("tangent_heatmap", True), ("tangent_lines", True), ("generator_heatmap", True),
+                 ("mixing_share", True)],
     "attention": [("attention_maps", True)],
     "energy": [("energy_descent", True), ("energy_tokens", True)],
     "planes": [("plane_distances", True), ("plane_angles", False), ("gate_share", False),
                ("plane_similarity", False), ("plucker_heatmap", False), ("plane_sphere", False),
-               ("plane_interpolation", False), ("plane_matrix", False), ("decomposability_map", False)],
+               ("plane_interpolation", False), ("plane_matrix", True), ("decomposability_map", False)],
 }
+# Figures with panels side by side (torus_angles, generator_heatmap, plane_matrix: two columns) are wide:
+# at half width their subplot titles overlap and their ticks pile up (tests/test_app.py checks every such
+# figure is drawn full width).
+
+
+def panels_side_by_side(fig: Any) -> bool:
+    """Whether a Plotly figure has two or more panels next to each other (x axes or 3-D scenes with
+    different horizontal domains), i.e. needs the full width to stay legible."""
+    lay = fig.layout.to_plotly_json() if hasattr(fig, "layout") else dict(fig.get("layout", {}))
+    domains = set()
+    for key, axis in lay.items():
+        if key.startswith(("xaxis", "scene", "polar")) and isinstance(axis, dict):
+            if axis.get("overlaying"):
+                continue  # a second axis on the same panel
+            dom = axis.get("domain") if key.startswith("xaxis") else (axis.get("domain") or {}).get("x")
+            domains.add(tuple(round(float(v), 3) for v in (dom or (0.0, 1.0))))
+    return len(domains) > 1
 
 K_HEAD, K_SLOT, K_BLOCK, K_SUBSTEP = "gl_head", "gl_slot", "gl_block", "gl_substep"
 

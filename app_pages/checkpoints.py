@@ -35,10 +35,11 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
         st.markdown(f"**{entry.name}**  :gray-badge[{badge}]"
                     + ("  :green-badge[selected]" if st.session_state.get(ui.K_CKPT) == entry.ref else ""))
         facts = [f"**{entry.kind}**" + (f" on **{entry.group}**" if entry.group else ""),
-                 f"{entry.params:,} parameters" if entry.params else None,
-                 f"valid BPC **{entry.valid_bpc:.3f}**" if entry.valid_bpc is not None else None,
-                 f"test BPC {entry.test_bpc:.3f}" if entry.test_bpc is not None else None]
+                 f"{entry.params:,} parameters" if entry.params else None, *ui.metric_facts(entry)]
         st.markdown(" · ".join(f for f in facts if f))
+        by_length = ui.accuracy_by_length_line(entry)
+        if by_length:
+            st.caption(by_length)
         st.caption(f"corpus: {entry.corpus} · steps: {entry.steps if entry.steps is not None else '–'} · "
                    f"`{entry.ref}`")
         views = fitting_views(entry.kind)
@@ -99,13 +100,16 @@ def main() -> None:
     if not found:
         ui.no_checkpoint_message()
     else:
-        rows = [e.summary() for e in found]
+        rows = ui.summary_rows(found)
         st.dataframe(rows, hide_index=True, width="stretch", column_config={
             "ref": st.column_config.TextColumn("ref", width="large",
                                                help="what links and the ckpt= URL key name it by"),
             "params": st.column_config.NumberColumn("params", format="%d"),
-            "valid BPC": st.column_config.NumberColumn("valid BPC", format="%.3f"),
-            "test BPC": st.column_config.NumberColumn("test BPC", format="%.3f"),
+            "metric": st.column_config.TextColumn(
+                "metric", help="BPC (bits per character, lower is better) for language models; accuracy of "
+                               "the running product (higher is better) for group word problems"),
+            "valid": st.column_config.TextColumn("valid", help="the metric on the validation split"),
+            "test": st.column_config.TextColumn("test", help="the metric on the test split"),
         })
         cols = st.columns(2, gap="medium")
         for i, e in enumerate(found):

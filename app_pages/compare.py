@@ -33,32 +33,61 @@ def default_b(a_ref: str) -> str | None:
     return others[0].ref
 
 
-def surprisal(tr) -> np.ndarray:
-    """``[position]`` bits to predict token t from tokens < t (NaN at t = 0)."""
-    lp = tr.log_probs()
-    out = np.full(tr.n_positions, np.nan)
-    if tr.n_positions > 1:
-        out[1:] = -lp[np.arange(tr.n_positions - 1), tr.tokens[1:]] / math.log(2)
-    return out
+def _scores(tr, entry):
+    """The backend's per-position scores (``geomlab.trace.score_predictions``) of one side's trace."""
+    from geomlab import trace as trace_mod
+
+    return trace_mod.score_predictions(tr, entry.task)
 
 
-def surprisal_figure(a, b, names: tuple[str, str], pos: int) -> go.Figure:
+def surprisal_figure(sides, pos: int) -> tuple[go.Figure, str]:
+    """The surprisal chart of both sides and its caption. ``sides``: ``[(trace, entry, name, colour)]``.
+    Language models are scored on the next token, word-problem models on the running product at each
+    position (``geomlab.trace.score_predictions``)."""
     fig = go.Figure()
-    for tr, name, colour in ((a, names[0], COLOURS[0]), (b, names[1], COLOURS[1])):
-        if tr is None:
-            continue
-        s = surprisal(tr)
+    whats, chances = [], set()
+    for tr, entry, name, colour in sides:
+        sc = _scores(tr, entry)
+        whats.append(sc.what)
+        stat = f"mean {sc.mean_bits:.2f} bits"
+        if sc.what == "running product":
+            stat += f", {sc.accuracy:.0%} right"
+            if entry.n_outputs:
+                chances.add(entry.n_outputs)
         fig.add_trace(go.Scatter(
-            x=np.arange(tr.n_positions), y=s, mode="lines", name=f"{name} (mean {np.nanmean(s):.2f} bits)",
-            line={"color": colour}, customdata=tr.labels,
+            x=np.arange(tr.n_positions), y=sc.bits, mode="lines+markers" if tr.n_positions <= 64 else "lines",
+            name=f"{name} ({stat})", line={"color": colour}, marker={"size": 4}, customdata=tr.labels,
             hovertemplate="position %{x} '%{customdata}'<br>%{y:.2f} bits<extra>" + name + "</extra>"))
+    for n in sorted(chances):
+        fig.add_hline(y=math.log2(n), line={"color": "#999999", "dash": "dot", "width": 1},
+                      annotation_text=f"chance: log2 {n} = {math.log2(n):.2f} bits",
+                      annotation_position="top left", annotation_font={"size": 11, "color": "#666666"})
     fig.add_vline(x=pos, line={"color": "#D55E00", "dash": "dash", "width": 1.5})
-    fig.update_layout(title={"text": "Surprisal of each token", "x": 0.01}, template="plotly_white", height=300,
+    kinds = set(whats)
+    if kinds == {"running product"}:
+        title, ytitle = "Surprisal of the correct running product", "bits of the running product g1⋯gt"
+        caption = ("Word problems: how many bits each model gives the correct running product g₁⋯gₜ at "
+                   "each position t, read from its output at t (position 0 included; lower is better; the "
+                   "dotted line is chance, log2 |G|). The legend gives the mean and the share of positions "
+                   "where the model's top choice is the right product.")
+    elif kinds == {"next token"}:
+        title, ytitle = "Surprisal of each token", "bits to predict the token"
+        caption = ("How many bits each model needs for each token of this text given the tokens before it "
+                   "(lower is better); the legend gives the mean, i.e. the bits per character on this text.")
+    else:
+        title, ytitle = "Surprisal of what each model predicts", "bits (see legend)"
+        lm = [name for (_, _, name, _), w in zip(sides, whats) if w == "next token"]
+        wp = [name for (_, _, name, _), w in zip(sides, whats) if w == "running product"]
+        caption = (f"Different tasks: {', '.join(wp)} is a group word-problem model, scored on the running "
+                   f"product g₁⋯gₜ at each position t (from its output at t); {', '.join(lm)} is a language "
+                   "model, scored on token t given the tokens before it. The two lines measure different "
+                   "things: compare each line's shape along the text, not their levels.")
+    fig.update_layout(title={"text": title, "x": 0.01}, template="plotly_white", height=320,
                       margin={"l": 60, "r": 20, "t": 60, "b": 50}, hovermode="x unified",
                       legend={"orientation": "h", "y": -0.25})
     fig.update_xaxes(title_text="position")
-    fig.update_yaxes(title_text="bits to predict the token", rangemode="tozero")
-    return fig
+    fig.update_yaxes(title_text=ytitle, rangemode="tozero")
+    return fig, caption
 
 
 def main() -> None:
@@ -79,11 +108,16 @@ def main() -> None:
     a = ui.checkpoint_picker(where=ca, key=ui.K_CKPT, label="Checkpoint A")
     b = ui.checkpoint_picker(where=cb, key=ui.K_CKPT_B, label="Checkpoint B")
     text = ui.text_box(a)
-    rows = [e.summary() for e in (a, b)]
+    rows = ui.summary_rows([a, b])
     for row, label in zip(rows, ("A", "B")):
         row["side"] = label
     st.dataframe(rows, hide_index=True, width="stretch",
-                 column_order=["side", "name", "kind", "group", "params", "corpus", "steps", "valid BPC", "test BPC"])
+                 column_order=["side", "name", "kind", "group", "params", "corpus", "steps", "metric", "valid",
+                               "test"])
+    for side, e in (("A", a), ("B", b)):
+        line = ui.accuracy_by_length_line(e)
+        if line:
+            st.caption(f"{side} ({e.name}): {line}")
     traces, opts = {}, {}
     cem_sides = [(side, e) for side, e in (("A", a), ("B", b)) if e.kind == "cem"]
     if cem_sides:
@@ -112,10 +146,12 @@ def main() -> None:
         st.warning("The two checkpoints split the text into different numbers of tokens (different "
                    "vocabularies); the cursor follows A's positions.", icon=":material/warning:")
     pos = ui.cursor_control(labels)
-    fig = surprisal_figure(traces.get("A"), traces.get("B"), (f"A: {a.name}", f"B: {b.name}"), pos)
-    ui.chart(fig, key="compare-surprisal", filename="geomlab-compare-surprisal")
-    st.caption("How many bits each model needs for each token of this text given the tokens before it (lower "
-               "is better); the legend gives the mean, i.e. the bits per character on this text.")
+    with ui.guard("The surprisal chart"):
+        sides = [(traces[s], e, f"{s}: {e.name}", c) for s, e, c in (("A", a, COLOURS[0]), ("B", b, COLOURS[1]))
+                 if s in traces]
+        fig, caption = surprisal_figure(sides, pos)
+        ui.chart(fig, key="compare-surprisal", filename="geomlab-compare-surprisal")
+        st.caption(caption)
     slugs = [v.slug for v in ui.VIEWS.values() if a.kind in v.kinds or b.kind in v.kinds]
     if not slugs:
         st.info("Neither checkpoint has a geometry view (both are baselines).", icon=":material/info:")
@@ -135,7 +171,11 @@ def main() -> None:
     if ref_tr is not None:
         with ui.guard("The view's options"):
             shared = views.controls_for(slug, ref_tr, st.expander("Options (both sides)", expanded=False))
+    # one header per side; then figure by figure: single-panel figures side by side (A left, B right), figures
+    # with panels side by side (e.g. OSMFormer's similarity + attention maps) full width, A above B, so
+    # their tick labels and colour bars have room
     cols = st.columns(2, gap="large")
+    items: dict[str, list] = {}
     for col, side, e in ((cols[0], "A", a), (cols[1], "B", b)):
         with col:
             steps = opts.get(side, {}).get("steps")
@@ -152,8 +192,28 @@ def main() -> None:
                 controls = dict(shared)
                 if "layer" in controls:
                     controls["layer"] = max(0, min(controls["layer"], views.n_layers(tr) - 1))
-                items = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
-                views.draw_figures(items, key_prefix=f"cmp-{side}-{slug}", stem=f"{e.name}-{slug}", force_narrow=True)
+                items[side] = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
+    names = {"A": a.name, "B": b.name}
+    order = [name for name, _ in views.VIEW_FIGURES[slug]]
+    for fig_name in order:
+        row = {side: next((it for it in items.get(side, []) if it[0] == fig_name), None) for side in ("A", "B")}
+        present = {side: it for side, it in row.items() if it is not None}
+        if not present:
+            continue
+        if any(it[1] is not None and views.panels_side_by_side(it[1]) for it in present.values()):
+            for side, it in present.items():
+                st.markdown(f"**{side}: {names[side]}** · {fig_name.replace('_', ' ')}")
+                with ui.guard(f"Drawing {side}"):
+                    views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"cmp-{side}-{slug}",
+                                       stem=f"{names[side]}-{slug}")
+        else:
+            fcols = st.columns(2, gap="large")
+            for col, side in zip(fcols, ("A", "B")):
+                if side in present:
+                    with col, ui.guard(f"Drawing {side}"):
+                        it = present[side]
+                        views.draw_figures([it], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
+                                           force_narrow=True)
 
 
 with ui.guard("The Compare page"):

@@ -144,6 +144,59 @@ class CheckpointEntry:
         return _num(self._card_get("test_bpc", "bpc.test", "bpc_test"))
 
     @property
+    def task(self) -> dict | None:
+        """The card's ``task`` entry when it is a dict (e.g. ``{"task": "word-problem", "group": "S5"}``)."""
+        t = self.card.get("task")
+        return t if isinstance(t, dict) else None
+
+    @property
+    def is_word_problem(self) -> bool:
+        """Whether the checkpoint was trained on a group word problem (its outputs are running products)."""
+        t = self.task
+        return bool(t and t.get("task") == "word-problem")
+
+    @property
+    def valid_accuracy(self) -> float | None:
+        """Word problem: accuracy of the running-product label over all positions, valid split ([0, 1])."""
+        return _num(self._card_get("valid_accuracy", "accuracy.valid"))
+
+    @property
+    def test_accuracy(self) -> float | None:
+        """Word problem: accuracy of the running-product label over all positions, test split ([0, 1])."""
+        return _num(self._card_get("test_accuracy", "accuracy.test"))
+
+    @property
+    def accuracy_by_length(self) -> dict[int, float]:
+        """Word problem: final-position accuracy by sequence length ``{length: accuracy}``, sorted by length
+        (empty when the card has none)."""
+        raw = self.card.get("accuracy_by_length")
+        out: dict[int, float] = {}
+        if isinstance(raw, dict):
+            for k, v in raw.items():
+                n, a = _num(k), _num(v)
+                if n is not None and a is not None:
+                    out[int(n)] = a
+        return dict(sorted(out.items()))
+
+    @property
+    def n_outputs(self) -> int | None:
+        """Size of the output vocabulary (the group order for a word problem), from the JSON."""
+        v = _num(self.model_config.get("vocab_size"))
+        if v is None:
+            tokens = (self.meta.get("vocab") or {}).get("tokens")
+            v = float(len(tokens)) if isinstance(tokens, list) and tokens else None
+        return int(v) if v else None
+
+    @property
+    def metric(self) -> tuple[str, float | None, float | None]:
+        """``(name, valid, test)`` of the checkpoint's headline metric: ``("accuracy", ...)`` for a word
+        problem (higher is better), ``("BPC", ...)`` otherwise (bits per character, lower is better); the
+        values are None where the card has none."""
+        if self.is_word_problem:
+            return "accuracy", self.valid_accuracy, self.test_accuracy
+        return "BPC", self.valid_bpc, self.test_bpc
+
+    @property
     def steps(self) -> int | None:
         v = _num(self._card_get("steps", "step"))
         return int(v) if v is not None else None
@@ -161,11 +214,14 @@ class CheckpointEntry:
         return f"{self.name} ({' · '.join(parts)})"
 
     def summary(self) -> dict[str, Any]:
-        """A flat dict for a table row (name, source, kind, group, params, corpus, steps, BPCs, ref)."""
+        """A flat dict for a table row: name, source, kind, group, params, corpus, steps, ``metric``
+        (``"BPC"`` or ``"accuracy"``, see :attr:`metric`), ``valid`` and ``test`` (that metric, None where
+        the card has none), ref."""
+        metric, valid, test = self.metric
         return {
             "name": self.name, "source": self.source, "kind": self.kind, "group": self.group or "",
             "params": self.params, "corpus": self.corpus, "steps": self.steps,
-            "valid BPC": self.valid_bpc, "test BPC": self.test_bpc, "ref": self.ref,
+            "metric": metric, "valid": valid, "test": test, "ref": self.ref,
         }
 
 

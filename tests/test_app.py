@@ -521,3 +521,117 @@ def test_the_newcomer_defaults_visibly_learn_in_200_steps(ckpt_dirs):
     chance = 1 / 5 if spec.data == "task:Z5" else 1 / 6 if spec.data == "task:S3" else 1 / 2
     assert snap.metric > chance + 0.3, (spec, snap.metric)
     assert losses[-1] < 0.6 * losses[0], (losses[0], losses[-1])
+
+
+# ---------------------------------------------------------------- word-problem checkpoints, wide figures
+ASSETS = Path(__file__).resolve().parent.parent / "assets" / "checkpoints"
+
+
+@pytest.fixture
+def bundled_assets(tmp_path, monkeypatch):
+    """The real bundled checkpoints (assets/checkpoints) and an empty runs folder; no pre-warming."""
+    if not (ASSETS / "osm-rnn-o-s5.json").is_file():
+        pytest.skip("bundled checkpoints not present")
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(ASSETS))
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("GEOMLAB_APP_PREWARM", "0")
+
+
+def open_page(slug: str, **query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(query)
+    at.switch_page(f"app_pages/{slug}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not errors(at), errors(at)
+    return at
+
+
+def surprisal_spec(at: AppTest) -> dict:
+    return next(s for s in (json.loads(c.proto.spec) for c in charts(at))
+                if "Surprisal" in s["layout"]["title"]["text"])
+
+
+def test_compare_scores_word_problem_models_on_the_running_product(bundled_assets):
+    at = open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-torus-s5")
+    spec = surprisal_spec(at)
+    by_name = {d["name"].split(" (")[0]: d for d in spec["data"]}
+    assert set(by_name) == {"A: osm-rnn-o-s5", "B: osm-rnn-torus-s5"}
+    a, b = (np.array(decode(by_name[k]["y"]), dtype=float) for k in ("A: osm-rnn-o-s5", "B: osm-rnn-torus-s5"))
+    assert not np.isnan(a).any() and not np.isnan(b).any()  # position 0 is scored too
+    assert a.mean() < 1.0 < np.log2(120) - 1 < b.mean()  # O(5) tracks S5; the torus is near chance
+    assert "running product" in spec["layout"]["yaxis"]["title"]["text"]
+    assert any("running product" in c.value and "chance" in c.value for c in at.caption)
+    assert not any("bits per character" in c.value for c in at.caption)
+
+
+def test_compare_of_a_word_problem_and_a_language_model_says_they_differ(bundled_assets):
+    at = open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-o-tinyshakespeare")
+    spec = surprisal_spec(at)
+    assert len(spec["data"]) == 2 and spec["layout"]["yaxis"]["title"]["text"] == "bits (see legend)"
+    cap = next(c.value for c in at.caption if "Different tasks" in c.value)
+    assert "A: osm-rnn-o-s5 is a group word-problem model" in cap and "B: osm-rnn-o-tinyshakespeare" in cap
+
+
+def _table(at: AppTest):
+    return at.dataframe[0].value
+
+
+def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets):
+    card = json.loads((ASSETS / "osm-rnn-o-s5.json").read_text())["card"]
+    at = open_page("checkpoints")
+    df = _table(at)
+    assert {"metric", "valid", "test"} <= set(df.columns) and "valid BPC" not in df.columns
+    row = df[df["name"] == "osm-rnn-o-s5"].iloc[0]
+    assert row["metric"].startswith("accuracy") and row["valid"] == f"{card['valid_accuracy']:.3f}"
+    assert df[df["name"] == "lstm-tinyshakespeare"].iloc[0]["metric"].startswith("BPC")
+    assert not df[["valid", "test"]].isna().any().any()
+    assert not any(str(v) in ("None", "nan") for v in df[["valid", "test"]].to_numpy().ravel())
+    assert any(f"valid accuracy **{card['valid_accuracy']:.3f}**" in m.value for m in at.markdown)
+    curve = [c.value for c in at.caption if c.value.startswith("final-position accuracy by length")]
+    assert len(curve) == 4  # one per word-problem checkpoint
+    s5 = next(c for c in curve if "1/120" in c)
+    assert f"L=128 {card['accuracy_by_length']['128']:.2f}" in s5 and "L=2 1.00" in s5
+    cmp = open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-torus-s5")
+    t = _table(cmp)
+    assert list(t["valid"]) == [f"{card['valid_accuracy']:.3f}", f"{json.loads((ASSETS / 'osm-rnn-torus-s5.json').read_text())['card']['valid_accuracy']:.3f}"]
+    assert sum("final-position accuracy by length" in c.value for c in cmp.caption) == 2
+
+
+def _column_chart_titles(at: AppTest) -> list[str]:
+    out = []
+    for col in at.columns:
+        out += [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in col.get("plotly_chart")]
+    return out
+
+
+def _chart_titles(at: AppTest) -> list[str]:
+    return [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in charts(at)]
+
+
+def test_figures_with_panels_side_by_side_are_drawn_full_width(bundled_assets):
+    from app_pages import _views
+
+    at = open_page("trajectories", ckpt="bundled/osm-rnn-torus-s5")
+    torus = [t for t in _chart_titles(at) if "torus" in t.lower() or "angle" in t.lower()]
+    assert torus, _chart_titles(at)
+    assert not set(torus) & set(_column_chart_titles(at))
+    side_by_side = [json.loads(c.proto.spec) for c in charts(at)]
+    narrow = set(_column_chart_titles(at))
+    for spec in side_by_side:
+        if _views.panels_side_by_side(spec):
+            assert spec["layout"]["title"]["text"] not in narrow
+
+
+def test_compare_draws_side_by_side_panels_full_width_one_above_the_other(bundled_assets):
+    """OSMFormer's similarity + attention maps get the full width (A above B), not half columns."""
+    from app_pages import _views
+
+    cmp = open_page("compare", ckpt="bundled/osmformer-torus-tinyshakespeare",
+                    b="bundled/osmformer-o-linear-tinyshakespeare")
+    cmp.session_state["gl_compare_view"] = "attention"
+    cmp.run()
+    maps = [json.loads(c.proto.spec) for c in charts(cmp) if _views.panels_side_by_side(json.loads(c.proto.spec))]
+    assert len(maps) == 2
+    in_cols = [json.loads(c.proto.spec) for col in cmp.columns for c in col.get("plotly_chart")]
+    assert not any(_views.panels_side_by_side(s) for s in in_cols)

@@ -57,6 +57,20 @@ def test_lists_bundled_then_user_with_cards(dirs):
     assert found[1].source == "user"
     row = b.summary()
     assert row["kind"] == "lstm" and row["ref"] == "bundled/b-one"
+    assert (row["metric"], row["valid"], row["test"]) == ("BPC", pytest.approx(2.5), pytest.approx(2.6))
+    assert not b.is_word_problem and b.accuracy_by_length == {}
+
+
+def test_word_problem_cards_give_accuracy_not_bpc(dirs):
+    bundled, _ = dirs
+    _save(bundled / "wp", card={"task": {"task": "word-problem", "group": "S3"}, "valid_accuracy": 0.9,
+                                "test_accuracy": 0.85, "accuracy_by_length": {"16": 0.5, "2": 1.0, "x": 3}})
+    e = catalog.list_checkpoints()[0]
+    assert e.is_word_problem and e.valid_bpc is None
+    assert e.metric == ("accuracy", pytest.approx(0.9), pytest.approx(0.85))
+    assert e.accuracy_by_length == {2: 1.0, 16: 0.5}  # sorted by length, bad keys dropped
+    row = e.summary()
+    assert row["metric"] == "accuracy" and row["valid"] == pytest.approx(0.9) and "valid BPC" not in row
 
 
 def test_weights_without_json_or_json_without_weights_are_skipped(dirs):
