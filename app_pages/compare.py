@@ -61,11 +61,11 @@ def surprisal_figure(sides, pos: int) -> tuple[go.Figure, str]:
     for n in sorted(chances):
         fig.add_hline(y=math.log2(n), line={"color": "#999999", "dash": "dot", "width": 1},
                       annotation_text=f"chance: log2 {n} = {math.log2(n):.2f} bits",
-                      annotation_position="top left", annotation_font={"size": 11, "color": "#666666"})
+                      annotation_position="top right", annotation_font={"size": 11, "color": "#666666"})
     fig.add_vline(x=pos, line={"color": "#D55E00", "dash": "dash", "width": 1.5})
     kinds = set(whats)
     if kinds == {"running product"}:
-        title, ytitle = "Surprisal of the correct running product", "bits of the running product g1⋯gt"
+        title, ytitle = "Surprisal of the correct running product", "bits of the correct product"
         caption = ("Word problems: how many bits each model gives the correct running product g₁⋯gₜ at "
                    "each position t, read from its output at t (position 0 included; lower is better; the "
                    "dotted line is chance, log2 |G|). The legend gives the mean and the share of positions "

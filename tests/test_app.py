@@ -560,7 +560,7 @@ def test_compare_scores_word_problem_models_on_the_running_product(bundled_asset
     a, b = (np.array(decode(by_name[k]["y"]), dtype=float) for k in ("A: osm-rnn-o-s5", "B: osm-rnn-torus-s5"))
     assert not np.isnan(a).any() and not np.isnan(b).any()  # position 0 is scored too
     assert a.mean() < 1.0 < np.log2(120) - 1 < b.mean()  # O(5) tracks S5; the torus is near chance
-    assert "running product" in spec["layout"]["yaxis"]["title"]["text"]
+    assert "correct product" in spec["layout"]["yaxis"]["title"]["text"]
     assert any("running product" in c.value and "chance" in c.value for c in at.caption)
     assert not any("bits per character" in c.value for c in at.caption)
 
