@@ -45,32 +45,36 @@ def surprisal_figure(sides, pos: int) -> tuple[go.Figure, str]:
     Language models are scored on the next token, word-problem models on the running product at each
     position (``geomlab.trace.score_predictions``)."""
     fig = go.Figure()
-    whats, chances = [], set()
-    for tr, entry, name, colour in sides:
-        sc = _scores(tr, entry)
-        whats.append(sc.what)
+    scores = [_scores(tr, entry) for tr, entry, _, _ in sides]
+    whats = [sc.what for sc in scores]
+    mixed = len(set(whats)) > 1
+    chances: dict[int, list[str]] = {}
+    for sc, (tr, entry, name, colour) in zip(scores, sides):
         stat = f"mean {sc.mean_bits:.2f} bits"
         if sc.what == "running product":
             stat += f", {sc.accuracy:.0%} right"
             if entry.n_outputs:
-                chances.add(entry.n_outputs)
+                chances.setdefault(entry.n_outputs, []).append(name.split(":")[0])
+        if mixed:
+            stat = f"{sc.what}: {stat}"
         fig.add_trace(go.Scatter(
             x=np.arange(tr.n_positions), y=sc.bits, mode="lines+markers" if tr.n_positions <= 64 else "lines",
             name=f"{name} ({stat})", line={"color": colour}, marker={"size": 4}, customdata=tr.labels,
             hovertemplate="position %{x} '%{customdata}'<br>%{y:.2f} bits<extra>" + name + "</extra>"))
-    for n in sorted(chances):
+    for n, who in sorted(chances.items()):
         fig.add_hline(y=math.log2(n), line={"color": "#999999", "dash": "dot", "width": 1},
-                      annotation_text=f"chance: log2 {n} = {math.log2(n):.2f} bits",
-                      annotation_position="top right", annotation_font={"size": 11, "color": "#666666"})
+                      annotation_text=(f"{' and '.join(who)}: " if mixed else "")
+                      + f"chance: log2 {n} = {math.log2(n):.2f} bits",
+                      annotation_position="top right", annotation_bgcolor="rgba(255,255,255,0.85)",
+                      annotation_font={"size": 11, "color": "#666666"})
     fig.add_vline(x=pos, line={"color": "#D55E00", "dash": "dash", "width": 1.5})
-    kinds = set(whats)
-    if kinds == {"running product"}:
+    if set(whats) == {"running product"}:
         title, ytitle = "Surprisal of the correct running product", "bits of the correct product"
         caption = ("Word problems: how many bits each model gives the correct running product g₁⋯gₜ at "
                    "each position t, read from its output at t (position 0 included; lower is better; the "
                    "dotted line is chance, log2 |G|). The legend gives the mean and the share of positions "
                    "where the model's top choice is the right product.")
-    elif kinds == {"next token"}:
+    elif set(whats) == {"next token"}:
         title, ytitle = "Surprisal of each token", "bits to predict the token"
         caption = ("How many bits each model needs for each token of this text given the tokens before it "
                    "(lower is better); the legend gives the mean, i.e. the bits per character on this text.")

@@ -569,6 +569,7 @@ def test_compare_of_a_word_problem_and_a_language_model_says_they_differ(bundled
     at = open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-o-tinyshakespeare")
     spec = surprisal_spec(at)
     assert len(spec["data"]) == 2 and spec["layout"]["yaxis"]["title"]["text"] == "bits (see legend)"
+    assert [d["name"].split(" (")[1].split(":")[0] for d in spec["data"]] == ["running product", "next token"]
     cap = next(c.value for c in at.caption if "Different tasks" in c.value)
     assert "A: osm-rnn-o-s5 is a group word-problem model" in cap and "B: osm-rnn-o-tinyshakespeare" in cap
 
