@@ -198,7 +198,7 @@ PROFILES: dict[str, Protocol] = {
                       wp_batch_size=32, wp_train_len=16, wp_lengths=(4, 8, 16, 32, 64), latency_len=128,
                       wp_groups=("S3", "Z5"), comparisons=_QUICK_KEYS),
     "full": Protocol("full", steps=3000, batch_size=32, seq_len=128, seeds=(0, 1, 2), eval_tokens=None,
-                     lr_grid=(3e-3, 1e-2, 3e-2), wp_steps=6000, wp_batch_size=64, wp_train_len=16,
+                     lr_grid=(1e-3, 3e-3, 1e-2, 3e-2), wp_steps=6000, wp_batch_size=64, wp_train_len=16,
                      wp_curriculum=((2, 1500), (4, 1500), (8, 1500)), wp_lengths=(4, 8, 16, 32, 64, 128),
                      latency_len=128, comparisons=tuple(COMPARISONS)),
 }
@@ -641,7 +641,8 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
                 t = f"{c.get('test_accuracy', float('nan')):.3f} acc"
             lines.append(f"| `{c.get('name', c['file'])}` | `{(c.get('model_config') or {}).get('kind', '?')}` | "
                          f"{_params(c.get('params_effective'))} | {c.get('steps')} x {c.get('batch_size')} x "
-                         f"{c.get('seq_len')} | {v} | {t} | {c.get('train_time_s')} |")
+                         f"{c.get('seq_len')}" + (" (length curriculum)" if c.get("length_curriculum") else "")
+                         + f" | {v} | {t} | {c.get('train_time_s')} |")
         lines.append("")
     extra = results.get("extra_runs")
     if extra:
@@ -835,7 +836,10 @@ def write_report(results: dict[str, Any], out: str | Path = "docs/results.md", p
     if "zoo_cards" not in results:
         from geomlab.zoo import ZOO_DIR, read_cards
 
-        results = dict(results, zoo_cards=[{k: v for k, v in c.items() if k != "recipe"} for c in read_cards(ZOO_DIR)])
+        results = dict(results, zoo_cards=[
+            {**{k: v for k, v in c.items() if k != "recipe"},
+             "length_curriculum": (c.get("recipe") or {}).get("length_curriculum") or []}
+            for c in read_cards(ZOO_DIR)])
     out.write_text(render_markdown(results, links), encoding="utf-8")
     return out
 

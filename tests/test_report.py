@@ -139,6 +139,11 @@ def test_render_markdown_shows_ours_next_to_the_paper():
     assert re.search(r"\| S5 \| OSM-RNN O\(8\) \| `osm-rnn` \| 11.9K \| 1 \| 0.90 \| 0.50 \|", md)
     assert "quick" in md and "not a reproduction" in md
     assert "[Bits per character](results/bpc.html)" in md
+    card = {"name": "s5", "file": "s5.json", "model_config": {"kind": "osm-rnn"}, "params_effective": 4521,
+            "steps": 8000, "batch_size": 64, "seq_len": 32, "valid_accuracy": 0.98, "test_accuracy": 0.97,
+            "train_time_s": 1.0, "length_curriculum": [[2, 1500]]}
+    md = report.render_markdown({**_fake_results(), "zoo_cards": [card]})
+    assert "| `s5` | `osm-rnn` | 4.5K | 8000 x 64 x 32 (length curriculum) | 0.980 acc | 0.970 acc | 1.0 |" in md
 
 
 def test_figures_for_builds_every_figure():

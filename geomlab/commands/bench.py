@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       "evaluation, 1 seed; checks the protocol, does not reproduce the papers")
     mode.add_argument("--smoke", action="store_true", help="tiny run for tests (seconds per model)")
     mode.add_argument("--full", action="store_true", help="the full protocol (default; many hours on a CPU; uses the "
-                      "GPU when present): 3000 steps x 32 x 128, lr tuned per model on 3e-3/1e-2/3e-2, 3 seeds, "
+                      "GPU when present): 3000 steps x 32 x 128, lr tuned per model on 1e-3/3e-3/1e-2/3e-2, 3 seeds, "
                       "full splits, scaling to 500K, word problem S5 / Z60 with a length curriculum")
     p.add_argument("--out", default="docs/results.md", metavar="FILE",
                    help="Markdown report to write; figures and results.json go to FILE's folder/results/")
