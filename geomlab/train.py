@@ -401,7 +401,11 @@ class Trainer:
                 gnorm = torch.nn.utils.get_total_norm([p.grad for p in with_grad])
                 if not torch.isfinite(gnorm).item():  # find the culprit before clipping spreads the NaN
                     bad = next((n for n, p in params if p.grad is not None
-                                and not torch.isfinite(p.grad).all()), "?")
+                                and not torch.isfinite(p.grad).all()), None)
+                    if bad is None:  # every gradient is finite, but their global norm overflows float32
+                        raise TrainingError(f"step {step}: the gradient norm overflowed ({gnorm.item()}; every "
+                                            "gradient is finite but huge: lower the learning rate); stopped, the "
+                                            "last good checkpoint is kept", step, "gradient norm")
                     raise TrainingError(f"step {step}: the gradient of parameter {bad!r} is non-finite; "
                                         "stopped, the last good checkpoint is kept", step, f"gradient of {bad}")
                 if cfg.grad_clip > 0:

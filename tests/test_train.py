@@ -192,6 +192,21 @@ def test_nan_gradient_names_the_parameter(task, tmp_path):
     assert ckpt.load(tmp_path / "run").card["steps"] == 4
 
 
+def test_overflowing_gradient_norm_is_named(task, tmp_path):
+    """Finite but huge gradients whose global norm overflows float32 get their own message (not a '?')."""
+    model = _model(task)
+    calls = {"n": 0}
+
+    def hook(grad):
+        calls["n"] += 1
+        return torch.full_like(grad, 3e38) if calls["n"] == 3 else grad
+
+    model.head.bias.register_hook(hook)
+    with pytest.raises(TrainingError, match="gradient norm overflowed") as err:
+        Trainer(model, task, TrainConfig(**CFG), out=tmp_path / "run").run()
+    assert err.value.step == 3 and err.value.quantity == "gradient norm"
+
+
 def test_word_problem_task_trains(tmp_path):
     task = WordProblemTask("parity", length=16, n_eval=128)
     seed_everything(0)
