@@ -19,7 +19,7 @@ Sections of the report (each :class:`Comparison` lists its arms and the paper's 
   run, and trace latency (``geomlab.trace.trace`` on a fixed text, milliseconds).
 
 Profiles: ``smoke`` (tests; seconds per model), ``quick`` (< 10 minutes on 2 CPU cores: few steps, short
-windows, capped evaluation, 1 seed) and ``full`` (hours on a CPU; 3 seeds, full splits). The numbers of a
+windows, capped evaluation, 1 seed) and ``full`` (about a day on 2 CPU cores; lr grid, 3 seeds, full splits). The numbers of a
 quick run are CI-sized checks, not reproductions; the report says which profile produced it.
 """
 
@@ -702,6 +702,7 @@ def figures_for(results: dict[str, Any]) -> dict[str, Any]:
     """Plotly figures of the run: ``bpc`` (test/valid BPC per model, paper marks), ``speed`` (tokens/s ratio),
     ``curves`` (training loss per step), ``word_problem`` (accuracy vs length per group). Returns
     ``{name: plotly Figure}`` (only those with data)."""
+    import plotly.colors
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -748,16 +749,23 @@ def figures_for(results: dict[str, Any]) -> dict[str, Any]:
     if wp and any(r["acc"] and any(v is not None for v in r["acc"].values()) for r in wp["rows"]):
         groups = wp["groups"]
         fig = make_subplots(rows=1, cols=len(groups), subplot_titles=groups, shared_yaxes=True)
+        palette = plotly.colors.qualitative.Plotly
+        labels = list(dict.fromkeys(r["label"] for r in wp["rows"]))
+        colour = {label: palette[k % len(palette)] for k, label in enumerate(labels)}  # one colour per model
+        shown: set[str] = set()
         for i, g in enumerate(groups, start=1):
             for r in [r for r in wp["rows"] if r["group"] == g and not r.get("error")]:
                 fig.add_scatter(x=wp["lengths"], y=[r["acc"].get(str(n)) for n in wp["lengths"]],
-                                mode="lines+markers", name=r["label"], legendgroup=r["label"], showlegend=i == 1,
-                                row=1, col=i)
+                                mode="lines+markers", name=r["label"], legendgroup=r["label"],
+                                showlegend=r["label"] not in shown, line={"color": colour[r["label"]]},
+                                marker={"color": colour[r["label"]]}, row=1, col=i)
+                shown.add(r["label"])
             chance = next((r["chance"] for r in wp["rows"] if r["group"] == g), None)
             if chance:
                 fig.add_hline(y=chance, line_dash="dot", row=1, col=i)
         fig.add_vline(x=wp["train_len"], line_dash="dash", line_color="gray")
-        fig.update_xaxes(type="log", title="sequence length")
+        fig.update_xaxes(type="log", title="sequence length", tickvals=wp["lengths"],
+                         ticktext=[str(n) for n in wp["lengths"]])
         fig.update_yaxes(title="final-position accuracy", range=[0, 1.02])
         fig.update_layout(title="Group word problem: accuracy by sequence length (dashed: training length)",
                           height=420, width=900, template="plotly_white")

@@ -151,6 +151,19 @@ def test_figures_for_builds_every_figure():
     assert set(figs) == {"bpc", "speed", "curves", "word_problem"}
     bars = [t for t in figs["bpc"].data if t.type == "bar"]
     assert list(bars[1].y) == [2.7, 2.5]  # test BPC of the two rows that ran
+    # word problem over two groups: a model keeps one colour in every panel, and one legend entry
+    res = _fake_results()
+    rows = res["word_problem"]["rows"]
+    rows.append({**rows[0], "label": "LSTM", "kind": "lstm"})
+    rows += [{**r, "group": "Z60"} for r in list(rows)]
+    res["word_problem"]["groups"] = ["S5", "Z60"]
+    wp = report.figures_for(res)["word_problem"]
+    colours = {}
+    for t in wp.data:
+        colours.setdefault(t.name, set()).add(t.line.color)
+    assert len(colours) == 2 and all(len(c) == 1 for c in colours.values())
+    assert len({next(iter(c)) for c in colours.values()}) == 2
+    assert sorted(t.name for t in wp.data if t.showlegend) == ["LSTM", "OSM-RNN O(8)"]
 
 
 # ----------------------------------------------------------------------------------------------- end to end
