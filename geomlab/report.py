@@ -660,7 +660,6 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
         for title, rel in figures.items():
             if rel.endswith(".png"):
                 lines += [f"![{title}]({rel})", ""]
-    flag = "" if p["name"] == "full" else " --" + p["name"]
     lines += ["## Reproduce", "", "```bash",
               f"GEOMLAB_DATA_DIR=../shared/data {command_line(p)} --out {results.get('out', 'docs/results.md')}",
               "```", ""]
