@@ -131,7 +131,7 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
                     hovertemplate=(f"layer {layer} {_block_name(b)}, step %{{x}}<br>mean ‖x^t − h‖/ρ = "
                                    "%{y:.4g}<extra></extra>")), row=rows, col=1)
     if disp is not None:
-        fig.update_yaxes(title_text="‖x^t − h‖/ρ", row=rows, col=1, rangemode="tozero", title_standoff=4)
+        fig.update_yaxes(title_text="‖x<sup>t</sup> − h‖/ρ", row=rows, col=1, rangemode="tozero", title_standoff=4)
     # legend: one entry per kind of series (legend-only traces, drawn nowhere)
     # (clicking an entry toggles every trace of its legendgroup)
     kinds = [("token mean", {"mode": "lines+markers", "line": {"color": colour(0)}, "legendgroup": "mean"}),

@@ -145,7 +145,7 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     dlay = layer_distances(tr, offset) if tr.inputs is not None else None
     rows = 2 if dlay is not None and len(dlay) else 1
     offs = ", ".join(f"Δ={_offset(tr, l, slot)}" for l in range(tr.n_layers))
-    titles = [f"along positions: d_g(U_{{t−1}}, U_t), slot {slot} ({offs})"]
+    titles = [f"along positions: d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>), slot {slot} ({offs})"]
     if rows == 2:
         titles.append(f"across layers: d_g(H_t^(l), H_t^(l+1)), Δ={offset}")
     fig = make_subplots(rows=rows, cols=1, subplot_titles=titles, vertical_spacing=0.18)
@@ -253,7 +253,7 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     fig = go.Figure(go.Heatmap(z=p, x=names, y=cats, colorscale=DIVERGING, zmin=-1, zmax=1, zmid=0,
                                name="plucker", hoverongaps=False, colorbar={"title": {"text": "p̂_ij"}},
                                hovertemplate="position %{y}<br>%{x} = %{z:.4f}<extra></extra>"))
-    fig.update_xaxes(title_text="Plücker coordinate p_ij (i < j)", type="category", nticks=30, showgrid=False)
+    fig.update_xaxes(title_text="Plücker coordinate p<sub>ij</sub> (i < j)", type="category", nticks=30, showgrid=False)
     fig.update_yaxes(title_text="position t (token)", type="category", nticks=32, autorange="reversed",
                      showgrid=False)
     if cursor is not None:
@@ -365,7 +365,7 @@ def _plane_traces(Q: np.ndarray, E: np.ndarray, label: str, coverage: float, a3,
     ]
     # the two spanning vectors as two traces, so each legend entry shows its own colour
     va, vb = (np.asarray(v) / max(np.linalg.norm(v), 1e-12) for v in (a3, b3))
-    for v, name, c in ((va, "z_t", colour(2)), (vb, "z_{t−Δ}", colour(1))):
+    for v, name, c in ((va, "z<sub>t</sub>", colour(2)), (vb, "z<sub>t−Δ</sub>", colour(1))):
         out.append({"type": "scatter3d", "x": [0, v[0]], "y": [0, v[1]], "z": [0, v[2]], "mode": "lines",
                     "name": name, "line": {"width": 5, "color": c}, "hoverinfo": "name"})
     return out
@@ -565,7 +565,7 @@ def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     D = _offset(tr, layer, slot)
     spacing = 0.17
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=spacing,
-                        subplot_titles=(f"Â at {t} '{tr.labels[t]}'", "axis-pair energy E_ij"))
+                        subplot_titles=(f"Â at {t} '{tr.labels[t]}'", "axis-pair energy E<sub>ij</sub>"))
     width = (1 - spacing) / 2
     ax = np.arange(r)
     # each colour bar just right of its own panel; the right panel shares the left one's axis i (no second
@@ -576,7 +576,7 @@ def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                              hovertemplate=(f"position {t} '{tr.labels[t]}'<br>Â[%{{y}}, %{{x}}] = %{{z:.4f}}"
                                             "<extra></extra>")), row=1, col=1)
     fig.add_trace(go.Heatmap(z=E, x=ax, y=ax, colorscale=SEQUENTIAL, zmin=0, name="coordinate energy",
-                             colorbar={"title": {"text": "E_ij", "side": "right"}, "x": 1.012, "xanchor": "left",
+                             colorbar={"title": {"text": "E<sub>ij</sub>", "side": "right"}, "x": 1.012, "xanchor": "left",
                                        "thickness": 12, "len": 0.8},
                              hovertemplate="E[%{y}, %{x}] = %{z:.4f} (mean over positions)<extra></extra>"),
                   row=1, col=2)

@@ -194,14 +194,14 @@ def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = 
                         subplot_titles=("distance from the identity", "distance between consecutive states"))
     for layer in range(tr.n_layers):
         name = _layer_name(tr, layer)
-        for row, (vals, what) in enumerate(((d0, "‖log H_t‖"), (d1, "dist(H_{t−1}, H_t)")), start=1):
+        for row, (vals, what) in enumerate(((d0, "‖log H<sub>t</sub>‖"), (d1, "dist(H<sub>t−1</sub>, H<sub>t</sub>)")), start=1):
             fig.add_trace(go.Scatter(
                 x=idx, y=vals[layer, idx], mode="lines", name=name, legendgroup=name, showlegend=row == 1,
                 line={"color": colour(layer)}, text=hov,
                 hovertemplate=f"{name}<br>position %{{text}}<br>{what} = %{{y:.3f}} rad<extra></extra>"),
                 row=row, col=1)
-    fig.update_yaxes(title_text="‖log H_t‖_F (rad)", row=1, col=1, rangemode="tozero")
-    fig.update_yaxes(title_text="‖log(H_{t−1}^* H_t)‖_F (rad)", row=2, col=1, rangemode="tozero")
+    fig.update_yaxes(title_text="‖log H<sub>t</sub>‖<sub>F</sub> (rad)", row=1, col=1, rangemode="tozero")
+    fig.update_yaxes(title_text="‖log(H<sub>t−1</sub><sup>*</sup> H<sub>t</sub>)‖<sub>F</sub> (rad)", row=2, col=1, rangemode="tozero")
     fig.update_xaxes(title_text="position t (token)", row=2, col=1, **token_ticks(tr.labels, idx))
     for row in (1, 2):
         add_cursor_line(fig, cursor, row=row, col=1)
