@@ -471,16 +471,38 @@ def checkpoint_picker(where: Any = None, key: str = K_CKPT, label: str = "Checkp
     wkey = "w_" + key
     _seed(wkey, key)
 
+    shorts = short_labels(all_entries)
+
     def label_of(ref: str) -> str:
         e = by_ref[ref]
-        mark = "" if not kinds or e.kind in kinds else "  (not for this view)"
-        src = "" if e.source == "bundled" else "  · yours"
-        return f"{e.title}{src}{mark}"
+        mark = "" if not kinds or e.kind in kinds else " (not for this view)"
+        src = "" if e.source == "bundled" else " · yours"
+        return f"{shorts[ref]}{src}{mark}"
 
     where.selectbox(label, refs, format_func=label_of, key=wkey, on_change=_copy, args=(wkey, key),
                     help=help or "Bundled checkpoints first, then yours (newest first). Upload or train "
                                  "more on the Checkpoints and Train live pages.")
-    return by_ref[st.session_state[key]]
+    chosen = by_ref[st.session_state[key]]
+    where.caption(chosen.title)  # the full title (kind · group · params · corpus) under the short option
+    return chosen
+
+
+def short_labels(found: list[catalog.CheckpointEntry]) -> dict[str, str]:
+    """``ref -> label`` short enough for the sidebar select: the name without a trailing ``-<corpus>``
+    (the caption under the select names it) plus the parameter count, e.g. ``osmformer-o-linear · 88k``;
+    names are kept whole where dropping the corpus would make two labels equal. Design choice."""
+    def params(e: catalog.CheckpointEntry) -> str:
+        n = e.params
+        if not n:
+            return ""
+        return " · " + (f"{n / 1e6:.1f}M" if n >= 1_000_000 else f"{n / 1e3:.0f}k" if n >= 1_000 else str(n))
+
+    def stem(e: catalog.CheckpointEntry) -> str:
+        suffix = f"-{e.corpus}"
+        return e.name[:-len(suffix)] if e.corpus and e.name.endswith(suffix) and e.name != suffix else e.name
+
+    stems = [stem(e) for e in found]
+    return {e.ref: (s if stems.count(s) == 1 else e.name) + params(e) for e, s in zip(found, stems)}
 
 
 def text_box(entry: catalog.CheckpointEntry | None, where: Any = None) -> str:

@@ -47,6 +47,17 @@ def panels_side_by_side(fig: Any) -> bool:
             domains.add(tuple(round(float(v), 3) for v in (dom or (0.0, 1.0))))
     return len(domains) > 1
 
+
+def square_single_panel(fig: Any) -> bool:
+    """Whether a Plotly figure is one panel with equal axis scales (``yaxis.scaleanchor``, e.g. a single
+    attention map): at full width it would sit in a narrow square with its colour bar far away at the right
+    edge, so the pages draw it in a half-width column instead (design choice)."""
+    if fig is None or panels_side_by_side(fig):
+        return False
+    lay = fig.layout.to_plotly_json() if hasattr(fig, "layout") else dict(fig.get("layout", {}))
+    return bool((lay.get("yaxis") or {}).get("scaleanchor")) and not any(k.startswith("scene") for k in lay)
+
+
 K_HEAD, K_SLOT, K_BLOCK, K_SUBSTEP = "gl_head", "gl_slot", "gl_block", "gl_substep"
 
 
@@ -244,7 +255,7 @@ def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem:
         pending = []
 
     for item in items:
-        if item[3] or force_narrow:
+        if (item[3] and not square_single_panel(item[1])) or force_narrow:
             flush()
             drawn += _one(item[0], item[1], item[2], key_prefix, stem, narrow=force_narrow)
         else:

@@ -61,12 +61,13 @@ def surprisal_figure(sides, pos: int) -> tuple[go.Figure, str]:
             x=np.arange(tr.n_positions), y=sc.bits, mode="lines+markers" if tr.n_positions <= 64 else "lines",
             name=f"{name} ({stat})", line={"color": colour}, marker={"size": 4}, customdata=tr.labels,
             hovertemplate="position %{x} '%{customdata}'<br>%{y:.2f} bits<extra>" + name + "</extra>"))
+    n_max = max(tr.n_positions for tr, _, _, _ in sides)
     for n, who in sorted(chances.items()):
-        fig.add_hline(y=math.log2(n), line={"color": "#999999", "dash": "dot", "width": 1},
-                      annotation_text=(f"{' and '.join(who)}: " if mixed else "")
-                      + f"chance: log2 {n} = {math.log2(n):.2f} bits",
-                      annotation_position="top right", annotation_bgcolor="rgba(255,255,255,0.85)",
-                      annotation_font={"size": 11, "color": "#666666"})
+        # chance as a dotted line with its own legend entry (a label on the plot could hide the lines)
+        fig.add_trace(go.Scatter(
+            x=[0, n_max - 1], y=[math.log2(n)] * 2, mode="lines", line={"color": "#999999", "dash": "dot", "width": 1},
+            name=(f"{' and '.join(who)}: " if mixed else "") + f"chance: log2 {n} = {math.log2(n):.2f} bits",
+            hoverinfo="skip", meta="chance"))
     fig.add_vline(x=pos, line={"color": "#D55E00", "dash": "dash", "width": 1.5})
     if set(whats) == {"running product"}:
         title, ytitle = "Surprisal of the correct running product", "bits of the correct product"
@@ -175,42 +176,58 @@ def main() -> None:
     if ref_tr is not None:
         with ui.guard("The view's options"):
             shared = views.controls_for(slug, ref_tr, st.expander("Options (both sides)", expanded=False))
-    # one header per side; then figure by figure: single-panel figures side by side (A left, B right), figures
-    # with panels side by side (e.g. OSMFormer's similarity + attention maps) full width, A above B, so
-    # their tick labels and colour bars have room
-    cols = st.columns(2, gap="large")
+    # figure by figure: single-panel figures side by side (A left, B right) under one header row; once any
+    # figure has panels side by side (e.g. OSMFormer's similarity + attention maps) every figure of that row
+    # is drawn full width, A above B, each under its own label, so tick labels and colour bars have room
+    # and no header row repeats the labels
+    def header(side: str, e) -> str:
+        steps = opts.get(side, {}).get("steps")
+        return (f"**{side}: {e.name}** · {e.kind}" + (f" · {e.group}" if e.group else "")
+                + (f" · T = {steps}" if steps else ""))
+
     items: dict[str, list] = {}
-    for col, side, e in ((cols[0], "A", a), (cols[1], "B", b)):
-        with col:
-            steps = opts.get(side, {}).get("steps")
-            st.markdown(f"**{side}: {e.name}** · {e.kind}" + (f" · {e.group}" if e.group else "")
-                        + (f" · T = {steps}" if steps else ""))
-            if e.kind not in ui.VIEWS[slug].kinds:
-                st.info(f"{ui.VIEWS[slug].title} does not apply to a `{e.kind}`.", icon=":material/block:")
-                continue
-            if side not in traces:
-                continue
-            tr = traces[side]
-            with ui.guard(f"Drawing {side}"):
-                p = min(pos, tr.n_positions - 1)
-                controls = dict(shared)
-                if "layer" in controls:
-                    controls["layer"] = max(0, min(controls["layer"], views.n_layers(tr) - 1))
-                items[side] = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
+    for side, e in (("A", a), ("B", b)):
+        if e.kind not in ui.VIEWS[slug].kinds:
+            st.info(f"{side} ({e.name}): {ui.VIEWS[slug].title} does not apply to a `{e.kind}`.",
+                    icon=":material/block:")
+            continue
+        if side not in traces:
+            continue
+        tr = traces[side]
+        with ui.guard(f"Drawing {side}"):
+            p = min(pos, tr.n_positions - 1)
+            controls = dict(shared)
+            if "layer" in controls:
+                controls["layer"] = max(0, min(controls["layer"], views.n_layers(tr) - 1))
+            items[side] = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
     names = {"A": a.name, "B": b.name}
+    entries_ab = {"A": a, "B": b}
     order = [name for name, _ in views.VIEW_FIGURES[slug]]
+    headed = False  # a header row stands above the current run of side-by-side rows
     for fig_name in order:
         row = {side: next((it for it in items.get(side, []) if it[0] == fig_name), None) for side in ("A", "B")}
         present = {side: it for side, it in row.items() if it is not None}
         if not present:
             continue
         if any(it[1] is not None and views.panels_side_by_side(it[1]) for it in present.values()):
+            headed = False
             for side, it in present.items():
-                st.markdown(f"**{side}: {names[side]}** · {fig_name.replace('_', ' ')}")
+                st.markdown(header(side, entries_ab[side]) + f" · *{fig_name.replace('_', ' ')}*")
                 with ui.guard(f"Drawing {side}"):
-                    views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"cmp-{side}-{slug}",
-                                       stem=f"{names[side]}-{slug}")
+                    if views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
+                        with st.columns(2, gap="large")[0]:
+                            views.draw_figures([it], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
+                                               force_narrow=True)
+                    else:
+                        views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"cmp-{side}-{slug}",
+                                           stem=f"{names[side]}-{slug}")
         else:
+            if not headed:
+                hcols = st.columns(2, gap="large")
+                for col, side in zip(hcols, ("A", "B")):
+                    if side in items:
+                        col.markdown(header(side, entries_ab[side]))
+                headed = True
             fcols = st.columns(2, gap="large")
             for col, side in zip(fcols, ("A", "B")):
                 if side in present:

@@ -555,8 +555,13 @@ def surprisal_spec(at: AppTest) -> dict:
 def test_compare_scores_word_problem_models_on_the_running_product(bundled_assets):
     at = open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-torus-s5")
     spec = surprisal_spec(at)
-    by_name = {d["name"].split(" (")[0]: d for d in spec["data"]}
+    by_name = {d["name"].split(" (")[0]: d for d in spec["data"] if d.get("meta") != "chance"}
     assert set(by_name) == {"A: osm-rnn-o-s5", "B: osm-rnn-torus-s5"}
+    # chance is a dotted line named in the legend, not a boxed label on the plot that could hide B's line
+    chance = [d for d in spec["data"] if d.get("meta") == "chance"]
+    assert len(chance) == 1 and chance[0]["name"] == "chance: log2 120 = 6.91 bits"
+    assert np.allclose(decode(chance[0]["y"]), np.log2(120))
+    assert not [a for a in spec["layout"].get("annotations", []) if "chance" in a.get("text", "")]
     a, b = (np.array(decode(by_name[k]["y"]), dtype=float) for k in ("A: osm-rnn-o-s5", "B: osm-rnn-torus-s5"))
     assert not np.isnan(a).any() and not np.isnan(b).any()  # position 0 is scored too
     assert a.mean() < 1.0 < np.log2(120) - 1 < b.mean()  # O(5) tracks S5; the torus is near chance
@@ -568,8 +573,10 @@ def test_compare_scores_word_problem_models_on_the_running_product(bundled_asset
 def test_compare_of_a_word_problem_and_a_language_model_says_they_differ(bundled_assets):
     at = open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-o-tinyshakespeare")
     spec = surprisal_spec(at)
-    assert len(spec["data"]) == 2 and spec["layout"]["yaxis"]["title"]["text"] == "bits (see legend)"
-    assert [d["name"].split(" (")[1].split(":")[0] for d in spec["data"]] == ["running product", "next token"]
+    lines = [d for d in spec["data"] if d.get("meta") != "chance"]
+    assert len(lines) == 2 and spec["layout"]["yaxis"]["title"]["text"] == "bits (see legend)"
+    assert [d["name"].split(" (")[1].split(":")[0] for d in lines] == ["running product", "next token"]
+    assert [d["name"] for d in spec["data"] if d.get("meta") == "chance"] == ["A: chance: log2 120 = 6.91 bits"]
     cap = next(c.value for c in at.caption if "Different tasks" in c.value)
     assert "A: osm-rnn-o-s5 is a group word-problem model" in cap and "B: osm-rnn-o-tinyshakespeare" in cap
 
@@ -636,3 +643,45 @@ def test_compare_draws_side_by_side_panels_full_width_one_above_the_other(bundle
     assert len(maps) == 2
     in_cols = [json.loads(c.proto.spec) for col in cmp.columns for c in col.get("plotly_chart")]
     assert not any(_views.panels_side_by_side(s) for s in in_cols)
+
+
+def test_compare_defaults_label_each_side_once_and_keep_a_single_map_square_and_untitled(bundled_assets):
+    """Default Compare (CEM vs OSMFormer, attention): the OSMFormer maps are stacked full width, so there is
+    no side-by-side header row repeating the labels; the CEM's one map is half width (colour bar beside
+    it) with its name in the title, not a subplot title that lands on the top tick label."""
+    from app_pages import _views
+
+    at = open_page("compare")
+    assert at.session_state["gl_ckpt"] == "bundled/cem-t2-tinyshakespeare"
+    assert at.session_state["gl_ckpt_b"] == "bundled/osmformer-o-linear-tinyshakespeare"
+    assert at.session_state["gl_compare_view"] == "attention"
+    heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: "))]
+    assert sum(h.startswith("**A: cem-t2") for h in heads) == 1, heads
+    assert sum(h.startswith("**B: osmformer-o-linear") for h in heads) == 1, heads
+    in_cols = [json.loads(c.proto.spec) for col in at.columns for c in col.get("plotly_chart")]
+    cem = [s for s in in_cols if "Attention weights" in s["layout"]["title"]["text"]]
+    assert len(cem) == 1 and _views.square_single_panel(cem[0])
+    assert not cem[0]["layout"].get("annotations")  # no subplot title
+    assert cem[0]["layout"]["xaxis"]["constraintoward"] == "left"
+    maps = [json.loads(c.proto.spec) for c in charts(at) if _views.panels_side_by_side(json.loads(c.proto.spec))]
+    assert len(maps) == 1 and maps[0] not in in_cols
+
+
+def test_compare_word_problems_have_one_header_row_above_the_side_by_side_figures(bundled_assets):
+    at = open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-torus-s5")
+    heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: "))]
+    # one header row over the side-by-side figures, one label over B's full-width torus figure
+    assert sum(h.startswith("**A: osm-rnn-o-s5") for h in heads) == 1, heads
+    assert sum(h.startswith("**B: osm-rnn-torus-s5") for h in heads) == 2, heads
+    assert any("torus angles" in h for h in heads)
+
+
+def test_sidebar_checkpoint_options_are_short_and_the_full_title_is_a_caption(bundled_assets):
+    at = open_page("trajectories", ckpt="bundled/osmformer-o-linear-tinyshakespeare")
+    box = at.sidebar.selectbox[0]
+    assert max(len(o) for o in box.options) <= 28, box.options
+    assert box.value == "bundled/osmformer-o-linear-tinyshakespeare"
+    assert "osmformer-o-linear · 88k" in box.options
+    assert len(set(box.options)) == len(box.options)
+    assert any(c.value.startswith("osmformer-o-linear-tinyshakespeare (osmformer · O · 88k params")
+               for c in at.sidebar.caption)

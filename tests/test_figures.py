@@ -215,8 +215,22 @@ def test_pca_trajectory_equals_svd():
     for k in range(3):  # principal components are defined up to sign
         assert min(np.abs(got[:, k] - ref[:, k]).max(), np.abs(got[:, k] + ref[:, k]).max()) < 1e-4
     ratio = S[:3] ** 2 / (S ** 2).sum()
-    assert f"{ratio[0]:.0%}" in fig.layout.scene.xaxis.title.text
+    assert f"PC1 {ratio[0]:.0%}" in fig.layout.title.text and f"PC3 {ratio[2]:.0%}" in fig.layout.title.text
+    assert f"PC2 ({ratio[1]:.0%})" in fig.data[0].hovertemplate
     np.testing.assert_allclose(fig.data[1].x, got[3, 0])  # the cursor marker
+
+
+def test_pca_trajectory_axis_titles_fit_at_half_width():
+    """Half-width 3-D scenes clipped long axis titles ("PC2 14%" ran into the tick labels, PC3 vanished):
+    the titles are bare PC1..PC3, ticks few and small, and the scene leaves room for the colour bar."""
+    fig = figures.pca_trajectory(get_trace("osmformer-U3"), layer=1, cursor=3).figure
+    scene = fig.layout.scene
+    for k, ax in enumerate((scene.xaxis, scene.yaxis, scene.zaxis), start=1):
+        assert ax.title.text == f"PC{k}"
+        assert ax.nticks is not None and ax.nticks <= 5
+    assert scene.domain.x[1] <= 0.92  # the colour bar sits right of the scene, not on it
+    eye = scene.camera.eye
+    assert np.sqrt(eye.x ** 2 + eye.y ** 2 + eye.z ** 2) >= 2.5  # pulled back: the axis ends stay in view
 
 
 def test_so3_frame_is_the_columns_of_H(validate):
@@ -239,6 +253,17 @@ def test_torus_angles_are_the_diagonal_phases():
     for j in range(4):
         np.testing.assert_allclose(_by_name(fig, f"φ{j + 1}").y, ang[:, j], atol=1e-6)
     assert fig.layout.yaxis2.scaleanchor == "x2"
+
+
+def test_flat_torus_colour_by_position_has_a_colour_bar_not_a_one_colour_legend_entry():
+    tr = get_trace("osmformer-T4")
+    fig = figures.torus_angles(tr, layer=0, cursor=1).figure
+    flat = _by_name(fig, "(φ1, φ2)")
+    assert np.asarray(flat.marker.color).tolist() == list(range(tr.n_positions))  # coloured by position
+    assert flat.showlegend is False  # its legend swatch would show one colour
+    assert flat.marker.colorbar.title.text == "position"
+    assert flat.marker.cmin == 0 and flat.marker.cmax == tr.n_positions - 1
+    assert fig.layout.legend.orientation == "h"  # the legend does not sit on the colour bar
 
 
 # --------------------------------------------------------------------------------------------- tangents

@@ -64,7 +64,10 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
                    float(max(np.nanmax(w), 1e-12)), "weight", "weights"))
     n = len(panels)
     spacing = 0.16
-    fig = make_subplots(rows=1, cols=n, subplot_titles=[p[0] for p in panels], horizontal_spacing=spacing)
+    # one panel: its name goes in the figure title (a subplot title is centred on the unconstrained domain
+    # and lands on the top tick label once the square panel is narrower than the figure)
+    fig = make_subplots(rows=1, cols=n, subplot_titles=[p[0] for p in panels] if n > 1 else None,
+                        horizontal_spacing=spacing)
     width = (1 - spacing * (n - 1)) / n
     for c, (title, z, scale, zmin, zmax, what, name) in enumerate(panels, start=1):
         hover = "Re tr(H_i* H_j)" if name == "similarity" else what
@@ -82,7 +85,7 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
             fig.update_yaxes(title_text="query position i (token)", type="category", nticks=16,
                              autorange="reversed", row=1, col=c, scaleanchor="x", scaleratio=1,
                              constrain="domain")
-            fig.update_xaxes(constrain="domain", constraintoward="right", row=1, col=c)
+            fig.update_xaxes(constrain="domain", constraintoward="right" if n > 1 else "left", row=1, col=c)
         else:
             # same ranges as the left panel (which is square), so its cells are square too
             fig.update_xaxes(matches="x", constrain="domain", constraintoward="right", row=1, col=c)
@@ -102,5 +105,5 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
         cap = ("Attention weights of each query position (row) on the earlier key positions (columns); grey "
                "cells are masked (future).")
     cap += subsample_note(tr.n_positions, len(idx))
-    title = f"Attention, layer {layer}"
+    title = f"Attention, layer {layer}" if n > 1 else f"{panels[0][0].capitalize()}, layer {layer}"
     return finish(fig, title, cap, "attention_maps", height=520)

@@ -220,29 +220,37 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     coords, ratio = pca_coords(tr, layer)
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
+    pcs = [f"PC{k + 1} ({ratio[k]:.0%})" for k in range(3)]
     data = [go.Scatter3d(
         x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2], mode="lines+markers", name="trajectory",
         marker={"size": 3, "color": idx, "colorscale": "Viridis",
                 "colorbar": {"title": {"text": "position", "side": "right"}, "thickness": 12, "len": 0.75}},
         line={"color": "#888", "width": 2}, text=hov,
-        hovertemplate="position %{text}<extra></extra>")]
+        hovertemplate=(f"position %{{text}}<br>{pcs[0]} %{{x:.3f}}<br>{pcs[1]} %{{y:.3f}}<br>{pcs[2]} %{{z:.3f}}"
+                       "<extra></extra>"))]
     if cursor is not None:
         data.append(go.Scatter3d(
             x=coords[[cursor], 0], y=coords[[cursor], 1], z=coords[[cursor], 2], mode="markers",
             name="cursor", marker={"size": 8, "color": HIGHLIGHT}, text=hover_tokens(tr.labels, [cursor]),
             hovertemplate="cursor: position %{text}<extra></extra>"))
     fig = go.Figure(data=data)
-    # short axis titles and the camera pulled back, so titles and the path stay inside the scene
+    # bare axis titles (PC1..PC3; the variance shares go in the title, caption and hover), few small ticks
+    # and the camera pulled back, so that at half width no title is clipped or sits on the tick labels
+    axis = {"nticks": 4, "tickfont": {"size": 10}, "title": {"font": {"size": 12}}}
     fig.update_layout(scene={
-        "xaxis": {"title": {"text": f"PC1 {ratio[0]:.0%}"}},
-        "yaxis": {"title": {"text": f"PC2 {ratio[1]:.0%}"}},
-        "zaxis": {"title": {"text": f"PC3 {ratio[2]:.0%}"}},
-        "camera": {"eye": {"x": 1.6, "y": 1.6, "z": 1.15}}, "domain": {"x": [0.0, 0.92], "y": [0.0, 0.95]},
+        "xaxis": {**axis, "title": {**axis["title"], "text": "PC1"}},
+        "yaxis": {**axis, "title": {**axis["title"], "text": "PC2"}},
+        "zaxis": {**axis, "title": {**axis["title"], "text": "PC3"}},
+        "camera": {"eye": {"x": 1.75, "y": 1.75, "z": 1.2}}, "domain": {"x": [0.0, 0.9], "y": [0.0, 1.0]},
     }, legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom"})
+    shares = ", ".join(f"PC{k + 1} {ratio[k]:.0%}" for k in range(3))
     cap = (f"The states H_t ({_layer_name(tr, layer)}) as points vec(H_t) projected on their first three "
-           f"principal components (together {ratio.sum():.0%} of the variance; unitless); colour = position."
-           + subsample_note(tr.n_positions, len(idx)))
-    return finish(fig, "State trajectory, 3-D PCA", cap, "pca_trajectory", height=560)
+           f"principal components ({shares} of the variance, together {ratio.sum():.0%}; unitless); "
+           "colour = position." + subsample_note(tr.n_positions, len(idx)))
+    view = finish(fig, f"State trajectory, 3-D PCA<br><sup>variance: {shares}</sup>", cap, "pca_trajectory",
+                  height=560)
+    view.figure.update_layout(margin={"l": 10, "r": 10, "t": 70, "b": 10})
+    return view
 
 
 def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
@@ -316,8 +324,14 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                                  hovertemplate=f"position %{{text}}<br>φ{j + 1} = %{{y:.3f}} rad<extra></extra>"),
                       row=1, col=1)
     b = ang[:, 1] if k > 1 else np.zeros(len(ang))
-    fig.add_trace(go.Scatter(x=ang[idx, 0], y=b[idx], mode="markers", name="(φ1, φ2)",
-                             marker={"size": 5, "color": idx, "colorscale": "Viridis"}, text=hov,
+    # coloured by position: a colour bar says so (a legend entry would show one colour for all points)
+    fig.add_trace(go.Scatter(x=ang[idx, 0], y=b[idx], mode="markers", name="(φ1, φ2)", showlegend=False,
+                             marker={"size": 5, "color": idx, "colorscale": "Viridis", "cmin": 0,
+                                     "cmax": max(tr.n_positions - 1, 1),
+                                     "colorbar": {"title": {"text": "position", "side": "right"},
+                                                  "x": 1.01, "xanchor": "left", "len": 0.8,
+                                                  "thickness": 12, "tickfont": {"size": 11}}},
+                             text=hov,
                              hovertemplate="position %{text}<br>φ1 = %{x:.3f} rad, φ2 = %{y:.3f} rad"
                                            "<extra></extra>"), row=1, col=2)
     if cursor is not None:
@@ -332,7 +346,9 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig.update_yaxes(title_text="φ2 (rad)", row=1, col=2, range=[-3.3, 3.3], scaleanchor="x2", scaleratio=1,
                      **TWO_PI_TICKS)
     add_cursor_line(fig, cursor, row=1, col=1)
+    # legend (φ_k colours, cursor) under the panels: the colour bar takes the right edge
+    fig.update_layout(legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.2, "yanchor": "top"})
     cap = ("On the torus each state is a list of independent angles (diagonal entries exp(iφ_k)); left: every "
-           "angle along the text, right: the first two as a point on the square torus (edges wrap)."
+           "angle along the text, right: the first two as a point on the square torus (edges wrap), coloured by position (colour bar)."
            + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, f"Torus angles ({_layer_name(tr, layer)})", cap, "torus_angles", height=480)
