@@ -93,11 +93,23 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
+def _read_umask() -> int:
+    """The process umask, read once at import (os.umask can only be read by setting it, which is not
+    thread-safe later on, when live runs save checkpoints from threads)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 def _atomic_write(path: Path, write) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a checkpoint is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

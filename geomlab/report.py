@@ -224,7 +224,7 @@ def protocol(name: str = "quick", **overrides: Any) -> Protocol:
     if "lr_grid" in clean:
         clean["lr_grid"] = tuple(float(x) for x in clean["lr_grid"])
         if not all(0 < x < 10 for x in clean["lr_grid"]):
-            raise ReportError(f"lr_grid values must lie between 0 and 10 (exclusive), got {list(clean['lr_grid'])}")
+            raise ReportError(f"--lr-grid values must lie between 0 and 10 (exclusive), got {list(clean['lr_grid'])}")
     if "wp_curriculum" in clean:
         try:
             clean["wp_curriculum"] = tuple((int(n), int(k)) for n, k in clean["wp_curriculum"])
@@ -242,8 +242,9 @@ def protocol(name: str = "quick", **overrides: Any) -> Protocol:
     cur = out.wp_curriculum
     if (any(n < 1 or k < 1 or n > out.wp_train_len for n, k in cur)
             or (out.wp_steps and sum(k for _, k in cur) > out.wp_steps)):
-        raise ReportError(f"wp_curriculum {[list(c) for c in cur]} needs lengths from 1 to wp_train_len="
-                          f"{out.wp_train_len}, steps >= 1, and at most wp_steps={out.wp_steps} steps in all")
+        raise ReportError(f"the word-problem curriculum (--wp-curriculum) {[list(c) for c in cur]} needs lengths "
+                          f"from 1 to the training length {out.wp_train_len}, steps >= 1, and at most --wp-steps "
+                          f"{out.wp_steps} steps in all (lower it with --wp-curriculum, or '' for none)")
     if "lr" in clean and not (isinstance(clean["lr"], (int, float)) and 0 < clean["lr"] < 10):
         raise ReportError(f"lr must be a positive number, got {clean['lr']}")
     if "seeds" in clean and not clean["seeds"]:
@@ -463,7 +464,8 @@ def merge_results(parts: list[dict[str, Any]]) -> dict[str, Any]:
             "wall_s": max(part["wall_s"] for part in parts),
             "cpu_s": round(sum(part.get("cpu_s", 0.0) for part in parts), 1),
             "machine": parts[0]["machine"], "comparisons": [comps[k] for k in order], "word_problem": wp,
-            "parts": len(parts), "part_commands": [command_line(part["protocol"]) for part in parts]}
+            "parts": len(parts), "part_commands": [command_line(part["protocol"]) for part in parts],
+            "part_outs": [part.get("out") for part in parts]}
 
 
 # ------------------------------------------------------------------------------------------------ output
@@ -505,8 +507,10 @@ def command_line(p: dict[str, Any]) -> str:
     for key, flag in (("batch_size", "--batch-size"), ("seq_len", "--seq-len")):
         if p[key] != b[key]:
             parts.append(f"{flag} {p[key]}")
-    if p.get("corpus_override"):  # the file's name only: no machine path in a written report
-        parts.append(f"--corpus-file {Path(p['corpus_override']).name}")
+    if list(map(list, p.get("wp_curriculum", []))) != list(map(list, b.get("wp_curriculum", []))) and p["wp_steps"]:
+        parts.append("--wp-curriculum " + (",".join(f"{n}:{k}" for n, k in p["wp_curriculum"]) or "''"))
+    if p.get("corpus_override"):
+        parts.append(f"--corpus-file {p['corpus_override']}")
     if p["eval_tokens"] != b["eval_tokens"]:
         parts.append(f"--eval-chars {'all' if p['eval_tokens'] is None else p['eval_tokens']}")
     if list(p["seeds"]) != list(b["seeds"]):
@@ -558,7 +562,8 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
         "(within 5%)" + ("" if p["budget_scale"] == 1 else f", budgets scaled by {p['budget_scale']}") + ".",
         f"- BPC: mean NLL (nats) / ln 2 over every target of {ev} of the valid and test splits, non-overlapping "
         f"windows of {p['seq_len']} characters, fresh state per window (`geomlab.train.bpc`).",
-        f"- Splits: Tiny Shakespeare contiguous 90/5/5; PTB-char and WikiText-2 their official files.",
+        ("- Splits: the text file's contiguous 90/5/5 by character (it replaced every corpus)." if p.get("corpus_override")
+         else "- Splits: Tiny Shakespeare contiguous 90/5/5; PTB-char and WikiText-2 their official files."),
         "- Speed: training tokens/s (steps x batch x length / training-loop seconds, evaluation excluded) as a "
         "ratio to the comparison's baseline measured in the same run; the CPU column uses process CPU seconds "
         "instead of wall seconds (steadier on a shared machine); trace latency = median of 3 calls of "
@@ -665,11 +670,12 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
               "```", ""]
     if results.get("parts", 1) > 1:
         cmds = results.get("part_commands") or []
+        outs = [o or f"runs/report-{i}/results.md" for i, o in
+                enumerate((results.get("part_outs") or []) + [None] * (len(cmds) - len(results.get("part_outs") or [])))]
         lines += ["or, as this run was made, in parallel processes merged afterwards:", "", "```bash"]
-        lines += [f"GEOMLAB_DATA_DIR=../shared/data {cmd} --out runs/report-{i}/results.md &"
-                  for i, cmd in enumerate(cmds)]
+        lines += [f"GEOMLAB_DATA_DIR=../shared/data {cmd} --out {out} &" for cmd, out in zip(cmds, outs)]
         lines += ["wait", "python -m geomlab bench --from-json "
-                  + " ".join(f"runs/report-{i}/results/results.json" for i in range(len(cmds)))
+                  + " ".join((Path(o).parent / "results" / "results.json").as_posix() for o in outs)
                   + f" --out {results.get('out', 'docs/results.md')}", "```", ""]
     lines += [
               "The raw numbers (every seed, configs, loss curves) are in `results/results.json` next to this file.",
@@ -678,7 +684,8 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
 
 
 def _verdict(c: dict[str, Any]) -> str:
-    """One sentence per non-baseline arm: our test-BPC gap to the baseline next to the paper's gap."""
+    """One sentence per non-baseline arm: our test-BPC gap to the baseline next to the paper's gap; a caution
+    when the baseline's tuned learning rate sits at the edge of the lr grid."""
     rows = c["rows"]
     base = next((r for r in rows if r["baseline"]), None)
     if base is None or base.get("test_mean") is None:
@@ -694,6 +701,10 @@ def _verdict(c: dict[str, Any]) -> str:
         if r.get("speed_ratio"):
             s += f", {r['speed_ratio']:.2f}x the baseline's training tokens/s"
         out.append(s + ".")
+    sweep = base.get("lr_sweep") or {}
+    if len(sweep) > 1 and base.get("lr") in (min(map(float, sweep)), max(map(float, sweep))):
+        out.append(f"**Caution: the baseline's best learning rate ({base['lr']}) is at the edge of the grid, so it "
+                   "may be under-tuned and these gaps may overstate the difference.**")
     return " ".join(out) if out else ""
 
 

@@ -175,7 +175,11 @@ def scaled(entry: ZooEntry, steps_scale: float) -> ZooEntry:
             break
         phases.append((n, k))
         used += k
-    return replace(entry, steps=steps, length_curriculum=tuple(phases))
+    notes = entry.notes
+    if steps_scale != 1:
+        notes = (f"[Rebuilt with --steps-scale {steps_scale}: steps and curriculum are scaled; step counts quoted "
+                 f"below are the unscaled recipe's.] {notes}").strip()
+    return replace(entry, steps=steps, length_curriculum=tuple(phases), notes=notes)
 
 
 # ----------------------------------------------------------------------------------------------- training
@@ -231,15 +235,16 @@ def resolve_config(kind: str, vocab_size: int, budget: int | None, config: dict[
     if key in _CONFIG_CACHE:
         return dict(_CONFIG_CACHE[key])
     if budget and kind == "transformer" and "d_model" not in config:
-        cfg, last = None, None
+        cfg = None
         for width in _transformer_widths(int(budget), int(vocab_size), config):
             try:
-                cfg = config_for_budget(kind, int(budget), int(vocab_size), **config, d_model=width)
+                cfg = config_for_budget(kind, int(budget), int(vocab_size), **config, d_model=width,
+                                        n_heads=config.get("n_heads", 4))
                 break
-            except ValueError as exc:
-                last = exc
-        if cfg is None:
-            raise last or ValueError(f"no transformer config near {budget} parameters")
+            except ValueError:
+                continue
+        if cfg is None:  # none of the nearest widths fits at the default heads: the full search (other heads)
+            cfg = config_for_budget(kind, int(budget), int(vocab_size), **config)
     elif budget:
         cfg = config_for_budget(kind, int(budget), int(vocab_size), **config)
     else:

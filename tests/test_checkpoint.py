@@ -199,3 +199,15 @@ def test_every_registered_kind_round_trips(kind, tmp_path):
     with torch.no_grad():
         assert torch.equal(model(x), c.model(x))
     assert c.card["params_effective"] > 0
+
+
+def test_saved_files_follow_the_umask(saved):
+    """mkstemp creates 0600 files; a saved checkpoint gets the usual mode (0666 minus the umask)."""
+    import os
+    import stat
+
+    from geomlab import checkpoint as ckpt
+
+    for path in ckpt.paths(saved[0]):
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        assert mode == 0o666 & ~ckpt._UMASK, oct(mode)

@@ -151,6 +151,8 @@ def test_train_never_overwrites_an_earlier_checkpoint(tmp_path, capsys):
     assert main(base + ["--group", "O", "--name", taken]) == 2
     assert "already exists" in capsys.readouterr().err
     assert len(list(out.glob("*.json"))) == 3
+    assert main(base + ["--name", "../escaped"]) == 2
+    assert "plain file name" in capsys.readouterr().err and not (tmp_path / "escaped.json").exists()
 
 
 def test_trace_sample_and_bundled_name_errors(tmp_path, capsys, monkeypatch):
@@ -167,3 +169,21 @@ def test_trace_sample_and_bundled_name_errors(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["eval", "osm-rnn-o-s5"]) == 2
     assert "assets/checkpoints/osm-rnn-o-s5.json" in capsys.readouterr().err
+
+
+def test_eval_refuses_another_task(capsys, monkeypatch, text_file):
+    """A word-problem model scored on another group or on text, or a language model on a word problem, is
+    refused (the ids would be reused and the number would mean nothing); its own group keeps the card's
+    evaluation sequences."""
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    s5, lm = "assets/checkpoints/osm-rnn-o-s5", "assets/checkpoints/lstm-tinyshakespeare"
+    assert main(["eval", s5, "--data", "word-problem:S3"]) == 2
+    assert "trained on the S5 word problem" in capsys.readouterr().err
+    assert main(["eval", s5, "--data", str(text_file)]) == 2
+    assert "different kind of task" in capsys.readouterr().err
+    assert main(["eval", lm, "--data", "word-problem:S3"]) == 2
+    assert "trained on text" in capsys.readouterr().err
+    assert main(["eval", s5]) == 0
+    own = capsys.readouterr().out
+    assert main(["eval", s5, "--data", "word-problem:S5:32"]) == 0
+    assert capsys.readouterr().out == own  # same card evaluation set as without --data

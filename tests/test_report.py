@@ -53,14 +53,14 @@ def test_protocol_overrides_and_errors():
     with pytest.raises(report.ReportError, match="seed"):
         report.protocol("quick", seeds=[])
     assert report.protocol("quick", lr_grid=[1e-3, "3e-3"]).lr_grid == (1e-3, 3e-3)
-    with pytest.raises(report.ReportError, match="lr_grid"):
+    with pytest.raises(report.ReportError, match="lr-grid"):
         report.protocol("quick", lr_grid=[0.0])
     assert report.protocol("quick", wp_curriculum=[[2, 100]]).wp_curriculum == ((2, 100),)
-    with pytest.raises(report.ReportError, match="wp_curriculum"):
+    with pytest.raises(report.ReportError, match="word-problem curriculum"):
         report.protocol("quick", wp_curriculum=[(2, 10_000)])  # more steps than wp_steps
-    with pytest.raises(report.ReportError, match="wp_curriculum"):
+    with pytest.raises(report.ReportError, match="word-problem curriculum"):
         report.protocol("quick", wp_curriculum=[(0, 10)])
-    with pytest.raises(report.ReportError, match="wp_train_len"):
+    with pytest.raises(report.ReportError, match="training length 16"):
         report.protocol("quick", wp_curriculum=[(64, 10)])  # longer than the training length (16)
     with pytest.raises(report.ReportError, match="between 0 and 10"):
         report.protocol("quick", lr_grid=[1e9])
@@ -102,6 +102,7 @@ def test_lr_grid_picks_the_best_validation_lr_per_model(monkeypatch):
     md = report.render_markdown({**_fake_results(), "protocol": proto.to_dict(), "comparisons": [res]})
     assert "chosen per model from the grid 0.001, 0.01, 0.03" in md
     assert "LSTM: 0.001 → —, 0.01 → 2.477, 0.03 → 2.000 (best at the edge of the grid)" in md
+    assert "the baseline's best learning rate (0.03) is at the edge of the grid" in md
     assert re.search(r"\| OSM-RNN O\(d\) \| `osm-rnn` \| [^|]+ \| 2 \| 0.01 \|", md)
 
 
@@ -181,8 +182,9 @@ def test_bench_smoke_writes_the_report(tmp_path, tiny_text):
     failed = [r["label"] for c in data["comparisons"] for r in c["rows"] if r.get("error")]
     failed += [r["label"] for r in data["word_problem"]["rows"] if r.get("error")]
     assert rc == 0 and not failed, failed
-    # the reproduce command names the text file (not its machine path) and the real --out
-    assert f"--corpus-file tiny.txt --out {out.as_posix()}" in md and str(tmp_path) not in md.split("--out")[0]
+    # the reproduce command is the real one: the text file as given, and the real --out
+    assert f"--corpus-file {text} --out {out.as_posix()}" in md
+    assert "the text file's contiguous 90/5/5" in md and "PTB-char and WikiText-2 their official" not in md
     assert [c["key"] for c in data["comparisons"]] == list(report.PROFILES["smoke"].comparisons)
     for c in data["comparisons"]:
         comp = report.COMPARISONS[c["key"]]
@@ -246,3 +248,6 @@ def test_command_line_reproduces_the_protocol():
     cmd = report.command_line(p.to_dict())
     args = build_parser().parse_args(cmd.split()[3:])
     assert args.lr_grid == "0.003,0.01" and args.batch_size == 16 and args.steps == 400 and args.seeds == 1
+    p = report.protocol("full", wp_curriculum=[(2, 100)], corpus_override="data/x.txt")
+    args = build_parser().parse_args(report.command_line(p.to_dict()).split()[3:])
+    assert args.wp_curriculum == "2:100" and args.corpus_file == "data/x.txt"

@@ -53,6 +53,7 @@ def test_steps_scale_scales_the_length_curriculum():
     e = zoo.ZooEntry("x", "t", "d", "lstm", config={"hidden": 8}, steps=1000,
                      length_curriculum=((2, 300), (4, 300)))
     assert zoo.scaled(e, 0.1).length_curriculum == ((2, 30), (4, 30))
+    assert "--steps-scale 0.1" in zoo.scaled(e, 0.1).notes and zoo.scaled(e, 1).notes == e.notes
     tiny = zoo.scaled(e, 0.001)  # 1 step: only the first phase fits
     assert tiny.steps == 1 and tiny.length_curriculum == ((2, 1),)
     from geomlab.train import TrainConfig

@@ -21,8 +21,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--full", action="store_true", help="the full protocol (default; many hours on a CPU; uses the "
                       "GPU when present): 3000 steps x 32 x 128, lr tuned per model on 1e-3/3e-3/1e-2/3e-2, 3 seeds, "
                       "full splits, scaling to 500K, word problem S5 / Z60 with a length curriculum")
-    p.add_argument("--out", default="docs/results.md", metavar="FILE",
-                   help="Markdown report to write; figures and results.json go to FILE's folder/results/")
+    p.add_argument("--out", default="runs/report/results.md", metavar="FILE",
+                   help="Markdown report to write (default runs/report/results.md; the committed report is "
+                   "docs/results.md, written only when named explicitly); figures and results.json go to "
+                   "FILE's folder/results/")
+    p.add_argument("--wp-curriculum", metavar="LEN:STEPS[,LEN:STEPS]",
+                   help="override the word-problem length curriculum ('' = none), e.g. 2:300,4:300")
     p.add_argument("--only", metavar="KEY[,KEY]",
                    help=f"run only these sections: {', '.join(COMPARISONS)}, {WORD_PROBLEM}")
     p.add_argument("--steps", type=int, metavar="N", help="override the language-model steps of the profile")
@@ -78,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--lr-grid needs at least one learning rate")
     elif args.lr is not None:
         overrides["lr_grid"] = ()  # an explicit single lr replaces the profile's grid
+    if args.wp_curriculum is not None:
+        from geomlab.commands.train import parse_curriculum
+
+        overrides["wp_curriculum"] = parse_curriculum(args.wp_curriculum)
     if args.eval_chars is not None:
         if str(args.eval_chars).lower() == "all":
             overrides["eval_tokens"] = "all"

@@ -21,6 +21,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
 
+def _same_task_or_error(own: dict, task, name: str):
+    """``task`` if it is the kind of task the checkpoint was trained on, else ``ValueError``: a word-problem
+    model scored on another group (or on text), or a language model on a word problem, gives a number that
+    means nothing (token ids are reused as they are). A word problem of the checkpoint's own group keeps the
+    card's evaluation sequences (count and seed) at the requested length."""
+    from geomlab.data.word_problem import WordProblemTask
+
+    own_wp = isinstance(own, dict) and own.get("task") == "word-problem"
+    if own_wp and isinstance(task, WordProblemTask):
+        if task.group.name != own.get("group"):
+            raise ValueError(f"{name} was trained on the {own.get('group')} word problem; scoring it on "
+                             f"{task.group.name} is meaningless (use --data word-problem:{own.get('group')})")
+        return WordProblemTask(task.group, length=task.length, n_eval=int(own.get("n_eval", task.n_eval)),
+                               seed=int(own.get("seed", task.seed)))
+    if own_wp or isinstance(task, WordProblemTask):
+        trained = f"the {own.get('group')} word problem" if own_wp else "text (a language model)"
+        raise ValueError(f"{name} was trained on {trained}; --data names a different kind of task, so the "
+                         "score would be meaningless")
+    return task
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -33,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     c = ckpt.load(args.checkpoint, device=device)
-    task = make_task(args.data if args.data else (c.card.get("task") or {}), vocab=c.vocab)
+    own = c.card.get("task") or {}
+    task = make_task(args.data if args.data else own, vocab=c.vocab)
+    task = _same_task_or_error(own, task, c.path.name)
     seq_len = args.seq_len or int((c.train_config or {}).get("seq_len", 128))
     if task.vocab is not None and task.kind == "lm":
         n_unk = task.vocab.count_unknown(task.corpus.split(args.split))

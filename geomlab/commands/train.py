@@ -74,7 +74,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "when omitted")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps in total (default 1000)")
     p.add_argument("--out", default="runs", help="output folder (default runs/)")
-    p.add_argument("--name", help="checkpoint name (default KIND-DATA-PARAMS)")
+    p.add_argument("--name", help="checkpoint file name inside --out (default KIND[-GROUP]-DATA-PARAMS, with -2, -3, "
+                   "... when taken; an existing --name is refused unless you --resume it)")
     p.add_argument("--batch-size", type=int, default=None, help="random windows per batch (default 32)")
     p.add_argument("--seq-len", type=int, default=None, help="window length in tokens; also the evaluation "
                    "window (default 128)")
@@ -179,6 +180,9 @@ def run(args: argparse.Namespace) -> int:
         n_eff = count_params(model, "effective")
         if args.name:
             name = args.name
+            if Path(name).name != name or name in (".", ".."):
+                raise ValueError(f"--name must be a plain file name (no folders), got {name!r}; use --out for "
+                                 "the folder")
             if (Path(args.out) / f"{name}.json").exists():
                 raise ValueError(f"{Path(args.out) / name}.json already exists: continue it with --resume, or "
                                  "choose another --name (nothing was overwritten)")

@@ -105,14 +105,21 @@ class Transformer(SequenceModel):
 
     @classmethod
     def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
-        """Vary ``d_model`` (multiples of ``n_heads``) at fixed depth/heads to meet the budget (±5%)."""
+        """Vary ``d_model`` (multiples of ``n_heads``) at fixed depth to meet the budget (±5%). When no width
+        fits with the default 4 heads (widths step by 4, so some budgets fall between two widths: e.g. 100K at
+        V = 65 lies between d_model 48 and 52), 2 and then 1 head are tried, unless ``n_heads`` is fixed
+        (design choice). Raises ``ValueError`` with the closest miss."""
         base = {**cls.default_config(), **fixed, "kind": cls.kind}
-        if "d_model" in fixed:
-            widths = [fixed["d_model"]]
-        else:
-            h = int(base["n_heads"])
-            widths = range(h, 1025, h)
-        return monotone_budget_search(lambda w: {**base, "d_model": w}, widths, n_params, vocab_size)
+        heads = [int(base["n_heads"])] + ([] if "n_heads" in fixed else [h for h in (2, 1) if h != base["n_heads"]])
+        first_error = None
+        for h in heads:
+            cfg = {**base, "n_heads": h}
+            widths = [fixed["d_model"]] if "d_model" in fixed else range(h, 1025, h)
+            try:
+                return monotone_budget_search(lambda w, cfg=cfg: {**cfg, "d_model": w}, widths, n_params, vocab_size)
+            except ValueError as exc:
+                first_error = first_error or exc
+        raise first_error
 
     def __init__(self, config: dict[str, Any]):
         super().__init__(config)
