@@ -175,8 +175,9 @@ def read_meta(path: str | os.PathLike) -> dict[str, Any]:
     json_path, _ = paths(path)
     if not json_path.is_file():
         bundled = Path(__file__).resolve().parent.parent / "assets" / "checkpoints" / json_path.name
-        hint = (f"; a bundled checkpoint of that name is assets/checkpoints/{json_path.name}"
-                if bundled.is_file() and json_path.parent == Path(".") else "")
+        hint = ""
+        if bundled.is_file() and json_path.parent in (Path("."), Path("bundled")):  # a name, or the app's form
+            hint = f"; a bundled checkpoint of that name is {os.path.relpath(bundled)}"
         raise CheckpointError(f"checkpoint file {json_path} is missing{hint}")
     try:
         meta = json.loads(json_path.read_text(encoding="utf-8"))

@@ -232,7 +232,7 @@ def protocol(name: str = "quick", **overrides: Any) -> Protocol:
             raise ReportError(f"wp_curriculum must be (length, steps) pairs, got {clean['wp_curriculum']!r}") from None
     unknown = [c for c in clean.get("comparisons", ()) if c not in COMPARISONS]
     if unknown:
-        raise ReportError(f"unknown comparisons {unknown}; known: {', '.join(COMPARISONS)}")
+        raise ReportError(f"unknown comparisons {unknown}; known: {', '.join(COMPARISONS)}, word-problem")
     for key in ("steps", "batch_size", "seq_len", "wp_batch_size", "wp_train_len", "latency_len"):
         if key in clean and int(clean[key]) < 1:
             raise ReportError(f"{key} must be >= 1, got {clean[key]}")

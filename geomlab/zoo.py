@@ -443,6 +443,9 @@ def format_card(card: dict[str, Any]) -> str:
                  f"{card.get('device')} ({card.get('torch_threads', '?')} threads)")
     if card.get("valid_bpc") is not None:
         lines.append(f"  valid {card['valid_bpc']:.3f} / test {card.get('test_bpc', float('nan')):.3f} BPC")
+    if card.get("valid_accuracy") is not None:
+        lines.append(f"  valid {card['valid_accuracy']:.3f} / test {card.get('test_accuracy', float('nan')):.3f} "
+                     "accuracy (all positions, training length)")
     if card.get("accuracy_by_length"):
         acc = ", ".join(f"L={k}: {v:.2f}" for k, v in card["accuracy_by_length"].items())
         lines.append(f"  final-position accuracy by length: {acc}")

@@ -167,8 +167,11 @@ def test_trace_sample_and_bundled_name_errors(tmp_path, capsys, monkeypatch):
     assert main(["sample", s5, "--prompt", "01234", "--length", "3"]) == 2
     assert "word-problem model" in capsys.readouterr().err
     monkeypatch.chdir(tmp_path)
-    assert main(["eval", "osm-rnn-o-s5"]) == 2
-    assert "assets/checkpoints/osm-rnn-o-s5.json" in capsys.readouterr().err
+    for ref in ("osm-rnn-o-s5", "bundled/osm-rnn-o-s5"):  # a bare name, and the app's URL form
+        assert main(["eval", ref]) == 2
+        hint = capsys.readouterr().err.split("a bundled checkpoint of that name is ")[1].strip()
+        assert Path(hint).resolve() == (Path(__file__).resolve().parent.parent / "assets" / "checkpoints"
+                                        / "osm-rnn-o-s5.json")  # a path that works from where the user is
 
 
 def test_eval_refuses_another_task(capsys, monkeypatch, text_file):

@@ -163,6 +163,7 @@ def test_cli_zoo_list_and_recipes(tmp_path, capsys, tiny_text):
     card = next((c for c in zoo.read_cards() if c.get("name") == "osm-rnn-o-s5"), None)
     if card is not None:  # the bundled S5 card lists its curriculum too
         assert "the first 6000 steps a length curriculum" in zoo.format_card(card)
+        assert f"test {card['test_accuracy']:.3f} accuracy" in zoo.format_card(card)
 
 
 # ----------------------------------------------------------------------------------------------- bundled

@@ -16,7 +16,8 @@ HELP = "trace a checkpoint on a text: record states/energies/planes and write th
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint path (NAME, NAME.json or NAME.safetensors)")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--text", help="the text to trace (at most 2,048 characters)")
+    src.add_argument("--text", help="the text to trace (at most 2,048 characters); for a word-problem "
+                     "checkpoint, group elements separated by spaces, e.g. '01234 10234' for S5 permutations")
     src.add_argument("--text-file", help="read the text from this UTF-8 file instead")
     p.add_argument("--out", required=True, help="output trace file (.npz; the suffix is added if missing)")
     p.add_argument("--steps", type=int, default=None,
