@@ -236,12 +236,15 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig = go.Figure(data=data)
     # bare axis titles (PC1..PC3; the variance shares go in the title, caption and hover), few small ticks
     # and the camera pulled back, so that at half width no title is clipped or sits on the tick labels
-    axis = {"nticks": 4, "tickfont": {"size": 10}, "title": {"font": {"size": 12}}}
+    axis = {"nticks": 4, "tickfont": {"size": 11}, "title": {"font": {"size": 12}}}
     fig.update_layout(scene={
         "xaxis": {**axis, "title": {**axis["title"], "text": "PC1"}},
         "yaxis": {**axis, "title": {**axis["title"], "text": "PC2"}},
         "zaxis": {**axis, "title": {**axis["title"], "text": "PC3"}},
-        "camera": {"eye": {"x": 1.75, "y": 1.75, "z": 1.2}}, "domain": {"x": [0.0, 0.9], "y": [0.0, 1.0]},
+        # eye pulled back and the view centre shifted so the PC3 title on the left vertical edge and the PC1
+        # title at the right corner both stay inside the scene at half width (checked in a 440 px figure)
+        "camera": {"eye": {"x": 2.2, "y": 2.2, "z": 1.5}, "center": {"x": 0.12, "y": -0.12, "z": 0.0}},
+        "domain": {"x": [0.0, 0.9], "y": [0.0, 1.0]},
     }, legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom"})
     shares = ", ".join(f"PC{k + 1} {ratio[k]:.0%}" for k in range(3))
     cap = (f"The states H_t ({_layer_name(tr, layer)}) as points vec(H_t) projected on their first three "
@@ -341,13 +344,14 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                                  hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"),
                       row=1, col=2)
     fig.update_xaxes(title_text="position t (token)", row=1, col=1, **token_ticks(tr.labels, idx, 24))
-    fig.update_yaxes(title_text="angle φ_k (rad)", row=1, col=1, range=[-3.3, 3.3], **TWO_PI_TICKS)
+    fig.update_yaxes(title_text="angle φ<sub>k</sub> (rad)", row=1, col=1, range=[-3.3, 3.3], **TWO_PI_TICKS)
     fig.update_xaxes(title_text="φ1 (rad)", row=1, col=2, range=[-3.3, 3.3], **TWO_PI_TICKS)
     fig.update_yaxes(title_text="φ2 (rad)", row=1, col=2, range=[-3.3, 3.3], scaleanchor="x2", scaleratio=1,
                      **TWO_PI_TICKS)
     add_cursor_line(fig, cursor, row=1, col=1)
-    # legend (φ_k colours, cursor) under the panels: the colour bar takes the right edge
-    fig.update_layout(legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.2, "yanchor": "top"})
+    # legend (φ_k colours, cursor) in one row at the top right, above the subplot titles: the colour bar
+    # takes the right edge and the rotated token ticks the bottom
+    fig.update_layout(legend={"orientation": "h", "x": 1.0, "xanchor": "right", "y": 1.09, "yanchor": "bottom"})
     cap = ("On the torus each state is a list of independent angles (diagonal entries exp(iφ_k)); left: every "
            "angle along the text, right: the first two as a point on the square torus (edges wrap), coloured by position (colour bar)."
            + subsample_note(tr.n_positions, len(idx)))
