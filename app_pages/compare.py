@@ -48,21 +48,22 @@ def surprisal_figure(sides, pos: int) -> tuple[go.Figure, str]:
     scores = [_scores(tr, entry) for tr, entry, _, _ in sides]
     whats = [sc.what for sc in scores]
     mixed = len(set(whats)) > 1
-    chances: dict[int, list[str]] = {}
+    chances: dict[int, list[tuple[str, int]]] = {}  # |G| -> [(side, positions)]
     for sc, (tr, entry, name, colour) in zip(scores, sides):
         stat = f"mean {sc.mean_bits:.2f} bits"
         if sc.what == "running product":
             stat += f", {sc.accuracy:.0%} right"
             if entry.n_outputs:
-                chances.setdefault(entry.n_outputs, []).append(name.split(":")[0])
+                chances.setdefault(entry.n_outputs, []).append((name.split(":")[0], tr.n_positions))
         if mixed:
             stat = f"{sc.what}: {stat}"
         fig.add_trace(go.Scatter(
             x=np.arange(tr.n_positions), y=sc.bits, mode="lines+markers" if tr.n_positions <= 64 else "lines",
             name=f"{name} ({stat})", line={"color": colour}, marker={"size": 4}, customdata=tr.labels,
             hovertemplate="position %{x} '%{customdata}'<br>%{y:.2f} bits<extra>" + name + "</extra>"))
-    n_max = max(tr.n_positions for tr, _, _, _ in sides)
-    for n, who in sorted(chances.items()):
+    for n, sides_n in sorted(chances.items()):
+        who = [w for w, _ in sides_n]
+        n_max = max(k for _, k in sides_n)  # along the texts of the models it applies to
         # chance as a dotted line with its own legend entry (a label on the plot could hide the lines)
         fig.add_trace(go.Scatter(
             x=[0, n_max - 1], y=[math.log2(n)] * 2, mode="lines", line={"color": "#999999", "dash": "dot", "width": 1},

@@ -576,7 +576,9 @@ def test_compare_of_a_word_problem_and_a_language_model_says_they_differ(bundled
     lines = [d for d in spec["data"] if d.get("meta") != "chance"]
     assert len(lines) == 2 and spec["layout"]["yaxis"]["title"]["text"] == "bits (see legend)"
     assert [d["name"].split(" (")[1].split(":")[0] for d in lines] == ["running product", "next token"]
-    assert [d["name"] for d in spec["data"] if d.get("meta") == "chance"] == ["A: chance: log2 120 = 6.91 bits"]
+    chance = [d for d in spec["data"] if d.get("meta") == "chance"]
+    assert [d["name"] for d in chance] == ["A: chance: log2 120 = 6.91 bits"]
+    assert max(decode(chance[0]["x"])) == len(decode(lines[0]["y"])) - 1  # along A's text only
     cap = next(c.value for c in at.caption if "Different tasks" in c.value)
     assert "A: osm-rnn-o-s5 is a group word-problem model" in cap and "B: osm-rnn-o-tinyshakespeare" in cap
 
