@@ -235,11 +235,14 @@ def resolve_config(kind: str, vocab_size: int, budget: int | None, config: dict[
     if key in _CONFIG_CACHE:
         return dict(_CONFIG_CACHE[key])
     if budget and kind == "transformer" and "d_model" not in config:
+        from geomlab.models import model_class
+
+        heads = config.get("n_heads", model_class(kind).default_config()["n_heads"])
         cfg = None
         for width in _transformer_widths(int(budget), int(vocab_size), config):
             try:
-                cfg = config_for_budget(kind, int(budget), int(vocab_size), **config, d_model=width,
-                                        n_heads=config.get("n_heads", 4))
+                cfg = config_for_budget(kind, int(budget), int(vocab_size), **{**config, "n_heads": heads},
+                                        d_model=width)
                 break
             except ValueError:
                 continue

@@ -170,16 +170,21 @@ def test_every_page_renders_in_chromium(page, server):
             assert f"ckpt=runs%2F{ckpt}" in page.url or f"ckpt=runs/{ckpt}" in page.url, page.url
 
 
+def _start_training(page, server, steps: int) -> None:
+    """Open Train live, set the step count and press Start training."""
+    page.goto(f"{server}/train")
+    wait_idle(page)
+    box = page.get_by_role("spinbutton", name="Steps")
+    box.fill(str(steps))
+    box.press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Start training").click()
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_two_step_training_run_shows_progress(page, server):
-    page.goto(f"{server}/train")
-    wait_idle(page)
-    steps = page.get_by_role("spinbutton", name="Steps")
-    steps.fill("2")
-    steps.press("Enter")
-    wait_idle(page)
-    page.get_by_role("button", name="Start training").click()
+    _start_training(page, server, 2)
     page.get_by_text("state: running").or_(page.get_by_text("Finished 2 steps")).first.wait_for(timeout=60_000)
     page.get_by_text("step 2 / 2").wait_for(timeout=120_000)
     page.get_by_text("Finished 2 steps").wait_for(timeout=120_000)
@@ -201,13 +206,7 @@ def _step(pg) -> int:
 @pytest.mark.browser
 @pytest.mark.slow
 def test_resume_keeps_updating_and_a_reload_reattaches(page, server):
-    page.goto(f"{server}/train")
-    wait_idle(page)
-    steps = page.get_by_role("spinbutton", name="Steps")
-    steps.fill("100000")
-    steps.press("Enter")
-    wait_idle(page)
-    page.get_by_role("button", name="Start training").click()
+    _start_training(page, server, 100000)
     page.get_by_text("state: running").first.wait_for(timeout=60_000)
     page.wait_for_timeout(1500)
     page.get_by_role("button", name="Stop").click()
