@@ -263,14 +263,17 @@ def test_record_matches_forward_and_contract():
     model.eval()
     before = model(tokens)
     rec = model.record(tokens)
-    assert set(rec) == {"logits", "energies", "displacement", "attention"}
+    assert set(rec) - {"attention_q_shared", "attention_k_shared"} == {
+        "logits", "energies", "displacement", "attention_q", "attention_k"}
     assert torch.equal(rec["logits"], before[0])
     assert torch.equal(model(tokens), before)  # recording does not change later outputs
     assert rec["energies"].shape == (3, 2, 5, 12)  # eval: inference_recursion_steps = 4 -> steps 0..4
     assert rec["displacement"].shape == (3, 2, 5, 12)
-    assert rec["attention"].shape == (3, 4, 12, 12)
+    from geomlab.trace import dense_attention
+
+    att = torch.as_tensor(dense_attention(rec)).float()
+    assert att.shape == (3, 4, 12, 12)
     assert torch.all(rec["displacement"][:, :, 0] == 0) and torch.all(rec["displacement"][:, :, 1:] > 0)
-    att = rec["attention"]
     torch.testing.assert_close(att.sum(-1), torch.ones(3, 4, 12))
     assert torch.all(att.triu(1) == 0)
     model.train()
@@ -323,3 +326,33 @@ def test_diagnostics_shapes_and_identity_preconditioner():
         pre.u.copy_(torch.randn(8, 2))
         pre.v.copy_(-pre.u)
     assert model.diagnostics()["precond_min_eig"][1, 0] < 0  # U V^T + V U^T can break definiteness
+
+
+# ---------------------------------------------------------------- no J x J matrices (issue 14)
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as hst  # noqa: E402
+
+from geomlab.models.cem import attention_vectors, causal_logsumexp, interaction_scores  # noqa: E402
+
+
+@settings(max_examples=20, deadline=None)
+@given(hst.integers(1, 40), hst.integers(1, 17), hst.sampled_from(["none", "shared", "per_head"]),
+       hst.booleans(), hst.integers(0, 2**31 - 1))
+def test_chunked_logsumexp_and_fused_update_equal_the_explicit_softmax(J, chunk, diag_kind, rope, seed):
+    g = torch.Generator().manual_seed(seed)
+    B, H, dh, d = 2, 2, 4, 8
+    y, n = torch.randn(B, J, d, generator=g, dtype=D64), torch.randn(B, J, d, generator=g, dtype=D64)
+    w_q, w_k = torch.randn(H, dh, d, generator=g, dtype=D64), torch.randn(H, dh, d, generator=g, dtype=D64)
+    eta = torch.rand(H, generator=g, dtype=D64) + 0.1
+    diag = {"none": None, "shared": torch.randn(d, generator=g, dtype=D64),
+            "per_head": torch.randn(H, d, generator=g, dtype=D64)}[diag_kind]
+    tables = rope_angles(J, dh, dtype=D64) if rope else None
+    S = interaction_scores(y, n, w_q, w_k, diag, tables)  # (B, H, J, J), the explicit reference
+    beta = dh ** -0.5
+    lse = causal_logsumexp(*attention_vectors(y, n, w_q, w_k, diag, tables), scale=beta, chunk=chunk)
+    torch.testing.assert_close(lse, torch.logsumexp(S, dim=-1), rtol=1e-10, atol=1e-10)
+    # -grad of the energy (autograd through the explicit scores) equals the fused closed form
+    yy = y.clone().requires_grad_(True)
+    e = -(eta.view(1, -1, 1) * torch.logsumexp(interaction_scores(yy, n, w_q, w_k, diag, tables), -1)).sum(1) / beta
+    (grad,) = torch.autograd.grad(e.sum(), yy)
+    torch.testing.assert_close(interaction_update(y, n, w_q, w_k, eta, diag, tables), -grad, rtol=1e-9, atol=1e-9)

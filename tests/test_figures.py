@@ -91,13 +91,16 @@ EXPECTED = {
     "osm-rnn-SO3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "so3_frame",
                     "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap"},
     "osmformer-U3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "tangent_heatmap",
-                     "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps"},
+                     "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps",
+                     "attention_row"},
     "osmformer-T4": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "torus_angles",
-                     "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps"},
-    "cem": {"energy_descent", "energy_tokens", "attention_maps"},
+                     "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps",
+                     "attention_row"},
+    "cem": {"energy_descent", "energy_tokens", "attention_maps", "attention_row"},
     "grassmann-r3": {"plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
                      "plane_sphere", "plane_interpolation", "decomposability_map", "plane_matrix"},
-    "transformer": {"attention_maps"}, "llama": {"attention_maps"}, "grassmann-attn": {"attention_maps"},
+    "transformer": {"attention_maps", "attention_row"}, "llama": {"attention_maps", "attention_row"},
+    "grassmann-attn": {"attention_maps", "attention_row"},
     "lstm": set(),
 }
 
@@ -275,12 +278,13 @@ def test_tangent_views_equal_the_group_norm_and_angle():
     n_raw = g.inner(raw, raw).sqrt().numpy()
     n_mix = g.inner(mixed, mixed).sqrt().numpy()
     fig = figures.tangent_heatmap(tr).figure
-    np.testing.assert_allclose(_by_name(fig, "attention before mixing").z, n_raw[:, 0], rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(_by_name(fig, "grounding after mixing").z, n_mix[:, 1], rtol=1e-5, atol=1e-7)
+    # the figure draws the exact norms; tr.tangents comes back from float16 coordinates (3 digits)
+    np.testing.assert_allclose(_by_name(fig, "attention before mixing").z, n_raw[:, 0], rtol=2e-3, atol=1e-6)
+    np.testing.assert_allclose(_by_name(fig, "grounding after mixing").z, n_mix[:, 1], rtol=2e-3, atol=1e-6)
     cursor_fig = figures.tangent_heatmap(tr, cursor=4).figure
     assert {(sh.xref, sh.x0) for sh in cursor_fig.layout.shapes} == {("x", 4), ("x2", 4), ("x3", 4), ("x4", 4)}
     lines = figures.tangent_lines(tr).figure
-    np.testing.assert_allclose(_by_name(lines, "layer 1 after mixing").y, n_mix[1, 0], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(_by_name(lines, "layer 1 after mixing").y, n_mix[1, 0], rtol=2e-3, atol=1e-6)
     # share moved between directions: 1 - cos^2 of the angle between the coordinate vectors
     ca, cb = g.to_coords(raw).double(), g.to_coords(mixed).double()
     cos = (ca * cb).sum(-1) / (ca.norm(dim=-1) * cb.norm(dim=-1))
@@ -322,7 +326,7 @@ def test_osm_attention_maps_similarity_and_weights():
     assert np.isnan(sim[~lower]).all()
     w = np.asarray(_by_name(fig, "weights").z, dtype=float)
     np.testing.assert_allclose(np.nansum(w, 1), 1, atol=1e-5)
-    np.testing.assert_allclose(w[lower], tr.attention[0][lower], atol=1e-7)
+    np.testing.assert_allclose(w[lower], tr.attention_weights(0)[lower], atol=1e-7)
     sim_trace = _by_name(fig, "similarity")
     assert sim_trace.zmid == 0 and sim_trace.zmin == -3 and sim_trace.zmax == 3
     assert fig.layout.shapes and fig.layout.shapes[0].y0 == 2.5  # the cursor row is outlined
@@ -337,8 +341,8 @@ def test_osm_attention_per_head():
     assert tr.n_heads() == 2
     lower = np.tril(np.ones((T, T), bool))
     one = np.asarray(_by_name(figures.attention_maps(tr, layer=0, head=1).figure, "weights").z, dtype=float)
-    np.testing.assert_allclose(one[lower], tr.attention_heads[0, 1][lower], atol=1e-7)
-    np.testing.assert_allclose(tr.attention_heads[0].mean(0), tr.attention[0], atol=1e-6)
+    np.testing.assert_allclose(one[lower], tr.attention[0, 1][lower], atol=1e-7)
+    np.testing.assert_allclose(tr.attention[0].mean(0), tr.attention_weights(0), atol=1e-6)
 
 
 def test_cem_attention_head_mean_and_single_head():

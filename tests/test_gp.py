@@ -96,7 +96,9 @@ def test_regressor_is_causal_and_records():
     assert (a[:, 6:] - b[:, 6:]).abs().max() > 1e-6
     rec = model.record(x[:1])
     assert torch.equal(rec["prediction"], model(x[:1])[0])
-    assert rec["energies"].shape == (2, 2, 4, 10) and rec["attention"].shape == (2, 2, 10, 10)
+    from geomlab.trace import dense_attention
+
+    assert rec["energies"].shape == (2, 2, 4, 10) and dense_attention(rec).shape == (2, 2, 10, 10)
     with pytest.raises(ValueError):
         CEMRegressor({"bogus": 1})
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+
+from geomlab.trace import dense_attention
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,9 +34,10 @@ def test_causal_and_record():
     assert (a[:, 5:] - b[:, 5:]).abs().max() > 1e-6
     rec = model.record(tokens)
     assert torch.equal(rec["logits"], a[0])
-    assert rec["attention"].shape == (2, 2, 10, 10)
-    torch.testing.assert_close(rec["attention"].sum(-1), torch.ones(2, 2, 10, dtype=torch.float64))
-    assert torch.all(rec["attention"].triu(1) == 0)
+    A = torch.as_tensor(dense_attention(rec))
+    assert A.shape == (2, 2, 10, 10)
+    torch.testing.assert_close(A.sum(-1), torch.ones(2, 2, 10, dtype=torch.float64))
+    assert torch.all(A.triu(1) == 0)
 
 
 def test_bad_config_raises():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from geomlab.models import build_model, config_for_budget, count_params
 from geomlab.models.osm import OSMConfigError, expm_taylor
+from geomlab.trace import _group_info, dense_attention, from_record
 
 GROUPS = [("O", {}), ("SO", {}), ("U", {}), ("SU", {}), ("T", {}), ("O-block", {"block": 2})]
 KINDS = ["osm-rnn", "osmformer"]
@@ -171,11 +173,22 @@ def test_record_contract_and_no_side_effect(kind, group, opts):
     assert rec["tangents_raw"].shape == rec["tangents"].shape == (L, S, T, d, d)
     assert rec["logits"].shape == (T, V)
     if kind == "osmformer":
-        A = rec["attention"]
-        assert A.shape == (L, T, T) and rec["attention_heads"].shape == (L, 2, T, T)
-        assert torch.allclose(A.sum(-1), torch.ones(L, T), atol=1e-5)
+        assert "similarity" not in rec and "attention" not in rec  # no T x T arrays are recorded
+        tr = from_record(rec, kind, x[0], config=m.config, group=_group_info(m))
+        heads = torch.as_tensor(np.asarray(tr.attention))
+        A = heads.mean(1)
+        assert heads.shape == (L, 2, T, T)
+        assert torch.allclose(A.sum(-1), torch.ones(L, T, dtype=A.dtype), atol=1e-5)
         assert float(A.triu(1).abs().max()) == 0.0
-        Sim = rec["similarity"]
+        # equal to the explicit softmax of the model's own attention path at layer 0
+        with torch.no_grad():
+            X0 = m.token_matrices()[x[:1]]
+            if m.config["position"] == "rotation":
+                X0 = m._rotations(T, X0.dtype, X0.device) @ X0
+            w0 = m.attention_mean(m._to_geo(X0) if X0.is_complex() and m._to_geo(X0).shape != X0.shape
+                                  else X0, 0, explicit=True)[1][0]
+        assert torch.allclose(heads[0].to(w0.dtype), w0, atol=1e-5)
+        Sim = torch.as_tensor(np.asarray(tr.similarity)).to(rec["states"].real.dtype)
         assert Sim.shape == (L, T, T)
         # Re tr(H^* H) = d on the group; layer 0's similarity is that of the inputs
         assert torch.allclose(torch.diagonal(Sim, dim1=-2, dim2=-1), torch.full((L, T), float(d)), atol=1e-4)
@@ -232,8 +245,9 @@ def test_real_embedded_equals_native(kind, group, prototypes):
     ra, rb = native.record(x[:1]), real.record(x[:1])
     assert rb["states"].dtype == torch.complex64
     assert torch.allclose(ra["states"], rb["states"], atol=1e-5)
-    if kind == "osmformer":
-        assert torch.allclose(ra["similarity"], rb["similarity"], atol=1e-4)
+    if kind == "osmformer":  # the attention the two representations score is the same
+        assert torch.allclose(ra["attention_scale"], rb["attention_scale"], atol=1e-6)
+        np.testing.assert_allclose(dense_attention(ra), dense_attention(rb), atol=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -204,7 +204,7 @@ def test_load_rejects_bad_files(tmp_path):
     with pytest.raises(TraceError):
         load_trace(junk)
     lost = tmp_path / "lost.npz"
-    np.savez(lost, **{k: v for k, v in data.items() if k != "states"})
+    np.savez(lost, **{k: v for k, v in data.items() if k != "state_data"})
     with pytest.raises(TraceError):
         load_trace(lost)
     with pytest.raises(FileNotFoundError):
@@ -227,7 +227,8 @@ def test_round_trip_property(T, d, L, dtype, seed, text):
                      text=text, group={"name": "U", "d": d, "options": {}})
     back = load_trace(trace_bytes(tr))
     _assert_same(tr, back)
-    assert back.states.dtype == np.dtype(dtype)
+    # stored compactly: float64 -> float32, complex128 -> complex64
+    assert back.states.dtype == {"float64": np.float32, "complex128": np.complex64}.get(dtype, np.dtype(dtype))
 
 
 def test_save_refuses_object_arrays(tmp_path):
@@ -322,3 +323,114 @@ def test_word_problem_scoring_rejects_a_model_of_the_wrong_size():
     assert not is_word_problem({"task": "text"}) and not is_word_problem(None) and not is_word_problem("S5")
     with pytest.raises(TraceError, match="120 outputs"):
         score_predictions(_trace_of([0, 1], np.zeros((2, 6))), {"task": "word-problem", "group": "S5"})
+
+
+# ---------------------------------------------------------------- trace v2: compact, lazy, version 1 compatible
+import pathlib  # noqa: E402
+
+from geomlab import checkpoint as _ckpt  # noqa: E402
+from geomlab.trace import FORMAT_VERSION, OSMTrace, trace_json, trace_text  # noqa: E402
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "trace_v1"
+ASSETS = pathlib.Path(__file__).parent.parent / "assets" / "checkpoints"
+V1_TEXT = "ROMEO: But soft, what light through yon"  # the text the version-1 fixtures were traced on
+V1_NAMES = ["osmformer-o-linear", "osmformer-torus", "osmformer-u", "osm-rnn-o", "cem-t2", "grassmann",
+            "transformer-alibi", "lstm"]
+
+
+@pytest.mark.parametrize("name", V1_NAMES)
+def test_compact_trace_shows_what_the_version_1_trace_showed(name):
+    """The fixtures are version-1 traces (dense T x T maps, full tangents) written by the previous geomlab
+    from the bundled checkpoints; the compact trace of the same checkpoint and text draws the same numbers."""
+    old = dict(np.load(FIXTURES / f"{name}.npz", allow_pickle=False))
+    ck = _ckpt.load(ASSETS / f"{name}-tinyshakespeare.json")
+    if name == "grassmann" and ck.model.config.get("positions") != "learned":
+        pytest.skip("the bundled Grassmann model was retrained (positions='none'): other weights")
+    new = trace_text(ck.model, ck.vocab, V1_TEXT)
+    np.testing.assert_allclose(new.logits, old["logits"], atol=2e-5)
+    if "attention" in old:
+        A = old.get("attention_heads", old["attention"])
+        A = A[:, None] if A.ndim == 3 else A
+        np.testing.assert_allclose(np.asarray(new.attention), A, atol=5e-6)
+    if "similarity" in old:
+        np.testing.assert_allclose(np.asarray(new.similarity), old["similarity"], atol=5e-5)
+    if "states" in old:
+        np.testing.assert_array_equal(new.states, old["states"])
+        np.testing.assert_array_equal(new.inputs, old["inputs"])
+        for key, mixed in (("tangents", True), ("tangents_raw", False)):
+            exact = np.sqrt((np.abs(old[key]) ** 2).sum(axis=(-2, -1)))
+            np.testing.assert_allclose(new.tangent_norms(mixed), exact, rtol=1e-5, atol=1e-6)
+            scale = np.abs(old[key]).max()
+            assert np.abs(getattr(new, key) - old[key]).max() <= 2e-3 * scale  # float16 coordinates
+    if "plucker" in old:
+        np.testing.assert_allclose(np.asarray(new.plucker), old["plucker"], atol=1e-6)
+        assert new.plucker_data is None  # recomputed, not stored
+    if "energies" in old:
+        np.testing.assert_allclose(new.energies, old["energies"], rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("name", V1_NAMES)
+def test_version_1_files_load_and_round_trip_as_version_2(name):
+    old_raw = dict(np.load(FIXTURES / f"{name}.npz", allow_pickle=False))
+    assert json.loads(str(old_raw["__meta__"]))["format_version"] == 1
+    tr = load_trace(FIXTURES / f"{name}.npz")
+    if "attention" in old_raw:
+        A = old_raw.get("attention_heads", old_raw["attention"])
+        np.testing.assert_array_equal(np.asarray(tr.attention), A[:, None] if A.ndim == 3 else A)
+    back = load_trace(trace_bytes(tr))
+    meta = json.loads(str(np.load(io.BytesIO(trace_bytes(tr)))["__meta__"]))
+    assert meta["format_version"] == FORMAT_VERSION == 2
+    np.testing.assert_array_equal(back.logits, tr.logits)
+    if tr.has_attention:
+        np.testing.assert_array_equal(np.asarray(back.attention), np.asarray(tr.attention))
+
+
+def test_attention_rows_are_rows_of_the_full_map():
+    ck = _ckpt.load(ASSETS / "cem-t2-tinyshakespeare.json")
+    tr = trace_text(ck.model, ck.vocab, V1_TEXT * 3)
+    full = np.asarray(tr.attention)
+    rows = np.array([0, 5, 40, len(tr.tokens) - 1])
+    for head in (None, 2):
+        want = full[1].mean(0)[rows] if head is None else full[1, head][rows]
+        np.testing.assert_allclose(tr.attention_rows(1, rows, head), want, atol=1e-12)
+    np.testing.assert_allclose(tr.attention_rows(1, rows).sum(-1), 1, atol=1e-9)
+    with pytest.raises(TraceError):
+        tr.attention_rows(9, rows)
+    with pytest.raises(TraceError):
+        tr.attention_rows(0, [10_000])
+
+
+def test_torus_states_are_stored_as_their_diagonals():
+    ck = _ckpt.load(ASSETS / "osmformer-torus-tinyshakespeare.json")
+    tr = trace_text(ck.model, ck.vocab, V1_TEXT)
+    assert isinstance(tr, OSMTrace) and tr.diagonal and tr.state_data.shape == (2, len(V1_TEXT), 26)
+    assert tr.states.shape == (2, len(V1_TEXT), 26, 26)
+    assert not np.any(tr.states * (1 - np.eye(26)))
+
+
+@pytest.mark.slow
+def test_every_bundled_model_traces_the_longest_text_in_at_most_16_mb():
+    text = ("ROMEO: But soft, what light through yonder window breaks? It is the east.\n" * 40)[:MAX_TEXT_CHARS]
+    for path in sorted(ASSETS.glob("*.json")):
+        ck = _ckpt.load(path)
+        if ck.vocab is None or (ck.card or {}).get("task", {}) and "word-problem" in str(ck.card.get("task")):
+            continue
+        tr = trace_text(ck.model, ck.vocab, text)
+        assert tr.n_positions == MAX_TEXT_CHARS
+        assert tr.nbytes <= 16 * 2**20, (path.name, tr.nbytes)
+        assert len(trace_bytes(tr)) <= 16 * 2**20
+
+
+def test_trace_json_is_strict_and_windowed():
+    ck = _ckpt.load(ASSETS / "osmformer-u-tinyshakespeare.json")
+    tr = trace_text(ck.model, ck.vocab, V1_TEXT)
+    tr.logits[3, 0] = np.nan  # a non-finite value becomes null, never a bare NaN
+    doc = json.loads(trace_json(tr, start=10, stop=30), parse_constant=lambda c: pytest.fail(f"bare {c}"))
+    assert doc["window"] == [10, 30] and len(doc["tokens"]) == 20
+    assert np.asarray(doc["arrays"]["attention"]).shape == (1, 20, 20)
+    assert np.asarray(doc["arrays"]["similarity"]).shape == (1, 20, 20)
+    whole = json.loads(trace_json(tr))
+    assert whole["arrays"]["logits"][3][0] is None
+    assert len(json.loads(trace_json(tr, max_positions=8))["tokens"]) == 8
+    with pytest.raises(TraceError):
+        trace_json(tr, start=5, stop=5)

@@ -31,10 +31,21 @@ def test_causal_and_record():
     rec = m.record(x[:1])
     assert torch.equal(rec["logits"], before[0])
     assert torch.equal(m(x[:1]).detach(), before)
-    A = rec["attention"]
+    from geomlab.trace import dense_attention
+
+    A = torch.as_tensor(dense_attention(rec)).float()
     assert A.shape == (2, 2, 12, 12)
     assert torch.allclose(A.sum(-1), torch.ones(2, 2, 12), atol=1e-5)
     assert float(A.triu(1).max()) == 0.0
+    # equal to the explicit softmax(q k^T / sqrt(d_head) + ALiBi) of the first block
+    blk = m.blocks[0]
+    with torch.no_grad():
+        h = blk.ln1(m.embed(x[:1]))
+        D = h.shape[-1]
+        H = blk.n_heads
+        q, k, _ = blk.qkv(h).view(1, 12, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        ref = torch.softmax(q @ k.transpose(-1, -2) / (D // H) ** 0.5 + alibi_bias(m.slopes, 12), dim=-1)[0]
+    torch.testing.assert_close(A[0], ref, atol=1e-5, rtol=1e-5)
 
 
 def test_alibi():

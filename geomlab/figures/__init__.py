@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from geomlab.figures._common import FigureError, View
-from geomlab.figures.attention import attention_maps
+from geomlab.figures.attention import attention_maps, attention_row
 from geomlab.figures.curves import training_curves
 from geomlab.figures.energy import energy_descent, energy_tokens
 from geomlab.figures.grassmann import (
@@ -48,7 +48,7 @@ VIEWS: dict[str, Callable[..., View]] = {
     "pca_trajectory": pca_trajectory, "so3_frame": so3_frame, "torus_angles": torus_angles,
     "tangent_heatmap": tangent_heatmap, "tangent_lines": tangent_lines, "mixing_share": mixing_share,
     "generator_heatmap": generator_heatmap,
-    "attention_maps": attention_maps, "energy_descent": energy_descent, "energy_tokens": energy_tokens,
+    "attention_maps": attention_maps, "attention_row": attention_row, "energy_descent": energy_descent, "energy_tokens": energy_tokens,
     "plane_distances": plane_distances, "plane_angles": plane_angles, "plane_similarity": plane_similarity,
     "plucker_heatmap": plucker_heatmap, "gate_share": gate_share, "plane_sphere": plane_sphere,
     "plane_interpolation": plane_interpolation, "decomposability_map": decomposability_map,
@@ -66,7 +66,7 @@ def views_for(tr: Trace) -> list[str]:
             names.append("so3_frame")
         if tr.group.get("name") == "T":
             names.append("torus_angles")
-        if tr.tangents is not None and tr.tangents_raw is not None:
+        if tr.has_tangents:
             names += ["tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap"]
     elif isinstance(tr, CEMTrace):
         names += ["energy_descent", "energy_tokens"]
@@ -78,8 +78,8 @@ def views_for(tr: Trace) -> list[str]:
         if tr.n_positions >= 2:
             names.append("plane_interpolation")
         names.append("decomposability_map")
-    if getattr(tr, "attention", None) is not None:
-        names.append("attention_maps")
+    if getattr(tr, "has_attention", False):
+        names += ["attention_maps", "attention_row"]
     return names
 
 

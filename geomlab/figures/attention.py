@@ -14,20 +14,32 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from geomlab.figures._common import (
-    DIVERGING, HIGHLIGHT, MASKED_BG, MAX_MATRIX, SEQUENTIAL, FigureError, View, category_labels, check_cursor,
-    check_index, finish, subsample, subsample_note,
+    DIVERGING, HIGHLIGHT, MASKED_BG, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, View, category_labels,
+    check_cursor, check_index, colour, finish, subsample, subsample_note,
 )
 from geomlab.trace import OSMTrace, Trace
 
 
-def _masked(m: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    sub = np.array(m[np.ix_(idx, idx)], dtype=np.float32)  # float32: half the JSON of float64
+def _masked(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``rows`` ``[len(idx), T]`` (full key rows of the shown queries) -> the shown ``[idx, idx]`` block,
+    float32 (half the JSON of float64), NaN where masked (j > i)."""
+    sub = np.array(rows[:, idx], dtype=np.float32)
     sub[idx[None, :] > idx[:, None]] = np.nan
     return sub
 
 
+def window_positions(n: int, cursor: int | None, window: int) -> np.ndarray:
+    """``window`` consecutive positions ending at the cursor (clipped to ``0..n-1``; the last ones when no
+    cursor): the full-resolution part of a long map around the cursor (design choice, issue 14)."""
+    if window < 2:
+        raise FigureError("window must be at least 2 positions")
+    end = n - 1 if cursor is None else cursor
+    stop = min(n, max(end + 1, min(window, n)))
+    return np.arange(max(0, stop - window), stop)
+
+
 def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: int | None = None,
-                   max_positions: int = MAX_MATRIX) -> View:
+                   max_positions: int = MAX_MATRIX, window: int | None = None) -> View:
     """Token x token maps of one layer: for OSM traces with ``similarity``, the similarity
     ``Re tr(H_i^* H_j)`` (signed, colour-blind-safe diverging scale centred at 0, range [-d, d]) beside the
     attention weights (sequential scale, range [0, max]); otherwise the weights alone.
@@ -36,21 +48,27 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
         tr: any trace with ``attention`` (OSM, CEM, baseline transformers).
         layer: layer index; head: one head, or None for the head average.
         cursor: query position to outline (a box around its row).
-        max_positions: subsample rows/columns past this many positions.
+        max_positions: past this many positions show an evenly spaced subset (the overview; exact entries).
+        window: show instead the ``window`` consecutive positions ending at the cursor, at full resolution.
+
+    Only the rows drawn are computed (``Trace.attention_rows`` / ``OSMTrace.similarity_rows``), so a long
+    trace never forms its ``T x T`` matrices.
 
     Traces: ``similarity`` heatmap (OSM only) then ``weights`` heatmap; masked entries are NaN.
     Raises :class:`FigureError` if the trace has no attention or an index is out of range.
     """
-    att = getattr(tr, "attention", None)
-    if att is None:
+    if not getattr(tr, "has_attention", False):
         raise FigureError(f"{tr.kind!r} has no attention to show")
-    layer = check_index("layer", layer, att.shape[0])
+    layer = check_index("layer", layer, tr.n_layers)
     if head is not None:
-        head = check_index("head", head, max(tr.n_heads(), 1))
+        head = check_index("head", head, max(int(tr.n_heads), 1))
     cursor = check_cursor(cursor, tr.n_positions)
-    weights = tr.attention_weights(layer, head)
-    sim = tr.similarity[layer] if isinstance(tr, OSMTrace) and tr.similarity is not None else None
-    idx = subsample(tr.n_positions, max_positions, cursor)
+    if window is not None:
+        idx = window_positions(tr.n_positions, cursor, min(int(window), max_positions))
+    else:
+        idx = subsample(tr.n_positions, max_positions, cursor)
+    weights = tr.attention_rows(layer, idx, head)
+    sim = (tr.similarity_rows(layer, idx) if isinstance(tr, OSMTrace) and tr.has_similarity else None)
     cats = category_labels(tr.labels, idx)
     ci = None if cursor is None else int(np.searchsorted(idx, cursor))
     panels = []
@@ -59,7 +77,7 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
         panels.append(("similarity Re tr(H_i* H_j)", _masked(sim, idx), DIVERGING, -d, d,
                        "Re tr", "similarity"))
     w = _masked(weights, idx)
-    head_txt = "mean over heads" if head is None and tr.n_heads() > 1 else (f"head {head}" if head is not None else "")
+    head_txt = "mean over heads" if head is None and int(tr.n_heads) > 1 else (f"head {head}" if head is not None else "")
     panels.append((f"attention weights{' (' + head_txt + ')' if head_txt else ''}", w, SEQUENTIAL, 0.0,
                    float(max(np.nanmax(w), 1e-12)), "weight", "weights"))
     n = len(panels)
@@ -104,6 +122,53 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
     else:
         cap = ("Attention weights of each query position (row) on the earlier key positions (columns); grey "
                "cells are masked (future).")
-    cap += subsample_note(tr.n_positions, len(idx))
+    if window is not None and len(idx) < tr.n_positions:
+        cap += (f" Positions {idx[0]}–{idx[-1]} (the {len(idx)} up to the cursor) at full resolution; weights "
+                "are normalised over all earlier keys.")
+    else:
+        cap += subsample_note(tr.n_positions, len(idx))
     title = f"Attention, layer {layer}" if n > 1 else f"{panels[0][0].capitalize()}, layer {layer}"
     return finish(fig, title, cap, "attention_maps", height=520)
+
+
+def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+    """What the cursor token attends to: the cursor's row of attention weights over every earlier key
+    position, one line per head plus their mean (thick), in full (design choice, issue 14: the cursor's
+    row of a long map without forming the map).
+
+    Args:
+        tr: any trace with attention; layer: layer index; cursor: the query position (default: the last).
+        max_points: keys past this many are subsampled evenly (the cursor's neighbourhood kept).
+
+    Traces: ``head h`` lines (when several heads) then ``mean``. Raises :class:`FigureError` for a trace
+    without attention or an index out of range.
+    """
+    if not getattr(tr, "has_attention", False):
+        raise FigureError(f"{tr.kind!r} has no attention to show")
+    layer = check_index("layer", layer, tr.n_layers)
+    cursor = check_cursor(cursor, tr.n_positions)
+    q = tr.n_positions - 1 if cursor is None else cursor
+    H = max(int(tr.n_heads), 1)
+    per_head = [tr.attention_rows(layer, [q], h)[0, : q + 1] for h in range(H)]
+    mean = np.mean(per_head, axis=0)
+    idx = subsample(q + 1, max_points, q)
+    labels = [tr.labels[i] for i in idx]
+    hover = [f"key {i} '{lab}'" for i, lab in zip(idx, labels)]
+    data = []
+    if H > 1:
+        for h, w in enumerate(per_head):
+            data.append(go.Scatter(x=idx, y=w[idx].astype(np.float32), mode="lines", name=f"head {h}",
+                                   line={"width": 1, "color": colour(h)}, opacity=0.7, text=hover,
+                                   hovertemplate=f"%{{text}}<br>head {h}: %{{y:.4f}}<extra></extra>"))
+    data.append(go.Scatter(x=idx, y=mean[idx].astype(np.float32), mode="lines+markers" if len(idx) <= 64 else "lines",
+                           name="mean over heads" if H > 1 else "weight", line={"width": 3, "color": "#000000"},
+                           text=hover, hovertemplate="%{text}<br>weight %{y:.4f}<extra></extra>"))
+    fig = go.Figure(data=data)
+    fig.update_xaxes(title_text="key position j")
+    fig.update_yaxes(title_text="attention weight", rangemode="tozero")
+    top = int(np.argmax(mean))
+    cap = (f"Where position {q} '{tr.labels[q]}' looks in layer {layer}: its attention weight on every earlier "
+           f"position (they sum to 1). Most weight on position {top} '{tr.labels[top]}' ({mean[top]:.2f}).")
+    cap += subsample_note(q + 1, len(idx))
+    return finish(fig, f"What position {q} '{tr.labels[q]}' attends to, layer {layer}", cap, "attention_row",
+                  height=360)

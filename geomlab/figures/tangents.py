@@ -25,7 +25,7 @@ SUBSTEP_NAMES = ("attention", "grounding")
 
 
 def _tangent_trace(tr) -> OSMTrace:
-    if not isinstance(tr, OSMTrace) or tr.tangents is None or tr.tangents_raw is None:
+    if not isinstance(tr, OSMTrace) or not tr.has_tangents:
         raise FigureError("this view needs an OSM trace with 'tangents' and 'tangents_raw'")
     return tr
 
@@ -33,9 +33,7 @@ def _tangent_trace(tr) -> OSMTrace:
 def tangent_norms(tr: OSMTrace, mixed: bool = True) -> np.ndarray:
     """``[layer, substep, position]`` Frobenius norms of the tangent updates (radians); ``mixed=False``
     for ``tangents_raw``."""
-    tr = _tangent_trace(tr)
-    a = tr.tangents if mixed else tr.tangents_raw
-    return np.sqrt((np.abs(a) ** 2).sum(axis=(-2, -1)))
+    return _tangent_trace(tr).tangent_norms(mixed)
 
 
 def mixing_share_values(tr: OSMTrace) -> np.ndarray:
@@ -43,10 +41,8 @@ def mixing_share_values(tr: OSMTrace) -> np.ndarray:
     [0, 1]: ``1 - <raw, mixed>^2 / (||raw||^2 ||mixed||^2)`` with ``<A, B> = Re tr(A^* B)``; NaN where a norm
     is below 1e-12."""
     tr = _tangent_trace(tr)
-    a, b = tr.tangents_raw, tr.tangents
-    ip = np.real((np.conj(a) * b).sum(axis=(-2, -1)))
-    na = (np.abs(a) ** 2).sum(axis=(-2, -1))
-    nb = (np.abs(b) ** 2).sum(axis=(-2, -1))
+    ip = tr.tangent_inner()
+    na, nb = tr.tangent_norms(False) ** 2, tr.tangent_norms(True) ** 2
     with np.errstate(invalid="ignore", divide="ignore"):
         share = 1.0 - ip ** 2 / (na * nb)
     share = np.clip(share, 0.0, 1.0)
@@ -55,7 +51,7 @@ def mixing_share_values(tr: OSMTrace) -> np.ndarray:
 
 
 def _substep_name(tr: OSMTrace, s: int) -> str:
-    if tr.tangents.shape[1] == 1:
+    if tr.tangent_shape[1] == 1:
         return "update"
     return SUBSTEP_NAMES[s] if s < len(SUBSTEP_NAMES) else f"substep {s}"
 
@@ -159,11 +155,12 @@ def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: i
     Traces: ``"before mixing (Re)"``, ``"after mixing (Re)"`` and, for complex states, the ``(Im)`` pair.
     Raises :class:`FigureError` for a trace without tangents or a bad layer/substep/cursor."""
     tr = _tangent_trace(tr)
-    layer = check_index("layer", layer, tr.tangents.shape[0])
-    substep = check_index("substep", substep, tr.tangents.shape[1])
+    L, S, _ = tr.tangent_shape
+    layer = check_index("layer", layer, L)
+    substep = check_index("substep", substep, S)
     cursor = check_cursor(cursor, tr.n_positions)
     t = tr.n_positions - 1 if cursor is None else cursor
-    raw, mixed = tr.tangents_raw[layer, substep, t], tr.tangents[layer, substep, t]
+    raw, mixed = tr.tangent_at(layer, substep, t, mixed=False), tr.tangent_at(layer, substep, t, mixed=True)
     parts = [("Re", np.real)] + ([("Im", np.imag)] if np.iscomplexobj(mixed) else [])
     lim = float(max(np.abs(raw).max(), np.abs(mixed).max(), 1e-12))
     titles = [f"{w} ({p})" for p, _ in parts for w in ("before mixing", "after mixing")]

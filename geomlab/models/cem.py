@@ -41,7 +41,7 @@ from geomlab.models.base import SequenceModel
 
 __all__ = [
     "rope_angles", "apply_rope", "rms_scale",
-    "interaction_scores", "interaction_energy", "interaction_update",
+    "interaction_scores", "interaction_energy", "interaction_update", "attention_vectors", "causal_logsumexp",
     "silu_integral", "mlp_gate", "mlp_energy", "mlp_update",
     "preconditioner_apply", "preconditioner_matrix",
     "CEMAttention", "CEMMLP", "Preconditioner", "CEMStack", "CEMModel", "CEMRegressor",
@@ -149,6 +149,58 @@ def interaction_scores(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k:
     return (beta * s).masked_fill(~_causal(J, y.device), float("-inf"))
 
 
+def attention_vectors(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
+                      diag: torch.Tensor | None = None,
+                      rope: tuple[torch.Tensor, torch.Tensor] | None = None, keys: torch.Tensor | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Queries and keys whose dot products are the scores of :func:`interaction_scores` before ``beta``.
+
+    Returns ``(q, k, q_shared, k_shared)``: ``q``/``k`` ``(B, H, J, e)`` with ``q_i·k_j`` the per-head part
+    (``e = d_h``, or ``d_h + d`` with a per-head diagonal: ``q = [R W^Q y, d_k ⊙ y]``, ``k = [R W^K n, n]``) and,
+    for a shared diagonal ``(d,)``, ``q_shared = d ⊙ y`` / ``k_shared = n`` ``(B, J, d)`` whose dot product is
+    added to every head (``None`` otherwise). ``keys`` (rotated ``W^K n``, ``(B, H, J, d_h)``) may be passed.
+    Exact algebra (design choice): it lets the diagonal-plus-low-rank scores go through fused attention and
+    chunked log-sum-exp instead of an explicit ``J x J`` softmax. Source: notes §1.2, §2.1.
+    """
+    q = _heads(y, w_q)
+    if keys is None:
+        keys = _heads(n, w_k)
+        if rope is not None:
+            keys = apply_rope(keys, *rope)
+    if rope is not None:
+        q = apply_rope(q, *rope)
+    if diag is None:
+        return q, keys, None, None
+    if diag.dim() == 1:
+        return q, keys, y * diag, n
+    H = w_q.shape[0]
+    qd = y.unsqueeze(1) * diag.view(1, H, 1, -1)
+    kd = n.unsqueeze(1).expand(-1, H, -1, -1)
+    return torch.cat([q, qd], dim=-1), torch.cat([keys, kd], dim=-1), None, None
+
+
+def causal_logsumexp(q: torch.Tensor, k: torch.Tensor, q_shared: torch.Tensor | None = None,
+                     k_shared: torch.Tensor | None = None, scale: float = 1.0, chunk: int = 256) -> torch.Tensor:
+    """``logsumexp_{j <= i} scale * (q_i·k_j + q_shared_i·k_shared_j)`` per head, shape ``(B, H, J)``.
+
+    ``q``, ``k`` ``(B, H, J, e)``; ``q_shared``/``k_shared`` ``(B, J, s)`` or ``None``. Computed in blocks of
+    ``chunk`` query rows against the keys up to the block's last row, so memory is ``O(chunk * J)`` per head
+    instead of ``O(J^2)`` (design choice; equals ``torch.logsumexp`` of the masked scores).
+    """
+    B, H, J, _ = q.shape
+    out = []
+    for a in range(0, J, chunk):
+        b = min(J, a + chunk)
+        s = q[:, :, a:b] @ k[:, :, :b].transpose(-1, -2)
+        if q_shared is not None:
+            s = s + (q_shared[:, a:b] @ k_shared[:, :b].transpose(-1, -2)).unsqueeze(1)
+        rows = torch.arange(a, b, device=q.device)[:, None]
+        cols = torch.arange(b, device=q.device)[None, :]
+        s = (scale * s).masked_fill(cols > rows, float("-inf"))
+        out.append(torch.logsumexp(s, dim=-1))
+    return torch.cat(out, dim=-1) if out else q.new_zeros(B, H, 0)
+
+
 def interaction_energy(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
                        eta: torch.Tensor, diag: torch.Tensor | None = None,
                        rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
@@ -156,12 +208,13 @@ def interaction_energy(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k:
 
     ``y`` is the iterate in query coordinates (``x / rho``), ``n`` the normalised context (``h / rho``),
     ``eta`` ``(H,)`` the positive per-head step sizes; see :func:`interaction_scores` for the other
-    arguments. Source: notes §1.2 (log-sum-exp energy, modern-Hopfield form) and §2.1 (D+LR).
+    arguments. The log-sum-exp runs in blocks of query rows (:func:`causal_logsumexp`), never on a full
+    ``J x J`` score matrix. Source: notes §1.2 (log-sum-exp energy, modern-Hopfield form) and §2.1 (D+LR).
     Raises ``ValueError`` on inconsistent shapes.
     """
     _check_attention_args(y, n, w_q, w_k, eta, diag)
     beta = w_q.shape[1] ** -0.5
-    lse = torch.logsumexp(interaction_scores(y, n, w_q, w_k, diag, rope), dim=-1)  # (B, H, J)
+    lse = causal_logsumexp(*attention_vectors(y, n, w_q, w_k, diag, rope), scale=beta)  # (B, H, J)
     return -(eta.view(1, -1, 1) * lse).sum(dim=1) / beta
 
 
@@ -173,8 +226,9 @@ def interaction_update(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k:
 
     ``out_i = sum_k eta_k [ W^Q_k^T R_i^T sum_j a^k_ij R_j W^K_k n_j + d_k ⊙ sum_j a^k_ij n_j ]``: causal
     multi-head attention with values = (rotated) keys and output = transposed query projection, computed with
-    ``F.scaled_dot_product_attention`` when there is no diagonal. With a diagonal the softmax is explicit,
-    the diagonal score is added to the scores and ``sum_k eta_k a^k`` reads the un-projected context.
+    ``F.scaled_dot_product_attention``. With a diagonal the same fused call runs on augmented vectors
+    (:func:`attention_vectors`: the diagonal score is one more dot product, and the value ``[R W^K n, n]``
+    also returns ``sum_j a^k_ij n_j``), so no ``J x J`` matrix is formed.
     ``keys`` (``(B, H, J, d_h)``, already rotated) may be passed to avoid recomputing them (fixed context,
     notes §2.3). Source: notes §1.2, §2.1.
     """
@@ -182,25 +236,20 @@ def interaction_update(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k:
     B, J, d = y.shape
     H, dh, _ = w_q.shape
     beta = dh ** -0.5
-    q = _heads(y, w_q)
-    if keys is None:
-        keys = _heads(n, w_k)
-        if rope is not None:
-            keys = apply_rope(keys, *rope)
-    if rope is not None:
-        q = apply_rope(q, *rope)
     eta4 = eta.view(1, H, 1, 1)
-    if diag is None:
-        o = F.scaled_dot_product_attention(q, keys, keys, is_causal=True, scale=beta)
-        extra = None
-    else:  # explicit softmax: the diagonal's value path needs the weights themselves
-        s = beta * (q @ keys.transpose(-1, -2) + _diag_scores(y, n, diag))
-        a = torch.softmax(s.masked_fill(~_causal(J, y.device), float("-inf")), dim=-1)
-        o = a @ keys
+    q, k, qs, ks = attention_vectors(y, n, w_q, w_k, diag, rope, keys)
+    if qs is not None:  # shared diagonal: the same extra score in every head
+        q = torch.cat([q, qs.unsqueeze(1).expand(-1, H, -1, -1)], dim=-1)
+        k = torch.cat([k, ks.unsqueeze(1).expand(-1, H, -1, -1)], dim=-1)
+    # values = keys (augmented with n under a diagonal): o = a @ (R W^K n), a @ n in one fused call
+    o = F.scaled_dot_product_attention(q, k, k, is_causal=True, scale=beta)
+    extra = None
+    if diag is not None:
+        o, an = o[..., :dh], o[..., dh:]  # an: (B, H, J, d) = sum_j a_ij n_j per head
         if diag.dim() == 1:
-            extra = diag * ((eta4 * a).sum(dim=1) @ n)
+            extra = diag * (eta4 * an).sum(dim=1)
         else:
-            extra = torch.einsum("bhjd,hd->bjd", eta4 * (a @ n.unsqueeze(1)), diag)
+            extra = torch.einsum("bhjd,hd->bjd", eta4 * an, diag)
     if rope is not None:
         o = apply_rope(o, *rope, inverse=True)
     out = torch.einsum("bhje,hed->bjd", eta4 * o, w_q)
@@ -440,7 +489,14 @@ class CEMAttention(_EnergyBlock):
         return interaction_update(y, n, self.w_q, self.w_k, self.eta, self.diag, rope, keys=ctx)
 
     def extras(self, y, n, ctx, rope):
-        return {"attention": torch.softmax(interaction_scores(y, n, self.w_q, self.w_k, self.diag, rope), -1)}
+        """The attention of this step as queries and keys (scores ``q_i·k_j (+ q_shared_i·k_shared_j)``,
+        ``beta`` folded into the queries): the trace computes weight rows from them on demand."""
+        beta = self.w_q.shape[1] ** -0.5
+        q, k, qs, ks = attention_vectors(y, n, self.w_q, self.w_k, self.diag, rope, ctx)
+        out = {"attention_q": beta * q, "attention_k": k}
+        if qs is not None:
+            out.update(attention_q_shared=beta * qs, attention_k_shared=ks)
+        return out
 
 
 class CEMMLP(_EnergyBlock):
@@ -617,8 +673,10 @@ class CEMModel(SequenceModel):
 
         Returns ``logits`` ``(T, V)`` (the same computation as ``forward``), ``energies`` and
         ``displacement`` ``[layer, block, step, position]`` (block 0 attention, 1 MLP; step 0..T where T is
-        the recursion count of the current train/eval mode) and ``attention`` ``[layer, head, pos, pos]``
-        (the weights used by the last update step). Raises ``ValueError`` unless ``tokens`` is ``(1, T)``.
+        the recursion count of the current train/eval mode) and the attention of the last update step as
+        ``attention_q`` / ``attention_k`` ``[layer, head, position, e]`` (scores ``q_i·k_j``, ``beta``
+        folded in) plus, with a shared diagonal, ``attention_q_shared`` / ``attention_k_shared``
+        ``[layer, position, d]`` (added to every head's score); ``geomlab.trace`` turns them into weights. Raises ``ValueError`` unless ``tokens`` is ``(1, T)``.
         """
         if tokens.dim() != 2 or tokens.shape[0] != 1:
             raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
@@ -679,12 +737,16 @@ def _diagnostics(stack: CEMStack) -> dict[str, torch.Tensor]:
 
 
 def _pack_record(rec: list, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+    L = len(rec) // 2
     energies = torch.stack([torch.stack([rec[2 * l]["energies"][:, 0], rec[2 * l + 1]["energies"][:, 0]])
-                            for l in range(len(rec) // 2)])
+                            for l in range(L)])
     disp = torch.stack([torch.stack([rec[2 * l]["displacement"][:, 0], rec[2 * l + 1]["displacement"][:, 0]])
-                        for l in range(len(rec) // 2)])
-    attention = torch.stack([rec[2 * l]["attention"][0] for l in range(len(rec) // 2)])
-    return {"logits": logits[0], "energies": energies, "displacement": disp, "attention": attention}
+                        for l in range(L)])
+    out = {"logits": logits[0], "energies": energies, "displacement": disp}
+    for key in ("attention_q", "attention_k", "attention_q_shared", "attention_k_shared"):
+        if key in rec[0]:
+            out[key] = torch.stack([rec[2 * l][key][0] for l in range(L)])
+    return out
 
 
 class CEMRegressor(nn.Module):

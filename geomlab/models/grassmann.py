@@ -227,10 +227,9 @@ class CausalSelfAttention(nn.Module):
         H = self.n_heads
         q, k, v = self.qkv(x).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        if rec is not None:  # the weights, computed beside (not instead of) the fused kernel
-            scores = (q @ k.transpose(-1, -2)) / math.sqrt(D // H)
-            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-            rec["attention"].append(torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)[0])
+        if rec is not None:  # queries (scale folded in) and keys: the trace computes weight rows
+            rec["attention_q"].append(q[0] / math.sqrt(D // H))
+            rec["attention_k"].append(k[0])
         return self.out(y.transpose(1, 2).reshape(B, T, D))
 
 
@@ -606,11 +605,12 @@ class GrassmannAttentionLM(_PlaneLM):
 
     @torch.no_grad()
     def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``tokens`` ``(1, T)`` -> ``{"logits": (T, V), "attention": [layer, head, T, T]}`` (row i sums to 1
-        over j <= i). The logits are computed exactly as in ``forward`` (bit-identical); the weights are an
-        explicit softmax computed beside the fused attention kernel."""
+        """``tokens`` ``(1, T)`` -> ``{"logits": (T, V), "attention_q", "attention_k": [layer, head, T, d_head]}``
+        (scores ``q_i·k_j``, the scale folded into ``q``; ``geomlab.trace`` turns them into weights on
+        demand). The logits are computed exactly as in ``forward`` (bit-identical)."""
         if tokens.dim() != 2 or tokens.shape[0] != 1:
             raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
-        rec: dict[str, Any] = {"attention": [], "inputs": []}
+        rec: dict[str, Any] = {"attention_q": [], "attention_k": [], "inputs": []}
         logits = self._run(tokens, rec)[0]
-        return {"logits": logits, "attention": torch.stack(rec["attention"])}
+        return {"logits": logits, "attention_q": torch.stack(rec["attention_q"]),
+                "attention_k": torch.stack(rec["attention_k"])}

@@ -63,10 +63,8 @@ class LlamaBlock(nn.Module):
         q, k, v = self.qkv(self.norm1(h)).view(B, J, 3, self.H, self.dh).permute(2, 0, 3, 1, 4)
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        if rec is not None:
-            s = (q @ k.transpose(-1, -2)) * self.dh ** -0.5
-            s = s.masked_fill(~torch.ones(J, J, dtype=torch.bool, device=h.device).tril(), float("-inf"))
-            rec.append(torch.softmax(s, dim=-1))
+        if rec is not None:  # rotated queries (scale folded in) and keys: the trace computes weight rows
+            rec.append((q[0] * self.dh ** -0.5, k[0]))
         h = h + self.o(o.transpose(1, 2).reshape(B, J, d))
         z = self.norm2(h)
         return h + self.down(F.silu(self.gate(z)) * self.up(z))
@@ -123,12 +121,15 @@ class LlamaModel(SequenceModel):
 
     @torch.no_grad()
     def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``logits`` ``(T, V)`` and ``attention`` ``[layer, head, pos, pos]`` for ``tokens`` ``(1, T)``."""
+        """``logits`` ``(T, V)`` and ``attention_q`` / ``attention_k`` ``[layer, head, position, d_head]``
+        (RoPE applied, ``1/sqrt(d_head)`` folded into ``q``) for ``tokens`` ``(1, T)``; ``geomlab.trace``
+        turns them into attention weights on demand."""
         if tokens.dim() != 2 or tokens.shape[0] != 1:
             raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
         rec: list = []
         logits = self._run(tokens, rec)
-        return {"logits": logits[0], "attention": torch.stack([a[0] for a in rec])}
+        return {"logits": logits[0], "attention_q": torch.stack([q for q, _ in rec]),
+                "attention_k": torch.stack([k for _, k in rec])}
 
     @classmethod
     def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:

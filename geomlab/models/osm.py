@@ -634,6 +634,10 @@ class OSMFormer(OSMBase):
             return torch.view_as_complex(X.reshape(B, T, n, n, 2).contiguous())
         return X.reshape(B, T, n, n)
 
+    def _attention_scale(self, layer: int) -> torch.Tensor:
+        """The factor on the per-head dot product of the arithmetic states, ``beta_l * sim_scale * heads / d``."""
+        return torch.exp(self.log_beta[layer]) * self.sim_scale * self.heads / self.group.d
+
     def attention_mean(self, H: torch.Tensor, layer: int, explicit: bool = False):
         """The attention target ``Hbar`` ``(B, T, n, n)`` and the weights ``(B, heads, T, T)`` (or None).
 
@@ -641,7 +645,7 @@ class OSMFormer(OSMBase):
         ``explicit=True``: the same with einsum and softmax, weights returned (for tests and recording).
         """
         v = self._heads_view(H)
-        scale = torch.exp(self.log_beta[layer]) * self.sim_scale * self.heads / self.group.d
+        scale = self._attention_scale(layer)
         mask = self._mask(layer, H.shape[1], H.device, v.dtype)
         if not explicit:
             out = F.scaled_dot_product_attention(v * scale, v, v, attn_mask=mask, scale=1.0)
@@ -661,17 +665,19 @@ class OSMFormer(OSMBase):
             R = self._rotations(T, M.dtype, M.device)
             X = R @ X
         H = X
+        # the attention is recorded as what scores it (design choice: no T x T array is formed): the layer's
+        # input states and a scale, or, where the arithmetic heads do not follow the native rows (realified
+        # states split into several heads), the queries and keys themselves
+        explicit_qk = isinstance(self.geo, RealifiedGroup) and self.heads > 1
         if rec is not None:
             nat = self._to_native
-            rec.update(inputs=nat(X[0]), states=[], tangents_raw=[], tangents=[], attention=[],
-                       attention_heads=[], similarity=[])
+            rec.update(inputs=nat(X[0]), states=[], tangents_raw=[], tangents=[], attention_q=[], attention_k=[])
         for layer in range(self.n_layers):
-            if rec is not None:
-                v = self._flat(H[0])
-                rec["similarity"].append(self.sim_scale * (v @ v.mT))
+            if rec is not None and explicit_qk:
+                v = self._heads_view(H)[0]
+                rec["attention_q"].append(v * self._attention_scale(layer))
+                rec["attention_k"].append(v)
             Hbar, _ = self.attention_mean(H, layer)
-            if rec is not None:  # weights from the explicit path; the states use the fused one, as forward does
-                w = self.attention_mean(H, layer, explicit=True)[1]
             d_att = self._direction(H, Hbar)
             p_att = self.mix_att[layer](d_att, self.geo)
             H = H @ self._exp(p_att)
@@ -683,21 +689,28 @@ class OSMFormer(OSMBase):
                 rec["states"].append(nat(H[0]))
                 rec["tangents_raw"].append(torch.stack([nat(proj(d_att[0])), nat(proj(d_gr[0]))]))
                 rec["tangents"].append(torch.stack([nat(p_att[0]), nat(p_gr[0])]))
-                rec["attention_heads"].append(w[0])
-                rec["attention"].append(w[0].mean(0))
         Hr = _ct(R) @ H if R is not None else H
         logits = self.readout(Hr, M)
         if rec is not None:
             n = self.group.d
             cdtype = rec["inputs"].dtype
-            empty = {"states": (0, T, n, n), "tangents_raw": (0, 2, T, n, n), "tangents": (0, 2, T, n, n),
-                     "attention": (0, T, T), "attention_heads": (0, self.heads, T, T), "similarity": (0, T, T)}
+            empty = {"states": (0, T, n, n), "tangents_raw": (0, 2, T, n, n), "tangents": (0, 2, T, n, n)}
             for key, shape in empty.items():
                 if rec[key]:
                     rec[key] = torch.stack(rec[key])
                 else:
-                    real = key in ("attention", "attention_heads", "similarity")
-                    rec[key] = torch.zeros(shape, dtype=logits.dtype if real else cdtype, device=logits.device)
+                    rec[key] = torch.zeros(shape, dtype=cdtype, device=logits.device)
+            if explicit_qk and rec["attention_q"]:
+                rec["attention_q"] = torch.stack(rec["attention_q"])
+                rec["attention_k"] = torch.stack(rec["attention_k"])
+            else:
+                del rec["attention_q"], rec["attention_k"]
+                if self.n_layers:
+                    rec["attention_scale"] = torch.stack([
+                        self._attention_scale(l) / (self.sim_scale if isinstance(self.geo, RealifiedGroup) else 1.0)
+                        for l in range(self.n_layers)]).to(logits.dtype)
+            if self.config["position"] == "alibi" and self.n_layers:
+                rec["attention_slopes"] = self.alibi.detach().to(logits.dtype).clone()
         return logits
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -707,11 +720,14 @@ class OSMFormer(OSMBase):
     def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
         """For ``tokens`` ``(1, T)``: ``inputs`` ``(T, d, d)`` (layer-0 states, with the rotation if used),
         ``states`` ``(L, T, d, d)``, ``tangents_raw`` / ``tangents`` ``(L, 2, T, d, d)`` (substep 0 attention,
-        1 grounding; ``tangents`` is what was exponentiated), ``attention`` ``(L, T, T)`` (head mean),
-        ``attention_heads`` ``(L, heads, T, T)``, ``similarity`` ``(L, T, T)`` (``Re tr(H_i^* H_j)`` of each
-        layer's input states), ``logits`` ``(T, V)`` equal to ``model(tokens)[0]``. States are native (complex
-        for U/SU/T). The attention weights come from the explicit einsum path, numerically equal to the fused
-        one (tested); the states and logits use the fused path, exactly as ``forward``."""
+        1 grounding; ``tangents`` is what was exponentiated), ``logits`` ``(T, V)`` equal to
+        ``model(tokens)[0]``, and the attention as what scores it (no ``T x T`` array): ``attention_scale``
+        ``(L,)`` with scores ``S_ij = scale_l * <H_i, H_j>_head + bias_ij`` on the layer's input states (native
+        rows split evenly into heads; layer 0 reads ``inputs``, layer l the ``states[l-1]``) and, with ALiBi,
+        ``attention_slopes`` ``(L, heads)`` (bias ``-m (i - j)``); for realified states split into several
+        heads, ``attention_q`` / ``attention_k`` ``(L, heads, T, F)`` instead. ``geomlab.trace`` turns them
+        into weights and similarities ``Re tr(H_i^* H_j)`` on demand. States are native (complex for
+        U/SU/T); the states and logits use the fused path, exactly as ``forward``."""
         self._check_record(tokens)
         rec: dict[str, Any] = {}
         logits = self._run(tokens, rec)

@@ -79,9 +79,8 @@ class _Block(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
                                            dropout_p=self.drop.p if self.training else 0.0)
-        if rec is not None:  # the attention weights, computed explicitly (does not feed the output)
-            scores = q @ k.transpose(-1, -2) / math.sqrt(D // H) + bias
-            rec.append(torch.softmax(scores, dim=-1)[0])
+        if rec is not None:  # queries (score scale folded in) and keys: the trace computes weight rows
+            rec.append((q[0] / math.sqrt(D // H), k[0]))
         x = x + self.drop(self.out(y.transpose(1, 2).reshape(B, T, D)))
         return x + self.drop(self.proj(F.gelu(self.fc(self.ln2(x)))))
 
@@ -161,9 +160,14 @@ class Transformer(SequenceModel):
 
     @torch.no_grad()
     def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``logits`` ``(T, V)`` and ``attention`` ``(layer, head, T, T)`` for ``tokens`` of shape ``(1, T)``."""
+        """``logits`` ``(T, V)``, ``attention_q`` / ``attention_k`` ``(layer, head, T, d_head)`` (scores
+        ``q_i·k_j``, the ``1/sqrt(d_head)`` scale folded into ``q``) and ``attention_slopes`` ``(layer, head)``
+        (ALiBi bias ``-m (i - j)``) for ``tokens`` of shape ``(1, T)``; ``geomlab.trace`` turns them into
+        attention weights on demand (docs/architecture.md)."""
         if tokens.dim() != 2 or tokens.shape[0] != 1:
             raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
-        rec: list[torch.Tensor] = []
+        rec: list[tuple[torch.Tensor, torch.Tensor]] = []
         logits = self._run(tokens, rec)[0]
-        return {"logits": logits, "attention": torch.stack(rec)}
+        return {"logits": logits, "attention_q": torch.stack([q for q, _ in rec]),
+                "attention_k": torch.stack([k for _, k in rec]),
+                "attention_slopes": self.slopes.to(logits.dtype).expand(len(rec), -1).clone()}
