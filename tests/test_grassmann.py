@@ -238,6 +238,45 @@ def test_max_len_enforced_with_learned_positions():
         m.step(toks(1, 1)[:, 0], state)
 
 
+def test_positions_none_reads_past_the_old_max_len():
+    """Without a position table the model reads any length (the zoo model's setting): finite logits far past
+    ``max_len`` (and past the old zoo table of 128), and causal — a prefix gives the same logits alone."""
+    m = small(positions="none", max_len=16)
+    assert m.pos is None and not any("pos" in name for name, _ in m.named_parameters())
+    x = toks(1, 600)
+    with torch.no_grad():
+        out = m(x)
+        head = m(x[:, :200])
+    assert out.shape == (1, 600, V) and torch.isfinite(out).all()
+    assert torch.allclose(out[:, :200], head, atol=1e-5)
+    learned = small(max_len=16)
+    with pytest.raises(ValueError, match="max_len=16"):
+        learned(x)
+
+
+def test_learned_position_checkpoints_still_load_and_stop_at_max_len(tmp_path):
+    """A user checkpoint with the learned table (the paper's setting and the old zoo model's) still loads,
+    reads up to ``max_len`` and gives the same clear errors past it (model and trace)."""
+    from geomlab import checkpoint as ckpt
+    from geomlab.data import Vocab
+    from geomlab.trace import TraceError, trace
+
+    m = small(max_len=128)
+    vocab = Vocab.from_text("".join(chr(97 + i) for i in range(V - 1)))
+    assert vocab.size == V
+    path = ckpt.save(tmp_path / "learned", m, vocab, {"name": "learned"})
+    c = ckpt.load(path)
+    assert c.model.config["positions"] == "learned" and c.model.config["max_len"] == 128
+    x = toks(1, 129)
+    with torch.no_grad():
+        assert torch.equal(c.model(x[:, :128]), m(x[:, :128]))
+    with pytest.raises(ValueError, match="exceeds max_len=128"):
+        c.model(x)
+    assert trace(c.model, x[:, :128]).n_positions == 128
+    with pytest.raises(TraceError, match="learned position table"):
+        trace(c.model, x)
+
+
 @pytest.mark.parametrize("bad", [
     {"layout": "sandwich"}, {"offset_schedule": "some"}, {"rank": 1}, {"offsets": [0, 1]}, {"offsets": []},
     {"offsets": [1, 2, 3], "offset_schedule": "per_layer"}, {"normalize": "l1"}, {"gate": "tanh"},

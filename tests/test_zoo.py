@@ -230,6 +230,32 @@ def test_bundled_s5_pair_o5_tracks_s5_and_the_torus_cannot():
     assert card["recipe"]["length_curriculum"] and card["accuracy_by_length"]["32"] > 0.85
 
 
+_GRASS = REPO / "assets" / "checkpoints" / "grassmann-tinyshakespeare.json"
+
+
+@pytest.mark.skipif(not _GRASS.is_file(), reason="Grassmann zoo model not bundled")
+def test_bundled_grassmann_traces_a_text_of_the_apps_full_length():
+    """Issue 14 part 8: the bundled Grassmann model reads any text up to the app's limit (2,048 characters;
+    a learned table of 128 positions could not), and the traced logits are the model's own on that text."""
+    import numpy as np
+
+    from geomlab import checkpoint as ckpt
+    from geomlab.trace import MAX_TEXT_CHARS, encode_text, trace_text
+
+    c = ckpt.load(_GRASS)
+    assert c.model.config["positions"] == "none" and c.card["recipe"]["config"]["positions"] == "none"
+    chars = [t for t in c.vocab.tokens if t != c.vocab.unk]
+    rng = np.random.default_rng(0)
+    text = "".join(rng.choice(chars, size=MAX_TEXT_CHARS))
+    assert len(text) == MAX_TEXT_CHARS == 2048
+    tr = trace_text(c.model, c.vocab, text)
+    assert tr.n_positions == MAX_TEXT_CHARS
+    with torch.no_grad():
+        expected = c.model(encode_text(c.vocab, text))[0].numpy()
+    assert np.isfinite(expected).all()
+    np.testing.assert_allclose(np.asarray(tr.logits, dtype=np.float64), expected, rtol=0, atol=1e-5)
+
+
 _LM_BUNDLED = [p for p in BUNDLED if not p.stem.endswith(("-s3", "-s5"))]
 
 

@@ -21,8 +21,15 @@ Block layouts (config ``layout``, §2.1; the attention baseline uses the same on
 * ``pre_norm`` (alphaXiv reading): ``x = x + LN_in(Mix(LN1(x)))``; ``x = x + FFN(LN2(x))``. For
   ``grassmann-attn``: the standard ``x = x + Attn(LN1(x))`` (no inner LayerNorm).
 
-The whole model (§2.1): token embedding + learned positions (config ``positions``), the blocks, a final
+The whole model (§2.1): token embedding (+ learned positions, config ``positions``), the blocks, a final
 LayerNorm and the tied output head ``logits = LN_f(x) E^T``. FFN ``d -> d_ff -> d`` with GELU.
+
+Positions (config ``positions``): ``learned`` (as reported) adds a trained table of ``max_len`` rows, so
+the model cannot read past ``max_len`` (``ValueError``); ``none`` adds nothing — the mixer is already
+order-aware, since each position pairs its own reduced vector with those at fixed causal offsets
+``(t, t - D)``, and how many offsets are valid marks the first ``max(offsets)`` positions — so the model
+reads any length (``max_len`` is then unused). ``none`` is what the bundled zoo model uses: at the zoo's
+recipe it trained as well as the learned table (docs/zoo.md, docs/grassmann.md).
 
 Incremental decoding (``grassmann`` only, §1.7): :meth:`GrassmannLM.init_state` and
 :meth:`GrassmannLM.step` keep per layer only the last ``max(offsets of the layer)`` reduced vectors, so the
@@ -33,7 +40,7 @@ Inferred / design choices (each a config key): ``eps`` (1e-6, §3), ``normalize`
 ``smooth`` = ``p / sqrt(||p||^2 + eps^2)``), ``gate`` (``concat`` = sigmoid(W[h; g] + b), reported, or
 ``input`` = sigmoid(W h + b)), ``offset_schedule`` (``all`` = every layer uses every offset, the
 reproductions' reading and default; ``per_layer`` = layer l uses ``offsets[l]`` only, §2.3),
-``positions`` (``learned`` up to ``max_len``, as reported, or ``none``), initialisation (embeddings
+``positions`` (``learned`` up to ``max_len``, as reported, or ``none``: any length), initialisation (embeddings
 N(0, 0.02), linear layers PyTorch default; design choice, identical for both kinds).
 """
 
@@ -397,8 +404,9 @@ class GrassmannLM(_PlaneLM):
 
     Config keys: ``d_model`` (64), ``n_layers`` (4), ``rank`` r (16; P = r(r-1)/2), ``offsets``
     ([1, 2, 4, 8, 12, 16]), ``offset_schedule`` (``all`` | ``per_layer``), ``layout`` (``post_norm`` |
-    ``post_norm_residual`` | ``pre_norm``), ``d_ff`` (256), ``max_len`` (128, learned positions),
-    ``positions`` (``learned`` | ``none``), ``dropout`` (0.0), ``eps`` (1e-6), ``normalize``
+    ``post_norm_residual`` | ``pre_norm``), ``d_ff`` (256), ``max_len`` (128, learned positions only),
+    ``positions`` (``learned``: a trained table, sequences up to ``max_len``; ``none``: no position input,
+    the causal offset pairs carry the order, any length — the zoo model's choice), ``dropout`` (0.0), ``eps`` (1e-6), ``normalize``
     (``clamp`` | ``smooth``), ``gate`` (``concat`` | ``input``), ``impl`` (``fused`` | ``explicit``, the same
     function computed two ways, see :class:`GrassmannMixer`). Defaults = the G-XS config of §3
     (216,000 parameters at V = 96). Raises :class:`GrassmannConfigError` (a ``ValueError``) on bad values.
