@@ -344,8 +344,6 @@ def test_compact_trace_shows_what_the_version_1_trace_showed(name):
     from the bundled checkpoints; the compact trace of the same checkpoint and text draws the same numbers."""
     old = dict(np.load(FIXTURES / f"{name}.npz", allow_pickle=False))
     ck = _ckpt.load(ASSETS / f"{name}-tinyshakespeare.json")
-    if name == "grassmann" and ck.model.config.get("positions") != "learned":
-        pytest.skip("the bundled Grassmann model was retrained (positions='none'): other weights")
     new = trace_text(ck.model, ck.vocab, V1_TEXT)
     np.testing.assert_allclose(new.logits, old["logits"], atol=2e-5)
     if "attention" in old:
