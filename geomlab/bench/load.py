@@ -383,17 +383,22 @@ async def run_session(res: SessionResult, ws_url: str, query: dict[str, str], mo
 # ---------------------------------------------------------------- browser check
 @dataclass
 class BrowserResult:
-    """One chromium page: its URL, time to the first rendered Plotly chart (s), errors shown."""
+    """One chromium page: its URL, time to the first rendered Plotly chart (s), time to the first
+    ``script_finished`` with a chart among the websocket frames the page received (s, the protocol
+    client's measure taken inside the browser), errors shown."""
 
     url: str
     first_chart_s: float | None = None
+    protocol_s: float | None = None
     errors: list[str] = field(default_factory=list)
 
 
-async def run_browsers(urls: list[str], deadline: float) -> list[BrowserResult]:
+async def run_browsers(urls: list[str], timeout: float, go: asyncio.Event) -> list[BrowserResult]:
     """Open each URL in its own page of one headless chromium (Debian's, via playwright's async API) at
-    the same time; time goto -> the first ``.js-plotly-plot .main-svg`` attached. Missing chromium or
-    playwright is recorded as an error on every URL."""
+    the same time; time goto -> the first ``.js-plotly-plot .main-svg`` attached. The browser and its
+    pages are made first, then ``go`` is set (the protocol sessions wait for it, so both start together)
+    and the pages navigate, each within ``timeout`` seconds. Missing chromium or playwright is recorded
+    as an error on every URL (``go`` is set regardless)."""
     out = [BrowserResult(u) for u in urls]
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     try:
@@ -403,11 +408,26 @@ async def run_browsers(urls: list[str], deadline: float) -> list[BrowserResult]:
     if exe is None:
         for r in out:
             r.errors.append("chromium or playwright is not installed")
+        go.set()
         return out
 
-    async def one(browser: Any, r: BrowserResult) -> None:
-        page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+    async def one(page: Any, r: BrowserResult) -> None:
+        reader = RunReader()
+
+        def frame(payload: Any) -> None:
+            if not isinstance(payload, (bytes, bytearray)) or r.protocol_s is not None:
+                return
+            try:
+                run = reader.feed(bytes(payload))
+            except Exception:  # noqa: BLE001 - not a ForwardMsg; ignore
+                return
+            if run is not None and run.finished_ok and run.charts:
+                r.protocol_s = time.perf_counter() - t0
+
+        page.on("websocket", lambda ws: ws.on("framereceived", frame))
+        await go.wait()
         t0 = time.perf_counter()
+        deadline = time.monotonic() + timeout
         try:
             timeout_ms = max(1000.0, (deadline - time.monotonic()) * 1000)
             await page.goto(r.url, timeout=timeout_ms)
@@ -422,14 +442,24 @@ async def run_browsers(urls: list[str], deadline: float) -> list[BrowserResult]:
         finally:
             await page.close()
 
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=exe, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--no-first-run"])
-        try:
-            await asyncio.gather(*(one(browser, r) for r in out))
-        finally:
-            await browser.close()
+    try:
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=exe, headless=True, args=[
+                "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--no-first-run"])
+            try:
+                pages = [await browser.new_page(viewport={"width": 1400, "height": 1000}) for _ in out]
+                visits = [asyncio.ensure_future(one(page, r)) for page, r in zip(pages, out)]
+                go.set()
+                await asyncio.gather(*visits)
+            finally:
+                await browser.close()
+    except Exception as exc:  # noqa: BLE001 - chromium failed to start: recorded
+        for r in out:
+            if r.first_chart_s is None and not r.errors:
+                r.errors.append(f"browser: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+    finally:
+        go.set()
     return out
 
 
@@ -655,10 +685,11 @@ def run_load(sessions: int, views: Iterable[str] = DEFAULT_VIEWS, moves: int = 3
         query["text"] = texts[i]
         plan.append((SessionResult(i, view, ckpt, f"{base}/{view}?{urlencode(query)}"), query))
 
-    with contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as outer:
         if log_path is None:
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="geomlab-load-"))
+            tmp = outer.enter_context(tempfile.TemporaryDirectory(prefix="geomlab-load-"))
             log_path = Path(tmp) / "streamlit.log"
+        stack = outer.enter_context(contextlib.ExitStack())  # closed (server stopped) before the log is read
         t_start = time.monotonic()
         proc = stack.enter_context(app_server(port, Path(log_path)))
         server_up = time.monotonic() - t_start
@@ -672,15 +703,19 @@ def run_load(sessions: int, views: Iterable[str] = DEFAULT_VIEWS, moves: int = 3
             warm_s = time.monotonic() - t0
 
         async def everything() -> tuple[list[SessionResult], list[BrowserResult]]:
-            deadline = time.monotonic() + timeout
+            go = asyncio.Event()
+            if not browser:
+                go.set()
 
             async def delayed(k: int, res: SessionResult, query: dict[str, str]) -> SessionResult:
+                await go.wait()  # chromium and its pages are ready: everyone starts together
+                deadline = time.monotonic() + timeout
                 if ramp:
                     await asyncio.sleep(k * ramp)
                 return await run_session(res, ws_url, query, moves, deadline)
 
             tasks = [delayed(k, r, q) for k, (r, q) in enumerate(plan)]
-            br = run_browsers([r.url for r, _ in plan[:browser]], deadline) if browser else None
+            br = run_browsers([r.url for r, _ in plan[:browser]], timeout, go) if browser else None
             results = await asyncio.gather(*tasks, *([br] if br else []))
             return list(results[:len(tasks)]), (results[-1] if br else [])
 
@@ -738,11 +773,13 @@ def report(r: LoadResult) -> str:
     if r.browsers:
         bt = [b.first_chart_s for b in r.browsers if b.first_chart_s is not None]
         same = [s.first_view_s for s in r.sessions[:len(r.browsers)] if s.first_view_s is not None]
+        bp = [b.protocol_s for b in r.browsers if b.protocol_s is not None]
         lines.append(f"chromium     {len(bt)}/{len(r.browsers)} pages: first .js-plotly-plot median "
-                     f"{_fmt(percentile(bt, 50))} (protocol sessions on the same URLs: median "
-                     f"{_fmt(percentile(same, 50))})")
+                     f"{_fmt(percentile(bt, 50))}; its websocket's first view median {_fmt(percentile(bp, 50))}"
+                     f" (protocol sessions on the same URLs: median {_fmt(percentile(same, 50))})")
         for b, s in zip(r.browsers, r.sessions):
-            lines.append(f"  {s.view:<13} chromium {_fmt(b.first_chart_s)}   protocol {_fmt(s.first_view_s)}")
+            lines.append(f"  {s.view:<13} chromium: chart drawn {_fmt(b.first_chart_s)}, script_finished "
+                         f"{_fmt(b.protocol_s)}   protocol session {_fmt(s.first_view_s)}")
     errs = r.page_errors
     lines.append(f"page errors  {len(errs)}")
     lines += [f"  {e}" for e in errs]
