@@ -177,6 +177,31 @@ def test_log_errors_and_percentile():
     assert bench.percentile([1.0, 2.0, 3.0, 4.0], 95) == pytest.approx(3.85)
 
 
+def test_lockstep_releases_a_round_when_everyone_arrived_or_left():
+    import asyncio
+    import time
+
+    async def go():
+        lock = bench.Lockstep(3)
+        order = []
+
+        async def session(name, rounds, delay):
+            try:
+                for k in range(rounds):
+                    await asyncio.sleep(delay)
+                    await lock.wait(k, time.monotonic() + 5)
+                    order.append((k, name))
+            finally:
+                await lock.leave()
+
+        await asyncio.gather(session("a", 2, 0.0), session("b", 2, 0.05), session("c", 0, 0.0))
+        return order
+
+    order = asyncio.run(go())
+    assert sorted(order) == [(0, "a"), (0, "b"), (1, "a"), (1, "b")]
+    assert {k for k, _ in order[:2]} == {0}  # nobody starts round 1 before both finished round 0
+
+
 def test_rejects_bad_arguments():
     with pytest.raises(ValueError):
         bench.run_load(1, views=["nope"])

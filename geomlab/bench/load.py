@@ -15,7 +15,9 @@ bytes received, the server's peak RSS (process tree, sampled from ``/proc``), ev
 (``st.error`` alerts, exception elements) and every ERROR/Traceback line of the server log. ``--browser M``
 also opens M real chromium pages (playwright, Debian's chromium, never ``playwright install``) on the URLs
 of the first M sessions, at the same time, and reports their time to the first rendered
-``.js-plotly-plot``, as a check that the protocol client sees what a browser sees.
+``.js-plotly-plot``, as a check that the protocol client sees what a browser sees. Before the load, one
+session runs alone on the first view (after untimed visits to Home and that view): the baseline the load's medians
+are compared with, as a ratio measured in the same run.
 
 The contract with the app is what a user sees: page URL paths (the view slugs), the URL keys ``ckpt`` and
 ``text``, and a slider or select_slider labelled ``"Token cursor"`` (:data:`CURSOR_LABEL`). Nothing of
@@ -312,6 +314,7 @@ class SessionResult:
     url: str
     first_view_s: float | None = None
     first_charts: int = 0
+    positions: int = 0
     move_s: list[float] = field(default_factory=list)
     move_charts: list[int] = field(default_factory=list)
     bytes: int = 0
@@ -333,10 +336,35 @@ async def _read_until_finished(ws: Any, reader: RunReader, deadline: float) -> R
             return run
 
 
+class Lockstep:
+    """Rounds that every session starts together (``--together``): ``await wait(k, deadline)`` returns
+    once each of the ``n`` sessions has arrived at round ``k`` or left (:meth:`leave`: finished, failed or
+    timed out), or raises ``TimeoutError`` at ``deadline`` (``time.monotonic``)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.arrived: dict[int, int] = {}
+        self.left = 0
+        self._cond = asyncio.Condition()
+
+    async def wait(self, k: int, deadline: float) -> None:
+        async with self._cond:
+            self.arrived[k] = self.arrived.get(k, 0) + 1
+            self._cond.notify_all()
+            await asyncio.wait_for(self._cond.wait_for(lambda: self.arrived[k] + self.left >= self.n),
+                                   timeout=max(0.0, deadline - time.monotonic()))
+
+    async def leave(self) -> None:
+        async with self._cond:
+            self.left += 1
+            self._cond.notify_all()
+
+
 async def run_session(res: SessionResult, ws_url: str, query: dict[str, str], moves: int,
-                      deadline: float) -> SessionResult:
+                      deadline: float, lockstep: Lockstep | None = None) -> SessionResult:
     """Open ``res.view`` with ``query`` on a fresh websocket, time the first view, then move the cursor
-    ``moves`` times. Failures are recorded in ``res.errors``, never raised."""
+    ``moves`` times (with ``lockstep``, each move starts when every session is ready for it). Failures
+    are recorded in ``res.errors``, never raised."""
     from websockets.asyncio.client import connect
 
     reader = RunReader()
@@ -359,7 +387,10 @@ async def run_session(res: SessionResult, ws_url: str, query: dict[str, str], mo
                 if moves:
                     res.errors.append(f"no widget labelled {CURSOR_LABEL!r} in the view")
                 return res
-            for target in move_targets(cursor.n_positions, moves):
+            res.positions = cursor.n_positions
+            for k, target in enumerate(move_targets(cursor.n_positions, moves)):
+                if lockstep is not None:
+                    await lockstep.wait(k, deadline)
                 t1 = time.perf_counter()
                 await ws.send(rerun_backmsg(query_string=reader.query_string, page_name=res.view,
                                             page_script_hash=reader.page_script_hash,
@@ -377,6 +408,8 @@ async def run_session(res: SessionResult, ws_url: str, query: dict[str, str], mo
         res.errors.append(f"{type(exc).__name__}: {exc}")
     finally:
         res.bytes = reader.total_bytes
+        if lockstep is not None:
+            await lockstep.leave()
     return res
 
 
@@ -634,6 +667,8 @@ class LoadResult:
     log_errors: list[str]
     chars: int
     moves: int
+    baseline: SessionResult | None = None
+    together: bool = False
 
     @property
     def first_views(self) -> list[float]:
@@ -645,7 +680,8 @@ class LoadResult:
 
     @property
     def page_errors(self) -> list[str]:
-        return [f"session {s.index} ({s.view}): {e}" for s in self.sessions for e in s.errors] + [
+        alone = [f"alone ({self.baseline.view}): {e}" for e in self.baseline.errors] if self.baseline else []
+        return alone + [f"session {s.index} ({s.view}): {e}" for s in self.sessions for e in s.errors] + [
             f"chromium {b.url}: {e}" for b in self.browsers for e in b.errors]
 
     @property
@@ -655,13 +691,19 @@ class LoadResult:
 
 def run_load(sessions: int, views: Iterable[str] = DEFAULT_VIEWS, moves: int = 3, chars: int = 512,
              port: int = 0, browser: int = 0, timeout: float = 900.0, warmup: bool = True,
-             rotate: bool = False, ramp: float = 0.0, log_path: Path | None = None) -> LoadResult:
+             rotate: bool = False, ramp: float = 0.0, together: bool = False,
+             log_path: Path | None = None) -> LoadResult:
     """Start the server, run ``sessions`` concurrent protocol sessions (and ``browser`` chromium pages on
     the URLs of the first ones), stop the server; see the module docstring. ``timeout``: wall-clock
     limit for the sessions after the server is up (seconds; unfinished sessions are recorded as timed
-    out). ``warmup``: open Home once (untimed) before the load, as a running server would have been.
+    out). ``warmup``: before the load, open Home and then the first view once (untimed, as a running
+    server would have been visited: imports, model load, first calls), then run one session alone on the
+    first view with a text of its own: the baseline the load's times are compared with (design choice: a ratio measured in the same run, as the other
+    benchmarks report).
     ``rotate``: cycle each view's sessions through all its suitable checkpoints instead of the first.
-    ``ramp``: seconds between session starts. Raises ``ValueError`` for an unknown view or bad counts,
+    ``ramp``: seconds between session starts. ``together``: the cursor moves go in rounds that all
+    sessions start at once (after every first view), the worst case of a class scrubbing together;
+    otherwise each session moves as soon as its own view is there. Raises ``ValueError`` for an unknown view or bad counts,
     ``RuntimeError`` when the server does not start."""
     views = list(views)
     unknown = [v for v in views if v not in VIEW_KINDS]
@@ -670,7 +712,7 @@ def run_load(sessions: int, views: Iterable[str] = DEFAULT_VIEWS, moves: int = 3
     if sessions < 1 or moves < 0 or chars < 1 or browser < 0:
         raise ValueError("need sessions >= 1, moves >= 0, chars >= 1, browser >= 0")
     ckpts = checkpoints_for(views, bundled_checkpoints())
-    texts = session_texts(sessions + 1, chars)
+    texts = session_texts(sessions + 2, chars)
     port = port or free_port()
     base = f"http://127.0.0.1:{port}"
     ws_url = f"ws://127.0.0.1:{port}/_stcore/stream"
@@ -695,24 +737,34 @@ def run_load(sessions: int, views: Iterable[str] = DEFAULT_VIEWS, moves: int = 3
         server_up = time.monotonic() - t_start
         monitor = RssMonitor(proc.pid).start()
         stack.callback(monitor.stop)
-        warm_s = None
+        warm_s = baseline = None
         if warmup:
-            warm = SessionResult(-1, "", None, base + "/")
             t0 = time.monotonic()
-            asyncio.run(_warm(warm, ws_url, t0 + min(timeout, 300.0)))
+            warm_errors = asyncio.run(_warm(ws_url, t0 + min(timeout, 300.0)))
+            view = views[0]
+            ckpt = ckpts[view][0] if ckpts[view] else None
+            query = {"ckpt": f"bundled/{ckpt}"} if ckpt else {}
+            query["text"] = texts[sessions]
+            warm_view = SessionResult(-2, view, ckpt, "", errors=warm_errors)
+            asyncio.run(run_session(warm_view, ws_url, {**query, "text": texts[sessions + 1]}, 0,
+                                    time.monotonic() + min(timeout, 300.0)))  # model load, first calls
             warm_s = time.monotonic() - t0
+            baseline = SessionResult(-1, view, ckpt, f"{base}/{view}?{urlencode(query)}",
+                                     errors=warm_view.errors)
+            asyncio.run(run_session(baseline, ws_url, query, moves, time.monotonic() + min(timeout, 300.0)))
 
         async def everything() -> tuple[list[SessionResult], list[BrowserResult]]:
             go = asyncio.Event()
             if not browser:
                 go.set()
+            lockstep = Lockstep(len(plan)) if together else None
 
             async def delayed(k: int, res: SessionResult, query: dict[str, str]) -> SessionResult:
                 await go.wait()  # chromium and its pages are ready: everyone starts together
                 deadline = time.monotonic() + timeout
                 if ramp:
                     await asyncio.sleep(k * ramp)
-                return await run_session(res, ws_url, query, moves, deadline)
+                return await run_session(res, ws_url, query, moves, deadline, lockstep)
 
             tasks = [delayed(k, r, q) for k, (r, q) in enumerate(plan)]
             br = run_browsers([r.url for r, _ in plan[:browser]], timeout, go) if browser else None
@@ -726,19 +778,21 @@ def run_load(sessions: int, views: Iterable[str] = DEFAULT_VIEWS, moves: int = 3
         stack.close()  # stops the server before its log is read
         text = Path(log_path).read_text(encoding="utf-8", errors="replace")
     return LoadResult(done, browsers, server_up, warm_s, wall, monitor.peak_mb, monitor.hwm_mb,
-                      log_errors(text), chars, moves)
+                      log_errors(text), chars, moves, baseline, together)
 
 
-async def _warm(res: SessionResult, ws_url: str, deadline: float) -> None:
+async def _warm(ws_url: str, deadline: float) -> list[str]:
+    """Open Home once and wait for its run to finish; returns the errors it showed (or met)."""
     from websockets.asyncio.client import connect
 
     try:
         async with connect(ws_url, subprotocols=["streamlit"], max_size=None, proxy=None,
                            ping_interval=None, close_timeout=2) as ws:
             await ws.send(rerun_backmsg(page_name=""))
-            await _read_until_finished(ws, RunReader(), deadline)
-    except Exception as exc:  # noqa: BLE001 - a failed warm-up shows up in the load itself
-        res.errors.append(f"warm-up: {type(exc).__name__}: {exc}")
+            run = await _read_until_finished(ws, RunReader(), deadline)
+            return [f"Home: {e}" for e in run.errors]
+    except Exception as exc:  # noqa: BLE001 - recorded
+        return [f"Home: {type(exc).__name__}: {exc}"]
 
 
 def _fmt(v: float | None, unit: str = " s") -> str:
@@ -749,13 +803,25 @@ def report(r: LoadResult) -> str:
     """The printed summary of a :class:`LoadResult`."""
     n = len(r.sessions)
     fv, mv = r.first_views, r.move_times
-    lines = [f"load: {n} sessions, {r.chars} characters each, {r.moves} cursor moves; server up in "
-             f"{r.server_up_s:.1f} s" + (f", Home warm-up {r.warmup_s:.1f} s" if r.warmup_s is not None else "")
-             + f"; load phase {r.wall_s:.1f} s",
-             f"first view   {len(fv)}/{n}   median {_fmt(percentile(fv, 50))}   p95 {_fmt(percentile(fv, 95))}"
-             f"   max {_fmt(max(fv) if fv else None)}",
-             f"cursor move  {len(mv)}/{n * r.moves}   median {_fmt(percentile(mv, 50))}   "
-             f"p95 {_fmt(percentile(mv, 95))}   max {_fmt(max(mv) if mv else None)}"]
+    lines = [f"load: {n} sessions, {r.chars} characters each, {r.moves} cursor moves"
+             f"{' (in rounds, all sessions together)' if r.together else ''}; server up in "
+             f"{r.server_up_s:.1f} s" + (f", warm-up {r.warmup_s:.1f} s" if r.warmup_s is not None else "")
+             + f"; load phase {r.wall_s:.1f} s"]
+    b = r.baseline
+    alone_f = b.first_view_s if b else None
+    alone_m = percentile(b.move_s, 50) if b else None
+
+    def ratio(v: float | None, ref: float | None) -> str:
+        return f"   = {v / ref:.1f}x alone" if v is not None and ref else ""
+
+    if b is not None:
+        lines.append(f"alone        first view {_fmt(alone_f)}, move median {_fmt(alone_m)} (one session on "
+                     f"{b.view}, {b.ckpt or 'app default'}, before the load)")
+    lines += [f"first view   {len(fv)}/{n}   median {_fmt(percentile(fv, 50))}   p95 {_fmt(percentile(fv, 95))}"
+              f"   max {_fmt(max(fv) if fv else None)}{ratio(percentile(fv, 50), alone_f)}",
+              f"cursor move  {len(mv)}/{n * r.moves}   median {_fmt(percentile(mv, 50))}   "
+              f"p95 {_fmt(percentile(mv, 95))}   max {_fmt(max(mv) if mv else None)}"
+              f"{ratio(percentile(mv, 50), alone_m)}"]
     by_view: dict[tuple[str, str | None], list[SessionResult]] = {}
     for s in r.sessions:
         by_view.setdefault((s.view, s.ckpt), []).append(s)
@@ -763,8 +829,10 @@ def report(r: LoadResult) -> str:
         f = [s.first_view_s for s in ss if s.first_view_s is not None]
         m = [t for s in ss for t in s.move_s]
         charts = sorted({s.first_charts for s in ss if s.first_view_s is not None})
+        pos = sorted({s.positions for s in ss if s.positions})
         lines.append(f"  {view:<13} {ckpt or '(app default)':<36} first {len(f)}/{len(ss)} median "
-                     f"{_fmt(percentile(f, 50))}, move median {_fmt(percentile(m, 50))}, charts {charts or '–'}")
+                     f"{_fmt(percentile(f, 50))}, move median {_fmt(percentile(m, 50))}, charts "
+                     f"{charts or '–'}, cursor positions {pos or '–'}")
     total = sum(s.bytes for s in r.sessions)
     per_first = [s.bytes for s in r.sessions]
     lines.append(f"received     {total / 1e6:.1f} MB in all; median per session "
@@ -800,17 +868,20 @@ def main(argv: list[str] | None = None) -> int:
                    help="also open this many chromium pages on the first sessions' URLs (default 0)")
     p.add_argument("--timeout", type=float, default=900.0,
                    help="wall-clock limit of the load phase in seconds (default 900)")
+    p.add_argument("--together", action="store_true",
+                   help="move the cursors in rounds that all sessions start at once (after every first view)")
     p.add_argument("--ramp", type=float, default=0.0, help="seconds between session starts (default 0)")
     p.add_argument("--rotate", action="store_true",
                    help="cycle each view's sessions through all its bundled checkpoints (default: the first)")
-    p.add_argument("--no-warmup", action="store_true", help="skip the untimed Home visit before the load")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="skip the Home visit and the one-session baseline before the load")
     p.add_argument("--log", type=Path, default=None, help="keep the server log at this path")
     args = p.parse_args(argv)
     views = [v for item in args.views for v in item.split(",") if v]
     try:
         result = run_load(args.sessions, views, moves=args.moves, chars=args.chars, port=args.port,
                           browser=args.browser, timeout=args.timeout, warmup=not args.no_warmup,
-                          rotate=args.rotate, ramp=args.ramp, log_path=args.log)
+                          rotate=args.rotate, ramp=args.ramp, together=args.together, log_path=args.log)
     except (ValueError, RuntimeError) as exc:
         print(f"load: {exc}", file=sys.stderr)
         return 2
