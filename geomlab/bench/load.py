@@ -16,8 +16,9 @@ bytes received, the server's peak RSS (process tree, sampled from ``/proc``), ev
 also opens M real chromium pages (playwright, Debian's chromium, never ``playwright install``) on the URLs
 of the first M sessions, at the same time, and reports their time to the first rendered
 ``.js-plotly-plot``, as a check that the protocol client sees what a browser sees. Before the load, one
-session runs alone on the first view (after untimed visits to Home and that view): the baseline the load's medians
-are compared with, as a ratio measured in the same run.
+session runs alone on the first view (after untimed visits to Home and that view): the baseline the
+load's medians are compared with, as a ratio measured in the same run. ``--together`` moves the cursors
+in rounds that all sessions start at once, after every first view (the worst case for a redraw).
 
 The contract with the app is what a user sees: page URL paths (the view slugs), the URL keys ``ckpt`` and
 ``text``, and a slider or select_slider labelled ``"Token cursor"`` (:data:`CURSOR_LABEL`). Nothing of
@@ -244,7 +245,8 @@ def element_errors(el: Any) -> str | None:
 
 @dataclass
 class Run:
-    """What one script run sent: its status, charts, errors, elements, the URL and page it ended on."""
+    """What one script run sent: its ``script_finished`` status, Plotly charts, errors shown, every new
+    element (``Element`` protos, in order), bytes and messages."""
 
     status: int | None = None
     charts: int = 0
