@@ -125,6 +125,66 @@ def test_run_reader_folds_a_recorded_run():
     assert r.total_bytes == sum(len(f) for f in frames)
 
 
+class _FakeSocket:
+    """Answers the client like a server whose view fills its chart in from a ``run_every`` fragment."""
+
+    def __init__(self, frames):
+        import asyncio
+
+        self.queue = asyncio.Queue()
+        for f in frames:
+            self.queue.put_nowait(f)
+        self.sent = []
+
+    async def send(self, data):
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        msg = BackMsg()
+        msg.ParseFromString(data)
+        self.sent.append(msg)
+        cs = msg.rerun_script
+        if cs.fragment_id == "frag-1" and cs.is_auto_rerun:
+            for f in (_fwd(new_session_hash="page-1"), _fwd(element=_element("plotly_chart", spec="{}")),
+                      _fwd(script_finished=ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)):
+                self.queue.put_nowait(f)
+
+    async def recv(self):
+        return await self.queue.get()
+
+
+def test_read_view_serves_fragment_timers_until_the_chart_is_there():
+    import asyncio
+    import time
+
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    auto = ForwardMsg()
+    auto.auto_rerun.interval = 0.05
+    auto.auto_rerun.fragment_id = "frag-1"
+    ws = _FakeSocket([_fwd(new_session_hash="page-1"), auto.SerializeToString(),
+                      _fwd(element=_element("markdown", body="Tracing…")),
+                      _fwd(script_finished=ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY)])
+    reader = bench.RunReader()
+    run = asyncio.run(bench._read_view(ws, reader, time.monotonic() + 5, page="attention"))
+    assert run.charts == 1 and run.finished_ok and len(run.elements) == 2
+    (req,) = [m.rerun_script for m in ws.sent]
+    assert (req.fragment_id, req.is_auto_rerun, req.page_script_hash) == ("frag-1", True, "page-1")
+
+
+def test_cursor_inside_a_fragment_carries_its_fragment_id():
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    msg = ForwardMsg()
+    msg.delta.new_element.CopyFrom(_select_slider("Token cursor", ["0 · a", "1 · b"], wid="w"))
+    msg.delta.fragment_id = "frag-9"
+    r = bench.RunReader()
+    r.feed(_fwd(new_session_hash="p"))
+    r.feed(msg.SerializeToString())
+    run = r.feed(_fwd(script_finished=ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY))
+    assert bench.find_cursor(run.elements, fragments=run.fragments).fragment_id == "frag-9"
+
+
 def test_move_targets_spread_and_change():
     assert bench.move_targets(512, 3) == [170, 341, 511]
     assert bench.move_targets(2, 3) == [1, 0, 1]
@@ -149,7 +209,8 @@ def test_checkpoints_for_views_prefers_the_view_family(tmp_path):
              "osmformer-u": ("osmformer", "char"), "grassmann-x": ("grassmann", "char"),
              "half": ("osmformer", "char")}
     for name, (kind, level) in cards.items():
-        (tmp_path / f"{name}.json").write_text(json.dumps({"model_config": {"kind": kind}, "vocab": {"level": level}}))
+        card = {"model_config": {"kind": kind}, "vocab": {"level": level}}
+        (tmp_path / f"{name}.json").write_text(json.dumps(card))
         if name != "half":  # a checkpoint without its weights is not offered
             (tmp_path / f"{name}.safetensors").write_bytes(b"")
     found = bench.bundled_checkpoints(tmp_path)

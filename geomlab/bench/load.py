@@ -83,6 +83,7 @@ BUILTIN_TEXT = (
 
 _FINISHED_OK = 0           # ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY
 _FINISHED_COMPILE_ERROR = 1
+_FINISHED_FRAGMENT_OK = 3  # FINISHED_FRAGMENT_RUN_SUCCESSFULLY
 _ALERT_ERROR = 1           # Alert.Format.ERROR
 
 
@@ -154,10 +155,12 @@ def checkpoints_for(views: Iterable[str], found: list[tuple[str, str, str]]) -> 
 
 # ---------------------------------------------------------------- protocol messages
 def rerun_backmsg(*, query_string: str = "", page_name: str = "", page_script_hash: str = "",
-                  widget_states: Iterable[Any] = ()) -> bytes:
+                  widget_states: Iterable[Any] = (), fragment_id: str = "",
+                  is_auto_rerun: bool = False) -> bytes:
     """A serialized ``BackMsg`` asking for a script run, as the frontend sends it: the URL query string
     (without ``?``), the page (``page_name`` = its URL path on the first request; ``page_script_hash``
-    once the server has named it) and the widget states that changed."""
+    once the server has named it), the widget states that changed, and for a fragment's run its id
+    (``is_auto_rerun`` for the fragment's own ``run_every`` timer)."""
     from streamlit.proto.BackMsg_pb2 import BackMsg
 
     msg = BackMsg()
@@ -165,6 +168,8 @@ def rerun_backmsg(*, query_string: str = "", page_name: str = "", page_script_ha
     cs.query_string = query_string
     cs.page_name = page_name
     cs.page_script_hash = page_script_hash
+    cs.fragment_id = fragment_id
+    cs.is_auto_rerun = is_auto_rerun
     for state in widget_states:
         cs.widget_states.widgets.add().CopyFrom(state)
     return msg.SerializeToString()
@@ -180,14 +185,18 @@ class CursorWidget:
     options: list[str]
     lo: int
     hi: int
+    fragment_id: str = ""
 
     @property
     def n_positions(self) -> int:
         return len(self.options) if self.kind == "select_slider" else self.hi - self.lo + 1
 
 
-def find_cursor(elements: Iterable[Any], label: str = CURSOR_LABEL) -> CursorWidget | None:
-    """The last slider/select_slider element labelled ``label`` among ``Element`` protos, or None."""
+def find_cursor(elements: Iterable[Any], label: str = CURSOR_LABEL,
+                fragments: dict[str, str] | None = None) -> CursorWidget | None:
+    """The last slider/select_slider element labelled ``label`` among ``Element`` protos, or None;
+    ``fragments`` (widget id -> id of the fragment whose delta drew it, :attr:`Run.fragments`) gives its
+    ``fragment_id``, which a rerun from that widget must carry, as the frontend's does."""
     from streamlit.proto.Slider_pb2 import Slider
 
     found = None
@@ -195,10 +204,11 @@ def find_cursor(elements: Iterable[Any], label: str = CURSOR_LABEL) -> CursorWid
         if el.WhichOneof("type") != "slider" or el.slider.label != label:
             continue
         s = el.slider
+        frag = (fragments or {}).get(s.id, "")
         if s.type == Slider.Type.SELECT_SLIDER:
-            found = CursorWidget(s.id, "select_slider", list(s.options), 0, max(len(s.options) - 1, 0))
+            found = CursorWidget(s.id, "select_slider", list(s.options), 0, max(len(s.options) - 1, 0), frag)
         else:
-            found = CursorWidget(s.id, "slider", [], int(s.min), int(s.max))
+            found = CursorWidget(s.id, "slider", [], int(s.min), int(s.max), frag)
     return found
 
 
@@ -252,24 +262,39 @@ class Run:
     charts: int = 0
     errors: list[str] = field(default_factory=list)
     elements: list[Any] = field(default_factory=list)
+    fragments: dict[str, str] = field(default_factory=dict)
     nbytes: int = 0
     messages: int = 0
 
     @property
     def finished_ok(self) -> bool:
-        return self.status == _FINISHED_OK
+        return self.status in (_FINISHED_OK, _FINISHED_FRAGMENT_OK)
+
+    def absorb(self, later: "Run") -> "Run":
+        """This run followed by ``later`` (e.g. a fragment's runs filling in a view): counts and lists
+        added, the status of the later one."""
+        self.status = later.status
+        self.charts += later.charts
+        self.errors += later.errors
+        self.elements += later.elements
+        self.fragments.update(later.fragments)
+        self.nbytes += later.nbytes
+        self.messages += later.messages
+        return self
 
 
 class RunReader:
     """Folds ``ForwardMsg``s into :class:`Run` records: a run starts at ``new_session`` and ends at
-    ``script_finished``. Also tracks what the browser would keep between runs: the page's script hash and
-    the URL query string the app wrote (``page_info_changed``)."""
+    ``script_finished``. Also tracks what the browser would keep between runs: the page's script hash,
+    the URL query string the app wrote (``page_info_changed``) and the fragments that asked to be rerun
+    on a timer (``auto_rerun``: fragment id -> interval in seconds)."""
 
     def __init__(self) -> None:
         self.current = Run()
         self.page_script_hash = ""
         self.query_string = ""
         self.total_bytes = 0
+        self.auto_reruns: dict[str, float] = {}
 
     def feed(self, data: bytes) -> Run | None:
         """Parse one websocket frame; return the finished :class:`Run` when this frame ended one."""
@@ -290,9 +315,16 @@ class RunReader:
             self.page_script_hash = msg.navigation.page_script_hash
         elif kind == "page_info_changed":
             self.query_string = msg.page_info_changed.query_string
+        elif kind == "auto_rerun":
+            self.auto_reruns[msg.auto_rerun.fragment_id] = max(0.05, float(msg.auto_rerun.interval))
+        elif kind == "stop_auto_rerun":
+            for fid in msg.stop_auto_rerun.fragment_ids:
+                self.auto_reruns.pop(fid, None)
         elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
             el = msg.delta.new_element
             run.elements.append(el)
+            if el.WhichOneof("type") == "slider" and msg.delta.fragment_id:
+                run.fragments[el.slider.id] = msg.delta.fragment_id
             if el.WhichOneof("type") == "plotly_chart":
                 run.charts += 1
             err = element_errors(el)
@@ -323,19 +355,44 @@ class SessionResult:
     errors: list[str] = field(default_factory=list)
 
 
-async def _read_until_finished(ws: Any, reader: RunReader, deadline: float) -> Run:
-    """Read frames until a run finishes successfully (or with a compile error); runs cut short by a
-    rerun are skipped. Raises ``TimeoutError`` at ``deadline`` (``time.monotonic``)."""
+async def _read_view(ws: Any, reader: RunReader, deadline: float, page: str = "",
+                     want_chart: bool = True) -> Run:
+    """Read frames until the view asked for is there: a run finishes (successfully, with a compile
+    error, or a fragment's run) having drawn a Plotly chart or shown an error since the request, or
+    without a chart when ``want_chart`` is false or no fragment timer will bring more. Runs cut short by
+    a rerun are skipped; the runs since the request are added up (a view that a fragment fills in
+    later). While waiting, fragments' ``run_every`` timers are served as the frontend serves them.
+    Raises ``TimeoutError`` at ``deadline`` (``time.monotonic``)."""
+    total: Run | None = None
+    due: dict[str, float] = {}
     while True:
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        left = deadline - now
         if left <= 0:
             raise TimeoutError("no script_finished before the deadline")
-        data = await asyncio.wait_for(ws.recv(), timeout=left)
+        for fid, interval in reader.auto_reruns.items():
+            due.setdefault(fid, now + interval)
+        for fid in [f for f in due if f not in reader.auto_reruns]:
+            del due[fid]
+        for fid, when in list(due.items()):
+            if when <= now:
+                await ws.send(rerun_backmsg(query_string=reader.query_string, page_name=page,
+                                            page_script_hash=reader.page_script_hash, fragment_id=fid,
+                                            is_auto_rerun=True))
+                due[fid] = now + reader.auto_reruns[fid]
+        wait = min([left] + [w - now for w in due.values()])
+        try:
+            data = await asyncio.wait_for(ws.recv(), timeout=max(0.01, wait))
+        except (TimeoutError, asyncio.TimeoutError):
+            continue  # a fragment timer is due (or the deadline: checked above)
         if isinstance(data, str):
             continue
         run = reader.feed(data)
-        if run is not None and run.status in (_FINISHED_OK, _FINISHED_COMPILE_ERROR):
-            return run
+        if run is None or run.status not in (_FINISHED_OK, _FINISHED_COMPILE_ERROR, _FINISHED_FRAGMENT_OK):
+            continue
+        total = run if total is None else total.absorb(run)
+        if total.charts or total.errors or not want_chart or not reader.auto_reruns:
+            return total
 
 
 class Lockstep:
@@ -376,7 +433,7 @@ async def run_session(res: SessionResult, ws_url: str, query: dict[str, str], mo
                            ping_interval=None, open_timeout=max(1.0, deadline - time.monotonic()),
                            close_timeout=2) as ws:
             await ws.send(rerun_backmsg(query_string=urlencode(query), page_name=res.view))
-            run = await _read_until_finished(ws, reader, deadline)
+            run = await _read_view(ws, reader, deadline, res.view)
             res.errors += run.errors
             if run.charts == 0:
                 if not run.errors:
@@ -384,7 +441,7 @@ async def run_session(res: SessionResult, ws_url: str, query: dict[str, str], mo
                 return res
             res.first_view_s = time.perf_counter() - t0
             res.first_charts = run.charts
-            cursor = find_cursor(run.elements)
+            cursor = find_cursor(run.elements, fragments=run.fragments)
             if cursor is None:
                 if moves:
                     res.errors.append(f"no widget labelled {CURSOR_LABEL!r} in the view")
@@ -396,14 +453,15 @@ async def run_session(res: SessionResult, ws_url: str, query: dict[str, str], mo
                 t1 = time.perf_counter()
                 await ws.send(rerun_backmsg(query_string=reader.query_string, page_name=res.view,
                                             page_script_hash=reader.page_script_hash,
-                                            widget_states=[cursor_state(cursor, target)]))
-                run = await _read_until_finished(ws, reader, deadline)
+                                            widget_states=[cursor_state(cursor, target)],
+                                            fragment_id=cursor.fragment_id))
+                run = await _read_view(ws, reader, deadline, res.view)
                 res.errors += run.errors
                 res.move_s.append(time.perf_counter() - t1)
                 res.move_charts.append(run.charts)
                 if run.charts == 0 and not run.errors:
                     res.errors.append(f"cursor move to {target} finished without a chart")
-                cursor = find_cursor(run.elements) or cursor
+                cursor = find_cursor(run.elements, fragments=run.fragments) or cursor
     except (TimeoutError, asyncio.TimeoutError):
         res.errors.append(f"timed out after {time.perf_counter() - t0:.0f} s")
     except Exception as exc:  # noqa: BLE001 - a session's failure is a measurement, not a crash
@@ -448,6 +506,7 @@ async def run_browsers(urls: list[str], timeout: float, go: asyncio.Event) -> li
 
     async def one(page: Any, r: BrowserResult) -> None:
         reader = RunReader()
+        charts = [0]
 
         def frame(payload: Any) -> None:
             if not isinstance(payload, (bytes, bytearray)) or r.protocol_s is not None:
@@ -456,8 +515,10 @@ async def run_browsers(urls: list[str], timeout: float, go: asyncio.Event) -> li
                 run = reader.feed(bytes(payload))
             except Exception:  # noqa: BLE001 - not a ForwardMsg; ignore
                 return
-            if run is not None and run.finished_ok and run.charts:
-                r.protocol_s = time.perf_counter() - t0
+            if run is not None and run.finished_ok:
+                charts[0] += run.charts
+                if charts[0]:
+                    r.protocol_s = time.perf_counter() - t0
 
         page.on("websocket", lambda ws: ws.on("framereceived", frame))
         await go.wait()
@@ -671,6 +732,7 @@ class LoadResult:
     moves: int
     baseline: SessionResult | None = None
     together: bool = False
+    client_cpu_s: float = 0.0
 
     @property
     def first_views(self) -> list[float]:
@@ -700,13 +762,15 @@ def run_load(sessions: int, views: Iterable[str] = DEFAULT_VIEWS, moves: int = 3
     limit for the sessions after the server is up (seconds; unfinished sessions are recorded as timed
     out). ``warmup``: before the load, open Home and then the first view once (untimed, as a running
     server would have been visited: imports, model load, first calls), then run one session alone on the
-    first view with a text of its own: the baseline the load's times are compared with (design choice: a ratio measured in the same run, as the other
-    benchmarks report).
-    ``rotate``: cycle each view's sessions through all its suitable checkpoints instead of the first.
-    ``ramp``: seconds between session starts. ``together``: the cursor moves go in rounds that all
-    sessions start at once (after every first view), the worst case of a class scrubbing together;
-    otherwise each session moves as soon as its own view is there. Raises ``ValueError`` for an unknown view or bad counts,
-    ``RuntimeError`` when the server does not start."""
+    first view with a text of its own: the baseline the load's times are compared with (design choice:
+    a ratio measured in the same run, as the other benchmarks report). ``rotate``: cycle each view's
+    sessions through all its suitable checkpoints instead of the first. ``ramp``: seconds between
+    session starts. ``together``: the cursor moves go in rounds that all sessions start at once (after
+    every first view), the worst case of a class scrubbing together; otherwise each session moves as
+    soon as its own view is there. ``log_path``: keep the server log there (default: a temporary file).
+
+    Raises ``ValueError`` for an unknown view or bad counts, ``RuntimeError`` when the server does not
+    start."""
     views = list(views)
     unknown = [v for v in views if v not in VIEW_KINDS]
     if unknown or not views:
@@ -773,14 +837,14 @@ def run_load(sessions: int, views: Iterable[str] = DEFAULT_VIEWS, moves: int = 3
             results = await asyncio.gather(*tasks, *([br] if br else []))
             return list(results[:len(tasks)]), (results[-1] if br else [])
 
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         done, browsers = asyncio.run(everything())
-        wall = time.monotonic() - t0
+        wall, client_cpu = time.monotonic() - t0, time.process_time() - c0
         monitor.stop()
         stack.close()  # stops the server before its log is read
         text = Path(log_path).read_text(encoding="utf-8", errors="replace")
     return LoadResult(done, browsers, server_up, warm_s, wall, monitor.peak_mb, monitor.hwm_mb,
-                      log_errors(text), chars, moves, baseline, together)
+                      log_errors(text), chars, moves, baseline, together, client_cpu)
 
 
 async def _warm(ws_url: str, deadline: float) -> list[str]:
@@ -791,7 +855,7 @@ async def _warm(ws_url: str, deadline: float) -> list[str]:
         async with connect(ws_url, subprotocols=["streamlit"], max_size=None, proxy=None,
                            ping_interval=None, close_timeout=2) as ws:
             await ws.send(rerun_backmsg(page_name=""))
-            run = await _read_until_finished(ws, RunReader(), deadline)
+            run = await _read_view(ws, RunReader(), deadline, want_chart=False)
             return [f"Home: {e}" for e in run.errors]
     except Exception as exc:  # noqa: BLE001 - recorded
         return [f"Home: {type(exc).__name__}: {exc}"]
@@ -808,7 +872,7 @@ def report(r: LoadResult) -> str:
     lines = [f"load: {n} sessions, {r.chars} characters each, {r.moves} cursor moves"
              f"{' (in rounds, all sessions together)' if r.together else ''}; server up in "
              f"{r.server_up_s:.1f} s" + (f", warm-up {r.warmup_s:.1f} s" if r.warmup_s is not None else "")
-             + f"; load phase {r.wall_s:.1f} s"]
+             + f"; load phase {r.wall_s:.1f} s (client CPU {r.client_cpu_s:.1f} s)"]
     b = r.baseline
     alone_f = b.first_view_s if b else None
     alone_m = percentile(b.move_s, 50) if b else None
