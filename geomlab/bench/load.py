@@ -35,6 +35,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -639,8 +640,8 @@ class RssMonitor:
 @contextlib.contextmanager
 def app_server(port: int, log_path: Path, start_timeout: float = 180.0) -> Iterator[subprocess.Popen]:
     """``streamlit run app.py`` headless on ``127.0.0.1:port`` from the repository root, stdout and
-    stderr to ``log_path``; yields once ``/_stcore/health`` answers. The process is always terminated
-    (then killed) on exit. Raises ``RuntimeError`` with the log's tail when it does not come up in
+    stderr to ``log_path``; yields once ``/_stcore/health`` answers. The server runs in its own process
+    group, which is always terminated (then killed) on exit. Raises ``RuntimeError`` with the log's tail when it does not come up in
     ``start_timeout`` seconds."""
     env = dict(os.environ)
     for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
@@ -650,7 +651,7 @@ def app_server(port: int, log_path: Path, start_timeout: float = 180.0) -> Itera
             [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
              "--server.port", str(port), "--server.address", "127.0.0.1",
              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
             deadline = time.monotonic() + start_timeout
@@ -668,12 +669,23 @@ def app_server(port: int, log_path: Path, start_timeout: float = 180.0) -> Itera
                 time.sleep(0.3)
             yield proc
         finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+            _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Terminate the server and anything it started (its own process group), then kill what is left."""
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # children that outlived the server
 
 
 _LOG_ERROR = re.compile(r"\bERROR\b|Traceback \(most recent call last\)")
@@ -944,6 +956,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--log", type=Path, default=None, help="keep the server log at this path")
     args = p.parse_args(argv)
     views = [v for item in args.views for v in item.split(",") if v]
+    # a SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the server is always stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         result = run_load(args.sessions, views, moves=args.moves, chars=args.chars, port=args.port,
                           browser=args.browser, timeout=args.timeout, warmup=not args.no_warmup,
