@@ -14,11 +14,9 @@ Geometry (computed with :mod:`geomlab.groups`):
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from geomlab.figures._common import (
-    HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, FigureError, View, add_cursor_line, animated_figure,
+    FigureBuilder, HIGHLIGHT, SEQUENTIAL, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, FigureError, View, add_cursor_line, animated_figure,
     animation_controls, cached, check_cursor, check_index, colour, finish, hover_tokens, one_blas_thread,
     subsample, subsample_note, token_ticks,
 )
@@ -136,7 +134,7 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
 
     names = [str(t) for t in idx.tolist()]
     fig = animated_figure(
-        [go.Scatter(x=np.cos(phi), y=np.sin(phi), mode="lines", name="unit circle",
+        [dict(type="scatter", x=np.cos(phi), y=np.sin(phi), mode="lines", name="unit circle",
                     line={"color": "#888", "width": 1}, hoverinfo="skip"), points(start)],
         [{"data": [points(t)], "traces": [1], "name": n} for t, n in zip(idx.tolist(), names)])
     active = int(np.searchsorted(idx, start))
@@ -169,9 +167,9 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     x = np.repeat(idx, d)
     y = theta[idx].reshape(-1)
     text = np.repeat(np.array(hover_tokens(tr.labels, idx), dtype=object), d)
-    fig = go.Figure(go.Scattergl(
+    fig = FigureBuilder([dict(type="scattergl", 
         x=x, y=y, mode="markers", name="eigenvalue phase", marker={"size": 4, "color": colour(0)},
-        text=text, hovertemplate="position %{text}<br>θ = %{y:.3f} rad<extra></extra>"))
+        text=text, hovertemplate="position %{text}<br>θ = %{y:.3f} rad<extra></extra>")])
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     fig.update_yaxes(title_text="eigenvalue phase θ (rad)", range=[-np.pi - 0.1, np.pi + 0.1], **TWO_PI_TICKS)
     add_cursor_line(fig, cursor)
@@ -190,12 +188,12 @@ def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = 
     d1 = step_distances(tr)
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+    fig = FigureBuilder.grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("distance from the identity", "distance between consecutive states"))
     for layer in range(tr.n_layers):
         name = _layer_name(tr, layer)
         for row, (vals, what) in enumerate(((d0, "‖log H<sub>t</sub>‖"), (d1, "dist(H<sub>t−1</sub>, H<sub>t</sub>)")), start=1):
-            fig.add_trace(go.Scatter(
+            fig.add_trace(dict(type="scatter", 
                 x=idx, y=vals[layer, idx], mode="lines", name=name, legendgroup=name, showlegend=row == 1,
                 line={"color": colour(layer)}, text=hov,
                 hovertemplate=f"{name}<br>position %{{text}}<br>{what} = %{{y:.3f}} rad<extra></extra>"),
@@ -221,19 +219,19 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
     pcs = [f"PC{k + 1} ({ratio[k]:.0%})" for k in range(3)]
-    data = [go.Scatter3d(
+    data = [dict(type="scatter3d", 
         x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2], mode="lines+markers", name="trajectory",
-        marker={"size": 3, "color": idx, "colorscale": "Viridis",
+        marker={"size": 3, "color": idx, "colorscale": SEQUENTIAL,
                 "colorbar": {"title": {"text": "position", "side": "right"}, "thickness": 12, "len": 0.75}},
         line={"color": "#888", "width": 2}, text=hov,
         hovertemplate=(f"position %{{text}}<br>{pcs[0]} %{{x:.3f}}<br>{pcs[1]} %{{y:.3f}}<br>{pcs[2]} %{{z:.3f}}"
                        "<extra></extra>"))]
     if cursor is not None:
-        data.append(go.Scatter3d(
+        data.append(dict(type="scatter3d", 
             x=coords[[cursor], 0], y=coords[[cursor], 1], z=coords[[cursor], 2], mode="markers",
             name="cursor", marker={"size": 8, "color": HIGHLIGHT}, text=hover_tokens(tr.labels, [cursor]),
             hovertemplate="cursor: position %{text}<extra></extra>"))
-    fig = go.Figure(data=data)
+    fig = FigureBuilder(data=data)
     # bare axis titles (PC1..PC3; the variance shares go in the title, caption and hover), few small ticks
     # and the camera pulled back, so that at half width no title is clipped or sits on the tick labels
     axis = {"nticks": 4, "tickfont": {"size": 11}, "title": {"font": {"size": 12}}}
@@ -250,10 +248,8 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     cap = (f"The states H_t ({_layer_name(tr, layer)}) as points vec(H_t) projected on their first three "
            f"principal components ({shares} of the variance, together {ratio.sum():.0%}; unitless); "
            "colour = position." + subsample_note(tr.n_positions, len(idx)))
-    view = finish(fig, f"State trajectory, 3-D PCA<br><sup>variance: {shares}</sup>", cap, "pca_trajectory",
-                  height=560)
-    view.figure.update_layout(margin={"l": 10, "r": 10, "t": 70, "b": 10})
-    return view
+    return finish(fig, f"State trajectory, 3-D PCA<br><sup>variance: {shares}</sup>", cap, "pca_trajectory",
+                  height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
 
 
 def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
@@ -273,7 +269,7 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     start = cursor if cursor is not None else 0
     axes = ("e₁", "e₂", "e₃")
     hov = hover_tokens(tr.labels, np.arange(tr.n_positions))
-    data = [go.Scatter3d(x=H[:, 0, k], y=H[:, 1, k], z=H[:, 2, k], mode="lines", name=f"path of H_t {axes[k]}",
+    data = [dict(type="scatter3d", x=H[:, 0, k], y=H[:, 1, k], z=H[:, 2, k], mode="lines", name=f"path of H_t {axes[k]}",
                          line={"color": colour(k), "width": 2}, opacity=0.35, text=hov,
                          hovertemplate=f"H_t {axes[k]} at position %{{text}}<extra></extra>")
             for k in range(3)]
@@ -319,17 +315,17 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
     k = ang.shape[1]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
+    fig = FigureBuilder.grid(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
                         subplot_titles=("angles of the diagonal entries", "first two angles on the flat torus"))
     for j in range(k):
-        fig.add_trace(go.Scatter(x=idx, y=ang[idx, j], mode="markers", name=f"φ{j + 1}",
+        fig.add_trace(dict(type="scatter", x=idx, y=ang[idx, j], mode="markers", name=f"φ{j + 1}",
                                  marker={"size": 4, "color": colour(j)}, text=hov,
                                  hovertemplate=f"position %{{text}}<br>φ{j + 1} = %{{y:.3f}} rad<extra></extra>"),
                       row=1, col=1)
     b = ang[:, 1] if k > 1 else np.zeros(len(ang))
     # coloured by position: a colour bar says so (a legend entry would show one colour for all points)
-    fig.add_trace(go.Scatter(x=ang[idx, 0], y=b[idx], mode="markers", name="(φ1, φ2)", showlegend=False,
-                             marker={"size": 5, "color": idx, "colorscale": "Viridis", "cmin": 0,
+    fig.add_trace(dict(type="scatter", x=ang[idx, 0], y=b[idx], mode="markers", name="(φ1, φ2)", showlegend=False,
+                             marker={"size": 5, "color": idx, "colorscale": SEQUENTIAL, "cmin": 0,
                                      "cmax": max(tr.n_positions - 1, 1),
                                      "colorbar": {"title": {"text": "position", "side": "right"},
                                                   "x": 1.01, "xanchor": "left", "len": 0.8,
@@ -338,7 +334,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                              hovertemplate="position %{text}<br>φ1 = %{x:.3f} rad, φ2 = %{y:.3f} rad"
                                            "<extra></extra>"), row=1, col=2)
     if cursor is not None:
-        fig.add_trace(go.Scatter(x=[ang[cursor, 0]], y=[b[cursor]], mode="markers", name="cursor",
+        fig.add_trace(dict(type="scatter", x=[ang[cursor, 0]], y=[b[cursor]], mode="markers", name="cursor",
                                  marker={"size": 12, "color": HIGHLIGHT, "symbol": "circle-open",
                                          "line": {"width": 3}},
                                  hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"),
