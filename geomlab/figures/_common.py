@@ -223,6 +223,34 @@ def cached(tr, key: tuple, compute):
     return store[key]
 
 
+def cached_positions(tr, key: tuple, n: int, positions, compute, axis: int = 0) -> np.ndarray:
+    """A per-position quantity of the trace (``n`` positions along ``axis``) at ``positions`` only:
+    ``compute(missing)`` gets the sorted positions not computed yet and returns their values stacked along
+    ``axis``; computed positions are memoised on the trace under ``key``. Long texts show a subsample, so
+    the views compute the geometry (eigenvalues, logarithms) of the positions they draw, not of all."""
+    store = tr.__dict__.setdefault("_view_cache", {})
+    positions = np.asarray(positions, dtype=np.int64)
+    entry = store.get(key)
+    missing = positions if entry is None else positions[~entry[1][positions]]
+    missing = np.unique(missing)
+    if len(missing):
+        vals = np.asarray(compute(missing))
+        if entry is None:
+            shape = list(vals.shape)
+            shape[axis] = n
+            dtype = vals.dtype if vals.dtype.kind in "fc" else np.float64
+            entry = (np.full(shape, np.nan, dtype=dtype), np.zeros(n, dtype=bool))
+            store[key] = entry
+        arr, done = entry
+        index = [slice(None)] * arr.ndim
+        index[axis] = missing
+        arr[tuple(index)] = vals
+        done[missing] = True
+    if entry is None:  # nothing asked for
+        return np.asarray(compute(positions))
+    return np.take(entry[0], positions, axis=axis)
+
+
 def colour(i: int) -> str:
     """The i-th colour of :data:`PALETTE` (cycled)."""
     return PALETTE[i % len(PALETTE)]

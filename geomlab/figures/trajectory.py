@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    FigureBuilder, HIGHLIGHT, SEQUENTIAL, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, FigureError, View, add_cursor_line, animated_figure,
+    FigureBuilder, HIGHLIGHT, SEQUENTIAL, cached_positions, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, FigureError, View, add_cursor_line, animated_figure,
     animation_controls, cached, check_cursor, check_index, colour, finish, hover_tokens, one_blas_thread,
     subsample, subsample_note, token_ticks,
 )
@@ -42,63 +42,81 @@ def _torch(a: np.ndarray):
     return torch.from_numpy(np.ascontiguousarray(a))
 
 
-def state_phases(tr: OSMTrace, layer: int = -1) -> np.ndarray:
+def state_phases(tr: OSMTrace, layer: int = -1, positions=None) -> np.ndarray:
     """``[position, d]`` sorted eigenvalue phases (radians) of the states of ``layer``
-    (``group.eigen_angles``). Raises :class:`FigureError` for a non-OSM trace or a bad layer."""
+    (``group.eigen_angles``), at ``positions`` (default: all; computed once per position and cached).
+    Raises :class:`FigureError` for a non-OSM trace or a bad layer."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
-    return cached(tr, ("phases", layer), lambda: tr.get_group().eigen_angles(_torch(tr.states[layer])).numpy())
+    n = tr.n_positions
+    pos = np.arange(n) if positions is None else np.asarray(positions)
+    return cached_positions(tr, ("phases", layer), n, pos,
+                            lambda p: tr.get_group().eigen_angles(_torch(tr.states[layer][p])).numpy())
 
 
-def distance_from_identity(tr: OSMTrace) -> np.ndarray:
-    """``[layer, position]`` geodesic distance ``dist(I, H_t) = ||log H_t||_F`` (radians)."""
+def distance_from_identity(tr: OSMTrace, positions=None) -> np.ndarray:
+    """``[layer, position]`` geodesic distance ``dist(I, H_t) = ||log H_t||_F`` (radians), at ``positions``
+    (default: all; cached per position)."""
     tr = _osm(tr)
-    return cached(tr, ("dist_id",), lambda: _distance_from_identity(tr))
+    n = tr.n_positions
+    pos = np.arange(n) if positions is None else np.asarray(positions)
+    return cached_positions(tr, ("dist_id",), n, pos, lambda p: _distance_from_identity(tr, p), axis=1)
 
 
-def _distance_from_identity(tr: OSMTrace) -> np.ndarray:
+def _distance_from_identity(tr: OSMTrace, p: np.ndarray) -> np.ndarray:
     group = tr.get_group()
-    H = _torch(tr.states)
+    H = _torch(tr.states[:, p])
     eye = group.identity(*H.shape[:-2]).to(H.dtype)
     return group.dist(eye, H).numpy()
 
 
-def step_distances(tr: OSMTrace) -> np.ndarray:
+def step_distances(tr: OSMTrace, positions=None) -> np.ndarray:
     """``[layer, position]`` geodesic distance between consecutive states ``dist(H_{t-1}, H_t)``
-    (radians); NaN at t = 0."""
+    (radians); NaN at t = 0. At ``positions`` (default: all; cached per position)."""
     tr = _osm(tr)
-    return cached(tr, ("dist_step",), lambda: _step_distances(tr))
+    n = tr.n_positions
+    pos = np.arange(n) if positions is None else np.asarray(positions)
+    return cached_positions(tr, ("dist_step",), n, pos, lambda p: _step_distances(tr, p), axis=1)
 
 
-def _step_distances(tr: OSMTrace) -> np.ndarray:
+def _step_distances(tr: OSMTrace, p: np.ndarray) -> np.ndarray:
     group = tr.get_group()
-    H = _torch(tr.states)
-    out = np.full(tr.states.shape[:2], np.nan)
-    if H.shape[1] > 1:
-        out[:, 1:] = group.dist(H[:, :-1], H[:, 1:]).numpy()
+    out = np.full((tr.states.shape[0], len(p)), np.nan)
+    later = p > 0
+    if later.any():
+        q = p[later]
+        out[:, later] = group.dist(_torch(tr.states[:, q - 1]), _torch(tr.states[:, q])).numpy()
     return out
 
 
 def pca_coords(tr: OSMTrace, layer: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """``([position, 3], [3])``: the first three principal components of ``vec(H_t)`` (real and imaginary
-    parts stacked; scikit-learn PCA, centred) and their explained-variance ratios. Components past the data
-    rank are zero."""
+    parts stacked; scikit-learn's randomised PCA, centred, fitted on every position) and their
+    explained-variance ratios. Components past the data rank are zero."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
     return cached(tr, ("pca", layer), lambda: _pca_coords(tr, layer))
 
 
+def pca_inputs(tr: OSMTrace, layer: int) -> np.ndarray:
+    """``[position, features]`` float64: ``vec(H_t)`` of ``layer``, real and imaginary parts stacked."""
+    H = tr.states[layer].reshape(tr.n_positions, -1)
+    X = np.concatenate([H.real, H.imag], axis=1) if np.iscomplexobj(H) else H
+    return X.astype(np.float64)
+
+
 def _pca_coords(tr: OSMTrace, layer: int) -> tuple[np.ndarray, np.ndarray]:
     from sklearn.decomposition import PCA
 
-    H = tr.states[layer].reshape(tr.n_positions, -1)
-    X = np.concatenate([H.real, H.imag], axis=1) if np.iscomplexobj(H) else H
-    X = X.astype(np.float64)
+    X = pca_inputs(tr, layer)
+    X = X[:, np.ptp(X, axis=0) > 0]  # constant features (e.g. the zero entries of a torus state) carry nothing
     k = min(3, X.shape[0], X.shape[1])
     coords = np.zeros((X.shape[0], 3))
     ratio = np.zeros(3)
-    if X.shape[0] >= 2 and k >= 1 and np.ptp(X, axis=0).max() > 0:
-        pca = PCA(n_components=k, svd_solver="full")
+    if X.shape[0] >= 2 and k >= 1:
+        # randomised: three components of a [positions, 2 d^2] matrix; a full SVD took seconds at 2,048
+        # positions (docs/views.md); same projection up to sign (tests compare with a full SVD)
+        pca = PCA(n_components=k, svd_solver="randomized", random_state=0)
         with one_blas_thread():
             coords[:, :k] = pca.fit_transform(X)
         ratio[:k] = pca.explained_variance_ratio_
@@ -120,9 +138,9 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
-    theta = state_phases(tr, layer)
     idx = subsample(tr.n_positions, max_frames, cursor)
     start = cursor if cursor is not None else 0
+    theta = dict(zip(idx.tolist(), state_phases(tr, layer, idx)))  # idx holds the start (0 or the cursor)
     phi = np.linspace(0, 2 * np.pi, 181)
 
     def points(t: int) -> dict:
@@ -161,11 +179,11 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
-    theta = state_phases(tr, layer)
     idx = subsample(tr.n_positions, max_points, cursor)
+    theta = state_phases(tr, layer, idx)
     d = theta.shape[1]
     x = np.repeat(idx, d)
-    y = theta[idx].reshape(-1)
+    y = theta.reshape(-1)
     text = np.repeat(np.array(hover_tokens(tr.labels, idx), dtype=object), d)
     fig = FigureBuilder([dict(type="scattergl", 
         x=x, y=y, mode="markers", name="eigenvalue phase", marker={"size": 4, "color": colour(0)},
@@ -184,9 +202,9 @@ def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = 
     Traces: for each layer l, ``from identity`` then ``step`` (2 per layer, in layer order)."""
     tr = _osm(tr)
     cursor = check_cursor(cursor, tr.n_positions)
-    d0 = distance_from_identity(tr)
-    d1 = step_distances(tr)
     idx = subsample(tr.n_positions, max_points, cursor)
+    d0 = distance_from_identity(tr, idx)
+    d1 = step_distances(tr, idx)
     hov = hover_tokens(tr.labels, idx)
     fig = FigureBuilder.grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("distance from the identity", "distance between consecutive states"))
@@ -194,7 +212,7 @@ def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = 
         name = _layer_name(tr, layer)
         for row, (vals, what) in enumerate(((d0, "‖log H<sub>t</sub>‖"), (d1, "dist(H<sub>t−1</sub>, H<sub>t</sub>)")), start=1):
             fig.add_trace(dict(type="scatter", 
-                x=idx, y=vals[layer, idx], mode="lines", name=name, legendgroup=name, showlegend=row == 1,
+                x=idx, y=vals[layer], mode="lines", name=name, legendgroup=name, showlegend=row == 1,
                 line={"color": colour(layer)}, text=hov,
                 hovertemplate=f"{name}<br>position %{{text}}<br>{what} = %{{y:.3f}} rad<extra></extra>"),
                 row=row, col=1)
