@@ -198,9 +198,39 @@ def _compact(trace: dict) -> dict:
     return out
 
 
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        try:
+            return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+        except (TypeError, ValueError):
+            return False
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
 def animated_figure(data: list, frames: list[dict]) -> FigureBuilder:
     """A figure builder from trace dicts ``data`` and frame dicts ``frames`` (each ``{"name", "data",
-    "traces"}``); see :class:`FigureBuilder`."""
+    "traces"}``); see :class:`FigureBuilder`.
+
+    Frames carry only what changes: plotly.js merges a frame's trace into the trace it animates, so a
+    property that has the base trace's value in every frame (style, name, mesh triangles) is left out of
+    all frames (``type`` stays, for validation)."""
+    frames = [dict(f) for f in frames]
+    slots: dict[int, list[tuple[int, int]]] = {}  # animated trace index -> [(frame, position in frame)]
+    for fi, f in enumerate(frames):
+        f["data"] = [dict(t) for t in f["data"]]
+        for j, ti in enumerate(f.get("traces", range(len(f["data"])))):
+            slots.setdefault(ti, []).append((fi, j))
+    for ti, where in slots.items():
+        base = data[ti]
+        keys = set.intersection(*(set(frames[fi]["data"][j]) for fi, j in where)) - {"type"}
+        for key in keys:
+            if key in base and all(_same(frames[fi]["data"][j][key], base[key]) for fi, j in where):
+                for fi, j in where:
+                    del frames[fi]["data"][j][key]
     return FigureBuilder(data=data, frames=frames)
 
 
@@ -289,9 +319,20 @@ def subsample(n: int, max_points: int, cursor: int | None = None) -> np.ndarray:
     return idx
 
 
-def subsample_note(n: int, shown: int) -> str:
-    """Caption suffix when a view shows only part of the positions."""
-    return "" if shown >= n else f" Long text: {shown} of {n} positions shown, evenly spaced."
+def ordinal(k: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``..."""
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
+def subsample_note(n: int, shown: int, what: str = "positions", verb: str = "shown") -> str:
+    """Caption suffix when a view shows only part of the positions (the cap said in words), e.g.
+    ``" Long text: 1,024 of 2,048 positions shown (about every 2nd, evenly spaced)."``."""
+    if shown >= n:
+        return ""
+    ratio = (n - 1) / max(shown - 1, 1)
+    every = f"about every {ordinal(round(ratio))}, " if ratio >= 1.5 else ""
+    return f" Long text: {shown:,} of {n:,} {what} {verb} ({every}evenly spaced)."
 
 
 def token_ticks(labels: Sequence[str], positions: np.ndarray, max_ticks: int = MAX_TICKS) -> dict:

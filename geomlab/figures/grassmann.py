@@ -434,7 +434,7 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                f"uses most ({', '.join(axis_names)}): the projected disc is more opaque the more of the plane lies "
                "in this window (coverage = product of the cosines of its angles to the window). Play moves along "
                "the text.")
-    cap += "" if len(idx) >= len(pos) else f" {len(idx)} of {len(pos)} positions shown."
+    cap += subsample_note(len(pos), len(idx), what="positions with a plane", verb="animated")
     return finish(fig, f"Plane on the sphere (layer {layer}, Δ={D}, r={r})", cap, "plane_sphere", height=600)
 
 
@@ -524,10 +524,10 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: i
     lag_sum = np.concatenate([np.zeros_like(csum[:, :window]), csum[:, :-window]], axis=1)[:, :csum.shape[1]]
     lag_cnt = np.concatenate([np.zeros_like(ccnt[:, :window]), ccnt[:, :-window]], axis=1)[:, :ccnt.shape[1]]
     pm = (csum - lag_sum) / np.maximum(ccnt - lag_cnt, 1)[..., None]
-    kappa = planes.decomposability(torch.as_tensor(pm), tr.rank).numpy()
     idx = subsample(tr.n_positions, max_points, cursor)
+    kappa = planes.decomposability(torch.as_tensor(pm[:, idx]), tr.rank).numpy()  # only where drawn
     text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx), dtype=object), (kappa.shape[0], len(idx)))
-    fig = FigureBuilder([dict(type="heatmap", z=kappa[:, idx], x=idx, y=np.arange(kappa.shape[0]), colorscale=SEQUENTIAL,
+    fig = FigureBuilder([dict(type="heatmap", z=kappa, x=idx, y=np.arange(kappa.shape[0]), colorscale=SEQUENTIAL,
                                zmin=0, zmax=1, text=text, name="kappa", hoverongaps=False,
                                colorbar={"title": {"text": "κ"}},
                                hovertemplate="layer %{y}, position %{text}<br>κ = %{z:.3f}<extra></extra>")])

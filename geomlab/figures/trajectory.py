@@ -89,9 +89,19 @@ def _step_distances(tr: OSMTrace, p: np.ndarray) -> np.ndarray:
     return out
 
 
+PCA_SOLVER = "covariance_eigh"
+"""scikit-learn's PCA solver for :func:`pca_coords`. ``"covariance_eigh"`` (eigenvectors of the
+features x features covariance, 2 d^2 <= 2,048 features here) gives the full SVD's projection to ~1e-14 and
+was the fastest on every bundled model at 2,048 positions (1-18 ms vs 4-90 ms for ``"full"``, 5-20 ms for
+``"randomized"``); ``"randomized"`` (``random_state=0``) is as fast but differs from the full SVD by up to
+5e-4 of the range on the bundled models and by several percent where the 3rd and 4th components have
+nearly equal variance (tests/test_figures.py). The seconds of the old full SVD came mostly from the
+constant (always zero) entries of torus states, now dropped before the fit."""
+
+
 def pca_coords(tr: OSMTrace, layer: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """``([position, 3], [3])``: the first three principal components of ``vec(H_t)`` (real and imaginary
-    parts stacked; scikit-learn's randomised PCA, centred, fitted on every position) and their
+    parts stacked; scikit-learn PCA with :data:`PCA_SOLVER`, centred, fitted on every position) and their
     explained-variance ratios. Components past the data rank are zero."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
@@ -114,9 +124,7 @@ def _pca_coords(tr: OSMTrace, layer: int) -> tuple[np.ndarray, np.ndarray]:
     coords = np.zeros((X.shape[0], 3))
     ratio = np.zeros(3)
     if X.shape[0] >= 2 and k >= 1:
-        # randomised: three components of a [positions, 2 d^2] matrix; a full SVD took seconds at 2,048
-        # positions (docs/views.md); same projection up to sign (tests compare with a full SVD)
-        pca = PCA(n_components=k, svd_solver="randomized", random_state=0)
+        pca = PCA(n_components=k, svd_solver=PCA_SOLVER, **({"random_state": 0} if PCA_SOLVER == "randomized" else {}))
         with one_blas_thread():
             coords[:, :k] = pca.fit_transform(X)
         ratio[:k] = pca.explained_variance_ratio_
@@ -167,7 +175,7 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                               "bgcolor": "rgba(255,255,255,0.7)"})
     cap = (f"Eigenvalues of the hidden state H_t ({_layer_name(tr, layer)}) on the unit circle; their angles "
            f"(radians) are conjugation-invariant. Press Play or drag the slider to move along the text."
-           + subsample_note(tr.n_positions, len(idx)))
+           + subsample_note(tr.n_positions, len(idx), verb="animated"))
     return finish(fig, f"Eigenvalue phases of H_t ({tr.group.get('name', '?')}({tr.d}))", cap,
                   "phase_circle", height=560)
 
@@ -271,9 +279,10 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
 
 
 def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-              max_frames: int = MAX_FRAMES_3D) -> View:
+              max_frames: int = MAX_FRAMES_3D, max_points: int = MAX_POINTS) -> View:
     """For 3 x 3 real states (SO(3), O(3)): the rotating frame ``H_t e_1, H_t e_2, H_t e_3`` as three
-    arrows from the origin, animated over positions, with the path of each arrow tip over the whole text.
+    arrows from the origin, animated over positions (at most ``max_frames``), with the path of each arrow
+    tip over the whole text (at most ``max_points`` positions).
     Traces: 0-2 = tip paths, 3-5 = frame axes of the shown position (animated).
     Raises :class:`FigureError` unless the states are real 3 x 3."""
     tr = _osm(tr)
@@ -286,8 +295,10 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     idx = subsample(tr.n_positions, max_frames, cursor)
     start = cursor if cursor is not None else 0
     axes = ("e₁", "e₂", "e₃")
-    hov = hover_tokens(tr.labels, np.arange(tr.n_positions))
-    data = [dict(type="scatter3d", x=H[:, 0, k], y=H[:, 1, k], z=H[:, 2, k], mode="lines", name=f"path of H_t {axes[k]}",
+    pidx = subsample(tr.n_positions, max_points, cursor)
+    hov = hover_tokens(tr.labels, pidx)
+    P = H[pidx]
+    data = [dict(type="scatter3d", x=P[:, 0, k], y=P[:, 1, k], z=P[:, 2, k], mode="lines", name=f"path of H_t {axes[k]}",
                          line={"color": colour(k), "width": 2}, opacity=0.35, text=hov,
                          hovertemplate=f"H_t {axes[k]} at position %{{text}}<extra></extra>")
             for k in range(3)]
@@ -310,8 +321,10 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                              "zaxis": {"title": {"text": "z"}, "range": rng}, "aspectmode": "cube",
                              "camera": {"eye": {"x": 1.55, "y": 1.55, "z": 1.1}}})
     cap = ("The state H_t as a rotating frame: its three columns (unit vectors) drawn from the origin, with "
-           "the path each one traces over the text. Press Play to watch the frame turn token by token."
-           + subsample_note(tr.n_positions, len(idx)))
+           "the path each one traces over the text. Press Play to watch the frame turn token by token.")
+    if len(idx) < tr.n_positions:
+        cap += (f" Long text: {len(idx):,} of {tr.n_positions:,} positions animated, the paths through "
+                f"{len(pidx):,} (evenly spaced).")
     return finish(fig, f"Rotating frame of H_t ({_layer_name(tr, layer)})", cap, "so3_frame", height=600)
 
 
