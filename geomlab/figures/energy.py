@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    FigureBuilder, DIVERGING, HIGHLIGHT, MAX_POINTS, FigureError, View, add_cursor_line, check_cursor,
+    FigureBuilder, DIVERGING, HIGHLIGHT, MAX_POINTS, FigureError, View, add_cursor_line, check_cursor, hover_tokens,
     check_index, colour, finish, subsample, subsample_note, token_ticks,
 )
 from geomlab.trace import CEMTrace
@@ -186,7 +186,7 @@ def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | No
     idx = subsample(tr.n_positions, max_points, cursor)
     z = tr.energy_change()[layer, block][:, idx].astype(np.float64)
     lim = float(max(np.abs(z).max(), 1e-12))
-    text = np.broadcast_to(np.array([f"{p} '{tr.labels[p]}'" for p in idx.tolist()], dtype=object), z.shape)
+    text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx)), z.shape)
     fig = FigureBuilder([dict(type="heatmap", z=z, x=idx, y=np.arange(z.shape[0]), colorscale=DIVERGING, zmid=0, zmin=-lim,
                                zmax=lim, text=text, name="energy change",
                                colorbar={"title": {"text": "Δε (a.u.)"}},

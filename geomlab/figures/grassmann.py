@@ -119,7 +119,7 @@ def _default_offset(tr: GrassmannTrace) -> int:
 
 
 def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, colorbar_len):
-    text = np.broadcast_to(np.array(hover_tokens(labels, idx), dtype=object), z.shape)
+    text = np.broadcast_to(np.array(hover_tokens(labels, idx)), z.shape)
     fig.add_trace(dict(type="heatmap", 
         z=z, x=idx, y=np.arange(z.shape[0]), colorscale=SEQUENTIAL, zmin=0, zmax=zmax, text=text, name=name,
         hoverongaps=False, colorbar={"title": {"text": "rad"}, "y": colorbar_y, "len": colorbar_len},
@@ -277,7 +277,7 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = 
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
     fig = FigureBuilder.grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1, row_heights=[0.45, 0.55])
-    text = np.broadcast_to(np.array(hov, dtype=object), (share.shape[0], len(idx)))
+    text = np.broadcast_to(np.array(hov), (share.shape[0], len(idx)))
     fig.add_trace(dict(type="heatmap", z=share[:, idx], x=idx, y=np.arange(share.shape[0]), colorscale=SEQUENTIAL, zmin=0,
                              zmax=1, text=text, name="gate share",
                              colorbar={"title": {"text": "1 − α"}, "y": 0.78, "len": 0.45},
@@ -526,7 +526,7 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: i
     pm = (csum - lag_sum) / np.maximum(ccnt - lag_cnt, 1)[..., None]
     idx = subsample(tr.n_positions, max_points, cursor)
     kappa = planes.decomposability(torch.as_tensor(pm[:, idx]), tr.rank).numpy()  # only where drawn
-    text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx), dtype=object), (kappa.shape[0], len(idx)))
+    text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx)), (kappa.shape[0], len(idx)))
     fig = FigureBuilder([dict(type="heatmap", z=kappa, x=idx, y=np.arange(kappa.shape[0]), colorscale=SEQUENTIAL,
                                zmin=0, zmax=1, text=text, name="kappa", hoverongaps=False,
                                colorbar={"title": {"text": "κ"}},

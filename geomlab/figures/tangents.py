@@ -74,7 +74,7 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
     fig = FigureBuilder.grid(rows=n_sub, cols=2, subplot_titles=titles, horizontal_spacing=0.12,
                         vertical_spacing=0.2 if n_sub > 1 else 0.1)
     layers = np.arange(L)
-    hov = np.array(hover_tokens(tr.labels, idx), dtype=object)
+    hov = np.array(hover_tokens(tr.labels, idx))
     text = np.broadcast_to(hov, (L, len(idx)))
     for s in range(n_sub):
         zmax = float(np.nanmax([raw[:, s].max(), mixed[:, s].max(), 1e-12]))

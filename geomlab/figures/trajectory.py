@@ -192,7 +192,7 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     d = theta.shape[1]
     x = np.repeat(idx, d)
     y = theta.reshape(-1)
-    text = np.repeat(np.array(hover_tokens(tr.labels, idx), dtype=object), d)
+    text = np.repeat(np.array(hover_tokens(tr.labels, idx)), d)
     fig = FigureBuilder([dict(type="scattergl", 
         x=x, y=y, mode="markers", name="eigenvalue phase", marker={"size": 4, "color": colour(0)},
         text=text, hovertemplate="position %{text}<br>θ = %{y:.3f} rad<extra></extra>")])
