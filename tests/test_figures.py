@@ -881,3 +881,23 @@ def test_long_traces_stay_under_the_caps_and_say_so():
             assert re.search(r"of 2,0\d\d positions", caption), (vname, caption)
             if vname in PER_POSITION and vname not in ("plane_sphere",):
                 assert f"{cursor} '{tr.labels[cursor]}'" in fig.to_json(), f"{vname}: cursor not shown"
+
+
+def test_unvalidated_figures_pickle_and_read_back():
+    """The app caches figures with st.cache_data (pickle): an unvalidated view comes back unvalidated,
+    sending the same JSON, and its frames' data can be read like a validated figure's."""
+    import copy
+    import pickle
+
+    tr = get_trace("osmformer-U3")
+    for name in ("phase_circle", "distance_profile", "tangent_heatmap"):
+        view = figures.VIEWS[name](tr, cursor=4)
+        back = pickle.loads(pickle.dumps(view))
+        assert back.caption == view.caption and not back.figure._validate
+        assert back.figure.to_json() == view.figure.to_json()
+        assert copy.deepcopy(view.figure).to_json() == view.figure.to_json()
+    fig = figures.phase_circle(tr, cursor=4).figure
+    H = tr.states[-1].astype(np.complex128)
+    for frame in fig.frames:
+        pts = np.asarray(frame.data[0].x) + 1j * np.asarray(frame["data"][0].y)
+        _circle_match(pts, np.linalg.eigvals(H[int(frame.name)]))

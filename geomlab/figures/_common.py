@@ -172,12 +172,39 @@ class FigureBuilder:
         layout = {**self.layout, "template": TEMPLATE}
         if VALIDATE:
             return go.Figure(data=data, layout=layout, frames=frames or None)
-        fig = go.Figure(data=data, layout=layout, _validate=False)
-        if frames:
-            # plotly validates frames even for an unvalidated figure (~0.3 ms a frame); the tests build
-            # every animated view with VALIDATE on as well, so these dicts are checked there
-            fig._frame_objs = tuple(go.Frame(_validate=False, **f) for f in frames)
-        return fig
+        return _unvalidated(data, layout, frames)
+
+
+def _unvalidated(data: list, layout: dict, frames: list) -> "Figure":
+    fig = Figure(data=data, layout=layout, _validate=False)
+    if frames:
+        # plotly validates frames even for an unvalidated figure (~0.3 ms a frame); the tests build every
+        # animated view with VALIDATE on as well, so these dicts are checked there
+        fig._frame_objs = tuple(_Frame(_validate=False, **f) for f in frames)
+    return fig
+
+
+class Figure(go.Figure):
+    """The ``go.Figure`` of an unvalidated view. Pickling (``st.cache_data``, ``copy.deepcopy``) rebuilds it
+    without validation too: a plain ``go.Figure`` is unpickled through ``go.Figure(fig.to_dict())``, which
+    validates every property again."""
+
+    def __reduce__(self):
+        return (_unvalidated, (self._data, self._layout, [f._props for f in self._frame_objs]))
+
+
+class _Frame(go.Frame):
+    """An unvalidated ``go.Frame`` whose ``data`` can be read (plotly builds a frame's trace objects only
+    while validating)."""
+
+    def __getitem__(self, prop):
+        if prop == "data" and self._compound_array_props.get("data") is None:
+            from plotly.validator_cache import ValidatorCache
+
+            validator = ValidatorCache.get_validator("frame", "data")
+            self._compound_array_props["data"] = list(
+                validator.validate_coerce(self._props.get("data", []), _validate=False))
+        return super().__getitem__(prop)
 
 
 _F32_KEYS = frozenset({"x", "y", "z", "customdata", "color", "i", "j", "k"})
