@@ -92,7 +92,7 @@ def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFram
                 continue
             xs, ys = df[x][ok].to_numpy(), values[ok].to_numpy()
             order = np.argsort(xs, kind="stable")
-            fig.add_trace(dict(type="scatter", 
+            fig.add_trace(dict(type="scatter",
                 x=xs[order], y=ys[order], mode="lines+markers" if ok.sum() < 30 else "lines",
                 name=f"{name}: {series}", line={"color": colour(i), "dash": DASHES[j % len(DASHES)]},
                 hovertemplate=(f"{name}<br>{series}<br>{X_LABELS[x]} %{{x:,}}<br>%{{y:.4f}} "

@@ -97,32 +97,33 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
         for b in range(B):
             r, c, name = layer + 1, b + 1, f"L{layer} {_block_name(b)}"
             col = colour(b)
-            fig.add_trace(dict(type="scatter", x=steps, y=lo[layer, b], mode="lines", line={"width": 0}, name=f"{name} band",
-                                     showlegend=False, hoverinfo="skip"), row=r, col=c)
+            fig.add_trace(dict(type="scatter",
+                x=steps, y=lo[layer, b], mode="lines", line={"width": 0}, name=f"{name} band",
+                showlegend=False, hoverinfo="skip"), row=r, col=c)
             fig.add_trace(dict(type="scatter", x=steps, y=hi[layer, b], mode="lines", line={"width": 0}, fill="tonexty",
-                                     fillcolor=_BAND_FILL[b % 2], legendgroup="band",
-                                     name=f"{name} band", showlegend=False,
-                                     hovertemplate=f"{BAND[0]}–{BAND[1]}th percentile over tokens"
+                                               fillcolor=_BAND_FILL[b % 2], legendgroup="band",
+                                               name=f"{name} band", showlegend=False,
+                                               hovertemplate=f"{BAND[0]}–{BAND[1]}th percentile over tokens"
                                                    "<extra></extra>"), row=r, col=c)
-            fig.add_trace(dict(type="scatter", 
+            fig.add_trace(dict(type="scatter",
                 x=steps, y=mean[layer, b], mode="lines+markers", line={"color": col}, name=f"{name} mean",
                 showlegend=False, customdata=n_rise_tok[layer, b], legendgroup="mean",
                 hovertemplate=(f"{name}<br>step %{{x}}<br>token mean = %{{y:.4g}}<br>tokens whose energy rose: "
                                "%{customdata}<extra></extra>")), row=r, col=c)
             rs = steps[rises[layer, b]]
-            fig.add_trace(dict(type="scatter", 
+            fig.add_trace(dict(type="scatter",
                 x=rs, y=mean[layer, b][rises[layer, b]], mode="markers", name=f"{name} rose",
                 marker=_ROSE_MARKER, legendgroup="rose",
                 showlegend=False, hovertemplate="energy ROSE at step %{x}<extra></extra>"), row=r, col=c)
             if cursor is not None:
-                fig.add_trace(dict(type="scatter", 
+                fig.add_trace(dict(type="scatter",
                     x=steps, y=E[layer, b, :, cursor], mode="lines", name=f"{name} cursor", showlegend=False,
                     line={"color": HIGHLIGHT, "dash": "dot", "width": 2}, legendgroup="cursor",
                     hovertemplate=(f"position {cursor} '{tr.labels[cursor]}'<br>step %{{x}}: %{{y:.4g}}"
                                    "<extra></extra>")), row=r, col=c)
             fig.update_yaxes(title_text=ylab, row=r, col=c, title_standoff=4)
             if disp is not None:
-                fig.add_trace(dict(type="scatter", 
+                fig.add_trace(dict(type="scatter",
                     x=steps, y=disp[layer, b].mean(-1), mode="lines+markers",
                     line={"color": col, "dash": _DASHES[layer % len(_DASHES)]},
                     name=f"{name} displacement", legendgroup="displacement", showlegend=False,
@@ -187,10 +188,11 @@ def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | No
     z = tr.energy_change()[layer, block][:, idx].astype(np.float64)
     lim = float(max(np.abs(z).max(), 1e-12))
     text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx)), z.shape)
-    fig = FigureBuilder([dict(type="heatmap", z=z, x=idx, y=np.arange(z.shape[0]), colorscale=DIVERGING, zmid=0, zmin=-lim,
-                               zmax=lim, text=text, name="energy change",
-                               colorbar={"title": {"text": "Δε (a.u.)"}},
-                               hovertemplate="position %{text}<br>step %{y}<br>ε(x^t) − ε(x^0) = %{z:.4g}"
+    fig = FigureBuilder([dict(type="heatmap",
+        z=z, x=idx, y=np.arange(z.shape[0]), colorscale=DIVERGING, zmid=0, zmin=-lim,
+        zmax=lim, text=text, name="energy change",
+        colorbar={"title": {"text": "Δε (a.u.)"}},
+        hovertemplate="position %{text}<br>step %{y}<br>ε(x^t) − ε(x^0) = %{z:.4g}"
                                              "<extra></extra>")])
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     fig.update_yaxes(title_text="recursion step", tickmode="linear", dtick=1)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    FigureBuilder, DIVERGING, MAX_POINTS, SEQUENTIAL, FigureError, View, add_cursor_line, check_cursor, check_index, colour,
-    finish, hover_tokens, subsample, subsample_note, token_ticks,
+    DIVERGING, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View, add_cursor_line, check_cursor, check_index,
+    colour, finish, hover_tokens, subsample, subsample_note, token_ticks,
 )
 from geomlab.trace import OSMTrace
 
@@ -79,7 +79,7 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
     for s in range(n_sub):
         zmax = float(np.nanmax([raw[:, s].max(), mixed[:, s].max(), 1e-12]))
         for c, (vals, what) in enumerate(((raw, "before mixing"), (mixed, "after mixing")), start=1):
-            fig.add_trace(dict(type="heatmap", 
+            fig.add_trace(dict(type="heatmap",
                 z=vals[:, s][:, idx], x=idx, y=layers, colorscale=SEQUENTIAL, zmin=0, zmax=zmax,
                 text=text, name=f"{_substep_name(tr, s)} {what}",
                 colorbar={"title": {"text": "rad"}, "len": 1.0 / n_sub, "y": 1 - (s + 0.5) / n_sub,
@@ -110,7 +110,7 @@ def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX
     for s in range(n_sub):
         for layer in range(raw.shape[0]):
             for vals, dash, what in ((mixed, "solid", "after mixing"), (raw, "dot", "before mixing")):
-                fig.add_trace(dict(type="scatter", 
+                fig.add_trace(dict(type="scatter",
                     x=idx, y=vals[layer, s, idx], mode="lines", line={"color": colour(layer), "dash": dash},
                     name=f"layer {layer} {what}", legendgroup=f"L{layer}{what}", showlegend=s == 0, text=hov,
                     hovertemplate=(f"layer {layer} {_substep_name(tr, s)} {what}<br>position %{{text}}"
@@ -134,7 +134,7 @@ def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_
     fig = FigureBuilder()
     for layer in range(share.shape[0]):
         for s in range(share.shape[1]):
-            fig.add_trace(dict(type="scatter", 
+            fig.add_trace(dict(type="scatter",
                 x=idx, y=share[layer, s, idx], mode="lines",
                 line={"color": colour(layer), "dash": "solid" if s == 0 else "dash"},
                 name=f"layer {layer} {_substep_name(tr, s)}", text=hov,
@@ -170,7 +170,7 @@ def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: i
     d = tr.d
     for r, (pname, f) in enumerate(parts, start=1):
         for c, (A, what) in enumerate(((raw, "before mixing"), (mixed, "after mixing")), start=1):
-            fig.add_trace(dict(type="heatmap", 
+            fig.add_trace(dict(type="heatmap",
                 z=f(A).astype(np.float64), x=np.arange(d), y=np.arange(d), colorscale=DIVERGING, zmid=0,
                 zmin=-lim, zmax=lim, name=f"{what} ({pname})", showscale=(r == 1 and c == 2),
                 colorbar={"title": {"text": "rad"}},

@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    FigureBuilder, HIGHLIGHT, SEQUENTIAL, cached_positions, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, FigureError, View, add_cursor_line, animated_figure,
-    animation_controls, cached, check_cursor, check_index, colour, finish, hover_tokens, one_blas_thread,
-    subsample, subsample_note, token_ticks,
+    HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View, add_cursor_line,
+    animated_figure, animation_controls, cached, cached_positions, check_cursor, check_index, colour, finish,
+    hover_tokens, one_blas_thread, subsample, subsample_note, token_ticks,
 )
 from geomlab.trace import OSMTrace
 
@@ -161,7 +161,7 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     names = [str(t) for t in idx.tolist()]
     fig = animated_figure(
         [dict(type="scatter", x=np.cos(phi), y=np.sin(phi), mode="lines", name="unit circle",
-                    line={"color": "#888", "width": 1}, hoverinfo="skip"), points(start)],
+                              line={"color": "#888", "width": 1}, hoverinfo="skip"), points(start)],
         [{"data": [points(t)], "traces": [1], "name": n} for t, n in zip(idx.tolist(), names)])
     active = int(np.searchsorted(idx, start))
     fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in idx.tolist()], names, active))
@@ -193,7 +193,7 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     x = np.repeat(idx, d)
     y = theta.reshape(-1)
     text = np.repeat(np.array(hover_tokens(tr.labels, idx)), d)
-    fig = FigureBuilder([dict(type="scattergl", 
+    fig = FigureBuilder([dict(type="scattergl",
         x=x, y=y, mode="markers", name="eigenvalue phase", marker={"size": 4, "color": colour(0)},
         text=text, hovertemplate="position %{text}<br>θ = %{y:.3f} rad<extra></extra>")])
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
@@ -219,7 +219,7 @@ def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = 
     for layer in range(tr.n_layers):
         name = _layer_name(tr, layer)
         for row, (vals, what) in enumerate(((d0, "‖log H<sub>t</sub>‖"), (d1, "dist(H<sub>t−1</sub>, H<sub>t</sub>)")), start=1):
-            fig.add_trace(dict(type="scatter", 
+            fig.add_trace(dict(type="scatter",
                 x=idx, y=vals[layer], mode="lines", name=name, legendgroup=name, showlegend=row == 1,
                 line={"color": colour(layer)}, text=hov,
                 hovertemplate=f"{name}<br>position %{{text}}<br>{what} = %{{y:.3f}} rad<extra></extra>"),
@@ -245,7 +245,7 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
     pcs = [f"PC{k + 1} ({ratio[k]:.0%})" for k in range(3)]
-    data = [dict(type="scatter3d", 
+    data = [dict(type="scatter3d",
         x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2], mode="lines+markers", name="trajectory",
         marker={"size": 3, "color": idx, "colorscale": SEQUENTIAL,
                 "colorbar": {"title": {"text": "position", "side": "right"}, "thickness": 12, "len": 0.75}},
@@ -253,7 +253,7 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
         hovertemplate=(f"position %{{text}}<br>{pcs[0]} %{{x:.3f}}<br>{pcs[1]} %{{y:.3f}}<br>{pcs[2]} %{{z:.3f}}"
                        "<extra></extra>"))]
     if cursor is not None:
-        data.append(dict(type="scatter3d", 
+        data.append(dict(type="scatter3d",
             x=coords[[cursor], 0], y=coords[[cursor], 1], z=coords[[cursor], 2], mode="markers",
             name="cursor", marker={"size": 8, "color": HIGHLIGHT}, text=hover_tokens(tr.labels, [cursor]),
             hovertemplate="cursor: position %{text}<extra></extra>"))
@@ -298,9 +298,10 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     pidx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, pidx)
     P = H[pidx]
-    data = [dict(type="scatter3d", x=P[:, 0, k], y=P[:, 1, k], z=P[:, 2, k], mode="lines", name=f"path of H_t {axes[k]}",
-                         line={"color": colour(k), "width": 2}, opacity=0.35, text=hov,
-                         hovertemplate=f"H_t {axes[k]} at position %{{text}}<extra></extra>")
+    data = [dict(type="scatter3d",
+        x=P[:, 0, k], y=P[:, 1, k], z=P[:, 2, k], mode="lines", name=f"path of H_t {axes[k]}",
+        line={"color": colour(k), "width": 2}, opacity=0.35, text=hov,
+        hovertemplate=f"H_t {axes[k]} at position %{{text}}<extra></extra>")
             for k in range(3)]
 
     def arrows(t: int) -> list[dict]:
@@ -349,26 +350,27 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig = FigureBuilder.grid(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
                         subplot_titles=("angles of the diagonal entries", "first two angles on the flat torus"))
     for j in range(k):
-        fig.add_trace(dict(type="scatter", x=idx, y=ang[idx, j], mode="markers", name=f"φ{j + 1}",
-                                 marker={"size": 4, "color": colour(j)}, text=hov,
-                                 hovertemplate=f"position %{{text}}<br>φ{j + 1} = %{{y:.3f}} rad<extra></extra>"),
+        fig.add_trace(dict(type="scatter",
+            x=idx, y=ang[idx, j], mode="markers", name=f"φ{j + 1}",
+            marker={"size": 4, "color": colour(j)}, text=hov,
+            hovertemplate=f"position %{{text}}<br>φ{j + 1} = %{{y:.3f}} rad<extra></extra>"),
                       row=1, col=1)
     b = ang[:, 1] if k > 1 else np.zeros(len(ang))
     # coloured by position: a colour bar says so (a legend entry would show one colour for all points)
     fig.add_trace(dict(type="scatter", x=ang[idx, 0], y=b[idx], mode="markers", name="(φ1, φ2)", showlegend=False,
-                             marker={"size": 5, "color": idx, "colorscale": SEQUENTIAL, "cmin": 0,
+                                       marker={"size": 5, "color": idx, "colorscale": SEQUENTIAL, "cmin": 0,
                                      "cmax": max(tr.n_positions - 1, 1),
                                      "colorbar": {"title": {"text": "position", "side": "right"},
                                                   "x": 1.01, "xanchor": "left", "len": 0.8,
                                                   "thickness": 12, "tickfont": {"size": 11}}},
-                             text=hov,
-                             hovertemplate="position %{text}<br>φ1 = %{x:.3f} rad, φ2 = %{y:.3f} rad"
+                                       text=hov,
+                                       hovertemplate="position %{text}<br>φ1 = %{x:.3f} rad, φ2 = %{y:.3f} rad"
                                            "<extra></extra>"), row=1, col=2)
     if cursor is not None:
         fig.add_trace(dict(type="scatter", x=[ang[cursor, 0]], y=[b[cursor]], mode="markers", name="cursor",
-                                 marker={"size": 12, "color": HIGHLIGHT, "symbol": "circle-open",
+                                           marker={"size": 12, "color": HIGHLIGHT, "symbol": "circle-open",
                                          "line": {"width": 3}},
-                                 hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"),
+                                           hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"),
                       row=1, col=2)
     fig.update_xaxes(title_text="position t (token)", row=1, col=1, **token_ticks(tr.labels, idx, 24))
     fig.update_yaxes(title_text="angle φ<sub>k</sub> (rad)", row=1, col=1, range=[-3.3, 3.3], **TWO_PI_TICKS)
