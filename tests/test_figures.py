@@ -901,3 +901,21 @@ def test_unvalidated_figures_pickle_and_read_back():
     for frame in fig.frames:
         pts = np.asarray(frame.data[0].x) + 1j * np.asarray(frame["data"][0].y)
         _circle_match(pts, np.linalg.eigvals(H[int(frame.name)]))
+
+
+def test_geometry_computed_only_where_drawn_is_the_same_as_all_at_once():
+    """cached_positions: asking for a few positions, then others, then all gives exactly the arrays computed
+    for every position in one go (phases, distances from the identity, step distances)."""
+    fresh = _random_so3_trace(60)
+    want = (figures.trajectory.state_phases(fresh), figures.trajectory.distance_from_identity(fresh),
+            figures.trajectory.step_distances(fresh))
+    tr = _random_so3_trace(60)
+    some = np.array([0, 7, 33])
+    np.testing.assert_allclose(figures.trajectory.step_distances(tr, some), want[2][:, some], rtol=1e-12)
+    np.testing.assert_allclose(figures.trajectory.state_phases(tr, 0, [5, 59, 7]), want[0][[5, 59, 7]], rtol=1e-12)
+    assert tr._view_cache[("dist_step",)][1].sum() == 3  # only those were computed
+    figures.distance_profile(tr, max_points=10)
+    got = (figures.trajectory.state_phases(tr), figures.trajectory.distance_from_identity(tr),
+           figures.trajectory.step_distances(tr))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
