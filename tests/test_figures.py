@@ -609,7 +609,7 @@ def test_long_traces_are_subsampled():
     assert len(circle.frames) <= _common.MAX_FRAMES + 1 and "777" in [f.name for f in circle.frames]
     timeline = figures.phase_timeline(tr, cursor=777)
     assert len(timeline.figure.data[0].x) <= 3 * (_common.MAX_POINTS + 1)
-    assert f"of {n} positions" in timeline.caption
+    assert f"of {n:,} positions shown" in timeline.caption
     heat = figures.tangent_heatmap(tr).figure
     assert len(heat.data[0].x) <= _common.MAX_POINTS + 1
 
@@ -687,3 +687,239 @@ def test_mixing_share_properties(seed, scale):
     s = share(A, B)
     assert np.all((0 <= s) & (s <= 1))
     np.testing.assert_allclose(share(2.5 * A, scale * B), s, atol=1e-9)
+
+
+# --------------------------------------------------------------------------------------------- fast figures
+
+def _plain(obj):
+    """A figure's JSON with plotly's base64 arrays decoded to lists and integral floats as ints, so a
+    validated and an unvalidated figure compare equal when they send the same thing."""
+    import base64
+
+    if isinstance(obj, dict):
+        if {"dtype", "bdata"} <= set(obj):
+            a = np.frombuffer(base64.b64decode(obj["bdata"]), dtype=np.dtype(obj["dtype"]))
+            if "shape" in obj:
+                a = a.reshape([int(v) for v in obj["shape"].split(",")])
+            return _plain(a.tolist())
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, float) and math.isfinite(obj) and obj == int(obj):
+        return int(obj)
+    return obj
+
+
+def _same_json(a, b, path="figure"):
+    if isinstance(a, float) or isinstance(b, float):
+        assert isinstance(a, (int, float)) and isinstance(b, (int, float)), f"{path}: {a!r} != {b!r}"
+        assert a == b or (a != a and b != b) or abs(a - b) <= 1e-6 * max(1.0, abs(a)), f"{path}: {a} != {b}"
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), f"{path}: keys {sorted(set(a) ^ set(b))} differ"
+        for k in a:
+            _same_json(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), f"{path}: lengths differ"
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same_json(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_unvalidated_figures_send_what_validated_ones_send(name, monkeypatch):
+    """The views build plain dicts and skip plotly's validation (speed); with VALIDATE on, the same dicts go
+    through plotly's full validation (which raises on any invalid property) and must serialise to the same
+    JSON, frames included: nothing the unvalidated path sends differs from a checked figure."""
+    tr = get_trace(name)
+    monkeypatch.setattr(_common, "VALIDATE", False)
+    fast = figures.all_views(tr, cursor=5)
+    assert all(not v.figure._validate for k, v in fast.items() if k != "attention_maps")
+    monkeypatch.setattr(_common, "VALIDATE", True)
+    checked = figures.all_views(tr, cursor=5)
+    assert set(fast) == set(checked) == EXPECTED.get(name, set(fast))
+    for vname in fast:
+        if vname == "attention_maps":  # built with plotly's objects (figures/attention.py)
+            continue
+        _same_json(_plain(json.loads(fast[vname].figure.to_json())),
+                   _plain(json.loads(checked[vname].figure.to_json())), vname)
+
+
+def test_builder_matches_make_subplots():
+    """FigureBuilder.grid reproduces make_subplots' layout (domains, anchors, shared axes, titles) and
+    puts traces, axis updates and shapes on the right subplot."""
+    from plotly.subplots import make_subplots
+
+    kw = dict(rows=3, cols=2, specs=[[{}, {}], [{}, {}], [{"colspan": 2}, None]], vertical_spacing=0.1,
+              subplot_titles=["a", "b", "", "d", "e"])
+    ref = make_subplots(**kw)
+    ref.add_trace({"type": "scatter", "x": [1, 2], "y": [3, 4]}, row=2, col=2)
+    ref.update_xaxes(title_text="bottom", row=3)
+    ref.update_yaxes(rangemode="tozero")
+    ref.add_shape(type="line", x0=1, x1=1, y0=0, y1=1, row=3, col=1)
+    fig = _common.FigureBuilder.grid(**kw)
+    fig.add_trace({"type": "scatter", "x": [1, 2], "y": [3, 4]}, row=2, col=2)
+    fig.update_xaxes(title_text="bottom", row=3)
+    fig.update_yaxes(rangemode="tozero")
+    fig.add_shape(type="line", x0=1, x1=1, y0=0, y1=1, row=3, col=1)
+    want = ref.to_plotly_json()
+    want["layout"].pop("template")
+    got = fig.build().to_plotly_json()
+    got["layout"].pop("template")
+    _same_json(_plain(json.loads(json.dumps(got, cls=_PlotlyJSON))), _plain(json.loads(json.dumps(want, cls=_PlotlyJSON))))
+
+
+class _PlotlyJSON(json.JSONEncoder):
+    def default(self, o):
+        return o.tolist() if isinstance(o, np.ndarray) else super().default(o)
+
+
+def test_frames_carry_only_what_changes(validate):
+    """plotly.js merges a frame's trace into the trace it animates: the style, names and mesh triangles
+    that are the same in every frame are sent once, in the base trace."""
+    tr = get_trace("osm-rnn-SO3")
+    fig = figures.phase_circle(tr, cursor=4).figure
+    assert fig.data[1].marker.size == 11 and fig.data[1].mode == "markers"
+    for frame in fig.frames:
+        keys = set(frame.data[0].to_plotly_json())
+        assert keys == {"type", "x", "y", "customdata", "hovertemplate"}, keys
+    sphere = figures.plane_sphere(get_trace("grassmann-r5"), layer=0, cursor=6).figure
+    mesh = [f.data[0].to_plotly_json() for f in sphere.frames]
+    assert all("i" not in m and "x" in m for m in mesh)
+    assert len({round(m["opacity"], 6) for m in mesh}) > 1  # coverage changes: sent in every frame
+    assert _by_name(sphere, "disc").i is not None
+
+
+def _pca_reference(X):
+    Xc = X - X.mean(0)
+    U, S, _ = np.linalg.svd(Xc, full_matrices=False)
+    return U[:, :3] * S[:3], S[:3] ** 2 / (S ** 2).sum()
+
+
+@pytest.mark.parametrize("d", [3, 6])
+def test_pca_equals_the_full_svd_on_long_traces(d):
+    """2,048 positions of a random walk on U(d), well mixed, so the 3rd and 4th components have nearly equal
+    variance: the 3-component PCA (trajectory.PCA_SOLVER) projects like a full SVD (up to the sign of each
+    component) and reports the same explained-variance shares. (scikit-learn's "randomized" solver fails
+    this by several percent.)"""
+    g = torch.Generator().manual_seed(d)
+    n = 2048
+    A = torch.randn(n, d, d, generator=g, dtype=torch.complex128) * 0.2
+    steps = torch.linalg.matrix_exp(A - A.conj().transpose(-1, -2))
+    states = [steps[0]]
+    for t in range(1, n):
+        states.append(states[-1] @ steps[t])
+    S = torch.stack(states)[None]
+    tr = from_record({"logits": torch.zeros(n, 2), "states": S}, "osm-rnn", torch.zeros(n, dtype=torch.long),
+                     group={"name": "U", "d": d, "options": {}})
+    coords, ratio = figures.trajectory.pca_coords(tr)
+    ref, ref_ratio = _pca_reference(figures.trajectory.pca_inputs(tr, 0))
+    scale = np.abs(ref).max()
+    for k in range(3):
+        err = min(np.abs(coords[:, k] - ref[:, k]).max(), np.abs(coords[:, k] + ref[:, k]).max())
+        assert err < 1e-6 * scale, (k, err)
+    np.testing.assert_allclose(ratio, ref_ratio, rtol=1e-6)
+    fig = figures.pca_trajectory(tr, cursor=1000).figure
+    assert len(fig.data[0].x) <= _common.MAX_POINTS + 1
+    assert f"PC1 {ref_ratio[0]:.0%}" in fig.layout.title.text
+
+
+_LONG = 2048
+_CAPPED = {"phase_timeline": None, "distance_profile": None, "pca_trajectory": None, "so3_frame": None,
+           "torus_angles": None, "tangent_heatmap": None, "tangent_lines": None, "mixing_share": None,
+           "attention_maps": None, "energy_tokens": None, "plane_distances": None, "plane_angles": None,
+           "plane_similarity": None, "plucker_heatmap": None, "gate_share": None, "decomposability_map": None,
+           "phase_circle": None, "plane_sphere": None}
+
+
+def _long_traces():
+    from test_trace import TEXT as BASE
+
+    text = (BASE * (_LONG // len(BASE) + 1))[:_LONG]
+    out = {}
+    for name, (kind, over) in (("osmformer-T4", MODELS["osmformer-T4"]), ("osm-rnn-SO3", MODELS["osm-rnn-SO3"]),
+                               ("grassmann-r3", ("grassmann", {"rank": 3, "offsets": [1, 2], "max_len": _LONG}))):
+        from test_trace import small_model
+
+        out[name] = trace(small_model(kind, **over), encode_text(VOCAB, text), vocab=VOCAB, text=text)
+    rng = np.random.default_rng(0)
+    E = -np.cumsum(rng.random((2, 2, 4, _LONG)), axis=2)
+    out["cem"] = from_record({"logits": np.zeros((_LONG, 3)), "energies": E, "displacement": np.abs(E)}, "cem",
+                             np.zeros(_LONG, int))
+    return out
+
+
+def _array_lengths(trace_json: dict) -> list[int]:
+    out = []
+    for key in ("x", "y", "z", "text", "customdata"):
+        v = trace_json.get(key)
+        if v is not None and not isinstance(v, str):
+            out.append(max(np.shape(np.asarray(v, dtype=object))))
+    return out
+
+
+def test_long_traces_stay_under_the_caps_and_say_so():
+    """At the 2,048-character limit every per-position view draws at most MAX_POINTS positions (MAX_MATRIX
+    for position x position maps, MAX_FRAMES / MAX_FRAMES_3D animation frames) and its caption says how many
+    of how many positions it shows."""
+    import re
+
+    cursor = 1234
+    for name, tr in _long_traces().items():
+        assert tr.n_positions == _LONG
+        views = figures.all_views(tr, cursor=cursor)
+        assert set(views) & set(_CAPPED), name
+        for vname, (fig, caption) in views.items():
+            if vname not in _CAPPED:
+                continue
+            cap = _common.MAX_POINTS + 1
+            if vname in ("attention_maps", "plane_similarity", "plucker_heatmap"):
+                cap = _common.MAX_MATRIX + 1
+            per_point = tr.d if vname == "phase_timeline" else 1
+            for t in fig.data:
+                lengths = _array_lengths(t.to_plotly_json())
+                assert max(lengths, default=0) <= cap * per_point, (name, vname, t.name, lengths)
+            if fig.frames:
+                fcap = _common.MAX_FRAMES_3D if vname in ("so3_frame", "plane_sphere") else _common.MAX_FRAMES
+                assert len(fig.frames) <= fcap + 1, (vname, len(fig.frames))
+            assert re.search(r"of 2,0\d\d positions", caption), (vname, caption)
+            if vname in PER_POSITION and vname not in ("plane_sphere",):
+                assert f"{cursor} '{tr.labels[cursor]}'" in fig.to_json(), f"{vname}: cursor not shown"
+
+
+def test_unvalidated_figures_pickle_and_read_back():
+    """The app caches figures with st.cache_data (pickle): an unvalidated view comes back unvalidated,
+    sending the same JSON, and its frames' data can be read like a validated figure's."""
+    import copy
+    import pickle
+
+    tr = get_trace("osmformer-U3")
+    for name in ("phase_circle", "distance_profile", "tangent_heatmap"):
+        view = figures.VIEWS[name](tr, cursor=4)
+        back = pickle.loads(pickle.dumps(view))
+        assert back.caption == view.caption and not back.figure._validate
+        assert back.figure.to_json() == view.figure.to_json()
+        assert copy.deepcopy(view.figure).to_json() == view.figure.to_json()
+    fig = figures.phase_circle(tr, cursor=4).figure
+    H = tr.states[-1].astype(np.complex128)
+    for frame in fig.frames:
+        pts = np.asarray(frame.data[0].x) + 1j * np.asarray(frame["data"][0].y)
+        _circle_match(pts, np.linalg.eigvals(H[int(frame.name)]))
+
+
+def test_geometry_computed_only_where_drawn_is_the_same_as_all_at_once():
+    """cached_positions: asking for a few positions, then others, then all gives exactly the arrays computed
+    for every position in one go (phases, distances from the identity, step distances)."""
+    fresh = _random_so3_trace(60)
+    want = (figures.trajectory.state_phases(fresh), figures.trajectory.distance_from_identity(fresh),
+            figures.trajectory.step_distances(fresh))
+    tr = _random_so3_trace(60)
+    some = np.array([0, 7, 33])
+    np.testing.assert_allclose(figures.trajectory.step_distances(tr, some), want[2][:, some], rtol=1e-12)
+    np.testing.assert_allclose(figures.trajectory.state_phases(tr, 0, [5, 59, 7]), want[0][[5, 59, 7]], rtol=1e-12)
+    assert tr._view_cache[("dist_step",)][1].sum() == 3  # only those were computed
+    figures.distance_profile(tr, max_points=10)
+    got = (figures.trajectory.state_phases(tr), figures.trajectory.distance_from_identity(tr),
+           figures.trajectory.step_distances(tr))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)

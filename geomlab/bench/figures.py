@@ -3,8 +3,10 @@
 For each kind: the bundled model size (the zoo recipe's config, or a ~100K-parameter budget for kinds the
 zoo does not bundle), random weights (timing does not depend on training), a 256-character text. Prints
 the median over ``--repeats`` runs (after one warm-up) of: the trace (``geomlab.trace.trace``), all
-figures of :func:`geomlab.figures.all_views` with a cursor, their JSON size, the CPU time of trace + figures
-(``time.process_time``: on a shared machine closer to what an idle one would take than the wall time),
+figures of :func:`geomlab.figures.all_views` with a cursor, the CPU time of the figures alone and of sending
+them the way ``st.plotly_chart`` does (``fig.to_dict()`` then ``plotly.io.to_json``), their JSON size, the
+CPU time of trace + figures (``time.process_time``: on a shared machine closer to what an idle one would take
+than the wall time),
 and as a ratio the trace + figures wall time over one plain forward pass measured in the same run. Target (issue 7):
 trace + figures under 0.5 s on CPU.
 """
@@ -52,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = p.parse_args(argv)
 
+    import plotly.io as pio
     import torch
 
     from geomlab import figures
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     print("wall = elapsed seconds; cpu = this process's CPU seconds (close to the wall time of an idle machine "
           "when the machine is shared)")
     print(f"{'kind':16s} {'params':>8s} {'forward':>8s} {'trace':>7s} {'figures':>8s} {'total':>7s} "
-          f"{'cpu tot':>7s} {'x fwd':>6s} {'#figs':>5s} {'JSON MB':>7s}  notes")
+          f"{'cpu tot':>7s} {'x fwd':>6s} {'#figs':>5s} {'fig cpu':>7s} {'send':>6s} {'JSON MB':>7s}  notes")
     for kind, cfg in configs.items():
         note = ""
         if cfg.get("positions", "learned") == "learned" and isinstance(cfg.get("max_len"), int) \
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg = {**cfg, "max_len": args.chars}
         torch.manual_seed(0)
         model = build_model(cfg).eval()
-        fwd, tr_t, fig_t, cpu, n = [], [], [], [], 0
+        fwd, tr_t, fig_t, cpu, fcpu, send, n, size = [], [], [], [], [], [], 0, 0.0
         for rep in range(args.repeats + 1):
             t0 = time.perf_counter()
             with torch.no_grad():
@@ -87,17 +90,22 @@ def main(argv: list[str] | None = None) -> int:
             c1 = time.process_time()
             tr = trace(model, tokens, vocab=vocab, text=text)
             t2 = time.perf_counter()
+            c_fig = time.process_time()
             views = figures.all_views(tr, cursor=args.chars // 2)
             t3 = time.perf_counter()
             c2 = time.process_time()
+            # what st.plotly_chart does with a go.Figure: to_dict() (a deep copy), then JSON without validation
+            size = sum(len(pio.to_json(v.figure.to_dict(), validate=False)) for v in views.values()) / 1e6
+            c3 = time.process_time()
             if rep:  # the first run warms up imports and caches
                 fwd.append(t1 - t0)
                 tr_t.append(t2 - t1)
                 fig_t.append(t3 - t2)
                 cpu.append(c2 - c1)
+                fcpu.append(c2 - c_fig)
+                send.append(c3 - c2)
             n = len(views)
-        size = sum(len(v.figure.to_json()) for v in views.values()) / 1e6
-        f, a, b, c = (statistics.median(x) for x in (fwd, tr_t, fig_t, cpu))
+        f, a, b, c, fc, sd = (statistics.median(x) for x in (fwd, tr_t, fig_t, cpu, fcpu, send))
         print(f"{kind:16s} {count_params(model):8,d} {f:8.3f} {a:7.3f} {b:8.3f} {a + b:7.3f} {c:7.3f} "
-              f"{(a + b) / f:6.1f} {n:5d} {size:7.2f}  {note}")
+              f"{(a + b) / f:6.1f} {n:5d} {fc:7.3f} {sd:6.3f} {size:7.2f}  {note}")
     return 0

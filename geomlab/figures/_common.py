@@ -3,7 +3,10 @@ colour scales (all colour-blind safe) and layout defaults. Design choices, docum
 
 from __future__ import annotations
 
+import copy
+import json
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
@@ -32,8 +35,9 @@ class View(NamedTuple):
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 # ColorBrewer RdBu (colour-blind safe), blue = negative, white = 0, red = positive; use with zmid=0.
 DIVERGING = [[i / 10, c] for i, c in enumerate(reversed(pc.diverging.RdBu))]
-# Sequential, perceptually uniform and colour-blind safe.
-SEQUENTIAL = "Viridis"
+# Sequential, perceptually uniform and colour-blind safe: Viridis, spelled out as plotly's validation
+# would expand the name (unvalidated figures send what they are given).
+SEQUENTIAL = [[i / (len(pc.sequential.Viridis) - 1), c] for i, c in enumerate(pc.sequential.Viridis)]
 HIGHLIGHT = "#D55E00"
 MASKED_BG = "#d9d9d9"
 
@@ -53,16 +57,208 @@ MAX_MATRIX = 256       # rows/columns of a position x position map
 MAX_TICKS = 48         # token tick labels on an axis
 
 VALIDATE = False
-"""Validate animated figures' frames with plotly's property checks. Off by default: building ~100 frames
-with validation takes ~7x longer; the tests switch it on to check every frame property once."""
+"""Let plotly validate every property of every figure (data, layout and frames). Off by default: the views
+build plain dicts and wrap them in a ``go.Figure`` without plotly's per-property checks, which took most of
+the time of a view (2-10x the rest); the tests switch it on so every property is checked."""
 
 
-def animated_figure(data: list, frames: list[dict]) -> go.Figure:
-    """A figure from trace dicts/objects ``data`` and frame dicts ``frames`` (each ``{"name", "data",
-    "traces"}``), validated only when :data:`VALIDATE` is set (speed; see there)."""
-    # the template object is set here: updating an unvalidated figure's template later is very slow
-    return go.Figure(data=data, layout={"template": TEMPLATE}, frames=frames,
-                     _validate=VALIDATE)
+def _merge(dst: dict, src: dict) -> dict:
+    """Deep-merge ``src`` into ``dst`` (dicts merged key by key, anything else replaced); returns ``dst``.
+    Keys ``title_text``/``title_standoff`` (plotly's "magic underscore" spelling) become ``title.text``..."""
+    for k, v in src.items():
+        if k.startswith("title_"):
+            k, v = "title", {k[len("title_"):]: v}
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            _merge(dst[k], v)
+        else:
+            dst[k] = copy.deepcopy(v) if isinstance(v, dict) else v
+    return dst
+
+
+@lru_cache(maxsize=64)
+def _grid(key: str) -> tuple[dict, dict]:
+    """(layout, refs) of ``make_subplots(**json.loads(key))`` without its template: refs maps (row, col)
+    to the trace's axis references ``("x2", "y2")``. Computed once per grid shape."""
+    from plotly.subplots import make_subplots
+
+    kw = json.loads(key)
+    fig = make_subplots(**kw)
+    layout = fig.layout.to_plotly_json()
+    layout.pop("template", None)
+    refs = {}
+    for r, row in enumerate(fig._grid_ref, start=1):
+        for c, cell in enumerate(row, start=1):
+            if cell:
+                refs[(r, c)] = (cell[0].trace_kwargs["xaxis"], cell[0].trace_kwargs["yaxis"])
+    return layout, refs
+
+
+class FigureBuilder:
+    """A figure under construction as plain dicts, with the few ``go.Figure`` methods the views use
+    (``add_trace`` with ``row``/``col``, ``update_layout``, ``update_xaxes``/``update_yaxes``, ``add_shape``).
+    :meth:`build` (called by :func:`finish`) makes the ``go.Figure`` once, validated only under
+    :data:`VALIDATE`: building through plotly's objects validated and deep-copied every property on every
+    update, which cost most of a view's time."""
+
+    def __init__(self, data: list | None = None, layout: dict | None = None, frames: list | None = None):
+        self.data: list[dict] = [dict(t) for t in (data or [])]
+        self.layout: dict = {}
+        self.frames: list[dict] = list(frames or [])
+        self.refs: dict[tuple[int, int], tuple[str, str]] | None = None
+        if layout:
+            _merge(self.layout, layout)
+
+    @classmethod
+    def grid(cls, rows: int = 1, cols: int = 1, subplot_titles=None, **kw) -> "FigureBuilder":
+        """Like ``plotly.subplots.make_subplots`` (same layout), cached per grid shape."""
+        titles = list(subplot_titles) if subplot_titles else None
+        key = {"rows": rows, "cols": cols, **kw}
+        if titles:  # placeholders: the annotations are created for non-empty titles, in order
+            key["subplot_titles"] = [f"_{i}" if t else "" for i, t in enumerate(titles)]
+        layout, refs = _grid(json.dumps(key, sort_keys=True))
+        out = cls()
+        out.layout = copy.deepcopy(layout)
+        out.refs = refs
+        if titles:
+            texts = [t for t in titles if t]
+            for ann, text in zip(out.layout.get("annotations", []), texts):
+                ann["text"] = text
+        return out
+
+    def _ref(self, row: int | None, col: int | None) -> tuple[str, str]:
+        if row is None or self.refs is None:
+            return "x", "y"
+        return self.refs[(row, col or 1)]
+
+    def add_trace(self, trace: dict, row: int | None = None, col: int | None = None) -> None:
+        trace = dict(trace)
+        if row is not None and self.refs is not None:
+            xr, yr = self._ref(row, col)
+            if xr != "x":
+                trace["xaxis"] = xr
+            if yr != "y":
+                trace["yaxis"] = yr
+        self.data.append(trace)
+
+    def update_layout(self, **kw) -> None:
+        _merge(self.layout, kw)
+
+    def _axes(self, letter: str, row: int | None, col: int | None) -> list[str]:
+        if self.refs is None:
+            return [f"{letter}axis"]
+        i = 0 if letter == "x" else 1
+        return [f"{letter}axis{ref[i][1:]}" for (r, c), ref in sorted(self.refs.items())
+                if (row is None or r == row) and (col is None or c == col)]
+
+    def update_xaxes(self, row: int | None = None, col: int | None = None, **kw) -> None:
+        for name in self._axes("x", row, col):
+            _merge(self.layout.setdefault(name, {}), kw)
+
+    def update_yaxes(self, row: int | None = None, col: int | None = None, **kw) -> None:
+        for name in self._axes("y", row, col):
+            _merge(self.layout.setdefault(name, {}), kw)
+
+    def add_shape(self, row: int | None = None, col: int | None = None, **shape) -> None:
+        if row is not None:
+            xr, yr = self._ref(row, col)
+            shape = {**shape, "xref": xr, "yref": yr}
+        self.layout.setdefault("shapes", []).append(shape)
+
+    def build(self) -> go.Figure:
+        """The ``go.Figure``: float64 arrays sent as float32 (half the JSON; plotly encodes numpy arrays as
+        base64), the geomlab template set, validated only under :data:`VALIDATE`."""
+        data = [_compact(t) for t in self.data]
+        frames = [{**f, "data": [_compact(t) for t in f["data"]]} for f in self.frames]
+        layout = {**self.layout, "template": TEMPLATE}
+        if VALIDATE:
+            return go.Figure(data=data, layout=layout, frames=frames or None)
+        return _unvalidated(data, layout, frames)
+
+
+def _unvalidated(data: list, layout: dict, frames: list) -> "Figure":
+    fig = Figure(data=data, layout=layout, _validate=False)
+    if frames:
+        # plotly validates frames even for an unvalidated figure (~0.3 ms a frame); the tests build every
+        # animated view with VALIDATE on as well, so these dicts are checked there
+        fig._frame_objs = tuple(_Frame(_validate=False, **f) for f in frames)
+    return fig
+
+
+class Figure(go.Figure):
+    """The ``go.Figure`` of an unvalidated view. Pickling (``st.cache_data``, ``copy.deepcopy``) rebuilds it
+    without validation too: a plain ``go.Figure`` is unpickled through ``go.Figure(fig.to_dict())``, which
+    validates every property again."""
+
+    def __reduce__(self):
+        return (_unvalidated, (self._data, self._layout, [f._props for f in self._frame_objs]))
+
+
+class _Frame(go.Frame):
+    """An unvalidated ``go.Frame`` whose ``data`` can be read (plotly builds a frame's trace objects only
+    while validating)."""
+
+    def __getitem__(self, prop):
+        if prop == "data" and self._compound_array_props.get("data") is None:
+            from plotly.validator_cache import ValidatorCache
+
+            validator = ValidatorCache.get_validator("frame", "data")
+            self._compound_array_props["data"] = list(
+                validator.validate_coerce(self._props.get("data", []), _validate=False))
+        return super().__getitem__(prop)
+
+
+_F32_KEYS = frozenset({"x", "y", "z", "customdata", "color", "i", "j", "k"})
+
+
+def _compact(trace: dict) -> dict:
+    """``trace`` without None values and with float64 numpy arrays (also inside ``marker``/``line``) as
+    float32."""
+    out = {}
+    for k, v in trace.items():
+        if v is None:  # unset, as plotly's validation would leave it
+            continue
+        if isinstance(v, np.ndarray) and v.dtype == np.float64 and k in _F32_KEYS:
+            v = v.astype(np.float32)
+        elif isinstance(v, dict) and k in ("marker", "line"):
+            v = _compact(v)
+        out[k] = v
+    return out
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        try:
+            return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+        except (TypeError, ValueError):
+            return False
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def animated_figure(data: list, frames: list[dict]) -> FigureBuilder:
+    """A figure builder from trace dicts ``data`` and frame dicts ``frames`` (each ``{"name", "data",
+    "traces"}``); see :class:`FigureBuilder`.
+
+    Frames carry only what changes: plotly.js merges a frame's trace into the trace it animates, so a
+    property that has the base trace's value in every frame (style, name, mesh triangles) is left out of
+    all frames (``type`` stays, for validation)."""
+    frames = [dict(f) for f in frames]
+    slots: dict[int, list[tuple[int, int]]] = {}  # animated trace index -> [(frame, position in frame)]
+    for fi, f in enumerate(frames):
+        f["data"] = [dict(t) for t in f["data"]]
+        for j, ti in enumerate(f.get("traces", range(len(f["data"])))):
+            slots.setdefault(ti, []).append((fi, j))
+    for ti, where in slots.items():
+        base = data[ti]
+        keys = set.intersection(*(set(frames[fi]["data"][j]) for fi, j in where)) - {"type"}
+        for key in keys:
+            if key in base and all(_same(frames[fi]["data"][j][key], base[key]) for fi, j in where):
+                for fi, j in where:
+                    del frames[fi]["data"][j][key]
+    return FigureBuilder(data=data, frames=frames)
 
 
 @contextmanager
@@ -82,6 +278,34 @@ def cached(tr, key: tuple, compute):
     if key not in store:
         store[key] = compute()
     return store[key]
+
+
+def cached_positions(tr, key: tuple, n: int, positions, compute, axis: int = 0) -> np.ndarray:
+    """A per-position quantity of the trace (``n`` positions along ``axis``) at ``positions`` only:
+    ``compute(missing)`` gets the sorted positions not computed yet and returns their values stacked along
+    ``axis``; computed positions are memoised on the trace under ``key``. Long texts show a subsample, so
+    the views compute the geometry (eigenvalues, logarithms) of the positions they draw, not of all."""
+    store = tr.__dict__.setdefault("_view_cache", {})
+    positions = np.asarray(positions, dtype=np.int64)
+    entry = store.get(key)
+    missing = positions if entry is None else positions[~entry[1][positions]]
+    missing = np.unique(missing)
+    if len(missing):
+        vals = np.asarray(compute(missing))
+        if entry is None:
+            shape = list(vals.shape)
+            shape[axis] = n
+            dtype = vals.dtype if vals.dtype.kind in "fc" else np.float64
+            entry = (np.full(shape, np.nan, dtype=dtype), np.zeros(n, dtype=bool))
+            store[key] = entry
+        arr, done = entry
+        index = [slice(None)] * arr.ndim
+        index[axis] = missing
+        arr[tuple(index)] = vals
+        done[missing] = True
+    if entry is None:  # nothing asked for
+        return np.asarray(compute(positions))
+    return np.take(entry[0], positions, axis=axis)
 
 
 def colour(i: int) -> str:
@@ -122,9 +346,20 @@ def subsample(n: int, max_points: int, cursor: int | None = None) -> np.ndarray:
     return idx
 
 
-def subsample_note(n: int, shown: int) -> str:
-    """Caption suffix when a view shows only part of the positions."""
-    return "" if shown >= n else f" Long text: {shown} of {n} positions shown, evenly spaced."
+def ordinal(k: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``..."""
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
+def subsample_note(n: int, shown: int, what: str = "positions", verb: str = "shown") -> str:
+    """Caption suffix when a view shows only part of the positions (the cap said in words), e.g.
+    ``" Long text: 1,024 of 2,048 positions shown (about every 2nd, evenly spaced)."``."""
+    if shown >= n:
+        return ""
+    ratio = (n - 1) / max(shown - 1, 1)
+    every = f"about every {ordinal(round(ratio))}, " if ratio >= 1.5 else ""
+    return f" Long text: {shown:,} of {n:,} {what} {verb} ({every}evenly spaced)."
 
 
 def token_ticks(labels: Sequence[str], positions: np.ndarray, max_ticks: int = MAX_TICKS) -> dict:
@@ -148,30 +383,41 @@ def hover_tokens(labels: Sequence[str], positions: np.ndarray) -> list[str]:
     return [f"{p} '{labels[p]}'" for p in np.asarray(positions).tolist()]
 
 
-def finish(fig: go.Figure, title: str, caption: str, name: str, height: int | None = None) -> View:
-    """Apply the common layout (white template, title, caption in ``layout.meta``) and wrap in a View."""
-    if getattr(fig, "_validate", True):  # animated_figure sets the template itself
-        fig.update_layout(template=TEMPLATE)
-    fig.update_layout(
-        title={"text": title, "x": 0.01, "xanchor": "left"},
-        font={"size": 13},
-        margin={"l": 60, "r": 20, "t": 60, "b": 50},
-        meta={"caption": caption, "view": name},
-        hoverlabel={"namelength": -1},
-    )
+def finish(fig: FigureBuilder | go.Figure, title: str, caption: str, name: str, height: int | None = None,
+           **layout) -> View:
+    """Apply the common layout (white template, title, caption in ``layout.meta``, then any ``layout``
+    overrides such as ``margin``) and wrap in a View; a :class:`FigureBuilder` is built here."""
+    common = {
+        "title": {"text": title, "x": 0.01, "xanchor": "left"},
+        "font": {"size": 13},
+        "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
+        "meta": {"caption": caption, "view": name},
+        "hoverlabel": {"namelength": -1},
+    }
     if height is not None:
-        fig.update_layout(height=height)
+        common["height"] = height
+    if isinstance(fig, FigureBuilder):
+        fig.update_layout(**common)
+        fig.update_layout(**layout)
+        return View(fig.build(), caption)
+    if getattr(fig, "_validate", True):
+        fig.update_layout(template=TEMPLATE)
+    fig.update_layout(**common)
+    if layout:
+        fig.update_layout(**layout)
     return View(fig, caption)
 
 
-def add_cursor_line(fig: go.Figure, x: float | None, row: int | None = None, col: int | None = None,
-                    axis: str = "x") -> None:
+def add_cursor_line(fig: FigureBuilder | go.Figure, x: float | None, row: int | None = None,
+                    col: int | None = None, axis: str = "x") -> None:
     """Mark the cursor position with a dashed vertical (``axis="x"``) or horizontal line spanning the
     subplot at ``row``/``col`` (a plain layout shape: ``add_vline`` is ~100x slower on subplots)."""
     if x is None:
         return
     if row is None:
         xref, yref = "x", "y"
+    elif isinstance(fig, FigureBuilder):
+        xref, yref = fig._ref(row, col)
     else:
         sp = fig.get_subplot(row, col)
         xref, yref = sp.xaxis.plotly_name.replace("axis", ""), sp.yaxis.plotly_name.replace("axis", "")

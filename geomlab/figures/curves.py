@@ -14,9 +14,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
-from geomlab.figures._common import FigureError, View, colour, finish
+from geomlab.figures._common import FigureBuilder, FigureError, View, colour, finish
 
 X_LABELS = {"step": "optimiser step", "tokens": "training tokens (characters)"}
 METRIC_LABELS = {"bpc": "bits per character", "loss": "loss (nats per character)"}
@@ -82,7 +81,7 @@ def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFram
         raise FigureError(f"metric must be one of {sorted(METRIC_LABELS)}, got {metric!r}")
     if not runs:
         raise FigureError("no runs to plot")
-    fig = go.Figure()
+    fig = FigureBuilder()
     for i, (name, history) in enumerate(runs.items()):
         df = checkpoint_history(history) if hasattr(history, "metrics") else history_frame(history)
         if x not in df.columns:
@@ -93,7 +92,7 @@ def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFram
                 continue
             xs, ys = df[x][ok].to_numpy(), values[ok].to_numpy()
             order = np.argsort(xs, kind="stable")
-            fig.add_trace(go.Scatter(
+            fig.add_trace(dict(type="scatter",
                 x=xs[order], y=ys[order], mode="lines+markers" if ok.sum() < 30 else "lines",
                 name=f"{name}: {series}", line={"color": colour(i), "dash": DASHES[j % len(DASHES)]},
                 hovertemplate=(f"{name}<br>{series}<br>{X_LABELS[x]} %{{x:,}}<br>%{{y:.4f}} "
@@ -103,7 +102,7 @@ def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFram
     fig.update_xaxes(title_text=X_LABELS[x], type="log" if log_x else "linear")
     if not log_x:  # steps and tokens are whole numbers: no fractional ticks on short runs
         fig.update_xaxes(tickformat=",d", rangemode="tozero")
-        xmax = max((float(np.nanmax(t.x)) for t in fig.data if len(t.x)), default=0.0)
+        xmax = max((float(np.nanmax(t["x"])) for t in fig.data if len(t["x"])), default=0.0)
         if xmax <= 20:  # plotly's automatic ticks go fractional below ~10 units
             fig.update_xaxes(tickmode="linear", tick0=0, dtick=1 if xmax <= 10 else 2)
     fig.update_yaxes(title_text=METRIC_LABELS[metric])

@@ -14,11 +14,9 @@ A step counts as a rise when ``mean_t - mean_{t-1} > RISE_TOL * max(1, |mean_{t-
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from geomlab.figures._common import (
-    DIVERGING, HIGHLIGHT, MAX_POINTS, FigureError, View, add_cursor_line, check_cursor,
+    FigureBuilder, DIVERGING, HIGHLIGHT, MAX_POINTS, FigureError, View, add_cursor_line, check_cursor, hover_tokens,
     check_index, colour, finish, subsample, subsample_note, token_ticks,
 )
 from geomlab.trace import CEMTrace
@@ -92,39 +90,40 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
         specs.append([{"colspan": B}] + [None] * (B - 1))
     row_px, gap_px = 190, 74
     plot_px = rows * row_px + (rows - 1) * gap_px
-    fig = make_subplots(rows=rows, cols=B, subplot_titles=titles, specs=specs, horizontal_spacing=0.13,
+    fig = FigureBuilder.grid(rows=rows, cols=B, subplot_titles=titles, specs=specs, horizontal_spacing=0.13,
                         vertical_spacing=gap_px / plot_px if rows > 1 else 0.0)
     ylab = "Δε (a.u.)" if relative else "ε (a.u.)"
     for layer in range(L):
         for b in range(B):
             r, c, name = layer + 1, b + 1, f"L{layer} {_block_name(b)}"
             col = colour(b)
-            fig.add_trace(go.Scatter(x=steps, y=lo[layer, b], mode="lines", line={"width": 0}, name=f"{name} band",
-                                     showlegend=False, hoverinfo="skip"), row=r, col=c)
-            fig.add_trace(go.Scatter(x=steps, y=hi[layer, b], mode="lines", line={"width": 0}, fill="tonexty",
-                                     fillcolor=_BAND_FILL[b % 2], legendgroup="band",
-                                     name=f"{name} band", showlegend=False,
-                                     hovertemplate=f"{BAND[0]}–{BAND[1]}th percentile over tokens"
+            fig.add_trace(dict(type="scatter",
+                x=steps, y=lo[layer, b], mode="lines", line={"width": 0}, name=f"{name} band",
+                showlegend=False, hoverinfo="skip"), row=r, col=c)
+            fig.add_trace(dict(type="scatter", x=steps, y=hi[layer, b], mode="lines", line={"width": 0}, fill="tonexty",
+                                               fillcolor=_BAND_FILL[b % 2], legendgroup="band",
+                                               name=f"{name} band", showlegend=False,
+                                               hovertemplate=f"{BAND[0]}–{BAND[1]}th percentile over tokens"
                                                    "<extra></extra>"), row=r, col=c)
-            fig.add_trace(go.Scatter(
+            fig.add_trace(dict(type="scatter",
                 x=steps, y=mean[layer, b], mode="lines+markers", line={"color": col}, name=f"{name} mean",
                 showlegend=False, customdata=n_rise_tok[layer, b], legendgroup="mean",
                 hovertemplate=(f"{name}<br>step %{{x}}<br>token mean = %{{y:.4g}}<br>tokens whose energy rose: "
                                "%{customdata}<extra></extra>")), row=r, col=c)
             rs = steps[rises[layer, b]]
-            fig.add_trace(go.Scatter(
+            fig.add_trace(dict(type="scatter",
                 x=rs, y=mean[layer, b][rises[layer, b]], mode="markers", name=f"{name} rose",
                 marker=_ROSE_MARKER, legendgroup="rose",
                 showlegend=False, hovertemplate="energy ROSE at step %{x}<extra></extra>"), row=r, col=c)
             if cursor is not None:
-                fig.add_trace(go.Scatter(
+                fig.add_trace(dict(type="scatter",
                     x=steps, y=E[layer, b, :, cursor], mode="lines", name=f"{name} cursor", showlegend=False,
                     line={"color": HIGHLIGHT, "dash": "dot", "width": 2}, legendgroup="cursor",
                     hovertemplate=(f"position {cursor} '{tr.labels[cursor]}'<br>step %{{x}}: %{{y:.4g}}"
                                    "<extra></extra>")), row=r, col=c)
             fig.update_yaxes(title_text=ylab, row=r, col=c, title_standoff=4)
             if disp is not None:
-                fig.add_trace(go.Scatter(
+                fig.add_trace(dict(type="scatter",
                     x=steps, y=disp[layer, b].mean(-1), mode="lines+markers",
                     line={"color": col, "dash": _DASHES[layer % len(_DASHES)]},
                     name=f"{name} displacement", legendgroup="displacement", showlegend=False,
@@ -147,7 +146,7 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
                                                                            "dash": _DASHES[layer % len(_DASHES)]}})
                   for layer in range(min(L, len(_DASHES)))]
     for label, style in kinds:
-        fig.add_trace(go.Scatter(x=[None], y=[None], name=label, showlegend=True, hoverinfo="skip", **style),
+        fig.add_trace(dict(type="scatter", x=[None], y=[None], name=label, showlegend=True, hoverinfo="skip", **style),
                       row=1, col=1)
     x_range = [-0.5, S - 0.5]
     dtick = 1 if S <= 9 else int(np.ceil((S - 1) / 8))
@@ -170,12 +169,10 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     cap += "Compare steps within a layer, not levels across layers."
     legend_rows = int(np.ceil(len(kinds) / 3))
     bottom = 56 + 22 * legend_rows
-    view = finish(fig, f"CEM energy descent (T = {tr.recursion_steps})", cap, "energy_descent",
-                  height=plot_px + 70 + bottom)
-    fig.update_layout(margin={"l": 64, "r": 16, "t": 70, "b": bottom},
-                      legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yanchor": "bottom",
-                              "yref": "container", "font": {"size": 12}, "traceorder": "normal"})
-    return view
+    return finish(fig, f"CEM energy descent (T = {tr.recursion_steps})", cap, "energy_descent",
+                  height=plot_px + 70 + bottom, margin={"l": 64, "r": 16, "t": 70, "b": bottom},
+                  legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yanchor": "bottom",
+                          "yref": "container", "font": {"size": 12}, "traceorder": "normal"})
 
 
 def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | None = None,
@@ -190,12 +187,13 @@ def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | No
     idx = subsample(tr.n_positions, max_points, cursor)
     z = tr.energy_change()[layer, block][:, idx].astype(np.float64)
     lim = float(max(np.abs(z).max(), 1e-12))
-    text = np.broadcast_to(np.array([f"{p} '{tr.labels[p]}'" for p in idx.tolist()], dtype=object), z.shape)
-    fig = go.Figure(go.Heatmap(z=z, x=idx, y=np.arange(z.shape[0]), colorscale=DIVERGING, zmid=0, zmin=-lim,
-                               zmax=lim, text=text, name="energy change",
-                               colorbar={"title": {"text": "Δε (a.u.)"}},
-                               hovertemplate="position %{text}<br>step %{y}<br>ε(x^t) − ε(x^0) = %{z:.4g}"
-                                             "<extra></extra>"))
+    text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx)), z.shape)
+    fig = FigureBuilder([dict(type="heatmap",
+        z=z, x=idx, y=np.arange(z.shape[0]), colorscale=DIVERGING, zmid=0, zmin=-lim,
+        zmax=lim, text=text, name="energy change",
+        colorbar={"title": {"text": "Δε (a.u.)"}},
+        hovertemplate="position %{text}<br>step %{y}<br>ε(x^t) − ε(x^0) = %{z:.4g}"
+                                             "<extra></extra>")])
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     fig.update_yaxes(title_text="recursion step", tickmode="linear", dtick=1)
     add_cursor_line(fig, cursor)

@@ -14,15 +14,13 @@ radians; Plücker coordinates and gates are dimensionless.
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 import torch
-from plotly.subplots import make_subplots
 
 from geomlab import planes
 from geomlab.figures._common import (
-    DIVERGING, HIGHLIGHT, MAX_FRAMES_3D, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, View, add_cursor_line,
-    animated_figure, animation_controls, category_labels, check_cursor, check_index, colour, finish, hover_tokens,
-    subsample, subsample_note, token_ticks,
+    DIVERGING, HIGHLIGHT, MAX_FRAMES_3D, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View,
+    add_cursor_line, animated_figure, animation_controls, category_labels, check_cursor, check_index, colour, finish,
+    hover_tokens, subsample, subsample_note, token_ticks,
 )
 from geomlab.trace import GrassmannTrace
 
@@ -121,8 +119,8 @@ def _default_offset(tr: GrassmannTrace) -> int:
 
 
 def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, colorbar_len):
-    text = np.broadcast_to(np.array(hover_tokens(labels, idx), dtype=object), z.shape)
-    fig.add_trace(go.Heatmap(
+    text = np.broadcast_to(np.array(hover_tokens(labels, idx)), z.shape)
+    fig.add_trace(dict(type="heatmap",
         z=z, x=idx, y=np.arange(z.shape[0]), colorscale=SEQUENTIAL, zmin=0, zmax=zmax, text=text, name=name,
         hoverongaps=False, colorbar={"title": {"text": "rad"}, "y": colorbar_y, "len": colorbar_len},
         hovertemplate=f"{what}<br>layer %{{y}}, position %{{text}}<br>d_g = %{{z:.4f}} rad<extra></extra>"),
@@ -148,7 +146,7 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     titles = [f"along positions: d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>), slot {slot} ({offs})"]
     if rows == 2:
         titles.append(f"across layers: d_g(H_t^(l), H_t^(l+1)), Δ={offset}")
-    fig = make_subplots(rows=rows, cols=1, subplot_titles=titles, vertical_spacing=0.18)
+    fig = FigureBuilder.grid(rows=rows, cols=1, subplot_titles=titles, vertical_spacing=0.18)
     zmax = np.pi / np.sqrt(2)
     _pos_heatmap(fig, dpos[:, idx], idx, tr.labels, 1, 1, "along positions", "along positions", zmax,
                  1 - 0.5 / rows, 1 / rows)
@@ -177,12 +175,12 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     th = consecutive_angles(tr, layer, slot)
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
-    fig = go.Figure()
+    fig = FigureBuilder()
     for k, (name, y) in enumerate((("θ1", th[idx, 0]), ("θ2", th[idx, 1]),
                                    ("d_g", np.linalg.norm(th[idx], axis=-1)))):
-        fig.add_trace(go.Scatter(x=idx, y=y, mode="lines+markers", marker={"size": 4}, name=name,
-                                 line={"color": colour(k), "dash": "dot" if name == "d_g" else "solid"},
-                                 text=hov, hovertemplate=f"position %{{text}}<br>{name} = %{{y:.4f}} rad"
+        fig.add_trace(dict(type="scatter", x=idx, y=y, mode="lines+markers", marker={"size": 4}, name=name,
+                                           line={"color": colour(k), "dash": "dot" if name == "d_g" else "solid"},
+                                           text=hov, hovertemplate=f"position %{{text}}<br>{name} = %{{y:.4f}} rad"
                                                          "<extra></extra>"))
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     fig.update_yaxes(title_text="angle between planes at t−1 and t (rad)", rangemode="tozero")
@@ -210,9 +208,10 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     S[~valid, :] = np.nan
     S[:, ~valid] = np.nan
     cats = category_labels(tr.labels, idx)
-    fig = go.Figure(go.Heatmap(z=S, x=cats, y=cats, colorscale=SEQUENTIAL, zmin=0, zmax=1, name="similarity",
-                               hoverongaps=False, colorbar={"title": {"text": "|⟨p̂_t, p̂_s⟩|"}},
-                               hovertemplate="t = %{y}<br>s = %{x}<br>|⟨p̂_t, p̂_s⟩| = %{z:.4f}<extra></extra>"))
+    fig = FigureBuilder([dict(type="heatmap",
+        z=S, x=cats, y=cats, colorscale=SEQUENTIAL, zmin=0, zmax=1, name="similarity",
+        hoverongaps=False, colorbar={"title": {"text": "|⟨p̂_t, p̂_s⟩|"}},
+        hovertemplate="t = %{y}<br>s = %{x}<br>|⟨p̂_t, p̂_s⟩| = %{z:.4f}<extra></extra>")])
     # constrain="domain": the axes shrink to the square matrix (ticks right under it, no padding)
     fig.update_xaxes(title_text="position s (token)", type="category", nticks=16, showgrid=False,
                      constrain="domain")
@@ -250,9 +249,9 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     names = [f"p{i}{j}" if r <= 10 else f"p{i},{j}" for i, j in zip(I.tolist(), J.tolist())]
     P = len(names)
     cats = category_labels(tr.labels, idx)
-    fig = go.Figure(go.Heatmap(z=p, x=names, y=cats, colorscale=DIVERGING, zmin=-1, zmax=1, zmid=0,
-                               name="plucker", hoverongaps=False, colorbar={"title": {"text": "p̂_ij"}},
-                               hovertemplate="position %{y}<br>%{x} = %{z:.4f}<extra></extra>"))
+    fig = FigureBuilder([dict(type="heatmap", z=p, x=names, y=cats, colorscale=DIVERGING, zmin=-1, zmax=1, zmid=0,
+                                              name="plucker", hoverongaps=False, colorbar={"title": {"text": "p̂_ij"}},
+                                              hovertemplate="position %{y}<br>%{x} = %{z:.4f}<extra></extra>")])
     fig.update_xaxes(title_text="Plücker coordinate p<sub>ij</sub> (i < j)", type="category", nticks=30, showgrid=False)
     fig.update_yaxes(title_text="position t (token)", type="category", nticks=32, autorange="reversed",
                      showgrid=False)
@@ -278,17 +277,18 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = 
     share = (1.0 - tr.gates.astype(np.float64)).mean(-1)
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1, row_heights=[0.45, 0.55])
-    text = np.broadcast_to(np.array(hov, dtype=object), (share.shape[0], len(idx)))
-    fig.add_trace(go.Heatmap(z=share[:, idx], x=idx, y=np.arange(share.shape[0]), colorscale=SEQUENTIAL, zmin=0,
-                             zmax=1, text=text, name="gate share",
-                             colorbar={"title": {"text": "1 − α"}, "y": 0.78, "len": 0.45},
-                             hovertemplate="layer %{y}, position %{text}<br>share of geometry = %{z:.3f}"
-                                           "<extra></extra>"), row=1, col=1)
+    fig = FigureBuilder.grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1, row_heights=[0.45, 0.55])
+    text = np.broadcast_to(np.array(hov), (share.shape[0], len(idx)))
+    fig.add_trace(dict(type="heatmap",
+        z=share[:, idx], x=idx, y=np.arange(share.shape[0]), colorscale=SEQUENTIAL, zmin=0,
+        zmax=1, text=text, name="gate share",
+        colorbar={"title": {"text": "1 − α"}, "y": 0.78, "len": 0.45},
+        hovertemplate="layer %{y}, position %{text}<br>share of geometry = %{z:.3f}"
+            "<extra></extra>"), row=1, col=1)
     for layer in range(share.shape[0]):
-        fig.add_trace(go.Scatter(x=idx, y=share[layer, idx], mode="lines", name=f"layer {layer}",
-                                 line={"color": colour(layer)}, text=hov,
-                                 hovertemplate=f"layer {layer}<br>position %{{text}}<br>1 − α = %{{y:.3f}}"
+        fig.add_trace(dict(type="scatter", x=idx, y=share[layer, idx], mode="lines", name=f"layer {layer}",
+                                           line={"color": colour(layer)}, text=hov,
+                                           hovertemplate=f"layer {layer}<br>position %{{text}}<br>1 − α = %{{y:.3f}}"
                                                "<extra></extra>"), row=2, col=1)
     fig.update_yaxes(title_text="layer", tickmode="linear", dtick=1, row=1, col=1)
     fig.update_yaxes(title_text="mean (1 − α) (fraction)", range=[-0.02, 1.02], row=2, col=1)
@@ -436,7 +436,7 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                f"uses most ({', '.join(axis_names)}): the projected disc is more opaque the more of the plane lies "
                "in this window (coverage = product of the cosines of its angles to the window). Play moves along "
                "the text.")
-    cap += "" if len(idx) >= len(pos) else f" {len(idx)} of {len(pos)} positions shown."
+    cap += subsample_note(len(pos), len(idx), what="positions with a plane", verb="animated")
     return finish(fig, f"Plane on the sphere (layer {layer}, Δ={D}, r={r})", cap, "plane_sphere", height=600)
 
 
@@ -526,13 +526,14 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: i
     lag_sum = np.concatenate([np.zeros_like(csum[:, :window]), csum[:, :-window]], axis=1)[:, :csum.shape[1]]
     lag_cnt = np.concatenate([np.zeros_like(ccnt[:, :window]), ccnt[:, :-window]], axis=1)[:, :ccnt.shape[1]]
     pm = (csum - lag_sum) / np.maximum(ccnt - lag_cnt, 1)[..., None]
-    kappa = planes.decomposability(torch.as_tensor(pm), tr.rank).numpy()
     idx = subsample(tr.n_positions, max_points, cursor)
-    text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx), dtype=object), (kappa.shape[0], len(idx)))
-    fig = go.Figure(go.Heatmap(z=kappa[:, idx], x=idx, y=np.arange(kappa.shape[0]), colorscale=SEQUENTIAL,
-                               zmin=0, zmax=1, text=text, name="kappa", hoverongaps=False,
-                               colorbar={"title": {"text": "κ"}},
-                               hovertemplate="layer %{y}, position %{text}<br>κ = %{z:.3f}<extra></extra>"))
+    kappa = planes.decomposability(torch.as_tensor(pm[:, idx]), tr.rank).numpy()  # only where drawn
+    text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx)), (kappa.shape[0], len(idx)))
+    fig = FigureBuilder([dict(type="heatmap",
+        z=kappa, x=idx, y=np.arange(kappa.shape[0]), colorscale=SEQUENTIAL,
+        zmin=0, zmax=1, text=text, name="kappa", hoverongaps=False,
+        colorbar={"title": {"text": "κ"}},
+        hovertemplate="layer %{y}, position %{text}<br>κ = %{z:.3f}<extra></extra>")])
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     fig.update_yaxes(title_text="layer", tickmode="linear", dtick=1)
     add_cursor_line(fig, cursor)
@@ -564,21 +565,23 @@ def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     E = planes.coordinate_energy(p[torch.as_tensor(valid)], r).numpy()
     D = _offset(tr, layer, slot)
     spacing = 0.17
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=spacing,
+    fig = FigureBuilder.grid(rows=1, cols=2, horizontal_spacing=spacing,
                         subplot_titles=(f"Â at {t} '{tr.labels[t]}'", "axis-pair energy E<sub>ij</sub>"))
     width = (1 - spacing) / 2
     ax = np.arange(r)
     # each colour bar just right of its own panel; the right panel shares the left one's axis i (no second
     # set of tick labels or title under the left colour bar)
-    fig.add_trace(go.Heatmap(z=A, x=ax, y=ax, colorscale=DIVERGING, zmid=0, zmin=-1, zmax=1, name="plane matrix",
-                             colorbar={"title": {"text": "Â_ij", "side": "right"}, "x": width + 0.012,
-                                       "xanchor": "left", "thickness": 12, "len": 0.8},
-                             hovertemplate=(f"position {t} '{tr.labels[t]}'<br>Â[%{{y}}, %{{x}}] = %{{z:.4f}}"
-                                            "<extra></extra>")), row=1, col=1)
-    fig.add_trace(go.Heatmap(z=E, x=ax, y=ax, colorscale=SEQUENTIAL, zmin=0, name="coordinate energy",
-                             colorbar={"title": {"text": "E<sub>ij</sub>", "side": "right"}, "x": 1.012, "xanchor": "left",
-                                       "thickness": 12, "len": 0.8},
-                             hovertemplate="E[%{y}, %{x}] = %{z:.4f} (mean over positions)<extra></extra>"),
+    fig.add_trace(dict(type="heatmap",
+        z=A, x=ax, y=ax, colorscale=DIVERGING, zmid=0, zmin=-1, zmax=1, name="plane matrix",
+        colorbar={"title": {"text": "Â_ij", "side": "right"}, "x": width + 0.012,
+        "xanchor": "left", "thickness": 12, "len": 0.8},
+        hovertemplate=(f"position {t} '{tr.labels[t]}'<br>Â[%{{y}}, %{{x}}] = %{{z:.4f}}"
+             "<extra></extra>")), row=1, col=1)
+    fig.add_trace(dict(type="heatmap",
+        z=E, x=ax, y=ax, colorscale=SEQUENTIAL, zmin=0, name="coordinate energy",
+        colorbar={"title": {"text": "E<sub>ij</sub>", "side": "right"}, "x": 1.012, "xanchor": "left",
+        "thickness": 12, "len": 0.8},
+        hovertemplate="E[%{y}, %{x}] = %{z:.4f} (mean over positions)<extra></extra>"),
                   row=1, col=2)
     dtick = 1 if r <= 12 else 2 if r <= 24 else None
     fig.update_xaxes(title_text="reduced axis j", dtick=dtick, constrain="domain", constraintoward="right",

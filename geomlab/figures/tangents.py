@@ -12,12 +12,10 @@ mixing ``Gamma = eta Id``), 1 when it turns it to an orthogonal direction; NaN w
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from geomlab.figures._common import (
-    DIVERGING, MAX_POINTS, SEQUENTIAL, FigureError, View, add_cursor_line, check_cursor, check_index, colour,
-    finish, hover_tokens, subsample, subsample_note, token_ticks,
+    DIVERGING, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View, add_cursor_line, check_cursor, check_index,
+    colour, finish, hover_tokens, subsample, subsample_note, token_ticks,
 )
 from geomlab.trace import OSMTrace
 
@@ -69,15 +67,15 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
     titles = []
     for s in range(n_sub):
         titles += [f"{_substep_name(tr, s)}: before mixing", f"{_substep_name(tr, s)}: after mixing"]
-    fig = make_subplots(rows=n_sub, cols=2, subplot_titles=titles, horizontal_spacing=0.12,
+    fig = FigureBuilder.grid(rows=n_sub, cols=2, subplot_titles=titles, horizontal_spacing=0.12,
                         vertical_spacing=0.2 if n_sub > 1 else 0.1)
     layers = np.arange(L)
-    hov = np.array(hover_tokens(tr.labels, idx), dtype=object)
+    hov = np.array(hover_tokens(tr.labels, idx))
     text = np.broadcast_to(hov, (L, len(idx)))
     for s in range(n_sub):
         zmax = float(np.nanmax([raw[:, s].max(), mixed[:, s].max(), 1e-12]))
         for c, (vals, what) in enumerate(((raw, "before mixing"), (mixed, "after mixing")), start=1):
-            fig.add_trace(go.Heatmap(
+            fig.add_trace(dict(type="heatmap",
                 z=vals[:, s][:, idx], x=idx, y=layers, colorscale=SEQUENTIAL, zmin=0, zmax=zmax,
                 text=text, name=f"{_substep_name(tr, s)} {what}",
                 colorbar={"title": {"text": "rad"}, "len": 1.0 / n_sub, "y": 1 - (s + 0.5) / n_sub,
@@ -103,12 +101,12 @@ def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX
     idx = subsample(tr.n_positions, max_points, cursor)
     n_sub = raw.shape[1]
     hov = hover_tokens(tr.labels, idx)
-    fig = make_subplots(rows=n_sub, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+    fig = FigureBuilder.grid(rows=n_sub, cols=1, shared_xaxes=True, vertical_spacing=0.1,
                         subplot_titles=[_substep_name(tr, s) for s in range(n_sub)])
     for s in range(n_sub):
         for layer in range(raw.shape[0]):
             for vals, dash, what in ((mixed, "solid", "after mixing"), (raw, "dot", "before mixing")):
-                fig.add_trace(go.Scatter(
+                fig.add_trace(dict(type="scatter",
                     x=idx, y=vals[layer, s, idx], mode="lines", line={"color": colour(layer), "dash": dash},
                     name=f"layer {layer} {what}", legendgroup=f"L{layer}{what}", showlegend=s == 0, text=hov,
                     hovertemplate=(f"layer {layer} {_substep_name(tr, s)} {what}<br>position %{{text}}"
@@ -129,10 +127,10 @@ def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_
     share = mixing_share_values(tr)
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
-    fig = go.Figure()
+    fig = FigureBuilder()
     for layer in range(share.shape[0]):
         for s in range(share.shape[1]):
-            fig.add_trace(go.Scatter(
+            fig.add_trace(dict(type="scatter",
                 x=idx, y=share[layer, s, idx], mode="lines",
                 line={"color": colour(layer), "dash": "solid" if s == 0 else "dash"},
                 name=f"layer {layer} {_substep_name(tr, s)}", text=hov,
@@ -164,12 +162,12 @@ def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: i
     parts = [("Re", np.real)] + ([("Im", np.imag)] if np.iscomplexobj(mixed) else [])
     lim = float(max(np.abs(raw).max(), np.abs(mixed).max(), 1e-12))
     titles = [f"{w} ({p})" for p, _ in parts for w in ("before mixing", "after mixing")]
-    fig = make_subplots(rows=len(parts), cols=2, subplot_titles=titles, horizontal_spacing=0.12,
+    fig = FigureBuilder.grid(rows=len(parts), cols=2, subplot_titles=titles, horizontal_spacing=0.12,
                         vertical_spacing=0.15)
     d = tr.d
     for r, (pname, f) in enumerate(parts, start=1):
         for c, (A, what) in enumerate(((raw, "before mixing"), (mixed, "after mixing")), start=1):
-            fig.add_trace(go.Heatmap(
+            fig.add_trace(dict(type="heatmap",
                 z=f(A).astype(np.float64), x=np.arange(d), y=np.arange(d), colorscale=DIVERGING, zmid=0,
                 zmin=-lim, zmax=lim, name=f"{what} ({pname})", showscale=(r == 1 and c == 2),
                 colorbar={"title": {"text": "rad"}},

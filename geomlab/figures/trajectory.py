@@ -14,13 +14,11 @@ Geometry (computed with :mod:`geomlab.groups`):
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from geomlab.figures._common import (
-    HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, FigureError, View, add_cursor_line, animated_figure,
-    animation_controls, cached, check_cursor, check_index, colour, finish, hover_tokens, one_blas_thread,
-    subsample, subsample_note, token_ticks,
+    HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View, add_cursor_line,
+    animated_figure, animation_controls, cached, cached_positions, check_cursor, check_index, colour, finish,
+    hover_tokens, one_blas_thread, subsample, subsample_note, token_ticks,
 )
 from geomlab.trace import OSMTrace
 
@@ -44,63 +42,89 @@ def _torch(a: np.ndarray):
     return torch.from_numpy(np.ascontiguousarray(a))
 
 
-def state_phases(tr: OSMTrace, layer: int = -1) -> np.ndarray:
+def state_phases(tr: OSMTrace, layer: int = -1, positions=None) -> np.ndarray:
     """``[position, d]`` sorted eigenvalue phases (radians) of the states of ``layer``
-    (``group.eigen_angles``). Raises :class:`FigureError` for a non-OSM trace or a bad layer."""
+    (``group.eigen_angles``), at ``positions`` (default: all; computed once per position and cached).
+    Raises :class:`FigureError` for a non-OSM trace or a bad layer."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
-    return cached(tr, ("phases", layer), lambda: tr.get_group().eigen_angles(_torch(tr.states[layer])).numpy())
+    n = tr.n_positions
+    pos = np.arange(n) if positions is None else np.asarray(positions)
+    return cached_positions(tr, ("phases", layer), n, pos,
+                            lambda p: tr.get_group().eigen_angles(_torch(tr.states[layer][p])).numpy())
 
 
-def distance_from_identity(tr: OSMTrace) -> np.ndarray:
-    """``[layer, position]`` geodesic distance ``dist(I, H_t) = ||log H_t||_F`` (radians)."""
+def distance_from_identity(tr: OSMTrace, positions=None) -> np.ndarray:
+    """``[layer, position]`` geodesic distance ``dist(I, H_t) = ||log H_t||_F`` (radians), at ``positions``
+    (default: all; cached per position)."""
     tr = _osm(tr)
-    return cached(tr, ("dist_id",), lambda: _distance_from_identity(tr))
+    n = tr.n_positions
+    pos = np.arange(n) if positions is None else np.asarray(positions)
+    return cached_positions(tr, ("dist_id",), n, pos, lambda p: _distance_from_identity(tr, p), axis=1)
 
 
-def _distance_from_identity(tr: OSMTrace) -> np.ndarray:
+def _distance_from_identity(tr: OSMTrace, p: np.ndarray) -> np.ndarray:
     group = tr.get_group()
-    H = _torch(tr.states)
+    H = _torch(tr.states[:, p])
     eye = group.identity(*H.shape[:-2]).to(H.dtype)
     return group.dist(eye, H).numpy()
 
 
-def step_distances(tr: OSMTrace) -> np.ndarray:
+def step_distances(tr: OSMTrace, positions=None) -> np.ndarray:
     """``[layer, position]`` geodesic distance between consecutive states ``dist(H_{t-1}, H_t)``
-    (radians); NaN at t = 0."""
+    (radians); NaN at t = 0. At ``positions`` (default: all; cached per position)."""
     tr = _osm(tr)
-    return cached(tr, ("dist_step",), lambda: _step_distances(tr))
+    n = tr.n_positions
+    pos = np.arange(n) if positions is None else np.asarray(positions)
+    return cached_positions(tr, ("dist_step",), n, pos, lambda p: _step_distances(tr, p), axis=1)
 
 
-def _step_distances(tr: OSMTrace) -> np.ndarray:
+def _step_distances(tr: OSMTrace, p: np.ndarray) -> np.ndarray:
     group = tr.get_group()
-    H = _torch(tr.states)
-    out = np.full(tr.states.shape[:2], np.nan)
-    if H.shape[1] > 1:
-        out[:, 1:] = group.dist(H[:, :-1], H[:, 1:]).numpy()
+    out = np.full((tr.states.shape[0], len(p)), np.nan)
+    later = p > 0
+    if later.any():
+        q = p[later]
+        out[:, later] = group.dist(_torch(tr.states[:, q - 1]), _torch(tr.states[:, q])).numpy()
     return out
+
+
+PCA_SOLVER = "covariance_eigh"
+"""scikit-learn's PCA solver for :func:`pca_coords`. ``"covariance_eigh"`` (eigenvectors of the
+features x features covariance, 2 d^2 <= 2,048 features here) gives the full SVD's projection to ~1e-14 and
+was the fastest on every bundled model at 2,048 positions (1-18 ms vs 4-90 ms for ``"full"``, 5-20 ms for
+``"randomized"``); ``"randomized"`` (``random_state=0``) is as fast but differs from the full SVD by up to
+5e-4 of the range on the bundled models and by several percent where the 3rd and 4th components have
+nearly equal variance (tests/test_figures.py). The seconds of the old full SVD came mostly from the
+constant (always zero) entries of torus states, now dropped before the fit."""
 
 
 def pca_coords(tr: OSMTrace, layer: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """``([position, 3], [3])``: the first three principal components of ``vec(H_t)`` (real and imaginary
-    parts stacked; scikit-learn PCA, centred) and their explained-variance ratios. Components past the data
-    rank are zero."""
+    parts stacked; scikit-learn PCA with :data:`PCA_SOLVER`, centred, fitted on every position) and their
+    explained-variance ratios. Components past the data rank are zero."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
     return cached(tr, ("pca", layer), lambda: _pca_coords(tr, layer))
 
 
+def pca_inputs(tr: OSMTrace, layer: int) -> np.ndarray:
+    """``[position, features]`` float64: ``vec(H_t)`` of ``layer``, real and imaginary parts stacked."""
+    H = tr.states[layer].reshape(tr.n_positions, -1)
+    X = np.concatenate([H.real, H.imag], axis=1) if np.iscomplexobj(H) else H
+    return X.astype(np.float64)
+
+
 def _pca_coords(tr: OSMTrace, layer: int) -> tuple[np.ndarray, np.ndarray]:
     from sklearn.decomposition import PCA
 
-    H = tr.states[layer].reshape(tr.n_positions, -1)
-    X = np.concatenate([H.real, H.imag], axis=1) if np.iscomplexobj(H) else H
-    X = X.astype(np.float64)
+    X = pca_inputs(tr, layer)
+    X = X[:, np.ptp(X, axis=0) > 0]  # constant features (e.g. the zero entries of a torus state) carry nothing
     k = min(3, X.shape[0], X.shape[1])
     coords = np.zeros((X.shape[0], 3))
     ratio = np.zeros(3)
-    if X.shape[0] >= 2 and k >= 1 and np.ptp(X, axis=0).max() > 0:
-        pca = PCA(n_components=k, svd_solver="full")
+    if X.shape[0] >= 2 and k >= 1:
+        pca = PCA(n_components=k, svd_solver=PCA_SOLVER, **({"random_state": 0} if PCA_SOLVER == "randomized" else {}))
         with one_blas_thread():
             coords[:, :k] = pca.fit_transform(X)
         ratio[:k] = pca.explained_variance_ratio_
@@ -122,9 +146,9 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
-    theta = state_phases(tr, layer)
     idx = subsample(tr.n_positions, max_frames, cursor)
     start = cursor if cursor is not None else 0
+    theta = dict(zip(idx.tolist(), state_phases(tr, layer, idx)))  # idx holds the start (0 or the cursor)
     phi = np.linspace(0, 2 * np.pi, 181)
 
     def points(t: int) -> dict:
@@ -136,8 +160,8 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
 
     names = [str(t) for t in idx.tolist()]
     fig = animated_figure(
-        [go.Scatter(x=np.cos(phi), y=np.sin(phi), mode="lines", name="unit circle",
-                    line={"color": "#888", "width": 1}, hoverinfo="skip"), points(start)],
+        [dict(type="scatter", x=np.cos(phi), y=np.sin(phi), mode="lines", name="unit circle",
+                              line={"color": "#888", "width": 1}, hoverinfo="skip"), points(start)],
         [{"data": [points(t)], "traces": [1], "name": n} for t, n in zip(idx.tolist(), names)])
     active = int(np.searchsorted(idx, start))
     fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in idx.tolist()], names, active))
@@ -151,7 +175,7 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                               "bgcolor": "rgba(255,255,255,0.7)"})
     cap = (f"Eigenvalues of the hidden state H_t ({_layer_name(tr, layer)}) on the unit circle; their angles "
            f"(radians) are conjugation-invariant. Press Play or drag the slider to move along the text."
-           + subsample_note(tr.n_positions, len(idx)))
+           + subsample_note(tr.n_positions, len(idx), verb="animated"))
     return finish(fig, f"Eigenvalue phases of H_t ({tr.group.get('name', '?')}({tr.d}))", cap,
                   "phase_circle", height=560)
 
@@ -163,15 +187,15 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
-    theta = state_phases(tr, layer)
     idx = subsample(tr.n_positions, max_points, cursor)
+    theta = state_phases(tr, layer, idx)
     d = theta.shape[1]
     x = np.repeat(idx, d)
-    y = theta[idx].reshape(-1)
-    text = np.repeat(np.array(hover_tokens(tr.labels, idx), dtype=object), d)
-    fig = go.Figure(go.Scattergl(
+    y = theta.reshape(-1)
+    text = np.repeat(np.array(hover_tokens(tr.labels, idx)), d)
+    fig = FigureBuilder([dict(type="scattergl",
         x=x, y=y, mode="markers", name="eigenvalue phase", marker={"size": 4, "color": colour(0)},
-        text=text, hovertemplate="position %{text}<br>θ = %{y:.3f} rad<extra></extra>"))
+        text=text, hovertemplate="position %{text}<br>θ = %{y:.3f} rad<extra></extra>")])
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     fig.update_yaxes(title_text="eigenvalue phase θ (rad)", range=[-np.pi - 0.1, np.pi + 0.1], **TWO_PI_TICKS)
     add_cursor_line(fig, cursor)
@@ -186,17 +210,17 @@ def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = 
     Traces: for each layer l, ``from identity`` then ``step`` (2 per layer, in layer order)."""
     tr = _osm(tr)
     cursor = check_cursor(cursor, tr.n_positions)
-    d0 = distance_from_identity(tr)
-    d1 = step_distances(tr)
     idx = subsample(tr.n_positions, max_points, cursor)
+    d0 = distance_from_identity(tr, idx)
+    d1 = step_distances(tr, idx)
     hov = hover_tokens(tr.labels, idx)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+    fig = FigureBuilder.grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("distance from the identity", "distance between consecutive states"))
     for layer in range(tr.n_layers):
         name = _layer_name(tr, layer)
         for row, (vals, what) in enumerate(((d0, "‖log H<sub>t</sub>‖"), (d1, "dist(H<sub>t−1</sub>, H<sub>t</sub>)")), start=1):
-            fig.add_trace(go.Scatter(
-                x=idx, y=vals[layer, idx], mode="lines", name=name, legendgroup=name, showlegend=row == 1,
+            fig.add_trace(dict(type="scatter",
+                x=idx, y=vals[layer], mode="lines", name=name, legendgroup=name, showlegend=row == 1,
                 line={"color": colour(layer)}, text=hov,
                 hovertemplate=f"{name}<br>position %{{text}}<br>{what} = %{{y:.3f}} rad<extra></extra>"),
                 row=row, col=1)
@@ -221,19 +245,19 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
     pcs = [f"PC{k + 1} ({ratio[k]:.0%})" for k in range(3)]
-    data = [go.Scatter3d(
+    data = [dict(type="scatter3d",
         x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2], mode="lines+markers", name="trajectory",
-        marker={"size": 3, "color": idx, "colorscale": "Viridis",
+        marker={"size": 3, "color": idx, "colorscale": SEQUENTIAL,
                 "colorbar": {"title": {"text": "position", "side": "right"}, "thickness": 12, "len": 0.75}},
         line={"color": "#888", "width": 2}, text=hov,
         hovertemplate=(f"position %{{text}}<br>{pcs[0]} %{{x:.3f}}<br>{pcs[1]} %{{y:.3f}}<br>{pcs[2]} %{{z:.3f}}"
                        "<extra></extra>"))]
     if cursor is not None:
-        data.append(go.Scatter3d(
+        data.append(dict(type="scatter3d",
             x=coords[[cursor], 0], y=coords[[cursor], 1], z=coords[[cursor], 2], mode="markers",
             name="cursor", marker={"size": 8, "color": HIGHLIGHT}, text=hover_tokens(tr.labels, [cursor]),
             hovertemplate="cursor: position %{text}<extra></extra>"))
-    fig = go.Figure(data=data)
+    fig = FigureBuilder(data=data)
     # bare axis titles (PC1..PC3; the variance shares go in the title, caption and hover), few small ticks
     # and the camera pulled back, so that at half width no title is clipped or sits on the tick labels
     axis = {"nticks": 4, "tickfont": {"size": 11}, "title": {"font": {"size": 12}}}
@@ -250,16 +274,15 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     cap = (f"The states H_t ({_layer_name(tr, layer)}) as points vec(H_t) projected on their first three "
            f"principal components ({shares} of the variance, together {ratio.sum():.0%}; unitless); "
            "colour = position." + subsample_note(tr.n_positions, len(idx)))
-    view = finish(fig, f"State trajectory, 3-D PCA<br><sup>variance: {shares}</sup>", cap, "pca_trajectory",
-                  height=560)
-    view.figure.update_layout(margin={"l": 10, "r": 10, "t": 70, "b": 10})
-    return view
+    return finish(fig, f"State trajectory, 3-D PCA<br><sup>variance: {shares}</sup>", cap, "pca_trajectory",
+                  height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
 
 
 def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-              max_frames: int = MAX_FRAMES_3D) -> View:
+              max_frames: int = MAX_FRAMES_3D, max_points: int = MAX_POINTS) -> View:
     """For 3 x 3 real states (SO(3), O(3)): the rotating frame ``H_t e_1, H_t e_2, H_t e_3`` as three
-    arrows from the origin, animated over positions, with the path of each arrow tip over the whole text.
+    arrows from the origin, animated over positions (at most ``max_frames``), with the path of each arrow
+    tip over the whole text (at most ``max_points`` positions).
     Traces: 0-2 = tip paths, 3-5 = frame axes of the shown position (animated).
     Raises :class:`FigureError` unless the states are real 3 x 3."""
     tr = _osm(tr)
@@ -272,10 +295,13 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     idx = subsample(tr.n_positions, max_frames, cursor)
     start = cursor if cursor is not None else 0
     axes = ("e₁", "e₂", "e₃")
-    hov = hover_tokens(tr.labels, np.arange(tr.n_positions))
-    data = [go.Scatter3d(x=H[:, 0, k], y=H[:, 1, k], z=H[:, 2, k], mode="lines", name=f"path of H_t {axes[k]}",
-                         line={"color": colour(k), "width": 2}, opacity=0.35, text=hov,
-                         hovertemplate=f"H_t {axes[k]} at position %{{text}}<extra></extra>")
+    pidx = subsample(tr.n_positions, max_points, cursor)
+    hov = hover_tokens(tr.labels, pidx)
+    P = H[pidx]
+    data = [dict(type="scatter3d",
+        x=P[:, 0, k], y=P[:, 1, k], z=P[:, 2, k], mode="lines", name=f"path of H_t {axes[k]}",
+        line={"color": colour(k), "width": 2}, opacity=0.35, text=hov,
+        hovertemplate=f"H_t {axes[k]} at position %{{text}}<extra></extra>")
             for k in range(3)]
 
     def arrows(t: int) -> list[dict]:
@@ -296,8 +322,10 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                              "zaxis": {"title": {"text": "z"}, "range": rng}, "aspectmode": "cube",
                              "camera": {"eye": {"x": 1.55, "y": 1.55, "z": 1.1}}})
     cap = ("The state H_t as a rotating frame: its three columns (unit vectors) drawn from the origin, with "
-           "the path each one traces over the text. Press Play to watch the frame turn token by token."
-           + subsample_note(tr.n_positions, len(idx)))
+           "the path each one traces over the text. Press Play to watch the frame turn token by token.")
+    if len(idx) < tr.n_positions:
+        cap += (f" Long text: {len(idx):,} of {tr.n_positions:,} positions animated, the paths through "
+                f"{len(pidx):,} (evenly spaced).")
     return finish(fig, f"Rotating frame of H_t ({_layer_name(tr, layer)})", cap, "so3_frame", height=600)
 
 
@@ -319,29 +347,30 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
     k = ang.shape[1]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
+    fig = FigureBuilder.grid(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
                         subplot_titles=("angles of the diagonal entries", "first two angles on the flat torus"))
     for j in range(k):
-        fig.add_trace(go.Scatter(x=idx, y=ang[idx, j], mode="markers", name=f"φ{j + 1}",
-                                 marker={"size": 4, "color": colour(j)}, text=hov,
-                                 hovertemplate=f"position %{{text}}<br>φ{j + 1} = %{{y:.3f}} rad<extra></extra>"),
+        fig.add_trace(dict(type="scatter",
+            x=idx, y=ang[idx, j], mode="markers", name=f"φ{j + 1}",
+            marker={"size": 4, "color": colour(j)}, text=hov,
+            hovertemplate=f"position %{{text}}<br>φ{j + 1} = %{{y:.3f}} rad<extra></extra>"),
                       row=1, col=1)
     b = ang[:, 1] if k > 1 else np.zeros(len(ang))
     # coloured by position: a colour bar says so (a legend entry would show one colour for all points)
-    fig.add_trace(go.Scatter(x=ang[idx, 0], y=b[idx], mode="markers", name="(φ1, φ2)", showlegend=False,
-                             marker={"size": 5, "color": idx, "colorscale": "Viridis", "cmin": 0,
+    fig.add_trace(dict(type="scatter", x=ang[idx, 0], y=b[idx], mode="markers", name="(φ1, φ2)", showlegend=False,
+                                       marker={"size": 5, "color": idx, "colorscale": SEQUENTIAL, "cmin": 0,
                                      "cmax": max(tr.n_positions - 1, 1),
                                      "colorbar": {"title": {"text": "position", "side": "right"},
                                                   "x": 1.01, "xanchor": "left", "len": 0.8,
                                                   "thickness": 12, "tickfont": {"size": 11}}},
-                             text=hov,
-                             hovertemplate="position %{text}<br>φ1 = %{x:.3f} rad, φ2 = %{y:.3f} rad"
+                                       text=hov,
+                                       hovertemplate="position %{text}<br>φ1 = %{x:.3f} rad, φ2 = %{y:.3f} rad"
                                            "<extra></extra>"), row=1, col=2)
     if cursor is not None:
-        fig.add_trace(go.Scatter(x=[ang[cursor, 0]], y=[b[cursor]], mode="markers", name="cursor",
-                                 marker={"size": 12, "color": HIGHLIGHT, "symbol": "circle-open",
+        fig.add_trace(dict(type="scatter", x=[ang[cursor, 0]], y=[b[cursor]], mode="markers", name="cursor",
+                                           marker={"size": 12, "color": HIGHLIGHT, "symbol": "circle-open",
                                          "line": {"width": 3}},
-                                 hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"),
+                                           hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"),
                       row=1, col=2)
     fig.update_xaxes(title_text="position t (token)", row=1, col=1, **token_ticks(tr.labels, idx, 24))
     fig.update_yaxes(title_text="angle φ<sub>k</sub> (rad)", row=1, col=1, range=[-3.3, 3.3], **TWO_PI_TICKS)
