@@ -10,12 +10,10 @@ subset of rows and columns is shown (the values are exact entries, not averages)
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from geomlab.figures._common import (
     DIVERGING, HIGHLIGHT, MASKED_BG, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, View, category_labels,
-    check_cursor, check_index, colour, finish, subsample, subsample_note,
+    FigureBuilder, check_cursor, check_index, colour, finish, subsample, subsample_note,
 )
 from geomlab.trace import OSMTrace, Trace
 
@@ -84,23 +82,25 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
     spacing = 0.16
     # one panel: its name goes in the figure title (a subplot title is centred on the unconstrained domain
     # and lands on the top tick label once the square panel is narrower than the figure)
-    fig = make_subplots(rows=1, cols=n, subplot_titles=[p[0] for p in panels] if n > 1 else None,
-                        horizontal_spacing=spacing)
+    fig = FigureBuilder.grid(rows=1, cols=n, subplot_titles=[p[0] for p in panels] if n > 1 else None,
+                             horizontal_spacing=spacing)
     width = (1 - spacing * (n - 1)) / n
     for c, (title, z, scale, zmin, zmax, what, name) in enumerate(panels, start=1):
         hover = "Re tr(H_i* H_j)" if name == "similarity" else what
         # each colour bar just right of its own panel (the right panel shares the query axis and shows no
         # tick labels or title of its own, so nothing sits under the left colour bar)
         x_cb = (c - 1) * (width + spacing) + width + 0.012
-        fig.add_trace(go.Heatmap(
-            z=z, x=cats, y=cats, colorscale=scale, zmin=zmin, zmax=zmax, zmid=0 if zmin < 0 else None,
-            name=name, hoverongaps=False,
-            colorbar={"title": {"text": what, "side": "right"}, "x": x_cb, "xanchor": "left", "len": 0.9,
-                      "thickness": 12, "tickfont": {"size": 11}},
-            hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{hover} = %{{z:.4f}}<extra></extra>"), row=1, col=c)
-        fig.update_xaxes(title_text="key position j (token)", type="category", nticks=16, row=1, col=c)
+        heat = {"type": "heatmap", "z": z, "x": cats, "y": cats, "colorscale": scale, "zmin": zmin, "zmax": zmax,
+                "name": name, "hoverongaps": False,
+                "colorbar": {"title": {"text": what, "side": "right"}, "x": x_cb, "xanchor": "left", "len": 0.9,
+                             "thickness": 12, "tickfont": {"size": 11}},
+                "hovertemplate": f"query %{{y}}<br>key %{{x}}<br>{hover} = %{{z:.4f}}<extra></extra>"}
+        if zmin < 0:
+            heat["zmid"] = 0
+        fig.add_trace(heat, row=1, col=c)
+        fig.update_xaxes(title={"text": "key position j (token)"}, type="category", nticks=16, row=1, col=c)
         if c == 1:
-            fig.update_yaxes(title_text="query position i (token)", type="category", nticks=16,
+            fig.update_yaxes(title={"text": "query position i (token)"}, type="category", nticks=16,
                              autorange="reversed", row=1, col=c, scaleanchor="x", scaleratio=1,
                              constrain="domain")
             fig.update_xaxes(constrain="domain", constraintoward="right" if n > 1 else "left", row=1, col=c)
@@ -154,18 +154,19 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
     idx = subsample(q + 1, max_points, q)
     labels = [tr.labels[i] for i in idx]
     hover = [f"key {i} '{lab}'" for i, lab in zip(idx, labels)]
-    data = []
+    fig = FigureBuilder()
+    x = idx.astype(np.float32)
     if H > 1:
         for h, w in enumerate(per_head):
-            data.append(go.Scatter(x=idx, y=w[idx].astype(np.float32), mode="lines", name=f"head {h}",
-                                   line={"width": 1, "color": colour(h)}, opacity=0.7, text=hover,
-                                   hovertemplate=f"%{{text}}<br>head {h}: %{{y:.4f}}<extra></extra>"))
-    data.append(go.Scatter(x=idx, y=mean[idx].astype(np.float32), mode="lines+markers" if len(idx) <= 64 else "lines",
-                           name="mean over heads" if H > 1 else "weight", line={"width": 3, "color": "#000000"},
-                           text=hover, hovertemplate="%{text}<br>weight %{y:.4f}<extra></extra>"))
-    fig = go.Figure(data=data)
-    fig.update_xaxes(title_text="key position j")
-    fig.update_yaxes(title_text="attention weight", rangemode="tozero")
+            fig.add_trace({"type": "scatter", "x": x, "y": w[idx].astype(np.float32), "mode": "lines",
+                           "name": f"head {h}", "line": {"width": 1, "color": colour(h)}, "opacity": 0.7,
+                           "text": np.array(hover), "hovertemplate": f"%{{text}}<br>head {h}: %{{y:.4f}}<extra></extra>"})
+    fig.add_trace({"type": "scatter", "x": x, "y": mean[idx].astype(np.float32),
+                   "mode": "lines+markers" if len(idx) <= 64 else "lines",
+                   "name": "mean over heads" if H > 1 else "weight", "line": {"width": 3, "color": "#000000"},
+                   "text": np.array(hover), "hovertemplate": "%{text}<br>weight %{y:.4f}<extra></extra>"})
+    fig.update_xaxes(title={"text": "key position j"})
+    fig.update_yaxes(title={"text": "attention weight"}, rangemode="tozero")
     top = int(np.argmax(mean))
     cap = (f"Where position {q} '{tr.labels[q]}' looks in layer {layer}: its attention weight on every earlier "
            f"position (they sum to 1). Most weight on position {top} '{tr.labels[top]}' ({mean[top]:.2f}).")
