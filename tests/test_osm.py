@@ -426,3 +426,20 @@ def test_expm_taylor_padded_sizes(n, dtype):
     (expm_taylor(A1) * W.conj()).real.sum().backward()
     (torch.linalg.matrix_exp(A2) * W.conj()).real.sum().backward()
     assert torch.allclose(A1.grad, A2.grad, atol=1e-10)
+
+
+@pytest.mark.parametrize("group", ["U", "SU", "T"])
+@pytest.mark.parametrize("heads", [1, 2, 4])
+def test_realified_heads_give_the_native_logits_in_float64(group, heads):
+    """complex_mode='real' splits the 2d x 2d realified rows into heads with row r beside its imaginary twin
+    r + d, so every head scores what the native head scores: the same logits to 1e-8 (issue 15, class 8).
+    Before, rows r and r + d landed in different heads and the logits differed by ~2e-2."""
+    torch.manual_seed(3)
+    native = make("osmformer", group, d=4, heads=heads).double()
+    real = make("osmformer", group, d=4, heads=heads, complex_mode="real").double()
+    real.load_state_dict(native.state_dict())
+    x = tokens(2, 11)
+    with torch.no_grad():
+        torch.testing.assert_close(real(x), native(x), rtol=0, atol=1e-8)
+        np.testing.assert_allclose(dense_attention(real.record(x[:1]), heads=heads),
+                                   dense_attention(native.record(x[:1]), heads=heads), atol=1e-8)

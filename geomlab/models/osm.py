@@ -621,8 +621,14 @@ class OSMFormer(OSMBase):
         return bias.masked_fill(rel < 0, float("-inf"))
 
     def _heads_view(self, H: torch.Tensor) -> torch.Tensor:
-        """``(B, T, n, n)`` -> real ``(B, heads, T, F/heads)``: the rows of each head, flattened."""
+        """``(B, T, n, n)`` -> real ``(B, heads, T, F/heads)``: the rows of each head, flattened.
+
+        Heads own contiguous blocks of the native rows. Realified states (``complex_mode="real"``) keep
+        native row ``r`` together with its imaginary twin ``r + d`` (rows ``[X_r, -Y_r]`` and ``[Y_r, X_r]``),
+        so each head scores exactly what the native head scores (times ``1 / sim_scale``)."""
         B, T, n, _ = H.shape
+        if isinstance(self.geo, RealifiedGroup):
+            H = H.reshape(B, T, 2, n // 2, n).transpose(2, 3)  # (B, T, d, 2, 2d): row r beside row r + d
         X = torch.view_as_real(H) if H.is_complex() else H
         return X.reshape(B, T, self.heads, -1).transpose(1, 2)
 
@@ -632,6 +638,8 @@ class OSMFormer(OSMBase):
         n = like.shape[-1]
         if like.is_complex():
             return torch.view_as_complex(X.reshape(B, T, n, n, 2).contiguous())
+        if isinstance(self.geo, RealifiedGroup):
+            return X.reshape(B, T, n // 2, 2, n).transpose(2, 3).reshape(B, T, n, n)
         return X.reshape(B, T, n, n)
 
     def _attention_scale(self, layer: int) -> torch.Tensor:
@@ -666,17 +674,11 @@ class OSMFormer(OSMBase):
             X = R @ X
         H = X
         # the attention is recorded as what scores it (design choice: no T x T array is formed): the layer's
-        # input states and a scale, or, where the arithmetic heads do not follow the native rows (realified
-        # states split into several heads), the queries and keys themselves
-        explicit_qk = isinstance(self.geo, RealifiedGroup) and self.heads > 1
+        # input states and a scale (the heads of the arithmetic states follow the native rows)
         if rec is not None:
             nat = self._to_native
-            rec.update(inputs=nat(X[0]), states=[], tangents_raw=[], tangents=[], attention_q=[], attention_k=[])
+            rec.update(inputs=nat(X[0]), states=[], tangents_raw=[], tangents=[])
         for layer in range(self.n_layers):
-            if rec is not None and explicit_qk:
-                v = self._heads_view(H)[0]
-                rec["attention_q"].append(v * self._attention_scale(layer))
-                rec["attention_k"].append(v)
             Hbar, _ = self.attention_mean(H, layer)
             d_att = self._direction(H, Hbar)
             p_att = self.mix_att[layer](d_att, self.geo)
@@ -700,15 +702,10 @@ class OSMFormer(OSMBase):
                     rec[key] = torch.stack(rec[key])
                 else:
                     rec[key] = torch.zeros(shape, dtype=cdtype, device=logits.device)
-            if explicit_qk and rec["attention_q"]:
-                rec["attention_q"] = torch.stack(rec["attention_q"])
-                rec["attention_k"] = torch.stack(rec["attention_k"])
-            else:
-                del rec["attention_q"], rec["attention_k"]
-                if self.n_layers:
-                    rec["attention_scale"] = torch.stack([
-                        self._attention_scale(l) / (self.sim_scale if isinstance(self.geo, RealifiedGroup) else 1.0)
-                        for l in range(self.n_layers)]).to(logits.dtype)
+            if self.n_layers:
+                rec["attention_scale"] = torch.stack([
+                    self._attention_scale(l) / (self.sim_scale if isinstance(self.geo, RealifiedGroup) else 1.0)
+                    for l in range(self.n_layers)]).to(logits.dtype)
             if self.config["position"] == "alibi" and self.n_layers:
                 rec["attention_slopes"] = self.alibi.detach().to(logits.dtype).clone()
         return logits
@@ -724,8 +721,7 @@ class OSMFormer(OSMBase):
         ``model(tokens)[0]``, and the attention as what scores it (no ``T x T`` array): ``attention_scale``
         ``(L,)`` with scores ``S_ij = scale_l * <H_i, H_j>_head + bias_ij`` on the layer's input states (native
         rows split evenly into heads; layer 0 reads ``inputs``, layer l the ``states[l-1]``) and, with ALiBi,
-        ``attention_slopes`` ``(L, heads)`` (bias ``-m (i - j)``); for realified states split into several
-        heads, ``attention_q`` / ``attention_k`` ``(L, heads, T, F)`` instead. ``geomlab.trace`` turns them
+        ``attention_slopes`` ``(L, heads)`` (bias ``-m (i - j)``). ``geomlab.trace`` turns them
         into weights and similarities ``Re tr(H_i^* H_j)`` on demand. States are native (complex for
         U/SU/T); the states and logits use the fused path, exactly as ``forward``."""
         self._check_record(tokens)

@@ -1,0 +1,134 @@
+"""``python -m geomlab.bench views``: what one view of a bundled checkpoint costs, as the app pays it.
+
+For every bundled checkpoint that reads text and every view page that shows its kind (the registry,
+:mod:`geomlab.views`), at each text length of ``--chars`` (default 256 and 2,048 characters of Tiny
+Shakespeare when ``GEOMLAB_DATA_DIR`` has it, else a built-in text repeated), it measures in CPU seconds
+(``time.process_time``; on a shared machine closer to an idle machine's wall time than the wall clock):
+
+* ``trace``: one ``geomlab.trace.trace_text`` (the one forward pass the app caches per checkpoint and text);
+* ``figures``: every figure of the view with its default controls at the default cursor (the middle);
+* ``send``: what ``st.plotly_chart`` then pays per figure (``fig.to_dict()`` and ``plotly.io.to_json``);
+* ``move``: figures + send again at another cursor with the trace cached (a cursor move or redraw);
+
+plus the trace's stored bytes (``Trace.nbytes``), its compressed ``.npz`` download, and as the baseline
+measured in the same run the CPU of one plain forward pass of the same text (``x fwd``: view total over
+forward). Targets of issue 14: trace + figures + send ≤ 0.5 s CPU at 256 characters and ≤ 3 s at 2,048,
+a 2,048-character trace ≤ 16 MB. Prints one row per (checkpoint, view, length); the median of
+``--repeats`` runs after one warm-up. Design choice: a benchmark, not a test (nothing is asserted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+TEXT = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun.\n"
+        "JULIET: O Romeo, Romeo, wherefore art thou Romeo? Deny thy father and refuse thy name.\n")
+
+
+def bench_text(n: int) -> str:
+    """``n`` characters of Tiny Shakespeare (from ``GEOMLAB_DATA_DIR``) or of :data:`TEXT` repeated."""
+    root = os.environ.get("GEOMLAB_DATA_DIR")
+    if root:
+        path = Path(root) / "tinyshakespeare" / "input.txt"
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            return text[10_000:10_000 + n]
+    return (TEXT * (n // len(TEXT) + 1))[:n]
+
+
+def _send(views) -> None:
+    import plotly.io as pio
+
+    for v in views.values():
+        fig = v.figure
+        fig.to_dict()
+        pio.to_json(fig, validate=False)
+
+
+def measure(ck, slug: str, text: str, repeats: int) -> dict:
+    """CPU seconds (medians) and sizes of view ``slug`` of checkpoint ``ck`` on ``text`` (see module doc)."""
+    import torch
+
+    from geomlab import trace as trace_mod
+    from geomlab import views
+
+    tokens = trace_mod.encode_text(ck.vocab, text)
+    fwd, tr_t, fig_t, send_t, move_t = [], [], [], [], []
+    tr = None
+    n_figs = 0
+    for rep in range(repeats + 1):
+        c0 = time.process_time()
+        with torch.no_grad():
+            ck.model(tokens)
+        c1 = time.process_time()
+        tr = trace_mod.trace_text(ck.model, ck.vocab, text)
+        c2 = time.process_time()
+        T = tr.n_positions
+        controls = views.default_controls(slug, tr)
+        built = views.build_view(tr, slug, controls, cursor=T // 2)
+        c3 = time.process_time()
+        _send(built)
+        c4 = time.process_time()
+        _send(views.build_view(tr, slug, controls, cursor=max(0, T // 2 - 7)))
+        c5 = time.process_time()
+        n_figs = len(built)
+        if rep:  # the first run warms up imports and caches
+            fwd.append(c1 - c0)
+            tr_t.append(c2 - c1)
+            fig_t.append(c3 - c2)
+            send_t.append(c4 - c3)
+            move_t.append(c5 - c4)
+    med = statistics.median
+    return {"forward": med(fwd), "trace": med(tr_t), "figures": med(fig_t), "send": med(send_t),
+            "move": med(move_t), "n_figures": n_figs, "nbytes": tr.nbytes,
+            "npz": len(trace_mod.trace_bytes(tr))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m geomlab.bench views", description=__doc__.split("\n\n")[0])
+    p.add_argument("--chars", default="256,2048", help="comma-separated text lengths (default 256,2048)")
+    p.add_argument("--repeats", type=int, default=1, help="timed repeats per row (median reported)")
+    p.add_argument("--only", default=None, help="comma-separated checkpoint names (default: every bundled one)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1, as the app uses)")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from geomlab import catalog, checkpoint
+    from geomlab import views as views_mod
+
+    torch.set_num_threads(args.threads)
+    lengths = [int(x) for x in args.chars.split(",") if x.strip()]
+    wanted = set(args.only.split(",")) if args.only else None
+    entries = [e for e in catalog.list_checkpoints(user=False)
+               if (wanted is None or e.name in wanted) and (e.meta.get("vocab") or {}).get("level", "char") == "char"
+               and not e.is_word_problem]
+    print(f"trace + view figures + send, CPU seconds (median of {args.repeats}, torch threads {args.threads}); "
+          "targets: total <= 0.5 s at 256 characters, <= 3 s at 2,048; trace <= 16 MB")
+    print(f"{'checkpoint':34s} {'view':13s} {'chars':>5s} {'fwd':>6s} {'trace':>6s} {'figs':>6s} {'send':>6s} "
+          f"{'total':>6s} {'x fwd':>6s} {'move':>6s} {'#':>2s} {'MB':>6s} {'npz MB':>6s}")
+    worst: dict[int, float] = {}
+    for e in entries:
+        ck = checkpoint.load(e.path)
+        ck.model.eval()
+        for view in views_mod.views_for_kind(e.kind):
+            for n in lengths:
+                text = bench_text(n)
+                try:
+                    r = measure(ck, view.slug, text, args.repeats)
+                except ValueError as exc:  # a checkpoint that cannot read this text: said, not fatal
+                    print(f"{e.name:34s} {view.slug:13s} {n:5d}  not traced: {exc}")
+                    continue
+                total = r["trace"] + r["figures"] + r["send"]
+                worst[n] = max(worst.get(n, 0.0), total)
+                print(f"{e.name:34s} {view.slug:13s} {n:5d} {r['forward']:6.3f} {r['trace']:6.3f} "
+                      f"{r['figures']:6.3f} {r['send']:6.3f} {total:6.3f} {total / max(r['forward'], 1e-9):6.1f} "
+                      f"{r['move']:6.3f} {r['n_figures']:2d} {r['nbytes'] / 2**20:6.2f} {r['npz'] / 2**20:6.2f}")
+    for n, w in sorted(worst.items()):
+        target = 0.5 if n <= 256 else 3.0
+        print(f"worst total at {n} characters: {w:.3f} s CPU (target {target} s: ratio {w / target:.2f})")
+    return 0
