@@ -15,6 +15,7 @@ import streamlit as st
 
 from app_pages import _ui as ui
 from app_pages._data import figure_for
+from app_pages._warm import rendering
 from geomlab import views as registry
 
 
@@ -141,7 +142,7 @@ def render_view(slug: str) -> None:
         entry = ui.checkpoint_picker(kinds=view.kinds, only=True)
     text = ui.text_box(entry)
     t0 = time.perf_counter()
-    with ui.guard("Tracing the text"):
+    with ui.guard("Tracing the text"), rendering():
         tokens = ui.check_text(entry, text)
         unknown = ui.unknown_tokens(entry, text)
         if unknown:

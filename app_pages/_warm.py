@@ -9,13 +9,12 @@ each view to. ``GEOMLAB_APP_PREWARM=0`` turns the pre-tracing off (imports are s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from typing import Any
-
-import streamlit as st
+from typing import Any, Iterator
 
 from app_pages import _data as data
 from geomlab import views as registry
@@ -25,8 +24,31 @@ log = logging.getLogger("geomlab.app")
 _WARM_MODULES = ("torch", "geomlab.models", "geomlab.checkpoint", "geomlab.trace", "geomlab.figures",
                  "sklearn.decomposition")
 _IMPORTS_DONE = threading.Event()
+_ACTIVE = 0  # page renders in progress (the warm-up's later views wait for them: they share the GIL)
+_ACTIVE_LOCK = threading.Condition()
 #: What the warm-up built: ``[(slug, ref, n_figures, seconds)]`` (for the log and the tests).
 WARMED: list[tuple[str, str, int, float]] = []
+
+
+@contextlib.contextmanager
+def rendering() -> Iterator[None]:
+    """Mark a page render in progress: the warm-up pauses between figures while any is (the first visitor
+    should not share the CPU and the GIL with pre-building views nobody asked for yet)."""
+    global _ACTIVE
+    with _ACTIVE_LOCK:
+        _ACTIVE += 1
+    try:
+        yield
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE -= 1
+            _ACTIVE_LOCK.notify_all()
+
+
+def _wait_idle(timeout: float = 30.0) -> None:
+    """Wait (at most ``timeout`` seconds) until no page render is in progress."""
+    with _ACTIVE_LOCK:
+        _ACTIVE_LOCK.wait_for(lambda: _ACTIVE == 0, timeout)
 
 
 def warm_targets(found: list) -> list[tuple[str, Any]]:
@@ -57,6 +79,7 @@ def prewarm_view(slug: str, entry: Any) -> int:
     controls = registry.default_controls(slug, tr)
     n = 0
     for f in registry.view_figures(slug, tr):
+        _wait_idle()
         key = data.figure_key(tkey, f.name, controls, 0)
         try:
             data.cache().get_or_compute(key, lambda f=f: registry.build_figure(tr, f.name, controls, 0))
@@ -77,7 +100,9 @@ def prewarm(max_views: int = 6) -> int:
         log.debug("warm-up: listing checkpoints failed", exc_info=True)
         return 0
     built = 0
-    for slug, entry in warm_targets(found)[:max_views]:
+    for i, (slug, entry) in enumerate(warm_targets(found)[:max_views]):
+        if i:
+            _wait_idle()  # the first view is built at once; the others when no page is being drawn
         t0 = time.perf_counter()
         try:
             n = prewarm_view(slug, entry)
@@ -92,28 +117,39 @@ def prewarm(max_views: int = 6) -> int:
     return built
 
 
-@st.cache_resource(show_spinner=False)
+_THREAD: threading.Thread | None = None
+_THREAD_LOCK = threading.Lock()
+
+
 def warm_up() -> threading.Thread:
-    """Start the warm-up thread once per process (see the module docstring). pandas is imported first, in
-    the calling thread, because plotly peeks at ``sys.modules["pandas"]`` and must never see it
-    half-imported; :func:`wait_warm` waits for the imports (not the pre-tracing) before a page uses torch."""
+    """Start the warm-up thread once per process and return it (later calls return the same thread; it may
+    be called from ``serve.py``'s start-up hook before any session, or from ``app.py``'s first run). pandas
+    is imported first, in the calling thread, because plotly peeks at ``sys.modules["pandas"]`` and must
+    never see it half-imported; :func:`wait_warm` waits for the imports (not the pre-tracing) before a page
+    uses torch."""
+    global _THREAD
     import importlib
 
-    import pandas  # noqa: F401
+    with _THREAD_LOCK:
+        if _THREAD is not None:
+            return _THREAD
+        import pandas  # noqa: F401
 
-    def work() -> None:
-        for name in _WARM_MODULES:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - best effort; pages report real import errors themselves
-                pass
-        _IMPORTS_DONE.set()
-        if os.environ.get("GEOMLAB_APP_PREWARM", "1") != "0":
-            prewarm()
+        def work() -> None:
+            t0 = time.perf_counter()
+            for name in _WARM_MODULES:
+                try:
+                    importlib.import_module(name)
+                except Exception:  # noqa: BLE001 - best effort; pages report real import errors themselves
+                    pass
+            _IMPORTS_DONE.set()
+            log.info("warm-up: imports done in %.1f s", time.perf_counter() - t0)
+            if os.environ.get("GEOMLAB_APP_PREWARM", "1") != "0":
+                prewarm()
 
-    thread = threading.Thread(target=work, daemon=True, name="geomlab-warm-up")
-    thread.start()
-    return thread
+        _THREAD = threading.Thread(target=work, daemon=True, name="geomlab-warm-up")
+        _THREAD.start()
+        return _THREAD
 
 
 def wait_warm(timeout: float = 120.0) -> None:

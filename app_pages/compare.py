@@ -6,6 +6,7 @@ import streamlit as st
 
 from app_pages import _ui as ui
 from app_pages import _views as views
+from app_pages._warm import rendering
 from geomlab import views as registry
 
 K_VIEW = "gl_compare_view"
@@ -178,5 +179,5 @@ def main() -> None:
                                            force_narrow=True)
 
 
-with ui.guard("The Compare page"):
+with ui.guard("The Compare page"), rendering():
     main()
