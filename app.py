@@ -22,29 +22,13 @@ _ROOT = Path(__file__).resolve().parent
 if str(_ROOT) not in sys.path:  # `app_pages._ui` and `geomlab` importable however the app is started
     sys.path.insert(0, str(_ROOT))
 
-import logging  # noqa: E402
-
 import streamlit as st  # noqa: E402
 
 from app_pages import _ui as ui  # noqa: E402
 
-
-@st.cache_resource(show_spinner=False)
-def _log_to_server() -> None:
-    """Send geomlab's INFO lines (cache misses, warm-up) to the server's stderr, once per process."""
-    logger = logging.getLogger("geomlab")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
-
-
-_log_to_server()
-
 st.set_page_config(page_title="geomlab", page_icon=":material/blur_circular:", layout="wide",
                    initial_sidebar_state="expanded")
+ui.log_to_server()
 ui.warm_up()
 ui.init_state()
 

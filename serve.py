@@ -22,8 +22,9 @@ import streamlit as st  # noqa: E402
 
 @asynccontextmanager
 async def _lifespan(_app):
-    from app_pages._warm import warm_up
+    from app_pages._warm import log_to_server, warm_up
 
+    log_to_server()
     warm_up()
     yield
 

@@ -36,6 +36,11 @@ DEFAULT_TEXT = "ROMEO: But soft, what light through yonder window breaks? It is 
 FALLBACK_MAX_CHARS = 2048
 
 
+#: The app logs the cache's counters every this many page lookups (design choice).
+LOG_EVERY = 50
+_LOOKUPS = 0
+
+
 def cache() -> ByteLRU:
     """The server-wide byte-budget cache (one per process)."""
     return shared_cache()
@@ -45,6 +50,10 @@ def cached(key: Hashable, compute: Callable[[], Any], spinner: str | None = None
     """``compute()`` through the shared cache under ``key``; a spinner with ``spinner`` while a missing value
     is computed in a script run."""
     c = cache()
+    global _LOOKUPS
+    _LOOKUPS += 1
+    if _LOOKUPS % LOG_EVERY == 0:  # the hit rate in the server log now and then (misses are logged each)
+        log.info("%s", c.stats().line())
     if spinner and key not in c:
         with st.spinner(spinner):
             return c.get_or_compute(key, compute)
@@ -227,7 +236,7 @@ def figure_for(entry: catalog.CheckpointEntry, text: str, trace_opts: dict[str, 
     :class:`geomlab.figures.View`; raises ``FigureError`` (a ``ValueError``) like
     :func:`geomlab.views.build_figure`."""
     key = figure_key(trace_key(str(entry.path), entry.mtime, text, trace_opts), name, controls, cursor)
-    return cache().get_or_compute(key, lambda: registry.build_figure(tr, name, controls, cursor))
+    return cached(key, lambda: registry.build_figure(tr, name, controls, cursor))
 
 
 def trace_json(tr: Any) -> str:

@@ -28,7 +28,7 @@ from app_pages._state import (  # noqa: F401
     K_STEPS_B, K_SUBSTEP, K_TEXT, URL_KEYS, copy, init_state, page_path, seed, set_checkpoint, share_link,
     state_query, sync_query_params,
 )
-from app_pages._warm import wait_warm, warm_up  # noqa: F401
+from app_pages._warm import log_to_server, wait_warm, warm_up  # noqa: F401
 from app_pages._widgets import (  # noqa: F401
     PLOTLY_CONFIG, chart, checkpoint_picker, cursor_control, int_control, short_labels, steps_control,
     text_box, token_label, trace_downloads, view_controls,

@@ -24,6 +24,7 @@ log = logging.getLogger("geomlab.app")
 _WARM_MODULES = ("torch", "geomlab.models", "geomlab.checkpoint", "geomlab.trace", "geomlab.figures",
                  "sklearn.decomposition")
 _IMPORTS_DONE = threading.Event()
+_THREAD_LOCK = threading.Lock()
 _ACTIVE = 0  # page renders in progress (the warm-up's later views wait for them: they share the GIL)
 _ACTIVE_LOCK = threading.Condition()
 #: What the warm-up built: ``[(slug, ref, n_figures, seconds)]`` (for the log and the tests).
@@ -117,8 +118,20 @@ def prewarm(max_views: int = 6) -> int:
     return built
 
 
+def log_to_server() -> None:
+    """Send geomlab's INFO lines (cache misses and counters, warm-up) to the server's stderr; once per
+    process (idempotent: the ``geomlab`` logger gets one handler)."""
+    logger = logging.getLogger("geomlab")
+    with _THREAD_LOCK:
+        if not any(getattr(h, "_geomlab_app", False) for h in logger.handlers):
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            handler._geomlab_app = True
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+
+
 _THREAD: threading.Thread | None = None
-_THREAD_LOCK = threading.Lock()
 
 
 def warm_up() -> threading.Thread:
