@@ -104,15 +104,16 @@ def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool 
     return 1
 
 
-def _fitting_entry(view: registry.ViewSpec):
-    """The checkpoint to show in ``view``: the chosen one when the view shows its kind, else the one Home
-    links to (with a notice when the user chose the other); None when nothing fits."""
+def _choose_fitting(view: registry.ViewSpec) -> bool:
+    """Make the chosen checkpoint one ``view`` shows: keep it when the view shows its kind, else switch to
+    the one Home links to (with a notice when the user chose the other). False (with a message) when no
+    checkpoint fits."""
     fitting = [e for e in ui.entries() if e.kind in view.kinds]
     current = ui.entry_for(st.session_state.get(ui.K_CKPT))
     if not fitting:
         if current is not None:
             ui.wrong_kind_message(view, current)
-        return None
+        return False
     if current is None or current.kind not in view.kinds:
         # arriving with a checkpoint this view cannot show: switch to the one Home links to, and say so
         # only when the user chose that checkpoint (a link, a pick); a default is replaced silently
@@ -136,7 +137,7 @@ def render_view(slug: str) -> None:
     if not ui.entries():
         ui.no_checkpoint_message()
         return
-    if _fitting_entry(view) is None:
+    if not _choose_fitting(view):
         return
     with st.sidebar:
         entry = ui.checkpoint_picker(kinds=view.kinds, only=True)

@@ -95,6 +95,7 @@ def main() -> None:
         st.warning("The two checkpoints split the text into different numbers of tokens (different "
                    "vocabularies); the cursor follows A's positions.", icon=":material/warning:")
     pos = ui.cursor_control(labels)
+    ui.cache_caption()
     with ui.guard("The surprisal chart"):
         sides = [(traces[s], e, f"{s}: {e.name}", c) for s, e, c in (("A", a, COLOURS[0]), ("B", b, COLOURS[1]))
                  if s in traces]

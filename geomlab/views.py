@@ -14,6 +14,7 @@ functions are imported when a figure is built.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -128,8 +129,8 @@ def n_layers(tr: Any) -> int:
     n = getattr(tr, "n_layers", None)
     if callable(n):
         n = n()
-    if isinstance(n, int) and n > 0:
-        return n
+    if isinstance(n, numbers.Integral) and n > 0:
+        return int(n)
     for name in ("states", "energies", "reduced", "attention"):
         a = getattr(tr, name, None)
         if a is not None and hasattr(a, "shape"):
@@ -143,8 +144,8 @@ def n_heads(tr: Any) -> int:
     n = getattr(tr, "n_heads", None)
     if callable(n):
         n = n()
-    if isinstance(n, int):
-        return n
+    if isinstance(n, numbers.Integral):
+        return int(n)
     att = getattr(tr, "attention", None)
     if att is None:
         return 0
