@@ -5,6 +5,7 @@ scikit-learn and the figures; then it traces the default checkpoint's default te
 view's figures (registry defaults, cursor 0) into :func:`app_pages._data.cache` under the very keys the
 pages use, so the first visitor's view is a cache hit; then it does the same for the checkpoint Home links
 each view to. ``GEOMLAB_APP_PREWARM=0`` turns the pre-tracing off (imports are still warmed).
+:func:`wait_first_view` lets ``serve.py`` hold the server's start until the first view is in the cache.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ log = logging.getLogger("geomlab.app")
 _WARM_MODULES = ("torch", "geomlab.models", "geomlab.checkpoint", "geomlab.trace", "geomlab.figures",
                  "sklearn.decomposition")
 _IMPORTS_DONE = threading.Event()
+#: Set once the first warm target (the default checkpoint's default view) is in the cache, or skipped.
+FIRST_VIEW_DONE = threading.Event()
 _THREAD_LOCK = threading.Lock()
 _ACTIVE = 0  # page renders in progress (the warm-up's later views wait for them: they share the GIL)
 _ACTIVE_LOCK = threading.Condition()
@@ -110,6 +113,9 @@ def prewarm(max_views: int = 6) -> int:
         except Exception:  # noqa: BLE001 - best effort
             log.debug("warm-up of %s for %s failed", slug, entry.ref, exc_info=True)
             continue
+        finally:
+            if i == 0:
+                FIRST_VIEW_DONE.set()
         dt = time.perf_counter() - t0
         WARMED.append((slug, entry.ref, n, dt))
         log.info("warm-up: %s with %s, %d figures in %.1f s; %s", slug, entry.ref, n, dt,
@@ -157,12 +163,21 @@ def warm_up() -> threading.Thread:
                     pass
             _IMPORTS_DONE.set()
             log.info("warm-up: imports done in %.1f s", time.perf_counter() - t0)
-            if os.environ.get("GEOMLAB_APP_PREWARM", "1") != "0":
-                prewarm()
+            try:
+                if os.environ.get("GEOMLAB_APP_PREWARM", "1") != "0":
+                    prewarm()
+            finally:
+                FIRST_VIEW_DONE.set()
 
         _THREAD = threading.Thread(target=work, daemon=True, name="geomlab-warm-up")
         _THREAD.start()
         return _THREAD
+
+
+def wait_first_view(timeout: float) -> bool:
+    """Block until the warm-up has built its first view (or skipped it), at most ``timeout`` seconds; True
+    when it is done. ``serve.py`` calls it before the server accepts requests."""
+    return FIRST_VIEW_DONE.wait(timeout)
 
 
 def wait_warm(timeout: float = 120.0) -> None:
