@@ -235,8 +235,17 @@ def figure_for(entry: catalog.CheckpointEntry, text: str, trace_opts: dict[str, 
     """Figure ``name`` of ``tr`` (the trace of ``entry`` on ``text``) as a cached
     :class:`geomlab.figures.View`; raises ``FigureError`` (a ``ValueError``) like
     :func:`geomlab.views.build_figure`."""
-    key = figure_key(trace_key(str(entry.path), entry.mtime, text, trace_opts), name, controls, cursor)
-    return cached(key, lambda: registry.build_figure(tr, name, controls, cursor))
+    tkey = trace_key(str(entry.path), entry.mtime, text, trace_opts)
+    built = []
+
+    def build() -> Any:
+        built.append(True)
+        return registry.build_figure(tr, name, controls, cursor)
+
+    view = cached(figure_key(tkey, name, controls, cursor), build)
+    if built:  # the figure may have memoised geometry on the trace: charge the trace's entry for it
+        cache().remeasure(tkey)
+    return view
 
 
 def trace_json(tr: Any) -> str:

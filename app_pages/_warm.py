@@ -88,6 +88,7 @@ def prewarm_view(slug: str, entry: Any) -> int:
         try:
             data.cache().get_or_compute(key, lambda f=f: registry.build_figure(tr, f.name, controls, 0))
             n += 1
+            data.cache().remeasure(tkey)  # geometry the figure memoised on the trace
         except ValueError:  # a figure that does not fit this text: the page shows the message itself
             continue
     return n

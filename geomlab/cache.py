@@ -66,15 +66,29 @@ def _array_bytes(value: Any) -> int:
     return 0
 
 
+def _nested_array_bytes(obj: Any, depth: int = 0) -> int:
+    """Bytes of the arrays inside tuples, lists and dicts (other objects count 0)."""
+    if depth > 8:
+        return 0
+    if isinstance(obj, dict):  # list(...) first: another thread may be adding to a memo dict
+        return sum(_nested_array_bytes(v, depth + 1) for v in list(obj.values()))
+    if isinstance(obj, (tuple, list)):
+        return sum(_nested_array_bytes(v, depth + 1) for v in list(obj))
+    return _array_bytes(obj)
+
+
 def trace_nbytes(tr: Any) -> int:
     """Bytes of a trace: its ``nbytes`` property when it has one, else the sum of the arrays of
-    ``array_fields()``, ``extras`` and ``tokens``. Labels and config are not counted (small)."""
+    ``array_fields()``, ``extras`` and ``tokens``; plus the geometry the figures memoise on the trace
+    object (``_view_cache``: eigenvalues, logarithms, PCA), which grows as figures are built (see
+    :meth:`ByteLRU.remeasure`). Labels and config are not counted (small)."""
+    memo = _nested_array_bytes(getattr(tr, "__dict__", {}).get("_view_cache") or {})
     n = getattr(tr, "nbytes", None)
     if isinstance(n, (int, np.integer)):
-        return int(n)
+        return int(n) + memo
     total = sum(_array_bytes(a) for a in tr.array_fields().values())
     total += sum(_array_bytes(a) for a in (getattr(tr, "extras", None) or {}).values())
-    return total + _array_bytes(getattr(tr, "tokens", None))
+    return total + _array_bytes(getattr(tr, "tokens", None)) + memo
 
 
 def _walk_nbytes(obj: Any, depth: int = 0) -> int:
@@ -255,6 +269,32 @@ class ByteLRU:
                 entry[1] -= 1
                 if entry[1] == 0:
                     self._key_locks.pop(key, None)
+
+    def remeasure(self, key: Hashable) -> int | None:
+        """Measure the value under ``key`` again (it grew, e.g. a trace that memoised geometry for its
+        figures) and evict least recently used entries until the budget holds again (the value itself last;
+        it is kept as the most recent). Returns its new size, None when the key is not held. No counter
+        changes except evictions."""
+        with self._lock:
+            item = self._data.get(key, _MISSING)
+        if item is _MISSING:
+            return None
+        try:
+            size = int(self._sizeof(item[0]))
+        except RuntimeError:  # the value changed while it was measured: keep the old size this time
+            return None
+        with self._lock:
+            current = self._data.get(key, _MISSING)
+            if current is _MISSING or current[0] is not item[0]:
+                return None
+            self._nbytes += size - current[1]
+            self._data[key] = (current[0], size)
+            self._data.move_to_end(key)
+            while self._nbytes > self.budget and self._data:
+                _, (_, n) = self._data.popitem(last=False)
+                self._nbytes -= n
+                self._evictions += 1
+            return size
 
     # ------------------------------------------------------------------ housekeeping
     def stats(self) -> CacheStats:

@@ -178,3 +178,23 @@ def test_stats_line_reads_as_a_caption():
 
 def test_shared_cache_is_one_instance():
     assert cache.shared_cache() is cache.shared_cache()
+
+
+def test_remeasure_charges_a_grown_value_and_keeps_the_budget():
+    c = ByteLRU(100, sizeof=len)
+    c.put("old", [0] * 30)
+    grow = [0] * 30
+    c.put("k", grow)
+    grow.extend([0] * 50)  # the value grew in place (as a trace memoising geometry does)
+    assert c.remeasure("k") == 80
+    assert c.nbytes == 80 <= c.budget and c.keys() == ["k"]  # "old" evicted to make room
+    assert c.remeasure("missing") is None
+
+
+def test_a_trace_is_charged_for_the_geometry_memoised_on_it():
+    from geomlab.trace import from_record
+
+    tr = from_record({"logits": np.zeros((5, 3), np.float32)}, "newkind", np.arange(5))
+    base = cache.size_of(tr)
+    tr.__dict__["_view_cache"] = {("eig",): (np.zeros(100), np.zeros((2, 2)))}
+    assert cache.size_of(tr) == base + 800 + 32
