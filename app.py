@@ -3,7 +3,9 @@
 This file is the frame shared by every page (``st.navigation``): it sets the page config, restores the
 shared state (checkpoint, text, token cursor) from the URL, runs the chosen page and mirrors the state
 back into the URL so a link reopens the same view. The pages live in ``app_pages/``; their shared helpers in
-``app_pages/_ui.py``. The backend (``geomlab/``) never imports streamlit.
+small modules there (``_state``, ``_data``, ``_warm``, ``_widgets``, ``_messages``, ``_views``, re-exported by
+``_ui``). The view pages are listed from the view registry, :mod:`geomlab.views`. The backend (``geomlab/``)
+never imports streamlit.
 
 Why ``app_pages/`` and not ``pages/``: Streamlit treats a folder named ``pages`` next to the entry point as
 a legacy multipage app until ``st.navigation`` has run once in the process; a deep link such as
@@ -26,7 +28,8 @@ from app_pages import _ui as ui  # noqa: E402
 
 st.set_page_config(page_title="geomlab", page_icon=":material/blur_circular:", layout="wide",
                    initial_sidebar_state="expanded")
-ui.warm_imports()
+ui.log_to_server()
+ui.warm_up()
 ui.init_state()
 
 PAGES = {

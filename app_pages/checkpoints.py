@@ -7,6 +7,7 @@ import json
 import streamlit as st
 
 from geomlab import catalog
+from geomlab import views as registry
 from app_pages import _ui as ui
 
 K_UPLOAD_MSG = "_gl_upload_msg"
@@ -25,8 +26,9 @@ def _delete(ref: str) -> None:
         st.session_state[K_UPLOAD_MSG] = ("error", str(exc))
 
 
-def fitting_views(kind: str) -> list[ui.View]:
-    return [v for v in ui.VIEWS.values() if kind in v.kinds]
+def fitting_views(kind: str) -> list[registry.ViewSpec]:
+    """The view pages that show checkpoints of ``kind`` (from the view registry)."""
+    return registry.views_for_kind(kind)
 
 
 def card(entry: catalog.CheckpointEntry, i: int) -> None:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages import _ui as ui
 from app_pages import _views as views
+from app_pages._warm import rendering
+from geomlab import views as registry
 
 K_VIEW = "gl_compare_view"
 COLOURS = ("#0072B2", "#E69F00")
@@ -26,74 +24,21 @@ def default_b(a_ref: str) -> str | None:
         same = [e for e in others if e.kind == a.kind]
         if same:
             return same[0].ref
-        fam = next((v.kinds for v in ui.VIEWS.values() if a.kind in v.kinds), ())
+        fam = next((v.kinds for v in registry.views_for_kind(a.kind)), ())
         related = [e for e in others if e.kind in fam]
         if related:
             return related[0].ref
     return others[0].ref
 
 
-def _scores(tr, entry):
-    """The backend's per-position scores (``geomlab.trace.score_predictions``) of one side's trace."""
-    from geomlab import trace as trace_mod
+def surprisal_figure(sides, pos: int):
+    """The surprisal chart of both sides and its caption (:func:`geomlab.figures.surprisal.surprisal_figure`).
+    ``sides``: ``[(trace, entry, name, colour)]``."""
+    from geomlab.figures.surprisal import SurprisalSide
+    from geomlab.figures.surprisal import surprisal_figure as build
 
-    return trace_mod.score_predictions(tr, entry.task)
-
-
-def surprisal_figure(sides, pos: int) -> tuple[go.Figure, str]:
-    """The surprisal chart of both sides and its caption. ``sides``: ``[(trace, entry, name, colour)]``.
-    Language models are scored on the next token, word-problem models on the running product at each
-    position (``geomlab.trace.score_predictions``)."""
-    fig = go.Figure()
-    scores = [_scores(tr, entry) for tr, entry, _, _ in sides]
-    whats = [sc.what for sc in scores]
-    mixed = len(set(whats)) > 1
-    chances: dict[int, list[tuple[str, int]]] = {}  # |G| -> [(side, positions)]
-    for sc, (tr, entry, name, colour) in zip(scores, sides):
-        stat = f"mean {sc.mean_bits:.2f} bits"
-        if sc.what == "running product":
-            stat += f", {sc.accuracy:.0%} right"
-            if entry.n_outputs:
-                chances.setdefault(entry.n_outputs, []).append((name.split(":")[0], tr.n_positions))
-        if mixed:
-            stat = f"{sc.what}: {stat}"
-        fig.add_trace(go.Scatter(
-            x=np.arange(tr.n_positions), y=sc.bits, mode="lines+markers" if tr.n_positions <= 64 else "lines",
-            name=f"{name} ({stat})", line={"color": colour}, marker={"size": 4}, customdata=tr.labels,
-            hovertemplate="position %{x} '%{customdata}'<br>%{y:.2f} bits<extra>" + name + "</extra>"))
-    for n, sides_n in sorted(chances.items()):
-        who = [w for w, _ in sides_n]
-        n_max = max(k for _, k in sides_n)  # along the texts of the models it applies to
-        # chance as a dotted line with its own legend entry (a label on the plot could hide the lines)
-        fig.add_trace(go.Scatter(
-            x=[0, n_max - 1], y=[math.log2(n)] * 2, mode="lines", line={"color": "#999999", "dash": "dot", "width": 1},
-            name=(f"{' and '.join(who)}: " if mixed else "") + f"chance: log2 {n} = {math.log2(n):.2f} bits",
-            hoverinfo="skip", meta="chance"))
-    fig.add_vline(x=pos, line={"color": "#D55E00", "dash": "dash", "width": 1.5})
-    if set(whats) == {"running product"}:
-        title, ytitle = "Surprisal of the correct running product", "bits of the correct product"
-        caption = ("Word problems: how many bits each model gives the correct running product g₁⋯gₜ at "
-                   "each position t, read from its output at t (position 0 included; lower is better; the "
-                   "dotted line is chance, log2 |G|). The legend gives the mean and the share of positions "
-                   "where the model's top choice is the right product.")
-    elif set(whats) == {"next token"}:
-        title, ytitle = "Surprisal of each token", "bits to predict the token"
-        caption = ("How many bits each model needs for each token of this text given the tokens before it "
-                   "(lower is better); the legend gives the mean, i.e. the bits per character on this text.")
-    else:
-        title, ytitle = "Surprisal of what each model predicts", "bits (see legend)"
-        lm = [name for (_, _, name, _), w in zip(sides, whats) if w == "next token"]
-        wp = [name for (_, _, name, _), w in zip(sides, whats) if w == "running product"]
-        caption = (f"Different tasks: {', '.join(wp)} is a group word-problem model, scored on the running "
-                   f"product g₁⋯gₜ at each position t (from its output at t); {', '.join(lm)} is a language "
-                   "model, scored on token t given the tokens before it. The two lines measure different "
-                   "things: compare each line's shape along the text, not their levels.")
-    fig.update_layout(title={"text": title, "x": 0.01}, template="plotly_white", height=320,
-                      margin={"l": 60, "r": 20, "t": 60, "b": 50}, hovermode="x unified",
-                      legend={"orientation": "h", "y": -0.25})
-    fig.update_xaxes(title_text="position")
-    fig.update_yaxes(title_text=ytitle, rangemode="tozero")
-    return fig, caption
+    return build([SurprisalSide(tr, name, colour, entry.task, entry.n_outputs)
+                  for tr, entry, name, colour in sides], pos)
 
 
 def main() -> None:
@@ -129,13 +74,11 @@ def main() -> None:
     if cem_sides:
         cols = st.columns(2)
         for side, e in cem_sides:
-            trained = int(e.model_config.get("inference_recursion_steps") or e.model_config.get("recursion_steps") or 1)
             key = ui.K_STEPS if side == "A" else ui.K_STEPS_B  # both mirrored in the URL (T, TB)
-            T = ui.int_control(f"{side}: recursion steps T at inference", key, 1, max(16, 2 * trained), trained,
-                               where=cols[0 if side == "A" else 1],
-                               help=f"{e.name} was trained with T = {trained}. Choose the same checkpoint on "
-                                    "both sides with different T to see test-time recursion.")
-            opts[side] = {} if T == trained else {"steps": int(T)}
+            opts[side] = ui.steps_control(
+                e, key, cols[0 if side == "A" else 1], label=f"{side}: recursion steps T at inference",
+                help=f"{e.name} was trained with T = {registry.trained_steps(e.model_config)}. Choose the same "
+                     "checkpoint on both sides with different T to see test-time recursion.")
     for side, e in (("A", a), ("B", b)):
         with ui.guard(f"Tracing checkpoint {side}"):
             ui.check_text(e, text)
@@ -152,31 +95,32 @@ def main() -> None:
         st.warning("The two checkpoints split the text into different numbers of tokens (different "
                    "vocabularies); the cursor follows A's positions.", icon=":material/warning:")
     pos = ui.cursor_control(labels)
+    ui.cache_caption()
     with ui.guard("The surprisal chart"):
         sides = [(traces[s], e, f"{s}: {e.name}", c) for s, e, c in (("A", a, COLOURS[0]), ("B", b, COLOURS[1]))
                  if s in traces]
         fig, caption = surprisal_figure(sides, pos)
         ui.chart(fig, key="compare-surprisal", filename="geomlab-compare-surprisal")
         st.caption(caption)
-    slugs = [v.slug for v in ui.VIEWS.values() if a.kind in v.kinds or b.kind in v.kinds]
+    slugs = [v.slug for v in registry.VIEWS.values() if a.kind in v.kinds or b.kind in v.kinds]
     if not slugs:
         st.info("Neither checkpoint has a geometry view (both are baselines).", icon=":material/info:")
         return
-    both = [s for s in slugs if a.kind in ui.VIEWS[s].kinds and b.kind in ui.VIEWS[s].kinds]
+    both = [s for s in slugs if a.kind in registry.VIEWS[s].kinds and b.kind in registry.VIEWS[s].kinds]
     cur = st.session_state.get(K_VIEW)
     st.session_state["w_" + K_VIEW] = cur if cur in slugs else (both or slugs)[0]  # prefer a view of both
-    st.segmented_control("View", slugs, key="w_" + K_VIEW, format_func=lambda s: ui.VIEWS[s].title,
+    st.segmented_control("View", slugs, key="w_" + K_VIEW, format_func=lambda s: registry.VIEWS[s].title,
                          on_change=ui._copy, args=("w_" + K_VIEW, K_VIEW), required=True)
     slug = st.session_state.get("w_" + K_VIEW) or slugs[0]
     st.session_state[K_VIEW] = slug
     # one Options expander for both sides, above the two columns (so they start level); the controls come
     # from the first side the view applies to and are applied to both (layer clamped per side)
-    ref_tr = next((traces[s] for s, e in (("A", a), ("B", b)) if s in traces and e.kind in ui.VIEWS[slug].kinds),
+    ref_tr = next((traces[s] for s, e in (("A", a), ("B", b)) if s in traces and e.kind in registry.VIEWS[slug].kinds),
                   None)
     shared: dict = {}
     if ref_tr is not None:
         with ui.guard("The view's options"):
-            shared = views.controls_for(slug, ref_tr, st.expander("Options (both sides)", expanded=False))
+            shared = ui.view_controls(slug, ref_tr, st.expander("Options (both sides)", expanded=False))
     # figure by figure: single-panel figures side by side (A left, B right) under one header row; once any
     # figure has panels side by side (e.g. OSMFormer's similarity + attention maps) every figure of that row
     # is drawn full width, A above B, each under its own label, so tick labels and colour bars have room
@@ -188,8 +132,8 @@ def main() -> None:
 
     items: dict[str, list] = {}
     for side, e in (("A", a), ("B", b)):
-        if e.kind not in ui.VIEWS[slug].kinds:
-            st.info(f"{side} ({e.name}): {ui.VIEWS[slug].title} does not apply to a `{e.kind}`.",
+        if e.kind not in registry.VIEWS[slug].kinds:
+            st.info(f"{side} ({e.name}): {registry.VIEWS[slug].title} does not apply to a `{e.kind}`.",
                     icon=":material/block:")
             continue
         if side not in traces:
@@ -197,13 +141,11 @@ def main() -> None:
         tr = traces[side]
         with ui.guard(f"Drawing {side}"):
             p = min(pos, tr.n_positions - 1)
-            controls = dict(shared)
-            if "layer" in controls:
-                controls["layer"] = max(0, min(controls["layer"], views.n_layers(tr) - 1))
+            controls = registry.clamp_controls(slug, tr, shared)  # e.g. A's layer clamped to B's layers
             items[side] = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
     names = {"A": a.name, "B": b.name}
     entries_ab = {"A": a, "B": b}
-    order = [name for name, _ in views.VIEW_FIGURES[slug]]
+    order = registry.VIEWS[slug].figure_names
     headed = False  # a header row stands above the current run of side-by-side rows
     for fig_name in order:
         row = {side: next((it for it in items.get(side, []) if it[0] == fig_name), None) for side in ("A", "B")}
@@ -238,5 +180,5 @@ def main() -> None:
                                            force_narrow=True)
 
 
-with ui.guard("The Compare page"):
+with ui.guard("The Compare page"), rendering():
     main()

@@ -153,6 +153,79 @@ def test_every_view_page_draws_figures_without_exception(ckpt_dirs, slug):
     assert any(b.label.startswith("Trace (.npz)") for b in at.get("download_button"))
 
 
+def _registry_trace(name: str):
+    """The trace a page shows for checkpoint ``runs/name`` with its default text."""
+    from geomlab import checkpoint
+    from geomlab.trace import trace_text
+    from app_pages._data import default_text_for
+
+    entry = next(e for e in catalog.list_checkpoints() if e.ref == ref(name))
+    ck = checkpoint.load(entry.path, device="cpu")
+    return trace_text(ck.model, ck.vocab, default_text_for(entry))
+
+
+@pytest.mark.parametrize("slug", list(VIEW_CKPT))
+def test_every_view_page_draws_its_registry_figures_in_order(ckpt_dirs, slug):
+    """The page draws exactly the registry's figures that apply to the trace, in the registry's order, and
+    offers the controls the registry lists for it."""
+    from geomlab import views as registry
+
+    at = app(gl_ckpt=ref(VIEW_CKPT[slug]))
+    goto(at, slug)
+    tr = _registry_trace(VIEW_CKPT[slug])
+    order = [f.name for f in registry.view_figures(slug, tr)]
+    names = [c.key.split(f"{slug}-", 1)[1] for c in charts(at)]  # chart keys are "<slug>-<figure>"
+    failed = [i.value.split(":")[0].replace(" ", "_") for i in at.info]  # a figure that cannot be drawn
+    assert sorted(names + [f for f in failed if f in order]) == sorted(order), (names, failed)
+    assert names == [n for n in order if n in names]
+    opts = registry.control_options(slug, tr)
+    labels = {w.label for w in (*at.slider, *at.selectbox, *at.radio)}
+    if "layer" in opts:
+        assert "Layer" in labels
+    if "head" in opts:
+        assert "Head" in labels
+    if "slot" in opts:
+        assert "Offset slot" in labels
+    if "block" in opts:
+        assert "Sub-block (token heatmap)" in labels
+    if "substep" in opts:
+        assert "Update (generator heatmap)" in labels
+
+
+def test_debug_caption_shows_the_cache(ckpt_dirs):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": ref("cem"), "debug": "1"})
+    at.switch_page("app_pages/energy.py")
+    at.run()
+    assert not at.exception
+    line = next(c.value for c in at.caption if c.value.startswith("cache: "))
+    assert "hit rate" in line and " MB" in line
+    assert at.query_params["debug"] == ["1"] or at.query_params["debug"] == "1"  # kept in the URL
+    plain = app(gl_ckpt=ref("cem"))
+    goto(plain, "energy")
+    assert not any(c.value.startswith("cache: ") for c in plain.caption)
+
+
+def test_the_warm_up_builds_the_first_view_into_the_shared_cache(ckpt_dirs):
+    """What the warm-up thread builds is exactly what a first visit reads: no trace or figure misses."""
+    from app_pages import _data, _warm
+
+    entry = next(e for e in catalog.list_checkpoints() if e.ref == ref("cem"))
+    _data.cache().clear()
+    assert _warm.prewarm_view("energy", entry) >= 1
+    before = _data.cache().stats()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": ref("cem")})
+    at.switch_page("app_pages/energy.py")
+    at.run()
+    assert not at.exception and len(charts(at)) >= 1
+    after = _data.cache().stats()
+    assert after.misses == before.misses, (before, after)
+    assert after.hits > before.hits
+    targets = _warm.warm_targets(catalog.list_checkpoints())
+    assert targets and len({(s, e.ref) for s, e in targets}) == len(targets)
+
+
 @pytest.mark.parametrize("slug", ["train", "compare", "checkpoints"])
 def test_work_pages_run_without_exception(ckpt_dirs, slug):
     at = app(gl_ckpt=ref("osm"), gl_ckpt_b=ref("osmformer"))

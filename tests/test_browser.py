@@ -1,7 +1,8 @@
-"""The app in a real browser: ``streamlit run app.py`` headless on a free port, driven through playwright with
-Debian's system chromium (never ``playwright install``).
+"""The app in a real browser: ``streamlit run serve.py`` (the app started warm) headless on a free port,
+driven through playwright with Debian's system chromium (never ``playwright install``).
 
-Opens every page, checks that no exception element is shown and that at least one chart has rendered,
+Checks that the first view is served from the cache the warm-up filled at server start (and writes the
+time to that first view to ``test-artifacts/first_view.txt``), opens every page, checks that no exception element is shown and that at least one chart has rendered,
 starts a 2-step training run and sees it finish, and saves a screenshot of every page to
 ``test-artifacts/`` (gitignored). Without chromium the test is skipped, except under ``CI=true`` where it
 fails (``.ci/run`` installs chromium with apt-get).
@@ -37,6 +38,7 @@ SPECS = {
 PAGES = {"": None, "trajectories": "osm-O", "tangents": "osm-O", "attention": "osmformer-SO",
          "energy": "cem", "planes": "grassmann", "compare": "osm-O", "checkpoints": None, "train": None}
 CHART = ".js-plotly-plot .main-svg"
+SERVER_INFO: dict = {}  # "log": the server's log file, "env": its environment (set by the server fixture)
 
 
 def chromium_path() -> str | None:
@@ -63,7 +65,8 @@ def browser_exe():
 
 @pytest.fixture(scope="module")
 def server(browser_exe, tmp_path_factory):
-    """``streamlit run app.py`` on a free port with a runs folder of tiny trained checkpoints."""
+    """``streamlit run serve.py`` on a free port with a runs folder of tiny trained checkpoints; yields the
+    base URL (its log file and environment go into :data:`SERVER_INFO`)."""
     root = tmp_path_factory.mktemp("browser")
     runs, bundled = root / "runs", root / "bundled"
     bundled.mkdir()
@@ -82,11 +85,12 @@ def server(browser_exe, tmp_path_factory):
     port = free_port()
     log = open(root / "streamlit.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "serve.py"), "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    SERVER_INFO.update(log=root / "streamlit.log", env=env)
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -148,6 +152,50 @@ def wait_idle(pg) -> None:
         " || !document.querySelector('[data-testid=\"stStatusWidget\"]').innerText.includes('Running')",
         timeout=90_000)
     pg.wait_for_timeout(300)
+
+
+def _first_target(env: dict):
+    """``(slug, entry)`` the warm-up builds first: the default checkpoint in its default view."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from app_pages import _warm
+    from geomlab import catalog
+
+    old = {k: os.environ.get(k) for k in ("GEOMLAB_RUNS_DIR", "GEOMLAB_BUNDLED_DIR")}
+    os.environ.update(GEOMLAB_RUNS_DIR=env["GEOMLAB_RUNS_DIR"], GEOMLAB_BUNDLED_DIR=env["GEOMLAB_BUNDLED_DIR"])
+    try:
+        return _warm.warm_targets(catalog.list_checkpoints())[0]
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_first_view_comes_from_the_cache_the_warm_up_filled(page, server):
+    """The warm-up starts with the server (serve.py), not with the first visitor: once it has built the
+    default view, opening that view computes no trace and no figure. The time to the first view is written
+    to test-artifacts/first_view.txt (a measurement, not asserted: the machine may be busy)."""
+    slug, entry = _first_target(SERVER_INFO["env"])
+    log = SERVER_INFO["log"]
+    deadline = time.monotonic() + 180
+    while f"warm-up: {slug} with {entry.ref}" not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.5)
+    trace_miss = f"miss ('trace', {str(entry.path)!r}"  # a trace of this checkpoint computed (cache.py logs it)
+    misses = log.read_text().count(trace_miss)
+    assert misses == 1  # the warm-up's
+    t0 = time.monotonic()
+    page.goto(f"{server}/{slug}?debug=1")
+    wait_idle(page)
+    page.wait_for_selector(CHART, state="attached")
+    seconds = time.monotonic() - t0
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.get_by_text("cache: ").first.wait_for(timeout=30_000)  # the debug caption
+    assert log.read_text().count(trace_miss) == misses  # no trace computed for the first view
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "first_view.txt").write_text(f"/{slug} ({entry.ref}): {seconds:.2f} s to the first view "
+                                              f"in chromium after the warm-up\n")
 
 
 @pytest.mark.browser

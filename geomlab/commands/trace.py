@@ -23,7 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=None,
                    help="CEM only: recursion steps T at inference (default: the checkpoint's own)")
     p.add_argument("--html", default=None,
-                   help="also write every figure of this trace as NAME.html into this folder")
+                   help="also write every figure of this trace's views (the app's pages) as NAME.html into this "
+                        "folder, with an index.html listing them by view")
     p.add_argument("--cursor", type=int, default=None, help="position highlighted in the --html figures")
 
 
@@ -58,12 +59,36 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {n_unk} characters are not in the checkpoint's vocabulary and were traced as the unknown "
               "token", file=sys.stderr)
     if args.html:
-        from geomlab.figures import all_views
-
-        folder = Path(args.html)
-        folder.mkdir(parents=True, exist_ok=True)
-        views = all_views(tr, cursor=args.cursor)
-        for name, view in views.items():
-            view.figure.write_html(folder / f"{name}.html", include_plotlyjs="directory", auto_play=False)
-        print(f"wrote {len(views)} figures to {folder}/ ({', '.join(views)})")
+        written = write_html(tr, Path(args.html), cursor=args.cursor)
+        print(f"wrote {len(written)} figures to {args.html}/ ({', '.join(written)}) and index.html")
     return 0
+
+
+def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
+    """Write every figure of every view that applies to ``tr`` (the view registry, :mod:`geomlab.views`,
+    with each view's default controls, as the app opens it) as ``folder/NAME.html`` (``plotly.min.js`` next
+    to them, so they work offline) and ``folder/index.html`` linking them under their view titles. Returns
+    the figure names written, in the registry's order."""
+    import html
+
+    from geomlab import views as registry
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[str] = []
+    sections = []
+    for view in registry.views_of_trace(tr):
+        built = registry.build_view(tr, view.slug, cursor=cursor)
+        items = []
+        for name, fig in built.items():
+            fig.figure.write_html(folder / f"{name}.html", include_plotlyjs="directory", auto_play=False)
+            written.append(name)
+            items.append(f'<li><a href="{name}.html">{html.escape(name.replace("_", " "))}</a>: '
+                         f"{html.escape(fig.caption)}</li>")
+        if items:
+            sections.append(f"<h2>{html.escape(view.title)}</h2><p>{html.escape(view.blurb)}</p>"
+                            f"<ul>{''.join(items)}</ul>")
+    title = html.escape(f"{tr.kind} on {tr.text[:60]!r}")
+    (folder / "index.html").write_text(
+        f"<!doctype html><meta charset='utf-8'><title>{title}</title><h1>{title}</h1>" + "".join(sections),
+        encoding="utf-8")
+    return written

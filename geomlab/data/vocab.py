@@ -223,3 +223,39 @@ class Vocab:
         if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
             raise DataError("vocabulary 'tokens' must be a list of strings")
         return cls(tokens, unk=data.get("unk"), level=data.get("level", "char"))
+
+
+# ---------------------------------------------------------------- text checks (the app and the CLI)
+def check_text(vocab: Vocab, text: str, max_chars: int) -> list[str]:
+    """Validate ``text`` for ``vocab`` before tracing it; returns its tokens (``tokenize(text, vocab.level)``).
+
+    Raises :class:`geomlab.data.DataError` (a ``ValueError``) with a readable one-line message for an empty
+    text, a text over ``max_chars`` characters, a text with no tokens and, for vocabularies without an
+    unknown token (symbol tasks), symbols the vocabulary does not have. Unknown characters of a vocabulary
+    with an unknown token are allowed (they read as that token); :func:`unknown_tokens` lists them."""
+    if not text or not text.strip():
+        raise DataError("The text is empty: type or paste some text to trace.")
+    if len(text) > max_chars:
+        raise DataError(f"The text has {len(text):,} characters; the limit is {max_chars:,}. "
+                        "Shorten it (views subsample long texts, but tracing is capped).")
+    toks = tokenize(text, vocab.level)
+    if not toks:
+        raise DataError("The text has no tokens for this checkpoint.")
+    if vocab.unk is None:
+        bad = sorted({t for t in toks if t not in vocab})
+        if bad:
+            shown = ", ".join(repr(b) for b in bad[:8])
+            ok = " ".join(vocab.tokens[:12]) + (" …" if len(vocab.tokens) > 12 else "")
+            raise DataError(f"Unknown symbols for this checkpoint: {shown}. It reads space-separated "
+                            f"symbols from: {ok}")
+    return toks
+
+
+def unknown_tokens(vocab: Vocab, text: str) -> list[str]:
+    """Distinct tokens of ``text`` that ``vocab`` does not have, in order of first appearance (they read
+    as the unknown token)."""
+    seen: list[str] = []
+    for t in tokenize(text, vocab.level):
+        if t not in vocab and t not in seen:
+            seen.append(t)
+    return seen

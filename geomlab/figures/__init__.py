@@ -21,13 +21,12 @@ Views by family:
 * Any runs: :func:`training_curves`.
 
 :func:`views_for` lists the views that apply to a trace; :func:`all_views` builds them all with defaults.
+Which page shows which figure, with which controls, is the view registry's business (:mod:`geomlab.views`).
 """
 
 from __future__ import annotations
 
 from typing import Callable
-
-import numpy as np
 
 from geomlab.figures._common import FigureError, View
 from geomlab.figures.attention import attention_maps, attention_row
@@ -41,14 +40,15 @@ from geomlab.figures.tangents import generator_heatmap, mixing_share, tangent_he
 from geomlab.figures.trajectory import (
     distance_profile, pca_trajectory, phase_circle, phase_timeline, so3_frame, torus_angles,
 )
-from geomlab.trace import CEMTrace, GrassmannTrace, OSMTrace, Trace
+from geomlab.trace import Trace
 
 VIEWS: dict[str, Callable[..., View]] = {
     "phase_circle": phase_circle, "phase_timeline": phase_timeline, "distance_profile": distance_profile,
     "pca_trajectory": pca_trajectory, "so3_frame": so3_frame, "torus_angles": torus_angles,
     "tangent_heatmap": tangent_heatmap, "tangent_lines": tangent_lines, "mixing_share": mixing_share,
     "generator_heatmap": generator_heatmap,
-    "attention_maps": attention_maps, "attention_row": attention_row, "energy_descent": energy_descent, "energy_tokens": energy_tokens,
+    "attention_maps": attention_maps, "attention_row": attention_row, "energy_descent": energy_descent,
+    "energy_tokens": energy_tokens,
     "plane_distances": plane_distances, "plane_angles": plane_angles, "plane_similarity": plane_similarity,
     "plucker_heatmap": plucker_heatmap, "gate_share": gate_share, "plane_sphere": plane_sphere,
     "plane_interpolation": plane_interpolation, "decomposability_map": decomposability_map,
@@ -58,46 +58,25 @@ VIEWS: dict[str, Callable[..., View]] = {
 
 
 def views_for(tr: Trace) -> list[str]:
-    """Names (keys of :data:`VIEWS`) of the views that apply to ``tr``, in display order."""
-    names: list[str] = []
-    if isinstance(tr, OSMTrace):
-        names += ["phase_circle", "phase_timeline", "distance_profile", "pca_trajectory"]
-        if tr.d == 3 and not np.iscomplexobj(tr.states):
-            names.append("so3_frame")
-        if tr.group.get("name") == "T":
-            names.append("torus_angles")
-        if tr.has_tangents:
-            names += ["tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap"]
-    elif isinstance(tr, CEMTrace):
-        names += ["energy_descent", "energy_tokens"]
-    elif isinstance(tr, GrassmannTrace):
-        names += ["plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "plane_matrix"]
-        if tr.gates is not None:
-            names.append("gate_share")
-        names.append("plane_sphere")
-        if tr.n_positions >= 2:
-            names.append("plane_interpolation")
-        names.append("decomposability_map")
-    if getattr(tr, "has_attention", False):
-        names += ["attention_maps", "attention_row"]
-    return names
+    """Names (keys of :data:`VIEWS`) of the views that apply to ``tr``, in the registry's display order.
+
+    The rules live in the view registry (:func:`geomlab.views.applies`); this is its list for one trace."""
+    from geomlab import views as registry
+
+    return registry.figures_for(tr)
 
 
 def all_views(tr: Trace, cursor: int | None = None) -> dict[str, View]:
-    """Build every view of :func:`views_for` with default arguments (``cursor`` passed to those that take
-    it; ``plane_interpolation`` uses ``cursor`` as its position when it has a plane pair there). Views that
-    cannot be drawn for this particular trace (e.g. no plane pair in a very short text) are left out."""
+    """Build every view of :func:`views_for` with the figures' default arguments (``cursor`` passed to those
+    that take it; ``plane_interpolation`` uses ``cursor`` as its position when it has a plane pair there).
+    Views that cannot be drawn for this particular trace (e.g. no plane pair in a very short text) are left
+    out. The app and ``trace --html`` use :func:`geomlab.views.build_view` (a view's own controls) instead."""
+    from geomlab import views as registry
+
     out: dict[str, View] = {}
     for name in views_for(tr):
-        fn = VIEWS[name]
         try:
-            if name == "plane_interpolation":
-                try:
-                    out[name] = fn(tr, position=cursor)
-                except FigureError:
-                    out[name] = fn(tr)
-            else:
-                out[name] = fn(tr, cursor=cursor)
+            out[name] = registry.build_figure(tr, name, {}, cursor)
         except FigureError:
             continue
     return out

@@ -1,0 +1,277 @@
+"""Caches of the app: the checkpoint catalog, loaded checkpoints, traces and figures.
+
+Checkpoints, traces and figures go through one byte-budget LRU shared by every session of the server
+(:func:`geomlab.cache.shared_cache`, 512 MB by default, ``GEOMLAB_CACHE_MB``), not ``st.cache_data``: it is
+bounded by size, never copies values per session, computes a missing key once however many sessions ask for
+it, and can be filled by the warm-up thread outside any script run (``app_pages/_warm.py``). Keys:
+
+* ``("ckpt", path, mtime)``: a :class:`geomlab.checkpoint.Checkpoint` (a re-saved file has a new mtime);
+* ``("trace", path, mtime, text, opts)``: a trace (``opts``: sorted trace options, e.g. CEM ``steps``);
+* ``("fig", path, mtime, text, opts, name, kwargs)``: a :class:`geomlab.figures.View`, ``kwargs`` the
+  figure's arguments from :func:`geomlab.views.figure_kwargs`.
+
+Values are shared between sessions: callers must not mutate them (``_widgets.chart`` copies a figure before
+changing its layout). The catalog listing stays in ``st.cache_data`` (tiny, keyed by the files' signature).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import Any, Callable, Hashable
+
+import numpy as np
+import streamlit as st
+
+from geomlab import catalog
+from geomlab import views as registry
+from geomlab.cache import ByteLRU, shared_cache
+
+log = logging.getLogger("geomlab.app")
+
+#: Default demo sentence (used when every character is in the checkpoint's vocabulary).
+DEFAULT_TEXT = "ROMEO: But soft, what light through yonder window breaks? It is the east."
+#: Fallback text limit when geomlab.trace does not define one (characters).
+FALLBACK_MAX_CHARS = 2048
+
+
+#: The app logs the cache's counters every this many page lookups (design choice).
+LOG_EVERY = 50
+_LOOKUPS = 0
+
+
+def cache() -> ByteLRU:
+    """The server-wide byte-budget cache (one per process)."""
+    return shared_cache()
+
+
+def cached(key: Hashable, compute: Callable[[], Any], spinner: str | None = None) -> Any:
+    """``compute()`` through the shared cache under ``key``; a spinner with ``spinner`` while a missing value
+    is computed in a script run."""
+    c = cache()
+    global _LOOKUPS
+    _LOOKUPS += 1
+    if _LOOKUPS % LOG_EVERY == 0:  # the hit rate in the server log now and then (misses are logged each)
+        log.info("%s", c.stats().line())
+    if spinner and key not in c:
+        with st.spinner(spinner):
+            return c.get_or_compute(key, compute)
+    return c.get_or_compute(key, compute)
+
+
+def debug_enabled() -> bool:
+    """Whether to show the cache caption: the URL has ``debug=1`` or the environment ``GEOMLAB_DEBUG=1``."""
+    if os.environ.get("GEOMLAB_DEBUG", "") in ("1", "true", "yes"):
+        return True
+    with contextlib.suppress(Exception):
+        return st.query_params.get("debug") in ("1", "true", "yes")
+    return False
+
+
+def cache_caption() -> None:
+    """A caption with the cache's counters (``cache: 12 entries, 83.1 of 512 MB, hit rate 75% ...``) when
+    :func:`debug_enabled`."""
+    if debug_enabled():
+        st.caption(cache().stats().line())
+
+
+# ---------------------------------------------------------------- catalog
+@st.cache_data(show_spinner=False, max_entries=8)
+def _entries_for(sig: tuple) -> list[catalog.CheckpointEntry]:
+    del sig  # only the cache key
+    return catalog.list_checkpoints()
+
+
+def entries() -> list[catalog.CheckpointEntry]:
+    """Every checkpoint in the catalog, re-read only when a checkpoint file changes."""
+    return _entries_for(catalog.signature())
+
+
+def entry_for(ref: str | None) -> catalog.CheckpointEntry | None:
+    """The catalog entry of ``ref`` or ``None``."""
+    if not ref:
+        return None
+    for e in entries():
+        if e.ref == ref:
+            return e
+    return None
+
+
+def default_ref(kinds: tuple[str, ...] | None = None, found: list[catalog.CheckpointEntry] | None = None
+                ) -> str | None:
+    """First bundled checkpoint (of one of ``kinds`` if given), else the newest user one, else None;
+    checkpoints that read text come before synthetic-task ones (a newcomer reads text more easily).
+    ``found``: the catalog to choose from (default :func:`entries`; the warm-up thread passes its own)."""
+    def text_first(e: catalog.CheckpointEntry) -> tuple:
+        level = (e.meta.get("vocab") or {}).get("level", "char")
+        return (e.source != "bundled", level != "char")
+
+    for e in sorted(entries() if found is None else found, key=text_first):  # stable within each group
+        if kinds is None or e.kind in kinds:
+            return e.ref
+    return None
+
+
+# ---------------------------------------------------------------- text
+def max_chars() -> int:
+    """The longest text a view traces (``geomlab.trace.MAX_TEXT_CHARS`` when defined)."""
+    try:
+        from geomlab import trace as trace_mod
+
+        return int(getattr(trace_mod, "MAX_TEXT_CHARS", FALLBACK_MAX_CHARS))
+    except Exception:  # noqa: BLE001 - trace module not importable
+        return FALLBACK_MAX_CHARS
+
+
+def default_text_for(entry: catalog.CheckpointEntry | None) -> str:
+    """A demo text this checkpoint can read: the card's sample, else :data:`DEFAULT_TEXT` if every
+    character is known, else a deterministic string drawn from the vocabulary. Reads only the JSON (no
+    torch import: this runs on every page, Home included)."""
+    if entry is None:
+        return DEFAULT_TEXT
+    sample = entry.card.get("sample_text")
+    if isinstance(sample, str) and sample:
+        return sample
+    vocab = entry.meta.get("vocab") or {}
+    tokens = [str(t) for t in vocab.get("tokens") or []]
+    unk, level = vocab.get("unk"), vocab.get("level", "char")
+    known = [t for t in tokens if t != unk]
+    if not known:
+        return DEFAULT_TEXT
+    rng = np.random.default_rng(0)
+    if level == "char":
+        if all(c in tokens for c in DEFAULT_TEXT):
+            return DEFAULT_TEXT
+        return "".join(rng.choice(known, size=48))
+    return " ".join(rng.choice(known, size=24))
+
+
+def vocab_of(entry: catalog.CheckpointEntry):
+    """The entry's :class:`geomlab.data.vocab.Vocab`, read from its JSON (no weights needed)."""
+    from geomlab.data.vocab import Vocab
+
+    return Vocab.from_json(entry.meta.get("vocab") or {})
+
+
+def check_text(entry: catalog.CheckpointEntry, text: str) -> list[str]:
+    """:func:`geomlab.data.vocab.check_text` for ``entry``'s vocabulary and the app's limit: the tokens, or
+    a ``ValueError`` with a readable message."""
+    from geomlab.data.vocab import check_text as check
+
+    return check(vocab_of(entry), text, max_chars())
+
+
+def unknown_tokens(entry: catalog.CheckpointEntry, text: str) -> list[str]:
+    """Distinct tokens of ``text`` that ``entry``'s vocabulary lacks (:func:`geomlab.data.vocab.unknown_tokens`)."""
+    from geomlab.data.vocab import unknown_tokens as unknown
+
+    return unknown(vocab_of(entry), text)
+
+
+# ---------------------------------------------------------------- checkpoints, traces, figures
+def load_uncached(path: str) -> Any:
+    """Load a checkpoint in eval mode (no cache)."""
+    from geomlab import checkpoint as ckpt_mod
+
+    ck = ckpt_mod.load(path)
+    with contextlib.suppress(Exception):
+        ck.model.eval()
+    return ck
+
+
+def load_checkpoint(path: str, mtime: float) -> Any:
+    """The loaded checkpoint at ``path`` through the shared cache (no spinner: usable from any thread)."""
+    return cache().get_or_compute(("ckpt", path, mtime), lambda: load_uncached(path))
+
+
+def load(entry: catalog.CheckpointEntry) -> Any:
+    """The loaded :class:`geomlab.checkpoint.Checkpoint` of ``entry`` (cached by path and mtime)."""
+    from app_pages._warm import wait_warm
+
+    wait_warm()
+    key = ("ckpt", str(entry.path), entry.mtime)
+    return cached(key, lambda: load_uncached(str(entry.path)), spinner="Loading checkpoint…")
+
+
+def trace_key(path: str, mtime: float, text: str, opts: dict[str, Any] | tuple) -> tuple:
+    """The cache key of a trace (``opts`` as a dict or sorted items)."""
+    items = tuple(sorted(opts.items())) if isinstance(opts, dict) else tuple(opts)
+    return ("trace", path, mtime, text, items)
+
+
+def compute_trace(path: str, mtime: float, text: str, opts: tuple) -> Any:
+    """Trace ``text`` through the checkpoint at ``path`` (no cache for the trace itself; the checkpoint
+    comes from the cache). ``opts``: sorted items, e.g. ``(("steps", 4),)`` for CEM inference steps."""
+    from geomlab import trace as trace_mod
+
+    ck = load_checkpoint(path, mtime)
+    if ck.vocab is None:
+        raise ValueError("This checkpoint has no vocabulary (a real-valued task), so it cannot read text.")
+    steps = dict(opts).get("steps")
+    if steps:
+        tokens = trace_mod.encode_text(ck.vocab, text)
+        return trace_mod.trace_cem_steps(ck.model, tokens, int(steps), vocab=ck.vocab, text=text)
+    return trace_mod.trace_text(ck.model, ck.vocab, text)
+
+
+def trace_for(entry: catalog.CheckpointEntry, text: str, **opts: Any) -> Any:
+    """The cached trace of ``text`` through ``entry``'s model (``opts``: e.g. CEM ``steps``)."""
+    from app_pages._warm import wait_warm
+
+    wait_warm()
+    key = trace_key(str(entry.path), entry.mtime, text, opts)
+    return cached(key, lambda: compute_trace(*key[1:]), spinner="Tracing the text through the model…")
+
+
+def figure_key(trace_k: tuple, name: str, controls: dict[str, Any] | None, cursor: int | None) -> tuple:
+    """The cache key of figure ``name`` of the trace under ``trace_k`` (only the arguments it takes)."""
+    kw = registry.figure_kwargs(name, controls, cursor)
+    return ("fig", *trace_k[1:], name, tuple(sorted(kw.items())))
+
+
+def figure_for(entry: catalog.CheckpointEntry, text: str, trace_opts: dict[str, Any], tr: Any, name: str,
+               controls: dict[str, Any], cursor: int | None) -> Any:
+    """Figure ``name`` of ``tr`` (the trace of ``entry`` on ``text``) as a cached
+    :class:`geomlab.figures.View`; raises ``FigureError`` (a ``ValueError``) like
+    :func:`geomlab.views.build_figure`."""
+    tkey = trace_key(str(entry.path), entry.mtime, text, trace_opts)
+    built = []
+
+    def build() -> Any:
+        built.append(True)
+        return registry.build_figure(tr, name, controls, cursor)
+
+    view = cached(figure_key(tkey, name, controls, cursor), build)
+    if built:  # the figure may have memoised geometry on the trace: charge the trace's entry for it
+        cache().remeasure(tkey)
+    return view
+
+
+def trace_json(tr: Any) -> str:
+    """The trace as one JSON document (``geomlab.trace.trace_json`` when the backend has it, else the
+    app's own export below)."""
+    from geomlab import trace as trace_mod
+
+    export = getattr(trace_mod, "trace_json", None)
+    return export(tr) if export is not None else _trace_json(tr)
+
+
+def _trace_json(tr: Any) -> str:
+    """Metadata plus every array as nested lists (complex arrays as ``{"real": ..., "imag": ...}``).
+    Design choice: for tools that do not read ``.npz``."""
+    import json
+
+    def arr(a: np.ndarray) -> Any:
+        a = np.asarray(a)
+        if np.iscomplexobj(a):
+            return {"real": np.round(a.real, 6).tolist(), "imag": np.round(a.imag, 6).tolist()}
+        if a.dtype.kind == "f":
+            return np.round(a, 6).tolist()
+        return a.tolist()
+
+    doc = {"kind": tr.kind, "family": tr.family, "text": tr.text, "labels": list(tr.labels),
+           "config": tr.config, "group": getattr(tr, "group", None), "tokens": arr(tr.tokens),
+           "arrays": {k: arr(v) for k, v in tr.array_fields().items()},
+           "extras": {k: arr(v) for k, v in tr.extras.items()}}
+    return json.dumps(doc, default=str)

@@ -1,0 +1,132 @@
+"""Messages of the app: errors shown as one line (never a traceback), notices, empty and wrong-kind
+explanations, and how checkpoint metrics and durations read."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+from typing import Any, Iterator
+
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
+
+from app_pages import _data as data
+from app_pages._state import K_NOTICE, K_NOTICE_SHOWN, page_path, set_checkpoint
+from geomlab import catalog
+from geomlab.views import ViewSpec
+
+log = logging.getLogger("geomlab.app")
+
+
+@contextlib.contextmanager
+def guard(what: str = "This part of the page") -> Iterator[None]:
+    """Show any error raised inside the block as a message in the page, never as a traceback.
+
+    ``ValueError`` subclasses (bad input: ``DataError``, ``CheckpointError``, ``CatalogError``...) are shown
+    as their one-line message; anything else as ``what`` failed plus the exception's one line, with the
+    traceback sent to the server log. Streamlit's own control flow (``st.rerun``, ``st.stop``) passes through.
+    """
+    try:
+        yield
+    except ScriptControlException:
+        raise
+    except ValueError as exc:
+        st.error(str(exc) or type(exc).__name__, icon=":material/error:")
+    except Exception as exc:  # noqa: BLE001 - the point is to never show a traceback
+        log.exception("%s failed", what)
+        st.error(f"{what} failed: {type(exc).__name__}: {exc}. (Details are in the server log.)",
+                 icon=":material/error:")
+
+
+def show_notice() -> None:
+    """Show (once) a message left by state restoration, e.g. a link to a missing checkpoint."""
+    msg = st.session_state.get(K_NOTICE)
+    if msg:
+        st.warning(msg, icon=":material/link_off:")
+        st.session_state[K_NOTICE_SHOWN] = True
+
+
+def no_checkpoint_message() -> None:
+    """The empty-catalog message, with links to train or upload one."""
+    st.info("No checkpoint is available yet. Train a tiny model in a minute on **Train live**, or upload "
+            "a `.safetensors` + `.json` pair on **Checkpoints**.", icon=":material/info:")
+    c1, c2 = st.columns(2)
+    c1.page_link(page_path("train"), label="Train live", icon=":material/model_training:")
+    c2.page_link(page_path("checkpoints"), label="Checkpoints", icon=":material/inventory_2:")
+
+
+def wrong_kind_message(view: ViewSpec, entry: catalog.CheckpointEntry) -> None:
+    """Explain that ``entry`` cannot be shown by ``view`` and offer fitting checkpoints."""
+    st.warning(f"**{view.title}** shows {view.family} models ({', '.join(view.kinds)}); "
+               f"the chosen checkpoint is a `{entry.kind}`.", icon=":material/swap_horiz:")
+    fitting = [e for e in data.entries() if e.kind in view.kinds]
+    if not fitting:
+        st.caption("No such checkpoint is available: train one on Train live.")
+        st.page_link(page_path("train"), label="Train live", icon=":material/model_training:")
+        return
+    cols = st.columns(min(3, len(fitting)))
+    for i, e in enumerate(fitting[:6]):
+        cols[i % len(cols)].button(f"Use {e.name}", key=f"use-{view.slug}-{e.ref}", on_click=set_checkpoint,
+                                   args=(e.ref,), help=e.title)
+
+
+METRIC_LABEL = {"BPC": "BPC ↓", "accuracy": "accuracy ↑"}
+
+
+def fmt_metric(value: float | None) -> str:
+    """A metric value for a table cell or a card line: three decimals, ``'–'`` when missing."""
+    return "–" if value is None else f"{value:.3f}"
+
+
+def summary_rows(found: list[catalog.CheckpointEntry]) -> list[dict[str, Any]]:
+    """Table rows of :meth:`catalog.CheckpointEntry.summary` with the headline metric made readable: a
+    ``metric`` column ("BPC ↓" for language models, "accuracy ↑" for word problems) and its ``valid`` /
+    ``test`` values as text ('–' when the card has none, never ``None``)."""
+    rows = []
+    for e in found:
+        row = e.summary()
+        row["metric"] = METRIC_LABEL.get(row["metric"], row["metric"])
+        row["valid"], row["test"] = fmt_metric(row["valid"]), fmt_metric(row["test"])
+        rows.append(row)
+    return rows
+
+
+def metric_facts(entry: catalog.CheckpointEntry) -> list[str]:
+    """Markdown fragments of a card summary: ``valid BPC **2.464**``, ``test BPC 2.5`` or, for a word
+    problem, ``valid accuracy **0.986**``, ``test accuracy 0.979`` (missing values left out)."""
+    name, valid, test = entry.metric
+    return [f for f in (f"valid {name} **{valid:.3f}**" if valid is not None else None,
+                        f"test {name} {test:.3f}" if test is not None else None) if f]
+
+
+def accuracy_by_length_line(entry: catalog.CheckpointEntry) -> str | None:
+    """One line for a word-problem card: ``final-position accuracy by length (chance 1/120 = 0.008): L=2
+    1.00 · … · L=128 0.36``; None for other checkpoints or a card without the curve."""
+    curve = entry.accuracy_by_length
+    if not entry.is_word_problem or not curve:
+        return None
+    n = entry.n_outputs
+    chance = f" (chance 1/{n} = {1 / n:.3f})" if n else ""
+    return (f"final-position accuracy by length{chance}: "
+            + " · ".join(f"L={k} {v:.2f}" for k, v in curve.items()))
+
+
+def fmt_seconds(s: float | None) -> str:
+    """Compact duration for narrow metric tiles: ``75.2`` -> ``'1:15'``, ``3725`` -> ``'1:02:05'``,
+    ``9`` -> ``'9 s'``; None/inf -> ``'–'``."""
+    if s is None or not math.isfinite(s):
+        return "–"
+    s = int(round(s))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60}:{s % 60:02d}"
+    return f"{s // 3600}:{(s % 3600) // 60:02d}:{s % 60:02d}"
+
+
+def is_ci() -> bool:
+    """Whether the environment says CI (``CI=1/true/yes``)."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+

@@ -1,0 +1,223 @@
+"""Widgets of the app: checkpoint picker, text box, token cursor, the registry's controls, charts and
+trace downloads. Every widget is bound to a state key of ``app_pages/_state.py`` (seeded before it is drawn,
+copied back on change), so values survive page switches."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from app_pages import _data as data
+from app_pages._state import (K_BLOCK, K_CKPT, K_HEAD, K_LAYER, K_POS, K_SLOT, K_SUBSTEP, K_TEXT, copy as _copy,
+                              seed as _seed)
+from geomlab import catalog
+from geomlab import views as registry
+
+entries, entry_for, default_text_for, max_chars = data.entries, data.entry_for, data.default_text_for, data.max_chars
+
+
+def checkpoint_picker(where: Any = None, key: str = K_CKPT, label: str = "Checkpoint",
+                      kinds: tuple[str, ...] | None = None, help: str | None = None,
+                      only: bool = False) -> catalog.CheckpointEntry | None:
+    """Selectbox over the catalog bound to state ``key``; checkpoints of ``kinds`` are listed first (or,
+    with ``only``, exclusively). Returns the chosen entry or None when nothing can be listed."""
+    where = where or st.sidebar
+    all_entries = entries()
+    if kinds and only:
+        all_entries = [e for e in all_entries if e.kind in kinds]
+    if not all_entries:
+        return None
+    if kinds:
+        all_entries = ([e for e in all_entries if e.kind in kinds]
+                       + [e for e in all_entries if e.kind not in kinds])
+    refs = [e.ref for e in all_entries]
+    if st.session_state.get(key) not in refs:
+        st.session_state[key] = refs[0]
+    by_ref = {e.ref: e for e in all_entries}
+    wkey = "w_" + key
+    _seed(wkey, key)
+
+    shorts = short_labels(all_entries)
+
+    def label_of(ref: str) -> str:
+        e = by_ref[ref]
+        mark = "" if not kinds or e.kind in kinds else " (not for this view)"
+        src = "" if e.source == "bundled" else " · yours"
+        return f"{shorts[ref]}{src}{mark}"
+
+    where.selectbox(label, refs, format_func=label_of, key=wkey, on_change=_copy, args=(wkey, key),
+                    help=help or "Bundled checkpoints first, then yours (newest first). Upload or train "
+                                 "more on the Checkpoints and Train live pages.")
+    chosen = by_ref[st.session_state[key]]
+    where.caption(chosen.title)  # the full title (kind · group · params · corpus) under the short option
+    return chosen
+
+
+def short_labels(found: list[catalog.CheckpointEntry]) -> dict[str, str]:
+    """``ref -> label`` short enough for the sidebar select: the name without a trailing ``-<corpus>``
+    (the caption under the select names it) plus the parameter count, e.g. ``osmformer-o-linear · 88k``;
+    names are kept whole where dropping the corpus would make two labels equal. Design choice."""
+    def params(e: catalog.CheckpointEntry) -> str:
+        n = e.params
+        if not n:
+            return ""
+        return " · " + (f"{n / 1e6:.1f}M" if n >= 1_000_000 else f"{n / 1e3:.0f}k" if n >= 1_000 else str(n))
+
+    def stem(e: catalog.CheckpointEntry) -> str:
+        suffix = f"-{e.corpus}"
+        return e.name[:-len(suffix)] if e.corpus and e.name.endswith(suffix) and e.name != suffix else e.name
+
+    stems = [stem(e) for e in found]
+    return {e.ref: (s if stems.count(s) == 1 else e.name) + params(e) for e, s in zip(found, stems)}
+
+
+def text_box(entry: catalog.CheckpointEntry | None, where: Any = None) -> str:
+    """Text area bound to the shared text; filled with the checkpoint's default text when unset."""
+    where = where or st.sidebar
+    if st.session_state.get(K_TEXT) is None:
+        st.session_state[K_TEXT] = default_text_for(entry)
+    _seed("w_text", K_TEXT)
+    where.text_area("Text", key="w_text", on_change=_copy, args=("w_text", K_TEXT), height=110,
+                    help=f"The text every view traces (at most {max_chars():,} characters). "
+                         "Press Ctrl+Enter or click outside to apply.")
+
+    def reset() -> None:
+        st.session_state[K_TEXT] = default_text_for(entry_for(st.session_state.get(K_CKPT)))
+
+    where.button("Use the default text", on_click=reset, key="w_text_reset", type="tertiary")
+    return st.session_state[K_TEXT]
+
+
+def token_label(tok: str) -> str:
+    """A readable label for a token (spaces and newlines made visible)."""
+    return {" ": "␣", "\n": "⏎", "\t": "⇥"}.get(tok, tok)
+
+
+def cursor_control(tokens: list[str], where: Any = None) -> int:
+    """Token cursor slider bound to ``gl_pos`` (clamped to the text); returns the position."""
+    where = where or st
+    n = len(tokens)
+    pos = st.session_state.get(K_POS)
+    pos = 0 if pos is None else max(0, min(int(pos), n - 1))
+    st.session_state[K_POS] = pos
+    if n == 1:
+        where.caption("Token cursor: position 0 (the text has one token).")
+        return 0
+    _seed("w_pos", K_POS)
+    where.select_slider(
+        "Token cursor", options=list(range(n)), key="w_pos", on_change=_copy, args=("w_pos", K_POS),
+        format_func=lambda i: f"{i} · {token_label(tokens[i])}",
+        help="Choose a position: it is highlighted in every figure on the page, and kept when you "
+             "switch pages.")
+    return st.session_state[K_POS]
+
+
+def int_control(label: str, state_key: str, lo: int, hi: int, default: int, where: Any = None,
+                help: str | None = None) -> int:
+    """An integer slider bound to a shared state key (e.g. the layer), clamped to ``[lo, hi]``."""
+    where = where or st
+    v = st.session_state.get(state_key)
+    v = default if v is None else max(lo, min(int(v), hi))
+    st.session_state[state_key] = v
+    if hi <= lo:
+        return lo
+    wkey = "w_" + state_key
+    _seed(wkey, state_key)
+    where.slider(label, lo, hi, key=wkey, on_change=_copy, args=(wkey, state_key), help=help)
+    return st.session_state[state_key]
+
+#: control name -> (session key, widget label, widget kind, help) of the registry's choice controls
+CONTROL_WIDGETS = {
+    "head": (K_HEAD, "Head", "select", None),
+    "substep": (K_SUBSTEP, "Update (generator heatmap)", "radio", None),
+    "slot": (K_SLOT, "Offset slot", "select", "Which pair (t, t − Δ) spans the planes shown."),
+    "block": (K_BLOCK, "Sub-block (token heatmap)", "radio", None),
+}
+
+
+def view_controls(slug: str, tr: Any, where: Any) -> dict[str, Any]:
+    """Draw the controls view ``slug`` needs for ``tr`` (from the registry: layer, head, substep, slot,
+    block; only those with a choice to make) and return their values, registry defaults for the others."""
+    opts = registry.control_options(slug, tr)
+    values = registry.default_controls(slug, tr)
+    for name in registry.VIEWS[slug].controls:
+        if name == "layer":
+            L = registry.n_layers(tr)
+            if L > 1:  # a one-layer trace leaves the shared layer (and the URL) alone
+                values["layer"] = int_control("Layer", K_LAYER, 0, L - 1, L - 1, where=where,
+                                              help="Which layer's states / maps to show (0 = first).")
+            continue
+        if name not in opts or name not in CONTROL_WIDGETS:
+            continue
+        key, label, kind, help_ = CONTROL_WIDGETS[name]
+        options = opts[name]
+        store = [-1 if v is None else v for v in options]  # None (mean over heads) stored as -1
+        cur = st.session_state.get(key)
+        wkey = "w_" + key
+        st.session_state[wkey] = cur if cur in store else store[0]
+        now = dict(values)
+
+        def fmt(v: Any, name: str = name, now: dict = now) -> str:
+            return registry.control_label(name, None if v == -1 and name == "head" else v, tr, now)
+
+        if kind == "radio":
+            where.radio(label, store, key=wkey, horizontal=True, format_func=fmt, on_change=_copy,
+                        args=(wkey, key), help=help_)
+        else:
+            where.selectbox(label, store, key=wkey, format_func=fmt, on_change=_copy, args=(wkey, key),
+                            help=help_)
+        st.session_state[key] = st.session_state[wkey]
+        v = st.session_state[key]
+        values[name] = None if (name == "head" and v == -1) else v
+    return values
+
+
+def steps_control(entry: catalog.CheckpointEntry, state_key: str, where: Any, label: str | None = None,
+                  help: str | None = None) -> dict[str, Any]:
+    """The CEM inference-steps slider for ``entry`` (range from :func:`geomlab.views.steps_range`); returns
+    the trace options: ``{}`` at the trained T, else ``{"steps": T}``."""
+    cfg = entry.model_config
+    trained = registry.trained_steps(cfg)
+    lo, hi = registry.steps_range(cfg)
+    T = int_control(label or "Recursion steps T at inference", state_key, lo, hi, trained, where=where,
+                    help=help or f"The model was trained with T = {trained}. More steps should keep lowering "
+                                 "the energy (test-time recursion); the figure flags any step where it rose.")
+    return {} if T == trained else {"steps": int(T)}
+
+
+PLOTLY_CONFIG = {
+    "displaylogo": False,
+    "toImageButtonOptions": {"format": "png", "scale": 2},
+    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+}
+
+
+def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = False) -> None:
+    """Draw a Plotly figure at the container's width with the PNG download button in its toolbar
+    (``narrow``: it sits in a half-width column)."""
+    if narrow and any(k.startswith("scene") for k in fig.layout.to_plotly_json()):
+        # half-width 3-D figures: legend under the scene so it does not cover the colour bar
+        fig = go.Figure(fig)
+        fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0})
+    cfg = json.loads(json.dumps(PLOTLY_CONFIG))
+    cfg["toImageButtonOptions"]["filename"] = filename
+    st.plotly_chart(fig, key=key, config=cfg, width="stretch")
+
+
+def trace_downloads(tr: Any, stem: str, where: Any = None) -> None:
+    """Two download buttons: the trace as ``.npz`` (``geomlab.trace.load_trace`` reads it back and
+    reproduces the view) and as plain JSON. Both are built only when clicked."""
+    where = where or st
+    from geomlab import trace as trace_mod
+
+    c1, c2 = where.columns(2)
+    c1.download_button("Trace (.npz)", lambda: trace_mod.trace_bytes(tr), file_name=f"{stem}.trace.npz",
+                       mime="application/octet-stream", icon=":material/download:", on_click="ignore",
+                       key=f"dl-npz-{stem}",
+                       help="Load it back with geomlab.trace.load_trace: it reproduces this view exactly.")
+    c2.download_button("Trace (.json)", lambda: data.trace_json(tr), file_name=f"{stem}.trace.json",
+                       mime="application/json", icon=":material/data_object:", on_click="ignore",
+                       key=f"dl-json-{stem}")

@@ -1,0 +1,381 @@
+"""The view registry: one :class:`ViewSpec` per view page, the single place a view is defined.
+
+A view is a page of figures about one model family (Group trajectories, Tangent updates, Attention
+similarity, CEM energy, Grassmann planes). Its spec says which model kinds it shows, its title and blurb,
+its figures in display order (each a name in :data:`geomlab.figures.VIEWS`, drawn wide or half width), and
+which controls it needs (layer, head, offset slot, sub-block, substep, CEM inference steps). The app pages,
+the Compare page and ``python -m geomlab trace --html`` all read it; :func:`build_figure` builds one figure
+from a trace, the control values and the cursor, passing each figure only the arguments it takes;
+:func:`applies` decides whether a figure applies to a trace.
+
+No streamlit and no plotly import at module level (the app imports this to list its pages); the figure
+functions are imported when a figure is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+OSM_KINDS = ("osm-rnn", "osmformer")
+ATTENTION_KINDS = ("osmformer", "transformer", "llama", "cem", "grassmann-attn")
+
+#: Every control a view can ask for: name -> what it selects (its values come from :func:`control_options`).
+CONTROLS = {
+    "layer": "which layer one-layer figures show (0 = first)",
+    "head": "attention head (None = mean over heads)",
+    "substep": "OSMFormer update shown by the generator heatmap (0 = attention, 1 = grounding)",
+    "slot": "Grassmann offset slot (the pair (t, t - offset) spanning the planes)",
+    "block": "CEM sub-block of the token heatmap (0 = attention, 1 = MLP)",
+    "steps": "CEM recursion steps T at inference (changes the trace itself, not only the figure)",
+}
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One figure of a view: ``name`` (key of :data:`geomlab.figures.VIEWS`), ``wide`` (full width, else
+    half width: two per row), ``args`` (the controls the figure function takes, besides the trace),
+    ``cursor_arg`` (the keyword that receives the cursor: ``"cursor"``, ``"position"`` or None) and
+    ``cursor_fallback`` (on a :class:`~geomlab.figures.FigureError` at that cursor, build it at the figure's
+    default position instead; used by the plane interpolation, which needs a plane pair at the cursor)."""
+
+    name: str
+    wide: bool = True
+    args: tuple[str, ...] = ()
+    cursor_arg: str | None = "cursor"
+    cursor_fallback: bool = False
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    """One view page. ``slug`` is its URL path, ``title``/``short`` its names (page list, buttons), ``icon``
+    a Material icon name string (``":material/timeline:"``), ``kinds`` the model kinds it shows, ``family``
+    and ``blurb`` its one-line texts, ``figures`` in display order, ``controls`` the controls the page draws
+    (keys of :data:`CONTROLS`, in the order they are drawn)."""
+
+    slug: str
+    title: str
+    short: str
+    icon: str
+    kinds: tuple[str, ...]
+    family: str
+    blurb: str
+    figures: tuple[FigureSpec, ...]
+    controls: tuple[str, ...] = field(default=("layer",))
+
+    def figure(self, name: str) -> FigureSpec:
+        """The spec of figure ``name``; ``KeyError`` when this view has no such figure."""
+        for f in self.figures:
+            if f.name == name:
+                return f
+        raise KeyError(f"view {self.slug!r} has no figure {name!r}")
+
+    @property
+    def figure_names(self) -> tuple[str, ...]:
+        """Figure names in display order."""
+        return tuple(f.name for f in self.figures)
+
+
+F = FigureSpec
+# Figures with panels side by side (torus_angles, generator_heatmap, plane_matrix: two columns) are wide: at
+# half width their subplot titles overlap and their ticks pile up (tests/test_app.py checks it).
+VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
+    ViewSpec("trajectories", "Group trajectories", "Trajectories", ":material/timeline:", OSM_KINDS,
+             "orthogonal-state (OSM)",
+             "Where the hidden state H_t travels on its group: eigenvalue phases on the unit circle, distance "
+             "from the identity, and a 3-D picture of the path.",
+             (F("phase_circle", False, ("layer",)), F("pca_trajectory", False, ("layer",)),
+              F("distance_profile", True), F("phase_timeline", True, ("layer",)),
+              F("so3_frame", False, ("layer",)), F("torus_angles", True, ("layer",))),
+             ("layer",)),
+    ViewSpec("tangents", "Tangent updates", "Tangents", ":material/north_east:", OSM_KINDS,
+             "orthogonal-state (OSM)",
+             "How big each update Φ_t in the Lie algebra is, per position and layer, before and after tangent "
+             "mixing.",
+             (F("tangent_heatmap", True), F("tangent_lines", True),
+              F("generator_heatmap", True, ("layer", "substep")), F("mixing_share", True)),
+             ("layer", "substep")),
+    ViewSpec("attention", "Attention similarity", "Attention", ":material/grid_on:", ATTENTION_KINDS,
+             "attention-based (OSMFormer, CEM, Transformers)",
+             "Which earlier positions each position looks at, next to the state similarity Re tr(H_i* H_j).",
+             (F("attention_maps", True, ("layer", "head")), F("attention_row", True, ("layer",))),
+             ("layer", "head")),
+    ViewSpec("energy", "CEM energy", "Energy", ":material/trending_down:", ("cem",),
+             "causal energy minimisation (CEM)",
+             "Energy of each token's iterate across recursion steps t = 0..T: a CEM layer is gradient descent on "
+             "this energy, so it should go down.",
+             (F("energy_descent", True), F("energy_tokens", True, ("layer", "block"))),
+             ("steps", "layer", "block")),
+    ViewSpec("planes", "Grassmann planes", "Planes", ":material/change_history:", ("grassmann",),
+             "Grassmann flow",
+             "The 2-planes a Grassmann layer builds from pairs of positions, their Plücker coordinates, and how "
+             "far apart consecutive planes are.",
+             (F("plane_distances", True, ("slot",)), F("plane_angles", False, ("layer", "slot")),
+              F("gate_share", False), F("plane_similarity", False, ("layer", "slot")),
+              F("plucker_heatmap", False, ("layer", "slot")), F("plane_sphere", False, ("layer", "slot")),
+              F("plane_interpolation", False, ("layer", "slot"), "position", True),
+              F("plane_matrix", True, ("layer", "slot")), F("decomposability_map", False)),
+             ("layer", "slot")),
+)}
+"""Every view page by slug, in the order the app lists them."""
+del F
+
+
+# ---------------------------------------------------------------- shape facts of a trace
+def n_layers(tr: Any) -> int:
+    """Number of layers a trace shows (``tr.n_layers``; 1 when it has no layer axis)."""
+    return max(int(tr.n_layers), 1)
+
+
+def n_heads(tr: Any) -> int:
+    """Number of attention heads of a trace (``tr.n_heads``; 0 without attention)."""
+    return int(tr.n_heads)
+
+
+def _n_substeps(tr: Any) -> int:
+    return int(tr.tangent_shape[1]) if getattr(tr, "has_tangents", False) else 0
+
+
+def _n_slots(tr: Any) -> int:
+    return int(getattr(tr, "n_slots", 0))
+
+
+# ---------------------------------------------------------------- which figures apply
+def _osm_real3(tr: Any) -> bool:
+    import numpy as np
+
+    return tr.d == 3 and not np.iscomplexobj(tr.state_data)
+
+
+def _osm_tangents(tr: Any) -> bool:
+    return bool(getattr(tr, "has_tangents", False))
+
+
+_OSM, _CEM, _GR = "osm", "cem", "grassmann"
+#: figure name -> predicate on a trace (design choice: the rules of the former ``figures.views_for``).
+_APPLIES: dict[str, Callable[[Any], bool]] = {
+    "phase_circle": lambda tr: tr.family == _OSM,
+    "phase_timeline": lambda tr: tr.family == _OSM,
+    "distance_profile": lambda tr: tr.family == _OSM,
+    "pca_trajectory": lambda tr: tr.family == _OSM,
+    "so3_frame": lambda tr: tr.family == _OSM and _osm_real3(tr),
+    "torus_angles": lambda tr: tr.family == _OSM and (getattr(tr, "group", None) or {}).get("name") == "T",
+    "tangent_heatmap": lambda tr: tr.family == _OSM and _osm_tangents(tr),
+    "tangent_lines": lambda tr: tr.family == _OSM and _osm_tangents(tr),
+    "mixing_share": lambda tr: tr.family == _OSM and _osm_tangents(tr),
+    "generator_heatmap": lambda tr: tr.family == _OSM and _osm_tangents(tr),
+    "energy_descent": lambda tr: tr.family == _CEM,
+    "energy_tokens": lambda tr: tr.family == _CEM,
+    "plane_distances": lambda tr: tr.family == _GR,
+    "plane_angles": lambda tr: tr.family == _GR,
+    "plane_similarity": lambda tr: tr.family == _GR,
+    "plucker_heatmap": lambda tr: tr.family == _GR,
+    "plane_matrix": lambda tr: tr.family == _GR,
+    "gate_share": lambda tr: tr.family == _GR and getattr(tr, "gates", None) is not None,
+    "plane_sphere": lambda tr: tr.family == _GR,
+    "plane_interpolation": lambda tr: tr.family == _GR and tr.n_positions >= 2,
+    "decomposability_map": lambda tr: tr.family == _GR,
+    "attention_maps": lambda tr: n_heads(tr) > 0,
+    "attention_row": lambda tr: n_heads(tr) > 0,
+}
+
+#: Every figure name of the registry in one order (views in page order, figures in display order).
+FIGURE_ORDER: tuple[str, ...] = tuple(f.name for v in VIEWS.values() for f in v.figures)
+
+
+def figure_spec(name: str) -> FigureSpec:
+    """The :class:`FigureSpec` of figure ``name`` (in whichever view lists it); ``KeyError`` otherwise."""
+    for v in VIEWS.values():
+        for f in v.figures:
+            if f.name == name:
+                return f
+    raise KeyError(f"no view lists a figure {name!r}")
+
+
+def applies(tr: Any, name: str) -> bool:
+    """Whether figure ``name`` can be drawn for trace ``tr`` (its family and recorded arrays fit)."""
+    rule = _APPLIES.get(name)
+    return bool(rule and rule(tr))
+
+
+def figures_for(tr: Any) -> list[str]:
+    """Names of every registered figure that applies to ``tr``, in :data:`FIGURE_ORDER`."""
+    return [n for n in FIGURE_ORDER if applies(tr, n)]
+
+
+def views_for_kind(kind: str) -> list[ViewSpec]:
+    """The views that show model kind ``kind``, in page order."""
+    return [v for v in VIEWS.values() if kind in v.kinds]
+
+
+def default_view(kind: str) -> ViewSpec | None:
+    """The view a checkpoint of ``kind`` opens on: of the views that show it, the most specific (fewest
+    kinds; the first on a tie), e.g. CEM energy for ``cem``, Group trajectories for ``osmformer``,
+    Attention similarity for ``transformer``; None for a kind no view shows. Design choice."""
+    fitting = views_for_kind(kind)
+    return min(fitting, key=lambda v: len(v.kinds)) if fitting else None
+
+
+def view_figures(slug: str, tr: Any) -> list[FigureSpec]:
+    """The figures of view ``slug`` that apply to ``tr``, in display order (``KeyError``: unknown slug)."""
+    return [f for f in VIEWS[slug].figures if applies(tr, f.name)]
+
+
+# ---------------------------------------------------------------- controls
+def control_options(slug: str, tr: Any, controls: dict[str, Any] | None = None) -> dict[str, list]:
+    """The values each figure control of view ``slug`` can take for ``tr`` (only controls with a choice to
+    make: a one-layer trace gets no ``layer`` entry). ``head`` lists None (mean over heads) first.
+    ``steps`` is not listed (it depends on the checkpoint, see :func:`steps_range`)."""
+    spec = VIEWS[slug]
+    out: dict[str, list] = {}
+    if "layer" in spec.controls and n_layers(tr) > 1:
+        out["layer"] = list(range(n_layers(tr)))
+    if "head" in spec.controls and n_heads(tr) > 1:
+        out["head"] = [None, *range(n_heads(tr))]
+    if "substep" in spec.controls and _n_substeps(tr) > 1:
+        out["substep"] = list(range(_n_substeps(tr)))
+    if "slot" in spec.controls and _n_slots(tr) > 1:
+        out["slot"] = list(range(_n_slots(tr)))
+    if "block" in spec.controls and tr.family == _CEM:
+        out["block"] = [0, 1]
+    return out
+
+
+def default_controls(slug: str, tr: Any) -> dict[str, Any]:
+    """Control values of a first visit (design choice: the last layer, mean over heads, the first substep,
+    slot and sub-block); always has ``layer``."""
+    opts = control_options(slug, tr)
+    out: dict[str, Any] = {"layer": n_layers(tr) - 1}
+    for name, values in opts.items():
+        if name != "layer":
+            out[name] = values[0]
+    return out
+
+
+def clamp_controls(slug: str, tr: Any, controls: dict[str, Any]) -> dict[str, Any]:
+    """``controls`` made valid for ``tr`` (e.g. Compare applies side A's layer to side B): values a trace
+    does not have fall back to :func:`default_controls`; the layer is clamped to the last layer."""
+    opts = control_options(slug, tr)
+    out = default_controls(slug, tr)
+    for name, value in controls.items():
+        if name == "layer" and isinstance(value, int):
+            out["layer"] = max(0, min(value, n_layers(tr) - 1))
+        elif name in opts and value in opts[name]:
+            out[name] = value
+    return out
+
+
+def control_label(name: str, value: Any, tr: Any = None, controls: dict[str, Any] | None = None) -> str:
+    """How a control value reads in a widget: ``"mean over heads"``, ``"head 2"``, ``"attention"`` /
+    ``"grounding"`` (substep), ``"attention"`` / ``"MLP"`` (block), ``"offset 3"`` or ``"slot 1 (unused)"``
+    (slot, from the trace's offsets at ``controls["layer"]``), the number otherwise."""
+    if name == "head":
+        return "mean over heads" if value is None else f"head {value}"
+    if name == "substep":
+        return {0: "attention", 1: "grounding"}.get(value, f"substep {value}")
+    if name == "block":
+        return "attention" if value == 0 else "MLP"
+    if name == "slot":
+        offsets = getattr(tr, "offsets", None)
+        if offsets is None:
+            return f"slot {value}"
+        off = int(offsets[(controls or {}).get("layer", 0) or 0, value])
+        return f"offset {off}" if off else f"slot {value} (unused)"
+    return str(value)
+
+
+def trained_steps(model_config: dict[str, Any]) -> int:
+    """The CEM recursion steps T a checkpoint uses by default (``inference_recursion_steps`` or
+    ``recursion_steps``, else 1)."""
+    return int(model_config.get("inference_recursion_steps") or model_config.get("recursion_steps") or 1)
+
+
+def steps_range(model_config: dict[str, Any]) -> tuple[int, int]:
+    """``(1, hi)``: the inference steps T offered for a CEM checkpoint (design choice: up to
+    ``max(16, 2 x trained)``)."""
+    return 1, max(16, 2 * trained_steps(model_config))
+
+
+# ---------------------------------------------------------------- building figures
+def figure_kwargs(name: str, controls: dict[str, Any] | None = None, cursor: int | None = None) -> dict[str, Any]:
+    """The keyword arguments figure ``name`` receives: the controls it takes (None values left out) and the
+    cursor under its ``cursor_arg``. Also the figure's cache key (with the name)."""
+    spec = figure_spec(name)
+    kw = {k: (controls or {}).get(k) for k in spec.args}
+    kw = {k: v for k, v in kw.items() if v is not None}
+    if spec.cursor_arg and cursor is not None:
+        kw[spec.cursor_arg] = int(cursor)
+    return kw
+
+
+def build_figure(tr: Any, name: str, controls: dict[str, Any] | None = None, cursor: int | None = None):
+    """Figure ``name`` of trace ``tr`` as a :class:`geomlab.figures.View` ``(figure, caption)``.
+
+    ``controls``: control values (extra keys ignored, missing ones take the figure's defaults);
+    ``cursor``: the highlighted position. Raises :class:`geomlab.figures.FigureError` (a ``ValueError``) when
+    the figure does not apply or an argument is out of range; ``KeyError`` for an unknown figure."""
+    from geomlab import figures
+
+    spec = figure_spec(name)
+    fn = figures.VIEWS[name]
+    kw = figure_kwargs(name, controls, cursor)
+    if spec.cursor_fallback and spec.cursor_arg in kw:
+        try:
+            return fn(tr, **kw)
+        except figures.FigureError:
+            kw.pop(spec.cursor_arg)
+    return fn(tr, **kw)
+
+
+def build_view(tr: Any, slug: str, controls: dict[str, Any] | None = None, cursor: int | None = None,
+               skip_errors: bool = True) -> dict[str, Any]:
+    """Every applicable figure of view ``slug`` for ``tr`` as ``{name: View}`` in display order, with
+    ``controls`` over :func:`default_controls`. Figures that cannot be drawn for this particular trace (a
+    ``FigureError``, e.g. no plane pair in a one-character text) are left out unless ``skip_errors`` is
+    False."""
+    from geomlab.figures import FigureError
+
+    ctl = clamp_controls(slug, tr, controls or {})
+    out: dict[str, Any] = {}
+    for f in view_figures(slug, tr):
+        try:
+            out[f.name] = build_figure(tr, f.name, ctl, cursor)
+        except FigureError:
+            if not skip_errors:
+                raise
+    return out
+
+
+def views_of_trace(tr: Any) -> list[ViewSpec]:
+    """The views with at least one figure for ``tr`` (by its figures, not its kind: a trace file of an
+    unregistered kind that records a family's arrays gets that family's views)."""
+    return [v for v in VIEWS.values() if view_figures(v.slug, tr)]
+
+
+def check_registry(names: Iterable[str] | None = None) -> list[str]:
+    """Problems of the registry as sentences (empty when consistent): every figure name exists in
+    ``geomlab.figures.VIEWS`` (or ``names``), has a rule in :func:`applies`, appears in one view only, and
+    every control named is a key of :data:`CONTROLS`."""
+    if names is None:
+        from geomlab import figures
+
+        names = figures.VIEWS
+    names = set(names)
+    problems = []
+    seen: dict[str, str] = {}
+    for v in VIEWS.values():
+        for c in v.controls:
+            if c not in CONTROLS:
+                problems.append(f"{v.slug}: unknown control {c!r}")
+        for f in v.figures:
+            if f.name not in names:
+                problems.append(f"{v.slug}: {f.name!r} is not in geomlab.figures.VIEWS")
+            if f.name not in _APPLIES:
+                problems.append(f"{v.slug}: {f.name!r} has no applicability rule")
+            if f.name in seen:
+                problems.append(f"{f.name!r} is listed by {seen[f.name]} and {v.slug}")
+            seen[f.name] = v.slug
+            for a in f.args:
+                if a not in v.controls:
+                    problems.append(f"{v.slug}: {f.name!r} takes {a!r}, which the view does not offer")
+    return problems
