@@ -248,30 +248,17 @@ def figure_for(entry: catalog.CheckpointEntry, text: str, trace_opts: dict[str, 
     return view
 
 
-def trace_json(tr: Any) -> str:
-    """The trace as one JSON document (``geomlab.trace.trace_json`` when the backend has it, else the
-    app's own export below)."""
+def json_window(n_positions: int, cursor: int | None, size: int = 256) -> tuple[int, int]:
+    """The positions ``(start, stop)`` the JSON download holds: ``size`` positions around the cursor (the
+    window a view shows; design choice, keeps the download bounded)."""
+    c = n_positions // 2 if cursor is None else int(cursor)
+    start = max(0, min(c - size // 2, n_positions - size))
+    return start, min(n_positions, start + size)
+
+
+def trace_json(tr: Any, cursor: int | None = None) -> str:
+    """The trace as one strict JSON document of the window around ``cursor`` (``geomlab.trace.trace_json``)."""
     from geomlab import trace as trace_mod
 
-    export = getattr(trace_mod, "trace_json", None)
-    return export(tr) if export is not None else _trace_json(tr)
-
-
-def _trace_json(tr: Any) -> str:
-    """Metadata plus every array as nested lists (complex arrays as ``{"real": ..., "imag": ...}``).
-    Design choice: for tools that do not read ``.npz``."""
-    import json
-
-    def arr(a: np.ndarray) -> Any:
-        a = np.asarray(a)
-        if np.iscomplexobj(a):
-            return {"real": np.round(a.real, 6).tolist(), "imag": np.round(a.imag, 6).tolist()}
-        if a.dtype.kind == "f":
-            return np.round(a, 6).tolist()
-        return a.tolist()
-
-    doc = {"kind": tr.kind, "family": tr.family, "text": tr.text, "labels": list(tr.labels),
-           "config": tr.config, "group": getattr(tr, "group", None), "tokens": arr(tr.tokens),
-           "arrays": {k: arr(v) for k, v in tr.array_fields().items()},
-           "extras": {k: arr(v) for k, v in tr.extras.items()}}
-    return json.dumps(doc, default=str)
+    start, stop = json_window(tr.n_positions, cursor)
+    return trace_mod.trace_json(tr, start, stop)

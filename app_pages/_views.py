@@ -172,4 +172,4 @@ def render_view(slug: str) -> None:
         with st.expander("Download this trace", icon=":material/download:"):
             st.caption("Every figure downloads as PNG from the camera icon in its toolbar. The trace holds "
                        "every array behind these figures.")
-            ui.trace_downloads(tr, stem=f"{entry.name}-{slug}")
+            ui.trace_downloads(tr, stem=f"{entry.name}-{slug}", cursor=pos)

@@ -141,6 +141,22 @@ def log_to_server() -> None:
 _THREAD: threading.Thread | None = None
 
 
+def set_torch_threads() -> int:
+    """One intra-op thread per torch call by default (``GEOMLAB_TORCH_THREADS`` overrides): the server runs
+    many sessions' small traces side by side, and several threads per call on a 2-core server spin against
+    each other (a 2,048-character trace took 2-4x the CPU with torch's default). Design choice; returns the
+    number set."""
+    import torch
+
+    try:
+        n = max(1, int(os.environ.get("GEOMLAB_TORCH_THREADS", "1")))
+    except ValueError:
+        log.warning("GEOMLAB_TORCH_THREADS is not a whole number; using 1")
+        n = 1
+    torch.set_num_threads(n)
+    return n
+
+
 def warm_up() -> threading.Thread:
     """Start the warm-up thread once per process and return it (later calls return the same thread; it may
     be called from ``serve.py``'s start-up hook before any session, or from ``app.py``'s first run). pandas
@@ -162,6 +178,7 @@ def warm_up() -> threading.Thread:
                     importlib.import_module(name)
                 except Exception:  # noqa: BLE001 - best effort; pages report real import errors themselves
                     pass
+            set_torch_threads()
             _IMPORTS_DONE.set()
             log.info("warm-up: imports done in %.1f s", time.perf_counter() - t0)
             try:

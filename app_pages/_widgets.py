@@ -4,6 +4,8 @@ copied back on change), so values survive page switches."""
 
 from __future__ import annotations
 
+import copy
+
 import json
 from typing import Any
 
@@ -200,16 +202,17 @@ def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = Fa
     (``narrow``: it sits in a half-width column)."""
     if narrow and any(k.startswith("scene") for k in fig.layout.to_plotly_json()):
         # half-width 3-D figures: legend under the scene so it does not cover the colour bar
-        fig = go.Figure(fig)
+        fig = copy.deepcopy(fig)  # unvalidated views copy without plotly's validation
         fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0})
     cfg = json.loads(json.dumps(PLOTLY_CONFIG))
     cfg["toImageButtonOptions"]["filename"] = filename
     st.plotly_chart(fig, key=key, config=cfg, width="stretch")
 
 
-def trace_downloads(tr: Any, stem: str, where: Any = None) -> None:
-    """Two download buttons: the trace as ``.npz`` (``geomlab.trace.load_trace`` reads it back and
-    reproduces the view) and as plain JSON. Both are built only when clicked."""
+def trace_downloads(tr: Any, stem: str, where: Any = None, cursor: int | None = None) -> None:
+    """Two download buttons: the whole trace as compressed ``.npz`` (``geomlab.trace.load_trace`` reads it
+    back and reproduces the view) and strict JSON of the 256 positions around the cursor. Both are built
+    only when clicked."""
     where = where or st
     from geomlab import trace as trace_mod
 
@@ -218,6 +221,9 @@ def trace_downloads(tr: Any, stem: str, where: Any = None) -> None:
                        mime="application/octet-stream", icon=":material/download:", on_click="ignore",
                        key=f"dl-npz-{stem}",
                        help="Load it back with geomlab.trace.load_trace: it reproduces this view exactly.")
-    c2.download_button("Trace (.json)", lambda: data.trace_json(tr), file_name=f"{stem}.trace.json",
+    start, stop = data.json_window(tr.n_positions, cursor)
+    c2.download_button("Trace (.json)", lambda: data.trace_json(tr, cursor), file_name=f"{stem}.trace.json",
                        mime="application/json", icon=":material/data_object:", on_click="ignore",
-                       key=f"dl-json-{stem}")
+                       key=f"dl-json-{stem}",
+                       help=f"Positions {start}–{stop - 1} around the cursor, every array cut to them; "
+                            "non-finite values as null.")
