@@ -190,3 +190,17 @@ def test_eval_refuses_another_task(capsys, monkeypatch, text_file):
     own = capsys.readouterr().out
     assert main(["eval", s5, "--data", "word-problem:S5:32"]) == 0
     assert capsys.readouterr().out == own  # same card evaluation set as without --data
+
+
+def test_trace_writes_the_json_window_around_the_cursor(tmp_path, monkeypatch):
+    """trace --json writes the strict JSON download of the app: at most 256 positions around --cursor."""
+    import json as _json
+
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    text = "ROMEO: But soft, what light through yonder window breaks? " * 6
+    out = tmp_path / "t.json"
+    assert main(["trace", "assets/checkpoints/transformer-alibi-tinyshakespeare", "--text", text,
+                 "--cursor", "300", "--out", str(tmp_path / "t"), "--json", str(out)]) == 0
+    doc = _json.loads(out.read_text(encoding="utf-8"))
+    assert doc["window"] == [len(text) - 256, len(text)] and len(doc["labels"]) == 256
+    assert len(doc["arrays"]["attention"][0]) == 256

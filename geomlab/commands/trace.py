@@ -26,6 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write every figure of this trace's views (the app's pages) as NAME.html into this "
                         "folder, with an index.html listing them by view")
     p.add_argument("--cursor", type=int, default=None, help="position highlighted in the --html figures")
+    p.add_argument("--json", default=None,
+                   help="also write strict JSON of at most 256 positions (around --cursor, else from the start; "
+                        "the app's JSON download) to this file")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +61,13 @@ def run(args: argparse.Namespace) -> int:
     if n_unk:
         print(f"note: {n_unk} characters are not in the checkpoint's vocabulary and were traced as the unknown "
               "token", file=sys.stderr)
+    if args.json:
+        from geomlab.trace import trace_json
+
+        T = tr.n_positions
+        start = 0 if args.cursor is None else max(0, min(args.cursor - 128, T - 256))
+        Path(args.json).write_text(trace_json(tr, start, min(T, start + 256)), encoding="utf-8")
+        print(f"wrote positions {start}-{min(T, start + 256) - 1} as JSON -> {args.json}")
     if args.html:
         written = write_html(tr, Path(args.html), cursor=args.cursor)
         print(f"wrote {len(written)} figures to {args.html}/ ({', '.join(written)}) and index.html")
