@@ -731,8 +731,10 @@ def test_compare_defaults_label_each_side_once_and_keep_a_single_map_square_and_
     assert at.session_state["gl_ckpt_b"] == "bundled/osmformer-o-linear-tinyshakespeare"
     assert at.session_state["gl_compare_view"] == "attention"
     heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: "))]
-    assert sum(h.startswith("**A: cem-t2") for h in heads) == 1, heads
-    assert sum(h.startswith("**B: osmformer-o-linear") for h in heads) == 1, heads
+    # each side labelled once over its maps, and once in the header row over the side-by-side cursor rows
+    assert sum(h.startswith("**A: cem-t2") for h in heads) == 2, heads
+    assert sum(h.startswith("**B: osmformer-o-linear") for h in heads) == 2, heads
+    assert sum("*attention maps*" in h for h in heads) == 2, heads
     in_cols = [json.loads(c.proto.spec) for col in at.columns for c in col.get("plotly_chart")]
     cem = [s for s in in_cols if "Attention weights" in s["layout"]["title"]["text"]]
     assert len(cem) == 1 and _views.square_single_panel(cem[0])
