@@ -283,3 +283,32 @@ def test_a_link_to_an_unknown_checkpoint_says_so(page, server):
     page.goto(f"{server}/?ckpt=../../etc/passwd")
     wait_idle(page)
     page.get_by_text("which is not here").first.wait_for(timeout=30_000)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_cursor_move_redraws_the_view_without_retracing(page, server):
+    """Pressing → on the token cursor moves it by one position: the page caption and the cursor-row figure
+    follow, and no trace is computed (one forward pass per checkpoint and text). The time from the key press
+    to the redrawn figure is written to test-artifacts/cursor_move.txt (a measurement, not asserted)."""
+    ref = f"runs/{PAGES['attention']}"
+    page.goto(f"{server}/attention?ckpt={ref}")
+    wait_idle(page)
+    page.wait_for_selector(CHART, state="attached")
+    pos = int(page.get_by_text("cursor at ").first.inner_text().split("cursor at ")[1].split()[0])
+    log = SERVER_INFO["log"]
+    traces_before = log.read_text().count("miss ('trace'")
+    cursor = page.locator('[data-testid="stSlider"]').filter(has_text="Token cursor").get_by_role("slider")
+    cursor.focus()
+    t0 = time.monotonic()
+    cursor.press("ArrowRight")
+    page.get_by_text(f"cursor at {pos + 1} ").first.wait_for(timeout=60_000)
+    page.locator(".gtitle", has_text=f"What position {pos + 1} ").first.wait_for(timeout=60_000)
+    seconds = time.monotonic() - t0
+    assert log.read_text().count("miss ('trace'") == traces_before  # the model did not run again
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert f"ckpt={ref.replace('/', '%2F')}" in page.url or f"ckpt={ref}" in page.url, page.url
+    screenshot(page, "attention-cursor-moved")
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "cursor_move.txt").write_text(f"/attention ({ref}): {seconds:.2f} s from a cursor key press "
+                                               "to the redrawn cursor-row figure in chromium\n")

@@ -165,7 +165,8 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
                    "mode": "lines+markers" if len(idx) <= 64 else "lines",
                    "name": "mean over heads" if H > 1 else "weight", "line": {"width": 3, "color": "#000000"},
                    "text": np.array(hover), "hovertemplate": "%{text}<br>weight %{y:.4f}<extra></extra>"})
-    fig.update_xaxes(title={"text": "key position j"})
+    fig.update_xaxes(title={"text": "key position j"}, tickformat="d", range=[-0.5, q + 0.5],
+                     **({"dtick": 1} if q < 12 else {}))
     fig.update_yaxes(title={"text": "attention weight"}, rangemode="tozero")
     top = int(np.argmax(mean))
     cap = (f"Where position {q} '{tr.labels[q]}' looks in layer {layer}: its attention weight on every earlier "
