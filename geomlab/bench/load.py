@@ -1,6 +1,6 @@
 """``python -m geomlab.bench load``: many concurrent sessions against the real app server.
 
-Starts ``streamlit run app.py`` (headless, loopback, a free port) as a subprocess with its log captured,
+Starts ``streamlit run serve.py`` (or ``app.py`` with ``--entry``; headless, loopback, a free port) as a subprocess with its log captured,
 then drives ``--sessions`` concurrent sessions the way a browser talks to the server: Streamlit's own
 websocket protocol (``/_stcore/stream``; ``BackMsg`` with a ``rerun_script`` ``ClientState`` up,
 ``ForwardMsg`` down, the protobuf classes of the installed streamlit package), through the ``websockets``
@@ -638,8 +638,10 @@ class RssMonitor:
 
 
 @contextlib.contextmanager
-def app_server(port: int, log_path: Path, start_timeout: float = 180.0) -> Iterator[subprocess.Popen]:
-    """``streamlit run app.py`` headless on ``127.0.0.1:port`` from the repository root, stdout and
+def app_server(port: int, log_path: Path, start_timeout: float = 180.0,
+               entry: str = "serve.py") -> Iterator[subprocess.Popen]:
+    """``streamlit run ENTRY`` (``serve.py``, the README's command, by default; ``app.py`` starts cold)
+    headless on ``127.0.0.1:port`` from the repository root, stdout and
     stderr to ``log_path``; yields once ``/_stcore/health`` answers. The server runs in its own process
     group, which is always terminated (then killed) on exit. Raises ``RuntimeError`` with the log's tail when it does not come up in
     ``start_timeout`` seconds."""
@@ -648,7 +650,7 @@ def app_server(port: int, log_path: Path, start_timeout: float = 180.0) -> Itera
         env.pop(k, None)
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+            [sys.executable, "-m", "streamlit", "run", str(ROOT / entry), "--server.headless", "true",
              "--server.port", str(port), "--server.address", "127.0.0.1",
              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -768,7 +770,7 @@ class LoadResult:
 def run_load(sessions: int, views: Iterable[str] = DEFAULT_VIEWS, moves: int = 3, chars: int = 512,
              port: int = 0, browser: int = 0, timeout: float = 900.0, warmup: bool = True,
              rotate: bool = False, ramp: float = 0.0, together: bool = False,
-             log_path: Path | None = None) -> LoadResult:
+             log_path: Path | None = None, entry: str = "serve.py") -> LoadResult:
     """Start the server, run ``sessions`` concurrent protocol sessions (and ``browser`` chromium pages on
     the URLs of the first ones), stop the server; see the module docstring. ``timeout``: wall-clock
     limit for the sessions after the server is up (seconds; unfinished sessions are recorded as timed
@@ -811,7 +813,7 @@ def run_load(sessions: int, views: Iterable[str] = DEFAULT_VIEWS, moves: int = 3
             log_path = Path(tmp) / "streamlit.log"
         stack = outer.enter_context(contextlib.ExitStack())  # closed (server stopped) before the log is read
         t_start = time.monotonic()
-        proc = stack.enter_context(app_server(port, Path(log_path)))
+        proc = stack.enter_context(app_server(port, Path(log_path), entry=entry))
         server_up = time.monotonic() - t_start
         monitor = RssMonitor(proc.pid).start()
         stack.callback(monitor.stop)
@@ -954,6 +956,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-warmup", action="store_true",
                    help="skip the Home visit and the one-session baseline before the load")
     p.add_argument("--log", type=Path, default=None, help="keep the server log at this path")
+    p.add_argument("--entry", default="serve.py", choices=("serve.py", "app.py"),
+                   help="what `streamlit run` starts (default serve.py: warm at start; app.py warms up with the "
+                        "first visitor)")
     args = p.parse_args(argv)
     views = [v for item in args.views for v in item.split(",") if v]
     # a SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the server is always stopped
@@ -961,7 +966,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_load(args.sessions, views, moves=args.moves, chars=args.chars, port=args.port,
                           browser=args.browser, timeout=args.timeout, warmup=not args.no_warmup,
-                          rotate=args.rotate, ramp=args.ramp, together=args.together, log_path=args.log)
+                          rotate=args.rotate, ramp=args.ramp, together=args.together, log_path=args.log,
+                          entry=args.entry)
     except (ValueError, RuntimeError) as exc:
         print(f"load: {exc}", file=sys.stderr)
         return 2
