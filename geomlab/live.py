@@ -318,6 +318,8 @@ class LiveRun:
         self._save_requests: list[tuple[Path, threading.Event, list]] = []
         self._lr_factor = 1.0
         self.task = task if task is not None else build_task(spec)
+        if hasattr(self.task, "check_context"):  # a text shorter than the context: refused here, readable
+            self.task.check_context(int(spec.seq_len))
         if model is None:
             model, self._note = build_model_for(spec, self.task.vocab_size)
         self.model = model

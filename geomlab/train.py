@@ -309,6 +309,8 @@ class Trainer:
         self._stop = threading.Event()
         self._resume_state: dict[str, Any] | None = None
         self._started = False
+        if hasattr(task, "check_context"):  # refuse a context the data cannot fill, before any step
+            task.check_context(self.config.seq_len)
         self.model.to(self.device)
         self.optimizer = self._make_optimizer()
         self.generator = torch.Generator().manual_seed(int(self.config.seed))
@@ -342,6 +344,18 @@ class Trainer:
                                        "(it was saved without it)")
         if task.vocab is not None and c.vocab is not None and task.vocab != c.vocab:
             raise ckpt.CheckpointError(f"{Path(path).name}: its vocabulary differs from the data's")
+        # a task built with the checkpoint's vocabulary encodes any text; the data's own vocabulary says
+        # whether it is the text the run was trained on (another one would train on unknown tokens)
+        own = task.data_vocab() if hasattr(task, "data_vocab") else None
+        if own is not None and c.vocab is not None:
+            from geomlab.data.vocab import vocab_mismatch
+
+            diff = vocab_mismatch(c.vocab, own)
+            if diff:
+                raise ckpt.CheckpointError(
+                    f"not resuming {Path(path).name}: the data's vocabulary differs from the checkpoint's ({diff}); "
+                    "resume with the text the run was trained on, or start a new run (nothing was trained or "
+                    "written)")
         cfg = dict(c.train_config or {})
         cfg.update(overrides or {})
         if out is None:
