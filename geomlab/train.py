@@ -4,7 +4,9 @@
 (from a :class:`geomlab.data.Task`), periodic validation and checkpoints. It serves both the command line
 (a ``tqdm`` bar) and the app (a background thread: a progress callback receiving :class:`Progress`, a
 thread-safe :meth:`Trainer.stop`). A run can be stopped and resumed from its checkpoint with identical
-results for the same seed (model, optimizer, batch RNG, global torch RNG and step are saved).
+results for the same seed (model, optimizer, batch RNG, the run's own dropout RNG and step are saved).
+A run never draws from torch's global RNG (:mod:`geomlab.rng`), so it is reproducible while another run
+trains in the same process.
 
 A non-finite loss, gradient or weight stops the run cleanly: no checkpoint is written after the failure
 (the last good one stays on disk) and a :class:`TrainingError` names the step and the quantity.
@@ -29,6 +31,7 @@ import torch
 import geomlab
 from geomlab import checkpoint as ckpt
 from geomlab.data.tasks import LN2, Task, sequence_nll
+from geomlab.rng import RunRNG
 
 
 class TrainingError(RuntimeError):
@@ -50,7 +53,8 @@ class TrainConfig:
     tokens, also the evaluation window. lr: peak learning rate. weight_decay: AdamW decay (see module
     docstring). betas: AdamW betas. warmup: warm-up length as a fraction of ``steps`` (< 1) or a step
     count (>= 1). min_lr_ratio: final lr / peak lr of the cosine. grad_clip: max global gradient norm (0 =
-    off). seed: seeds the batch sampler and torch's global RNG. eval_every: validate (and checkpoint)
+    off). seed: seeds the batch sampler and the run's own generators for dropout (:class:`geomlab.rng.RunRNG`;
+    never torch's global RNG). eval_every: validate (and checkpoint)
     every N steps (0 = only at the end). eval_tokens: targets used by the periodic validations (``None`` =
     the whole split; the final evaluation always uses the whole split). eval_stride: stride of the
     evaluation windows (``None`` = ``seq_len``, non-overlapping). log_every: progress callback period in
@@ -225,7 +229,9 @@ def disable_tf32() -> None:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed torch's global RNG (CPU and CUDA) — call before building a model for reproducible inits."""
+    """Seed torch's global RNG (CPU and CUDA) — call before building a model for reproducible inits in a
+    single-run script. Where runs may share the process (the app), build under :func:`geomlab.rng.seeded`
+    instead, which seeds and restores the global RNG under a lock."""
     torch.manual_seed(int(seed))
 
 
@@ -307,13 +313,14 @@ class Trainer:
         self.last_valid: dict[str, float] = {}
         self.last_checkpoint: Path | None = None
         self._stop = threading.Event()
-        self._resume_state: dict[str, Any] | None = None
-        self._started = False
         if hasattr(task, "check_context"):  # refuse a context the data cannot fill, before any step
             task.check_context(self.config.seq_len)
         self.model.to(self.device)
         self.optimizer = self._make_optimizer()
         self.generator = torch.Generator().manual_seed(int(self.config.seed))
+        # the run's own generators for dropout and any other draw in the model (never torch's global RNG,
+        # so a run is reproducible while another trains in the same process; geomlab.rng)
+        self.rng = RunRNG(int(self.config.seed))
 
     # ------------------------------------------------------------------ public API
     def stop(self) -> None:
@@ -371,14 +378,6 @@ class Trainer:
         """Train until ``config.steps``, :meth:`stop` or a numerical failure (see class docstring)."""
         cfg = self.config
         disable_tf32()
-        if not self._started:  # a second run() after a stop continues with the RNG where it is
-            if self._resume_state is None:
-                seed_everything(cfg.seed)  # dropout etc.; the model itself was built by the caller
-            else:
-                torch.set_rng_state(self._resume_state["torch"])
-                if self.device.type == "cuda" and "cuda" in self._resume_state:
-                    torch.cuda.set_rng_state(self._resume_state["cuda"])
-            self._started = True
         bar = None
         if self.progress_bar:
             from tqdm.auto import tqdm
@@ -405,12 +404,13 @@ class Trainer:
                 x, y = self.task.sample_batch(cfg.batch_size, cfg.seq_len_at(step), self.generator)
                 x, y = x.to(self.device), y.to(self.device)
                 self.model.train()
-                loss = self.task.loss(self.model(x), y)
-                if not torch.isfinite(loss.detach()).item():
-                    raise TrainingError(f"step {step}: the training loss is {loss.item()} (non-finite); "
-                                        "stopped, the last good checkpoint is kept", step, "loss")
                 self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                with self.rng.scope():  # dropout etc. draw from this run's generators only
+                    loss = self.task.loss(self.model(x), y)
+                    if not torch.isfinite(loss.detach()).item():
+                        raise TrainingError(f"step {step}: the training loss is {loss.item()} (non-finite); "
+                                            "stopped, the last good checkpoint is kept", step, "loss")
+                    loss.backward()
                 with_grad = [p for _, p in params if p.grad is not None]
                 gnorm = torch.nn.utils.get_total_norm([p.grad for p in with_grad])
                 if not torch.isfinite(gnorm).item():  # find the culprit before clipping spreads the NaN
@@ -537,9 +537,8 @@ class Trainer:
     def _train_state(self) -> dict[str, Any]:
         tensors, json_part = _optim_state_tensors(self.optimizer)
         tensors["rng.batch"] = self.generator.get_state()
-        tensors["rng.torch"] = torch.get_rng_state()
-        if self.device.type == "cuda":
-            tensors["rng.cuda"] = torch.cuda.get_rng_state()
+        for key, state in self.rng.get_state().items():  # the run's own generators (geomlab.rng)
+            tensors["rng.run." + key.replace(":", ".")] = state
         json_part.update({"step": self.step, "elapsed_s": self.elapsed_s, "last_valid": self.last_valid})
         return {"tensors": tensors, "json": json_part}
 
@@ -549,9 +548,12 @@ class Trainer:
         self.optimizer = self._make_optimizer()
         self.optimizer.load_state_dict(_optim_state_from(ts, js))
         self.generator.set_state(ts["rng.batch"])
-        self._resume_state = {"torch": ts["rng.torch"]}
-        if "rng.cuda" in ts:
-            self._resume_state["cuda"] = ts["rng.cuda"]
+        states = {k[len("rng.run."):].replace(".", ":"): v for k, v in ts.items() if k.startswith("rng.run.")}
+        if not states:  # checkpoints before issue 15 stored torch's global RNG state, which dropout used
+            states = {"cpu": ts["rng.torch"]}
+            if "rng.cuda" in ts and self.device.type == "cuda":
+                states[f"cuda:{self.device.index or 0}"] = ts["rng.cuda"]
+        self.rng.set_state(states)
         self.step = int(js["step"])
         self.elapsed_s = float(js.get("elapsed_s", 0.0))
         self.last_valid = dict(js.get("last_valid") or {})

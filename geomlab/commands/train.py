@@ -127,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     from geomlab import checkpoint as ckpt
     from geomlab.data.tasks import make_task
     from geomlab.models import build_model, config_for_budget, count_params, full_config, kinds
-    from geomlab.train import TrainConfig, Trainer, TrainingError, seed_everything
+    from geomlab.rng import seeded
+    from geomlab.train import TrainConfig, Trainer, TrainingError
 
     if args.list_models:
         print("\n".join(kinds()))
@@ -175,8 +176,8 @@ def run(args: argparse.Namespace) -> int:
             config = config_for_budget(args.model, parse_count(args.params), task.vocab_size, **fixed)
         else:
             config = full_config({"kind": args.model, "vocab_size": task.vocab_size, **fixed})
-        seed_everything(overrides.get("seed", 0))
-        model = build_model(config)
+        with seeded(overrides.get("seed", 0)):  # = torch.manual_seed(seed) then build, under the RNG lock
+            model = build_model(config)
         n_eff = count_params(model, "effective")
         if args.name:
             name = args.name
