@@ -44,6 +44,19 @@ class TrainingError(RuntimeError):
         self.quantity = quantity
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (read-only folder, disk full...). The message names the step, the
+    checkpoint and the reason; ``.step`` is the step, ``.errno`` the system's error number. The run stops
+    (nothing is trained past a checkpoint that was not kept); the previous checkpoint on disk, if any, is
+    what :func:`geomlab.checkpoint.save` left in place."""
+
+    def __init__(self, message: str, step: int | None = None, errno_: int | None = None):
+        super().__init__(message)
+        self.step = step
+        if errno_ is not None:
+            self.errno = errno_
+
+
 # ------------------------------------------------------------------------------------------------ config
 @dataclass
 class TrainConfig:
@@ -586,12 +599,20 @@ class Trainer:
 
     def save_checkpoint(self, final_metrics: dict[str, float] | None = None) -> Path | None:
         """Write the resumable checkpoint ``out`` (weights, optimizer/scheduler/RNG state, card, metrics)
-        now; returns its path, or None when the trainer has no ``out``."""
+        now; returns its path, or None when the trainer has no ``out``. Raises :class:`CheckpointWriteError`
+        (an ``OSError``, one line naming the step, the checkpoint and the reason) when the system refuses."""
         if self.out is None:
             return None
-        path = ckpt.save(self.out, self.model, self.task.vocab, self.full_card(final_metrics),
-                         train_config=self.config.to_dict(), metrics=self.history,
-                         train_state=self._train_state())
+        try:
+            path = ckpt.save(self.out, self.model, self.task.vocab, self.full_card(final_metrics),
+                             train_config=self.config.to_dict(), metrics=self.history,
+                             train_state=self._train_state())
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            kept = (f"the last good checkpoint {self.last_checkpoint} is kept" if self.last_checkpoint
+                    else "no checkpoint of this run was written")
+            raise CheckpointWriteError(f"step {self.step}: could not write the checkpoint {self.out}: {reason}; "
+                                       f"{kept}", self.step, exc.errno) from exc
         self.last_checkpoint = path
         return path
 

@@ -190,3 +190,157 @@ def test_eval_refuses_another_task(capsys, monkeypatch, text_file):
     own = capsys.readouterr().out
     assert main(["eval", s5, "--data", "word-problem:S5:32"]) == 0
     assert capsys.readouterr().out == own  # same card evaluation set as without --data
+
+
+# ---------------------------------------------------------------- issue 15, class 7: OSError and Ctrl-C
+import errno
+import os
+import signal
+
+import torch
+
+TINY = ["train", "--model", "lstm", "--config", "hidden=8", "layers=2", "dropout=0.3", "--steps", "30",
+        "--batch-size", "4", "--seq-len", "16", "--eval-every", "10", "--eval-tokens", "100", "--seed", "5",
+        "--quiet"]
+
+
+def _tiny(text_file, out, name, *extra):
+    return main([*TINY, "--data", str(text_file), "--out", str(out), "--name", name, *extra])
+
+
+def _same_weights(a, b):
+    sa, sb = ckpt.load(a).model.state_dict(), ckpt.load(b).model.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_unwritable_out_is_refused_before_training(text_file, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    assert _tiny(text_file, blocker / "runs", "x") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot write checkpoints to") and err.count("\n") == 1
+    assert "nothing was trained" in err
+
+
+def test_read_only_out_is_refused_before_training(text_file, tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    out = tmp_path / "ro"
+    real = tempfile.mkstemp
+
+    def read_only(*a, dir=None, **kw):  # what a read-only file system answers (tests run as root: no chmod)
+        if dir is not None and Path(dir) == out:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(out))
+        return real(*a, dir=dir, **kw)
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    trained = []
+    from geomlab import train
+
+    monkeypatch.setattr(train.Trainer, "run", lambda self, *a, **k: trained.append(1))
+    assert _tiny(text_file, out, "x") == 2
+    err = capsys.readouterr().err
+    assert "cannot write checkpoints to" in err and "Read-only file system" in err and err.count("\n") == 1
+    assert not trained and list(out.iterdir()) == []
+
+
+def test_too_little_free_space_is_refused_before_training(text_file, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
+    assert _tiny(text_file, tmp_path / "runs", "x") == 2
+    err = capsys.readouterr().err
+    assert "bytes free" in err and err.count("\n") == 1
+    assert list((tmp_path / "runs").glob("x*")) == []
+
+
+def test_disk_full_during_training_is_one_line_and_keeps_the_last_good_checkpoint(text_file, tmp_path, capsys,
+                                                                                  monkeypatch):
+    import safetensors.torch
+
+    real, calls = safetensors.torch.save_file, []
+
+    def fills_up(tensors, filename, metadata=None):
+        calls.append(filename)
+        if len(calls) >= 2:  # the first checkpoint (step 10) fits, the next one does not
+            with open(filename, "wb") as f:
+                f.write(b"partial")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename)
+        return real(tensors, filename, metadata=metadata)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", fills_up)
+    out = tmp_path / "runs"
+    assert _tiny(text_file, out, "full") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: step 20: could not write the checkpoint")
+    assert "No space left on device" in err and "last good checkpoint" in err
+    assert sorted(p.name for p in out.iterdir()) == ["full.json", "full.safetensors"]  # no partial file
+    assert ckpt.load(out / "full").card["steps"] == 10
+
+
+def test_oserror_anywhere_in_a_command_is_one_line(text_file, tmp_path, capsys, monkeypatch):
+    from geomlab.data import tasks
+
+    def broken(*a, **k):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(text_file))
+
+    monkeypatch.setattr(tasks, "make_task", broken)
+    assert _tiny(text_file, tmp_path / "runs", "x") == 1
+    err = capsys.readouterr().err
+    assert err == f"error: {text_file}: Permission denied\n"
+
+
+def test_ctrl_c_before_training_is_one_line(text_file, tmp_path, capsys, monkeypatch):
+    from geomlab.data import tasks
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tasks, "make_task", interrupted)
+    assert _tiny(text_file, tmp_path / "runs", "x") == 130
+    assert capsys.readouterr().err.strip() == "interrupted"
+
+
+def _sigint_at(monkeypatch, steps: tuple[int, ...]):
+    """Deliver a real SIGINT to this process when the trainer reports each of ``steps`` (a step boundary)."""
+    from geomlab import train
+
+    original = train.Trainer.run
+
+    def run(self, *a, **k):
+        def hook(p):
+            if p.event == "step" and p.step in steps:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        self.add_callback(hook)
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(train.Trainer, "run", run)
+
+
+def test_sigint_then_resume_is_bit_identical_to_an_uninterrupted_run(text_file, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "runs"
+    assert _tiny(text_file, out, "whole", "--eval-every", "7") == 0
+    with monkeypatch.context() as m:
+        _sigint_at(m, (20,))  # progress is reported every 10 steps; checkpoints every 7
+        assert _tiny(text_file, out, "cut", "--eval-every", "7") == 0
+    printed = capsys.readouterr()
+    assert "stopped at step 20" in printed.out and "--resume" in printed.out and "Traceback" not in printed.err
+    assert ckpt.load(out / "cut").card["steps"] == 20
+    assert main(["train", "--resume", str(out / "cut"), "--data", str(text_file), "--quiet"]) == 0
+    assert "done at step 30" in capsys.readouterr().out
+    assert _same_weights(out / "whole", out / "cut")
+
+
+def test_second_sigint_aborts_in_one_line(text_file, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "runs"
+    _sigint_at(monkeypatch, (10,))
+    from geomlab import train
+
+    original_stop = train.Trainer.stop
+    monkeypatch.setattr(train.Trainer, "stop", lambda self: (original_stop(self), os.kill(os.getpid(),
+                                                                                         signal.SIGINT)))
+    assert _tiny(text_file, out, "abort", "--eval-every", "7") == 130
+    err = capsys.readouterr().err
+    assert "aborted at step 10; the last checkpoint" in err and "Traceback" not in err
+    assert ckpt.load(out / "abort").card["steps"] == 7
