@@ -344,3 +344,31 @@ def test_second_sigint_aborts_in_one_line(text_file, tmp_path, capsys, monkeypat
     err = capsys.readouterr().err
     assert "aborted at step 10; the last checkpoint" in err and "Traceback" not in err
     assert ckpt.load(out / "abort").card["steps"] == 7
+
+
+@pytest.mark.slow
+def test_sigint_to_a_training_process_then_resume_is_bit_identical(text_file, tmp_path, capsys):
+    """A real Ctrl-C (SIGINT to a `python -m geomlab train` process), then --resume: same weights as one
+    uninterrupted run of the same seed."""
+    import time
+
+    out = tmp_path / "runs"
+    args = ["train", "--model", "lstm", "--config", "hidden=32", "layers=2", "dropout=0.2", "--steps", "400",
+            "--batch-size", "8", "--seq-len", "32", "--eval-every", "20", "--eval-tokens", "100", "--seed", "3",
+            "--quiet", "--data", str(text_file), "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "geomlab", *args, "--name", "cut"], cwd=Path(__file__).parents[1],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 180
+    while not (out / "cut.json").exists() and proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    m = re.search(r"stopped at step (\d+) \(resume with", stdout)
+    assert m, f"the run was not stopped by the signal: {stdout}"
+    assert 20 <= int(m.group(1)) < 400 and ckpt.load(out / "cut").card["steps"] == int(m.group(1))
+    assert main(["train", "--resume", str(out / "cut"), "--data", str(text_file), "--quiet"]) == 0
+    assert main([*args, "--name", "whole"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("done at step 400") == 2
+    assert _same_weights(out / "whole", out / "cut")
