@@ -55,3 +55,17 @@ def main(argv: list[str] | None = None) -> int:
         # Bad input is reported as one readable line, never a traceback.
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # the machine refused (read-only folder, disk full, permissions): one line, exit status 1
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(exc: OSError) -> str:
+    """``[Errno 28] No space left on device: 'runs/x.json'`` -> ``runs/x.json: No space left on device``."""
+    if exc.strerror and exc.filename:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc) or type(exc).__name__

@@ -169,8 +169,9 @@ def build_task(spec: RunSpec):
 def build_model_for(spec: RunSpec, vocab_size: int):
     """A freshly initialised model of ``spec.kind`` near ``spec.params`` effective parameters.
 
-    Returns ``(model, note)``; ``note`` is ``""`` or says why the budget was not used. Seeds torch with
-    ``spec.seed`` first, so the same spec gives the same initial weights. Raises ``ValueError`` for an
+    Returns ``(model, note)``; ``note`` is ``""`` or says why the budget was not used. The model is built
+    under :func:`geomlab.rng.seeded` with ``spec.seed``, so the same spec gives the same initial weights
+    even while other runs train or build (torch's global RNG is left as it was). Raises ``ValueError`` for an
     unknown kind or group.
     """
     from geomlab.models import build_model, config_for_budget, kinds
@@ -180,25 +181,29 @@ def build_model_for(spec: RunSpec, vocab_size: int):
     fixed = dict(spec.model_overrides)
     if spec.group and is_osm(spec.kind):
         fixed.setdefault("group", spec.group)
+    from geomlab.rng import seeded
+
     note = ""
-    try:
-        cfg = config_for_budget(spec.kind, int(spec.params), vocab_size, **fixed)
-    except NotImplementedError:
-        cfg = {"kind": spec.kind, "vocab_size": vocab_size, **fixed}
-        note = f"{spec.kind} has no parameter-budget rule; its default size is used"
-    except ValueError as exc:
-        cfg = None
-        for k in (1, -1, 2, -2, 3, -3, 4, -4, 6, -6):  # the nearest budget the kind can meet (±10% steps)
-            try:
-                cfg = config_for_budget(spec.kind, max(100, int(spec.params * (1 + 0.1 * k))), vocab_size, **fixed)
-                break
-            except (ValueError, NotImplementedError):
-                continue
-        if cfg is None:
+    with seeded(int(spec.seed)):  # sizing builds trial models: their draws must not touch the global RNG either
+        try:
+            cfg = config_for_budget(spec.kind, int(spec.params), vocab_size, **fixed)
+        except NotImplementedError:
             cfg = {"kind": spec.kind, "vocab_size": vocab_size, **fixed}
-            note = f"budget not met ({exc}); the default size is used"
-    torch.manual_seed(int(spec.seed))
-    model = build_model(cfg)
+            note = f"{spec.kind} has no parameter-budget rule; its default size is used"
+        except ValueError as exc:
+            cfg = None
+            for k in (1, -1, 2, -2, 3, -3, 4, -4, 6, -6):  # the nearest budget the kind can meet (±10% steps)
+                try:
+                    cfg = config_for_budget(spec.kind, max(100, int(spec.params * (1 + 0.1 * k))), vocab_size,
+                                            **fixed)
+                    break
+                except (ValueError, NotImplementedError):
+                    continue
+            if cfg is None:
+                cfg = {"kind": spec.kind, "vocab_size": vocab_size, **fixed}
+                note = f"budget not met ({exc}); the default size is used"
+    with seeded(int(spec.seed)):  # the run's own seeded init, never disturbed by (or disturbing) another run
+        model = build_model(cfg)
     if not note:
         from geomlab.models import count_params
 
@@ -317,7 +322,10 @@ class LiveRun:
         self._saved: list[str] = []
         self._save_requests: list[tuple[Path, threading.Event, list]] = []
         self._lr_factor = 1.0
+        self._registry: "RunRegistry | None" = None  # set by RunRegistry.create: its limit applies
         self.task = task if task is not None else build_task(spec)
+        if hasattr(self.task, "check_context"):  # a text shorter than the context: refused here, readable
+            self.task.check_context(int(spec.seq_len))
         if model is None:
             model, self._note = build_model_for(spec, self.task.vocab_size)
         self.model = model
@@ -350,12 +358,29 @@ class LiveRun:
                 device=str(last.get("device", "")), note=self._note, params=self._params)
 
     def start(self) -> "LiveRun":
-        """Start training in a background thread. :class:`LiveError` unless the run is new."""
-        with self._lock:
+        """Start training in a background thread. :class:`LiveError` unless the run is new, or when its
+        registry already has ``max_active`` runs training (checked atomically with the start)."""
+        def go():
             if self._state != "created":
                 raise LiveError(f"the run is {self._state}; only a new run can be started")
             self._begin(resume=False)
+
+        self._activate(go)
         return self
+
+    def _activate(self, go: Callable[[], None]) -> None:
+        """Run ``go`` (which makes the run active) under the run's lock and, for a run of a registry, under
+        the registry's lock after counting the runs already training: two sessions starting runs at the same
+        moment cannot both pass a limit that has room for one (lock order: registry, then run)."""
+        registry = self._registry
+        if registry is None:
+            with self._lock:
+                go()
+            return
+        with registry._lock:
+            registry._check_room(exclude=self)
+            with self._lock:
+                go()
 
     def stop(self, wait: float | None = None) -> None:
         """Ask the run to stop after the current step (it then saves a resumable checkpoint). Returns at
@@ -373,7 +398,7 @@ class LiveRun:
     def resume(self) -> "LiveRun":
         """Continue a stopped or paused run from its checkpoint (see the module docstring).
         :class:`LiveError` in any other state or without a checkpoint."""
-        with self._lock:
+        def go():
             if self._state not in ("stopped", "paused"):
                 raise LiveError(f"the run is {self._state}; only a stopped or paused run can be resumed")
             if not self._checkpoint:
@@ -381,6 +406,8 @@ class LiveRun:
             if self._state == "paused":
                 self._lr_factor *= self.spec.nan_lr_factor
             self._begin(resume=True)
+
+        self._activate(go)
         return self
 
     def join(self, timeout: float | None = None) -> bool:
@@ -585,7 +612,10 @@ class RunRegistry:
     """Process-wide table of live runs (the app keeps one run id per browser session).
 
     ``max_active`` limits how many runs train at once on this server (design choice: 2, so a shared
-    CPU stays usable); :meth:`create` raises :class:`LiveError` beyond it.
+    CPU stays usable). The limit is checked inside the registry's lock at the moment a run becomes active
+    (:meth:`LiveRun.start` / :meth:`LiveRun.resume` of a run made by :meth:`create`), so concurrent
+    sessions can never exceed it; :meth:`create` also refuses early when the limit is already reached.
+    Both raise :class:`LiveError`.
     """
 
     def __init__(self, max_active: int = 2):
@@ -597,14 +627,20 @@ class RunRegistry:
     def create(self, spec: RunSpec, **kwargs) -> LiveRun:
         """Build (not start) a run for ``spec``; raises :class:`LiveError`/``ValueError`` for bad specs."""
         with self._lock:
-            active = sum(1 for r in self._runs.values() if r.state in ACTIVE_STATES)
-            if active >= self.max_active:
-                raise LiveError(f"{active} runs are already training on this server; stop one first "
-                                "(or wait for it to finish)")
-        run = LiveRun(spec, **kwargs)
+            self._check_room()
+        run = LiveRun(spec, **kwargs)  # builds the task and the model: outside the lock
+        run._registry = self
         with self._lock:
             self._runs[run.run_id] = run
         return run
+
+    def _check_room(self, exclude: LiveRun | None = None) -> None:
+        """:class:`LiveError` when ``max_active`` runs (other than ``exclude``) are training. Call with
+        ``self._lock`` held."""
+        active = sum(1 for r in self._runs.values() if r is not exclude and r.state in ACTIVE_STATES)
+        if active >= self.max_active:
+            raise LiveError(f"{active} runs are already training on this server; stop one first "
+                            "(or wait for it to finish)")
 
     def get(self, run_id: str | None) -> LiveRun | None:
         """The run with ``run_id`` or None."""

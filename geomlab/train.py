@@ -4,7 +4,9 @@
 (from a :class:`geomlab.data.Task`), periodic validation and checkpoints. It serves both the command line
 (a ``tqdm`` bar) and the app (a background thread: a progress callback receiving :class:`Progress`, a
 thread-safe :meth:`Trainer.stop`). A run can be stopped and resumed from its checkpoint with identical
-results for the same seed (model, optimizer, batch RNG, global torch RNG and step are saved).
+results for the same seed (model, optimizer, batch RNG, the run's own dropout RNG and step are saved).
+A run never draws from torch's global RNG (:mod:`geomlab.rng`), so it is reproducible while another run
+trains in the same process.
 
 A non-finite loss, gradient or weight stops the run cleanly: no checkpoint is written after the failure
 (the last good one stays on disk) and a :class:`TrainingError` names the step and the quantity.
@@ -29,6 +31,7 @@ import torch
 import geomlab
 from geomlab import checkpoint as ckpt
 from geomlab.data.tasks import LN2, Task, sequence_nll
+from geomlab.rng import RunRNG
 
 
 class TrainingError(RuntimeError):
@@ -41,6 +44,19 @@ class TrainingError(RuntimeError):
         self.quantity = quantity
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (read-only folder, disk full...). The message names the step, the
+    checkpoint and the reason; ``.step`` is the step, ``.errno`` the system's error number. The run stops
+    (nothing is trained past a checkpoint that was not kept); the previous checkpoint on disk, if any, is
+    what :func:`geomlab.checkpoint.save` left in place."""
+
+    def __init__(self, message: str, step: int | None = None, errno_: int | None = None):
+        super().__init__(message)
+        self.step = step
+        if errno_ is not None:
+            self.errno = errno_
+
+
 # ------------------------------------------------------------------------------------------------ config
 @dataclass
 class TrainConfig:
@@ -50,7 +66,8 @@ class TrainConfig:
     tokens, also the evaluation window. lr: peak learning rate. weight_decay: AdamW decay (see module
     docstring). betas: AdamW betas. warmup: warm-up length as a fraction of ``steps`` (< 1) or a step
     count (>= 1). min_lr_ratio: final lr / peak lr of the cosine. grad_clip: max global gradient norm (0 =
-    off). seed: seeds the batch sampler and torch's global RNG. eval_every: validate (and checkpoint)
+    off). seed: seeds the batch sampler and the run's own generators for dropout (:class:`geomlab.rng.RunRNG`;
+    never torch's global RNG). eval_every: validate (and checkpoint)
     every N steps (0 = only at the end). eval_tokens: targets used by the periodic validations (``None`` =
     the whole split; the final evaluation always uses the whole split). eval_stride: stride of the
     evaluation windows (``None`` = ``seq_len``, non-overlapping). log_every: progress callback period in
@@ -225,7 +242,9 @@ def disable_tf32() -> None:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed torch's global RNG (CPU and CUDA) — call before building a model for reproducible inits."""
+    """Seed torch's global RNG (CPU and CUDA) — call before building a model for reproducible inits in a
+    single-run script. Where runs may share the process (the app), build under :func:`geomlab.rng.seeded`
+    instead, which seeds and restores the global RNG under a lock."""
     torch.manual_seed(int(seed))
 
 
@@ -307,11 +326,14 @@ class Trainer:
         self.last_valid: dict[str, float] = {}
         self.last_checkpoint: Path | None = None
         self._stop = threading.Event()
-        self._resume_state: dict[str, Any] | None = None
-        self._started = False
+        if hasattr(task, "check_context"):  # refuse a context the data cannot fill, before any step
+            task.check_context(self.config.seq_len)
         self.model.to(self.device)
         self.optimizer = self._make_optimizer()
         self.generator = torch.Generator().manual_seed(int(self.config.seed))
+        # the run's own generators for dropout and any other draw in the model (never torch's global RNG,
+        # so a run is reproducible while another trains in the same process; geomlab.rng)
+        self.rng = RunRNG(int(self.config.seed))
 
     # ------------------------------------------------------------------ public API
     def stop(self) -> None:
@@ -342,6 +364,18 @@ class Trainer:
                                        "(it was saved without it)")
         if task.vocab is not None and c.vocab is not None and task.vocab != c.vocab:
             raise ckpt.CheckpointError(f"{Path(path).name}: its vocabulary differs from the data's")
+        # a task built with the checkpoint's vocabulary encodes any text; the data's own vocabulary says
+        # whether it is the text the run was trained on (another one would train on unknown tokens)
+        own = task.data_vocab() if hasattr(task, "data_vocab") else None
+        if own is not None and c.vocab is not None:
+            from geomlab.data.vocab import vocab_mismatch
+
+            diff = vocab_mismatch(c.vocab, own)
+            if diff:
+                raise ckpt.CheckpointError(
+                    f"not resuming {Path(path).name}: the data's vocabulary differs from the checkpoint's ({diff}); "
+                    "resume with the text the run was trained on, or start a new run (nothing was trained or "
+                    "written)")
         cfg = dict(c.train_config or {})
         cfg.update(overrides or {})
         if out is None:
@@ -357,14 +391,6 @@ class Trainer:
         """Train until ``config.steps``, :meth:`stop` or a numerical failure (see class docstring)."""
         cfg = self.config
         disable_tf32()
-        if not self._started:  # a second run() after a stop continues with the RNG where it is
-            if self._resume_state is None:
-                seed_everything(cfg.seed)  # dropout etc.; the model itself was built by the caller
-            else:
-                torch.set_rng_state(self._resume_state["torch"])
-                if self.device.type == "cuda" and "cuda" in self._resume_state:
-                    torch.cuda.set_rng_state(self._resume_state["cuda"])
-            self._started = True
         bar = None
         if self.progress_bar:
             from tqdm.auto import tqdm
@@ -391,12 +417,13 @@ class Trainer:
                 x, y = self.task.sample_batch(cfg.batch_size, cfg.seq_len_at(step), self.generator)
                 x, y = x.to(self.device), y.to(self.device)
                 self.model.train()
-                loss = self.task.loss(self.model(x), y)
-                if not torch.isfinite(loss.detach()).item():
-                    raise TrainingError(f"step {step}: the training loss is {loss.item()} (non-finite); "
-                                        "stopped, the last good checkpoint is kept", step, "loss")
                 self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                with self.rng.scope():  # dropout etc. draw from this run's generators only
+                    loss = self.task.loss(self.model(x), y)
+                    if not torch.isfinite(loss.detach()).item():
+                        raise TrainingError(f"step {step}: the training loss is {loss.item()} (non-finite); "
+                                            "stopped, the last good checkpoint is kept", step, "loss")
+                    loss.backward()
                 with_grad = [p for _, p in params if p.grad is not None]
                 gnorm = torch.nn.utils.get_total_norm([p.grad for p in with_grad])
                 if not torch.isfinite(gnorm).item():  # find the culprit before clipping spreads the NaN
@@ -523,9 +550,8 @@ class Trainer:
     def _train_state(self) -> dict[str, Any]:
         tensors, json_part = _optim_state_tensors(self.optimizer)
         tensors["rng.batch"] = self.generator.get_state()
-        tensors["rng.torch"] = torch.get_rng_state()
-        if self.device.type == "cuda":
-            tensors["rng.cuda"] = torch.cuda.get_rng_state()
+        for key, state in self.rng.get_state().items():  # the run's own generators (geomlab.rng)
+            tensors["rng.run." + key.replace(":", ".")] = state
         json_part.update({"step": self.step, "elapsed_s": self.elapsed_s, "last_valid": self.last_valid})
         return {"tensors": tensors, "json": json_part}
 
@@ -535,9 +561,12 @@ class Trainer:
         self.optimizer = self._make_optimizer()
         self.optimizer.load_state_dict(_optim_state_from(ts, js))
         self.generator.set_state(ts["rng.batch"])
-        self._resume_state = {"torch": ts["rng.torch"]}
-        if "rng.cuda" in ts:
-            self._resume_state["cuda"] = ts["rng.cuda"]
+        states = {k[len("rng.run."):].replace(".", ":"): v for k, v in ts.items() if k.startswith("rng.run.")}
+        if not states:  # checkpoints before issue 15 stored torch's global RNG state, which dropout used
+            states = {"cpu": ts["rng.torch"]}
+            if "rng.cuda" in ts and self.device.type == "cuda":
+                states[f"cuda:{self.device.index or 0}"] = ts["rng.cuda"]
+        self.rng.set_state(states)
         self.step = int(js["step"])
         self.elapsed_s = float(js.get("elapsed_s", 0.0))
         self.last_valid = dict(js.get("last_valid") or {})
@@ -570,12 +599,20 @@ class Trainer:
 
     def save_checkpoint(self, final_metrics: dict[str, float] | None = None) -> Path | None:
         """Write the resumable checkpoint ``out`` (weights, optimizer/scheduler/RNG state, card, metrics)
-        now; returns its path, or None when the trainer has no ``out``."""
+        now; returns its path, or None when the trainer has no ``out``. Raises :class:`CheckpointWriteError`
+        (an ``OSError``, one line naming the step, the checkpoint and the reason) when the system refuses."""
         if self.out is None:
             return None
-        path = ckpt.save(self.out, self.model, self.task.vocab, self.full_card(final_metrics),
-                         train_config=self.config.to_dict(), metrics=self.history,
-                         train_state=self._train_state())
+        try:
+            path = ckpt.save(self.out, self.model, self.task.vocab, self.full_card(final_metrics),
+                             train_config=self.config.to_dict(), metrics=self.history,
+                             train_state=self._train_state())
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            kept = (f"the last good checkpoint {self.last_checkpoint} is kept" if self.last_checkpoint
+                    else "no checkpoint of this run was written")
+            raise CheckpointWriteError(f"step {self.step}: could not write the checkpoint {self.out}: {reason}; "
+                                       f"{kept}", self.step, exc.errno) from exc
         self.last_checkpoint = path
         return path
 

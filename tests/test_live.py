@@ -220,3 +220,139 @@ def test_a_new_session_can_reattach_to_runs_held_by_the_server(runs):
     assert again is b and again.snapshot().state == "finished" and again.snapshot().can_save
     path = again.save("after reload")
     assert path.exists() and path.stem == "after-reload"
+
+
+# ------------------------------------------------------------------ issue 15, class 5: concurrency
+def _weights(run):
+    return {k: v.detach().clone() for k, v in run.model.state_dict().items()}
+
+
+DROPOUT_SPECS = (
+    # nn.LSTM's dropout between layers is drawn inside torch's C++ (the global-RNG swap path)
+    dict(kind="lstm", seed=3, steps=30, model_overrides={"layers": 2, "dropout": 0.3}),
+    # nn.Dropout and scaled_dot_product_attention(dropout_p) (the routed and the swap path)
+    dict(kind="transformer", params=5_000, seed=4, steps=30, model_overrides={"dropout": 0.2}),
+)
+
+
+def test_two_seeded_runs_side_by_side_are_bit_identical_to_runs_alone(runs):
+    alone = []
+    for i, kw in enumerate(DROPOUT_SPECS):
+        run = live.LiveRun(spec(**kw), work_dir=runs / f"alone{i}").start()
+        assert live.wait_for(run, lambda s: not s.active, timeout=300).state == "finished"
+        alone.append(_weights(run))
+    for attempt in range(2):  # twice: the threads interleave differently each time
+        together = [live.LiveRun(spec(**kw), work_dir=runs / f"together{attempt}-{i}")
+                    for i, kw in enumerate(DROPOUT_SPECS)]
+        for run in together:
+            run.start()
+        for run, ref in zip(together, alone):
+            assert live.wait_for(run, lambda s: not s.active, timeout=300).state == "finished"
+            got = _weights(run)
+            for k, v in ref.items():
+                assert torch.equal(v, got[k]), (run.spec.kind, k)
+
+
+def test_a_model_built_while_another_thread_draws_matches_a_build_alone():
+    """Another thread drawing from torch's global RNG (another run, a checkpoint being loaded) meanwhile
+    does not change a live run's seeded initial weights."""
+    import threading
+
+    s = spec(kind="transformer", params=5_000, seed=7)
+    ref = live.build_model_for(s, 8)[0].state_dict()
+    done = threading.Event()
+
+    def draw():
+        while not done.is_set():
+            torch.rand(16)
+
+    other = threading.Thread(target=draw)
+    other.start()
+    try:
+        built = [live.build_model_for(s, 8)[0] for _ in range(3)]
+    finally:
+        done.set()
+        other.join()
+    for m in built:
+        for k, v in ref.items():
+            assert torch.equal(v, m.state_dict()[k]), k
+
+
+@pytest.mark.parametrize("kind, overrides", [
+    ("lstm", {"layers": 2, "dropout": 0.3}), ("transformer", {"dropout": 0.2}), ("grassmann", {"dropout": 0.2}),
+    ("grassmann-attn", {}), ("llama", {}), ("cem", {}), ("osm-rnn", {}), ("osmformer", {}),
+])
+def test_building_and_training_a_run_never_touches_the_global_rng(kind, overrides, tmp_path):
+    from geomlab.train import TrainConfig, Trainer
+
+    s = spec(kind=kind, params=5_000, model_overrides=overrides, group="SO" if live.is_osm(kind) else None)
+    task = WordProblemTask("S3", length=8, n_eval=16)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    model, _ = live.build_model_for(s, task.vocab_size)
+    Trainer(model, task, TrainConfig(steps=2, batch_size=2, seq_len=8, eval_every=0, device="cpu",
+                                     final_eval=False)).run()
+    assert torch.equal(before, torch.get_rng_state()), "the run drew from (or reseeded) torch's global RNG"
+
+
+def test_run_rng_dropout_is_its_own_and_matches_torchs_cpu_kernel():
+    from geomlab.rng import RunRNG
+
+    x = torch.randn(64, 32)
+    with RunRNG(5).scope():
+        a = torch.nn.functional.dropout(x, 0.3, training=True)
+    with RunRNG(5).scope():
+        b = torch.nn.Dropout(0.3)(x)
+    with RunRNG(6).scope():
+        c = torch.nn.functional.dropout(x, 0.3, training=True)
+    torch.manual_seed(5)
+    native = torch.nn.functional.dropout(x, 0.3, training=True)  # torch's own kernel on the seeded global RNG
+    assert torch.equal(a, b) and torch.equal(a, native) and not torch.equal(a, c)
+
+
+def test_registry_limit_is_checked_when_a_run_starts(runs):
+    reg = live.RunRegistry(max_active=1)
+    a, b = reg.create(spec(steps=5000)), reg.create(spec(steps=5))  # created, not training: both allowed
+    a.start()
+    try:
+        with pytest.raises(live.LiveError, match="already training"):
+            b.start()
+        assert b.state == "created"
+    finally:
+        a.stop(wait=60)
+    b.start()  # room again
+    assert live.wait_for(b, lambda s: not s.active, timeout=60).state == "finished"
+    with pytest.raises(live.LiveError, match="already training"):  # a stopped run resuming counts too
+        c = reg.create(spec(steps=5000)).start()
+        try:
+            a.resume()
+        finally:
+            c.stop(wait=60)
+
+
+def test_registry_limit_holds_when_sessions_start_runs_at_the_same_instant(runs):
+    import threading
+
+    reg = live.RunRegistry(max_active=2)
+    created = [reg.create(spec(steps=5000)) for _ in range(6)]
+    barrier, started, errors = threading.Barrier(len(created)), [], []
+
+    def go(run):
+        barrier.wait()
+        try:
+            run.start()
+            started.append(run)
+        except live.LiveError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go, args=(r,)) for r in created]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert len(started) == 2 and len(errors) == 4
+        assert sum(r.state in live.ACTIVE_STATES for r in created) == 2
+    finally:
+        for r in created:
+            r.stop(wait=60)

@@ -329,3 +329,25 @@ def test_trainer_follows_the_length_curriculum(tmp_path):
     trainer.run()
     assert seen[:6] == [2, 2, 4, 8, 8, 8] and all(n == 8 for n in seen[6:])  # then evaluation sets
     assert trainer.full_card()["tokens_seen"] == 2 * (2 * 2 + 4 + 8 * 3)
+
+
+def test_resume_reads_a_checkpoint_that_saved_the_global_rng(task, tmp_path):
+    """Checkpoints written before issue 15 hold torch's global RNG state (``rng.torch``), which dropout used:
+    it becomes the run's own CPU generator state, so such runs still resume identically."""
+    cfg = TrainConfig(**{**CFG, "eval_every": 0})
+    full = Trainer(_model(task, layers=2, dropout=0.3), task, cfg, out=tmp_path / "full").run()
+
+    def stop_at_6(p):
+        if p.event == "step" and p.step == 6:
+            part.stop()
+
+    part = Trainer(_model(task, layers=2, dropout=0.3), task, cfg, out=tmp_path / "part", callback=stop_at_6)
+    res = part.run()
+    c = ckpt.load(res.checkpoint)
+    tensors = dict(c.train_state["tensors"])
+    tensors["rng.torch"] = tensors.pop("rng.run.cpu")
+    old = ckpt.save(tmp_path / "old", c.model, c.vocab, c.card, train_config=c.train_config, metrics=c.metrics,
+                    train_state={"tensors": tensors, "json": c.train_state["json"]})
+    resumed = Trainer.from_checkpoint(old, task).run()
+    a, b = ckpt.load(full.checkpoint).model.state_dict(), ckpt.load(resumed.checkpoint).model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -32,6 +32,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{c.path.name} is a {task.get('group', 'group')} word-problem model: it predicts the "
                          "running product of its inputs, not the next input, so there is nothing to sample; use "
                          "`python -m geomlab eval` (accuracy) or `python -m geomlab trace` instead")
+    from geomlab.data.vocab import normalize_text
+
+    args.prompt = normalize_text(args.prompt)  # the same normalisation as the training text
     if c.vocab.count_unknown(args.prompt):
         print(f"note: {c.vocab.count_unknown(args.prompt)} prompt characters are not in the vocabulary and "
               "are fed as the unknown token")

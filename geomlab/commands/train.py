@@ -121,13 +121,45 @@ def _free_name(out: Path, name: str) -> str:
     return candidate
 
 
+def check_out_dir(folder: Path, model=None) -> None:
+    """Refuse, before any training, an output folder that cannot take the checkpoint: one that cannot be
+    made or written (read-only file system, permissions; tested by creating and removing a file in it), or
+    that has less free space than about twice the checkpoint (weights + AdamW moments; the atomic write
+    needs the old and the new copy side by side). Raises ``ValueError`` with one line."""
+    import os
+    import shutil
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".geomlab-write-test-")
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        raise ValueError(f"cannot write checkpoints to {folder}: {exc.strerror or exc} (choose another --out; "
+                         "nothing was trained)") from None
+    if model is not None:
+        need = 2 * (3 * sum(p.numel() * p.element_size() for p in model.parameters()) + (1 << 16))
+        try:
+            free = shutil.disk_usage(folder).free
+        except OSError:
+            return
+        if free < need:
+            raise ValueError(f"{folder} has {free:,} bytes free but a checkpoint of this model needs about "
+                             f"{need:,} (choose another --out or free some space; nothing was trained)")
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
     from geomlab import checkpoint as ckpt
     from geomlab.data.tasks import make_task
     from geomlab.models import build_model, config_for_budget, count_params, full_config, kinds
-    from geomlab.train import TrainConfig, Trainer, TrainingError, seed_everything
+    from geomlab.rng import seeded
+    from geomlab.train import CheckpointWriteError, TrainConfig, Trainer, TrainingError
 
     if args.list_models:
         print("\n".join(kinds()))
@@ -154,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             raise ValueError("--resume without a value needs --name (resumes OUT/NAME)")
         c = ckpt.load(path)
+        check_out_dir(c.path.parent, c.model)
         data = args.data if args.data else (c.card.get("task") or {})
         task = make_task(data, vocab=c.vocab)
         trainer = Trainer.from_checkpoint(path, task, overrides=overrides, progress_bar=not args.quiet)
@@ -175,8 +208,8 @@ def run(args: argparse.Namespace) -> int:
             config = config_for_budget(args.model, parse_count(args.params), task.vocab_size, **fixed)
         else:
             config = full_config({"kind": args.model, "vocab_size": task.vocab_size, **fixed})
-        seed_everything(overrides.get("seed", 0))
-        model = build_model(config)
+        with seeded(overrides.get("seed", 0)):  # = torch.manual_seed(seed) then build, under the RNG lock
+            model = build_model(config)
         n_eff = count_params(model, "effective")
         if args.name:
             name = args.name
@@ -188,6 +221,7 @@ def run(args: argparse.Namespace) -> int:
                                  "choose another --name (nothing was overwritten)")
         else:
             name = _free_name(Path(args.out), _default_name(args.model, args.data, n_eff, args.group))
+        check_out_dir(Path(args.out), model)
         trainer = Trainer(model, task, TrainConfig.from_dict(overrides), out=Path(args.out) / name,
                           progress_bar=not args.quiet)
         print(f"{args.model}: {n_eff:,} parameters (effective), {count_params(model, 'stored'):,} stored; "
@@ -210,6 +244,14 @@ def run(args: argparse.Namespace) -> int:
         if trainer.last_checkpoint:
             print(f"last good checkpoint: {trainer.last_checkpoint}", file=sys.stderr)
         return 1
+    except CheckpointWriteError as exc:  # disk full, folder gone read-only...: one line, names what is kept
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # the second Ctrl-C: abort without writing anything more
+        kept = (f"the last checkpoint {trainer.last_checkpoint} is kept" if trainer.last_checkpoint
+                else "nothing was saved")
+        print(f"\naborted at step {trainer.step}; {kept}", file=sys.stderr)
+        return 130
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

@@ -17,7 +17,9 @@ download from the canonical public URL, verified against the sha256 and stored i
 copy and no network a :class:`DataError` says exactly where to put the file. Every file found is checked
 against its sha256 (once per process and file version).
 
-User text (:func:`corpus_from_text`, :func:`corpus_from_file`) is split 90/5/5 the same way.
+User text (:func:`corpus_from_text`, :func:`corpus_from_file`) is split 90/5/5 the same way. Every text,
+registered or not, goes through :func:`geomlab.data.vocab.normalize_text` first (no byte-order mark,
+``"\\n"`` line ends), so a file, an upload and a pasted copy of it give one vocabulary.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pathlib import Path
 import torch
 
 from geomlab.data.errors import DataError
-from geomlab.data.vocab import Vocab
+from geomlab.data.vocab import Vocab, decode_text, normalize_text
 
 SPLITS = ("train", "valid", "test")
 DEFAULT_FRACTIONS = (0.9, 0.05, 0.05)
@@ -272,10 +274,9 @@ _CACHE: dict[tuple, Corpus] = {}
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    """A UTF-8 file as normalised text (:func:`geomlab.data.vocab.decode_text`: no byte-order mark, ``"\\n"``
+    line ends). :class:`DataError` if it is not UTF-8."""
+    return decode_text(path.read_bytes(), source=str(path))
 
 
 def load_corpus(name: str, download: bool = True) -> Corpus:
@@ -308,12 +309,15 @@ def load_corpus(name: str, download: bool = True) -> Corpus:
 
 def corpus_from_text(text: str, name: str = "text", level: str = "char",
                      fractions: tuple[float, float, float] = DEFAULT_FRACTIONS) -> Corpus:
-    """A corpus from a string, split contiguously 90/5/5 (see :func:`split_text`).
+    """A corpus from a string, split contiguously 90/5/5 (see :func:`split_text`), after
+    :func:`geomlab.data.vocab.normalize_text` (a leading byte-order mark dropped, ``"\\r\\n"``/``"\\r"`` ->
+    ``"\\n"``): a pasted or uploaded text gives the same corpus as the same text read from a file.
 
     Raises :class:`DataError` if the text is empty or shorter than :data:`MIN_TEXT_CHARS` characters.
     """
     if not isinstance(text, str):
         raise DataError(f"corpus text must be a string, got {type(text).__name__}")
+    text = normalize_text(text)  # the same text as a file of it gives (no BOM, "\n" line ends)
     if not text.strip():
         raise DataError("the text is empty; a corpus needs at least "
                         f"{MIN_TEXT_CHARS} characters")

@@ -77,6 +77,15 @@ class Task:
         """A JSON description of the task stored in checkpoint cards (enough to rebuild it)."""
         return {"task": self.kind, "name": self.name}
 
+    def check_context(self, seq_len: int) -> None:
+        """Raise :class:`DataError` if training windows of ``seq_len`` inputs cannot be drawn (the Trainer
+        calls it before any step, so nothing trains on a silently shorter window). Default: any length."""
+
+    def data_vocab(self) -> Vocab | None:
+        """The vocabulary the task's own data would build (``None`` when it has no data of its own, e.g.
+        synthetic tasks with a closed symbol set). Resuming compares it with the checkpoint's."""
+        return None
+
 
 # ------------------------------------------------------------------------------------------- evaluation
 def eval_windows(n_tokens: int, seq_len: int, stride: int | None = None) -> list[tuple[int, int, int]]:
@@ -182,12 +191,36 @@ class LMTask(Task):
             self._tokens[split] = self.corpus.tokens(split, self.vocab)
         return self._tokens[split]
 
+    def check_context(self, seq_len: int) -> None:
+        """:class:`DataError` naming the split, its length and the length needed when the training split
+        holds fewer than ``seq_len + 1`` tokens (design choice, issue 15: refused, never a silently shorter
+        window with a card that records the requested one)."""
+        n = self.tokens("train").numel()
+        need = int(seq_len) + 1
+        if n >= need:
+            return
+        unit = "characters" if self.vocab.level == "char" else "tokens"
+        hint = ""
+        if self.vocab.level == "char" and "90/5/5" in str(self.corpus.source.get("split_rule", "")):
+            total = math.ceil(need / 0.9)
+            while int(0.9 * total) < need:  # the split's own rounding (split_text)
+                total += 1
+            hint = f" (a text of at least {total} characters split 90/5/5)"
+        raise DataError(f"the training split of {self.name} has {n} {unit}, but a context of seq_len={seq_len} "
+                        f"needs at least {need} (seq_len inputs + 1 target){hint}; use a sequence length of "
+                        f"at most {max(1, n - 1)} or a longer text")
+
+    def data_vocab(self) -> Vocab:
+        """The vocabulary of this corpus's own training split (which may differ from :attr:`vocab` when a
+        checkpoint's vocabulary was passed in)."""
+        if getattr(self, "_data_vocab", None) is None:
+            self._data_vocab = self.corpus.build_vocab()
+        return self._data_vocab
+
     def sample_batch(self, batch_size, seq_len, generator):
         data = self.tokens("train")
         n = data.numel()
-        if n < 2:
-            raise DataError(f"the training split of {self.name} has fewer than 2 tokens")
-        seq_len = min(seq_len, n - 1)
+        self.check_context(seq_len)
         starts = torch.randint(0, n - seq_len, (batch_size,), generator=generator)
         x = data[starts[:, None] + torch.arange(seq_len + 1)[None, :]]
         return x[:, :-1], x[:, 1:]

@@ -31,6 +31,65 @@ EOS = "<eos>"
 LEVELS = ("char", "word", "symbol")
 
 
+BOM = "\ufeff"
+
+
+def normalize_text(text: str) -> str:
+    """The one normalisation every text gets where it enters geomlab (design choice, issue 15 class 3).
+
+    Drops a leading UTF-8 byte-order mark (U+FEFF, which Windows editors put at the start of a file and
+    which would otherwise become a vocabulary character) and turns every ``"\\r\\n"`` and lone ``"\\r"``
+    into ``"\\n"`` (Python's universal newlines), so one file gives one vocabulary whether it arrives as a
+    command-line file, a registered corpus, an upload or a pasted text. Nothing else changes (a U+FEFF
+    inside the text is a zero-width no-break space and is kept). Idempotent; ``str`` in, ``str`` out.
+    Raises :class:`DataError` for a non-string.
+    """
+    if not isinstance(text, str):
+        raise DataError(f"text must be a string, got {type(text).__name__}")
+    if text.startswith(BOM):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def decode_text(data: bytes, source: str = "the text") -> str:
+    """UTF-8 bytes (a file, an upload) -> normalised text (:func:`normalize_text`).
+
+    Raises :class:`DataError` naming ``source`` and the byte offset when ``data`` is not UTF-8.
+    """
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{source} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    return normalize_text(text)
+
+
+def vocab_mismatch(expected: "Vocab", got: "Vocab") -> str:
+    """``""`` when the vocabularies are equal, else one readable line saying how ``got`` (e.g. the data's)
+    differs from ``expected`` (e.g. a checkpoint's): the level, the tokens only one of them has (first few,
+    with counts), or the order of the ids."""
+    if expected == got:
+        return ""
+    if expected.level != got.level:
+        return f"a {got.level}-level vocabulary instead of {expected.level}-level"
+    new = [t for t in got.tokens if t not in expected]
+    gone = [t for t in expected.tokens if t not in got]
+
+    def show(toks: list[str]) -> str:
+        return ", ".join(repr(t) for t in toks[:8]) + (f" (+{len(toks) - 8} more)" if len(toks) > 8 else "")
+
+    parts = []
+    if new:
+        parts.append(f"{len(new)} token(s) the checkpoint does not know: {show(new)}")
+    if gone:
+        parts.append(f"{len(gone)} token(s) of the checkpoint missing from the data: {show(gone)}")
+    if not parts:
+        parts.append("the same tokens in another id order" if expected.unk == got.unk
+                     else f"another unknown token ({got.unk!r} instead of {expected.unk!r})")
+    return "; ".join(parts)
+
+
 def tokenize(text: str, level: str) -> list[str]:
     """Split ``text`` into tokens: characters (``"char"``) or whitespace words with ``"<eos>"`` after each
     line (``"word"``, the PTB/WikiText convention; empty lines still give one ``"<eos>"``).

@@ -1,0 +1,201 @@
+"""Issue 15, class 7: the command line and the system. A read-only or full output folder is refused before
+training; an OSError later is one line and a non-zero exit with no partial checkpoint; Ctrl-C stops cleanly and
+`--resume` continues bit-identically (real SIGINTs, to this process at step boundaries and to a subprocess)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from geomlab import checkpoint as ckpt
+from geomlab.cli import main
+
+
+@pytest.fixture
+def text_file(tmp_path, tiny_text):
+    p = tmp_path / "small.txt"
+    p.write_text(tiny_text * 3, encoding="utf-8")
+    return p
+
+
+TINY = ["train", "--model", "lstm", "--config", "hidden=8", "layers=2", "dropout=0.3", "--steps", "30",
+        "--batch-size", "4", "--seq-len", "16", "--eval-every", "10", "--eval-tokens", "100", "--seed", "5",
+        "--quiet"]
+
+
+def _tiny(text_file, out, name, *extra):
+    return main([*TINY, "--data", str(text_file), "--out", str(out), "--name", name, *extra])
+
+
+def _same_weights(a, b):
+    sa, sb = ckpt.load(a).model.state_dict(), ckpt.load(b).model.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_unwritable_out_is_refused_before_training(text_file, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    assert _tiny(text_file, blocker / "runs", "x") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot write checkpoints to") and err.count("\n") == 1
+    assert "nothing was trained" in err
+
+
+def test_read_only_out_is_refused_before_training(text_file, tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    out = tmp_path / "ro"
+    real = tempfile.mkstemp
+
+    def read_only(*a, dir=None, **kw):  # what a read-only file system answers (tests run as root: no chmod)
+        if dir is not None and Path(dir) == out:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(out))
+        return real(*a, dir=dir, **kw)
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    trained = []
+    from geomlab import train
+
+    monkeypatch.setattr(train.Trainer, "run", lambda self, *a, **k: trained.append(1))
+    assert _tiny(text_file, out, "x") == 2
+    err = capsys.readouterr().err
+    assert "cannot write checkpoints to" in err and "Read-only file system" in err and err.count("\n") == 1
+    assert not trained and list(out.iterdir()) == []
+
+
+def test_too_little_free_space_is_refused_before_training(text_file, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
+    assert _tiny(text_file, tmp_path / "runs", "x") == 2
+    err = capsys.readouterr().err
+    assert "bytes free" in err and err.count("\n") == 1
+    assert list((tmp_path / "runs").glob("x*")) == []
+
+
+def test_disk_full_during_training_is_one_line_and_keeps_the_last_good_checkpoint(text_file, tmp_path, capsys,
+                                                                                  monkeypatch):
+    import safetensors.torch
+
+    real, calls = safetensors.torch.save_file, []
+
+    def fills_up(tensors, filename, metadata=None):
+        calls.append(filename)
+        if len(calls) >= 2:  # the first checkpoint (step 10) fits, the next one does not
+            with open(filename, "wb") as f:
+                f.write(b"partial")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename)
+        return real(tensors, filename, metadata=metadata)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", fills_up)
+    out = tmp_path / "runs"
+    assert _tiny(text_file, out, "full") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: step 20: could not write the checkpoint")
+    assert "No space left on device" in err and "last good checkpoint" in err
+    assert sorted(p.name for p in out.iterdir()) == ["full.json", "full.safetensors"]  # no partial file
+    assert ckpt.load(out / "full").card["steps"] == 10
+
+
+def test_oserror_anywhere_in_a_command_is_one_line(text_file, tmp_path, capsys, monkeypatch):
+    from geomlab.data import tasks
+
+    def broken(*a, **k):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(text_file))
+
+    monkeypatch.setattr(tasks, "make_task", broken)
+    assert _tiny(text_file, tmp_path / "runs", "x") == 1
+    err = capsys.readouterr().err
+    assert err == f"error: {text_file}: Permission denied\n"
+
+
+def test_ctrl_c_before_training_is_one_line(text_file, tmp_path, capsys, monkeypatch):
+    from geomlab.data import tasks
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tasks, "make_task", interrupted)
+    assert _tiny(text_file, tmp_path / "runs", "x") == 130
+    assert capsys.readouterr().err.strip() == "interrupted"
+
+
+def _sigint_at(monkeypatch, steps: tuple[int, ...]):
+    """Deliver a real SIGINT to this process when the trainer reports each of ``steps`` (a step boundary)."""
+    from geomlab import train
+
+    original = train.Trainer.run
+
+    def run(self, *a, **k):
+        def hook(p):
+            if p.event == "step" and p.step in steps:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        self.add_callback(hook)
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(train.Trainer, "run", run)
+
+
+def test_sigint_then_resume_is_bit_identical_to_an_uninterrupted_run(text_file, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "runs"
+    assert _tiny(text_file, out, "whole", "--eval-every", "7") == 0
+    with monkeypatch.context() as m:
+        _sigint_at(m, (20,))  # progress is reported every 10 steps; checkpoints every 7
+        assert _tiny(text_file, out, "cut", "--eval-every", "7") == 0
+    printed = capsys.readouterr()
+    assert "stopped at step 20" in printed.out and "--resume" in printed.out and "Traceback" not in printed.err
+    assert ckpt.load(out / "cut").card["steps"] == 20
+    assert main(["train", "--resume", str(out / "cut"), "--data", str(text_file), "--quiet"]) == 0
+    assert "done at step 30" in capsys.readouterr().out
+    assert _same_weights(out / "whole", out / "cut")
+
+
+def test_second_sigint_aborts_in_one_line(text_file, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "runs"
+    _sigint_at(monkeypatch, (10,))
+    from geomlab import train
+
+    original_stop = train.Trainer.stop
+    monkeypatch.setattr(train.Trainer, "stop", lambda self: (original_stop(self), os.kill(os.getpid(),
+                                                                                         signal.SIGINT)))
+    assert _tiny(text_file, out, "abort", "--eval-every", "7") == 130
+    err = capsys.readouterr().err
+    assert "aborted at step 10; the last checkpoint" in err and "Traceback" not in err
+    assert ckpt.load(out / "abort").card["steps"] == 7
+
+
+@pytest.mark.slow
+def test_sigint_to_a_training_process_then_resume_is_bit_identical(text_file, tmp_path, capsys):
+    """A real Ctrl-C (SIGINT to a `python -m geomlab train` process), then --resume: same weights as one
+    uninterrupted run of the same seed."""
+    import time
+
+    out = tmp_path / "runs"
+    args = ["train", "--model", "lstm", "--config", "hidden=32", "layers=2", "dropout=0.2", "--steps", "400",
+            "--batch-size", "8", "--seq-len", "32", "--eval-every", "20", "--eval-tokens", "100", "--seed", "3",
+            "--quiet", "--data", str(text_file), "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "geomlab", *args, "--name", "cut"], cwd=Path(__file__).parents[1],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 180
+    while not (out / "cut.json").exists() and proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    m = re.search(r"stopped at step (\d+) \(resume with", stdout)
+    assert m, f"the run was not stopped by the signal: {stdout}"
+    assert 20 <= int(m.group(1)) < 400 and ckpt.load(out / "cut").card["steps"] == int(m.group(1))
+    assert main(["train", "--resume", str(out / "cut"), "--data", str(text_file), "--quiet"]) == 0
+    assert main([*args, "--name", "whole"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("done at step 400") == 2
+    assert _same_weights(out / "whole", out / "cut")
