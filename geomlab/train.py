@@ -19,6 +19,8 @@ optional ``no_weight_decay`` attribute (a set of parameter names).
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 import threading
 import time
@@ -31,7 +33,7 @@ import torch
 import geomlab
 from geomlab import checkpoint as ckpt
 from geomlab.data.tasks import LN2, Task, sequence_nll
-from geomlab.rng import RunRNG
+from geomlab.rng import RunRNG, draws_in_training
 
 
 class TrainingError(RuntimeError):
@@ -334,6 +336,7 @@ class Trainer:
         # the run's own generators for dropout and any other draw in the model (never torch's global RNG,
         # so a run is reproducible while another trains in the same process; geomlab.rng)
         self.rng = RunRNG(int(self.config.seed))
+        self._draws = draws_in_training(self.model)  # only then does training route through the run's RNG
 
     # ------------------------------------------------------------------ public API
     def stop(self) -> None:
@@ -418,7 +421,7 @@ class Trainer:
                 x, y = x.to(self.device), y.to(self.device)
                 self.model.train()
                 self.optimizer.zero_grad(set_to_none=True)
-                with self.rng.scope():  # dropout etc. draw from this run's generators only
+                with self.rng.scope() if self._draws else contextlib.nullcontext():  # dropout: the run's generators
                     loss = self.task.loss(self.model(x), y)
                     if not torch.isfinite(loss.detach()).item():
                         raise TrainingError(f"step {step}: the training loss is {loss.item()} (non-finite); "

@@ -356,3 +356,15 @@ def test_registry_limit_holds_when_sessions_start_runs_at_the_same_instant(runs)
     finally:
         for r in created:
             r.stop(wait=60)
+
+
+def test_training_routes_through_the_run_rng_only_when_the_model_draws():
+    """The per-thread random mode costs a Python call per torch operation, so training uses it only for a
+    model whose training forward draws random numbers (dropout); otherwise nothing draws."""
+    from geomlab.models import build_model
+    from geomlab.rng import draws_in_training
+
+    assert not draws_in_training(build_model({"kind": "osm-rnn", "vocab_size": 5, "d": 3}))
+    assert not draws_in_training(build_model({"kind": "transformer", "vocab_size": 5}))
+    assert draws_in_training(build_model({"kind": "transformer", "vocab_size": 5, "dropout": 0.1}))
+    assert draws_in_training(build_model({"kind": "lstm", "vocab_size": 5, "layers": 2, "dropout": 0.2}))
