@@ -90,6 +90,10 @@ def text_box(entry: catalog.CheckpointEntry | None, where: Any = None) -> str:
         st.session_state[K_TEXT] = default_text_for(entry_for(st.session_state.get(K_CKPT)))
 
     where.button("Use the default text", on_click=reset, key="w_text_reset", type="tertiary")
+    from geomlab.data.vocab import normalize_text
+
+    # the one normalisation of every text (byte-order mark dropped, \r\n and \r as \n), as the CLI reads it
+    st.session_state[K_TEXT] = normalize_text(st.session_state[K_TEXT])
     return st.session_state[K_TEXT]
 
 

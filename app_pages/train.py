@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from geomlab import live
+from geomlab.data.vocab import decode_text
 from app_pages import _ui as ui
 
 K_RUN = "gl_live_run"          # this session's current run id (owned state)
@@ -61,10 +62,7 @@ def spec_from_widgets() -> live.RunSpec:
         data = "text"
         up = ss.get(P + "upload")
         if up is not None:
-            try:
-                text = up.getvalue().decode("utf-8")
-            except UnicodeDecodeError:
-                raise ValueError(f"{up.name} is not UTF-8 text.") from None
+            text = decode_text(up.getvalue(), source=up.name)  # DataError (a ValueError) when not UTF-8
         else:
             text = ss.get(P + "text") or ""
         if not text.strip():

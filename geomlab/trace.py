@@ -700,7 +700,9 @@ def encode_text(vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> torch.Tens
 
     Args:
         vocab: a ``geomlab.data.Vocab`` (anything with ``encode(str) -> Sequence[int] | Tensor``).
-        text: the text to trace (characters outside the vocabulary map to its unknown token).
+        text: the text to trace (characters outside the vocabulary map to its unknown token); normalised
+            first with ``geomlab.data.vocab.normalize_text`` (byte-order mark dropped, ``\r\n``/``\r`` as
+            ``\n``), as every text entering geomlab is.
         max_chars: longest accepted text, default :data:`MAX_TEXT_CHARS` (2,048).
 
     Returns:
@@ -711,6 +713,9 @@ def encode_text(vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> torch.Tens
     """
     if not isinstance(text, str):
         raise TraceError(f"text must be a string, got {type(text).__name__}")
+    from geomlab.data.vocab import normalize_text
+
+    text = normalize_text(text)  # the one normalisation of every text (BOM dropped, \r\n and \r as \n)
     if not text:
         raise TraceError("text is empty: type at least one character to trace")
     if len(text) > max_chars:
@@ -1018,6 +1023,9 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
 def trace_text(model, vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> Trace:
     """``trace(model, encode_text(vocab, text), vocab, text)``: trace a text in one call.
     Raises :class:`TraceError` for an empty or too long text."""
+    from geomlab.data.vocab import normalize_text
+
+    text = normalize_text(text) if isinstance(text, str) else text
     tokens = encode_text(vocab, text, max_chars=max_chars)
     return trace(model, tokens, vocab=vocab, text=text, max_positions=max_chars)
 

@@ -432,3 +432,12 @@ def test_trace_json_is_strict_and_windowed():
     assert len(json.loads(trace_json(tr, max_positions=8))["tokens"]) == 8
     with pytest.raises(TraceError):
         trace_json(tr, start=5, stop=5)
+
+
+def test_traced_text_is_normalised_like_every_other_text():
+    """A byte-order mark and Windows line ends give the same trace as the plain text (issue 15, class 3)."""
+    model = small_model("lstm")
+    plain = trace_text(model, VOCAB, "soft\nsun\n")
+    windows = trace_text(model, VOCAB, "\ufeffsoft\r\nsun\r")
+    np.testing.assert_array_equal(plain.tokens, windows.tokens)
+    assert windows.text == "soft\nsun\n" and windows.labels == plain.labels

@@ -35,9 +35,11 @@ def run(args: argparse.Namespace) -> int:
     from geomlab import checkpoint as ckpt
     from geomlab.trace import encode_text, trace, trace_cem_steps, save_trace
 
-    text = args.text
+    from geomlab.data.vocab import decode_text, normalize_text
+
+    text = normalize_text(args.text) if args.text is not None else None
     if args.text_file:
-        text = Path(args.text_file).read_text(encoding="utf-8")
+        text = decode_text(Path(args.text_file).read_bytes(), source=args.text_file)
     c = ckpt.load(args.checkpoint, device="cpu")
     if c.vocab is None:
         raise ValueError("this checkpoint has no vocabulary (not a text model); it cannot trace a text")
