@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
+import time
 from typing import Any, Callable, Hashable
 
 import numpy as np
@@ -77,15 +79,48 @@ def cache_caption() -> None:
 
 
 # ---------------------------------------------------------------- catalog
-@st.cache_data(show_spinner=False, max_entries=8)
-def _entries_for(sig: tuple) -> list[catalog.CheckpointEntry]:
-    del sig  # only the cache key
-    return catalog.list_checkpoints()
+_LISTING_LOCK = threading.Lock()
+_LISTING: dict[str, Any] = {"checked": -1.0, "dirs": None, "sig": None, "entries": []}
+SIGNATURE_TTL_S = 1.0
+"""How long the catalog's file signature is reused before the folders are walked again (seconds)."""
+
+
+def _folder_stamps() -> tuple:
+    """mtimes of the checkpoint folders and the run folder's subfolders: they change whenever a file is
+    added, removed or renamed into place there (one ``scandir``, no per-file ``stat``)."""
+    out = []
+    for root in (catalog.bundled_dir(), catalog.runs_dir()):
+        try:
+            out.append((str(root), root.stat().st_mtime_ns))
+            with os.scandir(root) as it:
+                out += [(e.path, e.stat().st_mtime_ns) for e in it if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            out.append((str(root), None))
+    return tuple(out)
 
 
 def entries() -> list[catalog.CheckpointEntry]:
-    """Every checkpoint in the catalog, re-read only when a checkpoint file changes."""
-    return _entries_for(catalog.signature())
+    """Every checkpoint in the catalog, re-read only when a checkpoint file changes. The folders' own mtimes
+    are checked on every call (a file added, removed or renamed into place changes them); every file's
+    mtime (``catalog.signature``, a walk with one ``stat`` per file) at most once per :data:`SIGNATURE_TTL_S`
+    for the whole server. A page asks many times per run, and 30 sessions' runs walking and stat-ing every
+    file each time cost a tenth of the server's CPU under load. Design choice."""
+    now = time.monotonic()
+    dirs = _folder_stamps()
+    with _LISTING_LOCK:
+        if dirs != _LISTING["dirs"] or now - _LISTING["checked"] > SIGNATURE_TTL_S:
+            sig = catalog.signature()
+            if sig != _LISTING["sig"]:
+                _LISTING["entries"] = catalog.list_checkpoints()
+                _LISTING["sig"] = sig
+            _LISTING["checked"], _LISTING["dirs"] = now, dirs
+        return _LISTING["entries"]
+
+
+def refresh_entries() -> None:
+    """Forget the catalog listing (after this process saved, uploaded or deleted a checkpoint)."""
+    with _LISTING_LOCK:
+        _LISTING["checked"] = -1.0
 
 
 def entry_for(ref: str | None) -> catalog.CheckpointEntry | None:

@@ -262,7 +262,10 @@ class ByteLRU:
                 value = compute()
                 ms = 1000 * (time.perf_counter() - t0)
                 self.put(key, value, nbytes)
-                log.info("%s miss %s: computed in %.0f ms; %s", self.name, _short(key), ms, self.stats().line())
+                # figure misses are many and cheap (every cursor move): DEBUG; the rest (traces, checkpoints) INFO
+                level = logging.DEBUG if isinstance(key, tuple) and key and key[0] == "fig" else logging.INFO
+                log.log(level, "%s miss %s: computed in %.0f ms; %s", self.name, _short(key), ms,
+                        self.stats().line())
                 return value
         finally:
             with self._lock:
