@@ -14,9 +14,13 @@ Conventions
 * ``A^*`` is the conjugate transpose (the transpose for real groups).
 * Tangents are left-trivialised: a step from ``H`` is ``H @ exp(A)`` with ``A`` in the algebra (§7.4).
 * Angles are in radians, in ``(-pi, pi]``.
-* ``proj``, ``exp``, ``inner``, ``pull``, ``to_coords``, ``from_coords``, ``real_embed`` and ``from_real``
-  are differentiable (autograd) and run on any device; ``log``, ``dist``, ``eigen_angles``, ``belongs``
-  and ``reproject`` are for analysis/maintenance and are not meant to be differentiated.
+* ``proj``, ``exp``, ``inner``, ``norm``, ``pull``, ``to_coords``, ``from_coords``, ``real_embed`` and
+  ``from_real`` are differentiable (autograd) and run on any device; ``dist`` is differentiable with the
+  gradient ``M log(M) / dist`` (0 at distance 0); ``log``, ``eigen_angles``, ``belongs`` and ``reproject`` are
+  for analysis/maintenance and are not meant to be differentiated.
+* Non-finite input (issue 15): NaN/inf never reach LAPACK; ``eigen_angles``, ``log``, ``dist``, ``reproject``
+  and ``exp`` give NaN for a matrix with a non-finite entry, ``belongs`` False, the elementwise/linear
+  operations propagate NaN (docs/groups.md, "Non-finite input").
 
 Errors
 ------
