@@ -640,28 +640,33 @@ class _OrthogonalBase(MatrixGroup):
 
     def _log_real(self, H: torch.Tensor) -> torch.Tensor:
         """Real principal log (float64) of prepared (finite, float64, exactly orthogonal: :func:`_unitary64`)
-        ``(..., n, n)`` rotations (any n: also used per block by O-block). The real eigen solver returns complex
-        eigenvalues in exact conjugate pairs, so both members of a pair fall on the same side of the cut.
+        ``(..., n, n)`` rotations (any n: also used per block by O-block).
 
-        Eigenvalues within ``_CUT_TOL`` of ``-1`` (the cut locus) are handled by pairing an orthonormal basis of the
-        real ``-1`` eigenspace into planes rotated by ``pi`` (a real logarithm of minimal norm), because the
-        complex eigenvectors of a real ``-1`` eigenvalue cannot be paired by conjugation.
+        The real eigen solver returns complex eigenvalues in exact conjugate pairs with conjugate eigenvectors,
+        so away from the cut the pairs assemble into a real logarithm directly. Eigenvalues whose phase is
+        within ``_CUT_TOL`` of ``+-pi`` (the cut locus; a pair is in or out as a whole) are handled together: an
+        orthonormal basis of the real invariant subspace they span (from the real and imaginary parts of their
+        eigenvectors, by an SVD) is paired into planes rotated by ``pi`` (a real logarithm of minimal norm),
+        because the eigenvectors of a real ``-1`` eigenvalue cannot be paired by conjugation. (Taking that
+        subspace from the symmetric part ``(H + H^T)/2`` instead mixed in a second pair just outside the
+        tolerance, whose symmetric-part eigenvalue agrees to ~1e-15: a wrong log.)
         """
-        theta, V = self._unitary_log_angles(H)
+        w, V = torch.linalg.eig(H)
+        theta = torch.angle(w)  # not _principal: angle(conj z) = -angle(z) keeps every pair's log real
         cut = theta.abs() > math.pi - _CUT_TOL
         L = self._assemble_log(torch.where(cut, torch.zeros_like(theta), theta), V).real
         if bool(cut.any()):
             n = H.shape[-1]
             Lf = L.reshape(-1, n, n).clone()
-            Hf = H.reshape(-1, n, n)
-            counts = cut.reshape(-1, n).sum(-1)
+            Vf = V.reshape(-1, n, n)
+            cf = cut.reshape(-1, n)
+            counts = cf.sum(-1)
             for i in torch.nonzero(counts).flatten().tolist():
                 k = int(counts[i])
                 if k % 2:
                     raise GroupError(f"{self!r}: log is undefined for det = -1 (odd number of eigenvalues -1)")
-                # the -1 eigenspace of a rotation = the bottom of the spectrum of its symmetric part
-                _, U = torch.linalg.eigh((Hf[i] + Hf[i].mT) / 2)
-                v = U[:, :k]
+                Vc = Vf[i][:, cf[i]]
+                v = torch.linalg.svd(torch.cat([Vc.real, Vc.imag], dim=1)).U[:, :k]  # the real k-dim subspace
                 a, b = v[:, 0::2], v[:, 1::2]
                 Lf[i] = Lf[i] + math.pi * (b @ a.mT - a @ b.mT)
             L = Lf.reshape(L.shape)

@@ -285,3 +285,23 @@ def test_log_of_a_float32_rotation_near_a_half_turn(seed, name, delta_exp):
     L = g.log(H)
     assert float((L.double() - A).abs().max()) < 1e-5
     assert float(g.dist(g.identity(), H)) == pytest.approx(float(g.norm(A)), abs=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=seeds, d=st.sampled_from([4, 5, 6]), delta_exp=st.floats(-10.0, -5.0), double=st.booleans(),
+       name=st.sampled_from(["SO", "O"]))
+def test_log_of_a_nearly_double_half_turn_is_a_logarithm(seed, d, delta_exp, double, name):
+    """Two planes rotated by pi - delta (delta near the old 1e-7 cut tolerance): float32 rounding splits the
+    nearly double pair across a phase tolerance, and the old cut handling then mixed the planes (exp(log H) off
+    by up to ~1)."""
+    g = get_group(name, d)
+    G = torch.Generator().manual_seed(seed)
+    th = math.pi - 10.0 ** delta_exp
+    R = torch.tensor([[math.cos(th), -math.sin(th)], [math.sin(th), math.cos(th)]], dtype=torch.float64)
+    A0 = torch.block_diag(R, R, torch.eye(d - 4, dtype=torch.float64))
+    Q = get_group("SO", d).random_point(generator=G, dtype=torch.float64)
+    H = (Q @ A0 @ Q.mT).to(torch.float64 if double else torch.float32)
+    L = g.log(H)
+    # within the cut tolerance (1e-7 rad) the planes are taken as half-turns: exp(log H) = H to ~delta there
+    assert float((torch.linalg.matrix_exp(L.double()) - H.double()).abs().max()) < (2e-7 if double else 1e-5)
+    assert float(g.norm(L.double())) <= math.sqrt(4) * math.pi + 1e-6
