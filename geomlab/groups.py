@@ -478,7 +478,7 @@ class MatrixGroup:
         M = _ct(H1) @ H2
         X, ok = self._prep(M.detach())
         f = self._angles64(X).square().sum(-1).sqrt()
-        return self._finish_dist(M, ok, f, lambda: X @ self._log64(X))
+        return self._finish_dist(M, ok, f, lambda: self._grad_half_sq(X))
 
     def _finish_dist(self, M, ok, f, grad_m, far=None) -> torch.Tensor:
         """``f`` (float64 ``(...)``) as the distance: NaN where not ``ok``, inf where ``far``; cast to the real dtype
@@ -508,6 +508,10 @@ class MatrixGroup:
     def _log64(self, X: torch.Tensor) -> torch.Tensor:
         """Principal log of the prepared ``X`` (float64/complex128)."""
         raise NotImplementedError
+
+    def _grad_half_sq(self, X: torch.Tensor) -> torch.Tensor:
+        """Gradient of ``||log M||^2 / 2`` with respect to ``M`` at the prepared ``X``: ``X log(X)``."""
+        return X @ self._log64(X)
 
     def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
         """Membership test, bool ``(...)``: ``max |H^* H - I| <= atol`` entrywise, plus the group's extra
@@ -1024,18 +1028,19 @@ class TorusGroup(MatrixGroup):
     eigen_angles.__doc__ = MatrixGroup.eigen_angles.__doc__
 
     def _prep(self, H: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """T: ``X`` is the unit diagonal ``(..., d)`` (complex128), not a matrix."""
         ok = _finite(H)
         z = torch.diagonal(H, dim1=-2, dim2=-1).to(torch.complex128).masked_fill(~ok[..., None], 1)
         a = z.abs()
         z = torch.where(a > 0, z / a.clamp_min(1e-300), torch.ones_like(z))
-        return torch.diag_embed(z), ok
+        return z, ok
 
     def _angles64(self, X: torch.Tensor) -> torch.Tensor:
-        return torch.angle(torch.diagonal(X, dim1=-2, dim2=-1))
+        return torch.angle(X)
 
-    def _log64(self, X: torch.Tensor) -> torch.Tensor:
-        ang = _principal(torch.angle(torch.diagonal(X, dim1=-2, dim2=-1)))
-        return torch.diag_embed(torch.complex(torch.zeros_like(ang), ang))
+    def _grad_half_sq(self, X: torch.Tensor) -> torch.Tensor:
+        ang = _principal(torch.angle(X))
+        return torch.diag_embed(X * torch.complex(torch.zeros_like(ang), ang))
 
     def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
         ok = super().belongs(H, atol)
