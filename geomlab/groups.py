@@ -240,7 +240,9 @@ class _SkewExp(torch.autograd.Function):
         # never hand a NaN/inf to LAPACK (eigh raises _LinAlgError on it, MKL may crash): such matrices are
         # exponentiated as 0 and their result (and gradient) set to NaN below
         ok = _finite(S)
-        S = S.masked_fill(~ok[..., None, None], 0)
+        all_ok = bool(ok.all())  # the common case skips the masking passes
+        if not all_ok:
+            S = S.masked_fill(~ok[..., None, None], 0)
         lam, V = torch.linalg.eigh(1j * S)  # i S is Hermitian: S = V diag(-i lam) V^*
         mu = -lam
         E = torch.polar(torch.ones_like(mu), mu)
@@ -250,9 +252,11 @@ class _SkewExp(torch.autograd.Function):
         # one Newton-Schulz polar step H (3I - H^*H)/2 (osm.md §7.3): float32 eigenvectors are unitary only to a
         # few d*eps, this brings exp(A) back to matrix_exp's unitarity; it changes H by O(eps), not the gradient
         H = 1.5 * H - 0.5 * H @ (_ct(H) @ H)
-        H = H.masked_fill(~ok[..., None, None], float("nan"))
+        if not all_ok:
+            H = H.masked_fill(~ok[..., None, None], float("nan"))
         ctx.save_for_backward(V, mu, ok)
         ctx.real = real
+        ctx.all_ok = all_ok
         return H
 
     @staticmethod
@@ -264,7 +268,8 @@ class _SkewExp(torch.autograd.Function):
         phi = torch.polar(torch.ones_like(a + b), -(a + b) / 2) * torch.sinc((a - b) / (2 * math.pi))
         grad = V @ ((V.mH @ Gc @ V) * phi) @ V.mH  # L(S^*, G): the adjoint of the Frechet derivative
         grad = (grad - grad.mT.conj()) / 2  # adjoint of the skew part taken in forward
-        grad = grad.masked_fill(~ok[..., None, None], float("nan"))
+        if not ctx.all_ok:
+            grad = grad.masked_fill(~ok[..., None, None], float("nan"))
         return grad.real.contiguous() if ctx.real else grad
 
 
