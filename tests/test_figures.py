@@ -1032,3 +1032,14 @@ def test_training_curves_skip_non_finite_values_and_say_so():
     y = np.asarray(fig.data[0].y)
     assert np.isfinite(y).all() and len(y) == 8
     assert "2 logged rows have non-finite values" in caption
+
+
+def test_torus_angles_are_in_minus_pi_pi():
+    """An entry -1 - 0j (a negative zero imaginary part) is drawn at +pi, as groups.matrix_to_angles has it."""
+    tr = get_trace("osmformer-T4")
+    data = np.array(tr.state_data, copy=True)
+    data[-1, BAD_POS, 0] = complex(-1.0, -0.0)
+    tr = dataclasses.replace(tr, state_data=data)
+    fig, _ = figures.torus_angles(tr)
+    ys = np.concatenate([np.asarray(t.y, dtype=np.float64) for t in fig.data if t.name and t.name.startswith("φ")])
+    assert ys.min() > -math.pi and float(np.asarray(fig.data[0].y)[BAD_POS]) == pytest.approx(math.pi)
