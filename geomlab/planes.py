@@ -26,6 +26,7 @@ functions whose result is an index or a basis fitted to all rows (``top_axes``, 
 from __future__ import annotations
 
 import math
+import operator
 from typing import Sequence
 
 import torch
@@ -79,8 +80,18 @@ def _t(x) -> torch.Tensor:
     return x
 
 
+def _count(n, what: str) -> int:
+    """``n`` as an int (ints, numpy/torch integer scalars); :class:`PlaneError` for anything else (a float,
+    NaN, inf)."""
+    try:
+        return operator.index(n)
+    except TypeError:
+        raise PlaneError(f"{what} must be an integer, got {n!r}") from None
+
+
 def plucker_size(r: int) -> int:
     """``P = r (r - 1) / 2``: the number of Plücker coordinates of a 2-plane in R^r."""
+    r = _count(r, "rank r")
     if r < 2:
         raise PlaneError(f"rank r must be >= 2 for 2-planes, got {r}")
     return r * (r - 1) // 2
@@ -88,6 +99,9 @@ def plucker_size(r: int) -> int:
 
 def plucker_rank(P: int) -> int:
     """The ambient dimension ``r`` with ``r (r - 1) / 2 == P``; :class:`PlaneError` if there is none."""
+    P = _count(P, "Plücker size P")
+    if P < 1:
+        raise PlaneError(f"{P} is not r(r-1)/2 for any integer r >= 2")
     r = int(round((1 + math.sqrt(1 + 8 * P)) / 2))
     if r < 2 or r * (r - 1) // 2 != P:
         raise PlaneError(f"{P} is not r(r-1)/2 for any integer r >= 2")

@@ -161,6 +161,9 @@ def test_plane_functions_of_non_finite_input_are_nan_or_plane_error(seed, r, dat
     energy = planes.coordinate_energy(p)
     with pytest.raises(PlaneError, match="energy"):
         planes.top_axes(energy)
+    for f in (planes.plucker_rank, planes.plucker_size):
+        with pytest.raises(PlaneError):
+            f(value)
     Z = torch.randn(8, r, dtype=torch.float64)
     Z[2, i] = value
     with pytest.raises(PlaneError, match="Z"):
