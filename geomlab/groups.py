@@ -14,9 +14,13 @@ Conventions
 * ``A^*`` is the conjugate transpose (the transpose for real groups).
 * Tangents are left-trivialised: a step from ``H`` is ``H @ exp(A)`` with ``A`` in the algebra (§7.4).
 * Angles are in radians, in ``(-pi, pi]``.
-* ``proj``, ``exp``, ``inner``, ``pull``, ``to_coords``, ``from_coords``, ``real_embed`` and ``from_real``
-  are differentiable (autograd) and run on any device; ``log``, ``dist``, ``eigen_angles``, ``belongs``
-  and ``reproject`` are for analysis/maintenance and are not meant to be differentiated.
+* ``proj``, ``exp``, ``inner``, ``norm``, ``pull``, ``to_coords``, ``from_coords``, ``real_embed`` and
+  ``from_real`` are differentiable (autograd) and run on any device; ``dist`` is differentiable with the
+  gradient ``M log(M) / dist`` (0 at distance 0); ``log``, ``eigen_angles``, ``belongs`` and ``reproject`` are
+  for analysis/maintenance and are not meant to be differentiated.
+* Non-finite input (issue 15): NaN/inf never reach LAPACK; ``eigen_angles``, ``log``, ``dist``, ``reproject``
+  and ``exp`` give NaN for a matrix with a non-finite entry, ``belongs`` False, the elementwise/linear
+  operations propagate NaN (docs/groups.md, "Non-finite input").
 
 Errors
 ------
@@ -96,6 +100,50 @@ def _complex_dtype(dtype: torch.dtype) -> torch.dtype:
     return {torch.float32: torch.complex64, torch.float64: torch.complex128}.get(dtype, dtype)
 
 
+def _finite(X: torch.Tensor) -> torch.Tensor:
+    """bool ``(...)``: True where every entry of the ``(..., n, n)`` matrix is finite (no NaN, no +-inf)."""
+    return torch.isfinite(X).all(-1).all(-1)
+
+
+def _principal(theta: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Angles in ``(-pi, pi]`` *in the output dtype*: cast to ``dtype`` first, then every value at or below
+    ``-pi`` (as rounded in that dtype; ``torch.angle`` gives ``-pi`` for ``-1 - 0j``) becomes ``+pi``.
+    NaN stays NaN. One convention for every dtype (float32 rounds ``-pi + 1e-8`` to ``-pi``)."""
+    if dtype is not None:
+        theta = theta.to(dtype)
+    pi = torch.tensor(math.pi, dtype=theta.dtype, device=theta.device)
+    return torch.where(theta <= -pi, pi, theta)
+
+
+def _finite_or_eye(H: torch.Tensor, ok: torch.Tensor | None = None) -> torch.Tensor:
+    """``H`` with its non-finite matrices replaced by the identity (safe to hand to LAPACK)."""
+    ok = _finite(H) if ok is None else ok
+    eye = torch.eye(H.shape[-1], dtype=H.dtype, device=H.device)
+    return torch.where(ok[..., None, None], H, eye)
+
+
+def _nan_where_bad(X: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
+    """``X`` ``(..., *tail)`` with the entries of the batch elements where ``ok`` ``(...)`` is False set to NaN."""
+    mask = ok.reshape(*ok.shape, *([1] * (X.ndim - ok.ndim)))
+    return X.masked_fill(~mask, float("nan"))
+
+
+def _unitary64(H: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(X, ok)``: ``H`` ``(..., n, n)`` in float64/complex128, non-finite matrices replaced by the identity
+    (``ok`` False there), then projected onto O(n)/U(n) by its polar factor ``U V^*`` (SVD).
+
+    This is what every eigenvalue-based analysis function works on (design choice, issue 15): LAPACK's eigen
+    routines are never given a NaN or an infinity (MKL can crash the process on them), and a float32 rotation,
+    which is orthogonal only to ~1e-7, becomes exactly normal, so eigenvalues near ``-1`` (the cut locus)
+    move by ~1e-7 instead of the ~sqrt(1e-7) a non-normal rounding error can move a nearly double one."""
+    X = H.to(torch.complex128 if H.is_complex() else torch.float64)
+    ok = _finite(X)
+    eye = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)
+    X = torch.where(ok[..., None, None], X, eye)
+    U, _, Vh = torch.linalg.svd(X)
+    return U @ Vh, ok
+
+
 def _diag_embed_blocks(blocks: torch.Tensor) -> torch.Tensor:
     """``(..., m, b, b)`` blocks -> ``(..., m*b, m*b)`` block-diagonal matrix (differentiable)."""
     *batch, m, b, _ = blocks.shape
@@ -165,7 +213,7 @@ def matrix_to_angles(H: torch.Tensor) -> torch.Tensor:
     """
     if not isinstance(H, torch.Tensor) or H.ndim < 2 or not H.is_complex():
         raise GroupError("matrix_to_angles needs a complex tensor of shape (..., k, k)")
-    return torch.angle(torch.diagonal(H, dim1=-2, dim2=-1))
+    return _principal(torch.angle(torch.diagonal(H, dim1=-2, dim2=-1)))
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -189,6 +237,12 @@ class _SkewExp(torch.autograd.Function):
         real = not A.is_complex()
         Ac = A.to(_complex_dtype(A.dtype)) if real else A
         S = (Ac - Ac.mT.conj()) / 2
+        # never hand a NaN/inf to LAPACK (eigh raises _LinAlgError on it, MKL may crash): such matrices are
+        # exponentiated as 0 and their result (and gradient) set to NaN below
+        ok = _finite(S)
+        all_ok = bool(ok.all())  # the common case skips the masking passes
+        if not all_ok:
+            S = S.masked_fill(~ok[..., None, None], 0)
         lam, V = torch.linalg.eigh(1j * S)  # i S is Hermitian: S = V diag(-i lam) V^*
         mu = -lam
         E = torch.polar(torch.ones_like(mu), mu)
@@ -198,19 +252,24 @@ class _SkewExp(torch.autograd.Function):
         # one Newton-Schulz polar step H (3I - H^*H)/2 (osm.md §7.3): float32 eigenvectors are unitary only to a
         # few d*eps, this brings exp(A) back to matrix_exp's unitarity; it changes H by O(eps), not the gradient
         H = 1.5 * H - 0.5 * H @ (_ct(H) @ H)
-        ctx.save_for_backward(V, mu)
+        if not all_ok:
+            H = H.masked_fill(~ok[..., None, None], float("nan"))
+        ctx.save_for_backward(V, mu, ok)
         ctx.real = real
+        ctx.all_ok = all_ok
         return H
 
     @staticmethod
     @once_differentiable
     def backward(ctx, G: torch.Tensor) -> torch.Tensor:
-        V, mu = ctx.saved_tensors
+        V, mu, ok = ctx.saved_tensors
         Gc = G.to(V.dtype)
         a, b = mu.unsqueeze(-1), mu.unsqueeze(-2)
         phi = torch.polar(torch.ones_like(a + b), -(a + b) / 2) * torch.sinc((a - b) / (2 * math.pi))
         grad = V @ ((V.mH @ Gc @ V) * phi) @ V.mH  # L(S^*, G): the adjoint of the Frechet derivative
         grad = (grad - grad.mT.conj()) / 2  # adjoint of the skew part taken in forward
+        if not ctx.all_ok:
+            grad = grad.masked_fill(~ok[..., None, None], float("nan"))
         return grad.real.contiguous() if ctx.real else grad
 
 
@@ -221,7 +280,8 @@ def expm_skew(A: torch.Tensor, method: str = "auto") -> torch.Tensor:
     skew(-Hermitian) part of ``A`` via ``torch.linalg.eigh`` and an analytic backward; unitary to working
     precision), ``"auto"`` (``"eigh"`` for float32/64/complex64/128 tensors on CPU, else ``"matrix_exp"``;
     design choice from ``python -m geomlab.bench groups``). Raises :class:`GroupError` for an unknown method.
-    Double backward is not supported by ``"eigh"``. Source: osm.md §4.1, §7.1 (cost of matrix_exp).
+    Double backward is not supported by ``"eigh"``. A matrix with a non-finite entry gives an all-NaN result
+    (and gradient) with every method; ``eigh`` never sees it. Source: osm.md §4.1, §7.1 (cost of matrix_exp).
     """
     if method not in EXP_METHODS:
         raise GroupError(f"exp method must be one of {EXP_METHODS}, got {method!r}")
@@ -230,7 +290,9 @@ def expm_skew(A: torch.Tensor, method: str = "auto") -> torch.Tensor:
         method = "eigh" if ok else "matrix_exp"
     if method == "eigh":
         return _SkewExp.apply(A)
-    return torch.linalg.matrix_exp(A)
+    # matrix_exp has no LAPACK eigen call, but maps a -inf entry to a finite result: NaN for non-finite input
+    bad = torch.where(_finite(A), 1.0, float("nan")).to(_real_dtype(A.dtype))
+    return torch.linalg.matrix_exp(A) * bad[..., None, None]
 
 
 class MatrixGroup:
@@ -337,8 +399,11 @@ class MatrixGroup:
         return (A * B).sum(dim=(-2, -1))
 
     def norm(self, A: torch.Tensor) -> torch.Tensor:
-        """Frobenius norm ``sqrt(inner(A, A))``, shape ``(...)``."""
-        return self.inner(A, A).clamp_min(0).sqrt()
+        """Frobenius norm ``sqrt(inner(A, A))``, shape ``(...)`` real. Differentiable, with gradient 0 at
+        ``A = 0`` (``torch.linalg.vector_norm``'s convention; ``sqrt`` of the inner product would give NaN there).
+        NaN/inf entries give NaN/inf."""
+        self._check(A, "A")
+        return torch.linalg.vector_norm(A, dim=(-2, -1))
 
     def pull(self, H: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
         """Left-trivialised pull of ``H`` toward a target ``X``: ``proj(H^* X)``, shape ``(..., d, d)``.
@@ -402,20 +467,56 @@ class MatrixGroup:
     def dist(self, H1: torch.Tensor, H2: torch.Tensor) -> torch.Tensor:
         """Geodesic distance ``||log(H1^* H2)||_F`` (bi-invariant metric from ``inner``), shape ``(...)``.
 
-        Computed in complex128 from the eigenvalue phases ``theta`` of ``H1^* H2`` as ``sqrt(sum theta^2)``, which
-        equals the Frobenius norm of the principal log and stays well defined on the cut locus. Broadcasts; the
-        result has the real dtype of the input. Not meant for autograd.
+        Computed in float64/complex128 from the eigenvalue phases ``theta`` of the polar factor of ``H1^* H2`` as
+        ``sqrt(sum theta^2)``, which equals the Frobenius norm of the principal log and stays well defined on the
+        cut locus. Broadcasts; the result has the real dtype of the input. NaN where ``H1^* H2`` has a non-finite
+        entry (LAPACK never sees it).
+
+        Differentiable (issue 15): the gradient with respect to ``M = H1^* H2`` is ``M log(M) / dist`` (the
+        gradient of a spectral function of a unitary matrix), and 0 at distance 0 (the identity, where ``dist``
+        has a kink like ``|x|``), 0 where the distance is ``inf``; the eigenvalue solver itself is not
+        differentiated (its gradient is NaN at repeated eigenvalues).
         Source: issue #2 / osm.md §2.2 (``log`` as the geodesic direction).
         """
         self._check(H1, "H1")
         self._check(H2, "H2")
         M = _ct(H1) @ H2
-        theta = self._log_angles(M)
-        return theta.square().sum(-1).sqrt().to(_real_dtype(M.dtype))
+        X, ok = self._prep(M.detach())
+        f = self._angles64(X).square().sum(-1).sqrt()
+        return self._finish_dist(M, ok, f, lambda: self._grad_half_sq(X))
 
-    def _log_angles(self, M: torch.Tensor) -> torch.Tensor:
-        """Eigenvalue phases of the principal log of ``M`` (float64, ``(..., d)``, unsorted)."""
-        return torch.angle(torch.linalg.eigvals(M.to(torch.complex128)))
+    def _finish_dist(self, M, ok, f, grad_m, far=None) -> torch.Tensor:
+        """``f`` (float64 ``(...)``) as the distance: NaN where not ``ok``, inf where ``far``; cast to the real dtype
+        of ``M``; with the gradient ``grad_m() / f`` with respect to ``M`` attached when ``M`` requires grad."""
+        f = f.masked_fill(~ok, float("nan"))
+        if far is not None:
+            f = f.masked_fill(far & ok, float("inf"))
+        out = f.to(_real_dtype(M.dtype))
+        if torch.is_grad_enabled() and M.requires_grad:
+            usable = ok & torch.isfinite(f) & (f > 0)
+            G = grad_m() / torch.where(usable, f, torch.ones_like(f))[..., None, None]
+            G = G.masked_fill(~usable[..., None, None], 0).to(M.dtype)
+            dM = M - M.detach()  # value 0, gradient identity: ``out`` keeps its value, gains d out / dM = G
+            lin = (G.conj() * dM).real.sum((-2, -1)) if M.is_complex() else (G * dM).sum((-2, -1))
+            out = out + lin
+        return out
+
+    def _prep(self, H: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(X, ok)``: the float64 polar factor of ``H`` with non-finite matrices replaced by ``I`` (see
+        :func:`_unitary64`), and where ``H`` was finite."""
+        return _unitary64(H)
+
+    def _angles64(self, X: torch.Tensor) -> torch.Tensor:
+        """Phases of the principal log of the prepared ``X`` (float64, ``(..., d)``, unsorted)."""
+        return torch.angle(torch.linalg.eigvals(X))
+
+    def _log64(self, X: torch.Tensor) -> torch.Tensor:
+        """Principal log of the prepared ``X`` (float64/complex128)."""
+        raise NotImplementedError
+
+    def _grad_half_sq(self, X: torch.Tensor) -> torch.Tensor:
+        """Gradient of ``||log M||^2 / 2`` with respect to ``M`` at the prepared ``X``: ``X log(X)``."""
+        return X @ self._log64(X)
 
     def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
         """Membership test, bool ``(...)``: ``max |H^* H - I| <= atol`` entrywise, plus the group's extra
@@ -425,16 +526,17 @@ class MatrixGroup:
         self._check(H, "H")
         eye = torch.eye(self.d, dtype=H.dtype, device=H.device)
         err = (_ct(H) @ H - eye).abs().amax(dim=(-2, -1))
-        return err <= atol
+        return (err <= atol) & _finite(H)
 
     def reproject(self, H: torch.Tensor) -> torch.Tensor:
         """Nearest group element (Frobenius), to remove floating-point drift: the polar factor ``U V^*`` of the
         SVD ``H = U S V^*`` (with the group's extra fixes). Same shape/dtype. Source: osm.md §7.3 (polar/QR
-        re-orthonormalisation); SVD polar is a design choice.
+        re-orthonormalisation); SVD polar is a design choice. NaN where ``H`` has a non-finite entry.
         """
         self._check(H, "H")
-        U, _, Vh = torch.linalg.svd(H)
-        return U @ Vh
+        ok = _finite(H)
+        U, _, Vh = torch.linalg.svd(_finite_or_eye(H, ok))
+        return _nan_where_bad(U @ Vh, ok)
 
     def identity(self, *batch, dtype: torch.dtype | None = None, device=None) -> torch.Tensor:
         """Identity, shape ``(*batch, d, d)``; dtype defaults to float32 (real groups) / complex64 (complex)."""
@@ -453,11 +555,17 @@ class MatrixGroup:
     def eigen_angles(self, H: torch.Tensor) -> torch.Tensor:
         """Eigenvalue phases of ``H`` in radians, ``(-pi, pi]``, sorted ascending; shape ``(..., d)``, real dtype.
 
-        Computed in complex128. Not meant for autograd. Source: issue #2 (the app's spectrum views).
+        Computed in float64/complex128 (real matrices by the real solver, so complex eigenvalues come in exact
+        conjugate pairs); the angle ``-pi`` (a ``-1`` eigenvalue with imaginary part ``-0``) is returned as ``+pi``
+        after rounding to the output dtype. All NaN where ``H`` has a non-finite entry. Not meant for autograd.
+        Source: issue #2 (the app's spectrum views).
         """
         self._check(H, "H")
-        w = torch.linalg.eigvals(H.to(torch.complex128))
-        return torch.angle(w).sort(dim=-1).values.to(_real_dtype(H.dtype))
+        X = H.detach().to(torch.complex128 if H.is_complex() else torch.float64)
+        ok = _finite(X)
+        w = torch.linalg.eigvals(X.masked_fill(~ok[..., None, None], 0))
+        theta = _principal(torch.angle(w), _real_dtype(H.dtype)).sort(dim=-1).values
+        return _nan_where_bad(theta, ok)
 
     # -- shared numerics -----------------------------------------------------------------------------------------
 
@@ -479,10 +587,11 @@ class MatrixGroup:
         return Q * phase.unsqueeze(-2)
 
     @staticmethod
-    def _unitary_log_angles(H: torch.Tensor):
-        """Eigendecomposition of a (near-)unitary matrix in complex128: returns (theta, V)."""
-        w, V = torch.linalg.eig(H.to(torch.complex128))
-        return torch.angle(w), V
+    def _unitary_log_angles(X: torch.Tensor):
+        """Eigendecomposition of a prepared (finite, float64/complex128, unitary) matrix: returns (theta, V),
+        ``theta`` in ``(-pi, pi]``."""
+        w, V = torch.linalg.eig(X)
+        return _principal(torch.angle(w)), V
 
     @staticmethod
     def _assemble_log(theta: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
@@ -539,31 +648,38 @@ class _OrthogonalBase(MatrixGroup):
         return X - X.mT
 
     def _log_real(self, H: torch.Tensor) -> torch.Tensor:
-        """Real principal log of ``(..., n, n)`` rotations (any n: also used per block by O-block).
+        """Real principal log (float64) of prepared (finite, float64, exactly orthogonal: :func:`_unitary64`)
+        ``(..., n, n)`` rotations (any n: also used per block by O-block).
 
-        Eigenvalues within ``_CUT_TOL`` of ``-1`` (the cut locus) are handled by pairing an orthonormal basis of the
-        real ``-1`` eigenspace into planes rotated by ``pi`` (a real logarithm of minimal norm), because the
-        complex eigenvectors of a real ``-1`` eigenvalue cannot be paired by conjugation.
+        The real eigen solver returns complex eigenvalues in exact conjugate pairs with conjugate eigenvectors,
+        so away from the cut the pairs assemble into a real logarithm directly. Eigenvalues whose phase is
+        within ``_CUT_TOL`` of ``+-pi`` (the cut locus; a pair is in or out as a whole) are handled together: an
+        orthonormal basis of the real invariant subspace they span (from the real and imaginary parts of their
+        eigenvectors, by an SVD) is paired into planes rotated by ``pi`` (a real logarithm of minimal norm),
+        because the eigenvectors of a real ``-1`` eigenvalue cannot be paired by conjugation. (Taking that
+        subspace from the symmetric part ``(H + H^T)/2`` instead mixed in a second pair just outside the
+        tolerance, whose symmetric-part eigenvalue agrees to ~1e-15: a wrong log.)
         """
-        theta, V = self._unitary_log_angles(H)
+        w, V = torch.linalg.eig(H)
+        theta = torch.angle(w)  # not _principal: angle(conj z) = -angle(z) keeps every pair's log real
         cut = theta.abs() > math.pi - _CUT_TOL
         L = self._assemble_log(torch.where(cut, torch.zeros_like(theta), theta), V).real
         if bool(cut.any()):
             n = H.shape[-1]
             Lf = L.reshape(-1, n, n).clone()
-            Hf = H.reshape(-1, n, n).to(torch.float64)
-            counts = cut.reshape(-1, n).sum(-1)
+            Vf = V.reshape(-1, n, n)
+            cf = cut.reshape(-1, n)
+            counts = cf.sum(-1)
             for i in torch.nonzero(counts).flatten().tolist():
                 k = int(counts[i])
                 if k % 2:
                     raise GroupError(f"{self!r}: log is undefined for det = -1 (odd number of eigenvalues -1)")
-                # the -1 eigenspace of a rotation = the bottom of the spectrum of its symmetric part
-                _, U = torch.linalg.eigh((Hf[i] + Hf[i].mT) / 2)
-                v = U[:, :k]
+                Vc = Vf[i][:, cf[i]]
+                v = torch.linalg.svd(torch.cat([Vc.real, Vc.imag], dim=1)).U[:, :k]  # the real k-dim subspace
                 a, b = v[:, 0::2], v[:, 1::2]
                 Lf[i] = Lf[i] + math.pi * (b @ a.mT - a @ b.mT)
             L = Lf.reshape(L.shape)
-        return ((L - L.mT) / 2).to(H.dtype)
+        return (L - L.mT) / 2
 
     def _check_det(self, H: torch.Tensor) -> None:
         det = torch.linalg.det(H.to(torch.float64))
@@ -573,10 +689,14 @@ class _OrthogonalBase(MatrixGroup):
                 f"({int((det < 0).sum())} matrices with det < 0); exp maps only onto SO(d)"
             )
 
+    def _log64(self, X: torch.Tensor) -> torch.Tensor:
+        return self._log_real(X)
+
     def log(self, H: torch.Tensor) -> torch.Tensor:
         self._check(H, "H")
-        self._check_det(H)
-        return self._log_real(H)
+        X, ok = self._prep(H.detach())
+        self._check_det(X)
+        return _nan_where_bad(self._log_real(X), ok).to(H.dtype)
 
     log.__doc__ = MatrixGroup.log.__doc__ + "\n        Raises :class:`GroupError` for ``det(H) < 0`` (osm.md §4.2).\n"
 
@@ -584,10 +704,11 @@ class _OrthogonalBase(MatrixGroup):
         self._check(H1, "H1")
         self._check(H2, "H2")
         M = H1.mT @ H2
-        neg = torch.linalg.det(M.to(torch.float64)) < 0
-        M = torch.where(neg[..., None, None], torch.eye(self.d, dtype=M.dtype, device=M.device), M)
-        out = self._log_angles(M).square().sum(-1).sqrt().to(M.dtype)
-        return out.masked_fill(neg, float("inf"))
+        X, ok = self._prep(M.detach())
+        neg = torch.linalg.det(X) < 0
+        X = torch.where(neg[..., None, None], torch.eye(self.d, dtype=X.dtype, device=X.device), X)
+        f = self._angles64(X).square().sum(-1).sqrt()
+        return self._finish_dist(M, ok, f, lambda: X @ self._log_real(X), far=neg)
 
     dist.__doc__ = (
         MatrixGroup.dist.__doc__
@@ -624,20 +745,21 @@ class SpecialOrthogonalGroup(_OrthogonalBase):
 
     def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
         ok = super().belongs(H, atol)
-        return ok & (torch.linalg.det(H.to(torch.float64)) > 0)
+        return ok & (torch.linalg.det(_finite_or_eye(H.to(torch.float64))) > 0)
 
     belongs.__doc__ = MatrixGroup.belongs.__doc__
 
     def reproject(self, H: torch.Tensor) -> torch.Tensor:
         self._check(H, "H")
-        U, _, Vh = torch.linalg.svd(H)
+        ok = _finite(H)
+        U, _, Vh = torch.linalg.svd(_finite_or_eye(H, ok))
         P = U @ Vh
         neg = torch.linalg.det(P) < 0
         if bool(neg.any()):
             flip = torch.ones(*P.shape[:-1], dtype=P.dtype, device=P.device)
             flip[..., -1] = torch.where(neg, -1.0, 1.0).to(P.dtype)
             P = (U * flip.unsqueeze(-2)) @ Vh
-        return P
+        return _nan_where_bad(P, ok)
 
     reproject.__doc__ = (
         MatrixGroup.reproject.__doc__ + "\n        For det < 0 the smallest singular direction is flipped.\n"
@@ -739,11 +861,14 @@ class UnitaryGroup(_UnitaryBase):
 
     from_coords.__doc__ = MatrixGroup.from_coords.__doc__
 
+    def _log64(self, X: torch.Tensor) -> torch.Tensor:
+        theta, V = self._unitary_log_angles(X)
+        return self._skew_h(self._assemble_log(theta, V))
+
     def log(self, H: torch.Tensor) -> torch.Tensor:
         self._check(H, "H")
-        theta, V = self._unitary_log_angles(H)
-        L = self._assemble_log(theta, V)
-        return self._skew_h(L).to(H.dtype)
+        X, ok = self._prep(H.detach())
+        return _nan_where_bad(self._log64(X), ok).to(H.dtype)
 
     log.__doc__ = MatrixGroup.log.__doc__
 
@@ -802,15 +927,18 @@ class SpecialUnitaryGroup(_UnitaryBase):
 
     from_coords.__doc__ = MatrixGroup.from_coords.__doc__
 
-    def log(self, H: torch.Tensor) -> torch.Tensor:
-        self._check(H, "H")
-        theta, V = self._unitary_log_angles(H)
+    def _log64(self, X: torch.Tensor) -> torch.Tensor:
+        theta, V = self._unitary_log_angles(X)
         theta = _traceless_angles(theta)
         L = self._assemble_log(theta, V)
         S = self._skew_h(L)
         tr = torch.diagonal(S, dim1=-2, dim2=-1).sum(-1) / self.d
-        S = S - tr[..., None, None] * torch.eye(self.d, dtype=S.dtype, device=S.device)
-        return S.to(H.dtype)
+        return S - tr[..., None, None] * torch.eye(self.d, dtype=S.dtype, device=S.device)
+
+    def log(self, H: torch.Tensor) -> torch.Tensor:
+        self._check(H, "H")
+        X, ok = self._prep(H.detach())
+        return _nan_where_bad(self._log64(X), ok).to(H.dtype)
 
     log.__doc__ = (
         MatrixGroup.log.__doc__
@@ -820,17 +948,17 @@ class SpecialUnitaryGroup(_UnitaryBase):
 
     def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
         ok = super().belongs(H, atol)
-        det = torch.linalg.det(H.to(torch.complex128))
+        det = torch.linalg.det(_finite_or_eye(H.to(torch.complex128)))
         return ok & ((det - 1).abs() <= atol * self.d)
 
     belongs.__doc__ = MatrixGroup.belongs.__doc__
 
-    def _log_angles(self, M: torch.Tensor) -> torch.Tensor:
-        return _traceless_angles(super()._log_angles(M))
+    def _angles64(self, X: torch.Tensor) -> torch.Tensor:
+        return _traceless_angles(super()._angles64(X))
 
     def reproject(self, H: torch.Tensor) -> torch.Tensor:
         P = super().reproject(H)
-        phase = torch.angle(torch.linalg.det(P)) / self.d
+        phase = torch.angle(torch.linalg.det(_finite_or_eye(P))) / self.d
         return P * torch.polar(torch.ones_like(phase), -phase)[..., None, None]
 
     reproject.__doc__ = (
@@ -858,15 +986,19 @@ class TorusGroup(MatrixGroup):
         return self.d
 
     def proj(self, Y: torch.Tensor) -> torch.Tensor:
-        """``i * Im(diag Y)`` as a diagonal matrix. Idempotent, differentiable. Source: osm.md §4.1."""
+        """``i * Im(diag Y)`` as a diagonal matrix. Idempotent, differentiable. Source: osm.md §4.1.
+        A non-finite diagonal entry (real part included) gives NaN; off-diagonal entries are not read."""
         self._check(Y, "Y")
-        im = torch.diagonal(Y, dim1=-2, dim2=-1).imag
+        z = torch.diagonal(Y, dim1=-2, dim2=-1)
+        im = z.imag + 0 * z.real  # 0 * (NaN or inf) keeps a non-finite real part visible
         return torch.diag_embed(torch.complex(torch.zeros_like(im), im))
 
     def to_coords(self, A: torch.Tensor) -> torch.Tensor:
-        """``Im diag(A)``, the angle increments, shape ``(..., d)``. Source: osm.md §4.3."""
+        """``Im diag(A)``, the angle increments, shape ``(..., d)`` (NaN for a non-finite real part too).
+        Source: osm.md §4.3."""
         self._check(A, "A")
-        return torch.diagonal(A, dim1=-2, dim2=-1).imag
+        z = torch.diagonal(A, dim1=-2, dim2=-1)
+        return z.imag + 0 * z.real
 
     def from_coords(self, c: torch.Tensor) -> torch.Tensor:
         self._check_coords(c)
@@ -876,26 +1008,44 @@ class TorusGroup(MatrixGroup):
 
     def exp(self, A: torch.Tensor, method: str = "auto") -> torch.Tensor:
         """Elementwise ``diag(exp(A_pp))``; only the diagonal of ``A`` is read (``A`` must be in the algebra).
-        ``method`` is accepted for interface compatibility and ignored. Differentiable. Source: osm.md §4.5."""
+        ``method`` is accepted for interface compatibility and ignored. Differentiable. A non-finite diagonal
+        entry gives NaN there (elementwise). Source: osm.md §4.5."""
         self._check(A, "A")
         if method not in EXP_METHODS:
             raise GroupError(f"exp method must be one of {EXP_METHODS}, got {method!r}")
-        return torch.diag_embed(torch.exp(torch.diagonal(A, dim1=-2, dim2=-1)))
+        z = torch.diagonal(A, dim1=-2, dim2=-1)
+        # exp(-inf) would be a finite 0: a non-finite entry gives NaN instead (value and gradient)
+        bad = torch.where(torch.isfinite(z), 1.0, float("nan")).to(z.real.dtype)
+        return torch.diag_embed(torch.exp(z) * bad)
 
     def log(self, H: torch.Tensor) -> torch.Tensor:
-        """``diag(i * angle(H_pp))``, angles in ``(-pi, pi]``; only the diagonal is read. Source: osm.md §4.5."""
+        """``diag(i * angle(H_pp))``, angles in ``(-pi, pi]``; only the diagonal's values are used, but the whole
+        result is NaN when any entry of ``H`` is non-finite. Source: osm.md §4.5."""
         self._check(H, "H")
-        ang = torch.angle(torch.diagonal(H, dim1=-2, dim2=-1))
-        return torch.diag_embed(torch.complex(torch.zeros_like(ang), ang))
+        ang = _principal(torch.angle(torch.diagonal(H.detach(), dim1=-2, dim2=-1)))
+        return _nan_where_bad(torch.diag_embed(torch.complex(torch.zeros_like(ang), ang)), _finite(H))
 
     def eigen_angles(self, H: torch.Tensor) -> torch.Tensor:
         self._check(H, "H")
-        return torch.angle(torch.diagonal(H, dim1=-2, dim2=-1)).sort(dim=-1).values
+        ang = _principal(torch.angle(torch.diagonal(H.detach(), dim1=-2, dim2=-1)))
+        return _nan_where_bad(ang, _finite(H)).sort(dim=-1).values
 
     eigen_angles.__doc__ = MatrixGroup.eigen_angles.__doc__
 
-    def _log_angles(self, M: torch.Tensor) -> torch.Tensor:
-        return torch.angle(torch.diagonal(M, dim1=-2, dim2=-1).to(torch.complex128))
+    def _prep(self, H: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """T: ``X`` is the unit diagonal ``(..., d)`` (complex128), not a matrix."""
+        ok = _finite(H)
+        z = torch.diagonal(H, dim1=-2, dim2=-1).to(torch.complex128).masked_fill(~ok[..., None], 1)
+        a = z.abs()
+        z = torch.where(a > 0, z / a.clamp_min(1e-300), torch.ones_like(z))
+        return z, ok
+
+    def _angles64(self, X: torch.Tensor) -> torch.Tensor:
+        return torch.angle(X)
+
+    def _grad_half_sq(self, X: torch.Tensor) -> torch.Tensor:
+        ang = _principal(torch.angle(X))
+        return torch.diag_embed(X * torch.complex(torch.zeros_like(ang), ang))
 
     def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
         ok = super().belongs(H, atol)
@@ -906,12 +1056,13 @@ class TorusGroup(MatrixGroup):
     belongs.__doc__ = MatrixGroup.belongs.__doc__
 
     def reproject(self, H: torch.Tensor) -> torch.Tensor:
-        """Nearest torus element: ``diag(H_pp / |H_pp|)`` (entries that are exactly 0 become 1). Source: design choice."""
+        """Nearest torus element: ``diag(H_pp / |H_pp|)`` (entries that are exactly 0 become 1); NaN where ``H``
+        has a non-finite entry (never a unit entry made up from a NaN). Source: design choice."""
         self._check(H, "H")
         z = torch.diagonal(H, dim1=-2, dim2=-1)
         a = z.abs()
         unit = torch.where(a > 0, z / a.clamp_min(torch.finfo(a.dtype).tiny), torch.ones_like(z))
-        return torch.diag_embed(unit)
+        return _nan_where_bad(torch.diag_embed(unit), _finite(H))
 
     def random_point(self, *batch, generator=None, dtype=None, device=None) -> torch.Tensor:
         """Uniform angles in ``[-pi, pi)``: Haar on T^d. Shape ``(*batch, d, d)``."""
@@ -997,22 +1148,27 @@ class BlockOrthogonalGroup(MatrixGroup):
     def log(self, H: torch.Tensor) -> torch.Tensor:
         """Per-block principal log (see :meth:`MatrixGroup.log`); off-block entries are ignored.
         Raises :class:`GroupError` if a block has det < 0. Source: osm.md §4.6 + design choice."""
-        B = self.blocks(H)
-        self._inner._check_det(B)
-        return _diag_embed_blocks(self._inner._log_real(B))
+        self._check(H, "H")
+        ok = _finite(H)
+        X, _ = _unitary64(self.blocks(_finite_or_eye(H.detach(), ok)))
+        self._inner._check_det(X)
+        return _nan_where_bad(_diag_embed_blocks(self._inner._log_real(X)), ok).to(H.dtype)
 
     def dist(self, H1: torch.Tensor, H2: torch.Tensor) -> torch.Tensor:
         """Geodesic distance ``||log(H1^T H2)||_F`` computed per block; ``inf`` where some block of
         ``H1^T H2`` has det < 0 (different components). Shape ``(...)``. Source: issue #2 + design choice."""
         self._check(H1, "H1")
         self._check(H2, "H2")
-        B = _extract_blocks(H1.mT @ H2, self.block)
-        neg = torch.linalg.det(B.to(torch.float64)) < 0
-        eye = torch.eye(self.block, dtype=B.dtype, device=B.device)
-        B = torch.where(neg[..., None, None], eye, B)
-        theta = torch.angle(torch.linalg.eigvals(B.to(torch.complex128)))  # (..., m, b)
-        out = theta.square().sum(dim=(-2, -1)).sqrt().to(B.dtype)
-        return out.masked_fill(neg.any(-1), float("inf"))
+        M = H1.mT @ H2
+        ok = _finite(M.detach())
+        X, _ = _unitary64(_extract_blocks(_finite_or_eye(M.detach(), ok), self.block))  # (..., m, b, b)
+        neg = torch.linalg.det(X) < 0
+        eye = torch.eye(self.block, dtype=X.dtype, device=X.device)
+        X = torch.where(neg[..., None, None], eye, X)
+        theta = torch.angle(torch.linalg.eigvals(X))  # (..., m, b)
+        f = theta.square().sum(dim=(-2, -1)).sqrt()
+        return self._finish_dist(M, ok, f, lambda: _diag_embed_blocks(X @ self._inner._log_real(X)),
+                                 far=neg.any(-1))
 
     def belongs(self, H: torch.Tensor, atol: float = 1e-5) -> torch.Tensor:
         ok = super().belongs(H, atol)
@@ -1022,10 +1178,12 @@ class BlockOrthogonalGroup(MatrixGroup):
     belongs.__doc__ = MatrixGroup.belongs.__doc__
 
     def reproject(self, H: torch.Tensor) -> torch.Tensor:
-        """Polar factor of each diagonal block; off-block entries are dropped. Source: design choice."""
-        B = self.blocks(H)
-        U, _, Vh = torch.linalg.svd(B)
-        return _diag_embed_blocks(U @ Vh)
+        """Polar factor of each diagonal block; off-block entries are dropped (NaN everywhere when any entry is
+        non-finite). Source: design choice."""
+        self._check(H, "H")
+        ok = _finite(H)
+        U, _, Vh = torch.linalg.svd(_finite_or_eye(self.blocks(_finite_or_eye(H, ok))))
+        return _nan_where_bad(_diag_embed_blocks(U @ Vh), ok)
 
     def random_point(self, *batch, generator=None, dtype=None, device=None) -> torch.Tensor:
         """Haar on each O(b) block independently (Haar on O(b)^m). Shape ``(*batch, d, d)``."""

@@ -14,11 +14,19 @@ Conventions (source: ``grassmann.md`` §1.3 and §5, Zhang Chong, arXiv 2512.194
 * Angles are in radians.
 
 Errors: a :class:`PlaneError` (a ``ValueError``) for inputs of the wrong shape.
+
+Non-finite input (issue 15): NaN/inf never reach LAPACK (SVD, det). Functions that solve (``principal_angles``
+and the distances, ``interpolate``, ``decomposability``, ``dominant_plane``) return NaN for every batch item
+with a non-finite entry; elementwise ones (``plucker``, ``bivector``, ``normalize_plucker``...) propagate NaN to
+the entries that depend on it; ``plane_basis`` gives NaN and ``ok = False``; ``project3`` a NaN coverage; the
+functions whose result is an index or a basis fitted to all rows (``top_axes``, ``pca_axes``) raise
+:class:`PlaneError`.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from typing import Sequence
 
 import torch
@@ -36,6 +44,35 @@ class PlaneError(ValueError):
     """Bad input to a plane-geometry function (wrong shape or size)."""
 
 
+def _finite_items(X: torch.Tensor, ndim: int) -> torch.Tensor:
+    """bool over the batch axes: True where the trailing ``ndim`` axes of ``X`` are all finite."""
+    ok = torch.isfinite(X)
+    for _ in range(ndim):
+        ok = ok.all(-1)
+    return ok
+
+
+def _nan_where(X: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
+    """``X`` with every batch item where ``ok`` is False set to NaN (``ok`` broadcasts over the leading axes)."""
+    ok = ok.reshape(*ok.shape, *([1] * (X.ndim - ok.ndim))) if ok.ndim < X.ndim else ok
+    return X.masked_fill(~ok, float("nan"))
+
+
+def _safe_mat(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(M', ok)``: ``M`` with its non-finite matrices replaced by zeros, so that LAPACK (SVD, det) never sees a
+    NaN or an infinity (it can fail to converge, raise a raw linear-algebra error or crash); callers set their
+    results to NaN where ``ok`` is False (design choice, issue 15)."""
+    ok = _finite_items(M, 2)
+    return M.masked_fill(~ok[..., None, None], 0), ok
+
+
+def _safe_sqrt(x: torch.Tensor) -> torch.Tensor:
+    """``sqrt(max(x, 0))`` with gradient 0 (not inf * 0 = NaN) where ``x <= 0``; NaN stays NaN."""
+    pos = x > 0
+    out = torch.where(pos, torch.sqrt(torch.where(pos, x, torch.ones_like(x))), torch.zeros_like(x))
+    return torch.where(torch.isnan(x), x, out)
+
+
 def _t(x) -> torch.Tensor:
     x = torch.as_tensor(x)
     if not torch.is_floating_point(x):
@@ -43,8 +80,18 @@ def _t(x) -> torch.Tensor:
     return x
 
 
+def _count(n, what: str) -> int:
+    """``n`` as an int (ints, numpy/torch integer scalars); :class:`PlaneError` for anything else (a float,
+    NaN, inf)."""
+    try:
+        return operator.index(n)
+    except TypeError:
+        raise PlaneError(f"{what} must be an integer, got {n!r}") from None
+
+
 def plucker_size(r: int) -> int:
     """``P = r (r - 1) / 2``: the number of Plücker coordinates of a 2-plane in R^r."""
+    r = _count(r, "rank r")
     if r < 2:
         raise PlaneError(f"rank r must be >= 2 for 2-planes, got {r}")
     return r * (r - 1) // 2
@@ -52,6 +99,9 @@ def plucker_size(r: int) -> int:
 
 def plucker_rank(P: int) -> int:
     """The ambient dimension ``r`` with ``r (r - 1) / 2 == P``; :class:`PlaneError` if there is none."""
+    P = _count(P, "Plücker size P")
+    if P < 1:
+        raise PlaneError(f"{P} is not r(r-1)/2 for any integer r >= 2")
     r = int(round((1 + math.sqrt(1 + 8 * P)) / 2))
     if r < 2 or r * (r - 1) // 2 != P:
         raise PlaneError(f"{P} is not r(r-1)/2 for any integer r >= 2")
@@ -130,7 +180,8 @@ def plane_basis(a, b, tol: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     ``a``, ``b``: ``(..., r)``. Returns ``(Q, ok)``: ``Q`` ``(..., r, 2)`` with ``q1 = a/||a||``,
     ``q2 = b'/||b'||``, ``b' = b - (q1.b) q1`` (so ``plucker(q1, q2)`` is the unit Plücker vector of
     ``(a, b)``, same orientation), and ``ok`` ``(...)`` bool, False where the pair is degenerate
-    (``||a|| < tol`` or ``||b'|| < tol ||b||``); there ``Q`` is finite but meaningless.
+    (``||a|| < tol`` or ``||b'|| < tol ||b||``); there ``Q`` is finite but meaningless. Where ``a`` or ``b`` has
+    a non-finite entry ``ok`` is False and ``Q`` is NaN.
     """
     a, b = _t(a), _t(b)
     if a.shape[-1] != b.shape[-1]:
@@ -142,8 +193,9 @@ def plane_basis(a, b, tol: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     nbp = torch.linalg.vector_norm(bp, dim=-1, keepdim=True)
     q2 = bp / nbp.clamp_min(torch.finfo(a.dtype).tiny)
     nb = torch.linalg.vector_norm(b, dim=-1, keepdim=True)
-    ok = ((na >= tol) & (nbp >= tol * nb) & (nb > 0)).squeeze(-1)
-    return torch.stack([q1, q2], dim=-1), ok
+    finite = _finite_items(a, 1) & _finite_items(b, 1)
+    ok = ((na >= tol) & (nbp >= tol * nb) & (nb > 0)).squeeze(-1) & finite
+    return _nan_where(torch.stack([q1, q2], dim=-1), finite), ok
 
 
 def _check_bases(Q1: torch.Tensor, Q2: torch.Tensor) -> None:
@@ -159,15 +211,15 @@ def principal_angles(Q1, Q2) -> torch.Tensor:
     Robust for small angles (grassmann.md §5.3): the cosines are the singular values of ``Q1^T Q2``, the
     sines those of ``(I - Q1 Q1^T) Q2``; the smallest sine is paired with the largest cosine and
     ``theta = atan2(sin, cos)``, so nearly equal planes keep full relative precision (arccos alone would
-    not).
+    not). NaN for bases with a non-finite entry (the SVD never sees them).
     """
     Q1, Q2 = _t(Q1), _t(Q2)
     _check_bases(Q1, Q2)
-    M = Q1.transpose(-1, -2) @ Q2
+    M, ok = _safe_mat(Q1.transpose(-1, -2) @ Q2)
     cos = torch.linalg.svdvals(M)  # descending
-    R = Q2 - Q1 @ M
+    R, ok_r = _safe_mat(Q2 - Q1 @ M)
     sin = torch.linalg.svdvals(R).flip(-1)  # ascending: pairs with descending cos
-    return torch.atan2(sin, cos)
+    return _nan_where(torch.atan2(sin, cos), ok & ok_r)
 
 
 def geodesic_distance(Q1, Q2) -> torch.Tensor:
@@ -198,10 +250,11 @@ def fubini_study_distance(p1, p2, eps: float = 1e-12) -> torch.Tensor:
 
 
 def binet_cauchy_distance(Q1, Q2) -> torch.Tensor:
-    """Binet–Cauchy distance ``sqrt(1 - cos^2 theta_1 cos^2 theta_2)``, ``(...)``. grassmann.md §5.4."""
+    """Binet–Cauchy distance ``sqrt(1 - cos^2 theta_1 cos^2 theta_2)``, ``(...)``. grassmann.md §5.4.
+    Differentiable with gradient 0 at distance 0 (equal planes; a kink like ``|x|``), not NaN."""
     th = principal_angles(Q1, Q2)
     c = torch.cos(th).prod(-1)
-    return torch.sqrt((1 - c * c).clamp_min(0))
+    return _safe_sqrt(1 - c * c)
 
 
 def dist(Q1, Q2, metric: str = "geodesic") -> torch.Tensor:
@@ -229,11 +282,14 @@ def interpolate(Q1, Q2, s, tol: float = 1e-10) -> torch.Tensor:
     Grassmannian is unoriented). Constant speed: ``d_g(U1, gamma(s)) = s d_g(U1, U2)``.
     Method: SVD ``Q1^T Q2 = U cos(Theta) V^T``, ``Y1 = Q1 U``, ``Y2 = Q2 V``,
     ``G = (Y2 - Y1 cos Theta) / sin Theta`` (column kept zero where ``theta < tol``),
-    ``gamma(s) = Y1 cos(s Theta) + G sin(s Theta)``.
+    ``gamma(s) = Y1 cos(s Theta) + G sin(s Theta)``. NaN where ``Q1`` or ``Q2`` has a non-finite entry.
     """
     Q1, Q2 = _t(Q1), _t(Q2)
     _check_bases(Q1, Q2)
     Q1, Q2 = torch.broadcast_tensors(Q1, Q2)
+    finite = _finite_items(Q1, 2) & _finite_items(Q2, 2)
+    Q1 = Q1.masked_fill(~finite[..., None, None], 0)
+    Q2 = Q2.masked_fill(~finite[..., None, None], 0)
     U, cos, Vh = torch.linalg.svd(Q1.transpose(-1, -2) @ Q2)
     V = Vh.transpose(-1, -2)
     # keep Q1's orientation at s = 0: flip one principal pair where det U < 0 (U diag V^T unchanged)
@@ -251,9 +307,11 @@ def interpolate(Q1, Q2, s, tol: float = 1e-10) -> torch.Tensor:
     s_t = torch.as_tensor(s, dtype=Q1.dtype, device=Q1.device)
     if s_t.dim() == 0:
         st = s_t * theta
-        return Y1 @ torch.diag_embed(torch.cos(st)) + G @ torch.diag_embed(torch.sin(st))
+        out = Y1 @ torch.diag_embed(torch.cos(st)) + G @ torch.diag_embed(torch.sin(st))
+        return _nan_where(out, finite)
     st = s_t.reshape(-1, *([1] * theta.dim())) * theta  # (S, ..., 2)
-    return Y1 * torch.cos(st).unsqueeze(-2) + G * torch.sin(st).unsqueeze(-2)
+    out = Y1 * torch.cos(st).unsqueeze(-2) + G * torch.sin(st).unsqueeze(-2)
+    return _nan_where(out, finite.expand(out.shape[:-2]))
 
 
 def pole(a, b, eps: float = 1e-12) -> torch.Tensor:
@@ -306,7 +364,8 @@ def project3(a, b, axes: Sequence[int] | torch.Tensor = (0, 1, 2), eps: float = 
     with orthonormal columns (e.g. :func:`pca_axes`). Returns ``(a3, b3, normal, coverage)``:
     ``a3 = E^T a``, ``b3 = E^T b`` ``(..., 3)``, the projected disc's unit normal ``(..., 3)``, and
     ``coverage = ||E^T a x E^T b|| / ||a ^ b||`` ``(...)`` in [0, 1], the area shrink factor (the product of
-    the cosines of the principal angles between the plane and span(E)); 0 for a degenerate pair.
+    the cosines of the principal angles between the plane and span(E)); 0 for a degenerate pair, NaN where
+    ``a`` or ``b`` has a non-finite entry.
     """
     a, b = _t(a), _t(b)
     r = a.shape[-1]
@@ -318,7 +377,8 @@ def project3(a, b, axes: Sequence[int] | torch.Tensor = (0, 1, 2), eps: float = 
     nn_ = torch.linalg.vector_norm(n, dim=-1)
     pn = torch.linalg.vector_norm(plucker(a, b), dim=-1)
     coverage = torch.where(pn > eps, nn_ / pn.clamp_min(eps), torch.zeros_like(pn)).clamp(0, 1)
-    return a3, b3, n / nn_.clamp_min(eps).unsqueeze(-1), coverage
+    finite = _finite_items(a, 1) & _finite_items(b, 1)
+    return a3, b3, n / nn_.clamp_min(eps).unsqueeze(-1), _nan_where(coverage, finite)
 
 
 def coordinate_energy(p, r: int | None = None) -> torch.Tensor:
@@ -331,21 +391,29 @@ def coordinate_energy(p, r: int | None = None) -> torch.Tensor:
 
 def top_axes(energy, k: int = 3) -> list[int]:
     """The ``k`` axes with the largest row sums of a coordinate-energy map ``(r, r)`` (grassmann.md §5.7),
-    in decreasing order."""
+    in decreasing order. :class:`PlaneError` for a non-finite map (indices cannot be NaN)."""
     energy = _t(energy)
     if energy.dim() != 2 or energy.shape[0] != energy.shape[1] or energy.shape[0] < k:
         raise PlaneError(f"energy must be a square (r, r) map with r >= {k}, got {tuple(energy.shape)}")
+    if not bool(torch.isfinite(energy).all()):
+        raise PlaneError(f"energy has {int((~torch.isfinite(energy)).sum())} non-finite entries (NaN/inf); "
+                         "no axis ranking exists")
     return [int(i) for i in torch.argsort(energy.sum(1), descending=True)[:k]]
 
 
 def pca_axes(Z, k: int = 3) -> torch.Tensor:
     """Orthonormal ``(r, k)`` basis of the top-``k`` principal directions of the vectors ``Z`` ``(N, r)``
-    (sklearn PCA; grassmann.md §5.7). :class:`PlaneError` if ``N < k`` or ``r < k``."""
+    (sklearn PCA; grassmann.md §5.7). :class:`PlaneError` if ``N < k`` or ``r < k``, or if ``Z`` has a
+    non-finite entry."""
     from sklearn.decomposition import PCA
 
     Z = _t(Z)
     if Z.dim() != 2 or Z.shape[0] < k or Z.shape[1] < k:
         raise PlaneError(f"pca_axes needs Z of shape (N, r) with N, r >= {k}, got {tuple(Z.shape)}")
+    bad = ~torch.isfinite(Z).all(-1)
+    if bool(bad.any()):
+        raise PlaneError(f"pca_axes: Z has non-finite values (NaN/inf) in {int(bad.sum())} of its {Z.shape[0]} rows; "
+                         "drop them first")
     comp = PCA(n_components=k).fit(Z.detach().cpu().double().numpy()).components_
     return torch.as_tensor(comp.T.copy(), dtype=Z.dtype, device=Z.device)
 
@@ -356,20 +424,20 @@ def decomposability(p, r: int | None = None) -> torch.Tensor:
     ``p``: ``(..., P)``, e.g. the offset-averaged Plücker vector. The antisymmetric matrix has singular
     values in pairs ``(lambda_1, lambda_1, lambda_2, lambda_2, ...)``, so
     ``kappa = 2 sigma_max^2 / ||A||_F^2``: 1 for a single plane, down to ``1 / floor(r/2)`` for a
-    maximally spread blend. Returns ``(...)``; NaN where ``p`` is zero (no plane at all).
+    maximally spread blend. Returns ``(...)``; NaN where ``p`` is zero (no plane at all) or non-finite.
     """
-    A = bivector(p, r)
+    A, ok = _safe_mat(bivector(p, r))
     sv = torch.linalg.svdvals(A)
     total = sv.square().sum(-1)
     kappa = 2 * sv[..., 0].square() / total.clamp_min(torch.finfo(sv.dtype).tiny)
-    return torch.where(total > 0, kappa.clamp(max=1.0), torch.full_like(total, float("nan")))
+    return torch.where((total > 0) & ok, kappa.clamp(max=1.0), torch.full_like(total, float("nan")))
 
 
 def dominant_plane(p, r: int | None = None) -> torch.Tensor:
     """The dominant plane of a bivector: orthonormal basis ``(..., r, 2)`` of the top singular pair of its
     antisymmetric matrix (the "effective subspace", grassmann.md §5.9). For a decomposable ``p`` this is
-    its own plane, with the orientation of ``p``."""
-    A = bivector(p, r)
+    its own plane, with the orientation of ``p``. NaN where ``p`` has a non-finite entry."""
+    A, ok = _safe_mat(bivector(p, r))
     U, S, Vh = torch.linalg.svd(A)
     # A = sum sigma u v^T; for a unit plane A = q1 q2^T - q2 q1^T the top pair is (u, v) = (q1, q2) up to
     # a rotation inside the plane, and u ^ v keeps the orientation of q1 ^ q2.
@@ -377,4 +445,4 @@ def dominant_plane(p, r: int | None = None) -> torch.Tensor:
     q2 = Vh[..., 0, :]
     q2 = q2 - (q1 * q2).sum(-1, keepdim=True) * q1
     q2 = q2 / torch.linalg.vector_norm(q2, dim=-1, keepdim=True).clamp_min(torch.finfo(A.dtype).tiny)
-    return torch.stack([q1, q2], dim=-1)
+    return _nan_where(torch.stack([q1, q2], dim=-1), ok)

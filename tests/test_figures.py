@@ -921,3 +921,125 @@ def test_geometry_computed_only_where_drawn_is_the_same_as_all_at_once():
            figures.trajectory.step_distances(tr))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------- non-finite values
+# issue 15, class 4 (figures): NaN-safe reductions in every figure, a caption note when values are missing, and
+# no raw linear-algebra error from a trace with a NaN.
+
+import dataclasses  # noqa: E402
+
+BAD_POS = 5
+
+
+def _poisoned(name: str, value: float = float("nan"), **where):
+    """A copy of the cached trace ``name`` with ``value`` written into each named array at ``where[field]``
+    (an index tuple); the original trace and its view cache are untouched."""
+    tr = get_trace(name)
+    changes = {}
+    for field_name, index in where.items():
+        arr = np.array(getattr(tr, field_name), copy=True)
+        arr[index] = value
+        changes[field_name] = arr
+    return dataclasses.replace(tr, **changes)
+
+
+POISON = {
+    "osmformer-U3": {"tangent_stats": (slice(None), slice(None), slice(None), BAD_POS),
+                     "tangent_coords": (slice(None), slice(None), slice(None), BAD_POS)},
+    "osm-rnn-SO3": {"tangent_stats": (slice(None), 0, 0, BAD_POS)},
+    "cem": {"energies": (0, 0, slice(1, None), BAD_POS), "attention_q": (0, 0, BAD_POS)},
+    "grassmann-r3": {"reduced": (0, BAD_POS, 1), "gates": (0, BAD_POS, 0)},
+    "grassmann-r5": {"reduced": (1, BAD_POS, 0), "inputs": (0, BAD_POS, 0)},
+    "transformer": {"attention_q": (0, 0, BAD_POS), "attention_k": (0, 0, BAD_POS)},
+}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+@pytest.mark.parametrize("name", sorted(POISON))
+def test_views_of_a_trace_with_non_finite_values(name, value, validate):
+    """Every view of a trace with a NaN/inf at one position still builds (no raw linear-algebra error, no
+    FigureError beyond those of the clean trace), plots no infinity, and says in its caption that values are
+    missing."""
+    tr = _poisoned(name, value, **POISON[name])
+    clean = figures.all_views(get_trace(name), cursor=7)
+    views = figures.all_views(tr, cursor=7)
+    assert set(views) == set(clean)
+    noted = []
+    for vname, (fig, caption) in views.items():
+        for t in fig.data:
+            for key in ("x", "y", "z"):
+                v = getattr(t, key, None)
+                if v is not None and np.asarray(v).dtype.kind == "f":
+                    assert not np.isinf(np.asarray(v)).any(), (vname, key)
+            if t.type == "heatmap" and t.zmax is not None:
+                assert math.isfinite(t.zmax) and t.zmax > 1e-9, (vname, t.name, t.zmax)
+        if "non-finite" in caption:
+            noted.append(vname)
+        json.loads(fig.to_json())
+    expected = {
+        "osmformer-U3": {"tangent_heatmap", "tangent_lines", "mixing_share"},
+        "osm-rnn-SO3": {"tangent_heatmap", "tangent_lines", "mixing_share"},
+        "cem": {"energy_descent", "energy_tokens", "attention_maps"},
+        "grassmann-r3": {"plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
+                         "decomposability_map"},
+        "grassmann-r5": {"plane_distances", "decomposability_map"},
+        "transformer": {"attention_maps"},
+    }[name]
+    assert expected <= set(noted), (expected - set(noted))
+
+
+def test_one_nan_tangent_does_not_collapse_the_heatmap_colour_range():
+    """The colour range of the tangent heatmap is taken over the finite values: one NaN used to make it
+    [0, 1e-12], so every finite cell saturated."""
+    tr = _poisoned("osmformer-U3", **POISON["osmformer-U3"])
+    fig, caption = figures.tangent_heatmap(tr)
+    raw, mixed = tr.tangent_norms(False), tr.tangent_norms(True)
+    for s in range(raw.shape[1]):
+        want = max(np.nanmax(raw[:, s]), np.nanmax(mixed[:, s]))
+        heat = [t for t in fig.data if t.name.startswith(figures.tangents._substep_name(tr, s))]
+        assert heat and all(t.zmax == pytest.approx(want, rel=1e-6) for t in heat)
+        assert all(np.isnan(np.asarray(t.z)[:, BAD_POS]).all() for t in heat)
+    assert "1 position has non-finite values" in caption
+    fig, caption = figures.generator_heatmap(tr, cursor=BAD_POS)
+    assert "non-finite" in caption and all(math.isfinite(t.zmax) for t in fig.data)  # all NaN here
+
+
+def test_energy_means_and_bands_skip_a_nan_token():
+    tr = _poisoned("cem", **POISON["cem"])
+    fig, caption = figures.energy_descent(tr)
+    mean = np.asarray(_by_name(fig, "L0 attention mean").y)
+    assert np.isfinite(mean).all()
+    want = np.delete(tr.energy_change()[0, 0], BAD_POS, axis=-1).mean(-1)
+    np.testing.assert_allclose(mean, want, rtol=1e-6, atol=1e-9)
+    assert "non-finite" in caption
+
+
+def test_decomposability_is_not_poisoned_after_a_nan_plane():
+    """The windowed Plücker average used a cumulative sum: one NaN blanked every later position."""
+    tr = _poisoned("grassmann-r3", **POISON["grassmann-r3"])
+    fig, caption = figures.decomposability_map(tr, window=2)
+    kappa = np.asarray(fig.data[0].z)
+    assert np.isfinite(kappa[0, BAD_POS + 4:]).all()
+    assert "non-finite" in caption
+
+
+def test_training_curves_skip_non_finite_values_and_say_so():
+    hist = [{"step": s, "loss": 1.0 / (s + 1)} for s in range(10)]
+    hist[4]["loss"] = float("inf")
+    hist[6]["loss"] = float("nan")
+    fig, caption = figures.training_curves({"run": hist}, metric="loss")
+    y = np.asarray(fig.data[0].y)
+    assert np.isfinite(y).all() and len(y) == 8
+    assert "2 logged rows have non-finite values" in caption
+
+
+def test_torus_angles_are_in_minus_pi_pi():
+    """An entry -1 - 0j (a negative zero imaginary part) is drawn at +pi, as groups.matrix_to_angles has it."""
+    tr = get_trace("osmformer-T4")
+    data = np.array(tr.state_data, copy=True)
+    data[-1, BAD_POS, 0] = complex(-1.0, -0.0)
+    tr = dataclasses.replace(tr, state_data=data)
+    fig, _ = figures.torus_angles(tr)
+    ys = np.concatenate([np.asarray(t.y, dtype=np.float64) for t in fig.data if t.name and t.name.startswith("φ")])
+    assert ys.min() > -math.pi and float(np.asarray(fig.data[0].y)[BAD_POS]) == pytest.approx(math.pi)

@@ -346,6 +346,54 @@ def subsample(n: int, max_points: int, cursor: int | None = None) -> np.ndarray:
     return idx
 
 
+def blank(a) -> np.ndarray:
+    """``a`` as a float array with every non-finite value (NaN, +-inf) as NaN: plotly leaves NaN cells and
+    points blank, but would colour an infinity or break a line scale on it."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "fc":
+        return a.astype(np.float64)
+    return np.where(np.isfinite(a), a, np.nan)
+
+
+def finite_max(*arrays, floor: float = 1e-12) -> float:
+    """The largest finite value over ``arrays`` (NaN and +-inf ignored), at least ``floor``: a NaN-safe colour
+    range (``max`` of an array with one NaN is NaN, and a ``nanmax`` that then falls back to ``floor`` would
+    saturate every finite cell)."""
+    out = float(floor)
+    for a in arrays:
+        a = np.asarray(a, dtype=np.float64)
+        fin = a[np.isfinite(a)]
+        if fin.size:
+            out = max(out, float(fin.max()))
+    return out
+
+
+def finite_abs_max(*arrays, floor: float = 1e-12) -> float:
+    """:func:`finite_max` of the absolute values (a symmetric range for a diverging scale)."""
+    return finite_max(*(np.abs(np.asarray(a)) for a in arrays), floor=floor)
+
+
+def nonfinite_count(a, axis) -> int:
+    """How many slices along ``axis`` (e.g. positions) of ``a`` hold at least one non-finite value."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "fc" or a.size == 0:
+        return 0
+    bad = ~np.isfinite(a)
+    other = tuple(i for i in range(a.ndim) if i != axis % a.ndim)
+    return int(bad.any(axis=other).sum()) if other else int(bad.sum())
+
+
+def missing_note(n: int, what: str = "positions") -> str:
+    """Caption suffix when recorded values are missing, e.g. ``" 3 positions have non-finite values (NaN or
+    infinite) and are left blank."``; empty for ``n == 0``."""
+    if n <= 0:
+        return ""
+    if n == 1:
+        one = what[:-1] if what.endswith("s") else what
+        return f" 1 {one} has non-finite values (NaN or infinite) and is left blank."
+    return f" {n:,} {what} have non-finite values (NaN or infinite) and are left blank."
+
+
 def ordinal(k: int) -> str:
     """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``..."""
     suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")

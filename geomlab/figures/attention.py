@@ -13,7 +13,7 @@ import numpy as np
 
 from geomlab.figures._common import (
     DIVERGING, HIGHLIGHT, MASKED_BG, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, View, category_labels,
-    FigureBuilder, check_cursor, check_index, colour, finish, subsample, subsample_note,
+    FigureBuilder, check_cursor, check_index, colour, finish, finite_max, missing_note, subsample, subsample_note,
 )
 from geomlab.trace import OSMTrace, Trace
 
@@ -22,8 +22,16 @@ def _masked(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """``rows`` ``[len(idx), T]`` (full key rows of the shown queries) -> the shown ``[idx, idx]`` block,
     float32 (half the JSON of float64), NaN where masked (j > i)."""
     sub = np.array(rows[:, idx], dtype=np.float32)
+    sub[~np.isfinite(sub)] = np.nan  # an infinity would take the colour scale with it
     sub[idx[None, :] > idx[:, None]] = np.nan
     return sub
+
+
+def _bad_rows(rows: np.ndarray, idx: np.ndarray) -> int:
+    """Shown query rows with a non-finite value among their unmasked (j <= i) entries."""
+    sub = np.asarray(rows[:, idx], dtype=np.float64)
+    causal = idx[None, :] <= idx[:, None]
+    return int((~np.isfinite(sub) & causal).any(1).sum())
 
 
 def window_positions(n: int, cursor: int | None, window: int) -> np.ndarray:
@@ -77,7 +85,8 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
     w = _masked(weights, idx)
     head_txt = "mean over heads" if head is None and int(tr.n_heads) > 1 else (f"head {head}" if head is not None else "")
     panels.append((f"attention weights{' (' + head_txt + ')' if head_txt else ''}", w, SEQUENTIAL, 0.0,
-                   float(max(np.nanmax(w), 1e-12)), "weight", "weights"))
+                   finite_max(w), "weight", "weights"))
+    n_bad = max(_bad_rows(weights, idx), _bad_rows(sim, idx) if sim is not None else 0)
     n = len(panels)
     spacing = 0.16
     # one panel: its name goes in the figure title (a subplot title is centred on the unconstrained domain
@@ -127,6 +136,7 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
                 "are normalised over all earlier keys.")
     else:
         cap += subsample_note(tr.n_positions, len(idx))
+    cap += missing_note(n_bad, "query rows")
     title = f"Attention, layer {layer}" if n > 1 else f"{panels[0][0].capitalize()}, layer {layer}"
     return finish(fig, title, cap, "attention_maps", height=520)
 
@@ -149,8 +159,9 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
     cursor = check_cursor(cursor, tr.n_positions)
     q = tr.n_positions - 1 if cursor is None else cursor
     H = max(int(tr.n_heads), 1)
-    per_head = [tr.attention_rows(layer, [q], h)[0, : q + 1] for h in range(H)]
-    mean = np.mean(per_head, axis=0)
+    per_head = [np.asarray(tr.attention_rows(layer, [q], h)[0, : q + 1], dtype=np.float64) for h in range(H)]
+    per_head = [np.where(np.isfinite(w), w, np.nan) for w in per_head]
+    mean = np.mean(per_head, axis=0)  # NaN where a head's weight is missing: left blank
     idx = subsample(q + 1, max_points, q)
     labels = [tr.labels[i] for i in idx]
     hover = [f"key {i} '{lab}'" for i, lab in zip(idx, labels)]
@@ -168,9 +179,12 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
     fig.update_xaxes(title={"text": "key position j"}, tickformat="d", range=[-0.5, q + 0.5],
                      **({"dtick": 1} if q < 12 else {}))
     fig.update_yaxes(title={"text": "attention weight"}, rangemode="tozero")
-    top = int(np.argmax(mean))
     cap = (f"Where position {q} '{tr.labels[q]}' looks in layer {layer}: its attention weight on every earlier "
-           f"position (they sum to 1). Most weight on position {top} '{tr.labels[top]}' ({mean[top]:.2f}).")
+           "position (they sum to 1).")
+    if np.isfinite(mean).any():
+        top = int(np.nanargmax(mean))
+        cap += f" Most weight on position {top} '{tr.labels[top]}' ({mean[top]:.2f})."
     cap += subsample_note(q + 1, len(idx))
+    cap += missing_note(int((~np.isfinite(mean[idx])).sum()), "key positions")
     return finish(fig, f"What position {q} '{tr.labels[q]}' attends to, layer {layer}", cap, "attention_row",
                   height=360)

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from geomlab.figures._common import FigureBuilder, FigureError, View, colour, finish
+from geomlab.figures._common import FigureBuilder, FigureError, View, colour, finish, missing_note
 
 X_LABELS = {"step": "optimiser step", "tokens": "training tokens (characters)"}
 METRIC_LABELS = {"bpc": "bits per character", "loss": "loss (nats per character)"}
@@ -23,10 +23,25 @@ DASHES = ("solid", "dash", "dot", "dashdot")
 
 
 def history_frame(history: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
-    """A run's history as a DataFrame of numeric columns (non-numeric values become NaN)."""
-    df = history.copy() if isinstance(history, pd.DataFrame) else pd.DataFrame(list(history))
+    """A run's history as a DataFrame of numeric columns (non-numeric values become NaN).
+
+    ``frame.attrs["nonfinite"]`` counts the rows that recorded a metric as NaN or +-inf (a diverged run), as
+    opposed to rows that did not record it at all; such values are not drawn."""
+    if isinstance(history, pd.DataFrame):
+        df = history.copy()
+        bad = 0
+    else:
+        rows = list(history)
+        df = pd.DataFrame(rows)
+        bad = sum(1 for r in rows if any(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                          and not math.isfinite(v) for v in dict(r).values()))
     for col in df.columns:
         df[col] = pd.to_numeric(df[col], errors="coerce")
+    num = df.select_dtypes("number")
+    if isinstance(history, pd.DataFrame):
+        bad = int(np.isinf(num.to_numpy(dtype=np.float64)).any(axis=1).sum()) if num.size else 0
+    df = df.replace([np.inf, -np.inf], np.nan)
+    df.attrs["nonfinite"] = int(bad)
     return df
 
 
@@ -82,8 +97,10 @@ def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFram
     if not runs:
         raise FigureError("no runs to plot")
     fig = FigureBuilder()
+    n_bad = 0
     for i, (name, history) in enumerate(runs.items()):
         df = checkpoint_history(history) if hasattr(history, "metrics") else history_frame(history)
+        n_bad += int(df.attrs.get("nonfinite", 0))
         if x not in df.columns:
             continue
         for j, (series, values) in enumerate(sorted(metric_columns(df, metric).items())):
@@ -108,5 +125,6 @@ def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFram
     fig.update_yaxes(title_text=METRIC_LABELS[metric])
     cap = (f"{'Bits per character' if metric == 'bpc' else 'Cross-entropy loss (nats per character)'} "
            f"against {X_LABELS[x]}, one colour per run, one dash style per series (training / validation); "
-           "lower is better.")
+           "lower is better." + missing_note(n_bad, "logged rows").replace("are left blank", "are not drawn")
+           .replace("is left blank", "is not drawn"))
     return finish(fig, "Training curves", cap, "training_curves")

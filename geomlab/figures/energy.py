@@ -17,7 +17,8 @@ import numpy as np
 
 from geomlab.figures._common import (
     FigureBuilder, DIVERGING, HIGHLIGHT, MAX_POINTS, FigureError, View, add_cursor_line, check_cursor, hover_tokens,
-    check_index, colour, finish, subsample, subsample_note, token_ticks,
+    check_index, colour, finish, subsample, subsample_note, token_ticks, blank, finite_abs_max, missing_note,
+    nonfinite_count,
 )
 from geomlab.trace import CEMTrace
 
@@ -35,11 +36,30 @@ def _cem(tr) -> CEMTrace:
     return tr
 
 
+def _token_mean(E: np.ndarray) -> np.ndarray:
+    """Mean over the last (token) axis of the finite values only (NaN where a step has none): one token with a
+    NaN energy must not blank the whole curve."""
+    E = blank(np.asarray(E, dtype=np.float64))
+    ok = np.isfinite(E)
+    n = ok.sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, np.where(ok, E, 0.0).sum(-1) / n, np.nan)
+
+
+def _token_percentile(E: np.ndarray, q: float) -> np.ndarray:
+    E = blank(np.asarray(E, dtype=np.float64))
+    out = np.full(E.shape[:-1], np.nan)
+    some = np.isfinite(E).any(-1)
+    if some.any():
+        out[some] = np.nanpercentile(E[some], q, axis=-1)
+    return out
+
+
 def energy_rises(tr: CEMTrace) -> np.ndarray:
-    """``[layer, block, step]`` bool: True at step t >= 1 where the token-mean energy rose from t - 1
-    (beyond ``RISE_TOL`` relative); step 0 is always False."""
+    """``[layer, block, step]`` bool: True at step t >= 1 where the token-mean energy (over tokens with finite
+    values) rose from t - 1 (beyond ``RISE_TOL`` relative); step 0 is always False."""
     tr = _cem(tr)
-    m = tr.energy_mean().astype(np.float64)
+    m = _token_mean(tr.energies)
     out = np.zeros(m.shape, dtype=bool)
     diff = m[..., 1:] - m[..., :-1]
     out[..., 1:] = diff > RISE_TOL * np.maximum(1.0, np.abs(m[..., :-1]))
@@ -51,7 +71,8 @@ def token_rises(tr: CEMTrace) -> np.ndarray:
     tr = _cem(tr)
     e = tr.energies.astype(np.float64)
     out = np.zeros(e.shape[:3], dtype=int)
-    diff = e[..., 1:, :] - e[..., :-1, :]
+    with np.errstate(invalid="ignore"):  # inf - inf: no rise counted
+        diff = e[..., 1:, :] - e[..., :-1, :]
     out[..., 1:] = (diff > RISE_TOL * np.maximum(1.0, np.abs(e[..., :-1, :]))).sum(-1)
     return out
 
@@ -75,8 +96,9 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     E = E.astype(np.float64)
     L, B, S, _ = E.shape
     steps = np.arange(S)
-    mean = E.mean(-1)
-    lo, hi = np.percentile(E, BAND[0], axis=-1), np.percentile(E, BAND[1], axis=-1)
+    mean = _token_mean(E)  # NaN-safe reductions over the finite tokens
+    lo, hi = _token_percentile(E, BAND[0]), _token_percentile(E, BAND[1])
+    n_bad = nonfinite_count(tr.energies, axis=-1)
     rises = energy_rises(tr)
     n_rise_tok = token_rises(tr)
     disp = tr.displacement
@@ -117,14 +139,14 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
                 showlegend=False, hovertemplate="energy ROSE at step %{x}<extra></extra>"), row=r, col=c)
             if cursor is not None:
                 fig.add_trace(dict(type="scatter",
-                    x=steps, y=E[layer, b, :, cursor], mode="lines", name=f"{name} cursor", showlegend=False,
+                    x=steps, y=blank(E[layer, b, :, cursor]), mode="lines", name=f"{name} cursor", showlegend=False,
                     line={"color": HIGHLIGHT, "dash": "dot", "width": 2}, legendgroup="cursor",
                     hovertemplate=(f"position {cursor} '{tr.labels[cursor]}'<br>step %{{x}}: %{{y:.4g}}"
                                    "<extra></extra>")), row=r, col=c)
             fig.update_yaxes(title_text=ylab, row=r, col=c, title_standoff=4)
             if disp is not None:
                 fig.add_trace(dict(type="scatter",
-                    x=steps, y=disp[layer, b].mean(-1), mode="lines+markers",
+                    x=steps, y=_token_mean(disp[layer, b]), mode="lines+markers",
                     line={"color": col, "dash": _DASHES[layer % len(_DASHES)]},
                     name=f"{name} displacement", legendgroup="displacement", showlegend=False,
                     hovertemplate=(f"layer {layer} {_block_name(b)}, step %{{x}}<br>mean ‖x^t − h‖/ρ = "
@@ -167,6 +189,9 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     else:
         cap += "The mean energy fell (or stayed) at every step. "
     cap += "Compare steps within a layer, not levels across layers."
+    if n_bad:
+        cap += (f" {n_bad:,} position{'s have' if n_bad > 1 else ' has'} non-finite energies (NaN or infinite), "
+                "left out of the means and bands.")
     legend_rows = int(np.ceil(len(kinds) / 3))
     bottom = 56 + 22 * legend_rows
     return finish(fig, f"CEM energy descent (T = {tr.recursion_steps})", cap, "energy_descent",
@@ -185,8 +210,8 @@ def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | No
     block = check_index("block", block, tr.energies.shape[1])
     cursor = check_cursor(cursor, tr.n_positions)
     idx = subsample(tr.n_positions, max_points, cursor)
-    z = tr.energy_change()[layer, block][:, idx].astype(np.float64)
-    lim = float(max(np.abs(z).max(), 1e-12))
+    z = blank(tr.energy_change()[layer, block][:, idx].astype(np.float64))
+    lim = finite_abs_max(z)  # over finite values: a NaN cell stays blank, the others keep their colours
     text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx)), z.shape)
     fig = FigureBuilder([dict(type="heatmap",
         z=z, x=idx, y=np.arange(z.shape[0]), colorscale=DIVERGING, zmid=0, zmin=-lim,
@@ -198,5 +223,6 @@ def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | No
     fig.update_yaxes(title_text="recursion step", tickmode="linear", dtick=1)
     add_cursor_line(fig, cursor)
     cap = (f"Per-token energy change from step 0 in layer {layer}, {_block_name(block)} sub-block: blue where "
-           "the token's energy fell, red where it rose." + subsample_note(tr.n_positions, len(idx)))
+           "the token's energy fell, red where it rose." + subsample_note(tr.n_positions, len(idx))
+           + missing_note(nonfinite_count(z, axis=-1)))
     return finish(fig, f"Energy change per token (layer {layer}, {_block_name(block)})", cap, "energy_tokens")

@@ -20,7 +20,7 @@ from geomlab import planes
 from geomlab.figures._common import (
     DIVERGING, HIGHLIGHT, MAX_FRAMES_3D, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View,
     add_cursor_line, animated_figure, animation_controls, category_labels, check_cursor, check_index, colour, finish,
-    hover_tokens, subsample, subsample_note, token_ticks,
+    hover_tokens, subsample, subsample_note, token_ticks, blank, missing_note, nonfinite_count,
 )
 from geomlab.trace import GrassmannTrace
 
@@ -38,9 +38,23 @@ def _offset(tr: GrassmannTrace, layer: int, slot: int) -> int:
 
 
 def _mask(tr: GrassmannTrace, layer: int, slot: int) -> np.ndarray:
+    """Positions with a plane: recorded (mask), non-zero and finite (a NaN Plücker vector is no plane)."""
+    p = np.asarray(tr.plucker[layer, slot])
+    finite = np.isfinite(p).all(-1)
     if tr.plucker_mask is not None:
-        return tr.plucker_mask[layer, slot].astype(bool)
-    return np.abs(tr.plucker[layer, slot]).sum(-1) > 0
+        return tr.plucker_mask[layer, slot].astype(bool) & finite
+    return (np.abs(np.where(np.isfinite(p), p, 0)).sum(-1) > 0) & finite
+
+
+def _missing(tr: GrassmannTrace, idx: np.ndarray, layers=None) -> int:
+    """Shown positions whose recorded reduced vectors (any layer, or ``layers``) hold a non-finite value (or,
+    for all layers, whose layer inputs do)."""
+    z = np.asarray(tr.reduced if layers is None else tr.reduced[layers])
+    bad = ~np.isfinite(z[..., idx, :]).all(-1)
+    bad = bad.reshape(-1, len(idx)).any(0)
+    if layers is None and tr.inputs is not None:
+        bad |= ~np.isfinite(np.asarray(tr.inputs)[:, idx]).all(-1).any(0)
+    return int(bad.sum())
 
 
 def check_slot(tr: GrassmannTrace, slot: int) -> int:
@@ -160,7 +174,7 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     cap = ("Geodesic distance on the Grassmannian (radians, at most π/√2 ≈ 2.22). Top: how far the plane "
            "span(z_t, z_{t−Δ}) turned when token t arrived, per layer. Bottom: how much a layer turned the plane "
            "of its residual vectors span(h_t, h_{t−Δ}). Blank: no plane (no partner, or a degenerate pair)."
-           + subsample_note(tr.n_positions, len(idx)))
+           + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx)))
     return finish(fig, "Grassmann plane deformations", cap, "plane_distances", height=300 * rows + 80)
 
 
@@ -188,7 +202,7 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     D = _offset(tr, layer, slot)
     cap = (f"Principal angles between consecutive planes span(z_t, z_{{t−{D}}}) in layer {layer} (radians; "
            "θ1 = 0 means the planes share a line) and their geodesic distance."
-           + subsample_note(tr.n_positions, len(idx)))
+           + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx, layer)))
     return finish(fig, f"Principal angles along the text (layer {layer}, Δ={D})", cap, "plane_angles")
 
 
@@ -226,6 +240,7 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     cap = (f"How alike the planes span(z_t, z_{{t−{D}}}) of layer {layer} are at two positions: "
            "|⟨p̂_t, p̂_s⟩| = "
            "cos θ1·cos θ2 (1 = the same plane). A geometric comparison, not attention weights."
+           + missing_note(_missing(tr, idx, layer))
            + (f" Position {cursor} '{tr.labels[cursor]}' has no plane (no partner {D} back); its row is empty."
               if no_plane else "")
            + subsample_note(tr.n_positions, len(idx)))
@@ -260,7 +275,7 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     D = _offset(tr, layer, slot)
     cap = (f"Normalised Plücker coordinates of span(z_t, z_{{t−{D}}}) in layer {layer}: which pairs of the "
            f"{r} reduced axes the plane at each position uses, and with which orientation (blue/red sign)."
-           + subsample_note(tr.n_positions, len(idx)))
+           + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx, layer)))
     return finish(fig, f"Plücker coordinates (layer {layer}, Δ={D})", cap, "plucker_heatmap",
                   height=min(900, 300 + 7 * len(idx)))
 
@@ -274,7 +289,7 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = 
     if tr.gates is None:
         raise FigureError("this Grassmann trace has no gates")
     cursor = check_cursor(cursor, tr.n_positions)
-    share = (1.0 - tr.gates.astype(np.float64)).mean(-1)
+    share = blank((1.0 - blank(tr.gates.astype(np.float64))).mean(-1))  # a NaN gate blanks its cell only
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
     fig = FigureBuilder.grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1, row_heights=[0.45, 0.55])
@@ -297,7 +312,7 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = 
         add_cursor_line(fig, cursor, row=r, col=1)
     cap = ("How much of each layer's output comes from the Grassmann (plane) branch rather than the "
            "residual: mean over channels of 1 − α, per layer and position (0 = gate keeps h, 1 = all geometry)."
-           + subsample_note(tr.n_positions, len(idx)))
+           + subsample_note(tr.n_positions, len(idx)) + missing_note(nonfinite_count(share[:, idx], axis=-1)))
     fig.update_layout(legend={"x": 1.02, "y": 0.5, "yanchor": "top"})
     return finish(fig, "Gate share per layer", cap, "gate_share", height=560)
 
@@ -331,8 +346,8 @@ def _axes3(tr: GrassmannTrace, layer: int, slot: int, axes) -> tuple[torch.Tenso
     r = tr.rank
     if axes is None:
         valid = _mask(tr, layer, slot)
-        p = torch.as_tensor(tr.plucker[layer, slot][valid] if valid.any() else tr.plucker[layer, slot],
-                            dtype=torch.float64)
+        p = np.asarray(tr.plucker[layer, slot])
+        p = torch.as_tensor(p[valid] if valid.any() else np.where(np.isfinite(p), p, 0.0), dtype=torch.float64)
         axes = planes.top_axes(planes.coordinate_energy(p, r), 3) if r > 3 else [0, 1, 2]
     axes = [int(a) for a in axes]
     if len(axes) != 3 or len(set(axes)) != 3 or min(axes) < 0 or max(axes) >= r:
@@ -519,7 +534,8 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: i
         raise FigureError(f"window must be at least 1, got {window}")
     window = int(window)
     m = np.stack([[_mask(tr, l, k) for k in range(tr.plucker.shape[1])] for l in range(tr.n_layers)])
-    summed = (tr.plucker.astype(np.float64) * m[..., None]).sum(1)          # [layer, position, P]
+    # masked (incl. non-finite) vectors are zeroed, not multiplied by 0 (NaN * 0 = NaN would poison the cumsum)
+    summed = np.where(m[..., None], blank(tr.plucker.astype(np.float64)), 0.0).sum(1)  # [layer, position, P]
     counts = m.sum(1).astype(np.float64)                                   # [layer, position]
     csum = np.cumsum(summed, axis=1)
     ccnt = np.cumsum(counts, axis=1)
@@ -540,7 +556,8 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: i
     cap = (f"Decomposability κ (dimensionless) of the Plücker vectors averaged over the last {window} positions "
            "and all offsets: 1 = these planes agree on a single plane, lower = the layer's planes turn as the "
            "text goes on (minimum 1/⌊r/2⌋). The average over offsets at one position is always a single plane, "
-           "because every pair plane at t contains z_t." + subsample_note(tr.n_positions, len(idx)))
+           "because every pair plane at t contains z_t." + subsample_note(tr.n_positions, len(idx))
+           + missing_note(_missing(tr, idx)))
     return finish(fig, f"Decomposability of the plane average over {window} positions", cap,
                   "decomposability_map")
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    DIVERGING, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View, add_cursor_line, check_cursor, check_index,
-    colour, finish, hover_tokens, subsample, subsample_note, token_ticks,
+    DIVERGING, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View, add_cursor_line, blank, check_cursor,
+    check_index, colour, finish, finite_abs_max, finite_max, hover_tokens, missing_note, nonfinite_count, subsample,
+    subsample_note, token_ticks,
 )
 from geomlab.trace import OSMTrace
 
@@ -37,15 +38,21 @@ def tangent_norms(tr: OSMTrace, mixed: bool = True) -> np.ndarray:
 def mixing_share_values(tr: OSMTrace) -> np.ndarray:
     """``[layer, substep, position]`` share of each update that mixing moved between directions, in
     [0, 1]: ``1 - <raw, mixed>^2 / (||raw||^2 ||mixed||^2)`` with ``<A, B> = Re tr(A^* B)``; NaN where a norm
-    is below 1e-12."""
+    is below 1e-12 or a recorded value is not finite."""
     tr = _tangent_trace(tr)
     ip = tr.tangent_inner()
     na, nb = tr.tangent_norms(False) ** 2, tr.tangent_norms(True) ** 2
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         share = 1.0 - ip ** 2 / (na * nb)
-    share = np.clip(share, 0.0, 1.0)
-    share[(na < 1e-24) | (nb < 1e-24)] = np.nan
+    share = np.clip(blank(share), 0.0, 1.0)
+    share[(na < 1e-24) | (nb < 1e-24) | ~np.isfinite(na * nb * ip)] = np.nan
     return share
+
+
+def _missing_positions(tr: OSMTrace, idx: np.ndarray) -> int:
+    """Shown positions where a recorded tangent statistic (norm before/after mixing, inner product) is not
+    finite."""
+    return nonfinite_count(tr.tangent_stats[..., idx], axis=-1)
 
 
 def _substep_name(tr: OSMTrace, s: int) -> str:
@@ -60,7 +67,7 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
     Traces: for each substep s, ``raw`` then ``mixed`` heatmap."""
     tr = _tangent_trace(tr)
     cursor = check_cursor(cursor, tr.n_positions)
-    raw, mixed = tangent_norms(tr, mixed=False), tangent_norms(tr, mixed=True)
+    raw, mixed = blank(tangent_norms(tr, mixed=False)), blank(tangent_norms(tr, mixed=True))
     idx = subsample(tr.n_positions, max_points, cursor)
     n_sub = raw.shape[1]
     L = raw.shape[0]
@@ -73,7 +80,7 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
     hov = np.array(hover_tokens(tr.labels, idx))
     text = np.broadcast_to(hov, (L, len(idx)))
     for s in range(n_sub):
-        zmax = float(np.nanmax([raw[:, s].max(), mixed[:, s].max(), 1e-12]))
+        zmax = finite_max(raw[:, s][:, idx], mixed[:, s][:, idx])  # over finite values: a NaN leaves a gap
         for c, (vals, what) in enumerate(((raw, "before mixing"), (mixed, "after mixing")), start=1):
             fig.add_trace(dict(type="heatmap",
                 z=vals[:, s][:, idx], x=idx, y=layers, colorscale=SEQUENTIAL, zmin=0, zmax=zmax,
@@ -88,7 +95,8 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
                              **token_ticks(tr.labels, idx, 16))
             add_cursor_line(fig, cursor, row=s + 1, col=c)
     cap = ("Size of each state update ‖Φ_t‖ (radians of rotation) per layer and position, before tangent "
-           "mixing (the raw pull) and after it (what was exponentiated)." + subsample_note(tr.n_positions, len(idx)))
+           "mixing (the raw pull) and after it (what was exponentiated)." + subsample_note(tr.n_positions, len(idx))
+           + missing_note(_missing_positions(tr, idx)))
     return finish(fig, "Tangent update magnitudes ‖Φ_t‖", cap, "tangent_heatmap", height=330 * n_sub + 60)
 
 
@@ -97,7 +105,7 @@ def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX
     panel per substep. Traces per panel: for each layer, ``mixed`` then ``raw``."""
     tr = _tangent_trace(tr)
     cursor = check_cursor(cursor, tr.n_positions)
-    raw, mixed = tangent_norms(tr, mixed=False), tangent_norms(tr, mixed=True)
+    raw, mixed = blank(tangent_norms(tr, mixed=False)), blank(tangent_norms(tr, mixed=True))
     idx = subsample(tr.n_positions, max_points, cursor)
     n_sub = raw.shape[1]
     hov = hover_tokens(tr.labels, idx)
@@ -115,7 +123,7 @@ def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX
         add_cursor_line(fig, cursor, row=s + 1, col=1)
     fig.update_xaxes(title_text="position t (token)", row=n_sub, col=1, **token_ticks(tr.labels, idx))
     cap = ("Update size per position, one colour per layer: solid after tangent mixing, dotted before."
-           + subsample_note(tr.n_positions, len(idx)))
+           + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing_positions(tr, idx)))
     return finish(fig, "Tangent update magnitudes by layer", cap, "tangent_lines", height=280 * n_sub + 80)
 
 
@@ -141,7 +149,7 @@ def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_
     add_cursor_line(fig, cursor)
     cap = ("How much tangent mixing turned each update rather than rescaling it: 1 − cos² of the angle "
            "between the update before and after mixing (0 = only rescaled, 1 = turned to an orthogonal "
-           "direction)." + subsample_note(tr.n_positions, len(idx)))
+           "direction)." + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing_positions(tr, idx)))
     return finish(fig, "Share of each update moved between directions", cap, "mixing_share")
 
 
@@ -160,7 +168,8 @@ def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: i
     t = tr.n_positions - 1 if cursor is None else cursor
     raw, mixed = tr.tangent_at(layer, substep, t, mixed=False), tr.tangent_at(layer, substep, t, mixed=True)
     parts = [("Re", np.real)] + ([("Im", np.imag)] if np.iscomplexobj(mixed) else [])
-    lim = float(max(np.abs(raw).max(), np.abs(mixed).max(), 1e-12))
+    lim = finite_abs_max(raw, mixed)  # a NaN entry is left blank, not the whole range
+    n_bad = int((~np.isfinite(raw)).sum() + (~np.isfinite(mixed)).sum())
     titles = [f"{w} ({p})" for p, _ in parts for w in ("before mixing", "after mixing")]
     fig = FigureBuilder.grid(rows=len(parts), cols=2, subplot_titles=titles, horizontal_spacing=0.12,
                         vertical_spacing=0.15)
@@ -168,7 +177,7 @@ def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: i
     for r, (pname, f) in enumerate(parts, start=1):
         for c, (A, what) in enumerate(((raw, "before mixing"), (mixed, "after mixing")), start=1):
             fig.add_trace(dict(type="heatmap",
-                z=f(A).astype(np.float64), x=np.arange(d), y=np.arange(d), colorscale=DIVERGING, zmid=0,
+                z=blank(f(A).astype(np.float64)), x=np.arange(d), y=np.arange(d), colorscale=DIVERGING, zmid=0,
                 zmin=-lim, zmax=lim, name=f"{what} ({pname})", showscale=(r == 1 and c == 2),
                 colorbar={"title": {"text": "rad"}},
                 hovertemplate=(f"{what}, {pname} Φ[%{{y}}, %{{x}}] = %{{z:.4f}} rad<br>position {t} "
@@ -182,6 +191,6 @@ def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: i
     what_step = "update" if step == "update" else f"{step} update"
     cap = (f"The {what_step} Φ_t of layer {layer} at position {t} '{tr.labels[t]}' as a matrix in the Lie "
            "algebra (skew-symmetric or skew-Hermitian; entries in radians, blue negative, red positive): the "
-           "direction the state was turned, before and after tangent mixing.")
+           "direction the state was turned, before and after tangent mixing." + missing_note(n_bad, "entries"))
     return finish(fig, f"Update generator Φ_t at position {t} '{tr.labels[t]}'", cap, "generator_heatmap",
                   height=380 * len(parts) + 60)

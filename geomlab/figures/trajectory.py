@@ -344,6 +344,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
     ang = np.angle(np.einsum("tii->ti", H[layer]))
+    ang[ang <= -np.pi] = np.pi  # one convention, (-pi, pi], as groups.matrix_to_angles (-1 - 0j is +pi)
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
     k = ang.shape[1]
