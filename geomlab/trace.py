@@ -128,9 +128,10 @@ def causal_softmax_rows(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
     float64; entries ``j > i`` are 0. Source: causal attention (every family)."""
     T = scores.shape[-1]
     masked = np.where(np.arange(T)[None, :] > rows[:, None], -np.inf, scores)
-    masked = masked - masked.max(axis=-1, keepdims=True)
-    e = np.exp(masked)
-    return e / e.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):  # a row with a NaN score is NaN throughout (the views leave it blank)
+        masked = masked - masked.max(axis=-1, keepdims=True)
+        e = np.exp(masked)
+        return e / e.sum(axis=-1, keepdims=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -260,7 +261,8 @@ class Trace:
         head = _check_index("head", head, self.n_heads)
         rows = self._rows(rows)
         q, k = self._qk(layer, head)
-        s = q[rows] @ k.T
+        with np.errstate(invalid="ignore", over="ignore"):  # a NaN state gives NaN scores, said by the views
+            s = q[rows] @ k.T
         if self.attention_slopes is not None:
             rel = rows[:, None] - np.arange(self.n_positions)[None, :]
             s = s - float(self.attention_slopes[layer, head]) * rel
@@ -443,7 +445,8 @@ class OSMTrace(Trace):
         head = _check_index("head", head, self.n_heads)
         rows = self._rows(rows)
         q, k = self._qk(layer, head)
-        s = q[rows] @ k.T
+        with np.errstate(invalid="ignore", over="ignore"):
+            s = q[rows] @ k.T
         if self.attention_slopes is not None:
             rel = rows[:, None] - np.arange(self.n_positions)[None, :]
             s = s - float(self.attention_slopes[layer, head]) * rel
@@ -642,13 +645,14 @@ class GrassmannTrace(Trace):
         z = self.reduced[layer].astype(np.float64)
         a, b = z[D:], z[:-D]
         I, J = np.triu_indices(r, k=1)
-        p = a[:, I] * b[:, J] - a[:, J] * b[:, I]
-        n = np.linalg.norm(p, axis=-1, keepdims=True)
         eps = float(self.config.get("eps", 1e-6))
-        if self.config.get("normalize", "clamp") == "smooth":
-            p = p / np.sqrt(n * n + eps * eps)
-        else:
-            p = p / np.maximum(n, eps)
+        with np.errstate(invalid="ignore", over="ignore"):  # non-finite reduced vectors stay non-finite
+            p = a[:, I] * b[:, J] - a[:, J] * b[:, I]
+            n = np.linalg.norm(p, axis=-1, keepdims=True)
+            if self.config.get("normalize", "clamp") == "smooth":
+                p = p / np.sqrt(n * n + eps * eps)
+            else:
+                p = p / np.maximum(n, eps)
         out[D:] = p
         if self.plucker_mask is not None:
             out[~self.plucker_mask[layer, slot]] = 0

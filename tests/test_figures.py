@@ -1043,3 +1043,16 @@ def test_torus_angles_are_in_minus_pi_pi():
     fig, _ = figures.torus_angles(tr)
     ys = np.concatenate([np.asarray(t.y, dtype=np.float64) for t in fig.data if t.name and t.name.startswith("φ")])
     assert ys.min() > -math.pi and float(np.asarray(fig.data[0].y)[BAD_POS]) == pytest.approx(math.pi)
+
+
+def test_surprisal_with_a_non_finite_output_leaves_a_gap_and_says_so():
+    from geomlab.figures.surprisal import SurprisalSide, surprisal_figure
+    from geomlab.trace import from_record as _fr
+
+    logits = np.zeros((6, 3), np.float32)
+    logits[2] = np.nan
+    tr = _fr({"logits": logits}, "lstm", np.array([0, 1, 2, 0, 1, 2]))
+    fig, cap = surprisal_figure([SurprisalSide(trace=tr, task=None, name="A: x", colour="#000000")])
+    y = np.asarray(fig.data[0].y, dtype=float)
+    assert np.isnan(y[3]) and np.isfinite(y[[1, 2, 4, 5]]).all()  # logits[2] scores token 3
+    assert "1 position has non-finite values" in cap and "mean 1.58 bits" in fig.data[0].name

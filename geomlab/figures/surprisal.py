@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from geomlab.figures._common import View
+from geomlab.figures._common import View, missing_note
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,15 @@ def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) 
     whats = [sc.what for sc in scores]
     mixed = len(set(whats)) > 1
     chances: dict[int, list[tuple[str, int]]] = {}  # |G| -> [(side, positions)]
+    n_missing = 0
     for sc, s in zip(scores, sides):
         tr = s.trace
-        stat = f"mean {sc.mean_bits:.2f} bits"
+        bits = np.asarray(sc.bits, dtype=np.float64)
+        bad = (sc.target >= 0) & ~np.isfinite(bits)  # scored positions a non-finite output left blank
+        n_missing += int(bad.sum())
+        bits = np.where(np.isfinite(bits), bits, np.nan)
+        ok = np.isfinite(bits)
+        stat = f"mean {bits[ok].mean():.2f} bits" if ok.any() else "no finite score"
         if sc.what == "running product":
             stat += f", {sc.accuracy:.0%} right"
             if s.n_outputs:
@@ -52,7 +58,7 @@ def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) 
         if mixed:
             stat = f"{sc.what}: {stat}"
         fig.add_trace(go.Scatter(
-            x=np.arange(tr.n_positions), y=sc.bits, mode="lines+markers" if tr.n_positions <= 64 else "lines",
+            x=np.arange(tr.n_positions), y=bits, mode="lines+markers" if tr.n_positions <= 64 else "lines",
             name=f"{s.name} ({stat})", line={"color": s.colour}, marker={"size": 4}, customdata=tr.labels,
             hovertemplate="position %{x} '%{customdata}'<br>%{y:.2f} bits<extra>" + s.name + "</extra>"))
     for n, sides_n in sorted(chances.items()):
@@ -83,6 +89,7 @@ def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) 
                    f"product g₁⋯gₜ at each position t (from its output at t); {', '.join(lm)} is a language "
                    "model, scored on token t given the tokens before it. The two lines measure different "
                    "things: compare each line's shape along the text, not their levels.")
+    caption += missing_note(n_missing)
     fig.update_layout(title={"text": title, "x": 0.01}, template="plotly_white", height=320,
                       margin={"l": 60, "r": 20, "t": 60, "b": 50}, hovermode="x unified",
                       legend={"orientation": "h", "y": -0.25}, meta={"caption": caption})
