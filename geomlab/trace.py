@@ -255,7 +255,7 @@ class Trace:
     def attention_scores(self, layer: int, head: int, rows) -> np.ndarray:
         """``[len(rows), position]`` float64 attention logits of queries ``rows`` on every key (bias
         included, future keys not masked). Raises ``TraceError`` without q/k storage or for bad indices."""
-        if self.attention_q is None:
+        if self.attention_q is None and not self._scores_from_states():
             raise TraceError(f"{self.kind!r} stores no attention queries and keys")
         layer = _check_index("layer", layer, self.n_layers)
         head = _check_index("head", head, self.n_heads)
@@ -267,6 +267,10 @@ class Trace:
             rel = rows[:, None] - np.arange(self.n_positions)[None, :]
             s = s - float(self.attention_slopes[layer, head]) * rel
         return s
+
+    def _scores_from_states(self) -> bool:
+        """Whether :meth:`_qk` derives queries and keys from other stored arrays (OSM: the states)."""
+        return False
 
     def _rows(self, rows) -> np.ndarray:
         T = self.n_positions
@@ -410,27 +414,22 @@ class OSMTrace(Trace):
             return None
         return self._expand(self.input_data) if self.diagonal else self.input_data
 
-    def state_vectors(self, layer_input: int) -> np.ndarray:
+    def state_vectors(self, layer_input: int, rows: slice = slice(None)) -> np.ndarray:
         """``[position, F]`` float64 real vectors ``v`` of the states read by layer ``layer_input`` (0: the
-        inputs, l: ``states[l-1]``) with ``v_i·v_j = Re tr(H_i^* H_j)`` (diagonal storage: the diagonal's
-        real and imaginary parts)."""
+        inputs, l: ``states[l-1]``), restricted to matrix rows ``rows``, with ``v_i·v_j = Re tr(H_i^* H_j)``
+        over those rows (diagonal storage: the diagonal entries of those rows, real and imaginary parts)."""
         a = self.input_data if layer_input == 0 else self.state_data[layer_input - 1]
         if a is None:
             raise TraceError("this OSM trace has no layer-0 inputs")
-        a = a.astype(np.complex128 if np.iscomplexobj(a) else np.float64)
+        a = a.astype(np.complex128 if np.iscomplexobj(a) else np.float64)[:, rows]
         if np.iscomplexobj(a):
             a = np.stack([a.real, a.imag], axis=-1)
         return a.reshape(a.shape[0], -1)
 
     def _head_vectors(self, layer: int, head: int) -> np.ndarray:
-        a = self.input_data if layer == 0 else self.state_data[layer - 1]
-        a = a.astype(np.complex128 if np.iscomplexobj(a) else np.float64)
+        """The state vectors of head ``head``'s block of rows (native rows split evenly into heads)."""
         H = int(self.n_heads)
-        rows = slice(head * self.d // H, (head + 1) * self.d // H)
-        a = a[:, rows]  # rows of this head (diagonal storage: the diagonal entries of those rows)
-        if np.iscomplexobj(a):
-            a = np.stack([a.real, a.imag], axis=-1)
-        return a.reshape(a.shape[0], -1)
+        return self.state_vectors(layer, slice(head * self.d // H, (head + 1) * self.d // H))
 
     def _qk(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
         if self.attention_scale is None:
@@ -438,19 +437,8 @@ class OSMTrace(Trace):
         v = self._head_vectors(layer, head)
         return float(self.attention_scale[layer]) * v, v
 
-    def attention_scores(self, layer: int, head: int, rows) -> np.ndarray:
-        if self.attention_scale is None:
-            return Trace.attention_scores(self, layer, head, rows)
-        layer = _check_index("layer", layer, self.n_layers)
-        head = _check_index("head", head, self.n_heads)
-        rows = self._rows(rows)
-        q, k = self._qk(layer, head)
-        with np.errstate(invalid="ignore", over="ignore"):
-            s = q[rows] @ k.T
-        if self.attention_slopes is not None:
-            rel = rows[:, None] - np.arange(self.n_positions)[None, :]
-            s = s - float(self.attention_slopes[layer, head]) * rel
-        return s
+    def _scores_from_states(self) -> bool:
+        return self.attention_scale is not None
 
     def similarity_rows(self, layer: int, rows=None) -> np.ndarray:
         """``[len(rows), position]`` float64 similarity ``Re tr(H_i^* H_j)`` of the states layer ``layer``

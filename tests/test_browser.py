@@ -16,12 +16,12 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from geomlab import live
+from geomlab.bench.load import wait_for_health
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -92,18 +92,7 @@ def server(browser_exe, tmp_path_factory):
     url = f"http://127.0.0.1:{port}"
     SERVER_INFO.update(log=root / "streamlit.log", env=env)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                raise RuntimeError("streamlit did not start:\n" + (root / "streamlit.log").read_text()[-3000:])
-            time.sleep(0.5)
+        wait_for_health(url, proc, root / "streamlit.log", timeout=90)
         yield url
     finally:
         proc.terminate()

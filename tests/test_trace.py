@@ -329,7 +329,7 @@ def test_word_problem_scoring_rejects_a_model_of_the_wrong_size():
 import pathlib  # noqa: E402
 
 from geomlab import checkpoint as _ckpt  # noqa: E402
-from geomlab.trace import FORMAT_VERSION, OSMTrace, trace_json, trace_text  # noqa: E402
+from geomlab.trace import FORMAT_VERSION, trace_json  # noqa: E402
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "trace_v1"
 ASSETS = pathlib.Path(__file__).parent.parent / "assets" / "checkpoints"

@@ -637,6 +637,24 @@ class RssMonitor:
         return self.hwm_kb / 1024
 
 
+def wait_for_health(base_url: str, proc: subprocess.Popen, log_path: Path, timeout: float = 180.0) -> None:
+    """Poll ``base_url/_stcore/health`` (no proxy) until the server answers 200. Raises ``RuntimeError`` with
+    the tail of ``log_path`` when ``proc`` exits or ``timeout`` seconds pass first."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with opener.open(f"{base_url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = Path(log_path).read_text(encoding="utf-8", errors="replace")[-3000:]
+            raise RuntimeError(f"streamlit did not start at {base_url}:\n{tail}")
+        time.sleep(0.3)
+
+
 @contextlib.contextmanager
 def app_server(port: int, log_path: Path, start_timeout: float = 180.0,
                entry: str = "serve.py") -> Iterator[subprocess.Popen]:
@@ -655,20 +673,8 @@ def app_server(port: int, log_path: Path, start_timeout: float = 180.0,
              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-            deadline = time.monotonic() + start_timeout
-            while True:
-                try:
-                    with opener.open(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    tail = log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
-                    raise RuntimeError(f"streamlit did not start on port {port}:\n{tail}")
-                time.sleep(0.3)
+            log.flush()
+            wait_for_health(f"http://127.0.0.1:{port}", proc, log_path, start_timeout)
             yield proc
         finally:
             _stop_group(proc)

@@ -262,7 +262,6 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     r = tr.rank
     I, J = planes.plucker_indices(r)
     names = [f"p{i}{j}" if r <= 10 else f"p{i},{j}" for i, j in zip(I.tolist(), J.tolist())]
-    P = len(names)
     cats = category_labels(tr.labels, idx)
     fig = FigureBuilder([dict(type="heatmap", z=p, x=names, y=cats, colorscale=DIVERGING, zmin=-1, zmax=1, zmid=0,
                                               name="plucker", hoverongaps=False, colorbar={"title": {"text": "p̂_ij"}},
