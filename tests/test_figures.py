@@ -1056,3 +1056,25 @@ def test_surprisal_with_a_non_finite_output_leaves_a_gap_and_says_so():
     y = np.asarray(fig.data[0].y, dtype=float)
     assert np.isnan(y[3]) and np.isfinite(y[[1, 2, 4, 5]]).all()  # logits[2] scores token 3
     assert "1 position has non-finite values" in cap and "mean 1.58 bits" in fig.data[0].name
+
+
+def test_long_attention_shows_a_full_resolution_window_beside_the_overview():
+    """Past 256 positions the overview subsamples; the window figure shows the 64 positions up to the cursor
+    at full resolution, with exactly the weights of the full map (normalised over all earlier keys)."""
+    n = 300
+    rng = np.random.default_rng(1)
+    q, k = rng.standard_normal((1, 2, n, 4)), rng.standard_normal((1, 2, n, 4))
+    tr = from_record({"logits": np.zeros((n, 3)), "attention_q": q, "attention_k": k}, "transformer",
+                     np.zeros(n, int))
+    from geomlab import views as registry
+
+    assert registry.view_figures("attention", tr)[1].name == "attention_window"
+    fig, cap = figures.attention_window(tr, layer=0, cursor=200)
+    w = np.asarray(_by_name(fig, "weights").z, dtype=float)
+    full = tr.attention_weights(0)[137:201, 137:201]
+    lower = np.tril(np.ones((64, 64), bool))
+    np.testing.assert_allclose(w[lower], full[lower], atol=1e-6)
+    assert "137–200" in cap and "positions 137–200" in fig.layout.title.text
+    short = from_record({"logits": np.zeros((9, 3)), "attention_q": q[:, :, :9], "attention_k": k[:, :, :9]},
+                        "transformer", np.zeros(9, int))
+    assert "attention_window" not in [f.name for f in registry.view_figures("attention", short)]

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Callable
 
 from geomlab.figures._common import FigureError, View
-from geomlab.figures.attention import attention_maps, attention_row
+from geomlab.figures.attention import attention_maps, attention_row, attention_window
 from geomlab.figures.curves import training_curves
 from geomlab.figures.energy import energy_descent, energy_tokens
 from geomlab.figures.grassmann import (
@@ -47,7 +47,8 @@ VIEWS: dict[str, Callable[..., View]] = {
     "pca_trajectory": pca_trajectory, "so3_frame": so3_frame, "torus_angles": torus_angles,
     "tangent_heatmap": tangent_heatmap, "tangent_lines": tangent_lines, "mixing_share": mixing_share,
     "generator_heatmap": generator_heatmap,
-    "attention_maps": attention_maps, "attention_row": attention_row, "energy_descent": energy_descent,
+    "attention_maps": attention_maps, "attention_row": attention_row, "attention_window": attention_window,
+    "energy_descent": energy_descent,
     "energy_tokens": energy_tokens,
     "plane_distances": plane_distances, "plane_angles": plane_angles, "plane_similarity": plane_similarity,
     "plucker_heatmap": plucker_heatmap, "gate_share": gate_share, "plane_sphere": plane_sphere,

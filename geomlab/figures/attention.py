@@ -188,3 +188,21 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
     cap += missing_note(int((~np.isfinite(mean[idx])).sum()), "key positions")
     return finish(fig, f"What position {q} '{tr.labels[q]}' attends to, layer {layer}", cap, "attention_row",
                   height=360)
+
+
+WINDOW = 64
+"""Positions the full-resolution window of a long attention map shows (design choice)."""
+
+
+def attention_window(tr: Trace, layer: int = 0, head: int | None = None, cursor: int | None = None,
+                     window: int = WINDOW) -> View:
+    """The attention map (and OSM similarity) of the ``window`` positions up to the cursor at full
+    resolution: for a long text, beside the overview of :func:`attention_maps` (which shows an evenly
+    spaced subset). Same traces and arguments as :func:`attention_maps`; raises :class:`FigureError` like it.
+    Design choice (issue 14: the cursor's row, a window around it, a downsampled overview)."""
+    fig, caption = attention_maps(tr, layer=layer, head=head, cursor=cursor, window=window)
+    idx = window_positions(tr.n_positions, check_cursor(cursor, tr.n_positions), window)
+    fig.update_layout(title={"text": f"Attention near the cursor: positions {idx[0]}–{idx[-1]}, layer "
+                                     f"{check_index('layer', layer, tr.n_layers)}"},
+                      meta={"caption": caption, "view": "attention_window"})
+    return View(fig, caption)
