@@ -197,6 +197,7 @@ def install(json_path: Path, st_path: Path, weights_tmp: Path, json_text: str, s
                 os.unlink(weights_tmp)
                 os.unlink(jpath)
             else:
+                _drop_stale_journals(json_path, keep=jpath)
                 os.replace(weights_tmp, st_path)
                 try:
                     os.replace(jpath, json_path)
@@ -215,6 +216,29 @@ def install(json_path: Path, st_path: Path, weights_tmp: Path, json_text: str, s
                 except OSError:
                     pass
             raise
+
+
+#: A journal older than this (seconds) belongs to a save that was killed: the next save of the stem removes it.
+STALE_JOURNAL_S = 120.0
+
+
+def _drop_stale_journals(json_path: Path, keep: Path) -> None:
+    import time
+
+    prefix = f".{json_path.name}."
+    try:
+        names = os.listdir(json_path.parent)
+    except OSError:
+        return
+    now = time.time()
+    for n in names:
+        p = json_path.parent / n
+        if n.startswith(prefix) and n.endswith(".next") and p != keep:
+            try:
+                if now - os.lstat(p).st_mtime > STALE_JOURNAL_S:
+                    os.unlink(p)
+            except OSError:
+                pass
 
 
 def create_exclusive(folder: Path, name: str, files: dict[str, bytes], mode: int = 0o644,

@@ -263,3 +263,15 @@ def _try_load(p):
     except Exception as exc:  # noqa: BLE001
         return exc
     return None
+
+
+def test_the_next_save_removes_journals_left_by_killed_saves(tmp_path):
+    stem = tmp_path / "ck"
+    _save(stem, 1)
+    old, fresh = tmp_path / ".ck.json.dead.next", tmp_path / ".ck.json.busy.next"
+    for p in (old, fresh):
+        p.write_text("{}")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    _save(stem, 2)
+    assert not old.exists() and fresh.exists()  # a recent one may be another process's save in flight
+    assert _version(stem) == 2
