@@ -20,7 +20,7 @@ from geomlab.views import ViewSpec
 log = logging.getLogger("geomlab.app")
 
 
-_MD_SPECIAL = set("\\`*_{}[]()<>#+-.!|~:$&=\"'^@/")
+_MD_SPECIAL = set("\\`*_{}[]()<>#+-.!|~:$&^@/")
 
 
 def md_escape(text: Any) -> str:
