@@ -20,6 +20,26 @@ from geomlab.views import ViewSpec
 log = logging.getLogger("geomlab.app")
 
 
+_MD_SPECIAL = set("\\`*_{}[]()<>#+-.!|~:$&^@/")
+
+
+def md_escape(text: Any) -> str:
+    """``text`` made literal for Streamlit markdown (``st.error``/``st.warning``/``st.markdown``/captions):
+    every character markdown, GitHub's autolinks, HTML or LaTeX could act on is backslash-escaped, so a
+    value from a URL, a file name or an uploaded card (``[x](http://...)``, ``**bold**``, ``<b>``,
+    ``http://...``, ``$x$``, a backtick) shows as typed and never becomes a link or formatting. Newlines
+    become spaces (one line)."""
+    out = []
+    for ch in str(text):
+        if ch in "\r\n":
+            out.append(" ")
+        elif ch in _MD_SPECIAL:
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 @contextlib.contextmanager
 def guard(what: str = "This part of the page") -> Iterator[None]:
     """Show any error raised inside the block as a message in the page, never as a traceback.
@@ -32,19 +52,19 @@ def guard(what: str = "This part of the page") -> Iterator[None]:
         yield
     except ScriptControlException:
         raise
-    except ValueError as exc:
-        st.error(str(exc) or type(exc).__name__, icon=":material/error:")
+    except ValueError as exc:  # messages often quote user input (a ref, a file name): shown literally
+        st.error(md_escape(str(exc) or type(exc).__name__), icon=":material/error:")
     except Exception as exc:  # noqa: BLE001 - the point is to never show a traceback
         log.exception("%s failed", what)
-        st.error(f"{what} failed: {type(exc).__name__}: {exc}. (Details are in the server log.)",
+        st.error(md_escape(f"{what} failed: {type(exc).__name__}: {exc}. (Details are in the server log.)"),
                  icon=":material/error:")
 
 
 def show_notice() -> None:
     """Show (once) a message left by state restoration, e.g. a link to a missing checkpoint."""
     msg = st.session_state.get(K_NOTICE)
-    if msg:
-        st.warning(msg, icon=":material/link_off:")
+    if msg:  # notices quote the link's values: shown literally, never as markdown
+        st.warning(md_escape(msg), icon=":material/link_off:")
         st.session_state[K_NOTICE_SHOWN] = True
 
 
@@ -60,7 +80,7 @@ def no_checkpoint_message() -> None:
 def wrong_kind_message(view: ViewSpec, entry: catalog.CheckpointEntry) -> None:
     """Explain that ``entry`` cannot be shown by ``view`` and offer fitting checkpoints."""
     st.warning(f"**{view.title}** shows {view.family} models ({', '.join(view.kinds)}); "
-               f"the chosen checkpoint is a `{entry.kind}`.", icon=":material/swap_horiz:")
+               f"the chosen checkpoint is a **{md_escape(entry.kind)}**.", icon=":material/swap_horiz:")
     fitting = [e for e in data.entries() if e.kind in view.kinds]
     if not fitting:
         st.caption("No such checkpoint is available: train one on Train live.")
@@ -96,7 +116,7 @@ def summary_rows(found: list[catalog.CheckpointEntry]) -> list[dict[str, Any]]:
 def metric_facts(entry: catalog.CheckpointEntry) -> list[str]:
     """Markdown fragments of a card summary: ``valid BPC **2.464**``, ``test BPC 2.5`` or, for a word
     problem, ``valid accuracy **0.986**``, ``test accuracy 0.979`` (missing values left out)."""
-    name, valid, test = entry.metric
+    name, valid, test = entry.metric  # name is "BPC" or "accuracy" (never from the card)
     return [f for f in (f"valid {name} **{valid:.3f}**" if valid is not None else None,
                         f"test {name} {test:.3f}" if test is not None else None) if f]
 

@@ -37,6 +37,7 @@ K_NOTICE_SHOWN = "_gl_notice_shown"  # the notice was drawn in this run (cleared
 K_QP_WRITTEN = "_gl_qp_written"  # the query params this app wrote last (to tell links from our own)
 K_CKPT_EXPLICIT = "_gl_ckpt_explicit"  # True when gl_ckpt was chosen by the user (a link, a pick, a save)
 K_PAGE_QP = "_gl_page_qp"        # extra URL keys of the current page only (e.g. Train's run id), set per run
+K_OWNER = "_gl_owner"            # this session's owner token: what it created (runs, saves, uploads) is its own
 #: URL keys the app reads but never writes itself (kept as the visitor typed them).
 PASSTHROUGH_KEYS = ("debug",)
 
@@ -63,6 +64,31 @@ def set_checkpoint(ref: str, which: str = K_CKPT) -> None:
     st.session_state[which] = ref
     if which == K_CKPT:
         st.session_state[K_CKPT_EXPLICIT] = True
+
+
+def owner_token() -> str:
+    """This browser session's owner token (random, made once per session): the runs, Train live saves and
+    uploads it creates are recorded under it, and only it may change them (unless the server runs with
+    ``GEOMLAB_SHARED_RUNS=1``). The Train page keeps it in its URL (``key=``) next to the run id, so a
+    reload of that page keeps control of the run; view links never carry it."""
+    ss = st.session_state
+    token = ss.get(K_OWNER)
+    if not is_owner_token(token):
+        import secrets
+
+        token = ss[K_OWNER] = secrets.token_hex(16)
+    return token
+
+
+def is_owner_token(value: Any) -> bool:
+    """Whether ``value`` has the form of an owner token (32 lower-case hex digits)."""
+    return isinstance(value, str) and len(value) == 32 and all(c in "0123456789abcdef" for c in value)
+
+
+def adopt_owner_token(token: str) -> None:
+    """Make ``token`` (from the Train page's URL, checked by the caller) this session's owner token."""
+    if is_owner_token(token):
+        st.session_state[K_OWNER] = token
 
 
 def _coerce(key: str, value: str) -> Any:

@@ -54,7 +54,11 @@ def checkpoint_picker(where: Any = None, key: str = K_CKPT, label: str = "Checkp
                     help=help or "Bundled checkpoints first, then yours (newest first). Upload or train "
                                  "more on the Checkpoints and Train live pages.")
     chosen = by_ref[st.session_state[key]]
-    where.caption(chosen.title)  # the full title (kind · group · params · corpus) under the short option
+    from app_pages._messages import md_escape
+
+    # the full title (kind · group · params · corpus) under the short option; name and card are the
+    # checkpoint's own (an upload's): shown literally
+    where.caption(md_escape(chosen.title))
     return chosen
 
 

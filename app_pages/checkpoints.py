@@ -9,6 +9,8 @@ import streamlit as st
 from geomlab import catalog
 from geomlab import views as registry
 from app_pages import _ui as ui
+from app_pages._messages import md_escape
+from app_pages._state import owner_token
 
 K_UPLOAD_MSG = "_gl_upload_msg"
 
@@ -20,10 +22,10 @@ def _open(ref: str, slug: str) -> None:
 
 def _delete(ref: str) -> None:
     try:
-        catalog.delete_user_checkpoint(ref)
-        st.session_state[K_UPLOAD_MSG] = ("success", f"Deleted {ref}.")
+        catalog.delete_user_checkpoint(ref, owner=owner_token())
+        st.session_state[K_UPLOAD_MSG] = ("success", f"Deleted {md_escape(ref)}.")
     except ValueError as exc:
-        st.session_state[K_UPLOAD_MSG] = ("error", str(exc))
+        st.session_state[K_UPLOAD_MSG] = ("error", md_escape(str(exc)))
 
 
 def fitting_views(kind: str) -> list[registry.ViewSpec]:
@@ -34,25 +36,26 @@ def fitting_views(kind: str) -> list[registry.ViewSpec]:
 def card(entry: catalog.CheckpointEntry, i: int) -> None:
     with st.container(border=True):
         badge = "bundled" if entry.source == "bundled" else "yours"
-        st.markdown(f"**{entry.name}**  :gray-badge[{badge}]"
+        st.markdown(f"**{md_escape(entry.name)}**  :gray-badge[{badge}]"
                     + ("  :green-badge[selected]" if st.session_state.get(ui.K_CKPT) == entry.ref else ""))
-        facts = [f"**{entry.kind}**" + (f" on **{entry.group}**" if entry.group else ""),
+        facts = [f"**{md_escape(entry.kind)}**" + (f" on **{md_escape(entry.group)}**" if entry.group else ""),
                  f"{entry.params:,} parameters" if entry.params else None, *ui.metric_facts(entry)]
         st.markdown(" · ".join(f for f in facts if f))
         by_length = ui.accuracy_by_length_line(entry)
         if by_length:
             st.caption(by_length)
-        st.caption(f"corpus: {entry.corpus} · steps: {entry.steps if entry.steps is not None else '–'} · "
-                   f"`{entry.ref}`")
+        st.caption(f"corpus: {md_escape(entry.corpus)} · steps: "
+                   f"{entry.steps if entry.steps is not None else '–'} · {md_escape(entry.ref)}")
         views = fitting_views(entry.kind)
-        cols = st.columns(max(1, len(views)) + (1 if entry.source == "user" else 0))
+        deletable = catalog.may_change(entry, owner_token())  # only what this session created
+        cols = st.columns(max(1, len(views)) + (1 if deletable else 0))
         for j, v in enumerate(views):
             cols[j].button(v.short, key=f"open-{i}-{v.slug}", on_click=_open, args=(entry.ref, v.slug),
-                           icon=v.icon, width="stretch", help=f"Open {entry.name} in {v.title}")
+                           icon=v.icon, width="stretch", help=f"Open {md_escape(entry.name)} in {v.title}")
         if not views:
             cols[0].button("Select", key=f"select-{i}", on_click=ui.set_checkpoint, args=(entry.ref,),
                            help="A baseline with no geometry views of its own; use it on Compare.")
-        if entry.source == "user":
+        if deletable:
             cols[-1].button("Delete", key=f"del-{i}", on_click=_delete, args=(entry.ref,), icon=":material/delete:",
                             type="tertiary", help="Remove this checkpoint's two files from runs/.")
         with st.expander("Card and training config"):
@@ -76,13 +79,13 @@ def upload_section() -> None:
 def handle_upload(files: dict[str, bytes]) -> None:
     """Validate and store an upload; the outcome is shown as a message (never a traceback)."""
     try:
-        entry = catalog.store_upload(files)
-    except ValueError as exc:
-        st.session_state[K_UPLOAD_MSG] = ("error", f"Upload rejected: {exc}")
+        entry = catalog.store_upload(files, owner=owner_token())
+    except ValueError as exc:  # the message quotes file names: shown literally
+        st.session_state[K_UPLOAD_MSG] = ("error", f"Upload rejected: {md_escape(exc)}")
     else:
         ui.set_checkpoint(entry.ref)
-        st.session_state[K_UPLOAD_MSG] = ("success", f"Added {entry.title} as `{entry.ref}`; it is now the selected "
-                                          "checkpoint in every view.")
+        st.session_state[K_UPLOAD_MSG] = ("success", f"Added {md_escape(entry.title)} as `{entry.ref}`; it is "
+                                          "now the selected checkpoint in every view.")
     st.rerun()
 
 
@@ -97,8 +100,10 @@ def main() -> None:
     if msg:
         (st.success if msg[0] == "success" else st.error)(msg[1])
     found = ui.entries()
-    st.caption(f"Bundled checkpoints come from `assets/checkpoints/`; yours from `{catalog.runs_dir()}` "
-               "(set `GEOMLAB_RUNS_DIR` to look elsewhere). Runs saved on Train live appear here at once.")
+    st.caption(f"Bundled checkpoints come from `assets/checkpoints/`; yours from {md_escape(catalog.runs_dir())} "
+               "(set `GEOMLAB_RUNS_DIR` to look elsewhere). Runs saved on Train live appear here at once. "
+               + ("This server shares every checkpoint between sessions (`GEOMLAB_SHARED_RUNS=1`)."
+                  if catalog.shared_mode() else "You can delete the checkpoints this session uploaded or saved."))
     if not found:
         ui.no_checkpoint_message()
     else:

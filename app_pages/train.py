@@ -12,6 +12,8 @@ import streamlit as st
 from geomlab import live
 from geomlab.data.vocab import decode_text
 from app_pages import _ui as ui
+from app_pages._messages import md_escape
+from app_pages._state import adopt_owner_token, owner_token
 
 K_RUN = "gl_live_run"          # this session's current run id (owned state)
 K_MSG = "_gl_train_msg"        # (level, text) shown once above the form
@@ -78,13 +80,14 @@ def start() -> None:
     """Start button callback: build and start a run; errors become a message."""
     try:
         spec = spec_from_widgets()
-        run = live.REGISTRY.create(spec)
-        run.start()
+        token = owner_token()
+        run = live.REGISTRY.create(spec, owner=token)  # only this session may stop, resume or save it
+        run.start(by=token)
     except ValueError as exc:
-        st.session_state[K_MSG] = ("error", str(exc))
+        st.session_state[K_MSG] = ("error", md_escape(exc))
         return
     except Exception as exc:  # noqa: BLE001 - shown, never raised
-        st.session_state[K_MSG] = ("error", f"Could not start the run: {type(exc).__name__}: {exc}")
+        st.session_state[K_MSG] = ("error", md_escape(f"Could not start the run: {type(exc).__name__}: {exc}"))
         return
     st.session_state[K_RUN] = run.run_id
 
@@ -152,17 +155,20 @@ def form(active: bool) -> None:
 
 def _stop(run_id: str) -> None:
     run = live.REGISTRY.get(run_id)
-    if run is not None:
-        run.stop()
+    try:
+        if run is not None:
+            run.stop(by=owner_token())
+    except ValueError as exc:
+        st.session_state[K_MSG] = ("error", md_escape(exc))
 
 
 def _resume(run_id: str) -> None:
     run = live.REGISTRY.get(run_id)
     try:
         if run is not None:
-            run.resume()
+            run.resume(by=owner_token())
     except ValueError as exc:
-        st.session_state[K_MSG] = ("error", str(exc))
+        st.session_state[K_MSG] = ("error", md_escape(exc))
 
 
 def save_key(run_id: str) -> str:
@@ -174,9 +180,11 @@ def _save(run_id: str) -> None:
     run = live.REGISTRY.get(run_id)
     name = (st.session_state.get(save_key(run_id)) or "").strip() or f"live-{run_id}"
     try:
-        path = run.save(name)
+        if run is None:
+            raise live.LiveError("this run is no longer held by the server")
+        path = run.save(name, by=owner_token())  # never over a checkpoint this session did not save
     except ValueError as exc:
-        st.session_state[K_MSG] = ("error", f"Could not save: {exc}")
+        st.session_state[K_MSG] = ("error", md_escape(f"Could not save: {exc}"))
         return
     from geomlab import catalog
 
@@ -186,9 +194,16 @@ def _save(run_id: str) -> None:
         ref = None
     if ref:
         ui.set_checkpoint(ref)
-    where = f"`{ref}`" if ref else f"`{path.with_suffix('')}`"
-    changed = "" if path.stem == name else (f" (the name `{name}` was changed to `{path.stem}`: only letters, "
-                                            "digits, '-', '_' and '.' are kept)")
+    where = f"`{ref}`" if ref else md_escape(path.with_suffix(""))
+    safe = catalog.safe_name(name)
+    if path.stem == name:
+        changed = ""
+    elif path.stem == safe:
+        changed = (f" (the name {md_escape(name)} was changed to `{path.stem}`: only letters, digits, '-', "
+                   "'\\_' and '.' are kept)")
+    else:  # the (cleaned) name is another checkpoint's: never replaced, a free name is used
+        changed = (f" (a checkpoint named `{safe}` already exists and is not this session's, so it was kept and "
+                   f"this one saved as `{path.stem}`)")
     st.session_state[K_MSG] = ("success", f"Saved as {where}{changed}; it is now the selected checkpoint on "
                                           "every page.")
 
@@ -275,17 +290,24 @@ def panel() -> None:
         st.success(snap.message, icon=":material/check_circle:")
     elif snap.message:
         st.caption(snap.message)
+    mine = run.may_change(owner_token())
+    if not mine:
+        st.caption("This run was started in another browser session: you can watch it here, but only that "
+                   "session can stop, resume or save it (a server started with `GEOMLAB_SHARED_RUNS=1` shares "
+                   "every run).")
     b = st.columns(2)
-    b[0].button("Stop", icon=":material/stop:", on_click=_stop, args=(run.run_id,), disabled=snap.state != "running",
+    b[0].button("Stop", icon=":material/stop:", on_click=_stop, args=(run.run_id,),
+                disabled=snap.state != "running" or not mine,
                 key="train-stop", width="stretch", help="Stop after the current step; Resume continues from there.")
     b[1].button("Resume", icon=":material/play_arrow:", on_click=_resume, args=(run.run_id,),
-                disabled=not snap.can_resume, key="train-resume", width="stretch")
+                disabled=not snap.can_resume or not mine, key="train-resume", width="stretch")
     default_name = f"{run.spec.kind}{'-' + run.spec.group if run.spec.group else ''}-{run.run_id[:6]}"
     s = st.columns([3, 1], vertical_alignment="bottom")
     s[0].text_input("Save as", value=default_name, key=save_key(run.run_id), placeholder="checkpoint name",
                     help="Saves the current weights to runs/NAME.safetensors + NAME.json, so every page can use "
                          "them; other characters than letters, digits, '-', '_' and '.' become '-'.")
-    s[1].button("Save", icon=":material/save:", on_click=_save, args=(run.run_id,), disabled=snap.state == "created",
+    s[1].button("Save", icon=":material/save:", on_click=_save, args=(run.run_id,),
+                disabled=snap.state == "created" or not mine,
                 key="train-save", width="stretch")  # no tooltip: it covered the help icon of "Save as"
     for path in snap.saved[-3:]:
         st.caption(f"saved: `{path}`")
@@ -303,11 +325,15 @@ def attach_from_url() -> None:
     ss = st.session_state
     rid = st.query_params.get("run")
     if rid and not ss.get(K_RUN):
-        if live.REGISTRY.get(rid) is not None:
+        run = live.REGISTRY.get(rid)
+        if run is not None:
             ss[K_RUN] = rid
+            key = st.query_params.get("key")
+            if key and run.owner is not None and key == run.owner:  # the owner's own address: keep control
+                adopt_owner_token(key)
         else:
-            ss[K_MSG] = ("error", f"Run {rid!r} is no longer held by this server (it was restarted); its "
-                                  "working files stay in runs/.live/. Start a new run.")
+            ss[K_MSG] = ("error", f"Run {md_escape(repr(rid))} is no longer held by this server (it was "
+                                  "restarted); its working files stay in runs/.live/. Start a new run.")
 
 
 def _attach(key: str) -> None:
@@ -356,8 +382,9 @@ def main() -> None:
                         break
     run = live.REGISTRY.get(st.session_state.get(K_RUN))
     active = run is not None and run.snapshot().active
-    if run is not None:
-        st.session_state[ui.K_PAGE_QP] = {"run": run.run_id}  # a reload re-attaches to this run
+    if run is not None:  # a reload re-attaches to this run; the owner's address also keeps control of it
+        own = run.owner is not None and run.owner == owner_token()
+        st.session_state[ui.K_PAGE_QP] = {"run": run.run_id, **({"key": run.owner} if own else {})}
     left, right = st.columns([2, 3], gap="large")
     with left:
         with st.container(border=True):

@@ -24,10 +24,14 @@ import math
 import os
 import re
 import shutil
+import stat
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from geomlab import ckpt_files
 
 #: How many folders below ``runs/`` are searched for checkpoints (design choice).
 MAX_DEPTH = 3
@@ -35,6 +39,14 @@ MAX_DEPTH = 3
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
 #: Sub-folder of the runs folder where validated uploads are stored.
 UPLOAD_SUBDIR = "uploads"
+
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # read once at import (os.umask is only read by setting it: not thread-safe later)
 
 _NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -233,33 +245,50 @@ def _fmt_params(n: int) -> str:
     return str(n)
 
 
+def _visible(part: str) -> bool:
+    """Whether a folder or file name is one the catalog looks at (dot names are working/temporary files)."""
+    return bool(part) and not part.startswith(".")
+
+
 def _read_entry(json_path: Path, root: Path, source: str) -> CheckpointEntry | None:
+    """The entry of ``json_path`` when it is a listed checkpoint: both halves regular files (no symlink,
+    FIFO or device: they are never opened), a JSON that belongs with the weights (same save id, see
+    :mod:`geomlab.ckpt_files`) and describes a model; else None. Reads only the JSON and the weights' header."""
     weights = json_path.with_suffix(".safetensors")
-    if not weights.is_file():
+    if not (ckpt_files.is_regular(json_path) and ckpt_files.is_regular(weights)):
         return None
     try:
-        meta = json.loads(json_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        meta = ckpt_files.pair_meta(json_path, weights, ckpt_files.header_save_id(weights, follow=False),
+                                    _read_json, repair=False)
+        st_json, st_weights = os.lstat(json_path), os.lstat(weights)
+    except (OSError, ValueError):
         return None
     if not isinstance(meta, dict) or "model_config" not in meta:
         return None  # some other JSON file (a trace, a config) lying around
     rel = json_path.relative_to(root).with_suffix("").as_posix()
     prefix = "bundled" if source == "bundled" else "runs"
-    mtime = max(json_path.stat().st_mtime, weights.stat().st_mtime)
+    mtime = max(st_json.st_mtime, st_weights.st_mtime)
     return CheckpointEntry(ref=f"{prefix}/{rel}", source=source, path=json_path, mtime=mtime, meta=meta)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(ckpt_files.read_regular(path).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CatalogError(f"{path.name} cannot be read") from exc
 
 
 def _scan(root: Path, source: str, depth: int) -> list[CheckpointEntry]:
     if not root.is_dir():
         return []
     found: list[CheckpointEntry] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root):  # never into symlinked folders (followlinks=False)
         rel_depth = len(Path(dirpath).relative_to(root).parts)
         if rel_depth >= depth:
             dirnames[:] = []
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        dirnames[:] = sorted(d for d in dirnames if _visible(d) and not os.path.islink(os.path.join(dirpath, d)))
         for fn in sorted(filenames):
-            if fn.endswith(".json"):
+            if fn.endswith(".json") and _visible(fn):
                 entry = _read_entry(Path(dirpath) / fn, root, source)
                 if entry is not None:
                     found.append(entry)
@@ -281,7 +310,8 @@ def list_checkpoints(bundled: bool = True, user: bool = True) -> list[Checkpoint
 
 def signature() -> tuple:
     """A cheap value that changes whenever a checkpoint is added, removed or re-saved (for caching the
-    listing): the (path, mtime) of every ``.json`` and ``.safetensors`` in the two folders."""
+    listing): the (path, mtime, size) of every ``.json`` and ``.safetensors`` the listing would look at
+    (``lstat``: nothing is opened, no symlink followed)."""
     sig = []
     for root, depth in ((bundled_dir(), 1), (runs_dir(), MAX_DEPTH)):
         if not root.is_dir():
@@ -289,38 +319,82 @@ def signature() -> tuple:
         for dirpath, dirnames, filenames in os.walk(root):
             if len(Path(dirpath).relative_to(root).parts) >= depth:
                 dirnames[:] = []
+            dirnames[:] = [d for d in dirnames if _visible(d)]
             for fn in filenames:
-                if fn.endswith((".json", ".safetensors")):
+                if fn.endswith((".json", ".safetensors")) and _visible(fn):
                     p = Path(dirpath) / fn
                     try:
-                        sig.append((str(p), p.stat().st_mtime_ns))
+                        st = os.lstat(p)
+                        sig.append((str(p), st.st_mtime_ns, st.st_size, st.st_mode))
                     except OSError:
                         pass
     return tuple(sorted(sig))
 
 
+#: Longest checkpoint reference accepted (characters; design choice, far above any listed one).
+MAX_REF_CHARS = 512
+#: Longest file or folder name in a reference (bytes of UTF-8; the usual file-system limit, less the suffix).
+MAX_PART_BYTES = 240
+
+
+def _short(text: str, n: int = 80) -> str:
+    return text if len(text) <= n else text[:n] + f"… ({len(text):,} characters)"
+
+
 def resolve(ref: str) -> CheckpointEntry:
     """The catalog entry named by ``ref`` (``bundled/NAME`` or ``runs/SUB/NAME``).
 
-    Raises :class:`CatalogError` for a malformed ref, a path that would leave the two folders, or a
-    checkpoint that does not exist.
+    A ref resolves exactly when :func:`list_checkpoints` lists it: no ``..``, no folder or file starting
+    with a dot, no symlink anywhere below the folder, at most as deep as the listing looks, both halves
+    regular files. Raises :class:`CatalogError` (one line, the ref shortened) for a malformed or too long
+    ref, a path that would leave the two folders, or a checkpoint that does not exist.
     """
+    usage = "(expected 'bundled/NAME' or 'runs/NAME')"
     if not isinstance(ref, str) or "/" not in ref:
-        raise CatalogError(f"not a checkpoint reference: {ref!r} (expected 'bundled/NAME' or 'runs/NAME')")
+        raise CatalogError(f"not a checkpoint reference: {_short(repr(ref))} {usage}")
+    if len(ref) > MAX_REF_CHARS:
+        raise CatalogError(f"checkpoint reference too long: {len(ref):,} characters (at most "
+                           f"{MAX_REF_CHARS}): {_short(repr(ref), 40)}")
     prefix, rel = ref.split("/", 1)
-    roots = {"bundled": (bundled_dir(), "bundled"), "runs": (runs_dir(), "user")}
-    if prefix not in roots or not rel or ".." in Path(rel).parts or rel.startswith("/"):
-        raise CatalogError(f"not a checkpoint reference: {ref!r} (expected 'bundled/NAME' or 'runs/NAME')")
-    root, source = roots[prefix]
-    json_path = (root / rel).with_suffix(".json") if not rel.endswith(".json") else root / rel
+    roots = {"bundled": (bundled_dir(), "bundled", 1), "runs": (runs_dir(), "user", MAX_DEPTH)}
+    if rel.endswith(".json"):
+        rel = rel[: -len(".json")]
+    parts = rel.split("/")
+    if prefix not in roots or not rel or "\0" in rel or any(p in ("", ".", "..") for p in parts):
+        raise CatalogError(f"not a checkpoint reference: {_short(repr(ref))} {usage}")
+    if any(len(p.encode("utf-8", "surrogatepass")) > MAX_PART_BYTES for p in parts):
+        raise CatalogError(f"checkpoint reference has a name longer than {MAX_PART_BYTES} bytes: "
+                           f"{_short(repr(ref), 40)}")
+    root, source, depth = roots[prefix]
+    missing = CatalogError(f"no checkpoint {_short(repr(ref))} (looked for {_short(parts[-1], 40)}.json and "
+                           f".safetensors in {prefix}/)")
+    if len(parts) - 1 > depth or not all(_visible(p) for p in parts):
+        raise missing  # deeper than the listing looks, or a dot folder/file the listing skips
+    folder = root
     try:
-        json_path.resolve().relative_to(root.resolve())
-    except ValueError:
-        raise CatalogError(f"checkpoint reference {ref!r} points outside the checkpoint folders") from None
-    entry = _read_entry(json_path, root, source) if json_path.is_file() else None
+        for p in parts[:-1]:
+            folder = folder / p
+            st = os.lstat(folder)
+            if stat.S_ISLNK(st.st_mode):
+                raise CatalogError(f"checkpoint reference {_short(repr(ref))} goes through a symlink; only "
+                                   "files inside the checkpoint folders are opened")
+            if not stat.S_ISDIR(st.st_mode):
+                raise missing
+        json_path = folder / (parts[-1] + ".json")
+        for p in (json_path, json_path.with_suffix(".safetensors")):
+            if os.path.islink(p):
+                raise CatalogError(f"checkpoint reference {_short(repr(ref))} points outside the checkpoint "
+                                   "folders (a symlink); only regular files inside them are opened")
+    except FileNotFoundError:
+        raise missing from None
+    except (OSError, ValueError) as exc:  # ENAMETOOLONG, ELOOP, EACCES...: one line, never a raw OSError
+        if isinstance(exc, CatalogError):
+            raise
+        raise CatalogError(f"checkpoint reference {_short(repr(ref), 40)} cannot be opened: "
+                           f"{getattr(exc, 'strerror', None) or exc}") from None
+    entry = _read_entry(json_path, root, source)
     if entry is None:
-        raise CatalogError(f"no checkpoint {ref!r} (looked for {json_path.name} and "
-                           f"{json_path.with_suffix('.safetensors').name} in {prefix}/)")
+        raise missing
     return entry
 
 
@@ -352,7 +426,7 @@ def validate_upload(files: dict[str, bytes]) -> tuple[str, Any]:
         by_suffix.setdefault(Path(fname).suffix.lower(), []).append(fname)
     other = sorted(set(by_suffix) - {".safetensors", ".json"})
     if other:
-        raise CatalogError(f"unexpected file type {', '.join(other)}: a checkpoint is a .safetensors file "
+        raise CatalogError(f"unexpected file type {_short(', '.join(other))}: a checkpoint is a .safetensors file "
                            "plus its .json (pickled .pt/.pth files are not accepted)")
     for suffix in (".safetensors", ".json"):
         got = by_suffix.get(suffix, [])
@@ -365,15 +439,15 @@ def validate_upload(files: dict[str, bytes]) -> tuple[str, Any]:
     for fname in (json_name, st_name):
         size = len(files[fname])
         if size == 0:
-            raise CatalogError(f"{fname} is empty")
+            raise CatalogError(f"{_short(fname)} is empty")
         if size > MAX_UPLOAD_BYTES:
-            raise CatalogError(f"{fname} is {size / 2**20:.0f} MiB; the limit is {MAX_UPLOAD_BYTES / 2**20:.0f} MiB")
+            raise CatalogError(f"{_short(fname)} is {size / 2**20:.0f} MiB; the limit is {MAX_UPLOAD_BYTES / 2**20:.0f} MiB")
     try:
         meta = json.loads(files[json_name].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogError(f"{json_name} is not valid JSON ({exc})") from None
+        raise CatalogError(f"{_short(json_name)} is not valid JSON ({exc})") from None
     if not isinstance(meta, dict) or "model_config" not in meta:
-        raise CatalogError(f"{json_name} is not a geomlab checkpoint description (no 'model_config')")
+        raise CatalogError(f"{_short(json_name)} is not a geomlab checkpoint description (no 'model_config')")
     name = safe_name(Path(json_name).stem)
     from geomlab import checkpoint as ckpt_mod  # lazy: keeps listing cheap and independent
 
@@ -390,26 +464,30 @@ def validate_upload(files: dict[str, bytes]) -> tuple[str, Any]:
     return name, loaded
 
 
-def store_upload(files: dict[str, bytes], dest: Path | None = None) -> CheckpointEntry:
+def store_upload(files: dict[str, bytes], dest: Path | None = None, owner: str | None = None) -> CheckpointEntry:
     """Validate an uploaded pair (:func:`validate_upload`) and store it as
     ``<runs>/uploads/NAME.{json,safetensors}`` (``NAME-2``, ``NAME-3``... if taken). Returns its entry.
+
+    Never replaces a file: the name is claimed atomically (``os.link`` of the fully written file onto the
+    free name, the weights first, the JSON last), so two uploads of one name at the same moment are both
+    kept, under two names. ``owner``: the session storing it (see :func:`may_change`).
 
     Raises :class:`CatalogError` as :func:`validate_upload` does; nothing is written when it fails.
     """
     name, _ = validate_upload(files)
     dest = Path(dest) if dest is not None else runs_dir() / UPLOAD_SUBDIR
     dest.mkdir(parents=True, exist_ok=True)
-    final, i = name, 1
-    while (dest / f"{final}.json").exists() or (dest / f"{final}.safetensors").exists():
-        i += 1
-        final = f"{name}-{i}"
     json_bytes = next(b for n, b in files.items() if n.lower().endswith(".json"))
     st_bytes = next(b for n, b in files.items() if n.lower().endswith(".safetensors"))
-    (dest / f"{final}.safetensors").write_bytes(st_bytes)
-    (dest / f"{final}.json").write_bytes(json_bytes)  # JSON last: the pair is listed once complete
+    try:
+        final = ckpt_files.create_exclusive(dest, name, {".safetensors": st_bytes, ".json": json_bytes},
+                                            mode=0o666 & ~_UMASK)
+    except OSError as exc:
+        raise CatalogError(f"the upload could not be stored: {exc.strerror or exc}") from None
     entry = _read_entry(dest / f"{final}.json", runs_dir() if _inside(dest, runs_dir()) else dest, "user")
     if entry is None:  # pragma: no cover - validated above
         raise CatalogError("the upload could not be stored")
+    record_owner(entry.path, owner)
     return entry
 
 
@@ -421,16 +499,82 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
-def delete_user_checkpoint(ref: str) -> None:
-    """Remove a user checkpoint pair. Raises :class:`CatalogError` for a bundled or unknown ref."""
+# ------------------------------------------------------------------------------------------- ownership
+#: Environment variable: ``1`` lets every session change (delete, stop, resume, save over) what any session
+#: created. Read at every check, so a test or a server start sets it.
+SHARED_ENV = "GEOMLAB_SHARED_RUNS"
+_OWNERS: dict[str, str] = {}
+_OWNERS_LOCK = threading.Lock()
+
+
+def shared_mode() -> bool:
+    """Whether the server shares everything between sessions (``GEOMLAB_SHARED_RUNS=1``; default off)."""
+    return os.environ.get(SHARED_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _owner_key(path: Path) -> str:
+    return os.path.normcase(os.path.abspath(paths_json(path)))
+
+
+def paths_json(path: Path) -> Path:
+    """The ``.json`` path of a checkpoint given either file or its stem."""
+    p = Path(path)
+    return p if p.suffix == ".json" else p.with_name(p.name.removesuffix(".safetensors") + ".json")
+
+
+def record_owner(path: Path, owner: str | None) -> None:
+    """Remember that session ``owner`` created the checkpoint at ``path`` (this server process only)."""
+    if owner:
+        with _OWNERS_LOCK:
+            _OWNERS[_owner_key(path)] = owner
+
+
+def owner_of(path: Path) -> str | None:
+    """The session that created the checkpoint at ``path`` in this server process, or None."""
+    with _OWNERS_LOCK:
+        return _OWNERS.get(_owner_key(path))
+
+
+def may_change(entry: "CheckpointEntry | Path", owner: str | None) -> bool:
+    """Whether session ``owner`` may delete or save over a user checkpoint: one this session created (a
+    validated upload, a Train live save; remembered by this server process), or any user checkpoint when
+    the server shares everything (:func:`shared_mode`). Bundled checkpoints never. (Train live's Save still
+    never replaces a file no session created, shared or not: see :meth:`geomlab.live.LiveRun.save`.)"""
+    if isinstance(entry, CheckpointEntry):
+        if entry.source != "user":
+            return False
+        path = entry.path
+    else:
+        path = Path(entry)
+    if shared_mode():
+        return True
+    made_by = owner_of(path)
+    return made_by is not None and owner is not None and made_by == owner
+
+
+def forget_owner(path: Path) -> None:
+    with _OWNERS_LOCK:
+        _OWNERS.pop(_owner_key(path), None)
+
+
+def delete_user_checkpoint(ref: str, owner: str | None = None) -> None:
+    """Remove a user checkpoint pair (the JSON first, so it leaves the listing at once).
+
+    Raises :class:`CatalogError` for a bundled or unknown ref, and for a checkpoint that session ``owner``
+    may not change (:func:`may_change`: another session's, or one the app did not create)."""
     entry = resolve(ref)
     if entry.source != "user":
         raise CatalogError("bundled checkpoints cannot be deleted from the app")
-    for p in (entry.weights, entry.path):
+    if not may_change(entry, owner):
+        raise CatalogError(f"{_short(ref)} was not created by this session, so it cannot be deleted here "
+                           f"(a server started with {SHARED_ENV}=1 lets every session change what any session "
+                           "created)")
+    for p in (entry.path, entry.weights):
         try:
             p.unlink()
         except FileNotFoundError:
             pass
+    forget_owner(entry.path)
 
 
 def copy_checkpoint(src_stem: Path, dest_stem: Path) -> None:

@@ -12,19 +12,29 @@ The JSON (``format_version`` :data:`FORMAT_VERSION`) holds:
 
 Tensor names: model weights are ``model.<state_dict key>``; optional resumable training state (optimizer
 moments, RNG states) is ``train.<name>``. Tensors are written with ``safetensors.torch.save_file`` and read
-with ``safetensors.torch.load_file``, so loading an untrusted checkpoint never executes code.
+with ``safetensors.safe_open``, so loading an untrusted checkpoint never executes code.
+
+**One unit on disk.** :func:`save` writes the pair so that a kill at any instant leaves the old pair or the
+new pair: both files carry one random ``save_id`` (JSON key ``save_id``, safetensors header metadata
+``geomlab_save_id``), the JSON waits in a journal file until the weights are in place, and :func:`load`
+takes the JSON whose id matches the weights (finishing an interrupted save) or refuses a mismatched pair.
+Files without ids (older checkpoints, the bundled ones) load as before. ``save(..., exclusive=True)``
+never replaces an existing checkpoint. See :mod:`geomlab.ckpt_files`.
 
 :func:`load` validates everything and raises :class:`CheckpointError` (a ``ValueError``) with one readable
-line for: missing or truncated files, a JSON that does not match the tensors (names, shapes, dtypes), an
-unknown model kind, non-finite weights, a newer format version.
+line for: missing or truncated files, a JSON that does not match the tensors (names, shapes, dtypes), a
+JSON and weights from two different saves, an unknown model kind, non-finite weights, a newer format
+version.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +42,7 @@ from typing import Any
 import torch
 
 import geomlab
+from geomlab import ckpt_files
 from geomlab.data.vocab import Vocab
 from geomlab.models import build_model, count_params, model_class
 
@@ -104,23 +115,15 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a checkpoint is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+class CheckpointExistsError(CheckpointError):
+    """:func:`save` with ``exclusive=True``: a checkpoint (either file) of that name is already there."""
 
 
 def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, Any] | None = None, *,
          train_config: dict[str, Any] | None = None, metrics: list[dict[str, Any]] | None = None,
-         train_state: dict[str, Any] | None = None) -> Path:
-    """Write ``stem.safetensors`` and ``stem.json`` (atomically: each is written then renamed).
+         train_state: dict[str, Any] | None = None, exclusive: bool = False) -> Path:
+    """Write ``stem.safetensors`` and ``stem.json`` as one unit: a kill at any instant leaves the old pair
+    or the new pair, never a mix (both carry one random ``save_id``; see :mod:`geomlab.ckpt_files`).
 
     Args:
         stem: path without suffix (a ``.json``/``.safetensors`` suffix is stripped); parent folders are made.
@@ -130,8 +133,12 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
             ``geomlab_version``/``format_version`` are filled in.
         train_state: optional resumable state: ``{"tensors": {name: Tensor}, "json": {...}}``.
 
+        exclusive: never replace an existing checkpoint: :class:`CheckpointExistsError` when ``stem.json``
+            or ``stem.safetensors`` exists (checked atomically with the creation).
+
     Returns the JSON path. Raises :class:`CheckpointError` if a weight is not finite (a broken model is
-    never saved) and ``ValueError`` for a model without ``config``.
+    never saved) or the name is too long for the file system, and ``ValueError`` for a model without
+    ``config``.
     """
     json_path, st_path = paths(stem)
     json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,10 +171,43 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
     }
     from safetensors.torch import save_file
 
-    _atomic_write(st_path, lambda tmp: save_file(tensors, tmp, metadata={"format": "pt", "geomlab": "1"}))
+    save_id = uuid.uuid4().hex
+    meta[ckpt_files.JSON_KEY] = save_id
     text = json.dumps(_jsonable(meta), indent=1, allow_nan=False)
-    _atomic_write(json_path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    mode = 0o666 & ~_UMASK  # mkstemp makes 0600; a checkpoint is an ordinary file
+    try:
+        fd, tmp = tempfile.mkstemp(dir=json_path.parent, prefix=".geomlab-save.", suffix=".part")
+    except OSError as exc:
+        raise _name_error(json_path, exc) from None
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata={"format": "pt", "geomlab": "1", ckpt_files.HEADER_KEY: save_id})
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        ckpt_files.install(json_path, st_path, Path(tmp), text, save_id, mode, exclusive=exclusive)
+    except ckpt_files.ExistsError:
+        raise CheckpointExistsError(f"a checkpoint named {_short(json_path.stem)} already exists in "
+                                    f"{json_path.parent.name}/; not replacing it") from None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise _name_error(json_path, exc) from None
+        raise
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return json_path
+
+
+def _short(name: str, n: int = 60) -> str:
+    return name if len(name) <= n else name[:n] + "…"
+
+
+def _name_error(json_path: Path, exc: OSError) -> Exception:
+    if exc.errno == errno.ENAMETOOLONG or len(json_path.name.encode()) > 255:
+        return CheckpointError(f"checkpoint name {_short(json_path.stem)!r} is too long for the file system "
+                               f"({len(json_path.stem)} characters); choose a shorter one")
+    return exc
 
 
 def read_meta(path: str | os.PathLike) -> dict[str, Any]:
@@ -180,9 +220,15 @@ def read_meta(path: str | os.PathLike) -> dict[str, Any]:
             hint = f"; a bundled checkpoint of that name is {os.path.relpath(bundled)}"
         raise CheckpointError(f"checkpoint file {json_path} is missing{hint}")
     try:
-        meta = json.loads(json_path.read_text(encoding="utf-8"))
+        meta = json.loads(ckpt_files.read_regular(json_path, follow=True).decode("utf-8"))
+    except OSError as exc:
+        raise CheckpointError(f"checkpoint file {json_path.name} cannot be read: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{json_path.name} is not valid JSON (truncated or corrupt?): {exc}") from exc
+    return _validate_meta(meta, json_path)
+
+
+def _validate_meta(meta: Any, json_path: Path) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise CheckpointError(f"{json_path.name} must hold a JSON object")
     version = meta.get("format_version")
@@ -204,15 +250,23 @@ def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpo
     :class:`CheckpointError` (see module docstring for the cases).
     """
     json_path, st_path = paths(path)
-    meta = read_meta(json_path)
-    if not st_path.is_file():
+    if not ckpt_files.is_regular(st_path, follow=True):
+        read_meta(json_path)  # a missing JSON is named first
         raise CheckpointError(f"checkpoint file {st_path} is missing (the JSON {json_path.name} is there)")
-    from safetensors.torch import load_file
+    from safetensors import safe_open
 
-    try:
-        tensors = load_file(str(st_path))
+    try:  # one open file for the header and the tensors: the save id read is the one of these tensors
+        with safe_open(str(st_path), framework="pt") as f:
+            header = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as exc:  # safetensors raises its own error types for truncated/corrupt files
         raise CheckpointError(f"{st_path.name} is truncated or not a safetensors file: {exc}") from exc
+    weights_id = header.get(ckpt_files.HEADER_KEY) or None
+    try:
+        meta = _validate_meta(ckpt_files.pair_meta(json_path, st_path, weights_id, read_meta, repair=True),
+                              json_path)
+    except ckpt_files.PairError as exc:
+        raise CheckpointError(str(exc)) from None
     manifest = meta["tensors"]
     missing = sorted(set(manifest) - set(tensors))
     extra = sorted(set(tensors) - set(manifest))

@@ -21,7 +21,13 @@ Life cycle (``LiveRun.state``)::
   an identical restart would fail at the same step).
 * **Save** (:meth:`LiveRun.save`) writes the current weights as ``<runs>/<name>.{json,safetensors}``, so
   the catalog (:mod:`geomlab.catalog`) lists it on every page. While the run trains, the save happens in
-  the worker between two steps (never while weights change); otherwise at once.
+  the worker between two steps (never while weights change); otherwise at once. A save never replaces a
+  checkpoint the caller may not change: a taken name gets ``-2``, ``-3``... (created exclusively), and only
+  a checkpoint this session saved before is saved over (as one unit, :func:`geomlab.checkpoint.save`).
+* **Ownership**: a run made with ``owner=`` (the app passes its session's token) is changed (stopped,
+  resumed, saved, forgotten) only by calls with ``by=`` that owner; other sessions may watch it. The server
+  setting ``GEOMLAB_SHARED_RUNS=1`` (:func:`geomlab.catalog.shared_mode`) lets everyone change every run.
+  A run made without an owner (tests, notebooks) is anyone's.
 
 The working checkpoint of a run lives in ``<runs>/.live/<run id>/run.*`` (a dot folder the catalog skips).
 Nothing here imports streamlit.
@@ -301,12 +307,13 @@ class LiveRun:
     """
 
     def __init__(self, spec: RunSpec, work_dir: str | Path | None = None, *, task=None, model=None,
-                 run_id: str | None = None):
+                 run_id: str | None = None, owner: str | None = None):
         spec.validate()
         check_device(spec.device)
         self.spec = spec
         self.run_id = run_id or uuid.uuid4().hex[:10]
         self.created_at = time.time()  # wall clock (s since the epoch), for the "recent runs" picker
+        self.owner = owner  # the session that may change this run (None: anyone)
         from geomlab import catalog
 
         self.work_dir = Path(work_dir) if work_dir else catalog.runs_dir() / ".live" / self.run_id
@@ -320,7 +327,7 @@ class LiveRun:
         self._last: dict[str, Any] = {}
         self._checkpoint: str | None = None
         self._saved: list[str] = []
-        self._save_requests: list[tuple[Path, threading.Event, list]] = []
+        self._save_requests: list[tuple[Path, str | None, threading.Event, list]] = []
         self._lr_factor = 1.0
         self._registry: "RunRegistry | None" = None  # set by RunRegistry.create: its limit applies
         self.task = task if task is not None else build_task(spec)
@@ -337,6 +344,18 @@ class LiveRun:
             self._params = sum(p.numel() for p in model.parameters())
 
     # ------------------------------------------------------------------ public API
+    def may_change(self, by: str | None) -> bool:
+        """Whether a caller identified as ``by`` may stop, resume, save or forget this run: the run has no
+        owner, ``by`` is its owner, or the server shares everything (``GEOMLAB_SHARED_RUNS=1``)."""
+        from geomlab import catalog
+
+        return self.owner is None or (by is not None and by == self.owner) or catalog.shared_mode()
+
+    def _check_owner(self, by: str | None, what: str) -> None:
+        if not self.may_change(by):
+            raise LiveError(f"this run was started by another session: it can be watched here, not {what} "
+                            "(a server started with GEOMLAB_SHARED_RUNS=1 shares every run)")
+
     @property
     def state(self) -> str:
         with self._lock:
@@ -357,9 +376,12 @@ class LiveRun:
                 message=self._message, checkpoint=self._checkpoint, saved=tuple(self._saved),
                 device=str(last.get("device", "")), note=self._note, params=self._params)
 
-    def start(self) -> "LiveRun":
+    def start(self, *, by: str | None = None) -> "LiveRun":
         """Start training in a background thread. :class:`LiveError` unless the run is new, or when its
-        registry already has ``max_active`` runs training (checked atomically with the start)."""
+        registry already has ``max_active`` runs training (checked atomically with the start), or for a
+        caller ``by`` that may not change the run."""
+        self._check_owner(by, "started")
+
         def go():
             if self._state != "created":
                 raise LiveError(f"the run is {self._state}; only a new run can be started")
@@ -382,9 +404,11 @@ class LiveRun:
             with self._lock:
                 go()
 
-    def stop(self, wait: float | None = None) -> None:
+    def stop(self, wait: float | None = None, *, by: str | None = None) -> None:
         """Ask the run to stop after the current step (it then saves a resumable checkpoint). Returns at
-        once, or after at most ``wait`` seconds for the worker to finish. No-op unless running."""
+        once, or after at most ``wait`` seconds for the worker to finish. No-op unless running.
+        :class:`LiveError` for a caller ``by`` that may not change the run (:meth:`may_change`)."""
+        self._check_owner(by, "stopped")
         with self._lock:
             if self._state != "running":
                 return
@@ -395,9 +419,12 @@ class LiveRun:
         if wait:
             self.join(wait)
 
-    def resume(self) -> "LiveRun":
+    def resume(self, *, by: str | None = None) -> "LiveRun":
         """Continue a stopped or paused run from its checkpoint (see the module docstring).
-        :class:`LiveError` in any other state or without a checkpoint."""
+        :class:`LiveError` in any other state, without a checkpoint, or for a caller ``by`` that may not
+        change the run."""
+        self._check_owner(by, "resumed")
+
         def go():
             if self._state not in ("stopped", "paused"):
                 raise LiveError(f"the run is {self._state}; only a stopped or paused run can be resumed")
@@ -418,15 +445,23 @@ class LiveRun:
             return not t.is_alive()
         return True
 
-    def save(self, name: str, dest_dir: str | Path | None = None, timeout: float = 60.0) -> Path:
+    def save(self, name: str, dest_dir: str | Path | None = None, timeout: float = 60.0, *,
+             by: str | None = None) -> Path:
         """Save the current weights as ``<dest_dir or runs>/<name>.{json,safetensors}``; returns the JSON
         path. While training, the worker saves between two steps (waits up to ``timeout`` s).
 
-        Raises :class:`LiveError` for a run with nothing to save or a timeout, and ``ValueError`` from the
-        checkpoint writer (e.g. non-finite weights are never saved).
+        Never replaces a checkpoint that ``by`` may not change (:func:`geomlab.catalog.may_change`: one the
+        same session saved before is saved over; anything else, e.g. a command-line run or another session's
+        save, keeps its files and this one is saved as ``NAME-2``, ``NAME-3``..., created exclusively).
+        The saved checkpoint is recorded as ``by``'s (or the run owner's).
+
+        Raises :class:`LiveError` for a run with nothing to save, a timeout, or a caller that may not change
+        the run, and ``ValueError`` from the checkpoint writer (e.g. non-finite weights are never saved).
         """
         from geomlab import catalog
 
+        self._check_owner(by, "saved")
+        by = by if by is not None else self.owner
         dest = Path(dest_dir) if dest_dir else catalog.runs_dir()
         stem = dest / catalog.safe_name(name)
         with self._lock:
@@ -435,11 +470,11 @@ class LiveRun:
                 raise LiveError("nothing to save yet: start the run first")
             if state in ACTIVE_STATES and self._thread is not None and self._thread.is_alive():
                 done, box = threading.Event(), []
-                self._save_requests.append((stem, done, box))
+                self._save_requests.append((stem, by, done, box))
             else:
                 done = None
         if done is None:
-            path = self._write_snapshot(stem)
+            path = self._save_as(stem, by)
         else:
             end = time.monotonic() + timeout
             while not done.wait(0.05):
@@ -451,7 +486,7 @@ class LiveRun:
                     raise LiveError("the run did not reach a step boundary in time; try again")
             if box and isinstance(box[0], BaseException):
                 raise box[0]
-            path = box[0] if box else self._write_snapshot(stem)
+            path = box[0] if box else self._save_as(stem, by)
         with self._lock:
             self._saved.append(str(path))
         return path
@@ -579,14 +614,32 @@ class LiveRun:
     def _serve_saves(self, trainer, final: bool = False) -> None:
         with self._lock:
             requests, self._save_requests = self._save_requests, []
-        for stem, done, box in requests:
+        for stem, by, done, box in requests:
             try:
-                box.append(self._write_snapshot(stem))
+                box.append(self._save_as(stem, by))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller of save()
                 box.append(exc)
             done.set()
 
-    def _write_snapshot(self, stem: Path) -> Path:
+    def _save_as(self, stem: Path, by: str | None) -> Path:
+        """Write the snapshot under ``stem`` or, when that name is taken by a checkpoint ``by`` may not
+        change, under the first free ``stem-2``, ``stem-3``... (exclusive creation: never a replace)."""
+        from geomlab import catalog
+        from geomlab import checkpoint as ckpt
+
+        for i in range(1, 1000):
+            s = stem if i == 1 else stem.with_name(f"{stem.name}-{i}")
+            target = s.with_name(s.name + ".json")
+            own = catalog.owner_of(target) is not None and catalog.may_change(target, by)
+            try:
+                path = self._write_snapshot(s, exclusive=not own)
+            except ckpt.CheckpointExistsError:
+                continue
+            catalog.record_owner(path, by)
+            return path
+        raise LiveError(f"no free checkpoint name for {stem.name} (tried {stem.name}-2 to -999)")
+
+    def _write_snapshot(self, stem: Path, exclusive: bool = False) -> Path:
         from geomlab import checkpoint as ckpt
 
         trainer = self._trainer
@@ -605,7 +658,7 @@ class LiveRun:
         if self.spec.group and is_osm(self.spec.kind):
             card.setdefault("group", self.spec.group)
         return ckpt.save(stem, self.model, getattr(self.task, "vocab", None), card,
-                         train_config=train_config, metrics=metrics)
+                         train_config=train_config, metrics=metrics, exclusive=exclusive)
 
 
 class RunRegistry:
@@ -625,7 +678,8 @@ class RunRegistry:
         self._counter = itertools.count(1)
 
     def create(self, spec: RunSpec, **kwargs) -> LiveRun:
-        """Build (not start) a run for ``spec``; raises :class:`LiveError`/``ValueError`` for bad specs."""
+        """Build (not start) a run for ``spec``; raises :class:`LiveError`/``ValueError`` for bad specs.
+        ``owner=`` (passed on to :class:`LiveRun`): the session that may change the run."""
         with self._lock:
             self._check_room()
         run = LiveRun(spec, **kwargs)  # builds the task and the model: outside the lock
@@ -662,10 +716,13 @@ class RunRegistry:
             runs = list(self._runs.values())
         return sorted(runs, key=lambda r: r.created_at, reverse=True)[:max(0, int(limit))]
 
-    def forget(self, run_id: str) -> None:
-        """Drop a run that is not training (its files stay on disk)."""
+    def forget(self, run_id: str, *, by: str | None = None) -> None:
+        """Drop a run that is not training (its files stay on disk). :class:`LiveError` for a caller ``by``
+        that may not change the run."""
         with self._lock:
             run = self._runs.get(run_id)
+            if run is not None:
+                run._check_owner(by, "removed")
             if run is not None and run.state in ACTIVE_STATES:
                 raise LiveError("stop the run before removing it")
             self._runs.pop(run_id, None)

@@ -76,6 +76,18 @@ def goto(at: AppTest, slug: str) -> AppTest:
     return at.run()
 
 
+def owner(at: AppTest) -> str | None:
+    """The session's owner token (what it created is its own; issue 15, class 6)."""
+    return at.session_state["_gl_owner"] if "_gl_owner" in at.session_state else None
+
+
+def shown(markdown: str) -> str:
+    """The text a message shows: its markdown source without the backslash escapes of user values."""
+    import re
+
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
 def errors(at: AppTest) -> list[str]:
     return [e.value for e in at.error]
 
@@ -354,7 +366,7 @@ def test_link_values_are_checked_and_the_url_normalised(ckpt_dirs):
     at.query_params.update({"ckpt": "../../etc/passwd", "layer": "-3"})
     at.switch_page("app_pages/trajectories.py")
     at.run()
-    warnings = [w.value for w in at.warning]
+    warnings = [shown(w.value) for w in at.warning]
     assert any("'../../etc/passwd', which is not here" in w and "layer='-3'" in w for w in warnings), warnings
     assert at.query_params.get("ckpt") not in ("../../etc/passwd", ["../../etc/passwd"])
     assert "layer" not in at.query_params or at.query_params["layer"] not in ("-3", ["-3"])
@@ -413,7 +425,7 @@ def test_checkpoints_page_lists_cards_and_validates_uploads(ckpt_dirs):
     assert not errors(at), errors(at)
     assert any("uploads/mine" in s.value for s in at.success)
     assert at.session_state["gl_ckpt"] == "runs/uploads/mine"
-    catalog.delete_user_checkpoint("runs/uploads/mine")
+    catalog.delete_user_checkpoint("runs/uploads/mine", owner=owner(at))
 
 
 def _train_widgets(at: AppTest, steps: int) -> None:
@@ -441,7 +453,7 @@ def test_train_page_starts_stops_resumes_and_saves_a_tiny_run(ckpt_dirs):
         at.button(key="train-stop").click().run()
         snap = live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
     finally:
-        run.stop(wait=TIMEOUT)
+        run.stop(wait=TIMEOUT, by=owner(at))
     assert snap.state == "stopped"
     at.run()
     assert not at.button(key="train-resume").disabled
@@ -459,8 +471,8 @@ def test_train_page_starts_stops_resumes_and_saves_a_tiny_run(ckpt_dirs):
     assert "runs/from-the-app-x" in [e.ref for e in catalog.list_checkpoints()]
     goto(at, "checkpoints")
     assert "from-the-app-x" in set(at.dataframe[0].value["name"])
-    live.REGISTRY.forget(run.run_id)
-    catalog.delete_user_checkpoint("runs/from-the-app-x")
+    live.REGISTRY.forget(run.run_id, by=owner(at))
+    catalog.delete_user_checkpoint("runs/from-the-app-x", owner=owner(at))
 
 
 def test_train_page_reports_no_gpu_and_short_text(ckpt_dirs, monkeypatch):
@@ -518,7 +530,7 @@ def test_train_page_offers_a_registered_corpus_that_is_on_this_machine(ckpt_dirs
     run = live.REGISTRY.get(at.session_state["gl_live_run"])
     snap = live.wait_for(run, lambda s: not s.active, timeout=300)
     assert snap.state == "finished" and snap.metric_name == "bpc" and snap.metric > 0
-    live.REGISTRY.forget(run.run_id)
+    live.REGISTRY.forget(run.run_id, by=owner(at))
 
 
 def test_compare_the_same_cem_checkpoint_at_two_recursion_depths(ckpt_dirs):
@@ -760,5 +772,120 @@ def test_sidebar_checkpoint_options_are_short_and_the_full_title_is_a_caption(bu
     assert box.value == "bundled/osmformer-o-linear-tinyshakespeare"
     assert "osmformer-o-linear · 88k" in box.options
     assert len(set(box.options)) == len(box.options)
-    assert any(c.value.startswith("osmformer-o-linear-tinyshakespeare (osmformer · O · 88k params")
+    assert any(shown(c.value).startswith("osmformer-o-linear-tinyshakespeare (osmformer · O · 88k params")
                for c in at.sidebar.caption)
+
+
+# ------------------------------------------------------------------ issue 15, class 6: files and sessions
+EVIL = "[click](http://evil.example) **bold** <b>x</b>"
+
+
+def _literal(body: str) -> None:
+    """``body`` (markdown source of an app message) shows EVIL as text: no link, emphasis or HTML."""
+    for active in ("[click](http", "](", "http://", "**bold**", "<b>"):
+        assert active not in body, (active, body)
+    assert r"\[click\]\(http\:\/\/evil\.example\)" in body, body
+
+
+def test_link_values_are_echoed_literally_never_as_markdown(ckpt_dirs):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["ckpt"] = EVIL
+    at.query_params["pos"] = EVIL
+    at.run()
+    assert not at.exception
+    notices = [w.value for w in at.warning if "link" in w.value]
+    assert notices, [w.value for w in at.warning]
+    _literal(notices[0])
+    # the Train page's run id from the URL
+    at2 = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at2.query_params["run"] = EVIL
+    at2.switch_page("app_pages/train.py")
+    at2.run()
+    assert not at2.exception
+    msgs = [e for e in errors(at2) if "no longer held" in e]
+    assert msgs, errors(at2)
+    _literal(msgs[0])
+
+
+def test_upload_messages_show_file_names_literally(ckpt_dirs):
+    at = app()
+    goto(at, "checkpoints")
+    at.file_uploader(key="w_upload").set_value([(EVIL + ".json", b"", "application/json"),
+                                                ("w.safetensors", b"x", "application/octet-stream")])
+    [b for b in at.button if "Validate" in b.label][0].click().run()
+    msgs = [e for e in errors(at) if "Upload rejected" in e]
+    assert msgs and "empty" in msgs[0], errors(at)
+    _literal(msgs[0])
+
+
+def test_checkpoints_page_deletes_only_this_sessions_uploads(ckpt_dirs, monkeypatch):
+    monkeypatch.delenv("GEOMLAB_SHARED_RUNS", raising=False)
+    runs, _ = ckpt_dirs
+    at = app()
+    goto(at, "checkpoints")
+    assert not [b for b in at.button if b.label == "Delete"]  # the runs made outside this session: not its own
+    j, w = (runs / "osm.json").read_bytes(), (runs / "osm.safetensors").read_bytes()
+    at.file_uploader(key="w_upload").set_value([("own.json", j, "application/json"),
+                                                ("own.safetensors", w, "application/octet-stream")])
+    [b for b in at.button if "Validate" in b.label][0].click().run()
+    assert not errors(at), errors(at)
+    assert len([b for b in at.button if b.label == "Delete"]) == 1  # its own upload
+    other = app()  # another browser session sees the upload but cannot delete it
+    goto(other, "checkpoints")
+    assert "own" in set(other.dataframe[0].value["name"])
+    assert not [b for b in other.button if b.label == "Delete"]
+    [b for b in at.button if b.label == "Delete"][0].click().run()
+    assert any("Deleted" in s.value for s in at.success), [s.value for s in at.success]
+    assert "runs/uploads/own" not in [e.ref for e in catalog.list_checkpoints()]
+    assert (runs / "osm.json").exists()
+
+
+def test_another_sessions_run_can_be_watched_not_changed(ckpt_dirs, monkeypatch):
+    monkeypatch.delenv("GEOMLAB_SHARED_RUNS", raising=False)
+    someone = "f" * 32
+    run = live.REGISTRY.create(live.RunSpec(kind="lstm", params=2_000, steps=3, batch_size=2, seq_len=8,
+                                            threads=1), owner=someone)
+    run.start(by=someone)
+    live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
+    try:
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        at.query_params["run"] = run.run_id
+        at.switch_page("app_pages/train.py")
+        at.run()
+        assert at.session_state["gl_live_run"] == run.run_id  # watching it
+        assert at.button(key="train-save").disabled and at.button(key="train-resume").disabled
+        assert any("another browser session" in c.value for c in at.caption)
+        assert at.query_params.get("key") in (None, [])  # its owner's token is never put in this URL
+        # the owner's own address (a reload of the owner's page) keeps control
+        own = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        own.query_params["run"], own.query_params["key"] = run.run_id, someone
+        own.switch_page("app_pages/train.py")
+        own.run()
+        assert not own.button(key="train-save").disabled
+    finally:
+        live.REGISTRY.forget(run.run_id, by=someone)
+
+
+def test_train_save_keeps_an_existing_checkpoint_of_that_name(ckpt_dirs, monkeypatch):
+    monkeypatch.delenv("GEOMLAB_SHARED_RUNS", raising=False)
+    runs, _ = ckpt_dirs
+    before = ((runs / "osm.json").read_bytes(), (runs / "osm.safetensors").read_bytes())
+    at = app()
+    goto(at, "train")
+    _train_widgets(at, steps=2)
+    at.run()
+    at.button(key="w_train_start").click().run()
+    run = live.REGISTRY.get(at.session_state["gl_live_run"])
+    live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
+    at.run()
+    try:
+        at.text_input(key=f"w_train_save_name_{run.run_id}").set_value("osm")
+        at.button(key="train-save").click().run()
+        assert any("`runs/osm-2`" in s.value and "already exists" in s.value for s in at.success), \
+            [s.value for s in at.success] + errors(at)
+        assert ((runs / "osm.json").read_bytes(), (runs / "osm.safetensors").read_bytes()) == before
+        at.button(key="train-save").click().run()  # saving again: over its own osm-2, not a third name
+        assert not (runs / "osm-3.json").exists() and (runs / "osm-2.json").exists()
+    finally:
+        live.REGISTRY.forget(run.run_id, by=owner(at))
+        catalog.delete_user_checkpoint("runs/osm-2", owner=owner(at))

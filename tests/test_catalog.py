@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -159,7 +160,136 @@ def test_delete_user_checkpoint(dirs):
     bundled, runs = dirs
     _save(runs / "gone")
     _save(bundled / "kept")
-    catalog.delete_user_checkpoint("runs/gone")
+    catalog.record_owner(runs / "gone.json", "me")  # a session's own checkpoint (see the ownership tests)
+    catalog.delete_user_checkpoint("runs/gone", owner="me")
     assert [e.ref for e in catalog.list_checkpoints()] == ["bundled/kept"]
     with pytest.raises(catalog.CatalogError, match="bundled"):
         catalog.delete_user_checkpoint("bundled/kept")
+
+
+# ------------------------------------------------------------------ issue 15, class 6: files and sessions
+def _with_timeout(fn, seconds: float = 20.0):
+    """``fn()`` in a daemon thread; its result, or the string "hung" when it does not return in time."""
+    import threading
+
+    box: list = []
+
+    def go():
+        try:
+            box.append(fn())
+        except Exception as exc:  # noqa: BLE001
+            box.append(exc)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(seconds)
+    return box[0] if box else "hung"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_in_runs_never_blocks_the_listing_or_resolve(dirs):
+    _, runs = dirs
+    _save(runs / "good")
+    (runs / "pipe.safetensors").write_bytes(b"x" * 16)
+    os.mkfifo(runs / "pipe.json")  # a reader that opens it blocks until a writer comes
+    os.mkfifo(runs / "pipe2.safetensors")
+    (runs / "pipe2.json").write_text((runs / "good.json").read_text())
+    try:
+        listed = _with_timeout(catalog.list_checkpoints)
+        assert listed != "hung", "listing runs/ blocked on a FIFO"
+        assert [e.ref for e in listed] == ["runs/good"]
+        for ref in ("runs/pipe", "runs/pipe2"):
+            out = _with_timeout(lambda: catalog.resolve(ref))
+            assert isinstance(out, catalog.CatalogError), out
+        assert _with_timeout(catalog.signature) != "hung"
+    finally:
+        for p in ("pipe.json", "pipe2.safetensors"):  # release a stuck reader, if any
+            try:
+                os.close(os.open(runs / p, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+
+def test_listing_and_resolve_agree_and_never_follow_symlinks(dirs, tmp_path):
+    _, runs = dirs
+    outside = tmp_path / "outside"
+    src = _save(outside / "secret")
+    _save(runs / "real")
+    (runs / "link.json").symlink_to(src)
+    (runs / "link.safetensors").symlink_to(src.with_suffix(".safetensors"))
+    (runs / "alias.json").symlink_to(runs / "real.json")  # even a link that stays inside
+    (runs / "alias.safetensors").symlink_to(runs / "real.safetensors")
+    (runs / "linked-dir").symlink_to(outside, target_is_directory=True)
+    _save(runs / ".live" / "abc" / "run")  # a dot folder: Train live's working files, never listed
+    _save(runs / "a" / "b" / "c" / "d" / "too-deep")  # deeper than MAX_DEPTH
+    listed = {e.ref for e in catalog.list_checkpoints()}
+    assert listed == {"runs/real"}
+    for ref in ("runs/link", "runs/alias", "runs/linked-dir/secret", "runs/.live/abc/run",
+                "runs/a/b/c/d/too-deep", "runs/link.json"):
+        with pytest.raises(catalog.CatalogError):
+            catalog.resolve(ref)
+    for e in catalog.list_checkpoints():  # every listed ref resolves, to the same file
+        assert catalog.resolve(e.ref).path == e.path
+
+
+@pytest.mark.parametrize("ref", ["runs/" + "a" * 5000, "runs/" + "a/" * 2500 + "x", "runs/" + "é" * 200,
+                                 "bundled/" + "b" * 300, "runs/a\x00b"])
+def test_long_or_odd_refs_are_one_line_catalog_errors(dirs, ref):
+    with pytest.raises(catalog.CatalogError) as info:
+        catalog.resolve(ref)
+    assert len(str(info.value)) < 300 and "\n" not in str(info.value)
+
+
+def test_simultaneous_uploads_of_one_name_keep_every_one(dirs, tmp_path, monkeypatch):
+    """Exists-check then write lost uploads; the window is widened here by a slow ``Path.exists`` (the
+    claim itself must not depend on a check made before the write)."""
+    import threading
+    import time
+
+    _, runs = dirs
+    files = _pair(tmp_path)
+    real_exists = Path.exists
+
+    def slow_exists(self, *a, **kw):
+        out = real_exists(self, *a, **kw)
+        time.sleep(0.05)
+        return out
+
+    n, barrier, got = 6, threading.Barrier(6), []
+
+    def upload(i):
+        barrier.wait()
+        got.append(catalog.store_upload(files).ref)
+
+    with monkeypatch.context() as m:
+        m.setattr(Path, "exists", slow_exists)
+        threads = [threading.Thread(target=upload, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    assert len(got) == n and len(set(got)) == n, got  # n uploads, n names: none lost
+    assert len({e.ref for e in catalog.list_checkpoints()}) == n
+    stored = sorted(p.name for p in (runs / catalog.UPLOAD_SUBDIR).iterdir())
+    assert len(stored) == 2 * n and not any(p.startswith(".") for p in stored)  # no temporary file left
+    for ref in got:
+        checkpoint.load(catalog.resolve(ref).path)
+
+
+def test_a_session_deletes_only_what_it_created(dirs, tmp_path, monkeypatch):
+    _, runs = dirs
+    monkeypatch.delenv(catalog.SHARED_ENV, raising=False)
+    mine = catalog.store_upload(_pair(tmp_path, "mine"), owner="alice")
+    theirs = catalog.store_upload(_pair(tmp_path, "theirs"), owner="bob")
+    _save(runs / "from-the-cli")  # made outside the app: nobody's
+    for ref, who in ((theirs.ref, "alice"), ("runs/from-the-cli", "alice"), (mine.ref, None)):
+        with pytest.raises(catalog.CatalogError, match="not created by this session"):
+            catalog.delete_user_checkpoint(ref, owner=who)
+    assert catalog.may_change(mine, "alice") and not catalog.may_change(mine, "bob")
+    catalog.delete_user_checkpoint(mine.ref, owner="alice")
+    assert {e.ref for e in catalog.list_checkpoints()} == {theirs.ref, "runs/from-the-cli"}
+    # a server started with GEOMLAB_SHARED_RUNS=1 shares everything
+    monkeypatch.setenv(catalog.SHARED_ENV, "1")
+    catalog.delete_user_checkpoint(theirs.ref, owner="alice")
+    catalog.delete_user_checkpoint("runs/from-the-cli", owner=None)
+    assert catalog.list_checkpoints() == []

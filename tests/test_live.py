@@ -368,3 +368,67 @@ def test_training_routes_through_the_run_rng_only_when_the_model_draws():
     assert not draws_in_training(build_model({"kind": "transformer", "vocab_size": 5}))
     assert draws_in_training(build_model({"kind": "transformer", "vocab_size": 5, "dropout": 0.1}))
     assert draws_in_training(build_model({"kind": "lstm", "vocab_size": 5, "layers": 2, "dropout": 0.2}))
+
+
+# ------------------------------------------------------------------ issue 15, class 6: files and sessions
+def _finished(**kw) -> live.LiveRun:
+    run = live.LiveRun(spec(steps=2, **kw.pop("spec", {})), **kw)
+    run.start(**({"by": kw["owner"]} if kw.get("owner") else {}))
+    live.wait_for(run, lambda s: not s.active, timeout=60)
+    return run
+
+
+def test_save_never_overwrites_a_checkpoint_it_did_not_make(runs, monkeypatch):
+    monkeypatch.delenv("GEOMLAB_SHARED_RUNS", raising=False)
+    other = _finished()
+    cli = other.save("taken")  # a checkpoint already there (say, from the command line: nobody's)
+    getattr(catalog, "forget_owner", lambda p: None)(cli)
+    before = (cli.read_bytes(), cli.with_suffix(".safetensors").read_bytes())
+    run = _finished(spec={"seed": 1})
+    path = run.save("taken")
+    assert path.name == "taken-2.json"  # a free name, never a replace
+    assert (cli.read_bytes(), cli.with_suffix(".safetensors").read_bytes()) == before
+    assert {e.ref for e in catalog.list_checkpoints()} == {"runs/taken", "runs/taken-2"}
+
+
+def test_save_overwrites_only_its_own_sessions_checkpoint(runs, monkeypatch):
+    monkeypatch.delenv(catalog.SHARED_ENV, raising=False)
+    a = _finished(owner="alice")
+    first = a.save("mine", by="alice")
+    assert a.save("mine", by="alice") == first  # the same session saves over its own checkpoint
+    b = _finished(owner="bob", spec={"seed": 1})
+    before = first.read_bytes()
+    other = b.save("mine", by="bob")  # bob never replaces alice's checkpoint
+    assert other.name == "mine-2.json" and first.read_bytes() == before
+    assert catalog.may_change(other, "bob") and not catalog.may_change(other, "alice")
+
+
+def test_only_the_owner_stops_resumes_saves_or_forgets_a_run(runs, monkeypatch):
+    monkeypatch.delenv(catalog.SHARED_ENV, raising=False)
+    reg = live.RunRegistry()
+    run = reg.create(spec(steps=100_000), owner="alice")
+    with pytest.raises(live.LiveError, match="another session"):
+        run.start(by="bob")
+    run.start(by="alice")
+    try:
+        live.wait_for(run, lambda s: s.step >= 1, timeout=60)
+        assert run.may_change("alice") and not run.may_change("bob") and not run.may_change(None)
+        for call in (lambda: run.stop(by="bob"), lambda: run.stop(), lambda: run.save("x", by="bob"),
+                     lambda: reg.forget(run.run_id, by="bob")):
+            with pytest.raises(live.LiveError, match="another session"):
+                call()
+        assert run.state == "running" and reg.get(run.run_id) is run
+        assert not list(runs.glob("x*.json"))
+        run.stop(wait=60, by="alice")
+        assert run.state == "stopped"
+        with pytest.raises(live.LiveError, match="another session"):
+            run.resume(by="bob")
+        # a server started with GEOMLAB_SHARED_RUNS=1 shares every run
+        monkeypatch.setenv(catalog.SHARED_ENV, "1")
+        assert run.may_change("bob")
+        assert run.save("shared", by="bob").exists()
+        reg.forget(run.run_id, by="bob")
+        assert reg.get(run.run_id) is None
+    finally:
+        monkeypatch.setenv(catalog.SHARED_ENV, "1")
+        run.stop(wait=60)
