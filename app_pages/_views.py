@@ -15,6 +15,7 @@ import streamlit as st
 
 from app_pages import _ui as ui
 from app_pages._data import figure_for
+from app_pages._messages import md_escape
 from app_pages._warm import rendering
 from geomlab import views as registry
 
@@ -97,7 +98,7 @@ def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem:
 
 def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool = False) -> int:
     if fig is None:
-        st.info(f"{name.replace('_', ' ')}: {caption}", icon=":material/info:")
+        st.info(f"{name.replace('_', ' ')}: {md_escape(caption)}", icon=":material/info:")
         return 0
     ui.chart(fig, key=f"{key_prefix}-{name}", filename=f"{stem}-{name}", narrow=narrow)
     st.caption(caption)

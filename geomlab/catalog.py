@@ -23,7 +23,6 @@ import json
 import math
 import os
 import re
-import shutil
 import stat
 import tempfile
 import threading
@@ -576,9 +575,3 @@ def delete_user_checkpoint(ref: str, owner: str | None = None) -> None:
             pass
     forget_owner(entry.path)
 
-
-def copy_checkpoint(src_stem: Path, dest_stem: Path) -> None:
-    """Copy the pair ``src_stem.{safetensors,json}`` to ``dest_stem`` (JSON last). Design choice helper."""
-    dest_stem.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src_stem.with_suffix(".safetensors"), dest_stem.with_suffix(".safetensors"))
-    shutil.copyfile(src_stem.with_suffix(".json"), dest_stem.with_suffix(".json"))
