@@ -171,6 +171,7 @@ def render_view(slug: str) -> None:
                        "holds the same link).")
             st.code(ui.share_link(slug), language=None, wrap_lines=True)
         with st.expander("Download this trace", icon=":material/download:"):
-            st.caption("Every figure downloads as PNG from the camera icon in its toolbar. The trace holds "
-                       "every array behind these figures.")
+            st.caption("Every figure downloads as PNG from the camera icon in its toolbar. The .npz trace holds "
+                       "every array behind these figures (geomlab.trace.load_trace reads it back); the JSON "
+                       "holds the 256 positions around the cursor, for tools that do not read .npz.")
             ui.trace_downloads(tr, stem=f"{entry.name}-{slug}", cursor=pos)

@@ -141,7 +141,8 @@ def form(active: bool) -> None:
                  format_func=lambda d: f"auto ({auto_is})" if d == "auto" else d,
                  help="auto uses a GPU when there is one.")
     with st.expander("More settings"):
-        a, b, c, d = st.columns(4)
+        a, b = st.columns(2)  # two per row: four did not fit the form's column at 1,000 px
+        c, d = st.columns(2)
         a.number_input("Batch size", 1, 512, 16, key=P + "batch", persist_state="session")
         b.number_input("Sequence length", 2, 1024, DEFAULT_SEQ, key=P + "seq", persist_state="session",
                        help="Short sequences learn fastest on the word problems; use 64+ for text.")
@@ -385,7 +386,7 @@ def main() -> None:
     if run is not None:  # a reload re-attaches to this run; the owner's address also keeps control of it
         own = run.owner is not None and run.owner == owner_token()
         st.session_state[ui.K_PAGE_QP] = {"run": run.run_id, **({"key": run.owner} if own else {})}
-    left, right = st.columns([2, 3], gap="large")
+    left, right = st.columns([1, 1], gap="large")  # [2, 3] cut the form's selects at 1,000 px
     with left:
         with st.container(border=True):
             form(active)

@@ -99,7 +99,10 @@ def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
         if items:
             sections.append(f"<h2>{html.escape(view.title)}</h2><p>{html.escape(view.blurb)}</p>"
                             f"<ul>{''.join(items)}</ul>")
-    title = html.escape(f"{tr.kind} on {tr.text[:60]!r}")
+    from geomlab.trace import visible
+
+    excerpt = visible(tr.text[:60]) + ("…" if len(tr.text) > 60 else "")  # newlines as ↵, not a literal \n
+    title = html.escape(f"{tr.kind} on “{excerpt}”")
     (folder / "index.html").write_text(
         f"<!doctype html><meta charset='utf-8'><title>{title}</title><h1>{title}</h1>" + "".join(sections),
         encoding="utf-8")

@@ -334,15 +334,19 @@ def check_index(name: str, index: int, size: int) -> int:
 
 
 def subsample(n: int, max_points: int, cursor: int | None = None) -> np.ndarray:
-    """Sorted positions to show out of ``n``: all when ``n <= max_points``, else about ``max_points``
-    evenly spaced ones, always with the first, the last and the cursor."""
+    """Sorted positions to show out of ``n``: all when ``n <= max_points``, else at most ``max_points``
+    evenly spaced ones, always with the first, the last and the cursor (which replaces its nearest
+    neighbour in the even spacing)."""
     if max_points < 2:
         raise FigureError("max_points must be at least 2")
     if n <= max_points:
         return np.arange(n)
     idx = np.unique(np.linspace(0, n - 1, max_points).round().astype(int))
     if cursor is not None and cursor not in idx:
-        idx = np.unique(np.append(idx, cursor))
+        # the cursor replaces its nearest inner neighbour, so the cap holds exactly (first and last kept)
+        inner = np.arange(1, len(idx) - 1)
+        drop = inner[np.argmin(np.abs(idx[inner] - cursor))] if inner.size else None
+        idx = np.unique(np.append(np.delete(idx, drop) if drop is not None else idx, cursor))
     return idx
 
 
