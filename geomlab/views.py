@@ -36,6 +36,9 @@ class FigureSpec:
     """One figure of a view: ``name`` (key of :data:`geomlab.figures.VIEWS`), ``wide`` (full width, else
     half width: two per row), ``args`` (the controls the figure function takes, besides the trace),
     ``cursor_arg`` (the keyword that receives the cursor: ``"cursor"``, ``"position"`` or None) and
+    The 3-D scenes (``pca_trajectory``, ``so3_frame``, ``plane_sphere``) take no page cursor (design choice,
+    issue 14): a chart whose spec changes is drawn anew by the browser, and re-creating a 3-D scene cost
+    0.5-0.8 s per cursor move in chromium; they keep their own animation slider instead.
     ``cursor_fallback`` (on a :class:`~geomlab.figures.FigureError` at that cursor, build it at the figure's
     default position instead; used by the plane interpolation, which needs a plane pair at the cursor)."""
 
@@ -84,9 +87,9 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
              "orthogonal-state (OSM)",
              "Where the hidden state H_t travels on its group: eigenvalue phases on the unit circle, distance "
              "from the identity, and a 3-D picture of the path.",
-             (F("phase_circle", False, ("layer",)), F("pca_trajectory", False, ("layer",)),
+             (F("phase_circle", False, ("layer",)), F("pca_trajectory", False, ("layer",), cursor_arg=None),
               F("distance_profile", True), F("phase_timeline", True, ("layer",)),
-              F("so3_frame", False, ("layer",)), F("torus_angles", True, ("layer",))),
+              F("so3_frame", False, ("layer",), cursor_arg=None), F("torus_angles", True, ("layer",))),
              ("layer",)),
     ViewSpec("tangents", "Tangent updates", "Tangents", ":material/north_east:", OSM_KINDS,
              "orthogonal-state (OSM)",
@@ -113,7 +116,7 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
              "far apart consecutive planes are.",
              (F("plane_distances", True, ("slot",)), F("plane_angles", False, ("layer", "slot")),
               F("gate_share", False), F("plane_similarity", False, ("layer", "slot")),
-              F("plucker_heatmap", False, ("layer", "slot")), F("plane_sphere", False, ("layer", "slot")),
+              F("plucker_heatmap", False, ("layer", "slot")), F("plane_sphere", False, ("layer", "slot"), cursor_arg=None),
               F("plane_interpolation", False, ("layer", "slot"), "position", True),
               F("plane_matrix", True, ("layer", "slot")), F("decomposability_map", False)),
              ("layer", "slot")),
