@@ -881,7 +881,8 @@ def test_long_traces_stay_under_the_caps_and_say_so():
                 fcap = _common.MAX_FRAMES_3D if vname in ("so3_frame", "plane_sphere") else _common.MAX_FRAMES
                 assert len(fig.frames) <= fcap + 1, (vname, len(fig.frames))
             assert re.search(r"of 2,0\d\d positions", caption), (vname, caption)
-            if vname in PER_POSITION and vname not in ("plane_sphere",):
+            # the 3-D scenes take no page cursor (views.py: re-creating a scene per cursor step was too slow)
+            if vname in PER_POSITION and vname not in ("plane_sphere", "pca_trajectory", "so3_frame"):
                 assert f"{cursor} '{tr.labels[cursor]}'" in fig.to_json(), f"{vname}: cursor not shown"
 
 
