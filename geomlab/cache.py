@@ -78,17 +78,11 @@ def _nested_array_bytes(obj: Any, depth: int = 0) -> int:
 
 
 def trace_nbytes(tr: Any) -> int:
-    """Bytes of a trace: its ``nbytes`` property when it has one, else the sum of the arrays of
-    ``array_fields()``, ``extras`` and ``tokens``; plus the geometry the figures memoise on the trace
+    """Bytes of a trace: its stored arrays (``tr.nbytes``) plus the geometry the figures memoise on the trace
     object (``_view_cache``: eigenvalues, logarithms, PCA), which grows as figures are built (see
-    :meth:`ByteLRU.remeasure`). Labels and config are not counted (small)."""
+    :meth:`ByteLRU.remeasure`)."""
     memo = _nested_array_bytes(getattr(tr, "__dict__", {}).get("_view_cache") or {})
-    n = getattr(tr, "nbytes", None)
-    if isinstance(n, (int, np.integer)):
-        return int(n) + memo
-    total = sum(_array_bytes(a) for a in tr.array_fields().values())
-    total += sum(_array_bytes(a) for a in (getattr(tr, "extras", None) or {}).values())
-    return total + _array_bytes(getattr(tr, "tokens", None)) + memo
+    return int(tr.nbytes) + memo
 
 
 def _walk_nbytes(obj: Any, depth: int = 0) -> int:

@@ -497,10 +497,9 @@ class OSMTrace(Trace):
     @property
     def tangent_shape(self) -> tuple[int, int, int]:
         """``(layers, substeps, positions)`` of the recorded updates. Raises ``TraceError`` without them."""
-        src = self.tangent_stats if self.tangent_stats is not None else None
-        if src is None:
+        if self.tangent_stats is None:
             raise TraceError("this OSM trace has no tangent updates")
-        return tuple(int(n) for n in src.shape[1:])  # type: ignore[return-value]
+        return tuple(int(n) for n in self.tangent_stats.shape[1:])  # type: ignore[return-value]
 
     def tangent_norms(self, mixed: bool = True) -> np.ndarray:
         """``[layer, substep, position]`` exact Frobenius norms of the updates (radians); ``mixed=False`` for
