@@ -117,12 +117,6 @@ def entries() -> list[catalog.CheckpointEntry]:
         return _LISTING["entries"]
 
 
-def refresh_entries() -> None:
-    """Forget the catalog listing (after this process saved, uploaded or deleted a checkpoint)."""
-    with _LISTING_LOCK:
-        _LISTING["checked"] = -1.0
-
-
 def entry_for(ref: str | None) -> catalog.CheckpointEntry | None:
     """The catalog entry of ``ref`` or ``None``."""
     if not ref:
