@@ -183,11 +183,13 @@ def _save(run_id: str) -> None:
     try:
         if run is None:
             raise live.LiveError("this run is no longer held by the server")
+        from geomlab import catalog
+
+        existed = (catalog.runs_dir() / f"{catalog.safe_name(name)}.json").exists()
         path = run.save(name, by=owner_token())  # never over a checkpoint this session did not save
     except ValueError as exc:
         st.session_state[K_MSG] = ("error", md_escape(f"Could not save: {exc}"))
         return
-    from geomlab import catalog
 
     try:
         ref = "runs/" + path.relative_to(catalog.runs_dir()).with_suffix("").as_posix()
@@ -198,7 +200,7 @@ def _save(run_id: str) -> None:
     where = f"`{ref}`" if ref else md_escape(path.with_suffix(""))
     safe = catalog.safe_name(name)
     if path.stem == name:
-        changed = ""
+        changed = " (replacing this session's earlier save of that name)" if existed else ""
     elif path.stem == safe:
         changed = (f" (the name {md_escape(name)} was changed to `{path.stem}`: only letters, digits, '-', "
                    "'\\_' and '.' are kept)")
@@ -269,7 +271,7 @@ def panel() -> None:
     st.markdown(f"**{run.spec.label()}** · {snap.params:,} parameters · state: **{snap.state}**"
                 + (f" · on {snap.device}" if snap.device else ""))
     st.progress(snap.fraction, text=f"step {snap.step:,} / {snap.total:,}")
-    m = st.columns(5)
+    m = st.columns(3) + st.columns(2)  # five in one row were cut to "train l…" in the half-width column
     m[0].metric("train loss", f"{snap.loss:.3f}" if snap.loss is not None else "–", help=f"nats per {unit(snap)}")
     if snap.train_bpc is not None:
         m[1].metric("train BPC", f"{snap.train_bpc:.3f}", help="bits per character")
