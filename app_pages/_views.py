@@ -13,6 +13,7 @@ from typing import Any
 
 import streamlit as st
 
+from app_pages import _state as state
 from app_pages import _ui as ui
 from app_pages._data import figure_for
 from app_pages._messages import md_escape
@@ -45,12 +46,15 @@ def square_single_panel(fig: Any) -> bool:
 
 
 def figure_list(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: int,
-                controls: dict) -> list[tuple[str, Any, str, bool]]:
+                controls: dict, part: str = "default") -> list[tuple[str, Any, str, bool]]:
     """``[(name, figure, caption, wide)]`` of view ``slug`` for this trace, in the registry's order (figures
     that fail are shown as one-line messages by the caller: the tuple then holds the error text instead of
-    a figure)."""
+    a figure). ``part``: ``"default"`` (the set a view opens on, :func:`geomlab.views.default_figures`),
+    ``"more"`` (the rest, :func:`geomlab.views.more_figures`) or ``"all"``; only those are built."""
+    specs = {"default": registry.default_figures, "more": registry.more_figures,
+             "all": registry.view_figures}[part](slug, tr)
     out = []
-    for spec in registry.view_figures(slug, tr):
+    for spec in specs:
         try:
             fig, caption = figure_for(entry, text, trace_opts, tr, spec.name, controls, pos)
         except ValueError as exc:
@@ -94,6 +98,31 @@ def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem:
                 flush()
     flush()
     return drawn
+
+
+K_MORE = "gl_more_figures"
+"""Session key of the "More figures" switch (one for every view page: opened once, it stays open; its
+widget ``w_more_figures`` is seeded from it, the ``_state`` pattern, so it survives page switches)."""
+
+
+def more_figures(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: int, controls: dict,
+                 key_prefix: str, stem: str) -> int:
+    """The "More figures" switch under a view's default set and, only while it is on, the view's other
+    figures (built then, not before: an expander's body would run, and cost, on every rerun). Returns the
+    number of charts drawn."""
+    rest = registry.more_figures(slug, tr)
+    if not rest:
+        return 0
+    names = ", ".join(f.name.replace("_", " ") for f in rest)
+    st.session_state.setdefault(K_MORE, False)
+    state.seed("w_more_figures", K_MORE)
+    if not st.toggle(f"More figures ({len(rest)})", key="w_more_figures", on_change=state.copy,
+                     args=("w_more_figures", K_MORE),
+                     help=f"Also show: {names}. Each figure makes a cursor move a little slower."):
+        st.caption(f"More figures: {names}.")
+        return 0
+    items = figure_list(slug, entry, text, trace_opts, tr, pos, controls, part="more")
+    return draw_figures(items, key_prefix=key_prefix, stem=stem)
 
 
 def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool = False) -> int:
@@ -163,6 +192,7 @@ def render_view(slug: str) -> None:
         if not any(fig is not None for _, fig, _, _ in items):
             st.info("No figure of this view applies to this checkpoint.", icon=":material/info:")
         draw_figures(items, key_prefix=slug, stem=f"{entry.name}-{slug}")
+        more_figures(slug, entry, text, trace_opts, tr, pos, controls, key_prefix=slug, stem=f"{entry.name}-{slug}")
         top.caption(f"`{entry.ref}` · {len(tokens)} tokens · cursor at {pos} "
                     f"('{tr.labels[pos]}') · {1000 * (time.perf_counter() - t0):.0f} ms")
         ui.cache_caption()

@@ -35,18 +35,22 @@ CONTROLS = {
 class FigureSpec:
     """One figure of a view: ``name`` (key of :data:`geomlab.figures.VIEWS`), ``wide`` (full width, else
     half width: two per row), ``args`` (the controls the figure function takes, besides the trace),
-    ``cursor_arg`` (the keyword that receives the cursor: ``"cursor"``, ``"position"`` or None) and
-    The 3-D scenes (``pca_trajectory``, ``so3_frame``, ``plane_sphere``) take no page cursor (design choice,
-    issue 14): a chart whose spec changes is drawn anew by the browser, and re-creating a 3-D scene cost
-    0.5-0.8 s per cursor move in chromium; they keep their own animation slider instead.
+    ``cursor_arg`` (the keyword that receives the cursor: ``"cursor"``, ``"position"`` or None),
     ``cursor_fallback`` (on a :class:`~geomlab.figures.FigureError` at that cursor, build it at the figure's
-    default position instead; used by the plane interpolation, which needs a plane pair at the cursor)."""
+    default position instead; used by the plane interpolation, which needs a plane pair at the cursor) and
+    ``default`` (shown when a view opens; the others wait under "More figures", see :func:`default_figures`).
+
+    One cursor per page (issue 16): every figure marks the page's token cursor, the 3-D scenes included, and
+    none has an animation slider of its own. A chart whose spec changes is drawn anew by the browser
+    (re-creating a 3-D scene cost 0.5-0.8 s per cursor move in chromium, issue 14), so the 3-D scenes are
+    not in any view's default set: their cost applies only once "More figures" is open."""
 
     name: str
     wide: bool = True
     args: tuple[str, ...] = ()
     cursor_arg: str | None = "cursor"
     cursor_fallback: bool = False
+    default: bool = True
 
 
 @dataclass(frozen=True)
@@ -80,29 +84,37 @@ class ViewSpec:
 
 
 F = FigureSpec
+#: At most this many figures open a view (issue 16: a small default set a newcomer can read, and a cheap
+#: cursor move, issue 14); the view's other figures are under "More figures" (:func:`default_figures`).
+MAX_DEFAULT = 4
 # Figures with panels side by side (torus_angles, generator_heatmap, plane_matrix: two columns) are wide: at
-# half width their subplot titles overlap and their ticks pile up (tests/test_app.py checks it).
+# half width their subplot titles overlap and their ticks pile up (tests/test_app.py checks it). Order =
+# display order; a view's default set is its first MAX_DEFAULT applicable figures with default=True (so the
+# torus angles push the redundant phase timeline of a torus model under "More figures").
 VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
     ViewSpec("trajectories", "Group trajectories", "Trajectories", ":material/timeline:", OSM_KINDS,
              "orthogonal-state (OSM)",
              "Where the hidden state H_t travels on its group: eigenvalue phases on the unit circle, distance "
-             "from the identity, and a 3-D picture of the path.",
-             (F("phase_circle", False, ("layer",)), F("pca_trajectory", False, ("layer",), cursor_arg=None),
-              F("distance_profile", True), F("phase_timeline", True, ("layer",)),
-              F("so3_frame", False, ("layer",), cursor_arg=None), F("torus_angles", True, ("layer",))),
+             "from the identity, and a picture of the path.",
+             (F("phase_circle", False, ("layer",)), F("pca_projection", False, ("layer",)),
+              F("distance_profile", True), F("torus_angles", True, ("layer",)),
+              F("phase_timeline", True, ("layer",)),
+              F("pca_trajectory", False, ("layer",), default=False),
+              F("so3_frame", False, ("layer",), default=False)),
              ("layer",)),
     ViewSpec("tangents", "Tangent updates", "Tangents", ":material/north_east:", OSM_KINDS,
              "orthogonal-state (OSM)",
              "How big each update Φ_t in the Lie algebra is, per position and layer, before and after tangent "
              "mixing.",
-             (F("tangent_heatmap", True), F("tangent_lines", True),
-              F("generator_heatmap", True, ("layer", "substep")), F("mixing_share", True)),
+             (F("tangent_lines", True), F("tangent_heatmap", True),
+              F("generator_heatmap", True, ("layer", "substep"), default=False),
+              F("mixing_share", True, default=False)),
              ("layer", "substep")),
     ViewSpec("attention", "Attention similarity", "Attention", ":material/grid_on:", ATTENTION_KINDS,
              "attention-based (OSMFormer, CEM, Transformers)",
              "Which earlier positions each position looks at, next to the state similarity Re tr(H_i* H_j).",
-             (F("attention_maps", True, ("layer", "head")), F("attention_window", True, ("layer", "head")),
-              F("attention_row", True, ("layer",))),
+             (F("attention_maps", True, ("layer", "head")), F("attention_row", True, ("layer",)),
+              F("attention_window", True, ("layer", "head"), default=False)),
              ("layer", "head")),
     ViewSpec("energy", "CEM energy", "Energy", ":material/trending_down:", ("cem",),
              "causal energy minimisation (CEM)",
@@ -115,11 +127,13 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
              "The 2-planes a Grassmann layer builds from pairs of positions, their Plücker coordinates, and how "
              "far apart consecutive planes are.",
              (F("plane_distances", True, ("slot",)), F("plane_angles", False, ("layer", "slot")),
-              F("gate_share", False), F("plane_similarity", False, ("layer", "slot")),
               F("plucker_heatmap", False, ("layer", "slot")),
-              F("plane_sphere", False, ("layer", "slot"), cursor_arg=None),
-              F("plane_interpolation", False, ("layer", "slot"), "position", True),
-              F("plane_matrix", True, ("layer", "slot")), F("decomposability_map", False)),
+              F("gate_share", False, default=False),
+              F("plane_similarity", False, ("layer", "slot"), default=False),
+              F("plane_sphere", False, ("layer", "slot"), default=False),
+              F("plane_interpolation", False, ("layer", "slot"), "position", True, default=False),
+              F("plane_matrix", True, ("layer", "slot"), default=False),
+              F("decomposability_map", False, default=False)),
              ("layer", "slot")),
 )}
 """Every view page by slug, in the order the app lists them."""
@@ -162,6 +176,7 @@ _APPLIES: dict[str, Callable[[Any], bool]] = {
     "phase_circle": lambda tr: tr.family == _OSM,
     "phase_timeline": lambda tr: tr.family == _OSM,
     "distance_profile": lambda tr: tr.family == _OSM,
+    "pca_projection": lambda tr: tr.family == _OSM,
     "pca_trajectory": lambda tr: tr.family == _OSM,
     "so3_frame": lambda tr: tr.family == _OSM and _osm_real3(tr),
     "torus_angles": lambda tr: tr.family == _OSM and (getattr(tr, "group", None) or {}).get("name") == "T",
@@ -226,6 +241,19 @@ def default_view(kind: str) -> ViewSpec | None:
 def view_figures(slug: str, tr: Any) -> list[FigureSpec]:
     """The figures of view ``slug`` that apply to ``tr``, in display order (``KeyError``: unknown slug)."""
     return [f for f in VIEWS[slug].figures if applies(tr, f.name)]
+
+
+def default_figures(slug: str, tr: Any) -> list[FigureSpec]:
+    """The figures view ``slug`` opens on for ``tr`` (issue 16: a small set a newcomer can read): the first
+    :data:`MAX_DEFAULT` applicable figures marked ``default``, in display order."""
+    return [f for f in view_figures(slug, tr) if f.default][:MAX_DEFAULT]
+
+
+def more_figures(slug: str, tr: Any) -> list[FigureSpec]:
+    """The applicable figures of view ``slug`` that are not in :func:`default_figures` (the app shows them
+    under "More figures"), in display order."""
+    shown = {f.name for f in default_figures(slug, tr)}
+    return [f for f in view_figures(slug, tr) if f.name not in shown]
 
 
 # ---------------------------------------------------------------- controls

@@ -82,18 +82,20 @@ def _by_name(fig, name):
 
 # --------------------------------------------------------------------------------------------- every view
 
-PER_POSITION = {"phase_timeline", "distance_profile", "pca_trajectory", "so3_frame", "torus_angles",
+PER_POSITION = {"phase_timeline", "distance_profile", "pca_trajectory", "pca_projection", "so3_frame", "torus_angles",
                 "tangent_heatmap", "tangent_lines", "mixing_share", "attention_maps", "energy_tokens",
                 "plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
                 "decomposability_map", "phase_circle", "plane_sphere", "generator_heatmap", "plane_matrix"}
 
 EXPECTED = {
-    "osm-rnn-SO3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "so3_frame",
-                    "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap"},
-    "osmformer-U3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "tangent_heatmap",
+    "osm-rnn-SO3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "pca_projection",
+                    "so3_frame", "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap"},
+    "osmformer-U3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "pca_projection",
+                     "tangent_heatmap",
                      "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps",
                      "attention_row"},
-    "osmformer-T4": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "torus_angles",
+    "osmformer-T4": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "pca_projection",
+                     "torus_angles",
                      "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps",
                      "attention_row"},
     "cem": {"energy_descent", "energy_tokens", "attention_maps", "attention_row"},
@@ -162,25 +164,37 @@ def test_phase_circle_equals_numpy_eigvals(name, validate):
     tr = get_trace(name)
     fig = figures.phase_circle(tr, layer=-1, cursor=4).figure
     H = tr.states[-1].astype(np.complex128)
-    shown = np.asarray(fig.data[1].x) + 1j * np.asarray(fig.data[1].y)
+    shown = np.asarray(fig.data[2].x) + 1j * np.asarray(fig.data[2].y)
+    assert fig.data[2].meta == "cursor"
     _circle_match(shown, np.linalg.eigvals(H[4]))
+    assert not fig.frames and not fig.layout.sliders and not fig.layout.updatemenus  # the page's cursor moves it
+    assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis.scaleratio == 1
+    assert list(fig.layout.xaxis.range) == list(fig.layout.yaxis.range)
+    # a standalone figure can still animate (python -m geomlab users, notebooks)
+    fig = figures.phase_circle(tr, layer=-1, cursor=4, animate=True).figure
     assert len(fig.frames) == T
     for frame in fig.frames:
         t = int(frame.name)
         pts = np.asarray(frame.data[0].x) + 1j * np.asarray(frame.data[0].y)
         _circle_match(pts, np.linalg.eigvals(H[t]))
-    assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis.scaleratio == 1
-    assert list(fig.layout.xaxis.range) == list(fig.layout.yaxis.range)
     assert fig.layout.sliders[0].active == 4
     assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["▶ Play", "❚❚ Pause"]
+
+
+def _line_points(trace):
+    """(x, y) of a line trace without the NaN gaps inserted where an angle wraps across ±π."""
+    x, y = np.asarray(trace.x, dtype=np.float64), np.asarray(trace.y, dtype=np.float64)
+    keep = np.isfinite(x)
+    return x[keep], y[keep]
 
 
 def test_phase_timeline_values():
     tr = get_trace("osmformer-U3")
     fig = figures.phase_timeline(tr, layer=0).figure
-    x, y = np.asarray(fig.data[0].x), np.asarray(fig.data[0].y)
+    lines = [_line_points(t) for t in fig.data if t.name.startswith("eigenvalue ")]
+    assert len(lines) == tr.d
     for t in range(T):
-        pts = np.exp(1j * y[x == t])
+        pts = np.exp(1j * np.array([y[x == t][0] for x, y in lines]))
         _circle_match(pts, np.linalg.eigvals(tr.states[0, t].astype(np.complex128)))
 
 
@@ -244,6 +258,8 @@ def test_so3_frame_is_the_columns_of_H(validate):
         np.testing.assert_allclose([fig.data[3 + k].x[1], fig.data[3 + k].y[1], fig.data[3 + k].z[1]], H[6, :, k],
                                    atol=1e-6)
         np.testing.assert_allclose(fig.data[k].x, H[:, 0, k], atol=1e-6)
+    assert not fig.frames and not fig.layout.sliders
+    fig = figures.so3_frame(tr, cursor=6, animate=True).figure
     frame = [f for f in fig.frames if f.name == "9"][0]
     np.testing.assert_allclose([frame.data[1].x[1], frame.data[1].y[1], frame.data[1].z[1]], H[9, :, 1], atol=1e-6)
     assert fig.layout.scene.aspectmode == "cube"
@@ -254,7 +270,7 @@ def test_torus_angles_are_the_diagonal_phases():
     fig = figures.torus_angles(tr, layer=0, cursor=1).figure
     ang = np.angle(np.diagonal(tr.states[0], axis1=1, axis2=2))
     for j in range(4):
-        np.testing.assert_allclose(_by_name(fig, f"φ{j + 1}").y, ang[:, j], atol=1e-6)
+        np.testing.assert_allclose(_line_points(_by_name(fig, f"φ{j + 1}"))[1], ang[:, j], atol=1e-6)
     assert fig.layout.yaxis2.scaleanchor == "x2"
 
 
@@ -266,7 +282,9 @@ def test_flat_torus_colour_by_position_has_a_colour_bar_not_a_one_colour_legend_
     assert flat.showlegend is False  # its legend swatch would show one colour
     assert flat.marker.colorbar.title.text == "position"
     assert flat.marker.cmin == 0 and flat.marker.cmax == tr.n_positions - 1
-    assert fig.layout.legend.orientation == "h"  # the legend does not sit on the colour bar
+    # the one legend entry (the cursor ring) sits inside the torus panel, under the title
+    assert fig.layout.legend.yanchor == "top" and fig.layout.legend.y <= 1
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["cursor"]
 
 
 # --------------------------------------------------------------------------------------------- tangents
@@ -515,7 +533,9 @@ def test_plane_sphere_r3_great_circle_and_pole(validate):
     pts = np.stack([circle.x, circle.y, circle.z], 1)
     np.testing.assert_allclose(np.linalg.norm(pts, axis=1), 1, atol=1e-6)
     np.testing.assert_allclose(pts @ n, 0, atol=1e-6)
-    assert len(fig.frames) == T - 1 and fig.layout.scene.aspectmode == "cube"
+    assert not fig.frames and fig.layout.scene.aspectmode == "cube"
+    assert circle.meta == "cursor" and "6 '" in fig.layout.title.text
+    assert len(figures.plane_sphere(tr, layer=0, slot=0, cursor=6, animate=True).figure.frames) == T - 1
 
 
 def test_plane_sphere_r5_coverage():
@@ -543,9 +563,19 @@ def test_plane_interpolation_reaches_both_planes(validate):
     def pts(tr3):
         return np.stack([tr3.x, tr3.y, tr3.z], 1)
 
-    assert len(fig.frames) == 9
-    np.testing.assert_allclose(pts(fig.frames[0].data[0]) @ normal(7), 0, atol=1e-6)
-    np.testing.assert_allclose(pts(fig.frames[-1].data[0]) @ normal(8), 0, atol=1e-6)
+    assert not fig.frames and not fig.layout.sliders
+    np.testing.assert_allclose(pts(_by_name(fig, f"plane at 7 '{tr.labels[7]}'")) @ normal(7), 0, atol=1e-6)
+    np.testing.assert_allclose(pts(_by_name(fig, f"plane at 8 '{tr.labels[8]}'")) @ normal(8), 0, atol=1e-6)
+    # γ(1/2) lies between: its plane is at equal geodesic distance from both ends
+    mid = pts(_by_name(fig, "γ(0.5)"))
+    q_mid = np.linalg.svd(mid.T, full_matrices=False)[0][:, :2]
+    d7 = np.linalg.norm(_principal(_basis(tr.reduced[1, 7], tr.reduced[1, 6]), q_mid))
+    d8 = np.linalg.norm(_principal(_basis(tr.reduced[1, 8], tr.reduced[1, 7]), q_mid))
+    assert d7 == pytest.approx(d8, abs=1e-5)
+    anim = figures.plane_interpolation(tr, layer=1, slot=0, position=8, n_frames=9, animate=True).figure
+    assert len(anim.frames) == 9
+    np.testing.assert_allclose(pts(anim.frames[0].data[0]) @ normal(7), 0, atol=1e-6)
+    np.testing.assert_allclose(pts(anim.frames[-1].data[0]) @ normal(8), 0, atol=1e-6)
     th = _principal(_basis(tr.reduced[1, 7], tr.reduced[1, 6]), _basis(tr.reduced[1, 8], tr.reduced[1, 7]))
     assert f"{np.linalg.norm(th):.3f}" in fig.layout.title.text
     with pytest.raises(FigureError):
@@ -605,10 +635,10 @@ def _random_so3_trace(n: int) -> OSMTrace:
 def test_long_traces_are_subsampled():
     n = 1500
     tr = _random_so3_trace(n)
-    circle = figures.phase_circle(tr, cursor=777).figure
+    circle = figures.phase_circle(tr, cursor=777, animate=True).figure
     assert len(circle.frames) <= _common.MAX_FRAMES + 1 and "777" in [f.name for f in circle.frames]
     timeline = figures.phase_timeline(tr, cursor=777)
-    assert len(timeline.figure.data[0].x) <= 3 * (_common.MAX_POINTS + 1)
+    assert len(_line_points(timeline.figure.data[0])[0]) <= _common.MAX_POINTS + 1
     assert f"of {n:,} positions shown" in timeline.caption
     heat = figures.tangent_heatmap(tr).figure
     assert len(heat.data[0].x) <= _common.MAX_POINTS + 1
@@ -776,12 +806,12 @@ def test_frames_carry_only_what_changes(validate):
     """plotly.js merges a frame's trace into the trace it animates: the style, names and mesh triangles
     that are the same in every frame are sent once, in the base trace."""
     tr = get_trace("osm-rnn-SO3")
-    fig = figures.phase_circle(tr, cursor=4).figure
-    assert fig.data[1].marker.size == 11 and fig.data[1].mode == "markers"
+    fig = figures.phase_circle(tr, cursor=4, animate=True).figure
+    assert fig.data[2].marker.size == 12 and fig.data[2].mode == "markers"
     for frame in fig.frames:
         keys = set(frame.data[0].to_plotly_json())
-        assert keys == {"type", "x", "y", "customdata", "hovertemplate"}, keys
-    sphere = figures.plane_sphere(get_trace("grassmann-r5"), layer=0, cursor=6).figure
+        assert keys == {"type", "x", "y", "customdata", "hovertemplate", "name"}, keys
+    sphere = figures.plane_sphere(get_trace("grassmann-r5"), layer=0, cursor=6, animate=True).figure
     mesh = [f.data[0].to_plotly_json() for f in sphere.frames]
     assert all("i" not in m and "x" in m for m in mesh)
     assert len({round(m["opacity"], 6) for m in mesh}) > 1  # coverage changes: sent in every frame
@@ -873,16 +903,19 @@ def test_long_traces_stay_under_the_caps_and_say_so():
             cap = _common.MAX_POINTS + 1
             if vname in ("attention_maps", "plane_similarity", "plucker_heatmap"):
                 cap = _common.MAX_MATRIX + 1
-            per_point = tr.d if vname == "phase_timeline" else 1
+            per_point = tr.d if vname == "phase_circle" else 1  # its trail: d eigenvalues at each position
             for t in fig.data:
                 lengths = _array_lengths(t.to_plotly_json())
+                if t.type == "scatter" and t.mode == "lines" and t.x is not None:  # angle lines: wraps are gaps
+                    lengths = [len(_line_points(t)[0])]
                 assert max(lengths, default=0) <= cap * per_point, (name, vname, t.name, lengths)
             if fig.frames:
                 fcap = _common.MAX_FRAMES_3D if vname in ("so3_frame", "plane_sphere") else _common.MAX_FRAMES
                 assert len(fig.frames) <= fcap + 1, (vname, len(fig.frames))
-            assert re.search(r"of 2,0\d\d positions", caption), (vname, caption)
-            # the 3-D scenes take no page cursor (views.py: re-creating a scene per cursor step was too slow)
-            if vname in PER_POSITION and vname not in ("plane_sphere", "pca_trajectory", "so3_frame"):
+            if vname != "plane_sphere":  # the sphere draws the cursor's plane only: nothing subsampled
+                assert re.search(r"of 2,0\d\d positions", caption), (vname, caption)
+            assert not fig.frames and not fig.layout.sliders, vname  # one cursor per page (issue 16)
+            if vname in PER_POSITION:  # every figure marks the cursor, the 3-D scenes included
                 assert f"{cursor} '{tr.labels[cursor]}'" in fig.to_json(), f"{vname}: cursor not shown"
 
 
@@ -899,8 +932,9 @@ def test_unvalidated_figures_pickle_and_read_back():
         assert back.caption == view.caption and not back.figure._validate
         assert back.figure.to_json() == view.figure.to_json()
         assert copy.deepcopy(view.figure).to_json() == view.figure.to_json()
-    fig = figures.phase_circle(tr, cursor=4).figure
+    fig = figures.phase_circle(tr, cursor=4, animate=True).figure
     H = tr.states[-1].astype(np.complex128)
+    assert fig.frames
     for frame in fig.frames:
         pts = np.asarray(frame.data[0].x) + 1j * np.asarray(frame["data"][0].y)
         _circle_match(pts, np.linalg.eigvals(H[int(frame.name)]))
@@ -1042,8 +1076,9 @@ def test_torus_angles_are_in_minus_pi_pi():
     data[-1, BAD_POS, 0] = complex(-1.0, -0.0)
     tr = dataclasses.replace(tr, state_data=data)
     fig, _ = figures.torus_angles(tr)
-    ys = np.concatenate([np.asarray(t.y, dtype=np.float64) for t in fig.data if t.name and t.name.startswith("φ")])
-    assert ys.min() > -math.pi and float(np.asarray(fig.data[0].y)[BAD_POS]) == pytest.approx(math.pi)
+    ys = np.concatenate([_line_points(t)[1] for t in fig.data if t.name and t.name.startswith("φ")])
+    x0, y0 = _line_points(_by_name(fig, "φ1"))
+    assert ys.min() > -math.pi and float(y0[x0 == BAD_POS][0]) == pytest.approx(math.pi)
 
 
 def test_surprisal_with_a_non_finite_output_leaves_a_gap_and_says_so():
@@ -1069,7 +1104,7 @@ def test_long_attention_shows_a_full_resolution_window_beside_the_overview():
                      np.zeros(n, int))
     from geomlab import views as registry
 
-    assert registry.view_figures("attention", tr)[1].name == "attention_window"
+    assert "attention_window" in [f.name for f in registry.view_figures("attention", tr)]
     fig, cap = figures.attention_window(tr, layer=0, cursor=200)
     w = np.asarray(_by_name(fig, "weights").z, dtype=float)
     full = tr.attention_weights(0)[137:201, 137:201]

@@ -10,7 +10,7 @@ Bad arguments raise :class:`FigureError` (a ``ValueError``). No Streamlit here.
 Views by family:
 
 * OSM (``osm-rnn``, ``osmformer``): :func:`phase_circle`, :func:`phase_timeline`, :func:`distance_profile`,
-  :func:`pca_trajectory`, :func:`so3_frame` (real 3 x 3), :func:`torus_angles` (group T),
+  :func:`pca_projection`, :func:`pca_trajectory`, :func:`so3_frame` (real 3 x 3), :func:`torus_angles` (group T),
   :func:`tangent_heatmap`, :func:`tangent_lines`, :func:`mixing_share`, :func:`generator_heatmap`,
   :func:`attention_maps`.
 * CEM: :func:`energy_descent`, :func:`energy_tokens`, :func:`attention_maps`.
@@ -38,13 +38,13 @@ from geomlab.figures.grassmann import (
 )
 from geomlab.figures.tangents import generator_heatmap, mixing_share, tangent_heatmap, tangent_lines
 from geomlab.figures.trajectory import (
-    distance_profile, pca_trajectory, phase_circle, phase_timeline, so3_frame, torus_angles,
+    distance_profile, pca_projection, pca_trajectory, phase_circle, phase_timeline, so3_frame, torus_angles,
 )
 from geomlab.trace import Trace
 
 VIEWS: dict[str, Callable[..., View]] = {
     "phase_circle": phase_circle, "phase_timeline": phase_timeline, "distance_profile": distance_profile,
-    "pca_trajectory": pca_trajectory, "so3_frame": so3_frame, "torus_angles": torus_angles,
+    "pca_projection": pca_projection, "pca_trajectory": pca_trajectory, "so3_frame": so3_frame, "torus_angles": torus_angles,
     "tangent_heatmap": tangent_heatmap, "tangent_lines": tangent_lines, "mixing_share": mixing_share,
     "generator_heatmap": generator_heatmap,
     "attention_maps": attention_maps, "attention_row": attention_row, "attention_window": attention_window,

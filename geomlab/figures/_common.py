@@ -54,7 +54,7 @@ MAX_POINTS = 1024      # points on a line/scatter along positions
 MAX_FRAMES = 96        # animation frames (2-D)
 MAX_FRAMES_3D = 48     # animation frames of 3-D scenes (each frame rebuilds several 3-D traces)
 MAX_MATRIX = 256       # rows/columns of a position x position map
-MAX_TICKS = 48         # token tick labels on an axis
+MAX_TICKS = 12         # token tick labels on an axis: thin enough for a half-width chart (hover names every token)
 
 VALIDATE = False
 """Let plotly validate every property of every figure (data, layout and frames). Off by default: the views
@@ -313,6 +313,39 @@ def colour(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
+def index_colours(n: int) -> list[str]:
+    """``n`` distinct colour-blind-safe colours for ``n`` indexed series (eigenvalue or angle k): the
+    Okabe-Ito :data:`PALETTE` for up to 8, else ``n`` evenly spaced samples of Viridis (never a repeat; issue
+    16: torus angles used to cycle 8 colours over 26 angles). Design choice."""
+    n = max(int(n), 1)
+    if n <= len(PALETTE):
+        return PALETTE[:n]
+    return pc.sample_colorscale(SEQUENTIAL, np.linspace(0, 1, n).tolist(), colortype="rgb")
+
+
+def index_colorscale(n: int, title: str, x: float = 1.02, length: float = 0.8) -> tuple[list, dict]:
+    """``(colorscale, colorbar)`` for a marker colour array holding an index ``0..n-1``: a step scale of
+    :func:`index_colours` (each index one flat band, so no two indices share a colour), and a colour bar
+    titled ``title`` with the indices 1..n as ticks (thinned past 12). Used instead of a legend with one
+    entry per index, which ran past the title at 26 entries (issue 16)."""
+    n = max(int(n), 1)
+    cols = index_colours(n)
+    scale: list = []
+    for k, c in enumerate(cols):
+        scale += [[k / n, c], [(k + 1) / n, c]]
+    step = nice_step(n - 1, 12)
+    ticks = [k for k in range(n) if k % step == 0 or (k == n - 1 and n <= 12)]
+    bar = {"title": {"text": title, "side": "right"}, "tickmode": "array", "tickvals": ticks,
+           "ticktext": [str(k + 1) for k in ticks], "x": x, "xanchor": "left", "len": length, "thickness": 12,
+           "tickfont": {"size": 11}}
+    return scale, bar
+
+
+def index_colour_range(n: int) -> dict:
+    """``cmin``/``cmax`` placing index k in the middle of its band of :func:`index_colorscale`."""
+    return {"cmin": -0.5, "cmax": max(int(n), 1) - 0.5}
+
+
 def check_cursor(cursor: int | None, n: int) -> int | None:
     """``cursor`` as a non-negative position in ``0..n-1`` (negative counts from the end) or None.
     Raises :class:`FigureError` when out of range or not an integer."""
@@ -414,14 +447,33 @@ def subsample_note(n: int, shown: int, what: str = "positions", verb: str = "sho
     return f" Long text: {shown:,} of {n:,} {what} {verb} ({every}evenly spaced)."
 
 
+def nice_step(span: float, max_ticks: int) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... with at most ``max_ticks`` multiples in a range of ``span``."""
+    step = 1
+    while span / step + 1 > max_ticks:
+        step = _next_nice(step)
+    return step
+
+
+def _next_nice(step: int) -> int:
+    """1 -> 2 -> 5 -> 10 -> 20 -> 50 -> 100 ..."""
+    mag = 10 ** int(np.floor(np.log10(step)))
+    lead = step // mag
+    return {1: 2, 2: 5}.get(lead, 10) * mag
+
+
 def token_ticks(labels: Sequence[str], positions: np.ndarray, max_ticks: int = MAX_TICKS) -> dict:
-    """Axis settings that put ``"t:token"`` tick labels on a numeric position axis (at most
-    ``max_ticks`` of them)."""
+    """Axis settings that put ``"t:token"`` tick labels on a numeric position axis: at most ``max_ticks``
+    of them, at round positions (multiples of 1, 2, 5, 10, 20, 50, ...), so that they stay readable at half
+    width (issue 16: thinned ticks, details on hover; design choice)."""
     positions = np.asarray(positions)
-    step = max(1, int(np.ceil(len(positions) / max_ticks)))
-    vals = positions[::step]
-    return {"tickmode": "array", "tickvals": vals.tolist(),
-            "ticktext": [f"{p}:{labels[p]}" for p in vals.tolist()]}
+    if not len(positions):
+        return {"tickmode": "array", "tickvals": [], "ticktext": []}
+    lo, hi = int(positions.min()), int(positions.max())
+    step = nice_step(hi - lo, max(int(max_ticks), 2))
+    vals = [int(v) for v in range(-(-lo // step) * step, hi + 1, step)]
+    return {"tickmode": "array", "tickvals": vals,
+            "ticktext": [f"{p}:{labels[p]}" for p in vals]}
 
 
 def category_labels(labels: Sequence[str], positions: np.ndarray) -> list[str]:
@@ -478,7 +530,34 @@ def add_cursor_line(fig: FigureBuilder | go.Figure, x: float | None, row: int | 
         shape = {"type": "line", "x0": x, "x1": x, "xref": xref, "y0": 0, "y1": 1, "yref": f"{yref} domain"}
     else:
         shape = {"type": "line", "y0": x, "y1": x, "yref": yref, "x0": 0, "x1": 1, "xref": f"{xref} domain"}
-    fig.add_shape(line=line, opacity=0.8, **shape)
+    fig.add_shape(line=line, opacity=0.8, name="cursor", **shape)
+
+
+def cursor_box(fig: FigureBuilder, row_index: int, x1: float, row: int | None = None, col: int | None = None) -> None:
+    """Outline row ``row_index`` of a categorical heatmap (the cursor's row, from column 0 to ``x1``; shapes on
+    category axes use the category index). Named ``"cursor"`` like :func:`add_cursor_line`."""
+    fig.add_shape(type="rect", x0=-0.5, x1=x1, y0=row_index - 0.5, y1=row_index + 0.5,
+                  line={"color": HIGHLIGHT, "width": 2}, name="cursor", row=row, col=col)
+
+
+_PLAY_SENTENCES = (
+    (" Press Play or drag the slider to move along the text.", " Move the token cursor to move along the text."),
+    (" Press Play to watch the frame turn token by token.", " Move the token cursor to turn it token by token."),
+    (" Play moves along the text.", " The token cursor moves it along the text."),
+    (" Play moves along the text", " The token cursor moves it along the text"),
+    (" animated (", " drawn ("),
+)
+
+
+def without_play(caption: str, animate: bool) -> str:
+    """``caption`` of a figure that can be animated, for its static form (``animate=False``, the app's: one
+    cursor per page, issue 16): its Play/slider sentence says the token cursor moves it instead. The caption
+    strings stay as written (and as translated elsewhere); unknown wording is left alone."""
+    if animate:
+        return caption
+    for old, new in _PLAY_SENTENCES:
+        caption = caption.replace(old, new)
+    return caption
 
 
 def animation_controls(labels: Sequence[str], frame_names: Sequence[str], active: int,

@@ -13,7 +13,7 @@ import numpy as np
 
 from geomlab.figures._common import (
     DIVERGING, HIGHLIGHT, MASKED_BG, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, View, category_labels,
-    FigureBuilder, check_cursor, check_index, colour, finish, finite_max, missing_note, subsample, subsample_note,
+    FigureBuilder, add_cursor_line, check_cursor, cursor_box, check_index, colour, finish, finite_max, missing_note, subsample, subsample_note,
 )
 from geomlab.trace import OSMTrace, Trace
 
@@ -119,8 +119,7 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
             fig.update_yaxes(type="category", matches="y", showticklabels=False, row=1, col=c,
                              scaleanchor=f"x{c}", scaleratio=1, constrain="domain")
         if ci is not None:  # category axes: shapes use the category index
-            fig.add_shape(type="rect", x0=-0.5, x1=ci + 0.5, y0=ci - 0.5, y1=ci + 0.5,
-                          line={"color": HIGHLIGHT, "width": 2}, row=1, col=c)
+            cursor_box(fig, ci, ci + 0.5, row=1, col=c)
     fig.update_layout(plot_bgcolor=MASKED_BG)
     fig.update_xaxes(showgrid=False, zeroline=False)
     fig.update_yaxes(showgrid=False, zeroline=False)
@@ -179,6 +178,8 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
     fig.update_xaxes(title={"text": "key position j"}, tickformat="d", range=[-0.5, q + 0.5],
                      **({"dtick": 1} if q < 12 else {}))
     fig.update_yaxes(title={"text": "attention weight"}, rangemode="tozero")
+    if cursor is not None:  # the query's own position, the right end of the row
+        add_cursor_line(fig, q)
     cap = (f"Where position {q} '{tr.labels[q]}' looks in layer {layer}: its attention weight on every earlier "
            "position (they sum to 1).")
     if np.isfinite(mean).any():

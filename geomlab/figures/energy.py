@@ -140,6 +140,7 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
             if cursor is not None:
                 fig.add_trace(dict(type="scatter",
                     x=steps, y=blank(E[layer, b, :, cursor]), mode="lines", name=f"{name} cursor", showlegend=False,
+                    meta="cursor",
                     line={"color": HIGHLIGHT, "dash": "dot", "width": 2}, legendgroup="cursor",
                     hovertemplate=(f"position {cursor} '{tr.labels[cursor]}'<br>step %{{x}}: %{{y:.4g}}"
                                    "<extra></extra>")), row=r, col=c)

@@ -19,7 +19,7 @@ import torch
 from geomlab import planes
 from geomlab.figures._common import (
     DIVERGING, HIGHLIGHT, MAX_FRAMES_3D, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View,
-    add_cursor_line, animated_figure, animation_controls, category_labels, check_cursor, check_index, colour, finish,
+    add_cursor_line, animated_figure, cursor_box, without_play, animation_controls, category_labels, check_cursor, check_index, colour, finish,
     hover_tokens, subsample, subsample_note, token_ticks, blank, missing_note, nonfinite_count,
 )
 from geomlab.trace import GrassmannTrace
@@ -192,7 +192,9 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     fig = FigureBuilder()
     for k, (name, y) in enumerate((("θ1", th[idx, 0]), ("θ2", th[idx, 1]),
                                    ("d_g", np.linalg.norm(th[idx], axis=-1)))):
-        fig.add_trace(dict(type="scatter", x=idx, y=y, mode="lines+markers", marker={"size": 4}, name=name,
+        # markers only while they stay apart (an SVG marker per point was most of this chart's draw time)
+        fig.add_trace(dict(type="scatter", x=idx, y=y, mode="lines+markers" if len(idx) <= 200 else "lines",
+                           marker={"size": 4}, name=name,
                                            line={"color": colour(k), "dash": "dot" if name == "d_g" else "solid"},
                                            text=hov, hovertemplate=f"position %{{text}}<br>{name} = %{{y:.4f}} rad"
                                                          "<extra></extra>"))
@@ -227,15 +229,14 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
         hoverongaps=False, colorbar={"title": {"text": "|⟨p̂_t, p̂_s⟩|"}},
         hovertemplate="t = %{y}<br>s = %{x}<br>|⟨p̂_t, p̂_s⟩| = %{z:.4f}<extra></extra>")])
     # constrain="domain": the axes shrink to the square matrix (ticks right under it, no padding)
-    fig.update_xaxes(title_text="position s (token)", type="category", nticks=16, showgrid=False,
+    fig.update_xaxes(title_text="position s (token)", type="category", nticks=8, showgrid=False,
                      constrain="domain")
-    fig.update_yaxes(title_text="position t (token)", type="category", nticks=16, autorange="reversed",
+    fig.update_yaxes(title_text="position t (token)", type="category", nticks=10, autorange="reversed",
                      scaleanchor="x", scaleratio=1, showgrid=False, constrain="domain")
     no_plane = cursor is not None and not valid[int(np.searchsorted(idx, cursor))]
     if cursor is not None and not no_plane:  # no box around an empty row
         ci = int(np.searchsorted(idx, cursor))
-        fig.add_shape(type="rect", x0=-0.5, x1=len(idx) - 0.5, y0=ci - 0.5, y1=ci + 0.5,
-                      line={"color": HIGHLIGHT, "width": 2})
+        cursor_box(fig, ci, len(idx) - 0.5)
     D = _offset(tr, layer, slot)
     cap = (f"How alike the planes span(z_t, z_{{t−{D}}}) of layer {layer} are at two positions: "
            "|⟨p̂_t, p̂_s⟩| = "
@@ -266,8 +267,10 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     fig = FigureBuilder([dict(type="heatmap", z=p, x=names, y=cats, colorscale=DIVERGING, zmin=-1, zmax=1, zmid=0,
                                               name="plucker", hoverongaps=False, colorbar={"title": {"text": "p̂_ij"}},
                                               hovertemplate="position %{y}<br>%{x} = %{z:.4f}<extra></extra>")])
-    fig.update_xaxes(title_text="Plücker coordinate p<sub>ij</sub> (i < j)", type="category", nticks=30, showgrid=False)
-    fig.update_yaxes(title_text="position t (token)", type="category", nticks=32, autorange="reversed",
+    # thinned ticks (a half-width chart; every coordinate and position named on hover)
+    fig.update_xaxes(title_text="Plücker coordinate p<sub>ij</sub> (i < j)", type="category", nticks=8, showgrid=False,
+                     tickangle=0)
+    fig.update_yaxes(title_text="position t (token)", type="category", nticks=12, autorange="reversed",
                      showgrid=False)
     if cursor is not None:
         add_cursor_line(fig, int(np.searchsorted(idx, cursor)), axis="y")
@@ -395,10 +398,36 @@ def _plane_geometry(Q_t: np.ndarray, z_a: np.ndarray, z_b: np.ndarray, E: torch.
     return a3.numpy(), b3.numpy(), n.numpy(), float(cov)
 
 
+def _facing_camera(normals: np.ndarray, distance: float = 2.1) -> dict:
+    """A scene camera that faces the planes it shows (issue 16: the sphere was seen edge-on): the eye along
+    the main direction of the planes' unit normals (the top eigenvector of ``sum n nᵀ``, so ``n`` and ``-n``
+    count alike), tilted 25° towards the z axis (or x, when that main direction is z) so the sphere keeps
+    some depth, at ``distance`` from the centre (room for the axis titles); ``up`` is perpendicular to the
+    view direction. ``normals``: ``[k, 3]`` (non-finite or zero rows ignored). Design choice."""
+    n = np.asarray(normals, dtype=np.float64).reshape(-1, 3)
+    n = n[np.isfinite(n).all(1) & (np.linalg.norm(n, axis=1) > 1e-9)]
+    if not len(n):
+        return {"eye": {"x": 1.55, "y": 1.55, "z": 1.1}}
+    n = n / np.linalg.norm(n, axis=1, keepdims=True)
+    w, v = np.linalg.eigh(n.T @ n)
+    m = v[:, -1]
+    if m[np.argmax(np.abs(m))] < 0:
+        m = -m
+    ref = np.array([0.0, 0.0, 1.0]) if abs(m[2]) < 0.9 else np.array([1.0, 0.0, 0.0])
+    up = ref - (ref @ m) * m
+    up /= np.linalg.norm(up)
+    eye = np.cos(np.radians(25)) * m + np.sin(np.radians(25)) * up
+    eye = distance * eye / np.linalg.norm(eye)
+    up2 = up - (up @ eye) * eye / (eye @ eye)
+    return {"eye": dict(zip("xyz", eye.round(4).tolist())), "up": dict(zip("xyz", up2.round(4).tolist())),
+            "center": {"x": 0.0, "y": 0.0, "z": 0.0}}
+
+
 def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
-                 axes=None, max_frames: int = MAX_FRAMES_3D) -> View:
-    """The reduced plane span(z_t, z_{t-Δ}) of one layer/slot in 3-D, animated over positions (Play and
-    a slider, in the browser). r = 3: the plane's great circle on the unit sphere, its pole ±n
+                 axes=None, max_frames: int = MAX_FRAMES_3D, animate: bool = False) -> View:
+    """The reduced plane span(z_t, z_{t-Δ}) of one layer/slot at the cursor in 3-D; the camera faces the
+    planes (:func:`_facing_camera` over every position's pole). ``animate=True`` adds Plotly frames over
+    positions (Play and a slider, in the browser) for a standalone figure. r = 3: the plane's great circle on the unit sphere, its pole ±n
     (``planes.pole``) and the two spanning vectors (normalised). r > 3: a 3-axis window (``axes``, default
     the three axes with the largest coordinate energy, ``planes.top_axes``): the projected disc
     (``planes.project3``) with opacity growing with its coverage (1 = the plane lies in the window).
@@ -428,19 +457,34 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
         a3, b3, n, cov = _plane_geometry(Q[t], z[t], z[t - D], E)
         return _plane_traces(Q[t], En, f"position {t} '{tr.labels[t]}'", cov, a3, b3, n)
 
+    # the camera: along the main direction of the poles (window normals) of up to 256 positions with a plane
+    cam_pos = pos[np.unique(np.linspace(0, len(pos) - 1, min(len(pos), 256)).round().astype(int))]
+    zc = torch.as_tensor(z, dtype=torch.float64)
+    if r == 3:
+        normals = planes.pole(zc[cam_pos], zc[cam_pos - D]).numpy()
+    else:
+        normals = planes.project3(zc[cam_pos], zc[cam_pos - D], E)[2].numpy()
     base = _sphere_wire()
+    shown = traces(start)
+    for t in shown:  # the plane, pole and spanning vectors are the cursor's
+        if t["name"] != "disc":
+            t["meta"] = "cursor"
+    if not animate:
+        idx = np.array([], dtype=int)
     names = [str(t) for t in idx.tolist()]
     anim = list(range(len(base), len(base) + 5))
-    fig = animated_figure(base + traces(start),
+    fig = animated_figure(base + shown,
                           [{"data": traces(t), "traces": anim, "name": nm} for t, nm in zip(idx.tolist(), names)])
-    fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in idx.tolist()], names,
-                                           int(np.searchsorted(idx, start))))
+    if animate:
+        fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in idx.tolist()], names,
+                                               int(np.searchsorted(idx, start))))
     rng = [-1.15, 1.15]
-    fig.update_layout(scene={"xaxis": {"title": {"text": axis_names[0]}, "range": rng},
-                             "yaxis": {"title": {"text": axis_names[1]}, "range": rng},
-                             "zaxis": {"title": {"text": axis_names[2]}, "range": rng}, "aspectmode": "cube",
-                             **SCENE_ROOM},
-                      legend={"x": 0.0, "y": 1.0, "orientation": "h"})
+    small = {"tickfont": {"size": 10}, "nticks": 5}
+    fig.update_layout(scene={"xaxis": {"title": {"text": axis_names[0]}, "range": rng, **small},
+                             "yaxis": {"title": {"text": axis_names[1]}, "range": rng, **small},
+                             "zaxis": {"title": {"text": axis_names[2]}, "range": rng, **small}, "aspectmode": "cube",
+                             **SCENE_ROOM, "camera": _facing_camera(normals)},
+                      legend={"x": 0.0, "y": 1.0, "yanchor": "bottom", "orientation": "h", "font": {"size": 11}})
     if r == 3:
         cap = (f"The plane span(z_t, z_{{t−{D}}}) of layer {layer} as a great circle on the unit sphere, with its "
                "pole ±n (the same unoriented plane; blue = +n for the orientation (z_t, z_{t−Δ})). Play moves "
@@ -450,17 +494,25 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                f"uses most ({', '.join(axis_names)}): the projected disc is more opaque the more of the plane lies "
                "in this window (coverage = product of the cosines of its angles to the window). Play moves along "
                "the text.")
-    cap += subsample_note(len(pos), len(idx), what="positions with a plane", verb="animated")
-    return finish(fig, f"Plane on the sphere (layer {layer}, Δ={D}, r={r})", cap, "plane_sphere", height=600)
+    if animate:
+        cap += subsample_note(len(pos), len(idx), what="positions with a plane", verb="animated")
+    cap = without_play(cap, animate)
+    return finish(fig, f"Plane at {start} '{tr.labels[start]}' on the sphere (layer {layer}, Δ={D}, r={r})", cap,
+                  "plane_sphere", height=560, margin={"l": 10, "r": 10, "t": 90, "b": 10})
 
 
 def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, position: int | None = None,
-                        n_frames: int = 24, axes=None) -> View:
+                        n_frames: int = 24, axes=None, animate: bool = False) -> View:
     """Animation of the Grassmann geodesic γ(s), s in [0, 1], from the plane at ``position - 1`` to the
     plane at ``position`` (``planes.interpolate``; grassmann.md §5.5), drawn as a great circle on the sphere
     (r = 3) or in the 3-axis window (r > 3). The title reads out θ1, θ2 and d_g.
     ``position`` defaults to the first position whose plane and predecessor are both valid.
-    Traces: sphere wireframe, start circle (grey), end circle (dashed), moving circle (animated).
+    Static (the app's pages: one cursor per page, issue 16): γ(s) at s = 1/4, 1/2, 3/4 between the two
+    planes, in a light-to-dark sequence; ``animate=True``: one moving circle with ``n_frames`` frames (Play
+    and a slider over s) instead.
+    Traces: sphere wireframe, start circle (grey), end circle (dashed, the position's: ``meta="cursor"``),
+    then γ(s) (three circles, or the moving one).
+    The camera faces the two planes (:func:`_facing_camera`).
     Raises :class:`FigureError` when the two planes do not both exist."""
     tr = _gr(tr)
     layer = check_index("layer", layer, tr.n_layers)
@@ -492,28 +544,36 @@ def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, posit
                 "line": {"color": colour_, "width": width, "dash": dash}, "hoverinfo": "name"}
 
     a, b = position - 1, position
-    data = _sphere_wire() + [
-        circle(Q[a], f"plane at {a} '{tr.labels[a]}'", "#888888", width=3),
-        circle(Q[b], f"plane at {b} '{tr.labels[b]}'", colour(0), dash="dash", width=3),
-        circle(G[0], "γ(s)", HIGHLIGHT),
-    ]
-    names = [f"s={v:.2f}" for v in s.tolist()]
-    fig = animated_figure(data, [{"data": [circle(G[i], "γ(s)", HIGHLIGHT)], "traces": [len(data) - 1], "name": nm}
-                                 for i, nm in enumerate(names)])
-    fig.update_layout(**animation_controls(names, names, 0, duration_ms=80, prefix=""))
+    end = circle(Q[b], f"plane at {b} '{tr.labels[b]}'", colour(0), dash="dash", width=3)
+    end["meta"] = "cursor"
+    data = _sphere_wire() + [circle(Q[a], f"plane at {a} '{tr.labels[a]}'", "#888888", width=3), end]
+    if animate:
+        data.append(circle(G[0], "γ(s)", HIGHLIGHT))
+        names = [f"s={v:.2f}" for v in s.tolist()]
+        fig = animated_figure(data, [{"data": [circle(G[i], "γ(s)", HIGHLIGHT)], "traces": [len(data) - 1],
+                                      "name": nm} for i, nm in enumerate(names)])
+        fig.update_layout(**animation_controls(names, names, 0, duration_ms=80, prefix=""))
+    else:
+        mid = planes.interpolate(Q1, Q2, torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).numpy()
+        for sv, Gs, c in zip((0.25, 0.5, 0.75), mid, ("#F4B183", "#E6772E", HIGHLIGHT)):
+            data.append(circle(Gs, f"γ({sv:g})", c, width=4))
+        fig = FigureBuilder(data=data)
+    # face the two planes: their normals in the 3-D window
+    normals = np.stack([np.cross(*(Qx.T @ En)) for Qx in (Q[a], Q[b])])
     rng = [-1.15, 1.15]
     ax = ["z axis 0", "z axis 1", "z axis 2"] if r == 3 else _axes3(tr, layer, slot, axes)[1]
-    fig.update_layout(scene={"xaxis": {"title": {"text": ax[0]}, "range": rng},
-                             "yaxis": {"title": {"text": ax[1]}, "range": rng},
-                             "zaxis": {"title": {"text": ax[2]}, "range": rng}, "aspectmode": "cube",
-                             **SCENE_ROOM},
-                      legend={"x": 0.0, "y": 1.0, "orientation": "h"})
+    small = {"tickfont": {"size": 10}, "nticks": 5}
+    fig.update_layout(scene={"xaxis": {"title": {"text": ax[0]}, "range": rng, **small},
+                             "yaxis": {"title": {"text": ax[1]}, "range": rng, **small},
+                             "zaxis": {"title": {"text": ax[2]}, "range": rng, **small}, "aspectmode": "cube",
+                             **SCENE_ROOM, "camera": _facing_camera(normals)},
+                      legend={"x": 0.0, "y": 1.0, "yanchor": "bottom", "orientation": "h", "font": {"size": 11}})
     cap = (f"The shortest path on the Grassmannian from the plane at position {a} to the plane at {b} "
            f"(layer {layer}, Δ={D}): principal angles θ1 = {th[0]:.3f}, θ2 = {th[1]:.3f} rad, geodesic distance "
            f"{dg:.3f} rad; γ(s) moves at constant speed."
            + ("" if r == 3 else " Drawn through a 3-axis window, so circles appear as ellipses."))
     return finish(fig, f"Plane interpolation {a} → {b} (d_g = {dg:.3f} rad)", cap, "plane_interpolation",
-                  height=600)
+                  height=560, margin={"l": 10, "r": 10, "t": 90, "b": 10})
 
 
 def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: int = 8,
@@ -589,6 +649,7 @@ def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     # set of tick labels or title under the left colour bar)
     fig.add_trace(dict(type="heatmap",
         z=A, x=ax, y=ax, colorscale=DIVERGING, zmid=0, zmin=-1, zmax=1, name="plane matrix",
+        meta="cursor" if t == cursor else None,
         colorbar={"title": {"text": "Â_ij", "side": "right"}, "x": width + 0.012,
         "xanchor": "left", "thickness": 12, "len": 0.8},
         hovertemplate=(f"position {t} '{tr.labels[t]}'<br>Â[%{{y}}, %{{x}}] = %{{z:.4f}}"

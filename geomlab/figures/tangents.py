@@ -92,7 +92,7 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
                                "<br>‖Φ‖ = %{z:.4f} rad<extra></extra>")), row=s + 1, col=c)
             fig.update_yaxes(title_text="layer", tickmode="array", tickvals=layers.tolist(), row=s + 1, col=c)
             fig.update_xaxes(title_text="position t (token)", row=s + 1, col=c,
-                             **token_ticks(tr.labels, idx, 16))
+                             **token_ticks(tr.labels, idx, 8))
             add_cursor_line(fig, cursor, row=s + 1, col=c)
     cap = ("Size of each state update ‖Φ_t‖ (radians of rotation) per layer and position, before tangent "
            "mixing (the raw pull) and after it (what was exponentiated)." + subsample_note(tr.n_positions, len(idx))
@@ -178,6 +178,7 @@ def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: i
         for c, (A, what) in enumerate(((raw, "before mixing"), (mixed, "after mixing")), start=1):
             fig.add_trace(dict(type="heatmap",
                 z=blank(f(A).astype(np.float64)), x=np.arange(d), y=np.arange(d), colorscale=DIVERGING, zmid=0,
+                meta="cursor" if t == cursor else None,
                 zmin=-lim, zmax=lim, name=f"{what} ({pname})", showscale=(r == 1 and c == 2),
                 colorbar={"title": {"text": "rad"}},
                 hovertemplate=(f"{what}, {pname} Φ[%{{y}}, %{{x}}] = %{{z:.4f}} rad<br>position {t} "

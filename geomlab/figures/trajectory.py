@@ -18,7 +18,8 @@ import numpy as np
 from geomlab.figures._common import (
     HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View, add_cursor_line,
     animated_figure, animation_controls, cached, cached_positions, check_cursor, check_index, colour, finish,
-    hover_tokens, one_blas_thread, subsample, subsample_note, token_ticks,
+    hover_tokens, index_colorscale, index_colour_range, index_colours, one_blas_thread, subsample, subsample_note,
+    token_ticks, without_play,
 )
 from geomlab.trace import OSMTrace
 
@@ -135,67 +136,145 @@ def _layer_name(tr: OSMTrace, layer: int) -> str:
     return "state" if tr.n_layers == 1 else f"layer {layer}"
 
 
-def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                 max_frames: int = MAX_FRAMES) -> View:
-    """Eigenvalues ``exp(i theta)`` of H_t on the unit circle, animated over positions (Play/Pause and a
-    position slider run in the browser through Plotly frames). Opens at ``cursor`` (default position 0).
+def tracked_phases(tr: OSMTrace, layer: int, positions) -> np.ndarray:
+    """``[position, d]`` eigenvalue phases (radians) at ``positions`` (sorted), with each position's columns
+    reordered to continue the previous position's (a minimum-cost assignment on the circular distance,
+    ``scipy.optimize.linear_sum_assignment``), so that column k follows one eigenvalue along the text and a
+    colour per column reads as one eigenvalue (sorted phases would swap index where an eigenvalue crosses
+    ±π). Design choice; the set of phases at each position is unchanged."""
+    from scipy.optimize import linear_sum_assignment
 
-    Traces: 0 = unit circle, 1 = eigenvalues of the shown position (its frames replace trace 1).
+    pos = np.asarray(positions)
+    theta = np.array(state_phases(tr, layer, pos), dtype=np.float64)
+    if theta.shape[1] < 2 or len(pos) < 2:
+        return theta
+    for i in range(1, len(theta)):
+        prev, cur = theta[i - 1], theta[i]
+        if not (np.isfinite(prev).all() and np.isfinite(cur).all()):
+            continue
+        cost = np.abs(np.angle(np.exp(1j * (prev[:, None] - cur[None, :]))))
+        _, col = linear_sum_assignment(cost)
+        theta[i] = cur[col]
+    return theta
+
+
+def angle_lines(fig: FigureBuilder, idx: np.ndarray, theta: np.ndarray, hover: list[str], what: str,
+                bar_title: str, bar_x: float = 1.02, bar_len: float = 0.8, row: int | None = None,
+                col: int | None = None) -> None:
+    """Draw angles ``theta [position, k]`` (radians) at positions ``idx`` as one SVG line per column k, in
+    the colours of :func:`~geomlab.figures._common.index_colours` (no repeats), broken where an angle wraps
+    across ±π; a colour bar (titled ``bar_title``, at ``bar_x``) names the colours instead of a legend of k
+    entries. Lines, not WebGL markers: a WebGL chart took about 1 s to (re)draw in headless chromium, k x
+    1,024 SVG markers as long (issue 14). Hover: ``what`` k, the position and the angle. Design choice."""
+    k = theta.shape[1]
+    cols = index_colours(k)
+    for j in range(k):
+        y = np.asarray(theta[:, j], dtype=np.float64)
+        x = np.asarray(idx, dtype=np.float64)
+        jump = np.flatnonzero(np.abs(np.diff(y)) > np.pi) + 1  # a wrap: break the line there
+        if len(jump):
+            y = np.insert(y, jump, np.nan)
+            x = np.insert(x, jump, np.nan)
+        text = np.insert(np.array(hover, dtype=object), jump, "") if len(jump) else np.array(hover)
+        name = f"{what}{j + 1}" if len(what) == 1 else f"{what} {j + 1}"  # φ1, eigenvalue 1
+        fig.add_trace(dict(type="scatter", x=x, y=y, mode="lines", name=name, showlegend=False,
+                           line={"color": cols[j], "width": 1.3}, text=text, connectgaps=False,
+                           hovertemplate=f"position %{{text}}<br>{name}: %{{y:.3f}} rad<extra></extra>"),
+                      row=row, col=col)
+    scale, bar = index_colorscale(k, bar_title, x=bar_x, length=bar_len)
+    # the colour bar's carrier: k invisible points with the index colours (drawn nowhere, no hover)
+    fig.add_trace(dict(type="scatter", x=[None] * k, y=[None] * k, mode="markers", name="colour bar",
+                       showlegend=False, hoverinfo="skip",
+                       marker={"color": np.arange(k), "colorscale": scale, "colorbar": bar, "showscale": True,
+                               **index_colour_range(k)}), row=row, col=col)
+
+
+def _cursor_meta(trace: dict) -> dict:
+    """Mark a trace as the cursor's mark (``meta="cursor"``; the tests find every figure's cursor this way)."""
+    trace["meta"] = "cursor"
+    return trace
+
+
+def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
+                 max_frames: int = MAX_FRAMES, animate: bool = False) -> View:
+    """Eigenvalues ``exp(i theta)`` of H_t at the cursor (default position 0) on the unit circle, one colour
+    per eigenvalue (the colours of :func:`phase_timeline`: eigenvalues followed along the text by
+    :func:`tracked_phases`), with a faint trail of the eigenvalues at every drawn position.
+
+    ``animate=True`` adds Plotly frames (Play/Pause and a position slider, in the browser; at most
+    ``max_frames``): for a standalone figure; the app's pages have one cursor of their own (issue 16).
+    Traces: 0 = unit circle, 1 = trail, 2 = eigenvalues at the cursor (``meta="cursor"``; frames replace it).
     Raises :class:`FigureError` for a non-OSM trace, a bad layer or cursor.
     """
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
-    idx = subsample(tr.n_positions, max_frames, cursor)
     start = cursor if cursor is not None else 0
-    theta = dict(zip(idx.tolist(), state_phases(tr, layer, idx)))  # idx holds the start (0 or the cursor)
+    idx = subsample(tr.n_positions, MAX_POINTS, start)
+    tracked = tracked_phases(tr, layer, idx)
+    theta = dict(zip(idx.tolist(), tracked))
+    d = tracked.shape[1]
+    cols = index_colours(d)
     phi = np.linspace(0, 2 * np.pi, 181)
 
     def points(t: int) -> dict:
         th = theta[t]
-        return {"type": "scatter", "x": np.cos(th), "y": np.sin(th), "mode": "markers", "name": "eigenvalues",
-                "marker": {"size": 11, "color": HIGHLIGHT, "line": {"width": 1, "color": "white"}},
-                "customdata": th,
-                "hovertemplate": f"position {t} '{tr.labels[t]}'<br>θ = %{{customdata:.3f}} rad<extra></extra>"}
+        return _cursor_meta({
+            "type": "scatter", "x": np.cos(th), "y": np.sin(th), "mode": "markers",
+            "name": f"eigenvalues at {t} '{tr.labels[t]}'",
+            "marker": {"size": 12, "color": cols, "line": {"width": 1.5, "color": "#333"}},
+            "customdata": np.stack([th, np.arange(1, d + 1)], axis=-1),
+            "hovertemplate": (f"position {t} '{tr.labels[t]}'<br>eigenvalue %{{customdata[1]}}: "
+                              "θ = %{customdata[0]:.3f} rad<extra></extra>")})
 
-    names = [str(t) for t in idx.tolist()]
-    fig = animated_figure(
-        [dict(type="scatter", x=np.cos(phi), y=np.sin(phi), mode="lines", name="unit circle",
-                              line={"color": "#888", "width": 1}, hoverinfo="skip"), points(start)],
-        [{"data": [points(t)], "traces": [1], "name": n} for t, n in zip(idx.tolist(), names)])
-    active = int(np.searchsorted(idx, start))
-    fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in idx.tolist()], names, active))
-    lim = 1.25
-    fig.update_xaxes(title_text="Re λ", range=[-lim, lim], zeroline=True, constrain="domain")
+    # the trail: the eigenvalues at up to 1,500 / d evenly spaced positions, small and light (where the
+    # spectrum has been; SVG markers, bounded: no WebGL chart in a default set, see angle_lines)
+    trail_pos = subsample(len(idx), max(2, 1500 // max(d, 1)))
+    trail_th = tracked[trail_pos]
+    trail = {"type": "scatter",
+             "x": np.cos(trail_th).reshape(-1), "y": np.sin(trail_th).reshape(-1), "mode": "markers",
+             "name": "all positions", "marker": {"size": 4, "color": "#bbbbbb", "opacity": 0.35},
+             "hoverinfo": "skip"}
+    base = [dict(type="scatter", x=np.cos(phi), y=np.sin(phi), mode="lines", name="unit circle",
+                 line={"color": "#888", "width": 1}, hoverinfo="skip", showlegend=False), trail, points(start)]
+    fidx = subsample(tr.n_positions, max_frames, cursor) if animate else np.array([], dtype=int)
+    names = [str(t) for t in fidx.tolist()]
+    if animate:
+        theta.update(zip(fidx.tolist(), tracked_phases(tr, layer, fidx)))
+    fig = animated_figure(base, [{"data": [points(t)], "traces": [2], "name": n}
+                                 for t, n in zip(fidx.tolist(), names)])
+    if animate:
+        fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in fidx.tolist()], names,
+                                               int(np.searchsorted(fidx, start))))
+    lim = 1.2
+    fig.update_xaxes(title_text="Re λ", range=[-lim, lim], zeroline=True, constrain="domain", dtick=0.5)
     fig.update_yaxes(title_text="Im λ", range=[-lim, lim], zeroline=True, scaleanchor="x", scaleratio=1,
-                     constrain="domain")
-    # legend in the empty top-right corner (not beside the plot), so the round circle keeps the width at
-    # half-page size
-    fig.update_layout(legend={"x": 1.0, "xanchor": "right", "y": 1.0, "yanchor": "top",
-                              "bgcolor": "rgba(255,255,255,0.7)"})
+                     constrain="domain", dtick=0.5)
+    # legend in one row under the title, left (the circle keeps the width at half-page size)
+    fig.update_layout(legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
+                              "font": {"size": 11}})
     cap = (f"Eigenvalues of the hidden state H_t ({_layer_name(tr, layer)}) on the unit circle; their angles "
            f"(radians) are conjugation-invariant. Press Play or drag the slider to move along the text."
            + subsample_note(tr.n_positions, len(idx), verb="animated"))
-    return finish(fig, f"Eigenvalue phases of H_t ({tr.group.get('name', '?')}({tr.d}))", cap,
-                  "phase_circle", height=560)
+    cap = without_play(cap, animate)
+    return finish(fig, f"Eigenvalues of H_t at {start} '{tr.labels[start]}' ({tr.group.get('name', '?')}({tr.d}))",
+                  cap, "phase_circle", height=480, margin={"l": 55, "r": 15, "t": 80, "b": 45})
 
 
 def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                    max_points: int = MAX_POINTS) -> View:
-    """Eigenvalue phases (radians) of H_t against position: one marker per eigenvalue, one trace.
+    """Eigenvalue phases (radians) of H_t against position: one line per eigenvalue (followed along the
+    text, :func:`tracked_phases`; broken where it wraps across ±π), coloured per eigenvalue with a colour bar
+    (:func:`angle_lines`: no colour repeats). Traces: ``eigenvalue k`` lines, then the colour bar's carrier.
     Raises :class:`FigureError` for a non-OSM trace, a bad layer or cursor."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
     idx = subsample(tr.n_positions, max_points, cursor)
-    theta = state_phases(tr, layer, idx)
+    theta = tracked_phases(tr, layer, idx)
     d = theta.shape[1]
-    x = np.repeat(idx, d)
-    y = theta.reshape(-1)
-    text = np.repeat(np.array(hover_tokens(tr.labels, idx)), d)
-    fig = FigureBuilder([dict(type="scattergl",
-        x=x, y=y, mode="markers", name="eigenvalue phase", marker={"size": 4, "color": colour(0)},
-        text=text, hovertemplate="position %{text}<br>θ = %{y:.3f} rad<extra></extra>")])
+    fig = FigureBuilder()
+    angle_lines(fig, idx, theta, hover_tokens(tr.labels, idx), "eigenvalue", "eigenvalue k")
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     fig.update_yaxes(title_text="eigenvalue phase θ (rad)", range=[-np.pi - 0.1, np.pi + 0.1], **TWO_PI_TICKS)
     add_cursor_line(fig, cursor)
@@ -234,6 +313,50 @@ def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = 
     return finish(fig, "Geodesic distances of the state trajectory", cap, "distance_profile", height=560)
 
 
+def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
+                   max_points: int = MAX_POINTS) -> View:
+    """2-D PCA of ``vec(H_t)`` (the first two components of :func:`pca_coords`): the path through the
+    positions, coloured by position (colour bar), tokens on hover, the cursor as a large ring. The axis
+    titles give each component's share of the variance (issue 16: a 2-D projection by default, the 3-D one
+    optional). Traces: 0 = path (line), 1 = markers (at most 200 positions), 2 = cursor (if given,
+    ``meta="cursor"``)."""
+    tr = _osm(tr)
+    layer = check_index("layer", layer, tr.n_layers)
+    cursor = check_cursor(cursor, tr.n_positions)
+    coords, ratio = pca_coords(tr, layer)
+    idx = subsample(tr.n_positions, max_points, cursor)
+    hov = hover_tokens(tr.labels, idx)
+    # the path as one light SVG line through every drawn position, markers coloured by position at up to 200
+    # of them (SVG markers are the costly part of a redraw; no WebGL in a default set, see angle_lines)
+    midx = subsample(tr.n_positions, 200, cursor)
+    data = [dict(type="scatter", x=coords[idx, 0], y=coords[idx, 1], mode="lines", name="path", showlegend=False,
+                 line={"color": "rgba(120,120,120,0.45)", "width": 1}, text=hov,
+                 hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>"),
+            dict(type="scatter", x=coords[midx, 0], y=coords[midx, 1], mode="markers", name="trajectory",
+                 showlegend=False,
+                 marker={"size": 6, "color": midx, "colorscale": SEQUENTIAL, "cmin": 0,
+                         "cmax": max(tr.n_positions - 1, 1),
+                         "colorbar": {"title": {"text": "position", "side": "right"}, "thickness": 12, "len": 0.8,
+                                      "tickfont": {"size": 11}}},
+                 text=hover_tokens(tr.labels, midx),
+                 hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>")]
+    if cursor is not None:
+        data.append(dict(type="scatter", x=coords[[cursor], 0], y=coords[[cursor], 1], mode="markers",
+                         name=f"cursor {cursor} '{tr.labels[cursor]}'", meta="cursor",
+                         marker={"size": 14, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": HIGHLIGHT}},
+                         hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"))
+    fig = FigureBuilder(data=data)
+    fig.update_xaxes(title_text=f"PC1 ({ratio[0]:.0%} of variance)", nticks=6, zeroline=False)
+    fig.update_yaxes(title_text=f"PC2 ({ratio[1]:.0%} of variance)", nticks=6, zeroline=False)
+    fig.update_layout(legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}})
+    shares = ", ".join(f"PC{k + 1} {ratio[k]:.0%}" for k in range(2))
+    cap = (f"The states H_t ({_layer_name(tr, layer)}) as points vec(H_t) projected on their first two "
+           f"principal components ({shares} of the variance, together {ratio[:2].sum():.0%}; unitless); "
+           "colour = position. The 3-D projection is under More figures." + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, f"State trajectory, 2-D PCA ({ratio[:2].sum():.0%} of the variance)", cap,
+                  "pca_projection", height=480, margin={"l": 60, "r": 10, "t": 80, "b": 50})
+
+
 def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                    max_points: int = MAX_POINTS) -> View:
     """3-D PCA of ``vec(H_t)`` (scikit-learn) as a line through the positions, tokens on hover, coloured
@@ -255,7 +378,7 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     if cursor is not None:
         data.append(dict(type="scatter3d",
             x=coords[[cursor], 0], y=coords[[cursor], 1], z=coords[[cursor], 2], mode="markers",
-            name="cursor", marker={"size": 8, "color": HIGHLIGHT}, text=hover_tokens(tr.labels, [cursor]),
+            name="cursor", meta="cursor", marker={"size": 8, "color": HIGHLIGHT}, text=hover_tokens(tr.labels, [cursor]),
             hovertemplate="cursor: position %{text}<extra></extra>"))
     fig = FigureBuilder(data=data)
     # bare axis titles (PC1..PC3; the variance shares go in the title, caption and hover), few small ticks
@@ -279,11 +402,12 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
 
 
 def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-              max_frames: int = MAX_FRAMES_3D, max_points: int = MAX_POINTS) -> View:
-    """For 3 x 3 real states (SO(3), O(3)): the rotating frame ``H_t e_1, H_t e_2, H_t e_3`` as three
-    arrows from the origin, animated over positions (at most ``max_frames``), with the path of each arrow
-    tip over the whole text (at most ``max_points`` positions).
-    Traces: 0-2 = tip paths, 3-5 = frame axes of the shown position (animated).
+              max_frames: int = MAX_FRAMES_3D, max_points: int = MAX_POINTS, animate: bool = False) -> View:
+    """For 3 x 3 real states (SO(3), O(3)): the rotating frame ``H_t e_1, H_t e_2, H_t e_3`` at the cursor
+    (default position 0) as three arrows from the origin, with the path of each arrow tip over the whole
+    text (at most ``max_points`` positions). ``animate=True`` adds Plotly frames over positions (at most
+    ``max_frames``; Play and a slider) for a standalone figure; the app's pages move it with their cursor.
+    Traces: 0-2 = tip paths, 3-5 = frame axes at the cursor (``meta="cursor"``; animated).
     Raises :class:`FigureError` unless the states are real 3 x 3."""
     tr = _osm(tr)
     if tr.d != 3 or np.iscomplexobj(tr.states):
@@ -292,7 +416,7 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
     H = tr.states[layer].astype(np.float64)
-    idx = subsample(tr.n_positions, max_frames, cursor)
+    idx = subsample(tr.n_positions, max_frames, cursor) if animate else np.array([], dtype=int)
     start = cursor if cursor is not None else 0
     axes = ("e₁", "e₂", "e₃")
     pidx = subsample(tr.n_positions, max_points, cursor)
@@ -306,7 +430,8 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
 
     def arrows(t: int) -> list[dict]:
         return [{"type": "scatter3d", "x": [0, H[t, 0, k]], "y": [0, H[t, 1, k]], "z": [0, H[t, 2, k]],
-                 "mode": "lines+markers", "name": f"H_t {axes[k]}", "line": {"color": colour(k), "width": 8},
+                 "mode": "lines+markers", "name": f"H_t {axes[k]}", "meta": "cursor",
+                 "line": {"color": colour(k), "width": 8},
                  "marker": {"size": [0, 5], "color": colour(k)},
                  "hovertemplate": f"H_t {axes[k]} at position {t} '{tr.labels[t]}'<extra></extra>"}
                 for k in range(3)]
@@ -314,8 +439,9 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     names = [str(t) for t in idx.tolist()]
     fig = animated_figure(data + arrows(start),
                           [{"data": arrows(t), "traces": [3, 4, 5], "name": n} for t, n in zip(idx.tolist(), names)])
-    fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in idx.tolist()], names,
-                                           int(np.searchsorted(idx, start))))
+    if animate:
+        fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in idx.tolist()], names,
+                                               int(np.searchsorted(idx, start))))
     rng = [-1.1, 1.1]
     fig.update_layout(scene={"xaxis": {"title": {"text": "x"}, "range": rng},
                              "yaxis": {"title": {"text": "y"}, "range": rng},
@@ -323,17 +449,22 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                              "camera": {"eye": {"x": 1.55, "y": 1.55, "z": 1.1}}})
     cap = ("The state H_t as a rotating frame: its three columns (unit vectors) drawn from the origin, with "
            "the path each one traces over the text. Press Play to watch the frame turn token by token.")
-    if len(idx) < tr.n_positions:
+    if animate and len(idx) < tr.n_positions:
         cap += (f" Long text: {len(idx):,} of {tr.n_positions:,} positions animated, the paths through "
                 f"{len(pidx):,} (evenly spaced).")
-    return finish(fig, f"Rotating frame of H_t ({_layer_name(tr, layer)})", cap, "so3_frame", height=600)
+    elif len(pidx) < tr.n_positions:
+        cap += subsample_note(tr.n_positions, len(pidx), what="positions on the paths")
+    cap = without_play(cap, animate)
+    return finish(fig, f"Rotating frame of H_t at {start} '{tr.labels[start]}' ({_layer_name(tr, layer)})", cap,
+                  "so3_frame", height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
 
 
 def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                  max_points: int = MAX_POINTS) -> View:
     """For the torus T^k (diagonal unitary states): left, the angle of each diagonal entry against position;
     right, the first two angles as a path on the flat torus [-pi, pi]^2 (equal axes).
-    Traces: k angle lines, then the torus path, then the cursor marker (if given).
+    Traces: k angle lines (:func:`angle_lines`) and their colour bar's carrier, then the torus points (at
+    most 300 positions), then the cursor marker (if given).
     Raises :class:`FigureError` unless the states are diagonal (group ``T``)."""
     tr = _osm(tr)
     name = str(tr.group.get("name", ""))
@@ -352,43 +483,44 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
     k = ang.shape[1]
-    fig = FigureBuilder.grid(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
+    spacing, widths = 0.17, [0.6, 0.4]
+    fig = FigureBuilder.grid(rows=1, cols=2, column_widths=widths, horizontal_spacing=spacing,
                         subplot_titles=("angles of the diagonal entries", "first two angles on the flat torus"))
-    # many markers (k angles x positions): WebGL, as phase_timeline (an SVG node each took ~1.5 s to draw in
-    # chromium for 26 angles x 1,025 positions)
-    kind = "scattergl" if k * len(idx) > 4000 else "scatter"
-    for j in range(k):
-        fig.add_trace(dict(type=kind,
-            x=idx, y=ang[idx, j], mode="markers", name=f"φ{j + 1}",
-            marker={"size": 4, "color": colour(j)}, text=hov,
-            hovertemplate=f"position %{{text}}<br>φ{j + 1} = %{{y:.3f}} rad<extra></extra>"),
-                      row=1, col=1)
+    # one line per angle φ_k, one colour each (no repeats, issue 16) with a colour bar just right of the left
+    # panel instead of a legend of k entries (angle_lines: SVG lines, not WebGL markers)
+    left_end = (1 - spacing) * widths[0]
+    angle_lines(fig, idx, ang[idx], hov, "φ", "angle k", bar_x=left_end + 0.01, bar_len=0.85, row=1, col=1)
     b = ang[:, 1] if k > 1 else np.zeros(len(ang))
     # coloured by position: a colour bar says so (a legend entry would show one colour for all points)
-    fig.add_trace(dict(type="scatter", x=ang[idx, 0], y=b[idx], mode="markers", name="(φ1, φ2)", showlegend=False,
-                                       marker={"size": 5, "color": idx, "colorscale": SEQUENTIAL, "cmin": 0,
+    # at most 300 evenly spaced positions as SVG markers (the cursor among them)
+    tidx = subsample(tr.n_positions, 300, cursor)
+    thov = hover_tokens(tr.labels, tidx)
+    fig.add_trace(dict(type="scatter", x=ang[tidx, 0], y=b[tidx], mode="markers",
+                       name="(φ1, φ2)", showlegend=False,
+                                       marker={"size": 5, "color": tidx, "colorscale": SEQUENTIAL, "cmin": 0,
                                      "cmax": max(tr.n_positions - 1, 1),
                                      "colorbar": {"title": {"text": "position", "side": "right"},
                                                   "x": 1.01, "xanchor": "left", "len": 0.8,
                                                   "thickness": 12, "tickfont": {"size": 11}}},
-                                       text=hov,
+                                       text=thov,
                                        hovertemplate="position %{text}<br>φ1 = %{x:.3f} rad, φ2 = %{y:.3f} rad"
                                            "<extra></extra>"), row=1, col=2)
     if cursor is not None:
-        fig.add_trace(dict(type="scatter", x=[ang[cursor, 0]], y=[b[cursor]], mode="markers", name="cursor",
+        fig.add_trace(dict(type="scatter", x=[ang[cursor, 0]], y=[b[cursor]], mode="markers", name="cursor", meta="cursor",
                                            marker={"size": 12, "color": HIGHLIGHT, "symbol": "circle-open",
                                          "line": {"width": 3}},
                                            hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"),
                       row=1, col=2)
-    fig.update_xaxes(title_text="position t (token)", row=1, col=1, **token_ticks(tr.labels, idx, 24))
+    fig.update_xaxes(title_text="position t (token)", row=1, col=1, **token_ticks(tr.labels, idx, 10))
     fig.update_yaxes(title_text="angle φ<sub>k</sub> (rad)", row=1, col=1, range=[-3.3, 3.3], **TWO_PI_TICKS)
     fig.update_xaxes(title_text="φ1 (rad)", row=1, col=2, range=[-3.3, 3.3], **TWO_PI_TICKS)
     fig.update_yaxes(title_text="φ2 (rad)", row=1, col=2, range=[-3.3, 3.3], scaleanchor="x2", scaleratio=1,
                      **TWO_PI_TICKS)
     add_cursor_line(fig, cursor, row=1, col=1)
-    # legend (φ_k colours, cursor) in one row at the top right, above the subplot titles: the colour bar
-    # takes the right edge and the rotated token ticks the bottom
-    fig.update_layout(legend={"orientation": "h", "x": 1.0, "xanchor": "right", "y": 1.09, "yanchor": "bottom"})
+    # the only legend entry left (the cursor ring) sits inside the torus panel's top right corner, clear of
+    # the title and the subplot titles
+    fig.update_layout(legend={"x": 1.0, "xanchor": "right", "y": 1.0, "yanchor": "top",
+                              "bgcolor": "rgba(255,255,255,0.7)", "font": {"size": 11}})
     cap = ("On the torus each state is a list of independent angles (diagonal entries exp(iφ_k)); left: every "
            "angle along the text, right: the first two as a point on the square torus (edges wrap), coloured by position (colour bar)."
            + subsample_note(tr.n_positions, len(idx)))
