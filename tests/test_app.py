@@ -889,3 +889,35 @@ def test_train_save_keeps_an_existing_checkpoint_of_that_name(ckpt_dirs, monkeyp
     finally:
         live.REGISTRY.forget(run.run_id, by=owner(at))
         catalog.delete_user_checkpoint("runs/osm-2", owner=owner(at))
+
+
+@pytest.mark.parametrize("slug", list(VIEW_CKPT))
+def test_a_view_opens_on_its_default_figures_and_more_figures_shows_the_rest(ckpt_dirs, slug):
+    """Issue 16: a view page draws its small default set only (the others are not even built), in the
+    registry's order; the "More figures" switch adds the rest below, and stays on for the next page."""
+    from geomlab import views as registry
+
+    at = app(gl_ckpt=ref(VIEW_CKPT[slug]))
+    goto(at, slug)
+    assert not at.exception, [e.value for e in at.exception]
+    tr = _registry_trace(VIEW_CKPT[slug])
+    default = [f.name for f in registry.default_figures(slug, tr)]
+    more = [f.name for f in registry.more_figures(slug, tr)]
+    names = [c.key.split(f"{slug}-", 1)[1] for c in charts(at)]
+    failed = [i.value.split(":")[0].replace(" ", "_") for i in at.info]
+    assert names == [n for n in default if n not in failed] and names, (names, default)
+    assert len(default) <= registry.MAX_DEFAULT
+    if not more:
+        assert not [t for t in at.toggle if t.key == "w_more_figures"]
+        return
+    toggle = at.toggle(key="w_more_figures")
+    assert toggle.value is False and toggle.label == f"More figures ({len(more)})"
+    toggle.set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    names = [c.key.split(f"{slug}-", 1)[1] for c in charts(at)]
+    failed = [i.value.split(":")[0].replace(" ", "_") for i in at.info]
+    assert names == [n for n in default + more if n not in failed], (names, default, more)
+    assert len(names) > len(default) or set(more) <= set(failed)
+    other = next(s for s in VIEW_CKPT if s != slug)
+    goto(at, other)  # the switch stays on across pages
+    assert at.session_state["gl_more_figures"] is True

@@ -1114,3 +1114,151 @@ def test_long_attention_shows_a_full_resolution_window_beside_the_overview():
     short = from_record({"logits": np.zeros((9, 3)), "attention_q": q[:, :, :9], "attention_k": k[:, :, :9]},
                         "transformer", np.zeros(9, int))
     assert "attention_window" not in [f.name for f in registry.view_figures("attention", short)]
+
+
+# --------------------------------------------------------------------------------------------- curated figures
+# issue 16 parts 4-5: one cursor per page marked in every figure, colours per index that never repeat, thinned
+# ticks on half-width charts, cameras that face the planes
+
+
+def _cursor_marks(fig, c):
+    """The marks a figure draws at position ``c``: shapes named "cursor" at c (a line at c, or the outlined
+    row c of a category map), and traces with ``meta="cursor"`` whose data name position c."""
+    marks = []
+    for s in fig.layout.shapes or ():
+        if s.name == "cursor" and (s.x0 == c or s.y0 in (c, c - 0.5)):
+            marks.append(("shape", s.type))
+    for t in fig.data:
+        if t.meta == "cursor" and f"{c} '" in json.dumps(t.to_plotly_json(), default=str):
+            marks.append(("trace", t.name))
+    return marks
+
+
+@pytest.mark.parametrize("name", ["osm-rnn-SO3", "osmformer-U3", "osmformer-T4", "cem", "grassmann-r3",
+                                  "grassmann-r5", "transformer"])
+def test_every_figure_marks_the_cursor(name):
+    from geomlab import views as registry
+
+    tr = get_trace(name)
+    c = 6
+    for fname in registry.figures_for(tr):
+        spec = registry.figure_spec(fname)
+        fig = registry.build_figure(tr, fname, {}, c).figure
+        assert _cursor_marks(fig, c), f"{fname}: no mark at the cursor {c}"
+        assert not fig.frames and not fig.layout.sliders, fname
+        other = registry.build_figure(tr, fname, {}, c + 2).figure
+        if spec.cursor_arg == "cursor":  # the mark moves with the cursor
+            assert not _cursor_marks(other, c) or _cursor_marks(other, c + 2), fname
+
+
+def test_index_colours_never_repeat():
+    for n in (1, 3, 8, 9, 26, 64):
+        cols = _common.index_colours(n)
+        assert len(cols) == n and len(set(cols)) == n, n
+        scale, bar = _common.index_colorscale(n, "angle k")
+        # a step scale: each index one flat band of its own colour, the bands in order
+        assert [c for _, c in scale[::2]] == cols and scale[0][0] == 0 and scale[-1][0] == 1
+        assert len(bar["tickvals"]) <= 12 and bar["ticktext"][0] == "1"
+    assert _common.index_colours(8) == _common.PALETTE  # Okabe-Ito up to 8
+
+
+def test_26_torus_angles_get_26_colours_and_a_colour_bar_not_a_legend(validate):
+    from test_trace import small_model
+
+    model = small_model("osm-rnn", group="T", d=26)
+    tr = trace(model, encode_text(VOCAB, SUB), vocab=VOCAB, text=SUB)
+    fig = figures.torus_angles(tr, cursor=3).figure
+    lines = [t for t in fig.data if t.name and t.name.startswith("φ")]
+    assert len(lines) == 26 and len({t.line.color for t in lines}) == 26
+    assert all(t.showlegend is False for t in lines)
+    bars = [t.marker.colorbar for t in fig.data if t.marker is not None and t.marker.colorbar.title.text]
+    assert {b.title.text for b in bars} == {"angle k", "position"}
+    angle_bar, pos_bar = (next(b for b in bars if b.title.text == t) for t in ("angle k", "position"))
+    # both right of the panels, one above the other (not on a panel's tick labels, not on each other)
+    assert angle_bar.x >= fig.layout.xaxis2.domain[1] and pos_bar.x >= fig.layout.xaxis2.domain[1]
+    assert angle_bar.y - angle_bar.len >= pos_bar.y + pos_bar.len - 1e-9
+    assert fig.layout.legend.y <= 1 and fig.layout.legend.yanchor == "top"  # never above, on the title
+    timeline = figures.phase_timeline(tr, cursor=3).figure
+    tl = [t for t in timeline.data if t.name.startswith("eigenvalue ")]
+    assert len({t.line.color for t in tl}) == 26
+
+
+def test_tracked_phases_follow_each_eigenvalue():
+    """Each column of tracked_phases continues the previous position's eigenvalue: the same set of phases
+    per position as the sorted ones, and no more total circular movement than sorting gives."""
+    tr = _random_so3_trace(200)
+    idx = np.arange(200)
+    tracked = figures.trajectory.tracked_phases(tr, 0, idx)
+    plain = figures.trajectory.state_phases(tr, 0, idx)
+    np.testing.assert_allclose(np.sort(tracked, axis=1), np.sort(plain, axis=1))
+
+    def moved(th):
+        return np.abs(np.angle(np.exp(1j * np.diff(th, axis=0)))).sum()
+
+    assert moved(tracked) <= moved(plain) + 1e-9
+
+
+def test_pca_projection_is_2d_with_the_variance_in_the_axis_titles():
+    tr = get_trace("osmformer-U3")
+    fig = figures.pca_projection(tr, layer=1, cursor=3).figure
+    coords, ratio = figures.trajectory.pca_coords(tr, 1)
+    assert all(t.type == "scatter" for t in fig.data)  # 2-D, SVG (no WebGL context to create per redraw)
+    np.testing.assert_allclose(fig.data[0].x, coords[:, 0], atol=1e-5)
+    np.testing.assert_allclose(fig.data[0].y, coords[:, 1], atol=1e-5)
+    assert fig.layout.xaxis.title.text == f"PC1 ({ratio[0]:.0%} of variance)"
+    assert fig.layout.yaxis.title.text == f"PC2 ({ratio[1]:.0%} of variance)"
+    cur = [t for t in fig.data if t.meta == "cursor"][0]
+    np.testing.assert_allclose([cur.x[0], cur.y[0]], coords[3, :2], atol=1e-5)
+
+
+def _thinned(axis) -> bool:
+    if axis.tickmode == "array":
+        return len(axis.tickvals or ()) <= 12
+    if axis.type == "category":
+        return axis.nticks is not None and axis.nticks <= 12
+    return True  # a numeric axis: plotly spaces its own ticks
+
+
+def test_half_width_figures_have_thinned_ticks():
+    """Every figure a view draws at half width keeps at most 12 tick labels per axis at 2,048 positions
+    (token ticks at round positions, category axes with nticks); hover names every position."""
+    from geomlab import views as registry
+
+    narrow = {f.name for v in registry.VIEWS.values() for f in v.figures if not f.wide}
+    seen = set()
+    for name, tr in _long_traces().items():
+        for fname in registry.figures_for(tr):
+            if fname not in narrow:
+                continue
+            fig = registry.build_figure(tr, fname, {}, 1234).figure
+            lay = fig.layout
+            for key in lay.to_plotly_json():
+                if key.startswith(("xaxis", "yaxis")):
+                    assert _thinned(lay[key]), (fname, key)
+            seen.add(fname)
+    assert {"plane_angles", "plucker_heatmap", "plane_similarity", "phase_circle", "pca_projection"} <= seen
+
+
+def test_token_ticks_are_round_and_few():
+    ticks = _common.token_ticks(["x"] * 2048, np.arange(2048))
+    assert ticks["tickvals"] == list(range(0, 2001, 200)) and ticks["ticktext"][1] == "200:x"
+    assert _common.token_ticks(["x"] * 14, np.arange(14))["tickvals"] == list(range(0, 14, 2))
+    assert len(_common.token_ticks(["x"] * 500, np.arange(3, 500, 7), max_ticks=5)["tickvals"]) <= 5
+
+
+def test_sphere_camera_faces_the_planes():
+    """plane_sphere was seen edge-on: its camera now looks along the main direction of the planes' poles
+    (within the 25° tilt), far enough out for the axis titles."""
+    tr = get_trace("grassmann-r3")
+    fig = figures.plane_sphere(tr, layer=0, slot=0, cursor=6).figure
+    eye = fig.layout.scene.camera.eye
+    e = np.array([eye.x, eye.y, eye.z])
+    z = tr.reduced[0].astype(np.float64)
+    n = np.cross(z[1:], z[:-1])
+    n = n[np.linalg.norm(n, axis=1) > 1e-9]
+    n /= np.linalg.norm(n, axis=1, keepdims=True)
+    main = np.linalg.eigh(n.T @ n)[1][:, -1]
+    assert abs(e @ main) / np.linalg.norm(e) >= np.cos(np.radians(25)) - 1e-6
+    assert np.linalg.norm(e) >= 2.0
+    up = fig.layout.scene.camera.up
+    assert abs(np.array([up.x, up.y, up.z]) @ e) < 1e-3  # up is across the view

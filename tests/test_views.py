@@ -128,3 +128,42 @@ def test_trace_html_writes_the_registry_figures(tmp_path):
     assert sorted(p.stem for p in out.glob("*.html") if p.stem != "index") == sorted(expected)
     index = (out / "index.html").read_text()
     assert "CEM energy" in index and "Attention similarity" in index and 'href="energy_descent.html"' in index
+
+
+# ---------------------------------------------------------------- curated default sets (issue 16, part 5)
+def test_every_view_opens_on_a_small_default_set(traces):
+    """Each view opens on at most MAX_DEFAULT (4) figures that apply to the trace; the rest are "more";
+    both together are exactly the view's applicable figures, in display order, and no 3-D scene is a
+    default (their redraw cost, issue 14)."""
+    assert registry.MAX_DEFAULT <= 4
+    for slug, view in registry.VIEWS.items():
+        assert any(f.default for f in view.figures), slug
+        for tr in traces.values():
+            if not registry.view_figures(slug, tr):
+                continue
+            default = registry.default_figures(slug, tr)
+            more = registry.more_figures(slug, tr)
+            assert 1 <= len(default) <= registry.MAX_DEFAULT, (slug, tr.kind)
+            assert all(registry.applies(tr, f.name) for f in default + more)
+            assert [f.name for f in default] + [f.name for f in more] != []
+            assert sorted(f.name for f in default + more) == sorted(f.name for f in registry.view_figures(slug, tr))
+            assert not {f.name for f in default} & {"pca_trajectory", "so3_frame", "plane_sphere",
+                                                  "plane_interpolation"}, (slug, tr.kind)
+    torus = traces["osm-rnn-torus-s5"]
+    names = [f.name for f in registry.default_figures("trajectories", torus)]
+    # the torus angles (a colour per angle) push the redundant phase timeline under "more"
+    assert names == ["phase_circle", "pca_projection", "distance_profile", "torus_angles"]
+    assert "phase_timeline" in [f.name for f in registry.more_figures("trajectories", torus)]
+    other = traces["osmformer-o-linear-tinyshakespeare"]
+    assert [f.name for f in registry.default_figures("trajectories", other)][-1] == "phase_timeline"
+
+
+def test_every_figure_takes_the_page_cursor(traces):
+    """One cursor per page: every figure of every view receives the page's cursor (the 3-D scenes too) and
+    none comes with an animation (frames, a slider or Play buttons) of its own."""
+    for slug, view in registry.VIEWS.items():
+        for spec in view.figures:
+            assert spec.cursor_arg is not None, spec.name
+        tr = next(t for t in traces.values() if t.kind in view.kinds)
+        for name, (fig, _) in registry.build_view(tr, slug, cursor=3).items():
+            assert not fig.frames and not fig.layout.sliders and not fig.layout.updatemenus, name

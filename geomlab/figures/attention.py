@@ -107,9 +107,9 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
         if zmin < 0:
             heat["zmid"] = 0
         fig.add_trace(heat, row=1, col=c)
-        fig.update_xaxes(title={"text": "key position j (token)"}, type="category", nticks=16, row=1, col=c)
+        fig.update_xaxes(title={"text": "key position j (token)"}, type="category", nticks=8, row=1, col=c)
         if c == 1:
-            fig.update_yaxes(title={"text": "query position i (token)"}, type="category", nticks=16,
+            fig.update_yaxes(title={"text": "query position i (token)"}, type="category", nticks=8,
                              autorange="reversed", row=1, col=c, scaleanchor="x", scaleratio=1,
                              constrain="domain")
             fig.update_xaxes(constrain="domain", constraintoward="right" if n > 1 else "left", row=1, col=c)

@@ -234,7 +234,7 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     trail = {"type": "scatter",
              "x": np.cos(trail_th).reshape(-1), "y": np.sin(trail_th).reshape(-1), "mode": "markers",
              "name": "all positions", "marker": {"size": 4, "color": "#bbbbbb", "opacity": 0.35},
-             "hoverinfo": "skip"}
+             "hoverinfo": "skip", "showlegend": False}
     base = [dict(type="scatter", x=np.cos(phi), y=np.sin(phi), mode="lines", name="unit circle",
                  line={"color": "#888", "width": 1}, hoverinfo="skip", showlegend=False), trail, points(start)]
     fidx = subsample(tr.n_positions, max_frames, cursor) if animate else np.array([], dtype=int)
@@ -250,13 +250,13 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig.update_xaxes(title_text="Re λ", range=[-lim, lim], zeroline=True, constrain="domain", dtick=0.5)
     fig.update_yaxes(title_text="Im λ", range=[-lim, lim], zeroline=True, scaleanchor="x", scaleratio=1,
                      constrain="domain", dtick=0.5)
-    # legend in one row under the title, left (the circle keeps the width at half-page size)
-    fig.update_layout(legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
-                              "font": {"size": 11}})
+    # no legend: the title names the position, the caption the grey trail (a legend row wrapped into the
+    # title at half width)
+    fig.update_layout(showlegend=False)
     cap = (f"Eigenvalues of the hidden state H_t ({_layer_name(tr, layer)}) on the unit circle; their angles "
            f"(radians) are conjugation-invariant. Press Play or drag the slider to move along the text."
            + subsample_note(tr.n_positions, len(idx), verb="animated"))
-    cap = without_play(cap, animate)
+    cap = without_play(cap, animate) + " Grey: the eigenvalues at the other positions; one colour per eigenvalue."
     return finish(fig, f"Eigenvalues of H_t at {start} '{tr.labels[start]}' ({tr.group.get('name', '?')}({tr.d}))",
                   cap, "phase_circle", height=480, margin={"l": 55, "r": 15, "t": 80, "b": 45})
 
@@ -318,8 +318,8 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     """2-D PCA of ``vec(H_t)`` (the first two components of :func:`pca_coords`): the path through the
     positions, coloured by position (colour bar), tokens on hover, the cursor as a large ring. The axis
     titles give each component's share of the variance (issue 16: a 2-D projection by default, the 3-D one
-    optional). Traces: 0 = path (line), 1 = markers (at most 200 positions), 2 = cursor (if given,
-    ``meta="cursor"``)."""
+    optional). Traces: 0 = path (line), 1 = markers (at most 200 positions), then, with a cursor, the last
+    8 steps into it (darker line) and the cursor (``meta="cursor"``)."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
@@ -330,7 +330,7 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     # of them (SVG markers are the costly part of a redraw; no WebGL in a default set, see angle_lines)
     midx = subsample(tr.n_positions, 200, cursor)
     data = [dict(type="scatter", x=coords[idx, 0], y=coords[idx, 1], mode="lines", name="path", showlegend=False,
-                 line={"color": "rgba(120,120,120,0.45)", "width": 1}, text=hov,
+                 line={"color": "rgba(120,120,120,0.22)", "width": 1}, text=hov,
                  hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>"),
             dict(type="scatter", x=coords[midx, 0], y=coords[midx, 1], mode="markers", name="trajectory",
                  showlegend=False,
@@ -341,6 +341,12 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                  text=hover_tokens(tr.labels, midx),
                  hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>")]
     if cursor is not None:
+        # the last steps into the cursor, darker: where the state came from (the whole path is a light tangle)
+        recent = np.arange(max(0, cursor - 8), cursor + 1)
+        data.append(dict(type="scatter", x=coords[recent, 0], y=coords[recent, 1], mode="lines", showlegend=False,
+                         name="last steps", line={"color": "rgba(60,60,60,0.8)", "width": 1.5},
+                         text=hover_tokens(tr.labels, recent),
+                         hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>"))
         data.append(dict(type="scatter", x=coords[[cursor], 0], y=coords[[cursor], 1], mode="markers",
                          name=f"cursor {cursor} '{tr.labels[cursor]}'", meta="cursor",
                          marker={"size": 14, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": HIGHLIGHT}},
@@ -353,7 +359,7 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     cap = (f"The states H_t ({_layer_name(tr, layer)}) as points vec(H_t) projected on their first two "
            f"principal components ({shares} of the variance, together {ratio[:2].sum():.0%}; unitless); "
            "colour = position. The 3-D projection is under More figures." + subsample_note(tr.n_positions, len(idx)))
-    return finish(fig, f"State trajectory, 2-D PCA ({ratio[:2].sum():.0%} of the variance)", cap,
+    return finish(fig, "State trajectory (2-D PCA)", cap,
                   "pca_projection", height=480, margin={"l": 60, "r": 10, "t": 80, "b": 50})
 
 
@@ -483,13 +489,14 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
     k = ang.shape[1]
-    spacing, widths = 0.17, [0.6, 0.4]
+    spacing, widths = 0.1, [0.6, 0.4]
     fig = FigureBuilder.grid(rows=1, cols=2, column_widths=widths, horizontal_spacing=spacing,
                         subplot_titles=("angles of the diagonal entries", "first two angles on the flat torus"))
-    # one line per angle φ_k, one colour each (no repeats, issue 16) with a colour bar just right of the left
-    # panel instead of a legend of k entries (angle_lines: SVG lines, not WebGL markers)
-    left_end = (1 - spacing) * widths[0]
-    angle_lines(fig, idx, ang[idx], hov, "φ", "angle k", bar_x=left_end + 0.01, bar_len=0.85, row=1, col=1)
+    # one line per angle φ_k, one colour each (no repeats, issue 16) with a colour bar instead of a legend of
+    # k entries (angle_lines: SVG lines, not WebGL markers); both colour bars at the right edge, stacked (one
+    # between the panels ran into the torus panel's tick labels at 1,000 px)
+    angle_lines(fig, idx, ang[idx], hov, "φ", "angle k", bar_x=1.02, bar_len=0.44, row=1, col=1)
+    fig.data[-1]["marker"]["colorbar"].update(y=1.0, yanchor="top")
     b = ang[:, 1] if k > 1 else np.zeros(len(ang))
     # coloured by position: a colour bar says so (a legend entry would show one colour for all points)
     # at most 300 evenly spaced positions as SVG markers (the cursor among them)
@@ -500,7 +507,8 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                                        marker={"size": 5, "color": tidx, "colorscale": SEQUENTIAL, "cmin": 0,
                                      "cmax": max(tr.n_positions - 1, 1),
                                      "colorbar": {"title": {"text": "position", "side": "right"},
-                                                  "x": 1.01, "xanchor": "left", "len": 0.8,
+                                                  "x": 1.02, "xanchor": "left", "len": 0.44, "y": 0.0,
+                                                  "yanchor": "bottom",
                                                   "thickness": 12, "tickfont": {"size": 11}}},
                                        text=thov,
                                        hovertemplate="position %{text}<br>φ1 = %{x:.3f} rad, φ2 = %{y:.3f} rad"
