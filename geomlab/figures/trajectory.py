@@ -137,16 +137,23 @@ def _layer_name(tr: OSMTrace, layer: int) -> str:
 
 
 def tracked_phases(tr: OSMTrace, layer: int, positions) -> np.ndarray:
-    """``[position, d]`` eigenvalue phases (radians) at ``positions`` (sorted), with each position's columns
+    """``[position, d]`` eigenvalue phases (radians) at ``positions``, with each position's columns
     reordered to continue the previous position's (a minimum-cost assignment on the circular distance,
-    ``scipy.optimize.linear_sum_assignment``), so that column k follows one eigenvalue along the text and a
+    ``scipy.optimize.linear_sum_assignment``, once over every position of the layer, cached on the trace), so that column k follows one eigenvalue along the text and a
     colour per column reads as one eigenvalue (sorted phases would swap index where an eigenvalue crosses
     ±π). Design choice; the set of phases at each position is unchanged."""
+    tr = _osm(tr)
+    layer = check_index("layer", layer, tr.n_layers)
+    full = cached(tr, ("tracked_phases", layer), lambda: _track(state_phases(tr, layer)))
+    return full[np.asarray(positions)]
+
+
+def _track(theta: np.ndarray) -> np.ndarray:
+    """``theta [position, d]`` with each row's columns reordered to continue the previous row's."""
     from scipy.optimize import linear_sum_assignment
 
-    pos = np.asarray(positions)
-    theta = np.array(state_phases(tr, layer, pos), dtype=np.float64)
-    if theta.shape[1] < 2 or len(pos) < 2:
+    theta = np.array(theta, dtype=np.float64)
+    if theta.shape[1] < 2 or len(theta) < 2:
         return theta
     for i in range(1, len(theta)):
         prev, cur = theta[i - 1], theta[i]
@@ -156,6 +163,12 @@ def tracked_phases(tr: OSMTrace, layer: int, positions) -> np.ndarray:
         _, col = linear_sum_assignment(cost)
         theta[i] = cur[col]
     return theta
+
+
+ANGLE_POINTS = 8000
+"""Points (angles x positions) the angle-line views draw at most: past it, fewer positions (at least 256), so
+26 torus angles stay a light SVG chart (~300 positions) instead of 26 x 1,024 points and 600 KB of JSON per
+cursor move (design choice, issue 14)."""
 
 
 def angle_lines(fig: FigureBuilder, idx: np.ndarray, theta: np.ndarray, hover: list[str], what: str,
@@ -270,9 +283,9 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
-    idx = subsample(tr.n_positions, max_points, cursor)
+    d = tr.d
+    idx = subsample(tr.n_positions, min(max_points, max(256, ANGLE_POINTS // max(d, 1))), cursor)
     theta = tracked_phases(tr, layer, idx)
-    d = theta.shape[1]
     fig = FigureBuilder()
     angle_lines(fig, idx, theta, hover_tokens(tr.labels, idx), "eigenvalue", "eigenvalue k")
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
@@ -486,9 +499,9 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     cursor = check_cursor(cursor, tr.n_positions)
     ang = np.angle(diag)
     ang[ang <= -np.pi] = np.pi  # one convention, (-pi, pi], as groups.matrix_to_angles (-1 - 0j is +pi)
-    idx = subsample(tr.n_positions, max_points, cursor)
-    hov = hover_tokens(tr.labels, idx)
     k = ang.shape[1]
+    idx = subsample(tr.n_positions, min(max_points, max(256, ANGLE_POINTS // max(k, 1))), cursor)
+    hov = hover_tokens(tr.labels, idx)
     spacing, widths = 0.1, [0.6, 0.4]
     fig = FigureBuilder.grid(rows=1, cols=2, column_widths=widths, horizontal_spacing=spacing,
                         subplot_titles=("angles of the diagonal entries", "first two angles on the flat torus"))
