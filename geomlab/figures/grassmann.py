@@ -198,14 +198,17 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                                            line={"color": colour(k), "dash": "dot" if name == "d_g" else "solid"},
                                            text=hov, hovertemplate=f"position %{{text}}<br>{name} = %{{y:.4f}} rad"
                                                          "<extra></extra>"))
-    fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
+    fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx, 6))  # a half-width chart
     fig.update_yaxes(title_text="angle between planes at t−1 and t (rad)", rangemode="tozero")
+    # legend in one row above the plot (at the right it took half of a half-width chart)
+    fig.update_layout(legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}})
     add_cursor_line(fig, cursor)
     D = _offset(tr, layer, slot)
     cap = (f"Principal angles between consecutive planes span(z_t, z_{{t−{D}}}) in layer {layer} (radians; "
            "θ1 = 0 means the planes share a line) and their geodesic distance."
            + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx, layer)))
-    return finish(fig, f"Principal angles along the text (layer {layer}, Δ={D})", cap, "plane_angles")
+    return finish(fig, f"Principal angles (layer {layer}, Δ={D})", cap, "plane_angles", height=480,
+                  margin={"t": 80})
 
 
 def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
@@ -265,11 +268,14 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     names = [f"p{i}{j}" if r <= 10 else f"p{i},{j}" for i, j in zip(I.tolist(), J.tolist())]
     cats = category_labels(tr.labels, idx)
     fig = FigureBuilder([dict(type="heatmap", z=p, x=names, y=cats, colorscale=DIVERGING, zmin=-1, zmax=1, zmid=0,
-                                              name="plucker", hoverongaps=False, colorbar={"title": {"text": "p̂_ij"}},
+                                              name="plucker", hoverongaps=False,
+                                              colorbar={"title": {"text": "p̂_ij"}, "thickness": 12},
                                               hovertemplate="position %{y}<br>%{x} = %{z:.4f}<extra></extra>")])
-    # thinned ticks (a half-width chart; every coordinate and position named on hover)
-    fig.update_xaxes(title_text="Plücker coordinate p<sub>ij</sub> (i < j)", type="category", nticks=8, showgrid=False,
-                     tickangle=0)
+    # thinned ticks (a half-width chart; every coordinate and position named on hover): at most 4 coordinate
+    # names, upright
+    step = max(1, int(np.ceil(len(names) / 4)))
+    fig.update_xaxes(title_text="Plücker coordinate p<sub>ij</sub> (i < j)", type="category", showgrid=False,
+                     tickmode="array", tickvals=names[::step], tickangle=0)
     fig.update_yaxes(title_text="position t (token)", type="category", nticks=12, autorange="reversed",
                      showgrid=False)
     if cursor is not None:
@@ -279,7 +285,7 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
            f"{r} reduced axes the plane at each position uses, and with which orientation (blue/red sign)."
            + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx, layer)))
     return finish(fig, f"Plücker coordinates (layer {layer}, Δ={D})", cap, "plucker_heatmap",
-                  height=min(900, 300 + 7 * len(idx)))
+                  height=min(640, 300 + 7 * len(idx)))
 
 
 def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:

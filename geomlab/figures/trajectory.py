@@ -504,7 +504,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     hov = hover_tokens(tr.labels, idx)
     spacing, widths = 0.1, [0.6, 0.4]
     fig = FigureBuilder.grid(rows=1, cols=2, column_widths=widths, horizontal_spacing=spacing,
-                        subplot_titles=("angles of the diagonal entries", "first two angles on the flat torus"))
+                        subplot_titles=("each angle φ<sub>k</sub>", "flat torus (φ1, φ2)"))
     # one line per angle φ_k, one colour each (no repeats, issue 16) with a colour bar instead of a legend of
     # k entries (angle_lines: SVG lines, not WebGL markers); both colour bars at the right edge, stacked (one
     # between the panels ran into the torus panel's tick labels at 1,000 px)
