@@ -6,7 +6,7 @@ Geometry (computed with :mod:`geomlab.groups`):
   invariant, so they mean the same for every subgroup of U(d);
 * geodesic distance from the identity ``||log H_t||_F`` and between consecutive states
   ``dist(H_{t-1}, H_t) = ||log(H_{t-1}^* H_t)||_F`` (radians);
-* a 3-D PCA (scikit-learn) of ``vec(H_t)`` (real and imaginary parts stacked);
+* a 2-D and a 3-D PCA (scikit-learn) of ``vec(H_t)`` (real and imaginary parts stacked);
 * for 3 x 3 real groups (SO(3), O(3)) the rotating frame: the columns ``H_t e_k``;
 * for the torus T^k the angles of the diagonal entries themselves.
 """
@@ -212,7 +212,7 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                  max_frames: int = MAX_FRAMES, animate: bool = False) -> View:
     """Eigenvalues ``exp(i theta)`` of H_t at the cursor (default position 0) on the unit circle, one colour
     per eigenvalue (the colours of :func:`phase_timeline`: eigenvalues followed along the text by
-    :func:`tracked_phases`), with a faint trail of the eigenvalues at every drawn position.
+    :func:`tracked_phases`), with a faint trail of the eigenvalues at up to 800 / d evenly spaced positions.
 
     ``animate=True`` adds Plotly frames (Play/Pause and a position slider, in the browser; at most
     ``max_frames``): for a standalone figure; the app's pages have one cursor of their own (issue 16).
@@ -240,9 +240,9 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
             "hovertemplate": (f"position {t} '{tr.labels[t]}'<br>eigenvalue %{{customdata[1]}}: "
                               "θ = %{customdata[0]:.3f} rad<extra></extra>")})
 
-    # the trail: the eigenvalues at up to 1,500 / d evenly spaced positions, small and light (where the
-    # spectrum has been; SVG markers, bounded: no WebGL chart in a default set, see angle_lines)
-    trail_pos = subsample(len(idx), max(2, 1500 // max(d, 1)))
+    # the trail: the eigenvalues at up to 800 / d evenly spaced positions, small and light (where the
+    # spectrum has been; SVG markers, bounded: each one is drawn anew on every cursor move, see angle_lines)
+    trail_pos = subsample(len(idx), max(2, 800 // max(d, 1)))
     trail_th = tracked[trail_pos]
     trail = {"type": "scatter",
              "x": np.cos(trail_th).reshape(-1), "y": np.sin(trail_th).reshape(-1), "mode": "markers",
@@ -278,7 +278,8 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                    max_points: int = MAX_POINTS) -> View:
     """Eigenvalue phases (radians) of H_t against position: one line per eigenvalue (followed along the
     text, :func:`tracked_phases`; broken where it wraps across ±π), coloured per eigenvalue with a colour bar
-    (:func:`angle_lines`: no colour repeats). Traces: ``eigenvalue k`` lines, then the colour bar's carrier.
+    (:func:`angle_lines`: no colour repeats; at most :data:`ANGLE_POINTS` points in all).
+    Traces: ``eigenvalue k`` lines, then the colour bar's carrier.
     Raises :class:`FigureError` for a non-OSM trace, a bad layer or cursor."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
@@ -331,7 +332,7 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     """2-D PCA of ``vec(H_t)`` (the first two components of :func:`pca_coords`): the path through the
     positions, coloured by position (colour bar), tokens on hover, the cursor as a large ring. The axis
     titles give each component's share of the variance (issue 16: a 2-D projection by default, the 3-D one
-    optional). Traces: 0 = path (line), 1 = markers (at most 200 positions), then, with a cursor, the last
+    optional). Traces: 0 = path (line), 1 = markers (at most 150 positions), then, with a cursor, the last
     8 steps into it (darker line) and the cursor (``meta="cursor"``)."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
@@ -341,7 +342,7 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     hov = hover_tokens(tr.labels, idx)
     # the path as one light SVG line through every drawn position, markers coloured by position at up to 200
     # of them (SVG markers are the costly part of a redraw; no WebGL in a default set, see angle_lines)
-    midx = subsample(tr.n_positions, 200, cursor)
+    midx = subsample(tr.n_positions, 150, cursor)
     data = [dict(type="scatter", x=coords[idx, 0], y=coords[idx, 1], mode="lines", name="path", showlegend=False,
                  line={"color": "rgba(120,120,120,0.22)", "width": 1}, text=hov,
                  hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>"),
@@ -482,8 +483,8 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                  max_points: int = MAX_POINTS) -> View:
     """For the torus T^k (diagonal unitary states): left, the angle of each diagonal entry against position;
     right, the first two angles as a path on the flat torus [-pi, pi]^2 (equal axes).
-    Traces: k angle lines (:func:`angle_lines`) and their colour bar's carrier, then the torus points (at
-    most 300 positions), then the cursor marker (if given).
+    Traces: k angle lines (:func:`angle_lines`, at most :data:`ANGLE_POINTS` points in all) and their colour
+    bar's carrier, then the torus points (at most 300 positions), then the cursor marker (if given).
     Raises :class:`FigureError` unless the states are diagonal (group ``T``)."""
     tr = _osm(tr)
     name = str(tr.group.get("name", ""))
