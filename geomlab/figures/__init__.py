@@ -44,7 +44,8 @@ from geomlab.trace import Trace
 
 VIEWS: dict[str, Callable[..., View]] = {
     "phase_circle": phase_circle, "phase_timeline": phase_timeline, "distance_profile": distance_profile,
-    "pca_projection": pca_projection, "pca_trajectory": pca_trajectory, "so3_frame": so3_frame, "torus_angles": torus_angles,
+    "pca_projection": pca_projection, "pca_trajectory": pca_trajectory, "so3_frame": so3_frame,
+    "torus_angles": torus_angles,
     "tangent_heatmap": tangent_heatmap, "tangent_lines": tangent_lines, "mixing_share": mixing_share,
     "generator_heatmap": generator_heatmap,
     "attention_maps": attention_maps, "attention_row": attention_row, "attention_window": attention_window,

@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    DIVERGING, HIGHLIGHT, MASKED_BG, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, View, category_labels,
-    FigureBuilder, add_cursor_line, check_cursor, cursor_box, check_index, colour, finish, finite_max, missing_note, subsample, subsample_note,
+    DIVERGING, MASKED_BG, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, View, category_labels,
+    FigureBuilder, add_cursor_line, check_cursor, check_index, colour, cursor_box, finish, finite_max,
+    missing_note, subsample, subsample_note,
 )
 from geomlab.trace import OSMTrace, Trace
 

@@ -19,7 +19,8 @@ import torch
 from geomlab import planes
 from geomlab.figures._common import (
     DIVERGING, HIGHLIGHT, MAX_FRAMES_3D, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View,
-    add_cursor_line, animated_figure, cursor_box, without_play, animation_controls, category_labels, check_cursor, check_index, colour, finish,
+    add_cursor_line, animated_figure, cursor_box, without_play, animation_controls, category_labels, check_cursor,
+    check_index, colour, finish,
     hover_tokens, subsample, subsample_note, token_ticks, blank, missing_note, nonfinite_count,
 )
 from geomlab.trace import GrassmannTrace
@@ -433,7 +434,8 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                  axes=None, max_frames: int = MAX_FRAMES_3D, animate: bool = False) -> View:
     """The reduced plane span(z_t, z_{t-Δ}) of one layer/slot at the cursor in 3-D; the camera faces the
     planes (:func:`_facing_camera` over every position's pole). ``animate=True`` adds Plotly frames over
-    positions (Play and a slider, in the browser) for a standalone figure. r = 3: the plane's great circle on the unit sphere, its pole ±n
+    positions (Play and a slider, in the browser) for a standalone figure. r = 3: the plane's great circle on
+    the unit sphere, its pole ±n
     (``planes.pole``) and the two spanning vectors (normalised). r > 3: a 3-axis window (``axes``, default
     the three axes with the largest coordinate energy, ``planes.top_axes``): the projected disc
     (``planes.project3``) with opacity growing with its coverage (1 = the plane lies in the window).

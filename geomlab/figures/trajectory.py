@@ -139,7 +139,8 @@ def _layer_name(tr: OSMTrace, layer: int) -> str:
 def tracked_phases(tr: OSMTrace, layer: int, positions) -> np.ndarray:
     """``[position, d]`` eigenvalue phases (radians) at ``positions``, with each position's columns
     reordered to continue the previous position's (a minimum-cost assignment on the circular distance,
-    ``scipy.optimize.linear_sum_assignment``, once over every position of the layer, cached on the trace), so that column k follows one eigenvalue along the text and a
+    ``scipy.optimize.linear_sum_assignment``, once over every position of the layer, cached on the trace), so
+    that column k follows one eigenvalue along the text and a
     colour per column reads as one eigenvalue (sorted phases would swap index where an eigenvalue crosses
     ±π). Design choice; the set of phases at each position is unchanged."""
     tr = _osm(tr)
@@ -398,7 +399,8 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     if cursor is not None:
         data.append(dict(type="scatter3d",
             x=coords[[cursor], 0], y=coords[[cursor], 1], z=coords[[cursor], 2], mode="markers",
-            name="cursor", meta="cursor", marker={"size": 8, "color": HIGHLIGHT}, text=hover_tokens(tr.labels, [cursor]),
+            name="cursor", meta="cursor", marker={"size": 8, "color": HIGHLIGHT},
+            text=hover_tokens(tr.labels, [cursor]),
             hovertemplate="cursor: position %{text}<extra></extra>"))
     fig = FigureBuilder(data=data)
     # bare axis titles (PC1..PC3; the variance shares go in the title, caption and hover), few small ticks
@@ -528,7 +530,8 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                                        hovertemplate="position %{text}<br>φ1 = %{x:.3f} rad, φ2 = %{y:.3f} rad"
                                            "<extra></extra>"), row=1, col=2)
     if cursor is not None:
-        fig.add_trace(dict(type="scatter", x=[ang[cursor, 0]], y=[b[cursor]], mode="markers", name="cursor", meta="cursor",
+        fig.add_trace(dict(type="scatter", x=[ang[cursor, 0]], y=[b[cursor]], mode="markers", name="cursor",
+                           meta="cursor",
                                            marker={"size": 12, "color": HIGHLIGHT, "symbol": "circle-open",
                                          "line": {"width": 3}},
                                            hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"),
