@@ -209,7 +209,7 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
            "θ1 = 0 means the planes share a line) and their geodesic distance."
            + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx, layer)))
     return finish(fig, f"Principal angles (layer {layer}, Δ={D})", cap, "plane_angles", height=480,
-                  margin={"t": 80})
+                  margin={"t": 95})
 
 
 def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
@@ -272,9 +272,9 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
                                               name="plucker", hoverongaps=False,
                                               colorbar={"title": {"text": "p̂_ij"}, "thickness": 12},
                                               hovertemplate="position %{y}<br>%{x} = %{z:.4f}<extra></extra>")])
-    # thinned ticks (a half-width chart; every coordinate and position named on hover): at most 4 coordinate
+    # thinned ticks (a half-width chart; every coordinate and position named on hover): at most 3 coordinate
     # names, upright
-    step = max(1, int(np.ceil(len(names) / 4)))
+    step = max(1, int(np.ceil(len(names) / 3)))
     fig.update_xaxes(title_text="Plücker coordinate p<sub>ij</sub> (i < j)", type="category", showgrid=False,
                      tickmode="array", tickvals=names[::step], tickangle=0)
     fig.update_yaxes(title_text="position t (token)", type="category", nticks=12, autorange="reversed",
