@@ -1262,3 +1262,16 @@ def test_sphere_camera_faces_the_planes():
     assert np.linalg.norm(e) >= 2.0
     up = fig.layout.scene.camera.up
     assert abs(np.array([up.x, up.y, up.z]) @ e) < 1e-3  # up is across the view
+
+
+def test_torus_eigenvalues_keep_their_diagonal_order():
+    """On the torus each diagonal entry is an eigenvalue with an identity: the eigenvalue colours of the
+    circle and the timeline are the angle colours φ_k of torus_angles."""
+    tr = get_trace("osmformer-T4")
+    tracked = figures.trajectory.tracked_phases(tr, 1, np.arange(T))
+    ang = np.angle(np.diagonal(tr.states[1], axis1=1, axis2=2))
+    np.testing.assert_allclose(tracked, ang, atol=1e-6)
+    circle = figures.phase_circle(tr, layer=1, cursor=5).figure
+    cur = [t for t in circle.data if t.meta == "cursor"][0]
+    np.testing.assert_allclose(np.angle(np.asarray(cur.x) + 1j * np.asarray(cur.y)), ang[5], atol=1e-5)
+    assert list(cur.marker.color) == _common.index_colours(tr.d)

@@ -142,11 +142,22 @@ def tracked_phases(tr: OSMTrace, layer: int, positions) -> np.ndarray:
     ``scipy.optimize.linear_sum_assignment``, once over every position of the layer, cached on the trace), so
     that column k follows one eigenvalue along the text and a
     colour per column reads as one eigenvalue (sorted phases would swap index where an eigenvalue crosses
-    ±π). Design choice; the set of phases at each position is unchanged."""
+    ±π). Torus states (diagonal storage): the diagonal entries' own order instead. Design choice; the set of
+    phases at each position is unchanged."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
-    full = cached(tr, ("tracked_phases", layer), lambda: _track(state_phases(tr, layer)))
+    full = cached(tr, ("tracked_phases", layer), lambda: _diagonal_angles(tr, layer) if getattr(tr, "diagonal", False)
+                  else _track(state_phases(tr, layer)))
     return full[np.asarray(positions)]
+
+
+def _diagonal_angles(tr: OSMTrace, layer: int) -> np.ndarray:
+    """The eigenvalue phases of diagonal (torus) states in the order of their diagonal entries: each entry is
+    an eigenvalue with an identity of its own (the colours then match :func:`torus_angles`' φ_k), no
+    assignment needed. In (-π, π] like ``groups.matrix_to_angles``."""
+    ang = np.angle(np.asarray(tr.state_data[layer])).astype(np.float64)
+    ang[ang <= -np.pi] = np.pi
+    return ang
 
 
 def _track(theta: np.ndarray) -> np.ndarray:
