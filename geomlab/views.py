@@ -38,7 +38,9 @@ class FigureSpec:
     ``cursor_arg`` (the keyword that receives the cursor: ``"cursor"``, ``"position"`` or None),
     ``cursor_fallback`` (on a :class:`~geomlab.figures.FigureError` at that cursor, build it at the figure's
     default position instead; used by the plane interpolation, which needs a plane pair at the cursor) and
-    ``default`` (shown when a view opens; the others wait under "More figures", see :func:`default_figures`).
+    ``default`` (shown when a view opens; the others wait under "More figures", see :func:`default_figures`)
+    and ``replaces`` (a figure this one takes the place of in the default set when both apply: the torus
+    angles replace the phase timeline, which shows the same angles again).
 
     One cursor per page (issue 16): every figure marks the page's token cursor, the 3-D scenes included, and
     none has an animation slider of its own. A chart whose spec changes is drawn anew by the browser
@@ -51,6 +53,7 @@ class FigureSpec:
     cursor_arg: str | None = "cursor"
     cursor_fallback: bool = False
     default: bool = True
+    replaces: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,16 +92,16 @@ F = FigureSpec
 MAX_DEFAULT = 4
 # Figures with panels side by side (torus_angles, generator_heatmap, plane_matrix: two columns) are wide: at
 # half width their subplot titles overlap and their ticks pile up (tests/test_app.py checks it). Order =
-# display order; a view's default set is its first MAX_DEFAULT applicable figures with default=True (so the
-# torus angles push the redundant phase timeline of a torus model under "More figures").
+# display order; a view's default set is its first MAX_DEFAULT applicable figures with default=True, less
+# those another applicable default figure replaces (the torus angles take the phase timeline's place).
 VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
     ViewSpec("trajectories", "Group trajectories", "Trajectories", ":material/timeline:", OSM_KINDS,
              "orthogonal-state (OSM)",
              "Where the hidden state H_t travels on its group: eigenvalue phases on the unit circle, distance "
              "from the identity, and a picture of the path.",
              (F("phase_circle", False, ("layer",)), F("pca_projection", False, ("layer",)),
-              F("distance_profile", True), F("torus_angles", True, ("layer",)),
-              F("phase_timeline", True, ("layer",)),
+              F("distance_profile", True), F("phase_timeline", True, ("layer",)),
+              F("torus_angles", True, ("layer",), replaces="phase_timeline"),
               F("pca_trajectory", False, ("layer",), default=False),
               F("so3_frame", False, ("layer",), default=False)),
              ("layer",)),
@@ -245,8 +248,11 @@ def view_figures(slug: str, tr: Any) -> list[FigureSpec]:
 
 def default_figures(slug: str, tr: Any) -> list[FigureSpec]:
     """The figures view ``slug`` opens on for ``tr`` (issue 16: a small set a newcomer can read): the first
-    :data:`MAX_DEFAULT` applicable figures marked ``default``, in display order."""
-    return [f for f in view_figures(slug, tr) if f.default][:MAX_DEFAULT]
+    :data:`MAX_DEFAULT` applicable figures marked ``default`` and not replaced by another of them
+    (``FigureSpec.replaces``), in display order."""
+    fitting = [f for f in view_figures(slug, tr) if f.default]
+    replaced = {f.replaces for f in fitting if f.replaces}
+    return [f for f in fitting if f.name not in replaced][:MAX_DEFAULT]
 
 
 def more_figures(slug: str, tr: Any) -> list[FigureSpec]:
