@@ -53,8 +53,9 @@ def view_intro(view: Any, entry: Any, tr: Any, where: Any = None) -> None:
         with st.expander("How to read this · what to look for", icon=":material/school:"):
             st.markdown(f"**How to read this.** {linked(ex.read)}")
             st.markdown(f"**What to look for.** {linked(ex.look)}")
-            if facts:
-                st.markdown("**This model.**\n" + "\n".join(f"- {f.text}" for f in facts))
+            plain = [f for f in facts if not f.warn]  # warnings are shown above, outside the expander
+            if plain:
+                st.markdown("**This model.**\n" + "\n".join(f"- {f.text}" for f in plain))
             terms = " · ".join(f"[{t}]({glossary_url(explain.term_slug(t))})" for t in ex.terms
                                if explain.find_term(t))
             st.caption(f"Terms: {terms}. Source: {ex.source}.")

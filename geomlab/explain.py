@@ -273,11 +273,12 @@ _GR_SRC = "grassmann.md (Zhang, arXiv 2512.19428)"
 
 VIEW_TEXT: dict[str, Explanation] = {
     "trajectories": _E(
-        r"H_t \;\leftarrow\; H_{t-1}\,\exp(\Phi_t),\quad \Phi_t \in \mathfrak{g};\qquad "
-        r"\lambda_k(H_t) = e^{i\theta_k},\qquad d(I, H_t) = \lVert \log H_t \rVert_F",
-        "Each position $t$ has a hidden state $H_t$, a matrix in the [[Lie group]] $G$. Reading a token turns "
-        "the state by $\\exp(\\Phi_t)$, so the text becomes a path on the group. The figures show that path "
-        "three ways: the angles of its eigenvalues ([[eigenvalue phase]]s, basis-free), its "
+        r"H \leftarrow H\exp(\Phi),\ \ \lambda_k(H_t) = e^{i\theta_k},\ \ "
+        r"d(I, H_t) = \lVert \log H_t \rVert_F",
+        "Each position $t$ has a hidden state $H_t$, a matrix in the [[Lie group]] $G$. Every update turns "
+        "it by $\\exp(\\Phi)$ with $\\Phi$ in the [[Lie algebra]] (token by token in an OSM-RNN, layer by "
+        "layer in an OSMFormer), so the text becomes a path on the group. The figures show that path "
+        "three ways: the angles of its eigenvalues ([[eigenvalue phase|eigenvalue phases]], basis-free), its "
         "[[geodesic distance]] from the identity, and a 3-D [[PCA]] picture.",
         "Smooth turning versus sudden jumps at particular tokens (spaces, punctuation, line ends); phases that "
         "spread round the circle (the state uses the group) or stay near 0 (little rotation); the path coming "
@@ -285,7 +286,7 @@ VIEW_TEXT: dict[str, Explanation] = {
         ("Lie group", "Eigenvalue phase", "Geodesic distance", "PCA"), f"{_OSM_SRC} §2.3, §2.5"),
     "tangents": _E(
         r"\Phi_t = \Gamma(\Delta_t) \in \mathfrak{g},\quad \Delta_t = \Pi_{\mathfrak{g}}(H_t^* \bar H_t),"
-        r"\qquad \text{size } \lVert \Phi_t \rVert_F\ \text{(radians)}",
+        r"\ \ \lVert \Phi_t \rVert_F",
         "Every update of an OSM is an element $\\Phi_t$ of the [[Lie algebra]] (a [[tangent update]]): first "
         "the raw pull $\\Delta_t$ toward a target (the attention average, or the token itself for grounding), "
         "then [[tangent mixing]] $\\Gamma$, then $H \\leftarrow H\\exp(\\Phi_t)$. Its norm is how far the state "
@@ -294,7 +295,7 @@ VIEW_TEXT: dict[str, Explanation] = {
         "differ by a factor) or turns it (a high mixing share); layers that barely move (their updates near 0).",
         ("Lie algebra", "Tangent update", "Tangent mixing", "Exponential map"), f"{_OSM_SRC} §2.2-2.4, §2.6-2.7"),
     "attention": _E(
-        r"\alpha_{ij} = \operatorname{softmax}_{j \le i}\big(S_{ij}\big),\qquad S_{ij} = q_i \cdot k_j + b_{ij}",
+        r"\alpha_{ij} = \operatorname{softmax}_{j \le i}\big(S_{ij}\big),\quad S_{ij} = q_i \cdot k_j + b_{ij}",
         "Row $i$ of a map is where position $i$ looks: its [[attention]] weights on the earlier positions "
         "$j \\le i$, which sum to 1. Future positions are masked. Next to an OSMFormer's weights is the state "
         "[[similarity]] its scores come from.",
@@ -302,18 +303,18 @@ VIEW_TEXT: dict[str, Explanation] = {
         "(positions every later token looks at, such as the start or a space), and heads that differ.",
         ("Attention", "Similarity"), "osm.md §2.6; cem.md §1.2; design choice"),
     "energy": _E(
-        r"x_i^{t+1} = x_i^t - \eta\,\rho_i\,P\,\nabla_{x_i}\varepsilon(x_i^t \mid h_{1:i}),\quad "
-        r"t = 0,\dots,T-1,\qquad h'_i = x_i^T",
+        r"x_i^{t+1} = x_i^t - \eta\,\rho_i\,P\,\nabla_{x_i}\varepsilon(x_i^t \mid h_{1:i}),\ \ "
+        r"t = 0,\dots,T-1",
         "A CEM layer does not just compute its output: it starts at the input $h_i$ and takes $T$ "
-        "[[recursion step]]s of gradient descent on an [[energy]] $\\varepsilon$. The curves show the token-mean "
+        "[[recursion step|recursion steps]] of gradient descent on an [[energy]] $\\varepsilon$. The curves show the token-mean "
         "energy at each step $t$, measured from step 0, per layer and sub-block (attention, MLP).",
         "The energy should fall at every step (the curves go down). A rise means the step size (or the "
         "[[preconditioner]]) has left the descent regime, often when more steps are run than were trained. "
         "Compare steps within one layer, not levels across layers.",
         ("Energy", "Recursion step", "Preconditioner"), f"{_CEM_SRC} §1.0, §2.3-2.4"),
     "planes": _E(
-        r"z_t = W_{\mathrm{red}} h_t \in \mathbb{R}^r,\quad p_{ij} = z_{t,i} z_{t-\Delta,j} - z_{t,j} "
-        r"z_{t-\Delta,i},\qquad m_t = \alpha_t \odot h_t + (1-\alpha_t) \odot g_t",
+        r"p_{ij} = z_{t,i} z_{t-\Delta,j} - z_{t,j} z_{t-\Delta,i},\ \ "
+        r"m_t = \alpha_t \odot h_t + (1-\alpha_t) \odot g_t",
         "A Grassmann layer has no attention. It reduces each token to $z_t \\in \\mathbb{R}^r$, pairs it with "
         "$z_{t-\\Delta}$ for a few offsets $\\Delta$, and describes the plane they span (a point of the "
         "[[Grassmannian]]) by its [[Plücker coordinates]]. A [[gate]] mixes that back into the residual.",
@@ -599,8 +600,8 @@ def model_facts(tr: Any, config: dict | None = None, task: Any = None) -> list[F
             title = GROUP_TITLES.get(name, name)
             dim = algebra_dim(name, d, block) if name in GROUP_TITLES else None
             dim_s = f", Lie algebra of dimension {dim}" if dim is not None else ""
-            facts.append(Fact(f"States live in the {title} {group_symbol(name, d)}: ${d}\\times{d}$ matrices"
-                              f"{dim_s}."))
+            shape = f"diagonal unitary ${d}\\times{d}$ matrices" if name == "T" else f"${d}\\times{d}$ matrices"
+            facts.append(Fact(f"States live in the {title} {group_symbol(name, d)}: {shape}{dim_s}."))
             if is_abelian(name, d, block):
                 what = ("its states are independent angles, so updates just add to them and their order "
                         "never matters" if name == "T" else "its updates commute, so their order never matters")
@@ -699,12 +700,12 @@ def view_maths(slug: str, tr: Any = None) -> str:
     base = VIEW_TEXT[slug].maths
     family = getattr(tr, "family", None)
     if slug == "attention" and family == "osm":
-        return (r"\alpha_{ij} = \operatorname{softmax}_{j \le i}\big(S_{ij}\big),\qquad S_{ij} = \beta\,"
+        return (r"\alpha_{ij} = \operatorname{softmax}_{j \le i}\big(S_{ij}\big),\quad S_{ij} = \beta\,"
                 r"\mathrm{Re}\,\mathrm{tr}(H_i^* H_j)/d + b_{ij}")
     if slug == "trajectories" and family == "osm":
         info = _group_info(tr, None)
         if info and info[0] == "T":
-            return (r"H_t = \mathrm{diag}(e^{i\varphi_{t,1}}, \dots, e^{i\varphi_{t,d}}),\qquad "
+            return (r"H_t = \mathrm{diag}(e^{i\varphi_{t,1}}, \dots, e^{i\varphi_{t,d}}),\quad "
                     r"\varphi_t = \varphi_{t-1} + \phi_t\ \ \text{(angles add)}")
     return base
 
