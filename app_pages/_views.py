@@ -97,7 +97,8 @@ def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem:
     return drawn
 
 
-def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool = False, tr: Any = None) -> int:
+def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool = False,
+         tr: Any = None) -> int:
     if fig is None:
         st.info(f"{name.replace('_', ' ')}: {md_escape(caption)}", icon=":material/info:")
         return 0

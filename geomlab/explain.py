@@ -306,8 +306,8 @@ VIEW_TEXT: dict[str, Explanation] = {
         r"x_i^{t+1} = x_i^t - \eta\,\rho_i\,P\,\nabla_{x_i}\varepsilon(x_i^t \mid h_{1:i}),\ \ "
         r"t = 0,\dots,T-1",
         "A CEM layer does not just compute its output: it starts at the input $h_i$ and takes $T$ "
-        "[[recursion step|recursion steps]] of gradient descent on an [[energy]] $\\varepsilon$. The curves show the token-mean "
-        "energy at each step $t$, measured from step 0, per layer and sub-block (attention, MLP).",
+        "[[recursion step|recursion steps]] of gradient descent on an [[energy]] $\\varepsilon$. The curves show "
+        "the token-mean energy at each step $t$, measured from step 0, per layer and sub-block (attention, MLP).",
         "The energy should fall at every step (the curves go down). A rise means the step size (or the "
         "[[preconditioner]]) has left the descent regime, often when more steps are run than were trained. "
         "Compare steps within one layer, not levels across layers.",
@@ -706,7 +706,7 @@ def view_maths(slug: str, tr: Any = None) -> str:
         info = _group_info(tr, None)
         if info and info[0] == "T":
             return (r"H_t = \mathrm{diag}(e^{i\varphi_{t,1}}, \dots, e^{i\varphi_{t,d}}),\quad "
-                    r"\varphi_t = \varphi_{t-1} + \phi_t\ \ \text{(angles add)}")
+                    r"\varphi \leftarrow \varphi + \phi\ \ \text{(angles add)}")
     return base
 
 
