@@ -43,6 +43,9 @@ PAGES = {
         st.Page(ui.page_path("checkpoints"), title="Checkpoints", icon=":material/inventory_2:",
                 url_path="checkpoints"),
     ],
+    "Learn": [
+        st.Page(ui.page_path("glossary"), title="Glossary", icon=":material/menu_book:", url_path="glossary"),
+    ],
 }
 
 page = st.navigation(PAGES)

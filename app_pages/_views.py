@@ -13,6 +13,7 @@ from typing import Any
 
 import streamlit as st
 
+from app_pages import _explain
 from app_pages import _state as state
 from app_pages import _ui as ui
 from app_pages._data import figure_for
@@ -72,7 +73,7 @@ def trace_options(slug: str, entry, where: Any) -> dict:
 
 
 def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem: str,
-                 force_narrow: bool = False) -> int:
+                 force_narrow: bool = False, tr: Any = None) -> int:
     """Draw ``figure_list`` output: wide figures full width, narrow ones two per row; captions below.
     Returns the number of charts drawn."""
     drawn = 0
@@ -85,13 +86,13 @@ def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem:
         cols = st.columns(2, gap="medium")
         for col, (name, fig, cap, _) in zip(cols, pending):
             with col:
-                drawn += _one(name, fig, cap, key_prefix, stem, narrow=True)
+                drawn += _one(name, fig, cap, key_prefix, stem, narrow=True, tr=tr)
         pending = []
 
     for item in items:
         if (item[3] and not square_single_panel(item[1])) or force_narrow:
             flush()
-            drawn += _one(item[0], item[1], item[2], key_prefix, stem, narrow=force_narrow)
+            drawn += _one(item[0], item[1], item[2], key_prefix, stem, narrow=force_narrow, tr=tr)
         else:
             pending.append(item)
             if len(pending) == 2:
@@ -122,15 +123,17 @@ def more_figures(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: in
         st.caption(f"More figures: {names}.")
         return 0
     items = figure_list(slug, entry, text, trace_opts, tr, pos, controls, part="more")
-    return draw_figures(items, key_prefix=key_prefix, stem=stem)
+    return draw_figures(items, key_prefix=key_prefix, stem=stem, tr=tr)
 
 
-def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool = False) -> int:
+def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool = False,
+         tr: Any = None) -> int:
     if fig is None:
         st.info(f"{name.replace('_', ' ')}: {md_escape(caption)}", icon=":material/info:")
         return 0
     ui.chart(fig, key=f"{key_prefix}-{name}", filename=f"{stem}-{name}", narrow=narrow)
     st.caption(caption)
+    _explain.figure_note(name, tr)
     return 1
 
 
@@ -185,13 +188,14 @@ def render_view(slug: str) -> None:
         ctrl_cols = st.columns([3, 2])
         trace_opts = trace_options(slug, entry, ctrl_cols[1])
         tr = ui.trace_for(entry, text, **trace_opts)
+        _explain.view_intro(view, entry, tr, where=top)
         with ctrl_cols[0]:
             pos = ui.cursor_control(list(tr.labels))
         controls = ui.view_controls(slug, tr, ctrl_cols[1])
         items = figure_list(slug, entry, text, trace_opts, tr, pos, controls)
         if not any(fig is not None for _, fig, _, _ in items):
             st.info("No figure of this view applies to this checkpoint.", icon=":material/info:")
-        draw_figures(items, key_prefix=slug, stem=f"{entry.name}-{slug}")
+        draw_figures(items, key_prefix=slug, stem=f"{entry.name}-{slug}", tr=tr)
         more_figures(slug, entry, text, trace_opts, tr, pos, controls, key_prefix=slug, stem=f"{entry.name}-{slug}")
         top.caption(f"`{entry.ref}` · {len(tokens)} tokens · cursor at {pos} "
                     f"('{tr.labels[pos]}') · {1000 * (time.perf_counter() - t0):.0f} ms")

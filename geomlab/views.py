@@ -97,7 +97,7 @@ MAX_DEFAULT = 4
 VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
     ViewSpec("trajectories", "Group trajectories", "Trajectories", ":material/timeline:", OSM_KINDS,
              "orthogonal-state (OSM)",
-             "Where the hidden state H_t travels on its group: eigenvalue phases on the unit circle, distance "
+             "Where the hidden state $H_t$ travels on its group: eigenvalue phases on the unit circle, distance "
              "from the identity, and a picture of the path.",
              (F("phase_circle", False, ("layer",)), F("pca_projection", False, ("layer",)),
               F("distance_profile", True), F("phase_timeline", True, ("layer",)),
@@ -107,22 +107,23 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
              ("layer",)),
     ViewSpec("tangents", "Tangent updates", "Tangents", ":material/north_east:", OSM_KINDS,
              "orthogonal-state (OSM)",
-             "How big each update Φ_t in the Lie algebra is, per position and layer, before and after tangent "
-             "mixing.",
+             "How big each update $\\Phi_t$ in the Lie algebra is, per position and layer, before and after "
+             "tangent mixing.",
              (F("tangent_lines", True), F("tangent_heatmap", True),
               F("generator_heatmap", True, ("layer", "substep"), default=False),
               F("mixing_share", True, default=False)),
              ("layer", "substep")),
     ViewSpec("attention", "Attention similarity", "Attention", ":material/grid_on:", ATTENTION_KINDS,
              "attention-based (OSMFormer, CEM, Transformers)",
-             "Which earlier positions each position looks at, next to the state similarity Re tr(H_i* H_j).",
+             "Which earlier positions each position looks at, next to the state similarity "
+             "$\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$.",
              (F("attention_maps", True, ("layer", "head")), F("attention_row", True, ("layer",)),
               F("attention_window", True, ("layer", "head"), default=False)),
              ("layer", "head")),
     ViewSpec("energy", "CEM energy", "Energy", ":material/trending_down:", ("cem",),
              "causal energy minimisation (CEM)",
-             "Energy of each token's iterate across recursion steps t = 0..T: a CEM layer is gradient descent on "
-             "this energy, so it should go down.",
+             "Energy of each token's iterate across recursion steps $t = 0, \\dots, T$: a CEM layer is gradient "
+             "descent on this energy, so it should go down.",
              (F("energy_descent", True), F("energy_tokens", True, ("layer", "block"))),
              ("steps", "layer", "block")),
     ViewSpec("planes", "Grassmann planes", "Planes", ":material/change_history:", ("grassmann",),

@@ -84,6 +84,7 @@ def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
     import html
 
     from geomlab import views as registry
+    from geomlab.markup import to_html
 
     folder.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
@@ -95,9 +96,9 @@ def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
             fig.figure.write_html(folder / f"{name}.html", include_plotlyjs="directory", auto_play=False)
             written.append(name)
             items.append(f'<li><a href="{name}.html">{html.escape(name.replace("_", " "))}</a>: '
-                         f"{html.escape(fig.caption)}</li>")
+                         f"{to_html(fig.caption)}</li>")
         if items:
-            sections.append(f"<h2>{html.escape(view.title)}</h2><p>{html.escape(view.blurb)}</p>"
+            sections.append(f"<h2>{html.escape(view.title)}</h2><p>{to_html(view.blurb)}</p>"
                             f"<ul>{''.join(items)}</ul>")
     from geomlab.trace import visible
 

@@ -16,6 +16,7 @@ from geomlab.figures._common import (
     FigureBuilder, add_cursor_line, check_cursor, check_index, colour, cursor_box, finish, finite_max,
     missing_note, subsample, subsample_note,
 )
+from geomlab.markup import md_label
 from geomlab.trace import OSMTrace, Trace
 
 
@@ -125,9 +126,9 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
     fig.update_xaxes(showgrid=False, zeroline=False)
     fig.update_yaxes(showgrid=False, zeroline=False)
     if sim is not None:
-        cap = ("Left: how similar the states of two positions are, Re tr(H_i* H_j) (blue negative, red "
-               "positive; at most d when equal). Right: the attention weights the model put on each earlier "
-               "position. Rows are queries, columns keys; grey cells are masked (future).")
+        cap = ("Left: how similar the states of two positions are, $\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$ "
+               "(blue negative, red positive; at most $d$ when equal). Right: the attention weights the model put "
+               "on each earlier position. Rows are queries, columns keys; grey cells are masked (future).")
     else:
         cap = ("Attention weights of each query position (row) on the earlier key positions (columns); grey "
                "cells are masked (future).")
@@ -181,11 +182,11 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
     fig.update_yaxes(title={"text": "attention weight"}, rangemode="tozero")
     if cursor is not None:  # the query's own position, the right end of the row
         add_cursor_line(fig, q)
-    cap = (f"Where position {q} '{tr.labels[q]}' looks in layer {layer}: its attention weight on every earlier "
-           "position (they sum to 1).")
+    cap = (f"Where position {q} '{md_label(tr.labels[q])}' looks in layer {layer}: its attention weight on "
+           "every earlier position (they sum to 1).")
     if np.isfinite(mean).any():
         top = int(np.nanargmax(mean))
-        cap += f" Most weight on position {top} '{tr.labels[top]}' ({mean[top]:.2f})."
+        cap += f" Most weight on position {top} '{md_label(tr.labels[top])}' ({mean[top]:.2f})."
     cap += subsample_note(q + 1, len(idx))
     cap += missing_note(int((~np.isfinite(mean[idx])).sum()), "key positions")
     return finish(fig, f"What position {q} '{tr.labels[q]}' attends to, layer {layer}", cap, "attention_row",

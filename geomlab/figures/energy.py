@@ -20,6 +20,7 @@ from geomlab.figures._common import (
     check_index, colour, finish, subsample, subsample_note, token_ticks, blank, finite_abs_max, missing_note,
     nonfinite_count,
 )
+from geomlab.markup import md_label
 from geomlab.trace import CEMTrace
 
 BLOCK_NAMES = ("attention", "MLP")
@@ -180,10 +181,11 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     cap = ("Energy of the layer's iterate at each recursion step (token mean; band: "
            f"{BAND[0]}th–{BAND[1]}th percentile over tokens")
     if cursor is not None:
-        cap += f"; dotted: position {cursor} '{tr.labels[cursor]}'"
-    cap += ")" + (", as the change from step 0, Δε = ε(x^t) − ε(x^0)" if relative else "")
-    cap += ("; bottom: how far the iterate moved from the layer input, ‖x^t − h‖/ρ (colour = sub-block, dash "
-            "= layer). " if disp is not None else ". ")
+        cap += f"; dotted: position {cursor} '{md_label(tr.labels[cursor])}'"
+    cap += ")" + (", as the change from step 0, "
+                  "$\\Delta\\varepsilon = \\varepsilon(x^t) - \\varepsilon(x^0)$" if relative else "")
+    cap += ("; bottom: how far the iterate moved from the layer input, $\\lVert x^t - h\\rVert/\\rho$ "
+            "(colour = sub-block, dash = layer). " if disp is not None else ". ")
     if n_rises:
         cap += (f"Red triangles: {n_rises} step(s) where the mean energy ROSE (the step size has left the "
                 "descent regime). ")

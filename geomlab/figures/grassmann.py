@@ -23,6 +23,7 @@ from geomlab.figures._common import (
     check_index, colour, finish,
     hover_tokens, subsample, subsample_note, token_ticks, blank, missing_note, nonfinite_count,
 )
+from geomlab.markup import md_label
 from geomlab.trace import GrassmannTrace
 
 
@@ -172,9 +173,10 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     for r in range(1, rows + 1):
         fig.update_xaxes(title_text="position t (token)", row=r, col=1, **token_ticks(tr.labels, idx))
         add_cursor_line(fig, cursor, row=r, col=1)
-    cap = ("Geodesic distance on the Grassmannian (radians, at most π/√2 ≈ 2.22). Top: how far the plane "
-           "span(z_t, z_{t−Δ}) turned when token t arrived, per layer. Bottom: how much a layer turned the plane "
-           "of its residual vectors span(h_t, h_{t−Δ}). Blank: no plane (no partner, or a degenerate pair)."
+    cap = ("Geodesic distance on the Grassmannian (radians, at most $\\pi/\\sqrt{2} \\approx 2.22$). Top: how far "
+           "the plane $\\mathrm{span}(z_t, z_{t-\\Delta})$ turned when token $t$ arrived, per layer. Bottom: how much "
+           "a layer turned the plane of its residual vectors $\\mathrm{span}(h_t, h_{t-\\Delta})$. Blank: no plane "
+           "(no partner, or a degenerate pair)."
            + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx)))
     return finish(fig, "Grassmann plane deformations", cap, "plane_distances", height=300 * rows + 80)
 
@@ -205,8 +207,8 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     fig.update_layout(legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}})
     add_cursor_line(fig, cursor)
     D = _offset(tr, layer, slot)
-    cap = (f"Principal angles between consecutive planes span(z_t, z_{{t−{D}}}) in layer {layer} (radians; "
-           "θ1 = 0 means the planes share a line) and their geodesic distance."
+    cap = (f"Principal angles between consecutive planes $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ in layer {layer} "
+           "(radians; $\\theta_1 = 0$ means the planes share a line) and their geodesic distance."
            + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx, layer)))
     return finish(fig, f"Principal angles (layer {layer}, Δ={D})", cap, "plane_angles", height=480,
                   margin={"t": 95})
@@ -242,11 +244,12 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
         ci = int(np.searchsorted(idx, cursor))
         cursor_box(fig, ci, len(idx) - 0.5)
     D = _offset(tr, layer, slot)
-    cap = (f"How alike the planes span(z_t, z_{{t−{D}}}) of layer {layer} are at two positions: "
-           "|⟨p̂_t, p̂_s⟩| = "
-           "cos θ1·cos θ2 (1 = the same plane). A geometric comparison, not attention weights."
+    cap = (f"How alike the planes $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ of layer {layer} are at two positions: "
+           "$\\lvert\\langle \\hat p_t, \\hat p_s\\rangle\\rvert = "
+           "\\cos\\theta_1 \\cos\\theta_2$ (1 = the same plane). A geometric comparison, not attention weights."
            + missing_note(_missing(tr, idx, layer))
-           + (f" Position {cursor} '{tr.labels[cursor]}' has no plane (no partner {D} back); its row is empty."
+           + (f" Position {cursor} '{md_label(tr.labels[cursor])}' has no plane (no partner {D} back); its row "
+              "is empty."
               if no_plane else "")
            + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, f"Plane similarity (layer {layer}, Δ={D})", cap, "plane_similarity", height=560)
@@ -282,8 +285,8 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     if cursor is not None:
         add_cursor_line(fig, int(np.searchsorted(idx, cursor)), axis="y")
     D = _offset(tr, layer, slot)
-    cap = (f"Normalised Plücker coordinates of span(z_t, z_{{t−{D}}}) in layer {layer}: which pairs of the "
-           f"{r} reduced axes the plane at each position uses, and with which orientation (blue/red sign)."
+    cap = (f"Normalised Plücker coordinates of $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ in layer {layer}: which pairs "
+           f"of the {r} reduced axes the plane at each position uses, and with which orientation (blue/red sign)."
            + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx, layer)))
     return finish(fig, f"Plücker coordinates (layer {layer}, Δ={D})", cap, "plucker_heatmap",
                   height=min(640, 300 + 7 * len(idx)))
@@ -320,7 +323,8 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = 
     for r in (1, 2):
         add_cursor_line(fig, cursor, row=r, col=1)
     cap = ("How much of each layer's output comes from the Grassmann (plane) branch rather than the "
-           "residual: mean over channels of 1 − α, per layer and position (0 = gate keeps h, 1 = all geometry)."
+           "residual: mean over channels of $1 - \\alpha$, per layer and position (0 = gate keeps $h$, 1 = all "
+           "geometry)."
            + subsample_note(tr.n_positions, len(idx)) + missing_note(nonfinite_count(share[:, idx], axis=-1)))
     fig.update_layout(legend={"x": 1.02, "y": 0.5, "yanchor": "top"})
     return finish(fig, "Gate share per layer", cap, "gate_share", height=560)
@@ -494,12 +498,12 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                              **SCENE_ROOM, "camera": _facing_camera(normals)},
                       legend={"x": 0.0, "y": 1.0, "yanchor": "bottom", "orientation": "h", "font": {"size": 11}})
     if r == 3:
-        cap = (f"The plane span(z_t, z_{{t−{D}}}) of layer {layer} as a great circle on the unit sphere, with its "
-               "pole ±n (the same unoriented plane; blue = +n for the orientation (z_t, z_{t−Δ})). Play moves "
-               "along the text.")
+        cap = (f"The plane $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ of layer {layer} as a great circle on the unit "
+               "sphere, with its pole $\\pm n$ (the same unoriented plane; blue = $+n$ for the orientation "
+               "$(z_t, z_{t-\\Delta})$). Play moves along the text.")
     else:
-        cap = (f"The plane span(z_t, z_{{t−{D}}}) of layer {layer} (rank {r}) seen through the 3 reduced axes it "
-               f"uses most ({', '.join(axis_names)}): the projected disc is more opaque the more of the plane lies "
+        cap = (f"The plane $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ of layer {layer} (rank {r}) seen through the 3 "
+               f"reduced axes it uses most ({', '.join(axis_names)}): the projected disc is more opaque the more of the plane lies "
                "in this window (coverage = product of the cosines of its angles to the window). Play moves along "
                "the text.")
     if animate:
@@ -577,8 +581,8 @@ def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, posit
                              **SCENE_ROOM, "camera": _facing_camera(normals)},
                       legend={"x": 0.0, "y": 1.0, "yanchor": "bottom", "orientation": "h", "font": {"size": 11}})
     cap = (f"The shortest path on the Grassmannian from the plane at position {a} to the plane at {b} "
-           f"(layer {layer}, Δ={D}): principal angles θ1 = {th[0]:.3f}, θ2 = {th[1]:.3f} rad, geodesic distance "
-           f"{dg:.3f} rad; γ(s) moves at constant speed."
+           f"(layer {layer}, $\\Delta = {D}$): principal angles $\\theta_1 = {th[0]:.3f}$, "
+           f"$\\theta_2 = {th[1]:.3f}$ rad, geodesic distance {dg:.3f} rad; $\\gamma(s)$ moves at constant speed."
            + ("" if r == 3 else " Drawn through a 3-axis window, so circles appear as ellipses."))
     return finish(fig, f"Plane interpolation {a} → {b} (d_g = {dg:.3f} rad)", cap, "plane_interpolation",
                   height=560, margin={"l": 10, "r": 10, "t": 90, "b": 10})
@@ -620,10 +624,10 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: i
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     fig.update_yaxes(title_text="layer", tickmode="linear", dtick=1)
     add_cursor_line(fig, cursor)
-    cap = (f"Decomposability κ (dimensionless) of the Plücker vectors averaged over the last {window} positions "
-           "and all offsets: 1 = these planes agree on a single plane, lower = the layer's planes turn as the "
-           "text goes on (minimum 1/⌊r/2⌋). The average over offsets at one position is always a single plane, "
-           "because every pair plane at t contains z_t." + subsample_note(tr.n_positions, len(idx))
+    cap = (f"Decomposability $\\kappa$ (dimensionless) of the Plücker vectors averaged over the last {window} "
+           "positions and all offsets: 1 = these planes agree on a single plane, lower = the layer's planes turn as "
+           "the text goes on (minimum $1/\\lfloor r/2 \\rfloor$). The average over offsets at one position is always "
+           "a single plane, because every pair plane at $t$ contains $z_t$." + subsample_note(tr.n_positions, len(idx))
            + missing_note(_missing(tr, idx)))
     return finish(fig, f"Decomposability of the plane average over {window} positions", cap,
                   "decomposability_map")
@@ -677,8 +681,7 @@ def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                      constraintoward="right", row=1, col=2)
     fig.update_yaxes(matches="y", showticklabels=False, scaleanchor="x2", scaleratio=1, constrain="domain",
                      row=1, col=2)
-    cap = (f"Left: the plane span(z_t, z_{{t−{D}}}) of layer {layer} as an antisymmetric matrix "
-           "(a bᵀ − b aᵀ)/‖a∧b‖ (dimensionless; sign = orientation). Right: how much each pair of reduced "
-           "axes "
-           "is used on average over the text.")
+    cap = (f"Left: the plane $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ of layer {layer} as an antisymmetric matrix "
+           "$(a b^\\top - b a^\\top)/\\lVert a \\wedge b\\rVert$ (dimensionless; sign = orientation). Right: how "
+           "much each pair of reduced axes is used on average over the text.")
     return finish(fig, f"Plane matrix and axis usage (layer {layer}, Δ={D})", cap, "plane_matrix", height=460)

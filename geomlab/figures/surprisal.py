@@ -15,6 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from geomlab.figures._common import View, missing_note
+from geomlab.markup import md_label
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,10 @@ def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) 
         fig.add_vline(x=cursor, line={"color": "#D55E00", "dash": "dash", "width": 1.5})
     if set(whats) == {"running product"}:
         title, ytitle = "Surprisal of the correct running product", "bits of the correct product"
-        caption = ("Word problems: how many bits each model gives the correct running product g₁⋯gₜ at "
-                   "each position t, read from its output at t (position 0 included; lower is better; the "
-                   "dotted line is chance, log2 |G|). The legend gives the mean and the share of positions "
-                   "where the model's top choice is the right product.")
+        caption = ("Word problems: how many bits each model gives the correct running product $g_1 \\cdots g_t$ "
+                   "at each position $t$, read from its output at $t$ (position 0 included; lower is better; the "
+                   "dotted line is chance, $\\log_2 \\lvert G\\rvert$). The legend gives the mean and the share of "
+                   "positions where the model's top choice is the right product.")
     elif set(whats) == {"next token"}:
         title, ytitle = "Surprisal of each token", "bits to predict the token"
         caption = ("How many bits each model needs for each token of this text given the tokens before it "
@@ -85,10 +86,11 @@ def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) 
         title, ytitle = "Surprisal of what each model predicts", "bits (see legend)"
         lm = [s.name for s, w in zip(sides, whats) if w == "next token"]
         wp = [s.name for s, w in zip(sides, whats) if w == "running product"]
-        caption = (f"Different tasks: {', '.join(wp)} is a group word-problem model, scored on the running "
-                   f"product g₁⋯gₜ at each position t (from its output at t); {', '.join(lm)} is a language "
-                   "model, scored on token t given the tokens before it. The two lines measure different "
-                   "things: compare each line's shape along the text, not their levels.")
+        caption = (f"Different tasks: {', '.join(map(md_label, wp))} is a group word-problem model, scored on the "
+                   f"running product $g_1 \\cdots g_t$ at each position $t$ (from its output at $t$); "
+                   f"{', '.join(map(md_label, lm))} is a language model, scored on token $t$ given the tokens before "
+                   "it. The two lines measure different things: compare each line's shape along the text, not "
+                   "their levels.")
     caption += missing_note(n_missing)
     fig.update_layout(title={"text": title, "x": 0.01}, template="plotly_white", height=320,
                       margin={"l": 60, "r": 20, "t": 60, "b": 50}, hovermode="x unified",

@@ -18,6 +18,7 @@ from geomlab.figures._common import (
     check_index, colour, finish, finite_abs_max, finite_max, hover_tokens, missing_note, nonfinite_count, subsample,
     subsample_note, token_ticks,
 )
+from geomlab.markup import md_label
 from geomlab.trace import OSMTrace
 
 SUBSTEP_NAMES = ("attention", "grounding")
@@ -94,8 +95,9 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
             fig.update_xaxes(title_text="position t (token)", row=s + 1, col=c,
                              **token_ticks(tr.labels, idx, 8))
             add_cursor_line(fig, cursor, row=s + 1, col=c)
-    cap = ("Size of each state update ‖Φ_t‖ (radians of rotation) per layer and position, before tangent "
-           "mixing (the raw pull) and after it (what was exponentiated)." + subsample_note(tr.n_positions, len(idx))
+    cap = ("Size of each state update $\\lVert\\Phi_t\\rVert$ (radians of rotation) per layer and position, before "
+           "tangent mixing (the raw pull) and after it (what was exponentiated)."
+           + subsample_note(tr.n_positions, len(idx))
            + missing_note(_missing_positions(tr, idx)))
     return finish(fig, "Tangent update magnitudes ‖Φ_t‖", cap, "tangent_heatmap", height=330 * n_sub + 60)
 
@@ -147,7 +149,7 @@ def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_
     fig.update_yaxes(title_text="share moved to other directions (fraction)", range=[-0.02, 1.02])
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     add_cursor_line(fig, cursor)
-    cap = ("How much tangent mixing turned each update rather than rescaling it: 1 − cos² of the angle "
+    cap = ("How much tangent mixing turned each update rather than rescaling it: $1 - \\cos^2$ of the angle "
            "between the update before and after mixing (0 = only rescaled, 1 = turned to an orthogonal "
            "direction)." + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing_positions(tr, idx)))
     return finish(fig, "Share of each update moved between directions", cap, "mixing_share")
@@ -190,8 +192,8 @@ def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: i
                              scaleanchor=f"x{'' if k == 1 else k}", scaleratio=1, constrain="domain")
     step = _substep_name(tr, substep)
     what_step = "update" if step == "update" else f"{step} update"
-    cap = (f"The {what_step} Φ_t of layer {layer} at position {t} '{tr.labels[t]}' as a matrix in the Lie "
-           "algebra (skew-symmetric or skew-Hermitian; entries in radians, blue negative, red positive): the "
+    cap = (f"The {what_step} $\\Phi_t$ of layer {layer} at position {t} '{md_label(tr.labels[t])}' as a matrix in "
+           "the Lie algebra (skew-symmetric or skew-Hermitian; entries in radians, blue negative, red positive): the "
            "direction the state was turned, before and after tangent mixing." + missing_note(n_bad, "entries"))
     return finish(fig, f"Update generator Φ_t at position {t} '{tr.labels[t]}'", cap, "generator_heatmap",
                   height=380 * len(parts) + 60)

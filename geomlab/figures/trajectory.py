@@ -278,7 +278,7 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     # no legend: the title names the position, the caption the grey trail (a legend row wrapped into the
     # title at half width)
     fig.update_layout(showlegend=False)
-    cap = (f"Eigenvalues of the hidden state H_t ({_layer_name(tr, layer)}) on the unit circle; their angles "
+    cap = (f"Eigenvalues of the hidden state $H_t$ ({_layer_name(tr, layer)}) on the unit circle; their angles "
            f"(radians) are conjugation-invariant. Press Play or drag the slider to move along the text."
            + subsample_note(tr.n_positions, len(idx), verb="animated"))
     cap = without_play(cap, animate) + " Grey: the eigenvalues at the other positions; one colour per eigenvalue."
@@ -304,7 +304,7 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     fig.update_yaxes(title_text="eigenvalue phase θ (rad)", range=[-np.pi - 0.1, np.pi + 0.1], **TWO_PI_TICKS)
     add_cursor_line(fig, cursor)
-    cap = (f"Angles of the {d} eigenvalues of H_t ({_layer_name(tr, layer)}) at every position, in radians."
+    cap = (f"Angles of the {d} eigenvalues of $H_t$ ({_layer_name(tr, layer)}) at every position, in radians."
            + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, "Eigenvalue phases along the text", cap, "phase_timeline")
 
@@ -334,8 +334,8 @@ def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = 
     fig.update_xaxes(title_text="position t (token)", row=2, col=1, **token_ticks(tr.labels, idx))
     for row in (1, 2):
         add_cursor_line(fig, cursor, row=row, col=1)
-    cap = ("Top: how far each state H_t is from the identity along the group (geodesic length, radians). "
-           "Bottom: how far the state moved when token t arrived." + subsample_note(tr.n_positions, len(idx)))
+    cap = ("Top: how far each state $H_t$ is from the identity along the group (geodesic length, radians). "
+           "Bottom: how far the state moved when token $t$ arrived." + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, "Geodesic distances of the state trajectory", cap, "distance_profile", height=560)
 
 
@@ -427,8 +427,8 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
         "domain": {"x": [0.0, 0.9], "y": [0.0, 1.0]},
     }, legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom"})
     shares = ", ".join(f"PC{k + 1} {ratio[k]:.0%}" for k in range(3))
-    cap = (f"The states H_t ({_layer_name(tr, layer)}) as points vec(H_t) projected on their first three "
-           f"principal components ({shares} of the variance, together {ratio.sum():.0%}; unitless); "
+    cap = (f"The states $H_t$ ({_layer_name(tr, layer)}) as points $\\mathrm{{vec}}(H_t)$ projected on their first "
+           f"three principal components ({shares} of the variance, together {ratio.sum():.0%}; unitless); "
            "colour = position." + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, f"State trajectory, 3-D PCA<br><sup>variance: {shares}</sup>", cap, "pca_trajectory",
                   height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
@@ -480,7 +480,7 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                              "yaxis": {"title": {"text": "y"}, "range": rng},
                              "zaxis": {"title": {"text": "z"}, "range": rng}, "aspectmode": "cube",
                              "camera": {"eye": {"x": 1.55, "y": 1.55, "z": 1.1}}})
-    cap = ("The state H_t as a rotating frame: its three columns (unit vectors) drawn from the origin, with "
+    cap = ("The state $H_t$ as a rotating frame: its three columns (unit vectors) drawn from the origin, with "
            "the path each one traces over the text. Press Play to watch the frame turn token by token.")
     if animate and len(idx) < tr.n_positions:
         cap += (f" Long text: {len(idx):,} of {tr.n_positions:,} positions animated, the paths through "
@@ -557,7 +557,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     # the title and the subplot titles
     fig.update_layout(legend={"x": 1.0, "xanchor": "right", "y": 1.0, "yanchor": "top",
                               "bgcolor": "rgba(255,255,255,0.7)", "font": {"size": 11}})
-    cap = ("On the torus each state is a list of independent angles (diagonal entries exp(iφ_k)); left: every "
+    cap = ("On the torus each state is a list of independent angles (diagonal entries $e^{i\\varphi_k}$); left: every "
            "angle along the text, right: the first two as a point on the square torus (edges wrap), coloured by position (colour bar)."
            + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, f"Torus angles ({_layer_name(tr, layer)})", cap, "torus_angles", height=480)

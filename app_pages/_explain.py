@@ -1,0 +1,73 @@
+"""The teaching layer in the pages (issue 16): under a view's title, the quantity it shows as rendered maths
+and a collapsed "How to read this · what to look for" block with the current model's facts; under each
+figure, one "look for" line; links into the glossary page.
+
+The texts and facts come from :mod:`geomlab.explain` (no streamlit there); this module only draws them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app_pages._state import page_path
+from geomlab import explain
+
+GLOSSARY_PAGE = page_path("glossary")
+
+
+def glossary_url(slug: str) -> str:
+    """Relative link to one glossary entry (``glossary?term=lie-algebra``): relative, so it also works when
+    the app is served under a path prefix. It opens the Glossary page scrolled to the term."""
+    return f"glossary?term={slug}"
+
+
+def linked(text: str) -> str:
+    """``text`` with its ``[[term]]`` references as links into the glossary."""
+    return explain.link_terms(text, glossary_url)
+
+
+def _task_of(entry: Any) -> Any:
+    """The card's task of a catalog entry (dict or corpus string), None when unknown."""
+    if entry is None:
+        return None
+    task = getattr(entry, "task", None)
+    return task if task else getattr(entry, "corpus", None)
+
+
+def view_intro(view: Any, entry: Any, tr: Any, where: Any = None) -> None:
+    """Draw the introduction of view ``view`` (a :class:`geomlab.views.ViewSpec`) for trace ``tr`` of
+    checkpoint ``entry``: the page's formula (``st.latex``), any warning fact of this trace (e.g. an energy
+    that rose) as one visible line, and a collapsed expander with how to read the view, what to look for,
+    this model's facts and the glossary terms it uses. ``where``: a container to draw in (default: here)."""
+    where = where or st.container()
+    ex = explain.view_explanation(view.slug)
+    config = getattr(entry, "model_config", None) if entry is not None else None
+    facts = explain.view_facts(view.slug, tr, config=config, task=_task_of(entry))
+    with where:
+        st.latex(explain.view_maths(view.slug, tr))
+        for f in facts:
+            if f.warn:
+                st.caption(f":material/warning: **{f.text}**")
+        with st.expander("How to read this · what to look for", icon=":material/school:"):
+            st.markdown(f"**How to read this.** {linked(ex.read)}")
+            st.markdown(f"**What to look for.** {linked(ex.look)}")
+            plain = [f for f in facts if not f.warn]  # warnings are shown above, outside the expander
+            if plain:
+                st.markdown("**This model.**\n" + "\n".join(f"- {f.text}" for f in plain))
+            terms = " · ".join(f"[{t}]({glossary_url(explain.term_slug(t))})" for t in ex.terms
+                               if explain.find_term(t))
+            st.caption(f"Terms: {terms}. Source: {ex.source}.")
+            st.page_link(GLOSSARY_PAGE, label="Open the glossary", icon=":material/menu_book:")
+
+
+def figure_note(name: str, tr: Any = None) -> str:
+    """Draw one short "Look for" line under figure ``name`` (with this trace's facts where one applies);
+    returns the line's markdown (empty for a figure without an explanation)."""
+    ex = explain.figure_explanation(name)
+    if ex.fallback:
+        return ""
+    line = f":material/visibility: **Look for:** {linked(explain.figure_note(name, tr))}"
+    st.caption(line)
+    return line
