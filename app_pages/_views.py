@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages import _ui as ui
+from app_pages import _tokens, _ui as ui
 from app_pages._data import figure_for
 from app_pages._messages import md_escape
 from app_pages._warm import rendering
@@ -157,8 +157,9 @@ def render_view(slug: str) -> None:
         trace_opts = trace_options(slug, entry, ctrl_cols[1])
         tr = ui.trace_for(entry, text, **trace_opts)
         with ctrl_cols[0]:
-            pos = ui.cursor_control(list(tr.labels))
+            pos = ui.cursor_control(list(tr.labels), trace=tr)
         controls = ui.view_controls(slug, tr, ctrl_cols[1])
+        _tokens.token_panel(entry, tr, pos, controls)
         items = figure_list(slug, entry, text, trace_opts, tr, pos, controls)
         if not any(fig is not None for _, fig, _, _ in items):
             st.info("No figure of this view applies to this checkpoint.", icon=":material/info:")

@@ -101,7 +101,8 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
     ViewSpec("attention", "Attention similarity", "Attention", ":material/grid_on:", ATTENTION_KINDS,
              "attention-based (OSMFormer, CEM, Transformers)",
              "Which earlier positions each position looks at, next to the state similarity Re tr(H_i* H_j).",
-             (F("attention_maps", True, ("layer", "head")), F("attention_window", True, ("layer", "head")),
+             (F("attends_to", True, ("layer", "head")),
+              F("attention_maps", True, ("layer", "head")), F("attention_window", True, ("layer", "head")),
               F("attention_row", True, ("layer",))),
              ("layer", "head")),
     ViewSpec("energy", "CEM energy", "Energy", ":material/trending_down:", ("cem",),
@@ -182,6 +183,7 @@ _APPLIES: dict[str, Callable[[Any], bool]] = {
     "decomposability_map": lambda tr: tr.family == _GR,
     "attention_maps": lambda tr: n_heads(tr) > 0,
     "attention_row": lambda tr: n_heads(tr) > 0,
+    "attends_to": lambda tr: n_heads(tr) > 0,
     # only where the overview subsamples (past MAX_MATRIX = 256 positions): a full-resolution window then
     "attention_window": lambda tr: n_heads(tr) > 0 and tr.n_positions > 256,
 }
