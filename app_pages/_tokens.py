@@ -44,6 +44,19 @@ def clickable_window(n: int, pos: int, start: int | None, window: int = WINDOW, 
     return start, start + size
 
 
+def pill_labels(labels: list[str], start: int, stop: int) -> dict[int, str]:
+    """``position -> pill label`` of the window: the token (markdown-escaped), made unique with zero-width
+    spaces after its repeats (``st.pills`` tells options apart by their label, so two ``'o'`` pills would
+    otherwise select the same position)."""
+    seen: dict[str, int] = {}
+    out = {}
+    for i in range(start, stop):
+        lab = md_escape(labels[i])
+        out[i] = lab + "\u200b" * seen.get(lab, 0)
+        seen[lab] = seen.get(lab, 0) + 1
+    return out
+
+
 def _pick() -> None:
     """``on_change`` of the clickable text: the chosen position becomes the page's cursor."""
     v = st.session_state.get(K_TOK)
@@ -70,10 +83,11 @@ def token_panel(entry: Any, tr: Any, pos: int, controls: dict | None = None) -> 
     lm = is_language_model(entry, tr)
     left, right = st.columns([3, 2], gap="medium")
     st.session_state[K_TOK] = pos
+    shown = pill_labels(labels, start, stop)
     with left:
         more = (f" (positions {start}–{stop - 1} of {n}; the slider reaches the rest)" if stop - start < n else "")
         st.pills(f"Click a token to move the cursor{more}", list(range(start, stop)), key=K_TOK,
-                   required=True, on_change=_pick, width="stretch", wrap=True, format_func=lambda i: md_escape(labels[i]),
+                   required=True, on_change=_pick, width="stretch", wrap=True, format_func=shown.__getitem__,
                    help="Each token of the text around the cursor. The selected one is the cursor: every figure "
                         "on the page marks it. ␣ is a space, ↵ a new line.")
     with right:

@@ -92,15 +92,16 @@ EXPECTED = {
                     "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap"},
     "osmformer-U3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "tangent_heatmap",
                      "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps",
-                     "attention_row"},
+                     "attention_row", "attends_to"},
     "osmformer-T4": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "torus_angles",
                      "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps",
-                     "attention_row"},
-    "cem": {"energy_descent", "energy_tokens", "attention_maps", "attention_row"},
+                     "attention_row", "attends_to"},
+    "cem": {"energy_descent", "energy_tokens", "attention_maps", "attention_row", "attends_to"},
     "grassmann-r3": {"plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
                      "plane_sphere", "plane_interpolation", "decomposability_map", "plane_matrix"},
-    "transformer": {"attention_maps", "attention_row"}, "llama": {"attention_maps", "attention_row"},
-    "grassmann-attn": {"attention_maps", "attention_row"},
+    "transformer": {"attention_maps", "attention_row", "attends_to"},
+    "llama": {"attention_maps", "attention_row", "attends_to"},
+    "grassmann-attn": {"attention_maps", "attention_row", "attends_to"},
     "lstm": set(),
 }
 
@@ -1069,7 +1070,8 @@ def test_long_attention_shows_a_full_resolution_window_beside_the_overview():
                      np.zeros(n, int))
     from geomlab import views as registry
 
-    assert registry.view_figures("attention", tr)[1].name == "attention_window"
+    names = [f.name for f in registry.view_figures("attention", tr)]
+    assert names[names.index("attention_maps") + 1] == "attention_window"  # right after the overview
     fig, cap = figures.attention_window(tr, layer=0, cursor=200)
     w = np.asarray(_by_name(fig, "weights").z, dtype=float)
     full = tr.attention_weights(0)[137:201, 137:201]

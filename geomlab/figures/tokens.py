@@ -87,11 +87,12 @@ def attends_to(tr: Trace, cursor: int | None = None, layer: int = 0, head: int |
                    "customdata": np.array(hover), "showlegend": False,
                    "hovertemplate": f"%{{customdata}}<br>{what}: %{{y:.3f}}<extra></extra>"}, row=1, col=1)
     if multi:
-        fig.add_trace({"type": "heatmap", "x": x, "y": [f"head {h}" for h in range(H)], "z": per_head,
+        fig.add_trace({"type": "heatmap", "x": x, "y": np.arange(H), "z": per_head,
                        "name": "heads", "colorscale": SEQUENTIAL, "zmin": 0.0, "zmax": finite_max(per_head),
                        "hoverongaps": False, "showscale": False, "xgap": 1, "ygap": 1,
-                       "hovertemplate": "%{y}, position %{x}<br>weight %{z:.3f}<extra></extra>"}, row=2, col=1)
-        fig.update_yaxes(autorange="reversed", row=2, col=1, tickfont={"size": 10})
+                       "hovertemplate": "head %{y}, position %{x}<br>weight %{z:.3f}<extra></extra>"}, row=2, col=1)
+        fig.update_yaxes(autorange="reversed", row=2, col=1, tickfont={"size": 10}, title={"text": "head"},
+                         tickmode="array", tickvals=list(range(H)), showgrid=False, zeroline=False)
         if head is not None:  # the chosen head's row outlined
             fig.add_shape(type="rect", x0=idx[0] - 0.5, x1=idx[-1] + 0.5, y0=head - 0.5, y1=head + 0.5,
                           line={"color": "#000000", "width": 1.5}, row=2, col=1)
