@@ -120,7 +120,7 @@ def test_attends_to_draws_the_cursor_row_over_a_window_centred_on_it(cursor):
     assert np.isnan(z[:, ~past]).all()  # masked keys after the cursor are blank
     assert [t.replace("<b style='color:#D55E00'>", "").replace("</b>", "")
             for t in fig.layout.xaxis2.ticktext] == [tr.labels[i] for i in idx]  # the text under the bars
-    assert f"What position {cursor} '{tr.labels[cursor]}'" in fig.layout.title.text
+    assert f"Over the text: what position {cursor} '{tr.labels[cursor]}'" in fig.layout.title.text
     assert f"at most {WINDOW} tokens" in caption and f"positions {idx[0]}–{idx[-1]}" in caption
     json.loads(fig.to_json())
 
@@ -198,7 +198,7 @@ def test_a_fresh_view_opens_at_the_default_cursor_with_the_token_panel_and_a_cli
     assert pills.value == c and len(pills.options) == min(40, tr.n_positions)
     shown = [o.replace("\u200b", "") for o in pills.options]  # the text around the cursor, in order
     assert "".join(shown) in "".join(tr.labels) and shown[pills.indices[0]] == tr.labels[c]
-    assert any(f"What position {c} '{tr.labels[c]}' attends to" in t for t in chart_titles(at))
+    assert any(f"Over the text: what position {c} '{tr.labels[c]}' attends to" in t for t in chart_titles(at))
     # top-5 next-token predictions at the cursor and the surprisal of the token that follows
     table = at.dataframe[0].value
     pred = predictions.top_k(tr, c, 5)
@@ -210,7 +210,8 @@ def test_a_fresh_view_opens_at_the_default_cursor_with_the_token_panel_and_a_cli
     assert not at.exception
     assert at.session_state["gl_pos"] == target and at.select_slider(key="w_pos").value == target
     assert at.query_params.get("pos") == str(target)
-    assert any(f"What position {target} '{tr.labels[target]}' attends to" in t for t in chart_titles(at))
+    assert any(f"Over the text: what position {target} '{tr.labels[target]}' attends to" in t
+               for t in chart_titles(at))
     assert any(f"cursor at {target} " in m.value for m in at.caption)
     np.testing.assert_allclose(at.dataframe[0].value["probability"].to_numpy(),
                                predictions.top_k(tr, target, 5).probs, rtol=1e-6)

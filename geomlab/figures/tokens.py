@@ -125,5 +125,5 @@ def attends_to(tr: Trace, cursor: int | None = None, layer: int = 0, head: int |
         cap += f" This window holds {inside / total:.0%} of the weight; the rest is on earlier tokens."
     cap += missing_note(int((~np.isfinite(rows[:, idx[idx <= q]])).any(0).sum()), "key positions")
     height = 300 + (min(H, 16) * 16 if multi else 0)
-    return finish(fig, f"What position {q} '{tr.labels[q]}' attends to, layer {layer}", cap, "attends_to",
-                  height=height, bargap=0.15)
+    title = f"Over the text: what position {q} '{tr.labels[q]}' attends to, layer {layer}"
+    return finish(fig, title, cap, "attends_to", height=height, bargap=0.15)
