@@ -73,11 +73,11 @@ def is_language_model(entry: Any, tr: Any) -> bool:
 
 
 def token_panel(entry: Any, tr: Any, pos: int, controls: dict | None = None) -> None:
-    """Draw the clickable text (left) and, for a language model, the top-k predictions at ``pos`` (right)."""
+    """Draw the clickable text (left) and, for a language model, the top-k
+    predictions at ``pos`` (right). ``controls`` (the view's layer, head...) is accepted for the renderer's
+    one call and not used yet."""
     n = int(tr.n_positions)
     labels = list(tr.labels)
-    if n < 2:
-        return
     start, stop = clickable_window(n, pos, st.session_state.get(K_TOK_START))
     st.session_state[K_TOK_START] = start
     lm = is_language_model(entry, tr)
@@ -87,9 +87,9 @@ def token_panel(entry: Any, tr: Any, pos: int, controls: dict | None = None) -> 
     with left:
         more = (f" (positions {start}–{stop - 1} of {n}; the slider reaches the rest)" if stop - start < n else "")
         st.pills(f"Click a token to move the cursor{more}", list(range(start, stop)), key=K_TOK,
-                   required=True, on_change=_pick, width="stretch", wrap=True, format_func=shown.__getitem__,
-                   help="Each token of the text around the cursor. The selected one is the cursor: every figure "
-                        "on the page marks it. ␣ is a space, ↵ a new line.")
+                 required=True, on_change=_pick, width="stretch", wrap=True, format_func=shown.__getitem__,
+                 help="Each token of the text around the cursor. The selected one is the cursor: every figure "
+                      "on the page marks it. ␣ is a space, ↵ a new line.")
     with right:
         if not lm:
             st.caption("This checkpoint predicts the running product of a group word problem, not the next "

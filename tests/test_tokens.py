@@ -238,3 +238,14 @@ def test_a_word_problem_checkpoint_shows_no_next_character_prediction_but_its_cu
     assert pos != 0
     at.pills(key="w_tok").set_value(pos - 1).run()
     assert not at.exception and at.session_state["gl_pos"] == pos - 1
+
+
+def test_a_one_token_text_still_shows_the_prediction(bundled):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": "bundled/transformer-alibi-tinyshakespeare", "text": "R"})
+    at.switch_page("app_pages/attention.py")
+    at.run()
+    assert not at.exception and at.session_state["gl_pos"] == 0
+    assert at.pills(key="w_tok").value == 0 and len(at.pills(key="w_tok").options) == 1
+    assert len(at.dataframe[0].value) == 5
+    assert any("The text ends here" in m.value for m in at.caption)
