@@ -92,8 +92,9 @@ def token_panel(entry: Any, tr: Any, pos: int, controls: dict | None = None) -> 
                       "on the page marks it. ␣ is a space, ↵ a new line.")
     with right:
         if not lm:
-            st.caption("This checkpoint predicts the running product of a group word problem, not the next "
-                       "character: no next-token prediction to show here.")
+            st.caption("This checkpoint solves a group word problem: its output at each position is the running "
+                       "product of the group elements so far, not a guess of the next token, so there is no "
+                       "next-token prediction to show here.")
             return
         from app_pages._data import vocab_of
 
@@ -111,7 +112,7 @@ def _prediction_table(pred: predictions.Prediction, labels: list[str]) -> None:
                 help="The model's distribution over the token at the next position, given every token up to "
                      "the cursor (softmax of its output there). Surprisal −log₂ p: the bits the model needs for "
                      "the token that really follows; 0 when it was certain, log₂(vocabulary) when it guessed.")
-    rows = {"token": [f"'{tok}'" + (" ✓" if i == pred.next_id else "") for tok, i in zip(pred.tokens, pred.ids)],
+    rows = {"token": [tok + ("  ✓" if i == pred.next_id else "") for tok, i in zip(pred.tokens, pred.ids)],
             "probability": list(pred.probs)}
     st.dataframe(rows, hide_index=True, width="stretch", height=35 * (len(pred.probs) + 1) + 3,
                  column_config={"token": st.column_config.TextColumn("guess", width=56),

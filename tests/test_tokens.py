@@ -234,6 +234,7 @@ def test_a_word_problem_checkpoint_shows_no_next_character_prediction_but_its_cu
     at = open_page("trajectories", ckpt="bundled/osm-rnn-o-s5")
     assert not at.dataframe  # no top-5 table
     assert any("word problem" in m.value and "no next-token prediction" in m.value for m in at.caption)
+    assert not any("Next token after" in m.value for m in at.markdown)
     pos = at.session_state["gl_pos"]
     assert pos != 0
     at.pills(key="w_tok").set_value(pos - 1).run()
