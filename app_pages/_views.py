@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages import _explain
+from app_pages import _explain, _tokens
 from app_pages import _state as state
 from app_pages import _ui as ui
 from app_pages._data import figure_for
@@ -190,8 +190,9 @@ def render_view(slug: str) -> None:
         tr = ui.trace_for(entry, text, **trace_opts)
         _explain.view_intro(view, entry, tr, where=top)
         with ctrl_cols[0]:
-            pos = ui.cursor_control(list(tr.labels))
+            pos = ui.cursor_control(list(tr.labels), trace=tr)
         controls = ui.view_controls(slug, tr, ctrl_cols[1])
+        _tokens.token_panel(entry, tr, pos, controls)
         items = figure_list(slug, entry, text, trace_opts, tr, pos, controls)
         if not any(fig is not None for _, fig, _, _ in items):
             st.info("No figure of this view applies to this checkpoint.", icon=":material/info:")

@@ -2,8 +2,8 @@
 
 One background thread per process (:func:`warm_up`, started by ``app.py``): it imports torch, the models,
 scikit-learn and the figures; then it traces the default checkpoint's default text and builds its default
-view's figures (registry defaults, cursor 0) into :func:`app_pages._data.cache` under the very keys the
-pages use, so the first visitor's view is a cache hit; then it does the same for the checkpoint Home links
+view's figures (registry defaults, the default cursor) into :func:`app_pages._data.cache` under the very
+keys the pages use, so the first visitor's view is a cache hit; then it does the same for the checkpoint Home links
 each view to. ``GEOMLAB_APP_PREWARM=0`` turns the pre-tracing off (imports are still warmed).
 :func:`wait_first_view` lets ``serve.py`` hold the server's start until the first view is in the cache.
 """
@@ -75,18 +75,22 @@ def warm_targets(found: list) -> list[tuple[str, Any]]:
 
 def prewarm_view(slug: str, entry: Any) -> int:
     """Trace ``entry``'s default text and build view ``slug``'s figures with the registry's default controls
-    at cursor 0 into the shared cache, under the keys a first visit uses. Returns the number of figures."""
+    at the default cursor (:func:`geomlab.predictions.default_cursor`) into the shared cache, under the keys
+    a first visit uses. Returns the number of figures."""
     text = data.default_text_for(entry)
     path, mtime = str(entry.path), entry.mtime
     tkey = data.trace_key(path, mtime, text, {})
     tr = data.cache().get_or_compute(tkey, lambda: data.compute_trace(*tkey[1:]))
     controls = registry.default_controls(slug, tr)
+    from geomlab.predictions import default_cursor
+
+    cursor = default_cursor(tr)  # where a first visit's cursor starts (no position chosen yet)
     n = 0
     for f in registry.view_figures(slug, tr):
         _wait_idle()
-        key = data.figure_key(tkey, f.name, controls, 0)
+        key = data.figure_key(tkey, f.name, controls, cursor)
         try:
-            data.cache().get_or_compute(key, lambda f=f: registry.build_figure(tr, f.name, controls, 0))
+            data.cache().get_or_compute(key, lambda f=f: registry.build_figure(tr, f.name, controls, cursor))
             n += 1
             data.cache().remeasure(tkey)  # geometry the figure memoised on the trace
         except ValueError:  # a figure that does not fit this text: the page shows the message itself

@@ -106,12 +106,23 @@ def token_label(tok: str) -> str:
     return {" ": "␣", "\n": "⏎", "\t": "⇥"}.get(tok, tok)
 
 
-def cursor_control(tokens: list[str], where: Any = None) -> int:
-    """Token cursor slider bound to ``gl_pos`` (clamped to the text); returns the position."""
+def cursor_control(tokens: list[str], where: Any = None, trace: Any = None) -> int:
+    """Token cursor slider bound to ``gl_pos``; returns the position. When no position was chosen (a fresh
+    session, a link without ``pos``) the cursor starts at :func:`geomlab.predictions.default_cursor` of
+    ``trace`` (0 without one); a position past the end of the text (a link's ``pos``, a shortened text) is
+    moved to the last token, with a notice saying so."""
     where = where or st
     n = len(tokens)
     pos = st.session_state.get(K_POS)
-    pos = 0 if pos is None else max(0, min(int(pos), n - 1))
+    if pos is None:
+        from geomlab.predictions import default_cursor
+
+        pos = default_cursor(trace) if trace is not None and trace.n_positions == n else 0
+    elif int(pos) > n - 1:
+        where.warning(f"The cursor position {int(pos)} is past the end of this text ({n} token"
+                      f"{'s' if n != 1 else ''}): showing the last position, {n - 1}, instead.",
+                      icon=":material/last_page:")
+    pos = max(0, min(int(pos), n - 1))
     st.session_state[K_POS] = pos
     if n == 1:
         where.caption("Token cursor: position 0 (the text has one token).")

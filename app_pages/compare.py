@@ -94,7 +94,7 @@ def main() -> None:
     if "A" in traces and "B" in traces and traces["A"].n_positions != traces["B"].n_positions:
         st.warning("The two checkpoints split the text into different numbers of tokens (different "
                    "vocabularies); the cursor follows A's positions.", icon=":material/warning:")
-    pos = ui.cursor_control(labels)
+    pos = ui.cursor_control(labels, trace=next(iter(traces.values())))
     ui.cache_caption()
     with ui.guard("The surprisal chart"):
         sides = [(traces[s], e, f"{s}: {e.name}", c) for s, e, c in (("A", a, COLOURS[0]), ("B", b, COLOURS[1]))

@@ -117,7 +117,8 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
              "attention-based (OSMFormer, CEM, Transformers)",
              "Which earlier positions each position looks at, next to the state similarity "
              "$\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$.",
-             (F("attention_maps", True, ("layer", "head")), F("attention_row", True, ("layer",)),
+             (F("attention_maps", True, ("layer", "head")), F("attends_to", True, ("layer", "head")),
+              F("attention_row", True, ("layer",)),
               F("attention_window", True, ("layer", "head"), default=False)),
              ("layer", "head")),
     ViewSpec("energy", "CEM energy", "Energy", ":material/trending_down:", ("cem",),
@@ -201,6 +202,7 @@ _APPLIES: dict[str, Callable[[Any], bool]] = {
     "decomposability_map": lambda tr: tr.family == _GR,
     "attention_maps": lambda tr: n_heads(tr) > 0,
     "attention_row": lambda tr: n_heads(tr) > 0,
+    "attends_to": lambda tr: n_heads(tr) > 0,
     # only where the overview subsamples (past MAX_MATRIX = 256 positions): a full-resolution window then
     "attention_window": lambda tr: n_heads(tr) > 0 and tr.n_positions > 256,
 }

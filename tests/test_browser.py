@@ -301,3 +301,37 @@ def test_a_cursor_move_redraws_the_view_without_retracing(page, server):
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "cursor_move.txt").write_text(f"/attention ({ref}): {seconds:.2f} s from a cursor key press "
                                                "to the redrawn cursor-row figure in chromium\n")
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_clicking_a_token_moves_the_cursor_and_the_attention_over_the_text(page, server):
+    """Issue 16: a click on a token of the clickable text (the token panel's pills, ``.st-key-w_tok
+    [role="radio"]``) moves the page's one cursor: the page caption, the selected pill and the ``attends_to``
+    figure ("Over the text: what position N ...") follow. The time from the click to the redrawn figure is
+    written to test-artifacts/token_click.txt (a measurement, not asserted)."""
+    import re
+
+    ref = f"runs/{PAGES['attention']}"
+    page.goto(f"{server}/attention?ckpt={ref}")
+    wait_idle(page)
+    pills = page.locator('.st-key-w_tok [role="radio"]')
+    pills.first.wait_for()
+    pos = int(page.get_by_text("cursor at ").first.inner_text().split("cursor at ")[1].split()[0])
+    checked = [i for i in range(pills.count()) if pills.nth(i).get_attribute("aria-checked") == "true"]
+    assert len(checked) == 1  # the cursor's pill is the selected one
+    k = checked[0] - 3 if checked[0] >= 3 else checked[0] + 3
+    target = pos + (k - checked[0])
+    t0 = time.monotonic()
+    pills.nth(k).click()
+    page.get_by_text(f"cursor at {target} ").first.wait_for(timeout=60_000)
+    page.locator(".gtitle", has_text=f"Over the text: what position {target} ").first.wait_for(timeout=60_000)
+    seconds = time.monotonic() - t0
+    wait_idle(page)
+    now = [i for i in range(pills.count()) if pills.nth(i).get_attribute("aria-checked") == "true"]
+    assert len(now) == 1 and pills.nth(now[0]).inner_text() == pills.nth(k).inner_text() or now == [k]
+    assert re.search(r"[?&]pos=%d\b" % target, page.url), page.url
+    assert page.locator('[data-testid="stException"]').count() == 0
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "token_click.txt").write_text(f"/attention ({ref}): {seconds:.2f} s from a click on a token to "
+                                               "the redrawn attends_to figure in chromium\n")

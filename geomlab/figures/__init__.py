@@ -17,7 +17,7 @@ Views by family:
 * Grassmann: :func:`plane_distances`, :func:`plane_angles`, :func:`plane_similarity`,
   :func:`plucker_heatmap`, :func:`plane_matrix`, :func:`gate_share`, :func:`plane_sphere`, :func:`plane_interpolation`,
   :func:`decomposability_map`.
-* Baselines with attention: :func:`attention_maps`.
+* Baselines with attention: :func:`attention_maps`, :func:`attends_to`.
 * Any runs: :func:`training_curves`.
 
 :func:`views_for` lists the views that apply to a trace; :func:`all_views` builds them all with defaults.
@@ -36,6 +36,7 @@ from geomlab.figures.grassmann import (
     decomposability_map, gate_share, plane_angles, plane_distances, plane_interpolation, plane_similarity,
     plane_matrix, plane_sphere, plucker_heatmap,
 )
+from geomlab.figures.tokens import attends_to
 from geomlab.figures.tangents import generator_heatmap, mixing_share, tangent_heatmap, tangent_lines
 from geomlab.figures.trajectory import (
     distance_profile, pca_projection, pca_trajectory, phase_circle, phase_timeline, so3_frame, torus_angles,
@@ -49,6 +50,7 @@ VIEWS: dict[str, Callable[..., View]] = {
     "tangent_heatmap": tangent_heatmap, "tangent_lines": tangent_lines, "mixing_share": mixing_share,
     "generator_heatmap": generator_heatmap,
     "attention_maps": attention_maps, "attention_row": attention_row, "attention_window": attention_window,
+    "attends_to": attends_to,
     "energy_descent": energy_descent,
     "energy_tokens": energy_tokens,
     "plane_distances": plane_distances, "plane_angles": plane_angles, "plane_similarity": plane_similarity,
