@@ -10,7 +10,7 @@ from geomlab import catalog
 from geomlab import views as registry
 from app_pages import _ui as ui
 from app_pages._messages import md_escape
-from app_pages._state import owner_token
+from app_pages._state import owner_token, restore_choice
 
 K_UPLOAD_MSG = "_gl_upload_msg"
 
@@ -92,6 +92,7 @@ def handle_upload(files: dict[str, bytes]) -> None:
 def main() -> None:
     ui.wait_warm()
     ui.show_notice()
+    restore_choice("checkpoints")  # a view's stand-in is not the selection here
     goto = st.session_state.pop("_gl_goto", None)
     if goto:
         st.switch_page(ui.page_path(goto))
