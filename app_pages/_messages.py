@@ -13,7 +13,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
 from app_pages import _data as data
-from app_pages._state import K_NOTICE, K_NOTICE_SHOWN, page_path, set_checkpoint
+from app_pages._state import K_CKPT, K_NOTICE, K_NOTICE_SHOWN, page_path, set_checkpoint
 from geomlab import catalog
 from geomlab.views import VIEWS, ViewSpec
 
@@ -133,18 +133,33 @@ def standin_message(view: ViewSpec, chosen: catalog.CheckpointEntry, shown: cata
             icon=":material/swap_horiz:")
     homes = [v for v in VIEWS.values() if chosen.kind in v.kinds]
     if homes:
-        cols = st.columns(len(homes) + 1, vertical_alignment="center")
+        cols = st.columns([3] + [2] * len(homes), vertical_alignment="center")
         cols[0].caption(f"Open {md_escape(chosen.name)} in:")
         for col, v in zip(cols[1:], homes):
             col.page_link(page_path(v.slug), label=v.title, icon=v.icon, query_params={"ckpt": chosen.ref})
     if others:
-        st.caption("Other checkpoints this view can show (related ones first):")
-        for i, (e, rel) in enumerate(others[:6]):
-            if i % 3 == 0:  # a row of three per line, so the order reads left to right, related first
-                cols = st.columns(3)
-            label = e.name + (f" · {RELATION_TEXT.get(rel, rel)}" if rel else "")
-            cols[i % 3].button(label, key=f"standin-{view.slug}-{e.ref}", on_click=set_checkpoint, args=(e.ref,),
-                               help=md_escape(e.title), width="stretch")
+        checkpoint_choices("Other checkpoints this view can show (related ones first)", others[:10],
+                           key=f"w_standin_{view.slug}")
+
+
+def checkpoint_choices(label: str, choices: list[tuple[catalog.CheckpointEntry, str]], key: str,
+                       which: str = K_CKPT) -> None:
+    """Chips (``st.pills``, they wrap instead of cutting long names) offering ``choices`` (``[(entry,
+    how related)]``, in order); picking one chooses it as state ``which`` (the checkpoint, or Compare's
+    B)."""
+    by_ref = {e.ref: (e, how) for e, how in choices}
+
+    def fmt(ref: str) -> str:
+        e, how = by_ref[ref]
+        return e.name + (f" · {RELATION_TEXT.get(how, how)}" if how else "")
+
+    def use() -> None:
+        ref = st.session_state.get(key)
+        if ref in by_ref:
+            set_checkpoint(ref, which)
+
+    st.pills(label, list(by_ref), format_func=fmt, key=key, on_change=use, selection_mode="single",
+             help="Related first: same kind, same family, then the same way of mixing positions.")
 
 
 METRIC_LABEL = {"BPC": "BPC ↓", "accuracy": "accuracy ↑"}

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import streamlit as st
 
 from app_pages import _data, _state
 from app_pages import _ui as ui
 from app_pages import _views as views
-from app_pages._messages import md_escape
+from app_pages._messages import checkpoint_choices, md_escape
 from app_pages._warm import rendering
 from geomlab import views as registry
 
 K_VIEW = _state.K_VIEW  # "gl_compare_view", in the URL as view=
 COLOURS = ("#0072B2", "#E69F00")
+K_LAYOUT = "gl_compare_layout"  # "side" (A | B) or "stacked" (A above B); a display choice, not in the URL
 
 
 def shared_views(a_kind: str, b_kind: str) -> list[registry.ViewSpec]:
@@ -45,6 +49,28 @@ def default_b(a_ref: str) -> str | None:
     """The checkpoint Compare pairs with ``a_ref`` by default (see :func:`default_pair_b`)."""
     pair = default_pair_b(a_ref)
     return pair[0] if pair else None
+
+
+#: at most this many ticks on a category axis (token labels) of a figure in a half-width Compare column
+NARROW_NTICKS = 8
+
+
+def narrow_copy(fig: Any) -> Any:
+    """``fig`` for a half-width Compare column: its category axes (token labels) and axes with a tick count
+    get at most :data:`NARROW_NTICKS` ticks, so rotated token labels do not run into each other (a copy;
+    the cached figure is shared and never changed). Compare's own layout choice: the view pages draw the
+    same figures at full or half of a wider area."""
+    if fig is None:
+        return fig
+    lay = fig.layout.to_plotly_json()
+    upd = {k: {"nticks": min(int(ax.get("nticks") or NARROW_NTICKS), NARROW_NTICKS)} for k, ax in lay.items()
+           if k.startswith(("xaxis", "yaxis")) and isinstance(ax, dict)
+           and (ax.get("type") == "category" or ax.get("nticks"))}
+    if not upd:
+        return fig
+    fig = copy.deepcopy(fig)
+    fig.update_layout(upd)
+    return fig
 
 
 def _pick_view(pair: tuple[str, str]) -> None:
@@ -83,13 +109,10 @@ def _b_choices(a, b) -> None:
             + ", ".join(v.title for v in registry.views_for_kind(a.kind)) + f" show{'s' if len(registry.views_for_kind(a.kind)) == 1 else ''} A; "
             + (", ".join(v.title for v in registry.views_for_kind(b.kind)) + " B."
                if registry.views_for_kind(b.kind) else "no view shows B.")
-            + (" Choose a B that shares a view with A:" if fits else ""), icon=":material/join_inner:")
+            + (" Choose a B that shares a view with A below." if fits else ""), icon=":material/join_inner:")
     if fits:
-        for i, (e, how) in enumerate(fits[:6]):
-            if i % 3 == 0:  # rows of three: the order reads left to right, related first
-                cols = st.columns(3)
-            cols[i % 3].button(e.name + (f" · {how}" if how else ""), key=f"cmp-b-{e.ref}", width="stretch",
-                               on_click=ui.set_checkpoint, args=(e.ref, ui.K_CKPT_B), help=md_escape(e.title))
+        checkpoint_choices("B that shares a view with A (related ones first)", fits[:8], key="w_cmp_b_choice",
+                           which=ui.K_CKPT_B)
 
 
 def surprisal_figure(sides, pos: int):
@@ -196,6 +219,11 @@ def main() -> None:
                          help="Views that show at least one side; the page opens on one that shows both.")
     slug = ss.get("w_" + K_VIEW) or slug
     ss[K_VIEW] = slug
+    ss.setdefault("w_" + K_LAYOUT, "side")
+    st.segmented_control("Layout", ["side", "stacked"], key="w_" + K_LAYOUT, required=True,
+                         format_func={"side": "A | B side by side", "stacked": "A above B, full width"}.get,
+                         help="Side by side suits a wide window; on a narrow one (or a small laptop with the "
+                              "sidebar open) A above B gives every figure the whole width.")
     # one Options expander for both sides, above the two columns (so they start level); the controls come
     # from the first side the view applies to and are applied to both (layer clamped per side)
     ref_tr = next((traces[s] for s, e in (("A", a), ("B", b)) if s in traces and e.kind in registry.VIEWS[slug].kinds),
@@ -228,6 +256,7 @@ def main() -> None:
             items[side] = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
     names = {"A": a.name, "B": b.name}
     entries_ab = {"A": a, "B": b}
+    stacked = ss.get("w_" + K_LAYOUT) == "stacked"
     order = registry.VIEWS[slug].figure_names
     headed = False  # a header row stands above the current run of side-by-side rows
     for fig_name in order:
@@ -235,15 +264,18 @@ def main() -> None:
         present = {side: it for side, it in row.items() if it is not None}
         if not present:
             continue
-        if any(it[1] is not None and views.panels_side_by_side(it[1]) for it in present.values()):
+        if stacked or any(it[1] is not None and views.panels_side_by_side(it[1]) for it in present.values()):
             headed = False
             for side, it in present.items():
                 st.markdown(header(side, entries_ab[side]) + f" · *{fig_name.replace('_', ' ')}*")
                 with ui.guard(f"Drawing {side}"):
-                    if views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
+                    if stacked and it[1] is not None:  # the whole width, a square map included
+                        ui.chart(it[1], key=f"cmp-{side}-{slug}-{it[0]}", filename=f"{names[side]}-{slug}-{it[0]}")
+                        st.caption(it[2])
+                    elif views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
                         with st.columns(2, gap="large")[0]:
-                            views.draw_figures([it], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
-                                               force_narrow=True)
+                            views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}",
+                                               stem=f"{names[side]}-{slug}", force_narrow=True)
                     else:
                         views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"cmp-{side}-{slug}",
                                            stem=f"{names[side]}-{slug}")
@@ -259,7 +291,7 @@ def main() -> None:
                 if side in present:
                     with col, ui.guard(f"Drawing {side}"):
                         it = present[side]
-                        views.draw_figures([it], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
+                        views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
                                            force_narrow=True)
     link_and_downloads(a, b, traces, opts, pos, slug)
 

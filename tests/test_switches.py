@@ -96,7 +96,8 @@ def test_an_osm_rnn_on_attention_shows_an_osmformer_and_says_why():
     assert "Showing **osmformer-o-linear-tinyshakespeare** (osmformer, same family)" in note
     assert "instead of osm-rnn-o-tinyshakespeare, the selected checkpoint" in note
     # the other checkpoints this view can show, same family first, the shown one left out
-    offered = [b.label for b in at.button if b.key and b.key.startswith("standin-attention-")]
+    chips = at.pills(key="w_standin_attention")
+    offered = [o.content for o in chips.proto.options]
     assert offered and not any(OSMFORMER_O.split("/")[1] == o.split(" · ")[0] for o in offered)
     families = ["same family" in o for o in offered]
     assert families == sorted(families, reverse=True) and families[0], offered
@@ -118,8 +119,7 @@ def test_an_osm_rnn_on_attention_shows_an_osmformer_and_says_why():
 
 def test_choosing_an_offered_checkpoint_ends_the_stand_in():
     at = open_page("attention", ckpt=OSM_RNN)
-    button = next(b for b in at.button if b.key == "standin-attention-bundled/cem-t2-tinyshakespeare")
-    button.click().run()
+    at.pills(key="w_standin_attention").set_value(CEM).run()
     ok(at)
     assert at.session_state["gl_ckpt"] == CEM and standin_note(at) is None
     goto(at, "trajectories")  # the pick is the selection now: CEM stood in for on trajectories
@@ -169,9 +169,9 @@ def test_compare_without_a_shared_view_says_so_and_offers_a_b():
     at = open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/grassmann-tinyshakespeare")
     note = next((shown(i.value) for i in at.info if "No view shows both" in i.value), None)
     assert note and "`osm-rnn`" in note and "`grassmann`" in note, [i.value for i in at.info]
-    offered = [b for b in at.button if b.key and b.key.startswith("cmp-b-")]
-    assert offered and offered[0].label.startswith("osm-rnn-torus-s5")  # same task and kind first
-    offered[0].click().run()
+    chips = at.pills(key="w_cmp_b_choice")
+    assert chips.proto.options[0].content.startswith("osm-rnn-torus-s5 · same kind")  # same task, kind first
+    chips.set_value("bundled/osm-rnn-torus-s5").run()
     ok(at)
     assert at.session_state["gl_ckpt_b"] == "bundled/osm-rnn-torus-s5"
     assert at.session_state["gl_compare_view"] == "trajectories"
