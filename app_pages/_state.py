@@ -1,17 +1,17 @@
 """Page state and the URL: the session keys the app owns and their mirror in the address bar.
 
-=============  ========  ===================================================================
-state key      URL key   meaning
-=============  ========  ===================================================================
-``gl_ckpt``    ``ckpt``  catalog ref of the chosen checkpoint (``bundled/NAME``, ``runs/NAME``)
-``gl_ckpt_b``  ``b``     second checkpoint of the Compare page
-``gl_text``    ``text``  the text every view traces (omitted from the URL when it is the default)
-``gl_pos``     ``pos``   token cursor (0-based position), highlighted in every figure
-``gl_layer``   ``layer`` layer shown by views that show one layer at a time
-``gl_steps``   ``T``     CEM recursion steps at inference (CEM energy; side A of Compare)
-``gl_steps_b`` ``TB``    CEM recursion steps at inference of Compare's side B
-``gl_compare_view`` ``view`` the view Compare shows side by side (a view page's slug)
-=============  ========  ===================================================================
+===================  =========  ========================================================================
+state key            URL key    meaning
+===================  =========  ========================================================================
+``gl_ckpt``          ``ckpt``   catalog ref of the chosen checkpoint (``bundled/NAME``, ``runs/NAME``)
+``gl_ckpt_b``        ``b``      second checkpoint of the Compare page
+``gl_text``          ``text``   the text every view traces (omitted from the URL when it is the default)
+``gl_pos``           ``pos``    token cursor (0-based position), highlighted in every figure
+``gl_layer``         ``layer``  layer shown by views that show one layer at a time
+``gl_steps``         ``T``      CEM recursion steps at inference (CEM energy; side A of Compare)
+``gl_steps_b``       ``TB``     CEM recursion steps at inference of Compare's side B
+``gl_compare_view``  ``view``   the view Compare shows side by side (a view page's slug)
+===================  =========  ========================================================================
 
 The state is kept across pages; the URL of a page carries only the keys that page uses
 (:func:`page_url_keys`: a view page ``ckpt``, ``text``, ``pos``, ``layer`` and, on CEM energy, ``T``;

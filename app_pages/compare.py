@@ -19,6 +19,11 @@ COLOURS = ("#0072B2", "#E69F00")
 K_LAYOUT = "gl_compare_layout"  # "side" (A | B) or "stacked" (A above B); a display choice, not in the URL
 
 
+def _code(text: str) -> str:
+    """``text`` as a markdown code span, shown literally (a code span takes no escapes: backticks dropped)."""
+    return f"`{str(text).replace('`', '')}`"
+
+
 def shared_views(a_kind: str, b_kind: str) -> list[registry.ViewSpec]:
     """The views that show both kinds, most specific (fewest kinds) first, page order on a tie."""
     both = [v for v in registry.VIEWS.values() if a_kind in v.kinds and b_kind in v.kinds]
@@ -97,7 +102,7 @@ def choose_view(a, b, slugs: list[str]) -> str:
 def _b_choices(a, b) -> None:
     """No view shows both sides: say so and offer the checkpoints that share a view with A as B."""
     if not registry.views_for_kind(a.kind):
-        st.info(f"A ({md_escape(a.name)}) is a `{md_escape(a.kind)}`, a baseline with no geometry view: only "
+        st.info(f"A ({md_escape(a.name)}) is a {_code(a.kind)}, a baseline with no geometry view: only "
                 "the surprisal chart compares it. Choose an A that a view shows to compare figures.",
                 icon=":material/info:")
         return
@@ -105,7 +110,7 @@ def _b_choices(a, b) -> None:
     listed = {e.ref for e, _ in fits}
     fits += [(e, "") for e in ui.entries()
              if e.ref not in listed and e.ref != a.ref and shared_views(a.kind, e.kind)]
-    st.info(f"No view shows both A (`{md_escape(a.kind)}`) and B (`{md_escape(b.kind)}`): "
+    st.info(f"No view shows both A ({_code(a.kind)}) and B ({_code(b.kind)}): "
             + ", ".join(v.title for v in registry.views_for_kind(a.kind)) + f" show{'s' if len(registry.views_for_kind(a.kind)) == 1 else ''} A; "
             + (", ".join(v.title for v in registry.views_for_kind(b.kind)) + " B."
                if registry.views_for_kind(b.kind) else "no view shows B.")
@@ -154,7 +159,7 @@ def main() -> None:
     b = ui.checkpoint_picker(where=cb, key=ui.K_CKPT_B, label="Checkpoint B")
     auto = ss.get(_state.K_B_AUTO)
     if auto is not None and auto[:2] == (a.ref, b.ref) and a.ref != b.ref:
-        how = {"same kind": f"the same kind, `{md_escape(a.kind)}`",
+        how = {"same kind": f"the same kind, {_code(a.kind)}",
                "same family": "the same family", "also recurrent": "also recurrent",
                "also attention-based": "also attention-based"}.get(auto[2], "")
         cb.caption("B chosen to go with A" + (f": {how}" if how else ": no checkpoint related to A is here")
@@ -165,9 +170,16 @@ def main() -> None:
     rows = ui.summary_rows([a, b])
     for row, label in zip(rows, ("A", "B")):
         row["side"] = label
-    st.dataframe(rows, hide_index=True, width="stretch",
-                 column_order=["side", "name", "kind", "group", "params", "corpus", "steps", "metric", "valid",
-                               "test"])
+        row["model"] = row["kind"] + (f" · {row['group']}" if row["group"] else "")
+    # widths that fit beside the sidebar at 1000 px; each side's full title is under its picker above
+    st.dataframe(rows, hide_index=True, width="content", column_order=["side", "name", "model", "metric", "valid",
+                                                                       "test"], column_config={
+        "side": st.column_config.TextColumn("side", width=40, pinned=True),
+        "name": st.column_config.TextColumn("name", width=196),
+        "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),
+        "metric": st.column_config.TextColumn("metric", width=84),
+        "valid": st.column_config.TextColumn("valid", width=50),
+        "test": st.column_config.TextColumn("test", width=50)})
     for side, e in (("A", a), ("B", b)):
         line = ui.accuracy_by_length_line(e)
         if line:
