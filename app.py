@@ -50,4 +50,4 @@ PAGES = {
 
 page = st.navigation(PAGES)
 page.run()
-ui.sync_query_params()
+ui.sync_query_params(page)  # the URL carries only what this page uses

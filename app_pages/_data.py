@@ -142,6 +142,35 @@ def default_ref(kinds: tuple[str, ...] | None = None, found: list[catalog.Checkp
     return None
 
 
+def related_entries(entry: catalog.CheckpointEntry, found: list[catalog.CheckpointEntry] | None = None,
+                    pair: bool = False) -> list[tuple[catalog.CheckpointEntry, str]]:
+    """``[(checkpoint, how related)]``: the checkpoints of ``found`` (default :func:`entries`) related to
+    ``entry`` (itself left out), most related first; ``how`` comes from
+    :func:`geomlab.views.related_kinds` (same kind, same family, same way of mixing positions; unrelated
+    kinds are left out).
+
+    Stand-in order (a view that cannot show ``entry``): the kind's relation, then the same task (word
+    problem or text) and corpus, then the same group. Pair order (``pair=True``, Compare's second side):
+    the same task first (two surprisal curves on one scale), then the kind's relation, the same corpus,
+    and within one kind another group (O(d) vs the torus is the comparison worth making). Then bundled
+    before yours, then the listing's order. Design choice (issue 16)."""
+    from geomlab.views import related_kinds
+
+    related = related_kinds(entry.kind)
+    rank = {k: i for i, k in enumerate(related)}
+    pool = [e for e in (entries() if found is None else found) if e.ref != entry.ref and e.kind in rank]
+
+    def key(item: tuple[int, catalog.CheckpointEntry]) -> tuple:
+        i, e = item
+        task = e.is_word_problem != entry.is_word_problem
+        if pair:
+            other_group = e.kind == entry.kind and e.group == entry.group
+            return (task, rank[e.kind], e.corpus != entry.corpus, other_group, e.source != "bundled", i)
+        return (rank[e.kind], task, e.corpus != entry.corpus, e.group != entry.group, e.source != "bundled", i)
+
+    return [(e, related[e.kind]) for _, e in sorted(enumerate(pool), key=key)]
+
+
 # ---------------------------------------------------------------- text
 def max_chars() -> int:
     """The longest text a view traces (``geomlab.trace.MAX_TEXT_CHARS`` when defined)."""

@@ -13,9 +13,9 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
 from app_pages import _data as data
-from app_pages._state import K_NOTICE, K_NOTICE_SHOWN, page_path, set_checkpoint
+from app_pages._state import K_CKPT, K_NOTICE, K_NOTICE_SHOWN, page_path, set_checkpoint
 from geomlab import catalog
-from geomlab.views import ViewSpec
+from geomlab.views import VIEWS, ViewSpec
 
 log = logging.getLogger("geomlab.app")
 
@@ -90,6 +90,76 @@ def wrong_kind_message(view: ViewSpec, entry: catalog.CheckpointEntry) -> None:
     for i, e in enumerate(fitting[:6]):
         cols[i % len(cols)].button(f"Use {e.name}", key=f"use-{view.slug}-{e.ref}", on_click=set_checkpoint,
                                    args=(e.ref,), help=e.title)
+
+
+#: view slug -> (what the view needs, what a kind it cannot show lacks: "{kind} has none"), for the
+#: stand-in message; a view not listed reads "shows <family> models" (design choice, issue 16)
+VIEW_NEEDS = {
+    "trajectories": ("a model whose hidden states live on a matrix group (OSM-RNN or OSMFormer)",
+                     "{kind} has none"),
+    "tangents": ("a model that updates its state in a Lie algebra (OSM-RNN or OSMFormer)", "{kind} does not"),
+    "attention": ("a model with attention", "{kind} has none"),
+    "energy": ("a causal energy minimisation (CEM) model, whose layers descend an energy", "{kind} has none"),
+    "planes": ("a Grassmann flow model, which builds 2-planes from pairs of positions", "{kind} builds none"),
+}
+
+#: how a stand-in relates to the chosen checkpoint (geomlab.views.related_kinds), as the message says it
+RELATION_TEXT = {"same kind": "same kind", "same family": "same family",
+                 "also recurrent": "also recurrent", "also attention-based": "also attention-based",
+                 "": "this view's default: no related checkpoint is here"}
+
+
+def why_not_this_view(view: ViewSpec, kind: str) -> str:
+    """One sentence saying why ``view`` cannot show a checkpoint of ``kind``: "Attention similarity needs
+    a model with attention; `osm-rnn` has none." (markdown; ``kind`` shown literally)."""
+    needs = VIEW_NEEDS.get(view.slug)
+    kind_md = f"`{kind.replace('`', '')}`"
+    if needs is None:
+        return f"**{view.title}** shows {view.family} models; {kind_md} is not one."
+    return f"**{view.title}** needs {needs[0]}; " + needs[1].format(kind=kind_md) + "."
+
+
+def standin_message(view: ViewSpec, chosen: catalog.CheckpointEntry, shown: catalog.CheckpointEntry,
+                    how: str, others: list[tuple[catalog.CheckpointEntry, str]], explicit: bool = True) -> None:
+    """The "not this view" message of a view page that shows ``shown`` in place of ``chosen`` (which it
+    cannot show): why, what it shows instead and how the two are related (``how``), the views that do
+    show ``chosen`` (links), and ``others``, the other checkpoints this view can show (``[(entry, how)]``,
+    related first), as buttons that choose one. ``explicit``: the user chose ``chosen`` (a pick, a link),
+    else it was the session's default."""
+    which = "the selected checkpoint" if explicit else "the default checkpoint"
+    relation = RELATION_TEXT.get(how, how)
+    st.info(f"{why_not_this_view(view, chosen.kind)} Showing **{md_escape(shown.name)}** "
+            f"({md_escape(shown.kind)}, {relation}) instead of {md_escape(chosen.name)}, {which}.",
+            icon=":material/swap_horiz:")
+    homes = [v for v in VIEWS.values() if chosen.kind in v.kinds]
+    if homes:
+        cols = st.columns([3] + [2] * len(homes), vertical_alignment="center")
+        cols[0].caption(f"Open {md_escape(chosen.name)} in:")
+        for col, v in zip(cols[1:], homes):
+            col.page_link(page_path(v.slug), label=v.title, icon=v.icon, query_params={"ckpt": chosen.ref})
+    if others:
+        checkpoint_choices("Other checkpoints this view can show (related ones first)", others[:10],
+                           key=f"w_standin_{view.slug}")
+
+
+def checkpoint_choices(label: str, choices: list[tuple[catalog.CheckpointEntry, str]], key: str,
+                       which: str = K_CKPT) -> None:
+    """Chips (``st.pills``, they wrap instead of cutting long names) offering ``choices`` (``[(entry,
+    how related)]``, in order); picking one chooses it as state ``which`` (the checkpoint, or Compare's
+    B)."""
+    by_ref = {e.ref: (e, how) for e, how in choices}
+
+    def fmt(ref: str) -> str:
+        e, how = by_ref[ref]
+        return e.name + (f" · {RELATION_TEXT.get(how, how)}" if how else "")
+
+    def use() -> None:
+        ref = st.session_state.get(key)
+        if ref in by_ref:
+            set_checkpoint(ref, which)
+
+    st.pills(label, list(by_ref), format_func=fmt, key=key, on_change=use, selection_mode="single",
+             help="Related first: same kind, same family, then the same way of mixing positions.")
 
 
 METRIC_LABEL = {"BPC": "BPC ↓", "accuracy": "accuracy ↑"}

@@ -1,16 +1,23 @@
 """Page state and the URL: the session keys the app owns and their mirror in the address bar.
 
-=============  ========  ===================================================================
-state key      URL key   meaning
-=============  ========  ===================================================================
-``gl_ckpt``    ``ckpt``  catalog ref of the chosen checkpoint (``bundled/NAME``, ``runs/NAME``)
-``gl_ckpt_b``  ``b``     second checkpoint of the Compare page
-``gl_text``    ``text``  the text every view traces (omitted from the URL when it is the default)
-``gl_pos``     ``pos``   token cursor (0-based position), highlighted in every figure
-``gl_layer``   ``layer`` layer shown by views that show one layer at a time
-``gl_steps``   ``T``     CEM recursion steps at inference (CEM energy; side A of Compare)
-``gl_steps_b`` ``TB``    CEM recursion steps at inference of Compare's side B
-=============  ========  ===================================================================
+===================  =========  ========================================================================
+state key            URL key    meaning
+===================  =========  ========================================================================
+``gl_ckpt``          ``ckpt``   catalog ref of the chosen checkpoint (``bundled/NAME``, ``runs/NAME``)
+``gl_ckpt_b``        ``b``      second checkpoint of the Compare page
+``gl_text``          ``text``   the text every view traces (omitted from the URL when it is the default)
+``gl_pos``           ``pos``    token cursor (0-based position), highlighted in every figure
+``gl_layer``         ``layer``  layer shown by views that show one layer at a time
+``gl_steps``         ``T``      CEM recursion steps at inference (CEM energy; side A of Compare)
+``gl_steps_b``       ``TB``     CEM recursion steps at inference of Compare's side B
+``gl_compare_view``  ``view``   the view Compare shows side by side (a view page's slug)
+===================  =========  ========================================================================
+
+The state is kept across pages; the URL of a page carries only the keys that page uses
+(:func:`page_url_keys`: a view page ``ckpt``, ``text``, ``pos``, ``layer`` and, on CEM energy, ``T``;
+Compare those and ``b``, ``view``, ``T``, ``TB``; Train, Home and Checkpoints none of them), plus the
+page's own keys (:data:`K_PAGE_QP`, e.g. Train's run id) and ``debug`` as typed. A link may still carry
+any key: it is adopted into the state wherever it is opened, then left out of that page's URL.
 
 Widgets use keys ``w_*``; each widget is seeded from its state key before it is drawn and copies its value
 back in an ``on_change`` callback (:func:`seed`, :func:`copy`; the pattern recommended against
@@ -24,11 +31,12 @@ from typing import Any
 import streamlit as st
 
 from app_pages import _data as data
+from geomlab import views as registry
 
-K_CKPT, K_CKPT_B, K_TEXT, K_POS, K_LAYER, K_STEPS, K_STEPS_B = (
-    "gl_ckpt", "gl_ckpt_b", "gl_text", "gl_pos", "gl_layer", "gl_steps", "gl_steps_b")
+K_CKPT, K_CKPT_B, K_TEXT, K_POS, K_LAYER, K_STEPS, K_STEPS_B, K_VIEW = (
+    "gl_ckpt", "gl_ckpt_b", "gl_text", "gl_pos", "gl_layer", "gl_steps", "gl_steps_b", "gl_compare_view")
 URL_KEYS = {K_CKPT: "ckpt", K_CKPT_B: "b", K_TEXT: "text", K_POS: "pos", K_LAYER: "layer", K_STEPS: "T",
-            K_STEPS_B: "TB"}
+            K_STEPS_B: "TB", K_VIEW: "view"}
 _INT_KEYS = {K_POS, K_LAYER, K_STEPS, K_STEPS_B}
 #: Session keys of the registry's per-view controls (not in the URL).
 K_HEAD, K_SLOT, K_BLOCK, K_SUBSTEP = "gl_head", "gl_slot", "gl_block", "gl_substep"
@@ -38,6 +46,9 @@ K_QP_WRITTEN = "_gl_qp_written"  # the query params this app wrote last (to tell
 K_CKPT_EXPLICIT = "_gl_ckpt_explicit"  # True when gl_ckpt was chosen by the user (a link, a pick, a save)
 K_PAGE_QP = "_gl_page_qp"        # extra URL keys of the current page only (e.g. Train's run id), set per run
 K_OWNER = "_gl_owner"            # this session's owner token: what it created (runs, saves, uploads) is its own
+K_STANDIN = "_gl_standin"        # a view showing a stand-in for the chosen checkpoint (see standin / restore_choice)
+K_B_AUTO = "_gl_b_auto"          # (A ref, B ref, how) when Compare chose B to go with A (not the user)
+K_VIEW_FOR = "_gl_view_for"      # (A ref, B ref) the Compare view was chosen for by a click, or "link"
 #: URL keys the app reads but never writes itself (kept as the visitor typed them).
 PASSTHROUGH_KEYS = ("debug",)
 
@@ -53,10 +64,14 @@ def seed(widget_key: str, state_key: str) -> None:
 
 
 def copy(widget_key: str, state_key: str) -> None:
-    """``on_change`` callback: copy a widget's value into its state key (a checkpoint pick is explicit)."""
+    """``on_change`` callback: copy a widget's value into its state key (a checkpoint pick is explicit and
+    ends any stand-in, see :func:`standin`)."""
     st.session_state[state_key] = st.session_state[widget_key]
     if state_key == K_CKPT:
         st.session_state[K_CKPT_EXPLICIT] = True
+        st.session_state.pop(K_STANDIN, None)
+    elif state_key == K_CKPT_B:
+        st.session_state.pop(K_B_AUTO, None)  # B is the user's pick now, kept when A changes
 
 
 def set_checkpoint(ref: str, which: str = K_CKPT) -> None:
@@ -64,6 +79,47 @@ def set_checkpoint(ref: str, which: str = K_CKPT) -> None:
     st.session_state[which] = ref
     if which == K_CKPT:
         st.session_state[K_CKPT_EXPLICIT] = True
+        st.session_state.pop(K_STANDIN, None)
+    elif which == K_CKPT_B:
+        st.session_state.pop(K_B_AUTO, None)
+
+
+def standin(slug: str, chosen: str, shown: str, how: str) -> None:
+    """Record that view ``slug`` shows checkpoint ``shown`` in place of the chosen ``chosen``, which it
+    cannot show (``how``: how the two are related, from :func:`geomlab.views.related_kinds`). ``gl_ckpt``
+    becomes ``shown`` (so the page, its link and its URL name what is on screen); the record keeps the
+    page's message up while ``shown`` is on screen there, and :func:`restore_choice` gives the chosen one
+    back on any other page. A pick or a link ends it. Design choice (issue 16: no silent switches)."""
+    ss = st.session_state
+    ss[K_STANDIN] = {"slug": slug, "chosen": chosen, "shown": shown, "how": how,
+                     "explicit": bool(ss.get(K_CKPT_EXPLICIT, False))}
+    ss[K_CKPT] = shown
+    ss[K_CKPT_EXPLICIT] = False
+
+
+def current_standin(slug: str) -> dict | None:
+    """The stand-in record of view ``slug`` while its stand-in is the checkpoint on screen, else None."""
+    rec = st.session_state.get(K_STANDIN)
+    if rec and rec.get("slug") == slug and rec.get("shown") == st.session_state.get(K_CKPT):
+        return rec
+    return None
+
+
+def restore_choice(slug: str | None = None) -> None:
+    """Give the chosen checkpoint back on a page other than the view that stood another one in for it
+    (``slug``: the page now drawn; a view page, Compare or Checkpoints call it first). A record whose
+    stand-in is no longer the selection (something else was chosen) is dropped."""
+    ss = st.session_state
+    rec = ss.get(K_STANDIN)
+    if not rec:
+        return
+    if rec.get("shown") != ss.get(K_CKPT) or data.entry_for(rec.get("chosen")) is None:
+        ss.pop(K_STANDIN, None)
+        return
+    if rec.get("slug") != slug:
+        ss[K_CKPT] = rec["chosen"]
+        ss[K_CKPT_EXPLICIT] = rec.get("explicit", False)
+        ss.pop(K_STANDIN, None)
 
 
 def owner_token() -> str:
@@ -106,6 +162,9 @@ def init_state() -> None:
     qp = st.query_params.to_dict()
     notes: list[str] = []
     if qp and qp != ss.get(K_QP_WRITTEN):
+        ss.pop(K_STANDIN, None)  # a link names what to show
+        if "b" in qp:
+            ss.pop(K_B_AUTO, None)
         for key, url_key in URL_KEYS.items():
             if url_key not in qp:
                 continue
@@ -118,6 +177,10 @@ def init_state() -> None:
                 notes.append(f"The link names checkpoint {value!r}, which is not here; showing "
                              "another one instead. See the Checkpoints page for what is available.")
                 continue
+            if key == K_VIEW and value not in registry.VIEWS:
+                notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: not a view (one of "
+                             f"{', '.join(registry.VIEWS)}).")
+                continue
             if key in (K_POS, K_LAYER) and value < 0 or key in (K_STEPS, K_STEPS_B) and value < 1:
                 notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: it must be "
                              f"{'at least 1' if key in (K_STEPS, K_STEPS_B) else 'a position or layer ≥ 0'}.")
@@ -125,6 +188,8 @@ def init_state() -> None:
             ss[key] = value
             if key == K_CKPT:
                 ss[K_CKPT_EXPLICIT] = True
+            if key == K_VIEW:
+                ss[K_VIEW_FOR] = "link"  # Compare keeps the linked view for the pair it opens on
     if notes:
         ss[K_NOTICE] = " ".join(notes)
     if ss[K_CKPT] is None or data.entry_for(ss[K_CKPT]) is None:
@@ -134,18 +199,42 @@ def init_state() -> None:
         ss[K_CKPT_B] = None
 
 
-def state_query() -> dict[str, str]:
-    """The shareable state as URL query parameters (only keys that are set; text only when it is not the
-    checkpoint's default)."""
+def page_url_keys(page: str | None) -> tuple[str, ...]:
+    """The shared state keys page ``page`` (its ``url_path``: ``""`` for Home, a view's slug, ``"compare"``,
+    ``"train"``, ...) puts in its URL, i.e. the state it uses: a view page its checkpoint, text, cursor and,
+    when the registry gives it the control, the layer and the CEM steps ``T``; Compare both checkpoints, the
+    text, cursor, layer, its view and both sides' ``T``; every other page none (their own keys, such as
+    Train's run id, come from :data:`K_PAGE_QP`). ``None``: every key (no page known). Design choice
+    (issue 16: a page's URL carries only what that page uses)."""
+    if page is None:
+        return tuple(URL_KEYS)
+    view = registry.VIEWS.get(page)
+    if view is not None:
+        return (K_CKPT, K_TEXT, K_POS, *((K_LAYER,) if "layer" in view.controls else ()),
+                *((K_STEPS,) if "steps" in view.controls else ()))
+    if page == "compare":
+        return (K_CKPT, K_CKPT_B, K_TEXT, K_POS, K_LAYER, K_VIEW, K_STEPS, K_STEPS_B)
+    return ()
+
+
+def state_query(page: str | None = None) -> dict[str, str]:
+    """The shareable state of page ``page`` (its ``url_path``, see :func:`page_url_keys`; None: every key)
+    as URL query parameters: only keys that are set; the text only when it is not the checkpoint's
+    default; on Compare a side's ``T`` only when that side is a CEM."""
     ss = st.session_state
+    keys = page_url_keys(page)
     want: dict[str, str] = {}
     for key, url_key in URL_KEYS.items():
         value = ss.get(key)
-        if value is None:
+        if value is None or key not in keys:
             continue
         if key == K_TEXT and (value == data.default_text_for(data.entry_for(ss.get(K_CKPT)))
                               or len(value) > data.max_chars()):
             continue  # the default text is implied; a text over the limit was rejected, never mirrored
+        if page == "compare" and key in (K_STEPS, K_STEPS_B):
+            side = data.entry_for(ss.get(K_CKPT if key == K_STEPS else K_CKPT_B))
+            if side is None or side.kind != "cem":
+                continue  # only a CEM side has recursion steps
         want[url_key] = str(value)
     return want
 
@@ -161,14 +250,17 @@ def share_link(slug: str) -> str:
             base = f"{parts.scheme}://{parts.netloc}"
     except Exception:  # noqa: BLE001 - no request context (tests)
         base = ""
-    query = urlencode(state_query())
+    query = urlencode(state_query(slug))
     return f"{base}/{slug}" + (f"?{query}" if query else "")
 
 
-def sync_query_params() -> None:
-    """Mirror the shared state into the URL (see :func:`state_query`; ``debug`` is kept as typed)."""
+def sync_query_params(page: Any = None) -> None:
+    """Mirror the state page ``page`` uses into the URL (``page``: the ``st.navigation`` page just run, or
+    its ``url_path``; see :func:`state_query`), with the page's own keys (:data:`K_PAGE_QP`) and ``debug``
+    kept as typed. Keys of other pages are left out of the URL, never out of the state."""
     ss = st.session_state
-    want = {**state_query(), **(ss.pop(K_PAGE_QP, None) or {})}
+    path = getattr(page, "url_path", page)
+    want = {**state_query(path), **(ss.pop(K_PAGE_QP, None) or {})}
     current = st.query_params.to_dict()
     want.update({k: current[k] for k in PASSTHROUGH_KEYS if k in current})
     if current != want:

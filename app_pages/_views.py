@@ -138,25 +138,41 @@ def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool 
 
 
 def _choose_fitting(view: registry.ViewSpec) -> bool:
-    """Make the chosen checkpoint one ``view`` shows: keep it when the view shows its kind, else switch to
-    the one Home links to (with a notice when the user chose the other). False (with a message) when no
-    checkpoint fits."""
+    """Make the checkpoint on screen one ``view`` shows, never silently: keep the chosen one when the view
+    shows its kind; else show the most related checkpoint it can show (same kind, same family, same way
+    of mixing positions: :func:`app_pages._data.related_entries`; the view's default when none is
+    related) with a message saying why, what it shows, and the other checkpoints it could show (related
+    first). The message stays while that stand-in is on screen; another page gives the chosen checkpoint
+    back (:func:`app_pages._state.restore_choice`). False (with a message) when no checkpoint fits."""
+    from app_pages import _data, _messages, _state
+
+    ss = st.session_state
+    _state.restore_choice(view.slug)
     fitting = [e for e in ui.entries() if e.kind in view.kinds]
-    current = ui.entry_for(st.session_state.get(ui.K_CKPT))
+    current = ui.entry_for(ss.get(ui.K_CKPT))
     if not fitting:
         if current is not None:
             ui.wrong_kind_message(view, current)
         return False
-    if current is None or current.kind not in view.kinds:
-        # arriving with a checkpoint this view cannot show: switch to the one Home links to, and say so
-        # only when the user chose that checkpoint (a link, a pick); a default is replaced silently
-        target = ui.entry_for(ui.default_ref(view.kinds)) or fitting[0]
-        st.session_state[ui.K_CKPT] = target.ref
-        explicit = st.session_state.get(ui.K_CKPT_EXPLICIT, False)
-        st.session_state[ui.K_CKPT_EXPLICIT] = False  # the view's default now, not the user's pick
-        if current is not None and explicit:
-            st.info(f"{view.title} shows {view.family} models, not `{current.kind}`: showing "
-                    f"**{target.name}** instead of {current.name}.", icon=":material/swap_horiz:")
+    if current is None:
+        ss[ui.K_CKPT] = ui.default_ref(view.kinds) or fitting[0].ref
+        return True
+    if current.kind not in view.kinds:
+        ranked = _data.related_entries(current, fitting)
+        if ranked:
+            target, how = ranked[0]
+        else:
+            target, how = ui.entry_for(ui.default_ref(view.kinds)) or fitting[0], ""
+        _state.standin(view.slug, current.ref, target.ref, how)
+    rec = _state.current_standin(view.slug)
+    chosen = ui.entry_for(rec["chosen"]) if rec else None
+    shown = ui.entry_for(ss.get(ui.K_CKPT))
+    if rec and chosen is not None and shown is not None:
+        ranked = _data.related_entries(chosen, fitting)
+        listed = {e.ref for e, _ in ranked}
+        others = [(e, how) for e, how in ranked if e.ref != shown.ref] + [
+            (e, "") for e in fitting if e.ref not in listed and e.ref != shown.ref]
+        _messages.standin_message(view, chosen, shown, rec["how"], others, explicit=rec.get("explicit", True))
     return True
 
 

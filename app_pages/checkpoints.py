@@ -10,9 +10,14 @@ from geomlab import catalog
 from geomlab import views as registry
 from app_pages import _ui as ui
 from app_pages._messages import md_escape
-from app_pages._state import owner_token
+from app_pages._state import owner_token, restore_choice
 
 K_UPLOAD_MSG = "_gl_upload_msg"
+#: the table's columns (model = kind and group; the cards below show parameters, corpus, steps, source and
+#: ref; the data keeps every column) and the name column's width in
+#: pixels: the longest bundled name at the table's font (design choice: the table fits at 1000 px)
+TABLE_COLUMNS = ["name", "model", "metric", "valid", "test"]
+NAME_WIDTH = 232
 
 
 def _open(ref: str, slug: str) -> None:
@@ -48,16 +53,17 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
                    f"{entry.steps if entry.steps is not None else '–'} · {md_escape(entry.ref)}")
         views = fitting_views(entry.kind)
         deletable = catalog.may_change(entry, owner_token())  # only what this session created
-        cols = st.columns(max(1, len(views)) + (1 if deletable else 0))
-        for j, v in enumerate(views):
-            cols[j].button(v.short, key=f"open-{i}-{v.slug}", on_click=_open, args=(entry.ref, v.slug),
-                           icon=v.icon, width="stretch", help=f"Open {md_escape(entry.name)} in {v.title}")
+        # a row that wraps (buttons as wide as their labels), so no label is cut in a half-width card
+        row = st.container(horizontal=True, gap="small")
+        for v in views:
+            row.button(v.short, key=f"open-{i}-{v.slug}", on_click=_open, args=(entry.ref, v.slug),
+                       icon=v.icon, help=f"Open {md_escape(entry.name)} in {v.title}")
         if not views:
-            cols[0].button("Select", key=f"select-{i}", on_click=ui.set_checkpoint, args=(entry.ref,),
-                           help="A baseline with no geometry views of its own; use it on Compare.")
+            row.button("Select", key=f"select-{i}", on_click=ui.set_checkpoint, args=(entry.ref,),
+                       help="A baseline with no geometry views of its own; use it on Compare.")
         if deletable:
-            cols[-1].button("Delete", key=f"del-{i}", on_click=_delete, args=(entry.ref,), icon=":material/delete:",
-                            type="tertiary", help="Remove this checkpoint's two files from runs/.")
+            row.button("Delete", key=f"del-{i}", on_click=_delete, args=(entry.ref,), icon=":material/delete:",
+                       type="tertiary", help="Remove this checkpoint's two files from runs/.")
         with st.expander("Card and training config"):
             st.json({"card": entry.card, "model_config": entry.model_config,
                      "train_config": entry.meta.get("train_config")}, expanded=1)
@@ -92,6 +98,7 @@ def handle_upload(files: dict[str, bytes]) -> None:
 def main() -> None:
     ui.wait_warm()
     ui.show_notice()
+    restore_choice("checkpoints")  # a view's stand-in is not the selection here
     goto = st.session_state.pop("_gl_goto", None)
     if goto:
         st.switch_page(ui.page_path(goto))
@@ -108,15 +115,20 @@ def main() -> None:
         ui.no_checkpoint_message()
     else:
         rows = ui.summary_rows(found)
-        st.dataframe(rows, hide_index=True, width="stretch", column_config={
-            "ref": st.column_config.TextColumn("ref", width="large",
-                                               help="what links and the ckpt= URL key name it by"),
-            "params": st.column_config.NumberColumn("params", format="%d"),
+        for row in rows:
+            row["model"] = row["kind"] + (f" · {row['group']}" if row["group"] else "")
+        # the columns that compare checkpoints, at widths that fit beside the sidebar at 1000 px (the name
+        # pinned); parameters, corpus, steps, source and ref are on each card below
+        st.dataframe(rows, hide_index=True, width="content", column_order=TABLE_COLUMNS, column_config={
+            "name": st.column_config.TextColumn("name", width=NAME_WIDTH, pinned=True,
+                                                help="the checkpoint's name; its card below has the rest"),
+            "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),
             "metric": st.column_config.TextColumn(
-                "metric", help="BPC (bits per character, lower is better) for language models; accuracy of "
-                               "the running product (higher is better) for group word problems"),
-            "valid": st.column_config.TextColumn("valid", help="the metric on the validation split"),
-            "test": st.column_config.TextColumn("test", help="the metric on the test split"),
+                "metric", width=84,
+                help="BPC (bits per character, lower is better) for language models; accuracy of "
+                     "the running product (higher is better) for group word problems"),
+            "valid": st.column_config.TextColumn("valid", width=50, help="the metric on the validation split"),
+            "test": st.column_config.TextColumn("test", width=50, help="the metric on the test split"),
         })
         cols = st.columns(2, gap="medium")
         for i, e in enumerate(found):

@@ -2,33 +2,122 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import streamlit as st
 
+from app_pages import _data, _state
 from app_pages import _ui as ui
 from app_pages import _views as views
+from app_pages._messages import checkpoint_choices, md_escape
 from app_pages._warm import rendering
 from geomlab import views as registry
 
-K_VIEW = "gl_compare_view"
+K_VIEW = _state.K_VIEW  # "gl_compare_view", in the URL as view=
 COLOURS = ("#0072B2", "#E69F00")
+K_LAYOUT = "gl_compare_layout"  # "side" (A | B) or "stacked" (A above B); a display choice, not in the URL
+
+
+def _code(text: str) -> str:
+    """``text`` as a markdown code span, shown literally (a code span takes no escapes: backticks dropped)."""
+    return f"`{str(text).replace('`', '')}`"
+
+
+def shared_views(a_kind: str, b_kind: str) -> list[registry.ViewSpec]:
+    """The views that show both kinds, most specific (fewest kinds) first, page order on a tie."""
+    both = [v for v in registry.VIEWS.values() if a_kind in v.kinds and b_kind in v.kinds]
+    return sorted(both, key=lambda v: len(v.kinds))  # sorted() is stable: page order within a size
+
+
+def default_pair_b(a_ref: str) -> tuple[str, str] | None:
+    """``(ref, how)``: the checkpoint Compare pairs with ``a_ref`` when the user has not chosen B: the most
+    related one that shares a view with A (same task first, then same kind, same family, same way of
+    mixing positions; :func:`app_pages._data.related_entries`), else the most related one, else another
+    checkpoint of the same task, else any other (``how`` ``""``); None when A is the only checkpoint."""
+    a = ui.entry_for(a_ref)
+    others = [e for e in ui.entries() if e.ref != a_ref]
+    if not others:
+        return None
+    if a is None:
+        return others[0].ref, ""
+    ranked = _data.related_entries(a, pair=True)
+    sharing = [(e, how) for e, how in ranked if shared_views(a.kind, e.kind)]
+    if sharing or ranked:
+        e, how = (sharing or ranked)[0]
+        return e.ref, how
+    same_task = [e for e in others if e.is_word_problem == a.is_word_problem]
+    return (same_task or others)[0].ref, ""
 
 
 def default_b(a_ref: str) -> str | None:
-    """A sensible second checkpoint: same kind with another group or size first, then anything else."""
-    entries = ui.entries()
-    a = ui.entry_for(a_ref)
-    others = [e for e in entries if e.ref != a_ref]
-    if not others:
-        return None
-    if a is not None:
-        same = [e for e in others if e.kind == a.kind]
-        if same:
-            return same[0].ref
-        fam = next((v.kinds for v in registry.views_for_kind(a.kind)), ())
-        related = [e for e in others if e.kind in fam]
-        if related:
-            return related[0].ref
-    return others[0].ref
+    """The checkpoint Compare pairs with ``a_ref`` by default (see :func:`default_pair_b`)."""
+    pair = default_pair_b(a_ref)
+    return pair[0] if pair else None
+
+
+#: at most this many ticks on a category axis (token labels) of a figure in a half-width Compare column
+NARROW_NTICKS = 8
+
+
+def narrow_copy(fig: Any) -> Any:
+    """``fig`` for a half-width Compare column: its category axes (token labels) and axes with a tick count
+    get at most :data:`NARROW_NTICKS` ticks, so rotated token labels do not run into each other (a copy;
+    the cached figure is shared and never changed). Compare's own layout choice: the view pages draw the
+    same figures at full or half of a wider area."""
+    if fig is None:
+        return fig
+    lay = fig.layout.to_plotly_json()
+    upd = {k: {"nticks": min(int(ax.get("nticks") or NARROW_NTICKS), NARROW_NTICKS)} for k, ax in lay.items()
+           if k.startswith(("xaxis", "yaxis")) and isinstance(ax, dict)
+           and (ax.get("type") == "category" or ax.get("nticks"))}
+    if not upd:
+        return fig
+    fig = copy.deepcopy(fig)
+    fig.update_layout(upd)
+    return fig
+
+
+def _pick_view(pair: tuple[str, str]) -> None:
+    """``on_change`` of the view control: the user chose this view for this pair."""
+    st.session_state[K_VIEW] = st.session_state["w_" + K_VIEW]
+    st.session_state[_state.K_VIEW_FOR] = pair
+
+
+def choose_view(a, b, slugs: list[str]) -> str:
+    """The view Compare shows: the one the user (a click or a link) chose for this pair, else the current
+    one when it shows both sides, else the most specific view that shows both, else the first view that
+    shows either."""
+    ss = st.session_state
+    pair = (a.ref, b.ref)
+    if ss.get(_state.K_VIEW_FOR) == "link":
+        ss[_state.K_VIEW_FOR] = pair
+    cur = ss.get(K_VIEW)
+    both = [v.slug for v in shared_views(a.kind, b.kind)]
+    if cur in slugs and (ss.get(_state.K_VIEW_FOR) == pair or cur in both):
+        return cur
+    return (both or slugs)[0]
+
+
+def _b_choices(a, b) -> None:
+    """No view shows both sides: say so and offer the checkpoints that share a view with A as B."""
+    if not registry.views_for_kind(a.kind):
+        st.info(f"A ({md_escape(a.name)}) is a {_code(a.kind)}, a baseline with no geometry view: only "
+                "the surprisal chart compares it. Choose an A that a view shows to compare figures.",
+                icon=":material/info:")
+        return
+    fits = [(e, how) for e, how in _data.related_entries(a, pair=True) if shared_views(a.kind, e.kind)]
+    listed = {e.ref for e, _ in fits}
+    fits += [(e, "") for e in ui.entries()
+             if e.ref not in listed and e.ref != a.ref and shared_views(a.kind, e.kind)]
+    st.info(f"No view shows both A ({_code(a.kind)}) and B ({_code(b.kind)}): "
+            + ", ".join(v.title for v in registry.views_for_kind(a.kind)) + f" show{'s' if len(registry.views_for_kind(a.kind)) == 1 else ''} A; "
+            + (", ".join(v.title for v in registry.views_for_kind(b.kind)) + " B."
+               if registry.views_for_kind(b.kind) else "no view shows B.")
+            + (" Choose a B that shares a view with A below." if fits else ""), icon=":material/join_inner:")
+    if fits:
+        checkpoint_choices("B that shares a view with A (related ones first)", fits[:8], key="w_cmp_b_choice",
+                           which=ui.K_CKPT_B)
 
 
 def surprisal_figure(sides, pos: int):
@@ -53,18 +142,44 @@ def main() -> None:
         if not entries:
             ui.no_checkpoint_message()
             return
-    if st.session_state.get(ui.K_CKPT_B) is None or ui.entry_for(st.session_state[ui.K_CKPT_B]) is None:
-        st.session_state[ui.K_CKPT_B] = default_b(st.session_state.get(ui.K_CKPT)) or st.session_state.get(ui.K_CKPT)
+    ss = st.session_state
+    _state.restore_choice("compare")
+    a_ref = ss.get(ui.K_CKPT)
+    auto = ss.get(_state.K_B_AUTO)
+    b_now = ss.get(ui.K_CKPT_B)
+    if (b_now is None or ui.entry_for(b_now) is None
+            or (auto is not None and auto[1] == b_now and auto[0] != a_ref)):  # B was paired with another A
+        pair = default_pair_b(a_ref)
+        ss[ui.K_CKPT_B] = pair[0] if pair else a_ref
+        ss[_state.K_B_AUTO] = (a_ref, ss[ui.K_CKPT_B], pair[1] if pair else "")
+    elif auto is not None and auto[1] != b_now:
+        ss.pop(_state.K_B_AUTO, None)
     ca, cb = st.columns(2, gap="large")
     a = ui.checkpoint_picker(where=ca, key=ui.K_CKPT, label="Checkpoint A")
     b = ui.checkpoint_picker(where=cb, key=ui.K_CKPT_B, label="Checkpoint B")
+    auto = ss.get(_state.K_B_AUTO)
+    if auto is not None and auto[:2] == (a.ref, b.ref) and a.ref != b.ref:
+        how = {"same kind": f"the same kind, {_code(a.kind)}",
+               "same family": "the same family", "also recurrent": "also recurrent",
+               "also attention-based": "also attention-based"}.get(auto[2], "")
+        cb.caption("B chosen to go with A" + (f": {how}" if how else ": no checkpoint related to A is here")
+                   + (f", another group ({md_escape(b.group)})" if auto[2] == "same kind" and b.group
+                      and b.group != a.group else "")
+                   + ". Pick any other B above.")
     text = ui.text_box(a)
     rows = ui.summary_rows([a, b])
     for row, label in zip(rows, ("A", "B")):
         row["side"] = label
-    st.dataframe(rows, hide_index=True, width="stretch",
-                 column_order=["side", "name", "kind", "group", "params", "corpus", "steps", "metric", "valid",
-                               "test"])
+        row["model"] = row["kind"] + (f" · {row['group']}" if row["group"] else "")
+    # widths that fit beside the sidebar at 1000 px; each side's full title is under its picker above
+    st.dataframe(rows, hide_index=True, width="content", column_order=["side", "name", "model", "metric", "valid",
+                                                                       "test"], column_config={
+        "side": st.column_config.TextColumn("side", width=40, pinned=True),
+        "name": st.column_config.TextColumn("name", width=196),
+        "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),
+        "metric": st.column_config.TextColumn("metric", width=84),
+        "valid": st.column_config.TextColumn("valid", width=50),
+        "test": st.column_config.TextColumn("test", width=50)})
     for side, e in (("A", a), ("B", b)):
         line = ui.accuracy_by_length_line(e)
         if line:
@@ -105,14 +220,22 @@ def main() -> None:
     slugs = [v.slug for v in registry.VIEWS.values() if a.kind in v.kinds or b.kind in v.kinds]
     if not slugs:
         st.info("Neither checkpoint has a geometry view (both are baselines).", icon=":material/info:")
+        link_and_downloads(a, b, traces, opts, pos, None)
         return
-    both = [s for s in slugs if a.kind in registry.VIEWS[s].kinds and b.kind in registry.VIEWS[s].kinds]
-    cur = st.session_state.get(K_VIEW)
-    st.session_state["w_" + K_VIEW] = cur if cur in slugs else (both or slugs)[0]  # prefer a view of both
+    if not shared_views(a.kind, b.kind):
+        _b_choices(a, b)
+    slug = choose_view(a, b, slugs)
+    ss[K_VIEW] = ss["w_" + K_VIEW] = slug
     st.segmented_control("View", slugs, key="w_" + K_VIEW, format_func=lambda s: registry.VIEWS[s].title,
-                         on_change=ui._copy, args=("w_" + K_VIEW, K_VIEW), required=True)
-    slug = st.session_state.get("w_" + K_VIEW) or slugs[0]
-    st.session_state[K_VIEW] = slug
+                         on_change=_pick_view, args=((a.ref, b.ref),), required=True,
+                         help="Views that show at least one side; the page opens on one that shows both.")
+    slug = ss.get("w_" + K_VIEW) or slug
+    ss[K_VIEW] = slug
+    ss.setdefault("w_" + K_LAYOUT, "side")
+    st.segmented_control("Layout", ["side", "stacked"], key="w_" + K_LAYOUT, required=True,
+                         format_func={"side": "A | B side by side", "stacked": "A above B, full width"}.get,
+                         help="Side by side suits a wide window; on a narrow one (or a small laptop with the "
+                              "sidebar open) A above B gives every figure the whole width.")
     # one Options expander for both sides, above the two columns (so they start level); the controls come
     # from the first side the view applies to and are applied to both (layer clamped per side)
     ref_tr = next((traces[s] for s, e in (("A", a), ("B", b)) if s in traces and e.kind in registry.VIEWS[slug].kinds),
@@ -145,6 +268,7 @@ def main() -> None:
             items[side] = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
     names = {"A": a.name, "B": b.name}
     entries_ab = {"A": a, "B": b}
+    stacked = ss.get("w_" + K_LAYOUT) == "stacked"
     order = registry.VIEWS[slug].figure_names
     headed = False  # a header row stands above the current run of side-by-side rows
     for fig_name in order:
@@ -152,15 +276,18 @@ def main() -> None:
         present = {side: it for side, it in row.items() if it is not None}
         if not present:
             continue
-        if any(it[1] is not None and views.panels_side_by_side(it[1]) for it in present.values()):
+        if stacked or any(it[1] is not None and views.panels_side_by_side(it[1]) for it in present.values()):
             headed = False
             for side, it in present.items():
                 st.markdown(header(side, entries_ab[side]) + f" · *{fig_name.replace('_', ' ')}*")
                 with ui.guard(f"Drawing {side}"):
-                    if views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
+                    if stacked and it[1] is not None:  # the whole width, a square map included
+                        ui.chart(it[1], key=f"cmp-{side}-{slug}-{it[0]}", filename=f"{names[side]}-{slug}-{it[0]}")
+                        st.caption(it[2])
+                    elif views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
                         with st.columns(2, gap="large")[0]:
-                            views.draw_figures([it], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
-                                               force_narrow=True)
+                            views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}",
+                                               stem=f"{names[side]}-{slug}", force_narrow=True)
                     else:
                         views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"cmp-{side}-{slug}",
                                            stem=f"{names[side]}-{slug}")
@@ -176,8 +303,29 @@ def main() -> None:
                 if side in present:
                     with col, ui.guard(f"Drawing {side}"):
                         it = present[side]
-                        views.draw_figures([it], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
+                        views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
                                            force_narrow=True)
+    link_and_downloads(a, b, traces, opts, pos, slug)
+
+
+def link_and_downloads(a, b, traces: dict, opts: dict, pos: int, slug: str | None) -> None:
+    """The link box (the full address that reopens this comparison: both checkpoints, text, cursor, view,
+    layer, T and TB) and each side's trace downloads (.npz and JSON, as on the view pages)."""
+    with st.expander("Link to this comparison", icon=":material/link:"):
+        st.caption("Anyone who opens this link sees these two checkpoints, this text, token cursor and view "
+                   "(the address bar holds the same link).")
+        st.code(ui.share_link("compare"), language=None, wrap_lines=True)
+    with st.expander("Download both traces", icon=":material/download:"):
+        st.caption("Every figure, side by side ones included, downloads as PNG from the camera icon in its "
+                   "toolbar. Each .npz trace holds every array behind its side's figures "
+                   "(geomlab.trace.load_trace reads it back); the JSON holds the 256 positions around the cursor.")
+        for side, e in (("A", a), ("B", b)):
+            if side not in traces:
+                continue
+            steps = opts.get(side, {}).get("steps")
+            st.markdown(f"**{side}: {md_escape(e.name)}**" + (f" · T = {steps}" if steps else ""))
+            ui.trace_downloads(traces[side], stem=f"{e.name}-{side}" + (f"-T{steps}" if steps else ""),
+                               cursor=min(pos, traces[side].n_positions - 1))
 
 
 with ui.guard("The Compare page"), rendering():

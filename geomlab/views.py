@@ -423,3 +423,29 @@ def check_registry(names: Iterable[str] | None = None) -> list[str]:
                 if a not in v.controls:
                     problems.append(f"{v.slug}: {f.name!r} takes {a!r}, which the view does not offer")
     return problems
+
+
+def related_kinds(kind: str) -> dict[str, str]:
+    """Model kinds related to ``kind``, most related first, each with how it is related: ``kind`` itself
+    (``"same kind"``), then the kinds of its family (``"same family"``: one paper's models, e.g. OSM-RNN
+    and OSMFormer, Nunley arXiv 2602.18417; Grassmann flows and their attention baseline
+    ``grassmann-attn``, Zhang arXiv 2512.19428; the Transformer baselines ``transformer`` and ``llama``),
+    then the kinds that mix positions the same way (``"also recurrent"``: a state carried token to token;
+    ``"also attention-based"``: softmax attention over earlier positions, Transformer baselines first, as a
+    CEM layer is a tied-weight Transformer layer, Xu et al. arXiv 2605.07588). Kinds left out are unrelated.
+
+    ``related_kinds("osm-rnn")`` -> ``{"osm-rnn": "same kind", "osmformer": "same family", "lstm": "also
+    recurrent"}``. An unknown kind gets ``{kind: "same kind"}``. Used to choose a stand-in checkpoint when a
+    view cannot show the chosen one, and Compare's second checkpoint. Design choice."""
+    families = (("osm-rnn", "osmformer"), ("cem",), ("grassmann", "grassmann-attn"), ("transformer", "llama"),
+                ("lstm",))
+    mixing = (("also recurrent", ("osm-rnn", "lstm")),
+              ("also attention-based", ("transformer", "llama", "cem", "osmformer", "grassmann-attn")))
+    out = {kind: "same kind"}
+    for fam in families:
+        if kind in fam:
+            out.update({k: "same family" for k in fam if k not in out})
+    for how, kinds in mixing:
+        if kind in kinds:
+            out.update({k: how for k in kinds if k not in out})
+    return out

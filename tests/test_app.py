@@ -254,11 +254,12 @@ def test_compare_shows_both_checkpoints_side_by_side(ckpt_dirs):
     assert {d["name"].split(" (")[0] for d in spec["data"]} == {"A: osm", "B: osmformer"}
 
 
-def test_a_default_checkpoint_of_the_wrong_kind_is_replaced_silently(ckpt_dirs):
+def test_a_default_checkpoint_of_the_wrong_kind_is_replaced_with_a_message(ckpt_dirs):
     at = app(gl_ckpt=ref("cem"), _gl_ckpt_explicit=False)  # a fresh session's default, not the user's pick
     goto(at, "planes")
     assert at.session_state["gl_ckpt"] == ref("grassmann") and charts(at)
-    assert not any("instead" in i.value for i in at.info), [i.value for i in at.info]
+    # issue 16: no silent switches, a default included (it was shown as the selection on other pages)
+    assert any("instead of cem, the default checkpoint" in i.value for i in at.info), [i.value for i in at.info]
 
 
 def test_a_linked_checkpoint_of_the_wrong_kind_gives_a_notice(ckpt_dirs):
@@ -273,7 +274,7 @@ def test_a_linked_checkpoint_of_the_wrong_kind_gives_a_notice(ckpt_dirs):
 def test_arriving_with_the_wrong_kind_switches_to_a_fitting_checkpoint(ckpt_dirs):
     at = app(gl_ckpt=ref("cem"), _gl_ckpt_explicit=True)
     goto(at, "trajectories")
-    assert any("showing **osm" in i.value for i in at.info), [i.value for i in at.info]
+    assert any("Showing **osm" in i.value for i in at.info), [i.value for i in at.info]
     assert at.session_state["gl_ckpt"] in (ref("osm"), ref("osmformer"))
     assert charts(at)
     # the picker only offers checkpoints this view can show
@@ -733,12 +734,13 @@ def test_compare_draws_side_by_side_panels_full_width_one_above_the_other(bundle
 
 
 def test_compare_defaults_label_each_side_once_and_keep_a_single_map_square_and_untitled(bundled_assets):
-    """Default Compare (CEM vs OSMFormer, attention): the OSMFormer maps are stacked full width, so there is
-    no side-by-side header row repeating the labels; the CEM's one map is half width (colour bar beside
-    it) with its name in the title, not a subplot title that lands on the top tick label."""
+    """Compare CEM vs OSMFormer on attention: the OSMFormer maps are stacked full width, so there is no
+    side-by-side header row repeating the labels; the CEM's one map is half width (colour bar beside it)
+    with its name in the title, not a subplot title that lands on the top tick label. (Compare's own
+    default pairs the CEM with the Transformer since issue 16; B is named here.)"""
     from app_pages import _views
 
-    at = open_page("compare")
+    at = open_page("compare", b="bundled/osmformer-o-linear-tinyshakespeare")
     assert at.session_state["gl_ckpt"] == "bundled/cem-t2-tinyshakespeare"
     assert at.session_state["gl_ckpt_b"] == "bundled/osmformer-o-linear-tinyshakespeare"
     assert at.session_state["gl_compare_view"] == "attention"
