@@ -43,6 +43,9 @@ PAGES = {
         st.Page(ui.page_path("checkpoints"), title="Checkpoints", icon=":material/inventory_2:",
                 url_path="checkpoints"),
     ],
+    "Learn": [
+        st.Page(ui.page_path("tour"), title="Tour", icon=":material/school:", url_path="tour"),
+    ],
 }
 
 page = st.navigation(PAGES)

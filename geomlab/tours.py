@@ -141,7 +141,7 @@ S5_LESSON = Lesson(
                    "every length. **Surprisal** on this word: O(5) needs about 0 bits at every position, "
                    "the torus hovers at the dotted chance line, $\\log_2 120 \\approx 6.9$ bits."),
         Step(
-            title="O(5)'s state knows the order of the product",
+            title="O(5)'s spectrum shows the product's cycle type",
             checkpoint="bundled/osm-rnn-o-s5", text=_S5_WORD, view="trajectories", cursor=4,
             figures=("phase_circle", "phase_timeline"),
             body="The state $H_t$ is a 5 × 5 orthogonal matrix, so its eigenvalues lie on the unit circle. "
@@ -171,8 +171,8 @@ S5_LESSON = Lesson(
             body="A torus state is diagonal, $H_t = \\mathrm{diag}(e^{i\\varphi_1}, \\dots, e^{i\\varphi_5})$, "
                  "and every update only adds angles: $\\varphi_k \\leftarrow \\varphi_k + \\theta_k$, each "
                  "angle on its own.",
-            notice="In **torus angles** each of the five angles moves on its own line; nothing ever mixes "
-                   "them. Diagonal matrices commute, $H_a H_b = H_b H_a$, but in $S_5$ the order matters: "
+            notice="In **torus angles** each of the five angles $\\varphi_1, \\dots, \\varphi_5$ moves on "
+                   "its own; nothing ever mixes them. Diagonal matrices commute, $H_a H_b = H_b H_a$, but in $S_5$ the order matters: "
                    "`10234` then `12340` is not `12340` then `10234`. The only thing a commuting state can "
                    "follow is S5's abelian shadow, the sign of the permutation, so 120 answers collapse and "
                    "the torus guesses. O(5)'s rotations do not commute, which is exactly what the task "
@@ -401,7 +401,8 @@ def validate(lesson_: Lesson, entries: Iterable[Any],
 
     ``trace_fn(entry, text, trace_options) -> trace``: when given, each checkpoint is traced on the step's
     text and the figures must apply to the trace (:func:`geomlab.views.applies`) and each control value be
-    one :func:`geomlab.views.control_options` offers for it (a layer on a one-layer trace must be 0).
+    one :func:`geomlab.views.control_options` offers for it (a layer on a one-layer trace must be 0). A
+    step with problems already found is not traced (its T or text may not be traceable).
     """
     by_ref = {e.ref: e for e in entries}
     problems: list[str] = []
@@ -412,6 +413,7 @@ def validate(lesson_: Lesson, entries: Iterable[Any],
         problems.append(f"{where}: {len(lesson_.steps)} steps (a lesson has 3-6)")
     for n, step in enumerate(lesson_.steps, start=1):
         at = f"{where} step {n} ({step.title!r})"
+        found = len(problems)  # a step with static problems is not traced
         view = registry.VIEWS.get(step.view)
         if view is None:
             problems.append(f"{at}: unknown view {step.view!r}")
@@ -449,7 +451,7 @@ def validate(lesson_: Lesson, entries: Iterable[Any],
                 lo, hi = registry.steps_range(entry.model_config)
                 if not lo <= step.steps <= hi:
                     problems.append(f"{at}: T = {step.steps} outside {lo}..{hi} for {ref}")
-            if trace_fn is None:
+            if trace_fn is None or len(problems) > found:
                 continue
             tr = trace_fn(entry, step.text, step.trace_options(entry.model_config))
             problems += _trace_problems(step, tr, f"{at} ({ref})")
@@ -511,12 +513,13 @@ def accuracy_by_length_figure(curves: Sequence[tuple[str, Mapping[int, float], s
         fig.add_trace(go.Scatter(x=[lengths[0], lengths[-1]], y=[chance, chance], mode="lines",
                                  name=f"chance 1/{round(1 / chance)}", hoverinfo="skip",
                                  line={"color": "#999999", "dash": "dot"}))
-    if train_length:
-        fig.add_vline(x=train_length, line_dash="dash", line_color="#999999",
-                      annotation_text=f"trained at {train_length}", annotation_position="top left")
+    if train_length:  # a trace, not a shape: shapes on a log axis take log10 coordinates
+        fig.add_trace(go.Scatter(x=[train_length, train_length], y=[0, 1], mode="lines",
+                                 name=f"training length {train_length}", hoverinfo="skip",
+                                 line={"color": "#999999", "dash": "dash", "width": 1}))
     fig.update_xaxes(type="log", title="word length", tickvals=lengths, ticktext=[str(n) for n in lengths])
     fig.update_yaxes(title="final-position accuracy", range=[-0.02, 1.05])
     caption = ("Accuracy of the final running product by word length, from each checkpoint's card (256 test "
                "words per length); dotted: chance, dashed: the training length.")
-    return finish(fig, "Accuracy by word length", caption, "accuracy_by_length", height=360,
+    return finish(fig, "Accuracy by word length", caption, "accuracy_by_length", height=340,
                   legend={"orientation": "h", "y": -0.25, "x": 0})
