@@ -224,7 +224,7 @@ ATTENTION_LESSON = Lesson(
             cursor=14, controls={"layer": 0}, figures=("attention_maps",),
             body="On the torus $T^{26}$ a state is 26 angles, and the similarity becomes "
                  "$\\mathrm{Re\\,tr}(H_i^* H_j) = \\sum_k \\cos(\\varphi_{ik} - \\varphi_{jk})$.",
-            notice="The **similarity** map is red almost everywhere (values of 22–26 out of 26): the angles "
+            notice="The **similarity** map is red almost everywhere (about 22 to 26, out of a maximum of 26): the angles "
                    "start small, so every pair of states looks alike, and the **weights** in layer 0 spread "
                    "over many positions instead of picking out equal letters. Switch to layer 1 in the full "
                    "view to see them sharpen."),
@@ -296,15 +296,17 @@ GRASSMANN_LESSON = Lesson(
     steps=(
         Step(
             title="A pair of positions spans a plane",
-            checkpoint="bundled/grassmann-tinyshakespeare", text=_HAMLET, view="planes", cursor=14,
+            checkpoint="bundled/grassmann-tinyshakespeare", text=_HAMLET, view="planes", cursor=17,
             controls={"layer": 0, "slot": 0}, figures=("plane_sphere", "plane_interpolation"),
             body="Each position $t$ is reduced to a vector $z_t \\in \\mathbb{R}^{13}$. Together with the "
                  "position $\\Delta$ earlier it spans a plane $\\mathrm{span}(z_t, z_{t-\\Delta})$: a point of "
                  "the Grassmannian $\\mathrm{Gr}(2, 13)$. Here $\\Delta = 1$.",
             notice="**Plane on the sphere**: the plane at one position, seen through the three axes it uses "
                    "most (press Play to move along the text). **Plane interpolation**: the shortest path "
-                   "from the plane at 13 to the plane at 14. Its first principal angle is 0: both planes "
-                   "contain $z_{13}$, so they share a line and only the second angle turns."),
+                   "from the plane at 16 to the plane at 17 (1.0 rad). Its first principal angle is 0: both "
+                   "planes contain $z_{16}$, so they share a line and only the second angle turns. Move the "
+                   "cursor to 14, the t of “not to”: in layer 0 a vector depends only on its character, "
+                   "so the planes at 13 (“t␣”) and 14 (“␣t”) are the same plane and the distance is 0."),
         Step(
             title="Plücker coordinates: a plane as numbers",
             checkpoint="bundled/grassmann-tinyshakespeare", text=_HAMLET, view="planes", cursor=14,

@@ -217,6 +217,7 @@ def test_cem_energy_falls_at_every_step_for_every_T(zoo):
         assert not np.any(energy_rises(tr)) and not np.any(token_rises(tr))
         drift[step.steps] = float(tr.displacement[0, 0, -1].mean())
     assert drift[16] > 5 * drift[2]  # the "drifting" step's point: displacement grows with T
+    assert 55 < drift[16] < 75 and 4 < drift[2] < 8  # "about 64 ... (about 6 at T = 2)"
 
 
 def test_grassmann_consecutive_planes_share_a_line(zoo):
@@ -227,6 +228,12 @@ def test_grassmann_consecutive_planes_share_a_line(zoo):
     ang = consecutive_angles(trace(entries[step.checkpoint], step.text, {}), 0, 0)
     ok = np.isfinite(ang[:, 0])
     assert ok.sum() > 10 and np.allclose(ang[ok, 0], 0, atol=1e-5) and np.nanmax(ang[:, 1]) > 0.5
+    first = tours.LESSONS["grassmann-planes"].steps[0]
+    assert first.cursor == 17 and abs(ang[17, 1] - 1.0) < 0.05  # "from the plane at 16 to 17 (1.0 rad)"
+    assert abs(ang[14, 1]) < 1e-5  # "t␣" and "␣t" at layer 0: the same plane
+    gates = trace(entries[step.checkpoint], step.text, {}).gates
+    share = (1 - gates).mean(axis=(1, 2))
+    assert np.all((share > 0.45) & (share < 0.62))  # step 4: "0.50-0.58 on average"
 
 
 def test_attention_notices_hold(zoo):
@@ -238,6 +245,16 @@ def test_attention_notices_hold(zoo):
     order = np.argsort(-w[: step.cursor + 1])
     assert order[0] == step.cursor and order[1] == 12  # itself, then the earlier t
     assert tr.labels[12] == tr.labels[step.cursor] == "t" and abs(s[12] - tr.d) < 1e-3
+    assert abs(tr.similarity_rows(2, [14])[0][12] - 6.6) < 0.1  # step 3: "6.6 out of 15" in layer 2
+    torus_step = tours.LESSONS["attention-similarity"].steps[3]
+    torus = trace(entries[torus_step.checkpoint], torus_step.text, {})
+    sim = torus.similarity_rows(0)
+    low = sim[np.tril_indices(sim.shape[0])]
+    assert torus.d == 26 and low.min() > 21 and low.max() <= 26 + 1e-3  # "about 22 to 26"
+    tf_step = tours.LESSONS["attention-similarity"].steps[4]
+    tf = trace(entries[tf_step.checkpoint], tf_step.text, {})
+    row = tf.attention_rows(0, [14])[0]
+    assert int(np.argmax(row)) == 13 and row[13] < 0.2  # spread out; the space before gets the most
 
 
 # ---------------------------------------------------------------- the page
