@@ -44,6 +44,7 @@ PAGES = {
                 url_path="checkpoints"),
     ],
     "Learn": [
+        st.Page(ui.page_path("tour"), title="Tour", icon=":material/school:", url_path="tour"),
         st.Page(ui.page_path("glossary"), title="Glossary", icon=":material/menu_book:", url_path="glossary"),
     ],
 }

@@ -159,6 +159,7 @@ def main() -> None:
     with b:
         st.markdown("**Teachers** — every view keeps its checkpoint, text and token cursor in the address "
                     "bar: copy the URL and your students open exactly the same view.")
+        st.page_link(ui.page_path("tour"), label="Tour: guided lessons", icon=":material/school:")
         pair = compare_pair()
         if pair:
             st.page_link(ui.page_path("compare"), label="Compare two models", icon=":material/compare:",

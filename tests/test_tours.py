@@ -1,0 +1,387 @@
+"""Guided tours (issue 16, part 2): the lessons of ``geomlab.tours`` against the real bundled zoo, the
+numbers their notices quote, link resolution, and the Tour page through ``AppTest`` (open a step from a
+link, Next, Back, a bad link)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from geomlab import catalog, checkpoint, tours
+from geomlab import trace as trace_mod
+from geomlab import views as registry
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+ASSETS = ROOT / "assets" / "checkpoints"
+TIMEOUT = 120
+STEPS = [(lesson, i) for lesson in tours.LESSONS.values() for i in range(len(lesson.steps))]
+
+pytestmark = pytest.mark.skipif(not (ASSETS / "osm-rnn-o-s5.json").is_file(), reason="bundled zoo not present")
+
+
+@pytest.fixture(scope="module")
+def zoo():
+    """The bundled catalog entries by ref, and a cached tracer ``trace(entry, text, options)``."""
+    old = os.environ.get("GEOMLAB_BUNDLED_DIR")
+    os.environ["GEOMLAB_BUNDLED_DIR"] = str(ASSETS)
+    entries = [e for e in catalog.list_checkpoints() if e.source == "bundled"]
+    loaded, traced = {}, {}
+
+    def trace(entry, text, opts):
+        key = (entry.ref, text, tuple(sorted(opts.items())))
+        if key not in traced:
+            if entry.ref not in loaded:
+                ck = checkpoint.load(str(entry.path))
+                ck.model.eval()
+                loaded[entry.ref] = ck
+            ck = loaded[entry.ref]
+            if opts.get("steps"):
+                tokens = trace_mod.encode_text(ck.vocab, text)
+                traced[key] = trace_mod.trace_cem_steps(ck.model, tokens, opts["steps"], vocab=ck.vocab, text=text)
+            else:
+                traced[key] = trace_mod.trace_text(ck.model, ck.vocab, text)
+        return traced[key]
+
+    yield {e.ref: e for e in entries}, trace
+    if old is None:
+        os.environ.pop("GEOMLAB_BUNDLED_DIR", None)
+    else:
+        os.environ["GEOMLAB_BUNDLED_DIR"] = old
+
+
+# ---------------------------------------------------------------- the lessons as data
+def test_there_is_a_lesson_per_family_with_three_to_six_steps():
+    families = {lesson.family for lesson in tours.LESSONS.values()}
+    assert families == set(tours.FAMILIES)
+    assert len(tours.LESSONS) >= 4
+    slugs = set(tours.LESSONS)
+    assert {"s5-word-problem", "attention-similarity", "cem-energy", "grassmann-planes"} <= slugs
+    for lesson in tours.LESSONS.values():
+        assert 3 <= len(lesson.steps) <= 6, lesson.slug
+        for step in lesson.steps:
+            assert step.notice.strip() and step.title.strip()
+
+
+@pytest.mark.parametrize("slug", list(tours.LESSONS))
+def test_every_lesson_validates_against_the_bundled_zoo(zoo, slug):
+    entries, trace = zoo
+    assert tours.validate(tours.LESSONS[slug], entries.values(), trace_fn=trace) == []
+
+
+def test_the_s5_lesson_compares_the_word_problem_pair():
+    steps = tours.LESSONS["s5-word-problem"].steps
+    pairs = {(s.checkpoint, s.compare) for s in steps if s.compare}
+    assert ("bundled/osm-rnn-o-s5", "bundled/osm-rnn-torus-s5") in pairs
+    names = {n for s in steps for n in s.figures}
+    assert {"accuracy_by_length", "phase_circle", "torus_angles"} <= names
+
+
+def test_the_cem_lesson_raises_T():
+    ts = [s.steps for s in tours.LESSONS["cem-energy"].steps if s.steps is not None]
+    assert len(set(ts)) >= 3 and ts[:3] == sorted(ts[:3])
+
+
+@pytest.mark.parametrize("lesson,index", STEPS, ids=[f"{l.slug}-{i + 1}" for l, i in STEPS])
+def test_each_steps_figures_build(zoo, lesson, index):
+    entries, trace = zoo
+    step = lesson.steps[index]
+    sides = []
+    for ref, colour in zip(step.checkpoints, tours.COLOURS):
+        e = entries[ref]
+        tr = trace(e, step.text, step.trace_options(e.model_config))
+        assert step.cursor < tr.n_positions
+        sides.append((e, tr, colour))
+    built = 0
+    for name in step.figure_names(sides[0][1]):
+        if name == "accuracy_by_length":
+            fig, cap = tours.accuracy_by_length_figure([(e.name, e.accuracy_by_length, c) for e, _, c in sides],
+                                                       chance=1 / 120, train_length=32)
+        elif name == "surprisal":
+            from geomlab.figures.surprisal import SurprisalSide, surprisal_figure
+
+            fig, cap = surprisal_figure([SurprisalSide(tr, e.name, c, e.task, e.n_outputs) for e, tr, c in sides],
+                                        step.cursor)
+        else:
+            for _, tr, _ in sides:
+                fig, cap = registry.build_figure(tr, name, tours.step_controls(step, tr), step.cursor)
+                assert fig.layout.title.text and cap
+        assert len(fig.data) >= 1 and cap
+        built += 1
+    assert built >= 1
+
+
+def test_step_controls_keep_the_mean_over_heads_and_the_steps_layer(zoo):
+    entries, trace = zoo
+    step = tours.LESSONS["attention-similarity"].steps[-1]
+    tr = trace(entries[step.checkpoint], step.text, {})
+    ctl = tours.step_controls(step, tr)
+    assert ctl["head"] is None and ctl["layer"] == 0
+    deep = tours.LESSONS["attention-similarity"].steps[2]
+    assert tours.step_controls(deep, trace(entries[deep.checkpoint], deep.text, {}))["layer"] == 2
+
+
+def test_trace_options_ask_for_T_only_when_it_differs_from_training(zoo):
+    entries, _ = zoo
+    cfg = entries["bundled/cem-t2-tinyshakespeare"].model_config
+    steps = tours.LESSONS["cem-energy"].steps
+    assert steps[0].trace_options(cfg) == {}  # T = 2 is the trained T
+    assert steps[1].trace_options(cfg) == {"steps": 4}
+
+
+def test_validate_finds_bad_steps(zoo):
+    entries, trace = zoo
+    good = tours.LESSONS["cem-energy"].steps[0]
+
+    def lesson_of(*steps):
+        return tours.Lesson("x", "x", tours.FAMILIES[1], "x", tuple(steps) + (good, good))
+
+    def problems(step):
+        return tours.validate(lesson_of(step), entries.values(), trace_fn=trace)
+
+    from dataclasses import replace
+
+    assert tours.validate(lesson_of(good), entries.values(), trace_fn=trace) == []
+    assert any("not in the catalog" in p for p in problems(replace(good, checkpoint="bundled/nope")))
+    assert any("does not show" in p for p in problems(replace(good, checkpoint="bundled/lstm-tinyshakespeare")))
+    assert any("cursor 500 outside" in p for p in problems(replace(good, cursor=500)))
+    assert any("not a figure of view" in p for p in problems(replace(good, figures=("phase_circle",))))
+    assert any("no control" in p for p in problems(replace(good, controls={"head": 0})))
+    assert any("layer 9 outside" in p for p in problems(replace(good, controls={"layer": 9})))
+    assert any("block = 5" in p for p in problems(replace(good, controls={"block": 5})))
+    assert any("T = 99 outside" in p for p in problems(replace(good, steps=99)))
+    assert any("unknown view" in p for p in problems(replace(good, view="nope")))
+    assert any("surprisal" in p for p in problems(replace(good, figures=("surprisal",))))
+    s5 = tours.LESSONS["s5-word-problem"].steps[1]
+    assert any("cannot read the text" in p for p in problems(replace(s5, text="not a permutation")))
+    assert any("3-6" in p for p in tours.validate(tours.Lesson("y", "y", tours.FAMILIES[0], "y", (good,)),
+                                                  entries.values()))
+
+
+def test_resolve_link():
+    first = next(iter(tours.LESSONS.values()))
+    lesson, index, note = tours.resolve_link("cem-energy", "3")
+    assert (lesson.slug, index, note) == ("cem-energy", 2, None)
+    assert tours.resolve_link(None, None) == (first, 0, None)
+    lesson, index, note = tours.resolve_link("no-such-lesson", "2")
+    assert lesson is first and index == 1 and "no-such-lesson" in note
+    for bad in ("0", "99", "x", "-1", "2.5"):
+        lesson, index, note = tours.resolve_link("cem-energy", bad)
+        assert lesson.slug == "cem-energy" and index == 0 and repr(bad) in note
+
+
+# ---------------------------------------------------------------- what the notices say, re-measured
+def test_s5_notices_hold_on_the_bundled_models(zoo):
+    """O(5) names the running product (about 0 bits), the torus is near chance; O(5)'s state returns to
+    the identity exactly where the product does and the torus's does not; at the cursor of step 2 the
+    eigenvalue phases are the fifth roots of unity."""
+    from geomlab.figures.trajectory import distance_from_identity, state_phases
+
+    entries, trace = zoo
+    o, torus = entries["bundled/osm-rnn-o-s5"], entries["bundled/osm-rnn-torus-s5"]
+    steps = tours.LESSONS["s5-word-problem"].steps
+    word = steps[0].text
+    so = trace_mod.score_predictions(trace(o, word, {}), o.task)
+    st_ = trace_mod.score_predictions(trace(torus, word, {}), torus.task)
+    assert so.accuracy == 1.0 and np.max(so.bits) < 0.1
+    assert st_.accuracy <= 0.2 and np.mean(st_.bits) > 6.0
+    assert o.accuracy_by_length[32] > 0.9 and max(torus.accuracy_by_length.values()) < 0.05
+
+    returns = steps[2].text
+    d_o = distance_from_identity(trace(o, returns, {}))[0]
+    d_t = distance_from_identity(trace(torus, returns, {}))[0]
+    home = [4, 6, 11]
+    assert np.all(d_o[home] < 0.3) and np.all(np.delete(d_o, home) > 3.0)
+    assert np.all(d_t[home] > 1.0)
+
+    phases = state_phases(trace(o, word, {}), 0)[steps[1].cursor]
+    fifth = np.array([-4, -2, 0, 2, 4]) * np.pi / 5
+    assert np.allclose(np.sort(phases), fifth, atol=0.1)
+    four_cycle = state_phases(trace(o, word, {}), 0)[1]
+    assert np.any(np.abs(np.abs(four_cycle) - np.pi / 2) < 0.1)
+
+
+def test_cem_energy_falls_at_every_step_for_every_T(zoo):
+    from geomlab.figures.energy import energy_rises, token_rises
+
+    entries, trace = zoo
+    cem = entries["bundled/cem-t2-tinyshakespeare"]
+    drift = {}
+    for step in tours.LESSONS["cem-energy"].steps:
+        tr = trace(cem, step.text, step.trace_options(cem.model_config))
+        assert tr.energies.shape[2] == step.steps + 1
+        assert not np.any(energy_rises(tr)) and not np.any(token_rises(tr))
+        drift[step.steps] = float(tr.displacement[0, 0, -1].mean())
+    assert drift[16] > 5 * drift[2]  # the "drifting" step's point: displacement grows with T
+    assert 55 < drift[16] < 75 and 4 < drift[2] < 8  # "about 64 ... (about 6 at T = 2)"
+
+
+def test_grassmann_consecutive_planes_share_a_line(zoo):
+    from geomlab.figures.grassmann import consecutive_angles
+
+    entries, trace = zoo
+    step = tours.LESSONS["grassmann-planes"].steps[2]
+    ang = consecutive_angles(trace(entries[step.checkpoint], step.text, {}), 0, 0)
+    ok = np.isfinite(ang[:, 0])
+    assert ok.sum() > 10 and np.allclose(ang[ok, 0], 0, atol=1e-5) and np.nanmax(ang[:, 1]) > 0.5
+    first = tours.LESSONS["grassmann-planes"].steps[0]
+    assert first.cursor == 17 and abs(ang[17, 1] - 1.0) < 0.05  # "from the plane at 16 to 17 (1.0 rad)"
+    assert abs(ang[14, 1]) < 1e-5  # "t␣" and "␣t" at layer 0: the same plane
+    gates = trace(entries[step.checkpoint], step.text, {}).gates
+    share = (1 - gates).mean(axis=(1, 2))
+    assert np.all((share > 0.45) & (share < 0.62))  # step 4: "0.50-0.58 on average"
+
+
+def test_attention_notices_hold(zoo):
+    entries, trace = zoo
+    step = tours.LESSONS["attention-similarity"].steps[1]
+    tr = trace(entries[step.checkpoint], step.text, {})
+    w = tr.attention_rows(0, [step.cursor])[0]
+    s = tr.similarity_rows(0, [step.cursor])[0]
+    order = np.argsort(-w[: step.cursor + 1])
+    assert order[0] == step.cursor and order[1] == 12  # itself, then the earlier t
+    assert tr.labels[12] == tr.labels[step.cursor] == "t" and abs(s[12] - tr.d) < 1e-3
+    assert abs(tr.similarity_rows(2, [14])[0][12] - 6.6) < 0.1  # step 3: "6.6 out of 15" in layer 2
+    torus_step = tours.LESSONS["attention-similarity"].steps[3]
+    torus = trace(entries[torus_step.checkpoint], torus_step.text, {})
+    sim = torus.similarity_rows(0)
+    low = sim[np.tril_indices(sim.shape[0])]
+    assert torus.d == 26 and low.min() > 21 and low.max() <= 26 + 1e-3  # "about 22 to 26"
+    tf_step = tours.LESSONS["attention-similarity"].steps[4]
+    tf = trace(entries[tf_step.checkpoint], tf_step.text, {})
+    row = tf.attention_rows(0, [14])[0]
+    assert int(np.argmax(row)) == 13 and row[13] < 0.2  # spread out; the space before gets the most
+
+
+# ---------------------------------------------------------------- the page
+@pytest.fixture
+def bundled_app(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(ASSETS))
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("GEOMLAB_APP_PREWARM", "0")
+
+
+def open_tour(**query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(query)
+    at.switch_page("app_pages/tour.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def qp(at: AppTest, key: str):
+    v = at.query_params.get(key)
+    return v[0] if isinstance(v, list) else v
+
+
+def heading(at: AppTest) -> str:
+    return next(h.value for h in at.subheader)
+
+
+def test_a_link_opens_its_step_and_next_back_move_state_and_url(bundled_app):
+    lesson = tours.LESSONS["s5-word-problem"]
+    at = open_tour(lesson=lesson.slug, step="2")
+    s2, s3 = lesson.steps[1], lesson.steps[2]
+    assert heading(at) == f"2. {s2.title}"
+    assert any("Step 2 of 4" in str(p.proto) for p in at.get("progress"))
+    assert at.session_state["gl_ckpt"] == s2.checkpoint and at.session_state["gl_text"] == s2.text
+    assert at.session_state["gl_pos"] == s2.cursor
+    assert any(s2.notice[:40] in i.value for i in at.info)  # the notice, highlighted
+    assert len(at.get("plotly_chart")) == 2  # the step's two figures, not the whole view
+    assert qp(at, "lesson") == lesson.slug and qp(at, "step") == "2"
+    assert at.button(key="tour_back").label == "Back" and at.button(key="tour_next").label == "Next"
+
+    at.button(key="tour_next").click().run()
+    assert not at.exception and not at.error
+    assert heading(at) == f"3. {s3.title}"
+    assert at.session_state["gl_text"] == s3.text and at.session_state["gl_ckpt_b"] == s3.compare
+    assert qp(at, "step") == "3" and qp(at, "text") == s3.text and qp(at, "b") == s3.compare
+    assert len(at.get("plotly_chart")) == 2  # one distance profile per checkpoint
+
+    at.button(key="tour_back").click().run()
+    assert heading(at) == f"2. {s2.title}" and qp(at, "step") == "2"
+    assert at.session_state["gl_text"] == s2.text
+
+
+def test_moving_the_cursor_within_a_step_keeps_the_step(bundled_app):
+    at = open_tour(lesson="s5-word-problem", step="2")
+    before = [c.proto.spec for c in at.get("plotly_chart")]
+    at.select_slider(key="w_pos").set_value(1).run()
+    assert at.session_state["gl_pos"] == 1 and qp(at, "step") == "2" and qp(at, "pos") == "1"
+    after = [c.proto.spec for c in at.get("plotly_chart")]
+    assert before != after
+
+
+def test_a_step_sets_layer_controls_and_T_and_opens_in_the_full_view(bundled_app):
+    at = open_tour(lesson="cem-energy", step="4")
+    step = tours.LESSONS["cem-energy"].steps[3]
+    assert at.session_state["gl_steps"] == step.steps and qp(at, "T") == str(step.steps)
+    assert at.session_state["gl_layer"] == 3 and at.session_state["gl_block"] == 0
+    links = {p.proto.label: p.proto.page for p in at.get("page_link")}
+    assert any("energy" in page for label, page in links.items() if label == "Open this in the full view")
+    code = [c.value for c in at.code]
+    assert any(v.endswith("/tour?lesson=cem-energy&step=4") for v in code)  # the share box
+    # the full view shows what the step set
+    at.switch_page("app_pages/energy.py").run()
+    assert not at.exception and not at.error
+    assert at.session_state["gl_steps"] == step.steps and at.session_state["gl_layer"] == 3
+
+
+def test_the_lesson_select_starts_another_lesson_at_step_one(bundled_app):
+    at = open_tour(lesson="s5-word-problem", step="3")
+    at.selectbox(key="w_tour_lesson").set_value("grassmann-planes").run()
+    assert not at.exception and not at.error
+    assert qp(at, "lesson") == "grassmann-planes" and qp(at, "step") == "1"
+    assert at.session_state["gl_ckpt"] == "bundled/grassmann-tinyshakespeare"
+    assert at.session_state["gl_slot"] == 0
+
+
+@pytest.mark.parametrize("query", [{"lesson": "no-such-lesson", "step": "2"},
+                                   {"lesson": "cem-energy", "step": "99"},
+                                   {"lesson": "cem-energy", "step": "x"}])
+def test_a_bad_link_gives_a_notice_and_falls_back(bundled_app, query):
+    at = open_tour(**query)
+    notes = [w.value for w in at.warning]
+    assert notes and any("showing" in n for n in notes)
+    want = "cem-energy" if query["lesson"] == "cem-energy" else next(iter(tours.LESSONS))
+    assert qp(at, "lesson") == want and qp(at, "step") in ("1", "2")
+    step = tours.LESSONS[want].steps[int(qp(at, "step")) - 1]
+    assert at.session_state["gl_ckpt"] == step.checkpoint
+    at.button(key="tour_next").click().run()  # the notice is shown once
+    assert not at.warning and not at.exception
+
+
+@pytest.mark.parametrize("slug", list(tours.LESSONS))
+def test_every_step_draws_in_the_app(bundled_app, slug):
+    lesson = tours.LESSONS[slug]
+    at = open_tour(lesson=slug, step="1")
+    for i, step in enumerate(lesson.steps):
+        assert heading(at) == f"{i + 1}. {step.title}"
+        assert not at.exception and not at.error, (slug, i, [e.value for e in at.error])
+        assert len(at.get("plotly_chart")) >= 1, (slug, i)
+        assert not [x.value for x in at.info if not x.value.startswith("**What to notice")], (slug, i)
+        if i < len(lesson.steps) - 1:
+            at.button(key="tour_next").click().run()
+    assert at.button(key="tour_next").disabled
+
+
+def test_home_links_to_the_tour(bundled_app):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert any(p.proto.page.endswith("tour.py") or "tour" in p.proto.page for p in at.get("page_link"))
+
+
+def test_the_tour_without_the_bundled_zoo_explains_instead_of_failing(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("GEOMLAB_APP_PREWARM", "0")
+    at = open_tour(lesson="cem-energy", step="2")
+    assert heading(at).startswith("2. ")
+    assert any("No checkpoint is available" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
