@@ -21,6 +21,9 @@ K_RUN = "gl_live_run"          # this session's current run id (owned state)
 K_MSG = "_gl_train_msg"        # (level, text) shown once above the form
 K_POLLING = "_gl_train_polling"
 POLL_S = 0.7
+# the curves and "Geometry now" redraw less often than the numbers: each redraw re-sends two or three charts,
+# and the server's CPU is the training run's too (the weights are copied every live.PROBE_EVERY_S anyway)
+FIGURES_POLL_S = 2.0
 GROUPS = ("O", "SO", "U", "SU", "T", "O-block")
 GROUP_HELP = ("O: orthogonal, SO: rotations, U: unitary (complex), SU: special unitary, T: torus (commuting "
               "phases), O-block: block-diagonal orthogonal.")
@@ -296,11 +299,11 @@ def _nice_dtick(total: int) -> int:
 
 
 def _fit_animation(fig) -> None:
-    """Play and Pause one above the other, left of the position slider: side by side they ran into the
-    slider in a narrow column (1,000 px window)."""
-    menus = fig.layout.updatemenus
-    if menus:
-        fig.update_layout(updatemenus=[{**menus[0].to_plotly_json(), "direction": "down", "y": -0.02}])
+    """Play and Pause left of a shorter position slider: at 0.18 of the width the slider ran into the two
+    buttons in the page's column at a 1,000 px window (stacked buttons ran into the x tick labels)."""
+    sliders = fig.layout.sliders
+    if sliders:
+        fig.update_layout(sliders=[{**sliders[0].to_plotly_json(), "x": 0.3, "len": 0.7}])
 
 
 def geometry(run: live.LiveRun, snap: live.Snapshot) -> None:
@@ -320,8 +323,8 @@ def geometry(run: live.LiveRun, snap: live.Snapshot) -> None:
             else "the start of the validation text")
     st.markdown(f"**Weights at step {probe.step:,}** of {snap.total:,}"
                 + (f" · refreshed every {live.PROBE_EVERY_S:g} s while the run trains" if snap.active else ""))
-    st.caption(f"Traced on {what} ({T} positions) in {probe.trace_ms:.0f} ms, in this page's thread on a copy "
-               "of the weights: training does not wait for it.")
+    st.caption(f"A copy of the weights traced on {what} ({T} positions) in {probe.trace_ms:.0f} ms; the run "
+               "itself is not changed by it.")
     fig = copy.deepcopy(probe.view.figure)  # the probe's figure is shared by every viewer: never changed
     _fit_animation(fig)
     fig.update_layout(uirevision="probe")
@@ -496,7 +499,7 @@ def main() -> None:
         recent_runs()
         st.session_state[K_POLLING] = active
         st.fragment(panel, run_every=POLL_S if active else None)()
-    st.fragment(figures_panel, run_every=POLL_S if active else None)()
+    st.fragment(figures_panel, run_every=FIGURES_POLL_S if active else None)()
 
 
 with ui.guard("The Train live page"):

@@ -80,6 +80,16 @@ PROBE_EVERY_S = 2.5
 PROBE_WATCH_S = 20.0
 PROBE_POSITIONS = 64
 PROBE_HISTORY = 6
+#: Where a probe of a training run is traced: in the training thread right after the copy (True), or in
+#: the reader's thread (False). Measured (docs/app.md, Train live): tracing in a reader thread slowed
+#: training by ~40% on a 2-core box (the two threads convoy on Python's GIL: every torch op of the training
+#: step releases it, and re-taking it waits for the reader's Python), while tracing between two steps costs
+#: the trace time once per PROBE_EVERY_S.
+PROBE_IN_TRAINING_THREAD = True
+#: Most share of the training thread's time that probes may take: after a probe that took c seconds in the
+#: training thread, the next copy waits max(PROBE_EVERY_S, c / PROBE_BUDGET) seconds (design choice: a
+#: loaded CPU or a large model refreshes the picture less often instead of slowing training).
+PROBE_BUDGET = 0.04
 
 
 class LiveError(ValueError):
@@ -494,6 +504,7 @@ class LiveRun:
         self._probe_lock = threading.Lock()
         self._probe_wanted = -math.inf
         self._probe_copied_at = -math.inf
+        self._probe_cost_s = 0.0  # training-thread seconds the last copy (and trace) took
         self._probe_weights: tuple[int, int, Any, dict] | None = None
         self._probe_version = 0
         self._probe_model = None
@@ -619,11 +630,12 @@ class LiveRun:
         """The geometry of the run's current weights: a :class:`Probe` traced on :func:`probe_tokens`, or None
         while a training run has not yet reached a logging step since the first call (the page says so).
 
-        Any thread may call it, any number of viewers: the trace is made once per weight copy (cached) in the
-        caller's thread, on a separate CPU model in eval mode, so training never waits for it. While the run
-        trains, the training thread copies its weights at a logging step at most every
-        :data:`PROBE_EVERY_S` seconds, and only while a caller asked in the last :data:`PROBE_WATCH_S` seconds;
-        a run that is not training is copied here (under the run's lock: it cannot start meanwhile).
+        Any thread may call it, any number of viewers: the trace is made once per weight copy (cached), on a
+        separate CPU model in eval mode. While the run trains, the training thread copies its weights at a
+        logging step at most every :data:`PROBE_EVERY_S` seconds, and only while a caller asked in the last
+        :data:`PROBE_WATCH_S` seconds, and traces the copy there and then (:data:`PROBE_IN_TRAINING_THREAD`;
+        otherwise the caller traces it); a run that is not training is copied and traced here (the copy under
+        the run's lock: it cannot start meanwhile).
         Failures (a model that cannot be rebuilt or traced) come back as a Probe with a ``message``, never
         raised. Source: design choice.
         """
@@ -635,8 +647,8 @@ class LiveRun:
             if idle and (w is None or w[2] != (id(self.model), step, self._state)):
                 self._keep_weights(step, (id(self.model), step, self._state))
                 w = self._probe_weights
-        if w is None:
-            return self._probe_last
+        if w is None or (not idle and PROBE_IN_TRAINING_THREAD):
+            return self._probe_last  # a training run's probes are made by its own thread
         version, step, _src, weights = w
         with self._probe_lock:
             last = self._probe_last
@@ -646,9 +658,20 @@ class LiveRun:
             self._probe_last = probe
             return probe
 
+    def _serve_probe(self) -> Probe | None:
+        """Trace the newest weight copy unless a probe of it exists (training thread, between two steps);
+        returns the new probe or None."""
+        with self._probe_lock:
+            w, last = self._probe_weights, self._probe_last
+            if w is not None and (last is None or last.version < w[0]):
+                self._probe_last = self._make_probe(w[0], w[1], w[3])
+                return self._probe_last
+        return None
+
     def _make_probe(self, version: int, step: int, weights: dict) -> Probe:
         """Trace ``weights`` (a CPU state dict) on the probe sequence; build the figure. Caller holds
         ``_probe_lock``."""
+        import geomlab.figures  # noqa: F401 - first import (plotly) outside the timed part
         from geomlab.trace import trace
 
         try:
@@ -881,10 +904,16 @@ class LiveRun:
                                           **{f"valid_{k}": v for k, v in p.valid.items()}})
             if p.checkpoint and p.event in ("start", "eval", "done", "stopped"):
                 self._checkpoint = p.checkpoint
-        if p.event in ("start", "step", "done", "stopped") and \
-                time.monotonic() - self._probe_wanted < PROBE_WATCH_S and \
-                (p.event != "step" or time.monotonic() - self._probe_copied_at >= PROBE_EVERY_S):
+        now = time.monotonic()
+        if p.event in ("start", "step", "done", "stopped") and now - self._probe_wanted < PROBE_WATCH_S and \
+                (p.event != "step" or now - self._probe_copied_at >= max(PROBE_EVERY_S,
+                                                                         self._probe_cost_s / PROBE_BUDGET)):
+            first = self._probe_model is None
             self._keep_weights(p.step, ("train", p.step))  # a viewer is watching: the weights at a step boundary
+            if PROBE_IN_TRAINING_THREAD:
+                self._serve_probe()
+            # the budget counts the copy and the trace; not the first one (imports, the probe model's build)
+            self._probe_cost_s = 0.0 if first else time.monotonic() - now
         self._serve_saves(trainer)
 
     def _serve_saves(self, trainer, final: bool = False) -> None:

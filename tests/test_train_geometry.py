@@ -65,7 +65,8 @@ def figure_arrays(probe: live.Probe) -> np.ndarray:
 def test_probe_follows_training_and_never_disturbs_it(runs, monkeypatch):
     """The probe of a run changes as it trains; a watched run ends with exactly the weights and losses of an
     unwatched one (same seed), and probing draws nothing from torch's global generator."""
-    monkeypatch.setattr(live, "PROBE_EVERY_S", 0.0)  # copy at every logging step: the most disturbance
+    monkeypatch.setattr(live, "PROBE_EVERY_S", 0.0)  # copy and trace at every logging step: the most disturbance
+    monkeypatch.setattr(live, "PROBE_BUDGET", 1.0)
     ref = live.LiveRun(osm_spec(), work_dir=runs / "ref").start()
     assert live.wait_for(ref, lambda s: not s.active, timeout=TIMEOUT).state == "finished"
 
@@ -109,6 +110,36 @@ def test_probe_follows_training_and_never_disturbs_it(runs, monkeypatch):
     for (k, x), (k2, y) in zip(ref.model.state_dict().items(), run.model.state_dict().items()):
         assert k == k2
         torch.testing.assert_close(x, y, rtol=0, atol=0)
+
+
+def test_probes_take_at_most_their_budget_of_the_training_thread(runs, monkeypatch):
+    """A slow probe (here 50 ms) is made less often instead of slowing training beyond PROBE_BUDGET."""
+    monkeypatch.setattr(live, "PROBE_EVERY_S", 0.0)
+    run = live.LiveRun(osm_spec(steps=200, eval_every=0), work_dir=runs / "budget")
+    served, serve = [], run._serve_probe
+
+    def slow_serve():
+        time.sleep(0.05)
+        served.append(time.monotonic())
+        serve()
+
+    run._serve_probe = slow_serve
+    stop = threading.Event()
+
+    def viewer():
+        while not stop.is_set():
+            run.probe()
+            time.sleep(0.02)
+
+    t = threading.Thread(target=viewer, daemon=True)
+    t.start()
+    run.start()
+    snap = live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
+    stop.set()
+    t.join(10)
+    assert snap.state == "finished" and len(served) >= 2  # at least the start and the end
+    # without the budget: one probe per logging step (50 here); with it, 50 ms each <= 4% of the time + 2
+    assert len(served) <= 2 + snap.elapsed_s * live.PROBE_BUDGET / 0.05 + 1, (len(served), snap.elapsed_s)
 
 
 def test_an_unwatched_run_copies_nothing(runs):
@@ -243,8 +274,8 @@ def test_train_page_shows_geometry_now_while_training_and_overlays_runs():
         assert shown and "refreshed every" in shown[0]
         charts = _charts(at)
         assert "phase_circle" in charts and "run_overlay" in charts
-        menu = charts["phase_circle"]["layout"]["updatemenus"][0]
-        assert menu["direction"] == "down"  # Play above Pause: side by side they ran into the slider
+        slider = charts["phase_circle"]["layout"]["sliders"][0]
+        assert slider["x"] >= 0.3 and slider["x"] + slider["len"] <= 1.0  # clear of Play/Pause at 1,000 px
         # overlay the finished LSTM run: one training curve per run
         at.multiselect(key="w_train_overlay").set_value([other.run_id]).run()
         overlay = _charts(at)["run_overlay"]
