@@ -226,7 +226,8 @@ def _run_name(run: live.LiveRun, current: str | None) -> str:
     """Legend name of a run in the overlay: ``this run`` or ``kind[-group] · id``."""
     if run.run_id == current:
         return "this run"
-    return f"{run.spec.kind}{'-' + run.spec.group if run.spec.group and live.is_osm(run.spec.kind) else ''} · {run.run_id[:6]}"
+    group = f"-{run.spec.group}" if run.spec.group and live.is_osm(run.spec.kind) else ""
+    return f"{run.spec.kind}{group} · {run.run_id[:6]}"
 
 
 def overlay_choice(run: live.LiveRun) -> list[live.LiveRun]:
@@ -322,7 +323,7 @@ def geometry(run: live.LiveRun, snap: live.Snapshot) -> None:
     what = ("the group word problem's probe sequence" if unit(snap) == "symbol"
             else "the start of the validation text")
     st.markdown(f"**Weights at step {probe.step:,}** of {snap.total:,}"
-                + (f" · refreshed every {live.PROBE_EVERY_S:g} s while the run trains" if snap.active else ""))
+                + (" · refreshed every few seconds while the run trains" if snap.active else ""))
     st.caption(f"A copy of the weights traced on {what} ({T} positions) in {probe.trace_ms:.0f} ms; the run "
                "itself is not changed by it.")
     fig = copy.deepcopy(probe.view.figure)  # the probe's figure is shared by every viewer: never changed

@@ -699,7 +699,7 @@ class LiveRun:
         if choice is None:
             return Probe(step, version, tr, curve=curve, history=history, trace_ms=trace_ms,
                          message=f"{self.spec.kind} has no geometry view (no group state, energy, planes or "
-                                 "attention to draw); its loss curves are all there is to watch")
+                                 "attention to draw); its loss curves are all there is to watch.")
         name, slug = choice
         from geomlab import views
 

@@ -214,8 +214,8 @@ def test_overlay_has_one_training_trace_per_run_each_in_its_own_colour():
     for t in valid:  # a run's validation curve has its training curve's colour
         assert t.line.color == next(u.line.color for u in train if u.legendgroup == t.legendgroup)
     assert fig.layout.yaxis.title.text == "loss (nats per symbol)" and "3 runs" in caption
-    np.testing.assert_allclose(np.asarray(train[1].y, dtype=float), [r["loss"] for r in runs["lstm · abc"] if "loss" in r],
-                               rtol=1e-6)
+    expected = [r["loss"] for r in runs["lstm · abc"] if "loss" in r]
+    np.testing.assert_allclose(np.asarray(train[1].y, dtype=float), expected, rtol=1e-6)
     bits, _ = run_overlay({"a": _hist(0.0)}, metric="bpc", unit="character")
     np.testing.assert_allclose(np.asarray(bits.data[0].y, dtype=float),
                                [r["loss"] / np.log(2) for r in _hist(0.0) if "loss" in r], rtol=1e-6)
