@@ -1,7 +1,9 @@
 """Train live: train a tiny model in a background thread and watch it learn.
 
 The script never trains: Start creates a :class:`geomlab.live.LiveRun` in the process-wide registry and
-returns; a fragment (``st.fragment(run_every=...)``) polls its snapshot and redraws progress and curves.
+returns; fragments (``st.fragment(run_every=...)``) poll its snapshot and redraw progress, the curves (other
+runs of this server can be overlaid) and "Geometry now": the current weights traced on a short probe
+sequence (:meth:`geomlab.live.LiveRun.probe`, refreshed every few seconds while the run trains).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ K_RUN = "gl_live_run"          # this session's current run id (owned state)
 K_MSG = "_gl_train_msg"        # (level, text) shown once above the form
 K_POLLING = "_gl_train_polling"
 POLL_S = 0.7
+# the curves and "Geometry now" redraw less often than the numbers: each redraw re-sends two or three charts,
+# and the server's CPU is the training run's too (the weights are copied every live.PROBE_EVERY_S anyway)
+FIGURES_POLL_S = 2.0
 GROUPS = ("O", "SO", "U", "SU", "T", "O-block")
 GROUP_HELP = ("O: orthogonal, SO: rotations, U: unitary (complex), SU: special unitary, T: torus (commuting "
               "phases), O-block: block-diagonal orthogonal.")
@@ -217,27 +222,53 @@ def unit(snap: live.Snapshot) -> str:
         else "character"
 
 
-def curves(snap: live.Snapshot) -> None:
-    from geomlab import figures
+def _run_name(run: live.LiveRun, current: str | None) -> str:
+    """Legend name of a run in the overlay: ``this run`` or ``kind[-group] · id``."""
+    if run.run_id == current:
+        return "this run"
+    group = f"-{run.spec.group}" if run.spec.group and live.is_osm(run.spec.kind) else ""
+    return f"{run.spec.kind}{group} · {run.run_id[:6]}"
 
-    hist = [{k: v for k, v in h.items() if k != "train_bpc"} for h in snap.history]
-    metric = "bpc" if snap.metric_name == "bpc" else "loss"
-    if not any("loss" in h for h in hist):
+
+def overlay_choice(run: live.LiveRun) -> list[live.LiveRun]:
+    """The runs drawn on the curves chart: this run, then the other runs of this server picked in the
+    "Overlay other runs" box (shown only when there are others)."""
+    others = [r for r in live.REGISTRY.recent(10) if r.run_id != run.run_id]
+    if not others:
+        return [run]
+    labels = {r.run_id: f"{_run_name(r, None)} · {r.spec.label()} · {r.snapshot().state}" for r in others}
+    key = P + "overlay"
+    kept = [rid for rid in (st.session_state.get(key) or []) if rid in labels]
+    if kept != (st.session_state.get(key) or []):
+        st.session_state[key] = kept  # runs forgotten since: dropped before the widget sees them
+    picked = st.multiselect("Overlay other runs", list(labels), key=key, format_func=labels.get,
+                            placeholder="compare with runs started earlier on this server…",
+                            help="Their training and validation losses are drawn on the same chart, one "
+                                 "colour per run.")
+    return [run] + [r for r in others if r.run_id in picked]
+
+
+def curves(run: live.LiveRun, snap: live.Snapshot) -> None:
+    """Training curves of this run and the runs picked in the overlay box, then the word problem's
+    validation accuracy."""
+    from geomlab.figures import FigureError
+    from geomlab.figures.curves import run_overlay
+
+    chosen = overlay_choice(run)
+    snaps = {r.run_id: (snap if r.run_id == run.run_id else r.snapshot()) for r in chosen}
+    units = {unit(s) for s in snaps.values()}
+    one_unit = units.pop() if len(units) == 1 else "target"
+    metric = "bpc" if all(s.metric_name == "bpc" for s in snaps.values()) else "loss"
+    hists = {_run_name(r, run.run_id): snaps[r.run_id].history for r in chosen}
+    if not any("loss" in h for h in snap.history):
         st.caption("The curves appear after the first logged steps.")
         return
     try:
-        fig, caption = figures.training_curves({"this run": hist}, metric=metric)
-    except ValueError as exc:
+        fig, caption = run_overlay(hists, metric=metric, unit=one_unit)
+    except (FigureError, ValueError) as exc:
         st.caption(str(exc))
         return
-    if metric == "loss" and unit(snap) != "character":
-        # geomlab.figures labels loss per character; a word problem predicts one group element per symbol
-        fig.update_yaxes(title_text=f"loss (nats per {unit(snap)})")
-        for tr in fig.data:
-            if tr.hovertemplate:
-                tr.hovertemplate = tr.hovertemplate.replace("nats/char", f"nats/{unit(snap)}")
-        caption = caption.replace("per character", f"per {unit(snap)}")
-    fig.update_layout(height=320, uirevision="live")
+    fig.update_layout(height=340 + 20 * max(0, len(chosen) - 1), uirevision="live")
     ui.chart(fig, key="train-curves", filename="geomlab-training-curves")
     st.caption(caption)
     acc = [(h["step"], h["valid_accuracy"]) for h in snap.history if "valid_accuracy" in h]
@@ -245,14 +276,86 @@ def curves(snap: live.Snapshot) -> None:
         f2 = go.Figure(go.Scatter(x=[a for a, _ in acc], y=[b for _, b in acc], mode="lines+markers",
                                   line={"color": "#009E73"}, name="valid accuracy",
                                   hovertemplate="step %{x}: accuracy %{y:.3f}<extra></extra>"))
-        f2.update_layout(title="Validation accuracy (word problem)", height=260, template="plotly_white",
-                         margin={"l": 60, "r": 20, "t": 50, "b": 40}, uirevision="live")
+        f2.update_layout(title={"text": "Validation accuracy", "x": 0.01, "xanchor": "left"}, height=260,
+                         template="plotly_white", margin={"l": 70, "r": 20, "t": 50, "b": 40}, uirevision="live")
         # whole steps from 0 to the planned total (one validation point must not read 39…41)
         total = max(1, snap.total)
         f2.update_xaxes(title_text="optimiser step", range=[0, total], tickformat=",d", tickmode="linear",
-                        tick0=0, dtick=max(1, -(-total // 8)))  # ≤ 9 whole-step ticks, none repeated
-        f2.update_yaxes(title_text="accuracy (all positions)", range=[0, 1.02])
+                        tick0=0, dtick=_nice_dtick(total))  # ≤ 9 whole-step ticks, none repeated
+        # a short title: "accuracy (all positions)" was cut in the 260 px tall chart
+        f2.update_yaxes(title_text="accuracy", range=[0, 1.02], automargin=True)
         ui.chart(f2, key="train-acc", filename="geomlab-accuracy")
+
+
+def _nice_dtick(total: int) -> int:
+    """A whole tick step 1, 2 or 5 × 10^k giving at most 8 intervals on ``0..total`` (375, 750, 1,125...
+    were rotated and hard to read)."""
+    raw = max(1, -(-int(total) // 8))
+    k = 1
+    while True:
+        for m in (1, 2, 5):
+            if m * k >= raw:
+                return m * k
+        k *= 10
+
+
+def _fit_animation(fig) -> None:
+    """Play and Pause left of a shorter position slider: at 0.18 of the width the slider ran into the two
+    buttons in the page's column at a 1,000 px window (stacked buttons ran into the x tick labels)."""
+    sliders = fig.layout.sliders
+    if sliders:
+        fig.update_layout(sliders=[{**sliders[0].to_plotly_json(), "x": 0.3, "len": 0.7}])
+
+
+def geometry(run: live.LiveRun, snap: live.Snapshot) -> None:
+    """"Geometry now": the current weights traced on the run's probe sequence (geomlab.live.LiveRun.probe),
+    the kind's figure and how its probe quantity changed over training."""
+    import copy
+
+    probe = run.probe()
+    if probe is None:
+        st.caption("The first picture appears at the next logged step (a few seconds).")
+        return
+    if probe.view is None:
+        st.info(probe.message or "No geometry view for this run.", icon=":material/info:")
+        return
+    T = probe.trace.n_positions if probe.trace is not None else 0
+    what = ("the group word problem's probe sequence" if unit(snap) == "symbol"
+            else "the start of the validation text")
+    st.markdown(f"**Weights at step {probe.step:,}** of {snap.total:,}"
+                + (" · refreshed every few seconds while the run trains" if snap.active else ""))
+    st.caption(f"A copy of the weights traced on {what} ({T} positions) in {probe.trace_ms:.0f} ms; the run "
+               "itself is not changed by it.")
+    fig = copy.deepcopy(probe.view.figure)  # the probe's figure is shared by every viewer: never changed
+    _fit_animation(fig)
+    fig.update_layout(uirevision="probe")
+    ui.chart(fig, key="train-geometry", filename=f"geomlab-{probe.figure}-step{probe.step}")
+    st.caption(probe.view.caption)
+    if probe.history:
+        from geomlab.figures import FigureError
+        from geomlab.figures.curves import probe_history
+
+        try:
+            hfig, hcap = probe_history(probe.history)
+        except FigureError as exc:
+            st.caption(str(exc))
+            return
+        hfig.update_layout(uirevision="probe-history")
+        ui.chart(hfig, key="train-geometry-history", filename="geomlab-probe-history")
+        st.caption(hcap)
+
+
+def figures_panel() -> None:
+    """The full-width part under the form: curves (several runs overlaid) and "Geometry now" (a fragment,
+    polling while the run trains)."""
+    run = live.REGISTRY.get(st.session_state.get(K_RUN))
+    if run is None:
+        return
+    snap = run.snapshot()
+    st.subheader("Curves", anchor=False)
+    curves(run, snap)
+    st.subheader("Geometry now", anchor=False)
+    geometry(run, snap)
 
 
 def panel() -> None:
@@ -271,18 +374,20 @@ def panel() -> None:
     st.markdown(f"**{run.spec.label()}** · {snap.params:,} parameters · state: **{snap.state}**"
                 + (f" · on {snap.device}" if snap.device else ""))
     st.progress(snap.fraction, text=f"step {snap.step:,} / {snap.total:,}")
-    m = st.columns(3) + st.columns(2)  # five in one row were cut to "train l…" in the half-width column
-    m[0].metric("train loss", f"{snap.loss:.3f}" if snap.loss is not None else "–", help=f"nats per {unit(snap)}")
-    if snap.train_bpc is not None:
-        m[1].metric("train BPC", f"{snap.train_bpc:.3f}", help="bits per character")
-    else:
-        m[1].metric("step", f"{snap.step:,}")
+    # two tiles a row: three were cut to "1.…" in the half-width column at 1,000 px; the step is in the bar
     label = {"bpc": "valid BPC", "accuracy": "valid accuracy"}.get(snap.metric_name, f"valid {snap.metric_name}")
-    m[2].metric(label, f"{snap.metric:.3f}" if snap.metric is not None else "–")
-    m[3].metric("tokens/s", f"{snap.tokens_per_s:,.0f}" if snap.tokens_per_s else "–")
-    m[4].metric("ETA" if snap.active else "time", ui.fmt_seconds(snap.eta_s) if snap.active
-                else ui.fmt_seconds(snap.elapsed_s),
-                help="time left (estimate)" if snap.active else "training time so far")
+    tiles = [("train loss", f"{snap.loss:.3f}" if snap.loss is not None else "–", f"nats per {unit(snap)}")]
+    if snap.train_bpc is not None:
+        tiles.append(("train BPC", f"{snap.train_bpc:.3f}", "bits per character"))
+    tiles += [(label, f"{snap.metric:.3f}" if snap.metric is not None else "–", None),
+              ("tokens/s", f"{snap.tokens_per_s:,.0f}" if snap.tokens_per_s else "–", None),
+              ("ETA" if snap.active else "time",
+               ui.fmt_seconds(snap.eta_s) if snap.active else ui.fmt_seconds(snap.elapsed_s),
+               "time left (estimate)" if snap.active else "training time so far")]
+    for i in range(0, len(tiles), 2):
+        row = st.columns(2)
+        for col, (name, value, hlp) in zip(row, tiles[i:i + 2]):
+            col.metric(name, value, help=hlp)
     if snap.note:
         st.caption(snap.note)
     if snap.state == "paused":
@@ -305,7 +410,7 @@ def panel() -> None:
     b[1].button("Resume", icon=":material/play_arrow:", on_click=_resume, args=(run.run_id,),
                 disabled=not snap.can_resume or not mine, key="train-resume", width="stretch")
     default_name = f"{run.spec.kind}{'-' + run.spec.group if run.spec.group else ''}-{run.run_id[:6]}"
-    s = st.columns([3, 1], vertical_alignment="bottom")
+    s = st.columns([3, 2], vertical_alignment="bottom")  # [3, 1] cut the Save button to its icon at 1,000 px
     s[0].text_input("Save as", value=default_name, key=save_key(run.run_id), placeholder="checkpoint name",
                     help="Saves the current weights to runs/NAME.safetensors + NAME.json, so every page can use "
                          "them; other characters than letters, digits, '-', '_' and '.' become '-'.")
@@ -314,7 +419,6 @@ def panel() -> None:
                 key="train-save", width="stretch")  # no tooltip: it covered the help icon of "Save as"
     for path in snap.saved[-3:]:
         st.caption(f"saved: `{path}`")
-    curves(snap)
     if bool(st.session_state.get(K_POLLING)) != snap.active:
         # the run started or ended since the last full run (e.g. Resume clicked inside this fragment):
         # rerun the whole page so the fragment starts/stops polling and the form is enabled/disabled
@@ -396,6 +500,7 @@ def main() -> None:
         recent_runs()
         st.session_state[K_POLLING] = active
         st.fragment(panel, run_every=POLL_S if active else None)()
+    st.fragment(figures_panel, run_every=FIGURES_POLL_S if active else None)()
 
 
 with ui.guard("The Train live page"):

@@ -29,12 +29,23 @@ Life cycle (``LiveRun.state``)::
   setting ``GEOMLAB_SHARED_RUNS=1`` (:func:`geomlab.catalog.shared_mode`) lets everyone change every run.
   A run made without an owner (tests, notebooks) is anyone's.
 
+* **Geometry while training** (:meth:`LiveRun.probe`): a reader (the page) asks for a trace of the run's
+  *current* weights on a short fixed probe sequence (:func:`probe_tokens`). The training thread only copies
+  the weights (a CPU ``state_dict`` clone, between two steps, at a logging step at most every
+  :data:`PROBE_EVERY_S` seconds and only while someone watched in the last :data:`PROBE_WATCH_S` seconds);
+  the reader loads the copy into its own model (built once, eval mode) and traces it in its own thread.
+  Nothing the training thread computes or draws changes (no RNG use, no model mode switch), so a seeded run
+  reaches the same weights with or without viewers. The trace, its figure (:func:`probe_figure` picks one
+  by family) and a short history of one quantity per probe (:func:`probe_curve`) are cached per weight
+  copy, so several viewers share one trace.
+
 The working checkpoint of a run lives in ``<runs>/.live/<run id>/run.*`` (a dot folder the catalog skips).
 Nothing here imports streamlit.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import os
@@ -62,6 +73,23 @@ STATES = ("created", "running", "stopping", "stopped", "paused", "finished", "er
 ACTIVE_STATES = ("running", "stopping")
 #: Most steps a live run may ask for (design choice: the app trains *tiny* models).
 MAX_STEPS = 100_000
+#: Geometry while training (design choices): the training thread copies the weights at most every
+#: PROBE_EVERY_S seconds, and only while a reader called :meth:`LiveRun.probe` in the last PROBE_WATCH_S
+#: seconds; the probe sequence has at most PROBE_POSITIONS positions; the history keeps PROBE_HISTORY curves.
+PROBE_EVERY_S = 2.5
+PROBE_WATCH_S = 20.0
+PROBE_POSITIONS = 64
+PROBE_HISTORY = 6
+#: Where a probe of a training run is traced: in the training thread right after the copy (True), or in
+#: the reader's thread (False). Measured (docs/app.md, Train live): tracing in a reader thread slowed
+#: training by ~40% on a 2-core box (the two threads convoy on Python's GIL: every torch op of the training
+#: step releases it, and re-taking it waits for the reader's Python), while tracing between two steps costs
+#: the trace time once per PROBE_EVERY_S.
+PROBE_IN_TRAINING_THREAD = True
+#: Most share of the training thread's time that probes may take: after a probe that took c seconds in the
+#: training thread, the next copy waits max(PROBE_EVERY_S, c / PROBE_BUDGET) seconds (design choice: a
+#: loaded CPU or a large model refreshes the picture less often instead of slowing training).
+PROBE_BUDGET = 0.04
 
 
 class LiveError(ValueError):
@@ -242,6 +270,147 @@ def check_device(device: str) -> str:
     return device
 
 
+# ---------------------------------------------------------------------------------------------- geometry probe
+#: Trace family -> (figure of :data:`geomlab.figures.VIEWS`, view slug) shown while a run trains (design
+#: choice: one 2-D figure per family that reads at half width). Kinds without a family view fall back to
+#: ``attention_maps`` when the trace has attention, else there is no geometry view.
+PROBE_FIGURES = {"osm": ("phase_circle", "trajectories"), "cem": ("energy_descent", "energy"),
+                 "grassmann": ("plane_distances", "planes")}
+
+
+@dataclass(frozen=True)
+class ProbeCurve:
+    """One number per probe position (or per CEM recursion step) of one probe trace, for the history chart.
+
+    x, y: 1-D float arrays of equal length (NaN where undefined). x_label, y_label: axis titles with units.
+    what: one phrase naming the quantity (used in titles and captions)."""
+
+    x: Any
+    y: Any
+    x_label: str
+    y_label: str
+    what: str
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The geometry of a run's weights at one step, traced on the run's probe sequence.
+
+    step: the optimiser step of the weights. version: serial number of the weight copy (two copies at the
+    same step, e.g. after a NaN restart, differ). trace: the :class:`geomlab.trace.Trace` (None on failure).
+    figure: the figure name (:data:`PROBE_FIGURES`) or None when the kind has no geometry view. view: the
+    :class:`geomlab.figures.View` ``(figure, caption)`` or None. curve: :func:`probe_curve` of the trace or
+    None. history: ``((step, ProbeCurve), ...)`` of earlier probes of this run, oldest first, this one last
+    (at most :data:`PROBE_HISTORY`, spread over the run). trace_ms / figure_ms: wall time of the trace and of
+    the figure (milliseconds). message: why there is no figure (empty otherwise).
+    """
+
+    step: int
+    version: int
+    trace: Any = None
+    figure: str | None = None
+    view: Any = None
+    curve: ProbeCurve | None = None
+    history: tuple = ()
+    trace_ms: float = 0.0
+    figure_ms: float = 0.0
+    message: str = ""
+
+
+def probe_tokens(task, spec: RunSpec, model=None) -> torch.Tensor:
+    """The fixed probe sequence of a run, ``LongTensor`` ``(1, T)`` on the CPU (design choice).
+
+    Word problems (a task with ``sample_batch`` and no ``tokens``): ``T = min(PROBE_POSITIONS,
+    max(32, seq_len))`` group elements drawn with a private generator seeded 4321 (never the run's or
+    torch's global generator). Language-model tasks: the first ``T = PROBE_POSITIONS`` tokens of the
+    validation split (the training split when the validation split is shorter than 2 tokens). ``T`` is
+    capped at the model's ``max_len`` for learned position tables. Raises ``ValueError`` for a task with
+    neither form or without tokens."""
+    cap = PROBE_POSITIONS
+    cfg = dict(getattr(model, "config", {}) or {})
+    max_len = cfg.get("max_len")
+    if isinstance(max_len, int) and cfg.get("positions", "learned") == "learned":
+        cap = min(cap, max_len)
+    if hasattr(task, "tokens"):
+        toks = task.tokens("valid")
+        if toks.numel() < 2:
+            toks = task.tokens("train")
+        toks = toks[:cap]
+    elif hasattr(task, "sample_batch"):
+        n = min(cap, max(32, int(spec.seq_len)))
+        toks = task.sample_batch(1, n, torch.Generator().manual_seed(4321))[0][0]
+    else:
+        raise LiveError(f"no probe sequence for a task of type {type(task).__name__}")
+    if toks.numel() < 1:
+        raise LiveError("the task has no tokens to probe the model with")
+    return toks.reshape(1, -1).long().cpu()
+
+
+def probe_figure(tr) -> tuple[str, str] | None:
+    """``(figure name, view slug)`` drawn while a run of this trace's kind trains, or None when it has no
+    geometry view: OSM -> ``phase_circle``, CEM -> ``energy_descent``, Grassmann -> ``plane_distances``,
+    any other trace with attention -> ``attention_maps``, else None (e.g. an LSTM). Design choice."""
+    fam = getattr(tr, "family", None)
+    if fam in PROBE_FIGURES:
+        return PROBE_FIGURES[fam]
+    if int(getattr(tr, "n_heads", 0) or 0) > 0:
+        return "attention_maps", "attention"
+    return None
+
+
+def probe_curve(tr) -> ProbeCurve | None:
+    """One quantity of a probe trace whose change over training the history chart shows (design choice):
+
+    * OSM: geodesic distance of the last layer's state from the identity ``||log H_t||_F`` per position
+      (radians; :func:`geomlab.figures.trajectory.distance_from_identity`);
+    * CEM: token-mean energy change ``eps(x^t) - eps(x^0)`` of the last layer's attention sub-block per
+      recursion step t (arbitrary units; cem.md §2.4);
+    * Grassmann: geodesic distance between the last layer's planes at t - 1 and t, offset slot 0, per
+      position (radians; grassmann.md §5.8);
+    * attention (Transformer, LLaMA): entropy of the last layer's head-mean attention row per query
+      position (nats; 0 = looks at one position, ln(t + 1) = uniform);
+    * otherwise None."""
+    import numpy as np
+
+    fam = getattr(tr, "family", None)
+    if fam == "osm":
+        from geomlab.figures.trajectory import distance_from_identity
+
+        y = np.asarray(distance_from_identity(tr, np.arange(tr.n_positions))[-1], dtype=np.float64)
+        return ProbeCurve(np.arange(len(y), dtype=np.float64), y, "position t (token)",
+                          "‖log H<sub>t</sub>‖<sub>F</sub> (rad)", "distance of the state from the identity")
+    if fam == "cem":
+        from geomlab.figures.energy import _token_mean
+
+        m = _token_mean(np.asarray(tr.energy_change(), dtype=np.float64))[-1, 0]
+        return ProbeCurve(np.arange(len(m), dtype=np.float64), m, "recursion step t",
+                          "Δε (a.u.)", "mean energy change over recursion steps (last layer, attention)")
+    if fam == "grassmann":
+        from geomlab.figures.grassmann import position_distances
+
+        y = np.asarray(position_distances(tr, 0)[-1], dtype=np.float64)
+        return ProbeCurve(np.arange(len(y), dtype=np.float64), y, "position t (token)",
+                          "d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>) (rad)",
+                          "plane distance between consecutive positions (last layer, slot 0)")
+    if int(getattr(tr, "n_heads", 0) or 0) > 0:
+        w = np.asarray(tr.attention_weights(tr.n_layers - 1), dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ent = -np.where(w > 0, w * np.log(w), 0.0).sum(-1)
+        return ProbeCurve(np.arange(len(ent), dtype=np.float64), ent, "query position t (token)",
+                          "attention entropy (nats)", "entropy of the attention rows (last layer, mean over heads)")
+    return None
+
+
+def _thin_history(hist: list, keep: int) -> list:
+    """Drop interior entries of ``hist`` (``(step, curve)`` sorted by step) whose removal leaves the smallest
+    gap, until ``keep`` remain: the first and newest probe stay, the rest spread over the run."""
+    hist = list(hist)
+    while len(hist) > max(2, keep):
+        gaps = [hist[i + 1][0] - hist[i - 1][0] for i in range(1, len(hist) - 1)]
+        hist.pop(1 + gaps.index(min(gaps)))
+    return hist
+
+
 # ---------------------------------------------------------------------------------------------- state
 @dataclass(frozen=True)
 class Snapshot:
@@ -330,6 +499,18 @@ class LiveRun:
         self._save_requests: list[tuple[Path, str | None, threading.Event, list]] = []
         self._lr_factor = 1.0
         self._registry: "RunRegistry | None" = None  # set by RunRegistry.create: its limit applies
+        # geometry while training (see the module docstring): the weight copy the training thread leaves,
+        # (version, step, source, state_dict); the reader's model, probe input and last probe
+        self._probe_lock = threading.Lock()
+        self._probe_wanted = -math.inf
+        self._probe_copied_at = -math.inf
+        self._probe_cost_s = 0.0  # training-thread seconds the last copy (and trace) took
+        self._probe_weights: tuple[int, int, Any, dict] | None = None
+        self._probe_version = 0
+        self._probe_model = None
+        self._probe_input: torch.Tensor | None = None
+        self._probe_last: Probe | None = None
+        self._probe_history: list[tuple[int, ProbeCurve]] = []
         self.task = task if task is not None else build_task(spec)
         if hasattr(self.task, "check_context"):  # a text shorter than the context: refused here, readable
             self.task.check_context(int(spec.seq_len))
@@ -444,6 +625,120 @@ class LiveRun:
             t.join(timeout)
             return not t.is_alive()
         return True
+
+    def probe(self) -> Probe | None:
+        """The geometry of the run's current weights: a :class:`Probe` traced on :func:`probe_tokens`, or None
+        while a training run has not yet reached a logging step since the first call (the page says so).
+
+        Any thread may call it, any number of viewers: the trace is made once per weight copy (cached), on a
+        separate CPU model in eval mode. While the run trains, the training thread copies its weights at a
+        logging step at most every :data:`PROBE_EVERY_S` seconds, and only while a caller asked in the last
+        :data:`PROBE_WATCH_S` seconds, and traces the copy there and then (:data:`PROBE_IN_TRAINING_THREAD`;
+        otherwise the caller traces it); a run that is not training is copied and traced here (the copy under
+        the run's lock: it cannot start meanwhile).
+        Failures (a model that cannot be rebuilt or traced) come back as a Probe with a ``message``, never
+        raised. Source: design choice.
+        """
+        self._probe_wanted = time.monotonic()
+        with self._lock:
+            idle = self._thread is None or not self._thread.is_alive()
+            step = int(self._last.get("step", 0))
+            w = self._probe_weights
+            if idle and (w is None or w[2] != (id(self.model), step, self._state)):
+                self._keep_weights(step, (id(self.model), step, self._state))
+                w = self._probe_weights
+        if w is None or (not idle and PROBE_IN_TRAINING_THREAD):
+            return self._probe_last  # a training run's probes are made by its own thread
+        version, step, _src, weights = w
+        with self._probe_lock:
+            last = self._probe_last
+            if last is not None and last.version >= version:
+                return last
+            probe = self._make_probe(version, step, weights)
+            self._probe_last = probe
+            return probe
+
+    def _serve_probe(self) -> Probe | None:
+        """Trace the newest weight copy unless a probe of it exists (training thread, between two steps);
+        returns the new probe or None."""
+        with self._probe_lock:
+            w, last = self._probe_weights, self._probe_last
+            if w is not None and (last is None or last.version < w[0]):
+                self._probe_last = self._make_probe(w[0], w[1], w[3])
+                return self._probe_last
+        return None
+
+    def _make_probe(self, version: int, step: int, weights: dict) -> Probe:
+        """Trace ``weights`` (a CPU state dict) on the probe sequence; build the figure. Caller holds
+        ``_probe_lock``."""
+        import geomlab.figures  # noqa: F401 - first import (plotly) outside the timed part
+        from geomlab.trace import trace
+
+        try:
+            if self._probe_model is None:
+                self._probe_model = self._new_probe_model()
+            model = self._probe_model
+            model.load_state_dict(weights)
+            if self._probe_input is None:
+                self._probe_input = probe_tokens(self.task, self.spec, model)
+            t0 = time.perf_counter()
+            tr = trace(model, self._probe_input, vocab=getattr(self.task, "vocab", None))
+            trace_ms = 1000 * (time.perf_counter() - t0)
+        except Exception as exc:  # noqa: BLE001 - shown in the page, never raised into the server
+            return Probe(step, version, message=f"the weights could not be traced: {type(exc).__name__}: {exc}")
+        choice = probe_figure(tr)
+        curve = None
+        try:
+            curve = probe_curve(tr)
+        except Exception:  # noqa: BLE001 - the history is optional
+            curve = None
+        if curve is not None:
+            hist = [h for h in self._probe_history if h[0] < step] + [(step, curve)]
+            self._probe_history = _thin_history(hist, PROBE_HISTORY)
+        history = tuple(self._probe_history) if curve is not None else ()
+        if choice is None:
+            return Probe(step, version, tr, curve=curve, history=history, trace_ms=trace_ms,
+                         message=f"{self.spec.kind} has no geometry view (no group state, energy, planes or "
+                                 "attention to draw); its loss curves are all there is to watch.")
+        name, slug = choice
+        from geomlab import views
+
+        t0 = time.perf_counter()
+        try:
+            cursor = tr.n_positions - 1 if name == "phase_circle" else None  # the state after the whole probe
+            view = views.build_figure(tr, name, views.default_controls(slug, tr), cursor)
+        except Exception as exc:  # noqa: BLE001 - e.g. a FigureError for a degenerate probe
+            return Probe(step, version, tr, name, curve=curve, history=history, trace_ms=trace_ms,
+                         message=f"the {name} figure could not be drawn: {exc}")
+        return Probe(step, version, tr, name, view, curve, history, trace_ms, 1000 * (time.perf_counter() - t0))
+
+    def _new_probe_model(self):
+        """A CPU model of the run's architecture for probe traces: rebuilt from ``model.config`` (under
+        :func:`geomlab.rng.seeded`, so no global or run generator is drawn from; its initial values are
+        replaced by the copied weights), or a deep copy of a model without a config (tests)."""
+        cfg = getattr(self.model, "config", None)
+        if cfg:
+            from geomlab.models import build_model
+            from geomlab.rng import seeded
+
+            with seeded(0):
+                model = build_model(dict(cfg))
+        else:
+            with self._lock:
+                model = copy.deepcopy(self.model)
+        model = model.to("cpu").eval()
+        for prm in model.parameters():
+            prm.requires_grad_(False)
+        return model
+
+    def _keep_weights(self, step: int, source: Any) -> None:
+        """Copy the current weights to the CPU for :meth:`probe` (training thread between two steps, or a
+        reader while the run rests). Takes the run's lock."""
+        weights = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        with self._lock:
+            self._probe_version += 1
+            self._probe_weights = (self._probe_version, int(step), source, weights)
+            self._probe_copied_at = time.monotonic()
 
     def save(self, name: str, dest_dir: str | Path | None = None, timeout: float = 60.0, *,
              by: str | None = None) -> Path:
@@ -609,6 +904,16 @@ class LiveRun:
                                           **{f"valid_{k}": v for k, v in p.valid.items()}})
             if p.checkpoint and p.event in ("start", "eval", "done", "stopped"):
                 self._checkpoint = p.checkpoint
+        now = time.monotonic()
+        if p.event in ("start", "step", "done", "stopped") and now - self._probe_wanted < PROBE_WATCH_S and \
+                (p.event != "step" or now - self._probe_copied_at >= max(PROBE_EVERY_S,
+                                                                         self._probe_cost_s / PROBE_BUDGET)):
+            first = self._probe_model is None
+            self._keep_weights(p.step, ("train", p.step))  # a viewer is watching: the weights at a step boundary
+            if PROBE_IN_TRAINING_THREAD:
+                self._serve_probe()
+            # the budget counts the copy and the trace; not the first one (imports, the probe model's build)
+            self._probe_cost_s = 0.0 if first else time.monotonic() - now
         self._serve_saves(trainer)
 
     def _serve_saves(self, trainer, final: bool = False) -> None:

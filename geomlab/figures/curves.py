@@ -128,3 +128,116 @@ def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFram
            "lower is better." + missing_note(n_bad, "logged rows").replace("are left blank", "are not drawn")
            .replace("is left blank", "is not drawn"))
     return finish(fig, "Training curves", cap, "training_curves")
+
+
+#: Units of one prediction target in :func:`run_overlay` (word problems predict a group element, "symbol").
+UNITS = ("character", "symbol", "target")
+
+
+def _series(df: pd.DataFrame, metric: str, valid: bool) -> pd.Series | None:
+    """Training (``loss``) or validation (``valid_nll``, else ``valid_loss``) loss of a history frame in
+    nats, or as bits (``/ ln 2``) for ``metric="bpc"`` (``valid_bpc`` used as is when there is no nll)."""
+    names = ("valid_nll", "valid_loss") if valid else ("loss", "train_loss")
+    for n in names:
+        if n in df.columns and df[n].notna().any():
+            return df[n] / math.log(2) if metric == "bpc" else df[n]
+    if metric == "bpc":
+        n = "valid_bpc" if valid else "train_bpc"
+        if n in df.columns and df[n].notna().any():
+            return df[n]
+    return None
+
+
+def run_overlay(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFrame], metric: str = "loss",
+                unit: str = "character") -> View:
+    """Several live runs' training and validation curves on one chart: one colour per run (Okabe-Ito,
+    colour-blind safe), training loss solid, validation loss dashed with markers.
+
+    Args:
+        runs: run label -> history rows as :class:`geomlab.live.Snapshot` keeps them (``step``, ``loss`` in
+            nats per target; validation rows ``valid_nll``/``valid_bpc``...). Rows without a step are skipped.
+        metric: ``"loss"`` (nats per target) or ``"bpc"`` (bits, loss / ln 2; osm.md §2.9).
+        unit: what one target is, one of :data:`UNITS` (axis title and hover only).
+
+    Traces: per run with data, ``"{run}: training"`` and, when it has validation rows,
+    ``"{run}: validation"`` (same colour; ``legendgroup`` = run). Raises :class:`FigureError` for an unknown
+    metric/unit, no runs, or no run with a logged loss. Design choice.
+    """
+    if metric not in ("loss", "bpc"):
+        raise FigureError(f"metric must be 'loss' or 'bpc', got {metric!r}")
+    if unit not in UNITS:
+        raise FigureError(f"unit must be one of {UNITS}, got {unit!r}")
+    if not runs:
+        raise FigureError("no runs to plot")
+    per = "bits" if metric == "bpc" else "nats"
+    fig = FigureBuilder()
+    for i, (name, history) in enumerate(runs.items()):
+        df = history_frame(history)
+        if "step" not in df.columns:
+            continue
+        for valid in (False, True):
+            ys = _series(df, metric, valid)
+            if ys is None:
+                continue
+            ok = df["step"].notna() & ys.notna()
+            if not ok.any():
+                continue
+            xs, yv = df["step"][ok].to_numpy(), ys[ok].to_numpy()
+            order = np.argsort(xs, kind="stable")
+            what = "validation" if valid else "training"
+            fig.add_trace(dict(type="scatter", x=xs[order], y=yv[order],
+                               mode="lines+markers" if valid or ok.sum() < 30 else "lines",
+                               name=f"{name}: {what}", legendgroup=name,
+                               line={"color": colour(i), "dash": "dash" if valid else "solid"},
+                               marker={"size": 6 if valid else 4},
+                               hovertemplate=(f"{name}<br>{what}<br>step %{{x:,}}<br>%{{y:.4f}} {per}/{unit}"
+                                              "<extra></extra>")))
+    if not fig.data:
+        raise FigureError("no run has logged a training loss yet")
+    fig.update_xaxes(title_text=X_LABELS["step"], tickformat=",d", rangemode="tozero")
+    xmax = max((float(np.nanmax(t["x"])) for t in fig.data if len(t["x"])), default=0.0)
+    if xmax <= 20:
+        fig.update_xaxes(tickmode="linear", tick0=0, dtick=1 if xmax <= 10 else 2)
+    fig.update_yaxes(title_text=f"bits per {unit}" if metric == "bpc" else f"loss (nats per {unit})", automargin=True)
+    n = len({t["legendgroup"] for t in fig.data})
+    cap = (f"{'Bits' if metric == 'bpc' else 'Cross-entropy loss (nats)'} per {unit} against optimiser step"
+           + (f" for {n} runs, one colour per run" if n > 1 else "")
+           + "; solid: training (mean over the logging interval), dashed: validation. Lower is better.")
+    # legend under the plot: beside it, it took a third of a half-width chart; automargin keeps the y title
+    return finish(fig, "Training curves", cap, "run_overlay",
+                  legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0},
+                  margin={"l": 70, "r": 20, "t": 50, "b": 40})
+
+
+def probe_history(history: Sequence[tuple[int, Any]], title: str | None = None) -> View:
+    """How one probe quantity changed over training: one line per probe (``(step, curve)`` pairs, curve a
+    :class:`geomlab.live.ProbeCurve`: ``x``, ``y``, ``x_label``, ``y_label``, ``what``), coloured from dark
+    (early) to light (late) along Viridis (perceptually uniform, colour-blind safe), the newest drawn thickest.
+
+    Traces: one per probe, named ``"step N"``, oldest first. Raises :class:`FigureError` when ``history`` is
+    empty. Design choice (issue 16, part 7: geometry visibly changing while training)."""
+    import plotly.colors as pc
+
+    history = list(history)
+    if not history:
+        raise FigureError("no probe yet")
+    fig = FigureBuilder()
+    n = len(history)
+    for k, (step, c) in enumerate(history):
+        frac = 0.0 if n == 1 else k / (n - 1)
+        col = pc.sample_colorscale("Viridis", [0.85 * frac])[0]  # 0.85: the palest yellow is unreadable
+        newest = k == n - 1
+        fig.add_trace(dict(type="scatter", x=np.asarray(c.x, dtype=np.float64), y=np.asarray(c.y, dtype=np.float64),
+                           mode="lines+markers" if len(c.x) <= 16 else "lines", name=f"step {step:,}",
+                           line={"color": col, "width": 3 if newest else 1.5}, marker={"size": 5},
+                           hovertemplate=f"step {step:,}<br>%{{x}}: %{{y:.4f}}<extra></extra>"))
+    last = history[-1][1]
+    fig.update_xaxes(title_text=last.x_label)
+    fig.update_yaxes(title_text=last.y_label, automargin=True)
+    if len(last.x) <= 20:
+        fig.update_xaxes(tickmode="linear", tick0=0, dtick=1 if len(last.x) <= 10 else 2)
+    cap = (f"The {last.what} on the probe sequence at {n} moment{'s' if n > 1 else ''} of training, dark = early, "
+           "light = late (thick: now).")
+    return finish(fig, title or "How it changed while training", cap, "probe_history", height=360,
+                  legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0},
+                  margin={"l": 70, "r": 20, "t": 50, "b": 40})
