@@ -36,7 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.groups import MatrixGroup, from_real, get_group, real_embed
+from geomlab.groups import (MatrixGroup, OrthogonalGroup, SpecialOrthogonalGroup, from_real, get_group,
+                             real_embed)
 from geomlab.models import register
 from geomlab.models.base import SequenceModel
 from geomlab.models.transformer import monotone_budget_search
@@ -244,6 +245,8 @@ class TangentMixing(nn.Module):
     def forward(self, delta: torch.Tensor, geo) -> torch.Tensor:
         if self.mode != "linear":
             return self.eta * delta
+        if isinstance(geo, (OrthogonalGroup, SpecialOrthogonalGroup)) and not delta.is_complex():
+            return self._skew_forward(delta)
         to_c, from_c = self.coordinate_maps(geo, delta.shape[-1], delta.dtype, delta.device)
         cplx = delta.is_complex()
         v = (torch.view_as_real(delta) if cplx else delta).flatten(-3 if cplx else -2)
@@ -251,6 +254,28 @@ class TangentMixing(nn.Module):
         if cplx:
             return torch.view_as_complex(out.unflatten(-1, (*delta.shape[-2:], 2)))
         return out.unflatten(-1, delta.shape[-2:])
+
+    def _skew_forward(self, delta: torch.Tensor) -> torch.Tensor:
+        """O / SO: ``to_coords`` (``sqrt 2`` times the upper triangle of ``skew(delta)``) and ``from_coords`` as
+        ``index_select`` on the flattened matrices, the mixing as one ``(dim, dim)`` matmul. Design choice
+        (issue 17): measured 2x faster forward + backward than the dense coordinate maps for 2048 17 x 17."""
+        n = delta.shape[-1]
+        key = ("skew", n, str(delta.device))
+        cache = self.__dict__.setdefault("_coord_cache", {})
+        if key not in cache:
+            r, c = torch.triu_indices(n, n, 1, device=delta.device)
+            dim = r.numel()
+            upper, lower = r * n + c, c * n + r
+            back = torch.full((n * n,), 2 * dim, dtype=torch.long, device=delta.device)  # -> 0
+            back[upper] = torch.arange(dim, device=delta.device)  # -> +c_k / sqrt 2
+            back[lower] = dim + torch.arange(dim, device=delta.device)  # -> -c_k / sqrt 2
+            cache[key] = (upper, lower, back)
+        upper, lower, back = cache[key]
+        v = delta.flatten(-2)
+        coords = v.index_select(-1, upper) - v.index_select(-1, lower)  # sqrt 2 * to_coords(delta)
+        half = (coords @ self.weight.mT) * 0.5  # from_coords(W c) entries: (W c)_k / sqrt 2
+        ext = torch.cat([half, -half, half.new_zeros(*half.shape[:-1], 1)], dim=-1)
+        return ext.index_select(-1, back).unflatten(-1, (n, n))
 
     def coordinate_maps(self, geo, n: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
         """``to_coords`` and ``from_coords`` of ``geo`` as real matrices ``(F, dim)`` and ``(dim, F)`` on flattened
