@@ -54,7 +54,7 @@ class OSMConfigError(ValueError):
 
 # (degree, largest Frobenius norm) pairs: the truncation bound theta^(m+1)/(m+1)! stays below the unit
 # roundoff (2^-24 single, 2^-53 double) for ||X|| <= theta; larger norms are scaled into the last range.
-_TAYLOR_SINGLE = ((6, 0.31), (8, 0.65), (12, 1.55))
+_TAYLOR_SINGLE = ((8, 0.65),)  # degree 8 in three products (_taylor8_bbc), then squarings
 _TAYLOR_DOUBLE = ((8, 0.015), (12, 0.33), (16, 0.82))
 
 
@@ -83,6 +83,32 @@ def _taylor_poly(X: torch.Tensor, m: int) -> torch.Tensor:
     for j in range(n_chunks - 2, -1, -1):
         P = _baddmm(chunk(j), X4, P)
     return P
+
+
+_BBC_R = math.sqrt(177.0)
+_BBC_X3 = 2.0 / 3.0
+_BBC = {  # Bader, Blanes & Casas (2019), eq. (10): T_8 in three products
+    "x1": _BBC_X3 * (1 + _BBC_R) / 88, "x2": _BBC_X3 * (1 + _BBC_R) / 352, "x3": _BBC_X3,
+    "x4": (-271 + 29 * _BBC_R) / (315 * _BBC_X3), "x5": 11 * (-1 + _BBC_R) / (1260 * _BBC_X3),
+    "x6": 11 * (-9 + _BBC_R) / (5040 * _BBC_X3), "x7": (89 - _BBC_R) / (5040 * _BBC_X3**2),
+    "y2": (857 - 58 * _BBC_R) / 630,
+}
+
+
+def _taylor8_bbc(X: torch.Tensor) -> torch.Tensor:
+    """``sum_{k<=8} X^k / k!`` in three batched matmuls (Bader, Blanes & Casas, "Computing the matrix
+    exponential with an optimized Taylor polynomial approximation", Mathematics 7 (2019) 1174, eq. (10)):
+    ``A4 = X2 (x1 X + x2 X2)``, ``A8 = (x3 X2 + A4)(x4 I + x5 X + x6 X2 + x7 A4)``,
+    ``T8 = I + X + y2 X2 + A8`` (the identity of the coefficients with ``1/k!`` is checked in the tests)."""
+    c = _BBC
+    X2 = X @ X
+    A4 = X2 @ (c["x1"] * X).add(X2, alpha=c["x2"])
+    L = A4.add(X2, alpha=c["x3"])
+    R = (c["x5"] * X).add(X2, alpha=c["x6"]).add(A4, alpha=c["x7"])
+    R.diagonal(dim1=-2, dim2=-1).add_(c["x4"])
+    C = X.add(X2, alpha=c["y2"])
+    C.diagonal(dim1=-2, dim2=-1).add_(1.0)
+    return _baddmm(C, L, R)
 
 
 def _baddmm(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
@@ -143,7 +169,7 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
     if pad:
         X = F.pad(X, (0, pad, 0, pad))
     X = X / (2.0**s) if s else X
-    P = _taylor_poly(X, m)
+    P = _taylor8_bbc(X) if m == 8 and table is _TAYLOR_SINGLE else _taylor_poly(X, m)
     for _ in range(s):
         P = P @ P
     if pad:
@@ -159,7 +185,8 @@ def _expm_taylor_nosync(X: torch.Tensor, nrms: torch.Tensor, table, n: int) -> t
     s = torch.nan_to_num(s, nan=0.0, posinf=0.0)
     bad = ~torch.isfinite(nrms) | (nrms > theta * 2.0**_MAX_SQUARINGS)
     scale = torch.exp2(-s).to(X.real.dtype if X.is_complex() else X.dtype)
-    P = _taylor_poly(X * scale[:, None, None], m)
+    X = X * scale[:, None, None]
+    P = _taylor8_bbc(X) if m == 8 and table is _TAYLOR_SINGLE else _taylor_poly(X, m)
     for k in range(_MAX_SQUARINGS):
         P = torch.where((s > k)[:, None, None], P @ P, P)
     return torch.where(bad[:, None, None], torch.full_like(P, float("nan")), P)
