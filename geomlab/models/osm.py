@@ -560,18 +560,28 @@ class OSMRNN(OSMBase):
         ref = self.token_coords if hasattr(self, "token_coords") else self.token_matrix
         H = self.geo.identity(B, dtype=M.dtype, device=ref.device)
         n, cplx = M.shape[-1], M.is_complex()
-        K = self.mix.dense(self.geo, n, M.dtype, M.device)  # one matmul per step for the mixing
+        skew = isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup)) and self.mix.mode == "linear"
+        if skew:  # O/SO: the mixing's index-select path (a dim x dim matmul per step)
+            def mix(delta):
+                return self.mix(delta, self.geo)
+        else:  # one F x F matmul per step
+            K = self.mix.dense(self.geo, n, M.dtype, M.device)
+            flat = (lambda Z: torch.view_as_real(Z).reshape(B, -1)) if cplx else (lambda Z: Z.reshape(B, -1))
+            unflat = ((lambda v: torch.view_as_complex(v.reshape(B, n, n, 2))) if cplx
+                      else (lambda v: v.reshape(B, n, n)))
+
+            def mix(delta):
+                return unflat(flat(delta) @ K)
         drive = self.mix_tok(A, self.geo) if self.mix_tok is not None else None  # (V, n, n), once
-        flat = (lambda Z: torch.view_as_real(Z).reshape(B, -1)) if cplx else (lambda Z: Z.reshape(B, -1))
-        unflat = ((lambda v: torch.view_as_complex(v.reshape(B, n, n, 2))) if cplx
-                  else (lambda v: v.reshape(B, n, n)))
+        # the inputs of every step gathered once (one index and one backward instead of T), then unbound
+        inputs = M[tokens].unbind(1)
+        drives = drive[tokens].unbind(1) if drive is not None else None
         states, raws, phis = [], [], []
         for t in range(T):
-            x = tokens[:, t]
-            delta = _ct(H) @ M[x]
-            phi = unflat(flat(delta) @ K)
-            if drive is not None:
-                phi = phi + drive[x]
+            delta = _ct(H) @ inputs[t]
+            phi = mix(delta)
+            if drives is not None:
+                phi = phi + drives[t]
             H = H @ self._exp(phi)
             states.append(H)
             if rec is not None:
