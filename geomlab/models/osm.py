@@ -36,8 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.groups import (MatrixGroup, OrthogonalGroup, SpecialOrthogonalGroup, from_real, get_group,
-                             real_embed)
+from geomlab.groups import (MatrixGroup, OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor, from_real,
+                             get_group, real_embed)
 from geomlab.models import register
 from geomlab.models.base import SequenceModel
 from geomlab.models.transformer import monotone_budget_search
@@ -50,146 +50,6 @@ class OSMConfigError(ValueError):
 # ----------------------------------------------------------------------------------------------------------------------
 # numerics
 # ----------------------------------------------------------------------------------------------------------------------
-
-
-# (degree, largest Frobenius norm) pairs: the truncation bound theta^(m+1)/(m+1)! stays below the unit
-# roundoff (2^-24 single, 2^-53 double) for ||X|| <= theta; larger norms are scaled into the last range.
-_TAYLOR_SINGLE = ((8, 0.65),)  # degree 8 in three products (_taylor8_bbc), then squarings
-_TAYLOR_DOUBLE = ((8, 0.015), (12, 0.33), (16, 0.82))
-
-
-def _taylor_poly(X: torch.Tensor, m: int) -> torch.Tensor:
-    """``sum_{k<=m} X^k / k!`` by Paterson-Stockmeyer (3, 4, 5 or 6 batched matmuls for m = 6, 8, 12, 16)."""
-    c = [1.0 / math.factorial(k) for k in range(m + 1)]
-    X2 = X @ X
-    X3 = X2 @ X
-    if m == 6:  # B0 + X^3 B1 with B0 = c0 + c1 X + c2 X2, B1 = c3 + c4 X + c5 X2 + c6 X3
-        B1 = (c[4] * X).add(X2, alpha=c[5]).add(X3, alpha=c[6])
-        B1.diagonal(dim1=-2, dim2=-1).add_(c[3])
-        B0 = X.add(X2, alpha=c[2])
-        B0.diagonal(dim1=-2, dim2=-1).add_(c[0])
-        return _baddmm(B0, X3, B1)
-    X4 = X2 @ X2
-
-    def chunk(j: int) -> torch.Tensor:  # sum_{i=0..3} c_{4j+i} X^i (+ c_{4j+4} X^4 for the last chunk)
-        B = (c[4 * j + 1] * X).add(X2, alpha=c[4 * j + 2]).add(X3, alpha=c[4 * j + 3])
-        if 4 * j + 4 == m:
-            B = B.add(X4, alpha=c[m])
-        B.diagonal(dim1=-2, dim2=-1).add_(c[4 * j])
-        return B
-
-    n_chunks = m // 4  # m = 8: 2 chunks, 12: 3, 16: 4
-    P = chunk(n_chunks - 1)
-    for j in range(n_chunks - 2, -1, -1):
-        P = _baddmm(chunk(j), X4, P)
-    return P
-
-
-_BBC_R = math.sqrt(177.0)
-_BBC_X3 = 2.0 / 3.0
-_BBC = {  # Bader, Blanes & Casas (2019), eq. (10): T_8 in three products
-    "x1": _BBC_X3 * (1 + _BBC_R) / 88, "x2": _BBC_X3 * (1 + _BBC_R) / 352, "x3": _BBC_X3,
-    "x4": (-271 + 29 * _BBC_R) / (315 * _BBC_X3), "x5": 11 * (-1 + _BBC_R) / (1260 * _BBC_X3),
-    "x6": 11 * (-9 + _BBC_R) / (5040 * _BBC_X3), "x7": (89 - _BBC_R) / (5040 * _BBC_X3**2),
-    "y2": (857 - 58 * _BBC_R) / 630,
-}
-
-
-def _taylor8_bbc(X: torch.Tensor) -> torch.Tensor:
-    """``sum_{k<=8} X^k / k!`` in three batched matmuls (Bader, Blanes & Casas, "Computing the matrix
-    exponential with an optimized Taylor polynomial approximation", Mathematics 7 (2019) 1174, eq. (10)):
-    ``A4 = X2 (x1 X + x2 X2)``, ``A8 = (x3 X2 + A4)(x4 I + x5 X + x6 X2 + x7 A4)``,
-    ``T8 = I + X + y2 X2 + A8`` (the identity of the coefficients with ``1/k!`` is checked in the tests)."""
-    c = _BBC
-    X2 = X @ X
-    A4 = X2 @ (c["x1"] * X).add(X2, alpha=c["x2"])
-    L = A4.add(X2, alpha=c["x3"])
-    R = (c["x5"] * X).add(X2, alpha=c["x6"]).add(A4, alpha=c["x7"])
-    R.diagonal(dim1=-2, dim2=-1).add_(c["x4"])
-    C = X.add(X2, alpha=c["y2"])
-    C.diagonal(dim1=-2, dim2=-1).add_(1.0)
-    return _baddmm(C, L, R)
-
-
-def _baddmm(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """``C + A @ B`` in one fused call for 3-d batches, broadcasting matmul otherwise."""
-    if A.dim() == 3 and B.dim() == 3 and C.dim() == 3:
-        return torch.baddbmm(C, A, B)
-    return C + A @ B
-
-
-#: Sizes whose batched matmuls run faster zero-padded (``exp(diag(X, 0)) = diag(exp X, I)`` exactly): measured with
-#: ``torch.bmm`` on 2048 float32 matrices, one CPU thread (MKL): 5-7 -> 8 (~2x), 15 -> 16 (~1.5x), 29-31 -> 32
-#: (~1.2x); every other size is faster unpadded (17 runs 2x faster than padded to 24). Design choice.
-_PAD_TO = {5: 8, 6: 8, 7: 8, 15: 16, 29: 32, 30: 32, 31: 32}
-#: Most squarings of the sync-free (non-CPU) path: norms up to ``2^10 * 1.55`` in single precision.
-_MAX_SQUARINGS = 10
-
-
-def expm_taylor(A: torch.Tensor) -> torch.Tensor:
-    """Matrix exponential by scaling and squaring of a truncated Taylor series, differentiable by autograd.
-
-    ``A``: ``(..., n, n)`` float32/float64/complex64/complex128 -> ``exp(A)``, same shape and dtype.
-    On CPU, from the largest Frobenius norm in the batch it picks the degree ``m`` (6, 8 or 12 in single
-    precision; 8, 12 or 16 in double) whose truncation bound ``||X||^(m+1)/(m+1)!`` is below the unit roundoff,
-    scaling by ``2^-s`` first when the norm is beyond the last range (reading one scalar of a CPU tensor is no
-    device synchronisation). On other devices (CUDA) nothing is read back to the host: the degree is the last
-    one of the table and each matrix gets its own ``s_i`` (computed on the device, at most
-    :data:`_MAX_SQUARINGS`; a larger norm gives NaN, which the trainer reports); the squarings are applied to
-    the matrices that need them with ``torch.where``. The polynomial is evaluated by Paterson-Stockmeyer (3-6
-    batched matmuls) and squared ``s`` times. Backward (autograd) costs about two matmuls per forward matmul,
-    several times cheaper on CPU than the block-matrix backward of ``torch.linalg.matrix_exp`` (notes §7.1).
-    For ``A`` in the Lie algebra of a closed subgroup the result lies in the group up to rounding
-    (diagonal / block-diagonal structure is kept exactly). Sizes in :data:`_PAD_TO` are zero-padded (the
-    top-left block is computed with the same arithmetic). Non-finite input gives NaN.
-    Source: design choice (Moler & Van Loan 2003, "Nineteen dubious ways", method 3; Paterson & Stockmeyer
-    1973 for the polynomial).
-    """
-    if A.numel() == 0:
-        return A.clone()
-    table = _TAYLOR_DOUBLE if A.dtype in (torch.float64, torch.complex128) else _TAYLOR_SINGLE
-    shape = A.shape
-    n = shape[-1]
-    X = A.reshape(-1, n, n)  # 3-d batches use the fused baddbmm/bmm kernels
-    with torch.no_grad():
-        nrms = torch.linalg.matrix_norm(X.detach(), ord="fro")
-    if X.device.type != "cpu":
-        return _expm_taylor_nosync(X, nrms, table, n).reshape(shape)
-    nrm = float(nrms.max())
-    if not math.isfinite(nrm):
-        return A + float("nan")  # propagate: the trainer reports non-finite losses
-    s = 0
-    for m, theta in table:
-        if nrm <= theta:
-            break
-    else:
-        m, theta = table[-1]
-        s = math.ceil(math.log2(nrm / theta))
-    pad = _PAD_TO.get(n, n) - n
-    if pad:
-        X = F.pad(X, (0, pad, 0, pad))
-    X = X / (2.0**s) if s else X
-    P = _taylor8_bbc(X) if m == 8 and table is _TAYLOR_SINGLE else _taylor_poly(X, m)
-    for _ in range(s):
-        P = P @ P
-    if pad:
-        P = P[:, :n, :n]
-    return P.reshape(shape)
-
-
-def _expm_taylor_nosync(X: torch.Tensor, nrms: torch.Tensor, table, n: int) -> torch.Tensor:
-    """The device path of :func:`expm_taylor` for ``X`` ``(N, n, n)``: per-matrix scaling, fixed degree, masked
-    squarings; no value is read back to the host."""
-    m, theta = table[-1]
-    s = torch.ceil(torch.log2(nrms / theta)).clamp(0, _MAX_SQUARINGS)
-    s = torch.nan_to_num(s, nan=0.0, posinf=0.0)
-    bad = ~torch.isfinite(nrms) | (nrms > theta * 2.0**_MAX_SQUARINGS)
-    scale = torch.exp2(-s).to(X.real.dtype if X.is_complex() else X.dtype)
-    X = X * scale[:, None, None]
-    P = _taylor8_bbc(X) if m == 8 and table is _TAYLOR_SINGLE else _taylor_poly(X, m)
-    for k in range(_MAX_SQUARINGS):
-        P = torch.where((s > k)[:, None, None], P @ P, P)
-    return torch.where(bad[:, None, None], torch.full_like(P, float("nan")), P)
 
 
 def _ct(X: torch.Tensor) -> torch.Tensor:
