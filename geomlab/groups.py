@@ -287,6 +287,54 @@ def _taylor8_bbc(X: torch.Tensor) -> torch.Tensor:
     return _baddmm(C, L, R)
 
 
+class _Taylor8Exp(torch.autograd.Function):
+    """``T_8(X)^(2^s)`` with ``X = A / 2^s`` (:func:`_taylor8_bbc` then ``s`` squarings) and a hand-written
+    backward: the reverse of the same 3 + s products, two matmuls each, with the linear combinations' adjoints
+    accumulated directly (no autograd graph of ~20 nodes per call). Exactly the gradient autograd would give
+    (checked against it in tests/test_speed.py). Double backward is not supported. Design choice (issue 17)."""
+
+    @staticmethod
+    def forward(ctx, A: torch.Tensor, s: int) -> torch.Tensor:
+        c = _BBC
+        X = A * (2.0**-s) if s else A
+        X2 = X @ X
+        Q = (c["x1"] * X).add_(X2, alpha=c["x2"])
+        A4 = X2 @ Q
+        L = A4.add(X2, alpha=c["x3"])
+        R = (c["x5"] * X).add_(X2, alpha=c["x6"]).add_(A4, alpha=c["x7"])
+        R.diagonal(dim1=-2, dim2=-1).add_(c["x4"])
+        C = X.add(X2, alpha=c["y2"])
+        C.diagonal(dim1=-2, dim2=-1).add_(1.0)
+        P = _baddmm(C, L, R)
+        powers = [P]
+        for _ in range(s):
+            P = P @ P
+            powers.append(P)
+        ctx.save_for_backward(X, X2, Q, L, R, *powers[:-1])
+        ctx.s = s
+        return P
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, G: torch.Tensor):
+        c = _BBC
+        X, X2, Q, L, R, *powers = ctx.saved_tensors
+        for P in reversed(powers):  # Y = P P: dP = G P^* + P^* G
+            G = _baddmm(G @ _ct(P), _ct(P), G)
+        GL = G @ _ct(R)  # P = C + L R
+        GR = _ct(L) @ G
+        GA4 = GL.add(GR, alpha=c["x7"])
+        GX2 = GL.mul(c["x3"]).add_(GR, alpha=c["x6"]).add_(G, alpha=c["y2"])
+        GX2 = _baddmm(GX2, GA4, _ct(Q))  # A4 = X2 Q
+        GQ = _ct(X2) @ GA4
+        GX2.add_(GQ, alpha=c["x2"])
+        GX = G.add(GR, alpha=c["x5"]).add_(GQ, alpha=c["x1"])
+        GX = _baddmm(_baddmm(GX, GX2, _ct(X)), _ct(X), GX2)  # X2 = X X
+        if ctx.s:
+            GX = GX * (2.0**-ctx.s)
+        return GX, None
+
+
 def _baddmm(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     """``C + A @ B`` in one fused call for 3-d batches, broadcasting matmul otherwise."""
     if A.dim() == 3 and B.dim() == 3 and C.dim() == 3:
@@ -350,10 +398,13 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
     pad = (_PAD_TO_COMPLEX if X.is_complex() else _PAD_TO).get(n, n) - n
     if pad:
         X = torch.nn.functional.pad(X, (0, pad, 0, pad))
-    X = X / (2.0**s) if s else X
-    P = _taylor8_bbc(X) if m == 8 and table is _TAYLOR_SINGLE else _taylor_poly(X, m)
-    for _ in range(s):
-        P = P @ P
+    if table is _TAYLOR_SINGLE:
+        P = _Taylor8Exp.apply(X, s)
+    else:
+        X = X / (2.0**s) if s else X
+        P = _taylor_poly(X, m)
+        for _ in range(s):
+            P = P @ P
     if pad:
         P = P[:, :n, :n]
     return P.reshape(shape)

@@ -104,3 +104,23 @@ def test_bench_train_quick_prints_each_pair(capsys):
     out = capsys.readouterr().out
     assert "osm-rnn" in out and "lstm" in out and "cem-T1" in out and "llama" in out
     assert train_bench.main(["--only", "no-such-model"]) == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+@pytest.mark.parametrize("s", [0, 2])
+def test_hand_written_backward_equals_autograd(dtype, s):
+    """``_Taylor8Exp`` gives the value and gradient of autograd through the same three products and squarings."""
+    g = torch.Generator().manual_seed(s)
+    A = torch.randn(3, 6, 6, generator=g, dtype=torch.float64).to(dtype)
+    W = torch.randn(3, 6, 6, generator=g, dtype=torch.float64).to(dtype)
+    A1, A2 = A.clone().requires_grad_(True), A.clone().requires_grad_(True)
+    P1 = G._Taylor8Exp.apply(A1, s)
+    P2 = G._taylor8_bbc(A2 * 2.0**-s)
+    for _ in range(s):
+        P2 = P2 @ P2
+    (P1 * W.conj()).real.sum().backward()
+    (P2 * W.conj()).real.sum().backward()
+    assert torch.allclose(P1, P2, atol=1e-13)
+    assert torch.allclose(A1.grad, A2.grad, atol=1e-12)
+    A3 = A.clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda a: G._Taylor8Exp.apply(a, s), (A3,))
