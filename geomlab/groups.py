@@ -55,6 +55,7 @@ __all__ = [
     "angles_to_matrix",
     "expm_skew",
     "expm_taylor",
+    "expm_taylor_reference",
     "all_groups",
     "EXP_METHODS",
     "matrix_to_angles",
@@ -405,6 +406,47 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
         P = _taylor_poly(X, m)
         for _ in range(s):
             P = P @ P
+    if pad:
+        P = P[:, :n, :n]
+    return P.reshape(shape)
+
+
+_TAYLOR_SINGLE_PS = ((6, 0.31), (8, 0.65), (12, 1.55))
+
+
+def expm_taylor_reference(A: torch.Tensor) -> torch.Tensor:
+    """The Taylor exponential as it was before issue 17, kept as the *reference arithmetic* of evaluation mode.
+
+    Same mathematics as :func:`expm_taylor` (equal to float32 rounding): Paterson-Stockmeyer degree 6, 8 or 12
+    (single) / 8, 12, 16 (double) picked from the largest Frobenius norm, sizes above 8 zero-padded to a multiple
+    of 8, autograd backward, whole batch NaN for a non-finite entry. The OSM models use it in eval mode so that
+    traces and evaluations of saved checkpoints reproduce bit for bit what earlier versions wrote (the trace
+    fixtures compare states exactly); training uses the faster :func:`expm_taylor`. Design choice (issue 17).
+    """
+    if A.numel() == 0:
+        return A.clone()
+    table = _TAYLOR_DOUBLE if A.dtype in (torch.float64, torch.complex128) else _TAYLOR_SINGLE_PS
+    with torch.no_grad():
+        nrm = float(torch.linalg.matrix_norm(A.detach(), ord="fro").max())
+    if not math.isfinite(nrm):
+        return A + float("nan")
+    s = 0
+    for m, theta in table:
+        if nrm <= theta:
+            break
+    else:
+        m, theta = table[-1]
+        s = math.ceil(math.log2(nrm / theta))
+    shape = A.shape
+    n = shape[-1]
+    X = A.reshape(-1, n, n)
+    pad = (-n) % 8 if n > 8 else 0
+    if pad:
+        X = torch.nn.functional.pad(X, (0, pad, 0, pad))
+    X = X / (2.0**s) if s else X
+    P = _taylor_poly(X, m)
+    for _ in range(s):
+        P = P @ P
     if pad:
         P = P[:, :n, :n]
     return P.reshape(shape)

@@ -29,6 +29,7 @@ Shared pieces (both kinds):
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -36,8 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.groups import (MatrixGroup, OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor, from_real,
-                             get_group, real_embed)
+from geomlab.groups import (MatrixGroup, OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor,
+                             expm_taylor_reference, from_real, get_group, real_embed)
 from geomlab.models import register
 from geomlab.models.base import SequenceModel
 from geomlab.models.transformer import monotone_budget_search
@@ -55,6 +56,14 @@ class OSMConfigError(ValueError):
 def _ct(X: torch.Tensor) -> torch.Tensor:
     """Conjugate transpose of the last two axes."""
     return X.mT.conj() if X.is_complex() else X.mT
+
+
+def _group_exp_reference(geo, A: torch.Tensor) -> torch.Tensor:
+    """The group's ``exp`` with the algorithm its ``"auto"`` chose before issue 17 (``eigh`` on CPU)."""
+    if isinstance(geo, MatrixGroup):
+        ok = A.device.type == "cpu" and A.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128)
+        return geo.exp(A, method="eigh" if ok else "matrix_exp")
+    return geo.exp(A)
 
 
 class RealifiedGroup:
@@ -132,6 +141,8 @@ class TangentMixing(nn.Module):
     def forward(self, delta: torch.Tensor, geo) -> torch.Tensor:
         if self.mode != "linear":
             return self.eta * delta
+        if not self.training:  # eval mode: the reference arithmetic (see OSMBase._exp)
+            return geo.from_coords(geo.to_coords(delta) @ self.weight.mT)
         if isinstance(geo, (OrthogonalGroup, SpecialOrthogonalGroup)) and not delta.is_complex():
             return self._skew_forward(delta)
         to_c, from_c = self.coordinate_maps(geo, delta.shape[-1], delta.dtype, delta.device)
@@ -248,11 +259,14 @@ class OSMBase(SequenceModel):
         if c["complex_mode"] == "real" and not g.is_complex:
             self.geo = g  # real groups are already real: nothing to embed
         self.sim_scale = getattr(self.geo, "sim_scale", 1.0)
+        # training mode: the fast exponential (issue 17); eval mode: the reference arithmetic of earlier versions,
+        # so traces and evaluations of saved checkpoints reproduce bit for bit (the two agree to float32 rounding)
         if c["expm"] == "taylor" or (c["expm"] == "auto" and (
                 isinstance(self.geo, RealifiedGroup) or type(g).exp is MatrixGroup.exp)):
-            self._exp = expm_taylor
+            self._exp_fast, self._exp_ref = expm_taylor, expm_taylor_reference
         else:
-            self._exp = self.geo.exp
+            self._exp_fast = self.geo.exp
+            self._exp_ref = functools.partial(_group_exp_reference, self.geo)
         self.V, self.d, self.dim = V, d, g.dim
         self.cplx = g.is_complex  # native states are complex
         std_tok = c["token_init_std"] if c["token_init_std"] is not None else 1 / math.sqrt(d)
@@ -269,6 +283,12 @@ class OSMBase(SequenceModel):
             self.proto_coords = nn.Parameter(std_tok * torch.randn(V, g.dim))
         self.tau = nn.Parameter(torch.tensor(float(c["tau"])))
         self.bias = nn.Parameter(torch.zeros(V))
+
+    def _exp(self, A: torch.Tensor) -> torch.Tensor:
+        """``exp`` of algebra elements in the arithmetic representation: the fast path in training mode, the
+        reference arithmetic (:func:`geomlab.groups.expm_taylor_reference`, or the group's ``eigh`` exp) in eval
+        mode. Design choice (issue 17)."""
+        return (self._exp_fast if self.training else self._exp_ref)(A)
 
     # -- conversions between the native group and the arithmetic one ---------------------------------------------
 
@@ -420,6 +440,8 @@ class OSMRNN(OSMBase):
         ref = self.token_coords if hasattr(self, "token_coords") else self.token_matrix
         H = self.geo.identity(B, dtype=M.dtype, device=ref.device)
         n, cplx = M.shape[-1], M.is_complex()
+        if not self.training:  # eval mode: the reference arithmetic (see OSMBase._exp)
+            return self._run_reference(tokens, rec, A, M, H)
         skew = isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup)) and self.mix.mode == "linear"
         if skew:  # O/SO: the mixing's index-select path (a dim x dim matmul per step)
             def mix(delta):
@@ -447,6 +469,32 @@ class OSMRNN(OSMBase):
             if rec is not None:
                 raws.append(self.geo.proj(delta))
                 phis.append(phi)
+        return self._finish(tokens, rec, M, states, raws, phis)
+
+    def _run_reference(self, tokens, rec, A, M, H) -> torch.Tensor:
+        """The recurrence as computed before issue 17 (dense ``F x F`` mixing, inputs indexed per step)."""
+        B, T = tokens.shape
+        n, cplx = M.shape[-1], M.is_complex()
+        K = self.mix.dense(self.geo, n, M.dtype, M.device)
+        drive = self.mix_tok(A, self.geo) if self.mix_tok is not None else None
+        flat = (lambda Z: torch.view_as_real(Z).reshape(B, -1)) if cplx else (lambda Z: Z.reshape(B, -1))
+        unflat = ((lambda v: torch.view_as_complex(v.reshape(B, n, n, 2))) if cplx
+                  else (lambda v: v.reshape(B, n, n)))
+        states, raws, phis = [], [], []
+        for t in range(T):
+            x = tokens[:, t]
+            delta = _ct(H) @ M[x]
+            phi = unflat(flat(delta) @ K)
+            if drive is not None:
+                phi = phi + drive[x]
+            H = H @ self._exp(phi)
+            states.append(H)
+            if rec is not None:
+                raws.append(self.geo.proj(delta))
+                phis.append(phi)
+        return self._finish(tokens, rec, M, states, raws, phis)
+
+    def _finish(self, tokens, rec, M, states, raws, phis) -> torch.Tensor:
         Hs = torch.stack(states, dim=1)  # (B, T, n, n)
         logits = self.readout(Hs, M)
         if rec is not None:
