@@ -349,7 +349,7 @@ def _baddmm(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 _PAD_TO = {5: 8, 6: 8, 7: 8, 15: 16, 29: 32, 30: 32, 31: 32}
 #: The same for complex64 (``exp`` forward + backward, 1024 U(5) elements: unpadded ~1.2x faster).
 _PAD_TO_COMPLEX = {k: v for k, v in _PAD_TO.items() if k != 5}
-#: Most squarings of the sync-free (non-CPU) path: norms up to ``2^10 * 1.55`` in single precision.
+#: Most squarings of the sync-free (non-CPU) path: Frobenius norms up to ``2^10 * 0.65`` in single precision.
 _MAX_SQUARINGS = 10
 
 
