@@ -423,17 +423,20 @@ class Trainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 with self.rng.scope() if self._draws else contextlib.nullcontext():  # dropout: the run's generators
                     loss = self.task.loss(self.model(x), y)
-                    if not torch.isfinite(loss.detach()).item():
-                        raise TrainingError(f"step {step}: the training loss is {loss.item()} (non-finite); "
-                                            "stopped, the last good checkpoint is kept", step, "loss")
                     loss.backward()
                 with_grad = [p for _, p in params if p.grad is not None]
                 gnorm = torch.nn.utils.get_total_norm([p.grad for p in with_grad])
-                if not torch.isfinite(gnorm).item():  # find the culprit before clipping spreads the NaN
+                # the step's one host read (issue 17: on an accelerator every read is a synchronisation): the loss
+                # and the gradient norm together; a non-finite loss is reported before its gradients
+                lval, gval = torch.stack([loss.detach().float(), gnorm.detach().float()]).tolist()
+                if not math.isfinite(lval):
+                    raise TrainingError(f"step {step}: the training loss is {lval} (non-finite); "
+                                        "stopped, the last good checkpoint is kept", step, "loss")
+                if not math.isfinite(gval):  # find the culprit before clipping spreads the NaN
                     bad = next((n for n, p in params if p.grad is not None
                                 and not torch.isfinite(p.grad).all()), None)
                     if bad is None:  # every gradient is finite, but their global norm overflows float32
-                        raise TrainingError(f"step {step}: the gradient norm overflowed ({gnorm.item()}; every "
+                        raise TrainingError(f"step {step}: the gradient norm overflowed ({gval}; every "
                                             "gradient is finite but huge: lower the learning rate); stopped, the "
                                             "last good checkpoint is kept", step, "gradient norm")
                     raise TrainingError(f"step {step}: the gradient of parameter {bad!r} is non-finite; "
@@ -442,7 +445,6 @@ class Trainer:
                     torch.nn.utils.clip_grads_with_norm_(with_grad, cfg.grad_clip, gnorm)
                 self.optimizer.step()
                 self.step = step
-                lval = float(loss.detach())
                 interval_loss += lval
                 interval_n += 1
                 tokens_interval += self.task.tokens_per_batch(x.shape[0], x.shape[1])

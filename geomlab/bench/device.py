@@ -1,0 +1,77 @@
+"""``python -m geomlab.bench device``: the issue-17 speed comparison on an accelerator (CUDA) when one is present.
+
+Runs the training-step ratios of :mod:`geomlab.bench.train` (the same pairs and budgets, wall time with
+``torch.cuda.synchronize``) and the ``exp`` forward+backward ratio of :mod:`geomlab.bench.groups` against
+``torch.linalg.matrix_exp`` for O(d) at d = 2..32, on ``cuda``. It also checks that one OSMFormer training
+step makes no host synchronisation (``torch.cuda.set_sync_debug_mode("error")`` around forward and backward).
+Without CUDA it says so and exits 0 (``--device cpu`` runs the same script on the CPU, for a smoke test).
+Source: issue 17; design choice for the protocol. CI has no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+from geomlab.bench import groups as groups_bench
+from geomlab.bench import train as train_bench
+from geomlab.groups import get_group
+
+
+def sync_free_step(device: torch.device) -> str:
+    """One OSMFormer (d = 17, linear mixing) forward + backward under ``set_sync_debug_mode("error")`` on
+    ``device`` (CUDA only); returns ``"ok"`` or the error raised by the first synchronising call."""
+    if device.type != "cuda":
+        return "n/a (not CUDA)"
+    cfg, _, _ = train_bench.build(["osmformer-d17"])["osmformer-d17"]
+    stepper = train_bench._Stepper(cfg, 4, 32, device, seed=0)
+    stepper.step()  # warm-up: caches (coordinate maps, index tensors) are built outside the check
+    torch.cuda.synchronize(device)
+    try:
+        torch.cuda.set_sync_debug_mode("error")
+        logits = stepper.model(stepper.x)
+        loss = F.cross_entropy(logits.reshape(-1, stepper.V), stepper.y.reshape(-1))
+        loss.backward()
+    except RuntimeError as exc:
+        return f"synchronises: {str(exc).splitlines()[0]}"
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return "ok"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line; prints the tables. Returns 0."""
+    p = argparse.ArgumentParser(prog="python -m geomlab.bench device", description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--batch", type=int, default=4096, help="exp batch (default 4096)")
+    p.add_argument("--dims", default="2,3,4,5,8,12,16,17,24,32")
+    p.add_argument("--only", nargs="*", default=None, help="model names for the training table")
+    p.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up, exp batch 256, 4 sizes")
+    a = p.parse_args(argv)
+    if a.quick:
+        a.rounds, a.warmup, a.batch, a.dims = 2, 1, 256, "2,5,17,32"
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        print("no CUDA device: nothing to measure (python -m geomlab.bench train is the CPU comparison)")
+        return 0
+    device = torch.device(a.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # osm.md §7.2: full float32
+        print(f"# device {torch.cuda.get_device_name(device)}, torch {torch.__version__}")
+    print(f"sync-free OSMFormer forward+backward: {sync_free_step(device)}")
+    print("\nexp forward+backward, O(d), ratio to torch.linalg.matrix_exp (best of 5, interleaved):")
+    for d in [int(s) for s in a.dims.split(",") if s.strip()]:
+        r = groups_bench.time_exp(get_group("O", d), a.batch, 5, device, method="taylor")
+        print(f"  d={d:>2}: exp {1e3 * r['exp_s']:8.3f} ms   matrix_exp {1e3 * r['matrix_exp_s']:8.3f} ms   "
+              f"ratio {r['ratio']:.2f}")
+    rows = train_bench.measure(train_bench.build(a.only), a.rounds, a.warmup, device=device)
+    print(f"\ntraining step, batch 16 x 128, {a.rounds} interleaved rounds ({device.type}):")
+    print(train_bench.format_table(rows))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,161 @@
+"""``python -m geomlab.bench train``: training-step time of each geometric model as a ratio to its baseline.
+
+The pairs of issue 17 at the papers' budgets (V = 65): OSMFormer (linear mixing, ~100K: d = 17, 2 layers) and
+OSMFormer (~91K: d = 15, 3 layers) against the ALiBi Transformer (~100K); OSM-RNN (~50K: d = 19) against the
+LSTM (~50K); CEM with T = 1 and T = 2 recursion steps (~200K) against Llama (~200K); Grassmann (~200K) against
+its attention twin ``grassmann-attn`` (~200K). One step is forward, cross-entropy, backward and an AdamW step
+on random tokens ``B x T`` (default 16 x 128). After ``--warmup`` steps of every model, each round times one
+step of the model and one of its baseline back to back (order alternating between rounds, so load and order
+effects hit both) and records their ratio; the table gives the median and the minimum ratio over the rounds.
+Times are CPU time of the process on CPU (time descheduled on a shared machine is not counted) and wall time
+with ``torch.cuda.synchronize`` on CUDA. Source: issue 17 (targets); design choice for the protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from geomlab.models import build_model, config_for_budget, count_params
+
+VOCAB = 65
+
+#: (name, kind, budget, fixed config keys, baseline name, target ratio) -- issue 17's table.
+MODELS: tuple[tuple[str, str, int, dict, str | None, float | None], ...] = (
+    ("transformer", "transformer", 100_000, {}, None, None),
+    ("osmformer-d17", "osmformer", 100_000, {"mixing": "linear"}, "transformer", 2.0),
+    ("osmformer-d15x3", "osmformer", 91_000, {"mixing": "linear"}, "transformer", 2.0),
+    ("lstm", "lstm", 50_000, {}, None, None),
+    ("osm-rnn", "osm-rnn", 50_000, {}, "lstm", 5.0),
+    ("llama", "llama", 200_000, {}, None, None),
+    ("cem-T1", "cem", 200_000, {"recursion_steps": 1}, "llama", 1.3),
+    ("cem-T2", "cem", 200_000, {"recursion_steps": 2}, "llama", 2.3),
+    ("grassmann-attn", "grassmann-attn", 200_000, {}, None, None),
+    ("grassmann", "grassmann", 200_000, {}, "grassmann-attn", 1.2),
+)
+
+
+def _clock(device: torch.device) -> Callable[[], float]:
+    if device.type == "cuda":
+        def wall() -> float:
+            torch.cuda.synchronize(device)
+            return time.perf_counter()
+        return wall
+    return time.process_time
+
+
+class _Stepper:
+    """One model, its AdamW and a fixed random batch; ``step()`` runs one training step."""
+
+    def __init__(self, cfg: dict, batch: int, seq: int, device: torch.device, seed: int):
+        gen = torch.Generator().manual_seed(seed)
+        torch.manual_seed(seed)
+        self.model = build_model(cfg).to(device)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        V = int(cfg["vocab_size"])
+        self.x = torch.randint(0, V, (batch, seq), generator=gen).to(device)
+        self.y = torch.randint(0, V, (batch, seq), generator=gen).to(device)
+        self.V = V
+
+    def step(self) -> None:
+        logits = self.model(self.x)
+        loss = F.cross_entropy(logits.reshape(-1, self.V), self.y.reshape(-1))
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+
+
+def build(names: list[str] | None = None, vocab: int = VOCAB) -> dict[str, tuple[dict, str | None, float | None]]:
+    """name -> (full config, baseline name or None, target ratio or None) for the chosen pairs (baselines
+    added). Raises ``KeyError`` for an unknown name."""
+    table = {m[0]: m for m in MODELS}
+    if names:
+        for n in names:
+            if n not in table:
+                raise KeyError(f"unknown model {n!r}; known: {', '.join(table)}")
+        keep = set(names) | {table[n][4] for n in names if table[n][4]}
+        rows = [m for m in MODELS if m[0] in keep]
+    else:
+        rows = list(MODELS)
+    return {name: (config_for_budget(kind, budget, vocab, **fixed), base, target)
+            for name, kind, budget, fixed, base, target in rows}
+
+
+def measure(configs: dict[str, tuple[dict, str | None, float | None]], rounds: int = 7, warmup: int = 2,
+            batch: int = 16, seq: int = 128, device: str | torch.device = "cpu") -> list[dict]:
+    """Interleaved per-step ratios. Returns one dict per non-baseline model: ``name``, ``base``, ``params``,
+    ``ms`` / ``base_ms`` (median step time), ``ratio_median``, ``ratio_min``, ``target``."""
+    device = torch.device(device)
+    clock = _clock(device)
+    steppers = {n: _Stepper(cfg, batch, seq, device, seed=i) for i, (n, (cfg, _, _)) in enumerate(configs.items())}
+    for _ in range(warmup):
+        for s in steppers.values():
+            s.step()
+    pairs = [(n, b) for n, (_, b, _) in configs.items() if b]
+    times: dict[str, list[float]] = {n: [] for n in steppers}
+    ratios: dict[str, list[float]] = {n: [] for n, _ in pairs}
+    for r in range(rounds):
+        for n, b in pairs:
+            order = (n, b) if r % 2 == 0 else (b, n)
+            t = {}
+            for k in order:
+                t0 = clock()
+                steppers[k].step()
+                t[k] = clock() - t0
+                times[k].append(t[k])
+            ratios[n].append(t[n] / max(t[b], 1e-9))
+    out = []
+    for n, b in pairs:
+        out.append({"name": n, "base": b, "params": count_params(steppers[n].model),
+                    "base_params": count_params(steppers[b].model),
+                    "ms": 1e3 * statistics.median(times[n]), "base_ms": 1e3 * statistics.median(times[b]),
+                    "ratio_median": statistics.median(ratios[n]), "ratio_min": min(ratios[n]),
+                    "target": configs[n][2]})
+    return out
+
+
+def format_table(rows: list[dict]) -> str:
+    lines = [f"{'model':<16} {'params':>8} {'ms/step':>8}   {'baseline':<15} {'params':>8} {'ms/step':>8}"
+             f" {'ratio med':>9} {'min':>6} {'target':>7}"]
+    for r in rows:
+        tgt = f"<= {r['target']:.1f}" if r["target"] else ""
+        lines.append(f"{r['name']:<16} {r['params']:>8,d} {r['ms']:>8.1f}   {r['base']:<15} {r['base_params']:>8,d}"
+                     f" {r['base_ms']:>8.1f} {r['ratio_median']:>9.2f} {r['ratio_min']:>6.2f} {tgt:>7}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line; prints the table. Returns 0 (2 for an unknown model name)."""
+    p = argparse.ArgumentParser(prog="python -m geomlab.bench train", description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", nargs="*", default=None, help="model names (their baselines are added)")
+    p.add_argument("--rounds", type=int, default=7, help="interleaved timed rounds (default 7)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first (default 2)")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: the CPU is shared)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 rounds, 1 warm-up, batch 4 x 32")
+    a = p.parse_args(argv)
+    if a.quick:
+        a.rounds, a.warmup, a.batch, a.seq = 2, 1, 4, 32
+    torch.set_num_threads(max(1, a.threads))
+    try:
+        configs = build(a.only)
+    except KeyError as exc:
+        print(exc.args[0])
+        return 2
+    rows = measure(configs, a.rounds, a.warmup, a.batch, a.seq, a.device)
+    print(f"# geomlab.bench train: torch {torch.__version__}, device {a.device}, threads {torch.get_num_threads()}, "
+          f"batch {a.batch} x {a.seq}, AdamW, {a.warmup} warm-up steps, {a.rounds} interleaved rounds; "
+          f"ratio = model step / baseline step ({'wall' if a.device.startswith('cuda') else 'CPU'} time)")
+    print(format_table(rows))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,141 @@
+"""Issue 17 (fast geometric training): the faster paths compute the same mathematics as the plain ones."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from numpy.polynomial import polynomial as npoly
+
+from geomlab import groups as G
+from geomlab.bench import train as train_bench
+from geomlab.groups import expm_taylor, get_group
+from geomlab.models import build_model
+from geomlab.models.osm import TangentMixing
+
+
+def test_bbc_degree_8_is_the_taylor_polynomial():
+    """The three-product scheme's coefficients give exactly 1/k! for k = 0..8 (as polynomials in a scalar)."""
+    c = G._BBC
+    a, a2 = [0.0, 1.0], [0.0, 0.0, 1.0]
+    a4 = npoly.polymul(a2, npoly.polyadd(npoly.polymul([c["x1"]], a), npoly.polymul([c["x2"]], a2)))
+    left = npoly.polyadd(npoly.polymul([c["x3"]], a2), a4)
+    right = npoly.polyadd(npoly.polyadd([c["x4"]], npoly.polymul([c["x5"]], a)),
+                          npoly.polyadd(npoly.polymul([c["x6"]], a2), npoly.polymul([c["x7"]], a4)))
+    t8 = npoly.polyadd([1.0, 1.0, c["y2"]], npoly.polymul(left, right))
+    assert len(t8) == 9
+    for k, coef in enumerate(t8):
+        assert coef == pytest.approx(1 / math.factorial(k), rel=1e-12), k
+
+
+@pytest.mark.parametrize("n", [2, 5, 15, 17])
+@pytest.mark.parametrize("scale", [0.05, 1.0, 7.0, 40.0])
+def test_sync_free_path_matches_matrix_exp(n, scale):
+    """The device path (per-matrix scaling, masked squarings) equals float64 matrix_exp at float32 precision."""
+    g = torch.Generator().manual_seed(n)
+    A = torch.randn(16, n, n, generator=g, dtype=torch.float64)
+    A = (A - A.mT) / 2
+    A = A * scale * torch.rand(16, 1, 1, generator=g, dtype=torch.float64) / torch.linalg.matrix_norm(A)[:, None, None]
+    ref = torch.linalg.matrix_exp(A)
+    X = A.float()
+    out = G._expm_taylor_nosync(X, torch.linalg.matrix_norm(X), G._TAYLOR_SINGLE, n)
+    assert torch.allclose(out.double(), ref, atol=5e-6, rtol=1e-5)
+    assert torch.allclose(expm_taylor(X).double(), ref, atol=5e-6, rtol=1e-5)
+
+
+def test_sync_free_path_flags_what_it_cannot_scale():
+    X = torch.zeros(3, 4, 4)
+    X[0, 0, 1], X[0, 1, 0] = float("nan"), 0.0
+    X[1, 0, 1], X[1, 1, 0] = 1e6, -1e6  # beyond 2^_MAX_SQUARINGS * theta
+    out = G._expm_taylor_nosync(X, torch.linalg.matrix_norm(X), G._TAYLOR_SINGLE, 4)
+    bad = out.isnan().flatten(1).all(1)
+    assert bad.tolist() == [True, True, False]
+    assert torch.equal(out[2], torch.eye(4))
+
+
+def test_non_finite_matrix_does_not_spoil_the_batch():
+    A = torch.randn(3, 6, 6)
+    A = (A - A.mT) / 2
+    A[1, 2, 3] = float("inf")
+    A.requires_grad_(True)
+    H = expm_taylor(A)
+    H.sum().backward()
+    assert H[1].isnan().all() and A.grad[1].isnan().any()
+    assert torch.isfinite(H[[0, 2]]).all() and torch.isfinite(A.grad[[0, 2]]).all()
+    assert torch.allclose(H[0].double(), torch.linalg.matrix_exp(A[0].detach().double()), atol=5e-6)
+
+
+@pytest.mark.parametrize("group,d,opts", [("O", 5, {}), ("SO", 6, {}), ("U", 3, {}), ("SU", 3, {}),
+                                          ("T", 4, {}), ("O-block", 6, {"block": 3})])
+def test_linear_mixing_paths_equal_the_coordinate_definition(group, d, opts):
+    """``Gamma(Delta) = from_coords(W to_coords(Delta))`` whichever path (index-select, dense maps) computes it."""
+    g = get_group(group, d, **opts)
+    torch.manual_seed(d)
+    mix = TangentMixing("linear", g.dim, 0.5)
+    with torch.no_grad():
+        mix.weight.add_(0.1 * torch.randn(g.dim, g.dim))
+    dtype = torch.complex64 if g.is_complex else torch.float32
+    delta = torch.randn(7, d, d, dtype=dtype)  # a raw H^* X: not in the algebra
+    want = g.from_coords(g.to_coords(delta) @ mix.weight.mT)
+    got = mix(delta, g)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_osm_rnn_and_osmformer_train_on_the_group():
+    """States of a trained-a-little model stay on the group (float32, no reprojection)."""
+    for kind in ("osm-rnn", "osmformer"):
+        torch.manual_seed(0)
+        m = build_model({"kind": kind, "vocab_size": 11, "d": 7, "group": "O"})
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+        x = torch.randint(0, 11, (3, 12))
+        for _ in range(3):
+            loss = m(x).logsumexp(-1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        states = m.record(x[:1])["states"].reshape(-1, 7, 7)
+        assert bool(m.group.belongs(states, atol=1e-5).all())
+
+
+def test_bench_train_quick_prints_each_pair(capsys):
+    assert train_bench.main(["--quick", "--only", "osm-rnn", "cem-T1"]) == 0
+    out = capsys.readouterr().out
+    assert "osm-rnn" in out and "lstm" in out and "cem-T1" in out and "llama" in out
+    assert train_bench.main(["--only", "no-such-model"]) == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+@pytest.mark.parametrize("s", [0, 2])
+def test_hand_written_backward_equals_autograd(dtype, s):
+    """``_Taylor8Exp`` gives the value and gradient of autograd through the same three products and squarings."""
+    g = torch.Generator().manual_seed(s)
+    A = torch.randn(3, 6, 6, generator=g, dtype=torch.float64).to(dtype)
+    W = torch.randn(3, 6, 6, generator=g, dtype=torch.float64).to(dtype)
+    A1, A2 = A.clone().requires_grad_(True), A.clone().requires_grad_(True)
+    P1 = G._Taylor8Exp.apply(A1, s)
+    P2 = G._taylor8_bbc(A2 * 2.0**-s)
+    for _ in range(s):
+        P2 = P2 @ P2
+    (P1 * W.conj()).real.sum().backward()
+    (P2 * W.conj()).real.sum().backward()
+    assert torch.allclose(P1, P2, atol=1e-13)
+    assert torch.allclose(A1.grad, A2.grad, atol=1e-12)
+    A3 = A.clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda a: G._Taylor8Exp.apply(a, s), (A3,))
+
+
+@pytest.mark.parametrize("kind", ["osm-rnn", "osmformer"])
+@pytest.mark.parametrize("group", ["O", "U", "T"])
+def test_training_and_eval_arithmetic_agree(kind, group):
+    """Training mode (fast paths) and eval mode (reference arithmetic) give the same logits to float32 rounding,
+    and eval mode really takes the reference path (different rounding somewhere, not a silent alias)."""
+    torch.manual_seed(3)
+    m = build_model({"kind": kind, "vocab_size": 13, "d": 9, "group": group})
+    x = torch.randint(0, 13, (2, 20))
+    with torch.no_grad():
+        fast = m.train()(x)
+        ref = m.eval()(x)
+    assert torch.allclose(fast, ref, atol=1e-4, rtol=1e-4)
+    assert m._exp_ref is not m._exp_fast
