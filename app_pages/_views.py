@@ -207,7 +207,10 @@ def render_view(slug: str) -> None:
         _explain.view_intro(view, entry, tr, where=top)
         with ctrl_cols[0]:
             pos = ui.cursor_control(list(tr.labels), trace=tr)
-        controls = ui.view_controls(slug, tr, ctrl_cols[1])
+        shown = registry.default_figures(slug, tr)
+        if st.session_state.get(K_MORE):
+            shown += registry.more_figures(slug, tr)
+        controls = ui.view_controls(slug, tr, ctrl_cols[1], used={a for f in shown for a in f.args})
         _tokens.token_panel(entry, tr, pos, controls)
         items = figure_list(slug, entry, text, trace_opts, tr, pos, controls)
         if not any(fig is not None for _, fig, _, _ in items):

@@ -86,7 +86,7 @@ def prewarm_view(slug: str, entry: Any) -> int:
 
     cursor = default_cursor(tr)  # where a first visit's cursor starts (no position chosen yet)
     n = 0
-    for f in registry.view_figures(slug, tr):
+    for f in registry.default_figures(slug, tr):
         _wait_idle()
         key = data.figure_key(tkey, f.name, controls, cursor)
         try:

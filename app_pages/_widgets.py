@@ -159,9 +159,12 @@ CONTROL_WIDGETS = {
 }
 
 
-def view_controls(slug: str, tr: Any, where: Any) -> dict[str, Any]:
+def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) -> dict[str, Any]:
     """Draw the controls view ``slug`` needs for ``tr`` (from the registry: layer, head, substep, slot,
-    block; only those with a choice to make) and return their values, registry defaults for the others."""
+    block; only those with a choice to make) and return their values, registry defaults for the others.
+    ``used``: the controls the figures on screen take (a control no shown figure takes is not drawn, e.g.
+    the generator heatmap's substep while that figure is under "More figures"); None draws them all. The
+    layer is always drawn (it is shared by the pages)."""
     opts = registry.control_options(slug, tr)
     values = registry.default_controls(slug, tr)
     for name in registry.VIEWS[slug].controls:
@@ -171,7 +174,7 @@ def view_controls(slug: str, tr: Any, where: Any) -> dict[str, Any]:
                 values["layer"] = int_control("Layer", K_LAYER, 0, L - 1, L - 1, where=where,
                                               help="Which layer's states / maps to show (0 = first).")
             continue
-        if name not in opts or name not in CONTROL_WIDGETS:
+        if name not in opts or name not in CONTROL_WIDGETS or (used is not None and name not in used):
             continue
         key, label, kind, help_ = CONTROL_WIDGETS[name]
         options = opts[name]

@@ -299,14 +299,6 @@ def _nice_dtick(total: int) -> int:
         k *= 10
 
 
-def _fit_animation(fig) -> None:
-    """Play and Pause left of a shorter position slider: at 0.18 of the width the slider ran into the two
-    buttons in the page's column at a 1,000 px window (stacked buttons ran into the x tick labels)."""
-    sliders = fig.layout.sliders
-    if sliders:
-        fig.update_layout(sliders=[{**sliders[0].to_plotly_json(), "x": 0.3, "len": 0.7}])
-
-
 def geometry(run: live.LiveRun, snap: live.Snapshot) -> None:
     """"Geometry now": the current weights traced on the run's probe sequence (geomlab.live.LiveRun.probe),
     the kind's figure and how its probe quantity changed over training."""
@@ -327,7 +319,6 @@ def geometry(run: live.LiveRun, snap: live.Snapshot) -> None:
     st.caption(f"A copy of the weights traced on {what} ({T} positions) in {probe.trace_ms:.0f} ms; the run "
                "itself is not changed by it.")
     fig = copy.deepcopy(probe.view.figure)  # the probe's figure is shared by every viewer: never changed
-    _fit_animation(fig)
     fig.update_layout(uirevision="probe")
     ui.chart(fig, key="train-geometry", filename=f"geomlab-{probe.figure}-step{probe.step}")
     st.caption(probe.view.caption)

@@ -328,9 +328,15 @@ VIEW_TEXT: dict[str, Explanation] = {
 FIGURE_TEXT: dict[str, Explanation] = {
     # ---------------------------------------------------------------- trajectories
     "phase_circle": _E(r"\lambda_k(H_t) = e^{i\theta_k}", "Each dot is one eigenvalue of the state, on the unit "
-                       "circle; the slider moves along the text.",
+                       "circle at the token cursor; grey dots are the states before it.",
                        "Dots turning together (a common rotation) or separately; jumps at particular tokens.",
                        ("Eigenvalue phase",), f"{_OSM_SRC} §2.5; design choice"),
+    "pca_projection": _E(r"\mathrm{vec}(H_t) \mapsto (c_{t,1}, c_{t,2})",
+                         "The path of the states projected on their first two principal components (the axis "
+                         "titles give the share of variance each keeps); the last steps into the cursor are "
+                         "drawn darker.", "Loops (the state comes back), drifts, clusters of similar states; "
+                         "if the two axes keep little variance, the path is higher-dimensional than this "
+                         "picture.", ("PCA",), "design choice"),
     "pca_trajectory": _E(r"\mathrm{vec}(H_t) \mapsto (c_{t,1}, c_{t,2}, c_{t,3})",
                          "The path of the states through their first three principal components; colour is "
                          "the position.", "Loops (the state returns), drifts, and how much variance the "
@@ -385,6 +391,12 @@ FIGURE_TEXT: dict[str, Explanation] = {
                         "weight on every earlier position, one line per head and their mean.",
                         "Which earlier tokens get the most weight; heads that disagree.", ("Attention",),
                         "design choice"),
+    "attends_to": _E(r"\alpha_{i,j},\ j \le i \ (i = \text{cursor}),\ \text{per head and mean}",
+                     "The text around the cursor, with the cursor's attention weight on each token as a bar "
+                     "(mean over heads, or the chosen head) and one row per head below; later tokens are "
+                     "greyed (the model cannot see them).", "Which words the cursor token reads: the "
+                     "previous character, the start of the word, a matching letter earlier on; heads that "
+                     "specialise.", ("Attention",), "design choice"),
     # ---------------------------------------------------------------- energy
     "energy_descent": _E(r"\bar\varepsilon(x^t) - \bar\varepsilon(x^0),\quad \lVert x^t - h \rVert / \rho",
                          "Top: token-mean energy change per recursion step, one line per layer and "

@@ -10,6 +10,7 @@ fails (``.ci/run`` installs chromium with apt-get).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -82,6 +83,15 @@ def server(browser_exe, tmp_path_factory):
     finally:
         for k, v in old.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    SERVER_INFO.update(log=root / "streamlit.log", env=env)
+    with _streamlit(root, env) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _streamlit(root: Path, env: dict):
+    """``streamlit run serve.py`` on a free port with environment ``env``, its log in ``root``; yields the
+    base URL once the server answers its health check, and stops it afterwards."""
     port = free_port()
     log = open(root / "streamlit.log", "w")
     proc = subprocess.Popen(
@@ -90,7 +100,6 @@ def server(browser_exe, tmp_path_factory):
          "--server.fileWatcherType", "none"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    SERVER_INFO.update(log=root / "streamlit.log", env=env)
     try:
         wait_for_health(url, proc, root / "streamlit.log", timeout=90)
         yield url
@@ -101,6 +110,17 @@ def server(browser_exe, tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def zoo_server(browser_exe, tmp_path_factory):
+    """A second server on the bundled zoo (assets/checkpoints) with an empty runs folder: the Tour's
+    lessons and a Compare link of two bundled checkpoints need the zoo."""
+    root = tmp_path_factory.mktemp("browser-zoo")
+    env = {k: v for k, v in os.environ.items() if k != "GEOMLAB_BUNDLED_DIR"}
+    env["GEOMLAB_RUNS_DIR"] = str(root / "runs")
+    with _streamlit(root, env) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -189,12 +209,16 @@ def test_the_first_view_comes_from_the_cache_the_warm_up_filled(page, server):
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_every_page_renders_in_chromium(page, server):
+@pytest.mark.parametrize("width", [1400, 1000])
+def test_every_page_renders_in_chromium(page, server, width):
+    """Every page at 1400 and 1000 px wide (issue 16): no exception element, a chart where one is due,
+    the link's checkpoint kept; a screenshot of each (test-artifacts/NAME-WIDTH.png) to look at."""
+    page.set_viewport_size({"width": width, "height": 1000})
     for path, ckpt in PAGES.items():
         query = f"?ckpt=runs/{ckpt}" if ckpt else ""
         page.goto(f"{server}/{path}{query}")
         wait_idle(page)
-        name = path or "home"
+        name = f"{path or 'home'}-{width}"
         if path == "checkpoints":
             page.wait_for_selector('[data-testid="stDataFrame"]', state="attached")
         elif path != "train":
@@ -205,6 +229,7 @@ def test_every_page_renders_in_chromium(page, server):
             assert page.locator(CHART).count() >= 1, name
         if ckpt:
             assert f"ckpt=runs%2F{ckpt}" in page.url or f"ckpt=runs/{ckpt}" in page.url, page.url
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
 
 def _start_training(page, server, steps: int) -> None:
@@ -335,3 +360,63 @@ def test_clicking_a_token_moves_the_cursor_and_the_attention_over_the_text(page,
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "token_click.txt").write_text(f"/attention ({ref}): {seconds:.2f} s from a click on a token to "
                                                "the redrawn attends_to figure in chromium\n")
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_tour_steps_forward_and_back_and_its_link_reopens_the_step(page, zoo_server):
+    """Issue 16: the Tour on the bundled zoo. Next moves to step 2 (heading, URL ``step=2``, the step's
+    figures drawn), Back returns to step 1, and the step's link opens that step in a fresh page load."""
+    page.goto(f"{zoo_server}/tour?lesson=s5-word-problem&step=1")
+    wait_idle(page)
+    page.get_by_text("Step 1 of ").first.wait_for(timeout=60_000)
+    page.wait_for_selector(CHART, state="attached")
+    page.get_by_role("button", name="Next").click()
+    page.get_by_text("Step 2 of ").first.wait_for(timeout=60_000)
+    wait_idle(page)
+    page.wait_for_selector(CHART, state="attached")
+    assert "step=2" in page.url, page.url
+    assert page.locator('[data-testid="stException"]').count() == 0
+    screenshot(page, "tour-step2-1400")
+    link = page.url
+    page.get_by_role("button", name="Back").click()
+    page.get_by_text("Step 1 of ").first.wait_for(timeout=60_000)
+    wait_idle(page)
+    assert "step=1" in page.url or "step=" not in page.url, page.url
+    page.goto(link)  # the shared link: a new page load lands on step 2
+    wait_idle(page)
+    page.get_by_text("Step 2 of ").first.wait_for(timeout=60_000)
+    page.wait_for_selector(CHART, state="attached")
+    page.set_viewport_size({"width": 1000, "height": 1000})
+    screenshot(page, "tour-step2-1000")
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_compare_link_reopens_the_same_comparison(page, zoo_server):
+    """Issue 16: Compare of the word-problem pair (O(5) vs torus) opened from a link: both sides drawn, and the
+    page's "Link to this comparison" box holds a link that reopens the same pair, view and cursor."""
+    from urllib.parse import parse_qs, urlsplit
+
+    page.goto(f"{zoo_server}/compare?ckpt=bundled/osm-rnn-o-s5&b=bundled/osm-rnn-torus-s5&pos=5")
+    wait_idle(page)
+    page.wait_for_selector(CHART, state="attached")
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.get_by_text("osm-rnn-torus-s5").first.wait_for(timeout=30_000)
+    box = page.locator('[data-testid="stExpander"]').filter(has_text="Link to this comparison")
+    box.locator("summary").first.click()
+    link = box.locator("code").first.text_content().strip()
+    q = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+    assert q["ckpt"] == "bundled/osm-rnn-o-s5" and q["b"] == "bundled/osm-rnn-torus-s5", link
+    assert q["pos"] == "5" and q.get("view"), link
+    screenshot(page, "compare-link-1400")
+    page.goto(link)  # a fresh page load of the shared link
+    wait_idle(page)
+    page.wait_for_selector(CHART, state="attached")
+    box = page.locator('[data-testid="stExpander"]').filter(has_text="Link to this comparison")
+    box.locator("summary").first.click()
+    again = box.locator("code").first.text_content().strip()
+    assert {k: v[0] for k, v in parse_qs(urlsplit(again).query).items()} == q, (link, again)
+    assert page.locator('[data-testid="stException"]').count() == 0

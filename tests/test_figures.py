@@ -1124,10 +1124,10 @@ def test_long_attention_shows_a_full_resolution_window_beside_the_overview():
 
 def _cursor_marks(fig, c):
     """The marks a figure draws at position ``c``: shapes named "cursor" at c (a line at c, or the outlined
-    row c of a category map), and traces with ``meta="cursor"`` whose data name position c."""
+    row or column c of a category map), and traces with ``meta="cursor"`` whose data name position c."""
     marks = []
     for s in fig.layout.shapes or ():
-        if s.name == "cursor" and (s.x0 == c or s.y0 in (c, c - 0.5)):
+        if s.name == "cursor" and (s.x0 in (c, c - 0.5) or s.y0 in (c, c - 0.5)):
             marks.append(("shape", s.type))
     for t in fig.data:
         if t.meta == "cursor" and f"{c} '" in json.dumps(t.to_plotly_json(), default=str):

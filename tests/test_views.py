@@ -55,8 +55,8 @@ def test_which_figures_apply(traces):
     assert "attention_maps" in osmf and "torus_angles" not in osmf and "energy_descent" not in osmf
     assert "torus_angles" in registry.figures_for(traces["osm-rnn-torus-s5"])
     assert "attention_maps" not in registry.figures_for(traces["osm-rnn-torus-s5"])  # an RNN: no attention
-    assert registry.figures_for(traces["transformer-alibi-tinyshakespeare"]) == ["attention_maps", "attention_row",
-                                                                                "attends_to"]
+    assert registry.figures_for(traces["transformer-alibi-tinyshakespeare"]) == ["attention_maps", "attends_to",
+                                                                                "attention_row"]
     assert registry.figures_for(traces["lstm-tinyshakespeare"]) == []
     assert figures.views_for(traces["cem-t2-tinyshakespeare"]) == registry.figures_for(traces["cem-t2-tinyshakespeare"])
     assert [v.slug for v in registry.views_of_trace(traces["cem-t2-tinyshakespeare"])] == ["attention", "energy"]

@@ -107,7 +107,7 @@ def attends_to(tr: Trace, cursor: int | None = None, layer: int = 0, head: int |
     xr, yr = fig._ref(1, 1)
     # the cursor's column (through both panels) and the masked future, shaded
     fig.add_shape(type="rect", xref=xr, yref="paper", x0=q - 0.5, x1=q + 0.5, y0=0, y1=1,
-                  line={"color": HIGHLIGHT, "width": 2}, fillcolor="rgba(0,0,0,0)", layer="above")
+                  line={"color": HIGHLIGHT, "width": 2}, fillcolor="rgba(0,0,0,0)", layer="above", name="cursor")
     if idx[-1] > q:
         fig.add_shape(type="rect", xref=xr, yref="paper", x0=q + 0.5, x1=idx[-1] + 0.5, y0=0, y1=1,
                       line={"width": 0}, fillcolor=MASKED_BG, opacity=0.35, layer="below")

@@ -382,7 +382,7 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig.update_yaxes(title_text=f"PC2 ({ratio[1]:.0%} of variance)", nticks=6, zeroline=False)
     fig.update_layout(legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}})
     shares = ", ".join(f"PC{k + 1} {ratio[k]:.0%}" for k in range(2))
-    cap = (f"The states H_t ({_layer_name(tr, layer)}) as points vec(H_t) projected on their first two "
+    cap = (f"The states $H_t$ ({_layer_name(tr, layer)}) as points $\\mathrm{{vec}}(H_t)$ projected on their first two "
            f"principal components ({shares} of the variance, together {ratio[:2].sum():.0%}; unitless); "
            "colour = position. The 3-D projection is under More figures." + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, "State trajectory (2-D PCA)", cap,
