@@ -282,7 +282,8 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
            f"(radians) are conjugation-invariant. Press Play or drag the slider to move along the text."
            + subsample_note(tr.n_positions, len(idx), verb="animated"))
     cap = without_play(cap, animate) + " Grey: the eigenvalues at the other positions; one colour per eigenvalue."
-    return finish(fig, f"Eigenvalues of H_t at {start} '{tr.labels[start]}' ({tr.group.get('name', '?')}({tr.d}))",
+    # a short title: at half width a longer one ("of H_t ... (O(5))") was cut at the right edge
+    return finish(fig, f"Eigenvalues at {start} '{tr.labels[start]}'",
                   cap, "phase_circle", height=480, margin={"l": 55, "r": 15, "t": 80, "b": 45})
 
 
