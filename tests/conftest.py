@@ -43,3 +43,34 @@ def tiny_text() -> str:
         "JULIET: O Romeo, Romeo, wherefore art thou Romeo?",
     ]
     return "\n".join(lines * 8) + "\n"
+
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets" / "checkpoints"
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+APP_TIMEOUT = 120
+
+
+@pytest.fixture
+def zoo(tmp_path, monkeypatch) -> Path:
+    """The app's catalog on the real bundled checkpoints (assets/checkpoints) with an empty runs folder and
+    no pre-warming; skips when the bundled files are absent. Returns the bundled folder."""
+    if not (ASSETS / "osm-rnn-o-s5.json").is_file() or not (ASSETS / "cem-t2-tinyshakespeare.json").is_file():
+        pytest.skip("bundled checkpoints not present")
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(ASSETS))
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("GEOMLAB_APP_PREWARM", "0")
+    return ASSETS
+
+
+def run_page(slug: str, **query):
+    """``AppTest`` of the app opened on page ``slug`` ("" = Home) with URL ``query``, run once; asserts that
+    no exception element is shown."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=APP_TIMEOUT)
+    at.query_params.update(query)
+    if slug:
+        at.switch_page(f"app_pages/{slug}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_page
 from streamlit.testing.v1 import AppTest
 
 from geomlab import catalog, live
@@ -615,21 +616,13 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets" / "checkpoints"
 
 
 @pytest.fixture
-def bundled_assets(tmp_path, monkeypatch):
+def bundled_assets(zoo):
     """The real bundled checkpoints (assets/checkpoints) and an empty runs folder; no pre-warming."""
-    if not (ASSETS / "osm-rnn-o-s5.json").is_file():
-        pytest.skip("bundled checkpoints not present")
-    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(ASSETS))
-    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("GEOMLAB_APP_PREWARM", "0")
+    return zoo
 
 
 def open_page(slug: str, **query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update(query)
-    at.switch_page(f"app_pages/{slug}.py")
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = run_page(slug, **query)
     assert not errors(at), errors(at)
     return at
 

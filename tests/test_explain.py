@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_page
 from streamlit.testing.v1 import AppTest
 
 from geomlab import explain, figures, markup
@@ -247,20 +248,12 @@ def test_trace_html_index_has_readable_captions(tmp_path):
 
 # ------------------------------------------------------------------ the app
 @pytest.fixture
-def bundled(tmp_path, monkeypatch):
-    if not (ASSETS / "osm-rnn-torus-s5.json").is_file():
-        pytest.skip("bundled checkpoints not present")
-    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(ASSETS))
-    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("GEOMLAB_APP_PREWARM", "0")
+def bundled(zoo):
+    return zoo
 
 
 def open_page(slug: str, **query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update(query)
-    at.switch_page(f"app_pages/{slug}.py")
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = run_page(slug, **query)
     assert not at.error, [e.value for e in at.error]
     return at
 

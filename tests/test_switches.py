@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+from conftest import run_page
 from streamlit.testing.v1 import AppTest
 
 from geomlab import views as registry
@@ -24,21 +25,13 @@ CEM = "bundled/cem-t2-tinyshakespeare"
 
 
 @pytest.fixture(autouse=True)
-def bundled(tmp_path, monkeypatch):
+def bundled(zoo):
     """The real bundled checkpoints and an empty runs folder; no pre-warming."""
-    if not (ASSETS / "osmformer-o-linear-tinyshakespeare.json").is_file():
-        pytest.skip("bundled checkpoints not present")
-    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(ASSETS))
-    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("GEOMLAB_APP_PREWARM", "0")
+    return zoo
 
 
 def open_page(slug: str, **query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update(query)
-    if slug:
-        at.switch_page(f"app_pages/{slug}.py")
-    at.run()
+    at = run_page(slug, **query)
     ok(at)
     return at
 

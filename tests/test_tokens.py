@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_page
 from streamlit.testing.v1 import AppTest
 
 from geomlab import predictions
@@ -157,21 +158,11 @@ def test_the_clickable_window_stays_put_while_the_cursor_is_well_inside():
 
 # ---------------------------------------------------------------- the page
 @pytest.fixture
-def bundled(tmp_path, monkeypatch):
-    if not (ASSETS / "cem-t2-tinyshakespeare.json").is_file():
-        pytest.skip("bundled checkpoints not present")
-    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(ASSETS))
-    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("GEOMLAB_APP_PREWARM", "0")
+def bundled(zoo):
+    return zoo
 
 
-def open_page(slug: str, **query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update(query)
-    at.switch_page(f"app_pages/{slug}.py")
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+open_page = run_page
 
 
 def page_trace(name: str):
