@@ -29,15 +29,9 @@ def md_escape(text: Any) -> str:
     value from a URL, a file name or an uploaded card (``[x](http://...)``, ``**bold**``, ``<b>``,
     ``http://...``, ``$x$``, a backtick) shows as typed and never becomes a link or formatting. Newlines
     become spaces (one line)."""
-    out = []
-    for ch in str(text):
-        if ch in "\r\n":
-            out.append(" ")
-        elif ch in _MD_SPECIAL:
-            out.append("\\" + ch)
-        else:
-            out.append(ch)
-    return "".join(out)
+    from geomlab.markup import escape_chars
+
+    return escape_chars(text, _MD_SPECIAL)
 
 
 @contextlib.contextmanager

@@ -28,11 +28,18 @@ def md_label(text: object) -> str:
     """``text`` made literal inside a markdown caption: the characters of :data:`MD_LABEL_SPECIAL` are
     backslash-escaped and newlines become spaces. ``md_label("$x*y$") == "\\\\$x\\\\*y\\\\$"``, which renders
     as ``$x*y$`` (no formula, no emphasis). :func:`to_plain` undoes the escapes."""
+    return escape_chars(text, MD_LABEL_SPECIAL)
+
+
+def escape_chars(text: object, special: str) -> str:
+    """``str(text)`` with every character of ``special`` backslash-escaped and newlines made spaces (one
+    line). The markdown escapers (:func:`md_label`, the app's ``md_escape``) differ only in ``special``.
+    Design choice."""
     out = []
     for ch in str(text):
         if ch in "\r\n":
             out.append(" ")
-        elif ch in MD_LABEL_SPECIAL:
+        elif ch in special:
             out.append("\\" + ch)
         else:
             out.append(ch)
