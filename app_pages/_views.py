@@ -83,7 +83,9 @@ def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem:
         nonlocal pending, drawn
         if not pending:
             return
-        cols = st.columns(2, gap="medium")
+        # a narrow figure without a partner gets two thirds of the row (half left the other half empty and
+        # shrank a square map to unreadable at a 1,000 px window; full width put its colour bar far away)
+        cols = st.columns(2 if len(pending) == 2 else [2, 1], gap="medium")
         for col, (name, fig, cap, _) in zip(cols, pending):
             with col:
                 drawn += _one(name, fig, cap, key_prefix, stem, narrow=True, tr=tr)

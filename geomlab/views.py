@@ -115,8 +115,8 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
              ("layer", "substep")),
     ViewSpec("attention", "Attention similarity", "Attention", ":material/grid_on:", ATTENTION_KINDS,
              "attention-based (OSMFormer, CEM, Transformers)",
-             "Which earlier positions each position looks at, next to the state similarity "
-             "$\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$.",
+             "Which earlier positions each position looks at; for an OSMFormer, next to the state similarity "
+             "$\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$ its scores come from.",
              (F("attention_maps", True, ("layer", "head")), F("attends_to", True, ("layer", "head")),
               F("attention_row", True, ("layer",)),
               F("attention_window", True, ("layer", "head"), default=False)),

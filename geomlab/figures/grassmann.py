@@ -158,7 +158,9 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     dpos = position_distances(tr, slot)
     dlay = layer_distances(tr, offset) if tr.inputs is not None else None
     rows = 2 if dlay is not None and len(dlay) else 1
-    offs = ", ".join(f"Δ={_offset(tr, l, slot)}" for l in range(tr.n_layers))
+    layer_offs = [_offset(tr, l, slot) for l in range(tr.n_layers)]
+    offs = (f"Δ={layer_offs[0]}" if len(set(layer_offs)) == 1  # one offset in every layer: said once
+            else ", ".join(f"Δ={o}" for o in layer_offs))
     titles = [f"along positions: d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>), slot {slot} ({offs})"]
     if rows == 2:
         titles.append(f"across layers: d_g(H_t^(l), H_t^(l+1)), Δ={offset}")
