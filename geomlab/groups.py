@@ -389,13 +389,7 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
         out = expm_taylor(X.masked_fill(~ok, 0))
         nan = X.masked_fill(ok, 0) * float("nan")  # NaN value and NaN gradient for the bad matrices only
         return torch.where(ok, out, nan).reshape(shape)
-    s = 0
-    for m, theta in table:
-        if nrm <= theta:
-            break
-    else:
-        m, theta = table[-1]
-        s = math.ceil(math.log2(nrm / theta))
+    m, s = _taylor_degree(nrm, table)
     pad = (_PAD_TO_COMPLEX if X.is_complex() else _PAD_TO).get(n, n) - n
     if pad:
         X = torch.nn.functional.pad(X, (0, pad, 0, pad))
@@ -414,6 +408,18 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
 _TAYLOR_SINGLE_PS = ((6, 0.31), (8, 0.65), (12, 1.55))
 
 
+def _taylor_degree(nrm: float, table) -> tuple[int, int]:
+    """``(m, s)``: the Taylor degree ``m`` of the first ``(m, theta)`` of ``table`` with ``nrm <= theta``, and
+    ``s = 0`` squarings; past the table, its last degree with the fewest squarings ``s`` that bring ``nrm``
+    under its ``theta`` (scaling and squaring). Shared by :func:`expm_taylor` and
+    :func:`expm_taylor_reference`."""
+    for m, theta in table:
+        if nrm <= theta:
+            return m, 0
+    m, theta = table[-1]
+    return m, math.ceil(math.log2(nrm / theta))
+
+
 def expm_taylor_reference(A: torch.Tensor) -> torch.Tensor:
     """The Taylor exponential as it was before issue 17, kept as the *reference arithmetic* of evaluation mode.
 
@@ -430,13 +436,7 @@ def expm_taylor_reference(A: torch.Tensor) -> torch.Tensor:
         nrm = float(torch.linalg.matrix_norm(A.detach(), ord="fro").max())
     if not math.isfinite(nrm):
         return A + float("nan")
-    s = 0
-    for m, theta in table:
-        if nrm <= theta:
-            break
-    else:
-        m, theta = table[-1]
-        s = math.ceil(math.log2(nrm / theta))
+    m, s = _taylor_degree(nrm, table)
     shape = A.shape
     n = shape[-1]
     X = A.reshape(-1, n, n)

@@ -340,6 +340,18 @@ def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = 
     return finish(fig, "Geodesic distances of the state trajectory", cap, "distance_profile", height=560)
 
 
+def _pca_inputs(tr: OSMTrace, layer: int, cursor: int | None, max_points: int):
+    """The checked trace, layer and cursor of a PCA figure, the PCA coordinates and variance ratios
+    (:func:`pca_coords`), the drawn positions (at most ``max_points``, the cursor kept) and their hover
+    labels. Raises :class:`FigureError` for a trace without states or an index out of range."""
+    tr = _osm(tr)
+    layer = check_index("layer", layer, tr.n_layers)
+    cursor = check_cursor(cursor, tr.n_positions)
+    coords, ratio = pca_coords(tr, layer)
+    idx = subsample(tr.n_positions, max_points, cursor)
+    return tr, layer, cursor, coords, ratio, idx, hover_tokens(tr.labels, idx)
+
+
 def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                    max_points: int = MAX_POINTS) -> View:
     """2-D PCA of ``vec(H_t)`` (the first two components of :func:`pca_coords`): the path through the
@@ -347,12 +359,7 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     titles give each component's share of the variance (issue 16: a 2-D projection by default, the 3-D one
     optional). Traces: 0 = path (line), 1 = markers (at most 150 positions), then, with a cursor, the last
     8 steps into it (darker line) and the cursor (``meta="cursor"``)."""
-    tr = _osm(tr)
-    layer = check_index("layer", layer, tr.n_layers)
-    cursor = check_cursor(cursor, tr.n_positions)
-    coords, ratio = pca_coords(tr, layer)
-    idx = subsample(tr.n_positions, max_points, cursor)
-    hov = hover_tokens(tr.labels, idx)
+    tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, max_points)
     # the path as one light SVG line through every drawn position, markers coloured by position at up to 200
     # of them (SVG markers are the costly part of a redraw; no WebGL in a default set, see angle_lines)
     midx = subsample(tr.n_positions, 150, cursor)
@@ -394,12 +401,7 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                    max_points: int = MAX_POINTS) -> View:
     """3-D PCA of ``vec(H_t)`` (scikit-learn) as a line through the positions, tokens on hover, coloured
     by position; the cursor position is a large marker. Traces: 0 = path, 1 = cursor (if given)."""
-    tr = _osm(tr)
-    layer = check_index("layer", layer, tr.n_layers)
-    cursor = check_cursor(cursor, tr.n_positions)
-    coords, ratio = pca_coords(tr, layer)
-    idx = subsample(tr.n_positions, max_points, cursor)
-    hov = hover_tokens(tr.labels, idx)
+    tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, max_points)
     pcs = [f"PC{k + 1} ({ratio[k]:.0%})" for k in range(3)]
     data = [dict(type="scatter3d",
         x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2], mode="lines+markers", name="trajectory",

@@ -440,10 +440,10 @@ class OSMRNN(OSMBase):
         ref = self.token_coords if hasattr(self, "token_coords") else self.token_matrix
         H = self.geo.identity(B, dtype=M.dtype, device=ref.device)
         n, cplx = M.shape[-1], M.is_complex()
-        if not self.training:  # eval mode: the reference arithmetic (see OSMBase._exp)
-            return self._run_reference(tokens, rec, A, M, H)
+        # training on O/SO: the mixing's index-select path (a dim x dim matmul per step); eval mode keeps the
+        # reference arithmetic, one dense F x F matmul per step (see OSMBase._exp)
         skew = isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup)) and self.mix.mode == "linear"
-        if skew:  # O/SO: the mixing's index-select path (a dim x dim matmul per step)
+        if skew and self.training:
             def mix(delta):
                 return self.mix(delta, self.geo)
         else:  # one F x F matmul per step
@@ -464,29 +464,6 @@ class OSMRNN(OSMBase):
             phi = mix(delta)
             if drives is not None:
                 phi = phi + drives[t]
-            H = H @ self._exp(phi)
-            states.append(H)
-            if rec is not None:
-                raws.append(self.geo.proj(delta))
-                phis.append(phi)
-        return self._finish(tokens, rec, M, states, raws, phis)
-
-    def _run_reference(self, tokens, rec, A, M, H) -> torch.Tensor:
-        """The recurrence as computed before issue 17 (dense ``F x F`` mixing, inputs indexed per step)."""
-        B, T = tokens.shape
-        n, cplx = M.shape[-1], M.is_complex()
-        K = self.mix.dense(self.geo, n, M.dtype, M.device)
-        drive = self.mix_tok(A, self.geo) if self.mix_tok is not None else None
-        flat = (lambda Z: torch.view_as_real(Z).reshape(B, -1)) if cplx else (lambda Z: Z.reshape(B, -1))
-        unflat = ((lambda v: torch.view_as_complex(v.reshape(B, n, n, 2))) if cplx
-                  else (lambda v: v.reshape(B, n, n)))
-        states, raws, phis = [], [], []
-        for t in range(T):
-            x = tokens[:, t]
-            delta = _ct(H) @ M[x]
-            phi = unflat(flat(delta) @ K)
-            if drive is not None:
-                phi = phi + drive[x]
             H = H @ self._exp(phi)
             states.append(H)
             if rec is not None:
