@@ -72,10 +72,9 @@ def is_language_model(entry: Any, tr: Any) -> bool:
     return getattr(tr, "logits", None) is not None and tr.logits.ndim == 2 and tr.logits.shape[0] == tr.n_positions
 
 
-def token_panel(entry: Any, tr: Any, pos: int, controls: dict | None = None) -> None:
+def token_panel(entry: Any, tr: Any, pos: int) -> None:
     """Draw the clickable text (left) and, for a language model, the top-k
-    predictions at ``pos`` (right). ``controls`` (the view's layer, head...) is accepted for the renderer's
-    one call and not used yet."""
+    predictions at ``pos`` (right)."""
     n = int(tr.n_positions)
     labels = list(tr.labels)
     start, stop = clickable_window(n, pos, st.session_state.get(K_TOK_START))

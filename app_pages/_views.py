@@ -213,7 +213,7 @@ def render_view(slug: str) -> None:
         if st.session_state.get(K_MORE):
             shown += registry.more_figures(slug, tr)
         controls = ui.view_controls(slug, tr, ctrl_cols[1], used={a for f in shown for a in f.args})
-        _tokens.token_panel(entry, tr, pos, controls)
+        _tokens.token_panel(entry, tr, pos)
         items = figure_list(slug, entry, text, trace_opts, tr, pos, controls)
         if not any(fig is not None for _, fig, _, _ in items):
             st.info("No figure of this view applies to this checkpoint.", icon=":material/info:")
