@@ -48,4 +48,16 @@ async def _lifespan(_app):
     yield
 
 
-app = st.App(str(_ROOT / "app.py"), lifespan=_lifespan)
+def _middleware() -> list:
+    """The chart library starts loading with the page (``app_pages/_preload.py``); ``GEOMLAB_PRELOAD=0``
+    turns it off (to measure what it gives: ``python -m geomlab.bench first``)."""
+    import os
+
+    from starlette.middleware import Middleware
+
+    from app_pages._preload import PreloadCharts
+
+    return [] if os.environ.get("GEOMLAB_PRELOAD") == "0" else [Middleware(PreloadCharts)]
+
+
+app = st.App(str(_ROOT / "app.py"), lifespan=_lifespan, middleware=_middleware())

@@ -657,13 +657,13 @@ def wait_for_health(base_url: str, proc: subprocess.Popen, log_path: Path, timeo
 
 @contextlib.contextmanager
 def app_server(port: int, log_path: Path, start_timeout: float = 180.0,
-               entry: str = "serve.py") -> Iterator[subprocess.Popen]:
+               entry: str = "serve.py", env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
     """``streamlit run ENTRY`` (``serve.py``, the README's command, by default; ``app.py`` starts cold)
     headless on ``127.0.0.1:port`` from the repository root, stdout and
     stderr to ``log_path``; yields once ``/_stcore/health`` answers. The server runs in its own process
     group, which is always terminated (then killed) on exit. Raises ``RuntimeError`` with the log's tail when it does not come up in
-    ``start_timeout`` seconds."""
-    env = dict(os.environ)
+    ``start_timeout`` seconds. ``env``: variables set for the server on top of this process's environment."""
+    env = {**os.environ, **(env or {})}
     for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
         env.pop(k, None)
     with open(log_path, "w", encoding="utf-8") as log:

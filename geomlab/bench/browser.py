@@ -1,0 +1,151 @@
+"""``python -m geomlab.bench browser``: the first view and a cursor move as a person sees them, in chromium.
+
+Starts two app servers (``streamlit run serve.py``, as the README does; :func:`geomlab.bench.load.app_server`)
+from the same checkout: one as shipped, one with the chart preload turned off (``GEOMLAB_PRELOAD=0``, see
+``app_pages/_preload.py``): the baseline, measured in the same run. Then, in Debian's chromium (playwright,
+never ``playwright install``):
+
+* **first view**: ``--rounds`` fresh browser sessions (new context: empty cache, as a student following a
+  link) per server and page (``/`` and ``/VIEW``), alternating which server goes first; the time from
+  navigation to the first drawn chart (``.js-plotly-plot .main-svg``);
+* **cursor move**: one session per server opens ``/VIEW`` with a bundled checkpoint and a ``--chars``
+  character text, then presses → on the token cursor ``--moves`` times; the time from the key press until
+  the page caption shows the new position, the script run has finished, every chart is drawn again and
+  the browser's main thread is free (two animation frames later).
+
+Printed: median and minimum of each, the ratio shipped / baseline, and the load average during the run.
+A benchmark, not a test: the exit status is non-zero only when something failed (a server that did not
+start, a page that showed an exception).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+from geomlab.bench.load import app_server, corpus_text, free_port
+
+CHART = ".js-plotly-plot .main-svg"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--no-first-run"]
+IDLE_JS = ("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r("
+           "!document.querySelector('[data-testid=\"stStatusWidget\"]') || !document.querySelector("
+           "'[data-testid=\"stStatusWidget\"]').innerText.includes('Running')))))")
+
+
+def _wait_idle(page, timeout_s: float = 120.0) -> None:
+    """Until the script run has finished and the main thread has painted twice."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(IDLE_JS):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the page did not finish its script run")
+        page.wait_for_timeout(50)
+
+
+def _check(page, what: str) -> None:
+    if page.locator('[data-testid="stException"]').count():
+        raise RuntimeError(f"{what}: the page shows an exception")
+
+
+def first_view(browser, url: str) -> float:
+    """Seconds from navigation to the first drawn chart, in a fresh context (empty cache)."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = ctx.new_page()
+        t0 = time.monotonic()
+        page.goto(url)
+        page.wait_for_selector(CHART, state="attached", timeout=180_000)
+        seconds = time.monotonic() - t0
+        _check(page, url)
+        return seconds
+    finally:
+        ctx.close()
+
+
+def cursor_moves(browser, url: str, moves: int) -> list[float]:
+    """Seconds per → press on the token cursor until the view is drawn again (see the module docstring)."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = ctx.new_page()
+        page.goto(url)
+        page.wait_for_selector(CHART, state="attached", timeout=180_000)
+        _wait_idle(page)
+        page.wait_for_timeout(1000)
+        n_charts = page.locator(".js-plotly-plot").count()
+        cursor = page.locator('[data-testid="stSlider"]').filter(has_text="Token cursor").get_by_role("slider")
+        out = []
+        for _ in range(moves):
+            pos = int(page.get_by_text("cursor at ").first.inner_text().split("cursor at ")[1].split()[0])
+            cursor.focus()
+            t0 = time.monotonic()
+            cursor.press("ArrowRight")
+            page.get_by_text(f"cursor at {pos + 1} ").first.wait_for(timeout=120_000)
+            _wait_idle(page)
+            page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= {n_charts}",
+                                   timeout=120_000)
+            page.evaluate(IDLE_JS)
+            out.append(time.monotonic() - t0)
+            _check(page, url)
+            page.wait_for_timeout(500)
+        return out
+    finally:
+        ctx.close()
+
+
+def _summary(values: list[float]) -> str:
+    return f"median {statistics.median(values):5.2f} s  min {min(values):5.2f} s  (n={len(values)})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m geomlab.bench browser", description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5, help="fresh sessions per server and page (default 5)")
+    ap.add_argument("--view", default="trajectories", help="view page for the cursor moves (default trajectories)")
+    ap.add_argument("--ckpt", default="bundled/osmformer-torus-tinyshakespeare",
+                    help="checkpoint of the cursor moves (default: the torus OSMFormer, the slowest redraw)")
+    ap.add_argument("--chars", type=int, default=2000, help="text length of the cursor moves (default 2000)")
+    ap.add_argument("--moves", type=int, default=6, help="cursor moves per server (default 6)")
+    args = ap.parse_args(argv)
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        print("needs Debian's chromium (apt-get install chromium)")
+        return 2
+    from playwright.sync_api import sync_playwright
+
+    text = corpus_text()[5000:5000 + args.chars]
+    move_query = urlencode({"ckpt": args.ckpt, "text": text})
+    servers = {"shipped": {}, "baseline (no preload)": {"GEOMLAB_PRELOAD": "0"}}
+    first: dict[tuple[str, str], list[float]] = {}
+    moves: dict[str, list[float]] = {}
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
+        ports = {name: free_port() for name in servers}
+        with app_server(ports["shipped"], Path(tmp) / "a.log"), \
+                app_server(ports["baseline (no preload)"], Path(tmp) / "b.log", env=servers["baseline (no preload)"]):
+            browser = pw.chromium.launch(executable_path=exe, headless=True, args=LAUNCH_ARGS)
+            for i in range(args.rounds):
+                order = list(servers) if i % 2 == 0 else list(servers)[::-1]
+                for path in ("", args.view):
+                    for name in order:
+                        url = f"http://127.0.0.1:{ports[name]}/{path}"
+                        first.setdefault((name, path or "home"), []).append(first_view(browser, url))
+            for name in servers:
+                moves[name] = cursor_moves(browser, f"http://127.0.0.1:{ports[name]}/{args.view}?{move_query}",
+                                           args.moves)
+            browser.close()
+    print(f"first view in chromium (fresh session, navigation -> first drawn chart); load average "
+          f"{load0:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    for path in ("home", args.view):
+        a, b = first[("shipped", path)], first[("baseline (no preload)", path)]
+        print(f"  /{path:<14} shipped  {_summary(a)}")
+        print(f"  /{path:<14} baseline {_summary(b)}   ratio shipped/baseline (median) "
+              f"{statistics.median(a) / statistics.median(b):.2f}")
+    print(f"cursor move ({args.view}, {args.ckpt}, {len(text)} characters; key press -> view drawn again)")
+    for name, values in moves.items():
+        print(f"  {name:<22} {_summary(values)}  " + " ".join(f"{v:.2f}" for v in values))
+    return 0
