@@ -321,7 +321,8 @@ def optimize(study, objective: Callable[[dict[str, Any], Any], float], space: Se
     trial then ends ``PRUNED`` with user attributes ``outcome`` (``"diverged"`` / ``"invalid"``) and
     ``error`` (the reason), and the study goes on; so does a non-finite value (``"diverged"``). It may raise
     ``optuna.TrialPruned`` after setting ``outcome`` ``"pruned"``. ``on_trial(frozen_trial)`` is called
-    after each trial. Any other exception propagates (Optuna marks the trial ``FAIL``)."""
+    after each trial. Any other exception is recorded in ``error`` and propagates (Optuna marks the trial
+    ``FAIL``)."""
     import optuna
 
     def _objective(trial) -> float:
@@ -336,6 +337,9 @@ def optimize(study, objective: Callable[[dict[str, Any], Any], float], space: Se
             raise
         except ValueError as exc:
             _end(trial, "invalid", str(exc).splitlines()[0] if str(exc) else type(exc).__name__, t0)
+        except Exception as exc:  # a bug or a machine error: recorded on the trial, then raised (Optuna: FAIL)
+            trial.set_user_attr("error", f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+            raise
         value = float(value)
         if not math.isfinite(value):
             _end(trial, "diverged", f"the objective is {value} (non-finite)", t0)
@@ -370,10 +374,6 @@ def trial_record(t) -> dict[str, Any]:
     for key in ("seed_values", "error", "pruned_at", "duration_s"):
         if key in attrs:
             rec[key] = attrs[key]
-    if state == "failed" and "error" not in rec:
-        reason = t.system_attrs.get("fail_reason")
-        if reason:
-            rec["error"] = str(reason).splitlines()[0]
     return rec
 
 
@@ -565,12 +565,12 @@ def run_sweep(setup: SweepSetup, *, n_trials: int | None = 20, timeout: float | 
     name = study_name or default_study_name(setup.kind, setup.data, setup.budget, setup.config.get("group"))
     study = open_study(open_storage(storage), name, setup.direction, setup.to_dict(), sampler=smp, pruner=pruner)
     before = len(study.trials)
-    log(f"sweep {name}: {setup.kind} on {task.name}, seeds {', '.join(map(str, setup.seeds))}, maximise"
-        if setup.direction == "maximize" else
-        f"sweep {name}: {setup.kind} on {task.name}, seeds {', '.join(map(str, setup.seeds))}, minimise")
-    log(f"  valid {setup.metric}; search {' '.join(setup.search)}"
-        + (f"; {before} earlier trial(s) in {storage}" if before else "")
-        + (f"; storage {storage}" if storage and not before else ""))
+    goal = "maximise" if setup.direction == "maximize" else "minimise"
+    budget = f" at {setup.budget:,} parameters" if setup.budget else ""
+    log(f"sweep {name}: {setup.kind}{budget} on {task.name}; {goal} the mean valid {setup.metric} over seed(s) "
+        f"{', '.join(map(str, setup.seeds))}")
+    log(f"  search {' '.join(setup.search)}; storage {storage or 'in memory'}"
+        + (f" ({before} earlier trial(s))" if before else ""))
 
     def objective(params, trial):
         log(f"trial {trial.number}: {_fmt(params)} ...")

@@ -120,7 +120,7 @@ def test_tiny_sweep_writes_storage_and_summary_then_resumes(text_file, tmp_path,
     assert "retrain: python -m geomlab train --model lstm --params 5000" in stdout
     # a second process on the same storage continues the study: the trial count grows, old trials are kept
     assert _sweep(text_file, out, "--n-trials", "2", "--study-name", "tiny", "--seeds", "2") == 0
-    assert "3 earlier trial(s)" in capsys.readouterr().out
+    assert "(3 earlier trial(s))" in capsys.readouterr().out
     again = json.loads(summary.read_text())
     assert again["n_trials"] == 5 and [t["number"] for t in again["trials"]] == [0, 1, 2, 3, 4]
     assert [t["value"] for t in again["trials"][:3]] == values
@@ -206,3 +206,40 @@ def test_a_trial_the_pruner_rejects_stops_early(text_file):
     # without a pruner the same call trains to the end and returns the validation BPC
     value = sweep.train_trial(setup, task, {"lr": 1e-2}, None, device="cpu")
     assert math.isfinite(value) and value > 0
+
+
+def test_optimize_records_every_outcome_in_memory():
+    """The generic loop: a value, a diverged run, a refused config and a non-finite value each become one
+    trial record and the study goes on; an unexpected exception is recorded, then raised."""
+    from geomlab.train import TrainingError
+
+    space = sweep.parse_search(["lr=choice:1,2,3,4"])
+    storage = sweep.open_storage(None)
+    study = sweep.open_study(storage, "s", "minimize", {"a": 1})
+
+    def objective(params, trial):
+        lr = params["lr"]
+        if lr == 2:
+            raise TrainingError("step 3: the training loss is nan (non-finite); stopped, the last good checkpoint "
+                                "is kept", 3, "loss")
+        if lr == 3:
+            raise ValueError("no width meets the budget")
+        return float("inf") if lr == 4 else 0.5
+
+    for lr in (1, 2, 3, 4):
+        study.enqueue_trial({"lr": lr})
+    sweep.optimize(study, objective, space, n_trials=4)
+    recs = sweep.summary(study, space)["trials"]
+    assert [(r["state"], r.get("error")) for r in recs] == [
+        ("complete", None), ("diverged", "step 3: the training loss is nan (non-finite)"),
+        ("invalid", "no width meets the budget"), ("diverged", "the objective is inf (non-finite)")]
+
+    def broken(params, trial):
+        raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        sweep.optimize(study, broken, space, n_trials=1)
+    last = sweep.summary(study, space)["trials"][-1]
+    assert last["state"] == "failed" and last["error"] == "RuntimeError: out of memory"
+    with pytest.raises(sweep.SweepError, match="another setup"):
+        sweep.open_study(storage, "s", "minimize", {"a": 2})
