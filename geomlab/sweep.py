@@ -362,8 +362,9 @@ def _end(trial, outcome: str, reason: str, t0: float):
 
 def trial_record(t) -> dict[str, Any]:
     """One trial as JSON: ``number``, ``state`` (``complete``, ``pruned`` (median pruner), ``diverged``,
-    ``invalid``, ``failed`` (crashed or killed worker), ``running``), ``value``, ``params``, and when known
-    ``seed_values``, ``error``, ``pruned_at`` (step), ``duration_s``."""
+    ``invalid``, ``failed`` (crashed or killed worker), ``running``), ``value`` (the objective; for a pruned
+    trial Optuna's last intermediate value, the first seed's validation at ``pruned_at``; ``None`` when there
+    is none), ``params``, and when known ``seed_values``, ``error``, ``pruned_at`` (step), ``duration_s``."""
     attrs = dict(t.user_attrs)
     state = t.state.name.lower()
     if state == "fail":
