@@ -55,7 +55,8 @@ class Protocol:
         name: ``smoke``, ``quick`` or ``full``.
         steps, batch_size, seq_len, lr, warmup: language-model training (equal for every model).
         lr_grid: when not empty, every language model is trained once per learning rate of this grid (seed
-            ``seeds[0]``) and keeps the one with the best validation BPC for all its seeds (one tuning rule
+            ``seeds[0]``; an Optuna grid study, :func:`tune_lr`) and keeps the one with the best validation BPC
+            for all its seeds (one tuning rule
             for every model, instead of one learning rate that suits some models and not others; ``lr`` is
             then unused). Rows record the chosen lr and the sweep.
         seeds: seeds averaged per row (mean, and the sample std when more than one).
@@ -908,7 +909,7 @@ def write_report(results: dict[str, Any], out: str | Path = "docs/results.md", p
 
 __all__ = [
     "Protocol", "Arm", "Comparison", "COMPARISONS", "WORD_PROBLEM_ARMS", "PROFILES", "ReportError", "protocol",
-    "trace_latency_ms", "run_comparison", "run_word_problem", "run_report", "merge_results", "command_line",
+    "trace_latency_ms", "tune_lr", "run_comparison", "run_word_problem", "run_report", "merge_results", "command_line",
     "render_markdown",
     "figures_for",
     "write_report",
