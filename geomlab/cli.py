@@ -19,6 +19,7 @@ COMMANDS = {
     "trace": "trace",
     "zoo": "zoo",
     "bench": "bench",
+    "sweep": "sweep",
 }
 
 

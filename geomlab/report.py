@@ -55,7 +55,8 @@ class Protocol:
         name: ``smoke``, ``quick`` or ``full``.
         steps, batch_size, seq_len, lr, warmup: language-model training (equal for every model).
         lr_grid: when not empty, every language model is trained once per learning rate of this grid (seed
-            ``seeds[0]``) and keeps the one with the best validation BPC for all its seeds (one tuning rule
+            ``seeds[0]``; an Optuna grid study, :func:`tune_lr`) and keeps the one with the best validation BPC
+            for all its seeds (one tuning rule
             for every model, instead of one learning rate that suits some models and not others; ``lr`` is
             then unused). Rows record the chosen lr and the sweep.
         seeds: seeds averaged per row (mean, and the sample std when more than one).
@@ -299,6 +300,66 @@ def _task_for(corpus: str, proto: Protocol):
     return make_task(proto.corpus_override or corpus)
 
 
+def tune_lr(train: Callable[[int, float], Any], grid: tuple[float, ...], seed: int, label: str = "",
+            log: Callable[[str], None] = print) -> tuple[dict[str, float | None], float, Any]:
+    """The report's learning-rate choice: an Optuna study (:mod:`geomlab.sweep`, in memory, ``GridSampler``:
+    every lr of ``grid`` once, in the grid's order) whose objective is the validation BPC of ``train(seed, lr)``
+    (a :class:`geomlab.zoo.RunOutcome`). A diverged lr (:class:`geomlab.train.TrainingError`) loses the sweep
+    and is recorded as ``None``.
+
+    Returns ``(lr_sweep, best_lr, best_run)``: ``lr_sweep`` maps ``str(lr)`` to its validation BPC in grid
+    order (the report JSON's ``lr_sweep``), ``best_run`` is the outcome of the best lr (reused as the row's
+    first seed). Raises :class:`geomlab.train.TrainingError` when no lr of the grid finished. Design choice:
+    one tuning rule for every model."""
+    import optuna
+
+    from geomlab import sweep
+
+    grid = tuple(dict.fromkeys(float(x) for x in grid))
+    space = (sweep.Dimension("lr", "choice", choices=grid),)
+    runs: dict[float, Any] = {}
+
+    def objective(params, trial):
+        lr = params["lr"]
+        log(f"[bench] {label} / lr sweep {lr} (seed {seed}) ...")
+        out = train(seed, lr)
+        runs[lr] = out
+        v = out.metrics.get("valid_bpc")
+        return float("nan") if v is None else v
+
+    def on_trial(t):
+        rec = sweep.trial_record(t)
+        if rec["state"] == "complete":
+            log(f"[bench]   lr {rec['params']['lr']}: valid {round(rec['value'], 4)} BPC")
+        else:
+            log(f"[bench]   lr {rec['params'].get('lr')} {rec['state']}: {rec.get('error', '')}")
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = sweep.open_study(sweep.open_storage(None), "lr", "minimize",
+                             sampler=optuna.samplers.GridSampler({"lr": list(grid)}, seed=0))
+    for lr in grid:  # in the grid's order (the GridSampler alone would shuffle it)
+        study.enqueue_trial({"lr": lr})
+    sweep.optimize(study, objective, space, n_trials=len(grid), on_trial=on_trial)
+    result = sweep.summary(study, space)
+    values = {t["params"]["lr"]: t["value"] for t in result["trials"] if "lr" in t["params"]}
+    if result["best"] is None:
+        raise TrainingError("every learning rate of the grid failed: " + "; ".join(
+            f"lr {t['params'].get('lr')}: {t.get('error', t['state'])}" for t in result["trials"]))
+    best = result["best"]["params"]["lr"]
+    return {str(lr): values.get(lr) for lr in grid}, best, runs[best]
+
+
+def _lr_edge(row: dict[str, Any]) -> str | None:
+    """``"low"`` / ``"high"`` when a row's tuned lr is the smallest / largest of its sweep (old report JSON
+    too), else ``None`` (:meth:`geomlab.sweep.Dimension.edge`)."""
+    from geomlab.sweep import Dimension
+
+    grid = tuple(float(x) for x in (row.get("lr_sweep") or {}))
+    if row.get("lr") is None or not grid:
+        return None
+    return Dimension("lr", "choice", choices=grid).edge(float(row["lr"]))
+
+
 def run_comparison(comp: Comparison, proto: Protocol, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Train and evaluate every arm of ``comp`` under ``proto``; a failing arm is recorded with its error
     (the report shows it) and the others still run. Returns the comparison's result dict."""
@@ -321,22 +382,8 @@ def run_comparison(comp: Comparison, proto: Protocol, log: Callable[[str], None]
 
             first = None
             if proto.lr_grid:  # one tuning rule for every model: best validation BPC on the first seed
-                row["lr_sweep"], best = {}, None
-                for lr in proto.lr_grid:
-                    log(f"[bench] {comp.key} / {arm.label} / lr sweep {lr} (seed {proto.seeds[0]}) ...")
-                    try:
-                        cand = train(proto.seeds[0], lr)
-                        v = cand.metrics.get("valid_bpc")
-                    except TrainingError as exc:  # a diverged candidate loses the sweep, the row goes on
-                        cand, v = None, None
-                        log(f"[bench]   lr {lr} diverged: {exc}")
-                    row["lr_sweep"][str(lr)] = v
-                    log(f"[bench]   lr {lr}: valid {v if v is None else round(v, 4)} BPC")
-                    if v is not None and math.isfinite(v) and (best is None or v < best[0]):
-                        best = (v, lr, cand)
-                if best is None:
-                    raise TrainingError("every learning rate of the grid diverged")
-                row["lr"], first = best[1], best[2]
+                row["lr_sweep"], row["lr"], first = tune_lr(train, proto.lr_grid, proto.seeds[0],
+                                                            f"{comp.key} / {arm.label}", log)
             else:
                 row["lr"] = proto.lr
             for i, seed in enumerate(proto.seeds):
@@ -600,8 +647,7 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
         if swept:
             def _sweep(r):
                 vals = ", ".join(f"{lr} → {_f(v)}" for lr, v in r["lr_sweep"].items())
-                grid = [float(x) for x in r["lr_sweep"]]
-                edge = " (best at the edge of the grid)" if r.get("lr") in (min(grid), max(grid)) else ""
+                edge = " (best at the edge of the grid)" if _lr_edge(r) else ""
                 return f"{r['label']}: {vals}{edge}"
 
             lines += ["Learning-rate sweep (validation BPC of the first seed; — = diverged): "
@@ -701,8 +747,7 @@ def _verdict(c: dict[str, Any]) -> str:
         if r.get("speed_ratio"):
             s += f", {r['speed_ratio']:.2f}x the baseline's training tokens/s"
         out.append(s + ".")
-    sweep = base.get("lr_sweep") or {}
-    if len(sweep) > 1 and base.get("lr") in (min(map(float, sweep)), max(map(float, sweep))):
+    if _lr_edge(base):
         out.append(f"**Caution: the baseline's best learning rate ({base['lr']}) is at the edge of the grid, so it "
                    "may be under-tuned and these gaps may overstate the difference.**")
     return " ".join(out) if out else ""
@@ -864,7 +909,7 @@ def write_report(results: dict[str, Any], out: str | Path = "docs/results.md", p
 
 __all__ = [
     "Protocol", "Arm", "Comparison", "COMPARISONS", "WORD_PROBLEM_ARMS", "PROFILES", "ReportError", "protocol",
-    "trace_latency_ms", "run_comparison", "run_word_problem", "run_report", "merge_results", "command_line",
+    "trace_latency_ms", "tune_lr", "run_comparison", "run_word_problem", "run_report", "merge_results", "command_line",
     "render_markdown",
     "figures_for",
     "write_report",

@@ -1,0 +1,150 @@
+"""``python -m geomlab sweep``: search training and model config keys with Optuna (see :mod:`geomlab.sweep`)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+HELP = ("search the learning rate (or any training / model config key) of a model kind with Optuna: mean "
+        "validation metric over seeds, resumable study, JSON summary")
+
+#: TrainConfig keys that ``python -m geomlab train`` takes as flags (for the printed retrain command).
+_TRAIN_FLAGS = {"lr": "--lr", "weight_decay": "--weight-decay", "warmup": "--warmup", "grad_clip": "--grad-clip",
+                "batch_size": "--batch-size", "steps": "--steps", "seq_len": "--seq-len"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", metavar="KIND", required=True, help="model kind from the registry "
+                   "(`python -m geomlab train --list-models`)")
+    p.add_argument("--group", metavar="G", help="matrix Lie group for geometric kinds (config key 'group')")
+    p.add_argument("--params", metavar="N", help="parameter budget, e.g. 50k: config_for_budget sizes every trial's "
+                   "model to it (also when a config key is searched)")
+    p.add_argument("--config", nargs="*", metavar="KEY=VALUE", default=[], help="fixed model config values (JSON)")
+    p.add_argument("--data", metavar="CORPUS|FILE|word-problem:G[:LEN]", required=True,
+                   help="the task, as for `train --data`")
+    p.add_argument("--search", nargs="+", metavar="KEY=SPEC", default=None,
+                   help="the searched keys (default lr=log:1e-4:1e-1): KEY=log:LOW:HIGH (log-uniform), "
+                   "KEY=float:LOW:HIGH, KEY=int:LOW:HIGH or KEY=choice:A,B,...; KEY is a training key (lr, "
+                   "weight_decay, warmup, min_lr_ratio, grad_clip, batch_size, steps, seq_len) or config.NAME "
+                   "for a model config key, e.g. --search lr=log:1e-4:1e-1 warmup=int:0:500 config.tau=float:1:10")
+    p.add_argument("--seeds", type=int, default=1, metavar="N", help="train each trial with seeds 0..N-1; the "
+                   "objective is the mean (default 1)")
+    p.add_argument("--n-trials", type=int, default=20, metavar="N",
+                   help="trials this process runs (added to those already in the study; default 20)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="start no trial after this many seconds (the running one finishes)")
+    p.add_argument("--study-name", metavar="NAME", help="default KIND[-GROUP]-DATA[-PARAMS]")
+    p.add_argument("--storage", metavar="FILE|URL",
+                   help="Optuna storage shared by every worker of the study: a journal file (default "
+                   "OUT/NAME.journal; several processes, or machines sharing the folder, may use one) or a "
+                   "database URL (sqlite:///x.db, postgresql://user@host/db)")
+    p.add_argument("--out", default="runs/sweeps", help="folder of the default storage and summary "
+                   "(default runs/sweeps)")
+    p.add_argument("--summary", metavar="FILE", help="JSON summary to write (default OUT/NAME.json)")
+    p.add_argument("--sampler", choices=("tpe", "random", "grid"), default="tpe",
+                   help="Optuna sampler (default tpe; grid runs every combination of choice keys once)")
+    p.add_argument("--sampler-seed", type=int, default=None, help="seed of the sampler (reproducible proposals)")
+    p.add_argument("--no-pruning", action="store_true",
+                   help="no median pruning (by default a trial whose first-seed validation is worse than the "
+                   "median of earlier trials at the same step, in the second half of training, is stopped)")
+    p.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default 1000)")
+    p.add_argument("--batch-size", type=int, default=None, help="windows per batch (default 32)")
+    p.add_argument("--seq-len", type=int, default=None, help="window length; also the evaluation window (default 128)")
+    p.add_argument("--lr", type=float, default=None, help="a fixed peak learning rate (only when lr is not searched)")
+    p.add_argument("--weight-decay", type=float, default=None, help="fixed AdamW weight decay (default 0)")
+    p.add_argument("--warmup", type=float, default=None, help="fixed warm-up: fraction of steps if < 1, else steps")
+    p.add_argument("--grad-clip", type=float, default=None, help="fixed max gradient norm (default 1.0)")
+    p.add_argument("--length-curriculum", metavar="LEN:STEPS[,LEN:STEPS]", default=None,
+                   help="as for `train` (e.g. 2:1500,4:1500 for the S5 word problem)")
+    p.add_argument("--eval-every", type=int, default=None,
+                   help="validate every N steps (the pruner's intermediate values; 0 = only at the end; default 200)")
+    p.add_argument("--eval-tokens", type=int, default=None,
+                   help="valid-split targets scored by every validation, the final one too (default 65536; 0 = all)")
+    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+
+
+def retrain_command(setup, params: dict) -> str | None:
+    """The ``python -m geomlab train`` command that trains ``setup`` with ``params`` (seed 0), or ``None`` when
+    a searched key has no ``train`` flag (e.g. ``min_lr_ratio``)."""
+    from geomlab.sweep import split_params
+
+    train, model = split_params(params)
+    if any(k not in _TRAIN_FLAGS for k in {**setup.train, **train} if k not in ("eval_every", "eval_tokens",
+                                                                                  "length_curriculum")):
+        return None
+    import json
+
+    parts = ["python -m geomlab train", "--model", setup.kind]
+    if setup.budget:
+        parts += ["--params", str(setup.budget)]
+    config = {**setup.config, **model}
+    if config:
+        parts += ["--config"] + [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in config.items()]
+    parts += ["--data", setup.data]
+    for k, v in {**setup.train, **train}.items():
+        if k in _TRAIN_FLAGS:
+            parts += [_TRAIN_FLAGS[k], f"{v:.6g}" if isinstance(v, float) else str(v)]
+        elif k == "length_curriculum" and v:
+            parts += ["--length-curriculum", ",".join(f"{n}:{s}" for n, s in v)]
+    return " ".join(shlex.quote(x) if i else x for i, x in enumerate(parts))
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from geomlab import sweep
+    from geomlab.commands.train import parse_config, parse_count, parse_curriculum
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.n_trials < 1:
+        raise ValueError(f"--n-trials must be >= 1, got {args.n_trials}")
+    if args.timeout is not None and not args.timeout > 0:
+        raise ValueError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    config = parse_config(args.config)
+    if args.group:
+        config["group"] = args.group
+    given = {"steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len, "lr": args.lr,
+             "weight_decay": args.weight_decay, "warmup": args.warmup, "grad_clip": args.grad_clip,
+             "eval_every": args.eval_every}
+    train = {k: v for k, v in given.items() if v is not None}
+    if args.eval_tokens is not None:
+        train["eval_tokens"] = args.eval_tokens or None
+    if args.length_curriculum is not None:
+        train["length_curriculum"] = [list(p) for p in parse_curriculum(args.length_curriculum)]
+    setup = sweep.SweepSetup(kind=args.model, data=args.data, budget=parse_count(args.params) if args.params else None,
+                             config=config, train=train, seeds=tuple(range(args.seeds)),
+                             search=tuple(args.search) if args.search else sweep.DEFAULT_SEARCH)
+    name = args.study_name or sweep.default_study_name(args.model, args.data, setup.budget, args.group)
+    if Path(name).name != name or name in (".", ".."):
+        raise ValueError(f"--study-name must be a plain name (no folders), got {name!r}")
+    out = Path(args.out)
+    storage = args.storage or str(out / f"{name}.journal")
+    summary_path = Path(args.summary) if args.summary else out / f"{name}.json"
+    result = sweep.run_sweep(setup, n_trials=args.n_trials, timeout=args.timeout, storage=storage, study_name=name,
+                             summary_path=summary_path, pruning=not args.no_pruning, sampler=args.sampler,
+                             sampler_seed=args.sampler_seed, device=args.device)
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(result["states"].items()))
+    print(f"study {name}: {result['n_trials']} trial(s) ({counts}); storage {storage}")
+    best = result["best"]
+    if best is None:
+        print("error: no trial completed (see the reasons above and in the summary)", file=sys.stderr)
+        print(f"summary: {summary_path}")
+        return 1
+    seeds = ""
+    if len(best.get("seed_values") or []) > 1:
+        seeds = " (seeds: " + ", ".join(f"{v:.4f}" for v in best["seed_values"]) + ")"
+    print(f"best: trial {best['number']}, valid {setup.metric} {best['value']:.4f}{seeds} with "
+          + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in best["params"].items()))
+    for line in sweep.edge_lines(result["edges"]):
+        print(line)
+    cmd = retrain_command(setup, best["params"])
+    if cmd:
+        print(f"retrain: {cmd}")
+    print(f"summary: {summary_path}")
+    return 0
