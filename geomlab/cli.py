@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="geomlab",
         description="geomlab: train, evaluate, sample and trace geometric sequence models.",
     )
+    from geomlab import __version__
+
+    parser.add_argument("--version", action="version", version=f"geomlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         try:

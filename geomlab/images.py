@@ -1,6 +1,6 @@
 """Static images (PNG) of plotly figures: plotly's own route, kaleido v1 driving a Chrome or Chromium that is
-already on the machine (``chromium``/``google-chrome`` on ``PATH``, or the executable named by
-``BROWSER_PATH``).
+already on the machine (one kaleido downloaded earlier if ``kaleido_get_chrome`` was ever run, else the
+executable named by ``BROWSER_PATH``, else ``chromium``/``google-chrome`` on ``PATH``).
 
 Nothing is downloaded: kaleido renders with the plotly.js bundled in the installed plotly package, MathJax is
 switched off (it would come from a CDN; geomlab's figures use no LaTeX), and geomlab never calls

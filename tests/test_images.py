@@ -27,6 +27,11 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 def test_missing_browser_is_one_clear_error(tmp_path, monkeypatch):
+    """BROWSER_PATH names no file and no Chrome was ever downloaded for kaleido (choreographer would look in its
+    download folder first): ImageExportError, no image, nothing downloaded."""
+    chromium = pytest.importorskip("choreographer.browsers.chromium")
+    for name in ("get_chrome_download_path", "get_old_chrome_download_path"):
+        monkeypatch.setattr(chromium, name, lambda *a, **k: None)
     monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-such-chrome"))
     with pytest.raises(ImageExportError, match="needs Chrome or Chromium"):
         write_pngs({"a": go.Figure(go.Scatter(y=[1, 2]))}, tmp_path / "png")

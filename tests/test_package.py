@@ -45,6 +45,15 @@ def test_pyproject_declares_the_console_script_and_it_resolves_to_main():
     assert func is main and callable(func)
 
 
+def test_version_is_the_package_version(capsys):
+    from geomlab import __version__
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"geomlab {__version__}"
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "geomlab.__version__"}
+
+
 def test_every_geomlab_subpackage_is_listed():
     """pyproject.toml lists the packages by hand (geomlab._app needs a mapping); a new subpackage must be added."""
     on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "geomlab").rglob("__init__.py")
