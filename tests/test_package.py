@@ -3,7 +3,6 @@ package data, and (slow) a real wheel installed into a fresh virtual environment
 
 from __future__ import annotations
 
-import fnmatch
 import importlib
 import os
 import shlex
@@ -33,9 +32,7 @@ APP_PACKAGE = "geomlab._app"
 def _app_data_files() -> set[str]:
     """Repository files (relative to the root) matched by the package-data patterns of geomlab._app."""
     patterns = SETUPTOOLS["package-data"][APP_PACKAGE]
-    files = {p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*") if p.is_file()
-             and ".git" not in p.parts and "__pycache__" not in p.parts}
-    return {f for f in files if any(fnmatch.fnmatchcase(f, pat) for pat in patterns)}
+    return {p.relative_to(ROOT).as_posix() for pat in patterns for p in ROOT.glob(pat) if p.is_file()}
 
 
 def test_pyproject_declares_the_console_script_and_it_resolves_to_main():
