@@ -55,11 +55,13 @@ class CatalogError(ValueError):
 
 
 def bundled_dir() -> Path:
-    """Folder of the bundled checkpoints: ``$GEOMLAB_BUNDLED_DIR`` or ``<repo>/assets/checkpoints``."""
+    """Folder of the bundled checkpoints: ``$GEOMLAB_BUNDLED_DIR`` or :data:`geomlab.locate.BUNDLED_DIR`."""
     env = os.environ.get("GEOMLAB_BUNDLED_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "assets" / "checkpoints"
+    from geomlab.locate import BUNDLED_DIR
+
+    return BUNDLED_DIR
 
 
 def runs_dir() -> Path:

@@ -214,7 +214,9 @@ def read_meta(path: str | os.PathLike) -> dict[str, Any]:
     """Only the JSON part of a checkpoint (cheap; for catalogues). Raises :class:`CheckpointError`."""
     json_path, _ = paths(path)
     if not json_path.is_file():
-        bundled = Path(__file__).resolve().parent.parent / "assets" / "checkpoints" / json_path.name
+        from geomlab.locate import BUNDLED_DIR
+
+        bundled = BUNDLED_DIR / json_path.name
         hint = ""
         if bundled.is_file() and json_path.parent in (Path("."), Path("bundled")):  # a name, or the app's form
             hint = f"; a bundled checkpoint of that name is {os.path.relpath(bundled)}"

@@ -1,8 +1,9 @@
-"""The ``python -m geomlab`` command line.
+"""The ``geomlab`` command line (installed as the ``geomlab`` script; ``python -m geomlab`` is the same).
 
 Each subcommand lives in its own module under :mod:`geomlab.commands`; a module exposes ``HELP`` (one line),
-``add_arguments(parser)`` and ``run(args) -> int`` (the exit status). This file only wires them together,
-so adding a subcommand never touches another one.
+``add_arguments(parser)`` and ``run(args) -> int`` (the exit status). A module that sets ``PASS_THROUGH = True``
+gets the options it does not know in ``args.extra`` (``app`` hands them to ``streamlit run``); any other
+subcommand rejects them. This file only wires them together, so adding a subcommand never touches another one.
 """
 
 from __future__ import annotations
@@ -20,15 +21,19 @@ COMMANDS = {
     "zoo": "zoo",
     "bench": "bench",
     "sweep": "sweep",
+    "app": "app",
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with one sub-parser per available subcommand."""
     parser = argparse.ArgumentParser(
-        prog="python -m geomlab",
+        prog="geomlab",
         description="geomlab: train, evaluate, sample and trace geometric sequence models.",
     )
+    from geomlab import __version__
+
+    parser.add_argument("--version", action="version", version=f"geomlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         try:
@@ -39,14 +44,17 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _pass_through=getattr(module, "PASS_THROUGH", False))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the process exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "_pass_through", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

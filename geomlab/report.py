@@ -828,31 +828,15 @@ def figures_for(results: dict[str, Any]) -> dict[str, Any]:
     return figs
 
 
-def _screenshot(html_paths: list[Path], png_dir: Path) -> dict[str, Path]:
-    """PNG screenshots of self-contained plotly HTML files through playwright + chromium (kaleido is not
-    installed). Returns ``{stem: png path}``; empty when no browser is available."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        return {}
-    import shutil
+def _pngs(figs: dict[str, Any], png_dir: Path) -> dict[str, Path]:
+    """PNG images of the report's figures (:func:`geomlab.images.write_pngs`: kaleido and the machine's
+    Chrome/Chromium, offline). Returns ``{name: png path}``; empty when no browser is available."""
+    from geomlab.images import ImageExportError, write_pngs
 
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    out: dict[str, Path] = {}
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=exe) if exe else pw.chromium.launch()
-            page = browser.new_page(viewport={"width": 1400, "height": 520})
-            for h in html_paths:
-                page.goto(h.resolve().as_uri())
-                page.wait_for_selector(".main-svg", timeout=20000)
-                png = png_dir / f"{h.stem}.png"
-                page.locator(".plotly-graph-div").first.screenshot(path=str(png))
-                out[h.stem] = png
-            browser.close()
-    except Exception:
-        return out
-    return out
+        return write_pngs(figs, png_dir)
+    except ImageExportError:
+        return {}
 
 
 def write_report(results: dict[str, Any], out: str | Path = "docs/results.md", png: bool = True) -> Path:
@@ -871,19 +855,11 @@ def write_report(results: dict[str, Any], out: str | Path = "docs/results.md", p
                                           encoding="utf-8")
     figs = figures_for(results)
     links: dict[str, str] = {}
-    full_html: list[Path] = []
-    import tempfile
-
-    tmp = Path(tempfile.mkdtemp(prefix="geomlab-report-"))
     for name, fig in figs.items():
         path = fig_dir / f"{name}.html"
         fig.write_html(str(path), include_plotlyjs="cdn", full_html=True)
         links[f"{fig.layout.title.text}"] = f"results/{name}.html"
-        if png:
-            full = tmp / f"{name}.html"
-            fig.write_html(str(full), include_plotlyjs=True, full_html=True)
-            full_html.append(full)
-    pngs = _screenshot(full_html, fig_dir) if png and full_html else {}
+    pngs = _pngs(figs, fig_dir) if png and figs else {}
     for name, p in pngs.items():
         links[f"{figs[name].layout.title.text} (image)"] = f"results/{p.name}"
     if "extra_runs" not in results:

@@ -28,8 +28,10 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-#: Where the bundled checkpoints live (repository-relative; resolved against the package location).
-ZOO_DIR = Path(__file__).resolve().parent.parent / "assets" / "checkpoints"
+from geomlab.locate import BUNDLED_DIR
+
+#: Where the bundled checkpoints live (in the repository or, installed, in the package: geomlab.locate).
+ZOO_DIR = BUNDLED_DIR
 
 
 class ZooError(ValueError):

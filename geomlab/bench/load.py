@@ -48,7 +48,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 from urllib.parse import urlencode
 
-ROOT = Path(__file__).resolve().parents[2]
+from geomlab.locate import APP_DIR
+
+ROOT = APP_DIR  # app.py, serve.py and assets/, in the repository or installed (geomlab.locate)
 
 #: The label of the token cursor widget: the one thing the client looks up in the page (the contract).
 CURSOR_LABEL = "Token cursor"

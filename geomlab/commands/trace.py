@@ -25,7 +25,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--html", default=None,
                    help="also write every figure of this trace's views (the app's pages) as NAME.html into this "
                         "folder, with an index.html listing them by view")
-    p.add_argument("--cursor", type=int, default=None, help="position highlighted in the --html figures")
+    p.add_argument("--png", default=None, metavar="DIR",
+                   help="also write the same figures as NAME.png into this folder (kaleido and this machine's "
+                        "Chrome/Chromium, offline; docs/views.md)")
+    p.add_argument("--cursor", type=int, default=None, help="position highlighted in the --html/--png figures")
     p.add_argument("--json", default=None,
                    help="also write strict JSON of at most 256 positions (around --cursor, else from the start; "
                         "the app's JSON download) to this file")
@@ -73,6 +76,14 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         written = write_html(tr, Path(args.html), cursor=args.cursor)
         print(f"wrote {len(written)} figures to {args.html}/ ({', '.join(written)}) and index.html")
+    if args.png:
+        from geomlab import views as registry
+        from geomlab.images import write_pngs
+
+        figs = {name: f.figure for view in registry.views_of_trace(tr)
+                for name, f in registry.build_view(tr, view.slug, cursor=args.cursor).items()}
+        written = write_pngs(figs, Path(args.png))
+        print(f"wrote {len(written)} images to {args.png}/ ({', '.join(written)})")
     return 0
 
 

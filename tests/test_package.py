@@ -1,0 +1,197 @@
+"""geomlab as an installable package (pyproject.toml): metadata, the `geomlab` script, the app's files as
+package data, and (slow) a real wheel installed into a fresh virtual environment and started from elsewhere."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from geomlab import locate
+from geomlab.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
+APP_PACKAGE = "geomlab._app"
+
+
+def _app_data_files() -> set[str]:
+    """Repository files (relative to the root) matched by the package-data patterns of geomlab._app."""
+    patterns = SETUPTOOLS["package-data"][APP_PACKAGE]
+    return {p.relative_to(ROOT).as_posix() for pat in patterns for p in ROOT.glob(pat) if p.is_file()}
+
+
+def test_pyproject_declares_the_console_script_and_it_resolves_to_main():
+    target = PYPROJECT["project"]["scripts"]["geomlab"]
+    module, _, attr = target.partition(":")
+    func = getattr(importlib.import_module(module), attr)
+    assert func is main and callable(func)
+
+
+def test_version_is_the_package_version(capsys):
+    from geomlab import __version__
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"geomlab {__version__}"
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "geomlab.__version__"}
+
+
+def test_every_geomlab_subpackage_is_listed():
+    """pyproject.toml lists the packages by hand (geomlab._app needs a mapping); a new subpackage must be added."""
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "geomlab").rglob("__init__.py")
+               if "__pycache__" not in p.parts}
+    listed = set(SETUPTOOLS["packages"])
+    assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+    assert listed - on_disk == {APP_PACKAGE}
+    assert SETUPTOOLS["package-dir"] == {APP_PACKAGE: "."}
+
+
+def test_package_data_covers_every_app_page_checkpoint_and_setting():
+    data = _app_data_files()
+    pages = {p.relative_to(ROOT).as_posix() for p in (ROOT / "app_pages").glob("*.py")}
+    bundled = {p.relative_to(ROOT).as_posix() for p in (ROOT / "assets" / "checkpoints").iterdir() if p.is_file()}
+    assert pages and bundled
+    assert pages - data == set(), "app pages missing from the package data"
+    assert bundled - data == set(), "bundled checkpoint files missing from the package data"
+    assert ".streamlit/config.toml" in data
+    # geomlab._app's modules are every *.py at the repository root: exactly the app's two entry points
+    assert {p.name for p in ROOT.glob("*.py")} == {"app.py", "serve.py"}
+
+
+@pytest.mark.parametrize("name", ["requirements.txt", "requirements-app.txt", "requirements-test.txt"])
+def test_requirement_files_are_plain_pins_setuptools_can_read(name):
+    """pyproject.toml reads these as dependency lists: one `name==version` per line, no pip options."""
+    dynamic = PYPROJECT["tool"]["setuptools"]["dynamic"]
+    used = {f for spec in [dynamic["dependencies"], *dynamic["optional-dependencies"].values()] for f in spec["file"]}
+    assert name in used
+    lines = [ln.strip() for ln in (ROOT / name).read_text(encoding="utf-8").splitlines()]
+    reqs = [Requirement(ln) for ln in lines if ln and not ln.startswith("#")]
+    assert reqs
+    for r in reqs:
+        assert len(r.specifier) == 1 and next(iter(r.specifier)).operator == "==", f"{r} is not pinned with =="
+
+
+def test_app_dry_run_prints_the_streamlit_command_with_options_passed_through(capsys):
+    assert main(["app", "--dry-run", "--server.port", "8611", "--server.headless", "true"]) == 0
+    cmd = shlex.split(capsys.readouterr().out)
+    assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]
+    assert Path(cmd[4]) == locate.APP_DIR / "serve.py" and Path(cmd[4]).is_file()
+    assert cmd[5:] == ["--server.port", "8611", "--server.headless", "true"]
+    assert main(["app", "--dry-run", "--cold"]) == 0
+    assert shlex.split(capsys.readouterr().out)[4:] == [str(locate.APP_DIR / "app.py")]
+
+
+def test_other_commands_still_reject_unknown_options(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["eval", "some-checkpoint", "--server.port", "1"])
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --server.port 1" in capsys.readouterr().err
+
+
+def test_locate_prefers_the_installed_app_folder(tmp_path, monkeypatch):
+    assert locate.app_dir() == ROOT  # in the repository
+    pkg = tmp_path / "site-packages" / "geomlab"
+    (pkg / "_app").mkdir(parents=True)
+    monkeypatch.setattr(locate, "_PACKAGE", pkg)
+    assert locate.app_dir() == tmp_path / "site-packages"  # no _app/app.py: the folder above the package
+    (pkg / "_app" / "app.py").write_text("", encoding="utf-8")
+    assert locate.app_dir() == pkg / "_app"
+
+
+def _copy_source(dest: Path) -> Path:
+    """The files a build reads, copied so the build's own folders (build/, *.egg-info) stay out of the repo."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    dest.mkdir()
+    for name in ["pyproject.toml", "README.md", "app.py", "serve.py", "requirements.txt", "requirements-app.txt",
+                 "requirements-test.txt"]:
+        shutil.copy2(ROOT / name, dest / name)
+    for name in ["geomlab", "app_pages", "assets", ".streamlit"]:
+        shutil.copytree(ROOT / name, dest / name, ignore=ignore)
+    return dest
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_wheel_installs_and_the_app_starts_from_another_folder(tmp_path):
+    """Build the wheel (no network: --no-build-isolation), check its contents, install it into a fresh venv
+    (system site-packages for torch & co.), then from an unrelated folder: `geomlab --help`, the bundled
+    checkpoints found inside the installed package, and `geomlab app` answering its health check."""
+    pytest.importorskip("setuptools", minversion="77")  # the build backend, used without network
+    src = _copy_source(tmp_path / "src")
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                    "-w", str(wheels), str(src)], check=True, cwd=tmp_path)
+    (wheel,) = wheels.glob("geomlab-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {f"geomlab/_app/{f}" for f in _app_data_files()} | {"geomlab/_app/app.py", "geomlab/_app/serve.py"}
+    expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "geomlab").rglob("*.py")
+                 if "__pycache__" not in p.parts}
+    assert expected - names == set()
+    meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "geomlab = geomlab.cli:main" in entry
+    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            assert f"Requires-Dist: {line}\n" in meta
+    assert "Provides-Extra: app" in meta and "Provides-Extra: test" in meta
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    bindir = venv / ("Scripts" if os.name == "nt" else "bin")
+    subprocess.run([str(bindir / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+                   check=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GEOMLAB_BUNDLED_DIR")}
+    geomlab = str(bindir / "geomlab")
+    out = subprocess.run([geomlab, "--help"], cwd=elsewhere, env=env, capture_output=True, text=True, check=True)
+    assert "app" in out.stdout and "trace" in out.stdout
+    where = subprocess.run([str(bindir / "python"), "-c", "import geomlab.locate as l, geomlab.catalog as c; "
+                            "print(l.APP_DIR); print(len(c.list_checkpoints(user=False)))"],
+                           cwd=elsewhere, env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert Path(where[0]).is_relative_to(venv) and where[0].endswith(os.path.join("geomlab", "_app"))
+    assert int(where[1]) == len(list((ROOT / "assets" / "checkpoints").glob("*.json")))
+
+    port = _free_port()
+    log = (tmp_path / "app.log").open("w")
+    proc = subprocess.Popen([geomlab, "app", "--server.headless", "true", "--server.port", str(port)],
+                            cwd=elsewhere, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, healthy = time.monotonic() + 240, False
+        while time.monotonic() < deadline and proc.poll() is None and not healthy:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    healthy = r.status == 200
+            except OSError:
+                time.sleep(1)
+        text = (tmp_path / "app.log").read_text(encoding="utf-8", errors="replace")
+        assert healthy, f"the installed app did not answer its health check:\n{text[-3000:]}"
+        assert "first view ready" in text, text[-3000:]  # serve.py's warm-up ran, on the installed checkpoints
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
