@@ -345,6 +345,7 @@ class Trainer:
         self.last_valid: dict[str, float] = {}
         self.last_checkpoint: Path | None = None
         self._stop = threading.Event()
+        self._stop_agreed = False  # across processes: a stop asked on some rank, agreed on by all
         self._log = None  # the open TensorBoard writer while run() runs (geomlab.runlog.ScalarLog)
         self._net: torch.nn.Module = model  # what the training step calls: the model, or its DDP wrapper
         if hasattr(task, "check_context"):  # refuse a context the data cannot fill, before any step
@@ -412,6 +413,7 @@ class Trainer:
     def run(self, raise_errors: bool = True) -> TrainResult:
         """Train until ``config.steps``, :meth:`stop` or a numerical failure (see class docstring)."""
         self._net = self.replicas.wrap(self.model, self.device)
+        self._stop_agreed = False
         self._log = self._open_log()
         try:
             return self._run(raise_errors)
@@ -438,7 +440,7 @@ class Trainer:
         params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
         try:
             while self.step < cfg.steps:
-                if self._stop.is_set():
+                if self._stop_now():
                     status = "stopped"
                     break
                 t0 = time.perf_counter()
@@ -572,9 +574,14 @@ class Trainer:
         stop = torch.tensor(float(self._stop.is_set()), device=loss.device)
         lmean, stop_any = self.replicas.mean(torch.stack([loss.detach().float(), stop]))
         lval, gval, stop_any = torch.stack([lmean, gnorm.detach().float(), stop_any]).tolist()
-        if stop_any > 0:
-            self._stop.set()
+        self._stop_agreed = stop_any > 0
         return lval, gval
+
+    def _stop_now(self) -> bool:
+        """Whether to stop at this step boundary: :meth:`stop` was called; across processes, a stop asked on
+        any rank and agreed on in the last step's all-reduce (never one rank alone: the others would wait
+        for it in the next all-reduce)."""
+        return self._stop_agreed if self.replicas.distributed else self._stop.is_set()
 
     def _record(self, rec: dict[str, Any]) -> None:
         """Append ``rec`` to the metrics history and to the TensorBoard log when there is one."""

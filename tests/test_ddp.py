@@ -50,13 +50,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(args: list[str], cwd: Path, nproc: int = 2) -> subprocess.CompletedProcess:
-    """``torchrun --nproc_per_node nproc -m geomlab train ARGS`` on the CPU; the whole process group is
-    killed after :data:`LAUNCH_TIMEOUT` seconds, so a hang cannot stall the suite."""
+def torchrun(args: list[str], cwd: Path, nproc: int = 2, target: tuple[str, ...] = ("-m", "geomlab", "train")
+             ) -> subprocess.CompletedProcess:
+    """``torchrun --nproc_per_node nproc -m geomlab train ARGS`` (or another ``target``) on the CPU; the whole
+    process group is killed after :data:`LAUNCH_TIMEOUT` seconds, so a hang cannot stall the suite."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "geomlab", "train", *args]
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), *target, *args]
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -126,3 +127,47 @@ def test_two_processes_match_one_with_the_same_global_batch(tmp_path, tiny_text,
     assert ddp.card["test_bpc"] == pytest.approx(single.card["test_bpc"], rel=RTOL)
     assert len(list(logs.glob("events.out.tfevents.*"))) == 2  # rank 0 only, once per launch
     assert not list(two.glob("*-2.json"))  # no rank but 0 wrote a checkpoint
+
+
+STOP_SCRIPT = """
+import json, sys
+from geomlab import distributed
+from geomlab.data import LMTask, corpus_from_text
+from geomlab.models import build_model
+from geomlab.rng import seeded
+from geomlab.train import Trainer
+
+replicas = distributed.init_from_env()
+task = LMTask(corpus_from_text(open(sys.argv[1], encoding="utf-8").read()))
+with seeded(0):
+    model = build_model({"kind": "lstm", "vocab_size": task.vocab_size, "hidden": 12})
+
+def stop_on_rank_1(p):
+    if p.event == "step" and p.step == 2 and replicas.rank == 1:
+        trainer.stop()
+
+trainer = Trainer(model, task, dict(steps=6, batch_size=4, seq_len=16, eval_every=0, log_every=1, device="cpu",
+                                    eval_tokens=200), out=sys.argv[2], callback=stop_on_rank_1)
+res = trainer.run()
+with open(f"{sys.argv[2]}-rank{replicas.rank}.result", "w") as f:
+    json.dump({"status": res.status, "step": res.step, "checkpoint": res.checkpoint is not None}, f)
+distributed.shutdown()
+"""
+
+
+def test_a_stop_on_one_rank_stops_every_rank_at_the_same_step(tmp_path, tiny_text):
+    """Rank 1 alone asks to stop after step 2; both ranks stop after step 3 (the request travels in step 3's
+    all-reduce), neither waits forever, and only rank 0 saves."""
+    import json
+
+    text_file = tmp_path / "small.txt"
+    text_file.write_text(tiny_text * 3, encoding="utf-8")
+    script = tmp_path / "stop_one_rank.py"
+    script.write_text(STOP_SCRIPT, encoding="utf-8")
+    done = torchrun([str(text_file), str(tmp_path / "run")], tmp_path, target=(str(script),))
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads((tmp_path / f"run-rank{r}.result").read_text()) for r in (0, 1)]
+    assert [r["status"] for r in results] == ["stopped", "stopped"]
+    assert [r["step"] for r in results] == [3, 3]
+    assert [r["checkpoint"] for r in results] == [True, False]
+    assert ckpt.load(tmp_path / "run").card["steps"] == 3
