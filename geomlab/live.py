@@ -247,6 +247,16 @@ def build_model_for(spec: RunSpec, vocab_size: int):
     return model, note
 
 
+def tensorboard_dir(spec: RunSpec) -> Path:
+    """A new folder for a live run's TensorBoard logs: ``<runs>/tensorboard/<UTC start time>-<kind>-<4 hex>``
+    (design choice: ``tensorboard --logdir <runs>/tensorboard`` lists the app's runs by start time and kind;
+    the catalog ignores the folder, which holds no checkpoints)."""
+    from geomlab import catalog
+
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return catalog.runs_dir() / "tensorboard" / f"{stamp}-{catalog.safe_name(spec.kind)}-{uuid.uuid4().hex[:4]}"
+
+
 def available_devices() -> list[str]:
     """Devices this machine can train on, ``"cpu"`` always last."""
     out = []

@@ -65,7 +65,8 @@ class CheckpointWriteError(OSError):
 class TrainConfig:
     """Training hyper-parameters (all JSON-serialisable; stored in every checkpoint).
 
-    steps: optimizer steps in total. batch_size: windows per batch. seq_len: window (context) length in
+    steps: optimizer steps in total. batch_size: windows per batch (across several processes the global
+    batch, split evenly; :mod:`geomlab.distributed`). seq_len: window (context) length in
     tokens, also the evaluation window. lr: peak learning rate. weight_decay: AdamW decay (see module
     docstring). betas: AdamW betas. warmup: warm-up length as a fraction of ``steps`` (< 1) or a step
     count (>= 1). min_lr_ratio: final lr / peak lr of the cosine. grad_clip: max global gradient norm (0 =

@@ -159,3 +159,31 @@ def test_live_run_logs_its_history(tmp_path, monkeypatch):
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(live.LiveError, match="cannot write TensorBoard logs"):
         live.LiveRun(spec, log_dir=tmp_path / "notes.txt")
+
+
+def test_train_page_checkbox_writes_the_live_runs_log(tmp_path, monkeypatch):
+    """The Train page's "TensorBoard logs" box: the started run logs under <runs>/tensorboard/<start>-<kind>-..."""
+    from conftest import run_page
+
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(runs))
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(tmp_path / "none"))
+    at = run_page("train")
+    at.selectbox(key="w_train_kind").set_value("lstm")
+    at.number_input(key="w_train_steps").set_value(4)
+    at.number_input(key="w_train_batch").set_value(2)
+    at.number_input(key="w_train_seq").set_value(8)
+    at.checkbox(key="w_train_tensorboard").check()
+    at.run()
+    at.button(key="w_train_start").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    run = live.REGISTRY.get(at.session_state["gl_live_run"])
+    try:
+        snap = live.wait_for(run, lambda s: not s.active, timeout=120)
+    finally:
+        run.stop(wait=120, by=at.session_state["_gl_owner"])
+    assert snap.state == "finished", snap.message
+    (folder,) = (runs / "tensorboard").iterdir()
+    assert folder.name.endswith(f"-lstm-{folder.name[-4:]}") and run.log_dir == folder
+    assert read_scalars(folder) == history_scalars(ckpt.load(snap.checkpoint).metrics)
+    live.REGISTRY.forget(run.run_id, by=at.session_state["_gl_owner"])
