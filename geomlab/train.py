@@ -335,11 +335,11 @@ class Trainer:
         self.callbacks: list[Callable[[Progress], None]] = [callback] if callback else []
         self.progress_bar = progress_bar and self.replicas.is_main
         self.device = self.replicas.place(resolve_device(self.config.device))
-        self.log_dir = Path(log_dir) if log_dir is not None and self.replicas.is_main else None
-        if self.log_dir is not None:
+        if log_dir is not None:  # checked on every rank, so a bad folder stops them all alike
             from geomlab.runlog import check_log_dir
 
-            check_log_dir(self.log_dir)
+            check_log_dir(log_dir)
+        self.log_dir = Path(log_dir) if log_dir is not None and self.replicas.is_main else None  # rank 0 writes
         self.step = 0
         self.elapsed_s = 0.0
         self.history: list[dict[str, Any]] = []

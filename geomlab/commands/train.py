@@ -176,9 +176,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         if replicas.is_main:
             return _train(args, replicas)
-        # only rank 0 prints; an error that escapes still reaches this rank's stderr through the CLI
+        # only rank 0 prints; an error other than bad input still reaches this rank's stderr through the CLI
         with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
-            return _train(args, replicas)
+            try:
+                return _train(args, replicas)
+            except ValueError:  # bad input: every rank has the same, and rank 0 reports it
+                return 2
     finally:
         distributed.shutdown()
 
