@@ -104,10 +104,11 @@ class Replicas:
         return out / self.world_size
 
 
-def init_from_env() -> Replicas:
+def init_from_env(device: str | None = None) -> Replicas:
     """Join the process group that ``torchrun`` describes in the environment (``WORLD_SIZE`` > 1), once;
-    a single process otherwise. The backend is ``cpu:gloo,cuda:nccl`` when CUDA is present (NCCL for
-    CUDA tensors, gloo for CPU ones), else ``gloo``; with CUDA each rank uses device ``LOCAL_RANK``.
+    a single process otherwise. ``device``: the requested training device (``--device``), ``None`` = auto.
+    The backend is ``cpu:gloo,cuda:nccl`` when CUDA is present and the device is not ``cpu`` (NCCL for CUDA
+    tensors, gloo for CPU ones; each rank then uses GPU ``LOCAL_RANK``), else ``gloo``.
     Raises ``ValueError`` (one line) for a malformed environment or more ranks than CUDA devices."""
     dist = torch.distributed
     try:
@@ -121,10 +122,10 @@ def init_from_env() -> Replicas:
     if not dist.is_available():
         raise ValueError("this torch build has no torch.distributed: train in one process")
     backend = "gloo"
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and not str(device or "auto").startswith("cpu"):
         if local >= torch.cuda.device_count():
             raise ValueError(f"LOCAL_RANK {local} but only {torch.cuda.device_count()} CUDA device(s): start at "
-                             "most one process per GPU")
+                             "most one process per GPU (or train on the CPU with --device cpu)")
         torch.cuda.set_device(local)
         backend = "cpu:gloo,cuda:nccl"
     dist.init_process_group(backend=backend)

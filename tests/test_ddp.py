@@ -100,6 +100,24 @@ def test_shards_partition_the_global_batch():
     Replicas(1, 3).check_batch(6)
 
 
+def test_environment_and_devices(monkeypatch):
+    import torch
+
+    from geomlab import distributed
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert distributed.init_from_env() == Replicas()  # no torchrun: one process, no process group
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(ValueError, match="WORLD_SIZE and LOCAL_RANK must be integers"):
+        distributed.init_from_env()
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert Replicas(1, 2).place(torch.device("cuda")) == torch.device("cuda", 1)  # GPU LOCAL_RANK
+    assert Replicas(1, 2).place(torch.device("cpu")) == torch.device("cpu")
+    assert Replicas().place(torch.device("cuda")) == torch.device("cuda")
+    with pytest.raises(ValueError, match="not on MPS"):
+        Replicas(0, 2).place(torch.device("mps"))
+
+
 def test_two_processes_match_one_with_the_same_global_batch(tmp_path, tiny_text, capsys):
     text_file = tmp_path / "small.txt"
     text_file.write_text(tiny_text * 3, encoding="utf-8")

@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list_models:
         return _train(args, distributed.Replicas())
-    replicas = distributed.init_from_env()
+    replicas = distributed.init_from_env(args.device)
     try:
         if replicas.is_main:
             return _train(args, replicas)
