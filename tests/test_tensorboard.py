@@ -7,6 +7,7 @@ TensorBoard scalar)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -129,6 +130,26 @@ def test_bad_log_dir_is_one_line_before_training(text_file, tmp_path, capsys):
         assert "\n" not in err and "nothing was trained" in err
         assert not (out / "tb.json").exists()  # nothing trained or written
     assert a_file.read_text() == "keep me"
+
+
+def test_read_only_log_dir_is_one_line_before_training(text_file, tmp_path, capsys, monkeypatch):
+    """What a read-only file system answers (the suite runs as root, where chmod does not stop writes)."""
+    import errno
+    import tempfile
+
+    logs, real = tmp_path / "ro", tempfile.mkstemp
+
+    def read_only(*a, dir=None, **kw):
+        if dir is not None and Path(dir) == logs:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(logs))
+        return real(*a, dir=dir, **kw)
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    assert _train(text_file, tmp_path / "runs", "--log-dir", str(logs)) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: cannot write TensorBoard logs to {logs}: Read-only file system (choose another log " \
+                  "folder; nothing was trained)\n"
+    assert not (tmp_path / "runs" / "tb.json").exists()
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes into read-only folders")
