@@ -86,7 +86,8 @@ def start() -> None:
     try:
         spec = spec_from_widgets()
         token = owner_token()
-        run = live.REGISTRY.create(spec, owner=token)  # only this session may stop, resume or save it
+        log_dir = live.tensorboard_dir(spec) if st.session_state.get(P + "tensorboard") else None
+        run = live.REGISTRY.create(spec, owner=token, log_dir=log_dir)  # only this session may stop/resume/save it
         run.start(by=token)
     except ValueError as exc:
         st.session_state[K_MSG] = ("error", md_escape(exc))
@@ -155,6 +156,11 @@ def form(active: bool) -> None:
                        persist_state="session")
         d.number_input("Seed", 0, 2**31 - 1, 0, key=P + "seed", persist_state="session",
                        help="The same seed and settings give the same run.")
+        st.checkbox("TensorBoard logs", key=P + "tensorboard", persist_state="session",
+                    help="Also write the run's loss, learning rate, gradient norm, tokens/s and validation "
+                         "metrics as TensorBoard event files in `tensorboard/` of the server's runs folder "
+                         "(`runs/` unless GEOMLAB_RUNS_DIR says otherwise); view them with "
+                         "`tensorboard --logdir runs/tensorboard`.")
     st.button("Start training", type="primary", icon=":material/play_arrow:", on_click=start, disabled=active,
               key=P + "start", help="Stop the current run first." if active else "Train in the background.")
 

@@ -247,6 +247,16 @@ def build_model_for(spec: RunSpec, vocab_size: int):
     return model, note
 
 
+def tensorboard_dir(spec: RunSpec) -> Path:
+    """A new folder for a live run's TensorBoard logs: ``<runs>/tensorboard/<UTC start time>-<kind>-<4 hex>``
+    (design choice: ``tensorboard --logdir <runs>/tensorboard`` lists the app's runs by start time and kind;
+    the catalog ignores the folder, which holds no checkpoints)."""
+    from geomlab import catalog
+
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return catalog.runs_dir() / "tensorboard" / f"{stamp}-{catalog.safe_name(spec.kind)}-{uuid.uuid4().hex[:4]}"
+
+
 def available_devices() -> list[str]:
     """Devices this machine can train on, ``"cpu"`` always last."""
     out = []
@@ -470,15 +480,25 @@ class LiveRun:
         spec: a :class:`RunSpec`.
         work_dir: folder for the working checkpoint (default ``<runs>/.live/<run_id>``).
         task, model: optional ready-made task/model (tests, notebooks); default built from ``spec``.
+        log_dir: a folder for TensorBoard event files of the run's metrics history (:mod:`geomlab.runlog`;
+            a resumed run appends to it), or ``None``. :class:`LiveError` when it cannot be written.
 
     Thread safety: every public method may be called from any thread; the worker only touches the
     trainer, and shares state through ``self._lock``.
     """
 
     def __init__(self, spec: RunSpec, work_dir: str | Path | None = None, *, task=None, model=None,
-                 run_id: str | None = None, owner: str | None = None):
+                 run_id: str | None = None, owner: str | None = None, log_dir: str | Path | None = None):
         spec.validate()
         check_device(spec.device)
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        if self.log_dir is not None:  # refused here, before anything trains
+            from geomlab.runlog import check_log_dir
+
+            try:
+                check_log_dir(self.log_dir)
+            except ValueError as exc:
+                raise LiveError(str(exc)) from None
         self.spec = spec
         self.run_id = run_id or uuid.uuid4().hex[:10]
         self.created_at = time.time()  # wall clock (s since the epoch), for the "recent runs" picker
@@ -812,13 +832,13 @@ class LiveRun:
             if self._lr_factor != 1.0:
                 overrides["lr"] = float(self.spec.lr) * self._lr_factor
             trainer = Trainer.from_checkpoint(self._checkpoint, self.task, out=out, overrides=overrides,
-                                              callback=self._on_progress)
+                                              callback=self._on_progress, log_dir=self.log_dir)
             self.model = trainer.model
             self._message = ("resumed" + (f" with learning rate × {self._lr_factor:g} after the NaN"
                                           if self._lr_factor != 1.0 else ""))
         else:
             trainer = Trainer(self.model, self.task, self._train_config(), out=out, card=card,
-                              callback=self._on_progress)
+                              callback=self._on_progress, log_dir=self.log_dir)
             self._message = ""
         self._trainer = trainer
         self._state = "running"

@@ -33,6 +33,7 @@ import torch
 import geomlab
 from geomlab import checkpoint as ckpt
 from geomlab.data.tasks import LN2, Task, sequence_nll
+from geomlab.distributed import Replicas
 from geomlab.rng import RunRNG, draws_in_training
 
 
@@ -64,7 +65,8 @@ class CheckpointWriteError(OSError):
 class TrainConfig:
     """Training hyper-parameters (all JSON-serialisable; stored in every checkpoint).
 
-    steps: optimizer steps in total. batch_size: windows per batch. seq_len: window (context) length in
+    steps: optimizer steps in total. batch_size: windows per batch (across several processes the global
+    batch, split evenly; :mod:`geomlab.distributed`). seq_len: window (context) length in
     tokens, also the evaluation window. lr: peak learning rate. weight_decay: AdamW decay (see module
     docstring). betas: AdamW betas. warmup: warm-up length as a fraction of ``steps`` (< 1) or a step
     count (>= 1). min_lr_ratio: final lr / peak lr of the cosine. grad_clip: max global gradient norm (0 =
@@ -305,6 +307,14 @@ class Trainer:
         card: extra card fields saved with every checkpoint.
         callback: ``f(Progress)`` called from the training thread; it may call :meth:`stop`.
         progress_bar: show a ``tqdm`` bar (command line).
+        log_dir: a folder for TensorBoard event files of the metrics history (:mod:`geomlab.runlog`), or
+            ``None``. Checked here: :class:`geomlab.runlog.LogDirError` (a ``ValueError``) for a file, an
+            unwritable folder or a missing ``tensorboard`` package.
+
+    Across several processes (``torchrun``, :mod:`geomlab.distributed`) the trainer uses the default process
+    group: ``config.batch_size`` is the global batch, split evenly across the ranks (``ValueError`` when it
+    cannot be), the model trains wrapped in ``DistributedDataParallel``, and only rank 0 writes checkpoints,
+    logs and the progress bar.
 
     ``run()`` returns a :class:`TrainResult`; with ``raise_errors=True`` (default) a failed run raises its
     :class:`TrainingError` after the ``"failed"`` callback. After a stop, ``run()`` again continues in the same
@@ -313,21 +323,32 @@ class Trainer:
 
     def __init__(self, model, task: Task, config: TrainConfig | dict | None = None, *,
                  out: str | Path | None = None, card: dict[str, Any] | None = None,
-                 callback: Callable[[Progress], None] | None = None, progress_bar: bool = False):
+                 callback: Callable[[Progress], None] | None = None, progress_bar: bool = False,
+                 log_dir: str | Path | None = None):
         self.config = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config or {})
+        self.replicas = Replicas.current()
+        self.replicas.check_batch(self.config.batch_size)
         self.model = model
         self.task = task
         self.out = Path(out) if out is not None else None
         self.card = dict(card or {})
         self.callbacks: list[Callable[[Progress], None]] = [callback] if callback else []
-        self.progress_bar = progress_bar
-        self.device = resolve_device(self.config.device)
+        self.progress_bar = progress_bar and self.replicas.is_main
+        self.device = self.replicas.place(resolve_device(self.config.device))
+        if log_dir is not None:  # checked on every rank, so a bad folder stops them all alike
+            from geomlab.runlog import check_log_dir
+
+            check_log_dir(log_dir)
+        self.log_dir = Path(log_dir) if log_dir is not None and self.replicas.is_main else None  # rank 0 writes
         self.step = 0
         self.elapsed_s = 0.0
         self.history: list[dict[str, Any]] = []
         self.last_valid: dict[str, float] = {}
         self.last_checkpoint: Path | None = None
         self._stop = threading.Event()
+        self._stop_agreed = False  # across processes: a stop asked on some rank, agreed on by all
+        self._log = None  # the open TensorBoard writer while run() runs (geomlab.runlog.ScalarLog)
+        self._net: torch.nn.Module = model  # what the training step calls: the model, or its DDP wrapper
         if hasattr(task, "check_context"):  # refuse a context the data cannot fill, before any step
             task.check_context(self.config.seq_len)
         self.model.to(self.device)
@@ -392,6 +413,17 @@ class Trainer:
 
     def run(self, raise_errors: bool = True) -> TrainResult:
         """Train until ``config.steps``, :meth:`stop` or a numerical failure (see class docstring)."""
+        self._net = self.replicas.wrap(self.model, self.device)
+        self._stop_agreed = False
+        self._log = self._open_log()
+        try:
+            return self._run(raise_errors)
+        finally:
+            if self._log is not None:
+                self._log.close()
+            self._log, self._net = None, self.model
+
+    def _run(self, raise_errors: bool) -> TrainResult:
         cfg = self.config
         disable_tf32()
         bar = None
@@ -402,14 +434,14 @@ class Trainer:
         status, error = "done", None
         t_run = time.perf_counter()
         elapsed0 = self.elapsed_s
-        interval_loss, interval_n, t_interval, tokens_interval = 0.0, 0, time.perf_counter(), 0
+        interval_loss, interval_gnorm, interval_n, t_interval, tokens_interval = 0.0, 0.0, 0, time.perf_counter(), 0
         step_time_ema: float | None = None
         self._emit(Progress("start", self.step, cfg.steps, lr=cfg.lr_at(max(1, self.step + 1)),
                             elapsed_s=self.elapsed_s))
         params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
         try:
             while self.step < cfg.steps:
-                if self._stop.is_set():
+                if self._stop_now():
                     status = "stopped"
                     break
                 t0 = time.perf_counter()
@@ -418,17 +450,16 @@ class Trainer:
                 for g in self.optimizer.param_groups:
                     g["lr"] = lr
                 x, y = self.task.sample_batch(cfg.batch_size, cfg.seq_len_at(step), self.generator)
+                x, y = self.replicas.shard(x, y)  # this rank's rows of the global batch
                 x, y = x.to(self.device), y.to(self.device)
                 self.model.train()
                 self.optimizer.zero_grad(set_to_none=True)
                 with self.rng.scope() if self._draws else contextlib.nullcontext():  # dropout: the run's generators
-                    loss = self.task.loss(self.model(x), y)
+                    loss = self.task.loss(self._net(x), y)
                     loss.backward()
                 with_grad = [p for _, p in params if p.grad is not None]
                 gnorm = torch.nn.utils.get_total_norm([p.grad for p in with_grad])
-                # the step's one host read (issue 17: on an accelerator every read is a synchronisation): the loss
-                # and the gradient norm together; a non-finite loss is reported before its gradients
-                lval, gval = torch.stack([loss.detach().float(), gnorm.detach().float()]).tolist()
+                lval, gval = self._step_values(loss, gnorm)
                 if not math.isfinite(lval):
                     raise TrainingError(f"step {step}: the training loss is {lval} (non-finite); "
                                         "stopped, the last good checkpoint is kept", step, "loss")
@@ -446,8 +477,9 @@ class Trainer:
                 self.optimizer.step()
                 self.step = step
                 interval_loss += lval
+                interval_gnorm += gval
                 interval_n += 1
-                tokens_interval += self.task.tokens_per_batch(x.shape[0], x.shape[1])
+                tokens_interval += self.task.tokens_per_batch(x.shape[0] * self.replicas.world_size, x.shape[1])
                 dt = time.perf_counter() - t0
                 step_time_ema = dt if step_time_ema is None else 0.9 * step_time_ema + 0.1 * dt
                 self.elapsed_s = elapsed0 + (time.perf_counter() - t_run)
@@ -460,8 +492,8 @@ class Trainer:
                     tps = tokens_interval / max(1e-9, now - t_interval)
                     eta = (cfg.steps - step) * (step_time_ema or 0.0)
                     rec = {"step": step, "loss": mean_loss, "lr": lr, "tokens_per_s": tps,
-                           "elapsed_s": self.elapsed_s}
-                    self.history.append(rec)
+                           "grad_norm": interval_gnorm / max(1, interval_n), "elapsed_s": self.elapsed_s}
+                    self._record(rec)
                     self._emit(Progress("step", step, cfg.steps, loss=mean_loss, train_bpc=self._bpc(mean_loss),
                                         valid_bpc=self.last_valid.get("bpc"), valid=dict(self.last_valid),
                                         tokens_per_s=tps, eta_s=eta, lr=lr, elapsed_s=self.elapsed_s))
@@ -470,15 +502,15 @@ class Trainer:
                         if "bpc" in self.last_valid:
                             post["valid_bpc"] = f"{self.last_valid['bpc']:.3f}"
                         bar.set_postfix(post)
-                    interval_loss, interval_n, tokens_interval = 0.0, 0, 0
+                    interval_loss, interval_gnorm, interval_n, tokens_interval = 0.0, 0.0, 0, 0
                     t_interval = time.perf_counter()
                 if (cfg.eval_every and step % cfg.eval_every == 0) and not is_last:
                     self._check_weights(step)
                     self.last_valid = self.task.evaluate(
                         self.model, "valid", seq_len=cfg.seq_len, device=self.device,
                         max_tokens=cfg.eval_tokens, stride=cfg.eval_stride)
-                    self.history.append({"step": step, **{f"valid_{k}": v for k, v in self.last_valid.items()}})
-                    path = self.save_checkpoint()
+                    self._record({"step": step, **{f"valid_{k}": v for k, v in self.last_valid.items()}})
+                    path = self._save()
                     self._emit(Progress("eval", step, cfg.steps, loss=lval, train_bpc=self._bpc(lval),
                                         valid_bpc=self.last_valid.get("bpc"), valid=dict(self.last_valid),
                                         lr=lr, elapsed_s=self.elapsed_s, checkpoint=str(path) if path else None))
@@ -513,8 +545,8 @@ class Trainer:
                 metrics.update({f"{split}_{k}": v for k, v in m.items()})
                 if split == "valid":
                     self.last_valid = m
-            self.history.append({"step": self.step, "final": True, **metrics})
-        path = self.save_checkpoint(final_metrics=metrics)
+            self._record({"step": self.step, "final": True, **metrics})
+        path = self._save(final_metrics=metrics)
         self._stop.clear()  # calling run() again continues a stopped run
         msg = (f"finished {self.step} steps" if status == "done" else f"stopped at step {self.step}")
         self._emit(Progress(status, self.step, cfg.steps, valid_bpc=self.last_valid.get("bpc"),
@@ -531,6 +563,47 @@ class Trainer:
     def _emit(self, progress: Progress) -> None:
         for fn in self.callbacks:
             fn(progress)
+
+    def _step_values(self, loss: torch.Tensor, gnorm: torch.Tensor) -> tuple[float, float]:
+        """The step's one host read (issue 17: on an accelerator every read is a synchronisation): the loss
+        (the mean over the ranks) and the gradient norm (the same on every rank after DDP's all-reduce)
+        together. Across processes a stop asked on any rank travels in the same all-reduce and stops every
+        rank after this step (:mod:`geomlab.distributed`)."""
+        if not self.replicas.distributed:
+            lval, gval = torch.stack([loss.detach().float(), gnorm.detach().float()]).tolist()
+            return lval, gval
+        stop = torch.tensor(float(self._stop.is_set()), device=loss.device)
+        lmean, stop_any = self.replicas.mean(torch.stack([loss.detach().float(), stop]))
+        lval, gval, stop_any = torch.stack([lmean, gnorm.detach().float(), stop_any]).tolist()
+        self._stop_agreed = stop_any > 0
+        return lval, gval
+
+    def _stop_now(self) -> bool:
+        """Whether to stop at this step boundary: :meth:`stop` was called; across processes, a stop asked on
+        any rank and agreed on in the last step's all-reduce (never one rank alone: the others would wait
+        for it in the next all-reduce)."""
+        return self._stop_agreed if self.replicas.distributed else self._stop.is_set()
+
+    def _record(self, rec: dict[str, Any]) -> None:
+        """Append ``rec`` to the metrics history and to the TensorBoard log when there is one."""
+        self.history.append(rec)
+        if self._log is not None:
+            self._log.write(rec)
+
+    def _open_log(self):
+        """A :class:`geomlab.runlog.ScalarLog` on ``log_dir`` (rank 0 only), or ``None``. A resumed run
+        purges events after its step that an earlier writer left (a run that went on past the checkpoint)."""
+        if self.log_dir is None:
+            return None
+        from geomlab.runlog import ScalarLog
+
+        return ScalarLog(self.log_dir, purge_step=self.step + 1 if self.step else None)
+
+    def _save(self, final_metrics: dict[str, float] | None = None) -> Path | None:
+        """:meth:`save_checkpoint` on rank 0; other ranks write nothing (``None``)."""
+        if not self.replicas.is_main:
+            return None
+        return self.save_checkpoint(final_metrics=final_metrics)
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         cfg = self.config
@@ -589,6 +662,7 @@ class Trainer:
             "steps": self.step,
             "total_steps": cfg.steps, "seed": cfg.seed, "batch_size": cfg.batch_size, "seq_len": cfg.seq_len,
             "train_time_s": round(self.elapsed_s, 3), "device": self.device.type,
+            "world_size": self.replicas.world_size,
             "tokens_seen": cfg.tokens_through(self.step),
             "geomlab_version": geomlab.__version__,
         })

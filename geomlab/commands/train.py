@@ -1,9 +1,15 @@
-"""``python -m geomlab train``: train any registered model kind on a corpus, a text file or a synthetic task."""
+"""``python -m geomlab train``: train any registered model kind on a corpus, a text file or a synthetic task.
+
+Several processes: ``torchrun --nproc_per_node N -m geomlab train ...`` trains one model with
+DistributedDataParallel (:mod:`geomlab.distributed`); ``--batch-size`` is then the global batch, split evenly
+across the N processes, and only rank 0 writes checkpoints and logs and prints."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -76,7 +82,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="runs", help="output folder (default runs/)")
     p.add_argument("--name", help="checkpoint file name inside --out (default KIND[-GROUP]-DATA-PARAMS, with -2, -3, "
                    "... when taken; an existing --name is refused unless you --resume it)")
-    p.add_argument("--batch-size", type=int, default=None, help="random windows per batch (default 32)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="random windows per batch (default 32); under torchrun the global batch, split evenly "
+                   "across the processes (a multiple of --nproc_per_node)")
     p.add_argument("--seq-len", type=int, default=None, help="window length in tokens; also the evaluation "
                    "window (default 128)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate of AdamW (default 3e-3)")
@@ -100,6 +108,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", nargs="?", const="", metavar="CHECKPOINT", default=None,
                    help="resume a stopped run: from CHECKPOINT, or from OUT/NAME when given without a value")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--log-every", type=int, default=None,
+                   help="record the training loss, lr, gradient norm and tokens/s every N steps (default 10)")
+    p.add_argument("--log-dir", metavar="DIR", default=None,
+                   help="also write TensorBoard event files of the metrics history to DIR (train/loss, train/lr, "
+                   "train/grad_norm, train/tokens_per_s, valid/..., test/...; view with tensorboard --logdir DIR)")
 
 
 def _default_name(kind: str, data: str, params: int, group: str | None = None) -> str:
@@ -153,6 +166,27 @@ def check_out_dir(folder: Path, model=None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Train (see :func:`add_arguments`). Under ``torchrun`` every rank joins the process group
+    (:func:`geomlab.distributed.init_from_env`, left when training ends) and only rank 0 prints."""
+    from geomlab import distributed
+
+    if args.list_models:
+        return _train(args, distributed.Replicas())
+    replicas = distributed.init_from_env(args.device)
+    try:
+        if replicas.is_main:
+            return _train(args, replicas)
+        # only rank 0 prints; an error other than bad input still reaches this rank's stderr through the CLI
+        with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
+            try:
+                return _train(args, replicas)
+            except ValueError:  # bad input: every rank has the same, and rank 0 reports it
+                return 2
+    finally:
+        distributed.shutdown()
+
+
+def _train(args: argparse.Namespace, replicas) -> int:
     import torch
 
     from geomlab import checkpoint as ckpt
@@ -170,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
         "steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len, "lr": args.lr,
         "weight_decay": args.weight_decay, "warmup": args.warmup, "grad_clip": args.grad_clip, "seed": args.seed,
         "device": args.device, "eval_every": args.eval_every, "eval_stride": args.eval_stride,
+        "log_every": args.log_every,
         "eval_tokens": (args.eval_tokens or None) if args.eval_tokens is not None else None,
     }
     if args.length_curriculum is not None:
@@ -189,7 +224,8 @@ def run(args: argparse.Namespace) -> int:
         check_out_dir(c.path.parent, c.model)
         data = args.data if args.data else (c.card.get("task") or {})
         task = make_task(data, vocab=c.vocab)
-        trainer = Trainer.from_checkpoint(path, task, overrides=overrides, progress_bar=not args.quiet)
+        trainer = Trainer.from_checkpoint(path, task, overrides=overrides, progress_bar=not args.quiet,
+                                          log_dir=args.log_dir)
         print(f"resuming {trainer.out} at step {trainer.step} of {trainer.config.steps}")
     else:
         if not args.model:
@@ -223,9 +259,10 @@ def run(args: argparse.Namespace) -> int:
             name = _free_name(Path(args.out), _default_name(args.model, args.data, n_eff, args.group))
         check_out_dir(Path(args.out), model)
         trainer = Trainer(model, task, TrainConfig.from_dict(overrides), out=Path(args.out) / name,
-                          progress_bar=not args.quiet)
+                          progress_bar=not args.quiet, log_dir=args.log_dir)
         print(f"{args.model}: {n_eff:,} parameters (effective), {count_params(model, 'stored'):,} stored; "
-              f"{task.name}, vocab {task.vocab_size}; device {trainer.device.type}")
+              f"{task.name}, vocab {task.vocab_size}; device {trainer.device.type}"
+              + (f" x {replicas.world_size} processes" if replicas.distributed else ""))
     import signal
     import threading
 
