@@ -510,10 +510,7 @@ def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]
     is_folder = bool({ckpt_files.META, ckpt_files.CONFIG} & set(base.values())) and \
         all(base[f] == ckpt_files.WEIGHTS for f in weights)
     if not is_folder:
-        flat = {base[f]: b for f, b in files.items()}
-        if len(flat) < len(files):
-            raise CatalogError("two uploaded files have the same name; upload exactly one pair")
-        name, pair = _flat_parts(flat)
+        name, pair = _flat_parts(files)
         return name, False, pair
     other = sorted(b for b in base.values() if b not in FOLDER_FILES)
     if other:
@@ -534,11 +531,10 @@ def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]
         meta = json.loads(parts[ckpt_files.META].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CatalogError(f"{ckpt_files.META} is not valid JSON ({exc})") from None
-    card = meta.get("card") if isinstance(meta, dict) else None
     if not isinstance(meta, dict) or "tensors" not in meta:
         raise CatalogError(f"{ckpt_files.META} is not a geomlab checkpoint description (no 'tensors')")
-    named = (folders.pop() if len(folders) == 1 else None) or \
-        (Path(zip_name).stem if zip_name else None) or (card.get("name") if isinstance(card, dict) else None)
+    named = (folders.pop() if len(folders) == 1 else None) or (Path(zip_name).stem if zip_name else None) or \
+        meta.get("name")
     return safe_name(str(named or "checkpoint")), True, parts
 
 
@@ -610,8 +606,9 @@ def validate_upload(files: dict[str, bytes]) -> tuple[str, Any]:
     (or of a flat pair), or a flat pair (exactly one ``.safetensors`` and one ``.json``). The files are
     written to a temporary folder and loaded with :func:`geomlab.checkpoint.load`, which checks the JSON
     against the tensors, ``config.json`` against ``geomlab.json``, the model kind, the format version and
-    that every weight is finite. The name is the folder's (the zip's, the uploaded folder's, else the card's
-    ``name``) or the pair's JSON's. Returns ``(name, checkpoint)``.
+    that every weight is finite. The name is the folder's (the one inside the zip or sent by a folder picker,
+    else the zip's, else the name ``geomlab.json`` recorded at the save) or the pair's JSON's. Returns
+    ``(name, checkpoint)``.
 
     Raises :class:`CatalogError` (a ``ValueError``) with a one-line message for a wrong number or type of
     files, an empty or oversized file, a JSON that does not parse, or anything the loader rejects.

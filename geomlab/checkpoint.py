@@ -248,6 +248,7 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
         meta.pop("model_config")
         meta["format_version"] = FORMAT_VERSION
         meta["files"] = {CONFIG_FILE: {"sha256": hashlib.sha256(config_text.encode("utf-8")).hexdigest()}}
+        meta["name"] = folder.name  # the name an upload of the bare files takes (geomlab.catalog)
         files[json_path] = json.dumps(_jsonable(meta), indent=1, allow_nan=False)
         files[json_path.with_name(CONFIG_FILE)] = config_text
         files[json_path.with_name(CARD_FILE)] = model_card(folder.name, {**meta, "model_config": config})
