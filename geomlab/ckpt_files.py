@@ -173,7 +173,7 @@ def folder_meta(folder: Path, weights_id: str | None, read_json: Callable[[Path]
                 follow: bool = True) -> dict:
     """The checkpoint description of folder ``folder`` for weights whose save id is ``weights_id``:
     ``geomlab.json`` (chosen by :func:`pair_meta`) with ``model_config`` read from ``config.json``
-    (:func:`companion_bytes`). :class:`PairError` when ``config.json`` is missing, is not a JSON object, or
+    (:func:`companion_bytes`); with ``repair``, an interrupted save's ``README.md`` is put in place too. :class:`PairError` when ``config.json`` is missing, is not a JSON object, or
     is not the one ``geomlab.json`` records (its sha256: a file from another save, or edited by hand);
     ``read_json``'s error for an unreadable ``geomlab.json``."""
     import hashlib
@@ -197,6 +197,11 @@ def folder_meta(folder: Path, weights_id: str | None, read_json: Callable[[Path]
         raise PairError(f"{where} is not valid JSON (truncated or corrupt?): {exc}") from None
     if not isinstance(config, dict):
         raise PairError(f"{where} must hold a JSON object (the model config)")
+    if repair and weights_id is not None:  # the model card is never read here, only put in place
+        try:
+            os.replace(journal(folder / CARD, weights_id), folder / CARD)
+        except OSError:
+            pass  # no journal (the usual case), or a read-only folder
     return {**meta, "model_config": config}
 
 
