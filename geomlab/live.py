@@ -39,7 +39,7 @@ Life cycle (``LiveRun.state``)::
   by family) and a short history of one quantity per probe (:func:`probe_curve`) are cached per weight
   copy, so several viewers share one trace.
 
-The working checkpoint of a run lives in ``<runs>/.live/<run id>/run.*`` (a dot folder the catalog skips).
+The working checkpoint of a run lives in ``<runs>/.live/<run id>/run/`` (a dot folder the catalog skips).
 Nothing here imports streamlit.
 """
 

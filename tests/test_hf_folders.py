@@ -152,7 +152,7 @@ def _truncate(name: str):
     (_weights_from_other_save, "two different saves"),
     (lambda f, t: [p.unlink() for p in f.iterdir()], "is a folder but not a checkpoint"),
 ])
-def test_a_broken_folder_is_one_readable_error(tmp_path, break_it, message):
+def test_a_broken_folder_is_one_readable_error(tmp_path, monkeypatch, break_it, message):
     folder = _save(tmp_path / "run")
     break_it(folder, tmp_path)
     with pytest.raises(CheckpointError, match=message) as info:
@@ -162,14 +162,11 @@ def test_a_broken_folder_is_one_readable_error(tmp_path, break_it, message):
         with pytest.raises(CheckpointError):
             ckpt.read_meta(folder)
     if message != "run/model.safetensors is truncated":  # the listing reads the weights' header only
-        os.environ["GEOMLAB_RUNS_DIR"] = str(tmp_path)
-        try:
-            assert "runs/run" not in {e.ref for e in catalog.list_checkpoints(bundled=False)}  # nor listed
-        finally:
-            os.environ.pop("GEOMLAB_RUNS_DIR")
+        monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path))
+        assert "runs/run" not in {e.ref for e in catalog.list_checkpoints(bundled=False)}  # nor listed
 
 
-def test_an_interrupted_folder_save_is_listed_new_and_finished_by_the_loader(tmp_path):
+def test_an_interrupted_folder_save_is_listed_new_and_finished_by_the_loader(tmp_path, monkeypatch):
     """The weights were renamed into the folder, every other file still in its journal: the catalog reads
     the new save (read-only) and the loader finishes it."""
     folder = _save(tmp_path / "ck", hidden=8)
@@ -179,11 +176,8 @@ def test_an_interrupted_folder_save_is_listed_new_and_finished_by_the_loader(tmp
     for n, j in journals.items():
         os.replace(new / n, j)
     os.replace(new / "model.safetensors", folder / "model.safetensors")
-    os.environ["GEOMLAB_RUNS_DIR"] = str(tmp_path)
-    try:
-        (entry,) = [e for e in catalog.list_checkpoints(bundled=False) if e.name == "ck"]
-    finally:
-        os.environ.pop("GEOMLAB_RUNS_DIR")
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path))
+    (entry,) = [e for e in catalog.list_checkpoints(bundled=False) if e.name == "ck"]
     assert entry.model_config["hidden"] == 9 and all(j.exists() for j in journals.values())
     assert ckpt.load(folder).model_config["hidden"] == 9
     assert not any(j.exists() for j in journals.values())
