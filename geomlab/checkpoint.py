@@ -120,12 +120,13 @@ def locate(path: str | os.PathLike) -> Location:
     ``NAME.json`` or ``NAME.safetensors``. A bare ``NAME`` that is a folder is the folder, unless the folder
     holds none of the checkpoint files and ``NAME.json`` exists. Never raises; nothing is opened."""
     p = Path(path)
-    if p.name in _FOLDER_FILES and (p.parent / META_FILE).exists():
-        p = p.parent
+    if p.name in _FOLDER_FILES and ((p.parent / META_FILE).exists() or
+                                    ((p.parent / WEIGHTS_FILE).exists() and (p.parent / CONFIG_FILE).exists())):
+        p = p.parent  # a file of a folder (a flat pair named "model" or "config" has no geomlab.json)
     elif p.suffix in (".json", ".safetensors"):
         json_path, st_path = paths(p)
         return Location(json_path, json_path, st_path, folder=False)
-    if p.is_dir() and (any((p / n).exists() for n in _FOLDER_FILES) or not paths(p)[0].exists()):
+    if p.is_dir() and ((p / META_FILE).exists() or (p / WEIGHTS_FILE).exists() or not paths(p)[0].exists()):
         return Location(p, p / META_FILE, p / WEIGHTS_FILE, folder=True)
     json_path, st_path = paths(p)
     return Location(json_path, json_path, st_path, folder=False)
@@ -255,18 +256,21 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
     else:
         files[json_path] = json.dumps(_jsonable(meta), indent=1, allow_nan=False)
     mode = 0o666 & ~_UMASK  # mkstemp makes 0600; a checkpoint is an ordinary file
+    made_folder = layout == "folder" and not os.path.lexists(where)
     try:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=json_path.parent, prefix=".geomlab-save.", suffix=".part")
     except OSError as exc:
         raise _name_error(where, exc) from None
     os.close(fd)
+    saved = False
     try:
         save_file(tensors, tmp, metadata={"format": "pt", "geomlab": "1", ckpt_files.HEADER_KEY: save_id})
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         ckpt_files.install(st_path, Path(tmp), files, save_id, mode, exclusive=exclusive)
+        saved = True
     except ckpt_files.ExistsError:
         what = f"{where.name}/" if layout == "folder" else _short(where.stem)
         raise CheckpointExistsError(f"a checkpoint named {what} already exists in "
@@ -278,6 +282,11 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if made_folder and not saved:
+            try:
+                os.rmdir(where)  # a first save that failed leaves no empty folder behind (only when empty)
+            except OSError:
+                pass
     return where
 
 

@@ -339,3 +339,21 @@ def test_resume_from_a_folder_writes_back_into_it(tmp_path, tiny_text):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no flat pair beside it
     assert ckpt.load(tmp_path / "run").card["steps"] == 6
     assert _front_matter(tmp_path / "run" / "README.md")["steps"] == 6
+
+
+def test_a_failed_first_save_leaves_no_folder_and_a_flat_pair_named_model_stays_flat(tmp_path, monkeypatch):
+    import errno
+
+    import safetensors.torch
+
+    def full(tensors, filename, metadata=None):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename)
+
+    with monkeypatch.context() as m:
+        m.setattr(safetensors.torch, "save_file", full)
+        with pytest.raises(OSError, match="No space"):
+            _save(tmp_path / "first")
+    assert list(tmp_path.iterdir()) == []  # no empty folder blocks the name
+    flat = ckpt.save(tmp_path / "model", _model(), VOCAB, {"which": "flat"})  # a pair named like a folder file
+    for p in (flat, flat.with_suffix(".safetensors")):
+        assert ckpt.load(p).layout == "flat"
