@@ -300,7 +300,7 @@ def model_card(name: str, meta: dict[str, Any]) -> str:
     ``datasets``, ``metrics`` (their names) and ``model-index`` (their values per split, Hugging Face's
     evaluation results), then a few paragraphs for a person. ``meta``: the checkpoint description (the
     ``model_config`` included). Built with ``huggingface_hub.ModelCardData`` (no network). Design choice."""
-    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+    from huggingface_hub import EvalResult, ModelCardData
 
     config = meta.get("model_config") or {}
     card = meta.get("card") or {}
@@ -336,8 +336,7 @@ def model_card(name: str, meta: dict[str, Any]) -> str:
               f"* `{CARD_FILE}`: this card (not read when loading).", "",
               "Load it with `geomlab.checkpoint.load(\"PATH/TO/" + name + "\")` or `python -m geomlab eval PATH/TO/"
               + name + "`; loading runs no code (no pickles).", ""]
-    text = f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)
-    return str(ModelCard(text, ignore_metadata_errors=False))
+    return f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)
 
 
 def _short(name: str, n: int = 60) -> str:
