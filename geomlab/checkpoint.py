@@ -322,8 +322,8 @@ def model_card(name: str, meta: dict[str, Any]) -> str:
                          dataset=dataset, group=config.get("group"), steps=card.get("steps"),
                          geomlab_format_version=meta.get("format_version"))
     lines = [f"# {name}", "",
-             f"A geomlab sequence model of kind `{kind}`" + (f" on the group {config['group']}" if config.get("group") else "")
-             + f" trained with geomlab on **{dataset}**"
+             f"A sequence model of kind `{kind}`" + (f" on the group {config['group']}" if config.get("group") else "")
+             + f", trained with geomlab on **{dataset}**"
              + (f" for {card['steps']} steps" if card.get("steps") is not None else "") + ".", ""]
     if card.get("description"):
         lines += [str(card["description"]), ""]

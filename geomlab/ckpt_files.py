@@ -173,9 +173,10 @@ def folder_meta(folder: Path, weights_id: str | None, read_json: Callable[[Path]
                 follow: bool = True) -> dict:
     """The checkpoint description of folder ``folder`` for weights whose save id is ``weights_id``:
     ``geomlab.json`` (chosen by :func:`pair_meta`) with ``model_config`` read from ``config.json``
-    (:func:`companion_bytes`); with ``repair``, an interrupted save's ``README.md`` is put in place too. :class:`PairError` when ``config.json`` is missing, is not a JSON object, or
-    is not the one ``geomlab.json`` records (its sha256: a file from another save, or edited by hand);
-    ``read_json``'s error for an unreadable ``geomlab.json``."""
+    (:func:`companion_bytes`); with ``repair``, an interrupted save's ``README.md`` is put in place too.
+    :class:`PairError` when ``config.json`` is missing, is not a JSON object, or is not the one
+    ``geomlab.json`` records (its sha256: a file from another save, or edited by hand); ``read_json``'s error
+    for an unreadable ``geomlab.json``."""
     import hashlib
 
     meta = pair_meta(folder / META, folder / WEIGHTS, weights_id, read_json, repair=repair, follow=follow)
