@@ -486,10 +486,15 @@ def test_train_page_starts_stops_resumes_and_saves_a_tiny_run(ckpt_dirs):
     assert at.session_state["gl_ckpt"] == "runs/from-the-app-x"
     assert "ckpt" not in at.query_params  # Train's URL carries only its own keys (the state follows the save)
     assert "runs/from-the-app-x" in [e.ref for e in catalog.list_checkpoints()]
+    at.text_input(key=f"w_train_save_name_{run.run_id}").set_value("run.v2")  # a checkpoint folder keeps its dot
+    at.button(key="train-save").click().run()
+    assert at.session_state["gl_ckpt"] == "runs/run.v2", [s.value for s in at.success] + errors(at)
+    assert any("`runs/run.v2`" in s.value and "changed" not in s.value for s in at.success)
     goto(at, "checkpoints")
-    assert "from-the-app-x" in set(at.dataframe[0].value["name"])
+    assert {"from-the-app-x", "run.v2"} <= set(at.dataframe[0].value["name"])
     live.REGISTRY.forget(run.run_id, by=owner(at))
     catalog.delete_user_checkpoint("runs/from-the-app-x", owner=owner(at))
+    catalog.delete_user_checkpoint("runs/run.v2", owner=owner(at))
 
 
 def test_train_page_reports_no_gpu_and_short_text(ckpt_dirs, monkeypatch):
