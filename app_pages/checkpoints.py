@@ -1,4 +1,4 @@
-"""Checkpoints: every bundled and user checkpoint with its card; upload a validated pair."""
+"""Checkpoints: every bundled and user checkpoint with its card; upload a validated checkpoint."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
                        help="A baseline with no geometry views of its own; use it on Compare.")
         if deletable:
             row.button("Delete", key=f"del-{i}", on_click=_delete, args=(entry.ref,), icon=":material/delete:",
-                       type="tertiary", help="Remove this checkpoint's two files from runs/.")
+                       type="tertiary", help="Remove this checkpoint's files from runs/.")
         with st.expander("Card and training config"):
             st.json({"card": entry.card, "model_config": entry.model_config,
                      "train_config": entry.meta.get("train_config")}, expanded=1)
@@ -71,12 +71,17 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
 
 def upload_section() -> None:
     st.subheader("Upload a checkpoint")
-    st.markdown("A geomlab checkpoint is a pair of files with the same name: `NAME.safetensors` (the weights) "
-                "and `NAME.json` (model config, vocabulary, card). Select both at once. Pickled `.pt` files are "
-                "not accepted: loading them could run code.")
+    st.markdown("A geomlab checkpoint is a folder `NAME/` holding `config.json` (the model config), "
+                "`model.safetensors` (the weights), `geomlab.json` (vocabulary, card, training state) and "
+                "`README.md` (the model card). Select the folder's files together, or upload a `.zip` of the "
+                "folder (it keeps the folder's name). Older checkpoints are a pair of files with one name, "
+                "`NAME.safetensors` and `NAME.json`: select both. Pickled `.pt` files are not accepted: loading "
+                "them could run code.")
     with st.form("upload", clear_on_submit=True, border=False):
-        files = st.file_uploader("Checkpoint files", type=["safetensors", "json"], accept_multiple_files=True,
-                                 key="w_upload", help="Both halves of one checkpoint.")
+        files = st.file_uploader("Checkpoint files", type=["safetensors", "json", "md", "zip"],
+                                 accept_multiple_files=True, key="w_upload",
+                                 help="A checkpoint folder's files, a .zip of the folder, or both halves of a "
+                                      "flat pair.")
         submitted = st.form_submit_button("Validate and add", icon=":material/upload:")
     if submitted:
         handle_upload({f.name: f.getvalue() for f in (files or [])})
@@ -139,10 +144,11 @@ def main() -> None:
     with st.expander("Where do checkpoint files come from?"):
         st.markdown("Save a run on **Train live**, or use the command line:\n\n"
                     "```bash\npython -m geomlab train --model osmformer --group O --data tinyshakespeare "
-                    "--steps 2000 --out runs/my-run\n```\n\nEvery run writes `NAME.safetensors` + `NAME.json`.")
-        st.code(json.dumps({"format_version": 1, "model_config": {"kind": "…", "vocab_size": 66},
-                            "vocab": {"level": "char", "tokens": ["…"]}, "card": {"corpus": "…"},
-                            "tensors": {"model.…": {"shape": [], "dtype": "float32"}}}, indent=1),
+                    "--steps 2000 --out runs --name my-run\n```\n\nEvery run writes the folder `runs/my-run/`: "
+                    "`config.json`, `model.safetensors`, `README.md` and `geomlab.json`, such as")
+        st.code(json.dumps({"format_version": 2, "vocab": {"level": "char", "tokens": ["…"]},
+                            "card": {"corpus": "…"}, "tensors": {"model.…": {"shape": [], "dtype": "float32"}},
+                            "files": {"config.json": {"sha256": "…"}}}, indent=1),
                 language="json")
 
 

@@ -196,28 +196,30 @@ def _save(run_id: str) -> None:
             raise live.LiveError("this run is no longer held by the server")
         from geomlab import catalog
 
-        existed = (catalog.runs_dir() / f"{catalog.safe_name(name)}.json").exists()
+        taken = catalog.runs_dir() / catalog.safe_name(name)
+        existed = taken.exists() or taken.with_name(taken.name + ".json").exists()  # a folder or a flat pair
         path = run.save(name, by=owner_token())  # never over a checkpoint this session did not save
     except ValueError as exc:
         st.session_state[K_MSG] = ("error", md_escape(f"Could not save: {exc}"))
         return
 
+    stem = path.with_suffix("") if path.suffix == ".json" else path  # the folder, or a flat pair's stem
     try:
-        ref = "runs/" + path.relative_to(catalog.runs_dir()).with_suffix("").as_posix()
+        ref = "runs/" + stem.relative_to(catalog.runs_dir()).as_posix()
     except ValueError:
         ref = None
     if ref:
         ui.set_checkpoint(ref)
-    where = f"`{ref}`" if ref else md_escape(path.with_suffix(""))
+    where = f"`{ref}`" if ref else md_escape(stem)
     safe = catalog.safe_name(name)
-    if path.stem == name:
+    if stem.name == name:
         changed = " (replacing this session's earlier save of that name)" if existed else ""
-    elif path.stem == safe:
-        changed = (f" (the name {md_escape(name)} was changed to `{path.stem}`: only letters, digits, '-', "
+    elif stem.name == safe:
+        changed = (f" (the name {md_escape(name)} was changed to `{stem.name}`: only letters, digits, '-', "
                    "'\\_' and '.' are kept)")
     else:  # the (cleaned) name is another checkpoint's: never replaced, a free name is used
         changed = (f" (a checkpoint named `{safe}` already exists and is not this session's, so it was kept and "
-                   f"this one saved as `{path.stem}`)")
+                   f"this one saved as `{stem.name}`)")
     st.session_state[K_MSG] = ("success", f"Saved as {where}{changed}; it is now the selected checkpoint on "
                                           "every page.")
 

@@ -1,18 +1,20 @@
 """Finding checkpoints for the app: bundled ones and the user's own, with their cards.
 
-A checkpoint is a pair ``NAME.safetensors`` + ``NAME.json`` (see :mod:`geomlab.checkpoint`). The catalog
-looks in two places:
+A checkpoint is a folder ``NAME/`` (``config.json``, ``model.safetensors``, ``README.md``, ``geomlab.json``)
+or a flat pair ``NAME.safetensors`` + ``NAME.json`` (see :mod:`geomlab.checkpoint`). The catalog looks in two
+places:
 
 * **bundled**: ``assets/checkpoints/`` next to the package (override with ``GEOMLAB_BUNDLED_DIR``);
 * **user**: ``runs/`` in the current working directory (override with ``GEOMLAB_RUNS_DIR``), searched
-  up to :data:`MAX_DEPTH` folders deep, so ``runs/my-run/last.json`` is found too.
+  up to :data:`MAX_DEPTH` folders deep, so ``runs/my-run/last.json`` and ``runs/sweep/a/`` are found too.
 
 Every checkpoint has a *ref*, a short string that names it safely in a URL (the app's ``?ckpt=`` query
-parameter): ``bundled/NAME`` or ``runs/SUB/NAME`` (relative path without suffix). :func:`resolve` only ever
-maps a ref to a file inside one of the two folders, so a link cannot point the app at an arbitrary path.
+parameter): ``bundled/NAME`` or ``runs/SUB/NAME`` (the folder's relative path, or the pair's without suffix;
+a folder and a flat pair of one name: the folder is listed). :func:`resolve` only ever maps a ref to a file
+inside one of the two folders, so a link cannot point the app at an arbitrary path.
 
-Listing reads only the JSON half (cheap); weights are loaded by :func:`geomlab.checkpoint.load` when a view
-needs them. Uploads are validated with that same loader before they are stored (:func:`store_upload`).
+Listing reads only the JSON (and a folder's ``config.json``) and the weights' header (cheap); weights are
+loaded by :func:`geomlab.checkpoint.load` when a view needs them. Uploads are validated with that same loader before they are stored (:func:`store_upload`).
 
 Nothing here imports streamlit (design choice: the app is a thin layer over this module).
 """
@@ -82,9 +84,11 @@ def _num(value: Any) -> float | None:
 class CheckpointEntry:
     """One checkpoint found on disk, described by its JSON (no weights loaded).
 
-    ``path`` is the ``.json`` file; ``stem`` the common path without suffix; ``source`` is ``"bundled"`` or
-    ``"user"``; ``meta`` the parsed JSON (``model_config``, ``card``, ...); ``mtime`` the newer of the two
-    files' modification times (seconds), used as a cache key so a re-saved checkpoint is reloaded.
+    ``path`` is the folder (``folder`` true) or the flat pair's ``.json`` file (what
+    :func:`geomlab.checkpoint.load` takes); ``stem`` the folder or the pair's common path without suffix;
+    ``source`` is ``"bundled"`` or ``"user"``; ``meta`` the checkpoint description (``model_config``,
+    ``card``, ...); ``mtime`` the newest of the weights' and the JSON's modification times (seconds), used as
+    a cache key so a re-saved checkpoint is reloaded.
     """
 
     ref: str
@@ -92,18 +96,19 @@ class CheckpointEntry:
     path: Path
     mtime: float
     meta: dict = field(repr=False, hash=False, compare=False)
+    folder: bool = False
 
     @property
     def stem(self) -> Path:
-        return self.path.with_suffix("")
+        return self.path if self.folder else self.path.with_suffix("")
 
     @property
     def weights(self) -> Path:
-        return self.path.with_suffix(".safetensors")
+        return self.path / ckpt_files.WEIGHTS if self.folder else self.path.with_suffix(".safetensors")
 
     @property
     def name(self) -> str:
-        return self.path.stem
+        return self.path.name if self.folder else self.path.stem
 
     @property
     def model_config(self) -> dict:
@@ -260,7 +265,7 @@ def _read_entry(json_path: Path, root: Path, source: str) -> CheckpointEntry | N
         return None
     try:
         meta = ckpt_files.pair_meta(json_path, weights, ckpt_files.header_save_id(weights, follow=False),
-                                    _read_json, repair=False)
+                                    _read_json, repair=False, follow=False)
         st_json, st_weights = os.lstat(json_path), os.lstat(weights)
     except (OSError, ValueError):
         return None
@@ -270,6 +275,29 @@ def _read_entry(json_path: Path, root: Path, source: str) -> CheckpointEntry | N
     prefix = "bundled" if source == "bundled" else "runs"
     mtime = max(st_json.st_mtime, st_weights.st_mtime)
     return CheckpointEntry(ref=f"{prefix}/{rel}", source=source, path=json_path, mtime=mtime, meta=meta)
+
+
+def _read_folder(folder: Path, root: Path, source: str) -> CheckpointEntry | None:
+    """The entry of checkpoint folder ``folder`` (not a symlink) when it is a listed checkpoint: its
+    ``geomlab.json`` and ``model.safetensors`` regular files, the description (with ``config.json``) the one
+    that belongs with the weights (:func:`geomlab.ckpt_files.folder_meta`); else None. Never repairs."""
+    meta_path, weights = folder / ckpt_files.META, folder / ckpt_files.WEIGHTS
+    if os.path.islink(folder) or not ckpt_files.is_regular(weights):
+        return None
+    try:
+        wid = ckpt_files.header_save_id(weights, follow=False)
+        meta = ckpt_files.folder_meta(folder, wid, _read_json, repair=False, follow=False)
+        times = [os.lstat(weights).st_mtime]
+        if ckpt_files.is_regular(meta_path):
+            times.append(os.lstat(meta_path).st_mtime)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("model_config"), dict):
+        return None
+    rel = folder.relative_to(root).as_posix()
+    prefix = "bundled" if source == "bundled" else "runs"
+    return CheckpointEntry(ref=f"{prefix}/{rel}", source=source, path=folder, mtime=max(times), meta=meta,
+                           folder=True)
 
 
 def _read_json(path: Path) -> Any:
@@ -288,12 +316,17 @@ def _scan(root: Path, source: str, depth: int) -> list[CheckpointEntry]:
         if rel_depth >= depth:
             dirnames[:] = []
         dirnames[:] = sorted(d for d in dirnames if _visible(d) and not os.path.islink(os.path.join(dirpath, d)))
+        if rel_depth >= 1 and ckpt_files.WEIGHTS in filenames:
+            entry = _read_folder(Path(dirpath), root, source)
+            if entry is not None:
+                found.append(entry)
         for fn in sorted(filenames):
             if fn.endswith(".json") and _visible(fn):
                 entry = _read_entry(Path(dirpath) / fn, root, source)
                 if entry is not None:
                     found.append(entry)
-    return found
+    folders = {e.ref for e in found if e.folder}
+    return [e for e in found if e.folder or e.ref not in folders]  # a folder hides a flat pair of its name
 
 
 def list_checkpoints(bundled: bool = True, user: bool = True) -> list[CheckpointEntry]:
@@ -367,10 +400,12 @@ def resolve(ref: str) -> CheckpointEntry:
         raise CatalogError(f"checkpoint reference has a name longer than {MAX_PART_BYTES} bytes: "
                            f"{_short(repr(ref), 40)}")
     root, source, depth = roots[prefix]
-    missing = CatalogError(f"no checkpoint {_short(repr(ref))} (looked for {_short(parts[-1], 40)}.json and "
-                           f".safetensors in {prefix}/)")
+    missing = CatalogError(f"no checkpoint {_short(repr(ref))} (looked for a folder {_short(parts[-1], 40)}/ "
+                           f"and {_short(parts[-1], 40)}.json and .safetensors in {prefix}/)")
     if len(parts) - 1 > depth or not all(_visible(p) for p in parts):
         raise missing  # deeper than the listing looks, or a dot folder/file the listing skips
+    symlink = CatalogError(f"checkpoint reference {_short(repr(ref))} points outside the checkpoint folders (a "
+                           "symlink); only regular files inside them are opened")
     folder = root
     try:
         for p in parts[:-1]:
@@ -381,11 +416,19 @@ def resolve(ref: str) -> CheckpointEntry:
                                    "files inside the checkpoint folders are opened")
             if not stat.S_ISDIR(st.st_mode):
                 raise missing
+        last = folder / parts[-1]  # a folder checkpoint (never through a symlink: the listing skips those)
+        if not os.path.islink(last) and len(parts) <= depth and os.path.isdir(last) and \
+                os.path.lexists(last / ckpt_files.WEIGHTS):
+            for p in (last / ckpt_files.WEIGHTS, last / ckpt_files.META, last / ckpt_files.CONFIG):
+                if os.path.islink(p):
+                    raise symlink
+            entry = _read_folder(last, root, source)
+            if entry is not None:
+                return entry
         json_path = folder / (parts[-1] + ".json")
         for p in (json_path, json_path.with_suffix(".safetensors")):
             if os.path.islink(p):
-                raise CatalogError(f"checkpoint reference {_short(repr(ref))} points outside the checkpoint "
-                                   "folders (a symlink); only regular files inside them are opened")
+                raise symlink
     except FileNotFoundError:
         raise missing from None
     except (OSError, ValueError) as exc:  # ENAMETOOLONG, ELOOP, EACCES...: one line, never a raw OSError
@@ -409,26 +452,111 @@ def safe_name(name: str) -> str:
     return cleaned[:64].strip("-.") or "checkpoint"
 
 
-def validate_upload(files: dict[str, bytes]) -> tuple[str, Any]:
-    """Check an uploaded checkpoint pair without storing it.
+#: Files a checkpoint folder upload may hold (the weights, the two JSON files, the model card).
+FOLDER_FILES = (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.META, ckpt_files.CARD)
 
-    ``files`` maps file names to their bytes; it must hold exactly one ``.safetensors`` and one ``.json``.
-    The pair is written to a temporary folder under the JSON's name and loaded with
-    :func:`geomlab.checkpoint.load`, which checks the JSON against the tensors, the model kind, the
-    format version and that every weight is finite. Returns ``(name, checkpoint)``.
 
-    Raises :class:`CatalogError` (a ``ValueError``) with a one-line message for a wrong number or type of
-    files, an empty or oversized file, a JSON that does not parse, or anything the loader rejects.
-    """
+def _unzip(name: str, data: bytes) -> dict[str, bytes]:
+    """The files of an uploaded ``.zip`` (``NAME.zip`` holding a checkpoint folder ``NAME/...`` or its files,
+    or a flat pair) as ``{path: bytes}``: folder entries, ``__MACOSX/`` and dot files skipped; nothing is
+    extracted to disk; sizes are checked against :data:`MAX_UPLOAD_BYTES` before a member is read.
+    :class:`CatalogError` for a file that is not a zip, a member nested deeper than one folder, or too large."""
+    import io
+    import zipfile
+
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise CatalogError(f"{_short(name)} is not a readable zip file ({exc})") from None
+    out: dict[str, bytes] = {}
+    total = 0
+    for info in infos:
+        parts = [p for p in info.filename.replace("\\", "/").split("/") if p]
+        if not parts or parts[0] == "__MACOSX" or parts[-1].startswith("."):
+            continue
+        if len(parts) > 2:
+            raise CatalogError(f"{_short(name)} holds {_short(info.filename, 60)}: zip the checkpoint folder "
+                               "itself (its files at most one folder deep)")
+        total += info.file_size
+        if info.file_size > MAX_UPLOAD_BYTES or total > 2 * MAX_UPLOAD_BYTES:
+            raise CatalogError(f"{_short(name)} unpacks to more than the upload limit of "
+                               f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB per file")
+        try:
+            out["/".join(parts)] = zf.read(info)
+        except (zipfile.BadZipFile, ValueError, OSError, RuntimeError) as exc:  # CRC error, encrypted, ...
+            raise CatalogError(f"{_short(name)}: {_short(info.filename, 60)} cannot be read ({exc})") from None
+    if not out:
+        raise CatalogError(f"{_short(name)} holds no files")
+    return out
+
+
+def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]:
+    """``(name, folder, parts)`` of an upload: a flat pair (``parts`` keyed ``.json``/``.safetensors``) or a
+    checkpoint folder's files (keyed by :data:`FOLDER_FILES` names); a single ``.zip`` is unpacked first.
+    :class:`CatalogError` (one line) for anything else."""
     if not files:
-        raise CatalogError("no files: upload a NAME.safetensors and its NAME.json together")
+        raise CatalogError("no files: upload a checkpoint folder's files (config.json, model.safetensors, "
+                           "geomlab.json, README.md) or a .zip of the folder, or a NAME.safetensors with its "
+                           "NAME.json")
+    zip_name = None
+    if len(files) == 1 and next(iter(files)).lower().endswith(".zip"):
+        zip_name, data = next(iter(files.items()))
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise CatalogError(f"{_short(zip_name)} is {len(data) / 2**20:.0f} MiB; the limit is "
+                               f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB")
+        files = _unzip(zip_name, data)
+    base = {f: Path(f.replace("\\", "/")).name for f in files}
+    folders = {Path(f.replace("\\", "/")).parent.name for f in files} - {""}
+    weights = [f for f, b in base.items() if b.lower().endswith(".safetensors")]
+    is_folder = bool({ckpt_files.META, ckpt_files.CONFIG} & set(base.values())) and \
+        all(base[f] == ckpt_files.WEIGHTS for f in weights)
+    if not is_folder:
+        name, pair = _flat_parts(files)
+        return name, False, pair
+    other = sorted(b for b in base.values() if b not in FOLDER_FILES)
+    if other:
+        raise CatalogError(f"unexpected file {_short(', '.join(other))} in a checkpoint folder (it holds "
+                           f"{', '.join(FOLDER_FILES)}; pickled .pt/.pth files are not accepted)")
+    parts: dict[str, bytes] = {}
+    for f, b in base.items():
+        if b in parts:
+            raise CatalogError(f"{b} uploaded twice; upload one checkpoint folder")
+        parts[b] = files[f]
+    for need in (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.META):
+        if need not in parts:
+            raise CatalogError(f"the folder's {need} is missing: upload config.json, model.safetensors and "
+                               "geomlab.json together (README.md is optional)")
+    for fname, data in parts.items():
+        _check_size(fname, data)
+    try:
+        meta = json.loads(parts[ckpt_files.META].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CatalogError(f"{ckpt_files.META} is not valid JSON ({exc})") from None
+    if not isinstance(meta, dict) or "tensors" not in meta:
+        raise CatalogError(f"{ckpt_files.META} is not a geomlab checkpoint description (no 'tensors')")
+    named = (folders.pop() if len(folders) == 1 else None) or (Path(zip_name).stem if zip_name else None) or \
+        meta.get("name")
+    return safe_name(str(named or "checkpoint")), True, parts
+
+
+def _check_size(fname: str, data: bytes) -> None:
+    if len(data) == 0:
+        raise CatalogError(f"{_short(fname)} is empty")
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise CatalogError(f"{_short(fname)} is {len(data) / 2**20:.0f} MiB; the limit is "
+                           f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB")
+
+
+def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
     by_suffix: dict[str, list[str]] = {}
     for fname in files:
         by_suffix.setdefault(Path(fname).suffix.lower(), []).append(fname)
     other = sorted(set(by_suffix) - {".safetensors", ".json"})
     if other:
-        raise CatalogError(f"unexpected file type {_short(', '.join(other))}: a checkpoint is a .safetensors file "
-                           "plus its .json (pickled .pt/.pth files are not accepted)")
+        raise CatalogError(f"unexpected file type {_short(', '.join(other))}: a checkpoint is a folder's files "
+                           "(or a .zip of the folder), or a .safetensors file plus its .json (pickled .pt/.pth "
+                           "files are not accepted)")
     for suffix in (".safetensors", ".json"):
         got = by_suffix.get(suffix, [])
         if len(got) == 0:
@@ -438,54 +566,88 @@ def validate_upload(files: dict[str, bytes]) -> tuple[str, Any]:
             raise CatalogError(f"{len(got)} {suffix} files uploaded; upload exactly one pair")
     json_name, st_name = by_suffix[".json"][0], by_suffix[".safetensors"][0]
     for fname in (json_name, st_name):
-        size = len(files[fname])
-        if size == 0:
-            raise CatalogError(f"{_short(fname)} is empty")
-        if size > MAX_UPLOAD_BYTES:
-            raise CatalogError(f"{_short(fname)} is {size / 2**20:.0f} MiB; the limit is {MAX_UPLOAD_BYTES / 2**20:.0f} MiB")
+        _check_size(fname, files[fname])
     try:
         meta = json.loads(files[json_name].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CatalogError(f"{_short(json_name)} is not valid JSON ({exc})") from None
     if not isinstance(meta, dict) or "model_config" not in meta:
         raise CatalogError(f"{_short(json_name)} is not a geomlab checkpoint description (no 'model_config')")
-    name = safe_name(Path(json_name).stem)
+    return safe_name(Path(json_name).stem), {".json": files[json_name], ".safetensors": files[st_name]}
+
+
+def _validate(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes], Any]:
+    name, folder, parts = _upload_parts(files)
     from geomlab import checkpoint as ckpt_mod  # lazy: keeps listing cheap and independent
 
     with tempfile.TemporaryDirectory(prefix="geomlab-upload-") as tmp:
-        stem = Path(tmp) / name
-        stem.with_suffix(".json").write_bytes(files[json_name])
-        stem.with_suffix(".safetensors").write_bytes(files[st_name])
+        if folder:
+            target = Path(tmp) / name
+            target.mkdir()
+            for fname, data in parts.items():
+                (target / fname).write_bytes(data)
+        else:
+            target = Path(tmp) / f"{name}.json"
+            for suffix, data in parts.items():
+                target.with_suffix(suffix).write_bytes(data)
         try:
-            loaded = ckpt_mod.load(stem.with_suffix(".json"))
+            loaded = ckpt_mod.load(target)
         except ValueError as exc:
             raise CatalogError(f"not a valid checkpoint: {exc}") from None
         except Exception as exc:  # a loader bug or a corrupt file the loader did not foresee
             raise CatalogError(f"could not load the checkpoint: {type(exc).__name__}: {exc}") from None
+    return name, folder, parts, loaded
+
+
+def validate_upload(files: dict[str, bytes]) -> tuple[str, Any]:
+    """Check an uploaded checkpoint without storing it.
+
+    ``files`` maps file names (as the browser sends them: a name, or ``FOLDER/NAME`` from a folder picker)
+    to their bytes. Accepted: a checkpoint folder's files selected together (``config.json``,
+    ``model.safetensors``, ``geomlab.json``, optionally ``README.md``), a single ``NAME.zip`` of such a folder
+    (or of a flat pair), or a flat pair (exactly one ``.safetensors`` and one ``.json``). The files are
+    written to a temporary folder and loaded with :func:`geomlab.checkpoint.load`, which checks the JSON
+    against the tensors, ``config.json`` against ``geomlab.json``, the model kind, the format version and
+    that every weight is finite. The name is the folder's (the one inside the zip or sent by a folder picker,
+    else the zip's, else the name ``geomlab.json`` recorded at the save) or the pair's JSON's. Returns
+    ``(name, checkpoint)``.
+
+    Raises :class:`CatalogError` (a ``ValueError``) with a one-line message for a wrong number or type of
+    files, an empty or oversized file, a JSON that does not parse, or anything the loader rejects.
+    """
+    name, _, _, loaded = _validate(files)
     return name, loaded
 
 
 def store_upload(files: dict[str, bytes], dest: Path | None = None, owner: str | None = None) -> CheckpointEntry:
-    """Validate an uploaded pair (:func:`validate_upload`) and store it as
-    ``<runs>/uploads/NAME.{json,safetensors}`` (``NAME-2``, ``NAME-3``... if taken). Returns its entry.
+    """Validate an upload (:func:`validate_upload`) and store it as ``<runs>/uploads/NAME/`` (a folder) or
+    ``<runs>/uploads/NAME.{json,safetensors}`` (a flat pair), ``NAME-2``, ``NAME-3``... if taken. Returns its
+    entry.
 
-    Never replaces a file: the name is claimed atomically (``os.link`` of the fully written file onto the
-    free name, the weights first, the JSON last), so two uploads of one name at the same moment are both
-    kept, under two names. ``owner``: the session storing it (see :func:`may_change`).
+    Never replaces a file: the name is claimed atomically (``os.mkdir`` of the new folder, or ``os.link`` of
+    the fully written file onto the free name; the weights first, the JSON last), so two uploads of one name
+    at the same moment are both kept, under two names. ``owner``: the session storing it (see
+    :func:`may_change`).
 
     Raises :class:`CatalogError` as :func:`validate_upload` does; nothing is written when it fails.
     """
-    name, _ = validate_upload(files)
+    name, folder, parts, _ = _validate(files)
     dest = Path(dest) if dest is not None else runs_dir() / UPLOAD_SUBDIR
     dest.mkdir(parents=True, exist_ok=True)
-    json_bytes = next(b for n, b in files.items() if n.lower().endswith(".json"))
-    st_bytes = next(b for n, b in files.items() if n.lower().endswith(".safetensors"))
+    root = runs_dir() if _inside(dest, runs_dir()) else dest
     try:
-        final = ckpt_files.create_exclusive(dest, name, {".safetensors": st_bytes, ".json": json_bytes},
-                                            mode=0o666 & ~_UMASK)
+        if folder:
+            order = [f for f in (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.CARD, ckpt_files.META)
+                     if f in parts]
+            final = ckpt_files.create_exclusive_folder(dest, name, {f: parts[f] for f in order},
+                                                       mode=0o666 & ~_UMASK, dir_mode=0o777 & ~_UMASK)
+        else:
+            final = ckpt_files.create_exclusive(dest, name, {".safetensors": parts[".safetensors"],
+                                                             ".json": parts[".json"]}, mode=0o666 & ~_UMASK)
     except OSError as exc:
         raise CatalogError(f"the upload could not be stored: {exc.strerror or exc}") from None
-    entry = _read_entry(dest / f"{final}.json", runs_dir() if _inside(dest, runs_dir()) else dest, "user")
+    entry = _read_folder(dest / final, root, "user") if folder else _read_entry(dest / f"{final}.json", root,
+                                                                                 "user")
     if entry is None:  # pragma: no cover - validated above
         raise CatalogError("the upload could not be stored")
     record_owner(entry.path, owner)
@@ -559,7 +721,8 @@ def forget_owner(path: Path) -> None:
 
 
 def delete_user_checkpoint(ref: str, owner: str | None = None) -> None:
-    """Remove a user checkpoint pair (the JSON first, so it leaves the listing at once).
+    """Remove a user checkpoint: a flat pair, or a folder's checkpoint files and then the folder when nothing
+    else is left in it (the JSON first, so it leaves the listing at once).
 
     Raises :class:`CatalogError` for a bundled or unknown ref, and for a checkpoint that session ``owner``
     may not change (:func:`may_change`: another session's, or one the app did not create)."""
@@ -570,10 +733,22 @@ def delete_user_checkpoint(ref: str, owner: str | None = None) -> None:
         raise CatalogError(f"{_short(ref)} was not created by this session, so it cannot be deleted here "
                            f"(a server started with {SHARED_ENV}=1 lets every session change what any session "
                            "created)")
-    for p in (entry.path, entry.weights):
+    if entry.folder:  # the JSON first (it leaves the listing at once), then the rest; never other files
+        names = (ckpt_files.META, ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.CARD)
+        journals = [n for n in os.listdir(entry.path)
+                    if n.startswith(tuple(f".{m}." for m in names)) and n.endswith(".next")]
+        paths = [entry.path / n for n in (*names, *journals)]
+    else:
+        paths = [entry.path, entry.weights]
+    for p in paths:
         try:
             p.unlink()
         except FileNotFoundError:
+            pass
+    if entry.folder:
+        try:
+            entry.path.rmdir()  # only when nothing else is in it
+        except OSError:
             pass
     forget_owner(entry.path)
 

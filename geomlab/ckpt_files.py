@@ -1,4 +1,4 @@
-"""The files of a checkpoint pair on disk: written as one unit, read only when regular, created exclusively.
+"""The files of a checkpoint on disk: written as one unit, read only when regular, created exclusively.
 
 No torch, no streamlit: :mod:`geomlab.checkpoint` (writing, loading) and :mod:`geomlab.catalog` (listing)
 share these rules, so what the catalog lists is exactly what the loader accepts.
@@ -11,6 +11,14 @@ leaves either the old pair (the weights not yet renamed: the stale journal is ig
 with the old JSON and the new JSON in the journal: :func:`pair_meta` sees that the JSON's save id is not
 the weights' one and takes the journal named by the weights' id (and, when asked, finishes the rename).
 A JSON whose save id disagrees with the weights and no matching journal is refused as a mismatched pair.
+
+**A folder is the same unit.** A checkpoint folder ``NAME/`` (``model.safetensors``, ``geomlab.json``,
+``config.json``, ``README.md``) is written by the same steps: every small file goes to its journal
+(``.geomlab.json.<save id>.next``, ``.config.json.<save id>.next``, ...), the weights are renamed into place
+(the commit), then the journals one by one. ``geomlab.json`` carries the save id and plays the pair's JSON;
+the other files (*companions*, :func:`companion_bytes`) are read from the journal named by the weights' id
+while it is there (and, when asked, renamed into place), else from their own file. ``geomlab.json`` records the
+sha256 of ``config.json``, so a ``config.json`` from another save is refused (:func:`folder_meta`).
 Weights without a save id (older files, the bundled ones, files written by other tools) read with their
 JSON as before; the loader's own checks (names, shapes, dtypes) still apply.
 
@@ -137,6 +145,67 @@ def pair_meta(json_path: Path, st_path: Path, weights_id: str | None, read_json:
                     "mixed copy): refusing a mismatched pair; save the checkpoint again")
 
 
+def companion_bytes(path: Path, weights_id: str | None, repair: bool = True, follow: bool = True) -> bytes:
+    """The bytes of a folder checkpoint's companion file (``config.json``, ``README.md``) that belong with
+    weights whose save id is ``weights_id``: its journal while an interrupted save left one (renamed into
+    place with ``repair``), else the file itself. ``OSError`` when neither can be read."""
+    if weights_id is not None:
+        j = journal(path, weights_id)
+        try:
+            data = read_regular(j)
+        except OSError:
+            pass
+        else:
+            if repair:
+                try:
+                    os.replace(j, path)
+                except OSError:
+                    pass  # read-only folder, or the save finished it meanwhile: the text is the same
+            return data
+    return read_regular(path, follow=follow)
+
+
+#: The files of a checkpoint folder (design choice: Hugging Face's names for the config, weights and card).
+CONFIG, WEIGHTS, META, CARD = "config.json", "model.safetensors", "geomlab.json", "README.md"
+
+
+def folder_meta(folder: Path, weights_id: str | None, read_json: Callable[[Path], dict], repair: bool = True,
+                follow: bool = True) -> dict:
+    """The checkpoint description of folder ``folder`` for weights whose save id is ``weights_id``:
+    ``geomlab.json`` (chosen by :func:`pair_meta`) with ``model_config`` read from ``config.json``
+    (:func:`companion_bytes`); with ``repair``, an interrupted save's ``README.md`` is put in place too.
+    :class:`PairError` when ``config.json`` is missing, is not a JSON object, or is not the one
+    ``geomlab.json`` records (its sha256: a file from another save, or edited by hand); ``read_json``'s error
+    for an unreadable ``geomlab.json``."""
+    import hashlib
+
+    meta = pair_meta(folder / META, folder / WEIGHTS, weights_id, read_json, repair=repair, follow=follow)
+    if not isinstance(meta, dict):
+        return meta
+    where = f"{folder.name}/{CONFIG}"
+    try:
+        raw = companion_bytes(folder / CONFIG, weights_id, repair=repair, follow=follow)
+    except OSError as exc:
+        raise PairError(f"checkpoint file {where} cannot be read: {exc.strerror or exc}") from None
+    want = ((meta.get("files") or {}).get(CONFIG) or {}).get("sha256") if isinstance(meta.get("files"), dict) \
+        else None
+    if want is not None and hashlib.sha256(raw).hexdigest() != want:
+        raise PairError(f"{where} does not belong with {folder.name}/{META} (from another save, or edited by "
+                        "hand): refusing a mismatched folder; save the checkpoint again")
+    try:
+        config = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PairError(f"{where} is not valid JSON (truncated or corrupt?): {exc}") from None
+    if not isinstance(config, dict):
+        raise PairError(f"{where} must hold a JSON object (the model config)")
+    if repair and weights_id is not None:  # the model card is never read here, only put in place
+        try:
+            os.replace(journal(folder / CARD, weights_id), folder / CARD)
+        except OSError:
+            pass  # no journal (the usual case), or a read-only folder
+    return {**meta, "model_config": config}
+
+
 _LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 
@@ -160,57 +229,62 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def install(json_path: Path, st_path: Path, weights_tmp: Path, json_text: str, save_id: str, mode: int,
+def install(weights: Path, weights_tmp: Path, files: dict[Path, str], save_id: str, mode: int,
             exclusive: bool = False) -> None:
-    """Put a written pair in place as one unit (see the module docstring).
+    """Put a written checkpoint in place as one unit (see the module docstring).
 
-    ``weights_tmp``: the new weights, written in the same folder with ``save_id`` in their header;
-    ``json_text``: the new JSON, holding ``save_id``. ``exclusive``: never replace an existing file:
-    :class:`ExistsError` when ``NAME.json`` or ``NAME.safetensors`` exists (checked atomically by
-    ``os.link``, which fails on an existing name). On any error the new files are removed and whatever
-    was there before is left as it was.
+    ``weights``: ``NAME.safetensors`` or ``NAME/model.safetensors``; ``weights_tmp``: the new weights, written
+    in the same folder with ``save_id`` in their header; ``files``: the other files' paths and new texts, the
+    JSON holding ``save_id`` first (``NAME.json``, or ``geomlab.json`` then its companions). Each text goes to
+    its journal, the weights are renamed into place, then the journals in order. ``exclusive``: never
+    replace an existing file: :class:`ExistsError` when the weights or any of ``files`` exists (checked
+    atomically by ``os.link``, which fails on an existing name). On any error the new files are removed and
+    whatever was there before is left as it was.
     """
-    folder = json_path.parent
-    jpath = journal(json_path, save_id)
-    linked_weights = False
-    with _stem_lock(json_path):
+    targets = list(files)
+    folder = weights.parent
+    journals = {t: journal(t, save_id) for t in targets}
+    made: list[Path] = []  # names this call linked into place in exclusive mode (undone on failure)
+    with _stem_lock(targets[0]):
         try:
-            fd = os.open(jpath, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(json_text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(jpath, mode)
+            for t, text in files.items():
+                j = journals[t]
+                fd = os.open(j, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(j, mode)
             if exclusive:
-                if os.path.lexists(json_path):
-                    raise ExistsError(errno.EEXIST, "checkpoint exists", str(json_path))
-                try:
-                    os.link(weights_tmp, st_path)
-                except FileExistsError:
-                    raise ExistsError(errno.EEXIST, "checkpoint exists", str(st_path)) from None
-                linked_weights = True
-                try:
-                    os.link(jpath, json_path)
-                except FileExistsError:
-                    raise ExistsError(errno.EEXIST, "checkpoint exists", str(json_path)) from None
-                linked_weights = False
-                os.unlink(weights_tmp)
-                os.unlink(jpath)
+                for t in targets:
+                    if os.path.lexists(t):
+                        raise ExistsError(errno.EEXIST, "checkpoint exists", str(t))
+                for src, dst in [(weights_tmp, weights)] + [(journals[t], t) for t in targets]:
+                    try:
+                        os.link(src, dst)
+                    except FileExistsError:
+                        raise ExistsError(errno.EEXIST, "checkpoint exists", str(dst)) from None
+                    made.append(dst)
+                made = []
+                for p in [weights_tmp, *journals.values()]:
+                    os.unlink(p)
             else:
-                _drop_stale_journals(json_path, keep=jpath)
-                os.replace(weights_tmp, st_path)
-                try:
-                    os.replace(jpath, json_path)
-                except FileNotFoundError:  # a reader finished this save first (pair_meta's repair)
-                    pass
+                for t in targets:
+                    _drop_stale_journals(t, keep=journals[t])
+                os.replace(weights_tmp, weights)
+                for t in targets:
+                    try:
+                        os.replace(journals[t], t)
+                    except FileNotFoundError:  # a reader finished this save first (a repair)
+                        pass
             _fsync_dir(folder)
         except BaseException:
-            if linked_weights:
+            for p in reversed(made):
                 try:
-                    os.unlink(st_path)  # only the link this call made; the old pair is untouched
+                    os.unlink(p)  # only the links this call made; the old checkpoint is untouched
                 except OSError:
                     pass
-            for p in (weights_tmp, jpath):
+            for p in [weights_tmp, *journals.values()]:
                 try:
                     os.unlink(p)
                 except OSError:
@@ -282,3 +356,45 @@ def create_exclusive(folder: Path, name: str, files: dict[str, bytes], mode: int
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def create_exclusive_folder(parent: Path, name: str, files: dict[str, bytes], mode: int = 0o644,
+                            dir_mode: int = 0o755, max_tries: int = 1000) -> str:
+    """Store a checkpoint folder ``parent/NAME/`` holding ``files`` (file name -> bytes), never replacing
+    anything: the first free name of ``NAME``, ``NAME-2``, ``NAME-3``... is claimed with ``os.mkdir``
+    (atomic; two concurrent callers never get the same name). The files are written under dot names and
+    renamed into place in the order given (put the weights first and ``geomlab.json`` last), so a listing
+    sees the folder complete or not at all. Returns the name used; on an error the new folder is removed."""
+    for i in range(1, max_tries + 1):
+        final = name if i == 1 else f"{name}-{i}"
+        folder = parent / final
+        try:
+            os.mkdir(folder, dir_mode)
+        except FileExistsError:
+            continue
+        try:
+            for fname, data in files.items():
+                tmp = folder / f".{fname}.part"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(tmp, mode)
+            for fname in files:
+                os.replace(folder / f".{fname}.part", folder / fname)
+            _fsync_dir(folder)
+            _fsync_dir(parent)
+        except BaseException:
+            for n in os.listdir(folder):
+                try:
+                    os.unlink(folder / n)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
+            raise
+        return final
+    raise ExistsError(errno.EEXIST, f"no free name for {name} after {max_tries} tries", str(parent))

@@ -19,7 +19,7 @@ Life cycle (``LiveRun.state``)::
   written when the run starts, so a last good checkpoint always exists. Resuming a paused run restarts
   from that checkpoint with the learning rate multiplied by ``RunSpec.nan_lr_factor`` (design choice:
   an identical restart would fail at the same step).
-* **Save** (:meth:`LiveRun.save`) writes the current weights as ``<runs>/<name>.{json,safetensors}``, so
+* **Save** (:meth:`LiveRun.save`) writes the current weights as the checkpoint folder ``<runs>/<name>/``, so
   the catalog (:mod:`geomlab.catalog`) lists it on every page. While the run trains, the save happens in
   the worker between two steps (never while weights change); otherwise at once. A save never replaces a
   checkpoint the caller may not change: a taken name gets ``-2``, ``-3``... (created exclusively), and only
@@ -39,7 +39,7 @@ Life cycle (``LiveRun.state``)::
   by family) and a short history of one quantity per probe (:func:`probe_curve`) are cached per weight
   copy, so several viewers share one trace.
 
-The working checkpoint of a run lives in ``<runs>/.live/<run id>/run.*`` (a dot folder the catalog skips).
+The working checkpoint of a run lives in ``<runs>/.live/<run id>/run/`` (a dot folder the catalog skips).
 Nothing here imports streamlit.
 """
 
@@ -762,8 +762,9 @@ class LiveRun:
 
     def save(self, name: str, dest_dir: str | Path | None = None, timeout: float = 60.0, *,
              by: str | None = None) -> Path:
-        """Save the current weights as ``<dest_dir or runs>/<name>.{json,safetensors}``; returns the JSON
-        path. While training, the worker saves between two steps (waits up to ``timeout`` s).
+        """Save the current weights as the checkpoint folder ``<dest_dir or runs>/<name>/``
+        (:mod:`geomlab.checkpoint`; a flat pair ``<name>.json`` this session saved before stays flat); returns
+        its path. While training, the worker saves between two steps (waits up to ``timeout`` s).
 
         Never replaces a checkpoint that ``by`` may not change (:func:`geomlab.catalog.may_change`: one the
         same session saved before is saved over; anything else, e.g. a command-line run or another session's
@@ -954,8 +955,7 @@ class LiveRun:
 
         for i in range(1, 1000):
             s = stem if i == 1 else stem.with_name(f"{stem.name}-{i}")
-            target = s.with_name(s.name + ".json")
-            own = catalog.owner_of(target) is not None and catalog.may_change(target, by)
+            own = catalog.owner_of(s) is not None and catalog.may_change(s, by)
             try:
                 path = self._write_snapshot(s, exclusive=not own)
             except ckpt.CheckpointExistsError:
@@ -983,7 +983,7 @@ class LiveRun:
         if self.spec.group and is_osm(self.spec.kind):
             card.setdefault("group", self.spec.group)
         return ckpt.save(stem, self.model, getattr(self.task, "vocab", None), card,
-                         train_config=train_config, metrics=metrics, exclusive=exclusive)
+                         train_config=train_config, metrics=metrics, exclusive=exclusive, layout="auto")
 
 
 class RunRegistry:

@@ -402,8 +402,8 @@ class Trainer:
                     "written)")
         cfg = dict(c.train_config or {})
         cfg.update(overrides or {})
-        if out is None:
-            out = c.path.with_suffix("")
+        if out is None:  # the checkpoint's own folder, or its flat pair's stem (a flat run stays flat)
+            out = c.path if c.layout == "folder" else c.path.with_suffix("")
         # evaluation results belong to the step they were measured at: do not carry them over
         card = {k: v for k, v in c.card.items()
                 if not k.startswith(("valid_", "test_")) and k != "eval_protocol"}
@@ -678,14 +678,16 @@ class Trainer:
 
     def save_checkpoint(self, final_metrics: dict[str, float] | None = None) -> Path | None:
         """Write the resumable checkpoint ``out`` (weights, optimizer/scheduler/RNG state, card, metrics)
-        now; returns its path, or None when the trainer has no ``out``. Raises :class:`CheckpointWriteError`
+        now: the folder ``out/`` (:mod:`geomlab.checkpoint`), or the flat pair ``out.json`` +
+        ``out.safetensors`` when one is already there (a resumed older run); returns its path (the folder
+        or the JSON), or None when the trainer has no ``out``. Raises :class:`CheckpointWriteError`
         (an ``OSError``, one line naming the step, the checkpoint and the reason) when the system refuses."""
         if self.out is None:
             return None
         try:
             path = ckpt.save(self.out, self.model, self.task.vocab, self.full_card(final_metrics),
                              train_config=self.config.to_dict(), metrics=self.history,
-                             train_state=self._train_state())
+                             train_state=self._train_state(), layout="auto")
         except OSError as exc:
             reason = exc.strerror or str(exc) or type(exc).__name__
             kept = (f"the last good checkpoint {self.last_checkpoint} is kept" if self.last_checkpoint

@@ -353,9 +353,11 @@ def accuracy_by_length(model, task, lengths: Iterable[int], split: str = "test",
 # ----------------------------------------------------------------------------------------------- rebuild
 def build_entry(entry: ZooEntry, out_dir: str | Path = ZOO_DIR, *, progress_bar: bool = False,
                 log: Callable[[str], None] | None = print) -> Path:
-    """Train ``entry`` from scratch and write ``out_dir/NAME.safetensors`` + ``NAME.json`` with its card.
+    """Train ``entry`` from scratch and write the checkpoint folder ``out_dir/NAME/`` with its card
+    (:mod:`geomlab.checkpoint`; an existing flat pair ``NAME.json`` + ``NAME.safetensors``, such as a bundled
+    checkpoint, is rebuilt flat in place, never converted).
 
-    Returns the JSON path. Raises ``ValueError`` for a bad recipe, :class:`geomlab.data.DataError` when the
+    Returns the folder (or the flat pair's JSON path). Raises ``ValueError`` for a bad recipe, :class:`geomlab.data.DataError` when the
     corpus cannot be found (set ``GEOMLAB_DATA_DIR``), :class:`geomlab.train.TrainingError` if it diverges.
     """
     from geomlab import checkpoint as ckpt
@@ -401,7 +403,7 @@ def build_entry(entry: ZooEntry, out_dir: str | Path = ZOO_DIR, *, progress_bar:
     card["params_stored"] = count_params(run.model, "stored")
     stem = Path(out_dir) / entry.name
     path = ckpt.save(stem, run.model, task.vocab, card, train_config=run.train_config.to_dict(),
-                     metrics=run.history)
+                     metrics=run.history, layout="auto")
     if log:
         main = (f"valid {card.get('valid_bpc')} / test {card.get('test_bpc')} BPC" if is_lm else
                 f"test accuracy {card.get('test_accuracy')}, by length {card.get('accuracy_by_length')}")
@@ -412,7 +414,7 @@ def build_entry(entry: ZooEntry, out_dir: str | Path = ZOO_DIR, *, progress_bar:
 
 def rebuild(only: str | Iterable[str] | None = None, steps_scale: float = 1.0, out_dir: str | Path = ZOO_DIR,
             *, progress_bar: bool = False, log: Callable[[str], None] | None = print) -> list[Path]:
-    """Retrain the zoo (or the entries in ``only``) from scratch into ``out_dir``; returns the JSON paths.
+    """Retrain the zoo (or the entries in ``only``) from scratch into ``out_dir``; returns the checkpoint paths.
 
     ``steps_scale`` multiplies every entry's steps (e.g. 0.01 for a smoke run; the card records the steps
     actually used). Raises :class:`ZooError` for unknown names or a bad scale."""
@@ -422,12 +424,14 @@ def rebuild(only: str | Iterable[str] | None = None, steps_scale: float = 1.0, o
 
 # ----------------------------------------------------------------------------------------------- listing
 def read_cards(directory: str | Path = ZOO_DIR) -> list[dict[str, Any]]:
-    """The cards of every checkpoint JSON in ``directory`` (sorted by file name), each with ``file`` and
-    ``model_config`` added. Unreadable files are reported as a card with an ``error`` key."""
+    """The cards of every checkpoint in ``directory``, flat pairs (``NAME.json``) and folders (``NAME/``
+    holding ``geomlab.json``), sorted by name, each with ``file`` (the JSON's or the folder's name) and
+    ``model_config`` added. Unreadable ones are reported as a card with an ``error`` key."""
     from geomlab import checkpoint as ckpt
 
     cards = []
-    for p in sorted(Path(directory).glob("*.json")):
+    found = list(Path(directory).glob("*.json")) + [p.parent for p in Path(directory).glob(f"*/{ckpt.META_FILE}")]
+    for p in sorted(found, key=lambda q: q.name.removesuffix(".json")):
         try:
             meta = ckpt.read_meta(p)
         except ValueError as exc:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import base64
 import json
+import io
 import os
+import shutil
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -135,10 +138,9 @@ def test_home_osm_card_links_attention_to_an_osmformer_and_compare_to_a_shared_v
     two = tmp_path / "two-osmformers"
     two.mkdir()
     for src, dst in (("cem", "a-cem"), ("osmformer", "osmformer-1"), ("osmformer", "osmformer-2")):
-        for suffix in (".json", ".safetensors"):
-            (two / f"{dst}{suffix}").write_bytes((runs / f"{src}{suffix}").read_bytes())
-    for suffix in (".json", ".safetensors"):  # the CEM is the newest, so "any attention kind" would pick it
-        os.utime(two / f"a-cem{suffix}", (time.time() + 60, time.time() + 60))
+        shutil.copytree(runs / src, two / dst)  # checkpoint folders
+    for f in (two / "a-cem").iterdir():  # the CEM is the newest, so "any attention kind" would pick it
+        os.utime(f, (time.time() + 60, time.time() + 60))
     monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(two))
     at = app()
     attention = [p.proto for p in at.get("page_link") if p.proto.label == "Attention similarity"]
@@ -288,8 +290,7 @@ def test_a_view_with_no_fitting_checkpoint_explains_and_links_to_train(tmp_path,
     runs, _ = ckpt_dirs
     only = tmp_path / "only-cem"
     only.mkdir()
-    for suffix in (".json", ".safetensors"):
-        (only / f"cem{suffix}").write_bytes((runs / f"cem{suffix}").read_bytes())
+    shutil.copytree(runs / "cem", only / "cem")
     monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(only))
     at = app(gl_ckpt=ref("cem"))
     goto(at, "planes")
@@ -419,16 +420,29 @@ def test_checkpoints_page_lists_cards_and_validates_uploads(ckpt_dirs):
     submit = [b for b in at.button if "Validate" in b.label]
     submit[0].click().run()
     assert any("Upload rejected" in e and "missing" in e for e in errors(at)), errors(at)
-    # a good upload: the pair of an existing checkpoint under a new name
-    j = (runs / "osm.json").read_bytes()
-    w = (runs / "osm.safetensors").read_bytes()
-    at.file_uploader(key="w_upload").set_value([("mine.json", j, "application/json"),
-                                                ("mine.safetensors", w, "application/octet-stream")])
+    # a good upload: an existing checkpoint folder zipped under a new name
+    at.file_uploader(key="w_upload").set_value([("mine.zip", _zip(runs / "osm"), "application/zip")])
     [b for b in at.button if "Validate" in b.label][0].click().run()
     assert not errors(at), errors(at)
     assert any("uploads/mine" in s.value for s in at.success)
     assert at.session_state["gl_ckpt"] == "runs/uploads/mine"
     catalog.delete_user_checkpoint("runs/uploads/mine", owner=owner(at))
+    # the folder's files selected together: the folder's name comes with them (geomlab.json)
+    at.file_uploader(key="w_upload").set_value([(f.name, f.read_bytes(), "application/octet-stream")
+                                                for f in sorted((runs / "osm").iterdir())])
+    [b for b in at.button if "Validate" in b.label][0].click().run()
+    assert not errors(at), errors(at)
+    assert at.session_state["gl_ckpt"] == "runs/uploads/osm"
+    catalog.delete_user_checkpoint("runs/uploads/osm", owner=owner(at))
+
+
+def _zip(folder: Path) -> bytes:
+    """A checkpoint folder's files as a zip (what a browser uploads as one file), files at the top."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for f in sorted(folder.iterdir()):
+            zf.write(f, f.name)
+    return buf.getvalue()
 
 
 def _train_widgets(at: AppTest, steps: int) -> None:
@@ -472,10 +486,15 @@ def test_train_page_starts_stops_resumes_and_saves_a_tiny_run(ckpt_dirs):
     assert at.session_state["gl_ckpt"] == "runs/from-the-app-x"
     assert "ckpt" not in at.query_params  # Train's URL carries only its own keys (the state follows the save)
     assert "runs/from-the-app-x" in [e.ref for e in catalog.list_checkpoints()]
+    at.text_input(key=f"w_train_save_name_{run.run_id}").set_value("run.v2")  # a checkpoint folder keeps its dot
+    at.button(key="train-save").click().run()
+    assert at.session_state["gl_ckpt"] == "runs/run.v2", [s.value for s in at.success] + errors(at)
+    assert any("`runs/run.v2`" in s.value and "changed" not in s.value for s in at.success)
     goto(at, "checkpoints")
-    assert "from-the-app-x" in set(at.dataframe[0].value["name"])
+    assert {"from-the-app-x", "run.v2"} <= set(at.dataframe[0].value["name"])
     live.REGISTRY.forget(run.run_id, by=owner(at))
     catalog.delete_user_checkpoint("runs/from-the-app-x", owner=owner(at))
+    catalog.delete_user_checkpoint("runs/run.v2", owner=owner(at))
 
 
 def test_train_page_reports_no_gpu_and_short_text(ckpt_dirs, monkeypatch):
@@ -820,9 +839,7 @@ def test_checkpoints_page_deletes_only_this_sessions_uploads(ckpt_dirs, monkeypa
     at = app()
     goto(at, "checkpoints")
     assert not [b for b in at.button if b.label == "Delete"]  # the runs made outside this session: not its own
-    j, w = (runs / "osm.json").read_bytes(), (runs / "osm.safetensors").read_bytes()
-    at.file_uploader(key="w_upload").set_value([("own.json", j, "application/json"),
-                                                ("own.safetensors", w, "application/octet-stream")])
+    at.file_uploader(key="w_upload").set_value([("own.zip", _zip(runs / "osm"), "application/zip")])
     [b for b in at.button if "Validate" in b.label][0].click().run()
     assert not errors(at), errors(at)
     assert len([b for b in at.button if b.label == "Delete"]) == 1  # its own upload
@@ -833,7 +850,7 @@ def test_checkpoints_page_deletes_only_this_sessions_uploads(ckpt_dirs, monkeypa
     [b for b in at.button if b.label == "Delete"][0].click().run()
     assert any("Deleted" in s.value for s in at.success), [s.value for s in at.success]
     assert "runs/uploads/own" not in [e.ref for e in catalog.list_checkpoints()]
-    assert (runs / "osm.json").exists()
+    assert (runs / "osm" / "geomlab.json").exists()
 
 
 def test_another_sessions_run_can_be_watched_not_changed(ckpt_dirs, monkeypatch):
@@ -865,7 +882,7 @@ def test_another_sessions_run_can_be_watched_not_changed(ckpt_dirs, monkeypatch)
 def test_train_save_keeps_an_existing_checkpoint_of_that_name(ckpt_dirs, monkeypatch):
     monkeypatch.delenv("GEOMLAB_SHARED_RUNS", raising=False)
     runs, _ = ckpt_dirs
-    before = ((runs / "osm.json").read_bytes(), (runs / "osm.safetensors").read_bytes())
+    before = {f.name: f.read_bytes() for f in (runs / "osm").iterdir()}
     at = app()
     goto(at, "train")
     _train_widgets(at, steps=2)
@@ -879,9 +896,9 @@ def test_train_save_keeps_an_existing_checkpoint_of_that_name(ckpt_dirs, monkeyp
         at.button(key="train-save").click().run()
         assert any("`runs/osm-2`" in s.value and "already exists" in s.value for s in at.success), \
             [s.value for s in at.success] + errors(at)
-        assert ((runs / "osm.json").read_bytes(), (runs / "osm.safetensors").read_bytes()) == before
+        assert {f.name: f.read_bytes() for f in (runs / "osm").iterdir()} == before
         at.button(key="train-save").click().run()  # saving again: over its own osm-2, not a third name
-        assert not (runs / "osm-3.json").exists() and (runs / "osm-2.json").exists()
+        assert not (runs / "osm-3").exists() and (runs / "osm-2" / "geomlab.json").exists()
     finally:
         live.REGISTRY.forget(run.run_id, by=owner(at))
         catalog.delete_user_checkpoint("runs/osm-2", owner=owner(at))

@@ -42,7 +42,7 @@ def test_round_trip(saved):
         x = torch.randint(0, vocab.size, (2, 9))
         assert torch.equal(c.model(x), model.eval()(x))
     meta = json.loads(path.read_text())
-    assert meta["format_version"] == ckpt.FORMAT_VERSION
+    assert meta["format_version"] == ckpt.FLAT_FORMAT_VERSION  # the flat layout is unchanged
     assert c.card["params_effective"] == c.card["params_stored"] == sum(p.numel() for p in model.parameters())
     assert c.card["geomlab_version"] and c.card["valid_bpc"] == 3.5
     assert c.train_config == {"steps": 3}

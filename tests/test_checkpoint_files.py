@@ -1,7 +1,8 @@
 """Issue 15, class 6: a checkpoint pair is written as one unit, exclusively when asked, and read only from
 regular files. The kill tests fork a child that saves and dies (``os._exit``, no clean-up, or SIGKILL) at
 every file-system step of a save, or at random moments, and check that what is left loads as the old pair
-or the new pair, never a mix."""
+or the new pair, never a mix. Issue 19: the same for checkpoint folders (``layout="folder"``), whose
+``config.json`` and ``README.md`` must be the new save's or the old one's with the weights."""
 
 from __future__ import annotations
 
@@ -31,24 +32,40 @@ needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 
 def _model(version: int):
-    """A model whose every weight is ``version`` (so a weight says which save wrote it)."""
-    m = build_model({"kind": "lstm", "vocab_size": VOCAB.size, "hidden": 6, "embedding_dim": 3})
+    """A model whose every weight is ``version`` (so a weight says which save wrote it) and whose width
+    alternates with it (so a config of another save does not fit the weights)."""
+    m = build_model({"kind": "lstm", "vocab_size": VOCAB.size, "hidden": 6 + version % 2, "embedding_dim": 3})
     with torch.no_grad():
         for p in m.parameters():
             p.fill_(float(version))
     return m
 
 
-def _save(stem: Path, version: int) -> Path:
-    return ckpt.save(stem, _model(version), VOCAB, {"version": version})
+def _save(stem: Path, version: int, layout: str = "flat") -> Path:
+    return ckpt.save(stem, _model(version), VOCAB, {"version": version, "steps": version}, layout=layout)
 
 
 def _version(stem: Path) -> int:
-    """Load the pair and return its version, asserting the weights are the JSON's (never a mix)."""
+    """Load the checkpoint and return its version, asserting the weights are the JSON's (never a mix) and,
+    for a folder, that the model card is the same save's (its front matter's ``steps``)."""
     c = ckpt.load(stem)
     values = {float(v) for p in c.model.parameters() for v in p.detach().flatten().unique()}
     assert values == {float(c.card["version"])}, f"mixed pair: JSON says {c.card['version']}, weights {values}"
+    if c.layout == "folder":
+        import yaml
+
+        front = yaml.safe_load((c.path / "README.md").read_text().split("---")[1])
+        assert front["steps"] == c.card["version"], "README.md of another save"
     return int(c.card["version"])
+
+
+LAYOUTS = pytest.mark.parametrize("layout", ["flat", "folder"])
+
+
+def _leftovers(tmp_path: Path) -> list[Path]:
+    """Dot files (journals, temporary weights) in ``tmp_path`` and in its checkpoint folders."""
+    return [p for d in [tmp_path, *(q for q in tmp_path.iterdir() if q.is_dir())] for p in d.iterdir()
+            if p.name.startswith(".")]
 
 
 def _fork(fn, timeout: float = 60.0) -> int:
@@ -78,7 +95,7 @@ def _fork(fn, timeout: float = 60.0) -> int:
 KILLED, COMPLETED = 9, 3
 
 
-def _save_dying_at(stem: Path, version: int, k: int) -> None:
+def _save_dying_at(stem: Path, version: int, k: int, layout: str = "flat") -> None:
     """In the child: save ``version``, dying with no clean-up at the k-th file-system call."""
     count = [0]
 
@@ -95,21 +112,21 @@ def _save_dying_at(stem: Path, version: int, k: int) -> None:
     for name in STEPS:
         if hasattr(os, name):
             setattr(os, name, wrap(name))
-    _save(stem, version)
+    _save(stem, version, layout)
     os._exit(COMPLETED)
 
 
 @needs_fork
-def test_a_save_killed_at_every_step_leaves_the_old_or_the_new_pair(tmp_path):
+@LAYOUTS
+def test_a_save_killed_at_every_step_leaves_the_old_or_the_new_pair(tmp_path, layout):
     stem = tmp_path / "ck"
-    _save(stem, 1)
+    _save(stem, 1, layout)
     outcomes = []
     for k in range(1, 200):
-        for p in tmp_path.iterdir():  # start each attempt from the complete old pair (and its leftovers)
-            if p.name.startswith("."):
-                p.unlink()
-        _save(stem, 1)
-        code = _fork(lambda: _save_dying_at(stem, 2, k))
+        for p in _leftovers(tmp_path):  # start each attempt from the complete old pair (and its leftovers)
+            p.unlink()
+        _save(stem, 1, layout)
+        code = _fork(lambda: _save_dying_at(stem, 2, k, layout))
         assert code in (KILLED, COMPLETED), code
         v = _version(stem)  # old or new, never a mix, never an error
         outcomes.append(v)
@@ -136,14 +153,15 @@ def _listing(folder: Path):
 
 
 @needs_fork
-def test_a_save_killed_at_random_moments_leaves_a_whole_pair(tmp_path):
+@LAYOUTS
+def test_a_save_killed_at_random_moments_leaves_a_whole_pair(tmp_path, layout):
     stem = tmp_path / "ck"
-    _save(stem, 0)
+    _save(stem, 0, layout)
     rng = random.Random(15)
 
     def keep_saving():
         for v in range(1, 10_000):
-            _save(stem, v)
+            _save(stem, v, layout)
 
     seen = set()
     for _ in range(25):
@@ -200,7 +218,8 @@ def test_exclusive_save_never_replaces(tmp_path):
     assert _version(ckpt.save(tmp_path / "fresh", _model(3), VOCAB, {"version": 3}, exclusive=True)) == 3
 
 
-def test_exclusive_saves_of_one_name_at_once_keep_exactly_one(tmp_path):
+@LAYOUTS
+def test_exclusive_saves_of_one_name_at_once_keep_exactly_one(tmp_path, layout):
     stem = tmp_path / "race"
     barrier, results = threading.Barrier(6), []
 
@@ -208,7 +227,7 @@ def test_exclusive_saves_of_one_name_at_once_keep_exactly_one(tmp_path):
         m = _model(v)
         barrier.wait()
         try:
-            ckpt.save(stem, m, VOCAB, {"version": v}, exclusive=True)
+            ckpt.save(stem, m, VOCAB, {"version": v, "steps": v}, exclusive=True, layout=layout)
             results.append(v)
         except ckpt.CheckpointExistsError:
             results.append(None)

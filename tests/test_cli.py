@@ -38,7 +38,10 @@ def test_train_eval_sample_end_to_end(text_file, tmp_path, capsys):
     assert c.train_config["lr"] == 0.01 and c.train_config["steps"] == 20
     test_bpc = c.card["test_bpc"]
 
-    assert main(["eval", str(out / "tiny.json"), "--data", str(text_file), "--split", "test"]) == 0
+    assert sorted(f.name for f in (out / "tiny").iterdir()) == ["README.md", "config.json", "geomlab.json",
+                                                               "model.safetensors"]  # a checkpoint folder
+    # every command takes the folder or a file in it
+    assert main(["eval", str(out / "tiny" / "geomlab.json"), "--data", str(text_file), "--split", "test"]) == 0
     printed = capsys.readouterr().out
     got = float(re.search(r"test bpc: (\d+\.\d+)", printed).group(1))
     assert got == pytest.approx(test_bpc, abs=1e-4)
@@ -47,8 +50,11 @@ def test_train_eval_sample_end_to_end(text_file, tmp_path, capsys):
     assert main(["sample", str(out / "tiny"), "--prompt", "ROMEO:", "--length", "30", "--seed", "1"]) == 0
     sample = capsys.readouterr().out
     assert sample.startswith("ROMEO:") and len(sample.rstrip("\n")) >= 6 + 25
-    assert main(["sample", str(out / "tiny"), "--prompt", "ROMEO:", "--length", "30", "--seed", "1"]) == 0
+    assert main(["sample", str(out / "tiny" / "model.safetensors"), "--prompt", "ROMEO:", "--length", "30",
+                 "--seed", "1"]) == 0
     assert capsys.readouterr().out == sample  # seeded
+    assert main(["trace", str(out / "tiny"), "--text", "ROMEO: hi", "--out", str(tmp_path / "tr")]) == 0
+    assert "traced 9 positions" in capsys.readouterr().out and (tmp_path / "tr.npz").is_file()
 
 
 def test_resume_via_cli(text_file, tmp_path, capsys):
@@ -73,7 +79,7 @@ def test_word_problem_via_cli(tmp_path, capsys):
                  "--steps", "5", "--batch-size", "4", "--seq-len", "8", "--out", str(out), "--quiet"])
     assert code == 0
     assert "valid_accuracy" in capsys.readouterr().out
-    (path,) = out.glob("*.json")
+    (path,) = out.iterdir()
     assert main(["eval", str(path), "--split", "valid"]) == 0  # task rebuilt from the card
     assert "accuracy" in capsys.readouterr().out
 
@@ -89,7 +95,7 @@ def test_length_curriculum_via_cli(tmp_path, capsys):
     code = main(["train", "--model", "lstm", "--config", "hidden=8", "--data", "word-problem:S3:8", "--steps", "5",
                  "--batch-size", "4", "--seq-len", "8", "--length-curriculum", "2:3", "--out", str(out), "--quiet"])
     assert code == 0
-    (path,) = out.glob("*.json")
+    (path,) = out.iterdir()
     c = ckpt.load(path)
     assert c.train_config["length_curriculum"] == [[2, 3]] and c.card["tokens_seen"] == 4 * (2 * 3 + 8 * 2)
     assert main(["train", "--model", "lstm", "--data", "word-problem:S3:8", "--steps", "2",
@@ -143,16 +149,16 @@ def test_train_never_overwrites_an_earlier_checkpoint(tmp_path, capsys):
     assert main(base + ["--group", "O"]) == 0
     assert main(base + ["--group", "T"]) == 0
     assert main(base + ["--group", "O"]) == 0
-    names = sorted(p.stem for p in out.glob("*.json"))
+    names = sorted(p.parent.name for p in out.glob("*/geomlab.json"))
     assert len(names) == 3 and any("-O-" in n for n in names) and any("-T-" in n for n in names)
     assert any(n.endswith("-2") for n in names)
     capsys.readouterr()
     taken = names[0]
     assert main(base + ["--group", "O", "--name", taken]) == 2
     assert "already exists" in capsys.readouterr().err
-    assert len(list(out.glob("*.json"))) == 3
+    assert len(list(out.iterdir())) == 3
     assert main(base + ["--name", "../escaped"]) == 2
-    assert "plain file name" in capsys.readouterr().err and not (tmp_path / "escaped.json").exists()
+    assert "plain file name" in capsys.readouterr().err and not (tmp_path / "escaped").exists()
 
 
 def test_trace_sample_and_bundled_name_errors(tmp_path, capsys, monkeypatch):

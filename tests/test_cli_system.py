@@ -101,7 +101,9 @@ def test_disk_full_during_training_is_one_line_and_keeps_the_last_good_checkpoin
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: step 20: could not write the checkpoint")
     assert "No space left on device" in err and "last good checkpoint" in err
-    assert sorted(p.name for p in out.iterdir()) == ["full.json", "full.safetensors"]  # no partial file
+    assert [p.name for p in out.iterdir()] == ["full"]
+    assert sorted(p.name for p in (out / "full").iterdir()) == ["README.md", "config.json", "geomlab.json",
+                                                                "model.safetensors"]  # no partial file
     assert ckpt.load(out / "full").card["steps"] == 10
 
 
@@ -186,7 +188,7 @@ def test_sigint_to_a_training_process_then_resume_is_bit_identical(text_file, tm
     proc = subprocess.Popen([sys.executable, "-m", "geomlab", *args, "--name", "cut"], cwd=Path(__file__).parents[1],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     end = time.monotonic() + 180
-    while not (out / "cut.json").exists() and proc.poll() is None and time.monotonic() < end:
+    while not (out / "cut" / "geomlab.json").exists() and proc.poll() is None and time.monotonic() < end:
         time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=180)

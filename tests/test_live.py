@@ -70,7 +70,8 @@ def test_run_to_the_end_reports_progress_and_saves(runs):
     assert catalog.list_checkpoints() == []
     path = run.save("my tiny run")
     refs = [e.ref for e in catalog.list_checkpoints()]
-    assert refs == ["runs/my-tiny-run"] and path == runs / "my-tiny-run.json"
+    assert refs == ["runs/my-tiny-run"] and path == runs / "my-tiny-run"  # a checkpoint folder
+    assert (path / "README.md").is_file() and (path / "config.json").is_file()
     loaded = checkpoint.load(path)
     assert loaded.card["saved_from"] == "geomlab live run" and loaded.card["steps"] == 12
     with pytest.raises(live.LiveError):
@@ -383,11 +384,11 @@ def test_save_never_overwrites_a_checkpoint_it_did_not_make(runs, monkeypatch):
     other = _finished()
     cli = other.save("taken")  # a checkpoint already there (say, from the command line: nobody's)
     getattr(catalog, "forget_owner", lambda p: None)(cli)
-    before = (cli.read_bytes(), cli.with_suffix(".safetensors").read_bytes())
+    before = {f.name: f.read_bytes() for f in cli.iterdir()}
     run = _finished(spec={"seed": 1})
     path = run.save("taken")
-    assert path.name == "taken-2.json"  # a free name, never a replace
-    assert (cli.read_bytes(), cli.with_suffix(".safetensors").read_bytes()) == before
+    assert path.name == "taken-2"  # a free name, never a replace
+    assert {f.name: f.read_bytes() for f in cli.iterdir()} == before
     assert {e.ref for e in catalog.list_checkpoints()} == {"runs/taken", "runs/taken-2"}
 
 
@@ -397,9 +398,9 @@ def test_save_overwrites_only_its_own_sessions_checkpoint(runs, monkeypatch):
     first = a.save("mine", by="alice")
     assert a.save("mine", by="alice") == first  # the same session saves over its own checkpoint
     b = _finished(owner="bob", spec={"seed": 1})
-    before = first.read_bytes()
+    before = (first / "model.safetensors").read_bytes()
     other = b.save("mine", by="bob")  # bob never replaces alice's checkpoint
-    assert other.name == "mine-2.json" and first.read_bytes() == before
+    assert other.name == "mine-2" and (first / "model.safetensors").read_bytes() == before
     assert catalog.may_change(other, "bob") and not catalog.may_change(other, "alice")
 
 
@@ -418,7 +419,7 @@ def test_only_the_owner_stops_resumes_saves_or_forgets_a_run(runs, monkeypatch):
             with pytest.raises(live.LiveError, match="another session"):
                 call()
         assert run.state == "running" and reg.get(run.run_id) is run
-        assert not list(runs.glob("x*.json"))
+        assert not list(runs.glob("x*"))
         run.stop(wait=60, by="alice")
         assert run.state == "stopped"
         with pytest.raises(live.LiveError, match="another session"):

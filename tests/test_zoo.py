@@ -120,7 +120,10 @@ def test_build_entry_word_problem_records_accuracy_by_length(tmp_path):
     entry = zoo.ZooEntry("tiny-wp", "wp", "test", "lstm", task="word-problem:Z5:8",
                          config={"hidden": 8}, steps=3, batch_size=4, seq_len=8, eval_lengths=(2, 4, 16))
     path = zoo.build_entry(entry, tmp_path, log=None)
-    card = json.loads(Path(path).read_text())["card"]
+    from geomlab import checkpoint as ckpt
+
+    assert path == tmp_path / "tiny-wp"  # a checkpoint folder
+    card = ckpt.read_meta(path)["card"]
     acc = card["accuracy_by_length"]
     assert set(acc) == {"2", "4", "16"}
     assert all(0.0 <= v <= 1.0 for v in acc.values())

@@ -8,7 +8,8 @@ HELP = "evaluate a checkpoint: bits per character (or the task's metric) on a sp
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint", help="checkpoint path (NAME, NAME.json or NAME.safetensors)")
+    p.add_argument("checkpoint", help="checkpoint: a folder NAME/ (or a file in it), or a flat pair NAME, NAME.json or "
+                   "NAME.safetensors")
     p.add_argument("--data", help="corpus name, text file or word-problem:GROUP (default: the checkpoint's own "
                    "corpus/task)")
     p.add_argument("--split", default="test", choices=("train", "valid", "test"), help="split (default test)")

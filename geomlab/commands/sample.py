@@ -8,7 +8,8 @@ HELP = "generate text from a checkpoint, continuing a prompt"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint", help="checkpoint path (NAME, NAME.json or NAME.safetensors)")
+    p.add_argument("checkpoint", help="checkpoint: a folder NAME/ (or a file in it), or a flat pair NAME, NAME.json or "
+                   "NAME.safetensors")
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     p.add_argument("--length", type=int, default=200, help="tokens to generate (default 200)")
     p.add_argument("--temperature", type=float, default=1.0, help="softmax temperature; 0 = greedy (default 1)")

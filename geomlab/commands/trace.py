@@ -14,7 +14,8 @@ HELP = "trace a checkpoint on a text: record states/energies/planes and write th
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint", help="checkpoint path (NAME, NAME.json or NAME.safetensors)")
+    p.add_argument("checkpoint", help="checkpoint: a folder NAME/ (or a file in it), or a flat pair NAME, NAME.json or "
+                   "NAME.safetensors")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="the text to trace (at most 2,048 characters); for a word-problem "
                      "checkpoint, group elements separated by spaces, e.g. '01234 10234' for S5 permutations")

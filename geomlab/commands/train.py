@@ -14,7 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-HELP = "train a model (any registered kind) and write a checkpoint (NAME.json + NAME.safetensors)"
+HELP = ("train a model (any registered kind) and write a checkpoint folder OUT/NAME/ (config.json, "
+        "model.safetensors, README.md, geomlab.json)")
 
 
 def parse_count(text: str) -> int:
@@ -80,7 +81,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "when omitted")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps in total (default 1000)")
     p.add_argument("--out", default="runs", help="output folder (default runs/)")
-    p.add_argument("--name", help="checkpoint file name inside --out (default KIND[-GROUP]-DATA-PARAMS, with -2, -3, "
+    p.add_argument("--name", help="checkpoint folder name inside --out (default KIND[-GROUP]-DATA-PARAMS, with -2, -3, "
                    "... when taken; an existing --name is refused unless you --resume it)")
     p.add_argument("--batch-size", type=int, default=None,
                    help="random windows per batch (default 32); under torchrun the global batch, split evenly "
@@ -125,13 +126,19 @@ def _default_name(kind: str, data: str, params: int, group: str | None = None) -
 
 
 def _free_name(out: Path, name: str) -> str:
-    """``name``, or ``name-2``, ``name-3``, ... when ``out/name.json`` already exists (a new run never
-    overwrites an earlier checkpoint under the default name)."""
+    """``name``, or ``name-2``, ``name-3``, ... when ``out/name`` (a folder) or a flat pair ``out/name.json``
+    already exists (a new run never overwrites an earlier checkpoint under the default name)."""
     candidate, i = name, 1
-    while (out / f"{candidate}.json").exists() or (out / f"{candidate}.safetensors").exists():
+    while _taken(out, candidate):
         i += 1
         candidate = f"{name}-{i}"
     return candidate
+
+
+def _taken(out: Path, name: str) -> bool:
+    """Whether ``out/name`` is taken: a folder or file of that name, or a flat pair ``name.json`` /
+    ``name.safetensors``."""
+    return any(os.path.lexists(out / n) for n in (name, f"{name}.json", f"{name}.safetensors"))
 
 
 def check_out_dir(folder: Path, model=None) -> None:
@@ -252,8 +259,8 @@ def _train(args: argparse.Namespace, replicas) -> int:
             if Path(name).name != name or name in (".", ".."):
                 raise ValueError(f"--name must be a plain file name (no folders), got {name!r}; use --out for "
                                  "the folder")
-            if (Path(args.out) / f"{name}.json").exists():
-                raise ValueError(f"{Path(args.out) / name}.json already exists: continue it with --resume, or "
+            if _taken(Path(args.out), name):
+                raise ValueError(f"{Path(args.out) / name} already exists: continue it with --resume, or "
                                  "choose another --name (nothing was overwritten)")
         else:
             name = _free_name(Path(args.out), _default_name(args.model, args.data, n_eff, args.group))
