@@ -245,45 +245,52 @@ class _SharedDiagonalAttention(torch.autograd.Function):
     def forward(ctx, q, k, qs, ks, eta, scale):
         B, H, J, e = q.shape
         bias = _causal_bias(J, q.dtype, q.device)
-        q_, qs_ = q * scale, qs * scale
-        o, an = q.new_empty(B, H, J, e), q.new_empty(qs.shape)
+        q_ = (q * scale).reshape(B * H, J, e)  # batch and heads flattened: 3-d products, no copies
+        k = k.reshape(B * H, J, e)
+        qs_ = qs * scale
+        o, an = q.new_empty(B * H, J, e), q.new_empty(qs.shape)
         eta_row = eta.view(1, 1, H)
         saved = []
         for sl in _batch_chunks(B, H * J * J):  # a few batch rows at a time: the J x J blocks stay in cache
             b = sl.stop - sl.start
+            hs = slice(sl.start * H, sl.stop * H)
             shared = torch.baddbmm(bias, qs_[sl], ks[sl].transpose(-1, -2))  # (b, J, J), formed once
-            a = torch.matmul(q_[sl], k[sl].transpose(-1, -2)).add_(shared.unsqueeze(1)).softmax(dim=-1)
-            torch.matmul(a, k[sl], out=o[sl])
+            a = torch.bmm(q_[hs], k[hs].transpose(-1, -2)).view(b, H, J, J).add_(shared.unsqueeze(1))
+            a = a.softmax(dim=-1).view(b * H, J, J)
+            torch.bmm(a, k[hs], out=o[hs])
             a_sum = torch.bmm(eta_row.expand(b, 1, H), a.view(b, H, J * J)).view(b, J, J)  # sum_h eta_h a^h
             torch.bmm(a_sum, ks[sl], out=an[sl])
             saved += [a, a_sum]
         ctx.save_for_backward(q_, k, qs_, ks, eta, *saved)
         ctx.scale = scale
-        return o, an
+        return o.view(B, H, J, e), an
 
     @staticmethod
     def backward(ctx, d_o, d_an):
         q_, k, qs_, ks, eta, *saved = ctx.saved_tensors
         scale = ctx.scale
-        B, H, J, _ = q_.shape
+        B, J, _ = ks.shape
+        H = eta.shape[0]
+        d_o = d_o.reshape(B * H, J, -1)
         d_q, d_k, d_qs, d_ks = (torch.empty_like(t) for t in (q_, k, qs_, ks))
         d_eta = eta.new_zeros(H)
         eta4 = eta.view(1, H, 1, 1)
         for c, sl in enumerate(_batch_chunks(B, H * J * J)):
             b = sl.stop - sl.start
+            hs = slice(sl.start * H, sl.stop * H)
             a, a_sum = saved[2 * c], saved[2 * c + 1]
             g = torch.bmm(d_an[sl], ks[sl].transpose(-1, -2))  # (b, J, J): d an / d a^h = eta_h g
-            d_a = torch.matmul(d_o[sl], k[sl].transpose(-1, -2)).addcmul_(g.unsqueeze(1), eta4)
+            d_a = torch.bmm(d_o[hs], k[hs].transpose(-1, -2)).view(b, H, J, J).addcmul_(g.unsqueeze(1), eta4)
             d_eta += torch.bmm(g.view(b, 1, J * J), a.view(b, H, J * J).transpose(1, 2)).sum(dim=0).view(H)
-            d_s = torch._softmax_backward_data(d_a, a, -1, a.dtype)
+            d_s = torch._softmax_backward_data(d_a, a.view(b, H, J, J), -1, a.dtype)
             d_shared = d_s.sum(dim=1)
-            torch.matmul(d_s, k[sl], out=d_q[sl])
-            torch.matmul(a.transpose(-1, -2), d_o[sl], out=d_k[sl])
-            d_k[sl] += torch.matmul(d_s.transpose(-1, -2), q_[sl])
+            d_s = d_s.view(b * H, J, J)
+            torch.bmm(d_s, k[hs], out=d_q[hs])
+            torch.baddbmm(torch.bmm(a.transpose(-1, -2), d_o[hs]), d_s.transpose(-1, -2), q_[hs], out=d_k[hs])
             torch.bmm(d_shared, ks[sl], out=d_qs[sl])
-            torch.bmm(a_sum.transpose(-1, -2), d_an[sl], out=d_ks[sl])
-            d_ks[sl] += torch.bmm(d_shared.transpose(-1, -2), qs_[sl])
-        return d_q.mul_(scale), d_k, d_qs.mul_(scale), d_ks, d_eta, None
+            torch.baddbmm(torch.bmm(a_sum.transpose(-1, -2), d_an[sl]), d_shared.transpose(-1, -2), qs_[sl],
+                          out=d_ks[sl])
+        return (d_q.mul_(scale).view(B, H, J, -1), d_k.view(B, H, J, -1), d_qs.mul_(scale), d_ks, d_eta, None)
 
 
 #: Elements of the ``(b, H, J, J)`` weight block processed at once by :class:`_SharedDiagonalAttention` (1 MB in
@@ -518,7 +525,7 @@ class _EnergyBlock(nn.Module):
         x = h
         energies, disps, extras = [], [], {}
         for t in range(steps + 1):
-            y = x / rho
+            y = n if t == 0 else x / rho  # x^0 = h: y^0 is n (the same division, done once)
             if rec is not None:  # logging pass: energy of iterate t (t == steps is the output)
                 e = self.energy(y, n, ctx, rope)
                 if self.anchor:
