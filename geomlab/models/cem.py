@@ -219,7 +219,8 @@ def interaction_energy(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k:
 
 
 #: Longest window trained with explicit attention weights (``interaction_update(explicit=True)``): their
-#: memory is ``B H J^2`` per recursion step and layer (design choice). Eval mode always uses the fused call.
+#: memory is ``B H J^2`` per recursion step and layer (design choice). Used on CPU in training mode only (where it
+#: was measured faster, docs/speed.md); eval mode and accelerators keep the fused call.
 _EXPLICIT_MAX_LEN = 512
 
 
@@ -318,8 +319,8 @@ def interaction_update(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k:
     ``keys`` (``(B, H, J, d_h)``, already rotated) may be passed to avoid recomputing them (fixed context,
     notes §2.3). ``explicit`` (shared diagonal only; ignored otherwise): form the weights explicitly with the
     shared score computed once (:class:`_SharedDiagonalAttention`, hand-written backward) instead of the fused
-    call on ``d_h + d``-wide augmented vectors; the same function, 2-3x faster to train on CPU at short
-    windows, ``O(B H J^2)`` memory. Source: notes §1.2, §2.1.
+    call on ``d_h + d``-wide augmented vectors; the same function (to rounding), forward + backward about 1.6x
+    faster on CPU at 16 x 128 (docs/speed.md), ``O(B H J^2)`` memory. Source: notes §1.2, §2.1.
     """
     _check_attention_args(y, n, w_q, w_k, eta, diag)
     B, J, d = y.shape
@@ -580,7 +581,7 @@ class CEMAttention(_EnergyBlock):
         return interaction_energy(y, n, self.w_q, self.w_k, self.eta, self.diag, rope)
 
     def update(self, y, n, ctx, rope):
-        explicit = self.training and y.shape[1] <= _EXPLICIT_MAX_LEN
+        explicit = self.training and y.device.type == "cpu" and y.shape[1] <= _EXPLICIT_MAX_LEN
         return interaction_update(y, n, self.w_q, self.w_k, self.eta, self.diag, rope, keys=ctx,
                                   explicit=explicit)
 
