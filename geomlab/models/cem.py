@@ -35,6 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from geomlab.models import budget_search, register
 from geomlab.models.base import SequenceModel
@@ -267,6 +268,7 @@ class _SharedDiagonalAttention(torch.autograd.Function):
         return o.view(B, H, J, e), an
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, d_o, d_an):
         q_, k, qs_, ks, eta, *saved = ctx.saved_tensors
         scale = ctx.scale
