@@ -356,3 +356,79 @@ def test_chunked_logsumexp_and_fused_update_equal_the_explicit_softmax(J, chunk,
     e = -(eta.view(1, -1, 1) * torch.logsumexp(interaction_scores(yy, n, w_q, w_k, diag, tables), -1)).sum(1) / beta
     (grad,) = torch.autograd.grad(e.sum(), yy)
     torch.testing.assert_close(interaction_update(y, n, w_q, w_k, eta, diag, tables), -grad, rtol=1e-9, atol=1e-9)
+
+
+# ---------------------------------------------------------------- explicit training path (issue 17)
+import geomlab.models.cem as cem_module  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(hst.integers(1, 12), hst.integers(1, 5), hst.booleans(), hst.sampled_from([1, 40, 2 ** 18]),
+       hst.integers(0, 2**31 - 1))
+def test_explicit_shared_diagonal_update_and_its_gradients_equal_the_fused_call(J, B, rope, chunk, seed):
+    """``interaction_update(explicit=True)`` (weights formed once per batch chunk, hand-written backward) gives
+    the fused path's update and the same gradients for every input, eta included (float64)."""
+    g = torch.Generator().manual_seed(seed)
+    H, dh, d = 2, 4, 8
+    leaves = [torch.randn(*s, generator=g, dtype=D64).requires_grad_(True)
+              for s in ((B, J, d), (B, J, d), (H, dh, d), (H, dh, d), (d,))]
+    eta = (torch.rand(H, generator=g, dtype=D64) + 0.1).requires_grad_(True)
+    y, n, w_q, w_k, diag = leaves
+    tables = rope_angles(J, dh, dtype=D64) if rope else None
+    weights = torch.randn(B, J, d, generator=g, dtype=D64)
+    old_chunk = cem_module._CHUNK_ELEMENTS
+    cem_module._CHUNK_ELEMENTS = chunk  # several batch chunks, or one
+    try:
+        outs, grads = [], []
+        for explicit in (False, True):
+            out = interaction_update(y, n, w_q, w_k, eta, diag, tables, explicit=explicit)
+            outs.append(out)
+            grads.append(torch.autograd.grad((out * weights).sum(), [*leaves, eta]))
+    finally:
+        cem_module._CHUNK_ELEMENTS = old_chunk
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-10, atol=1e-10)
+    for a, b in zip(grads[1], grads[0]):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
+
+
+def test_explicit_path_passes_gradcheck():
+    g = torch.Generator().manual_seed(11)
+    B, J, H, dh, d = 3, 5, 2, 4, 8
+    args = [torch.randn(*s, generator=g, dtype=D64).requires_grad_(True)
+            for s in ((B, J, d), (B, J, d), (H, dh, d), (H, dh, d))]
+    eta = (torch.rand(H, generator=g, dtype=D64) + 0.1).requires_grad_(True)
+    diag = torch.randn(d, generator=g, dtype=D64).requires_grad_(True)
+    tables = rope_angles(J, dh, dtype=D64)
+    old_chunk = cem_module._CHUNK_ELEMENTS
+    cem_module._CHUNK_ELEMENTS = H * J * J  # one batch row per chunk
+    try:
+        assert torch.autograd.gradcheck(
+            lambda *t: interaction_update(*t, rope=tables, explicit=True), (*args, eta, diag))
+    finally:
+        cem_module._CHUNK_ELEMENTS = old_chunk
+
+
+@pytest.mark.parametrize("steps", [1, 2])
+def test_training_mode_equals_eval_mode_reference(steps):
+    """Training mode (explicit attention) and eval mode (the fused call, what traces use) compute the same
+    model: float64 logits and parameter gradients agree to rounding, float32 logits to float32 rounding."""
+    torch.manual_seed(12)
+    model = build_model({"kind": "cem", "vocab_size": 11, "d_model": 16, "n_heads": 4, "d_ff": 20, "n_layers": 2,
+                         "recursion_steps": steps})
+    with torch.no_grad():
+        for layer in model.stack.layers:
+            layer[0].diag.normal_(0, 0.5)
+    tokens = torch.randint(0, 11, (3, 17))
+    for dtype, tol in ((D64, 1e-10), (torch.float32, 2e-5)):
+        model.to(dtype)
+        got = []
+        for mode in (model.train, model.eval):
+            mode()
+            model.zero_grad()
+            out = model(tokens)
+            out.square().mean().backward()
+            got.append((out.detach(), [p.grad.clone() for p in model.parameters()]))
+        torch.testing.assert_close(got[0][0], got[1][0], rtol=tol, atol=tol)
+        if dtype == D64:
+            for a, b in zip(got[0][1], got[1][1]):
+                torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)

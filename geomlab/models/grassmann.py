@@ -152,52 +152,109 @@ class GrassmannMixer(nn.Module):
     def _fuse(self, h: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         gin = torch.cat([h, g], dim=-1) if self.gate_form == "concat" else h
         alpha = torch.sigmoid(self.gate(gin))
-        return alpha * h + (1 - alpha) * g, alpha
+        return torch.lerp(g, h, alpha), alpha  # alpha h + (1 - alpha) g in one pass
+
+    def _partners(self, T: int, device) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+        """The offsets with a partner somewhere in a length-``T`` window, ``idx`` ``(T, m)`` long: row of the
+        partner ``z_{t-D}`` in ``z`` padded in front by ``max(offsets)`` zero rows (a zero row where ``t < D``),
+        and ``mask`` ``(T, m)`` bool: ``t >= D``."""
+        key = (T, str(device))
+        if getattr(self, "_partner_key", None) != key:
+            offs = [D for D in self.offsets if D < T]
+            top = max(offs, default=0)
+            t = torch.arange(T, device=device).unsqueeze(1)
+            d = torch.tensor(offs, dtype=torch.long, device=device).view(1, -1)
+            self._partner_cache = (offs, (t - d + top).clamp_min(0), t >= d)
+            self._partner_key = key
+        return self._partner_cache
 
     def forward(self, h: torch.Tensor, rec: dict | None = None) -> torch.Tensor:
         B, T, _ = h.shape
         z = self.reduce(h)
+        if self.impl == "fused":
+            return self._forward_fused(h, z, rec)
         cnt = torch.zeros(T, dtype=h.dtype, device=h.device)
-        u = acc = None  # fused: weighted past mean u (B, T, r); explicit: sum of p_hat (B, T, P)
+        acc = None  # sum of p_hat (B, T, P)
         for D in self.offsets:
             if D >= T:  # no position has a partner at this offset: skipped
                 if rec is not None:
-                    rec["plucker"].append(h.new_zeros(T, self.P))
-                    rec["plucker_norm"].append(h.new_zeros(T))
-                    rec["plucker_mask"].append(torch.zeros(T, dtype=torch.bool, device=h.device))
+                    self._record_empty(rec, h, T)
                 continue
             cur, past = z[:, D:], z[:, :-D]  # current first, past second
             cnt[D:] += 1
-            if self.impl == "fused":
-                w, n2, v = self._scaled_perp(cur, past)
-                term = F.pad(v, (0, 0, D, 0))
-                u = term if u is None else u + term
-            else:
-                p = self._wedge(cur, past)
-                p_hat = normalize_plucker(p, self.eps, self.normalize)
-                term = F.pad(p_hat, (0, 0, D, 0))
-                acc = term if acc is None else acc + term
+            p = self._wedge(cur, past)
+            p_hat = normalize_plucker(p, self.eps, self.normalize)
+            term = F.pad(p_hat, (0, 0, D, 0))
+            acc = term if acc is None else acc + term
             if rec is not None:
-                p_hat0 = self._wedge(cur[0], v[0]) if self.impl == "fused" else p_hat[0]
-                rec["plucker"].append(F.pad(p_hat0, (0, 0, D, 0)))
-                norm0 = torch.linalg.vector_norm(self._wedge(cur[0], past[0]), dim=-1)  # direct, for the views
-                rec["plucker_norm"].append(F.pad(norm0, (D, 0)))
-                mask = torch.zeros(T, dtype=torch.bool, device=h.device)
-                mask[D:] = True
-                rec["plucker_mask"].append(mask)
-        if u is None and acc is None:
+                self._record_offset(rec, D, T, p_hat[0], cur[0], past[0])
+        if acc is None:
             g = torch.zeros_like(h)
             mean = h.new_zeros(B, T, self.P)
         else:
-            inv_cnt = 1 / cnt.clamp_min(1).unsqueeze(-1)
-            mean = self._wedge(z, u * inv_cnt) if self.impl == "fused" else acc * inv_cnt
+            mean = acc * (1 / cnt.clamp_min(1).unsqueeze(-1))
             g = torch.where((cnt > 0).unsqueeze(-1), self.plu(mean), torch.zeros((), dtype=h.dtype))
+        return self._finish(h, g, mean, z, rec)
+
+    def _forward_fused(self, h: torch.Tensor, z: torch.Tensor, rec: dict | None) -> torch.Tensor:
+        """The fused form with every offset at once: the partners of all offsets are gathered into one
+        ``(B, T, m, r)`` tensor (a zero partner where ``t < D``, whose weight is masked to 0) and the terms of
+        :meth:`_scaled_perp` (float64, ``z_{t-D} - c z_t`` before the weight, as there) are formed for all
+        offsets in one set of batched operations; ``|z_{t-D}|^2`` is gathered from ``|z_t|^2``. Summing the
+        weighted terms in float64 before the cast differs from the per-offset float32 sum by rounding only."""
+        B, T, r = z.shape
+        offs, idx, mask = self._partners(T, h.device)
+        if not offs:
+            if rec is not None:
+                for _ in self.offsets:
+                    self._record_empty(rec, h, T)
+            return self._finish(h, torch.zeros_like(h), h.new_zeros(B, T, self.P), z, rec)
+        m, top = len(offs), max(offs)
+        dt = z.dtype if z.device.type == "mps" else torch.float64
+        z64 = z.to(dt)
+        past = F.pad(z64, (0, 0, top, 0)).index_select(1, idx.reshape(-1)).view(B, T, m, r)
+        aa = (z64 * z64).sum(-1)  # (B, T)
+        bb = F.pad(aa, (top, 0)).index_select(1, idx.reshape(-1)).view(B, T, m)
+        ab = (z64.unsqueeze(2) * past).sum(-1)  # (B, T, m)
+        n2 = (aa.unsqueeze(-1) * bb - ab * ab).clamp_min(0)
+        e2 = self.eps * self.eps
+        w = n2.clamp_min(e2).rsqrt() if self.normalize == "clamp" else (n2 + e2).rsqrt()
+        w = w.masked_fill(~mask, 0)
+        c = ab / aa.clamp_min(e2).unsqueeze(-1)
+        cnt = mask.sum(dim=1).to(dt)  # valid offsets per position
+        v = torch.addcmul(past, c.unsqueeze(-1), z64.unsqueeze(2), value=-1)  # z_{t-D} - c z_t, (B, T, m, r)
+        u = (w.unsqueeze(-1) * v).sum(2)
+        mean = self._wedge(z, (u / cnt.clamp_min(1).unsqueeze(-1)).to(z.dtype))
+        g = torch.where((cnt > 0).unsqueeze(-1), self.plu(mean), torch.zeros((), dtype=h.dtype))
+        if rec is not None:
+            for D in self.offsets:
+                if D >= T:
+                    self._record_empty(rec, h, T)
+                    continue
+                cur0, past0 = z[0, D:], z[0, :-D]
+                self._record_offset(rec, D, T, self._wedge(cur0, self._scaled_perp(cur0, past0)[2]), cur0, past0)
+        return self._finish(h, g, mean, z, rec)
+
+    def _finish(self, h, g, mean, z, rec):
         m, alpha = self._fuse(h, g)
         if rec is not None:
             rec["reduced"].append(z[0])
             rec["gates"].append(alpha[0])
             rec["plucker_mean"].append(mean[0])
         return m
+
+    def _record_empty(self, rec: dict, h: torch.Tensor, T: int) -> None:
+        rec["plucker"].append(h.new_zeros(T, self.P))
+        rec["plucker_norm"].append(h.new_zeros(T))
+        rec["plucker_mask"].append(torch.zeros(T, dtype=torch.bool, device=h.device))
+
+    def _record_offset(self, rec: dict, D: int, T: int, p_hat0, cur0, past0) -> None:
+        rec["plucker"].append(F.pad(p_hat0, (0, 0, D, 0)))
+        norm0 = torch.linalg.vector_norm(self._wedge(cur0, past0), dim=-1)  # direct, for the views
+        rec["plucker_norm"].append(F.pad(norm0, (D, 0)))
+        mask = torch.zeros(T, dtype=torch.bool, device=cur0.device)
+        mask[D:] = True
+        rec["plucker_mask"].append(mask)
 
     def step(self, h: torch.Tensor, past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One position: ``h`` ``(B, d_model)`` and ``past`` ``(B, K, rank)``, the reduced vectors of the last
