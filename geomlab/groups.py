@@ -309,7 +309,7 @@ class _Taylor8Exp(torch.autograd.Function):
         R.diagonal(dim1=-2, dim2=-1).add_(c["x4"])
         C = X.add(X2, alpha=c["y2"])
         C.diagonal(dim1=-2, dim2=-1).add_(1.0)
-        P = _baddmm(C, L, R)
+        P = C.baddbmm_(L, R)
         powers = [P]
         for _ in range(s):
             P = P @ P
@@ -321,26 +321,56 @@ class _Taylor8Exp(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, G: torch.Tensor):
-        # The adjoints are propagated conjugate-transposed, Gam = G^*: every product then takes the saved tensors
-        # as they are (for complex ones a conjugate-transposed operand is a copy), e.g. G R^* -> R Gam; the
-        # linear combinations have real coefficients, so they commute with ^*.
+        # Real: the adjoints in place, products with transposed views of the saved tensors (free for bmm).
+        # Complex: a conjugate-transposed operand would be a copy, so the adjoints are propagated conjugate-
+        # transposed, Gam = G^*, and every product takes the saved tensors as they are (G R^* -> R Gam); the
+        # linear combinations have real coefficients, so they commute with ^*. Sums of products accumulate with
+        # in-place baddbmm_ (out-of-place baddbmm copies its addend first).
         c = _BBC
         X, X2, Q, L, R, *powers = ctx.saved_tensors
-        Gam = _ct(G).resolve_conj()
-        for P in reversed(powers):  # Y = P P: dP = G P^* + P^* G, i.e. Gam <- P Gam + Gam P
-            Gam = _baddmm(P @ Gam, Gam, P)
-        GL = R @ Gam  # P = C + L R: dL = G R^*, dR = L^* G
-        GR = Gam @ L
+        flip = G.is_complex()
+        if flip:
+            G = _ct(G).contiguous()
+
+            def lm(S, Y):  # the frame's G S^*
+                return S @ Y
+
+            def rm(S, Y):  # the frame's S^* G
+                return Y @ S
+
+            def add_lm(acc, S, Y):
+                return acc.baddbmm_(S, Y)
+
+            def add_rm(acc, S, Y):
+                return acc.baddbmm_(Y, S)
+        else:
+            def lm(S, Y):
+                return Y @ S.mT
+
+            def rm(S, Y):
+                return S.mT @ Y
+
+            def add_lm(acc, S, Y):
+                return acc.baddbmm_(Y, S.mT)
+
+            def add_rm(acc, S, Y):
+                return acc.baddbmm_(S.mT, Y)
+
+        for P in reversed(powers):  # Y = P P: dP = G P^* + P^* G
+            G = add_rm(lm(P, G), P, G)
+        GL = lm(R, G)  # P = C + L R: dL = G R^*, dR = L^* G
+        GR = rm(L, G)
         GA4 = GL.add(GR, alpha=c["x7"])
-        GX2 = GL.mul(c["x3"]).add_(GR, alpha=c["x6"]).add_(Gam, alpha=c["y2"])
-        GX2 = _baddmm(GX2, Q, GA4)  # A4 = X2 Q: dX2 = G_A4 Q^*, dQ = X2^* G_A4
-        GQ = GA4 @ X2
+        GX2 = add_lm(GL.mul(c["x3"]).add_(GR, alpha=c["x6"]).add_(G, alpha=c["y2"]), Q, GA4)  # A4 = X2 Q
+        GQ = rm(X2, GA4)
         GX2.add_(GQ, alpha=c["x2"])
-        GX = Gam.add(GR, alpha=c["x5"]).add_(GQ, alpha=c["x1"])
-        GX = _baddmm(_baddmm(GX, X, GX2), GX2, X)  # X2 = X X: dX = G_X2 X^* + X^* G_X2
+        GX = G.add(GR, alpha=c["x5"]).add_(GQ, alpha=c["x1"])
+        GX = add_rm(add_lm(GX, X, GX2), X, GX2)  # X2 = X X: dX = G_X2 X^* + X^* G_X2
+        if flip:
+            GX = _ct(GX).contiguous()
         if ctx.s:
             GX = GX * (2.0**-ctx.s)
-        return _ct(GX).resolve_conj(), None, None
+        return GX, None, None
 
 
 def _baddmm(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
