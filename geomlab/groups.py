@@ -304,10 +304,10 @@ class _Taylor8Exp(torch.autograd.Function):
             X2 = A2 * (4.0**-s) if s else A2
         Q = (c["x1"] * X).add_(X2, alpha=c["x2"])
         A4 = X2 @ Q
-        L = A4.add(X2, alpha=c["x3"])
         R = (c["x5"] * X).add_(X2, alpha=c["x6"]).add_(A4, alpha=c["x7"])
         R.diagonal(dim1=-2, dim2=-1).add_(c["x4"])
-        C = X.add(X2, alpha=c["y2"])
+        L = A4.add_(X2, alpha=c["x3"])  # in place (an out-of-place add with alpha is ~2x slower on CPU)
+        C = (c["y2"] * X2).add_(X)
         C.diagonal(dim1=-2, dim2=-1).add_(1.0)
         P = C.baddbmm_(L, R)
         powers = [P]
@@ -360,11 +360,12 @@ class _Taylor8Exp(torch.autograd.Function):
             G = add_rm(lm(P, G), P, G)
         GL = lm(R, G)  # P = C + L R: dL = G R^*, dR = L^* G
         GR = rm(L, G)
-        GA4 = GL.add(GR, alpha=c["x7"])
-        GX2 = add_lm(GL.mul(c["x3"]).add_(GR, alpha=c["x6"]).add_(G, alpha=c["y2"]), Q, GA4)  # A4 = X2 Q
+        GX2 = GL.mul(c["x3"]).add_(GR, alpha=c["x6"]).add_(G, alpha=c["y2"])
+        GA4 = GL.add_(GR, alpha=c["x7"])
+        GX2 = add_lm(GX2, Q, GA4)  # A4 = X2 Q
         GQ = rm(X2, GA4)
         GX2.add_(GQ, alpha=c["x2"])
-        GX = G.add(GR, alpha=c["x5"]).add_(GQ, alpha=c["x1"])
+        GX = GR.mul_(c["x5"]).add_(G).add_(GQ, alpha=c["x1"])
         GX = add_rm(add_lm(GX, X, GX2), X, GX2)  # X2 = X X: dX = G_X2 X^* + X^* G_X2
         if flip:
             GX = _ct(GX).contiguous()
@@ -386,6 +387,8 @@ def _baddmm(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 _PAD_TO = {5: 8, 6: 8, 7: 8, 15: 16, 29: 32, 30: 32, 31: 32}
 #: The same for complex64 (``exp`` forward + backward, 1024 U(5) elements: unpadded ~1.2x faster).
 _PAD_TO_COMPLEX = {k: v for k, v in _PAD_TO.items() if k != 5}
+#: Smallest size at which :func:`expm_taylor` computes the spectral-norm bound (:func:`_norm2_bound`).
+_BOUND_MIN_N = 5
 #: Most squarings of the sync-free (non-CPU) path: Frobenius norms up to ``2^10 * 0.65`` in single precision.
 _MAX_SQUARINGS = 10
 
@@ -394,15 +397,18 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
     """Matrix exponential by scaling and squaring of a truncated Taylor series, differentiable by autograd.
 
     ``A``: ``(..., n, n)`` float32/float64/complex64/complex128 -> ``exp(A)``, same shape and dtype.
-    On CPU, from the largest Frobenius norm in the batch it picks the degree ``m`` (6, 8 or 12 in single
-    precision; 8, 12 or 16 in double) whose truncation bound ``||X||^(m+1)/(m+1)!`` is below the unit roundoff,
-    scaling by ``2^-s`` first when the norm is beyond the last range (reading one scalar of a CPU tensor is no
-    device synchronisation). On other devices (CUDA) nothing is read back to the host: the degree is the last
-    one of the table and each matrix gets its own ``s_i`` (computed on the device, at most
+    On CPU, from the largest norm in the batch it picks the degree ``m`` (8 in single precision, in three
+    products, :func:`_taylor8_bbc`; 8, 12 or 16 in double) whose truncation bound ``||X||^(m+1)/(m+1)!`` is below
+    the unit roundoff, scaling by ``2^-s`` first when the norm is beyond the last range (reading one scalar of a
+    CPU tensor is no device synchronisation). The norm is the Frobenius norm, in single precision at ``n >= 5``
+    replaced by the smaller upper bound on the spectral norm of :func:`_norm2_bound` (about half for skew
+    matrices: one squaring fewer). On other devices (CUDA) nothing is read back to the host: the degree is the
+    last one of the table and each matrix gets its own ``s_i`` (computed on the device, at most
     :data:`_MAX_SQUARINGS`; a larger norm gives NaN, which the trainer reports); the squarings are applied to
     the matrices that need them with ``torch.where``. The polynomial is evaluated by Paterson-Stockmeyer (3-6
-    batched matmuls) and squared ``s`` times. Backward (autograd) costs about two matmuls per forward matmul,
-    several times cheaper on CPU than the block-matrix backward of ``torch.linalg.matrix_exp`` (notes §7.1).
+    batched matmuls) and squared ``s`` times. Backward (hand-written in single precision,
+    :class:`_Taylor8Exp`; autograd in double) costs about two matmuls per forward matmul, several times
+    cheaper on CPU than the block-matrix backward of ``torch.linalg.matrix_exp`` (notes §7.1).
     For ``A`` in the Lie algebra of a closed subgroup the result lies in the group up to rounding
     (diagonal / block-diagonal structure is kept exactly). Sizes in :data:`_PAD_TO` are zero-padded (the
     top-left block is computed with the same arithmetic). A matrix with a non-finite entry gives NaN (the
@@ -431,7 +437,9 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
         X = torch.nn.functional.pad(X, (0, pad, 0, pad))
     if table is _TAYLOR_SINGLE:
         A2 = None
-        if nrm > table[0][1]:  # beyond the first range: a tighter bound on ||X||_2 may save squarings
+        # beyond the first range a tighter bound on ||X||_2 may save squarings; below n = 5 its dozen small passes
+        # cost more than the squaring they can save (U(2..4), batch 1024: measured)
+        if nrm > table[0][1] and n >= _BOUND_MIN_N:
             with torch.no_grad():
                 A2 = X.detach() @ X.detach()
                 nrm = min(nrm, _norm2_bound(X.detach(), A2, nrms))
