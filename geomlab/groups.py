@@ -477,7 +477,9 @@ def _norm2_bound(X: torch.Tensor, X2: torch.Tensor, fro: torch.Tensor) -> float:
     ``||X||_2 <= ||S||_2 + ||N||_F``. The result is at most ``max ||X_i||_F`` (the bound used otherwise), so
     the Taylor truncation ``sum_{k>m} ||X||_2^k / k!`` stays below the unit roundoff in the spectral norm with
     the same table. Design choice (issue 17): at the norms of OSMFormer training it halves the bound (17 x 17:
-    0.61 against 1.30) and saves one squaring (one product forward, two backward) per exponential."""
+    0.61 against 1.30) and saves one squaring (one product forward, two backward) per exponential. Meant for
+    the norms where squarings are at stake (:func:`expm_taylor` calls it above 0.65): for entries below ~1e-19
+    the float32 ``||X2||_F`` underflows."""
     # ||N||_F^2 = (||X||_F^2 + Re tr X2) / 2, plus the rounding of the float32 trace (each diagonal entry of X2
     # is a length-n dot product: error <= gamma_n sum_k |X_ik X_ki|, at most ~n u ||X||_F^2 in all)
     n = X.shape[-1]

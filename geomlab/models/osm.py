@@ -790,10 +790,11 @@ class OSMFormer(OSMBase):
         Exact: ``diag(A, I) diag(B, I) = diag(AB, I)``, pulls are ``diag(H^T X, I)`` (skew part, the only part
         the mixing reads, ``diag(Delta, 0)``), ``exp(diag(Phi, 0)) = diag(exp Phi, I)``; attention scores gain
         the same constant ``pad`` in every row (the softmax ignores it) and ``Hbar = diag(Hbar, I)``; the
-        prototypes are zero-padded. Only for O/SO with the Taylor exp, one head, no rotation positions, in
-        training mode (eval keeps the reference arithmetic). Design choice (issue 17)."""
+        prototypes are zero-padded. Only for O/SO with linear mixing (whose index path reads the block) and the
+        Taylor exp, one head, no rotation positions, in training mode (eval keeps the reference arithmetic).
+        Design choice (issue 17)."""
         if (rec is not None or not self.training or self.heads != 1 or self.config["position"] == "rotation"
-                or self._exp_fast is not expm_taylor or self.geo.is_complex
+                or self.config["mixing"] != "linear" or self._exp_fast is not expm_taylor or self.geo.is_complex
                 or not isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup))):
             return 0
         return _PAD_TO.get(self.d, self.d) - self.d
