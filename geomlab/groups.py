@@ -295,18 +295,21 @@ class _Taylor8Exp(torch.autograd.Function):
     (checked against it in tests/test_speed.py). Double backward is not supported. Design choice (issue 17)."""
 
     @staticmethod
-    def forward(ctx, A: torch.Tensor, s: int) -> torch.Tensor:
+    def forward(ctx, A: torch.Tensor, s: int, A2: torch.Tensor | None = None) -> torch.Tensor:
         c = _BBC
         X = A * (2.0**-s) if s else A
-        X2 = X @ X
+        if A2 is None:
+            X2 = X @ X
+        else:  # A @ A computed by the caller for the norm bound: scaling by 4^-s is exact
+            X2 = A2 * (4.0**-s) if s else A2
         Q = (c["x1"] * X).add_(X2, alpha=c["x2"])
         A4 = X2 @ Q
-        L = A4.add(X2, alpha=c["x3"])
         R = (c["x5"] * X).add_(X2, alpha=c["x6"]).add_(A4, alpha=c["x7"])
         R.diagonal(dim1=-2, dim2=-1).add_(c["x4"])
-        C = X.add(X2, alpha=c["y2"])
+        L = A4.add_(X2, alpha=c["x3"])  # in place (an out-of-place add with alpha is ~2x slower on CPU)
+        C = (c["y2"] * X2).add_(X)
         C.diagonal(dim1=-2, dim2=-1).add_(1.0)
-        P = _baddmm(C, L, R)
+        P = C.baddbmm_(L, R)
         powers = [P]
         for _ in range(s):
             P = P @ P
@@ -318,22 +321,57 @@ class _Taylor8Exp(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, G: torch.Tensor):
+        # Real: the adjoints in place, products with transposed views of the saved tensors (free for bmm).
+        # Complex: a conjugate-transposed operand would be a copy, so the adjoints are propagated conjugate-
+        # transposed, Gam = G^*, and every product takes the saved tensors as they are (G R^* -> R Gam); the
+        # linear combinations have real coefficients, so they commute with ^*. Sums of products accumulate with
+        # in-place baddbmm_ (out-of-place baddbmm copies its addend first).
         c = _BBC
         X, X2, Q, L, R, *powers = ctx.saved_tensors
+        flip = G.is_complex()
+        if flip:
+            G = _ct(G).contiguous()
+
+            def lm(S, Y):  # the frame's G S^*
+                return S @ Y
+
+            def rm(S, Y):  # the frame's S^* G
+                return Y @ S
+
+            def add_lm(acc, S, Y):
+                return acc.baddbmm_(S, Y)
+
+            def add_rm(acc, S, Y):
+                return acc.baddbmm_(Y, S)
+        else:
+            def lm(S, Y):
+                return Y @ S.mT
+
+            def rm(S, Y):
+                return S.mT @ Y
+
+            def add_lm(acc, S, Y):
+                return acc.baddbmm_(Y, S.mT)
+
+            def add_rm(acc, S, Y):
+                return acc.baddbmm_(S.mT, Y)
+
         for P in reversed(powers):  # Y = P P: dP = G P^* + P^* G
-            G = _baddmm(G @ _ct(P), _ct(P), G)
-        GL = G @ _ct(R)  # P = C + L R
-        GR = _ct(L) @ G
-        GA4 = GL.add(GR, alpha=c["x7"])
+            G = add_rm(lm(P, G), P, G)
+        GL = lm(R, G)  # P = C + L R: dL = G R^*, dR = L^* G
+        GR = rm(L, G)
         GX2 = GL.mul(c["x3"]).add_(GR, alpha=c["x6"]).add_(G, alpha=c["y2"])
-        GX2 = _baddmm(GX2, GA4, _ct(Q))  # A4 = X2 Q
-        GQ = _ct(X2) @ GA4
+        GA4 = GL.add_(GR, alpha=c["x7"])
+        GX2 = add_lm(GX2, Q, GA4)  # A4 = X2 Q
+        GQ = rm(X2, GA4)
         GX2.add_(GQ, alpha=c["x2"])
-        GX = G.add(GR, alpha=c["x5"]).add_(GQ, alpha=c["x1"])
-        GX = _baddmm(_baddmm(GX, GX2, _ct(X)), _ct(X), GX2)  # X2 = X X
+        GX = GR.mul_(c["x5"]).add_(G).add_(GQ, alpha=c["x1"])
+        GX = add_rm(add_lm(GX, X, GX2), X, GX2)  # X2 = X X: dX = G_X2 X^* + X^* G_X2
+        if flip:
+            GX = _ct(GX).contiguous()
         if ctx.s:
             GX = GX * (2.0**-ctx.s)
-        return GX, None
+        return GX, None, None
 
 
 def _baddmm(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
@@ -349,6 +387,8 @@ def _baddmm(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 _PAD_TO = {5: 8, 6: 8, 7: 8, 15: 16, 29: 32, 30: 32, 31: 32}
 #: The same for complex64 (``exp`` forward + backward, 1024 U(5) elements: unpadded ~1.2x faster).
 _PAD_TO_COMPLEX = {k: v for k, v in _PAD_TO.items() if k != 5}
+#: Smallest size at which :func:`expm_taylor` computes the spectral-norm bound (:func:`_norm2_bound`).
+_BOUND_MIN_N = 5
 #: Most squarings of the sync-free (non-CPU) path: Frobenius norms up to ``2^10 * 0.65`` in single precision.
 _MAX_SQUARINGS = 10
 
@@ -357,15 +397,18 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
     """Matrix exponential by scaling and squaring of a truncated Taylor series, differentiable by autograd.
 
     ``A``: ``(..., n, n)`` float32/float64/complex64/complex128 -> ``exp(A)``, same shape and dtype.
-    On CPU, from the largest Frobenius norm in the batch it picks the degree ``m`` (6, 8 or 12 in single
-    precision; 8, 12 or 16 in double) whose truncation bound ``||X||^(m+1)/(m+1)!`` is below the unit roundoff,
-    scaling by ``2^-s`` first when the norm is beyond the last range (reading one scalar of a CPU tensor is no
-    device synchronisation). On other devices (CUDA) nothing is read back to the host: the degree is the last
-    one of the table and each matrix gets its own ``s_i`` (computed on the device, at most
+    On CPU, from the largest norm in the batch it picks the degree ``m`` (8 in single precision, in three
+    products, :func:`_taylor8_bbc`; 8, 12 or 16 in double) whose truncation bound ``||X||^(m+1)/(m+1)!`` is below
+    the unit roundoff, scaling by ``2^-s`` first when the norm is beyond the last range (reading one scalar of a
+    CPU tensor is no device synchronisation). The norm is the Frobenius norm, in single precision at ``n >= 5``
+    replaced by the smaller upper bound on the spectral norm of :func:`_norm2_bound` (about half for skew
+    matrices: one squaring fewer). On other devices (CUDA) nothing is read back to the host: the degree is the
+    last one of the table and each matrix gets its own ``s_i`` (computed on the device, at most
     :data:`_MAX_SQUARINGS`; a larger norm gives NaN, which the trainer reports); the squarings are applied to
     the matrices that need them with ``torch.where``. The polynomial is evaluated by Paterson-Stockmeyer (3-6
-    batched matmuls) and squared ``s`` times. Backward (autograd) costs about two matmuls per forward matmul,
-    several times cheaper on CPU than the block-matrix backward of ``torch.linalg.matrix_exp`` (notes §7.1).
+    batched matmuls) and squared ``s`` times. Backward (hand-written in single precision,
+    :class:`_Taylor8Exp`; autograd in double) costs about two matmuls per forward matmul, several times
+    cheaper on CPU than the block-matrix backward of ``torch.linalg.matrix_exp`` (notes §7.1).
     For ``A`` in the Lie algebra of a closed subgroup the result lies in the group up to rounding
     (diagonal / block-diagonal structure is kept exactly). Sizes in :data:`_PAD_TO` are zero-padded (the
     top-left block is computed with the same arithmetic). A matrix with a non-finite entry gives NaN (the
@@ -380,7 +423,7 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
     n = shape[-1]
     X = A.reshape(-1, n, n)  # 3-d batches use the fused baddbmm/bmm kernels
     with torch.no_grad():
-        nrms = torch.linalg.matrix_norm(X.detach(), ord="fro")
+        nrms = _fro(X.detach())
     if X.device.type != "cpu":
         return _expm_taylor_nosync(X, nrms, table, n).reshape(shape)
     nrm = float(nrms.max())
@@ -389,13 +432,21 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
         out = expm_taylor(X.masked_fill(~ok, 0))
         nan = X.masked_fill(ok, 0) * float("nan")  # NaN value and NaN gradient for the bad matrices only
         return torch.where(ok, out, nan).reshape(shape)
-    m, s = _taylor_degree(nrm, table)
     pad = (_PAD_TO_COMPLEX if X.is_complex() else _PAD_TO).get(n, n) - n
     if pad:
         X = torch.nn.functional.pad(X, (0, pad, 0, pad))
     if table is _TAYLOR_SINGLE:
-        P = _Taylor8Exp.apply(X, s)
+        A2 = None
+        # beyond the first range a tighter bound on ||X||_2 may save squarings; below n = 5 its dozen small passes
+        # cost more than the squaring they can save (U(2..4), batch 1024: measured)
+        if nrm > table[0][1] and n >= _BOUND_MIN_N:
+            with torch.no_grad():
+                A2 = X.detach() @ X.detach()
+                nrm = min(nrm, _norm2_bound(X.detach(), A2, nrms))
+        m, s = _taylor_degree(nrm, table)
+        P = _Taylor8Exp.apply(X, s, A2)
     else:
+        m, s = _taylor_degree(nrm, table)
         X = X / (2.0**s) if s else X
         P = _taylor_poly(X, m)
         for _ in range(s):
@@ -406,6 +457,39 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
 
 
 _TAYLOR_SINGLE_PS = ((6, 0.31), (8, 0.65), (12, 1.55))
+
+
+def _fro(X: torch.Tensor) -> torch.Tensor:
+    """Frobenius norms ``(N,)`` of ``X`` ``(N, n, n)``; for complex ``X`` on its real view (``matrix_norm`` of a
+    complex64 batch is ~50x slower on CPU)."""
+    return torch.linalg.vector_norm(torch.view_as_real(X) if X.is_complex() else X,
+                                    dim=(-3, -2, -1) if X.is_complex() else (-2, -1))
+
+
+def _norm2_bound(X: torch.Tensor, X2: torch.Tensor, fro: torch.Tensor) -> float:
+    """An upper bound on ``max_i ||X_i||_2`` for ``X`` ``(N, n, n)``, given ``X2 = X @ X`` and the Frobenius
+    norms ``fro`` ``(N,)``; far below ``||X||_F`` for (nearly) skew-symmetric / skew-Hermitian ``X``.
+
+    With ``X = S + N`` (``S`` its skew(-Hermitian) part, ``N`` the (Hermitian) rest): ``S`` is normal, so
+    ``||S||_2^2 = ||S^2||_2 <= ||S^2||_F / c`` with ``c = sqrt 2`` for real ``S`` (its eigenvalues ``+-i theta``
+    come in pairs, so ``-theta_max^2`` is a double eigenvalue of ``S^2``) and ``c = 1`` for complex ``S``;
+    ``S^2 = X2 - SN - NS - N^2`` gives ``||S^2||_F <= ||X2||_F + 2 ||X||_F ||N||_F + ||N||_F^2``; and
+    ``||X||_2 <= ||S||_2 + ||N||_F``. The result is at most ``max ||X_i||_F`` (the bound used otherwise), so
+    the Taylor truncation ``sum_{k>m} ||X||_2^k / k!`` stays below the unit roundoff in the spectral norm with
+    the same table. Design choice (issue 17): at the norms of OSMFormer training it halves the bound (17 x 17:
+    0.61 against 1.30) and saves one squaring (one product forward, two backward) per exponential. Meant for
+    the norms where squarings are at stake (:func:`expm_taylor` calls it above 0.65): for entries below ~1e-19
+    the float32 ``||X2||_F`` underflows."""
+    # ||N||_F^2 = (||X||_F^2 + Re tr X2) / 2, plus the rounding of the float32 trace (each diagonal entry of X2
+    # is a length-n dot product: error <= gamma_n sum_k |X_ik X_ki|, at most ~n u ||X||_F^2 in all)
+    n = X.shape[-1]
+    fro2 = fro.square()
+    tr = X2.diagonal(dim1=-2, dim2=-1).sum(-1)
+    tr = tr.real if tr.is_complex() else tr
+    nN = ((fro2 + tr) * 0.5 + (2 * (n + 1) * 2.0**-24) * fro2).clamp_min(0).sqrt()
+    s2 = _fro(X2) + nN * (2 * fro + nN)
+    c = 1.0 if X.is_complex() else math.sqrt(2.0)
+    return float(torch.minimum((s2 / c).sqrt() + nN, fro).max())
 
 
 def _taylor_degree(nrm: float, table) -> tuple[int, int]:

@@ -6,6 +6,9 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
 from numpy.polynomial import polynomial as npoly
 
 from geomlab import groups as G
@@ -139,3 +142,155 @@ def test_training_and_eval_arithmetic_agree(kind, group):
         ref = m.eval()(x)
     assert torch.allclose(fast, ref, atol=1e-4, rtol=1e-4)
     assert m._exp_ref is not m._exp_fast
+
+
+# the OSMFormer training step (issue 17, second round)
+
+
+@pytest.mark.parametrize("block", [None, 5])
+def test_skew_mixing_backward_equals_the_coordinate_definition(block):
+    """The O/SO mixing's hand-written backward gives autograd's gradients of ``from_coords(W to_coords(Delta))``
+    (for ``delta`` and ``W``); with ``block`` the group's matrices sit zero-padded in a larger frame."""
+    d = 5
+    g = get_group("O", d)
+    torch.manual_seed(1)
+    mix = TangentMixing("linear", g.dim, 0.5).double()
+    with torch.no_grad():
+        mix.weight.add_(0.1 * torch.randn(g.dim, g.dim, dtype=torch.float64))
+    delta = torch.randn(2, 3, d, d, dtype=torch.float64)
+    W = torch.randn(2, 3, d, d, dtype=torch.float64)
+    d1, d2 = delta.clone().requires_grad_(True), delta.clone().requires_grad_(True)
+    w2 = mix.weight.detach().clone().requires_grad_(True)
+    if block:
+        n = 8  # the frame: delta in the top-left corner, garbage elsewhere (the mixing must not read it)
+        frame = torch.randn(2, 3, n, n, dtype=torch.float64)
+        frame[..., :d, :d] = 0
+        got = mix(F.pad(d1, (0, n - d, 0, n - d)) + frame, g, block)
+        assert torch.equal(got[..., d:, :], torch.zeros_like(got[..., d:, :]))
+        assert torch.equal(got[..., :, d:], torch.zeros_like(got[..., :, d:]))
+        got = got[..., :d, :d]
+    else:
+        got = mix(d1, g)
+    want = g.from_coords(g.to_coords(d2) @ w2.mT)
+    (got * W).sum().backward()
+    (want * W).sum().backward()
+    assert torch.allclose(got, want, atol=1e-14)
+    assert torch.allclose(d1.grad, d2.grad, atol=1e-13)
+    assert torch.allclose(mix.weight.grad, w2.grad, atol=1e-13)
+
+
+def test_self_attention_equals_the_fused_call():
+    """``_SelfAttention`` (q = k = v, hand-written backward) gives the value and the gradients (states, scale,
+    ALiBi mask) of ``scaled_dot_product_attention``."""
+    from geomlab.models.osm import _SelfAttention
+
+    g = torch.Generator().manual_seed(2)
+    B, h, T, f = 2, 2, 9, 10
+    v = torch.randn(B, h, T, f, generator=g, dtype=torch.float64) / 3
+    pos = torch.arange(T)
+    rel = (pos[:, None] - pos[None, :]).to(torch.float64)
+    slopes = torch.tensor([0.5, 0.25], dtype=torch.float64)
+    out_g = torch.randn(B, h, T, f, generator=g, dtype=torch.float64)
+    results = []
+    for fused in (True, False):
+        v1 = v.clone().requires_grad_(True)
+        sc = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+        sl = slopes.clone().requires_grad_(True)
+        mask = (-sl[:, None, None] * rel).masked_fill(rel < 0, float("-inf"))
+        if fused:
+            out = F.scaled_dot_product_attention(v1 * sc, v1, v1, attn_mask=mask, scale=1.0)
+        else:
+            out = _SelfAttention.apply(v1, sc, mask)
+        (out * out_g).sum().backward()
+        results.append((out, v1.grad, sc.grad, sl.grad))
+    for a, b in zip(*results):
+        assert torch.allclose(a, b, atol=1e-13)
+    mask = torch.zeros(h, T, T, dtype=torch.float64).masked_fill(rel < 0, float("-inf")).requires_grad_(True)
+    assert torch.autograd.gradcheck(_SelfAttention.apply, (v.clone().requires_grad_(True),
+                                                            torch.tensor(0.7, dtype=torch.float64,
+                                                                         requires_grad=True), mask))
+
+
+@pytest.mark.parametrize("d,group", [(15, "O"), (6, "SO")])
+def test_padded_training_frame_is_exact(d, group):
+    """OSMFormer training at a size of ``_PAD_TO`` (states carried as ``diag(H, I)``) gives the logits and every
+    parameter gradient of the unpadded computation (float64), and really takes the padded path."""
+    torch.manual_seed(4)
+    m = build_model({"kind": "osmformer", "vocab_size": 13, "d": d, "group": group, "n_layers": 2}).double()
+    assert m._pad_frame(None) == G._PAD_TO[d] - d
+    x = torch.randint(0, 13, (2, 11))
+    runs = []
+    for pad in (True, False):
+        m.zero_grad()
+        if not pad:
+            m._pad_frame = lambda rec: 0
+        y = m(x)
+        y.square().sum().backward()
+        runs.append((y.detach(), {k: p.grad.clone() for k, p in m.named_parameters()}))
+    assert torch.allclose(runs[0][0], runs[1][0], atol=1e-12)
+    for k in runs[0][1]:
+        assert torch.allclose(runs[0][1][k], runs[1][1][k], atol=1e-10, rtol=1e-10), k
+
+
+@pytest.mark.parametrize("overrides", [{"mixing": "scalar"}, {"mixing": "identity"}, {"heads": 3},
+                                       {"position": "rotation"}, {"expm": "group"}])
+def test_configurations_outside_the_padded_frame_still_train(overrides):
+    """At d = 15 the padded frame is used only where it is exact and supported; every other configuration
+    trains unpadded (a step runs and gives finite gradients)."""
+    torch.manual_seed(5)
+    m = build_model({"kind": "osmformer", "vocab_size": 13, "d": 15, **overrides})
+    assert m._pad_frame(None) == 0
+    m(torch.randint(0, 13, (2, 6))).square().mean().backward()
+    assert all(torch.isfinite(p.grad).all() for p in m.parameters() if p.grad is not None)
+
+
+@given(n=st.integers(1, 9), scale=st.floats(0.5, 1e4), kind=st.sampled_from(["skew", "skewc", "near", "any"]),
+       seed=st.integers(0, 10_000))
+def test_spectral_bound_bounds_the_spectral_norm(n, scale, kind, seed):
+    """``_norm2_bound`` is an upper bound on the largest spectral norm of the batch (which picks the squarings)
+    for skew, complex skew-Hermitian, nearly skew and arbitrary matrices, and never above the Frobenius norm.
+    Norms from 0.5 up: ``expm_taylor`` uses the bound only above 0.65 (far below, ``||X^2||_F`` of a float32
+    matrix can underflow)."""
+    g = torch.Generator().manual_seed(seed)
+    cplx = kind == "skewc"
+    A = torch.randn(4, n, n, generator=g, dtype=torch.float64)
+    if cplx:
+        A = torch.complex(A, torch.randn(4, n, n, generator=g, dtype=torch.float64))
+    if kind in ("skew", "skewc", "near"):
+        A = (A - A.mH) / 2
+    if kind == "near":
+        A = A + 1e-3 * torch.randn(4, n, n, generator=g, dtype=torch.float64)
+    A = (A * scale / torch.linalg.matrix_norm(A).clamp_min(1e-30)[:, None, None])
+    A = A.to(torch.complex64 if cplx else torch.float32)
+    fro = G._fro(A)
+    bound = G._norm2_bound(A, A @ A, fro)
+    spec = float(torch.linalg.matrix_norm(A.to(torch.complex128 if cplx else torch.float64), ord=2).max())
+    assert bound >= spec * (1 - 1e-6) - 1e-30
+    assert bound <= float(fro.max()) * (1 + 1e-6)
+
+
+def test_spectral_bound_saves_squarings_on_skew_matrices():
+    """For random 17 x 17 skew matrices of Frobenius norm 1 (one squaring by the Frobenius norm) the bound is
+    within the degree-8 range (0.65), so no squaring is needed; the exponential stays exact."""
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(256, 17, 17, generator=g, dtype=torch.float64)
+    A = (A - A.mT) / 2
+    A = A / torch.linalg.matrix_norm(A)[:, None, None]
+    A32 = A.float()
+    assert G._norm2_bound(A32, A32 @ A32, G._fro(A32)) <= G._TAYLOR_SINGLE[0][1]
+    assert torch.allclose(expm_taylor(A32).double(), torch.linalg.matrix_exp(A), atol=5e-7)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_hand_written_backward_with_the_callers_square(dtype):
+    """``_Taylor8Exp`` given ``A @ A`` (computed for the norm bound) equals the one that forms it."""
+    g = torch.Generator().manual_seed(5)
+    A = torch.randn(3, 6, 6, generator=g, dtype=torch.float64).to(dtype)
+    W = torch.randn(3, 6, 6, generator=g, dtype=torch.float64).to(dtype)
+    A1, A2 = A.clone().requires_grad_(True), A.clone().requires_grad_(True)
+    P1 = G._Taylor8Exp.apply(A1, 2, (A @ A).detach())
+    P2 = G._Taylor8Exp.apply(A2, 2)
+    (P1 * W.conj()).real.sum().backward()
+    (P2 * W.conj()).real.sum().backward()
+    assert torch.allclose(P1, P2, atol=1e-14)
+    assert torch.allclose(A1.grad, A2.grad, atol=1e-13)

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.groups import (MatrixGroup, OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor,
+from geomlab.groups import (_PAD_TO, MatrixGroup, OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor,
                              expm_taylor_reference, from_real, get_group, real_embed)
 from geomlab.models import register
 from geomlab.models.base import SequenceModel
@@ -117,6 +117,33 @@ POSITIONS = ("alibi", "rotation", "none")
 PROTOTYPES = ("free", "group", "tied")
 
 
+class _SkewMixing(torch.autograd.Function):
+    """O / SO linear mixing on flattened ``n x n`` matrices ``v`` ``(N, n^2)``: ``c = v[upper] - v[lower]``
+    (``sqrt 2 * to_coords``), ``h = (c W^T) / 2``, ``out = [h, -h, 0][back]`` (``from_coords(W c / sqrt 2)``).
+    The map is ``out = D^T W D v / 2`` with ``D`` the gather-and-subtract, so the backward is gathers as well:
+    ``dh = g[upper] - g[lower]``, ``dW = dh^T c / 2``, ``dv = [dc, -dc, 0][back]`` with ``dc = dh W / 2`` (no
+    scatter, fill or negation passes of autograd's index backward). Design choice (issue 17)."""
+
+    @staticmethod
+    def forward(ctx, v, weight, upper, lower, back):
+        c = v.index_select(-1, upper) - v.index_select(-1, lower)
+        h = (c @ weight.mT) * 0.5
+        ctx.save_for_backward(c, weight, upper, lower, back)
+        return torch.cat([h, -h, h.new_zeros(h.shape[0], 1)], dim=-1).index_select(-1, back)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        c, weight, upper, lower, back = ctx.saved_tensors
+        dh = (g.index_select(-1, upper) - g.index_select(-1, lower)) * 0.5
+        dW = dh.mT @ c if ctx.needs_input_grad[1] else None
+        dv = None
+        if ctx.needs_input_grad[0]:
+            dc = dh @ weight
+            dv = torch.cat([dc, -dc, dc.new_zeros(dc.shape[0], 1)], dim=-1).index_select(-1, back)
+        return dv, dW, None, None, None
+
+
 class TangentMixing(nn.Module):
     """Tangent mixing ``Gamma: g -> g`` (§2.4).
 
@@ -138,13 +165,15 @@ class TangentMixing(nn.Module):
         else:  # pragma: no cover - validated by the model
             raise OSMConfigError(f"mixing must be one of {MIXINGS}, got {mode!r}")
 
-    def forward(self, delta: torch.Tensor, geo) -> torch.Tensor:
+    def forward(self, delta: torch.Tensor, geo, block: int | None = None) -> torch.Tensor:
+        """``block``: O/SO training only, ``delta`` ``(..., n, n)`` holds the group's ``block x block`` matrices
+        in its top-left corner (a zero-padded frame, see :meth:`OSMFormer._run`); the result is padded alike."""
         if self.mode != "linear":
             return self.eta * delta
         if not self.training:  # eval mode: the reference arithmetic (see OSMBase._exp)
             return geo.from_coords(geo.to_coords(delta) @ self.weight.mT)
         if isinstance(geo, (OrthogonalGroup, SpecialOrthogonalGroup)) and not delta.is_complex():
-            return self._skew_forward(delta)
+            return self._skew_forward(delta, block)
         to_c, from_c = self.coordinate_maps(geo, delta.shape[-1], delta.dtype, delta.device)
         cplx = delta.is_complex()
         v = (torch.view_as_real(delta) if cplx else delta).flatten(-3 if cplx else -2)
@@ -153,15 +182,16 @@ class TangentMixing(nn.Module):
             return torch.view_as_complex(out.unflatten(-1, (*delta.shape[-2:], 2)))
         return out.unflatten(-1, delta.shape[-2:])
 
-    def _skew_forward(self, delta: torch.Tensor) -> torch.Tensor:
+    def _skew_forward(self, delta: torch.Tensor, block: int | None = None) -> torch.Tensor:
         """O / SO: ``to_coords`` (``sqrt 2`` times the upper triangle of ``skew(delta)``) and ``from_coords`` as
         ``index_select`` on the flattened matrices, the mixing as one ``(dim, dim)`` matmul. Design choice
         (issue 17): measured 2x faster forward + backward than the dense coordinate maps for 2048 17 x 17."""
         n = delta.shape[-1]
-        key = ("skew", n, str(delta.device))
+        b = block or n
+        key = ("skew", n, b, str(delta.device))
         cache = self.__dict__.setdefault("_coord_cache", {})
         if key not in cache:
-            r, c = torch.triu_indices(n, n, 1, device=delta.device)
+            r, c = torch.triu_indices(b, b, 1, device=delta.device)
             dim = r.numel()
             upper, lower = r * n + c, c * n + r
             back = torch.full((n * n,), 2 * dim, dtype=torch.long, device=delta.device)  # -> 0
@@ -169,11 +199,8 @@ class TangentMixing(nn.Module):
             back[lower] = dim + torch.arange(dim, device=delta.device)  # -> -c_k / sqrt 2
             cache[key] = (upper, lower, back)
         upper, lower, back = cache[key]
-        v = delta.flatten(-2)
-        coords = v.index_select(-1, upper) - v.index_select(-1, lower)  # sqrt 2 * to_coords(delta)
-        half = (coords @ self.weight.mT) * 0.5  # from_coords(W c) entries: (W c)_k / sqrt 2
-        ext = torch.cat([half, -half, half.new_zeros(*half.shape[:-1], 1)], dim=-1)
-        return ext.index_select(-1, back).unflatten(-1, (n, n))
+        v = delta.reshape(-1, n * n)
+        return _SkewMixing.apply(v, self.weight, upper, lower, back).reshape(delta.shape)
 
     def coordinate_maps(self, geo, n: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
         """``to_coords`` and ``from_coords`` of ``geo`` as real matrices ``(F, dim)`` and ``(dim, F)`` on flattened
@@ -335,9 +362,12 @@ class OSMBase(SequenceModel):
             return self._exp(self._to_geo(self.group.from_coords(self.proto_coords)))
         return M
 
-    def readout(self, H: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
-        """``tau Re tr(H^* P_v) + b_v``: ``H`` ``(…, n, n)`` -> logits ``(…, V)`` (§2.8)."""
+    def readout(self, H: torch.Tensor, M: torch.Tensor, pad: int = 0) -> torch.Tensor:
+        """``tau Re tr(H^* P_v) + b_v``: ``H`` ``(…, n, n)`` -> logits ``(…, V)`` (§2.8). ``pad``: ``H`` carries
+        ``pad`` extra rows and columns (:meth:`OSMFormer._pad_frame`); the prototypes are zero-padded to match."""
         P = self._prototypes(M)
+        if pad:
+            P = F.pad(P, (0, pad, 0, pad))
         return self.tau * self.sim_scale * (self._flat(H) @ self._flat(P).mT) + self.bias
 
     # -- parameters ----------------------------------------------------------------------------------------------
@@ -534,6 +564,35 @@ def _valid_ds(base: dict, ds) -> list[int]:
     return [d for d in ds if d % heads == 0]
 
 
+class _SelfAttention(torch.autograd.Function):
+    """``softmax(scale * V V^T + mask) V`` for ``V`` ``(B, heads, T, F)``, a 0-d ``scale`` and an additive ``mask``
+    broadcast to ``(B, heads, T, T)``, with a hand-written backward that uses ``q = k = v``: with
+    ``dS = W o (dW - rowsum(dW o W))``, ``dW = dO V^T``, the input gradient is ``W^T dO + scale (dS + dS^T) V``
+    (three matmuls; ``scaled_dot_product_attention`` treats q, k, v as three inputs: four, one of them on a
+    transposed layout). Gradients also for ``scale`` (``sum dS o V V^T``) and ``mask`` (``dS`` summed to its
+    shape). Same mathematics as the fused call (checked in tests/test_speed.py). Design choice (issue 17)."""
+
+    @staticmethod
+    def forward(ctx, v: torch.Tensor, scale: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        K = v @ v.mT
+        W = torch.softmax(K * scale + mask, dim=-1)
+        ctx.save_for_backward(v, scale, K, W)
+        ctx.mask_shape = mask.shape
+        return W @ v
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g: torch.Tensor):
+        v, scale, K, W = ctx.saved_tensors
+        dW = g @ v.mT
+        dS = W * (dW - (dW * W).sum(-1, keepdim=True))
+        dv = W.mT @ g
+        dv += ((dS + dS.mT) * scale) @ v
+        d_scale = (dS * K).sum().reshape(scale.shape) if ctx.needs_input_grad[1] else None
+        d_mask = dS.sum_to_size(ctx.mask_shape) if ctx.needs_input_grad[2] else None
+        return dv, d_scale, d_mask
+
+
 @register
 class OSMFormer(OSMBase):
     """OSMFormer (kind ``osmformer``): layers of attention + grounding steps on the group (§3.2).
@@ -662,7 +721,10 @@ class OSMFormer(OSMBase):
         scale = self._attention_scale(layer)
         mask = self._mask(layer, H.shape[1], H.device, v.dtype)
         if not explicit:
-            out = F.scaled_dot_product_attention(v * scale, v, v, attn_mask=mask, scale=1.0)
+            if self.training:  # training: the symmetric backward; eval: the reference arithmetic (see OSMBase._exp)
+                out = _SelfAttention.apply(v, scale, mask)
+            else:
+                out = F.scaled_dot_product_attention(v * scale, v, v, attn_mask=mask, scale=1.0)
             return self._heads_merge(out, H), None
         scores = torch.einsum("bhif,bhjf->bhij", v * scale, v) + mask
         w = torch.softmax(scores, dim=-1)
@@ -678,6 +740,11 @@ class OSMFormer(OSMBase):
         if self.config["position"] == "rotation":
             R = self._rotations(T, M.dtype, M.device)
             X = R @ X
+        pad = self._pad_frame(rec)
+        if pad:  # training on O/SO at an MKL-unfriendly size: diag(X, I) in a frame whose matmuls run faster
+            n0 = X.shape[-1]
+            X = F.pad(X, (0, pad, 0, pad))
+            X.diagonal(dim1=-2, dim2=-1)[..., n0:] = 1.0
         H = X
         # the attention is recorded as what scores it (design choice: no T x T array is formed): the layer's
         # input states and a scale (the heads of the arithmetic states follow the native rows)
@@ -686,11 +753,12 @@ class OSMFormer(OSMBase):
             rec.update(inputs=nat(X[0]), states=[], tangents_raw=[], tangents=[])
         for layer in range(self.n_layers):
             Hbar, _ = self.attention_mean(H, layer)
+            block = self.d if pad else None
             d_att = self._direction(H, Hbar)
-            p_att = self.mix_att[layer](d_att, self.geo)
+            p_att = self.mix_att[layer](d_att, self.geo, block)
             H = H @ self._exp(p_att)
             d_gr = self._direction(H, X)
-            p_gr = self.mix_gr[layer](d_gr, self.geo)
+            p_gr = self.mix_gr[layer](d_gr, self.geo, block)
             H = H @ self._exp(p_gr)
             if rec is not None:
                 proj = self.geo.proj
@@ -698,7 +766,7 @@ class OSMFormer(OSMBase):
                 rec["tangents_raw"].append(torch.stack([nat(proj(d_att[0])), nat(proj(d_gr[0]))]))
                 rec["tangents"].append(torch.stack([nat(p_att[0]), nat(p_gr[0])]))
         Hr = _ct(R) @ H if R is not None else H
-        logits = self.readout(Hr, M)
+        logits = self.readout(Hr, M, pad)
         if rec is not None:
             n = self.group.d
             cdtype = rec["inputs"].dtype
@@ -715,6 +783,21 @@ class OSMFormer(OSMBase):
             if self.config["position"] == "alibi" and self.n_layers:
                 rec["attention_slopes"] = self.alibi.detach().to(logits.dtype).clone()
         return logits
+
+    def _pad_frame(self, rec) -> int:
+        """How many rows and columns the training states get: ``H`` is carried as ``diag(H, I)`` of size
+        ``_PAD_TO[d]`` (e.g. 15 -> 16) so the pulls and products ``H exp(Phi)`` run at a size MKL handles well.
+        Exact: ``diag(A, I) diag(B, I) = diag(AB, I)``, pulls are ``diag(H^T X, I)`` (skew part, the only part
+        the mixing reads, ``diag(Delta, 0)``), ``exp(diag(Phi, 0)) = diag(exp Phi, I)``; attention scores gain
+        the same constant ``pad`` in every row (the softmax ignores it) and ``Hbar = diag(Hbar, I)``; the
+        prototypes are zero-padded. Only for O/SO with linear mixing (whose index path reads the block) and the
+        Taylor exp, one head, no rotation positions, in training mode (eval keeps the reference arithmetic).
+        Design choice (issue 17)."""
+        if (rec is not None or not self.training or self.heads != 1 or self.config["position"] == "rotation"
+                or self.config["mixing"] != "linear" or self._exp_fast is not expm_taylor or self.geo.is_complex
+                or not isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup))):
+            return 0
+        return _PAD_TO.get(self.d, self.d) - self.d
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self._run(tokens, None)
