@@ -41,6 +41,7 @@ from geomlab.groups import (MatrixGroup, OrthogonalGroup, SpecialOrthogonalGroup
                              expm_taylor_reference, from_real, get_group, real_embed)
 from geomlab.models import register
 from geomlab.models.base import SequenceModel
+from geomlab.models.osm_rnn_fast import fused_states, skew_recurrence_forward
 from geomlab.models.transformer import monotone_budget_search
 
 
@@ -437,6 +438,8 @@ class OSMRNN(OSMBase):
         B, T = tokens.shape
         A = self._to_geo(self.token_generators())
         M = self._exp(A)
+        if self._fused(M):
+            return self._run_fused(tokens, rec, A, M)
         ref = self.token_coords if hasattr(self, "token_coords") else self.token_matrix
         H = self.geo.identity(B, dtype=M.dtype, device=ref.device)
         n, cplx = M.shape[-1], M.is_complex()
@@ -470,6 +473,28 @@ class OSMRNN(OSMBase):
                 raws.append(self.geo.proj(delta))
                 phis.append(phi)
         return self._finish(tokens, rec, M, states, raws, phis)
+
+    def _fused(self, M: torch.Tensor) -> bool:
+        """Whether this forward takes :mod:`geomlab.models.osm_rnn_fast`: training mode, O/SO, the Taylor
+        exponential, float32 on CPU (it reads one norm per step; other devices and dtypes keep the loop)."""
+        return (self.training and isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup))
+                and self._exp_fast is expm_taylor and M.dtype == torch.float32 and M.device.type == "cpu")
+
+    def _run_fused(self, tokens, rec, A, M) -> torch.Tensor:
+        """The recurrence as one fused autograd node (design choice, issue 17): same mathematics as the loop
+        of :meth:`_run`, the rounding of :func:`geomlab.models.osm_rnn_fast.skew_recurrence_forward`."""
+        mix = self.mix
+        W = mix.weight if mix.mode == "linear" else mix.eta * torch.eye(self.dim, dtype=M.dtype, device=M.device)
+        X = M[tokens.T]  # (T, B, n, n): time-major, each step's inputs contiguous
+        D = self.mix_tok(A, self.geo)[tokens.T] if self.mix_tok is not None else None
+        if rec is None:
+            Hs = fused_states(X, W, D)
+        else:
+            got: dict = {}
+            Hs = skew_recurrence_forward(X, W, D, record=got)
+            rec.update(states=Hs[:, 0][None], inputs=M[tokens[0]], tangents_raw=got["raw"][:, 0][None, None],
+                       tangents=got["phi"][:, 0][None, None])
+        return self.readout(Hs, M).transpose(0, 1)
 
     def _finish(self, tokens, rec, M, states, raws, phis) -> torch.Tensor:
         Hs = torch.stack(states, dim=1)  # (B, T, n, n)
