@@ -41,7 +41,7 @@ from geomlab.groups import (MatrixGroup, OrthogonalGroup, SpecialOrthogonalGroup
                              expm_taylor_reference, from_real, get_group, real_embed)
 from geomlab.models import register
 from geomlab.models.base import SequenceModel
-from geomlab.models.osm_rnn_fast import fused_states, skew_recurrence_forward
+from geomlab.models.osm_rnn_fast import fused_states, pad, skew_recurrence_forward
 from geomlab.models.transformer import monotone_budget_search
 
 
@@ -436,11 +436,11 @@ class OSMRNN(OSMBase):
     def _run(self, tokens: torch.Tensor, rec: dict | None) -> torch.Tensor:
         self._check_tokens(tokens)
         B, T = tokens.shape
+        ref = self.token_coords if hasattr(self, "token_coords") else self.token_matrix
+        if self._fused(ref.dtype, ref.device):
+            return self._run_fused(tokens, rec)
         A = self._to_geo(self.token_generators())
         M = self._exp(A)
-        if self._fused(M):
-            return self._run_fused(tokens, rec, A, M)
-        ref = self.token_coords if hasattr(self, "token_coords") else self.token_matrix
         H = self.geo.identity(B, dtype=M.dtype, device=ref.device)
         n, cplx = M.shape[-1], M.is_complex()
         # training on O/SO: the mixing's index-select path (a dim x dim matmul per step); eval mode keeps the
@@ -474,27 +474,39 @@ class OSMRNN(OSMBase):
                 phis.append(phi)
         return self._finish(tokens, rec, M, states, raws, phis)
 
-    def _fused(self, M: torch.Tensor) -> bool:
+    def _fused(self, dtype: torch.dtype, device) -> bool:
         """Whether this forward takes :mod:`geomlab.models.osm_rnn_fast`: training mode, O/SO, the Taylor
         exponential, float32 on CPU (it reads one norm per step; other devices and dtypes keep the loop)."""
         return (self.training and isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup))
-                and self._exp_fast is expm_taylor and M.dtype == torch.float32 and M.device.type == "cpu")
+                and self._exp_fast is expm_taylor and dtype == torch.float32 and device.type == "cpu")
 
-    def _run_fused(self, tokens, rec, A, M) -> torch.Tensor:
+    def _run_fused(self, tokens, rec) -> torch.Tensor:
         """The recurrence as one fused autograd node (design choice, issue 17): same mathematics as the loop
-        of :meth:`_run`, the rounding of :func:`geomlab.models.osm_rnn_fast.skew_recurrence_forward`."""
+        of :meth:`_run`, the rounding of :func:`geomlab.models.osm_rnn_fast.skew_recurrence_forward`. Token
+        matrices and group prototypes are exponentiated in one call; states run at the padded size
+        ``diag(H, I)`` (:data:`geomlab.models.osm_rnn_fast.PAD_TO`), read out against ``diag(P, 0)``."""
+        A = self.token_generators()
+        V, n = A.shape[0], A.shape[-1]
+        if self.config["prototypes"] == "group":
+            both = self._exp(torch.cat([A, self.group.from_coords(self.proto_coords)]))
+            M, P = both[:V], both[V:]
+        else:
+            M = self._exp(A)
+            P = self._prototypes(M)
         mix = self.mix
         W = mix.weight if mix.mode == "linear" else mix.eta * torch.eye(self.dim, dtype=M.dtype, device=M.device)
-        X = M[tokens.T]  # (T, B, n, n): time-major, each step's inputs contiguous
-        D = self.mix_tok(A, self.geo)[tokens.T] if self.mix_tok is not None else None
+        Dv = pad(self.mix_tok(A, self.geo), group=False) if self.mix_tok is not None else None
         if rec is None:
-            Hs = fused_states(X, W, D)
+            Hs = fused_states(pad(M), tokens.T, W, Dv)  # (T, B, m, m), time-major
         else:
             got: dict = {}
-            Hs = skew_recurrence_forward(X, W, D, record=got)
-            rec.update(states=Hs[:, 0][None], inputs=M[tokens[0]], tangents_raw=got["raw"][:, 0][None, None],
-                       tangents=got["phi"][:, 0][None, None])
-        return self.readout(Hs, M).transpose(0, 1)
+            D = Dv[tokens.T] if Dv is not None else None
+            Hs = skew_recurrence_forward(pad(M)[tokens.T], W, D, record=got)
+            rec.update(states=Hs[:, 0, :n, :n][None], inputs=M[tokens[0]],
+                       tangents_raw=got["raw"][:, 0, :n, :n][None, None], tangents=got["phi"][:, 0, :n, :n][None, None])
+        # the readout of diag(H, I) against diag(P, 0) is that of H against P: no copy of the top-left blocks
+        P = pad(P, group=False)
+        return (self.tau * self.sim_scale * (Hs.flatten(-2) @ P.flatten(-2).mT) + self.bias).transpose(0, 1)
 
     def _finish(self, tokens, rec, M, states, raws, phis) -> torch.Tensor:
         Hs = torch.stack(states, dim=1)  # (B, T, n, n)

@@ -33,17 +33,33 @@ from geomlab.groups import _BBC, _TAYLOR_DOUBLE, _TAYLOR_SINGLE
 _THETA = {torch.float32: _TAYLOR_SINGLE[0][1], torch.float64: _TAYLOR_DOUBLE[0][1]}
 assert _TAYLOR_SINGLE[0][0] == 8 and _TAYLOR_DOUBLE[0][0] == 8
 
-_UPPER: dict[tuple[int, str], torch.Tensor] = {}
+#: Matrix sizes whose batched products (batch 16, one thread, float32, MKL) ran faster zero-padded: bmm 19 x 19
+#: 8.8 us, 20 x 20 7.6 us; 21-23 10.4-14.2 us, 24 x 24 8.9 us (issue 17 measurements); plus the sizes of
+#: :data:`geomlab.groups._PAD_TO`. Padding is exact: the states are ``diag(H, I)`` and every step's algebra
+#: element ``diag(Phi, 0)``. Design choice.
+PAD_TO = {5: 8, 6: 8, 7: 8, 15: 16, 19: 20, 21: 24, 22: 24, 23: 24, 29: 32, 30: 32, 31: 32}
+
+# the polynomial of groups._taylor8_bbc rearranged (same polynomial): Q' = X + q X2, L = x3 X2 + x1 X2 Q',
+# R = x4 I + x5 X + r6 X2 + x7 L, C = I + X + y2 X2, T8 = C + L R
+_Q = _BBC["x2"] / _BBC["x1"]
+_R6 = _BBC["x6"] - _BBC["x3"] * _BBC["x7"]
+
+_UPPER: dict[tuple[int, int, str], torch.Tensor] = {}
 
 
-def _upper(n: int, device) -> torch.Tensor:
-    """Flat indices ``r n + c`` of the strict upper triangle of an ``n x n`` matrix, row-major (the order
-    of the O/SO algebra coordinates)."""
-    key = (n, str(device))
+def _upper(n: int, m: int, device) -> torch.Tensor:
+    """Flat indices ``r m + c`` (``r < c < n``) of the strict upper triangle of the top-left ``n x n`` block of
+    an ``m x m`` matrix, row-major (the order of the O/SO algebra coordinates)."""
+    key = (n, m, str(device))
     if key not in _UPPER:
         r, c = torch.triu_indices(n, n, 1, device=device)
-        _UPPER[key] = r * n + c
+        _UPPER[key] = r * m + c
     return _UPPER[key]
+
+
+def _size(dim: int) -> int:
+    """``n`` with ``n (n - 1) / 2 = dim``."""
+    return int(round((1 + math.sqrt(1 + 8 * dim)) / 2))
 
 
 def _squarings(nrm: float, theta: float) -> int:
@@ -51,32 +67,52 @@ def _squarings(nrm: float, theta: float) -> int:
     return 0 if nrm <= theta else math.ceil(math.log2(nrm / theta))
 
 
+def pad(X: torch.Tensor, group: bool = True) -> torch.Tensor:
+    """``diag(X, I)`` (``group``: a group element) or ``diag(X, 0)`` (an algebra element): ``(..., n, n)`` ->
+    ``(..., m, m)`` with ``m = PAD_TO.get(n, n)``; differentiable."""
+    n = X.shape[-1]
+    p = PAD_TO.get(n, n) - n
+    if not p:
+        return X
+    Y = torch.nn.functional.pad(X, (0, p, 0, p))
+    if not group:
+        return Y
+    E = torch.zeros(n + p, n + p, dtype=X.dtype, device=X.device)
+    E.diagonal()[n:] = 1.0
+    return Y + E
+
+
 def skew_recurrence_forward(X: torch.Tensor, W: torch.Tensor, D: torch.Tensor | None = None,
                             keep: list | None = None, record: dict | None = None) -> torch.Tensor:
     """The states ``H_1..H_T`` of the recurrence (no autograd graph is built here).
 
-    ``X``: ``(T, B, n, n)`` real, the targets ``X_t`` (token matrices); ``W``: ``(dim, dim)`` with ``dim =
-    n(n-1)/2``; ``D``: ``(T, B, n, n)`` skew or None. Returns ``(T, B, n, n)``. ``keep``: a list that receives
-    per step what the backward needs. ``record``: a dict that receives ``raw`` (``proj(H_t^T X_t)``) and ``phi``
-    (``Phi_t``), each ``(T, B, n, n)``. Source: notes §3.1; design choice (issue 17) for the evaluation order.
+    ``X``: ``(T, B, m, m)`` real, the targets ``X_t`` (token matrices), possibly padded to ``diag(X_t, I)``;
+    ``W``: ``(dim, dim)``, ``dim = n(n-1)/2`` for the true size ``n <= m``; ``D``: ``(T, B, m, m)`` skew (zero
+    outside the top-left block) or None. Returns ``(T, B, m, m)`` (``diag(H_t, I)`` when padded). ``keep``: a
+    list that receives per step what the backward needs. ``record``: a dict that receives ``raw``
+    (``proj(H_t^T X_t)``) and ``phi`` (``Phi_t``), each ``(T, B, m, m)``. Source: notes §3.1; design choice
+    (issue 17) for the evaluation order.
     """
-    T, B, n, _ = X.shape
+    T, B, m, _ = X.shape
+    n = _size(W.shape[0])
     theta = _THETA[X.dtype]
     c = _BBC
-    up = _upper(n, X.device)
+    up = _upper(n, m, X.device).expand(B, -1)
     Wt = (0.5 * W).mT  # half = coords @ Wt: coords are sqrt 2 * to_coords, from_coords(v) puts v / sqrt 2
-    out = X.new_empty(T, B, n, n)
-    U = X.new_zeros(B, n * n)  # the strict upper triangle of Phi (rest stays zero)
-    Uv = U.view(B, n, n)
-    coords = X.new_empty(T, B, up.numel())
+    eye = torch.eye(m, dtype=X.dtype, device=X.device).expand(B, m, m)
+    I4 = (c["x4"] * eye).contiguous()
+    out = X.new_empty(T, B, m, m)
+    U = X.new_zeros(B, m * m)  # the strict upper triangle of Phi (the rest stays zero)
+    Uv = U.view(B, m, m)
+    coords = X.new_empty(T, B, W.shape[0])
     if record is not None:
         record["raw"], record["phi"] = [], []
     H = None  # H_0 = I
     for t in range(T):
         raw = X[t] if H is None else torch.bmm(H.mT, X[t])
         S = raw - raw.mT
-        ct = torch.index_select(S.view(B, -1), 1, up, out=coords[t])
-        U.index_copy_(1, up, torch.mm(ct, Wt))
+        ct = torch.gather(S.view(B, -1), 1, up, out=coords[t])
+        U.scatter_(1, up, torch.mm(ct, Wt))
         Phi = Uv - Uv.mT
         if D is not None:
             Phi.add_(D[t])
@@ -87,14 +123,10 @@ def skew_recurrence_forward(X: torch.Tensor, W: torch.Tensor, D: torch.Tensor | 
         s = _squarings(nrm, theta)
         Xs = Phi * (2.0**-s) if s else Phi
         X2 = torch.bmm(Xs, Xs)
-        Q = (c["x1"] * Xs).add_(X2, alpha=c["x2"])
-        A4 = torch.bmm(X2, Q)
-        L = A4.add(X2, alpha=c["x3"])
-        R = (c["x5"] * Xs).add_(X2, alpha=c["x6"]).add_(A4, alpha=c["x7"])
-        R.diagonal(dim1=-2, dim2=-1).add_(c["x4"])
-        C = Xs.add(X2, alpha=c["y2"])
-        C.diagonal(dim1=-2, dim2=-1).add_(1.0)
-        P = torch.baddbmm(C, L, R)
+        Qp = torch.add(Xs, X2, alpha=_Q)
+        L = torch.baddbmm(X2, X2, Qp, beta=c["x3"], alpha=c["x1"])
+        R = torch.add(I4, Xs, alpha=c["x5"]).add_(X2, alpha=_R6).add_(L, alpha=c["x7"])
+        P = torch.add(eye, Xs).add_(X2, alpha=c["y2"]).baddbmm_(L, R)
         powers = [P]
         for _ in range(s):
             P = torch.bmm(P, P)
@@ -105,7 +137,7 @@ def skew_recurrence_forward(X: torch.Tensor, W: torch.Tensor, D: torch.Tensor | 
             torch.bmm(H, P, out=out[t])
         H = out[t]
         if keep is not None:
-            keep.append((s, Xs, X2, Q, L, R, powers))
+            keep.append((s, Xs, X2, Qp, L, R, powers))
         if record is not None:
             record["raw"].append(0.5 * S)
             record["phi"].append(Phi)
@@ -117,80 +149,91 @@ def skew_recurrence_forward(X: torch.Tensor, W: torch.Tensor, D: torch.Tensor | 
 
 
 class SkewRecurrence(torch.autograd.Function):
-    """``states = SkewRecurrence.apply(X, W, D)``: :func:`skew_recurrence_forward` with a hand-written backward
+    """``states = SkewRecurrence.apply(M, idx, W, Dv)``: :func:`skew_recurrence_forward` of ``X = M[idx]`` and
+    ``D = Dv[idx]`` (``M``, ``Dv``: ``(V, m, m)``; ``idx``: ``(T, B)`` token ids) with a hand-written backward
     (the loop reversed; per step the adjoints of ``H_{t+1} = H_t E``, of the squarings and of the three
-    products of the polynomial, of the coordinate maps and of ``H_t^T X_t``). Gradients for ``X``, ``W`` and
-    ``D``; double backward is not supported. Design choice (issue 17)."""
+    products of the polynomial, of the coordinate maps and of ``H_t^T X_t``; the rows of ``M`` and ``Dv``
+    collect their gradients by one ``index_add_``). Gradients for ``M``, ``W`` and ``Dv``; double backward is
+    not supported. Design choice (issue 17)."""
 
     @staticmethod
-    def forward(ctx, X: torch.Tensor, W: torch.Tensor, D: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(ctx, M: torch.Tensor, idx: torch.Tensor, W: torch.Tensor,
+                Dv: torch.Tensor | None = None) -> torch.Tensor:
+        T, B = idx.shape
+        flat = idx.reshape(-1)
+        X = M.index_select(0, flat).view(T, B, *M.shape[-2:])
+        D = Dv.index_select(0, flat).view(T, B, *Dv.shape[-2:]) if Dv is not None else None
         keep: list = []
         out = skew_recurrence_forward(X, W, D, keep)
         ctx.keep = keep
         ctx.has_d = D is not None
-        ctx.save_for_backward(X, W, out)
+        ctx.V = M.shape[0]
+        ctx.save_for_backward(X, flat, W, out)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, G: torch.Tensor):
-        X, W, out = ctx.saved_tensors
+        X, flat, W, out = ctx.saved_tensors
         *steps, coords = ctx.keep
-        T, B, n, _ = X.shape
+        ctx.keep = None
+        T, B, m, _ = X.shape
+        n, dim = _size(W.shape[0]), W.shape[0]
         c = _BBC
-        up = _upper(n, X.device)
+        up = _upper(n, m, X.device).expand(B, -1)
         W2 = 0.5 * W  # d coords = d half @ (W / 2)
         G = G.contiguous()
-        graw_all = X.new_empty(T, B, n, n)
-        ghalf_all = X.new_empty(T, B, up.numel())
-        gD = X.new_empty(T, B, n, n) if ctx.has_d else None
-        Gc = X.new_zeros(B, n * n)
-        Gcv = Gc.view(B, n, n)
+        graw_all = X.new_empty(T, B, m, m)
+        ghalf_all = X.new_empty(T, B, dim)
+        gD = X.new_empty(T, B, m, m) if ctx.has_d else None
+        Gc = X.new_zeros(B, m * m)
+        Gcv = Gc.view(B, m, m)
         gH = None
         for t in range(T - 1, -1, -1):
-            s, Xs, X2, Q, L, R, powers = steps[t]
+            s, Xs, X2, Qp, L, R, powers = steps[t]
             gH = G[t].clone() if gH is None else gH.add_(G[t])
             E = powers[-1]
             if t:  # H_{t+1} = H_t E; H_0 = I is a constant
-                H = out[t - 1]
-                gP = torch.bmm(H.mT, gH)
+                gP = torch.bmm(out[t - 1].mT, gH)
                 gH = torch.bmm(gH, E.mT)
             else:
                 gP = gH
             for P in reversed(powers[:-1]):  # Y = P P
                 gP = torch.baddbmm(torch.bmm(gP, P.mT), P.mT, gP)
-            GL = torch.bmm(gP, R.mT)  # P = C + L R
+            GL = torch.bmm(gP, R.mT)  # T8 = C + L R
             GR = torch.bmm(L.mT, gP)
-            GA4 = GL.add(GR, alpha=c["x7"])
-            GX2 = GL.mul_(c["x3"]).add_(GR, alpha=c["x6"]).add_(gP, alpha=c["y2"])
-            GX2 = torch.baddbmm(GX2, GA4, Q.mT)  # A4 = X2 Q
-            GQ = torch.bmm(X2.mT, GA4)
-            GX2.add_(GQ, alpha=c["x2"])
-            GX = gP.add(GR, alpha=c["x5"]).add_(GQ, alpha=c["x1"])
-            GX = torch.baddbmm(torch.baddbmm(GX, GX2, Xs.mT), Xs.mT, GX2)  # X2 = X X
-            if s:
-                GX.mul_(2.0**-s)  # now the gradient of Phi_t
+            GL.add_(GR, alpha=c["x7"])  # R = ... + x7 L
+            GQ = torch.bmm(X2.mT, GL)  # L = x3 X2 + x1 X2 Q'  (times x1 below)
+            GX2 = torch.mul(GL, c["x3"]).add_(GR, alpha=_R6).add_(gP, alpha=c["y2"]).add_(GQ, alpha=c["x1"] * _Q)
+            GX2.baddbmm_(GL, Qp.mT, alpha=c["x1"])
+            GX = torch.add(gP, GR, alpha=c["x5"]).add_(GQ, alpha=c["x1"])
+            k = 2.0**-s  # X2 = X X with X^T = -X exactly; the factor makes it the gradient of Phi_t
+            GX.baddbmm_(GX2, Xs, beta=k, alpha=-k).baddbmm_(Xs, GX2, alpha=-k)
             if gD is not None:
                 gD[t].copy_(GX)
             Gs = GX - GX.mT  # Phi = U - U^T with half at the upper positions of U
-            gh = torch.index_select(Gs.view(B, -1), 1, up, out=ghalf_all[t])
-            Gc.index_copy_(1, up, torch.mm(gh, W2))  # coords = (S)_upper with S = raw - raw^T
+            gh = torch.gather(Gs.view(B, -1), 1, up, out=ghalf_all[t])
+            Gc.scatter_(1, up, torch.mm(gh, W2))  # coords = (S)_upper with S = raw - raw^T
             graw = torch.sub(Gcv, Gcv.mT, out=graw_all[t])
             if t:
-                gH = torch.baddbmm(gH, X[t], graw.mT)  # raw = H_t^T X_t
-        # X_t: raw = H_t^T X_t -> H_t graw_t, all positions in one product (H_0 = I)
-        gX = graw_all.clone()
+                gH.baddbmm_(X[t], graw.mT)  # raw = H_t^T X_t
+        # X_t: raw = H_t^T X_t -> H_t graw_t, all positions in one product (H_0 = I); rows of M by index_add_
+        gM = X.new_zeros(ctx.V, m * m)
+        gM.index_add_(0, flat[:B], graw_all[0].view(B, -1))
         if T > 1:
-            torch.bmm(out[:-1].reshape(-1, n, n), graw_all[1:].reshape(-1, n, n),
-                      out=gX[1:].view(-1, n, n))
+            gX = torch.bmm(out[:-1].reshape(-1, m, m), graw_all[1:].view(-1, m, m))
+            gM.index_add_(0, flat[B:], gX.view(-1, m * m))
+        gDv = X.new_zeros(ctx.V, m * m).index_add_(0, flat, gD.view(-1, m * m)).view(-1, m, m) if ctx.has_d else None
         # W: half = coords (W / 2)^T
-        gW = 0.5 * ghalf_all.reshape(-1, up.numel()).mT @ coords.reshape(-1, up.numel())
-        return gX, gW, gD
+        gW = 0.5 * ghalf_all.view(-1, dim).mT @ coords.view(-1, dim)
+        return gM.view(-1, m, m), None, gW, gDv
 
 
-def fused_states(X: torch.Tensor, W: torch.Tensor, D: torch.Tensor | None = None) -> torch.Tensor:
-    """``(T, B, n, n)`` states ``H_1..H_T`` of the O/SO recurrence (see the module docstring): the fused
+def fused_states(M: torch.Tensor, idx: torch.Tensor, W: torch.Tensor, Dv: torch.Tensor | None = None) -> torch.Tensor:
+    """``(T, B, m, m)`` states of the O/SO recurrence for the inputs ``X = M[idx]`` and drives ``D = Dv[idx]``
+    (see the module docstring, :func:`skew_recurrence_forward` and :class:`SkewRecurrence`): the fused
     autograd node when a gradient is needed, the plain loop otherwise. Float32/float64 CPU tensors."""
-    if torch.is_grad_enabled() and (X.requires_grad or W.requires_grad or (D is not None and D.requires_grad)):
-        return SkewRecurrence.apply(X, W, D)
+    if torch.is_grad_enabled() and (M.requires_grad or W.requires_grad or (Dv is not None and Dv.requires_grad)):
+        return SkewRecurrence.apply(M, idx, W, Dv)
+    X, D = M[idx], (Dv[idx] if Dv is not None else None)
     return skew_recurrence_forward(X, W, D)
