@@ -41,7 +41,7 @@ from geomlab.groups import (MatrixGroup, OrthogonalGroup, SpecialOrthogonalGroup
                              expm_taylor_reference, from_real, get_group, real_embed)
 from geomlab.models import register
 from geomlab.models.base import SequenceModel
-from geomlab.models.osm_rnn_fast import fused_states, pad, skew_recurrence_forward
+from geomlab.models.osm_rnn_fast import fused_states, pad, padding_identity, skew_recurrence_forward
 from geomlab.models.transformer import monotone_budget_search
 
 
@@ -487,26 +487,27 @@ class OSMRNN(OSMBase):
         ``diag(H, I)`` (:data:`geomlab.models.osm_rnn_fast.PAD_TO`), read out against ``diag(P, 0)``."""
         A = self.token_generators()
         V, n = A.shape[0], A.shape[-1]
-        if self.config["prototypes"] == "group":
-            both = self._exp(torch.cat([A, self.group.from_coords(self.proto_coords)]))
-            M, P = both[:V], both[V:]
-        else:
-            M = self._exp(A)
-            P = self._prototypes(M)
+        kind = self.config["prototypes"]
+        gens = torch.cat([A, self.group.from_coords(self.proto_coords)]) if kind == "group" else A
+        both = self._exp(pad(gens, group=False))  # exp(diag(A, 0)) = diag(exp A, I): the padded inputs directly
+        Mp = both[:V]
+        if kind == "free":
+            Pp = pad(self.proto, group=False)
+        else:  # group or tied prototypes: diag(P, I) - diag(0, I)
+            Pp = (both[V:] if kind == "group" else Mp) - padding_identity(n, A.dtype, A.device)
         mix = self.mix
-        W = mix.weight if mix.mode == "linear" else mix.eta * torch.eye(self.dim, dtype=M.dtype, device=M.device)
+        W = mix.weight if mix.mode == "linear" else mix.eta * torch.eye(self.dim, dtype=A.dtype, device=A.device)
         Dv = pad(self.mix_tok(A, self.geo), group=False) if self.mix_tok is not None else None
         if rec is None:
-            Hs = fused_states(pad(M), tokens.T, W, Dv)  # (T, B, m, m), time-major
+            Hs = fused_states(Mp, tokens.T, W, Dv)  # (T, B, m, m), time-major
         else:
             got: dict = {}
             D = Dv[tokens.T] if Dv is not None else None
-            Hs = skew_recurrence_forward(pad(M)[tokens.T], W, D, record=got)
-            rec.update(states=Hs[:, 0, :n, :n][None], inputs=M[tokens[0]],
+            Hs = skew_recurrence_forward(Mp[tokens.T], W, D, record=got)
+            rec.update(states=Hs[:, 0, :n, :n][None], inputs=Mp[tokens[0], :n, :n],
                        tangents_raw=got["raw"][:, 0, :n, :n][None, None], tangents=got["phi"][:, 0, :n, :n][None, None])
         # the readout of diag(H, I) against diag(P, 0) is that of H against P: no copy of the top-left blocks
-        P = pad(P, group=False)
-        return (self.tau * self.sim_scale * (Hs.flatten(-2) @ P.flatten(-2).mT) + self.bias).transpose(0, 1)
+        return (self.tau * self.sim_scale * (Hs.flatten(-2) @ Pp.flatten(-2).mT) + self.bias).transpose(0, 1)
 
     def _finish(self, tokens, rec, M, states, raws, phis) -> torch.Tensor:
         Hs = torch.stack(states, dim=1)  # (B, T, n, n)
