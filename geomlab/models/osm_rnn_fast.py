@@ -288,7 +288,6 @@ class SkewRecurrence(torch.autograd.Function):
     def backward(ctx, G: torch.Tensor):
         X, flat, W, out = ctx.saved_tensors
         coords, saved, ss = ctx.keep
-        ctx.keep = None
         T, B, m, _ = X.shape
         dim = W.shape[0]
         up = _upper(_size(dim), m, X.device).expand(B, -1)
