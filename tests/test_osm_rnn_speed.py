@@ -30,7 +30,7 @@ def _reference(m):
 
 
 @settings(max_examples=12, deadline=None)
-@given(d=st.sampled_from([2, 3, 5, 7, 8, 19]), group=st.sampled_from(["O", "SO"]),
+@given(d=st.sampled_from([2, 3, 5, 7, 8, 15, 19]), group=st.sampled_from(["O", "SO"]),
        mixing=st.sampled_from(["identity", "scalar", "linear"]), rnn_input=st.sampled_from(["pull", "pull+token"]),
        prototypes=st.sampled_from(["free", "group", "tied"]), step=st.floats(0.1, 1.5), seed=st.integers(0, 10**6))
 def test_fused_equals_float64_reference(d, group, mixing, rnn_input, prototypes, step, seed):
@@ -75,16 +75,16 @@ def test_hand_written_backward_passes_gradcheck(n, with_drive):
 
 
 def test_padding_is_exact_and_states_stay_on_the_group():
-    """d = 19 runs at 20: every state is exactly diag(H, 1), and H is orthogonal to float32 rounding."""
-    assert fast.PAD_TO[19] == 20
-    m = _model(0, d=19, prototypes="group")
+    """d = 15 runs at 16: every state is exactly diag(H, 1), and H is orthogonal to float32 rounding."""
+    assert fast.PAD_TO[15] == 16
+    m = _model(0, d=15, prototypes="group")
     x = torch.randint(0, V, (2, 40), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         A = m.token_generators()
         Mp = m._exp(fast.pad(A, group=False))
         Hs = fast.skew_recurrence_forward(Mp[x.T], m.mix.weight)
-    assert Hs.shape == (40, 2, 20, 20)
-    assert not Hs[..., 19, :19].any() and not Hs[..., :19, 19].any() and bool((Hs[..., 19, 19] == 1).all())
+    assert Hs.shape == (40, 2, 16, 16)
+    assert not Hs[..., 15, :15].any() and not Hs[..., :15, 15].any() and bool((Hs[..., 15, 15] == 1).all())
     rec = m.record(x[:1])
     assert bool(m.group.belongs(rec["states"], atol=1e-5).all())
 

@@ -35,11 +35,12 @@ from geomlab.groups import _BBC, _TAYLOR_DOUBLE, _TAYLOR_SINGLE
 _THETA = {torch.float32: _TAYLOR_SINGLE[0][1], torch.float64: _TAYLOR_DOUBLE[0][1]}
 assert _TAYLOR_SINGLE[0][0] == 8 and _TAYLOR_DOUBLE[0][0] == 8
 
-#: Matrix sizes whose batched products (batch 16, one thread, float32, MKL) ran faster zero-padded: bmm 19 x 19
-#: 8.8 us, 20 x 20 7.6 us; 21-23 10.4-14.2 us, 24 x 24 8.9 us (issue 17 measurements); plus the sizes of
-#: :data:`geomlab.groups._PAD_TO`. Padding is exact: the states are ``diag(H, I)`` and every step's algebra
-#: element ``diag(Phi, 0)``. Design choice.
-PAD_TO = {5: 8, 6: 8, 7: 8, 15: 16, 19: 20, 21: 24, 22: 24, 23: 24, 29: 32, 30: 32, 31: 32}
+#: Sizes at which the whole OSM-RNN training step (batch 16 x 128, one thread) ran faster zero-padded, measured
+#: interleaved (new/old step time, median of 9): 7 -> 8 0.75, 15 -> 16 0.90; 19 -> 20 1.01 and 23 -> 24 0.96 did
+#: not pay (the products gain ~14%, the elementwise passes and the readout lose it). The other entries are those
+#: of :data:`geomlab.groups._PAD_TO`. Padding is exact: the states are ``diag(H, I)`` and every step's algebra
+#: element ``diag(Phi, 0)``. Design choice (issue 17).
+PAD_TO = {5: 8, 6: 8, 7: 8, 15: 16, 29: 32, 30: 32, 31: 32}
 
 # the polynomial of groups._taylor8_bbc rearranged (same polynomial): Q' = X + q X2, L = x3 X2 + x1 X2 Q',
 # R = x4 I + x5 X + r6 X2 + x7 L, C = I + X + y2 X2, T8 = C + L R (plain floats: TorchScript reads them)
@@ -114,8 +115,7 @@ def _forward_loop(X: torch.Tensor, W: torch.Tensor, D: Optional[torch.Tensor], u
     for t in range(T):
         raw = X[t] if t == 0 else torch.bmm(H.transpose(1, 2), X[t])
         S = raw - raw.transpose(1, 2)
-        ct = torch.gather(S.view(B, m * m), 1, up)
-        coords[t] = ct
+        ct = torch.gather(S.view(B, m * m), 1, up, out=coords[t])
         U.scatter_(1, up, torch.mm(ct, Wt))
         Phi = Uv - Uv.transpose(1, 2)
         if D is not None:
@@ -199,12 +199,10 @@ def _backward_loop(G: torch.Tensor, X: torch.Tensor, out: torch.Tensor, W: torch
         GX.baddbmm_(GX2 + GX2.transpose(1, 2), Xs, beta=k, alpha=-k)
         Gs = GX - GX.transpose(1, 2)  # 2 skew(gradient of Phi_t); Phi = U - U^T, half at the upper positions
         if gD is not None:
-            gD[t] = 0.5 * Gs
-        gh = torch.gather(Gs.view(B, m * m), 1, up)
-        ghalf_all[t] = gh
+            torch.mul(Gs, 0.5, out=gD[t])
+        gh = torch.gather(Gs.view(B, m * m), 1, up, out=ghalf_all[t])
         Gc.scatter_(1, up, torch.mm(gh, W2))  # coords = (S)_upper with S = raw - raw^T
-        graw = Gcv - Gcv.transpose(1, 2)
-        graw_all[t] = graw
+        graw = torch.sub(Gcv, Gcv.transpose(1, 2), out=graw_all[t])
         if t > 0:
             gH.baddbmm_(X[t], graw.transpose(1, 2))  # raw = H_t^T X_t
     return graw_all, ghalf_all, gD
@@ -249,7 +247,7 @@ def skew_recurrence_forward(X: torch.Tensor, W: torch.Tensor, D: torch.Tensor | 
     """
     T, B, m, _ = X.shape
     n = _size(W.shape[0])
-    up = _upper(n, m, X.device).expand(B, -1)
+    up = _upper(n, m, X.device).expand(B, -1).contiguous()
     fwd, _ = loops()
     out, coords, saved, ss, rec = fwd(X, W, D, up, _THETA[X.dtype], keep is not None, record is not None, _COEF)
     if keep is not None:
@@ -290,7 +288,7 @@ class SkewRecurrence(torch.autograd.Function):
         coords, saved, ss = ctx.keep
         T, B, m, _ = X.shape
         dim = W.shape[0]
-        up = _upper(_size(dim), m, X.device).expand(B, -1)
+        up = _upper(_size(dim), m, X.device).expand(B, -1).contiguous()
         _, bwd = loops()
         graw_all, ghalf_all, gD = bwd(G.contiguous(), X, out, W, up, saved, ss, ctx.has_d, _COEF)
         # X_t: raw = H_t^T X_t -> H_t graw_t, all positions in one product (H_0 = I); rows of M by index_add_
