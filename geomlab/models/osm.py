@@ -406,8 +406,10 @@ class OSMRNN(OSMBase):
     ``mixing`` (identity|scalar|linear), ``step`` (eta: mixing step / init of ``eta I``), ``rnn_input``,
     ``token_step`` (init of Gamma_tok), ``prototypes`` (free|group|tied), ``tau`` (readout temperature init),
     ``token_init_std`` / ``proto_init_std`` (None = ``1/sqrt(d)``), ``token_param``, ``complex_mode``, ``expm``.
-    Shapes: ``tokens (B, T) long -> logits (B, T, V) float32``. A Python loop over positions (the recurrence
-    is sequential). Raises :class:`OSMConfigError` / ``GroupError`` (ValueErrors) for bad config.
+    Shapes: ``tokens (B, T) long -> logits (B, T, V) float32``. A loop over positions (the recurrence is
+    sequential): in training mode on O/SO, float32, CPU, one fused autograd node with a hand-written backward
+    (:mod:`geomlab.models.osm_rnn_fast`, issue 17); in eval mode and otherwise the reference loop of
+    :meth:`_run`. Raises :class:`OSMConfigError` / ``GroupError`` (ValueErrors) for bad config.
     """
 
     kind = "osm-rnn"
