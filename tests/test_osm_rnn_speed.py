@@ -53,6 +53,21 @@ def test_fused_equals_float64_reference(d, group, mixing, rnn_input, prototypes,
         assert torch.allclose(p.grad.double(), q.grad, atol=1e-4 * scale, rtol=1e-3), name
 
 
+@pytest.mark.parametrize("n", [3, 7, 19])
+@pytest.mark.parametrize("scale", [0.05, 0.6, 1.0, 2.0, 7.0, 40.0])
+def test_one_step_is_the_matrix_exponential(n, scale):
+    """With ``W = 2 I`` and ``H_0 = I`` the first state is ``exp(X - X^T)``: the degree-8 series with the squarings
+    chosen by the sharper bound (``||X^2||^4 ||X||``) equals float64 ``matrix_exp`` at float32 precision."""
+    g = torch.Generator().manual_seed(n)
+    A = torch.randn(16, n, n, generator=g, dtype=torch.float64)
+    S = A - A.mT
+    S = S * scale * torch.rand(16, 1, 1, generator=g, dtype=torch.float64) / torch.linalg.matrix_norm(S)[:, None, None]
+    X = (S / 2).float()  # raw = X, Phi = X - X^T = S
+    W = 2 * torch.eye(n * (n - 1) // 2)
+    got = fast.skew_recurrence_forward(fast.pad(X)[None], W)[0, :, :n, :n]
+    assert torch.allclose(got.double(), torch.linalg.matrix_exp(S), atol=5e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("n,with_drive", [(3, False), (3, True), (5, True)])
 def test_hand_written_backward_passes_gradcheck(n, with_drive):
     """``SkewRecurrence`` in float64 against finite differences, for the inputs, the mixing map and skew drives
