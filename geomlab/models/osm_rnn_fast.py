@@ -4,20 +4,23 @@ The recurrence of :class:`geomlab.models.osm.OSMRNN` (notes §3.1) for a skew-sy
 ``H_0 = I``, ``H_{t+1} = H_t exp(Phi_t)``,
 ``Phi_t = Gamma(H_t^T X_t) + D_t``, with ``Gamma`` a linear map on the orthonormal algebra coordinates
 (``Gamma(Y) = from_coords(W to_coords(Y))``; scalar and identity mixing are ``W = eta I``) and ``D_t`` an
-optional state-independent drive (``rnn_input="pull+token"``). ``exp`` is the same scaling-and-squaring
-Taylor exponential as :func:`geomlab.groups.expm_taylor` in single precision: degree 8 in three products
-(Bader, Blanes & Casas 2019, eq. (10); coefficients :data:`geomlab.groups._BBC`) then ``s`` squarings, ``s``
-the fewest that bring the largest Frobenius norm of the batch under ``theta``.
+optional state-independent drive (``rnn_input="pull+token"``). ``exp`` is a scaling-and-squaring Taylor
+exponential as :func:`geomlab.groups.expm_taylor` in single precision: degree 8 in three products (Bader,
+Blanes & Casas 2019, eq. (10); coefficients :data:`geomlab.groups._BBC`) then ``s`` squarings, ``s`` the
+fewest that bring ``nu = (||X^2||^4 ||X||)^(1/9)`` (largest over the batch, Frobenius) under the table's
+``theta``; ``nu <= ||X||`` bounds every term of the remainder (``||X^k|| <= nu^k``, ``k >= 9``), so the
+truncation bound of the table holds (a sharper form of the usual criterion; Al-Mohy & Higham 2009 use
+norms of powers the same way).
 
-Why (design choice, measured in docs/speed.md): a training step at batch 16 x 128 with ``d = 19`` is bound
+Why (design choice, measured in docs/speed.md): a training step at batch 16 x 128 with ``d = 19`` was bound
 by the per-operation overhead of ~25 tiny batched ops per position, three times over with autograd.
 Here the forward runs the loop without recording a graph (direct ``bmm``/``baddbmm`` calls, coordinates
-by one ``index_select`` and back by one ``index_copy_`` into a preallocated zero buffer) and keeps what
-the backward needs; the backward reverses the loop with the adjoint of every product written out (the
-exponential's part is the backward of :class:`geomlab.groups._Taylor8Exp`), and the gradients of the
-inputs ``X_t`` and of ``W`` are formed after the loop in one batched product each. Same mathematics as
-the autograd path; the rounding differs (tests/test_osm_rnn_speed.py).
-"""
+by one ``gather`` and back by one ``scatter_`` into a preallocated zero buffer) and keeps what the backward
+needs; the backward reverses the loop with the adjoint of every product written out (the exponential's
+part follows the backward of :class:`geomlab.groups._Taylor8Exp`), and the gradients of the inputs and of
+``W`` are formed after the loop in one batched product each. Both loops are compiled by TorchScript where
+it is available (:func:`loops`). Same mathematics as the autograd path; the rounding differs
+(tests/test_osm_rnn_speed.py)."""
 
 from __future__ import annotations
 
@@ -30,8 +33,8 @@ from torch.autograd.function import once_differentiable
 
 from geomlab.groups import _BBC, _TAYLOR_DOUBLE, _TAYLOR_SINGLE
 
-#: Largest Frobenius norm for the degree-8 polynomial without squaring: single / double precision (the
-#: degree-8 rows of :data:`geomlab.groups._TAYLOR_SINGLE` / ``_TAYLOR_DOUBLE``).
+#: Largest ``nu`` (see the module docstring) for the degree-8 polynomial without squaring: single / double
+#: precision (the degree-8 rows of :data:`geomlab.groups._TAYLOR_SINGLE` / ``_TAYLOR_DOUBLE``).
 _THETA = {torch.float32: _TAYLOR_SINGLE[0][1], torch.float64: _TAYLOR_DOUBLE[0][1]}
 assert _TAYLOR_SINGLE[0][0] == 8 and _TAYLOR_DOUBLE[0][0] == 8
 
@@ -69,11 +72,6 @@ def _size(dim: int) -> int:
     return int(round((1 + math.sqrt(1 + 8 * dim)) / 2))
 
 
-def _squarings(nrm: float, theta: float) -> int:
-    """Fewest ``s >= 0`` with ``nrm / 2^s <= theta`` (as :func:`geomlab.groups._taylor_degree`)."""
-    return 0 if nrm <= theta else math.ceil(math.log2(nrm / theta))
-
-
 def pad(X: torch.Tensor, group: bool = True) -> torch.Tensor:
     """``diag(X, I)`` (``group``: a group element) or ``diag(X, 0)`` (an algebra element): ``(..., n, n)`` ->
     ``(..., m, m)`` with ``m = PAD_TO.get(n, n)``; differentiable."""
@@ -97,9 +95,10 @@ def _forward_loop(X: torch.Tensor, W: torch.Tensor, D: Optional[torch.Tensor], u
                   keep: bool, record: bool, coef: List[float]
                   ) -> Tuple[torch.Tensor, torch.Tensor, List[torch.Tensor], List[int], List[torch.Tensor]]:
     """The loop of :func:`skew_recurrence_forward` (TorchScript-compatible): states ``(T, B, m, m)``, the
-    coordinates ``(T, B, dim)``, per step ``[Xs, X2, Q', L, R, T8, T8^2, ...]`` and ``s`` (if ``keep``), and per
-    step ``[proj(raw), Phi]`` (if ``record``)."""
-    x1, x3, x4, x5, x7, y2, q, r6, ln2 = coef[0], coef[1], coef[2], coef[3], coef[4], coef[5], coef[6], coef[7], coef[8]
+    coordinates ``(T, B, dim)``, per step ``[X, X2, Q', L, R, T8, T8^2, ...]`` (``X = 2^-s Phi``) and ``s`` (if
+    ``keep``), and per step ``[proj(raw), Phi]`` (if ``record``)."""
+    x1, x3, x4, x5, x7 = coef[0], coef[1], coef[2], coef[3], coef[4]
+    y2, q, r6, ln2 = coef[5], coef[6], coef[7], coef[8]
     T, B, m = X.shape[0], X.shape[1], X.shape[2]
     Wt = (0.5 * W).transpose(0, 1)  # half = coords @ Wt: coords are sqrt 2 * to_coords, from_coords puts v / sqrt 2
     eye = torch.eye(m, dtype=X.dtype, device=X.device).expand(B, m, m)
@@ -166,7 +165,8 @@ def _backward_loop(G: torch.Tensor, X: torch.Tensor, out: torch.Tensor, W: torch
     """The reversed loop of :class:`SkewRecurrence` (TorchScript-compatible): ``graw`` ``(T, B, m, m)``
     (gradient of ``H_t^T X_t``), the gradient of the unscaled mixing output ``(T, B, dim)`` and, with drives,
     the skew part of the gradient of ``D`` ``(T, B, m, m)``."""
-    x1, x3, x4, x5, x7, y2, q, r6, ln2 = coef[0], coef[1], coef[2], coef[3], coef[4], coef[5], coef[6], coef[7], coef[8]
+    x1, x3, x4, x5, x7 = coef[0], coef[1], coef[2], coef[3], coef[4]
+    y2, q, r6, ln2 = coef[5], coef[6], coef[7], coef[8]
     T, B, m = X.shape[0], X.shape[1], X.shape[2]
     dim = W.shape[0]
     W2 = 0.5 * W  # d coords = d half @ (W / 2)
@@ -220,9 +220,9 @@ def _backward_loop(G: torch.Tensor, X: torch.Tensor, out: torch.Tensor, W: torch
 
 #: The two loops compiled by TorchScript (``None``: not tried yet; then the compiled functions, or the plain ones
 #: when scripting is unavailable or fails). Design choice (issue 17): the loops are bound by the per-operation
-#: overhead of ~70 small operations per position; TorchScript runs them without the Python interpreter and
-#: measured 1.3x faster on the loop of the polynomial (16 x 20 x 20, 128 steps: 8.5 -> 6.4 ms), with ~0.1 s to
-#: compile; ``torch.compile`` measured slower (62 vs 39 us per step) after 90 s of compilation.
+#: overhead of ~70 small operations per position; TorchScript runs them without the Python interpreter: the
+#: whole training step 0.88x (interleaved, median of 9), 0.02 s to script; ``torch.compile`` measured slower
+#: (62 vs 39 us per step of the polynomial) after 90 s of compilation.
 _LOOPS: Optional[Tuple[Any, Any]] = None
 #: Set to False to run the plain Python loops (same operations, same results).
 USE_TORCHSCRIPT = True
