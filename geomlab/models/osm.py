@@ -41,6 +41,7 @@ from geomlab.groups import (_PAD_TO, MatrixGroup, OrthogonalGroup, SpecialOrthog
                              expm_taylor_reference, from_real, get_group, real_embed)
 from geomlab.models import register
 from geomlab.models.base import SequenceModel
+from geomlab.models.osm_rnn_fast import fused_states, pad, padding_identity, skew_recurrence_forward
 from geomlab.models.transformer import monotone_budget_search
 
 
@@ -435,8 +436,10 @@ class OSMRNN(OSMBase):
     ``mixing`` (identity|scalar|linear), ``step`` (eta: mixing step / init of ``eta I``), ``rnn_input``,
     ``token_step`` (init of Gamma_tok), ``prototypes`` (free|group|tied), ``tau`` (readout temperature init),
     ``token_init_std`` / ``proto_init_std`` (None = ``1/sqrt(d)``), ``token_param``, ``complex_mode``, ``expm``.
-    Shapes: ``tokens (B, T) long -> logits (B, T, V) float32``. A Python loop over positions (the recurrence
-    is sequential). Raises :class:`OSMConfigError` / ``GroupError`` (ValueErrors) for bad config.
+    Shapes: ``tokens (B, T) long -> logits (B, T, V) float32``. A loop over positions (the recurrence is
+    sequential): in training mode on O/SO, float32, CPU, one fused autograd node with a hand-written backward
+    (:mod:`geomlab.models.osm_rnn_fast`, issue 17); in eval mode and otherwise the reference loop of
+    :meth:`_run`. Raises :class:`OSMConfigError` / ``GroupError`` (ValueErrors) for bad config.
     """
 
     kind = "osm-rnn"
@@ -465,9 +468,11 @@ class OSMRNN(OSMBase):
     def _run(self, tokens: torch.Tensor, rec: dict | None) -> torch.Tensor:
         self._check_tokens(tokens)
         B, T = tokens.shape
+        ref = self.token_coords if hasattr(self, "token_coords") else self.token_matrix
+        if self._fused(ref.dtype, ref.device):
+            return self._run_fused(tokens, rec)
         A = self._to_geo(self.token_generators())
         M = self._exp(A)
-        ref = self.token_coords if hasattr(self, "token_coords") else self.token_matrix
         H = self.geo.identity(B, dtype=M.dtype, device=ref.device)
         n, cplx = M.shape[-1], M.is_complex()
         # training on O/SO: the mixing's index-select path (a dim x dim matmul per step); eval mode keeps the
@@ -500,6 +505,41 @@ class OSMRNN(OSMBase):
                 raws.append(self.geo.proj(delta))
                 phis.append(phi)
         return self._finish(tokens, rec, M, states, raws, phis)
+
+    def _fused(self, dtype: torch.dtype, device) -> bool:
+        """Whether this forward takes :mod:`geomlab.models.osm_rnn_fast`: training mode, O/SO, the Taylor
+        exponential, float32 on CPU (it reads one norm per step; other devices and dtypes keep the loop)."""
+        return (self.training and isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup))
+                and self._exp_fast is expm_taylor and dtype == torch.float32 and device.type == "cpu")
+
+    def _run_fused(self, tokens, rec) -> torch.Tensor:
+        """The recurrence as one fused autograd node (design choice, issue 17): same mathematics as the loop
+        of :meth:`_run`, the rounding of :func:`geomlab.models.osm_rnn_fast.skew_recurrence_forward`. Token
+        matrices and group prototypes are exponentiated in one call; states run at the padded size
+        ``diag(H, I)`` (:data:`geomlab.models.osm_rnn_fast.PAD_TO`), read out against ``diag(P, 0)``."""
+        A = self.token_generators()
+        V, n = A.shape[0], A.shape[-1]
+        kind = self.config["prototypes"]
+        gens = torch.cat([A, self.group.from_coords(self.proto_coords)]) if kind == "group" else A
+        both = self._exp(pad(gens, group=False))  # exp(diag(A, 0)) = diag(exp A, I): the padded inputs directly
+        Mp = both[:V]
+        if kind == "free":
+            Pp = pad(self.proto, group=False)
+        else:  # group or tied prototypes: diag(P, I) - diag(0, I)
+            Pp = (both[V:] if kind == "group" else Mp) - padding_identity(n, A.dtype, A.device)
+        mix = self.mix
+        W = mix.weight if mix.mode == "linear" else mix.eta * torch.eye(self.dim, dtype=A.dtype, device=A.device)
+        Dv = pad(self.mix_tok(A, self.geo), group=False) if self.mix_tok is not None else None
+        if rec is None:
+            Hs = fused_states(Mp, tokens.T, W, Dv)  # (T, B, m, m), time-major
+        else:
+            got: dict = {}
+            D = Dv[tokens.T] if Dv is not None else None
+            Hs = skew_recurrence_forward(Mp[tokens.T], W, D, record=got)
+            rec.update(states=Hs[:, 0, :n, :n][None], inputs=Mp[tokens[0], :n, :n],
+                       tangents_raw=got["raw"][:, 0, :n, :n][None, None], tangents=got["phi"][:, 0, :n, :n][None, None])
+        # the readout of diag(H, I) against diag(P, 0) is that of H against P: no copy of the top-left blocks
+        return (self.tau * self.sim_scale * (Hs.flatten(-2) @ Pp.flatten(-2).mT) + self.bias).transpose(0, 1)
 
     def _finish(self, tokens, rec, M, states, raws, phis) -> torch.Tensor:
         Hs = torch.stack(states, dim=1)  # (B, T, n, n)
