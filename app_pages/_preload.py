@@ -1,12 +1,15 @@
 """Start loading the chart library with the page, not with the first chart (issue 14, first view).
 
 Streamlit's frontend imports its plotly bundle (``static/js/PlotlyChart.*.js``, 4.7 MB, evaluated in one
-long task of 0.4-1.5 s on the project's machine) only when the first chart element arrives over the
-websocket, about 1 s after navigation; every geomlab page shows a chart. :class:`PreloadCharts` is ASGI
-middleware (``serve.py`` installs it) that adds one line to the app's HTML page: a module script that imports
-the bundle as soon as the browser is idle after the app's own start-up, so fetching and evaluating it overlap
-the websocket set-up and the script run instead of following them (design choice; no effect when the
-bundle's file name is not found, e.g. a future Streamlit that names it otherwise).
+long task of 0.7-1.1 s on the project's machine) only when the first chart element arrives over the
+websocket and is rendered, about 2 s after navigation on a view page; every geomlab view shows a chart.
+:class:`PreloadCharts` is ASGI middleware (``serve.py`` installs it) that puts one classic script at the top
+of the app's HTML page: ``import("./static/js/PlotlyChart.<hash>.js")``, so the bundle is fetched from the
+first millisecond and evaluated while the app's own bundles load and its websocket opens; Streamlit's later
+import of the same URL gets the same, already evaluated module. The page (7.9 KB) is sent uncompressed so
+the line can go in; everything else keeps its gzip. Measured with ``python -m geomlab.bench browser``
+(docs/app.md, "Starting fast"). Design choice; no effect when the bundle's file name is not found (a future
+Streamlit that names it otherwise).
 """
 
 from __future__ import annotations
@@ -23,18 +26,26 @@ def chart_bundles() -> list[str]:
 
 
 def preload_html(bundles: list[str]) -> bytes:
-    """The ``<script>`` added before ``</head>``: import each bundle when the browser is first idle
-    (``requestIdleCallback``, else at once). Relative URLs, like Streamlit's own, so a base path works."""
+    """The ``<script>`` added right after ``<head>``: a classic script that imports each bundle at once
+    (a module script would wait for the app's own module graph). Relative URLs, like Streamlit's own, so a
+    base path works."""
     if not bundles:
         return b""
     imports = "; ".join(f'import("./static/js/{name}")' for name in bundles)
-    return ('<script type="module">(window.requestIdleCallback || setTimeout)(() => { '
-            f'{imports}; }});</script>').encode()
+    return f'<script>{imports};</script>'.encode()
+
+
+def _is_page(scope) -> bool:
+    """A request for the app's HTML page: ``/`` or a page path (no file extension, not Streamlit's API)."""
+    path = scope.get("path") or "/"
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    return not path.startswith(("/_stcore", "/static", "/media", "/component", "/app/static")) and "." not in last
 
 
 class PreloadCharts:
-    """ASGI middleware adding :func:`preload_html` to every uncompressed ``text/html`` response of a GET
-    (Streamlit serves its single page for ``/`` and every page path); everything else passes untouched.
+    """ASGI middleware adding :func:`preload_html` to the ``text/html`` response of a GET for a page
+    (``/`` and every page path, for which Streamlit serves its single page; asked for without compression);
+    everything else passes untouched.
     ``bundles`` defaults to :func:`chart_bundles`."""
 
     def __init__(self, app, bundles: list[str] | None = None):
@@ -42,8 +53,10 @@ class PreloadCharts:
         self.snippet = preload_html(chart_bundles() if bundles is None else bundles)
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope.get("method") != "GET" or not self.snippet:
+        if scope["type"] != "http" or scope.get("method") != "GET" or not self.snippet or not _is_page(scope):
             return await self.app(scope, receive, send)
+        # the page itself uncompressed (7.9 KB), so the snippet can go in; everything else keeps its gzip
+        scope = {**scope, "headers": [(k, v) for k, v in scope.get("headers") or [] if k.lower() != b"accept-encoding"]}
         held: dict = {}
 
         async def send_patched(message):
@@ -56,7 +69,7 @@ class PreloadCharts:
                 held["body"] += message.get("body", b"")
                 if message.get("more_body"):
                     return
-                body = held["body"].replace(b"</head>", self.snippet + b"</head>", 1)
+                body = held["body"].replace(b"<head>", b"<head>" + self.snippet, 1)
                 start = held.pop("start")
                 start["headers"] = [(k, v) for k, v in start.get("headers") or [] if k.lower() != b"content-length"]
                 start["headers"].append((b"content-length", str(len(body)).encode()))

@@ -111,13 +111,11 @@ def _prediction_table(pred: predictions.Prediction, labels: list[str]) -> None:
                 help="The model's distribution over the token at the next position, given every token up to "
                      "the cursor (softmax of its output there). Surprisal −log₂ p: the bits the model needs for "
                      "the token that really follows; 0 when it was certain, log₂(vocabulary) when it guessed.")
-    rows = {"token": [tok + ("  ✓" if i == pred.next_id else "") for tok, i in zip(pred.tokens, pred.ids)],
-            "probability": list(pred.probs)}
-    st.dataframe(rows, hide_index=True, width="stretch", height=35 * (len(pred.probs) + 1) + 3,
-                 column_config={"token": st.column_config.TextColumn("guess", width=56),
-                                "probability": st.column_config.ProgressColumn(
-                                    "probability", min_value=0.0, max_value=1.0, format="percent",
-                                    width=124)})
+    # one progress bar per guess (Streamlit's progress element ships with the page; a dataframe would pull in
+    # its grid and Arrow bundles, ~0.5 s more before a view's first chart: issue 14, first view)
+    for tok, i, p in zip(pred.tokens, pred.ids, pred.probs):
+        mark = "  ✓" if i == pred.next_id else ""
+        st.progress(min(max(float(p), 0.0), 1.0), text=f"'{md_escape(tok)}'{mark} · {100 * p:.1f}%")
     if pred.next_id is None:
         st.caption(f"The text ends here: nothing follows to score. Entropy {pred.entropy_bits:.2f} bits.")
         return

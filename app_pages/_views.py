@@ -225,7 +225,7 @@ def render_view(slug: str) -> None:
         with st.expander("Link to this view", icon=":material/link:"):
             st.caption("Anyone who opens this link sees this checkpoint, text and token cursor (the address bar "
                        "holds the same link).")
-            st.code(ui.share_link(slug), language=None, wrap_lines=True)
+            st.text_input("Link", ui.share_link(slug), label_visibility="collapsed")  # not st.code: its highlighter bundle
         with st.expander("Download this trace", icon=":material/download:"):
             st.caption("Every figure downloads as PNG from the camera icon in its toolbar. The .npz trace holds "
                        "every array behind these figures (geomlab.trace.load_trace reads it back); the JSON "

@@ -317,7 +317,7 @@ def test_checkpoint_text_and_cursor_carry_across_pages_and_into_the_url(ckpt_dir
     assert at.session_state["gl_ckpt"] == ref("osmformer") and at.query_params.get("ckpt") == ref("osmformer")
     assert at.text_area(key="w_text").value == "But soft, what light"  # the text stays
     at.selectbox(key="w_gl_ckpt").set_value(ref("osm")).run()
-    links = [c.value for c in at.code if "/tangents?" in c.value]
+    links = [t.value for t in at.text_input if "/tangents?" in (t.value or "")]
     assert links and "ckpt=runs%2Fosm" in links[0] and "pos=5" in links[0] and "text=But+soft" in links[0]
 
 

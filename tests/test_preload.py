@@ -7,17 +7,19 @@ import asyncio
 from app_pages._preload import PreloadCharts, chart_bundles, preload_html
 
 PAGE = b"<html><head><title>x</title></head><body></body></html>"
+GZIP = [(b"accept-encoding", b"gzip, deflate")]
 
 
-def _serve(app, method: str = "GET", ctype: bytes = b"text/html; charset=utf-8", chunks=(PAGE,),
-           encoding: bytes | None = None):
-    """Run ASGI ``app`` wrapped in :class:`PreloadCharts` (bundle ``P.js``) once; the sent messages."""
-    sent = []
+def _serve(path: str = "/", method: str = "GET", ctype: bytes = b"text/html; charset=utf-8", chunks=(PAGE,)):
+    """Run a fake ASGI app (gzips when the request accepts it, like Streamlit's) wrapped in
+    :class:`PreloadCharts` (bundle ``P.js``) once; ``(sent messages, request headers the app saw)``."""
+    sent, seen = [], {}
 
     async def inner(scope, receive, send):
+        seen.update(dict(scope["headers"]))
         headers = [(b"content-type", ctype), (b"content-length", str(sum(map(len, chunks))).encode())]
-        if encoding:
-            headers.append((b"content-encoding", encoding))
+        if b"gzip" in seen.get(b"accept-encoding", b""):
+            headers.append((b"content-encoding", b"gzip"))  # (the body stays plain: only the header matters)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         for i, c in enumerate(chunks):
             await send({"type": "http.response.body", "body": c, "more_body": i < len(chunks) - 1})
@@ -28,28 +30,33 @@ def _serve(app, method: str = "GET", ctype: bytes = b"text/html; charset=utf-8",
     async def receive():
         return {"type": "http.request"}
 
-    asyncio.run(PreloadCharts(app or inner, bundles=["P.js"])({"type": "http", "method": method}, receive, send))
-    return sent
+    scope = {"type": "http", "method": method, "path": path, "headers": list(GZIP)}
+    asyncio.run(PreloadCharts(inner, bundles=["P.js"])(scope, receive, send))
+    return sent, seen
 
 
 def _body(sent) -> bytes:
     return b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
 
 
-def test_the_html_page_gets_the_import_before_head_ends_and_a_true_length():
-    sent = _serve(None, chunks=(PAGE[:20], PAGE[20:]))
-    body = _body(sent)
-    snippet = preload_html(["P.js"])
-    assert snippet and b'import("./static/js/P.js")' in snippet
-    assert body == PAGE.replace(b"</head>", snippet + b"</head>")
-    headers = dict(sent[0]["headers"])
-    assert int(headers[b"content-length"]) == len(body)
+def test_a_page_gets_the_import_first_in_head_uncompressed_with_a_true_length():
+    for path in ("/", "/trajectories", "/attention/"):
+        sent, seen = _serve(path, chunks=(PAGE[:20], PAGE[20:]))
+        snippet = preload_html(["P.js"])
+        assert snippet == b'<script>import("./static/js/P.js");</script>'
+        assert _body(sent) == PAGE.replace(b"<head>", b"<head>" + snippet), path
+        headers = dict(sent[0]["headers"])
+        assert int(headers[b"content-length"]) == len(_body(sent)) and b"content-encoding" not in headers
+        assert b"accept-encoding" not in seen  # asked for uncompressed, so the line could go in
 
 
-def test_other_responses_pass_untouched():
-    for kwargs in (dict(ctype=b"application/javascript"), dict(method="POST"), dict(encoding=b"gzip")):
-        sent = _serve(None, **kwargs)
+def test_everything_else_passes_untouched_and_keeps_its_gzip():
+    for kwargs in (dict(path="/static/js/index.js", ctype=b"application/javascript"),
+                   dict(path="/_stcore/health", ctype=b"text/plain"), dict(path="/favicon.png"),
+                   dict(method="POST")):
+        sent, seen = _serve(**kwargs)
         assert _body(sent) == PAGE, kwargs
+        assert seen.get(b"accept-encoding") == b"gzip, deflate", kwargs
 
 
 def test_no_bundle_no_change_and_the_installed_streamlit_has_one():
