@@ -23,10 +23,14 @@ def test_notebook_is_stored_without_outputs():
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_notebook_runs_every_cell_without_error():
+def test_notebook_runs_every_cell_without_error(monkeypatch, tmp_path):
     """Executes the notebook top to bottom in a fresh python3 kernel started in the repository root (so
-    ``import geomlab`` works installed or not); nbclient raises CellExecutionError on the first failing cell."""
+    ``import geomlab`` works installed or not); nbclient raises CellExecutionError on the first failing cell.
+    The kernel sees a user's environment: the real bundled checkpoints (other tests point
+    ``GEOMLAB_BUNDLED_DIR`` elsewhere for the whole session), runs in a temporary folder."""
     nbclient = pytest.importorskip("nbclient")
+    monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
                                      resources={"metadata": {"path": str(ROOT)}})

@@ -259,6 +259,6 @@ def test_a_link_with_other_pages_keys_still_works():
 
 def test_the_view_link_box_has_only_the_view_keys():
     at = open_page("energy", ckpt=CEM, b=OSM_RNN, view="attention", pos="1")
-    link = next(c.value for c in at.code if "/energy?" in c.value)
+    link = next(t.value for t in at.text_input if "/energy?" in (t.value or ""))
     query = dict(parse_qsl(urlsplit(link).query))
     assert set(query) <= ALLOWED["energy"] and query["ckpt"] == CEM and query["pos"] == "1" and "T" in query
