@@ -143,7 +143,8 @@ def find(arg: str | os.PathLike, bundled: bool = True) -> Path:
     A local path wins: a folder ``NAME/`` (or a file in it), a flat pair ``NAME``, ``NAME.json`` or
     ``NAME.safetensors`` any of whose files exists is returned as given (:func:`load` then reports what is
     wrong with it). Otherwise ``NAME`` or ``bundled/NAME`` (the app's spelling; a ``.json`` suffix is allowed)
-    names a bundled checkpoint (:func:`geomlab.catalog.resolve`) when ``bundled`` is true.
+    names a bundled checkpoint (:func:`geomlab.catalog.resolve`) when ``bundled`` is true (else it is refused
+    by name: ``train --resume`` takes local checkpoints only).
 
     Raises :class:`CheckpointError` (one line, saying what was expected) for a path that exists but is no
     checkpoint (a text file; a ``.zip``: the command line wants the unpacked folder, the app's upload takes
@@ -159,18 +160,25 @@ def find(arg: str | os.PathLike, bundled: bool = True) -> Path:
                               "folder or the NAME.json file); the app's upload takes zips")
     if os.path.lexists(p):
         raise CheckpointError(f"{p} is not a checkpoint: expected {EXPECTED}")
-    looked = bundled and p.parent in (Path("."), Path("bundled")) and bool(p.name)
-    if looked:
+    by_name = p.parent in (Path("."), Path("bundled")) and bool(p.name)
+    if by_name:
         from geomlab import catalog
 
         name = p.name[: -len(p.suffix)] if p.suffix in (".json", ".safetensors") else p.name
         try:
-            return catalog.resolve(f"bundled/{name}").path
+            found = catalog.resolve(f"bundled/{name}").path
         except catalog.CatalogError:
-            pass
+            found = None
+        if found is not None and bundled:
+            return found
+        if found is not None:
+            raise CheckpointError(f"{name} is a bundled checkpoint, which is not accepted here (give a local "
+                                  "checkpoint folder NAME/ or pair NAME.json + NAME.safetensors)")
     where = "this folder" if str(p.parent) == "." else f"{p.parent}/"
     raise CheckpointError(f"no checkpoint {p}: no folder {p.name}/ and no {paths(p)[0].name} in {where}"
-                          f"{', and no bundled checkpoint of that name' if looked else ''}; expected {EXPECTED}")
+                          f"{', and no bundled checkpoint of that name' if by_name and bundled else ''}; expected "
+                          + (EXPECTED if bundled else "a checkpoint folder NAME/ or a pair NAME.json + "
+                             "NAME.safetensors"))
 
 
 def layout_of(stem: str | os.PathLike) -> str:

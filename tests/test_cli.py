@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 import subprocess
 import sys
@@ -196,9 +197,12 @@ def test_bundled_checkpoint_by_name_from_any_folder(tmp_path, capsys, monkeypatc
     assert main(["eval", "elsewhere/osm-rnn-o-s5"]) == 2  # only a bare name or bundled/NAME is looked up
     assert "no checkpoint elsewhere/osm-rnn-o-s5" in capsys.readouterr().err
     # resuming a bundled checkpoint is refused: it has no training state and lives in the package
+    shutil.rmtree(tmp_path / "osm-rnn-o-s5")
+    assert main(["train", "--resume", "bundled/osm-rnn-o-s5"]) == 2
+    assert "osm-rnn-o-s5 is a bundled checkpoint, which is not accepted here" in capsys.readouterr().err
     assert main(["train", "--resume", "osm-rnn-o-s5-nope"]) == 2
     err = capsys.readouterr().err
-    assert "no checkpoint osm-rnn-o-s5-nope" in err and "bundled checkpoint of that name" not in err
+    assert "no checkpoint osm-rnn-o-s5-nope" in err and "bundled" not in err
     # the installed command, started from another folder (a fresh process, as a user runs it)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     res = subprocess.run([sys.executable, "-m", "geomlab", "sample", "lstm-tinyshakespeare", "--prompt", "To",
