@@ -132,6 +132,55 @@ def locate(path: str | os.PathLike) -> Location:
     return Location(json_path, json_path, st_path, folder=False)
 
 
+#: What a command-line checkpoint argument may be (for --help and error messages).
+EXPECTED = ("a checkpoint folder NAME/ (config.json, model.safetensors, geomlab.json), a pair NAME.json + "
+            "NAME.safetensors, or a bundled checkpoint's name (NAME or bundled/NAME; `geomlab zoo --list`)")
+
+
+def find(arg: str | os.PathLike, bundled: bool = True) -> Path:
+    """The checkpoint a command-line argument names, for :func:`load`.
+
+    A local path wins: a folder ``NAME/`` (or a file in it), a flat pair ``NAME``, ``NAME.json`` or
+    ``NAME.safetensors`` any of whose files exists is returned as given (:func:`load` then reports what is
+    wrong with it). Otherwise ``NAME`` or ``bundled/NAME`` (the app's spelling; a ``.json`` suffix is allowed)
+    names a bundled checkpoint (:func:`geomlab.catalog.resolve`) when ``bundled`` is true (else it is refused
+    by name: ``train --resume`` takes local checkpoints only).
+
+    Raises :class:`CheckpointError` (one line, saying what was expected) for a path that exists but is no
+    checkpoint (a text file; a ``.zip``: the command line wants the unpacked folder, the app's upload takes
+    zips) or names nothing. Design choice: the command line and the app spell bundled checkpoints alike.
+    """
+    p = Path(arg)
+    loc = locate(p)
+    if any(os.path.lexists(f) for f in (loc.root, loc.meta, loc.weights)):
+        return p
+    if p.suffix.lower() == ".zip":
+        what = f"{p} is a zip file" if os.path.lexists(p) else f"no file {p}; and a zip would not do"
+        raise CheckpointError(f"{what}: the command line takes the unpacked checkpoint (unzip it and pass the "
+                              "folder or the NAME.json file); the app's upload takes zips")
+    if os.path.lexists(p):
+        raise CheckpointError(f"{p} is not a checkpoint: expected {EXPECTED}")
+    by_name = p.parent in (Path("."), Path("bundled")) and bool(p.name)
+    if by_name:
+        from geomlab import catalog
+
+        name = p.name[: -len(p.suffix)] if p.suffix in (".json", ".safetensors") else p.name
+        try:
+            found = catalog.resolve(f"bundled/{name}").path
+        except catalog.CatalogError:
+            found = None
+        if found is not None and bundled:
+            return found
+        if found is not None:
+            raise CheckpointError(f"{name} is a bundled checkpoint, which is not accepted here (give a local "
+                                  "checkpoint folder NAME/ or pair NAME.json + NAME.safetensors)")
+    where = "this folder" if str(p.parent) == "." else f"{p.parent}/"
+    raise CheckpointError(f"no checkpoint {p}: no folder {p.name}/ and no {paths(p)[0].name} in {where}"
+                          f"{', and no bundled checkpoint of that name' if by_name and bundled else ''}; expected "
+                          + (EXPECTED if bundled else "a checkpoint folder NAME/ or a pair NAME.json + "
+                             "NAME.safetensors"))
+
+
 def layout_of(stem: str | os.PathLike) -> str:
     """``"flat"`` when a flat pair ``stem.json``/``stem.safetensors`` is already there, else ``"folder"``: what
     ``save(..., layout="auto")`` writes (a resumed flat run stays flat; a new checkpoint is a folder)."""

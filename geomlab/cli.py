@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except (ValueError, FileNotFoundError) as exc:
-        # Bad input is reported as one readable line, never a traceback.
-        print(f"error: {exc}", file=sys.stderr)
+        # Bad input is reported as one readable line, never a traceback (nor "[Errno 2] ...").
+        print(f"error: {_one_line(exc) if isinstance(exc, OSError) else exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         # the machine refused (read-only folder, disk full, permissions): one line, exit status 1

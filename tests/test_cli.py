@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from pathlib import Path
 import subprocess
 import sys
@@ -11,7 +13,9 @@ import pytest
 
 from geomlab import checkpoint as ckpt
 from geomlab.cli import main
-from geomlab.commands.train import parse_config, parse_count
+from geomlab.commands.train import check_config_types, parse_config, parse_count
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -110,7 +114,7 @@ def test_bad_input_is_one_line(text_file, tmp_path, capsys):
     assert main(["train", "--model", "lstm", "--data", str(tmp_path / "missing.txt")]) == 2
     assert "neither a known corpus" in capsys.readouterr().err
     assert main(["eval", str(tmp_path / "nothing")]) == 2
-    assert "missing" in capsys.readouterr().err
+    assert f"no checkpoint {tmp_path / 'nothing'}: no folder nothing/" in capsys.readouterr().err
     assert main(["train", "--model", "lstm", "--data", str(text_file), "--params", "lots"]) == 2
     assert "parameter count" in capsys.readouterr().err
     assert main(["train", "--model", "cem", "--data", "gp", "--steps", "1", "--out", str(tmp_path)]) == 2
@@ -161,23 +165,124 @@ def test_train_never_overwrites_an_earlier_checkpoint(tmp_path, capsys):
     assert "plain file name" in capsys.readouterr().err and not (tmp_path / "escaped").exists()
 
 
-def test_trace_sample_and_bundled_name_errors(tmp_path, capsys, monkeypatch):
+def test_trace_and_sample_errors(tmp_path, capsys, monkeypatch):
     """trace refuses a cursor outside the text; sample refuses a word-problem model (it predicts running
-    products, not next inputs); a bare bundled name that is not a path says where the bundled file is."""
+    products, not next inputs)."""
     s5 = "assets/checkpoints/osm-rnn-o-s5"
-    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    monkeypatch.chdir(ROOT)
     assert main(["trace", s5, "--text", "01234 10234", "--cursor", "5", "--out", str(tmp_path / "t"),
                  "--html", str(tmp_path / "views")]) == 2
     assert "outside the traced text (positions 0 to 1)" in capsys.readouterr().err
-    assert not (tmp_path / "views").exists()
+    assert not (tmp_path / "views").exists() and not (tmp_path / "t.npz").exists()
     assert main(["sample", s5, "--prompt", "01234", "--length", "3"]) == 2
     assert "word-problem model" in capsys.readouterr().err
+
+
+def test_bundled_checkpoint_by_name_from_any_folder(tmp_path, capsys, monkeypatch):
+    """NAME and bundled/NAME (the app's spelling) name a bundled checkpoint in eval, sample and trace from a
+    folder that has none; a local file or folder of that name wins."""
     monkeypatch.chdir(tmp_path)
-    for ref in ("osm-rnn-o-s5", "bundled/osm-rnn-o-s5"):  # a bare name, and the app's URL form
-        assert main(["eval", ref]) == 2
-        hint = capsys.readouterr().err.split("a bundled checkpoint of that name is ")[1].strip()
-        assert Path(hint).resolve() == (Path(__file__).resolve().parent.parent / "assets" / "checkpoints"
-                                        / "osm-rnn-o-s5.json")  # a path that works from where the user is
+    outs = []
+    for ref in ("osm-rnn-o-s5", "bundled/osm-rnn-o-s5", "bundled/osm-rnn-o-s5.json"):
+        assert main(["eval", ref]) == 0
+        outs.append(capsys.readouterr().out)
+    assert "accuracy" in outs[0] and outs[0] == outs[1] == outs[2]
+    assert main(["trace", "osmformer-o-linear-tinyshakespeare", "--text", "To be", "--out", "t.npz"]) == 0
+    assert "traced 5 positions of 'osmformer'" in capsys.readouterr().out and (tmp_path / "t.npz").is_file()
+    assert main(["sample", "bundled/lstm-tinyshakespeare", "--prompt", "ROMEO:", "--length", "5"]) == 0
+    assert capsys.readouterr().out.startswith("ROMEO:")
+    (tmp_path / "osm-rnn-o-s5").mkdir()  # a local folder of that name (not a checkpoint) wins
+    assert main(["eval", "osm-rnn-o-s5"]) == 2
+    assert "is a folder but not a checkpoint" in capsys.readouterr().err
+    assert main(["eval", "elsewhere/osm-rnn-o-s5"]) == 2  # only a bare name or bundled/NAME is looked up
+    assert "no checkpoint elsewhere/osm-rnn-o-s5" in capsys.readouterr().err
+    # resuming a bundled checkpoint is refused: it has no training state and lives in the package
+    shutil.rmtree(tmp_path / "osm-rnn-o-s5")
+    assert main(["train", "--resume", "bundled/osm-rnn-o-s5"]) == 2
+    assert "osm-rnn-o-s5 is a bundled checkpoint, which is not accepted here" in capsys.readouterr().err
+    assert main(["train", "--resume", "osm-rnn-o-s5-nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no checkpoint osm-rnn-o-s5-nope" in err and "bundled" not in err
+    # the installed command, started from another folder (a fresh process, as a user runs it)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-m", "geomlab", "sample", "lstm-tinyshakespeare", "--prompt", "To",
+                          "--length", "3"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.startswith("To"), res.stderr
+
+
+def test_non_checkpoints_say_what_was_expected(tmp_path, capsys, monkeypatch):
+    """A text file, a zip or a name that is nothing: one line saying what a checkpoint argument may be."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my_text.txt").write_text("hello", encoding="utf-8")
+    (tmp_path / "x.zip").write_bytes(b"PK\x05\x06" + bytes(18))
+    cases = {"my_text.txt": "my_text.txt is not a checkpoint: expected a checkpoint folder",
+             "x.zip": "x.zip is a zip file: the command line takes the unpacked checkpoint",
+             "y.zip": "no file y.zip; and a zip would not do: the command line takes the unpacked",
+             "nothing": "no checkpoint nothing: no folder nothing/ and no nothing.json in this folder, and no "
+                        "bundled checkpoint of that name; expected"}
+    for arg, want in cases.items():
+        for command in (["trace", arg, "--text", "hi", "--out", "t.npz"], ["eval", arg], ["sample", arg]):
+            assert main(command) == 2
+            err = capsys.readouterr().err
+            assert err.startswith("error: ") and want in err and err.count("\n") == 1, (command, err)
+    assert not (tmp_path / "t.npz").exists()
+
+
+def test_config_value_of_the_wrong_type_names_the_key(text_file, tmp_path, capsys):
+    out = tmp_path / "runs"
+    for item, want in (("hidden=abc", "'hidden' of lstm takes an integer (default"),
+                       ("hidden=1.5", "'hidden' of lstm takes an integer"),
+                       ("dropout=high", "'dropout' of lstm takes a number")):
+        assert main(["train", "--model", "lstm", "--config", item, "--data", str(text_file), "--steps", "1",
+                     "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --config {item}: ") and want in err and err.count("\n") == 1, err
+    assert not out.exists()
+    check_config_types("osm-rnn", {"tau": 5, "step": 0, "token_init_std": 1, "rnn_input": "pull+token", "d": 5})
+    check_config_types("osmformer", {"learn_alibi": False, "block": 2})
+    with pytest.raises(ValueError, match="'learn_alibi' of osmformer takes true or false"):
+        check_config_types("osmformer", {"learn_alibi": "maybe"})
+
+
+def test_eval_finds_the_runs_text_file_in_the_working_folder(text_file, tmp_path, capsys, monkeypatch):
+    """A run trained on a text file evaluates without --data where that file is (saying which file); elsewhere
+    it asks for --data."""
+    assert _train(text_file, tmp_path / "runs", "--name", "r") == 0
+    want = ckpt.load(tmp_path / "runs" / "r").card["test_bpc"]
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", "runs/r"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("evaluating on small.txt (the run's text file")
+    assert float(re.search(r"test bpc: (\d+\.\d+)", printed).group(1)) == pytest.approx(want, abs=1e-4)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["eval", "../runs/r"]) == 2
+    assert "not a registered corpus; pass the text file with --data" in capsys.readouterr().err
+
+
+def test_trace_views_for_a_kind_without_views(tmp_path, capsys, monkeypatch):
+    """--html/--png on a baseline without views: one line naming the kinds that have views, exit 2, nothing
+    written; on a kind with views the printed folder has no doubled slash."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["trace", "lstm-tinyshakespeare", "--text", "To be", "--out", "t.npz", "--html", "views/",
+                 "--png", "views/"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: lstm has no geometric views") and "osm-rnn" in err and "osmformer" in err
+    assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
+    assert main(["trace", "osm-rnn-o-s5", "--text", "01234 10234", "--out", "t.npz", "--html", "views/"]) == 0
+    printed = capsys.readouterr().out
+    assert f"and index.html to views{os.sep} (" in printed and "//" not in printed
+    assert (tmp_path / "views" / "index.html").is_file()
+
+
+def test_zoo_list_says_how_to_refer_to_each(capsys):
+    assert main(["zoo", "--list"]) == 0
+    printed = capsys.readouterr().out
+    names = re.findall(r"^(\S+): ", printed, flags=re.M)
+    assert "lstm-tinyshakespeare" in names
+    for name in names:
+        assert f"refer to it as {name} (or bundled/{name}, as in the app) from any folder" in printed
 
 
 def test_eval_refuses_another_task(capsys, monkeypatch, text_file):

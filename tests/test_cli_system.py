@@ -201,3 +201,32 @@ def test_sigint_to_a_training_process_then_resume_is_bit_identical(text_file, tm
     printed = capsys.readouterr().out
     assert printed.count("done at step 400") == 2
     assert _same_weights(out / "whole", out / "cut")
+
+
+def test_trace_checks_every_output_before_writing_any(tmp_path, capsys, monkeypatch):
+    """--out/--html/--png/--json: a place that cannot be written is one line naming the option and the path,
+    and nothing is written (not even the outputs that could be); missing parent folders are created."""
+    monkeypatch.chdir(tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    base = ["trace", "osm-rnn-o-s5", "--text", "01234 10234"]
+    for extra, want in ((["--out", "a-file/t.npz"], "--out a-file/t.npz: a-file is a file"),
+                        (["--out", "t.npz", "--html", "a-file/views"], "--html a-file/views: a-file is a file"),
+                        (["--out", "t.npz", "--png", "a-file"], "--png a-file: a file is there, not a folder"),
+                        (["--out", "t.npz", "--json", "a-file/x/t.json"], "--json a-file/x/t.json: a-file is a"),
+                        (["--out", "t.npz", "--json", "."], "--json .: that is a folder")):
+        assert main(base + extra) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {want}") and err.count("\n") == 1, err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+    if Path("/proc/self").is_dir():  # Linux: a folder nobody can create files in, even root
+        assert main(base + ["--out", "/proc/x.npz"]) == 2
+        assert capsys.readouterr().err.startswith("error: --out /proc/x.npz: cannot write in /proc (")
+    assert main(base + ["--out", "new/deeper/t", "--json", "other/t.json"]) == 0
+    assert (tmp_path / "new" / "deeper" / "t.npz").is_file() and (tmp_path / "other" / "t.json").is_file()
+
+
+def test_missing_input_file_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["trace", "osm-rnn-o-s5", "--text-file", "gone.txt", "--out", "t.npz"]) == 2
+    assert capsys.readouterr().err == "error: gone.txt: No such file or directory\n"

@@ -1,0 +1,52 @@
+"""The subcommands of ``geomlab`` (one module each; :mod:`geomlab.cli` wires them), and what several of them
+share: the checkpoint argument (:func:`add_checkpoint_argument`, :func:`load_checkpoint`) and the check of
+output locations before anything is written (:func:`check_outputs`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+#: --help of a checkpoint argument (eval, sample, trace).
+CHECKPOINT_HELP = ("checkpoint: a folder NAME/ (or a file in it), a flat pair NAME, NAME.json or NAME.safetensors, "
+                   "or a bundled checkpoint's name (NAME or bundled/NAME, as in the app; `geomlab zoo --list`); a "
+                   "local file or folder of that name wins over a bundled one")
+
+
+def add_checkpoint_argument(p: argparse.ArgumentParser) -> None:
+    """The positional ``checkpoint`` argument of eval, sample and trace."""
+    p.add_argument("checkpoint", help=CHECKPOINT_HELP)
+
+
+def load_checkpoint(arg: str, device="cpu"):
+    """:func:`geomlab.checkpoint.load` of what :func:`geomlab.checkpoint.find` makes of a command-line
+    argument (a local path, else a bundled name). Raises ``CheckpointError`` (one line)."""
+    from geomlab import checkpoint as ckpt
+
+    return ckpt.load(ckpt.find(arg), device=device)
+
+
+def check_outputs(outputs: list[tuple[str, str | os.PathLike, bool]]) -> None:
+    """Check that every output location can be written, before anything is: ``(option, path, is_folder)``
+    triples (``path`` a file, or a folder when ``is_folder``). Missing parent folders are fine (the commands
+    create them); a file where a folder is needed (or the reverse), or a place the machine refuses (read-only,
+    ``/proc``, permissions; probed with a temporary file that is removed at once), raises ``ValueError``
+    naming the option and the path. Design choice: bad input loses nothing and writes nothing."""
+    for option, path, is_folder in outputs:
+        path = Path(path)
+        if path.exists() and path.is_dir() != is_folder:
+            raise ValueError(f"{option} {path}: " + ("a file is there, not a folder" if is_folder else
+                                                     "that is a folder; give a file name"))
+        folder = path if is_folder else path.parent
+        existing = folder
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise ValueError(f"{option} {path}: {existing} is a file, so no folder can be made there")
+        try:
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+        except OSError as exc:
+            raise ValueError(f"{option} {path}: cannot write in {existing} ({exc.strerror or exc})") from None

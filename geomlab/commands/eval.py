@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 
+from geomlab.commands import add_checkpoint_argument, load_checkpoint
+
 HELP = "evaluate a checkpoint: bits per character (or the task's metric) on a split, and its parameter count"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint", help="checkpoint: a folder NAME/ (or a file in it), or a flat pair NAME, NAME.json or "
-                   "NAME.safetensors")
+    add_checkpoint_argument(p)
     p.add_argument("--data", help="corpus name, text file or word-problem:GROUP (default: the checkpoint's own "
-                   "corpus/task)")
+                   "corpus/task; for a run trained on a text file, the file of that name in this folder, if any)")
     p.add_argument("--split", default="test", choices=("train", "valid", "test"), help="split (default test)")
     p.add_argument("--seq-len", type=int, default=None,
                    help="evaluation window (default: the training --seq-len stored in the checkpoint)")
@@ -43,10 +44,26 @@ def _same_task_or_error(own: dict, task, name: str):
     return task
 
 
+def _own_text_file(own) -> str | None:
+    """The card's corpus when it is a text file (not a registered corpus) that exists at that path from the
+    working folder, printed so the user sees which file is scored; else ``None`` (``make_task`` then says to
+    pass ``--data``). Design choice: a run trained on ``my_text.txt`` evaluates beside it without --data."""
+    from pathlib import Path
+
+    from geomlab.data.corpora import CORPORA
+
+    if not isinstance(own, dict) or own.get("task") != "lm":
+        return None
+    name = own.get("corpus")
+    if not isinstance(name, str) or not name or name in CORPORA or not Path(name).is_file():
+        return None
+    print(f"evaluating on {Path(name)} (the run's text file {name!r}, found in this folder)")
+    return name
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from geomlab import checkpoint as ckpt
     from geomlab.data.tasks import make_task
     from geomlab.models import count_params
     from geomlab.train import resolve_device
@@ -54,9 +71,10 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
-    c = ckpt.load(args.checkpoint, device=device)
+    c = load_checkpoint(args.checkpoint, device=device)
     own = c.card.get("task") or {}
-    task = make_task(args.data if args.data else own, vocab=c.vocab)
+    data = args.data if args.data else (_own_text_file(own) or own)
+    task = make_task(data, vocab=c.vocab)
     task = _same_task_or_error(own, task, c.path.name)
     seq_len = args.seq_len or int((c.train_config or {}).get("seq_len", 128))
     if task.vocab is not None and task.kind == "lm":

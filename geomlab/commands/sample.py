@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from geomlab.commands import add_checkpoint_argument, load_checkpoint
+
 HELP = "generate text from a checkpoint, continuing a prompt"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint", help="checkpoint: a folder NAME/ (or a file in it), or a flat pair NAME, NAME.json or "
-                   "NAME.safetensors")
+    add_checkpoint_argument(p)
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     p.add_argument("--length", type=int, default=200, help="tokens to generate (default 200)")
     p.add_argument("--temperature", type=float, default=1.0, help="softmax temperature; 0 = greedy (default 1)")
@@ -21,11 +22,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from geomlab import checkpoint as ckpt
     from geomlab.train import generate, resolve_device
 
     device = resolve_device(args.device)
-    c = ckpt.load(args.checkpoint, device=device)
+    c = load_checkpoint(args.checkpoint, device=device)
     if c.vocab is None:
         raise ValueError(f"{c.path.name} has no vocabulary, so it cannot generate text")
     task = (c.card or {}).get("task") or {}

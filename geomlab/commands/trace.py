@@ -7,44 +7,60 @@ trace reproduces a view exactly. Optionally also writes every applicable figure 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from geomlab.commands import add_checkpoint_argument, check_outputs, load_checkpoint
+
 HELP = "trace a checkpoint on a text: record states/energies/planes and write them to an .npz file"
+EPILOG = ("Outputs: every location (--out, --html, --png, --json) is checked before anything is written, and "
+          "missing parent folders are created. --html/--png draw the views of the geometric kinds (cem, grassmann, "
+          "osm-rnn, osmformer, transformer, ...); for a kind without views (lstm) they are refused (exit status 2) "
+          "and nothing is written.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint", help="checkpoint: a folder NAME/ (or a file in it), or a flat pair NAME, NAME.json or "
-                   "NAME.safetensors")
+    p.epilog = EPILOG
+    add_checkpoint_argument(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="the text to trace (at most 2,048 characters); for a word-problem "
                      "checkpoint, group elements separated by spaces, e.g. '01234 10234' for S5 permutations")
     src.add_argument("--text-file", help="read the text from this UTF-8 file instead")
-    p.add_argument("--out", required=True, help="output trace file (.npz; the suffix is added if missing)")
+    p.add_argument("--out", required=True,
+                   help="output trace file (.npz; the suffix is added if missing; parent folders are created)")
     p.add_argument("--steps", type=int, default=None,
                    help="CEM only: recursion steps T at inference (default: the checkpoint's own)")
     p.add_argument("--html", default=None,
                    help="also write every figure of this trace's views (the app's pages) as NAME.html into this "
-                        "folder, with an index.html listing them by view")
+                        "folder (created if missing), with an index.html listing them by view; only for kinds with views")
     p.add_argument("--png", default=None, metavar="DIR",
-                   help="also write the same figures as NAME.png into this folder (kaleido and this machine's "
+                   help="also write the same figures as NAME.png into this folder (created if missing; kaleido and this machine's "
                         "Chrome/Chromium, offline; docs/views.md)")
     p.add_argument("--cursor", type=int, default=None, help="position highlighted in the --html/--png figures")
     p.add_argument("--json", default=None,
                    help="also write strict JSON of at most 256 positions (around --cursor, else from the start; "
-                        "the app's JSON download) to this file")
+                        "the app's JSON download) to this file (parent folders are created)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from geomlab import checkpoint as ckpt
+    from geomlab import views as registry
     from geomlab.trace import encode_text, trace, trace_cem_steps, save_trace
 
     from geomlab.data.vocab import decode_text, normalize_text
 
+    out = Path(args.out)
+    if out.suffix != ".npz":
+        out = out.with_name(out.name + ".npz")
+    html_dir, png_dir = (Path(d) if d else None for d in (args.html, args.png))
+    json_path = Path(args.json) if args.json else None
+    check_outputs([(opt, path, folder) for opt, path, folder in (
+        ("--out", out, False), ("--html", html_dir, True), ("--png", png_dir, True), ("--json", json_path, False))
+        if path is not None])
     text = normalize_text(args.text) if args.text is not None else None
     if args.text_file:
         text = decode_text(Path(args.text_file).read_bytes(), source=args.text_file)
-    c = ckpt.load(args.checkpoint, device="cpu")
+    c = load_checkpoint(args.checkpoint, device="cpu")
     if c.vocab is None:
         raise ValueError("this checkpoint has no vocabulary (not a text model); it cannot trace a text")
     tokens = encode_text(c.vocab, text)
@@ -54,9 +70,12 @@ def run(args: argparse.Namespace) -> int:
         tr = trace(c.model, tokens, vocab=c.vocab, text=text)
     if args.cursor is not None and not 0 <= args.cursor < tr.n_positions:
         raise ValueError(f"--cursor {args.cursor} is outside the traced text (positions 0 to {tr.n_positions - 1})")
-    out = Path(args.out)
-    if out.suffix != ".npz":
-        out = out.with_name(out.name + ".npz")
+    views = registry.views_of_trace(tr)
+    if (html_dir or png_dir) and not views:
+        with_views = sorted({k for v in registry.VIEWS.values() for k in v.kinds})
+        raise ValueError(f"{tr.kind} has no geometric views, so --html/--png have nothing to draw (the kinds "
+                         f"with views: {', '.join(with_views)}); nothing was written: drop --html/--png to write "
+                         "the trace alone")
     out.parent.mkdir(parents=True, exist_ok=True)
     save_trace(tr, out)
     n_unk = 0
@@ -67,24 +86,24 @@ def run(args: argparse.Namespace) -> int:
     if n_unk:
         print(f"note: {n_unk} characters are not in the checkpoint's vocabulary and were traced as the unknown "
               "token", file=sys.stderr)
-    if args.json:
+    if json_path:
         from geomlab.trace import trace_json
 
         T = tr.n_positions
         start = 0 if args.cursor is None else max(0, min(args.cursor - 128, T - 256))
-        Path(args.json).write_text(trace_json(tr, start, min(T, start + 256)), encoding="utf-8")
-        print(f"wrote positions {start}-{min(T, start + 256) - 1} as JSON -> {args.json}")
-    if args.html:
-        written = write_html(tr, Path(args.html), cursor=args.cursor)
-        print(f"wrote {len(written)} figures to {args.html}/ ({', '.join(written)}) and index.html")
-    if args.png:
-        from geomlab import views as registry
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(trace_json(tr, start, min(T, start + 256)), encoding="utf-8")
+        print(f"wrote positions {start}-{min(T, start + 256) - 1} as JSON -> {json_path}")
+    if html_dir:
+        written = write_html(tr, html_dir, cursor=args.cursor)
+        print(f"wrote {len(written)} figures and index.html to {html_dir}{os.sep} ({', '.join(written)})")
+    if png_dir:
         from geomlab.images import write_pngs
 
-        figs = {name: f.figure for view in registry.views_of_trace(tr)
+        figs = {name: f.figure for view in views
                 for name, f in registry.build_view(tr, view.slug, cursor=args.cursor).items()}
-        written = write_pngs(figs, Path(args.png))
-        print(f"wrote {len(written)} images to {args.png}/ ({', '.join(written)})")
+        written = write_pngs(figs, png_dir)
+        print(f"wrote {len(written)} images to {png_dir}{os.sep} ({', '.join(written)})")
     return 0
 
 

@@ -46,6 +46,37 @@ def parse_config(items: list[str] | None) -> dict:
     return out
 
 
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list"}
+
+
+def check_config_types(kind: str, config: dict) -> None:
+    """``ValueError`` naming the key, the expected type and the value when a ``--config`` value does not have
+    the type of that key's default for model ``kind`` (an int key takes an integer, a float key any number, a
+    bool key true/false, a str key a string, a list key a list; keys whose default is ``None`` take any
+    value). Unknown kinds and keys are left to :func:`geomlab.models.full_config`. Design choice: a typo
+    such as ``hidden=abc`` is named at once, not as an ``int()`` failure inside the model."""
+    from geomlab.models import model_class
+
+    try:
+        defaults = model_class(kind).default_config()
+    except (KeyError, ValueError):
+        return
+    for key, value in config.items():
+        default = defaults.get(key)
+        if default is None or key not in defaults:
+            continue
+        want = type(default)
+        ok = {bool: lambda v: isinstance(v, bool),
+              int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+              float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+              str: lambda v: isinstance(v, str),
+              list: lambda v: isinstance(v, list)}.get(want, lambda v: True)(value)
+        if not ok:
+            raise ValueError(f"--config {key}={json.dumps(value) if not isinstance(value, str) else value}: "
+                             f"{key!r} of {kind} takes {_TYPE_NAMES.get(want, want.__name__)} (default "
+                             f"{json.dumps(default)})")
+
+
 def parse_curriculum(text: str) -> tuple[tuple[int, int], ...]:
     """``"2:1500,4:1500"`` -> ``((2, 1500), (4, 1500))`` (``(seq_len, steps)`` pairs); ``""`` -> ``()``.
     Raises ``ValueError`` with the expected form for anything else."""
@@ -107,7 +138,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="evaluation stride (default: --seq-len, i.e. non-overlapping windows)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--resume", nargs="?", const="", metavar="CHECKPOINT", default=None,
-                   help="resume a stopped run: from CHECKPOINT, or from OUT/NAME when given without a value")
+                   help="resume a stopped run: from CHECKPOINT (a local folder or flat pair; not a bundled checkpoint, "
+                   "which has no training state and lives in the installed package), or from OUT/NAME when given "
+                   "without a value")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--log-every", type=int, default=None,
                    help="record the training loss, lr, gradient norm and tokens/s every N steps (default 10)")
@@ -222,7 +255,7 @@ def _train(args: argparse.Namespace, replicas) -> int:
         overrides["eval_tokens"] = None
     if args.resume is not None:
         if args.resume:
-            path = Path(args.resume)
+            path = ckpt.find(args.resume, bundled=False)
         elif args.name:
             path = Path(args.out) / args.name
         else:
@@ -245,6 +278,7 @@ def _train(args: argparse.Namespace, replicas) -> int:
             raise ValueError("the Gaussian-process regression task trains a CEM regressor, not a token model: "
                              "run `python -m geomlab.bench gp` (see docs/cem.md)")
         fixed = parse_config(args.config)
+        check_config_types(args.model, fixed)
         if args.group:
             fixed["group"] = args.group
         if args.params:

@@ -10,7 +10,8 @@ HELP = "list the bundled model zoo (--list) or regenerate it from its recipes (-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true",
-                   help="print the card of every checkpoint in the zoo folder (the default action)")
+                   help="print the card of every checkpoint in the zoo folder and the name to give eval, sample and "
+                   "trace (the default action)")
     p.add_argument("--recipes", action="store_true", help="print the recipe of every zoo entry (no training)")
     p.add_argument("--rebuild", action="store_true",
                    help="train every zoo entry (or those in --only) from scratch and overwrite its checkpoint; "
@@ -50,7 +51,13 @@ def run(args: argparse.Namespace) -> int:
     if not cards:
         print(f"no checkpoints in {out_dir}; run `python -m geomlab zoo --rebuild`")
         return 1
+    bundled = out_dir.resolve() == zoo.ZOO_DIR.resolve()
     for card in cards:
         print(zoo.format_card(card))
+        if "error" not in card:
+            name = card.get("name") or Path(card["file"]).name.removesuffix(".json")
+            ref = name if bundled else str(out_dir / card["file"])
+            print(f"  refer to it as {ref}" + (f" (or bundled/{name}, as in the app) from any folder" if bundled
+                                               else "") + f", e.g. `geomlab eval {ref}`")
         print()
     return 0
