@@ -172,6 +172,10 @@ def test_wheel_installs_and_the_app_starts_from_another_folder(tmp_path):
                            cwd=elsewhere, env=env, capture_output=True, text=True, check=True).stdout.split()
     assert Path(where[0]).is_relative_to(venv) and where[0].endswith(os.path.join("geomlab", "_app"))
     assert int(where[1]) == len(list((ROOT / "assets" / "checkpoints").glob("*.json")))
+    # a bundled checkpoint by its name, from a folder that has no copy of it (the README's promise)
+    sample = subprocess.run([geomlab, "sample", "lstm-tinyshakespeare", "--prompt", "RO", "--length", "5"],
+                            cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert sample.returncode == 0 and sample.stdout.startswith("RO"), sample.stderr
 
     port = _free_port()
     log = (tmp_path / "app.log").open("w")
