@@ -157,7 +157,7 @@ def main() -> None:
                     view_link(slug, family=family)
     st.divider()
     # one audience per row (in three columns the links were cut at 1,000 px)
-    st.markdown("**Researchers** — upload your own `.safetensors` + `.json` checkpoint on "
+    st.markdown("**Researchers** — upload your own checkpoint (its folder's files, or a `.zip` of it) on "
                 "*Checkpoints*, then open any view; download every figure (camera icon) and trace "
                 "(npz/JSON).")
     st.page_link(ui.page_path("checkpoints"), label="Checkpoints", icon=":material/inventory_2:")
