@@ -219,16 +219,17 @@ PLOTLY_CONFIG = {
 }
 
 
-def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = False) -> None:
-    """Draw a Plotly figure at the container's width with the PNG download button in its toolbar
-    (``narrow``: it sits in a half-width column)."""
+def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = False,
+          width: int | None = None) -> None:
+    """Draw a Plotly figure at the container's width (at most ``width`` px when given) with the PNG download
+    button in its toolbar (``narrow``: it sits in a half-width column)."""
     if narrow and any(k.startswith("scene") for k in fig.layout.to_plotly_json()):
         # half-width 3-D figures: legend under the scene so it does not cover the colour bar
         fig = copy.deepcopy(fig)  # unvalidated views copy without plotly's validation
         fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0})
     cfg = json.loads(json.dumps(PLOTLY_CONFIG))
     cfg["toImageButtonOptions"]["filename"] = filename
-    st.plotly_chart(fig, key=key, config=cfg, width="stretch")
+    st.plotly_chart(fig, key=key, config=cfg, width=width or "stretch")
 
 
 def trace_downloads(tr: Any, stem: str, where: Any = None, cursor: int | None = None) -> None:

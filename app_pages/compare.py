@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import textwrap
 from typing import Any
 
 import streamlit as st
@@ -58,11 +59,14 @@ def default_b(a_ref: str) -> str | None:
 
 #: at most this many ticks on a category axis (token labels) of a figure in a half-width Compare column
 NARROW_NTICKS = 8
+#: figure titles longer than this many characters are wrapped in a half-width Compare column
+NARROW_TITLE = 28
 
 
 def narrow_copy(fig: Any) -> Any:
     """``fig`` for a half-width Compare column: its category axes (token labels) and axes with a tick count
-    get at most :data:`NARROW_NTICKS` ticks, so rotated token labels do not run into each other (a copy;
+    get at most :data:`NARROW_NTICKS` ticks, so rotated token labels do not run into each other, and a title
+    longer than :data:`NARROW_TITLE` characters wraps onto more lines (a copy;
     the cached figure is shared and never changed). Compare's own layout choice: the view pages draw the
     same figures at full or half of a wider area."""
     if fig is None:
@@ -71,11 +75,28 @@ def narrow_copy(fig: Any) -> Any:
     upd = {k: {"nticks": min(int(ax.get("nticks") or NARROW_NTICKS), NARROW_NTICKS)} for k, ax in lay.items()
            if k.startswith(("xaxis", "yaxis")) and isinstance(ax, dict)
            and (ax.get("type") == "category" or ax.get("nticks"))}
+    title = (lay.get("title") or {}).get("text") or ""
+    if len(title) > NARROW_TITLE and "<br>" not in title:  # wrapped: one line was cut in a ~260 px column
+        lines = textwrap.wrap(title, NARROW_TITLE)
+        top = (lay.get("margin") or {}).get("t", 60)
+        upd.update(title={"text": "<br>".join(lines)}, margin={"t": top + 16 * (len(lines) - 1)})
     if not upd:
         return fig
     fig = copy.deepcopy(fig)
     fig.update_layout(upd)
     return fig
+
+
+def square_width(fig: Any) -> int:
+    """Width in px at which a square single-panel figure's plot area is square at the figure's height: the
+    height less the top and bottom margins, plus the side margins and room for a colour bar (design
+    choice: full width left the map at the left and its colour bar at the far right on a wide window)."""
+    lay = fig.layout.to_plotly_json()
+    m = lay.get("margin") or {}
+    bar = any((t.get("colorbar") or (t.get("marker") or {}).get("colorbar")) and t.get("showscale", True)
+              for t in (d.to_plotly_json() if hasattr(d, "to_plotly_json") else d for d in fig.data))
+    side = int(lay.get("height") or 450) - m.get("t", 60) - m.get("b", 50)
+    return side + m.get("l", 60) + m.get("r", 20) + (90 if bar else 0)
 
 
 def _pick_view(pair: tuple[str, str]) -> None:
@@ -231,11 +252,13 @@ def main() -> None:
                          help="Views that show at least one side; the page opens on one that shows both.")
     slug = ss.get("w_" + K_VIEW) or slug
     ss[K_VIEW] = slug
-    ss.setdefault("w_" + K_LAYOUT, "side")
-    st.segmented_control("Layout", ["side", "stacked"], key="w_" + K_LAYOUT, required=True,
+    # A above B by default: the server cannot know the window's width, and side by side each figure got
+    # ~260 px at a 1,000 px window with the sidebar open (maps ~100 px, titles cut)
+    ss.setdefault("w_" + K_LAYOUT, "stacked")
+    st.segmented_control("Layout", ["stacked", "side"], key="w_" + K_LAYOUT, required=True,
                          format_func={"side": "A | B side by side", "stacked": "A above B, full width"}.get,
-                         help="Side by side suits a wide window; on a narrow one (or a small laptop with the "
-                              "sidebar open) A above B gives every figure the whole width.")
+                         help="A above B gives every figure the whole width; side by side suits a wide window "
+                              "(about 1,400 px or more with the sidebar open).")
     # one Options expander for both sides, above the two columns (so they start level); the controls come
     # from the first side the view applies to and are applied to both (layer clamped per side)
     ref_tr = next((traces[s] for s, e in (("A", a), ("B", b)) if s in traces and e.kind in registry.VIEWS[slug].kinds),
@@ -281,8 +304,11 @@ def main() -> None:
             for side, it in present.items():
                 st.markdown(header(side, entries_ab[side]) + f" · *{fig_name.replace('_', ' ')}*")
                 with ui.guard(f"Drawing {side}"):
-                    if stacked and it[1] is not None:  # the whole width, a square map included
-                        ui.chart(it[1], key=f"cmp-{side}-{slug}-{it[0]}", filename=f"{names[side]}-{slug}-{it[0]}")
+                    if stacked and it[1] is not None:  # the whole width; a square map as wide as its
+                        # height makes it (colour bar beside it), at most the row; keys of their own: reusing
+                        # a side-by-side chart's element kept its narrow size
+                        ui.chart(it[1], key=f"cmp-stk-{side}-{slug}-{it[0]}", filename=f"{names[side]}-{slug}-{it[0]}",
+                                 width=square_width(it[1]) if views.square_single_panel(it[1]) else None)
                         st.caption(it[2])
                     elif views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
                         with st.columns(2, gap="large")[0]:

@@ -12,7 +12,10 @@ BLUE, ORANGE, GREEN, GREY = "#0072B2", "#E69F00", "#009E73", "#999999"  # Okabe-
 
 
 def _mini_layout(fig: go.Figure, title: str, equal: bool = False) -> go.Figure:
-    fig.update_layout(title=dict(text=title, font=dict(size=13), x=0.5, xanchor="center"), height=260, margin=dict(l=10, r=10, t=40, b=10),
+    # two-line titles (``<br>``) and a top margin for them: one line was cut in the picture's ~200 px column
+    # at a 1,000 px window
+    fig.update_layout(title=dict(text=title, font=dict(size=13), x=0.5, xanchor="center"), height=250,
+                      margin=dict(l=10, r=10, t=55, b=10),
                       showlegend=False, plot_bgcolor="white")
     if equal:
         fig.update_xaxes(visible=False, range=[-1.25, 1.25])
@@ -37,7 +40,7 @@ def osm_picture() -> go.Figure:
                 marker=dict(size=4 + 1.2 * t, color=colors[k], opacity=0.35 + 0.65 * t / t[-1]),
                 line=dict(color=colors[k], width=1), text=t,
                 hovertemplate="t=%{text}<extra>eigenvalue pair " + str(k + 1) + "</extra>"))
-    return _mini_layout(fig, "State eigenvalues turn on the circle", equal=True)
+    return _mini_layout(fig, "State eigenvalues<br>turn on the circle", equal=True)
 
 
 @st.cache_data(show_spinner=False)
@@ -58,7 +61,7 @@ def cem_picture() -> go.Figure:
     ])
     fig.update_xaxes(title="recursion step t", dtick=1, showgrid=False)
     fig.update_yaxes(title="energy", showgrid=True, gridcolor="#eee")
-    return _mini_layout(fig, "Each step lowers the energy")
+    return _mini_layout(fig, "Each step lowers<br>the energy")
 
 
 @st.cache_data(show_spinner=False)
@@ -82,7 +85,7 @@ def grassmann_picture() -> go.Figure:
                                  hovertemplate=f"plane {k + 1}<extra></extra>"))
         fig.add_trace(go.Scatter(x=x, y=back, mode="lines", line=dict(color=colors[k], width=1, dash="dot"),
                                  hoverinfo="skip"))
-    return _mini_layout(fig, "Token pairs span planes", equal=True)
+    return _mini_layout(fig, "Token pairs<br>span planes", equal=True)
 
 
 FAMILIES = [
@@ -140,37 +143,37 @@ def main() -> None:
         "by token; or train a tiny model live and watch it learn.")
     if not ui.entries():
         ui.no_checkpoint_message()
-    cols = st.columns(3, gap="medium")
+    # one family per row, its picture beside its text: three cards side by side were ~160 px wide at a
+    # 1,000 px window (headings broke mid-word, figure titles and link labels were cut)
     for i, (name, picture, text, slugs, family) in enumerate(FAMILIES):
-        with cols[i]:
-            with st.container(border=True):
-                st.subheader(name)
+        with st.container(border=True):
+            st.subheader(name)
+            left, right = st.columns([2, 3], gap="medium")
+            with left:
                 ui.chart(picture(), key=f"home-{i}", filename=f"geomlab-{name.lower().replace(' ', '-')}")
+            with right:
                 st.markdown(text)
                 for slug in slugs:
                     view_link(slug, family=family)
     st.divider()
-    a, b, c = st.columns(3, gap="medium")
-    with a:
-        st.markdown("**Researchers** — upload your own `.safetensors` + `.json` checkpoint on "
-                    "*Checkpoints*, then open any view; download every figure (camera icon) and trace "
-                    "(npz/JSON).")
-        st.page_link(ui.page_path("checkpoints"), label="Checkpoints", icon=":material/inventory_2:")
-    with b:
-        st.markdown("**Teachers** — every view keeps its checkpoint, text and token cursor in the address "
-                    "bar: copy the URL and your students open exactly the same view.")
-        st.page_link(ui.page_path("tour"), label="Tour: guided lessons", icon=":material/school:")
-        pair = compare_pair()
-        if pair:
-            st.page_link(ui.page_path("compare"), label="Compare two models", icon=":material/compare:",
-                         query_params={"ckpt": pair[0], "b": pair[1]}, help=f"Opens Compare with {pair[0]} "
-                         f"and {pair[1]} on a view both can show")
-        else:
-            st.page_link(ui.page_path("compare"), label="Compare two models", icon=":material/compare:")
-    with c:
-        st.markdown("**Newcomers** — train a tiny model on a toy task in about a minute and watch its loss "
-                    "fall; then look inside it.")
-        st.page_link(ui.page_path("train"), label="Train live", icon=":material/model_training:")
+    # one audience per row (in three columns the links were cut at 1,000 px)
+    st.markdown("**Researchers** — upload your own checkpoint (its folder's files, or a `.zip` of it) on "
+                "*Checkpoints*, then open any view; download every figure (camera icon) and trace "
+                "(npz/JSON).")
+    st.page_link(ui.page_path("checkpoints"), label="Checkpoints", icon=":material/inventory_2:")
+    st.markdown("**Teachers** — every view keeps its checkpoint, text and token cursor in the address "
+                "bar: copy the URL and your students open exactly the same view.")
+    st.page_link(ui.page_path("tour"), label="Tour: guided lessons", icon=":material/school:")
+    pair = compare_pair()
+    if pair:
+        st.page_link(ui.page_path("compare"), label="Compare two models", icon=":material/compare:",
+                     query_params={"ckpt": pair[0], "b": pair[1]}, help=f"Opens Compare with {pair[0]} "
+                     f"and {pair[1]} on a view both can show")
+    else:
+        st.page_link(ui.page_path("compare"), label="Compare two models", icon=":material/compare:")
+    st.markdown("**Newcomers** — train a tiny model on a toy task in about a minute and watch its loss "
+                "fall; then look inside it.")
+    st.page_link(ui.page_path("train"), label="Train live", icon=":material/model_training:")
 
 
 with ui.guard("The home page"):

@@ -98,9 +98,17 @@ def start() -> None:
     st.session_state[K_RUN] = run.run_id
 
 
+def task_label(key: str) -> str:
+    """A synthetic task's short name for the Task select ("Z5 word problem"; the full description of
+    :data:`geomlab.live.SYNTHETIC_TASKS` is the caption under it: the long one was cut at a 1,000 px window)."""
+    desc = live.SYNTHETIC_TASKS[key]
+    return f"{key} word problem" if desc.startswith("word problem") else desc.split(" (")[0]
+
+
 def form(active: bool) -> None:
     kinds = model_kinds()
-    c1, c2 = st.columns(2)
+    # one select per row: two per row cut the options ("osm-rn") in the form's column at a 1,000 px window
+    c1, c2 = st.container(), st.container()
     c1.selectbox("Model kind", kinds, key=P + "kind", persist_state="session",
                  help="osm-rnn/osmformer: states on a matrix group; cem: energy-descent layers; grassmann: "
                       "plane-mixing layers; transformer, llama, lstm: baselines.")
@@ -120,8 +128,10 @@ def form(active: bool) -> None:
     if source == "Synthetic task":
         tasks = list(live.SYNTHETIC_TASKS)
         st.selectbox("Task", tasks, key=P + "task", persist_state="session", index=tasks.index(DEFAULT_TASK),
-                     format_func=lambda k: live.SYNTHETIC_TASKS[k],
+                     format_func=task_label,
                      help="The group word problem: read group elements, predict their running product.")
+        desc = live.SYNTHETIC_TASKS[st.session_state[P + "task"]]
+        st.caption(desc[0].upper() + desc[1:] + ".")
     elif source == "Registered corpus":
         status = corpus_status()
         avail = [n for n, r in status.items() if r is None]
@@ -144,8 +154,7 @@ def form(active: bool) -> None:
     devices = ["auto", "cpu", "cuda"] + (["mps"] if "mps" in live.available_devices() else [])
     auto_is = live.available_devices()[0]
     c2.selectbox("Device", devices, key=P + "device", persist_state="session",
-                 format_func=lambda d: f"auto ({auto_is})" if d == "auto" else d,
-                 help="auto uses a GPU when there is one.")
+                 help=f"auto uses a GPU when there is one (on this server: {auto_is}).")
     with st.expander("More settings"):
         a, b = st.columns(2)  # two per row: four did not fit the form's column at 1,000 px
         c, d = st.columns(2)
@@ -411,8 +420,8 @@ def panel() -> None:
     default_name = f"{run.spec.kind}{'-' + run.spec.group if run.spec.group else ''}-{run.run_id[:6]}"
     s = st.columns([3, 2], vertical_alignment="bottom")  # [3, 1] cut the Save button to its icon at 1,000 px
     s[0].text_input("Save as", value=default_name, key=save_key(run.run_id), placeholder="checkpoint name",
-                    help="Saves the current weights to runs/NAME.safetensors + NAME.json, so every page can use "
-                         "them; other characters than letters, digits, '-', '_' and '.' become '-'.")
+                    help="Saves the current weights as the folder runs/NAME/ (config.json, model.safetensors, a "
+                         "README.md model card and geomlab.json), so every page can use them; other characters than letters, digits, '-', '_' and '.' become '-'.")
     s[1].button("Save", icon=":material/save:", on_click=_save, args=(run.run_id,),
                 disabled=snap.state == "created" or not mine,
                 key="train-save", width="stretch")  # no tooltip: it covered the help icon of "Save as"

@@ -746,14 +746,60 @@ def test_compare_draws_side_by_side_panels_full_width_one_above_the_other(bundle
     assert not any(_views.panels_side_by_side(s) for s in in_cols)
 
 
-def test_compare_defaults_label_each_side_once_and_keep_a_single_map_square_and_untitled(bundled_assets):
-    """Compare CEM vs OSMFormer on attention: the OSMFormer maps are stacked full width, so there is no
+def side_by_side(at: AppTest) -> AppTest:
+    """Compare switched to its "A | B side by side" layout (the default is A above B)."""
+    at.session_state["w_gl_compare_layout"] = "side"
+    at.run()
+    assert not at.exception and not errors(at), errors(at)
+    return at
+
+
+def test_compare_opens_a_above_b_with_square_maps_as_wide_as_they_are_tall(bundled_assets):
+    """The default layout is A above B (the server cannot know the window's width; side by side each figure
+    got ~260 px at a 1,000 px window): no figure in a column, each side labelled over each figure, and a
+    square map is drawn at the width that makes its plot area square at its height (colour bar beside it)."""
+    import plotly.graph_objects as go
+
+    from app_pages import _views, compare
+
+    at = open_page("compare", b="bundled/osmformer-o-linear-tinyshakespeare")
+    assert at.session_state["w_gl_compare_layout"] == "stacked"
+    assert not [c for col in at.columns for c in col.get("plotly_chart")]
+    heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: "))]
+    # no header row (a label without the figure's name); the downloads' labels carry no " · "
+    assert not [h for h in heads if " · " in h and " · *" not in h]
+    assert sum(" · *" in h for h in heads) >= 4, heads
+    specs = [json.loads(c.proto.spec) for c in charts(at)]
+    square = [s for s in specs if _views.square_single_panel(s)]
+    assert square
+    fig = go.Figure(square[0])
+    lay, w = square[0]["layout"], compare.square_width(fig)
+    m = lay["margin"]
+    assert w - m["l"] - m["r"] - 90 == lay["height"] - m["t"] - m["b"] > 0
+
+
+def test_compare_narrow_copy_wraps_long_titles_and_leaves_the_cached_figure_alone():
+    import plotly.graph_objects as go
+
+    from app_pages import compare
+
+    title = "Attention weights (mean over heads), layer 2"
+    fig = go.Figure(layout={"title": {"text": title}, "margin": {"t": 60}})
+    out = compare.narrow_copy(fig)
+    lines = out.layout.title.text.split("<br>")
+    assert len(lines) > 1 and max(map(len, lines)) <= compare.NARROW_TITLE
+    assert " ".join(lines) == title and out.layout.margin.t == 60 + 16 * (len(lines) - 1)
+    assert fig.layout.title.text == title and fig.layout.margin.t == 60
+
+
+def test_compare_side_by_side_labels_each_side_once_and_keeps_a_single_map_square_and_untitled(bundled_assets):
+    """Compare CEM vs OSMFormer on attention, side by side: the OSMFormer maps are stacked full width, so there is no
     side-by-side header row repeating the labels; the CEM's one map is half width (colour bar beside it)
     with its name in the title, not a subplot title that lands on the top tick label. (Compare's own
     default pairs the CEM with the Transformer since issue 16; B is named here.)"""
     from app_pages import _views
 
-    at = open_page("compare", b="bundled/osmformer-o-linear-tinyshakespeare")
+    at = side_by_side(open_page("compare", b="bundled/osmformer-o-linear-tinyshakespeare"))
     assert at.session_state["gl_ckpt"] == "bundled/cem-t2-tinyshakespeare"
     assert at.session_state["gl_ckpt_b"] == "bundled/osmformer-o-linear-tinyshakespeare"
     assert at.session_state["gl_compare_view"] == "attention"
@@ -772,7 +818,7 @@ def test_compare_defaults_label_each_side_once_and_keep_a_single_map_square_and_
 
 
 def test_compare_word_problems_have_one_header_row_above_the_side_by_side_figures(bundled_assets):
-    at = open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-torus-s5")
+    at = side_by_side(open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-torus-s5"))
     heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: "))]
     # one header row over the side-by-side figures, one label over B's full-width torus figure
     assert sum(h.startswith("**A: osm-rnn-o-s5") for h in heads) == 1, heads

@@ -103,8 +103,11 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
         x_cb = (c - 1) * (width + spacing) + width + 0.012
         heat = {"type": "heatmap", "z": z, "x": cats, "y": cats, "colorscale": scale, "zmin": zmin, "zmax": zmax,
                 "name": name, "hoverongaps": False,
-                "colorbar": {"title": {"text": what, "side": "right"}, "x": x_cb, "xanchor": "left", "len": 0.9,
-                             "thickness": 12, "tickfont": {"size": 11}},
+                # the maps are square, so narrower than the plot area is tall once the figure is narrow: top-
+                # aligned (constraintoward="top" below) with a half-height colour bar from their top edge, the
+                # bar is about the map's height at a 1,000 px window (0.9 of the plot area was twice as tall)
+                "colorbar": {"title": {"text": what, "side": "right"}, "x": x_cb, "xanchor": "left", "len": 0.5,
+                             "y": 1.0, "yanchor": "top", "thickness": 12, "tickfont": {"size": 11}},
                 "hovertemplate": f"query %{{y}}<br>key %{{x}}<br>{hover} = %{{z:.4f}}<extra></extra>"}
         if zmin < 0:
             heat["zmid"] = 0
@@ -113,15 +116,17 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
         if c == 1:
             fig.update_yaxes(title={"text": "query position i (token)"}, type="category", nticks=8,
                              autorange="reversed", row=1, col=c, scaleanchor="x", scaleratio=1,
-                             constrain="domain")
+                             constrain="domain", constraintoward="top")
             fig.update_xaxes(constrain="domain", constraintoward="right" if n > 1 else "left", row=1, col=c)
         else:
             # same ranges as the left panel (which is square), so its cells are square too
             fig.update_xaxes(matches="x", constrain="domain", constraintoward="right", row=1, col=c)
             fig.update_yaxes(type="category", matches="y", showticklabels=False, row=1, col=c,
-                             scaleanchor=f"x{c}", scaleratio=1, constrain="domain")
+                             scaleanchor=f"x{c}", scaleratio=1, constrain="domain", constraintoward="top")
         if ci is not None:  # category axes: shapes use the category index
             cursor_box(fig, ci, ci + 0.5, row=1, col=c)
+    for ann in fig.layout.get("annotations", []):  # the panel titles clear of the top-aligned maps
+        ann["yshift"] = 6
     fig.update_layout(plot_bgcolor=MASKED_BG)
     fig.update_xaxes(showgrid=False, zeroline=False)
     fig.update_yaxes(showgrid=False, zeroline=False)

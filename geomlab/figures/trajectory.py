@@ -519,7 +519,9 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     k = ang.shape[1]
     idx = subsample(tr.n_positions, min(max_points, max(256, ANGLE_POINTS // max(k, 1))), cursor)
     hov = hover_tokens(tr.labels, idx)
-    spacing, widths = 0.1, [0.6, 0.4]
+    # room between the panels for the torus panel's tick labels and its axis title (0.1 put "φ2 (rad)" over
+    # its tick labels at a 1,000 px window)
+    spacing, widths = 0.14, [0.6, 0.4]
     fig = FigureBuilder.grid(rows=1, cols=2, column_widths=widths, horizontal_spacing=spacing,
                         subplot_titles=("each angle φ<sub>k</sub>", "flat torus (φ1, φ2)"))
     # one line per angle φ_k, one colour each (no repeats, issue 16) with a colour bar instead of a legend of
@@ -552,9 +554,11 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                       row=1, col=2)
     fig.update_xaxes(title_text="position t (token)", row=1, col=1, **token_ticks(tr.labels, idx, 10))
     fig.update_yaxes(title_text="angle φ<sub>k</sub> (rad)", row=1, col=1, range=[-3.3, 3.3], **TWO_PI_TICKS)
-    fig.update_xaxes(title_text="φ1 (rad)", row=1, col=2, range=[-3.3, 3.3], **TWO_PI_TICKS)
+    # the square torus shrinks its domain (not widens its range) where the panel is narrow, so the y axis's
+    # title is placed beside the tick labels actually drawn
+    fig.update_xaxes(title_text="φ1 (rad)", row=1, col=2, range=[-3.3, 3.3], constrain="domain", **TWO_PI_TICKS)
     fig.update_yaxes(title_text="φ2 (rad)", row=1, col=2, range=[-3.3, 3.3], scaleanchor="x2", scaleratio=1,
-                     **TWO_PI_TICKS)
+                     constrain="domain", title_standoff=4, **TWO_PI_TICKS)
     add_cursor_line(fig, cursor, row=1, col=1)
     # the only legend entry left (the cursor ring) sits inside the torus panel's top right corner, clear of
     # the title and the subplot titles
