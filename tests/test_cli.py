@@ -181,6 +181,7 @@ def test_trace_and_sample_errors(tmp_path, capsys, monkeypatch):
 def test_bundled_checkpoint_by_name_from_any_folder(tmp_path, capsys, monkeypatch):
     """NAME and bundled/NAME (the app's spelling) name a bundled checkpoint in eval, sample and trace from a
     folder that has none; a local file or folder of that name wins."""
+    monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)  # the shipped checkpoints (app tests repoint it)
     monkeypatch.chdir(tmp_path)
     outs = []
     for ref in ("osm-rnn-o-s5", "bundled/osm-rnn-o-s5", "bundled/osm-rnn-o-s5.json"):
@@ -264,6 +265,7 @@ def test_eval_finds_the_runs_text_file_in_the_working_folder(text_file, tmp_path
 def test_trace_views_for_a_kind_without_views(tmp_path, capsys, monkeypatch):
     """--html/--png on a baseline without views: one line naming the kinds that have views, exit 2, nothing
     written; on a kind with views the printed folder has no doubled slash."""
+    monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)  # the shipped checkpoints (app tests repoint it)
     monkeypatch.chdir(tmp_path)
     assert main(["trace", "lstm-tinyshakespeare", "--text", "To be", "--out", "t.npz", "--html", "views/",
                  "--png", "views/"]) == 2

@@ -206,6 +206,7 @@ def test_sigint_to_a_training_process_then_resume_is_bit_identical(text_file, tm
 def test_trace_checks_every_output_before_writing_any(tmp_path, capsys, monkeypatch):
     """--out/--html/--png/--json: a place that cannot be written is one line naming the option and the path,
     and nothing is written (not even the outputs that could be); missing parent folders are created."""
+    monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)  # the shipped checkpoints (app tests repoint it)
     monkeypatch.chdir(tmp_path)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -6,8 +6,8 @@ from the same checkout: one as shipped, one with the chart preload turned off (`
 never ``playwright install``):
 
 * **first view**: ``--rounds`` fresh browser sessions (new context: empty cache, as a student following a
-  link) per server and page (``/`` and ``/VIEW``), alternating which server goes first; the time from
-  navigation to the first drawn chart (``.js-plotly-plot .main-svg``);
+  link) per server and page (``--pages``: Home, ``/energy``, ``/trajectories``), alternating which server
+  goes first; the time from navigation to the first drawn chart (``.js-plotly-plot .main-svg``);
 * **cursor move**: one session per server opens ``/VIEW`` with a bundled checkpoint and a ``--chars``
   character text, then presses → on the token cursor ``--moves`` times; the time from the key press until
   the page caption shows the new position, the script run has finished, every chart is drawn again and
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from geomlab.bench.load import app_server, corpus_text, free_port
+from geomlab.bench.load import app_server, free_port, session_texts
 
 CHART = ".js-plotly-plot .main-svg"
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -105,6 +105,9 @@ def _summary(values: list[float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m geomlab.bench browser", description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=5, help="fresh sessions per server and page (default 5)")
+    ap.add_argument("--pages", default=",energy,trajectories",
+                    help="comma-separated page paths for the first view ('' is Home; default: Home, /energy (the "
+                         "default checkpoint's view, which the warm-up builds first) and /trajectories)")
     ap.add_argument("--view", default="trajectories", help="view page for the cursor moves (default trajectories)")
     ap.add_argument("--ckpt", default="bundled/osmformer-torus-tinyshakespeare",
                     help="checkpoint of the cursor moves (default: the torus OSMFormer, the slowest redraw)")
@@ -117,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from playwright.sync_api import sync_playwright
 
-    text = corpus_text()[5000:5000 + args.chars]
+    pages = [p.strip().strip("/") for p in args.pages.split(",")]
+    text = session_texts(1, args.chars)[0]  # Tiny Shakespeare when GEOMLAB_DATA_DIR has it
     move_query = urlencode({"ckpt": args.ckpt, "text": text})
     servers = {"shipped": {}, "baseline (no preload)": {"GEOMLAB_PRELOAD": "0"}}
     first: dict[tuple[str, str], list[float]] = {}
@@ -130,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             browser = pw.chromium.launch(executable_path=exe, headless=True, args=LAUNCH_ARGS)
             for i in range(args.rounds):
                 order = list(servers) if i % 2 == 0 else list(servers)[::-1]
-                for path in ("", args.view):
+                for path in pages:
                     for name in order:
                         url = f"http://127.0.0.1:{ports[name]}/{path}"
                         first.setdefault((name, path or "home"), []).append(first_view(browser, url))
@@ -140,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             browser.close()
     print(f"first view in chromium (fresh session, navigation -> first drawn chart); load average "
           f"{load0:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    for path in ("home", args.view):
+    for path in [p or "home" for p in pages]:
         a, b = first[("shipped", path)], first[("baseline (no preload)", path)]
         print(f"  /{path:<14} shipped  {_summary(a)}")
         print(f"  /{path:<14} baseline {_summary(b)}   ratio shipped/baseline (median) "
