@@ -16,7 +16,6 @@ requirements.txt; the same package has the viewer and the event reader the tests
 from __future__ import annotations
 
 import math
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -52,12 +51,8 @@ def check_log_dir(path: str | Path) -> Path:
                           "another log folder; nothing was trained)")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".geomlab-write-test-")
-        try:
-            os.write(fd, b"x")
-        finally:
-            os.close(fd)
-            os.unlink(probe)
+        with tempfile.TemporaryFile(dir=folder):  # a write probe that leaves nothing behind
+            pass
     except OSError as exc:
         raise LogDirError(f"cannot write TensorBoard logs to {folder}: {exc.strerror or exc} (choose another "
                           "log folder; nothing was trained)") from None

@@ -74,3 +74,14 @@ def run_page(slug: str, **query):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+@pytest.fixture
+def dirs(tmp_path, monkeypatch):
+    """Empty bundled and runs folders for the catalog (``(bundled, runs)``), named by the environment."""
+    bundled, runs = tmp_path / "bundled", tmp_path / "runs"
+    bundled.mkdir()
+    runs.mkdir()
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(bundled))
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(runs))
+    return bundled, runs

@@ -21,15 +21,6 @@ def _save(stem: Path, text: str = "hello world, the quick brown fox", card: dict
     return checkpoint.save(stem, model, vocab, card or {"corpus": "text", "valid_bpc": 3.25})
 
 
-@pytest.fixture
-def dirs(tmp_path, monkeypatch):
-    bundled, runs = tmp_path / "bundled", tmp_path / "runs"
-    bundled.mkdir()
-    runs.mkdir()
-    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(bundled))
-    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(runs))
-    return bundled, runs
-
 
 def test_empty_folders_give_empty_catalog(dirs):
     assert catalog.list_checkpoints() == []

@@ -53,14 +53,14 @@ def test_read_only_out_is_refused_before_training(text_file, tmp_path, capsys, m
     import tempfile
 
     out = tmp_path / "ro"
-    real = tempfile.mkstemp
+    real = tempfile.TemporaryFile
 
     def read_only(*a, dir=None, **kw):  # what a read-only file system answers (tests run as root: no chmod)
         if dir is not None and Path(dir) == out:
             raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(out))
         return real(*a, dir=dir, **kw)
 
-    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)  # the write probe
     trained = []
     from geomlab import train
 

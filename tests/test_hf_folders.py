@@ -194,15 +194,6 @@ def test_exclusive_folder_save_never_replaces(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- catalog
-@pytest.fixture
-def dirs(tmp_path, monkeypatch):
-    bundled, runs = tmp_path / "bundled", tmp_path / "runs"
-    bundled.mkdir()
-    runs.mkdir()
-    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(bundled))
-    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(runs))
-    return bundled, runs
-
 
 def test_the_catalog_lists_and_resolves_folders(dirs, tmp_path):
     bundled, runs = dirs

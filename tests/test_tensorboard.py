@@ -137,14 +137,14 @@ def test_read_only_log_dir_is_one_line_before_training(text_file, tmp_path, caps
     import errno
     import tempfile
 
-    logs, real = tmp_path / "ro", tempfile.mkstemp
+    logs, real = tmp_path / "ro", tempfile.TemporaryFile
 
     def read_only(*a, dir=None, **kw):
         if dir is not None and Path(dir) == logs:
             raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(logs))
         return real(*a, dir=dir, **kw)
 
-    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)  # the write probe
     assert _train(text_file, tmp_path / "runs", "--log-dir", str(logs)) == 2
     err = capsys.readouterr().err
     assert err == f"error: cannot write TensorBoard logs to {logs}: Read-only file system (choose another log " \

@@ -179,18 +179,13 @@ def check_out_dir(folder: Path, model=None) -> None:
     made or written (read-only file system, permissions; tested by creating and removing a file in it), or
     that has less free space than about twice the checkpoint (weights + AdamW moments; the atomic write
     needs the old and the new copy side by side). Raises ``ValueError`` with one line."""
-    import os
     import shutil
     import tempfile
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".geomlab-write-test-")
-        try:
-            os.write(fd, b"x")
-        finally:
-            os.close(fd)
-            os.unlink(probe)
+        with tempfile.TemporaryFile(dir=folder):  # a write probe that leaves nothing behind
+            pass
     except OSError as exc:
         raise ValueError(f"cannot write checkpoints to {folder}: {exc.strerror or exc} (choose another --out; "
                          "nothing was trained)") from None
