@@ -303,7 +303,9 @@ class Trainer:
         model: a registered :class:`geomlab.models.SequenceModel` (its ``config`` is saved).
         task: a :class:`geomlab.data.Task` (:class:`~geomlab.data.LMTask`, word problem, GP, ...).
         config: a :class:`TrainConfig` (or dict).
-        out: checkpoint stem (``DIR/NAME``; ``NAME.json`` + ``NAME.safetensors``) or ``None`` for no files.
+        out: checkpoint location ``DIR/NAME`` (a folder ``DIR/NAME/`` with config.json, model.safetensors,
+            README.md and geomlab.json; an existing flat pair ``NAME.json`` + ``NAME.safetensors`` stays flat)
+            or ``None`` for no files.
         card: extra card fields saved with every checkpoint.
         callback: ``f(Progress)`` called from the training thread; it may call :meth:`stop`.
         progress_bar: show a ``tqdm`` bar (command line).
