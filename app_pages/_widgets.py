@@ -138,9 +138,15 @@ def cursor_control(tokens: list[str], where: Any = None, trace: Any = None) -> i
 
 def int_control(label: str, state_key: str, lo: int, hi: int, default: int, where: Any = None,
                 help: str | None = None) -> int:
-    """An integer slider bound to a shared state key (e.g. the layer), clamped to ``[lo, hi]``."""
+    """An integer slider bound to a shared state key (e.g. the layer), clamped to ``[lo, hi]``; a value from
+    outside the range (a link's ``T=100000``, a layer the next model lacks) is moved to the nearest end with
+    a notice saying so, never silently."""
     where = where or st
     v = st.session_state.get(state_key)
+    if v is not None and not lo <= int(v) <= hi:
+        near = max(lo, min(int(v), hi))
+        where.warning(f"{label} = {int(v)} is outside this model's range {lo}–{hi}: showing {near} instead.",
+                      icon=":material/tune:")
     v = default if v is None else max(lo, min(int(v), hi))
     st.session_state[state_key] = v
     if hi <= lo:

@@ -262,3 +262,13 @@ def test_the_view_link_box_has_only_the_view_keys():
     link = next(t.value for t in at.text_input if "/energy?" in (t.value or ""))
     query = dict(parse_qsl(urlsplit(link).query))
     assert set(query) <= ALLOWED["energy"] and query["ckpt"] == CEM and query["pos"] == "1" and "T" in query
+
+
+def test_a_link_value_outside_a_slider_range_says_so():
+    """/energy?T=100000: the recursion-steps slider shows its largest T with a notice, not silently."""
+    at = open_page("energy", ckpt=CEM, T="100000")
+    assert not at.exception
+    warned = [w.value for w in at.warning if "100000 is outside this model's range" in w.value]
+    assert warned and "showing" in warned[0]
+    lo, hi = (int(x) for x in warned[0].split("range ")[1].split(":")[0].split("–"))
+    assert at.session_state["gl_steps"] == hi and lo >= 1
