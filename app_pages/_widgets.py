@@ -77,7 +77,13 @@ def short_labels(found: list[catalog.CheckpointEntry]) -> dict[str, str]:
         return e.name[:-len(suffix)] if e.corpus and e.name.endswith(suffix) and e.name != suffix else e.name
 
     stems = [stem(e) for e in found]
-    return {e.ref: (s if stems.count(s) == 1 else e.name) + params(e) for e, s in zip(found, stems)}
+    out = {e.ref: (s if stems.count(s) == 1 else e.name) + params(e) for e, s in zip(found, stems)}
+    # two checkpoints of one name in different folders (a run and its upload): the folder tells them apart
+    labels = list(out.values())
+    for e in found:
+        if labels.count(out[e.ref]) > 1 and "/" in e.ref:
+            out[e.ref] += f" · {e.ref.rsplit('/', 1)[0]}"
+    return out
 
 
 def text_box(entry: catalog.CheckpointEntry | None, where: Any = None) -> str:

@@ -980,3 +980,20 @@ def test_a_view_opens_on_its_default_figures_and_more_figures_shows_the_rest(ckp
     other = next(s for s in VIEW_CKPT if s != slug)
     goto(at, other)  # the switch stays on across pages
     assert at.session_state["gl_more_figures"] is True
+
+
+def test_two_checkpoints_of_one_name_are_told_apart_in_the_select():
+    """A run and its upload share a name: the select labels add the folder; a lone name stays short."""
+    from types import SimpleNamespace
+
+    from app_pages._widgets import short_labels
+
+    found = [SimpleNamespace(name="osmf-small", corpus="text", params=21_000, ref="runs/osmf-small"),
+             SimpleNamespace(name="osmf-small", corpus="text", params=21_000, ref="runs/uploads/osmf-small"),
+             SimpleNamespace(name="lstm-tinyshakespeare", corpus="tinyshakespeare", params=50_375,
+                             ref="bundled/lstm-tinyshakespeare")]
+    labels = short_labels(found)
+    assert labels["runs/osmf-small"] == "osmf-small · 21k · runs"
+    assert labels["runs/uploads/osmf-small"] == "osmf-small · 21k · runs/uploads"
+    assert labels["bundled/lstm-tinyshakespeare"] == "lstm · 50k"
+    assert len(set(labels.values())) == 3
