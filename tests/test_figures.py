@@ -1210,6 +1210,8 @@ def test_pca_projection_is_2d_with_the_variance_in_the_axis_titles():
     assert fig.layout.yaxis.title.text == f"PC2 ({ratio[1]:.0%} of variance)"
     cur = [t for t in fig.data if t.meta == "cursor"][0]
     np.testing.assert_allclose([cur.x[0], cur.y[0]], coords[3, :2], atol=1e-5)
+    # equal scales: a unit of PC1 is as long on screen as a unit of PC2 (the spreads are the variances)
+    assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis.scaleratio == 1
 
 
 def _thinned(axis) -> bool:

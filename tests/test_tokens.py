@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from geomlab import predictions
 from geomlab.figures import FigureError
-from geomlab.figures.tokens import WINDOW, attends_to, token_window
+from geomlab.figures.tokens import WINDOW, attends_to, token_window, window_after
 from geomlab.trace import from_record, score_predictions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,14 +98,15 @@ def test_default_cursor_without_finite_scores_is_the_middle():
 
 # ---------------------------------------------------------------- attends_to
 @pytest.mark.parametrize("cursor", [0, 3, 50, 98, 99])
-def test_attends_to_draws_the_cursor_row_over_a_window_centred_on_it(cursor):
+def test_attends_to_draws_the_cursor_row_over_a_window_mostly_before_it(cursor):
     n, H = 100, 3
     tr = lm_trace(n=n, heads=H, layers=2)
     fig, caption = attends_to(tr, cursor=cursor, layer=1)
     idx = token_window(n, cursor)
     assert len(idx) == WINDOW <= 80 and idx[0] <= cursor <= idx[-1]
-    if WINDOW // 2 <= cursor <= n - WINDOW // 2:
-        assert idx[0] == cursor - WINDOW // 2  # centred
+    after = window_after(WINDOW)
+    if WINDOW - 1 - after <= cursor <= n - 1 - after:
+        assert idx[-1] == cursor + after and after < WINDOW // 4  # mostly the tokens it can attend to
     else:
         assert idx[0] == 0 or idx[-1] == n - 1  # shifted inwards at the ends, still full
     data = {d.name: d for d in fig.data}

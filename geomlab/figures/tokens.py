@@ -23,16 +23,23 @@ WINDOW = 48
 full page width down to a half-width Compare column; the issue asks for at most ~80)."""
 
 
+def window_after(size: int) -> int:
+    """How many of a ``size``-token window follow the cursor: an eighth (6 of 48), so the reader sees what
+    comes next while most of the window holds the earlier tokens the cursor can attend to (causal attention
+    puts no weight after it). Design choice."""
+    return size // 8
+
+
 def token_window(n: int, cursor: int, window: int = WINDOW) -> np.ndarray:
-    """``min(window, n)`` consecutive positions centred on ``cursor`` (``window // 2`` before it), shifted
-    inwards at either end of the text so the window stays full. Design choice.
+    """``min(window, n)`` consecutive positions ending :func:`window_after` tokens after ``cursor`` (the rest
+    before it), shifted inwards at either end of the text so the window stays full. Design choice.
     Raises :class:`FigureError` for ``window < 1`` or a cursor outside ``0..n-1``."""
     if window < 1:
         raise FigureError("window must be at least 1 position")
     if not 0 <= cursor < n:
         raise FigureError(f"cursor {cursor} out of range: the trace has {n} positions")
     size = min(int(window), int(n))
-    start = max(0, min(int(cursor) - size // 2, n - size))
+    start = max(0, min(int(cursor) - (size - 1 - window_after(size)), n - size))
     return np.arange(start, start + size)
 
 
@@ -51,7 +58,7 @@ def attends_to(tr: Trace, cursor: int | None = None, layer: int = 0, head: int |
         tr: a trace with attention (OSMFormer, CEM, transformer, llama, grassmann-attn).
         cursor: the query position (default: the last).
         layer: layer index; head: the head whose weights the bars show (None: the mean over heads).
-        window: how many tokens around the cursor to show (centred on it, see :func:`token_window`).
+        window: how many tokens around the cursor to show (mostly before it, see :func:`token_window`).
 
     Traces: ``bars`` (a bar per token of the window: the weight, y in [0, 1]) then, with several heads,
     ``heads`` (heatmap ``[head, window]`` of every head's weights, NaN for the masked keys after the

@@ -386,8 +386,11 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                          marker={"size": 14, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": HIGHLIGHT}},
                          hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"))
     fig = FigureBuilder(data=data)
-    fig.update_xaxes(title_text=f"PC1 ({ratio[0]:.0%} of variance)", nticks=6, zeroline=False)
-    fig.update_yaxes(title_text=f"PC2 ({ratio[1]:.0%} of variance)", nticks=6, zeroline=False)
+    # one unit is as long on PC1 as on PC2 (the spread along each is its variance; unequal scales would
+    # misstate it), the plot area shrinking to fit rather than the ranges growing
+    fig.update_xaxes(title_text=f"PC1 ({ratio[0]:.0%} of variance)", nticks=6, zeroline=False, constrain="domain")
+    fig.update_yaxes(title_text=f"PC2 ({ratio[1]:.0%} of variance)", nticks=6, zeroline=False, scaleanchor="x",
+                     scaleratio=1, constrain="domain")
     fig.update_layout(legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}})
     shares = ", ".join(f"PC{k + 1} {ratio[k]:.0%}" for k in range(2))
     cap = (f"The states $H_t$ ({_layer_name(tr, layer)}) as points $\\mathrm{{vec}}(H_t)$ projected on their first two "
