@@ -301,7 +301,8 @@ def _task_for(corpus: str, proto: Protocol):
 
 
 def tune_lr(train: Callable[[int, float], Any], grid: tuple[float, ...], seed: int, label: str = "",
-            log: Callable[[str], None] = print) -> tuple[dict[str, float | None], float, Any]:
+            log: Callable[[str], None] = print, storage: str | None = None,
+            setup: dict[str, Any] | None = None) -> tuple[dict[str, float | None], float, Any]:
     """The report's learning-rate choice: an Optuna study (:mod:`geomlab.sweep`, in memory, ``GridSampler``:
     every lr of ``grid`` once, in the grid's order) whose objective is the validation BPC of ``train(seed, lr)``
     (a :class:`geomlab.zoo.RunOutcome`). A diverged lr (:class:`geomlab.train.TrainingError`) loses the sweep
@@ -310,7 +311,13 @@ def tune_lr(train: Callable[[int, float], Any], grid: tuple[float, ...], seed: i
     Returns ``(lr_sweep, best_lr, best_run)``: ``lr_sweep`` maps ``str(lr)`` to its validation BPC in grid
     order (the report JSON's ``lr_sweep``), ``best_run`` is the outcome of the best lr (reused as the row's
     first seed). Raises :class:`geomlab.train.TrainingError` when no lr of the grid finished. Design choice:
-    one tuning rule for every model."""
+    one tuning rule for every model.
+
+    ``storage`` (an Optuna storage URL or journal file, :func:`geomlab.sweep.open_storage`) shares the study
+    ``lr/LABEL/seedSEED`` between processes and machines (``geomlab bench --lr-storage``): each runs only the
+    grid's learning rates no trial has taken yet, the values of the others' finished trials count, and the
+    best lr's run is trained here when another worker ran it (same seed, so the same run). ``setup`` is stored
+    on the study; a study of another protocol under that name is refused (:class:`geomlab.sweep.SweepError`)."""
     import optuna
 
     from geomlab import sweep
@@ -335,17 +342,28 @@ def tune_lr(train: Callable[[int, float], Any], grid: tuple[float, ...], seed: i
             log(f"[bench]   lr {rec['params'].get('lr')} {rec['state']}: {rec.get('error', '')}")
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    study = sweep.open_study(sweep.open_storage(None), "lr", "minimize",
+    name = f"lr/{label}/seed{seed}" if storage is not None else "lr"
+    study = sweep.open_study(sweep.open_storage(storage), name, "minimize",
+                             {**(setup or {}), "grid": list(grid), "seed": seed} if storage is not None else None,
                              sampler=optuna.samplers.GridSampler({"lr": list(grid)}, seed=0))
-    for lr in grid:  # in the grid's order (the GridSampler alone would shuffle it)
+    taken = {t.params.get("lr") for t in study.get_trials(deepcopy=False)}
+    todo = [lr for lr in grid if lr not in taken]
+    if len(todo) < len(grid):
+        log(f"[bench] {label}: {len(grid) - len(todo)} of the grid's learning rates already taken in {name}")
+    for lr in todo:  # in the grid's order (the GridSampler alone would shuffle it)
         study.enqueue_trial({"lr": lr})
-    sweep.optimize(study, objective, space, n_trials=len(grid), on_trial=on_trial)
+    if todo:
+        sweep.optimize(study, objective, space, n_trials=len(todo), on_trial=on_trial)
     result = sweep.summary(study, space)
-    values = {t["params"]["lr"]: t["value"] for t in result["trials"] if "lr" in t["params"]}
+    values = {t["params"]["lr"]: t["value"] for t in result["trials"]
+              if "lr" in t["params"] and t["state"] == "complete"}
     if result["best"] is None:
         raise TrainingError("every learning rate of the grid failed: " + "; ".join(
             f"lr {t['params'].get('lr')}: {t.get('error', t['state'])}" for t in result["trials"]))
     best = result["best"]["params"]["lr"]
+    if best not in runs:  # another worker trained it: the same seed gives the same run
+        log(f"[bench] {label}: lr {best} won in the shared study; training it here for the row")
+        runs[best] = train(seed, best)
     return {str(lr): values.get(lr) for lr in grid}, best, runs[best]
 
 
@@ -360,7 +378,8 @@ def _lr_edge(row: dict[str, Any]) -> str | None:
     return Dimension("lr", "choice", choices=grid).edge(float(row["lr"]))
 
 
-def run_comparison(comp: Comparison, proto: Protocol, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run_comparison(comp: Comparison, proto: Protocol, log: Callable[[str], None] = print,
+                   lr_storage: str | None = None) -> dict[str, Any]:
     """Train and evaluate every arm of ``comp`` under ``proto``; a failing arm is recorded with its error
     (the report shows it) and the others still run. Returns the comparison's result dict."""
     task = _task_for(comp.corpus, proto)
@@ -382,8 +401,10 @@ def run_comparison(comp: Comparison, proto: Protocol, log: Callable[[str], None]
 
             first = None
             if proto.lr_grid:  # one tuning rule for every model: best validation BPC on the first seed
-                row["lr_sweep"], row["lr"], first = tune_lr(train, proto.lr_grid, proto.seeds[0],
-                                                            f"{comp.key} / {arm.label}", log)
+                row["lr_sweep"], row["lr"], first = tune_lr(
+                    train, proto.lr_grid, proto.seeds[0], f"{comp.key} / {arm.label}", log, storage=lr_storage,
+                    setup={"profile": proto.name, "steps": proto.steps, "batch_size": proto.batch_size,
+                           "seq_len": proto.seq_len, "warmup": proto.warmup, "corpus": proto.corpus_override})
             else:
                 row["lr"] = proto.lr
             for i, seed in enumerate(proto.seeds):
@@ -463,13 +484,14 @@ def run_word_problem(proto: Protocol, log: Callable[[str], None] = print) -> dic
             "rows": rows}
 
 
-def run_report(proto: Protocol, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run_report(proto: Protocol, log: Callable[[str], None] = print, lr_storage: str | None = None) -> dict[str, Any]:
     """Run every comparison in ``proto.comparisons`` and then the group word problem (skipped when
     ``proto.wp_steps`` is 0). Returns the results dict that :func:`render_markdown` and :func:`write_report`
-    consume (protocol, machine, start time, wall time, comparisons, word_problem)."""
+    consume (protocol, machine, start time, wall time, comparisons, word_problem). ``lr_storage``: where the
+    learning-rate studies live (:func:`tune_lr`; ``None``: in memory)."""
     t0, c0 = time.time(), time.process_time()
     started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    comps = [run_comparison(COMPARISONS[k], proto, log) for k in proto.comparisons if k in COMPARISONS]
+    comps = [run_comparison(COMPARISONS[k], proto, log, lr_storage) for k in proto.comparisons if k in COMPARISONS]
     wp = run_word_problem(proto, log) if proto.wp_steps > 0 else None
     return {
         "protocol": proto.to_dict(), "started": started, "wall_s": round(time.time() - t0, 1),

@@ -251,3 +251,34 @@ def test_command_line_reproduces_the_protocol():
     p = report.protocol("full", wp_curriculum=[(2, 100)], corpus_override="data/x.txt")
     args = build_parser().parse_args(report.command_line(p.to_dict()).split()[3:])
     assert args.wp_curriculum == "2:100" and args.corpus_file == "data/x.txt"
+
+
+def test_tune_lr_shares_its_grid_through_a_storage(tmp_path):
+    """--lr-storage: a second worker on the same study trains none of the grid again (only the winning lr,
+    for its row) and reads the first worker's values; another protocol under the same name is refused; in
+    memory (no storage) every lr is trained, in the grid's order."""
+    from types import SimpleNamespace
+
+    from geomlab import sweep
+    from geomlab.report import tune_lr
+
+    bpc = {1e-3: 2.9, 3e-3: 2.5, 1e-2: 2.7}
+    calls: list[float] = []
+
+    def train(seed, lr):
+        calls.append(lr)
+        return SimpleNamespace(metrics={"valid_bpc": bpc[lr]}, lr=lr)
+
+    grid = (1e-3, 3e-3, 1e-2)
+    store = str(tmp_path / "lr.journal")
+    quiet = lambda *_: None  # noqa: E731
+    sweep_a, best_a, run_a = tune_lr(train, grid, 0, "ts / model", quiet, storage=store, setup={"steps": 10})
+    assert calls == list(grid) and best_a == 3e-3 and run_a.lr == 3e-3
+    assert sweep_a == {str(lr): bpc[lr] for lr in grid}
+    calls.clear()
+    sweep_b, best_b, run_b = tune_lr(train, grid, 0, "ts / model", quiet, storage=store, setup={"steps": 10})
+    assert calls == [3e-3] and sweep_b == sweep_a and best_b == 3e-3  # only the row's run, trained here
+    with pytest.raises(sweep.SweepError):
+        tune_lr(train, grid, 0, "ts / model", quiet, storage=store, setup={"steps": 20})
+    calls.clear()
+    assert tune_lr(train, grid, 0, "ts / model", quiet)[1] == 3e-3 and calls == list(grid)

@@ -37,6 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(still one value for every model)")
     p.add_argument("--lr-grid", metavar="LR[,LR]", help="tune each language model's learning rate on this grid "
                    "(best validation BPC of the first seed; the same rule for every model; replaces --lr)")
+    p.add_argument("--lr-storage", metavar="URL|FILE",
+                   help="keep each model's learning-rate study (--lr-grid / the profile's grid) in this Optuna "
+                        "storage (a journal file, or a database URL such as postgresql://... or sqlite:///x.db) "
+                        "instead of in memory: several processes or machines running the same command share "
+                        "the grid, each training only the learning rates no one has taken yet "
+                        "(docs/pipeline.md, Sweeps)")
     p.add_argument("--batch-size", type=int, metavar="N", help="override the language models' batch size")
     p.add_argument("--seq-len", type=int, metavar="N", help="override the language models' window length")
     p.add_argument("--seeds", type=int, metavar="N", help="average over seeds 0..N-1")
@@ -104,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         if WORD_PROBLEM not in keys:
             overrides["wp_steps"] = 0
     proto = report.protocol(name, **overrides)
-    results = report.run_report(proto)
+    results = report.run_report(proto, lr_storage=args.lr_storage)
     path = report.write_report(results, args.out, png=not args.no_png)
     failed = [r["label"] for c in results["comparisons"] for r in c["rows"] if r.get("error")]
     if results.get("word_problem"):
