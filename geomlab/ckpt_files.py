@@ -134,15 +134,21 @@ def pair_meta(json_path: Path, st_path: Path, weights_id: str | None, read_json:
             new = None
         if isinstance(new, dict) and new.get(JSON_KEY) == weights_id:
             if repair:
-                try:
-                    os.replace(j, json_path)
-                except OSError:
-                    pass  # read-only folder, or the save finished it meanwhile: the JSON is the same
+                _finish_journal(j, json_path)
             return new
     if meta is None:
         raise err  # type: ignore[misc]
     raise PairError(f"{json_path.name} and {st_path.name} come from two different saves (an interrupted or "
                     "mixed copy): refusing a mismatched pair; save the checkpoint again")
+
+
+def _finish_journal(j: Path, path: Path) -> None:
+    """Rename an interrupted save's journal ``j`` into place at ``path``; a read-only folder, or the save
+    finishing it meanwhile (the content is the same), leaves things as they are."""
+    try:
+        os.replace(j, path)
+    except OSError:
+        pass
 
 
 def companion_bytes(path: Path, weights_id: str | None, repair: bool = True, follow: bool = True) -> bytes:
@@ -157,10 +163,7 @@ def companion_bytes(path: Path, weights_id: str | None, repair: bool = True, fol
             pass
         else:
             if repair:
-                try:
-                    os.replace(j, path)
-                except OSError:
-                    pass  # read-only folder, or the save finished it meanwhile: the text is the same
+                _finish_journal(j, path)
             return data
     return read_regular(path, follow=follow)
 
