@@ -26,7 +26,8 @@ import streamlit as st  # noqa: E402
 
 from app_pages import _ui as ui  # noqa: E402
 
-st.set_page_config(page_title="geomlab", page_icon=":material/blur_circular:", layout="wide",
+# a local icon: a `:material/...` page icon is fetched from a font CDN, so offline the tab had none
+st.set_page_config(page_title="geomlab", page_icon=str(_ROOT / "assets" / "icon.png"), layout="wide",
                    initial_sidebar_state="expanded")
 ui.log_to_server()
 ui.warm_up()

@@ -194,6 +194,8 @@ def test_the_first_view_comes_from_the_cache_the_warm_up_filled(page, server):
     trace_miss = f"miss ('trace', {str(entry.path)!r}"  # a trace of this checkpoint computed (cache.py logs it)
     misses = log.read_text().count(trace_miss)
     assert misses == 1  # the warm-up's
+    outside: list[str] = []  # requests to any other host: the app works offline (favicon included)
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(server) else None)
     t0 = time.monotonic()
     page.goto(f"{server}/{slug}?debug=1")
     wait_idle(page)
@@ -213,6 +215,8 @@ def test_the_first_view_comes_from_the_cache_the_warm_up_filled(page, server):
     started = page.evaluate("performance.getEntriesByType('resource').filter(e => e.name.includes('/PlotlyChart.'))"
                             ".map(e => e.initiatorType)")
     assert len(started) == 1  # fetched once: Streamlit's own import reused the preloaded module
+    page.wait_for_timeout(500)
+    assert not [u for u in outside if not u.startswith(("data:", "blob:"))], outside
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "first_view.txt").write_text(f"/{slug} ({entry.ref}): {seconds:.2f} s to the first view "
                                               f"in chromium after the warm-up\n")
