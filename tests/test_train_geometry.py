@@ -264,9 +264,10 @@ def test_train_page_shows_geometry_now_while_training_and_overlays_runs():
         live.wait_for(run, lambda s: s.step >= 2, timeout=TIMEOUT)
         at = _page(run.run_id)
         assert not at.exception and "Geometry now" in [h.value for h in at.subheader]
-        # the first visit asks for the weights; the training thread copies them at its next logging step
+        # the first visit asks for the weights; the training thread copies them at its next logging step and
+        # traces the copy there (wait for the probe itself: under load the trace takes a while after the copy)
         deadline = time.monotonic() + TIMEOUT
-        while run._probe_weights is None and time.monotonic() < deadline:
+        while run._probe_last is None and time.monotonic() < deadline:
             time.sleep(0.05)
         at.run()
         assert not at.exception
