@@ -33,6 +33,7 @@ import json
 import os
 import stat
 import struct
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -49,6 +50,15 @@ class PairError(ValueError):
 
 class ExistsError(FileExistsError):
     """:func:`install` with ``exclusive=True`` found ``NAME.json`` or ``NAME.safetensors`` already there."""
+
+
+def make_writable(folder: Path) -> None:
+    """Make ``folder`` (and its parents) and check that a file can be written in it, with a temporary file
+    that leaves nothing behind. Raises ``OSError`` (read-only file system, permissions, a file in the way).
+    Used before a run trains, for its checkpoint and log folders. Design choice."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=folder):
+        pass
 
 
 def journal(json_path: Path, save_id: str) -> Path:

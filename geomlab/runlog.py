@@ -16,9 +16,10 @@ requirements.txt; the same package has the viewer and the event reader the tests
 from __future__ import annotations
 
 import math
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from geomlab.ckpt_files import make_writable
 
 #: Seconds between flushes of the event file (design choice: a live run shows up in TensorBoard within
 #: seconds; SummaryWriter's default is 120).
@@ -50,9 +51,7 @@ def check_log_dir(path: str | Path) -> Path:
         raise LogDirError(f"cannot write TensorBoard logs to {folder}: it is a file, not a folder (choose "
                           "another log folder; nothing was trained)")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):  # a write probe that leaves nothing behind
-            pass
+        make_writable(folder)
     except OSError as exc:
         raise LogDirError(f"cannot write TensorBoard logs to {folder}: {exc.strerror or exc} (choose another "
                           "log folder; nothing was trained)") from None

@@ -180,12 +180,11 @@ def check_out_dir(folder: Path, model=None) -> None:
     that has less free space than about twice the checkpoint (weights + AdamW moments; the atomic write
     needs the old and the new copy side by side). Raises ``ValueError`` with one line."""
     import shutil
-    import tempfile
+
+    from geomlab.ckpt_files import make_writable
 
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):  # a write probe that leaves nothing behind
-            pass
+        make_writable(folder)
     except OSError as exc:
         raise ValueError(f"cannot write checkpoints to {folder}: {exc.strerror or exc} (choose another --out; "
                          "nothing was trained)") from None
