@@ -39,8 +39,9 @@ class FigureSpec:
     ``cursor_fallback`` (on a :class:`~geomlab.figures.FigureError` at that cursor, build it at the figure's
     default position instead; used by the plane interpolation, which needs a plane pair at the cursor) and
     ``default`` (shown when a view opens; the others wait under "More figures", see :func:`default_figures`)
-    and ``replaces`` (a figure this one takes the place of in the default set when both apply: the torus
-    angles replace the phase timeline, which shows the same angles again).
+    and ``replaces`` (the figures this one takes the place of in the default set when they apply: on the torus
+    T^k the eigenvalues of H_t are its diagonal entries, so the torus angles replace the phase timeline and
+    the eigenvalue circle, which draw the same angles again; both stay under "More figures").
 
     One cursor per page (issue 16): every figure marks the page's token cursor, the 3-D scenes included, and
     none has an animation slider of its own. A chart whose spec changes is drawn anew by the browser
@@ -53,7 +54,7 @@ class FigureSpec:
     cursor_arg: str | None = "cursor"
     cursor_fallback: bool = False
     default: bool = True
-    replaces: str | None = None
+    replaces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,8 @@ MAX_DEFAULT = 4
 # Figures with panels side by side (torus_angles, generator_heatmap, plane_matrix: two columns) are wide: at
 # half width their subplot titles overlap and their ticks pile up (tests/test_app.py checks it). Order =
 # display order; a view's default set is its first MAX_DEFAULT applicable figures with default=True, less
-# those another applicable default figure replaces (the torus angles take the phase timeline's place).
+# those another applicable default figure replaces (the torus angles take the place of the phase timeline and
+# the eigenvalue circle: one chart fewer to draw again on every cursor move, issue 14).
 VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
     ViewSpec("trajectories", "Group trajectories", "Trajectories", ":material/timeline:", OSM_KINDS,
              "orthogonal-state (OSM)",
@@ -101,7 +103,7 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
              "from the identity, and a picture of the path.",
              (F("phase_circle", False, ("layer",)), F("pca_projection", False, ("layer",)),
               F("distance_profile", True), F("phase_timeline", True, ("layer",)),
-              F("torus_angles", True, ("layer",), replaces="phase_timeline"),
+              F("torus_angles", True, ("layer",), replaces=("phase_timeline", "phase_circle")),
               F("pca_trajectory", False, ("layer",), default=False),
               F("so3_frame", False, ("layer",), default=False)),
              ("layer",)),
@@ -254,7 +256,7 @@ def default_figures(slug: str, tr: Any) -> list[FigureSpec]:
     :data:`MAX_DEFAULT` applicable figures marked ``default`` and not replaced by another of them
     (``FigureSpec.replaces``), in display order."""
     fitting = [f for f in view_figures(slug, tr) if f.default]
-    replaced = {f.replaces for f in fitting if f.replaces}
+    replaced = {name for f in fitting for name in f.replaces}
     return [f for f in fitting if f.name not in replaced][:MAX_DEFAULT]
 
 
