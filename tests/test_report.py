@@ -86,9 +86,9 @@ def test_lr_grid_picks_the_best_validation_lr_per_model(monkeypatch):
         return SimpleNamespace(model=model, config={"kind": kind}, metrics={"valid_bpc": v, "test_bpc": v + 0.1},
                                tokens_per_s=100.0, train_time_s=1.0, cpu_time_s=1.0, history=[])
 
-    monkeypatch.setattr(report, "train_and_evaluate", fake)
-    monkeypatch.setattr(report, "trace_latency_ms", lambda *a, **k: 1.0)
-    monkeypatch.setattr(report, "make_task", lambda name: SimpleNamespace(spec=lambda: {"corpus": name},
+    monkeypatch.setattr(report.running, "train_and_evaluate", fake)
+    monkeypatch.setattr(report.running, "trace_latency_ms", lambda *a, **k: 1.0)
+    monkeypatch.setattr(report.running, "make_task", lambda name: SimpleNamespace(spec=lambda: {"corpus": name},
                                                                           vocab_size=5))
     proto = report.protocol("quick", lr_grid=[1e-3, 1e-2, 3e-2], seeds=[0, 1])
     res = report.run_comparison(report.COMPARISONS["ts-50k"], proto, log=lambda s: None)
@@ -165,6 +165,25 @@ def test_figures_for_builds_every_figure():
     assert len(colours) == 2 and all(len(c) == 1 for c in colours.values())
     assert len({next(iter(c)) for c in colours.values()}) == 2
     assert sorted(t.name for t in wp.data if t.showlegend) == ["LSTM", "OSM-RNN O(8)"]
+
+
+def test_committed_report_renders_again_from_its_json():
+    """docs/results.md is exactly what the renderer makes of docs/results/results.json (with the figure links,
+    the longer runs next to it and the bundled zoo's cards, as write_report adds them): the Markdown is never
+    edited by hand, and a change of the renderer that changes the committed report shows here. (A rebuilt zoo
+    card changes the zoo table: re-render with `geomlab report --from-json docs/results/results.json --out
+    docs/results.md`.)"""
+    from pathlib import Path
+
+    from geomlab.report.output import figure_links, with_context
+
+    out = Path(__file__).resolve().parents[1] / "docs" / "results.md"
+    fig_dir = out.parent / "results"
+    results = json.loads((fig_dir / "results.json").read_text(encoding="utf-8"))
+    figs = report.figures_for(results)
+    pngs = {name: fig_dir / f"{name}.png" for name in figs if (fig_dir / f"{name}.png").is_file()}
+    md = report.render_markdown(with_context(results, out), figure_links(figs, pngs))
+    assert md == out.read_text(encoding="utf-8")
 
 
 # ----------------------------------------------------------------------------------------------- end to end
