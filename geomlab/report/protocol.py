@@ -221,10 +221,10 @@ def protocol(name: str = "quick", **overrides: Any) -> Protocol:
 
 
 def command_line(p: dict[str, Any]) -> str:
-    """The ``python -m geomlab bench ...`` command that reproduces protocol dict ``p`` (profile flag plus the
+    """The ``python -m geomlab report ...`` command that reproduces protocol dict ``p`` (profile flag plus the
     overrides that differ from the profile)."""
     base = PROFILES.get(p["name"])
-    parts = ["python -m geomlab bench"] + ([] if p["name"] == "full" else [f"--{p['name']}"])
+    parts = ["python -m geomlab report"] + ([] if p["name"] == "full" else [f"--{p['name']}"])
     if base is None:
         return " ".join(parts)
     b = base.to_dict()

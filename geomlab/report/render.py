@@ -258,7 +258,7 @@ def reproduce_section(results: dict[str, Any]) -> list[str]:
                 enumerate((results.get("part_outs") or []) + [None] * (len(cmds) - len(results.get("part_outs") or [])))]
         lines += ["or, as this run was made, in parallel processes merged afterwards:", "", "```bash"]
         lines += [f"GEOMLAB_DATA_DIR=../shared/data {cmd} --out {out} &" for cmd, out in zip(cmds, outs)]
-        lines += ["wait", "python -m geomlab bench --from-json "
+        lines += ["wait", "python -m geomlab report --from-json "
                   + " ".join((Path(o).parent / "results" / "results.json").as_posix() for o in outs)
                   + f" --out {results.get('out', 'docs/results.md')}", "```", ""]
     lines += [
