@@ -85,7 +85,7 @@ def tune_lr(train: Callable[[int, float], Any], grid: tuple[float, ...], seed: i
 
     def objective(params, trial):
         lr = params["lr"]
-        log(f"[bench] {label} / lr sweep {lr} (seed {seed}) ...")
+        log(f"[report] {label} / lr sweep {lr} (seed {seed}) ...")
         out = train(seed, lr)
         runs[lr] = out
         v = out.metrics.get("valid_bpc")
@@ -94,9 +94,9 @@ def tune_lr(train: Callable[[int, float], Any], grid: tuple[float, ...], seed: i
     def on_trial(t):
         rec = sweep.trial_record(t)
         if rec["state"] == "complete":
-            log(f"[bench]   lr {rec['params']['lr']}: valid {round(rec['value'], 4)} BPC")
+            log(f"[report]   lr {rec['params']['lr']}: valid {round(rec['value'], 4)} BPC")
         else:
-            log(f"[bench]   lr {rec['params'].get('lr')} {rec['state']}: {rec.get('error', '')}")
+            log(f"[report]   lr {rec['params'].get('lr')} {rec['state']}: {rec.get('error', '')}")
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     name = f"lr/{label}/seed{seed}" if storage is not None else "lr"
@@ -106,7 +106,7 @@ def tune_lr(train: Callable[[int, float], Any], grid: tuple[float, ...], seed: i
     taken = {t.params.get("lr") for t in study.get_trials(deepcopy=False)}
     todo = [lr for lr in grid if lr not in taken]
     if len(todo) < len(grid):
-        log(f"[bench] {label}: {len(grid) - len(todo)} of the grid's learning rates already taken in {name}")
+        log(f"[report] {label}: {len(grid) - len(todo)} of the grid's learning rates already taken in {name}")
     for lr in todo:  # in the grid's order (the GridSampler alone would shuffle it)
         study.enqueue_trial({"lr": lr})
     if todo:
@@ -119,7 +119,7 @@ def tune_lr(train: Callable[[int, float], Any], grid: tuple[float, ...], seed: i
             f"lr {t['params'].get('lr')}: {t.get('error', t['state'])}" for t in result["trials"]))
     best = result["best"]["params"]["lr"]
     if best not in runs:  # another worker trained it: the same seed gives the same run
-        log(f"[bench] {label}: lr {best} won in the shared study; training it here for the row")
+        log(f"[report] {label}: lr {best} won in the shared study; training it here for the row")
         runs[best] = train(seed, best)
     return {str(lr): values.get(lr) for lr in grid}, best, runs[best]
 
@@ -154,7 +154,7 @@ def run_comparison(comp: Comparison, proto: Protocol, log: Callable[[str], None]
             else:
                 row["lr"] = proto.lr
             for i, seed in enumerate(proto.seeds):
-                log(f"[bench] {comp.key} / {arm.label} / seed {seed} (lr {row['lr']}) ...")
+                log(f"[report] {comp.key} / {arm.label} / seed {seed} (lr {row['lr']}) ...")
                 out = first if (i == 0 and first is not None) else train(seed, row["lr"])
                 row["params"] = count_params(out.model, "effective")
                 row["params_stored"] = count_params(out.model, "stored")
@@ -166,12 +166,12 @@ def run_comparison(comp: Comparison, proto: Protocol, log: Callable[[str], None]
                 row["train_time_s"].append(out.train_time_s)
                 row.setdefault("cpu_s", []).append(out.cpu_time_s)
                 row.setdefault("history", [h for h in out.history if "loss" in h])
-                log(f"[bench]   {row['params']} params, valid {out.metrics.get('valid_bpc'):.4f} / test "
+                log(f"[report]   {row['params']} params, valid {out.metrics.get('valid_bpc'):.4f} / test "
                     f"{out.metrics.get('test_bpc'):.4f} BPC, {out.tokens_per_s:.0f} tok/s")
             row["trace_ms"] = trace_latency_ms(out.model, task.vocab_size, proto.latency_len)
         except Exception as exc:  # keep going: the report shows the failure
             row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            log(f"[bench]   FAILED {row['error']}")
+            log(f"[report]   FAILED {row['error']}")
             log(traceback.format_exc(limit=3))
         summarize_row(row, proto)
         rows.append(row)
@@ -193,7 +193,7 @@ def run_word_problem(proto: Protocol, log: Callable[[str], None] = print) -> dic
             per_seed: list[dict[int, float]] = []
             try:
                 for seed in proto.seeds:
-                    log(f"[bench] word problem {group} / {arm.label} / seed {seed} ...")
+                    log(f"[report] word problem {group} / {arm.label} / seed {seed} ...")
                     out = train_and_evaluate(arm.kind, task, budget=row["budget"], config=arm.config,
                                              steps=proto.wp_steps, batch_size=proto.wp_batch_size,
                                              seq_len=proto.wp_train_len, lr=proto.wp_lr, seed=seed,
@@ -205,10 +205,10 @@ def run_word_problem(proto: Protocol, log: Callable[[str], None] = print) -> dic
                     row["config"] = out.config
                     per_seed.append(accuracy_by_length(out.model, task, proto.wp_lengths))
                     row["tokens_per_s"].append(out.tokens_per_s)
-                    log(f"[bench]   {row['params']} params, accuracy by length {per_seed[-1]}")
+                    log(f"[report]   {row['params']} params, accuracy by length {per_seed[-1]}")
             except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-                log(f"[bench]   FAILED {row['error']}")
+                log(f"[report]   FAILED {row['error']}")
             row["acc"] = mean_accuracy(per_seed, proto.wp_lengths)
             row["chance"] = 1.0 / task.vocab_size
             rows.append(row)
