@@ -1,4 +1,4 @@
-"""``python -m geomlab.bench browser`` runs end to end (a smoke run: one session per page and server, one
+"""``geomlab bench browser`` runs end to end (a smoke run: one session per page and server, one
 cursor move); its figures are a benchmark's, not asserted."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from geomlab.bench import browser
+from geomlab.cli import main
 
 
 @pytest.mark.browser
@@ -20,7 +20,7 @@ def test_bench_browser_smoke(capsys):
             pytest.fail("Debian's chromium is not installed and CI=true")
         pytest.skip("needs Debian's chromium")
     pytest.importorskip("playwright.sync_api")
-    assert browser.main(["--rounds", "1", "--moves", "1", "--chars", "300", "--pages", ""]) == 0
+    assert main(["bench", "browser", "--rounds", "1", "--moves", "1", "--chars", "300", "--pages", ""]) == 0
     out = capsys.readouterr().out
     assert "/home" in out and "ratio shipped/baseline" in out
     rows = [line for line in out.splitlines() if "median" in line and "min" in line]

@@ -144,6 +144,30 @@ def test_help_explains_options():
         assert flag in res.stdout
 
 
+def test_report_and_bench_are_two_commands(capsys):
+    """`geomlab --help` lists `report` (the reproduction report) and `bench` (micro-benchmarks); `geomlab bench`
+    alone lists the benchmarks (status 2), an unknown name is one line; `python -m geomlab.bench NAME`, the old
+    spelling, goes through the same command."""
+    from geomlab.bench import available
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert re.search(r"^\s+report\s+train and evaluate every model", out, re.M)
+    assert re.search(r"^\s+bench\s+run a micro-benchmark", out, re.M)
+    assert main(["bench"]) == 2
+    out = capsys.readouterr().out
+    assert ", ".join(available()) in out and "geomlab report" in out
+    assert {"browser", "device", "figures", "gp", "grassmann", "groups", "load", "osm", "train", "views"} <= set(
+        available())
+    assert main(["bench", "no-such-bench"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown benchmark 'no-such-bench'") and err.count("\n") == 1
+    res = subprocess.run([sys.executable, "-m", "geomlab.bench", "no-such-bench"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300)
+    assert res.returncode == 2 and res.stderr.startswith("error: unknown benchmark 'no-such-bench'")
+
+
 def test_train_never_overwrites_an_earlier_checkpoint(tmp_path, capsys):
     """The default name includes the group, a repeated default name gets -2, -3 ..., and an explicit
     --name that exists is refused (use --resume)."""

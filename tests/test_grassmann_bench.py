@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from geomlab.bench import available
 from geomlab.bench import grassmann as bench
+from geomlab.cli import main
 
 
 def test_bench_runs_and_prints_ratios(capsys):
     assert "grassmann" in available()
-    assert bench.main(["--lengths", "16,32", "--reps", "1", "--no-models", "--mode", "forward",
-                       "--d-model", "16", "--rank", "4", "--offsets", "1,2"]) == 0
+    assert main(["bench", "grassmann", "--lengths", "16,32", "--reps", "1", "--no-models", "--mode", "forward",
+                 "--d-model", "16", "--rank", "4", "--offsets", "1,2"]) == 0
     out = capsys.readouterr().out
     assert "sdpa/mix" in out and "log-log slope" in out and "KV cache" in out
 

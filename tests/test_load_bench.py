@@ -1,4 +1,4 @@
-"""The load benchmark (``python -m geomlab.bench load``): its protocol messages built and parsed offline,
+"""The load benchmark (``geomlab bench load``): its protocol messages built and parsed offline,
 its helpers, and one smoke run against the real server (3 sessions, 1 cursor move; no timing asserts)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Tests of the reproduction report (geomlab.report) and the `bench` subcommand."""
+"""Tests of the reproduction report (geomlab.report) and the `report` subcommand (and its old spelling, `bench`
+with report options)."""
 
 from __future__ import annotations
 
@@ -86,9 +87,9 @@ def test_lr_grid_picks_the_best_validation_lr_per_model(monkeypatch):
         return SimpleNamespace(model=model, config={"kind": kind}, metrics={"valid_bpc": v, "test_bpc": v + 0.1},
                                tokens_per_s=100.0, train_time_s=1.0, cpu_time_s=1.0, history=[])
 
-    monkeypatch.setattr(report, "train_and_evaluate", fake)
-    monkeypatch.setattr(report, "trace_latency_ms", lambda *a, **k: 1.0)
-    monkeypatch.setattr(report, "make_task", lambda name: SimpleNamespace(spec=lambda: {"corpus": name},
+    monkeypatch.setattr(report.running, "train_and_evaluate", fake)
+    monkeypatch.setattr(report.running, "trace_latency_ms", lambda *a, **k: 1.0)
+    monkeypatch.setattr(report.running, "make_task", lambda name: SimpleNamespace(spec=lambda: {"corpus": name},
                                                                           vocab_size=5))
     proto = report.protocol("quick", lr_grid=[1e-3, 1e-2, 3e-2], seeds=[0, 1])
     res = report.run_comparison(report.COMPARISONS["ts-50k"], proto, log=lambda s: None)
@@ -167,6 +168,25 @@ def test_figures_for_builds_every_figure():
     assert sorted(t.name for t in wp.data if t.showlegend) == ["LSTM", "OSM-RNN O(8)"]
 
 
+def test_committed_report_renders_again_from_its_json():
+    """docs/results.md is exactly what the renderer makes of docs/results/results.json (with the figure links,
+    the longer runs next to it and the bundled zoo's cards, as write_report adds them): the Markdown is never
+    edited by hand, and a change of the renderer that changes the committed report shows here. (A rebuilt zoo
+    card changes the zoo table: re-render with `geomlab report --from-json docs/results/results.json --out
+    docs/results.md`.)"""
+    from pathlib import Path
+
+    from geomlab.report.output import figure_links, with_context
+
+    out = Path(__file__).resolve().parents[1] / "docs" / "results.md"
+    fig_dir = out.parent / "results"
+    results = json.loads((fig_dir / "results.json").read_text(encoding="utf-8"))
+    figs = report.figures_for(results)
+    pngs = {name: fig_dir / f"{name}.png" for name in figs if (fig_dir / f"{name}.png").is_file()}
+    md = report.render_markdown(with_context(results, out), figure_links(figs, pngs))
+    assert md == out.read_text(encoding="utf-8")
+
+
 # ----------------------------------------------------------------------------------------------- end to end
 @pytest.mark.slow
 def test_bench_smoke_writes_the_report(tmp_path, tiny_text):
@@ -175,7 +195,7 @@ def test_bench_smoke_writes_the_report(tmp_path, tiny_text):
     text = tmp_path / "tiny.txt"
     text.write_text(tiny_text, encoding="utf-8")
     out = tmp_path / "docs" / "results.md"
-    rc = main(["bench", "--smoke", "--corpus-file", str(text), "--out", str(out), "--no-png", "--threads", "1"])
+    rc = main(["report", "--smoke", "--corpus-file", str(text), "--out", str(out), "--no-png", "--threads", "1"])
     assert out.is_file()
     md = out.read_text()
     data = json.loads((out.parent / "results" / "results.json").read_text())
@@ -222,14 +242,27 @@ def test_merge_results_and_from_json(tmp_path):
     fa.write_text(json.dumps(a))
     fb.write_text(json.dumps(b))
     out = tmp_path / "r.md"
-    assert main(["bench", "--from-json", str(fa), str(fb), "--out", str(out), "--no-png"]) == 0
+    assert main(["report", "--from-json", str(fa), str(fb), "--out", str(out), "--no-png"]) == 0
     md = out.read_text()
     assert "2 parallel processes" in md and md.count("| Model A |") == 2
     # the reproduce block gives each part's own command, and the merge of their results files
-    assert md.count("python -m geomlab bench --quick --only ts-100k --out runs/report-") == 1
-    assert md.count("python -m geomlab bench --quick --only ts-50k,word-problem --out runs/report-") == 1
+    assert md.count("python -m geomlab report --quick --only ts-100k --out runs/report-") == 1
+    assert md.count("python -m geomlab report --quick --only ts-50k,word-problem --out runs/report-") == 1
     assert "--from-json runs/report-0/results/results.json runs/report-1/results/results.json" in md
-    assert main(["bench", "--from-json", str(tmp_path / "missing.json"), "--out", str(out)]) == 2
+    assert main(["report", "--from-json", str(tmp_path / "missing.json"), "--out", str(out)]) == 2
+
+
+def test_old_spelling_bench_with_report_options_writes_the_report(tmp_path, capsys):
+    """`geomlab bench` followed by report options (no benchmark name) still writes the report, for one release,
+    with a one-line deprecation note on stderr; the report's commands use the new spelling."""
+    f = tmp_path / "a.json"
+    f.write_text(json.dumps(_fake_results()))
+    out = tmp_path / "r.md"
+    capsys.readouterr()
+    assert main(["bench", "--from-json", str(f), "--out", str(out), "--no-png"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "deprecated" in err and "geomlab report" in err
+    assert "python -m geomlab report --quick --out" in out.read_text()
 
 
 def test_command_line_reproduces_the_protocol():
@@ -239,11 +272,11 @@ def test_command_line_reproduces_the_protocol():
     p = report.protocol("quick", steps=1000, lr=0.01, comparisons=["ts-50k"], wp_steps=0, eval_tokens="all",
                         seeds=[0, 1])
     cmd = report.command_line(p.to_dict())
-    assert cmd.startswith("python -m geomlab bench --quick")
+    assert cmd.startswith("python -m geomlab report --quick")
     args = build_parser().parse_args(cmd.split()[3:])
     assert args.steps == 1000 and args.lr == 0.01 and args.only == "ts-50k" and args.eval_chars == "all"
     assert args.seeds == 2 and args.quick
-    assert report.command_line(report.PROFILES["quick"].to_dict()) == "python -m geomlab bench --quick"
+    assert report.command_line(report.PROFILES["quick"].to_dict()) == "python -m geomlab report --quick"
     p = report.protocol("full", steps=400, batch_size=16, lr_grid=[3e-3, 1e-2], seeds=[0])
     cmd = report.command_line(p.to_dict())
     args = build_parser().parse_args(cmd.split()[3:])

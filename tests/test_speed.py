@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from numpy.polynomial import polynomial as npoly
 
 from geomlab import groups as G
-from geomlab.bench import train as train_bench
 from geomlab.groups import expm_taylor, get_group
 from geomlab.models import build_model
 from geomlab.models.osm import TangentMixing
@@ -103,10 +102,12 @@ def test_osm_rnn_and_osmformer_train_on_the_group():
 
 
 def test_bench_train_quick_prints_each_pair(capsys):
-    assert train_bench.main(["--quick", "--only", "osm-rnn", "cem-T1"]) == 0
+    from geomlab.cli import main
+
+    assert main(["bench", "train", "--quick", "--only", "osm-rnn", "cem-T1"]) == 0
     out = capsys.readouterr().out
     assert "osm-rnn" in out and "lstm" in out and "cem-T1" in out and "llama" in out
-    assert train_bench.main(["--only", "no-such-model"]) == 2
+    assert main(["bench", "train", "--only", "no-such-model"]) == 2
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])

@@ -1,8 +1,9 @@
-"""Benchmark scripts: ``python -m geomlab.bench NAME [args]`` runs ``geomlab.bench.NAME.main(argv)``.
+"""Micro-benchmarks: ``geomlab bench NAME [args]`` runs ``geomlab.bench.NAME.main(argv)``
+(:mod:`geomlab.commands.bench`; ``python -m geomlab.bench NAME`` is the old spelling, kept for one release).
 
 Each module ``geomlab/bench/NAME.py`` defines ``main(argv: list[str] | None = None) -> int`` and prints its
 figures; speed is always reported as a ratio to a baseline measured in the same run (docs/architecture.md).
-``python -m geomlab.bench`` with no name lists the available benchmarks.
+``geomlab bench`` with no name lists the available benchmarks.
 """
 
 from __future__ import annotations
@@ -11,5 +12,5 @@ import pkgutil
 
 
 def available() -> list[str]:
-    """Names of the benchmark modules in this package (those that can be passed to ``python -m geomlab.bench``)."""
+    """Names of the benchmark modules in this package (those that can be passed to ``geomlab bench``)."""
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))

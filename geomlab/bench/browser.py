@@ -1,4 +1,4 @@
-"""``python -m geomlab.bench browser``: the first view and a cursor move as a person sees them, in chromium.
+"""``geomlab bench browser``: the first view and a cursor move as a person sees them, in chromium.
 
 Starts two app servers (``streamlit run serve.py``, as the README does; :func:`geomlab.bench.load.app_server`)
 from the same checkout: one as shipped, one with the chart preload turned off (``GEOMLAB_PRELOAD=0``, see
@@ -103,7 +103,7 @@ def _summary(values: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m geomlab.bench browser", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="geomlab bench browser", description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=5, help="fresh sessions per server and page (default 5)")
     ap.add_argument("--pages", default=",energy,trajectories",
                     help="comma-separated page paths for the first view ('' is Home; default: Home, /energy (the "

@@ -1,4 +1,4 @@
-"""``python -m geomlab.bench device``: the issue-17 speed comparison on an accelerator (CUDA) when one is present.
+"""``geomlab bench device``: the issue-17 speed comparison on an accelerator (CUDA) when one is present.
 
 Runs the training-step ratios of :mod:`geomlab.bench.train` (the same pairs and budgets, wall time with
 ``torch.cuda.synchronize``) and the ``exp`` forward+backward ratio of :mod:`geomlab.bench.groups` against
@@ -43,7 +43,7 @@ def sync_free_step(device: torch.device) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line; prints the tables. Returns 0."""
-    p = argparse.ArgumentParser(prog="python -m geomlab.bench device", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="geomlab bench device", description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--warmup", type=int, default=3)
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.quick:
         a.rounds, a.warmup, a.batch, a.dims = 2, 1, 256, "2,5,17,32"
     if a.device.startswith("cuda") and not torch.cuda.is_available():
-        print("no CUDA device: nothing to measure (python -m geomlab.bench train is the CPU comparison)")
+        print("no CUDA device: nothing to measure (geomlab bench train is the CPU comparison)")
         return 0
     device = torch.device(a.device)
     if device.type == "cuda":

@@ -1,4 +1,4 @@
-"""``python -m geomlab.bench figures``: time to trace a text and build every figure, per model kind.
+"""``geomlab bench figures``: time to trace a text and build every figure, per model kind.
 
 For each kind: the bundled model size (the zoo recipe's config, or a ~100K-parameter budget for kinds the
 zoo does not bundle), random weights (timing does not depend on training), a 256-character text. Prints
@@ -47,7 +47,7 @@ def bench_configs(vocab_size: int, kinds_: list[str] | None = None) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m geomlab.bench figures", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="geomlab bench figures", description=__doc__.split("\n\n")[0])
     p.add_argument("--chars", type=int, default=256, help="text length in characters (default 256)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per kind (median reported)")
     p.add_argument("--kinds", default=None, help="comma-separated kinds (default: all registered)")

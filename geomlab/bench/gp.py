@@ -1,4 +1,4 @@
-"""``python -m geomlab.bench gp``: CEM on Gaussian-process regression for several recursion depths T.
+"""``geomlab bench gp``: CEM on Gaussian-process regression for several recursion depths T.
 
 Trains one :class:`geomlab.models.cem.CEMRegressor` per T (same architecture and parameter count, same seed
 and batches) on :class:`geomlab.data.gp.GPRegressionTask` with :class:`geomlab.train.Trainer`, then prints
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     from geomlab.models.cem import CEMRegressor
     from geomlab.train import TrainConfig, Trainer
 
-    p = argparse.ArgumentParser(prog="python -m geomlab.bench gp", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="geomlab bench gp", description=__doc__.split("\n\n")[0])
     p.add_argument("--T", type=int, nargs="+", default=[1, 2, 4, 8], help="recursion steps to compare")
     p.add_argument("--steps", type=int, default=600, help="optimizer steps per run (default 600)")
     p.add_argument("--batch-size", type=int, default=32)

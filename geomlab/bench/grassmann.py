@@ -1,4 +1,4 @@
-"""``python -m geomlab.bench grassmann``: time and peak memory of the Causal Grassmann mixer against causal
+"""``geomlab bench grassmann``: time and peak memory of the Causal Grassmann mixer against causal
 multi-head attention as the sequence length grows (the paper's linear-scaling claim, measured).
 
 Source of the claim: Zhang Chong, arXiv 2512.19428 (abstract: mixing cost linear in L for a fixed rank r;
@@ -200,7 +200,7 @@ def decode_state_bytes(L: int, n_layers: int, d_model: int, rank: int, offsets: 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line; prints the tables. Returns the exit status."""
-    p = argparse.ArgumentParser(prog="python -m geomlab.bench grassmann", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="geomlab bench grassmann", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="lengths 128, 512, 1024 and 5 repeats (seconds)")
     p.add_argument("--lengths", type=str, default="128,256,512,1024,2048,4096", help="comma-separated L")
     p.add_argument("--d-model", type=int, default=128)

@@ -1,4 +1,4 @@
-"""``python -m geomlab.bench groups``: speed of ``MatrixGroup.exp`` and float32 drift of long products.
+"""``geomlab bench groups``: speed of ``MatrixGroup.exp`` and float32 drift of long products.
 
 For each group (default O and U) and d in {4, 8, 16, 32}:
 
@@ -133,7 +133,7 @@ def _format_row(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m geomlab.bench groups", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="geomlab bench groups", description=__doc__.split("\n")[0])
     p.add_argument("--groups", default="O,U", help="comma list of group names (O,SO,U,SU,T,O-block); default O,U")
     p.add_argument("--dims", default="4,8,16,32", help="comma list of d; default 4,8,16,32")
     p.add_argument("--batch", type=int, default=4096, help="batch for the exp timing (default 4096)")

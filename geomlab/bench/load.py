@@ -1,4 +1,4 @@
-"""``python -m geomlab.bench load``: many concurrent sessions against the real app server.
+"""``geomlab bench load``: many concurrent sessions against the real app server.
 
 Starts ``streamlit run serve.py`` (or ``app.py`` with ``--entry``; headless, loopback, a free port) as a subprocess with its log captured,
 then drives ``--sessions`` concurrent sessions the way a browser talks to the server: Streamlit's own
@@ -945,7 +945,7 @@ def report(r: LoadResult) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m geomlab.bench load", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="geomlab bench load", description=__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, default=3, help="concurrent protocol sessions (default 3)")
     p.add_argument("--views", nargs="+", default=list(DEFAULT_VIEWS),
                    help=f"view pages, round-robin (default: {' '.join(DEFAULT_VIEWS)}; commas also work)")

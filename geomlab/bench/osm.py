@@ -1,4 +1,4 @@
-"""Step time of the OSM models as a ratio to their baselines: ``python -m geomlab.bench osm``.
+"""Step time of the OSM models as a ratio to their baselines: ``geomlab bench osm``.
 
 One training step (forward, cross-entropy, backward, AdamW) on random tokens, batch ``B x T``, for each model,
 alternating between the models so that machine load affects them alike; prints the median time and its ratio
@@ -33,7 +33,7 @@ def _configs(vocab: int) -> dict[str, tuple[dict, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns 0. Options: ``--batch``, ``--seq``, ``--reps``, ``--threads``, ``--only``."""
-    p = argparse.ArgumentParser(prog="python -m geomlab.bench osm", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="geomlab bench osm", description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--reps", type=int, default=7, help="timed steps per model (after one warm-up step)")

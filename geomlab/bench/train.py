@@ -1,4 +1,4 @@
-"""``python -m geomlab.bench train``: training-step time of each geometric model as a ratio to its baseline.
+"""``geomlab bench train``: training-step time of each geometric model as a ratio to its baseline.
 
 The pairs of issue 17 at the papers' budgets (V = 65): OSMFormer (linear mixing, ~100K: d = 17, 2 layers) and
 OSMFormer (~91K: d = 15, 3 layers) against the ALiBi Transformer (~100K); OSM-RNN (~50K: d = 19) against the
@@ -131,7 +131,7 @@ def format_table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line; prints the table. Returns 0 (2 for an unknown model name)."""
-    p = argparse.ArgumentParser(prog="python -m geomlab.bench train", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="geomlab bench train", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="*", default=None, help="model names (their baselines are added)")
     p.add_argument("--rounds", type=int, default=7, help="interleaved timed rounds (default 7)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first (default 2)")

@@ -1,4 +1,4 @@
-"""``python -m geomlab.bench views``: what one view of a bundled checkpoint costs, as the app pays it.
+"""``geomlab bench views``: what one view of a bundled checkpoint costs, as the app pays it.
 
 For every bundled checkpoint that reads text and every view page that shows its kind (the registry,
 :mod:`geomlab.views`), at each text length of ``--chars`` (default 256 and 2,048 characters of Tiny
@@ -89,7 +89,7 @@ def measure(ck, slug: str, text: str, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m geomlab.bench views", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="geomlab bench views", description=__doc__.split("\n\n")[0])
     p.add_argument("--chars", default="256,2048", help="comma-separated text lengths (default 256,2048)")
     p.add_argument("--repeats", type=int, default=1, help="timed repeats per row (median reported)")
     p.add_argument("--only", default=None, help="comma-separated checkpoint names (default: every bundled one)")

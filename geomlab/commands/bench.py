@@ -1,119 +1,35 @@
-"""``python -m geomlab bench``: the reproduction report (``docs/results.md``), see :mod:`geomlab.report`."""
+"""``geomlab bench NAME [args]``: run the micro-benchmark ``geomlab.bench.NAME`` (its ``main(argv)``, which
+prints its figures; speed as ratios to a baseline measured in the same run). ``geomlab bench`` alone lists
+them. The reproduction report is ``geomlab report``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 
-HELP = "train and evaluate every model under one protocol and write the reproduction report (docs/results.md)"
-
-#: The word problem's key for --only (the language-model comparisons use geomlab.report.COMPARISONS keys).
-WORD_PROBLEM = "word-problem"
+HELP = "run a micro-benchmark: geomlab bench NAME [ARGS] (NAME --help for its options; no NAME lists them)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from geomlab.report import COMPARISONS
+    from geomlab.bench import available
 
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true",
-                      help="CI-sized run (under 10 minutes on 2 CPU cores): few steps, short windows, capped "
-                      "evaluation, 1 seed; checks the protocol, does not reproduce the papers")
-    mode.add_argument("--smoke", action="store_true", help="tiny run for tests (seconds per model)")
-    mode.add_argument("--full", action="store_true", help="the full protocol (default; many hours on a CPU; uses the "
-                      "GPU when present): 3000 steps x 32 x 128, lr tuned per model on 1e-3/3e-3/1e-2/3e-2, 3 seeds, "
-                      "full splits, scaling to 500K, word problem S5 / Z60 with a length curriculum")
-    p.add_argument("--out", default="runs/report/results.md", metavar="FILE",
-                   help="Markdown report to write (default runs/report/results.md; the committed report is "
-                   "docs/results.md, written only when named explicitly); figures and results.json go to "
-                   "FILE's folder/results/")
-    p.add_argument("--wp-curriculum", metavar="LEN:STEPS[,LEN:STEPS]",
-                   help="override the word-problem length curriculum ('' = none), e.g. 2:300,4:300")
-    p.add_argument("--only", metavar="KEY[,KEY]",
-                   help=f"run only these sections: {', '.join(COMPARISONS)}, {WORD_PROBLEM}")
-    p.add_argument("--steps", type=int, metavar="N", help="override the language-model steps of the profile")
-    p.add_argument("--wp-steps", type=int, metavar="N", help="override the word-problem steps (0 skips it)")
-    p.add_argument("--eval-chars", metavar="N|all",
-                   help="characters of each valid/test split scored (default: the profile's; 'all' = whole split)")
-    p.add_argument("--lr", type=float, metavar="LR", help="override the language models' peak learning rate "
-                   "(still one value for every model)")
-    p.add_argument("--lr-grid", metavar="LR[,LR]", help="tune each language model's learning rate on this grid "
-                   "(best validation BPC of the first seed; the same rule for every model; replaces --lr)")
-    p.add_argument("--lr-storage", metavar="URL|FILE",
-                   help="keep each model's learning-rate study (--lr-grid / the profile's grid) in this Optuna "
-                        "storage (a journal file, or a database URL such as postgresql://... or sqlite:///x.db) "
-                        "instead of in memory: several processes or machines running the same command share "
-                        "the grid, each training only the learning rates no one has taken yet "
-                        "(docs/pipeline.md, Sweeps)")
-    p.add_argument("--batch-size", type=int, metavar="N", help="override the language models' batch size")
-    p.add_argument("--seq-len", type=int, metavar="N", help="override the language models' window length")
-    p.add_argument("--seeds", type=int, metavar="N", help="average over seeds 0..N-1")
-    p.add_argument("--corpus-file", metavar="FILE",
-                   help="use this UTF-8 text file instead of every registered corpus (offline checks)")
-    p.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--no-png", action="store_true", help="do not render PNG images of the figures (chromium)")
-    p.add_argument("--from-json", nargs="+", metavar="RESULTS_JSON",
-                   help="train nothing: write the report from saved results.json files (several are merged, "
-                   "e.g. sections run in parallel with --only)")
+    p.add_argument("name", nargs="?", metavar="NAME", help="the benchmark: " + ", ".join(available()))
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="the benchmark's own options (geomlab bench NAME --help)")
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
+    """Run the benchmark ``args.name`` with ``args.args``; its exit status. No name: list the benchmarks and
+    return 2. Raises ``ValueError`` (one line) for an unknown name."""
+    from geomlab.bench import available
 
-    from geomlab import report
-
-    if args.threads:
-        torch.set_num_threads(int(args.threads))
-    if args.from_json:
-        import json
-        from pathlib import Path
-
-        parts = []
-        for f in args.from_json:
-            try:
-                parts.append(json.loads(Path(f).read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ValueError(f"cannot read results file {f}: {exc}") from exc
-        results = report.merge_results(parts) if len(parts) > 1 else parts[0]
-        path = report.write_report(results, args.out, png=not args.no_png)
-        print(f"wrote {path} from {len(parts)} results file(s)")
-        return 0
-    name = "quick" if args.quick else "smoke" if args.smoke else "full"
-    overrides: dict = {"steps": args.steps, "wp_steps": args.wp_steps, "corpus_override": args.corpus_file,
-                       "lr": args.lr, "batch_size": args.batch_size, "seq_len": args.seq_len}
-    if args.lr_grid is not None:
-        try:
-            overrides["lr_grid"] = tuple(float(x) for x in args.lr_grid.split(",") if x.strip())
-        except ValueError:
-            raise ValueError(f"--lr-grid must be comma-separated numbers, got {args.lr_grid!r}") from None
-        if not overrides["lr_grid"]:
-            raise ValueError("--lr-grid needs at least one learning rate")
-    elif args.lr is not None:
-        overrides["lr_grid"] = ()  # an explicit single lr replaces the profile's grid
-    if args.wp_curriculum is not None:
-        from geomlab.commands.train import parse_curriculum
-
-        overrides["wp_curriculum"] = parse_curriculum(args.wp_curriculum)
-    if args.eval_chars is not None:
-        if str(args.eval_chars).lower() == "all":
-            overrides["eval_tokens"] = "all"
-        else:
-            try:
-                overrides["eval_tokens"] = int(args.eval_chars)
-            except ValueError:
-                raise ValueError(f"--eval-chars must be an integer or 'all', got {args.eval_chars!r}") from None
-    if args.seeds is not None:
-        if args.seeds < 1:
-            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-        overrides["seeds"] = tuple(range(args.seeds))
-    if args.only:
-        keys = [k.strip() for k in args.only.split(",") if k.strip()]
-        overrides["comparisons"] = tuple(k for k in keys if k != WORD_PROBLEM)
-        if WORD_PROBLEM not in keys:
-            overrides["wp_steps"] = 0
-    proto = report.protocol(name, **overrides)
-    results = report.run_report(proto, lr_storage=args.lr_storage)
-    path = report.write_report(results, args.out, png=not args.no_png)
-    failed = [r["label"] for c in results["comparisons"] for r in c["rows"] if r.get("error")]
-    if results.get("word_problem"):
-        failed += [f"{r['group']} {r['label']}" for r in results["word_problem"]["rows"] if r.get("error")]
-    print(f"wrote {path} ({results['wall_s'] / 60:.1f} min)" + (f"; FAILED rows: {failed}" if failed else ""))
-    return 1 if failed else 0
+    names = available()
+    if args.name is None:
+        print("usage: geomlab bench NAME [ARGS]   (NAME --help for its options)")
+        print("benchmarks: " + (", ".join(names) if names else "(none)"))
+        print("the reproduction report (docs/results.md) is `geomlab report` (geomlab report --help)")
+        return 2
+    if args.name not in names:
+        raise ValueError(f"unknown benchmark {args.name!r}; available: {', '.join(names) or '(none)'}")
+    module = importlib.import_module(f"geomlab.bench.{args.name}")
+    return int(module.main(list(args.args)) or 0)

@@ -1,0 +1,102 @@
+"""The numbers of a report's tables, from the per-seed measurements of its runs: means and sample standard
+deviations over seeds (:func:`summarize_row`), each row against its comparison's baseline (speed ratios,
+test-BPC gap, :func:`compare_to_baseline`), accuracy by length over seeds (:func:`mean_accuracy`), whether a
+tuned learning rate sits at the edge of its grid (:func:`lr_edge`), and the merge of reports run as parallel
+parts (:func:`merge_results`). Pure functions of result dicts: no training, no files."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from geomlab.report.protocol import COMPARISONS, Protocol, ReportError, command_line
+
+
+def mean(xs: list[float | None]) -> float | None:
+    """Mean of the finite values of ``xs`` (``None`` and NaN skipped); ``None`` when none is left."""
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    return sum(xs) / len(xs) if xs else None
+
+
+def std(xs: list[float | None]) -> float | None:
+    """Sample standard deviation of the finite values of ``xs``; ``None`` with fewer than two."""
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    return statistics.stdev(xs) if len(xs) > 1 else None
+
+
+def summarize_row(row: dict[str, Any], proto: Protocol) -> None:
+    """Add a language-model row's seed statistics in place: ``valid_mean/std``, ``test_mean/std``,
+    ``tokens_per_s_mean`` and ``tokens_per_cpu_s`` (training tokens of one run per mean process CPU second;
+    ``None`` without CPU times)."""
+    row["valid_mean"], row["valid_std"] = mean(row["valid"]), std(row["valid"])
+    row["test_mean"], row["test_std"] = mean(row["test"]), std(row["test"])
+    row["tokens_per_s_mean"] = mean(row["tokens_per_s"])
+    cpu = [c for c in row.get("cpu_s", []) if c and c > 0]
+    row["tokens_per_cpu_s"] = (proto.steps * proto.batch_size * proto.seq_len / mean(cpu)) if cpu else None
+
+
+def compare_to_baseline(rows: list[dict[str, Any]]) -> None:
+    """Add, in place, each row's ``speed_ratio`` / ``cpu_speed_ratio`` (tokens/s over the baseline row's,
+    measured in the same run) and, when both have a test BPC, ``test_gap`` (ours minus the baseline's, bits)
+    and ``char_ppl_ratio`` (2 ** gap). The baseline is the row with ``baseline`` set (none: no ratios)."""
+    base = next((r for r in rows if r["baseline"]), None)
+    for r in rows:
+        b = base.get("tokens_per_s_mean") if base else None
+        r["speed_ratio"] = (r["tokens_per_s_mean"] / b) if (b and r.get("tokens_per_s_mean")) else None
+        bc = base.get("tokens_per_cpu_s") if base else None
+        r["cpu_speed_ratio"] = (r["tokens_per_cpu_s"] / bc) if (bc and r.get("tokens_per_cpu_s")) else None
+        if base and r.get("test_mean") is not None and base.get("test_mean") is not None:
+            r["test_gap"] = r["test_mean"] - base["test_mean"]
+            r["char_ppl_ratio"] = 2.0 ** r["test_gap"]
+
+
+def mean_accuracy(per_seed: list[dict[int, float]], lengths: tuple[int, ...]) -> dict[str, float | None]:
+    """Word problem: ``{str(length): mean accuracy over the seeds that measured it}`` for each of ``lengths``."""
+    return {str(n): mean([d[n] for d in per_seed if n in d]) for n in lengths}
+
+
+def lr_edge(row: dict[str, Any]) -> str | None:
+    """``"low"`` / ``"high"`` when a row's tuned lr is the smallest / largest of its sweep (old report JSON
+    too), else ``None`` (:meth:`geomlab.sweep.Dimension.edge`)."""
+    from geomlab.sweep import Dimension
+
+    grid = tuple(float(x) for x in (row.get("lr_sweep") or {}))
+    if row.get("lr") is None or not grid:
+        return None
+    return Dimension("lr", "choice", choices=grid).edge(float(row["lr"]))
+
+
+def merge_results(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Merge result dicts of runs with the same protocol profile (e.g. the sections of one report run as
+    parallel processes with ``--only``) into one: comparisons in :data:`COMPARISONS` order, word-problem rows
+    concatenated, wall time = the longest part, CPU time = the sum. Raises :class:`ReportError` when the
+    parts used different protocols (other than their ``comparisons``/``wp_steps``)."""
+    if not parts:
+        raise ReportError("nothing to merge")
+    ignore = {"comparisons", "wp_steps"}
+
+    def key(p):
+        return {k: v for k, v in p["protocol"].items() if k not in ignore}
+
+    for part in parts[1:]:
+        if key(part) != key(parts[0]):
+            raise ReportError("cannot merge results produced with different protocols")
+    comps = {c["key"]: c for part in parts for c in part["comparisons"]}
+    order = [k for k in COMPARISONS if k in comps] + [k for k in comps if k not in COMPARISONS]
+    wps = [part["word_problem"] for part in parts if part.get("word_problem")]
+    wp = None
+    if wps:
+        wp = dict(wps[0])
+        wp["rows"] = [r for w in wps for r in w["rows"]]
+        wp["groups"] = list(dict.fromkeys(g for w in wps for g in w["groups"]))
+    proto = dict(parts[0]["protocol"])
+    proto["comparisons"] = order
+    proto["wp_steps"] = max(int(part["protocol"]["wp_steps"]) for part in parts)
+    return {"protocol": proto, "started": min(part["started"] for part in parts),
+            "wall_s": max(part["wall_s"] for part in parts),
+            "cpu_s": round(sum(part.get("cpu_s", 0.0) for part in parts), 1),
+            "machine": parts[0]["machine"], "comparisons": [comps[k] for k in order], "word_problem": wp,
+            "parts": len(parts), "part_commands": [command_line(part["protocol"]) for part in parts],
+            "part_outs": [part.get("out") for part in parts]}
+
