@@ -184,7 +184,9 @@ class MatrixGroup:
         logarithms for U/T and unreliable for the real groups). Not meant for autograd.
         Source: design choice (standard principal log of a unitary matrix).
         """
-        raise NotImplementedError
+        self._check(H, "H")
+        X, ok = self._prep(H.detach())
+        return _nan_where_bad(self._log64(X), ok).to(H.dtype)
 
     def dist(self, H1: torch.Tensor, H2: torch.Tensor) -> torch.Tensor:
         """Geodesic distance ``||log(H1^* H2)||_F`` (bi-invariant metric from ``inner``), shape ``(...)``.

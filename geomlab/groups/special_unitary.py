@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from geomlab.groups._linalg import _batch_shape, _finite_or_eye, _nan_where_bad
+from geomlab.groups._linalg import _batch_shape, _finite_or_eye
 from geomlab.groups.base import MatrixGroup
 from geomlab.groups.unitary import _UnitaryBase
 
@@ -75,9 +75,7 @@ class SpecialUnitaryGroup(_UnitaryBase):
         return S - tr[..., None, None] * torch.eye(self.d, dtype=S.dtype, device=S.device)
 
     def log(self, H: torch.Tensor) -> torch.Tensor:
-        self._check(H, "H")
-        X, ok = self._prep(H.detach())
-        return _nan_where_bad(self._log64(X), ok).to(H.dtype)
+        return super().log(H)
 
     log.__doc__ = (
         MatrixGroup.log.__doc__

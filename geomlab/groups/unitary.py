@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from geomlab.groups._linalg import _SQRT2, GroupError, _batch_shape, _nan_where_bad
+from geomlab.groups._linalg import _SQRT2, GroupError, _batch_shape
 from geomlab.groups.base import MatrixGroup
 
 
@@ -107,10 +107,3 @@ class UnitaryGroup(_UnitaryBase):
     def _log64(self, X: torch.Tensor) -> torch.Tensor:
         theta, V = self._unitary_log_angles(X)
         return self._skew_h(self._assemble_log(theta, V))
-
-    def log(self, H: torch.Tensor) -> torch.Tensor:
-        self._check(H, "H")
-        X, ok = self._prep(H.detach())
-        return _nan_where_bad(self._log64(X), ok).to(H.dtype)
-
-    log.__doc__ = MatrixGroup.log.__doc__
