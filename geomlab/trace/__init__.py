@@ -28,7 +28,7 @@ Modules
 * One module per family with its dataclass and how a record compacts into it: :mod:`~geomlab.trace.osm`,
   :mod:`~geomlab.trace.cem`, :mod:`~geomlab.trace.grassmann`.
 * :mod:`~geomlab.trace.record`: record dict -> typed trace (:func:`from_record`, :data:`FAMILIES`).
-* :mod:`~geomlab.trace.recording`: text -> tokens, running a model (:func:`trace`, :func:`trace_text`,
+* :mod:`~geomlab.trace.tracing`: text -> tokens, running a model (:func:`trace`, :func:`trace_text`,
   :func:`trace_cem_steps`).
 * :mod:`~geomlab.trace.files`: the ``.npz`` file format and its versions; :mod:`~geomlab.trace.export`: the
   windowed JSON export; :mod:`~geomlab.trace.scoring`: :func:`score_predictions`.
@@ -41,8 +41,8 @@ from geomlab.trace.files import FORMAT_VERSION, load_trace, save_trace, trace_by
 from geomlab.trace.grassmann import GrassmannTrace
 from geomlab.trace.osm import OSMTrace
 from geomlab.trace.record import FAMILIES, dense_attention, family_of, from_record
-from geomlab.trace.recording import MAX_TEXT_CHARS, encode_text, trace, trace_cem_steps, trace_text, visible
-from geomlab.trace.recording import _group_info  # noqa: F401  (tests/test_osm.py imports it from here)
+from geomlab.trace.tracing import MAX_TEXT_CHARS, encode_text, trace, trace_cem_steps, trace_text, visible
+from geomlab.trace.tracing import _group_info  # noqa: F401  (tests/test_osm.py imports it from here)
 from geomlab.trace.scoring import PredictionScores, is_word_problem, score_predictions
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Recording a trace: text to tokens (:func:`encode_text`, hover labels), one model run in eval mode under a
+"""Tracing a text: text to tokens (:func:`encode_text`, hover labels), one model run in eval mode under a
 lock (:func:`trace`, :func:`trace_text`), and CEM test-time recursion (:func:`trace_cem_steps`)."""
 
 from __future__ import annotations
