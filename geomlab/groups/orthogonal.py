@@ -14,6 +14,9 @@ _CUT_TOL = 1e-7  # radians: eigenvalue phases this close to +-pi count as the cu
 
 
 class _OrthogonalBase(MatrixGroup):
+    """What O(d) and SO(d) share: the skew-symmetric algebra, its coordinates, the real log (O-block uses it per
+    block), ``dist`` with ``inf`` across components."""
+
     is_complex = False
 
     @property

@@ -45,6 +45,8 @@ def from_real(W: torch.Tensor) -> torch.Tensor:
 
 
 class _UnitaryBase(MatrixGroup):
+    """What U(d) and SU(d) share: the skew-Hermitian part, the off-diagonal coordinates, Haar sampling of U(d)."""
+
     is_complex = True
 
     def _skew_h(self, Y: torch.Tensor) -> torch.Tensor:

@@ -72,6 +72,7 @@ def from_record(record: dict[str, Any], kind: str, tokens, labels: list[str] | N
     and a scale), float64 arrays become float32, OSM tangents become float16 Lie-algebra coordinates plus
     exact float32 norms and inner products, torus states their diagonals, Grassmann Plücker vectors are
     recomputed from the reduced vectors on demand (kept when they cannot be), ``plucker_mean`` is dropped.
+    Each family's part is its dataclass's ``_compact`` (:mod:`geomlab.trace.osm`, ``cem``, ``grassmann``).
 
     Args:
         record: ``dict[str, Tensor | ndarray]`` with at least ``"logits"`` ``(T, V)``.
