@@ -1,0 +1,122 @@
+"""The trace file: one ``.npz`` of plain arrays plus a JSON ``__meta__`` string, no pickles; its format
+versions (1: dense ``T x T`` maps, compacted on load; 2: compact traces), :func:`save_trace`, :func:`load_trace`,
+:func:`trace_bytes`. A file names its family (``"osm"``, ``"cem"``, ...), never a Python class."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from geomlab.trace.base import Trace, TraceError
+from geomlab.trace.record import FAMILIES, family_of, from_record
+
+FORMAT_VERSION = 2
+"""Version of the trace file format. 2 (this one): compact traces (attention stored as the queries and
+keys that score it, OSM tangents as float16 Lie-algebra coordinates plus exact float32 norms, torus states
+as their diagonals, Grassmann Plücker vectors recomputed from the reduced vectors). Version-1 files (dense
+``T x T`` maps) still load."""
+
+
+def _json_default(obj):
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, (tuple, set)):
+        return list(obj)
+    return str(obj)
+
+
+def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) -> None:
+    """Write ``tr`` as one ``.npz`` file (zip-compressed unless ``compress=False``) of plain numeric/bool
+    arrays (the trace's stored fields, ``extra.*`` for extras) plus ``__meta__``, a JSON string with
+    ``format_version`` (:data:`FORMAT_VERSION`), ``family``, ``kind``, ``labels``, ``config``, ``text``,
+    ``group``. No pickles. ``path`` may be a file path or a binary file object (e.g. ``io.BytesIO``).
+
+    Raises:
+        TraceError: an array has object dtype (cannot be stored without pickling).
+    """
+    arrays: dict[str, np.ndarray] = {"tokens": np.asarray(tr.tokens, dtype=np.int64)}
+    for name, value in tr.stored_arrays().items():
+        arrays[name] = np.asarray(value)
+    for name, value in arrays.items():
+        if value.dtype == object:
+            raise TraceError(f"array {name!r} has object dtype and cannot be saved without pickles")
+    meta = {
+        "format_version": FORMAT_VERSION, "family": tr.family, "kind": tr.kind, "labels": list(tr.labels),
+        "config": tr.config, "text": tr.text, "group": getattr(tr, "group", None),
+    }
+    arrays["__meta__"] = np.array(json.dumps(meta, default=_json_default))
+    writer = np.savez_compressed if compress else np.savez
+    if isinstance(path, (str, Path)):
+        with open(path, "wb") as fh:
+            writer(fh, **arrays)
+    else:
+        writer(path, **arrays)
+
+
+def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
+    """Read a trace written by :func:`save_trace` (``np.load(allow_pickle=False)``), this version or
+    version 1 (dense ``T x T`` maps; compacted on load).
+
+    ``path`` may be a path, a binary file object or the file's bytes.
+
+    Raises:
+        TraceError: not a trace file, a format version this geomlab does not know (newer or malformed), an
+        unknown family, missing arrays, or inconsistent position counts. ``FileNotFoundError`` for a missing
+        path.
+    """
+    if isinstance(path, (bytes, bytearray)):
+        path = io.BytesIO(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            data = {k: npz[k] for k in npz.files}
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:  # not an npz, pickled, truncated
+        raise TraceError(f"not a readable trace file: {exc}") from exc
+    if "__meta__" not in data:
+        raise TraceError("not a trace file: no '__meta__' entry")
+    try:
+        meta = json.loads(str(data.pop("__meta__")))
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"trace metadata is not valid JSON: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise TraceError("trace metadata is not a JSON object")
+    version = meta.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+        raise TraceError(f"trace format version {version!r} is not one this geomlab reads (1..{FORMAT_VERSION}); "
+                         "a newer file needs a newer geomlab")
+    family = meta.get("family")
+    if family not in FAMILIES:
+        raise TraceError(f"unknown trace family {family!r}")
+    if "tokens" not in data or "logits" not in data:
+        raise TraceError("trace file lacks 'tokens' or 'logits'")
+    cls = FAMILIES[family]
+    extras = {k[len("extra."):]: data.pop(k) for k in list(data) if k.startswith("extra.")}
+    tokens = data.pop("tokens")
+    record = {k: v for k, v in data.items()}
+    if family_of(record) != family:
+        raise TraceError(f"trace file says family {family!r} but lacks its arrays {list(cls.REQUIRED)}")
+    record.update({k: v for k, v in extras.items() if k not in record})
+    labels = meta.get("labels")
+    if not isinstance(labels, list) or len(labels) != len(tokens):
+        raise TraceError("trace labels do not match the number of positions")
+    try:
+        return from_record(record, str(meta.get("kind", "")), tokens, labels=[str(x) for x in labels],
+                           config=meta.get("config") or {}, text=str(meta.get("text", "")),
+                           group=meta.get("group") or {})
+    except (IndexError, KeyError, TypeError) as exc:  # arrays of inconsistent shapes
+        raise TraceError(f"inconsistent trace file: {exc}") from exc
+
+
+def trace_bytes(tr: Trace) -> bytes:
+    """The compressed ``.npz`` file of :func:`save_trace` as bytes (for a download button)."""
+    buf = io.BytesIO()
+    save_trace(tr, buf)
+    return buf.getvalue()

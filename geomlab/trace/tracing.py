@@ -1,0 +1,202 @@
+"""Tracing a text: text to tokens (:func:`encode_text`, hover labels), one model run in eval mode under a
+lock (:func:`trace`, :func:`trace_text`), and CEM test-time recursion (:func:`trace_cem_steps`)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import torch
+
+from geomlab.trace.base import Trace, TraceError
+from geomlab.trace.cem import CEMTrace
+from geomlab.trace.record import from_record
+
+MAX_TEXT_CHARS = 2048
+"""Longest text :func:`encode_text` accepts (characters). Design choice: keeps a trace (at most 16 MB at
+this length, ``python -m geomlab.bench figures --sizes``) small enough for an interactive page."""
+
+
+# Serialises model runs in this module: trace() switches the model to eval mode and trace_cem_steps()
+# changes its config for one run; the app may trace one cached model from several threads.
+_MODEL_LOCK = threading.RLock()
+
+
+_VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+
+
+def visible(ch: str) -> str:
+    """A printable version of one token string for hover text and tick labels (whitespace made visible)."""
+    return "".join(_VISIBLE.get(c, c if c.isprintable() else f"\\x{ord(c):02x}") for c in ch)
+
+
+def encode_text(vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> torch.Tensor:
+    """Encode ``text`` with the checkpoint's vocabulary.
+
+    Args:
+        vocab: a ``geomlab.data.Vocab`` (anything with ``encode(str) -> Sequence[int] | Tensor``).
+        text: the text to trace (characters outside the vocabulary map to its unknown token); normalised
+            first with ``geomlab.data.vocab.normalize_text`` (byte-order mark dropped, ``\r\n``/``\r`` as
+            ``\n``), as every text entering geomlab is.
+        max_chars: longest accepted text, default :data:`MAX_TEXT_CHARS` (2,048).
+
+    Returns:
+        ``LongTensor`` of shape ``(1, T)`` with ``T = len(text)`` for a character vocabulary.
+
+    Raises:
+        TraceError: ``text`` is not a string, is empty, or is longer than ``max_chars``.
+    """
+    if not isinstance(text, str):
+        raise TraceError(f"text must be a string, got {type(text).__name__}")
+    from geomlab.data.vocab import normalize_text
+
+    text = normalize_text(text)  # the one normalisation of every text (BOM dropped, \r\n and \r as \n)
+    if not text:
+        raise TraceError("text is empty: type at least one character to trace")
+    if len(text) > max_chars:
+        raise TraceError(
+            f"text has {len(text):,} characters; traces are limited to {max_chars:,} "
+            f"(shorten the text or trace it in pieces)"
+        )
+    ids = vocab.encode(text)
+    ids = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1)
+    if ids.shape[1] == 0:
+        raise TraceError("the text encodes to no tokens")
+    return ids
+
+
+def _labels(vocab, tokens: np.ndarray, text: str | None) -> list[str]:
+    if text is not None and len(text) == len(tokens):
+        return [visible(c) for c in text]
+    if vocab is not None:
+        out = []
+        for t in tokens.tolist():
+            try:
+                s = vocab.decode([t])
+            except Exception:  # an id the vocabulary cannot decode: show the id
+                s = f"#{t}"
+            out.append(visible(s) if s else f"#{t}")
+        return out
+    return [f"#{t}" for t in tokens.tolist()]
+
+
+def _group_info(model) -> dict[str, Any]:
+    group = getattr(model, "group", None)
+    if group is None:
+        return {}
+    spec = dict(getattr(group, "spec", None) or {})
+    name = str(spec.pop("name", getattr(group, "name", "")))
+    d = int(spec.pop("d", getattr(group, "d", 0)))
+    options = {k: v for k, v in spec.items() if isinstance(v, (int, float, str, bool))}
+    return {"name": name, "d": d, "options": options}
+
+
+def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int = MAX_TEXT_CHARS) -> Trace:
+    """Run ``model`` on one sequence and return its typed trace.
+
+    Args:
+        model: a registered :class:`geomlab.models.SequenceModel` (any kind).
+        tokens: ``LongTensor`` of shape ``(1, T)`` (a ``[T]`` vector is accepted too).
+        vocab: optional vocabulary used for hover labels (``decode``).
+        text: optional text the tokens came from (labels taken from it when it has length T).
+        max_positions: longest accepted T (default :data:`MAX_TEXT_CHARS`).
+
+    Returns:
+        the family dataclass (:class:`OSMTrace`, :class:`CEMTrace`, :class:`GrassmannTrace` or
+        :class:`BaselineTrace`), arrays on CPU as numpy.
+
+    Raises:
+        TraceError: wrong token shape, ``T == 0`` or ``T > max_positions``, or a record missing keys.
+
+    The model is put in eval mode for the run and its previous mode restored (design choice: dropout off,
+    so a trace is reproducible).
+    """
+    tokens = torch.as_tensor(tokens)
+    if tokens.dim() == 1:
+        tokens = tokens.unsqueeze(0)
+    if tokens.dim() != 2 or tokens.shape[0] != 1:
+        raise TraceError(f"trace expects tokens of shape (1, T), got {tuple(tokens.shape)}")
+    T = int(tokens.shape[1])
+    if T == 0:
+        raise TraceError("nothing to trace: the token sequence is empty")
+    if T > max_positions:
+        raise TraceError(f"{T:,} positions; traces are limited to {max_positions:,}")
+    tokens = tokens.long()
+    config = dict(getattr(model, "config", {}) or {})
+    max_len = config.get("max_len")
+    if isinstance(max_len, int) and config.get("positions", "learned") == "learned" and T > max_len:
+        raise TraceError(f"this model reads at most {max_len:,} positions (learned position table); "
+                         f"the text has {T:,}")
+    try:
+        device = next(model.parameters()).device
+    except StopIteration:
+        device = torch.device("cpu")
+    with _MODEL_LOCK:
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                record = model.record(tokens.to(device))
+        finally:
+            model.train(was_training)
+    tok = tokens[0].cpu().numpy()
+    kind = str(config.get("kind", getattr(model, "kind", "")))
+    return from_record(record, kind, tok, labels=_labels(vocab, tok, text), config=config,
+                       text=text or "", group=_group_info(model))
+
+
+def trace_text(model, vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> Trace:
+    """``trace(model, encode_text(vocab, text), vocab, text)``: trace a text in one call.
+    Raises :class:`TraceError` for an empty or too long text."""
+    from geomlab.data.vocab import normalize_text
+
+    text = normalize_text(text) if isinstance(text, str) else text
+    tokens = encode_text(vocab, text, max_chars=max_chars)
+    return trace(model, tokens, vocab=vocab, text=text, max_positions=max_chars)
+
+
+def trace_cem_steps(model, tokens, steps: int, vocab=None, text: str | None = None) -> CEMTrace:
+    """Trace a CEM model with ``steps`` recursion steps at inference (test-time recursion, cem.md §2.3).
+
+    Temporarily sets the model's ``inference_recursion_steps`` (config key of issue 5; the model's
+    ``set_inference_steps`` method is used when it has one) and restores it afterwards; parameters are
+    untouched. ``steps`` may exceed the training ``recursion_steps``. Model runs in this module hold one
+    lock, so a concurrent :func:`trace` of the same model never sees the temporary setting.
+
+    Raises:
+        TraceError: the model is not a CEM model, or ``steps`` is not an integer in 1..64.
+    """
+    config = getattr(model, "config", {}) or {}
+    if "inference_recursion_steps" not in config and "recursion_steps" not in config:
+        raise TraceError(f"{config.get('kind', type(model).__name__)!r} has no recursion steps to change")
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 1 <= int(steps) <= 64:
+        raise TraceError(f"steps must be an integer in 1..64, got {steps!r}")
+    steps = int(steps)
+    with _MODEL_LOCK:
+        return _trace_cem_steps_locked(model, tokens, steps, config, vocab, text)
+
+
+def _trace_cem_steps_locked(model, tokens, steps: int, config: dict, vocab, text) -> CEMTrace:
+    setter = getattr(model, "set_inference_steps", None)
+    old_cfg = config.get("inference_recursion_steps")
+    had_attr = hasattr(model, "inference_recursion_steps")
+    old_attr = getattr(model, "inference_recursion_steps", None)
+    if callable(setter):
+        previous = setter(steps)
+    else:
+        config["inference_recursion_steps"] = steps
+        if had_attr:
+            model.inference_recursion_steps = steps
+    try:
+        tr = trace(model, tokens, vocab=vocab, text=text)
+    finally:
+        if callable(setter):
+            setter(previous if previous is not None else old_cfg)
+        else:
+            config["inference_recursion_steps"] = old_cfg
+            if had_attr:
+                model.inference_recursion_steps = old_attr
+    if not isinstance(tr, CEMTrace):
+        raise TraceError(f"{tr.kind!r} does not record energies (not a CEM model)")
+    return tr
