@@ -224,7 +224,7 @@ def _train(args: argparse.Namespace, replicas) -> int:
     import torch
 
     from geomlab import checkpoint as ckpt
-    from geomlab.data.tasks import make_task
+    from geomlab.data.registry import make_task
     from geomlab.models import build_model, config_for_budget, count_params, full_config, kinds
     from geomlab.rng import seeded
     from geomlab.train import CheckpointWriteError, TrainConfig, Trainer, TrainingError
