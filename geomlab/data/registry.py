@@ -102,8 +102,7 @@ def parse_task(text: str, *, paths: bool = True) -> TaskRef:
     if text in CORPORA:
         return _note(text, TaskRef("corpus", text))
     if not paths:
-        raise DataError(f"data must be {TASK_FORMS.replace(' or the path of a text file', ' or text')}, "
-                        f"got {text!r}")
+        raise DataError(f"data must be corpus:NAME, word-problem:GROUP[:LENGTH], gp or text, got {text!r}")
     return TaskRef("file", text)
 
 
@@ -136,6 +135,18 @@ def make_task(spec: str | TaskRef | dict[str, Any], vocab: Vocab | None = None, 
     return LMTask(resolve_corpus(ref.arg, download=download), vocab)
 
 
+def task_string(task: Task) -> str:
+    """The task string of a built task (the inverse of :func:`make_task` for the string forms): ``corpus:NAME``,
+    ``word-problem:GROUP:LENGTH``, ``gp``, else the task's name (a user text)."""
+    spec = task.spec()
+    if spec.get("task") == "word-problem":
+        return f"word-problem:{spec.get('group')}:{spec.get('length')}"
+    if spec.get("task") == "gp-regression":
+        return "gp"
+    name = spec.get("corpus", getattr(task, "name", ""))
+    return f"corpus:{name}" if name in CORPORA else str(name)
+
+
 def _from_card(spec: dict[str, Any], vocab: Vocab | None, download: bool) -> Task:
     """The task of a checkpoint card's ``task`` dict."""
     kind = spec.get("task")
@@ -154,4 +165,4 @@ def _from_card(spec: dict[str, Any], vocab: Vocab | None, download: bool) -> Tas
     raise DataError(f"cannot rebuild a task of kind {kind!r} from its description; pass --data")
 
 
-__all__ = ["DEFAULT_LENGTH", "TASK_FORMS", "TaskRef", "make_task", "parse_task"]
+__all__ = ["DEFAULT_LENGTH", "TASK_FORMS", "TaskRef", "make_task", "parse_task", "task_string"]
