@@ -39,6 +39,9 @@ Life cycle (``LiveRun.state``)::
   by family) and a short history of one quantity per probe (:func:`probe_curve`) are cached per weight
   copy, so several viewers share one trace.
 
+What a run trains is a :class:`geomlab.runs.RunSpec`, built by :mod:`geomlab.runs` like every other run;
+what a probe shows (sequence, figure, curve) is :mod:`geomlab.probes`. This module holds the thread, its
+states, saves and probe timing (:class:`LiveRun`) and the server's table of runs (:class:`RunRegistry`).
 The working checkpoint of a run lives in ``<runs>/.live/<run id>/run/`` (a dot folder the catalog skips).
 Nothing here imports streamlit.
 """
@@ -60,7 +63,8 @@ import torch
 
 from geomlab import runs
 from geomlab.probes import (  # noqa: F401 (the app's names)
-    PROBE_FIGURES, PROBE_POSITIONS, Probe, ProbeCurve, _thin_history, probe_curve, probe_figure, probe_tokens,
+    PROBE_FIGURES, PROBE_POSITIONS, Probe, ProbeCurve, _thin_history, draw_probe, probe_curve, probe_figure,
+    probe_tokens,
 )
 from geomlab.runs import MAX_STEPS, RunError, RunSpec, available_devices, check_device, is_osm  # noqa: F401 (the app's names)
 
@@ -469,31 +473,9 @@ class LiveRun:
             trace_ms = 1000 * (time.perf_counter() - t0)
         except Exception as exc:  # noqa: BLE001 - shown in the page, never raised into the server
             return Probe(step, version, message=f"the weights could not be traced: {type(exc).__name__}: {exc}")
-        choice = probe_figure(tr)
-        curve = None
-        try:
-            curve = probe_curve(tr)
-        except Exception:  # noqa: BLE001 - the history is optional
-            curve = None
-        if curve is not None:
-            hist = [h for h in self._probe_history if h[0] < step] + [(step, curve)]
-            self._probe_history = _thin_history(hist, PROBE_HISTORY)
-        history = tuple(self._probe_history) if curve is not None else ()
-        if choice is None:
-            return Probe(step, version, tr, curve=curve, history=history, trace_ms=trace_ms,
-                         message=f"{self.spec.kind} has no geometry view (no group state, energy, planes or "
-                                 "attention to draw); its loss curves are all there is to watch.")
-        name, slug = choice
-        from geomlab import views
-
-        t0 = time.perf_counter()
-        try:
-            cursor = tr.n_positions - 1 if name == "phase_circle" else None  # the state after the whole probe
-            view = views.build_figure(tr, name, views.default_controls(slug, tr), cursor)
-        except Exception as exc:  # noqa: BLE001 - e.g. a FigureError for a degenerate probe
-            return Probe(step, version, tr, name, curve=curve, history=history, trace_ms=trace_ms,
-                         message=f"the {name} figure could not be drawn: {exc}")
-        return Probe(step, version, tr, name, view, curve, history, trace_ms, 1000 * (time.perf_counter() - t0))
+        probe, self._probe_history = draw_probe(tr, step, version, self._probe_history, self.spec.kind, trace_ms,
+                                                PROBE_HISTORY)
+        return probe
 
     def _new_probe_model(self):
         """A CPU model of the run's architecture for probe traces: rebuilt from ``model.config`` (under

@@ -9,6 +9,7 @@ design choice.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,3 +157,35 @@ def _thin_history(hist: list, keep: int) -> list:
         gaps = [hist[i + 1][0] - hist[i - 1][0] for i in range(1, len(hist) - 1)]
         hist.pop(1 + gaps.index(min(gaps)))
     return hist
+
+
+def draw_probe(tr, step: int, version: int, history: list, kind: str, trace_ms: float = 0.0,
+               keep: int = 6) -> tuple[Probe, list]:
+    """The :class:`Probe` of trace ``tr`` (the weights of optimiser ``step``, copy ``version``, traced in
+    ``trace_ms`` milliseconds) of a run of model ``kind``: its figure (:func:`probe_figure`) and curve
+    (:func:`probe_curve`), with ``history`` (``[(step, ProbeCurve), ...]`` of earlier probes) extended by
+    this curve and thinned to ``keep`` entries. Returns ``(probe, new history)``. A figure that cannot be
+    drawn comes back as a probe with a ``message``, never raised. Source: design choice."""
+    choice = probe_figure(tr)
+    try:
+        curve = probe_curve(tr)
+    except Exception:  # noqa: BLE001 - the history is optional
+        curve = None
+    if curve is not None:
+        history = _thin_history([h for h in history if h[0] < step] + [(step, curve)], keep)
+    shown = tuple(history) if curve is not None else ()
+    if choice is None:
+        return Probe(step, version, tr, curve=curve, history=shown, trace_ms=trace_ms,
+                     message=f"{kind} has no geometry view (no group state, energy, planes or "
+                             "attention to draw); its loss curves are all there is to watch."), history
+    name, slug = choice
+    from geomlab import views
+
+    t0 = time.perf_counter()
+    try:
+        cursor = tr.n_positions - 1 if name == "phase_circle" else None  # the state after the whole probe
+        view = views.build_figure(tr, name, views.default_controls(slug, tr), cursor)
+    except Exception as exc:  # noqa: BLE001 - e.g. a FigureError for a degenerate probe
+        return Probe(step, version, tr, name, curve=curve, history=shown, trace_ms=trace_ms,
+                     message=f"the {name} figure could not be drawn: {exc}"), history
+    return Probe(step, version, tr, name, view, curve, shown, trace_ms, 1000 * (time.perf_counter() - t0)), history
