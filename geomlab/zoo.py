@@ -78,6 +78,13 @@ class ZooEntry:
     length_curriculum: tuple[tuple[int, int], ...] = ()
     notes: str = ""
 
+    def run_spec(self, eval_every: int = 0) -> RunSpec:
+        """This recipe as the one run spec (:func:`recipe_spec`; validation every ``eval_every`` steps)."""
+        return recipe_spec(self.kind, self.task, budget=self.budget, config=self.config, steps=self.steps,
+                           batch_size=self.batch_size, seq_len=self.seq_len, lr=self.lr, seed=self.seed,
+                           warmup=self.warmup, weight_decay=self.weight_decay, eval_every=eval_every,
+                           length_curriculum=self.length_curriculum)
+
     def to_dict(self) -> dict[str, Any]:
         """The recipe as a JSON-serialisable dict (stored on the card as ``recipe``)."""
         d = asdict(self)
@@ -247,6 +254,24 @@ def resolve_config(kind: str, vocab_size: int, budget: int | None, config: dict[
     return dict(cfg)
 
 
+def recipe_spec(kind: str, data: str, *, budget: int | None, config: dict[str, Any] | None, steps: int,
+                batch_size: int, seq_len: int, lr: float, seed: int = 0, warmup: float = 0.02,
+                weight_decay: float = 0.0, eval_every: int = 0, eval_tokens: int | None = 16384,
+                final_eval: bool = True, device: str = "auto",
+                length_curriculum: Iterable[tuple[int, int]] = ()) -> RunSpec:
+    """The :class:`geomlab.runs.RunSpec` of a zoo or report recipe: the budget met within 5%
+    (``nearest_budget=False``), :data:`geomlab.runs.N_EVAL` evaluation sequences for synthetic tasks,
+    ``log_every`` ``min(50, steps)``, and the recipe's training values (``eval_every=0``: no periodic
+    evaluation)."""
+    return RunSpec(kind=kind, params=budget, model_overrides=dict(config or {}), nearest_budget=False, data=data,
+                   steps=int(steps), batch_size=int(batch_size), seq_len=int(seq_len), lr=float(lr), seed=int(seed),
+                   device=device,
+                   train={"warmup": float(warmup), "weight_decay": float(weight_decay), "eval_every": int(eval_every),
+                          "eval_tokens": eval_tokens, "final_eval": bool(final_eval),
+                          "log_every": max(1, min(50, int(steps))),
+                          "length_curriculum": tuple(tuple(pair) for pair in length_curriculum)})
+
+
 def make_task(spec: str, max_eval_tokens: int | None = None):
     """A :class:`geomlab.data.Task` from a zoo/report task string (:func:`geomlab.data.make_task`; synthetic
     tasks get :data:`geomlab.runs.N_EVAL` evaluation sequences)."""
@@ -274,13 +299,10 @@ def train_and_evaluate(kind: str, task, *, budget: int | None = None, config: di
     """
     from geomlab.data.registry import task_string
 
-    spec = RunSpec(kind=kind, params=budget, model_overrides=dict(config or {}), nearest_budget=False,
-                   data=task_string(task), eval_sequences=None, steps=int(steps), batch_size=int(batch_size),
-                   seq_len=int(seq_len), lr=float(lr), seed=int(seed), device=device,
-                   train={"warmup": float(warmup), "weight_decay": float(weight_decay), "eval_every": int(eval_every),
-                          "eval_tokens": eval_tokens, "final_eval": final_eval_tokens is None,
-                          "log_every": max(1, min(50, int(steps))),
-                          "length_curriculum": tuple(tuple(pair) for pair in length_curriculum)})
+    spec = recipe_spec(kind, task_string(task), budget=budget, config=config, steps=steps, batch_size=batch_size,
+                       seq_len=seq_len, lr=lr, seed=seed, warmup=warmup, weight_decay=weight_decay,
+                       eval_every=eval_every, eval_tokens=eval_tokens, final_eval=final_eval_tokens is None,
+                       device=device, length_curriculum=length_curriculum)
     return runs.run(spec, task=task, final_eval_tokens=final_eval_tokens, callback=callback,
                     progress_bar=progress_bar)
 
@@ -317,11 +339,7 @@ def build_entry(entry: ZooEntry, out_dir: str | Path = ZOO_DIR, *, progress_bar:
     if log:
         log(f"[zoo] {entry.name}: {entry.kind} on {entry.task}, {entry.steps} steps x {entry.batch_size} x "
             f"{entry.seq_len}, lr {entry.lr}, seed {entry.seed}")
-    run = train_and_evaluate(entry.kind, task, budget=entry.budget, config=entry.config, steps=entry.steps,
-                             batch_size=entry.batch_size, seq_len=entry.seq_len, lr=entry.lr, seed=entry.seed,
-                             warmup=entry.warmup, weight_decay=entry.weight_decay,
-                             eval_every=max(1, entry.steps // 5), progress_bar=progress_bar,
-                             length_curriculum=entry.length_curriculum)
+    run = runs.run(entry.run_spec(eval_every=max(1, entry.steps // 5)), task=task, progress_bar=progress_bar)
     spec = task.spec()
     card: dict[str, Any] = {
         "name": entry.name, "title": entry.title, "description": entry.description, "kind": entry.kind,
@@ -426,6 +444,7 @@ def format_card(card: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "ZOO", "ZOO_DIR", "ZooEntry", "ZooError", "RunOutcome", "entries", "scaled", "resolve_config", "make_task",
+    "ZOO", "ZOO_DIR", "ZooEntry", "ZooError", "RunOutcome", "entries", "scaled", "resolve_config", "recipe_spec",
+    "make_task",
     "train_and_evaluate", "accuracy_by_length", "build_entry", "rebuild", "read_cards", "format_card",
 ]
