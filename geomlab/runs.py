@@ -87,7 +87,7 @@ class RunSpec:
     def validate(self) -> None:
         """Check a request from the app: :class:`RunError` with a readable message for an impossible spec
         (steps outside 1..:data:`MAX_STEPS`, a budget under 100, a bad batch, length, learning rate or NaN
-        factor, a task string that is not one of the forms without a file path, an empty text)."""
+        factor, a task string that is not one of the forms without a file path, the GP task, an empty text)."""
         from geomlab.data.registry import parse_task
 
         if not 1 <= int(self.steps) <= MAX_STEPS:
@@ -101,9 +101,12 @@ class RunSpec:
         if not 0 < self.nan_lr_factor <= 1:
             raise RunError("nan_lr_factor must be in (0, 1]")
         try:
-            parse_task(self.data, paths=False)
+            form = parse_task(self.data, paths=False).form
         except ValueError as exc:
             raise RunError(str(exc)) from None
+        if form == "gp":
+            raise RunError("the Gaussian-process regression task trains a CEM regressor, not a token model: run "
+                           "`python -m geomlab bench gp`")
         if self.data == "text" and not (self.text or "").strip():
             raise RunError("the uploaded text is empty: paste or upload some text to train on")
 
@@ -182,7 +185,7 @@ def build_model(spec: RunSpec, vocab_size: int):
     ``spec.nearest_budget`` the size follows :func:`geomlab.live.build_model_for`; otherwise the config is
     :func:`geomlab.zoo.resolve_config` (the budget within 5%, or the default size when ``params`` is None).
     Raises ``ValueError`` for an unknown kind, a bad config or (strict) a budget the kind cannot meet."""
-    if spec.nearest_budget:
+    if spec.nearest_budget and spec.params is not None:
         from geomlab.live import build_model_for
 
         return build_model_for(spec, vocab_size)

@@ -46,6 +46,8 @@ def test_validate_refuses_what_the_app_may_not_ask(tmp_path):
         runs.RunSpec(**{**TINY, "data": str(f)}).validate()  # no file of the server's through a request
     with pytest.raises(runs.RunError, match="unknown corpus"):
         runs.RunSpec(**{**TINY, "data": "corpus:nope"}).validate()
+    with pytest.raises(runs.RunError, match="bench gp"):
+        runs.RunSpec(**{**TINY, "data": "gp"}).validate()  # token models cannot take continuous inputs
     runs.RunSpec(**{**TINY, "data": "task:S3"}).validate()  # the old spelling is still a task
     assert live.LiveError is runs.RunError
 
@@ -59,6 +61,10 @@ def test_strict_and_nearest_budgets_build_the_same_model_when_the_budget_is_met(
         runs.build_model(runs.RunSpec(**TINY, model_overrides={"layers": 3}, nearest_budget=False), 6)
     model, note = runs.build_model(runs.RunSpec(**TINY, model_overrides={"layers": 3}), 6)
     assert "cannot be built with exactly 2,000" in note and model.config["layers"] == 3  # ... or the nearest, noted
+    for nearest in (True, False):  # no budget: the kind's default size with the spec's keys
+        model, note = runs.build_model(runs.RunSpec(**{**TINY, "params": None}, model_overrides={"hidden": 4},
+                                                    nearest_budget=nearest), 6)
+        assert model.config["hidden"] == 4 and note == ""
 
 
 def test_every_caller_trains_the_same_run_from_the_same_description(tmp_path, monkeypatch):
