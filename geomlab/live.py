@@ -66,7 +66,9 @@ from geomlab.probes import (  # noqa: F401 (the app's names)
     PROBE_FIGURES, PROBE_POSITIONS, Probe, ProbeCurve, _thin_history, draw_probe, probe_curve, probe_figure,
     probe_tokens,
 )
-from geomlab.runs import MAX_STEPS, RunError, RunSpec, available_devices, check_device, is_osm  # noqa: F401 (the app's names)
+from geomlab.runs import (  # noqa: F401 (the app's names)
+    MAX_STEPS, RunError, RunSpec, available_devices, check_device, is_osm,
+)
 
 #: Synthetic tasks offered by the app (no download needed): word problems of these groups.
 SYNTHETIC_TASKS = {

@@ -22,6 +22,6 @@ from geomlab.data.vocab import Vocab
 
 __all__ = [
     "CORPORA", "FILES", "SPLITS", "Corpus", "DataError", "LMTask", "Task", "Vocab", "corpus_from_file",
-    "corpus_from_text", "corpus_names", "eval_windows", "load_corpus", "make_task", "parse_task", "resolve_corpus", "sequence_nll",
-    "split_text",
+    "corpus_from_text", "corpus_names", "eval_windows", "load_corpus", "make_task", "parse_task", "resolve_corpus",
+    "sequence_nll", "split_text",
 ]
