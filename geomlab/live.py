@@ -577,8 +577,8 @@ class LiveRun:
             self._message = ("resumed" + (f" with learning rate × {self._lr_factor:g} after the NaN"
                                           if self._lr_factor != 1.0 else ""))
         else:
-            trainer = Trainer(self.model, self.task, self.spec.train_config(), out=out, card=card,
-                              callback=self._on_progress, log_dir=self.log_dir)
+            trainer = runs.build(self.spec, task=self.task, model=self.model, out=out, card=card,
+                                 callback=self._on_progress, log_dir=self.log_dir).trainer
             self._message = ""
         self._trainer = trainer
         self._state = "running"
