@@ -56,7 +56,7 @@ def spec_from_widgets() -> live.RunSpec:
     source = ss[P + "source"]
     text = None
     if source == "Synthetic task":
-        data = "task:" + ss[P + "task"]
+        data = "word-problem:" + ss[P + "task"]
     elif source == "Registered corpus":
         name = ss.get(P + "corpus")
         if not name:
@@ -235,8 +235,8 @@ def _save(run_id: str) -> None:
 
 def unit(snap: live.Snapshot) -> str:
     """What one target is: ``"symbol"`` (a group element of a word problem) or ``"character"`` (text)."""
-    return "symbol" if snap.metric_name == "accuracy" or str(snap.spec.get("data", "")).startswith("task:") \
-        else "character"
+    data = str(snap.spec.get("data", ""))
+    return "symbol" if snap.metric_name == "accuracy" or data.startswith(("word-problem:", "task:")) else "character"
 
 
 def _run_name(run: live.LiveRun, current: str | None) -> str:

@@ -39,6 +39,9 @@ Life cycle (``LiveRun.state``)::
   by family) and a short history of one quantity per probe (:func:`probe_curve`) are cached per weight
   copy, so several viewers share one trace.
 
+What a run trains is a :class:`geomlab.runs.RunSpec`, built by :mod:`geomlab.runs` like every other run;
+what a probe shows (sequence, figure, curve) is :mod:`geomlab.probes`. This module holds the thread, its
+states, saves and probe timing (:class:`LiveRun`) and the server's table of runs (:class:`RunRegistry`).
 The working checkpoint of a run lives in ``<runs>/.live/<run id>/run/`` (a dot folder the catalog skips).
 Nothing here imports streamlit.
 """
@@ -52,11 +55,20 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
+
+from geomlab import runs
+from geomlab.probes import (  # noqa: F401 (the app's names)
+    PROBE_FIGURES, PROBE_POSITIONS, Probe, ProbeCurve, _thin_history, draw_probe, probe_curve, probe_figure,
+    probe_tokens,
+)
+from geomlab.runs import (  # noqa: F401 (the app's names)
+    MAX_STEPS, RunError, RunSpec, available_devices, check_device, is_osm,
+)
 
 #: Synthetic tasks offered by the app (no download needed): word problems of these groups.
 SYNTHETIC_TASKS = {
@@ -71,14 +83,11 @@ BUDGETS = (5_000, 10_000, 20_000, 50_000, 100_000, 200_000)
 #: States of a run.
 STATES = ("created", "running", "stopping", "stopped", "paused", "finished", "error")
 ACTIVE_STATES = ("running", "stopping")
-#: Most steps a live run may ask for (design choice: the app trains *tiny* models).
-MAX_STEPS = 100_000
 #: Geometry while training (design choices): the training thread copies the weights at most every
 #: PROBE_EVERY_S seconds, and only while a reader called :meth:`LiveRun.probe` in the last PROBE_WATCH_S
-#: seconds; the probe sequence has at most PROBE_POSITIONS positions; the history keeps PROBE_HISTORY curves.
+#: seconds; the history keeps PROBE_HISTORY curves (the probe sequence: geomlab.probes).
 PROBE_EVERY_S = 2.5
 PROBE_WATCH_S = 20.0
-PROBE_POSITIONS = 64
 PROBE_HISTORY = 6
 #: Where a probe of a training run is traced: in the training thread right after the copy (True), or in
 #: the reader's thread (False). Measured (docs/app.md, Train live): tracing in a reader thread slowed
@@ -92,70 +101,8 @@ PROBE_IN_TRAINING_THREAD = True
 PROBE_BUDGET = 0.04
 
 
-class LiveError(ValueError):
-    """A live-run request that cannot be honoured (bad spec, wrong state, too many runs)."""
-
-
-@dataclass
-class RunSpec:
-    """What to train. All fields are plain values (the spec is shown and stored in the card).
-
-    kind: a registered model kind. group: matrix group for the OSM kinds (``O``, ``SO``, ``U``, ``SU``,
-    ``T``, ``O-block``), ignored by others. params: target effective parameter count (the kind's
-    ``config_for_budget``; if the kind cannot meet it, its default config is used and the card says so).
-    data: ``"task:<S3|S5|A5|Z5|parity>"`` (word problem), ``"corpus:<name>"`` (a registered corpus found
-    locally, never downloaded by the app) or ``"text"`` (``text`` split 90/5/5). steps, batch_size,
-    seq_len, lr, seed: as :class:`geomlab.train.TrainConfig`. eval_every: validation/checkpoint period
-    (0 = about 10 per run). device: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``, ``"cuda"``...
-    threads: torch CPU threads for the run (0 = leave torch's setting; the app passes about half the
-    cores so the server stays responsive). nan_lr_factor: learning-rate factor when resuming after a NaN.
-    model_overrides: extra model config keys (fixed while the budget varies the width).
-    """
-
-    kind: str = "lstm"
-    group: str | None = None
-    params: int = 20_000
-    data: str = "task:S3"
-    text: str | None = None
-    steps: int = 200
-    batch_size: int = 16
-    seq_len: int = 32
-    lr: float = 3e-3
-    seed: int = 0
-    eval_every: int = 0
-    device: str = "auto"
-    threads: int = 0
-    nan_lr_factor: float = 0.5
-    model_overrides: dict[str, Any] = field(default_factory=dict)
-
-    def validate(self) -> None:
-        """Raise :class:`LiveError` with a readable message for an impossible spec."""
-        if not 1 <= int(self.steps) <= MAX_STEPS:
-            raise LiveError(f"steps must be between 1 and {MAX_STEPS:,}, got {self.steps}")
-        if int(self.params) < 100:
-            raise LiveError(f"the parameter budget must be at least 100, got {self.params}")
-        if int(self.batch_size) < 1 or int(self.seq_len) < 2:
-            raise LiveError("batch size must be >= 1 and sequence length >= 2")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise LiveError(f"the learning rate must be a positive number, got {self.lr}")
-        if not 0 < self.nan_lr_factor <= 1:
-            raise LiveError("nan_lr_factor must be in (0, 1]")
-        if not (self.data.startswith("task:") or self.data.startswith("corpus:") or self.data == "text"):
-            raise LiveError(f"data must be 'task:NAME', 'corpus:NAME' or 'text', got {self.data!r}")
-        if self.data == "text" and not (self.text or "").strip():
-            raise LiveError("the uploaded text is empty: paste or upload some text to train on")
-
-    def label(self) -> str:
-        """Short human description, e.g. ``osm-rnn · O · 20k · task:S3 · 200 steps``."""
-        parts = [self.kind] + ([self.group] if self.group and is_osm(self.kind) else [])
-        parts += [f"{self.params // 1000}k" if self.params >= 1000 else str(self.params),
-                  self.data if self.data != "text" else "your text", f"{self.steps} steps"]
-        return " · ".join(parts)
-
-
-def is_osm(kind: str) -> bool:
-    """Whether ``kind`` takes a matrix group (the OSM family)."""
-    return kind in ("osm-rnn", "osmformer")
+#: A live-run request that cannot be honoured (bad spec, wrong state, too many runs): the runs' error class.
+LiveError = RunError
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -181,23 +128,9 @@ def corpus_availability() -> dict[str, str | None]:
 
 
 def build_task(spec: RunSpec):
-    """The :class:`geomlab.data.Task` for ``spec.data``. Raises ``ValueError`` (``DataError``/``LiveError``)
-    for an unknown task, a corpus that is not on this machine, or a text that is empty or too short."""
-    from geomlab.data import LMTask, corpora
-
-    if spec.data.startswith("task:"):
-        from geomlab.data.word_problem import WordProblemTask
-
-        name = spec.data.split(":", 1)[1]
-        return WordProblemTask(name, length=spec.seq_len, n_eval=256, seed=1234)
-    if spec.data.startswith("corpus:"):
-        name = spec.data.split(":", 1)[1]
-        if name not in corpora.CORPORA:
-            raise LiveError(f"unknown corpus {name!r}; registered: {', '.join(corpora.CORPORA)}")
-        return LMTask(corpora.load_corpus(name, download=False))
-    if spec.data == "text":
-        return LMTask(corpora.corpus_from_text(spec.text or "", name="uploaded text"))
-    raise LiveError(f"unknown data {spec.data!r}")
+    """The task of a live run: :func:`geomlab.runs.build_task` without downloading (a registered corpus must be
+    on this machine)."""
+    return runs.build_task(spec, download=False)
 
 
 def build_model_for(spec: RunSpec, vocab_size: int):
@@ -255,170 +188,6 @@ def tensorboard_dir(spec: RunSpec) -> Path:
 
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     return catalog.runs_dir() / "tensorboard" / f"{stamp}-{catalog.safe_name(spec.kind)}-{uuid.uuid4().hex[:4]}"
-
-
-def available_devices() -> list[str]:
-    """Devices this machine can train on, ``"cpu"`` always last."""
-    out = []
-    if torch.cuda.is_available():
-        out.append("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        out.append("mps")
-    return out + ["cpu"]
-
-
-def check_device(device: str) -> str:
-    """``device`` if this machine has it (``"auto"`` is always fine); else :class:`LiveError` with a
-    readable message (e.g. "no GPU")."""
-    if device in ("auto", "cpu"):
-        return device
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise LiveError("No GPU (CUDA) on this machine: choose 'auto' or 'cpu'.")
-    if device == "mps" and "mps" not in available_devices():
-        raise LiveError("Apple MPS is not available on this machine: choose 'auto' or 'cpu'.")
-    return device
-
-
-# ---------------------------------------------------------------------------------------------- geometry probe
-#: Trace family -> (figure of :data:`geomlab.figures.VIEWS`, view slug) shown while a run trains (design
-#: choice: one 2-D figure per family that reads at half width). Kinds without a family view fall back to
-#: ``attention_maps`` when the trace has attention, else there is no geometry view.
-PROBE_FIGURES = {"osm": ("phase_circle", "trajectories"), "cem": ("energy_descent", "energy"),
-                 "grassmann": ("plane_distances", "planes")}
-
-
-@dataclass(frozen=True)
-class ProbeCurve:
-    """One number per probe position (or per CEM recursion step) of one probe trace, for the history chart.
-
-    x, y: 1-D float arrays of equal length (NaN where undefined). x_label, y_label: axis titles with units.
-    what: one phrase naming the quantity (used in titles and captions)."""
-
-    x: Any
-    y: Any
-    x_label: str
-    y_label: str
-    what: str
-
-
-@dataclass(frozen=True)
-class Probe:
-    """The geometry of a run's weights at one step, traced on the run's probe sequence.
-
-    step: the optimiser step of the weights. version: serial number of the weight copy (two copies at the
-    same step, e.g. after a NaN restart, differ). trace: the :class:`geomlab.trace.Trace` (None on failure).
-    figure: the figure name (:data:`PROBE_FIGURES`) or None when the kind has no geometry view. view: the
-    :class:`geomlab.figures.View` ``(figure, caption)`` or None. curve: :func:`probe_curve` of the trace or
-    None. history: ``((step, ProbeCurve), ...)`` of earlier probes of this run, oldest first, this one last
-    (at most :data:`PROBE_HISTORY`, spread over the run). trace_ms / figure_ms: wall time of the trace and of
-    the figure (milliseconds). message: why there is no figure (empty otherwise).
-    """
-
-    step: int
-    version: int
-    trace: Any = None
-    figure: str | None = None
-    view: Any = None
-    curve: ProbeCurve | None = None
-    history: tuple = ()
-    trace_ms: float = 0.0
-    figure_ms: float = 0.0
-    message: str = ""
-
-
-def probe_tokens(task, spec: RunSpec, model=None) -> torch.Tensor:
-    """The fixed probe sequence of a run, ``LongTensor`` ``(1, T)`` on the CPU (design choice).
-
-    Word problems (a task with ``sample_batch`` and no ``tokens``): ``T = min(PROBE_POSITIONS,
-    max(32, seq_len))`` group elements drawn with a private generator seeded 4321 (never the run's or
-    torch's global generator). Language-model tasks: the first ``T = PROBE_POSITIONS`` tokens of the
-    validation split (the training split when the validation split is shorter than 2 tokens). ``T`` is
-    capped at the model's ``max_len`` for learned position tables. Raises ``ValueError`` for a task with
-    neither form or without tokens."""
-    cap = PROBE_POSITIONS
-    cfg = dict(getattr(model, "config", {}) or {})
-    max_len = cfg.get("max_len")
-    if isinstance(max_len, int) and cfg.get("positions", "learned") == "learned":
-        cap = min(cap, max_len)
-    if hasattr(task, "tokens"):
-        toks = task.tokens("valid")
-        if toks.numel() < 2:
-            toks = task.tokens("train")
-        toks = toks[:cap]
-    elif hasattr(task, "sample_batch"):
-        n = min(cap, max(32, int(spec.seq_len)))
-        toks = task.sample_batch(1, n, torch.Generator().manual_seed(4321))[0][0]
-    else:
-        raise LiveError(f"no probe sequence for a task of type {type(task).__name__}")
-    if toks.numel() < 1:
-        raise LiveError("the task has no tokens to probe the model with")
-    return toks.reshape(1, -1).long().cpu()
-
-
-def probe_figure(tr) -> tuple[str, str] | None:
-    """``(figure name, view slug)`` drawn while a run of this trace's kind trains, or None when it has no
-    geometry view: OSM -> ``phase_circle``, CEM -> ``energy_descent``, Grassmann -> ``plane_distances``,
-    any other trace with attention -> ``attention_maps``, else None (e.g. an LSTM). Design choice."""
-    fam = getattr(tr, "family", None)
-    if fam in PROBE_FIGURES:
-        return PROBE_FIGURES[fam]
-    if int(getattr(tr, "n_heads", 0) or 0) > 0:
-        return "attention_maps", "attention"
-    return None
-
-
-def probe_curve(tr) -> ProbeCurve | None:
-    """One quantity of a probe trace whose change over training the history chart shows (design choice):
-
-    * OSM: geodesic distance of the last layer's state from the identity ``||log H_t||_F`` per position
-      (radians; :func:`geomlab.figures.trajectory.distance_from_identity`);
-    * CEM: token-mean energy change ``eps(x^t) - eps(x^0)`` of the last layer's attention sub-block per
-      recursion step t (arbitrary units; cem.md §2.4);
-    * Grassmann: geodesic distance between the last layer's planes at t - 1 and t, offset slot 0, per
-      position (radians; grassmann.md §5.8);
-    * attention (Transformer, LLaMA): entropy of the last layer's head-mean attention row per query
-      position (nats; 0 = looks at one position, ln(t + 1) = uniform);
-    * otherwise None."""
-    import numpy as np
-
-    fam = getattr(tr, "family", None)
-    if fam == "osm":
-        from geomlab.figures.trajectory import distance_from_identity
-
-        y = np.asarray(distance_from_identity(tr, np.arange(tr.n_positions))[-1], dtype=np.float64)
-        return ProbeCurve(np.arange(len(y), dtype=np.float64), y, "position t (token)",
-                          "‖log H<sub>t</sub>‖<sub>F</sub> (rad)", "distance of the state from the identity")
-    if fam == "cem":
-        from geomlab.figures.energy import _token_mean
-
-        m = _token_mean(np.asarray(tr.energy_change(), dtype=np.float64))[-1, 0]
-        return ProbeCurve(np.arange(len(m), dtype=np.float64), m, "recursion step t",
-                          "Δε (a.u.)", "mean energy change over recursion steps (last layer, attention)")
-    if fam == "grassmann":
-        from geomlab.figures.grassmann import position_distances
-
-        y = np.asarray(position_distances(tr, 0)[-1], dtype=np.float64)
-        return ProbeCurve(np.arange(len(y), dtype=np.float64), y, "position t (token)",
-                          "d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>) (rad)",
-                          "plane distance between consecutive positions (last layer, slot 0)")
-    if int(getattr(tr, "n_heads", 0) or 0) > 0:
-        w = np.asarray(tr.attention_weights(tr.n_layers - 1), dtype=np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ent = -np.where(w > 0, w * np.log(w), 0.0).sum(-1)
-        return ProbeCurve(np.arange(len(ent), dtype=np.float64), ent, "query position t (token)",
-                          "attention entropy (nats)", "entropy of the attention rows (last layer, mean over heads)")
-    return None
-
-
-def _thin_history(hist: list, keep: int) -> list:
-    """Drop interior entries of ``hist`` (``(step, curve)`` sorted by step) whose removal leaves the smallest
-    gap, until ``keep`` remain: the first and newest probe stay, the rest spread over the run."""
-    hist = list(hist)
-    while len(hist) > max(2, keep):
-        gaps = [hist[i + 1][0] - hist[i - 1][0] for i in range(1, len(hist) - 1)]
-        hist.pop(1 + gaps.index(min(gaps)))
-    return hist
 
 
 # ---------------------------------------------------------------------------------------------- state
@@ -535,7 +304,7 @@ class LiveRun:
         if hasattr(self.task, "check_context"):  # a text shorter than the context: refused here, readable
             self.task.check_context(int(spec.seq_len))
         if model is None:
-            model, self._note = build_model_for(spec, self.task.vocab_size)
+            model, self._note = runs.build_model(spec, self.task.vocab_size)
         self.model = model
         from geomlab.models import count_params
 
@@ -706,31 +475,9 @@ class LiveRun:
             trace_ms = 1000 * (time.perf_counter() - t0)
         except Exception as exc:  # noqa: BLE001 - shown in the page, never raised into the server
             return Probe(step, version, message=f"the weights could not be traced: {type(exc).__name__}: {exc}")
-        choice = probe_figure(tr)
-        curve = None
-        try:
-            curve = probe_curve(tr)
-        except Exception:  # noqa: BLE001 - the history is optional
-            curve = None
-        if curve is not None:
-            hist = [h for h in self._probe_history if h[0] < step] + [(step, curve)]
-            self._probe_history = _thin_history(hist, PROBE_HISTORY)
-        history = tuple(self._probe_history) if curve is not None else ()
-        if choice is None:
-            return Probe(step, version, tr, curve=curve, history=history, trace_ms=trace_ms,
-                         message=f"{self.spec.kind} has no geometry view (no group state, energy, planes or "
-                                 "attention to draw); its loss curves are all there is to watch.")
-        name, slug = choice
-        from geomlab import views
-
-        t0 = time.perf_counter()
-        try:
-            cursor = tr.n_positions - 1 if name == "phase_circle" else None  # the state after the whole probe
-            view = views.build_figure(tr, name, views.default_controls(slug, tr), cursor)
-        except Exception as exc:  # noqa: BLE001 - e.g. a FigureError for a degenerate probe
-            return Probe(step, version, tr, name, curve=curve, history=history, trace_ms=trace_ms,
-                         message=f"the {name} figure could not be drawn: {exc}")
-        return Probe(step, version, tr, name, view, curve, history, trace_ms, 1000 * (time.perf_counter() - t0))
+        probe, self._probe_history = draw_probe(tr, step, version, self._probe_history, self.spec.kind, trace_ms,
+                                                PROBE_HISTORY)
+        return probe
 
     def _new_probe_model(self):
         """A CPU model of the run's architecture for probe traces: rebuilt from ``model.config`` (under
@@ -811,14 +558,6 @@ class LiveRun:
     def _total_steps(self) -> int:
         return int(self.spec.steps)
 
-    def _train_config(self) -> dict[str, Any]:
-        s = self.spec
-        eval_every = int(s.eval_every) or max(1, s.steps // 10)
-        return {"steps": int(s.steps), "batch_size": int(s.batch_size), "seq_len": int(s.seq_len),
-                "lr": float(s.lr), "seed": int(s.seed), "eval_every": eval_every, "eval_tokens": 4096,
-                "log_every": max(1, min(10, s.steps // 50 or 1)), "device": s.device,
-                "final_eval": True, "warmup": 0.05}
-
     def _begin(self, resume: bool) -> None:
         from geomlab.train import Trainer
 
@@ -838,8 +577,8 @@ class LiveRun:
             self._message = ("resumed" + (f" with learning rate × {self._lr_factor:g} after the NaN"
                                           if self._lr_factor != 1.0 else ""))
         else:
-            trainer = Trainer(self.model, self.task, self._train_config(), out=out, card=card,
-                              callback=self._on_progress, log_dir=self.log_dir)
+            trainer = runs.build(self.spec, task=self.task, model=self.model, out=out, card=card,
+                                 callback=self._on_progress, log_dir=self.log_dir).trainer
             self._message = ""
         self._trainer = trainer
         self._state = "running"

@@ -533,7 +533,7 @@ def run_sweep(setup: SweepSetup, *, n_trials: int | None = 20, timeout: float | 
     Raises :class:`SweepError` / ``ValueError`` (one line) for a bad request, before any training."""
     import optuna
 
-    from geomlab.data.tasks import make_task
+    from geomlab.data.registry import make_task
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     space = parse_search(setup.search)

@@ -11,10 +11,13 @@ trains in the same process.
 A non-finite loss, gradient or weight stops the run cleanly: no checkpoint is written after the failure
 (the last good one stays on disk) and a :class:`TrainingError` names the step and the quantity.
 
-Design choices (documented in ``docs/pipeline.md``): the learning rate at step ``s`` (1-based) is
-``lr * s / warmup_steps`` during warm-up, then cosine from ``lr`` down to ``min_lr_ratio * lr`` at the last
-step; weight decay applies only to parameters with >= 2 dimensions that the model does not list in an
-optional ``no_weight_decay`` attribute (a set of parameter names).
+The recipe (:class:`TrainConfig`, the learning-rate schedule and the length curriculum) is
+:mod:`geomlab.train_config`; sampling from a trained model (:func:`generate`) is :mod:`geomlab.sampling`;
+building a run (task, model, trainer) from one description is :mod:`geomlab.runs`.
+
+Design choice (documented in ``docs/pipeline.md``): weight decay applies only to parameters with >= 2
+dimensions that the model does not list in an optional ``no_weight_decay`` attribute (a set of parameter
+names).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import contextlib
 import math
 import threading
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,6 +38,8 @@ from geomlab import checkpoint as ckpt
 from geomlab.data.tasks import LN2, Task, sequence_nll
 from geomlab.distributed import Replicas
 from geomlab.rng import RunRNG, draws_in_training
+from geomlab.sampling import generate  # noqa: F401 (its old import path)
+from geomlab.train_config import TrainConfig
 
 
 class TrainingError(RuntimeError):
@@ -58,118 +63,6 @@ class CheckpointWriteError(OSError):
         self.step = step
         if errno_ is not None:
             self.errno = errno_
-
-
-# ------------------------------------------------------------------------------------------------ config
-@dataclass
-class TrainConfig:
-    """Training hyper-parameters (all JSON-serialisable; stored in every checkpoint).
-
-    steps: optimizer steps in total. batch_size: windows per batch (across several processes the global
-    batch, split evenly; :mod:`geomlab.distributed`). seq_len: window (context) length in
-    tokens, also the evaluation window. lr: peak learning rate. weight_decay: AdamW decay (see module
-    docstring). betas: AdamW betas. warmup: warm-up length as a fraction of ``steps`` (< 1) or a step
-    count (>= 1). min_lr_ratio: final lr / peak lr of the cosine. grad_clip: max global gradient norm (0 =
-    off). seed: seeds the batch sampler and the run's own generators for dropout (:class:`geomlab.rng.RunRNG`;
-    never torch's global RNG). eval_every: validate (and checkpoint)
-    every N steps (0 = only at the end). eval_tokens: targets used by the periodic validations (``None`` =
-    the whole split; the final evaluation always uses the whole split). eval_stride: stride of the
-    evaluation windows (``None`` = ``seq_len``, non-overlapping). log_every: progress callback period in
-    steps. device: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string. final_eval: evaluate
-    on the full valid and test splits at the end. length_curriculum: a sequence-length curriculum, pairs
-    ``(seq_len, steps)`` trained in order before the remaining steps run at ``seq_len`` (e.g. ``((2, 1500),
-    (4, 1500))``: 1500 steps on length-2 windows, then 1500 on length 4, then ``seq_len``); empty = off.
-    Used for the S5 word problem, which OSM-RNN does not learn from random initialisation at full length
-    (design choice, docs/zoo.md). Raises ``ValueError`` for invalid values.
-    """
-
-    steps: int = 1000
-    batch_size: int = 32
-    seq_len: int = 128
-    lr: float = 3e-3
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    warmup: float = 0.02
-    min_lr_ratio: float = 0.1
-    grad_clip: float = 1.0
-    seed: int = 0
-    eval_every: int = 200
-    eval_tokens: int | None = 65536
-    eval_stride: int | None = None
-    log_every: int = 10
-    device: str = "auto"
-    final_eval: bool = True
-    length_curriculum: tuple[tuple[int, int], ...] = ()
-
-    def __post_init__(self):
-        self.betas = tuple(float(b) for b in self.betas)
-        try:
-            self.length_curriculum = tuple((int(n), int(k)) for n, k in self.length_curriculum)
-        except (TypeError, ValueError):
-            raise ValueError("length_curriculum must be a list of (seq_len, steps) pairs, got "
-                             f"{self.length_curriculum!r}") from None
-        if any(n < 1 or k < 1 for n, k in self.length_curriculum):
-            raise ValueError(f"length_curriculum lengths and steps must be >= 1, got {self.length_curriculum}")
-        if any(n > int(self.seq_len) for n, _ in self.length_curriculum):
-            raise ValueError(f"length_curriculum lengths must be at most seq_len={self.seq_len} (the curriculum "
-                             f"leads up to it), got {[n for n, _ in self.length_curriculum]}")
-        if sum(k for _, k in self.length_curriculum) > int(self.steps):
-            raise ValueError(f"length_curriculum has {sum(k for _, k in self.length_curriculum)} steps, more "
-                             f"than steps={self.steps}")
-        for name in ("steps", "batch_size", "seq_len", "log_every"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not self.lr > 0 or not math.isfinite(self.lr):
-            raise ValueError(f"lr must be a positive number, got {self.lr}")
-        if self.warmup < 0 or self.grad_clip < 0 or self.weight_decay < 0 or self.eval_every < 0:
-            raise ValueError("warmup, grad_clip, weight_decay and eval_every must be >= 0")
-        if self.eval_tokens is not None and int(self.eval_tokens) < 1:
-            raise ValueError(f"eval_tokens must be None (whole split) or >= 1, got {self.eval_tokens}")
-        if self.eval_stride is not None and not 1 <= int(self.eval_stride) <= int(self.seq_len):
-            raise ValueError(f"eval_stride must be between 1 and seq_len={self.seq_len}, got {self.eval_stride}")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
-        """From a dict, ignoring unknown keys (older/newer checkpoints)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in (data or {}).items() if k in names})
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["betas"] = list(self.betas)
-        d["length_curriculum"] = [list(pair) for pair in self.length_curriculum]
-        return d
-
-    def seq_len_at(self, step: int) -> int:
-        """Training window length at 1-based ``step`` (``length_curriculum``, then ``seq_len``)."""
-        done = 0
-        for n, k in self.length_curriculum:
-            done += k
-            if step <= done:
-                return n
-        return int(self.seq_len)
-
-    def tokens_through(self, step: int) -> int:
-        """Training targets seen after ``step`` steps (per-step window lengths times ``batch_size``)."""
-        total, done = 0, 0
-        for n, k in self.length_curriculum:
-            k = min(k, max(0, step - done))
-            total, done = total + k * n, done + k
-        return (total + max(0, step - done) * int(self.seq_len)) * int(self.batch_size)
-
-    def warmup_steps(self) -> int:
-        return int(round(self.warmup * self.steps)) if self.warmup < 1 else int(self.warmup)
-
-    def lr_at(self, step: int) -> float:
-        """Learning rate used for optimizer step ``step`` (1-based)."""
-        w = self.warmup_steps()
-        if w > 0 and step <= w:
-            return self.lr * step / w
-        span = max(1, self.steps - w)
-        frac = min(1.0, max(0.0, (step - w) / span))
-        return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
 @dataclass
@@ -296,6 +189,29 @@ def _optim_state_from(tensors: dict[str, torch.Tensor], json_part: dict[str, Any
 
 
 # ------------------------------------------------------------------------------------------------ trainer
+@dataclass
+class _Interval:
+    """Sums over the steps since the last logging step (loss, gradient norm, targets; ``start`` its wall
+    clock) and the moving average of a step's wall time (for the ETA)."""
+
+    start: float
+    loss: float = 0.0
+    gnorm: float = 0.0
+    n: int = 0
+    tokens: int = 0
+    step_time_ema: float | None = None
+
+    def add(self, loss: float, gnorm: float, tokens: int, dt: float) -> None:
+        self.loss += loss
+        self.gnorm += gnorm
+        self.n += 1
+        self.tokens += tokens
+        self.step_time_ema = dt if self.step_time_ema is None else 0.9 * self.step_time_ema + 0.1 * dt
+
+    def reset(self, now: float) -> None:
+        self.loss, self.gnorm, self.n, self.tokens, self.start = 0.0, 0.0, 0, 0, now
+
+
 class Trainer:
     """Train ``model`` on ``task``.
 
@@ -426,6 +342,9 @@ class Trainer:
             self._log, self._net = None, self.model
 
     def _run(self, raise_errors: bool) -> TrainResult:
+        """The run in four parts: the training steps (:meth:`_train_steps`), the failure report of a run that
+        diverged (:meth:`_fail`), the final evaluation (:meth:`_final_evaluation`) and the last checkpoint
+        (:meth:`_finish`)."""
         cfg = self.config
         disable_tf32()
         bar = None
@@ -433,123 +352,162 @@ class Trainer:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=cfg.steps, initial=self.step, unit="step", dynamic_ncols=True)
-        status, error = "done", None
-        t_run = time.perf_counter()
-        elapsed0 = self.elapsed_s
-        interval_loss, interval_gnorm, interval_n, t_interval, tokens_interval = 0.0, 0.0, 0, time.perf_counter(), 0
-        step_time_ema: float | None = None
         self._emit(Progress("start", self.step, cfg.steps, lr=cfg.lr_at(max(1, self.step + 1)),
                             elapsed_s=self.elapsed_s))
-        params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        error = None
         try:
-            while self.step < cfg.steps:
-                if self._stop_now():
-                    status = "stopped"
-                    break
-                t0 = time.perf_counter()
-                step = self.step + 1
-                lr = cfg.lr_at(step)
-                for g in self.optimizer.param_groups:
-                    g["lr"] = lr
-                x, y = self.task.sample_batch(cfg.batch_size, cfg.seq_len_at(step), self.generator)
-                x, y = self.replicas.shard(x, y)  # this rank's rows of the global batch
-                x, y = x.to(self.device), y.to(self.device)
-                self.model.train()
-                self.optimizer.zero_grad(set_to_none=True)
-                with self.rng.scope() if self._draws else contextlib.nullcontext():  # dropout: the run's generators
-                    loss = self.task.loss(self._net(x), y)
-                    loss.backward()
-                with_grad = [p for _, p in params if p.grad is not None]
-                gnorm = torch.nn.utils.get_total_norm([p.grad for p in with_grad])
-                lval, gval = self._step_values(loss, gnorm)
-                if not math.isfinite(lval):
-                    raise TrainingError(f"step {step}: the training loss is {lval} (non-finite); "
-                                        "stopped, the last good checkpoint is kept", step, "loss")
-                if not math.isfinite(gval):  # find the culprit before clipping spreads the NaN
-                    bad = next((n for n, p in params if p.grad is not None
-                                and not torch.isfinite(p.grad).all()), None)
-                    if bad is None:  # every gradient is finite, but their global norm overflows float32
-                        raise TrainingError(f"step {step}: the gradient norm overflowed ({gval}; every "
-                                            "gradient is finite but huge: lower the learning rate); stopped, the "
-                                            "last good checkpoint is kept", step, "gradient norm")
-                    raise TrainingError(f"step {step}: the gradient of parameter {bad!r} is non-finite; "
-                                        "stopped, the last good checkpoint is kept", step, f"gradient of {bad}")
-                if cfg.grad_clip > 0:
-                    torch.nn.utils.clip_grads_with_norm_(with_grad, cfg.grad_clip, gnorm)
-                self.optimizer.step()
-                self.step = step
-                interval_loss += lval
-                interval_gnorm += gval
-                interval_n += 1
-                tokens_interval += self.task.tokens_per_batch(x.shape[0] * self.replicas.world_size, x.shape[1])
-                dt = time.perf_counter() - t0
-                step_time_ema = dt if step_time_ema is None else 0.9 * step_time_ema + 0.1 * dt
-                self.elapsed_s = elapsed0 + (time.perf_counter() - t_run)
-                if bar is not None:
-                    bar.update(1)
-                is_last = step == cfg.steps
-                if step % cfg.log_every == 0 or is_last:
-                    now = time.perf_counter()
-                    mean_loss = interval_loss / max(1, interval_n)
-                    tps = tokens_interval / max(1e-9, now - t_interval)
-                    eta = (cfg.steps - step) * (step_time_ema or 0.0)
-                    rec = {"step": step, "loss": mean_loss, "lr": lr, "tokens_per_s": tps,
-                           "grad_norm": interval_gnorm / max(1, interval_n), "elapsed_s": self.elapsed_s}
-                    self._record(rec)
-                    self._emit(Progress("step", step, cfg.steps, loss=mean_loss, train_bpc=self._bpc(mean_loss),
-                                        valid_bpc=self.last_valid.get("bpc"), valid=dict(self.last_valid),
-                                        tokens_per_s=tps, eta_s=eta, lr=lr, elapsed_s=self.elapsed_s))
-                    if bar is not None:
-                        post = {"loss": f"{mean_loss:.3f}"}
-                        if "bpc" in self.last_valid:
-                            post["valid_bpc"] = f"{self.last_valid['bpc']:.3f}"
-                        bar.set_postfix(post)
-                    interval_loss, interval_gnorm, interval_n, tokens_interval = 0.0, 0.0, 0, 0
-                    t_interval = time.perf_counter()
-                if (cfg.eval_every and step % cfg.eval_every == 0) and not is_last:
-                    self._check_weights(step)
-                    self.last_valid = self.task.evaluate(
-                        self.model, "valid", seq_len=cfg.seq_len, device=self.device,
-                        max_tokens=cfg.eval_tokens, stride=cfg.eval_stride)
-                    self._record({"step": step, **{f"valid_{k}": v for k, v in self.last_valid.items()}})
-                    path = self._save()
-                    self._emit(Progress("eval", step, cfg.steps, loss=lval, train_bpc=self._bpc(lval),
-                                        valid_bpc=self.last_valid.get("bpc"), valid=dict(self.last_valid),
-                                        lr=lr, elapsed_s=self.elapsed_s, checkpoint=str(path) if path else None))
-                    t_interval = time.perf_counter()  # evaluation time is not training time
+            status = self._train_steps(bar)
         except TrainingError as exc:
             status, error = "failed", exc
         finally:
             if bar is not None:
                 bar.close()
-        metrics: dict[str, float] = {}
-        path = None
-        if status == "failed":
-            self._emit(Progress("failed", self.step, cfg.steps, elapsed_s=self.elapsed_s, message=str(error),
-                                checkpoint=str(self.last_checkpoint) if self.last_checkpoint else None))
-            result = TrainResult("failed", self.step, {}, self.last_checkpoint, error, self.history)
-            if raise_errors:
-                raise error
-            return result
+        if error is not None:
+            return self._fail(error, raise_errors, checkpoint=True)
         try:
             self._check_weights(self.step)
         except TrainingError as exc:
-            self._emit(Progress("failed", self.step, cfg.steps, elapsed_s=self.elapsed_s, message=str(exc)))
-            if raise_errors:
-                raise
-            return TrainResult("failed", self.step, {}, self.last_checkpoint, exc, self.history)
-        if status == "done":
-            splits = ("valid", "test") if cfg.final_eval else ("valid",)
-            for split in splits:
-                m = self.task.evaluate(self.model, split, seq_len=cfg.seq_len, device=self.device,
-                                       max_tokens=None if cfg.final_eval else cfg.eval_tokens,
-                                       stride=cfg.eval_stride)
-                metrics.update({f"{split}_{k}": v for k, v in m.items()})
-                if split == "valid":
-                    self.last_valid = m
-            self._record({"step": self.step, "final": True, **metrics})
+            return self._fail(exc, raise_errors, checkpoint=False)
+        metrics = self._final_evaluation() if status == "done" else {}
+        return self._finish(status, metrics)
+
+    def _train_steps(self, bar) -> str:
+        """Optimizer steps until ``config.steps`` (``"done"``) or an agreed stop (``"stopped"``), with the
+        periodic logging (:meth:`_log_interval`) and validation (:meth:`_validate`). Raises
+        :class:`TrainingError` at the first non-finite loss, gradient or weight."""
+        cfg = self.config
+        t_run, elapsed0 = time.perf_counter(), self.elapsed_s
+        meter = _Interval(time.perf_counter())
+        params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        while self.step < cfg.steps:
+            if self._stop_now():
+                return "stopped"
+            t0 = time.perf_counter()
+            step = self.step + 1
+            lr = cfg.lr_at(step)
+            lval, gval, tokens = self._optimizer_step(step, lr, params)
+            meter.add(lval, gval, tokens, time.perf_counter() - t0)
+            self.elapsed_s = elapsed0 + (time.perf_counter() - t_run)
+            if bar is not None:
+                bar.update(1)
+            is_last = step == cfg.steps
+            if step % cfg.log_every == 0 or is_last:
+                self._log_interval(step, lr, meter, bar)
+            if (cfg.eval_every and step % cfg.eval_every == 0) and not is_last:
+                self._validate(step, lr, lval)
+                meter.start = time.perf_counter()  # evaluation time is not training time
+        return "done"
+
+    def _optimizer_step(self, step: int, lr: float, params: list) -> tuple[float, float, int]:
+        """One optimizer step (1-based ``step`` at learning rate ``lr``): draw this rank's rows of the batch,
+        forward and backward under the run's own generators, the gradient norm, the non-finite checks
+        (:meth:`_check_step`), clipping, the AdamW update. Returns ``(loss, gradient norm, targets scored
+        across the ranks)``; ``self.step`` becomes ``step``."""
+        cfg = self.config
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        x, y = self.task.sample_batch(cfg.batch_size, cfg.seq_len_at(step), self.generator)
+        x, y = self.replicas.shard(x, y)  # this rank's rows of the global batch
+        x, y = x.to(self.device), y.to(self.device)
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.rng.scope() if self._draws else contextlib.nullcontext():  # dropout: the run's generators
+            loss = self.task.loss(self._net(x), y)
+            loss.backward()
+        with_grad = [p for _, p in params if p.grad is not None]
+        gnorm = torch.nn.utils.get_total_norm([p.grad for p in with_grad])
+        lval, gval = self._step_values(loss, gnorm)
+        self._check_step(step, lval, gval, params)
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grads_with_norm_(with_grad, cfg.grad_clip, gnorm)
+        self.optimizer.step()
+        self.step = step
+        return lval, gval, self.task.tokens_per_batch(x.shape[0] * self.replicas.world_size, x.shape[1])
+
+    @staticmethod
+    def _check_step(step: int, lval: float, gval: float, params: list) -> None:
+        """:class:`TrainingError` naming the culprit of a non-finite step: the loss, the gradient of the first
+        parameter whose gradient is non-finite (found before clipping spreads the NaN), or a global gradient
+        norm that overflows float32 although every gradient is finite."""
+        if not math.isfinite(lval):
+            raise TrainingError(f"step {step}: the training loss is {lval} (non-finite); "
+                                "stopped, the last good checkpoint is kept", step, "loss")
+        if math.isfinite(gval):
+            return
+        bad = next((n for n, p in params if p.grad is not None and not torch.isfinite(p.grad).all()), None)
+        if bad is None:  # every gradient is finite, but their global norm overflows float32
+            raise TrainingError(f"step {step}: the gradient norm overflowed ({gval}; every "
+                                "gradient is finite but huge: lower the learning rate); stopped, the "
+                                "last good checkpoint is kept", step, "gradient norm")
+        raise TrainingError(f"step {step}: the gradient of parameter {bad!r} is non-finite; "
+                            "stopped, the last good checkpoint is kept", step, f"gradient of {bad}")
+
+    def _log_interval(self, step: int, lr: float, meter: "_Interval", bar) -> None:
+        """A logging step: the interval's mean loss, gradient norm and tokens/s into the history (and
+        TensorBoard), a ``"step"`` progress event, the bar's numbers; then a new interval."""
+        cfg = self.config
+        now = time.perf_counter()
+        mean_loss = meter.loss / max(1, meter.n)
+        tps = meter.tokens / max(1e-9, now - meter.start)
+        eta = (cfg.steps - step) * (meter.step_time_ema or 0.0)
+        rec = {"step": step, "loss": mean_loss, "lr": lr, "tokens_per_s": tps,
+               "grad_norm": meter.gnorm / max(1, meter.n), "elapsed_s": self.elapsed_s}
+        self._record(rec)
+        self._emit(Progress("step", step, cfg.steps, loss=mean_loss, train_bpc=self._bpc(mean_loss),
+                            valid_bpc=self.last_valid.get("bpc"), valid=dict(self.last_valid),
+                            tokens_per_s=tps, eta_s=eta, lr=lr, elapsed_s=self.elapsed_s))
+        if bar is not None:
+            post = {"loss": f"{mean_loss:.3f}"}
+            if "bpc" in self.last_valid:
+                post["valid_bpc"] = f"{self.last_valid['bpc']:.3f}"
+            bar.set_postfix(post)
+        meter.reset(time.perf_counter())
+
+    def _validate(self, step: int, lr: float, lval: float) -> None:
+        """A periodic validation: weights checked finite, the valid split (``eval_tokens`` targets) evaluated
+        and recorded, a checkpoint saved, an ``"eval"`` progress event."""
+        cfg = self.config
+        self._check_weights(step)
+        self.last_valid = self.task.evaluate(self.model, "valid", seq_len=cfg.seq_len, device=self.device,
+                                             max_tokens=cfg.eval_tokens, stride=cfg.eval_stride)
+        self._record({"step": step, **{f"valid_{k}": v for k, v in self.last_valid.items()}})
+        path = self._save()
+        self._emit(Progress("eval", step, cfg.steps, loss=lval, train_bpc=self._bpc(lval),
+                            valid_bpc=self.last_valid.get("bpc"), valid=dict(self.last_valid),
+                            lr=lr, elapsed_s=self.elapsed_s, checkpoint=str(path) if path else None))
+
+    def _fail(self, error: TrainingError, raise_errors: bool, checkpoint: bool) -> TrainResult:
+        """A diverged run: the ``"failed"`` progress event (naming the last good checkpoint when ``checkpoint``),
+        nothing written; raises ``error`` when ``raise_errors``, else returns the ``"failed"`` result."""
+        cfg = self.config
+        where = str(self.last_checkpoint) if checkpoint and self.last_checkpoint else None
+        self._emit(Progress("failed", self.step, cfg.steps, elapsed_s=self.elapsed_s, message=str(error),
+                            checkpoint=where))
+        if raise_errors:
+            raise error
+        return TrainResult("failed", self.step, {}, self.last_checkpoint, error, self.history)
+
+    def _final_evaluation(self) -> dict[str, float]:
+        """The evaluation of a finished run: the full valid and test splits (``final_eval``), else the valid
+        split capped at ``eval_tokens``; recorded in the history. Returns ``{"valid_*": ..., "test_*": ...}``."""
+        cfg = self.config
+        metrics: dict[str, float] = {}
+        splits = ("valid", "test") if cfg.final_eval else ("valid",)
+        for split in splits:
+            m = self.task.evaluate(self.model, split, seq_len=cfg.seq_len, device=self.device,
+                                   max_tokens=None if cfg.final_eval else cfg.eval_tokens, stride=cfg.eval_stride)
+            metrics.update({f"{split}_{k}": v for k, v in m.items()})
+            if split == "valid":
+                self.last_valid = m
+        self._record({"step": self.step, "final": True, **metrics})
+        return metrics
+
+    def _finish(self, status: str, metrics: dict[str, float]) -> TrainResult:
+        """The end of a finished or stopped run: the checkpoint (resumable), the stop flag cleared (calling
+        :meth:`run` again continues a stopped run), the ``"done"``/``"stopped"`` event, the result."""
+        cfg = self.config
         path = self._save(final_metrics=metrics)
-        self._stop.clear()  # calling run() again continues a stopped run
+        self._stop.clear()
         msg = (f"finished {self.step} steps" if status == "done" else f"stopped at step {self.step}")
         self._emit(Progress(status, self.step, cfg.steps, valid_bpc=self.last_valid.get("bpc"),
                             valid=dict(self.last_valid), elapsed_s=self.elapsed_s, message=msg,
@@ -698,45 +656,3 @@ class Trainer:
                                        f"{kept}", self.step, exc.errno) from exc
         self.last_checkpoint = path
         return path
-
-
-@torch.no_grad()
-def generate(model, prompt_ids: torch.Tensor, length: int, temperature: float = 1.0, top_k: int | None = None,
-             context: int | None = None, seed: int | None = None, device: str | torch.device = "cpu",
-             exclude: list[int] | None = None) -> torch.Tensor:
-    """Sample ``length`` new tokens after ``prompt_ids`` (``LongTensor`` ``(N,)``, ``N >= 1``).
-
-    Each step re-runs the model on the last ``context`` tokens (default: all) and samples from
-    ``softmax(logits / temperature)`` (``temperature = 0``: greedy; ``top_k``: keep the k most likely).
-    Token ids in ``exclude`` (e.g. the unknown token) are never produced.
-    Uses its own ``torch.Generator`` seeded with ``seed``. Returns ``LongTensor`` ``(length,)`` (CPU).
-    Raises ``ValueError`` for an empty prompt, a negative length or temperature.
-    """
-    if prompt_ids.numel() < 1:
-        raise ValueError("the prompt must hold at least one token")
-    if length < 0 or temperature < 0:
-        raise ValueError(f"length and temperature must be >= 0, got {length}, {temperature}")
-    gen = torch.Generator().manual_seed(int(seed) if seed is not None else 0)
-    seq = prompt_ids.reshape(-1).long().cpu()
-    was = model.training
-    model.eval()
-    out = []
-    try:
-        for _ in range(int(length)):
-            window = seq[-context:] if context else seq
-            logits = model(window[None, :].to(device))[0, -1].float().cpu()
-            if exclude:
-                logits[torch.tensor(exclude, dtype=torch.long)] = float("-inf")
-            if temperature == 0:
-                nxt = int(logits.argmax())
-            else:
-                logits = logits / temperature
-                if top_k:
-                    kth = torch.topk(logits, min(int(top_k), logits.numel())).values[-1]
-                    logits = logits.masked_fill(logits < kth, float("-inf"))
-                nxt = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=gen))
-            out.append(nxt)
-            seq = torch.cat([seq, torch.tensor([nxt])])
-    finally:
-        model.train(was)
-    return torch.tensor(out, dtype=torch.long)

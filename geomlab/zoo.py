@@ -2,10 +2,10 @@
 
 Every bundled checkpoint is reproducible from its :class:`ZooEntry`: the model (a kind plus either an
 explicit config or a parameter budget resolved with :func:`geomlab.models.config_for_budget`), the task
-(a registered corpus or ``word-problem:GROUP``), steps, batch, sequence length, learning rate and seed.
-``python -m geomlab zoo --rebuild`` retrains them all from scratch with the shared pipeline
-(:class:`geomlab.train.Trainer`, :func:`geomlab.checkpoint.save`), so every number on a card comes from
-the same code path as ``python -m geomlab train``.
+(``corpus:NAME`` or ``word-problem:GROUP:LENGTH``), steps, batch, sequence length, learning rate and seed.
+``python -m geomlab zoo --rebuild`` retrains them all from scratch through the one run spec
+(:mod:`geomlab.runs`, :func:`geomlab.checkpoint.save`), so every number on a card comes from the same code
+path as ``python -m geomlab train``.
 
 Each checkpoint's JSON ``card`` holds: ``name``, ``title``, ``description``, ``corpus``, ``split`` (the
 split rule), ``task``, ``steps``, ``batch_size``, ``seq_len``, ``lr``, ``seed``, ``params_effective`` /
@@ -21,14 +21,15 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import torch
 
+from geomlab import runs
 from geomlab.locate import BUNDLED_DIR
+from geomlab.runs import N_EVAL, RunOutcome, RunSpec
 
 #: Where the bundled checkpoints live (in the repository or, installed, in the package: geomlab.locate).
 ZOO_DIR = BUNDLED_DIR
@@ -47,7 +48,8 @@ class ZooEntry:
         title: one human line for the app's model picker.
         description: what the model is and why it is in the zoo.
         kind: registered model kind.
-        task: a registered corpus name (``"tinyshakespeare"``) or ``"word-problem:GROUP:LENGTH"``.
+        task: the task string (:mod:`geomlab.data.registry`): ``"corpus:tinyshakespeare"`` or
+            ``"word-problem:GROUP:LENGTH"``.
         budget: target effective parameter count (resolved by ``config_for_budget``), or ``None`` when
             ``config`` is complete.
         config: model config keys (fixed keys for the budget search, or the whole config).
@@ -62,7 +64,7 @@ class ZooEntry:
     title: str
     description: str
     kind: str
-    task: str = "tinyshakespeare"
+    task: str = "corpus:tinyshakespeare"
     budget: int | None = None
     config: dict[str, Any] = field(default_factory=dict)
     steps: int = 1500
@@ -76,6 +78,13 @@ class ZooEntry:
     length_curriculum: tuple[tuple[int, int], ...] = ()
     notes: str = ""
 
+    def run_spec(self, eval_every: int = 0) -> RunSpec:
+        """This recipe as the one run spec (:func:`recipe_spec`; validation every ``eval_every`` steps)."""
+        return recipe_spec(self.kind, self.task, budget=self.budget, config=self.config, steps=self.steps,
+                           batch_size=self.batch_size, seq_len=self.seq_len, lr=self.lr, seed=self.seed,
+                           warmup=self.warmup, weight_decay=self.weight_decay, eval_every=eval_every,
+                           length_curriculum=self.length_curriculum)
+
     def to_dict(self) -> dict[str, Any]:
         """The recipe as a JSON-serialisable dict (stored on the card as ``recipe``)."""
         d = asdict(self)
@@ -84,7 +93,7 @@ class ZooEntry:
         return d
 
 
-_LM = dict(task="tinyshakespeare", batch_size=16, seq_len=64, lr=3e-3, seed=0, steps=800)
+_LM = dict(task="corpus:tinyshakespeare", batch_size=16, seq_len=64, lr=3e-3, seed=0, steps=800)
 _SHORT = ("Short CPU budget (800 steps x 16 x 64 characters, under one epoch, 1 thread on a shared 2-core "
           "machine): a working model for the app's views, not a converged one; see docs/results.md for the "
           "matched comparisons.")
@@ -195,29 +204,6 @@ def scaled(entry: ZooEntry, steps_scale: float) -> ZooEntry:
 
 
 # ----------------------------------------------------------------------------------------------- training
-@dataclass
-class RunOutcome:
-    """What :func:`train_and_evaluate` returns.
-
-    model: the trained model (eval mode). task: the task it was trained on. config: the full model config.
-    train_config: the :class:`geomlab.train.TrainConfig` used. metrics: final ``valid_*``/``test_*`` metrics
-    of the task (full splits for corpora). train_time_s: wall-clock seconds of the training loop (no
-    evaluation). tokens_per_s: training targets per second (``steps * batch * seq_len / train_time_s``).
-    history: the trainer's metrics history. cpu_time_s: process CPU seconds of the training loop (all
-    threads; on a shared machine a steadier measure of cost than wall time).
-    """
-
-    model: Any
-    task: Any
-    config: dict[str, Any]
-    train_config: Any
-    metrics: dict[str, float]
-    train_time_s: float
-    tokens_per_s: float
-    history: list[dict[str, Any]]
-    cpu_time_s: float = 0.0
-
-
 _CONFIG_CACHE: dict[str, dict[str, Any]] = {}
 
 
@@ -268,16 +254,30 @@ def resolve_config(kind: str, vocab_size: int, budget: int | None, config: dict[
     return dict(cfg)
 
 
-def make_task(spec: str, max_eval_tokens: int | None = None):
-    """A :class:`geomlab.data.Task` from a zoo/report task string (delegates to
-    :func:`geomlab.data.make_task`; word problems get 256 evaluation sequences)."""
-    from geomlab.data import make_task as _make_task
-    from geomlab.data.word_problem import WordProblemTask
+def recipe_spec(kind: str, data: str, *, budget: int | None, config: dict[str, Any] | None, steps: int,
+                batch_size: int, seq_len: int, lr: float, seed: int = 0, warmup: float = 0.02,
+                weight_decay: float = 0.0, eval_every: int = 0, eval_tokens: int | None = 16384,
+                final_eval: bool = True, device: str = "auto",
+                length_curriculum: Iterable[tuple[int, int]] = ()) -> RunSpec:
+    """The :class:`geomlab.runs.RunSpec` of a zoo or report recipe: the budget met within 5%
+    (``nearest_budget=False``), :data:`geomlab.runs.N_EVAL` evaluation sequences for synthetic tasks,
+    ``log_every`` ``min(50, steps)``, and the recipe's training values (``eval_every=0``: no periodic
+    evaluation)."""
+    return RunSpec(kind=kind, params=budget, model_overrides=dict(config or {}), nearest_budget=False, data=data,
+                   steps=int(steps), batch_size=int(batch_size), seq_len=int(seq_len), lr=float(lr), seed=int(seed),
+                   device=device,
+                   train={"warmup": float(warmup), "weight_decay": float(weight_decay), "eval_every": int(eval_every),
+                          "eval_tokens": eval_tokens, "final_eval": bool(final_eval),
+                          "log_every": max(1, min(50, int(steps))),
+                          "length_curriculum": tuple(tuple(pair) for pair in length_curriculum)})
 
-    task = _make_task(spec)
-    if isinstance(task, WordProblemTask):
-        task = WordProblemTask(task.group, length=task.length, n_eval=256, seed=task.seed)
-    return task
+
+def make_task(spec: str, max_eval_tokens: int | None = None):
+    """A :class:`geomlab.data.Task` from a zoo/report task string (:func:`geomlab.data.make_task`; synthetic
+    tasks get :data:`geomlab.runs.N_EVAL` evaluation sequences)."""
+    from geomlab.data.registry import make_task as _make_task
+
+    return _make_task(spec, n_eval=N_EVAL)
 
 
 def train_and_evaluate(kind: str, task, *, budget: int | None = None, config: dict[str, Any] | None = None,
@@ -287,52 +287,24 @@ def train_and_evaluate(kind: str, task, *, budget: int | None = None, config: di
                        device: str = "auto", callback: Callable | None = None,
                        progress_bar: bool = False,
                        length_curriculum: Iterable[tuple[int, int]] = ()) -> RunOutcome:
-    """Build a model of ``kind`` for ``task``, train it with :class:`geomlab.train.Trainer` and evaluate.
+    """Build a model of ``kind`` for ``task``, train it and evaluate: :func:`geomlab.runs.run` of the
+    :class:`~geomlab.runs.RunSpec` these arguments describe (the budget met within 5%, the model built under
+    :func:`geomlab.rng.seeded` with ``seed``; ``log_every`` ``min(50, steps)``).
 
-    The model is built right after ``seed_everything(seed)`` so its initialisation is reproducible.
-    Evaluation is the task's own (:meth:`geomlab.data.Task.evaluate`; for corpora: BPC over non-overlapping
-    windows of ``seq_len`` with fresh state per window). ``final_eval_tokens=None`` evaluates the whole valid
-    and test splits; an integer caps both (used by quick reports on large corpora; the cap is reported).
-    ``train_time_s`` counts only training steps (``eval_every=0`` by default so no periodic evaluation runs).
-
-    ``length_curriculum``: ``(seq_len, steps)`` pairs trained before the rest at ``seq_len``.
-    Raises ``ValueError`` for a bad config and :class:`geomlab.train.TrainingError` for a diverged run.
+    ``final_eval_tokens=None`` evaluates the whole valid and test splits; an integer caps both (used by quick
+    reports on large corpora; the cap is reported). ``train_time_s`` counts only training steps
+    (``eval_every=0`` by default so no periodic evaluation runs). ``length_curriculum``: ``(seq_len, steps)``
+    pairs trained before the rest at ``seq_len``. Raises ``ValueError`` for a bad config and
+    :class:`geomlab.train.TrainingError` for a diverged run.
     """
-    from geomlab.models import build_model
-    from geomlab.train import TrainConfig, Trainer, seed_everything
+    from geomlab.data.registry import task_string
 
-    cfg = resolve_config(kind, task.vocab_size, budget, dict(config or {}))
-    seed_everything(seed)
-    model = build_model(cfg)
-    tcfg = TrainConfig(steps=int(steps), batch_size=int(batch_size), seq_len=int(seq_len), lr=float(lr),
-                       seed=int(seed), warmup=float(warmup), weight_decay=float(weight_decay),
-                       eval_every=int(eval_every), eval_tokens=eval_tokens, device=device,
-                       final_eval=final_eval_tokens is None, log_every=max(1, min(50, int(steps))),
-                       length_curriculum=tuple(tuple(pair) for pair in length_curriculum))
-    marks: dict[str, float] = {}
-
-    def _on_progress(p) -> None:  # CPU time at the last training step (before the final evaluation)
-        if p.event == "step" and p.step >= p.total:
-            marks["train_cpu"] = time.process_time()
-        if callback is not None:
-            callback(p)
-
-    trainer = Trainer(model, task, tcfg, out=None, callback=_on_progress, progress_bar=progress_bar)
-    t0, c0 = time.perf_counter(), time.process_time()
-    result = trainer.run()
-    wall = time.perf_counter() - t0
-    train_time = float(trainer.elapsed_s) if trainer.elapsed_s > 0 else wall
-    metrics = dict(result.metrics)
-    if final_eval_tokens is not None:  # capped evaluation of both splits, same protocol
-        for split in ("valid", "test"):
-            m = task.evaluate(model, split, seq_len=int(seq_len), device=trainer.device,
-                              max_tokens=int(final_eval_tokens))
-            metrics.update({f"{split}_{k}": v for k, v in m.items()})
-    tokens = tcfg.tokens_through(int(steps))
-    model.eval()
-    return RunOutcome(model=model, task=task, config=dict(model.config), train_config=tcfg, metrics=metrics,
-                      train_time_s=train_time, tokens_per_s=tokens / max(train_time, 1e-9),
-                      history=list(result.history), cpu_time_s=marks.get("train_cpu", time.process_time()) - c0)
+    spec = recipe_spec(kind, task_string(task), budget=budget, config=config, steps=steps, batch_size=batch_size,
+                       seq_len=seq_len, lr=lr, seed=seed, warmup=warmup, weight_decay=weight_decay,
+                       eval_every=eval_every, eval_tokens=eval_tokens, final_eval=final_eval_tokens is None,
+                       device=device, length_curriculum=length_curriculum)
+    return runs.run(spec, task=task, final_eval_tokens=final_eval_tokens, callback=callback,
+                    progress_bar=progress_bar)
 
 
 def accuracy_by_length(model, task, lengths: Iterable[int], split: str = "test",
@@ -367,11 +339,7 @@ def build_entry(entry: ZooEntry, out_dir: str | Path = ZOO_DIR, *, progress_bar:
     if log:
         log(f"[zoo] {entry.name}: {entry.kind} on {entry.task}, {entry.steps} steps x {entry.batch_size} x "
             f"{entry.seq_len}, lr {entry.lr}, seed {entry.seed}")
-    run = train_and_evaluate(entry.kind, task, budget=entry.budget, config=entry.config, steps=entry.steps,
-                             batch_size=entry.batch_size, seq_len=entry.seq_len, lr=entry.lr, seed=entry.seed,
-                             warmup=entry.warmup, weight_decay=entry.weight_decay,
-                             eval_every=max(1, entry.steps // 5), progress_bar=progress_bar,
-                             length_curriculum=entry.length_curriculum)
+    run = runs.run(entry.run_spec(eval_every=max(1, entry.steps // 5)), task=task, progress_bar=progress_bar)
     spec = task.spec()
     card: dict[str, Any] = {
         "name": entry.name, "title": entry.title, "description": entry.description, "kind": entry.kind,
@@ -476,6 +444,7 @@ def format_card(card: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "ZOO", "ZOO_DIR", "ZooEntry", "ZooError", "RunOutcome", "entries", "scaled", "resolve_config", "make_task",
+    "ZOO", "ZOO_DIR", "ZooEntry", "ZooError", "RunOutcome", "entries", "scaled", "resolve_config", "recipe_spec",
+    "make_task",
     "train_and_evaluate", "accuracy_by_length", "build_entry", "rebuild", "read_cards", "format_card",
 ]

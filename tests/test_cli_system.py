@@ -108,7 +108,7 @@ def test_disk_full_during_training_is_one_line_and_keeps_the_last_good_checkpoin
 
 
 def test_oserror_anywhere_in_a_command_is_one_line(text_file, tmp_path, capsys, monkeypatch):
-    from geomlab.data import tasks
+    from geomlab.data import registry as tasks
 
     def broken(*a, **k):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(text_file))
@@ -120,7 +120,7 @@ def test_oserror_anywhere_in_a_command_is_one_line(text_file, tmp_path, capsys, 
 
 
 def test_ctrl_c_before_training_is_one_line(text_file, tmp_path, capsys, monkeypatch):
-    from geomlab.data import tasks
+    from geomlab.data import registry as tasks
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt

@@ -354,3 +354,84 @@ def test_registered_corpora_names():
     assert {"tinyshakespeare", "ptb-char", "ptb", "wikitext-2"} <= set(CORPORA)
     assert all(rel in corpora.FILES for spec in CORPORA.values() for rel in spec.files.values())
     assert math.isclose(sum(corpora.DEFAULT_FRACTIONS), 1.0)
+
+
+# ----------------------------------------------------------------------------------------------- task syntax
+def test_task_strings_parse_to_one_canonical_spelling():
+    from geomlab.data.registry import parse_task
+
+    assert str(parse_task("corpus:ptb-char")) == "corpus:ptb-char" and not parse_task("corpus:ptb-char").note
+    assert (parse_task("word-problem:S5:16").form, parse_task("word-problem:S5:16").arg,
+            parse_task("word-problem:S5:16").length) == ("word-problem", "S5", 16)
+    assert parse_task("word-problem:Z5").length is None
+    assert str(parse_task("word-problem:Z5").with_length(8)) == "word-problem:Z5:8"
+    assert str(parse_task("word-problem:Z5:4").with_length(8)) == "word-problem:Z5:4"  # the string's wins
+    assert str(parse_task("gp")) == "gp" and str(parse_task("text")) == "text"
+    assert parse_task("my text.txt").form == "file" and str(parse_task("my text.txt")) == "my text.txt"
+    # old spellings: the same task, with a one-line note naming the new spelling
+    for old, new in [("tinyshakespeare", "corpus:tinyshakespeare"), ("task:S3", "word-problem:S3"),
+                     ("wp:A5:12", "word-problem:A5:12"), ("gp-regression", "gp")]:
+        ref = parse_task(old)
+        assert str(ref) == new and new in ref.note and old in ref.note and "\n" not in ref.note
+
+
+def test_task_strings_refuse_bad_forms_readably():
+    from geomlab.data.registry import parse_task
+
+    with pytest.raises(DataError, match="unknown corpus 'nope'; registered: tinyshakespeare"):
+        parse_task("corpus:nope")
+    with pytest.raises(DataError, match="length must be an integer"):
+        parse_task("word-problem:S3:x")
+    with pytest.raises(DataError, match="length must be >= 1"):
+        parse_task("word-problem:S3:0")
+    with pytest.raises(DataError, match="data must be"):
+        parse_task("some/file.txt", paths=False)  # a request that may not read the machine's files
+    with pytest.raises(DataError, match="data must be"):
+        parse_task("")
+
+
+def test_make_task_takes_the_callers_length_and_evaluation_size(tiny_text):
+    from geomlab.data.gp import GPRegressionTask
+    from geomlab.data.registry import task_string
+
+    wp = make_task("word-problem:S3", length=8, n_eval=16)
+    assert isinstance(wp, WordProblemTask) and wp.length == 8 and wp.n_eval == 16
+    assert make_task("word-problem:S3").length == 32 and make_task("task:S3").n_eval == 512
+    assert make_task("word-problem:S3:4", length=8).length == 4
+    gp = make_task("gp", n_eval=24)
+    assert isinstance(gp, GPRegressionTask) and gp.n_eval == 24
+    text = make_task("text", text=tiny_text * 3)
+    assert isinstance(text, LMTask) and text.name == "uploaded text"
+    with pytest.raises(DataError):
+        make_task("text", text="")
+    assert task_string(wp) == "word-problem:S3:8" and task_string(gp) == "gp"
+    assert make_task(task_string(wp)).length == 8
+
+
+def test_the_task_interface_imports_no_task_module():
+    """Knot 3 of issue 18: data.tasks defines the interface; word_problem and gp implement it; only the
+    registry imports them, so the data modules' imports form no cycle."""
+    import ast
+    import importlib.util
+
+    def imports(module: str) -> set[str]:
+        tree = ast.parse(open(importlib.util.find_spec(module).origin).read())
+        out = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                out.add(node.module)
+            elif isinstance(node, ast.Import):
+                out.update(a.name for a in node.names)
+        return {m for m in out if m.startswith("geomlab.data")}
+
+    graph = {m: imports(m) for m in ("geomlab.data.tasks", "geomlab.data.gp", "geomlab.data.word_problem",
+                                     "geomlab.data.registry", "geomlab.data.corpora", "geomlab.data.vocab")}
+    assert graph["geomlab.data.tasks"] <= {"geomlab.data.errors", "geomlab.data.vocab"}
+    assert "geomlab.data.registry" not in graph["geomlab.data.gp"] | graph["geomlab.data.word_problem"]
+    assert {"geomlab.data.gp", "geomlab.data.word_problem", "geomlab.data.tasks"} <= graph["geomlab.data.registry"]
+
+    def reaches(start: str, goal: str, seen=()) -> bool:
+        return any(n == goal or (n in graph and n not in seen and reaches(n, goal, seen + (n,)))
+                   for n in graph.get(start, ()))
+
+    assert not any(reaches(m, m) for m in graph)  # no module reaches itself

@@ -179,7 +179,7 @@ def test_a_trial_the_pruner_rejects_stops_early(text_file):
     """train_trial reports the first seed's validations and stops the run when the pruner says so."""
     import optuna
 
-    from geomlab.data.tasks import make_task
+    from geomlab.data.registry import make_task
 
     class Trial:  # the two calls of optuna.Trial that train_trial makes during training
         def __init__(self):

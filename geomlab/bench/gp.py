@@ -1,7 +1,8 @@
 """``geomlab bench gp``: CEM on Gaussian-process regression for several recursion depths T.
 
 Trains one :class:`geomlab.models.cem.CEMRegressor` per T (same architecture and parameter count, same seed
-and batches) on :class:`geomlab.data.gp.GPRegressionTask` with :class:`geomlab.train.Trainer`, then prints
+and batches) on :class:`geomlab.data.gp.GPRegressionTask` (task ``gp``) through the one run spec
+(:func:`geomlab.runs.run`), then prints
 valid/test RMSE next to the exact GP posterior-mean floor, the RMSE by context length, the step time, and
 whether the per-step energies of the trained model still fall (``shared/papers/cem.md`` §4.2, §2.4).
 Writes a JSON summary with ``--json``.
@@ -12,10 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 
 import torch
-
 
 
 def _energy_check(model, task, seq_len: int) -> dict[str, float]:
@@ -50,9 +49,9 @@ def _rmse_by_context(model, task, seq_len: int, buckets=(1, 4, 16, 32)) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the exit status (0)."""
-    from geomlab.data.gp import GPRegressionTask
+    from geomlab import runs
     from geomlab.models.cem import CEMRegressor
-    from geomlab.train import TrainConfig, Trainer
+    from geomlab.rng import seeded
 
     p = argparse.ArgumentParser(prog="geomlab bench gp", description=__doc__.split("\n\n")[0])
     p.add_argument("--T", type=int, nargs="+", default=[1, 2, 4, 8], help="recursion steps to compare")
@@ -75,22 +74,20 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     seq_len = args.points - 1
-    task = GPRegressionTask(n_eval=args.n_eval)
+    spec = runs.RunSpec(kind="cem", params=None, data="gp", eval_sequences=args.n_eval, steps=args.steps,
+                        batch_size=args.batch_size, seq_len=seq_len, lr=args.lr, seed=args.seed, device="cpu",
+                        train={"warmup": 0.05, "eval_every": 0, "log_every": 50, "eval_tokens": 65536})
+    task = runs.build_task(spec)
     rows = []
     for T in args.T:
-        torch.manual_seed(args.seed)
-        model = CEMRegressor({"d_model": args.d_model, "n_layers": args.n_layers, "n_heads": args.n_heads,
-                              "d_ff": args.d_ff, "recursion_steps": T, "diagonal": args.diagonal})
+        with seeded(args.seed):  # the numbers torch.manual_seed(seed) would give
+            model = CEMRegressor({"d_model": args.d_model, "n_layers": args.n_layers, "n_heads": args.n_heads,
+                                  "d_ff": args.d_ff, "recursion_steps": T, "diagonal": args.diagonal})
         n_params = sum(p.numel() for p in model.parameters())
-        cfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=seq_len, lr=args.lr,
-                          warmup=0.05, seed=args.seed, eval_every=0, device="cpu", log_every=50)
-        t0 = time.perf_counter()
-        trainer = Trainer(model, task, cfg)
-        result = trainer.run()
-        wall = time.perf_counter() - t0
-        row = {"T": T, "params": n_params, "steps": args.steps, "wall_s": wall,
-               "s_per_step": trainer.elapsed_s / args.steps,  # training only, no evaluation
-               **result.metrics,
+        out = runs.run(spec, task=task, model=model)
+        row = {"T": T, "params": n_params, "steps": args.steps, "wall_s": out.wall_s,
+               "s_per_step": out.train_time_s / args.steps,  # training only, no evaluation
+               **out.metrics,
                "by_context": _rmse_by_context(model, task, seq_len), **_energy_check(model, task, seq_len)}
         for t_inf in args.test_T:
             model.stack.cfg["inference_recursion_steps"] = t_inf

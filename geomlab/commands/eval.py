@@ -64,7 +64,7 @@ def _own_text_file(own) -> str | None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from geomlab.data.tasks import make_task
+    from geomlab.data.registry import make_task
     from geomlab.models import count_params
     from geomlab.train import resolve_device
 

@@ -105,11 +105,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "with config_for_budget (within 5%%)")
     p.add_argument("--config", nargs="*", metavar="KEY=VALUE", default=[],
                    help="model config values (JSON values, e.g. hidden=64 layers=2)")
-    p.add_argument("--data", metavar="CORPUS|FILE|word-problem:G[:LEN]",
-                   help=f"a registered corpus ({', '.join(CORPORA)}), a UTF-8 text file (split 90/5/5), or "
-                   "the group word problem, e.g. word-problem:S5 or word-problem:Z5:64 (groups S3, S5, A5, Zn, "
-                   "parity). (The Gaussian-process regression task runs through `python -m geomlab.bench gp`.) With --resume the checkpoint's corpus is used "
-                   "when omitted")
+    p.add_argument("--data", metavar="corpus:NAME|FILE|word-problem:G[:LEN]",
+                   help=f"the task: a registered corpus corpus:NAME ({', '.join(CORPORA)}), a UTF-8 text file "
+                   "(split 90/5/5), or the group word problem, e.g. word-problem:S5 or word-problem:Z5:64 (groups "
+                   "S3, S5, A5, Zn, parity; evaluated at length 32 unless given). A bare corpus name still works "
+                   "(old spelling, with a note). (The Gaussian-process regression task runs through "
+                   "`python -m geomlab.bench gp`.) With --resume the checkpoint's corpus is used when omitted")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps in total (default 1000)")
     p.add_argument("--out", default="runs", help="output folder (default runs/)")
     p.add_argument("--name", help="checkpoint folder name inside --out (default KIND[-GROUP]-DATA-PARAMS, with -2, -3, "
@@ -224,9 +225,10 @@ def _train(args: argparse.Namespace, replicas) -> int:
     import torch
 
     from geomlab import checkpoint as ckpt
-    from geomlab.data.tasks import make_task
-    from geomlab.models import build_model, config_for_budget, count_params, full_config, kinds
-    from geomlab.rng import seeded
+    from geomlab import runs
+    from geomlab.data.registry import DEFAULT_LENGTH, TaskRef, make_task, parse_task
+    from geomlab.models import count_params, kinds
+    from geomlab.runs import RunSpec
     from geomlab.train import CheckpointWriteError, TrainConfig, Trainer, TrainingError
 
     if args.list_models:
@@ -257,6 +259,9 @@ def _train(args: argparse.Namespace, replicas) -> int:
         c = ckpt.load(path)
         check_out_dir(c.path.parent, c.model)
         data = args.data if args.data else (c.card.get("task") or {})
+        note = parse_task(data).note if isinstance(data, str) else ""
+        if note:
+            print(note, file=sys.stderr)
         task = make_task(data, vocab=c.vocab)
         trainer = Trainer.from_checkpoint(path, task, overrides=overrides, progress_bar=not args.quiet,
                                           log_dir=args.log_dir)
@@ -265,9 +270,13 @@ def _train(args: argparse.Namespace, replicas) -> int:
         if not args.model:
             raise ValueError("--model KIND is required (known kinds: " + ", ".join(kinds()) + ")")
         if not args.data:
-            raise ValueError("--data is required (a corpus name, a text file or word-problem:GROUP)")
-        task = make_task(args.data)
-        if task.name.startswith("gp"):
+            raise ValueError("--data is required (corpus:NAME, a text file or word-problem:GROUP)")
+        ref = parse_task(args.data)
+        if ref.note:
+            print(ref.note, file=sys.stderr)
+        if ref.form == "text":  # the app's pasted text has no meaning here: a file of that name
+            ref = TaskRef("file", args.data)
+        if ref.form == "gp":
             # token models cannot take continuous inputs; the GP task has its own CEM regressor
             raise ValueError("the Gaussian-process regression task trains a CEM regressor, not a token model: "
                              "run `python -m geomlab.bench gp` (see docs/cem.md)")
@@ -275,12 +284,13 @@ def _train(args: argparse.Namespace, replicas) -> int:
         check_config_types(args.model, fixed)
         if args.group:
             fixed["group"] = args.group
-        if args.params:
-            config = config_for_budget(args.model, parse_count(args.params), task.vocab_size, **fixed)
-        else:
-            config = full_config({"kind": args.model, "vocab_size": task.vocab_size, **fixed})
-        with seeded(overrides.get("seed", 0)):  # = torch.manual_seed(seed) then build, under the RNG lock
-            model = build_model(config)
+        tc = TrainConfig.from_dict(overrides)
+        spec = RunSpec(kind=args.model, group=args.group, params=parse_count(args.params) if args.params else None,
+                       model_overrides=fixed, nearest_budget=False, data=str(ref.with_length(DEFAULT_LENGTH)),
+                       eval_sequences=None, steps=tc.steps, batch_size=tc.batch_size, seq_len=tc.seq_len, lr=tc.lr,
+                       seed=tc.seed, device=tc.device, train=tc.to_dict())
+        task = runs.build_task(spec)
+        model, _ = runs.build_model(spec, task.vocab_size)
         n_eff = count_params(model, "effective")
         if args.name:
             name = args.name
@@ -291,10 +301,11 @@ def _train(args: argparse.Namespace, replicas) -> int:
                 raise ValueError(f"{Path(args.out) / name} already exists: continue it with --resume, or "
                                  "choose another --name (nothing was overwritten)")
         else:
-            name = _free_name(Path(args.out), _default_name(args.model, args.data, n_eff, args.group))
+            stem = ref.arg if ref.form == "corpus" else args.data
+            name = _free_name(Path(args.out), _default_name(args.model, stem, n_eff, args.group))
         check_out_dir(Path(args.out), model)
-        trainer = Trainer(model, task, TrainConfig.from_dict(overrides), out=Path(args.out) / name,
-                          progress_bar=not args.quiet, log_dir=args.log_dir)
+        trainer = runs.build(spec, task=task, model=model, out=Path(args.out) / name, progress_bar=not args.quiet,
+                             log_dir=args.log_dir).trainer
         print(f"{args.model}: {n_eff:,} parameters (effective), {count_params(model, 'stored'):,} stored; "
               f"{task.name}, vocab {task.vocab_size}; device {trainer.device.type}"
               + (f" x {replicas.world_size} processes" if replicas.distributed else ""))

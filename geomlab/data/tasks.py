@@ -3,7 +3,8 @@
 A :class:`Task` hands out random training batches ``(inputs, targets)``, turns model outputs into a loss
 (in nats) and evaluates a model on a split. The Trainer only talks to this interface, so language modelling
 (:class:`LMTask`), the group word problem (:class:`geomlab.data.word_problem.WordProblemTask`) and the
-GP regression task (``geomlab.data.gp``) share one training loop.
+GP regression task (``geomlab.data.gp``) share one training loop. This module defines the interface and
+imports no task module; :mod:`geomlab.data.registry` names and builds the tasks (``make_task``).
 
 Evaluation protocol for language modelling (:func:`sequence_nll`, the same for every model):
 
@@ -243,53 +244,3 @@ class LMTask(Task):
 
     def spec(self):
         return {"task": "lm", "name": self.name, "level": self.vocab.level, **self.corpus.source}
-
-
-def make_task(spec: str | dict[str, Any], vocab: Vocab | None = None, download: bool = True) -> Task:
-    """Build a task from a command-line string or a checkpoint card's ``task`` dict.
-
-    Strings: a registered corpus name or a text file path (-> :class:`LMTask`),
-    ``word-problem:GROUP[:LENGTH]`` (also ``wp:GROUP``) for the group word problem, or ``gp`` (GP
-    regression, ``geomlab.data.gp``, default settings). Dicts: the
-    :meth:`Task.spec` of a saved run (a user text file is not stored in the card, so such runs need the
-    file again). ``vocab`` (e.g. a checkpoint's) is used instead of building one from the training split.
-    Raises :class:`DataError` for anything else.
-    """
-    from geomlab.data.corpora import CORPORA, resolve_corpus
-
-    if isinstance(spec, str):
-        head, _, rest = spec.partition(":")
-        if head in ("word-problem", "wp") and rest:
-            from geomlab.data.word_problem import WordProblemTask
-
-            group, _, length = rest.partition(":")
-            try:
-                n = int(length) if length else 32
-            except ValueError:
-                raise DataError(f"word-problem length must be an integer, got {length!r}") from None
-            return WordProblemTask(group, length=n)
-        if spec in ("gp", "gp-regression"):
-            from geomlab.data.gp import GPRegressionTask
-
-            return GPRegressionTask()
-        return LMTask(resolve_corpus(spec, download=download), vocab)
-    if isinstance(spec, dict):
-        kind = spec.get("task")
-        if kind == "word-problem":
-            from geomlab.data.word_problem import WordProblemTask
-
-            return WordProblemTask(spec.get("group", "S5"), length=int(spec.get("length", 32)),
-                                   n_eval=int(spec.get("n_eval", 512)), seed=int(spec.get("seed", 1234)))
-        if kind == "gp-regression":
-            from geomlab.data.gp import GPRegressionTask
-
-            keys = ("noise", "lengthscale_range", "n_eval", "seed")
-            return GPRegressionTask(**{k: spec[k] for k in keys if k in spec})
-        if kind == "lm":
-            name = spec.get("corpus")
-            if name in CORPORA:
-                return LMTask(resolve_corpus(name, download=download), vocab)
-            raise DataError(f"this run was trained on {name!r}, which is not a registered corpus; "
-                            "pass the text file with --data")
-        raise DataError(f"cannot rebuild a task of kind {kind!r} from its description; pass --data")
-    raise DataError(f"a task is a string or a dict, got {type(spec).__name__}")

@@ -1,0 +1,168 @@
+"""The task syntax: one way to name a task, parsed here and nowhere else (issue 18).
+
+A task is named by one string, the same on the command line (``--data``), in a run spec
+(:class:`geomlab.runs.RunSpec`), in zoo recipes and in the report:
+
+* ``corpus:NAME``: a registered corpus (:data:`geomlab.data.corpora.CORPORA`), next-token language modelling;
+* ``word-problem:GROUP[:LENGTH]``: the group word problem (S3, S5, A5, Zn, parity), evaluated on sequences
+  of ``LENGTH`` (default: the caller's, e.g. the run's ``seq_len``; else 32);
+* ``gp``: Gaussian-process regression (:mod:`geomlab.data.gp`);
+* ``text``: a text handed over with the request (the app's pasted or uploaded text), split 90/5/5;
+* any other string: the path of a UTF-8 text file, split 90/5/5.
+
+Old spellings work for one release and come back with a one-line note saying the new one (the command line
+prints it): a bare corpus name (``tinyshakespeare``), ``task:GROUP`` and ``wp:GROUP`` (word problems) and
+``gp-regression``. A checkpoint card's ``task`` dict (:meth:`geomlab.data.Task.spec`) is the other input
+:func:`make_task` takes.
+
+This module imports the task modules (``tasks``, ``word_problem``, ``gp``); they import only
+:mod:`geomlab.data.tasks`, so the data layer has no import cycle. Source: design choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from geomlab.data.corpora import CORPORA, corpus_from_text, load_corpus, resolve_corpus
+from geomlab.data.errors import DataError
+from geomlab.data.gp import GPRegressionTask
+from geomlab.data.tasks import LMTask, Task
+from geomlab.data.vocab import Vocab
+from geomlab.data.word_problem import WordProblemTask
+
+#: The forms of a task string, for messages and help texts.
+TASK_FORMS = "corpus:NAME, word-problem:GROUP[:LENGTH], gp, text or the path of a text file"
+#: Word-problem evaluation length when neither the string nor the caller gives one.
+DEFAULT_LENGTH = 32
+#: Old spellings (prefix -> form), accepted for one release with a note.
+_OLD_PREFIXES = {"task": "word-problem", "wp": "word-problem"}
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """A parsed task string.
+
+    form: ``"corpus"``, ``"word-problem"``, ``"gp"``, ``"text"`` or ``"file"``. arg: the corpus name, the
+    group, or the file path (``""`` for ``gp`` and ``text``). length: a word problem's evaluation length when
+    the string gives one. note: a one-line deprecation note when the string used an old spelling, else ``""``.
+    ``str(ref)`` is the canonical spelling."""
+
+    form: str
+    arg: str = ""
+    length: int | None = None
+    note: str = ""
+
+    def __str__(self) -> str:
+        if self.form == "corpus":
+            return f"corpus:{self.arg}"
+        if self.form == "word-problem":
+            return f"word-problem:{self.arg}" + (f":{self.length}" if self.length is not None else "")
+        if self.form == "file":
+            return self.arg
+        return self.form
+
+    def with_length(self, length: int) -> "TaskRef":
+        """This reference with a word problem's ``length`` filled in when the string gave none."""
+        return self if self.form != "word-problem" or self.length is not None else replace(self, length=int(length))
+
+
+def _note(old: str, ref: TaskRef) -> TaskRef:
+    return replace(ref, note=f"note: {old!r} is an old spelling of the task {str(ref)!r}; it works until the "
+                             "next release")
+
+
+def parse_task(text: str, *, paths: bool = True) -> TaskRef:
+    """Parse a task string (module docstring) without loading anything.
+
+    ``paths=False`` refuses the file-path form (a request that must not read the machine's files, e.g. the
+    app's). Raises :class:`DataError` naming the accepted forms for anything else, an unknown corpus after
+    ``corpus:``, or a word-problem length that is not a positive integer."""
+    if not isinstance(text, str) or not text.strip():
+        raise DataError(f"data must be {TASK_FORMS}, got {text!r}")
+    head, sep, rest = text.partition(":")
+    if sep and (head == "word-problem" or head in _OLD_PREFIXES) and rest:
+        group, _, length = rest.partition(":")
+        try:
+            n = int(length) if length else None
+        except ValueError:
+            raise DataError(f"word-problem length must be an integer, got {length!r}") from None
+        if n is not None and n < 1:
+            raise DataError(f"word-problem length must be >= 1, got {n}")
+        ref = TaskRef("word-problem", group, n)
+        return ref if head == "word-problem" else _note(text, ref)
+    if sep and head == "corpus":
+        if rest not in CORPORA:
+            raise DataError(f"unknown corpus {rest!r}; registered: {', '.join(CORPORA)}")
+        return TaskRef("corpus", rest)
+    if text in ("gp", "text"):
+        return TaskRef(text)
+    if text == "gp-regression":
+        return _note(text, TaskRef("gp"))
+    if text in CORPORA:
+        return _note(text, TaskRef("corpus", text))
+    if not paths:
+        raise DataError(f"data must be corpus:NAME, word-problem:GROUP[:LENGTH], gp or text, got {text!r}")
+    return TaskRef("file", text)
+
+
+def make_task(spec: str | TaskRef | dict[str, Any], vocab: Vocab | None = None, download: bool = True, *,
+              length: int | None = None, n_eval: int | None = None, text: str | None = None) -> Task:
+    """Build a task from a task string (:func:`parse_task`), a :class:`TaskRef` or a checkpoint card's
+    ``task`` dict (:meth:`geomlab.data.Task.spec`; a user text file is not stored in the card, so such runs
+    need the file again).
+
+    ``vocab`` (e.g. a checkpoint's) is used instead of building one from the training split. ``download``:
+    fetch a missing registered corpus. ``length``: a word problem's evaluation length when the string gives
+    none (else :data:`DEFAULT_LENGTH`). ``n_eval``: evaluation sequences per split of a synthetic task (word
+    problem, GP; default the task's, 512). ``text``: the text of the ``text`` form. Raises
+    :class:`DataError` for anything that cannot be built (unknown corpus, missing file, empty text...)."""
+    if isinstance(spec, dict):
+        return _from_card(spec, vocab, download)
+    ref = spec if isinstance(spec, TaskRef) else parse_task(spec) if isinstance(spec, str) else None
+    if ref is None:
+        raise DataError(f"a task is a string or a dict, got {type(spec).__name__}")
+    extra = {} if n_eval is None else {"n_eval": int(n_eval)}
+    if ref.form == "word-problem":
+        n = ref.length if ref.length is not None else int(length) if length is not None else DEFAULT_LENGTH
+        return WordProblemTask(ref.arg, length=n, **extra)
+    if ref.form == "gp":
+        return GPRegressionTask(**extra)
+    if ref.form == "corpus":
+        return LMTask(load_corpus(ref.arg, download=download), vocab)
+    if ref.form == "text":
+        return LMTask(corpus_from_text(text or "", name="uploaded text"), vocab)
+    return LMTask(resolve_corpus(ref.arg, download=download), vocab)
+
+
+def task_string(task: Task) -> str:
+    """The task string of a built task (the inverse of :func:`make_task` for the string forms): ``corpus:NAME``,
+    ``word-problem:GROUP:LENGTH``, ``gp``, else the task's name (a user text)."""
+    spec = task.spec()
+    if spec.get("task") == "word-problem":
+        return f"word-problem:{spec.get('group')}:{spec.get('length')}"
+    if spec.get("task") == "gp-regression":
+        return "gp"
+    name = spec.get("corpus", getattr(task, "name", ""))
+    return f"corpus:{name}" if name in CORPORA else str(name)
+
+
+def _from_card(spec: dict[str, Any], vocab: Vocab | None, download: bool) -> Task:
+    """The task of a checkpoint card's ``task`` dict."""
+    kind = spec.get("task")
+    if kind == "word-problem":
+        return WordProblemTask(spec.get("group", "S5"), length=int(spec.get("length", 32)),
+                               n_eval=int(spec.get("n_eval", 512)), seed=int(spec.get("seed", 1234)))
+    if kind == "gp-regression":
+        keys = ("noise", "lengthscale_range", "n_eval", "seed")
+        return GPRegressionTask(**{k: spec[k] for k in keys if k in spec})
+    if kind == "lm":
+        name = spec.get("corpus")
+        if name in CORPORA:
+            return LMTask(load_corpus(name, download=download), vocab)
+        raise DataError(f"this run was trained on {name!r}, which is not a registered corpus; "
+                        "pass the text file with --data")
+    raise DataError(f"cannot rebuild a task of kind {kind!r} from its description; pass --data")
+
+
+__all__ = ["DEFAULT_LENGTH", "TASK_FORMS", "TaskRef", "make_task", "parse_task", "task_string"]
