@@ -50,7 +50,7 @@ async def _lifespan(_app):
 
 def _middleware() -> list:
     """The chart library starts loading with the page (``app_pages/_preload.py``); ``GEOMLAB_PRELOAD=0``
-    turns it off (to measure what it gives: ``python -m geomlab.bench first``)."""
+    turns it off (to measure what it gives: ``geomlab bench browser``)."""
     import os
 
     from starlette.middleware import Middleware

@@ -7,7 +7,7 @@ websocket and is rendered, about 2 s after navigation on a view page; every geom
 of the app's HTML page: ``import("./static/js/PlotlyChart.<hash>.js")``, so the bundle is fetched from the
 first millisecond and evaluated while the app's own bundles load and its websocket opens; Streamlit's later
 import of the same URL gets the same, already evaluated module. The page (7.9 KB) is sent uncompressed so
-the line can go in; everything else keeps its gzip. Measured with ``python -m geomlab.bench browser``
+the line can go in; everything else keeps its gzip. Measured with ``geomlab bench browser``
 (docs/app.md, "Starting fast"). Design choice; no effect when the bundle's file name is not found (a future
 Streamlit that names it otherwise).
 """

@@ -106,7 +106,7 @@ class RunSpec:
             raise RunError(str(exc)) from None
         if form == "gp":
             raise RunError("the Gaussian-process regression task trains a CEM regressor, not a token model: run "
-                           "`python -m geomlab bench gp`")
+                           "`geomlab bench gp`")
         if self.data == "text" and not (self.text or "").strip():
             raise RunError("the uploaded text is empty: paste or upload some text to train on")
 

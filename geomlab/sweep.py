@@ -540,7 +540,7 @@ def run_sweep(setup: SweepSetup, *, n_trials: int | None = 20, timeout: float | 
     task = make_task(setup.data)
     if getattr(task, "kind", "") == "regression":
         raise SweepError("the Gaussian-process regression task trains a CEM regressor, not a token model: run "
-                         "`python -m geomlab.bench gp` (see docs/cem.md)")
+                         "`geomlab bench gp` (see docs/cem.md)")
     check_space(space, setup.kind, setup.config, setup.train)
     setup.for_task(task)
     setup.search = tuple(d.spec() for d in space)

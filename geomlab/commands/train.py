@@ -110,7 +110,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(split 90/5/5), or the group word problem, e.g. word-problem:S5 or word-problem:Z5:64 (groups "
                    "S3, S5, A5, Zn, parity; evaluated at length 32 unless given). A bare corpus name still works "
                    "(old spelling, with a note). (The Gaussian-process regression task runs through "
-                   "`python -m geomlab.bench gp`.) With --resume the checkpoint's corpus is used when omitted")
+                   "`geomlab bench gp`.) With --resume the checkpoint's corpus is used when omitted")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps in total (default 1000)")
     p.add_argument("--out", default="runs", help="output folder (default runs/)")
     p.add_argument("--name", help="checkpoint folder name inside --out (default KIND[-GROUP]-DATA-PARAMS, with -2, -3, "
@@ -279,7 +279,7 @@ def _train(args: argparse.Namespace, replicas) -> int:
         if ref.form == "gp":
             # token models cannot take continuous inputs; the GP task has its own CEM regressor
             raise ValueError("the Gaussian-process regression task trains a CEM regressor, not a token model: "
-                             "run `python -m geomlab.bench gp` (see docs/cem.md)")
+                             "run `geomlab bench gp` (see docs/cem.md)")
         fixed = parse_config(args.config)
         check_config_types(args.model, fixed)
         if args.group:

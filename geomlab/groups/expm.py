@@ -350,7 +350,7 @@ class _SkewExp(torch.autograd.Function):
     Frechet-derivative backward ``V [(V^* G V) o Phi] V^*``, ``Phi_jk = e^{-i(mu_j+mu_k)/2} sinc((mu_j-mu_k)/2)``
     (divided differences of exp written without any division by eigenvalue gaps, so it is stable for
     repeated eigenvalues), followed by one Newton-Schulz polar step in forward. Design choice: cheaper than
-    ``matrix_exp`` forward+backward on CPU (see ``python -m geomlab.bench groups``)."""
+    ``matrix_exp`` forward+backward on CPU (see ``geomlab bench groups``)."""
 
     @staticmethod
     def forward(ctx, A: torch.Tensor) -> torch.Tensor:
@@ -400,7 +400,7 @@ def expm_skew(A: torch.Tensor, method: str = "auto") -> torch.Tensor:
     skew(-Hermitian) part of ``A`` via ``torch.linalg.eigh`` and an analytic backward; unitary to working
     precision), ``"taylor"`` (:func:`expm_taylor` of ``A`` as given: scaling and squaring of a degree-8/16
     Taylor polynomial, autograd backward), ``"auto"`` (``"taylor"`` for float32/64/complex64/128 tensors on
-    CPU, else ``"matrix_exp"``; design choice from ``python -m geomlab.bench groups``: at least 2x faster than
+    CPU, else ``"matrix_exp"``; design choice from ``geomlab bench groups``: at least 2x faster than
     ``matrix_exp`` forward+backward at every d from 2 to 32, where ``eigh`` gains 1.2-3x). Raises :class:`GroupError` for an unknown method.
     Double backward is not supported by ``"eigh"``. A matrix with a non-finite entry gives an all-NaN result
     (and gradient) with every method; ``eigh`` never sees it. Source: osm.md §4.1, §7.1 (cost of matrix_exp).

@@ -54,7 +54,7 @@ def trace_latency_ms(model, vocab_size: int, length: int, repeats: int = 3) -> f
 
 
 def _task_for(corpus: str, proto: Protocol):
-    return make_task(proto.corpus_override or corpus)
+    return make_task(proto.corpus_override or f"corpus:{corpus}")
 
 
 def tune_lr(train: Callable[[int, float], Any], grid: tuple[float, ...], seed: int, label: str = "",

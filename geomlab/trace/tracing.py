@@ -15,7 +15,7 @@ from geomlab.trace.record import from_record
 
 MAX_TEXT_CHARS = 2048
 """Longest text :func:`encode_text` accepts (characters). Design choice: keeps a trace (at most 16 MB at
-this length, ``python -m geomlab.bench figures --sizes``) small enough for an interactive page."""
+this length, ``geomlab bench figures --sizes``) small enough for an interactive page."""
 
 
 # Serialises model runs in this module: trace() switches the model to eval mode and trace_cem_steps()
