@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from geomlab.models import build_model, config_for_budget, count_params
 from geomlab.models.cem import (
     CEMAttention, CEMMLP, CEMStack, _DEFAULTS, interaction_energy, interaction_update, mlp_energy, mlp_gate,
-    mlp_update, preconditioner_apply, preconditioner_matrix, rope_angles, silu_integral,
+    mlp_update, preconditioner_apply, preconditioner_matrix, silu_integral,
 )
+from geomlab.models.layers import rope_angles
 
 D64 = torch.float64
 

@@ -91,8 +91,8 @@ def build_model(config: dict[str, Any]) -> SequenceModel:
 def config_for_budget(kind: str, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
     """A full config of ``kind`` whose :func:`count_params` is within 5% of ``n_params``.
 
-    Keys in ``fixed`` are kept as given; the kind chooses which width it varies (see its docstring).
-    Raises ``ValueError`` if the budget cannot be met.
+    Keys in ``fixed`` are kept as given; the kind chooses which width it varies (see its docstring; the search
+    itself is :mod:`geomlab.models.budget`). Raises ``ValueError`` if the budget cannot be met.
     """
     return model_class(kind).config_for_budget(int(n_params), int(vocab_size), **fixed)
 
@@ -111,24 +111,7 @@ def count_params(model: SequenceModel, which: str = "effective") -> int:
     raise ValueError(f"which must be 'effective' or 'stored', got {which!r}")
 
 
-def budget_search(make_config, widths, n_params: int, vocab_size: int, tol: float = 0.05) -> dict[str, Any]:
-    """Helper for ``config_for_budget``: the config from ``make_config(width)`` (over the iterable
-    ``widths``) whose effective parameter count is nearest ``n_params``; ``ValueError`` if none is within
-    ``tol``. Builds each candidate on the meta device-free CPU (cheap at these sizes)."""
-    best, best_err = None, float("inf")
-    for w in widths:
-        cfg = make_config(w)
-        cfg = full_config({**cfg, "vocab_size": vocab_size})
-        n = count_params(build_model(cfg))
-        err = abs(n - n_params) / n_params
-        if err < best_err:
-            best, best_err = cfg, err
-    if best is None or best_err > tol:
-        raise ValueError(f"no config within {tol:.0%} of {n_params} parameters (best off by {best_err:.1%})")
-    return best
-
-
 __all__ = [
     "SequenceModel", "register", "kinds", "model_class", "full_config", "build_model",
-    "config_for_budget", "count_params", "budget_search",
+    "config_for_budget", "count_params",
 ]

@@ -37,11 +37,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from geomlab.models import budget_search, register
+from geomlab.models import register
 from geomlab.models.base import SequenceModel
+from geomlab.models.budget import linear_width_search, search_width
+from geomlab.models.layers import RotaryTables, apply_rope
 
 __all__ = [
-    "rope_angles", "apply_rope", "rms_scale",
+    "rms_scale",
     "interaction_scores", "interaction_energy", "interaction_update", "attention_vectors", "causal_logsumexp",
     "silu_integral", "mlp_gate", "mlp_energy", "mlp_update",
     "preconditioner_apply", "preconditioner_matrix",
@@ -58,38 +60,8 @@ ETA_PARAMS = ("softplus", "sigmoid")
 
 
 # ----------------------------------------------------------------------------------------------------
-# positions and normalisation
+# normalisation (RoPE: geomlab.models.layers)
 # ----------------------------------------------------------------------------------------------------
-
-def rope_angles(length: int, dim: int, base: float = 10000.0, *, dtype=torch.float32,
-                device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotary position tables ``(cos, sin)``, each of shape ``(length, dim)``; angles in radians.
-
-    Position ``i`` rotates channel pair ``(c, c + dim/2)`` by ``i * base**(-2c/dim)`` (rotate-half
-    convention, as in Llama). Raises ``ValueError`` for an odd ``dim``. Source: RoFormer; notes §1.2.
-    """
-    if dim % 2:
-        raise ValueError(f"RoPE needs an even head dimension, got {dim}")
-    inv = base ** (-torch.arange(0, dim, 2, dtype=torch.float64, device=device) / dim)
-    ang = torch.arange(length, dtype=torch.float64, device=device)[:, None] * inv[None, :]
-    ang = torch.cat([ang, ang], dim=-1)
-    return ang.cos().to(dtype), ang.sin().to(dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat([-x2, x1], dim=-1)
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, inverse: bool = False) -> torch.Tensor:
-    """Rotate ``x`` (shape ``(..., J, dim)``) by ``R_i`` (or ``R_i^T`` when ``inverse``) at position ``i``.
-
-    ``cos``/``sin`` come from :func:`rope_angles` with at least ``J`` rows. Source: RoFormer.
-    """
-    J = x.shape[-2]
-    c, s = cos[:J], sin[:J]
-    return x * c + _rotate_half(x) * (-s if inverse else s)
-
 
 def rms_scale(h: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """``rho = sqrt(mean_c h_c^2 + eps)``, shape ``(..., 1)`` for ``h`` of shape ``(..., d)`` (notes §1.1)."""
@@ -134,7 +106,7 @@ def interaction_scores(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k:
     """Causal attention scores ``S^k_ij = beta [ (R_i W^Q_k y_i)·(R_j W^K_k n_j) + sum_c d_kc y_ic n_jc ]``.
 
     Shapes: ``y``, ``n`` ``(B, J, d)``; ``w_q``, ``w_k`` ``(H, d_h, d)``; ``diag`` ``None``, ``(d,)`` (shared)
-    or ``(H, d)`` (per head); ``rope`` ``(cos, sin)`` from :func:`rope_angles` or ``None``.
+    or ``(H, d)`` (per head); ``rope`` ``(cos, sin)`` from :func:`geomlab.models.layers.rope_angles` or ``None``.
     Returns ``(B, H, J, J)`` with ``-inf`` where ``j > i``; ``beta = d_h**-0.5``. Notes §1.2, §2.1
     (RoPE on the low-rank part only, the diagonal part unrotated: a design choice).
     """
@@ -699,7 +671,7 @@ class CEMStack(nn.Module):
         self.cfg = cfg
         self.layers = nn.ModuleList(
             nn.ModuleList([CEMAttention(cfg), CEMMLP(cfg)]) for _ in range(cfg["n_layers"]))
-        self._rope_cache: dict = {}
+        self._rope = RotaryTables(cfg["d_model"] // cfg["n_heads"], cfg["rope_base"])
 
     @property
     def steps(self) -> int:
@@ -708,13 +680,7 @@ class CEMStack(nn.Module):
         return self.cfg["recursion_steps"] if self.training or t_inf is None else int(t_inf)
 
     def rope(self, J: int, dtype, device):
-        if self.cfg["positional"] != "rope":
-            return None
-        key = (J, dtype, str(device))
-        if key not in self._rope_cache:
-            dh = self.cfg["d_model"] // self.cfg["n_heads"]
-            self._rope_cache = {key: rope_angles(J, dh, self.cfg["rope_base"], dtype=dtype, device=device)}
-        return self._rope_cache[key]
+        return self._rope(J, dtype, device) if self.cfg["positional"] == "rope" else None
 
     def forward(self, h: torch.Tensor, rec: list | None = None) -> torch.Tensor:
         rope = self.rope(h.shape[1], h.dtype, h.device)
@@ -803,23 +769,9 @@ class CEMModel(SequenceModel):
                                                 **{k: v for k, v in base.items() if k != "d_model"})
             base = {"d_model": lcfg["d_model"], "n_layers": lcfg["n_layers"], "n_heads": lcfg["n_heads"]}
         if "d_ff" in fixed:
-            return budget_search(lambda _: {"kind": cls.kind, **fixed, **base}, [0], n_params, vocab_size)
+            return search_width(lambda _: {"kind": cls.kind, **fixed, **base}, [0], n_params, vocab_size)
         return linear_width_search(lambda f: {"kind": cls.kind, **fixed, **base, "d_ff": f},
                                    n_params, vocab_size)
-
-
-def linear_width_search(make_config, n_params: int, vocab_size: int) -> dict[str, Any]:
-    """Budget search over a width ``f`` on which the parameter count depends linearly (e.g. ``d_ff``):
-    the count at ``f = 1, 2`` gives the slope, then :func:`geomlab.models.budget_search` checks the
-    neighbourhood of the solution. Raises ``ValueError`` if the budget cannot be met (design choice)."""
-    from geomlab.models import build_model, count_params, full_config
-
-    n1, n2 = (count_params(build_model(full_config({**make_config(f), "vocab_size": vocab_size})))
-              for f in (1, 2))
-    if n2 <= n1:
-        raise ValueError("width does not change the parameter count")
-    f_star = max(1, round((n_params - n1) / (n2 - n1)) + 1)
-    return budget_search(make_config, range(max(1, f_star - 2), f_star + 3), n_params, vocab_size)
 
 
 def _diagnostics(stack: CEMStack) -> dict[str, torch.Tensor]:

@@ -53,8 +53,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.models import budget_search, register
+from geomlab.models import register
 from geomlab.models.base import SequenceModel
+from geomlab.models.budget import search_width
 from geomlab.planes import normalize_plucker, plucker_indices, plucker_size
 
 LAYOUTS = ("post_norm", "post_norm_residual", "pre_norm")
@@ -443,7 +444,7 @@ class _PlaneLM(SequenceModel):
         try:
             if not cands:
                 raise ValueError("no candidate")
-            return budget_search(lambda c: c, cands, n_params, vocab_size)
+            return search_width(lambda c: c, cands, n_params, vocab_size)
         except ValueError:
             if "d_ff" in fixed:
                 raise ValueError(f"{cls.kind}: no d_model gives {n_params} parameters (±5%) with the fixed keys "
@@ -452,7 +453,7 @@ class _PlaneLM(SequenceModel):
         if not cands:
             raise ValueError(f"{cls.kind}: no d_model/d_ff gives ~{n_params} parameters with the fixed keys "
                              f"{sorted(fixed)}")
-        return budget_search(lambda c: c, cands, n_params, vocab_size)
+        return search_width(lambda c: c, cands, n_params, vocab_size)
 
 
 @register

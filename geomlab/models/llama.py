@@ -16,7 +16,8 @@ from torch import nn
 
 from geomlab.models import register
 from geomlab.models.base import SequenceModel
-from geomlab.models.cem import apply_rope, rope_angles
+from geomlab.models.budget import linear_width_search, search_width
+from geomlab.models.layers import RotaryTables, apply_rope
 
 __all__ = ["LlamaModel", "LlamaBlock"]
 
@@ -98,20 +99,13 @@ class LlamaModel(SequenceModel):
         nn.init.normal_(self.embed.weight, std=d ** -0.5)
         self.blocks = nn.ModuleList(LlamaBlock(cfg) for _ in range(cfg["n_layers"]))
         self.norm_f = nn.RMSNorm(d, eps=cfg["norm_eps"])
-        self._rope: dict = {}
-
-    def _rope_tables(self, J: int, dtype, device):
-        key = (J, dtype, str(device))
-        if key not in self._rope:
-            dh = self.config["d_model"] // self.config["n_heads"]
-            self._rope = {key: rope_angles(J, dh, self.config["rope_base"], dtype=dtype, device=device)}
-        return self._rope[key]
+        self._rope = RotaryTables(d // H, cfg["rope_base"])
 
     def _run(self, tokens: torch.Tensor, rec: list | None) -> torch.Tensor:
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
         h = self.embed(tokens) * math.sqrt(self.config["d_model"])
-        rope = self._rope_tables(tokens.shape[1], h.dtype, h.device)
+        rope = self._rope(tokens.shape[1], h.dtype, h.device)
         for block in self.blocks:
             h = block(h, rope, rec)
         return self.norm_f(h) @ self.embed.weight.T
@@ -136,9 +130,6 @@ class LlamaModel(SequenceModel):
         """Notes §3.2: ``n_layers = 4``, ``n_heads = 4`` (unless fixed); ``d_model`` the multiple of
         ``2 n_heads`` whose default-width model (``d_ff = 8d/3``) is nearest the budget; then ``d_ff`` is
         tuned to land within 5% (unless fixed). Raises ``ValueError`` when unreachable."""
-        from geomlab.models import budget_search
-        from geomlab.models.cem import linear_width_search
-
         L = fixed.get("n_layers", _DEFAULTS["n_layers"])
         H = fixed.get("n_heads", _DEFAULTS["n_heads"])
         base = {"kind": cls.kind, **fixed, "n_layers": L, "n_heads": H}
@@ -151,8 +142,8 @@ class LlamaModel(SequenceModel):
             step = 2 * H
             centre = max(1, round(d0 / step))
             widths = [m * step for m in range(max(1, centre - 3), centre + 4)]
-            d = budget_search(lambda w: {**base, "d_model": w, "d_ff": fixed.get("d_ff", default_d_ff(w))},
+            d = search_width(lambda w: {**base, "d_model": w, "d_ff": fixed.get("d_ff", default_d_ff(w))},
                               widths, n_params, vocab_size, tol=1.0)["d_model"]
         if "d_ff" in fixed:
-            return budget_search(lambda _: {**base, "d_model": d}, [0], n_params, vocab_size)
+            return search_width(lambda _: {**base, "d_model": d}, [0], n_params, vocab_size)
         return linear_width_search(lambda f: {**base, "d_model": d, "d_ff": f}, n_params, vocab_size)

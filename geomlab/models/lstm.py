@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.models import budget_search, register
+from geomlab.models import register
 from geomlab.models.base import SequenceModel
+from geomlab.models.budget import search_width
 
 
 @register
@@ -76,11 +77,11 @@ class LSTMModel(SequenceModel):
             cfg = {**cls.default_config(), **make(h), "vocab_size": vocab_size}
             return sum(p.numel() for p in cls(cfg).parameters())
 
-        lo, hi = 1, 4096  # the count grows with hidden: bisect, then let budget_search pick the nearest
+        lo, hi = 1, 4096  # the count grows with hidden: bisect, then let search_width pick the nearest
         while lo < hi:
             mid = (lo + hi) // 2
             if count(mid) < n_params:
                 lo = mid + 1
             else:
                 hi = mid
-        return budget_search(make, range(max(1, lo - 1), lo + 2), n_params, vocab_size)
+        return search_width(make, range(max(1, lo - 1), lo + 2), n_params, vocab_size)

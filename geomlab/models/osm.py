@@ -42,7 +42,7 @@ from geomlab.groups import (_PAD_TO, MatrixGroup, OrthogonalGroup, SpecialOrthog
 from geomlab.models import register
 from geomlab.models.base import SequenceModel
 from geomlab.models.osm_rnn_fast import fused_states, pad, padding_identity, skew_recurrence_forward
-from geomlab.models.transformer import monotone_budget_search
+from geomlab.models.budget import search_knobs
 
 
 class OSMConfigError(ValueError):
@@ -571,29 +571,10 @@ class OSMRNN(OSMBase):
 
 
 def _budget_with_knobs(cls, fixed: dict, knobs, n_params: int, vocab_size: int) -> dict[str, Any]:
-    """The first config (knob values in order of preference, the default value first, the last knob varying
-    fastest) for which some ``d``
-    gives an effective parameter count within 5% of ``n_params``. Raises ``ValueError`` if none does."""
-    import itertools
-
+    """:func:`geomlab.models.budget.search_knobs` varying ``d`` (the sizes :func:`_valid_ds` allows up to 64)."""
     base = {**cls.default_config(), **fixed, "kind": cls.kind}
-    options = []
-    for key, values in knobs:
-        if key in fixed:
-            options.append([(key, fixed[key])])
-        else:
-            ordered = [base[key]] + [v for v in values if v != base[key]]
-            options.append([(key, v) for v in ordered])
-    last: ValueError | None = None
-    for combo in itertools.product(*options):
-        cfg = {**base, **dict(combo)}
-        ds = [fixed["d"]] if "d" in fixed else _valid_ds(cfg, range(2, 65))
-        try:
-            return monotone_budget_search(lambda w, cfg=cfg: {**cfg, "d": w}, ds, n_params, vocab_size)
-        except ValueError as exc:
-            last = exc
-    raise ValueError(f"{cls.kind}: no config within 5% of {n_params} parameters with {fixed or 'the defaults'}: "
-                     f"{last}")
+    return search_knobs(cls.kind, base, fixed, knobs, "d", lambda cfg: _valid_ds(cfg, range(2, 65)),
+                        n_params, vocab_size)
 
 
 def _valid_ds(base: dict, ds) -> list[int]:

@@ -17,8 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.models import build_model, count_params, full_config, register
+from geomlab.models import register
 from geomlab.models.base import SequenceModel
+from geomlab.models.budget import search_width
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -39,26 +40,6 @@ def alibi_bias(slopes: torch.Tensor, T: int) -> torch.Tensor:
     rel = (pos[:, None] - pos[None, :]).to(slopes.dtype)  # i - j
     bias = -slopes[:, None, None] * rel
     return bias.masked_fill(rel < 0, float("-inf"))
-
-
-def monotone_budget_search(make_config, widths, n_params: int, vocab_size: int, tol: float = 0.05) -> dict[str, Any]:
-    """Like :func:`geomlab.models.budget_search` for widths whose parameter count grows with the width:
-    candidates are built on the ``meta`` device (no memory) in increasing order, and the search stops once
-    a count passes ``(1 + tol) n_params``. Returns the full config nearest the budget; ``ValueError`` if
-    none is within ``tol``. Source: design choice."""
-    best, best_err = None, float("inf")
-    for w in sorted(widths):
-        cfg = full_config({**make_config(w), "vocab_size": vocab_size})
-        with torch.device("meta"):
-            n = count_params(build_model(cfg))
-        err = abs(n - n_params) / n_params
-        if err < best_err:
-            best, best_err = cfg, err
-        if n > (1 + tol) * n_params:
-            break
-    if best is None or best_err > tol:
-        raise ValueError(f"no config within {tol:.0%} of {n_params} parameters (best off by {best_err:.1%})")
-    return best
 
 
 class _Block(nn.Module):
@@ -115,7 +96,8 @@ class Transformer(SequenceModel):
             cfg = {**base, "n_heads": h}
             widths = [fixed["d_model"]] if "d_model" in fixed else range(h, 1025, h)
             try:
-                return monotone_budget_search(lambda w, cfg=cfg: {**cfg, "d_model": w}, widths, n_params, vocab_size)
+                return search_width(lambda w, cfg=cfg: {**cfg, "d_model": w}, widths, n_params, vocab_size,
+                                    monotone=True)
             except ValueError as exc:
                 first_error = first_error or exc
         raise first_error
