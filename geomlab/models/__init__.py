@@ -1,6 +1,7 @@
 """The model registry: every model kind is built from a plain config dict.
 
-``build_model({"kind": "osmformer", "vocab_size": 65, ...})`` returns a :class:`SequenceModel`.
+``build_model({"kind": "osmformer", "vocab_size": 65, ...})`` returns a :class:`SequenceModel`; the dict is
+converted once to the kind's typed config (:mod:`geomlab.models.config`).
 Each family module registers its kinds with :func:`register`; this module imports them lazily
 (``_FAMILIES``) so one broken family never hides the others.
 """
@@ -63,20 +64,21 @@ def model_class(kind: str) -> type[SequenceModel]:
     return _REGISTRY[kind]
 
 
-def full_config(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` completed with its kind's defaults. Raises ``ValueError`` on a missing kind/vocab_size
-    or an unknown key."""
+def model_config(config: dict[str, Any]):
+    """The typed config (the kind's ``config_class``, :mod:`geomlab.models.config`) of a plain dict with
+    ``kind``, ``vocab_size`` and that kind's keys (the rest default). Raises ``ValueError`` on a missing
+    kind/vocab_size, an unknown kind or key, or an invalid value."""
     if "kind" not in config:
         raise ValueError("model config needs a 'kind'")
     if "vocab_size" not in config:
         raise ValueError("model config needs a 'vocab_size'")
-    cls = model_class(config["kind"])
-    merged = {"kind": cls.kind, "vocab_size": int(config["vocab_size"]), **cls.default_config()}
-    unknown = set(config) - set(merged)
-    if unknown:
-        raise ValueError(f"unknown config keys for {cls.kind!r}: {sorted(unknown)}; known: {sorted(merged)}")
-    merged.update(config)
-    return merged
+    return model_class(config["kind"]).config_class.from_dict(config)
+
+
+def full_config(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` completed with its kind's defaults and validated (the dict checkpoints store). Raises
+    ``ValueError`` on a missing kind/vocab_size, an unknown key or an invalid value."""
+    return model_config(config).to_dict()
 
 
 def build_model(config: dict[str, Any]) -> SequenceModel:
@@ -84,8 +86,8 @@ def build_model(config: dict[str, Any]) -> SequenceModel:
 
     Raises ``ValueError`` for an unknown kind or key, or an invalid value.
     """
-    merged = full_config(config)
-    return model_class(merged["kind"])(merged)
+    cfg = model_config(config)
+    return model_class(cfg.kind)(cfg)
 
 
 def config_for_budget(kind: str, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
@@ -112,6 +114,6 @@ def count_params(model: SequenceModel, which: str = "effective") -> int:
 
 
 __all__ = [
-    "SequenceModel", "register", "kinds", "model_class", "full_config", "build_model",
+    "SequenceModel", "register", "kinds", "model_class", "model_config", "full_config", "build_model",
     "config_for_budget", "count_params",
 ]

@@ -11,6 +11,7 @@ L = ``n_layers``, ratio 4): ``L (12 D^2 + 13 D) + 2 V D + V + 2 D``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,6 +21,27 @@ from torch import nn
 from geomlab.models import register
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import search_width
+from geomlab.models.config import ConfigBase
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformerConfig(ConfigBase):
+    """The ``transformer`` keys. Defaults give 106.3K parameters at V = 65, the ~104K budget of the OSM
+    paper's baseline (notes §5.4)."""
+
+    kind = "transformer"
+    vocab_size: int       # V, tokens in the vocabulary
+    d_model: int = 52     # width D, divisible by n_heads
+    n_layers: int = 3     # decoder blocks L
+    n_heads: int = 4      # attention heads H
+    mlp_ratio: int = 4    # MLP width / D
+    dropout: float = 0.0  # dropout probability in [0, 1)
+
+    def validate(self) -> None:
+        self.positive("vocab_size", "d_model", "n_layers", "n_heads", "mlp_ratio")
+        if self.d_model % self.n_heads:
+            self.fail(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        self.fraction("dropout")
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -70,18 +92,12 @@ class _Block(nn.Module):
 class Transformer(SequenceModel):
     """Pre-norm GPT decoder with ALiBi (kind ``transformer``).
 
-    Config keys: ``d_model`` (width D, divisible by ``n_heads``; default 52), ``n_layers`` (3), ``n_heads``
-    (4), ``mlp_ratio`` (4), ``dropout`` (0.0). Defaults give 106.3K parameters at V = 65, the ~104K budget
-    of the paper (notes §5.4). ``forward(tokens (B, T) long) -> logits (B, T, V) float32``; ``record``
-    adds ``attention`` ``[layer, head, position, position]``.
-    Raises ``ValueError`` for a non-positive size or ``d_model`` not divisible by ``n_heads``.
+    Config: :class:`TransformerConfig`. ``forward(tokens (B, T) long) -> logits (B, T, V) float32``;
+    ``record`` adds the attention queries and keys. Raises ``ValueError`` for an invalid config.
     """
 
     kind = "transformer"
-
-    @classmethod
-    def default_config(cls) -> dict[str, Any]:
-        return {"d_model": 52, "n_layers": 3, "n_heads": 4, "mlp_ratio": 4, "dropout": 0.0}
+    config_class = TransformerConfig
 
     @classmethod
     def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
@@ -102,16 +118,11 @@ class Transformer(SequenceModel):
                 first_error = first_error or exc
         raise first_error
 
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: TransformerConfig | dict[str, Any]):
         super().__init__(config)
-        V, D, L, H = (int(config[k]) for k in ("vocab_size", "d_model", "n_layers", "n_heads"))
-        ratio, dropout = int(config["mlp_ratio"]), float(config["dropout"])
-        if min(V, D, L, H, ratio) < 1:
-            raise ValueError(f"transformer sizes must be positive: {config}")
-        if D % H:
-            raise ValueError(f"d_model={D} is not divisible by n_heads={H}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        c = self.cfg
+        V, D, L, H, ratio, dropout = (int(c.vocab_size), int(c.d_model), int(c.n_layers), int(c.n_heads),
+                                      int(c.mlp_ratio), float(c.dropout))
         self.embed = nn.Embedding(V, D)
         self.blocks = nn.ModuleList(_Block(D, H, ratio, dropout) for _ in range(L))
         self.ln_f = nn.LayerNorm(D)
