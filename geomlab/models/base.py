@@ -40,7 +40,7 @@ class SequenceModel(nn.Module):
         super().__init__()
         if isinstance(config, ConfigBase) and not isinstance(config, self.config_class):
             raise ValueError(f"{self.kind} needs a {self.config_class.__name__}, got a {type(config).__name__}")
-        self.cfg = config if isinstance(config, ConfigBase) else self.config_class.from_dict(config)
+        self.cfg = self.config_class.coerce(config)
         self.config = self.cfg.to_dict()
 
     @classmethod

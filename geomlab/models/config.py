@@ -115,6 +115,11 @@ class ConfigBase:
             raise cls.error(f"{cls.kind or cls.__name__} config needs {', '.join(repr(n) for n in missing)}")
         return cls(**{k: v for k, v in config.items() if k != "kind"})
 
+    @classmethod
+    def coerce(cls, config: ConfigBase | Mapping[str, Any]) -> ConfigBase:
+        """``config`` itself when it is a ``cls``, else :meth:`from_dict` of it."""
+        return config if isinstance(config, cls) else cls.from_dict(config)
+
     def to_dict(self) -> dict[str, Any]:
         """The plain JSON-ready dict checkpoints store: ``kind`` and ``vocab_size`` first (when the config has
         them), then the fields in declaration order, values as given (lists for list fields)."""

@@ -521,7 +521,7 @@ class GrassmannLM(_PlaneLM):
     config_class = GrassmannConfig
 
     def __init__(self, config: GrassmannConfig | dict[str, Any]):
-        cfg = config if isinstance(config, ConfigBase) else GrassmannConfig.from_dict(config)
+        cfg = GrassmannConfig.coerce(config)
         self.layer_offsets = _offsets_per_layer(list(cfg.offsets), cfg.offset_schedule, cfg.n_layers)
         super().__init__(cfg)
 
