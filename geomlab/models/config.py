@@ -14,6 +14,7 @@ today's defaults. Design choice (issue 18; the shape follows nanoGPT's ``GPTConf
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 import types
 import typing
@@ -50,6 +51,11 @@ def _fits(hint, value) -> bool:
     return isinstance(value, hint)
 
 
+@functools.cache
+def _field_types(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ConfigBase:
     """Base of every typed config: checks the field types, then :meth:`validate`.
@@ -62,7 +68,7 @@ class ConfigBase:
     error: ClassVar[type[ValueError]] = ValueError
 
     def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
+        hints = _field_types(type(self))
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if not _fits(hints[f.name], value):
@@ -110,7 +116,8 @@ class ConfigBase:
         if unknown:
             known = sorted(names + (["kind"] if cls.kind else []))
             raise cls.error(f"unknown config keys for {cls.kind or cls.__name__!r}: {sorted(unknown)}; known: {known}")
-        missing = [n for n in names if n not in config and n not in cls.defaults()]
+        defaults = cls.defaults()
+        missing = [n for n in names if n not in config and n not in defaults]
         if missing:
             raise cls.error(f"{cls.kind or cls.__name__} config needs {', '.join(repr(n) for n in missing)}")
         return cls(**{k: v for k, v in config.items() if k != "kind"})

@@ -27,12 +27,12 @@ Shared pieces (both kinds):
   ``rho(X + iY) = [[X, -Y], [Y, X]]`` in real arithmetic (§4.4); the two give the same logits.
 """
 
+from geomlab.models.osm.base import OSMBase
 from geomlab.models.osm.config import OSMConfig, OSMConfigError, OSMFormerConfig, OSMRNNConfig
+from geomlab.models.osm.former import OSMFormer, _SelfAttention  # noqa: F401 (tests/test_speed.py)
 from geomlab.models.osm.geometry import RealifiedGroup
 from geomlab.models.osm.mixing import TangentMixing
-from geomlab.models.osm.base import OSMBase
 from geomlab.models.osm.rnn import OSMRNN
-from geomlab.models.osm.former import OSMFormer, _SelfAttention
 
 __all__ = ["OSMConfig", "OSMConfigError", "OSMFormerConfig", "OSMRNNConfig", "RealifiedGroup", "TangentMixing",
-           "OSMBase", "OSMRNN", "OSMFormer", "_SelfAttention"]
+           "OSMBase", "OSMRNN", "OSMFormer"]
