@@ -141,34 +141,17 @@ def build_model_for(spec: RunSpec, vocab_size: int):
     even while other runs train or build (torch's global RNG is left as it was). Raises ``ValueError`` for an
     unknown kind or group.
     """
-    from geomlab.models import build_model, config_for_budget, kinds
+    from geomlab.models import build_model, kinds
+    from geomlab.models.budget import config_near_budget
+    from geomlab.rng import seeded
 
     if spec.kind not in kinds():
         raise LiveError(f"unknown model kind {spec.kind!r}; available: {', '.join(kinds())}")
     fixed = dict(spec.model_overrides)
     if spec.group and is_osm(spec.kind):
         fixed.setdefault("group", spec.group)
-    from geomlab.rng import seeded
-
-    note = ""
     with seeded(int(spec.seed)):  # sizing builds trial models: their draws must not touch the global RNG either
-        try:
-            cfg = config_for_budget(spec.kind, int(spec.params), vocab_size, **fixed)
-        except NotImplementedError:
-            cfg = {"kind": spec.kind, "vocab_size": vocab_size, **fixed}
-            note = f"{spec.kind} has no parameter-budget rule; its default size is used"
-        except ValueError as exc:
-            cfg = None
-            for k in (1, -1, 2, -2, 3, -3, 4, -4, 6, -6):  # the nearest budget the kind can meet (±10% steps)
-                try:
-                    cfg = config_for_budget(spec.kind, max(100, int(spec.params * (1 + 0.1 * k))), vocab_size,
-                                            **fixed)
-                    break
-                except (ValueError, NotImplementedError):
-                    continue
-            if cfg is None:
-                cfg = {"kind": spec.kind, "vocab_size": vocab_size, **fixed}
-                note = f"budget not met ({exc}); the default size is used"
+        cfg, note = config_near_budget(spec.kind, int(spec.params), vocab_size, **fixed)
     with seeded(int(spec.seed)):  # the run's own seeded init, never disturbed by (or disturbing) another run
         model = build_model(cfg)
     if not note:

@@ -207,51 +207,18 @@ def scaled(entry: ZooEntry, steps_scale: float) -> ZooEntry:
 _CONFIG_CACHE: dict[str, dict[str, Any]] = {}
 
 
-def _transformer_widths(budget: int, vocab_size: int, config: dict[str, Any]) -> list[int]:
-    """Candidate ``d_model`` values for the ``transformer`` kind nearest ``budget``, from the analytic count
-    ``L (4 + 2r) D^2 + (13 L + 2 V + 2) D + V`` (notes osm.md §5.4; r = mlp_ratio). An adapter that avoids
-    building hundreds of candidate models in the registry's full width scan (design choice)."""
-    from geomlab.models import model_class
-
-    base = {**model_class("transformer").default_config(), **config}
-    L, H, r, V = int(base["n_layers"]), int(base["n_heads"]), int(base["mlp_ratio"]), int(vocab_size)
-    a, b, c = L * (4 + 2 * r), 13 * L + 2 * V + 2, V - int(budget)
-    root = (-b + math.sqrt(b * b - 4 * a * c)) / (2 * a)
-    centre = max(1, int(round(root / H)))
-    return [H * k for k in sorted({max(1, centre + o) for o in range(-3, 4)}, key=lambda k: abs(k * H - root))]
-
-
 def resolve_config(kind: str, vocab_size: int, budget: int | None, config: dict[str, Any]) -> dict[str, Any]:
     """The full model config: ``config_for_budget(kind, budget, vocab_size, **config)`` when ``budget`` is
     given, else ``config`` completed with the kind's defaults. Results are cached per process (the budget
-    searches build many candidate models). For ``transformer`` without a fixed ``d_model`` only the few
-    widths nearest the analytic count are tried (:func:`_transformer_widths`). Raises ``ValueError`` from the
-    registry when no config meets the budget within 5%."""
+    searches build many candidate models). Raises ``ValueError`` from the registry when no config meets the
+    budget within 5%."""
     from geomlab.models import config_for_budget, full_config
 
     key = json.dumps([kind, int(vocab_size), budget, config], sort_keys=True, default=str)
-    if key in _CONFIG_CACHE:
-        return dict(_CONFIG_CACHE[key])
-    if budget and kind == "transformer" and "d_model" not in config:
-        from geomlab.models import model_class
-
-        heads = config.get("n_heads", model_class(kind).default_config()["n_heads"])
-        cfg = None
-        for width in _transformer_widths(int(budget), int(vocab_size), config):
-            try:
-                cfg = config_for_budget(kind, int(budget), int(vocab_size), **{**config, "n_heads": heads},
-                                        d_model=width)
-                break
-            except ValueError:
-                continue
-        if cfg is None:  # none of the nearest widths fits at the default heads: the full search (other heads)
-            cfg = config_for_budget(kind, int(budget), int(vocab_size), **config)
-    elif budget:
-        cfg = config_for_budget(kind, int(budget), int(vocab_size), **config)
-    else:
-        cfg = full_config({**config, "kind": kind, "vocab_size": int(vocab_size)})
-    _CONFIG_CACHE[key] = dict(cfg)
-    return dict(cfg)
+    if key not in _CONFIG_CACHE:
+        _CONFIG_CACHE[key] = (config_for_budget(kind, int(budget), int(vocab_size), **config) if budget else
+                              full_config({**config, "kind": kind, "vocab_size": int(vocab_size)}))
+    return dict(_CONFIG_CACHE[key])
 
 
 def recipe_spec(kind: str, data: str, *, budget: int | None, config: dict[str, Any] | None, steps: int,

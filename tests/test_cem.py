@@ -14,15 +14,16 @@ from hypothesis import strategies as st
 
 from geomlab.models import build_model, config_for_budget, count_params
 from geomlab.models.cem import (
-    CEMAttention, CEMMLP, CEMStack, _DEFAULTS, interaction_energy, interaction_update, mlp_energy, mlp_gate,
-    mlp_update, preconditioner_apply, preconditioner_matrix, rope_angles, silu_integral,
+    CEMAttention, CEMMLP, CEMStack, CEMStackConfig, interaction_energy, interaction_update, mlp_energy, mlp_gate,
+    mlp_update, preconditioner_apply, preconditioner_matrix, silu_integral,
 )
+from geomlab.models.layers import rope_angles
 
 D64 = torch.float64
 
 
 def _cfg(**kw):
-    return {**_DEFAULTS, "d_model": 8, "n_heads": 2, "d_ff": 12, "n_layers": 2, **kw}
+    return {**CEMStackConfig.defaults(), "d_model": 8, "n_heads": 2, "d_ff": 12, "n_layers": 2, **kw}
 
 
 def _rand_attention(seed, B=2, J=5, d=8, H=2, diag="none", rope=False):
@@ -359,7 +360,7 @@ def test_chunked_logsumexp_and_fused_update_equal_the_explicit_softmax(J, chunk,
 
 
 # ---------------------------------------------------------------- explicit training path (issue 17)
-import geomlab.models.cem as cem_module  # noqa: E402
+import geomlab.models.cem.attention as cem_module  # noqa: E402
 
 
 @settings(max_examples=25, deadline=None)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from geomlab.models import build_model, config_for_budget, count_params
-from geomlab.models.cem import apply_rope, rope_angles
+from geomlab.models.layers import apply_rope, rope_angles
 
 
 def test_param_count_matches_notes_and_budget():
@@ -63,3 +63,15 @@ def test_rope_scores_depend_on_offset_only_and_inverse(i, j, shift, seed):
     back = apply_rope(at(q, i), cos[i:i + 1], sin[i:i + 1], inverse=True)
     torch.testing.assert_close(back, q)
     torch.testing.assert_close(at(q, i).norm(), q.norm())
+
+
+def test_shared_layers_leave_no_import_cycle():
+    """llama takes RoPE from geomlab.models.layers (not from cem), osm its budget search from
+    geomlab.models.budget (not from transformer): importing one family loads no other."""
+    import subprocess
+    import sys
+
+    code = ("import sys, geomlab.models.llama, geomlab.models.osm; "
+            "print(sorted(m for m in sys.modules if m in ('geomlab.models.cem', 'geomlab.models.transformer')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -12,8 +12,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from geomlab.groups import expm_taylor
 from geomlab.models import build_model, config_for_budget, count_params
-from geomlab.models.osm import OSMConfigError, expm_taylor
+from geomlab.models.osm import OSMConfigError
 from geomlab.trace import _group_info, dense_attention, from_record
 
 GROUPS = [("O", {}), ("SO", {}), ("U", {}), ("SU", {}), ("T", {}), ("O-block", {"block": 2})]

@@ -90,9 +90,9 @@ def main(argv: list[str] | None = None) -> int:
                **out.metrics,
                "by_context": _rmse_by_context(model, task, seq_len), **_energy_check(model, task, seq_len)}
         for t_inf in args.test_T:
-            model.stack.cfg["inference_recursion_steps"] = t_inf
+            model.set_inference_steps(t_inf)
             row[f"test_rmse_inference_T{t_inf}"] = task.evaluate(model, "test", seq_len=seq_len)["rmse"]
-        model.stack.cfg["inference_recursion_steps"] = None
+        model.set_inference_steps(None)
         rows.append(row)
         print(f"T={T}: params {n_params}, valid RMSE {row['valid_rmse']:.4f}, test RMSE {row['test_rmse']:.4f} "
               f"(GP floor {row['test_gp_rmse']:.4f}), {row['s_per_step'] * 1000:.0f} ms/step, energy falls "

@@ -1,6 +1,7 @@
 """The model registry: every model kind is built from a plain config dict.
 
-``build_model({"kind": "osmformer", "vocab_size": 65, ...})`` returns a :class:`SequenceModel`.
+``build_model({"kind": "osmformer", "vocab_size": 65, ...})`` returns a :class:`SequenceModel`; the dict is
+converted once to the kind's typed config (:mod:`geomlab.models.config`).
 Each family module registers its kinds with :func:`register`; this module imports them lazily
 (``_FAMILIES``) so one broken family never hides the others.
 """
@@ -63,20 +64,21 @@ def model_class(kind: str) -> type[SequenceModel]:
     return _REGISTRY[kind]
 
 
-def full_config(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` completed with its kind's defaults. Raises ``ValueError`` on a missing kind/vocab_size
-    or an unknown key."""
+def model_config(config: dict[str, Any]):
+    """The typed config (the kind's ``config_class``, :mod:`geomlab.models.config`) of a plain dict with
+    ``kind``, ``vocab_size`` and that kind's keys (the rest default). Raises ``ValueError`` on a missing
+    kind/vocab_size, an unknown kind or key, or an invalid value."""
     if "kind" not in config:
         raise ValueError("model config needs a 'kind'")
     if "vocab_size" not in config:
         raise ValueError("model config needs a 'vocab_size'")
-    cls = model_class(config["kind"])
-    merged = {"kind": cls.kind, "vocab_size": int(config["vocab_size"]), **cls.default_config()}
-    unknown = set(config) - set(merged)
-    if unknown:
-        raise ValueError(f"unknown config keys for {cls.kind!r}: {sorted(unknown)}; known: {sorted(merged)}")
-    merged.update(config)
-    return merged
+    return model_class(config["kind"]).config_class.from_dict(config)
+
+
+def full_config(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` completed with its kind's defaults and validated (the dict checkpoints store). Raises
+    ``ValueError`` on a missing kind/vocab_size, an unknown key or an invalid value."""
+    return model_config(config).to_dict()
 
 
 def build_model(config: dict[str, Any]) -> SequenceModel:
@@ -84,15 +86,15 @@ def build_model(config: dict[str, Any]) -> SequenceModel:
 
     Raises ``ValueError`` for an unknown kind or key, or an invalid value.
     """
-    merged = full_config(config)
-    return model_class(merged["kind"])(merged)
+    cfg = model_config(config)
+    return model_class(cfg.kind)(cfg)
 
 
 def config_for_budget(kind: str, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
     """A full config of ``kind`` whose :func:`count_params` is within 5% of ``n_params``.
 
-    Keys in ``fixed`` are kept as given; the kind chooses which width it varies (see its docstring).
-    Raises ``ValueError`` if the budget cannot be met.
+    Keys in ``fixed`` are kept as given; the kind chooses which width it varies (see its docstring; the search
+    itself is :mod:`geomlab.models.budget`). Raises ``ValueError`` if the budget cannot be met.
     """
     return model_class(kind).config_for_budget(int(n_params), int(vocab_size), **fixed)
 
@@ -111,24 +113,7 @@ def count_params(model: SequenceModel, which: str = "effective") -> int:
     raise ValueError(f"which must be 'effective' or 'stored', got {which!r}")
 
 
-def budget_search(make_config, widths, n_params: int, vocab_size: int, tol: float = 0.05) -> dict[str, Any]:
-    """Helper for ``config_for_budget``: the config from ``make_config(width)`` (over the iterable
-    ``widths``) whose effective parameter count is nearest ``n_params``; ``ValueError`` if none is within
-    ``tol``. Builds each candidate on the meta device-free CPU (cheap at these sizes)."""
-    best, best_err = None, float("inf")
-    for w in widths:
-        cfg = make_config(w)
-        cfg = full_config({**cfg, "vocab_size": vocab_size})
-        n = count_params(build_model(cfg))
-        err = abs(n - n_params) / n_params
-        if err < best_err:
-            best, best_err = cfg, err
-    if best is None or best_err > tol:
-        raise ValueError(f"no config within {tol:.0%} of {n_params} parameters (best off by {best_err:.1%})")
-    return best
-
-
 __all__ = [
-    "SequenceModel", "register", "kinds", "model_class", "full_config", "build_model",
-    "config_for_budget", "count_params", "budget_search",
+    "SequenceModel", "register", "kinds", "model_class", "model_config", "full_config", "build_model",
+    "config_for_budget", "count_params",
 ]

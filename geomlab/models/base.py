@@ -9,35 +9,44 @@ A model is a ``torch.nn.Module`` subclass of :class:`SequenceModel`:
   ``dict[str, Tensor]`` of everything the views need (see ``docs/architecture.md`` for the keys of each
   family); it always holds ``"logits"`` of shape ``(T, V)`` equal to ``model(tokens)[0]``.
   Recording never changes the output.
-* ``model.config`` is the full JSON-serialisable config dict (including ``"kind"`` and
+* ``model.cfg`` is the kind's typed config (a :class:`geomlab.models.config.ConfigBase` subclass, the
+  class's ``config_class``); ``model.config`` is its plain JSON-serialisable dict (including ``"kind"`` and
   ``"vocab_size"``), so ``build_model(model.config)`` rebuilds the same architecture.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Mapping
 
 import torch
 from torch import nn
+
+from geomlab.models.config import ConfigBase
 
 
 class SequenceModel(nn.Module):
     """Base class of every registered model kind.
 
-    Subclasses set ``kind`` (the registry name), implement ``forward`` and ``record``, and may override
-    ``default_config``, ``config_for_budget`` and ``effective_param_count``.
+    Subclasses set ``kind`` (the registry name) and ``config_class`` (its typed config), implement
+    ``forward`` and ``record``, and may override ``config_for_budget`` and ``effective_param_count``.
     """
 
     kind: str = ""
+    config_class: ClassVar[type[ConfigBase]] = ConfigBase
 
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: ConfigBase | Mapping[str, Any]):
+        """``config``: the typed config, or a plain dict converted once with ``config_class.from_dict``
+        (missing keys take the defaults). Raises ``ValueError`` (the kind's subclass) for an invalid one."""
         super().__init__()
-        self.config = dict(config)
+        if isinstance(config, ConfigBase) and not isinstance(config, self.config_class):
+            raise ValueError(f"{self.kind} needs a {self.config_class.__name__}, got a {type(config).__name__}")
+        self.cfg = self.config_class.coerce(config)
+        self.config = self.cfg.to_dict()
 
     @classmethod
     def default_config(cls) -> dict[str, Any]:
-        """Defaults for every config key of this kind except ``vocab_size``."""
-        return {}
+        """Defaults for every config key of this kind except ``vocab_size`` (``config_class.defaults()``)."""
+        return cls.config_class.defaults()
 
     @classmethod
     def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:

@@ -47,32 +47,94 @@ N(0, 0.02), linear layers PyTorch default; design choice, identical for both kin
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.models import budget_search, register
+from geomlab.models import register
 from geomlab.models.base import SequenceModel
+from geomlab.models.budget import search_width
+from geomlab.models.config import ConfigBase
 from geomlab.planes import normalize_plucker, plucker_indices, plucker_size
 
-LAYOUTS = ("post_norm", "post_norm_residual", "pre_norm")
-SCHEDULES = ("all", "per_layer")
 
 
 class GrassmannConfigError(ValueError):
     """An invalid configuration value for a Grassmann-family model."""
 
 
+def _check_plane_lm(c) -> None:
+    """The rules both kinds share (sizes, dropout)."""
+    c.positive("vocab_size", "d_model", "n_layers", "d_ff", "max_len")
+    c.fraction("dropout")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrassmannConfig(ConfigBase):
+    """The ``grassmann`` keys (grassmann.md §1-§3). Defaults = the G-XS config of §3 (216,000 parameters at
+    V = 96)."""
+
+    kind = "grassmann"
+    error = GrassmannConfigError
+    vocab_size: int                   # V, tokens in the vocabulary
+    d_model: int = 64                 # width d
+    n_layers: int = 4                 # blocks
+    rank: int = 16                    # reduced dimension r >= 2 (planes in R^r, P = r(r-1)/2 coordinates)
+    offsets: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 12, 16])  # causal offsets D of the pairs
+    offset_schedule: Literal["all", "per_layer"] = "all"  # every layer every offset, or offsets[l] in layer l
+    layout: Literal["post_norm", "post_norm_residual", "pre_norm"] = "post_norm"  # block layout (§2.1)
+    d_ff: int = 256                   # FFN width
+    max_len: int = 128                # rows of the learned position table (positions='learned' only)
+    positions: Literal["learned", "none"] = "learned"  # a learned table up to max_len, or none (any length)
+    dropout: float = 0.0              # dropout probability in [0, 1)
+    eps: float = 1e-6                 # Plücker normalisation floor, > 0
+    normalize: Literal["clamp", "smooth"] = "clamp"  # p / max(|p|, eps) or p / sqrt(|p|^2 + eps^2)
+    gate: Literal["concat", "input"] = "concat"      # sigmoid(W [h; g] + b) or sigmoid(W h + b)
+    impl: Literal["fused", "explicit"] = "fused"     # the same mixer computed two ways
+
+    def validate(self) -> None:
+        _check_plane_lm(self)
+        if self.rank < 2:
+            self.fail(f"rank must be >= 2 (planes need two dimensions), got {self.rank!r}")
+        if not self.offsets or min(self.offsets) < 1:
+            self.fail(f"offsets must be a non-empty list of positive integers, got {self.offsets!r}")
+        if self.offset_schedule == "per_layer" and len(self.offsets) != self.n_layers:
+            self.fail(f"offset_schedule 'per_layer' needs one offset per layer: {len(self.offsets)} offsets for "
+                      f"{self.n_layers} layers")
+        if not self.eps > 0:
+            self.fail(f"eps must be > 0, got {self.eps!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrassmannAttentionConfig(ConfigBase):
+    """The ``grassmann-attn`` keys (grassmann.md §2.2). Defaults = T-XS of §3 (214,400 parameters at V = 96)."""
+
+    kind = "grassmann-attn"
+    error = GrassmannConfigError
+    vocab_size: int                   # V, tokens in the vocabulary
+    d_model: int = 64                 # width d, a multiple of n_heads
+    n_layers: int = 4                 # blocks
+    n_heads: int = 4                  # attention heads
+    layout: Literal["post_norm", "post_norm_residual", "pre_norm"] = "post_norm"  # block layout (§2.1)
+    d_ff: int = 256                   # FFN width
+    max_len: int = 128                # rows of the learned position table (positions='learned' only)
+    positions: Literal["learned", "none"] = "learned"  # a learned table up to max_len, or none (any length)
+    dropout: float = 0.0              # dropout probability in [0, 1)
+
+    def validate(self) -> None:
+        _check_plane_lm(self)
+        if self.n_heads < 1 or self.d_model % self.n_heads:
+            self.fail(f"d_model ({self.d_model}) must be a positive multiple of n_heads ({self.n_heads})")
+
+
 def _offsets_per_layer(offsets: list[int], schedule: str, n_layers: int) -> list[list[int]]:
     """The offsets each layer uses. ``all``: the sorted set of ``offsets`` for every layer; ``per_layer``:
-    ``[offsets[l]]`` for layer ``l`` (needs ``len(offsets) == n_layers``). grassmann.md §2.3."""
+    ``[offsets[l]]`` for layer ``l`` (the config checks ``len(offsets) == n_layers``). grassmann.md §2.3."""
     if schedule == "all":
         return [sorted(set(offsets)) for _ in range(n_layers)]
-    if len(offsets) != n_layers:
-        raise GrassmannConfigError(
-            f"offset_schedule 'per_layer' needs one offset per layer: {len(offsets)} offsets for {n_layers} layers")
     return [[d] for d in offsets]
 
 
@@ -346,18 +408,9 @@ class _PlaneLM(SequenceModel):
 
     attn = False
 
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: ConfigBase | dict[str, Any]):
         super().__init__(config)
         c = self.config
-        for key in ("vocab_size", "d_model", "n_layers", "d_ff", "max_len"):
-            if int(c[key]) < 1:
-                raise GrassmannConfigError(f"{key} must be a positive integer, got {c[key]!r}")
-        if c["layout"] not in LAYOUTS:
-            raise GrassmannConfigError(f"layout must be one of {LAYOUTS}, got {c['layout']!r}")
-        if c["positions"] not in ("learned", "none"):
-            raise GrassmannConfigError(f"positions must be 'learned' or 'none', got {c['positions']!r}")
-        if not 0.0 <= float(c["dropout"]) < 1.0:
-            raise GrassmannConfigError(f"dropout must be in [0, 1), got {c['dropout']!r}")
         d = int(c["d_model"])
         self.d_model, self.vocab_size, self.max_len = d, int(c["vocab_size"]), int(c["max_len"])
         self.tok = nn.Embedding(self.vocab_size, d)
@@ -443,7 +496,7 @@ class _PlaneLM(SequenceModel):
         try:
             if not cands:
                 raise ValueError("no candidate")
-            return budget_search(lambda c: c, cands, n_params, vocab_size)
+            return search_width(lambda c: c, cands, n_params, vocab_size)
         except ValueError:
             if "d_ff" in fixed:
                 raise ValueError(f"{cls.kind}: no d_model gives {n_params} parameters (±5%) with the fixed keys "
@@ -452,53 +505,25 @@ class _PlaneLM(SequenceModel):
         if not cands:
             raise ValueError(f"{cls.kind}: no d_model/d_ff gives ~{n_params} parameters with the fixed keys "
                              f"{sorted(fixed)}")
-        return budget_search(lambda c: c, cands, n_params, vocab_size)
+        return search_width(lambda c: c, cands, n_params, vocab_size)
 
 
 @register
 class GrassmannLM(_PlaneLM):
     """``grassmann``: the attention-free Grassmann flow LM (grassmann.md §1–§2; module docstring).
 
-    Config keys: ``d_model`` (64), ``n_layers`` (4), ``rank`` r (16; P = r(r-1)/2), ``offsets``
-    ([1, 2, 4, 8, 12, 16]), ``offset_schedule`` (``all`` | ``per_layer``), ``layout`` (``post_norm`` |
-    ``post_norm_residual`` | ``pre_norm``), ``d_ff`` (256), ``max_len`` (128, learned positions only),
-    ``positions`` (``learned``: a trained table, sequences up to ``max_len``; ``none``: no position input,
-    the causal offset pairs carry the order, any length — the zoo model's choice), ``dropout`` (0.0), ``eps`` (1e-6), ``normalize``
-    (``clamp`` | ``smooth``), ``gate`` (``concat`` | ``input``), ``impl`` (``fused`` | ``explicit``, the same
-    function computed two ways, see :class:`GrassmannMixer`). Defaults = the G-XS config of §3
-    (216,000 parameters at V = 96). Raises :class:`GrassmannConfigError` (a ``ValueError``) on bad values.
+    Config: :class:`GrassmannConfig` (``positions='none'``: no position input, the causal offset pairs carry
+    the order, any length — the zoo model's choice; ``impl``: the same function computed two ways, see
+    :class:`GrassmannMixer`). Raises :class:`GrassmannConfigError` (a ``ValueError``) on bad values.
     """
 
     kind = "grassmann"
+    config_class = GrassmannConfig
 
-    def __init__(self, config: dict[str, Any]):
-        c = config
-        if int(c["rank"]) < 2:
-            raise GrassmannConfigError(f"rank must be >= 2 (planes need two dimensions), got {c['rank']!r}")
-        offs = c["offsets"]
-        if (not isinstance(offs, (list, tuple)) or not offs
-                or any(isinstance(o, bool) or int(o) != o or int(o) < 1 for o in offs)):
-            raise GrassmannConfigError(f"offsets must be a non-empty list of positive integers, got {offs!r}")
-        if c["offset_schedule"] not in SCHEDULES:
-            raise GrassmannConfigError(f"offset_schedule must be one of {SCHEDULES}, got {c['offset_schedule']!r}")
-        if c["normalize"] not in ("clamp", "smooth"):
-            raise GrassmannConfigError(f"normalize must be 'clamp' or 'smooth', got {c['normalize']!r}")
-        if c["gate"] not in ("concat", "input"):
-            raise GrassmannConfigError(f"gate must be 'concat' or 'input', got {c['gate']!r}")
-        if c["impl"] not in ("fused", "explicit"):
-            raise GrassmannConfigError(f"impl must be 'fused' or 'explicit', got {c['impl']!r}")
-        if not float(c["eps"]) > 0:
-            raise GrassmannConfigError(f"eps must be > 0, got {c['eps']!r}")
-        config = {**config, "offsets": [int(o) for o in offs]}
-        self.layer_offsets = _offsets_per_layer(config["offsets"], c["offset_schedule"], int(c["n_layers"]))
-        super().__init__(config)
-
-    @classmethod
-    def default_config(cls) -> dict[str, Any]:
-        return {"d_model": 64, "n_layers": 4, "rank": 16, "offsets": [1, 2, 4, 8, 12, 16],
-                "offset_schedule": "all", "layout": "post_norm", "d_ff": 256, "max_len": 128,
-                "positions": "learned", "dropout": 0.0, "eps": 1e-6, "normalize": "clamp", "gate": "concat",
-                "impl": "fused"}
+    def __init__(self, config: GrassmannConfig | dict[str, Any]):
+        cfg = GrassmannConfig.coerce(config)
+        self.layer_offsets = _offsets_per_layer(list(cfg.offsets), cfg.offset_schedule, cfg.n_layers)
+        super().__init__(cfg)
 
     def _mixer(self, layer: int) -> nn.Module:
         c = self.config
@@ -631,23 +656,12 @@ class GrassmannAttentionLM(_PlaneLM):
     """``grassmann-attn``: the matched baseline — the same model and block layout with causal multi-head
     self-attention in place of the Grassmann mixer (grassmann.md §2.2).
 
-    Config keys: ``d_model`` (64), ``n_layers`` (4), ``n_heads`` (4), ``layout``, ``d_ff`` (256), ``max_len``
-    (128), ``positions``, ``dropout`` (0.0). Defaults = T-XS of §3 (214,400 parameters at V = 96).
+    Config: :class:`GrassmannAttentionConfig`.
     """
 
     kind = "grassmann-attn"
+    config_class = GrassmannAttentionConfig
     attn = True
-
-    def __init__(self, config: dict[str, Any]):
-        h, d = int(config["n_heads"]), int(config["d_model"])
-        if h < 1 or d % h:
-            raise GrassmannConfigError(f"d_model ({d}) must be a positive multiple of n_heads ({h})")
-        super().__init__(config)
-
-    @classmethod
-    def default_config(cls) -> dict[str, Any]:
-        return {"d_model": 64, "n_layers": 4, "n_heads": 4, "layout": "post_norm", "d_ff": 256,
-                "max_len": 128, "positions": "learned", "dropout": 0.0}
 
     def _mixer(self, layer: int) -> nn.Module:
         return CausalSelfAttention(int(self.config["d_model"]), int(self.config["n_heads"]))

@@ -8,6 +8,7 @@ RoPE base 1e4) follow notes §3.3 so that ``llama`` and ``cem`` differ only in t
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -16,18 +17,31 @@ from torch import nn
 
 from geomlab.models import register
 from geomlab.models.base import SequenceModel
-from geomlab.models.cem import apply_rope, rope_angles
+from geomlab.models.budget import linear_width_search, search_width
+from geomlab.models.config import ConfigBase
+from geomlab.models.layers import RotaryTables, apply_rope
 
-__all__ = ["LlamaModel", "LlamaBlock"]
+__all__ = ["LlamaConfig", "LlamaModel", "LlamaBlock"]
 
-_DEFAULTS: dict[str, Any] = {
-    "d_model": 64,
-    "n_layers": 4,
-    "n_heads": 4,
-    "d_ff": 172,
-    "rope_base": 10000.0,
-    "norm_eps": 1e-6,
-}
+
+@dataclass(frozen=True, kw_only=True)
+class LlamaConfig(ConfigBase):
+    """The ``llama`` keys (notes §3.2-§3.3)."""
+
+    kind = "llama"
+    vocab_size: int           # V, tokens in the vocabulary
+    d_model: int = 64         # width d; d / n_heads must be even (RoPE)
+    n_layers: int = 4         # blocks
+    n_heads: int = 4          # attention heads
+    d_ff: int = 172           # SwiGLU width (8d/3 rounded to a multiple of 4: default_d_ff)
+    rope_base: float = 10000.0  # RoPE base
+    norm_eps: float = 1e-6    # RMSNorm epsilon
+
+    def validate(self) -> None:
+        self.positive("vocab_size", "d_model", "n_layers", "n_heads", "d_ff")
+        d, H = self.d_model, self.n_heads
+        if d % H or (d // H) % 2:
+            self.fail(f"d_model={d} must split into n_heads={H} heads of even width (RoPE)")
 
 
 def default_d_ff(d_model: int) -> int:
@@ -41,18 +55,18 @@ class LlamaBlock(nn.Module):
     Input projections ~ N(0, 1/d); output projections ~ N(0, 1/(fan_in · 2 n_layers)) (design choice).
     """
 
-    def __init__(self, cfg: dict[str, Any]):
+    def __init__(self, cfg: LlamaConfig):
         super().__init__()
-        d, H, f = cfg["d_model"], cfg["n_heads"], cfg["d_ff"]
+        d, H, f = cfg.d_model, cfg.n_heads, cfg.d_ff
         self.H, self.dh = H, d // H
-        self.norm1 = nn.RMSNorm(d, eps=cfg["norm_eps"])
-        self.norm2 = nn.RMSNorm(d, eps=cfg["norm_eps"])
+        self.norm1 = nn.RMSNorm(d, eps=cfg.norm_eps)
+        self.norm2 = nn.RMSNorm(d, eps=cfg.norm_eps)
         self.qkv = nn.Linear(d, 3 * d, bias=False)
         self.o = nn.Linear(d, d, bias=False)
         self.gate = nn.Linear(d, f, bias=False)
         self.up = nn.Linear(d, f, bias=False)
         self.down = nn.Linear(f, d, bias=False)
-        out_scale = 1.0 / math.sqrt(2 * cfg["n_layers"])
+        out_scale = 1.0 / math.sqrt(2 * cfg.n_layers)
         for lin in (self.qkv, self.gate, self.up):
             nn.init.normal_(lin.weight, std=d ** -0.5)
         nn.init.normal_(self.o.weight, std=out_scale * d ** -0.5)
@@ -74,44 +88,28 @@ class LlamaBlock(nn.Module):
 class LlamaModel(SequenceModel):
     """``llama``: Llama-style character LM (the CEM paper's baseline).
 
-    Config keys: ``d_model``, ``n_layers``, ``n_heads``, ``d_ff`` (SwiGLU width), ``rope_base``, ``norm_eps``.
-    ``model(tokens)``: ``(B, T)`` long -> logits ``(B, T, V)``; ``record`` adds ``attention``
+    Config: :class:`LlamaConfig`. ``model(tokens)``: ``(B, T)`` long -> logits ``(B, T, V)``; ``record`` adds ``attention``
     ``[layer, head, pos, pos]``. Raises ``ValueError`` for an invalid config.
     """
 
     kind = "llama"
+    config_class = LlamaConfig
 
-    @classmethod
-    def default_config(cls) -> dict[str, Any]:
-        return dict(_DEFAULTS)
-
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: LlamaConfig | dict[str, Any]):
         super().__init__(config)
-        cfg = self.config
-        for key in ("d_model", "n_layers", "n_heads", "d_ff"):
-            if not isinstance(cfg[key], int) or isinstance(cfg[key], bool) or cfg[key] < 1:
-                raise ValueError(f"llama: {key} must be a positive integer, got {cfg[key]!r}")
-        d, H = cfg["d_model"], cfg["n_heads"]
-        if d % H or (d // H) % 2:
-            raise ValueError(f"llama: d_model={d} must split into n_heads={H} heads of even width (RoPE)")
-        self.embed = nn.Embedding(cfg["vocab_size"], d)
+        cfg = self.cfg
+        d, H = cfg.d_model, cfg.n_heads
+        self.embed = nn.Embedding(cfg.vocab_size, d)
         nn.init.normal_(self.embed.weight, std=d ** -0.5)
-        self.blocks = nn.ModuleList(LlamaBlock(cfg) for _ in range(cfg["n_layers"]))
-        self.norm_f = nn.RMSNorm(d, eps=cfg["norm_eps"])
-        self._rope: dict = {}
-
-    def _rope_tables(self, J: int, dtype, device):
-        key = (J, dtype, str(device))
-        if key not in self._rope:
-            dh = self.config["d_model"] // self.config["n_heads"]
-            self._rope = {key: rope_angles(J, dh, self.config["rope_base"], dtype=dtype, device=device)}
-        return self._rope[key]
+        self.blocks = nn.ModuleList(LlamaBlock(cfg) for _ in range(cfg.n_layers))
+        self.norm_f = nn.RMSNorm(d, eps=cfg.norm_eps)
+        self._rope = RotaryTables(d // H, cfg.rope_base)
 
     def _run(self, tokens: torch.Tensor, rec: list | None) -> torch.Tensor:
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
-        h = self.embed(tokens) * math.sqrt(self.config["d_model"])
-        rope = self._rope_tables(tokens.shape[1], h.dtype, h.device)
+        h = self.embed(tokens) * math.sqrt(self.cfg.d_model)
+        rope = self._rope(tokens.shape[1], h.dtype, h.device)
         for block in self.blocks:
             h = block(h, rope, rec)
         return self.norm_f(h) @ self.embed.weight.T
@@ -136,11 +134,8 @@ class LlamaModel(SequenceModel):
         """Notes §3.2: ``n_layers = 4``, ``n_heads = 4`` (unless fixed); ``d_model`` the multiple of
         ``2 n_heads`` whose default-width model (``d_ff = 8d/3``) is nearest the budget; then ``d_ff`` is
         tuned to land within 5% (unless fixed). Raises ``ValueError`` when unreachable."""
-        from geomlab.models import budget_search
-        from geomlab.models.cem import linear_width_search
-
-        L = fixed.get("n_layers", _DEFAULTS["n_layers"])
-        H = fixed.get("n_heads", _DEFAULTS["n_heads"])
+        L = fixed.get("n_layers", LlamaConfig.defaults()["n_layers"])
+        H = fixed.get("n_heads", LlamaConfig.defaults()["n_heads"])
         base = {"kind": cls.kind, **fixed, "n_layers": L, "n_heads": H}
         if "d_model" in fixed:
             d = fixed["d_model"]
@@ -151,8 +146,8 @@ class LlamaModel(SequenceModel):
             step = 2 * H
             centre = max(1, round(d0 / step))
             widths = [m * step for m in range(max(1, centre - 3), centre + 4)]
-            d = budget_search(lambda w: {**base, "d_model": w, "d_ff": fixed.get("d_ff", default_d_ff(w))},
+            d = search_width(lambda w: {**base, "d_model": w, "d_ff": fixed.get("d_ff", default_d_ff(w))},
                               widths, n_params, vocab_size, tol=1.0)["d_model"]
         if "d_ff" in fixed:
-            return budget_search(lambda _: {**base, "d_model": d}, [0], n_params, vocab_size)
+            return search_width(lambda _: {**base, "d_model": d}, [0], n_params, vocab_size)
         return linear_width_search(lambda f: {**base, "d_model": d, "d_ff": f}, n_params, vocab_size)

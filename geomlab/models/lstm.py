@@ -10,22 +10,42 @@ Parameter count (PyTorch counting, ``shared/papers/osm.md`` §5.4): one-hot inpu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.models import budget_search, register
+from geomlab.models import register
 from geomlab.models.base import SequenceModel
+from geomlab.models.budget import search_width
+from geomlab.models.config import ConfigBase
+
+
+@dataclass(frozen=True, kw_only=True)
+class LSTMConfig(ConfigBase):
+    """The ``lstm`` keys (defaults: 50,375 parameters at V = 65)."""
+
+    kind = "lstm"
+    vocab_size: int         # V, tokens in the vocabulary
+    hidden: int = 78        # LSTM width h
+    layers: int = 1         # stacked LSTM layers
+    embedding_dim: int = 0  # learned input embedding width; 0 = one-hot input
+    dropout: float = 0.0    # dropout between layers, in [0, 1)
+
+    def validate(self) -> None:
+        self.positive("vocab_size", "hidden", "layers")
+        if self.embedding_dim < 0:
+            self.fail(f"embedding_dim must be >= 0, got {self.embedding_dim!r}")
+        self.fraction("dropout")
 
 
 @register
 class LSTMModel(SequenceModel):
     """Character LSTM.
 
-    Config keys: ``hidden`` (int, default 78), ``layers`` (int, default 1), ``embedding_dim`` (int, 0 =
-    one-hot input; default 0), ``dropout`` (between layers, default 0.0).
+    Config: :class:`LSTMConfig`.
 
     ``forward(tokens)``: ``tokens`` ``LongTensor`` ``(B, T)`` -> logits ``(B, T, vocab_size)`` float32;
     ``logits[:, t]`` predicts token ``t + 1``; each call starts from a zero state. Raises ``ValueError``
@@ -33,19 +53,13 @@ class LSTMModel(SequenceModel):
     """
 
     kind = "lstm"
+    config_class = LSTMConfig
 
-    @classmethod
-    def default_config(cls) -> dict[str, Any]:
-        return {"hidden": 78, "layers": 1, "embedding_dim": 0, "dropout": 0.0}
-
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: LSTMConfig | dict[str, Any]):
         super().__init__(config)
-        v, h = int(config["vocab_size"]), int(config["hidden"])
-        layers, emb = int(config["layers"]), int(config["embedding_dim"])
-        dropout = float(config["dropout"])
-        if v < 1 or h < 1 or layers < 1 or emb < 0 or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"invalid lstm config: vocab_size={v}, hidden={h}, layers={layers}, "
-                             f"embedding_dim={emb}, dropout={dropout}")
+        c = self.cfg
+        v, h, layers, emb, dropout = (int(c.vocab_size), int(c.hidden), int(c.layers), int(c.embedding_dim),
+                                      float(c.dropout))
         self.vocab_size = v
         self.embedding = nn.Embedding(v, emb) if emb > 0 else None
         self.lstm = nn.LSTM(emb if emb > 0 else v, h, num_layers=layers, batch_first=True,
@@ -76,11 +90,11 @@ class LSTMModel(SequenceModel):
             cfg = {**cls.default_config(), **make(h), "vocab_size": vocab_size}
             return sum(p.numel() for p in cls(cfg).parameters())
 
-        lo, hi = 1, 4096  # the count grows with hidden: bisect, then let budget_search pick the nearest
+        lo, hi = 1, 4096  # the count grows with hidden: bisect, then let search_width pick the nearest
         while lo < hi:
             mid = (lo + hi) // 2
             if count(mid) < n_params:
                 lo = mid + 1
             else:
                 hi = mid
-        return budget_search(make, range(max(1, lo - 1), lo + 2), n_params, vocab_size)
+        return search_width(make, range(max(1, lo - 1), lo + 2), n_params, vocab_size)

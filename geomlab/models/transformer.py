@@ -11,14 +11,37 @@ L = ``n_layers``, ratio 4): ``L (12 D^2 + 13 D) + 2 V D + V + 2 D``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.models import build_model, count_params, full_config, register
+from geomlab.models import register
 from geomlab.models.base import SequenceModel
+from geomlab.models.budget import search_width
+from geomlab.models.config import ConfigBase
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformerConfig(ConfigBase):
+    """The ``transformer`` keys. Defaults give 106.3K parameters at V = 65, the ~104K budget of the OSM
+    paper's baseline (notes §5.4)."""
+
+    kind = "transformer"
+    vocab_size: int       # V, tokens in the vocabulary
+    d_model: int = 52     # width D, divisible by n_heads
+    n_layers: int = 3     # decoder blocks L
+    n_heads: int = 4      # attention heads H
+    mlp_ratio: int = 4    # MLP width / D
+    dropout: float = 0.0  # dropout probability in [0, 1)
+
+    def validate(self) -> None:
+        self.positive("vocab_size", "d_model", "n_layers", "n_heads", "mlp_ratio")
+        if self.d_model % self.n_heads:
+            self.fail(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        self.fraction("dropout")
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -39,26 +62,6 @@ def alibi_bias(slopes: torch.Tensor, T: int) -> torch.Tensor:
     rel = (pos[:, None] - pos[None, :]).to(slopes.dtype)  # i - j
     bias = -slopes[:, None, None] * rel
     return bias.masked_fill(rel < 0, float("-inf"))
-
-
-def monotone_budget_search(make_config, widths, n_params: int, vocab_size: int, tol: float = 0.05) -> dict[str, Any]:
-    """Like :func:`geomlab.models.budget_search` for widths whose parameter count grows with the width:
-    candidates are built on the ``meta`` device (no memory) in increasing order, and the search stops once
-    a count passes ``(1 + tol) n_params``. Returns the full config nearest the budget; ``ValueError`` if
-    none is within ``tol``. Source: design choice."""
-    best, best_err = None, float("inf")
-    for w in sorted(widths):
-        cfg = full_config({**make_config(w), "vocab_size": vocab_size})
-        with torch.device("meta"):
-            n = count_params(build_model(cfg))
-        err = abs(n - n_params) / n_params
-        if err < best_err:
-            best, best_err = cfg, err
-        if n > (1 + tol) * n_params:
-            break
-    if best is None or best_err > tol:
-        raise ValueError(f"no config within {tol:.0%} of {n_params} parameters (best off by {best_err:.1%})")
-    return best
 
 
 class _Block(nn.Module):
@@ -89,18 +92,12 @@ class _Block(nn.Module):
 class Transformer(SequenceModel):
     """Pre-norm GPT decoder with ALiBi (kind ``transformer``).
 
-    Config keys: ``d_model`` (width D, divisible by ``n_heads``; default 52), ``n_layers`` (3), ``n_heads``
-    (4), ``mlp_ratio`` (4), ``dropout`` (0.0). Defaults give 106.3K parameters at V = 65, the ~104K budget
-    of the paper (notes §5.4). ``forward(tokens (B, T) long) -> logits (B, T, V) float32``; ``record``
-    adds ``attention`` ``[layer, head, position, position]``.
-    Raises ``ValueError`` for a non-positive size or ``d_model`` not divisible by ``n_heads``.
+    Config: :class:`TransformerConfig`. ``forward(tokens (B, T) long) -> logits (B, T, V) float32``;
+    ``record`` adds the attention queries and keys. Raises ``ValueError`` for an invalid config.
     """
 
     kind = "transformer"
-
-    @classmethod
-    def default_config(cls) -> dict[str, Any]:
-        return {"d_model": 52, "n_layers": 3, "n_heads": 4, "mlp_ratio": 4, "dropout": 0.0}
+    config_class = TransformerConfig
 
     @classmethod
     def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
@@ -115,21 +112,17 @@ class Transformer(SequenceModel):
             cfg = {**base, "n_heads": h}
             widths = [fixed["d_model"]] if "d_model" in fixed else range(h, 1025, h)
             try:
-                return monotone_budget_search(lambda w, cfg=cfg: {**cfg, "d_model": w}, widths, n_params, vocab_size)
+                return search_width(lambda w, cfg=cfg: {**cfg, "d_model": w}, widths, n_params, vocab_size,
+                                    monotone=True)
             except ValueError as exc:
                 first_error = first_error or exc
         raise first_error
 
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: TransformerConfig | dict[str, Any]):
         super().__init__(config)
-        V, D, L, H = (int(config[k]) for k in ("vocab_size", "d_model", "n_layers", "n_heads"))
-        ratio, dropout = int(config["mlp_ratio"]), float(config["dropout"])
-        if min(V, D, L, H, ratio) < 1:
-            raise ValueError(f"transformer sizes must be positive: {config}")
-        if D % H:
-            raise ValueError(f"d_model={D} is not divisible by n_heads={H}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        c = self.cfg
+        V, D, L, H, ratio, dropout = (int(c.vocab_size), int(c.d_model), int(c.n_layers), int(c.n_heads),
+                                      int(c.mlp_ratio), float(c.dropout))
         self.embed = nn.Embedding(V, D)
         self.blocks = nn.ModuleList(_Block(D, H, ratio, dropout) for _ in range(L))
         self.ln_f = nn.LayerNorm(D)

@@ -1,0 +1,174 @@
+"""The ``cem`` language model and the CEM regressor of the GP task, around a :class:`CEMStack`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from geomlab.models import register
+from geomlab.models.base import SequenceModel
+from geomlab.models.budget import linear_width_search, search_width
+from geomlab.models.cem.blocks import CEMStack
+from geomlab.models.cem.config import CEMConfig, CEMStackConfig
+
+
+@register
+class CEMModel(SequenceModel):
+    """``cem``: a character language model of CEM blocks (notes §1-§3).
+
+    Embedding (std ``d^-0.5``, multiplied by ``sqrt(d)`` so the residual starts at RMS about 1, notes §3.3),
+    ``n_layers`` CEM blocks, final RMSNorm with gain, LM head tied to the embedding.
+
+    Config: :class:`geomlab.models.cem.config.CEMConfig`. Raises ``ValueError`` for an invalid value.
+    """
+
+    kind = "cem"
+    config_class = CEMConfig
+
+    def __init__(self, config: CEMConfig | dict[str, Any]):
+        super().__init__(config)
+        cfg = self.cfg
+        d = cfg.d_model
+        self.stack = CEMStack(cfg)
+        self.embed = nn.Embedding(cfg.vocab_size, d)
+        nn.init.normal_(self.embed.weight, std=d ** -0.5)
+        self.norm_f = nn.RMSNorm(d, eps=cfg.norm_eps)
+
+    def _run(self, tokens: torch.Tensor, rec: list | None) -> torch.Tensor:
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
+        h = self.embed(tokens) * math.sqrt(self.cfg.d_model)
+        h = self.stack(h, rec)
+        return self.norm_f(h) @ self.embed.weight.T
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``tokens`` ``(B, T)`` long -> logits ``(B, T, V)``."""
+        return self._run(tokens, None)
+
+    @torch.no_grad()
+    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Energies of every iterate (see ``docs/architecture.md``, CEM table).
+
+        Returns ``logits`` ``(T, V)`` (the same computation as ``forward``), ``energies`` and
+        ``displacement`` ``[layer, block, step, position]`` (block 0 attention, 1 MLP; step 0..T where T is
+        the recursion count of the current train/eval mode) and the attention of the last update step as
+        ``attention_q`` / ``attention_k`` ``[layer, head, position, e]`` (scores ``q_i·k_j``, ``beta``
+        folded in) plus, with a shared diagonal, ``attention_q_shared`` / ``attention_k_shared``
+        ``[layer, position, d]`` (added to every head's score); ``geomlab.trace`` turns them into weights. Raises ``ValueError`` unless ``tokens`` is ``(1, T)``.
+        """
+        if tokens.dim() != 2 or tokens.shape[0] != 1:
+            raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
+        rec: list = []
+        logits = self._run(tokens, rec)
+        return _pack_record(rec, logits)
+
+    def set_inference_steps(self, steps: int | None) -> int | None:
+        """Test-time recursion: ``steps`` recursion steps in eval mode from now on (``None`` = the training
+        ``recursion_steps``), also in ``cfg`` and ``config``; returns the previous setting (used by
+        :func:`geomlab.trace.trace_cem_steps`). Raises ``ValueError`` for an invalid ``steps``."""
+        previous = self.stack.set_inference_steps(steps)
+        self.cfg = self.stack.cfg
+        self.config = self.cfg.to_dict()
+        return previous
+
+    @torch.no_grad()
+    def diagnostics(self) -> dict[str, torch.Tensor]:
+        """Monitoring values of notes §3.4/§6: ``eta_attention`` ``[layer, head]``, ``eta_mlp`` ``[layer]``,
+        ``diag_norm`` ``[layer]`` (Frobenius norm of the diagonal, 0 when off) and ``precond_min_eig``
+        ``[layer, block]`` (``lambda_min(P)``; 1 when there is no preconditioner, i.e. ``P = I``)."""
+        return _diagnostics(self.stack)
+
+    @classmethod
+    def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
+        """Parameter matching as in notes §3.2: the same ``d_model``/``n_layers``/``n_heads`` as the ``llama``
+        config for this budget (unless given in ``fixed``), then the CEM MLP width ``d_ff`` is chosen so the
+        parameter count matches ``n_params`` (within 5%). Raises ``ValueError`` if impossible."""
+        from geomlab.models.llama import LlamaModel
+
+        base = {k: fixed[k] for k in ("d_model", "n_layers", "n_heads") if k in fixed}
+        if "d_model" not in fixed:
+            lcfg = LlamaModel.config_for_budget(n_params, vocab_size,
+                                                **{k: v for k, v in base.items() if k != "d_model"})
+            base = {"d_model": lcfg["d_model"], "n_layers": lcfg["n_layers"], "n_heads": lcfg["n_heads"]}
+        if "d_ff" in fixed:
+            return search_width(lambda _: {"kind": cls.kind, **fixed, **base}, [0], n_params, vocab_size)
+        return linear_width_search(lambda f: {"kind": cls.kind, **fixed, **base, "d_ff": f},
+                                   n_params, vocab_size)
+
+
+def _diagnostics(stack: CEMStack) -> dict[str, torch.Tensor]:
+    eta_a, eta_m, dnorm, lam = [], [], [], []
+    for attn, mlp in stack.layers:
+        eta_a.append(attn.eta.detach().float().cpu())
+        eta_m.append(mlp.eta.detach().float().cpu())
+        dnorm.append(attn.diag.detach().float().norm().cpu() if attn.diag is not None else torch.tensor(0.0))
+        lam.append(torch.stack([
+            torch.linalg.eigvalsh(b.precond.matrix().detach().double()).min().float().cpu()
+            if b.precond is not None else torch.tensor(1.0) for b in (attn, mlp)]))
+    return {"eta_attention": torch.stack(eta_a), "eta_mlp": torch.stack(eta_m), "diag_norm": torch.stack(dnorm),
+            "precond_min_eig": torch.stack(lam)}
+
+
+def _pack_record(rec: list, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+    L = len(rec) // 2
+    energies = torch.stack([torch.stack([rec[2 * l]["energies"][:, 0], rec[2 * l + 1]["energies"][:, 0]])
+                            for l in range(L)])
+    disp = torch.stack([torch.stack([rec[2 * l]["displacement"][:, 0], rec[2 * l + 1]["displacement"][:, 0]])
+                        for l in range(L)])
+    out = {"logits": logits[0], "energies": energies, "displacement": disp}
+    for key in ("attention_q", "attention_k", "attention_q_shared", "attention_k_shared"):
+        if key in rec[0]:
+            out[key] = torch.stack([rec[2 * l][key][0] for l in range(L)])
+    return out
+
+
+#: The regressor's defaults where they differ from a stack's (a smaller stack; its inputs carry their own
+#: coordinates, so no RoPE).
+_REGRESSOR_DEFAULTS = {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "positional": "none"}
+
+
+class CEMRegressor(nn.Module):
+    """A CEM stack on continuous inputs with a scalar read-out (the GP task, notes §4.2; design choice).
+
+    ``forward(x)``: ``x`` ``(B, J, in_features)`` float -> ``(B, J)`` predictions. Input map
+    ``Linear(in_features, d_model)``, the CEM stack (:class:`geomlab.models.cem.config.CEMStackConfig`; default
+    ``positional='none'`` since the inputs carry their own coordinates), final RMSNorm, ``Linear(d_model, 1)``.
+    ``record(x)`` returns ``prediction`` ``(J,)``, ``energies``/``displacement`` ``[layer, block, step, position]``
+    and ``attention`` for ``x`` of shape ``(1, J, in_features)``.
+    """
+
+    def __init__(self, config: dict[str, Any], in_features: int = 3):
+        super().__init__()
+        cfg = CEMStackConfig.from_dict({**_REGRESSOR_DEFAULTS, **config})
+        self.cfg, self.config = cfg, cfg.to_dict()
+        self.inp = nn.Linear(in_features, cfg.d_model)
+        self.stack = CEMStack(cfg)
+        self.norm_f = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
+        self.out = nn.Linear(cfg.d_model, 1)
+
+    def set_inference_steps(self, steps: int | None) -> int | None:
+        """As :meth:`CEMModel.set_inference_steps`."""
+        previous = self.stack.set_inference_steps(steps)
+        self.cfg = self.stack.cfg
+        self.config = self.cfg.to_dict()
+        return previous
+
+    def forward(self, x: torch.Tensor, rec: list | None = None) -> torch.Tensor:
+        if x.dim() != 3 or x.shape[-1] != self.inp.in_features:
+            raise ValueError(f"inputs must have shape (B, J, {self.inp.in_features}), got {tuple(x.shape)}")
+        h = self.stack(self.inp(x), rec)
+        return self.out(self.norm_f(h)).squeeze(-1)
+
+    @torch.no_grad()
+    def record(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Like :meth:`CEMModel.record`, with ``prediction`` ``(J,)`` in place of ``logits``."""
+        if x.dim() != 3 or x.shape[0] != 1:
+            raise ValueError(f"record expects inputs of shape (1, J, F), got {tuple(x.shape)}")
+        rec: list = []
+        pred = self(x, rec)
+        out = _pack_record(rec, pred.unsqueeze(-1))
+        out["prediction"] = out.pop("logits")[:, 0]
+        return out

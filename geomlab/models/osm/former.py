@@ -1,0 +1,254 @@
+"""``osmformer``: attention and grounding steps on the group (osm.md §3.2)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from geomlab.groups import _PAD_TO, OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor
+from geomlab.models import register
+from geomlab.models.osm.base import OSMBase, _budget_with_knobs
+from geomlab.models.osm.config import PROTOTYPES, OSMFormerConfig
+from geomlab.models.osm.geometry import RealifiedGroup, _ct
+from geomlab.models.osm.mixing import TangentMixing
+
+
+class _SelfAttention(torch.autograd.Function):
+    """``softmax(scale * V V^T + mask) V`` for ``V`` ``(B, heads, T, F)``, a 0-d ``scale`` and an additive ``mask``
+    broadcast to ``(B, heads, T, T)``, with a hand-written backward that uses ``q = k = v``: with
+    ``dS = W o (dW - rowsum(dW o W))``, ``dW = dO V^T``, the input gradient is ``W^T dO + scale (dS + dS^T) V``
+    (three matmuls; ``scaled_dot_product_attention`` treats q, k, v as three inputs: four, one of them on a
+    transposed layout). Gradients also for ``scale`` (``sum dS o V V^T``) and ``mask`` (``dS`` summed to its
+    shape). Same mathematics as the fused call (checked in tests/test_speed.py). Design choice (issue 17)."""
+
+    @staticmethod
+    def forward(ctx, v: torch.Tensor, scale: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        K = v @ v.mT
+        W = torch.softmax(K * scale + mask, dim=-1)
+        ctx.save_for_backward(v, scale, K, W)
+        ctx.mask_shape = mask.shape
+        return W @ v
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g: torch.Tensor):
+        v, scale, K, W = ctx.saved_tensors
+        dW = g @ v.mT
+        dS = W * (dW - (dW * W).sum(-1, keepdim=True))
+        dv = W.mT @ g
+        dv += ((dS + dS.mT) * scale) @ v
+        d_scale = (dS * K).sum().reshape(scale.shape) if ctx.needs_input_grad[1] else None
+        d_mask = dS.sum_to_size(ctx.mask_shape) if ctx.needs_input_grad[2] else None
+        return dv, d_scale, d_mask
+
+
+@register
+class OSMFormer(OSMBase):
+    """OSMFormer (kind ``osmformer``): layers of attention + grounding steps on the group (§3.2).
+
+    ``H^(0)_i = M_{x_i}`` (``position="rotation"``: ``R^i M_{x_i}`` with ``R = exp(A_pos)``, §2.6 option 2).
+    Each layer ``l``:
+
+    * attention (§2.6): ``S_ij = beta_l * Re tr(H_i^* H_j) * heads / d + bias_ij``, causal softmax over
+      ``j <= i``, ``Hbar_i = sum_j alpha_ij H_j``, ``H_i <- H_i exp(Gamma^att_l(pull(H_i, Hbar_i)))``. Computed
+      as one ``scaled_dot_product_attention`` with ``q = k = v = vec H`` (no Q/K/V maps). ``bias_ij`` is
+      ``-m_l,h (i - j)`` for ``position="alibi"`` [I], zero otherwise.
+    * grounding (§2.7): ``H_i <- H_i exp(Gamma^gr_l(pull(H_i, X_i)))`` with ``X_i`` the layer-0 state.
+
+    Readout ``tau Re tr(H_i^* P_v) + b_v`` of ``H_i`` (rotation: of ``R^{-i} H_i``).
+
+    ``heads`` > 1 [design choice]: the rows of ``H`` are split into ``heads`` equal groups; head ``k`` scores
+    with the partial similarity ``Re tr(H_i^* P_k H_j)`` (``P_k`` the projector on its rows; for O-block with
+    ``heads = d / block`` these are exactly the blocks) and averages only its rows of ``Hbar``.
+
+    Config: :class:`geomlab.models.osm.config.OSMFormerConfig` (``beta`` defaults to 1.0: the notes'
+    ``sqrt(d)`` makes the self term, which scores ``beta`` and moves nothing, take almost all the attention
+    mass at init and learned more slowly in our runs). Shapes: ``tokens (B, T) long -> logits (B, T, V)``.
+    Raises :class:`OSMConfigError` / ``GroupError`` (ValueErrors) for bad config.
+    """
+
+    kind = "osmformer"
+    config_class = OSMFormerConfig
+
+    @classmethod
+    def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
+        """Vary ``d`` to meet the effective-parameter budget (±5%); keys in ``fixed`` are kept. If no ``d``
+        fits at the default depth, the unfixed ``n_layers`` (default, then 3, 1, 4, 5, 6) is varied, and
+        only then ``prototypes`` (e.g. 91K at V = 65: d = 15 with 3 layers, 87.7K)."""
+        knobs = [("prototypes", PROTOTYPES), ("n_layers", (2, 3, 1, 4, 5, 6))]
+        return _budget_with_knobs(cls, fixed, knobs, n_params, vocab_size)
+
+    def __init__(self, config: OSMFormerConfig | dict[str, Any]):
+        super().__init__(config)
+        c = self.config
+        L, heads = int(c["n_layers"]), int(c["heads"])
+        self.n_layers, self.heads = L, heads
+        self.mix_att = nn.ModuleList(TangentMixing(c["mixing"], self.dim, c["attn_step"]) for _ in range(L))
+        self.mix_gr = nn.ModuleList(TangentMixing(c["mixing"], self.dim, c["ground_step"]) for _ in range(L))
+        beta = float(c["beta"]) if c["beta"] is not None else math.sqrt(self.d)
+        self.log_beta = nn.Parameter(torch.full((L,), math.log(beta)))
+        if c["position"] == "alibi":
+            geo_series = torch.tensor([2.0 ** (-8.0 * k / heads) for k in range(heads)])
+            slopes = float(c["alibi_slope"]) * geo_series.expand(L, heads).clone()
+            if c["learn_alibi"]:
+                self.alibi = nn.Parameter(slopes)
+            else:
+                self.register_buffer("alibi", slopes)
+        elif c["position"] == "rotation":
+            self.pos_coords = nn.Parameter(float(c["rotation_init_std"]) * torch.randn(self.dim))
+
+    # -- pieces ----------------------------------------------------------------------------------------------------
+
+    def _rotations(self, T: int, dtype, device) -> torch.Tensor:
+        """``R^i = exp(i A_pos)`` for ``i = 0..T-1``, arithmetic representation ``(T, n, n)``."""
+        i = torch.arange(T, dtype=self.pos_coords.dtype, device=device)
+        A = self.group.from_coords(i[:, None] * self.pos_coords)
+        return self._exp(self._to_geo(A))
+
+    def _mask(self, layer: int, T: int, device, dtype) -> torch.Tensor:
+        """Additive causal mask (heads, T, T): ``-m (i - j)`` (alibi) or 0 for ``j <= i``, ``-inf`` above."""
+        pos = torch.arange(T, device=device)
+        rel = (pos[:, None] - pos[None, :]).to(dtype)
+        if self.config["position"] == "alibi":
+            bias = -self.alibi[layer].to(dtype)[:, None, None] * rel
+        else:
+            bias = torch.zeros(self.heads, T, T, dtype=dtype, device=device)
+        return bias.masked_fill(rel < 0, float("-inf"))
+
+    def _heads_view(self, H: torch.Tensor) -> torch.Tensor:
+        """``(B, T, n, n)`` -> real ``(B, heads, T, F/heads)``: the rows of each head, flattened.
+
+        Heads own contiguous blocks of the native rows. Realified states (``complex_mode="real"``) keep
+        native row ``r`` together with its imaginary twin ``r + d`` (rows ``[X_r, -Y_r]`` and ``[Y_r, X_r]``),
+        so each head scores exactly what the native head scores (times ``1 / sim_scale``)."""
+        B, T, n, _ = H.shape
+        if isinstance(self.geo, RealifiedGroup):
+            H = H.reshape(B, T, 2, n // 2, n).transpose(2, 3)  # (B, T, d, 2, 2d): row r beside row r + d
+        X = torch.view_as_real(H) if H.is_complex() else H
+        return X.reshape(B, T, self.heads, -1).transpose(1, 2)
+
+    def _heads_merge(self, Y: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        B, h, T, f = Y.shape
+        X = Y.transpose(1, 2).reshape(B, T, -1)
+        n = like.shape[-1]
+        if like.is_complex():
+            return torch.view_as_complex(X.reshape(B, T, n, n, 2).contiguous())
+        if isinstance(self.geo, RealifiedGroup):
+            return X.reshape(B, T, n // 2, 2, n).transpose(2, 3).reshape(B, T, n, n)
+        return X.reshape(B, T, n, n)
+
+    def _attention_scale(self, layer: int) -> torch.Tensor:
+        """The factor on the per-head dot product of the arithmetic states, ``beta_l * sim_scale * heads / d``."""
+        return torch.exp(self.log_beta[layer]) * self.sim_scale * self.heads / self.group.d
+
+    def attention_mean(self, H: torch.Tensor, layer: int, explicit: bool = False):
+        """The attention target ``Hbar`` ``(B, T, n, n)`` and the weights ``(B, heads, T, T)`` (or None).
+
+        ``explicit=False``: one fused ``scaled_dot_product_attention`` call (weights not returned);
+        ``explicit=True``: the same with einsum and softmax, weights returned (for tests and recording).
+        """
+        v = self._heads_view(H)
+        scale = self._attention_scale(layer)
+        mask = self._mask(layer, H.shape[1], H.device, v.dtype)
+        if not explicit:
+            if self.training:  # training: the symmetric backward; eval: the reference arithmetic (see OSMBase._exp)
+                out = _SelfAttention.apply(v, scale, mask)
+            else:
+                out = F.scaled_dot_product_attention(v * scale, v, v, attn_mask=mask, scale=1.0)
+            return self._heads_merge(out, H), None
+        scores = torch.einsum("bhif,bhjf->bhij", v * scale, v) + mask
+        w = torch.softmax(scores, dim=-1)
+        out = torch.einsum("bhij,bhjf->bhif", w, v)
+        return self._heads_merge(out, H), w
+
+    def _run(self, tokens: torch.Tensor, rec: dict | None) -> torch.Tensor:
+        self._check_tokens(tokens)
+        B, T = tokens.shape
+        M = self.token_matrices()
+        X = M[tokens]  # (B, T, n, n)
+        R = None
+        if self.config["position"] == "rotation":
+            R = self._rotations(T, M.dtype, M.device)
+            X = R @ X
+        pad = self._pad_frame(rec)
+        if pad:  # training on O/SO at an MKL-unfriendly size: diag(X, I) in a frame whose matmuls run faster
+            n0 = X.shape[-1]
+            X = F.pad(X, (0, pad, 0, pad))
+            X.diagonal(dim1=-2, dim2=-1)[..., n0:] = 1.0
+        H = X
+        # the attention is recorded as what scores it (design choice: no T x T array is formed): the layer's
+        # input states and a scale (the heads of the arithmetic states follow the native rows)
+        if rec is not None:
+            nat = self._to_native
+            rec.update(inputs=nat(X[0]), states=[], tangents_raw=[], tangents=[])
+        for layer in range(self.n_layers):
+            Hbar, _ = self.attention_mean(H, layer)
+            block = self.d if pad else None
+            d_att = self._direction(H, Hbar)
+            p_att = self.mix_att[layer](d_att, self.geo, block)
+            H = H @ self._exp(p_att)
+            d_gr = self._direction(H, X)
+            p_gr = self.mix_gr[layer](d_gr, self.geo, block)
+            H = H @ self._exp(p_gr)
+            if rec is not None:
+                proj = self.geo.proj
+                rec["states"].append(nat(H[0]))
+                rec["tangents_raw"].append(torch.stack([nat(proj(d_att[0])), nat(proj(d_gr[0]))]))
+                rec["tangents"].append(torch.stack([nat(p_att[0]), nat(p_gr[0])]))
+        Hr = _ct(R) @ H if R is not None else H
+        logits = self.readout(Hr, M, pad)
+        if rec is not None:
+            n = self.group.d
+            cdtype = rec["inputs"].dtype
+            empty = {"states": (0, T, n, n), "tangents_raw": (0, 2, T, n, n), "tangents": (0, 2, T, n, n)}
+            for key, shape in empty.items():
+                if rec[key]:
+                    rec[key] = torch.stack(rec[key])
+                else:
+                    rec[key] = torch.zeros(shape, dtype=cdtype, device=logits.device)
+            if self.n_layers:
+                rec["attention_scale"] = torch.stack([
+                    self._attention_scale(l) / (self.sim_scale if isinstance(self.geo, RealifiedGroup) else 1.0)
+                    for l in range(self.n_layers)]).to(logits.dtype)
+            if self.config["position"] == "alibi" and self.n_layers:
+                rec["attention_slopes"] = self.alibi.detach().to(logits.dtype).clone()
+        return logits
+
+    def _pad_frame(self, rec) -> int:
+        """How many rows and columns the training states get: ``H`` is carried as ``diag(H, I)`` of size
+        ``_PAD_TO[d]`` (e.g. 15 -> 16) so the pulls and products ``H exp(Phi)`` run at a size MKL handles well.
+        Exact: ``diag(A, I) diag(B, I) = diag(AB, I)``, pulls are ``diag(H^T X, I)`` (skew part, the only part
+        the mixing reads, ``diag(Delta, 0)``), ``exp(diag(Phi, 0)) = diag(exp Phi, I)``; attention scores gain
+        the same constant ``pad`` in every row (the softmax ignores it) and ``Hbar = diag(Hbar, I)``; the
+        prototypes are zero-padded. Only for O/SO with linear mixing (whose index path reads the block) and the
+        Taylor exp, one head, no rotation positions, in training mode (eval keeps the reference arithmetic).
+        Design choice (issue 17)."""
+        if (rec is not None or not self.training or self.heads != 1 or self.config["position"] == "rotation"
+                or self.config["mixing"] != "linear" or self._exp_fast is not expm_taylor or self.geo.is_complex
+                or not isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup))):
+            return 0
+        return _PAD_TO.get(self.d, self.d) - self.d
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self._run(tokens, None)
+
+    @torch.no_grad()
+    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """For ``tokens`` ``(1, T)``: ``inputs`` ``(T, d, d)`` (layer-0 states, with the rotation if used),
+        ``states`` ``(L, T, d, d)``, ``tangents_raw`` / ``tangents`` ``(L, 2, T, d, d)`` (substep 0 attention,
+        1 grounding; ``tangents`` is what was exponentiated), ``logits`` ``(T, V)`` equal to
+        ``model(tokens)[0]``, and the attention as what scores it (no ``T x T`` array): ``attention_scale``
+        ``(L,)`` with scores ``S_ij = scale_l * <H_i, H_j>_head + bias_ij`` on the layer's input states (native
+        rows split evenly into heads; layer 0 reads ``inputs``, layer l the ``states[l-1]``) and, with ALiBi,
+        ``attention_slopes`` ``(L, heads)`` (bias ``-m (i - j)``). ``geomlab.trace`` turns them
+        into weights and similarities ``Re tr(H_i^* H_j)`` on demand. States are native (complex for
+        U/SU/T); the states and logits use the fused path, exactly as ``forward``."""
+        self._check_record(tokens)
+        rec: dict[str, Any] = {}
+        logits = self._run(tokens, rec)
+        rec["logits"] = logits[0]
+        return rec
