@@ -133,7 +133,11 @@ def init_from_env(device: str | None = None) -> Replicas:
 
 
 def shutdown() -> None:
-    """Leave the process group made by :func:`init_from_env` (no-op without one)."""
+    """Leave the process group made by :func:`init_from_env` (no-op without one), all ranks together: a
+    barrier first, so a rank with nothing left to do (no checkpoint to write) does not tear its side of the
+    group down while rank 0 is still saving (gloo then aborted that rank at exit under load: "terminate called
+    without an active exception")."""
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
