@@ -25,14 +25,15 @@ def bench_configs(vocab_size: int, kinds_: list[str] | None = None) -> dict[str,
     """Full configs per kind: the zoo's language-model recipe for the kind when there is one, else
     ``config_for_budget(kind, 100_000)``."""
     from geomlab.models import config_for_budget, kinds
+    from geomlab.models.budget import resolve_config
 
     out: dict[str, dict] = {}
     try:
         from geomlab import zoo
 
         for e in zoo.entries():
-            if e.kind not in out and e.task == "tinyshakespeare":
-                out[e.kind] = zoo.resolve_config(e.kind, vocab_size, e.budget, dict(e.config))
+            if e.kind not in out and e.task == "corpus:tinyshakespeare":
+                out[e.kind] = resolve_config(e.kind, vocab_size, e.budget, dict(e.config))
     except Exception:  # the zoo module is optional here
         pass
     for kind in kinds():
