@@ -3,7 +3,7 @@
 For each kind: the bundled model size (the zoo recipe's config, or a ~100K-parameter budget for kinds the
 zoo does not bundle), random weights (timing does not depend on training), a 256-character text. Prints
 the median over ``--repeats`` runs (after one warm-up) of: the trace (``geomlab.trace.trace``), all
-figures of :func:`geomlab.figures.all_views` with a cursor, the CPU time of the figures alone and of sending
+figures of :func:`geomlab.views.all_figures` with a cursor, the CPU time of the figures alone and of sending
 them the way ``st.plotly_chart`` does (``fig.to_dict()`` then ``plotly.io.to_json``), their JSON size, the
 CPU time of trace + figures (``time.process_time``: on a shared machine closer to what an idle one would take
 than the wall time),
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     import plotly.io as pio
     import torch
 
-    from geomlab import figures
+    from geomlab import views as views_registry
     from geomlab.data import Vocab
     from geomlab.models import build_model, count_params
     from geomlab.trace import trace
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             tr = trace(model, tokens, vocab=vocab, text=text)
             t2 = time.perf_counter()
             c_fig = time.process_time()
-            views = figures.all_views(tr, cursor=args.chars // 2)
+            views = views_registry.all_figures(tr, cursor=args.chars // 2)
             t3 = time.perf_counter()
             c2 = time.process_time()
             # what st.plotly_chart does with a go.Figure: to_dict() (a deep copy), then JSON without validation
