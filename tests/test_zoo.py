@@ -80,7 +80,8 @@ def test_resolve_config_budget_and_explicit():
 
 
 def test_transformer_width_adapter_meets_budget():
-    """The analytic width guess for `transformer` lands within the registry's 5% tolerance."""
+    """The `transformer` budget rule (a search over ``d_model`` in multiples of ``n_heads``, fewer heads when no
+    width fits; geomlab.models.budget.search_width) meets these budgets within the registry's 5% tolerance."""
     from geomlab.models import build_model, count_params
 
     for vocab, budget in [(65, 104_000), (50, 100_000), (65, 500_000)]:
