@@ -62,10 +62,7 @@ from typing import Any, Callable
 import torch
 
 from geomlab import runs
-from geomlab.probes import (  # noqa: F401 (the app's names)
-    PROBE_FIGURES, PROBE_POSITIONS, Probe, ProbeCurve, _thin_history, draw_probe, probe_curve, probe_figure,
-    probe_tokens,
-)
+from geomlab.probes import Probe, ProbeCurve, draw_probe, probe_tokens
 from geomlab.runs import (  # noqa: F401 (the app's names)
     MAX_STEPS, RunError, RunSpec, available_devices, check_device, is_osm,
 )
