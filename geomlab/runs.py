@@ -10,7 +10,9 @@ path) and a training recipe (:class:`geomlab.train.TrainConfig`). Every caller d
 * the zoo and the report (:func:`geomlab.zoo.train_and_evaluate`): :func:`run` (train, evaluate, time);
 * the app's live runs (:class:`geomlab.live.LiveRun`): :func:`build_task`, :func:`build_model`,
   :meth:`RunSpec.train_config` (the thread, probes and saves are the live run's);
-* the GP benchmark (``geomlab.bench.gp``): :func:`run` with its own regressor model.
+* the GP benchmark (``geomlab.bench.gp``): :func:`run` with its own regressor model;
+* sweeps (:func:`geomlab.sweep.train_trial`): :func:`build` of :func:`geomlab.sweep.trial_spec` per seed on
+  the sweep's task (the trial's trainer is stopped by the pruner).
 
 ``build_*`` raise ``ValueError`` for a bad request (:class:`RunError`, :class:`geomlab.data.DataError`);
 nothing here imports streamlit. Source: design choice.
