@@ -4,7 +4,8 @@ A checkpoint is a folder ``NAME/`` (``config.json``, ``model.safetensors``, ``RE
 or a flat pair ``NAME.safetensors`` + ``NAME.json`` (see :mod:`geomlab.checkpoint`). The catalog looks in two
 places:
 
-* **bundled**: ``assets/checkpoints/`` next to the package (override with ``GEOMLAB_BUNDLED_DIR``);
+* **bundled**: ``assets/checkpoints/`` next to the package (override with ``GEOMLAB_BUNDLED_DIR``;
+  :func:`geomlab.locate.bundled_dir`);
 * **user**: ``runs/`` in the current working directory (override with ``GEOMLAB_RUNS_DIR``), searched
   up to :data:`MAX_DEPTH` folders deep, so ``runs/my-run/last.json`` and ``runs/sweep/a/`` are found too.
 
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from geomlab import ckpt_files
+from geomlab.locate import bundled_dir  # the bundled checkpoints' folder (GEOMLAB_BUNDLED_DIR or the package's)
 
 #: How many folders below ``runs/`` are searched for checkpoints (design choice).
 MAX_DEPTH = 3
@@ -54,16 +56,6 @@ _NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 
 class CatalogError(ValueError):
     """A checkpoint reference or upload the catalog cannot accept (message is one readable line)."""
-
-
-def bundled_dir() -> Path:
-    """Folder of the bundled checkpoints: ``$GEOMLAB_BUNDLED_DIR`` or :data:`geomlab.locate.BUNDLED_DIR`."""
-    env = os.environ.get("GEOMLAB_BUNDLED_DIR")
-    if env:
-        return Path(env)
-    from geomlab.locate import BUNDLED_DIR
-
-    return BUNDLED_DIR
 
 
 def runs_dir() -> Path:

@@ -53,6 +53,7 @@ import torch
 import geomlab
 from geomlab import ckpt_files
 from geomlab.data.vocab import Vocab
+from geomlab.locate import bundled_checkpoint
 from geomlab.models import build_model, count_params, model_class
 
 #: Newest ``format_version`` this geomlab reads: 2 = folder (``geomlab.json`` without ``model_config``);
@@ -137,22 +138,27 @@ EXPECTED = ("a checkpoint folder NAME/ (config.json, model.safetensors, geomlab.
             "NAME.safetensors, or a bundled checkpoint's name (NAME or bundled/NAME; `geomlab zoo --list`)")
 
 
+def _exists(path: Path) -> bool:
+    """Whether any file of the checkpoint ``path`` names (:func:`locate`) is there (a broken symlink too)."""
+    loc = locate(path)
+    return any(os.path.lexists(f) for f in (loc.root, loc.meta, loc.weights))
+
+
 def find(arg: str | os.PathLike, bundled: bool = True) -> Path:
     """The checkpoint a command-line argument names, for :func:`load`.
 
     A local path wins: a folder ``NAME/`` (or a file in it), a flat pair ``NAME``, ``NAME.json`` or
     ``NAME.safetensors`` any of whose files exists is returned as given (:func:`load` then reports what is
     wrong with it). Otherwise ``NAME`` or ``bundled/NAME`` (the app's spelling; a ``.json`` suffix is allowed)
-    names a bundled checkpoint (:func:`geomlab.catalog.resolve`) when ``bundled`` is true (else it is refused
-    by name: ``train --resume`` takes local checkpoints only).
+    names a bundled checkpoint (:func:`geomlab.locate.bundled_checkpoint`) when ``bundled`` is true (else it
+    is refused by name: ``train --resume`` takes local checkpoints only).
 
     Raises :class:`CheckpointError` (one line, saying what was expected) for a path that exists but is no
     checkpoint (a text file; a ``.zip``: the command line wants the unpacked folder, the app's upload takes
     zips) or names nothing. Design choice: the command line and the app spell bundled checkpoints alike.
     """
     p = Path(arg)
-    loc = locate(p)
-    if any(os.path.lexists(f) for f in (loc.root, loc.meta, loc.weights)):
+    if _exists(p):
         return p
     if p.suffix.lower() == ".zip":
         what = f"{p} is a zip file" if os.path.lexists(p) else f"no file {p}; and a zip would not do"
@@ -162,13 +168,8 @@ def find(arg: str | os.PathLike, bundled: bool = True) -> Path:
         raise CheckpointError(f"{p} is not a checkpoint: expected {EXPECTED}")
     by_name = p.parent in (Path("."), Path("bundled")) and bool(p.name)
     if by_name:
-        from geomlab import catalog
-
         name = p.name[: -len(p.suffix)] if p.suffix in (".json", ".safetensors") else p.name
-        try:
-            found = catalog.resolve(f"bundled/{name}").path
-        except catalog.CatalogError:
-            found = None
+        found = bundled_checkpoint(p, bare=True)
         if found is not None and bundled:
             return found
         if found is not None:
@@ -476,11 +477,15 @@ def _validate_meta(meta: Any, label: str) -> dict[str, Any]:
 
 def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
     """Load and validate a checkpoint: a folder ``NAME/`` (or a file in it), or a flat pair ``NAME``,
-    ``NAME.json`` or ``NAME.safetensors`` (:func:`locate`).
+    ``NAME.json`` or ``NAME.safetensors`` (:func:`locate`); when no such files are there, ``bundled/NAME``
+    names a bundled checkpoint (:func:`geomlab.locate.bundled_checkpoint`, the app's and the command line's
+    spelling).
 
     Returns a :class:`Checkpoint` whose model is in eval mode on ``device``. Raises
     :class:`CheckpointError` (see module docstring for the cases).
     """
+    if not _exists(Path(path)):
+        path = bundled_checkpoint(path) or path
     loc = locate(path)
     json_path, st_path = loc.meta, loc.weights
     jname, sname = loc.label(json_path), loc.label(st_path)

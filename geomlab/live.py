@@ -62,10 +62,7 @@ from typing import Any, Callable
 import torch
 
 from geomlab import runs
-from geomlab.probes import (  # noqa: F401 (the app's names)
-    PROBE_FIGURES, PROBE_POSITIONS, Probe, ProbeCurve, _thin_history, draw_probe, probe_curve, probe_figure,
-    probe_tokens,
-)
+from geomlab.probes import Probe, ProbeCurve, draw_probe, probe_tokens
 from geomlab.runs import (  # noqa: F401 (the app's names)
     MAX_STEPS, RunError, RunSpec, available_devices, check_device, is_osm,
 )
@@ -131,36 +128,6 @@ def build_task(spec: RunSpec):
     """The task of a live run: :func:`geomlab.runs.build_task` without downloading (a registered corpus must be
     on this machine)."""
     return runs.build_task(spec, download=False)
-
-
-def build_model_for(spec: RunSpec, vocab_size: int):
-    """A freshly initialised model of ``spec.kind`` near ``spec.params`` effective parameters.
-
-    Returns ``(model, note)``; ``note`` is ``""`` or says why the budget was not used. The model is built
-    under :func:`geomlab.rng.seeded` with ``spec.seed``, so the same spec gives the same initial weights
-    even while other runs train or build (torch's global RNG is left as it was). Raises ``ValueError`` for an
-    unknown kind or group.
-    """
-    from geomlab.models import build_model, kinds
-    from geomlab.models.budget import config_near_budget
-    from geomlab.rng import seeded
-
-    if spec.kind not in kinds():
-        raise LiveError(f"unknown model kind {spec.kind!r}; available: {', '.join(kinds())}")
-    fixed = dict(spec.model_overrides)
-    if spec.group and is_osm(spec.kind):
-        fixed.setdefault("group", spec.group)
-    with seeded(int(spec.seed)):  # sizing builds trial models: their draws must not touch the global RNG either
-        cfg, note = config_near_budget(spec.kind, int(spec.params), vocab_size, **fixed)
-    with seeded(int(spec.seed)):  # the run's own seeded init, never disturbed by (or disturbing) another run
-        model = build_model(cfg)
-    if not note:
-        from geomlab.models import count_params
-
-        n = count_params(model)
-        if abs(n - spec.params) > 0.05 * spec.params:
-            note = f"{spec.kind} cannot be built with exactly {spec.params:,} parameters; it has {n:,}"
-    return model, note
 
 
 def tensorboard_dir(spec: RunSpec) -> Path:

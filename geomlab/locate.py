@@ -5,11 +5,16 @@ In a clone of the repository (and in an editable install, ``pip install -e .``) 
 root, beside the ``geomlab`` package. A wheel (``pip install .``) ships them as package data under
 ``geomlab/_app/`` (the mapping is in ``pyproject.toml``; that folder never exists in the repository), so an
 installed geomlab finds them from any working folder. Design choice: one place decides, so the app, the
-catalog and the zoo always agree.
+catalog, the zoo and :func:`geomlab.checkpoint.load` always agree.
+
+Bundled checkpoints are named ``bundled/NAME`` (the app's reference, also accepted by
+:func:`geomlab.checkpoint.load` and the command line) or, on the command line, a bare ``NAME``:
+:func:`bundled_checkpoint` is the one place that maps a name to its files.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -26,3 +31,38 @@ def app_dir() -> Path:
 APP_DIR = app_dir()
 #: The bundled checkpoints (``NAME.json`` + ``NAME.safetensors``; docs/zoo.md).
 BUNDLED_DIR = APP_DIR / "assets" / "checkpoints"
+
+
+#: The prefix of a bundled checkpoint's reference (``bundled/NAME``).
+BUNDLED_PREFIX = "bundled/"
+
+
+def bundled_dir() -> Path:
+    """Folder of the bundled checkpoints now: ``$GEOMLAB_BUNDLED_DIR`` (the tests and the load benchmark
+    point it elsewhere) or :data:`BUNDLED_DIR`."""
+    env = os.environ.get("GEOMLAB_BUNDLED_DIR")
+    return Path(env) if env else BUNDLED_DIR
+
+
+def bundled_checkpoint(name: str | os.PathLike, *, bare: bool = False) -> Path | None:
+    """The files of the bundled checkpoint ``name`` names, for :func:`geomlab.checkpoint.load`: the folder
+    ``<bundled_dir()>/NAME/`` or the flat pair's ``NAME.json``; ``None`` when ``name`` is not a bundled
+    checkpoint's name or no such checkpoint is there.
+
+    ``name`` is ``bundled/NAME`` (a ``.json`` or ``.safetensors`` suffix allowed), or with ``bare`` also a
+    plain ``NAME`` (the command line's spelling). NAME is one file name: no folder in it, not starting with a
+    dot (the catalog lists no such file). Whether the files make a valid checkpoint is the loader's
+    business. Design choice: the command line, the library and the app spell bundled checkpoints alike."""
+    p = Path(name)
+    if not (p.parent == Path("bundled") or (bare and p.parent == Path("."))):
+        return None
+    stem = p.name[: -len(p.suffix)] if p.suffix in (".json", ".safetensors") else p.name
+    if not stem or stem.startswith("."):
+        return None
+    folder = bundled_dir() / stem
+    if folder.is_dir():
+        return folder
+    json_path = folder.with_name(stem + ".json")
+    if os.path.lexists(json_path) or os.path.lexists(folder.with_name(stem + ".safetensors")):
+        return json_path
+    return None

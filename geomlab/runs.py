@@ -10,7 +10,9 @@ path) and a training recipe (:class:`geomlab.train.TrainConfig`). Every caller d
 * the zoo and the report (:func:`geomlab.zoo.train_and_evaluate`): :func:`run` (train, evaluate, time);
 * the app's live runs (:class:`geomlab.live.LiveRun`): :func:`build_task`, :func:`build_model`,
   :meth:`RunSpec.train_config` (the thread, probes and saves are the live run's);
-* the GP benchmark (``geomlab.bench.gp``): :func:`run` with its own regressor model.
+* the GP benchmark (``geomlab.bench.gp``): :func:`run` with its own regressor model;
+* sweeps (:func:`geomlab.sweep.train_trial`): :func:`build` of :func:`geomlab.sweep.trial_spec` per seed on
+  the sweep's task (the trial's trainer is stopped by the pruner).
 
 ``build_*`` raise ``ValueError`` for a bad request (:class:`RunError`, :class:`geomlab.data.DataError`);
 nothing here imports streamlit. Source: design choice.
@@ -179,23 +181,34 @@ def build_task(spec: RunSpec, *, download: bool = True):
 
 def build_model(spec: RunSpec, vocab_size: int):
     """A freshly initialised model for ``spec``, built under :func:`geomlab.rng.seeded` with ``spec.seed`` (the
-    weights ``torch.manual_seed(seed)`` would give; torch's global RNG is left as it was).
+    weights ``torch.manual_seed(seed)`` would give; torch's global RNG is left as it was, and the same spec
+    gives the same weights even while other runs train or build).
 
     Returns ``(model, note)``; ``note`` is ``""`` or says why the budget was not met. With
-    ``spec.nearest_budget`` the size follows :func:`geomlab.live.build_model_for`; otherwise the config is
-    :func:`geomlab.zoo.resolve_config` (the budget within 5%, or the default size when ``params`` is None).
-    Raises ``ValueError`` for an unknown kind, a bad config or (strict) a budget the kind cannot meet."""
-    if spec.nearest_budget and spec.params is not None:
-        from geomlab.live import build_model_for
-
-        return build_model_for(spec, vocab_size)
-    from geomlab.models import build_model as build
+    ``spec.nearest_budget`` the config is :func:`geomlab.models.budget.config_near_budget` (the budget, else
+    the nearest one the kind meets, else its default size; the trial builds of that search are seeded too);
+    otherwise :func:`geomlab.models.budget.resolve_config` (the budget within 5%, or the default size when
+    ``params`` is None). Raises ``ValueError`` (:class:`RunError` for an unknown kind with a budget) for an
+    unknown kind, a bad config or (strict) a budget the kind cannot meet."""
+    from geomlab.models import build_model as build, count_params, kinds
+    from geomlab.models.budget import config_near_budget, resolve_config
     from geomlab.rng import seeded
-    from geomlab.zoo import resolve_config
 
-    cfg = resolve_config(spec.kind, vocab_size, spec.params, spec.fixed_config())
-    with seeded(int(spec.seed)):
-        return build(cfg), ""
+    note = ""
+    if spec.nearest_budget and spec.params is not None:
+        if spec.kind not in kinds():
+            raise RunError(f"unknown model kind {spec.kind!r}; available: {', '.join(kinds())}")
+        with seeded(int(spec.seed)):  # sizing builds trial models: their draws must not touch the global RNG
+            cfg, note = config_near_budget(spec.kind, int(spec.params), vocab_size, **spec.fixed_config())
+    else:
+        cfg = resolve_config(spec.kind, vocab_size, spec.params, spec.fixed_config())
+    with seeded(int(spec.seed)):  # the run's own seeded init, never disturbed by (or disturbing) another run
+        model = build(cfg)
+    if spec.nearest_budget and spec.params is not None and not note:
+        n = count_params(model)
+        if abs(n - spec.params) > 0.05 * spec.params:
+            note = f"{spec.kind} cannot be built with exactly {spec.params:,} parameters; it has {n:,}"
+    return model, note
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 A sweep searches training keys (``lr``, ``warmup``, ...) and model config keys (``config.tau``, ...) of one
 model kind, parameter budget and task. Each Optuna trial trains the model once per seed with the shared
-pipeline (:class:`geomlab.train.Trainer`, the model sized by :func:`geomlab.zoo.resolve_config`, i.e.
+run spec (:func:`geomlab.runs.build`, the model sized by :func:`geomlab.models.budget.resolve_config`, i.e.
 :func:`geomlab.models.config_for_budget`) and scores the mean over seeds of the task's validation metric
 (BPC for character corpora, perplexity for word corpora: minimised; accuracy for the word problem:
 maximised). The test split is never looked at.
@@ -453,33 +453,42 @@ def default_study_name(kind: str, data: str, budget: int | None = None, group: s
     return "-".join(p for p in (re.sub(r"[^A-Za-z0-9._-]+", "-", x).strip("-") for x in parts) if p)
 
 
+def trial_spec(setup: SweepSetup, params: dict[str, Any], seed: int, device: str = "auto"):
+    """The :class:`geomlab.runs.RunSpec` of one seed of a trial: ``setup``'s kind, task, budget met within 5%
+    (``nearest_budget=False``) and fixed model keys with the trial's model keys over them; the training
+    config is every :class:`geomlab.train.TrainConfig` field (its own defaults, then ``setup.train``, the
+    trial's training keys, ``seed``, ``device`` and ``final_eval=False``), so the run spec's run defaults
+    (:meth:`geomlab.runs.RunSpec.train_config`) never apply to a sweep."""
+    from geomlab.runs import RunSpec
+    from geomlab.train import TrainConfig
+
+    train_keys, model_keys = split_params(params)
+    train = {**TrainConfig().to_dict(), **setup.train, **train_keys, "seed": int(seed), "device": device,
+             "final_eval": False}
+    return RunSpec(kind=setup.kind, data=setup.data, params=setup.budget, nearest_budget=False,
+                   model_overrides={**setup.config, **model_keys}, steps=int(train["steps"]),
+                   batch_size=int(train["batch_size"]), seq_len=int(train["seq_len"]), lr=float(train["lr"]),
+                   seed=int(seed), device=device, train=train)
+
+
 def train_trial(setup: SweepSetup, task, params: dict[str, Any], trial=None, *, device: str = "auto",
                 prune_after: int | None = None, log: Callable[[str], None] | None = None) -> float:
     """Train ``setup`` with one trial's ``params`` once per seed and return the mean validation metric.
 
-    Each seed: the model config from :func:`geomlab.zoo.resolve_config` (fixed and searched model keys,
-    sized to ``setup.budget``), built under :func:`geomlab.rng.seeded`, trained by
-    :class:`geomlab.train.Trainer` (no checkpoint files, ``final_eval=False``: the last evaluation scores
-    the first ``eval_tokens`` targets of the valid split only). The per-seed values go to the trial's user
-    attribute ``seed_values``. With ``trial`` and ``prune_after`` (a step), the first seed's periodic
-    validations are reported to Optuna at their step and from ``prune_after`` on a trial the pruner rejects
-    is stopped (``optuna.TrialPruned``, user attributes ``outcome="pruned"``, ``pruned_at``).
+    Each seed is the run :func:`trial_spec` describes, built by :func:`geomlab.runs.build` on ``task`` (the
+    model config from :func:`geomlab.models.budget.resolve_config`, the weights seeded with the seed; no
+    checkpoint files; ``final_eval=False``: the last evaluation scores the first ``eval_tokens`` targets of
+    the valid split only). The per-seed values go to the trial's user attribute ``seed_values``. With
+    ``trial`` and ``prune_after`` (a step), the first seed's periodic validations are reported to Optuna at
+    their step and from ``prune_after`` on a trial the pruner rejects is stopped (``optuna.TrialPruned``,
+    user attributes ``outcome="pruned"``, ``pruned_at``).
 
     Raises :class:`geomlab.train.TrainingError` naming the seed when a run diverges, ``ValueError`` for a
     config the kind refuses."""
-    from geomlab.models import build_model
-    from geomlab.rng import seeded
-    from geomlab.train import TrainConfig, Trainer
-    from geomlab.zoo import resolve_config
+    from geomlab import runs
 
-    train_keys, model_keys = split_params(params)
-    cfg = resolve_config(setup.kind, task.vocab_size, setup.budget, {**setup.config, **model_keys})
     values = []
     for i, seed in enumerate(setup.seeds):
-        tcfg = TrainConfig.from_dict({**setup.train, **train_keys, "seed": int(seed), "device": device,
-                                      "final_eval": False})
-        with seeded(int(seed)):
-            model = build_model(cfg)
         holder: dict[str, Any] = {}
 
         def _on_progress(p, i=i):
@@ -493,7 +502,7 @@ def train_trial(setup: SweepSetup, task, params: dict[str, Any], trial=None, *, 
                 holder["pruned_at"] = int(p.step)
                 holder["trainer"].stop()
 
-        trainer = Trainer(model, task, tcfg, out=None, callback=_on_progress)
+        trainer = runs.build(trial_spec(setup, params, seed, device), task=task, callback=_on_progress).trainer
         holder["trainer"] = trainer
         try:
             result = trainer.run()

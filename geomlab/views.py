@@ -178,7 +178,7 @@ def _osm_tangents(tr: Any) -> bool:
 
 
 _OSM, _CEM, _GR = "osm", "cem", "grassmann"
-#: figure name -> predicate on a trace (design choice: the rules of the former ``figures.views_for``).
+#: figure name -> predicate on a trace (design choice).
 _APPLIES: dict[str, Callable[[Any], bool]] = {
     "phase_circle": lambda tr: tr.family == _OSM,
     "phase_timeline": lambda tr: tr.family == _OSM,
@@ -389,6 +389,23 @@ def build_view(tr: Any, slug: str, controls: dict[str, Any] | None = None, curso
         except FigureError:
             if not skip_errors:
                 raise
+    return out
+
+
+def all_figures(tr: Any, cursor: int | None = None) -> dict[str, Any]:
+    """Every figure of :func:`figures_for` as ``{name: View}`` with the figures' default arguments (``cursor``
+    passed to those that take it; ``plane_interpolation`` uses it as its position when it has a plane pair
+    there). Figures that cannot be drawn for this particular trace (a ``FigureError``, e.g. no plane pair in a
+    very short text) are left out. The app and ``trace --html`` use :func:`build_view` (a view's own
+    controls) instead; the tests and ``geomlab bench figures`` use this."""
+    from geomlab.figures import FigureError
+
+    out: dict[str, Any] = {}
+    for name in figures_for(tr):
+        try:
+            out[name] = build_figure(tr, name, {}, cursor)
+        except FigureError:
+            continue
     return out
 
 

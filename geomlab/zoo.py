@@ -204,23 +204,6 @@ def scaled(entry: ZooEntry, steps_scale: float) -> ZooEntry:
 
 
 # ----------------------------------------------------------------------------------------------- training
-_CONFIG_CACHE: dict[str, dict[str, Any]] = {}
-
-
-def resolve_config(kind: str, vocab_size: int, budget: int | None, config: dict[str, Any]) -> dict[str, Any]:
-    """The full model config: ``config_for_budget(kind, budget, vocab_size, **config)`` when ``budget`` is
-    given, else ``config`` completed with the kind's defaults. Results are cached per process (the budget
-    searches build many candidate models). Raises ``ValueError`` from the registry when no config meets the
-    budget within 5%."""
-    from geomlab.models import config_for_budget, full_config
-
-    key = json.dumps([kind, int(vocab_size), budget, config], sort_keys=True, default=str)
-    if key not in _CONFIG_CACHE:
-        _CONFIG_CACHE[key] = (config_for_budget(kind, int(budget), int(vocab_size), **config) if budget else
-                              full_config({**config, "kind": kind, "vocab_size": int(vocab_size)}))
-    return dict(_CONFIG_CACHE[key])
-
-
 def recipe_spec(kind: str, data: str, *, budget: int | None, config: dict[str, Any] | None, steps: int,
                 batch_size: int, seq_len: int, lr: float, seed: int = 0, warmup: float = 0.02,
                 weight_decay: float = 0.0, eval_every: int = 0, eval_tokens: int | None = 16384,
@@ -411,7 +394,7 @@ def format_card(card: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "ZOO", "ZOO_DIR", "ZooEntry", "ZooError", "RunOutcome", "entries", "scaled", "resolve_config", "recipe_spec",
+    "ZOO", "ZOO_DIR", "ZooEntry", "ZooError", "RunOutcome", "entries", "scaled", "recipe_spec",
     "make_task",
     "train_and_evaluate", "accuracy_by_length", "build_entry", "rebuild", "read_cards", "format_card",
 ]

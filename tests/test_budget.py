@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from geomlab import report, zoo
+from geomlab import report
 from geomlab.models import build_model, config_for_budget, count_params, full_config
+from geomlab.models import budget
 from geomlab.models.budget import config_near_budget, linear_width_search, search_width
 
 CKPT_DIR = Path(__file__).resolve().parents[1] / "assets" / "checkpoints"
@@ -28,8 +29,8 @@ def test_bundled_checkpoints_with_a_budget_exist():
 def test_zoo_budgets_choose_the_bundled_configs(name):
     meta = json.loads((CKPT_DIR / f"{name}.json").read_text())
     stored, recipe = meta["model_config"], meta["card"]["recipe"]
-    zoo._CONFIG_CACHE.clear()
-    got = zoo.resolve_config(recipe["kind"], stored["vocab_size"], recipe["budget"], recipe["config"])
+    budget._CONFIG_CACHE.clear()
+    got = budget.resolve_config(recipe["kind"], stored["vocab_size"], recipe["budget"], recipe["config"])
     skip = _CHANGED_DEFAULTS.get(recipe["kind"], set())
     assert {k: v for k, v in got.items() if k not in skip} == {k: v for k, v in stored.items() if k not in skip}
     assert abs(count_params(build_model(got)) - recipe["budget"]) <= 0.05 * recipe["budget"]
@@ -67,8 +68,8 @@ def test_every_report_arm_has_an_expected_size():
 @pytest.mark.parametrize("comparison,arm", _ARMS, ids=[f"{c.key}:{a.label}" for c, a in _ARMS])
 def test_report_budgets_choose_the_same_configs(comparison, arm):
     V = _VOCAB[comparison.corpus]
-    zoo._CONFIG_CACHE.clear()
-    got = zoo.resolve_config(arm.kind, V, arm.budget, arm.config)
+    budget._CONFIG_CACHE.clear()
+    got = budget.resolve_config(arm.kind, V, arm.budget, arm.config)
     want = full_config({"kind": arm.kind, "vocab_size": V, **arm.config, **_REPORT_SIZES[comparison.key, arm.label]})
     assert got == want
     assert got == config_for_budget(arm.kind, arm.budget, V, **arm.config)

@@ -211,3 +211,43 @@ def test_saved_files_follow_the_umask(saved):
     for path in ckpt.paths(saved[0]):
         mode = stat.S_IMODE(os.stat(path).st_mode)
         assert mode == 0o666 & ~ckpt._UMASK, oct(mode)
+
+
+def test_load_takes_a_bundled_name_and_a_local_path_wins(saved, tmp_path, monkeypatch):
+    """``load("bundled/NAME")`` loads the bundled checkpoint NAME (geomlab.locate.bundled_checkpoint, the app's
+    and the command line's spelling) from any folder, a folder or a flat pair; a local checkpoint of that
+    path wins; an unknown name is the usual one-line CheckpointError."""
+    from geomlab.locate import bundled_checkpoint
+
+    _, model, vocab = saved
+    bundled = tmp_path / "bundled-here"
+    ckpt.save(bundled / "folder-run", model, vocab, {"corpus": "tiny"}, layout="folder")
+    flat = ckpt.save(bundled / "flat-run", model, vocab, {"corpus": "tiny"}, layout="flat")
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(bundled))
+    monkeypatch.chdir(tmp_path)
+    assert bundled_checkpoint("bundled/folder-run") == bundled / "folder-run"
+    assert bundled_checkpoint("bundled/flat-run.json") == bundled_checkpoint("bundled/flat-run") == flat
+    assert bundled_checkpoint("flat-run") is None and bundled_checkpoint("flat-run", bare=True) == flat
+    assert bundled_checkpoint("elsewhere/flat-run", bare=True) is None and bundled_checkpoint("bundled/nope") is None
+    assert bundled_checkpoint("bundled/.hidden") is None
+    for ref in ("bundled/folder-run", "bundled/flat-run", "bundled/flat-run.json"):
+        c = ckpt.load(ref)
+        for k, v in model.state_dict().items():
+            assert torch.equal(c.model.state_dict()[k], v), (ref, k)
+    assert ckpt.load("bundled/folder-run").path == bundled / "folder-run"
+    with pytest.raises(CheckpointError, match="bundled/nope"):
+        ckpt.load("bundled/nope")
+    with pytest.raises(CheckpointError):
+        ckpt.load("folder-run")  # a bare name is a local path for the library
+    # a local checkpoint at ./bundled/flat-run wins over the bundled one
+    torch.manual_seed(5)
+    other = build_model(dict(model.config))
+    ckpt.save(tmp_path / "bundled" / "flat-run", other, vocab, {"corpus": "local"})
+    assert ckpt.load("bundled/flat-run").card["corpus"] == "local"
+
+
+def test_the_shipped_bundled_checkpoints_load_by_name(monkeypatch, tmp_path):
+    monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    c = ckpt.load("bundled/osm-rnn-o-s5")
+    assert c.model.config["kind"] == "osm-rnn" and c.path.name == "osm-rnn-o-s5.json"

@@ -13,7 +13,7 @@ import pytest
 
 from geomlab import checkpoint as ckpt
 from geomlab.cli import main
-from geomlab.commands.train import check_config_types, parse_config, parse_count
+from geomlab.commands.train import parse_config, parse_count
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -254,19 +254,25 @@ def test_non_checkpoints_say_what_was_expected(tmp_path, capsys, monkeypatch):
 
 
 def test_config_value_of_the_wrong_type_names_the_key(text_file, tmp_path, capsys):
+    """A --config value of the wrong type is one line naming the kind, the key, the type and the value (the
+    typed model config's check), also with --params, where the budget search would otherwise replace the
+    value or report a budget miss."""
+    from geomlab.models import model_class
+
     out = tmp_path / "runs"
-    for item, want in (("hidden=abc", "'hidden' of lstm takes an integer (default"),
-                       ("hidden=1.5", "'hidden' of lstm takes an integer"),
-                       ("dropout=high", "'dropout' of lstm takes a number")):
-        assert main(["train", "--model", "lstm", "--config", item, "--data", str(text_file), "--steps", "1",
-                     "--out", str(out)]) == 2
-        err = capsys.readouterr().err
-        assert err.startswith(f"error: --config {item}: ") and want in err and err.count("\n") == 1, err
+    for item, want in (("hidden=abc", "lstm: hidden must be an integer, got 'abc'"),
+                       ("hidden=1.5", "lstm: hidden must be an integer, got 1.5"),
+                       ("dropout=high", "lstm: dropout must be a number, got 'high'")):
+        for params in ([], ["--params", "5k"]):
+            assert main(["train", "--model", "lstm", "--config", item, "--data", str(text_file), "--steps", "1",
+                         "--out", str(out), *params]) == 2
+            assert capsys.readouterr().err == f"error: {want}\n"
     assert not out.exists()
-    check_config_types("osm-rnn", {"tau": 5, "step": 0, "token_init_std": 1, "rnn_input": "pull+token", "d": 5})
-    check_config_types("osmformer", {"learn_alibi": False, "block": 2})
-    with pytest.raises(ValueError, match="'learn_alibi' of osmformer takes true or false"):
-        check_config_types("osmformer", {"learn_alibi": "maybe"})
+    model_class("osm-rnn").config_class.check_types(
+        {"tau": 5, "step": 0, "token_init_std": 1, "rnn_input": "pull+token", "d": 5, "kind": "osm-rnn"})
+    model_class("osmformer").config_class.check_types({"learn_alibi": False, "block": 2, "no_such_key": 1})
+    with pytest.raises(ValueError, match="osmformer: learn_alibi must be true or false, got 'maybe'"):
+        model_class("osmformer").config_class.check_types({"learn_alibi": "maybe"})
 
 
 def test_eval_finds_the_runs_text_file_in_the_working_folder(text_file, tmp_path, capsys, monkeypatch):

@@ -14,6 +14,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from geomlab import figures
+from geomlab import views as registry
 from geomlab.figures import FigureError, View, _common
 from geomlab.trace import BaselineTrace, CEMTrace, OSMTrace, encode_text, from_record, trace
 from test_trace import TEXT, VOCAB, small_model
@@ -111,8 +112,8 @@ EXPECTED = {
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_every_view_is_complete(name, validate):
     tr = get_trace(name)
-    assert set(figures.views_for(tr)) == EXPECTED[name]
-    views = figures.all_views(tr, cursor=5)
+    assert set(registry.figures_for(tr)) == EXPECTED[name]
+    views = registry.all_figures(tr, cursor=5)
     assert set(views) == EXPECTED[name]
     for vname, view in views.items():
         assert isinstance(view, View)
@@ -673,24 +674,24 @@ def test_non_finite_states_give_a_message():
     tr.states[0, 7] = np.nan
     with pytest.raises(FigureError, match="position 7"):
         figures.phase_circle(tr)
-    assert "phase_circle" not in figures.all_views(tr) and "tangent_heatmap" in figures.all_views(tr)
+    assert "phase_circle" not in registry.all_figures(tr) and "tangent_heatmap" in registry.all_figures(tr)
 
 
 def test_baseline_family_is_chosen_by_content():
     tr = from_record({"logits": np.zeros((3, 2))}, "newkind", np.arange(3))
-    assert isinstance(tr, BaselineTrace) and figures.views_for(tr) == []
+    assert isinstance(tr, BaselineTrace) and registry.figures_for(tr) == []
 
 
 @pytest.mark.parametrize("text", ["s", "so"])
 def test_very_short_texts_build_or_explain(text):
-    """One or two characters: every view builds and serialises, or all_views leaves it out because it
+    """One or two characters: every view builds and serialises, or all_figures leaves it out because it
     raised a FigureError (no plane yet); nothing crashes."""
     from geomlab.trace import trace_text
 
     for name in ("osmformer-U3", "osm-rnn-SO3", "cem", "grassmann-r3", "transformer"):
         tr = trace_text(get_model(name), VOCAB, text)
-        built = figures.all_views(tr, cursor=0)
-        missing = set(figures.views_for(tr)) - set(built)
+        built = registry.all_figures(tr, cursor=0)
+        missing = set(registry.figures_for(tr)) - set(built)
         assert missing <= {"plane_matrix", "plane_sphere", "plane_interpolation"}, missing
         for view in built.values():
             json.loads(view.figure.to_json())
@@ -764,10 +765,10 @@ def test_unvalidated_figures_send_what_validated_ones_send(name, monkeypatch):
     JSON, frames included: nothing the unvalidated path sends differs from a checked figure."""
     tr = get_trace(name)
     monkeypatch.setattr(_common, "VALIDATE", False)
-    fast = figures.all_views(tr, cursor=5)
+    fast = registry.all_figures(tr, cursor=5)
     assert all(not v.figure._validate for v in fast.values())
     monkeypatch.setattr(_common, "VALIDATE", True)
-    checked = figures.all_views(tr, cursor=5)
+    checked = registry.all_figures(tr, cursor=5)
     assert set(fast) == set(checked) == EXPECTED.get(name, set(fast))
     for vname in fast:
         _same_json(_plain(json.loads(fast[vname].figure.to_json())),
@@ -896,7 +897,7 @@ def test_long_traces_stay_under_the_caps_and_say_so():
     cursor = 1234
     for name, tr in _long_traces().items():
         assert tr.n_positions == _LONG
-        views = figures.all_views(tr, cursor=cursor)
+        views = registry.all_figures(tr, cursor=cursor)
         assert set(views) & set(_CAPPED), name
         for vname, (fig, caption) in views.items():
             if vname not in _CAPPED:
@@ -998,8 +999,8 @@ def test_views_of_a_trace_with_non_finite_values(name, value, validate):
     FigureError beyond those of the clean trace), plots no infinity, and says in its caption that values are
     missing."""
     tr = _poisoned(name, value, **POISON[name])
-    clean = figures.all_views(get_trace(name), cursor=7)
-    views = figures.all_views(tr, cursor=7)
+    clean = registry.all_figures(get_trace(name), cursor=7)
+    views = registry.all_figures(tr, cursor=7)
     assert set(views) == set(clean)
     noted = []
     for vname, (fig, caption) in views.items():
@@ -1103,7 +1104,6 @@ def test_long_attention_shows_a_full_resolution_window_beside_the_overview():
     q, k = rng.standard_normal((1, 2, n, 4)), rng.standard_normal((1, 2, n, 4))
     tr = from_record({"logits": np.zeros((n, 3)), "attention_q": q, "attention_k": k}, "transformer",
                      np.zeros(n, int))
-    from geomlab import views as registry
 
     assert "attention_window" in [f.name for f in registry.view_figures("attention", tr)]
     fig, cap = figures.attention_window(tr, layer=0, cursor=200)
@@ -1138,7 +1138,6 @@ def _cursor_marks(fig, c):
 @pytest.mark.parametrize("name", ["osm-rnn-SO3", "osmformer-U3", "osmformer-T4", "cem", "grassmann-r3",
                                   "grassmann-r5", "transformer"])
 def test_every_figure_marks_the_cursor(name):
-    from geomlab import views as registry
 
     tr = get_trace(name)
     c = 6
@@ -1225,7 +1224,6 @@ def _thinned(axis) -> bool:
 def test_half_width_figures_have_thinned_ticks():
     """Every figure a view draws at half width keeps at most 12 tick labels per axis at 2,048 positions
     (token ticks at round positions, category axes with nticks); hover names every position."""
-    from geomlab import views as registry
 
     narrow = {f.name for v in registry.VIEWS.values() for f in v.figures if not f.wide}
     seen = set()

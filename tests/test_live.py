@@ -10,6 +10,7 @@ import torch
 
 from geomlab import catalog, checkpoint, live
 from geomlab.data.word_problem import WordProblemTask
+from geomlab.runs import build_model as build_run_model
 
 TINY = dict(kind="lstm", params=2_000, data="task:S3", batch_size=4, seq_len=8, lr=3e-3, seed=0, threads=1,
             model_overrides={})
@@ -260,7 +261,7 @@ def test_a_model_built_while_another_thread_draws_matches_a_build_alone():
     import threading
 
     s = spec(kind="transformer", params=5_000, seed=7)
-    ref = live.build_model_for(s, 8)[0].state_dict()
+    ref = build_run_model(s, 8)[0].state_dict()
     done = threading.Event()
 
     def draw():
@@ -270,7 +271,7 @@ def test_a_model_built_while_another_thread_draws_matches_a_build_alone():
     other = threading.Thread(target=draw)
     other.start()
     try:
-        built = [live.build_model_for(s, 8)[0] for _ in range(3)]
+        built = [build_run_model(s, 8)[0] for _ in range(3)]
     finally:
         done.set()
         other.join()
@@ -290,7 +291,7 @@ def test_building_and_training_a_run_never_touches_the_global_rng(kind, override
     task = WordProblemTask("S3", length=8, n_eval=16)
     torch.manual_seed(123)
     before = torch.get_rng_state()
-    model, _ = live.build_model_for(s, task.vocab_size)
+    model, _ = build_run_model(s, task.vocab_size)
     Trainer(model, task, TrainConfig(steps=2, batch_size=2, seq_len=8, eval_every=0, device="cpu",
                                      final_eval=False)).run()
     assert torch.equal(before, torch.get_rng_state()), "the run drew from (or reseeded) torch's global RNG"

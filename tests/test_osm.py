@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from geomlab.groups import expm_taylor
 from geomlab.models import build_model, config_for_budget, count_params
 from geomlab.models.osm import OSMConfigError
-from geomlab.trace import _group_info, dense_attention, from_record
+from geomlab.trace import dense_attention, from_record
+from geomlab.trace.tracing import _group_info
 
 GROUPS = [("O", {}), ("SO", {}), ("U", {}), ("SU", {}), ("T", {}), ("O-block", {"block": 2})]
 KINDS = ["osm-rnn", "osmformer"]

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numpy.polynomial import polynomial as npoly
 
-from geomlab import groups as G
+from geomlab.groups import expm as G
 from geomlab.groups import expm_taylor, get_group
 from geomlab.models import build_model
 from geomlab.models.osm import TangentMixing

@@ -208,6 +208,31 @@ def test_a_trial_the_pruner_rejects_stops_early(text_file):
     assert math.isfinite(value) and value > 0
 
 
+def test_a_trials_run_spec_trains_the_sweeps_config_and_model():
+    """A trial's run spec (geomlab.runs) gives exactly the TrainConfig of the sweep's train keys over
+    TrainConfig's own defaults (not the run spec's run defaults), and the model of the fixed and searched
+    keys at the budget, seeded with the seed."""
+    import torch
+
+    from geomlab import runs
+    from geomlab.models import build_model
+    from geomlab.models.budget import resolve_config
+    from geomlab.rng import seeded
+    from geomlab.train import TrainConfig
+
+    setup = sweep.SweepSetup("lstm", "text", 3000, config={"layers": 1}, train={"steps": 8, "eval_tokens": 256})
+    params = {"lr": 2e-3, "warmup": 0.3, "config.dropout": 0.1}
+    spec = sweep.trial_spec(setup, params, seed=5, device="cpu")
+    want = TrainConfig.from_dict({"steps": 8, "eval_tokens": 256, "lr": 2e-3, "warmup": 0.3, "seed": 5,
+                                  "device": "cpu", "final_eval": False})
+    assert spec.train_config() == want and want.eval_every == TrainConfig().eval_every
+    model, note = runs.build_model(spec, 20)
+    with seeded(5):
+        ref = build_model(resolve_config("lstm", 20, 3000, {"layers": 1, "dropout": 0.1}))
+    assert note == "" and model.config == ref.config and model.config["dropout"] == 0.1
+    assert all(torch.equal(v, ref.state_dict()[k]) for k, v in model.state_dict().items())
+
+
 def test_optimize_records_every_outcome_in_memory():
     """The generic loop: a value, a diverged run, a refused config and a non-finite value each become one
     trial record and the study goes on; an unexpected exception is recorded, then raised."""

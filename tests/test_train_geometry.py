@@ -14,7 +14,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from geomlab import live
+from geomlab import live, probes
 from geomlab.figures import FigureError
 from geomlab.figures.curves import probe_history, run_overlay
 
@@ -170,7 +170,7 @@ def test_the_figure_fits_the_kind(kind, extra, figure, data):
     assert probe.view is not None and not probe.message, probe.message
     assert probe.view.figure.layout.meta["view"] == figure
     assert probe.curve is not None and len(probe.curve.x) == len(probe.curve.y) > 0
-    assert probe.trace.n_positions <= live.PROBE_POSITIONS
+    assert probe.trace.n_positions <= probes.PROBE_POSITIONS
     assert probe.trace_ms > 0
 
 
@@ -180,7 +180,7 @@ def test_probe_tokens_are_fixed_and_sized():
     b = live.probe_tokens(task, live.RunSpec(data="task:S3", seq_len=8))
     assert a.shape == (1, 32) and torch.equal(a, b)  # at least 32 positions, the same every time
     long = live.probe_tokens(task, live.RunSpec(data="task:S3", seq_len=500))
-    assert long.shape == (1, live.PROBE_POSITIONS)
+    assert long.shape == (1, probes.PROBE_POSITIONS)
     text = live.build_task(live.RunSpec(data="text", text=TEXT * 4))
     t = live.probe_tokens(text, live.RunSpec(data="text", text=TEXT * 4))
     assert torch.equal(t[0], text.tokens("valid")[:t.shape[1]])
@@ -188,7 +188,7 @@ def test_probe_tokens_are_fixed_and_sized():
 
 def test_thin_history_spreads_the_kept_probes():
     hist = [(s, None) for s in range(0, 100, 5)]
-    kept = [s for s, _ in live._thin_history(hist, 5)]
+    kept = [s for s, _ in probes._thin_history(hist, 5)]
     assert len(kept) == 5 and kept[0] == 0 and kept[-1] == 95
     gaps = np.diff(kept)
     assert gaps.max() <= 3 * gaps.min(), kept  # spread over the run, not bunched at one end

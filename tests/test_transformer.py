@@ -108,7 +108,7 @@ def test_budget_between_two_widths_falls_back_to_fewer_heads():
     """100K at V = 65 lies between d_model 48 and 52 with 4 heads (widths step by 4); the search then tries
     2 heads (widths step by 2) and meets the budget; a fixed n_heads is kept and reports the miss."""
     from geomlab.models import build_model, config_for_budget, count_params
-    from geomlab.zoo import resolve_config
+    from geomlab.models.budget import resolve_config
 
     for cfg in (config_for_budget("transformer", 100_000, 65), resolve_config("transformer", 65, 100_000, {})):
         assert cfg["n_heads"] == 2 and cfg["d_model"] % 2 == 0

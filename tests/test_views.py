@@ -58,7 +58,6 @@ def test_which_figures_apply(traces):
     assert registry.figures_for(traces["transformer-alibi-tinyshakespeare"]) == ["attention_maps", "attends_to",
                                                                                 "attention_row"]
     assert registry.figures_for(traces["lstm-tinyshakespeare"]) == []
-    assert figures.views_for(traces["cem-t2-tinyshakespeare"]) == registry.figures_for(traces["cem-t2-tinyshakespeare"])
     assert [v.slug for v in registry.views_of_trace(traces["cem-t2-tinyshakespeare"])] == ["attention", "energy"]
     tr = from_record({"logits": np.zeros((3, 2))}, "newkind", np.arange(3))
     assert registry.figures_for(tr) == [] and registry.views_of_trace(tr) == []

@@ -11,6 +11,7 @@ import torch
 
 from geomlab import zoo
 from geomlab.cli import main
+from geomlab.models.budget import resolve_config
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLED = sorted((REPO / "assets" / "checkpoints").glob("*.json"))
@@ -71,19 +72,20 @@ def test_bad_steps_scale(scale):
 def test_resolve_config_budget_and_explicit():
     from geomlab.models import build_model, count_params
 
-    cfg = zoo.resolve_config("lstm", 30, None, {"hidden": 12})
+    cfg = resolve_config("lstm", 30, None, {"hidden": 12})
     assert cfg["hidden"] == 12 and cfg["vocab_size"] == 30 and cfg["kind"] == "lstm"
-    cfg = zoo.resolve_config("lstm", 30, 20_000, {})
+    cfg = resolve_config("lstm", 30, 20_000, {})
     n = count_params(build_model(cfg))
     assert abs(n - 20_000) <= 0.05 * 20_000
 
 
 def test_transformer_width_adapter_meets_budget():
-    """The analytic width guess for `transformer` lands within the registry's 5% tolerance."""
+    """The `transformer` budget rule (a search over ``d_model`` in multiples of ``n_heads``, fewer heads when no
+    width fits; geomlab.models.budget.search_width) meets these budgets within the registry's 5% tolerance."""
     from geomlab.models import build_model, count_params
 
     for vocab, budget in [(65, 104_000), (50, 100_000), (65, 500_000)]:
-        cfg = zoo.resolve_config("transformer", vocab, budget, {})
+        cfg = resolve_config("transformer", vocab, budget, {})
         n = count_params(build_model(cfg))
         assert abs(n - budget) <= 0.05 * budget, (vocab, budget, n)
 

@@ -3,7 +3,7 @@
 For each kind: the bundled model size (the zoo recipe's config, or a ~100K-parameter budget for kinds the
 zoo does not bundle), random weights (timing does not depend on training), a 256-character text. Prints
 the median over ``--repeats`` runs (after one warm-up) of: the trace (``geomlab.trace.trace``), all
-figures of :func:`geomlab.figures.all_views` with a cursor, the CPU time of the figures alone and of sending
+figures of :func:`geomlab.views.all_figures` with a cursor, the CPU time of the figures alone and of sending
 them the way ``st.plotly_chart`` does (``fig.to_dict()`` then ``plotly.io.to_json``), their JSON size, the
 CPU time of trace + figures (``time.process_time``: on a shared machine closer to what an idle one would take
 than the wall time),
@@ -25,14 +25,15 @@ def bench_configs(vocab_size: int, kinds_: list[str] | None = None) -> dict[str,
     """Full configs per kind: the zoo's language-model recipe for the kind when there is one, else
     ``config_for_budget(kind, 100_000)``."""
     from geomlab.models import config_for_budget, kinds
+    from geomlab.models.budget import resolve_config
 
     out: dict[str, dict] = {}
     try:
         from geomlab import zoo
 
         for e in zoo.entries():
-            if e.kind not in out and e.task == "tinyshakespeare":
-                out[e.kind] = zoo.resolve_config(e.kind, vocab_size, e.budget, dict(e.config))
+            if e.kind not in out and e.task == "corpus:tinyshakespeare":
+                out[e.kind] = resolve_config(e.kind, vocab_size, e.budget, dict(e.config))
     except Exception:  # the zoo module is optional here
         pass
     for kind in kinds():
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     import plotly.io as pio
     import torch
 
-    from geomlab import figures
+    from geomlab import views as views_registry
     from geomlab.data import Vocab
     from geomlab.models import build_model, count_params
     from geomlab.trace import trace
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             tr = trace(model, tokens, vocab=vocab, text=text)
             t2 = time.perf_counter()
             c_fig = time.process_time()
-            views = figures.all_views(tr, cursor=args.chars // 2)
+            views = views_registry.all_figures(tr, cursor=args.chars // 2)
             t3 = time.perf_counter()
             c2 = time.process_time()
             # what st.plotly_chart does with a go.Figure: to_dict() (a deep copy), then JSON without validation

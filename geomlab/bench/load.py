@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 from urllib.parse import urlencode
 
-from geomlab.locate import APP_DIR
+from geomlab.locate import APP_DIR, bundled_dir
 
 ROOT = APP_DIR  # app.py, serve.py and assets/, in the repository or installed (geomlab.locate)
 
@@ -131,7 +131,7 @@ def session_texts(n: int, chars: int, source: str | None = None) -> list[str]:
 def bundled_checkpoints(folder: Path | None = None) -> list[tuple[str, str, str]]:
     """``[(name, kind, vocab level)]`` of the bundled checkpoints (``assets/checkpoints/*.json``, or
     ``GEOMLAB_BUNDLED_DIR``), sorted by name. Reads only the JSON cards."""
-    folder = folder or Path(os.environ.get("GEOMLAB_BUNDLED_DIR") or ROOT / "assets" / "checkpoints")
+    folder = folder or bundled_dir()
     out = []
     for path in sorted(Path(folder).glob("*.json")):
         try:

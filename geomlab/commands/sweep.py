@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from geomlab import sweep
-    from geomlab.commands.train import check_config_types, parse_config, parse_count, parse_curriculum
+    from geomlab.commands.train import parse_config, parse_count, parse_curriculum
+    from geomlab.models import model_class
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.timeout > 0:
         raise ValueError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     config = parse_config(args.config)
-    check_config_types(args.model, config)
+    model_class(args.model).config_class.check_types(config)  # a typo named before any trial
     if args.group:
         config["group"] = args.group
     given = {"steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len, "lr": args.lr,

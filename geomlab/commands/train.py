@@ -46,37 +46,6 @@ def parse_config(items: list[str] | None) -> dict:
     return out
 
 
-_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list"}
-
-
-def check_config_types(kind: str, config: dict) -> None:
-    """``ValueError`` naming the key, the expected type and the value when a ``--config`` value does not have
-    the type of that key's default for model ``kind`` (an int key takes an integer, a float key any number, a
-    bool key true/false, a str key a string, a list key a list; keys whose default is ``None`` take any
-    value). Unknown kinds and keys are left to :func:`geomlab.models.full_config`. Design choice: a typo
-    such as ``hidden=abc`` is named at once, not as an ``int()`` failure inside the model."""
-    from geomlab.models import model_class
-
-    try:
-        defaults = model_class(kind).default_config()
-    except (KeyError, ValueError):
-        return
-    for key, value in config.items():
-        default = defaults.get(key)
-        if default is None or key not in defaults:
-            continue
-        want = type(default)
-        ok = {bool: lambda v: isinstance(v, bool),
-              int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-              float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-              str: lambda v: isinstance(v, str),
-              list: lambda v: isinstance(v, list)}.get(want, lambda v: True)(value)
-        if not ok:
-            raise ValueError(f"--config {key}={json.dumps(value) if not isinstance(value, str) else value}: "
-                             f"{key!r} of {kind} takes {_TYPE_NAMES.get(want, want.__name__)} (default "
-                             f"{json.dumps(default)})")
-
-
 def parse_curriculum(text: str) -> tuple[tuple[int, int], ...]:
     """``"2:1500,4:1500"`` -> ``((2, 1500), (4, 1500))`` (``(seq_len, steps)`` pairs); ``""`` -> ``()``.
     Raises ``ValueError`` with the expected form for anything else."""
@@ -227,7 +196,7 @@ def _train(args: argparse.Namespace, replicas) -> int:
     from geomlab import checkpoint as ckpt
     from geomlab import runs
     from geomlab.data.registry import DEFAULT_LENGTH, TaskRef, make_task, parse_task
-    from geomlab.models import count_params, kinds
+    from geomlab.models import count_params, kinds, model_class
     from geomlab.runs import RunSpec
     from geomlab.train import CheckpointWriteError, TrainConfig, Trainer, TrainingError
 
@@ -281,7 +250,7 @@ def _train(args: argparse.Namespace, replicas) -> int:
             raise ValueError("the Gaussian-process regression task trains a CEM regressor, not a token model: "
                              "run `geomlab bench gp` (see docs/cem.md)")
         fixed = parse_config(args.config)
-        check_config_types(args.model, fixed)
+        model_class(args.model).config_class.check_types(fixed)  # a typo named before any budget search
         if args.group:
             fixed["group"] = args.group
         tc = TrainConfig.from_dict(overrides)

@@ -20,8 +20,8 @@ Views by family:
 * Baselines with attention: :func:`attention_maps`, :func:`attends_to`.
 * Any runs: :func:`training_curves`.
 
-:func:`views_for` lists the views that apply to a trace; :func:`all_views` builds them all with defaults.
-Which page shows which figure, with which controls, is the view registry's business (:mod:`geomlab.views`).
+Which figures apply to a trace, which page shows which figure and with which controls is the view
+registry's business (:mod:`geomlab.views`: ``figures_for``, ``all_figures``, ``build_view``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from geomlab.figures.tangents import generator_heatmap, mixing_share, tangent_he
 from geomlab.figures.trajectory import (
     distance_profile, pca_projection, pca_trajectory, phase_circle, phase_timeline, so3_frame, torus_angles,
 )
-from geomlab.trace import Trace
 
 VIEWS: dict[str, Callable[..., View]] = {
     "phase_circle": phase_circle, "phase_timeline": phase_timeline, "distance_profile": distance_profile,
@@ -61,29 +60,4 @@ VIEWS: dict[str, Callable[..., View]] = {
 """Every per-trace view by name (``training_curves`` takes run histories instead)."""
 
 
-def views_for(tr: Trace) -> list[str]:
-    """Names (keys of :data:`VIEWS`) of the views that apply to ``tr``, in the registry's display order.
-
-    The rules live in the view registry (:func:`geomlab.views.applies`); this is its list for one trace."""
-    from geomlab import views as registry
-
-    return registry.figures_for(tr)
-
-
-def all_views(tr: Trace, cursor: int | None = None) -> dict[str, View]:
-    """Build every view of :func:`views_for` with the figures' default arguments (``cursor`` passed to those
-    that take it; ``plane_interpolation`` uses ``cursor`` as its position when it has a plane pair there).
-    Views that cannot be drawn for this particular trace (e.g. no plane pair in a very short text) are left
-    out. The app and ``trace --html`` use :func:`geomlab.views.build_view` (a view's own controls) instead."""
-    from geomlab import views as registry
-
-    out: dict[str, View] = {}
-    for name in views_for(tr):
-        try:
-            out[name] = registry.build_figure(tr, name, {}, cursor)
-        except FigureError:
-            continue
-    return out
-
-
-__all__ = ["FigureError", "View", "VIEWS", "views_for", "all_views", "training_curves", *VIEWS]
+__all__ = ["FigureError", "View", "VIEWS", "training_curves", *VIEWS]

@@ -64,13 +64,6 @@ from geomlab.groups.special_unitary import SpecialUnitaryGroup
 from geomlab.groups.torus import TorusGroup, angles_to_matrix, matrix_to_angles
 from geomlab.groups.unitary import UnitaryGroup, from_real, real_embed
 
-# The exponential's tables and kernels that geomlab.models.osm, geomlab.models.osm_rnn_fast and tests/test_speed.py
-# read as ``geomlab.groups._NAME``; they live in geomlab.groups.expm (import them from there in new code).
-from geomlab.groups.expm import (  # noqa: E402,F401  (re-exported for the importers above)
-    _BBC, _PAD_TO, _TAYLOR_DOUBLE, _TAYLOR_SINGLE, _expm_taylor_nosync, _fro, _norm2_bound, _Taylor8Exp,
-    _taylor8_bbc,
-)
-
 __all__ = [
     "GroupError",
     "MatrixGroup",

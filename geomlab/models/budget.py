@@ -3,18 +3,22 @@
 Every kind's ``config_for_budget`` (and through it :func:`geomlab.models.config_for_budget`, the zoo, the
 report, the CLI and the app's live runs) goes through :func:`search_width`; :func:`linear_width_search` is
 its shortcut for a width the count depends on linearly, :func:`search_knobs` the search over a kind's
-discrete options, and :func:`config_near_budget` the app's fallback to the nearest budget a kind can meet.
+discrete options, :func:`config_near_budget` the app's fallback to the nearest budget a kind can meet, and
+:func:`resolve_config` the strict config of a budget or the default size, cached per process (runs, sweeps,
+benchmarks).
 Counts are effective parameters (:func:`geomlab.models.count_params`). Source: design choice.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any, Callable, Iterable
 
 import torch
 
-__all__ = ["search_width", "linear_width_search", "search_knobs", "config_near_budget", "TOLERANCE"]
+__all__ = ["search_width", "linear_width_search", "search_knobs", "config_near_budget", "resolve_config",
+           "TOLERANCE"]
 
 #: Relative distance from the budget a chosen config may have (5%).
 TOLERANCE = 0.05
@@ -115,3 +119,20 @@ def config_near_budget(kind: str, n_params: int, vocab_size: int, **fixed: Any) 
                 continue
         return ({"kind": kind, "vocab_size": vocab_size, **fixed},
                 f"budget not met ({exc}); the default size is used")
+
+
+_CONFIG_CACHE: dict[str, dict[str, Any]] = {}
+
+
+def resolve_config(kind: str, vocab_size: int, budget: int | None, config: dict[str, Any]) -> dict[str, Any]:
+    """The full model config: ``config_for_budget(kind, budget, vocab_size, **config)`` when ``budget`` is
+    given, else ``config`` completed with the kind's defaults. Results are cached per process (the budget
+    searches build many candidate models); each call returns a fresh copy. Raises ``ValueError`` from the
+    registry when no config meets the budget within 5%."""
+    from geomlab.models import config_for_budget, full_config
+
+    key = json.dumps([kind, int(vocab_size), budget, config], sort_keys=True, default=str)
+    if key not in _CONFIG_CACHE:
+        _CONFIG_CACHE[key] = (config_for_budget(kind, int(budget), int(vocab_size), **config) if budget else
+                              full_config({**config, "kind": kind, "vocab_size": int(vocab_size)}))
+    return dict(_CONFIG_CACHE[key])

@@ -56,6 +56,11 @@ def _field_types(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+@functools.cache
+def _field_names(cls) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ConfigBase:
     """Base of every typed config: checks the field types, then :meth:`validate`.
@@ -68,12 +73,19 @@ class ConfigBase:
     error: ClassVar[type[ValueError]] = ValueError
 
     def __post_init__(self) -> None:
-        hints = _field_types(type(self))
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if not _fits(hints[f.name], value):
-                self.fail(f"{f.name} must be {_describe(hints[f.name])}, got {value!r}")
+        type(self).check_types({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
         self.validate()
+
+    @classmethod
+    def check_types(cls, config: Mapping[str, Any]) -> None:
+        """Raise :attr:`error` naming the first key of ``config`` that is a field of this config and whose
+        value does not fit the field's type (e.g. ``lstm: hidden must be an integer, got 'abc'``); other keys
+        (``kind``, unknown ones) are left to :meth:`from_dict`. Used on construction, and by the command line
+        on ``--config`` before a budget search fills in the rest."""
+        hints = _field_types(cls)
+        for key, value in config.items():
+            if key in _field_names(cls) and not _fits(hints[key], value):
+                raise cls.error(f"{cls.kind or cls.__name__}: {key} must be {_describe(hints[key])}, got {value!r}")
 
     def validate(self) -> None:
         """The kind's rules beyond the field types; raises :attr:`error` naming the key."""

@@ -6,7 +6,7 @@ The recurrence of :class:`geomlab.models.osm.OSMRNN` (notes §3.1) for a skew-sy
 (``Gamma(Y) = from_coords(W to_coords(Y))``; scalar and identity mixing are ``W = eta I``) and ``D_t`` an
 optional state-independent drive (``rnn_input="pull+token"``). ``exp`` is a scaling-and-squaring Taylor
 exponential as :func:`geomlab.groups.expm_taylor` in single precision: degree 8 in three products (Bader,
-Blanes & Casas 2019, eq. (10); coefficients :data:`geomlab.groups._BBC`) then ``s`` squarings, ``s`` the
+Blanes & Casas 2019, eq. (10); coefficients :data:`geomlab.groups.expm._BBC`) then ``s`` squarings, ``s`` the
 fewest that bring ``nu = (||X^2||^4 ||X||)^(1/9)`` (largest over the batch, Frobenius) under the table's
 ``theta``; ``nu <= ||X||`` bounds every term of the remainder (``||X^k|| <= nu^k``, ``k >= 9``), so the
 truncation bound of the table holds (a sharper form of the usual criterion; Al-Mohy & Higham 2009 use
@@ -17,7 +17,7 @@ by the per-operation overhead of ~25 tiny batched ops per position, three times 
 Here the forward runs the loop without recording a graph (direct ``bmm``/``baddbmm`` calls, coordinates
 by one ``gather`` and back by one ``scatter_`` into a preallocated zero buffer) and keeps what the backward
 needs; the backward reverses the loop with the adjoint of every product written out (the exponential's
-part follows the backward of :class:`geomlab.groups._Taylor8Exp`), and the gradients of the inputs and of
+part follows the backward of :class:`geomlab.groups.expm._Taylor8Exp`), and the gradients of the inputs and of
 ``W`` are formed after the loop in one batched product each. Both loops are compiled by TorchScript where
 it is available (:func:`loops`). Same mathematics as the autograd path; the rounding differs
 (tests/test_osm_rnn_speed.py)."""
@@ -31,21 +31,21 @@ from typing import Any, List, Optional, Tuple
 import torch
 from torch.autograd.function import once_differentiable
 
-from geomlab.groups import _BBC, _TAYLOR_DOUBLE, _TAYLOR_SINGLE
+from geomlab.groups.expm import _BBC, _TAYLOR_DOUBLE, _TAYLOR_SINGLE
 
 #: Largest ``nu`` (see the module docstring) for the degree-8 polynomial without squaring: single / double
-#: precision (the degree-8 rows of :data:`geomlab.groups._TAYLOR_SINGLE` / ``_TAYLOR_DOUBLE``).
+#: precision (the degree-8 rows of :data:`geomlab.groups.expm._TAYLOR_SINGLE` / ``_TAYLOR_DOUBLE``).
 _THETA = {torch.float32: _TAYLOR_SINGLE[0][1], torch.float64: _TAYLOR_DOUBLE[0][1]}
 assert _TAYLOR_SINGLE[0][0] == 8 and _TAYLOR_DOUBLE[0][0] == 8
 
 #: Sizes at which the whole OSM-RNN training step (batch 16 x 128, one thread) ran faster zero-padded, measured
 #: interleaved (new/old step time, median of 9): 7 -> 8 0.75, 15 -> 16 0.90; 19 -> 20 1.01 and 23 -> 24 0.96 did
 #: not pay (the products gain ~14%, the elementwise passes and the readout lose it). The other entries are those
-#: of :data:`geomlab.groups._PAD_TO`. Padding is exact: the states are ``diag(H, I)`` and every step's algebra
+#: of :data:`geomlab.groups.expm._PAD_TO`. Padding is exact: the states are ``diag(H, I)`` and every step's algebra
 #: element ``diag(Phi, 0)``. Design choice (issue 17).
 PAD_TO = {5: 8, 6: 8, 7: 8, 15: 16, 29: 32, 30: 32, 31: 32}
 
-# the polynomial of groups._taylor8_bbc rearranged (same polynomial): Q' = X + q X2, L = x3 X2 + x1 X2 Q',
+# the polynomial of groups.expm._taylor8_bbc rearranged (same polynomial): Q' = X + q X2, L = x3 X2 + x1 X2 Q',
 # R = x4 I + x5 X + r6 X2 + x7 L, C = I + X + y2 X2, T8 = C + L R (plain floats: TorchScript reads them)
 _X1, _X3, _X4, _X5, _X6, _X7, _Y2 = (_BBC[k] for k in ("x1", "x3", "x4", "x5", "x6", "x7", "y2"))
 _Q = _BBC["x2"] / _BBC["x1"]
@@ -165,8 +165,8 @@ def _backward_loop(G: torch.Tensor, X: torch.Tensor, out: torch.Tensor, W: torch
     """The reversed loop of :class:`SkewRecurrence` (TorchScript-compatible): ``graw`` ``(T, B, m, m)``
     (gradient of ``H_t^T X_t``), the gradient of the unscaled mixing output ``(T, B, dim)`` and, with drives,
     the skew part of the gradient of ``D`` ``(T, B, m, m)``."""
-    x1, x3, x4, x5, x7 = coef[0], coef[1], coef[2], coef[3], coef[4]
-    y2, q, r6, ln2 = coef[5], coef[6], coef[7], coef[8]
+    x1, x3, x5, x7 = coef[0], coef[1], coef[3], coef[4]  # x4 = coef[2], ln 2 = coef[8]: forward only
+    y2, q, r6 = coef[5], coef[6], coef[7]
     T, B, m = X.shape[0], X.shape[1], X.shape[2]
     dim = W.shape[0]
     W2 = 0.5 * W  # d coords = d half @ (W / 2)

@@ -42,7 +42,6 @@ from geomlab.trace.grassmann import GrassmannTrace
 from geomlab.trace.osm import OSMTrace
 from geomlab.trace.record import FAMILIES, dense_attention, family_of, from_record
 from geomlab.trace.tracing import MAX_TEXT_CHARS, encode_text, trace, trace_cem_steps, trace_text, visible
-from geomlab.trace.tracing import _group_info  # noqa: F401  (tests/test_osm.py imports it from here)
 from geomlab.trace.scoring import PredictionScores, is_word_problem, score_predictions
 
 __all__ = [

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.groups import _PAD_TO, OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor
+from geomlab.groups import OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor
+from geomlab.groups.expm import _PAD_TO
 from geomlab.models import register
 from geomlab.models.osm.base import OSMBase, _budget_with_knobs
 from geomlab.models.osm.config import PROTOTYPES, OSMFormerConfig

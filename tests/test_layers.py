@@ -1,0 +1,149 @@
+"""Data flows one way: no unit of geomlab imports a unit later in ``ORDER`` (issue 18).
+
+Every module under ``geomlab/`` and ``app_pages/`` plus ``app.py`` and ``serve.py`` is parsed with :mod:`ast`;
+every import counts, at the top of a module or inside a function (a lazy import is still a dependency).
+A module's unit is its first component under ``geomlab`` (``geomlab.models.osm.former`` -> ``models``,
+``geomlab/__init__.py`` -> ``geomlab``); ``app_pages/*`` -> ``app_pages``; ``app.py``, ``serve.py`` -> ``app``;
+the old-spelling shim ``geomlab.bench.__main__`` -> ``__main__``. Imports within a unit are free;
+``from geomlab import X`` counts as an import of ``geomlab.X``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ORDER = [
+    "geomlab", "locate", "rng", "cache", "markup", "data", "groups", "planes", "models", "ckpt_files",
+    "checkpoint", "catalog", "runlog", "distributed", "train_config", "sampling", "train", "runs", "zoo",
+    "sweep", "trace", "predictions", "figures", "views", "explain", "tours", "probes", "live", "images",
+    "report", "bench", "commands", "cli", "__main__", "app_pages", "app",
+]
+RANK = {unit: i for i, unit in enumerate(ORDER)}
+
+
+def _module_files() -> list[tuple[str, Path]]:
+    """(dotted module name, file) for every module the layering covers."""
+    out = []
+    for folder in ("geomlab", "app_pages"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out.append((".".join(parts), path))
+    for name in ("app", "serve"):
+        out.append((name, ROOT / f"{name}.py"))
+    return out
+
+
+def unit_of(module: str) -> str | None:
+    """The unit of a dotted module name; None for a module outside geomlab, app_pages and the app scripts."""
+    parts = module.split(".")
+    if module == "geomlab.bench.__main__":
+        return "__main__"
+    if parts[0] == "geomlab":
+        return "geomlab" if len(parts) == 1 else parts[1]
+    if parts[0] == "app_pages":
+        return "app_pages"
+    if module in ("app", "serve"):
+        return "app"
+    return None
+
+
+def _is_package(path: Path) -> bool:
+    return path.name == "__init__.py"
+
+
+def _is_module(dotted: str, root: Path = ROOT) -> bool:
+    """Whether a dotted name is a module file or package under root."""
+    path = root.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imported_modules(module: str, path: Path, root: Path = ROOT) -> list[tuple[str, int]]:
+    """(absolute dotted module, line) for every import in the file, top-level or inside a function.
+
+    ``from P import X`` yields ``P.X`` when that is a module (``from geomlab import views`` is
+    ``geomlab.views``), else ``P`` (``from geomlab import __version__`` is ``geomlab``).
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module if _is_package(path) else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")
+                base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.append((sub if alias.name != "*" and _is_module(sub, root) else base, node.lineno))
+    return found
+
+
+def violations() -> tuple[list[str], set[str]]:
+    """("A -> B (file:line)" for each import of a later unit, the units found that ORDER does not place)."""
+    bad, unplaced = [], set()
+    for module, path in _module_files():
+        unit = unit_of(module)
+        if unit not in RANK:
+            unplaced.add(f"{unit} ({path.relative_to(ROOT)})")
+            continue
+        for target, line in imported_modules(module, path):
+            target_unit = unit_of(target)
+            if target_unit is None or target_unit == unit:
+                continue
+            if target_unit not in RANK:
+                unplaced.add(f"{target_unit} (imported at {path.relative_to(ROOT)}:{line})")
+                continue
+            if RANK[target_unit] > RANK[unit]:
+                bad.append(f"{unit} -> {target_unit} ({path.relative_to(ROOT)}:{line})")
+    return sorted(bad), unplaced
+
+
+def test_unit_of_examples():
+    assert unit_of("geomlab.models.osm.former") == "models"
+    assert unit_of("geomlab") == "geomlab"
+    assert unit_of("geomlab.bench.__main__") == "__main__"
+    assert unit_of("geomlab.bench.views") == "bench"
+    assert unit_of("app_pages._state") == "app_pages"
+    assert unit_of("serve") == "app"
+    assert unit_of("torch.nn") is None
+
+
+def test_imports_resolve_relative_and_lazy(tmp_path):
+    """The parser sees lazy (function-level) and relative imports and spells `from geomlab import X` as geomlab.X."""
+    pkg = tmp_path / "geomlab" / "figures"
+    pkg.mkdir(parents=True)
+    src = pkg / "__init__.py"
+    for name in ("_common.py", "../views.py", "../live.py", "../zoo.py", "../__init__.py"):
+        (pkg / name).touch()
+    src.write_text("from . import _common\nfrom geomlab import views, __version__\n"
+                   "def f():\n    from ..live import LiveRun\n    import geomlab.zoo as z\n")
+    assert imported_modules("geomlab.figures", src, root=tmp_path) == [
+        ("geomlab.figures._common", 1), ("geomlab.views", 2), ("geomlab", 2), ("geomlab.live", 4),
+        ("geomlab.zoo", 5)]
+
+
+def test_every_unit_is_placed():
+    _, unplaced = violations()
+    assert not unplaced, "units not in ORDER (place each new module):\n" + "\n".join(sorted(unplaced))
+
+
+def test_no_unit_imports_a_later_unit():
+    bad, _ = violations()
+    if bad:
+        print("\n".join(bad))
+    assert not bad, "imports against the layering ORDER:\n" + "\n".join(bad)
+
+
+def test_order_units_exist():
+    """Every unit in ORDER is a module that exists (a deleted module leaves ORDER too)."""
+    modules = {unit_of(m) for m, _ in _module_files()}
+    assert [unit for unit in ORDER if unit not in modules] == []
