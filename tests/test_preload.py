@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
-from app_pages._preload import PreloadCharts, chart_bundles, preload_html
+from app_pages._preload import PreloadCharts, base_hint, chart_bundles, page_part, preload_html
 
 PAGE = b"<html><head><title>x</title></head><body></body></html>"
 GZIP = [(b"accept-encoding", b"gzip, deflate")]
@@ -40,10 +41,11 @@ def _body(sent) -> bytes:
 
 
 def test_a_page_gets_the_import_first_in_head_uncompressed_with_a_true_length():
+    assert preload_html(["P.js"]) == b'<script>import("./static/js/P.js");</script>'
     for path in ("/", "/trajectories", "/attention/"):
         sent, seen = _serve(path, chunks=(PAGE[:20], PAGE[20:]))
-        snippet = preload_html(["P.js"])
-        assert snippet == b'<script>import("./static/js/P.js");</script>'
+        snippet = preload_html(["P.js"], path)
+        assert snippet.endswith(b'import("./static/js/P.js");</script>')
         assert _body(sent) == PAGE.replace(b"<head>", b"<head>" + snippet), path
         headers = dict(sent[0]["headers"])
         assert int(headers[b"content-length"]) == len(_body(sent)) and b"content-encoding" not in headers
@@ -63,3 +65,42 @@ def test_no_bundle_no_change_and_the_installed_streamlit_has_one():
     assert preload_html([]) == b""
     # the name the middleware looks for exists in the pinned streamlit (a rename would silently turn it off)
     assert any(name.startswith("PlotlyChart.") and name.endswith(".js") for name in chart_bundles())
+
+
+def test_a_deep_link_tells_the_frontend_where_the_server_is():
+    """On a page path the script first sets Streamlit's BACKEND_BASE_URL to the location without the page
+    part, so the frontend does not look for its server under /PAGE/_stcore first (a 404 and a retry delay);
+    the root page gets no hint, and the page part is computed under a base path (server.baseUrlPath)."""
+    assert base_hint("/") == "" and base_hint("") == ""
+    hint = base_hint("/energy")
+    assert hint.startswith("(function(){var p=location.pathname,s=\"/energy\";") and "BACKEND_BASE_URL" in hint
+    sent, _ = _serve("/energy")
+    assert _body(sent).startswith(b"<html><head><script>" + hint.encode())
+    assert page_part("/lab/energy", "/lab") == "/energy" and page_part("/lab", "/lab") == "/"
+    assert page_part("/labx/energy", "/lab") == "/labx/energy" and page_part("/energy", "") == "/energy"
+    # a path cannot close the script: <, > and & are escaped inside the JSON string
+    evil = base_hint("/</script><script>alert(1)</script>")
+    assert "</" not in evil and "<script" not in evil and "<!--" not in evil and "\\u003c/script\\u003e" in evil
+
+
+def test_the_hint_runs_in_a_javascript_engine():
+    """The hint's JavaScript, run by node when the machine has it (else by a small Python model of the same
+    string operations): /lab/energy with page /energy gives base /lab/, a location that does not end with
+    the page gives no base."""
+    import shutil
+    import subprocess
+
+    node = shutil.which("node") or shutil.which("nodejs")
+    cases = [("/lab/energy", "/energy", "http://h/lab/"), ("/energy", "/energy", "http://h/"),
+             ("/energy/", "/energy/", "http://h/"), ("/other", "/energy", None)]
+    for pathname, page, want in cases:
+        if node is None:
+            got = ("http://h" + pathname[:len(pathname) - len(page)] + "/") if pathname.endswith(page) else None
+        else:
+            js = ("var location={pathname:%s,origin:'http://h'};var window={};%s"
+                  "console.log(JSON.stringify((window.__streamlit||{}).BACKEND_BASE_URL||null));"
+                  % (json.dumps(pathname), base_hint(page)))
+            out = subprocess.run([node, "-e", js], capture_output=True, text=True, timeout=30)
+            assert out.returncode == 0, out.stderr
+            got = json.loads(out.stdout)
+        assert got == want, (pathname, page, got)
