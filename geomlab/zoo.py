@@ -1,27 +1,29 @@
 """The bundled model zoo: one recipe per checkpoint in ``assets/checkpoints`` (issue 9).
 
-Every bundled checkpoint is reproducible from its :class:`ZooEntry`: the model (a kind plus either an
-explicit config or a parameter budget resolved with :func:`geomlab.models.config_for_budget`), the task
-(``corpus:NAME`` or ``word-problem:GROUP:LENGTH``), steps, batch, sequence length, learning rate and seed.
-``python -m geomlab zoo --rebuild`` retrains them all from scratch through the one run spec
-(:mod:`geomlab.runs`, :func:`geomlab.checkpoint.save`), so every number on a card comes from the same code
-path as ``python -m geomlab train``.
+Every bundled checkpoint is reproducible from its :class:`ZooEntry`: a name and words for the app, and the
+one run spec that trains it (:class:`geomlab.runs.RunSpec`, built by :func:`recipe`: the model kind with
+either an explicit config or a parameter budget resolved with :func:`geomlab.models.config_for_budget`, the
+task ``corpus:NAME`` or ``word-problem:GROUP:LENGTH``, steps, batch, sequence length, learning rate, seed and
+length curriculum). ``python -m geomlab zoo --rebuild`` retrains them all from scratch with
+:func:`geomlab.runs.run` and :func:`geomlab.checkpoint.save`, so every number on a card comes from the same
+code path as ``python -m geomlab train``.
 
 Each checkpoint's JSON ``card`` holds: ``name``, ``title``, ``description``, ``corpus``, ``split`` (the
 split rule), ``task``, ``steps``, ``batch_size``, ``seq_len``, ``lr``, ``seed``, ``params_effective`` /
 ``params_stored``, ``valid_bpc`` / ``test_bpc`` (language models, full splits, non-overlapping windows of
 ``seq_len``) or ``valid_accuracy`` / ``test_accuracy`` and ``accuracy_by_length`` (word problem),
-``train_time_s``, ``tokens_per_s``, ``device``, ``torch_threads``, ``recipe`` (the entry itself), ``notes``
-(e.g. "short budget") and ``trained_on`` (date). The optimizer state is not stored (smaller files); a
-rebuild reproduces the weights up to floating-point non-determinism of the device.
+``train_time_s``, ``tokens_per_s``, ``device``, ``torch_threads``, ``recipe`` (the entry as one flat dict,
+:meth:`ZooEntry.to_dict`), ``notes`` (e.g. "short budget") and ``trained_on`` (date). The optimizer state is
+not stored (smaller files); a rebuild reproduces the weights up to floating-point non-determinism of the device.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 import json
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -41,59 +43,69 @@ class ZooError(ValueError):
 
 @dataclass(frozen=True)
 class ZooEntry:
-    """One bundled checkpoint's recipe.
+    """One bundled checkpoint's recipe: a name and words for the app, and the run that trains it.
 
     Attributes:
         name: file stem in ``assets/checkpoints`` (``NAME.json`` + ``NAME.safetensors``).
         title: one human line for the app's model picker.
         description: what the model is and why it is in the zoo.
-        kind: registered model kind.
-        task: the task string (:mod:`geomlab.data.registry`): ``"corpus:tinyshakespeare"`` or
-            ``"word-problem:GROUP:LENGTH"``.
-        budget: target effective parameter count (resolved by ``config_for_budget``), or ``None`` when
-            ``config`` is complete.
-        config: model config keys (fixed keys for the budget search, or the whole config).
-        steps, batch_size, seq_len, lr, seed, warmup, weight_decay: training (see
-            :class:`geomlab.train.TrainConfig`; ``warmup`` a fraction of ``steps``).
+        run: the :class:`geomlab.runs.RunSpec` that trains it (built by :func:`recipe`): model kind, budget or
+            config, task string (``run.data``: ``"corpus:tinyshakespeare"`` or ``"word-problem:GROUP:LENGTH"``)
+            and training values.
         eval_lengths: word problem only: sequence lengths at which accuracy is recorded on the card.
-        length_curriculum: ``(seq_len, steps)`` pairs trained first (:class:`geomlab.train.TrainConfig`).
         notes: caveats printed on the card (e.g. "short budget; not converged").
     """
 
     name: str
     title: str
     description: str
-    kind: str
-    task: str = "corpus:tinyshakespeare"
-    budget: int | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    steps: int = 1500
-    batch_size: int = 16
-    seq_len: int = 128
-    lr: float = 3e-3
-    seed: int = 0
-    warmup: float = 0.02
-    weight_decay: float = 0.0
+    run: RunSpec
     eval_lengths: tuple[int, ...] = ()
-    length_curriculum: tuple[tuple[int, int], ...] = ()
     notes: str = ""
 
-    def run_spec(self, eval_every: int = 0) -> RunSpec:
-        """This recipe as the one run spec (:func:`recipe_spec`; validation every ``eval_every`` steps)."""
-        return recipe_spec(self.kind, self.task, budget=self.budget, config=self.config, steps=self.steps,
-                           batch_size=self.batch_size, seq_len=self.seq_len, lr=self.lr, seed=self.seed,
-                           warmup=self.warmup, weight_decay=self.weight_decay, eval_every=eval_every,
-                           length_curriculum=self.length_curriculum)
-
     def to_dict(self) -> dict[str, Any]:
-        """The recipe as a JSON-serialisable dict (stored on the card as ``recipe``)."""
-        d = asdict(self)
-        d["eval_lengths"] = list(self.eval_lengths)
-        d["length_curriculum"] = [list(pair) for pair in self.length_curriculum]
-        return d
+        """The recipe as a flat JSON-serialisable dict (stored on the card as ``recipe``): ``name``, ``title``,
+        ``description``, ``kind``, ``task``, ``budget``, ``config``, ``steps``, ``batch_size``, ``seq_len``,
+        ``lr``, ``seed``, ``warmup``, ``weight_decay``, ``eval_lengths``, ``length_curriculum``, ``notes``."""
+        r, t = self.run, self.run.train
+        return {"name": self.name, "title": self.title, "description": self.description, "kind": r.kind,
+                "task": r.data, "budget": r.params, "config": copy.deepcopy(r.model_overrides), "steps": r.steps,
+                "batch_size": r.batch_size, "seq_len": r.seq_len, "lr": r.lr, "seed": r.seed,
+                "warmup": t["warmup"], "weight_decay": t["weight_decay"], "eval_lengths": list(self.eval_lengths),
+                "length_curriculum": [list(pair) for pair in t["length_curriculum"]], "notes": self.notes}
 
 
-_LM = dict(task="corpus:tinyshakespeare", batch_size=16, seq_len=64, lr=3e-3, seed=0, steps=800)
+def _step_rules(steps: int) -> dict[str, int]:
+    """The training values a recipe derives from its step count: ``log_every`` ``min(50, steps)`` and the
+    zoo's validation period ``steps // 5`` (each at least 1; design choice)."""
+    return {"log_every": max(1, min(50, int(steps))), "eval_every": max(1, int(steps) // 5)}
+
+
+def recipe(kind: str, *, budget: int | None = None, config: dict[str, Any] | None = None,
+           data: str = "corpus:tinyshakespeare", steps: int = 1500, batch_size: int = 16, seq_len: int = 128,
+           lr: float = 3e-3, seed: int = 0, warmup: float = 0.02, weight_decay: float = 0.0,
+           eval_every: int | None = None, eval_tokens: int | None = 16384, final_eval: bool = True,
+           device: str = "auto", length_curriculum: Iterable[tuple[int, int]] = ()) -> RunSpec:
+    """The :class:`geomlab.runs.RunSpec` of a zoo or report recipe: the budget met within 5%
+    (``nearest_budget=False``), :data:`geomlab.runs.N_EVAL` evaluation sequences for synthetic tasks,
+    ``log_every`` ``min(50, steps)`` and the recipe's training values (:class:`geomlab.train.TrainConfig`;
+    ``warmup`` a fraction of ``steps``; ``length_curriculum`` ``(seq_len, steps)`` pairs trained first).
+
+    ``budget``: target effective parameter count (``config_for_budget``), or ``None`` when ``config`` is
+    complete; ``config``: model config keys (fixed for the budget search, or the whole config).
+    ``eval_every``: validation period in steps (``None``: the zoo's ``steps // 5``; 0: no periodic evaluation).
+    Source: design choice."""
+    rules = _step_rules(steps)
+    return RunSpec(kind=kind, params=budget, model_overrides=dict(config or {}), nearest_budget=False, data=data,
+                   steps=int(steps), batch_size=int(batch_size), seq_len=int(seq_len), lr=float(lr), seed=int(seed),
+                   device=device,
+                   train={"warmup": float(warmup), "weight_decay": float(weight_decay),
+                          "eval_every": rules["eval_every"] if eval_every is None else int(eval_every),
+                          "eval_tokens": eval_tokens, "final_eval": bool(final_eval), "log_every": rules["log_every"],
+                          "length_curriculum": tuple(tuple(pair) for pair in length_curriculum)})
+
+
+_LM = dict(data="corpus:tinyshakespeare", batch_size=16, seq_len=64, lr=3e-3, seed=0, steps=800)
 _SHORT = ("Short CPU budget (800 steps x 16 x 64 characters, under one epoch, 1 thread on a shared 2-core "
           "machine): a working model for the app's views, not a converged one; see docs/results.md for the "
           "matched comparisons.")
@@ -111,60 +123,63 @@ _GRASSMANN_POSITIONS = ("No position table (positions='none'): the order comes f
 #: as the group product H exp(A_x); readout temperature 5; token generators of std 1 (design choice: with
 #: the default pull-only input OSM-RNN learned neither S3 nor S5 here).
 _WP_OSM = {"mixing": "linear", "rnn_input": "pull+token", "step": 0.0, "tau": 5.0, "token_init_std": 1.0}
-_WP3 = dict(steps=1000, batch_size=32, seq_len=16, lr=1e-2, eval_lengths=(2, 4, 8, 16, 32, 64, 128))
+_WP_LENGTHS = (2, 4, 8, 16, 32, 64, 128)
+_WP3 = dict(data="word-problem:S3:16", steps=1000, batch_size=32, seq_len=16, lr=1e-2)
 #: S5 needs a sequence-length curriculum: trained at full length from random initialisation, neither O(5)
 #: nor O(8) got past chance (the loss stayed at ln 120 while the readout temperature shrank toward 0: the
 #: prefix products of random token matrices carry no signal to start from). Starting with pairs (length 2)
 #: makes the token matrices learn a representation ``M_a M_b ~ M_{ab}`` first (measured: O(5) 0.94 at
 #: length 32, O(8) 0.99; design choice).
-_WP5 = dict(steps=8000, batch_size=64, seq_len=32, lr=1e-2, eval_lengths=(2, 4, 8, 16, 32, 64, 128),
-            length_curriculum=((2, 1500), (4, 1500), (8, 1500), (16, 1500)),
-            notes="Trained with a sequence-length curriculum: 1500 steps each at lengths 2, 4, 8 and 16, then "
-                  "2000 at length 32 (without it neither O(d) nor the torus leaves chance on S5).")
+_WP5 = dict(data="word-problem:S5:32", steps=8000, batch_size=64, seq_len=32, lr=1e-2,
+            length_curriculum=((2, 1500), (4, 1500), (8, 1500), (16, 1500)))
+_WP5_NOTES = ("Trained with a sequence-length curriculum: 1500 steps each at lengths 2, 4, 8 and 16, then 2000 at "
+              "length 32 (without it neither O(d) nor the torus leaves chance on S5).")
 
 #: The zoo. Language models share one recipe on Tiny Shakespeare (90/5/5): 800 steps x batch 16 x 64
 #: characters, lr 3e-3, seed 0 (about 0.8M training characters, under one epoch: a short CPU budget).
 ZOO: tuple[ZooEntry, ...] = (
     ZooEntry("osm-rnn-o-tinyshakespeare", "OSM-RNN on O(d), ~50K", "The paper's recurrent orthogonal-state "
              "model: state H_t in O(d), updated by H exp(Gamma(pull(H, M_x))), prototype readout.",
-             "osm-rnn", budget=50_000, config={"group": "O", "mixing": "linear"}, notes=_SHORT,
-             **_LM),
+             recipe("osm-rnn", budget=50_000, config={"group": "O", "mixing": "linear"}, **_LM), notes=_SHORT),
     ZooEntry("osmformer-o-linear-tinyshakespeare", "OSMFormer on O(d), linear tangent mixing, ~91K",
              "The paper's headline model: attention and grounding steps on O(d) through exp, with a learnable "
-             "linear map on the Lie algebra (Tiny Shakespeare ~100K row).", "osmformer", budget=91_000,
-             config={"group": "O", "mixing": "linear"}, notes=_SHORT, **_LM),
+             "linear map on the Lie algebra (Tiny Shakespeare ~100K row).",
+             recipe("osmformer", budget=91_000, config={"group": "O", "mixing": "linear"}, **_LM), notes=_SHORT),
     ZooEntry("osmformer-u-tinyshakespeare", "OSMFormer on U(d), ~91K", "The same architecture with complex "
-             "unitary states (non-abelian, complex).", "osmformer", budget=91_000,
-             config={"group": "U", "mixing": "linear"}, notes=_SHORT, **_LM),
+             "unitary states (non-abelian, complex).",
+             recipe("osmformer", budget=91_000, config={"group": "U", "mixing": "linear"}, **_LM), notes=_SHORT),
     ZooEntry("osmformer-torus-tinyshakespeare", "OSMFormer on the torus T^d, ~91K", "The abelian control: "
-             "diagonal unitary states, so updates commute (compare with O(d) and U(d)).", "osmformer",
-             budget=91_000, config={"group": "T", "mixing": "linear"}, notes=_SHORT, **_LM),
+             "diagonal unitary states, so updates commute (compare with O(d) and U(d)).",
+             recipe("osmformer", budget=91_000, config={"group": "T", "mixing": "linear"}, **_LM), notes=_SHORT),
     ZooEntry("cem-t2-tinyshakespeare", "CEM Transformer, T=2 recursion, ~100K", "Causal energy minimisation: "
              "tied attention and tied SwiGLU MLP as gradient steps on energies, 2 steps per layer, shared "
-             "diagonal.", "cem", budget=100_000, config={"recursion_steps": 2, "diagonal": "shared"},
-             notes=_SHORT, **_LM),
+             "diagonal.", recipe("cem", budget=100_000, config={"recursion_steps": 2, "diagonal": "shared"}, **_LM),
+             notes=_SHORT),
     ZooEntry("grassmann-tinyshakespeare", "Grassmann flow model, ~100K", "Attention-free layers: pairs of "
              "reduced vectors as 2-planes in Gr(2, r) by Pluecker coordinates, gated fusion. No position "
-             "table: the causal offset pairs carry the order, so it reads texts of any length.", "grassmann",
-             budget=100_000, config={"positions": "none"}, notes=_SHORT + " " + _GRASSMANN_POSITIONS, **_LM),
+             "table: the causal offset pairs carry the order, so it reads texts of any length.",
+             recipe("grassmann", budget=100_000, config={"positions": "none"}, **_LM),
+             notes=_SHORT + " " + _GRASSMANN_POSITIONS),
     ZooEntry("lstm-tinyshakespeare", "LSTM baseline, ~50K", "Character LSTM with one-hot input (the OSM "
-             "paper's recurrent baseline).", "lstm", budget=50_000, config={}, notes=_SHORT, **_LM),
+             "paper's recurrent baseline).", recipe("lstm", budget=50_000, config={}, **_LM), notes=_SHORT),
     ZooEntry("transformer-alibi-tinyshakespeare", "ALiBi Transformer baseline, ~104K", "Pre-norm decoder with "
-             "ALiBi (the OSM paper's Transformer baseline).", "transformer", budget=104_000, config={},
-             notes=_SHORT, **_LM),
+             "ALiBi (the OSM paper's Transformer baseline).", recipe("transformer", budget=104_000, config={}, **_LM),
+             notes=_SHORT),
     ZooEntry("osm-rnn-o-s3", "OSM-RNN on O(4), S3 word problem", "Tracks the running product of permutations "
              "of 3 points (the smallest non-abelian group): O(4) contains S3's permutation representation and "
              "the update H exp(A_x) is a group product, so the state can follow non-commuting updates.",
-             "osm-rnn", task="word-problem:S3:16", config={"group": "O", "d": 4, **_WP_OSM}, **_WP3),
+             recipe("osm-rnn", config={"group": "O", "d": 4, **_WP_OSM}, **_WP3), eval_lengths=_WP_LENGTHS),
     ZooEntry("osm-rnn-torus-s3", "OSM-RNN on the torus T^4, S3 word problem", "The abelian control: commuting "
-             "(diagonal unitary) states cannot represent a non-abelian running product.", "osm-rnn",
-             task="word-problem:S3:16", config={"group": "T", "d": 4, **_WP_OSM}, **_WP3),
+             "(diagonal unitary) states cannot represent a non-abelian running product.",
+             recipe("osm-rnn", config={"group": "T", "d": 4, **_WP_OSM}, **_WP3), eval_lengths=_WP_LENGTHS),
     ZooEntry("osm-rnn-o-s5", "OSM-RNN on O(5), S5 word problem", "S5 (120 elements, non-solvable) embeds in "
              "SO(5) as sign(p) P_p, so a 5 x 5 orthogonal state can track the running product of "
-             "permutations of 5 points.", "osm-rnn", task="word-problem:S5:32", config={"group": "O", "d": 5, **_WP_OSM}, **_WP5),
+             "permutations of 5 points.", recipe("osm-rnn", config={"group": "O", "d": 5, **_WP_OSM}, **_WP5),
+             eval_lengths=_WP_LENGTHS, notes=_WP5_NOTES),
     ZooEntry("osm-rnn-torus-s5", "OSM-RNN on the torus T^5, S5 word problem", "The abelian control for S5: "
              "commuting states can only follow S5's abelian quotient (the sign), not the running product.",
-             "osm-rnn", task="word-problem:S5:32", config={"group": "T", "d": 5, **_WP_OSM}, **_WP5),
+             recipe("osm-rnn", config={"group": "T", "d": 5, **_WP_OSM}, **_WP5), eval_lengths=_WP_LENGTHS,
+             notes=_WP5_NOTES),
 )
 
 
@@ -183,14 +198,15 @@ def entries(only: str | Iterable[str] | None = None) -> list[ZooEntry]:
 
 
 def scaled(entry: ZooEntry, steps_scale: float) -> ZooEntry:
-    """``entry`` with ``steps`` multiplied by ``steps_scale`` (at least 1 step), its length curriculum's
-    phases too (each at least 1 step; phases that no longer fit in ``steps`` are dropped). ``ZooError`` if
-    the scale is not a positive finite number."""
+    """``entry`` with its run's ``steps`` multiplied by ``steps_scale`` (at least 1 step), its length
+    curriculum's phases too (each at least 1 step; phases that no longer fit in ``steps`` are dropped), and
+    the values :func:`recipe` derives from the steps (``log_every``, ``eval_every``) derived again.
+    ``ZooError`` if the scale is not a positive finite number."""
     if not (isinstance(steps_scale, (int, float)) and math.isfinite(steps_scale) and steps_scale > 0):
         raise ZooError(f"steps_scale must be a positive number, got {steps_scale!r}")
-    steps = max(1, int(round(entry.steps * steps_scale)))
+    steps = max(1, int(round(entry.run.steps * steps_scale)))
     phases, used = [], 0
-    for n, k in entry.length_curriculum:
+    for n, k in entry.run.train.get("length_curriculum", ()):
         k = max(1, int(round(k * steps_scale)))
         if used + k > steps:
             break
@@ -200,28 +216,11 @@ def scaled(entry: ZooEntry, steps_scale: float) -> ZooEntry:
     if steps_scale != 1:
         notes = (f"[Rebuilt with --steps-scale {steps_scale}: steps and curriculum are scaled; step counts quoted "
                  f"below are the unscaled recipe's.] {notes}").strip()
-    return replace(entry, steps=steps, length_curriculum=tuple(phases), notes=notes)
+    train = {**entry.run.train, **_step_rules(steps), "length_curriculum": tuple(phases)}
+    return replace(entry, run=replace(entry.run, steps=steps, train=train), notes=notes)
 
 
 # ----------------------------------------------------------------------------------------------- training
-def recipe_spec(kind: str, data: str, *, budget: int | None, config: dict[str, Any] | None, steps: int,
-                batch_size: int, seq_len: int, lr: float, seed: int = 0, warmup: float = 0.02,
-                weight_decay: float = 0.0, eval_every: int = 0, eval_tokens: int | None = 16384,
-                final_eval: bool = True, device: str = "auto",
-                length_curriculum: Iterable[tuple[int, int]] = ()) -> RunSpec:
-    """The :class:`geomlab.runs.RunSpec` of a zoo or report recipe: the budget met within 5%
-    (``nearest_budget=False``), :data:`geomlab.runs.N_EVAL` evaluation sequences for synthetic tasks,
-    ``log_every`` ``min(50, steps)``, and the recipe's training values (``eval_every=0``: no periodic
-    evaluation)."""
-    return RunSpec(kind=kind, params=budget, model_overrides=dict(config or {}), nearest_budget=False, data=data,
-                   steps=int(steps), batch_size=int(batch_size), seq_len=int(seq_len), lr=float(lr), seed=int(seed),
-                   device=device,
-                   train={"warmup": float(warmup), "weight_decay": float(weight_decay), "eval_every": int(eval_every),
-                          "eval_tokens": eval_tokens, "final_eval": bool(final_eval),
-                          "log_every": max(1, min(50, int(steps))),
-                          "length_curriculum": tuple(tuple(pair) for pair in length_curriculum)})
-
-
 def make_task(spec: str, max_eval_tokens: int | None = None):
     """A :class:`geomlab.data.Task` from a zoo/report task string (:func:`geomlab.data.make_task`; synthetic
     tasks get :data:`geomlab.runs.N_EVAL` evaluation sequences)."""
@@ -249,10 +248,10 @@ def train_and_evaluate(kind: str, task, *, budget: int | None = None, config: di
     """
     from geomlab.data.registry import task_string
 
-    spec = recipe_spec(kind, task_string(task), budget=budget, config=config, steps=steps, batch_size=batch_size,
-                       seq_len=seq_len, lr=lr, seed=seed, warmup=warmup, weight_decay=weight_decay,
-                       eval_every=eval_every, eval_tokens=eval_tokens, final_eval=final_eval_tokens is None,
-                       device=device, length_curriculum=length_curriculum)
+    spec = recipe(kind, budget=budget, config=config, data=task_string(task), steps=steps, batch_size=batch_size,
+                  seq_len=seq_len, lr=lr, seed=seed, warmup=warmup, weight_decay=weight_decay, eval_every=eval_every,
+                  eval_tokens=eval_tokens, final_eval=final_eval_tokens is None, device=device,
+                  length_curriculum=length_curriculum)
     return runs.run(spec, task=task, final_eval_tokens=final_eval_tokens, callback=callback,
                     progress_bar=progress_bar)
 
@@ -284,18 +283,19 @@ def build_entry(entry: ZooEntry, out_dir: str | Path = ZOO_DIR, *, progress_bar:
     """
     from geomlab import checkpoint as ckpt
 
-    task = make_task(entry.task)
+    r = entry.run
+    task = make_task(r.data)
     is_lm = getattr(task, "kind", "lm") == "lm"
     if log:
-        log(f"[zoo] {entry.name}: {entry.kind} on {entry.task}, {entry.steps} steps x {entry.batch_size} x "
-            f"{entry.seq_len}, lr {entry.lr}, seed {entry.seed}")
-    run = runs.run(entry.run_spec(eval_every=max(1, entry.steps // 5)), task=task, progress_bar=progress_bar)
+        log(f"[zoo] {entry.name}: {r.kind} on {r.data}, {r.steps} steps x {r.batch_size} x {r.seq_len}, "
+            f"lr {r.lr}, seed {r.seed}")
+    run = runs.run(r, task=task, progress_bar=progress_bar)
     spec = task.spec()
     card: dict[str, Any] = {
-        "name": entry.name, "title": entry.title, "description": entry.description, "kind": entry.kind,
+        "name": entry.name, "title": entry.title, "description": entry.description, "kind": r.kind,
         "corpus": spec.get("corpus", spec.get("name")), "split": spec.get("split_rule", "generated (seeded)"),
-        "task": spec, "steps": entry.steps, "batch_size": entry.batch_size, "seq_len": entry.seq_len,
-        "lr": entry.lr, "seed": entry.seed, "train_time_s": round(run.train_time_s, 1),
+        "task": spec, "steps": r.steps, "batch_size": r.batch_size, "seq_len": r.seq_len,
+        "lr": r.lr, "seed": r.seed, "train_time_s": round(run.train_time_s, 1),
         "tokens_per_s": round(run.tokens_per_s, 1), "cpu_time_s": round(run.cpu_time_s, 1), "device": str(run.train_config.device if
                                                               run.train_config.device != "auto" else
                                                               ("cuda" if torch.cuda.is_available() else "cpu")),
@@ -308,7 +308,7 @@ def build_entry(entry: ZooEntry, out_dir: str | Path = ZOO_DIR, *, progress_bar:
         if isinstance(v, (int, float)) and math.isfinite(float(v)):
             card[k] = round(float(v), 4) if k != "valid_tokens" and k != "test_tokens" else int(v)
     if is_lm:
-        card["eval_protocol"] = {"windows": "non-overlapping", "seq_len": entry.seq_len, "splits": "full",
+        card["eval_protocol"] = {"windows": "non-overlapping", "seq_len": r.seq_len, "splits": "full",
                                  "state": "fresh per window"}
     else:
         card["accuracy_by_length"] = {str(k): round(v, 4) for k, v in
@@ -394,7 +394,7 @@ def format_card(card: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "ZOO", "ZOO_DIR", "ZooEntry", "ZooError", "RunOutcome", "entries", "scaled", "recipe_spec",
+    "ZOO", "ZOO_DIR", "ZooEntry", "ZooError", "RunOutcome", "entries", "scaled", "recipe",
     "make_task",
     "train_and_evaluate", "accuracy_by_length", "build_entry", "rebuild", "read_cards", "format_card",
 ]

@@ -21,19 +21,26 @@ BUNDLED = sorted((REPO / "assets" / "checkpoints").glob("*.json"))
 def test_recipes_are_complete_and_unique():
     names = [e.name for e in zoo.ZOO]
     assert len(names) == len(set(names))
-    kinds = {e.kind for e in zoo.ZOO}
+    kinds = {e.run.kind for e in zoo.ZOO}
     # the list: OSM-RNN, OSMFormer (O linear, U, torus), CEM, Grassmann, LSTM, Transformer
     assert {"osm-rnn", "osmformer", "cem", "grassmann", "lstm", "transformer"} <= kinds
-    groups = {e.config.get("group") for e in zoo.ZOO if e.kind == "osmformer"}
+    groups = {e.run.model_overrides.get("group") for e in zoo.ZOO if e.run.kind == "osmformer"}
     assert {"O", "U", "T"} <= groups
-    wp = [e for e in zoo.ZOO if e.task.startswith("word-problem:S5")]
-    assert {e.config.get("group") for e in wp} == {"O", "T"}
-    assert all(sum(k for _, k in e.length_curriculum) < e.steps for e in wp)  # S5 needs the curriculum
+    wp = [e for e in zoo.ZOO if e.run.data.startswith("word-problem:S5")]
+    assert {e.run.model_overrides.get("group") for e in wp} == {"O", "T"}
+    assert all(sum(k for _, k in e.run.train["length_curriculum"]) < e.run.steps for e in wp)  # S5 needs it
     for e in zoo.ZOO:
-        assert e.steps >= 1 and e.batch_size >= 1 and e.seq_len >= 1 and e.lr > 0
-        assert e.budget or e.config, e.name
+        r = e.run
+        assert r.steps >= 1 and r.batch_size >= 1 and r.seq_len >= 1 and r.lr > 0
+        assert r.params or r.model_overrides, e.name
         d = e.to_dict()
         assert json.loads(json.dumps(d)) == d  # JSON-serialisable recipe
+        # the card's flat recipe is read from the one run spec
+        assert (d["kind"], d["task"], d["budget"], d["config"], d["steps"]) == (
+            r.kind, r.data, r.params, r.model_overrides, r.steps)
+        assert list(d) == ["name", "title", "description", "kind", "task", "budget", "config", "steps",
+                           "batch_size", "seq_len", "lr", "seed", "warmup", "weight_decay", "eval_lengths",
+                           "length_curriculum", "notes"]
 
 
 def test_entries_selection_and_errors():
@@ -46,25 +53,28 @@ def test_entries_selection_and_errors():
 
 @pytest.mark.parametrize("scale,expected", [(0.5, 750), (0.0001, 1), (2, 3000)])
 def test_steps_scale(scale, expected):
-    e = zoo.ZooEntry("x", "t", "d", "lstm", config={"hidden": 8}, steps=1500)
-    assert zoo.scaled(e, scale).steps == expected
+    e = zoo.ZooEntry("x", "t", "d", zoo.recipe("lstm", config={"hidden": 8}, steps=1500))
+    run = zoo.scaled(e, scale).run
+    assert run.steps == expected
+    # the values derived from the steps follow them
+    assert run.train["log_every"] == min(50, expected) and run.train["eval_every"] == max(1, expected // 5)
+    assert run.train_config().steps == expected
 
 
 def test_steps_scale_scales_the_length_curriculum():
-    e = zoo.ZooEntry("x", "t", "d", "lstm", config={"hidden": 8}, steps=1000,
-                     length_curriculum=((2, 300), (4, 300)))
-    assert zoo.scaled(e, 0.1).length_curriculum == ((2, 30), (4, 30))
+    e = zoo.ZooEntry("x", "t", "d", zoo.recipe("lstm", config={"hidden": 8}, steps=1000,
+                                                length_curriculum=((2, 300), (4, 300))))
+    assert zoo.scaled(e, 0.1).run.train["length_curriculum"] == ((2, 30), (4, 30))
     assert "--steps-scale 0.1" in zoo.scaled(e, 0.1).notes and zoo.scaled(e, 1).notes == e.notes
     tiny = zoo.scaled(e, 0.001)  # 1 step: only the first phase fits
-    assert tiny.steps == 1 and tiny.length_curriculum == ((2, 1),)
-    from geomlab.train import TrainConfig
-
-    TrainConfig(steps=tiny.steps, length_curriculum=tiny.length_curriculum)  # valid
+    assert tiny.run.steps == 1 and tiny.run.train["length_curriculum"] == ((2, 1),)
+    assert tiny.run.train_config().length_curriculum == ((2, 1),)  # a valid TrainConfig
+    assert e.run.steps == 1000 and e.run.train["length_curriculum"] == ((2, 300), (4, 300))  # e unchanged
 
 
 @pytest.mark.parametrize("scale", [0, -1, float("nan"), float("inf"), "2"])
 def test_bad_steps_scale(scale):
-    e = zoo.ZooEntry("x", "t", "d", "lstm", config={"hidden": 8})
+    e = zoo.ZooEntry("x", "t", "d", zoo.recipe("lstm", config={"hidden": 8}))
     with pytest.raises(zoo.ZooError):
         zoo.scaled(e, scale)
 
@@ -96,8 +106,8 @@ def test_build_entry_lm_writes_a_loadable_card(tmp_path, tiny_text):
 
     text_file = tmp_path / "tiny.txt"
     text_file.write_text(tiny_text, encoding="utf-8")
-    entry = zoo.ZooEntry("tiny-lstm", "Tiny LSTM", "test", "lstm", task=str(text_file),
-                         config={"hidden": 16}, steps=4, batch_size=2, seq_len=16, seed=3)
+    run = zoo.recipe("lstm", data=str(text_file), config={"hidden": 16}, steps=4, batch_size=2, seq_len=16, seed=3)
+    entry = zoo.ZooEntry("tiny-lstm", "Tiny LSTM", "test", run)
     path = zoo.build_entry(entry, tmp_path / "zoo", log=None)
     c = ckpt.load(path)
     card = c.card
@@ -119,8 +129,8 @@ def test_build_entry_lm_writes_a_loadable_card(tmp_path, tiny_text):
 
 
 def test_build_entry_word_problem_records_accuracy_by_length(tmp_path):
-    entry = zoo.ZooEntry("tiny-wp", "wp", "test", "lstm", task="word-problem:Z5:8",
-                         config={"hidden": 8}, steps=3, batch_size=4, seq_len=8, eval_lengths=(2, 4, 16))
+    run = zoo.recipe("lstm", data="word-problem:Z5:8", config={"hidden": 8}, steps=3, batch_size=4, seq_len=8)
+    entry = zoo.ZooEntry("tiny-wp", "wp", "test", run, eval_lengths=(2, 4, 16))
     path = zoo.build_entry(entry, tmp_path, log=None)
     from geomlab import checkpoint as ckpt
 
@@ -184,8 +194,8 @@ def test_bundled_checkpoint_loads_with_a_full_card(json_path):
         assert key in card, key
     recipe = {e.name: e for e in zoo.ZOO}.get(json_path.stem)
     assert recipe is not None, f"{json_path.name} has no recipe in geomlab.zoo.ZOO"
-    assert card["recipe"]["kind"] == c.model.config["kind"] == recipe.kind
-    if recipe.task.startswith("word-problem"):
+    assert card["recipe"]["kind"] == c.model.config["kind"] == recipe.run.kind
+    if recipe.run.data.startswith("word-problem"):
         assert 0 <= card["test_accuracy"] <= 1 and card["accuracy_by_length"]
     else:
         assert 0 < card["valid_bpc"] < 8 and 0 < card["test_bpc"] < 8

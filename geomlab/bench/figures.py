@@ -32,8 +32,9 @@ def bench_configs(vocab_size: int, kinds_: list[str] | None = None) -> dict[str,
         from geomlab import zoo
 
         for e in zoo.entries():
-            if e.kind not in out and e.task == "corpus:tinyshakespeare":
-                out[e.kind] = resolve_config(e.kind, vocab_size, e.budget, dict(e.config))
+            r = e.run
+            if r.kind not in out and r.data == "corpus:tinyshakespeare":
+                out[r.kind] = resolve_config(r.kind, vocab_size, r.params, dict(r.model_overrides))
     except Exception:  # the zoo module is optional here
         pass
     for kind in kinds():

@@ -37,11 +37,13 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(int(args.threads))
     if args.recipes:
         for e in zoo.entries(args.only):
-            budget = f"~{e.budget:,} params" if e.budget else "explicit config"
+            r = e.run
+            budget = f"~{r.params:,} params" if r.params else "explicit config"
+            curriculum = r.train.get("length_curriculum", ())
             cur = ("; the first steps a length curriculum: " + ", ".join(
-                f"{k} at length {n}" for n, k in e.length_curriculum)) if e.length_curriculum else ""
-            print(f"{e.name}: {e.kind} on {e.task}, {budget}, config {e.config}, {e.steps} steps x "
-                  f"{e.batch_size} x {e.seq_len}, lr {e.lr}, seed {e.seed}{cur}")
+                f"{k} at length {n}" for n, k in curriculum)) if curriculum else ""
+            print(f"{e.name}: {r.kind} on {r.data}, {budget}, config {r.model_overrides}, {r.steps} steps x "
+                  f"{r.batch_size} x {r.seq_len}, lr {r.lr}, seed {r.seed}{cur}")
         return 0
     if args.rebuild:
         paths = zoo.rebuild(args.only, steps_scale=args.steps_scale, out_dir=out_dir, progress_bar=args.progress)
