@@ -241,10 +241,7 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
         P = _Taylor8Exp.apply(X, s, A2)
     else:
         m, s = _taylor_degree(nrm, table)
-        X = X / (2.0**s) if s else X
-        P = _taylor_poly(X, m)
-        for _ in range(s):
-            P = P @ P
+        P = _scaled_taylor(X, m, s)
     if pad:
         P = P[:, :n, :n]
     return P.reshape(shape)
@@ -321,13 +318,20 @@ def expm_taylor_reference(A: torch.Tensor) -> torch.Tensor:
     pad = (-n) % 8 if n > 8 else 0
     if pad:
         X = torch.nn.functional.pad(X, (0, pad, 0, pad))
+    P = _scaled_taylor(X, m, s)
+    if pad:
+        P = P[:, :n, :n]
+    return P.reshape(shape)
+
+
+def _scaled_taylor(X: torch.Tensor, m: int, s: int) -> torch.Tensor:
+    """Scaling and squaring with autograd: the degree-``m`` Taylor polynomial of ``X / 2^s``, squared ``s``
+    times (``X`` a batch ``(N, n, n)``). Source: Moler & Van Loan 2003, method 3."""
     X = X / (2.0**s) if s else X
     P = _taylor_poly(X, m)
     for _ in range(s):
         P = P @ P
-    if pad:
-        P = P[:, :n, :n]
-    return P.reshape(shape)
+    return P
 
 
 def _expm_taylor_nosync(X: torch.Tensor, nrms: torch.Tensor, table, n: int) -> torch.Tensor:
