@@ -8,6 +8,8 @@ sequence (:meth:`geomlab.live.LiveRun.probe`, refreshed every few seconds while 
 
 from __future__ import annotations
 
+import time
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -463,10 +465,10 @@ def recent_runs() -> None:
     current = st.session_state.get(K_RUN)
     if not runs or (len(runs) == 1 and runs[0].run_id == current):
         return
-    labels = {}
-    for r in runs:
-        snap = r.snapshot()
-        labels[r.run_id] = f"{r.spec.label()} · {snap.state} · step {snap.step}/{snap.total} · {r.run_id[:6]}"
+    # no state or step in the label: the picker is drawn once per page run, so they would go stale while the
+    # run trains (a finished run read "running" until the next page run); the attached run's panel shows them
+    labels = {r.run_id: f"{r.spec.label()} · started {time.strftime('%H:%M:%S', time.localtime(r.created_at))} "
+                        f"· {r.run_id[:6]}" for r in runs}
     ids = list(labels)
     key = P + "recent"
     if st.session_state.get(key) not in ids or (current in ids and st.session_state.get(key) != current):

@@ -581,6 +581,8 @@ def test_a_reloaded_train_page_reattaches_to_its_run(ckpt_dirs):
         assert at.query_params.get("run") in (None, [])  # this session has no run of its own yet
         picker = at.selectbox(key="w_train_recent")
         assert run.run_id in picker.options or any(run.run_id[:6] in o for o in picker.options)
+        # the picker is drawn once per page run: no state or step that would go stale while a run trains
+        assert not any(w in o for o in picker.options for w in ("running", "finished", "step "))
         picker.set_value(run.run_id).run()
         assert at.session_state["gl_live_run"] == run.run_id
         assert any("state: **finished**" in m.value for m in at.markdown)
