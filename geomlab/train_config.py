@@ -61,6 +61,9 @@ class TrainConfig:
         except (TypeError, ValueError):
             raise ValueError("length_curriculum must be a list of (seq_len, steps) pairs, got "
                              f"{self.length_curriculum!r}") from None
+        for name in ("steps", "batch_size", "seq_len", "log_every"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if any(n < 1 or k < 1 for n, k in self.length_curriculum):
             raise ValueError(f"length_curriculum lengths and steps must be >= 1, got {self.length_curriculum}")
         if any(n > int(self.seq_len) for n, _ in self.length_curriculum):
@@ -69,9 +72,6 @@ class TrainConfig:
         if sum(k for _, k in self.length_curriculum) > int(self.steps):
             raise ValueError(f"length_curriculum has {sum(k for _, k in self.length_curriculum)} steps, more "
                              f"than steps={self.steps}")
-        for name in ("steps", "batch_size", "seq_len", "log_every"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not self.lr > 0 or not math.isfinite(self.lr):
             raise ValueError(f"lr must be a positive number, got {self.lr}")
         if self.warmup < 0 or self.grad_clip < 0 or self.weight_decay < 0 or self.eval_every < 0:

@@ -42,6 +42,8 @@ def test_lr_schedule():
     assert TrainConfig(steps=50, warmup=0.1).warmup_steps() == 5
     with pytest.raises(ValueError):
         TrainConfig(steps=0)
+    with pytest.raises(ValueError, match=r"^steps must be >= 1, got -5$"):  # not a curriculum message first
+        TrainConfig(steps=-5)
     with pytest.raises(ValueError):
         TrainConfig(lr=float("nan"))
 
