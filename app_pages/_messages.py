@@ -130,7 +130,9 @@ def standin_message(view: ViewSpec, chosen: catalog.CheckpointEntry, shown: cata
         cols = st.columns([3] + [2] * len(homes), vertical_alignment="center")
         cols[0].caption(f"Open {md_escape(chosen.name)} in:")
         for col, v in zip(cols[1:], homes):
-            col.page_link(page_path(v.slug), label=v.title, icon=v.icon, query_params={"ckpt": chosen.ref})
+            # the short names: at a 1,000 px window "Attention similarity" was cut in its column
+            col.page_link(page_path(v.slug), label=v.short, icon=v.icon, query_params={"ckpt": chosen.ref},
+                          help=v.title)
     if others:
         checkpoint_choices("Other checkpoints this view can show (related ones first)", others[:10],
                            key=f"w_standin_{view.slug}")
