@@ -485,7 +485,13 @@ def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpo
     :class:`CheckpointError` (see module docstring for the cases).
     """
     if not _exists(Path(path)):
-        path = bundled_checkpoint(path) or path
+        found = bundled_checkpoint(path)
+        if found is None and Path(path).parent == Path("bundled"):
+            from geomlab.locate import bundled_names
+
+            raise CheckpointError(f"no bundled checkpoint {Path(path).name!r}; the bundled ones: "
+                                  f"{', '.join(bundled_names()) or 'none'}")
+        path = found or path
     loc = locate(path)
     json_path, st_path = loc.meta, loc.weights
     jname, sname = loc.label(json_path), loc.label(st_path)

@@ -66,3 +66,12 @@ def bundled_checkpoint(name: str | os.PathLike, *, bare: bool = False) -> Path |
     if os.path.lexists(json_path) or os.path.lexists(folder.with_name(stem + ".safetensors")):
         return json_path
     return None
+
+
+def bundled_names() -> list[str]:
+    """Names of the bundled checkpoints (folders and flat pairs in :func:`bundled_dir`), sorted; for messages."""
+    root = bundled_dir()
+    if not root.is_dir():
+        return []
+    return sorted({p.name if p.is_dir() else p.stem for p in root.iterdir()
+                   if not p.name.startswith(".") and (p.is_dir() or p.suffix == ".json")})

@@ -235,7 +235,7 @@ def test_load_takes_a_bundled_name_and_a_local_path_wins(saved, tmp_path, monkey
         for k, v in model.state_dict().items():
             assert torch.equal(c.model.state_dict()[k], v), (ref, k)
     assert ckpt.load("bundled/folder-run").path == bundled / "folder-run"
-    with pytest.raises(CheckpointError, match="bundled/nope"):
+    with pytest.raises(CheckpointError, match="no bundled checkpoint .nope.; the bundled ones: flat-run, folder-run"):
         ckpt.load("bundled/nope")
     with pytest.raises(CheckpointError):
         ckpt.load("folder-run")  # a bare name is a local path for the library
@@ -251,3 +251,6 @@ def test_the_shipped_bundled_checkpoints_load_by_name(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     c = ckpt.load("bundled/osm-rnn-o-s5")
     assert c.model.config["kind"] == "osm-rnn" and c.path.name == "osm-rnn-o-s5.json"
+    # an unknown bundled name says so and lists the bundled ones (not "file bundled/nosuch.json is missing")
+    with pytest.raises(ckpt.CheckpointError, match=r"^no bundled checkpoint 'nosuch'; the bundled ones: .*osm-rnn-o-s5"):
+        ckpt.load("bundled/nosuch")

@@ -165,7 +165,9 @@ def test_report_and_bench_are_two_commands(capsys):
     assert err.startswith("error: unknown benchmark 'no-such-bench'") and err.count("\n") == 1
     res = subprocess.run([sys.executable, "-m", "geomlab.bench", "no-such-bench"], capture_output=True, text=True,
                          cwd=ROOT, timeout=300)
-    assert res.returncode == 2 and res.stderr.startswith("error: unknown benchmark 'no-such-bench'")
+    assert res.returncode == 2 and res.stderr.startswith(
+        "note: `python -m geomlab.bench` is the old spelling; use `geomlab bench no-such-bench`\n"
+        "error: unknown benchmark 'no-such-bench'")
 
 
 def test_train_never_overwrites_an_earlier_checkpoint(tmp_path, capsys):
