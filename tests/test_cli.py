@@ -308,6 +308,14 @@ def test_trace_views_for_a_kind_without_views(tmp_path, capsys, monkeypatch):
     printed = capsys.readouterr().out
     assert f"and index.html to views{os.sep} (" in printed and "//" not in printed
     assert (tmp_path / "views" / "index.html").is_file()
+    # --out is needed only for the trace file itself: --html alone writes the figures and no .npz
+    assert main(["trace", "osm-rnn-o-s5", "--text", "01234 10234", "--html", "only-views/"]) == 0
+    assert (tmp_path / "only-views" / "index.html").is_file() and not list(tmp_path.glob("*.npz"))[1:]
+    assert sorted(p.name for p in tmp_path.glob("*.npz")) == ["t.npz"]
+    capsys.readouterr()
+    assert main(["trace", "osm-rnn-o-s5", "--text", "01234 10234"]) == 2  # no output at all: one line
+    err = capsys.readouterr().err
+    assert err.startswith("error: nothing to write: give --out FILE.npz") and err.count("\n") == 1
 
 
 def test_zoo_list_says_how_to_refer_to_each(capsys):

@@ -27,8 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--text", help="the text to trace (at most 2,048 characters); for a word-problem "
                      "checkpoint, group elements separated by spaces, e.g. '01234 10234' for S5 permutations")
     src.add_argument("--text-file", help="read the text from this UTF-8 file instead")
-    p.add_argument("--out", required=True,
-                   help="output trace file (.npz; the suffix is added if missing; parent folders are created)")
+    p.add_argument("--out", default=None,
+                   help="output trace file (.npz; the suffix is added if missing; parent folders are created); "
+                        "needed unless --html, --png or --json is given")
     p.add_argument("--steps", type=int, default=None,
                    help="CEM only: recursion steps T at inference (default: the checkpoint's own)")
     p.add_argument("--html", default=None,
@@ -49,11 +50,14 @@ def run(args: argparse.Namespace) -> int:
 
     from geomlab.data.vocab import decode_text, normalize_text
 
-    out = Path(args.out)
-    if out.suffix != ".npz":
-        out = out.with_name(out.name + ".npz")
     html_dir, png_dir = (Path(d) if d else None for d in (args.html, args.png))
     json_path = Path(args.json) if args.json else None
+    out = Path(args.out) if args.out else None
+    if out is None and not (html_dir or png_dir or json_path):
+        raise ValueError("nothing to write: give --out FILE.npz (the trace) and/or --html DIR, --png DIR or "
+                         "--json FILE")
+    if out is not None and out.suffix != ".npz":
+        out = out.with_name(out.name + ".npz")
     check_outputs([(opt, path, folder) for opt, path, folder in (
         ("--out", out, False), ("--html", html_dir, True), ("--png", png_dir, True), ("--json", json_path, False))
         if path is not None])
@@ -76,13 +80,14 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{tr.kind} has no geometric views, so --html/--png have nothing to draw (the kinds "
                          f"with views: {', '.join(with_views)}); nothing was written: drop --html/--png to write "
                          "the trace alone")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    save_trace(tr, out)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        save_trace(tr, out)
     n_unk = 0
     unk = getattr(c.vocab, "unk_id", None)
     if unk is not None:
         n_unk = int((tr.tokens == unk).sum())
-    print(f"traced {tr.n_positions} positions of {tr.kind!r} ({tr.family} trace) -> {out}")
+    print(f"traced {tr.n_positions} positions of {tr.kind!r} ({tr.family} trace)" + (f" -> {out}" if out else ""))
     if n_unk:
         print(f"note: {n_unk} characters are not in the checkpoint's vocabulary and were traced as the unknown "
               "token", file=sys.stderr)
