@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
-        p.set_defaults(_run=module.run, _pass_through=getattr(module, "PASS_THROUGH", False))
+        p.set_defaults(_run=module.run, _pass_through=getattr(module, "PASS_THROUGH", False), _parser=p)
     return parser
 
 
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = _old_spelling(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and not getattr(args, "_pass_through", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra and not getattr(args, "_pass_through", False):  # the subcommand's own usage, not the top level's
+        (getattr(args, "_parser", None) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
     if not getattr(args, "_run", None):
         parser.print_help()

@@ -100,7 +100,9 @@ def test_other_commands_still_reject_unknown_options(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["eval", "some-checkpoint", "--server.port", "1"])
     assert exc.value.code == 2
-    assert "unrecognized arguments: --server.port 1" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # the subcommand's usage and name, not the top level's (`geomlab [-h] [--version] COMMAND ...`)
+    assert "geomlab eval: error: unrecognized arguments: --server.port 1" in err and "usage: geomlab eval" in err
 
 
 def test_locate_prefers_the_installed_app_folder(tmp_path, monkeypatch):
