@@ -388,6 +388,13 @@ def test_task_strings_refuse_bad_forms_readably():
         parse_task("some/file.txt", paths=False)  # a request that may not read the machine's files
     with pytest.raises(DataError, match="data must be"):
         parse_task("")
+    for no_group in ("word-problem", "word-problem:", "word-problem::8"):  # not "no such file word-problem"
+        with pytest.raises(DataError, match=r"names no group: word-problem:GROUP\[:LENGTH\]"):
+            parse_task(no_group)
+    from geomlab.data.registry import make_task
+
+    with pytest.raises(DataError, match="^'text' is a text given with the request"):  # no text came with it
+        make_task("text")
 
 
 def test_make_task_takes_the_callers_length_and_evaluation_size(tiny_text):

@@ -81,6 +81,9 @@ def parse_task(text: str, *, paths: bool = True) -> TaskRef:
     if not isinstance(text, str) or not text.strip():
         raise DataError(f"data must be {TASK_FORMS}, got {text!r}")
     head, sep, rest = text.partition(":")
+    if head == "word-problem" and not rest.partition(":")[0]:
+        raise DataError(f"{text!r} names no group: word-problem:GROUP[:LENGTH], e.g. word-problem:S5 or "
+                        "word-problem:Z5:64")
     if sep and (head == "word-problem" or head in _OLD_PREFIXES) and rest:
         group, _, length = rest.partition(":")
         try:
@@ -131,7 +134,10 @@ def make_task(spec: str | TaskRef | dict[str, Any], vocab: Vocab | None = None, 
     if ref.form == "corpus":
         return LMTask(load_corpus(ref.arg, download=download), vocab)
     if ref.form == "text":
-        return LMTask(corpus_from_text(text or "", name="uploaded text"), vocab)
+        if text is None:  # the form for a text given beside the string (the app's box), not a file
+            raise DataError("'text' is a text given with the request (the app's text box); for a file give its "
+                            "path, for a corpus corpus:NAME")
+        return LMTask(corpus_from_text(text, name="uploaded text"), vocab)
     return LMTask(resolve_corpus(ref.arg, download=download), vocab)
 
 
