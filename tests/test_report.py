@@ -315,3 +315,32 @@ def test_tune_lr_shares_its_grid_through_a_storage(tmp_path):
         tune_lr(train, grid, 0, "ts / model", quiet, storage=store, setup={"steps": 20})
     calls.clear()
     assert tune_lr(train, grid, 0, "ts / model", quiet)[1] == 3e-3 and calls == list(grid)
+
+
+def test_seed_intervals_and_the_paired_gap():
+    """95% Student-t intervals over seeds (issue 20): [1, 2, 3] has mean 2, s = 1, t_0.975(2) = 4.3027, so
+    a half-width of 4.3027 / sqrt(3); one seed has none. The gap's interval pairs the seeds (same batches), so
+    a model that is 0.1 better on every seed has a zero-width interval although each row varies."""
+    from geomlab.report.aggregation import ci95, compare_to_baseline
+
+    assert ci95([1.0, 2.0, 3.0]) == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
+    assert ci95([2.5]) is None and ci95([2.5, None, float("nan")]) is None
+    base = {"baseline": True, "seeds": [0, 1, 2], "test": [2.6, 2.8, 2.7], "test_mean": 2.7}
+    ours = {"baseline": False, "seeds": [0, 1, 2], "test": [2.5, 2.7, 2.6], "test_mean": 2.6}
+    other_seeds = {"baseline": False, "seeds": [3, 4, 5], "test": [2.5, 2.9, 2.6], "test_mean": 2.667}
+    for r in (base, ours, other_seeds):
+        r.update(tokens_per_s_mean=None, tokens_per_cpu_s=None)
+    compare_to_baseline([base, ours, other_seeds])
+    assert ours["test_gap"] == pytest.approx(-0.1) and ours["test_gap_ci95"] == pytest.approx(0.0, abs=1e-9)
+    assert "test_gap_ci95" not in other_seeds and "test_gap_ci95" not in base  # not paired: no interval
+    noisy = dict(ours, test=[2.5, 2.9, 2.6])
+    compare_to_baseline([base, noisy])
+    assert noisy["test_gap_ci95"] == pytest.approx(ci95([-0.1, 0.1, -0.1]))
+    results = _fake_results()
+    row = next(r for c in results["comparisons"] for r in c["rows"] if r["label"] == "Model A")
+    row.update(test_gap_ci95=0.05, seeds=[0, 1])
+    md = report.render_markdown(results)
+    assert "| +0.200 (95% CI ±0.050) |" in md
+    assert "Model A: test BPC +0.200 vs the baseline (95% CI +0.150 to +0.250 over 2 seeds)" in md
+    row.update(test_gap_ci95=0.3)
+    assert "over 2 seeds: not distinguishable)" in report.render_markdown(results)

@@ -1,6 +1,6 @@
 """The numbers of a report's tables, from the per-seed measurements of its runs: means and sample standard
-deviations over seeds (:func:`summarize_row`), each row against its comparison's baseline (speed ratios,
-test-BPC gap, :func:`compare_to_baseline`), accuracy by length over seeds (:func:`mean_accuracy`), whether a
+deviations over seeds with 95% intervals (:func:`summarize_row`, :func:`ci95`), each row against its
+comparison's baseline (speed ratios, test-BPC gap with a paired 95% interval, :func:`compare_to_baseline`), accuracy by length over seeds (:func:`mean_accuracy`), whether a
 tuned learning rate sits at the edge of its grid (:func:`lr_edge`), and the merge of reports run as parallel
 parts (:func:`merge_results`). Pure functions of result dicts: no training, no files."""
 
@@ -25,12 +25,25 @@ def std(xs: list[float | None]) -> float | None:
     return statistics.stdev(xs) if len(xs) > 1 else None
 
 
+def ci95(xs: list[float | None]) -> float | None:
+    """Half-width of the 95% confidence interval of the mean of the finite values of ``xs`` (Student's t with
+    n - 1 degrees of freedom: ``t_0.975 * s / sqrt(n)``, same units as ``xs``); ``None`` with fewer than two.
+    Source: design choice (seeds as independent draws; scipy's t quantile)."""
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    if len(xs) < 2:
+        return None
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs)))
+
+
 def summarize_row(row: dict[str, Any], proto: Protocol) -> None:
-    """Add a language-model row's seed statistics in place: ``valid_mean/std``, ``test_mean/std``,
-    ``tokens_per_s_mean`` and ``tokens_per_cpu_s`` (training tokens of one run per mean process CPU second;
-    ``None`` without CPU times)."""
+    """Add a language-model row's seed statistics in place: ``valid_mean/std/ci95``, ``test_mean/std/ci95``
+    (:func:`ci95`), ``tokens_per_s_mean`` and ``tokens_per_cpu_s`` (training tokens of one run per mean
+    process CPU second; ``None`` without CPU times)."""
     row["valid_mean"], row["valid_std"] = mean(row["valid"]), std(row["valid"])
     row["test_mean"], row["test_std"] = mean(row["test"]), std(row["test"])
+    row["valid_ci95"], row["test_ci95"] = ci95(row["valid"]), ci95(row["test"])
     row["tokens_per_s_mean"] = mean(row["tokens_per_s"])
     cpu = [c for c in row.get("cpu_s", []) if c and c > 0]
     row["tokens_per_cpu_s"] = (proto.steps * proto.batch_size * proto.seq_len / mean(cpu)) if cpu else None
@@ -38,8 +51,10 @@ def summarize_row(row: dict[str, Any], proto: Protocol) -> None:
 
 def compare_to_baseline(rows: list[dict[str, Any]]) -> None:
     """Add, in place, each row's ``speed_ratio`` / ``cpu_speed_ratio`` (tokens/s over the baseline row's,
-    measured in the same run) and, when both have a test BPC, ``test_gap`` (ours minus the baseline's, bits)
-    and ``char_ppl_ratio`` (2 ** gap). The baseline is the row with ``baseline`` set (none: no ratios)."""
+    measured in the same run) and, when both have a test BPC, ``test_gap`` (ours minus the baseline's, bits),
+    ``char_ppl_ratio`` (2 ** gap) and, with two or more seeds shared by both rows, ``test_gap_ci95`` (the
+    95% interval of the seed-paired differences, :func:`ci95`: both models see the same seeds' batches). The
+    baseline is the row with ``baseline`` set (none: no ratios)."""
     base = next((r for r in rows if r["baseline"]), None)
     for r in rows:
         b = base.get("tokens_per_s_mean") if base else None
@@ -49,6 +64,9 @@ def compare_to_baseline(rows: list[dict[str, Any]]) -> None:
         if base and r.get("test_mean") is not None and base.get("test_mean") is not None:
             r["test_gap"] = r["test_mean"] - base["test_mean"]
             r["char_ppl_ratio"] = 2.0 ** r["test_gap"]
+            if r is not base and list(r.get("seeds", [])) == list(base.get("seeds", [])):
+                r["test_gap_ci95"] = ci95([a - b for a, b in zip(r["test"], base["test"])
+                                           if a is not None and b is not None])
 
 
 def mean_accuracy(per_seed: list[dict[int, float]], lengths: tuple[int, ...]) -> dict[str, float | None]:

@@ -108,6 +108,8 @@ def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
         paper = r.get("paper") or {}
         gap = r.get("test_gap")
         gap_s = "—" if r["baseline"] or gap is None else f"{gap:+.3f}"
+        if gap_s != "—" and r.get("test_gap_ci95") is not None:  # seed-paired, two or more seeds
+            gap_s += f" (95% CI ±{r['test_gap_ci95']:.3f})"
         lines.append(
             f"| {name} | `{r['kind']}` | {_params(r.get('params'))} | {len(r['seeds'])} | "
             f"{r.get('lr', p['lr'])} | {_pm(r['valid_mean'], r['valid_std'])} | {_pm(r['test_mean'], r['test_std'])} | "
@@ -139,6 +141,10 @@ def verdict(c: dict[str, Any]) -> str:
         if r is base or r.get("test_mean") is None:
             continue
         s = f"{r['label']}: test BPC {r['test_gap']:+.3f} vs the baseline"
+        if r.get("test_gap_ci95") is not None:
+            ci = r["test_gap_ci95"]
+            s += (f" (95% CI {r['test_gap'] - ci:+.3f} to {r['test_gap'] + ci:+.3f} over "
+                  f"{len(r.get('seeds', []))} seeds{'' if abs(r['test_gap']) > ci else ': not distinguishable'})")
         pt, bt = (r.get("paper") or {}).get("test"), (base.get("paper") or {}).get("test")
         if pt is not None and bt is not None:
             s += f" (paper: {pt - bt:+.3f})"
