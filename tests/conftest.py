@@ -45,6 +45,14 @@ def tiny_text() -> str:
     return "\n".join(lines * 8) + "\n"
 
 
+@pytest.fixture
+def text_file(tmp_path, tiny_text) -> Path:
+    """:func:`tiny_text` three times as a UTF-8 file ``small.txt`` in the test's folder (a user corpus file)."""
+    p = tmp_path / "small.txt"
+    p.write_text(tiny_text * 3, encoding="utf-8")
+    return p
+
+
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "checkpoints"
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 APP_TIMEOUT = 120

@@ -18,13 +18,6 @@ from geomlab.commands.train import parse_config, parse_count
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def text_file(tmp_path, tiny_text):
-    p = tmp_path / "small.txt"
-    p.write_text(tiny_text * 3, encoding="utf-8")
-    return p
-
-
 def _train(text_file, out, *extra):
     return main(["train", "--model", "lstm", "--params", "5k", "--data", str(text_file), "--steps", "20",
                  "--batch-size", "4", "--seq-len", "16", "--eval-every", "10", "--out", str(out), "--quiet",

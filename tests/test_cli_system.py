@@ -19,13 +19,6 @@ from geomlab import checkpoint as ckpt
 from geomlab.cli import main
 
 
-@pytest.fixture
-def text_file(tmp_path, tiny_text):
-    p = tmp_path / "small.txt"
-    p.write_text(tiny_text * 3, encoding="utf-8")
-    return p
-
-
 TINY = ["train", "--model", "lstm", "--config", "hidden=8", "layers=2", "dropout=0.3", "--steps", "30",
         "--batch-size", "4", "--seq-len", "16", "--eval-every", "10", "--eval-tokens", "100", "--seed", "5",
         "--quiet"]

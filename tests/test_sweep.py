@@ -11,13 +11,6 @@ from geomlab import sweep
 from geomlab.cli import main
 
 
-@pytest.fixture
-def text_file(tmp_path, tiny_text):
-    p = tmp_path / "small.txt"
-    p.write_text(tiny_text * 3, encoding="utf-8")
-    return p
-
-
 def _sweep(text_file, out, *extra):
     """A tiny sweep: a ~5K-parameter LSTM, 8 steps of 4 x 16 characters, validation on 256 characters."""
     return main(["sweep", "--model", "lstm", "--params", "5k", "--data", str(text_file), "--steps", "8",

@@ -22,13 +22,6 @@ EXPECTED_TAGS = {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_
                  "valid/bpc", "test/bpc"}
 
 
-@pytest.fixture
-def text_file(tmp_path, tiny_text):
-    p = tmp_path / "small.txt"
-    p.write_text(tiny_text * 3, encoding="utf-8")
-    return p
-
-
 def _train(text_file, out, *extra) -> int:
     return main(["train", "--model", "lstm", "--config", "hidden=12", "--data", str(text_file), "--steps", "6",
                  "--batch-size", "4", "--seq-len", "16", "--eval-every", "3", "--eval-tokens", "200",
