@@ -13,7 +13,7 @@ import time
 import plotly.graph_objects as go
 import streamlit as st
 
-from geomlab import live
+from geomlab import live, runs
 from geomlab.data.vocab import decode_text
 from app_pages import _ui as ui
 from app_pages._messages import md_escape
@@ -151,10 +151,10 @@ def form(active: bool) -> None:
         st.text_area("…or paste text (at least 100 characters)", key=P + "text", height=100,
                      persist_state="session")
     c1, c2 = st.columns(2)
-    c1.number_input("Steps", 1, live.MAX_STEPS, 200, step=50, key=P + "steps", persist_state="session",
+    c1.number_input("Steps", 1, runs.MAX_STEPS, 200, step=50, key=P + "steps", persist_state="session",
                     help="Optimizer steps. A few hundred take about a minute on a CPU for the smallest budgets.")
-    devices = ["auto", "cpu", "cuda"] + (["mps"] if "mps" in live.available_devices() else [])
-    auto_is = live.available_devices()[0]
+    devices = ["auto", "cpu", "cuda"] + (["mps"] if "mps" in runs.available_devices() else [])
+    auto_is = runs.available_devices()[0]
     c2.selectbox("Device", devices, key=P + "device", persist_state="session",
                  help=f"auto uses a GPU when there is one (on this server: {auto_is}).")
     with st.expander("More settings"):

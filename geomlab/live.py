@@ -64,7 +64,7 @@ import torch
 from geomlab import runs
 from geomlab.probes import Probe, ProbeCurve, draw_probe, probe_tokens
 from geomlab.runs import (  # noqa: F401 (the app's names)
-    MAX_STEPS, RunError, RunSpec, available_devices, check_device, is_osm,
+    RunError, RunSpec, check_device, is_osm,
 )
 
 #: Synthetic tasks offered by the app (no download needed): word problems of these groups.

@@ -195,7 +195,8 @@ def build_model(spec: RunSpec, vocab_size: int):
     from geomlab.rng import seeded
 
     note = ""
-    if spec.nearest_budget and spec.params is not None:
+    nearest = spec.nearest_budget and spec.params is not None
+    if nearest:
         if spec.kind not in kinds():
             raise RunError(f"unknown model kind {spec.kind!r}; available: {', '.join(kinds())}")
         with seeded(int(spec.seed)):  # sizing builds trial models: their draws must not touch the global RNG
@@ -204,7 +205,7 @@ def build_model(spec: RunSpec, vocab_size: int):
         cfg = resolve_config(spec.kind, vocab_size, spec.params, spec.fixed_config())
     with seeded(int(spec.seed)):  # the run's own seeded init, never disturbed by (or disturbing) another run
         model = build(cfg)
-    if spec.nearest_budget and spec.params is not None and not note:
+    if nearest and not note:
         n = count_params(model)
         if abs(n - spec.params) > 0.05 * spec.params:
             note = f"{spec.kind} cannot be built with exactly {spec.params:,} parameters; it has {n:,}"

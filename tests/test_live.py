@@ -10,7 +10,7 @@ import torch
 
 from geomlab import catalog, checkpoint, live
 from geomlab.data.word_problem import WordProblemTask
-from geomlab.runs import build_model as build_run_model
+from geomlab.runs import available_devices, build_model as build_run_model
 
 TINY = dict(kind="lstm", params=2_000, data="task:S3", batch_size=4, seq_len=8, lr=3e-3, seed=0, threads=1,
             model_overrides={})
@@ -52,7 +52,7 @@ def test_no_gpu_is_a_readable_error(monkeypatch):
     with pytest.raises(live.LiveError, match="No GPU"):
         live.check_device("cuda")
     assert live.check_device("auto") == "auto"
-    assert live.available_devices()[-1] == "cpu"
+    assert available_devices()[-1] == "cpu"
 
 
 def test_run_to_the_end_reports_progress_and_saves(runs):

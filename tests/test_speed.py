@@ -183,7 +183,7 @@ def test_skew_mixing_backward_equals_the_coordinate_definition(block):
 def test_self_attention_equals_the_fused_call():
     """``_SelfAttention`` (q = k = v, hand-written backward) gives the value and the gradients (states, scale,
     ALiBi mask) of ``scaled_dot_product_attention``."""
-    from geomlab.models.osm import _SelfAttention
+    from geomlab.models.osm.former import _SelfAttention
 
     g = torch.Generator().manual_seed(2)
     B, h, T, f = 2, 2, 9, 10

@@ -22,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from geomlab.train import generate, resolve_device
+    from geomlab.sampling import generate
+    from geomlab.train import resolve_device
 
     device = resolve_device(args.device)
     c = load_checkpoint(args.checkpoint, device=device)

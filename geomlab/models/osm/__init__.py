@@ -29,7 +29,7 @@ Shared pieces (both kinds):
 
 from geomlab.models.osm.base import OSMBase
 from geomlab.models.osm.config import OSMConfig, OSMConfigError, OSMFormerConfig, OSMRNNConfig
-from geomlab.models.osm.former import OSMFormer, _SelfAttention  # noqa: F401 (tests/test_speed.py)
+from geomlab.models.osm.former import OSMFormer
 from geomlab.models.osm.geometry import RealifiedGroup
 from geomlab.models.osm.mixing import TangentMixing
 from geomlab.models.osm.rnn import OSMRNN
