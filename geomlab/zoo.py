@@ -221,7 +221,7 @@ def scaled(entry: ZooEntry, steps_scale: float) -> ZooEntry:
 
 
 # ----------------------------------------------------------------------------------------------- training
-def make_task(spec: str, max_eval_tokens: int | None = None):
+def make_task(spec: str):
     """A :class:`geomlab.data.Task` from a zoo/report task string (:func:`geomlab.data.make_task`; synthetic
     tasks get :data:`geomlab.runs.N_EVAL` evaluation sequences)."""
     from geomlab.data.registry import make_task as _make_task
