@@ -21,6 +21,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help="CI-sized run (under 10 minutes on 2 CPU cores): few steps, short windows, capped "
                       "evaluation, 1 seed; checks the protocol, does not reproduce the papers")
     mode.add_argument("--smoke", action="store_true", help="tiny run for tests (seconds per model)")
+    mode.add_argument("--converged", action="store_true",
+                      help="the converged campaign (issue 20; days of CPU, minutes on a GPU): lr (and warm-up "
+                      "where it matters) tuned per model on 20%% of the budget, the grid widened when the best lr "
+                      "sits on its edge, then 3 seeds of 10,000 (~100K and ~50K) or 5,000 steps x 32 x 128. A "
+                      "worker: trains what no other worker holds in --store (start one per core, stop and "
+                      "restart at will: runs resume from their checkpoints), then writes the report of what "
+                      "finished (docs/results/runs/converged/results.md is the committed one)")
     mode.add_argument("--full", action="store_true", help="the full protocol (default; many hours on a CPU; uses the "
                       "GPU when present): 3000 steps x 32 x 128, lr tuned per model on 1e-3/3e-3/1e-2/3e-2, 3 seeds, "
                       "full splits, scaling to 500K, word problem S5 / Z60 with a length curriculum")
@@ -53,6 +60,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="use this UTF-8 text file instead of every registered corpus (offline checks)")
     p.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: torch's choice)")
     p.add_argument("--no-png", action="store_true", help="do not render PNG images of the figures (chromium)")
+    p.add_argument("--store", default="runs/converged", metavar="DIR",
+                   help="--converged: the folder of the campaign's runs (checkpoints and outcomes; default "
+                   "runs/converged)")
+    p.add_argument("--collect", action="store_true",
+                   help="--converged: train nothing, write the report of the runs finished in --store")
+    p.add_argument("--max-jobs", type=int, metavar="N", help="--converged: stop this worker after N runs")
     p.add_argument("--from-json", nargs="+", metavar="RESULTS_JSON",
                    help="train nothing: write the report from saved results.json files (several are merged, "
                    "e.g. sections run in parallel with --only)")
@@ -65,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(int(args.threads))
+    if args.converged:
+        return _converged(args)
+    if args.collect or args.max_jobs is not None:
+        raise ValueError("--collect and --max-jobs go with --converged")
     if args.from_json:
         import json
         from pathlib import Path
@@ -120,3 +137,29 @@ def run(args: argparse.Namespace) -> int:
         failed += [f"{r['group']} {r['label']}" for r in results["word_problem"]["rows"] if r.get("error")]
     print(f"wrote {path} ({results['wall_s'] / 60:.1f} min)" + (f"; FAILED rows: {failed}" if failed else ""))
     return 1 if failed else 0
+
+
+def _converged(args: argparse.Namespace) -> int:
+    """``--converged``: a campaign worker (unless ``--collect``), then the report of what the store holds."""
+    from geomlab.report import campaign, write_report
+
+    other = [f for f, v in (("--steps", args.steps), ("--lr", args.lr), ("--lr-grid", args.lr_grid),
+                            ("--seeds", args.seeds), ("--from-json", args.from_json), ("--wp-steps", args.wp_steps),
+                            ("--batch-size", args.batch_size), ("--seq-len", args.seq_len)) if v is not None]
+    if other:
+        raise ValueError(f"--converged has its own protocol: drop {', '.join(other)}")
+    plan = campaign.CONVERGED
+    if args.corpus_file:
+        from dataclasses import replace
+
+        plan = replace(plan, corpus_override=args.corpus_file)
+    only = tuple(k.strip() for k in args.only.split(",") if k.strip()) if args.only else None
+    plan.comparisons(only)  # unknown keys: one line, before anything runs
+    store = campaign.RunStore(args.store)
+    if not args.collect:
+        n = campaign.work(plan, store, only, max_jobs=args.max_jobs)
+        print(f"[converged] this worker finished {n} run(s)")
+    results = campaign.collect(plan, store, only)
+    path = write_report(results, args.out, png=not args.no_png)
+    print(f"wrote {path}: {results['progress']['done']} of {results['progress']['planned']} runs finished")
+    return 0

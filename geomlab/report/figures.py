@@ -11,7 +11,8 @@ from typing import Any
 
 def figures_for(results: dict[str, Any]) -> dict[str, Any]:
     """Plotly figures of the run: ``bpc`` (test/valid BPC per model, paper marks), ``speed`` (tokens/s ratio),
-    ``curves`` (training loss per step), ``word_problem`` (accuracy vs length per group). Returns
+    ``curves`` (training loss per step), ``valid_curves`` / ``time_curves`` (a converged campaign's validation
+    BPC by step and by training time), ``word_problem`` (accuracy vs length per group). Returns
     ``{name: plotly Figure}`` (only those with data)."""
     import plotly.colors
     import plotly.graph_objects as go
@@ -55,7 +56,31 @@ def figures_for(results: dict[str, Any]) -> dict[str, Any]:
                                     name=r["label"], row=1, col=i)
         fig.update_layout(title="Training loss (bits per character, seed 0)", height=420,
                           width=max(700, 330 * len(comps)), template="plotly_white")
-        figs["curves"] = fig
+        if any(r.get("history") for c in comps for r in c["rows"]):
+            figs["curves"] = fig
+    curved = [c for c in results["comparisons"] if any(r.get("curves") for r in c["rows"])]
+    for name, axis, title in (("valid_curves", 0, "Validation BPC by step (mean over finished seeds)"),
+                              ("time_curves", 1, "Validation BPC by training time (minutes; seed 0)")):
+        if not curved:
+            break
+        palette = plotly.colors.qualitative.Plotly
+        fig = make_subplots(rows=1, cols=len(curved), subplot_titles=[c["key"] for c in curved])
+        for i, c in enumerate(curved, start=1):
+            for k, r in enumerate(r for r in c["rows"] if r.get("curves")):
+                if axis == 0:  # mean over seeds at the shared validation steps
+                    steps = sorted(set.intersection(*[{p[0] for p in cv} for cv in r["curves"]]))
+                    ys = [sum(dict((p[0], p[2]) for p in cv)[st] for cv in r["curves"]) / len(r["curves"])
+                          for st in steps]
+                    xs = steps
+                else:
+                    xs = [p[1] / 60 for p in r["curves"][0]]
+                    ys = [p[2] for p in r["curves"][0]]
+                fig.add_scatter(x=xs, y=ys, mode="lines", name=r["label"], legendgroup=r["label"],
+                                line={"color": palette[k % len(palette)]}, showlegend=True, row=1, col=i)
+        fig.update_xaxes(title="step" if axis == 0 else "training minutes")
+        fig.update_yaxes(title="valid BPC")
+        fig.update_layout(title=title, height=440, width=max(700, 420 * len(curved)), template="plotly_white")
+        figs[name] = fig
     wp = results.get("word_problem")
     if wp and any(r["acc"] and any(v is not None for v in r["acc"].values()) for r in wp["rows"]):
         groups = wp["groups"]

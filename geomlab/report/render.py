@@ -277,7 +277,83 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
     """The report as Markdown: protocol, one table per comparison (ours next to the paper's), the word
     problem table, the zoo, speed and trace latency, and links to the figures (``figures``: title -> relative
     path). ``results``: the dict of :func:`geomlab.report.running.run_report` (plus, optionally,
-    ``zoo_cards``, ``extra_runs`` and ``out``)."""
+    ``zoo_cards``, ``extra_runs`` and ``out``); a converged campaign's results go to :func:`converged_markdown`."""
+    if results.get("kind") == "converged":
+        return converged_markdown(results, figures)
     return "\n".join([*header(results), *protocol_section(results), *language_modelling(results),
                       *word_problem_section(results), *zoo_section(results), *extra_runs_section(results),
                       *figures_section(figures), *reproduce_section(results)])
+
+
+# ------------------------------------------------------------------------------- the converged campaign
+def converged_header(results: dict[str, Any]) -> list[str]:
+    """Title, progress of the campaign (runs finished, CPU hours) and what is still missing."""
+    pr, p = results["progress"], results["protocol"]
+    lines = ["# geomlab converged report (issue 20)", "",
+             f"Written by `geomlab report --converged --collect` on {results['started']} from the campaign's run "
+             f"store ({results['machine']['device']}, torch {results['machine']['torch']}): **{pr['done']} of "
+             f"{pr['planned']} planned runs finished**, {pr['cpu_hours']:.1f} CPU hours so far. Every row says "
+             "how far it got; a row with fewer than "
+             f"{len(p['seeds'])} seeds is not a result yet, and its interval is missing or wide.", ""]
+    return lines
+
+
+def converged_protocol(results: dict[str, Any]) -> list[str]:
+    """``## Protocol``: the campaign's tuning rule, budgets, seeds and evaluation."""
+    p = results["protocol"]
+    steps = ", ".join(f"{k} {v:,}" for k, v in p["steps"].items())
+    wus = "; ".join(f"{k}: {', '.join(f'{w:.0%}' for w in v)}" for k, v in p["warmups"].items())
+    return [
+        "## Protocol (the same for every model)", "",
+        f"- Full budget: AdamW, batch {p['batch_size']} x {p['seq_len']} characters, steps per comparison: "
+        f"{steps}; cosine to 10% after the warm-up, gradient clip 1.0, no weight decay; seeds "
+        f"{', '.join(map(str, p['seeds']))}; mean ± sample std and the 95% Student-t interval over seeds.",
+        f"- Tuning (one rule for every model, `geomlab.report.campaign`): {p['tune_fraction']:.0%} of the budget, "
+        f"seed {p['seeds'][0]}, lr grid {', '.join(f'{x:g}' for x in p['lr_grid'])} x warm-up "
+        f"{p['warmup']:.0%} (also {wus}); when the best lr is the smallest or largest tried, the next "
+        f"half-decade beyond it is added (at most {p['max_widen']} per side); best validation BPC wins.",
+        f"- Evaluation: BPC over every character of the valid and test splits, non-overlapping windows of "
+        f"{p['seq_len']}, fresh state per window; validation every {p['eval_every']} steps (the curves).",
+        "- Equal training time: each model's validation BPC at the shorter of the two mean training times "
+        "(seconds of the training loop, evaluations excluded, interpolated between validations). The runs "
+        "share a 2-core machine (one thread each), so times carry that noise; the speed ratios measured alone "
+        "are `geomlab bench train`'s (docs/speed.md).",
+        "- Convergence: \"last 20%\" is the valid-BPC drop over the last fifth of the steps (mean over seeds); "
+        "a drop above 0.01 bits means the model was still improving when the budget ended.", ""]
+
+
+def converged_comparison(c: dict[str, Any]) -> list[str]:
+    """One comparison of the campaign: the table (:func:`comparison_section`), each row's status, tuning and
+    convergence, and the comparison at equal training time."""
+    lines = comparison_section(c, {"lr": "—"})
+    lines += [f"| model | status | lr | warm-up | tuning ({c['rows'][0]['tuning_steps']:,} steps, seed 0) | "
+              "last 20% | equal-time valid BPC (vs baseline) |", "|---|---|---|---|---|---|---|"]
+    for r in c["rows"]:
+        tune = ", ".join(f"{t['lr']:g}" + (f"/{t['warmup']:.0%}" if len({x['warmup'] for x in r['tuning']}) > 1
+                                           else "") + f" → {_f(t['valid'])}" for t in r["tuning"]) or "—"
+        if r.get("tuning_note"):
+            tune += f" ({r['tuning_note']})"
+        et = r.get("equal_time")
+        ets = (f"{et['valid']:.3f} vs {et['baseline_valid']:.3f} ({et['gap']:+.3f}) at {et['seconds'] / 60:.0f} min"
+               if et else "—")
+        wu = f"{r['warmup']:.0%}" if r.get("warmup") is not None else "—"
+        lines.append(f"| {r['label']} | {r['status']} | {r.get('lr', '—')} | {wu} | {tune} | "
+                     f"{_f(r.get('late_gain'))} | {ets} |")
+    return lines + [""]
+
+
+def converged_markdown(results: dict[str, Any], figures: dict[str, str] | None = None) -> str:
+    """The converged campaign's report (:func:`geomlab.report.campaign.collect`'s results) as Markdown."""
+    lines = [*converged_header(results), *converged_protocol(results), "## Language modelling", ""]
+    for c in results["comparisons"]:
+        lines += converged_comparison(c)
+    lines += figures_section(figures)
+    lines += ["## Reproduce", "", "```bash",
+              "# one worker per core; stop and start again at will (runs resume from their checkpoints)",
+              "GEOMLAB_DATA_DIR=../shared/data geomlab report --converged --threads 1 --store runs/converged &",
+              "GEOMLAB_DATA_DIR=../shared/data geomlab report --converged --threads 1 --store runs/converged &",
+              "wait",
+              f"geomlab report --converged --collect --store runs/converged --out {results.get('out', 'FILE')}",
+              "```", "", "The raw numbers (every run's curve, the tuning, configs) are in `results/results.json` "
+              "next to this file.", ""]
+    return "\n".join(lines)

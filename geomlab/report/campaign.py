@@ -1,0 +1,517 @@
+"""The converged report (issue 20) as a campaign of resumable runs: :class:`Campaign` (the protocol: steps per
+comparison, the tuning budget and grids, seeds), :class:`RunStore` (one resumable checkpoint folder per run and
+its outcome), :func:`jobs` (what is left to train, in order, given what the store holds), :func:`work` (a
+worker: trains the next job no other worker holds, until none is left) and :func:`collect` (the results dict of
+everything finished so far, in the shape :func:`geomlab.report.render.render_markdown` reads, plus the tuning
+tables, the learning curves, the comparison at equal training time and whether each curve still improved).
+
+Hours of CPU per model on a laptop: the campaign is meant to run as one or two background workers
+(``geomlab report --converged --store DIR``, ``--threads 1`` each), killed and started again at will (a run
+resumes from its last checkpoint, ``eval_every`` steps back at most), across sessions and machines sharing
+the folder; ``--collect`` writes the report of what finished, with every unfinished row marked.
+
+Tuning rule (one for every model): each arm trains its comparison's short budget (:attr:`Campaign.tune_steps`)
+at every (lr, warm-up) of the grid with seed 0; the best validation BPC wins; when the best lr is the smallest
+or largest tried, the next half-decade beyond it is added (at the winning warm-up), up to
+:attr:`Campaign.max_widen` times per side, so the optimum ends inside the searched range or the report says
+it could not. Then every seed trains the full budget at the winner. Source: design choice (issue 20)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from geomlab.report.protocol import COMPARISONS, Arm, Comparison, ReportError
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """The converged protocol.
+
+    steps: full training steps per comparison key (``(key, steps)`` pairs; the order is the campaign's
+    order: cheapest comparisons first). tune_fraction: the tuning budget as a fraction of the full steps.
+    batch_size, seq_len: as the report's protocol. seeds: the seeds of every row. lr_grid: the first lrs
+    tried. warmups: warm-up fractions tried per comparison (``(key, fractions)``; default :attr:`warmup`):
+    "where it matters" (post-norm blocks, docs/grassmann.md). max_widen: half-decades added per side at most.
+    eval_every: validation and checkpoint period of every run (the learning curves). lr_bounds: no lr is tried
+    outside these. corpus_override: a text file read instead of every corpus (tests)."""
+
+    name: str = "converged"
+    steps: tuple[tuple[str, int], ...] = (("ts-50k", 10_000), ("grassmann-200k", 5_000), ("cem-200k", 5_000),
+                                          ("ts-100k", 10_000), ("ptb-100k", 10_000), ("ts-scaling", 5_000))
+    tune_fraction: float = 0.2
+    batch_size: int = 32
+    seq_len: int = 128
+    seeds: tuple[int, ...] = (0, 1, 2)
+    lr_grid: tuple[float, ...] = (1e-3, 3e-3, 1e-2, 3e-2)
+    warmup: float = 0.02
+    warmups: tuple[tuple[str, tuple[float, ...]], ...] = (("grassmann-200k", (0.02, 0.1)),)
+    max_widen: int = 2
+    eval_every: int = 500
+    lr_bounds: tuple[float, float] = (1e-5, 0.5)
+    corpus_override: str | None = None
+
+    def comparisons(self, only: tuple[str, ...] | None = None) -> list[Comparison]:
+        """The comparisons in campaign order (``only``: keys kept). :class:`ReportError` for an unknown key."""
+        keys = [k for k, _ in self.steps]
+        bad = [k for k in (only or ()) if k not in keys]
+        if bad:
+            raise ReportError(f"unknown comparisons {bad}; the converged campaign has {', '.join(keys)}")
+        return [COMPARISONS[k] for k in keys if not only or k in only]
+
+    def full_steps(self, key: str) -> int:
+        return dict(self.steps)[key]
+
+    def tune_steps(self, key: str) -> int:
+        return max(1, int(round(self.full_steps(key) * self.tune_fraction)))
+
+    def warmups_for(self, key: str) -> tuple[float, ...]:
+        return dict(self.warmups).get(key, (self.warmup,))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "steps": dict(self.steps), "tune_fraction": self.tune_fraction,
+                "batch_size": self.batch_size, "seq_len": self.seq_len, "seeds": list(self.seeds),
+                "lr_grid": list(self.lr_grid), "warmup": self.warmup,
+                "warmups": {k: list(v) for k, v in self.warmups}, "max_widen": self.max_widen,
+                "eval_every": self.eval_every, "lr_bounds": list(self.lr_bounds),
+                "corpus_override": self.corpus_override}
+
+    def task_string(self, comp: Comparison) -> str:
+        return self.corpus_override or f"corpus:{comp.corpus}"
+
+
+CONVERGED = Campaign()
+
+
+def half_decade(lr: float, direction: int) -> float:
+    """The next lr of the half-decade ladder (1, 3, 10, 30, ... x 10^k) below (``direction`` -1) or above (+1)
+    ``lr``, rounded to one significant figure: ``half_decade(1e-3, -1) == 3e-4``, ``half_decade(3e-2, 1) ==
+    0.1``. Source: design choice (the report's grid is on this ladder)."""
+    k = round(2 * math.log10(lr)) + (1 if direction > 0 else -1)
+    x = 10 ** (k / 2)
+    return float(f"{x:.0e}")
+
+
+def slug(text: str) -> str:
+    """A folder-safe name for an arm label (lower case, ``[a-z0-9-]``)."""
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", text.lower())).strip("-")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training run of the campaign: comparison ``comp``, ``arm``, ``phase`` (``tune`` or ``full``),
+    ``lr``, ``warmup``, ``seed`` and ``steps``; :attr:`key` is its folder in the store."""
+
+    comp: Comparison
+    arm: Arm
+    phase: str
+    lr: float
+    warmup: float
+    seed: int
+    steps: int
+
+    @property
+    def key(self) -> str:
+        return (f"{self.comp.key}/{slug(self.arm.label)}/{self.phase}-{self.steps}/"
+                f"lr{self.lr:g}-wu{self.warmup:g}-seed{self.seed}")
+
+
+class RunStore:
+    """A folder of campaign runs: ``ROOT/<job key>/`` holds the run's resumable checkpoint (``ckpt/``, a
+    :mod:`geomlab.checkpoint` folder), ``outcome.json`` once it finished (or diverged), ``cpu.json`` (process
+    CPU seconds so far) and, while a worker trains it, ``lock`` (host and pid). Raises ``OSError`` when the
+    folder cannot be written."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def folder(self, job: Job) -> Path:
+        return self.root / job.key
+
+    def outcome(self, job: Job) -> dict[str, Any] | None:
+        """The finished run's outcome (``status`` ``done`` or ``failed``), or ``None``."""
+        f = self.folder(job) / "outcome.json"
+        if not f.is_file():
+            return None
+        try:
+            return json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def held(self, job: Job) -> bool:
+        """Whether a live worker holds ``job`` (a lock whose process still runs on this host, or a lock from
+        another host written in the last 6 hours)."""
+        f = self.folder(job) / "lock"
+        try:
+            host, pid, stamp = f.read_text(encoding="utf-8").split()
+        except (OSError, ValueError):
+            return False
+        if host != socket.gethostname():
+            return time.time() - float(stamp) < 6 * 3600
+        try:
+            os.kill(int(pid), 0)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def acquire(self, job: Job) -> bool:
+        """Take ``job`` for this process (``False`` when a live worker holds it)."""
+        folder = self.folder(job)
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = folder / "lock"
+        if lock.exists() and not self.held(job):
+            lock.unlink(missing_ok=True)  # a dead worker's lock
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{socket.gethostname()} {os.getpid()} {time.time():.0f}")
+        return True
+
+    def release(self, job: Job) -> None:
+        (self.folder(job) / "lock").unlink(missing_ok=True)
+
+    def cpu_so_far(self, job: Job) -> float:
+        try:
+            return float(json.loads((self.folder(job) / "cpu.json").read_text(encoding="utf-8"))["cpu_s"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0.0
+
+    def write(self, job: Job, name: str, data: dict[str, Any]) -> None:
+        tmp = self.folder(job) / f".{name}.tmp"
+        tmp.write_text(json.dumps(data, default=float), encoding="utf-8")
+        tmp.replace(self.folder(job) / name)
+
+
+# ------------------------------------------------------------------------------------------ the plan
+def _best(rows: list[tuple[float, float, float | None]]) -> tuple[float, float] | None:
+    done = [(v, lr, wu) for lr, wu, v in rows if v is not None and math.isfinite(v)]
+    return (min(done)[1], min(done)[2]) if done else None
+
+
+def tuning_state(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm
+                 ) -> tuple[list[Job], list[tuple[float, float, float | None]], tuple[float, float] | None, str]:
+    """The tuning of one arm as far as the store holds it: ``(pending jobs, [(lr, warm-up, valid BPC or None
+    when diverged)], winner (lr, warm-up) or None, note)``. The winner is set only when the grid (widened where
+    the best lr sat on an edge) is finished; ``note`` says when the optimum stayed on an edge."""
+    steps = campaign.tune_steps(comp.key)
+    seed = campaign.seeds[0]
+    lrs = list(campaign.lr_grid)
+    wus = campaign.warmups_for(comp.key)
+    extra: list[tuple[float, float]] = []
+    widened = {-1: 0, 1: 0}
+    while True:
+        grid = [(lr, wu) for lr in lrs for wu in wus] + extra
+        jobs = [Job(comp, arm, "tune", lr, wu, seed, steps) for lr, wu in grid]
+        results = []
+        pending = []
+        for j in jobs:
+            o = store.outcome(j)
+            if o is None:
+                pending.append(j)
+            else:
+                results.append((j.lr, j.warmup, (o.get("metrics") or {}).get("valid_bpc")
+                                if o.get("status") == "done" else None))
+        if pending:
+            return pending, results, None, ""
+        best = _best(results)
+        if best is None:
+            return [], results, None, "every learning rate diverged"
+        tried = sorted({lr for lr, _, _ in results})
+        side = -1 if best[0] == tried[0] else 1 if best[0] == tried[-1] else 0
+        if side == 0:
+            return [], results, best, ""
+        new = half_decade(best[0], side)
+        lo, hi = campaign.lr_bounds
+        if widened[side] >= campaign.max_widen or not lo <= new <= hi:
+            return [], results, best, (f"the best lr {best[0]:g} is the {'smallest' if side < 0 else 'largest'} "
+                                       f"tried (the grid was widened {widened[side]} time(s) on that side)")
+        widened[side] += 1
+        extra.append((new, best[1]))
+
+
+def jobs(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> Iterator[Job]:
+    """The jobs not finished yet whose inputs are ready, in campaign order: each arm's tuning runs, then
+    (once its tuning is decided) its seeds at the full budget."""
+    for comp in campaign.comparisons(only):
+        for arm in comp.arms:
+            pending, _, best, _ = tuning_state(campaign, store, comp, arm)
+            yield from pending
+            if best is None:
+                continue
+            for seed in campaign.seeds:
+                j = Job(comp, arm, "full", best[0], best[1], seed, campaign.full_steps(comp.key))
+                if store.outcome(j) is None:
+                    yield j
+
+
+def blocked(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> bool:
+    """Whether arms wait on tuning runs still to finish (so a worker with nothing to take may wait for them)."""
+    return any(tuning_state(campaign, store, c, a)[0] for c in campaign.comparisons(only) for a in c.arms)
+
+
+# ------------------------------------------------------------------------------------------ one run
+def job_spec(campaign: Campaign, job: Job, device: str = "auto"):
+    """The :class:`geomlab.runs.RunSpec` of ``job`` (the report's recipe, :func:`geomlab.zoo.recipe`: the
+    budget met within 5%; validation of the whole valid split every ``eval_every`` steps; full final
+    evaluation)."""
+    from geomlab.zoo import recipe
+
+    return recipe(job.arm.kind, budget=job.arm.budget, config=job.arm.config, data=campaign.task_string(job.comp),
+                  steps=job.steps, batch_size=campaign.batch_size, seq_len=campaign.seq_len, lr=job.lr,
+                  seed=job.seed, warmup=job.warmup, eval_every=min(campaign.eval_every, job.steps),
+                  eval_tokens=None, final_eval=True, device=device)
+
+
+def train_job(campaign: Campaign, store: RunStore, job: Job, task, log: Callable[[str], None] = print,
+              device: str = "auto") -> dict[str, Any]:
+    """Train ``job`` (resuming its checkpoint when there is one), write and return its outcome: ``status``
+    (``done``/``failed``), ``metrics`` (full valid and test splits), ``history`` (validations and the loss
+    every ``log_every`` steps, with training seconds), ``train_time_s``, ``cpu_s`` (process CPU seconds over
+    every resumption), ``tokens_per_s``, ``params``, ``params_stored``, ``config``, ``error``."""
+    from geomlab import runs
+    from geomlab.models import count_params
+    from geomlab.train import Trainer, TrainingError
+
+    ckpt_dir = store.folder(job) / "ckpt"
+    spec = job_spec(campaign, job, device)
+    cpu0 = store.cpu_so_far(job)
+    c0 = time.process_time()
+
+    def on_progress(p) -> None:
+        if p.event == "eval":
+            store.write(job, "cpu.json", {"cpu_s": cpu0 + time.process_time() - c0})
+
+    if (ckpt_dir / "config.json").is_file():
+        log(f"[converged] {job.key}: resuming")
+        trainer = Trainer.from_checkpoint(ckpt_dir, task, out=ckpt_dir, callback=on_progress)
+    else:
+        log(f"[converged] {job.key}: starting")
+        trainer = runs.build(spec, task=task, out=ckpt_dir, callback=on_progress).trainer
+    out: dict[str, Any] = {"key": job.key, "comparison": job.comp.key, "arm": job.arm.label, "phase": job.phase,
+                           "lr": job.lr, "warmup": job.warmup, "seed": job.seed, "steps": job.steps}
+    try:
+        result = trainer.run()
+        out.update(status="done", metrics=dict(result.metrics))
+    except TrainingError as exc:
+        out.update(status="failed", metrics={}, error=str(exc).splitlines()[0][:300])
+    cpu = cpu0 + time.process_time() - c0
+    tcfg = trainer.config
+    keep = [h for h in trainer.history if "valid_bpc" in h or "final" in h
+            or ("loss" in h and h["step"] % max(tcfg.log_every, job.steps // 200) == 0)]
+    out.update(history=keep, train_time_s=trainer.elapsed_s, cpu_s=cpu,
+               tokens_per_s=tcfg.tokens_through(trainer.step) / max(trainer.elapsed_s, 1e-9),
+               params=count_params(trainer.model, "effective"), params_stored=count_params(trainer.model, "stored"),
+               config=dict(getattr(trainer.model, "config", {}) or {}), finished=time.time())
+    store.write(job, "outcome.json", out)
+    v = out["metrics"].get("valid_bpc")
+    log(f"[converged] {job.key}: {out['status']}" + (f", valid {v:.4f} / test {out['metrics'].get('test_bpc'):.4f}"
+                                                    f" BPC, {trainer.elapsed_s / 60:.1f} min" if v else ""))
+    return out
+
+
+def work(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None,
+         log: Callable[[str], None] = print, max_jobs: int | None = None, wait_s: float = 60.0,
+         device: str = "auto") -> int:
+    """A worker: train the next job no live worker holds, until none is left (waiting ``wait_s`` between looks
+    while other workers' tuning runs gate the rest), or ``max_jobs`` finished. Returns the jobs it finished.
+    Several workers (processes, machines sharing ``store``) split the campaign between them."""
+    from geomlab.zoo import make_task
+
+    tasks: dict[str, Any] = {}
+    finished = 0
+    while max_jobs is None or finished < max_jobs:
+        job = next((j for j in jobs(campaign, store, only) if not store.held(j) and store.acquire(j)), None)
+        if job is None:
+            if blocked(campaign, store, only):
+                log(f"[converged] waiting {wait_s:.0f} s for other workers' tuning runs")
+                time.sleep(wait_s)
+                continue
+            break
+        try:
+            name = campaign.task_string(job.comp)
+            if name not in tasks:
+                tasks[name] = make_task(name)
+            train_job(campaign, store, job, tasks[name], log, device)
+            finished += 1
+        finally:
+            store.release(job)
+    return finished
+
+
+# ------------------------------------------------------------------------------------------ the results
+def curve(outcome: dict[str, Any], batch_size: int, seq_len: int) -> list[tuple[int, float, float]]:
+    """``[(step, training seconds, valid BPC)]`` of a run's validations (the periodic ones and the final one).
+    Training seconds at a step are summed from the logged intervals (tokens / tokens-per-second of each
+    interval, which the trainer measures without the evaluations), so a resumed run and one run through
+    give the same clock. Source: design choice."""
+    secs, last, clock = {0: 0.0}, 0, 0.0
+    for h in outcome.get("history") or []:
+        if "loss" in h and h.get("tokens_per_s"):
+            clock += (h["step"] - last) * batch_size * seq_len / h["tokens_per_s"]
+            last = h["step"]
+            secs[h["step"]] = clock
+    clock_at = sorted(secs.items())
+    out = []
+    for h in outcome.get("history") or []:
+        v, t = h.get("valid_bpc"), at(clock_at, h["step"]) if "valid_bpc" in h else None
+        if v is not None and t is not None and not (out and out[-1][0] == h["step"]):
+            out.append((int(h["step"]), t, float(v)))
+    return out
+
+
+def at(points: list[tuple[float, float]], x: float) -> float | None:
+    """Linear interpolation of ``[(x, y)]`` (sorted by x) at ``x``; ``None`` outside the measured range."""
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x0 <= x <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    if points and math.isclose(points[-1][0], x):
+        return points[-1][1]
+    return None
+
+
+def _trace_ms(store: RunStore, job: Job, length: int = 128) -> float | None:
+    from geomlab import checkpoint
+    from geomlab.report.running import trace_latency_ms
+
+    try:
+        c = checkpoint.load(store.folder(job) / "ckpt")
+        return trace_latency_ms(c.model, c.model.config["vocab_size"], length)
+    except Exception:  # a missing or unreadable checkpoint: no latency column, the rest stands
+        return None
+
+
+def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> dict[str, Any]:
+    """One table row of the campaign: the tuning so far (``tuning``, ``lr``/``warmup`` once decided,
+    ``lr_sweep`` at the winning warm-up, ``tuning_note``), each finished seed's full-budget numbers, the
+    learning curves (``curves``: per seed ``[(step, seconds, valid BPC)]``), ``late_gain`` (mean valid-BPC drop
+    over the last 20% of the steps: > 0 means still improving) and ``status``."""
+    from geomlab.report.aggregation import ci95, mean, std
+
+    pending, tuning, best, note = tuning_state(campaign, store, comp, arm)
+    steps = campaign.full_steps(comp.key)
+    row: dict[str, Any] = {
+        "label": arm.label, "kind": arm.kind, "baseline": arm.baseline, "paper": dict(arm.paper),
+        "budget": arm.budget, "planned_seeds": list(campaign.seeds), "seeds": [], "valid": [], "test": [],
+        "tokens_per_s": [], "train_time_s": [], "cpu_s": [], "curves": [], "failed_seeds": [],
+        "tuning": [{"lr": lr, "warmup": wu, "valid": v} for lr, wu, v in sorted(tuning)],
+        "tuning_steps": campaign.tune_steps(comp.key), "tuning_note": note, "steps": steps}
+    if best is not None:
+        row["lr"], row["warmup"] = best
+        row["lr_sweep"] = {str(lr): v for lr, wu, v in sorted(tuning) if wu == best[1]}
+    first = None
+    for seed in campaign.seeds if best is not None else ():
+        job = Job(comp, arm, "full", best[0], best[1], seed, steps)
+        o = store.outcome(job)
+        if o is None:
+            continue
+        if o["status"] != "done":
+            row["failed_seeds"].append({"seed": seed, "error": o.get("error", "")})
+            continue
+        first = first or job
+        row["seeds"].append(seed)
+        row["valid"].append(o["metrics"].get("valid_bpc"))
+        row["test"].append(o["metrics"].get("test_bpc"))
+        row["curves"].append(curve(o, campaign.batch_size, campaign.seq_len))
+        secs = row["curves"][-1][-1][1] if row["curves"][-1] else o["train_time_s"]
+        row["train_time_s"].append(secs)
+        row["tokens_per_s"].append(steps * campaign.batch_size * campaign.seq_len / max(secs, 1e-9))
+        row["cpu_s"].append(o.get("cpu_s"))
+        row.update(params=o["params"], params_stored=o["params_stored"], config=o["config"])
+    row["valid_mean"], row["valid_std"], row["valid_ci95"] = mean(row["valid"]), std(row["valid"]), ci95(row["valid"])
+    row["test_mean"], row["test_std"], row["test_ci95"] = mean(row["test"]), std(row["test"]), ci95(row["test"])
+    row["tokens_per_s_mean"] = mean(row["tokens_per_s"])
+    cpu = [c for c in row["cpu_s"] if c]
+    row["tokens_per_cpu_s"] = steps * campaign.batch_size * campaign.seq_len / mean(cpu) if cpu else None
+    gains = []
+    for cv in row["curves"]:
+        pts = [(s, v) for s, _, v in cv]
+        early = at(pts, 0.8 * steps)
+        if early is not None and pts:
+            gains.append(early - pts[-1][1])
+    row["late_gain"] = mean(gains)
+    row["trace_ms"] = _trace_ms(store, first) if first else None
+    n_tune = len(tuning) + len(pending)
+    if pending:
+        row["status"] = f"tuning: {len(tuning)} of {n_tune} short runs"
+    elif best is None:
+        row["status"] = "tuning failed: " + note
+    else:
+        row["status"] = (f"{len(row['seeds'])} of {len(campaign.seeds)} seeds finished"
+                         + (f", {len(row['failed_seeds'])} diverged" if row["failed_seeds"] else ""))
+    return row
+
+
+def equal_time(row: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:
+    """The comparison at equal training time: at ``T`` = the shorter of the two rows' mean training times,
+    each row's validation BPC reached by then (interpolated on its curve, mean over the seeds both rows
+    finished) and the difference (row minus baseline, bits). ``None`` until both have a finished seed, or
+    when the slower model had not validated yet by then (its first validation is ``eval_every`` steps in)."""
+    from geomlab.report.aggregation import mean
+
+    seeds = [s for s in row["seeds"] if s in base["seeds"]]
+    if not seeds or row is base:
+        return None
+    t = min(mean(row["train_time_s"]), mean(base["train_time_s"]))
+    mine, theirs = [], []
+    for s in seeds:
+        a = at([(sec, v) for _, sec, v in row["curves"][row["seeds"].index(s)]], t)
+        b = at([(sec, v) for _, sec, v in base["curves"][base["seeds"].index(s)]], t)
+        if a is not None and b is not None:
+            mine.append(a)
+            theirs.append(b)
+    if not mine:
+        return None
+    return {"seconds": t, "valid": mean(mine), "baseline_valid": mean(theirs), "gap": mean(mine) - mean(theirs),
+            "seeds": len(mine)}
+
+
+def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The results dict of everything the store holds (train nothing): ``kind`` ``"converged"``, the campaign
+    (``protocol``), ``progress`` (runs finished / planned so far, CPU hours spent), and one comparison per key
+    with its rows (:func:`arm_row`), each against the baseline (speed, paired test gap, :func:`equal_time`)."""
+    import datetime as _dt
+    import platform
+
+    import torch
+
+    from geomlab.report.aggregation import compare_to_baseline
+
+    comps = []
+    done = planned = 0
+    cpu = 0.0
+    for comp in campaign.comparisons(only):
+        rows = [arm_row(campaign, store, comp, arm) for arm in comp.arms]
+        compare_to_baseline(rows)
+        base = next(r for r in rows if r["baseline"])
+        for r in rows:
+            r["equal_time"] = equal_time(r, base)
+            planned += max(len(r["tuning"]), 1) + len(campaign.seeds)
+            done += len([t for t in r["tuning"]]) + len(r["seeds"]) + len(r["failed_seeds"])
+        try:
+            from geomlab.zoo import make_task
+
+            split = make_task(campaign.task_string(comp)).spec().get("split_rule", "")
+        except ValueError:  # the corpus is not on this machine: the table still renders
+            split = ""
+        comps.append({"key": comp.key, "title": comp.title, "corpus": comp.corpus, "claim": comp.claim,
+                      "note": comp.note, "split": split, "steps": campaign.full_steps(comp.key), "rows": rows})
+    for f in store.root.glob("**/outcome.json"):
+        try:
+            cpu += float(json.loads(f.read_text(encoding="utf-8")).get("cpu_s") or 0.0)
+        except (OSError, ValueError):
+            pass
+    return {"kind": "converged", "protocol": campaign.to_dict(),
+            "started": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "progress": {"done": done, "planned": planned, "cpu_hours": round(cpu / 3600, 2)},
+            "machine": {"device": "cuda" if torch.cuda.is_available() else "cpu", "torch": torch.__version__,
+                        "python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
+            "comparisons": comps, "word_problem": None}

@@ -1,0 +1,226 @@
+"""The converged campaign (issue 20, :mod:`geomlab.report.campaign`): the half-decade ladder, the tuning rule
+(widened when the best lr sits on an edge, at most ``max_widen`` times), the run store's locks, a run stopped
+and resumed giving the same numbers as one run through, the results (curves, seeds, equal training time) and
+the command line."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from geomlab.cli import main
+from geomlab.report import campaign as cp
+from geomlab.report.protocol import COMPARISONS
+from geomlab.report.render import render_markdown
+
+
+def tiny(text_file, **kw) -> cp.Campaign:
+    base = dict(steps=(("ts-50k", 12), ("grassmann-200k", 6)), seeds=(0, 1), eval_every=4, batch_size=4,
+                seq_len=16, corpus_override=str(text_file))
+    return cp.Campaign(**{**base, **kw})
+
+
+# ------------------------------------------------------------------------------------------ the ladder
+def test_half_decade_ladder():
+    assert cp.half_decade(1e-3, -1) == 3e-4
+    assert cp.half_decade(3e-2, 1) == 0.1
+    assert cp.half_decade(0.1, 1) == 0.3
+    assert cp.half_decade(3e-3, -1) == 1e-3
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=-12, max_value=-1))
+def test_half_decade_steps_are_inverse_and_monotone(k):
+    """Up then down returns to the same rung; every rung is 3x or 3.33x its neighbour."""
+    x = float(f"{10 ** (k / 2):.0e}")
+    up = cp.half_decade(x, 1)
+    assert cp.half_decade(up, -1) == x
+    assert 2.9 < up / x < 3.4
+
+
+# ------------------------------------------------------------------------------------------ tuning rule
+def _fake_outcome(store, job, valid):
+    store.folder(job).mkdir(parents=True, exist_ok=True)
+    status = "done" if valid is not None else "failed"
+    store.write(job, "outcome.json", {"status": status, "metrics": {"valid_bpc": valid} if valid else {}})
+
+
+def test_tuning_widens_at_an_edge_until_the_optimum_is_inside(tmp_path, text_file):
+    """The best lr at the top of the grid adds the next half-decade; once the best is inside, the winner is
+    set; the full-budget seeds then follow at it."""
+    plan = tiny(text_file)
+    store = cp.RunStore(tmp_path)
+    comp = COMPARISONS["ts-50k"]
+    arm = comp.arms[1]
+    pending, _, best, _ = cp.tuning_state(plan, store, comp, arm)
+    assert [j.lr for j in pending] == [1e-3, 3e-3, 1e-2, 3e-2] and best is None
+    curve = {1e-3: 3.0, 3e-3: 2.8, 1e-2: 2.6, 3e-2: 2.5, 0.1: 2.4, 0.3: 2.45}
+    for j in pending:
+        _fake_outcome(store, j, curve[j.lr])
+    pending, results, best, _ = cp.tuning_state(plan, store, comp, arm)
+    assert [j.lr for j in pending] == [0.1] and best is None  # 3e-2 won at the edge: widen upward
+    _fake_outcome(store, pending[0], curve[0.1])
+    pending, _, best, _ = cp.tuning_state(plan, store, comp, arm)
+    assert [j.lr for j in pending] == [0.3]
+    _fake_outcome(store, pending[0], curve[0.3])
+    pending, results, best, note = cp.tuning_state(plan, store, comp, arm)
+    assert pending == [] and best == (0.1, plan.warmup) and note == ""
+    full = [j for j in cp.jobs(plan, store, ("ts-50k",)) if j.arm is arm]
+    assert [(j.phase, j.lr, j.seed, j.steps) for j in full] == [("full", 0.1, 0, 12), ("full", 0.1, 1, 12)]
+
+
+def test_tuning_stops_widening_and_says_so(tmp_path, text_file):
+    """Always better lower: two half-decades are added below, then the winner stays on the edge with a note;
+    a diverged lr counts as lost."""
+    plan = tiny(text_file, max_widen=2)
+    store = cp.RunStore(tmp_path)
+    comp, arm = COMPARISONS["ts-50k"], COMPARISONS["ts-50k"].arms[0]
+    for _ in range(4):
+        pending, _, best, note = cp.tuning_state(plan, store, comp, arm)
+        for j in pending:
+            _fake_outcome(store, j, None if j.lr == 3e-2 else 1.0 + j.lr)
+    pending, results, best, note = cp.tuning_state(plan, store, comp, arm)
+    assert pending == [] and best[0] == 1e-4 and "smallest" in note and "2 time(s)" in note
+    assert sorted(lr for lr, _, _ in results) == [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
+    assert dict(((lr, v) for lr, _, v in results))[3e-2] is None
+
+
+def test_warmup_dimension_where_it_matters(tmp_path, text_file):
+    plan = tiny(text_file)
+    store = cp.RunStore(tmp_path)
+    comp = COMPARISONS["grassmann-200k"]
+    pending, *_ = cp.tuning_state(plan, store, comp, comp.arms[1])
+    assert {(j.lr, j.warmup) for j in pending} == {(lr, wu) for lr in plan.lr_grid for wu in (0.02, 0.1)}
+    assert {j.warmup for j in cp.tuning_state(plan, store, COMPARISONS["ts-50k"],
+                                             COMPARISONS["ts-50k"].arms[0])[0]} == {0.02}
+
+
+def test_unknown_comparison_is_refused(text_file):
+    with pytest.raises(cp.ReportError, match="unknown comparisons"):
+        tiny(text_file).comparisons(("nope",))
+
+
+# ------------------------------------------------------------------------------------------ the store
+def test_locks_keep_two_workers_apart_and_a_dead_lock_is_taken(tmp_path, text_file):
+    plan = tiny(text_file)
+    store = cp.RunStore(tmp_path)
+    job = next(cp.jobs(plan, store))
+    assert store.acquire(job) and store.held(job)
+    assert not store.acquire(job)  # a second worker (here: the same process) cannot take it
+    store.release(job)
+    assert not store.held(job)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    import socket
+    (store.folder(job) / "lock").write_text(f"{socket.gethostname()} {dead.stdout.strip()} 0")
+    assert not store.held(job) and store.acquire(job)
+
+
+def test_a_stopped_run_resumes_to_the_same_numbers(tmp_path, text_file):
+    """A job stopped at its first validation and finished by :func:`train_job` gives the same final BPC as the
+    job run through in another store (the checkpoint carries optimizer, schedule and batch RNG)."""
+    from geomlab import runs
+    from geomlab.zoo import make_task
+
+    plan = tiny(text_file)
+    task = make_task(str(text_file))
+    job = cp.Job(COMPARISONS["ts-50k"], COMPARISONS["ts-50k"].arms[1], "full", 1e-2, 0.02, 0, 12)
+    a, b = cp.RunStore(tmp_path / "a"), cp.RunStore(tmp_path / "b")
+    through = cp.train_job(plan, a, job, task, log=lambda m: None)
+    built = runs.build(cp.job_spec(plan, job), task=task, out=b.folder(job) / "ckpt")
+    built.trainer.add_callback(lambda p: built.trainer.stop() if p.event == "eval" else None)
+    assert built.trainer.run().status == "stopped" and built.trainer.step == 4
+    resumed = cp.train_job(plan, b, job, task, log=lambda m: None)
+    assert resumed["status"] == through["status"] == "done"
+    assert resumed["metrics"]["test_bpc"] == pytest.approx(through["metrics"]["test_bpc"], abs=1e-6)
+    assert [p[0] for p in cp.curve(resumed, plan.batch_size, plan.seq_len)] == [4, 8, 12]
+
+
+# ------------------------------------------------------------------------------------------ the results
+def _outcome(points, batch=4, seq=16):
+    """An outcome whose log says each 4-step interval ran at ``tps`` tokens/s and whose validations are given."""
+    hist = []
+    for step, tps, v in points:
+        hist.append({"step": step, "loss": 1.0, "tokens_per_s": tps})
+        hist.append({"step": step, "valid_bpc": v})
+    return {"history": hist}
+
+
+def test_curve_clock_and_interpolation():
+    o = _outcome([(4, 64.0, 3.0), (8, 32.0, 2.0)])  # 64 tokens per 4 steps: 1 s, then 2 s
+    assert cp.curve(o, 4, 4) == [(4, 1.0, 3.0), (8, 3.0, 2.0)]
+    assert cp.at([(1.0, 3.0), (3.0, 2.0)], 2.0) == pytest.approx(2.5)
+    assert cp.at([(1.0, 3.0), (3.0, 2.0)], 4.0) is None
+
+
+def test_equal_time_compares_at_the_shorter_training_time():
+    fast = {"seeds": [0], "train_time_s": [2.0], "curves": [[(4, 1.0, 3.0), (8, 2.0, 2.5)]]}
+    slow = {"seeds": [0], "train_time_s": [4.0], "curves": [[(4, 2.0, 2.8), (8, 4.0, 2.2)]]}
+    et = cp.equal_time(slow, fast)
+    assert et["seconds"] == 2.0 and et["valid"] == pytest.approx(2.8) and et["baseline_valid"] == 2.5
+    assert et["gap"] == pytest.approx(0.3)
+    assert cp.equal_time(fast, fast) is None
+
+
+@pytest.mark.slow
+def test_a_tiny_campaign_end_to_end(tmp_path, text_file):
+    """Two workers' worth of jobs through :func:`work`, then :func:`collect` and the Markdown: every arm tuned
+    (the winner inside its range or noted), both seeds finished, intervals and equal-time numbers present."""
+    plan = tiny(text_file, steps=(("ts-50k", 12),))
+    store = cp.RunStore(tmp_path / "store")
+    n = cp.work(plan, store, log=lambda m: None)
+    assert n >= 2 * (4 + 2) and list(cp.jobs(plan, store)) == []
+    assert cp.work(plan, store, log=lambda m: None) == 0  # nothing left: a second worker exits at once
+    results = cp.collect(plan, store)
+    rows = results["comparisons"][0]["rows"]
+    for r in rows:
+        assert r["seeds"] == [0, 1] and all(math.isfinite(x) for x in r["test"])
+        assert r["test_ci95"] is not None and r["status"] == "2 of 2 seeds finished"
+        assert r["lr"] in [t["lr"] for t in r["tuning"]]
+        edge = r["lr"] in (min(t["lr"] for t in r["tuning"]), max(t["lr"] for t in r["tuning"]))
+        assert (not edge) or r["tuning_note"] or len(r["tuning"]) == 4 + 2 * plan.max_widen
+        assert [p[0] for p in r["curves"][0]] == [4, 8, 12]
+    osm = next(r for r in rows if not r["baseline"])
+    assert osm["test_gap_ci95"] is not None
+    et = osm["equal_time"]  # None when the slower model had not validated yet by the faster one's end
+    if et is not None:
+        lstm = next(r for r in rows if r["baseline"])
+        assert et["seconds"] == pytest.approx(min(sum(r["train_time_s"]) / 2 for r in (osm, lstm)))
+    assert results["progress"]["done"] == results["progress"]["planned"]
+    md = render_markdown(results)
+    assert "of" in md and "planned runs finished" in md and "| OSM-RNN O(d) | 2 of 2 seeds finished |" in md
+    json.dumps(results)  # the results file is plain JSON
+
+
+# ------------------------------------------------------------------------------------------ command line
+def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
+    out = tmp_path / "conv" / "results.md"
+    rc = main(["report", "--converged", "--collect", "--store", str(tmp_path / "store"), "--corpus-file",
+               str(text_file), "--only", "ts-50k", "--out", str(out), "--no-png"])
+    assert rc == 0
+    md = out.read_text(encoding="utf-8")
+    assert "**0 of" in md and "tuning: 0 of 4 short runs" in md
+    assert json.loads((out.parent / "results" / "results.json").read_text())["kind"] == "converged"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--converged", "--steps", "5"], "--converged has its own protocol: drop --steps"),
+    (["--collect"], "--collect and --max-jobs go with --converged"),
+    (["--converged", "--collect", "--only", "word-problem"], "unknown comparisons"),
+])
+def test_cli_refuses_mixed_options(tmp_path, capsys, argv, message):
+    assert main(["report", *argv, "--store", str(tmp_path / "s"), "--out", str(tmp_path / "r.md")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "r.md").exists()
+
+
+def test_the_report_folder_is_not_touched_by_a_refused_call(tmp_path):
+    os.chdir(tmp_path)
+    assert main(["report", "--converged", "--lr", "0.1"]) == 2
+    assert not (tmp_path / "runs").exists()
