@@ -202,6 +202,8 @@ def tuning_state(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm
     """The tuning of one arm as far as the store holds it: ``(pending jobs, [(lr, warm-up, valid BPC or None
     when diverged)], winner (lr, warm-up) or None, note)``. The winner is set only when the grid (widened where
     the best lr sat on an edge) is finished; ``note`` says when the optimum stayed on an edge."""
+    from geomlab.sweep import Dimension
+
     steps = campaign.tune_steps(comp.key)
     seed = campaign.seeds[0]
     lrs = list(campaign.lr_grid)
@@ -226,7 +228,8 @@ def tuning_state(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm
         if best is None:
             return [], results, None, "every learning rate diverged"
         tried = sorted({lr for lr, _, _ in results})
-        side = -1 if best[0] == tried[0] else 1 if best[0] == tried[-1] else 0
+        edge = Dimension("lr", "choice", choices=tuple(tried)).edge(best[0])  # the sweep tool's edge rule
+        side = {"low": -1, "high": 1}.get(edge, 0)
         if side == 0:
             return [], results, best, ""
         new = half_decade(best[0], side)
