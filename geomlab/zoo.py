@@ -281,30 +281,96 @@ def build_entry(entry: ZooEntry, out_dir: str | Path = ZOO_DIR, *, progress_bar:
     Returns the folder (or the flat pair's JSON path). Raises ``ValueError`` for a bad recipe, :class:`geomlab.data.DataError` when the
     corpus cannot be found (set ``GEOMLAB_DATA_DIR``), :class:`geomlab.train.TrainingError` if it diverges.
     """
-    from geomlab import checkpoint as ckpt
-
     r = entry.run
     task = make_task(r.data)
-    is_lm = getattr(task, "kind", "lm") == "lm"
     if log:
         log(f"[zoo] {entry.name}: {r.kind} on {r.data}, {r.steps} steps x {r.batch_size} x {r.seq_len}, "
             f"lr {r.lr}, seed {r.seed}")
     run = runs.run(r, task=task, progress_bar=progress_bar)
+    return _write_entry(entry, out_dir, task, run.model, run.metrics, run.history, run.train_config,
+                        train_time_s=run.train_time_s, cpu_time_s=run.cpu_time_s, log=log)
+
+
+#: Training values that change the trained weights (a finished run is adopted only when they all match).
+_WEIGHT_KEYS = ("steps", "batch_size", "seq_len", "lr", "seed", "warmup", "weight_decay", "min_lr_ratio",
+                "grad_clip", "betas", "length_curriculum")
+
+
+def adopt_entry(entry: ZooEntry, run_dir: str | Path, out_dir: str | Path = ZOO_DIR, *,
+                log: Callable[[str], None] | None = print) -> Path:
+    """Write ``entry``'s bundled checkpoint from a finished run instead of training it again (e.g. seed 0 of
+    the converged campaign, :mod:`geomlab.report.campaign`, whose recipe the entry states): ``run_dir`` is the
+    run's checkpoint folder. The run must be the entry's recipe: the same kind and model config (the budget's
+    config, or the fixed keys), task and every training value that changes the weights (:data:`_WEIGHT_KEYS`),
+    trained to its last step with the full final evaluation; the card is the one :func:`build_entry` writes
+    (training time from the run; no optimizer state). Raises :class:`ZooError` naming the first difference, and
+    :class:`geomlab.checkpoint.CheckpointError` for an unreadable checkpoint."""
+    from geomlab import checkpoint as ckpt
+    from geomlab.models.budget import resolve_config
+
+    r = entry.run
+    c = ckpt.load(run_dir)
+    task = make_task(r.data)
+    want_cfg = resolve_config(r.kind, task.vocab_size, r.params, r.fixed_config())
+    have_cfg = dict(c.model.config)
+    diffs = [f"model config {k}: {have_cfg.get(k)!r} (the recipe: {v!r})" for k, v in want_cfg.items()
+             if have_cfg.get(k) != v]
+    tc, want = dict(c.train_config or {}), r.train_config().to_dict()
+    diffs += [f"{k}: {tc.get(k)!r} (the recipe: {want[k]!r})" for k in _WEIGHT_KEYS
+              if _plain(tc.get(k)) != _plain(want.get(k))]
+    card = c.card or {}
+    if (card.get("task") or {}) != task.spec():
+        diffs.append(f"task {card.get('corpus')!r} (the recipe: {r.data!r})")
+    if card.get("steps") != r.steps or "test_bpc" not in card and "test_accuracy" not in card:
+        diffs.append(f"the run stopped at step {card.get('steps')} of {r.steps}, or has no final evaluation")
+    if diffs:
+        raise ZooError(f"{Path(run_dir).name} is not {entry.name}'s recipe: " + "; ".join(diffs[:3]))
+    metrics = {k: v for k, v in card.items() if k.startswith(("valid_", "test_"))}
+    cpu = None
+    outcome = Path(run_dir).parent / "outcome.json"  # a campaign run: its CPU seconds over every resumption
+    if outcome.is_file():
+        cpu = json.loads(outcome.read_text(encoding="utf-8")).get("cpu_s")
+    from geomlab.train import TrainConfig
+
+    if log:
+        log(f"[zoo] {entry.name}: adopting the finished run {Path(run_dir).as_posix()}")
+    return _write_entry(entry, out_dir, task, c.model, metrics, list(c.metrics), TrainConfig.from_dict(tc),
+                        train_time_s=float(card.get("train_time_s") or 0.0), cpu_time_s=cpu, log=log,
+                        device=card.get("device"))
+
+
+def _plain(x: Any) -> Any:
+    """Tuples as lists (a JSON round trip), for comparing stored and recipe values."""
+    return [_plain(v) for v in x] if isinstance(x, (list, tuple)) else x
+
+
+def _write_entry(entry: ZooEntry, out_dir: str | Path, task, model, metrics: dict[str, Any], history: list,
+                 train_config, *, train_time_s: float, cpu_time_s: float | None,
+                 log: Callable[[str], None] | None, device: str | None = None) -> Path:
+    """The card and checkpoint of a trained zoo entry (see :func:`build_entry`)."""
+    from geomlab import checkpoint as ckpt
+    from geomlab.models import count_params
+
+    r = entry.run
+    is_lm = getattr(task, "kind", "lm") == "lm"
     spec = task.spec()
+    tokens = train_config.tokens_through(int(train_config.steps))
+    if device is None:
+        device = str(train_config.device if train_config.device != "auto"
+                     else ("cuda" if torch.cuda.is_available() else "cpu"))
     card: dict[str, Any] = {
         "name": entry.name, "title": entry.title, "description": entry.description, "kind": r.kind,
         "corpus": spec.get("corpus", spec.get("name")), "split": spec.get("split_rule", "generated (seeded)"),
         "task": spec, "steps": r.steps, "batch_size": r.batch_size, "seq_len": r.seq_len,
-        "lr": r.lr, "seed": r.seed, "train_time_s": round(run.train_time_s, 1),
-        "tokens_per_s": round(run.tokens_per_s, 1), "cpu_time_s": round(run.cpu_time_s, 1), "device": str(run.train_config.device if
-                                                              run.train_config.device != "auto" else
-                                                              ("cuda" if torch.cuda.is_available() else "cpu")),
+        "lr": r.lr, "seed": r.seed, "train_time_s": round(train_time_s, 1),
+        "tokens_per_s": round(tokens / max(train_time_s, 1e-9), 1),
+        "cpu_time_s": None if cpu_time_s is None else round(cpu_time_s, 1), "device": device,
         "torch_threads": torch.get_num_threads(), "recipe": entry.to_dict(), "notes": entry.notes,
         "trained_on": _dt.date.today().isoformat(), "zoo": True,
     }
-    if "group" in run.config:
-        card["group"] = run.config["group"]
-    for k, v in run.metrics.items():
+    if "group" in model.config:
+        card["group"] = model.config["group"]
+    for k, v in metrics.items():
         if isinstance(v, (int, float)) and math.isfinite(float(v)):
             card[k] = round(float(v), 4) if k != "valid_tokens" and k != "test_tokens" else int(v)
     if is_lm:
@@ -312,21 +378,19 @@ def build_entry(entry: ZooEntry, out_dir: str | Path = ZOO_DIR, *, progress_bar:
                                  "state": "fresh per window"}
     else:
         card["accuracy_by_length"] = {str(k): round(v, 4) for k, v in
-                                      accuracy_by_length(run.model, task, entry.eval_lengths).items()}
+                                      accuracy_by_length(model, task, entry.eval_lengths).items()}
         card["eval_protocol"] = {"metric": "accuracy of the running product", "n_eval": task.n_eval,
                                  "length": task.length}
-    from geomlab.models import count_params
-
-    card["params_effective"] = count_params(run.model, "effective")
-    card["params_stored"] = count_params(run.model, "stored")
+    card["params_effective"] = count_params(model, "effective")
+    card["params_stored"] = count_params(model, "stored")
     stem = Path(out_dir) / entry.name
-    path = ckpt.save(stem, run.model, task.vocab, card, train_config=run.train_config.to_dict(),
-                     metrics=run.history, layout="auto")
+    path = ckpt.save(stem, model, task.vocab, card, train_config=train_config.to_dict(), metrics=history,
+                     layout="auto")
     if log:
         main = (f"valid {card.get('valid_bpc')} / test {card.get('test_bpc')} BPC" if is_lm else
                 f"test accuracy {card.get('test_accuracy')}, by length {card.get('accuracy_by_length')}")
         log(f"[zoo] {entry.name}: {card.get('params_effective', '?')} params, {main}, "
-            f"{run.train_time_s:.0f} s, {run.tokens_per_s:.0f} tok/s -> {path}")
+            f"{train_time_s:.0f} s, {card['tokens_per_s']:.0f} tok/s -> {path}")
     return path
 
 
@@ -396,5 +460,5 @@ def format_card(card: dict[str, Any]) -> str:
 __all__ = [
     "ZOO", "ZOO_DIR", "ZooEntry", "ZooError", "RunOutcome", "entries", "scaled", "recipe",
     "make_task",
-    "train_and_evaluate", "accuracy_by_length", "build_entry", "rebuild", "read_cards", "format_card",
+    "train_and_evaluate", "accuracy_by_length", "build_entry", "adopt_entry", "rebuild", "read_cards", "format_card",
 ]

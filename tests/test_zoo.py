@@ -128,6 +128,33 @@ def test_build_entry_lm_writes_a_loadable_card(tmp_path, tiny_text):
     assert "tiny-lstm" in zoo.format_card(cards[0])
 
 
+def test_adopt_entry_takes_a_finished_run_of_the_recipe_only(tmp_path, tiny_text, capsys):
+    """A finished run of the entry's recipe becomes the entry (same weights and numbers as training the entry
+    itself, which the same seed reproduces); a run of another lr, or one stopped early, is refused with the
+    difference named, and nothing is written."""
+    from geomlab import checkpoint as ckpt
+    from geomlab import runs
+    from geomlab.cli import main
+
+    text_file = tmp_path / "tiny.txt"
+    text_file.write_text(tiny_text, encoding="utf-8")
+    recipe = zoo.recipe("lstm", data=str(text_file), config={"hidden": 16}, steps=6, batch_size=2, seq_len=16,
+                        seed=3, eval_every=0)
+    entry = zoo.ZooEntry("tiny-lstm", "Tiny LSTM", "test", recipe)
+    runs.build(recipe, out=tmp_path / "run").trainer.run()
+    adopted = ckpt.load(zoo.adopt_entry(entry, tmp_path / "run", tmp_path / "zoo", log=None))
+    trained = ckpt.load(zoo.build_entry(entry, tmp_path / "zoo2", log=None))
+    assert adopted.card["test_bpc"] == pytest.approx(trained.card["test_bpc"], abs=1e-6)
+    assert adopted.card["recipe"] == trained.card["recipe"] and not adopted.train_state
+    other = zoo.ZooEntry("tiny-lstm", "Tiny LSTM", "test", zoo.recipe(
+        "lstm", data=str(text_file), config={"hidden": 16}, steps=6, batch_size=2, seq_len=16, seed=3, lr=1e-2))
+    with pytest.raises(zoo.ZooError, match="lr: 0.003 .the recipe: 0.01"):
+        zoo.adopt_entry(other, tmp_path / "run", tmp_path / "zoo3", log=None)
+    assert not (tmp_path / "zoo3").exists()
+    assert main(["zoo", "--rebuild", "--from-run", str(tmp_path / "run")]) == 2
+    assert "--from-run needs --rebuild and exactly one entry" in capsys.readouterr().err
+
+
 def test_build_entry_word_problem_records_accuracy_by_length(tmp_path):
     run = zoo.recipe("lstm", data="word-problem:Z5:8", config={"hidden": 8}, steps=3, batch_size=4, seq_len=8)
     entry = zoo.ZooEntry("tiny-wp", "wp", "test", run, eval_lengths=(2, 4, 16))

@@ -25,6 +25,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch CPU threads for training (default: torch's choice)")
     p.add_argument("--progress", action="store_true", help="show a tqdm bar per entry")
+    p.add_argument("--from-run", metavar="CHECKPOINT",
+                   help="with --rebuild and one --only NAME: write NAME from this finished run instead of training "
+                   "it again (e.g. seed 0 of the converged campaign, runs/converged/.../ckpt); refused unless the "
+                   "run is the entry's recipe")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,6 +48,15 @@ def run(args: argparse.Namespace) -> int:
                 f"{k} at length {n}" for n, k in curriculum)) if curriculum else ""
             print(f"{e.name}: {r.kind} on {r.data}, {budget}, config {r.model_overrides}, {r.steps} steps x "
                   f"{r.batch_size} x {r.seq_len}, lr {r.lr}, seed {r.seed}{cur}")
+        return 0
+    if args.from_run is not None:
+        names = [n for n in (args.only or "").split(",") if n.strip()]
+        if not args.rebuild or len(names) != 1:
+            raise ValueError("--from-run needs --rebuild and exactly one entry in --only")
+        entry = zoo.entries(names)[0]
+        if args.steps_scale != 1.0:
+            raise ValueError("--from-run adopts the run as trained: drop --steps-scale")
+        print(f"wrote {zoo.adopt_entry(entry, args.from_run, out_dir)}")
         return 0
     if args.rebuild:
         paths = zoo.rebuild(args.only, steps_scale=args.steps_scale, out_dir=out_dir, progress_bar=args.progress)
