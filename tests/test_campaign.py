@@ -224,3 +224,15 @@ def test_the_report_folder_is_not_touched_by_a_refused_call(tmp_path):
     os.chdir(tmp_path)
     assert main(["report", "--converged", "--lr", "0.1"]) == 2
     assert not (tmp_path / "runs").exists()
+
+
+def test_outside_ratios_beside_ours_with_the_caveat():
+    from geomlab.report.render import outside_ratios
+
+    row = {"paper": {"ppl_ratio": 1.11}, "char_ppl_ratio": 2 ** 0.05, "test_gap": 0.05, "test_gap_ci95": 0.02}
+    text = "\n".join(outside_ratios(row))
+    assert "| ours | 1.035 (95% CI 1.021 to 1.050)" in text
+    for v in ("1.11", "1.23", "1.40", "1.45", "1.43"):
+        assert f"| {v} |" in text
+    assert "not the paper's quantity" in text
+    assert "| ours | — |" in "\n".join(outside_ratios({"paper": {"ppl_ratio": 1.11}}))
