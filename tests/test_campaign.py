@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from geomlab.cli import main
 from geomlab.report import campaign as cp
 from geomlab.report.protocol import COMPARISONS
-from geomlab.report.render import render_markdown
+from geomlab.report.render import converged_comparison, render_markdown
 
 
 def tiny(text_file, **kw) -> cp.Campaign:
@@ -236,3 +236,26 @@ def test_outside_ratios_beside_ours_with_the_caveat():
         assert f"| {v} |" in text
     assert "not the paper's quantity" in text
     assert "| ours | — |" in "\n".join(outside_ratios({"paper": {"ppl_ratio": 1.11}}))
+
+
+def test_unigram_bpc_is_the_cross_entropy_of_character_frequencies(text_file):
+    """Against an independent count: the valid split's mean -log2 of the train split's smoothed frequencies;
+    a model is flagged when its valid BPC ends within 0.15 bits of it."""
+    from collections import Counter
+
+    from geomlab.zoo import make_task
+
+    task = make_task(str(text_file))
+    train, valid = task.tokens("train").tolist(), task.tokens("valid").tolist()
+    n = Counter(train)
+    total = len(train) + task.vocab_size
+    expected = -sum(math.log2((n[t] + 1) / total) for t in valid) / len(valid)
+    assert cp.unigram_bpc(task) == pytest.approx(expected, rel=1e-9)
+    row = {"label": "A", "kind": "lstm", "baseline": True, "near_unigram": True, "tuning": [], "status": "",
+           "tuning_steps": 1, "seeds": [], "valid_mean": None, "valid_std": None, "test_mean": None,
+           "test_std": None}
+    comp = {"title": "t", "corpus": "c", "split": "", "claim": "", "note": "", "unigram_bpc": 4.5, "rows": [row]}
+    assert "**Did not train: A ended within 0.15 bits of the unigram (4.500 valid BPC)" in "\n".join(
+        converged_comparison(comp))
+    row["near_unigram"] = False
+    assert "Every model trained" in "\n".join(converged_comparison(comp))

@@ -351,6 +351,21 @@ def work(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = Non
 
 
 # ------------------------------------------------------------------------------------------ the results
+def unigram_bpc(task) -> float | None:
+    """Cross-entropy in bits per character of the valid split under the training split's character
+    frequencies (add-one smoothed): what a model that learned nothing but the unigram scores. ``None`` for a
+    task without token splits. Source: design choice (the "did it train?" line of issue 20)."""
+    import torch
+
+    try:
+        train, valid = task.tokens("train"), task.tokens("valid")
+    except (AttributeError, KeyError, ValueError):
+        return None
+    counts = torch.bincount(train, minlength=task.vocab_size).double() + 1.0
+    logp = torch.log2(counts / counts.sum())
+    return float(-logp[valid].mean())
+
+
 def curve(outcome: dict[str, Any], batch_size: int, seq_len: int) -> list[tuple[int, float, float]]:
     """``[(step, training seconds, valid BPC)]`` of a run's validations (the periodic ones and the final one).
     Training seconds at a step are summed from the logged intervals (tokens / tokens-per-second of each
@@ -502,11 +517,15 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
         try:
             from geomlab.zoo import make_task
 
-            split = make_task(campaign.task_string(comp)).spec().get("split_rule", "")
+            task = make_task(campaign.task_string(comp))
+            split, unigram = task.spec().get("split_rule", ""), unigram_bpc(task)
         except ValueError:  # the corpus is not on this machine: the table still renders
-            split = ""
+            split, unigram = "", None
+        for r in rows:  # "every baseline trains": a model within 0.15 bits of the unigram learned nothing else
+            r["near_unigram"] = bool(unigram is not None and r.get("valid_mean") is not None
+                                     and r["valid_mean"] > unigram - 0.15)
         comps.append({"key": comp.key, "title": comp.title, "corpus": comp.corpus, "claim": comp.claim,
-                      "note": comp.note, "split": split, "steps": campaign.full_steps(comp.key), "rows": rows})
+                      "note": comp.note, "split": split, "unigram_bpc": unigram, "steps": campaign.full_steps(comp.key), "rows": rows})
     for f in store.root.glob("**/outcome.json"):
         try:
             cpu += float(json.loads(f.read_text(encoding="utf-8")).get("cpu_s") or 0.0)

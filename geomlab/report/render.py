@@ -340,6 +340,13 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
         lines.append(f"| {r['label']} | {r['status']} | {r.get('lr', '—')} | {wu} | {tune} | "
                      f"{_f(r.get('late_gain'))} | {ets} |")
     lines.append("")
+    stuck = [r["label"] for r in c["rows"] if r.get("near_unigram")]
+    if stuck:
+        lines += [f"**Did not train: {', '.join(stuck)} ended within 0.15 bits of the unigram "
+                  f"({_f(c.get('unigram_bpc'))} valid BPC): a broken recipe, so no gap against "
+                  f"{'it' if len(stuck) == 1 else 'them'} means anything.**", ""]
+    elif c.get("unigram_bpc") is not None:
+        lines += [f"Every model trained: all end well below the unigram's {_f(c['unigram_bpc'])} valid BPC.", ""]
     for r in c["rows"]:
         if (r.get("paper") or {}).get("ppl_ratio") is not None:
             lines += outside_ratios(r)
