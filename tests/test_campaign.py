@@ -211,7 +211,8 @@ def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--converged", "--steps", "5"], "--converged has its own protocol: drop --steps"),
-    (["--collect"], "--collect and --max-jobs go with --converged"),
+    (["--collect"], "--collect, --max-jobs and --device go with --converged"),
+    (["--device", "cuda"], "--collect, --max-jobs and --device go with --converged"),
     (["--converged", "--collect", "--only", "word-problem"], "unknown comparisons"),
 ])
 def test_cli_refuses_mixed_options(tmp_path, capsys, argv, message):
@@ -259,3 +260,20 @@ def test_unigram_bpc_is_the_cross_entropy_of_character_frequencies(text_file):
         converged_comparison(comp))
     row["near_unigram"] = False
     assert "Every model trained" in "\n".join(converged_comparison(comp))
+
+
+def test_the_zoo_models_train_one_seed_after_tuning(tmp_path, text_file):
+    """The zoo's extra models (no baseline) get the same tuning and one full-budget seed; the report renders
+    them without a gap."""
+    plan = tiny(text_file, steps=(("zoo-ts", 8),))
+    store = cp.RunStore(tmp_path)
+    comp = cp.ZOO_TS
+    for arm in comp.arms:
+        for _ in range(3):
+            for j in cp.tuning_state(plan, store, comp, arm)[0]:
+                _fake_outcome(store, j, {1e-3: 3.0, 3e-3: 2.0, 1e-2: 2.5, 3e-2: 2.9}[j.lr])
+    full = list(cp.jobs(plan, store))
+    assert len(full) == 4 and {(j.phase, j.lr, j.seed) for j in full} == {("full", 3e-3, 0)}
+    results = cp.collect(plan, store)
+    assert results["progress"] == {"done": 16, "planned": 20, "cpu_hours": 0.0}
+    assert "Not a comparison" in render_markdown(results)

@@ -66,6 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collect", action="store_true",
                    help="--converged: train nothing, write the report of the runs finished in --store")
     p.add_argument("--max-jobs", type=int, metavar="N", help="--converged: stop this worker after N runs")
+    p.add_argument("--device", metavar="DEVICE", help="--converged: the worker's device (auto: CUDA, then MPS, "
+                   "then CPU; several workers may share one GPU)")
     p.add_argument("--from-json", nargs="+", metavar="RESULTS_JSON",
                    help="train nothing: write the report from saved results.json files (several are merged, "
                    "e.g. sections run in parallel with --only)")
@@ -80,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(int(args.threads))
     if args.converged:
         return _converged(args)
-    if args.collect or args.max_jobs is not None:
-        raise ValueError("--collect and --max-jobs go with --converged")
+    if args.collect or args.max_jobs is not None or args.device is not None:
+        raise ValueError("--collect, --max-jobs and --device go with --converged")
     if args.from_json:
         import json
         from pathlib import Path
@@ -157,7 +159,9 @@ def _converged(args: argparse.Namespace) -> int:
     plan.comparisons(only)  # unknown keys: one line, before anything runs
     store = campaign.RunStore(args.store)
     if not args.collect:
-        n = campaign.work(plan, store, only, max_jobs=args.max_jobs)
+        from geomlab.runs import check_device
+
+        n = campaign.work(plan, store, only, max_jobs=args.max_jobs, device=check_device(args.device or "auto"))
         print(f"[converged] this worker finished {n} run(s)")
     results = campaign.collect(plan, store, only)
     path = write_report(results, args.out, png=not args.no_png)

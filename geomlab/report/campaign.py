@@ -30,6 +30,18 @@ from typing import Any, Callable, Iterator
 
 from geomlab.report.protocol import COMPARISONS, Arm, Comparison, ReportError
 
+#: The bundled language models no comparison trains (issue 20, item 4: the zoo retrained with the converged
+#: recipe): tuned like every arm, one seed. The zoo's OSM-RNN, LSTM, OSMFormer O(d) and Transformer are the
+#: seed-0 runs of ``ts-50k`` and ``ts-100k`` (same budgets and corpus).
+ZOO_TS = Comparison(
+    "zoo-ts", "Tiny Shakespeare, the zoo's other models (one seed each; not a comparison)", "tinyshakespeare",
+    (Arm("OSMFormer U(d), linear mixing", "osmformer", 91_000, {"group": "U", "mixing": "linear"}),
+     Arm("OSMFormer torus T^d, linear mixing", "osmformer", 91_000, {"group": "T", "mixing": "linear"}),
+     Arm("CEM T=2, shared diagonal, ~100K", "cem", 100_000, {"recursion_steps": 2, "diagonal": "shared"}),
+     Arm("Grassmann, no position table, ~100K", "grassmann", 100_000, {"positions": "none"})),
+    note="The bundled checkpoints' recipes: each model at its zoo budget, tuned by the campaign's rule.")
+_ALL = {**COMPARISONS, ZOO_TS.key: ZOO_TS}
+
 
 @dataclass(frozen=True)
 class Campaign:
@@ -41,11 +53,13 @@ class Campaign:
     tried. warmups: warm-up fractions tried per comparison (``(key, fractions)``; default :attr:`warmup`):
     "where it matters" (post-norm blocks, docs/grassmann.md). max_widen: half-decades added per side at most.
     eval_every: validation and checkpoint period of every run (the learning curves). lr_bounds: no lr is tried
-    outside these. corpus_override: a text file read instead of every corpus (tests)."""
+    outside these. corpus_override: a text file read instead of every corpus (tests). seed_counts: comparisons
+    trained on fewer seeds (``(key, n)``: the first n of :attr:`seeds`; the zoo's extra models)."""
 
     name: str = "converged"
     steps: tuple[tuple[str, int], ...] = (("ts-50k", 10_000), ("grassmann-200k", 5_000), ("cem-200k", 5_000),
-                                          ("ts-100k", 10_000), ("ptb-100k", 10_000), ("ts-scaling", 5_000))
+                                          ("ts-100k", 10_000), ("ptb-100k", 10_000), ("zoo-ts", 10_000),
+                                          ("ts-scaling", 5_000))
     tune_fraction: float = 0.2
     batch_size: int = 32
     seq_len: int = 128
@@ -57,6 +71,7 @@ class Campaign:
     eval_every: int = 500
     lr_bounds: tuple[float, float] = (1e-5, 0.5)
     corpus_override: str | None = None
+    seed_counts: tuple[tuple[str, int], ...] = (("zoo-ts", 1),)
 
     def comparisons(self, only: tuple[str, ...] | None = None) -> list[Comparison]:
         """The comparisons in campaign order (``only``: keys kept). :class:`ReportError` for an unknown key."""
@@ -64,7 +79,10 @@ class Campaign:
         bad = [k for k in (only or ()) if k not in keys]
         if bad:
             raise ReportError(f"unknown comparisons {bad}; the converged campaign has {', '.join(keys)}")
-        return [COMPARISONS[k] for k in keys if not only or k in only]
+        return [_ALL[k] for k in keys if not only or k in only]
+
+    def seeds_for(self, key: str) -> tuple[int, ...]:
+        return self.seeds[:dict(self.seed_counts).get(key, len(self.seeds))]
 
     def full_steps(self, key: str) -> int:
         return dict(self.steps)[key]
@@ -81,6 +99,7 @@ class Campaign:
                 "lr_grid": list(self.lr_grid), "warmup": self.warmup,
                 "warmups": {k: list(v) for k, v in self.warmups}, "max_widen": self.max_widen,
                 "eval_every": self.eval_every, "lr_bounds": list(self.lr_bounds),
+                "seed_counts": dict(self.seed_counts),
                 "corpus_override": self.corpus_override}
 
     def task_string(self, comp: Comparison) -> str:
@@ -250,7 +269,7 @@ def jobs(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = Non
             yield from pending
             if best is None:
                 continue
-            for seed in campaign.seeds:
+            for seed in campaign.seeds_for(comp.key):
                 j = Job(comp, arm, "full", best[0], best[1], seed, campaign.full_steps(comp.key))
                 if store.outcome(j) is None:
                     yield j
@@ -418,7 +437,7 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     steps = campaign.full_steps(comp.key)
     row: dict[str, Any] = {
         "label": arm.label, "kind": arm.kind, "baseline": arm.baseline, "paper": dict(arm.paper),
-        "budget": arm.budget, "planned_seeds": list(campaign.seeds), "seeds": [], "valid": [], "test": [],
+        "budget": arm.budget, "planned_seeds": list(campaign.seeds_for(comp.key)), "seeds": [], "valid": [], "test": [],
         "tokens_per_s": [], "train_time_s": [], "cpu_s": [], "curves": [], "failed_seeds": [],
         "tuning": [{"lr": lr, "warmup": wu, "valid": v} for lr, wu, v in sorted(tuning)],
         "tuning_steps": campaign.tune_steps(comp.key), "tuning_note": note, "steps": steps}
@@ -426,7 +445,7 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
         row["lr"], row["warmup"] = best
         row["lr_sweep"] = {str(lr): v for lr, wu, v in sorted(tuning) if wu == best[1]}
     first = None
-    for seed in campaign.seeds if best is not None else ():
+    for seed in campaign.seeds_for(comp.key) if best is not None else ():
         job = Job(comp, arm, "full", best[0], best[1], seed, steps)
         o = store.outcome(job)
         if o is None:
@@ -457,13 +476,13 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
             gains.append(early - pts[-1][1])
     row["late_gain"] = mean(gains)
     row["trace_ms"] = _trace_ms(store, first) if first else None
-    n_tune = len(tuning) + len(pending)
+    n_tune = row["tuning_planned"] = len(tuning) + len(pending)
     if pending:
         row["status"] = f"tuning: {len(tuning)} of {n_tune} short runs"
     elif best is None:
         row["status"] = "tuning failed: " + note
     else:
-        row["status"] = (f"{len(row['seeds'])} of {len(campaign.seeds)} seeds finished"
+        row["status"] = (f"{len(row['seeds'])} of {len(row['planned_seeds'])} seeds finished"
                          + (f", {len(row['failed_seeds'])} diverged" if row["failed_seeds"] else ""))
     return row
 
@@ -509,10 +528,10 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
     for comp in campaign.comparisons(only):
         rows = [arm_row(campaign, store, comp, arm) for arm in comp.arms]
         compare_to_baseline(rows)
-        base = next(r for r in rows if r["baseline"])
+        base = next((r for r in rows if r["baseline"]), None)
         for r in rows:
-            r["equal_time"] = equal_time(r, base)
-            planned += max(len(r["tuning"]), 1) + len(campaign.seeds)
+            r["equal_time"] = equal_time(r, base) if base else None
+            planned += r["tuning_planned"] + len(r["planned_seeds"])
             done += len([t for t in r["tuning"]]) + len(r["seeds"]) + len(r["failed_seeds"])
         try:
             from geomlab.zoo import make_task

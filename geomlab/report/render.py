@@ -134,6 +134,8 @@ def verdict(c: dict[str, Any]) -> str:
     when the baseline's tuned learning rate sits at the edge of the lr grid."""
     rows = c["rows"]
     base = next((r for r in rows if r["baseline"]), None)
+    if base is None and not any(r["baseline"] for r in rows) and c.get("key") == "zoo-ts":
+        return "_Not a comparison: the zoo's models, each on its own._"
     if base is None or base.get("test_mean") is None:
         return "_No baseline result, so no gap can be stated._"
     out = []
