@@ -277,3 +277,11 @@ def test_the_zoo_models_train_one_seed_after_tuning(tmp_path, text_file):
     results = cp.collect(plan, store)
     assert results["progress"] == {"done": 16, "planned": 20, "cpu_hours": 0.0}
     assert "Not a comparison" in render_markdown(results)
+
+
+def test_late_arms_come_after_every_other_run(tmp_path, text_file):
+    plan = tiny(text_file, steps=(("ts-100k", 8), ("ts-50k", 8)))
+    order = [(j.comp.key, j.arm.label) for j in cp.jobs(plan, cp.RunStore(tmp_path))]
+    late = ("ts-100k", "OSMFormer O(d), identity mixing")
+    assert order[-4:] == [late] * 4 and late not in order[:-4]
+    assert order[0][0] == "ts-100k" and ("ts-50k", "LSTM") in order[:-4]
