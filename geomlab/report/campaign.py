@@ -431,6 +431,10 @@ def _trace_ms(store: RunStore, job: Job, length: int = 128) -> float | None:
         return None
 
 
+def _tuning_jobs(campaign: Campaign, comp: Comparison, arm: Arm, tuning) -> list[Job]:
+    return [Job(comp, arm, "tune", lr, wu, campaign.seeds[0], campaign.tune_steps(comp.key)) for lr, wu, _ in tuning]
+
+
 def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> dict[str, Any]:
     """One table row of the campaign: the tuning so far (``tuning``, ``lr``/``warmup`` once decided,
     ``lr_sweep`` at the winning warm-up, ``tuning_note``), each finished seed's full-budget numbers, the
@@ -482,6 +486,14 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     row["late_gain"] = mean(gains)
     row["trace_ms"] = _trace_ms(store, first) if first else None
     n_tune = row["tuning_planned"] = len(tuning) + len(pending)
+    # CPU seconds per step of this arm, from any finished run (tuning runs give it early): the time left
+    rates = [o["cpu_s"] / o["steps"] for j in _tuning_jobs(campaign, comp, arm, tuning) + ([
+        Job(comp, arm, "full", best[0], best[1], s, steps) for s in row["planned_seeds"]] if best else [])
+        if (o := store.outcome(j)) and o.get("cpu_s") and o.get("status") == "done"]
+    left = len(pending) * campaign.tune_steps(comp.key) + (len(row["planned_seeds"]) - len(row["seeds"])
+                                                           - len(row["failed_seeds"])) * steps
+    row["cpu_s_per_step"] = sum(rates) / len(rates) if rates else None
+    row["cpu_hours_left"] = row["cpu_s_per_step"] * left / 3600 if rates else None
     if pending:
         row["status"] = f"tuning: {len(tuning)} of {n_tune} short runs"
     elif best is None:
@@ -555,9 +567,13 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
             cpu += float(json.loads(f.read_text(encoding="utf-8")).get("cpu_s") or 0.0)
         except (OSError, ValueError):
             pass
+    rows = [r for c in comps for r in c["rows"]]
+    left = [r["cpu_hours_left"] for r in rows if r["cpu_hours_left"] is not None]
     return {"kind": "converged", "protocol": campaign.to_dict(),
             "started": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "progress": {"done": done, "planned": planned, "cpu_hours": round(cpu / 3600, 2)},
+            "progress": {"done": done, "planned": planned, "cpu_hours": round(cpu / 3600, 2),
+                         "cpu_hours_left_timed": round(sum(left), 1),
+                         "untimed_arms": sum(r["cpu_hours_left"] is None for r in rows)},
             "machine": {"device": "cuda" if torch.cuda.is_available() else "cpu", "torch": torch.__version__,
                         "python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
             "comparisons": comps, "word_problem": None}
