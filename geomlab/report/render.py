@@ -332,7 +332,8 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
     convergence, and the comparison at equal training time."""
     lines = comparison_section(c, {"lr": "—"})
     lines += [f"| model | status | lr | warm-up | tuning ({c['rows'][0]['tuning_steps']:,} steps, seed 0) | "
-              "last 20% | equal-time valid BPC (vs baseline) |", "|---|---|---|---|---|---|---|"]
+              "test BPC, 95% CI of the mean | last 20% | equal-time valid BPC (vs baseline) |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in c["rows"]:
         tune = ", ".join(f"{t['lr']:g}" + (f"/{t['warmup']:.0%}" if len({x['warmup'] for x in r['tuning']}) > 1
                                            else "") + f" → {_f(t['valid'])}" for t in r["tuning"]) or "—"
@@ -342,7 +343,9 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
         ets = (f"{et['valid']:.3f} vs {et['baseline_valid']:.3f} ({et['gap']:+.3f}) at {et['seconds'] / 60:.0f} min"
                if et else "—")
         wu = f"{r['warmup']:.0%}" if r.get("warmup") is not None else "—"
-        lines.append(f"| {r['label']} | {r['status']} | {r.get('lr', '—')} | {wu} | {tune} | "
+        ci = (f"{r['test_mean']:.3f} ± {r['test_ci95']:.3f}" if r.get("test_ci95") is not None
+              else _f(r.get("test_mean")))
+        lines.append(f"| {r['label']} | {r['status']} | {r.get('lr', '—')} | {wu} | {tune} | {ci} | "
                      f"{_f(r.get('late_gain'))} | {ets} |")
     lines.append("")
     stuck = [r["label"] for r in c["rows"] if r.get("near_unigram")]
