@@ -296,7 +296,8 @@ class Trainer:
         """Resume a run from a checkpoint written by :meth:`run` (it must hold the training state).
 
         ``out`` defaults to the checkpoint's own stem; ``overrides`` change config values (e.g. ``steps`` to
-        extend a run: the cosine schedule then differs from an uninterrupted run). Raises
+        extend a run: the cosine schedule then differs from an uninterrupted run; each change is kept on the card
+        as ``resumed_with``: ``[{"step": STEP, KEY: VALUE, ...}]``). Raises
         :class:`geomlab.checkpoint.CheckpointError` if the checkpoint has no training state or its
         vocabulary differs from the task's.
         """
@@ -325,6 +326,10 @@ class Trainer:
         # evaluation results belong to the step they were measured at: do not carry them over
         card = {k: v for k, v in c.card.items()
                 if not k.startswith(("valid_", "test_")) and k != "eval_protocol"}
+        changed = {k: v for k, v in (overrides or {}).items() if (c.train_config or {}).get(k) != v}
+        if changed:  # the card keeps every change made on resumption (a zoo adoption refuses weight changes)
+            card["resumed_with"] = list(card.get("resumed_with") or []) + [
+                {"step": int(c.train_state["json"].get("step", 0)), **changed}]
         trainer = cls(c.model, task, TrainConfig.from_dict(cfg), out=out, card=card, **kwargs)
         trainer._restore(c)
         return trainer

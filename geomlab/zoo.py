@@ -323,6 +323,13 @@ def adopt_entry(entry: ZooEntry, run_dir: str | Path, out_dir: str | Path = ZOO_
         diffs.append(f"task {card.get('corpus')!r} (the recipe: {r.data!r})")
     if card.get("steps") != r.steps or "test_bpc" not in card and "test_accuracy" not in card:
         diffs.append(f"the run stopped at step {card.get('steps')} of {r.steps}, or has no final evaluation")
+    changed = [f"{k} at step {ch['step']}" for ch in card.get("resumed_with") or [] for k in ch
+               if k in _WEIGHT_KEYS]
+    if changed:
+        diffs.append(f"it was resumed with other training values ({', '.join(changed)})")
+    proto = card.get("eval_protocol") or {}
+    if "test_bpc" in card and (proto.get("splits") != "full" or proto.get("stride") not in (None, r.seq_len)):
+        diffs.append(f"its final evaluation was not the full splits in windows of {r.seq_len} ({proto})")
     if diffs:
         raise ZooError(f"{Path(run_dir).name} is not {entry.name}'s recipe: " + "; ".join(diffs[:3]))
     metrics = {k: v for k, v in card.items() if k.startswith(("valid_", "test_"))}

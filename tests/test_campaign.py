@@ -92,6 +92,19 @@ def test_tuning_stops_widening_and_says_so(tmp_path, text_file):
     assert dict(((lr, v) for lr, _, v in results))[3e-2] is None
 
 
+def test_an_arm_whose_every_lr_diverged_plans_no_seeds(tmp_path, text_file):
+    plan = tiny(text_file, steps=(("ts-50k", 8),))
+    store = cp.RunStore(tmp_path)
+    comp = COMPARISONS["ts-50k"]
+    for arm in comp.arms:
+        for j in cp.tuning_state(plan, store, comp, arm)[0]:
+            _fake_outcome(store, j, None)
+    results = cp.collect(plan, store)
+    assert results["progress"]["done"] == results["progress"]["planned"] == 8
+    assert results["progress"]["untimed_arms"] == 0
+    assert all(r["status"].startswith("tuning failed") for r in results["comparisons"][0]["rows"])
+
+
 def test_warmup_dimension_where_it_matters(tmp_path, text_file):
     plan = tiny(text_file)
     store = cp.RunStore(tmp_path)
@@ -108,18 +121,58 @@ def test_unknown_comparison_is_refused(text_file):
 
 
 # ------------------------------------------------------------------------------------------ the store
-def test_locks_keep_two_workers_apart_and_a_dead_lock_is_taken(tmp_path, text_file):
+def test_locks_keep_two_workers_apart_and_die_with_their_worker(tmp_path, text_file):
+    """A lock held by another live process keeps the job from this one; when that process is killed (no
+    clean-up at all) the job is free again; a finished job is never taken."""
     plan = tiny(text_file)
     store = cp.RunStore(tmp_path)
     job = next(cp.jobs(plan, store))
     assert store.acquire(job) and store.held(job)
-    assert not store.acquire(job)  # a second worker (here: the same process) cannot take it
+    other = cp.RunStore(tmp_path)  # a second worker's view (same process: separate open files)
+    assert other.held(job) and not other.acquire(job)
     store.release(job)
-    assert not store.held(job)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    import socket
-    (store.folder(job) / "lock").write_text(f"{socket.gethostname()} {dead.stdout.strip()} 0")
+    assert not other.held(job)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from geomlab.report import campaign as cp; "
+        "from geomlab.report.protocol import COMPARISONS as C; "
+        f"s = cp.RunStore({str(tmp_path)!r}); c = C['ts-50k']; "
+        f"j = cp.Job(c, c.arms[0], 'tune', {job.lr!r}, {job.warmup!r}, 0, {job.steps!r}); "
+        "print(s.acquire(j), flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "True"
+        assert store.held(job) and not store.acquire(job)
+    finally:
+        holder.kill()
+        holder.wait()
     assert not store.held(job) and store.acquire(job)
+    store.release(job)
+    _fake_outcome(store, job, 2.0)
+    assert not store.acquire(job)  # finished meanwhile: not taken
+
+
+def test_a_gpu_run_resumes_on_the_worker_device(tmp_path, text_file):
+    """A run whose checkpoint says cuda (started on a GPU machine) goes on with the worker's device, and a
+    job that raises does not stop the worker."""
+    from geomlab import checkpoint as ckpt
+    from geomlab import runs
+    from geomlab.zoo import make_task
+
+    plan = tiny(text_file, steps=(("ts-50k", 8),))
+    store = cp.RunStore(tmp_path)
+    job = next(cp.jobs(plan, store))
+    built = runs.build(cp.job_spec(plan, job), task=make_task(str(text_file)), out=store.folder(job) / "ckpt")
+    built.trainer.add_callback(lambda p: built.trainer.stop() if p.event == "eval" else None)
+    built.trainer.run()
+    meta = json.loads((store.folder(job) / "ckpt" / ckpt.META_FILE).read_text())
+    meta["train_config"]["device"] = "cuda"
+    (store.folder(job) / "ckpt" / ckpt.META_FILE).write_text(json.dumps(meta))
+    broken = next(j for j in cp.jobs(plan, store) if j.key != job.key)
+    (store.folder(broken) / "ckpt").mkdir(parents=True)
+    (store.folder(broken) / "ckpt" / "config.json").write_text("{not json")
+    logs = []
+    cp.work(plan, store, log=logs.append, max_jobs=2, device="cpu")
+    assert store.outcome(job)["status"] == "done"
+    assert store.outcome(broken) is None and any("not trained" in m and broken.key in m for m in logs)
 
 
 def test_a_stopped_run_resumes_to_the_same_numbers(tmp_path, text_file):
@@ -168,6 +221,15 @@ def test_equal_time_compares_at_the_shorter_training_time():
     assert cp.equal_time(fast, fast) is None
 
 
+def test_equal_time_keeps_every_seed_at_its_own_time():
+    """Seeds of different lengths: each is compared at its own shorter time, so none drops out."""
+    fast = {"seeds": [0, 1, 2], "curves": [[(4, 50.0, 3.0), (8, t, 2.5)] for t in (100.0, 101.0, 102.0)]}
+    slow = {"seeds": [0, 1, 2], "curves": [[(4, 100.0, 2.8), (8, 200.0, 2.2)]] * 3}
+    et = cp.equal_time(slow, fast)
+    assert et["seeds"] == 3 and et["seconds"] == pytest.approx(101.0)
+    assert et["valid"] == pytest.approx(2.8 - 0.6 * 1 / 100)  # mean of 2.8, 2.794, 2.788 and et["baseline_valid"] == 2.5
+
+
 @pytest.mark.slow
 def test_a_tiny_campaign_end_to_end(tmp_path, text_file):
     """Two workers' worth of jobs through :func:`work`, then :func:`collect` and the Markdown: every arm tuned
@@ -203,6 +265,7 @@ def test_a_tiny_campaign_end_to_end(tmp_path, text_file):
 # ------------------------------------------------------------------------------------------ command line
 def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
     out = tmp_path / "conv" / "results.md"
+    (tmp_path / "store").mkdir()
     rc = main(["report", "--converged", "--collect", "--store", str(tmp_path / "store"), "--corpus-file",
                str(text_file), "--only", "ts-50k", "--out", str(out), "--no-png"])
     assert rc == 0
@@ -216,6 +279,9 @@ def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
     (["--collect"], "--collect, --max-jobs and --device go with --converged"),
     (["--device", "cuda"], "--collect, --max-jobs and --device go with --converged"),
     (["--converged", "--collect", "--only", "word-problem"], "unknown comparisons"),
+    (["--converged", "--collect", "--only", ","], "--only needs at least one comparison key"),
+    (["--converged", "--max-jobs", "0"], "--max-jobs must be >= 1"),
+    (["--converged", "--collect"], "is not a folder of campaign runs (nothing to collect)"),
 ])
 def test_cli_refuses_mixed_options(tmp_path, capsys, argv, message):
     assert main(["report", *argv, "--store", str(tmp_path / "s"), "--out", str(tmp_path / "r.md")]) == 2

@@ -128,6 +128,12 @@ def test_build_entry_lm_writes_a_loadable_card(tmp_path, tiny_text):
     assert "tiny-lstm" in zoo.format_card(cards[0])
 
 
+def make_task_for(path):
+    from geomlab.zoo import make_task
+
+    return make_task(str(path))
+
+
 def test_adopt_entry_takes_a_finished_run_of_the_recipe_only(tmp_path, tiny_text, capsys):
     """A finished run of the entry's recipe becomes the entry (same weights and numbers as training the entry
     itself, which the same seed reproduces); a run of another lr, or one stopped early, is refused with the
@@ -151,6 +157,22 @@ def test_adopt_entry_takes_a_finished_run_of_the_recipe_only(tmp_path, tiny_text
     with pytest.raises(zoo.ZooError, match="lr: 0.003 .the recipe: 0.01"):
         zoo.adopt_entry(other, tmp_path / "run", tmp_path / "zoo3", log=None)
     assert not (tmp_path / "zoo3").exists()
+    # resumed with another lr part-way: the final config is the recipe's, the weights are not
+    from geomlab.train import Trainer
+
+    part = runs.build(zoo.recipe("lstm", data=str(text_file), config={"hidden": 16}, steps=6, batch_size=2,
+                                 seq_len=16, seed=3, eval_every=3, lr=0.1), out=tmp_path / "mixed").trainer
+    part.add_callback(lambda p: part.stop() if p.event == "eval" else None)
+    part.run()
+    Trainer.from_checkpoint(tmp_path / "mixed", make_task_for(text_file), overrides={"lr": 3e-3}).run()
+    with pytest.raises(zoo.ZooError, match="resumed with other training values .lr at step 3"):
+        zoo.adopt_entry(entry, tmp_path / "mixed", tmp_path / "zoo4", log=None)
+    strided = zoo.recipe("lstm", data=str(text_file), config={"hidden": 16}, steps=6, batch_size=2, seq_len=16,
+                         seed=3, eval_every=0)
+    strided.train["eval_stride"] = 4
+    runs.build(strided, out=tmp_path / "strided").trainer.run()
+    with pytest.raises(zoo.ZooError, match="not the full splits in windows of 16"):
+        zoo.adopt_entry(entry, tmp_path / "strided", tmp_path / "zoo5", log=None)
     assert main(["zoo", "--rebuild", "--from-run", str(tmp_path / "run")]) == 2
     assert "--from-run needs --rebuild and exactly one entry" in capsys.readouterr().err
 

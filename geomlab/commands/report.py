@@ -155,8 +155,20 @@ def _converged(args: argparse.Namespace) -> int:
         from dataclasses import replace
 
         plan = replace(plan, corpus_override=args.corpus_file)
-    only = tuple(k.strip() for k in args.only.split(",") if k.strip()) if args.only else None
+    only = None
+    if args.only is not None:
+        only = tuple(k.strip() for k in args.only.split(",") if k.strip())
+        if not only:
+            raise ValueError("--only needs at least one comparison key")
     plan.comparisons(only)  # unknown keys: one line, before anything runs
+    if args.max_jobs is not None and args.max_jobs < 1:
+        raise ValueError(f"--max-jobs must be >= 1, got {args.max_jobs}")
+    from pathlib import Path
+
+    if args.collect and not Path(args.store).is_dir():
+        raise ValueError(f"--store {args.store} is not a folder of campaign runs (nothing to collect)")
+    if Path(args.store).exists() and not Path(args.store).is_dir():
+        raise ValueError(f"--store {args.store} is a file, not a folder")
     store = campaign.RunStore(args.store)
     if not args.collect:
         from geomlab.runs import check_device

@@ -18,6 +18,7 @@ it could not. Then every seed trains the full budget at the winner. Source: desi
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -148,11 +149,13 @@ class Job:
 class RunStore:
     """A folder of campaign runs: ``ROOT/<job key>/`` holds the run's resumable checkpoint (``ckpt/``, a
     :mod:`geomlab.checkpoint` folder), ``outcome.json`` once it finished (or diverged), ``cpu.json`` (process
-    CPU seconds so far) and, while a worker trains it, ``lock`` (host and pid). Raises ``OSError`` when the
+    CPU seconds so far) and ``lock``, which a worker training the run holds locked (``flock``: POSIX only;
+    workers on one machine, or on a file system whose ``flock`` spans machines). Raises ``OSError`` when the
     folder cannot be written."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
+        self._fds: dict[str, int] = {}  # the lock files this process holds, by job key
 
     def folder(self, job: Job) -> Path:
         return self.root / job.key
@@ -168,38 +171,46 @@ class RunStore:
             return None
 
     def held(self, job: Job) -> bool:
-        """Whether a live worker holds ``job`` (a lock whose process still runs on this host, or a lock from
-        another host written in the last 6 hours)."""
-        f = self.folder(job) / "lock"
+        """Whether a live worker holds ``job``: an advisory lock (``flock``) on its ``lock`` file, which the
+        system drops when the holding process ends, however it ends (so no lock outlives its worker)."""
+        if job.key in self._fds:
+            return True
         try:
-            host, pid, stamp = f.read_text(encoding="utf-8").split()
-        except (OSError, ValueError):
+            fd = os.open(self.folder(job) / "lock", os.O_RDWR)
+        except OSError:
             return False
-        if host != socket.gethostname():
-            return time.time() - float(stamp) < 6 * 3600
         try:
-            os.kill(int(pid), 0)
-        except (OSError, ValueError):
-            return False
-        return True
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing also drops a lock taken just now
+        return False
 
     def acquire(self, job: Job) -> bool:
-        """Take ``job`` for this process (``False`` when a live worker holds it)."""
+        """Take ``job`` for this process: ``False`` when a live worker holds it, or when it finished meanwhile
+        (its ``outcome.json`` is there). The lock is held until :meth:`release` or the end of the process."""
         folder = self.folder(job)
         folder.mkdir(parents=True, exist_ok=True)
-        lock = folder / "lock"
-        if lock.exists() and not self.held(job):
-            lock.unlink(missing_ok=True)  # a dead worker's lock
+        fd = os.open(folder / "lock", os.O_CREAT | os.O_RDWR, 0o644)
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
             return False
-        with os.fdopen(fd, "w") as fh:
-            fh.write(f"{socket.gethostname()} {os.getpid()} {time.time():.0f}")
+        self._fds[job.key] = fd
+        if self.outcome(job) is not None:
+            self.release(job)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{socket.gethostname()} {os.getpid()} {time.time():.0f}\n".encode())  # for people only
         return True
 
     def release(self, job: Job) -> None:
-        (self.folder(job) / "lock").unlink(missing_ok=True)
+        fd = self._fds.pop(job.key, None)
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
     def cpu_so_far(self, job: Job) -> float:
         try:
@@ -319,7 +330,8 @@ def train_job(campaign: Campaign, store: RunStore, job: Job, task, log: Callable
 
     if (ckpt_dir / "config.json").is_file():
         log(f"[converged] {job.key}: resuming")
-        trainer = Trainer.from_checkpoint(ckpt_dir, task, out=ckpt_dir, callback=on_progress)
+        trainer = Trainer.from_checkpoint(ckpt_dir, task, out=ckpt_dir, callback=on_progress,
+                                          overrides={"device": device})  # a GPU run goes on on the CPU
     else:
         log(f"[converged] {job.key}: starting")
         trainer = runs.build(spec, task=task, out=ckpt_dir, callback=on_progress).trainer
@@ -349,16 +361,19 @@ def work(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = Non
          log: Callable[[str], None] = print, max_jobs: int | None = None, wait_s: float = 60.0,
          device: str = "auto") -> int:
     """A worker: train the next job no live worker holds, until none is left (waiting ``wait_s`` between looks
-    while other workers' tuning runs gate the rest), or ``max_jobs`` finished. Returns the jobs it finished.
+    while other workers' tuning runs gate the rest), or ``max_jobs`` finished. A job that raises (other than
+    a diverged run, which is an outcome) is logged and skipped by this worker. Returns the jobs it finished.
     Several workers (processes, machines sharing ``store``) split the campaign between them."""
     from geomlab.zoo import make_task
 
     tasks: dict[str, Any] = {}
     finished = 0
+    broken: set[str] = set()  # jobs that raised here: skipped for the rest of this worker's life
     while max_jobs is None or finished < max_jobs:
-        job = next((j for j in jobs(campaign, store, only) if not store.held(j) and store.acquire(j)), None)
+        job = next((j for j in jobs(campaign, store, only)
+                    if j.key not in broken and not store.held(j) and store.acquire(j)), None)
         if job is None:
-            if blocked(campaign, store, only):
+            if blocked(campaign, store, only) and not broken:
                 log(f"[converged] waiting {wait_s:.0f} s for other workers' tuning runs")
                 time.sleep(wait_s)
                 continue
@@ -369,6 +384,10 @@ def work(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = Non
                 tasks[name] = make_task(name)
             train_job(campaign, store, job, tasks[name], log, device)
             finished += 1
+        except Exception as exc:  # a bad checkpoint, a missing corpus...: say so, leave the run, go on
+            broken.add(job.key)
+            log(f"[converged] {job.key}: not trained ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+                "this worker skips it")
         finally:
             store.release(job)
     return finished
@@ -486,6 +505,8 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     row["late_gain"] = mean(gains)
     row["trace_ms"] = _trace_ms(store, first) if first else None
     n_tune = row["tuning_planned"] = len(tuning) + len(pending)
+    if not pending and best is None:  # every lr diverged: no seed will train
+        row["planned_seeds"] = []
     # CPU seconds per step of this arm, from any finished run (tuning runs give it early): the time left
     rates = [o["cpu_s"] / o["steps"] for j in _tuning_jobs(campaign, comp, arm, tuning) + ([
         Job(comp, arm, "full", best[0], best[1], s, steps) for s in row["planned_seeds"]] if best else [])
@@ -493,7 +514,7 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     left = len(pending) * campaign.tune_steps(comp.key) + (len(row["planned_seeds"]) - len(row["seeds"])
                                                            - len(row["failed_seeds"])) * steps
     row["cpu_s_per_step"] = sum(rates) / len(rates) if rates else None
-    row["cpu_hours_left"] = row["cpu_s_per_step"] * left / 3600 if rates else None
+    row["cpu_hours_left"] = row["cpu_s_per_step"] * left / 3600 if rates else (0.0 if left == 0 else None)
     if pending:
         row["status"] = f"tuning: {len(tuning)} of {n_tune} short runs"
     elif best is None:
@@ -505,27 +526,30 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
 
 
 def equal_time(row: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:
-    """The comparison at equal training time: at ``T`` = the shorter of the two rows' mean training times,
-    each row's validation BPC reached by then (interpolated on its curve, mean over the seeds both rows
-    finished) and the difference (row minus baseline, bits). ``None`` until both have a finished seed, or
-    when the slower model had not validated yet by then (its first validation is ``eval_every`` steps in)."""
+    """The comparison at equal training time: for each seed both rows finished, at ``T_s`` = the shorter of
+    the two runs' training times, each run's validation BPC reached by then (interpolated on its curve); the
+    means over those seeds and the difference (row minus baseline, bits), with ``seconds`` the mean ``T_s``.
+    ``None`` until both have a finished seed, or when the slower model had not validated yet by ``T_s`` on
+    any seed (its first validation is ``eval_every`` steps in)."""
     from geomlab.report.aggregation import mean
 
-    seeds = [s for s in row["seeds"] if s in base["seeds"]]
-    if not seeds or row is base:
+    if row is base:
         return None
-    t = min(mean(row["train_time_s"]), mean(base["train_time_s"]))
-    mine, theirs = [], []
-    for s in seeds:
-        a = at([(sec, v) for _, sec, v in row["curves"][row["seeds"].index(s)]], t)
-        b = at([(sec, v) for _, sec, v in base["curves"][base["seeds"].index(s)]], t)
+    mine, theirs, times = [], [], []
+    for s in (s for s in row["seeds"] if s in base["seeds"]):
+        ca, cb = row["curves"][row["seeds"].index(s)], base["curves"][base["seeds"].index(s)]
+        if not ca or not cb:
+            continue
+        t = min(ca[-1][1], cb[-1][1])
+        a, b = at([(sec, v) for _, sec, v in ca], t), at([(sec, v) for _, sec, v in cb], t)
         if a is not None and b is not None:
             mine.append(a)
             theirs.append(b)
+            times.append(t)
     if not mine:
         return None
-    return {"seconds": t, "valid": mean(mine), "baseline_valid": mean(theirs), "gap": mean(mine) - mean(theirs),
-            "seeds": len(mine)}
+    return {"seconds": mean(times), "valid": mean(mine), "baseline_valid": mean(theirs),
+            "gap": mean(mine) - mean(theirs), "seeds": len(mine)}
 
 
 def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> dict[str, Any]:

@@ -60,7 +60,7 @@ def figures_for(results: dict[str, Any]) -> dict[str, Any]:
             figs["curves"] = fig
     curved = [c for c in results["comparisons"] if any(r.get("curves") for r in c["rows"])]
     for name, axis, title in (("valid_curves", 0, "Validation BPC by step (mean over finished seeds)"),
-                              ("time_curves", 1, "Validation BPC by training time (minutes; seed 0)")):
+                              ("time_curves", 1, "Validation BPC by training time (minutes; first finished seed)")):
         if not curved:
             break
         palette = plotly.colors.qualitative.Plotly
