@@ -348,6 +348,13 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
         lines.append(f"| {r['label']} | {r['status']} | {r.get('lr', '—')} | {wu} | {tune} | {ci} | "
                      f"{_f(r.get('late_gain'))} | {ets} |")
     lines.append("")
+    timed = [r for r in c["rows"] if r.get("equal_time")]
+    if timed:
+        lines += ["At equal training time: " + "; ".join(
+            f"{r['label']} {r['equal_time']['valid']:.3f} against the baseline's "
+            f"{r['equal_time']['baseline_valid']:.3f} valid BPC ({r['equal_time']['gap']:+.3f}) after "
+            f"{r['equal_time']['seconds'] / 60:.0f} min of training ({r['equal_time']['seeds']} seed(s))"
+            for r in timed) + ".", ""]
     stuck = [r["label"] for r in c["rows"] if r.get("near_unigram")]
     if stuck:
         lines += [f"**Did not train: {', '.join(stuck)} ended within 0.15 bits of the unigram "
