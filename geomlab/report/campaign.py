@@ -212,6 +212,15 @@ class RunStore:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
+    def step(self, job: Job) -> int:
+        """The step of the run's last checkpoint (0 when it has none)."""
+        from geomlab import checkpoint
+
+        try:
+            return int((checkpoint.read_meta(self.folder(job) / "ckpt").get("card") or {}).get("steps") or 0)
+        except (ValueError, OSError, TypeError):
+            return 0
+
     def cpu_so_far(self, job: Job) -> float:
         try:
             return float(json.loads((self.folder(job) / "cpu.json").read_text(encoding="utf-8"))["cpu_s"])
@@ -477,6 +486,9 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
         job = Job(comp, arm, "full", best[0], best[1], seed, steps)
         o = store.outcome(job)
         if o is None:
+            step = store.step(job)
+            if step:
+                row.setdefault("in_progress", []).append({"seed": seed, "step": step})
             continue
         if o["status"] != "done":
             row["failed_seeds"].append({"seed": seed, "error": o.get("error", "")})
@@ -521,7 +533,8 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
         row["status"] = "tuning failed: " + note
     else:
         row["status"] = (f"{len(row['seeds'])} of {len(row['planned_seeds'])} seeds finished"
-                         + (f", {len(row['failed_seeds'])} diverged" if row["failed_seeds"] else ""))
+                         + (f", {len(row['failed_seeds'])} diverged" if row["failed_seeds"] else "")
+                         + "".join(f"; seed {p['seed']} at step {p['step']:,}" for p in row.get("in_progress", [])))
     return row
 
 

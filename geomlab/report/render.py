@@ -319,8 +319,9 @@ def converged_protocol(results: dict[str, Any]) -> list[str]:
         f"half-decade beyond it is added (at most {p['max_widen']} per side); best validation BPC wins.",
         f"- Evaluation: BPC over every character of the valid and test splits, non-overlapping windows of "
         f"{p['seq_len']}, fresh state per window; validation every {p['eval_every']} steps (the curves).",
-        "- Equal training time: each model's validation BPC at the shorter of the two mean training times "
-        "(seconds of the training loop, evaluations excluded, interpolated between validations). The runs "
+        "- Equal training time: for each seed, both models' validation BPC at the shorter of the two runs' "
+        "training times (seconds of the training loop, evaluations excluded, interpolated between "
+        "validations), then the mean over seeds. The runs "
         "share a 2-core machine (one thread each), so times carry that noise; the speed ratios measured alone "
         "are `geomlab bench train`'s (docs/speed.md).",
         "- Convergence: \"last 20%\" is the valid-BPC drop over the last fifth of the steps (mean over seeds); "
