@@ -359,3 +359,16 @@ def test_late_arms_come_after_every_other_run(tmp_path, text_file):
     late = ("ts-100k", "OSMFormer O(d), identity mixing")
     assert order[-4:] == [late] * 4 and late not in order[:-4]
     assert order[0][0] == "ts-100k" and ("ts-50k", "LSTM") in order[:-4]
+
+
+def test_a_one_lr_grid_is_widened_too(tmp_path, text_file):
+    plan = tiny(text_file, lr_grid=(1e-2,), max_widen=1)
+    store = cp.RunStore(tmp_path)
+    comp, arm = COMPARISONS["ts-50k"], COMPARISONS["ts-50k"].arms[1]
+    seen = []
+    for _ in range(4):
+        pending, results, best, note = cp.tuning_state(plan, store, comp, arm)
+        seen += [j.lr for j in pending]
+        for j in pending:
+            _fake_outcome(store, j, {1e-2: 2.5, 3e-3: 2.6, 3e-2: 2.4}[j.lr])
+    assert seen == [1e-2, 3e-3, 3e-2] and best == (3e-2, plan.warmup) and "largest" in note

@@ -272,6 +272,8 @@ def tuning_state(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm
         tried = sorted({lr for lr, _, _ in results})
         edge = Dimension("lr", "choice", choices=tuple(tried)).edge(best[0])  # the sweep tool's edge rule
         side = {"low": -1, "high": 1}.get(edge, 0)
+        if len(tried) == 1:  # one lr has no edge of its own: look below it first
+            side = -1 if widened[-1] < campaign.max_widen else 1
         if side == 0:
             return [], results, best, ""
         new = half_decade(best[0], side)
