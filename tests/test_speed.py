@@ -295,3 +295,30 @@ def test_hand_written_backward_with_the_callers_square(dtype):
     (P2 * W.conj()).real.sum().backward()
     assert torch.allclose(P1, P2, atol=1e-14)
     assert torch.allclose(A1.grad, A2.grad, atol=1e-13)
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_torus_attention_on_diagonals_equals_the_dense_path(heads):
+    """T^d states are diagonal: in training, attention on the diagonals alone gives the dense path's means and
+    logits (float rounding) and the same gradients (eval keeps the dense reference arithmetic)."""
+    from geomlab.models import build_model
+
+    torch.manual_seed(0)
+    m = build_model({"kind": "osmformer", "vocab_size": 11, "group": "T", "d": 6, "n_layers": 2, "heads": heads,
+                     "mixing": "linear"})
+    assert m._diagonal
+    x = torch.randint(0, 11, (3, 9))
+    H = torch.diag_embed(torch.exp(1j * torch.randn(2, 5, 6)))
+    outs, grads = [], []
+    for diagonal in (True, False):
+        m._diagonal = diagonal
+        m.zero_grad()
+        y = m(x)
+        y.square().mean().backward()
+        outs.append(y.detach())
+        grads.append([p.grad.clone() for p in m.parameters() if p.grad is not None])
+        outs.append(torch.view_as_real(m.attention_mean(H, 0, explicit=True)[0]).detach())
+    torch.testing.assert_close(outs[0], outs[2], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(outs[1], outs[3], rtol=1e-6, atol=1e-6)
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from geomlab.groups import OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor
+from geomlab.groups.torus import TorusGroup
 from geomlab.groups.expm import _PAD_TO
 from geomlab.models import register
 from geomlab.models.osm.base import OSMBase, _budget_with_knobs
@@ -88,6 +89,10 @@ class OSMFormer(OSMBase):
         c = self.config
         L, heads = int(c["n_layers"]), int(c["heads"])
         self.n_layers, self.heads = L, heads
+        # T^d: every state is diagonal, so in training the attention reads and writes only the diagonals (d
+        # entries instead of d^2 per state; exact up to float rounding: the off-diagonal zeros add nothing to the
+        # scores or the weighted means); eval keeps the reference arithmetic, so traces reproduce bit for bit
+        self._diagonal = isinstance(self.geo, TorusGroup)
         self.mix_att = nn.ModuleList(TangentMixing(c["mixing"], self.dim, c["attn_step"]) for _ in range(L))
         self.mix_gr = nn.ModuleList(TangentMixing(c["mixing"], self.dim, c["ground_step"]) for _ in range(L))
         beta = float(c["beta"]) if c["beta"] is not None else math.sqrt(self.d)
@@ -127,6 +132,9 @@ class OSMFormer(OSMBase):
         native row ``r`` together with its imaginary twin ``r + d`` (rows ``[X_r, -Y_r]`` and ``[Y_r, X_r]``),
         so each head scores exactly what the native head scores (times ``1 / sim_scale``)."""
         B, T, n, _ = H.shape
+        if self._diagonal and self.training:  # T^d: the diagonal (a head owns a block of it, as of the rows)
+            X = torch.view_as_real(torch.diagonal(H, dim1=-2, dim2=-1))
+            return X.reshape(B, T, self.heads, -1).transpose(1, 2)
         if isinstance(self.geo, RealifiedGroup):
             H = H.reshape(B, T, 2, n // 2, n).transpose(2, 3)  # (B, T, d, 2, 2d): row r beside row r + d
         X = torch.view_as_real(H) if H.is_complex() else H
@@ -136,6 +144,8 @@ class OSMFormer(OSMBase):
         B, h, T, f = Y.shape
         X = Y.transpose(1, 2).reshape(B, T, -1)
         n = like.shape[-1]
+        if self._diagonal and self.training:
+            return torch.diag_embed(torch.view_as_complex(X.reshape(B, T, n, 2).contiguous()))
         if like.is_complex():
             return torch.view_as_complex(X.reshape(B, T, n, n, 2).contiguous())
         if isinstance(self.geo, RealifiedGroup):
