@@ -165,7 +165,10 @@ def test_record_contract_and_no_side_effect(kind, group, opts):
     rec = m.record(x)
     after = m(x).detach()
     assert torch.equal(before, after)
-    assert torch.equal(rec["logits"], before[0])
+    if kind == "osmformer" and group == "T":  # training on T^d runs on the diagonals (_run_diagonal), the
+        torch.testing.assert_close(rec["logits"], before[0], rtol=1e-5, atol=1e-6)  # record densely: rounding
+    else:
+        assert torch.equal(rec["logits"], before[0])
     assert all(torch.equal(params[k], v) for k, v in m.state_dict().items())
     T, d = 10, 4
     L = 3 if kind == "osmformer" else 1

@@ -89,9 +89,8 @@ class OSMFormer(OSMBase):
         c = self.config
         L, heads = int(c["n_layers"]), int(c["heads"])
         self.n_layers, self.heads = L, heads
-        # T^d: every state is diagonal, so in training the attention reads and writes only the diagonals (d
-        # entries instead of d^2 per state; exact up to float rounding: the off-diagonal zeros add nothing to the
-        # scores or the weighted means); eval keeps the reference arithmetic, so traces reproduce bit for bit
+        # T^d: every state is diagonal, so training runs on the diagonals (:meth:`_run_diagonal`); eval keeps
+        # the reference arithmetic, so traces reproduce bit for bit
         self._diagonal = isinstance(self.geo, TorusGroup)
         self.mix_att = nn.ModuleList(TangentMixing(c["mixing"], self.dim, c["attn_step"]) for _ in range(L))
         self.mix_gr = nn.ModuleList(TangentMixing(c["mixing"], self.dim, c["ground_step"]) for _ in range(L))
@@ -132,9 +131,6 @@ class OSMFormer(OSMBase):
         native row ``r`` together with its imaginary twin ``r + d`` (rows ``[X_r, -Y_r]`` and ``[Y_r, X_r]``),
         so each head scores exactly what the native head scores (times ``1 / sim_scale``)."""
         B, T, n, _ = H.shape
-        if self._diagonal and self.training:  # T^d: the diagonal (a head owns a block of it, as of the rows)
-            X = torch.view_as_real(torch.diagonal(H, dim1=-2, dim2=-1))
-            return X.reshape(B, T, self.heads, -1).transpose(1, 2)
         if isinstance(self.geo, RealifiedGroup):
             H = H.reshape(B, T, 2, n // 2, n).transpose(2, 3)  # (B, T, d, 2, 2d): row r beside row r + d
         X = torch.view_as_real(H) if H.is_complex() else H
@@ -144,8 +140,6 @@ class OSMFormer(OSMBase):
         B, h, T, f = Y.shape
         X = Y.transpose(1, 2).reshape(B, T, -1)
         n = like.shape[-1]
-        if self._diagonal and self.training:
-            return torch.diag_embed(torch.view_as_complex(X.reshape(B, T, n, 2).contiguous()))
         if like.is_complex():
             return torch.view_as_complex(X.reshape(B, T, n, n, 2).contiguous())
         if isinstance(self.geo, RealifiedGroup):
@@ -162,22 +156,52 @@ class OSMFormer(OSMBase):
         ``explicit=False``: one fused ``scaled_dot_product_attention`` call (weights not returned);
         ``explicit=True``: the same with einsum and softmax, weights returned (for tests and recording).
         """
-        v = self._heads_view(H)
+        out, w = self._attend(self._heads_view(H), layer, explicit)
+        return self._heads_merge(out, H), w
+
+    def _attend(self, v: torch.Tensor, layer: int, explicit: bool = False):
+        """``softmax(scale v v^T + mask) v`` on the heads' features ``v`` ``(B, heads, T, F)``, and the weights
+        when ``explicit`` (see :meth:`attention_mean`)."""
         scale = self._attention_scale(layer)
-        mask = self._mask(layer, H.shape[1], H.device, v.dtype)
+        mask = self._mask(layer, v.shape[2], v.device, v.dtype)
         if not explicit:
             if self.training:  # training: the symmetric backward; eval: the reference arithmetic (see OSMBase._exp)
-                out = _SelfAttention.apply(v, scale, mask)
-            else:
-                out = F.scaled_dot_product_attention(v * scale, v, v, attn_mask=mask, scale=1.0)
-            return self._heads_merge(out, H), None
+                return _SelfAttention.apply(v, scale, mask), None
+            return F.scaled_dot_product_attention(v * scale, v, v, attn_mask=mask, scale=1.0), None
         scores = torch.einsum("bhif,bhjf->bhij", v * scale, v) + mask
         w = torch.softmax(scores, dim=-1)
-        out = torch.einsum("bhij,bhjf->bhif", w, v)
-        return self._heads_merge(out, H), w
+        return torch.einsum("bhij,bhjf->bhif", w, v), w
+
+    def _run_diagonal(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Training on T^d with the states' diagonals ``h`` ``(B, T, d)`` instead of ``d x d`` matrices: the
+        same arithmetic as :meth:`_run` written entrywise (products of diagonal matrices are entrywise products;
+        the pull ``H^* X`` is ``conj(h) x``; its algebra coordinates are ``Im(conj(h) x)``; ``exp`` of
+        ``i phi`` is ``exp(i phi)``; a head owns a block of the diagonal as it owns a block of rows). Equal to
+        :meth:`_run` up to float rounding, gradients included (tests/test_speed.py); ~10x faster at 91K.
+        Design choice (issue 20: the torus zoo model at the converged recipe)."""
+        B, T = tokens.shape
+        M = self.token_matrices()
+        x = torch.diagonal(M, dim1=-2, dim2=-1)[tokens]  # (B, T, d)
+        h = x
+
+        def turn(mixing: TangentMixing, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            z = h.conj() * target
+            c = z.imag + 0 * z.real  # to_coords (a non-finite real part stays visible, as there)
+            phi = c @ mixing.weight.mT if mixing.mode == "linear" else mixing.eta * c
+            return h * torch.exp(torch.complex(torch.zeros_like(phi), phi))
+
+        for layer in range(self.n_layers):
+            v = torch.view_as_real(h).reshape(B, T, self.heads, -1).transpose(1, 2)
+            out, _ = self._attend(v, layer)
+            hbar = torch.view_as_complex(out.transpose(1, 2).reshape(B, T, -1, 2).contiguous())
+            h = turn(self.mix_att[layer], h, hbar)
+            h = turn(self.mix_gr[layer], h, x)
+        return self.readout(torch.diag_embed(h), M)
 
     def _run(self, tokens: torch.Tensor, rec: dict | None) -> torch.Tensor:
         self._check_tokens(tokens)
+        if self._diagonal and self.training and rec is None and self.config["position"] != "rotation":
+            return self._run_diagonal(tokens)
         B, T = tokens.shape
         M = self.token_matrices()
         X = M[tokens]  # (B, T, n, n)
