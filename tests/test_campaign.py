@@ -372,3 +372,23 @@ def test_a_one_lr_grid_is_widened_too(tmp_path, text_file):
         for j in pending:
             _fake_outcome(store, j, {1e-2: 2.5, 3e-3: 2.6, 3e-2: 2.4}[j.lr])
     assert seen == [1e-2, 3e-3, 3e-2] and best == (3e-2, plan.warmup) and "largest" in note
+
+
+def test_a_seed_that_diverges_at_the_full_budget_steps_the_row_down(tmp_path, text_file):
+    """The tuning's winner diverged on a full-budget seed: every seed of the row trains a half-decade lower,
+    and the report says why."""
+    plan = tiny(text_file, steps=(("ts-50k", 8),))
+    store = cp.RunStore(tmp_path)
+    comp, arm = COMPARISONS["ts-50k"], COMPARISONS["ts-50k"].arms[1]
+    for j in cp.tuning_state(plan, store, comp, arm)[0]:
+        _fake_outcome(store, j, {1e-3: 3.0, 3e-3: 2.8, 1e-2: 2.5, 3e-2: 2.6}[j.lr])
+    first = [j for j in cp.jobs(plan, store, ("ts-50k",)) if j.arm is arm]
+    assert {j.lr for j in first} == {1e-2}
+    job = first[0]
+    store.folder(job).mkdir(parents=True, exist_ok=True)
+    store.write(job, "outcome.json", {"status": "failed", "error": "step 2675: the gradient norm overflowed"})
+    again = [j for j in cp.jobs(plan, store, ("ts-50k",)) if j.arm is arm]
+    assert [(j.lr, j.seed) for j in again] == [(3e-3, 0), (3e-3, 1)]
+    row = cp.arm_row(plan, store, comp, arm)
+    assert row["lr"] == 3e-3 and row["tuned_lr"] == 1e-2 and row["status"] == "0 of 2 seeds finished"
+    assert row["full_notes"] == ["lr 0.01 diverged at the full budget (seed 0, step 2,675): the seeds train at 0.003"]

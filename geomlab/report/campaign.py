@@ -285,6 +285,30 @@ def tuning_state(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm
         extra.append((new, best[1]))
 
 
+def full_choice(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm,
+                best: tuple[float, float]) -> tuple[tuple[float, float], list[str]]:
+    """The (lr, warm-up) the full-budget seeds train at: the tuning's winner, stepped down a half-decade when a
+    seed diverged there (a tuning budget can hide a divergence that the longer peak of the full budget meets),
+    at most :attr:`Campaign.max_widen` times; every seed of a row trains at the same lr. Returns it and one note
+    per step down."""
+    lr, wu = best
+    notes = []
+    for _ in range(campaign.max_widen):
+        failed = []
+        for seed in campaign.seeds_for(comp.key):
+            o = store.outcome(Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key)))
+            if o is not None and o.get("status") == "failed":
+                failed.append((seed, o.get("error", "")))
+        if not failed:
+            break
+        step = re.search(r"step (\d+)", failed[0][1])
+        new = half_decade(lr, -1)
+        notes.append(f"lr {lr:g} diverged at the full budget (seed {failed[0][0]}"
+                     + (f", step {int(step.group(1)):,}" if step else "") + f"): the seeds train at {new:g}")
+        lr = new
+    return (lr, wu), notes
+
+
 def jobs(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> Iterator[Job]:
     """The jobs not finished yet whose inputs are ready, in campaign order (the :attr:`Campaign.late` arms
     last): each arm's tuning runs, then (once its tuning is decided) its seeds at the full budget."""
@@ -296,6 +320,7 @@ def jobs(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = Non
         yield from pending
         if best is None:
             continue
+        best, _ = full_choice(campaign, store, comp, arm, best)
         for seed in campaign.seeds_for(comp.key):
             j = Job(comp, arm, "full", best[0], best[1], seed, campaign.full_steps(comp.key))
             if store.outcome(j) is None:
@@ -481,8 +506,10 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
         "tuning": [{"lr": lr, "warmup": wu, "valid": v} for lr, wu, v in sorted(tuning)],
         "tuning_steps": campaign.tune_steps(comp.key), "tuning_note": note, "steps": steps}
     if best is not None:
-        row["lr"], row["warmup"] = best
         row["lr_sweep"] = {str(lr): v for lr, wu, v in sorted(tuning) if wu == best[1]}
+        row["tuned_lr"] = best[0]
+        best, row["full_notes"] = full_choice(campaign, store, comp, arm, best)
+        row["lr"], row["warmup"] = best
     first = None
     for seed in campaign.seeds_for(comp.key) if best is not None else ():
         job = Job(comp, arm, "full", best[0], best[1], seed, steps)
