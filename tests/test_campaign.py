@@ -392,3 +392,15 @@ def test_a_seed_that_diverges_at_the_full_budget_steps_the_row_down(tmp_path, te
     row = cp.arm_row(plan, store, comp, arm)
     assert row["lr"] == 3e-3 and row["tuned_lr"] == 1e-2 and row["status"] == "0 of 2 seeds finished"
     assert row["full_notes"] == ["lr 0.01 diverged at the full budget (seed 0, step 2,675): the seeds train at 0.003"]
+
+
+def test_a_valid_test_flip_is_said():
+    row = {"label": "A", "kind": "osm-rnn", "baseline": False, "tuning": [], "status": "", "tuning_steps": 1,
+           "seeds": [0], "valid_mean": 2.33, "valid_std": None, "test_mean": 2.51, "test_std": None,
+           "test_gap": -0.05, "paper": {}}
+    base = {**row, "label": "B", "baseline": True, "valid_mean": 2.27, "test_mean": 2.56, "test_gap": 0.0}
+    comp = {"title": "t", "corpus": "c", "split": "", "claim": "", "note": "", "rows": [row, base]}
+    text = "\n".join(converged_comparison(comp))
+    assert "The validation split orders them the other way: A +0.060 valid against -0.050 test BPC" in text
+    row["valid_mean"] = 2.2
+    assert "other way" not in "\n".join(converged_comparison(comp))

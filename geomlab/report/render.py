@@ -351,6 +351,14 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
         lines.append(f"| {r['label']} | {r['status']} | {r.get('lr', '—')} | {wu} | {tune} | {ci} | "
                      f"{_f(r.get('late_gain'))} | {ets} |")
     lines.append("")
+    base = next((r for r in c["rows"] if r["baseline"]), None)
+    flips = [r for r in c["rows"] if base is not None and r is not base and r.get("test_gap") is not None
+             and base.get("valid_mean") is not None and r.get("valid_mean") is not None
+             and (r["valid_mean"] - base["valid_mean"]) * r["test_gap"] < 0]
+    if flips:
+        lines += ["The validation split orders them the other way: " + "; ".join(
+            f"{r['label']} {r['valid_mean'] - base['valid_mean']:+.3f} valid against {r['test_gap']:+.3f} test "
+            "BPC" for r in flips) + " (the tuning reads the validation split; the test split is the verdict).", ""]
     timed = [r for r in c["rows"] if r.get("equal_time")]
     if timed:
         lines += ["At equal training time: " + "; ".join(
