@@ -49,7 +49,7 @@ class Campaign:
     """The converged protocol.
 
     steps: full training steps per comparison key (``(key, steps)`` pairs; the order is the campaign's
-    order: cheapest comparisons first). tune_fraction: the tuning budget as a fraction of the full steps.
+    order: the cheap ~50K and Grassmann rows, then the headline ~100K comparison, then the rest). tune_fraction: the tuning budget as a fraction of the full steps.
     batch_size, seq_len: as the report's protocol. seeds: the seeds of every row. lr_grid: the first lrs
     tried. warmups: warm-up fractions tried per comparison (``(key, fractions)``; default :attr:`warmup`):
     "where it matters" (post-norm blocks, docs/grassmann.md). max_widen: half-decades added per side at most.
@@ -60,8 +60,8 @@ class Campaign:
     (the identity-mixing ablation: d = 31 at 91K, about 12 of the campaign's ~44 CPU hours)."""
 
     name: str = "converged"
-    steps: tuple[tuple[str, int], ...] = (("ts-50k", 10_000), ("grassmann-200k", 5_000), ("cem-200k", 5_000),
-                                          ("ts-100k", 10_000), ("ptb-100k", 10_000), ("zoo-ts", 10_000),
+    steps: tuple[tuple[str, int], ...] = (("ts-50k", 10_000), ("grassmann-200k", 5_000), ("ts-100k", 10_000),
+                                          ("cem-200k", 5_000), ("ptb-100k", 10_000), ("zoo-ts", 10_000),
                                           ("ts-scaling", 5_000))
     tune_fraction: float = 0.2
     batch_size: int = 32
