@@ -324,6 +324,9 @@ def adopt_entry(entry: ZooEntry, run_dir: str | Path, out_dir: str | Path = ZOO_
     from geomlab.models.budget import resolve_config
 
     r = entry.run
+    if not Path(run_dir).is_dir():
+        raise ZooError(f"{run_dir} is not a run's checkpoint folder (e.g. runs/converged/ts-50k/lstm/"
+                       "full-10000/lr0.03-wu0.02-seed0/ckpt)")
     c = ckpt.load(run_dir)
     task = make_task(r.data)
     want_cfg = resolve_config(r.kind, task.vocab_size, r.params, r.fixed_config())
@@ -348,17 +351,18 @@ def adopt_entry(entry: ZooEntry, run_dir: str | Path, out_dir: str | Path = ZOO_
     if diffs:
         raise ZooError(f"{Path(run_dir).name} is not {entry.name}'s recipe: " + "; ".join(diffs[:3]))
     metrics = {k: v for k, v in card.items() if k.startswith(("valid_", "test_"))}
-    cpu = None
+    cpu = threads = None
     outcome = Path(run_dir).parent / "outcome.json"  # a campaign run: its CPU seconds over every resumption
     if outcome.is_file():
-        cpu = json.loads(outcome.read_text(encoding="utf-8")).get("cpu_s")
+        done = json.loads(outcome.read_text(encoding="utf-8"))
+        cpu, threads = done.get("cpu_s"), done.get("threads")
     from geomlab.train import TrainConfig
 
     if log:
         log(f"[zoo] {entry.name}: adopting the finished run {Path(run_dir).as_posix()}")
     return _write_entry(entry, out_dir, task, c.model, metrics, list(c.metrics), TrainConfig.from_dict(tc),
                         train_time_s=float(card.get("train_time_s") or 0.0), cpu_time_s=cpu, log=log,
-                        device=card.get("device"))
+                        device=card.get("device"), threads=threads)
 
 
 def _plain(x: Any) -> Any:
@@ -368,8 +372,10 @@ def _plain(x: Any) -> Any:
 
 def _write_entry(entry: ZooEntry, out_dir: str | Path, task, model, metrics: dict[str, Any], history: list,
                  train_config, *, train_time_s: float, cpu_time_s: float | None,
-                 log: Callable[[str], None] | None, device: str | None = None) -> Path:
-    """The card and checkpoint of a trained zoo entry (see :func:`build_entry`)."""
+                 log: Callable[[str], None] | None, device: str | None = None,
+                 threads: int | None = -1) -> Path:
+    """The card and checkpoint of a trained zoo entry (see :func:`build_entry`). ``threads``: torch CPU threads
+    of the training (-1: this process's; ``None``: not known, an adopted run that did not record them)."""
     from geomlab import checkpoint as ckpt
     from geomlab.models import count_params
 
@@ -387,7 +393,7 @@ def _write_entry(entry: ZooEntry, out_dir: str | Path, task, model, metrics: dic
         "lr": r.lr, "seed": r.seed, "train_time_s": round(train_time_s, 1),
         "tokens_per_s": round(tokens / max(train_time_s, 1e-9), 1),
         "cpu_time_s": None if cpu_time_s is None else round(cpu_time_s, 1), "device": device,
-        "torch_threads": torch.get_num_threads(), "recipe": entry.to_dict(), "notes": entry.notes,
+        "torch_threads": torch.get_num_threads() if threads == -1 else threads, "recipe": entry.to_dict(), "notes": entry.notes,
         "trained_on": _dt.date.today().isoformat(), "zoo": True,
     }
     if "group" in model.config:
@@ -463,7 +469,8 @@ def format_card(card: dict[str, Any]) -> str:
              + ", ".join(f"{k} at length {n}" for n, k in cur) + ")" if cur else "")
     lines.append(f"  {card.get('steps')} steps x batch {card.get('batch_size')} x seq {card.get('seq_len')}{cur_s}, "
                  f"lr {card.get('lr')}, seed {card.get('seed')}; {card.get('train_time_s')} s on "
-                 f"{card.get('device')} ({card.get('torch_threads', '?')} threads)")
+                 f"{card.get('device')} ({card.get('torch_threads', '?')} thread"
+                 f"{'' if card.get('torch_threads') == 1 else 's'})")
     if card.get("valid_bpc") is not None:
         lines.append(f"  valid {card['valid_bpc']:.3f} / test {card.get('test_bpc', float('nan')):.3f} BPC")
     if card.get("valid_accuracy") is not None:

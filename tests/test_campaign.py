@@ -287,6 +287,7 @@ def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
     (["--converged", "--collect", "--only", ","], "--only needs at least one comparison key"),
     (["--converged", "--max-jobs", "0"], "--max-jobs must be >= 1"),
     (["--converged", "--collect"], "is not a folder of campaign runs (nothing to collect)"),
+    (["--converged", "--collect", "--store", ".", "--device", "cpu"], "--collect trains nothing"),
 ])
 def test_cli_refuses_mixed_options(tmp_path, capsys, argv, message):
     assert main(["report", *argv, "--store", str(tmp_path / "s"), "--out", str(tmp_path / "r.md")]) == 2
@@ -332,6 +333,8 @@ def test_unigram_bpc_is_the_cross_entropy_of_character_frequencies(text_file):
     assert "**Did not train: A ended within 0.15 bits of the unigram (4.500 valid BPC)" in "\n".join(
         converged_comparison(comp))
     row["near_unigram"] = False
+    assert "Every model trained" not in "\n".join(converged_comparison(comp))  # nothing finished: no claim
+    row["valid_mean"] = 2.0
     assert "Every model trained" in "\n".join(converged_comparison(comp))
 
 

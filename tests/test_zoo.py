@@ -173,6 +173,12 @@ def test_adopt_entry_takes_a_finished_run_of_the_recipe_only(tmp_path, tiny_text
     runs.build(strided, out=tmp_path / "strided").trainer.run()
     with pytest.raises(zoo.ZooError, match="not the full splits in windows of 16"):
         zoo.adopt_entry(entry, tmp_path / "strided", tmp_path / "zoo5", log=None)
+    with pytest.raises(zoo.ZooError, match="is not a run's checkpoint folder"):
+        zoo.adopt_entry(entry, tmp_path / "missing", tmp_path / "zoo6", log=None)
+    (tmp_path / "afile").write_text("x")
+    assert main(["zoo", "--rebuild", "--only", "lstm-tinyshakespeare", "--from-run", str(tmp_path / "run"),
+                 "--dir", str(tmp_path / "afile")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
     assert main(["zoo", "--rebuild", "--from-run", str(tmp_path / "run")]) == 2
     assert "--from-run needs --rebuild and exactly one entry" in capsys.readouterr().err
 

@@ -31,10 +31,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--full", action="store_true", help="the full protocol (default; many hours on a CPU; uses the "
                       "GPU when present): 3000 steps x 32 x 128, lr tuned per model on 1e-3/3e-3/1e-2/3e-2, 3 seeds, "
                       "full splits, scaling to 500K, word problem S5 / Z60 with a length curriculum")
-    p.add_argument("--out", default="runs/report/results.md", metavar="FILE",
-                   help="Markdown report to write (default runs/report/results.md; the committed report is "
-                   "docs/results.md, written only when named explicitly); figures and results.json go to "
-                   "FILE's folder/results/")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="Markdown report to write (default runs/report/results.md, with --converged "
+                   "runs/converged-report/results.md; the committed reports are docs/results.md and "
+                   "docs/results/runs/converged/results.md, written only when named explicitly); figures and "
+                   "results.json go to FILE's folder/results/")
     p.add_argument("--wp-curriculum", metavar="LEN:STEPS[,LEN:STEPS]",
                    help="override the word-problem length curriculum ('' = none), e.g. 2:300,4:300")
     p.add_argument("--only", metavar="KEY[,KEY]",
@@ -81,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(int(args.threads))
     if args.converged:
+        args.out = args.out or "runs/converged-report/results.md"
         return _converged(args)
+    args.out = args.out or "runs/report/results.md"
     if args.collect or args.max_jobs is not None or args.device is not None:
         raise ValueError("--collect, --max-jobs and --device go with --converged")
     if args.from_json:
@@ -165,6 +168,8 @@ def _converged(args: argparse.Namespace) -> int:
         raise ValueError(f"--max-jobs must be >= 1, got {args.max_jobs}")
     from pathlib import Path
 
+    if args.collect and (args.max_jobs is not None or args.device is not None):
+        raise ValueError("--collect trains nothing: drop --max-jobs and --device")
     if args.collect and not Path(args.store).is_dir():
         raise ValueError(f"--store {args.store} is not a folder of campaign runs (nothing to collect)")
     if Path(args.store).exists() and not Path(args.store).is_dir():
@@ -177,5 +182,6 @@ def _converged(args: argparse.Namespace) -> int:
         print(f"[converged] this worker finished {n} run(s)")
     results = campaign.collect(plan, store, only)
     path = write_report(results, args.out, png=not args.no_png)
-    print(f"wrote {path}: {results['progress']['done']} of {results['progress']['planned']} runs finished")
+    print(f"wrote {path}: {results['progress']['done']} of {results['progress']['planned']} runs finished"
+          + ("" if results["progress"]["done"] else f" (no finished campaign run in {args.store} yet)"))
     return 0

@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         entry = zoo.entries(names)[0]
         if args.steps_scale != 1.0:
             raise ValueError("--from-run adopts the run as trained: drop --steps-scale")
+        if out_dir.exists() and not out_dir.is_dir():
+            raise ValueError(f"--dir {out_dir} is a file, not a folder")
         print(f"wrote {zoo.adopt_entry(entry, args.from_run, out_dir)}")
         return 0
     if args.rebuild:

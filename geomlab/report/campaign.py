@@ -350,7 +350,10 @@ def train_job(campaign: Campaign, store: RunStore, job: Job, task, log: Callable
     """Train ``job`` (resuming its checkpoint when there is one), write and return its outcome: ``status``
     (``done``/``failed``), ``metrics`` (full valid and test splits), ``history`` (validations and the loss
     every ``log_every`` steps, with training seconds), ``train_time_s``, ``cpu_s`` (process CPU seconds over
-    every resumption), ``tokens_per_s``, ``params``, ``params_stored``, ``config``, ``error``."""
+    every resumption), ``tokens_per_s``, ``params``, ``params_stored``, ``config``, ``threads`` (torch CPU
+    threads of this worker), ``error``."""
+    import torch
+
     from geomlab import runs
     from geomlab.models import count_params
     from geomlab.train import Trainer, TrainingError
@@ -385,7 +388,8 @@ def train_job(campaign: Campaign, store: RunStore, job: Job, task, log: Callable
     out.update(history=keep, train_time_s=trainer.elapsed_s, cpu_s=cpu,
                tokens_per_s=tcfg.tokens_through(trainer.step) / max(trainer.elapsed_s, 1e-9),
                params=count_params(trainer.model, "effective"), params_stored=count_params(trainer.model, "stored"),
-               config=dict(getattr(trainer.model, "config", {}) or {}), finished=time.time())
+               config=dict(getattr(trainer.model, "config", {}) or {}), finished=time.time(),
+               threads=torch.get_num_threads())
     store.write(job, "outcome.json", out)
     v = out["metrics"].get("valid_bpc")
     log(f"[converged] {job.key}: {out['status']}" + (f", valid {v:.4f} / test {out['metrics'].get('test_bpc'):.4f}"

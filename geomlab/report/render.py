@@ -325,13 +325,28 @@ def converged_protocol(results: dict[str, Any]) -> list[str]:
         "share a 2-core machine (one thread each), so times carry that noise; the speed ratios measured alone "
         "are `geomlab bench train`'s (docs/speed.md).",
         "- Convergence: \"last 20%\" is the valid-BPC drop over the last fifth of the steps (mean over seeds); "
-        "a drop above 0.01 bits means the model was still improving when the budget ended.", ""]
+        "a drop above 0.01 bits means the model was still improving when the budget ended.",
+        "- Columns: valid/test BPC are mean ± sample standard deviation over the finished seeds; the status "
+        "table's \"95% CI\" is the interval of the mean (Student t); Δ test is ours minus the baseline's, with "
+        "the 95% interval of the seed-paired differences once both rows have the same seeds. \"speed vs "
+        "baseline\" is training tokens per wall second over the baseline's, \"(CPU)\" the same per process CPU "
+        "second (steadier on a shared machine); \"trace ms\" is one `geomlab.trace.trace` call on 128 "
+        "characters (the app's cost of a view).",
+        "- Planned runs: each model's tuning runs so far plus its seeds; the count grows when a grid widens or a "
+        "row steps its lr down.", ""]
 
 
 def converged_comparison(c: dict[str, Any]) -> list[str]:
     """One comparison of the campaign: the table (:func:`comparison_section`), each row's status, tuning and
     convergence, and the comparison at equal training time."""
     lines = comparison_section(c, {"lr": "—"})
+    short = [r for r in c["rows"] if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
+    if short and any(r.get("test_mean") is not None for r in c["rows"]):
+        at_ = next(i for i, ln in enumerate(lines) if ln.startswith("|")) - 2  # before the table's blank line
+        lines.insert(at_ + 1, "**Provisional: " + ", ".join(
+            f"{r['label']} {len(r['seeds'])} of {len(r['planned_seeds'])} seeds" for r in short)
+            + " finished; the gaps below compare what has finished so far.**")
+        lines.insert(at_ + 2, "")
     lines += [f"| model | status | lr | warm-up | tuning ({c['rows'][0]['tuning_steps']:,} steps, seed 0) | "
               "test BPC, 95% CI of the mean | last 20% | equal-time valid BPC (vs baseline) |",
               "|---|---|---|---|---|---|---|---|"]
@@ -371,7 +386,7 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
         lines += [f"**Did not train: {', '.join(stuck)} ended within 0.15 bits of the unigram "
                   f"({_f(c.get('unigram_bpc'))} valid BPC): a broken recipe, so no gap against "
                   f"{'it' if len(stuck) == 1 else 'them'} means anything.**", ""]
-    elif c.get("unigram_bpc") is not None:
+    elif c.get("unigram_bpc") is not None and all(r.get("valid_mean") is not None for r in c["rows"]):
         lines += [f"Every model trained: all end well below the unigram's {_f(c['unigram_bpc'])} valid BPC.", ""]
     for r in c["rows"]:
         if (r.get("paper") or {}).get("ppl_ratio") is not None:
