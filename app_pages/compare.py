@@ -79,7 +79,10 @@ def narrow_copy(fig: Any) -> Any:
     if len(title) > NARROW_TITLE and "<br>" not in title:  # wrapped: one line was cut in a ~260 px column
         lines = textwrap.wrap(title, NARROW_TITLE)
         top = (lay.get("margin") or {}).get("t", 60)
-        upd.update(title={"text": "<br>".join(lines)}, margin={"t": top + 16 * (len(lines) - 1)})
+        # pinned to the top, each extra line pushes the plot (and its subplot titles) down by a line and a bit
+        height = int(lay.get("height") or 450)
+        upd.update(title={"text": "<br>".join(lines), "yref": "container", "y": 1 - 28 / height,
+                          "yanchor": "top"}, margin={"t": top + 30 * (len(lines) - 1) + 8})
     if not upd:
         return fig
     fig = copy.deepcopy(fig)

@@ -790,7 +790,9 @@ def test_compare_narrow_copy_wraps_long_titles_and_leaves_the_cached_figure_alon
     out = compare.narrow_copy(fig)
     lines = out.layout.title.text.split("<br>")
     assert len(lines) > 1 and max(map(len, lines)) <= compare.NARROW_TITLE
-    assert " ".join(lines) == title and out.layout.margin.t == 60 + 16 * (len(lines) - 1)
+    assert " ".join(lines) == title and out.layout.margin.t == 60 + 30 * (len(lines) - 1) + 8
+    # pinned to the top of the figure, so the extra lines go into the added margin, not onto subplot titles
+    assert out.layout.title.yref == "container" and out.layout.title.yanchor == "top"
     assert fig.layout.title.text == title and fig.layout.margin.t == 60
 
 
