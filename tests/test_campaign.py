@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 
@@ -295,8 +294,8 @@ def test_cli_refuses_mixed_options(tmp_path, capsys, argv, message):
     assert not (tmp_path / "r.md").exists()
 
 
-def test_the_report_folder_is_not_touched_by_a_refused_call(tmp_path):
-    os.chdir(tmp_path)
+def test_the_report_folder_is_not_touched_by_a_refused_call(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     assert main(["report", "--converged", "--lr", "0.1"]) == 2
     assert not (tmp_path / "runs").exists()
 
