@@ -335,14 +335,14 @@ def blocked(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
 # ------------------------------------------------------------------------------------------ one run
 def job_spec(campaign: Campaign, job: Job, device: str = "auto"):
     """The :class:`geomlab.runs.RunSpec` of ``job`` (the report's recipe, :func:`geomlab.zoo.recipe`: the
-    budget met within 5%; validation of the whole valid split every ``eval_every`` steps; full final
-    evaluation)."""
+    budget met within 5%; validation of the whole valid split every ``eval_every`` steps; at the end the whole
+    valid and test splits, or for a tuning run only the valid split, which is all the tuning reads)."""
     from geomlab.zoo import recipe
 
     return recipe(job.arm.kind, budget=job.arm.budget, config=job.arm.config, data=campaign.task_string(job.comp),
                   steps=job.steps, batch_size=campaign.batch_size, seq_len=campaign.seq_len, lr=job.lr,
                   seed=job.seed, warmup=job.warmup, eval_every=min(campaign.eval_every, job.steps),
-                  eval_tokens=None, final_eval=True, device=device)
+                  eval_tokens=None, final_eval=job.phase == "full", device=device)
 
 
 def train_job(campaign: Campaign, store: RunStore, job: Job, task, log: Callable[[str], None] = print,
@@ -392,8 +392,9 @@ def train_job(campaign: Campaign, store: RunStore, job: Job, task, log: Callable
                threads=torch.get_num_threads())
     store.write(job, "outcome.json", out)
     v = out["metrics"].get("valid_bpc")
-    log(f"[converged] {job.key}: {out['status']}" + (f", valid {v:.4f} / test {out['metrics'].get('test_bpc'):.4f}"
-                                                    f" BPC, {trainer.elapsed_s / 60:.1f} min" if v else ""))
+    t = out["metrics"].get("test_bpc")
+    log(f"[converged] {job.key}: {out['status']}" + (f", valid {v:.4f}" + (f" / test {t:.4f}" if t else "")
+                                                    + f" BPC, {trainer.elapsed_s / 60:.1f} min" if v else ""))
     return out
 
 
