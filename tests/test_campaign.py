@@ -406,3 +406,12 @@ def test_a_valid_test_flip_is_said():
     assert "The validation split orders them the other way: A +0.060 valid against -0.050 test BPC" in text
     row["valid_mean"] = 2.2
     assert "other way" not in "\n".join(converged_comparison(comp))
+
+
+def test_the_provisional_line_is_a_paragraph_of_its_own():
+    row = {"label": "A", "kind": "lstm", "baseline": True, "tuning": [], "status": "", "tuning_steps": 1,
+           "seeds": [0], "planned_seeds": [0, 1, 2], "valid_mean": 2.0, "valid_std": None, "test_mean": 2.1,
+           "test_std": None, "paper": {}}
+    lines = converged_comparison({"title": "t", "corpus": "c", "split": "", "claim": "", "note": "", "rows": [row]})
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("**Provisional: A 1 of 3 seeds"))
+    assert lines[i - 1] == "" and lines[i + 1] == "" and lines[i + 2].startswith("| model")

@@ -342,11 +342,10 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
     lines = comparison_section(c, {"lr": "—"})
     short = [r for r in c["rows"] if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
     if short and any(r.get("test_mean") is not None for r in c["rows"]):
-        at_ = next(i for i, ln in enumerate(lines) if ln.startswith("|")) - 2  # before the table's blank line
-        lines.insert(at_ + 1, "**Provisional: " + ", ".join(
+        at_ = next(i for i, ln in enumerate(lines) if ln.startswith("|"))  # its own paragraph, before the table
+        lines[at_:at_] = ["**Provisional: " + ", ".join(
             f"{r['label']} {len(r['seeds'])} of {len(r['planned_seeds'])} seeds" for r in short)
-            + " finished; the gaps below compare what has finished so far.**")
-        lines.insert(at_ + 2, "")
+            + " finished; the gaps below compare what has finished so far.**", ""]
     lines += [f"| model | status | lr | warm-up | tuning ({c['rows'][0]['tuning_steps']:,} steps, seed 0) | "
               "test BPC, 95% CI of the mean | last 20% | equal-time valid BPC (vs baseline) |",
               "|---|---|---|---|---|---|---|---|"]
