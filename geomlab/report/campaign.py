@@ -412,7 +412,7 @@ def work(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = Non
     broken: set[str] = set()  # jobs that raised here: skipped for the rest of this worker's life
     while max_jobs is None or finished < max_jobs:
         job = next((j for j in jobs(campaign, store, only)
-                    if j.key not in broken and not store.held(j) and store.acquire(j)), None)
+                    if j.key not in broken and store.acquire(j)), None)  # acquire refuses a held job
         if job is None:
             if blocked(campaign, store, only) and not broken:
                 log(f"[converged] waiting {wait_s:.0f} s for other workers' tuning runs")
