@@ -31,16 +31,22 @@ from typing import Any, Callable, Iterator
 
 from geomlab.report.protocol import COMPARISONS, Arm, Comparison, ReportError
 
-#: The bundled language models no comparison trains (issue 20, item 4: the zoo retrained with the converged
-#: recipe): tuned like every arm, one seed. The zoo's OSM-RNN, LSTM, OSMFormer O(d) and Transformer are the
-#: seed-0 runs of ``ts-50k`` and ``ts-100k`` (same budgets and corpus).
+#: The bundled language models no comparison trains as they are (issue 20, item 4: the zoo retrained with the
+#: converged recipe), one seed each. The zoo's OSMFormer O(d) and Transformer are the seed-0 runs of ``ts-100k``.
+#: The recurrent pair trains the ``ts-50k`` models twice as long (20,000 steps: at 10,000 their validation
+#: still improved, and no seed's test BPC reached the zoo's 2.5); see :attr:`Campaign.arm_steps` and
+#: :attr:`Campaign.lr_from` for the steps and the borrowed learning rates.
 ZOO_TS = Comparison(
     "zoo-ts", "Tiny Shakespeare, the zoo's other models (one seed each; not a comparison)", "tinyshakespeare",
-    (Arm("OSMFormer U(d), linear mixing", "osmformer", 91_000, {"group": "U", "mixing": "linear"}),
+    (Arm("OSM-RNN O(d), ~50K, 20,000 steps", "osm-rnn", 50_000, {"group": "O", "mixing": "linear"}),
+     Arm("LSTM, ~50K, 20,000 steps", "lstm", 50_000, {}),
+     Arm("OSMFormer U(d), linear mixing", "osmformer", 91_000, {"group": "U", "mixing": "linear"}),
      Arm("OSMFormer torus T^d, linear mixing", "osmformer", 91_000, {"group": "T", "mixing": "linear"}),
      Arm("CEM T=2, shared diagonal, ~100K", "cem", 100_000, {"recursion_steps": 2, "diagonal": "shared"}),
      Arm("Grassmann, no position table, ~100K", "grassmann", 100_000, {"positions": "none"})),
-    note="The bundled checkpoints' recipes: each model at its zoo budget, tuned by the campaign's rule.")
+    note="The bundled checkpoints' recipes: each model at its zoo budget; the recurrent pair and the U(d) and "
+         "torus OSMFormers take the lr tuned for the same model (or the O(d) OSMFormer) in ts-50k / ts-100k, "
+         "the others are tuned by the campaign's rule.")
 _ALL = {**COMPARISONS, ZOO_TS.key: ZOO_TS}
 
 
@@ -57,11 +63,15 @@ class Campaign:
     outside these. corpus_override: a text file read instead of every corpus (tests). seed_counts: comparisons
     trained on fewer seeds (``(key, n)``: the first n of :attr:`seeds`; the zoo's extra models). late:
     ``(comparison key, arm label)`` of arms whose runs wait until every other run of the campaign is taken
-    (the identity-mixing ablation: d = 31 at 91K, about 12 of the campaign's ~44 CPU hours)."""
+    (the identity-mixing ablation: d = 31 at 91K, about 12 of the campaign's ~44 CPU hours). arm_steps:
+    ``((comparison key, arm label), steps)``: an arm's full budget when not its comparison's. lr_from:
+    ``((comparison key, arm label), (comparison key, arm label))``: arms that are not tuned but train at the
+    (lr, warm-up) the second arm's seeds train at (the same model, or the nearest one, tuned elsewhere in the
+    campaign; the arm waits until that is decided)."""
 
     name: str = "converged"
     steps: tuple[tuple[str, int], ...] = (("ts-50k", 10_000), ("grassmann-200k", 5_000), ("ts-100k", 10_000),
-                                          ("cem-200k", 5_000), ("ptb-100k", 10_000), ("zoo-ts", 10_000),
+                                          ("zoo-ts", 10_000), ("cem-200k", 5_000), ("ptb-100k", 10_000),
                                           ("ts-scaling", 5_000))
     tune_fraction: float = 0.2
     batch_size: int = 32
@@ -76,6 +86,13 @@ class Campaign:
     corpus_override: str | None = None
     seed_counts: tuple[tuple[str, int], ...] = (("zoo-ts", 1),)
     late: tuple[tuple[str, str], ...] = (("ts-100k", "OSMFormer O(d), identity mixing"),)
+    arm_steps: tuple[tuple[tuple[str, str], int], ...] = (
+        (("zoo-ts", "OSM-RNN O(d), ~50K, 20,000 steps"), 20_000), (("zoo-ts", "LSTM, ~50K, 20,000 steps"), 20_000))
+    lr_from: tuple[tuple[tuple[str, str], tuple[str, str]], ...] = (
+        (("zoo-ts", "OSM-RNN O(d), ~50K, 20,000 steps"), ("ts-50k", "OSM-RNN O(d)")),
+        (("zoo-ts", "LSTM, ~50K, 20,000 steps"), ("ts-50k", "LSTM")),
+        (("zoo-ts", "OSMFormer U(d), linear mixing"), ("ts-100k", "OSMFormer O(d), linear mixing")),
+        (("zoo-ts", "OSMFormer torus T^d, linear mixing"), ("ts-100k", "OSMFormer O(d), linear mixing")))
 
     def comparisons(self, only: tuple[str, ...] | None = None) -> list[Comparison]:
         """The comparisons in campaign order (``only``: keys kept). :class:`ReportError` for an unknown key."""
@@ -88,8 +105,21 @@ class Campaign:
     def seeds_for(self, key: str) -> tuple[int, ...]:
         return self.seeds[:dict(self.seed_counts).get(key, len(self.seeds))]
 
-    def full_steps(self, key: str) -> int:
-        return dict(self.steps)[key]
+    def full_steps(self, key: str, arm: str | None = None) -> int:
+        """The full budget (steps) of comparison ``key``, or of its arm labelled ``arm`` (:attr:`arm_steps`)."""
+        return dict(self.arm_steps).get((key, arm), dict(self.steps)[key])
+
+    def borrowed(self, comp: Comparison, arm: Arm) -> tuple[Comparison, Arm] | None:
+        """The (comparison, arm) whose chosen lr ``arm`` trains at (:attr:`lr_from`), or ``None`` when it is
+        tuned itself. :class:`ReportError` when the source is not in the campaign."""
+        src = dict(self.lr_from).get((comp.key, arm.label))
+        if src is None:
+            return None
+        sc = _ALL.get(src[0]) if src[0] in dict(self.steps) else None
+        sa = next((a for a in (sc.arms if sc else ()) if a.label == src[1]), None)
+        if sa is None:
+            raise ReportError(f"{comp.key} / {arm.label}: its lr comes from {src}, which is not an arm of the campaign")
+        return sc, sa
 
     def tune_steps(self, key: str) -> int:
         return max(1, int(round(self.full_steps(key) * self.tune_fraction)))
@@ -104,6 +134,8 @@ class Campaign:
                 "warmups": {k: list(v) for k, v in self.warmups}, "max_widen": self.max_widen,
                 "eval_every": self.eval_every, "lr_bounds": list(self.lr_bounds),
                 "seed_counts": dict(self.seed_counts),
+                "arm_steps": {f"{c} / {a}": n for (c, a), n in self.arm_steps},
+                "lr_from": {f"{c} / {a}": f"{sc} / {sa}" for (c, a), (sc, sa) in self.lr_from},
                 "corpus_override": self.corpus_override}
 
     def task_string(self, comp: Comparison) -> str:
@@ -246,6 +278,12 @@ def tuning_state(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm
     the best lr sat on an edge) is finished; ``note`` says when the optimum stayed on an edge."""
     from geomlab.sweep import Dimension
 
+    src = campaign.borrowed(comp, arm)
+    if src is not None:  # not tuned: the source arm's choice, once its tuning (and full choice) is decided
+        _, _, best, _ = tuning_state(campaign, store, *src)
+        if best is None:
+            return [], [], None, f"waits for the lr of {src[0].key} / {src[1].label}"
+        return [], [], full_choice(campaign, store, *src, best)[0], f"lr of {src[0].key} / {src[1].label}"
     steps = campaign.tune_steps(comp.key)
     seed = campaign.seeds[0]
     lrs = list(campaign.lr_grid)
@@ -296,7 +334,7 @@ def full_choice(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm,
     for _ in range(campaign.max_widen):
         failed = []
         for seed in campaign.seeds_for(comp.key):
-            o = store.outcome(Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key)))
+            o = store.outcome(Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key, arm.label)))
             if o is not None and o.get("status") == "failed":
                 failed.append((seed, o.get("error", "")))
         if not failed:
@@ -311,20 +349,24 @@ def full_choice(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm,
 
 def jobs(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> Iterator[Job]:
     """The jobs not finished yet whose inputs are ready, in campaign order (the :attr:`Campaign.late` arms
-    last): each arm's tuning runs, then (once its tuning is decided) its seeds at the full budget."""
+    last): per comparison, every arm's tuning runs, then the full-budget runs seed by seed (seed 0 of every
+    arm whose tuning is decided, then seed 1, ...), so each comparison has a first paired seed early."""
     late = set(campaign.late)
-    arms = [(c, a) for c in campaign.comparisons(only) for a in c.arms]
-    for comp, arm in ([x for x in arms if (x[0].key, x[1].label) not in late]
-                      + [x for x in arms if (x[0].key, x[1].label) in late]):
-        pending, _, best, _ = tuning_state(campaign, store, comp, arm)
-        yield from pending
-        if best is None:
-            continue
-        best, _ = full_choice(campaign, store, comp, arm, best)
+    comps = campaign.comparisons(only)
+    groups = ([(c, [a for a in c.arms if (c.key, a.label) not in late]) for c in comps]
+              + [(c, [a]) for c in comps for a in c.arms if (c.key, a.label) in late])
+    for comp, arms in groups:
+        chosen = []
+        for arm in arms:
+            pending, _, best, _ = tuning_state(campaign, store, comp, arm)
+            yield from pending
+            if best is not None:
+                chosen.append((arm, full_choice(campaign, store, comp, arm, best)[0]))
         for seed in campaign.seeds_for(comp.key):
-            j = Job(comp, arm, "full", best[0], best[1], seed, campaign.full_steps(comp.key))
-            if store.outcome(j) is None:
-                yield j
+            for arm, (lr, wu) in chosen:
+                j = Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key, arm.label))
+                if store.outcome(j) is None:
+                    yield j
 
 
 def blocked(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> bool:
@@ -503,7 +545,7 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     from geomlab.report.aggregation import ci95, mean, std
 
     pending, tuning, best, note = tuning_state(campaign, store, comp, arm)
-    steps = campaign.full_steps(comp.key)
+    steps = campaign.full_steps(comp.key, arm.label)
     row: dict[str, Any] = {
         "label": arm.label, "kind": arm.kind, "baseline": arm.baseline, "paper": dict(arm.paper),
         "budget": arm.budget, "planned_seeds": list(campaign.seeds_for(comp.key)), "seeds": [], "valid": [], "test": [],
@@ -551,7 +593,7 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     row["late_gain"] = mean(gains)
     row["trace_ms"] = _trace_ms(store, first) if first else None
     n_tune = row["tuning_planned"] = len(tuning) + len(pending)
-    if not pending and best is None:  # every lr diverged: no seed will train
+    if not pending and best is None and campaign.borrowed(comp, arm) is None:  # every lr diverged: no seed
         row["planned_seeds"] = []
     # CPU seconds per step of this arm, from any finished run (tuning runs give it early): the time left
     rates = [o["cpu_s"] / o["steps"] for j in _tuning_jobs(campaign, comp, arm, tuning) + ([
@@ -563,6 +605,8 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     row["cpu_hours_left"] = row["cpu_s_per_step"] * left / 3600 if rates else (0.0 if left == 0 else None)
     if pending:
         row["status"] = f"tuning: {len(tuning)} of {n_tune} short runs"
+    elif best is None and campaign.borrowed(comp, arm) is not None:
+        row["status"] = note
     elif best is None:
         row["status"] = "tuning failed: " + note
     else:
