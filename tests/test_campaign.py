@@ -280,8 +280,8 @@ def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--converged", "--steps", "5"], "--converged has its own protocol: drop --steps"),
-    (["--collect"], "--collect, --max-jobs and --device go with --converged"),
-    (["--device", "cuda"], "--collect, --max-jobs and --device go with --converged"),
+    (["--collect"], "--collect, --max-jobs, --device and --speed go with --converged"),
+    (["--device", "cuda"], "--collect, --max-jobs, --device and --speed go with --converged"),
     (["--converged", "--collect", "--only", "word-problem"], "unknown comparisons"),
     (["--converged", "--collect", "--only", ","], "--only needs at least one comparison key"),
     (["--converged", "--max-jobs", "0"], "--max-jobs must be >= 1"),
@@ -461,3 +461,30 @@ def test_the_provisional_line_is_a_paragraph_of_its_own():
     lines = converged_comparison({"title": "t", "corpus": "c", "split": "", "claim": "", "note": "", "rows": [row]})
     i = next(k for k, ln in enumerate(lines) if ln.startswith("**Provisional: A 1 of 3 seeds"))
     assert lines[i - 1] == "" and lines[i + 1] == "" and lines[i + 2].startswith("| model")
+
+
+def test_the_speed_benchmark_joins_the_report(tmp_path, text_file, capsys):
+    """`bench train --json` writes the rows and settings; `report --converged --speed` shows them as a table
+    (the ratios are the benchmark's, not recomputed); a file that is not the benchmark's is refused."""
+    bench = tmp_path / "bench.json"
+    assert main(["bench", "train", "--quick", "--only", "grassmann", "--json", str(bench)]) == 0
+    data = json.loads(bench.read_text())
+    assert data["kind"] == "bench-train" and data["batch"] == 4 and data["clock"] == "process CPU"
+    (row,) = data["rows"]
+    assert row["name"] == "grassmann" and row["base"] == "grassmann-attn" and row["ratio_min"] <= row["ratio_median"]
+    store = tmp_path / "s"
+    store.mkdir()
+    out = tmp_path / "r.md"
+    assert main(["report", "--converged", "--collect", "--store", str(store), "--corpus-file", str(text_file),
+                 "--speed", str(bench), "--out", str(out), "--no-png"]) == 0
+    text = out.read_text()
+    assert "## Training speed measured alone (`geomlab bench train`)" in text
+    assert f"| grassmann | {row['params']:,} | {row['ms']:.1f} | grassmann-attn |" in text
+    assert f"| {row['ratio_median']:.2f} | {row['ratio_min']:.2f} |" in text
+    (tmp_path / "bad.json").write_text('{"rows": 3}')
+    capsys.readouterr()
+    assert main(["report", "--converged", "--collect", "--store", str(store), "--speed",
+                 str(tmp_path / "bad.json"), "--out", str(tmp_path / "r2.md")]) == 2
+    assert "not a `geomlab bench train --json` file" in capsys.readouterr().err
+    assert not (tmp_path / "r2.md").exists()
+    assert main(["report", "--quick", "--speed", str(bench), "--out", str(tmp_path / "r3.md")]) == 2

@@ -140,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: the CPU is shared)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--quick", action="store_true", help="smoke run: 2 rounds, 1 warm-up, batch 4 x 32")
+    p.add_argument("--json", default=None, metavar="PATH",
+                   help="also write the rows and the settings as JSON (what `geomlab report --converged "
+                        "--speed PATH` shows)")
     a = p.parse_args(argv)
     if a.quick:
         a.rounds, a.warmup, a.batch, a.seq = 2, 1, 4, 32
@@ -150,6 +153,18 @@ def main(argv: list[str] | None = None) -> int:
         print(exc.args[0])
         return 2
     rows = measure(configs, a.rounds, a.warmup, a.batch, a.seq, a.device)
+    if a.json:
+        import datetime
+        import json
+        import os
+
+        meta = {"kind": "bench-train", "torch": torch.__version__, "device": a.device,
+                "threads": torch.get_num_threads(), "batch": a.batch, "seq": a.seq, "warmup": a.warmup,
+                "rounds": a.rounds, "clock": "wall" if a.device.startswith("cuda") else "process CPU",
+                "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+                "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump({**meta, "rows": rows}, f, indent=1)
     print(f"# geomlab.bench train: torch {torch.__version__}, device {a.device}, threads {torch.get_num_threads()}, "
           f"batch {a.batch} x {a.seq}, AdamW, {a.warmup} warm-up steps, {a.rounds} interleaved rounds; "
           f"ratio = model step / baseline step ({'wall' if a.device.startswith('cuda') else 'CPU'} time)")

@@ -66,6 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "runs/converged)")
     p.add_argument("--collect", action="store_true",
                    help="--converged: train nothing, write the report of the runs finished in --store")
+    p.add_argument("--speed", metavar="BENCH_JSON",
+                   help="--converged: show this `geomlab bench train --json` file as the report's table of "
+                   "training speed measured alone")
     p.add_argument("--max-jobs", type=int, metavar="N", help="--converged: stop this worker after N runs")
     p.add_argument("--device", metavar="DEVICE", help="--converged: the worker's device (auto: CUDA, then MPS, "
                    "then CPU; several workers may share one GPU)")
@@ -85,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
         args.out = args.out or "runs/converged-report/results.md"
         return _converged(args)
     args.out = args.out or "runs/report/results.md"
-    if args.collect or args.max_jobs is not None or args.device is not None:
-        raise ValueError("--collect, --max-jobs and --device go with --converged")
+    if args.collect or args.max_jobs is not None or args.device is not None or args.speed is not None:
+        raise ValueError("--collect, --max-jobs, --device and --speed go with --converged")
     if args.from_json:
         import json
         from pathlib import Path
@@ -174,6 +177,16 @@ def _converged(args: argparse.Namespace) -> int:
         raise ValueError(f"--store {args.store} is not a folder of campaign runs (nothing to collect)")
     if Path(args.store).exists() and not Path(args.store).is_dir():
         raise ValueError(f"--store {args.store} is a file, not a folder")
+    speed = None
+    if args.speed is not None:
+        import json
+
+        try:
+            speed = json.loads(Path(args.speed).read_text(encoding="utf-8"))
+            if speed.get("kind") != "bench-train" or not isinstance(speed.get("rows"), list):
+                raise ValueError("not a `geomlab bench train --json` file")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise ValueError(f"--speed {args.speed}: cannot read it ({exc})") from exc
     store = campaign.RunStore(args.store)
     if not args.collect:
         from geomlab.runs import check_device
@@ -181,6 +194,8 @@ def _converged(args: argparse.Namespace) -> int:
         n = campaign.work(plan, store, only, max_jobs=args.max_jobs, device=check_device(args.device or "auto"))
         print(f"[converged] this worker finished {n} run(s)")
     results = campaign.collect(plan, store, only)
+    if speed is not None:
+        results["speed_alone"] = speed
     path = write_report(results, args.out, png=not args.no_png)
     print(f"wrote {path}: {results['progress']['done']} of {results['progress']['planned']} runs finished"
           + ("" if results["progress"]["done"] else f" (no finished campaign run in {args.store} yet)"))

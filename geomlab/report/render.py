@@ -419,11 +419,33 @@ def outside_ratios(r: dict[str, Any]) -> list[str]:
                     "word. Read ours for its sign and interval, the others for scale.", ""]
 
 
+def speed_alone(bench: dict[str, Any] | None) -> list[str]:
+    """``## Speed measured alone``: the fast-training benchmark's table (``geomlab bench train --json``, passed
+    to the report with ``--speed``): per pair the median step times and the median / minimum of the
+    interleaved per-round ratios. Empty without a benchmark file."""
+    if not bench:
+        return []
+    lines = ["## Training speed measured alone (`geomlab bench train`)", "",
+             f"One training step (forward, cross-entropy, backward, AdamW) on batch {bench['batch']} x "
+             f"{bench['seq']}, {bench['threads']} thread(s), {bench['device']}, {bench['clock']} time; "
+             f"{bench['rounds']} rounds in which the model and its baseline step back to back in alternating "
+             f"order (docs/speed.md); measured {bench.get('date', '')}"
+             + (f" at load average {bench['load_avg']:.1f}" if bench.get("load_avg") is not None else "")
+             + ". The campaign's own tokens/s columns above are from runs sharing the machine.", "",
+             "| model | params | ms/step | baseline | params | ms/step | ratio (median) | ratio (min) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in bench["rows"]:
+        lines.append(f"| {r['name']} | {r['params']:,} | {r['ms']:.1f} | {r['base']} | {r['base_params']:,} | "
+                     f"{r['base_ms']:.1f} | {r['ratio_median']:.2f} | {r['ratio_min']:.2f} |")
+    return lines + [""]
+
+
 def converged_markdown(results: dict[str, Any], figures: dict[str, str] | None = None) -> str:
     """The converged campaign's report (:func:`geomlab.report.campaign.collect`'s results) as Markdown."""
     lines = [*converged_header(results), *converged_protocol(results), "## Language modelling", ""]
     for c in results["comparisons"]:
         lines += converged_comparison(c)
+    lines += speed_alone(results.get("speed_alone"))
     lines += figures_section(figures)
     lines += ["## Reproduce", "", "```bash",
               "# one worker per core; stop and start again at will (runs resume from their checkpoints)",
