@@ -185,6 +185,8 @@ def test_committed_report_renders_again_from_its_json():
     pngs = {name: fig_dir / f"{name}.png" for name in figs if (fig_dir / f"{name}.png").is_file()}
     md = report.render_markdown(with_context(results, out), figure_links(figs, pngs))
     assert md == out.read_text(encoding="utf-8")
+    # the converged campaign's report is named at the top, before the first table it supersedes
+    assert md.index("[the converged campaign's report](results/runs/converged/results.md)") < md.index("|")
 
 
 # ----------------------------------------------------------------------------------------------- end to end

@@ -55,6 +55,11 @@ def header(results: dict[str, Any]) -> list[str]:
                      "not a reproduction of the papers' tables.** The paper columns are the papers' numbers "
                      "(from `shared/papers`), not ours.")
         lines.append("")
+    conv = next((rel for _, rel in results.get("extra_runs") or () if rel.endswith("runs/converged/results.md")), None)
+    if conv:
+        lines += [f"**Converged, tuned, multi-seed results are in [the converged campaign's report]({conv}) "
+                  "(`geomlab report --converged`, in progress: it says which comparisons have finished); for "
+                  "those, it supersedes the tables below.**", ""]
     return lines
 
 
