@@ -51,5 +51,6 @@ PAGES = {
 }
 
 page = st.navigation(PAGES)
+ui.check_page_path({p.url_path for group in PAGES.values() for p in group})
 page.run()
 ui.sync_query_params(page)  # the URL carries only what this page uses

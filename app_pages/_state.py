@@ -153,6 +153,32 @@ def _coerce(key: str, value: str) -> Any:
     return value
 
 
+K_PATH_CHECKED = "_gl_path_checked"  # the session's first URL path was checked against the pages
+
+
+def check_page_path(known: set[str]) -> None:
+    """On a session's first run, leave a notice when the browser's URL names a page that does not exist
+    (Streamlit then opens the default page and says so only in the browser console). ``known``: the pages'
+    ``url_path`` values. Source: design choice."""
+    ss = st.session_state
+    if ss.get(K_PATH_CHECKED):
+        return
+    ss[K_PATH_CHECKED] = True
+    try:
+        from urllib.parse import unquote, urlparse
+
+        path = unquote(urlparse(st.context.url or "").path)
+    except Exception:  # no browser behind this session (AppTest, bare mode): nothing to check
+        return
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    tail = path.strip("/")
+    if base and (tail == base or tail.startswith(base + "/")):
+        tail = tail[len(base):].strip("/")
+    if tail and tail not in known:
+        note = (f"There is no page {('/' + tail)[:80]!r}; this is Home. The sidebar lists every page.")
+        ss[K_NOTICE] = " ".join(x for x in (ss.get(K_NOTICE), note) if x)
+
+
 def init_state() -> None:
     """Create the shared keys once and adopt values from the URL when the URL did not come from us
     (a fresh session opened from a link, or ``st.page_link(..., query_params=...)``)."""

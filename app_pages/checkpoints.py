@@ -12,7 +12,8 @@ from app_pages import _ui as ui
 from app_pages._messages import md_escape
 from app_pages._state import owner_token, restore_choice
 
-K_UPLOAD_MSG = "_gl_upload_msg"
+K_DELETE_MSG = "_gl_delete_msg"      # a delete's outcome: shown at the top, above the cards
+K_UPLOAD_RESULT = "_gl_upload_result"  # an upload's outcome: shown under the uploader, where the user is
 #: the table's columns (model = kind and group; the cards below show parameters, corpus, steps, source and
 #: ref; the data keeps every column) and the name column's width in
 #: pixels: the longest bundled name at the table's font (design choice: the table fits at 1000 px)
@@ -28,9 +29,9 @@ def _open(ref: str, slug: str) -> None:
 def _delete(ref: str) -> None:
     try:
         catalog.delete_user_checkpoint(ref, owner=owner_token())
-        st.session_state[K_UPLOAD_MSG] = ("success", f"Deleted {md_escape(ref)}.")
+        st.session_state[K_DELETE_MSG] = ("success", f"Deleted {md_escape(ref)}.")
     except ValueError as exc:
-        st.session_state[K_UPLOAD_MSG] = ("error", md_escape(str(exc)))
+        st.session_state[K_DELETE_MSG] = ("error", md_escape(str(exc)))
 
 
 def fitting_views(kind: str) -> list[registry.ViewSpec]:
@@ -85,6 +86,9 @@ def upload_section() -> None:
         submitted = st.form_submit_button("Validate and add", icon=":material/upload:")
     if submitted:
         handle_upload({f.name: f.getvalue() for f in (files or [])})
+    msg = st.session_state.pop(K_UPLOAD_RESULT, None)
+    if msg:
+        (st.success if msg[0] == "success" else st.error)(msg[1])
 
 
 def handle_upload(files: dict[str, bytes]) -> None:
@@ -92,10 +96,10 @@ def handle_upload(files: dict[str, bytes]) -> None:
     try:
         entry = catalog.store_upload(files, owner=owner_token())
     except ValueError as exc:  # the message quotes file names: shown literally
-        st.session_state[K_UPLOAD_MSG] = ("error", f"Upload rejected: {md_escape(exc)}")
+        st.session_state[K_UPLOAD_RESULT] = ("error", f"Upload rejected: {md_escape(exc)}")
     else:
         ui.set_checkpoint(entry.ref)
-        st.session_state[K_UPLOAD_MSG] = ("success", f"Added {md_escape(entry.title)} as `{entry.ref}`; it is "
+        st.session_state[K_UPLOAD_RESULT] = ("success", f"Added {md_escape(entry.title)} as `{entry.ref}`; it is "
                                           "now the selected checkpoint in every view.")
     st.rerun()
 
@@ -108,7 +112,7 @@ def main() -> None:
     if goto:
         st.switch_page(ui.page_path(goto))
     st.title("Checkpoints")
-    msg = st.session_state.pop(K_UPLOAD_MSG, None)
+    msg = st.session_state.pop(K_DELETE_MSG, None)
     if msg:
         (st.success if msg[0] == "success" else st.error)(msg[1])
     found = ui.entries()

@@ -160,9 +160,9 @@ S5_LESSON = Lesson(
             body="This word is $b^5\\, a^2\\, b^5$ with the 5-cycle $b$ = `12340` and the transposition "
                  "$a$ = `10234`. Since $b^5 = e$ and $a^2 = e$, the running product is the identity at "
                  "positions 4, 6 and 11.",
-            notice="Top panel, **distance from the identity** $\\|\\log H_t\\|_F$: O(5) (left) drops to about "
-                   "0 exactly at positions 4, 6 and 11 (0.09, 0.12, 0.19 rad) and is near 4 rad elsewhere. "
-                   "The torus (right) never comes back: at those positions it is 2.2, 3.3 and 2.7 rad away. "
+            notice="Top panel, **distance from the identity** $\\|\\log H_t\\|_F$: O(5) (the first figure) drops "
+                   "to about 0 exactly at positions 4, 6 and 11 (0.09, 0.12, 0.19 rad) and is near 4 rad elsewhere. "
+                   "The torus (the second) never comes back: at those positions it is 2.2, 3.3 and 2.7 rad away. "
                    "Its state does not know that the product is the identity."),
         Step(
             title="On the torus, angles only add",

@@ -420,6 +420,10 @@ def test_checkpoints_page_lists_cards_and_validates_uploads(ckpt_dirs):
     submit = [b for b in at.button if "Validate" in b.label]
     submit[0].click().run()
     assert any("Upload rejected" in e and "missing" in e for e in errors(at)), errors(at)
+    # ... shown under the uploader, where the user pressed the button (not at the top of a long page)
+    order = [(n.type, getattr(n, "value", "")) for n in _in_order(at.main)]
+    upload_at = order.index(("subheader", "Upload a checkpoint"))
+    assert [i for i, (t, v) in enumerate(order) if t == "error" and "Upload rejected" in v][0] > upload_at
     # a good upload: an existing checkpoint folder zipped under a new name
     at.file_uploader(key="w_upload").set_value([("mine.zip", _zip(runs / "osm"), "application/zip")])
     [b for b in at.button if "Validate" in b.label][0].click().run()
@@ -434,6 +438,13 @@ def test_checkpoints_page_lists_cards_and_validates_uploads(ckpt_dirs):
     assert not errors(at), errors(at)
     assert at.session_state["gl_ckpt"] == "runs/uploads/osm"
     catalog.delete_user_checkpoint("runs/uploads/osm", owner=owner(at))
+
+
+def _in_order(node):
+    """Every element under an AppTest block, depth first, in page order."""
+    yield node
+    for child in getattr(node, "children", {}).values():
+        yield from _in_order(child)
 
 
 def _zip(folder: Path) -> bytes:

@@ -324,6 +324,20 @@ def test_a_link_to_an_unknown_checkpoint_says_so(page, server):
 
 @pytest.mark.browser
 @pytest.mark.slow
+def test_a_link_to_an_unknown_page_says_so(page, server):
+    """Streamlit opens the default page for an unknown path and says so only in the console: the app says
+    it on the page; a known page's link says nothing of the kind."""
+    page.goto(f"{server}/nosuchpage")
+    wait_idle(page)
+    page.get_by_text("There is no page '/nosuchpage'; this is Home.").first.wait_for(timeout=30_000)
+    page.goto(f"{server}/glossary")
+    wait_idle(page)
+    page.get_by_role("heading", name="Glossary").first.wait_for(timeout=30_000)
+    assert page.get_by_text("There is no page").count() == 0
+
+
+@pytest.mark.browser
+@pytest.mark.slow
 def test_a_cursor_move_redraws_the_view_without_retracing(page, server):
     """Pressing → on the token cursor moves it by one position: the page caption and the cursor-row figure
     follow, and no trace is computed (one forward pass per checkpoint and text). The time from the key press

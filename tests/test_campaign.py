@@ -488,3 +488,12 @@ def test_the_speed_benchmark_joins_the_report(tmp_path, text_file, capsys):
     assert "not a `geomlab bench train --json` file" in capsys.readouterr().err
     assert not (tmp_path / "r2.md").exists()
     assert main(["report", "--quick", "--speed", str(bench), "--out", str(tmp_path / "r3.md")]) == 2
+
+
+def test_a_corpus_missing_here_is_said_not_left_as_empty_brackets():
+    from geomlab.report.render import comparison_section
+
+    c = {"title": "t", "corpus": "tinyshakespeare", "split": "", "claim": "", "note": "A note.", "rows": []}
+    text = "\n".join(comparison_section(c, {}))
+    assert "Corpus `tinyshakespeare` (not found on this machine, so its split is not shown). A note." in text
+    assert "()" not in text

@@ -102,7 +102,8 @@ def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
     """``### <comparison>``: its table (one row per model, ours next to the paper's), the verdict against the
     baseline and the learning-rate sweep. ``p``: the protocol dict (the lr of rows without a tuned one)."""
     lines = [f"### {c['title']}", ""]
-    lines.append(f"Corpus `{c['corpus']}` ({c['split']}). {c['claim']} {c['note']}".strip())
+    split = f" ({c['split']})" if c.get("split") else " (not found on this machine, so its split is not shown)"
+    lines.append(" ".join(x for x in (f"Corpus `{c['corpus']}`{split}.", c["claim"], c["note"]) if x))
     lines += ["", _LM_HEADER, "|" + "---|" * 14]
     for r in c["rows"]:
         name = r["label"] + (" (baseline)" if r["baseline"] else "")
