@@ -29,6 +29,15 @@ from app_pages import _ui as ui  # noqa: E402
 # a local icon: a `:material/...` page icon is fetched from a font CDN, so offline the tab had none
 st.set_page_config(page_title="geomlab", page_icon=str(_ROOT / "assets" / "icon.png"), layout="wide",
                    initial_sidebar_state="expanded")
+# Figure columns wrap under each other when the page is too narrow for them side by side (an 800-px window
+# with the sidebar open leaves ~480 px: two charts of 220 px lost their labels). Only rows holding a chart;
+# style-only st.html takes no space on the page.
+st.html("<style>"
+        "div[data-testid='stHorizontalBlock']:has(> div[data-testid='stColumn'] div[data-testid='stPlotlyChart'])"
+        "{flex-wrap: wrap;}"
+        "div[data-testid='stHorizontalBlock'] > div[data-testid='stColumn']:has(div[data-testid='stPlotlyChart'])"
+        "{min-width: min(100%, 380px);}"
+        "</style>")
 ui.log_to_server()
 ui.warm_up()
 ui.init_state()

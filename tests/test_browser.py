@@ -255,6 +255,29 @@ def test_every_page_renders_in_chromium(page, server, width):
     page.set_viewport_size({"width": 1400, "height": 1000})
 
 
+@pytest.mark.browser
+@pytest.mark.slow
+def test_figure_pairs_stack_when_the_page_is_narrow(page, server):
+    """Two half-width figures sit side by side at 1400 px, and wrap under each other at 800 px with the
+    sidebar open (each then keeps the full ~470 px content width instead of ~220 px)."""
+    def boxes(width):
+        page.set_viewport_size({"width": width, "height": 1000})
+        page.goto(f"{server}/trajectories?ckpt=runs/{PAGES['trajectories']}")
+        wait_idle(page)
+        page.wait_for_selector('[data-testid="stPlotlyChart"]')
+        page.wait_for_timeout(1500)
+        charts = page.locator('[data-testid="stPlotlyChart"]')
+        return [charts.nth(i).bounding_box() for i in range(2)]
+
+    a, b = boxes(1400)
+    assert abs(a["y"] - b["y"]) < 5 and b["x"] > a["x"] + a["width"] - 5  # one row
+    a, b = boxes(800)
+    assert b["y"] >= a["y"] + a["height"] - 5 and abs(a["x"] - b["x"]) < 5  # stacked
+    assert a["width"] > 400
+    screenshot(page, "trajectories-800")
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
 def _start_training(page, server, steps: int) -> None:
     """Open Train live, set the step count and press Start training."""
     page.goto(f"{server}/train")
