@@ -219,6 +219,9 @@ def test_overlay_has_one_training_trace_per_run_each_in_its_own_colour():
     bits, _ = run_overlay({"a": _hist(0.0)}, metric="bpc", unit="character")
     np.testing.assert_allclose(np.asarray(bits.data[0].y, dtype=float),
                                [r["loss"] / np.log(2) for r in _hist(0.0) if "loss" in r], rtol=1e-6)
+    assert "dashed: validation" in caption
+    _, alone = run_overlay({"cem": _hist(0.0, valid=False)})  # nothing dashed drawn: the caption says so
+    assert "dashed: validation" not in alone and "no validation yet" in alone
     with pytest.raises(FigureError):
         run_overlay({})
     with pytest.raises(FigureError, match="no run"):

@@ -202,7 +202,9 @@ def run_overlay(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFrame], 
     n = len({t["legendgroup"] for t in fig.data})
     cap = (f"{'Bits' if metric == 'bpc' else 'Cross-entropy loss (nats)'} per {unit} against optimiser step"
            + (f" for {n} runs, one colour per run" if n > 1 else "")
-           + "; solid: training (mean over the logging interval), dashed: validation. Lower is better.")
+           + "; solid: training (mean over the logging interval)"
+           + (", dashed: validation" if any(t["line"]["dash"] == "dash" for t in fig.data)
+              else "; no validation yet (dashed when there is)") + ". Lower is better.")
     # legend under the plot: beside it, it took a third of a half-width chart; automargin keeps the y title
     return finish(fig, "Training curves", cap, "run_overlay",
                   legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0},
