@@ -340,7 +340,7 @@ def test_unigram_bpc_is_the_cross_entropy_of_character_frequencies(text_file):
 def test_the_zoo_models_train_one_seed_after_tuning(tmp_path, text_file):
     """The zoo's extra models (no baseline) get the same tuning and one full-budget seed; the report renders
     them without a gap."""
-    plan = tiny(text_file, steps=(("zoo-ts", 8),), lr_from=(), arm_steps=())
+    plan = tiny(text_file, steps=(("zoo-ts", 8),), lr_from=())
     store = cp.RunStore(tmp_path)
     comp = cp.ZOO_TS
     for arm in comp.arms:
@@ -357,11 +357,10 @@ def test_the_zoo_models_train_one_seed_after_tuning(tmp_path, text_file):
 
 
 def test_a_borrowed_lr_waits_for_its_source_and_follows_its_step_down(tmp_path, text_file):
-    """An arm of ``lr_from`` is not tuned: it waits until its source arm's lr is decided, trains its own budget
-    (``arm_steps``) at that lr, and steps down with the source's row when a source seed diverged."""
-    zoo_lstm = ("zoo-ts", "LSTM, ~50K, 20,000 steps")
-    plan = tiny(text_file, steps=(("ts-50k", 10), ("zoo-ts", 8)), arm_steps=((zoo_lstm, 16),),
-                lr_from=((zoo_lstm, ("ts-50k", "LSTM")),))
+    """An arm of ``lr_from`` is not tuned: it waits until its source arm's lr is decided, then trains its
+    seeds at that lr, and steps down with the source's row when a source seed diverged."""
+    zoo_lstm = ("zoo-ts", "LSTM, ~100K")
+    plan = tiny(text_file, steps=(("ts-50k", 10), ("zoo-ts", 8)), lr_from=((zoo_lstm, ("ts-50k", "LSTM")),))
     store = cp.RunStore(tmp_path)
     arm = next(a for a in cp.ZOO_TS.arms if a.label == zoo_lstm[1])
     row = cp.arm_row(plan, store, cp.ZOO_TS, arm)
@@ -371,16 +370,14 @@ def test_a_borrowed_lr_waits_for_its_source_and_follows_its_step_down(tmp_path, 
     for j in cp.tuning_state(plan, store, src_comp, src)[0]:
         _fake_outcome(store, j, {1e-3: 3.0, 3e-3: 2.8, 1e-2: 2.5, 3e-2: 2.6}[j.lr])
     mine = [j for j in cp.jobs(plan, store) if j.arm is arm]
-    assert [(j.phase, j.lr, j.seed, j.steps) for j in mine] == [("full", 1e-2, 0, 16)]
+    assert [(j.phase, j.lr, j.seed, j.steps) for j in mine] == [("full", 1e-2, 0, 8)]
     first = next(j for j in cp.jobs(plan, store) if j.arm is src)
     store.folder(first).mkdir(parents=True, exist_ok=True)
     store.write(first, "outcome.json", {"status": "failed", "error": "step 7: the loss is not finite"})
     assert [j.lr for j in cp.jobs(plan, store) if j.arm is arm] == [3e-3]
     row = cp.arm_row(plan, store, cp.ZOO_TS, arm)
-    assert row["tuning"] == [] and row["lr"] == 3e-3 and row["steps"] == 16
-    assert row["tuning_note"] == "lr of ts-50k / LSTM"
-    text = render_markdown(cp.collect(plan, store))
-    assert "zoo-ts / LSTM, ~50K, 20,000 steps ← ts-50k / LSTM" in text and "16 steps" in text
+    assert row["tuning"] == [] and row["lr"] == 3e-3 and row["tuning_note"] == "lr of ts-50k / LSTM"
+    assert "zoo-ts / LSTM, ~100K ← ts-50k / LSTM" in render_markdown(cp.collect(plan, store))
 
 
 def test_a_source_outside_the_campaign_is_refused(text_file):

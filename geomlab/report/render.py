@@ -325,8 +325,6 @@ def converged_protocol(results: dict[str, Any]) -> list[str]:
         f"half-decade beyond it is added (at most {p['max_widen']} per side); best validation BPC wins.",
         *([f"- Not tuned, the lr of the same (or nearest) model tuned elsewhere: "
            + "; ".join(f"{k} ← {v}" for k, v in p["lr_from"].items()) + "."] if p.get("lr_from") else []),
-        *([f"- Budgets of their own: " + "; ".join(f"{k} {v:,} steps" for k, v in p["arm_steps"].items()) + "."]
-          if p.get("arm_steps") else []),
         f"- Evaluation: BPC over every character of the valid and test splits, non-overlapping windows of "
         f"{p['seq_len']}, fresh state per window; validation every {p['eval_every']} steps (the curves).",
         "- Equal training time: for each seed, both models' validation BPC at the shorter of the two runs' "
