@@ -331,7 +331,8 @@ def converged_protocol(results: dict[str, Any]) -> list[str]:
         "training times (seconds of the training loop, evaluations excluded, interpolated between "
         "validations), then the mean over seeds. The runs "
         "share a 2-core machine (one thread each), so times carry that noise; the speed ratios measured alone "
-        "are `geomlab bench train`'s (docs/speed.md).",
+        "are `geomlab bench train`'s (" + ("its table below" if results.get("speed_alone") else "docs/speed.md")
+        + ").",
         "- Convergence: \"last 20%\" is the valid-BPC drop over the last fifth of the steps (mean over seeds); "
         "a drop above 0.01 bits means the model was still improving when the budget ended.",
         "- Columns: valid/test BPC are mean ± sample standard deviation over the finished seeds; the status "
