@@ -51,6 +51,14 @@ def _fake_outcome(store, job, valid):
     store.write(job, "outcome.json", {"status": status, "metrics": {"valid_bpc": valid} if valid else {}})
 
 
+def _tune(plan, store, comp, arms, valid=None):
+    """Finish the first tuning round of ``arms`` with fake outcomes: ``valid`` maps lr -> valid BPC (None:
+    every run diverged)."""
+    for arm in arms:
+        for j in cp.tuning_state(plan, store, comp, arm)[0]:
+            _fake_outcome(store, j, None if valid is None else valid[j.lr])
+
+
 def test_tuning_widens_at_an_edge_until_the_optimum_is_inside(tmp_path, text_file):
     """The best lr at the top of the grid adds the next half-decade; once the best is inside, the winner is
     set; the full-budget seeds then follow at it."""
@@ -95,9 +103,7 @@ def test_an_arm_whose_every_lr_diverged_plans_no_seeds(tmp_path, text_file):
     plan = tiny(text_file, steps=(("ts-50k", 8),))
     store = cp.RunStore(tmp_path)
     comp = COMPARISONS["ts-50k"]
-    for arm in comp.arms:
-        for j in cp.tuning_state(plan, store, comp, arm)[0]:
-            _fake_outcome(store, j, None)
+    _tune(plan, store, comp, comp.arms)
     results = cp.collect(plan, store)
     assert results["progress"]["done"] == results["progress"]["planned"] == 8
     assert results["progress"]["untimed_arms"] == 0
@@ -367,8 +373,7 @@ def test_a_borrowed_lr_waits_for_its_source_and_follows_its_step_down(tmp_path, 
     assert row["status"] == "waits for the lr of ts-50k / LSTM" and row["planned_seeds"] == [0]
     assert not [j for j in cp.jobs(plan, store) if j.arm is arm]
     src_comp, src = COMPARISONS["ts-50k"], COMPARISONS["ts-50k"].arms[1]
-    for j in cp.tuning_state(plan, store, src_comp, src)[0]:
-        _fake_outcome(store, j, {1e-3: 3.0, 3e-3: 2.8, 1e-2: 2.5, 3e-2: 2.6}[j.lr])
+    _tune(plan, store, src_comp, [src], {1e-3: 3.0, 3e-3: 2.8, 1e-2: 2.5, 3e-2: 2.6})
     mine = [j for j in cp.jobs(plan, store) if j.arm is arm]
     assert [(j.phase, j.lr, j.seed, j.steps) for j in mine] == [("full", 1e-2, 0, 8)]
     first = next(j for j in cp.jobs(plan, store) if j.arm is src)
@@ -391,9 +396,7 @@ def test_full_runs_go_seed_by_seed_across_arms(tmp_path, text_file):
     plan = tiny(text_file, steps=(("ts-50k", 8),))
     store = cp.RunStore(tmp_path)
     comp = COMPARISONS["ts-50k"]
-    for arm in comp.arms:
-        for j in cp.tuning_state(plan, store, comp, arm)[0]:
-            _fake_outcome(store, j, {1e-3: 3.0, 3e-3: 2.8, 1e-2: 2.5, 3e-2: 2.6}[j.lr])
+    _tune(plan, store, comp, comp.arms, {1e-3: 3.0, 3e-3: 2.8, 1e-2: 2.5, 3e-2: 2.6})
     order = [(j.arm.label, j.seed) for j in cp.jobs(plan, store)]
     assert order == [("OSM-RNN O(d)", 0), ("LSTM", 0), ("OSM-RNN O(d)", 1), ("LSTM", 1)]
 
