@@ -204,9 +204,9 @@ ATTENTION_LESSON = Lesson(
             checkpoint="bundled/osmformer-o-linear-tinyshakespeare", text=_HAMLET, view="attention",
             cursor=14, controls={"layer": 0}, figures=("attention_row",),
             body="Position 14 is the t of “to”; position 12 is the t of “not”.",
-            notice="Position 14 puts most weight on itself (0.71), and the next most, 0.13, on position 12, "
+            notice="Position 14 puts most weight on itself (0.94), and the next most, 0.034, on position 12, "
                    "the earlier **t** (similarity 15, the maximum), more than on the nearer space at 13 "
-                   "(0.12, similarity 9.1). Similar states win, and the distance penalty decides between "
+                   "(0.028, similarity 5.7). Similar states win, and the distance penalty decides between "
                    "near and far."),
         Step(
             title="Deeper layers: states carry context",
@@ -215,7 +215,7 @@ ATTENTION_LESSON = Lesson(
             body="Each layer moves every state along the group, $H \\leftarrow H \\exp(\\Phi)$, with an "
                  "update that depends on the positions it attended to.",
             notice="In layer 2 the **similarity** map is no longer a pattern of equal letters: the two t's "
-                   "(positions 12 and 14) now have a similarity of 6.6 out of 15, since each state has absorbed "
+                   "(positions 12 and 14) now have a similarity of 4.4 out of 15, since each state has absorbed "
                    "its own context. The **weights** still follow the similarity, now of states that mean "
                    "“this letter here”, not “this letter”."),
         Step(

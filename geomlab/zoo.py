@@ -157,7 +157,8 @@ ZOO: tuple[ZooEntry, ...] = (
     ZooEntry("osmformer-o-linear-tinyshakespeare", "OSMFormer on O(d), linear tangent mixing, ~91K",
              "The paper's headline model: attention and grounding steps on O(d) through exp, with a learnable "
              "linear map on the Lie algebra (Tiny Shakespeare ~100K row).",
-             recipe("osmformer", budget=91_000, config={"group": "O", "mixing": "linear"}, **_LM), notes=_SHORT),
+             recipe("osmformer", budget=91_000, config={"group": "O", "mixing": "linear"}, lr=1e-2, **_CONVERGED),
+             notes=_converged_note("ts-100k", 1e-2)),
     ZooEntry("osmformer-u-tinyshakespeare", "OSMFormer on U(d), ~91K", "The same architecture with complex "
              "unitary states (non-abelian, complex).",
              recipe("osmformer", budget=91_000, config={"group": "U", "mixing": "linear"}, **_LM), notes=_SHORT),

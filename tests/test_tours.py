@@ -245,7 +245,9 @@ def test_attention_notices_hold(zoo):
     order = np.argsort(-w[: step.cursor + 1])
     assert order[0] == step.cursor and order[1] == 12  # itself, then the earlier t
     assert tr.labels[12] == tr.labels[step.cursor] == "t" and abs(s[12] - tr.d) < 1e-3
-    assert abs(tr.similarity_rows(2, [14])[0][12] - 6.6) < 0.1  # step 3: "6.6 out of 15" in layer 2
+    assert abs(w[14] - 0.94) < 0.005 and abs(w[12] - 0.034) < 0.0005 and abs(w[13] - 0.028) < 0.0005
+    assert abs(s[13] - 5.7) < 0.05  # step 2: "(0.94) ... 0.034 ... (0.028, similarity 5.7)"
+    assert abs(tr.similarity_rows(2, [14])[0][12] - 4.4) < 0.05  # step 3: "4.4 out of 15" in layer 2
     torus_step = tours.LESSONS["attention-similarity"].steps[3]
     torus = trace(entries[torus_step.checkpoint], torus_step.text, {})
     sim = torus.similarity_rows(0)
