@@ -197,8 +197,9 @@ ATTENTION_LESSON = Lesson(
             notice="Left, the **similarity** $\\mathrm{Re\\,tr}(H_i^* H_j)$; right, the **attention "
                    "weights**. In layer 0 the states are the token matrices, so equal characters are "
                    "exactly as similar as possible ($\\mathrm{tr}(H^\\top H) = d = 15$, the darkest red): "
-                   "look for the red cells off the diagonal (the two t's, the o's, the spaces) and find the "
-                   "same cells brighter on the right than their neighbours, fading with distance."),
+                   "look for the red cells off the diagonal (the two t's, the o's, the spaces). On the right, "
+                   "almost all of each row's weight stays on the diagonal (the position itself); the next "
+                   "step reads one row to see where the rest goes."),
         Step(
             title="One row: where the cursor looks",
             checkpoint="bundled/osmformer-o-linear-tinyshakespeare", text=_HAMLET, view="attention",
@@ -214,10 +215,11 @@ ATTENTION_LESSON = Lesson(
             cursor=14, controls={"layer": 2}, figures=("attention_maps",),
             body="Each layer moves every state along the group, $H \\leftarrow H \\exp(\\Phi)$, with an "
                  "update that depends on the positions it attended to.",
-            notice="In layer 2 the **similarity** map is no longer a pattern of equal letters: the two t's "
+            notice="In layer 2 the red cells of equal letters are still there but weaker: the two t's "
                    "(positions 12 and 14) now have a similarity of 4.4 out of 15, since each state has absorbed "
-                   "its own context. The **weights** still follow the similarity, now of states that mean "
-                   "“this letter here”, not “this letter”."),
+                   "its own context. With the similarities closer together, the distance penalty counts for "
+                   "more: row 14 now gives the nearer space at 13 more weight (0.14) than the earlier t "
+                   "(0.08)."),
         Step(
             title="On the torus, similarity is a sum of cosines",
             checkpoint="bundled/osmformer-torus-tinyshakespeare", text=_HAMLET, view="attention",
@@ -236,7 +238,7 @@ ATTENTION_LESSON = Lesson(
                  "bilinear form of two vectors, not a similarity of states on a group.",
             notice="There is no **similarity** panel to put beside the weights: nothing says two positions "
                    "are alike. The **weights** of position 14 (mean over heads) spread over nearby "
-                   "positions (the space before it gets the most, 0.12) and the earlier t is not singled "
+                   "positions (the space before it gets the most, about 0.11) and the earlier t is not singled "
                    "out. In an OSMFormer the geometry says what “alike” means; here the weights learn it."),
     ),
 )

@@ -248,6 +248,9 @@ def test_attention_notices_hold(zoo):
     assert abs(w[14] - 0.94) < 0.005 and abs(w[12] - 0.034) < 0.0005 and abs(w[13] - 0.028) < 0.0005
     assert abs(s[13] - 5.7) < 0.05  # step 2: "(0.94) ... 0.034 ... (0.028, similarity 5.7)"
     assert abs(tr.similarity_rows(2, [14])[0][12] - 4.4) < 0.05  # step 3: "4.4 out of 15" in layer 2
+    w2 = tr.attention_rows(2, [14])[0]
+    assert round(float(w2[13]), 2) == 0.14 and round(float(w2[12]), 2) == 0.08  # "(0.14) than the earlier t (0.08)"
+    assert w[14] > 0.9  # step 1: "almost all of each row's weight stays on the diagonal"
     torus_step = tours.LESSONS["attention-similarity"].steps[3]
     torus = trace(entries[torus_step.checkpoint], torus_step.text, {})
     sim = torus.similarity_rows(0)
@@ -256,7 +259,7 @@ def test_attention_notices_hold(zoo):
     tf_step = tours.LESSONS["attention-similarity"].steps[4]
     tf = trace(entries[tf_step.checkpoint], tf_step.text, {})
     row = tf.attention_rows(0, [14])[0]
-    assert int(np.argmax(row)) == 13 and row[13] < 0.2  # spread out; the space before gets the most
+    assert int(np.argmax(row)) == 13 and abs(row[13] - 0.11) < 0.01  # "the space before ... about 0.11"
 
 
 # ---------------------------------------------------------------- the page
