@@ -70,6 +70,13 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
                      "train_config": entry.meta.get("train_config")}, expanded=1)
 
 
+def show_message(key: str) -> None:
+    """Show (once) the ``("success" | "error", text)`` an action left under ``key`` in the session."""
+    msg = st.session_state.pop(key, None)
+    if msg:
+        (st.success if msg[0] == "success" else st.error)(msg[1])
+
+
 def upload_section() -> None:
     st.subheader("Upload a checkpoint")
     st.markdown("A geomlab checkpoint is a folder `NAME/` holding `config.json` (the model config), "
@@ -86,9 +93,7 @@ def upload_section() -> None:
         submitted = st.form_submit_button("Validate and add", icon=":material/upload:")
     if submitted:
         handle_upload({f.name: f.getvalue() for f in (files or [])})
-    msg = st.session_state.pop(K_UPLOAD_RESULT, None)
-    if msg:
-        (st.success if msg[0] == "success" else st.error)(msg[1])
+    show_message(K_UPLOAD_RESULT)
 
 
 def handle_upload(files: dict[str, bytes]) -> None:
@@ -112,9 +117,7 @@ def main() -> None:
     if goto:
         st.switch_page(ui.page_path(goto))
     st.title("Checkpoints")
-    msg = st.session_state.pop(K_DELETE_MSG, None)
-    if msg:
-        (st.success if msg[0] == "success" else st.error)(msg[1])
+    show_message(K_DELETE_MSG)
     found = ui.entries()
     st.caption(f"Bundled checkpoints come from `assets/checkpoints/`; yours from {md_escape(catalog.runs_dir())} "
                "(set `GEOMLAB_RUNS_DIR` to look elsewhere). Runs saved on Train live appear here at once. "

@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         print(exc.args[0])
         return 2
     rows = measure(configs, a.rounds, a.warmup, a.batch, a.seq, a.device)
+    clock = "wall" if a.device.startswith("cuda") else "process CPU"
     if a.json:
         import datetime
         import json
@@ -160,14 +161,14 @@ def main(argv: list[str] | None = None) -> int:
 
         meta = {"kind": "bench-train", "torch": torch.__version__, "device": a.device,
                 "threads": torch.get_num_threads(), "batch": a.batch, "seq": a.seq, "warmup": a.warmup,
-                "rounds": a.rounds, "clock": "wall" if a.device.startswith("cuda") else "process CPU",
+                "rounds": a.rounds, "clock": clock,
                 "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
                 "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump({**meta, "rows": rows}, f, indent=1)
     print(f"# geomlab.bench train: torch {torch.__version__}, device {a.device}, threads {torch.get_num_threads()}, "
           f"batch {a.batch} x {a.seq}, AdamW, {a.warmup} warm-up steps, {a.rounds} interleaved rounds; "
-          f"ratio = model step / baseline step ({'wall' if a.device.startswith('cuda') else 'CPU'} time)")
+          f"ratio = model step / baseline step ({clock} time)")
     print(format_table(rows))
     return 0
 
