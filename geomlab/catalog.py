@@ -550,21 +550,24 @@ def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
                            "(or a .zip of the folder), or a .safetensors file plus its .json (pickled .pt/.pth "
                            "files are not accepted)")
     for suffix in (".safetensors", ".json"):
-        got = by_suffix.get(suffix, [])
-        if len(got) == 0:
+        if len(by_suffix.get(suffix, [])) > 1:
+            raise CatalogError(f"{len(by_suffix[suffix])} {suffix} files uploaded; upload exactly one pair")
+    if by_suffix.get(".json"):  # a lone JSON is judged first: "not a checkpoint" says more than "half missing"
+        json_name = by_suffix[".json"][0]
+        _check_size(json_name, files[json_name])
+        try:
+            meta = json.loads(files[json_name].decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CatalogError(f"{_short(json_name)} is not valid JSON ({exc})") from None
+        if not isinstance(meta, dict) or "model_config" not in meta:
+            raise CatalogError(f"{_short(json_name)} is not a geomlab checkpoint description (no "
+                               "'model_config')")
+    for suffix in (".safetensors", ".json"):
+        if not by_suffix.get(suffix):
             missing = "weights (.safetensors)" if suffix == ".safetensors" else "description (.json)"
             raise CatalogError(f"the {missing} file is missing: upload both halves of the checkpoint")
-        if len(got) > 1:
-            raise CatalogError(f"{len(got)} {suffix} files uploaded; upload exactly one pair")
     json_name, st_name = by_suffix[".json"][0], by_suffix[".safetensors"][0]
-    for fname in (json_name, st_name):
-        _check_size(fname, files[fname])
-    try:
-        meta = json.loads(files[json_name].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogError(f"{_short(json_name)} is not valid JSON ({exc})") from None
-    if not isinstance(meta, dict) or "model_config" not in meta:
-        raise CatalogError(f"{_short(json_name)} is not a geomlab checkpoint description (no 'model_config')")
+    _check_size(st_name, files[st_name])
     return safe_name(Path(json_name).stem), {".json": files[json_name], ".safetensors": files[st_name]}
 
 

@@ -122,6 +122,9 @@ def test_store_upload_validates_and_stores(dirs, tmp_path):
     (lambda f: {**f, "up.json": b""}, "empty"),
     (lambda f: {**f, "up.json": b"{not json"}, "not valid JSON"),
     (lambda f: {**f, "up.json": b"{\"a\": 1}"}, "model_config"),
+    # a lone JSON that is no checkpoint description is named as such, not as "the weights are missing"
+    (lambda f: {"settings.json": b"{\"a\": 1}"}, "settings.json is not a geomlab checkpoint description"),
+    (lambda f: {"notes.json": b"hello"}, "notes.json is not valid JSON"),
     (lambda f: {**f, "up.safetensors": f["up.safetensors"][: len(f["up.safetensors"]) // 2]}, "not a valid checkpoint"),
     (lambda f: {**f, "other.json": f["up.json"]}, "exactly one pair"),
     (lambda f: {}, "no files"),
