@@ -389,8 +389,8 @@ FIGURE_TEXT: dict[str, Explanation] = {
                            "cursor.", ("Attention",), "design choice"),
     "attention_row": _E(r"\alpha_{i,j},\ j \le i \ (i = \text{cursor})", "Where the cursor token looks: its "
                         "weight on every earlier position, one line per head and their mean.",
-                        "Which earlier tokens get the most weight; heads that disagree.", ("Attention",),
-                        "design choice"),
+                        "Which earlier tokens get the most weight; with several heads, where they disagree.",
+                        ("Attention",), "design choice"),
     "attends_to": _E(r"\alpha_{i,j},\ j \le i \ (i = \text{cursor}),\ \text{per head and mean}",
                      "The text around the cursor, with the cursor's attention weight on each token as a bar "
                      "(mean over heads, or the chosen head) and one row per head below; later tokens are "
