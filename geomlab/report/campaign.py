@@ -543,6 +543,7 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     steps = campaign.full_steps(comp.key)
     row: dict[str, Any] = {
         "label": arm.label, "kind": arm.kind, "baseline": arm.baseline, "paper": dict(arm.paper),
+        "goal": arm.goal,
         "budget": arm.budget, "planned_seeds": list(campaign.seeds_for(comp.key)), "seeds": [], "valid": [], "test": [],
         "tokens_per_s": [], "train_time_s": [], "cpu_s": [], "curves": [], "failed_seeds": [],
         "tuning": [{"lr": lr, "warmup": wu, "valid": v} for lr, wu, v in sorted(tuning)],

@@ -309,6 +309,55 @@ def converged_header(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _side(gap: float, what: str, base: str) -> str:
+    return f"{'ahead of' if gap < 0 else 'behind'} {base} by {abs(gap):.3f} {what}"
+
+
+def reading(results: dict[str, Any]) -> list[str]:
+    """``## Reading``: one line per comparison that has a baseline result, in words: each model ahead of or
+    behind the baseline at equal steps (test BPC, with the seed-paired 95% interval, "not distinguishable" when
+    it spans 0) and at equal training time (valid BPC), next to the paper's claim; a row's ``goal`` (a test BPC
+    aimed below) says whether its mean reached it; rows with seeds still missing are marked provisional."""
+    out = []
+    for c in results["comparisons"]:
+        rows = c["rows"]
+        base = next((r for r in rows if r["baseline"]), None)
+        others = [r for r in rows if r is not base and r.get("test_gap") is not None]
+        if base is None or not others:
+            continue
+        parts = []
+        for r in others:
+            s = f"{r['label']} is " + _side(r["test_gap"], "test BPC at equal steps", base["label"])
+            ci = r.get("test_gap_ci95")
+            if ci is None:
+                s += f" ({len(r['seeds'])} seed{'s' if len(r['seeds']) != 1 else ''}, no interval yet)"
+            else:
+                lo, hi = r["test_gap"] - ci, r["test_gap"] + ci
+                s += (f" (95% CI {lo:+.3f} to {hi:+.3f}, {len(r['seeds'])} seeds"
+                      + ("; not distinguishable)" if lo <= 0 <= hi else ")"))
+            et = r.get("equal_time")
+            if et:
+                s += f", and {_side(et['gap'], 'valid BPC', 'it')} at equal training time ({et['seconds'] / 60:.0f} min)"
+            if r.get("goal") is not None and r.get("test_mean") is not None:
+                s += (f"; the goal of a test BPC below {r['goal']:.2f} is "
+                      + ("reached" if r["test_mean"] < r["goal"] else "not reached")
+                      + f" ({r['test_mean']:.3f})")
+            parts.append(s)
+        short = [r for r in rows if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
+        line = f"- **{c['title']}.** " + "; ".join(parts) + "."
+        if c.get("claim"):
+            line += f" The claim it checks: {c['claim']}"
+        if short:
+            line += " _Provisional: seeds still missing._"
+        out.append(line)
+    if not out:
+        return []
+    return ["## Reading (what the finished runs say so far)", "",
+            "Each model against its comparison's baseline, in bits per character (lower is better); each "
+            "comparison's section below has the numbers.", "",
+            *out, ""]
+
+
 def converged_protocol(results: dict[str, Any]) -> list[str]:
     """``## Protocol``: the campaign's tuning rule, budgets, seeds and evaluation."""
     p = results["protocol"]
@@ -447,7 +496,8 @@ def speed_alone(bench: dict[str, Any] | None) -> list[str]:
 
 def converged_markdown(results: dict[str, Any], figures: dict[str, str] | None = None) -> str:
     """The converged campaign's report (:func:`geomlab.report.campaign.collect`'s results) as Markdown."""
-    lines = [*converged_header(results), *converged_protocol(results), "## Language modelling", ""]
+    lines = [*converged_header(results), *reading(results), *converged_protocol(results),
+             "## Language modelling", ""]
     for c in results["comparisons"]:
         lines += converged_comparison(c)
     lines += speed_alone(results.get("speed_alone"))
