@@ -401,6 +401,21 @@ def test_full_runs_go_seed_by_seed_across_arms(tmp_path, text_file):
     assert order == [("OSM-RNN O(d)", 0), ("LSTM", 0), ("OSM-RNN O(d)", 1), ("LSTM", 1)]
 
 
+def test_a_one_seed_row_trains_its_decided_arms_before_the_others_tuning(tmp_path, text_file):
+    """In the zoo's row (one seed, nothing to pair) an arm whose lr is borrowed and decided trains at once;
+    the other arms' tuning runs come after it."""
+    zoo_lstm = ("zoo-ts", "LSTM, ~100K")
+    plan = tiny(text_file, steps=(("ts-50k", 10), ("zoo-ts", 8)), lr_from=((zoo_lstm, ("ts-50k", "LSTM")),))
+    store = cp.RunStore(tmp_path)
+    src_comp = COMPARISONS["ts-50k"]
+    _tune(plan, store, src_comp, src_comp.arms, {1e-3: 3.0, 3e-3: 2.8, 1e-2: 2.5, 3e-2: 2.6})
+    zoo = [(j.arm.label, j.phase) for j in cp.jobs(plan, store) if j.comp.key == "zoo-ts"]
+    assert zoo[0] == ("LSTM, ~100K", "full") and zoo.count(("LSTM, ~100K", "full")) == 1
+    assert {p for _, p in zoo[1:]} == {"tune"} and len(zoo) == 1 + 4 * (len(cp.ZOO_TS.arms) - 1)
+    ts50 = [(j.arm.label, j.seed) for j in cp.jobs(plan, store) if j.comp.key == "ts-50k"]
+    assert ts50 == [("OSM-RNN O(d)", 0), ("LSTM", 0), ("OSM-RNN O(d)", 1), ("LSTM", 1)]  # paired rows: unchanged
+
+
 def test_late_arms_come_after_every_other_run(tmp_path, text_file):
     plan = tiny(text_file, steps=(("ts-100k", 8), ("ts-50k", 8)))
     order = [(j.comp.key, j.arm.label) for j in cp.jobs(plan, cp.RunStore(tmp_path))]

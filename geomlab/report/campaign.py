@@ -345,23 +345,29 @@ def full_choice(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm,
 def jobs(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> Iterator[Job]:
     """The jobs not finished yet whose inputs are ready, in campaign order (the :attr:`Campaign.late` arms
     last): per comparison, every arm's tuning runs, then the full-budget runs seed by seed (seed 0 of every
-    arm whose tuning is decided, then seed 1, ...), so each comparison has a first paired seed early."""
+    arm whose tuning is decided, then seed 1, ...), so each comparison has a first paired seed early. A
+    comparison of one seed (the zoo's models, each on its own: nothing to pair) puts the full run of every arm
+    whose lr is already decided (e.g. borrowed, :attr:`Campaign.lr_from`) before the other arms' tuning runs,
+    so its first models finish early (design choice)."""
     late = set(campaign.late)
     comps = campaign.comparisons(only)
     groups = ([(c, [a for a in c.arms if (c.key, a.label) not in late]) for c in comps]
               + [(c, [a]) for c in comps for a in c.arms if (c.key, a.label) in late])
     for comp, arms in groups:
-        chosen = []
+        chosen, tuning = [], []
         for arm in arms:
             pending, _, best, _ = tuning_state(campaign, store, comp, arm)
-            yield from pending
+            tuning += pending
             if best is not None:
                 chosen.append((arm, full_choice(campaign, store, comp, arm, best)[0]))
-        for seed in campaign.seeds_for(comp.key):
+        seeds = campaign.seeds_for(comp.key)
+        full = []
+        for seed in seeds:
             for arm, (lr, wu) in chosen:
                 j = Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key))
                 if store.outcome(j) is None:
-                    yield j
+                    full.append(j)
+        yield from (full + tuning if len(seeds) == 1 else tuning + full)
 
 
 def blocked(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> bool:
