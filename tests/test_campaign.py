@@ -469,25 +469,28 @@ def test_a_valid_test_flip_is_said():
     assert "other way" not in "\n".join(converged_comparison(comp))
 
 
-def test_the_reading_says_ahead_or_behind_with_the_interval_and_the_goal():
+def test_the_reading_gives_signed_gaps_with_the_interval_and_the_goal():
     from geomlab.report.render import reading
 
-    base = {"label": "Base", "baseline": True, "seeds": [0, 1, 2], "planned_seeds": [0, 1, 2], "test_mean": 2.5}
+    base = {"label": "Base", "baseline": True, "seeds": [0, 1, 2], "planned_seeds": [0, 1, 2], "test_mean": 2.5,
+            "valid_mean": 2.23}
     row = {"label": "Ours", "baseline": False, "seeds": [0, 1, 2], "planned_seeds": [0, 1, 2], "test_mean": 2.41,
-           "test_gap": -0.09, "test_gap_ci95": 0.05, "goal": 2.40,
+           "valid_mean": 2.21, "test_gap": -0.09, "test_gap_ci95": 0.05, "goal": 2.40,
            "equal_time": {"gap": 0.078, "seconds": 1860.0}}
-    comp = {"title": "T", "claim": "the paper says so.", "rows": [row, base]}
-    text = "\n".join(reading({"comparisons": [comp]}))
-    assert ("Ours is ahead of Base by 0.090 test BPC at equal steps (95% CI -0.140 to -0.040, 3 seeds), and "
-            "behind it by 0.078 valid BPC at equal training time (31 min); the goal of a test BPC below 2.40 is "
-            "not reached (2.410).") in text
-    assert "The claim it checks: the paper says so." in text and "Provisional" not in text
+    comp = {"title": "T", "claim": "The paper says so. More words.", "rows": [row, base]}
+    empty = {"title": "U", "claim": "", "rows": [{"label": "B2", "baseline": True, "seeds": []}]}
+    text = "\n".join(reading({"comparisons": [comp, empty]}))
+    assert ("- **T** (baseline: Base). Ours: -0.090 test BPC at equal steps (95% CI -0.140 to -0.040, 3 seeds), "
+            "-0.020 valid; +0.078 valid at equal training time (31 min, the shorter run's training time); the "
+            "goal of a test BPC below 2.40 is not reached (2.410). The paper: The paper says so.") in text
+    assert "More words" not in text and "Provisional" not in text and "No result yet: U." in text
+    assert "negative means the model is ahead" in text
     row.update(test_gap_ci95=0.12, test_mean=2.39, seeds=[0, 1], equal_time=None)
     text = "\n".join(reading({"comparisons": [comp]}))
-    assert "(95% CI -0.210 to +0.030, 2 seeds; not distinguishable); the goal" in text
+    assert "(95% CI -0.210 to +0.030, 2 seeds: not distinguishable), -0.020 valid; the goal" in text
     assert "is reached (2.390)" in text and "_Provisional: seeds still missing._" in text
     row.update(test_gap_ci95=None, seeds=[0], test_gap=0.2)
-    assert "behind Base by 0.200 test BPC at equal steps (1 seed, no interval yet)" in "\n".join(
+    assert "Ours: +0.200 test BPC at equal steps (1 seed, no interval yet)" in "\n".join(
         reading({"comparisons": [comp]}))
     base["test_mean"] = None  # no baseline result: no line, no section
     row.pop("test_gap")

@@ -309,53 +309,62 @@ def converged_header(results: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _side(gap: float, what: str, base: str) -> str:
-    return f"{'ahead of' if gap < 0 else 'behind'} {base} by {abs(gap):.3f} {what}"
+def _first_sentence(text: str) -> str:
+    i = text.find(". ")
+    return text if i < 0 else text[: i + 1]
 
 
 def reading(results: dict[str, Any]) -> list[str]:
-    """``## Reading``: one line per comparison that has a baseline result, in words: each model ahead of or
-    behind the baseline at equal steps (test BPC, with the seed-paired 95% interval, "not distinguishable" when
-    it spans 0) and at equal training time (valid BPC), next to the paper's claim; a row's ``goal`` (a test BPC
-    aimed below) says whether its mean reached it; rows with seeds still missing are marked provisional."""
-    out = []
+    """``## Reading``: one line per comparison that has a baseline result: each model minus the baseline at
+    equal steps (test BPC with the seed-paired 95% interval, "not distinguishable" when it spans 0, and valid
+    BPC) and at equal training time (valid BPC, at the shorter run's training time), then the first sentence of
+    the paper's claim; a row's ``goal`` (a test BPC aimed below) says whether its mean reached it; rows with
+    seeds still missing are marked provisional, and comparisons with no result yet are named at the end."""
+    out, waiting = [], []
     for c in results["comparisons"]:
         rows = c["rows"]
         base = next((r for r in rows if r["baseline"]), None)
         others = [r for r in rows if r is not base and r.get("test_gap") is not None]
         if base is None or not others:
+            if base is not None:
+                waiting.append(c["title"])
             continue
         parts = []
         for r in others:
-            s = f"{r['label']} is " + _side(r["test_gap"], "test BPC at equal steps", base["label"])
+            s = f"{r['label']}: {r['test_gap']:+.3f} test BPC at equal steps"
             ci = r.get("test_gap_ci95")
             if ci is None:
                 s += f" ({len(r['seeds'])} seed{'s' if len(r['seeds']) != 1 else ''}, no interval yet)"
             else:
                 lo, hi = r["test_gap"] - ci, r["test_gap"] + ci
                 s += (f" (95% CI {lo:+.3f} to {hi:+.3f}, {len(r['seeds'])} seeds"
-                      + ("; not distinguishable)" if lo <= 0 <= hi else ")"))
+                      + (": not distinguishable)" if lo <= 0 <= hi else ")"))
+            if r.get("valid_mean") is not None and base.get("valid_mean") is not None:
+                s += f", {r['valid_mean'] - base['valid_mean']:+.3f} valid"
             et = r.get("equal_time")
             if et:
-                s += f", and {_side(et['gap'], 'valid BPC', 'it')} at equal training time ({et['seconds'] / 60:.0f} min)"
+                s += (f"; {et['gap']:+.3f} valid at equal training time ({et['seconds'] / 60:.0f} min, the "
+                      "shorter run's training time)")
             if r.get("goal") is not None and r.get("test_mean") is not None:
                 s += (f"; the goal of a test BPC below {r['goal']:.2f} is "
                       + ("reached" if r["test_mean"] < r["goal"] else "not reached")
                       + f" ({r['test_mean']:.3f})")
             parts.append(s)
         short = [r for r in rows if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
-        line = f"- **{c['title']}.** " + "; ".join(parts) + "."
+        line = f"- **{c['title']}** (baseline: {base['label']}). " + "; ".join(parts) + "."
         if c.get("claim"):
-            line += f" The claim it checks: {c['claim']}"
+            line += f" The paper: {_first_sentence(c['claim'])}"
         if short:
             line += " _Provisional: seeds still missing._"
         out.append(line)
     if not out:
         return []
+    tail = ([f"No result yet: {'; '.join(waiting)}.", ""] if waiting else [])
     return ["## Reading (what the finished runs say so far)", "",
-            "Each model against its comparison's baseline, in bits per character (lower is better); each "
-            "comparison's section below has the numbers.", "",
-            *out, ""]
+            "Each model minus its comparison's baseline, in bits per character: **negative means the model is "
+            "ahead** (lower BPC). Equal steps compares the finished runs; equal training time compares both "
+            "models' validation BPC after the same training seconds. Each comparison's section below has the "
+            "numbers.", "", *out, "", *tail]
 
 
 def converged_protocol(results: dict[str, Any]) -> list[str]:
