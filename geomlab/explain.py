@@ -358,8 +358,9 @@ FIGURE_TEXT: dict[str, Explanation] = {
     "torus_angles": _E(r"H_t = \mathrm{diag}(e^{i\varphi_{t,1}}, \dots, e^{i\varphi_{t,d}})",
                        "On the torus the state is just $d$ angles; left: each angle along the text, right: "
                        "the first two as a point on the square torus (edges wrap).",
-                       "The angles add independently (the group is abelian): each moves by its own "
-                       "increment per token, whatever came before.", ("Torus", "Abelian"), f"{_OSM_SRC} §4.5"),
+                       "The angles add (the group is abelian), never mixing; how far each moves depends "
+                       "on the token and, through the pull or attention, on the state.",
+                       ("Torus", "Abelian"), f"{_OSM_SRC} §4.5"),
     # ---------------------------------------------------------------- tangents
     "tangent_heatmap": _E(r"\lVert \Phi_t \rVert_F \ \text{per layer and position}",
                           "Colour = update size, before tangent mixing (the raw pull) and after it.",

@@ -169,14 +169,18 @@ S5_LESSON = Lesson(
             checkpoint="bundled/osm-rnn-torus-s5", text=_S5_ORDER, view="trajectories", cursor=2,
             figures=("torus_angles", "phase_circle"),
             body="A torus state is diagonal, $H_t = \\mathrm{diag}(e^{i\\varphi_1}, \\dots, e^{i\\varphi_5})$, "
-                 "and every update only adds angles: $\\varphi_k \\leftarrow \\varphi_k + \\theta_k$, each "
-                 "angle on its own.",
-            notice="In **torus angles** each of the five angles $\\varphi_1, \\dots, \\varphi_5$ moves on "
-                   "its own; nothing ever mixes them. Diagonal matrices commute, $H_a H_b = H_b H_a$, but in $S_5$ the order matters: "
-                   "`10234` then `12340` is not `12340` then `10234`. The only thing a commuting state can "
-                   "follow is S5's abelian shadow, the sign of the permutation, so 120 answers collapse and "
-                   "the torus guesses. O(5)'s rotations do not commute, which is exactly what the task "
-                   "needs."),
+                 "and every update adds angles: $\\varphi_k \\leftarrow \\varphi_k + \\theta_k$, each angle on "
+                 "its own. How far it moves, $\\theta$, depends on the token and, through the pull step, on the "
+                 "angles the state already has.",
+            notice="In **torus angles** each of the five angles moves by adding; nothing ever mixes two of "
+                   "them. The same token does not always move an angle by the same amount: here `12340` moves "
+                   "$\\varphi_2$ by about +2.1 at position 1 and by about −2.1 at position 4, because the pull "
+                   "reads the state. Diagonal matrices commute, $H_a H_b = H_b H_a$, but in $S_5$ the order "
+                   "matters: `10234` then `12340` is not `12340` then `10234`. Were each token's step fixed, a "
+                   "commuting state could follow only S5's abelian shadow, the sign of the permutation; the "
+                   "state-dependent step makes that an argument, not a proof, for this model. Trained the same "
+                   "way as O(5), the torus still stayed at chance (step 1), while O(5)'s rotations, which do "
+                   "not commute, hold the product itself (steps 2 and 3)."),
     ),
 )
 

@@ -204,6 +204,14 @@ def test_s5_notices_hold_on_the_bundled_models(zoo):
     four_cycle = state_phases(trace(o, word, {}), 0)[1]
     assert np.any(np.abs(np.abs(four_cycle) - np.pi / 2) < 0.1)
 
+    # step 4: on the torus the same token moves an angle by different amounts ("about +2.1 at position 1 and
+    # about -2.1 at position 4": the pull reads the state)
+    order = trace(torus, steps[3].text, {})
+    assert order.labels[1] == order.labels[4] == "12340"
+    diag = np.diagonal(np.asarray(order.states)[0], axis1=-2, axis2=-1)
+    step_by = np.angle(diag[1:] / diag[:-1])  # increment at position t, wrapped to (-pi, pi]
+    assert abs(step_by[0, 1] - 2.1) < 0.1 and abs(step_by[3, 1] + 2.1) < 0.1
+
 
 def test_cem_energy_falls_at_every_step_for_every_T(zoo):
     from geomlab.figures.energy import energy_rises, token_rises
