@@ -588,7 +588,11 @@ def _validate(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes], Any
         try:
             loaded = ckpt_mod.load(target)
         except ValueError as exc:
-            raise CatalogError(f"not a valid checkpoint: {exc}") from None
+            msg = str(exc).replace(f"{tmp}{os.sep}", "")
+            sent = [Path(f.replace("\\", "/")).name for f in files if f.lower().endswith(".safetensors")]
+            if not folder and len(sent) == 1:  # the pair is checked under its JSON's name: say the file sent
+                msg = msg.replace(f"{name}.safetensors", sent[0])
+            raise CatalogError(f"not a valid checkpoint: {msg}") from None
         except Exception as exc:  # a loader bug or a corrupt file the loader did not foresee
             raise CatalogError(f"could not load the checkpoint: {type(exc).__name__}: {exc}") from None
     return name, folder, parts, loaded
