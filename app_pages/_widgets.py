@@ -145,15 +145,22 @@ def cursor_control(tokens: list[str], where: Any = None, trace: Any = None) -> i
 def int_control(label: str, state_key: str, lo: int, hi: int, default: int, where: Any = None,
                 help: str | None = None) -> int:
     """An integer slider bound to a shared state key (e.g. the layer), clamped to ``[lo, hi]``; a value from
-    outside the range (a link's ``T=100000``, a layer the next model lacks) is moved to the nearest end with
-    a notice saying so, never silently."""
+    outside the range (a link's ``T=100000``, a layer chosen for a model the next one lacks) is moved to the
+    nearest end with a notice saying so, never silently. A value nobody chose (the last model's ``default``,
+    still unchanged) follows the next model's default instead, without a notice."""
     where = where or st
     v = st.session_state.get(state_key)
+    defaults = st.session_state.setdefault("gl_int_defaults", {})
+    if v is not None and defaults.get(state_key) == v:
+        v = None  # still the default it was given: this model's default, not a notice about a choice
     if v is not None and not lo <= int(v) <= hi:
         near = max(lo, min(int(v), hi))
         where.warning(f"{label} = {int(v)} is outside this model's range {lo}–{hi}: showing {near} instead.",
                       icon=":material/tune:")
-    v = default if v is None else max(lo, min(int(v), hi))
+    if v is None:
+        v = defaults[state_key] = default
+    else:
+        v = max(lo, min(int(v), hi))
     st.session_state[state_key] = v
     if hi <= lo:
         return lo

@@ -266,6 +266,25 @@ def test_the_view_link_box_has_only_the_view_keys():
     assert set(query) <= ALLOWED["energy"] and query["ckpt"] == CEM and query["pos"] == "1" and "T" in query
 
 
+def test_a_layer_nobody_chose_follows_the_next_model_without_a_notice():
+    """The layer starts at each model's last layer; switching checkpoints moves an untouched layer to the new
+    model's last layer silently, while a layer the user chose that the next model lacks gets the notice."""
+    transformer, torus = "bundled/transformer-alibi-tinyshakespeare", "bundled/osmformer-torus-tinyshakespeare"
+    at = open_page("attention", ckpt=CEM)
+    first = at.session_state["gl_layer"]
+    assert first >= 3  # CEM's last layer, more layers than the next two models have
+    at.selectbox(key="w_gl_ckpt").select(transformer).run()
+    ok(at)
+    assert not [w.value for w in at.warning if "outside this model's range" in w.value]
+    assert at.session_state["gl_layer"] == at.slider(key="w_gl_layer").max < first
+    at.selectbox(key="w_gl_ckpt").select(CEM).run()
+    at.slider(key="w_gl_layer").set_value(2).run()  # chosen, and beyond the torus model's layers
+    at.selectbox(key="w_gl_ckpt").select(torus).run()
+    ok(at)
+    warned = [w.value for w in at.warning if "Layer = 2 is outside this model's range" in w.value]
+    assert warned and at.session_state["gl_layer"] == at.slider(key="w_gl_layer").max == 1
+
+
 def test_a_link_value_outside_a_slider_range_says_so():
     """/energy?T=100000: the recursion-steps slider shows its largest T with a notice, not silently."""
     at = open_page("energy", ckpt=CEM, T="100000")
