@@ -414,7 +414,8 @@ FIGURE_TEXT: dict[str, Explanation] = {
                           "flat stretches at repetitions.", ("Geodesic distance", "Grassmannian"),
                           f"{_GR_SRC} §5.4, §5.8"),
     "plane_angles": _E(r"0 \le \theta_1 \le \theta_2 \le \pi/2", "The two principal angles between the plane "
-                       "at $t-1$ and at $t$.", "$\\theta_1 = 0$: the planes share a line (always for $r = 3$).",
+                       "at $t-1$ and at $t$.", "$\\theta_1 = 0$: the planes share a line, always for offset "
+                       "$\\Delta = 1$ (both hold $z_{t-1}$) and for $r = 3$.",
                        ("Principal angles",), f"{_GR_SRC} §5.3"),
     "gate_share": _E(r"1 - \bar\alpha_t", "Share of each layer's output that comes from the plane branch.",
                      "Layers that ignore the planes (near 0) or rely on them.", ("Gate",), f"{_GR_SRC} §5.1"),

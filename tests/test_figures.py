@@ -424,6 +424,11 @@ def test_energy_descent_flags_a_rise():
     assert "ROSE" in view.caption
     rises = figures.energy.token_rises(tr)
     assert rises[1, 1, 3] == 6 and rises.sum() == 6
+    assert [t.name for t in view.figure.data if t.showlegend and t.name == "energy rose"] == ["energy rose"]
+    E[1, 1, 3] = (E[1, 1, 2] + E[1, 1, 4]) / 2  # no rise left: the legend does not name red triangles
+    calm = figures.energy_descent(from_record({"logits": np.zeros((6, 3)), "energies": E,
+                                               "displacement": np.abs(E)}, "cem", np.arange(6)))
+    assert "energy rose" not in {t.name for t in calm.figure.data} and "ROSE" not in calm.caption
 
 
 def test_energy_after_more_inference_steps():

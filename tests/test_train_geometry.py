@@ -75,6 +75,7 @@ def test_probe_follows_training_and_never_disturbs_it(runs, monkeypatch):
     first = run.probe()  # the initial weights, before the run starts
     assert torch.equal(rng, torch.get_rng_state())
     assert first is not None and first.step == 0 and first.figure == "phase_circle" and not first.message
+    assert "cursor" not in first.view.caption and first.view.caption.startswith("Eigenvalue")  # no cursor here
     seen, stop = [], threading.Event()
 
     def viewer():

@@ -549,6 +549,14 @@ _PLAY_SENTENCES = (
 )
 
 
+def without_cursor(caption: str) -> str:
+    """``caption`` of a static figure shown where there is no token cursor (the Train page's probe): the
+    sentence :func:`without_play` put there about moving the cursor is dropped. Source: design choice."""
+    for _, sentence in _PLAY_SENTENCES[:-1]:
+        caption = caption.replace(sentence, "")
+    return caption
+
+
 def without_play(caption: str, animate: bool) -> str:
     """``caption`` of a figure that can be animated, for its static form (``animate=False``, the app's: one
     cursor per page, issue 16): its Play/slider sentence says the token cursor moves it instead. The caption

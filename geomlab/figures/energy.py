@@ -160,7 +160,8 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     kinds = [("token mean", {"mode": "lines+markers", "line": {"color": colour(0)}, "legendgroup": "mean"}),
              (f"{BAND[0]}–{BAND[1]}% band over tokens", {"mode": "lines", "fill": "toself", "legendgroup": "band",
                                                          "fillcolor": _BAND_FILL[0], "line": {"width": 0}})]
-    kinds.append(("energy rose", {"mode": "markers", "marker": _ROSE_MARKER, "legendgroup": "rose"}))
+    if rises.any():  # the legend names the red triangles only when there are some
+        kinds.append(("energy rose", {"mode": "markers", "marker": _ROSE_MARKER, "legendgroup": "rose"}))
     if cursor is not None:
         kinds.append((f"position {cursor} '{tr.labels[cursor]}'",
                       {"mode": "lines", "line": {"color": HIGHLIGHT, "dash": "dot", "width": 2},
