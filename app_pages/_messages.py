@@ -166,15 +166,24 @@ def fmt_metric(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
 
 
+#: checkpoint tables (Checkpoints, Compare): the name column's width in pixels, the longest bundled name at
+#: the table's font (design choice: the tables fit at 1000 px), and the steps column's help
+NAME_WIDTH = 232
+STEPS_HELP = ("training steps: the zoo's short-budget models have 800, its converged ones 10,000; compare "
+              "like with like")
+
+
 def summary_rows(found: list[catalog.CheckpointEntry]) -> list[dict[str, Any]]:
     """Table rows of :meth:`catalog.CheckpointEntry.summary` with the headline metric made readable: a
     ``metric`` column ("BPC ↓" for language models, "accuracy ↑" for word problems) and its ``valid`` /
-    ``test`` values as text ('–' when the card has none, never ``None``)."""
+    ``test`` values as text ('–' when the card has none, never ``None``), and ``trained``: the training steps
+    as text (an 800-step model beside a 10,000-step one is not a like-for-like comparison)."""
     rows = []
     for e in found:
         row = e.summary()
         row["metric"] = METRIC_LABEL.get(row["metric"], row["metric"])
         row["valid"], row["test"] = fmt_metric(row["valid"]), fmt_metric(row["test"])
+        row["trained"] = f"{row['steps']:,}" if isinstance(row.get("steps"), int) else "–"
         rows.append(row)
     return rows
 

@@ -9,16 +9,14 @@ import streamlit as st
 from geomlab import catalog
 from geomlab import views as registry
 from app_pages import _ui as ui
-from app_pages._messages import md_escape
+from app_pages._messages import NAME_WIDTH, STEPS_HELP, md_escape
 from app_pages._state import owner_token, restore_choice
 
 K_DELETE_MSG = "_gl_delete_msg"      # a delete's outcome: shown at the top, above the cards
 K_UPLOAD_RESULT = "_gl_upload_result"  # an upload's outcome: shown under the uploader, where the user is
-#: the table's columns (model = kind and group; the cards below show parameters, corpus, steps, source and
-#: ref; the data keeps every column) and the name column's width in
-#: pixels: the longest bundled name at the table's font (design choice: the table fits at 1000 px)
-TABLE_COLUMNS = ["name", "model", "metric", "valid", "test"]
-NAME_WIDTH = 232
+#: the table's columns (model = kind and group; trained = steps; the cards below show parameters, corpus,
+#: source and ref; the data keeps every column)
+TABLE_COLUMNS = ["name", "model", "metric", "valid", "test", "trained"]
 
 
 def _open(ref: str, slug: str) -> None:
@@ -143,6 +141,7 @@ def main() -> None:
                      "the running product (higher is better) for group word problems"),
             "valid": st.column_config.TextColumn("valid", width=50, help="the metric on the validation split"),
             "test": st.column_config.TextColumn("test", width=50, help="the metric on the test split"),
+            "trained": st.column_config.TextColumn("steps", width=60, help=STEPS_HELP),
         })
         cols = st.columns(2, gap="medium")
         for i, e in enumerate(found):

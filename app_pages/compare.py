@@ -11,7 +11,7 @@ import streamlit as st
 from app_pages import _data, _state
 from app_pages import _ui as ui
 from app_pages import _views as views
-from app_pages._messages import checkpoint_choices, md_escape
+from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
 from geomlab import views as registry
 
@@ -197,9 +197,10 @@ def main() -> None:
         row["model"] = row["kind"] + (f" · {row['group']}" if row["group"] else "")
     # widths that fit beside the sidebar at 1000 px; each side's full title is under its picker above
     st.dataframe(rows, hide_index=True, width="content", column_order=["side", "name", "model", "metric", "valid",
-                                                                       "test"], column_config={
+                                                                       "test", "trained"], column_config={
         "side": st.column_config.TextColumn("side", width=40, pinned=True),
-        "name": st.column_config.TextColumn("name", width=196),
+        "name": st.column_config.TextColumn("name", width=NAME_WIDTH),
+        "trained": st.column_config.TextColumn("steps", width=60, help=STEPS_HELP),
         "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),
         "metric": st.column_config.TextColumn("metric", width=84),
         "valid": st.column_config.TextColumn("valid", width=50),

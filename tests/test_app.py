@@ -256,6 +256,8 @@ def test_compare_shows_both_checkpoints_side_by_side(ckpt_dirs):
     assert len(charts(at)) >= 3  # surprisal + at least one figure per side
     spec = json.loads(charts(at)[0].proto.spec)
     assert {d["name"].split(" (")[0] for d in spec["data"]} == {"A: osm", "B: osmformer"}
+    table = at.dataframe[0].value  # the two sides' metrics with their training steps
+    assert list(table["side"]) == ["A", "B"] and all(str(v) not in ("", "None") for v in table["trained"])
 
 
 def test_a_default_checkpoint_of_the_wrong_kind_is_replaced_with_a_message(ckpt_dirs):
@@ -707,6 +709,9 @@ def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets)
     row = df[df["name"] == "osm-rnn-o-s5"].iloc[0]
     assert row["metric"].startswith("accuracy") and row["valid"] == f"{card['valid_accuracy']:.3f}"
     assert df[df["name"] == "lstm-tinyshakespeare"].iloc[0]["metric"].startswith("BPC")
+    # the training steps beside the metric: a short-budget model is told from a converged one
+    lstm_card = json.loads((ASSETS / "lstm-tinyshakespeare.json").read_text())["card"]
+    assert df[df["name"] == "lstm-tinyshakespeare"].iloc[0]["trained"] == f"{lstm_card['steps']:,}"
     assert not df[["valid", "test"]].isna().any().any()
     assert not any(str(v) in ("None", "nan") for v in df[["valid", "test"]].to_numpy().ravel())
     assert any(f"valid accuracy **{card['valid_accuracy']:.3f}**" in m.value for m in at.markdown)
