@@ -350,10 +350,14 @@ def reading(results: dict[str, Any]) -> list[str]:
                       + ("reached" if r["test_mean"] < r["goal"] else "not reached")
                       + f" ({r['test_mean']:.3f})")
             parts.append(s)
-        short = [r for r in rows if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
+        short = [r for r in [*others, base]
+                 if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
+        later = [r["label"] for r in rows if r is not base and r.get("test_gap") is None]
         line = f"- **{c['title']}** (baseline: {base['label']}). " + "; ".join(parts) + "."
+        if later:
+            line += f" No result yet for {', '.join(later)}."
         if c.get("claim"):
-            line += f" The paper: {_first_sentence(c['claim'])}"
+            line += f" {_first_sentence(c['claim'])}"  # the claim names its paper ("OSM paper: ...")
         if short:
             line += " _Provisional: seeds still missing._"
         out.append(line)
