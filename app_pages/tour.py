@@ -208,11 +208,11 @@ def main() -> None:
 
     n = len(lesson.steps)
     st.progress((index + 1) / n, text=f"Step {index + 1} of {n}")
-    back, nxt, _ = st.columns([1, 1, 4], gap="small")
-    back.button("Back", key="tour_back", icon=":material/arrow_back:", on_click=go, args=(-1,),
-                disabled=index == 0, width="stretch")
-    nxt.button("Next", key="tour_next", icon=":material/arrow_forward:", on_click=go, args=(1,),
-               disabled=index == n - 1, type="primary", width="stretch")
+    nav = st.container(horizontal=True, gap="small")  # buttons as wide as their labels, at any window width
+    nav.button("Back", key="tour_back", icon=":material/arrow_back:", on_click=go, args=(-1,),
+               disabled=index == 0, width="content")
+    nav.button("Next", key="tour_next", icon=":material/arrow_forward:", on_click=go, args=(1,),
+               disabled=index == n - 1, type="primary", width="content")
     st.subheader(f"{index + 1}. {step.title}")
     if step.body:
         st.markdown(step.body)

@@ -449,6 +449,13 @@ def test_a_tour_steps_forward_and_back_and_its_link_reopens_the_step(page, zoo_s
     page.wait_for_selector(CHART, state="attached")
     page.set_viewport_size({"width": 1000, "height": 1000})
     screenshot(page, "tour-step2-1000")
+    page.set_viewport_size({"width": 800, "height": 1000})  # the buttons keep their whole labels
+    page.wait_for_timeout(500)
+    for name in ("Back", "Next"):
+        button = page.get_by_role("button", name=name)  # no element of it clips its label (an ellipsis)
+        assert button.evaluate("b => [b, ...b.querySelectorAll('*')].every(e => e.scrollWidth <= e.clientWidth + 1)"
+                               ), f"{name} is cut at 800 px"
+    screenshot(page, "tour-step2-800")
     page.set_viewport_size({"width": 1400, "height": 1000})
     assert page.locator('[data-testid="stException"]').count() == 0
 
