@@ -508,6 +508,9 @@ def test_the_provisional_line_is_a_paragraph_of_its_own():
     lines = converged_comparison({"title": "t", "corpus": "c", "split": "", "claim": "", "note": "", "rows": [row]})
     i = next(k for k, ln in enumerate(lines) if ln.startswith("**Provisional: A 1 of 3 seeds"))
     assert lines[i - 1] == "" and lines[i + 1] == "" and lines[i + 2].startswith("| model")
+    row["baseline"] = False  # the zoo's row: no baseline, no gaps, so no "provisional gaps" line
+    assert not any("Provisional" in ln for ln in converged_comparison(
+        {"title": "t", "corpus": "c", "split": "", "claim": "", "note": "", "rows": [row]}))
 
 
 def test_the_speed_benchmark_joins_the_report(tmp_path, text_file, capsys):

@@ -412,7 +412,8 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
     convergence, and the comparison at equal training time."""
     lines = comparison_section(c, {"lr": "—"})
     short = [r for r in c["rows"] if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
-    if short and any(r.get("test_mean") is not None for r in c["rows"]):
+    if short and any(r.get("test_mean") is not None for r in c["rows"]) and any(r["baseline"] for r in c["rows"]):
+        # (the zoo's row has no baseline and no gaps: its status table says what has finished)
         at_ = next(i for i, ln in enumerate(lines) if ln.startswith("|"))  # its own paragraph, before the table
         lines[at_:at_] = ["**Provisional: " + ", ".join(
             f"{r['label']} {len(r['seeds'])} of {len(r['planned_seeds'])} seeds" for r in short)
