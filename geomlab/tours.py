@@ -230,10 +230,11 @@ ATTENTION_LESSON = Lesson(
             cursor=14, controls={"layer": 0}, figures=("attention_maps",),
             body="On the torus $T^{26}$ a state is 26 angles, and the similarity becomes "
                  "$\\mathrm{Re\\,tr}(H_i^* H_j) = \\sum_k \\cos(\\varphi_{ik} - \\varphi_{jk})$.",
-            notice="The **similarity** map is red almost everywhere (about 22 to 26, out of a maximum of 26): the angles "
-                   "start small, so every pair of states looks alike, and the **weights** in layer 0 spread "
-                   "over many positions instead of picking out equal letters. Switch to layer 1 in the full "
-                   "view to see them sharpen."),
+            notice="The **similarity** map is warm almost everywhere: equal letters reach the maximum, 26, and "
+                   "most other pairs still score 15 to 20, so it barely tells letters apart. In layer 0 the "
+                   "**weights** of position 14 follow distance instead: itself 0.47, the space before it 0.25, "
+                   "and the earlier t only 0.13, although its similarity is the maximum. In layer 1 (full "
+                   "view) they gather more on the position itself (0.70)."),
         Step(
             title="A Transformer for contrast",
             checkpoint="bundled/transformer-alibi-tinyshakespeare", text=_HAMLET, view="attention",

@@ -262,8 +262,16 @@ def test_attention_notices_hold(zoo):
     torus_step = tours.LESSONS["attention-similarity"].steps[3]
     torus = trace(entries[torus_step.checkpoint], torus_step.text, {})
     sim = torus.similarity_rows(0)
-    low = sim[np.tril_indices(sim.shape[0])]
-    assert torus.d == 26 and low.min() > 21 and low.max() <= 26 + 1e-3  # "about 22 to 26"
+    n = sim.shape[0]
+    same = [sim[i, j] for i in range(n) for j in range(i) if torus.labels[i] == torus.labels[j]]
+    other = [sim[i, j] for i in range(n) for j in range(i) if torus.labels[i] != torus.labels[j]]
+    assert torus.d == 26 and min(same) > 26 - 1e-3 and sim.max() <= 26 + 1e-3  # "equal letters reach ... 26"
+    lo, hi = np.percentile(other, [10, 90])
+    assert lo > 14.5 and hi < 20.5  # "most other pairs still score 15 to 20"
+    tw = torus.attention_rows(0, [14])[0]
+    assert (round(float(tw[14]), 2), round(float(tw[13]), 2), round(float(tw[12]), 2)) == (0.47, 0.25, 0.13)
+    assert torus.labels[12] == "t" and abs(sim[14, 12] - 26) < 1e-3  # "although its similarity is the maximum"
+    assert round(float(torus.attention_rows(1, [14])[0][14]), 2) == 0.70  # "in layer 1 ... (0.70)"
     tf_step = tours.LESSONS["attention-similarity"].steps[4]
     tf = trace(entries[tf_step.checkpoint], tf_step.text, {})
     row = tf.attention_rows(0, [14])[0]
