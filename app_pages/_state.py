@@ -67,6 +67,7 @@ def copy(widget_key: str, state_key: str) -> None:
     """``on_change`` callback: copy a widget's value into its state key (a checkpoint pick is explicit and
     ends any stand-in, see :func:`standin`)."""
     st.session_state[state_key] = st.session_state[widget_key]
+    st.session_state.get("gl_int_defaults", {}).pop(state_key, None)  # chosen now, even if equal to the default
     if state_key == K_CKPT:
         st.session_state[K_CKPT_EXPLICIT] = True
         st.session_state.pop(K_STANDIN, None)

@@ -283,6 +283,10 @@ def test_a_layer_nobody_chose_follows_the_next_model_without_a_notice():
     ok(at)
     warned = [w.value for w in at.warning if "Layer = 2 is outside this model's range" in w.value]
     assert warned and at.session_state["gl_layer"] == at.slider(key="w_gl_layer").max == 1
+    at.selectbox(key="w_gl_ckpt").select(CEM).run()
+    at.slider(key="w_gl_layer").set_value(first).run()  # chosen, though it is CEM's default (its last layer)
+    at.selectbox(key="w_gl_ckpt").select(transformer).run()
+    assert [w.value for w in at.warning if f"Layer = {first} is outside this model's range" in w.value]
 
 
 def test_a_link_value_outside_a_slider_range_says_so():
