@@ -48,6 +48,7 @@ K_PAGE_QP = "_gl_page_qp"        # extra URL keys of the current page only (e.g.
 K_OWNER = "_gl_owner"            # this session's owner token: what it created (runs, saves, uploads) is its own
 K_STANDIN = "_gl_standin"        # a view showing a stand-in for the chosen checkpoint (see standin / restore_choice)
 K_B_AUTO = "_gl_b_auto"          # (A ref, B ref, how) when Compare chose B to go with A (not the user)
+K_INT_DEFAULTS = "gl_int_defaults"  # {state key: the default an integer control gave it, not yet moved by the user}
 K_VIEW_FOR = "_gl_view_for"      # (A ref, B ref) the Compare view was chosen for by a click, or "link"
 #: URL keys the app reads but never writes itself (kept as the visitor typed them).
 PASSTHROUGH_KEYS = ("debug",)
@@ -67,7 +68,7 @@ def copy(widget_key: str, state_key: str) -> None:
     """``on_change`` callback: copy a widget's value into its state key (a checkpoint pick is explicit and
     ends any stand-in, see :func:`standin`)."""
     st.session_state[state_key] = st.session_state[widget_key]
-    st.session_state.get("gl_int_defaults", {}).pop(state_key, None)  # chosen now, even if equal to the default
+    st.session_state.get(K_INT_DEFAULTS, {}).pop(state_key, None)  # chosen now, even if equal to the default
     if state_key == K_CKPT:
         st.session_state[K_CKPT_EXPLICIT] = True
         st.session_state.pop(K_STANDIN, None)

@@ -13,8 +13,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages import _data as data
-from app_pages._state import (K_BLOCK, K_CKPT, K_HEAD, K_LAYER, K_POS, K_SLOT, K_SUBSTEP, K_TEXT, copy as _copy,
-                              seed as _seed)
+from app_pages._state import (K_BLOCK, K_CKPT, K_HEAD, K_INT_DEFAULTS, K_LAYER, K_POS, K_SLOT, K_SUBSTEP, K_TEXT,
+                              copy as _copy, seed as _seed)
 from geomlab import catalog
 from geomlab import views as registry
 
@@ -151,7 +151,7 @@ def int_control(label: str, state_key: str, lo: int, hi: int, default: int, wher
     instead, without a notice."""
     where = where or st
     v = st.session_state.get(state_key)
-    defaults = st.session_state.setdefault("gl_int_defaults", {})
+    defaults = st.session_state.setdefault(K_INT_DEFAULTS, {})
     if v is not None and defaults.get(state_key) == v:
         v = None  # still the default it was given: this model's default, not a notice about a choice
     if v is not None and not lo <= int(v) <= hi:
