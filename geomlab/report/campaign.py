@@ -35,17 +35,20 @@ from geomlab.report.protocol import COMPARISONS, Arm, Comparison, ReportError
 #: converged recipe), one seed each. The zoo's OSMFormer O(d) and Transformer are the seed-0 runs of ``ts-100k``.
 #: The recurrent pair is trained at ~100K like the rest of the zoo: at ~50K (``ts-50k``) no seed's test BPC
 #: reached the zoo's 2.5 (OSM-RNN 2.501-2.513, LSTM 2.517-2.564; the LSTM's validation had levelled off). See
-#: :attr:`Campaign.lr_from` for the borrowed learning rates.
+#: :attr:`Campaign.lr_from` for the borrowed learning rates. The U(d) OSMFormer first borrowed the O(d) row's lr
+#: (1e-2) and converged at 2.539 test BPC, above the 2.5: it is now tuned like the other models, and comes last
+#: so that the CEM and Grassmann entries, still 800-step models, train first (a tuning that picks 1e-2 again
+#: reuses that full run: same key).
 ZOO_TS = Comparison(
     "zoo-ts", "Tiny Shakespeare, the zoo's other models (one seed each; not a comparison)", "tinyshakespeare",
     (Arm("OSM-RNN O(d), ~100K", "osm-rnn", 100_000, {"group": "O", "mixing": "linear"}),
      Arm("LSTM, ~100K", "lstm", 100_000, {}),
-     Arm("OSMFormer U(d), linear mixing", "osmformer", 91_000, {"group": "U", "mixing": "linear"}),
      Arm("OSMFormer torus T^d, linear mixing", "osmformer", 91_000, {"group": "T", "mixing": "linear"}),
      Arm("CEM T=2, shared diagonal, ~100K", "cem", 100_000, {"recursion_steps": 2, "diagonal": "shared"}),
-     Arm("Grassmann, no position table, ~100K", "grassmann", 100_000, {"positions": "none"})),
-    note="The bundled checkpoints' recipes: each model at its zoo budget; the recurrent pair and the U(d) and "
-         "torus OSMFormers take the lr tuned for the same model at ~50K (ts-50k) or for the O(d) OSMFormer "
+     Arm("Grassmann, no position table, ~100K", "grassmann", 100_000, {"positions": "none"}),
+     Arm("OSMFormer U(d), linear mixing", "osmformer", 91_000, {"group": "U", "mixing": "linear"})),
+    note="The bundled checkpoints' recipes: each model at its zoo budget; the recurrent pair and the torus "
+         "OSMFormer take the lr tuned for the same model at ~50K (ts-50k) or for the O(d) OSMFormer "
          "(ts-100k), the others are tuned by the campaign's rule.")
 _ALL = {**COMPARISONS, ZOO_TS.key: ZOO_TS}
 
@@ -88,7 +91,6 @@ class Campaign:
     lr_from: tuple[tuple[tuple[str, str], tuple[str, str]], ...] = (
         (("zoo-ts", "OSM-RNN O(d), ~100K"), ("ts-50k", "OSM-RNN O(d)")),
         (("zoo-ts", "LSTM, ~100K"), ("ts-50k", "LSTM")),
-        (("zoo-ts", "OSMFormer U(d), linear mixing"), ("ts-100k", "OSMFormer O(d), linear mixing")),
         (("zoo-ts", "OSMFormer torus T^d, linear mixing"), ("ts-100k", "OSMFormer O(d), linear mixing")))
 
     def comparisons(self, only: tuple[str, ...] | None = None) -> list[Comparison]:
