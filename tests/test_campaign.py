@@ -424,6 +424,18 @@ def test_late_arms_come_after_every_other_run(tmp_path, text_file):
     assert order[0][0] == "ts-100k" and ("ts-50k", "LSTM") in order[:-4]
 
 
+def test_late_entries_keep_their_order_and_a_star_takes_a_whole_comparison(tmp_path, text_file):
+    """The scaling points (``"*"``: every arm) wait after the identity-mixing arm, which waits after the rest."""
+    late = ("ts-100k", "OSMFormer O(d), identity mixing")
+    plan = tiny(text_file, steps=(("ts-scaling", 8), ("ts-100k", 8)), late=(late, ("ts-scaling", "*")))
+    order = [(j.comp.key, j.arm.label) for j in cp.jobs(plan, cp.RunStore(tmp_path))]
+    n_scaling = 4 * len(COMPARISONS["ts-scaling"].arms)
+    assert len(order) == 4 * len(COMPARISONS["ts-100k"].arms) + n_scaling
+    assert {k for k, _ in order[-n_scaling:]} == {"ts-scaling"}
+    assert order[-n_scaling - 4:-n_scaling] == [late] * 4
+    assert {k for k, _ in order[:-n_scaling - 4]} == {"ts-100k"} and late not in order[:-n_scaling - 4]
+
+
 def test_a_one_lr_grid_is_widened_too(tmp_path, text_file):
     plan = tiny(text_file, lr_grid=(1e-2,), max_widen=1)
     store = cp.RunStore(tmp_path)
