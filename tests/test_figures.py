@@ -476,7 +476,7 @@ def test_plane_distances_equal_numpy_principal_angles(name):
     angles = figures.plane_angles(tr, layer=0, slot=0, cursor=4).figure
     t = 5
     th = _principal(_basis(tr.reduced[0, t - 1], tr.reduced[0, t - 2]), _basis(tr.reduced[0, t], tr.reduced[0, t - 1]))
-    assert abs(_by_name(angles, "θ2").y[t] - th[1]) < 2e-3
+    assert abs(_by_name(angles, "θ<sub>2</sub>").y[t] - th[1]) < 2e-3
 
 
 def test_plane_similarity_plucker_and_gates():

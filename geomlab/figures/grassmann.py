@@ -26,6 +26,9 @@ from geomlab.figures._common import (
 from geomlab.markup import md_label
 from geomlab.trace import GrassmannTrace
 
+#: The geodesic distance's name in figure text (plotly's subscript markup).
+DG = "d<sub>g</sub>"
+
 
 def _gr(tr) -> GrassmannTrace:
     if not isinstance(tr, GrassmannTrace):
@@ -139,7 +142,7 @@ def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, co
     fig.add_trace(dict(type="heatmap",
         z=z, x=idx, y=np.arange(z.shape[0]), colorscale=SEQUENTIAL, zmin=0, zmax=zmax, text=text, name=name,
         hoverongaps=False, colorbar={"title": {"text": "rad"}, "y": colorbar_y, "len": colorbar_len},
-        hovertemplate=f"{what}<br>layer %{{y}}, position %{{text}}<br>d_g = %{{z:.4f}} rad<extra></extra>"),
+        hovertemplate=f"{what}<br>layer %{{y}}, position %{{text}}<br>d<sub>g</sub> = %{{z:.4f}} rad<extra></extra>"),
         row=row, col=col)
 
 
@@ -163,7 +166,7 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
             else ", ".join(f"Δ={o}" for o in layer_offs))
     titles = [f"along positions: d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>), slot {slot} ({offs})"]
     if rows == 2:
-        titles.append(f"across layers: d_g(H_t^(l), H_t^(l+1)), Δ={offset}")
+        titles.append(f"across layers: d<sub>g</sub>(H<sub>t</sub><sup>(l)</sup>, H<sub>t</sub><sup>(l+1)</sup>), Δ={offset}")
     fig = FigureBuilder.grid(rows=rows, cols=1, subplot_titles=titles, vertical_spacing=0.18)
     zmax = np.pi / np.sqrt(2)
     _pos_heatmap(fig, dpos[:, idx], idx, tr.labels, 1, 1, "along positions", "along positions", zmax,
@@ -186,7 +189,8 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
 def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
                  max_points: int = MAX_POINTS) -> View:
     """Principal angles θ1 <= θ2 and geodesic distance ``sqrt(θ1² + θ2²)`` between the reduced planes at
-    t - 1 and t of one layer/slot, against position (radians). Traces: ``θ1``, ``θ2``, ``d_g``."""
+    t - 1 and t of one layer/slot, against position (radians). Traces: θ1, θ2 and the geodesic distance
+    :data:`DG`, named in plotly's subscript markup (``θ<sub>1</sub>``)."""
     tr = _gr(tr)
     layer = check_index("layer", layer, tr.n_layers)
     slot = check_slot(tr, slot)
@@ -195,12 +199,12 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
     fig = FigureBuilder()
-    for k, (name, y) in enumerate((("θ1", th[idx, 0]), ("θ2", th[idx, 1]),
-                                   ("d_g", np.linalg.norm(th[idx], axis=-1)))):
+    for k, (name, y) in enumerate((("θ<sub>1</sub>", th[idx, 0]), ("θ<sub>2</sub>", th[idx, 1]),
+                                   (DG, np.linalg.norm(th[idx], axis=-1)))):
         # markers only while they stay apart (an SVG marker per point was most of this chart's draw time)
         fig.add_trace(dict(type="scatter", x=idx, y=y, mode="lines+markers" if len(idx) <= 200 else "lines",
                            marker={"size": 4}, name=name,
-                                           line={"color": colour(k), "dash": "dot" if name == "d_g" else "solid"},
+                                           line={"color": colour(k), "dash": "dot" if name == DG else "solid"},
                                            text=hov, hovertemplate=f"position %{{text}}<br>{name} = %{{y:.4f}} rad"
                                                          "<extra></extra>"))
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx, 6))  # a half-width chart
@@ -234,8 +238,8 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     cats = category_labels(tr.labels, idx)
     fig = FigureBuilder([dict(type="heatmap",
         z=S, x=cats, y=cats, colorscale=SEQUENTIAL, zmin=0, zmax=1, name="similarity",
-        hoverongaps=False, colorbar={"title": {"text": "|⟨p̂_t, p̂_s⟩|"}},
-        hovertemplate="t = %{y}<br>s = %{x}<br>|⟨p̂_t, p̂_s⟩| = %{z:.4f}<extra></extra>")])
+        hoverongaps=False, colorbar={"title": {"text": "|⟨p̂<sub>t</sub>, p̂<sub>s</sub>⟩|"}},
+        hovertemplate="t = %{y}<br>s = %{x}<br>|⟨p̂<sub>t</sub>, p̂<sub>s</sub>⟩| = %{z:.4f}<extra></extra>")])
     # constrain="domain": the axes shrink to the square matrix (ticks right under it, no padding)
     fig.update_xaxes(title_text="position s (token)", type="category", nticks=8, showgrid=False,
                      constrain="domain")
@@ -586,7 +590,7 @@ def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, posit
            f"(layer {layer}, $\\Delta = {D}$): principal angles $\\theta_1 = {th[0]:.3f}$, "
            f"$\\theta_2 = {th[1]:.3f}$ rad, geodesic distance {dg:.3f} rad; $\\gamma(s)$ moves at constant speed."
            + ("" if r == 3 else " Drawn through a 3-axis window, so circles appear as ellipses."))
-    return finish(fig, f"Plane interpolation {a} → {b} (d_g = {dg:.3f} rad)", cap, "plane_interpolation",
+    return finish(fig, f"Plane interpolation {a} → {b} (d<sub>g</sub> = {dg:.3f} rad)", cap, "plane_interpolation",
                   height=560, margin={"l": 10, "r": 10, "t": 90, "b": 10})
 
 

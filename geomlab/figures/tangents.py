@@ -99,7 +99,7 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
            "tangent mixing (the raw pull) and after it (what was exponentiated)."
            + subsample_note(tr.n_positions, len(idx))
            + missing_note(_missing_positions(tr, idx)))
-    return finish(fig, "Tangent update magnitudes ‖Φ_t‖", cap, "tangent_heatmap", height=330 * n_sub + 60)
+    return finish(fig, "Tangent update magnitudes ‖Φ<sub>t</sub>‖", cap, "tangent_heatmap", height=330 * n_sub + 60)
 
 
 def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
@@ -121,7 +121,7 @@ def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX
                     name=f"layer {layer} {what}", legendgroup=f"L{layer}{what}", showlegend=s == 0, text=hov,
                     hovertemplate=(f"layer {layer} {_substep_name(tr, s)} {what}<br>position %{{text}}"
                                    "<br>‖Φ‖ = %{y:.4f} rad<extra></extra>")), row=s + 1, col=1)
-        fig.update_yaxes(title_text="‖Φ_t‖_F (rad)", rangemode="tozero", row=s + 1, col=1)
+        fig.update_yaxes(title_text="‖Φ<sub>t</sub>‖<sub>F</sub> (rad)", rangemode="tozero", row=s + 1, col=1)
         add_cursor_line(fig, cursor, row=s + 1, col=1)
     fig.update_xaxes(title_text="position t (token)", row=n_sub, col=1, **token_ticks(tr.labels, idx))
     cap = ("Update size per position, one colour per layer: solid after tangent mixing, dotted before."
@@ -195,5 +195,5 @@ def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: i
     cap = (f"The {what_step} $\\Phi_t$ of layer {layer} at position {t} '{md_label(tr.labels[t])}' as a matrix in "
            "the Lie algebra (skew-symmetric or skew-Hermitian; entries in radians, blue negative, red positive): the "
            "direction the state was turned, before and after tangent mixing." + missing_note(n_bad, "entries"))
-    return finish(fig, f"Update generator Φ_t at position {t} '{tr.labels[t]}'", cap, "generator_heatmap",
+    return finish(fig, f"Update generator Φ<sub>t</sub> at position {t} '{tr.labels[t]}'", cap, "generator_heatmap",
                   height=380 * len(parts) + 60)

@@ -462,17 +462,17 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     hov = hover_tokens(tr.labels, pidx)
     P = H[pidx]
     data = [dict(type="scatter3d",
-        x=P[:, 0, k], y=P[:, 1, k], z=P[:, 2, k], mode="lines", name=f"path of H_t {axes[k]}",
+        x=P[:, 0, k], y=P[:, 1, k], z=P[:, 2, k], mode="lines", name=f"path of H<sub>t</sub> {axes[k]}",
         line={"color": colour(k), "width": 2}, opacity=0.35, text=hov,
-        hovertemplate=f"H_t {axes[k]} at position %{{text}}<extra></extra>")
+        hovertemplate=f"H<sub>t</sub> {axes[k]} at position %{{text}}<extra></extra>")
             for k in range(3)]
 
     def arrows(t: int) -> list[dict]:
         return [{"type": "scatter3d", "x": [0, H[t, 0, k]], "y": [0, H[t, 1, k]], "z": [0, H[t, 2, k]],
-                 "mode": "lines+markers", "name": f"H_t {axes[k]}", "meta": "cursor",
+                 "mode": "lines+markers", "name": f"H<sub>t</sub> {axes[k]}", "meta": "cursor",
                  "line": {"color": colour(k), "width": 8},
                  "marker": {"size": [0, 5], "color": colour(k)},
-                 "hovertemplate": f"H_t {axes[k]} at position {t} '{tr.labels[t]}'<extra></extra>"}
+                 "hovertemplate": f"H<sub>t</sub> {axes[k]} at position {t} '{tr.labels[t]}'<extra></extra>"}
                 for k in range(3)]
 
     names = [str(t) for t in idx.tolist()]
@@ -494,7 +494,7 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     elif len(pidx) < tr.n_positions:
         cap += subsample_note(tr.n_positions, len(pidx), what="positions on the paths")
     cap = without_play(cap, animate)
-    return finish(fig, f"Rotating frame of H_t at {start} '{tr.labels[start]}' ({_layer_name(tr, layer)})", cap,
+    return finish(fig, f"Rotating frame of H<sub>t</sub> at {start} '{tr.labels[start]}' ({_layer_name(tr, layer)})", cap,
                   "so3_frame", height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
 
 
