@@ -252,16 +252,17 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
             "hovertemplate": (f"position {t} '{tr.labels[t]}'<br>eigenvalue %{{customdata[1]}}: "
                               "θ = %{customdata[0]:.3f} rad<extra></extra>")})
 
-    # the trail: the eigenvalues at up to 800 / d evenly spaced positions, small and light (where the
-    # spectrum has been; SVG markers, bounded: each one is drawn anew on every cursor move, see angle_lines)
+    # the trail: the eigenvalues at up to 800 / d evenly spaced positions (where the spectrum has been), small
+    # translucent grey on a light circle so the points that sit on it stay visible; SVG markers, bounded: each
+    # one is drawn anew on every cursor move, see angle_lines
     trail_pos = subsample(len(idx), max(2, 800 // max(d, 1)))
     trail_th = tracked[trail_pos]
     trail = {"type": "scatter",
              "x": np.cos(trail_th).reshape(-1), "y": np.sin(trail_th).reshape(-1), "mode": "markers",
-             "name": "all positions", "marker": {"size": 4, "color": "#bbbbbb", "opacity": 0.35},
+             "name": "all positions", "marker": {"size": 6, "color": "#777777", "opacity": 0.3},
              "hoverinfo": "skip", "showlegend": False}
     base = [dict(type="scatter", x=np.cos(phi), y=np.sin(phi), mode="lines", name="unit circle",
-                 line={"color": "#888", "width": 1}, hoverinfo="skip", showlegend=False), trail, points(start)]
+                 line={"color": "#d0d0d0", "width": 1}, hoverinfo="skip", showlegend=False), trail, points(start)]
     fidx = subsample(tr.n_positions, max_frames, cursor) if animate else np.array([], dtype=int)
     names = [str(t) for t in fidx.tolist()]
     if animate:
