@@ -508,7 +508,8 @@ def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpo
             header = f.metadata() or {}
             tensors = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as exc:  # safetensors raises its own error types for truncated/corrupt files
-        raise CheckpointError(f"{sname} is truncated or not a safetensors file: {exc}") from exc
+        raise CheckpointError(f"{sname} is truncated or not a safetensors file (it could not be read); "
+                              "save the checkpoint again, or copy both of its files anew") from exc
     weights_id = header.get(ckpt_files.HEADER_KEY) or None
     meta = _meta_for(loc, weights_id, repair=True)
     manifest = meta["tensors"]
