@@ -211,8 +211,8 @@ ATTENTION_LESSON = Lesson(
             body="Position 14 is the t of “to”; position 12 is the t of “not”.",
             notice="Position 14 puts most weight on itself (0.94), and the next most, 0.034, on position 12, "
                    "the earlier **t** (similarity 15, the maximum), more than on the nearer space at 13 "
-                   "(0.028, similarity 5.7). Similar states win, and the distance penalty decides between "
-                   "near and far."),
+                   "(0.028, similarity 5.7). Hover a point to read its weight and similarity. Similar states "
+                   "win, and the distance penalty decides between near and far."),
         Step(
             title="Deeper layers: states carry context",
             checkpoint="bundled/osmformer-o-linear-tinyshakespeare", text=_HAMLET, view="attention",
@@ -223,7 +223,7 @@ ATTENTION_LESSON = Lesson(
                    "(positions 12 and 14) now have a similarity of 4.4 out of 15, since each state has absorbed "
                    "its own context. With the similarities closer together, the distance penalty counts for "
                    "more: row 14 now gives the nearer space at 13 more weight (0.14) than the earlier t "
-                   "(0.08)."),
+                   "(0.08). Hover a cell to read its value."),
         Step(
             title="On the torus, similarity is a sum of cosines",
             checkpoint="bundled/osmformer-torus-tinyshakespeare", text=_HAMLET, view="attention",

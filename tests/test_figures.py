@@ -1281,3 +1281,17 @@ def test_torus_eigenvalues_keep_their_diagonal_order():
     cur = [t for t in circle.data if t.meta == "cursor"][0]
     np.testing.assert_allclose(np.angle(np.asarray(cur.x) + 1j * np.asarray(cur.y)), ang[5], atol=1e-5)
     assert list(cur.marker.color) == _common.index_colours(tr.d)
+
+
+def test_attention_row_hover_gives_the_osmformer_similarity():
+    """The row's hover reads the similarity Re tr(H_i^* H_j) of an OSMFormer (the tour quotes it); a
+    Transformer's row has no similarity to give."""
+    tr = get_trace("osmformer-U3")
+    q = 6
+    v = figures.attention_row(tr, layer=1, cursor=q)
+    sim = tr.similarity_rows(1, [q])[0]
+    text = list(_by_name(v.figure, "weight").text)
+    assert len(text) == q + 1 and f"= {sim[3]:.2f}" in text[3] and "similarity" in text[3]
+    plain = figures.attention_row(get_trace("transformer"), cursor=q)
+    texts = [str(t) for tr_ in plain.figure.data if tr_.text is not None for t in tr_.text]
+    assert texts and not any("similarity" in t for t in texts)

@@ -156,6 +156,7 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
         tr: any trace with attention; layer: layer index; cursor: the query position (default: the last).
         max_points: keys past this many are subsampled evenly (the cursor's neighbourhood kept).
 
+    The hover of an OSMFormer trace also gives each key's similarity ``Re tr(H_i^* H_j)`` with the query.
     Traces: ``head h`` lines (when several heads) then ``mean``. Raises :class:`FigureError` for a trace
     without attention or an index out of range.
     """
@@ -171,6 +172,10 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
     idx = subsample(q + 1, max_points, q)
     labels = [tr.labels[i] for i in idx]
     hover = [f"key {i} '{lab}'" for i, lab in zip(idx, labels)]
+    if getattr(tr, "has_similarity", False):  # OSMFormer: the score's geometric part, readable on hover
+        sim = tr.similarity_rows(layer, [q])[0, : q + 1]
+        hover = [f"{h}<br>similarity Re tr(H<sub>i</sub><sup>*</sup>H<sub>j</sub>) = {sim[i]:.2f}"
+                 for h, i in zip(hover, idx)]
     fig = FigureBuilder()
     x = idx.astype(np.float32)
     if H > 1:
