@@ -195,11 +195,12 @@ def main() -> None:
     for row, label in zip(rows, ("A", "B")):
         row["side"] = label
         row["model"] = row["kind"] + (f" · {row['group']}" if row["group"] else "")
-    # widths that fit beside the sidebar at 1000 px; each side's full title is under its picker above
-    st.dataframe(rows, hide_index=True, width="content", column_order=["side", "name", "model", "metric", "valid",
-                                                                       "test", "trained"], column_config={
+    # widths that fit beside the sidebar at 1000 px, the numbers first (at 800 px the metric and model scroll);
+    # each side's full title is under its picker above
+    st.dataframe(rows, hide_index=True, width="content", column_order=["side", "name", "valid", "test", "trained",
+                                                                       "metric", "model"], column_config={
         "side": st.column_config.TextColumn("side", width=40, pinned=True),
-        "name": st.column_config.TextColumn("name", width=NAME_WIDTH),
+        "name": st.column_config.TextColumn("name", width=NAME_WIDTH, pinned=True),
         "trained": st.column_config.TextColumn("steps", width=60, help=STEPS_HELP),
         "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),
         "metric": st.column_config.TextColumn("metric", width=84),

@@ -258,6 +258,7 @@ def test_compare_shows_both_checkpoints_side_by_side(ckpt_dirs):
     assert {d["name"].split(" (")[0] for d in spec["data"]} == {"A: osm", "B: osmformer"}
     table = at.dataframe[0].value  # the two sides' metrics with their training steps
     assert list(table["side"]) == ["A", "B"] and all(str(v) not in ("", "None") for v in table["trained"])
+    assert list(at.dataframe[0].proto.column_order)[:5] == ["side", "name", "valid", "test", "trained"]
 
 
 def test_a_default_checkpoint_of_the_wrong_kind_is_replaced_with_a_message(ckpt_dirs):
@@ -714,6 +715,8 @@ def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets)
     assert df[df["name"] == "lstm-tinyshakespeare"].iloc[0]["trained"] == f"{lstm_card['steps']:,}"
     assert not df[["valid", "test"]].isna().any().any()
     assert not any(str(v) in ("None", "nan") for v in df[["valid", "test"]].to_numpy().ravel())
+    # the numbers right after the pinned name: at 800 px beside the sidebar only the metric and model scroll
+    assert list(at.dataframe[0].proto.column_order)[:4] == ["name", "valid", "test", "trained"]
     assert any(f"valid accuracy **{card['valid_accuracy']:.3f}**" in m.value for m in at.markdown)
     curve = [c.value for c in at.caption if c.value.startswith("final-position accuracy by length")]
     assert len(curve) == 4  # one per word-problem checkpoint
