@@ -7,6 +7,7 @@ import contextlib
 import logging
 import math
 import os
+from pathlib import Path
 from typing import Any, Iterator
 
 import streamlit as st
@@ -32,6 +33,17 @@ def md_escape(text: Any) -> str:
     from geomlab.markup import escape_chars
 
     return escape_chars(text, _MD_SPECIAL)
+
+
+def shown_folder(folder: Any) -> str:
+    """A server folder as a page names it (markdown): relative to the app's working folder when inside it
+    (``runs/``), so a shared link does not show the server's absolute paths; else the path as given, escaped
+    (design choice)."""
+    path = Path(folder).resolve()
+    try:
+        return md_escape(path.relative_to(Path.cwd().resolve()).as_posix() + "/")
+    except ValueError:
+        return md_escape(str(folder))
 
 
 @contextlib.contextmanager

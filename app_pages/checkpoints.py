@@ -9,7 +9,7 @@ import streamlit as st
 from geomlab import catalog
 from geomlab import views as registry
 from app_pages import _ui as ui
-from app_pages._messages import NAME_WIDTH, STEPS_HELP, md_escape
+from app_pages._messages import NAME_WIDTH, STEPS_HELP, md_escape, shown_folder
 from app_pages._state import owner_token, restore_choice
 
 K_DELETE_MSG = "_gl_delete_msg"      # a delete's outcome: shown at the top, above the cards
@@ -119,7 +119,7 @@ def main() -> None:
     st.title("Checkpoints")
     show_message(K_DELETE_MSG)
     found = ui.entries()
-    st.caption(f"Bundled checkpoints come from `assets/checkpoints/`; yours from {md_escape(catalog.runs_dir())} "
+    st.caption(f"Bundled checkpoints come from `assets/checkpoints/`; yours from {shown_folder(catalog.runs_dir())} "
                "(set `GEOMLAB_RUNS_DIR` to look elsewhere). Runs saved on Train live appear here at once. "
                + ("This server shares every checkpoint between sessions (`GEOMLAB_SHARED_RUNS=1`)."
                   if catalog.shared_mode() else "You can delete the checkpoints this session uploaded or saved."))

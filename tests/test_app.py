@@ -1020,3 +1020,14 @@ def test_two_checkpoints_of_one_name_are_told_apart_in_the_select():
     assert labels["runs/uploads/osmf-small"] == "osmf-small · 21k · runs/uploads"
     assert labels["bundled/lstm-tinyshakespeare"] == "lstm · 50k"
     assert len(set(labels.values())) == 3
+
+
+def test_the_runs_folder_is_named_relative_to_the_app(tmp_path, monkeypatch):
+    """The Checkpoints caption names the runs folder as `runs/` when it is the app's own, never the server's
+    absolute path; a folder elsewhere (GEOMLAB_RUNS_DIR) is named as given."""
+    from app_pages._messages import md_escape, shown_folder
+
+    monkeypatch.chdir(tmp_path)
+    assert shown_folder(tmp_path / "runs") == md_escape("runs/") and str(tmp_path) not in shown_folder(tmp_path / "runs")
+    other = tmp_path.parent / "elsewhere"
+    assert shown_folder(other) == md_escape(str(other))
