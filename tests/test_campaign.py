@@ -355,10 +355,11 @@ def test_the_zoo_models_train_one_seed_after_tuning(tmp_path, text_file):
                 _fake_outcome(store, j, {1e-3: 3.0, 3e-3: 2.0, 1e-2: 2.5, 3e-2: 2.9}[j.lr])
     full = list(cp.jobs(plan, store))
     n = len(comp.arms)
+    tunes = sum(4 * len(plan.warmups_for(comp.key, a.label)) for a in comp.arms)  # the Grassmann tries 2 warm-ups
     assert len(full) == n and {(j.phase, j.lr, j.seed) for j in full} == {("full", 3e-3, 0)}
     results = cp.collect(plan, store)
     assert {k: results["progress"][k] for k in ("done", "planned", "untimed_arms")} == {
-        "done": 4 * n, "planned": 5 * n, "untimed_arms": n}  # the fake outcomes carry no CPU time
+        "done": tunes, "planned": tunes + n, "untimed_arms": n}  # the fake outcomes carry no CPU time
     assert "Not a comparison" in render_markdown(results)
 
 
@@ -411,7 +412,8 @@ def test_a_one_seed_row_trains_its_decided_arms_before_the_others_tuning(tmp_pat
     _tune(plan, store, src_comp, src_comp.arms, {1e-3: 3.0, 3e-3: 2.8, 1e-2: 2.5, 3e-2: 2.6})
     zoo = [(j.arm.label, j.phase) for j in cp.jobs(plan, store) if j.comp.key == "zoo-ts"]
     assert zoo[0] == ("LSTM, ~100K", "full") and zoo.count(("LSTM, ~100K", "full")) == 1
-    assert {p for _, p in zoo[1:]} == {"tune"} and len(zoo) == 1 + 4 * (len(cp.ZOO_TS.arms) - 1)
+    assert {p for _, p in zoo[1:]} == {"tune"} and len(zoo) == 1 + sum(
+        4 * len(plan.warmups_for("zoo-ts", a.label)) for a in cp.ZOO_TS.arms if a.label != zoo_lstm[1])
     ts50 = [(j.arm.label, j.seed) for j in cp.jobs(plan, store) if j.comp.key == "ts-50k"]
     assert ts50 == [("OSM-RNN O(d)", 0), ("LSTM", 0), ("OSM-RNN O(d)", 1), ("LSTM", 1)]  # paired rows: unchanged
 
@@ -559,3 +561,16 @@ def test_a_corpus_missing_here_is_said_not_left_as_empty_brackets():
     text = "\n".join(comparison_section(c, {}))
     assert "Corpus `tinyshakespeare` (not found on this machine, so its split is not shown). A note." in text
     assert "()" not in text
+
+
+def test_an_arm_can_have_its_own_warmups(tmp_path, text_file):
+    """A ``"key / arm label"`` entry tunes that arm over its own warm-ups; the comparison's other arms keep
+    the comparison's (the zoo's post-norm Grassmann tries 10% as well)."""
+    comp = COMPARISONS["ts-50k"]
+    plan = tiny(text_file, warmups=((f"ts-50k / {comp.arms[1].label}", (0.02, 0.1)),))
+    store = cp.RunStore(tmp_path)
+    grids = {a.label: {(j.lr, j.warmup) for j in cp.tuning_state(plan, store, comp, a)[0]} for a in comp.arms}
+    assert {w for _, w in grids[comp.arms[1].label]} == {0.02, 0.1} and len(grids[comp.arms[1].label]) == 8
+    assert {w for _, w in grids[comp.arms[0].label]} == {plan.warmup}
+    assert cp.CONVERGED.warmups_for("zoo-ts", "Grassmann, no position table, ~100K") == (0.02, 0.1)
+    assert cp.CONVERGED.warmups_for("zoo-ts", "OSMFormer U(d), linear mixing") == (cp.CONVERGED.warmup,)
