@@ -62,8 +62,8 @@ class Campaign:
     batch_size, seq_len: as the report's protocol. seeds: the seeds of every row. lr_grid: the first lrs
     tried. warmups: warm-up fractions tried per comparison or per arm (``(key, fractions)`` or
     ``("key / arm label", fractions)``; default :attr:`warmup`): "where it matters" (the post-norm Grassmann
-    blocks, docs/grassmann.md: on WikiText-2 a 10% warm-up gave the best lr a lower validation BPC). max_widen: half-decades added per side at most.
-    eval_every: validation and checkpoint period of every run (the learning curves). lr_bounds: no lr is tried
+    blocks, docs/grassmann.md: on WikiText-2 a 10% warm-up gave the best lr a lower validation BPC).
+    max_widen: half-decades added per side at most. eval_every: validation and checkpoint period of every run (the learning curves). lr_bounds: no lr is tried
     outside these. corpus_override: a text file read instead of every corpus (tests). seed_counts: comparisons
     trained on fewer seeds (``(key, n)``: the first n of :attr:`seeds`; the zoo's extra models). late:
     ``(comparison key, arm label)`` of arms whose runs wait until every other run of the campaign is taken,
