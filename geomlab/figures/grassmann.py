@@ -142,7 +142,7 @@ def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, co
     fig.add_trace(dict(type="heatmap",
         z=z, x=idx, y=np.arange(z.shape[0]), colorscale=SEQUENTIAL, zmin=0, zmax=zmax, text=text, name=name,
         hoverongaps=False, colorbar={"title": {"text": "rad"}, "y": colorbar_y, "len": colorbar_len},
-        hovertemplate=f"{what}<br>layer %{{y}}, position %{{text}}<br>d<sub>g</sub> = %{{z:.4f}} rad<extra></extra>"),
+        hovertemplate=f"{what}<br>layer %{{y}}, position %{{text}}<br>{DG} = %{{z:.4f}} rad<extra></extra>"),
         row=row, col=col)
 
 
@@ -164,9 +164,9 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     layer_offs = [_offset(tr, l, slot) for l in range(tr.n_layers)]
     offs = (f"Δ={layer_offs[0]}" if len(set(layer_offs)) == 1  # one offset in every layer: said once
             else ", ".join(f"Δ={o}" for o in layer_offs))
-    titles = [f"along positions: d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>), slot {slot} ({offs})"]
+    titles = [f"along positions: {DG}(U<sub>t−1</sub>, U<sub>t</sub>), slot {slot} ({offs})"]
     if rows == 2:
-        titles.append(f"across layers: d<sub>g</sub>(H<sub>t</sub><sup>(l)</sup>, H<sub>t</sub><sup>(l+1)</sup>), Δ={offset}")
+        titles.append(f"across layers: {DG}(H<sub>t</sub><sup>(l)</sup>, H<sub>t</sub><sup>(l+1)</sup>), Δ={offset}")
     fig = FigureBuilder.grid(rows=rows, cols=1, subplot_titles=titles, vertical_spacing=0.18)
     zmax = np.pi / np.sqrt(2)
     _pos_heatmap(fig, dpos[:, idx], idx, tr.labels, 1, 1, "along positions", "along positions", zmax,
@@ -590,7 +590,7 @@ def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, posit
            f"(layer {layer}, $\\Delta = {D}$): principal angles $\\theta_1 = {th[0]:.3f}$, "
            f"$\\theta_2 = {th[1]:.3f}$ rad, geodesic distance {dg:.3f} rad; $\\gamma(s)$ moves at constant speed."
            + ("" if r == 3 else " Drawn through a 3-axis window, so circles appear as ellipses."))
-    return finish(fig, f"Plane interpolation {a} → {b} (d<sub>g</sub> = {dg:.3f} rad)", cap, "plane_interpolation",
+    return finish(fig, f"Plane interpolation {a} → {b} ({DG} = {dg:.3f} rad)", cap, "plane_interpolation",
                   height=560, margin={"l": 10, "r": 10, "t": 90, "b": 10})
 
 
