@@ -16,7 +16,7 @@ import streamlit as st
 from geomlab import live, runs
 from geomlab.data.vocab import decode_text
 from app_pages import _ui as ui
-from app_pages._messages import md_escape
+from app_pages._messages import md_escape, shown_folder
 from app_pages._state import adopt_owner_token, owner_token
 
 K_RUN = "gl_live_run"          # this session's current run id (owned state)
@@ -428,7 +428,7 @@ def panel() -> None:
                 disabled=snap.state == "created" or not mine,
                 key="train-save", width="stretch")  # no tooltip: it covered the help icon of "Save as"
     for path in snap.saved[-3:]:
-        st.caption(f"saved: `{path}`")
+        st.caption(f"saved: {shown_folder(path)}")  # relative to the app: a shared link shows no server path
     if bool(st.session_state.get(K_POLLING)) != snap.active:
         # the run started or ended since the last full run (e.g. Resume clicked inside this fragment):
         # rerun the whole page so the fragment starts/stops polling and the form is enabled/disabled

@@ -504,6 +504,11 @@ def test_train_page_starts_stops_resumes_and_saves_a_tiny_run(ckpt_dirs):
     at.button(key="train-save").click().run()
     assert at.session_state["gl_ckpt"] == "runs/run.v2", [s.value for s in at.success] + errors(at)
     assert any("`runs/run.v2`" in s.value and "changed" not in s.value for s in at.success)
+    from app_pages._messages import shown_folder
+
+    saved = [c.value for c in at.caption if c.value.startswith("saved: ")]
+    assert saved and all(v == "saved: " + shown_folder(p) for v, p in
+                         zip(saved, live.REGISTRY.get(run.run_id).snapshot().saved[-3:]))
     goto(at, "checkpoints")
     assert {"from-the-app-x", "run.v2"} <= set(at.dataframe[0].value["name"])
     live.REGISTRY.forget(run.run_id, by=owner(at))
