@@ -679,7 +679,7 @@ def test_compare_scores_word_problem_models_on_the_running_product(bundled_asset
     assert set(by_name) == {"A: osm-rnn-o-s5", "B: osm-rnn-torus-s5"}
     # chance is a dotted line named in the legend, not a boxed label on the plot that could hide B's line
     chance = [d for d in spec["data"] if d.get("meta") == "chance"]
-    assert len(chance) == 1 and chance[0]["name"] == "chance: log2 120 = 6.91 bits"
+    assert len(chance) == 1 and chance[0]["name"] == "chance: log<sub>2</sub> 120 = 6.91 bits"
     assert np.allclose(decode(chance[0]["y"]), np.log2(120))
     assert not [a for a in spec["layout"].get("annotations", []) if "chance" in a.get("text", "")]
     a, b = (np.array(decode(by_name[k]["y"]), dtype=float) for k in ("A: osm-rnn-o-s5", "B: osm-rnn-torus-s5"))
@@ -697,7 +697,7 @@ def test_compare_of_a_word_problem_and_a_language_model_says_they_differ(bundled
     assert len(lines) == 2 and spec["layout"]["yaxis"]["title"]["text"] == "bits (see legend)"
     assert [d["name"].split(" (")[1].split(":")[0] for d in lines] == ["running product", "next token"]
     chance = [d for d in spec["data"] if d.get("meta") == "chance"]
-    assert [d["name"] for d in chance] == ["A: chance: log2 120 = 6.91 bits"]
+    assert [d["name"] for d in chance] == ["A: chance: log<sub>2</sub> 120 = 6.91 bits"]
     assert max(decode(chance[0]["x"])) == len(decode(lines[0]["y"])) - 1  # along A's text only
     cap = next(c.value for c in at.caption if "Different tasks" in c.value)
     assert "A: osm-rnn-o-s5 is a group word-problem model" in cap and "B: osm-rnn-o-tinyshakespeare" in cap

@@ -272,14 +272,14 @@ def test_torus_angles_are_the_diagonal_phases():
     fig = figures.torus_angles(tr, layer=0, cursor=1).figure
     ang = np.angle(np.diagonal(tr.states[0], axis1=1, axis2=2))
     for j in range(4):
-        np.testing.assert_allclose(_line_points(_by_name(fig, f"φ{j + 1}"))[1], ang[:, j], atol=1e-6)
+        np.testing.assert_allclose(_line_points(_by_name(fig, f"φ<sub>{j + 1}</sub>"))[1], ang[:, j], atol=1e-6)
     assert fig.layout.yaxis2.scaleanchor == "x2"
 
 
 def test_flat_torus_colour_by_position_has_a_colour_bar_not_a_one_colour_legend_entry():
     tr = get_trace("osmformer-T4")
     fig = figures.torus_angles(tr, layer=0, cursor=1).figure
-    flat = _by_name(fig, "(φ1, φ2)")
+    flat = _by_name(fig, "(φ<sub>1</sub>, φ<sub>2</sub>)")
     assert np.asarray(flat.marker.color).tolist() == list(range(tr.n_positions))  # coloured by position
     assert flat.showlegend is False  # its legend swatch would show one colour
     assert flat.marker.colorbar.title.text == "position"
@@ -1084,7 +1084,7 @@ def test_torus_angles_are_in_minus_pi_pi():
     tr = dataclasses.replace(tr, state_data=data)
     fig, _ = figures.torus_angles(tr)
     ys = np.concatenate([_line_points(t)[1] for t in fig.data if t.name and t.name.startswith("φ")])
-    x0, y0 = _line_points(_by_name(fig, "φ1"))
+    x0, y0 = _line_points(_by_name(fig, "φ<sub>1</sub>"))
     assert ys.min() > -math.pi and float(y0[x0 == BAD_POS][0]) == pytest.approx(math.pi)
 
 

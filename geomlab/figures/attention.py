@@ -19,6 +19,9 @@ from geomlab.figures._common import (
 from geomlab.markup import md_label
 from geomlab.trace import OSMTrace, Trace
 
+#: The similarity of two states in figure text (plotly's sub/sup markup): osm.md §2.5.
+SIMILARITY = "Re tr(H<sub>i</sub><sup>*</sup>H<sub>j</sub>)"
+
 
 def _masked(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """``rows`` ``[len(idx), T]`` (full key rows of the shown queries) -> the shown ``[idx, idx]`` block,
@@ -82,7 +85,7 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
     panels = []
     if sim is not None:
         d = float(tr.d)
-        panels.append(("similarity Re tr(H_i* H_j)", _masked(sim, idx), DIVERGING, -d, d,
+        panels.append((f"similarity {SIMILARITY}", _masked(sim, idx), DIVERGING, -d, d,
                        "Re tr", "similarity"))
     w = _masked(weights, idx)
     head_txt = "mean over heads" if head is None and int(tr.n_heads) > 1 else (f"head {head}" if head is not None else "")
@@ -97,7 +100,7 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
                              horizontal_spacing=spacing)
     width = (1 - spacing * (n - 1)) / n
     for c, (title, z, scale, zmin, zmax, what, name) in enumerate(panels, start=1):
-        hover = "Re tr(H_i* H_j)" if name == "similarity" else what
+        hover = SIMILARITY if name == "similarity" else what
         # each colour bar just right of its own panel (the right panel shares the query axis and shows no
         # tick labels or title of its own, so nothing sits under the left colour bar)
         x_cb = (c - 1) * (width + spacing) + width + 0.012
@@ -174,7 +177,7 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
     hover = [f"key {i} '{lab}'" for i, lab in zip(idx, labels)]
     if getattr(tr, "has_similarity", False):  # OSMFormer: the score's geometric part, readable on hover
         sim = tr.similarity_rows(layer, [q])[0, : q + 1]
-        hover = [f"{h}<br>similarity Re tr(H<sub>i</sub><sup>*</sup>H<sub>j</sub>) = {sim[i]:.2f}"
+        hover = [f"{h}<br>similarity {SIMILARITY} = {sim[i]:.2f}"
                  for h, i in zip(hover, idx)]
     fig = FigureBuilder()
     x = idx.astype(np.float32)

@@ -151,7 +151,7 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
                     x=steps, y=_token_mean(disp[layer, b]), mode="lines+markers",
                     line={"color": col, "dash": _DASHES[layer % len(_DASHES)]},
                     name=f"{name} displacement", legendgroup="displacement", showlegend=False,
-                    hovertemplate=(f"layer {layer} {_block_name(b)}, step %{{x}}<br>mean ‖x^t − h‖/ρ = "
+                    hovertemplate=(f"layer {layer} {_block_name(b)}, step %{{x}}<br>mean ‖x<sup>t</sup> − h‖/ρ = "
                                    "%{y:.4g}<extra></extra>")), row=rows, col=1)
     if disp is not None:
         fig.update_yaxes(title_text="‖x<sup>t</sup> − h‖/ρ", row=rows, col=1, rangemode="tozero", title_standoff=4)
@@ -221,7 +221,7 @@ def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | No
         z=z, x=idx, y=np.arange(z.shape[0]), colorscale=DIVERGING, zmid=0, zmin=-lim,
         zmax=lim, text=text, name="energy change",
         colorbar={"title": {"text": "Δε (a.u.)"}},
-        hovertemplate="position %{text}<br>step %{y}<br>ε(x^t) − ε(x^0) = %{z:.4g}"
+        hovertemplate="position %{text}<br>step %{y}<br>ε(x<sup>t</sup>) − ε(x<sup>0</sup>) = %{z:.4g}"
                                              "<extra></extra>")])
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     fig.update_yaxes(title_text="recursion step", tickmode="linear", dtick=1)

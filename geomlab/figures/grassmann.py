@@ -279,7 +279,7 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     cats = category_labels(tr.labels, idx)
     fig = FigureBuilder([dict(type="heatmap", z=p, x=names, y=cats, colorscale=DIVERGING, zmin=-1, zmax=1, zmid=0,
                                               name="plucker", hoverongaps=False,
-                                              colorbar={"title": {"text": "p̂_ij"}, "thickness": 12},
+                                              colorbar={"title": {"text": "p̂<sub>ij</sub>"}, "thickness": 12},
                                               hovertemplate="position %{y}<br>%{x} = %{z:.4f}<extra></extra>")])
     # thinned ticks (a half-width chart; every coordinate and position named on hover): at most 3 coordinate
     # names, upright
@@ -668,7 +668,7 @@ def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     fig.add_trace(dict(type="heatmap",
         z=A, x=ax, y=ax, colorscale=DIVERGING, zmid=0, zmin=-1, zmax=1, name="plane matrix",
         meta="cursor" if t == cursor else None,
-        colorbar={"title": {"text": "Â_ij", "side": "right"}, "x": width + 0.012,
+        colorbar={"title": {"text": "Â<sub>ij</sub>", "side": "right"}, "x": width + 0.012,
         "xanchor": "left", "thickness": 12, "len": 0.8},
         hovertemplate=(f"position {t} '{tr.labels[t]}'<br>Â[%{{y}}, %{{x}}] = %{{z:.4f}}"
              "<extra></extra>")), row=1, col=1)

@@ -68,7 +68,7 @@ def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) 
         # chance as a dotted line with its own legend entry (a label on the plot could hide the lines)
         fig.add_trace(go.Scatter(
             x=[0, n_max - 1], y=[math.log2(n)] * 2, mode="lines", line={"color": "#999999", "dash": "dot", "width": 1},
-            name=(f"{' and '.join(who)}: " if mixed else "") + f"chance: log2 {n} = {math.log2(n):.2f} bits",
+            name=(f"{' and '.join(who)}: " if mixed else "") + f"chance: log<sub>2</sub> {n} = {math.log2(n):.2f} bits",
             hoverinfo="skip", meta="chance"))
     if cursor is not None:
         fig.add_vline(x=cursor, line={"color": "#D55E00", "dash": "dash", "width": 1.5})

@@ -201,7 +201,7 @@ def angle_lines(fig: FigureBuilder, idx: np.ndarray, theta: np.ndarray, hover: l
             y = np.insert(y, jump, np.nan)
             x = np.insert(x, jump, np.nan)
         text = np.insert(np.array(hover, dtype=object), jump, "") if len(jump) else np.array(hover)
-        name = f"{what}{j + 1}" if len(what) == 1 else f"{what} {j + 1}"  # φ1, eigenvalue 1
+        name = f"{what}<sub>{j + 1}</sub>" if len(what) == 1 else f"{what} {j + 1}"  # φ₁, eigenvalue 1
         fig.add_trace(dict(type="scatter", x=x, y=y, mode="lines", name=name, showlegend=False,
                            line={"color": cols[j], "width": 1.3}, text=text, connectgaps=False,
                            hovertemplate=f"position %{{text}}<br>{name}: %{{y:.3f}} rad<extra></extra>"),
@@ -527,7 +527,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     # its tick labels at a 1,000 px window)
     spacing, widths = 0.14, [0.6, 0.4]
     fig = FigureBuilder.grid(rows=1, cols=2, column_widths=widths, horizontal_spacing=spacing,
-                        subplot_titles=("each angle φ<sub>k</sub>", "flat torus (φ1, φ2)"))
+                        subplot_titles=("each angle φ<sub>k</sub>", "flat torus (φ<sub>1</sub>, φ<sub>2</sub>)"))
     # one line per angle φ_k, one colour each (no repeats, issue 16) with a colour bar instead of a legend of
     # k entries (angle_lines: SVG lines, not WebGL markers); both colour bars at the right edge, stacked (one
     # between the panels ran into the torus panel's tick labels at 1,000 px)
@@ -539,7 +539,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     tidx = subsample(tr.n_positions, 300, cursor)
     thov = hover_tokens(tr.labels, tidx)
     fig.add_trace(dict(type="scatter", x=ang[tidx, 0], y=b[tidx], mode="markers",
-                       name="(φ1, φ2)", showlegend=False,
+                       name="(φ<sub>1</sub>, φ<sub>2</sub>)", showlegend=False,
                                        marker={"size": 5, "color": tidx, "colorscale": SEQUENTIAL, "cmin": 0,
                                      "cmax": max(tr.n_positions - 1, 1),
                                      "colorbar": {"title": {"text": "position", "side": "right"},
@@ -547,7 +547,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                                                   "yanchor": "bottom",
                                                   "thickness": 12, "tickfont": {"size": 11}}},
                                        text=thov,
-                                       hovertemplate="position %{text}<br>φ1 = %{x:.3f} rad, φ2 = %{y:.3f} rad"
+                                       hovertemplate="position %{text}<br>φ<sub>1</sub> = %{x:.3f} rad, φ<sub>2</sub> = %{y:.3f} rad"
                                            "<extra></extra>"), row=1, col=2)
     if cursor is not None:
         fig.add_trace(dict(type="scatter", x=[ang[cursor, 0]], y=[b[cursor]], mode="markers", name="cursor",
@@ -560,8 +560,8 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig.update_yaxes(title_text="angle φ<sub>k</sub> (rad)", row=1, col=1, range=[-3.3, 3.3], **TWO_PI_TICKS)
     # the square torus shrinks its domain (not widens its range) where the panel is narrow, so the y axis's
     # title is placed beside the tick labels actually drawn
-    fig.update_xaxes(title_text="φ1 (rad)", row=1, col=2, range=[-3.3, 3.3], constrain="domain", **TWO_PI_TICKS)
-    fig.update_yaxes(title_text="φ2 (rad)", row=1, col=2, range=[-3.3, 3.3], scaleanchor="x2", scaleratio=1,
+    fig.update_xaxes(title_text="φ<sub>1</sub> (rad)", row=1, col=2, range=[-3.3, 3.3], constrain="domain", **TWO_PI_TICKS)
+    fig.update_yaxes(title_text="φ<sub>2</sub> (rad)", row=1, col=2, range=[-3.3, 3.3], scaleanchor="x2", scaleratio=1,
                      constrain="domain", title_standoff=4, **TWO_PI_TICKS)
     add_cursor_line(fig, cursor, row=1, col=1)
     # the only legend entry left (the cursor ring) sits inside the torus panel's top right corner, clear of
