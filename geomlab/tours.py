@@ -309,7 +309,7 @@ GRASSMANN_LESSON = Lesson(
                  "position $\\Delta$ earlier it spans a plane $\\mathrm{span}(z_t, z_{t-\\Delta})$: a point of "
                  "the Grassmannian $\\mathrm{Gr}(2, 13)$. Here $\\Delta = 1$.",
             notice="**Plane on the sphere**: the plane at one position, seen through the three axes it uses "
-                   "most (press Play to move along the text). **Plane interpolation**: the shortest path "
+                   "most (move the token cursor to follow the text). **Plane interpolation**: the shortest path "
                    "from the plane at 16 to the plane at 17 (1.0 rad). Its first principal angle is 0: both "
                    "planes contain $z_{16}$, so they share a line and only the second angle turns. Move the "
                    "cursor to 14, the t of “not to”: in layer 0 a vector depends only on its character, "
@@ -321,7 +321,7 @@ GRASSMANN_LESSON = Lesson(
             body="A plane spanned by $a, b$ is stored as its Plücker vector $p_{ij} = a_i b_j - a_j b_i$ "
                  "($i < j$), normalised: $13 \\cdot 12 / 2 = 78$ numbers that do not depend on which two "
                  "vectors span it.",
-            notice="**Plücker coordinates**: one column per position, one row per pair of axes $(i, j)$; the "
+            notice="**Plücker coordinates**: one row per position, one column per pair of axes $(i, j)$; the "
                    "colour is the sign, i.e. the plane's orientation. **Plane matrix** (left): the plane "
                    "at the cursor as the antisymmetric matrix $a b^\\top - b a^\\top$; (right) which axis pairs "
                    "the layer uses most over the whole text."),

@@ -96,7 +96,7 @@ def test_each_steps_figures_build(zoo, lesson, index):
         tr = trace(e, step.text, step.trace_options(e.model_config))
         assert step.cursor < tr.n_positions
         sides.append((e, tr, colour))
-    built = 0
+    built, animated = 0, False
     for name in step.figure_names(sides[0][1]):
         if name == "accuracy_by_length":
             fig, cap = tours.accuracy_by_length_figure([(e.name, e.accuracy_by_length, c) for e, _, c in sides],
@@ -112,7 +112,9 @@ def test_each_steps_figures_build(zoo, lesson, index):
                 assert fig.layout.title.text and cap
         assert len(fig.data) >= 1 and cap
         built += 1
+        animated |= bool(fig.frames)
     assert built >= 1
+    assert animated or "Play" not in step.notice + step.body  # no Play button to press in a still figure
 
 
 def test_step_controls_keep_the_mean_over_heads_and_the_steps_layer(zoo):
@@ -408,3 +410,13 @@ def test_the_tour_without_the_bundled_zoo_explains_instead_of_failing(tmp_path, 
     assert heading(at).startswith("2. ")
     assert any("No checkpoint is available" in i.value for i in at.info)
     assert not at.get("plotly_chart")
+
+
+def test_the_plucker_step_names_the_axes_the_figure_draws(zoo):
+    """Grassmann step 2 says rows are positions and columns axis pairs: so does the heatmap."""
+    entries, trace = zoo
+    step = tours.LESSONS["grassmann-planes"].steps[1]
+    tr = trace(entries[step.checkpoint], step.text, {})
+    fig, _ = registry.build_figure(tr, "plucker_heatmap", tours.step_controls(step, tr), step.cursor)
+    assert "position" in fig.layout.yaxis.title.text and "position" not in fig.layout.xaxis.title.text
+    assert "one row per position, one column per pair of axes" in step.notice
