@@ -132,11 +132,16 @@ def standin_message(view: ViewSpec, chosen: catalog.CheckpointEntry, shown: cata
     show ``chosen`` (links), and ``others``, the other checkpoints this view can show (``[(entry, how)]``,
     related first), as buttons that choose one. ``explicit``: the user chose ``chosen`` (a pick, a link),
     else it was the session's default."""
-    which = "the selected checkpoint" if explicit else "the default checkpoint"
     relation = RELATION_TEXT.get(how, how)
-    st.info(f"{why_not_this_view(view, chosen.kind)} Showing **{md_escape(shown.name)}** "
-            f"({md_escape(shown.kind)}, {relation}) instead of {md_escape(chosen.name)}, {which}.",
-            icon=":material/swap_horiz:")
+    if explicit:
+        st.info(f"{why_not_this_view(view, chosen.kind)} Showing **{md_escape(shown.name)}** "
+                f"({md_escape(shown.kind)}, {relation}) instead of {md_escape(chosen.name)}, the selected "
+                "checkpoint.", icon=":material/swap_horiz:")
+    else:  # a first visit: the user chose nothing, so say what is shown before what is not
+        st.info(f"Showing **{md_escape(shown.name)}** ({md_escape(shown.kind)}), a checkpoint **{view.title}** "
+                f"can draw. No checkpoint was chosen yet, and the app's default, {md_escape(chosen.name)} "
+                f"({md_escape(chosen.kind)}), is not one this view shows. Choose another "
+                + ("below or " if others else "") + "in the sidebar.", icon=":material/swap_horiz:")
     homes = [v for v in VIEWS.values() if chosen.kind in v.kinds]
     if homes:
         cols = st.columns([3] + [2] * len(homes), vertical_alignment="center")
