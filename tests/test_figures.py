@@ -234,7 +234,7 @@ def test_pca_trajectory_equals_svd():
     for k in range(3):  # principal components are defined up to sign
         assert min(np.abs(got[:, k] - ref[:, k]).max(), np.abs(got[:, k] + ref[:, k]).max()) < 1e-4
     ratio = S[:3] ** 2 / (S ** 2).sum()
-    assert f"PC1 {ratio[0]:.0%}" in fig.layout.title.text and f"PC3 {ratio[2]:.0%}" in fig.layout.title.text
+    assert f"PC1 {ratio[0]:.1%}" in fig.layout.title.text and f"PC3 {ratio[2]:.1%}" in fig.layout.title.text
     assert f"PC2 ({ratio[1]:.0%})" in fig.data[0].hovertemplate
     np.testing.assert_allclose(fig.data[1].x, got[3, 0])  # the cursor marker
 
@@ -856,7 +856,7 @@ def test_pca_equals_the_full_svd_on_long_traces(d):
     np.testing.assert_allclose(ratio, ref_ratio, rtol=1e-6)
     fig = figures.pca_trajectory(tr, cursor=1000).figure
     assert len(fig.data[0].x) <= _common.MAX_POINTS + 1
-    assert f"PC1 {ref_ratio[0]:.0%}" in fig.layout.title.text
+    assert f"PC1 {ref_ratio[0]:.1%}" in fig.layout.title.text
 
 
 _LONG = 2048
@@ -1210,8 +1210,8 @@ def test_pca_projection_is_2d_with_the_variance_in_the_axis_titles():
     assert all(t.type == "scatter" for t in fig.data)  # 2-D, SVG (no WebGL context to create per redraw)
     np.testing.assert_allclose(fig.data[0].x, coords[:, 0], atol=1e-5)
     np.testing.assert_allclose(fig.data[0].y, coords[:, 1], atol=1e-5)
-    assert fig.layout.xaxis.title.text == f"PC1 ({ratio[0]:.0%} of variance)"
-    assert fig.layout.yaxis.title.text == f"PC2 ({ratio[1]:.0%} of variance)"
+    assert fig.layout.xaxis.title.text == f"PC1 ({ratio[0]:.1%} of variance)"
+    assert fig.layout.yaxis.title.text == f"PC2 ({ratio[1]:.1%} of variance)"
     cur = [t for t in fig.data if t.meta == "cursor"][0]
     np.testing.assert_allclose([cur.x[0], cur.y[0]], coords[3, :2], atol=1e-5)
     # equal scales: a unit of PC1 is as long on screen as a unit of PC2 (the spreads are the variances)
@@ -1295,3 +1295,15 @@ def test_attention_row_hover_gives_the_osmformer_similarity():
     plain = figures.attention_row(get_trace("transformer"), cursor=q)
     texts = [str(t) for tr_ in plain.figure.data if tr_.text is not None for t in tr_.text]
     assert texts and not any("similarity" in t for t in texts)
+
+
+def test_pca_caption_shares_add_up_to_their_total():
+    """The caption's PC shares and their total are printed to one decimal, so they add up (a fresh user read
+    "PC1 9%, PC2 5%, together 15%" as an error)."""
+    import re
+
+    tr = get_trace("osmformer-U3")
+    cap = figures.pca_projection(tr).caption
+    parts = [float(x) for x in re.findall(r"PC\d ([\d.]+)%", cap)]
+    total = float(re.search(r"together ([\d.]+)%", cap).group(1))
+    assert len(parts) == 2 and abs(sum(parts) - total) <= 0.1 + 1e-9

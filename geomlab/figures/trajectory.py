@@ -389,13 +389,13 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig = FigureBuilder(data=data)
     # one unit is as long on PC1 as on PC2 (the spread along each is its variance; unequal scales would
     # misstate it), the plot area shrinking to fit rather than the ranges growing
-    fig.update_xaxes(title_text=f"PC1 ({ratio[0]:.0%} of variance)", nticks=6, zeroline=False, constrain="domain")
-    fig.update_yaxes(title_text=f"PC2 ({ratio[1]:.0%} of variance)", nticks=6, zeroline=False, scaleanchor="x",
+    fig.update_xaxes(title_text=f"PC1 ({ratio[0]:.1%} of variance)", nticks=6, zeroline=False, constrain="domain")
+    fig.update_yaxes(title_text=f"PC2 ({ratio[1]:.1%} of variance)", nticks=6, zeroline=False, scaleanchor="x",
                      scaleratio=1, constrain="domain")
     fig.update_layout(legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}})
-    shares = ", ".join(f"PC{k + 1} {ratio[k]:.0%}" for k in range(2))
+    shares = ", ".join(f"PC{k + 1} {ratio[k]:.1%}" for k in range(2))  # one decimal: the parts add up
     cap = (f"The states $H_t$ ({_layer_name(tr, layer)}) as points $\\mathrm{{vec}}(H_t)$ projected on their first two "
-           f"principal components ({shares} of the variance, together {ratio[:2].sum():.0%}; unitless); "
+           f"principal components ({shares} of the variance, together {ratio[:2].sum():.1%}; unitless); "
            "colour = position. The 3-D projection is under More figures." + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, "State trajectory (2-D PCA)", cap,
                   "pca_projection", height=480, margin={"l": 60, "r": 10, "t": 80, "b": 50})
@@ -433,9 +433,9 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
         "camera": {"eye": {"x": 2.2, "y": 2.2, "z": 1.5}, "center": {"x": 0.12, "y": -0.12, "z": 0.0}},
         "domain": {"x": [0.0, 0.9], "y": [0.0, 1.0]},
     }, legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom"})
-    shares = ", ".join(f"PC{k + 1} {ratio[k]:.0%}" for k in range(3))
+    shares = ", ".join(f"PC{k + 1} {ratio[k]:.1%}" for k in range(3))
     cap = (f"The states $H_t$ ({_layer_name(tr, layer)}) as points $\\mathrm{{vec}}(H_t)$ projected on their first "
-           f"three principal components ({shares} of the variance, together {ratio.sum():.0%}; unitless); "
+           f"three principal components ({shares} of the variance, together {ratio.sum():.1%}; unitless); "
            "colour = position." + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, f"State trajectory, 3-D PCA<br><sup>variance: {shares}</sup>", cap, "pca_trajectory",
                   height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
