@@ -1307,3 +1307,18 @@ def test_pca_caption_shares_add_up_to_their_total():
     parts = [float(x) for x in re.findall(r"PC\d ([\d.]+)%", cap)]
     total = float(re.search(r"together ([\d.]+)%", cap).group(1))
     assert len(parts) == 2 and abs(sum(parts) - total) <= 0.1 + 1e-9
+
+
+def test_plane_angles_show_theta2_under_dg_when_theta1_is_zero():
+    """For offset 1 (or rank 3) consecutive planes share a line: θ1 = 0, d_g = θ2. The θ2 line is drawn wide
+    under the dotted d_g and the caption says why they coincide; otherwise nothing changes."""
+    from geomlab.figures.grassmann import DG
+
+    tr = get_trace("grassmann-r3")  # offsets (1, 2): slot 0 is Δ = 1
+    v = figures.plane_angles(tr, layer=0, slot=0)
+    t2, dg = _by_name(v.figure, "θ<sub>2</sub>"), _by_name(v.figure, DG)
+    ok = np.isfinite(np.asarray(t2.y, float))
+    np.testing.assert_allclose(np.asarray(t2.y, float)[ok], np.asarray(dg.y, float)[ok], atol=1e-6)
+    assert t2.line.width > dg.line.width and "runs along the wide" in v.caption
+    other = figures.plane_angles(get_trace("grassmann-r5"), layer=0, slot=1)  # Δ = 3 in R^5: no shared line
+    assert "runs along the wide" not in other.caption

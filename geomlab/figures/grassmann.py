@@ -198,15 +198,18 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     th = consecutive_angles(tr, layer, slot)
     idx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, idx)
+    flat = np.isfinite(th[:, 0]).any() and np.nanmax(np.abs(th[:, 0])) < 1e-6  # θ1 = 0: d_g = θ2 throughout
     fig = FigureBuilder()
     for k, (name, y) in enumerate((("θ<sub>1</sub>", th[idx, 0]), ("θ<sub>2</sub>", th[idx, 1]),
                                    (DG, np.linalg.norm(th[idx], axis=-1)))):
-        # markers only while they stay apart (an SVG marker per point was most of this chart's draw time)
+        # markers only while they stay apart (an SVG marker per point was most of this chart's draw time);
+        # where d_g = θ2 the θ2 line is drawn wide and pale under the dotted d_g, so both stay visible
+        wide = flat and k == 1
         fig.add_trace(dict(type="scatter", x=idx, y=y, mode="lines+markers" if len(idx) <= 200 else "lines",
-                           marker={"size": 4}, name=name,
-                                           line={"color": colour(k), "dash": "dot" if name == DG else "solid"},
-                                           text=hov, hovertemplate=f"position %{{text}}<br>{name} = %{{y:.4f}} rad"
-                                                         "<extra></extra>"))
+                           marker={"size": 4}, name=name, opacity=0.45 if wide else 1.0,
+                           line={"color": colour(k), "dash": "dot" if name == DG else "solid",
+                                 "width": 6 if wide else 2},
+                           text=hov, hovertemplate=f"position %{{text}}<br>{name} = %{{y:.4f}} rad<extra></extra>"))
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx, 6))  # a half-width chart
     fig.update_yaxes(title_text="angle between planes at t−1 and t (rad)", rangemode="tozero")
     # legend in one row above the plot (at the right it took half of a half-width chart)
@@ -215,6 +218,8 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     D = _offset(tr, layer, slot)
     cap = (f"Principal angles between consecutive planes $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ in layer {layer} "
            "(radians; $\\theta_1 = 0$ means the planes share a line) and their geodesic distance."
+           + (" Here $\\theta_1 = 0$ at every position (consecutive planes share a line), so the geodesic "
+              "distance equals $\\theta_2$: its dotted line runs along the wide $\\theta_2$ line." if flat else "")
            + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx, layer)))
     return finish(fig, f"Principal angles (layer {layer}, Δ={D})", cap, "plane_angles", height=480,
                   margin={"t": 95})
