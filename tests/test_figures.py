@@ -1322,3 +1322,16 @@ def test_plane_angles_show_theta2_under_dg_when_theta1_is_zero():
     assert t2.line.width > dg.line.width and "runs along the wide" in v.caption
     other = figures.plane_angles(get_trace("grassmann-r5"), layer=0, slot=1)  # Δ = 3 in R^5: no shared line
     assert "runs along the wide" not in other.caption
+
+
+def test_energy_dashes_mean_one_thing():
+    """Dotted is the cursor token's line in the energy panels, so no layer's displacement line is dotted."""
+    from geomlab import trace as trace_mod
+
+    model = small_model("cem", n_layers=4)
+    tr = trace_mod.trace(model, encode_text(VOCAB, SUB), vocab=VOCAB, text=SUB)
+    fig = figures.energy_descent(tr, cursor=2).figure
+    cursor = [t for t in fig.data if t.name.endswith("cursor")]
+    disp = [t for t in fig.data if "displacement" in t.name and t.x[0] is not None]
+    assert cursor and disp and all(t.line.dash == "dot" for t in cursor)
+    assert all(t.line.dash != "dot" for t in disp)

@@ -28,7 +28,7 @@ RISE_TOL = 1e-6
 BAND = (10, 90)
 _BAND_FILL = ("rgba(0,114,178,0.18)", "rgba(230,159,0,0.22)")
 _ROSE_MARKER = {"symbol": "triangle-up", "size": 13, "color": "#D55E00", "line": {"color": "black", "width": 1}}
-_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+_DASHES = ("solid", "dash", "dashdot", "longdash", "longdashdot")  # no "dot": the cursor token is dotted
 
 
 def _cem(tr) -> CEMTrace:
