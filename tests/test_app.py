@@ -376,7 +376,7 @@ def test_link_values_are_checked_and_the_url_normalised(ckpt_dirs):
     at.switch_page("app_pages/trajectories.py")
     at.run()
     warnings = [shown(w.value) for w in at.warning]
-    assert any("'../../etc/passwd', which is not here" in w and "layer='-3'" in w for w in warnings), warnings
+    assert any("'../../etc/passwd', which is not here" in w and "layer='-3': it must be a layer ≥ 0" in w for w in warnings), warnings
     assert at.query_params.get("ckpt") not in ("../../etc/passwd", ["../../etc/passwd"])
     assert "layer" not in at.query_params or at.query_params["layer"] not in ("-3", ["-3"])
     assert at.session_state["gl_layer"] is None or at.session_state["gl_layer"] >= 0
