@@ -346,3 +346,13 @@ def test_seed_intervals_and_the_paired_gap():
     assert "Model A: test BPC +0.200 vs the baseline (95% CI +0.150 to +0.250 over 2 seeds)" in md
     row.update(test_gap_ci95=0.3)
     assert "over 2 seeds: not distinguishable)" in report.render_markdown(results)
+
+
+def test_a_bare_report_command_asks_for_a_profile(capsys):
+    """`geomlab report` alone would have started the full protocol (hours): it names the profiles instead."""
+    from geomlab.cli import main
+
+    assert main(["report"]) == 2
+    err = capsys.readouterr().err
+    assert "choose a profile" in err and "--quick" in err and "--full" in err and err.count("\n") == 1
+    assert report.command_line(report.PROFILES["full"].to_dict()) == "python -m geomlab report --full"

@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       "worker: trains what no other worker holds in --store (start one per core, stop and "
                       "restart at will: runs resume from their checkpoints), then writes the report of what "
                       "finished (docs/results/runs/converged/results.md is the committed one)")
-    mode.add_argument("--full", action="store_true", help="the full protocol (default; many hours on a CPU; uses the "
+    mode.add_argument("--full", action="store_true", help="the full protocol (many hours on a CPU; uses the "
                       "GPU when present): 3000 steps x 32 x 128, lr tuned per model on 1e-3/3e-3/1e-2/3e-2, 3 seeds, "
                       "full splits, scaling to 500K, word problem S5 / Z60 with a length curriculum")
     p.add_argument("--out", default=None, metavar="FILE",
@@ -104,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
         path = report.write_report(results, args.out, png=not args.no_png)
         print(f"wrote {path} from {len(parts)} results file(s)")
         return 0
+    if not (args.quick or args.smoke or args.full):  # a bare `geomlab report` must not start hours of training
+        raise ValueError("choose a profile: --quick (CI-sized, under 10 minutes on 2 CPU cores), --full (the full "
+                         "protocol, many hours on a CPU) or --converged (the converged campaign, days); or "
+                         "--from-json RESULTS_JSON to render a report again")
     name = "quick" if args.quick else "smoke" if args.smoke else "full"
     overrides: dict = {"steps": args.steps, "wp_steps": args.wp_steps, "corpus_override": args.corpus_file,
                        "lr": args.lr, "batch_size": args.batch_size, "seq_len": args.seq_len}

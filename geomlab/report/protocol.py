@@ -228,7 +228,7 @@ def command_line(p: dict[str, Any]) -> str:
     """The ``python -m geomlab report ...`` command that reproduces protocol dict ``p`` (profile flag plus the
     overrides that differ from the profile)."""
     base = PROFILES.get(p["name"])
-    parts = ["python -m geomlab report"] + ([] if p["name"] == "full" else [f"--{p['name']}"])
+    parts = ["python -m geomlab report", f"--{p['name']}"]  # the profile always named: a bare command refuses
     if base is None:
         return " ".join(parts)
     b = base.to_dict()
