@@ -555,7 +555,7 @@ def test_plane_sphere_r5_coverage():
     disc = _by_name(view.figure, "disc")
     assert abs(disc.opacity - (0.08 + 0.32 * coverage)) < 1e-6
     assert f"coverage {coverage:.2f}" in _by_name(view.figure, "plane").hovertemplate
-    assert view.figure.layout.scene.xaxis.title.text == "z axis 0"
+    assert view.figure.layout.scene.xaxis.title.text == "axis 0"
 
 
 def test_plane_interpolation_reaches_both_planes(validate):

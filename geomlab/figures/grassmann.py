@@ -378,7 +378,7 @@ def _axes3(tr: GrassmannTrace, layer: int, slot: int, axes) -> tuple[torch.Tenso
         raise FigureError(f"axes must be 3 distinct indices in [0, {r}), got {axes}")
     E = torch.zeros(r, 3, dtype=torch.float64)
     E[axes, [0, 1, 2]] = 1.0
-    return E, [f"z axis {a}" for a in axes]
+    return E, [f"axis {a}" for a in axes]  # short ("z axis 11" was clipped at the scene edge)
 
 
 def _plane_traces(Q: np.ndarray, E: np.ndarray, label: str, coverage: float, a3, b3, normal) -> list:
@@ -465,7 +465,7 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
         raise FigureError(f"layer {layer}, slot {slot} has no plane at any position (text shorter than the offset?)")
     r = tr.rank
     if r == 3:
-        E, axis_names = torch.eye(3, dtype=torch.float64), ["z axis 0", "z axis 1", "z axis 2"]
+        E, axis_names = torch.eye(3, dtype=torch.float64), [f"axis {a}" for a in range(3)]
     else:
         E, axis_names = _axes3(tr, layer, slot, axes)
     En = E.numpy()
@@ -584,7 +584,7 @@ def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, posit
     # face the two planes: their normals in the 3-D window
     normals = np.stack([np.cross(*(Qx.T @ En)) for Qx in (Q[a], Q[b])])
     rng = [-1.15, 1.15]
-    ax = ["z axis 0", "z axis 1", "z axis 2"] if r == 3 else _axes3(tr, layer, slot, axes)[1]
+    ax = [f"axis {a}" for a in range(3)] if r == 3 else _axes3(tr, layer, slot, axes)[1]
     small = {"tickfont": {"size": 10}, "nticks": 5}
     fig.update_layout(scene={"xaxis": {"title": {"text": ax[0]}, "range": rng, **small},
                              "yaxis": {"title": {"text": ax[1]}, "range": rng, **small},
