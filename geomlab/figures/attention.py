@@ -109,8 +109,10 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
                 # the maps are square, so narrower than the plot area is tall once the figure is narrow: top-
                 # aligned (constraintoward="top" below) with a half-height colour bar from their top edge, the
                 # bar is about the map's height at a 1,000 px window (0.9 of the plot area was twice as tall)
-                "colorbar": {"title": {"text": what, "side": "right"}, "x": x_cb, "xanchor": "left", "len": 0.5,
-                             "y": 1.0, "yanchor": "top", "thickness": 12, "tickfont": {"size": 11}},
+                # no colour-bar title: the panel's title names the quantity, and at a narrow width (800 px
+                # beside the sidebar) the left bar's side title ran over the right panel
+                "colorbar": {"x": x_cb, "xanchor": "left", "len": 0.5, "y": 1.0, "yanchor": "top",
+                             "thickness": 10, "tickfont": {"size": 10}},
                 "hovertemplate": f"query %{{y}}<br>key %{{x}}<br>{hover} = %{{z:.4f}}<extra></extra>"}
         if zmin < 0:
             heat["zmid"] = 0
