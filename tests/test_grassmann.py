@@ -372,3 +372,25 @@ def test_batched_offsets_equal_the_explicit_reference_with_gradients(T, B, offse
     torch.testing.assert_close(outs[0][0], outs[1][0], rtol=0, atol=1e-9)
     for name, grad in outs[0][1].items():
         torch.testing.assert_close(grad, outs[1][1][name], rtol=1e-7, atol=1e-8, msg=name)
+
+
+def test_sinusoidal_positions_read_any_length_and_break_equal_token_planes():
+    """``positions='sinusoidal'``: no parameters, any length, causal, the incremental pass equals the full
+    one; and two equal tokens no longer give one layer-0 vector (their plane is not degenerate)."""
+    from geomlab.models.grassmann import SINUSOID_RMS, sinusoidal_positions
+
+    m = small(positions="sinusoidal", max_len=16)
+    assert m.pos is None and not any("pos" in name for name, _ in m.named_parameters())
+    assert count_params(m) == count_params(small(positions="none", max_len=16))
+    x = toks(1, 300)
+    with torch.no_grad():
+        out, head = m(x), m(x[:, :100])
+        assert torch.isfinite(out).all() and torch.allclose(out[:, :100], head, atol=1e-5)
+        assert torch.allclose(m.forward_incremental(x[:, :60]), m(x[:, :60]), atol=1e-4)
+        same = torch.full((1, 2), 3)
+        e = m.embed(same)
+        assert not torch.allclose(e[0, 0], e[0, 1]) and torch.equal(small(positions="none").embed(same)[0, 0],
+                                                                     small(positions="none").embed(same)[0, 1])
+    code = sinusoidal_positions(5, 7, 9)
+    assert code.shape == (7, 9) and torch.allclose(code, sinusoidal_positions(0, 12, 9)[5:])
+    assert abs(float(sinusoidal_positions(0, 4096, 16).pow(2).mean().sqrt()) - SINUSOID_RMS) < 1e-3

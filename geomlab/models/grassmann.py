@@ -25,7 +25,8 @@ The whole model (§2.1): token embedding (+ learned positions, config ``position
 LayerNorm and the tied output head ``logits = LN_f(x) E^T``. FFN ``d -> d_ff -> d`` with GELU.
 
 Positions (config ``positions``): ``learned`` (as reported) adds a trained table of ``max_len`` rows, so
-the model cannot read past ``max_len`` (``ValueError``); ``none`` adds nothing — the mixer is already
+the model cannot read past ``max_len`` (``ValueError``); ``sinusoidal`` adds the fixed code of
+:func:`sinusoidal_positions` (no parameters, any length); ``none`` adds nothing — the mixer is already
 order-aware, since each position pairs its own reduced vector with those at fixed causal offsets
 ``(t, t - D)``, and how many offsets are valid marks the first ``max(offsets)`` positions — so the model
 reads any length (``max_len`` is then unused). ``none`` is what the bundled zoo model uses: at the zoo's
@@ -88,7 +89,8 @@ class GrassmannConfig(ConfigBase):
     layout: Literal["post_norm", "post_norm_residual", "pre_norm"] = "post_norm"  # block layout (§2.1)
     d_ff: int = 256                   # FFN width
     max_len: int = 128                # rows of the learned position table (positions='learned' only)
-    positions: Literal["learned", "none"] = "learned"  # a learned table up to max_len, or none (any length)
+    positions: Literal["learned", "none", "sinusoidal"] = "learned"  # learned table up to max_len; none or
+    # sinusoidal: any length
     dropout: float = 0.0              # dropout probability in [0, 1)
     eps: float = 1e-6                 # Plücker normalisation floor, > 0
     normalize: Literal["clamp", "smooth"] = "clamp"  # p / max(|p|, eps) or p / sqrt(|p|^2 + eps^2)
@@ -121,7 +123,8 @@ class GrassmannAttentionConfig(ConfigBase):
     layout: Literal["post_norm", "post_norm_residual", "pre_norm"] = "post_norm"  # block layout (§2.1)
     d_ff: int = 256                   # FFN width
     max_len: int = 128                # rows of the learned position table (positions='learned' only)
-    positions: Literal["learned", "none"] = "learned"  # a learned table up to max_len, or none (any length)
+    positions: Literal["learned", "none", "sinusoidal"] = "learned"  # learned table up to max_len; none or
+    # sinusoidal: any length
     dropout: float = 0.0              # dropout probability in [0, 1)
 
     def validate(self) -> None:
@@ -403,6 +406,27 @@ class _Block(nn.Module):
         return self.ln2(v + self.ffn(v)), past
 
 
+#: Root-mean-square of the fixed sinusoidal position code: the token embeddings' initial scale (N(0, 0.02)),
+#: so neither drowns the other at the start of training (design choice).
+SINUSOID_RMS = 0.02
+
+
+def sinusoidal_positions(start: int, length: int, d: int, dtype: torch.dtype = torch.float32,
+                         device: torch.device | str | None = None) -> torch.Tensor:
+    """The fixed position code ``(length, d)`` of positions ``start .. start + length - 1`` (Vaswani et al.
+    2017, §3.5: ``sin(t / 10000^(2i/d))`` in even and ``cos`` in odd columns), scaled to RMS
+    :data:`SINUSOID_RMS`. Defined for any position, so a model using it reads any length; no parameters.
+    Used by ``positions='sinusoidal'``: without any position input, equal characters have equal layer-0
+    vectors, so their planes are degenerate (design choice, docs/grassmann.md)."""
+    t = torch.arange(start, start + length, device=device, dtype=torch.float64)[:, None]
+    i = torch.arange(0, d, 2, device=device, dtype=torch.float64)
+    angle = t / torch.pow(10000.0, i / d)
+    out = torch.zeros(length, d, device=device, dtype=torch.float64)
+    out[:, 0::2] = torch.sin(angle)
+    out[:, 1::2] = torch.cos(angle[:, : d // 2])
+    return (out * (SINUSOID_RMS * 2 ** 0.5)).to(dtype)
+
+
 class _PlaneLM(SequenceModel):
     """Shared skeleton of both kinds: embeddings, blocks, final LayerNorm, tied head (grassmann.md §2.1)."""
 
@@ -415,6 +439,7 @@ class _PlaneLM(SequenceModel):
         self.d_model, self.vocab_size, self.max_len = d, int(c["vocab_size"]), int(c["max_len"])
         self.tok = nn.Embedding(self.vocab_size, d)
         self.pos = nn.Embedding(self.max_len, d) if c["positions"] == "learned" else None
+        self.sinusoidal = c["positions"] == "sinusoidal"
         self.drop = nn.Dropout(float(c["dropout"]))
         self.blocks = nn.ModuleList(
             _Block(self._mixer(i), d, int(c["d_ff"]), c["layout"], float(c["dropout"]), self.attn)
@@ -445,6 +470,8 @@ class _PlaneLM(SequenceModel):
         x = self.tok(tokens)
         if self.pos is not None:
             x = x + self.pos(torch.arange(start, start + tokens.shape[1], device=tokens.device))
+        elif self.sinusoidal:
+            x = x + sinusoidal_positions(start, tokens.shape[1], self.d_model, x.dtype, x.device)
         return self.drop(x)
 
     def head(self, x: torch.Tensor) -> torch.Tensor:
