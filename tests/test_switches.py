@@ -60,7 +60,8 @@ def kind_of(ref: str) -> str:
 
 
 def standin_note(at: AppTest) -> str | None:
-    return next((shown(i.value) for i in at.info if "instead of" in i.value), None)
+    return next((shown(i.value) for i in at.info if "instead of" in i.value or i.value.startswith("Showing **")),
+                None)
 
 
 def qp(at: AppTest) -> dict[str, str]:
@@ -126,7 +127,8 @@ def test_a_default_checkpoint_is_replaced_with_a_message_too():
     at = open_page("planes")  # a fresh session's default (the CEM) cannot be shown here
     assert kind_of(at.session_state["gl_ckpt"]) == "grassmann"
     note = standin_note(at)
-    assert note and "Grassmann flow model" in note and "the default checkpoint" in note, note
+    assert note and note.startswith("Showing **grassmann-tinyshakespeare** (grassmann)"), note
+    assert "No checkpoint was chosen yet" in note and "the app's default, cem-t2-tinyshakespeare (cem)" in note, note
 
 
 # ---------------------------------------------------------------- Compare
