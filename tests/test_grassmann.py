@@ -394,3 +394,23 @@ def test_sinusoidal_positions_read_any_length_and_break_equal_token_planes():
     code = sinusoidal_positions(5, 7, 9)
     assert code.shape == (7, 9) and torch.allclose(code, sinusoidal_positions(0, 12, 9)[5:])
     assert abs(float(sinusoidal_positions(0, 4096, 16).pow(2).mean().sqrt()) - SINUSOID_RMS) < 1e-3
+
+
+def test_a_position_shift_moves_training_windows_only():
+    """``position_shift``: in training each forward starts its sinusoidal code at a random position (so the
+    model cannot lean on absolute positions it would not see past its training length); evaluation starts at
+    0, deterministic. It needs the sinusoidal code."""
+    from geomlab.models.grassmann import GrassmannConfigError as ConfigError
+
+    m = small(positions="sinusoidal", position_shift=4096)
+    x = toks(2, 12)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        m.train()
+        a, b = m.embed(x), m.embed(x)
+        m.eval()
+        c, d = m.embed(x), m.embed(x)
+    assert not torch.allclose(a, b) and torch.equal(c, d)
+    assert torch.allclose(c, small(positions="sinusoidal").eval().embed(x))
+    with pytest.raises(ConfigError, match="position_shift"):
+        small(positions="none", position_shift=8)

@@ -91,6 +91,7 @@ class GrassmannConfig(ConfigBase):
     max_len: int = 128                # rows of the learned position table (positions='learned' only)
     positions: Literal["learned", "none", "sinusoidal"] = "learned"  # learned table up to max_len; none or
     # sinusoidal: any length
+    position_shift: int = 0           # sinusoidal only: training windows start at a random position in [0, this]
     dropout: float = 0.0              # dropout probability in [0, 1)
     eps: float = 1e-6                 # Plücker normalisation floor, > 0
     normalize: Literal["clamp", "smooth"] = "clamp"  # p / max(|p|, eps) or p / sqrt(|p|^2 + eps^2)
@@ -108,6 +109,9 @@ class GrassmannConfig(ConfigBase):
                       f"{self.n_layers} layers")
         if not self.eps > 0:
             self.fail(f"eps must be > 0, got {self.eps!r}")
+        if self.position_shift < 0 or self.position_shift and self.positions != "sinusoidal":
+            self.fail(f"position_shift must be >= 0 and needs positions='sinusoidal', got {self.position_shift!r} "
+                      f"with positions={self.positions!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -441,6 +445,7 @@ class _PlaneLM(SequenceModel):
         self.tok = nn.Embedding(self.vocab_size, d)
         self.pos = nn.Embedding(self.max_len, d) if c["positions"] == "learned" else None
         self.sinusoidal = c["positions"] == "sinusoidal"
+        self.position_shift = int(c.get("position_shift", 0) or 0)
         self.drop = nn.Dropout(float(c["dropout"]))
         self.blocks = nn.ModuleList(
             _Block(self._mixer(i), d, int(c["d_ff"]), c["layout"], float(c["dropout"]), self.attn)
@@ -472,6 +477,8 @@ class _PlaneLM(SequenceModel):
         if self.pos is not None:
             x = x + self.pos(torch.arange(start, start + tokens.shape[1], device=tokens.device))
         elif self.sinusoidal:
+            if self.training and self.position_shift:  # no absolute position is special: longer texts read
+                start = start + int(torch.randint(0, self.position_shift + 1, ()))  # like the training windows
             x = x + sinusoidal_positions(start, tokens.shape[1], self.d_model, x.dtype, x.device)
         return self.drop(x)
 
