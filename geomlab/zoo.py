@@ -179,8 +179,9 @@ ZOO: tuple[ZooEntry, ...] = (
              "its validation BPC moved by 0.008 over the last 2,500 steps."),
     ZooEntry("cem-t2-tinyshakespeare", "CEM Transformer, T=2 recursion, ~100K", "Causal energy minimisation: "
              "tied attention and tied SwiGLU MLP as gradient steps on energies, 2 steps per layer, shared "
-             "diagonal.", recipe("cem", budget=100_000, config={"recursion_steps": 2, "diagonal": "shared"}, **_LM),
-             notes=_SHORT),
+             "diagonal.", recipe("cem", budget=100_000, config={"recursion_steps": 2, "diagonal": "shared"}, lr=1e-2,
+                                 **_CONVERGED),
+             notes=_converged_note("zoo-ts", 1e-2)),
     ZooEntry("grassmann-tinyshakespeare", "Grassmann flow model, ~100K", "Attention-free layers: pairs of "
              "reduced vectors as 2-planes in Gr(2, r) by Pluecker coordinates, gated fusion. No position "
              "table: the causal offset pairs carry the order, so it reads texts of any length.",
