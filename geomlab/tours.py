@@ -279,10 +279,10 @@ CEM_LESSON = Lesson(
             figures=("energy_descent",),
             body="Sixteen steps, eight times the training budget.",
             notice="The energy still falls at every one of the 16 steps. Now read the **bottom panel**, the "
-                   "displacement $\\|x^t - h\\| / \\rho$: in layer 0 the attention iterate ends about 62 away "
-                   "from its input (about 7 at $T = 2$). The energies are unbounded below, so a lower "
-                   "energy is not a better prediction: this model's validation bits per character are 2.17 at "
-                   "$T = 2$, 2.93 at $T = 4$ and 8.1 at $T = 16$."),
+                   "displacement $\\|x^t - h\\| / \\rho$: in layer 0 the attention iterate (the solid blue line) "
+                   "ends about 62 away from its input (about 7 at $T = 2$). The energies are unbounded below, so "
+                   "a lower energy is not a better prediction: on the first 20,000 validation characters this "
+                   "model's bits per character are 2.17 at $T = 2$, 2.93 at $T = 4$ and 8.1 at $T = 16$."),
         Step(
             title="Token by token",
             checkpoint="bundled/cem-t2-tinyshakespeare", text=_HAMLET, view="energy", cursor=14, steps=16,
@@ -291,7 +291,7 @@ CEM_LESSON = Lesson(
             notice="In **energy change per token** (layer 3, attention sub-block) every column gets bluer "
                    "step after step: each token's own energy falls, none rises (a rise would be red). They fall "
                    "by very different amounts: the t of “to” (14) and the final full stop fall furthest, while "
-                   "a few columns (the q of “question” at 33, the first letters) stay almost white. Move the "
+                   "a few columns (the q of “question” at 33, the T and the space at 0 and 2) stay almost white. Move the "
                    "cursor to follow one token's column."),
     ),
 )
