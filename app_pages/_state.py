@@ -210,7 +210,8 @@ def init_state() -> None:
                              f"{', '.join(registry.VIEWS)}).")
                 continue
             if key in (K_POS, K_LAYER) and value < 0 or key in (K_STEPS, K_STEPS_B) and value < 1:
-                need = "at least 1" if key in (K_STEPS, K_STEPS_B) else "a position ≥ 0" if key == K_POS else "a layer ≥ 0"
+                need = ("at least 1" if key in (K_STEPS, K_STEPS_B) else "a position ≥ 0" if key == K_POS
+                        else "a layer ≥ 0")
                 notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: it must be {need}.")
                 continue  # left at its default, so the URL is normalised at the end of this run
             ss[key] = value

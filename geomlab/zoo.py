@@ -114,14 +114,16 @@ _CONVERGED = dict(data="corpus:tinyshakespeare", batch_size=32, seq_len=128, see
                   eval_tokens=None)
 
 
-def _converged_note(row: str, lr: float, seed: int = 0, tuned: bool = True) -> str:
+def _converged_note(row: str, lr: float, seed: int = 0, tuned: bool = True, lr_of: str | None = None) -> str:
     """The card note of an entry adopted from the converged campaign: ``seed`` is the row's seed it holds (the
     seed with the best validation BPC once the row has its three seeds; design choice); ``tuned``: the lr is
-    the row's own tuning's choice (else the entry's notes say where it came from)."""
+    the row's own tuning's choice (else the entry's notes say where it came from; ``lr_of``: the model whose
+    tuned lr it borrowed)."""
     which = "seed 0" if seed == 0 else f"seed {seed} (the best validation BPC of the row's three seeds)"
     return (f"Converged recipe (issue 20): 10,000 steps x 32 x 128 characters (~40 epochs), lr {lr:g}"
             + (" chosen by the campaign's tuning" if tuned else "")
-            + f"; {which} of the converged report's {row} row (docs/results/runs/converged/results.md).")
+            + f"; {which} of the converged report's {row} row (docs/results/runs/converged/results.md)."
+            + (f" The lr is the one tuned for {lr_of}." if lr_of else ""))
 _SHORT = ("Short CPU budget (800 steps x 16 x 64 characters, under one epoch, 1 thread on a shared 2-core "
           "machine): a working model for the app's views, not a converged one; see docs/results.md for the "
           "matched comparisons.")
@@ -168,14 +170,14 @@ ZOO: tuple[ZooEntry, ...] = (
     ZooEntry("osmformer-u-tinyshakespeare", "OSMFormer on U(d), ~91K", "The same architecture with complex "
              "unitary states (non-abelian, complex).",
              recipe("osmformer", budget=91_000, config={"group": "U", "mixing": "linear"}, lr=1e-2, **_CONVERGED),
-             notes=_converged_note("zoo-ts", 1e-2, tuned=False) + " The lr is the one tuned for the O(d) "
-             "OSMFormer (ts-100k). Converged (validation BPC moved by 0.009 over the last 2,000 steps) but above "
+             notes=_converged_note("zoo-ts", 1e-2, tuned=False, lr_of="the O(d) OSMFormer (ts-100k)")
+             + " Converged (validation BPC moved by 0.009 over the last 2,000 steps) but above "
              "the zoo's 2.5 test BPC, so the campaign now tunes this model's own lr."),
     ZooEntry("osmformer-torus-tinyshakespeare", "OSMFormer on the torus T^d, ~91K", "The abelian control: "
              "diagonal unitary states, so updates commute (compare with O(d) and U(d)).",
              recipe("osmformer", budget=91_000, config={"group": "T", "mixing": "linear"}, lr=1e-2, **_CONVERGED),
-             notes=_converged_note("zoo-ts", 1e-2, tuned=False) + " The lr is the one tuned for the O(d) "
-             "OSMFormer (ts-100k). The abelian control converges well above the O(d) model's 2.410 test BPC: "
+             notes=_converged_note("zoo-ts", 1e-2, tuned=False, lr_of="the O(d) OSMFormer (ts-100k)")
+             + " The abelian control converges well above the O(d) model's 2.410 test BPC: "
              "its validation BPC moved by 0.008 over the last 2,500 steps."),
     ZooEntry("cem-t2-tinyshakespeare", "CEM Transformer, T=2 recursion, ~100K", "Causal energy minimisation: "
              "tied attention and tied SwiGLU MLP as gradient steps on energies, 2 steps per layer, shared "

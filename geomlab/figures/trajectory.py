@@ -495,8 +495,8 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     elif len(pidx) < tr.n_positions:
         cap += subsample_note(tr.n_positions, len(pidx), what="positions on the paths")
     cap = without_play(cap, animate)
-    return finish(fig, f"Rotating frame of H<sub>t</sub> at {start} '{tr.labels[start]}' ({_layer_name(tr, layer)})", cap,
-                  "so3_frame", height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
+    return finish(fig, f"Rotating frame of H<sub>t</sub> at {start} '{tr.labels[start]}' ({_layer_name(tr, layer)})",
+                  cap, "so3_frame", height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
 
 
 def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
@@ -547,8 +547,8 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                                                   "yanchor": "bottom",
                                                   "thickness": 12, "tickfont": {"size": 11}}},
                                        text=thov,
-                                       hovertemplate="position %{text}<br>φ<sub>1</sub> = %{x:.3f} rad, φ<sub>2</sub> = %{y:.3f} rad"
-                                           "<extra></extra>"), row=1, col=2)
+                                       hovertemplate="position %{text}<br>φ<sub>1</sub> = %{x:.3f} rad, "
+                                                     "φ<sub>2</sub> = %{y:.3f} rad<extra></extra>"), row=1, col=2)
     if cursor is not None:
         fig.add_trace(dict(type="scatter", x=[ang[cursor, 0]], y=[b[cursor]], mode="markers", name="cursor",
                            meta="cursor",
@@ -560,9 +560,10 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig.update_yaxes(title_text="angle φ<sub>k</sub> (rad)", row=1, col=1, range=[-3.3, 3.3], **TWO_PI_TICKS)
     # the square torus shrinks its domain (not widens its range) where the panel is narrow, so the y axis's
     # title is placed beside the tick labels actually drawn
-    fig.update_xaxes(title_text="φ<sub>1</sub> (rad)", row=1, col=2, range=[-3.3, 3.3], constrain="domain", **TWO_PI_TICKS)
-    fig.update_yaxes(title_text="φ<sub>2</sub> (rad)", row=1, col=2, range=[-3.3, 3.3], scaleanchor="x2", scaleratio=1,
-                     constrain="domain", title_standoff=4, **TWO_PI_TICKS)
+    fig.update_xaxes(title_text="φ<sub>1</sub> (rad)", row=1, col=2, range=[-3.3, 3.3], constrain="domain",
+                     **TWO_PI_TICKS)
+    fig.update_yaxes(title_text="φ<sub>2</sub> (rad)", row=1, col=2, range=[-3.3, 3.3], scaleanchor="x2",
+                     scaleratio=1, constrain="domain", title_standoff=4, **TWO_PI_TICKS)
     add_cursor_line(fig, cursor, row=1, col=1)
     # the only legend entry left (the cursor ring) sits inside the torus panel's top right corner, clear of
     # the title and the subplot titles

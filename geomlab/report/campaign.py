@@ -68,8 +68,9 @@ class Campaign:
     tried. warmups: warm-up fractions tried per comparison or per arm (``(key, fractions)`` or
     ``("key / arm label", fractions)``; default :attr:`warmup`): "where it matters" (the post-norm Grassmann
     blocks, docs/grassmann.md: on WikiText-2 a 10% warm-up gave the best lr a lower validation BPC).
-    max_widen: half-decades added per side at most. eval_every: validation and checkpoint period of every run (the learning curves). lr_bounds: no lr is tried
-    outside these. corpus_override: a text file read instead of every corpus (tests). seed_counts: comparisons
+    max_widen: half-decades added per side at most. eval_every: validation and checkpoint period of every run
+    (the learning curves). lr_bounds: no lr is tried outside these. corpus_override: a text file read instead
+    of every corpus (tests). seed_counts: comparisons
     trained on fewer seeds (``(key, n)``: the first n of :attr:`seeds`; the zoo's extra models). late:
     ``(comparison key, arm label)`` of arms whose runs wait until every other run of the campaign is taken,
     in this order (arm label ``"*"``: every arm of the comparison): the identity-mixing ablation (d = 31 at
@@ -359,8 +360,8 @@ def full_choice(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm,
 
 def jobs(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> Iterator[Job]:
     """The jobs not finished yet whose inputs are ready, in campaign order (the :attr:`Campaign.late` arms
-    last, in their order): per comparison, every arm's tuning runs, then the full-budget runs seed by seed (seed 0 of every
-    arm whose tuning is decided, then seed 1, ...), so each comparison has a first paired seed early. A
+    last, in their order): per comparison, every arm's tuning runs, then the full-budget runs seed by seed
+    (seed 0 of every arm whose tuning is decided, then seed 1, ...), so each comparison has a first paired seed early. A
     comparison of one seed (the zoo's models, each on its own: nothing to pair) puts the full run of every arm
     whose lr is already decided (e.g. borrowed, :attr:`Campaign.lr_from`) before the other arms' tuning runs,
     so its first models finish early (design choice)."""
@@ -369,7 +370,7 @@ def jobs(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = Non
 
     comps = campaign.comparisons(only)
     groups = ([(c, [a for a in c.arms if not any(is_late(c, a, e) for e in campaign.late)]) for c in comps]
-              + [(c, [a for a in c.arms if is_late(c, a, e)]) for e in campaign.late for c in comps])
+              + [(c, [a for a in c.arms if is_late(c, a, e)]) for e in campaign.late for c in comps if c.key == e[0]])
     for comp, arms in groups:
         chosen, tuning = [], []
         for arm in arms:
