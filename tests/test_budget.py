@@ -22,7 +22,7 @@ _BUDGETED = sorted(p.stem for p in CKPT_DIR.glob("*.json")
 
 
 def test_bundled_checkpoints_with_a_budget_exist():
-    assert len(_BUDGETED) == 8
+    assert len(_BUDGETED) == 7  # the torus OSMFormer gives its size (d = 26, 2 layers), not a budget
 
 
 @pytest.mark.parametrize("name", _BUDGETED)

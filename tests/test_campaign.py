@@ -574,3 +574,13 @@ def test_an_arm_can_have_its_own_warmups(tmp_path, text_file):
     assert {w for _, w in grids[comp.arms[0].label]} == {plan.warmup}
     assert cp.CONVERGED.warmups_for("zoo-ts", "Grassmann, no position table, ~100K") == (0.02, 0.1)
     assert cp.CONVERGED.warmups_for("zoo-ts", "OSMFormer U(d), linear mixing") == (cp.CONVERGED.warmup,)
+
+
+def test_collected_params_are_counted_again_from_the_config():
+    # a finished run's recorded count is replaced by today's count of its model config (the torus count was
+    # corrected after its run: 93,723 recorded, 7,923 effective); a config that does not build keeps the record
+    from geomlab.models import build_model, count_params
+
+    cfg = {"kind": "osmformer", "vocab_size": 66, "group": "T", "d": 26, "n_layers": 2, "mixing": "linear"}
+    assert cp._effective_params({"config": cfg, "params": 93_723}) == count_params(build_model(cfg)) == 7_923
+    assert cp._effective_params({"config": {"kind": "no-such-kind"}, "params": 5}) == 5

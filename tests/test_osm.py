@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from geomlab.groups import expm_taylor
@@ -273,6 +273,26 @@ def test_param_counts_follow_the_notes_formula():
     # complex: a full token matrix stores 2 d^2 reals, of which d^2 (U) are used
     u = build_model({"kind": "osm-rnn", "vocab_size": 5, "group": "U", "d": 3, "token_param": "matrix"})
     assert count_params(u, "stored") - count_params(u) == 5 * (18 - 9)
+
+
+@settings(max_examples=12, deadline=None)
+@given(group=st.sampled_from(["O", "SO", "U", "SU", "T", "O-block"]), d=st.sampled_from([2, 4, 6]),
+       kind=st.sampled_from(["osmformer", "osm-rnn"]), seed=st.integers(0, 2 ** 16))
+def test_effective_count_is_the_values_that_get_a_gradient(group, d, kind, seed):
+    # every value the effective count leaves out gets a zero gradient (the torus's off-diagonal and O-block's
+    # off-block prototype entries), and every value it counts can get one
+    torch.manual_seed(seed)
+    extra = {"block": 2} if group == "O-block" else {}
+    m = build_model({"kind": kind, "vocab_size": 7, "group": group, "d": d, **extra})
+    x = torch.randint(0, 7, (3, 9))
+    m(x).logsumexp(-1).sum().backward()
+    touched = sum(int((p.grad != 0).sum()) for p in m.parameters() if p.grad is not None)
+    unread = (~m.proto_support()).sum()
+    assert int((m.proto.grad[:, ~m.proto_support()] != 0).sum()) == 0
+    assert count_params(m, "stored") - count_params(m) == 7 * int(unread) * (2 if m.cplx else 1)
+    assert touched <= count_params(m)
+    if group == "T" or (group == "O-block" and d > 2):  # sparse states (one 2 x 2 block is all of O(2))
+        assert count_params(m) < count_params(m, "stored")
 
 
 def test_matrix_tokens_only_train_the_algebra_part():

@@ -250,6 +250,9 @@ def test_bundled_checkpoint_loads_with_a_full_card(json_path):
     recipe = {e.name: e for e in zoo.ZOO}.get(json_path.stem)
     assert recipe is not None, f"{json_path.name} has no recipe in geomlab.zoo.ZOO"
     assert card["recipe"]["kind"] == c.model.config["kind"] == recipe.run.kind
+    from geomlab.models import count_params
+
+    assert card["params_effective"] == count_params(c.model)  # the card's size is today's count of its model
     if recipe.run.data.startswith("word-problem"):
         assert 0 <= card["test_accuracy"] <= 1 and card["accuracy_by_length"]
     else:
