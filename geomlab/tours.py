@@ -312,10 +312,11 @@ GRASSMANN_LESSON = Lesson(
                  "the Grassmannian $\\mathrm{Gr}(2, 13)$. Here $\\Delta = 1$.",
             notice="**Plane on the sphere**: the plane at one position, seen through the three axes it uses "
                    "most (move the token cursor to follow the text). **Plane interpolation**: the shortest path "
-                   "from the plane at 16 to the plane at 17 (1.0 rad). Its first principal angle is 0: both "
+                   "from the plane at 16 to the plane at 17 (1.1 rad). Its first principal angle is 0: both "
                    "planes contain $z_{16}$, so they share a line and only the second angle turns. Move the "
-                   "cursor to 14, the t of “not to”: in layer 0 a vector depends only on its character, "
-                   "so the planes at 13 (“t␣”) and 14 (“␣t”) are the same plane and the distance is 0."),
+                   "cursor to 14, the t of “not to”: the planes at 13 (“t␣”) and 14 (“␣t”) are spanned by "
+                   "the same two characters, yet they are 0.95 rad apart, because a vector carries its "
+                   "position as well as its character (a sinusoidal code is added to each token)."),
         Step(
             title="Plücker coordinates: a plane as numbers",
             checkpoint="bundled/grassmann-tinyshakespeare", text=_HAMLET, view="planes", cursor=14,
@@ -334,7 +335,7 @@ GRASSMANN_LESSON = Lesson(
             body="Two planes are compared by their principal angles $\\theta_1 \\le \\theta_2$; the geodesic "
                  "distance on the Grassmannian is $\\sqrt{\\theta_1^2 + \\theta_2^2}$.",
             notice="In **principal angles** $\\theta_1$ stays at 0 for $\\Delta = 1$ (consecutive planes "
-                   "share $z_t$) and all the motion is in $\\theta_2$, up to about $\\pi/2$ (1.55 rad here). "
+                   "share $z_t$) and all the motion is in $\\theta_2$, up to 1.37 rad here (at most $\\pi/2$). "
                    "**Plane deformations** (top) shows the same distance for every layer at once, one row "
                    "per layer: a plane that turns a lot marks a token that changes the local picture."),
         Step(
@@ -345,9 +346,9 @@ GRASSMANN_LESSON = Lesson(
                  "$\\Delta = 4$: the planes $\\mathrm{span}(z_t, z_{t-4})$.",
             notice="**Plane similarity** $|\\langle \\hat p_t, \\hat p_s\\rangle|$ compares every pair of "
                    "positions: a geometric comparison, not attention weights, and the first 4 positions "
-                   "have no partner yet (blank). **Gate share**: about half of each layer's output comes "
-                   "from the plane branch (0.50–0.58 on average), the rest is the residual kept by the "
-                   "gate."),
+                   "have no partner yet (blank). **Gate share**: the part of each layer's output that comes "
+                   "from the plane branch, the rest being the residual the gate keeps: 0.76 in layer 0, "
+                   "0.43 to 0.60 in the later layers (averages over the text)."),
     ),
 )
 

@@ -105,7 +105,6 @@ def recipe(kind: str, *, budget: int | None = None, config: dict[str, Any] | Non
                           "length_curriculum": tuple(tuple(pair) for pair in length_curriculum)})
 
 
-_LM = dict(data="corpus:tinyshakespeare", batch_size=16, seq_len=64, lr=3e-3, seed=0, steps=800)
 #: The converged recipe (issue 20): the campaign's full budget for the ~50K and ~100K rows (10,000 steps x 32 x
 #: 128 characters, about 41M characters, ~40 epochs; validation every 500 steps; lr tuned per model by the
 #: campaign's rule, geomlab.report.campaign). Such an entry is seed 0 of the campaign's row, adopted with
@@ -124,18 +123,15 @@ def _converged_note(row: str, lr: float, seed: int = 0, tuned: bool = True, lr_o
             + (" chosen by the campaign's tuning" if tuned else "")
             + f"; {which} of the converged report's {row} row (docs/results/runs/converged/results.md)."
             + (f" The lr is the one tuned for {lr_of}." if lr_of else ""))
-_SHORT = ("Short CPU budget (800 steps x 16 x 64 characters, under one epoch, 1 thread on a shared 2-core "
-          "machine): a working model for the app's views, not a converged one; see docs/results.md for the "
-          "matched comparisons.")
 
-#: Grassmann zoo model: ``positions="none"`` (design choice, issue 14 part 8) so the app can trace any text up
-#: to its 2,048-character limit; the paper's learned table (``max_len`` 128) cannot read past 128. Measured at
-#: this recipe, seeds 0/1/2, valid / test BPC: learned table (d = 42, 95,980 parameters) 3.297/3.318,
-#: 3.296/3.314, 3.297/3.321; none (d = 44 at the same budget, 98,436) 3.292/3.307, 3.286/3.309, 3.300/3.314.
-_GRASSMANN_POSITIONS = ("No position table (positions='none'): the order comes from the causal offset pairs "
-                        "(t, t - D), so the model reads any length. At this recipe it trained as well as the "
-                        "paper's learned table of 128 positions (seed 0: 3.297 / 3.318 valid / test BPC with "
-                        "the table, which stops at 128 characters).")
+#: Grassmann zoo model: ``positions="sinusoidal"`` with ``position_shift`` 4,096 (design choice, issue 20), so
+#: the app can trace any text up to its 2,048-character limit: the paper's learned table (``max_len`` 128)
+#: cannot read past 128, and ``positions="none"`` stalled at the converged recipe (2.917 / 3.118 valid / test
+#: BPC, gradient norms in the thousands: equal characters span no plane; docs/grassmann.md).
+_GRASSMANN_POSITIONS = ("Sinusoidal positions (positions='sinusoidal'), each training window starting at a random "
+                        "position in [0, 4,096] (position_shift), so the model reads any length: test BPC 2.667 / "
+                        "2.644 / 2.636 in windows of 128 / 512 / 2,048 characters. Without positions the same "
+                        "recipe stalled at 2.917 / 3.118 valid / test BPC (docs/grassmann.md).")
 
 #: Word-problem recipe: ``rnn_input="pull+token"`` with the pull step initialised at 0, so each update starts
 #: as the group product H exp(A_x); readout temperature 5; token generators of std 1 (design choice: with
@@ -153,8 +149,8 @@ _WP5 = dict(data="word-problem:S5:32", steps=8000, batch_size=64, seq_len=32, lr
 _WP5_NOTES = ("Trained with a sequence-length curriculum: 1500 steps each at lengths 2, 4, 8 and 16, then 2000 at "
               "length 32 (without it neither O(d) nor the torus leaves chance on S5).")
 
-#: The zoo. Language models share one recipe on Tiny Shakespeare (90/5/5): 800 steps x batch 16 x 64
-#: characters, lr 3e-3, seed 0 (about 0.8M training characters, under one epoch: a short CPU budget).
+#: The zoo. Language models share the converged recipe on Tiny Shakespeare (90/5/5; :data:`_CONVERGED`), each
+#: at its own tuned (or stated borrowed) lr, seed 0 unless its notes say otherwise.
 ZOO: tuple[ZooEntry, ...] = (
     ZooEntry("osm-rnn-o-tinyshakespeare", "OSM-RNN on O(d), ~100K", "The paper's recurrent orthogonal-state "
              "model: state H_t in O(d), updated by H exp(Gamma(pull(H, M_x))), prototype readout.",
@@ -189,10 +185,11 @@ ZOO: tuple[ZooEntry, ...] = (
                                  **_CONVERGED),
              notes=_converged_note("zoo-ts", 1e-2)),
     ZooEntry("grassmann-tinyshakespeare", "Grassmann flow model, ~100K", "Attention-free layers: pairs of "
-             "reduced vectors as 2-planes in Gr(2, r) by Pluecker coordinates, gated fusion. No position "
-             "table: the causal offset pairs carry the order, so it reads texts of any length.",
-             recipe("grassmann", budget=100_000, config={"positions": "none"}, **_LM),
-             notes=_SHORT + " " + _GRASSMANN_POSITIONS),
+             "reduced vectors as 2-planes in Gr(2, r) by Pluecker coordinates, gated fusion. Sinusoidal "
+             "positions, trained from random start positions, so it reads texts of any length.",
+             recipe("grassmann", budget=100_000, config={"positions": "sinusoidal", "position_shift": 4096},
+                    lr=1e-2, warmup=0.1, **_CONVERGED),
+             notes=_converged_note("zoo-ts", 1e-2) + " " + _GRASSMANN_POSITIONS),
     ZooEntry("lstm-tinyshakespeare", "LSTM baseline, ~100K", "Character LSTM with one-hot input (the OSM "
              "paper's recurrent baseline).", recipe("lstm", budget=100_000, config={}, lr=3e-2, **_CONVERGED),
              notes=_converged_note("zoo-ts", 3e-2, tuned=False) + " At ~50K (the paper's size, ts-50k) no seed "

@@ -316,7 +316,7 @@ def test_bundled_grassmann_traces_a_text_of_the_apps_full_length():
     from geomlab.trace import MAX_TEXT_CHARS, encode_text, trace_text
 
     c = ckpt.load(_GRASS)
-    assert c.model.config["positions"] == "none" and c.card["recipe"]["config"]["positions"] == "none"
+    assert c.model.config["positions"] == "sinusoidal" == c.card["recipe"]["config"]["positions"]  # any length
     chars = [t for t in c.vocab.tokens if t != c.vocab.unk]
     rng = np.random.default_rng(0)
     text = "".join(rng.choice(chars, size=MAX_TEXT_CHARS))
