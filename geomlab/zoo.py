@@ -170,7 +170,8 @@ ZOO: tuple[ZooEntry, ...] = (
              + " Converged (validation BPC moved by 0.009 over the last 2,000 steps) but above "
              "the zoo's 2.5 test BPC, so the campaign now tunes this model's own lr."),
     ZooEntry("osmformer-torus-tinyshakespeare", "OSMFormer on the torus T^26, 7.9K", "The abelian control: "
-             "diagonal unitary states, so updates commute (compare with O(d) and U(d)).",
+             "diagonal unitary states, so updates commute (compare with O(d) and U(d), which have 11x more "
+             "effective parameters).",
              recipe("osmformer", config={"group": "T", "mixing": "linear", "d": 26, "n_layers": 2}, lr=1e-2,
                     **_CONVERGED),
              notes=_converged_note("zoo-ts", 1e-2, tuned=False, lr_of="the O(d) OSMFormer (ts-100k)")
