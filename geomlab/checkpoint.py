@@ -176,8 +176,10 @@ def find(arg: str | os.PathLike, bundled: bool = True) -> Path:
             raise CheckpointError(f"{name} is a bundled checkpoint, which is not accepted here (give a local "
                                   "checkpoint folder NAME/ or pair NAME.json + NAME.safetensors)")
     where = "this folder" if str(p.parent) == "." else f"{p.parent}/"
+    near = _near_bundled(p.name) if by_name and bundled else ""
     raise CheckpointError(f"no checkpoint {p}: no folder {p.name}/ and no {paths(p)[0].name} in {where}"
-                          f"{', and no bundled checkpoint of that name' if by_name and bundled else ''}; expected "
+                          f"{', and no bundled checkpoint of that name' if by_name and bundled else ''}{near}; "
+                          "expected "
                           + (EXPECTED if bundled else "a checkpoint folder NAME/ or a pair NAME.json + "
                              "NAME.safetensors"))
 
@@ -398,6 +400,18 @@ def _name_error(where: Path, exc: OSError) -> Exception:
         return CheckpointError(f"checkpoint name {_short(where.stem)!r} is too long for the file system "
                                f"({len(where.stem)} characters); choose a shorter one")
     return exc
+
+
+def _near_bundled(name: str) -> str:
+    """`` (did you mean A or B?)`` naming the bundled checkpoints that start with ``name`` or are spelled
+    close to it (:func:`difflib.get_close_matches`), at most three; ``""`` when none. Design choice."""
+    import difflib
+
+    from geomlab.locate import BUNDLED_DIR
+
+    names = sorted(f.stem for f in BUNDLED_DIR.glob("*.json"))
+    near = [n for n in names if n.startswith(name)][:3] or difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(near)}?)" if near else ""
 
 
 def _missing(path: Path) -> CheckpointError:

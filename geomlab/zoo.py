@@ -169,9 +169,9 @@ ZOO: tuple[ZooEntry, ...] = (
              notes=_converged_note("zoo-ts", 1e-2, tuned=False, lr_of="the O(d) OSMFormer (ts-100k)")
              + " Converged (validation BPC moved by 0.009 over the last 2,000 steps) but above "
              "the zoo's 2.5 test BPC, so the campaign now tunes this model's own lr."),
-    ZooEntry("osmformer-torus-tinyshakespeare", "OSMFormer on the torus T^26, 7.9K", "The abelian control: "
-             "diagonal unitary states, so updates commute (compare with O(d) and U(d), which have 11x more "
-             "effective parameters).",
+    ZooEntry("osmformer-torus-tinyshakespeare", "OSMFormer on the torus T^26, 7.9K", "An abelian control, "
+             "not size-matched: diagonal unitary states, so updates commute; the O(d) and U(d) models have 11x "
+             "more effective parameters (see the notes).",
              recipe("osmformer", config={"group": "T", "mixing": "linear", "d": 26, "n_layers": 2}, lr=1e-2,
                     **_CONVERGED),
              notes=_converged_note("zoo-ts", 1e-2, tuned=False, lr_of="the O(d) OSMFormer (ts-100k)")

@@ -21,6 +21,7 @@ import pytest
 from conftest import run_page
 from streamlit.testing.v1 import AppTest
 
+from app_pages._messages import md_escape
 from geomlab import catalog, live
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -710,7 +711,7 @@ def _table(at: AppTest):
 
 
 def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets):
-    card = json.loads((ASSETS / "osm-rnn-o-s5.json").read_text())["card"]
+    card = card_s5 = json.loads((ASSETS / "osm-rnn-o-s5.json").read_text())["card"]
     at = open_page("checkpoints")
     df = _table(at)
     assert {"metric", "valid", "test"} <= set(df.columns) and "valid BPC" not in df.columns
@@ -729,6 +730,15 @@ def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets)
     assert len(curve) == 4  # one per word-problem checkpoint
     s5 = next(c for c in curve if "1/120" in c)
     assert f"L=128 {card['accuracy_by_length']['128']:.2f}" in s5 and "L=2 1.00" in s5
+    # each card names its title, its effective parameters (and the stored count where they differ: the torus's
+    # unread prototype entries), its description, and its notes above the JSON
+    torus = json.loads((ASSETS / "osmformer-torus-tinyshakespeare.json").read_text())["card"]
+    assert any(m.value == f"*{md_escape(torus['recipe']['title'])}*" for m in at.markdown)
+    facts = f"{torus['params_effective']:,} effective parameters ({torus['params_stored']:,} stored)"
+    assert torus["params_effective"] < torus["params_stored"] and any(facts in m.value for m in at.markdown)
+    assert any(f"{card_s5['params_effective']:,} effective parameters ·" in m.value for m in at.markdown)
+    assert any(c.value == md_escape(torus["recipe"]["description"]) for c in at.caption)
+    assert any(m.value == md_escape(torus["notes"]) for m in at.markdown)
     cmp = open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-torus-s5")
     t = _table(cmp)
     assert list(t["valid"]) == [f"{card['valid_accuracy']:.3f}", f"{json.loads((ASSETS / 'osm-rnn-torus-s5.json').read_text())['card']['valid_accuracy']:.3f}"]

@@ -258,3 +258,15 @@ def test_the_shipped_bundled_checkpoints_load_by_name(monkeypatch, tmp_path):
     # an unknown bundled name says so and lists the bundled ones (not "file bundled/nosuch.json is missing")
     with pytest.raises(ckpt.CheckpointError, match=r"^no bundled checkpoint 'nosuch'; the bundled ones: .*osm-rnn-o-s5"):
         ckpt.load("bundled/nosuch")
+
+
+def test_a_name_close_to_a_bundled_one_is_suggested(tmp_path, monkeypatch):
+    # a shortened or misspelt bundled name gets the names it probably meant; a name far from all gets none
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CheckpointError, match=r"\(did you mean grassmann-tinyshakespeare\?\); expected"):
+        ckpt.find("grassmann")
+    with pytest.raises(CheckpointError, match=r"did you mean lstm-tinyshakespeare"):
+        ckpt.find("lstm-tinyshakespere")
+    with pytest.raises(CheckpointError) as err:
+        ckpt.find("zzz")
+    assert "did you mean" not in str(err.value)

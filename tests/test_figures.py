@@ -1264,7 +1264,7 @@ def test_sphere_camera_faces_the_planes():
     n = n[np.linalg.norm(n, axis=1) > 1e-9]
     n /= np.linalg.norm(n, axis=1, keepdims=True)
     main = np.linalg.eigh(n.T @ n)[1][:, -1]
-    assert abs(e @ main) / np.linalg.norm(e) >= np.cos(np.radians(25)) - 1e-6
+    assert abs(e @ main) / np.linalg.norm(e) >= np.cos(np.radians(25)) - 1e-4  # eye rounded to 4 decimals
     assert np.linalg.norm(e) >= 2.0
     up = fig.layout.scene.camera.up
     assert abs(np.array([up.x, up.y, up.z]) @ e) < 1e-3  # up is across the view

@@ -274,6 +274,27 @@ def test_grassmann_consecutive_planes_share_a_line(zoo):
     assert round(float(share[0]), 2) == 0.76 and np.all((share[1:] > 0.425) & (share[1:] < 0.605))  # step 4
 
 
+def test_grassmann_plane_similarity_stripes_are_the_position_code(zoo):
+    """Step 4: "how far apart two positions are explains 99% of the map's variance" in layer 0, 19% in layer 2
+    (the share of the variance of the off-diagonal similarities that their mean at each |t - s| explains)."""
+    from geomlab.figures.grassmann import plane_similarity
+
+    entries, trace = zoo
+    step = tours.LESSONS["grassmann-planes"].steps[3]
+    tr = trace(entries[step.checkpoint], step.text, {})
+
+    def explained(layer):
+        S = np.asarray(plane_similarity(tr, layer, step.controls["slot"]).figure.data[0].z, dtype=float)
+        t, s = np.indices(S.shape)
+        keep = np.isfinite(S) & (t != s)
+        lag, y = np.abs(t - s)[keep], S[keep]
+        fit = np.array([y[lag == k].mean() for k in lag])
+        return 1 - ((y - fit) ** 2).sum() / ((y - y.mean()) ** 2).sum()
+
+    assert step.controls == {"layer": 0, "slot": 2}
+    assert round(100 * explained(0)) == 99 and round(100 * explained(2)) == 19
+
+
 def test_attention_notices_hold(zoo):
     entries, trace = zoo
     step = tours.LESSONS["attention-similarity"].steps[1]

@@ -253,6 +253,11 @@ def test_bundled_checkpoint_loads_with_a_full_card(json_path):
     from geomlab.models import count_params
 
     assert card["params_effective"] == count_params(c.model)  # the card's size is today's count of its model
+    # the card carries the entry's recipe as geomlab.zoo defines it now (title, description, notes included):
+    # an edited entry whose checkpoint was not rewritten (zoo --rebuild --only NAME [--from-run]) shows here
+    want = json.loads(json.dumps(recipe.to_dict()))
+    assert {k: want[k] for k in card["recipe"]} == card["recipe"]
+    assert set(want) - set(card["recipe"]) <= {"length_curriculum"}  # S3 pair: written before that key existed
     if recipe.run.data.startswith("word-problem"):
         assert 0 <= card["test_accuracy"] <= 1 and card["accuracy_by_length"]
     else:

@@ -420,7 +420,7 @@ def _plane_geometry(Q_t: np.ndarray, z_a: np.ndarray, z_b: np.ndarray, E: torch.
     return a3.numpy(), b3.numpy(), n.numpy(), float(cov)
 
 
-def _facing_camera(normals: np.ndarray, distance: float = 2.1) -> dict:
+def _facing_camera(normals: np.ndarray, distance: float = 2.4) -> dict:
     """A scene camera that faces the planes it shows (issue 16: the sphere was seen edge-on): the eye along
     the main direction of the planes' unit normals (the top eigenvector of ``sum n nᵀ``, so ``n`` and ``-n``
     count alike), tilted 25° towards the z axis (or x, when that main direction is z) so the sphere keeps
