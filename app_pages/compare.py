@@ -111,7 +111,7 @@ def _pick_view(pair: tuple[str, str]) -> None:
 def choose_view(a, b, slugs: list[str]) -> str:
     """The view Compare shows: the one the user (a click or a link) chose for this pair, else the current
     one when it shows both sides, else the most specific view that shows both, else the first view that
-    shows either."""
+    shows A, else the first that shows B."""
     ss = st.session_state
     pair = (a.ref, b.ref)
     if ss.get(_state.K_VIEW_FOR) == "link":
@@ -120,7 +120,8 @@ def choose_view(a, b, slugs: list[str]) -> str:
     both = [v.slug for v in shared_views(a.kind, b.kind)]
     if cur in slugs and (ss.get(_state.K_VIEW_FOR) == pair or cur in both):
         return cur
-    return (both or slugs)[0]
+    of_a = [v.slug for v in registry.views_for_kind(a.kind) if v.slug in slugs]
+    return (both or of_a or slugs)[0]
 
 
 def _b_choices(a, b) -> None:

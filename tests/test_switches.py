@@ -169,6 +169,11 @@ def test_compare_without_a_shared_view_says_so_and_offers_a_b():
     assert note and "(`osm-rnn`)" in note and "(`grassmann`)" in note, [i.value for i in at.info]
     chips = at.pills(key="w_cmp_b_choice")
     assert chips.proto.options[0].content.startswith("osm-rnn-torus-s5 · same kind")  # same task, kind first
+    # with no view for both, the view is one of A's (not one that shows only B)
+    assert kind_of("bundled/osm-rnn-o-s5") in registry.VIEWS[at.session_state["gl_compare_view"]].kinds
+    swapped = open_page("compare", ckpt="bundled/grassmann-tinyshakespeare",
+                        b="bundled/osmformer-torus-tinyshakespeare")
+    assert swapped.session_state["gl_compare_view"] == "planes"
     chips.set_value("bundled/osm-rnn-torus-s5").run()
     ok(at)
     assert at.session_state["gl_ckpt_b"] == "bundled/osm-rnn-torus-s5"
