@@ -86,7 +86,7 @@ def token_panel(entry: Any, tr: Any, pos: int) -> None:
     with left:
         more = (f" (positions {start}–{stop - 1} of {n}; the slider reaches the rest)" if stop - start < n else "")
         st.pills(f"Click a token to move the cursor{more}", list(range(start, stop)), key=K_TOK,
-                 required=True, on_change=_pick, width="stretch", wrap=True, format_func=shown.__getitem__,
+                 required=True, on_change=_pick, width="content", wrap=True, format_func=shown.__getitem__,
                  help="Each token of the text around the cursor. The selected one is the cursor: every figure "
                       "on the page marks it. ␣ is a space, ↵ a new line.")
     with right:
