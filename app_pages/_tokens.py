@@ -105,9 +105,14 @@ def token_panel(entry: Any, tr: Any, pos: int) -> None:
         _prediction_table(pred, labels)
 
 
+def _q(token: str) -> str:
+    """A token in curly quotes for the prediction panel, so an apostrophe token reads as one (design choice)."""
+    return f"“{md_escape(token)}”"
+
+
 def _prediction_table(pred: predictions.Prediction, labels: list[str]) -> None:
     t = pred.cursor
-    st.markdown(f"**Next token after position {t} '{md_escape(labels[t])}'**",
+    st.markdown(f"**Next token after position {t} {_q(labels[t])}**",
                 help="The model's distribution over the token at the next position, given every token up to "
                      "the cursor (softmax of its output there). Surprisal −log₂ p: the bits the model needs for "
                      "the token that really follows; 0 when it was certain, log₂(vocabulary) when it guessed.")
@@ -115,11 +120,11 @@ def _prediction_table(pred: predictions.Prediction, labels: list[str]) -> None:
     # its grid and Arrow bundles, ~0.5 s more before a view's first chart: issue 14, first view)
     for tok, i, p in zip(pred.tokens, pred.ids, pred.probs):
         mark = "  ✓" if i == pred.next_id else ""
-        st.progress(min(max(float(p), 0.0), 1.0), text=f"'{md_escape(tok)}'{mark} · {100 * p:.1f}%")
+        st.progress(min(max(float(p), 0.0), 1.0), text=f"{_q(tok)}{mark} · {100 * p:.1f}%")
     if pred.next_id is None:
         st.caption(f"The text ends here: nothing follows to score. Entropy {pred.entropy_bits:.2f} bits.")
         return
     rank = "its top guess" if pred.next_rank == 1 else f"its guess no. {pred.next_rank}"
-    st.caption(f"Actually next: '{md_escape(pred.next_token)}' (position {t + 1}), p = {pred.next_prob:.3f}, "
+    st.caption(f"Actually next: {_q(pred.next_token)} (position {t + 1}), p = {pred.next_prob:.3f}, "
                f"{rank}: **surprisal {pred.next_bits:.2f} bits** (entropy of the guess {pred.entropy_bits:.2f} "
                "bits).")

@@ -245,3 +245,10 @@ def test_a_one_token_text_still_shows_the_prediction(bundled):
     assert at.pills(key="w_tok").value == 0 and len(at.pills(key="w_tok").options) == 1
     assert len(guesses(at)) == 5
     assert any("The text ends here" in m.value for m in at.caption)
+
+
+def test_prediction_panel_quotes_an_apostrophe_readably():
+    # the token ' in the panel reads “'”, not ''' (curly quotes around every token)
+    from app_pages._tokens import _q
+
+    assert _q("'") == "“'”" and _q("h") == "“h”"
