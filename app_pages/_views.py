@@ -220,7 +220,7 @@ def render_view(slug: str) -> None:
         draw_figures(items, key_prefix=slug, stem=f"{entry.name}-{slug}", tr=tr)
         more_figures(slug, entry, text, trace_opts, tr, pos, controls, key_prefix=slug, stem=f"{entry.name}-{slug}")
         top.caption(f"`{entry.ref}` · {len(tokens)} tokens · cursor at {pos} "
-                    f"('{tr.labels[pos]}') · {1000 * (time.perf_counter() - t0):.0f} ms")
+                    f"(“{tr.labels[pos]}”) · {1000 * (time.perf_counter() - t0):.0f} ms")
         ui.cache_caption()
         with st.expander("Link to this view", icon=":material/link:"):
             st.caption("Anyone who opens this link sees this checkpoint, text and token cursor (the address bar "

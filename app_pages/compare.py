@@ -137,7 +137,8 @@ def _b_choices(a, b) -> None:
              if e.ref not in listed and e.ref != a.ref and shared_views(a.kind, e.kind)]
     st.info(f"No view shows both A ({_code(a.kind)}) and B ({_code(b.kind)}): "
             + ", ".join(v.title for v in registry.views_for_kind(a.kind)) + f" show{'s' if len(registry.views_for_kind(a.kind)) == 1 else ''} A; "
-            + (", ".join(v.title for v in registry.views_for_kind(b.kind)) + " B."
+            + (", ".join(v.title for v in registry.views_for_kind(b.kind))
+               + f" show{'s' if len(registry.views_for_kind(b.kind)) == 1 else ''} B."
                if registry.views_for_kind(b.kind) else "no view shows B.")
             + (" Choose a B that shares a view with A below." if fits else ""), icon=":material/join_inner:")
     if fits:
@@ -285,7 +286,7 @@ def main() -> None:
     items: dict[str, list] = {}
     for side, e in (("A", a), ("B", b)):
         if e.kind not in registry.VIEWS[slug].kinds:
-            st.info(f"{side} ({e.name}): {registry.VIEWS[slug].title} does not apply to a `{e.kind}`.",
+            st.info(f"{side} ({e.name}): {registry.VIEWS[slug].title} does not apply to {'an' if e.kind[:1] in 'aeiou' else 'a'} `{e.kind}`.",
                     icon=":material/block:")
             continue
         if side not in traces:

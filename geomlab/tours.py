@@ -347,8 +347,9 @@ GRASSMANN_LESSON = Lesson(
             notice="**Plane similarity** $|\\langle \\hat p_t, \\hat p_s\\rangle|$ compares every pair of "
                    "positions: a geometric comparison, not attention weights, and the first 4 positions "
                    "have no partner yet (blank). Its stripes along the diagonal are the position code: in "
-                   "layer 0, how far apart two positions are explains 99% of the map's variance; pick layer 2 "
-                   "and that falls to 19%, as the planes now carry the text. **Gate share**: the part of each layer's output that comes "
+                   "layer 0, how far apart two positions are explains 99% of the map's variance; in layer 2 "
+                   "(the full view, offset slot Δ = 4) only 19%, as the planes there carry the text. "
+                   "**Gate share**: the part of each layer's output that comes "
                    "from the plane branch, the rest being the residual the gate keeps: 0.76 in layer 0, "
                    "0.43 to 0.60 in the later layers (averages over the text)."),
     ),

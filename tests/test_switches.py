@@ -174,6 +174,9 @@ def test_compare_without_a_shared_view_says_so_and_offers_a_b():
     swapped = open_page("compare", ckpt="bundled/grassmann-tinyshakespeare",
                         b="bundled/osmformer-torus-tinyshakespeare")
     assert swapped.session_state["gl_compare_view"] == "planes"
+    infos = [i.value for i in swapped.info]
+    assert any("Grassmann planes does not apply to an `osmformer`." in v for v in infos), infos
+    assert any(v.startswith("No view shows both") and v.endswith(" show B.") for v in infos), infos
     chips.set_value("bundled/osm-rnn-torus-s5").run()
     ok(at)
     assert at.session_state["gl_ckpt_b"] == "bundled/osm-rnn-torus-s5"
