@@ -44,11 +44,10 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
         badge = "bundled" if entry.source == "bundled" else "yours"
         st.markdown(f"**{md_escape(entry.name)}**  :gray-badge[{badge}]"
                     + ("  :green-badge[selected]" if st.session_state.get(ui.K_CKPT) == entry.ref else ""))
-        card_ = entry.card if isinstance(entry.card, dict) else {}
-        recipe = card_.get("recipe") if isinstance(card_.get("recipe"), dict) else {}
+        recipe = entry.card.get("recipe") if isinstance(entry.card.get("recipe"), dict) else {}
         if recipe.get("title"):
             st.markdown(f"*{md_escape(str(recipe['title']))}*")
-        stored = card_.get("params_stored")
+        stored = entry.card.get("params_stored")
         extra = (f" ({stored:,} stored)" if isinstance(stored, int) and entry.params and stored != entry.params
                  else "")
         facts = [f"**{md_escape(entry.kind)}**" + (f" on **{md_escape(entry.group)}**" if entry.group else ""),
@@ -75,8 +74,8 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
             row.button("Delete", key=f"del-{i}", on_click=_delete, args=(entry.ref,), icon=":material/delete:",
                        type="tertiary", help="Remove this checkpoint's files from runs/.")
         with st.expander("Card and training config"):
-            if card_.get("notes"):
-                st.markdown(md_escape(str(card_["notes"])))
+            if entry.card.get("notes"):
+                st.markdown(md_escape(str(entry.card["notes"])))
             st.json({"card": entry.card, "model_config": entry.model_config,
                      "train_config": entry.meta.get("train_config")}, expanded=1)
 

@@ -124,6 +124,14 @@ def choose_view(a, b, slugs: list[str]) -> str:
     return (both or of_a or slugs)[0]
 
 
+def _shown_by(kind: str, side: str) -> str:
+    """``"Trajectories, Tangents show A"`` (the views of ``kind``), or ``"no view shows A"``."""
+    views = registry.views_for_kind(kind)
+    if not views:
+        return f"no view shows {side}"
+    return ", ".join(v.title for v in views) + f" show{'s' if len(views) == 1 else ''} {side}"
+
+
 def _b_choices(a, b) -> None:
     """No view shows both sides: say so and offer the checkpoints that share a view with A as B."""
     if not registry.views_for_kind(a.kind):
@@ -135,12 +143,9 @@ def _b_choices(a, b) -> None:
     listed = {e.ref for e, _ in fits}
     fits += [(e, "") for e in ui.entries()
              if e.ref not in listed and e.ref != a.ref and shared_views(a.kind, e.kind)]
-    st.info(f"No view shows both A ({_code(a.kind)}) and B ({_code(b.kind)}): "
-            + ", ".join(v.title for v in registry.views_for_kind(a.kind)) + f" show{'s' if len(registry.views_for_kind(a.kind)) == 1 else ''} A; "
-            + (", ".join(v.title for v in registry.views_for_kind(b.kind))
-               + f" show{'s' if len(registry.views_for_kind(b.kind)) == 1 else ''} B."
-               if registry.views_for_kind(b.kind) else "no view shows B.")
-            + (" Choose a B that shares a view with A below." if fits else ""), icon=":material/join_inner:")
+    st.info(f"No view shows both A ({_code(a.kind)}) and B ({_code(b.kind)}): {_shown_by(a.kind, 'A')}; "
+            f"{_shown_by(b.kind, 'B')}." + (" Choose a B that shares a view with A below." if fits else ""),
+            icon=":material/join_inner:")
     if fits:
         checkpoint_choices("B that shares a view with A (related ones first)", fits[:8], key="w_cmp_b_choice",
                            which=ui.K_CKPT_B)
@@ -286,7 +291,8 @@ def main() -> None:
     items: dict[str, list] = {}
     for side, e in (("A", a), ("B", b)):
         if e.kind not in registry.VIEWS[slug].kinds:
-            st.info(f"{side} ({e.name}): {registry.VIEWS[slug].title} does not apply to {'an' if e.kind[:1] in 'aeiou' else 'a'} `{e.kind}`.",
+            article = "an" if e.kind[:1] in "aeiou" else "a"
+            st.info(f"{side} ({e.name}): {registry.VIEWS[slug].title} does not apply to {article} `{e.kind}`.",
                     icon=":material/block:")
             continue
         if side not in traces:

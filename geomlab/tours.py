@@ -291,8 +291,8 @@ CEM_LESSON = Lesson(
             notice="In **energy change per token** (layer 3, attention sub-block) every column gets bluer "
                    "step after step: each token's own energy falls, none rises (a rise would be red). They fall "
                    "by very different amounts: the t of “to” (14) and the final full stop fall furthest, while "
-                   "a few columns (the q of “question” at 33, the T and the space at 0 and 2) stay almost white. Move the "
-                   "cursor to follow one token's column."),
+                   "a few columns (the q of “question” at 33, the T and the space at 0 and 2) stay almost white. "
+                   "Move the cursor to follow one token's column."),
     ),
 )
 

@@ -180,9 +180,9 @@ ZOO: tuple[ZooEntry, ...] = (
              + " The abelian control converges well above the O(d) model's 2.410 test BPC: "
              "its validation BPC moved by 0.008 over the last 2,500 steps. Its own tuning then chose 0.1 (2.779 "
              "valid BPC after 2,000 steps, 0.01: 2.908), but at the full budget 0.1 gave 2.753 / 2.893 valid / "
-             "test BPC, no better, so the entry keeps this run (the lower validation BPC). It is smaller than it was meant to be: "
-             "d = 26 was chosen for ~91K parameters while the count took in the prototypes' off-diagonal entries "
-             "(85.8K values), which the readout Re tr(H^* P) of a diagonal state never reads; it has 7.9K "
+             "test BPC, no better, so the entry keeps this run (the lower validation BPC). It is smaller than it "
+             "was meant to be: d = 26 was chosen for ~91K parameters while the count took in the prototypes' "
+             "off-diagonal entries (85.8K values), which the readout Re tr(H^* P) of a diagonal state never reads; it has 7.9K "
              "effective parameters, and no d up to 64 reaches 91K."),
     ZooEntry("cem-t2-tinyshakespeare", "CEM Transformer, T=2 recursion, ~100K", "Causal energy minimisation: "
              "tied attention and tied SwiGLU MLP as gradient steps on energies, 2 steps per layer, shared "

@@ -71,7 +71,8 @@ class Protocol:
 @dataclass(frozen=True)
 class Arm:
     """One model in a comparison: ``label`` (shown), ``kind``, ``budget`` (effective parameters; 0: ``config``
-    is the whole model config), fixed ``config`` keys, the paper's numbers (``paper``: e.g. ``{"params": "91K", "valid": 2.254, "test":
+    is the whole model config), fixed ``config`` keys, the paper's numbers (``paper``: e.g. ``{"params": "91K",
+    "valid": 2.254, "test":
     2.464}``), whether it is the comparison's speed baseline, and ``goal``: a test BPC the project aims
     below for this model (issue 20's target; the report's reading says whether the mean reached it)."""
 
