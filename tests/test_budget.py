@@ -56,6 +56,8 @@ _REPORT_SIZES = {
     ("cem-200k", "CEM T=2, no diagonal"): {"d_ff": 318},
     ("grassmann-200k", "Grassmann (Gr(2, r), offsets 1..16)"): {"d_ff": 240, "d_model": 60, "rank": 15},
     ("grassmann-200k", "Same block with causal attention"): {"d_ff": 240, "d_model": 60},
+    ("grassmann-200k", "Grassmann, one offset per layer (1, 2, 4, 8, 12, 16), 6 layers"): {"d_ff": 200, "d_model": 50,
+                                                                                         "rank": 14},
 }
 _VOCAB = {"tinyshakespeare": 66, "ptb-char": 51, "wikitext-2": 284}
 _ARMS = [(c, a) for c in report.COMPARISONS.values() for a in c.arms]

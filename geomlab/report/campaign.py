@@ -66,6 +66,8 @@ ZOO_TS = Comparison(
          {"positions": "sinusoidal", "position_shift": 4096}),
      Arm("Grassmann, shifted sinusoidal positions, offsets to 64, ~100K", "grassmann", 100_000,
          {"positions": "sinusoidal", "position_shift": 4096, "offsets": [1, 2, 4, 8, 16, 32, 64]}),
+     Arm("Grassmann, one offset per layer (1, 2, 4, 8, 12, 16), 6 layers, ~100K", "grassmann", 100_000,
+         {"positions": "sinusoidal", "position_shift": 4096, "offset_schedule": "per_layer", "n_layers": 6}),
      Arm("OSMFormer U(d), linear mixing", "osmformer", 91_000, {"group": "U", "mixing": "linear"}),
      Arm("OSMFormer U(d), linear mixing, 2 layers, ~110K", "osmformer", 0,
          {"group": "U", "mixing": "linear", "d": 12, "n_layers": 2})),
@@ -111,7 +113,8 @@ class Campaign:
     warmup: float = 0.02
     warmups: tuple[tuple[str, tuple[float, ...]], ...] = (
         ("grassmann-200k", (0.02, 0.1)), ("zoo-ts / Grassmann, no position table, ~100K", (0.02, 0.1)),
-        ("zoo-ts / Grassmann, shifted sinusoidal positions, ~100K", (0.02, 0.1)))
+        ("zoo-ts / Grassmann, shifted sinusoidal positions, ~100K", (0.02, 0.1)),
+        ("zoo-ts / Grassmann, one offset per layer (1, 2, 4, 8, 12, 16), 6 layers, ~100K", (0.02, 0.1)))
     max_widen: int = 2
     eval_every: int = 500
     lr_bounds: tuple[float, float] = (1e-5, 0.5)
