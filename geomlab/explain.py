@@ -421,8 +421,8 @@ FIGURE_TEXT: dict[str, Explanation] = {
                      "Layers that ignore the planes (near 0) or rely on them.", ("Gate",), f"{_GR_SRC} §5.1"),
     "plane_similarity": _E(r"\lvert\langle \hat p_t, \hat p_s \rangle\rvert = \cos\theta_1\cos\theta_2",
                            "How alike the planes at two positions are (1 = the same plane).",
-                           "Stripes along the diagonal (with positions, the position code: strongest in "
-                           "layer 0), blocks of similar planes (a phrase), repeats off the diagonal.",
+                           "Bright cells off the diagonal (early layers: a pair of characters that recurs), "
+                           "stripes along it (a position code), blocks (a phrase).",
                            ("Plücker coordinates", "Principal angles"), f"{_GR_SRC} §5.4"),
     "plucker_heatmap": _E(r"\hat p_{ij}(t),\ 0 \le i < j < r", "The normalised Plücker coordinates of the "
                           "plane at each position; colour = value and sign.",

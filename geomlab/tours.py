@@ -307,22 +307,22 @@ GRASSMANN_LESSON = Lesson(
             title="A pair of positions spans a plane",
             checkpoint="bundled/grassmann-tinyshakespeare", text=_HAMLET, view="planes", cursor=17,
             controls={"layer": 0, "slot": 0}, figures=("plane_sphere", "plane_interpolation"),
-            body="Each position $t$ is reduced to a vector $z_t \\in \\mathbb{R}^{13}$. Together with the "
+            body="Each position $t$ is reduced to a vector $z_t \\in \\mathbb{R}^{12}$. Together with the "
                  "position $\\Delta$ earlier it spans a plane $\\mathrm{span}(z_t, z_{t-\\Delta})$: a point of "
-                 "the Grassmannian $\\mathrm{Gr}(2, 13)$. Here $\\Delta = 1$.",
+                 "the Grassmannian $\\mathrm{Gr}(2, 12)$. Here, in layer 0, $\\Delta = 1$.",
             notice="**Plane on the sphere**: the plane at one position, seen through the three axes it uses "
                    "most (move the token cursor to follow the text). **Plane interpolation**: the shortest path "
-                   "from the plane at 16 to the plane at 17 (1.1 rad). Its first principal angle is 0: both "
+                   "from the plane at 16 to the plane at 17 (0.81 rad). Its first principal angle is 0: both "
                    "planes contain $z_{16}$, so they share a line and only the second angle turns. Move the "
                    "cursor to 14, the t of “not to”: the planes at 13 (“t␣”) and 14 (“␣t”) are spanned by "
-                   "the same two characters, yet they are 0.95 rad apart, because a vector carries its "
+                   "the same two characters, yet they are 0.25 rad apart, because a vector carries its "
                    "position as well as its character (a sinusoidal code is added to each token)."),
         Step(
             title="Plücker coordinates: a plane as numbers",
             checkpoint="bundled/grassmann-tinyshakespeare", text=_HAMLET, view="planes", cursor=14,
             controls={"layer": 0, "slot": 0}, figures=("plucker_heatmap", "plane_matrix"),
             body="A plane spanned by $a, b$ is stored as its Plücker vector $p_{ij} = a_i b_j - a_j b_i$ "
-                 "($i < j$), normalised: $13 \\cdot 12 / 2 = 78$ numbers that do not depend on which two "
+                 "($i < j$), normalised: $12 \\cdot 11 / 2 = 66$ numbers that do not depend on which two "
                  "vectors span it.",
             notice="**Plücker coordinates**: one row per position, one column per pair of axes $(i, j)$; the "
                    "colour is the sign, i.e. the plane's orientation. **Plane matrix** (left): the plane "
@@ -335,23 +335,25 @@ GRASSMANN_LESSON = Lesson(
             body="Two planes are compared by their principal angles $\\theta_1 \\le \\theta_2$; the geodesic "
                  "distance on the Grassmannian is $\\sqrt{\\theta_1^2 + \\theta_2^2}$.",
             notice="In **principal angles** $\\theta_1$ stays at 0 for $\\Delta = 1$ (consecutive planes "
-                   "share $z_t$) and all the motion is in $\\theta_2$, up to 1.37 rad here (at most $\\pi/2$). "
+                   "share $z_t$) and all the motion is in $\\theta_2$, up to 1.54 rad here (at most $\\pi/2$). "
                    "**Plane deformations** (top) shows the same distance for every layer at once, one row "
                    "per layer: a plane that turns a lot marks a token that changes the local picture."),
         Step(
             title="Longer offsets and the gate",
             checkpoint="bundled/grassmann-tinyshakespeare", text=_HAMLET, view="planes", cursor=14,
-            controls={"layer": 0, "slot": 2}, figures=("plane_similarity", "gate_share"),
-            body="Each layer uses six offsets $\\Delta \\in \\{1, 2, 4, 8, 12, 16\\}$; this step shows "
-                 "$\\Delta = 4$: the planes $\\mathrm{span}(z_t, z_{t-4})$.",
+            controls={"layer": 2, "slot": 0}, figures=("plane_similarity", "gate_share"),
+            body="Each layer has one offset: layer $\\ell$ pairs $t$ with $t - \\Delta_\\ell$, "
+                 "$\\Delta = 1, 2, 4, 8, 12, 16$ in layers 0 to 5 (the paper's list, one entry per layer). This "
+                 "step shows layer 2, $\\Delta = 4$: the planes $\\mathrm{span}(z_t, z_{t-4})$.",
             notice="**Plane similarity** $|\\langle \\hat p_t, \\hat p_s\\rangle|$ compares every pair of "
                    "positions: a geometric comparison, not attention weights, and the first 4 positions "
-                   "have no partner yet (blank). Its stripes along the diagonal are the position code: in "
-                   "layer 0, how far apart two positions are explains 99% of the map's variance; in layer 2 "
-                   "(the full view, offset slot Δ = 4) only 19%, as the planes there carry the text. "
-                   "**Gate share**: the part of each layer's output that comes "
-                   "from the plane branch, the rest being the residual the gate keeps: 0.76 in layer 0, "
-                   "0.43 to 0.60 in the later layers (averages over the text)."),
+                   "have no partner yet (blank). In layer 0 a plane is almost a function of its two characters: "
+                   "positions whose pair recurs (“t␣” at 13 and 25) score 0.98 on average, the pair reversed "
+                   "(“␣t”: the same plane, opposite orientation) 0.99, other pairs 0.31. Here in layer 2 the "
+                   "same pair four apart scores only 0.42 on average (other pairs 0.12): the reduced "
+                   "vectors now carry what came before. **Gate share**: the part of each layer's output that "
+                   "comes from the plane branch, the rest being the residual the gate keeps: 0.76 in layer 0, "
+                   "0.54 in layer 1, 0.26 to 0.33 in layers 2 to 5 (averages over the text)."),
     ),
 )
 
