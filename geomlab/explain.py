@@ -316,7 +316,7 @@ VIEW_TEXT: dict[str, Explanation] = {
         r"p_{ij} = z_{t,i} z_{t-\Delta,j} - z_{t,j} z_{t-\Delta,i},\ \ "
         r"m_t = \alpha_t \odot h_t + (1-\alpha_t) \odot g_t",
         "A Grassmann layer has no attention. It reduces each token to $z_t \\in \\mathbb{R}^r$, pairs it with "
-        "$z_{t-\\Delta}$ for a few offsets $\\Delta$, and describes the plane they span (a point of the "
+        "$z_{t-\\Delta}$ (one offset $\\Delta$ per layer, or several), and describes the plane they span (a point of the "
         "[[Grassmannian]]) by its [[Plücker coordinates]]. A [[gate]] mixes that back into the residual.",
         "How far consecutive planes turn ([[principal angles]]): small at repeated patterns, large at new "
         "words; which axis pairs the planes use; how much of each layer's output the gate takes from the "

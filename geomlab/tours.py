@@ -336,7 +336,7 @@ GRASSMANN_LESSON = Lesson(
                  "distance on the Grassmannian is $\\sqrt{\\theta_1^2 + \\theta_2^2}$.",
             notice="In **principal angles** $\\theta_1$ stays at 0 for $\\Delta = 1$ (consecutive planes "
                    "share $z_t$) and all the motion is in $\\theta_2$, up to 1.54 rad here (at most $\\pi/2$). "
-                   "**Plane deformations** (top) shows the same distance for every layer at once, one row "
+                   "**Plane deformations** (its upper panel) shows the same distance for every layer at once, one row "
                    "per layer: a plane that turns a lot marks a token that changes the local picture."),
         Step(
             title="Longer offsets and the gate",

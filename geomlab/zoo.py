@@ -199,7 +199,7 @@ ZOO: tuple[ZooEntry, ...] = (
                                  **_CONVERGED),
              notes=_converged_note("zoo-ts", 1e-2)),
     ZooEntry("grassmann-tinyshakespeare", "Grassmann flow model, ~100K", "Attention-free layers: pairs of "
-             "reduced vectors as 2-planes in Gr(2, r) by Pluecker coordinates, gated fusion; six layers, each "
+             "reduced vectors as 2-planes in Gr(2, r) by Plücker coordinates, gated fusion; six layers, each "
              "pairing a position with the one 1, 2, 4, 8, 12 or 16 back. Sinusoidal positions, trained from "
              "random start positions, so it reads texts of any length.",
              recipe("grassmann", budget=100_000, config=_GRASSMANN_ZOO, lr=1e-2, warmup=0.1, **_CONVERGED),

@@ -512,6 +512,20 @@ def test_plane_similarity_plucker_and_gates():
     np.testing.assert_allclose(per_position[~np.isnan(per_position)], 1.0, atol=1e-4)  # always one plane
 
 
+def test_a_text_barely_longer_than_the_offset_says_so_and_names_a_shorter_one():
+    """One offset per layer (1 then 10) on 14 positions: layer 1 has planes at 4 positions; its figures say so
+    and point to layer 0 (Δ=1), which has planes almost everywhere and no such sentence."""
+    model = small_model("grassmann", offsets=[1, 10], offset_schedule="per_layer")
+    tr = trace(model, encode_text(VOCAB, SUB), vocab=VOCAB, text=SUB)
+    n = int(tr.plucker_mask[1, 0].sum())
+    assert n == T - 10
+    for make in (figures.plane_angles, figures.plane_similarity, figures.plucker_heatmap):
+        cap = make(tr, layer=1, slot=0).caption
+        assert f"Only {n} of {T} positions have a plane here" in cap and "first 10 have no partner" in cap, cap
+        assert "Δ=1 (layer 0)" in cap
+        assert "Only" not in make(tr, layer=0, slot=0).caption
+
+
 def test_plane_matrix_is_the_bivector():
     tr = get_trace("grassmann-r5")
     fig = figures.plane_matrix(tr, layer=1, slot=1, cursor=6).figure

@@ -62,6 +62,24 @@ def _missing(tr: GrassmannTrace, idx: np.ndarray, layers=None) -> int:
     return int(bad.sum())
 
 
+def _few_planes_note(tr: GrassmannTrace, layer: int, slot: int) -> str:
+    """A caption sentence when the offset of ``layer``/``slot`` leaves a plane at fewer than half of the
+    positions (a text not much longer than the offset), naming a smaller offset the trace has; else ``""``
+    (design choice: the planes view opens on the last layer, whose offset is the longest with one offset per
+    layer)."""
+    n, T = int(_mask(tr, layer, slot).sum()), tr.n_positions
+    if 2 * n >= T:
+        return ""
+    D = _offset(tr, layer, slot)
+    used = sorted({int(o) for o in np.asarray(tr.offsets).ravel() if o > 0}) if tr.offsets is not None else []
+    shorter = [o for o in used if o < D]
+    where = (" A smaller offset shows more of this text: " + ", ".join(
+        f"Δ={o} (layer {int(np.argwhere(np.asarray(tr.offsets) == o)[0][0])})" for o in shorter[:3]) + "."
+        if shorter else "")
+    return (f" Only {n} of {T} positions have a plane here: each is paired with the position {D} back, so the "
+            f"first {D} have no partner." + where)
+
+
 def check_slot(tr: GrassmannTrace, slot: int) -> int:
     """``slot`` normalised to ``0..n_slots-1``; :class:`FigureError` when out of range."""
     return check_index("offset slot", slot, tr.plucker.shape[1])
@@ -220,6 +238,7 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
            "(radians; $\\theta_1 = 0$ means the planes share a line) and their geodesic distance."
            + (" Here $\\theta_1 = 0$ at every position (consecutive planes share a line), so the geodesic "
               "distance equals $\\theta_2$: its dotted line runs along the wide $\\theta_2$ line." if flat else "")
+           + _few_planes_note(tr, layer, slot)
            + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx, layer)))
     return finish(fig, f"Principal angles (layer {layer}, Δ={D})", cap, "plane_angles", height=480,
                   margin={"t": 95})
@@ -258,7 +277,7 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     cap = (f"How alike the planes $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ of layer {layer} are at two positions: "
            "$\\lvert\\langle \\hat p_t, \\hat p_s\\rangle\\rvert = "
            "\\cos\\theta_1 \\cos\\theta_2$ (1 = the same plane). A geometric comparison, not attention weights."
-           + missing_note(_missing(tr, idx, layer))
+           + _few_planes_note(tr, layer, slot) + missing_note(_missing(tr, idx, layer))
            + (f" Position {cursor} '{md_label(tr.labels[cursor])}' has no plane (no partner {D} back); its row "
               "is empty."
               if no_plane else "")
@@ -298,6 +317,7 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     D = _offset(tr, layer, slot)
     cap = (f"Normalised Plücker coordinates of $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ in layer {layer}: which pairs "
            f"of the {r} reduced axes the plane at each position uses, and with which orientation (blue/red sign)."
+           + _few_planes_note(tr, layer, slot)
            + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx, layer)))
     return finish(fig, f"Plücker coordinates (layer {layer}, Δ={D})", cap, "plucker_heatmap",
                   height=min(640, 300 + 7 * len(idx)))
@@ -636,9 +656,10 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: i
     fig.update_yaxes(title_text="layer", tickmode="linear", dtick=1)
     add_cursor_line(fig, cursor)
     cap = (f"Decomposability $\\kappa$ (dimensionless) of the Plücker vectors averaged over the last {window} "
-           "positions and all offsets: 1 = these planes agree on a single plane, lower = the layer's planes turn as "
-           "the text goes on (minimum $1/\\lfloor r/2 \\rfloor$). The average over offsets at one position is always "
-           "a single plane, because every pair plane at $t$ contains $z_t$." + subsample_note(tr.n_positions, len(idx))
+           "positions and the layer's offsets: 1 = these planes agree on a single plane, lower = the layer's planes "
+           "turn as the text goes on (minimum $1/\\lfloor r/2 \\rfloor$). The average over offsets at one position "
+           "is always a single plane, because every pair plane at $t$ contains $z_t$; so is the first position "
+           "with a plane in each row (an average of one)." + subsample_note(tr.n_positions, len(idx))
            + missing_note(_missing(tr, idx)))
     return finish(fig, f"Decomposability of the plane average over {window} positions", cap,
                   "decomposability_map")
