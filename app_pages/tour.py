@@ -157,6 +157,8 @@ def draw_step(lesson: tours.Lesson, index: int) -> None:
     if extras:
         views.draw_figures(extras, key_prefix=prefix, stem=stem)
     shown = [n for n in names if n not in tours.EXTRA_FIGURES]
+    if {f.name for f in registry.more_figures(step.view, sides[0][1])} & set(shown):
+        st.session_state[views.K_MORE] = True  # "Open this in the full view" then shows the step's figures too
     if len(sides) == 1:
         e, tr, _, opts = sides[0]
         views.draw_figures([view_item(step, e, tr, opts, n, pos) for n in shown], key_prefix=prefix, stem=stem)

@@ -418,6 +418,20 @@ def test_a_step_sets_layer_controls_and_T_and_opens_in_the_full_view(bundled_app
     assert at.session_state["gl_steps"] == step.steps and at.session_state["gl_layer"] == 3
 
 
+def test_a_step_showing_figures_outside_the_views_default_set_opens_more_figures_in_the_full_view(bundled_app):
+    """Grassmann step 4 shows plane similarity and gate share, which the planes view keeps under "More
+    figures": the full view opens with that switch on, so both figures are there."""
+    s5 = open_tour(lesson="s5-word-problem", step="2")  # its figures are the view's defaults: switch untouched
+    assert "gl_more_figures" not in s5.session_state or s5.session_state["gl_more_figures"] is False
+    at = open_tour(lesson="grassmann-planes", step="4")
+    step = tours.LESSONS["grassmann-planes"].steps[3]
+    assert not at.exception and not at.error and at.session_state["gl_more_figures"] is True
+    at.switch_page("app_pages/planes.py").run()
+    assert not at.exception and not at.error
+    titles = " ".join(c.proto.spec for c in at.get("plotly_chart"))
+    assert all(t in titles for t in ("Plane similarity", "Gate share")), step.figures
+
+
 def test_the_lesson_select_starts_another_lesson_at_step_one(bundled_app):
     at = open_tour(lesson="s5-word-problem", step="3")
     at.selectbox(key="w_tour_lesson").set_value("grassmann-planes").run()
