@@ -426,8 +426,8 @@ def test_trace_json_is_strict_and_windowed():
     tr.logits[3, 0] = np.nan  # a non-finite value becomes null, never a bare NaN
     doc = json.loads(trace_json(tr, start=10, stop=30), parse_constant=lambda c: pytest.fail(f"bare {c}"))
     assert doc["window"] == [10, 30] and len(doc["tokens"]) == 20
-    assert np.asarray(doc["arrays"]["attention"]).shape == (1, 20, 20)
-    assert np.asarray(doc["arrays"]["similarity"]).shape == (1, 20, 20)
+    assert np.asarray(doc["arrays"]["attention"]).shape == (2, 20, 20)
+    assert np.asarray(doc["arrays"]["similarity"]).shape == (2, 20, 20)
     whole = json.loads(trace_json(tr))
     assert whole["arrays"]["logits"][3][0] is None
     assert len(json.loads(trace_json(tr, max_positions=8))["tokens"]) == 8
