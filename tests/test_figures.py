@@ -524,6 +524,8 @@ def test_a_text_barely_longer_than_the_offset_says_so_and_names_a_shorter_one():
         assert f"Only {n} of {T} positions have a plane here" in cap and "first 10 have no partner" in cap, cap
         assert "Δ=1 (layer 0)" in cap
         assert "Only" not in make(tr, layer=0, slot=0).caption
+    every = trace(small_model("grassmann", offsets=[1, 10]), encode_text(VOCAB, SUB), vocab=VOCAB, text=SUB)
+    assert "Δ=1 (offset slot 0)" in figures.plane_angles(every, layer=1, slot=1).caption  # every offset per layer
 
 
 def test_plane_matrix_is_the_bivector():

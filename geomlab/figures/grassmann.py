@@ -71,11 +71,15 @@ def _few_planes_note(tr: GrassmannTrace, layer: int, slot: int) -> str:
     if 2 * n >= T:
         return ""
     D = _offset(tr, layer, slot)
-    used = sorted({int(o) for o in np.asarray(tr.offsets).ravel() if o > 0}) if tr.offsets is not None else []
-    shorter = [o for o in used if o < D]
-    where = (" A smaller offset shows more of this text: " + ", ".join(
-        f"Δ={o} (layer {int(np.argwhere(np.asarray(tr.offsets) == o)[0][0])})" for o in shorter[:3]) + "."
-        if shorter else "")
+    offs = np.asarray(tr.offsets) if tr.offsets is not None else np.zeros((0, 0), int)
+    shorter = sorted({int(o) for o in offs.ravel() if 0 < o < D})[:3]
+
+    def place(o: int) -> str:  # the same layer's slot when it has that offset, else the first layer that does
+        here = np.flatnonzero(offs[layer] == o)
+        return f"offset slot {int(here[0])}" if len(here) else f"layer {int(np.argwhere(offs == o)[0][0])}"
+
+    where = (" A smaller offset shows more of this text: " + ", ".join(f"Δ={o} ({place(o)})" for o in shorter)
+             + "." if shorter else "")
     return (f" Only {n} of {T} positions have a plane here: each is paired with the position {D} back, so the "
             f"first {D} have no partner." + where)
 
