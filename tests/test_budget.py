@@ -22,7 +22,7 @@ _BUDGETED = sorted(p.stem for p in CKPT_DIR.glob("*.json")
 
 
 def test_bundled_checkpoints_with_a_budget_exist():
-    assert len(_BUDGETED) == 7  # the torus OSMFormer gives its size (d = 26, 2 layers), not a budget
+    assert len(_BUDGETED) == 6  # the torus (d = 26) and U(d) (d = 12) OSMFormers give sizes, not budgets
 
 
 @pytest.mark.parametrize("name", _BUDGETED)
