@@ -183,8 +183,8 @@ ZOO: tuple[ZooEntry, ...] = (
              "This model has two layers at d = 12 (111.5K parameters, 27% more than the O(d) OSMFormer's 88.0K) "
              "and trained at that lr: 2.224 / 2.440 valid / test BPC."),
     ZooEntry("osmformer-torus-tinyshakespeare", "OSMFormer on the torus T^26, 7.9K", "An abelian control, "
-             "not size-matched: diagonal unitary states, so updates commute; the O(d) and U(d) models have 11x "
-             "more effective parameters (see the notes).",
+             "not size-matched: diagonal unitary states, so updates commute; the O(d) model has 11x more "
+             "effective parameters, U(d) 14x (see the notes).",
              recipe("osmformer", config={"group": "T", "mixing": "linear", "d": 26, "n_layers": 2}, lr=1e-2,
                     **_CONVERGED),
              notes=_converged_note("zoo-ts", 1e-2, tuned=False, lr_of="the O(d) OSMFormer (ts-100k)")
