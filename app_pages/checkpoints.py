@@ -129,7 +129,8 @@ def main() -> None:
     st.title("Checkpoints")
     show_message(K_DELETE_MSG)
     found = ui.entries()
-    st.caption(f"Bundled checkpoints come with geomlab (`assets/checkpoints/` in its repository); yours from {shown_folder(catalog.runs_dir())} "
+    st.caption("Bundled checkpoints come with geomlab (`assets/checkpoints/` in its repository); "
+               f"yours from {shown_folder(catalog.runs_dir())} "
                "(set `GEOMLAB_RUNS_DIR` to look elsewhere). Runs saved on Train live appear here at once. "
                + ("This server shares every checkpoint between sessions (`GEOMLAB_SHARED_RUNS=1`)."
                   if catalog.shared_mode() else "You can delete the checkpoints this session uploaded or saved."))
