@@ -286,8 +286,10 @@ def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--converged", "--steps", "5"], "--converged has its own protocol: drop --steps"),
-    (["--collect"], "--collect, --max-jobs, --device and --speed go with --converged"),
-    (["--device", "cuda"], "--collect, --max-jobs, --device and --speed go with --converged"),
+    (["--collect"], "--collect, --max-jobs, --device, --speed and --restore go with --converged"),
+    (["--device", "cuda"], "--collect, --max-jobs, --device, --speed and --restore go with --converged"),
+    (["--restore", "x.json"], "--collect, --max-jobs, --device, --speed and --restore go with --converged"),
+    (["--converged", "--collect", "--restore", "missing.json"], "--restore missing.json: cannot read it"),
     (["--converged", "--collect", "--only", "word-problem"], "unknown comparisons"),
     (["--converged", "--collect", "--only", ","], "--only needs at least one comparison key"),
     (["--converged", "--max-jobs", "0"], "--max-jobs must be >= 1"),
@@ -584,3 +586,63 @@ def test_collected_params_are_counted_again_from_the_config():
     cfg = {"kind": "osmformer", "vocab_size": 66, "group": "T", "d": 26, "n_layers": 2, "mixing": "linear"}
     assert cp._effective_params({"config": cfg, "params": 93_723}) == count_params(build_model(cfg)) == 7_923
     assert cp._effective_params({"config": {"kind": "no-such-kind"}, "params": 5}) == 5
+
+
+# ------------------------------------------------------------------------------------------ a new machine
+def _finish(store, job, valid, test, points, cpu=30.0):
+    """A finished full run with a logged learning curve (``points``: (step, tokens/s, valid BPC))."""
+    store.folder(job).mkdir(parents=True, exist_ok=True)
+    store.write(job, "outcome.json", {**_outcome(points), "status": "done", "steps": job.steps,
+                                      "metrics": {"valid_bpc": valid, "test_bpc": test}, "train_time_s": 9.0,
+                                      "cpu_s": cpu, "params": 1234, "params_stored": 1300, "config": {}})
+
+
+def test_restore_from_a_report_resumes_where_it_stopped(tmp_path, text_file):
+    """A store rebuilt from the report's results (:func:`restore`) gives the same report again (tuning, the
+    step-down after a diverged seed, seeds, curves, intervals, status) and the same work left to do; a second
+    restore writes nothing; a file that is not a converged report is refused."""
+    plan = tiny(text_file, steps=(("ts-50k", 12),))
+    comp = COMPARISONS["ts-50k"]
+    old = cp.RunStore(tmp_path / "old")
+    _tune(plan, old, comp, comp.arms, {1e-3: 3.0, 3e-3: 2.0, 1e-2: 2.5, 3e-2: 2.9})
+    osm, lstm = comp.arms
+    diverged = cp.Job(comp, osm, "full", 3e-3, plan.warmup, 0, 12)
+    old.folder(diverged).mkdir(parents=True)
+    old.write(diverged, "outcome.json", {"status": "failed", "error": "step 7: the loss is not finite"})
+    _finish(old, cp.Job(comp, osm, "full", 1e-3, plan.warmup, 0, 12), 2.4, 2.5,
+            [(4, 64.0, 3.0), (8, 32.0, 2.6), (12, 64.0, 2.4)])
+    _finish(old, cp.Job(comp, lstm, "full", 3e-3, plan.warmup, 0, 12), 2.2, 2.3, [(4, 128.0, 2.9), (12, 64.0, 2.2)])
+    _finish(old, cp.Job(comp, lstm, "full", 3e-3, plan.warmup, 1, 12), 2.3, 2.35, [(4, 128.0, 2.8), (12, 64.0, 2.3)])
+    before = cp.collect(plan, old)
+    new = cp.RunStore(tmp_path / "new")
+    assert cp.restore(plan, new, json.loads(json.dumps(before))) == 4 + 4 + 1 + 3
+    assert cp.restore(plan, new, before) == 0
+    after = cp.collect(plan, new)
+    for a, b in zip(before["comparisons"][0]["rows"], after["comparisons"][0]["rows"]):
+        for k in ("tuning", "lr", "warmup", "full_notes", "seeds", "valid", "test", "failed_seeds", "status",
+                  "test_ci95", "train_time_s", "cpu_s", "params", "params_stored", "late_gain"):
+            assert a[k] == b[k], k
+        assert [[(s, pytest.approx(t), v) for s, t, v in c] for c in a["curves"]] == b["curves"]
+    assert after["comparisons"][0]["rows"][0]["full_notes"] == [
+        "lr 0.003 diverged at the full budget (seed 0, step 7): the seeds train at 0.001"]
+    assert [j.key for j in cp.jobs(plan, new)] == [j.key for j in cp.jobs(plan, old)] != []
+    assert after["progress"]["done"] == before["progress"]["done"]
+    for bad in ({"kind": "report"}, []):
+        with pytest.raises(ValueError, match="not a converged report"):
+            cp.restore(plan, new, bad)
+
+
+def test_cli_restore_then_collect(tmp_path, text_file, capsys):
+    """``--restore`` writes the report's finished runs into a new store before collecting it."""
+    plan_json = tmp_path / "results.json"
+    plan = cp.Campaign(corpus_override=str(text_file))
+    comp = COMPARISONS["ts-50k"]
+    old = cp.RunStore(tmp_path / "old")
+    _tune(plan, old, comp, comp.arms[:1], {1e-3: 3.0, 3e-3: 2.0, 1e-2: 2.5, 3e-2: 2.9})
+    plan_json.write_text(json.dumps(cp.collect(plan, old, ("ts-50k",))), encoding="utf-8")
+    out = tmp_path / "conv" / "results.md"
+    rc = main(["report", "--converged", "--collect", "--restore", str(plan_json), "--store", str(tmp_path / "new"),
+               "--corpus-file", str(text_file), "--only", "ts-50k", "--out", str(out), "--no-png"])
+    assert rc == 0 and "restored 4 finished run(s)" in capsys.readouterr().out
+    assert "tuning: 0 of 4 short runs" in out.read_text(encoding="utf-8")  # the LSTM: nothing restored
+    assert len(list((tmp_path / "new").glob("**/outcome.json"))) == 4

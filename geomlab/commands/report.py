@@ -69,6 +69,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speed", metavar="BENCH_JSON",
                    help="--converged: show this `geomlab bench train --json` file as the report's table of "
                    "training speed measured alone")
+    p.add_argument("--restore", metavar="RESULTS_JSON",
+                   help="--converged: first write into --store the outcome of every run this converged report's "
+                   "results.json records as finished (e.g. docs/results/runs/converged/results/results.json), "
+                   "so that a new machine resumes the campaign where the report stopped; runs already in the "
+                   "store are left alone")
     p.add_argument("--max-jobs", type=int, metavar="N", help="--converged: stop this worker after N runs")
     p.add_argument("--device", metavar="DEVICE", help="--converged: the worker's device (auto: CUDA, then MPS, "
                    "then CPU; several workers may share one GPU)")
@@ -88,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
         args.out = args.out or "runs/converged-report/results.md"
         return _converged(args)
     args.out = args.out or "runs/report/results.md"
-    if args.collect or args.max_jobs is not None or args.device is not None or args.speed is not None:
-        raise ValueError("--collect, --max-jobs, --device and --speed go with --converged")
+    if (args.collect or args.max_jobs is not None or args.device is not None or args.speed is not None
+            or args.restore is not None):
+        raise ValueError("--collect, --max-jobs, --device, --speed and --restore go with --converged")
     if args.from_json:
         import json
         from pathlib import Path
@@ -177,7 +183,17 @@ def _converged(args: argparse.Namespace) -> int:
 
     if args.collect and (args.max_jobs is not None or args.device is not None):
         raise ValueError("--collect trains nothing: drop --max-jobs and --device")
-    if args.collect and not Path(args.store).is_dir():
+    restored = None
+    if args.restore is not None:
+        import json
+
+        try:
+            restored = json.loads(Path(args.restore).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"--restore {args.restore}: cannot read it ({exc})") from exc
+        if not isinstance(restored, dict) or restored.get("kind") != "converged":
+            raise ValueError(f"--restore {args.restore}: not a converged report's results.json")
+    if args.collect and restored is None and not Path(args.store).is_dir():
         raise ValueError(f"--store {args.store} is not a folder of campaign runs (nothing to collect)")
     if Path(args.store).exists() and not Path(args.store).is_dir():
         raise ValueError(f"--store {args.store} is a file, not a folder")
@@ -192,6 +208,9 @@ def _converged(args: argparse.Namespace) -> int:
         except (OSError, ValueError, AttributeError) as exc:
             raise ValueError(f"--speed {args.speed}: cannot read it ({exc})") from exc
     store = campaign.RunStore(args.store)
+    if restored is not None:
+        n = campaign.restore(plan, store, restored)
+        print(f"[converged] restored {n} finished run(s) from {args.restore} into {args.store}")
     if not args.collect:
         from geomlab.runs import check_device
 

@@ -8,7 +8,8 @@ tables, the learning curves, the comparison at equal training time and whether e
 Hours of CPU per model on a laptop: the campaign is meant to run as one or two background workers
 (``geomlab report --converged --store DIR``, ``--threads 1`` each), killed and started again at will (a run
 resumes from its last checkpoint, ``eval_every`` steps back at most), across sessions and machines sharing
-the folder; ``--collect`` writes the report of what finished, with every unfinished row marked.
+the folder; ``--collect`` writes the report of what finished, with every unfinished row marked; on a machine
+without the old store, :func:`restore` (``--restore``) rebuilds it from the committed report's results.
 
 Tuning rule (one for every model): each arm trains its comparison's short budget (:attr:`Campaign.tune_steps`)
 at every (lr, warm-up) of the grid with seed 0; the best validation BPC wins; when the best lr is the smallest
@@ -591,6 +592,8 @@ def _trace_ms(store: RunStore, job: Job, length: int = 128) -> float | None:
     from geomlab import checkpoint
     from geomlab.report.running import trace_latency_ms
 
+    if not (store.folder(job) / "ckpt").is_dir():  # a run restored from a report (:func:`restore`) keeps its number
+        return (store.outcome(job) or {}).get("trace_ms")
     try:
         c = checkpoint.load(store.folder(job) / "ckpt")
         return trace_latency_ms(c.model, c.model.config["vocab_size"], length)
@@ -758,3 +761,78 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
             "machine": {"device": "cuda" if torch.cuda.is_available() else "cpu", "torch": torch.__version__,
                         "python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
             "comparisons": comps, "word_problem": None}
+
+
+# ------------------------------------------------------------------------------------------ a new machine
+_DIVERGED_NOTE = re.compile(r"lr ([0-9.e+-]+) diverged at the full budget \(seed (\d+)(?:, step ([\d,]+))?\)")
+
+
+def restore(campaign: Campaign, store: RunStore, results: dict[str, Any]) -> int:
+    """Write into ``store`` the outcome of every run that ``results`` (a converged report's ``results.json``,
+    :func:`collect`) records as finished, so that workers on a machine without the old store resume the
+    campaign where the report stopped instead of training it again. Restored per run: its status, validation
+    (and, for a full run, test) BPC; for a full run also its learning curve (as a log that :func:`curve` reads
+    back to the same points), training and CPU seconds, parameter counts, model config and trace latency; a
+    seed that diverged at the full budget (from the row's notes) as a failed run. A tuning run's CPU seconds are
+    estimated from its row's CPU seconds per step (``cpu_s_estimated``). Every restored outcome has
+    ``restored: true`` and no checkpoint. A run whose folder already holds an outcome is left alone; rows of
+    comparisons or arms ``campaign`` does not have are skipped. Returns the number of outcomes written. Raises
+    ``ValueError`` when ``results`` is not a converged report. Source: design choice (issue 20: a campaign
+    outlives the machine it started on)."""
+    if not isinstance(results, dict) or results.get("kind") != "converged":
+        raise ValueError("not a converged report's results.json (its 'kind' is not 'converged')")
+    batch, seq = campaign.batch_size, campaign.seq_len
+    comps = {c.key: c for c in campaign.comparisons()}
+    written = 0
+
+    def put(job: Job, data: dict[str, Any]) -> None:
+        nonlocal written
+        if store.outcome(job) is not None:
+            return
+        store.folder(job).mkdir(parents=True, exist_ok=True)
+        store.write(job, "outcome.json", {"key": job.key, "comparison": job.comp.key, "arm": job.arm.label,
+                                          "phase": job.phase, "lr": job.lr, "warmup": job.warmup, "seed": job.seed,
+                                          "steps": job.steps, "restored": True, **data})
+        written += 1
+
+    for c in results.get("comparisons") or []:
+        comp = comps.get(c.get("key"))
+        for r in (c.get("rows") or []) if comp else []:
+            arm = next((a for a in comp.arms if a.label == r.get("label")), None)
+            if arm is None:
+                continue
+            rate = r.get("cpu_s_per_step")
+            tune = campaign.tune_steps(comp.key)
+            for t in r.get("tuning") or []:
+                v = t.get("valid")
+                put(Job(comp, arm, "tune", float(t["lr"]), float(t["warmup"]), campaign.seeds[0], tune),
+                    {"status": "done" if v is not None else "failed", "metrics": {"valid_bpc": v} if v is not None
+                     else {}, "error": "" if v is not None else "diverged (restored: the message was not kept)",
+                     "history": [], "cpu_s": rate * tune if rate else None, "cpu_s_estimated": True})
+            if r.get("lr") is None:
+                continue
+            steps = int(r.get("steps") or campaign.full_steps(comp.key))
+            for note in r.get("full_notes") or []:
+                m = _DIVERGED_NOTE.match(note)
+                if m:
+                    step = f"step {m.group(3).replace(',', '')}: " if m.group(3) else ""
+                    put(Job(comp, arm, "full", float(m.group(1)), float(r["warmup"]), int(m.group(2)), steps),
+                        {"status": "failed", "metrics": {}, "history": [],
+                         "error": f"{step}diverged (restored: the rest of the message was not kept)"})
+            for f in r.get("failed_seeds") or []:
+                put(Job(comp, arm, "full", float(r["lr"]), float(r["warmup"]), int(f["seed"]), steps),
+                    {"status": "failed", "metrics": {}, "history": [], "error": f.get("error", "")})
+            for i, seed in enumerate(r.get("seeds") or []):
+                hist, last_step, last_s = [], 0, 0.0
+                for step, secs, v in r["curves"][i] if i < len(r.get("curves") or []) else []:
+                    if step > last_step and secs > last_s:
+                        hist.append({"step": step, "loss": None,
+                                     "tokens_per_s": (step - last_step) * batch * seq / (secs - last_s)})
+                        last_step, last_s = step, secs
+                    hist.append({"step": step, "valid_bpc": v})
+                put(Job(comp, arm, "full", float(r["lr"]), float(r["warmup"]), int(seed), steps),
+                    {"status": "done", "metrics": {"valid_bpc": r["valid"][i], "test_bpc": r["test"][i]},
+                     "history": hist, "train_time_s": r["train_time_s"][i], "cpu_s": r["cpu_s"][i],
+                     "params": r.get("params"), "params_stored": r.get("params_stored"),
+                     "config": r.get("config") or {}, "trace_ms": r.get("trace_ms") if i == 0 else None})
+    return written
