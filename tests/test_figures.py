@@ -276,6 +276,31 @@ def test_torus_angles_are_the_diagonal_phases():
     assert fig.layout.yaxis2.scaleanchor == "x2"
 
 
+def test_torus_trajectory_numbers_from_the_diagonals_equal_the_group_arithmetic():
+    """Torus traces are read on their stored diagonals (no ``d x d`` matrix): the phases, the distances from
+    the identity and between steps, and the principal components equal the group's own arithmetic on the
+    expanded matrices."""
+    from geomlab.figures import trajectory
+
+    tr = get_trace("osmformer-T4")
+    assert tr.diagonal
+    g = tr.get_group()
+    H = torch.from_numpy(tr.states)
+    np.testing.assert_allclose(trajectory.state_phases(tr, layer=1), g.eigen_angles(H[1]).numpy(), atol=1e-6)
+    np.testing.assert_allclose(trajectory.distance_from_identity(tr),
+                               g.dist(g.identity(*H.shape[:2]).to(H.dtype), H).numpy(), atol=1e-5)
+    step = trajectory.step_distances(tr)
+    assert np.isnan(step[:, 0]).all()
+    np.testing.assert_allclose(step[:, 1:], g.dist(H[:, :-1], H[:, 1:]).numpy(), atol=1e-5)
+    from sklearn.decomposition import PCA
+
+    X = np.concatenate([tr.states[0].reshape(tr.n_positions, -1).real, tr.states[0].reshape(tr.n_positions, -1).imag],
+                       axis=1).astype(np.float64)
+    ref = PCA(n_components=3).fit_transform(X[:, np.ptp(X, axis=0) > 0])
+    coords, _ = trajectory.pca_coords(tr, layer=0)
+    np.testing.assert_allclose(np.abs(coords), np.abs(ref), atol=1e-6)  # up to each component's sign
+
+
 def test_flat_torus_colour_by_position_has_a_colour_bar_not_a_one_colour_legend_entry():
     tr = get_trace("osmformer-T4")
     fig = figures.torus_angles(tr, layer=0, cursor=1).figure

@@ -255,6 +255,67 @@ def test_real_embedded_equals_native(kind, group, prototypes):
         np.testing.assert_allclose(dense_attention(ra), dense_attention(rb), atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("group, opts", [("T", {}), ("O-block", {"block": 2}), ("U", {}), ("SO", {})])
+def test_support_prototypes_are_free_prototypes_stored_where_they_are_read(kind, group, opts, tmp_path):
+    """``prototypes="support"``: the same draw as ``free`` at the same seed, kept on :meth:`proto_support`; the
+    same logits, training or not, gradients included, and states recorded the same; the stored count equals the
+    effective one (free prototypes store the unread entries too); a checkpoint round-trips."""
+    from geomlab import checkpoint
+
+    models = {}
+    for proto in ("free", "support"):
+        torch.manual_seed(4)
+        models[proto] = make(kind, group, d=4, prototypes=proto, **opts)
+    free, sup = models["free"], models["support"]
+    x = tokens(2, 7)
+    for mode in (True, False):
+        free.train(mode)
+        sup.train(mode)
+        assert torch.allclose(free(x), sup(x), atol=1e-6)
+    assert torch.allclose(free.record(x[:1])["states"], sup.record(x[:1])["states"], atol=1e-6)
+    free.train()
+    sup.train()
+    free(x).square().sum().backward()
+    sup(x).square().sum().backward()
+    g_free = free.proto.grad
+    rows, cols = torch.nonzero(sup.proto_support(), as_tuple=True)
+    assert torch.allclose(g_free[:, rows, cols], sup.proto.grad, atol=1e-5)
+    assert count_params(sup) == count_params(free) == count_params(sup, "stored")
+    n_read = int(sup.proto_support().sum())
+    assert sup.proto.shape[:2] == (sup.V, n_read) and (n_read < 16) == (group in ("T", "O-block"))
+    sup.eval()
+    checkpoint.save(tmp_path / "ckpt", sup, None)
+    back = checkpoint.load(tmp_path / "ckpt").model
+    assert torch.equal(back(x), sup(x))
+
+
+@pytest.mark.parametrize("cfg", [{"d": 8, "n_layers": 2, "prototypes": "support", "heads": 2},
+                                 {"d": 5, "n_layers": 1, "mixing": "scalar"}, {"d": 6, "position": "none"}])
+def test_torus_trace_from_the_diagonals_equals_the_record(cfg):
+    """The torus OSMFormer's trace is computed on the states' diagonals (:meth:`trace_record`, no ``d x d``
+    matrix): the same stored fields as the trace of :meth:`record` up to float rounding; other groups and
+    rotation positions go through :meth:`record`."""
+    from geomlab.trace import from_record, trace
+
+    torch.manual_seed(2)
+    m = make("osmformer", "T", **cfg).eval()
+    x = tokens(1, 13)
+    assert "states" not in m.trace_record(x) and m.trace_record(x)["state_data"].shape == (m.n_layers, 13, m.d)
+    a = trace(m, x)
+    with torch.no_grad():
+        b = from_record(m.record(x), "osmformer", x[0].numpy(), config=dict(m.config),
+                        group={"name": "T", "d": m.d, "options": {}})
+    for k in ("state_data", "input_data", "tangent_stats", "attention_scale", "logits"):
+        np.testing.assert_allclose(getattr(a, k), getattr(b, k), atol=2e-6, err_msg=k)
+    assert a.tangent_coords.dtype == np.float16 and a.tangent_coords.shape == b.tangent_coords.shape
+    np.testing.assert_allclose(a.tangent_coords.astype(np.float32), b.tangent_coords.astype(np.float32), atol=2e-3)
+    last = m.n_layers - 1
+    np.testing.assert_allclose(a.similarity_rows(last, [0, 5]), b.similarity_rows(last, [0, 5]), atol=1e-5)
+    for other in (make("osmformer", "O"), make("osmformer", "T", position="rotation")):
+        assert set(other.eval().trace_record(x)) == set(other.record(x))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # parameter counts and budgets
 # ---------------------------------------------------------------------------------------------------------------

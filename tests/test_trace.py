@@ -354,7 +354,9 @@ def test_compact_trace_shows_what_the_version_1_trace_showed(name):
     if "similarity" in old:
         np.testing.assert_allclose(np.asarray(new.similarity), old["similarity"], atol=5e-5)
     if "states" in old:
-        np.testing.assert_array_equal(new.states, old["states"])
+        # the torus OSMFormer is traced on its diagonals (OSMFormer.trace_record): the same numbers to rounding
+        tol = {"atol": 2e-6} if name == "osmformer-torus" else {"atol": 0, "rtol": 0}
+        np.testing.assert_allclose(new.states, old["states"], **tol)
         np.testing.assert_array_equal(new.inputs, old["inputs"])
         for key, mixed in (("tangents", True), ("tangents_raw", False)):
             exact = np.sqrt((np.abs(old[key]) ** 2).sum(axis=(-2, -1)))

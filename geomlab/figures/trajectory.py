@@ -30,7 +30,9 @@ TWO_PI_TICKS = {"tickmode": "array", "tickvals": [-np.pi, -np.pi / 2, 0, np.pi /
 def _osm(tr) -> OSMTrace:
     if not isinstance(tr, OSMTrace):
         raise FigureError(f"this view needs an OSM trace (osm-rnn, osmformer), got {getattr(tr, 'kind', tr)!r}")
-    bad = cached(tr, ("nonfinite",), lambda: np.flatnonzero(~np.isfinite(tr.states).all(axis=(0, 2, 3))))
+    a = tr.state_data  # the stored form (torus: diagonals), never the expanded matrices
+    bad = cached(tr, ("nonfinite",),
+                 lambda: np.flatnonzero(~np.isfinite(a).all(axis=tuple(i for i in range(a.ndim) if i != 1))))
     if len(bad):
         raise FigureError(f"the recorded states are not finite (NaN/Inf) from position {int(bad[0])} on; "
                           "the model diverged on this text")
@@ -51,8 +53,34 @@ def state_phases(tr: OSMTrace, layer: int = -1, positions=None) -> np.ndarray:
     layer = check_index("layer", layer, tr.n_layers)
     n = tr.n_positions
     pos = np.arange(n) if positions is None else np.asarray(positions)
+    if tr.diagonal:  # T^d: the eigenvalues are the diagonal entries (what TorusGroup.eigen_angles reads)
+        from geomlab.groups._linalg import _principal
+
+        return cached_positions(tr, ("phases", layer), n, pos, lambda p: _principal(
+            torch_angle(tr.state_data[layer][p])).sort(dim=-1).values.numpy())
     return cached_positions(tr, ("phases", layer), n, pos,
                             lambda p: tr.get_group().eigen_angles(_torch(tr.states[layer][p])).numpy())
+
+
+def torch_angle(a: np.ndarray):
+    """``torch.angle`` of a numpy array (same dtype rules as the group code)."""
+    import torch
+
+    return torch.angle(_torch(a))
+
+
+def _diagonal_dist(a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    """``dist(diag a, diag b)`` (``b`` None: from the identity) for torus diagonals ``(..., d)``: the phases of
+    the unit-modulus ``conj(a) b`` (the product in the stored precision, as the matrix product of two diagonal
+    matrices), summed in float64 as :meth:`geomlab.groups.MatrixGroup.dist` does; NaN where an entry is not
+    finite. Design choice (no ``d x d`` matrix for the torus at d = 128)."""
+    z = (a if b is None else np.conj(a) * b).astype(np.complex128)
+    r = np.abs(z)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(r > 0, z / np.where(r > 0, r, 1.0), 1.0)
+    f = np.sqrt(np.square(np.angle(z)).sum(-1))
+    ok = np.isfinite(a).all(-1) & (True if b is None else np.isfinite(b).all(-1))
+    return np.where(ok, f, np.nan)
 
 
 def distance_from_identity(tr: OSMTrace, positions=None) -> np.ndarray:
@@ -65,6 +93,8 @@ def distance_from_identity(tr: OSMTrace, positions=None) -> np.ndarray:
 
 
 def _distance_from_identity(tr: OSMTrace, p: np.ndarray) -> np.ndarray:
+    if tr.diagonal:
+        return _diagonal_dist(tr.state_data[:, p]).astype(np.real(tr.state_data[:0]).dtype)
     group = tr.get_group()
     H = _torch(tr.states[:, p])
     eye = group.identity(*H.shape[:-2]).to(H.dtype)
@@ -81,12 +111,15 @@ def step_distances(tr: OSMTrace, positions=None) -> np.ndarray:
 
 
 def _step_distances(tr: OSMTrace, p: np.ndarray) -> np.ndarray:
-    group = tr.get_group()
-    out = np.full((tr.states.shape[0], len(p)), np.nan)
+    out = np.full((tr.n_layers, len(p)), np.nan)
     later = p > 0
     if later.any():
         q = p[later]
-        out[:, later] = group.dist(_torch(tr.states[:, q - 1]), _torch(tr.states[:, q])).numpy()
+        if tr.diagonal:
+            a = tr.state_data
+            out[:, later] = _diagonal_dist(a[:, q - 1], a[:, q]).astype(np.real(a[:0]).dtype)
+        else:
+            out[:, later] = tr.get_group().dist(_torch(tr.states[:, q - 1]), _torch(tr.states[:, q])).numpy()
     return out
 
 
@@ -110,8 +143,9 @@ def pca_coords(tr: OSMTrace, layer: int = -1) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pca_inputs(tr: OSMTrace, layer: int) -> np.ndarray:
-    """``[position, features]`` float64: ``vec(H_t)`` of ``layer``, real and imaginary parts stacked."""
-    H = tr.states[layer].reshape(tr.n_positions, -1)
+    """``[position, features]`` float64: ``vec(H_t)`` of ``layer``, real and imaginary parts stacked (torus:
+    the diagonal entries only; the others are constant zeros, which the fit drops anyway)."""
+    H = tr.state_data[layer].reshape(tr.n_positions, -1)
     X = np.concatenate([H.real, H.imag], axis=1) if np.iscomplexobj(H) else H
     return X.astype(np.float64)
 

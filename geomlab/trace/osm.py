@@ -84,6 +84,8 @@ class OSMTrace(Trace):
         for key in ("tangent_coords", "tangent_matrices", "tangent_stats", "attention_scale", "similarity_dense"):
             if key in arrays:
                 named[key] = arrays.pop(key)
+        if named.get("tangent_coords") is not None:  # given directly (a model's trace_record): stored as float16
+            named["tangent_coords"] = named["tangent_coords"].astype(np.float16)
         raw, mixed = arrays.pop("tangents_raw", None), arrays.pop("tangents", None)
         if raw is not None and mixed is not None and "tangent_stats" not in named:
             r_t, m_t = torch.as_tensor(raw), torch.as_tensor(mixed)  # stats at the record's precision

@@ -137,7 +137,8 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
         model.eval()
         try:
             with torch.no_grad():
-                record = model.record(tokens.to(device))
+                # a model may give the trace's compact fields directly (the torus OSMFormer's diagonals)
+                record = getattr(model, "trace_record", model.record)(tokens.to(device))
         finally:
             model.train(was_training)
     tok = tokens[0].cpu().numpy()

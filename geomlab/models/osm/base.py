@@ -58,6 +58,12 @@ class OSMBase(SequenceModel):
             self.token_matrix = nn.Parameter(full)
         if c["prototypes"] == "free":
             self.proto = nn.Parameter(std_pro * torch.randn(V, d, d, parts).squeeze(-1))
+        elif c["prototypes"] == "support":  # the same draw as "free", kept where a state can be non-zero
+            full = std_pro * torch.randn(V, d, d, parts)
+            rows, cols = torch.nonzero(self.proto_support(), as_tuple=True)
+            self.register_buffer("_support_rows", rows, persistent=False)
+            self.register_buffer("_support_cols", cols, persistent=False)
+            self.proto = nn.Parameter(full[:, rows, cols].squeeze(-1).contiguous())
         elif c["prototypes"] == "group":
             self.proto_coords = nn.Parameter(std_tok * torch.randn(V, g.dim))
         self.tau = nn.Parameter(torch.tensor(float(c["tau"])))
@@ -106,10 +112,23 @@ class OSMBase(SequenceModel):
         """``M_v = exp(A_v)`` in the arithmetic representation, ``(V, n, n)`` (§2.1)."""
         return self._exp(self._to_geo(self.token_generators()))
 
-    def _prototypes(self, M: torch.Tensor) -> torch.Tensor:
+    def free_prototypes(self) -> torch.Tensor:
+        """Native ``(V, d, d)`` prototypes of ``prototypes="free"`` or ``"support"`` (the stored values placed on
+        :meth:`proto_support`, zeros elsewhere). Raises ``ValueError`` for group or tied prototypes."""
         kind = self.config["prototypes"]
         if kind == "free":
-            return self._to_geo(self._from_params(self.proto))
+            return self._from_params(self.proto)
+        if kind != "support":
+            raise ValueError(f"prototypes={kind!r} are not free values")
+        vals = torch.view_as_complex(self.proto) if self.cplx else self.proto  # (V, nnz)
+        P = vals.new_zeros(self.V, self.d, self.d)
+        P[:, self._support_rows, self._support_cols] = vals
+        return P
+
+    def _prototypes(self, M: torch.Tensor) -> torch.Tensor:
+        kind = self.config["prototypes"]
+        if kind in ("free", "support"):
+            return self._to_geo(self.free_prototypes())
         if kind == "group":
             return self._exp(self._to_geo(self.group.from_coords(self.proto_coords)))
         return M
@@ -147,7 +166,7 @@ class OSMBase(SequenceModel):
         total = sum(p.numel() for p in self.parameters() if p.requires_grad)
         if self.config["token_param"] == "matrix":
             total -= self.token_matrix.numel() - self.V * self.dim
-        if self.config["prototypes"] == "free":
+        if self.config["prototypes"] == "free":  # ("support" stores only what is read)
             unread = int((~self.proto_support()).sum())
             total -= self.V * unread * (2 if self.cplx else 1)
         return int(total)

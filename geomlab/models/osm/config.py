@@ -11,7 +11,7 @@ __all__ = ["OSMConfigError", "OSMConfig", "OSMRNNConfig", "OSMFormerConfig", "MI
 
 Mixing = Literal["identity", "scalar", "linear"]
 Position = Literal["alibi", "rotation", "none"]
-Prototypes = Literal["free", "group", "tied"]
+Prototypes = Literal["free", "group", "tied", "support"]
 MIXINGS, POSITIONS, PROTOTYPES = get_args(Mixing), get_args(Position), get_args(Prototypes)
 
 
@@ -29,7 +29,8 @@ class OSMConfig(ConfigBase):
     d: int = 16                       # states are d x d matrices
     block: int | None = None          # block size of group O-block (only there)
     mixing: Mixing = "linear"         # tangent mixing: fixed eta, learned eta, or a learned map on the algebra
-    prototypes: Prototypes = "free"   # readout matrices: any matrix, exp of the algebra, or the token matrices
+    prototypes: Prototypes = "free"   # readout matrices: any matrix, exp of the algebra, the token matrices, or
+    #                                   free values stored only where a state can be non-zero (support)
     tau: float = 1.0                  # readout temperature (init)
     token_init_std: float | None = None  # std of the token generators' coordinates (None = 1/sqrt(d))
     proto_init_std: float | None = None  # std of free prototypes (None = 1/sqrt(d))

@@ -89,8 +89,8 @@ class OSMFormer(OSMBase):
         c = self.config
         L, heads = int(c["n_layers"]), int(c["heads"])
         self.n_layers, self.heads = L, heads
-        # T^d: every state is diagonal, so training runs on the diagonals (:meth:`_run_diagonal`); eval keeps
-        # the reference arithmetic, so traces reproduce bit for bit
+        # T^d: every state is diagonal, so forward (training and eval) and traces run on the diagonals
+        # (:meth:`_run_diagonal`, :meth:`trace_record`); :meth:`record` keeps the dense reference arithmetic
         self._diagonal = isinstance(self.geo, TorusGroup)
         self.mix_att = nn.ModuleList(TangentMixing(c["mixing"], self.dim, c["attn_step"]) for _ in range(L))
         self.mix_gr = nn.ModuleList(TangentMixing(c["mixing"], self.dim, c["ground_step"]) for _ in range(L))
@@ -172,35 +172,87 @@ class OSMFormer(OSMBase):
         w = torch.softmax(scores, dim=-1)
         return torch.einsum("bhij,bhjf->bhif", w, v), w
 
-    def _run_diagonal(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Training on T^d with the states' diagonals ``h`` ``(B, T, d)`` instead of ``d x d`` matrices: the
+    def _run_diagonal(self, tokens: torch.Tensor, rec: dict | None = None) -> torch.Tensor:
+        """Forward on T^d with the states' diagonals ``h`` ``(B, T, d)`` instead of ``d x d`` matrices: the
         same arithmetic as :meth:`_run` written entrywise (products of diagonal matrices are entrywise products;
         the pull ``H^* X`` is ``conj(h) x``; its algebra coordinates are ``Im(conj(h) x)``; ``exp`` of
         ``i phi`` is ``exp(i phi)``; a head owns a block of the diagonal as it owns a block of rows). Equal to
         :meth:`_run` up to float rounding, gradients included (tests/test_speed.py); ~10x faster at 91K.
-        Design choice (issue 20: the torus zoo model at the converged recipe)."""
+        ``rec``: a dict to fill with the trace's compact fields (:meth:`trace_record`). Design choice (issue
+        20: the torus zoo model at the converged recipe)."""
         B, T = tokens.shape
         M = self.token_matrices()
         x = torch.diagonal(M, dim1=-2, dim2=-1)[tokens]  # (B, T, d)
         h = x
 
+        coords: list[tuple[torch.Tensor, torch.Tensor]] = []
+
         def turn(mixing: TangentMixing, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
             z = h.conj() * target
             c = z.imag + 0 * z.real  # to_coords (a non-finite real part stays visible, as there)
             phi = c @ mixing.weight.mT if mixing.mode == "linear" else mixing.eta * c
+            if rec is not None:
+                coords.append((c[0], phi[0]))
             return h * torch.exp(torch.complex(torch.zeros_like(phi), phi))
 
+        states = []
         for layer in range(self.n_layers):
             v = torch.view_as_real(h).reshape(B, T, self.heads, -1).transpose(1, 2)
             out, _ = self._attend(v, layer)
             hbar = torch.view_as_complex(out.transpose(1, 2).reshape(B, T, -1, 2).contiguous())
             h = turn(self.mix_att[layer], h, hbar)
             h = turn(self.mix_gr[layer], h, x)
-        return self.readout(torch.diag_embed(h), M)
+            states.append(h[0])
+        logits = self.readout_diagonal(h, M)
+        if rec is not None:
+            c = torch.stack([torch.stack([a for a, _ in coords]), torch.stack([b for _, b in coords])])
+            c = c.reshape(2, self.n_layers, 2, T, self.d)
+            rec.update(state_data=torch.stack(states), input_data=x[0],
+                       tangent_coords=c.to(torch.float16),
+                       tangent_stats=torch.stack([c[0].norm(dim=-1), c[1].norm(dim=-1), (c[0] * c[1]).sum(-1)]),
+                       logits=logits[0])
+            self._record_attention(rec, logits.dtype)
+        return logits
+
+    def trace_record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What :func:`geomlab.trace.trace` stores, computed directly: on T^d (positions other than
+        ``rotation``) the diagonal arithmetic of training (:meth:`_run_diagonal`) gives the trace's compact
+        fields, ``state_data`` ``(L, T, d)`` and ``input_data`` ``(T, d)`` (the diagonals), ``tangent_coords``
+        ``(2, L, 2, T, d)`` float16 (before / after mixing; substep 0 attention, 1 grounding) with their exact
+        norms and inner products ``tangent_stats`` ``(3, L, 2, T)``, the attention as in :meth:`record` and
+        ``logits`` ``(T, V)``; no ``d x d`` matrix is formed (at d = 128 and 2,048 characters :meth:`record`
+        takes a minute and 5.7 GB; this takes well under a second). Equal to :meth:`record` compacted up to
+        float rounding (tests/test_osm.py). Other groups: :meth:`record`. Design choice (issue 20)."""
+        if not self._diagonal or self.config["position"] == "rotation" or not self.n_layers:
+            return self.record(tokens)
+        self._check_record(tokens)
+        self._check_tokens(tokens)
+        rec: dict[str, Any] = {}
+        self._run_diagonal(tokens, rec)
+        return rec
+
+    def _record_attention(self, rec: dict, dtype) -> None:
+        """The attention as what scores it: ``attention_scale`` ``(L,)`` and, with ALiBi, ``attention_slopes``."""
+        if self.n_layers:
+            rec["attention_scale"] = torch.stack([
+                self._attention_scale(l) / (self.sim_scale if isinstance(self.geo, RealifiedGroup) else 1.0)
+                for l in range(self.n_layers)]).to(dtype)
+        if self.config["position"] == "alibi" and self.n_layers:
+            rec["attention_slopes"] = self.alibi.detach().to(dtype).clone()
+
+    def readout_diagonal(self, h: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
+        """:meth:`readout` of diagonal states given by their diagonals ``h`` ``(..., d)`` complex (T^d):
+        ``Re tr(H^* P_v) = sum_p Re(conj(h_p) P_v,pp)``, so only the prototypes' diagonals are read; logits
+        ``(..., V)``. No ``d x d`` matrix is formed. Design choice (issue 20: the torus at d = 128)."""
+        if self.config["prototypes"] == "support":  # T^d's support is the diagonal, in order
+            P = torch.view_as_complex(self.proto)
+        else:
+            P = torch.diagonal(self._prototypes(M), dim1=-2, dim2=-1)  # (V, d)
+        return self.tau * (torch.view_as_real(h).flatten(-2) @ torch.view_as_real(P).flatten(-2).mT) + self.bias
 
     def _run(self, tokens: torch.Tensor, rec: dict | None) -> torch.Tensor:
         self._check_tokens(tokens)
-        if self._diagonal and self.training and rec is None and self.config["position"] != "rotation":
+        if self._diagonal and rec is None and self.config["position"] != "rotation":
             return self._run_diagonal(tokens)
         B, T = tokens.shape
         M = self.token_matrices()
@@ -245,12 +297,7 @@ class OSMFormer(OSMBase):
                     rec[key] = torch.stack(rec[key])
                 else:
                     rec[key] = torch.zeros(shape, dtype=cdtype, device=logits.device)
-            if self.n_layers:
-                rec["attention_scale"] = torch.stack([
-                    self._attention_scale(l) / (self.sim_scale if isinstance(self.geo, RealifiedGroup) else 1.0)
-                    for l in range(self.n_layers)]).to(logits.dtype)
-            if self.config["position"] == "alibi" and self.n_layers:
-                rec["attention_slopes"] = self.alibi.detach().to(logits.dtype).clone()
+            self._record_attention(rec, logits.dtype)
         return logits
 
     def _pad_frame(self, rec) -> int:

@@ -107,8 +107,8 @@ class OSMRNN(OSMBase):
         gens = torch.cat([A, self.group.from_coords(self.proto_coords)]) if kind == "group" else A
         both = self._exp(pad(gens, group=False))  # exp(diag(A, 0)) = diag(exp A, I): the padded inputs directly
         Mp = both[:V]
-        if kind == "free":
-            Pp = pad(self.proto, group=False)
+        if kind in ("free", "support"):
+            Pp = pad(self.free_prototypes(), group=False)
         else:  # group or tied prototypes: diag(P, I) - diag(0, I)
             Pp = (both[V:] if kind == "group" else Mp) - padding_identity(n, A.dtype, A.device)
         mix = self.mix
