@@ -2,7 +2,8 @@
 
 The pairs of issue 17 at the papers' budgets (V = 65): OSMFormer (linear mixing, ~100K: d = 17, 2 layers) and
 OSMFormer (~91K: d = 15, 3 layers) against the ALiBi Transformer (~100K); OSM-RNN (~50K: d = 19) against the
-LSTM (~50K); CEM with T = 1 and T = 2 recursion steps (~200K) against Llama (~200K); Grassmann (~200K) against
+LSTM (~50K); the torus OSMFormer of the zoo (T^128, 2 layers, 90.6K; no target: issue 20) against the same
+Transformer; CEM with T = 1 and T = 2 recursion steps (~200K) against Llama (~200K); Grassmann (~200K) against
 its attention twin ``grassmann-attn`` (~200K). One step is forward, cross-entropy, backward and an AdamW step
 on random tokens ``B x T`` (default 16 x 128). After ``--warmup`` steps of every model, each round times one
 step of the model and one of its baseline back to back (order alternating between rounds, so load and order
@@ -30,6 +31,8 @@ MODELS: tuple[tuple[str, str, int, dict, str | None, float | None], ...] = (
     ("transformer", "transformer", 100_000, {}, None, None),
     ("osmformer-d17", "osmformer", 100_000, {"mixing": "linear"}, "transformer", 2.0),
     ("osmformer-d15x3", "osmformer", 91_000, {"mixing": "linear"}, "transformer", 2.0),
+    ("osmformer-torus", "osmformer", 91_000, {"mixing": "linear", "group": "T", "d": 128, "n_layers": 2,
+                                              "prototypes": "support"}, "transformer", None),
     ("lstm", "lstm", 50_000, {}, None, None),
     ("osm-rnn", "osm-rnn", 50_000, {}, "lstm", 5.0),
     ("llama", "llama", 200_000, {}, None, None),
