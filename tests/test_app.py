@@ -730,9 +730,9 @@ def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets)
     assert len(curve) == 4  # one per word-problem checkpoint
     s5 = next(c for c in curve if "1/120" in c)
     assert f"L=128 {card['accuracy_by_length']['128']:.2f}" in s5 and "L=2 1.00" in s5
-    # each card names its title, its effective parameters (and the stored count where they differ: the torus's
+    # each card names its title, its effective parameters (and the stored count where they differ: the S5 torus's
     # unread prototype entries), its description, and its notes above the JSON
-    torus = json.loads((ASSETS / "osmformer-torus-tinyshakespeare.json").read_text())["card"]
+    torus = json.loads((ASSETS / "osm-rnn-torus-s5.json").read_text())["card"]
     assert any(m.value == f"*{md_escape(torus['recipe']['title'])}*" for m in at.markdown)
     facts = f"{torus['params_effective']:,} effective parameters ({torus['params_stored']:,} stored)"
     assert torus["params_effective"] < torus["params_stored"] and any(facts in m.value for m in at.markdown)

@@ -404,9 +404,10 @@ def test_attention_rows_are_rows_of_the_full_map():
 def test_torus_states_are_stored_as_their_diagonals():
     ck = _ckpt.load(ASSETS / "osmformer-torus-tinyshakespeare.json")
     tr = trace_text(ck.model, ck.vocab, V1_TEXT)
-    assert isinstance(tr, OSMTrace) and tr.diagonal and tr.state_data.shape == (2, len(V1_TEXT), 26)
-    assert tr.states.shape == (2, len(V1_TEXT), 26, 26)
-    assert not np.any(tr.states * (1 - np.eye(26)))
+    d = ck.model.config["d"]
+    assert isinstance(tr, OSMTrace) and tr.diagonal and tr.state_data.shape == (2, len(V1_TEXT), d)
+    assert tr.states.shape == (2, len(V1_TEXT), d, d)
+    assert not np.any(tr.states * (1 - np.eye(d)))
 
 
 @pytest.mark.slow
