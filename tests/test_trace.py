@@ -445,3 +445,13 @@ def test_traced_text_is_normalised_like_every_other_text():
     windows = trace_text(model, VOCAB, "\ufeffsoft\r\nsun\r")
     np.testing.assert_array_equal(plain.tokens, windows.tokens)
     assert windows.text == "soft\nsun\n" and windows.labels == plain.labels
+
+
+def test_unprintable_characters_are_labelled_as_python_writes_them():
+    """Token labels: whitespace as symbols, other unprintable characters as their Python escapes (a zero-width
+    space is ``\\u200b``, not ``\\x200b``, which reads as ``\\x20`` then ``0b``)."""
+    from geomlab.trace.tracing import visible
+
+    assert visible(" \n\t") == "␣↵⇥"
+    assert visible("a\u200b") == "a\\u200b" and visible("\x7f") == "\\x7f" and visible("\U000e0001") == "\\U000e0001"
+    assert visible("é☃") == "é☃"  # printable characters stay as they are

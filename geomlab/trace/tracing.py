@@ -27,8 +27,9 @@ _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 
 def visible(ch: str) -> str:
-    """A printable version of one token string for hover text and tick labels (whitespace made visible)."""
-    return "".join(_VISIBLE.get(c, c if c.isprintable() else f"\\x{ord(c):02x}") for c in ch)
+    """A printable version of one token string for hover text and tick labels (whitespace made visible; other
+    unprintable characters as Python writes them: ``\\x7f``, ``\\u200b``, ``\\U000e0001``)."""
+    return "".join(_VISIBLE.get(c, c if c.isprintable() else repr(c)[1:-1]) for c in ch)
 
 
 def encode_text(vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> torch.Tensor:
