@@ -139,7 +139,7 @@ def standin_message(view: ViewSpec, chosen: catalog.CheckpointEntry, shown: cata
                 "checkpoint.", icon=":material/swap_horiz:")
     else:  # a first visit: the user chose nothing, so say what is shown before what is not
         st.info(f"Showing **{md_escape(shown.name)}** ({md_escape(shown.kind)}), a checkpoint **{view.title}** "
-                f"can draw. No checkpoint was chosen yet, and the app's default, {md_escape(chosen.name)} "
+                f"can draw: the app's default, {md_escape(chosen.name)} "
                 f"({md_escape(chosen.kind)}), is not one this view shows."
                 + (" Choose another below or in the sidebar." if others else ""), icon=":material/swap_horiz:")
     homes = [v for v in VIEWS.values() if chosen.kind in v.kinds]

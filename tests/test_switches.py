@@ -128,7 +128,7 @@ def test_a_default_checkpoint_is_replaced_with_a_message_too():
     assert kind_of(at.session_state["gl_ckpt"]) == "grassmann"
     note = standin_note(at)
     assert note and note.startswith("Showing **grassmann-tinyshakespeare** (grassmann)"), note
-    assert "No checkpoint was chosen yet" in note and "the app's default, cem-t2-tinyshakespeare (cem)" in note, note
+    assert "can draw: the app's default, cem-t2-tinyshakespeare (cem), is not one this view shows" in note, note
 
 
 # ---------------------------------------------------------------- Compare
