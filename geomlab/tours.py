@@ -228,13 +228,13 @@ ATTENTION_LESSON = Lesson(
             title="On the torus, similarity is a sum of cosines",
             checkpoint="bundled/osmformer-torus-tinyshakespeare", text=_HAMLET, view="attention",
             cursor=14, controls={"layer": 0}, figures=("attention_maps",),
-            body="On the torus $T^{26}$ a state is 26 angles, and the similarity becomes "
+            body="On the torus $T^{128}$ a state is 128 angles, and the similarity becomes "
                  "$\\mathrm{Re\\,tr}(H_i^* H_j) = \\sum_k \\cos(\\varphi_{ik} - \\varphi_{jk})$.",
-            notice="The **similarity** map is warm almost everywhere: equal letters reach the maximum, 26, and "
-                   "most other pairs still score 15 to 20, so it barely tells letters apart. In layer 0 the "
-                   "**weights** of position 14 follow distance instead: itself 0.47, the space before it 0.25, "
-                   "and the earlier t only 0.13, although its similarity is the maximum. In layer 1 (full "
-                   "view) they gather more on the position itself (0.70)."),
+            notice="The **similarity** map is warm almost everywhere: equal letters reach the maximum, 128, and "
+                   "most other pairs still score 80 to 94 out of 128. The attention sharpens those gaps: in "
+                   "layer 0 the **weights** of position 14 stay mostly on the position itself (0.86), the "
+                   "earlier t, whose similarity is the maximum, gets 0.11 and the space just before it only "
+                   "0.02. In layer 1 (full view) the position keeps 0.73."),
         Step(
             title="A Transformer for contrast",
             checkpoint="bundled/transformer-alibi-tinyshakespeare", text=_HAMLET, view="attention",

@@ -327,13 +327,14 @@ def test_attention_notices_hold(zoo):
     n = sim.shape[0]
     same = [sim[i, j] for i in range(n) for j in range(i) if torus.labels[i] == torus.labels[j]]
     other = [sim[i, j] for i in range(n) for j in range(i) if torus.labels[i] != torus.labels[j]]
-    assert torus.d == 26 and min(same) > 26 - 1e-3 and sim.max() <= 26 + 1e-3  # "equal letters reach ... 26"
+    assert torus.d == 128 and min(same) > 128 - 1e-3 and sim.max() <= 128 + 1e-3  # "equal letters reach ... 128"
     lo, hi = np.percentile(other, [10, 90])
-    assert lo > 14.5 and hi < 20.5  # "most other pairs still score 15 to 20"
+    assert lo > 79.5 and hi < 94.5  # "most other pairs still score 80 to 94 out of 128"
     tw = torus.attention_rows(0, [14])[0]
-    assert (round(float(tw[14]), 2), round(float(tw[13]), 2), round(float(tw[12]), 2)) == (0.47, 0.25, 0.13)
-    assert torus.labels[12] == "t" and abs(sim[14, 12] - 26) < 1e-3  # "although its similarity is the maximum"
-    assert round(float(torus.attention_rows(1, [14])[0][14]), 2) == 0.70  # "in layer 1 ... (0.70)"
+    assert (round(float(tw[14]), 2), round(float(tw[12]), 2), round(float(tw[13]), 2)) == (0.86, 0.11, 0.02)
+    assert torus.labels[12] == "t" and abs(sim[14, 12] - 128) < 1e-3  # "whose similarity is the maximum"
+    assert torus.labels[13] == "␣"  # "the space just before it"
+    assert round(float(torus.attention_rows(1, [14])[0][14]), 2) == 0.73  # "in layer 1 ... keeps 0.73"
     tf_step = tours.LESSONS["attention-similarity"].steps[4]
     tf = trace(entries[tf_step.checkpoint], tf_step.text, {})
     row = tf.attention_rows(0, [14])[0]
