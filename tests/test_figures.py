@@ -301,6 +301,30 @@ def test_torus_trajectory_numbers_from_the_diagonals_equal_the_group_arithmetic(
     np.testing.assert_allclose(np.abs(coords), np.abs(ref), atol=1e-6)  # up to each component's sign
 
 
+def test_many_torus_angles_are_rows_of_a_cyclic_heatmap_not_a_tangle_of_lines():
+    """Past MAX_ANGLE_LINES angles (the zoo's T^128) each angle is one heatmap row along the text, coloured on a
+    cyclic scale over (-pi, pi]; the flat torus and the cursor ring stay; few angles keep their lines."""
+    from geomlab.figures import trajectory
+    from geomlab.models import build_model
+
+    torch.manual_seed(0)
+    m = build_model({"kind": "osmformer", "vocab_size": len(VOCAB), "group": "T", "d": 40, "n_layers": 1,
+                     "prototypes": "support"}).eval()
+    tr = trace(m, torch.randint(0, len(VOCAB), (1, 30)))
+    fig = figures.torus_angles(tr, cursor=5).figure
+    heat = [t for t in fig.data if t.type == "heatmap"]
+    assert len(heat) == 1 and fig.data[-1].name == "cursor"
+    z = np.asarray(heat[0].z, dtype=float)
+    assert z.shape == (40, 30) and list(heat[0].y) == list(range(1, 41))
+    np.testing.assert_allclose(z, np.angle(tr.state_data[0]).T, atol=1e-6)
+    assert (heat[0].zmin, heat[0].zmax) == (-np.pi, np.pi) and heat[0].colorscale[0][1] == heat[0].colorscale[-1][1]
+    assert 40 > trajectory.MAX_ANGLE_LINES >= 26
+    ring = [sh for sh in fig.layout.shapes if sh.name == "cursor"]
+    assert len(ring) == 1 and (ring[0].x0, ring[0].x1) == (4.5, 5.5)  # the cursor's column outlined
+    few = figures.torus_angles(get_trace("osmformer-T4"), cursor=1).figure
+    assert not [t for t in few.data if t.type == "heatmap"]
+
+
 def test_flat_torus_colour_by_position_has_a_colour_bar_not_a_one_colour_legend_entry():
     tr = get_trace("osmformer-T4")
     fig = figures.torus_angles(tr, layer=0, cursor=1).figure

@@ -38,6 +38,8 @@ DIVERGING = [[i / 10, c] for i, c in enumerate(reversed(pc.diverging.RdBu))]
 # Sequential, perceptually uniform and colour-blind safe: Viridis, spelled out as plotly's validation
 # would expand the name (unvalidated figures send what they are given).
 SEQUENTIAL = [[i / (len(pc.sequential.Viridis) - 1), c] for i, c in enumerate(pc.sequential.Viridis)]
+# Cyclic, for angles in (-pi, pi] (both ends the same colour): plotly's Twilight, spelled out likewise.
+CYCLIC = [[i / (len(pc.cyclical.Twilight) - 1), c] for i, c in enumerate(pc.cyclical.Twilight)]
 HIGHLIGHT = "#D55E00"
 MASKED_BG = "#d9d9d9"
 

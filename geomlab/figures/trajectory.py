@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View, add_cursor_line,
-    animated_figure, animation_controls, cached, cached_positions, check_cursor, check_index, colour, finish,
-    hover_tokens, index_colorscale, index_colour_range, index_colours, one_blas_thread, subsample, subsample_note,
-    token_ticks, without_play,
+    CYCLIC, HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View,
+    add_cursor_line, animated_figure, animation_controls, cached, cached_positions, check_cursor, check_index, colour,
+    finish, hover_tokens, index_colorscale, index_colour_range, index_colours, one_blas_thread, subsample,
+    subsample_note, token_ticks, without_play,
 )
 from geomlab.trace import OSMTrace
 
@@ -212,6 +212,8 @@ def _track(theta: np.ndarray) -> np.ndarray:
 
 
 ANGLE_POINTS = 8000
+#: Most angles :func:`torus_angles` draws as lines; past it, one heatmap row per angle (design choice).
+MAX_ANGLE_LINES = 32
 """Points (angles x positions) the angle-line views draw at most: past it, fewer positions (at least 256), so
 26 torus angles stay a light SVG chart (~300 positions) instead of 26 x 1,024 points and 600 KB of JSON per
 cursor move (design choice, issue 14)."""
@@ -564,9 +566,21 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                         subplot_titles=("each angle φ<sub>k</sub>", "flat torus (φ<sub>1</sub>, φ<sub>2</sub>)"))
     # one line per angle φ_k, one colour each (no repeats, issue 16) with a colour bar instead of a legend of
     # k entries (angle_lines: SVG lines, not WebGL markers); both colour bars at the right edge, stacked (one
-    # between the panels ran into the torus panel's tick labels at 1,000 px)
-    angle_lines(fig, idx, ang[idx], hov, "φ", "angle k", bar_x=1.02, bar_len=0.44, row=1, col=1)
-    fig.data[-1]["marker"]["colorbar"].update(y=1.0, yanchor="top")
+    # between the panels ran into the torus panel's tick labels at 1,000 px). Past MAX_ANGLE_LINES angles the
+    # lines are a tangle (T^128: a solid block): one row per angle instead, the angle as a cyclic colour
+    lines = k <= MAX_ANGLE_LINES
+    if lines:
+        angle_lines(fig, idx, ang[idx], hov, "φ", "angle k", bar_x=1.02, bar_len=0.44, row=1, col=1)
+        fig.data[-1]["marker"]["colorbar"].update(y=1.0, yanchor="top")
+    else:
+        fig.add_trace(dict(type="heatmap", x=idx, y=np.arange(1, k + 1), z=ang[idx].T, zmin=-np.pi, zmax=np.pi,
+                           colorscale=CYCLIC, name="φ", showlegend=False,
+                           customdata=np.broadcast_to(np.asarray(hov, dtype=object), (k, len(idx))),
+                           colorbar={"title": {"text": "φ<sub>k</sub> (rad)", "side": "right"}, "x": 1.02,
+                                     "xanchor": "left", "len": 0.44, "y": 1.0, "yanchor": "top", "thickness": 12,
+                                     "tickfont": {"size": 11}, **TWO_PI_TICKS},
+                           hovertemplate="position %{customdata}<br>φ<sub>%{y}</sub> = %{z:.3f} rad<extra></extra>"),
+                      row=1, col=1)
     b = ang[:, 1] if k > 1 else np.zeros(len(ang))
     # coloured by position: a colour bar says so (a legend entry would show one colour for all points)
     # at most 300 evenly spaced positions as SVG markers (the cursor among them)
@@ -591,19 +605,28 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                                            hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"),
                       row=1, col=2)
     fig.update_xaxes(title_text="position t (token)", row=1, col=1, **token_ticks(tr.labels, idx, 10))
-    fig.update_yaxes(title_text="angle φ<sub>k</sub> (rad)", row=1, col=1, range=[-3.3, 3.3], **TWO_PI_TICKS)
+    if lines:
+        fig.update_yaxes(title_text="angle φ<sub>k</sub> (rad)", row=1, col=1, range=[-3.3, 3.3], **TWO_PI_TICKS)
+    else:
+        fig.update_yaxes(title_text="angle k", row=1, col=1, range=[0.5, k + 0.5])
     # the square torus shrinks its domain (not widens its range) where the panel is narrow, so the y axis's
     # title is placed beside the tick labels actually drawn
     fig.update_xaxes(title_text="φ<sub>1</sub> (rad)", row=1, col=2, range=[-3.3, 3.3], constrain="domain",
                      **TWO_PI_TICKS)
     fig.update_yaxes(title_text="φ<sub>2</sub> (rad)", row=1, col=2, range=[-3.3, 3.3], scaleanchor="x2",
                      scaleratio=1, constrain="domain", title_standoff=4, **TWO_PI_TICKS)
-    add_cursor_line(fig, cursor, row=1, col=1)
+    if lines:
+        add_cursor_line(fig, cursor, row=1, col=1)
+    elif cursor is not None:  # a dashed line vanishes in the heatmap's colours: the cursor's column outlined
+        fig.add_shape(type="rect", x0=cursor - 0.5, x1=cursor + 0.5, y0=0.5, y1=k + 0.5, xref="x", yref="y",
+                      line={"color": HIGHLIGHT, "width": 2}, name="cursor")
     # the only legend entry left (the cursor ring) sits inside the torus panel's top right corner, clear of
     # the title and the subplot titles
     fig.update_layout(legend={"x": 1.0, "xanchor": "right", "y": 1.0, "yanchor": "top",
                               "bgcolor": "rgba(255,255,255,0.7)", "font": {"size": 11}})
     cap = ("On the torus each state is a list of independent angles (diagonal entries $e^{i\\varphi_k}$); left: every "
-           "angle along the text, right: the first two as a point on the square torus (edges wrap), coloured by position (colour bar)."
+           "angle along the text" + ("" if lines else f" ({k} angles: one row each, the angle as a colour that "
+                                       "wraps around like the angle)")
+           + ", right: the first two as a point on the square torus (edges wrap), coloured by position (colour bar)."
            + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, f"Torus angles ({_layer_name(tr, layer)})", cap, "torus_angles", height=480)
