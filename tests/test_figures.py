@@ -303,7 +303,8 @@ def test_torus_trajectory_numbers_from_the_diagonals_equal_the_group_arithmetic(
 
 def test_many_torus_angles_are_rows_of_a_cyclic_heatmap_not_a_tangle_of_lines():
     """Past MAX_ANGLE_LINES angles (the zoo's T^128) each angle is one heatmap row along the text, coloured on a
-    cyclic scale over (-pi, pi]; the flat torus and the cursor ring stay; few angles keep their lines."""
+    cyclic scale over (-pi, pi]; the flat torus and the cursor ring stay; few angles keep their lines. The
+    eigenvalue phases along the text do the same."""
     from geomlab.figures import trajectory
     from geomlab.models import build_model
 
@@ -323,6 +324,11 @@ def test_many_torus_angles_are_rows_of_a_cyclic_heatmap_not_a_tangle_of_lines():
     assert len(ring) == 1 and (ring[0].x0, ring[0].x1) == (4.5, 5.5)  # the cursor's column outlined
     few = figures.torus_angles(get_trace("osmformer-T4"), cursor=1).figure
     assert not [t for t in few.data if t.type == "heatmap"]
+    # the eigenvalue phases along the text (More figures) likewise: one row per eigenvalue
+    ph = figures.phase_timeline(tr, cursor=5).figure
+    assert [t.type for t in ph.data] == ["heatmap"] and [sh.name for sh in ph.layout.shapes] == ["cursor"]
+    np.testing.assert_allclose(np.asarray(ph.data[0].z, dtype=float), trajectory.tracked_phases(tr, 0, range(30)).T)
+    assert not [t for t in figures.phase_timeline(get_trace("osmformer-T4")).figure.data if t.type == "heatmap"]
 
 
 def test_flat_torus_colour_by_position_has_a_colour_bar_not_a_one_colour_legend_entry():

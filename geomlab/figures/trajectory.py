@@ -324,12 +324,37 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                   cap, "phase_circle", height=480, margin={"l": 55, "r": 15, "t": 80, "b": 45})
 
 
+def angle_rows(fig: FigureBuilder, idx: np.ndarray, theta: np.ndarray, hov, symbol: str, bar_title: str,
+               row: int | None = None, col: int | None = None, colorbar: dict | None = None) -> None:
+    """Angles ``theta`` ``[position, k]`` (radians, in (-pi, pi]) at positions ``idx`` as one heatmap row per
+    angle ``k = 1..k`` along the text, on a cyclic colour scale (the two ends of the circle one colour): what
+    :func:`torus_angles` and :func:`phase_timeline` draw past :data:`MAX_ANGLE_LINES` angles, where one line
+    per angle is a solid tangle. Design choice."""
+    k = theta.shape[1]
+    bar = {"title": {"text": bar_title, "side": "right"}, "thickness": 12, "tickfont": {"size": 11}, **TWO_PI_TICKS,
+           **(colorbar or {})}
+    kw = {"row": row, "col": col} if row is not None else {}
+    fig.add_trace(dict(type="heatmap", x=idx, y=np.arange(1, k + 1), z=np.asarray(theta).T, zmin=-np.pi,
+                       zmax=np.pi, colorscale=CYCLIC, name=symbol, showlegend=False, colorbar=bar,
+                       customdata=np.broadcast_to(np.asarray(hov, dtype=object), (k, len(idx))),
+                       hovertemplate=f"position %{{customdata}}<br>{symbol}<sub>%{{y}}</sub> = %{{z:.3f}} rad"
+                                     "<extra></extra>"), **kw)
+
+
+def outline_column(fig: FigureBuilder, cursor: int | None, k: int, xref: str = "x", yref: str = "y") -> None:
+    """The cursor's column of an :func:`angle_rows` heatmap outlined (a dashed line vanishes in its colours)."""
+    if cursor is not None:
+        fig.add_shape(type="rect", x0=cursor - 0.5, x1=cursor + 0.5, y0=0.5, y1=k + 0.5, xref=xref, yref=yref,
+                      line={"color": HIGHLIGHT, "width": 2}, name="cursor")
+
+
 def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                    max_points: int = MAX_POINTS) -> View:
     """Eigenvalue phases (radians) of H_t against position: one line per eigenvalue (followed along the
     text, :func:`tracked_phases`; broken where it wraps across ±π), coloured per eigenvalue with a colour bar
-    (:func:`angle_lines`: no colour repeats; at most :data:`ANGLE_POINTS` points in all).
-    Traces: ``eigenvalue k`` lines, then the colour bar's carrier.
+    (:func:`angle_lines`: no colour repeats; at most :data:`ANGLE_POINTS` points in all); past
+    :data:`MAX_ANGLE_LINES` eigenvalues one heatmap row each (:func:`angle_rows`).
+    Traces: ``eigenvalue k`` lines, then the colour bar's carrier (or the one heatmap).
     Raises :class:`FigureError` for a non-OSM trace, a bad layer or cursor."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
@@ -338,12 +363,18 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     idx = subsample(tr.n_positions, min(max_points, max(256, ANGLE_POINTS // max(d, 1))), cursor)
     theta = tracked_phases(tr, layer, idx)
     fig = FigureBuilder()
-    angle_lines(fig, idx, theta, hover_tokens(tr.labels, idx), "eigenvalue", "eigenvalue k")
+    if d <= MAX_ANGLE_LINES:
+        angle_lines(fig, idx, theta, hover_tokens(tr.labels, idx), "eigenvalue", "eigenvalue k")
+        fig.update_yaxes(title_text="eigenvalue phase θ (rad)", range=[-np.pi - 0.1, np.pi + 0.1], **TWO_PI_TICKS)
+        add_cursor_line(fig, cursor)
+    else:
+        angle_rows(fig, idx, theta, hover_tokens(tr.labels, idx), "θ", "θ<sub>k</sub> (rad)")
+        fig.update_yaxes(title_text="eigenvalue k", range=[0.5, d + 0.5])
+        outline_column(fig, cursor, d)
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
-    fig.update_yaxes(title_text="eigenvalue phase θ (rad)", range=[-np.pi - 0.1, np.pi + 0.1], **TWO_PI_TICKS)
-    add_cursor_line(fig, cursor)
-    cap = (f"Angles of the {d} eigenvalues of $H_t$ ({_layer_name(tr, layer)}) at every position, in radians."
-           + subsample_note(tr.n_positions, len(idx)))
+    cap = (f"Angles of the {d} eigenvalues of $H_t$ ({_layer_name(tr, layer)}) at every position, in radians"
+           + ("." if d <= MAX_ANGLE_LINES else ": one row each, the angle as a colour that wraps around like the "
+              "angle.") + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, "Eigenvalue phases along the text", cap, "phase_timeline")
 
 
@@ -573,14 +604,8 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
         angle_lines(fig, idx, ang[idx], hov, "φ", "angle k", bar_x=1.02, bar_len=0.44, row=1, col=1)
         fig.data[-1]["marker"]["colorbar"].update(y=1.0, yanchor="top")
     else:
-        fig.add_trace(dict(type="heatmap", x=idx, y=np.arange(1, k + 1), z=ang[idx].T, zmin=-np.pi, zmax=np.pi,
-                           colorscale=CYCLIC, name="φ", showlegend=False,
-                           customdata=np.broadcast_to(np.asarray(hov, dtype=object), (k, len(idx))),
-                           colorbar={"title": {"text": "φ<sub>k</sub> (rad)", "side": "right"}, "x": 1.02,
-                                     "xanchor": "left", "len": 0.44, "y": 1.0, "yanchor": "top", "thickness": 12,
-                                     "tickfont": {"size": 11}, **TWO_PI_TICKS},
-                           hovertemplate="position %{customdata}<br>φ<sub>%{y}</sub> = %{z:.3f} rad<extra></extra>"),
-                      row=1, col=1)
+        angle_rows(fig, idx, ang[idx], hov, "φ", "φ<sub>k</sub> (left, rad)", row=1, col=1,
+                   colorbar={"x": 1.02, "xanchor": "left", "len": 0.44, "y": 1.0, "yanchor": "top"})
     b = ang[:, 1] if k > 1 else np.zeros(len(ang))
     # coloured by position: a colour bar says so (a legend entry would show one colour for all points)
     # at most 300 evenly spaced positions as SVG markers (the cursor among them)
@@ -617,9 +642,8 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                      scaleratio=1, constrain="domain", title_standoff=4, **TWO_PI_TICKS)
     if lines:
         add_cursor_line(fig, cursor, row=1, col=1)
-    elif cursor is not None:  # a dashed line vanishes in the heatmap's colours: the cursor's column outlined
-        fig.add_shape(type="rect", x0=cursor - 0.5, x1=cursor + 0.5, y0=0.5, y1=k + 0.5, xref="x", yref="y",
-                      line={"color": HIGHLIGHT, "width": 2}, name="cursor")
+    else:
+        outline_column(fig, cursor, k)
     # the only legend entry left (the cursor ring) sits inside the torus panel's top right corner, clear of
     # the title and the subplot titles
     fig.update_layout(legend={"x": 1.0, "xanchor": "right", "y": 1.0, "yanchor": "top",
