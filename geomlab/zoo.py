@@ -189,7 +189,7 @@ ZOO: tuple[ZooEntry, ...] = (
                                          "prototypes": "support"}, lr=1e-2, **_CONVERGED),
              notes=_converged_note("zoo-ts", 1e-2)
              + " Tuning after 2,000 steps: 0.001 -> 2.790, 0.003 -> 2.573, 0.01 -> 2.413, 0.03 -> 2.424 valid BPC. "
-             "Valid 2.285 / test 2.477 BPC, 0.067 test BPC behind the O(d) OSMFormer (2.410, 88.0K): the cost of "
+             "Valid 2.285 / test 2.476 BPC, 0.067 test BPC behind the O(d) OSMFormer (2.410, 88.0K): the cost of "
              "commuting updates at about equal size (one seed each). Its validation BPC moved by 0.015 over the "
              "last 2,000 steps. The torus model bundled before was 11x smaller than its label (d = 26: 7.9K "
              "effective parameters; the count had taken in prototype entries a diagonal state never reads) and "

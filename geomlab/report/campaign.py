@@ -60,7 +60,7 @@ from geomlab.report.protocol import COMPARISONS, Arm, Comparison, ReportError
 #: converged at 2.749 / 2.888 valid / test BPC. The size-matched control comes next: d = 128 with 2 layers is 91.0K
 #: effective (the mixing maps hold d^2 values each on T^d), trained on the states' diagonals and with prototypes
 #: stored only on the diagonal (``prototypes="support"``: free prototypes would store 2.2M values, 8.8 MB).
-#: Its tuning chose 1e-2 (inside the grid) and it converged at 2.285 / 2.477: the bundled torus model now.
+#: Its tuning chose 1e-2 (inside the grid) and it converged at 2.285 / 2.476: the bundled torus model now.
 ZOO_TS = Comparison(
     "zoo-ts", "Tiny Shakespeare, the zoo's other models (one seed each; not a comparison)", "tinyshakespeare",
     (Arm("OSM-RNN O(d), ~100K", "osm-rnn", 100_000, {"group": "O", "mixing": "linear"}),
