@@ -57,12 +57,12 @@ def state_phases(tr: OSMTrace, layer: int = -1, positions=None) -> np.ndarray:
         from geomlab.groups._linalg import _principal
 
         return cached_positions(tr, ("phases", layer), n, pos, lambda p: _principal(
-            torch_angle(tr.state_data[layer][p])).sort(dim=-1).values.numpy())
+            _torch_angle(tr.state_data[layer][p])).sort(dim=-1).values.numpy())
     return cached_positions(tr, ("phases", layer), n, pos,
                             lambda p: tr.get_group().eigen_angles(_torch(tr.states[layer][p])).numpy())
 
 
-def torch_angle(a: np.ndarray):
+def _torch_angle(a: np.ndarray):
     """``torch.angle`` of a numpy array (same dtype rules as the group code)."""
     import torch
 
@@ -212,11 +212,12 @@ def _track(theta: np.ndarray) -> np.ndarray:
 
 
 ANGLE_POINTS = 8000
-#: Most angles :func:`torus_angles` draws as lines; past it, one heatmap row per angle (design choice).
-MAX_ANGLE_LINES = 32
 """Points (angles x positions) the angle-line views draw at most: past it, fewer positions (at least 256), so
 26 torus angles stay a light SVG chart (~300 positions) instead of 26 x 1,024 points and 600 KB of JSON per
 cursor move (design choice, issue 14)."""
+MAX_ANGLE_LINES = 32
+"""Most angles :func:`torus_angles` and :func:`phase_timeline` draw as lines; past it, one heatmap row per
+angle (:func:`angle_rows`; design choice)."""
 
 
 def angle_lines(fig: FigureBuilder, idx: np.ndarray, theta: np.ndarray, hover: list[str], what: str,
