@@ -202,8 +202,8 @@ def init_state() -> None:
                 notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: not a number.")
                 continue
             if key in (K_CKPT, K_CKPT_B) and data.entry_for(value) is None:
-                notes.append(f"The link names checkpoint {value!r}, which is not here; showing "
-                             "another one instead. See the Checkpoints page for what is available.")
+                notes.append(f"The link names checkpoint {value!r}, which is not here (the page goes on with "
+                             "its usual choice). See the Checkpoints page for what is available.")
                 continue
             if key == K_VIEW and value not in registry.VIEWS:
                 notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: not a view (one of "
