@@ -191,8 +191,6 @@ def _converged(args: argparse.Namespace) -> int:
             restored = json.loads(Path(args.restore).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ValueError(f"--restore {args.restore}: cannot read it ({exc})") from exc
-        if not isinstance(restored, dict) or restored.get("kind") != "converged":
-            raise ValueError(f"--restore {args.restore}: not a converged report's results.json")
     if args.collect and restored is None and not Path(args.store).is_dir():
         raise ValueError(f"--store {args.store} is not a folder of campaign runs (nothing to collect)")
     if Path(args.store).exists() and not Path(args.store).is_dir():
@@ -209,7 +207,10 @@ def _converged(args: argparse.Namespace) -> int:
             raise ValueError(f"--speed {args.speed}: cannot read it ({exc})") from exc
     store = campaign.RunStore(args.store)
     if restored is not None:
-        n = campaign.restore(plan, store, restored)
+        try:
+            n = campaign.restore(plan, store, restored)  # checks the file's kind before writing anything
+        except ValueError as exc:
+            raise ValueError(f"--restore {args.restore}: {exc}") from exc
         print(f"[converged] restored {n} finished run(s) from {args.restore} into {args.store}")
     if not args.collect:
         from geomlab.runs import check_device

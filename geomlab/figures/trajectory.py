@@ -54,19 +54,11 @@ def state_phases(tr: OSMTrace, layer: int = -1, positions=None) -> np.ndarray:
     n = tr.n_positions
     pos = np.arange(n) if positions is None else np.asarray(positions)
     if tr.diagonal:  # T^d: the eigenvalues are the diagonal entries (what TorusGroup.eigen_angles reads)
-        from geomlab.groups._linalg import _principal
-
-        return cached_positions(tr, ("phases", layer), n, pos, lambda p: _principal(
-            _torch_angle(tr.state_data[layer][p])).sort(dim=-1).values.numpy())
+        real = np.real(tr.state_data[:0]).dtype
+        return cached_positions(tr, ("phases", layer), n, pos,
+                                lambda p: np.sort(_diagonal_angles(tr, layer, p), axis=-1).astype(real))
     return cached_positions(tr, ("phases", layer), n, pos,
                             lambda p: tr.get_group().eigen_angles(_torch(tr.states[layer][p])).numpy())
-
-
-def _torch_angle(a: np.ndarray):
-    """``torch.angle`` of a numpy array (same dtype rules as the group code)."""
-    import torch
-
-    return torch.angle(_torch(a))
 
 
 def _diagonal_dist(a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
@@ -185,11 +177,11 @@ def tracked_phases(tr: OSMTrace, layer: int, positions) -> np.ndarray:
     return full[np.asarray(positions)]
 
 
-def _diagonal_angles(tr: OSMTrace, layer: int) -> np.ndarray:
+def _diagonal_angles(tr: OSMTrace, layer: int, positions=slice(None)) -> np.ndarray:
     """The eigenvalue phases of diagonal (torus) states in the order of their diagonal entries: each entry is
     an eigenvalue with an identity of its own (the colours then match :func:`torus_angles`' φ_k), no
     assignment needed. In (-π, π] like ``groups.matrix_to_angles``."""
-    ang = np.angle(np.asarray(tr.state_data[layer])).astype(np.float64)
+    ang = np.angle(np.asarray(tr.state_data[layer][positions])).astype(np.float64)
     ang[ang <= -np.pi] = np.pi
     return ang
 
