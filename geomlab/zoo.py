@@ -105,12 +105,17 @@ def recipe(kind: str, *, budget: int | None = None, config: dict[str, Any] | Non
                           "length_curriculum": tuple(tuple(pair) for pair in length_curriculum)})
 
 
-#: The converged recipe (issue 20): the campaign's full budget for the ~50K and ~100K rows (10,000 steps x 32 x
+#: The converged recipe (docs/results.md): the campaign's full budget for the ~50K and ~100K rows (10,000 steps x 32 x
 #: 128 characters, about 41M characters, ~40 epochs; validation every 500 steps; lr tuned per model by the
 #: campaign's rule, geomlab.report.campaign). Such an entry is seed 0 of the campaign's row, adopted with
 #: ``zoo --rebuild --only NAME --from-run`` (or retrained from scratch by ``--rebuild`` alone).
 _CONVERGED = dict(data="corpus:tinyshakespeare", batch_size=32, seq_len=128, seed=0, steps=10_000, eval_every=500,
                   eval_tokens=None)
+
+
+#: The converged report's section that holds each comparison key's rows (its title in results.md).
+_REPORT_SECTIONS = {"ts-100k": "section \"Tiny Shakespeare, ~100K parameters: OSMFormer vs ALiBi Transformer\"",
+                    "zoo-ts": "section \"Tiny Shakespeare, the zoo's other models\""}
 
 
 def _converged_note(row: str, lr: float, seed: int = 0, tuned: bool = True, lr_of: str | None = None) -> str:
@@ -119,12 +124,13 @@ def _converged_note(row: str, lr: float, seed: int = 0, tuned: bool = True, lr_o
     the row's own tuning's choice (else the entry's notes say where it came from; ``lr_of``: the model whose
     tuned lr it borrowed)."""
     which = "seed 0" if seed == 0 else f"seed {seed} (the best validation BPC of the row's three seeds)"
-    return (f"Converged recipe (issue 20): 10,000 steps x 32 x 128 characters (~40 epochs), lr {lr:g}"
+    return (f"Converged recipe: 10,000 steps x 32 x 128 characters (~40 epochs), lr {lr:g}"
             + (" chosen by the campaign's tuning" if tuned else "")
-            + f"; {which} of the converged report's {row} row (docs/results/runs/converged/results.md)."
+            + f"; {which} of the converged report's {_REPORT_SECTIONS[row]} ({row};"
+            + " docs/results/runs/converged/results.md)."
             + (f" The lr is the one tuned for {lr_of}." if lr_of else ""))
 
-#: Grassmann zoo model (design choices, issue 20): one offset per layer, the paper's six-entry list (1, 2, 4, 8,
+#: Grassmann zoo model (design choices): one offset per layer, the paper's six-entry list (1, 2, 4, 8,
 #: 12, 16) read as one entry per layer (``offset_schedule="per_layer"``, 6 layers; grassmann.md §2.3 reading A),
 #: since with every offset in every layer (the public re-runs' reading) the model converged at 2.385 / 2.667
 #: valid / test BPC at ~100K and the same at ~200K: the mean over six offsets of one layer is a single plane,
