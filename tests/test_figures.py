@@ -382,6 +382,23 @@ def test_generator_heatmap_is_the_update_matrix():
     np.testing.assert_allclose(A, -A.T, atol=1e-6)  # so(3): skew-symmetric
 
 
+def test_torus_generator_is_its_diagonal_as_bars_not_an_empty_matrix():
+    """On the torus the update is i diag(theta): the view draws theta per axis (before and after mixing), the
+    whole matrix, since every off-diagonal entry is 0."""
+    tr = get_trace("osmformer-T4")
+    assert tr.diagonal
+    view = figures.generator_heatmap(tr, layer=0, substep=0, cursor=2)
+    fig = view.figure
+    assert [t.type for t in fig.data] == ["bar", "bar"]
+    for name, mixed in (("before mixing (θ)", False), ("after mixing (θ)", True)):
+        A = tr.tangent_at(0, 0, 2, mixed=mixed)
+        np.testing.assert_allclose(np.abs(A - np.diag(np.diagonal(A))).max(), 0, atol=0)
+        np.testing.assert_allclose(_by_name(fig, name).y, np.imag(np.diagonal(A)), atol=1e-7)
+        assert len(_by_name(fig, name).x) == tr.d
+    assert "diag" in view.caption and "skew" not in view.caption
+    assert np.abs(np.asarray(fig.data[1].y)).max() > 0  # an update, not zeros
+
+
 def test_identity_mixing_moves_nothing_between_directions():
     tr = get_trace("osmformer-identity")
     share = figures.tangents.mixing_share_values(tr)

@@ -155,6 +155,34 @@ def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_
     return finish(fig, "Share of each update moved between directions", cap, "mixing_share")
 
 
+def _torus_generator(tr: OSMTrace, layer: int, substep: int, t: int, cursor: int | None, raw: np.ndarray,
+                     mixed: np.ndarray) -> View:
+    """:func:`generator_heatmap` on the torus, whose algebra is the imaginary diagonals Φ = i diag(θ): the
+    phase speeds θ_a (radians) per axis a as bars, before and after mixing, instead of a d x d matrix whose
+    off-diagonal entries are all 0 (design choice). Traces ``"before mixing (θ)"``, ``"after mixing (θ)"``."""
+    d = tr.d
+    theta = {what: np.imag(np.diagonal(A)).astype(np.float64) for what, A in (("before mixing", raw),
+                                                                           ("after mixing", mixed))}
+    n_bad = sum(int((~np.isfinite(v)).sum()) for v in theta.values())
+    fig = FigureBuilder()
+    for k, (what, vals) in enumerate(theta.items()):
+        fig.add_trace(dict(type="bar", x=np.arange(d), y=blank(vals), name=f"{what} (θ)",
+                           marker={"color": colour(k)}, meta="cursor" if t == cursor else None,
+                           hovertemplate=(f"{what}: θ[%{{x}}] = %{{y:.4f}} rad<br>position {t} "
+                                          f"'{tr.labels[t]}'<extra></extra>")))
+    fig.update_layout(barmode="group", bargap=0.15)
+    fig.update_xaxes(title_text="axis a (diagonal entry)", dtick=1 if d <= 16 else None)
+    fig.update_yaxes(title_text="θ<sub>a</sub> (rad)", zeroline=True)
+    step = _substep_name(tr, substep)
+    what_step = "update" if step == "update" else f"{step} update"
+    cap = (f"The {what_step} $\\Phi_t$ of layer {layer} at position {t} '{md_label(tr.labels[t])}'. On the torus "
+           "the Lie algebra is the imaginary diagonal matrices, $\\Phi_t = i\\,\\mathrm{diag}(\\theta)$: axis $a$ "
+           "turns its own phase by $\\theta_a$ radians and every off-diagonal entry is exactly 0, so the bars are "
+           "the whole matrix, before and after tangent mixing." + missing_note(n_bad, "entries"))
+    return finish(fig, f"Update generator Φ<sub>t</sub> at position {t} '{tr.labels[t]}'", cap, "generator_heatmap",
+                  height=380)
+
+
 def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: int | None = None) -> View:
     """The Lie-algebra update Φ_t at one position as a d x d matrix (app_anchors.md §5: "heatmap of the
     skew/Hermitian generator"): before mixing (left) and after mixing (right, what was exponentiated);
@@ -169,6 +197,8 @@ def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: i
     cursor = check_cursor(cursor, tr.n_positions)
     t = tr.n_positions - 1 if cursor is None else cursor
     raw, mixed = tr.tangent_at(layer, substep, t, mixed=False), tr.tangent_at(layer, substep, t, mixed=True)
+    if getattr(tr, "diagonal", False):
+        return _torus_generator(tr, layer, substep, t, cursor, raw, mixed)
     parts = [("Re", np.real)] + ([("Im", np.imag)] if np.iscomplexobj(mixed) else [])
     lim = finite_abs_max(raw, mixed)  # a NaN entry is left blank, not the whole range
     n_bad = int((~np.isfinite(raw)).sum() + (~np.isfinite(mixed)).sum())
