@@ -264,6 +264,7 @@ class Trainer:
         self.last_valid: dict[str, float] = {}
         self.last_checkpoint: Path | None = None
         self._stop = threading.Event()
+        self._abort = threading.Event()  # set by abort(): no more steps, no more writes
         self._stop_agreed = False  # across processes: a stop asked on some rank, agreed on by all
         self._log = None  # the open TensorBoard writer while run() runs (geomlab.runlog.ScalarLog)
         self._net: torch.nn.Module = model  # what the training step calls: the model, or its DDP wrapper
@@ -282,6 +283,16 @@ class Trainer:
         """Ask the run to stop after the current step (thread-safe). ``run`` then saves a resumable
         checkpoint (if ``out``) and returns with status ``"stopped"``."""
         self._stop.set()
+
+    def abort(self) -> None:
+        """Ask the run to end now, writing nothing more (thread-safe; the CLI's second Ctrl-C): the next step
+        boundary or checkpoint write raises ``KeyboardInterrupt`` (design choice: a ``KeyboardInterrupt``
+        raised by a signal handler inside a finalizer is printed and dropped by Python; this flag is not)."""
+        self._abort.set()
+
+    def _check_abort(self) -> None:
+        if self._abort.is_set():
+            raise KeyboardInterrupt("training aborted")
 
     @property
     def stopping(self) -> bool:
@@ -385,6 +396,7 @@ class Trainer:
         meter = _Interval(time.perf_counter())
         params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
         while self.step < cfg.steps:
+            self._check_abort()
             if self._stop_now():
                 return "stopped"
             t0 = time.perf_counter()
@@ -566,6 +578,7 @@ class Trainer:
 
     def _save(self, final_metrics: dict[str, float] | None = None) -> Path | None:
         """:meth:`save_checkpoint` on rank 0; other ranks write nothing (``None``)."""
+        self._check_abort()
         if not self.replicas.is_main:
             return None
         return self.save_checkpoint(final_metrics=final_metrics)

@@ -168,6 +168,28 @@ def test_second_sigint_aborts_in_one_line(text_file, tmp_path, capsys, monkeypat
     assert ckpt.load(out / "abort").card["steps"] == 7
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_second_sigint_aborts_even_when_python_drops_its_keyboard_interrupt(text_file, tmp_path, capsys,
+                                                                            monkeypatch):
+    """The second SIGINT arrives while a finalizer (``__del__``) runs: Python prints the KeyboardInterrupt its
+    handler raises there and drops it. The run still aborts at the next step boundary, writing nothing more."""
+    out = tmp_path / "runs"
+    _sigint_at(monkeypatch, (10,))
+    from geomlab import train
+
+    class Dropped:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(1000))  # the handler runs here, inside the finalizer
+
+    original_stop = train.Trainer.stop
+    monkeypatch.setattr(train.Trainer, "stop", lambda self: (original_stop(self), Dropped()))
+    assert _tiny(text_file, out, "abort", "--eval-every", "7") == 130
+    err = capsys.readouterr().err
+    assert "aborted at step 10; the last checkpoint" in err
+    assert ckpt.load(out / "abort").card["steps"] == 7
+
+
 @pytest.mark.slow
 def test_sigint_to_a_training_process_then_resume_is_bit_identical(text_file, tmp_path, capsys):
     """A real Ctrl-C (SIGINT to a `python -m geomlab train` process), then --resume: same weights as one

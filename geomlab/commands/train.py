@@ -283,8 +283,12 @@ def _train(args: argparse.Namespace, replicas) -> int:
 
     previous = None
     if threading.current_thread() is threading.main_thread():
+        def _abort(signum, frame):  # second Ctrl-C: the trainer's flag too, in case Python drops the exception
+            trainer.abort()
+            raise KeyboardInterrupt
+
         def _interrupt(signum, frame):  # first Ctrl-C: stop cleanly and save; second: abort
-            signal.signal(signal.SIGINT, previous or signal.default_int_handler)
+            signal.signal(signal.SIGINT, _abort)
             print("\nstopping after this step (Ctrl-C again to abort)...", file=sys.stderr)
             trainer.stop()
 
