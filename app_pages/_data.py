@@ -212,12 +212,21 @@ def vocab_of(entry: catalog.CheckpointEntry):
     return Vocab.from_json(entry.meta.get("vocab") or {})
 
 
-def check_text(entry: catalog.CheckpointEntry, text: str) -> list[str]:
+#: Appended to a text error on a page with the sidebar's text box (its "Use the default text" button).
+TEXT_HINT = " The button \"Use the default text\" under the text box gives this checkpoint's own text."
+
+
+def check_text(entry: catalog.CheckpointEntry, text: str, hint: bool = False) -> list[str]:
     """:func:`geomlab.data.vocab.check_text` for ``entry``'s vocabulary and the app's limit: the tokens, or
-    a ``ValueError`` with a readable message."""
+    a ``ValueError`` with a readable message (``hint``: ending with :data:`TEXT_HINT`)."""
     from geomlab.data.vocab import check_text as check
 
-    return check(vocab_of(entry), text, max_chars())
+    try:
+        return check(vocab_of(entry), text, max_chars())
+    except ValueError as exc:
+        if not hint:
+            raise
+        raise type(exc)(f"{exc}{TEXT_HINT}") from None
 
 
 def unknown_tokens(entry: catalog.CheckpointEntry, text: str) -> list[str]:

@@ -47,11 +47,11 @@ def shown_folder(folder: Any) -> str:
 
 
 @contextlib.contextmanager
-def guard(what: str = "This part of the page") -> Iterator[None]:
+def guard(what: str = "This part of the page", prefix: str = "") -> Iterator[None]:
     """Show any error raised inside the block as a message in the page, never as a traceback.
 
     ``ValueError`` subclasses (bad input: ``DataError``, ``CheckpointError``, ``CatalogError``...) are shown
-    as their one-line message; anything else as ``what`` failed plus the exception's one line, with the
+    as their one-line message (after ``prefix``, e.g. which side of Compare); anything else as ``what`` failed plus the exception's one line, with the
     traceback sent to the server log. Streamlit's own control flow (``st.rerun``, ``st.stop``) passes through.
     """
     try:
@@ -59,7 +59,7 @@ def guard(what: str = "This part of the page") -> Iterator[None]:
     except ScriptControlException:
         raise
     except ValueError as exc:  # messages often quote user input (a ref, a file name): shown literally
-        st.error(md_escape(str(exc) or type(exc).__name__), icon=":material/error:")
+        st.error(md_escape(prefix + (str(exc) or type(exc).__name__)), icon=":material/error:")
     except Exception as exc:  # noqa: BLE001 - the point is to never show a traceback
         log.exception("%s failed", what)
         st.error(md_escape(f"{what} failed: {type(exc).__name__}: {exc}. (Details are in the server log.)"),

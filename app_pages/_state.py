@@ -50,6 +50,7 @@ K_STANDIN = "_gl_standin"        # a view showing a stand-in for the chosen chec
 K_B_AUTO = "_gl_b_auto"          # (A ref, B ref, how) when Compare chose B to go with A (not the user)
 K_INT_DEFAULTS = "gl_int_defaults"  # {state key: the default an integer control gave it, not yet moved by the user}
 K_VIEW_FOR = "_gl_view_for"      # (A ref, B ref) the Compare view was chosen for by a click, or "link"
+K_TEXT_NEW = "_gl_text_new"      # the text was changed in this session (typed, reset, followed): no cursor notice
 #: URL keys the app reads but never writes itself (kept as the visitor typed them).
 PASSTHROUGH_KEYS = ("debug",)
 
@@ -66,24 +67,45 @@ def seed(widget_key: str, state_key: str) -> None:
 
 def copy(widget_key: str, state_key: str) -> None:
     """``on_change`` callback: copy a widget's value into its state key (a checkpoint pick is explicit and
-    ends any stand-in, see :func:`standin`)."""
+    ends any stand-in, see :func:`standin`; the text follows it as :func:`set_checkpoint` says)."""
+    if state_key in (K_CKPT, K_CKPT_B):
+        set_checkpoint(st.session_state[widget_key], state_key)
+        return
+    if state_key == K_TEXT and st.session_state.get(K_TEXT) != st.session_state[widget_key]:
+        st.session_state[K_TEXT_NEW] = True
     st.session_state[state_key] = st.session_state[widget_key]
     st.session_state.get(K_INT_DEFAULTS, {}).pop(state_key, None)  # chosen now, even if equal to the default
-    if state_key == K_CKPT:
-        st.session_state[K_CKPT_EXPLICIT] = True
-        st.session_state.pop(K_STANDIN, None)
-    elif state_key == K_CKPT_B:
-        st.session_state.pop(K_B_AUTO, None)  # B is the user's pick now, kept when A changes
 
 
 def set_checkpoint(ref: str, which: str = K_CKPT) -> None:
-    """Choose checkpoint ``ref`` (callback-safe); keeps the text if it suits the new vocabulary."""
-    st.session_state[which] = ref
+    """Choose checkpoint ``ref`` (callback-safe). The shared text is kept, unless it is still the previous
+    checkpoint's default text: then it becomes ``ref``'s default text (:func:`text_follows`)."""
+    ss = st.session_state
+    before = ss.get(which)
+    ss[which] = ref
+    ss.get(K_INT_DEFAULTS, {}).pop(which, None)
     if which == K_CKPT:
-        st.session_state[K_CKPT_EXPLICIT] = True
-        st.session_state.pop(K_STANDIN, None)
+        ss[K_CKPT_EXPLICIT] = True
+        ss.pop(K_STANDIN, None)
+        text_follows(before, ref)
     elif which == K_CKPT_B:
-        st.session_state.pop(K_B_AUTO, None)
+        ss.pop(K_B_AUTO, None)  # B is the user's pick now, kept when A changes
+
+
+def text_follows(before: str | None, ref: str) -> bool:
+    """Make the shared text checkpoint ``ref``'s default text when it is still checkpoint ``before``'s default
+    (nobody chose it: a Shakespeare model's text would be unknown symbols to a word-problem model, and the
+    reverse); True when the text changed. A text the user typed or a link gave is never replaced: a page
+    that cannot read it says why. Design choice."""
+    ss = st.session_state
+    text, new, old = ss.get(K_TEXT), data.entry_for(ref), data.entry_for(before)
+    if text is None or new is None or old is None or text != data.default_text_for(old):
+        return False
+    follow = data.default_text_for(new)
+    ss[K_TEXT] = follow
+    if follow != text:
+        ss[K_TEXT_NEW] = True
+    return follow != text
 
 
 def standin(slug: str, chosen: str, shown: str, how: str) -> None:
@@ -97,6 +119,7 @@ def standin(slug: str, chosen: str, shown: str, how: str) -> None:
                      "explicit": bool(ss.get(K_CKPT_EXPLICIT, False))}
     ss[K_CKPT] = shown
     ss[K_CKPT_EXPLICIT] = False
+    text_follows(chosen, shown)
 
 
 def current_standin(slug: str) -> dict | None:
@@ -121,6 +144,7 @@ def restore_choice(slug: str | None = None) -> None:
     if rec.get("slug") != slug:
         ss[K_CKPT] = rec["chosen"]
         ss[K_CKPT_EXPLICIT] = rec.get("explicit", False)
+        text_follows(rec["shown"], rec["chosen"])
         ss.pop(K_STANDIN, None)
 
 

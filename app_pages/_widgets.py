@@ -14,6 +14,7 @@ import streamlit as st
 
 from app_pages import _data as data
 from app_pages._state import (K_BLOCK, K_CKPT, K_HEAD, K_INT_DEFAULTS, K_LAYER, K_POS, K_SLOT, K_SUBSTEP, K_TEXT,
+                              K_TEXT_NEW,
                               copy as _copy, seed as _seed)
 from geomlab import catalog
 from geomlab import views as registry
@@ -92,12 +93,15 @@ def text_box(entry: catalog.CheckpointEntry | None, where: Any = None) -> str:
     if st.session_state.get(K_TEXT) is None:
         st.session_state[K_TEXT] = default_text_for(entry)
     _seed("w_text", K_TEXT)
+    # max_chars: the box stops at the limit and counts (a longer text from a link is shown and refused)
     where.text_area("Text", key="w_text", on_change=_copy, args=("w_text", K_TEXT), height=110,
+                    max_chars=max_chars(),
                     help=f"The text every view traces (at most {max_chars():,} characters). "
                          "Press Ctrl+Enter or click outside to apply.")
 
     def reset() -> None:
         st.session_state[K_TEXT] = default_text_for(entry_for(st.session_state.get(K_CKPT)))
+        st.session_state[K_TEXT_NEW] = True
 
     where.button("Use the default text", on_click=reset, key="w_text_reset", type="tertiary")
     from geomlab.data.vocab import normalize_text
@@ -115,16 +119,17 @@ def token_label(tok: str) -> str:
 def cursor_control(tokens: list[str], where: Any = None, trace: Any = None) -> int:
     """Token cursor slider bound to ``gl_pos``; returns the position. When no position was chosen (a fresh
     session, a link without ``pos``) the cursor starts at :func:`geomlab.predictions.default_cursor` of
-    ``trace`` (0 without one); a position past the end of the text (a link's ``pos``, a shortened text) is
-    moved to the last token, with a notice saying so."""
+    ``trace`` (0 without one); a position past the end of the text is moved to the last token, with a
+    notice saying so when the position came from a link (not when the text was just changed here)."""
     where = where or st
     n = len(tokens)
     pos = st.session_state.get(K_POS)
+    text_new = st.session_state.pop(K_TEXT_NEW, False)
     if pos is None:
         from geomlab.predictions import default_cursor
 
         pos = default_cursor(trace) if trace is not None and trace.n_positions == n else 0
-    elif int(pos) > n - 1:
+    elif int(pos) > n - 1 and not text_new:
         where.warning(f"The cursor position {int(pos)} is past the end of this text ({n} token"
                       f"{'s' if n != 1 else ''}): showing the last position, {n - 1}, instead.",
                       icon=":material/last_page:")

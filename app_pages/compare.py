@@ -228,8 +228,8 @@ def main() -> None:
                 help=f"{e.name} was trained with T = {registry.trained_steps(e.model_config)}. Choose the same "
                      "checkpoint on both sides with different T to see test-time recursion.")
     for side, e in (("A", a), ("B", b)):
-        with ui.guard(f"Tracing checkpoint {side}"):
-            ui.check_text(e, text)
+        with ui.guard(f"Tracing checkpoint {side}", prefix=f"{side} ({e.name}): "):
+            ui.check_text(e, text, hint=True)
             traces[side] = ui.trace_for(e, text, **opts.get(side, {}))
             unknown = ui.unknown_tokens(e, text)
             if unknown:

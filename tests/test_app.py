@@ -395,6 +395,50 @@ def test_a_text_over_the_limit_is_not_mirrored_and_unknown_characters_are_all_co
     assert msg.startswith("11 characters") and "… (1 more)" in msg, msg
 
 
+def test_a_default_text_follows_the_checkpoint_and_a_typed_text_stays(ckpt_dirs):
+    """Picking a word-problem checkpoint while the text is still the last checkpoint's default gives the new
+    one's default text (not an error); a typed text is kept, and the error says how to get back."""
+    at = app(gl_ckpt=ref("osm"), gl_ckpt_b=ref("osm"))
+    goto(at, "compare")
+    osm_default = at.session_state["gl_text"]
+
+    def side_a() -> list[str]:
+        return [e for e in map(shown, errors(at)) if e.startswith("A (")]
+
+    at.selectbox(key="w_gl_ckpt").set_value(ref("s3")).run()
+    assert not at.exception and not side_a(), side_a()
+    s3_default = at.session_state["gl_text"]
+    assert s3_default != osm_default and set(s3_default) <= set("012 ")
+    at.selectbox(key="w_gl_ckpt").set_value(ref("osm")).run()
+    assert at.session_state["gl_text"] == osm_default and not side_a()
+    at.session_state["gl_pos"] = 30
+    at.text_area(key="w_text").set_value("a text I typed").run()
+    assert at.session_state["gl_pos"] == 13  # moved to the last position, without a notice: the user did it
+    assert not [w for w in at.warning if "past the end" in w.value]
+    at.selectbox(key="w_gl_ckpt").set_value(ref("s3")).run()
+    assert at.session_state["gl_text"] == "a text I typed"  # never replaced
+    msg = next(e for e in side_a() if "Unknown symbols" in e)
+    assert "Use the default text" in msg
+    at.button(key="w_text_reset").click().run()
+    assert at.session_state["gl_text"] == s3_default and not side_a()
+
+
+def test_compare_says_which_side_cannot_read_the_text(ckpt_dirs):
+    at = app(gl_ckpt=ref("osm"), gl_ckpt_b=ref("s3"))
+    goto(at, "compare")
+    assert not at.exception
+    msg = next(shown(e) for e in errors(at) if "Unknown symbols" in e)
+    assert msg.startswith("B (s3): Unknown symbols"), msg
+
+
+def test_the_text_box_stops_at_the_limit(ckpt_dirs):
+    at = app(gl_ckpt=ref("osm"))
+    goto(at, "trajectories")
+    assert at.text_area(key="w_text").max_chars == 2048
+    at.text_area(key="w_text").set_value("z" * 3000).run()
+    assert len(at.session_state["gl_text"]) == 2048 and not errors(at)
+
+
 def test_symbol_checkpoint_rejects_unknown_symbols(ckpt_dirs):
     at = app(gl_ckpt=ref("s3"), gl_text="012 021 nope")
     goto(at, "compare")

@@ -311,6 +311,31 @@ def test_trace_views_for_a_kind_without_views(tmp_path, capsys, monkeypatch):
     assert err.startswith("error: nothing to write: give --out FILE.npz") and err.count("\n") == 1
 
 
+def test_trace_figures_share_the_apps_opening_cursor(tmp_path, capsys, monkeypatch):
+    """Without --cursor every --html/--png figure highlights one position, the one the app opens on
+    (geomlab.predictions.default_cursor), not each figure's own default (first or last); --cursor wins."""
+    from geomlab import predictions, views
+
+    monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    seen, traces = [], []
+    build = views.build_view
+
+    def spy(tr, slug, controls=None, cursor=None, **kw):
+        seen.append(cursor)
+        traces.append(tr)
+        return build(tr, slug, controls, cursor, **kw)
+
+    monkeypatch.setattr(views, "build_view", spy)
+    text = "01234 10234 21034 30124 40123 01243"
+    assert main(["trace", "osm-rnn-o-s5", "--text", text, "--html", "v/"]) == 0
+    want = predictions.default_cursor(traces[0])
+    assert seen and set(seen) == {want} and 0 < want < traces[0].n_positions - 1
+    seen.clear()
+    assert main(["trace", "osm-rnn-o-s5", "--text", text, "--html", "w/", "--cursor", "1"]) == 0
+    assert set(seen) == {1}
+
+
 def test_zoo_list_says_how_to_refer_to_each(capsys):
     assert main(["zoo", "--list"]) == 0
     printed = capsys.readouterr().out

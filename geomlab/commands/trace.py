@@ -38,7 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--png", default=None, metavar="DIR",
                    help="also write the same figures as NAME.png into this folder (created if missing; kaleido and this machine's "
                         "Chrome/Chromium, offline; docs/views.md)")
-    p.add_argument("--cursor", type=int, default=None, help="position highlighted in the --html/--png figures")
+    p.add_argument("--cursor", type=int, default=None,
+                   help="position highlighted in the --html/--png figures (default: the position the app "
+                        "opens on, the most surprising next token in the second half of the text)")
     p.add_argument("--json", default=None,
                    help="also write strict JSON of at most 256 positions (around --cursor, else from the start; "
                         "the app's JSON download) to this file (parent folders are created)")
@@ -99,14 +101,20 @@ def run(args: argparse.Namespace) -> int:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(trace_json(tr, start, min(T, start + 256)), encoding="utf-8")
         print(f"wrote positions {start}-{min(T, start + 256) - 1} as JSON -> {json_path}")
+    # one cursor for every figure, the app's opening one when none is given (each figure's own default differs)
+    cursor = args.cursor
+    if cursor is None and (html_dir or png_dir):
+        from geomlab.predictions import default_cursor
+
+        cursor = default_cursor(tr)
     if html_dir:
-        written = write_html(tr, html_dir, cursor=args.cursor)
+        written = write_html(tr, html_dir, cursor=cursor)
         print(f"wrote {len(written)} figures and index.html to {html_dir}{os.sep} ({', '.join(written)})")
     if png_dir:
         from geomlab.images import write_pngs
 
         figs = {name: f.figure for view in views
-                for name, f in registry.build_view(tr, view.slug, cursor=args.cursor).items()}
+                for name, f in registry.build_view(tr, view.slug, cursor=cursor).items()}
         written = write_pngs(figs, png_dir)
         print(f"wrote {len(written)} images to {png_dir}{os.sep} ({', '.join(written)})")
     return 0
