@@ -139,7 +139,9 @@ S5_LESSON = Lesson(
             notice="**Accuracy by length** (from the cards): O(5) (blue) is right almost always up to its "
                    "training length 32 and fades beyond; the torus (orange) sits at chance, $1/120$, at "
                    "every length. **Surprisal** on this word: O(5) needs about 0 bits at every position, "
-                   "the torus hovers at the dotted chance line, $\\log_2 120 \\approx 6.9$ bits."),
+                   "the torus hovers at the dotted chance line, $\\log_2 120 \\approx 6.9$ bits (a right "
+                   "answer on this one short word, in its legend, is luck: the accuracy panel averages many "
+                   "words)."),
         Step(
             title="O(5)'s spectrum shows the product's cycle type",
             checkpoint="bundled/osm-rnn-o-s5", text=_S5_WORD, view="trajectories", cursor=4,

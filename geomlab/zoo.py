@@ -504,7 +504,7 @@ def format_card(card: dict[str, Any]) -> str:
     lines = [f"{name}: {card.get('title', cfg.get('kind', '?'))}"]
     params = card.get("params_effective")
     lines.append(f"  kind {cfg.get('kind', '?')}, params {params} effective / {card.get('params_stored')} stored; "
-                 f"corpus {card.get('corpus')} ({card.get('split', '?')})")
+                 f"corpus {card.get('corpus')}, split: {card.get('split', '?')}")
     cur = (card.get("recipe") or {}).get("length_curriculum") or []
     cur_s = (f" (the first {sum(k for _, k in cur)} steps a length curriculum: "
              + ", ".join(f"{k} at length {n}" for n, k in cur) + ")" if cur else "")

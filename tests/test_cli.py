@@ -336,6 +336,19 @@ def test_trace_figures_share_the_apps_opening_cursor(tmp_path, capsys, monkeypat
     assert set(seen) == {1}
 
 
+def test_trace_of_unknown_symbols_lists_what_the_checkpoint_reads(tmp_path, capsys, monkeypatch):
+    """The CLI names every unknown symbol and the symbols a word-problem checkpoint reads, as the app does."""
+    monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["trace", "osm-rnn-o-s5", "--text", "01234 hello 99999", "--out", "t.npz"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: Unknown symbols for this checkpoint: '99999', 'hello'. It reads "
+                          "space-separated symbols from: ") and "01234" in err and err.count("\n") == 1, err
+    assert not list(tmp_path.iterdir())
+    assert main(["zoo", "--list"]) == 0
+    assert "corpus word-problem S5, split: generated (seeded)" in capsys.readouterr().out
+
+
 def test_zoo_list_says_how_to_refer_to_each(capsys):
     assert main(["zoo", "--list"]) == 0
     printed = capsys.readouterr().out

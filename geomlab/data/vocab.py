@@ -197,12 +197,11 @@ class Vocab:
         """
         index, unk_id = self._index, self.unk_id
         if unk_id is None:
-            out = []
-            for t in tokens:
-                if t not in index:
-                    raise DataError(f"token {t!r} is not in the vocabulary (and it has no unknown token)")
-                out.append(index[t])
-            return out
+            tokens = list(tokens)
+            bad = [t for t in tokens if t not in index]
+            if bad:
+                raise unknown_symbols_error(self, bad)
+            return [index[t] for t in tokens]
         return [index.get(t, unk_id) for t in tokens]
 
     def encode(self, text: str) -> torch.Tensor:
@@ -230,8 +229,7 @@ class Vocab:
         if missing.any():
             ids = ids.copy()
             if self.unk_id is None:
-                bad = chr(int(codes[np.argmax(missing)]))
-                raise DataError(f"token {bad!r} is not in the vocabulary (and it has no unknown token)")
+                raise unknown_symbols_error(self, [chr(int(c)) for c in np.unique(codes[missing])])
             ids[missing] = self.unk_id
         return torch.from_numpy(ids)
 
@@ -301,13 +299,19 @@ def check_text(vocab: Vocab, text: str, max_chars: int) -> list[str]:
     if not toks:
         raise DataError("The text has no tokens for this checkpoint.")
     if vocab.unk is None:
-        bad = sorted({t for t in toks if t not in vocab})
+        bad = [t for t in toks if t not in vocab]
         if bad:
-            shown = ", ".join(repr(b) for b in bad[:8])
-            ok = " ".join(vocab.tokens[:12]) + (" …" if len(vocab.tokens) > 12 else "")
-            raise DataError(f"Unknown symbols for this checkpoint: {shown}. It reads space-separated "
-                            f"symbols from: {ok}")
+            raise unknown_symbols_error(vocab, bad)
     return toks
+
+
+def unknown_symbols_error(vocab: Vocab, bad: Iterable[str]) -> DataError:
+    """The one message for tokens a vocabulary without an unknown token lacks: the first 8 distinct ones
+    (sorted) and the first 12 it reads (design choice)."""
+    shown = ", ".join(repr(b) for b in sorted(set(bad))[:8])
+    ok = " ".join(vocab.tokens[:12]) + (" …" if len(vocab.tokens) > 12 else "")
+    how = "space-separated symbols" if vocab.level == "symbol" else f"{vocab.level}s"
+    return DataError(f"Unknown symbols for this checkpoint: {shown}. It reads {how} from: {ok}")
 
 
 def unknown_tokens(vocab: Vocab, text: str) -> list[str]:
