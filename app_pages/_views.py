@@ -116,7 +116,7 @@ def more_figures(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: in
     rest = registry.more_figures(slug, tr)
     if not rest:
         return 0
-    names = ", ".join(f.name.replace("_", " ") for f in rest)
+    names = ", ".join(f.label for f in rest)
     st.session_state.setdefault(K_MORE, False)
     state.seed("w_more_figures", K_MORE)
     if not st.toggle(f"More figures ({len(rest)})", key="w_more_figures", on_change=state.copy,

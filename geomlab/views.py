@@ -56,6 +56,11 @@ class FigureSpec:
     default: bool = True
     replaces: tuple[str, ...] = ()
 
+    @property
+    def label(self) -> str:
+        """A short readable name of the figure (the app's "More figures" list), from :data:`FIGURE_LABELS`."""
+        return FIGURE_LABELS.get(self.name, self.name.replace("_", " "))
+
 
 @dataclass(frozen=True)
 class ViewSpec:
@@ -86,6 +91,22 @@ class ViewSpec:
         """Figure names in display order."""
         return tuple(f.name for f in self.figures)
 
+
+#: Short readable names of the figures (what "More figures" lists; the figure's own title says more).
+FIGURE_LABELS = {
+    "phase_circle": "eigenvalues on the circle", "pca_projection": "2-D PCA of the path",
+    "distance_profile": "geodesic distances", "phase_timeline": "eigenvalue phases along the text",
+    "torus_angles": "torus angles", "pca_trajectory": "3-D PCA path", "so3_frame": "rotating frame (3 x 3)",
+    "tangent_lines": "update sizes by layer", "tangent_heatmap": "update sizes (heatmap)",
+    "generator_heatmap": "update generator at the cursor", "mixing_share": "share turned by mixing",
+    "attention_maps": "attention maps", "attends_to": "what the cursor attends to",
+    "attention_row": "attention row at the cursor", "attention_window": "attention window",
+    "energy_descent": "energy per step", "energy_tokens": "energy per token",
+    "plane_distances": "distances between planes", "plane_angles": "principal angles",
+    "plucker_heatmap": "Plücker coordinates", "gate_share": "gate share", "plane_similarity": "plane similarity",
+    "plane_sphere": "plane on the sphere", "plane_interpolation": "plane interpolation",
+    "plane_matrix": "plane matrix and axis usage", "decomposability_map": "decomposability of plane averages",
+}
 
 F = FigureSpec
 #: At most this many figures open a view (issue 16: a small default set a newcomer can read, and a cheap

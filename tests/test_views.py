@@ -171,3 +171,11 @@ def test_every_figure_takes_the_page_cursor(traces):
         tr = next(t for t in traces.values() if t.kind in view.kinds)
         for name, (fig, _) in registry.build_view(tr, slug, cursor=3).items():
             assert not fig.frames and not fig.layout.sliders and not fig.layout.updatemenus, name
+
+
+def test_every_figure_has_a_short_readable_label():
+    """"More figures" lists labels, not identifiers: one distinct label per figure, no underscores."""
+    specs = {f.name: f for v in registry.VIEWS.values() for f in v.figures}
+    assert set(specs) == set(registry.FIGURE_LABELS)
+    labels = [f.label for f in specs.values()]
+    assert len(set(labels)) == len(labels) and not any("_" in x for x in labels)
