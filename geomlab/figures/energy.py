@@ -29,6 +29,8 @@ BAND = (10, 90)
 _BAND_FILL = ("rgba(0,114,178,0.18)", "rgba(230,159,0,0.22)")
 _ROSE_MARKER = {"symbol": "triangle-up", "size": 13, "color": "#D55E00", "line": {"color": "black", "width": 1}}
 _DASHES = ("solid", "dash", "dashdot", "longdash", "longdashdot")  # no "dot": the cursor token is dotted
+# and a marker per layer: in a legend's short sample a long dash reads as a solid line (design choice)
+_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x")
 
 
 def _cem(tr) -> CEMTrace:
@@ -150,6 +152,7 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
                 fig.add_trace(dict(type="scatter",
                     x=steps, y=_token_mean(disp[layer, b]), mode="lines+markers",
                     line={"color": col, "dash": _DASHES[layer % len(_DASHES)]},
+                    marker={"symbol": _SYMBOLS[layer % len(_SYMBOLS)], "size": 7},
                     name=f"{name} displacement", legendgroup="displacement", showlegend=False,
                     hovertemplate=(f"layer {layer} {_block_name(b)}, step %{{x}}<br>mean ‖x<sup>t</sup> − h‖/ρ = "
                                    "%{y:.4g}<extra></extra>")), row=rows, col=1)
@@ -167,8 +170,9 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
                       {"mode": "lines", "line": {"color": HIGHLIGHT, "dash": "dot", "width": 2},
                        "legendgroup": "cursor"}))
     if disp is not None:
-        kinds += [(f"displacement, layer {layer}", {"mode": "lines", "line": {"color": "#555555",
-                                                                           "dash": _DASHES[layer % len(_DASHES)]}})
+        kinds += [(f"displacement, layer {layer}",
+                   {"mode": "lines+markers", "line": {"color": "#555555", "dash": _DASHES[layer % len(_DASHES)]},
+                    "marker": {"symbol": _SYMBOLS[layer % len(_SYMBOLS)], "size": 7}})
                   for layer in range(min(L, len(_DASHES)))]
     for label, style in kinds:
         fig.add_trace(dict(type="scatter", x=[None], y=[None], name=label, showlegend=True, hoverinfo="skip", **style),
