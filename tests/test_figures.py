@@ -1335,7 +1335,7 @@ def test_half_width_figures_have_thinned_ticks():
 
 def test_token_ticks_are_round_and_few():
     ticks = _common.token_ticks(["x"] * 2048, np.arange(2048))
-    assert ticks["tickvals"] == list(range(0, 2001, 200)) and ticks["ticktext"][1] == "200:x"
+    assert ticks["tickvals"] == list(range(0, 2001, 200)) and ticks["ticktext"][1] == "200 'x'"
     assert _common.token_ticks(["x"] * 14, np.arange(14))["tickvals"] == list(range(0, 14, 2))
     assert len(_common.token_ticks(["x"] * 500, np.arange(3, 500, 7), max_ticks=5)["tickvals"]) <= 5
 

@@ -465,7 +465,7 @@ def _next_nice(step: int) -> int:
 
 
 def token_ticks(labels: Sequence[str], positions: np.ndarray, max_ticks: int = MAX_TICKS) -> dict:
-    """Axis settings that put ``"t:token"`` tick labels on a numeric position axis: at most ``max_ticks``
+    """Axis settings that put ``"t 'token'"`` tick labels (:func:`category_labels`) on a numeric position axis: at most ``max_ticks``
     of them, at round positions (multiples of 1, 2, 5, 10, 20, 50, ...), so that they stay readable at half
     width (issue 16: thinned ticks, details on hover; design choice)."""
     positions = np.asarray(positions)
@@ -475,11 +475,12 @@ def token_ticks(labels: Sequence[str], positions: np.ndarray, max_ticks: int = M
     step = nice_step(hi - lo, max(int(max_ticks), 2))
     vals = [int(v) for v in range(-(-lo // step) * step, hi + 1, step)]
     return {"tickmode": "array", "tickvals": vals,
-            "ticktext": [f"{p}:{labels[p]}" for p in vals]}
+            "ticktext": category_labels(labels, vals)}
 
 
 def category_labels(labels: Sequence[str], positions: np.ndarray) -> list[str]:
-    """Unique ``"t:token"`` category names for a categorical position axis (hover shows them via
+    """Unique ``"t 'token'"`` category names for a categorical position axis (and the tick labels of a
+    numeric one, :func:`token_ticks`: one format everywhere) (hover shows them via
     ``%{x}``/``%{y}``, so large heatmaps need no per-cell hover array)."""
     return [f"{p} '{labels[p]}'" for p in np.asarray(positions).tolist()]
 
