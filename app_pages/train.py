@@ -152,7 +152,8 @@ def form(active: bool) -> None:
                      persist_state="session")
     c1, c2 = st.columns(2)
     c1.number_input("Steps", 1, runs.MAX_STEPS, 200, step=50, key=P + "steps", persist_state="session",
-                    help="Optimizer steps. A few hundred take about a minute on a CPU for the smallest budgets.")
+                    help="Optimizer steps. The default 200 take a few seconds on a CPU; larger models, longer "
+                         "sequences and corpora take longer (the progress bar shows the time left).")
     devices = ["auto", "cpu", "cuda"] + (["mps"] if "mps" in runs.available_devices() else [])
     auto_is = runs.available_devices()[0]
     c2.selectbox("Device", devices, key=P + "device", persist_state="session",
