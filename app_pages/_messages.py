@@ -51,8 +51,9 @@ def guard(what: str = "This part of the page", prefix: str = "") -> Iterator[Non
     """Show any error raised inside the block as a message in the page, never as a traceback.
 
     ``ValueError`` subclasses (bad input: ``DataError``, ``CheckpointError``, ``CatalogError``...) are shown
-    as their one-line message (after ``prefix``, e.g. which side of Compare); anything else as ``what`` failed plus the exception's one line, with the
-    traceback sent to the server log. Streamlit's own control flow (``st.rerun``, ``st.stop``) passes through.
+    as their one-line message (after ``prefix``, e.g. which side of Compare); anything else as ``what``
+    failed plus the exception's one line, with the traceback sent to the server log. Streamlit's own control
+    flow (``st.rerun``, ``st.stop``) passes through.
     """
     try:
         yield

@@ -371,8 +371,8 @@ FIGURE_TEXT: dict[str, Explanation] = {
                         "The ratio of solid to dotted: how much mixing amplifies or damps each layer.",
                         ("Tangent update", "Tangent mixing"), f"{_OSM_SRC} §2.4"),
     "generator_heatmap": _E(r"\Phi_t \in \mathfrak{g}\ (d \times d)", "The update at the cursor as a matrix: "
-                            "entry $(a, b)$ is the rotation speed in the plane of axes $a$ and $b$ (radians). On the torus, bars: "
-                            "one phase speed per axis (the algebra is the imaginary diagonals).",
+                            "entry $(a, b)$ is the rotation speed in the plane of axes $a$ and $b$ (radians). On the "
+                            "torus, bars: one phase speed per axis (the algebra is the imaginary diagonals).",
                             "Skew symmetry ($\\Phi^\\top = -\\Phi$ for real groups); which planes (torus: which "
                             "axes) carry the rotation, before and after mixing.", ("Lie algebra", "Tangent mixing"),
                             f"{_OSM_SRC} §2.2, §4.3"),

@@ -310,7 +310,7 @@ def unknown_symbols_error(vocab: Vocab, bad: Iterable[str]) -> DataError:
     (sorted) and the first 12 it reads (design choice)."""
     shown = ", ".join(repr(b) for b in sorted(set(bad))[:8])
     ok = " ".join(vocab.tokens[:12]) + (" …" if len(vocab.tokens) > 12 else "")
-    how = "space-separated symbols" if vocab.level == "symbol" else f"{vocab.level}s"
+    how = {"symbol": "space-separated symbols", "char": "characters", "word": "words"}.get(vocab.level, "tokens")
     return DataError(f"Unknown symbols for this checkpoint: {shown}. It reads {how} from: {ok}")
 
 

@@ -465,9 +465,9 @@ def _next_nice(step: int) -> int:
 
 
 def token_ticks(labels: Sequence[str], positions: np.ndarray, max_ticks: int = MAX_TICKS) -> dict:
-    """Axis settings that put ``"t 'token'"`` tick labels (:func:`category_labels`) on a numeric position axis: at most ``max_ticks``
-    of them, at round positions (multiples of 1, 2, 5, 10, 20, 50, ...), so that they stay readable at half
-    width (issue 16: thinned ticks, details on hover; design choice)."""
+    """Axis settings that put ``"t 'token'"`` tick labels (:func:`category_labels`) on a numeric position
+    axis: at most ``max_ticks`` of them, at round positions (multiples of 1, 2, 5, 10, 20, 50, ...), so
+    that they stay readable at half width (issue 16: thinned ticks, details on hover; design choice)."""
     positions = np.asarray(positions)
     if not len(positions):
         return {"tickmode": "array", "tickvals": [], "ticktext": []}
@@ -480,14 +480,14 @@ def token_ticks(labels: Sequence[str], positions: np.ndarray, max_ticks: int = M
 
 def category_labels(labels: Sequence[str], positions: np.ndarray) -> list[str]:
     """Unique ``"t 'token'"`` category names for a categorical position axis (and the tick labels of a
-    numeric one, :func:`token_ticks`: one format everywhere) (hover shows them via
-    ``%{x}``/``%{y}``, so large heatmaps need no per-cell hover array)."""
+    numeric one, :func:`token_ticks`: one format everywhere); hover shows them via ``%{x}``/``%{y}``, so
+    large heatmaps need no per-cell hover array."""
     return [f"{p} '{labels[p]}'" for p in np.asarray(positions).tolist()]
 
 
 def hover_tokens(labels: Sequence[str], positions: np.ndarray) -> list[str]:
-    """``"t 'c'"`` strings for hover text."""
-    return [f"{p} '{labels[p]}'" for p in np.asarray(positions).tolist()]
+    """``"t 'c'"`` strings for hover text (the format of :func:`category_labels`)."""
+    return category_labels(labels, positions)
 
 
 def finish(fig: FigureBuilder | go.Figure, title: str, caption: str, name: str, height: int | None = None,
