@@ -214,11 +214,14 @@ def vocab_of(entry: catalog.CheckpointEntry):
 
 #: Appended to a text error on a page with the sidebar's text box (its "Use the default text" button).
 TEXT_HINT = " The button \"Use the default text\" under the text box gives this checkpoint's own text."
+#: Appended to Compare's side-B text error: the text box holds A's text, which no button makes B's.
+TEXT_HINT_B = (" The text is A's: choose a B that reads the same kind of text as A (characters, or a word "
+               "problem's symbols).")
 
 
-def check_text(entry: catalog.CheckpointEntry, text: str, hint: bool = False) -> list[str]:
+def check_text(entry: catalog.CheckpointEntry, text: str, hint: str = "") -> list[str]:
     """:func:`geomlab.data.vocab.check_text` for ``entry``'s vocabulary and the app's limit: the tokens, or
-    a ``ValueError`` with a readable message (``hint``: ending with :data:`TEXT_HINT`)."""
+    a ``ValueError`` with a readable message (ending with ``hint``, e.g. :data:`TEXT_HINT`)."""
     from geomlab.data.vocab import check_text as check
 
     try:
@@ -226,7 +229,7 @@ def check_text(entry: catalog.CheckpointEntry, text: str, hint: bool = False) ->
     except ValueError as exc:
         if not hint:
             raise
-        raise type(exc)(f"{exc}{TEXT_HINT}") from None
+        raise type(exc)(f"{exc}{hint}") from None
 
 
 def unknown_tokens(entry: catalog.CheckpointEntry, text: str) -> list[str]:

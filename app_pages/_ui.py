@@ -16,8 +16,8 @@ The views themselves (titles, kinds, figures, controls) are defined once, in :mo
 from __future__ import annotations
 
 from app_pages._data import (  # noqa: F401
-    DEFAULT_TEXT, cache, cache_caption, check_text, debug_enabled, default_ref, default_text_for, entries,
-    entry_for, load, log, max_chars, trace_for, trace_json, unknown_tokens, vocab_of,
+    DEFAULT_TEXT, TEXT_HINT, TEXT_HINT_B, cache, cache_caption, check_text, debug_enabled, default_ref,
+    default_text_for, entries, entry_for, load, log, max_chars, trace_for, trace_json, unknown_tokens, vocab_of,
 )
 from app_pages._messages import (  # noqa: F401
     METRIC_LABEL, accuracy_by_length_line, fmt_metric, fmt_seconds, guard, is_ci, metric_facts,

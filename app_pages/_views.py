@@ -195,7 +195,7 @@ def render_view(slug: str) -> None:
     text = ui.text_box(entry)
     t0 = time.perf_counter()
     with ui.guard("Tracing the text"), rendering():
-        tokens = ui.check_text(entry, text, hint=True)
+        tokens = ui.check_text(entry, text, hint=ui.TEXT_HINT)
         unknown = ui.unknown_tokens(entry, text)
         if unknown:
             shown = ", ".join(repr(u) for u in unknown[:10]) + (f", … ({len(unknown) - 10} more)"

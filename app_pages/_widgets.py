@@ -93,11 +93,19 @@ def text_box(entry: catalog.CheckpointEntry | None, where: Any = None) -> str:
     if st.session_state.get(K_TEXT) is None:
         st.session_state[K_TEXT] = default_text_for(entry)
     _seed("w_text", K_TEXT)
-    # max_chars: the box stops at the limit and counts (a longer text from a link is shown and refused)
+    # no max_chars: Streamlit drops a paste longer than it without a word; a long text is offered a cut instead
     where.text_area("Text", key="w_text", on_change=_copy, args=("w_text", K_TEXT), height=110,
-                    max_chars=max_chars(),
                     help=f"The text every view traces (at most {max_chars():,} characters). "
                          "Press Ctrl+Enter or click outside to apply.")
+    limit = max_chars()
+    if len(st.session_state[K_TEXT]) > limit:
+        def cut() -> None:
+            st.session_state[K_TEXT] = st.session_state[K_TEXT][:limit]
+            st.session_state[K_TEXT_NEW] = True
+
+        where.warning(f"The text has {len(st.session_state[K_TEXT]):,} characters; views trace at most "
+                      f"{limit:,}.", icon=":material/content_cut:")
+        where.button(f"Keep the first {limit:,} characters", on_click=cut, key="w_text_cut", type="secondary")
 
     def reset() -> None:
         st.session_state[K_TEXT] = default_text_for(entry_for(st.session_state.get(K_CKPT)))

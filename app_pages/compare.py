@@ -229,7 +229,7 @@ def main() -> None:
                      "checkpoint on both sides with different T to see test-time recursion.")
     for side, e in (("A", a), ("B", b)):
         with ui.guard(f"Tracing checkpoint {side}", prefix=f"{side} ({e.name}): "):
-            ui.check_text(e, text, hint=True)
+            ui.check_text(e, text, hint=ui.TEXT_HINT if side == "A" else ui.TEXT_HINT_B)
             traces[side] = ui.trace_for(e, text, **opts.get(side, {}))
             unknown = ui.unknown_tokens(e, text)
             if unknown:

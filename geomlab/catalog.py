@@ -562,10 +562,16 @@ def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
         if not isinstance(meta, dict) or "model_config" not in meta:
             raise CatalogError(f"{_short(json_name)} is not a geomlab checkpoint description (no "
                                "'model_config')")
+    weights = by_suffix.get(".safetensors", [])
+    if weights and not by_suffix.get(".json") and Path(weights[0].replace("\\", "/")).name == ckpt_files.WEIGHTS:
+        raise CatalogError(f"{ckpt_files.WEIGHTS} is a checkpoint folder's weights: upload it together with the "
+                           f"folder's {ckpt_files.CONFIG} and {ckpt_files.META} ({ckpt_files.CARD} is optional), "
+                           "or a .zip of the folder")
     for suffix in (".safetensors", ".json"):
         if not by_suffix.get(suffix):
             missing = "weights (.safetensors)" if suffix == ".safetensors" else "description (.json)"
-            raise CatalogError(f"the {missing} file is missing: upload both halves of the checkpoint")
+            raise CatalogError(f"the {missing} file is missing: upload both halves of the checkpoint "
+                               "(NAME.safetensors with NAME.json), or a checkpoint folder's files")
     json_name, st_name = by_suffix[".json"][0], by_suffix[".safetensors"][0]
     _check_size(st_name, files[st_name])
     return safe_name(Path(json_name).stem), {".json": files[json_name], ".safetensors": files[st_name]}

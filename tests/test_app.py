@@ -428,15 +428,22 @@ def test_compare_says_which_side_cannot_read_the_text(ckpt_dirs):
     goto(at, "compare")
     assert not at.exception
     msg = next(shown(e) for e in errors(at) if "Unknown symbols" in e)
-    assert msg.startswith("B (s3): Unknown symbols"), msg
+    assert msg.startswith("B (s3): Unknown symbols") and "choose a B that reads" in msg, msg
+    assert "Use the default text" not in msg  # the button gives A's text, which B cannot read either
 
 
-def test_the_text_box_stops_at_the_limit(ckpt_dirs):
+def test_a_text_over_the_limit_is_kept_and_can_be_cut(ckpt_dirs):
+    """A pasted text over 2,048 characters is kept whole (no max_chars: Streamlit would drop the paste
+    silently), refused with a message, and one click keeps its first 2,048 characters."""
     at = app(gl_ckpt=ref("osm"))
     goto(at, "trajectories")
-    assert at.text_area(key="w_text").max_chars == 2048
-    at.text_area(key="w_text").set_value("z" * 3000).run()
-    assert len(at.session_state["gl_text"]) == 2048 and not errors(at)
+    assert not at.text_area(key="w_text").max_chars  # 0: no limit in the box
+    pasted = "".join(TEXT for _ in range(12))[:3000]
+    at.text_area(key="w_text").set_value(pasted).run()
+    assert at.session_state["gl_text"] == pasted and any("limit is 2,048" in e for e in errors(at))
+    assert any("3,000 characters" in w.value for w in at.sidebar.warning)
+    at.button(key="w_text_cut").click().run()
+    assert at.session_state["gl_text"] == pasted[:2048] and not errors(at) and not at.exception
 
 
 def test_symbol_checkpoint_rejects_unknown_symbols(ckpt_dirs):

@@ -130,6 +130,10 @@ def test_store_upload_validates_and_stores(dirs, tmp_path):
     (lambda f: {**f, "up.safetensors": f["up.safetensors"][: len(f["up.safetensors"]) // 2]}, "not a valid checkpoint"),
     (lambda f: {**f, "other.json": f["up.json"]}, "exactly one pair"),
     (lambda f: {}, "no files"),
+    # a folder's weights alone: named as such, with what to upload beside it
+    (lambda f: {"model.safetensors": f["up.safetensors"]},
+     "model.safetensors is a checkpoint folder's weights: upload it together with the folder's config.json "
+     "and geomlab.json"),
 ])
 def test_bad_uploads_raise_readable_errors_and_store_nothing(dirs, tmp_path, mutate, message):
     _, runs = dirs

@@ -183,8 +183,8 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     fig.update_xaxes(title_text="step t")  # every axis is labelled; the bottom row says it in full
     fig.update_xaxes(title_text="recursion step t", row=rows)
     n_rises = int(rises.sum())
-    cap = ("Energy of the layer's iterate at each recursion step (token mean; band: "
-           f"{BAND[0]}th–{BAND[1]}th percentile over tokens")
+    cap = ("Energy of the layer's iterate at each recursion step (token mean, which leaves the band when a "
+           f"few tokens dominate; band: {BAND[0]}th–{BAND[1]}th percentile over tokens")
     if cursor is not None:
         cap += f"; dotted: position {cursor} '{md_label(tr.labels[cursor])}'"
     cap += ")" + (", as the change from step 0, "
