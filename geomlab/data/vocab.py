@@ -293,8 +293,7 @@ def check_text(vocab: Vocab, text: str, max_chars: int) -> list[str]:
     if not text or not text.strip():
         raise DataError("The text is empty: type or paste some text to trace.")
     if len(text) > max_chars:
-        raise DataError(f"The text has {len(text):,} characters; the limit is {max_chars:,}. "
-                        "Shorten it (views subsample long texts, but tracing is capped).")
+        raise DataError(f"The text has {len(text):,} characters; the limit is {max_chars:,}. Shorten it.")
     toks = tokenize(text, vocab.level)
     if not toks:
         raise DataError("The text has no tokens for this checkpoint.")
