@@ -71,8 +71,9 @@ def copy(widget_key: str, state_key: str) -> None:
     if state_key in (K_CKPT, K_CKPT_B):
         set_checkpoint(st.session_state[widget_key], state_key)
         return
-    if state_key == K_TEXT and st.session_state.get(K_TEXT) != st.session_state[widget_key]:
-        st.session_state[K_TEXT_NEW] = True
+    if state_key == K_TEXT:
+        set_text(st.session_state[widget_key])
+        return
     st.session_state[state_key] = st.session_state[widget_key]
     st.session_state.get(K_INT_DEFAULTS, {}).pop(state_key, None)  # chosen now, even if equal to the default
 
@@ -92,20 +93,23 @@ def set_checkpoint(ref: str, which: str = K_CKPT) -> None:
         ss.pop(K_B_AUTO, None)  # B is the user's pick now, kept when A changes
 
 
-def text_follows(before: str | None, ref: str) -> bool:
+def set_text(text: str) -> None:
+    """Set the shared text from this session (typed, reset, cut, followed), marking a change so that the
+    cursor moves inside it without a notice (:data:`K_TEXT_NEW`; a link's text is set by :func:`init_state`)."""
+    ss = st.session_state
+    if ss.get(K_TEXT) != text:
+        ss[K_TEXT_NEW] = True
+    ss[K_TEXT] = text
+
+
+def text_follows(before: str | None, ref: str) -> None:
     """Make the shared text checkpoint ``ref``'s default text when it is still checkpoint ``before``'s default
     (nobody chose it: a Shakespeare model's text would be unknown symbols to a word-problem model, and the
-    reverse); True when the text changed. A text the user typed or a link gave is never replaced: a page
-    that cannot read it says why. Design choice."""
-    ss = st.session_state
-    text, new, old = ss.get(K_TEXT), data.entry_for(ref), data.entry_for(before)
-    if text is None or new is None or old is None or text != data.default_text_for(old):
-        return False
-    follow = data.default_text_for(new)
-    ss[K_TEXT] = follow
-    if follow != text:
-        ss[K_TEXT_NEW] = True
-    return follow != text
+    reverse). A text the user typed or a link gave is never replaced: a page that cannot read it says why.
+    Design choice."""
+    text, new, old = st.session_state.get(K_TEXT), data.entry_for(ref), data.entry_for(before)
+    if text is not None and new is not None and old is not None and text == data.default_text_for(old):
+        set_text(data.default_text_for(new))
 
 
 def standin(slug: str, chosen: str, shown: str, how: str) -> None:

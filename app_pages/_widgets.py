@@ -14,7 +14,7 @@ import streamlit as st
 
 from app_pages import _data as data
 from app_pages._state import (K_BLOCK, K_CKPT, K_HEAD, K_INT_DEFAULTS, K_LAYER, K_POS, K_SLOT, K_SUBSTEP, K_TEXT,
-                              K_TEXT_NEW,
+                              K_TEXT_NEW, set_text,
                               copy as _copy, seed as _seed)
 from geomlab import catalog
 from geomlab import views as registry
@@ -100,16 +100,14 @@ def text_box(entry: catalog.CheckpointEntry | None, where: Any = None) -> str:
     limit = max_chars()
     if len(st.session_state[K_TEXT]) > limit:
         def cut() -> None:
-            st.session_state[K_TEXT] = st.session_state[K_TEXT][:limit]
-            st.session_state[K_TEXT_NEW] = True
+            set_text(st.session_state[K_TEXT][:limit])
 
         where.warning(f"The text has {len(st.session_state[K_TEXT]):,} characters; views trace at most "
                       f"{limit:,}.", icon=":material/content_cut:")
         where.button(f"Keep the first {limit:,} characters", on_click=cut, key="w_text_cut", type="secondary")
 
     def reset() -> None:
-        st.session_state[K_TEXT] = default_text_for(entry_for(st.session_state.get(K_CKPT)))
-        st.session_state[K_TEXT_NEW] = True
+        set_text(default_text_for(entry_for(st.session_state.get(K_CKPT))))
 
     where.button("Use the default text", on_click=reset, key="w_text_reset", type="tertiary")
     from geomlab.data.vocab import normalize_text
