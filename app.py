@@ -62,4 +62,5 @@ PAGES = {
 page = st.navigation(PAGES)
 ui.check_page_path({p.url_path for group in PAGES.values() for p in group})
 page.run()
+ui.remember_owner()  # a reload keeps control of this session's runs and uploads (a cookie, never the URL)
 ui.sync_query_params(page)  # the URL carries only what this page uses

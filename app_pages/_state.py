@@ -152,18 +152,38 @@ def restore_choice(slug: str | None = None) -> None:
         ss.pop(K_STANDIN, None)
 
 
+OWNER_COOKIE = "geomlab_owner"
+"""Name of the browser cookie that keeps this browser's owner token across reloads (never in a URL)."""
+OWNER_COOKIE_DAYS = 30
+K_OWNER_COOKIE = "_gl_owner_cookie"  # the token this session has written into the browser's cookie
+
+
 def owner_token() -> str:
-    """This browser session's owner token (random, made once per session): the runs, Train live saves and
-    uploads it creates are recorded under it, and only it may change them (unless the server runs with
-    ``GEOMLAB_SHARED_RUNS=1``). The Train page keeps it in its URL (``key=``) next to the run id, so a
-    reload of that page keeps control of the run; view links never carry it."""
+    """This browser's owner token (random, 32 hex digits): the runs, Train live saves and uploads a session
+    creates are recorded under it, and only it may change them (unless the server runs with
+    ``GEOMLAB_SHARED_RUNS=1``). A new session adopts the token in the browser's :data:`OWNER_COOKIE` (a
+    reload, another tab of the same browser); otherwise it makes one, which :func:`remember_owner` stores
+    in that cookie. No URL ever carries it, so a copied address shares a view or a run to watch, never
+    control of it. Design choice."""
     ss = st.session_state
     token = ss.get(K_OWNER)
     if not is_owner_token(token):
-        import secrets
+        token = cookie_token()
+        if token is None:
+            import secrets
 
-        token = ss[K_OWNER] = secrets.token_hex(16)
+            token = secrets.token_hex(16)
+        ss[K_OWNER] = token
     return token
+
+
+def cookie_token() -> str | None:
+    """The owner token in the browser's cookie, or None (no cookie, a malformed one, or no browser)."""
+    try:
+        value = st.context.cookies.get(OWNER_COOKIE)
+    except Exception:  # noqa: BLE001 - no request context (bare mode)
+        return None
+    return value if is_owner_token(value) else None
 
 
 def is_owner_token(value: Any) -> bool:
@@ -171,10 +191,18 @@ def is_owner_token(value: Any) -> bool:
     return isinstance(value, str) and len(value) == 32 and all(c in "0123456789abcdef" for c in value)
 
 
-def adopt_owner_token(token: str) -> None:
-    """Make ``token`` (from the Train page's URL, checked by the caller) this session's owner token."""
-    if is_owner_token(token):
-        st.session_state[K_OWNER] = token
+def remember_owner() -> None:
+    """Once this session has an owner token that the browser's cookie does not hold yet, write it there
+    (a zero-size script: Streamlit cannot set cookies from the server), so a reload keeps control of what
+    this session created. Called at the end of every page run."""
+    ss = st.session_state
+    token = ss.get(K_OWNER)
+    if not is_owner_token(token) or ss.get(K_OWNER_COOKIE) == token or cookie_token() == token:
+        return
+    age = OWNER_COOKIE_DAYS * 86_400
+    st.html(f"<script>document.cookie = '{OWNER_COOKIE}={token}; path=/; max-age={age}; SameSite=Strict';"
+            "</script>", unsafe_allow_javascript=True)
+    ss[K_OWNER_COOKIE] = token
 
 
 def _coerce(key: str, value: str) -> Any:

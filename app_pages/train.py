@@ -17,7 +17,7 @@ from geomlab import live, runs
 from geomlab.data.vocab import decode_text
 from app_pages import _ui as ui
 from app_pages._messages import md_escape, shown_folder
-from app_pages._state import adopt_owner_token, owner_token
+from app_pages._state import owner_token
 
 K_RUN = "gl_live_run"          # this session's current run id (owned state)
 K_MSG = "_gl_train_msg"        # (level, text) shown once above the form
@@ -445,10 +445,7 @@ def attach_from_url() -> None:
     if rid and not ss.get(K_RUN):
         run = live.REGISTRY.get(rid)
         if run is not None:
-            ss[K_RUN] = rid
-            key = st.query_params.get("key")
-            if key and run.owner is not None and key == run.owner:  # the owner's own address: keep control
-                adopt_owner_token(key)
+            ss[K_RUN] = rid  # control stays with its owner's browser (the cookie, _state.owner_token)
         else:
             ss[K_MSG] = ("error", f"Run {md_escape(repr(rid))} is no longer held by this server (it was "
                                   "restarted); its working files stay in runs/.live/. Start a new run.")
@@ -500,9 +497,8 @@ def main() -> None:
                         break
     run = live.REGISTRY.get(st.session_state.get(K_RUN))
     active = run is not None and run.snapshot().active
-    if run is not None:  # a reload re-attaches to this run; the owner's address also keeps control of it
-        own = run.owner is not None and run.owner == owner_token()
-        st.session_state[ui.K_PAGE_QP] = {"run": run.run_id, **({"key": run.owner} if own else {})}
+    if run is not None:  # a reload re-attaches to this run (and its owner's browser keeps control of it)
+        st.session_state[ui.K_PAGE_QP] = {"run": run.run_id}
     left, right = st.columns([1, 1], gap="large")  # [2, 3] cut the form's selects at 1,000 px
     with left:
         with st.container(border=True):

@@ -21,6 +21,7 @@ import pytest
 from conftest import run_page
 from streamlit.testing.v1 import AppTest
 
+from app_pages import _state
 from app_pages._messages import md_escape
 from geomlab import catalog, live
 
@@ -531,6 +532,10 @@ def test_train_page_starts_stops_resumes_and_saves_a_tiny_run(ckpt_dirs):
     assert not errors(at), errors(at)
     run = live.REGISTRY.get(at.session_state["gl_live_run"])
     assert run is not None
+    # the page wrote its owner token into the browser's cookie (a reload keeps control), not into the URL
+    cookie = [h.proto.body for h in at.get("html") if _state.OWNER_COOKIE in h.proto.body]
+    assert len(cookie) == 1 and f"{_state.OWNER_COOKIE}={run.owner};" in cookie[0], cookie
+    assert run.owner not in str(at.query_params)
     try:
         live.wait_for(run, lambda s: s.step >= 2, timeout=TIMEOUT)
         at.run()
@@ -1007,12 +1012,21 @@ def test_another_sessions_run_can_be_watched_not_changed(ckpt_dirs, monkeypatch)
         assert at.button(key="train-save").disabled and at.button(key="train-resume").disabled
         assert any("another browser session" in c.value for c in at.caption)
         assert at.query_params.get("key") in (None, [])  # its owner's token is never put in this URL
-        # the owner's own address (a reload of the owner's page) keeps control
+        # a URL naming the owner's token gives no control (an address is what people copy and share) ...
+        thief = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        thief.query_params["run"], thief.query_params["key"] = run.run_id, someone
+        thief.switch_page("app_pages/train.py")
+        thief.run()
+        assert thief.button(key="train-save").disabled
+        assert thief.query_params.get("key") in (None, [])  # and the URL drops it
+        # ... while the owner's browser (its cookie: a reload, another tab) keeps control
+        monkeypatch.setattr(_state, "cookie_token", lambda: someone)
         own = AppTest.from_file(APP, default_timeout=TIMEOUT)
-        own.query_params["run"], own.query_params["key"] = run.run_id, someone
+        own.query_params["run"] = run.run_id
         own.switch_page("app_pages/train.py")
         own.run()
         assert not own.button(key="train-save").disabled
+        assert own.query_params.get("key") in (None, [])
     finally:
         live.REGISTRY.forget(run.run_id, by=someone)
 

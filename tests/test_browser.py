@@ -326,12 +326,23 @@ def test_resume_keeps_updating_and_a_reload_reattaches(page, server):
         f"() => {{ const p = document.querySelector('[data-testid=\"stProgress\"]');"
         f" const m = p && p.innerText.match(/step ([\\d,]+) \\//);"
         f" return m && parseInt(m[1].replace(/,/g, '')) > {first}; }}", timeout=60_000)
-    assert "run=" in page.url, page.url
-    # a reload is a new session: it re-attaches to the run through ?run=
+    assert "run=" in page.url and "key=" not in page.url, page.url
+    # another browser opening that address (a copied link) watches the run but cannot change it
+    other = page.context.browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        watcher = other.new_page()
+        watcher.goto(page.url)
+        wait_idle(watcher)
+        watcher.get_by_text("state: running").first.wait_for(timeout=60_000)
+        assert watcher.get_by_role("button", name="Stop").is_disabled()
+    finally:
+        other.close()
+    # a reload is a new session: it re-attaches to the run through ?run= and keeps control (the cookie)
     page.reload()
     wait_idle(page)
     page.get_by_text("state: running").first.wait_for(timeout=60_000)
     assert page.get_by_text("No run yet").count() == 0
+    assert page.get_by_role("button", name="Stop").is_enabled()
     page.get_by_role("button", name="Stop").click()
     page.get_by_text("state: stopped").first.wait_for(timeout=60_000)
     assert page.locator('[data-testid="stException"]').count() == 0
