@@ -11,11 +11,18 @@ state key            URL key    meaning
 ``gl_steps``         ``T``      CEM recursion steps at inference (CEM energy; side A of Compare)
 ``gl_steps_b``       ``TB``     CEM recursion steps at inference of Compare's side B
 ``gl_compare_view``  ``view``   the view Compare shows side by side (a view page's slug)
+``gl_head``          ``head``   attention head (0-based; left out for the mean over heads)
+``gl_slot``          ``slot``   Grassmann offset slot (left out for the first)
+``gl_block``         ``block``  CEM sub-block of the token heatmap (1 = MLP; left out for attention, 0)
+``gl_substep``       ``substep``  OSM update of the generator heatmap (left out for the first)
+``gl_more_figures``  ``more``   ``1`` when a view page's "More figures" switch is on
+``gl_compare_layout``  ``layout``  ``side`` when Compare shows A | B side by side (left out for stacked)
 ===================  =========  ========================================================================
 
 The state is kept across pages; the URL of a page carries only the keys that page uses
-(:func:`page_url_keys`: a view page ``ckpt``, ``text``, ``pos``, ``layer`` and, on CEM energy, ``T``;
-Compare those and ``b``, ``view``, ``T``, ``TB``; Train, Home and Checkpoints none of them), plus the
+(:func:`page_url_keys`: a view page ``ckpt``, ``text``, ``pos``, ``more`` and its own controls (``layer``,
+``head``, ``slot``, ``block``, ``substep``; on CEM energy ``T``); Compare those of its view and ``b``,
+``view``, ``T``, ``TB``, ``layout``; Train, Home and Checkpoints none of them), plus the
 page's own keys (:data:`K_PAGE_QP`, e.g. Train's run id) and ``debug`` as typed. A link may still carry
 any key: it is adopted into the state wherever it is opened, then left out of that page's URL.
 
@@ -35,11 +42,20 @@ from geomlab import views as registry
 
 K_CKPT, K_CKPT_B, K_TEXT, K_POS, K_LAYER, K_STEPS, K_STEPS_B, K_VIEW = (
     "gl_ckpt", "gl_ckpt_b", "gl_text", "gl_pos", "gl_layer", "gl_steps", "gl_steps_b", "gl_compare_view")
-URL_KEYS = {K_CKPT: "ckpt", K_CKPT_B: "b", K_TEXT: "text", K_POS: "pos", K_LAYER: "layer", K_STEPS: "T",
-            K_STEPS_B: "TB", K_VIEW: "view"}
-_INT_KEYS = {K_POS, K_LAYER, K_STEPS, K_STEPS_B}
-#: Session keys of the registry's per-view controls (not in the URL).
+#: Session keys of the registry's per-view choice controls (``head`` stores -1 for the mean over heads).
 K_HEAD, K_SLOT, K_BLOCK, K_SUBSTEP = "gl_head", "gl_slot", "gl_block", "gl_substep"
+K_MORE = "gl_more_figures"       # the view pages' "More figures" switch (one for every view page)
+K_LAYOUT = "gl_compare_layout"   # Compare: "stacked" (A above B) or "side" (A | B)
+URL_KEYS = {K_CKPT: "ckpt", K_CKPT_B: "b", K_TEXT: "text", K_POS: "pos", K_LAYER: "layer", K_STEPS: "T",
+            K_STEPS_B: "TB", K_VIEW: "view", K_HEAD: "head", K_SLOT: "slot", K_BLOCK: "block",
+            K_SUBSTEP: "substep", K_MORE: "more", K_LAYOUT: "layout"}
+_INT_KEYS = {K_POS, K_LAYER, K_STEPS, K_STEPS_B, K_HEAD, K_SLOT, K_BLOCK, K_SUBSTEP}
+#: Control state key -> the registry's control name (the controls a view lists in ``ViewSpec.controls``).
+CONTROL_KEYS = {K_LAYER: "layer", K_HEAD: "head", K_SLOT: "slot", K_BLOCK: "block", K_SUBSTEP: "substep",
+                K_STEPS: "steps"}
+#: Values left out of the URL: a control at its first choice, the switch off, the stacked layout.
+URL_DEFAULTS = {K_HEAD: -1, K_SLOT: 0, K_BLOCK: 0, K_SUBSTEP: 0, K_MORE: False, K_LAYOUT: "stacked"}
+LAYOUTS = ("stacked", "side")
 K_NOTICE = "_gl_notice"          # one-line message to show once (e.g. a bad link)
 K_NOTICE_SHOWN = "_gl_notice_shown"  # the notice was drawn in this run (cleared after a completed run)
 K_QP_WRITTEN = "_gl_qp_written"  # the query params this app wrote last (to tell links from our own)
@@ -208,6 +224,11 @@ def remember_owner() -> None:
 def _coerce(key: str, value: str) -> Any:
     if key in _INT_KEYS:
         return int(value)
+    if key == K_MORE:
+        flag = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}.get(value.lower())
+        if flag is None:
+            raise ValueError(value)
+        return flag
     return value
 
 
@@ -255,7 +276,8 @@ def init_state() -> None:
             try:
                 value = _coerce(key, qp[url_key])
             except ValueError:
-                notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: not a number.")
+                notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: "
+                             + ("not 0 or 1." if key == K_MORE else "not a number."))
                 continue
             if key in (K_CKPT, K_CKPT_B) and data.entry_for(value) is None:
                 notes.append(f"The link names checkpoint {value!r}, which is not here (the page goes on with "
@@ -265,9 +287,13 @@ def init_state() -> None:
                 notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: not a view (one of "
                              f"{', '.join(registry.VIEWS)}).")
                 continue
-            if key in (K_POS, K_LAYER) and value < 0 or key in (K_STEPS, K_STEPS_B) and value < 1:
+            if key == K_LAYOUT and value not in LAYOUTS:
+                notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: not one of {', '.join(LAYOUTS)}.")
+                continue
+            if (key in _INT_KEYS and key not in (K_STEPS, K_STEPS_B) and value < 0
+                    or key in (K_STEPS, K_STEPS_B) and value < 1):
                 need = ("at least 1" if key in (K_STEPS, K_STEPS_B) else "a position ≥ 0" if key == K_POS
-                        else "a layer ≥ 0")
+                        else f"a {url_key} ≥ 0")
                 notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: it must be {need}.")
                 continue  # left at its default, so the URL is normalised at the end of this run
             ss[key] = value
@@ -286,19 +312,22 @@ def init_state() -> None:
 
 def page_url_keys(page: str | None) -> tuple[str, ...]:
     """The shared state keys page ``page`` (its ``url_path``: ``""`` for Home, a view's slug, ``"compare"``,
-    ``"train"``, ...) puts in its URL, i.e. the state it uses: a view page its checkpoint, text, cursor and,
-    when the registry gives it the control, the layer and the CEM steps ``T``; Compare both checkpoints, the
-    text, cursor, layer, its view and both sides' ``T``; every other page none (their own keys, such as
+    ``"train"``, ...) puts in its URL, i.e. the state it uses: a view page its checkpoint, text, cursor, the
+    "More figures" switch and the controls the registry gives it (layer, head, slot, block, substep, the CEM
+    steps ``T``); Compare both checkpoints, the text, cursor, layer, its view, both sides' ``T``, its layout
+    and the choice controls of the view it shows; every other page none (their own keys, such as
     Train's run id, come from :data:`K_PAGE_QP`). ``None``: every key (no page known). Design choice
     (issue 16: a page's URL carries only what that page uses)."""
     if page is None:
         return tuple(URL_KEYS)
     view = registry.VIEWS.get(page)
     if view is not None:
-        return (K_CKPT, K_TEXT, K_POS, *((K_LAYER,) if "layer" in view.controls else ()),
-                *((K_STEPS,) if "steps" in view.controls else ()))
+        return (K_CKPT, K_TEXT, K_POS, K_MORE, *(k for k, c in CONTROL_KEYS.items() if c in view.controls))
     if page == "compare":
-        return (K_CKPT, K_CKPT_B, K_TEXT, K_POS, K_LAYER, K_VIEW, K_STEPS, K_STEPS_B)
+        shown = registry.VIEWS.get(st.session_state.get(K_VIEW) or "")
+        controls = tuple(k for k, c in CONTROL_KEYS.items() if shown is not None and c in shown.controls
+                         and k not in (K_LAYER, K_STEPS))
+        return (K_CKPT, K_CKPT_B, K_TEXT, K_POS, K_LAYER, K_VIEW, K_STEPS, K_STEPS_B, K_LAYOUT, *controls)
     return ()
 
 
@@ -311,7 +340,10 @@ def state_query(page: str | None = None) -> dict[str, str]:
     want: dict[str, str] = {}
     for key, url_key in URL_KEYS.items():
         value = ss.get(key)
-        if value is None or key not in keys:
+        if value is None or key not in keys or key in URL_DEFAULTS and value == URL_DEFAULTS[key]:
+            continue
+        if key == K_MORE:
+            want[url_key] = "1"
             continue
         if key == K_TEXT and (value == data.default_text_for(data.entry_for(ss.get(K_CKPT)))
                               or len(value) > data.max_chars()):

@@ -103,9 +103,10 @@ def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem:
     return drawn
 
 
-K_MORE = "gl_more_figures"
+K_MORE = state.K_MORE
 """Session key of the "More figures" switch (one for every view page: opened once, it stays open; its
-widget ``w_more_figures`` is seeded from it, the ``_state`` pattern, so it survives page switches)."""
+widget ``w_more_figures`` is seeded from it, the ``_state`` pattern, so it survives page switches; in the
+URL as ``more=1``)."""
 
 
 def more_figures(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: int, controls: dict,
@@ -117,7 +118,7 @@ def more_figures(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: in
     if not rest:
         return 0
     names = ", ".join(f.label for f in rest)
-    st.session_state.setdefault(K_MORE, False)
+    st.session_state[K_MORE] = bool(st.session_state.get(K_MORE))  # None until set (init_state)
     state.seed("w_more_figures", K_MORE)
     if not st.toggle(f"More figures ({len(rest)})", key="w_more_figures", on_change=state.copy,
                      args=("w_more_figures", K_MORE),
@@ -223,8 +224,8 @@ def render_view(slug: str) -> None:
                     f"(“{tr.labels[pos]}”) · {1000 * (time.perf_counter() - t0):.0f} ms")
         ui.cache_caption()
         with st.expander("Link to this view", icon=":material/link:"):
-            st.caption("Anyone who opens this link sees this checkpoint, text and token cursor (the address bar "
-                       "holds the same link).")
+            st.caption("Anyone who opens this link sees this view as it is now: checkpoint, text, cursor and every "
+                       "choice above (the address bar holds the same link).")
             st.text_input("Link", ui.share_link(slug), label_visibility="collapsed")  # not st.code: its highlighter bundle
         with st.expander("Download this trace", icon=":material/download:"):
             st.caption("Every figure downloads as PNG from the camera icon in its toolbar. The .npz trace holds "

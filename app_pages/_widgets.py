@@ -218,6 +218,10 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
         def fmt(v: Any, name: str = name, now: dict = now) -> str:
             return registry.control_label(name, None if v == -1 and name == "head" else v, tr, now)
 
+        if cur is not None and cur not in store:  # a link's head=9, a slot the last model had: never silently
+            where.warning(f"{label} {cur} is not one of this model's choices: showing {fmt(store[0])} instead.",
+                          icon=":material/tune:")
+
         if kind == "radio":
             where.radio(label, store, key=wkey, horizontal=True, format_func=fmt, on_change=_copy,
                         args=(wkey, key), help=help_)

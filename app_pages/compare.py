@@ -17,7 +17,7 @@ from geomlab import views as registry
 
 K_VIEW = _state.K_VIEW  # "gl_compare_view", in the URL as view=
 COLOURS = ("#0072B2", "#E69F00")
-K_LAYOUT = "gl_compare_layout"  # "side" (A | B) or "stacked" (A above B); a display choice, not in the URL
+K_LAYOUT = _state.K_LAYOUT  # "stacked" (A above B) or "side" (A | B); in the URL as layout=side
 
 
 def _code(text: str) -> str:
@@ -266,8 +266,11 @@ def main() -> None:
     ss[K_VIEW] = slug
     # A above B by default: the server cannot know the window's width, and side by side each figure got
     # ~260 px at a 1,000 px window with the sidebar open (maps ~100 px, titles cut)
-    ss.setdefault("w_" + K_LAYOUT, "stacked")
-    st.segmented_control("Layout", ["stacked", "side"], key="w_" + K_LAYOUT, required=True,
+    if ss.get(K_LAYOUT) not in _state.LAYOUTS:
+        ss[K_LAYOUT] = _state.LAYOUTS[0]
+    _state.seed("w_" + K_LAYOUT, K_LAYOUT)
+    st.segmented_control("Layout", list(_state.LAYOUTS), key="w_" + K_LAYOUT, required=True,
+                         on_change=_state.copy, args=("w_" + K_LAYOUT, K_LAYOUT),
                          format_func={"side": "A | B side by side", "stacked": "A above B, full width"}.get,
                          help="A above B gives every figure the whole width; side by side suits a wide window "
                               "(about 1,400 px or more with the sidebar open).")
@@ -304,7 +307,7 @@ def main() -> None:
             items[side] = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
     names = {"A": a.name, "B": b.name}
     entries_ab = {"A": a, "B": b}
-    stacked = ss.get("w_" + K_LAYOUT) == "stacked"
+    stacked = ss.get(K_LAYOUT) == "stacked"
     order = registry.VIEWS[slug].figure_names
     headed = False  # a header row stands above the current run of side-by-side rows
     for fig_name in order:

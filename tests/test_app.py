@@ -843,7 +843,7 @@ def test_compare_draws_side_by_side_panels_full_width_one_above_the_other(bundle
 
 def side_by_side(at: AppTest) -> AppTest:
     """Compare switched to its "A | B side by side" layout (the default is A above B)."""
-    at.session_state["w_gl_compare_layout"] = "side"
+    at.session_state["gl_compare_layout"] = "side"
     at.run()
     assert not at.exception and not errors(at), errors(at)
     return at
@@ -1114,3 +1114,69 @@ def test_the_runs_folder_is_named_relative_to_the_app(tmp_path, monkeypatch):
     assert shown_folder(tmp_path / "runs") == md_escape("runs/") and str(tmp_path) not in shown_folder(tmp_path / "runs")
     other = tmp_path.parent / "elsewhere"
     assert shown_folder(other) == md_escape(str(other))
+
+
+@pytest.mark.parametrize("slug, a, b", [
+    ("attention", "transformer-alibi-tinyshakespeare", None), ("energy", "cem-t2-tinyshakespeare", None),
+    ("planes", "grassmann-tinyshakespeare", None), ("tangents", "osmformer-o-linear-tinyshakespeare", None),
+    ("compare", "osmformer-o-linear-tinyshakespeare", "osmformer-torus-tinyshakespeare")])
+def test_a_link_reopens_every_choice_of_the_view(bundled_assets, slug, a, b):
+    """A teacher's link is the teacher's picture: the page's choice controls (head, sub-block, offset slot,
+    update), the "More figures" switch and Compare's layout go into the URL (left out at their defaults), and
+    a fresh session opened on that URL shows the same figures."""
+    at = app(gl_ckpt=f"bundled/{a}", gl_ckpt_b=b and f"bundled/{b}")
+    goto(at, slug)
+    assert not at.exception and not errors(at), errors(at)
+    for key in ("head", "slot", "block", "substep", "more", "layout"):
+        assert key not in at.query_params  # every choice at its default: a short link
+    changed = []
+    for wkey in ("w_gl_head", "w_gl_slot", "w_gl_substep"):
+        found = [w for w in at.selectbox if w.key == wkey] + [w for w in at.radio if w.key == wkey]
+        if found and len(found[0].options) > 1:  # the last choice (head: -1, the mean, comes first)
+            found[0].set_value(len(found[0].options) - (2 if wkey == "w_gl_head" else 1)).run()
+            changed.append(wkey)
+    if [w for w in at.radio if w.key == "w_gl_block"]:
+        at.radio(key="w_gl_block").set_value(1).run()
+        changed.append("w_gl_block")
+    if slug == "compare":
+        at.session_state["gl_compare_layout"] = "side"
+        at.run()
+        changed.append("layout")
+    elif [t for t in at.toggle if t.key == "w_more_figures"]:
+        at.toggle(key="w_more_figures").set_value(True).run()
+        changed.append("more")
+    assert changed and not at.exception and not errors(at), errors(at)
+    link = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
+    for key, name in (("w_gl_head", "head"), ("w_gl_slot", "slot"), ("w_gl_substep", "substep"),
+                      ("w_gl_block", "block"), ("more", "more"), ("layout", "layout")):
+        assert (name in link) == (key in changed), (name, link)
+    student = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    student.query_params.update(link)
+    student.switch_page(f"app_pages/{slug}.py")
+    student.run()
+    assert not student.exception and not errors(student), errors(student)
+    assert [c.proto.spec for c in charts(student)] == [c.proto.spec for c in charts(at)]
+
+
+
+def test_bad_choice_values_in_a_link_are_named_not_silently_dropped(bundled_assets):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": "bundled/transformer-alibi-tinyshakespeare", "head": "-2", "more": "maybe"})
+    at.switch_page("app_pages/attention.py")
+    at.run()
+    notes = " ".join(shown(w.value) for w in at.warning)
+    assert "head='-2': it must be a head ≥ 0" in notes and "more='maybe': not 0 or 1" in notes, notes
+    assert "head" not in at.query_params and "more" not in at.query_params  # the URL is normalised
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": "bundled/transformer-alibi-tinyshakespeare", "head": "99"})
+    at.switch_page("app_pages/attention.py")
+    at.run()
+    assert any("Head 99 is not one of this model's choices: showing mean over heads" in w.value
+               for w in at.warning), [w.value for w in at.warning]
+    assert "head" not in at.query_params and not at.exception
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": "bundled/osmformer-o-linear-tinyshakespeare", "layout": "diagonal"})
+    at.switch_page("app_pages/compare.py")
+    at.run()
+    assert any("layout='diagonal': not one of stacked, side" in shown(w.value) for w in at.warning)
+    assert at.session_state["gl_compare_layout"] == "stacked" and "layout" not in at.query_params

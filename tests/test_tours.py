@@ -423,7 +423,7 @@ def test_a_step_showing_figures_outside_the_views_default_set_opens_more_figures
     """Grassmann step 4 shows plane similarity and gate share, which the planes view keeps under "More
     figures": the full view opens with that switch on, so both figures are there."""
     s5 = open_tour(lesson="s5-word-problem", step="2")  # its figures are the view's defaults: switch untouched
-    assert "gl_more_figures" not in s5.session_state or s5.session_state["gl_more_figures"] is False
+    assert "gl_more_figures" not in s5.session_state or not s5.session_state["gl_more_figures"]
     at = open_tour(lesson="grassmann-planes", step="4")
     step = tours.LESSONS["grassmann-planes"].steps[3]
     assert not at.exception and not at.error and at.session_state["gl_more_figures"] is True
