@@ -27,8 +27,10 @@ import streamlit as st  # noqa: E402
 from app_pages import _ui as ui  # noqa: E402
 
 # a local icon: a `:material/...` page icon is fetched from a font CDN, so offline the tab had none
+# "auto": the sidebar opens on a wide window and stays folded on a phone (expanded, it covered the page a
+# shared link opened on)
 st.set_page_config(page_title="geomlab", page_icon=str(_ROOT / "assets" / "icon.png"), layout="wide",
-                   initial_sidebar_state="expanded")
+                   initial_sidebar_state="auto")
 # Figure columns wrap under each other when the page is too narrow for them side by side (an 800-px window
 # with the sidebar open leaves ~480 px: two charts of 220 px lost their labels). Only rows holding a chart;
 # style-only st.html takes no space on the page.
@@ -37,6 +39,8 @@ st.html("<style>"
         "{flex-wrap: wrap;}"
         "div[data-testid='stHorizontalBlock'] > div[data-testid='stColumn']:has(div[data-testid='stPlotlyChart'])"
         "{min-width: min(100%, 380px);}"
+        # a formula wider than a phone scrolls sideways instead of running off the page
+        ".katex-display {overflow-x: auto; overflow-y: hidden;}"
         "</style>")
 ui.log_to_server()
 ui.warm_up()

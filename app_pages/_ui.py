@@ -30,8 +30,8 @@ from app_pages._state import (  # noqa: F401
 )
 from app_pages._warm import log_to_server, wait_warm, warm_up  # noqa: F401
 from app_pages._widgets import (  # noqa: F401
-    PLOTLY_CONFIG, chart, checkpoint_picker, cursor_control, int_control, short_labels, steps_control,
-    text_box, token_label, trace_downloads, view_controls,
+    PLOTLY_CONFIG, chart, checkpoint_picker, cursor_control, int_control, is_phone, short_labels, steps_control,
+    text_box, token_label, trace_downloads, view_controls, wrap_markup, wrapped_title,
 )
 from geomlab.views import ATTENTION_KINDS, OSM_KINDS, VIEWS, ViewSpec  # noqa: F401
 

@@ -252,6 +252,56 @@ PLOTLY_CONFIG = {
     "toImageButtonOptions": {"format": "png", "scale": 2},
     "modeBarButtonsToRemove": ["lasso2d", "select2d"],
 }
+#: On a phone the toolbar keeps only its PNG download (the zoom and pan buttons, always shown on a touch
+#: screen, covered the figure's title), titles wrap at this many characters (a ~360 px chart) and a
+#: square map gets a height that fits its width.
+PHONE_REMOVE = ["zoom2d", "pan2d", "zoomIn2d", "zoomOut2d", "autoScale2d", "resetScale2d", "zoom3d", "pan3d",
+                "orbitRotation", "tableRotation", "resetCameraDefault3d", "resetCameraLastSave3d", "hoverClosest3d",
+                "hoverClosestCartesian", "hoverCompareCartesian", "toggleSpikelines"]
+PHONE_TITLE = 32
+
+
+def is_phone() -> bool:
+    """Whether this session's browser says it is a phone (``Mobi`` in its User-Agent, the usual test; a
+    narrow desktop window is not one). False without a browser (tests, bare mode). Design choice."""
+    try:
+        return "Mobi" in (st.context.headers.get("User-Agent") or "")
+    except Exception:  # noqa: BLE001 - no request context
+        return False
+
+
+def visible_len(text: str) -> int:
+    """Characters of ``text`` a reader sees: Plotly's markup tags (``<sub>``, ``<b>``, ...) left out."""
+    import re
+
+    return len(re.sub(r"<[^>]*>", "", text))
+
+
+def wrap_markup(text: str, width: int) -> list[str]:
+    """``text`` cut into lines of at most ``width`` visible characters at spaces (a word longer than that
+    keeps its own line): a tag such as ``<sub>`` is never cut, and does not count."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and visible_len(lines[-1]) + 1 + visible_len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
+def wrapped_title(layout: dict, width: int) -> dict:
+    """Layout update that wraps a figure's title (``layout``: its plotly JSON) onto lines of at most ``width``
+    visible characters, pinned to the top with the top margin grown by a line per extra line; ``{}`` when
+    the title fits or already has line breaks."""
+    title = (layout.get("title") or {}).get("text") or ""
+    if visible_len(title) <= width or "<br>" in title:
+        return {}
+    lines = wrap_markup(title, width)
+    top = (layout.get("margin") or {}).get("t", 60)
+    # pinned to the top, each extra line pushes the plot (and its subplot titles) down by a line and a bit
+    height = int(layout.get("height") or 450)
+    return {"title": {"text": "<br>".join(lines), "yref": "container", "y": 1 - 28 / height, "yanchor": "top"},
+            "margin": {"t": top + 30 * (len(lines) - 1) + 8}}
 
 
 def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = False,
@@ -264,6 +314,15 @@ def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = Fa
         fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0})
     cfg = json.loads(json.dumps(PLOTLY_CONFIG))
     cfg["toImageButtonOptions"]["filename"] = filename
+    if is_phone():  # a copy: the cached figure is shared by every session
+        lay = fig.layout.to_plotly_json()
+        upd = wrapped_title(lay, PHONE_TITLE)
+        if (lay.get("yaxis") or {}).get("scaleanchor") and "xaxis2" not in lay and (lay.get("height") or 0) > 400:
+            upd["height"] = 400  # one square map ~330 px wide: its full height left ~200 px blank under it
+        if upd:
+            fig = copy.deepcopy(fig)
+            fig.update_layout(upd)
+        cfg["modeBarButtonsToRemove"] = cfg["modeBarButtonsToRemove"] + PHONE_REMOVE
     st.plotly_chart(fig, key=key, config=cfg, width=width or "stretch")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import textwrap
 from typing import Any
 
 import streamlit as st
@@ -75,14 +74,7 @@ def narrow_copy(fig: Any) -> Any:
     upd = {k: {"nticks": min(int(ax.get("nticks") or NARROW_NTICKS), NARROW_NTICKS)} for k, ax in lay.items()
            if k.startswith(("xaxis", "yaxis")) and isinstance(ax, dict)
            and (ax.get("type") == "category" or ax.get("nticks"))}
-    title = (lay.get("title") or {}).get("text") or ""
-    if len(title) > NARROW_TITLE and "<br>" not in title:  # wrapped: one line was cut in a ~260 px column
-        lines = textwrap.wrap(title, NARROW_TITLE)
-        top = (lay.get("margin") or {}).get("t", 60)
-        # pinned to the top, each extra line pushes the plot (and its subplot titles) down by a line and a bit
-        height = int(lay.get("height") or 450)
-        upd.update(title={"text": "<br>".join(lines), "yref": "container", "y": 1 - 28 / height,
-                          "yanchor": "top"}, margin={"t": top + 30 * (len(lines) - 1) + 8})
+    upd.update(ui.wrapped_title(lay, NARROW_TITLE))  # one line was cut in a ~260 px column
     if not upd:
         return fig
     fig = copy.deepcopy(fig)
@@ -283,9 +275,9 @@ def main() -> None:
         with ui.guard("The view's options"):
             shared = ui.view_controls(slug, ref_tr, st.expander("Options (both sides)", expanded=False))
     # figure by figure: single-panel figures side by side (A left, B right) under one header row; once any
-    # figure has panels side by side (e.g. OSMFormer's similarity + attention maps) every figure of that row
-    # is drawn full width, A above B, each under its own label, so tick labels and colour bars have room
-    # and no header row repeats the labels
+    # figure has panels side by side (e.g. the torus angles, a generator before and after mixing) every
+    # figure of that row is drawn full width, A above B, each under its own label, so tick labels and colour
+    # bars have room and no header row repeats the labels
     def header(side: str, e) -> str:
         steps = opts.get(side, {}).get("steps")
         return (f"**{side}: {e.name}** · {e.kind}" + (f" · {e.group}" if e.group else "")

@@ -381,10 +381,17 @@ FIGURE_TEXT: dict[str, Explanation] = {
                        "Values near 0: mixing acts like a step size; clearly above 0: it reroutes updates.",
                        ("Tangent mixing",), f"{_OSM_SRC} §2.4; design choice"),
     # ---------------------------------------------------------------- attention
+    "similarity_map": _E(r"\mathrm{Re}\,\mathrm{tr}(H_i^* H_j) \in [-d, d]",
+                         "Rows are query positions, columns key positions; colour = how alike the two states "
+                         "on the group are (red alike, d when equal; blue opposed). The attention score is this, "
+                         "scaled, minus a distance penalty.",
+                         "Red cells off the diagonal: equal or related tokens far apart, which attention can "
+                         "then pick out.", ("Similarity", "Attention"), "osm.md §2.5-2.6"),
     "attention_maps": _E(r"\alpha_{ij} = \operatorname{softmax}_{j\le i} S_{ij}",
-                         "Rows are query positions, columns key positions; colour = weight (or similarity).",
+                         "Rows are query positions, columns key positions; colour = the weight each query puts "
+                         "on each earlier key (a row sums to 1).",
                          "Diagonal bands (fixed look-back) and vertical stripes (anchor tokens).",
-                         ("Attention", "Similarity"), "osm.md §2.6; design choice"),
+                         ("Attention",), "osm.md §2.6; design choice"),
     "attention_window": _E(r"\alpha_{ij},\ i, j \text{ near the cursor}",
                            "The same map at full resolution around the cursor (long texts are subsampled "
                            "in the overview).", "The exact look-back pattern of the positions near the "

@@ -196,14 +196,14 @@ ATTENTION_LESSON = Lesson(
         Step(
             title="Two maps side by side",
             checkpoint="bundled/osmformer-o-linear-tinyshakespeare", text=_HAMLET, view="attention",
-            cursor=14, controls={"layer": 0}, figures=("attention_maps",),
+            cursor=14, controls={"layer": 0}, figures=("similarity_map", "attention_maps"),
             body="An OSMFormer keeps every position's state $H_i$ on the orthogonal group O(15). Its attention "
                  "score is the similarity of two states, scaled, minus a distance penalty (ALiBi): "
                  "$S_{ij} = s_\\ell\\, \\mathrm{Re\\,tr}(H_i^* H_j) - m\\,(i - j)$, then a causal softmax.",
-            notice="Left, the **similarity** $\\mathrm{Re\\,tr}(H_i^* H_j)$; right, the **attention "
-                   "weights**. In layer 0 the states are the token matrices, so equal characters are "
+            notice="First the **similarity** $\\mathrm{Re\\,tr}(H_i^* H_j)$, then the **attention "
+                   "weights** (side by side on a wide screen). In layer 0 the states are the token matrices, so equal characters are "
                    "exactly as similar as possible ($\\mathrm{tr}(H^\\top H) = d = 15$, the darkest red): "
-                   "look for the red cells off the diagonal (the two t's, the o's, the spaces). On the right, "
+                   "look for the red cells off the diagonal (the two t's, the o's, the spaces). In the weights, "
                    "almost all of each row's weight stays on the diagonal (the position itself); the next "
                    "step reads one row to see where the rest goes."),
         Step(
@@ -218,7 +218,7 @@ ATTENTION_LESSON = Lesson(
         Step(
             title="Deeper layers: states carry context",
             checkpoint="bundled/osmformer-o-linear-tinyshakespeare", text=_HAMLET, view="attention",
-            cursor=14, controls={"layer": 2}, figures=("attention_maps",),
+            cursor=14, controls={"layer": 2}, figures=("similarity_map", "attention_maps"),
             body="Each layer moves every state along the group, $H \\leftarrow H \\exp(\\Phi)$, with an "
                  "update that depends on the positions it attended to.",
             notice="In layer 2 the red cells of equal letters are still there but weaker: the two t's "
@@ -229,7 +229,7 @@ ATTENTION_LESSON = Lesson(
         Step(
             title="On the torus, similarity is a sum of cosines",
             checkpoint="bundled/osmformer-torus-tinyshakespeare", text=_HAMLET, view="attention",
-            cursor=14, controls={"layer": 0}, figures=("attention_maps",),
+            cursor=14, controls={"layer": 0}, figures=("similarity_map", "attention_maps"),
             body="On the torus $T^{128}$ a state is 128 angles, and the similarity becomes "
                  "$\\mathrm{Re\\,tr}(H_i^* H_j) = \\sum_k \\cos(\\varphi_{ik} - \\varphi_{jk})$.",
             notice="The **similarity** map is warm almost everywhere: equal letters reach the maximum, 128, and "
@@ -243,7 +243,7 @@ ATTENTION_LESSON = Lesson(
             cursor=14, controls={"layer": 0, "head": None}, figures=("attention_maps", "attention_row"),
             body="A standard Transformer scores $q_i \\cdot k_j$ with $q = W^Q x_i$, $k = W^K x_j$: a learned "
                  "bilinear form of two vectors, not a similarity of states on a group.",
-            notice="There is no **similarity** panel to put beside the weights: nothing says two positions "
+            notice="There is no **similarity** map to put beside the weights: nothing says two positions "
                    "are alike. The **weights** of position 14 (mean over heads) spread over nearby "
                    "positions (the space before it gets the most, about 0.11) and the earlier t is not singled "
                    "out. In an OSMFormer the geometry says what “alike” means; here the weights learn it."),

@@ -827,18 +827,19 @@ def test_figures_with_panels_side_by_side_are_drawn_full_width(bundled_assets):
             assert spec["layout"]["title"]["text"] not in narrow
 
 
-def test_compare_draws_side_by_side_panels_full_width_one_above_the_other(bundled_assets):
-    """OSMFormer's similarity + attention maps get the full width (A above B), not half columns."""
+def test_compare_draws_each_osmformer_map_as_its_own_square(bundled_assets):
+    """An OSMFormer's similarity and attention weights are two square maps (not one two-panel figure that a
+    phone squeezes): on Compare, A above B, each side's two maps are drawn at their square width."""
     from app_pages import _views
 
     cmp = open_page("compare", ckpt="bundled/osmformer-torus-tinyshakespeare",
                     b="bundled/osmformer-o-linear-tinyshakespeare")
     cmp.session_state["gl_compare_view"] = "attention"
     cmp.run()
-    maps = [json.loads(c.proto.spec) for c in charts(cmp) if _views.panels_side_by_side(json.loads(c.proto.spec))]
-    assert len(maps) == 2
-    in_cols = [json.loads(c.proto.spec) for col in cmp.columns for c in col.get("plotly_chart")]
-    assert not any(_views.panels_side_by_side(s) for s in in_cols)
+    specs = [json.loads(c.proto.spec) for c in charts(cmp)]
+    maps = [s for s in specs if s["layout"]["title"]["text"].startswith(("Similarity", "Attention weights"))]
+    assert len(maps) == 4 and all(_views.square_single_panel(s) for s in maps), [s["layout"]["title"] for s in maps]
+    assert not any(_views.panels_side_by_side(s) for s in specs)
 
 
 def side_by_side(at: AppTest) -> AppTest:
@@ -889,29 +890,39 @@ def test_compare_narrow_copy_wraps_long_titles_and_leaves_the_cached_figure_alon
     assert fig.layout.title.text == title and fig.layout.margin.t == 60
 
 
-def test_compare_side_by_side_labels_each_side_once_and_keeps_a_single_map_square_and_untitled(bundled_assets):
-    """Compare CEM vs OSMFormer on attention, side by side: the OSMFormer maps are stacked full width, so there is no
-    side-by-side header row repeating the labels; the CEM's one map is half width (colour bar beside it)
-    with its name in the title, not a subplot title that lands on the top tick label. (Compare's own
-    default pairs the CEM with the Transformer since issue 16; B is named here.)"""
+def test_compare_side_by_side_labels_each_side_once_and_keeps_every_map_square_and_untitled(bundled_assets):
+    """Compare CEM vs OSMFormer on attention, side by side: one header row labels each side once; every map
+    (the CEM's weights, the OSMFormer's similarity and weights) is a square panel in a half-width column
+    with its colour bar beside it and its name in the title (wrapped without cutting its markup), not a
+    subplot title that lands on the top tick label. (Compare's own default pairs the CEM with the
+    Transformer since issue 16; B is named here.)"""
     from app_pages import _views
 
     at = side_by_side(open_page("compare", b="bundled/osmformer-o-linear-tinyshakespeare"))
     assert at.session_state["gl_ckpt"] == "bundled/cem-t2-tinyshakespeare"
     assert at.session_state["gl_ckpt_b"] == "bundled/osmformer-o-linear-tinyshakespeare"
     assert at.session_state["gl_compare_view"] == "attention"
-    heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: "))]
-    # each side labelled once over its maps, and once in the header row over the side-by-side cursor rows
-    assert sum(h.startswith("**A: cem-t2") for h in heads) == 2, heads
-    assert sum(h.startswith("**B: osmformer-o-linear") for h in heads) == 2, heads
-    assert sum("*attention maps*" in h for h in heads) == 2, heads
+    heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: ")) and " · " in m.value]
+    assert heads == ["**A: cem-t2-tinyshakespeare** · cem", "**B: osmformer-o-linear-tinyshakespeare** · osmformer · O"]
     in_cols = [json.loads(c.proto.spec) for col in at.columns for c in col.get("plotly_chart")]
-    cem = [s for s in in_cols if "Attention weights" in s["layout"]["title"]["text"]]
-    assert len(cem) == 1 and _views.square_single_panel(cem[0])
-    assert not cem[0]["layout"].get("annotations")  # no subplot title
-    assert cem[0]["layout"]["xaxis"]["constraintoward"] == "left"
-    maps = [json.loads(c.proto.spec) for c in charts(at) if _views.panels_side_by_side(json.loads(c.proto.spec))]
-    assert len(maps) == 1 and maps[0] not in in_cols
+    maps = [s for s in in_cols if s["layout"]["title"]["text"].startswith(("Similarity", "Attention weights"))]
+    assert len(maps) == 3 and all(_views.square_single_panel(m) for m in maps)
+    for m in maps:
+        assert not m["layout"].get("annotations")  # no subplot title
+        assert m["layout"]["xaxis"]["constraintoward"] == "left"
+        title = m["layout"]["title"]["text"]
+        assert title.count("<sub>") == title.count("</sub>") and "</su<br>" not in title, title
+    assert not any(_views.panels_side_by_side(json.loads(c.proto.spec)) for c in charts(at))
+
+
+def test_narrow_titles_wrap_on_visible_characters_and_never_inside_markup():
+    from app_pages import _widgets
+
+    title = "Similarity Re tr(H<sub>i</sub><sup>*</sup>H<sub>j</sub>), layer 2"
+    lines = _widgets.wrap_markup(title, 20)
+    assert " ".join(lines) == title and all("<" not in ln or ln.count("<") == ln.count(">") for ln in lines)
+    assert lines == ["Similarity Re", "tr(H<sub>i</sub><sup>*</sup>H<sub>j</sub>), layer 2"]  # 13 and 18 seen
+    assert _widgets.wrap_markup("a " * 3 + "bb", 3) == ["a a", "a", "bb"]
 
 
 def test_compare_word_problems_have_one_header_row_above_the_side_by_side_figures(bundled_assets):
@@ -1180,3 +1191,28 @@ def test_bad_choice_values_in_a_link_are_named_not_silently_dropped(bundled_asse
     at.run()
     assert any("layout='diagonal': not one of stacked, side" in shown(w.value) for w in at.warning)
     assert at.session_state["gl_compare_layout"] == "stacked" and "layout" not in at.query_params
+
+
+def test_on_a_phone_titles_wrap_and_the_toolbar_keeps_only_the_download(bundled_assets, monkeypatch):
+    """A phone (its browser's User-Agent, ``_widgets.is_phone``) gets copies of the cached figures with titles
+    wrapped at PHONE_TITLE visible characters and square maps sized to its width, and a toolbar without the
+    zoom and pan buttons that covered the titles; a desktop gets the figures as cached."""
+    from app_pages import _widgets
+
+    def specs(phone: bool) -> list[tuple[dict, dict]]:
+        monkeypatch.setattr(_widgets, "is_phone", lambda: phone)
+        at = open_page("attention", ckpt="bundled/osmformer-o-linear-tinyshakespeare")
+        return [(json.loads(c.proto.spec), json.loads(c.proto.config)) for c in charts(at)]
+
+    desk, phone = specs(False), specs(True)
+    assert len(desk) == len(phone) >= 4
+    long = [i for i, (s, _) in enumerate(desk) if _widgets.visible_len(s["layout"]["title"]["text"]) > _widgets.PHONE_TITLE]
+    assert long  # "Over the text: what position ... attends to, layer 2" and others
+    for i in long:
+        lines = phone[i][0]["layout"]["title"]["text"].split("<br>")
+        assert len(lines) > 1 and max(map(_widgets.visible_len, lines)) <= _widgets.PHONE_TITLE, lines
+        assert "<br>" not in desk[i][0]["layout"]["title"]["text"]
+    squares = [s for s, _ in phone if (s["layout"].get("yaxis") or {}).get("scaleanchor")]
+    assert squares and all(s["layout"]["height"] == 400 for s in squares)
+    assert all("zoom2d" in c["modeBarButtonsToRemove"] for _, c in phone)
+    assert not any("zoom2d" in c["modeBarButtonsToRemove"] for _, c in desk)

@@ -255,6 +255,45 @@ def test_every_page_renders_in_chromium(page, server, width):
     page.set_viewport_size({"width": 1400, "height": 1000})
 
 
+PHONE_UA = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+            "Version/17.0 Mobile/15E148 Safari/604.1")
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_link_opened_on_a_phone_shows_the_page_not_the_menu(page, server):
+    """A student's phone (390 px, a mobile browser): the sidebar starts folded, the OSMFormer's similarity
+    and weights maps stand under each other at the full width, and every chart's title stays inside its
+    chart, clear of a toolbar cut down to the PNG download."""
+    ctx = page.context.browser.new_context(viewport={"width": 390, "height": 844}, user_agent=PHONE_UA,
+                                           is_mobile=True, has_touch=True)
+    try:
+        pg = ctx.new_page()
+        pg.set_default_timeout(90_000)
+        pg.goto(f"{server}/attention?ckpt=runs/{PAGES['attention']}")
+        wait_idle(pg)
+        pg.wait_for_selector(CHART, state="attached")
+        pg.wait_for_timeout(1500)
+        assert pg.locator('[data-testid="stSidebar"]').get_attribute("data-collapsed") == "true"
+        charts = pg.locator('[data-testid="stPlotlyChart"]')
+        a, b = charts.nth(0).bounding_box(), charts.nth(1).bounding_box()
+        assert b["y"] >= a["y"] + a["height"] - 5 and a["width"] > 300, (a, b)  # stacked, full width
+        for i in range(charts.count()):
+            box = charts.nth(i).bounding_box()
+            title = charts.nth(i).locator(".gtitle")
+            if title.count():
+                t = title.first.bounding_box()
+                assert t["x"] + t["width"] <= box["x"] + box["width"] + 1, (i, t, box)
+            buttons = charts.nth(i).locator(".modebar-btn")
+            assert buttons.count() <= 2, buttons.count()  # the PNG download (and Streamlit's full screen)
+        pg.set_viewport_size({"width": 390, "height": 4000})
+        pg.wait_for_timeout(800)
+        pg.screenshot(path=str(ARTIFACTS / "attention-phone.png"), full_page=True)
+        assert pg.locator('[data-testid="stException"]').count() == 0
+    finally:
+        ctx.close()
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_figure_pairs_stack_when_the_page_is_narrow(page, server):

@@ -84,7 +84,8 @@ def _by_name(fig, name):
 # --------------------------------------------------------------------------------------------- every view
 
 PER_POSITION = {"phase_timeline", "distance_profile", "pca_trajectory", "pca_projection", "so3_frame", "torus_angles",
-                "tangent_heatmap", "tangent_lines", "mixing_share", "attention_maps", "energy_tokens",
+                "tangent_heatmap", "tangent_lines", "mixing_share", "attention_maps", "similarity_map",
+                "energy_tokens",
                 "plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
                 "decomposability_map", "phase_circle", "plane_sphere", "generator_heatmap", "plane_matrix"}
 
@@ -93,12 +94,12 @@ EXPECTED = {
                     "so3_frame", "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap"},
     "osmformer-U3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "pca_projection",
                      "tangent_heatmap",
-                     "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps",
+                     "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps", "similarity_map",
                      "attention_row", "attends_to"},
     "osmformer-T4": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "pca_projection",
                      "torus_angles",
                      "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps",
-                     "attention_row", "attends_to"},
+                     "similarity_map", "attention_row", "attends_to"},
     "cem": {"energy_descent", "energy_tokens", "attention_maps", "attention_row", "attends_to"},
     "grassmann-r3": {"plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
                      "plane_sphere", "plane_interpolation", "decomposability_map", "plane_matrix"},
@@ -407,25 +408,30 @@ def test_identity_mixing_moves_nothing_between_directions():
 
 # --------------------------------------------------------------------------------------------- attention
 
-def test_osm_attention_maps_similarity_and_weights():
+def test_osm_similarity_map_and_attention_weights():
     tr = get_trace("osmformer-U3")
-    fig = figures.attention_maps(tr, layer=0, cursor=3).figure
+    fig = figures.similarity_map(tr, layer=0, cursor=3).figure
     X = tr.inputs.astype(np.complex128)  # layer 0 reads the token matrices
     S = np.real(np.einsum("iab,jab->ij", X.conj(), X))
     sim = np.asarray(_by_name(fig, "similarity").z, dtype=float)
     lower = np.tril(np.ones((T, T), bool))
     np.testing.assert_allclose(sim[lower], S[lower], atol=1e-4)
     assert np.isnan(sim[~lower]).all()
-    w = np.asarray(_by_name(fig, "weights").z, dtype=float)
-    np.testing.assert_allclose(np.nansum(w, 1), 1, atol=1e-5)
-    np.testing.assert_allclose(w[lower], tr.attention_weights(0)[lower], atol=1e-7)
     sim_trace = _by_name(fig, "similarity")
     assert sim_trace.zmid == 0 and sim_trace.zmin == -3 and sim_trace.zmax == 3
     assert fig.layout.shapes and fig.layout.shapes[0].y0 == 2.5  # the cursor row is outlined
+    assert len(fig.data) == 1 and fig.layout.yaxis.scaleanchor == "x"  # one square map
+    weights = figures.attention_maps(tr, layer=0, cursor=3).figure
+    assert [t.name for t in weights.data] == ["weights"]  # the weights are their own figure
+    w = np.asarray(weights.data[0].z, dtype=float)
+    np.testing.assert_allclose(np.nansum(w, 1), 1, atol=1e-5)
+    np.testing.assert_allclose(w[lower], tr.attention_weights(0)[lower], atol=1e-7)
     # layer 1 reads the states after layer 0
     S1 = np.real(np.einsum("iab,jab->ij", tr.states[0].conj(), tr.states[0]))
-    sim1 = np.asarray(_by_name(figures.attention_maps(tr, layer=1).figure, "similarity").z, dtype=float)
+    sim1 = np.asarray(_by_name(figures.similarity_map(tr, layer=1).figure, "similarity").z, dtype=float)
     np.testing.assert_allclose(sim1[lower], S1[lower], atol=1e-4)
+    with pytest.raises(FigureError, match="no state similarity"):
+        figures.similarity_map(get_trace("transformer"))
 
 
 def test_osm_attention_per_head():

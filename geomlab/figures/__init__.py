@@ -12,7 +12,7 @@ Views by family:
 * OSM (``osm-rnn``, ``osmformer``): :func:`phase_circle`, :func:`phase_timeline`, :func:`distance_profile`,
   :func:`pca_projection`, :func:`pca_trajectory`, :func:`so3_frame` (real 3 x 3), :func:`torus_angles` (group T),
   :func:`tangent_heatmap`, :func:`tangent_lines`, :func:`mixing_share`, :func:`generator_heatmap`,
-  :func:`attention_maps`.
+  :func:`similarity_map` (OSMFormer), :func:`attention_maps`.
 * CEM: :func:`energy_descent`, :func:`energy_tokens`, :func:`attention_maps`.
 * Grassmann: :func:`plane_distances`, :func:`plane_angles`, :func:`plane_similarity`,
   :func:`plucker_heatmap`, :func:`plane_matrix`, :func:`gate_share`, :func:`plane_sphere`, :func:`plane_interpolation`,
@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Callable
 
 from geomlab.figures._common import FigureError, View
-from geomlab.figures.attention import attention_maps, attention_row, attention_window
+from geomlab.figures.attention import attention_maps, attention_row, attention_window, similarity_map
 from geomlab.figures.curves import training_curves
 from geomlab.figures.energy import energy_descent, energy_tokens
 from geomlab.figures.grassmann import (
@@ -48,7 +48,8 @@ VIEWS: dict[str, Callable[..., View]] = {
     "torus_angles": torus_angles,
     "tangent_heatmap": tangent_heatmap, "tangent_lines": tangent_lines, "mixing_share": mixing_share,
     "generator_heatmap": generator_heatmap,
-    "attention_maps": attention_maps, "attention_row": attention_row, "attention_window": attention_window,
+    "similarity_map": similarity_map, "attention_maps": attention_maps, "attention_row": attention_row,
+    "attention_window": attention_window,
     "attends_to": attends_to,
     "energy_descent": energy_descent,
     "energy_tokens": energy_tokens,

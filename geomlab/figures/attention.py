@@ -1,8 +1,8 @@
 """View 3: attention similarity maps (osm.md §2.5-2.6; app_anchors.md §5).
 
-For OSM models: the similarity ``S_ij = Re tr(H_i^* H_j)`` of the layer's input states (in [-d, d]) and the
-attention weights, side by side; for other models with attention (CEM, transformer, llama,
-grassmann-attn) the weights alone (head-averaged or one head). Rows are queries i, columns keys j; the
+The attention weights of any model with attention (OSM, CEM, transformer, llama, grassmann-attn; head-averaged
+or one head) and, for OSMFormers, the similarity ``S_ij = Re tr(H_i^* H_j)`` of the layer's input states (in
+[-d, d]), each its own square map (two figures, so a narrow page can put them under each other). Rows are queries i, columns keys j; the
 causal mask (j > i) is left blank on a grey background. Past :data:`MAX_MATRIX` positions an evenly spaced
 subset of rows and columns is shown (the values are exact entries, not averages).
 """
@@ -49,11 +49,58 @@ def window_positions(n: int, cursor: int | None, window: int) -> np.ndarray:
     return np.arange(max(0, stop - window), stop)
 
 
+def _positions(tr: Trace, layer: int, cursor: int | None, max_positions: int,
+               window: int | None) -> tuple[int, int | None, np.ndarray]:
+    """Checked ``(layer, cursor)`` and the positions a map shows: the ``window`` up to the cursor, or an
+    evenly spaced subset of at most ``max_positions`` (the cursor kept)."""
+    layer = check_index("layer", layer, tr.n_layers)
+    cursor = check_cursor(cursor, tr.n_positions)
+    if window is not None:
+        idx = window_positions(tr.n_positions, cursor, min(int(window), max_positions))
+    else:
+        idx = subsample(tr.n_positions, max_positions, cursor)
+    return layer, cursor, idx
+
+
+def _square_map(tr: Trace, idx: np.ndarray, cursor: int | None, z: np.ndarray, scale, zmin: float,
+                zmax: float, hover: str, name: str, title: str, cap: str, view: str) -> View:
+    """One token x token map: a square panel of category axes at the left, rows = queries (top down),
+    columns = keys, its colour bar beside it; the cursor's row boxed."""
+    cats = category_labels(tr.labels, idx)
+    heat = {"type": "heatmap", "z": z, "x": cats, "y": cats, "colorscale": scale, "zmin": zmin, "zmax": zmax,
+            "name": name, "hoverongaps": False,
+            # the map is square, so narrower than the plot area is tall once the figure is narrow: top-aligned
+            # (constraintoward="top" below) with a half-height colour bar from its top edge; no colour-bar
+            # title (the figure's title names the quantity)
+            "colorbar": {"len": 0.5, "y": 1.0, "yanchor": "top", "thickness": 10, "tickfont": {"size": 10}},
+            "hovertemplate": f"query %{{y}}<br>key %{{x}}<br>{hover} = %{{z:.4f}}<extra></extra>"}
+    if zmin < 0:
+        heat["zmid"] = 0
+    fig = FigureBuilder()
+    fig.add_trace(heat)
+    fig.update_xaxes(title={"text": "key position j (token)"}, type="category", nticks=8, constrain="domain",
+                     constraintoward="left", showgrid=False, zeroline=False)
+    fig.update_yaxes(title={"text": "query position i (token)"}, type="category", nticks=8, autorange="reversed",
+                     scaleanchor="x", scaleratio=1, constrain="domain", constraintoward="top", showgrid=False,
+                     zeroline=False)
+    if cursor is not None:  # category axes: shapes use the category index
+        ci = int(np.searchsorted(idx, cursor))
+        cursor_box(fig, ci, ci + 0.5)
+    fig.update_layout(plot_bgcolor=MASKED_BG)
+    return finish(fig, title, cap, view, height=520)
+
+
+def _extent_note(tr: Trace, idx: np.ndarray, window: int | None) -> str:
+    if window is not None and len(idx) < tr.n_positions:
+        return (f" Positions {idx[0]}–{idx[-1]} (the {len(idx)} up to the cursor) at full resolution; weights "
+                "are normalised over all earlier keys.")
+    return subsample_note(tr.n_positions, len(idx))
+
+
 def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: int | None = None,
                    max_positions: int = MAX_MATRIX, window: int | None = None) -> View:
-    """Token x token maps of one layer: for OSM traces with ``similarity``, the similarity
-    ``Re tr(H_i^* H_j)`` (signed, colour-blind-safe diverging scale centred at 0, range [-d, d]) beside the
-    attention weights (sequential scale, range [0, max]); otherwise the weights alone.
+    """Token x token attention weights of one layer (sequential scale, range [0, max]; the head average or one
+    head); an OSMFormer's state similarity these weights come from is :func:`similarity_map`.
 
     Args:
         tr: any trace with ``attention`` (OSM, CEM, baseline transformers).
@@ -62,94 +109,49 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
         max_positions: past this many positions show an evenly spaced subset (the overview; exact entries).
         window: show instead the ``window`` consecutive positions ending at the cursor, at full resolution.
 
-    Only the rows drawn are computed (``Trace.attention_rows`` / ``OSMTrace.similarity_rows``), so a long
-    trace never forms its ``T x T`` matrices.
-
-    Traces: ``similarity`` heatmap (OSM only) then ``weights`` heatmap; masked entries are NaN.
-    Raises :class:`FigureError` if the trace has no attention or an index is out of range.
+    Only the rows drawn are computed (``Trace.attention_rows``), so a long trace never forms its ``T x T``
+    matrices. Traces: one ``weights`` heatmap; masked entries are NaN. Raises :class:`FigureError` if the
+    trace has no attention or an index is out of range. Source: osm.md §2.6 (the weights); design choice.
     """
     if not getattr(tr, "has_attention", False):
         raise FigureError(f"{tr.kind!r} has no attention to show")
-    layer = check_index("layer", layer, tr.n_layers)
     if head is not None:
         head = check_index("head", head, max(int(tr.n_heads), 1))
-    cursor = check_cursor(cursor, tr.n_positions)
-    if window is not None:
-        idx = window_positions(tr.n_positions, cursor, min(int(window), max_positions))
-    else:
-        idx = subsample(tr.n_positions, max_positions, cursor)
+    layer, cursor, idx = _positions(tr, layer, cursor, max_positions, window)
     weights = tr.attention_rows(layer, idx, head)
-    sim = (tr.similarity_rows(layer, idx) if isinstance(tr, OSMTrace) and tr.has_similarity else None)
-    cats = category_labels(tr.labels, idx)
-    ci = None if cursor is None else int(np.searchsorted(idx, cursor))
-    panels = []
-    if sim is not None:
-        d = float(tr.d)
-        panels.append((f"similarity {SIMILARITY}", _masked(sim, idx), DIVERGING, -d, d,
-                       "Re tr", "similarity"))
     w = _masked(weights, idx)
     head_txt = "mean over heads" if head is None and int(tr.n_heads) > 1 else (f"head {head}" if head is not None else "")
-    panels.append((f"attention weights{' (' + head_txt + ')' if head_txt else ''}", w, SEQUENTIAL, 0.0,
-                   finite_max(w), "weight", "weights"))
-    n_bad = max(_bad_rows(weights, idx), _bad_rows(sim, idx) if sim is not None else 0)
-    n = len(panels)
-    spacing = 0.16
-    # one panel: its name goes in the figure title (a subplot title is centred on the unconstrained domain
-    # and lands on the top tick label once the square panel is narrower than the figure)
-    fig = FigureBuilder.grid(rows=1, cols=n, subplot_titles=[p[0] for p in panels] if n > 1 else None,
-                             horizontal_spacing=spacing)
-    width = (1 - spacing * (n - 1)) / n
-    for c, (title, z, scale, zmin, zmax, what, name) in enumerate(panels, start=1):
-        hover = SIMILARITY if name == "similarity" else what
-        # each colour bar just right of its own panel (the right panel shares the query axis and shows no
-        # tick labels or title of its own, so nothing sits under the left colour bar)
-        x_cb = (c - 1) * (width + spacing) + width + 0.012
-        heat = {"type": "heatmap", "z": z, "x": cats, "y": cats, "colorscale": scale, "zmin": zmin, "zmax": zmax,
-                "name": name, "hoverongaps": False,
-                # the maps are square, so narrower than the plot area is tall once the figure is narrow: top-
-                # aligned (constraintoward="top" below) with a half-height colour bar from their top edge, the
-                # bar is about the map's height at a 1,000 px window (0.9 of the plot area was twice as tall)
-                # no colour-bar title: the panel's title names the quantity, and at a narrow width (800 px
-                # beside the sidebar) the left bar's side title ran over the right panel
-                "colorbar": {"x": x_cb, "xanchor": "left", "len": 0.5, "y": 1.0, "yanchor": "top",
-                             "thickness": 10, "tickfont": {"size": 10}},
-                "hovertemplate": f"query %{{y}}<br>key %{{x}}<br>{hover} = %{{z:.4f}}<extra></extra>"}
-        if zmin < 0:
-            heat["zmid"] = 0
-        fig.add_trace(heat, row=1, col=c)
-        fig.update_xaxes(title={"text": "key position j (token)"}, type="category", nticks=8, row=1, col=c)
-        if c == 1:
-            fig.update_yaxes(title={"text": "query position i (token)"}, type="category", nticks=8,
-                             autorange="reversed", row=1, col=c, scaleanchor="x", scaleratio=1,
-                             constrain="domain", constraintoward="top")
-            fig.update_xaxes(constrain="domain", constraintoward="right" if n > 1 else "left", row=1, col=c)
-        else:
-            # same ranges as the left panel (which is square), so its cells are square too
-            fig.update_xaxes(matches="x", constrain="domain", constraintoward="right", row=1, col=c)
-            fig.update_yaxes(type="category", matches="y", showticklabels=False, row=1, col=c,
-                             scaleanchor=f"x{c}", scaleratio=1, constrain="domain", constraintoward="top")
-        if ci is not None:  # category axes: shapes use the category index
-            cursor_box(fig, ci, ci + 0.5, row=1, col=c)
-    for ann in fig.layout.get("annotations", []):  # the panel titles clear of the top-aligned maps
-        ann["yshift"] = 6
-    fig.update_layout(plot_bgcolor=MASKED_BG)
-    fig.update_xaxes(showgrid=False, zeroline=False)
-    fig.update_yaxes(showgrid=False, zeroline=False)
-    if sim is not None:
-        cap = ("Left: how similar the states of two positions are, $\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$ "
-               "(blue negative, red positive; at most $d$ when equal). Right: the attention weights the model put "
-               "on each earlier position. Rows are queries, columns keys; grey cells are masked (future).")
-    else:
-        cap = ("Attention weights of each query position (row) on the earlier key positions (columns); grey "
-               "cells are masked (future).")
-    if window is not None and len(idx) < tr.n_positions:
-        cap += (f" Positions {idx[0]}–{idx[-1]} (the {len(idx)} up to the cursor) at full resolution; weights "
-                "are normalised over all earlier keys.")
-    else:
-        cap += subsample_note(tr.n_positions, len(idx))
-    cap += missing_note(n_bad, "query rows")
-    title = f"Attention, layer {layer}" if n > 1 else f"{panels[0][0].capitalize()}, layer {layer}"
-    return finish(fig, title, cap, "attention_maps", height=520)
+    cap = ("Attention weights of each query position (row) on the earlier key positions (columns; each row sums "
+           "to 1); grey cells are masked (future).")
+    if getattr(tr, "has_similarity", False):
+        cap += " The similarity map gives the state similarity these weights come from."
+    cap += _extent_note(tr, idx, window) + missing_note(_bad_rows(weights, idx), "query rows")
+    title = f"Attention weights{' (' + head_txt + ')' if head_txt else ''}, layer {layer}"
+    return _square_map(tr, idx, cursor, w, SEQUENTIAL, 0.0, finite_max(w), "weight", "weights", title, cap,
+                       "attention_maps")
+
+
+def similarity_map(tr: Trace, layer: int = 0, cursor: int | None = None, max_positions: int = MAX_MATRIX,
+                   window: int | None = None) -> View:
+    """Token x token state similarity ``Re tr(H_i^* H_j)`` of one OSMFormer layer's input states: signed,
+    colour-blind-safe diverging scale centred at 0, range [-d, d] (d when the states are equal). The
+    attention score is this similarity, scaled, minus the ALiBi distance penalty (osm.md §2.5-2.6).
+
+    Args: as :func:`attention_maps` (no head: the similarity is one per layer). Only the rows drawn are
+    computed (``OSMTrace.similarity_rows``). Traces: one ``similarity`` heatmap; masked (j > i) entries NaN.
+    Raises :class:`FigureError` for a trace without similarity (not an OSMFormer) or an index out of range.
+    """
+    if not (isinstance(tr, OSMTrace) and tr.has_similarity):
+        raise FigureError(f"{tr.kind!r} has no state similarity to show (an OSMFormer has)")
+    layer, cursor, idx = _positions(tr, layer, cursor, max_positions, window)
+    rows = tr.similarity_rows(layer, idx)
+    d = float(tr.d)
+    cap = ("How similar the states of two positions are, $\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$ (blue negative, "
+           "red positive; at most $d$, when the states are equal). Rows are queries, columns keys; grey cells are "
+           "masked (future).")
+    cap += _extent_note(tr, idx, window) + missing_note(_bad_rows(rows, idx), "query rows")
+    return _square_map(tr, idx, cursor, _masked(rows, idx), DIVERGING, -d, d, SIMILARITY, "similarity",
+                       f"Similarity {SIMILARITY}, layer {layer}", cap, "similarity_map")
 
 
 def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
@@ -214,8 +216,7 @@ WINDOW = 64
 
 def attention_window(tr: Trace, layer: int = 0, head: int | None = None, cursor: int | None = None,
                      window: int = WINDOW) -> View:
-    """The attention map (and OSM similarity) of the ``window`` positions up to the cursor at full
-    resolution: for a long text, beside the overview of :func:`attention_maps` (which shows an evenly
+    """The attention weights of the ``window`` positions up to the cursor at full resolution: for a long text, beside the overview of :func:`attention_maps` (which shows an evenly
     spaced subset). Same traces and arguments as :func:`attention_maps`; raises :class:`FigureError` like it.
     Design choice (issue 14: the cursor's row, a window around it, a downsampled overview)."""
     fig, caption = attention_maps(tr, layer=layer, head=head, cursor=cursor, window=window)
