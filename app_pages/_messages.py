@@ -14,7 +14,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
 from app_pages import _data as data
-from app_pages._state import K_CKPT, K_NOTICE, K_NOTICE_SHOWN, page_path, set_checkpoint
+from app_pages._state import K_CKPT, K_NOTICE, K_NOTICE_SHOWN, accept_standin, page_path, set_checkpoint
 from geomlab import catalog
 from geomlab.views import VIEWS, ViewSpec
 
@@ -134,15 +134,19 @@ def standin_message(view: ViewSpec, chosen: catalog.CheckpointEntry, shown: cata
     related first), as buttons that choose one. ``explicit``: the user chose ``chosen`` (a pick, a link),
     else it was the session's default."""
     relation = RELATION_TEXT.get(how, how)
-    if explicit:
-        st.info(f"{why_not_this_view(view, chosen.kind)} Showing **{md_escape(shown.name)}** "
-                f"({md_escape(shown.kind)}, {relation}) instead of {md_escape(chosen.name)}, the selected "
-                "checkpoint.", icon=":material/swap_horiz:")
-    else:  # a first visit: the user chose nothing, so say what is shown before what is not
-        st.info(f"Showing **{md_escape(shown.name)}** ({md_escape(shown.kind)}), a checkpoint **{view.title}** "
-                f"can draw: the app's default, {md_escape(chosen.name)} "
-                f"({md_escape(chosen.kind)}), is not one this view shows."
-                + (" Choose another below or in the sidebar." if others else ""), icon=":material/swap_horiz:")
+    if not explicit:
+        # a first visit: the user chose nothing, so nothing was swapped from their point of view; one quiet
+        # line says what is shown and why (issue 16: no silent switch), without the links of a real swap
+        st.caption(f"Showing **{md_escape(shown.name)}** ({md_escape(shown.kind)}), a checkpoint **{view.title}** "
+                   f"can draw: the app's default, {md_escape(chosen.name)} ({md_escape(chosen.kind)}), is not one "
+                   "this view shows. Choose another in the sidebar.")
+        return
+    cols = st.columns([5, 1], vertical_alignment="center")
+    cols[0].info(f"{why_not_this_view(view, chosen.kind)} Showing **{md_escape(shown.name)}** "
+                 f"({md_escape(shown.kind)}, {relation}) instead of {md_escape(chosen.name)}, the selected "
+                 "checkpoint.", icon=":material/swap_horiz:")
+    cols[1].button("Keep it", key=f"w_standin_keep_{view.slug}", on_click=accept_standin,
+                   help=f"Make {shown.name} the selected checkpoint (on every page); this message goes.")
     homes = [v for v in VIEWS.values() if chosen.kind in v.kinds]
     if homes:
         cols = st.columns([3] + [2] * len(homes), vertical_alignment="center")

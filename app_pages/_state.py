@@ -89,6 +89,7 @@ def copy(widget_key: str, state_key: str) -> None:
         return
     if state_key == K_TEXT:
         set_text(st.session_state[widget_key])
+        accept_standin()  # typing into a stand-in's view is working with it: its message would go stale
         return
     st.session_state[state_key] = st.session_state[widget_key]
     st.session_state.get(K_INT_DEFAULTS, {}).pop(state_key, None)  # chosen now, even if equal to the default
@@ -140,6 +141,14 @@ def standin(slug: str, chosen: str, shown: str, how: str) -> None:
     ss[K_CKPT] = shown
     ss[K_CKPT_EXPLICIT] = False
     text_follows(chosen, shown)
+
+
+def accept_standin() -> None:
+    """The checkpoint a view stood in becomes the user's choice (the user changed the text while it was on
+    screen, or pressed "Keep"): the record and its message end, and other pages keep it too."""
+    ss = st.session_state
+    if ss.pop(K_STANDIN, None):
+        ss[K_CKPT_EXPLICIT] = True
 
 
 def current_standin(slug: str) -> dict | None:

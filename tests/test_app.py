@@ -268,9 +268,9 @@ def test_a_default_checkpoint_of_the_wrong_kind_is_replaced_with_a_message(ckpt_
     goto(at, "planes")
     assert at.session_state["gl_ckpt"] == ref("grassmann") and charts(at)
     # issue 16: no silent switches, a default included (it was shown as the selection on other pages)
-    info = [i.value for i in at.info]
+    notes = [c.value for c in at.caption]
     assert any(v.startswith("Showing **grassmann**") and "the app's default, cem (cem), is not one" in v
-               for v in info), info
+               for v in notes), notes
 
 
 def test_a_linked_checkpoint_of_the_wrong_kind_gives_a_notice(ckpt_dirs):

@@ -60,8 +60,9 @@ def kind_of(ref: str) -> str:
 
 
 def standin_note(at: AppTest) -> str | None:
-    return next((shown(i.value) for i in at.info if "instead of" in i.value or i.value.startswith("Showing **")),
-                None)
+    """The stand-in's message: an info box for a swapped choice, a caption for the app's default."""
+    return next((shown(i.value) for i in [*at.info, *at.caption]
+                 if "instead of" in i.value or i.value.startswith("Showing **")), None)
 
 
 def qp(at: AppTest) -> dict[str, str]:
@@ -129,6 +130,25 @@ def test_a_default_checkpoint_is_replaced_with_a_message_too():
     note = standin_note(at)
     assert note and note.startswith("Showing **grassmann-tinyshakespeare** (grassmann)"), note
     assert "can draw: the app's default, cem-t2-tinyshakespeare (cem), is not one this view shows" in note, note
+    assert not at.info  # one quiet line: the newcomer chose nothing, so nothing was swapped from them
+
+
+def test_typing_a_text_or_keep_it_makes_the_stand_in_the_choice_and_its_message_goes():
+    """A stand-in's message must not go stale: once the user works with the stand-in (types a text) or
+    presses "Keep it", the shown checkpoint is the selection, on this page and the others."""
+    at = open_page("attention", ckpt=OSM_RNN)
+    assert standin_note(at) is not None and at.session_state["gl_ckpt"] == OSMFORMER_O
+    at.text_area(key="w_text").set_value("To be, or not to be").run()
+    ok(at)
+    assert standin_note(at) is None and at.session_state["gl_ckpt"] == OSMFORMER_O
+    goto(at, "trajectories")  # no longer given back: the OSMFormer is the selection now
+    assert at.session_state["gl_ckpt"] == OSMFORMER_O and standin_note(at) is None
+    at = open_page("attention", ckpt=OSM_RNN)
+    at.button(key="w_standin_keep_attention").click().run()
+    ok(at)
+    assert standin_note(at) is None and at.session_state["gl_ckpt"] == OSMFORMER_O
+    goto(at, "tangents")
+    assert at.session_state["gl_ckpt"] == OSMFORMER_O
 
 
 # ---------------------------------------------------------------- Compare
