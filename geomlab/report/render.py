@@ -396,7 +396,8 @@ def converged_protocol(results: dict[str, Any]) -> list[str]:
         "are `geomlab bench train`'s (" + ("its table below" if results.get("speed_alone") else "docs/speed.md")
         + ").",
         "- Convergence: \"last 20%\" is the valid-BPC drop over the last fifth of the steps (mean over seeds); "
-        "a drop above 0.01 bits means the model was still improving when the budget ended.",
+        "a drop above 0.01 bits means the model was still improving when the budget ended; a negative value, "
+        "that validation BPC rose again over the last fifth (the model had stopped improving).",
         "- Columns: valid/test BPC are mean ± sample standard deviation over the finished seeds; the status "
         "table's \"95% CI\" is the interval of the mean (Student t); Δ test is ours minus the baseline's, with "
         "the 95% interval of the seed-paired differences once both rows have the same seeds. \"speed vs "
