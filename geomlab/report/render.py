@@ -45,12 +45,14 @@ def header(results: dict[str, Any]) -> list[str]:
                if p["name"] == "full" and p.get(k) != full[k] and not (k == "wp_steps" and not p[k])]
     if reduced:
         lines.append(f"**This is a reduced run of the `full` profile ({', '.join(reduced)} overridden, see the "
-                     f"command above; {p['steps']} steps per model, {len(p['seeds'])} seed(s)): one protocol for "
+                     f"command above; {p['steps']} steps per language model (the word problems state their own), "
+                     f"{len(p['seeds'])} seed(s)): one protocol for "
                      "every model, but far from converged, so not a reproduction of the papers' tables.** The "
                      "paper columns are the papers' numbers (from `shared/papers`), not ours.")
         lines.append("")
     if p["name"] != "full":
-        lines.append(f"**This is the `{p['name']}` profile: {p['steps']} steps per model. Its numbers check that "
+        lines.append(f"**This is the `{p['name']}` profile: {p['steps']} steps per language model (the word "
+                     "problems state their own). Its numbers check that "
                      "every model trains and evaluates under one protocol; they are far from converged and are "
                      "not a reproduction of the papers' tables.** The paper columns are the papers' numbers "
                      "(from `shared/papers`), not ours.")
