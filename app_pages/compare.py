@@ -307,6 +307,9 @@ def main() -> None:
         present = {side: it for side, it in row.items() if it is not None}
         if not present:
             continue
+        # the side without this figure says why (e.g. the torus shows its angles instead of the circle)
+        absent = {side: missing_figure_note(slug, fig_name, side, entries_ab[side], traces[side])
+                  for side in ("A", "B") if side not in present and side in items}
         if stacked or any(it[1] is not None and views.panels_side_by_side(it[1]) for it in present.values()):
             headed = False
             for side, it in present.items():
@@ -325,6 +328,8 @@ def main() -> None:
                     else:
                         views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"cmp-{side}-{slug}",
                                            stem=f"{names[side]}-{slug}")
+            for note in absent.values():
+                st.caption(note)
         else:
             if not headed:
                 hcols = st.columns(2, gap="large")
@@ -334,12 +339,30 @@ def main() -> None:
                 headed = True
             fcols = st.columns(2, gap="large")
             for col, side in zip(fcols, ("A", "B")):
+                if side in absent:
+                    col.caption(absent[side])
                 if side in present:
                     with col, ui.guard(f"Drawing {side}"):
                         it = present[side]
                         views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
                                            force_narrow=True)
     link_and_downloads(a, b, traces, opts, pos, slug)
+
+
+def missing_figure_note(slug: str, fig_name: str, side: str, entry, tr: Any) -> str:
+    """Why side ``side`` (its checkpoint ``entry``, trace ``tr``) has no figure ``fig_name`` in Compare's
+    view ``slug`` while the other side has one: another of its figures takes that one's place, or the
+    figure does not apply to its kind (markdown, one line)."""
+    label = registry.figure_spec(fig_name).label
+    if registry.applies(tr, fig_name):
+        shown = registry.default_figures(slug, tr)
+        by = next((f for f in shown if fig_name in f.replaces), None)
+        why = (f"it shows {by.label} in its place" if by is not None
+               else "it is under \"More figures\" on the view page")
+    else:
+        article = "an" if entry.kind[:1] in "aeiou" else "a"
+        why = f"it does not apply to {article} `{entry.kind}`"
+    return f"{side} ({md_escape(entry.name)}): no {label}; {why}."
 
 
 def link_and_downloads(a, b, traces: dict, opts: dict, pos: int, slug: str | None) -> None:

@@ -268,7 +268,7 @@ def test_a_default_checkpoint_of_the_wrong_kind_is_replaced_with_a_message(ckpt_
     goto(at, "planes")
     assert at.session_state["gl_ckpt"] == ref("grassmann") and charts(at)
     # issue 16: no silent switches, a default included (it was shown as the selection on other pages)
-    notes = [c.value for c in at.caption]
+    notes = [shown(c.value) for c in at.caption]
     assert any(v.startswith("Showing **grassmann**") and "the app's default, cem (cem), is not one" in v
                for v in notes), notes
 
@@ -932,6 +932,13 @@ def test_compare_word_problems_have_one_header_row_above_the_side_by_side_figure
     assert sum(h.startswith("**A: osm-rnn-o-s5") for h in heads) == 1, heads
     assert sum(h.startswith("**B: osm-rnn-torus-s5") for h in heads) == 2, heads
     assert any("torus angles" in h for h in heads)
+    # the empty cell beside A's eigenvalue circle says why B has none (the torus draws its angles instead)
+    notes = [shown(c.value) for c in at.caption]
+    assert "B (osm-rnn-torus-s5): no eigenvalues on the circle; it shows torus angles in its place." in notes, notes
+    # and a figure that does not apply to one side's kind says so too (CEM vs OSMFormer: no similarity for A)
+    at = side_by_side(open_page("compare", b="bundled/osmformer-o-linear-tinyshakespeare"))
+    notes = [shown(c.value) for c in at.caption]
+    assert "A (cem-t2-tinyshakespeare): no state similarity map; it does not apply to a `cem`." in notes, notes
 
 
 def test_sidebar_checkpoint_options_are_short_and_the_full_title_is_a_caption(bundled_assets):
