@@ -107,7 +107,45 @@ def task_label(key: str) -> str:
     return f"{key} word problem" if desc.startswith("word problem") else desc.split(" (")[0]
 
 
+def spec_settings(spec: runs.RunSpec) -> dict[str, object]:
+    """The form's widget values (keys ``w_train_*``) that would start a run like ``spec``: what a visitor
+    watching a run (someone else's, or their own after a reload) can copy into the form. Only what the form
+    can express: a budget it does not list, or a task string it does not offer, is left out."""
+    out: dict[str, object] = {P + "kind": spec.kind, P + "steps": int(spec.steps), P + "device": spec.device,
+                              P + "batch": int(spec.batch_size), P + "seq": int(spec.seq_len),
+                              P + "lr": float(spec.lr), P + "seed": int(spec.seed)}
+    if live.is_osm(spec.kind) and spec.group in GROUPS:
+        out[P + "group"] = spec.group
+    if spec.params in live.BUDGETS:
+        out[P + "params"] = int(spec.params)
+    kind, _, rest = spec.data.partition(":")
+    if kind in ("word-problem", "task") and rest.split(":")[0] in live.SYNTHETIC_TASKS:
+        out.update({P + "source": DATA_KINDS[0], P + "task": rest.split(":")[0]})
+    elif kind == "corpus" and rest:
+        out.update({P + "source": DATA_KINDS[1], P + "corpus": rest})
+    elif spec.data == "text" and spec.text:
+        out.update({P + "source": DATA_KINDS[2], P + "text": spec.text})
+    return out
+
+
+def _use_settings(run_id: str) -> None:
+    run = live.REGISTRY.get(run_id)
+    if run is not None:
+        st.session_state.update(spec_settings(run.spec))
+
+
 def form(active: bool) -> None:
+    run = live.REGISTRY.get(st.session_state.get(K_RUN))
+    if run is not None:
+        want = spec_settings(run.spec)
+        if any(st.session_state.get(k) != v for k, v in want.items()):
+            # the form is for the next run: after a reload, or watching someone else's run, it shows the
+            # defaults, which read as if they were that run's settings
+            st.caption("This form starts a new run; its settings are not those of the run shown.")
+            st.button("Use the shown run's settings", icon=":material/content_copy:", key=P + "use_settings",
+                      on_click=_use_settings, args=(run.run_id,),
+                      help="Fill the form with the settings of the run on the right (model, data, steps, "
+                           "batch, length, learning rate, seed).")
     kinds = model_kinds()
     # one select per row: two per row cut the options ("osm-rn") in the form's column at a 1,000 px window
     c1, c2 = st.container(), st.container()

@@ -1030,6 +1030,14 @@ def test_another_sessions_run_can_be_watched_not_changed(ckpt_dirs, monkeypatch)
         assert at.button(key="train-save").disabled and at.button(key="train-resume").disabled
         assert any("another browser session" in c.value for c in at.caption)
         assert at.query_params.get("key") in (None, [])  # its owner's token is never put in this URL
+        # the form (for a new run) shows its defaults, and says so; one click copies the run's settings
+        assert any("not those of the run shown" in c.value for c in at.caption)
+        assert at.selectbox(key="w_train_kind").value != "lstm" or at.number_input(key="w_train_steps").value != 3
+        at.button(key="w_train_use_settings").click().run()
+        assert at.selectbox(key="w_train_kind").value == "lstm" and at.number_input(key="w_train_steps").value == 3
+        assert at.number_input(key="w_train_batch").value == 2 and at.number_input(key="w_train_seq").value == 8
+        assert at.selectbox(key="w_train_task").value == "S3"
+        assert not [b for b in at.button if b.key == "w_train_use_settings"]  # nothing left to copy
         # a URL naming the owner's token gives no control (an address is what people copy and share) ...
         thief = AppTest.from_file(APP, default_timeout=TIMEOUT)
         thief.query_params["run"], thief.query_params["key"] = run.run_id, someone
