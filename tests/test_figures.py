@@ -340,9 +340,9 @@ def test_flat_torus_colour_by_position_has_a_colour_bar_not_a_one_colour_legend_
     assert flat.showlegend is False  # its legend swatch would show one colour
     assert flat.marker.colorbar.title.text == "position"
     assert flat.marker.cmin == 0 and flat.marker.cmax == tr.n_positions - 1
-    # the one legend entry (the cursor ring) sits inside the torus panel, under the title
-    assert fig.layout.legend.yanchor == "top" and fig.layout.legend.y <= 1
-    assert [t.name for t in fig.data if t.showlegend is not False] == ["cursor"]
+    # no legend at all: its one entry (the cursor ring) sat on the torus's top gridline; the caption names it
+    assert fig.layout.showlegend is False and "orange ring is the cursor" in fig.layout.meta["caption"]
+    assert [t.name for t in fig.data if t.meta == "cursor"] == ["cursor"]
 
 
 # --------------------------------------------------------------------------------------------- tangents
@@ -1276,7 +1276,7 @@ def test_26_torus_angles_get_26_colours_and_a_colour_bar_not_a_legend(validate):
     # both right of the panels, one above the other (not on a panel's tick labels, not on each other)
     assert angle_bar.x >= fig.layout.xaxis2.domain[1] and pos_bar.x >= fig.layout.xaxis2.domain[1]
     assert angle_bar.y - angle_bar.len >= pos_bar.y + pos_bar.len - 1e-9
-    assert fig.layout.legend.y <= 1 and fig.layout.legend.yanchor == "top"  # never above, on the title
+    assert fig.layout.showlegend is False  # nothing above the title or on the torus's gridlines
     timeline = figures.phase_timeline(tr, cursor=3).figure
     tl = [t for t in timeline.data if t.name.startswith("eigenvalue ")]
     assert len({t.line.color for t in tl}) == 26

@@ -617,7 +617,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                                                      "φ<sub>2</sub> = %{y:.3f} rad<extra></extra>"), row=1, col=2)
     if cursor is not None:
         fig.add_trace(dict(type="scatter", x=[ang[cursor, 0]], y=[b[cursor]], mode="markers", name="cursor",
-                           meta="cursor",
+                           meta="cursor", showlegend=False,
                                            marker={"size": 12, "color": HIGHLIGHT, "symbol": "circle-open",
                                          "line": {"width": 3}},
                                            hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"),
@@ -637,13 +637,13 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
         add_cursor_line(fig, cursor, row=1, col=1)
     else:
         outline_column(fig, cursor, k)
-    # the only legend entry left (the cursor ring) sits inside the torus panel's top right corner, clear of
-    # the title and the subplot titles
-    fig.update_layout(legend={"x": 1.0, "xanchor": "right", "y": 1.0, "yanchor": "top",
-                              "bgcolor": "rgba(255,255,255,0.7)", "font": {"size": 11}})
+    # no legend: its one entry (the cursor ring) sat on the torus's top gridline, over any point there; the
+    # caption names the ring
+    fig.update_layout(showlegend=False)
     cap = ("On the torus each state is a list of independent angles (diagonal entries $e^{i\\varphi_k}$); left: every "
            "angle along the text" + ("" if lines else f" ({k} angles: one row each, the angle as a colour that "
                                        "wraps around like the angle)")
-           + ", right: the first two as a point on the square torus (edges wrap), coloured by position (colour bar)."
+           + ", right: the first two as a point on the square torus (edges wrap), coloured by position (colour bar)"
+           + ("; the orange ring is the cursor." if cursor is not None else ".")
            + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, f"Torus angles ({_layer_name(tr, layer)})", cap, "torus_angles", height=480)
