@@ -94,7 +94,10 @@ def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) 
     caption += missing_note(n_missing)
     fig.update_layout(title={"text": title, "x": 0.01}, template="plotly_white", height=320,
                       margin={"l": 60, "r": 20, "t": 60, "b": 50}, hovermode="x unified",
-                      legend={"orientation": "h", "y": -0.25}, meta={"caption": caption})
+                      # at the bottom of the figure (not of the plot): the margin grows to fit it however many
+                      # rows it wraps into, so a narrow screen's 3 rows no longer cover the x axis's title
+                      legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
+                      meta={"caption": caption})
     fig.update_xaxes(title_text="position")
     fig.update_yaxes(title_text=ytitle, rangemode="tozero")
     return View(fig, caption)
