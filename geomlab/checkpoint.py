@@ -420,7 +420,7 @@ def _missing(path: Path) -> CheckpointError:
     bundled = BUNDLED_DIR / path.name
     hint = ""
     if bundled.is_file() and path.parent in (Path("."), Path("bundled")):  # a name, or the app's form
-        hint = f"; a bundled checkpoint of that name is {os.path.relpath(bundled)}"
+        hint = f"; a bundled checkpoint has that name: load it as 'bundled/{path.stem}'"
     return CheckpointError(f"checkpoint file {path} is missing{hint}")
 
 

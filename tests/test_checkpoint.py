@@ -258,6 +258,10 @@ def test_the_shipped_bundled_checkpoints_load_by_name(monkeypatch, tmp_path):
     # an unknown bundled name says so and lists the bundled ones (not "file bundled/nosuch.json is missing")
     with pytest.raises(ckpt.CheckpointError, match=r"^no bundled checkpoint 'nosuch'; the bundled ones: .*osm-rnn-o-s5"):
         ckpt.load("bundled/nosuch")
+    # the command line's bare name is a local path for the library: the error gives the library's spelling
+    with pytest.raises(ckpt.CheckpointError, match=r"missing; a bundled checkpoint has that name: load it as "
+                                                   r"'bundled/osm-rnn-o-s5'$"):
+        ckpt.load("osm-rnn-o-s5")
 
 
 def test_a_name_close_to_a_bundled_one_is_suggested(tmp_path, monkeypatch):
