@@ -310,12 +310,19 @@ class Trainer:
         extend a run: the cosine schedule then differs from an uninterrupted run; each change is kept on the card
         as ``resumed_with``: ``[{"step": STEP, KEY: VALUE, ...}]``). Raises
         :class:`geomlab.checkpoint.CheckpointError` if the checkpoint has no training state or its
-        vocabulary differs from the task's.
+        vocabulary differs from the task's, or if its training state's ``step`` is not a count (a negative or
+        non-integer step: a corrupt or hand-edited checkpoint); ``ValueError`` if the run is already past the
+        total ``steps`` asked for (resuming would rewrite a finished run with a smaller total). Nothing is
+        written in either case.
         """
         c = ckpt.load(path)
         if not c.train_state or not c.train_state.get("json"):
             raise ckpt.CheckpointError(f"{Path(path).name} has no training state to resume from "
                                        "(it was saved without it)")
+        done = c.train_state["json"].get("step")
+        if isinstance(done, bool) or not isinstance(done, int) or done < 0:
+            raise ckpt.CheckpointError(f"{c.path.name} is corrupt: its training state says step {done!r}, not a "
+                                       "step count (0 or more); nothing was trained or written")
         if task.vocab is not None and c.vocab is not None and task.vocab != c.vocab:
             raise ckpt.CheckpointError(f"{Path(path).name}: its vocabulary differs from the data's")
         # a task built with the checkpoint's vocabulary encodes any text; the data's own vocabulary says
@@ -340,8 +347,13 @@ class Trainer:
         changed = {k: v for k, v in (overrides or {}).items() if (c.train_config or {}).get(k) != v}
         if changed:  # the card keeps every change made on resumption (a zoo adoption refuses weight changes)
             card["resumed_with"] = list(card.get("resumed_with") or []) + [
-                {"step": int(c.train_state["json"].get("step", 0)), **changed}]
-        trainer = cls(c.model, task, TrainConfig.from_dict(cfg), out=out, card=card, **kwargs)
+                {"step": done, **changed}]
+        config = TrainConfig.from_dict(cfg)
+        if config.steps < done:
+            raise ValueError(f"not resuming {c.path.name}: the run is already at step {done}, so {config.steps} "
+                             f"steps in total would end before it (give more than {done} steps); the checkpoint "
+                             "is left unchanged")
+        trainer = cls(c.model, task, config, out=out, card=card, **kwargs)
         trainer._restore(c)
         return trainer
 

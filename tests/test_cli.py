@@ -70,6 +70,40 @@ def test_resume_via_cli(text_file, tmp_path, capsys):
     assert longer.card["steps"] == 30 and full.card["steps"] == 20
 
 
+def test_resume_refuses_fewer_steps_than_done_and_leaves_the_checkpoint(text_file, tmp_path, capsys):
+    out = tmp_path / "runs"
+    assert _train(text_file, out, "--name", "run") == 0
+    capsys.readouterr()
+    meta = out / "run" / "geomlab.json"
+    before = meta.read_bytes()
+    assert main(["train", "--resume", str(out / "run"), "--data", str(text_file), "--steps", "10", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "already at step 20" in err and "left unchanged" in err
+    assert meta.read_bytes() == before and ckpt.load(out / "run").card["total_steps"] == 20
+    # the same number of steps is allowed (a finished run is evaluated again, its total kept)
+    assert main(["train", "--resume", str(out / "run"), "--data", str(text_file), "--quiet"]) == 0
+    assert "resuming" in capsys.readouterr().out and ckpt.load(out / "run").card["total_steps"] == 20
+
+
+@pytest.mark.parametrize("step", [-5, 2.5, "7", None])
+def test_resume_refuses_a_checkpoint_whose_step_is_not_a_count(text_file, tmp_path, capsys, step):
+    import json
+
+    out = tmp_path / "runs"
+    assert _train(text_file, out, "--name", "run", "--steps", "10") == 0
+    capsys.readouterr()
+    meta = out / "run" / "geomlab.json"
+    data = json.loads(meta.read_text())
+    data["train_state"]["step"] = step  # a hand-edited (or damaged) checkpoint
+    meta.write_text(json.dumps(data))
+    before = meta.read_bytes()
+    assert main(["train", "--resume", str(out / "run"), "--data", str(text_file), "--steps", "20", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: run is corrupt: its training state says step") and err.count("\n") == 1
+    assert meta.read_bytes() == before
+
+
 def test_word_problem_via_cli(tmp_path, capsys):
     out = tmp_path / "runs"
     code = main(["train", "--model", "lstm", "--config", "hidden=8", "--data", "word-problem:S3:8",
