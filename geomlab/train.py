@@ -642,7 +642,9 @@ class Trainer:
 
     def full_card(self, final_metrics: dict[str, float] | None = None) -> dict[str, Any]:
         """The checkpoint card for the current state (the given card, the task spec, the training recipe,
-        parameter counts, step, timing and ``final_metrics``); what :meth:`save_checkpoint` writes."""
+        parameter counts, step, timing, ``final_metrics`` and ``eval_protocol``: the window ``seq_len`` and
+        ``stride`` of a text, or the ``length`` and ``n_eval`` of a word problem's evaluation sequences);
+        what :meth:`save_checkpoint` writes."""
         cfg = self.config
         card = dict(self.card)
         spec = self.task.spec()
@@ -656,14 +658,17 @@ class Trainer:
             "tokens_seen": cfg.tokens_through(self.step),
             "geomlab_version": geomlab.__version__,
         })
+        # what the evaluation used: a word problem scores its own fixed sequences (their length and count,
+        # whatever the training seq_len), a text windows of seq_len at the stride
+        wp = spec.get("task") == "word-problem"
+        proto = ({"length": spec.get("length"), "n_eval": spec.get("n_eval")} if wp else
+                 {"seq_len": cfg.seq_len, "stride": cfg.eval_stride or cfg.seq_len})
         if final_metrics:
             card.update(final_metrics)
-            card["eval_protocol"] = {"seq_len": cfg.seq_len, "stride": cfg.eval_stride or cfg.seq_len,
-                                     "splits": "full"}
+            card["eval_protocol"] = {**proto, "splits": "full"}
         elif self.last_valid:
             card.update({f"valid_{k}": v for k, v in self.last_valid.items()})
-            card["eval_protocol"] = {"seq_len": cfg.seq_len, "stride": cfg.eval_stride or cfg.seq_len,
-                                     "valid_tokens_max": cfg.eval_tokens}
+            card["eval_protocol"] = proto if wp else {**proto, "valid_tokens_max": cfg.eval_tokens}
         return card
 
     def save_checkpoint(self, final_metrics: dict[str, float] | None = None) -> Path | None:

@@ -115,6 +115,28 @@ def test_word_problem_via_cli(tmp_path, capsys):
     assert "accuracy" in capsys.readouterr().out
 
 
+def test_word_problem_trains_on_the_length_in_data(tmp_path, capsys):
+    """word-problem:G:LEN without --seq-len trains on LEN (not the text default 128); word-problem:G trains on
+    the default length 32; a different --seq-len trains on it with a note; the card says what was evaluated."""
+    out = tmp_path / "runs"
+    base = ["train", "--model", "lstm", "--config", "hidden=8", "--steps", "2", "--batch-size", "2",
+            "--out", str(out), "--quiet"]
+    assert main([*base, "--data", "word-problem:S3:6", "--name", "given"]) == 0
+    assert capsys.readouterr().err == ""
+    c = ckpt.load(out / "given")
+    assert c.train_config["seq_len"] == 6 and c.card["seq_len"] == 6 and c.card["task"]["length"] == 6
+    assert c.card["eval_protocol"] == {"length": 6, "n_eval": c.card["task"]["n_eval"], "splits": "full"}
+    assert c.card["tokens_seen"] == 2 * 2 * 6
+    assert main([*base, "--data", "word-problem:S3", "--name", "default"]) == 0
+    c = ckpt.load(out / "default")
+    assert c.train_config["seq_len"] == 32 and c.card["eval_protocol"]["length"] == 32
+    assert main([*base, "--data", "word-problem:S3:6", "--seq-len", "4", "--name", "shorter"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "training on sequences of length 4 (--seq-len) and evaluating on length 6" in err
+    c = ckpt.load(out / "shorter")
+    assert c.train_config["seq_len"] == 4 and c.card["eval_protocol"]["length"] == 6
+
+
 def test_length_curriculum_via_cli(tmp_path, capsys):
     from geomlab import checkpoint as ckpt
     from geomlab.commands.train import parse_curriculum

@@ -51,7 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "median of earlier trials at the same step, in the second half of training, is stopped)")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default 1000)")
     p.add_argument("--batch-size", type=int, default=None, help="windows per batch (default 32)")
-    p.add_argument("--seq-len", type=int, default=None, help="window length; also the evaluation window (default 128)")
+    p.add_argument("--seq-len", type=int, default=None, help="window length; also the evaluation window (default 128; "
+                   "for word-problem:G:LEN, LEN, as for `train`)")
     p.add_argument("--lr", type=float, default=None, help="a fixed peak learning rate (only when lr is not searched)")
     p.add_argument("--weight-decay", type=float, default=None, help="fixed AdamW weight decay (default 0)")
     p.add_argument("--warmup", type=float, default=None, help="fixed warm-up: fraction of steps if < 1, else steps")
@@ -96,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from geomlab import sweep
-    from geomlab.commands.train import parse_config, parse_count, parse_curriculum
+    from geomlab.commands.train import parse_config, parse_count, parse_curriculum, task_seq_len
+    from geomlab.data.registry import parse_task
     from geomlab.models import model_class
 
     if args.threads:
@@ -119,6 +121,13 @@ def run(args: argparse.Namespace) -> int:
         train["eval_tokens"] = args.eval_tokens or None
     if args.length_curriculum is not None:
         train["length_curriculum"] = [list(p) for p in parse_curriculum(args.length_curriculum)]
+    if not any(s.partition("=")[0].strip() == "seq_len" for s in args.search or []):
+        # a word problem trains on its own length unless --seq-len says otherwise, as `train` does
+        seq_len, note = task_seq_len(parse_task(args.data), args.seq_len)
+        if note:
+            print(note, file=sys.stderr)
+        if seq_len is not None:
+            train["seq_len"] = seq_len
     setup = sweep.SweepSetup(kind=args.model, data=args.data, budget=parse_count(args.params) if args.params else None,
                              config=config, train=train, seeds=tuple(range(args.seeds)),
                              search=tuple(args.search) if args.search else sweep.DEFAULT_SEARCH)

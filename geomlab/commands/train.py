@@ -62,6 +62,29 @@ def parse_curriculum(text: str) -> tuple[tuple[int, int], ...]:
     return tuple(pairs)
 
 
+def task_seq_len(ref, seq_len: int | None) -> tuple[int | None, str]:
+    """``(training window length, note)`` for the parsed task ``ref`` (:class:`geomlab.data.registry.TaskRef`)
+    and the ``--seq-len`` given (``None`` when not given).
+
+    A word problem trains on its own length: the ``LENGTH`` of ``word-problem:GROUP:LENGTH``, else
+    :data:`geomlab.data.registry.DEFAULT_LENGTH` (the length it is evaluated on), unless ``--seq-len`` is
+    given. When both are given and differ, ``--seq-len`` is the training length and ``note`` is a one-line
+    note saying so (design choice: training on short words and evaluating on longer ones is the usual
+    length-generalisation experiment, so it is allowed, not refused). Other tasks: ``(seq_len, "")``."""
+    from geomlab.data.registry import DEFAULT_LENGTH
+
+    if ref.form != "word-problem":
+        return seq_len, ""
+    length = ref.length if ref.length is not None else DEFAULT_LENGTH
+    if seq_len is None:
+        return length, ""
+    note = ""
+    if ref.length is not None and seq_len != ref.length:
+        note = (f"note: training on sequences of length {seq_len} (--seq-len) and evaluating on length "
+                f"{ref.length} (--data {ref}); leave out --seq-len to train at {ref.length}")
+    return seq_len, note
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from geomlab.data.corpora import CORPORA
 
@@ -77,7 +100,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", metavar="corpus:NAME|FILE|word-problem:G[:LEN]",
                    help=f"the task: a registered corpus corpus:NAME ({', '.join(CORPORA)}), a UTF-8 text file "
                    "(split 90/5/5), or the group word problem, e.g. word-problem:S5 or word-problem:Z5:64 (groups "
-                   "S3, S5, A5, Zn, parity; evaluated at length 32 unless given). A bare corpus name still works "
+                   "S3, S5, A5, Zn, parity; trained and evaluated at length 32 unless given; --seq-len sets another "
+                   "training length). A bare corpus name still works "
                    "(old spelling, with a note). (The Gaussian-process regression task runs through "
                    "`geomlab bench gp`.) With --resume the checkpoint's corpus is used when omitted")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps in total (default 1000)")
@@ -88,7 +112,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="random windows per batch (default 32); under torchrun the global batch, split evenly "
                    "across the processes (a multiple of --nproc_per_node)")
     p.add_argument("--seq-len", type=int, default=None, help="window length in tokens; also the evaluation "
-                   "window (default 128)")
+                   "window (default 128; for word-problem:G:LEN, LEN, which stays the evaluation length)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate of AdamW (default 3e-3)")
     p.add_argument("--weight-decay", type=float, default=None, help="AdamW weight decay on matrices (default 0)")
     p.add_argument("--warmup", type=float, default=None,
@@ -249,6 +273,11 @@ def _train(args: argparse.Namespace, replicas) -> int:
             # token models cannot take continuous inputs; the GP task has its own CEM regressor
             raise ValueError("the Gaussian-process regression task trains a CEM regressor, not a token model: "
                              "run `geomlab bench gp` (see docs/cem.md)")
+        seq_len, note = task_seq_len(ref, args.seq_len)
+        if note:
+            print(note, file=sys.stderr)
+        if seq_len is not None:
+            overrides["seq_len"] = seq_len
         fixed = parse_config(args.config)
         model_class(args.model).config_class.check_types(fixed)  # a typo named before any budget search
         if args.group:
