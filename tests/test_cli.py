@@ -170,6 +170,49 @@ def test_bad_input_is_one_line(text_file, tmp_path, capsys):
     assert "geomlab bench gp" in capsys.readouterr().err
 
 
+def test_models_too_large_for_memory_and_bad_threads_are_one_line(text_file, tmp_path, capsys, monkeypatch):
+    """A config too large for the machine is refused before anything is allocated (the parameter count named
+    when it can be counted); --threads below 1 is refused before torch sees it; both exit 2, nothing written."""
+    out = tmp_path / "runs"
+    base = ["train", "--data", str(text_file), "--steps", "1", "--batch-size", "2", "--seq-len", "8", "--out",
+            str(out), "--quiet"]
+    for extra, want in ((["--model", "osmformer", "--config", "d=100000"], "osmformer with this config is too large "
+                         "for this machine's memory (its tensors have more elements than can be counted)"),
+                        (["--model", "lstm", "--config", "hidden=100000000"], "lstm with this config has "
+                         "40,000,0"),
+                        (["--model", "lstm", "--threads", "-2"], "--threads must be a positive number"),
+                        (["--model", "lstm", "--threads", "0"], "--threads must be a positive number")):
+        assert main([*base, *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and want in err and err.count("\n") == 1, err
+    assert main(["eval", str(tmp_path / "none"), "--threads", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error: --threads must be a positive number")
+    assert not out.exists()
+    # the check compares about 16 bytes per parameter (weights, gradients, AdamW moments) with the memory
+    from geomlab import runs
+
+    monkeypatch.setattr(runs, "machine_memory", lambda: 1000)
+    assert main([*base, "--model", "lstm", "--config", "hidden=8"]) == 2
+    err = capsys.readouterr().err
+    assert re.match(r"error: lstm with this config has [\d,]+ parameters and is too large for this machine's "
+                    r"memory: training needs about", err) and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_out_of_memory_while_training_is_one_line(text_file, tmp_path, capsys, monkeypatch):
+    from geomlab.data.tasks import LMTask
+
+    def huge(self, batch_size, seq_len, generator):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+                           "memory: you tried to allocate 8000000000000 bytes.")
+
+    monkeypatch.setattr(LMTask, "sample_batch", huge)
+    assert _train(text_file, tmp_path / "runs") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: out of memory (") and "smaller model, batch or sequence length" in err
+    assert err.count("\n") == 1
+
+
 def test_list_models(capsys):
     assert main(["train", "--list-models"]) == 0
     assert "lstm" in capsys.readouterr().out.split()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from geomlab.commands import add_checkpoint_argument, load_checkpoint
+from geomlab.commands import add_checkpoint_argument, load_checkpoint, set_threads
 
 HELP = "evaluate a checkpoint: bits per character (or the task's metric) on a split, and its parameter count"
 
@@ -62,14 +62,11 @@ def _own_text_file(own) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from geomlab.data.registry import make_task
     from geomlab.models import count_params
     from geomlab.train import resolve_device
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     device = resolve_device(args.device)
     c = load_checkpoint(args.checkpoint, device=device)
     own = c.card.get("task") or {}

@@ -94,15 +94,13 @@ def retrain_command(setup, params: dict) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from geomlab import sweep
+    from geomlab.commands import set_threads
     from geomlab.commands.train import parse_config, parse_count, parse_curriculum, task_seq_len
     from geomlab.data.registry import parse_task
     from geomlab.models import model_class
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     if args.n_trials < 1:

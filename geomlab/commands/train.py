@@ -215,9 +215,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, replicas) -> int:
-    import torch
-
     from geomlab import checkpoint as ckpt
+    from geomlab.commands import set_threads
     from geomlab import runs
     from geomlab.data.registry import DEFAULT_LENGTH, TaskRef, make_task, parse_task
     from geomlab.models import count_params, kinds, model_class
@@ -227,8 +226,7 @@ def _train(args: argparse.Namespace, replicas) -> int:
     if args.list_models:
         print("\n".join(kinds()))
         return 0
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     given = {
         "steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len, "lr": args.lr,
         "weight_decay": args.weight_decay, "warmup": args.warmup, "grad_clip": args.grad_clip, "seed": args.seed,
