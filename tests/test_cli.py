@@ -213,6 +213,44 @@ def test_out_of_memory_while_training_is_one_line(text_file, tmp_path, capsys, m
     assert err.count("\n") == 1
 
 
+def test_impossible_values_are_refused_in_one_line(text_file, tmp_path, capsys):
+    """eval: --max-tokens, --seq-len and --stride below 1 (a negative count once sliced from the end, 0 fell back
+    to the default or blamed the data); train: an empty --name, a warm-up longer than the run, lr <= 0."""
+    out = tmp_path / "runs"
+    assert _train(text_file, out, "--name", "tiny") == 0
+    capsys.readouterr()
+    for extra, want in ((["--max-tokens", "-4"], "--max-tokens must be >= 1, got -4"),
+                        (["--max-tokens", "0"], "--max-tokens must be >= 1, got 0"),
+                        (["--seq-len", "0"], "--seq-len must be >= 1, got 0"),
+                        (["--stride", "0"], "--stride must be >= 1, got 0")):
+        assert main(["eval", str(out / "tiny"), "--data", str(text_file), *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {want}") and err.count("\n") == 1, err
+    for extra, want in ((["--name", ""], "--name must be a plain file name (not empty"),
+                        (["--name", "x", "--warmup", "10", "--steps", "4"], "warmup of 10 steps is longer than "
+                         "the run (4 steps)"),
+                        (["--name", "x", "--warmup", "nan"], "must be finite numbers >= 0"),
+                        (["--name", "x", "--lr", "0"], "lr must be a positive number"),
+                        (["--name", "x", "--lr=-1e-3"], "lr must be a positive number")):
+        assert _train(text_file, out, *extra) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and want in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in out.iterdir()) == ["tiny"]
+    from geomlab.data.registry import make_task
+
+    with pytest.raises(ValueError, match="max_tokens must be >= 1"):
+        make_task(str(text_file)).evaluate(ckpt.load(out / "tiny").model, "test", seq_len=16, max_tokens=-4)
+
+
+def test_a_run_that_did_not_train_says_so(text_file, tmp_path, capsys):
+    """A huge learning rate is the user's to try, but a final valid BPC far above the unigram is a warning."""
+    assert _train(text_file, tmp_path / "runs", "--lr", "1e6") == 0
+    err = capsys.readouterr().err
+    assert "warning: the final valid BPC" in err and "far above the unigram" in err and "1e+06" in err
+    assert _train(text_file, tmp_path / "runs", "--lr", "1e-2") == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_list_models(capsys):
     assert main(["train", "--list-models"]) == 0
     assert "lstm" in capsys.readouterr().out.split()

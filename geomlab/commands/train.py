@@ -162,6 +162,15 @@ def _free_name(out: Path, name: str) -> str:
     return candidate
 
 
+def _check_name(name: str) -> str:
+    """``name`` if it is a plain, non-empty file name for ``--name``; else ``ValueError`` (one line; an empty
+    ``--name ""`` is refused, not replaced by the default name)."""
+    if not name.strip() or Path(name).name != name or name in (".", ".."):
+        raise ValueError(f"--name must be a plain file name (not empty, no folders), got {name!r}; use --out for "
+                         "the folder, or leave --name out for the default name")
+    return name
+
+
 def _taken(out: Path, name: str) -> bool:
     """Whether ``out/name`` is taken: a folder or file of that name, or a flat pair ``name.json`` /
     ``name.safetensors``."""
@@ -243,8 +252,8 @@ def _train(args: argparse.Namespace, replicas) -> int:
     if args.resume is not None:
         if args.resume:
             path = ckpt.find(args.resume, bundled=False)
-        elif args.name:
-            path = Path(args.out) / args.name
+        elif args.name is not None:
+            path = Path(args.out) / _check_name(args.name)
         else:
             raise ValueError("--resume without a value needs --name (resumes OUT/NAME)")
         c = ckpt.load(path)
@@ -288,11 +297,8 @@ def _train(args: argparse.Namespace, replicas) -> int:
         task = runs.build_task(spec)
         model, _ = runs.build_model(spec, task.vocab_size)
         n_eff = count_params(model, "effective")
-        if args.name:
-            name = args.name
-            if Path(name).name != name or name in (".", ".."):
-                raise ValueError(f"--name must be a plain file name (no folders), got {name!r}; use --out for "
-                                 "the folder")
+        if args.name is not None:
+            name = _check_name(args.name)
             if _taken(Path(args.out), name):
                 raise ValueError(f"{Path(args.out) / name} already exists: continue it with --resume, or "
                                  "choose another --name (nothing was overwritten)")
@@ -352,5 +358,37 @@ def _train(args: argparse.Namespace, replicas) -> int:
     print(line)
     if result.checkpoint:
         print(f"checkpoint: {result.checkpoint}")
+    warning = did_not_train(task, m, trainer.config.lr)
+    if warning:
+        print(warning, file=sys.stderr)
     return 0
+
+
+def did_not_train(task, metrics: dict, lr: float) -> str:
+    """A one-line warning when a finished run's final validation says it did not train, else ``""``: a
+    non-finite valid metric, or valid bits per token (``valid_bpc``, or ``valid_bpw`` of a word-level corpus)
+    more than 1 bit above both the unigram (:func:`geomlab.report.campaign.unigram_bpc`: what a model that
+    learned only the token frequencies scores) and uniform guessing (log2 of the vocabulary size), which a
+    freshly initialised model is near. Design choice: a warning, not an error, since a large ``lr`` is the
+    user's to try; the usual cause is a learning rate far too high."""
+    import math
+
+    from geomlab.report.campaign import unigram_bpc
+
+    for key, name in (("valid_bpc", "BPC"), ("valid_bpw", "bits per word")):
+        if key not in metrics:
+            continue
+        value = float(metrics[key])
+        if not math.isfinite(value):
+            return (f"warning: the final valid {name} is {value} (non-finite): this run did not train; try a "
+                    f"lower learning rate than {lr:g}")
+        unigram = unigram_bpc(task)
+        if unigram is None:
+            return ""
+        if value > max(unigram, math.log2(max(2, task.vocab_size))) + 1.0:
+            return (f"warning: the final valid {name} {value:,.4g} is far above the unigram's {unigram:.3f} (a "
+                    f"model that learned only the token frequencies): this run did not train; the learning rate "
+                    f"{lr:g} is probably too high")
+        return ""
+    return ""
 
