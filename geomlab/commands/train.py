@@ -348,7 +348,7 @@ def _train(args: argparse.Namespace, replicas) -> int:
     tps = [h["tokens_per_s"] for h in result.history if "tokens_per_s" in h]
     line = f"{result.status} at step {result.step}"
     if result.status == "stopped":
-        line += f" (resume with: python -m geomlab train --resume {result.checkpoint})"
+        line += f" (resume with: {program()} train --resume {result.checkpoint})"
     for key in ("valid_bpc", "test_bpc", "valid_ppl", "test_ppl", "valid_accuracy", "test_accuracy",
                 "valid_rmse", "test_rmse", "valid_gp_rmse"):
         if key in m:
@@ -361,7 +361,14 @@ def _train(args: argparse.Namespace, replicas) -> int:
     warning = did_not_train(task, m, trainer.config.lr)
     if warning:
         print(warning, file=sys.stderr)
-    return 0
+    # stopped by Ctrl-C: saved, but not finished, so `train ... && eval ...` must not carry on (128 + SIGINT)
+    return 130 if result.status == "stopped" else 0
+
+
+def program() -> str:
+    """How the user started geomlab, for hints to run it again: ``geomlab`` when ``sys.argv[0]`` is the
+    installed script (``geomlab``, ``geomlab.exe``), else ``python -m geomlab`` (``-m`` runs ``__main__.py``)."""
+    return "geomlab" if Path(sys.argv[0]).name in ("geomlab", "geomlab.exe") else "python -m geomlab"
 
 
 def did_not_train(task, metrics: dict, lr: float) -> str:
