@@ -203,13 +203,13 @@ def test_a_trial_the_pruner_rejects_stops_early(text_file):
 
 def test_retrain_line_reproduces_the_best_trial_of_a_word_problem_sweep(tmp_path, capsys):
     """A word-problem sweep trains on the length in --data (as `train` does), and its "retrain:" line carries
-    that length: the retrained run has exactly the trial's recipe."""
+    that length and the full-precision learning rate: the retrained run has exactly the trial's recipe."""
     import shlex
 
     from geomlab import checkpoint as ckpt
 
     out = tmp_path / "sweeps"
-    lr = 0.01
+    lr = 0.012345678901234  # rounded to 6 digits (0.0123457) the retrain was another run
     assert main(["sweep", "--model", "lstm", "--config", "hidden=8", "--data", "word-problem:S3:6", "--steps", "2",
                  "--batch-size", "2", "--eval-every", "0", "--search", f"lr=choice:{lr!r}", "--sampler", "grid",
                  "--n-trials", "1", "--study-name", "wp", "--out", str(out), "--device", "cpu"]) == 0
@@ -219,7 +219,7 @@ def test_retrain_line_reproduces_the_best_trial_of_a_word_problem_sweep(tmp_path
     assert summary["setup"]["train"]["seq_len"] == 6 and summary["best"]["params"]["lr"] == lr
     (retrain,) = [line[len("retrain: "):] for line in captured.out.splitlines() if line.startswith("retrain: ")]
     argv = shlex.split(retrain)
-    assert argv[:3] == ["python", "-m", "geomlab"] and "--seq-len 6" in retrain
+    assert argv[:3] == ["python", "-m", "geomlab"] and "--seq-len 6" in retrain and f"--lr {lr!r}" in retrain
     assert main([*argv[3:], "--out", str(tmp_path / "runs"), "--name", "again", "--quiet", "--device", "cpu"]) == 0
     c = ckpt.load(tmp_path / "runs" / "again")
     assert c.train_config["lr"] == lr and c.train_config["seq_len"] == 6 and c.card["task"]["length"] == 6

@@ -69,7 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def retrain_command(setup, params: dict) -> str | None:
     """The ``python -m geomlab train`` command that trains ``setup`` with ``params`` (seed 0), or ``None`` when
-    a searched key has no ``train`` flag (e.g. ``min_lr_ratio``)."""
+    a searched key has no ``train`` flag (e.g. ``min_lr_ratio``). Floats are written in full (``repr``): a
+    rounded learning rate would train another run than the trial's."""
     from geomlab.sweep import split_params
 
     train, model = split_params(params)
@@ -87,7 +88,7 @@ def retrain_command(setup, params: dict) -> str | None:
     parts += ["--data", setup.data]
     for k, v in {**setup.train, **train}.items():
         if k in _TRAIN_FLAGS:
-            parts += [_TRAIN_FLAGS[k], f"{v:.6g}" if isinstance(v, float) else str(v)]
+            parts += [_TRAIN_FLAGS[k], repr(v) if isinstance(v, float) else str(v)]  # every digit: the same run
         elif k == "length_curriculum" and v:
             parts += ["--length-curriculum", ",".join(f"{n}:{s}" for n, s in v)]
     return " ".join(shlex.quote(x) if i else x for i, x in enumerate(parts))
