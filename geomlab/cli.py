@@ -81,6 +81,16 @@ def main(argv: list[str] | None = None) -> int:
         # the machine refused (read-only folder, disk full, permissions): one line, exit status 1
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 1
+    except (RuntimeError, MemoryError) as exc:
+        from geomlab.runs import out_of_memory
+
+        if not out_of_memory(exc):
+            raise
+        # a request too large for the machine (a huge batch, window or model): one line, exit status 2
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"error: out of memory ({first}); ask for a smaller model, batch or sequence length",
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130

@@ -21,6 +21,7 @@ nothing here imports streamlit. Source: design choice.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -32,6 +33,10 @@ import torch
 N_EVAL = 256
 #: Most steps a spec from the app may ask for (design choice: the app trains *tiny* models).
 MAX_STEPS = 100_000
+#: Bytes of memory each stored parameter needs while training: float32 weights, gradients and AdamW's two
+#: moments (activations come on top). A model whose parameters need more than the machine's memory is
+#: refused before it is allocated (:func:`check_model_fits`).
+TRAIN_BYTES_PER_PARAM = 16
 
 
 class RunError(ValueError):
@@ -179,6 +184,60 @@ def build_task(spec: RunSpec, *, download: bool = True):
                      text=spec.text)
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failed memory allocation (``MemoryError``, ``torch.OutOfMemoryError``, or the
+    ``RuntimeError`` of torch's CPU allocator, "can't allocate memory")."""
+    oom = getattr(torch, "OutOfMemoryError", None)
+    if isinstance(exc, MemoryError) or (oom is not None and isinstance(exc, oom)):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
+
+
+def machine_memory() -> int | None:
+    """This machine's physical memory in bytes (``os.sysconf``), or ``None`` where it cannot be read."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def too_large(kind: str, n_params: int | None, detail: str = "") -> RunError:
+    """The one-line :class:`RunError` of a model too large for this machine's memory (``n_params``: its stored
+    parameter count when known)."""
+    size = f" has {n_params:,} parameters and" if n_params else ""
+    return RunError(f"{kind} with this config{size} is too large for this machine's memory{detail}; choose a "
+                    "smaller config (or --params); nothing was trained")
+
+
+def check_model_fits(config: dict[str, Any]) -> int | None:
+    """Refuse a model config too large to train here, before any memory is allocated: the model is built on
+    the ``meta`` device (no memory, no random draws) and :data:`TRAIN_BYTES_PER_PARAM` times its stored
+    parameter count is compared with :func:`machine_memory`. Returns the stored parameter count, or ``None``
+    when the kind cannot be built on ``meta`` (then nothing is checked here; :func:`build_model` still turns a
+    failed allocation into one line). Raises :class:`RunError` (:func:`too_large`) for a model that does not
+    fit, or whose tensors have more elements than torch can count; ``ValueError`` for an invalid config."""
+    from geomlab.models import build_model as build, count_params
+
+    kind = str(config.get("kind"))
+    try:
+        with torch.device("meta"):
+            n = count_params(build(config), "stored")
+    except ValueError:
+        raise
+    except RuntimeError as exc:
+        if "overflow" in str(exc):  # e.g. "numel: integer multiplication overflow"
+            raise too_large(kind, None, " (its tensors have more elements than can be counted)") from None
+        return None
+    except Exception:  # a kind whose construction needs real tensors: not checked here
+        return None
+    need, have = TRAIN_BYTES_PER_PARAM * n, machine_memory()
+    if have is not None and need > have:
+        raise too_large(kind, n, f": training needs about {need / 2**30:,.1f} GiB (float32 weights, gradients and "
+                                 f"AdamW moments), the machine has {have / 2**30:,.1f} GiB")
+    return n
+
+
 def build_model(spec: RunSpec, vocab_size: int):
     """A freshly initialised model for ``spec``, built under :func:`geomlab.rng.seeded` with ``spec.seed`` (the
     weights ``torch.manual_seed(seed)`` would give; torch's global RNG is left as it was, and the same spec
@@ -189,7 +248,8 @@ def build_model(spec: RunSpec, vocab_size: int):
     the nearest one the kind meets, else its default size; the trial builds of that search are seeded too);
     otherwise :func:`geomlab.models.budget.resolve_config` (the budget within 5%, or the default size when
     ``params`` is None). Raises ``ValueError`` (:class:`RunError` for an unknown kind with a budget) for an
-    unknown kind, a bad config or (strict) a budget the kind cannot meet."""
+    unknown kind, a bad config or (strict) a budget the kind cannot meet; :class:`RunError` for a model too
+    large for this machine's memory (:func:`check_model_fits`, or a failed allocation), before training."""
     from geomlab.models import build_model as build, count_params, kinds
     from geomlab.models.budget import config_near_budget, resolve_config
     from geomlab.rng import seeded
@@ -203,8 +263,14 @@ def build_model(spec: RunSpec, vocab_size: int):
             cfg, note = config_near_budget(spec.kind, int(spec.params), vocab_size, **spec.fixed_config())
     else:
         cfg = resolve_config(spec.kind, vocab_size, spec.params, spec.fixed_config())
-    with seeded(int(spec.seed)):  # the run's own seeded init, never disturbed by (or disturbing) another run
-        model = build(cfg)
+    n_params = check_model_fits(cfg)
+    try:
+        with seeded(int(spec.seed)):  # the run's own seeded init, never disturbed by (or disturbing) another run
+            model = build(cfg)
+    except (RuntimeError, MemoryError) as exc:
+        if not out_of_memory(exc):
+            raise
+        raise too_large(spec.kind, n_params) from None
     if nearest and not note:
         n = count_params(model)
         if abs(n - spec.params) > 0.05 * spec.params:

@@ -310,12 +310,19 @@ class Trainer:
         extend a run: the cosine schedule then differs from an uninterrupted run; each change is kept on the card
         as ``resumed_with``: ``[{"step": STEP, KEY: VALUE, ...}]``). Raises
         :class:`geomlab.checkpoint.CheckpointError` if the checkpoint has no training state or its
-        vocabulary differs from the task's.
+        vocabulary differs from the task's, or if its training state's ``step`` is not a count (a negative or
+        non-integer step: a corrupt or hand-edited checkpoint); ``ValueError`` if the run is already past the
+        total ``steps`` asked for (resuming would rewrite a finished run with a smaller total). Nothing is
+        written in either case.
         """
         c = ckpt.load(path)
         if not c.train_state or not c.train_state.get("json"):
             raise ckpt.CheckpointError(f"{Path(path).name} has no training state to resume from "
                                        "(it was saved without it)")
+        done = c.train_state["json"].get("step")
+        if isinstance(done, bool) or not isinstance(done, int) or done < 0:
+            raise ckpt.CheckpointError(f"{c.path.name} is corrupt: its training state says step {done!r}, not a "
+                                       "step count (0 or more); nothing was trained or written")
         if task.vocab is not None and c.vocab is not None and task.vocab != c.vocab:
             raise ckpt.CheckpointError(f"{Path(path).name}: its vocabulary differs from the data's")
         # a task built with the checkpoint's vocabulary encodes any text; the data's own vocabulary says
@@ -340,8 +347,13 @@ class Trainer:
         changed = {k: v for k, v in (overrides or {}).items() if (c.train_config or {}).get(k) != v}
         if changed:  # the card keeps every change made on resumption (a zoo adoption refuses weight changes)
             card["resumed_with"] = list(card.get("resumed_with") or []) + [
-                {"step": int(c.train_state["json"].get("step", 0)), **changed}]
-        trainer = cls(c.model, task, TrainConfig.from_dict(cfg), out=out, card=card, **kwargs)
+                {"step": done, **changed}]
+        config = TrainConfig.from_dict(cfg)
+        if config.steps < done:
+            raise ValueError(f"not resuming {c.path.name}: the run is already at step {done}, so {config.steps} "
+                             f"steps in total would end before it (give more than {done} steps); the checkpoint "
+                             "is left unchanged")
+        trainer = cls(c.model, task, config, out=out, card=card, **kwargs)
         trainer._restore(c)
         return trainer
 
@@ -630,7 +642,9 @@ class Trainer:
 
     def full_card(self, final_metrics: dict[str, float] | None = None) -> dict[str, Any]:
         """The checkpoint card for the current state (the given card, the task spec, the training recipe,
-        parameter counts, step, timing and ``final_metrics``); what :meth:`save_checkpoint` writes."""
+        parameter counts, step, timing, ``final_metrics`` and ``eval_protocol``: the window ``seq_len`` and
+        ``stride`` of a text, or the ``length`` and ``n_eval`` of a word problem's evaluation sequences);
+        what :meth:`save_checkpoint` writes."""
         cfg = self.config
         card = dict(self.card)
         spec = self.task.spec()
@@ -644,14 +658,17 @@ class Trainer:
             "tokens_seen": cfg.tokens_through(self.step),
             "geomlab_version": geomlab.__version__,
         })
+        # what the evaluation used: a word problem scores its own fixed sequences (their length and count,
+        # whatever the training seq_len), a text windows of seq_len at the stride
+        wp = spec.get("task") == "word-problem"
+        proto = ({"length": spec.get("length"), "n_eval": spec.get("n_eval")} if wp else
+                 {"seq_len": cfg.seq_len, "stride": cfg.eval_stride or cfg.seq_len})
         if final_metrics:
             card.update(final_metrics)
-            card["eval_protocol"] = {"seq_len": cfg.seq_len, "stride": cfg.eval_stride or cfg.seq_len,
-                                     "splits": "full"}
+            card["eval_protocol"] = {**proto, "splits": "full"}
         elif self.last_valid:
             card.update({f"valid_{k}": v for k, v in self.last_valid.items()})
-            card["eval_protocol"] = {"seq_len": cfg.seq_len, "stride": cfg.eval_stride or cfg.seq_len,
-                                     "valid_tokens_max": cfg.eval_tokens}
+            card["eval_protocol"] = proto if wp else {**proto, "valid_tokens_max": cfg.eval_tokens}
         return card
 
     def save_checkpoint(self, final_metrics: dict[str, float] | None = None) -> Path | None:

@@ -22,11 +22,11 @@ class TrainConfig:
     batch, split evenly; :mod:`geomlab.distributed`). seq_len: window (context) length in
     tokens, also the evaluation window. lr: peak learning rate. weight_decay: AdamW decay (see module
     docstring). betas: AdamW betas. warmup: warm-up length as a fraction of ``steps`` (< 1) or a step
-    count (>= 1). min_lr_ratio: final lr / peak lr of the cosine. grad_clip: max global gradient norm (0 =
-    off). seed: seeds the batch sampler and the run's own generators for dropout (:class:`geomlab.rng.RunRNG`;
-    never torch's global RNG). eval_every: validate (and checkpoint)
-    every N steps (0 = only at the end). eval_tokens: targets used by the periodic validations (``None`` =
-    the whole split; the final evaluation always uses the whole split). eval_stride: stride of the
+    count (>= 1, at most ``steps``). min_lr_ratio: final lr / peak lr of the cosine. grad_clip: max global
+    gradient norm (0 = off). seed: seeds the batch sampler and the run's own generators for dropout
+    (:class:`geomlab.rng.RunRNG`; never torch's global RNG). eval_every: validate (and checkpoint) every N
+    steps (0 = only at the end). eval_tokens: targets used by the periodic validations (``None`` = the whole
+    split; the final evaluation always uses the whole split). eval_stride: stride of the
     evaluation windows (``None`` = ``seq_len``, non-overlapping). log_every: progress callback period in
     steps. device: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string. final_eval: evaluate
     on the full valid and test splits at the end. length_curriculum: a sequence-length curriculum, pairs
@@ -74,8 +74,12 @@ class TrainConfig:
                              f"than steps={self.steps}")
         if not self.lr > 0 or not math.isfinite(self.lr):
             raise ValueError(f"lr must be a positive number, got {self.lr}")
-        if self.warmup < 0 or self.grad_clip < 0 or self.weight_decay < 0 or self.eval_every < 0:
-            raise ValueError("warmup, grad_clip, weight_decay and eval_every must be >= 0")
+        if not all(v >= 0 and math.isfinite(v) for v in (self.warmup, self.grad_clip, self.weight_decay)) \
+                or self.eval_every < 0:
+            raise ValueError("warmup, grad_clip, weight_decay and eval_every must be finite numbers >= 0")
+        if self.warmup >= 1 and self.warmup_steps() > int(self.steps):
+            raise ValueError(f"warmup of {self.warmup:g} steps is longer than the run ({self.steps} steps): give at "
+                             f"most {self.steps} warm-up steps, or a fraction of the steps below 1")
         if self.eval_tokens is not None and int(self.eval_tokens) < 1:
             raise ValueError(f"eval_tokens must be None (whole split) or >= 1, got {self.eval_tokens}")
         if self.eval_stride is not None and not 1 <= int(self.eval_stride) <= int(self.seq_len):

@@ -70,6 +70,40 @@ def test_resume_via_cli(text_file, tmp_path, capsys):
     assert longer.card["steps"] == 30 and full.card["steps"] == 20
 
 
+def test_resume_refuses_fewer_steps_than_done_and_leaves_the_checkpoint(text_file, tmp_path, capsys):
+    out = tmp_path / "runs"
+    assert _train(text_file, out, "--name", "run") == 0
+    capsys.readouterr()
+    meta = out / "run" / "geomlab.json"
+    before = meta.read_bytes()
+    assert main(["train", "--resume", str(out / "run"), "--data", str(text_file), "--steps", "10", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "already at step 20" in err and "left unchanged" in err
+    assert meta.read_bytes() == before and ckpt.load(out / "run").card["total_steps"] == 20
+    # the same number of steps is allowed (a finished run is evaluated again, its total kept)
+    assert main(["train", "--resume", str(out / "run"), "--data", str(text_file), "--quiet"]) == 0
+    assert "resuming" in capsys.readouterr().out and ckpt.load(out / "run").card["total_steps"] == 20
+
+
+@pytest.mark.parametrize("step", [-5, 2.5, "7", None])
+def test_resume_refuses_a_checkpoint_whose_step_is_not_a_count(text_file, tmp_path, capsys, step):
+    import json
+
+    out = tmp_path / "runs"
+    assert _train(text_file, out, "--name", "run", "--steps", "10") == 0
+    capsys.readouterr()
+    meta = out / "run" / "geomlab.json"
+    data = json.loads(meta.read_text())
+    data["train_state"]["step"] = step  # a hand-edited (or damaged) checkpoint
+    meta.write_text(json.dumps(data))
+    before = meta.read_bytes()
+    assert main(["train", "--resume", str(out / "run"), "--data", str(text_file), "--steps", "20", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: run is corrupt: its training state says step") and err.count("\n") == 1
+    assert meta.read_bytes() == before
+
+
 def test_word_problem_via_cli(tmp_path, capsys):
     out = tmp_path / "runs"
     code = main(["train", "--model", "lstm", "--config", "hidden=8", "--data", "word-problem:S3:8",
@@ -79,6 +113,28 @@ def test_word_problem_via_cli(tmp_path, capsys):
     (path,) = out.iterdir()
     assert main(["eval", str(path), "--split", "valid"]) == 0  # task rebuilt from the card
     assert "accuracy" in capsys.readouterr().out
+
+
+def test_word_problem_trains_on_the_length_in_data(tmp_path, capsys):
+    """word-problem:G:LEN without --seq-len trains on LEN (not the text default 128); word-problem:G trains on
+    the default length 32; a different --seq-len trains on it with a note; the card says what was evaluated."""
+    out = tmp_path / "runs"
+    base = ["train", "--model", "lstm", "--config", "hidden=8", "--steps", "2", "--batch-size", "2",
+            "--out", str(out), "--quiet"]
+    assert main([*base, "--data", "word-problem:S3:6", "--name", "given"]) == 0
+    assert capsys.readouterr().err == ""
+    c = ckpt.load(out / "given")
+    assert c.train_config["seq_len"] == 6 and c.card["seq_len"] == 6 and c.card["task"]["length"] == 6
+    assert c.card["eval_protocol"] == {"length": 6, "n_eval": c.card["task"]["n_eval"], "splits": "full"}
+    assert c.card["tokens_seen"] == 2 * 2 * 6
+    assert main([*base, "--data", "word-problem:S3", "--name", "default"]) == 0
+    c = ckpt.load(out / "default")
+    assert c.train_config["seq_len"] == 32 and c.card["eval_protocol"]["length"] == 32
+    assert main([*base, "--data", "word-problem:S3:6", "--seq-len", "4", "--name", "shorter"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "training on sequences of length 4 (--seq-len) and evaluating on length 6" in err
+    c = ckpt.load(out / "shorter")
+    assert c.train_config["seq_len"] == 4 and c.card["eval_protocol"]["length"] == 6
 
 
 def test_length_curriculum_via_cli(tmp_path, capsys):
@@ -112,6 +168,87 @@ def test_bad_input_is_one_line(text_file, tmp_path, capsys):
     assert "parameter count" in capsys.readouterr().err
     assert main(["train", "--model", "cem", "--data", "gp", "--steps", "1", "--out", str(tmp_path)]) == 2
     assert "geomlab bench gp" in capsys.readouterr().err
+
+
+def test_models_too_large_for_memory_and_bad_threads_are_one_line(text_file, tmp_path, capsys, monkeypatch):
+    """A config too large for the machine is refused before anything is allocated (the parameter count named
+    when it can be counted); --threads below 1 is refused before torch sees it; both exit 2, nothing written."""
+    out = tmp_path / "runs"
+    base = ["train", "--data", str(text_file), "--steps", "1", "--batch-size", "2", "--seq-len", "8", "--out",
+            str(out), "--quiet"]
+    for extra, want in ((["--model", "osmformer", "--config", "d=100000"], "osmformer with this config is too large "
+                         "for this machine's memory (its tensors have more elements than can be counted)"),
+                        (["--model", "lstm", "--config", "hidden=100000000"], "lstm with this config has "
+                         "40,000,0"),
+                        (["--model", "lstm", "--threads", "-2"], "--threads must be a positive number"),
+                        (["--model", "lstm", "--threads", "0"], "--threads must be a positive number")):
+        assert main([*base, *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and want in err and err.count("\n") == 1, err
+    assert main(["eval", str(tmp_path / "none"), "--threads", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error: --threads must be a positive number")
+    assert not out.exists()
+    # the check compares about 16 bytes per parameter (weights, gradients, AdamW moments) with the memory
+    from geomlab import runs
+
+    monkeypatch.setattr(runs, "machine_memory", lambda: 1000)
+    assert main([*base, "--model", "lstm", "--config", "hidden=8"]) == 2
+    err = capsys.readouterr().err
+    assert re.match(r"error: lstm with this config has [\d,]+ parameters and is too large for this machine's "
+                    r"memory: training needs about", err) and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_out_of_memory_while_training_is_one_line(text_file, tmp_path, capsys, monkeypatch):
+    from geomlab.data.tasks import LMTask
+
+    def huge(self, batch_size, seq_len, generator):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+                           "memory: you tried to allocate 8000000000000 bytes.")
+
+    monkeypatch.setattr(LMTask, "sample_batch", huge)
+    assert _train(text_file, tmp_path / "runs") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: out of memory (") and "smaller model, batch or sequence length" in err
+    assert err.count("\n") == 1
+
+
+def test_impossible_values_are_refused_in_one_line(text_file, tmp_path, capsys):
+    """eval: --max-tokens, --seq-len and --stride below 1 (a negative count once sliced from the end, 0 fell back
+    to the default or blamed the data); train: an empty --name, a warm-up longer than the run, lr <= 0."""
+    out = tmp_path / "runs"
+    assert _train(text_file, out, "--name", "tiny") == 0
+    capsys.readouterr()
+    for extra, want in ((["--max-tokens", "-4"], "--max-tokens must be >= 1, got -4"),
+                        (["--max-tokens", "0"], "--max-tokens must be >= 1, got 0"),
+                        (["--seq-len", "0"], "--seq-len must be >= 1, got 0"),
+                        (["--stride", "0"], "--stride must be >= 1, got 0")):
+        assert main(["eval", str(out / "tiny"), "--data", str(text_file), *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {want}") and err.count("\n") == 1, err
+    for extra, want in ((["--name", ""], "--name must be a plain file name (not empty"),
+                        (["--name", "x", "--warmup", "10", "--steps", "4"], "warmup of 10 steps is longer than "
+                         "the run (4 steps)"),
+                        (["--name", "x", "--warmup", "nan"], "must be finite numbers >= 0"),
+                        (["--name", "x", "--lr", "0"], "lr must be a positive number"),
+                        (["--name", "x", "--lr=-1e-3"], "lr must be a positive number")):
+        assert _train(text_file, out, *extra) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and want in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in out.iterdir()) == ["tiny"]
+    from geomlab.data.registry import make_task
+
+    with pytest.raises(ValueError, match="max_tokens must be >= 1"):
+        make_task(str(text_file)).evaluate(ckpt.load(out / "tiny").model, "test", seq_len=16, max_tokens=-4)
+
+
+def test_a_run_that_did_not_train_says_so(text_file, tmp_path, capsys):
+    """A huge learning rate is the user's to try, but a final valid BPC far above the unigram is a warning."""
+    assert _train(text_file, tmp_path / "runs", "--lr", "1e6") == 0
+    err = capsys.readouterr().err
+    assert "warning: the final valid BPC" in err and "far above the unigram" in err and "1e+06" in err
+    assert _train(text_file, tmp_path / "runs", "--lr", "1e-2") == 0
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_list_models(capsys):

@@ -145,13 +145,27 @@ def test_sigint_then_resume_is_bit_identical_to_an_uninterrupted_run(text_file, 
     assert _tiny(text_file, out, "whole", "--eval-every", "7") == 0
     with monkeypatch.context() as m:
         _sigint_at(m, (20,))  # progress is reported every 10 steps; checkpoints every 7
-        assert _tiny(text_file, out, "cut", "--eval-every", "7") == 0
+        assert _tiny(text_file, out, "cut", "--eval-every", "7") == 130  # saved, but not finished
     printed = capsys.readouterr()
-    assert "stopped at step 20" in printed.out and "--resume" in printed.out and "Traceback" not in printed.err
+    assert "stopped at step 20" in printed.out and "Traceback" not in printed.err
+    assert f"(resume with: python -m geomlab train --resume {out / 'cut'})" in printed.out  # sys.argv[0]: pytest
     assert ckpt.load(out / "cut").card["steps"] == 20
     assert main(["train", "--resume", str(out / "cut"), "--data", str(text_file), "--quiet"]) == 0
     assert "done at step 30" in capsys.readouterr().out
     assert _same_weights(out / "whole", out / "cut")
+
+
+def test_resume_hint_names_the_program_the_user_ran(text_file, tmp_path, capsys, monkeypatch):
+    """The installed `geomlab` script is named as such in the hint; `python -m geomlab` (argv[0] is the
+    package's __main__.py) keeps the -m spelling."""
+    out = tmp_path / "runs"
+    for argv0, want in ((str(Path("bin") / "geomlab"), "resume with: geomlab train --resume"),
+                        (str(Path("geomlab") / "__main__.py"), "resume with: python -m geomlab train --resume")):
+        monkeypatch.setattr(sys, "argv", [argv0])
+        with monkeypatch.context() as m:
+            _sigint_at(m, (10,))
+            assert _tiny(text_file, out, f"cut-{len(want)}") == 130
+        assert want in capsys.readouterr().out
 
 
 def test_second_sigint_aborts_in_one_line(text_file, tmp_path, capsys, monkeypatch):
@@ -207,8 +221,8 @@ def test_sigint_to_a_training_process_then_resume_is_bit_identical(text_file, tm
         time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=180)
-    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
-    m = re.search(r"stopped at step (\d+) \(resume with", stdout)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr  # stopped and saved, not finished
+    m = re.search(r"stopped at step (\d+) \(resume with: python -m geomlab train --resume", stdout)
     assert m, f"the run was not stopped by the signal: {stdout}"
     assert 20 <= int(m.group(1)) < 400 and ckpt.load(out / "cut").card["steps"] == int(m.group(1))
     assert main(["train", "--resume", str(out / "cut"), "--data", str(text_file), "--quiet"]) == 0

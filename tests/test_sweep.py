@@ -201,6 +201,31 @@ def test_a_trial_the_pruner_rejects_stops_early(text_file):
     assert math.isfinite(value) and value > 0
 
 
+def test_retrain_line_reproduces_the_best_trial_of_a_word_problem_sweep(tmp_path, capsys):
+    """A word-problem sweep trains on the length in --data (as `train` does), and its "retrain:" line carries
+    that length and the full-precision learning rate: the retrained run has exactly the trial's recipe."""
+    import shlex
+
+    from geomlab import checkpoint as ckpt
+
+    out = tmp_path / "sweeps"
+    lr = 0.012345678901234  # rounded to 6 digits (0.0123457) the retrain was another run
+    assert main(["sweep", "--model", "lstm", "--config", "hidden=8", "--data", "word-problem:S3:6", "--steps", "2",
+                 "--batch-size", "2", "--eval-every", "0", "--search", f"lr=choice:{lr!r}", "--sampler", "grid",
+                 "--n-trials", "1", "--study-name", "wp", "--out", str(out), "--device", "cpu"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    summary = json.loads((out / "wp.json").read_text())
+    assert summary["setup"]["train"]["seq_len"] == 6 and summary["best"]["params"]["lr"] == lr
+    (retrain,) = [line[len("retrain: "):] for line in captured.out.splitlines() if line.startswith("retrain: ")]
+    argv = shlex.split(retrain)
+    assert argv[:3] == ["python", "-m", "geomlab"] and "--seq-len 6" in retrain and f"--lr {lr!r}" in retrain
+    assert main([*argv[3:], "--out", str(tmp_path / "runs"), "--name", "again", "--quiet", "--device", "cpu"]) == 0
+    c = ckpt.load(tmp_path / "runs" / "again")
+    assert c.train_config["lr"] == lr and c.train_config["seq_len"] == 6 and c.card["task"]["length"] == 6
+    assert c.card["valid_accuracy"] == pytest.approx(summary["best"]["value"], abs=1e-12)
+
+
 def test_a_trials_run_spec_trains_the_sweeps_config_and_model():
     """A trial's run spec (geomlab.runs) gives exactly the TrainConfig of the sweep's train keys over
     TrainConfig's own defaults (not the run spec's run defaults), and the model of the fixed and searched

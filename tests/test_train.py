@@ -46,6 +46,12 @@ def test_lr_schedule():
         TrainConfig(steps=-5)
     with pytest.raises(ValueError):
         TrainConfig(lr=float("nan"))
+    assert TrainConfig(steps=4, warmup=4).lr_at(4) == pytest.approx(TrainConfig().lr)  # a warm-up as long as the run
+    with pytest.raises(ValueError, match=r"warmup of 10 steps is longer than the run \(4 steps\)"):
+        TrainConfig(steps=4, warmup=10)
+    for bad in (float("nan"), float("inf"), -0.1):
+        with pytest.raises(ValueError, match="finite numbers >= 0"):
+            TrainConfig(warmup=bad)
 
 
 def test_lm_batches_are_windows(task):

@@ -1,6 +1,7 @@
 """The subcommands of ``geomlab`` (one module each; :mod:`geomlab.cli` wires them), and what several of them
-share: the checkpoint argument (:func:`add_checkpoint_argument`, :func:`load_checkpoint`) and the check of
-output locations before anything is written (:func:`check_outputs`)."""
+share: the checkpoint argument (:func:`add_checkpoint_argument`, :func:`load_checkpoint`), the ``--threads``
+option (:func:`set_threads`) and the check of output locations before anything is written
+(:func:`check_outputs`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,19 @@ from pathlib import Path
 CHECKPOINT_HELP = ("checkpoint: a folder NAME/ (or a file in it), a flat pair NAME, NAME.json or NAME.safetensors, "
                    "or a bundled checkpoint's name (NAME or bundled/NAME, as in the app; `geomlab zoo --list`); a "
                    "local file or folder of that name wins over a bundled one")
+
+
+def set_threads(n: int | None) -> None:
+    """Apply a ``--threads`` option: ``torch.set_num_threads(n)``, or nothing when it was not given (``None``:
+    torch's choice). Raises ``ValueError`` (one line) for ``n < 1``, before torch refuses it."""
+    if n is None:
+        return
+    if n < 1:
+        raise ValueError(f"--threads must be a positive number of threads, got {n} (leave it out for torch's "
+                         "choice)")
+    import torch
+
+    torch.set_num_threads(int(n))
 
 
 def add_checkpoint_argument(p: argparse.ArgumentParser) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from geomlab.commands import add_checkpoint_argument, load_checkpoint
+from geomlab.commands import add_checkpoint_argument, load_checkpoint, set_threads
 
 HELP = "evaluate a checkpoint: bits per character (or the task's metric) on a split, and its parameter count"
 
@@ -18,7 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="evaluation window (default: the training --seq-len stored in the checkpoint)")
     p.add_argument("--stride", type=int, default=None,
                    help="sliding-window stride (default: --seq-len, i.e. non-overlapping windows)")
-    p.add_argument("--max-tokens", type=int, default=None, help="score only the first N targets of the split")
+    p.add_argument("--max-tokens", type=int, default=None, help="score only the first N targets of the split "
+                   "(N >= 1; default all)")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
@@ -62,21 +63,22 @@ def _own_text_file(own) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from geomlab.data.registry import make_task
     from geomlab.models import count_params
     from geomlab.train import resolve_device
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
+    for option, value in (("--seq-len", args.seq_len), ("--stride", args.stride), ("--max-tokens", args.max_tokens)):
+        if value is not None and value < 1:
+            raise ValueError(f"{option} must be >= 1, got {value} (leave it out for "
+                             + ("the whole split)" if option == "--max-tokens" else "the default)"))
     device = resolve_device(args.device)
     c = load_checkpoint(args.checkpoint, device=device)
     own = c.card.get("task") or {}
     data = args.data if args.data else (_own_text_file(own) or own)
     task = make_task(data, vocab=c.vocab)
     task = _same_task_or_error(own, task, c.path.name)
-    seq_len = args.seq_len or int((c.train_config or {}).get("seq_len", 128))
+    seq_len = args.seq_len if args.seq_len is not None else int((c.train_config or {}).get("seq_len", 128))
     if task.vocab is not None and task.kind == "lm":
         n_unk = task.vocab.count_unknown(task.corpus.split(args.split))
         if n_unk:

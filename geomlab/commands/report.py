@@ -83,12 +83,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from geomlab import report
+    from geomlab.commands import set_threads
 
-    if args.threads:
-        torch.set_num_threads(int(args.threads))
+    set_threads(args.threads)
     if args.converged:
         args.out = args.out or "runs/converged-report/results.md"
         return _converged(args)

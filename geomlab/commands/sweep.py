@@ -51,7 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "median of earlier trials at the same step, in the second half of training, is stopped)")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default 1000)")
     p.add_argument("--batch-size", type=int, default=None, help="windows per batch (default 32)")
-    p.add_argument("--seq-len", type=int, default=None, help="window length; also the evaluation window (default 128)")
+    p.add_argument("--seq-len", type=int, default=None, help="window length; also the evaluation window (default 128; "
+                   "for word-problem:G:LEN, LEN, as for `train`)")
     p.add_argument("--lr", type=float, default=None, help="a fixed peak learning rate (only when lr is not searched)")
     p.add_argument("--weight-decay", type=float, default=None, help="fixed AdamW weight decay (default 0)")
     p.add_argument("--warmup", type=float, default=None, help="fixed warm-up: fraction of steps if < 1, else steps")
@@ -68,7 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def retrain_command(setup, params: dict) -> str | None:
     """The ``python -m geomlab train`` command that trains ``setup`` with ``params`` (seed 0), or ``None`` when
-    a searched key has no ``train`` flag (e.g. ``min_lr_ratio``)."""
+    a searched key has no ``train`` flag (e.g. ``min_lr_ratio``). Floats are written in full (``repr``): a
+    rounded learning rate would train another run than the trial's."""
     from geomlab.sweep import split_params
 
     train, model = split_params(params)
@@ -86,21 +88,20 @@ def retrain_command(setup, params: dict) -> str | None:
     parts += ["--data", setup.data]
     for k, v in {**setup.train, **train}.items():
         if k in _TRAIN_FLAGS:
-            parts += [_TRAIN_FLAGS[k], f"{v:.6g}" if isinstance(v, float) else str(v)]
+            parts += [_TRAIN_FLAGS[k], repr(v) if isinstance(v, float) else str(v)]  # every digit: the same run
         elif k == "length_curriculum" and v:
             parts += ["--length-curriculum", ",".join(f"{n}:{s}" for n, s in v)]
     return " ".join(shlex.quote(x) if i else x for i, x in enumerate(parts))
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from geomlab import sweep
-    from geomlab.commands.train import parse_config, parse_count, parse_curriculum
+    from geomlab.commands import set_threads
+    from geomlab.commands.train import parse_config, parse_count, parse_curriculum, task_seq_len
+    from geomlab.data.registry import parse_task
     from geomlab.models import model_class
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     if args.n_trials < 1:
@@ -119,6 +120,13 @@ def run(args: argparse.Namespace) -> int:
         train["eval_tokens"] = args.eval_tokens or None
     if args.length_curriculum is not None:
         train["length_curriculum"] = [list(p) for p in parse_curriculum(args.length_curriculum)]
+    if not any(s.partition("=")[0].strip() == "seq_len" for s in args.search or []):
+        # a word problem trains on its own length unless --seq-len says otherwise, as `train` does
+        seq_len, note = task_seq_len(parse_task(args.data), args.seq_len)
+        if note:
+            print(note, file=sys.stderr)
+        if seq_len is not None:
+            train["seq_len"] = seq_len
     setup = sweep.SweepSetup(kind=args.model, data=args.data, budget=parse_count(args.params) if args.params else None,
                              config=config, train=train, seeds=tuple(range(args.seeds)),
                              search=tuple(args.search) if args.search else sweep.DEFAULT_SEARCH)

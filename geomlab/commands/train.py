@@ -62,6 +62,29 @@ def parse_curriculum(text: str) -> tuple[tuple[int, int], ...]:
     return tuple(pairs)
 
 
+def task_seq_len(ref, seq_len: int | None) -> tuple[int | None, str]:
+    """``(training window length, note)`` for the parsed task ``ref`` (:class:`geomlab.data.registry.TaskRef`)
+    and the ``--seq-len`` given (``None`` when not given).
+
+    A word problem trains on its own length: the ``LENGTH`` of ``word-problem:GROUP:LENGTH``, else
+    :data:`geomlab.data.registry.DEFAULT_LENGTH` (the length it is evaluated on), unless ``--seq-len`` is
+    given. When both are given and differ, ``--seq-len`` is the training length and ``note`` is a one-line
+    note saying so (design choice: training on short words and evaluating on longer ones is the usual
+    length-generalisation experiment, so it is allowed, not refused). Other tasks: ``(seq_len, "")``."""
+    from geomlab.data.registry import DEFAULT_LENGTH
+
+    if ref.form != "word-problem":
+        return seq_len, ""
+    length = ref.length if ref.length is not None else DEFAULT_LENGTH
+    if seq_len is None:
+        return length, ""
+    note = ""
+    if ref.length is not None and seq_len != ref.length:
+        note = (f"note: training on sequences of length {seq_len} (--seq-len) and evaluating on length "
+                f"{ref.length} (--data {ref}); leave out --seq-len to train at {ref.length}")
+    return seq_len, note
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from geomlab.data.corpora import CORPORA
 
@@ -77,7 +100,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", metavar="corpus:NAME|FILE|word-problem:G[:LEN]",
                    help=f"the task: a registered corpus corpus:NAME ({', '.join(CORPORA)}), a UTF-8 text file "
                    "(split 90/5/5), or the group word problem, e.g. word-problem:S5 or word-problem:Z5:64 (groups "
-                   "S3, S5, A5, Zn, parity; evaluated at length 32 unless given). A bare corpus name still works "
+                   "S3, S5, A5, Zn, parity; trained and evaluated at length 32 unless given; --seq-len sets another "
+                   "training length). A bare corpus name still works "
                    "(old spelling, with a note). (The Gaussian-process regression task runs through "
                    "`geomlab bench gp`.) With --resume the checkpoint's corpus is used when omitted")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps in total (default 1000)")
@@ -88,7 +112,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="random windows per batch (default 32); under torchrun the global batch, split evenly "
                    "across the processes (a multiple of --nproc_per_node)")
     p.add_argument("--seq-len", type=int, default=None, help="window length in tokens; also the evaluation "
-                   "window (default 128)")
+                   "window (default 128; for word-problem:G:LEN, LEN, which stays the evaluation length)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate of AdamW (default 3e-3)")
     p.add_argument("--weight-decay", type=float, default=None, help="AdamW weight decay on matrices (default 0)")
     p.add_argument("--warmup", type=float, default=None,
@@ -136,6 +160,15 @@ def _free_name(out: Path, name: str) -> str:
         i += 1
         candidate = f"{name}-{i}"
     return candidate
+
+
+def _check_name(name: str) -> str:
+    """``name`` if it is a plain, non-empty file name for ``--name``; else ``ValueError`` (one line; an empty
+    ``--name ""`` is refused, not replaced by the default name)."""
+    if not name.strip() or Path(name).name != name or name in (".", ".."):
+        raise ValueError(f"--name must be a plain file name (not empty, no folders), got {name!r}; use --out for "
+                         "the folder, or leave --name out for the default name")
+    return name
 
 
 def _taken(out: Path, name: str) -> bool:
@@ -191,9 +224,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, replicas) -> int:
-    import torch
-
     from geomlab import checkpoint as ckpt
+    from geomlab.commands import set_threads
     from geomlab import runs
     from geomlab.data.registry import DEFAULT_LENGTH, TaskRef, make_task, parse_task
     from geomlab.models import count_params, kinds, model_class
@@ -203,8 +235,7 @@ def _train(args: argparse.Namespace, replicas) -> int:
     if args.list_models:
         print("\n".join(kinds()))
         return 0
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     given = {
         "steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len, "lr": args.lr,
         "weight_decay": args.weight_decay, "warmup": args.warmup, "grad_clip": args.grad_clip, "seed": args.seed,
@@ -221,8 +252,8 @@ def _train(args: argparse.Namespace, replicas) -> int:
     if args.resume is not None:
         if args.resume:
             path = ckpt.find(args.resume, bundled=False)
-        elif args.name:
-            path = Path(args.out) / args.name
+        elif args.name is not None:
+            path = Path(args.out) / _check_name(args.name)
         else:
             raise ValueError("--resume without a value needs --name (resumes OUT/NAME)")
         c = ckpt.load(path)
@@ -249,6 +280,11 @@ def _train(args: argparse.Namespace, replicas) -> int:
             # token models cannot take continuous inputs; the GP task has its own CEM regressor
             raise ValueError("the Gaussian-process regression task trains a CEM regressor, not a token model: "
                              "run `geomlab bench gp` (see docs/cem.md)")
+        seq_len, note = task_seq_len(ref, args.seq_len)
+        if note:
+            print(note, file=sys.stderr)
+        if seq_len is not None:
+            overrides["seq_len"] = seq_len
         fixed = parse_config(args.config)
         model_class(args.model).config_class.check_types(fixed)  # a typo named before any budget search
         if args.group:
@@ -261,11 +297,8 @@ def _train(args: argparse.Namespace, replicas) -> int:
         task = runs.build_task(spec)
         model, _ = runs.build_model(spec, task.vocab_size)
         n_eff = count_params(model, "effective")
-        if args.name:
-            name = args.name
-            if Path(name).name != name or name in (".", ".."):
-                raise ValueError(f"--name must be a plain file name (no folders), got {name!r}; use --out for "
-                                 "the folder")
+        if args.name is not None:
+            name = _check_name(args.name)
             if _taken(Path(args.out), name):
                 raise ValueError(f"{Path(args.out) / name} already exists: continue it with --resume, or "
                                  "choose another --name (nothing was overwritten)")
@@ -315,7 +348,7 @@ def _train(args: argparse.Namespace, replicas) -> int:
     tps = [h["tokens_per_s"] for h in result.history if "tokens_per_s" in h]
     line = f"{result.status} at step {result.step}"
     if result.status == "stopped":
-        line += f" (resume with: python -m geomlab train --resume {result.checkpoint})"
+        line += f" (resume with: {program()} train --resume {result.checkpoint})"
     for key in ("valid_bpc", "test_bpc", "valid_ppl", "test_ppl", "valid_accuracy", "test_accuracy",
                 "valid_rmse", "test_rmse", "valid_gp_rmse"):
         if key in m:
@@ -325,5 +358,44 @@ def _train(args: argparse.Namespace, replicas) -> int:
     print(line)
     if result.checkpoint:
         print(f"checkpoint: {result.checkpoint}")
-    return 0
+    warning = did_not_train(task, m, trainer.config.lr)
+    if warning:
+        print(warning, file=sys.stderr)
+    # stopped by Ctrl-C: saved, but not finished, so `train ... && eval ...` must not carry on (128 + SIGINT)
+    return 130 if result.status == "stopped" else 0
+
+
+def program() -> str:
+    """How the user started geomlab, for hints to run it again: ``geomlab`` when ``sys.argv[0]`` is the
+    installed script (``geomlab``, ``geomlab.exe``), else ``python -m geomlab`` (``-m`` runs ``__main__.py``)."""
+    return "geomlab" if Path(sys.argv[0]).name in ("geomlab", "geomlab.exe") else "python -m geomlab"
+
+
+def did_not_train(task, metrics: dict, lr: float) -> str:
+    """A one-line warning when a finished run's final validation says it did not train, else ``""``: a
+    non-finite valid metric, or valid bits per token (``valid_bpc``, or ``valid_bpw`` of a word-level corpus)
+    more than 1 bit above both the unigram (:func:`geomlab.report.campaign.unigram_bpc`: what a model that
+    learned only the token frequencies scores) and uniform guessing (log2 of the vocabulary size), which a
+    freshly initialised model is near. Design choice: a warning, not an error, since a large ``lr`` is the
+    user's to try; the usual cause is a learning rate far too high."""
+    import math
+
+    from geomlab.report.campaign import unigram_bpc
+
+    for key, name in (("valid_bpc", "BPC"), ("valid_bpw", "bits per word")):
+        if key not in metrics:
+            continue
+        value = float(metrics[key])
+        if not math.isfinite(value):
+            return (f"warning: the final valid {name} is {value} (non-finite): this run did not train; try a "
+                    f"lower learning rate than {lr:g}")
+        unigram = unigram_bpc(task)
+        if unigram is None:
+            return ""
+        if value > max(unigram, math.log2(max(2, task.vocab_size))) + 1.0:
+            return (f"warning: the final valid {name} {value:,.4g} is far above the unigram's {unigram:.3f} (a "
+                    f"model that learned only the token frequencies): this run did not train; the learning rate "
+                    f"{lr:g} is probably too high")
+        return ""
+    return ""
 

@@ -32,13 +32,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from geomlab import zoo
+    from geomlab.commands import set_threads
 
     out_dir = Path(args.dir) if args.dir else zoo.ZOO_DIR
-    if args.threads:
-        torch.set_num_threads(int(args.threads))
+    set_threads(args.threads)
     if args.recipes:
         for e in zoo.entries(args.only):
             r = e.run

@@ -229,6 +229,8 @@ class LMTask(Task):
     def evaluate(self, model, split="valid", *, seq_len=128, device="cpu", max_tokens=None, stride=None):
         data = self.tokens(split)
         if max_tokens is not None:
+            if int(max_tokens) < 1:  # a negative count would slice from the end, 0 would blame the data
+                raise DataError(f"max_tokens must be >= 1 (None scores the whole split), got {max_tokens}")
             data = data[: int(max_tokens) + 1]
         total, count = sequence_nll(model, data, seq_len, stride=stride, device=device)
         if count == 0:
