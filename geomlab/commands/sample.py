@@ -7,12 +7,14 @@ import argparse
 from geomlab.commands import add_checkpoint_argument, load_checkpoint
 
 HELP = "generate text from a checkpoint, continuing a prompt"
+#: Most tokens one ``sample`` call generates (one model step each; a typo of 10,000,000 ran for hours silently).
+MAX_LENGTH = 100_000
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_checkpoint_argument(p)
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    p.add_argument("--length", type=int, default=200, help="tokens to generate (default 200)")
+    p.add_argument("--length", type=int, default=200, help=f"tokens to generate (default 200, at most {MAX_LENGTH:,})")
     p.add_argument("--temperature", type=float, default=1.0, help="softmax temperature; 0 = greedy (default 1)")
     p.add_argument("--top-k", type=int, default=None, help="sample only among the k most likely tokens")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
@@ -25,13 +27,15 @@ def run(args: argparse.Namespace) -> int:
     from geomlab.sampling import generate
     from geomlab.train import resolve_device
 
+    if not 0 <= args.length <= MAX_LENGTH:
+        raise ValueError(f"--length must be 0 to {MAX_LENGTH:,} tokens, got {args.length:,}")
     device = resolve_device(args.device)
     c = load_checkpoint(args.checkpoint, device=device)
     if c.vocab is None:
         raise ValueError(f"{c.path.name} has no vocabulary, so it cannot generate text")
     task = (c.card or {}).get("task") or {}
     if isinstance(task, dict) and task.get("task") == "word-problem":
-        raise ValueError(f"{c.path.name} is a {task.get('group', 'group')} word-problem model: it predicts the "
+        raise ValueError(f"{c.path.name} is a word-problem model (group {task.get('group', '?')}): it predicts the "
                          "running product of its inputs, not the next input, so there is nothing to sample; use "
                          "`python -m geomlab eval` (accuracy) or `python -m geomlab trace` instead")
     from geomlab.data.vocab import normalize_text
