@@ -266,6 +266,8 @@ def main() -> None:
                          format_func={"side": "A | B side by side", "stacked": "A above B, full width"}.get,
                          help="A above B gives every figure the whole width; side by side suits a wide window "
                               "(about 1,400 px or more with the sidebar open).")
+    if ss.get(K_LAYOUT) == "side" and ui.is_phone():
+        st.caption("On a phone A and B stand one above the other (side by side they would not fit).")
     # one Options expander for both sides, above the two columns (so they start level); the controls come
     # from the first side the view applies to and are applied to both (layer clamped per side)
     ref_tr = next((traces[s] for s, e in (("A", a), ("B", b)) if s in traces and e.kind in registry.VIEWS[slug].kinds),
@@ -299,7 +301,9 @@ def main() -> None:
             items[side] = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
     names = {"A": a.name, "B": b.name}
     entries_ab = {"A": a, "B": b}
-    stacked = ss.get(K_LAYOUT) == "stacked"
+    # a phone stacks columns anyway: side by side, its header row then sat above A's figure and B's label
+    # over nothing, so A's map read as B's; there every figure is drawn A above B under its own label
+    stacked = ss.get(K_LAYOUT) == "stacked" or ui.is_phone()
     order = registry.VIEWS[slug].figure_names
     headed = False  # a header row stands above the current run of side-by-side rows
     for fig_name in order:
@@ -359,9 +363,12 @@ def missing_figure_note(slug: str, fig_name: str, side: str, entry, tr: Any) -> 
         by = next((f for f in shown if fig_name in f.replaces), None)
         why = (f"it shows {by.label} in its place" if by is not None
                else "it is under \"More figures\" on the view page")
+    elif entry.kind in registry.VIEWS[slug].kinds and entry.group:  # the kind fits, the group does not
+        why = f"it does not apply to this model's group, {md_escape(entry.group)}"
+    elif entry.kind in registry.VIEWS[slug].kinds:
+        why = "it does not apply to this model"
     else:
-        article = "an" if entry.kind[:1] in "aeiou" else "a"
-        why = f"it does not apply to {article} `{entry.kind}`"
+        why = f"it does not apply to `{entry.kind}` models"
     return f"{side} ({md_escape(entry.name)}): no {label}; {why}."
 
 

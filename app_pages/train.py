@@ -26,6 +26,9 @@ POLL_S = 0.7
 # the curves and "Geometry now" redraw less often than the numbers: each redraw re-sends two or three charts,
 # and the server's CPU is the training run's too (the weights are copied every live.PROBE_EVERY_S anyway)
 FIGURES_POLL_S = 2.0
+#: Polling period of a stopped or paused run that another session may resume (a watcher's page would
+#: otherwise stay on "stopped" after the owner pressed Resume: nothing else reruns it)
+WATCH_POLL_S = 2.0
 GROUPS = ("O", "SO", "U", "SU", "T", "O-block")
 GROUP_HELP = ("O: orthogonal, SO: rotations, U: unitary (complex), SU: special unitary, T: torus (commuting "
               "phases), O-block: block-diagonal orthogonal.")
@@ -36,6 +39,9 @@ P = "w_train_"  # widget key prefix (widgets keep their values for the session)
 # (chance 0.20), train loss 1.9 -> 0.5 / 1.7 -> 0.3 nats per symbol in 200 steps (a few seconds). The
 # previous defaults (S3, length 32, lr 0.003) stayed at chance (accuracy 0.18 -> 0.19).
 DEFAULT_TASK, DEFAULT_SEQ, DEFAULT_LR = "Z5", 8, 1e-2
+#: The form's starting values (set in the session state before its widgets are drawn)
+FORM_DEFAULTS = {P + "params": 20_000, P + "task": DEFAULT_TASK, P + "steps": 200, P + "batch": 16,
+                 P + "seq": DEFAULT_SEQ, P + "lr": DEFAULT_LR, P + "seed": 0}
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -146,6 +152,10 @@ def form(active: bool) -> None:
                       on_click=_use_settings, args=(run.run_id,),
                       help="Fill the form with the settings of the run on the right (model, data, steps, "
                            "batch, length, learning rate, seed).")
+    # defaults through the session state, not the widgets' value=/index= (a widget given both a default and a
+    # session value, as "Use the shown run's settings" sets, makes Streamlit log a warning)
+    for k, v in FORM_DEFAULTS.items():
+        st.session_state.setdefault(k, v)
     kinds = model_kinds()
     # one select per row: two per row cut the options ("osm-rn") in the form's column at a 1,000 px window
     c1, c2 = st.container(), st.container()
@@ -158,7 +168,7 @@ def form(active: bool) -> None:
     else:
         c2.selectbox("Group", ["—"], disabled=True, key=P + "group_na",
                      help="Only the orthogonal-state models (osm-rnn, osmformer) have a group.")
-    st.select_slider("Parameter budget", options=list(live.BUDGETS), value=20_000, key=P + "params",
+    st.select_slider("Parameter budget", options=list(live.BUDGETS), key=P + "params",
                      persist_state="session", format_func=lambda n: f"{n // 1000}k",
                      help="Effective trainable parameters; the model's width is chosen to match (±5%).")
     st.radio("Data", DATA_KINDS, key=P + "source", horizontal=True, persist_state="session",
@@ -167,7 +177,7 @@ def form(active: bool) -> None:
     source = st.session_state[P + "source"]
     if source == "Synthetic task":
         tasks = list(live.SYNTHETIC_TASKS)
-        st.selectbox("Task", tasks, key=P + "task", persist_state="session", index=tasks.index(DEFAULT_TASK),
+        st.selectbox("Task", tasks, key=P + "task", persist_state="session",
                      format_func=task_label,
                      help="The group word problem: read group elements, predict their running product.")
         desc = live.SYNTHETIC_TASKS[st.session_state[P + "task"]]
@@ -189,7 +199,7 @@ def form(active: bool) -> None:
         st.text_area("…or paste text (at least 100 characters)", key=P + "text", height=100,
                      persist_state="session")
     c1, c2 = st.columns(2)
-    c1.number_input("Steps", 1, runs.MAX_STEPS, 200, step=50, key=P + "steps", persist_state="session",
+    c1.number_input("Steps", 1, runs.MAX_STEPS, step=50, key=P + "steps", persist_state="session",
                     help="Optimizer steps. The default 200 take a few seconds on a CPU; larger models, longer "
                          "sequences and corpora take longer (the progress bar shows the time left).")
     devices = ["auto", "cpu", "cuda"] + (["mps"] if "mps" in runs.available_devices() else [])
@@ -199,12 +209,12 @@ def form(active: bool) -> None:
     with st.expander("More settings"):
         a, b = st.columns(2)  # two per row: four did not fit the form's column at 1,000 px
         c, d = st.columns(2)
-        a.number_input("Batch size", 1, 512, 16, key=P + "batch", persist_state="session")
-        b.number_input("Sequence length", 2, 1024, DEFAULT_SEQ, key=P + "seq", persist_state="session",
+        a.number_input("Batch size", 1, 512, key=P + "batch", persist_state="session")
+        b.number_input("Sequence length", 2, 1024, key=P + "seq", persist_state="session",
                        help="Short sequences learn fastest on the word problems; use 64+ for text.")
-        c.number_input("Learning rate", 1e-5, 1.0, DEFAULT_LR, format="%.4f", key=P + "lr",
+        c.number_input("Learning rate", 1e-5, 1.0, format="%.4f", key=P + "lr",
                        persist_state="session")
-        d.number_input("Seed", 0, 2**31 - 1, 0, key=P + "seed", persist_state="session",
+        d.number_input("Seed", 0, 2**31 - 1, key=P + "seed", persist_state="session",
                        help="The same seed and settings give the same run.")
         st.checkbox("TensorBoard logs", key=P + "tensorboard", persist_state="session",
                     help="Also write the run's loss, learning rate, gradient norm, tokens/s and validation "
@@ -534,7 +544,10 @@ def main() -> None:
                                      query_params={"ckpt": ref})
                         break
     run = live.REGISTRY.get(st.session_state.get(K_RUN))
-    active = run is not None and run.snapshot().active
+    snap = run.snapshot() if run is not None else None
+    active = snap is not None and snap.active
+    # a run that can still go on (stopped, paused) is watched slowly: its owner may resume it elsewhere
+    waiting = snap is not None and not active and snap.can_resume
     if run is not None:  # a reload re-attaches to this run (and its owner's browser keeps control of it)
         st.session_state[ui.K_PAGE_QP] = {"run": run.run_id}
     left, right = st.columns([1, 1], gap="large")  # [2, 3] cut the form's selects at 1,000 px
@@ -544,7 +557,7 @@ def main() -> None:
     with right:
         recent_runs()
         st.session_state[K_POLLING] = active
-        st.fragment(panel, run_every=POLL_S if active else None)()
+        st.fragment(panel, run_every=POLL_S if active else WATCH_POLL_S if waiting else None)()
     st.fragment(figures_panel, run_every=FIGURES_POLL_S if active else None)()
 
 

@@ -935,10 +935,11 @@ def test_compare_word_problems_have_one_header_row_above_the_side_by_side_figure
     # the empty cell beside A's eigenvalue circle says why B has none (the torus draws its angles instead)
     notes = [shown(c.value) for c in at.caption]
     assert "B (osm-rnn-torus-s5): no eigenvalues on the circle; it shows torus angles in its place." in notes, notes
+    assert "A (osm-rnn-o-s5): no torus angles; it does not apply to this model's group, O." in notes, notes
     # and a figure that does not apply to one side's kind says so too (CEM vs OSMFormer: no similarity for A)
     at = side_by_side(open_page("compare", b="bundled/osmformer-o-linear-tinyshakespeare"))
     notes = [shown(c.value) for c in at.caption]
-    assert "A (cem-t2-tinyshakespeare): no state similarity map; it does not apply to a `cem`." in notes, notes
+    assert "A (cem-t2-tinyshakespeare): no state similarity map; it does not apply to this model." in notes, notes
 
 
 def test_sidebar_checkpoint_options_are_short_and_the_full_title_is_a_caption(bundled_assets):
@@ -1231,3 +1232,18 @@ def test_on_a_phone_titles_wrap_and_the_toolbar_keeps_only_the_download(bundled_
     assert squares and all(s["layout"]["height"] == 400 for s in squares)
     assert all("zoom2d" in c["modeBarButtonsToRemove"] for _, c in phone)
     assert not any("zoom2d" in c["modeBarButtonsToRemove"] for _, c in desk)
+
+
+def test_a_phone_draws_compare_a_above_b_even_when_the_link_says_side_by_side(bundled_assets, monkeypatch):
+    """Side by side, a phone's stacked columns put the header row above A's figure and B's label over nothing;
+    on a phone every figure is drawn A above B under its own label, and a caption says why."""
+    from app_pages import _ui, _widgets
+
+    for module in (_widgets, _ui):
+        monkeypatch.setattr(module, "is_phone", lambda: True)
+    at = open_page("compare", b="bundled/osmformer-o-linear-tinyshakespeare", layout="side")
+    assert at.session_state["gl_compare_layout"] == "side"  # the link's choice is kept (and shared on)
+    assert any("On a phone A and B stand one above the other" in c.value for c in at.caption)
+    heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: ")) and " · *" in m.value]
+    assert heads and all(" · *" in h for h in heads)  # each figure under its own side's label
+    assert not [c for col in at.columns for c in col.get("plotly_chart")]  # no figure in a column

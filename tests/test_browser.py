@@ -358,8 +358,18 @@ def test_resume_keeps_updating_and_a_reload_reattaches(page, server):
     page.wait_for_timeout(1500)
     page.get_by_role("button", name="Stop").click()
     page.get_by_text("state: stopped").first.wait_for(timeout=60_000)
-    page.get_by_role("button", name="Resume").click()
-    page.get_by_text("state: running").first.wait_for(timeout=60_000)
+    # a student watching the stopped run (a copied address) sees it run again when its owner resumes it
+    watching = page.context.browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        student = watching.new_page()
+        student.goto(page.url)
+        wait_idle(student)
+        student.get_by_text("state: stopped").first.wait_for(timeout=60_000)
+        page.get_by_role("button", name="Resume").click()
+        page.get_by_text("state: running").first.wait_for(timeout=60_000)
+        student.get_by_text("state: running").first.wait_for(timeout=30_000)
+    finally:
+        watching.close()
     first = _step(page)
     page.wait_for_function(  # the fragment keeps polling after Resume: the step counter moves on
         f"() => {{ const p = document.querySelector('[data-testid=\"stProgress\"]');"

@@ -334,7 +334,7 @@ def test_trace_and_sample_errors(tmp_path, capsys, monkeypatch):
     assert "is a word-problem model (group S5)" in capsys.readouterr().err
     for length in ("-1", "10000000"):  # a typo's ten million steps ran for hours without a word
         assert main(["sample", "assets/checkpoints/lstm-tinyshakespeare", "--length", length]) == 2
-        assert "--length must be 0 to 100,000 tokens" in capsys.readouterr().err
+        assert "--length must be 0 to 10,000 tokens" in capsys.readouterr().err
 
 
 def test_bundled_checkpoint_by_name_from_any_folder(tmp_path, capsys, monkeypatch):
