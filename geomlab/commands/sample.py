@@ -25,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from geomlab.commands.train import program
     from geomlab.sampling import generate
     from geomlab.train import resolve_device
 
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(task, dict) and task.get("task") == "word-problem":
         raise ValueError(f"{c.path.name} is a word-problem model (group {task.get('group', '?')}): it predicts the "
                          "running product of its inputs, not the next input, so there is nothing to sample; use "
-                         "`python -m geomlab eval` (accuracy) or `python -m geomlab trace` instead")
+                         f"`{program()} eval` (accuracy) or `{program()} trace` instead")
     from geomlab.data.vocab import normalize_text
 
     args.prompt = normalize_text(args.prompt)  # the same normalisation as the training text
