@@ -355,20 +355,17 @@ def main() -> None:
 
 def missing_figure_note(slug: str, fig_name: str, side: str, entry, tr: Any) -> str:
     """Why side ``side`` (its checkpoint ``entry``, trace ``tr``) has no figure ``fig_name`` in Compare's
-    view ``slug`` while the other side has one: another of its figures takes that one's place, or the
-    figure does not apply to its kind (markdown, one line)."""
+    view ``slug`` (which shows its kind) while the other side has one: another of its figures takes that
+    one's place, or the figure does not apply to this model (its group named) (markdown, one line)."""
     label = registry.figure_spec(fig_name).label
     if registry.applies(tr, fig_name):
         shown = registry.default_figures(slug, tr)
         by = next((f for f in shown if fig_name in f.replaces), None)
         why = (f"it shows {by.label} in its place" if by is not None
                else "it is under \"More figures\" on the view page")
-    elif entry.kind in registry.VIEWS[slug].kinds and entry.group:  # the kind fits, the group does not
-        why = f"it does not apply to this model's group, {md_escape(entry.group)}"
-    elif entry.kind in registry.VIEWS[slug].kinds:
-        why = "it does not apply to this model"
-    else:
-        why = f"it does not apply to `{entry.kind}` models"
+    else:  # the view shows this kind (a side it does not show gets no cell), so the figure's own rule
+        why = "it does not apply to " + (f"this model's group, {md_escape(entry.group)}" if entry.group
+                                         else "this model")
     return f"{side} ({md_escape(entry.name)}): no {label}; {why}."
 
 

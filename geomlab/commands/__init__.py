@@ -16,6 +16,15 @@ CHECKPOINT_HELP = ("checkpoint: a folder NAME/ (or a file in it), a flat pair NA
                    "local file or folder of that name wins over a bundled one")
 
 
+def program() -> str:
+    """How the user started geomlab, for hints to run it again: ``geomlab`` when ``sys.argv[0]`` is the
+    installed script (``geomlab``, ``geomlab.exe``), else ``python -m geomlab`` (``-m`` runs ``__main__.py``)."""
+    import sys
+    from pathlib import Path
+
+    return "geomlab" if Path(sys.argv[0]).name in ("geomlab", "geomlab.exe") else "python -m geomlab"
+
+
 def set_threads(n: int | None) -> None:
     """Apply a ``--threads`` option: ``torch.set_num_threads(n)``, or nothing when it was not given (``None``:
     torch's choice). Raises ``ValueError`` (one line) for ``n < 1``, before torch refuses it."""

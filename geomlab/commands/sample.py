@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from geomlab.commands.train import program
+    from geomlab.commands import program
     from geomlab.sampling import generate
     from geomlab.train import resolve_device
 

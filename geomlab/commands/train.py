@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace, replicas) -> int:
     from geomlab import checkpoint as ckpt
-    from geomlab.commands import set_threads
+    from geomlab.commands import program, set_threads
     from geomlab import runs
     from geomlab.data.registry import DEFAULT_LENGTH, TaskRef, make_task, parse_task
     from geomlab.models import count_params, kinds, model_class
@@ -363,12 +363,6 @@ def _train(args: argparse.Namespace, replicas) -> int:
         print(warning, file=sys.stderr)
     # stopped by Ctrl-C: saved, but not finished, so `train ... && eval ...` must not carry on (128 + SIGINT)
     return 130 if result.status == "stopped" else 0
-
-
-def program() -> str:
-    """How the user started geomlab, for hints to run it again: ``geomlab`` when ``sys.argv[0]`` is the
-    installed script (``geomlab``, ``geomlab.exe``), else ``python -m geomlab`` (``-m`` runs ``__main__.py``)."""
-    return "geomlab" if Path(sys.argv[0]).name in ("geomlab", "geomlab.exe") else "python -m geomlab"
 
 
 def did_not_train(task, metrics: dict, lr: float) -> str:
