@@ -368,13 +368,13 @@ def _train(args: argparse.Namespace, replicas) -> int:
 def did_not_train(task, metrics: dict, lr: float) -> str:
     """A one-line warning when a finished run's final validation says it did not train, else ``""``: a
     non-finite valid metric, or valid bits per token (``valid_bpc``, or ``valid_bpw`` of a word-level corpus)
-    more than 1 bit above both the unigram (:func:`geomlab.report.campaign.unigram_bpc`: what a model that
+    more than 1 bit above both the unigram (:func:`geomlab.data.tasks.unigram_bpc`: what a model that
     learned only the token frequencies scores) and uniform guessing (log2 of the vocabulary size), which a
     freshly initialised model is near. Design choice: a warning, not an error, since a large ``lr`` is the
     user's to try; the usual cause is a learning rate far too high."""
     import math
 
-    from geomlab.report.campaign import unigram_bpc
+    from geomlab.data.tasks import unigram_bpc
 
     for key, name in (("valid_bpc", "BPC"), ("valid_bpw", "bits per word")):
         if key not in metrics:

@@ -115,6 +115,19 @@ def eval_windows(n_tokens: int, seq_len: int, stride: int | None = None) -> list
     return out
 
 
+def unigram_bpc(task) -> float | None:
+    """Cross-entropy in bits per character of the valid split under the training split's character
+    frequencies (add-one smoothed): what a model that learned nothing but the unigram scores. ``None`` for a
+    task without token splits. Source: design choice (the "did it train?" line of issue 20)."""
+    try:
+        train, valid = task.tokens("train"), task.tokens("valid")
+    except (AttributeError, KeyError, ValueError):
+        return None
+    counts = torch.bincount(train, minlength=task.vocab_size).double() + 1.0
+    logp = torch.log2(counts / counts.sum())
+    return float(-logp[valid].mean())
+
+
 @torch.no_grad()
 def sequence_nll(model: torch.nn.Module, tokens: torch.Tensor, seq_len: int, stride: int | None = None,
                  device: str | torch.device = "cpu", batch_size: int | None = None) -> tuple[float, int]:

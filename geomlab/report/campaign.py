@@ -550,21 +550,6 @@ def work(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = Non
 
 
 # ------------------------------------------------------------------------------------------ the results
-def unigram_bpc(task) -> float | None:
-    """Cross-entropy in bits per character of the valid split under the training split's character
-    frequencies (add-one smoothed): what a model that learned nothing but the unigram scores. ``None`` for a
-    task without token splits. Source: design choice (the "did it train?" line of issue 20)."""
-    import torch
-
-    try:
-        train, valid = task.tokens("train"), task.tokens("valid")
-    except (AttributeError, KeyError, ValueError):
-        return None
-    counts = torch.bincount(train, minlength=task.vocab_size).double() + 1.0
-    logp = torch.log2(counts / counts.sum())
-    return float(-logp[valid].mean())
-
-
 def curve(outcome: dict[str, Any], batch_size: int, seq_len: int) -> list[tuple[int, float, float]]:
     """``[(step, training seconds, valid BPC)]`` of a run's validations (the periodic ones and the final one).
     Training seconds at a step are summed from the logged intervals (tokens / tokens-per-second of each
@@ -742,6 +727,7 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
             planned += r["tuning_planned"] + len(r["planned_seeds"])
             done += len([t for t in r["tuning"]]) + len(r["seeds"]) + len(r["failed_seeds"])
         try:
+            from geomlab.data.tasks import unigram_bpc
             from geomlab.zoo import make_task
 
             task = make_task(campaign.task_string(comp))
