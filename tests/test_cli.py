@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from geomlab import checkpoint as ckpt
 from geomlab.cli import main
@@ -24,7 +25,7 @@ def _train(text_file, out, *extra):
                  *extra])
 
 
-def test_train_eval_sample_end_to_end(text_file, tmp_path, capsys):
+def test_train_eval_sample_end_to_end(text_file, tmp_path, capsys, monkeypatch):
     out = tmp_path / "runs"
     assert _train(text_file, out, "--name", "tiny", "--config", "embedding_dim=8", "--lr", "0.01") == 0
     printed = capsys.readouterr().out
@@ -47,9 +48,11 @@ def test_train_eval_sample_end_to_end(text_file, tmp_path, capsys):
     assert main(["sample", str(out / "tiny"), "--prompt", "ROMEO:", "--length", "30", "--seed", "1"]) == 0
     sample = capsys.readouterr().out
     assert sample.startswith("ROMEO:") and len(sample.rstrip("\n")) >= 6 + 25
+    threads = []
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
     assert main(["sample", str(out / "tiny" / "model.safetensors"), "--prompt", "ROMEO:", "--length", "30",
-                 "--seed", "1"]) == 0
-    assert capsys.readouterr().out == sample  # seeded
+                 "--seed", "1", "--threads", "1"]) == 0
+    assert capsys.readouterr().out == sample and threads == [1]  # seeded; --threads applied
     assert main(["trace", str(out / "tiny"), "--text", "ROMEO: hi", "--out", str(tmp_path / "tr")]) == 0
     assert "traced 9 positions" in capsys.readouterr().out and (tmp_path / "tr.npz").is_file()
 
@@ -185,8 +188,10 @@ def test_models_too_large_for_memory_and_bad_threads_are_one_line(text_file, tmp
         assert main([*base, *extra]) == 2, extra
         err = capsys.readouterr().err
         assert err.startswith("error: ") and want in err and err.count("\n") == 1, err
-    assert main(["eval", str(tmp_path / "none"), "--threads", "0"]) == 2
-    assert capsys.readouterr().err.startswith("error: --threads must be a positive number")
+    for cmd in (["eval"], ["sample"], ["trace", "--text", "ab", "--json", str(tmp_path / "t.json")]):
+        # every command that computes takes --threads, refused the same way before the checkpoint is read
+        assert main([cmd[0], str(tmp_path / "none"), *cmd[1:], "--threads", "0"]) == 2, cmd
+        assert capsys.readouterr().err.startswith("error: --threads must be a positive number"), cmd
     assert not out.exists()
     # the check compares about 16 bytes per parameter (weights, gradients, AdamW moments) with the memory
     from geomlab import runs

@@ -25,6 +25,12 @@ def program() -> str:
     return "geomlab" if Path(sys.argv[0]).name in ("geomlab", "geomlab.exe") else "python -m geomlab"
 
 
+def add_threads_argument(p: argparse.ArgumentParser, what: str = "") -> None:
+    """The ``--threads N`` option every computing command shares (apply it with :func:`set_threads`)."""
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help=f"torch CPU threads{what} (default: torch's choice)")
+
+
 def set_threads(n: int | None) -> None:
     """Apply a ``--threads`` option: ``torch.set_num_threads(n)``, or nothing when it was not given (``None``:
     torch's choice). Raises ``ValueError`` (one line) for ``n < 1``, before torch refuses it."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from geomlab.commands import add_checkpoint_argument, load_checkpoint, set_threads
+from geomlab.commands import add_checkpoint_argument, add_threads_argument, load_checkpoint, set_threads
 
 HELP = "evaluate a checkpoint: bits per character (or the task's metric) on a split, and its parameter count"
 
@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="score only the first N targets of the split "
                    "(N >= 1; default all)")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    add_threads_argument(p)
 
 
 def _same_task_or_error(own: dict, task, name: str):

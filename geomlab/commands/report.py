@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from geomlab.commands import add_threads_argument
+
 HELP = "train and evaluate every model under one protocol and write the reproduction report (docs/results.md)"
 
 #: The word problem's key for --only (the language-model comparisons use geomlab.report.COMPARISONS keys).
@@ -59,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, metavar="N", help="average over seeds 0..N-1")
     p.add_argument("--corpus-file", metavar="FILE",
                    help="use this UTF-8 text file instead of every registered corpus (offline checks)")
-    p.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: torch's choice)")
+    add_threads_argument(p)
     p.add_argument("--no-png", action="store_true", help="do not render PNG images of the figures (chromium)")
     p.add_argument("--store", default="runs/converged", metavar="DIR",
                    help="--converged: the folder of the campaign's runs (checkpoints and outcomes; default "

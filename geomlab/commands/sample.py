@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from geomlab.commands import add_checkpoint_argument, load_checkpoint
+from geomlab.commands import add_checkpoint_argument, add_threads_argument, load_checkpoint, set_threads
 
 HELP = "generate text from a checkpoint, continuing a prompt"
 #: Most tokens one ``sample`` call generates (one model step each: 1,000 took 458 s for the ~88K OSMFormer on
@@ -22,6 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", type=int, default=None,
                    help="tokens of context fed to the model (default: the training --seq-len)")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
+    add_threads_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.length <= MAX_LENGTH:
         raise ValueError(f"--length must be 0 to {MAX_LENGTH:,} tokens, got {args.length:,}")
+    set_threads(args.threads)
     device = resolve_device(args.device)
     c = load_checkpoint(args.checkpoint, device=device)
     if c.vocab is None:

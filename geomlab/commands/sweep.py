@@ -7,6 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from geomlab.commands import add_threads_argument
+
 HELP = ("search the learning rate (or any training / model config key) of a model kind with Optuna: mean "
         "validation metric over seeds, resumable study, JSON summary")
 
@@ -64,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-tokens", type=int, default=None,
                    help="valid-split targets scored by every validation, the final one too (default 65536; 0 = all)")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    add_threads_argument(p)
 
 
 def retrain_command(setup, params: dict) -> str | None:

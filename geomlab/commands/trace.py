@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from geomlab.commands import add_checkpoint_argument, check_outputs, load_checkpoint
+from geomlab.commands import add_checkpoint_argument, add_threads_argument, check_outputs, load_checkpoint, set_threads
 
 HELP = "trace a checkpoint on a text: record states/energies/planes and write them to an .npz file"
 EPILOG = ("Outputs: every location (--out, --html, --png, --json) is checked before anything is written, and "
@@ -44,6 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None,
                    help="also write strict JSON of at most 256 positions (around --cursor, else from the start; "
                         "the app's JSON download) to this file (parent folders are created)")
+    add_threads_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
     from geomlab.data.vocab import decode_text, normalize_text
 
+    set_threads(args.threads)
     html_dir, png_dir = (Path(d) if d else None for d in (args.html, args.png))
     json_path = Path(args.json) if args.json else None
     out = Path(args.out) if args.out else None

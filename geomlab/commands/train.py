@@ -14,6 +14,8 @@ import re
 import sys
 from pathlib import Path
 
+from geomlab.commands import add_threads_argument
+
 HELP = ("train a model (any registered kind) and write a checkpoint folder OUT/NAME/ (config.json, "
         "model.safetensors, README.md, geomlab.json)")
 
@@ -130,7 +132,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    " the final evaluation always uses the full valid and test splits")
     p.add_argument("--eval-stride", type=int, default=None,
                    help="evaluation stride (default: --seq-len, i.e. non-overlapping windows)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    add_threads_argument(p)
     p.add_argument("--resume", nargs="?", const="", metavar="CHECKPOINT", default=None,
                    help="resume a stopped run: from CHECKPOINT (a local folder or flat pair; not a bundled checkpoint, "
                    "which has no training state and lives in the installed package), or from OUT/NAME when given "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from geomlab.commands import add_threads_argument
+
 HELP = "list the bundled model zoo (--list) or regenerate it from its recipes (--rebuild)"
 
 
@@ -22,8 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "record the steps actually used)")
     p.add_argument("--dir", default=None, metavar="DIR",
                    help="zoo folder (default: assets/checkpoints in the repository)")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="torch CPU threads for training (default: torch's choice)")
+    add_threads_argument(p, " for training")
     p.add_argument("--progress", action="store_true", help="show a tqdm bar per entry")
     p.add_argument("--from-run", metavar="CHECKPOINT",
                    help="with --rebuild and one --only NAME: write NAME from this finished run instead of training "
