@@ -121,6 +121,12 @@ def test_tiny_sweep_writes_storage_and_summary_then_resumes(text_file, tmp_path,
     assert _sweep(text_file, out, "--n-trials", "1", "--study-name", "tiny", "--seeds", "1") == 2
     assert "made with another setup (differs in: seeds)" in capsys.readouterr().err
     assert json.loads(summary.read_text())["n_trials"] == 5
+    # an empty name is refused (it once fell back to the default study silently)
+    before = sorted(p.name for p in out.iterdir())
+    for empty in ("", "  "):
+        assert _sweep(text_file, out, "--n-trials", "1", "--study-name", empty) == 2
+        assert "--study-name is empty" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == before
 
 
 @pytest.mark.slow

@@ -132,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
     setup = sweep.SweepSetup(kind=args.model, data=args.data, budget=parse_count(args.params) if args.params else None,
                              config=config, train=train, seeds=tuple(range(args.seeds)),
                              search=tuple(args.search) if args.search else sweep.DEFAULT_SEARCH)
+    if args.study_name is not None and not args.study_name.strip():
+        raise ValueError("--study-name is empty: give a plain name, or leave the option out for the default "
+                         f"{sweep.default_study_name(args.model, args.data, setup.budget, args.group)!r}")
     name = args.study_name or sweep.default_study_name(args.model, args.data, setup.budget, args.group)
     if Path(name).name != name or name in (".", ".."):
         raise ValueError(f"--study-name must be a plain name (no folders), got {name!r}")
