@@ -519,6 +519,9 @@ def test_eval_refuses_another_task(capsys, monkeypatch, text_file):
     own = capsys.readouterr().out
     assert main(["eval", s5, "--data", "word-problem:S5:32"]) == 0
     assert capsys.readouterr().out == own  # same card evaluation set as without --data
+    for extra in (["--seq-len", "8"], ["--stride", "2"], ["--max-tokens", "10"]):  # LM options, not ignored silently
+        assert main(["eval", s5, *extra]) == 2, extra
+        assert f"{extra[0]} applies to language models" in capsys.readouterr().err
 
 
 def test_trace_writes_the_json_window_around_the_cursor(tmp_path, monkeypatch):

@@ -78,6 +78,11 @@ def run(args: argparse.Namespace) -> int:
     data = args.data if args.data else (_own_text_file(own) or own)
     task = make_task(data, vocab=c.vocab)
     task = _same_task_or_error(own, task, c.path.name)
+    given = [o for o, v in (("--seq-len", args.seq_len), ("--stride", args.stride), ("--max-tokens", args.max_tokens))
+             if v is not None]
+    if given and task.kind == "classification":
+        raise ValueError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to language models; a word "
+                         "problem scores whole sequences, whose length --data sets (word-problem:GROUP:LENGTH)")
     seq_len = args.seq_len if args.seq_len is not None else int((c.train_config or {}).get("seq_len", 128))
     if task.vocab is not None and task.kind == "lm":
         n_unk = task.vocab.count_unknown(task.corpus.split(args.split))
