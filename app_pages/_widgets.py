@@ -14,7 +14,7 @@ import streamlit as st
 
 from app_pages import _data as data
 from app_pages._state import (K_BLOCK, K_CKPT, K_HEAD, K_INT_DEFAULTS, K_LAYER, K_POS, K_SLOT, K_SUBSTEP, K_TEXT,
-                              K_TEXT_NEW, set_text,
+                              K_TEXT_NEW, URL_DEFAULTS, set_text,
                               copy as _copy, seed as _seed)
 from geomlab import catalog
 from geomlab import views as registry
@@ -205,7 +205,15 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
                 values["layer"] = int_control("Layer", K_LAYER, 0, L - 1, L - 1, where=where,
                                               help="Which layer's states / maps to show (0 = first).")
             continue
-        if name not in opts or name not in CONTROL_WIDGETS or (used is not None and name not in used):
+        if name not in CONTROL_WIDGETS or (used is not None and name not in used):
+            continue
+        if name not in opts:  # one choice only, so no widget: a link's slot=3 is still not kept silently
+            key, label = CONTROL_WIDGETS[name][:2]
+            cur = st.session_state.get(key)
+            if cur not in (None, 0, URL_DEFAULTS.get(key)):  # 0: the one head, slot or update there is
+                where.warning(f"{label} {cur} is not one of this model's choices: it has only one, shown here.",
+                              icon=":material/tune:")
+                st.session_state[key] = URL_DEFAULTS.get(key)
             continue
         key, label, kind, help_ = CONTROL_WIDGETS[name]
         options = opts[name]

@@ -298,6 +298,16 @@ def main() -> None:
         with ui.guard(f"Drawing {side}"):
             p = min(pos, tr.n_positions - 1)
             controls = registry.clamp_controls(slug, tr, shared)  # e.g. A's layer clamped to B's layers
+            changed = [n for n in shared if n in controls and controls[n] != shared[n]]
+            if changed and ref_tr is not None:  # said, not done silently: B's layer 1 beside A's layer 3
+
+                def label(n: str, v, t, c) -> str:
+                    return f"layer {v}" if n == "layer" else registry.control_label(n, v, t, c)
+
+                st.caption(f"{side} ({e.name}) has no " + ", no ".join(label(n, shared[n], ref_tr, shared)
+                                                                    for n in changed)
+                           + ": it shows " + ", ".join(label(n, controls[n], tr, controls) for n in changed)
+                           + ".")
             items[side] = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
     names = {"A": a.name, "B": b.name}
     entries_ab = {"A": a, "B": b}

@@ -842,6 +842,19 @@ def test_compare_draws_each_osmformer_map_as_its_own_square(bundled_assets):
     assert not any(_views.panels_side_by_side(s) for s in specs)
 
 
+def test_compare_says_when_a_side_lacks_the_shared_layer(bundled_assets):
+    """The options are A's and apply to both sides; B with fewer layers shows its last one, and says so."""
+    cmp = open_page("compare", ckpt="bundled/osmformer-o-linear-tinyshakespeare",
+                    b="bundled/osmformer-torus-tinyshakespeare")
+    cmp.session_state["gl_compare_view"] = "trajectories"
+    cmp.run()
+    notes = [c.value for c in cmp.caption if "has no layer" in c.value]
+    assert len(notes) == 1 and notes[0].startswith("B (") and notes[0].endswith("has no layer 2: it shows layer 1."), notes
+    cmp.session_state["gl_layer"] = 1
+    cmp.run()
+    assert not [c.value for c in cmp.caption if "has no layer" in c.value] and not cmp.exception
+
+
 def side_by_side(at: AppTest) -> AppTest:
     """Compare switched to its "A | B side by side" layout (the default is A above B)."""
     at.session_state["gl_compare_layout"] = "side"
@@ -1201,6 +1214,20 @@ def test_bad_choice_values_in_a_link_are_named_not_silently_dropped(bundled_asse
     assert any("Head 99 is not one of this model's choices: showing mean over heads" in w.value
                for w in at.warning), [w.value for w in at.warning]
     assert "head" not in at.query_params and not at.exception
+    # a model with one choice draws no control, yet a link's value it lacks is still named (the bundled
+    # Grassmann model has one offset per layer); the one head of a one-head model is no such value
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": "bundled/grassmann-tinyshakespeare", "slot": "3"})
+    at.switch_page("app_pages/planes.py")
+    at.run()
+    assert any("Offset slot 3 is not one of this model's choices: it has only one" in w.value
+               for w in at.warning), [w.value for w in at.warning]
+    assert "slot" not in at.query_params and at.session_state["gl_slot"] == 0 and not at.exception
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": "bundled/osmformer-o-linear-tinyshakespeare", "head": "0"})
+    at.switch_page("app_pages/attention.py")
+    at.run()
+    assert not [w.value for w in at.warning if "choices" in w.value] and not at.exception
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.query_params.update({"ckpt": "bundled/osmformer-o-linear-tinyshakespeare", "layout": "diagonal"})
     at.switch_page("app_pages/compare.py")
