@@ -340,6 +340,18 @@ def test_trace_and_sample_errors(tmp_path, capsys, monkeypatch):
     for length in ("-1", "10000000"):  # a typo's ten million steps ran for hours without a word
         assert main(["sample", "assets/checkpoints/lstm-tinyshakespeare", "--length", length]) == 2
         assert "--length must be 0 to 10,000 tokens" in capsys.readouterr().err
+    # each of these once ended in a traceback (nan, inf, 1e308, -2, a huge seed) or was dropped silently (0)
+    for flag, value, want in (("--temperature", "nan", "--temperature must be a finite number >= 0"),
+                              ("--temperature", "inf", "--temperature must be a finite number >= 0"),
+                              ("--temperature", "-1", "--temperature must be a finite number >= 0"),
+                              ("--top-k", "-2", "--top-k must be at least 1"), ("--top-k", "0", "--top-k must be"),
+                              ("--context", "0", "--context must be at least 1"),
+                              ("--seed", str(2 ** 70), "--seed must be 0 to 2**63 - 1")):
+        assert main(["sample", "lstm-tinyshakespeare", flag, value, "--length", "3"]) == 2, (flag, value)
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {want}") and err.count("\n") == 1, err
+    assert main(["sample", "lstm-tinyshakespeare", "--temperature", "1e308", "--top-k", "3", "--length", "5"]) == 0
+    assert len(capsys.readouterr().out) == len("\n") + 5 + 1  # a huge temperature samples (uniformly)
 
 
 def test_bundled_checkpoint_by_name_from_any_folder(tmp_path, capsys, monkeypatch):

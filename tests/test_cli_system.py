@@ -260,3 +260,27 @@ def test_missing_input_file_is_one_line_naming_it(tmp_path, capsys, monkeypatch)
     monkeypatch.chdir(tmp_path)
     assert main(["trace", "osm-rnn-o-s5", "--text-file", "gone.txt", "--out", "t.npz"]) == 2
     assert capsys.readouterr().err == "error: gone.txt: No such file or directory\n"
+
+
+def test_text_file_is_read_only_as_far_as_a_trace_can_reach(tmp_path, capsys, monkeypatch):
+    """An endless --text-file (/dev/zero) once read until memory ran out; a folder was exit status 1."""
+    monkeypatch.chdir(tmp_path)
+    from geomlab.commands.trace import read_text_file
+
+    big = tmp_path / "big.txt"
+    big.write_text("é" * 5000, encoding="utf-8")  # 10,000 bytes: over 2,048 characters' worth
+    base = ["trace", "osm-rnn-o-s5", "--out", "t.npz"]
+    assert main(base + ["--text-file", str(big)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --text-file {big} is longer than a trace can be (2,048 characters") and \
+        err.count("\n") == 1, err
+    assert main(base + ["--text-file", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"error: --text-file {tmp_path} is a folder; give a text file\n"
+    if Path("/dev/zero").exists():
+        assert main(base + ["--text-file", "/dev/zero"]) == 2
+        assert "is longer than a trace can be" in capsys.readouterr().err
+    # 2,048 four-byte characters and a byte-order mark are exactly the most that is read
+    edge = tmp_path / "edge.txt"
+    edge.write_bytes(b"\xef\xbb\xbf" + "𝔸".encode() * 2048)
+    assert len(read_text_file(str(edge))) == 3 + 4 * 2048
+    assert not list(tmp_path.glob("*.npz"))

@@ -251,6 +251,14 @@ def test_generate(task):
     assert greedy.tolist() == generate(model, prompt, 5, temperature=0, seed=9).tolist()
     with pytest.raises(ValueError):
         generate(model, prompt[:0], 5)
+    for bad in ({"temperature": float("nan")}, {"temperature": float("inf")}, {"top_k": 0}, {"top_k": -2},
+                {"context": 0}, {"seed": 2 ** 64}):
+        with pytest.raises(ValueError, match="temperature|top_k|context|seed"):
+            generate(model, prompt, 3, **bad)
+    # any finite temperature samples: a tiny one is greedy, a huge one never picks an excluded token
+    assert generate(model, prompt, 5, temperature=1e-300).tolist() == greedy.tolist()
+    wide = generate(model, prompt, 50, temperature=1e308, seed=1, exclude=[task.vocab.unk_id])
+    assert task.vocab.unk_id not in wide.tolist() and len(set(wide.tolist())) > 5
 
 
 def test_resolve_device():

@@ -17,10 +17,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     p.add_argument("--length", type=int, default=200, help=f"tokens to generate (default 200, at most {MAX_LENGTH:,})")
     p.add_argument("--temperature", type=float, default=1.0, help="softmax temperature; 0 = greedy (default 1)")
-    p.add_argument("--top-k", type=int, default=None, help="sample only among the k most likely tokens")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--top-k", type=int, default=None, help="sample only among the k most likely tokens (at least 1; default: all)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed, 0 to 2**63 - 1 (default 0)")
     p.add_argument("--context", type=int, default=None,
-                   help="tokens of context fed to the model (default: the training --seq-len)")
+                   help="tokens of context fed to the model, at least 1 (default: the training --seq-len)")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     add_threads_argument(p)
 
@@ -32,6 +32,15 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.length <= MAX_LENGTH:
         raise ValueError(f"--length must be 0 to {MAX_LENGTH:,} tokens, got {args.length:,}")
+    import math
+
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise ValueError(f"--temperature must be a finite number >= 0 (0 = greedy), got {args.temperature}")
+    for flag, value in (("--top-k", args.top_k), ("--context", args.context)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be at least 1 (leave it out for no limit), got {value}")
+    if not 0 <= args.seed < 2 ** 63:
+        raise ValueError(f"--seed must be 0 to 2**63 - 1, got {args.seed}")
     set_threads(args.threads)
     device = resolve_device(args.device)
     c = load_checkpoint(args.checkpoint, device=device)
@@ -51,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     ids = c.vocab.encode(args.prompt)
     if ids.numel() == 0:
         raise ValueError("the prompt is empty")
-    context = args.context or int((c.train_config or {}).get("seq_len", 128))
+    context = args.context if args.context is not None else int((c.train_config or {}).get("seq_len", 128))
     out = generate(c.model, ids, args.length, temperature=args.temperature, top_k=args.top_k, context=context,
                    seed=args.seed, device=device,
                    exclude=[c.vocab.unk_id] if c.vocab.unk_id is not None else None)

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         if path is not None])
     text = normalize_text(args.text) if args.text is not None else None
     if args.text_file:
-        text = decode_text(Path(args.text_file).read_bytes(), source=args.text_file)
+        text = decode_text(read_text_file(args.text_file), source=args.text_file)
     c = load_checkpoint(args.checkpoint, device="cpu")
     if c.vocab is None:
         raise ValueError("this checkpoint has no vocabulary (not a text model); it cannot trace a text")
@@ -120,6 +120,31 @@ def run(args: argparse.Namespace) -> int:
         written = write_pngs(figs, png_dir)
         print(f"wrote {len(written)} images to {png_dir}{os.sep} ({', '.join(written)})")
     return 0
+
+
+def read_text_file(name: str, max_chars: int | None = None) -> bytes:
+    """The bytes of ``--text-file NAME``, read no further than a text of ``max_chars`` characters (default the
+    trace limit, :data:`geomlab.trace.MAX_TEXT_CHARS`) can take in UTF-8 (4 bytes a character, plus a
+    byte-order mark), so an endless source (``/dev/zero``, a pipe that never closes) cannot fill the memory.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: ``name`` is a folder, or the file holds more than ``max_chars`` characters could (design
+            choice: the trace limit is checked here, before anything is decoded).
+    """
+    from geomlab.trace import MAX_TEXT_CHARS
+
+    max_chars = MAX_TEXT_CHARS if max_chars is None else max_chars
+    path = Path(name)
+    if path.is_dir():
+        raise ValueError(f"--text-file {name} is a folder; give a text file")
+    limit = 4 * max_chars + 3
+    with path.open("rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"--text-file {name} is longer than a trace can be ({max_chars:,} characters; over "
+                         f"{limit:,} bytes read): cut it to the part to trace")
+    return data
 
 
 def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
