@@ -155,8 +155,10 @@ def find(arg: str | os.PathLike, bundled: bool = True) -> Path:
 
     Raises :class:`CheckpointError` (one line, saying what was expected) for a path that exists but is no
     checkpoint (a text file; a ``.zip``: the command line wants the unpacked folder, the app's upload takes
-    zips) or names nothing. Design choice: the command line and the app spell bundled checkpoints alike.
+    zips), names nothing, or is empty. Design choice: the command line and the app spell bundled checkpoints alike.
     """
+    if not str(arg).strip():
+        raise CheckpointError(f"no checkpoint named (an empty argument): expected {EXPECTED}")
     p = Path(arg)
     if _exists(p):
         return p

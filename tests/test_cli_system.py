@@ -284,3 +284,26 @@ def test_text_file_is_read_only_as_far_as_a_trace_can_reach(tmp_path, capsys, mo
     edge.write_bytes(b"\xef\xbb\xbf" + "𝔸".encode() * 2048)
     assert len(read_text_file(str(edge))) == 3 + 4 * 2048
     assert not list(tmp_path.glob("*.npz"))
+
+
+def test_empty_names_and_two_zoo_actions_are_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    """`eval ""` and `trace --out .` printed "PosixPath('.') has an empty name"; `zoo --list --rebuild` started a
+    rebuild."""
+    monkeypatch.chdir(tmp_path)
+    for argv in (["eval", ""], ["sample", " "], ["trace", "", "--text", "ab", "--out", "t.npz"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: no checkpoint named (an empty argument): expected a checkpoint folder") \
+            and "PosixPath" not in err and err.count("\n") == 1, err
+    for out in (".", ".."):
+        assert main(["trace", "osm-rnn-o-s5", "--text", "01234", "--out", out]) == 2
+        assert capsys.readouterr().err == f"error: --out {out}: that is a folder; give a file name\n"
+    import geomlab.zoo as zoo
+
+    monkeypatch.setattr(zoo, "rebuild", lambda *a, **k: pytest.fail("a rebuild started"))
+    for other in ("--list", "--recipes"):
+        with pytest.raises(SystemExit) as exc:
+            main(["zoo", other, "--rebuild", "--dir", str(tmp_path)])
+        assert exc.value.code == 2
+        assert f"argument --rebuild: not allowed with argument {other}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

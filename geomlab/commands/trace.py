@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if out is None and not (html_dir or png_dir or json_path):
         raise ValueError("nothing to write: give --out FILE.npz (the trace) and/or --html DIR, --png DIR or "
                          "--json FILE")
-    if out is not None and out.suffix != ".npz":
+    if out is not None and out.suffix != ".npz" and out.name not in ("", ".."):  # "." and ".." are folders
         out = out.with_name(out.name + ".npz")
     check_outputs([(opt, path, folder) for opt, path, folder in (
         ("--out", out, False), ("--html", html_dir, True), ("--png", png_dir, True), ("--json", json_path, False))

@@ -11,11 +11,12 @@ HELP = "list the bundled model zoo (--list) or regenerate it from its recipes (-
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--list", action="store_true",
+    action = p.add_mutually_exclusive_group()  # one action a call: --rebuild beside --list started a rebuild
+    action.add_argument("--list", action="store_true",
                    help="print the card of every checkpoint in the zoo folder and the name to give eval, sample and "
                    "trace (the default action)")
-    p.add_argument("--recipes", action="store_true", help="print the recipe of every zoo entry (no training)")
-    p.add_argument("--rebuild", action="store_true",
+    action.add_argument("--recipes", action="store_true", help="print the recipe of every zoo entry (no training)")
+    action.add_argument("--rebuild", action="store_true",
                    help="train every zoo entry (or those in --only) from scratch and overwrite its checkpoint; "
                    "needs the corpora (GEOMLAB_DATA_DIR or the download cache)")
     p.add_argument("--only", metavar="NAME[,NAME]", help="only these entries (see --recipes for the names)")
