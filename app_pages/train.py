@@ -494,9 +494,12 @@ def attach_from_url() -> None:
         run = live.REGISTRY.get(rid)
         if run is not None:
             ss[K_RUN] = rid  # control stays with its owner's browser (the cookie, _state.owner_token)
-        else:
+        elif live.held_before(rid):
             ss[K_MSG] = ("error", f"Run {md_escape(repr(rid))} is no longer held by this server (it was "
-                                  "restarted); its working files stay in runs/.live/. Start a new run.")
+                                  f"restarted); its working files stay in runs/.live/{rid}/. Start a new run.")
+        else:
+            ss[K_MSG] = ("error", f"No run {md_escape(repr(rid))} on this server: the link's run id is not one "
+                                  "it started (mistyped, or from another server). Start a new run.")
 
 
 def _attach(key: str) -> None:

@@ -746,6 +746,18 @@ class RunRegistry:
 REGISTRY = RunRegistry()
 
 
+def held_before(run_id: str) -> bool:
+    """Whether a run with this id once worked on this machine: its working folder ``<runs>/.live/<run_id>``
+    is still there (a server restart empties :data:`REGISTRY` but leaves the files). Only the ids this module
+    makes (10 lower-case hex digits) are looked up, so a link's value never names another path. Design
+    choice: tells a restarted server's run from an id that never existed."""
+    import re
+
+    from geomlab import catalog
+
+    return bool(re.fullmatch(r"[0-9a-f]{10}", run_id or "")) and (catalog.runs_dir() / ".live" / run_id).is_dir()
+
+
 def default_threads() -> int:
     """About half the CPU cores (at least 1): what the app gives a live run."""
     return max(1, (os.cpu_count() or 2) // 2)

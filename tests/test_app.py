@@ -992,9 +992,29 @@ def test_link_values_are_echoed_literally_never_as_markdown(ckpt_dirs):
     at2.switch_page("app_pages/train.py")
     at2.run()
     assert not at2.exception
-    msgs = [e for e in errors(at2) if "no longer held" in e]
+    msgs = [e for e in errors(at2) if "is not one it started" in e]
     assert msgs, errors(at2)
     _literal(msgs[0])
+
+
+def test_a_links_run_id_says_whether_the_server_ever_held_it(ckpt_dirs, tmp_path):
+    """`/train?run=bogus` said the run was lost to a restart, though no such run ever existed."""
+    runs, _ = ckpt_dirs
+    gone = "0123456789"
+    (runs / ".live" / gone).mkdir(parents=True)
+    try:
+        for rid, want, not_want in ((gone, "is no longer held by this server (it was restarted)", "No run"),
+                                    ("abcdef9876", "No run 'abcdef9876' on this server", "no longer held"),
+                                    ("../" + gone, "No run", "no longer held")):
+            at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+            at.query_params["run"] = rid
+            at.switch_page("app_pages/train.py")
+            at.run()
+            assert not at.exception
+            errs = errors(at)
+            assert any(want in e for e in errs) and not any(not_want in e for e in errs), (rid, errs)
+    finally:
+        (runs / ".live" / gone).rmdir()
 
 
 def test_upload_messages_show_file_names_literally(ckpt_dirs):
