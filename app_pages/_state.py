@@ -333,6 +333,9 @@ def page_url_keys(page: str | None) -> tuple[str, ...]:
     if view is not None:
         return (K_CKPT, K_TEXT, K_POS, K_MORE, *(k for k, c in CONTROL_KEYS.items() if c in view.controls))
     if page == "compare":
+        kinds = {getattr(data.entry_for(st.session_state.get(k)), "kind", None) for k in (K_CKPT, K_CKPT_B)}
+        if not any(kinds & set(v.kinds) for v in registry.VIEWS.values()):
+            return (K_CKPT, K_CKPT_B, K_TEXT, K_POS)  # two baselines: no view, layer or layout to carry
         shown = registry.VIEWS.get(st.session_state.get(K_VIEW) or "")
         controls = tuple(k for k, c in CONTROL_KEYS.items() if shown is not None and c in shown.controls
                          and k not in (K_LAYER, K_STEPS))
@@ -389,7 +392,8 @@ def sync_query_params(page: Any = None) -> None:
     want = {**state_query(path), **(ss.pop(K_PAGE_QP, None) or {})}
     current = st.query_params.to_dict()
     want.update({k: current[k] for k in PASSTHROUGH_KEYS if k in current})
-    if current != want:
+    repeated = any(len(st.query_params.get_all(k)) > 1 for k in st.query_params)  # lesson=a&lesson=b: the last
+    if current != want or repeated:
         st.query_params.from_dict(want)
     ss[K_QP_WRITTEN] = want
     if ss.pop(K_NOTICE_SHOWN, False):

@@ -157,7 +157,7 @@ def int_control(label: str, state_key: str, lo: int, hi: int, default: int, wher
                 help: str | None = None) -> int:
     """An integer slider bound to a shared state key (e.g. the layer), clamped to ``[lo, hi]``; a value from
     outside the range (a link's ``T=100000``, a layer chosen for a model the next one lacks) is moved to the
-    nearest end with a notice saying so, never silently. A value nobody chose (the last model's ``default``,
+    nearest end with a notice saying so, never silently (with one value only, no slider is drawn). A value nobody chose (the last model's ``default``,
     not since moved by the user: :func:`app_pages._state.copy` forgets it) follows the next model's default
     instead, without a notice."""
     where = where or st
@@ -167,15 +167,17 @@ def int_control(label: str, state_key: str, lo: int, hi: int, default: int, wher
         v = None  # still the default it was given: this model's default, not a notice about a choice
     if v is not None and not lo <= int(v) <= hi:
         near = max(lo, min(int(v), hi))
-        where.warning(f"{label} = {int(v)} is outside this model's range {lo}–{hi}: showing {near} instead.",
+        where.warning(f"{label} = {int(v)} is not available: this model has only {lo}, shown here." if hi <= lo
+                      else f"{label} = {int(v)} is outside this model's range {lo}–{hi}: showing {near} instead.",
                       icon=":material/tune:")
+    if hi <= lo:  # one value only: nobody's choice (kept out of the URL), the next model opens on its default
+        st.session_state[state_key] = None
+        return lo
     if v is None:
         v = defaults[state_key] = default
     else:
         v = max(lo, min(int(v), hi))
     st.session_state[state_key] = v
-    if hi <= lo:
-        return lo
     wkey = "w_" + state_key
     _seed(wkey, state_key)
     where.slider(label, lo, hi, key=wkey, on_change=_copy, args=(wkey, state_key), help=help)
@@ -201,11 +203,19 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
     for name in registry.VIEWS[slug].controls:
         if name == "layer":
             L = registry.n_layers(tr)
-            if L > 1:  # a one-layer trace leaves the shared layer (and the URL) alone
-                values["layer"] = int_control("Layer", K_LAYER, 0, L - 1, L - 1, where=where,
-                                              help="Which layer's states / maps to show (0 = first).")
+            # one layer: no slider, but a link's layer=5 is still named and dropped (int_control)
+            values["layer"] = int_control("Layer", K_LAYER, 0, L - 1, L - 1, where=where,
+                                          help="Which layer's states / maps to show (0 = first).")
             continue
-        if name not in CONTROL_WIDGETS or (used is not None and name not in used):
+        if name not in CONTROL_WIDGETS:
+            continue
+        if used is not None and name not in used:  # not drawn (its figure is under "More figures"), yet a
+            key, label = CONTROL_WIDGETS[name][:2]  # link's substep=9 is named and dropped, not kept
+            cur = st.session_state.get(key)
+            store = [-1 if v is None else v for v in opts.get(name, [])]
+            if cur is not None and cur != URL_DEFAULTS.get(key) and cur not in store and cur != 0:
+                where.warning(f"{label} {cur} is not one of this model's choices; dropped.", icon=":material/tune:")
+                st.session_state[key] = URL_DEFAULTS.get(key)
             continue
         if name not in opts:  # one choice only, so no widget: a link's slot=3 is still not kept silently
             key, label = CONTROL_WIDGETS[name][:2]

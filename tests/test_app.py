@@ -1219,6 +1219,65 @@ def test_a_link_reopens_every_choice_of_the_view(bundled_assets, slug, a, b):
 
 
 
+def test_link_values_for_controls_not_on_screen_are_named_and_dropped(bundled_assets):
+    """layer=5 on a one-layer model, substep=9 while its figure is under "More figures", a layer on a pair of
+    baselines and a repeated key all stayed in the URL silently."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": "bundled/osm-rnn-o-tinyshakespeare", "layer": "5"})
+    at.switch_page("app_pages/trajectories.py")
+    at.run()
+    assert any("Layer = 5 is not available: this model has only 0" in w.value for w in at.warning), \
+        [w.value for w in at.warning]
+    assert "layer" not in at.query_params and not at.exception
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": "bundled/osm-rnn-o-tinyshakespeare", "substep": "9"})
+    at.switch_page("app_pages/tangents.py")
+    at.run()
+    assert any("Update (generator heatmap) 9 is not one of this model's choices; dropped" in w.value
+               for w in at.warning), [w.value for w in at.warning]
+    assert "substep" not in at.query_params and not at.exception
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"ckpt": "bundled/lstm-tinyshakespeare", "b": "bundled/lstm-tinyshakespeare",
+                            "layer": "5", "view": "attention"})
+    at.switch_page("app_pages/compare.py")
+    at.run()
+    assert not at.exception and "layer" not in at.query_params and "view" not in at.query_params, \
+        at.query_params.to_dict()
+    assert at.query_params["b"] == "bundled/lstm-tinyshakespeare"
+
+
+def test_a_repeated_url_key_is_written_once(monkeypatch):
+    """A tour link's `lesson=a&lesson=b` stayed in the URL: the last value was used, the pair kept. (AppTest's
+    query parameters hold one value a key, so the URL is stood in for here.)"""
+    from types import SimpleNamespace
+
+    from app_pages import _state
+
+    class URL:
+        def __init__(self, pairs):
+            self.pairs = pairs
+
+        def to_dict(self):
+            return dict(self.pairs)  # the last value of a key, as Streamlit's
+
+        def get_all(self, key):
+            return [v for k, v in self.pairs if k == key]
+
+        def __iter__(self):
+            return iter(dict(self.pairs))
+
+        def from_dict(self, d):
+            self.pairs = list(d.items())
+
+    for pairs, want in (([("lesson", "a"), ("lesson", "b")], [("lesson", "b")]), ([("lesson", "b")], None)):
+        url = URL(list(pairs))
+        url.from_dict = lambda d, url=url: setattr(url, "written", list(d.items()))
+        monkeypatch.setattr(_state, "st", SimpleNamespace(query_params=url,
+                                                          session_state={_state.K_PAGE_QP: {"lesson": "b"}}))
+        _state.sync_query_params("tour")
+        assert getattr(url, "written", None) == want
+
+
 def test_bad_choice_values_in_a_link_are_named_not_silently_dropped(bundled_assets):
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.query_params.update({"ckpt": "bundled/transformer-alibi-tinyshakespeare", "head": "-2", "more": "maybe"})
