@@ -573,6 +573,10 @@ def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
             raise CatalogError(f"the {missing} file is missing: upload both halves of the checkpoint "
                                "(NAME.safetensors with NAME.json), or a checkpoint folder's files")
     json_name, st_name = by_suffix[".json"][0], by_suffix[".safetensors"][0]
+    stems = [Path(f.replace("\\", "/")).stem for f in (json_name, st_name)]
+    if stems[0] != stems[1]:  # two checkpoints' halves of one shape would load, silently mismatched
+        raise CatalogError(f"{_short(json_name)} and {_short(st_name)} are not one pair: a flat pair is NAME.json "
+                           "with NAME.safetensors (rename one if they belong together)")
     _check_size(st_name, files[st_name])
     return safe_name(Path(json_name).stem), {".json": files[json_name], ".safetensors": files[st_name]}
 
@@ -595,9 +599,6 @@ def _validate(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes], Any
             loaded = ckpt_mod.load(target)
         except ValueError as exc:
             msg = str(exc).replace(f"{tmp}{os.sep}", "")
-            sent = [Path(f.replace("\\", "/")).name for f in files if f.lower().endswith(".safetensors")]
-            if not folder and len(sent) == 1:  # the pair is checked under its JSON's name: say the file sent
-                msg = msg.replace(f"{name}.safetensors", sent[0])
             raise CatalogError(f"not a valid checkpoint: {msg}") from None
         except Exception as exc:  # a loader bug or a corrupt file the loader did not foresee
             raise CatalogError(f"could not load the checkpoint: {type(exc).__name__}: {exc}") from None

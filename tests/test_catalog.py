@@ -125,8 +125,11 @@ def test_store_upload_validates_and_stores(dirs, tmp_path):
     # a lone JSON that is no checkpoint description is named as such, not as "the weights are missing"
     (lambda f: {"settings.json": b"{\"a\": 1}"}, "settings.json is not a geomlab checkpoint description"),
     (lambda f: {"notes.json": b"hello"}, "notes.json is not valid JSON"),
-    # a pair whose two names differ: the loader's complaint names the weights file the user sent
-    (lambda f: {"bogus.json": f["up.json"], "random.safetensors": b"\xff" * 64}, "random.safetensors is"),
+    # a pair whose two names differ is refused even when the halves fit (two checkpoints of one shape would)
+    (lambda f: {"bogus.json": f["up.json"], "random.safetensors": b"\xff" * 64},
+     "bogus.json and random.safetensors are not one pair: a flat pair is NAME.json with NAME.safetensors"),
+    (lambda f: {"a.json": f["up.json"], "b.safetensors": f["up.safetensors"]}, "a.json and b.safetensors are not"),
+    (lambda f: {"up.json": f["up.json"], "up.safetensors": b"\xff" * 64}, "not a valid checkpoint: .*up.safetensors"),
     (lambda f: {**f, "up.safetensors": f["up.safetensors"][: len(f["up.safetensors"]) // 2]}, "not a valid checkpoint"),
     (lambda f: {**f, "other.json": f["up.json"]}, "exactly one pair"),
     (lambda f: {}, "no files"),
