@@ -278,8 +278,9 @@ VIEW_TEXT: dict[str, Explanation] = {
         "Each position $t$ has a hidden state $H_t$, a matrix in the [[Lie group]] $G$. Every update turns "
         "it by $\\exp(\\Phi)$ with $\\Phi$ in the [[Lie algebra]] (token by token in an OSM-RNN, layer by "
         "layer in an OSMFormer), so the text becomes a path on the group. The figures show that path "
-        "three ways: the angles of its eigenvalues ([[eigenvalue phase|eigenvalue phases]], basis-free), its "
-        "[[geodesic distance]] from the identity, and a 3-D [[PCA]] picture.",
+        "three ways: the angles of its eigenvalues ([[eigenvalue phase|eigenvalue phases]], basis-free; on the "
+        "torus the state's angles themselves), its [[geodesic distance]] from the identity, and a [[PCA]] "
+        "picture (2-D here; the 3-D path is under \"More figures\").",
         "Smooth turning versus sudden jumps at particular tokens (spaces, punctuation, line ends); phases that "
         "spread round the circle (the state uses the group) or stay near 0 (little rotation); the path coming "
         "back near earlier states where the text repeats.",

@@ -650,6 +650,9 @@ def test_plane_sphere_r5_coverage():
     assert abs(disc.opacity - (0.08 + 0.32 * coverage)) < 1e-6
     assert f"coverage {coverage:.2f}" in _by_name(view.figure, "plane").hovertemplate
     assert view.figure.layout.scene.xaxis.title.text == "axis 0"
+    # an axis seen end-on loses its title in Plotly, so a note under the scene names all three
+    for fig in (view.figure, figures.plane_interpolation(tr, layer=1, slot=0, position=8, axes=(0, 2, 4)).figure):
+        assert [a.text for a in fig.layout.annotations] == ["window: x = axis 0, y = axis 2, z = axis 4"]
 
 
 def test_plane_interpolation_reaches_both_planes(validate):

@@ -405,6 +405,23 @@ def _axes3(tr: GrassmannTrace, layer: int, slot: int, axes) -> tuple[torch.Tenso
     return E, [f"axis {a}" for a in axes]  # short ("z axis 11" was clipped at the scene edge)
 
 
+def _window_layout(axis_names: list[str], normals: np.ndarray) -> dict:
+    """Layout of a 3-axis window scene: the axes titled by the reduced axes they show, a cube at +-1.15, the
+    camera facing the planes (``normals``), the legend on top, and a note under the scene naming the three
+    axes (design choice: with the camera along a plane's pole one axis is seen end-on, and Plotly then drops
+    its title; a trial user looked for "axis 7" in vain)."""
+    rng = [-1.15, 1.15]
+    small = {"tickfont": {"size": 10}, "nticks": 5}
+    scene = {name: {"title": {"text": t}, "range": rng, **small}
+             for name, t in zip(("xaxis", "yaxis", "zaxis"), axis_names)}
+    note = {"text": "window: " + ", ".join(f"{c} = {t}" for c, t in zip("xyz", axis_names)), "showarrow": False,
+            "xref": "paper", "yref": "paper", "x": 0.0, "y": 0.0, "xanchor": "left", "yanchor": "top",
+            "font": {"size": 11, "color": "#666666"}}
+    return {"scene": {**scene, "aspectmode": "cube", **SCENE_ROOM, "camera": _facing_camera(normals)},
+            "legend": {"x": 0.0, "y": 1.0, "yanchor": "bottom", "orientation": "h", "font": {"size": 11}},
+            "annotations": [note]}
+
+
 def _plane_traces(Q: np.ndarray, E: np.ndarray, label: str, coverage: float, a3, b3, normal) -> list:
     """Great circle / projected disc, pole and spanning vectors of one plane, in the 3-D window."""
     phi = np.linspace(0, 2 * np.pi, 73)
@@ -525,13 +542,7 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     if animate:
         fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in idx.tolist()], names,
                                                int(np.searchsorted(idx, start))))
-    rng = [-1.15, 1.15]
-    small = {"tickfont": {"size": 10}, "nticks": 5}
-    fig.update_layout(scene={"xaxis": {"title": {"text": axis_names[0]}, "range": rng, **small},
-                             "yaxis": {"title": {"text": axis_names[1]}, "range": rng, **small},
-                             "zaxis": {"title": {"text": axis_names[2]}, "range": rng, **small}, "aspectmode": "cube",
-                             **SCENE_ROOM, "camera": _facing_camera(normals)},
-                      legend={"x": 0.0, "y": 1.0, "yanchor": "bottom", "orientation": "h", "font": {"size": 11}})
+    fig.update_layout(**_window_layout(axis_names, normals))
     if r == 3:
         cap = (f"The plane $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ of layer {layer} as a great circle on the unit "
                "sphere, with its pole $\\pm n$ (the same unoriented plane; blue = $+n$ for the orientation "
@@ -545,7 +556,7 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
         cap += subsample_note(len(pos), len(idx), what="positions with a plane", verb="animated")
     cap = without_play(cap, animate)
     return finish(fig, f"Plane at {start} '{tr.labels[start]}' on the sphere (layer {layer}, Δ={D}, r={r})", cap,
-                  "plane_sphere", height=560, margin={"l": 10, "r": 10, "t": 90, "b": 10})
+                  "plane_sphere", height=560, margin={"l": 10, "r": 10, "t": 90, "b": 30})
 
 
 def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, position: int | None = None,
@@ -607,20 +618,14 @@ def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, posit
         fig = FigureBuilder(data=data)
     # face the two planes: their normals in the 3-D window
     normals = np.stack([np.cross(*(Qx.T @ En)) for Qx in (Q[a], Q[b])])
-    rng = [-1.15, 1.15]
     ax = [f"axis {a}" for a in range(3)] if r == 3 else _axes3(tr, layer, slot, axes)[1]
-    small = {"tickfont": {"size": 10}, "nticks": 5}
-    fig.update_layout(scene={"xaxis": {"title": {"text": ax[0]}, "range": rng, **small},
-                             "yaxis": {"title": {"text": ax[1]}, "range": rng, **small},
-                             "zaxis": {"title": {"text": ax[2]}, "range": rng, **small}, "aspectmode": "cube",
-                             **SCENE_ROOM, "camera": _facing_camera(normals)},
-                      legend={"x": 0.0, "y": 1.0, "yanchor": "bottom", "orientation": "h", "font": {"size": 11}})
+    fig.update_layout(**_window_layout(ax, normals))
     cap = (f"The shortest path on the Grassmannian from the plane at position {a} to the plane at {b} "
            f"(layer {layer}, $\\Delta = {D}$): principal angles $\\theta_1 = {th[0]:.3f}$, "
            f"$\\theta_2 = {th[1]:.3f}$ rad, geodesic distance {dg:.3f} rad; $\\gamma(s)$ moves at constant speed."
            + ("" if r == 3 else " Drawn through a 3-axis window, so circles appear as ellipses."))
     return finish(fig, f"Plane interpolation {a} → {b} ({DG} = {dg:.3f} rad)", cap, "plane_interpolation",
-                  height=560, margin={"l": 10, "r": 10, "t": 90, "b": 10})
+                  height=560, margin={"l": 10, "r": 10, "t": 90, "b": 30})
 
 
 def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: int = 8,
