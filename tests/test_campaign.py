@@ -364,6 +364,11 @@ def test_the_zoo_models_train_one_seed_after_tuning(tmp_path, text_file):
     assert {k: results["progress"][k] for k in ("done", "planned", "untimed_arms")} == {
         "done": tunes, "planned": tunes + n, "untimed_arms": n}  # the fake outcomes carry no CPU time
     assert "Not a comparison" in render_markdown(results)
+    from geomlab.report.render import converged_header
+
+    for untimed, words in ((1, "(and 1 model not timed yet)"), (2, "(and 2 models not timed yet)")):
+        results["progress"].update(untimed_arms=untimed, cpu_hours_left_timed=1.0)
+        assert words in converged_header(results)[2]
 
 
 def test_a_borrowed_lr_waits_for_its_source_and_follows_its_step_down(tmp_path, text_file):

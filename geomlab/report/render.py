@@ -304,7 +304,8 @@ def converged_header(results: dict[str, Any]) -> list[str]:
              f"store ({results['machine']['device']}, torch {results['machine']['torch']}): **{pr['done']} of "
              f"{pr['planned']} planned runs finished**, {pr['cpu_hours']:.1f} CPU hours so far"
              + (f"; about {pr['cpu_hours_left_timed']:.1f} CPU hours left for the models already timed"
-                + (f" (and {pr['untimed_arms']} models not timed yet)" if pr.get("untimed_arms") else "")
+                + (f" (and {pr['untimed_arms']} model{'s' if pr['untimed_arms'] != 1 else ''} not timed yet)"
+                   if pr.get("untimed_arms") else "")
                 if "cpu_hours_left_timed" in pr else "") + ". Every row says "
              "how far it got; a row with fewer than "
              f"{len(p['seeds'])} seeds is not a result yet, and its interval is missing or wide.", ""]
