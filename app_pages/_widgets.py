@@ -322,24 +322,80 @@ def wrapped_title(layout: dict, width: int) -> dict:
             "margin": {"t": top + 30 * (len(lines) - 1) + 8}}
 
 
+PHONE_PANEL, PHONE_GAP = 230, 110
+"""On a phone a figure whose layout ``meta`` asks for it (``{"phone": "stack"}``: side-by-side panels too
+different to share an axis title, e.g. the torus angles' heatmap and square torus) has its panels stacked,
+each this many px high (a square map narrows to it), this far apart (the upper panel's tick labels and axis
+title, the next subplot title). Design choice."""
+
+
+def stacked(layout: dict) -> dict:
+    """Layout update that puts the panels of a one-row figure (``layout``: its plotly JSON) under each other,
+    left to right becoming top to bottom, each at the full width, with their subplot titles over them and the
+    height grown to fit: on a phone two panels side by side were ~130 px wide each."""
+    xs = sorted((a["domain"][0], k) for k, a in layout.items() if k.startswith("xaxis") and a.get("domain"))
+    plot = len(xs) * PHONE_PANEL + (len(xs) - 1) * PHONE_GAP
+    margin = layout.get("margin") or {}
+    anns = [dict(a) for a in layout.get("annotations") or []]
+    upd: dict = {"height": plot + margin.get("t", 60) + margin.get("b", 50), "annotations": anns}
+    for i, (_, xk) in enumerate(xs):
+        above = i * (PHONE_PANEL + PHONE_GAP)  # px above the panel in the plot area
+        top = 1 - above / plot
+        upd[xk] = {"domain": [0, 1]}
+        upd["yaxis" + layout[xk].get("anchor", "y")[1:]] = {"domain": [1 - (above + PHONE_PANEL) / plot, top]}
+        centre = sum(layout[xk]["domain"]) / 2
+        for a in anns:  # the panel's subplot title: centred over it on the paper
+            if a.get("yref") == "paper" and abs(a.get("x", -1) - centre) < 1e-6:
+                a.update(x=0.5, y=top)
+    return upd
+
+
+def shared_titles(layout: dict) -> dict:
+    """Layout update that drops the y-axis title of every panel right of a row's first one where it repeats
+    that one's (``layout``: a figure's plotly JSON): on a phone the gap between two panels holds just their
+    tick labels, so a second "Δε (a.u.)" ran over the panel on its left; the row's first title names them all."""
+    rows: dict[tuple, list] = {}
+    for k, a in layout.items():
+        if k.startswith("yaxis") and isinstance(a, dict):
+            x = layout.get("xaxis" + str(a.get("anchor", "x"))[1:]) or {}
+            rows.setdefault(tuple(a.get("domain") or (0, 1)), []).append(((x.get("domain") or [0])[0], k))
+
+    def title(k: str) -> str | None:
+        return (layout[k].get("title") or {}).get("text")
+
+    return {k: {"title": {"text": ""}} for row in rows.values() for _, k in sorted(row)[1:]
+            if title(k) and title(k) == title(sorted(row)[0][1])}
+
+
+def phone_layout(layout: dict) -> list[dict]:
+    """The layout updates a phone's copy of a figure gets (``layout``: its plotly JSON), in order; empty when
+    it is drawn as it is: panels stacked where the figure asks (:func:`stacked`), repeated y-axis titles of a
+    row dropped (:func:`shared_titles`), a long title wrapped and one square map shortened to its width."""
+    stack = stacked(layout) if (layout.get("meta") or {}).get("phone") == "stack" else {}
+    first = stack or shared_titles(layout)  # stacked, each panel has a row of its own: no title to share
+    upd = wrapped_title({**layout, "height": stack.get("height", layout.get("height"))}, PHONE_TITLE)
+    if (layout.get("yaxis") or {}).get("scaleanchor") and "xaxis2" not in layout and (layout.get("height") or 0) > 400:
+        upd["height"] = 400  # one square map ~330 px wide: its full height left ~200 px blank under it
+    return [u for u in (first, upd) if u]
+
+
 def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = False,
           width: int | None = None) -> None:
     """Draw a Plotly figure at the container's width (at most ``width`` px when given) with the PNG download
-    button in its toolbar (``narrow``: it sits in a half-width column)."""
+    button in its toolbar (``narrow``: it sits in a half-width column). On a phone, a copy laid out for a
+    narrow screen (:func:`phone_layout`) and a toolbar without the zoom and pan buttons."""
     if narrow and any(k.startswith("scene") for k in fig.layout.to_plotly_json()):
         # half-width 3-D figures: legend under the scene so it does not cover the colour bar
         fig = copy.deepcopy(fig)  # unvalidated views copy without plotly's validation
         fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0})
     cfg = json.loads(json.dumps(PLOTLY_CONFIG))
     cfg["toImageButtonOptions"]["filename"] = filename
-    if is_phone():  # a copy: the cached figure is shared by every session
-        lay = fig.layout.to_plotly_json()
-        upd = wrapped_title(lay, PHONE_TITLE)
-        if (lay.get("yaxis") or {}).get("scaleanchor") and "xaxis2" not in lay and (lay.get("height") or 0) > 400:
-            upd["height"] = 400  # one square map ~330 px wide: its full height left ~200 px blank under it
-        if upd:
-            fig = copy.deepcopy(fig)
-            fig.update_layout(upd)
+    if is_phone():
+        ups = phone_layout(fig.layout.to_plotly_json())
+        if ups:
+            fig = copy.deepcopy(fig)  # a copy: the cached figure is shared by every session
+            for upd in ups:
+                fig.update_layout(upd)
         cfg["modeBarButtonsToRemove"] = cfg["modeBarButtonsToRemove"] + PHONE_REMOVE
     st.plotly_chart(fig, key=key, config=cfg, width=width or "stretch")
 

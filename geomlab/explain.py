@@ -357,8 +357,8 @@ FIGURE_TEXT: dict[str, Explanation] = {
                     "drawn as arrows: the state is a rotating frame.", "How much the frame turns per token "
                     "and around which axis.", ("Special orthogonal group",), "design choice"),
     "torus_angles": _E(r"H_t = \mathrm{diag}(e^{i\varphi_{t,1}}, \dots, e^{i\varphi_{t,d}})",
-                       "On the torus the state is just $d$ angles; left: each angle along the text, right: "
-                       "the first two as a point on the square torus (edges wrap).",
+                       "On the torus the state is just $d$ angles; *each angle*: every angle along the text; "
+                       "*flat torus*: the first two as a point on the square torus (edges wrap).",
                        "The angles add (the group is abelian), never mixing; how far each moves depends "
                        "on the token and, through the pull or attention, on the state.",
                        ("Torus", "Abelian"), f"{_OSM_SRC} §4.5"),

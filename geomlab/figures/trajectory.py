@@ -597,7 +597,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
         angle_lines(fig, idx, ang[idx], hov, "φ", "angle k", bar_x=1.02, bar_len=0.44, row=1, col=1)
         fig.data[-1]["marker"]["colorbar"].update(y=1.0, yanchor="top")
     else:
-        angle_rows(fig, idx, ang[idx], hov, "φ", "φ<sub>k</sub> (left, rad)", row=1, col=1,
+        angle_rows(fig, idx, ang[idx], hov, "φ", "φ<sub>k</sub> (rad)", row=1, col=1,
                    colorbar={"x": 1.02, "xanchor": "left", "len": 0.44, "y": 1.0, "yanchor": "top"})
     b = ang[:, 1] if k > 1 else np.zeros(len(ang))
     # coloured by position: a colour bar says so (a legend entry would show one colour for all points)
@@ -640,10 +640,15 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     # no legend: its one entry (the cursor ring) sat on the torus's top gridline, over any point there; the
     # caption names the ring
     fig.update_layout(showlegend=False)
-    cap = ("On the torus each state is a list of independent angles (diagonal entries $e^{i\\varphi_k}$); left: every "
-           "angle along the text" + ("" if lines else f" ({k} angles: one row each, the angle as a colour that "
-                                       "wraps around like the angle)")
-           + ", right: the first two as a point on the square torus (edges wrap), coloured by position (colour bar)"
+    # the panels are named by their titles, not "left"/"right": a phone stacks them
+    cap = ("On the torus each state is a list of independent angles (diagonal entries $e^{i\\varphi_k}$). "
+           "*Each angle*: every angle along the text" + ("" if lines else f" ({k} angles: one row each, the angle "
+                                                          "as a colour that wraps around like the angle)")
+           + "; *flat torus*: the first two as a point on the square torus (edges wrap), coloured by position "
+             "(colour bar)"
            + ("; the orange ring is the cursor." if cursor is not None else ".")
            + subsample_note(tr.n_positions, len(idx)))
-    return finish(fig, f"Torus angles ({_layer_name(tr, layer)})", cap, "torus_angles", height=480)
+    # meta "phone": "stack": on a phone the app stacks the panels (side by side the square torus was ~130 px
+    # wide and its axis title ran over the heatmap; the two share no axis title, app_pages/_widgets.stacked)
+    return finish(fig, f"Torus angles ({_layer_name(tr, layer)})", cap, "torus_angles", height=480,
+                  meta={"phone": "stack"})

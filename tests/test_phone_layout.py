@@ -1,0 +1,108 @@
+"""A phone's copies of the figures (app_pages/_widgets.py: ``chart`` and ``phone_layout``) on the real figures of
+bundled checkpoints: the torus angles' two panels stand under each other (side by side the square torus was
+~130 px wide, its y-axis title over the heatmap and the two subplot titles ran together), a row's repeated
+y-axis titles are dropped (the CEM energy grid's right column "Δε (a.u.)" ran into the left panels), and a
+desktop gets the cached figure itself, untouched."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from app_pages import _widgets
+from geomlab import checkpoint
+from geomlab import views as registry
+from geomlab.trace import trace_text
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets" / "checkpoints"
+TEXT = "ROMEO: But soft, what light through yonder window breaks?"
+
+
+@pytest.fixture(scope="module")
+def views() -> dict:
+    """``{figure name: View}`` of the torus OSMFormer's trajectories and the CEM model's energy page."""
+    names = {"osmformer-torus-tinyshakespeare": "trajectories", "cem-t2-tinyshakespeare": "energy"}
+    if not all((ASSETS / f"{n}.json").is_file() for n in names):
+        pytest.skip("bundled checkpoints not present")
+    out: dict = {}
+    for name, slug in names.items():
+        ck = checkpoint.load(ASSETS / f"{name}.json")
+        out.update(registry.build_view(trace_text(ck.model, ck.vocab, TEXT), slug, cursor=5))
+    return out
+
+
+def drawn(fig, phone: bool, monkeypatch) -> tuple:
+    """The figure ``chart`` hands to ``st.plotly_chart`` (phone or desktop) and its layout as plotly JSON."""
+    got = []
+    monkeypatch.setattr(_widgets, "is_phone", lambda: phone)
+    monkeypatch.setattr(_widgets.st, "plotly_chart", lambda f, **kw: got.append(f))
+    _widgets.chart(fig, key="k")
+    return got[0], got[0].layout.to_plotly_json()
+
+
+def ytitle(lay: dict, axis: str) -> str | None:
+    return (lay[axis].get("title") or {}).get("text")
+
+
+def test_on_a_phone_the_torus_panels_stand_under_each_other(views, monkeypatch):
+    fig = views["torus_angles"].figure
+    before = copy.deepcopy(fig.layout.to_plotly_json())
+    _, lay = drawn(fig, True, monkeypatch)
+    assert fig.layout.to_plotly_json() == before  # the cached figure is shared: changed only in a copy
+    # each panel at the full width, the heatmap above the torus with a gap for its ticks and axis title
+    assert list(lay["xaxis"]["domain"]) == list(lay["xaxis2"]["domain"]) == [0, 1]
+    top, bottom = lay["yaxis"]["domain"], lay["yaxis2"]["domain"]
+    plot = lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]
+    assert top[1] == 1 and bottom[0] == 0
+    assert (top[0] - bottom[1]) * plot == pytest.approx(_widgets.PHONE_GAP)
+    for lo, hi in (top, bottom):
+        assert (hi - lo) * plot == pytest.approx(_widgets.PHONE_PANEL)
+    # each subplot title centred over its own panel, not side by side in one line
+    titles = {a["text"]: a for a in lay["annotations"]}
+    heat, torus = titles["each angle φ<sub>k</sub>"], titles["flat torus (φ<sub>1</sub>, φ<sub>2</sub>)"]
+    assert heat["x"] == torus["x"] == 0.5
+    assert (heat["y"], torus["y"]) == (pytest.approx(top[1]), pytest.approx(bottom[1]))
+    # the axis titles stay (they name different things), the square torus stays square
+    assert (ytitle(lay, "yaxis"), ytitle(lay, "yaxis2")) == ("angle k", "φ<sub>2</sub> (rad)")
+    assert lay["yaxis2"]["scaleanchor"] == "x2"
+
+
+def test_on_a_phone_a_row_names_its_y_axis_once(views, monkeypatch):
+    fig = views["energy_descent"].figure
+    desk = fig.layout.to_plotly_json()
+    _, lay = drawn(fig, True, monkeypatch)
+    rows: dict = {}
+    for k, a in desk.items():
+        if k.startswith("yaxis"):
+            rows.setdefault(tuple(a["domain"]), []).append(k)
+    pairs = [sorted(r, key=lambda k: desk["xaxis" + desk[k]["anchor"][1:]]["domain"][0]) for r in rows.values()]
+    assert sum(len(p) == 2 for p in pairs) == 4  # L0..L3: attention | MLP
+    for p in pairs:
+        assert ytitle(lay, p[0]) == ytitle(desk, p[0]) and ytitle(lay, p[0])  # the row's first keeps it
+        for k in p[1:]:
+            assert ytitle(desk, k) == ytitle(desk, p[0]) == "Δε (a.u.)" and not ytitle(lay, k)
+    assert ytitle(lay, "yaxis9") == "‖x<sup>t</sup> − h‖/ρ"  # the displacement panel alone in its row
+    assert [lay[k]["domain"] for k in lay if k.endswith("axis")] == [desk[k]["domain"] for k in desk
+                                                                      if k.endswith("axis")]
+
+
+def test_different_y_titles_side_by_side_are_kept():
+    """Only a repeat is dropped: panels that name different things keep their titles."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=3)
+    for c, t in enumerate(("a", "b", "a"), start=1):
+        fig.update_yaxes(title_text=t, row=1, col=c)
+    assert _widgets.shared_titles(fig.layout.to_plotly_json()) == {"yaxis3": {"title": {"text": ""}}}
+
+
+def test_a_desktop_gets_the_cached_figures_themselves(views, monkeypatch):
+    for name in ("torus_angles", "energy_descent"):
+        fig = views[name].figure
+        before = fig.layout.to_plotly_json()
+        got, lay = drawn(fig, False, monkeypatch)
+        assert got is fig and lay == before, name
+    lay = views["torus_angles"].figure.layout.to_plotly_json()  # side by side, as before
+    assert lay["xaxis"]["domain"][1] < lay["xaxis2"]["domain"][0] and lay["height"] == 480
