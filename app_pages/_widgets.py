@@ -157,9 +157,9 @@ def int_control(label: str, state_key: str, lo: int, hi: int, default: int, wher
                 help: str | None = None) -> int:
     """An integer slider bound to a shared state key (e.g. the layer), clamped to ``[lo, hi]``; a value from
     outside the range (a link's ``T=100000``, a layer chosen for a model the next one lacks) is moved to the
-    nearest end with a notice saying so, never silently (with one value only, no slider is drawn). A value nobody chose (the last model's ``default``,
-    not since moved by the user: :func:`app_pages._state.copy` forgets it) follows the next model's default
-    instead, without a notice."""
+    nearest end with a notice saying so, never silently (with one value only, no slider is drawn and the key is
+    cleared). A value nobody chose (the last model's ``default``, not since moved by the user:
+    :func:`app_pages._state.copy` forgets it) follows the next model's default instead, without a notice."""
     where = where or st
     v = st.session_state.get(state_key)
     defaults = st.session_state.setdefault(K_INT_DEFAULTS, {})

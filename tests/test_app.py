@@ -849,7 +849,8 @@ def test_compare_says_when_a_side_lacks_the_shared_layer(bundled_assets):
     cmp.session_state["gl_compare_view"] = "trajectories"
     cmp.run()
     notes = [c.value for c in cmp.caption if "has no layer" in c.value]
-    assert len(notes) == 1 and notes[0].startswith("B (") and notes[0].endswith("has no layer 2: it shows layer 1."), notes
+    assert len(notes) == 1 and notes[0].startswith("B (") and \
+        notes[0].endswith("has no layer 2: it shows layer 1."), notes
     cmp.session_state["gl_layer"] = 1
     cmp.run()
     assert not [c.value for c in cmp.caption if "has no layer" in c.value] and not cmp.exception
@@ -1219,28 +1220,27 @@ def test_a_link_reopens_every_choice_of_the_view(bundled_assets, slug, a, b):
 
 
 
+def open_link(params: dict, page: str) -> AppTest:
+    """A fresh session opened from a link to ``page`` with these query parameters."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(params)
+    at.switch_page(f"app_pages/{page}.py")
+    return at.run()
+
+
 def test_link_values_for_controls_not_on_screen_are_named_and_dropped(bundled_assets):
     """layer=5 on a one-layer model, substep=9 while its figure is under "More figures", a layer on a pair of
     baselines and a repeated key all stayed in the URL silently."""
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"ckpt": "bundled/osm-rnn-o-tinyshakespeare", "layer": "5"})
-    at.switch_page("app_pages/trajectories.py")
-    at.run()
+    at = open_link({"ckpt": "bundled/osm-rnn-o-tinyshakespeare", "layer": "5"}, "trajectories")
     assert any("Layer = 5 is not available: this model has only 0" in w.value for w in at.warning), \
         [w.value for w in at.warning]
     assert "layer" not in at.query_params and not at.exception
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"ckpt": "bundled/osm-rnn-o-tinyshakespeare", "substep": "9"})
-    at.switch_page("app_pages/tangents.py")
-    at.run()
+    at = open_link({"ckpt": "bundled/osm-rnn-o-tinyshakespeare", "substep": "9"}, "tangents")
     assert any("Update (generator heatmap) 9 is not one of this model's choices; dropped" in w.value
                for w in at.warning), [w.value for w in at.warning]
     assert "substep" not in at.query_params and not at.exception
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"ckpt": "bundled/lstm-tinyshakespeare", "b": "bundled/lstm-tinyshakespeare",
-                            "layer": "5", "view": "attention"})
-    at.switch_page("app_pages/compare.py")
-    at.run()
+    at = open_link({"ckpt": "bundled/lstm-tinyshakespeare", "b": "bundled/lstm-tinyshakespeare",
+                            "layer": "5", "view": "attention"}, "compare")
     assert not at.exception and "layer" not in at.query_params and "view" not in at.query_params, \
         at.query_params.to_dict()
     assert at.query_params["b"] == "bundled/lstm-tinyshakespeare"
@@ -1279,38 +1279,24 @@ def test_a_repeated_url_key_is_written_once(monkeypatch):
 
 
 def test_bad_choice_values_in_a_link_are_named_not_silently_dropped(bundled_assets):
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"ckpt": "bundled/transformer-alibi-tinyshakespeare", "head": "-2", "more": "maybe"})
-    at.switch_page("app_pages/attention.py")
-    at.run()
+    at = open_link({"ckpt": "bundled/transformer-alibi-tinyshakespeare", "head": "-2", "more": "maybe"},
+                   "attention")
     notes = " ".join(shown(w.value) for w in at.warning)
     assert "head='-2': it must be a head ≥ 0" in notes and "more='maybe': not 0 or 1" in notes, notes
     assert "head" not in at.query_params and "more" not in at.query_params  # the URL is normalised
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"ckpt": "bundled/transformer-alibi-tinyshakespeare", "head": "99"})
-    at.switch_page("app_pages/attention.py")
-    at.run()
+    at = open_link({"ckpt": "bundled/transformer-alibi-tinyshakespeare", "head": "99"}, "attention")
     assert any("Head 99 is not one of this model's choices: showing mean over heads" in w.value
                for w in at.warning), [w.value for w in at.warning]
     assert "head" not in at.query_params and not at.exception
     # a model with one choice draws no control, yet a link's value it lacks is still named (the bundled
     # Grassmann model has one offset per layer); the one head of a one-head model is no such value
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"ckpt": "bundled/grassmann-tinyshakespeare", "slot": "3"})
-    at.switch_page("app_pages/planes.py")
-    at.run()
+    at = open_link({"ckpt": "bundled/grassmann-tinyshakespeare", "slot": "3"}, "planes")
     assert any("Offset slot 3 is not one of this model's choices: it has only one" in w.value
                for w in at.warning), [w.value for w in at.warning]
     assert "slot" not in at.query_params and at.session_state["gl_slot"] == 0 and not at.exception
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"ckpt": "bundled/osmformer-o-linear-tinyshakespeare", "head": "0"})
-    at.switch_page("app_pages/attention.py")
-    at.run()
+    at = open_link({"ckpt": "bundled/osmformer-o-linear-tinyshakespeare", "head": "0"}, "attention")
     assert not [w.value for w in at.warning if "choices" in w.value] and not at.exception
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"ckpt": "bundled/osmformer-o-linear-tinyshakespeare", "layout": "diagonal"})
-    at.switch_page("app_pages/compare.py")
-    at.run()
+    at = open_link({"ckpt": "bundled/osmformer-o-linear-tinyshakespeare", "layout": "diagonal"}, "compare")
     assert any("layout='diagonal': not one of stacked, side" in shown(w.value) for w in at.warning)
     assert at.session_state["gl_compare_layout"] == "stacked" and "layout" not in at.query_params
 

@@ -17,7 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     p.add_argument("--length", type=int, default=200, help=f"tokens to generate (default 200, at most {MAX_LENGTH:,})")
     p.add_argument("--temperature", type=float, default=1.0, help="softmax temperature; 0 = greedy (default 1)")
-    p.add_argument("--top-k", type=int, default=None, help="sample only among the k most likely tokens (at least 1; default: all)")
+    p.add_argument("--top-k", type=int, default=None,
+                   help="sample only among the k most likely tokens (at least 1; default: all)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed, 0 to 2**63 - 1 (default 0)")
     p.add_argument("--context", type=int, default=None,
                    help="tokens of context fed to the model, at least 1 (default: the training --seq-len)")
