@@ -350,6 +350,19 @@ def stacked(layout: dict) -> dict:
     return upd
 
 
+def stack_colorbars(fig: go.Figure) -> None:
+    """After :func:`stacked` (on the phone's copy ``fig``): each trace's colour bar just right of the plot,
+    as tall as its own panel (a bar placed between two panels side by side sat over the full-width panel)."""
+    for t in fig.data:
+        j = t.to_plotly_json()  # only the bars a trace sets (reading t.marker.colorbar would create one)
+        where = t if "colorbar" in j and j.get("showscale") is not False else t.marker if "colorbar" in (
+            j.get("marker") or {}) else None
+        if where is None:
+            continue
+        lo, hi = fig.layout["yaxis" + (t.yaxis or "y")[1:]].domain
+        where.colorbar.update(x=1.02, xanchor="left", y=hi, yanchor="top", len=hi - lo, lenmode="fraction")
+
+
 def shared_titles(layout: dict) -> dict:
     """Layout update that drops the y-axis title of every panel right of a row's first one where it repeats
     that one's (``layout``: a figure's plotly JSON): on a phone the gap between two panels holds just their
@@ -367,16 +380,51 @@ def shared_titles(layout: dict) -> dict:
             if title(k) and title(k) == title(sorted(row)[0][1])}
 
 
+PHONE_SUBTITLE, PHONE_SUBTITLE_CHARS = 11, 52
+"""Font size (px) of a subplot title on a phone where panels stand side by side or the title is longer than
+:data:`PHONE_TITLE` characters (Plotly's 16 px ran two titles together over ~165 px panels: "attention:
+before mixattention: after mixing", and cut a long one at both edges), and the visible characters a line
+of it then holds (longer ones wrap). Design choice."""
+
+
+def subplot_titles(layout: dict) -> dict:
+    """Layout update of a figure's subplot titles and ticks on a phone (``layout``: its plotly JSON): with
+    panels side by side, titles at :data:`PHONE_SUBTITLE` px and every second tick where a small map labels
+    each row and column (``dtick`` 1: 0 to 11 overlapped at ~165 px); a title over :data:`PHONE_TITLE`
+    characters also smaller, wrapped at :data:`PHONE_SUBTITLE_CHARS`. ``{}`` when nothing changes."""
+    starts = {round((a.get("domain") or [0])[0], 3) for k, a in layout.items() if k.startswith("xaxis")}
+    side = len(starts) > 1
+    anns, changed = [], False
+    for a in layout.get("annotations") or []:
+        text = a.get("text") or ""
+        if a.get("yanchor") == "bottom" and (a.get("font") or {}).get("size") == 16 and (
+                side or visible_len(text) > PHONE_TITLE):  # Plotly's subplot titles: 16 px, over their panel
+            a = dict(a, font={**a["font"], "size": PHONE_SUBTITLE},
+                     text="<br>".join(wrap_markup(text, PHONE_SUBTITLE_CHARS)) if "<br>" not in text else text)
+            changed = True
+        anns.append(a)
+    upd: dict = {"annotations": anns} if changed else {}
+    extra = max((a["text"].count("<br>") for a in anns), default=0)
+    if changed and extra:  # a wrapped title grows upward: room for it under the figure's title
+        upd["margin"] = {"t": (layout.get("margin") or {}).get("t", 100) + 14 * extra}
+    if side:
+        upd.update({k: {"dtick": 2} for k, a in layout.items() if k[1:5] == "axis" and a.get("dtick") == 1})
+    return upd
+
+
 def phone_layout(layout: dict) -> list[dict]:
     """The layout updates a phone's copy of a figure gets (``layout``: its plotly JSON), in order; empty when
-    it is drawn as it is: panels stacked where the figure asks (:func:`stacked`), repeated y-axis titles of a
-    row dropped (:func:`shared_titles`), a long title wrapped and one square map shortened to its width."""
+    it is drawn as it is: panels stacked where the figure asks (:func:`stacked`), else repeated y-axis titles
+    of a row dropped (:func:`shared_titles`) and smaller subplot titles, sparser ticks side by side
+    (:func:`subplot_titles`); a long title wrapped and one square map shortened to its width."""
     stack = stacked(layout) if (layout.get("meta") or {}).get("phone") == "stack" else {}
-    first = stack or shared_titles(layout)  # stacked, each panel has a row of its own: no title to share
-    upd = wrapped_title({**layout, "height": stack.get("height", layout.get("height"))}, PHONE_TITLE)
+    # stacked, each panel has a row of its own: no title to share, nothing side by side
+    rows = [stack] if stack else [shared_titles(layout), subplot_titles(layout)]
+    top = {k: v for u in rows for k, v in u.items() if k == "margin"}  # a wrapped title adds to what they set
+    upd = wrapped_title({**layout, **top, "height": stack.get("height", layout.get("height"))}, PHONE_TITLE)
     if (layout.get("yaxis") or {}).get("scaleanchor") and "xaxis2" not in layout and (layout.get("height") or 0) > 400:
         upd["height"] = 400  # one square map ~330 px wide: its full height left ~200 px blank under it
-    return [u for u in (first, upd) if u]
+    return [u for u in (*rows, upd) if u]
 
 
 def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = False,
@@ -391,11 +439,14 @@ def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = Fa
     cfg = json.loads(json.dumps(PLOTLY_CONFIG))
     cfg["toImageButtonOptions"]["filename"] = filename
     if is_phone():
-        ups = phone_layout(fig.layout.to_plotly_json())
+        lay = fig.layout.to_plotly_json()
+        ups = phone_layout(lay)
         if ups:
             fig = copy.deepcopy(fig)  # a copy: the cached figure is shared by every session
             for upd in ups:
                 fig.update_layout(upd)
+            if (lay.get("meta") or {}).get("phone") == "stack":
+                stack_colorbars(fig)
         cfg["modeBarButtonsToRemove"] = cfg["modeBarButtonsToRemove"] + PHONE_REMOVE
     st.plotly_chart(fig, key=key, config=cfg, width=width or "stretch")
 

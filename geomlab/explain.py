@@ -446,8 +446,8 @@ FIGURE_TEXT: dict[str, Explanation] = {
                                                                              "Principal angles"),
                               f"{_GR_SRC} §5.5"),
     "plane_matrix": _E(r"\hat A = (a b^\top - b a^\top)/\lVert a \wedge b \rVert",
-                       "Left: the plane at the cursor as an antisymmetric matrix; right: how much each axis "
-                       "pair is used over the text.", "A few bright axis pairs: the layer works in a small "
+                       "$\\hat A$: the plane at the cursor as an antisymmetric matrix; axis-pair energy: how "
+                       "much each axis pair is used over the text.", "A few bright axis pairs: the layer works in a small "
                        "subspace.", ("Plücker coordinates",), f"{_GR_SRC} §5.1"),
     "decomposability_map": _E(r"\kappa_t = \lambda_1^2 / \textstyle\sum_k \lambda_k^2",
                               "Whether the planes of the last few positions average to a single plane (1) or "

@@ -106,3 +106,76 @@ def test_a_desktop_gets_the_cached_figures_themselves(views, monkeypatch):
         assert got is fig and lay == before, name
     lay = views["torus_angles"].figure.layout.to_plotly_json()  # side by side, as before
     assert lay["xaxis"]["domain"][1] < lay["xaxis2"]["domain"][0] and lay["height"] == 480
+
+
+def test_on_a_phone_panels_side_by_side_get_smaller_titles_and_sparser_ticks(monkeypatch):
+    """The tangent heatmap's "attention: before mixing" ran into "attention: after mixing", and the update
+    generator's 0..11 ticks overlapped, each panel ~165 px wide."""
+    name = "osmformer-u-tinyshakespeare"
+    if not (ASSETS / f"{name}.json").is_file():
+        pytest.skip("bundled checkpoints not present")
+    ck = checkpoint.load(ASSETS / f"{name}.json")
+    built = registry.build_view(trace_text(ck.model, ck.vocab, TEXT), "tangents", cursor=5)
+    for fig_name in ("tangent_heatmap", "generator_heatmap"):
+        fig = built[fig_name].figure
+        desk = fig.layout.to_plotly_json()
+        _, lay = drawn(fig, True, monkeypatch)
+        assert [a["font"]["size"] for a in desk["annotations"]] == [16] * 4
+        assert [a["font"]["size"] for a in lay["annotations"]] == [_widgets.PHONE_SUBTITLE] * 4
+        assert [a["text"] for a in lay["annotations"]] == [a["text"] for a in desk["annotations"]]
+        every = [k for k in desk if k[1:5] == "axis" and desk[k].get("dtick") == 1]
+        assert bool(every) == (fig_name == "generator_heatmap")  # 12 x 12 maps label every row and column
+        assert all(lay[k]["dtick"] == 2 for k in every)
+        assert drawn(fig, False, monkeypatch)[1] == desk
+    # one column (the tangent lines): nothing to do
+    assert _widgets.subplot_titles(built["tangent_lines"].figure.layout.to_plotly_json()) == {}
+
+
+def test_on_a_phone_a_long_subplot_title_is_smaller_and_wrapped():
+    """The Grassmann deformations' "along positions: d_g(U_t-1, U_t), slot 0 (Δ=1, ..., Δ=16)" was cut at both
+    edges of a phone."""
+    from plotly.subplots import make_subplots
+
+    long = "along positions: d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>), slot 0 (" + ", ".join(
+        f"Δ={d}" for d in (1, 2, 4, 8, 12, 16)) + ")"
+    fig = make_subplots(rows=2, cols=1, subplot_titles=(long, "across layers"))
+    upd = _widgets.subplot_titles(fig.layout.to_plotly_json())
+    first, second = upd["annotations"]
+    assert first["font"]["size"] == _widgets.PHONE_SUBTITLE and first["text"].count("<br>") == 1
+    assert all(_widgets.visible_len(line) <= _widgets.PHONE_SUBTITLE_CHARS for line in first["text"].split("<br>"))
+    assert second["font"]["size"] == 16 and second["text"] == "across layers"  # short, one column: as it was
+
+
+def test_on_a_phone_stacked_maps_keep_their_colour_bars_beside_them(monkeypatch):
+    """The plane matrix's left colour bar sat between the two maps, over the right map's ticks."""
+    name = "grassmann-tinyshakespeare"
+    if not (ASSETS / f"{name}.json").is_file():
+        pytest.skip("bundled checkpoints not present")
+    ck = checkpoint.load(ASSETS / f"{name}.json")
+    fig = registry.build_view(trace_text(ck.model, ck.vocab, TEXT), "planes", cursor=20)["plane_matrix"].figure
+    got, lay = drawn(fig, True, monkeypatch)
+    assert list(lay["xaxis"]["domain"]) == list(lay["xaxis2"]["domain"]) == [0, 1]
+    for t in got.data:  # each bar right of the plot, as tall as its own map
+        lo, hi = lay["yaxis" + (t.yaxis or "y")[1:]]["domain"]
+        assert (t.colorbar.x, t.colorbar.y, t.colorbar.len) == (1.02, hi, pytest.approx(hi - lo))
+    assert fig.data[0].colorbar.x < 0.5  # the cached figure keeps its side-by-side bars
+
+
+def test_on_a_phone_stacking_adds_no_colour_bar(monkeypatch):
+    """Moving the stacked panels' colour bars once gave the torus's cursor ring a colour bar of its own."""
+    name = "osm-rnn-torus-s5"
+    if not (ASSETS / f"{name}.json").is_file():
+        pytest.skip("bundled checkpoints not present")
+    ck = checkpoint.load(ASSETS / f"{name}.json")
+    fig = registry.build_view(trace_text(ck.model, ck.vocab, "01234 10234 21034 01234 41023"), "trajectories",
+                              cursor=3)["torus_angles"].figure
+
+    def bars(f) -> list:
+        out = []
+        for t in f.data:
+            j = t.to_plotly_json()
+            out += [t.name] if "colorbar" in j or "colorbar" in (j.get("marker") or {}) else []
+        return out
+
+    got, _ = drawn(fig, True, monkeypatch)
+    assert bars(got) == bars(fig) == ["colour bar", "(φ<sub>1</sub>, φ<sub>2</sub>)"]

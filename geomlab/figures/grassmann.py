@@ -722,7 +722,10 @@ def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                      constraintoward="right", row=1, col=2)
     fig.update_yaxes(matches="y", showticklabels=False, scaleanchor="x2", scaleratio=1, constrain="domain",
                      row=1, col=2)
-    cap = (f"Left: the plane $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ of layer {layer} as an antisymmetric matrix "
-           "$(a b^\\top - b a^\\top)/\\lVert a \\wedge b\\rVert$ (dimensionless; sign = orientation). Right: how "
+    cap = (f"$\\hat A$: the plane $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ of layer {layer} as an antisymmetric matrix "
+           "$(a b^\\top - b a^\\top)/\\lVert a \\wedge b\\rVert$ (dimensionless; sign = orientation). "
+           "*Axis-pair energy*: how "
            "much each pair of reduced axes is used on average over the text.")
-    return finish(fig, f"Plane matrix and axis usage (layer {layer}, Δ={D})", cap, "plane_matrix", height=460)
+    # on a phone the app stacks the two maps (side by side the left colour bar sat on the right map's ticks)
+    return finish(fig, f"Plane matrix and axis usage (layer {layer}, Δ={D})", cap, "plane_matrix", height=460,
+                  meta={"phone": "stack"})
