@@ -409,17 +409,17 @@ def _near_bundled(name: str) -> str:
     close to it (:func:`difflib.get_close_matches`), at most three; ``""`` when none. Design choice."""
     import difflib
 
-    from geomlab.locate import BUNDLED_DIR
+    from geomlab.locate import bundled_names
 
-    names = sorted(f.stem for f in BUNDLED_DIR.glob("*.json"))
+    names = bundled_names()
     near = [n for n in names if n.startswith(name)][:3] or difflib.get_close_matches(name, names, n=3, cutoff=0.6)
     return f" (did you mean {' or '.join(near)}?)" if near else ""
 
 
 def _missing(path: Path) -> CheckpointError:
-    from geomlab.locate import BUNDLED_DIR
+    from geomlab.locate import bundled_dir
 
-    bundled = BUNDLED_DIR / path.name
+    bundled = bundled_dir() / path.name
     hint = ""
     if bundled.is_file() and path.parent in (Path("."), Path("bundled")):  # a name, or the app's form
         hint = f"; a bundled checkpoint has that name: load it as 'bundled/{path.stem}'"

@@ -243,6 +243,12 @@ def test_load_takes_a_bundled_name_and_a_local_path_wins(saved, tmp_path, monkey
         ckpt.load("bundled/nope")
     with pytest.raises(CheckpointError):
         ckpt.load("folder-run")  # a bare name is a local path for the library
+    # the command line's near-miss hint names the bundled checkpoints of this folder, not the shipped ones
+    with pytest.raises(CheckpointError, match=r"did you mean flat-run\?"):
+        ckpt.find("flat-ru")
+    with pytest.raises(CheckpointError) as err:
+        ckpt.find("lstm-tinyshakespear")
+    assert "did you mean" not in str(err.value)
     # a local checkpoint at ./bundled/flat-run wins over the bundled one
     torch.manual_seed(5)
     other = build_model(dict(model.config))

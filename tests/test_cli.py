@@ -331,6 +331,7 @@ def test_trace_and_sample_errors(tmp_path, capsys, monkeypatch):
     products, not next inputs)."""
     s5 = "assets/checkpoints/osm-rnn-o-s5"
     monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)  # the shipped checkpoints (app tests repoint it)
     assert main(["trace", s5, "--text", "01234 10234", "--cursor", "5", "--out", str(tmp_path / "t"),
                  "--html", str(tmp_path / "views")]) == 2
     assert "outside the traced text (positions 0 to 1)" in capsys.readouterr().err
