@@ -220,7 +220,7 @@ def render_view(slug: str) -> None:
             st.info("No figure of this view applies to this checkpoint.", icon=":material/info:")
         draw_figures(items, key_prefix=slug, stem=f"{entry.name}-{slug}", tr=tr)
         more_figures(slug, entry, text, trace_opts, tr, pos, controls, key_prefix=slug, stem=f"{entry.name}-{slug}")
-        top.caption(f"`{entry.ref}` · {len(tokens)} tokens · cursor at {pos} "
+        top.caption(f"`{entry.ref}` · {len(tokens)} token{'' if len(tokens) == 1 else 's'} · cursor at {pos} "
                     f"(“{tr.labels[pos]}”) · {1000 * (time.perf_counter() - t0):.0f} ms")
         ui.cache_caption()
         with st.expander("Link to this view", icon=":material/link:"):

@@ -14,7 +14,7 @@ import streamlit as st
 
 from app_pages import _data as data
 from app_pages._state import (K_BLOCK, K_CKPT, K_HEAD, K_INT_DEFAULTS, K_LAYER, K_POS, K_SLOT, K_SUBSTEP, K_TEXT,
-                              K_TEXT_NEW, URL_DEFAULTS, set_text,
+                              K_TEXT_NEW, URL_DEFAULTS, URL_KEYS, set_text,
                               copy as _copy, seed as _seed)
 from geomlab import catalog
 from geomlab import views as registry
@@ -167,7 +167,8 @@ def int_control(label: str, state_key: str, lo: int, hi: int, default: int, wher
         v = None  # still the default it was given: this model's default, not a notice about a choice
     if v is not None and not lo <= int(v) <= hi:
         near = max(lo, min(int(v), hi))
-        where.warning(f"{label} = {int(v)} is not available: this model has only {lo}, shown here." if hi <= lo
+        where.warning(f"{label} = {int(v)} is not available: this model has only {label.lower()} {lo}, shown "
+                      "here." if hi <= lo
                       else f"{label} = {int(v)} is outside this model's range {lo}–{hi}: showing {near} instead.",
                       icon=":material/tune:")
     if hi <= lo:  # one value only: nobody's choice (kept out of the URL), the next model opens on its default
@@ -214,7 +215,9 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
             cur = st.session_state.get(key)
             store = [-1 if v is None else v for v in opts.get(name, [])]
             if cur is not None and cur != URL_DEFAULTS.get(key) and cur not in store and cur != 0:
-                where.warning(f"{label} {cur} is not one of this model's choices; dropped.", icon=":material/tune:")
+                url = URL_KEYS.get(key, key)
+                where.warning(f"{label} {cur} (the link's `{url}={cur}`) is not one of this model's choices ("
+                              f"{', '.join(str(c) for c in store) or 'it has only one'}); dropped.", icon=":material/tune:")
                 st.session_state[key] = URL_DEFAULTS.get(key)
             continue
         if name not in opts:  # one choice only, so no widget: a link's slot=3 is still not kept silently

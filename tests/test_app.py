@@ -1232,12 +1232,12 @@ def test_link_values_for_controls_not_on_screen_are_named_and_dropped(bundled_as
     """layer=5 on a one-layer model, substep=9 while its figure is under "More figures", a layer on a pair of
     baselines and a repeated key all stayed in the URL silently."""
     at = open_link({"ckpt": "bundled/osm-rnn-o-tinyshakespeare", "layer": "5"}, "trajectories")
-    assert any("Layer = 5 is not available: this model has only 0" in w.value for w in at.warning), \
+    assert any("Layer = 5 is not available: this model has only layer 0, shown here" in w.value for w in at.warning), \
         [w.value for w in at.warning]
     assert "layer" not in at.query_params and not at.exception
     at = open_link({"ckpt": "bundled/osm-rnn-o-tinyshakespeare", "substep": "9"}, "tangents")
-    assert any("Update (generator heatmap) 9 is not one of this model's choices; dropped" in w.value
-               for w in at.warning), [w.value for w in at.warning]
+    assert any("Update (generator heatmap) 9 (the link's `substep=9`) is not one of this model's choices (it "
+               "has only one); dropped." in w.value for w in at.warning), [w.value for w in at.warning]
     assert "substep" not in at.query_params and not at.exception
     at = open_link({"ckpt": "bundled/lstm-tinyshakespeare", "b": "bundled/lstm-tinyshakespeare",
                             "layer": "5", "view": "attention"}, "compare")

@@ -272,6 +272,7 @@ def test_the_shipped_bundled_checkpoints_load_by_name(monkeypatch, tmp_path):
 
 def test_a_name_close_to_a_bundled_one_is_suggested(tmp_path, monkeypatch):
     # a shortened or misspelt bundled name gets the names it probably meant; a name far from all gets none
+    monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)  # the shipped checkpoints (app tests repoint it)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(CheckpointError, match=r"\(did you mean grassmann-tinyshakespeare\?\); expected"):
         ckpt.find("grassmann")

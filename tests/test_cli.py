@@ -353,6 +353,11 @@ def test_trace_and_sample_errors(tmp_path, capsys, monkeypatch):
         assert err.startswith(f"error: {want}") and err.count("\n") == 1, err
     assert main(["sample", "lstm-tinyshakespeare", "--temperature", "1e308", "--top-k", "3", "--length", "5"]) == 0
     assert len(capsys.readouterr().out) == len("\n") + 5 + 1  # a huge temperature samples (uniformly)
+    # a prompt character outside the vocabulary is noted on stderr (stdout holds only the sample, for pipes)
+    assert main(["sample", "lstm-tinyshakespeare", "--prompt", "a\u00a7", "--length", "4", "--top-k", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "note: 1 prompt character is not in the vocabulary and is fed as the unknown token\n", err
+    assert "note" not in out and len(out) == 2 + 4 + 1, out
 
 
 def test_bundled_checkpoint_by_name_from_any_folder(tmp_path, capsys, monkeypatch):
@@ -507,13 +512,19 @@ def test_trace_of_unknown_symbols_lists_what_the_checkpoint_reads(tmp_path, caps
     assert "corpus word-problem S5, split: generated (seeded)" in capsys.readouterr().out
 
 
-def test_zoo_list_says_how_to_refer_to_each(capsys):
+def test_zoo_list_says_how_to_refer_to_each(capsys, monkeypatch):
+    monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)  # the shipped checkpoints (app tests repoint it)
     assert main(["zoo", "--list"]) == 0
     printed = capsys.readouterr().out
     names = re.findall(r"^(\S+): ", printed, flags=re.M)
     assert "lstm-tinyshakespeare" in names
     for name in names:
         assert f"refer to it as {name} (or bundled/{name}, as in the app) from any folder" in printed
+    # --only lists only those entries (it was ignored: every entry listed, an unknown name accepted)
+    assert main(["zoo", "--list", "--only", "lstm-tinyshakespeare,osm-rnn-o-s5"]) == 0
+    assert re.findall(r"^(\S+): ", capsys.readouterr().out, flags=re.M) == ["lstm-tinyshakespeare", "osm-rnn-o-s5"]
+    assert main(["zoo", "--list", "--only", "bogus"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown zoo entries ['bogus']; known: ")
 
 
 def test_eval_refuses_another_task(capsys, monkeypatch, text_file):

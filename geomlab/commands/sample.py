@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from geomlab.commands import add_checkpoint_argument, add_threads_argument, load_checkpoint, set_threads
 
@@ -55,9 +56,10 @@ def run(args: argparse.Namespace) -> int:
     from geomlab.data.vocab import normalize_text
 
     args.prompt = normalize_text(args.prompt)  # the same normalisation as the training text
-    if c.vocab.count_unknown(args.prompt):
-        print(f"note: {c.vocab.count_unknown(args.prompt)} prompt characters are not in the vocabulary and "
-              "are fed as the unknown token")
+    unknown = c.vocab.count_unknown(args.prompt)
+    if unknown:  # on stderr, like trace's: stdout holds only the sample, for pipes
+        print(f"note: {unknown} prompt character{' is' if unknown == 1 else 's are'} not in the vocabulary and "
+              f"{'is' if unknown == 1 else 'are'} fed as the unknown token", file=sys.stderr)
     ids = c.vocab.encode(args.prompt)
     if ids.numel() == 0:
         raise ValueError("the prompt is empty")

@@ -19,7 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     action.add_argument("--rebuild", action="store_true",
                    help="train every zoo entry (or those in --only) from scratch and overwrite its checkpoint; "
                    "needs the corpora (GEOMLAB_DATA_DIR or the download cache)")
-    p.add_argument("--only", metavar="NAME[,NAME]", help="only these entries (see --recipes for the names)")
+    p.add_argument("--only", metavar="NAME[,NAME]",
+                   help="only these entries, with --list, --recipes or --rebuild (see --recipes for the names)")
     p.add_argument("--steps-scale", type=float, default=1.0, metavar="X",
                    help="multiply every entry's steps by X (e.g. 0.05 for a quick smoke rebuild; the cards "
                    "record the steps actually used)")
@@ -65,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {len(paths)} checkpoint(s) to {out_dir}")
         return 0
     cards = zoo.read_cards(out_dir)
+    if args.only is not None:  # the listing of only these entries (an unknown name is refused, as for --recipes)
+        keep = {e.name for e in zoo.entries(args.only)}
+        cards = [c for c in cards if (c.get("name") or Path(c["file"]).name.removesuffix(".json")) in keep]
     if not cards:
         print(f"no checkpoints in {out_dir}; run `python -m geomlab zoo --rebuild`")
         return 1
