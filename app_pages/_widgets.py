@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 
 import json
+import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -415,16 +416,69 @@ def subplot_titles(layout: dict) -> dict:
     return upd
 
 
+PHONE_SCENE, PHONE_EYE = 340, 2.9
+"""On a phone a 3-D scene is this many px high (its column is ~340 px wide: at the desktop's 560 px height
+~250 px stood blank over it) and spans the full width, its camera at least this far from the centre (the
+sphere's, at ~2.4, cut its axis titles: "xis 8"), with smaller axis titles and ticks. Design choice."""
+
+
+def scenes(layout: dict) -> dict:
+    """Layout update of a figure's 3-D scenes on a phone (``layout``: its plotly JSON); ``{}`` without one:
+    each scene over the full width (a colour bar goes under it, :func:`scene_colorbars`) with its camera at
+    least :data:`PHONE_EYE` away and smaller axis fonts, the height one :data:`PHONE_SCENE` px scene plus
+    the margins."""
+    names = [k for k in layout if k.startswith("scene") and isinstance(layout[k], dict)]
+    if not names:
+        return {}
+    upd: dict = {}
+    for k in names:
+        eye = (layout[k].get("camera") or {}).get("eye") or {"x": 1.25, "y": 1.25, "z": 1.25}  # plotly's default
+        far = max(1.0, PHONE_EYE / max(math.sqrt(sum(v * v for v in eye.values())), 1e-9))
+        upd[k] = {"domain": {"x": [0, 1], "y": [0, 1]}, "camera": {"eye": {a: v * far for a, v in eye.items()}},
+                  **{a: {"title": {"font": {"size": 11}}, "tickfont": {"size": 9}} for a in ("xaxis", "yaxis", "zaxis")}}
+    margin = layout.get("margin") or {}
+    upd["height"] = margin.get("t", 60) + margin.get("b", 30) + PHONE_SCENE
+    return upd
+
+
+PHONE_BAR = 56
+"""Px under a phone's 3-D scene for its horizontal colour bar and the bar's title. Design choice."""
+
+
+def scene_colorbars(fig: go.Figure) -> None:
+    """After :func:`scenes` (on the phone's copy ``fig``): a colour bar of a 3-D figure lies under the scene,
+    horizontal and titled above, the figure :data:`PHONE_BAR` px taller (upright at the right it took ~80 px
+    of a ~340 px width and the scene was cut at the right)."""
+    bars = 0
+    for t in fig.data:
+        j = t.to_plotly_json()  # only the bars a trace sets (reading t.marker.colorbar would create one)
+        where = t if "colorbar" in j else t.marker if "colorbar" in (j.get("marker") or {}) else None
+        if where is None:
+            continue
+        where.colorbar.update(orientation="h", x=0.5, xanchor="center", y=0, yanchor="top", len=0.8,
+                              lenmode="fraction", thickness=10, title={"side": "top"})
+        bars += 1
+    if bars:
+        m = fig.layout.margin
+        fig.update_layout(margin={"b": (m.b if m.b is not None else 30) + PHONE_BAR},
+                          height=(fig.layout.height or 450) + PHONE_BAR)
+
+
 def phone_layout(layout: dict) -> list[dict]:
     """The layout updates a phone's copy of a figure gets (``layout``: its plotly JSON), in order; empty when
     it is drawn as it is: panels stacked where the figure asks (:func:`stacked`), else repeated y-axis titles
     of a row dropped (:func:`shared_titles`) and smaller subplot titles, sparser ticks side by side
-    (:func:`subplot_titles`); a long title wrapped and one square map shortened to its width."""
+    (:func:`subplot_titles`), 3-D scenes at the full width and a phone's height (:func:`scenes`); a long
+    title wrapped and one square map shortened to its width."""
     stack = stacked(layout) if (layout.get("meta") or {}).get("phone") == "stack" else {}
     # stacked, each panel has a row of its own: no title to share, nothing side by side
-    rows = [stack] if stack else [shared_titles(layout), subplot_titles(layout)]
+    scene = {} if stack else scenes(layout)
+    rows = [stack] if stack else [shared_titles(layout), subplot_titles(layout), scene]
     top = {k: v for u in rows for k, v in u.items() if k == "margin"}  # a wrapped title adds to what they set
-    upd = wrapped_title({**layout, **top, "height": stack.get("height", layout.get("height"))}, PHONE_TITLE)
+    height = stack.get("height") or scene.get("height") or layout.get("height")
+    upd = wrapped_title({**layout, **top, "height": height}, PHONE_TITLE)
+    if scene and "margin" in upd:  # the scene keeps its height under the longer title
+        upd["height"] = scene["height"] + upd["margin"]["t"] - (layout.get("margin") or {}).get("t", 60)
     if (layout.get("yaxis") or {}).get("scaleanchor") and "xaxis2" not in layout and (layout.get("height") or 0) > 400:
         upd["height"] = 400  # one square map ~330 px wide: its full height left ~200 px blank under it
     return [u for u in (*rows, upd) if u]
@@ -435,13 +489,15 @@ def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = Fa
     """Draw a Plotly figure at the container's width (at most ``width`` px when given) with the PNG download
     button in its toolbar (``narrow``: it sits in a half-width column). On a phone, a copy laid out for a
     narrow screen (:func:`phone_layout`) and a toolbar without the zoom and pan buttons."""
-    if narrow and any(k.startswith("scene") for k in fig.layout.to_plotly_json()):
-        # half-width 3-D figures: legend under the scene so it does not cover the colour bar
+    phone = is_phone()
+    if narrow and not phone and any(k.startswith("scene") for k in fig.layout.to_plotly_json()):
+        # half-width 3-D figures: legend under the scene so it does not cover the colour bar (a phone's
+        # columns stand under each other at the full width, its colour bar under the scene: left as it was)
         fig = copy.deepcopy(fig)  # unvalidated views copy without plotly's validation
         fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0})
     cfg = json.loads(json.dumps(PLOTLY_CONFIG))
     cfg["toImageButtonOptions"]["filename"] = filename
-    if is_phone():
+    if phone:
         lay = fig.layout.to_plotly_json()
         ups = phone_layout(lay)
         if ups:
@@ -450,6 +506,8 @@ def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = Fa
                 fig.update_layout(upd)
             if (lay.get("meta") or {}).get("phone") == "stack":
                 stack_colorbars(fig)
+            if any(k.startswith("scene") for k in lay):
+                scene_colorbars(fig)
         cfg["modeBarButtonsToRemove"] = cfg["modeBarButtonsToRemove"] + PHONE_REMOVE
     st.plotly_chart(fig, key=key, config=cfg, width=width or "stretch")
 

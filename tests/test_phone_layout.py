@@ -33,12 +33,12 @@ def views() -> dict:
     return out
 
 
-def drawn(fig, phone: bool, monkeypatch) -> tuple:
+def drawn(fig, phone: bool, monkeypatch, narrow: bool = False) -> tuple:
     """The figure ``chart`` hands to ``st.plotly_chart`` (phone or desktop) and its layout as plotly JSON."""
     got = []
     monkeypatch.setattr(_widgets, "is_phone", lambda: phone)
     monkeypatch.setattr(_widgets.st, "plotly_chart", lambda f, **kw: got.append(f))
-    _widgets.chart(fig, key="k")
+    _widgets.chart(fig, key="k", narrow=narrow)
     return got[0], got[0].layout.to_plotly_json()
 
 
@@ -179,3 +179,36 @@ def test_on_a_phone_stacking_adds_no_colour_bar(monkeypatch):
 
     got, _ = drawn(fig, True, monkeypatch)
     assert bars(got) == bars(fig) == ["colour bar", "(φ<sub>1</sub>, φ<sub>2</sub>)"]
+
+
+def test_on_a_phone_a_3d_scene_takes_the_width_and_a_phone_height(monkeypatch):
+    """The 3-D PCA and the Grassmann sphere on a phone had ~250 px blank over the scene (560 px high for a
+    ~340 px wide column), the sphere's axis titles cut ("xis 8") and the PCA's colour bar took ~80 px of the
+    width; the half-width column's legend under the scene ran into the window note."""
+    import math
+
+    names = {"osm-rnn-o-tinyshakespeare": ("trajectories", "pca_trajectory"),
+             "grassmann-tinyshakespeare": ("planes", "plane_sphere")}
+    if not all((ASSETS / f"{n}.json").is_file() for n in names):
+        pytest.skip("bundled checkpoints not present")
+    for name, (slug, key) in names.items():
+        ck = checkpoint.load(ASSETS / f"{name}.json")
+        fig = registry.build_view(trace_text(ck.model, ck.vocab, TEXT), slug, cursor=20)[key].figure
+        before = copy.deepcopy(fig.layout.to_plotly_json())
+        got, lay = drawn(fig, True, monkeypatch, narrow=True)
+        assert fig.layout.to_plotly_json() == before, name  # the cached figure is untouched
+        assert list(lay["scene"]["domain"]["x"]) == [0, 1], name
+        eye = lay["scene"]["camera"]["eye"]
+        assert math.sqrt(sum(v * v for v in eye.values())) >= _widgets.PHONE_EYE - 1e-9, name
+        assert lay["legend"] == before["legend"], name  # where the desktop's full-width figure has it
+        bars = [t.marker.colorbar for t in got.data if "colorbar" in (t.to_plotly_json().get("marker") or {})]
+        room = lay["margin"]["t"] + lay["margin"]["b"]
+        assert lay["height"] - room == _widgets.PHONE_SCENE, name  # the scene's height, whatever the margins
+        assert lay["height"] < before["height"], name
+        if name.startswith("osm-rnn"):  # its colour bar lies under the scene, in the room added for it
+            assert len(bars) == 1 and bars[0].orientation == "h" and bars[0].yanchor == "top", name
+            assert lay["margin"]["b"] == before["margin"]["b"] + _widgets.PHONE_BAR
+        else:
+            assert not bars
+        _, desk = drawn(fig, False, monkeypatch, narrow=True)  # a desktop's half-width column: as before,
+        assert desk["legend"]["y"] < 0 and desk["scene"] == before["scene"], name  # the legend under the scene
