@@ -270,6 +270,13 @@ def test_a_tiny_campaign_end_to_end(tmp_path, text_file):
     md = render_markdown(results)
     assert "of" in md and "planned runs finished" in md and "| OSM-RNN O(d) | 2 of 2 seeds finished |" in md
     json.dumps(results)  # the results file is plain JSON
+    # the trace latency is measured once, kept beside the run, and read back by the next collect (measured
+    # again each time, on a machine busy with workers, one model's number swung 10x between snapshots)
+    kept = sorted((tmp_path / "store").rglob(cp.TRACE_MS_FILE))
+    assert len(kept) == len(rows) and all(r["trace_ms"] > 0 for r in rows)
+    for f in kept:
+        f.write_text(json.dumps({"trace_ms": 123.0, "length": 128}), encoding="utf-8")
+    assert [r["trace_ms"] for r in cp.collect(plan, store)["comparisons"][0]["rows"]] == [123.0] * len(rows)
 
 
 # ------------------------------------------------------------------------------------------ command line

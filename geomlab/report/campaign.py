@@ -580,17 +580,35 @@ def at(points: list[tuple[float, float]], x: float) -> float | None:
     return None
 
 
+TRACE_MS_FILE = "trace_ms.json"
+
+
 def _trace_ms(store: RunStore, job: Job, length: int = 128) -> float | None:
+    """Milliseconds to trace ``length`` characters with the finished run ``job``'s model, measured once and
+    kept in its folder (:data:`TRACE_MS_FILE`): re-measured at every collect, on a machine busy with the
+    campaign's workers, the same model's number swung 10x between snapshots. ``None`` without a readable
+    checkpoint. Design choice."""
     from geomlab import checkpoint
     from geomlab.report.running import trace_latency_ms
 
-    if not (store.folder(job) / "ckpt").is_dir():  # a run restored from a report (:func:`restore`) keeps its number
+    folder = store.folder(job)
+    if not (folder / "ckpt").is_dir():  # a run restored from a report (:func:`restore`) keeps its number
         return (store.outcome(job) or {}).get("trace_ms")
+    kept = folder / TRACE_MS_FILE
     try:
-        c = checkpoint.load(store.folder(job) / "ckpt")
-        return trace_latency_ms(c.model, c.model.config["vocab_size"], length)
+        return float(json.loads(kept.read_text(encoding="utf-8"))["trace_ms"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        c = checkpoint.load(folder / "ckpt")
+        ms = trace_latency_ms(c.model, c.model.config["vocab_size"], length)
     except Exception:  # a missing or unreadable checkpoint: no latency column, the rest stands
         return None
+    try:
+        kept.write_text(json.dumps({"trace_ms": ms, "length": length}), encoding="utf-8")
+    except OSError:
+        pass  # a read-only store: measured again next time
+    return ms
 
 
 def _tuning_jobs(campaign: Campaign, comp: Comparison, arm: Arm, tuning) -> list[Job]:

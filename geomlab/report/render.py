@@ -406,7 +406,9 @@ def converged_protocol(results: dict[str, Any]) -> list[str]:
         "the 95% interval of the seed-paired differences once both rows have the same seeds. \"speed vs "
         "baseline\" is training tokens per wall second over the baseline's, \"(CPU)\" the same per process CPU "
         "second (steadier on a shared machine); \"trace ms\" is one `geomlab.trace.trace` call on 128 "
-        "characters (the app's cost of a view).",
+        "characters (the app's cost of a view), measured once with the first finished seed's model and kept "
+        "(on the campaign's machine, busy with its workers: a rough cost, not a benchmark; `geomlab bench "
+        "views` times views).",
         "- Planned runs: each model's tuning runs so far plus its seeds; the count grows when a grid widens or a "
         "row steps its lr down.", ""]
 
