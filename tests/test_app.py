@@ -44,25 +44,30 @@ VIEW_CKPT = {"trajectories": "osm", "tangents": "osm", "attention": "osmformer",
 
 
 @pytest.fixture(scope="session")
-def ckpt_dirs(tmp_path_factory):
-    """A runs folder with one tiny trained checkpoint per family, an empty bundled folder."""
+def _trained_dirs(tmp_path_factory):
+    """A runs folder with one tiny trained checkpoint per family, an empty bundled folder (trained once)."""
     root = tmp_path_factory.mktemp("app")
     runs, bundled = root / "runs", root / "bundled"
     bundled.mkdir()
-    old = {k: os.environ.get(k) for k in ("GEOMLAB_RUNS_DIR", "GEOMLAB_BUNDLED_DIR")}
-    os.environ["GEOMLAB_RUNS_DIR"], os.environ["GEOMLAB_BUNDLED_DIR"] = str(runs), str(bundled)
-    for name, kw in SPECS.items():
-        run = live.LiveRun(live.RunSpec(steps=2, batch_size=2, seq_len=16, threads=1, **kw),
-                           work_dir=root / "work" / name).start()
-        snap = live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
-        assert snap.state == "finished", (name, snap.message)
-        run.save(name)
-    yield runs, bundled
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with pytest.MonkeyPatch.context() as mp:  # named only while training: set for the whole session, they
+        mp.setenv("GEOMLAB_RUNS_DIR", str(runs))  # hid the shipped checkpoints from later modules' tests
+        mp.setenv("GEOMLAB_BUNDLED_DIR", str(bundled))
+        for name, kw in SPECS.items():
+            run = live.LiveRun(live.RunSpec(steps=2, batch_size=2, seq_len=16, threads=1, **kw),
+                               work_dir=root / "work" / name).start()
+            snap = live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
+            assert snap.state == "finished", (name, snap.message)
+            run.save(name)
+    return runs, bundled
+
+
+@pytest.fixture
+def ckpt_dirs(_trained_dirs, monkeypatch):
+    """The trained runs folder and the empty bundled folder, named by the environment for this test only."""
+    runs, bundled = _trained_dirs
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(runs))
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(bundled))
+    return runs, bundled
 
 
 def ref(name: str) -> str:
