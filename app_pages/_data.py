@@ -267,10 +267,21 @@ def load(entry: catalog.CheckpointEntry) -> Any:
     return cached(key, lambda: load_uncached(str(entry.path)), spinner="Loading checkpoint…")
 
 
+class KeyText(str):
+    """A visitor's text in a cache key: equal to and hashed as the plain string, but its ``repr`` (what the
+    cache's log prints for a miss) gives only its length: the server log kept the start of what each
+    visitor typed. Design choice."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<text of {len(self)} characters>"
+
+
 def trace_key(path: str, mtime: float, text: str, opts: dict[str, Any] | tuple) -> tuple:
-    """The cache key of a trace (``opts`` as a dict or sorted items)."""
+    """The cache key of a trace (``opts`` as a dict or sorted items; ``text`` logged by length only)."""
     items = tuple(sorted(opts.items())) if isinstance(opts, dict) else tuple(opts)
-    return ("trace", path, mtime, text, items)
+    return ("trace", path, mtime, KeyText(text), items)
 
 
 def compute_trace(path: str, mtime: float, text: str, opts: tuple) -> Any:

@@ -199,3 +199,20 @@ def test_a_trace_is_charged_for_the_geometry_memoised_on_it():
     base = cache.size_of(tr)
     tr.__dict__["_view_cache"] = {("eig",): (np.zeros(100), np.zeros((2, 2)))}
     assert cache.size_of(tr) == base + 800 + 32
+
+
+def test_a_cache_miss_logs_the_length_of_a_visitors_text_not_the_text(caplog):
+    """The app's trace keys hold the visitor's text; the log of a miss printed its first ~80 characters."""
+    import logging
+
+    from app_pages import _data
+
+    key = _data.trace_key("runs/a", 1.0, "my private note, typed into the app", {"steps": 2})
+    assert key == ("trace", "runs/a", 1.0, "my private note, typed into the app", (("steps", 2),))
+    assert hash(key) == hash(("trace", "runs/a", 1.0, "my private note, typed into the app", (("steps", 2),)))
+    lru = ByteLRU(10_000, sizeof=lambda v: 64, name="t")
+    with caplog.at_level(logging.INFO, logger="geomlab.cache"):
+        assert lru.get_or_compute(key, lambda: np.zeros(4)).shape == (4,)
+    assert "private" not in caplog.text and "<text of 35 characters>" in caplog.text, caplog.text
+    assert lru.get_or_compute(("trace", "runs/a", 1.0, "my private note, typed into the app", (("steps", 2),)),
+                              lambda: None) is not None  # the plain string finds the same entry
