@@ -249,7 +249,8 @@ def entries(only: str | Iterable[str] | None = None) -> list[ZooEntry]:
     by_name = {e.name: e for e in ZOO}
     unknown = [n for n in names if n not in by_name]
     if unknown:
-        raise ZooError(f"unknown zoo entries {unknown}; known: {', '.join(by_name)}")
+        raise ZooError(f"unknown zoo {'entry' if len(unknown) == 1 else 'entries'} {', '.join(unknown)}; known: "
+                       f"{', '.join(by_name)}")
     return [by_name[n] for n in names]
 
 

@@ -524,7 +524,8 @@ def test_zoo_list_says_how_to_refer_to_each(capsys, monkeypatch):
     assert main(["zoo", "--list", "--only", "lstm-tinyshakespeare,osm-rnn-o-s5"]) == 0
     assert re.findall(r"^(\S+): ", capsys.readouterr().out, flags=re.M) == ["lstm-tinyshakespeare", "osm-rnn-o-s5"]
     assert main(["zoo", "--list", "--only", "bogus"]) == 2
-    assert capsys.readouterr().err.startswith("error: unknown zoo entries ['bogus']; known: ")
+    err = capsys.readouterr().err  # names as typed, not a Python list ("['bogus']")
+    assert err.startswith("error: unknown zoo entry bogus; known: ") and "lstm-tinyshakespeare, " in err, err
 
 
 def test_eval_refuses_another_task(capsys, monkeypatch, text_file):

@@ -295,9 +295,14 @@ def test_empty_names_and_two_zoo_actions_are_refused_in_one_line(tmp_path, capsy
         err = capsys.readouterr().err
         assert err.startswith("error: no checkpoint named (an empty argument): expected a checkpoint folder") \
             and "PosixPath" not in err and err.count("\n") == 1, err
-    for out in (".", ".."):
-        assert main(["trace", "osm-rnn-o-s5", "--text", "01234", "--out", out]) == 2
-        assert capsys.readouterr().err == f"error: --out {out}: that is a folder; give a file name\n"
+    (tmp_path / "sub").mkdir()
+    for out in (".", "..", "sub", "sub/", "new/", str(tmp_path)):  # a folder wrote "sub.npz" beside it, outside
+        assert main(["trace", "osm-rnn-o-s5", "--text", "01234", "--out", out]) == 2, out
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --out {out}: that is a folder; give a file name (e.g. ") \
+            and err.endswith("trace.npz)\n"), err
+    assert not list(tmp_path.parent.glob(tmp_path.name + ".npz"))
+    (tmp_path / "sub").rmdir()
     import geomlab.zoo as zoo
 
     monkeypatch.setattr(zoo, "rebuild", lambda *a, **k: pytest.fail("a rebuild started"))

@@ -47,8 +47,10 @@ def test_entries_selection_and_errors():
     first, last = zoo.ZOO[0].name, zoo.ZOO[-1].name
     assert [e.name for e in zoo.entries(f"{first}, {last}")] == [first, last]
     assert [e.name for e in zoo.entries([last])] == [last]
-    with pytest.raises(zoo.ZooError, match="unknown zoo entries"):
+    with pytest.raises(zoo.ZooError, match=f"^unknown zoo entry no-such-model; known: {first}, "):
         zoo.entries("no-such-model")
+    with pytest.raises(zoo.ZooError, match="^unknown zoo entries a, b; known: "):
+        zoo.entries("a,b")
 
 
 @pytest.mark.parametrize("scale,expected", [(0.5, 750), (0.0001, 1), (2, 3000)])

@@ -28,8 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      "checkpoint, group elements separated by spaces, e.g. '01234 10234' for S5 permutations")
     src.add_argument("--text-file", help="read the text from this UTF-8 file instead")
     p.add_argument("--out", default=None,
-                   help="output trace file (.npz; the suffix is added if missing; parent folders are created); "
-                        "needed unless --html, --png or --json is given")
+                   help="output trace file (.npz; the suffix is added if missing; parent folders are created; a "
+                        "folder is refused); needed unless --html, --png or --json is given")
     p.add_argument("--steps", type=int, default=None,
                    help="CEM only: recursion steps T at inference (default: the checkpoint's own)")
     p.add_argument("--html", default=None,
@@ -60,7 +60,10 @@ def run(args: argparse.Namespace) -> int:
     if out is None and not (html_dir or png_dir or json_path):
         raise ValueError("nothing to write: give --out FILE.npz (the trace) and/or --html DIR, --png DIR or "
                          "--json FILE")
-    if out is not None and out.suffix != ".npz" and out.name not in ("", ".."):  # "." and ".." are folders
+    if out is not None and (out.is_dir() or args.out.endswith(("/", os.sep))):  # before the suffix: "runs/" is
+        raise ValueError(f"--out {args.out}: that is a folder; give a file name (e.g. "  # no "runs.npz" beside it
+                         f"{(out / 'trace.npz').as_posix()})")
+    if out is not None and out.suffix != ".npz":
         out = out.with_name(out.name + ".npz")
     check_outputs([(opt, path, folder) for opt, path, folder in (
         ("--out", out, False), ("--html", html_dir, True), ("--png", png_dir, True), ("--json", json_path, False))
