@@ -161,7 +161,9 @@ def _choose_fitting(view: registry.ViewSpec) -> bool:
         ss[ui.K_CKPT] = ui.default_ref(view.kinds) or fitting[0].ref
         return True
     if current.kind not in view.kinds:
-        ranked = _data.related_entries(current, fitting)
+        # a default nobody chose gives way to the view's own default (the one Home links to and the warm-up
+        # builds: a first visit's view comes from the cache); a chosen checkpoint to its closest relative
+        ranked = _data.related_entries(current, fitting) if ss.get(ui.K_CKPT_EXPLICIT) else []
         if ranked:
             target, how = ranked[0]
         else:

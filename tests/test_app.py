@@ -278,6 +278,28 @@ def test_a_default_checkpoint_of_the_wrong_kind_is_replaced_with_a_message(ckpt_
                for v in notes), notes
 
 
+def test_a_first_visit_opens_the_checkpoint_the_warm_up_built(zoo):
+    """A fresh visit to a view whose kinds the app's default lacks shows the view's own default, the one Home
+    links to and the warm-up builds (it showed the default's closest relative, an OSMFormer, while the
+    warm-up had built the OSM-RNN: the first view missed the cache)."""
+    from app_pages import _data
+    from app_pages._warm import warm_targets
+    from geomlab import catalog
+
+    found = catalog.list_checkpoints()
+    targets = {slug: e.ref for slug, e in warm_targets(found)}
+    default = _data.default_ref(found=found)
+    moved = 0
+    for slug in VIEW_CKPT:
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        at.switch_page(f"app_pages/{slug}.py")
+        at.run()
+        assert not at.exception, slug
+        assert at.session_state["gl_ckpt"] == targets[slug], (slug, at.session_state["gl_ckpt"], targets[slug])
+        moved += at.session_state["gl_ckpt"] != default
+    assert moved  # some view cannot show the app's default: the case this is about
+
+
 def test_a_linked_checkpoint_of_the_wrong_kind_gives_a_notice(ckpt_dirs):
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.query_params["ckpt"] = ref("cem")
