@@ -416,7 +416,7 @@ def subplot_titles(layout: dict) -> dict:
     return upd
 
 
-PHONE_SCENE, PHONE_EYE = 340, 2.9
+PHONE_SCENE, PHONE_EYE = 340, 2.6
 """On a phone a 3-D scene is this many px high (its column is ~340 px wide: at the desktop's 560 px height
 ~250 px stood blank over it) and spans the full width, its camera at least this far from the centre (the
 sphere's, at ~2.4, cut its axis titles: "xis 8"), with smaller axis titles and ticks. Design choice."""
@@ -433,11 +433,16 @@ def scenes(layout: dict) -> dict:
     upd: dict = {}
     for k in names:
         eye = (layout[k].get("camera") or {}).get("eye") or {"x": 1.25, "y": 1.25, "z": 1.25}  # plotly's default
-        far = max(1.0, PHONE_EYE / max(math.sqrt(sum(v * v for v in eye.values())), 1e-9))
+        far = PHONE_EYE / max(math.sqrt(sum(v * v for v in eye.values())), 1e-9)
         upd[k] = {"domain": {"x": [0, 1], "y": [0, 1]}, "camera": {"eye": {a: v * far for a, v in eye.items()}},
-                  **{a: {"title": {"font": {"size": 11}}, "tickfont": {"size": 9}} for a in ("xaxis", "yaxis", "zaxis")}}
+                  **{a: {"title": {"font": {"size": 11}}, "showticklabels": False} for a in ("xaxis", "yaxis", "zaxis")}}
     margin = layout.get("margin") or {}
-    upd["height"] = margin.get("t", 60) + margin.get("b", 30) + PHONE_SCENE
+    top = margin.get("t", 60)
+    legend = layout.get("legend") or {}
+    if legend.get("orientation") == "h" and legend.get("y", 1) >= 1:  # a legend over the scene: a gap under
+        top += 16  # the title's second line (they touched on a phone)
+        upd["margin"] = {"t": top}
+    upd["height"] = top + margin.get("b", 30) + PHONE_SCENE
     return upd
 
 
@@ -464,6 +469,36 @@ def scene_colorbars(fig: go.Figure) -> None:
                           height=(fig.layout.height or 450) + PHONE_BAR)
 
 
+PHONE_LEGEND_ROW, PHONE_LEGEND_WIDTH = 20, 330
+"""On a phone a legend beside the plot goes under it: px per legend row, and the px a row holds (a phone's
+column, less a little). Design choice."""
+
+
+def legend_below(fig: go.Figure) -> dict:
+    """Layout update of the phone's copy of a 2-D figure ``fig`` whose legend stands beside the plot
+    (Plotly's default, right of it): under the figure instead, horizontal, the figure taller by its rows
+    (beside it, a six-entry legend took ~45% of a phone's width, leaving the plot ~170 px and its tick labels
+    turned upright). ``{}`` for 3-D figures, horizontal legends, and fewer than two legend entries."""
+    lay = fig.layout
+    if lay.showlegend is False or (lay.legend.orientation or "v") == "h" or any(
+            k.startswith("scene") for k in lay.to_plotly_json()):
+        return {}
+    names = [str(t.name) for t in fig.data if t.name and t.type not in ("heatmap", "contour", "histogram2d")
+             and (t.showlegend is True or (t.showlegend is None and len(fig.data) > 1))]
+    if len(names) < 2:
+        return {}
+    rows, used = 1, 0.0
+    for name in names:  # pack the entries into rows: ~40 px of symbol and gap plus ~6.5 px a character
+        w = 40 + 6.5 * visible_len(name)
+        if used and used + w > PHONE_LEGEND_WIDTH:
+            rows, used = rows + 1, 0.0
+        used += w
+    extra = rows * PHONE_LEGEND_ROW + 10
+    b = lay.margin.b if lay.margin.b is not None else 80
+    return {"legend": {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0,
+                       "xanchor": "left"}, "margin": {"b": b + extra}, "height": (lay.height or 450) + extra}
+
+
 def phone_layout(layout: dict) -> list[dict]:
     """The layout updates a phone's copy of a figure gets (``layout``: its plotly JSON), in order; empty when
     it is drawn as it is: panels stacked where the figure asks (:func:`stacked`), else repeated y-axis titles
@@ -478,7 +513,8 @@ def phone_layout(layout: dict) -> list[dict]:
     height = stack.get("height") or scene.get("height") or layout.get("height")
     upd = wrapped_title({**layout, **top, "height": height}, PHONE_TITLE)
     if scene and "margin" in upd:  # the scene keeps its height under the longer title
-        upd["height"] = scene["height"] + upd["margin"]["t"] - (layout.get("margin") or {}).get("t", 60)
+        upd["height"] = scene["height"] + upd["margin"]["t"] - {**(layout.get("margin") or {}), **top.get(
+            "margin", {})}.get("t", 60)
     if (layout.get("yaxis") or {}).get("scaleanchor") and "xaxis2" not in layout and (layout.get("height") or 0) > 400:
         upd["height"] = 400  # one square map ~330 px wide: its full height left ~200 px blank under it
     return [u for u in (*rows, upd) if u]
@@ -508,6 +544,10 @@ def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = Fa
                 stack_colorbars(fig)
             if any(k.startswith("scene") for k in lay):
                 scene_colorbars(fig)
+        below = legend_below(fig)
+        if below:
+            fig = fig if ups else copy.deepcopy(fig)  # (a copy already when ``ups`` changed it)
+            fig.update_layout(below)
         cfg["modeBarButtonsToRemove"] = cfg["modeBarButtonsToRemove"] + PHONE_REMOVE
     st.plotly_chart(fig, key=key, config=cfg, width=width or "stretch")
 

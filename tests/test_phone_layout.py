@@ -199,7 +199,9 @@ def test_on_a_phone_a_3d_scene_takes_the_width_and_a_phone_height(monkeypatch):
         assert fig.layout.to_plotly_json() == before, name  # the cached figure is untouched
         assert list(lay["scene"]["domain"]["x"]) == [0, 1], name
         eye = lay["scene"]["camera"]["eye"]
-        assert math.sqrt(sum(v * v for v in eye.values())) >= _widgets.PHONE_EYE - 1e-9, name
+        assert math.sqrt(sum(v * v for v in eye.values())) == pytest.approx(_widgets.PHONE_EYE), name
+        # no tick labels: ~5 px at a phone's scale, and they ran together at a corner ("-1 -1")
+        assert all(lay["scene"][a]["showticklabels"] is False for a in ("xaxis", "yaxis", "zaxis")), name
         assert lay["legend"] == before["legend"], name  # where the desktop's full-width figure has it
         bars = [t.marker.colorbar for t in got.data if "colorbar" in (t.to_plotly_json().get("marker") or {})]
         room = lay["margin"]["t"] + lay["margin"]["b"]
@@ -212,3 +214,30 @@ def test_on_a_phone_a_3d_scene_takes_the_width_and_a_phone_height(monkeypatch):
             assert not bars
         _, desk = drawn(fig, False, monkeypatch, narrow=True)  # a desktop's half-width column: as before,
         assert desk["legend"]["y"] < 0 and desk["scene"] == before["scene"], name  # the legend under the scene
+
+
+def test_on_a_phone_a_legend_beside_the_plot_goes_under_it(monkeypatch):
+    """Tangent updates on a phone: the six-entry legend right of the plot took ~45% of the width, the plot
+    was left ~170 px and its tick labels turned upright."""
+    name = "osmformer-o-linear-tinyshakespeare"
+    if not (ASSETS / f"{name}.json").is_file():
+        pytest.skip("bundled checkpoints not present")
+    ck = checkpoint.load(ASSETS / f"{name}.json")
+    figs = registry.build_view(trace_text(ck.model, ck.vocab, TEXT), "tangents", cursor=20)
+    fig = figs["tangent_lines"].figure
+    before = copy.deepcopy(fig.layout.to_plotly_json())
+    assert (before.get("legend") or {}).get("orientation") != "h"  # beside the plot on a desktop
+    _, lay = drawn(fig, True, monkeypatch)
+    assert fig.layout.to_plotly_json() == before  # the cached figure is untouched
+    leg = lay["legend"]
+    assert (leg["orientation"], leg["yref"], leg["y"], leg["yanchor"]) == ("h", "container", 0, "bottom")
+    grown = lay["height"] - (before.get("height") or 450)
+    assert grown >= _widgets.PHONE_LEGEND_ROW + 10 and lay["margin"]["b"] - before["margin"]["b"] == grown
+    _, desk = drawn(fig, False, monkeypatch)
+    assert desk == before  # a desktop: as it was
+    # a figure whose legend is already horizontal, or one without two entries, keeps its layout
+    for f in (figs["tangent_lines"].figure.update_layout(legend_orientation="h"),):
+        assert _widgets.legend_below(f) == {}
+    import plotly.graph_objects as go
+
+    assert _widgets.legend_below(go.Figure(go.Scatter(y=[1, 2], name="one"))) == {}
