@@ -195,6 +195,21 @@ STEPS_HELP = ("training steps: the zoo's short-budget models have 800, its conve
               "like with like")
 
 
+#: The Checkpoints table's columns (model = kind and group; trained = steps; the cards below show
+#: parameters, corpus, source and ref; the data keeps every column). The numbers first, after the pinned name: at 800 px with the sidebar open the table scrolls, and what it
+#: hides then is the metric's unit and the model kind, which the name says too (design choice).
+TABLE_COLUMNS = ["name", "valid", "test", "trained", "metric", "model"]
+
+
+def table_columns(phone: bool) -> list[str]:
+    """The table's column order: :data:`TABLE_COLUMNS`, or on a phone (~390 px: the name and two more
+    columns fit) the metric next to the name, so that valid and test are never read without their unit
+    (BPC beside accuracy, the metric scrolled out of sight). Design choice."""
+    if not phone:
+        return list(TABLE_COLUMNS)
+    return ["name", "metric"] + [c for c in TABLE_COLUMNS if c not in ("name", "metric")]
+
+
 def summary_rows(found: list[catalog.CheckpointEntry]) -> list[dict[str, Any]]:
     """Table rows of :meth:`catalog.CheckpointEntry.summary` with the headline metric made readable: a
     ``metric`` column ("BPC ↓" for language models, "accuracy ↑" for word problems) and its ``valid`` /

@@ -21,7 +21,7 @@ from app_pages._data import (  # noqa: F401
 )
 from app_pages._messages import (  # noqa: F401
     METRIC_LABEL, accuracy_by_length_line, fmt_metric, fmt_seconds, guard, is_ci, metric_facts,
-    no_checkpoint_message, show_notice, summary_rows, wrong_kind_message,
+    no_checkpoint_message, show_notice, summary_rows, table_columns, wrong_kind_message,
 )
 from app_pages._state import (  # noqa: F401
     K_BLOCK, K_CKPT, K_CKPT_B, K_CKPT_EXPLICIT, K_HEAD, K_LAYER, K_NOTICE, K_PAGE_QP, K_POS, K_SLOT, K_STEPS,

@@ -14,11 +14,6 @@ from app_pages._state import owner_token, restore_choice
 
 K_DELETE_MSG = "_gl_delete_msg"      # a delete's outcome: shown at the top, above the cards
 K_UPLOAD_RESULT = "_gl_upload_result"  # an upload's outcome: shown under the uploader, where the user is
-#: the table's columns (model = kind and group; trained = steps; the cards below show parameters, corpus,
-#: source and ref; the data keeps every column)
-#: The numbers first, after the pinned name: at 800 px with the sidebar open the table scrolls, and what it
-#: hides then is the metric's unit and the model kind, which the name says too (design choice).
-TABLE_COLUMNS = ["name", "valid", "test", "trained", "metric", "model"]
 
 
 def _open(ref: str, slug: str) -> None:
@@ -144,7 +139,7 @@ def main() -> None:
         # pinned); parameters, corpus, steps, source and ref are on each card below
         # every row in view up to 30 (the zoo alone is 12: "auto" stops at 10 and scrolls), then a scroll
         st.dataframe(rows, hide_index=True, width="content", height="content" if len(rows) <= 30 else "auto",
-                     column_order=TABLE_COLUMNS, column_config={
+                     column_order=ui.table_columns(ui.is_phone()), column_config={
             "name": st.column_config.TextColumn("name", width=NAME_WIDTH, pinned=True,
                                                 help="the checkpoint's name; its card below has the rest"),
             "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),

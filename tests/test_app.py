@@ -809,6 +809,11 @@ def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets)
     assert not any(str(v) in ("None", "nan") for v in df[["valid", "test"]].to_numpy().ravel())
     # the numbers right after the pinned name: at 800 px beside the sidebar only the metric and model scroll
     assert list(at.dataframe[0].proto.column_order)[:4] == ["name", "valid", "test", "trained"]
+    # on a phone (~390 px: the name and two columns) the metric comes first, or valid/test lose their unit
+    from app_pages._messages import TABLE_COLUMNS, table_columns
+
+    assert table_columns(False) == TABLE_COLUMNS and table_columns(True)[:4] == ["name", "metric", "valid", "test"]
+    assert sorted(table_columns(True)) == sorted(TABLE_COLUMNS)
     assert any(f"valid accuracy **{card['valid_accuracy']:.3f}**" in m.value for m in at.markdown)
     curve = [c.value for c in at.caption if c.value.startswith("final-position accuracy by length")]
     assert len(curve) == 4  # one per word-problem checkpoint
