@@ -670,6 +670,8 @@ def test_plane_interpolation_reaches_both_planes(validate):
     assert not fig.frames and not fig.layout.sliders
     np.testing.assert_allclose(pts(_by_name(fig, f"plane at 7 '{tr.labels[7]}'")) @ normal(7), 0, atol=1e-6)
     np.testing.assert_allclose(pts(_by_name(fig, f"plane at 8 '{tr.labels[8]}'")) @ normal(8), 0, atol=1e-6)
+    # WebGL draws a 3-D "dash" as dots while the legend drew dashes: the end circle is dotted in both
+    assert _by_name(fig, f"plane at 8 '{tr.labels[8]}'").line.dash == "dot"
     # γ(1/2) lies between: its plane is at equal geodesic distance from both ends
     mid = pts(_by_name(fig, "γ(0.5)"))
     q_mid = np.linalg.svd(mid.T, full_matrices=False)[0][:, :2]

@@ -568,7 +568,7 @@ def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, posit
     Static (the app's pages: one cursor per page, issue 16): γ(s) at s = 1/4, 1/2, 3/4 between the two
     planes, in a light-to-dark sequence; ``animate=True``: one moving circle with ``n_frames`` frames (Play
     and a slider over s) instead.
-    Traces: sphere wireframe, start circle (grey), end circle (dashed, the position's: ``meta="cursor"``),
+    Traces: sphere wireframe, start circle (grey), end circle (dotted, the position's: ``meta="cursor"``),
     then γ(s) (three circles, or the moving one).
     The camera faces the two planes (:func:`_facing_camera`).
     Raises :class:`FigureError` when the two planes do not both exist."""
@@ -602,7 +602,7 @@ def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, posit
                 "line": {"color": colour_, "width": width, "dash": dash}, "hoverinfo": "name"}
 
     a, b = position - 1, position
-    end = circle(Q[b], f"plane at {b} '{tr.labels[b]}'", colour(0), dash="dash", width=3)
+    end = circle(Q[b], f"plane at {b} '{tr.labels[b]}'", colour(0), dash="dot", width=3)
     end["meta"] = "cursor"
     data = _sphere_wire() + [circle(Q[a], f"plane at {a} '{tr.labels[a]}'", "#888888", width=3), end]
     if animate:
