@@ -151,9 +151,11 @@ def main() -> None:
             "test": st.column_config.TextColumn("test", width=50, help="the metric on the test split"),
             "trained": st.column_config.TextColumn("steps", width=60, help=STEPS_HELP),
         })
-        cols = st.columns(2, gap="medium")
+        # two columns read row by row; on a phone they stack (all left cards, then all right ones), so there
+        # one column keeps the table's order
+        cols = [st.container()] if ui.is_phone() else st.columns(2, gap="medium")
         for i, e in enumerate(found):
-            with cols[i % 2]:
+            with cols[i % len(cols)]:
                 card(e, i)
     st.divider()
     upload_section()

@@ -425,7 +425,7 @@ def panel() -> None:
         st.rerun(scope="app")
     run = live.REGISTRY.get(st.session_state.get(K_RUN))
     if run is None:
-        st.info("No run yet. Choose a model and data on the left and press **Start training**. Training runs "
+        st.info("No run yet. Choose a model and data in the form and press **Start training**. Training runs "
                 "in the background on this server: you can switch pages and come back.",
                 icon=":material/model_training:")
         return

@@ -245,8 +245,11 @@ def entries(only: str | Iterable[str] | None = None) -> list[ZooEntry]:
     Raises :class:`ZooError` naming the known entries for an unknown name."""
     if only is None:
         return list(ZOO)
-    names = [n.strip() for n in (only.split(",") if isinstance(only, str) else only) if n.strip()]
+    names = [n.strip().removeprefix("bundled/") for n in (only.split(",") if isinstance(only, str) else only)
+             if n.strip()]  # bundled/NAME as in the app and `zoo --list`
     by_name = {e.name: e for e in ZOO}
+    if not names:
+        raise ZooError(f"no zoo entry named (an empty list); known: {', '.join(by_name)}")
     unknown = [n for n in names if n not in by_name]
     if unknown:
         raise ZooError(f"unknown zoo {'entry' if len(unknown) == 1 else 'entries'} {', '.join(unknown)}; known: "

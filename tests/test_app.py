@@ -814,6 +814,18 @@ def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets)
 
     assert table_columns(False) == TABLE_COLUMNS and table_columns(True)[:4] == ["name", "metric", "valid", "test"]
     assert sorted(table_columns(True)) == sorted(TABLE_COLUMNS)
+    # and on the page a phone gets: the metric first, the cards in one column in the table's order (two
+    # columns stacked read all the left cards, then all the right ones)
+    import app_pages._ui as ui_mod
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ui_mod, "is_phone", lambda: True)
+        phone = goto(app(), "checkpoints")
+    assert list(phone.dataframe[0].proto.column_order)[:2] == ["name", "metric"]
+    names = list(_table(phone)["name"])
+    shown = [m.value.split("**")[1].replace("\\", "") for m in phone.markdown
+             if m.value.startswith("**") and ":gray-badge[" in m.value]
+    assert shown == names and len(names) > 2, (shown, names)
     assert any(f"valid accuracy **{card['valid_accuracy']:.3f}**" in m.value for m in at.markdown)
     curve = [c.value for c in at.caption if c.value.startswith("final-position accuracy by length")]
     assert len(curve) == 4  # one per word-problem checkpoint

@@ -299,7 +299,7 @@ def test_empty_names_and_two_zoo_actions_are_refused_in_one_line(tmp_path, capsy
     for out in (".", "..", "sub", "sub/", "new/", str(tmp_path)):  # a folder wrote "sub.npz" beside it, outside
         assert main(["trace", "osm-rnn-o-s5", "--text", "01234", "--out", out]) == 2, out
         err = capsys.readouterr().err
-        assert err.startswith(f"error: --out {out}: that is a folder; give a file name (e.g. ") \
+        assert err.startswith(f"error: --out {out}: names a folder; give a file name (e.g. ") \
             and err.endswith("trace.npz)\n"), err
     assert not list(tmp_path.parent.glob(tmp_path.name + ".npz"))
     (tmp_path / "sub").rmdir()

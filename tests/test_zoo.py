@@ -51,6 +51,10 @@ def test_entries_selection_and_errors():
         zoo.entries("no-such-model")
     with pytest.raises(zoo.ZooError, match="^unknown zoo entries a, b; known: "):
         zoo.entries("a,b")
+    assert [e.name for e in zoo.entries(f"bundled/{first}")] == [first]  # as `zoo --list` and the app spell it
+    for empty in ("", ",", " , "):  # --only "" listed nothing and advised a rebuild of the whole zoo
+        with pytest.raises(zoo.ZooError, match=r"^no zoo entry named \(an empty list\); known: "):
+            zoo.entries(empty)
 
 
 @pytest.mark.parametrize("scale,expected", [(0.5, 750), (0.0001, 1), (2, 3000)])

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("nothing to write: give --out FILE.npz (the trace) and/or --html DIR, --png DIR or "
                          "--json FILE")
     if out is not None and (out.is_dir() or args.out.endswith(("/", os.sep))):  # before the suffix: "runs/" is
-        raise ValueError(f"--out {args.out}: that is a folder; give a file name (e.g. "  # no "runs.npz" beside it
+        raise ValueError(f"--out {args.out}: names a folder; give a file name (e.g. "  # no "runs.npz" beside it
                          f"{(out / 'trace.npz').as_posix()})")
     if out is not None and out.suffix != ".npz":
         out = out.with_name(out.name + ".npz")
