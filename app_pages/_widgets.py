@@ -216,9 +216,9 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
             cur = st.session_state.get(key)
             store = [-1 if v is None else v for v in opts.get(name, [])]
             if cur is not None and cur != URL_DEFAULTS.get(key) and cur not in store and cur != 0:
-                url = URL_KEYS.get(key, key)
-                where.warning(f"{label} {cur} (the link's `{url}={cur}`) is not one of this model's choices ("
-                              f"{', '.join(str(c) for c in store) or 'it has only one'}); dropped.", icon=":material/tune:")
+                url, choices = URL_KEYS.get(key, key), ", ".join(str(c) for c in store) or "it has only one"
+                where.warning(f"{label} {cur} (the link's `{url}={cur}`) is not one of this model's choices "
+                              f"({choices}); dropped.", icon=":material/tune:")
                 st.session_state[key] = URL_DEFAULTS.get(key)
             continue
         if name not in opts:  # one choice only, so no widget: a link's slot=3 is still not kept silently
@@ -354,15 +354,29 @@ def stacked(layout: dict) -> dict:
     return upd
 
 
+def colorbar_holders(fig: go.Figure) -> list[tuple[Any, Any]]:
+    """``[(trace, holder)]`` for each colour bar a trace of ``fig`` sets: the trace itself (unless its
+    ``showscale`` is off) or its ``marker``. Read from the JSON, as reading ``t.marker.colorbar`` would
+    create a bar."""
+    out = []
+    for t in fig.data:
+        j = t.to_plotly_json()
+        where = t if "colorbar" in j and j.get("showscale") is not False else t.marker if "colorbar" in (
+            j.get("marker") or {}) else None
+        if where is not None:
+            out.append((t, where))
+    return out
+
+
+def has_scene(layout: dict) -> bool:
+    """Whether a figure's layout (its plotly JSON) holds a 3-D scene."""
+    return any(k.startswith("scene") for k in layout)
+
+
 def stack_colorbars(fig: go.Figure) -> None:
     """After :func:`stacked` (on the phone's copy ``fig``): each trace's colour bar just right of the plot,
     as tall as its own panel (a bar placed between two panels side by side sat over the full-width panel)."""
-    for t in fig.data:
-        j = t.to_plotly_json()  # only the bars a trace sets (reading t.marker.colorbar would create one)
-        where = t if "colorbar" in j and j.get("showscale") is not False else t.marker if "colorbar" in (
-            j.get("marker") or {}) else None
-        if where is None:
-            continue
+    for t, where in colorbar_holders(fig):
         lo, hi = fig.layout["yaxis" + (t.yaxis or "y")[1:]].domain
         where.colorbar.update(x=1.02, xanchor="left", y=hi, yanchor="top", len=hi - lo, lenmode="fraction")
 
@@ -416,10 +430,11 @@ def subplot_titles(layout: dict) -> dict:
     return upd
 
 
-PHONE_SCENE, PHONE_EYE = 340, 2.6
+PHONE_SCENE, PHONE_EYE, PHONE_SCENE_B = 340, 2.6, 30
 """On a phone a 3-D scene is this many px high (its column is ~340 px wide: at the desktop's 560 px height
 ~250 px stood blank over it) and spans the full width, its camera at least this far from the centre (the
-sphere's, at ~2.4, cut its axis titles: "xis 8"), with smaller axis titles and ticks. Design choice."""
+sphere's, at ~2.4, cut its axis titles: "xis 8"), with smaller axis titles and no tick labels; the bottom
+margin when the figure sets none. Design choice."""
 
 
 def scenes(layout: dict) -> dict:
@@ -431,18 +446,19 @@ def scenes(layout: dict) -> dict:
     if not names:
         return {}
     upd: dict = {}
+    axes = {a: {"title": {"font": {"size": 11}}, "showticklabels": False} for a in ("xaxis", "yaxis", "zaxis")}
     for k in names:
         eye = (layout[k].get("camera") or {}).get("eye") or {"x": 1.25, "y": 1.25, "z": 1.25}  # plotly's default
         far = PHONE_EYE / max(math.sqrt(sum(v * v for v in eye.values())), 1e-9)
         upd[k] = {"domain": {"x": [0, 1], "y": [0, 1]}, "camera": {"eye": {a: v * far for a, v in eye.items()}},
-                  **{a: {"title": {"font": {"size": 11}}, "showticklabels": False} for a in ("xaxis", "yaxis", "zaxis")}}
+                  **axes}
     margin = layout.get("margin") or {}
     top = margin.get("t", 60)
     legend = layout.get("legend") or {}
     if legend.get("orientation") == "h" and legend.get("y", 1) >= 1:  # a legend over the scene: a gap under
         top += 16  # the title's second line (they touched on a phone)
         upd["margin"] = {"t": top}
-    upd["height"] = top + margin.get("b", 30) + PHONE_SCENE
+    upd["height"] = top + margin.get("b", PHONE_SCENE_B) + PHONE_SCENE
     return upd
 
 
@@ -454,15 +470,10 @@ def scene_colorbars(fig: go.Figure) -> None:
     """After :func:`scenes` (on the phone's copy ``fig``): a colour bar of a 3-D figure lies under the scene,
     horizontal and titled above, the figure :data:`PHONE_BAR` px taller (upright at the right it took ~80 px
     of a ~340 px width and the scene was cut at the right)."""
-    bars = 0
-    for t in fig.data:
-        j = t.to_plotly_json()  # only the bars a trace sets (reading t.marker.colorbar would create one)
-        where = t if "colorbar" in j else t.marker if "colorbar" in (j.get("marker") or {}) else None
-        if where is None:
-            continue
+    bars = colorbar_holders(fig)
+    for _, where in bars:
         where.colorbar.update(orientation="h", x=0.5, xanchor="center", y=0, yanchor="top", len=0.8,
                               lenmode="fraction", thickness=10, title={"side": "top"})
-        bars += 1
     if bars:
         m = fig.layout.margin
         fig.update_layout(margin={"b": (m.b if m.b is not None else 30) + PHONE_BAR},
@@ -474,14 +485,14 @@ PHONE_LEGEND_ROW, PHONE_LEGEND_WIDTH = 20, 330
 column, less a little). Design choice."""
 
 
-def legend_below(fig: go.Figure) -> dict:
+def legend_below(fig: go.Figure, layout: dict | None = None) -> dict:
     """Layout update of the phone's copy of a 2-D figure ``fig`` whose legend stands beside the plot
     (Plotly's default, right of it): under the figure instead, horizontal, the figure taller by its rows
     (beside it, a six-entry legend took ~45% of a phone's width, leaving the plot ~170 px and its tick labels
-    turned upright). ``{}`` for 3-D figures, horizontal legends, and fewer than two legend entries."""
-    lay = fig.layout
-    if lay.showlegend is False or (lay.legend.orientation or "v") == "h" or any(
-            k.startswith("scene") for k in lay.to_plotly_json()):
+    turned upright). ``{}`` for 3-D figures, horizontal legends, and fewer than two legend entries.
+    ``layout``: ``fig``'s plotly JSON when the caller has it already."""
+    lay, js = fig.layout, fig.layout.to_plotly_json() if layout is None else layout
+    if js.get("showlegend") is False or (js.get("legend") or {}).get("orientation") == "h" or has_scene(js):
         return {}
     names = [str(t.name) for t in fig.data if t.name and t.type not in ("heatmap", "contour", "histogram2d")
              and (t.showlegend is True or (t.showlegend is None and len(fig.data) > 1))]
@@ -513,8 +524,7 @@ def phone_layout(layout: dict) -> list[dict]:
     height = stack.get("height") or scene.get("height") or layout.get("height")
     upd = wrapped_title({**layout, **top, "height": height}, PHONE_TITLE)
     if scene and "margin" in upd:  # the scene keeps its height under the longer title
-        upd["height"] = scene["height"] + upd["margin"]["t"] - {**(layout.get("margin") or {}), **top.get(
-            "margin", {})}.get("t", 60)
+        upd["height"] = upd["margin"]["t"] + (layout.get("margin") or {}).get("b", PHONE_SCENE_B) + PHONE_SCENE
     if (layout.get("yaxis") or {}).get("scaleanchor") and "xaxis2" not in layout and (layout.get("height") or 0) > 400:
         upd["height"] = 400  # one square map ~330 px wide: its full height left ~200 px blank under it
     return [u for u in (*rows, upd) if u]
@@ -526,7 +536,8 @@ def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = Fa
     button in its toolbar (``narrow``: it sits in a half-width column). On a phone, a copy laid out for a
     narrow screen (:func:`phone_layout`) and a toolbar without the zoom and pan buttons."""
     phone = is_phone()
-    if narrow and not phone and any(k.startswith("scene") for k in fig.layout.to_plotly_json()):
+    lay = fig.layout.to_plotly_json() if narrow or phone else {}  # (a desktop's full-width chart needs none)
+    if narrow and not phone and has_scene(lay):
         # half-width 3-D figures: legend under the scene so it does not cover the colour bar (a phone's
         # columns stand under each other at the full width, its colour bar under the scene: left as it was)
         fig = copy.deepcopy(fig)  # unvalidated views copy without plotly's validation
@@ -534,7 +545,6 @@ def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = Fa
     cfg = json.loads(json.dumps(PLOTLY_CONFIG))
     cfg["toImageButtonOptions"]["filename"] = filename
     if phone:
-        lay = fig.layout.to_plotly_json()
         ups = phone_layout(lay)
         if ups:
             fig = copy.deepcopy(fig)  # a copy: the cached figure is shared by every session
@@ -542,9 +552,9 @@ def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = Fa
                 fig.update_layout(upd)
             if (lay.get("meta") or {}).get("phone") == "stack":
                 stack_colorbars(fig)
-            if any(k.startswith("scene") for k in lay):
+            if has_scene(lay):
                 scene_colorbars(fig)
-        below = legend_below(fig)
+        below = legend_below(fig, lay)
         if below:
             fig = fig if ups else copy.deepcopy(fig)  # (a copy already when ``ups`` changed it)
             fig.update_layout(below)

@@ -499,11 +499,17 @@ def read_cards(directory: str | Path = ZOO_DIR) -> list[dict[str, Any]]:
     return cards
 
 
+def card_name(card: dict[str, Any]) -> str:
+    """A card's entry name (from :func:`read_cards`): its ``name``, else its file's or folder's name without
+    ``.json``."""
+    return card.get("name") or Path(card["file"]).name.removesuffix(".json")
+
+
 def format_card(card: dict[str, Any]) -> str:
     """A few human lines for one card (used by ``python -m geomlab zoo --list``)."""
     if "error" in card:
         return f"{card['file']}: unreadable ({card['error']})"
-    name = card.get("name") or Path(card["file"]).stem
+    name = card_name(card)
     cfg = card.get("model_config") or {}
     lines = [f"{name}: {card.get('title', cfg.get('kind', '?'))}"]
     params = card.get("params_effective")

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     cards = zoo.read_cards(out_dir)
     if args.only is not None:  # the listing of only these entries (an unknown name is refused, as for --recipes)
         keep = {e.name for e in zoo.entries(args.only)}
-        cards = [c for c in cards if (c.get("name") or Path(c["file"]).name.removesuffix(".json")) in keep]
+        cards = [c for c in cards if zoo.card_name(c) in keep]
     if not cards:
         print(f"no checkpoints in {out_dir}; run `python -m geomlab zoo --rebuild`")
         return 1
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     for card in cards:
         print(zoo.format_card(card))
         if "error" not in card:
-            name = card.get("name") or Path(card["file"]).name.removesuffix(".json")
+            name = zoo.card_name(card)
             ref = name if bundled else str(out_dir / card["file"])
             print(f"  refer to it as {ref}" + (f" (or bundled/{name}, as in the app) from any folder" if bundled
                                                else "") + f", e.g. `geomlab eval {ref}`")
