@@ -472,6 +472,17 @@ def test_trace_views_for_a_kind_without_views(tmp_path, capsys, monkeypatch):
     assert main(["trace", "osm-rnn-o-s5", "--text", "01234 10234"]) == 2  # no output at all: one line
     err = capsys.readouterr().err
     assert err.startswith("error: nothing to write: give --out FILE.npz") and err.count("\n") == 1
+    # a mistyped checkpoint is named first (it used to be "nothing to write", then the name on the next try)
+    assert main(["trace", "osm-rnn-o-s55", "--text", "01234 10234"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no checkpoint osm-rnn-o-s55:") and err.count("\n") == 1
+    # --out t.json wrote "t.json.npz"; JSON is --json's, and nothing is written
+    for name in ("t.json", "T.JSON"):
+        assert main(["trace", "osm-rnn-o-s5", "--text", "01234 10234", "--out", name]) == 2
+        err = capsys.readouterr().err
+        assert err == f"error: --out {name}: --out writes the .npz trace; for strict JSON give --json {name} " \
+                      "(nothing was written)\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["t.npz"]
 
 
 def test_trace_figures_share_the_apps_opening_cursor(tmp_path, capsys, monkeypatch):

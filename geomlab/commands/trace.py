@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from geomlab.commands import add_checkpoint_argument, add_threads_argument, check_outputs, load_checkpoint, set_threads
+from geomlab.commands import add_checkpoint_argument, add_threads_argument, check_outputs, set_threads
 
 HELP = "trace a checkpoint on a text: record states/energies/planes and write them to an .npz file"
 EPILOG = ("Outputs: every location (--out, --html, --png, --json) is checked before anything is written, and "
@@ -29,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--text-file", help="read the text from this UTF-8 file instead")
     p.add_argument("--out", default=None,
                    help="output trace file (.npz; the suffix is added if missing; parent folders are created; a "
-                        "folder is refused); needed unless --html, --png or --json is given")
+                        "folder or a .json name is refused: JSON is --json's); needed unless --html, --png or "
+                        "--json is given")
     p.add_argument("--steps", type=int, default=None,
                    help="CEM only: recursion steps T at inference (default: the checkpoint's own)")
     p.add_argument("--html", default=None,
@@ -53,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
 
     from geomlab.data.vocab import decode_text, normalize_text
 
+    from geomlab import checkpoint as ckpt
+
     set_threads(args.threads)
+    path = ckpt.find(args.checkpoint)  # first: a mistyped name is the first thing to hear about
     html_dir, png_dir = (Path(d) if d else None for d in (args.html, args.png))
     json_path = Path(args.json) if args.json else None
     out = Path(args.out) if args.out else None
@@ -63,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
     if out is not None and (out.is_dir() or args.out.endswith(("/", os.sep))):  # before the suffix: "runs/" is
         raise ValueError(f"--out {args.out}: names a folder; give a file name (e.g. "  # no "runs.npz" beside it
                          f"{(out / 'trace.npz').as_posix()})")
+    if out is not None and out.suffix.lower() == ".json":
+        raise ValueError(f"--out {args.out}: --out writes the .npz trace; for strict JSON give --json "
+                         f"{args.out} (nothing was written)")
     if out is not None and out.suffix != ".npz":
         out = out.with_name(out.name + ".npz")
     check_outputs([(opt, path, folder) for opt, path, folder in (
@@ -71,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     text = normalize_text(args.text) if args.text is not None else None
     if args.text_file:
         text = decode_text(read_text_file(args.text_file), source=args.text_file)
-    c = load_checkpoint(args.checkpoint, device="cpu")
+    c = ckpt.load(path, device="cpu")
     if c.vocab is None:
         raise ValueError("this checkpoint has no vocabulary (not a text model); it cannot trace a text")
     tokens = encode_text(c.vocab, text)
