@@ -94,6 +94,15 @@ def square_width(fig: Any) -> int:
     return side + m.get("l", 60) + m.get("r", 20) + (90 if bar else 0)
 
 
+def compare_columns(phone: bool) -> list[str]:
+    """The Compare table's column order: the side, name, valid and test first (they fit beside the sidebar
+    at 1000 px), or on a phone (~390 px: the side and three more columns fit) the side, the metric, valid
+    and test, then the name (each side's name is under its picker above). Design choice."""
+    if phone:
+        return ["side", "metric", "valid", "test", "name", "trained", "model"]
+    return ["side", "name", "valid", "test", "trained", "metric", "model"]
+
+
 def _pick_view(pair: tuple[str, str]) -> None:
     """``on_change`` of the view control: the user chose this view for this pair."""
     st.session_state[K_VIEW] = st.session_state["w_" + K_VIEW]
@@ -195,11 +204,12 @@ def main() -> None:
         row["side"] = label
         row["model"] = row["kind"] + (f" · {row['group']}" if row["group"] else "")
     # widths that fit beside the sidebar at 1000 px, the numbers first (at 800 px the metric and model scroll);
-    # each side's full title is under its picker above
-    st.dataframe(rows, hide_index=True, width="content", column_order=["side", "name", "valid", "test", "trained",
-                                                                       "metric", "model"], column_config={
+    # each side's full title is under its picker above. On a phone (~390 px) the pinned name left no room for
+    # the test column: there the side letter is pinned and the numbers with their unit come before the name
+    phone = ui.is_phone()
+    st.dataframe(rows, hide_index=True, width="content", column_order=compare_columns(phone), column_config={
         "side": st.column_config.TextColumn("side", width=40, pinned=True),
-        "name": st.column_config.TextColumn("name", width=NAME_WIDTH, pinned=True),
+        "name": st.column_config.TextColumn("name", width=NAME_WIDTH, pinned=not phone),
         "trained": st.column_config.TextColumn("steps", width=60, help=STEPS_HELP),
         "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),
         "metric": st.column_config.TextColumn("metric", width=84),

@@ -266,6 +266,19 @@ def test_compare_shows_both_checkpoints_side_by_side(ckpt_dirs):
     table = at.dataframe[0].value  # the two sides' metrics with their training steps
     assert list(table["side"]) == ["A", "B"] and all(str(v) not in ("", "None") for v in table["trained"])
     assert list(at.dataframe[0].proto.column_order)[:5] == ["side", "name", "valid", "test", "trained"]
+    # on a phone the pinned side and name (272 px) left the test column cut: there the numbers and their unit
+    # come right after the side letter, the name (under each picker) after them, and only the side is pinned
+    import app_pages._ui as ui_mod
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ui_mod, "is_phone", lambda: True)
+        phone = goto(app(gl_ckpt=ref("osm"), gl_ckpt_b=ref("osmformer")), "compare")
+    order = list(phone.dataframe[0].proto.column_order)
+    assert order[:4] == ["side", "metric", "valid", "test"] and sorted(order) == sorted(
+        at.dataframe[0].proto.column_order)
+    pinned = {k for k, v in json.loads(phone.dataframe[0].proto.columns).items() if v.get("pinned")}
+    assert pinned == {"side"}, pinned
+    assert {k for k, v in json.loads(at.dataframe[0].proto.columns).items() if v.get("pinned")} == {"side", "name"}
 
 
 def test_a_default_checkpoint_of_the_wrong_kind_is_replaced_with_a_message(ckpt_dirs):
