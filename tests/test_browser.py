@@ -290,6 +290,16 @@ def test_a_link_opened_on_a_phone_shows_the_page_not_the_menu(page, server):
         pg.wait_for_timeout(800)
         pg.screenshot(path=str(ARTIFACTS / "attention-phone.png"), full_page=True)
         assert pg.locator('[data-testid="stException"]').count() == 0
+        # each view's formula fits the phone's width: cut at the right edge (Planes 468 px in ~358) it
+        # scrolled with no sign that it did, and Trajectories ended at "d(I, H_t) ="
+        pg.set_viewport_size({"width": 390, "height": 844})
+        for slug in ("trajectories", "tangents", "attention", "energy", "planes"):
+            pg.goto(f"{server}/{slug}?ckpt=runs/{PAGES[slug]}")
+            wait_idle(pg)
+            pg.wait_for_selector(".katex-display", state="attached")
+            sizes = pg.evaluate("() => [...document.querySelectorAll('.katex-display')].map(e => [e.scrollWidth,"
+                                " e.closest('[data-testid=\"stElementContainer\"]').clientWidth])")
+            assert sizes and all(formula <= room and room > 300 for formula, room in sizes), (slug, sizes)
     finally:
         ctx.close()
 
