@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from geomlab.commands import add_checkpoint_argument, add_threads_argument, load_checkpoint, set_threads
 
@@ -83,12 +84,16 @@ def run(args: argparse.Namespace) -> int:
     if given and task.kind == "classification":
         raise ValueError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to language models; a word "
                          "problem scores whole sequences, whose length --data sets (word-problem:GROUP:LENGTH)")
-    seq_len = args.seq_len if args.seq_len is not None else int((c.train_config or {}).get("seq_len", 128))
+    trained = int((c.train_config or {}).get("seq_len", 128))
+    seq_len = args.seq_len if args.seq_len is not None else trained
+    if seq_len > trained:  # 100,000 read 4.82 BPC against 1.93 at 128 with no word why
+        print(f"note: windows of {seq_len:,} tokens are longer than the {trained:,} this model was trained on; "
+              "past that its positions are extrapolation, and a higher BPC is expected", file=sys.stderr)
     if task.vocab is not None and task.kind == "lm":
         n_unk = task.vocab.count_unknown(task.corpus.split(args.split))
         if n_unk:
             print(f"note: {n_unk} tokens of the {args.split} split are not in the checkpoint's vocabulary "
-                  "and are scored as the unknown token")
+                  "and are scored as the unknown token", file=sys.stderr)
     m = task.evaluate(c.model, args.split, seq_len=seq_len, device=device, max_tokens=args.max_tokens,
                       stride=args.stride)
     eff, stored = count_params(c.model, "effective"), count_params(c.model, "stored")
