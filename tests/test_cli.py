@@ -484,6 +484,11 @@ def test_trace_views_for_a_kind_without_views(tmp_path, capsys, monkeypatch):
     assert main(["trace", "osm-rnn-o-s55", "--text", "01234 10234"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no checkpoint osm-rnn-o-s55:") and err.count("\n") == 1
+    (tmp_path / "not-a-checkpoint").mkdir()  # a folder that is no checkpoint: said first too
+    assert main(["trace", "not-a-checkpoint", "--text", "01234 10234"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: not-a-checkpoint is a folder but not a checkpoint") and err.count("\n") == 1
+    (tmp_path / "not-a-checkpoint").rmdir()
     # --out t.json wrote "t.json.npz"; JSON is --json's, and nothing is written
     for name in ("t.json", "T.JSON"):
         assert main(["trace", "osm-rnn-o-s5", "--text", "01234 10234", "--out", name]) == 2

@@ -57,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
     from geomlab import checkpoint as ckpt
 
     set_threads(args.threads)
-    path = ckpt.find(args.checkpoint)  # first: a mistyped name is the first thing to hear about
+    # first: a mistyped name or a folder that is no checkpoint is the first thing to hear about (loading
+    # writes nothing, and the bundled models load in well under a second)
+    c = ckpt.load(ckpt.find(args.checkpoint), device="cpu")
     html_dir, png_dir = (Path(d) if d else None for d in (args.html, args.png))
     json_path = Path(args.json) if args.json else None
     out = Path(args.out) if args.out else None
@@ -78,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
     text = normalize_text(args.text) if args.text is not None else None
     if args.text_file:
         text = decode_text(read_text_file(args.text_file), source=args.text_file)
-    c = ckpt.load(path, device="cpu")
     if c.vocab is None:
         raise ValueError("this checkpoint has no vocabulary (not a text model); it cannot trace a text")
     tokens = encode_text(c.vocab, text)
