@@ -186,7 +186,8 @@ def main() -> None:
         ss[_state.K_B_AUTO] = (a_ref, ss[ui.K_CKPT_B], pair[1] if pair else "")
     elif auto is not None and auto[1] != b_now:
         ss.pop(_state.K_B_AUTO, None)
-    ca, cb = st.columns(2, gap="large")
+    phone = ui.is_phone()  # a phone stacks the two pickers, and a large gap left ~70 px empty between them
+    ca, cb = st.columns(2, gap="small" if phone else "large")
     a = ui.checkpoint_picker(where=ca, key=ui.K_CKPT, label="Checkpoint A")
     b = ui.checkpoint_picker(where=cb, key=ui.K_CKPT_B, label="Checkpoint B")
     auto = ss.get(_state.K_B_AUTO)
@@ -206,7 +207,6 @@ def main() -> None:
     # widths that fit beside the sidebar at 1000 px, the numbers first (at 800 px the metric and model scroll);
     # each side's full title is under its picker above. On a phone (~390 px) the pinned name left no room for
     # the test column: there the side letter is pinned and the numbers with their unit come before the name
-    phone = ui.is_phone()
     st.dataframe(rows, hide_index=True, width="content", column_order=compare_columns(phone), column_config={
         "side": st.column_config.TextColumn("side", width=40, pinned=True),
         "name": st.column_config.TextColumn("name", width=NAME_WIDTH, pinned=not phone),

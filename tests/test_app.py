@@ -276,6 +276,8 @@ def test_compare_shows_both_checkpoints_side_by_side(ckpt_dirs):
     order = list(phone.dataframe[0].proto.column_order)
     assert order[:4] == ["side", "metric", "valid", "test"] and sorted(order) == sorted(
         at.dataframe[0].proto.column_order)
+    # the stacked pickers: a large gap between them left ~70 px empty on a phone
+    assert "gap_size: SMALL" in str(phone.columns[0].proto) and "gap_size: LARGE" in str(at.columns[0].proto)
     pinned = {k for k, v in json.loads(phone.dataframe[0].proto.columns).items() if v.get("pinned")}
     assert pinned == {"side"}, pinned
     assert {k for k, v in json.loads(at.dataframe[0].proto.columns).items() if v.get("pinned")} == {"side", "name"}
