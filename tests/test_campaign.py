@@ -659,3 +659,49 @@ def test_cli_restore_then_collect(tmp_path, text_file, capsys):
     assert rc == 0 and "restored 4 finished run(s)" in capsys.readouterr().out
     assert "tuning: 0 of 4 short runs" in out.read_text(encoding="utf-8")  # the LSTM: nothing restored
     assert len(list((tmp_path / "new").glob("**/outcome.json"))) == 4
+
+
+def test_an_ablation_is_stated_against_what_it_ablates():
+    """The paper's "linear mixing helps" was read off two gaps to the Transformer; an arm with ``versus`` now
+    gets its own test-BPC difference to the arm it ablates, with the seed-paired interval, in the reading and
+    the section's verdict; a ``versus`` naming no row is refused."""
+    from geomlab.report.aggregation import ci95, compare_to_baseline, compare_to_versus
+    from geomlab.report.render import reading, verdict
+
+    def row(label, test, **kw):
+        r = {"label": label, "baseline": False, "seeds": [0, 1, 2], "planned_seeds": [0, 1, 2], "test": test,
+             "test_mean": sum(test) / 3, "valid_mean": 2.2, "tokens_per_s_mean": None, "tokens_per_cpu_s": None}
+        return {**r, **kw}
+
+    lin = row("Linear", [2.41, 2.42, 2.45])
+    ident = row("Identity", [2.63, 2.62, 2.64], versus="Linear")
+    base = row("Base", [2.50, 2.49, 2.48], baseline=True)
+    rows = [lin, ident, base]
+    compare_to_baseline(rows)
+    compare_to_versus(rows)
+    assert ident["versus_gap"] == pytest.approx(0.2033333, abs=1e-6)
+    assert ident["versus_gap_ci95"] == pytest.approx(ci95([0.22, 0.20, 0.19]))
+    assert "versus_gap" not in lin and "versus_gap" not in base
+    lo, hi = ident["versus_gap"] - ident["versus_gap_ci95"], ident["versus_gap"] + ident["versus_gap_ci95"]
+    phrase = f"+0.203 test BPC against Linear (95% CI {lo:+.3f} to {hi:+.3f} over 3 seeds)"
+    comp = {"title": "T", "claim": "", "rows": rows}
+    assert f"valid; {phrase}." in "\n".join(reading({"comparisons": [comp]}))
+    assert f"over 3 seeds); {phrase}." in verdict(comp)
+    # one seed of the ablation so far: the gap, no interval; a gap spanning 0 is "not distinguishable"
+    one = row("Identity", [2.63], versus="Linear", seeds=[0])
+    one["test_mean"] = 2.63
+    compare_to_baseline([lin, one, base])
+    compare_to_versus([lin, one])
+    assert one["versus_gap"] == pytest.approx(2.63 - lin["test_mean"]) and "versus_gap_ci95" not in one
+    assert "against Linear (no interval yet)" in verdict({"rows": [lin, one, base]})
+    close = row("Close", [2.40, 2.44, 2.44], versus="Linear")
+    compare_to_baseline([lin, close, base])
+    compare_to_versus([lin, close])
+    assert "not distinguishable" in verdict({"rows": [lin, close, base]})
+    with pytest.raises(ValueError, match="'Typo', which is not another row"):
+        compare_to_versus([lin, row("X", [2.5, 2.5, 2.5], versus="Typo")])
+    # the campaign's identity-mixing arm names the linear arm, which exists
+    from geomlab.report.protocol import COMPARISONS
+
+    arms = {a.label: a for a in COMPARISONS["ts-100k"].arms}
+    assert arms["OSMFormer O(d), identity mixing"].versus in arms

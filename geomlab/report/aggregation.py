@@ -69,6 +69,28 @@ def compare_to_baseline(rows: list[dict[str, Any]]) -> None:
                                            if a is not None and b is not None])
 
 
+def compare_to_versus(rows: list[dict[str, Any]]) -> None:
+    """Add, in place, to each row whose ``versus`` names another row (an ablation and what it ablates, e.g.
+    identity against linear mixing) that has a test BPC: ``versus_gap`` (this row's mean test BPC minus that
+    row's, bits) and, with two or more seeds shared by both, ``versus_gap_ci95`` (the 95% interval of the
+    seed-paired differences, :func:`ci95`). Raises ``ValueError`` when ``versus`` names no row (a typo in
+    the protocol). Design choice: a paper's ablation claim is stated directly, not read off two gaps."""
+    by_label = {r["label"]: r for r in rows}
+    for r in rows:
+        name = r.get("versus")
+        if not name:
+            continue
+        other = by_label.get(name)
+        if other is None or other is r:
+            raise ValueError(f"{r['label']!r} is compared with {name!r}, which is not another row of its table")
+        if r.get("test_mean") is None or other.get("test_mean") is None:
+            continue
+        r["versus_gap"] = r["test_mean"] - other["test_mean"]
+        if len(r.get("seeds", [])) >= 2 and list(r["seeds"]) == list(other.get("seeds", [])):
+            r["versus_gap_ci95"] = ci95([a - b for a, b in zip(r["test"], other["test"])
+                                         if a is not None and b is not None])
+
+
 def mean_accuracy(per_seed: list[dict[int, float]], lengths: tuple[int, ...]) -> dict[str, float | None]:
     """Word problem: ``{str(length): mean accuracy over the seeds that measured it}`` for each of ``lengths``."""
     return {str(n): mean([d[n] for d in per_seed if n in d]) for n in lengths}

@@ -626,7 +626,7 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     steps = campaign.full_steps(comp.key)
     row: dict[str, Any] = {
         "label": arm.label, "kind": arm.kind, "baseline": arm.baseline, "paper": dict(arm.paper),
-        "goal": arm.goal,
+        "goal": arm.goal, "versus": arm.versus,
         "budget": arm.budget, "planned_seeds": list(campaign.seeds_for(comp.key)), "seeds": [], "valid": [], "test": [],
         "tokens_per_s": [], "train_time_s": [], "cpu_s": [], "curves": [], "failed_seeds": [],
         "tuning": [{"lr": lr, "warmup": wu, "valid": v} for lr, wu, v in sorted(tuning)],
@@ -731,7 +731,7 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
 
     import torch
 
-    from geomlab.report.aggregation import compare_to_baseline
+    from geomlab.report.aggregation import compare_to_baseline, compare_to_versus
 
     comps = []
     done = planned = 0
@@ -739,6 +739,7 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
     for comp in campaign.comparisons(only):
         rows = [arm_row(campaign, store, comp, arm) for arm in comp.arms]
         compare_to_baseline(rows)
+        compare_to_versus(rows)
         base = next((r for r in rows if r["baseline"]), None)
         for r in rows:
             r["equal_time"] = equal_time(r, base) if base else None

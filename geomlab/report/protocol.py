@@ -73,8 +73,11 @@ class Arm:
     """One model in a comparison: ``label`` (shown), ``kind``, ``budget`` (effective parameters; 0: ``config``
     is the whole model config), fixed ``config`` keys, the paper's numbers (``paper``: e.g. ``{"params": "91K",
     "valid": 2.254, "test":
-    2.464}``), whether it is the comparison's speed baseline, and ``goal``: a test BPC the project aims
-    below for this model (issue 20's target; the report's reading says whether the mean reached it)."""
+    2.464}``), whether it is the comparison's speed baseline, ``goal``: a test BPC the project aims
+    below for this model (issue 20's target; the report's reading says whether the mean reached it), and
+    ``versus``: the label of another arm of the comparison that this one is an ablation of (the report then
+    gives this arm's test BPC minus that arm's, with the seed-paired interval: the paper's claim, not only
+    each arm against the baseline; design choice)."""
 
     label: str
     kind: str
@@ -83,6 +86,7 @@ class Arm:
     paper: dict[str, Any] = field(default_factory=dict)
     baseline: bool = False
     goal: float | None = None
+    versus: str | None = None
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,8 @@ _TS100 = Comparison(
     "ts-100k", "Tiny Shakespeare, ~100K parameters: OSMFormer vs ALiBi Transformer", "tinyshakespeare",
     (Arm("OSMFormer O(d), linear mixing", "osmformer", 91_000, {"group": "O", "mixing": "linear"},
          {"params": "91K", "valid": 2.254, "test": 2.464}, goal=2.40),
-     Arm("OSMFormer O(d), identity mixing", "osmformer", 91_000, {"group": "O", "mixing": "scalar"}, {}),
+     Arm("OSMFormer O(d), identity mixing", "osmformer", 91_000, {"group": "O", "mixing": "scalar"}, {},
+         versus="OSMFormer O(d), linear mixing"),
      Arm("Transformer (ALiBi)", "transformer", 104_000, {}, {"params": "104K", "valid": 2.259, "test": 2.583},
          baseline=True)),
     claim="OSM paper: OSMFormer 2.464 vs Transformer 2.583 test BPC (val 2.254 vs 2.259); linear mixing helps.",

@@ -137,6 +137,18 @@ def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
     return lines
 
 
+def versus_phrase(r: dict[str, Any]) -> str:
+    """The ablation gap of a row with ``versus_gap`` (:func:`geomlab.report.aggregation.compare_to_versus`):
+    "+0.208 test BPC against OSMFormer O(d), linear mixing (95% CI ... over 3 seeds)", the interval once two or
+    more seeds are paired, "not distinguishable" when it spans 0."""
+    g, ci = r["versus_gap"], r.get("versus_gap_ci95")
+    s = f"{g:+.3f} test BPC against {r['versus']}"
+    if ci is None:
+        return s + " (no interval yet)"
+    return s + (f" (95% CI {g - ci:+.3f} to {g + ci:+.3f} over {len(r.get('seeds', []))} seeds"
+                + (": not distinguishable)" if g - ci <= 0 <= g + ci else ")"))
+
+
 def verdict(c: dict[str, Any]) -> str:
     """One sentence per non-baseline arm: our test-BPC gap to the baseline next to the paper's gap; a caution
     when the baseline's tuned learning rate sits at the edge of the lr grid."""
@@ -160,6 +172,8 @@ def verdict(c: dict[str, Any]) -> str:
             s += f" (paper: {pt - bt:+.3f})"
         if r.get("speed_ratio"):
             s += f", {r['speed_ratio']:.2f}x the baseline's training tokens/s"
+        if r.get("versus_gap") is not None:
+            s += f"; {versus_phrase(r)}"
         out.append(s + ".")
     if lr_edge(base):
         out.append(f"**Caution: the baseline's best learning rate ({base['lr']}) is at the edge of the grid, so it "
@@ -348,6 +362,8 @@ def reading(results: dict[str, Any]) -> list[str]:
             if et:
                 s += (f"; {et['gap']:+.3f} valid at equal training time ({et['seconds'] / 60:.0f} min, the "
                       "shorter run's training time)")
+            if r.get("versus_gap") is not None:
+                s += f"; {versus_phrase(r)}"
             if r.get("goal") is not None and r.get("test_mean") is not None:
                 s += (f"; the goal of a test BPC below {r['goal']:.2f} is "
                       + ("reached" if r["test_mean"] < r["goal"] else "not reached")
