@@ -489,14 +489,15 @@ def legend_below(fig: go.Figure, layout: dict | None = None) -> dict:
     """Layout update of the phone's copy of a 2-D figure ``fig`` whose legend stands beside the plot
     (Plotly's default, right of it): under the figure instead, horizontal, the figure taller by its rows
     (beside it, a six-entry legend took ~45% of a phone's width, leaving the plot ~170 px and its tick labels
-    turned upright). ``{}`` for 3-D figures, horizontal legends, and fewer than two legend entries.
+    turned upright; a lone entry, e.g. Trajectories' "state", took ~90 px). ``{}`` for 3-D figures,
+    horizontal legends, and figures whose legend shows no entry.
     ``layout``: ``fig``'s plotly JSON when the caller has it already."""
     lay, js = fig.layout, fig.layout.to_plotly_json() if layout is None else layout
     if js.get("showlegend") is False or (js.get("legend") or {}).get("orientation") == "h" or has_scene(js):
         return {}
     names = [str(t.name) for t in fig.data if t.name and t.type not in ("heatmap", "contour", "histogram2d")
              and (t.showlegend is True or (t.showlegend is None and len(fig.data) > 1))]
-    if len(names) < 2:
+    if not names:
         return {}
     rows, used = 1, 0.0
     for name in names:  # pack the entries into rows: ~40 px of symbol and gap plus ~6.5 px a character

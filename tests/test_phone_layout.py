@@ -240,4 +240,10 @@ def test_on_a_phone_a_legend_beside_the_plot_goes_under_it(monkeypatch):
         assert _widgets.legend_below(f) == {}
     import plotly.graph_objects as go
 
-    assert _widgets.legend_below(go.Figure(go.Scatter(y=[1, 2], name="one"))) == {}
+    assert _widgets.legend_below(go.Figure(go.Scatter(y=[1, 2], name="one"))) == {}  # Plotly shows none
+    # a lone entry shown beside the plot (Trajectories' distances: "state", ~90 px of a phone) goes under too
+    rnn = checkpoint.load(ASSETS / "osm-rnn-o-tinyshakespeare.json")
+    dist = registry.build_view(trace_text(rnn.model, rnn.vocab, TEXT), "trajectories", cursor=20)["distance_profile"]
+    assert [t.name for t in dist.figure.data if t.showlegend is True] == ["state"]
+    _, lay = drawn(dist.figure, True, monkeypatch)
+    assert lay["legend"]["orientation"] == "h" and lay["legend"]["yref"] == "container"
