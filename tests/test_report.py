@@ -151,8 +151,18 @@ def test_render_markdown_shows_ours_next_to_the_paper():
 def test_figures_for_builds_every_figure():
     figs = report.figures_for(_fake_results())
     assert set(figs) == {"bpc", "speed", "curves", "word_problem"}
-    bars = [t for t in figs["bpc"].data if t.type == "bar"]
-    assert list(bars[1].y) == [2.7, 2.5]  # test BPC of the two rows that ran
+    test = next(t for t in figs["bpc"].data if t.name.startswith("test (ours"))
+    assert list(test.x) == [2.7, 2.5] and list(test.y) == ["Model A", "Base (baseline)"]  # the rows that ran
+    assert next(t for t in figs["bpc"].data if t.name == "test (paper)").x == (2.464, 2.583)
+    assert figs["speed"].data[0].orientation == "h" and list(figs["speed"].data[0].x) == [0.5, 1.0]
+    # two comparisons: a section each, under each other, and the curves' legends one per section (one legend
+    # for all mixed the sections' colours: a 7-section figure showed OSM-RNN and Grassmann in the same blue)
+    res = _fake_results()
+    res["comparisons"].append({**res["comparisons"][0], "key": "ptb-100k", "title": "PTB"})
+    two = report.figures_for(res)
+    assert [a.text for a in two["bpc"].layout.annotations] == ["TS", "PTB"]
+    assert two["bpc"].layout.yaxis2.domain[1] < two["bpc"].layout.yaxis.domain[0]
+    assert {t.legend for t in two["curves"].data} == {"legend", "legend2"} and two["curves"].layout.legend2.x > 0.62
     # word problem over two groups: a model keeps one colour in every panel, and one legend entry
     res = _fake_results()
     rows = res["word_problem"]["rows"]
