@@ -705,3 +705,6 @@ def test_an_ablation_is_stated_against_what_it_ablates():
 
     arms = {a.label: a for a in COMPARISONS["ts-100k"].arms}
     assert arms["OSMFormer O(d), identity mixing"].versus in arms
+    # and the scaling study's ~500K OSMFormer its size-matched Transformer (the baseline is the ~200K one)
+    arms = {a.label: a for a in COMPARISONS["ts-scaling"].arms}
+    assert arms["OSMFormer O(d) ~500K"].versus == "Transformer ~500K" and not arms["Transformer ~500K"].baseline

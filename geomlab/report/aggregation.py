@@ -71,10 +71,11 @@ def compare_to_baseline(rows: list[dict[str, Any]]) -> None:
 
 def compare_to_versus(rows: list[dict[str, Any]]) -> None:
     """Add, in place, to each row whose ``versus`` names another row (an ablation and what it ablates, e.g.
-    identity against linear mixing) that has a test BPC: ``versus_gap`` (this row's mean test BPC minus that
+    identity against linear mixing; a size-matched pair, the ~500K OSMFormer against the ~500K Transformer)
+    that has a test BPC: ``versus_gap`` (this row's mean test BPC minus that
     row's, bits) and, with two or more seeds shared by both, ``versus_gap_ci95`` (the 95% interval of the
     seed-paired differences, :func:`ci95`). Raises ``ValueError`` when ``versus`` names no row (a typo in
-    the protocol). Design choice: a paper's ablation claim is stated directly, not read off two gaps."""
+    the protocol). Design choice: such a claim is stated directly, not read off two gaps to the baseline."""
     by_label = {r["label"]: r for r in rows}
     for r in rows:
         name = r.get("versus")

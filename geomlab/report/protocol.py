@@ -75,9 +75,9 @@ class Arm:
     "valid": 2.254, "test":
     2.464}``), whether it is the comparison's speed baseline, ``goal``: a test BPC the project aims
     below for this model (issue 20's target; the report's reading says whether the mean reached it), and
-    ``versus``: the label of another arm of the comparison that this one is an ablation of (the report then
-    gives this arm's test BPC minus that arm's, with the seed-paired interval: the paper's claim, not only
-    each arm against the baseline; design choice)."""
+    ``versus``: the label of another arm of the comparison this one is read against besides the baseline,
+    an ablation against what it ablates or a size-matched pair of a scaling study (the report then gives
+    this arm's test BPC minus that arm's, with the seed-paired interval; design choice)."""
 
     label: str
     kind: str
@@ -129,7 +129,8 @@ _PTB100 = Comparison(
 _SCALING = Comparison(
     "ts-scaling", "Tiny Shakespeare, scaling 100K -> 500K: OSMFormer vs ALiBi Transformer", "tinyshakespeare",
     tuple(a for n in (200_000, 500_000) for a in (
-        Arm(f"OSMFormer O(d) ~{n // 1000}K", "osmformer", n, {"group": "O", "mixing": "linear"}, {}),
+        Arm(f"OSMFormer O(d) ~{n // 1000}K", "osmformer", n, {"group": "O", "mixing": "linear"}, {},
+            versus=None if n == 200_000 else f"Transformer ~{n // 1000}K"),
         Arm(f"Transformer ~{n // 1000}K", "transformer", n, {}, {}, baseline=(n == 200_000)))),
     claim="OSM paper: a scaling study up to ~500K (no numbers available in the notes).",
     note="The ~100K points are the ts-100k rows.")

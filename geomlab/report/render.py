@@ -138,7 +138,7 @@ def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
 
 
 def versus_phrase(r: dict[str, Any]) -> str:
-    """The ablation gap of a row with ``versus_gap`` (:func:`geomlab.report.aggregation.compare_to_versus`):
+    """The gap of a row with ``versus_gap`` (:func:`geomlab.report.aggregation.compare_to_versus`):
     "+0.208 test BPC against OSMFormer O(d), linear mixing (95% CI ... over 3 seeds)", the interval once two or
     more seeds are paired, "not distinguishable" when it spans 0."""
     g, ci = r["versus_gap"], r.get("versus_gap_ci95")
