@@ -163,6 +163,16 @@ def test_figures_for_builds_every_figure():
     assert [a.text for a in two["bpc"].layout.annotations] == ["TS", "PTB"]
     assert two["bpc"].layout.yaxis2.domain[1] < two["bpc"].layout.yaxis.domain[0]
     assert {t.legend for t in two["curves"].data} == {"legend", "legend2"} and two["curves"].layout.legend2.x > 0.62
+    # a reduced run's figures say so in their titles (seen alone, 300-step numbers read as results)
+    steps, n_seeds = res["protocol"]["steps"], len(res["protocol"]["seeds"])
+    assert n_seeds == 1 and figs["bpc"].layout.title.text == (
+        f"Bits per character (lower is better) ({steps:,} steps, 1 seed: not converged)")
+    assert figs["curves"].layout.title.text.endswith(f"({steps:,} steps, 1 seed: not converged)")
+    twelve = report.figures_for({"kind": "converged", "protocol": {}, "comparisons": [{
+        "key": "zoo-ts", "title": "Zoo", "rows": [{"label": f"m{k}", "baseline": False, "test_mean": 2.5,
+                                                   "curves": [[(100, 1.0, 2.6), (200, 2.0, 2.5)]]} for k in range(12)]}]})
+    colours = [t.line.color for t in twelve["valid_curves"].data]
+    assert len(set(colours)) == 12 and "not converged" not in twelve["bpc"].layout.title.text
     # word problem over two groups: a model keeps one colour in every panel, and one legend entry
     res = _fake_results()
     rows = res["word_problem"]["rows"]

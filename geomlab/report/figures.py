@@ -19,16 +19,21 @@ def figures_for(results: dict[str, Any]) -> dict[str, Any]:
     from plotly.subplots import make_subplots
 
     figs: dict[str, Any] = {}
+    p = results.get("protocol") or {}
+    # a figure seen alone says what run it is from: the reduced runs' numbers are far from the converged ones
+    budget = "" if results.get("kind") == "converged" or not isinstance(p.get("steps"), int) else (
+        f" ({p['steps']:,} steps, {len(p.get('seeds') or [0])} seed{'s' if len(p.get('seeds') or [0]) != 1 else ''}"
+        ": not converged)")
     comps = [c for c in results["comparisons"] if any(r.get("test_mean") is not None for r in c["rows"])]
     if comps:
-        figs["bpc"] = _bpc_figure(comps)
+        figs["bpc"] = _bpc_figure(comps, budget)
         figs["speed"] = _speed_figure(comps)
         if any(r.get("history") for c in comps for r in c["rows"]):
             figs["curves"] = _stacked_lines(
                 [(c["title"], [(r["label"], [e["step"] for e in r["history"]],
                                 [e["loss"] / math.log(2) for e in r["history"]])
                                for r in c["rows"] if r.get("history")]) for c in comps],
-                "Training loss (bits per character, seed 0)", "step", "train BPC")
+                "Training loss (bits per character, seed 0)" + budget, "step", "train BPC")
     curved = [c for c in results["comparisons"] if any(r.get("curves") for r in c["rows"])]
     if curved:
         def by_step(r):  # mean over seeds at the validation steps every seed has
@@ -76,7 +81,7 @@ def figures_for(results: dict[str, Any]) -> dict[str, Any]:
 WIDTH, ROW_PX, SECTION_PX = 1100, 26, 90
 
 
-def _bpc_figure(comps: list[dict[str, Any]]):
+def _bpc_figure(comps: list[dict[str, Any]], budget: str = ""):
     """Dot plot, one section per comparison (under each other): valid BPC (open circle), test BPC (filled, with
     the 95% interval over seeds when there is one) and the paper's test BPC (diamond), each model on a row
     of its own. The x axes start near the numbers, not at 0 (dots, not bars, so no length is implied)."""
@@ -103,7 +108,7 @@ def _bpc_figure(comps: list[dict[str, Any]]):
                             marker={"symbol": "diamond", "size": 11, "color": "#e6550d"}, row=i, col=1)
         fig.update_yaxes(autorange="reversed", automargin=True, row=i, col=1)
         fig.update_xaxes(title={"text": "bits per character", "standoff": 4}, row=i, col=1)
-    fig.update_layout(title="Bits per character (lower is better)", height=height, width=WIDTH,
+    fig.update_layout(title="Bits per character (lower is better)" + budget, height=height, width=WIDTH,
                       template="plotly_white", legend={"orientation": "h", "y": 0, "yanchor": "bottom",
                                                        "yref": "container", "x": 0},
                       margin={"t": 100, "b": 90})
@@ -148,8 +153,9 @@ def _stacked_lines(sections: list[tuple[str, list[tuple[str, list, list]]]], tit
     fig = make_subplots(rows=len(sections), cols=1, row_heights=per, subplot_titles=[t for t, _ in sections],
                         vertical_spacing=SECTION_PX / height)
     for i, (_, lines) in enumerate(sections, start=1):
-        # ten colours, or 24 for a larger section (the zoo's twelve models repeated two of ten)
-        palette = plotly.colors.qualitative.Plotly if len(lines) <= 10 else plotly.colors.qualitative.Dark24
+        # Plotly's ten colours and four more unlike them (the zoo's twelve models repeated two of ten; Dark24
+        # gave two near-identical magentas)
+        palette = plotly.colors.qualitative.Plotly + ["#222A2A", "#B68100", "#750D86", "#1CA71C"]
         for k, (label, xs, ys) in enumerate(lines):
             fig.add_scatter(x=xs, y=ys, mode="lines", name=label, legend=f"legend{i}" if i > 1 else "legend",
                             line={"color": palette[k % len(palette)], "width": 2}, row=i, col=1)
