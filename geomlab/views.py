@@ -146,9 +146,10 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
               F("attention_row", True, ("layer",)),
               F("attention_window", True, ("layer", "head"), default=False)),
              ("layer", "head")),
+    # ${...}$: one group, which KaTeX does not break after "t =" at a line end (a phone showed "t =" alone)
     ViewSpec("energy", "CEM energy", "Energy", ":material/trending_down:", ("cem",),
              "causal energy minimisation (CEM)",
-             "Energy of each token's iterate across recursion steps $t = 0, \\dots, T$: a CEM layer is gradient "
+             "Energy of each token's iterate across recursion steps ${t = 0, \\dots, T}$: a CEM layer is gradient "
              "descent on this energy, so it should go down.",
              (F("energy_descent", True), F("energy_tokens", True, ("layer", "block"))),
              ("steps", "layer", "block")),
