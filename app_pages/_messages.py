@@ -137,9 +137,9 @@ def standin_message(view: ViewSpec, chosen: catalog.CheckpointEntry, shown: cata
     if not explicit:
         # a first visit: the user chose nothing, so nothing was swapped from their point of view; one quiet
         # line says what is shown and why (issue 16: no silent switch), without the links of a real swap
-        st.caption(f"Showing **{md_escape(shown.name)}** ({md_escape(shown.kind)}), a checkpoint **{view.title}** "
-                   f"can draw: the app's default, {md_escape(chosen.name)} ({md_escape(chosen.kind)}), is not one "
-                   "this view shows. Choose another in the sidebar.")
+        st.caption(f"Showing **{md_escape(shown.name)}** ({md_escape(shown.kind)}): **{view.title}** cannot draw "
+                   f"the app's default, {md_escape(chosen.name)} ({md_escape(chosen.kind)}). Choose another "
+                   "checkpoint in the sidebar.")
         return
     cols = st.columns([5, 1], vertical_alignment="center")
     cols[0].info(f"{why_not_this_view(view, chosen.kind)} Showing **{md_escape(shown.name)}** "

@@ -129,7 +129,8 @@ def test_a_default_checkpoint_is_replaced_with_a_message_too():
     assert kind_of(at.session_state["gl_ckpt"]) == "grassmann"
     note = standin_note(at)
     assert note and note.startswith("Showing **grassmann-tinyshakespeare** (grassmann)"), note
-    assert "can draw: the app's default, cem-t2-tinyshakespeare (cem), is not one this view shows" in note, note
+    # (it read "a checkpoint Grassmann planes can draw: the app's default, ..., is not one this view shows")
+    assert ": **Grassmann planes** cannot draw the app's default, cem-t2-tinyshakespeare (cem)." in note, note
     assert not at.info  # one quiet line: the newcomer chose nothing, so nothing was swapped from them
 
 
