@@ -509,13 +509,14 @@ def test_the_reading_gives_signed_gaps_with_the_interval_and_the_goal():
     comp = {"title": "T", "claim": "The paper says so. More words.", "rows": [row, base]}
     empty = {"title": "U", "claim": "", "rows": [{"label": "B2", "baseline": True, "seeds": []}]}
     text = "\n".join(reading({"comparisons": [comp, empty]}))
-    assert ("- **T** (baseline: Base). Ours: -0.090 test BPC at equal steps (95% CI -0.140 to -0.040, 3 seeds), "
+    assert ("- **T** (baseline: Base). The paper says so.\n"
+            "  - Ours: -0.090 test BPC at equal steps (95% CI -0.140 to -0.040, 3 seeds), "
             "-0.020 valid; +0.078 valid at equal training time (31 min, the shorter run's training time); the "
-            "goal of a test BPC below 2.40 is not reached (2.410). The paper says so.") in text
+            "goal of a test BPC below 2.40 is not reached (2.410).\n") in text
     assert "More words" not in text and "Provisional" not in text and "No result yet: U." in text
     comp["rows"].append({"label": "Later", "baseline": False, "seeds": [], "planned_seeds": [0, 1, 2]})
     text = "\n".join(reading({"comparisons": [comp]}))  # a row not run yet is named, not "provisional"
-    assert "No result yet for Later." in text and "Provisional" not in text
+    assert "\n  - No result yet for Later." in text and "Provisional" not in text
     comp["rows"].pop()
     assert "negative means the model is ahead" in text
     row.update(test_gap_ci95=0.12, test_mean=2.39, seeds=[0, 1], equal_time=None)

@@ -372,14 +372,16 @@ def reading(results: dict[str, Any]) -> list[str]:
         short = [r for r in [*others, base]
                  if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
         later = [r["label"] for r in rows if r is not base and r.get("test_gap") is None]
-        line = f"- **{c['title']}** (baseline: {base['label']}). " + "; ".join(parts) + "."
-        if later:
-            line += f" No result yet for {', '.join(later)}."
+        # one bullet per comparison, the paper's claim first, then one sub-bullet per model (a single
+        # paragraph per comparison ran to ~900 characters and was hard to scan)
+        line = f"- **{c['title']}** (baseline: {base['label']})."
         if c.get("claim"):
             line += f" {_first_sentence(c['claim'])}"  # the claim names its paper ("OSM paper: ...")
         if short:
             line += " _Provisional: seeds still missing._"
-        out.append(line)
+        out += [line, *(f"  - {part}." for part in parts)]
+        if later:
+            out.append(f"  - No result yet for {', '.join(later)}.")
     if not out:
         return []
     tail = ([f"No result yet: {'; '.join(waiting)}.", ""] if waiting else [])
