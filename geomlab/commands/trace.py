@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from geomlab.commands import add_checkpoint_argument, add_threads_argument, check_outputs, set_threads
+from geomlab.commands import add_checkpoint_argument, add_threads_argument, check_outputs, load_checkpoint, set_threads
 
 HELP = "trace a checkpoint on a text: record states/energies/planes and write them to an .npz file"
 EPILOG = ("Outputs: every location (--out, --html, --png, --json) is checked before anything is written, and "
@@ -54,12 +54,10 @@ def run(args: argparse.Namespace) -> int:
 
     from geomlab.data.vocab import decode_text, normalize_text
 
-    from geomlab import checkpoint as ckpt
-
     set_threads(args.threads)
     # first: a mistyped name or a folder that is no checkpoint is the first thing to hear about (loading
     # writes nothing, and the bundled models load in well under a second)
-    c = ckpt.load(ckpt.find(args.checkpoint), device="cpu")
+    c = load_checkpoint(args.checkpoint, device="cpu")
     html_dir, png_dir = (Path(d) if d else None for d in (args.html, args.png))
     json_path = Path(args.json) if args.json else None
     out = Path(args.out) if args.out else None

@@ -64,9 +64,17 @@ def compare_to_baseline(rows: list[dict[str, Any]]) -> None:
         if base and r.get("test_mean") is not None and base.get("test_mean") is not None:
             r["test_gap"] = r["test_mean"] - base["test_mean"]
             r["char_ppl_ratio"] = 2.0 ** r["test_gap"]
-            if r is not base and list(r.get("seeds", [])) == list(base.get("seeds", [])):
-                r["test_gap_ci95"] = ci95([a - b for a, b in zip(r["test"], base["test"])
-                                           if a is not None and b is not None])
+            if r is not base and _same_seeds(r, base):
+                r["test_gap_ci95"] = _paired_ci95(r, base)
+
+
+def _same_seeds(r: dict[str, Any], other: dict[str, Any]) -> bool:
+    return list(r.get("seeds", [])) == list(other.get("seeds", []))
+
+
+def _paired_ci95(r: dict[str, Any], other: dict[str, Any]) -> float | None:
+    """:func:`ci95` of the seed-paired test-BPC differences of two rows with the same seeds."""
+    return ci95([a - b for a, b in zip(r["test"], other["test"]) if a is not None and b is not None])
 
 
 def compare_to_versus(rows: list[dict[str, Any]]) -> None:
@@ -87,9 +95,8 @@ def compare_to_versus(rows: list[dict[str, Any]]) -> None:
         if r.get("test_mean") is None or other.get("test_mean") is None:
             continue
         r["versus_gap"] = r["test_mean"] - other["test_mean"]
-        if len(r.get("seeds", [])) >= 2 and list(r["seeds"]) == list(other.get("seeds", [])):
-            r["versus_gap_ci95"] = ci95([a - b for a, b in zip(r["test"], other["test"])
-                                         if a is not None and b is not None])
+        if _same_seeds(r, other):
+            r["versus_gap_ci95"] = _paired_ci95(r, other)  # None for one seed: "no interval yet"
 
 
 def mean_accuracy(per_seed: list[dict[int, float]], lengths: tuple[int, ...]) -> dict[str, float | None]:
