@@ -60,7 +60,7 @@ def header(results: dict[str, Any]) -> list[str]:
     conv = next((rel for _, rel in results.get("extra_runs") or () if rel.endswith("runs/converged/results.md")), None)
     if conv:
         lines += [f"**Converged, tuned, multi-seed results are in [the converged campaign's report]({conv}) "
-                  "(`geomlab report --converged`, in progress: it says which comparisons have finished); for "
+                  "(`geomlab report --converged`; its first line says how many of the planned runs have finished); for "
                   "those, it supersedes the tables below.**", ""]
     return lines
 
