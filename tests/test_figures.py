@@ -628,7 +628,7 @@ def test_plane_sphere_r3_great_circle_and_pole(validate):
     fig = figures.plane_sphere(tr, layer=0, slot=0, cursor=6).figure
     a, b = tr.reduced[0, 6].astype(np.float64), tr.reduced[0, 5].astype(np.float64)
     n = np.cross(a, b) / np.linalg.norm(np.cross(a, b))
-    pole = _by_name(fig, "pole ±n")
+    pole = _by_name(fig, "pole n")
     np.testing.assert_allclose([pole.x[0], pole.y[0], pole.z[0]], n, atol=1e-6)
     circle = _by_name(fig, "plane")
     pts = np.stack([circle.x, circle.y, circle.z], 1)
@@ -636,7 +636,13 @@ def test_plane_sphere_r3_great_circle_and_pole(validate):
     np.testing.assert_allclose(pts @ n, 0, atol=1e-6)
     assert not fig.frames and fig.layout.scene.aspectmode == "cube"
     assert circle.meta == "cursor" and "6 '" in fig.layout.title.text
-    assert len(figures.plane_sphere(tr, layer=0, slot=0, cursor=6, animate=True).figure.frames) == T - 1
+    anim = figures.plane_sphere(tr, layer=0, slot=0, cursor=6, animate=True).figure
+    assert len(anim.frames) == T - 1
+    # every frame moves the plane's traces (disc, circle, both pole ends, both spanning vectors), none left behind
+    moving = list(range([t.name for t in anim.data].index("disc"), len(anim.data)))
+    assert len(moving) == 6
+    assert all(list(f.traces) == moving and len(f.data) == len(f.traces) for f in anim.frames)
+    assert _by_name(fig, "pole −n").x[0] == pytest.approx(-n[0], abs=1e-6)
 
 
 def test_plane_sphere_r5_coverage():

@@ -439,11 +439,12 @@ def _plane_traces(Q: np.ndarray, E: np.ndarray, label: str, coverage: float, a3,
         {"type": "scatter3d", "x": circ[:, 0], "y": circ[:, 1], "z": circ[:, 2], "mode": "lines",
          "line": {"color": HIGHLIGHT, "width": 6}, "name": "plane",
          "hovertemplate": f"{label}<br>coverage {coverage:.2f}<extra></extra>"},
-        {"type": "scatter3d", "x": [n[0], -n[0]], "y": [n[1], -n[1]], "z": [n[2], -n[2]], "mode": "markers",
-         "marker": {"size": 6, "color": [colour(0), colour(3)], "symbol": "diamond"}, "name": "pole ±n",
-         "hovertemplate": "pole n = (%{x:.3f}, %{y:.3f}, %{z:.3f})<extra></extra>"},
     ]
-    # the two spanning vectors as two traces, so each legend entry shows its own colour
+    # the pole's two ends and the two spanning vectors as a trace each, so each legend entry shows its colour
+    for p, name, c in ((n, "pole n", colour(0)), (-n, "pole −n", colour(3))):
+        out.append({"type": "scatter3d", "x": [p[0]], "y": [p[1]], "z": [p[2]], "mode": "markers", "name": name,
+                    "marker": {"size": 6, "color": c, "symbol": "diamond"},
+                    "hovertemplate": f"{name} = (%{{x:.3f}}, %{{y:.3f}}, %{{z:.3f}})<extra></extra>"})
     va, vb = (np.asarray(v) / max(np.linalg.norm(v), 1e-12) for v in (a3, b3))
     for v, name, c in ((va, "z<sub>t</sub>", colour(2)), (vb, "z<sub>t−Δ</sub>", colour(1))):
         out.append({"type": "scatter3d", "x": [0, v[0]], "y": [0, v[1]], "z": [0, v[2]], "mode": "lines",
@@ -536,7 +537,7 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     if not animate:
         idx = np.array([], dtype=int)
     names = [str(t) for t in idx.tolist()]
-    anim = list(range(len(base), len(base) + 5))
+    anim = list(range(len(base), len(base) + len(shown)))
     fig = animated_figure(base + shown,
                           [{"data": traces(t), "traces": anim, "name": nm} for t, nm in zip(idx.tolist(), names)])
     if animate:
