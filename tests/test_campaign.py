@@ -268,7 +268,13 @@ def test_a_tiny_campaign_end_to_end(tmp_path, text_file):
     assert results["progress"]["cpu_hours_left_timed"] == 0 and results["progress"]["untimed_arms"] == 0
     assert all(r["cpu_s_per_step"] > 0 for r in rows)
     md = render_markdown(results)
-    assert "of" in md and "planned runs finished" in md and "| OSM-RNN O(d) | 2 of 2 seeds finished |" in md
+    assert "| OSM-RNN O(d) | 2 of 2 seeds finished |" in md
+    # complete: the header and the reading say so, with no "so far"; one run short, they say how far it got
+    done = results["progress"]["done"]
+    assert f"the campaign is complete: all {done} planned runs finished" in md and "## Reading\n" in md
+    partial = render_markdown(dict(results, progress=dict(results["progress"], done=done - 1)))
+    assert f"**{done - 1} of {done} planned runs finished**" in partial and "complete" not in partial.split("\n")[2]
+    assert "## Reading (what the finished runs say so far)" in partial
     json.dumps(results)  # the results file is plain JSON
     # the trace latency is measured once, kept beside the run, and read back by the next collect (measured
     # again each time, on a machine busy with workers, one model's number swung 10x between snapshots)
