@@ -134,13 +134,20 @@ def standin(slug: str, chosen: str, shown: str, how: str) -> None:
     cannot show (``how``: how the two are related, from :func:`geomlab.views.related_kinds`). ``gl_ckpt``
     becomes ``shown`` (so the page, its link and its URL name what is on screen); the record keeps the
     page's message up while ``shown`` is on screen there, and :func:`restore_choice` gives the chosen one
-    back on any other page. A pick or a link ends it. Design choice (issue 16: no silent switches)."""
+    back on any other page. A pick or a link ends it. The text follows the stand-in as :func:`text_follows`
+    says, and also when the two read different inputs (a word problem's group elements against characters:
+    a tour step's ``12340 10234`` would be unknown symbols to a Shakespeare model); the chosen checkpoint's
+    text comes back with it while the stand-in's is untouched. Design choice (issue 16: no silent switches)."""
     ss = st.session_state
-    ss[K_STANDIN] = {"slug": slug, "chosen": chosen, "shown": shown, "how": how,
-                     "explicit": bool(ss.get(K_CKPT_EXPLICIT, False))}
+    text, explicit = ss.get(K_TEXT), bool(ss.get(K_CKPT_EXPLICIT, False))
     ss[K_CKPT] = shown
     ss[K_CKPT_EXPLICIT] = False
     text_follows(chosen, shown)
+    old, new = data.entry_for(chosen), data.entry_for(shown)
+    if old is not None and new is not None and old.is_word_problem != new.is_word_problem:
+        set_text(data.default_text_for(new))
+    ss[K_STANDIN] = {"slug": slug, "chosen": chosen, "shown": shown, "how": how, "text": text,
+                     "shown_text": ss.get(K_TEXT), "explicit": explicit}
 
 
 def accept_standin() -> None:
@@ -173,7 +180,8 @@ def restore_choice(slug: str | None = None) -> None:
     if rec.get("slug") != slug:
         ss[K_CKPT] = rec["chosen"]
         ss[K_CKPT_EXPLICIT] = rec.get("explicit", False)
-        text_follows(rec["shown"], rec["chosen"])
+        if ss.get(K_TEXT) == rec.get("shown_text") and rec.get("text") is not None:
+            set_text(rec["text"])  # the chosen checkpoint's own text, unless the stand-in's was changed
         ss.pop(K_STANDIN, None)
 
 

@@ -114,6 +114,26 @@ def test_an_osm_rnn_on_attention_shows_an_osmformer_and_says_why():
     assert at.session_state["gl_pos"] == 3
 
 
+def test_a_stand_in_for_a_word_problem_model_reads_its_own_text_and_gives_the_tour_s_back():
+    """A trial user opened the Tour (its first step: the S5 word-problem OSM-RNN reading ``12340 10234 ...``),
+    then Attention similarity: the Shakespeare OSMFormer standing in read those digits as unknown
+    characters. The stand-in now reads its own text; the tour's text comes back with the chosen model."""
+    from geomlab import tours
+
+    step = next(iter(tours.LESSONS.values())).steps[0]
+    at = open_page("tour")
+    assert at.session_state["gl_ckpt"] == step.checkpoint and at.session_state["gl_text"] == step.text
+    goto(at, "attention")
+    shown = at.session_state["gl_ckpt"]
+    from app_pages import _data
+
+    assert not _data.entry_for(shown).is_word_problem and standin_note(at) is not None
+    assert at.session_state["gl_text"] == _data.default_text_for(_data.entry_for(shown))
+    assert not [w.value for w in at.warning if "unknown" in w.value.lower()]
+    goto(at, "trajectories")  # the OSM-RNN's own view: the tour's checkpoint and text are given back
+    assert at.session_state["gl_ckpt"] == step.checkpoint and at.session_state["gl_text"] == step.text
+
+
 def test_choosing_an_offered_checkpoint_ends_the_stand_in():
     at = open_page("attention", ckpt=OSM_RNN)
     at.pills(key="w_standin_attention").set_value(CEM).run()
