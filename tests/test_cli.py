@@ -66,6 +66,31 @@ def test_train_eval_sample_end_to_end(text_file, tmp_path, capsys, monkeypatch):
     assert "traced 9 positions" in capsys.readouterr().out and (tmp_path / "tr.npz").is_file()
 
 
+def test_the_default_threads_leave_the_busy_cores_alone(monkeypatch):
+    """Without --threads, torch's one thread per core is lowered to the cores the load average leaves free
+    (at least 1); an idle machine keeps torch's choice; where no load average exists, nothing changes."""
+    from geomlab import commands
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    for load, want in ((0.2, 8), (2.6, 5), (7.5, 1), (30.0, 1)):
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        assert commands.free_cores(8) == want, load
+    assert commands.free_cores(4) == 1 and commands.free_cores(1) == 1  # never above torch's own choice
+
+    def no_load():
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(os, "getloadavg", no_load)
+    assert commands.free_cores(8) == 8
+    monkeypatch.setattr(os, "getloadavg", lambda: (7.0, 7.0, 7.0))
+    calls = []
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 8)
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    commands.set_threads(None)
+    commands.set_threads(3)
+    assert calls == [1, 3]  # the default lowered; a given --threads taken as it is
+
+
 def test_resume_via_cli(text_file, tmp_path, capsys):
     out = tmp_path / "runs"
     assert _train(text_file, out, "--name", "full") == 0
