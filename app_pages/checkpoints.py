@@ -151,12 +151,13 @@ def main() -> None:
             "test": st.column_config.TextColumn("test", width=50, help="the metric on the test split"),
             "trained": st.column_config.TextColumn("steps", width=60, help=STEPS_HELP),
         })
-        # two columns read row by row; on a phone they stack (all left cards, then all right ones), so there
-        # one column keeps the table's order
-        cols = [st.container()] if ui.is_phone() else st.columns(2, gap="medium")
-        for i, e in enumerate(found):
-            with cols[i % len(cols)]:
-                card(e, i)
+        # two cards a row, each row its own pair of columns: a narrow screen stacks each row's pair in turn,
+        # so the cards keep the table's order there too (two long columns stacked put all left cards first)
+        for i in range(0, len(found), 2):
+            for j, col in enumerate(st.columns(2, gap="medium")):
+                if i + j < len(found):
+                    with col:
+                        card(found[i + j], i + j)
     st.divider()
     upload_section()
     with st.expander("Where do checkpoint files come from?"):

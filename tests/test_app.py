@@ -515,6 +515,13 @@ def test_checkpoints_page_lists_cards_and_validates_uploads(ckpt_dirs):
     assert not at.exception
     names = set(at.dataframe[0].value["name"])
     assert {"osm", "cem", "grassmann", "s3"} <= names
+    # the cards in page order are the table's rows in order (a narrow screen stacks them as the page lists
+    # them: two long columns put every left card before the right ones)
+    import re
+
+    titles = [m.group(1) for n in _in_order(at.main) if n.type == "markdown"
+              for m in [re.match(r"\*\*(.+?)\*\*  :gray-badge", getattr(n, "value", ""))] if m]
+    assert titles == [md_escape(n) for n in at.dataframe[0].value["name"]], titles
     # a bad upload: a JSON without its weights
     at.file_uploader(key="w_upload").upload("broken.json", b'{"model_config": {}}', "application/json")
     at.button[-1].click() if not at.get("form_submit_button") else None
