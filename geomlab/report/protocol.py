@@ -139,7 +139,7 @@ _SCALING = Comparison(
             versus=None if n == 200_000 else f"Transformer ~{n // 1000}K"),
         Arm(f"Transformer ~{n // 1000}K", "transformer", n, {}, {}, baseline=(n == 200_000)))),
     claim="OSM paper: a scaling study up to ~500K (no numbers available in the notes).",
-    note="The ~100K points are the ts-100k rows.")
+    note="The ~100K points are the ts-100k rows (trained for 10,000 steps; these rows for 5,000).")
 _CEM = Comparison(
     "cem-200k", "Tiny Shakespeare, ~200K parameters: CEM vs Llama", "tinyshakespeare",
     (Arm("Llama (RMSNorm, RoPE, SwiGLU)", "llama", 200_000, {"n_layers": 4, "n_heads": 4}, {}, baseline=True),
