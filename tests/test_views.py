@@ -130,6 +130,22 @@ def test_trace_html_writes_the_registry_figures(tmp_path):
     assert "CEM energy" in index and "Attention similarity" in index and 'href="energy_descent.html"' in index
 
 
+def test_trace_html_captions_say_nothing_of_the_app_s_controls(tmp_path):
+    """A static page has no token cursor to move and no "More figures" switch: the captions the app shows
+    (which say both) lose those sentences in ``trace --html`` (a trial user followed them there)."""
+    from geomlab import cli
+
+    out = tmp_path / "views"
+    assert cli.main(["trace", str(ASSETS / "osm-rnn-o-tinyshakespeare.json"), "--text", TEXT, "--html", str(out)]) == 0
+    ck = checkpoint.load(ASSETS / "osm-rnn-o-tinyshakespeare", device="cpu")
+    tr = trace_text(ck.model, ck.vocab, TEXT)
+    app = " ".join(f.caption for v in registry.views_of_trace(tr) for f in registry.build_view(tr, v.slug).values())
+    assert "token cursor" in app and "More figures" in app  # what the app says, so the check below can fail
+    index = (out / "index.html").read_text()
+    assert "token cursor" not in index and "More figures" not in index
+    assert "projected on their first two principal components" in index  # the captions themselves are there
+
+
 # ---------------------------------------------------------------- curated default sets (issue 16, part 5)
 def test_every_view_opens_on_a_small_default_set(traces):
     """Each view opens on at most MAX_DEFAULT (4) figures that apply to the trace; the rest are "more";

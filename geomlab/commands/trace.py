@@ -164,6 +164,7 @@ def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
     import html
 
     from geomlab import views as registry
+    from geomlab.figures._common import without_cursor
     from geomlab.markup import to_html
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -176,7 +177,7 @@ def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
             fig.figure.write_html(folder / f"{name}.html", include_plotlyjs="directory", auto_play=False)
             written.append(name)
             items.append(f'<li><a href="{name}.html">{html.escape(name.replace("_", " "))}</a>: '
-                         f"{to_html(fig.caption)}</li>")
+                         f"{to_html(without_cursor(fig.caption))}</li>")  # a page with no cursor to move
         if items:
             sections.append(f"<h2>{html.escape(view.title)}</h2><p>{to_html(view.blurb)}</p>"
                             f"<ul>{''.join(items)}</ul>")

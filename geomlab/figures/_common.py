@@ -552,12 +552,17 @@ _PLAY_SENTENCES = (
 )
 
 
+#: a view page's pointer to a figure it keeps under "More figures" (the PCA trajectory's 3-D form)
+MORE_FIGURES_3D = " The 3-D projection is under More figures."
+
+
 def without_cursor(caption: str) -> str:
-    """``caption`` of a static figure shown where there is no token cursor (the Train page's probe): the
-    sentence :func:`without_play` put there about moving the cursor is dropped. Source: design choice."""
+    """``caption`` of a static figure shown outside a view page, with no token cursor and no "More figures"
+    (the Train page's probe, ``geomlab trace --html``): the sentence :func:`without_play` put there about
+    moving the cursor, and :data:`MORE_FIGURES_3D`, are dropped. Source: design choice."""
     for _, sentence in _PLAY_SENTENCES[:-1]:
         caption = caption.replace(sentence, "")
-    return caption
+    return caption.replace(MORE_FIGURES_3D, "")
 
 
 def without_play(caption: str, animate: bool) -> str:

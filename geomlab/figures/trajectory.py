@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    CYCLIC, HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View,
-    add_cursor_line, animated_figure, animation_controls, cached, cached_positions, check_cursor, check_index, colour,
-    finish, hover_tokens, index_colorscale, index_colour_range, index_colours, one_blas_thread, subsample,
+    CYCLIC, HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, MORE_FIGURES_3D, SEQUENTIAL, FigureBuilder, FigureError,
+    View, add_cursor_line, animated_figure, animation_controls, cached, cached_positions, check_cursor, check_index,
+    colour, finish, hover_tokens, index_colorscale, index_colour_range, index_colours, one_blas_thread, subsample,
     subsample_note, token_ticks, without_play,
 )
 from geomlab.trace import OSMTrace
@@ -456,7 +456,7 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     shares = ", ".join(f"PC{k + 1} {ratio[k]:.1%}" for k in range(2))  # one decimal: the parts add up
     cap = (f"The states $H_t$ ({_layer_name(tr, layer)}) as points $\\mathrm{{vec}}(H_t)$ projected on their first two "
            f"principal components ({shares} of the variance, together {ratio[:2].sum():.1%}; unitless); "
-           "colour = position. The 3-D projection is under More figures." + subsample_note(tr.n_positions, len(idx)))
+           "colour = position." + MORE_FIGURES_3D + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, "State trajectory (2-D PCA)", cap,
                   "pca_projection", height=480, margin={"l": 60, "r": 10, "t": 80, "b": 50})
 
