@@ -275,6 +275,7 @@ def test_a_tiny_campaign_end_to_end(tmp_path, text_file):
     partial = render_markdown(dict(results, progress=dict(results["progress"], done=done - 1)))
     assert f"**{done - 1} of {done} planned runs finished**" in partial and "complete" not in partial.split("\n")[2]
     assert "## Reading (what the finished runs say so far)" in partial
+    assert "so far" not in md and "tuning runs so far" in partial
     json.dumps(results)  # the results file is plain JSON
     # the trace latency is measured once, kept beside the run, and read back by the next collect (measured
     # again each time, on a machine busy with workers, one model's number swung 10x between snapshots)

@@ -438,8 +438,10 @@ def converged_protocol(results: dict[str, Any]) -> list[str]:
         "characters (the app's cost of a view), measured once with the first finished seed's model and kept "
         "(on the campaign's machine, busy with its workers: a rough cost, not a benchmark; `geomlab bench "
         "views` times views).",
-        "- Planned runs: each model's tuning runs so far plus its seeds; the count grows when a grid widens or a "
-        "row steps its lr down.", ""]
+        ("- Planned runs: each model's tuning runs (its grid, widened where the best lr was at an edge) plus its "
+         "seeds." if _complete(results) else
+         "- Planned runs: each model's tuning runs so far plus its seeds; the count grows when a grid widens or a "
+         "row steps its lr down."), ""]
 
 
 def converged_comparison(c: dict[str, Any]) -> list[str]:
