@@ -21,9 +21,9 @@ def figures_for(results: dict[str, Any]) -> dict[str, Any]:
     figs: dict[str, Any] = {}
     p = results.get("protocol") or {}
     # a figure seen alone says what run it is from: the reduced runs' numbers are far from the converged ones
+    n_seeds = len(p.get("seeds") or [0])
     budget = "" if results.get("kind") == "converged" or not isinstance(p.get("steps"), int) else (
-        f" ({p['steps']:,} steps, {len(p.get('seeds') or [0])} seed{'s' if len(p.get('seeds') or [0]) != 1 else ''}"
-        ": not converged)")
+        f" ({p['steps']:,} steps, {n_seeds} seed{'s' if n_seeds != 1 else ''}: not converged)")
     comps = [c for c in results["comparisons"] if any(r.get("test_mean") is not None for r in c["rows"])]
     if comps:
         figs["bpc"] = _bpc_figure(comps, budget)
