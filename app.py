@@ -4,7 +4,7 @@ This file is the frame shared by every page (``st.navigation``): it sets the pag
 shared state (checkpoint, text, token cursor) from the URL, runs the chosen page and mirrors the state
 back into the URL so a link reopens the same view. The pages live in ``app_pages/``; their shared helpers in
 small modules there (``_state``, ``_data``, ``_warm``, ``_widgets``, ``_messages``, ``_views``, re-exported by
-``_ui``). The view pages are listed from the view registry, :mod:`geomlab.views`. The backend (``geomlab/``)
+``_ui``). The view pages are listed from the view registry, :mod:`geomlab.teach.views`. The backend (``geomlab/``)
 never imports streamlit.
 
 Why ``app_pages/`` and not ``pages/``: Streamlit treats a folder named ``pages`` next to the entry point as

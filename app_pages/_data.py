@@ -1,14 +1,14 @@
 """Caches of the app: the checkpoint catalog, loaded checkpoints, traces and figures.
 
 Checkpoints, traces and figures go through one byte-budget LRU shared by every session of the server
-(:func:`geomlab.cache.shared_cache`, 512 MB by default, ``GEOMLAB_CACHE_MB``), not ``st.cache_data``: it is
+(:func:`geomlab.core.cache.shared_cache`, 512 MB by default, ``GEOMLAB_CACHE_MB``), not ``st.cache_data``: it is
 bounded by size, never copies values per session, computes a missing key once however many sessions ask for
 it, and can be filled by the warm-up thread outside any script run (``app_pages/_warm.py``). Keys:
 
-* ``("ckpt", path, mtime)``: a :class:`geomlab.checkpoint.Checkpoint` (a re-saved file has a new mtime);
+* ``("ckpt", path, mtime)``: a :class:`geomlab.checkpoints.io.Checkpoint` (a re-saved file has a new mtime);
 * ``("trace", path, mtime, text, opts)``: a trace (``opts``: sorted trace options, e.g. CEM ``steps``);
 * ``("fig", path, mtime, text, opts, name, kwargs)``: a :class:`geomlab.figures.View`, ``kwargs`` the
-  figure's arguments from :func:`geomlab.views.figure_kwargs`.
+  figure's arguments from :func:`geomlab.teach.views.figure_kwargs`.
 
 Values are shared between sessions: callers must not mutate them (``_widgets.chart`` copies a figure before
 changing its layout). The catalog listing stays in ``st.cache_data`` (tiny, keyed by the files' signature).
@@ -26,9 +26,9 @@ from typing import Any, Callable, Hashable
 import numpy as np
 import streamlit as st
 
-from geomlab import catalog
-from geomlab import views as registry
-from geomlab.cache import ByteLRU, shared_cache
+from geomlab.checkpoints import catalog
+from geomlab.teach import views as registry
+from geomlab.core.cache import ByteLRU, shared_cache
 
 log = logging.getLogger("geomlab.app")
 
@@ -146,7 +146,7 @@ def related_entries(entry: catalog.CheckpointEntry, found: list[catalog.Checkpoi
                     pair: bool = False) -> list[tuple[catalog.CheckpointEntry, str]]:
     """``[(checkpoint, how related)]``: the checkpoints of ``found`` (default :func:`entries`) related to
     ``entry`` (itself left out), most related first; ``how`` comes from
-    :func:`geomlab.views.related_kinds` (same kind, same family, same way of mixing positions; unrelated
+    :func:`geomlab.teach.views.related_kinds` (same kind, same family, same way of mixing positions; unrelated
     kinds are left out).
 
     Stand-in order (a view that cannot show ``entry``): the kind's relation, then the same task (word
@@ -154,7 +154,7 @@ def related_entries(entry: catalog.CheckpointEntry, found: list[catalog.Checkpoi
     the same task first (two surprisal curves on one scale), then the kind's relation, the same corpus,
     and within one kind another group (O(d) vs the torus is the comparison worth making). Then bundled
     before yours, then the listing's order. Design choice (issue 16)."""
-    from geomlab.views import related_kinds
+    from geomlab.teach.views import related_kinds
 
     related = related_kinds(entry.kind)
     rank = {k: i for i, k in enumerate(related)}
@@ -245,7 +245,7 @@ def unknown_tokens(entry: catalog.CheckpointEntry, text: str) -> list[str]:
 # ---------------------------------------------------------------- checkpoints, traces, figures
 def load_uncached(path: str) -> Any:
     """Load a checkpoint in eval mode (no cache)."""
-    from geomlab import checkpoint as ckpt_mod
+    from geomlab.checkpoints import io as ckpt_mod
 
     ck = ckpt_mod.load(path)
     with contextlib.suppress(Exception):
@@ -256,15 +256,6 @@ def load_uncached(path: str) -> Any:
 def load_checkpoint(path: str, mtime: float) -> Any:
     """The loaded checkpoint at ``path`` through the shared cache (no spinner: usable from any thread)."""
     return cache().get_or_compute(("ckpt", path, mtime), lambda: load_uncached(path))
-
-
-def load(entry: catalog.CheckpointEntry) -> Any:
-    """The loaded :class:`geomlab.checkpoint.Checkpoint` of ``entry`` (cached by path and mtime)."""
-    from app_pages._warm import wait_warm
-
-    wait_warm()
-    key = ("ckpt", str(entry.path), entry.mtime)
-    return cached(key, lambda: load_uncached(str(entry.path)), spinner="Loading checkpoint…")
 
 
 class KeyText(str):
@@ -300,10 +291,8 @@ def compute_trace(path: str, mtime: float, text: str, opts: tuple) -> Any:
 
 
 def trace_for(entry: catalog.CheckpointEntry, text: str, **opts: Any) -> Any:
-    """The cached trace of ``text`` through ``entry``'s model (``opts``: e.g. CEM ``steps``)."""
-    from app_pages._warm import wait_warm
-
-    wait_warm()
+    """The cached trace of ``text`` through ``entry``'s model (``opts``: e.g. CEM ``steps``). The page waits
+    for the warm-up's imports first (``_warm.wait_warm``)."""
     key = trace_key(str(entry.path), entry.mtime, text, opts)
     return cached(key, lambda: compute_trace(*key[1:]), spinner="Tracing the text through the model…")
 
@@ -318,7 +307,7 @@ def figure_for(entry: catalog.CheckpointEntry, text: str, trace_opts: dict[str, 
                controls: dict[str, Any], cursor: int | None) -> Any:
     """Figure ``name`` of ``tr`` (the trace of ``entry`` on ``text``) as a cached
     :class:`geomlab.figures.View`; raises ``FigureError`` (a ``ValueError``) like
-    :func:`geomlab.views.build_figure`."""
+    :func:`geomlab.teach.views.build_figure`."""
     tkey = trace_key(str(entry.path), entry.mtime, text, trace_opts)
     built = []
 

@@ -2,7 +2,7 @@
 and a collapsed "How to read this · what to look for" block with the current model's facts; under each
 figure, one "look for" line; links into the glossary page.
 
-The texts and facts come from :mod:`geomlab.explain` (no streamlit there); this module only draws them.
+The texts and facts come from :mod:`geomlab.teach.explain` (no streamlit there); this module only draws them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import streamlit as st
 
 from app_pages._state import page_path
-from geomlab import explain
+from geomlab.teach import explain
 
 GLOSSARY_PAGE = page_path("glossary")
 
@@ -37,7 +37,7 @@ def _task_of(entry: Any) -> Any:
 
 
 def view_intro(view: Any, entry: Any, tr: Any, where: Any = None) -> None:
-    """Draw the introduction of view ``view`` (a :class:`geomlab.views.ViewSpec`) for trace ``tr`` of
+    """Draw the introduction of view ``view`` (a :class:`geomlab.teach.views.ViewSpec`) for trace ``tr`` of
     checkpoint ``entry``: the page's formula (``st.latex``), any warning fact of this trace (e.g. an energy
     that rose) as one visible line, and a collapsed expander with how to read the view, what to look for,
     this model's facts and the glossary terms it uses. ``where``: a container to draw in (default: here)."""

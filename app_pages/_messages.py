@@ -15,8 +15,8 @@ from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlExcepti
 
 from app_pages import _data as data
 from app_pages._state import K_CKPT, K_NOTICE, K_NOTICE_SHOWN, accept_standin, page_path, set_checkpoint
-from geomlab import catalog
-from geomlab.views import VIEWS, ViewSpec
+from geomlab.checkpoints import catalog
+from geomlab.teach.views import VIEWS, ViewSpec
 
 log = logging.getLogger("geomlab.app")
 
@@ -30,7 +30,7 @@ def md_escape(text: Any) -> str:
     value from a URL, a file name or an uploaded card (``[x](http://...)``, ``**bold**``, ``<b>``,
     ``http://...``, ``$x$``, a backtick) shows as typed and never becomes a link or formatting. Newlines
     become spaces (one line)."""
-    from geomlab.markup import escape_chars
+    from geomlab.core.markup import escape_chars
 
     return escape_chars(text, _MD_SPECIAL)
 
@@ -110,7 +110,7 @@ VIEW_NEEDS = {
     "planes": ("a Grassmann flow model, which builds 2-planes from pairs of positions", "{kind} builds none"),
 }
 
-#: how a stand-in relates to the chosen checkpoint (geomlab.views.related_kinds), as the message says it
+#: how a stand-in relates to the chosen checkpoint (geomlab.teach.views.related_kinds), as the message says it
 RELATION_TEXT = {"same kind": "same kind", "same family": "same family",
                  "also recurrent": "also recurrent", "also attention-based": "also attention-based",
                  "": "this view's default: no related checkpoint is here"}

@@ -38,7 +38,7 @@ from typing import Any
 import streamlit as st
 
 from app_pages import _data as data
-from geomlab import views as registry
+from geomlab.teach import views as registry
 
 K_CKPT, K_CKPT_B, K_TEXT, K_POS, K_LAYER, K_STEPS, K_STEPS_B, K_VIEW = (
     "gl_ckpt", "gl_ckpt_b", "gl_text", "gl_pos", "gl_layer", "gl_steps", "gl_steps_b", "gl_compare_view")
@@ -131,7 +131,7 @@ def text_follows(before: str | None, ref: str) -> None:
 
 def standin(slug: str, chosen: str, shown: str, how: str) -> None:
     """Record that view ``slug`` shows checkpoint ``shown`` in place of the chosen ``chosen``, which it
-    cannot show (``how``: how the two are related, from :func:`geomlab.views.related_kinds`). ``gl_ckpt``
+    cannot show (``how``: how the two are related, from :func:`geomlab.teach.views.related_kinds`). ``gl_ckpt``
     becomes ``shown`` (so the page, its link and its URL name what is on screen); the record keeps the
     page's message up while ``shown`` is on screen there, and :func:`restore_choice` gives the chosen one
     back on any other page. A pick or a link ends it. The text follows the stand-in as :func:`text_follows`

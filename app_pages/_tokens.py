@@ -17,7 +17,7 @@ import streamlit as st
 
 from app_pages._messages import md_escape
 from app_pages._state import K_POS
-from geomlab import predictions
+from geomlab.trace import predictions
 
 K_TOK = "w_tok"                 # the pills widget (clickable text)
 K_TOK_START = "_gl_tok_start"   # first position of the clickable window (kept while the cursor stays inside)

@@ -10,14 +10,14 @@ pages). Each concept lives in its own module; this file only re-exports them:
 * ``_messages.py``: errors as one line, notices, empty/wrong-kind messages, metric formatting;
 * ``_views.py``: the renderer shared by the five view pages and Compare.
 
-The views themselves (titles, kinds, figures, controls) are defined once, in :mod:`geomlab.views`.
+The views themselves (titles, kinds, figures, controls) are defined once, in :mod:`geomlab.teach.views`.
 """
 
 from __future__ import annotations
 
 from app_pages._data import (  # noqa: F401
     DEFAULT_TEXT, TEXT_HINT, TEXT_HINT_B, cache, cache_caption, check_text, debug_enabled, default_ref,
-    default_text_for, entries, entry_for, load, log, max_chars, trace_for, trace_json, unknown_tokens, vocab_of,
+    default_text_for, entries, entry_for, log, max_chars, trace_for, trace_json, unknown_tokens, vocab_of,
 )
 from app_pages._messages import (  # noqa: F401
     METRIC_LABEL, accuracy_by_length_line, fmt_metric, fmt_seconds, guard, is_ci, metric_facts,
@@ -33,7 +33,7 @@ from app_pages._widgets import (  # noqa: F401
     PLOTLY_CONFIG, chart, checkpoint_picker, cursor_control, int_control, is_phone, short_labels, steps_control,
     text_box, token_label, trace_downloads, view_controls, wrap_markup, wrapped_title,
 )
-from geomlab.views import ATTENTION_KINDS, OSM_KINDS, VIEWS, ViewSpec  # noqa: F401
+from geomlab.teach.views import ATTENTION_KINDS, OSM_KINDS, VIEWS, ViewSpec  # noqa: F401
 
-View = ViewSpec  # the name the pages used before the registry moved to geomlab.views
+View = ViewSpec  # the name the pages used before the registry moved to geomlab.teach.views
 _copy = copy  # callback name kept for pages and tests

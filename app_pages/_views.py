@@ -2,7 +2,7 @@
 the token cursor and the view's controls, then draw the view's figures with their captions.
 
 What a view shows (figures in order, full or half width, the controls it needs, which figures apply to a
-trace, the arguments each figure takes) comes from the registry, :mod:`geomlab.views`; this module only
+trace, the arguments each figure takes) comes from the registry, :mod:`geomlab.teach.views`; this module only
 lays the figures out.
 """
 
@@ -19,7 +19,7 @@ from app_pages import _ui as ui
 from app_pages._data import figure_for
 from app_pages._messages import md_escape
 from app_pages._warm import rendering
-from geomlab import views as registry
+from geomlab.teach import views as registry
 
 
 def panels_side_by_side(fig: Any) -> bool:
@@ -50,8 +50,8 @@ def figure_list(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: int
                 controls: dict, part: str = "default") -> list[tuple[str, Any, str, bool]]:
     """``[(name, figure, caption, wide)]`` of view ``slug`` for this trace, in the registry's order (figures
     that fail are shown as one-line messages by the caller: the tuple then holds the error text instead of
-    a figure). ``part``: ``"default"`` (the set a view opens on, :func:`geomlab.views.default_figures`),
-    ``"more"`` (the rest, :func:`geomlab.views.more_figures`) or ``"all"``; only those are built."""
+    a figure). ``part``: ``"default"`` (the set a view opens on, :func:`geomlab.teach.views.default_figures`),
+    ``"more"`` (the rest, :func:`geomlab.teach.views.more_figures`) or ``"all"``; only those are built."""
     specs = {"default": registry.default_figures, "more": registry.more_figures,
              "all": registry.view_figures}[part](slug, tr)
     out = []

@@ -18,11 +18,11 @@ import time
 from typing import Any, Iterator
 
 from app_pages import _data as data
-from geomlab import views as registry
+from geomlab.teach import views as registry
 
 log = logging.getLogger("geomlab.app")
 
-_WARM_MODULES = ("torch", "geomlab.models", "geomlab.checkpoint", "geomlab.trace", "geomlab.figures",
+_WARM_MODULES = ("torch", "geomlab.models", "geomlab.checkpoints.io", "geomlab.trace", "geomlab.figures",
                  "sklearn.decomposition")
 _IMPORTS_DONE = threading.Event()
 #: Set once the first warm target (the default checkpoint's default view) is in the cache, or skipped.
@@ -57,7 +57,7 @@ def _wait_idle(timeout: float = 30.0) -> None:
 
 def warm_targets(found: list) -> list[tuple[str, Any]]:
     """``[(view slug, catalog entry)]`` to pre-build, first view first: the default checkpoint
-    (``default_ref``) in its default view (:func:`geomlab.views.default_view`), then for every view the
+    (``default_ref``) in its default view (:func:`geomlab.teach.views.default_view`), then for every view the
     checkpoint Home links it to (``default_ref(view.kinds)``), each pair once."""
     by_ref = {e.ref: e for e in found}
     out: list[tuple[str, Any]] = []
@@ -75,14 +75,14 @@ def warm_targets(found: list) -> list[tuple[str, Any]]:
 
 def prewarm_view(slug: str, entry: Any) -> int:
     """Trace ``entry``'s default text and build view ``slug``'s figures with the registry's default controls
-    at the default cursor (:func:`geomlab.predictions.default_cursor`) into the shared cache, under the keys
+    at the default cursor (:func:`geomlab.trace.predictions.default_cursor`) into the shared cache, under the keys
     a first visit uses. Returns the number of figures."""
     text = data.default_text_for(entry)
     path, mtime = str(entry.path), entry.mtime
     tkey = data.trace_key(path, mtime, text, {})
     tr = data.cache().get_or_compute(tkey, lambda: data.compute_trace(*tkey[1:]))
     controls = registry.default_controls(slug, tr)
-    from geomlab.predictions import default_cursor
+    from geomlab.trace.predictions import default_cursor
 
     cursor = default_cursor(tr)  # where a first visit's cursor starts (no position chosen yet)
     n = 0
@@ -101,7 +101,7 @@ def prewarm_view(slug: str, entry: Any) -> int:
 def prewarm(max_views: int = 6) -> int:
     """Pre-build :func:`warm_targets` (at most ``max_views``); returns how many views were built. Never
     raises: a cold cache is only slower."""
-    from geomlab import catalog
+    from geomlab.checkpoints import catalog
 
     try:
         found = catalog.list_checkpoints()  # not data.entries(): no st.cache_* outside a script run

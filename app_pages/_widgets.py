@@ -17,8 +17,8 @@ from app_pages import _data as data
 from app_pages._state import (K_BLOCK, K_CKPT, K_HEAD, K_INT_DEFAULTS, K_LAYER, K_POS, K_SLOT, K_SUBSTEP, K_TEXT,
                               K_TEXT_NEW, URL_DEFAULTS, URL_KEYS, set_text,
                               copy as _copy, seed as _seed)
-from geomlab import catalog
-from geomlab import views as registry
+from geomlab.checkpoints import catalog
+from geomlab.teach import views as registry
 
 entries, entry_for, default_text_for, max_chars = data.entries, data.entry_for, data.default_text_for, data.max_chars
 
@@ -125,7 +125,7 @@ def token_label(tok: str) -> str:
 
 def cursor_control(tokens: list[str], where: Any = None, trace: Any = None) -> int:
     """Token cursor slider bound to ``gl_pos``; returns the position. When no position was chosen (a fresh
-    session, a link without ``pos``) the cursor starts at :func:`geomlab.predictions.default_cursor` of
+    session, a link without ``pos``) the cursor starts at :func:`geomlab.trace.predictions.default_cursor` of
     ``trace`` (0 without one); a position past the end of the text is moved to the last token, with a
     notice saying so when the position came from a link (not when the text was just changed here)."""
     where = where or st
@@ -133,7 +133,7 @@ def cursor_control(tokens: list[str], where: Any = None, trace: Any = None) -> i
     pos = st.session_state.get(K_POS)
     text_new = st.session_state.pop(K_TEXT_NEW, False)
     if pos is None:
-        from geomlab.predictions import default_cursor
+        from geomlab.trace.predictions import default_cursor
 
         pos = default_cursor(trace) if trace is not None and trace.n_positions == n else 0
     elif int(pos) > n - 1 and not text_new:
@@ -258,7 +258,7 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
 
 def steps_control(entry: catalog.CheckpointEntry, state_key: str, where: Any, label: str | None = None,
                   help: str | None = None) -> dict[str, Any]:
-    """The CEM inference-steps slider for ``entry`` (range from :func:`geomlab.views.steps_range`); returns
+    """The CEM inference-steps slider for ``entry`` (range from :func:`geomlab.teach.views.steps_range`); returns
     the trace options: ``{}`` at the trained T, else ``{"steps": T}``."""
     cfg = entry.model_config
     trained = registry.trained_steps(cfg)

@@ -6,8 +6,8 @@ import json
 
 import streamlit as st
 
-from geomlab import catalog
-from geomlab import views as registry
+from geomlab.checkpoints import catalog
+from geomlab.teach import views as registry
 from app_pages import _ui as ui
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, md_escape, shown_folder
 from app_pages._state import owner_token, restore_choice

@@ -12,7 +12,7 @@ from app_pages import _ui as ui
 from app_pages import _views as views
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
-from geomlab import views as registry
+from geomlab.teach import views as registry
 
 K_VIEW = _state.K_VIEW  # "gl_compare_view", in the URL as view=
 COLOURS = ("#0072B2", "#E69F00")

@@ -1,4 +1,4 @@
-"""Energy view page (see app_pages/_views.py for the renderer and geomlab/views.py for its spec)."""
+"""Energy view page (see app_pages/_views.py for the renderer and geomlab/teach/views.py for its spec)."""
 
 from app_pages import _ui as ui
 from app_pages._views import render_view

@@ -1,4 +1,4 @@
-"""Glossary page: every term the views use (geomlab.explain.GLOSSARY), with a text filter; ``?term=SLUG``
+"""Glossary page: every term the views use (geomlab.teach.explain.GLOSSARY), with a text filter; ``?term=SLUG``
 (e.g. ``/glossary?term=lie-algebra``) opens one term, which the view pages' explanations link to."""
 
 import streamlit as st
@@ -6,7 +6,7 @@ import streamlit as st
 from app_pages import _ui as ui
 from app_pages._explain import glossary_url, linked
 from app_pages._messages import md_escape
-from geomlab import explain
+from geomlab.teach import explain
 
 K_FILTER = "glossary-filter"
 

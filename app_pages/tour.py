@@ -1,6 +1,6 @@
 """Tour: guided lessons a teacher steps through (Back / Next) and shares as a link, on the bundled zoo.
 
-The lessons are data in :mod:`geomlab.tours`. Entering a step writes its checkpoint, text, cursor, layer,
+The lessons are data in :mod:`geomlab.teach.tours`. Entering a step writes its checkpoint, text, cursor, layer,
 controls and CEM steps T into the shared state (so every other page, and "Open this in the full view",
 shows the same thing) and draws the step's figures through the app's figure cache. The page's own URL keys
 are ``lesson=SLUG&step=N`` (N from 1): a link with them opens that step; a bad lesson or step falls back to
@@ -20,8 +20,8 @@ from app_pages._data import figure_for
 from app_pages._messages import md_escape
 from app_pages._state import K_CKPT_EXPLICIT, K_QP_WRITTEN
 from app_pages._warm import rendering
-from geomlab import tours
-from geomlab import views as registry
+from geomlab.teach import tours
+from geomlab.teach import views as registry
 
 K_LESSON, K_STEP = "gl_tour_lesson", "gl_tour_step"  # the lesson's slug, the 0-based step index
 K_APPLIED = "_gl_tour_applied"  # (slug, index) last written into the shared state
@@ -42,7 +42,7 @@ def current() -> tuple[tours.Lesson, int]:
 
 def adopt_link() -> bool:
     """Adopt ``?lesson=...&step=...`` when the URL did not come from this app (a link, the browser's back
-    button); a bad value leaves a notice and falls back (:func:`geomlab.tours.resolve_link`). Returns
+    button); a bad value leaves a notice and falls back (:func:`geomlab.teach.tours.resolve_link`). Returns
     whether a link was adopted."""
     ss = st.session_state
     qp = st.query_params.to_dict()
@@ -97,7 +97,7 @@ def step_link(lesson: tours.Lesson, index: int) -> str:
 
 # ---------------------------------------------------------------- figures
 def extra_item(name: str, sides: list[tuple[Any, Any, str]], pos: int) -> tuple[str, Any, str, bool]:
-    """A tour-only figure (:data:`geomlab.tours.EXTRA_FIGURES`) as a ``_views.draw_figures`` item.
+    """A tour-only figure (:data:`geomlab.teach.tours.EXTRA_FIGURES`) as a ``_views.draw_figures`` item.
     ``sides``: ``[(entry, trace, colour)]``."""
     try:
         if name == "accuracy_by_length":

@@ -1,9 +1,9 @@
 """Train live: train a tiny model in a background thread and watch it learn.
 
-The script never trains: Start creates a :class:`geomlab.live.LiveRun` in the process-wide registry and
+The script never trains: Start creates a :class:`geomlab.live.runner.LiveRun` in the process-wide registry and
 returns; fragments (``st.fragment(run_every=...)``) poll its snapshot and redraw progress, the curves (other
 runs of this server can be overlaid) and "Geometry now": the current weights traced on a short probe
-sequence (:meth:`geomlab.live.LiveRun.probe`, refreshed every few seconds while the run trains).
+sequence (:meth:`geomlab.live.runner.LiveRun.probe`, refreshed every few seconds while the run trains).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import time
 import plotly.graph_objects as go
 import streamlit as st
 
-from geomlab import live, runs
+from geomlab.live.runner import runner as live
+from geomlab.training import runs
 from geomlab.data.vocab import decode_text
 from app_pages import _ui as ui
 from app_pages._messages import md_escape, shown_folder
@@ -108,7 +109,7 @@ def start() -> None:
 
 def task_label(key: str) -> str:
     """A synthetic task's short name for the Task select ("Z5 word problem"; the full description of
-    :data:`geomlab.live.SYNTHETIC_TASKS` is the caption under it: the long one was cut at a 1,000 px window)."""
+    :data:`geomlab.live.runner.SYNTHETIC_TASKS` is the caption under it: the long one was cut at a 1,000 px window)."""
     desc = live.SYNTHETIC_TASKS[key]
     return f"{key} word problem" if desc.startswith("word problem") else desc.split(" (")[0]
 
@@ -254,7 +255,7 @@ def _save(run_id: str) -> None:
     try:
         if run is None:
             raise live.LiveError("this run is no longer held by the server")
-        from geomlab import catalog
+        from geomlab.checkpoints import catalog
 
         taken = catalog.runs_dir() / catalog.safe_name(name)
         existed = taken.exists() or taken.with_name(taken.name + ".json").exists()  # a folder or a flat pair
@@ -368,7 +369,7 @@ def _nice_dtick(total: int) -> int:
 
 
 def geometry(run: live.LiveRun, snap: live.Snapshot) -> None:
-    """"Geometry now": the current weights traced on the run's probe sequence (geomlab.live.LiveRun.probe),
+    """"Geometry now": the current weights traced on the run's probe sequence (geomlab.live.runner.LiveRun.probe),
     the kind's figure and how its probe quantity changed over training."""
     import copy
 

@@ -1,7 +1,7 @@
-"""``python -m geomlab``: the command line (see :mod:`geomlab.cli`)."""
+"""``python -m geomlab``: the command line (see :mod:`geomlab.commands.cli`)."""
 
 import sys
 
-from geomlab.cli import main
+from geomlab.commands.cli import main
 
 sys.exit(main())

@@ -1,11 +1,12 @@
-"""Data flows one way: no unit of geomlab imports a unit later in ``ORDER`` (issue 18).
+"""Data flows one way: no package of geomlab imports a package later in ``ORDER``, and no module imports
+itself back through others (no import circle anywhere, app pages included).
 
 Every module under ``geomlab/`` and ``app_pages/`` plus ``app.py`` and ``serve.py`` is parsed with :mod:`ast`;
 every import counts, at the top of a module or inside a function (a lazy import is still a dependency).
-A module's unit is its first component under ``geomlab`` (``geomlab.models.osm.former`` -> ``models``,
-``geomlab/__init__.py`` -> ``geomlab``); ``app_pages/*`` -> ``app_pages``; ``app.py``, ``serve.py`` -> ``app``;
-the old-spelling shim ``geomlab.bench.__main__`` -> ``__main__``. Imports within a unit are free;
-``from geomlab import X`` counts as an import of ``geomlab.X``.
+A module's unit is its package directly under ``geomlab`` (``geomlab.models.osm.former`` -> ``models``,
+``geomlab/__init__.py`` -> ``geomlab``, ``geomlab/__main__.py`` -> ``__main__``); every ``app_pages`` module
+is in the unit ``app_pages``; ``app.py``, ``serve.py`` -> ``app``. Imports within a unit are free of the
+order, not of the circle check; ``from geomlab import X`` counts as an import of ``geomlab.X``.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: The layers, foundations first; docs/architecture.md describes each.
 ORDER = [
-    "geomlab", "locate", "rng", "cache", "markup", "data", "groups", "planes", "models", "ckpt_files",
-    "checkpoint", "catalog", "runlog", "distributed", "train_config", "sampling", "train", "runs", "zoo",
-    "sweep", "trace", "predictions", "figures", "views", "explain", "tours", "probes", "live", "images",
-    "report", "bench", "commands", "cli", "__main__", "app_pages", "app",
+    "geomlab", "core", "data", "geometry", "models", "checkpoints", "training", "trace", "figures", "teach",
+    "live", "report", "bench", "commands", "__main__", "app_pages", "app",
 ]
 RANK = {unit: i for i, unit in enumerate(ORDER)}
 
@@ -41,8 +41,6 @@ def _module_files() -> list[tuple[str, Path]]:
 def unit_of(module: str) -> str | None:
     """The unit of a dotted module name; None for a module outside geomlab, app_pages and the app scripts."""
     parts = module.split(".")
-    if module == "geomlab.bench.__main__":
-        return "__main__"
     if parts[0] == "geomlab":
         return "geomlab" if len(parts) == 1 else parts[1]
     if parts[0] == "app_pages":
@@ -66,7 +64,7 @@ def imported_modules(module: str, path: Path, root: Path = ROOT) -> list[tuple[s
     """(absolute dotted module, line) for every import in the file, top-level or inside a function.
 
     ``from P import X`` yields ``P.X`` when that is a module (``from geomlab import views`` is
-    ``geomlab.views``), else ``P`` (``from geomlab import __version__`` is ``geomlab``).
+    ``geomlab.teach.views``), else ``P`` (``from geomlab import __version__`` is ``geomlab``).
     """
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if _is_package(path) else module.rpartition(".")[0]
@@ -110,8 +108,8 @@ def violations() -> tuple[list[str], set[str]]:
 def test_unit_of_examples():
     assert unit_of("geomlab.models.osm.former") == "models"
     assert unit_of("geomlab") == "geomlab"
-    assert unit_of("geomlab.bench.__main__") == "__main__"
-    assert unit_of("geomlab.bench.views") == "bench"
+    assert unit_of("geomlab.__main__") == "__main__"
+    assert unit_of("geomlab.training.runs") == "training"
     assert unit_of("app_pages._state") == "app_pages"
     assert unit_of("serve") == "app"
     assert unit_of("torch.nn") is None
@@ -147,3 +145,70 @@ def test_order_units_exist():
     """Every unit in ORDER is a module that exists (a deleted module leaves ORDER too)."""
     modules = {unit_of(m) for m, _ in _module_files()}
     assert [unit for unit in ORDER if unit not in modules] == []
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports (an imported attribute counts as its module)."""
+    modules = dict(_module_files())
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for target, _ in imported_modules(module, path):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                graph[module].add(target)
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_circle_finder_sees_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+    assert import_circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles():
+    """No module reaches itself through its imports, app pages included (each checked one by one)."""
+    circles = import_circles(import_graph())
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)

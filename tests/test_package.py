@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from geomlab import locate
-from geomlab.cli import main
+from geomlab.core import locate
+from geomlab.commands.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -152,7 +152,7 @@ def test_wheel_installs_and_the_app_starts_from_another_folder(tmp_path):
     assert expected - names == set()
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "geomlab = geomlab.cli:main" in entry
+    assert "geomlab = geomlab.commands.cli:main" in entry
     for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
         if line and not line.startswith("#"):
             assert f"Requires-Dist: {line}\n" in meta
@@ -169,7 +169,7 @@ def test_wheel_installs_and_the_app_starts_from_another_folder(tmp_path):
     geomlab = str(bindir / "geomlab")
     out = subprocess.run([geomlab, "--help"], cwd=elsewhere, env=env, capture_output=True, text=True, check=True)
     assert "app" in out.stdout and "trace" in out.stdout
-    where = subprocess.run([str(bindir / "python"), "-c", "import geomlab.locate as l, geomlab.catalog as c; "
+    where = subprocess.run([str(bindir / "python"), "-c", "import geomlab.core.locate as l, geomlab.checkpoints.catalog as c; "
                             "print(l.APP_DIR); print(len(c.list_checkpoints(user=False)))"],
                            cwd=elsewhere, env=env, capture_output=True, text=True, check=True).stdout.split()
     assert Path(where[0]).is_relative_to(venv) and where[0].endswith(os.path.join("geomlab", "_app"))

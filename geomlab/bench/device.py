@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from geomlab.bench import groups as groups_bench
 from geomlab.bench import train as train_bench
-from geomlab.groups import get_group
+from geomlab.geometry.groups import get_group
 
 
 def sync_free_step(device: torch.device) -> str:

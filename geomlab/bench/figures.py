@@ -3,7 +3,7 @@
 For each kind: the bundled model size (the zoo recipe's config, or a ~100K-parameter budget for kinds the
 zoo does not bundle), random weights (timing does not depend on training), a 256-character text. Prints
 the median over ``--repeats`` runs (after one warm-up) of: the trace (``geomlab.trace.trace``), all
-figures of :func:`geomlab.views.all_figures` with a cursor, the CPU time of the figures alone and of sending
+figures of :func:`geomlab.teach.views.all_figures` with a cursor, the CPU time of the figures alone and of sending
 them the way ``st.plotly_chart`` does (``fig.to_dict()`` then ``plotly.io.to_json``), their JSON size, the
 CPU time of trace + figures (``time.process_time``: on a shared machine closer to what an idle one would take
 than the wall time),
@@ -29,7 +29,7 @@ def bench_configs(vocab_size: int, kinds_: list[str] | None = None) -> dict[str,
 
     out: dict[str, dict] = {}
     try:
-        from geomlab import zoo
+        from geomlab.training import zoo
 
         for e in zoo.entries():
             r = e.run
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     import plotly.io as pio
     import torch
 
-    from geomlab import views as views_registry
+    from geomlab.teach import views as views_registry
     from geomlab.data import Vocab
     from geomlab.models import build_model, count_params
     from geomlab.trace import trace

@@ -2,7 +2,7 @@
 
 Trains one :class:`geomlab.models.cem.CEMRegressor` per T (same architecture and parameter count, same seed
 and batches) on :class:`geomlab.data.gp.GPRegressionTask` (task ``gp``) through the one run spec
-(:func:`geomlab.runs.run`), then prints
+(:func:`geomlab.training.runs.run`), then prints
 valid/test RMSE next to the exact GP posterior-mean floor, the RMSE by context length, the step time, and
 whether the per-step energies of the trained model still fall (``shared/papers/cem.md`` §4.2, §2.4).
 Writes a JSON summary with ``--json``.
@@ -49,9 +49,9 @@ def _rmse_by_context(model, task, seq_len: int, buckets=(1, 4, 16, 32)) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the exit status (0)."""
-    from geomlab import runs
+    from geomlab.training import runs
     from geomlab.models.cem import CEMRegressor
-    from geomlab.rng import seeded
+    from geomlab.core.rng import seeded
 
     p = argparse.ArgumentParser(prog="geomlab bench gp", description=__doc__.split("\n\n")[0])
     p.add_argument("--T", type=int, nargs="+", default=[1, 2, 4, 8], help="recursion steps to compare")

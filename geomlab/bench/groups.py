@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from geomlab.groups import EXP_METHODS, get_group
+from geomlab.geometry.groups import EXP_METHODS, get_group
 
 
 def _sync(device: torch.device) -> None:

@@ -48,9 +48,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 from urllib.parse import urlencode
 
-from geomlab.locate import APP_DIR, bundled_dir
+from geomlab.core.locate import APP_DIR, bundled_dir
 
-ROOT = APP_DIR  # app.py, serve.py and assets/, in the repository or installed (geomlab.locate)
+ROOT = APP_DIR  # app.py, serve.py and assets/, in the repository or installed (geomlab.core.locate)
 
 #: The label of the token cursor widget: the one thing the client looks up in the page (the contract).
 CURSOR_LABEL = "Token cursor"

@@ -1,7 +1,7 @@
 """``geomlab bench views``: what one view of a bundled checkpoint costs, as the app pays it.
 
 For every bundled checkpoint that reads text and every view page that shows its kind (the registry,
-:mod:`geomlab.views`), at each text length of ``--chars`` (default 256 and 2,048 characters of Tiny
+:mod:`geomlab.teach.views`), at each text length of ``--chars`` (default 256 and 2,048 characters of Tiny
 Shakespeare when ``GEOMLAB_DATA_DIR`` has it, else a built-in text repeated), it measures in CPU seconds
 (``time.process_time``; on a shared machine closer to an idle machine's wall time than the wall clock):
 
@@ -54,7 +54,7 @@ def measure(ck, slug: str, text: str, repeats: int) -> dict:
     import torch
 
     from geomlab import trace as trace_mod
-    from geomlab import views
+    from geomlab.teach import views
 
     tokens = trace_mod.encode_text(ck.vocab, text)
     fwd, tr_t, fig_t, send_t, move_t = [], [], [], [], []
@@ -98,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from geomlab import catalog, checkpoint
-    from geomlab import views as views_mod
+    from geomlab.checkpoints import catalog
+    from geomlab.checkpoints import io as checkpoint
+    from geomlab.teach import views as views_mod
 
     torch.set_num_threads(args.threads)
     lengths = [int(x) for x in args.chars.split(",") if x.strip()]

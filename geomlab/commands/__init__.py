@@ -1,4 +1,4 @@
-"""The subcommands of ``geomlab`` (one module each; :mod:`geomlab.cli` wires them), and what several of them
+"""The subcommands of ``geomlab`` (one module each; :mod:`geomlab.commands.cli` wires them), and what several of them
 share: the checkpoint argument (:func:`add_checkpoint_argument`, :func:`load_checkpoint`), the ``--threads``
 option (:func:`set_threads`) and the check of output locations before anything is written
 (:func:`check_outputs`)."""
@@ -68,9 +68,9 @@ def add_checkpoint_argument(p: argparse.ArgumentParser) -> None:
 
 
 def load_checkpoint(arg: str, device="cpu"):
-    """:func:`geomlab.checkpoint.load` of what :func:`geomlab.checkpoint.find` makes of a command-line
+    """:func:`geomlab.checkpoints.io.load` of what :func:`geomlab.checkpoints.io.find` makes of a command-line
     argument (a local path, else a bundled name). Raises ``CheckpointError`` (one line)."""
-    from geomlab import checkpoint as ckpt
+    from geomlab.checkpoints import io as ckpt
 
     return ckpt.load(ckpt.find(arg), device=device)
 

@@ -1,7 +1,7 @@
 """``geomlab app``: start the Streamlit app, warm (``streamlit run serve.py``), from any working folder.
 
 Every argument this command does not know is passed to ``streamlit run`` as it is (``--server.port 8611``,
-``--server.headless true``, ...). The app's files are found through :mod:`geomlab.locate` (the repository, or
+``--server.headless true``, ...). The app's files are found through :mod:`geomlab.core.locate` (the repository, or
 the installed package), so runs and uploads go where they would from the repository: the working folder's
 ``runs/`` unless ``GEOMLAB_RUNS_DIR`` says otherwise (docs/app.md).
 """
@@ -16,7 +16,7 @@ import sys
 
 HELP = "start the Streamlit app (serve.py: warm-up with the server); other options go to `streamlit run`"
 
-#: This command takes the options it does not know and hands them to ``streamlit run`` (read by geomlab.cli).
+#: This command takes the options it does not know and hands them to ``streamlit run`` (read by geomlab.commands.cli).
 PASS_THROUGH = True
 
 
@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def streamlit_command(extra: list[str], cold: bool = False) -> list[str]:
     """The argv that starts the app: ``[python, -m, streamlit, run, <app dir>/serve.py, *extra]`` (``app.py``
     when ``cold``). Raises ``FileNotFoundError`` when the app's files are missing (a broken install)."""
-    from geomlab.locate import APP_DIR
+    from geomlab.core.locate import APP_DIR
 
     script = APP_DIR / ("app.py" if cold else "serve.py")
     if not script.is_file():

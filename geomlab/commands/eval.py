@@ -66,7 +66,7 @@ def _own_text_file(own) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from geomlab.data.registry import make_task
     from geomlab.models import count_params
-    from geomlab.train import resolve_device
+    from geomlab.training.trainer import resolve_device
 
     set_threads(args.threads)
     for option, value in (("--seq-len", args.seq_len), ("--stride", args.stride), ("--max-tokens", args.max_tokens)):

@@ -1,7 +1,7 @@
 """``geomlab report``: the reproduction report (``docs/results.md``), see :mod:`geomlab.report`.
 
 Until the next release ``geomlab bench`` followed by these options (no benchmark name) still runs it, with a
-deprecation note (:func:`geomlab.cli.main`)."""
+deprecation note (:func:`geomlab.commands.cli.main`)."""
 
 from __future__ import annotations
 
@@ -213,7 +213,7 @@ def _converged(args: argparse.Namespace) -> int:
             raise ValueError(f"--restore {args.restore}: {exc}") from exc
         print(f"[converged] restored {n} finished run(s) from {args.restore} into {args.store}")
     if not args.collect:
-        from geomlab.runs import check_device
+        from geomlab.training.runs import check_device
 
         n = campaign.work(plan, store, only, max_jobs=args.max_jobs, device=check_device(args.device or "auto"))
         print(f"[converged] this worker finished {n} run(s)")

@@ -29,8 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from geomlab.commands import program
-    from geomlab.sampling import generate
-    from geomlab.train import resolve_device
+    from geomlab.training.sampling import generate
+    from geomlab.training.trainer import resolve_device
 
     if not 0 <= args.length <= MAX_LENGTH:
         raise ValueError(f"--length must be 0 to {MAX_LENGTH:,} tokens, got {args.length:,}")

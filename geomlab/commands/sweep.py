@@ -1,4 +1,4 @@
-"""``python -m geomlab sweep``: search training and model config keys with Optuna (see :mod:`geomlab.sweep`)."""
+"""``python -m geomlab sweep``: search training and model config keys with Optuna (see :mod:`geomlab.training.sweep`)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def retrain_command(setup, params: dict) -> str | None:
     """The ``python -m geomlab train`` command that trains ``setup`` with ``params`` (seed 0), or ``None`` when
     a searched key has no ``train`` flag (e.g. ``min_lr_ratio``). Floats are written in full (``repr``): a
     rounded learning rate would train another run than the trial's."""
-    from geomlab.sweep import split_params
+    from geomlab.training.sweep import split_params
 
     train, model = split_params(params)
     if any(k not in _TRAIN_FLAGS for k in {**setup.train, **train} if k not in ("eval_every", "eval_tokens",
@@ -97,7 +97,7 @@ def retrain_command(setup, params: dict) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from geomlab import sweep
+    from geomlab.training import sweep
     from geomlab.commands import set_threads
     from geomlab.commands.train import parse_config, parse_count, parse_curriculum, task_seq_len
     from geomlab.data.registry import parse_task

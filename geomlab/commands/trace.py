@@ -49,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from geomlab import views as registry
+    from geomlab.teach import views as registry
     from geomlab.trace import encode_text, trace, trace_cem_steps, save_trace
 
     from geomlab.data.vocab import decode_text, normalize_text
@@ -115,14 +115,14 @@ def run(args: argparse.Namespace) -> int:
     # one cursor for every figure, the app's opening one when none is given (each figure's own default differs)
     cursor = args.cursor
     if cursor is None and (html_dir or png_dir):
-        from geomlab.predictions import default_cursor
+        from geomlab.trace.predictions import default_cursor
 
         cursor = default_cursor(tr)
     if html_dir:
         written = write_html(tr, html_dir, cursor=cursor)
         print(f"wrote {len(written)} figures and index.html to {html_dir}{os.sep} ({', '.join(written)})")
     if png_dir:
-        from geomlab.images import write_pngs
+        from geomlab.figures.images import write_pngs
 
         figs = {name: f.figure for view in views
                 for name, f in registry.build_view(tr, view.slug, cursor=cursor).items()}
@@ -157,15 +157,15 @@ def read_text_file(name: str, max_chars: int | None = None) -> bytes:
 
 
 def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
-    """Write every figure of every view that applies to ``tr`` (the view registry, :mod:`geomlab.views`,
+    """Write every figure of every view that applies to ``tr`` (the view registry, :mod:`geomlab.teach.views`,
     with each view's default controls, as the app opens it) as ``folder/NAME.html`` (``plotly.min.js`` next
     to them, so they work offline) and ``folder/index.html`` linking them under their view titles. Returns
     the figure names written, in the registry's order."""
     import html
 
-    from geomlab import views as registry
+    from geomlab.teach import views as registry
     from geomlab.figures._common import without_cursor
-    from geomlab.markup import to_html
+    from geomlab.core.markup import to_html
 
     folder.mkdir(parents=True, exist_ok=True)
     written: list[str] = []

@@ -1,7 +1,7 @@
 """``python -m geomlab train``: train any registered model kind on a corpus, a text file or a synthetic task.
 
 Several processes: ``torchrun --nproc_per_node N -m geomlab train ...`` trains one model with
-DistributedDataParallel (:mod:`geomlab.distributed`); ``--batch-size`` is then the global batch, split evenly
+DistributedDataParallel (:mod:`geomlab.training.distributed`); ``--batch-size`` is then the global batch, split evenly
 across the N processes, and only rank 0 writes checkpoints and logs and prints."""
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def check_out_dir(folder: Path, model=None) -> None:
     needs the old and the new copy side by side). Raises ``ValueError`` with one line."""
     import shutil
 
-    from geomlab.ckpt_files import make_writable
+    from geomlab.checkpoints.files import make_writable
 
     try:
         make_writable(folder)
@@ -206,8 +206,8 @@ def check_out_dir(folder: Path, model=None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train (see :func:`add_arguments`). Under ``torchrun`` every rank joins the process group
-    (:func:`geomlab.distributed.init_from_env`, left when training ends) and only rank 0 prints."""
-    from geomlab import distributed
+    (:func:`geomlab.training.distributed.init_from_env`, left when training ends) and only rank 0 prints."""
+    from geomlab.training import distributed
 
     if args.list_models:
         return _train(args, distributed.Replicas())
@@ -226,13 +226,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, replicas) -> int:
-    from geomlab import checkpoint as ckpt
+    from geomlab.checkpoints import io as ckpt
     from geomlab.commands import program, set_threads
-    from geomlab import runs
+    from geomlab.training import runs
     from geomlab.data.registry import DEFAULT_LENGTH, TaskRef, make_task, parse_task
     from geomlab.models import count_params, kinds, model_class
-    from geomlab.runs import RunSpec
-    from geomlab.train import CheckpointWriteError, TrainConfig, Trainer, TrainingError
+    from geomlab.training.runs import RunSpec
+    from geomlab.training.trainer import CheckpointWriteError, TrainConfig, Trainer, TrainingError
 
     if args.list_models:
         print("\n".join(kinds()))

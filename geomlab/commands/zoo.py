@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from geomlab import zoo
+    from geomlab.training import zoo
     from geomlab.commands import set_threads
 
     out_dir = Path(args.dir) if args.dir else zoo.ZOO_DIR

@@ -9,7 +9,7 @@ The paper's exact set-up is not available; this follows the notes' proposal (all
   ``m_{i+1} = k(t_{i+1}, t_{1:i}) (K_{1:i} + sigma_n^2 I)^{-1} y_{1:i}`` (0 for the first target), whose
   RMSE against ``y`` is the best any predictor can do in expectation.
 
-:class:`GPRegressionTask` plugs this into :class:`geomlab.train.Trainer` (kind ``"regression"``, metric
+:class:`GPRegressionTask` plugs this into :class:`geomlab.training.trainer.Trainer` (kind ``"regression"``, metric
 ``"rmse"``); the model maps inputs ``(B, J-1, 3)`` to predictions ``(B, J-1)``
 (e.g. :class:`geomlab.models.cem.CEMRegressor`). No download.
 """
@@ -77,7 +77,7 @@ def gp_tokens(t: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
 
 
 class GPRegressionTask(Task):
-    """GP regression for :class:`geomlab.train.Trainer`: ``sample_batch(B, seq_len)`` draws fresh sequences of
+    """GP regression for :class:`geomlab.training.trainer.Trainer`: ``sample_batch(B, seq_len)`` draws fresh sequences of
     ``seq_len + 1`` points (``seq_len`` tokens); ``evaluate`` uses a fixed set of ``n_eval`` sequences per split
     (seeded by ``seed`` and the split) and returns ``rmse``, ``mse`` and ``gp_rmse`` (the floor on the same
     sequences), all in units of ``y``. Inputs/targets are float32.

@@ -1,7 +1,7 @@
 """The task syntax: one way to name a task, parsed here and nowhere else (issue 18).
 
 A task is named by one string, the same on the command line (``--data``), in a run spec
-(:class:`geomlab.runs.RunSpec`), in zoo recipes and in the report:
+(:class:`geomlab.training.runs.RunSpec`), in zoo recipes and in the report:
 
 * ``corpus:NAME``: a registered corpus (:data:`geomlab.data.corpora.CORPORA`), next-token language modelling;
 * ``word-problem:GROUP[:LENGTH]``: the group word problem (S3, S5, A5, Zn, parity), evaluated on sequences

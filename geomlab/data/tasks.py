@@ -1,4 +1,4 @@
-"""Tasks: what the :class:`geomlab.train.Trainer` trains on (design choice, issue 3).
+"""Tasks: what the :class:`geomlab.training.trainer.Trainer` trains on (design choice, issue 3).
 
 A :class:`Task` hands out random training batches ``(inputs, targets)``, turns model outputs into a loss
 (in nats) and evaluates a model on a split. The Trainer only talks to this interface, so language modelling

@@ -21,7 +21,7 @@ Views by family:
 * Any runs: :func:`training_curves`.
 
 Which figures apply to a trace, which page shows which figure and with which controls is the view
-registry's business (:mod:`geomlab.views`: ``figures_for``, ``all_figures``, ``build_view``).
+registry's business (:mod:`geomlab.teach.views`: ``figures_for``, ``all_figures``, ``build_view``).
 """
 
 from __future__ import annotations

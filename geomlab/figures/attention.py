@@ -16,7 +16,7 @@ from geomlab.figures._common import (
     FigureBuilder, add_cursor_line, check_cursor, check_index, colour, cursor_box, finish, finite_max,
     missing_note, subsample, subsample_note,
 )
-from geomlab.markup import md_label
+from geomlab.core.markup import md_label
 from geomlab.trace import OSMTrace, Trace
 
 #: The similarity of two states in figure text (plotly's sub/sup markup): osm.md §2.5.

@@ -69,7 +69,7 @@ def tokens_per_step(train_config: Mapping[str, Any] | None) -> int | None:
 
 
 def checkpoint_history(ckpt) -> pd.DataFrame:
-    """A checkpoint's metrics history (``geomlab.checkpoint.Checkpoint.metrics``) as a frame, with a
+    """A checkpoint's metrics history (``geomlab.checkpoints.io.Checkpoint.metrics``) as a frame, with a
     ``tokens`` column (step x batch_size x seq_len) when the training config gives those."""
     df = history_frame(getattr(ckpt, "metrics", None) or [])
     per = tokens_per_step(getattr(ckpt, "train_config", None))
@@ -84,7 +84,7 @@ def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFram
 
     Args:
         runs: run name -> history (rows of metrics, a DataFrame, or a loaded
-            ``geomlab.checkpoint.Checkpoint``, whose ``tokens`` are derived by :func:`checkpoint_history`).
+            ``geomlab.checkpoints.io.Checkpoint``, whose ``tokens`` are derived by :func:`checkpoint_history`).
         x: ``"step"`` or ``"tokens"``; metric: ``"bpc"`` or ``"loss"``; log_x: logarithmic x axis.
 
     Traces: one per (run, series) with data, named ``"{run}: {series}"``.
@@ -154,7 +154,7 @@ def run_overlay(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFrame], 
     colour-blind safe), training loss solid, validation loss dashed with markers.
 
     Args:
-        runs: run label -> history rows as :class:`geomlab.live.Snapshot` keeps them (``step``, ``loss`` in
+        runs: run label -> history rows as :class:`geomlab.live.runner.Snapshot` keeps them (``step``, ``loss`` in
             nats per target; validation rows ``valid_nll``/``valid_bpc``...). Rows without a step are skipped.
         metric: ``"loss"`` (nats per target) or ``"bpc"`` (bits, loss / ln 2; osm.md §2.9).
         unit: what one target is, one of :data:`UNITS` (axis title and hover only).
@@ -213,7 +213,7 @@ def run_overlay(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFrame], 
 
 def probe_history(history: Sequence[tuple[int, Any]], title: str | None = None) -> View:
     """How one probe quantity changed over training: one line per probe (``(step, curve)`` pairs, curve a
-    :class:`geomlab.live.ProbeCurve`: ``x``, ``y``, ``x_label``, ``y_label``, ``what``), coloured from dark
+    :class:`geomlab.live.runner.ProbeCurve`: ``x``, ``y``, ``x_label``, ``y_label``, ``what``), coloured from dark
     (early) to light (late) along Viridis (perceptually uniform, colour-blind safe), the newest drawn thickest.
 
     Traces: one per probe, named ``"step N"``, oldest first. Raises :class:`FigureError` when ``history`` is

@@ -20,7 +20,7 @@ from geomlab.figures._common import (
     check_index, colour, finish, subsample, subsample_note, token_ticks, blank, finite_abs_max, missing_note,
     nonfinite_count,
 )
-from geomlab.markup import md_label
+from geomlab.core.markup import md_label
 from geomlab.trace import CEMTrace
 
 BLOCK_NAMES = ("attention", "MLP")

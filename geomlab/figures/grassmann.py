@@ -1,4 +1,4 @@
-"""View 5: Grassmann subspace deformations (grassmann.md §5; geometry from :mod:`geomlab.planes`).
+"""View 5: Grassmann subspace deformations (grassmann.md §5; geometry from :mod:`geomlab.geometry.planes`).
 
 Planes: in layer l and offset slot k (offset Delta = ``offsets[l, k]``), the reduced plane at position t is
 ``U_t = span(z_t, z_{t-Delta})`` in R^r (valid where ``plucker_mask`` is True and the pair is not
@@ -16,14 +16,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from geomlab import planes
+from geomlab.geometry import planes
 from geomlab.figures._common import (
     DIVERGING, HIGHLIGHT, MAX_FRAMES_3D, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View,
     add_cursor_line, animated_figure, cursor_box, without_play, animation_controls, category_labels, check_cursor,
     check_index, colour, finish,
     hover_tokens, subsample, subsample_note, token_ticks, blank, missing_note, nonfinite_count,
 )
-from geomlab.markup import md_label
+from geomlab.core.markup import md_label
 from geomlab.trace import GrassmannTrace
 
 #: The geodesic distance's name in figure text (plotly's subscript markup).

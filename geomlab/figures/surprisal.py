@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from geomlab.figures._common import View, missing_note
-from geomlab.markup import md_label
+from geomlab.core.markup import md_label
 
 
 @dataclass(frozen=True)

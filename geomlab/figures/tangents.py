@@ -18,7 +18,7 @@ from geomlab.figures._common import (
     check_index, colour, finish, finite_abs_max, finite_max, hover_tokens, missing_note, nonfinite_count, subsample,
     subsample_note, token_ticks,
 )
-from geomlab.markup import md_label
+from geomlab.core.markup import md_label
 from geomlab.trace import OSMTrace
 
 SUBSTEP_NAMES = ("attention", "grounding")

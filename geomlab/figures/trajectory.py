@@ -1,6 +1,6 @@
 """View 1: the hidden-state trajectory of an OSM model on its group (app_anchors.md §5; osm.md §2).
 
-Geometry (computed with :mod:`geomlab.groups`):
+Geometry (computed with :mod:`geomlab.geometry.groups`):
 
 * eigenvalue phases of each state H_t (``group.eigen_angles``, radians in (-pi, pi]); conjugation
   invariant, so they mean the same for every subgroup of U(d);
@@ -64,7 +64,7 @@ def state_phases(tr: OSMTrace, layer: int = -1, positions=None) -> np.ndarray:
 def _diagonal_dist(a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     """``dist(diag a, diag b)`` (``b`` None: from the identity) for torus diagonals ``(..., d)``: the phases of
     the unit-modulus ``conj(a) b`` (the product in the stored precision, as the matrix product of two diagonal
-    matrices), summed in float64 as :meth:`geomlab.groups.MatrixGroup.dist` does; NaN where an entry is not
+    matrices), summed in float64 as :meth:`geomlab.geometry.groups.MatrixGroup.dist` does; NaN where an entry is not
     finite. Design choice (no ``d x d`` matrix for the torus at d = 128)."""
     z = (a if b is None else np.conj(a) * b).astype(np.complex128)
     r = np.abs(z)

@@ -59,7 +59,7 @@ from geomlab.models import register
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import search_width
 from geomlab.models.config import ConfigBase
-from geomlab.planes import normalize_plucker, plucker_indices, plucker_size
+from geomlab.geometry.planes import normalize_plucker, plucker_indices, plucker_size
 
 
 

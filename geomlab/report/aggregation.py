@@ -106,8 +106,8 @@ def mean_accuracy(per_seed: list[dict[int, float]], lengths: tuple[int, ...]) ->
 
 def lr_edge(row: dict[str, Any]) -> str | None:
     """``"low"`` / ``"high"`` when a row's tuned lr is the smallest / largest of its sweep (old report JSON
-    too), else ``None`` (:meth:`geomlab.sweep.Dimension.edge`)."""
-    from geomlab.sweep import Dimension
+    too), else ``None`` (:meth:`geomlab.training.sweep.Dimension.edge`)."""
+    from geomlab.training.sweep import Dimension
 
     grid = tuple(float(x) for x in (row.get("lr_sweep") or {}))
     if row.get("lr") is None or not grid:

@@ -229,7 +229,7 @@ class Job:
 
 class RunStore:
     """A folder of campaign runs: ``ROOT/<job key>/`` holds the run's resumable checkpoint (``ckpt/``, a
-    :mod:`geomlab.checkpoint` folder), ``outcome.json`` once it finished (or diverged), ``cpu.json`` (process
+    :mod:`geomlab.checkpoints.io` folder), ``outcome.json`` once it finished (or diverged), ``cpu.json`` (process
     CPU seconds so far) and ``lock``, which a worker training the run holds locked (``flock``: POSIX only;
     workers on one machine, or on a file system whose ``flock`` spans machines). Raises ``OSError`` when the
     folder cannot be written."""
@@ -295,7 +295,7 @@ class RunStore:
 
     def step(self, job: Job) -> int:
         """The step of the run's last checkpoint (0 when it has none)."""
-        from geomlab import checkpoint
+        from geomlab.checkpoints import io as checkpoint
 
         try:
             return int((checkpoint.read_meta(self.folder(job) / "ckpt").get("card") or {}).get("steps") or 0)
@@ -325,7 +325,7 @@ def tuning_state(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm
     """The tuning of one arm as far as the store holds it: ``(pending jobs, [(lr, warm-up, valid BPC or None
     when diverged)], winner (lr, warm-up) or None, note)``. The winner is set only when the grid (widened where
     the best lr sat on an edge) is finished; ``note`` says when the optimum stayed on an edge."""
-    from geomlab.sweep import Dimension
+    from geomlab.training.sweep import Dimension
 
     src = campaign.borrowed(comp, arm)
     if src is not None:  # not tuned: the source arm's choice, once its tuning (and full choice) is decided
@@ -448,10 +448,10 @@ def _effective_params(outcome: dict[str, Any]) -> int:
 
 # ------------------------------------------------------------------------------------------ one run
 def job_spec(campaign: Campaign, job: Job, device: str = "auto"):
-    """The :class:`geomlab.runs.RunSpec` of ``job`` (the report's recipe, :func:`geomlab.zoo.recipe`: the
+    """The :class:`geomlab.training.runs.RunSpec` of ``job`` (the report's recipe, :func:`geomlab.training.zoo.recipe`: the
     budget met within 5%; validation of the whole valid split every ``eval_every`` steps; at the end the whole
     valid and test splits, or for a tuning run only the valid split, which is all the tuning reads)."""
-    from geomlab.zoo import recipe
+    from geomlab.training.zoo import recipe
 
     return recipe(job.arm.kind, budget=job.arm.budget or None, config=job.arm.config,
                   data=campaign.task_string(job.comp),
@@ -469,9 +469,9 @@ def train_job(campaign: Campaign, store: RunStore, job: Job, task, log: Callable
     threads of this worker), ``error``."""
     import torch
 
-    from geomlab import runs
+    from geomlab.training import runs
     from geomlab.models import count_params
-    from geomlab.train import Trainer, TrainingError
+    from geomlab.training.trainer import Trainer, TrainingError
 
     ckpt_dir = store.folder(job) / "ckpt"
     spec = job_spec(campaign, job, device)
@@ -520,7 +520,7 @@ def work(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = Non
     while other workers' tuning runs gate the rest), or ``max_jobs`` finished. A job that raises (other than
     a diverged run, which is an outcome) is logged and skipped by this worker. Returns the jobs it finished.
     Several workers (processes, machines sharing ``store``) split the campaign between them."""
-    from geomlab.zoo import make_task
+    from geomlab.training.zoo import make_task
 
     tasks: dict[str, Any] = {}
     finished = 0
@@ -588,7 +588,7 @@ def _trace_ms(store: RunStore, job: Job, length: int = 128) -> float | None:
     kept in its folder (:data:`TRACE_MS_FILE`): re-measured at every collect, on a machine busy with the
     campaign's workers, the same model's number swung 10x between snapshots. ``None`` without a readable
     checkpoint. Design choice."""
-    from geomlab import checkpoint
+    from geomlab.checkpoints import io as checkpoint
     from geomlab.report.running import trace_latency_ms
 
     folder = store.folder(job)
@@ -747,7 +747,7 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
             done += len([t for t in r["tuning"]]) + len(r["seeds"]) + len(r["failed_seeds"])
         try:
             from geomlab.data.tasks import unigram_bpc
-            from geomlab.zoo import make_task
+            from geomlab.training.zoo import make_task
 
             task = make_task(campaign.task_string(comp))
             split, unigram = task.spec().get("split_rule", ""), unigram_bpc(task)

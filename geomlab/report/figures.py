@@ -1,6 +1,6 @@
 """The report's figures: plotly figures of a results dict (:func:`figures_for`: BPC per model with the paper's
 marks, speed ratios, training curves, word-problem accuracy by length) and their PNG images
-(:func:`write_pngs`, through :mod:`geomlab.images`: kaleido and the machine's Chrome/Chromium, offline)."""
+(:func:`write_pngs`, through :mod:`geomlab.figures.images`: kaleido and the machine's Chrome/Chromium, offline)."""
 
 from __future__ import annotations
 
@@ -178,9 +178,9 @@ def _stacked_lines(sections: list[tuple[str, list[tuple[str, list, list]]]], tit
 
 
 def write_pngs(figs: dict[str, Any], png_dir: Path) -> dict[str, Path]:
-    """PNG images of the report's figures (:func:`geomlab.images.write_pngs`: kaleido and the machine's
+    """PNG images of the report's figures (:func:`geomlab.figures.images.write_pngs`: kaleido and the machine's
     Chrome/Chromium, offline). Returns ``{name: png path}``; empty when no browser is available."""
-    from geomlab import images
+    from geomlab.figures import images
 
     try:
         return images.write_pngs(figs, png_dir)

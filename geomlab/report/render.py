@@ -82,7 +82,7 @@ def protocol_section(results: dict[str, Any]) -> list[str]:
         "- Parameters: effective count (`geomlab.models.count_params`), budgets met by `config_for_budget` "
         "(within 5%)" + ("" if p["budget_scale"] == 1 else f", budgets scaled by {p['budget_scale']}") + ".",
         f"- BPC: mean NLL (nats) / ln 2 over every target of {ev} of the valid and test splits, non-overlapping "
-        f"windows of {p['seq_len']} characters, fresh state per window (`geomlab.train.bpc`).",
+        f"windows of {p['seq_len']} characters, fresh state per window (`geomlab.training.trainer.bpc`).",
         ("- Splits: the text file's contiguous 90/5/5 by character (it replaced every corpus)." if p.get("corpus_override")
          else "- Splits: Tiny Shakespeare contiguous 90/5/5; PTB-char and WikiText-2 their official files."),
         "- Speed: training tokens/s (steps x batch x length / training-loop seconds, evaluation excluded) as a "

@@ -1,5 +1,5 @@
 """Running a report: train and evaluate every arm of each comparison under one :class:`Protocol` (through
-:func:`geomlab.zoo.train_and_evaluate`), tune each language model's learning rate with the sweep tool
+:func:`geomlab.training.zoo.train_and_evaluate`), tune each language model's learning rate with the sweep tool
 (:func:`tune_lr`, an Optuna grid study that a storage shares between processes), train the group word
 problem, time the trace (:func:`trace_latency_ms`), and collect everything in the results dict that
 ``results.json`` stores (:func:`run_report`). A failing arm is recorded with its error; the others still run."""
@@ -17,8 +17,8 @@ import torch
 
 from geomlab.report.aggregation import compare_to_baseline, mean_accuracy, summarize_row
 from geomlab.report.protocol import COMPARISONS, WORD_PROBLEM_ARMS, Comparison, Protocol
-from geomlab.train import TrainingError
-from geomlab.zoo import accuracy_by_length, make_task, train_and_evaluate
+from geomlab.training.trainer import TrainingError
+from geomlab.training.zoo import accuracy_by_length, make_task, train_and_evaluate
 
 
 def trace_latency_ms(model, vocab_size: int, length: int, repeats: int = 3) -> float:
@@ -60,24 +60,24 @@ def _task_for(corpus: str, proto: Protocol):
 def tune_lr(train: Callable[[int, float], Any], grid: tuple[float, ...], seed: int, label: str = "",
             log: Callable[[str], None] = print, storage: str | None = None,
             setup: dict[str, Any] | None = None) -> tuple[dict[str, float | None], float, Any]:
-    """The report's learning-rate choice: an Optuna study (:mod:`geomlab.sweep`, in memory, ``GridSampler``:
+    """The report's learning-rate choice: an Optuna study (:mod:`geomlab.training.sweep`, in memory, ``GridSampler``:
     every lr of ``grid`` once, in the grid's order) whose objective is the validation BPC of ``train(seed, lr)``
-    (a :class:`geomlab.zoo.RunOutcome`). A diverged lr (:class:`geomlab.train.TrainingError`) loses the sweep
+    (a :class:`geomlab.training.zoo.RunOutcome`). A diverged lr (:class:`geomlab.training.trainer.TrainingError`) loses the sweep
     and is recorded as ``None``.
 
     Returns ``(lr_sweep, best_lr, best_run)``: ``lr_sweep`` maps ``str(lr)`` to its validation BPC in grid
     order (the report JSON's ``lr_sweep``), ``best_run`` is the outcome of the best lr (reused as the row's
-    first seed). Raises :class:`geomlab.train.TrainingError` when no lr of the grid finished. Design choice:
+    first seed). Raises :class:`geomlab.training.trainer.TrainingError` when no lr of the grid finished. Design choice:
     one tuning rule for every model.
 
-    ``storage`` (an Optuna storage URL or journal file, :func:`geomlab.sweep.open_storage`) shares the study
+    ``storage`` (an Optuna storage URL or journal file, :func:`geomlab.training.sweep.open_storage`) shares the study
     ``lr/LABEL/seedSEED`` between processes and machines (``geomlab report --lr-storage``): each runs only the
     grid's learning rates no trial has taken yet, the values of the others' finished trials count, and the
     best lr's run is trained here when another worker ran it (same seed, so the same run). ``setup`` is stored
-    on the study; a study of another protocol under that name is refused (:class:`geomlab.sweep.SweepError`)."""
+    on the study; a study of another protocol under that name is refused (:class:`geomlab.training.sweep.SweepError`)."""
     import optuna
 
-    from geomlab import sweep
+    from geomlab.training import sweep
 
     grid = tuple(dict.fromkeys(float(x) for x in grid))
     space = (sweep.Dimension("lr", "choice", choices=grid),)

@@ -39,7 +39,7 @@ class OSMTrace(Trace):
             attention scores (OSMFormer), or ``None``.
         similarity_dense: ``[layer, position, position]`` similarity of a version-1 trace, or ``None``.
         group: ``{"name": str, "d": int, "options": dict}`` to rebuild the group with
-            ``geomlab.groups.get_group(name, d, **options)``.
+            ``geomlab.geometry.groups.get_group(name, d, **options)``.
 
     Derived on access: :attr:`states`, :attr:`inputs`, :attr:`tangents_raw`, :attr:`tangents` (full
     matrices), :attr:`similarity` (``Re tr(H_i^* H_j)``, lazily), :attr:`attention`.
@@ -96,7 +96,7 @@ class OSMTrace(Trace):
             named["tangent_stats"] = stats if raw.dtype in (np.float64, np.complex128) else stats.astype(np.float32)
             coords = None
             if (group or {}).get("name"):
-                from geomlab import groups
+                from geomlab.geometry import groups
 
                 try:
                     g = groups.get_group(group["name"], int(group.get("d", states.shape[-1])),
@@ -284,8 +284,8 @@ class OSMTrace(Trace):
         return self.get_group().from_coords(c).numpy()
 
     def get_group(self):
-        """The :class:`geomlab.groups.MatrixGroup` the states live on (needs ``geomlab.groups``)."""
-        from geomlab import groups
+        """The :class:`geomlab.geometry.groups.MatrixGroup` the states live on (needs ``geomlab.geometry.groups``)."""
+        from geomlab.geometry import groups
 
         name = self.group.get("name")
         if not name:

@@ -3,7 +3,7 @@
 Source: J. Nunley, "Subgroups of U(d) Induce Natural RNN and Transformer Architectures",
 arXiv:2602.18417, as written up in the paper notes ``osm.md`` (section numbers below refer to them).
 
-Every state ``H`` is an element of a matrix group ``G`` from :mod:`geomlab.groups`; every update is
+Every state ``H`` is an element of a matrix group ``G`` from :mod:`geomlab.geometry.groups`; every update is
 left-trivialised, ``H <- H exp(Phi)`` with ``Phi`` in the Lie algebra (§2.3, §7.4), and every direction is a
 ``pull(H, X) = proj(H^* X)`` toward a target (§2.2). All group-specific math goes through the group object
 (``proj``, ``exp``, ``pull``, ``to_coords``/``from_coords``, ``identity``), so O, SO, U, SU, T and O-block

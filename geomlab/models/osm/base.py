@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.groups import MatrixGroup, expm_taylor, expm_taylor_reference, from_real, get_group, real_embed
+from geomlab.geometry.groups import MatrixGroup, expm_taylor, expm_taylor_reference, from_real, get_group, real_embed
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import search_knobs
 from geomlab.models.osm.config import OSMConfig
@@ -21,7 +21,7 @@ from geomlab.models.osm.geometry import RealifiedGroup, _ct, _group_exp_referenc
 class OSMBase(SequenceModel):
     """State on a group, token matrices, prototype readout: what ``osm-rnn`` and ``osmformer`` share.
 
-    Attributes: ``group`` (the :class:`geomlab.groups.MatrixGroup`), ``geo`` (the group the arithmetic runs
+    Attributes: ``group`` (the :class:`geomlab.geometry.groups.MatrixGroup`), ``geo`` (the group the arithmetic runs
     on: ``group`` itself, or a :class:`RealifiedGroup` for ``complex_mode="real"``).
     """
 
@@ -71,7 +71,7 @@ class OSMBase(SequenceModel):
 
     def _exp(self, A: torch.Tensor) -> torch.Tensor:
         """``exp`` of algebra elements in the arithmetic representation: the fast path in training mode, the
-        reference arithmetic (:func:`geomlab.groups.expm_taylor_reference`, or the group's ``eigh`` exp) in eval
+        reference arithmetic (:func:`geomlab.geometry.groups.expm_taylor_reference`, or the group's ``eigh`` exp) in eval
         mode. Design choice (issue 17)."""
         return (self._exp_fast if self.training else self._exp_ref)(A)
 

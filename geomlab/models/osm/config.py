@@ -25,7 +25,7 @@ class OSMConfig(ConfigBase):
 
     error = OSMConfigError
     vocab_size: int                   # V, tokens in the vocabulary
-    group: str = "O"                  # O, SO, U, SU, T or O-block (geomlab.groups.get_group)
+    group: str = "O"                  # O, SO, U, SU, T or O-block (geomlab.geometry.groups.get_group)
     d: int = 16                       # states are d x d matrices
     block: int | None = None          # block size of group O-block (only there)
     mixing: Mixing = "linear"         # tangent mixing: fixed eta, learned eta, or a learned map on the algebra

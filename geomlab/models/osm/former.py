@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomlab.groups import OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor
-from geomlab.groups.torus import TorusGroup
-from geomlab.groups.expm import _PAD_TO
+from geomlab.geometry.groups import OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor
+from geomlab.geometry.groups.torus import TorusGroup
+from geomlab.geometry.groups.expm import _PAD_TO
 from geomlab.models import register
 from geomlab.models.osm.base import OSMBase, _budget_with_knobs
 from geomlab.models.osm.config import PROTOTYPES, OSMFormerConfig

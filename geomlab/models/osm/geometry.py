@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from geomlab.groups import MatrixGroup, from_real, real_embed
+from geomlab.geometry.groups import MatrixGroup, from_real, real_embed
 from geomlab.models.osm.config import OSMConfigError
 
 
@@ -25,7 +25,7 @@ def _group_exp_reference(geo, A: torch.Tensor) -> torch.Tensor:
 class RealifiedGroup:
     """A complex group (U, SU) acting on its realification ``rho(X + iY) = [[X, -Y], [Y, X]]`` (§4.4).
 
-    Same interface subset as :class:`geomlab.groups.MatrixGroup` that the models use (``d`` is ``2 d_base``,
+    Same interface subset as :class:`geomlab.geometry.groups.MatrixGroup` that the models use (``d`` is ``2 d_base``,
     ``dim`` and coordinates are the base group's): ``proj(W) = rho(base.proj(from_real(W)))`` (the
     orthogonal projection, since ``rho`` is a scaled isometry), ``exp`` = real ``matrix_exp`` / Taylor on
     ``2d x 2d``, ``pull(H, X) = proj(H^T X)``. ``Re tr(A^* B) = tr(rho(A)^T rho(B)) / 2``, so callers scale

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from geomlab.groups import OrthogonalGroup, SpecialOrthogonalGroup
+from geomlab.geometry.groups import OrthogonalGroup, SpecialOrthogonalGroup
 from geomlab.models.osm.config import MIXINGS, OSMConfigError
 
 

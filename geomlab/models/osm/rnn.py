@@ -6,13 +6,13 @@ from typing import Any
 
 import torch
 
-from geomlab.groups import OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor
+from geomlab.geometry.groups import OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor
 from geomlab.models import register
 from geomlab.models.osm.base import OSMBase, _budget_with_knobs
 from geomlab.models.osm.config import PROTOTYPES, OSMRNNConfig
 from geomlab.models.osm.geometry import _ct
 from geomlab.models.osm.mixing import TangentMixing
-from geomlab.models.osm_rnn_fast import fused_states, pad, padding_identity, skew_recurrence_forward
+from geomlab.models.osm.rnn_fast import fused_states, pad, padding_identity, skew_recurrence_forward
 
 
 @register
@@ -27,7 +27,7 @@ class OSMRNN(OSMBase):
     Config: :class:`geomlab.models.osm.config.OSMRNNConfig`.
     Shapes: ``tokens (B, T) long -> logits (B, T, V) float32``. A loop over positions (the recurrence is
     sequential): in training mode on O/SO, float32, CPU, one fused autograd node with a hand-written backward
-    (:mod:`geomlab.models.osm_rnn_fast`, issue 17); in eval mode and otherwise the reference loop of
+    (:mod:`geomlab.models.osm.rnn_fast`, issue 17); in eval mode and otherwise the reference loop of
     :meth:`_run`. Raises :class:`OSMConfigError` / ``GroupError`` (ValueErrors) for bad config.
     """
 
@@ -91,16 +91,16 @@ class OSMRNN(OSMBase):
         return self._finish(tokens, rec, M, states, raws, phis)
 
     def _fused(self, dtype: torch.dtype, device) -> bool:
-        """Whether this forward takes :mod:`geomlab.models.osm_rnn_fast`: training mode, O/SO, the Taylor
+        """Whether this forward takes :mod:`geomlab.models.osm.rnn_fast`: training mode, O/SO, the Taylor
         exponential, float32 on CPU (it reads one norm per step; other devices and dtypes keep the loop)."""
         return (self.training and isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup))
                 and self._exp_fast is expm_taylor and dtype == torch.float32 and device.type == "cpu")
 
     def _run_fused(self, tokens, rec) -> torch.Tensor:
         """The recurrence as one fused autograd node (design choice, issue 17): same mathematics as the loop
-        of :meth:`_run`, the rounding of :func:`geomlab.models.osm_rnn_fast.skew_recurrence_forward`. Token
+        of :meth:`_run`, the rounding of :func:`geomlab.models.osm.rnn_fast.skew_recurrence_forward`. Token
         matrices and group prototypes are exponentiated in one call; states run at the padded size
-        ``diag(H, I)`` (:data:`geomlab.models.osm_rnn_fast.PAD_TO`), read out against ``diag(P, 0)``."""
+        ``diag(H, I)`` (:data:`geomlab.models.osm.rnn_fast.PAD_TO`), read out against ``diag(P, 0)``."""
         A = self.token_generators()
         V, n = A.shape[0], A.shape[-1]
         kind = self.config["prototypes"]

@@ -1,0 +1,1 @@
+"""Checkpoints on disk: their files written as one unit, loading and saving (never pickles), the catalog."""

@@ -1,0 +1,413 @@
+"""The files of a checkpoint on disk: written as one unit, read only when regular, created exclusively.
+
+No torch, no streamlit: :mod:`geomlab.checkpoints.io` (writing, loading) and :mod:`geomlab.checkpoints.catalog` (listing)
+share these rules, so what the catalog lists is exactly what the loader accepts.
+
+**One unit.** A pair ``NAME.safetensors`` + ``NAME.json`` written by :func:`install` carries one random
+*save id*: in the JSON (``"save_id"``) and in the safetensors header metadata (``"geomlab_save_id"``). The
+steps are: weights to a temporary file; the JSON to a journal file ``.NAME.json.<save id>.next``; the
+weights renamed over ``NAME.safetensors``; the journal renamed over ``NAME.json``. A kill at any instant
+leaves either the old pair (the weights not yet renamed: the stale journal is ignored), or the new weights
+with the old JSON and the new JSON in the journal: :func:`pair_meta` sees that the JSON's save id is not
+the weights' one and takes the journal named by the weights' id (and, when asked, finishes the rename).
+A JSON whose save id disagrees with the weights and no matching journal is refused as a mismatched pair.
+
+**A folder is the same unit.** A checkpoint folder ``NAME/`` (``model.safetensors``, ``geomlab.json``,
+``config.json``, ``README.md``) is written by the same steps: every small file goes to its journal
+(``.geomlab.json.<save id>.next``, ``.config.json.<save id>.next``, ...), the weights are renamed into place
+(the commit), then the journals one by one. ``geomlab.json`` carries the save id and plays the pair's JSON;
+the other files (*companions*, :func:`companion_bytes`) are read from the journal named by the weights' id
+while it is there (and, when asked, renamed into place), else from their own file. ``geomlab.json`` records the
+sha256 of ``config.json``, so a ``config.json`` from another save is refused (:func:`folder_meta`).
+Weights without a save id (older files, the bundled ones, files written by other tools) read with their
+JSON as before; the loader's own checks (names, shapes, dtypes) still apply.
+
+**Regular files only.** Files are opened without following a final symlink and without blocking
+(``O_NOFOLLOW | O_NONBLOCK``) and must be regular files, so a FIFO or a device never blocks a reader.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import struct
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+#: Longest safetensors header read to find the save id (bytes; design choice, real headers are KBs).
+MAX_HEADER_BYTES = 64 * 1024 * 1024
+#: Key of the save id in the JSON and in the safetensors header metadata.
+JSON_KEY, HEADER_KEY = "save_id", "geomlab_save_id"
+
+
+class PairError(ValueError):
+    """A checkpoint file that cannot be read as part of a consistent pair (one readable line)."""
+
+
+class ExistsError(FileExistsError):
+    """:func:`install` with ``exclusive=True`` found ``NAME.json`` or ``NAME.safetensors`` already there."""
+
+
+def make_writable(folder: Path) -> None:
+    """Make ``folder`` (and its parents) and check that a file can be written in it, with a temporary file
+    that leaves nothing behind. Raises ``OSError`` (read-only file system, permissions, a file in the way).
+    Used before a run trains, for its checkpoint and log folders. Design choice."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=folder):
+        pass
+
+
+def journal(json_path: Path, save_id: str) -> Path:
+    """The journal file holding the JSON of save ``save_id`` until it is renamed over ``json_path``."""
+    return json_path.with_name(f".{json_path.name}.{save_id}.next")
+
+
+def is_regular(path: Path, follow: bool = False) -> bool:
+    """Whether ``path`` is a regular file (``follow=False``: a symlink is not one). Never raises."""
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(st.st_mode)
+
+
+def read_regular(path: Path, limit: int | None = None, follow: bool = False) -> bytes:
+    """The bytes of a regular file (at most ``limit``), opened so that a FIFO or device never blocks and
+    (``follow=False``) a symlink is refused. ``OSError`` otherwise (``errno.EINVAL`` for a non-regular file)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(limit) if limit is not None else f.read()
+    finally:
+        os.close(fd)
+
+
+def header_save_id(st_path: Path, follow: bool = True) -> str | None:
+    """The save id in a safetensors file's header metadata, or None when it has none. Reads only the
+    header. :class:`PairError` for a missing, non-regular or truncated file."""
+    try:
+        head = read_regular(st_path, 8, follow=follow)
+        if len(head) < 8:
+            raise PairError(f"{st_path.name} is truncated or not a safetensors file (no header)")
+        (n,) = struct.unpack("<Q", head)
+        if n > MAX_HEADER_BYTES:
+            raise PairError(f"{st_path.name} is not a safetensors file (header of {n} bytes)")
+        raw = read_regular(st_path, 8 + n, follow=follow)[8:]
+    except OSError as exc:
+        raise PairError(f"checkpoint file {st_path.name} cannot be read: {exc.strerror or exc}") from None
+    if len(raw) < n:
+        raise PairError(f"{st_path.name} is truncated (header cut short)")
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise PairError(f"{st_path.name} is truncated or not a safetensors file (bad header)") from None
+    meta = header.get("__metadata__") if isinstance(header, dict) else None
+    sid = meta.get(HEADER_KEY) if isinstance(meta, dict) else None
+    return sid if isinstance(sid, str) and sid else None
+
+
+def _parse_json(path: Path, follow: bool) -> Any:
+    return json.loads(read_regular(path, follow=follow).decode("utf-8"))
+
+
+def pair_meta(json_path: Path, st_path: Path, weights_id: str | None, read_json: Callable[[Path], dict],
+              repair: bool = True, follow: bool = True) -> dict:
+    """The JSON that belongs with weights whose save id is ``weights_id``.
+
+    ``read_json(json_path)`` reads and checks ``NAME.json`` (raising the caller's error). When its save id
+    is the weights' one (or the weights have none) it is the answer. Otherwise the journal of ``weights_id`` is
+    the new half of an interrupted save: its JSON is returned and, with ``repair``, renamed over
+    ``NAME.json`` (finishing that save). Otherwise :class:`PairError` (a mismatched pair).
+    """
+    err: Exception | None = None
+    meta = None
+    try:
+        meta = read_json(json_path)
+    except ValueError as exc:  # missing or unreadable JSON: the journal may still complete the pair
+        err = exc
+    if meta is not None and (weights_id is None or meta.get(JSON_KEY) == weights_id):
+        return meta  # weights without an id (older files, hand-made ones): the loader's checks decide
+    if weights_id is not None:
+        j = journal(json_path, weights_id)
+        try:
+            new = _parse_json(j, follow=False)
+        except (OSError, ValueError):
+            new = None
+        if isinstance(new, dict) and new.get(JSON_KEY) == weights_id:
+            if repair:
+                _finish_journal(j, json_path)
+            return new
+    if meta is None:
+        raise err  # type: ignore[misc]
+    raise PairError(f"{json_path.name} and {st_path.name} come from two different saves (an interrupted or "
+                    "mixed copy): refusing a mismatched pair; save the checkpoint again")
+
+
+def _finish_journal(j: Path, path: Path) -> None:
+    """Rename an interrupted save's journal ``j`` into place at ``path``; a read-only folder, or the save
+    finishing it meanwhile (the content is the same), leaves things as they are."""
+    try:
+        os.replace(j, path)
+    except OSError:
+        pass
+
+
+def companion_bytes(path: Path, weights_id: str | None, repair: bool = True, follow: bool = True) -> bytes:
+    """The bytes of a folder checkpoint's companion file (``config.json``, ``README.md``) that belong with
+    weights whose save id is ``weights_id``: its journal while an interrupted save left one (renamed into
+    place with ``repair``), else the file itself. ``OSError`` when neither can be read."""
+    if weights_id is not None:
+        j = journal(path, weights_id)
+        try:
+            data = read_regular(j)
+        except OSError:
+            pass
+        else:
+            if repair:
+                _finish_journal(j, path)
+            return data
+    return read_regular(path, follow=follow)
+
+
+#: The files of a checkpoint folder (design choice: Hugging Face's names for the config, weights and card).
+CONFIG, WEIGHTS, META, CARD = "config.json", "model.safetensors", "geomlab.json", "README.md"
+
+
+def folder_meta(folder: Path, weights_id: str | None, read_json: Callable[[Path], dict], repair: bool = True,
+                follow: bool = True) -> dict:
+    """The checkpoint description of folder ``folder`` for weights whose save id is ``weights_id``:
+    ``geomlab.json`` (chosen by :func:`pair_meta`) with ``model_config`` read from ``config.json``
+    (:func:`companion_bytes`); with ``repair``, an interrupted save's ``README.md`` is put in place too.
+    :class:`PairError` when ``config.json`` is missing, is not a JSON object, or is not the one
+    ``geomlab.json`` records (its sha256: a file from another save, or edited by hand); ``read_json``'s error
+    for an unreadable ``geomlab.json``."""
+    import hashlib
+
+    meta = pair_meta(folder / META, folder / WEIGHTS, weights_id, read_json, repair=repair, follow=follow)
+    if not isinstance(meta, dict):
+        return meta
+    where = f"{folder.name}/{CONFIG}"
+    try:
+        raw = companion_bytes(folder / CONFIG, weights_id, repair=repair, follow=follow)
+    except OSError as exc:
+        raise PairError(f"checkpoint file {where} cannot be read: {exc.strerror or exc}") from None
+    want = ((meta.get("files") or {}).get(CONFIG) or {}).get("sha256") if isinstance(meta.get("files"), dict) \
+        else None
+    if want is not None and hashlib.sha256(raw).hexdigest() != want:
+        raise PairError(f"{where} does not belong with {folder.name}/{META} (from another save, or edited by "
+                        "hand): refusing a mismatched folder; save the checkpoint again")
+    try:
+        config = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PairError(f"{where} is not valid JSON (truncated or corrupt?): {exc}") from None
+    if not isinstance(config, dict):
+        raise PairError(f"{where} must hold a JSON object (the model config)")
+    if repair and weights_id is not None:  # the model card is never read here, only put in place
+        try:
+            os.replace(journal(folder / CARD, weights_id), folder / CARD)
+        except OSError:
+            pass  # no journal (the usual case), or a read-only folder
+    return {**meta, "model_config": config}
+
+
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _stem_lock(json_path: Path) -> threading.Lock:
+    key = os.path.abspath(json_path)
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(key, threading.Lock())
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def install(weights: Path, weights_tmp: Path, files: dict[Path, str], save_id: str, mode: int,
+            exclusive: bool = False) -> None:
+    """Put a written checkpoint in place as one unit (see the module docstring).
+
+    ``weights``: ``NAME.safetensors`` or ``NAME/model.safetensors``; ``weights_tmp``: the new weights, written
+    in the same folder with ``save_id`` in their header; ``files``: the other files' paths and new texts, the
+    JSON holding ``save_id`` first (``NAME.json``, or ``geomlab.json`` then its companions). Each text goes to
+    its journal, the weights are renamed into place, then the journals in order. ``exclusive``: never
+    replace an existing file: :class:`ExistsError` when the weights or any of ``files`` exists (checked
+    atomically by ``os.link``, which fails on an existing name). On any error the new files are removed and
+    whatever was there before is left as it was.
+    """
+    targets = list(files)
+    folder = weights.parent
+    journals = {t: journal(t, save_id) for t in targets}
+    made: list[Path] = []  # names this call linked into place in exclusive mode (undone on failure)
+    with _stem_lock(targets[0]):
+        try:
+            for t, text in files.items():
+                j = journals[t]
+                fd = os.open(j, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(j, mode)
+            if exclusive:
+                for t in targets:
+                    if os.path.lexists(t):
+                        raise ExistsError(errno.EEXIST, "checkpoint exists", str(t))
+                for src, dst in [(weights_tmp, weights)] + [(journals[t], t) for t in targets]:
+                    try:
+                        os.link(src, dst)
+                    except FileExistsError:
+                        raise ExistsError(errno.EEXIST, "checkpoint exists", str(dst)) from None
+                    made.append(dst)
+                made = []
+                for p in [weights_tmp, *journals.values()]:
+                    os.unlink(p)
+            else:
+                for t in targets:
+                    _drop_stale_journals(t, keep=journals[t])
+                os.replace(weights_tmp, weights)
+                for t in targets:
+                    try:
+                        os.replace(journals[t], t)
+                    except FileNotFoundError:  # a reader finished this save first (a repair)
+                        pass
+            _fsync_dir(folder)
+        except BaseException:
+            for p in reversed(made):
+                try:
+                    os.unlink(p)  # only the links this call made; the old checkpoint is untouched
+                except OSError:
+                    pass
+            for p in [weights_tmp, *journals.values()]:
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
+            raise
+
+
+#: A journal older than this (seconds) belongs to a save that was killed: the next save of the stem removes it.
+STALE_JOURNAL_S = 120.0
+
+
+def _drop_stale_journals(json_path: Path, keep: Path) -> None:
+    import time
+
+    prefix = f".{json_path.name}."
+    try:
+        names = os.listdir(json_path.parent)
+    except OSError:
+        return
+    now = time.time()
+    for n in names:
+        p = json_path.parent / n
+        if n.startswith(prefix) and n.endswith(".next") and p != keep:
+            try:
+                if now - os.lstat(p).st_mtime > STALE_JOURNAL_S:
+                    os.unlink(p)
+            except OSError:
+                pass
+
+
+def create_exclusive(folder: Path, name: str, files: dict[str, bytes], mode: int = 0o644,
+                     max_tries: int = 1000) -> str:
+    """Store bytes as ``folder/NAME<suffix>`` for each suffix in ``files`` (e.g. ``.safetensors`` then
+    ``.json``), never replacing a file: the first free name of ``NAME``, ``NAME-2``, ``NAME-3``... is
+    claimed with ``os.link`` (atomic; two concurrent callers never get the same name). The last suffix is
+    linked last, so a listing sees the set complete or not at all. Returns the name used."""
+    import tempfile
+
+    tmps: dict[str, str] = {}
+    try:
+        for suffix, data in files.items():
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
+            tmps[suffix] = tmp
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, mode)
+        for i in range(1, max_tries + 1):
+            final = name if i == 1 else f"{name}-{i}"
+            made: list[Path] = []
+            try:
+                for suffix, tmp in tmps.items():
+                    target = folder / f"{final}{suffix}"
+                    if os.path.lexists(target):
+                        raise FileExistsError(target)
+                    os.link(tmp, target)
+                    made.append(target)
+            except FileExistsError:
+                for p in made:
+                    os.unlink(p)
+                continue
+            _fsync_dir(folder)
+            return final
+        raise ExistsError(errno.EEXIST, f"no free name for {name} after {max_tries} tries", str(folder))
+    finally:
+        for tmp in tmps.values():
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def create_exclusive_folder(parent: Path, name: str, files: dict[str, bytes], mode: int = 0o644,
+                            dir_mode: int = 0o755, max_tries: int = 1000) -> str:
+    """Store a checkpoint folder ``parent/NAME/`` holding ``files`` (file name -> bytes), never replacing
+    anything: the first free name of ``NAME``, ``NAME-2``, ``NAME-3``... is claimed with ``os.mkdir``
+    (atomic; two concurrent callers never get the same name). The files are written under dot names and
+    renamed into place in the order given (put the weights first and ``geomlab.json`` last), so a listing
+    sees the folder complete or not at all. Returns the name used; on an error the new folder is removed."""
+    for i in range(1, max_tries + 1):
+        final = name if i == 1 else f"{name}-{i}"
+        folder = parent / final
+        try:
+            os.mkdir(folder, dir_mode)
+        except FileExistsError:
+            continue
+        try:
+            for fname, data in files.items():
+                tmp = folder / f".{fname}.part"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(tmp, mode)
+            for fname in files:
+                os.replace(folder / f".{fname}.part", folder / fname)
+            _fsync_dir(folder)
+            _fsync_dir(parent)
+        except BaseException:
+            for n in os.listdir(folder):
+                try:
+                    os.unlink(folder / n)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
+            raise
+        return final
+    raise ExistsError(errno.EEXIST, f"no free name for {name} after {max_tries} tries", str(parent))

@@ -1,0 +1,103 @@
+"""The ``geomlab`` command line (installed as the ``geomlab`` script; ``python -m geomlab`` is the same).
+
+Each subcommand lives in its own module under :mod:`geomlab.commands`; a module exposes ``HELP`` (one line),
+``add_arguments(parser)`` and ``run(args) -> int`` (the exit status). A module that sets ``PASS_THROUGH = True``
+gets the options it does not know in ``args.extra`` (``app`` hands them to ``streamlit run``); any other
+subcommand rejects them. This file only wires them together, so adding a subcommand never touches another one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand name -> module under geomlab.commands
+COMMANDS = {
+    "train": "train",
+    "eval": "eval",
+    "sample": "sample",
+    "trace": "trace",
+    "zoo": "zoo",
+    "report": "report",
+    "bench": "bench",
+    "sweep": "sweep",
+    "app": "app",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the top-level parser with one sub-parser per available subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="geomlab",
+        description="geomlab: train, evaluate, sample and trace geometric sequence models.",
+    )
+    from geomlab import __version__
+
+    parser.add_argument("--version", action="version", version=f"geomlab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        try:
+            module = importlib.import_module(f"geomlab.commands.{module_name}")
+        except ModuleNotFoundError as exc:  # a subcommand whose module is not written yet
+            if exc.name != f"geomlab.commands.{module_name}":
+                raise
+            continue
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run, _pass_through=getattr(module, "PASS_THROUGH", False), _parser=p)
+    return parser
+
+
+def _old_spelling(argv: list[str]) -> list[str]:
+    """``geomlab bench`` followed by an option (not a benchmark name, not --help) is the old spelling of
+    ``geomlab report``: the same arguments under ``report``, with a one-line deprecation note on stderr.
+    Kept for one release."""
+    if len(argv) > 1 and argv[0] == "bench" and argv[1].startswith("-") and argv[1] not in ("-h", "--help"):
+        print("note: `geomlab bench` with report options is deprecated; use `geomlab report` (`geomlab bench "
+              "NAME` runs a micro-benchmark)", file=sys.stderr)
+        return ["report", *argv[1:]]
+    return argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the process exit status."""
+    argv = _old_spelling(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "_pass_through", False):  # the subcommand's own usage, not the top level's
+        (getattr(args, "_parser", None) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except (ValueError, FileNotFoundError) as exc:
+        # Bad input is reported as one readable line, never a traceback (nor "[Errno 2] ...").
+        print(f"error: {_one_line(exc) if isinstance(exc, OSError) else exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        # the machine refused (read-only folder, disk full, permissions): one line, exit status 1
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except (RuntimeError, MemoryError) as exc:
+        from geomlab.training.runs import out_of_memory
+
+        if not out_of_memory(exc):
+            raise
+        # a request too large for the machine (a huge batch, window or model): one line, exit status 2
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"error: out of memory ({first}); ask for a smaller model, batch or sequence length",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(exc: OSError) -> str:
+    """``[Errno 28] No space left on device: 'runs/x.json'`` -> ``runs/x.json: No space left on device``."""
+    if exc.strerror and exc.filename:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,1 @@
+"""Foundations with no geomlab concepts: where files are, run-owned randomness, the byte cache, caption markup."""

@@ -1,0 +1,1 @@
+"""The app's background training runs and the geometry drawn while they train."""

@@ -1,0 +1,1 @@
+"""The teaching layer: the view registry, the explanations of each figure, the guided lessons."""

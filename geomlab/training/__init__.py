@@ -1,0 +1,1 @@
+"""Training one model and what to train: the recipe, the loop, its logs, data parallelism, sampling, run specs, the zoo, sweeps."""

@@ -1,0 +1,693 @@
+"""One training loop for every model kind and task, plus evaluation (``bpc``).
+
+:class:`Trainer` runs AdamW with linear warm-up and cosine decay, gradient clipping, random-window batches
+(from a :class:`geomlab.data.Task`), periodic validation and checkpoints. It serves both the command line
+(a ``tqdm`` bar) and the app (a background thread: a progress callback receiving :class:`Progress`, a
+thread-safe :meth:`Trainer.stop`). A run can be stopped and resumed from its checkpoint with identical
+results for the same seed (model, optimizer, batch RNG, the run's own dropout RNG and step are saved).
+A run never draws from torch's global RNG (:mod:`geomlab.core.rng`), so it is reproducible while another run
+trains in the same process.
+
+A non-finite loss, gradient or weight stops the run cleanly: no checkpoint is written after the failure
+(the last good one stays on disk) and a :class:`TrainingError` names the step and the quantity.
+
+The recipe (:class:`TrainConfig`, the learning-rate schedule and the length curriculum) is
+:mod:`geomlab.training.config`; sampling from a trained model (:func:`generate`) is :mod:`geomlab.training.sampling`;
+building a run (task, model, trainer) from one description is :mod:`geomlab.training.runs`.
+
+Design choice (documented in ``docs/pipeline.md``): weight decay applies only to parameters with >= 2
+dimensions that the model does not list in an optional ``no_weight_decay`` attribute (a set of parameter
+names).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import math
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+import geomlab
+from geomlab.checkpoints import io as ckpt
+from geomlab.data.tasks import LN2, Task, sequence_nll
+from geomlab.training.distributed import Replicas
+from geomlab.core.rng import RunRNG, draws_in_training
+from geomlab.training.sampling import generate  # noqa: F401 (its old import path)
+from geomlab.training.config import TrainConfig
+
+
+class TrainingError(RuntimeError):
+    """A run that went numerically bad; the message names the step and the quantity (loss, the gradient
+    of a named parameter, or a named parameter)."""
+
+    def __init__(self, message: str, step: int | None = None, quantity: str | None = None):
+        super().__init__(message)
+        self.step = step
+        self.quantity = quantity
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (read-only folder, disk full...). The message names the step, the
+    checkpoint and the reason; ``.step`` is the step, ``.errno`` the system's error number. The run stops
+    (nothing is trained past a checkpoint that was not kept); the previous checkpoint on disk, if any, is
+    what :func:`geomlab.checkpoints.io.save` left in place."""
+
+    def __init__(self, message: str, step: int | None = None, errno_: int | None = None):
+        super().__init__(message)
+        self.step = step
+        if errno_ is not None:
+            self.errno = errno_
+
+
+@dataclass
+class Progress:
+    """What the progress callback receives.
+
+    event: ``"start"``, ``"step"`` (every ``log_every`` steps), ``"eval"``, ``"done"``, ``"stopped"`` or
+    ``"failed"``. loss: mean training loss (nats) over the last logging interval. train_bpc: ``loss / ln 2``
+    for character LM tasks, else ``None``. valid: the latest validation metrics (``{}`` until the first);
+    valid_bpc: ``valid["bpc"]`` if present. tokens_per_s: training targets per second over the last
+    interval. eta_s: estimated seconds to the end. lr: current learning rate. message: a human line for
+    ``"failed"``/``"done"``; checkpoint: path of the checkpoint just written, if any.
+    """
+
+    event: str
+    step: int
+    total: int
+    loss: float | None = None
+    train_bpc: float | None = None
+    valid_bpc: float | None = None
+    valid: dict[str, float] = field(default_factory=dict)
+    tokens_per_s: float | None = None
+    eta_s: float | None = None
+    lr: float | None = None
+    elapsed_s: float = 0.0
+    message: str = ""
+    checkpoint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TrainResult:
+    """Outcome of :meth:`Trainer.run`: ``status`` ``"done"``, ``"stopped"`` or ``"failed"``; the final
+    step; ``metrics`` = the final evaluation (``valid_*``/``test_*`` keys); ``checkpoint`` path or ``None``;
+    ``error`` the :class:`TrainingError` of a failed run."""
+
+    status: str
+    step: int
+    metrics: dict[str, float]
+    checkpoint: Path | None
+    error: TrainingError | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """``"auto"``/``None`` -> CUDA if available, else Apple MPS, else CPU; anything else as given.
+    Raises ``ValueError`` for an unavailable or unknown device."""
+    if device is None or str(device) == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"unknown device {device!r}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' requested but CUDA is not available")
+    if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError("device 'mps' requested but MPS is not available")
+    return dev
+
+
+def disable_tf32() -> None:
+    """Full fp32 matmuls (TF32 changes matrix exponentials and orthogonality noticeably)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch's global RNG (CPU and CUDA) — call before building a model for reproducible inits in a
+    single-run script. Where runs may share the process (the app), build under :func:`geomlab.core.rng.seeded`
+    instead, which seeds and restores the global RNG under a lock."""
+    torch.manual_seed(int(seed))
+
+
+def bpc(model: torch.nn.Module, tokens: torch.Tensor, seq_len: int, stride: int | None = None,
+        device: str | torch.device = "cpu") -> float:
+    """Bits per character of ``tokens`` (``LongTensor`` ``(N,)``) under ``model``: mean NLL in nats over
+    every target ``tokens[1:]`` divided by ln 2, with the window protocol of
+    :func:`geomlab.data.tasks.sequence_nll` (non-overlapping windows of ``seq_len``, or sliding with
+    ``stride``). Source: ``shared/papers/osm.md`` §2.9. Raises ``ValueError`` for fewer than 2 tokens."""
+    total, count = sequence_nll(model, tokens, seq_len, stride=stride, device=device)
+    if count == 0:
+        raise ValueError("bpc needs at least 2 tokens")
+    return total / count / LN2
+
+
+def evaluate(model, task: Task, split: str = "valid", seq_len: int = 128, stride: int | None = None,
+             device: str | torch.device = "cpu", max_tokens: int | None = None) -> dict[str, float]:
+    """``task.evaluate`` on ``split`` (the same protocol for every model)."""
+    return task.evaluate(model, split, seq_len=seq_len, device=device, max_tokens=max_tokens, stride=stride)
+
+
+def _optim_state_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    sd = opt.state_dict()
+    tensors = {}
+    for idx, st in sd["state"].items():
+        for k, v in st.items():
+            if not isinstance(v, torch.Tensor):
+                v = torch.tensor(v)
+            tensors[f"optim.{idx}.{k}"] = v
+    return tensors, {"param_groups": sd["param_groups"]}
+
+
+def _optim_state_from(tensors: dict[str, torch.Tensor], json_part: dict[str, Any]) -> dict[str, Any]:
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for name, t in tensors.items():
+        if not name.startswith("optim."):
+            continue
+        _, idx, key = name.split(".", 2)
+        state.setdefault(int(idx), {})[key] = t
+    groups = json_part["param_groups"]
+    for g in groups:
+        if "betas" in g:
+            g["betas"] = tuple(g["betas"])
+    return {"state": state, "param_groups": groups}
+
+
+# ------------------------------------------------------------------------------------------------ trainer
+@dataclass
+class _Interval:
+    """Sums over the steps since the last logging step (loss, gradient norm, targets; ``start`` its wall
+    clock) and the moving average of a step's wall time (for the ETA)."""
+
+    start: float
+    loss: float = 0.0
+    gnorm: float = 0.0
+    n: int = 0
+    tokens: int = 0
+    step_time_ema: float | None = None
+
+    def add(self, loss: float, gnorm: float, tokens: int, dt: float) -> None:
+        self.loss += loss
+        self.gnorm += gnorm
+        self.n += 1
+        self.tokens += tokens
+        self.step_time_ema = dt if self.step_time_ema is None else 0.9 * self.step_time_ema + 0.1 * dt
+
+    def reset(self, now: float) -> None:
+        self.loss, self.gnorm, self.n, self.tokens, self.start = 0.0, 0.0, 0, 0, now
+
+
+class Trainer:
+    """Train ``model`` on ``task``.
+
+    Args:
+        model: a registered :class:`geomlab.models.SequenceModel` (its ``config`` is saved).
+        task: a :class:`geomlab.data.Task` (:class:`~geomlab.data.LMTask`, word problem, GP, ...).
+        config: a :class:`TrainConfig` (or dict).
+        out: checkpoint location ``DIR/NAME`` (a folder ``DIR/NAME/`` with config.json, model.safetensors,
+            README.md and geomlab.json; an existing flat pair ``NAME.json`` + ``NAME.safetensors`` stays flat)
+            or ``None`` for no files.
+        card: extra card fields saved with every checkpoint.
+        callback: ``f(Progress)`` called from the training thread; it may call :meth:`stop`.
+        progress_bar: show a ``tqdm`` bar (command line).
+        log_dir: a folder for TensorBoard event files of the metrics history (:mod:`geomlab.training.log`), or
+            ``None``. Checked here: :class:`geomlab.training.log.LogDirError` (a ``ValueError``) for a file, an
+            unwritable folder or a missing ``tensorboard`` package.
+
+    Across several processes (``torchrun``, :mod:`geomlab.training.distributed`) the trainer uses the default process
+    group: ``config.batch_size`` is the global batch, split evenly across the ranks (``ValueError`` when it
+    cannot be), the model trains wrapped in ``DistributedDataParallel``, and only rank 0 writes checkpoints,
+    logs and the progress bar.
+
+    ``run()`` returns a :class:`TrainResult`; with ``raise_errors=True`` (default) a failed run raises its
+    :class:`TrainingError` after the ``"failed"`` callback. After a stop, ``run()`` again continues in the same
+    process; :meth:`from_checkpoint` resumes from the saved files.
+    """
+
+    def __init__(self, model, task: Task, config: TrainConfig | dict | None = None, *,
+                 out: str | Path | None = None, card: dict[str, Any] | None = None,
+                 callback: Callable[[Progress], None] | None = None, progress_bar: bool = False,
+                 log_dir: str | Path | None = None):
+        self.config = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config or {})
+        self.replicas = Replicas.current()
+        self.replicas.check_batch(self.config.batch_size)
+        self.model = model
+        self.task = task
+        self.out = Path(out) if out is not None else None
+        self.card = dict(card or {})
+        self.callbacks: list[Callable[[Progress], None]] = [callback] if callback else []
+        self.progress_bar = progress_bar and self.replicas.is_main
+        self.device = self.replicas.place(resolve_device(self.config.device))
+        if log_dir is not None:  # checked on every rank, so a bad folder stops them all alike
+            from geomlab.training.log import check_log_dir
+
+            check_log_dir(log_dir)
+        self.log_dir = Path(log_dir) if log_dir is not None and self.replicas.is_main else None  # rank 0 writes
+        self.step = 0
+        self.elapsed_s = 0.0
+        self.history: list[dict[str, Any]] = []
+        self.last_valid: dict[str, float] = {}
+        self.last_checkpoint: Path | None = None
+        self._stop = threading.Event()
+        self._abort = threading.Event()  # set by abort(): no more steps, no more writes
+        self._stop_agreed = False  # across processes: a stop asked on some rank, agreed on by all
+        self._log = None  # the open TensorBoard writer while run() runs (geomlab.training.log.ScalarLog)
+        self._net: torch.nn.Module = model  # what the training step calls: the model, or its DDP wrapper
+        if hasattr(task, "check_context"):  # refuse a context the data cannot fill, before any step
+            task.check_context(self.config.seq_len)
+        self.model.to(self.device)
+        self.optimizer = self._make_optimizer()
+        self.generator = torch.Generator().manual_seed(int(self.config.seed))
+        # the run's own generators for dropout and any other draw in the model (never torch's global RNG,
+        # so a run is reproducible while another trains in the same process; geomlab.core.rng)
+        self.rng = RunRNG(int(self.config.seed))
+        self._draws = draws_in_training(self.model)  # only then does training route through the run's RNG
+
+    # ------------------------------------------------------------------ public API
+    def stop(self) -> None:
+        """Ask the run to stop after the current step (thread-safe). ``run`` then saves a resumable
+        checkpoint (if ``out``) and returns with status ``"stopped"``."""
+        self._stop.set()
+
+    def abort(self) -> None:
+        """Ask the run to end now, writing nothing more (thread-safe; the CLI's second Ctrl-C): the next step
+        boundary or checkpoint write raises ``KeyboardInterrupt`` (design choice: a ``KeyboardInterrupt``
+        raised by a signal handler inside a finalizer is printed and dropped by Python; this flag is not)."""
+        self._abort.set()
+
+    def _check_abort(self) -> None:
+        if self._abort.is_set():
+            raise KeyboardInterrupt("training aborted")
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def add_callback(self, fn: Callable[[Progress], None]) -> None:
+        self.callbacks.append(fn)
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, task: Task, *, out: str | Path | None = None,
+                        overrides: dict[str, Any] | None = None, **kwargs) -> "Trainer":
+        """Resume a run from a checkpoint written by :meth:`run` (it must hold the training state).
+
+        ``out`` defaults to the checkpoint's own stem; ``overrides`` change config values (e.g. ``steps`` to
+        extend a run: the cosine schedule then differs from an uninterrupted run; each change is kept on the card
+        as ``resumed_with``: ``[{"step": STEP, KEY: VALUE, ...}]``). Raises
+        :class:`geomlab.checkpoints.io.CheckpointError` if the checkpoint has no training state or its
+        vocabulary differs from the task's, or if its training state's ``step`` is not a count (a negative or
+        non-integer step: a corrupt or hand-edited checkpoint); ``ValueError`` if the run is already past the
+        total ``steps`` asked for (resuming would rewrite a finished run with a smaller total). Nothing is
+        written in either case.
+        """
+        c = ckpt.load(path)
+        if not c.train_state or not c.train_state.get("json"):
+            raise ckpt.CheckpointError(f"{Path(path).name} has no training state to resume from "
+                                       "(it was saved without it)")
+        done = c.train_state["json"].get("step")
+        if isinstance(done, bool) or not isinstance(done, int) or done < 0:
+            raise ckpt.CheckpointError(f"{c.path.name} is corrupt: its training state says step {done!r}, not a "
+                                       "step count (0 or more); nothing was trained or written")
+        if task.vocab is not None and c.vocab is not None and task.vocab != c.vocab:
+            raise ckpt.CheckpointError(f"{Path(path).name}: its vocabulary differs from the data's")
+        # a task built with the checkpoint's vocabulary encodes any text; the data's own vocabulary says
+        # whether it is the text the run was trained on (another one would train on unknown tokens)
+        own = task.data_vocab() if hasattr(task, "data_vocab") else None
+        if own is not None and c.vocab is not None:
+            from geomlab.data.vocab import vocab_mismatch
+
+            diff = vocab_mismatch(c.vocab, own)
+            if diff:
+                raise ckpt.CheckpointError(
+                    f"not resuming {Path(path).name}: the data's vocabulary differs from the checkpoint's ({diff}); "
+                    "resume with the text the run was trained on, or start a new run (nothing was trained or "
+                    "written)")
+        cfg = dict(c.train_config or {})
+        cfg.update(overrides or {})
+        if out is None:  # the checkpoint's own folder, or its flat pair's stem (a flat run stays flat)
+            out = c.path if c.layout == "folder" else c.path.with_suffix("")
+        # evaluation results belong to the step they were measured at: do not carry them over
+        card = {k: v for k, v in c.card.items()
+                if not k.startswith(("valid_", "test_")) and k != "eval_protocol"}
+        changed = {k: v for k, v in (overrides or {}).items() if (c.train_config or {}).get(k) != v}
+        if changed:  # the card keeps every change made on resumption (a zoo adoption refuses weight changes)
+            card["resumed_with"] = list(card.get("resumed_with") or []) + [
+                {"step": done, **changed}]
+        config = TrainConfig.from_dict(cfg)
+        if config.steps < done:
+            raise ValueError(f"not resuming {c.path.name}: the run is already at step {done}, so {config.steps} "
+                             f"steps in total would end before it (give more than {done} steps); the checkpoint "
+                             "is left unchanged")
+        trainer = cls(c.model, task, config, out=out, card=card, **kwargs)
+        trainer._restore(c)
+        return trainer
+
+    def run(self, raise_errors: bool = True) -> TrainResult:
+        """Train until ``config.steps``, :meth:`stop` or a numerical failure (see class docstring)."""
+        self._net = self.replicas.wrap(self.model, self.device)
+        self._stop_agreed = False
+        self._log = self._open_log()
+        try:
+            return self._run(raise_errors)
+        finally:
+            if self._log is not None:
+                self._log.close()
+            self._log, self._net = None, self.model
+
+    def _run(self, raise_errors: bool) -> TrainResult:
+        """The run in four parts: the training steps (:meth:`_train_steps`), the failure report of a run that
+        diverged (:meth:`_fail`), the final evaluation (:meth:`_final_evaluation`) and the last checkpoint
+        (:meth:`_finish`)."""
+        cfg = self.config
+        disable_tf32()
+        bar = None
+        if self.progress_bar:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=cfg.steps, initial=self.step, unit="step", dynamic_ncols=True)
+        self._emit(Progress("start", self.step, cfg.steps, lr=cfg.lr_at(max(1, self.step + 1)),
+                            elapsed_s=self.elapsed_s))
+        error = None
+        try:
+            status = self._train_steps(bar)
+        except TrainingError as exc:
+            status, error = "failed", exc
+        finally:
+            if bar is not None:
+                bar.close()
+        if error is not None:
+            return self._fail(error, raise_errors, checkpoint=True)
+        try:
+            self._check_weights(self.step)
+        except TrainingError as exc:
+            return self._fail(exc, raise_errors, checkpoint=False)
+        metrics = self._final_evaluation() if status == "done" else {}
+        return self._finish(status, metrics)
+
+    def _train_steps(self, bar) -> str:
+        """Optimizer steps until ``config.steps`` (``"done"``) or an agreed stop (``"stopped"``), with the
+        periodic logging (:meth:`_log_interval`) and validation (:meth:`_validate`). Raises
+        :class:`TrainingError` at the first non-finite loss, gradient or weight."""
+        cfg = self.config
+        t_run, elapsed0 = time.perf_counter(), self.elapsed_s
+        meter = _Interval(time.perf_counter())
+        params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        while self.step < cfg.steps:
+            self._check_abort()
+            if self._stop_now():
+                return "stopped"
+            t0 = time.perf_counter()
+            step = self.step + 1
+            lr = cfg.lr_at(step)
+            lval, gval, tokens = self._optimizer_step(step, lr, params)
+            meter.add(lval, gval, tokens, time.perf_counter() - t0)
+            self.elapsed_s = elapsed0 + (time.perf_counter() - t_run)
+            if bar is not None:
+                bar.update(1)
+            is_last = step == cfg.steps
+            if step % cfg.log_every == 0 or is_last:
+                self._log_interval(step, lr, meter, bar)
+            if (cfg.eval_every and step % cfg.eval_every == 0) and not is_last:
+                self._validate(step, lr, lval)
+                meter.start = time.perf_counter()  # evaluation time is not training time
+        return "done"
+
+    def _optimizer_step(self, step: int, lr: float, params: list) -> tuple[float, float, int]:
+        """One optimizer step (1-based ``step`` at learning rate ``lr``): draw this rank's rows of the batch,
+        forward and backward under the run's own generators, the gradient norm, the non-finite checks
+        (:meth:`_check_step`), clipping, the AdamW update. Returns ``(loss, gradient norm, targets scored
+        across the ranks)``; ``self.step`` becomes ``step``."""
+        cfg = self.config
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        x, y = self.task.sample_batch(cfg.batch_size, cfg.seq_len_at(step), self.generator)
+        x, y = self.replicas.shard(x, y)  # this rank's rows of the global batch
+        x, y = x.to(self.device), y.to(self.device)
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.rng.scope() if self._draws else contextlib.nullcontext():  # dropout: the run's generators
+            loss = self.task.loss(self._net(x), y)
+            loss.backward()
+        with_grad = [p for _, p in params if p.grad is not None]
+        gnorm = torch.nn.utils.get_total_norm([p.grad for p in with_grad])
+        lval, gval = self._step_values(loss, gnorm)
+        self._check_step(step, lval, gval, params)
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grads_with_norm_(with_grad, cfg.grad_clip, gnorm)
+        self.optimizer.step()
+        self.step = step
+        return lval, gval, self.task.tokens_per_batch(x.shape[0] * self.replicas.world_size, x.shape[1])
+
+    @staticmethod
+    def _check_step(step: int, lval: float, gval: float, params: list) -> None:
+        """:class:`TrainingError` naming the culprit of a non-finite step: the loss, the gradient of the first
+        parameter whose gradient is non-finite (found before clipping spreads the NaN), or a global gradient
+        norm that overflows float32 although every gradient is finite."""
+        if not math.isfinite(lval):
+            raise TrainingError(f"step {step}: the training loss is {lval} (non-finite); "
+                                "stopped, the last good checkpoint is kept", step, "loss")
+        if math.isfinite(gval):
+            return
+        bad = next((n for n, p in params if p.grad is not None and not torch.isfinite(p.grad).all()), None)
+        if bad is None:  # every gradient is finite, but their global norm overflows float32
+            raise TrainingError(f"step {step}: the gradient norm overflowed ({gval}; every "
+                                "gradient is finite but huge: lower the learning rate); stopped, the "
+                                "last good checkpoint is kept", step, "gradient norm")
+        raise TrainingError(f"step {step}: the gradient of parameter {bad!r} is non-finite; "
+                            "stopped, the last good checkpoint is kept", step, f"gradient of {bad}")
+
+    def _log_interval(self, step: int, lr: float, meter: "_Interval", bar) -> None:
+        """A logging step: the interval's mean loss, gradient norm and tokens/s into the history (and
+        TensorBoard), a ``"step"`` progress event, the bar's numbers; then a new interval."""
+        cfg = self.config
+        now = time.perf_counter()
+        mean_loss = meter.loss / max(1, meter.n)
+        tps = meter.tokens / max(1e-9, now - meter.start)
+        eta = (cfg.steps - step) * (meter.step_time_ema or 0.0)
+        rec = {"step": step, "loss": mean_loss, "lr": lr, "tokens_per_s": tps,
+               "grad_norm": meter.gnorm / max(1, meter.n), "elapsed_s": self.elapsed_s}
+        self._record(rec)
+        self._emit(Progress("step", step, cfg.steps, loss=mean_loss, train_bpc=self._bpc(mean_loss),
+                            valid_bpc=self.last_valid.get("bpc"), valid=dict(self.last_valid),
+                            tokens_per_s=tps, eta_s=eta, lr=lr, elapsed_s=self.elapsed_s))
+        if bar is not None:
+            post = {"loss": f"{mean_loss:.3f}"}
+            if "bpc" in self.last_valid:
+                post["valid_bpc"] = f"{self.last_valid['bpc']:.3f}"
+            bar.set_postfix(post)
+        meter.reset(time.perf_counter())
+
+    def _validate(self, step: int, lr: float, lval: float) -> None:
+        """A periodic validation: weights checked finite, the valid split (``eval_tokens`` targets) evaluated
+        and recorded, a checkpoint saved, an ``"eval"`` progress event."""
+        cfg = self.config
+        self._check_weights(step)
+        self.last_valid = self.task.evaluate(self.model, "valid", seq_len=cfg.seq_len, device=self.device,
+                                             max_tokens=cfg.eval_tokens, stride=cfg.eval_stride)
+        self._record({"step": step, **{f"valid_{k}": v for k, v in self.last_valid.items()}})
+        path = self._save()
+        self._emit(Progress("eval", step, cfg.steps, loss=lval, train_bpc=self._bpc(lval),
+                            valid_bpc=self.last_valid.get("bpc"), valid=dict(self.last_valid),
+                            lr=lr, elapsed_s=self.elapsed_s, checkpoint=str(path) if path else None))
+
+    def _fail(self, error: TrainingError, raise_errors: bool, checkpoint: bool) -> TrainResult:
+        """A diverged run: the ``"failed"`` progress event (naming the last good checkpoint when ``checkpoint``),
+        nothing written; raises ``error`` when ``raise_errors``, else returns the ``"failed"`` result."""
+        cfg = self.config
+        where = str(self.last_checkpoint) if checkpoint and self.last_checkpoint else None
+        self._emit(Progress("failed", self.step, cfg.steps, elapsed_s=self.elapsed_s, message=str(error),
+                            checkpoint=where))
+        if raise_errors:
+            raise error
+        return TrainResult("failed", self.step, {}, self.last_checkpoint, error, self.history)
+
+    def _final_evaluation(self) -> dict[str, float]:
+        """The evaluation of a finished run: the full valid and test splits (``final_eval``), else the valid
+        split capped at ``eval_tokens``; recorded in the history. Returns ``{"valid_*": ..., "test_*": ...}``."""
+        cfg = self.config
+        metrics: dict[str, float] = {}
+        splits = ("valid", "test") if cfg.final_eval else ("valid",)
+        for split in splits:
+            m = self.task.evaluate(self.model, split, seq_len=cfg.seq_len, device=self.device,
+                                   max_tokens=None if cfg.final_eval else cfg.eval_tokens, stride=cfg.eval_stride)
+            metrics.update({f"{split}_{k}": v for k, v in m.items()})
+            if split == "valid":
+                self.last_valid = m
+        self._record({"step": self.step, "final": True, **metrics})
+        return metrics
+
+    def _finish(self, status: str, metrics: dict[str, float]) -> TrainResult:
+        """The end of a finished or stopped run: the checkpoint (resumable), the stop flag cleared (calling
+        :meth:`run` again continues a stopped run), the ``"done"``/``"stopped"`` event, the result."""
+        cfg = self.config
+        path = self._save(final_metrics=metrics)
+        self._stop.clear()
+        msg = (f"finished {self.step} steps" if status == "done" else f"stopped at step {self.step}")
+        self._emit(Progress(status, self.step, cfg.steps, valid_bpc=self.last_valid.get("bpc"),
+                            valid=dict(self.last_valid), elapsed_s=self.elapsed_s, message=msg,
+                            checkpoint=str(path) if path else None))
+        return TrainResult(status, self.step, metrics, path, None, self.history)
+
+    # ------------------------------------------------------------------ internals
+    def _bpc(self, loss: float) -> float | None:
+        if self.task.kind == "lm" and self.task.vocab is not None and self.task.vocab.level == "char":
+            return loss / LN2
+        return None
+
+    def _emit(self, progress: Progress) -> None:
+        for fn in self.callbacks:
+            fn(progress)
+
+    def _step_values(self, loss: torch.Tensor, gnorm: torch.Tensor) -> tuple[float, float]:
+        """The step's one host read (issue 17: on an accelerator every read is a synchronisation): the loss
+        (the mean over the ranks) and the gradient norm (the same on every rank after DDP's all-reduce)
+        together. Across processes a stop asked on any rank travels in the same all-reduce and stops every
+        rank after this step (:mod:`geomlab.training.distributed`)."""
+        if not self.replicas.distributed:
+            lval, gval = torch.stack([loss.detach().float(), gnorm.detach().float()]).tolist()
+            return lval, gval
+        stop = torch.tensor(float(self._stop.is_set()), device=loss.device)
+        lmean, stop_any = self.replicas.mean(torch.stack([loss.detach().float(), stop]))
+        lval, gval, stop_any = torch.stack([lmean, gnorm.detach().float(), stop_any]).tolist()
+        self._stop_agreed = stop_any > 0
+        return lval, gval
+
+    def _stop_now(self) -> bool:
+        """Whether to stop at this step boundary: :meth:`stop` was called; across processes, a stop asked on
+        any rank and agreed on in the last step's all-reduce (never one rank alone: the others would wait
+        for it in the next all-reduce)."""
+        return self._stop_agreed if self.replicas.distributed else self._stop.is_set()
+
+    def _record(self, rec: dict[str, Any]) -> None:
+        """Append ``rec`` to the metrics history and to the TensorBoard log when there is one."""
+        self.history.append(rec)
+        if self._log is not None:
+            self._log.write(rec)
+
+    def _open_log(self):
+        """A :class:`geomlab.training.log.ScalarLog` on ``log_dir`` (rank 0 only), or ``None``. A resumed run
+        purges events after its step that an earlier writer left (a run that went on past the checkpoint)."""
+        if self.log_dir is None:
+            return None
+        from geomlab.training.log import ScalarLog
+
+        return ScalarLog(self.log_dir, purge_step=self.step + 1 if self.step else None)
+
+    def _save(self, final_metrics: dict[str, float] | None = None) -> Path | None:
+        """:meth:`save_checkpoint` on rank 0; other ranks write nothing (``None``)."""
+        self._check_abort()
+        if not self.replicas.is_main:
+            return None
+        return self.save_checkpoint(final_metrics=final_metrics)
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        cfg = self.config
+        skip = set(getattr(self.model, "no_weight_decay", set()) or set())
+        decay, no_decay = [], []
+        for name, p in self.model.named_parameters():
+            if not p.requires_grad:
+                continue
+            (decay if p.dim() >= 2 and name not in skip and cfg.weight_decay > 0 else no_decay).append(p)
+        groups = [g for g in ({"params": decay, "weight_decay": cfg.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}) if g["params"]]
+        if not groups:
+            raise ValueError("the model has no trainable parameters")
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+
+    def _check_weights(self, step: int) -> None:
+        for name, p in self.model.named_parameters():
+            if not torch.isfinite(p.detach()).all():
+                raise TrainingError(f"step {step}: parameter {name!r} has non-finite values; stopped, the last "
+                                    "good checkpoint is kept", step, f"parameter {name}")
+
+    def _train_state(self) -> dict[str, Any]:
+        tensors, json_part = _optim_state_tensors(self.optimizer)
+        tensors["rng.batch"] = self.generator.get_state()
+        for key, state in self.rng.get_state().items():  # the run's own generators (geomlab.core.rng)
+            tensors["rng.run." + key.replace(":", ".")] = state
+        json_part.update({"step": self.step, "elapsed_s": self.elapsed_s, "last_valid": self.last_valid})
+        return {"tensors": tensors, "json": json_part}
+
+    def _restore(self, c: ckpt.Checkpoint) -> None:
+        ts, js = c.train_state["tensors"], c.train_state["json"]
+        self.model.to(self.device)
+        self.optimizer = self._make_optimizer()
+        self.optimizer.load_state_dict(_optim_state_from(ts, js))
+        self.generator.set_state(ts["rng.batch"])
+        states = {k[len("rng.run."):].replace(".", ":"): v for k, v in ts.items() if k.startswith("rng.run.")}
+        if not states:  # checkpoints before issue 15 stored torch's global RNG state, which dropout used
+            states = {"cpu": ts["rng.torch"]}
+            if "rng.cuda" in ts and self.device.type == "cuda":
+                states[f"cuda:{self.device.index or 0}"] = ts["rng.cuda"]
+        self.rng.set_state(states)
+        self.step = int(js["step"])
+        self.elapsed_s = float(js.get("elapsed_s", 0.0))
+        self.last_valid = dict(js.get("last_valid") or {})
+        self.history = list(c.metrics)
+
+    def full_card(self, final_metrics: dict[str, float] | None = None) -> dict[str, Any]:
+        """The checkpoint card for the current state (the given card, the task spec, the training recipe,
+        parameter counts, step, timing, ``final_metrics`` and ``eval_protocol``: the window ``seq_len`` and
+        ``stride`` of a text, or the ``length`` and ``n_eval`` of a word problem's evaluation sequences);
+        what :meth:`save_checkpoint` writes."""
+        cfg = self.config
+        card = dict(self.card)
+        spec = self.task.spec()
+        card.update({
+            "task": spec, "corpus": spec.get("corpus", spec.get("name")),
+            "split": spec.get("split_rule", "seeded evaluation sets" if self.task.kind != "lm" else ""),
+            "steps": self.step,
+            "total_steps": cfg.steps, "seed": cfg.seed, "batch_size": cfg.batch_size, "seq_len": cfg.seq_len,
+            "train_time_s": round(self.elapsed_s, 3), "device": self.device.type,
+            "world_size": self.replicas.world_size,
+            "tokens_seen": cfg.tokens_through(self.step),
+            "geomlab_version": geomlab.__version__,
+        })
+        # what the evaluation used: a word problem scores its own fixed sequences (their length and count,
+        # whatever the training seq_len), a text windows of seq_len at the stride
+        wp = spec.get("task") == "word-problem"
+        proto = ({"length": spec.get("length"), "n_eval": spec.get("n_eval")} if wp else
+                 {"seq_len": cfg.seq_len, "stride": cfg.eval_stride or cfg.seq_len})
+        if final_metrics:
+            card.update(final_metrics)
+            card["eval_protocol"] = {**proto, "splits": "full"}
+        elif self.last_valid:
+            card.update({f"valid_{k}": v for k, v in self.last_valid.items()})
+            card["eval_protocol"] = proto if wp else {**proto, "valid_tokens_max": cfg.eval_tokens}
+        return card
+
+    def save_checkpoint(self, final_metrics: dict[str, float] | None = None) -> Path | None:
+        """Write the resumable checkpoint ``out`` (weights, optimizer/scheduler/RNG state, card, metrics)
+        now: the folder ``out/`` (:mod:`geomlab.checkpoints.io`), or the flat pair ``out.json`` +
+        ``out.safetensors`` when one is already there (a resumed older run); returns its path (the folder
+        or the JSON), or None when the trainer has no ``out``. Raises :class:`CheckpointWriteError`
+        (an ``OSError``, one line naming the step, the checkpoint and the reason) when the system refuses."""
+        if self.out is None:
+            return None
+        try:
+            path = ckpt.save(self.out, self.model, self.task.vocab, self.full_card(final_metrics),
+                             train_config=self.config.to_dict(), metrics=self.history,
+                             train_state=self._train_state(), layout="auto")
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            kept = (f"the last good checkpoint {self.last_checkpoint} is kept" if self.last_checkpoint
+                    else "no checkpoint of this run was written")
+            raise CheckpointWriteError(f"step {self.step}: could not write the checkpoint {self.out}: {reason}; "
+                                       f"{kept}", self.step, exc.errno) from exc
+        self.last_checkpoint = path
+        return path

@@ -1,0 +1,40 @@
+"""Smoke tests of the Grassmann scaling benchmark (geomlab.bench.grassmann); no timing is asserted."""
+
+from __future__ import annotations
+
+from geomlab.bench import available
+from geomlab.bench import grassmann as bench
+from geomlab.commands.cli import main
+
+
+def test_bench_runs_and_prints_ratios(capsys):
+    assert "grassmann" in available()
+    assert main(["bench", "grassmann", "--lengths", "16,32", "--reps", "1", "--no-models", "--mode", "forward",
+                 "--d-model", "16", "--rank", "4", "--offsets", "1,2"]) == 0
+    out = capsys.readouterr().out
+    assert "sdpa/mix" in out and "log-log slope" in out and "KV cache" in out
+
+
+def test_bench_measures_memory_growth():
+    res = bench.run([32, 128], d_model=16, rank=4, n_heads=4, offsets=[1, 2], batch=1, reps=1, train=True)
+    for name in ("grassmann", "attn-sdpa", "attn-explicit"):
+        assert set(res[name]) == {32, 128}
+        assert res[name][128]["peak_bytes"] > res[name][32]["peak_bytes"] > 0
+    # materialised scores grow faster than the mixer's linear memory
+    growth = {k: v[128]["peak_bytes"] / v[32]["peak_bytes"] for k, v in res.items()}
+    assert growth["attn-explicit"] > growth["grassmann"]
+
+
+def test_decode_state_is_constant_in_length():
+    g1, a1 = bench.decode_state_bytes(128, 4, 64, 16, [1, 2, 16])
+    g2, a2 = bench.decode_state_bytes(4096, 4, 64, 16, [1, 2, 16])
+    assert g1 == g2 == 4 * 16 * 16 * 4 and a2 == 32 * a1
+
+
+def test_bench_rejects_bad_arguments():
+    import pytest
+
+    with pytest.raises(SystemExit):
+        bench.main(["--lengths", "a,b"])
+    with pytest.raises(SystemExit):
+        bench.main(["--d-model", "10", "--heads", "4"])

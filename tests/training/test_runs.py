@@ -1,0 +1,85 @@
+"""geomlab.training.runs: one run spec, one way to build (task, model, trainer) and run it (issue 18, knot 1)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from geomlab.live.runner import runner as live
+from geomlab.training import runs
+from geomlab.training import zoo
+from geomlab.data import DataError, LMTask
+from geomlab.data.word_problem import WordProblemTask
+
+TINY = dict(kind="lstm", params=2_000, data="word-problem:S3", steps=4, batch_size=2, seq_len=8, lr=3e-3, seed=0)
+
+
+def test_the_run_defaults_and_the_train_overrides():
+    cfg = runs.RunSpec(**TINY).train_config()
+    assert (cfg.steps, cfg.batch_size, cfg.seq_len, cfg.seed) == (4, 2, 8, 0)
+    assert cfg.eval_every == 1 and cfg.eval_tokens == 4096 and cfg.log_every == 1 and cfg.warmup == 0.05
+    long = runs.RunSpec(**{**TINY, "steps": 1000}).train_config()
+    assert long.eval_every == 100 and long.log_every == 10
+    tuned = runs.RunSpec(**TINY, train={"eval_every": 0, "warmup": 0.02, "length_curriculum": [(2, 2)]}).train_config()
+    assert tuned.eval_every == 0 and tuned.warmup == 0.02 and tuned.length_curriculum == ((2, 2),)
+    with pytest.raises(ValueError, match="length_curriculum"):
+        runs.RunSpec(**TINY, train={"length_curriculum": [(16, 2)]}).train_config()
+
+
+def test_the_task_follows_the_spec(tmp_path, monkeypatch):
+    task = runs.build_task(runs.RunSpec(**TINY))
+    assert isinstance(task, WordProblemTask) and task.length == 8 and task.n_eval == runs.N_EVAL
+    assert runs.build_task(runs.RunSpec(**{**TINY, "data": "word-problem:S3:5"})).length == 5
+    assert runs.build_task(runs.RunSpec(**TINY, eval_sequences=None)).n_eval == 512  # the task's default
+    text = runs.build_task(runs.RunSpec(**{**TINY, "data": "text"}, text="abc def " * 40))
+    assert isinstance(text, LMTask)
+    with pytest.raises(DataError, match="neither a known corpus"):
+        runs.build_task(runs.RunSpec(**{**TINY, "data": "no/such/file.txt"}))
+    monkeypatch.setenv("GEOMLAB_DATA_DIR", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("GEOMLAB_CACHE_DIR", str(tmp_path / "nocache"))
+    with pytest.raises(DataError, match="not found"):  # the app's runs never download
+        runs.build_task(runs.RunSpec(**{**TINY, "data": "corpus:ptb"}), download=False)
+
+
+def test_validate_refuses_what_the_app_may_not_ask(tmp_path):
+    f = tmp_path / "t.txt"
+    f.write_text("x" * 500)
+    with pytest.raises(runs.RunError, match="data must be"):
+        runs.RunSpec(**{**TINY, "data": str(f)}).validate()  # no file of the server's through a request
+    with pytest.raises(runs.RunError, match="unknown corpus"):
+        runs.RunSpec(**{**TINY, "data": "corpus:nope"}).validate()
+    with pytest.raises(runs.RunError, match="bench gp"):
+        runs.RunSpec(**{**TINY, "data": "gp"}).validate()  # token models cannot take continuous inputs
+    runs.RunSpec(**{**TINY, "data": "task:S3"}).validate()  # the old spelling is still a task
+    assert live.LiveError is runs.RunError
+
+
+def test_strict_and_nearest_budgets_build_the_same_model_when_the_budget_is_met():
+    strict, note = runs.build_model(runs.RunSpec(**TINY, nearest_budget=False), 6)
+    near, note2 = runs.build_model(runs.RunSpec(**TINY), 6)
+    assert note == note2 == "" and strict.config == near.config
+    assert all(torch.equal(a, b) for a, b in zip(strict.state_dict().values(), near.state_dict().values()))
+    with pytest.raises(ValueError):  # a budget the kind cannot meet: refused (command line, zoo) ...
+        runs.build_model(runs.RunSpec(**TINY, model_overrides={"layers": 3}, nearest_budget=False), 6)
+    model, note = runs.build_model(runs.RunSpec(**TINY, model_overrides={"layers": 3}), 6)
+    assert "cannot be built with exactly 2,000" in note and model.config["layers"] == 3  # ... or the nearest, noted
+    for nearest in (True, False):  # no budget: the kind's default size with the spec's keys
+        model, note = runs.build_model(runs.RunSpec(**{**TINY, "params": None}, model_overrides={"hidden": 4},
+                                                    nearest_budget=nearest), 6)
+        assert model.config["hidden"] == 4 and note == ""
+
+
+def test_every_caller_trains_the_same_run_from_the_same_description(tmp_path, monkeypatch):
+    """The zoo's train_and_evaluate, runs.run and a live run give the same weights for one description."""
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
+    train = {"warmup": 0.02, "eval_every": 0, "eval_tokens": 16384, "log_every": 4, "final_eval": True}
+    spec = runs.RunSpec(**TINY, nearest_budget=False, train=train, threads=1)
+    direct = runs.run(spec)
+    via_zoo = zoo.train_and_evaluate("lstm", zoo.make_task("word-problem:S3:8"), budget=2_000, steps=4,
+                                     batch_size=2, seq_len=8, lr=3e-3, seed=0)
+    run = live.LiveRun(spec, work_dir=tmp_path / "w").start()
+    assert live.wait_for(run, lambda s: not s.active, timeout=120).state == "finished"
+    for other in (via_zoo.model, run.model):
+        assert all(torch.equal(a, b.to(a.device)) for a, b in zip(direct.model.state_dict().values(),
+                                                                   other.state_dict().values()))
+    assert direct.metrics == via_zoo.metrics and direct.train_time_s > 0 and direct.tokens_per_s > 0
