@@ -13,7 +13,7 @@ import time
 import plotly.graph_objects as go
 import streamlit as st
 
-from geomlab.live.runner import runner as live
+from geomlab.live import runner as live
 from geomlab.training import runs
 from geomlab.data.vocab import decode_text
 from app_pages import _ui as ui

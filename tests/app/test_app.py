@@ -24,7 +24,7 @@ from streamlit.testing.v1 import AppTest
 from app_pages import _state
 from app_pages._messages import md_escape
 from geomlab.checkpoints import catalog
-from geomlab.live.runner import runner as live
+from geomlab.live import runner as live
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 120

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from geomlab.live.runner import runner as live
+from geomlab.live import runner as live
 from geomlab.bench.load import wait_for_health
 
 ROOT = Path(__file__).resolve().parents[2]

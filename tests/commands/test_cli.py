@@ -315,8 +315,7 @@ def test_help_explains_options():
 
 def test_report_and_bench_are_two_commands(capsys):
     """`geomlab --help` lists `report` (the reproduction report) and `bench` (micro-benchmarks); `geomlab bench`
-    alone lists the benchmarks (status 2), an unknown name is one line; `python -m geomlab.bench NAME`, the old
-    spelling, goes through the same command."""
+    alone lists the benchmarks (status 2), an unknown name is one line."""
     from geomlab.bench import available
 
     with pytest.raises(SystemExit):
@@ -332,11 +331,6 @@ def test_report_and_bench_are_two_commands(capsys):
     assert main(["bench", "no-such-bench"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unknown benchmark 'no-such-bench'") and err.count("\n") == 1
-    res = subprocess.run([sys.executable, "-m", "geomlab.bench", "no-such-bench"], capture_output=True, text=True,
-                         cwd=ROOT, timeout=300)
-    assert res.returncode == 2 and res.stderr.startswith(
-        "note: `python -m geomlab.bench` is the old spelling; use `geomlab bench no-such-bench`\n"
-        "error: unknown benchmark 'no-such-bench'")
 
 
 def test_train_never_overwrites_an_earlier_checkpoint(tmp_path, capsys):

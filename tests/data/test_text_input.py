@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from geomlab.checkpoints import io as ckpt
-from geomlab.live.runner import runner as live
+from geomlab.live import runner as live
 from geomlab.commands.cli import main
 from geomlab.data import LMTask, corpora, corpus_from_file, corpus_from_text
 from geomlab.data.errors import DataError

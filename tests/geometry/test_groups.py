@@ -569,7 +569,10 @@ def test_cuda_roundtrip():
 def test_bench_groups_quick_smoke(tmp_path, capsys):
     import json
 
-    from geomlab.bench.__main__ import main as bench_main
+    from geomlab.commands.cli import main as cli_main
+
+    def bench_main(args):
+        return cli_main(["bench", *args])
 
     out = tmp_path / "rows.json"
     rc = bench_main(["groups", "--quick", "--groups", "O,U,T,O-block", "--dims", "2,4", "--block", "2",

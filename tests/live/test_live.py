@@ -10,7 +10,7 @@ import torch
 
 from geomlab.checkpoints import catalog
 from geomlab.checkpoints import io as checkpoint
-from geomlab.live.runner import runner as live
+from geomlab.live import runner as live
 from geomlab.data.word_problem import WordProblemTask
 from geomlab.training.runs import available_devices, build_model as build_run_model
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from geomlab.models import build_model
-from geomlab.models import osm_rnn_fast as fast
+from geomlab.models.osm import rnn_fast as fast
 
 V = 9
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from geomlab.live.runner import runner as live
+from geomlab.live import runner as live
 from geomlab.training import runs
 from geomlab.training import zoo
 from geomlab.data import DataError, LMTask

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from geomlab.checkpoints import io as ckpt
-from geomlab.live.runner import runner as live
+from geomlab.live import runner as live
 from geomlab.commands.cli import main
 from geomlab.training.log import ScalarLog, scalar_tag
 from tensorboard.backend.event_processing import event_accumulator

@@ -14,8 +14,8 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from geomlab.live.runner import runner as live
-from geomlab.live.runner import probes
+from geomlab.live import runner as live
+from geomlab.live import probes
 from geomlab.figures import FigureError
 from geomlab.figures.curves import probe_history, run_overlay
 
