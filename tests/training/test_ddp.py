@@ -149,7 +149,7 @@ def test_two_processes_match_one_with_the_same_global_batch(tmp_path, tiny_text,
 
 STOP_SCRIPT = """
 import json, sys
-from geomlab import distributed
+from geomlab.training import distributed
 from geomlab.data import LMTask, corpus_from_text
 from geomlab.models import build_model
 from geomlab.core.rng import seeded
