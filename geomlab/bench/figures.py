@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     import plotly.io as pio
     import torch
 
-    from geomlab.teach import views as views_registry
+    from geomlab.teach import views
     from geomlab.data import Vocab
     from geomlab.models import build_model, count_params
     from geomlab.trace import trace
@@ -93,11 +93,11 @@ def main(argv: list[str] | None = None) -> int:
             tr = trace(model, tokens, vocab=vocab, text=text)
             t2 = time.perf_counter()
             c_fig = time.process_time()
-            views = views_registry.all_figures(tr, cursor=args.chars // 2)
+            charts = views.all_figures(tr, cursor=args.chars // 2)
             t3 = time.perf_counter()
             c2 = time.process_time()
             # what st.plotly_chart does with a go.Figure: to_dict() (a deep copy), then JSON without validation
-            size = sum(len(pio.to_json(v.figure.to_dict(), validate=False)) for v in views.values()) / 1e6
+            size = sum(len(pio.to_json(v.figure.to_dict(), validate=False)) for v in charts.values()) / 1e6
             c3 = time.process_time()
             if rep:  # the first run warms up imports and caches
                 fwd.append(t1 - t0)
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 cpu.append(c2 - c1)
                 fcpu.append(c2 - c_fig)
                 send.append(c3 - c2)
-            n = len(views)
+            n = len(charts)
         f, a, b, c, fc, sd = (statistics.median(x) for x in (fwd, tr_t, fig_t, cpu, fcpu, send))
         print(f"{kind:16s} {count_params(model):8,d} {f:8.3f} {a:7.3f} {b:8.3f} {a + b:7.3f} {c:7.3f} "
               f"{(a + b) / f:6.1f} {n:5d} {fc:7.3f} {sd:6.3f} {size:7.2f}  {note}")

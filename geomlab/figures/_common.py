@@ -1,4 +1,4 @@
-"""Shared pieces of the figure functions: the View result, cursor checks, subsampling, hover text,
+"""Shared pieces of the figure functions: the Chart result, cursor checks, subsampling, hover text,
 colour scales (all colour-blind safe) and layout defaults. Design choices, documented in docs/views.md."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class FigureError(ValueError):
     """A view cannot be drawn for this trace or these arguments (wrong family, layer out of range...)."""
 
 
-class View(NamedTuple):
+class Chart(NamedTuple):
     """What every figure function returns: ``figure`` (a ``plotly.graph_objects.Figure``) and ``caption``
     (one or two plain sentences saying what is shown, for the app to print under the figure).
 
@@ -491,9 +491,9 @@ def hover_tokens(labels: Sequence[str], positions: np.ndarray) -> list[str]:
 
 
 def finish(fig: FigureBuilder | go.Figure, title: str, caption: str, name: str, height: int | None = None,
-           **layout) -> View:
+           **layout) -> Chart:
     """Apply the common layout (white template, title, caption in ``layout.meta``, then any ``layout``
-    overrides such as ``margin``) and wrap in a View; a :class:`FigureBuilder` is built here."""
+    overrides such as ``margin``) and wrap in a Chart; a :class:`FigureBuilder` is built here."""
     common = {
         "title": {"text": title, "x": 0.01, "xanchor": "left"},
         "font": {"size": 13},
@@ -506,13 +506,13 @@ def finish(fig: FigureBuilder | go.Figure, title: str, caption: str, name: str, 
     if isinstance(fig, FigureBuilder):
         fig.update_layout(**common)
         fig.update_layout(**layout)
-        return View(fig.build(), caption)
+        return Chart(fig.build(), caption)
     if getattr(fig, "_validate", True):
         fig.update_layout(template=TEMPLATE)
     fig.update_layout(**common)
     if layout:
         fig.update_layout(**layout)
-    return View(fig, caption)
+    return Chart(fig, caption)
 
 
 def add_cursor_line(fig: FigureBuilder | go.Figure, x: float | None, row: int | None = None,

@@ -1,4 +1,4 @@
-"""View 4: CEM energy descent over the recursion steps (cem.md §2.3-2.4, §6 pitfalls 1-2).
+"""Chart 4: CEM energy descent over the recursion steps (cem.md §2.3-2.4, §6 pitfalls 1-2).
 
 For every layer and sub-block (attention, MLP): the energy of the iterate x^t at steps t = 0..T, token
 mean as a line with a band over tokens (10th to 90th percentile, design choice), the displacement
@@ -16,10 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    FigureBuilder, DIVERGING, HIGHLIGHT, MAX_POINTS, FigureError, View, add_cursor_line, check_cursor, hover_tokens,
+    FigureBuilder, DIVERGING, HIGHLIGHT, MAX_POINTS, FigureError, Chart, add_cursor_line, check_cursor, hover_tokens,
     check_index, colour, finish, subsample, subsample_note, token_ticks, blank, finite_abs_max, missing_note,
     nonfinite_count,
 )
+from geomlab.figures.catalog import CEM_SRC, Explanation, figure, is_cem
 from geomlab.core.markup import md_label
 from geomlab.trace import CEMTrace
 
@@ -84,7 +85,13 @@ def _block_name(b: int) -> str:
     return BLOCK_NAMES[b] if b < len(BLOCK_NAMES) else f"block {b}"
 
 
-def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = True) -> View:
+@figure(label="energy per step", applies=is_cem, explain=Explanation(
+    r"\bar\varepsilon(x^t) - \bar\varepsilon(x^0),\quad \lVert x^t - h \rVert / \rho",
+    "Top: token-mean energy change per recursion step, one line per layer and sub-block; bottom: how far the "
+    "iterate moved from the input.",
+    "Every line should go down; red triangles mark a step where it rose.",
+    ("Energy", "Recursion step"), f"{CEM_SRC} §2.4"))
+def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = True) -> Chart:
     """Energy per recursion step for each layer (rows) and sub-block (columns 1-2), displacement in
     column 3. Trace names: ``"L{l} {block} band"`` (two traces: lower edge, filled upper edge),
     ``"L{l} {block} mean"``, ``"L{l} {block} rose"`` (markers at rises, possibly empty),
@@ -208,8 +215,13 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
                           "yref": "container", "font": {"size": 12}, "traceorder": "normal"})
 
 
+@figure(label="energy per token", applies=is_cem, controls=("layer", "block"), explain=Explanation(
+    r"\varepsilon(x_i^t) - \varepsilon(x_i^0)",
+    "Per-token energy change for one layer and sub-block: blue fell, red rose.",
+    "Tokens whose energy rises while the mean falls.",
+    ("Energy",), f"{CEM_SRC} §2.4"))
 def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | None = None,
-                  max_points: int = MAX_POINTS) -> View:
+                  max_points: int = MAX_POINTS) -> Chart:
     """Heatmap of each token's energy change from step 0 (rows = recursion steps, columns = positions)
     for one layer and sub-block; diverging scale centred at 0 (blue = fell, red = rose).
     Traces: one heatmap ``"energy change"``."""

@@ -1,4 +1,4 @@
-"""View 1: the hidden-state trajectory of an OSM model on its group (app_anchors.md §5; osm.md §2).
+"""Chart 1: the hidden-state trajectory of an OSM model on its group (app_anchors.md §5; osm.md §2).
 
 Geometry (computed with :mod:`geomlab.geometry.groups`):
 
@@ -17,10 +17,11 @@ import numpy as np
 
 from geomlab.figures._common import (
     CYCLIC, HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, MORE_FIGURES_3D, SEQUENTIAL, FigureBuilder, FigureError,
-    View, add_cursor_line, animated_figure, animation_controls, cached, cached_positions, check_cursor, check_index,
+    Chart, add_cursor_line, animated_figure, animation_controls, cached, cached_positions, check_cursor, check_index,
     colour, finish, hover_tokens, index_colorscale, index_colour_range, index_colours, one_blas_thread, subsample,
     subsample_note, token_ticks, without_play,
 )
+from geomlab.figures.catalog import OSM_SRC, Explanation, figure, is_osm
 from geomlab.trace import OSMTrace
 
 TWO_PI_TICKS = {"tickmode": "array", "tickvals": [-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi],
@@ -37,6 +38,11 @@ def _osm(tr) -> OSMTrace:
         raise FigureError(f"the recorded states are not finite (NaN/Inf) from position {int(bad[0])} on; "
                           "the model diverged on this text")
     return tr
+
+
+def _real3(tr: OSMTrace) -> bool:
+    """Whether the states are real 3 x 3 matrices (a rotating frame can be drawn)."""
+    return tr.d == 3 and not np.iscomplexobj(tr.state_data)
 
 
 def _torch(a: np.ndarray):
@@ -249,8 +255,14 @@ def _cursor_meta(trace: dict) -> dict:
     return trace
 
 
+@figure(label="eigenvalues on the circle", applies=is_osm, controls=("layer",), wide=False, explain=Explanation(
+    r"\lambda_k(H_t) = e^{i\theta_k}",
+    "Each dot is one eigenvalue of the state, on the unit circle at the token cursor; grey dots are the states "
+    "before it.",
+    "Dots turning together (a common rotation) or separately; jumps at particular tokens.",
+    ("Eigenvalue phase",), f"{OSM_SRC} §2.5; design choice"))
 def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                 max_frames: int = MAX_FRAMES, animate: bool = False) -> View:
+                 max_frames: int = MAX_FRAMES, animate: bool = False) -> Chart:
     """Eigenvalues ``exp(i theta)`` of H_t at the cursor (default position 0) on the unit circle, one colour
     per eigenvalue (the colours of :func:`phase_timeline`: eigenvalues followed along the text by
     :func:`tracked_phases`), with a faint trail of the eigenvalues at up to 800 / d evenly spaced positions.
@@ -341,8 +353,13 @@ def outline_column(fig: FigureBuilder, cursor: int | None, k: int, xref: str = "
                       line={"color": HIGHLIGHT, "width": 2}, name="cursor")
 
 
+@figure(label="eigenvalue phases along the text", applies=is_osm, controls=("layer",), explain=Explanation(
+    r"\theta_k(t) = \arg \lambda_k(H_t)",
+    r"Every eigenvalue angle of the state against position (radians, wrapped to $(-\pi, \pi]$).",
+    "Steady slopes (a constant turn per token) versus steps at particular tokens.",
+    ("Eigenvalue phase",), "design choice"))
 def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                   max_points: int = MAX_POINTS) -> View:
+                   max_points: int = MAX_POINTS) -> Chart:
     """Eigenvalue phases (radians) of H_t against position: one line per eigenvalue (followed along the
     text, :func:`tracked_phases`; broken where it wraps across ±π), coloured per eigenvalue with a colour bar
     (:func:`angle_lines`: no colour repeats; at most :data:`ANGLE_POINTS` points in all); past
@@ -371,7 +388,14 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     return finish(fig, "Eigenvalue phases along the text", cap, "phase_timeline")
 
 
-def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+@figure(label="geodesic distances", applies=is_osm, explain=Explanation(
+    r"\lVert \log H_t \rVert_F,\qquad \lVert \log(H_{t-1}^* H_t) \rVert_F",
+    "Top: geodesic distance of each state from the identity; bottom: how far the state moved when token $t$ "
+    "arrived (radians).",
+    "Spikes in the bottom panel mark tokens that turn the state a lot; a top curve that saturates means the state "
+    "wanders far from the identity.",
+    ("Geodesic distance", "Matrix logarithm"), f"{OSM_SRC} §2.2"))
+def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """Two panels, one line per layer: geodesic distance from the identity ``||log H_t||_F`` and between
     consecutive states ``dist(H_{t-1}, H_t)`` (radians) against position.
     Traces: for each layer l, ``from identity`` then ``step`` (2 per layer, in layer order)."""
@@ -413,8 +437,15 @@ def _pca_inputs(tr: OSMTrace, layer: int, cursor: int | None, max_points: int):
     return tr, layer, cursor, coords, ratio, idx, hover_tokens(tr.labels, idx)
 
 
+@figure(label="2-D PCA of the path", applies=is_osm, controls=("layer",), wide=False, explain=Explanation(
+    r"\mathrm{vec}(H_t) \mapsto (c_{t,1}, c_{t,2})",
+    "The path of the states projected on their first two principal components (the axis titles give the share of "
+    "variance each keeps); the last steps into the cursor are drawn darker.",
+    "Loops (the state comes back), drifts, clusters of similar states; if the two axes keep little variance, the "
+    "path is higher-dimensional than this picture.",
+    ("PCA",), "design choice"))
 def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                   max_points: int = MAX_POINTS) -> View:
+                   max_points: int = MAX_POINTS) -> Chart:
     """2-D PCA of ``vec(H_t)`` (the first two components of :func:`pca_coords`): the path through the
     positions, coloured by position (colour bar), tokens on hover, the cursor as a large ring. The axis
     titles give each component's share of the variance (issue 16: a 2-D projection by default, the 3-D one
@@ -461,8 +492,14 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                   "pca_projection", height=480, margin={"l": 60, "r": 10, "t": 80, "b": 50})
 
 
+@figure(label="3-D PCA path", applies=is_osm, controls=("layer",), wide=False, default=False, explain=Explanation(
+    r"\mathrm{vec}(H_t) \mapsto (c_{t,1}, c_{t,2}, c_{t,3})",
+    "The path of the states through their first three principal components; colour is the position.",
+    "Loops (the state returns), drifts, and how much variance the picture keeps (if it is low, the path is really "
+    "higher-dimensional).",
+    ("PCA",), "design choice"))
 def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                   max_points: int = MAX_POINTS) -> View:
+                   max_points: int = MAX_POINTS) -> Chart:
     """3-D PCA of ``vec(H_t)`` (scikit-learn) as a line through the positions, tokens on hover, coloured
     by position; the cursor position is a large marker. Traces: 0 = path, 1 = cursor (if given)."""
     tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, max_points)
@@ -501,8 +538,14 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                   height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
 
 
+@figure(label="rotating frame (3 x 3)", applies=lambda tr: is_osm(tr) and _real3(tr), controls=("layer",),
+        wide=False, default=False, explain=Explanation(
+    r"H_t = [\,h_1\ h_2\ h_3\,] \in SO(3)",
+    r"The three columns of a $3\times 3$ rotation drawn as arrows: the state is a rotating frame.",
+    "How much the frame turns per token and around which axis.",
+    ("Special orthogonal group",), "design choice"))
 def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-              max_frames: int = MAX_FRAMES_3D, max_points: int = MAX_POINTS, animate: bool = False) -> View:
+              max_frames: int = MAX_FRAMES_3D, max_points: int = MAX_POINTS, animate: bool = False) -> Chart:
     """For 3 x 3 real states (SO(3), O(3)): the rotating frame ``H_t e_1, H_t e_2, H_t e_3`` at the cursor
     (default position 0) as three arrows from the origin, with the path of each arrow tip over the whole
     text (at most ``max_points`` positions). ``animate=True`` adds Plotly frames over positions (at most
@@ -559,8 +602,17 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                   cap, "so3_frame", height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
 
 
+@figure(label="torus angles",
+        applies=lambda tr: is_osm(tr) and (getattr(tr, "group", None) or {}).get("name") == "T", controls=("layer",),
+        replaces=("phase_timeline", "phase_circle"), explain=Explanation(
+    r"H_t = \mathrm{diag}(e^{i\varphi_{t,1}}, \dots, e^{i\varphi_{t,d}})",
+    "On the torus the state is just $d$ angles; *each angle*: every angle along the text; *flat torus*: the first "
+    "two as a point on the square torus (edges wrap).",
+    "The angles add (the group is abelian), never mixing; how far each moves depends on the token and, through "
+    "the pull or attention, on the state.",
+    ("Torus", "Abelian"), f"{OSM_SRC} §4.5"))
 def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                 max_points: int = MAX_POINTS) -> View:
+                 max_points: int = MAX_POINTS) -> Chart:
     """For the torus T^k (diagonal unitary states): left, the angle of each diagonal entry against position;
     right, the first two angles as a path on the flat torus [-pi, pi]^2 (equal axes).
     Traces: k angle lines (:func:`angle_lines`, at most :data:`ANGLE_POINTS` points in all) and their colour
