@@ -2,7 +2,7 @@
 the token cursor and the view's controls, then draw the view's figures with their captions.
 
 What a view shows (figures in order, full or half width, the controls it needs, which figures apply to a
-trace, the arguments each figure takes) comes from the registry, :mod:`geomlab.teach.views`; this module only
+trace, the arguments each figure takes) comes from the view pages, :mod:`geomlab.teach.views`; this module only
 lays the figures out.
 """
 
@@ -48,7 +48,7 @@ def square_single_panel(fig: Any) -> bool:
 
 def figure_list(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: int,
                 controls: dict, part: str = "default") -> list[tuple[str, Any, str, bool]]:
-    """``[(name, figure, caption, wide)]`` of view ``slug`` for this trace, in the registry's order (figures
+    """``[(name, figure, caption, wide)]`` of view ``slug`` for this trace, in the view's order (figures
     that fail are shown as one-line messages by the caller: the tuple then holds the error text instead of
     a figure). ``part``: ``"default"`` (the set a view opens on, :func:`geomlab.teach.views.default_figures`),
     ``"more"`` (the rest, :func:`geomlab.teach.views.more_figures`) or ``"all"``; only those are built."""
@@ -66,7 +66,7 @@ def figure_list(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: int
 
 
 def trace_options(slug: str, entry, where: Any) -> dict:
-    """Options that change the trace itself (the registry's ``steps`` control: CEM inference steps T)."""
+    """Options that change the trace itself (the view's ``steps`` control: CEM inference steps T)."""
     if "steps" not in views.VIEWS[slug].controls:
         return {}
     return ui.steps_control(entry, ui.K_STEPS, where)

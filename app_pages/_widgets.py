@@ -1,4 +1,4 @@
-"""Widgets of the app: checkpoint picker, text box, token cursor, the registry's controls, charts and
+"""Widgets of the app: checkpoint picker, text box, token cursor, the views' controls, charts and
 trace downloads. Every widget is bound to a state key of ``app_pages/_state.py`` (seeded before it is drawn,
 copied back on change), so values survive page switches."""
 
@@ -185,7 +185,7 @@ def int_control(label: str, state_key: str, lo: int, hi: int, default: int, wher
     where.slider(label, lo, hi, key=wkey, on_change=_copy, args=(wkey, state_key), help=help)
     return st.session_state[state_key]
 
-#: control name -> (session key, widget label, widget kind, help) of the registry's choice controls
+#: control name -> (session key, widget label, widget kind, help) of the views' choice controls
 CONTROL_WIDGETS = {
     "head": (K_HEAD, "Head", "select", None),
     "substep": (K_SUBSTEP, "Update (generator heatmap)", "radio", None),
@@ -195,8 +195,8 @@ CONTROL_WIDGETS = {
 
 
 def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) -> dict[str, Any]:
-    """Draw the controls view ``slug`` needs for ``tr`` (from the registry: layer, head, substep, slot,
-    block; only those with a choice to make) and return their values, registry defaults for the others.
+    """Draw the controls view ``slug`` needs for ``tr`` (from :mod:`geomlab.teach.views`: layer, head, substep, slot,
+    block; only those with a choice to make) and return their values, the view's defaults for the others.
     ``used``: the controls the figures on screen take (a control no shown figure takes is not drawn, e.g.
     the generator heatmap's substep while that figure is under "More figures"); None draws them all. The
     layer is always drawn (it is shared by the pages)."""

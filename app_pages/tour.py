@@ -26,7 +26,7 @@ from geomlab.teach import views
 K_LESSON, K_STEP = "gl_tour_lesson", "gl_tour_step"  # the lesson's slug, the 0-based step index
 K_APPLIED = "_gl_tour_applied"  # (slug, index) last written into the shared state
 K_COMPARE_VIEW = "gl_compare_view"  # Compare's chosen view (app_pages/compare.py)
-#: control name -> session key of the registry's per-view controls (``_widgets.CONTROL_WIDGETS``)
+#: control name -> session key of the views' per-view controls (``_widgets.CONTROL_WIDGETS``)
 CONTROL_KEYS = {"head": ui.K_HEAD, "slot": ui.K_SLOT, "block": ui.K_BLOCK, "substep": ui.K_SUBSTEP}
 
 
@@ -133,7 +133,7 @@ def view_item(step: tours.Step, entry, tr, trace_opts: dict, name: str, pos: int
 
 def draw_step(lesson: tours.Lesson, index: int) -> None:
     """Trace the step's checkpoint(s) and draw its figures. In a comparison step, half-width figures of the
-    registry sit side by side (first checkpoint left); full-width ones (e.g. the distance profile, whose
+    view sit side by side (first checkpoint left); full-width ones (e.g. the distance profile, whose
     token ticks pile up at half width) and figures with panels side by side go full width, one above the
     other."""
     step = lesson.steps[index]

@@ -7,7 +7,7 @@ figures of :func:`geomlab.teach.views.all_figures` with a cursor, the CPU time o
 them the way ``st.plotly_chart`` does (``fig.to_dict()`` then ``plotly.io.to_json``), their JSON size, the
 CPU time of trace + figures (``time.process_time``: on a shared machine closer to what an idle one would take
 than the wall time),
-and as a ratio the trace + figures wall time over one plain forward pass measured in the same run. Target (issue 7):
+and as a ratio the trace + figures wall time over one plain forward pass measured in the same run. Target:
 trace + figures under 0.5 s on CPU.
 """
 

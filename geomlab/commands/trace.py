@@ -157,10 +157,10 @@ def read_text_file(name: str, max_chars: int | None = None) -> bytes:
 
 
 def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
-    """Write every figure of every view that applies to ``tr`` (the view registry, :mod:`geomlab.teach.views`,
+    """Write every figure of every view that applies to ``tr`` (the view pages, :mod:`geomlab.teach.views`,
     with each view's default controls, as the app opens it) as ``folder/NAME.html`` (``plotly.min.js`` next
     to them, so they work offline) and ``folder/index.html`` linking them under their view titles. Returns
-    the figure names written, in the registry's order."""
+    the figure names written, in the views' order."""
     import html
 
     from geomlab.teach import views

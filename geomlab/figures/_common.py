@@ -1,4 +1,4 @@
-"""Shared pieces of the figure functions: the Chart result, cursor checks, subsampling, hover text,
+"""Shared pieces of the figure functions: the Chart they return, cursor checks, subsampling, hover text,
 colour scales (all colour-blind safe) and layout defaults. Design choices, documented in docs/views.md."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import plotly.io as pio
 
 
 class FigureError(ValueError):
-    """A view cannot be drawn for this trace or these arguments (wrong family, layer out of range...)."""
+    """A figure cannot be drawn for this trace or these arguments (wrong family, layer out of range...)."""
 
 
 class Chart(NamedTuple):
@@ -24,7 +24,7 @@ class Chart(NamedTuple):
     (one or two plain sentences saying what is shown, for the app to print under the figure).
 
     The caption is also stored in ``figure.layout.meta["caption"]`` so it survives ``fig.to_json()``.
-    Unpack as ``fig, caption = view``.
+    Unpack as ``fig, caption = chart``.
     """
 
     figure: go.Figure
@@ -317,8 +317,8 @@ def colour(i: int) -> str:
 
 def index_colours(n: int) -> list[str]:
     """``n`` distinct colour-blind-safe colours for ``n`` indexed series (eigenvalue or angle k): the
-    Okabe-Ito :data:`PALETTE` for up to 8, else ``n`` evenly spaced samples of Viridis (never a repeat; issue
-    16: torus angles used to cycle 8 colours over 26 angles). Design choice."""
+    Okabe-Ito :data:`PALETTE` for up to 8, else ``n`` evenly spaced samples of Viridis (never a repeat: a torus can
+    have 26 angles). Design choice."""
     n = max(int(n), 1)
     if n <= len(PALETTE):
         return PALETTE[:n]
@@ -329,7 +329,7 @@ def index_colorscale(n: int, title: str, x: float = 1.02, length: float = 0.8) -
     """``(colorscale, colorbar)`` for a marker colour array holding an index ``0..n-1``: a step scale of
     :func:`index_colours` (each index one flat band, so no two indices share a colour), and a colour bar
     titled ``title`` with the indices 1..n as ticks (thinned past 12). Used instead of a legend with one
-    entry per index, which ran past the title at 26 entries (issue 16)."""
+    entry per index, which runs past the title at 26 entries."""
     n = max(int(n), 1)
     cols = index_colours(n)
     scale: list = []
@@ -467,7 +467,7 @@ def _next_nice(step: int) -> int:
 def token_ticks(labels: Sequence[str], positions: np.ndarray, max_ticks: int = MAX_TICKS) -> dict:
     """Axis settings that put ``"t 'token'"`` tick labels (:func:`category_labels`) on a numeric position
     axis: at most ``max_ticks`` of them, at round positions (multiples of 1, 2, 5, 10, 20, 50, ...), so
-    that they stay readable at half width (issue 16: thinned ticks, details on hover; design choice)."""
+    that they stay readable at half width (thinned ticks, details on hover; design choice)."""
     positions = np.asarray(positions)
     if not len(positions):
         return {"tickmode": "array", "tickvals": [], "ticktext": []}
@@ -567,7 +567,7 @@ def without_cursor(caption: str) -> str:
 
 def without_play(caption: str, animate: bool) -> str:
     """``caption`` of a figure that can be animated, for its static form (``animate=False``, the app's: one
-    cursor per page, issue 16): its Play/slider sentence says the token cursor moves it instead. The caption
+    cursor per page): its Play/slider sentence says the token cursor moves it instead. The caption
     strings stay as written (and as translated elsewhere); unknown wording is left alone."""
     if animate:
         return caption

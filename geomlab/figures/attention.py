@@ -1,4 +1,4 @@
-"""Chart 3: attention similarity maps (osm.md §2.5-2.6; app_anchors.md §5).
+"""Attention figures: similarity and attention maps (osm.md §2.5-2.6; app_anchors.md §5).
 
 The attention weights of any model with attention (OSM, CEM, transformer, llama, grassmann-attn; head-averaged
 or one head) and, for OSMFormers, the similarity ``S_ij = Re tr(H_i^* H_j)`` of the layer's input states (in
@@ -42,7 +42,7 @@ def _bad_rows(rows: np.ndarray, idx: np.ndarray) -> int:
 
 def window_positions(n: int, cursor: int | None, window: int) -> np.ndarray:
     """``window`` consecutive positions ending at the cursor (clipped to ``0..n-1``; the last ones when no
-    cursor): the full-resolution part of a long map around the cursor (design choice, issue 14)."""
+    cursor): the full-resolution part of a long map around the cursor (design choice)."""
     if window < 2:
         raise FigureError("window must be at least 2 positions")
     end = n - 1 if cursor is None else cursor
@@ -176,7 +176,7 @@ def similarity_map(tr: Trace, layer: int = 0, cursor: int | None = None, max_pos
     ("Attention",), "design choice"))
 def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """What the cursor token attends to: the cursor's row of attention weights over every earlier key
-    position, one line per head plus their mean (thick), in full (design choice, issue 14: the cursor's
+    position, one line per head plus their mean (thick), in full (design choice: the cursor's
     row of a long map without forming the map).
 
     Args:
@@ -244,7 +244,7 @@ def attention_window(tr: Trace, layer: int = 0, head: int | None = None, cursor:
                      window: int = WINDOW) -> Chart:
     """The attention weights of the ``window`` positions up to the cursor at full resolution: for a long text, beside the overview of :func:`attention_maps` (which shows an evenly
     spaced subset). Same traces and arguments as :func:`attention_maps`; raises :class:`FigureError` like it.
-    Design choice (issue 14: the cursor's row, a window around it, a downsampled overview)."""
+    Design choice (the cursor's row, a window around it, a downsampled overview)."""
     fig, caption = attention_maps(tr, layer=layer, head=head, cursor=cursor, window=window)
     idx = window_positions(tr.n_positions, check_cursor(cursor, tr.n_positions), window)
     fig.update_layout(title={"text": f"Attention near the cursor: positions {idx[0]}–{idx[-1]}, layer "

@@ -1,4 +1,4 @@
-"""Chart 6: training curves, several runs overlaid (issue 7; design choice).
+"""Training curves, several runs overlaid (design choice).
 
 A run's history is a sequence of row dicts (or a ``pandas.DataFrame``) as kept in a checkpoint's metrics
 history: numeric columns such as ``step``, ``tokens``, ``loss`` / ``train_loss`` / ``valid_loss`` (nats per
@@ -217,7 +217,7 @@ def probe_history(history: Sequence[tuple[int, Any]], title: str | None = None) 
     (early) to light (late) along Viridis (perceptually uniform, colour-blind safe), the newest drawn thickest.
 
     Traces: one per probe, named ``"step N"``, oldest first. Raises :class:`FigureError` when ``history`` is
-    empty. Design choice (issue 16, part 7: geometry visibly changing while training)."""
+    empty. Design choice (geometry visibly changing while training)."""
     import plotly.colors as pc
 
     history = list(history)

@@ -1,4 +1,4 @@
-"""Chart 5: Grassmann subspace deformations (grassmann.md §5; geometry from :mod:`geomlab.geometry.planes`).
+"""Grassmann figures: subspace deformations (grassmann.md §5; geometry from :mod:`geomlab.geometry.planes`).
 
 Planes: in layer l and offset slot k (offset Delta = ``offsets[l, k]``), the reduced plane at position t is
 ``U_t = span(z_t, z_{t-Delta})`` in R^r (valid where ``plucker_mask`` is True and the pair is not
@@ -237,7 +237,7 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     fig = FigureBuilder()
     for k, (name, y) in enumerate((("θ<sub>1</sub>", th[idx, 0]), ("θ<sub>2</sub>", th[idx, 1]),
                                    (DG, np.linalg.norm(th[idx], axis=-1)))):
-        # markers only while they stay apart (an SVG marker per point was most of this chart's draw time);
+        # markers only while they stay apart (an SVG marker per point is most of this chart's draw time);
         # where d_g = θ2 the θ2 line is drawn wide and pale under the dotted d_g, so both stay visible
         wide = flat and k == 1
         fig.add_trace(dict(type="scatter", x=idx, y=y, mode="lines+markers" if len(idx) <= 200 else "lines",

@@ -162,7 +162,7 @@ def _axes3(tr: GrassmannTrace, layer: int, slot: int, axes) -> tuple[torch.Tenso
         raise FigureError(f"axes must be 3 distinct indices in [0, {r}), got {axes}")
     E = torch.zeros(r, 3, dtype=torch.float64)
     E[axes, [0, 1, 2]] = 1.0
-    return E, [f"axis {a}" for a in axes]  # short ("z axis 11" was clipped at the scene edge)
+    return E, [f"axis {a}" for a in axes]  # short ("z axis 11" is clipped at the scene edge)
 
 
 def _window_layout(axis_names: list[str], normals: np.ndarray) -> dict:
@@ -223,7 +223,7 @@ def _plane_geometry(Q_t: np.ndarray, z_a: np.ndarray, z_b: np.ndarray, E: torch.
 
 
 def _facing_camera(normals: np.ndarray, distance: float = 2.4) -> dict:
-    """A scene camera that faces the planes it shows (issue 16: the sphere was seen edge-on): the eye along
+    """A scene camera that faces the planes it shows (a fixed camera can see the sphere edge-on): the eye along
     the main direction of the planes' unit normals (the top eigenvector of ``sum n nᵀ``, so ``n`` and ``-n``
     count alike), tilted 25° towards the z axis (or x, when that main direction is z) so the sphere keeps
     some depth, at ``distance`` from the centre (room for the axis titles); ``up`` is perpendicular to the
@@ -340,7 +340,7 @@ def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, posit
     plane at ``position`` (``planes.interpolate``; grassmann.md §5.5), drawn as a great circle on the sphere
     (r = 3) or in the 3-axis window (r > 3). The title reads out θ1, θ2 and d_g.
     ``position`` defaults to the first position whose plane and predecessor are both valid.
-    Static (the app's pages: one cursor per page, issue 16): γ(s) at s = 1/4, 1/2, 3/4 between the two
+    Static (the app's pages: one cursor per page): γ(s) at s = 1/4, 1/2, 3/4 between the two
     planes, in a light-to-dark sequence; ``animate=True``: one moving circle with ``n_frames`` frames (Play
     and a slider over s) instead.
     Traces: sphere wireframe, start circle (grey), end circle (dotted, the position's: ``meta="cursor"``),

@@ -1,4 +1,4 @@
-"""Chart 2: tangent update magnitudes of an OSM model (osm.md §2.4, §2.6-2.7).
+"""OSM tangent figures: update magnitudes of an OSM model (osm.md §2.4, §2.6-2.7).
 
 ``||Phi||`` is the Frobenius norm ``sqrt(Re tr(Phi^* Phi))`` of a Lie-algebra element, i.e. the norm of
 the group's ``inner`` (osm.md §2.5); for a skew matrix it is the geodesic length of ``exp(Phi)``

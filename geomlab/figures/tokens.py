@@ -1,4 +1,4 @@
-"""Token-level inspection (issue 16): what the cursor token attends to, drawn over the text.
+"""Token-level inspection: what the cursor token attends to, drawn over the text.
 
 :func:`attends_to` shows the text's tokens in a window around the cursor (at most :data:`WINDOW` of them,
 so each token's label stays readable) with one bar per token: the attention weight the cursor position puts
@@ -72,7 +72,7 @@ def attends_to(tr: Trace, cursor: int | None = None, layer: int = 0, head: int |
     ``heads`` (heatmap ``[head, window]`` of every head's weights, NaN for the masked keys after the
     cursor). The x axis is the position, its tick labels the tokens; the cursor's column is outlined.
     Raises :class:`FigureError` for a trace without attention or an index out of range.
-    Source: softmax attention weights; layout design choice (issue 16).
+    Source: softmax attention weights; layout design choice.
     """
     if not getattr(tr, "has_attention", False):
         raise FigureError(f"{tr.kind!r} has no attention to show")

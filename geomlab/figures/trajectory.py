@@ -1,4 +1,4 @@
-"""Chart 1: the hidden-state trajectory of an OSM model on its group (app_anchors.md §5; osm.md §2).
+"""OSM trajectory figures: the hidden-state trajectory of an OSM model on its group (app_anchors.md §5; osm.md §2).
 
 Geometry (computed with :mod:`geomlab.geometry.groups`):
 
@@ -212,7 +212,7 @@ def _track(theta: np.ndarray) -> np.ndarray:
 ANGLE_POINTS = 8000
 """Points (angles x positions) the angle-line views draw at most: past it, fewer positions (at least 256), so
 26 torus angles stay a light SVG chart (~300 positions) instead of 26 x 1,024 points and 600 KB of JSON per
-cursor move (design choice, issue 14)."""
+cursor move (design choice)."""
 MAX_ANGLE_LINES = 32
 """Most angles :func:`torus_angles` and :func:`phase_timeline` draw as lines; past it, one heatmap row per
 angle (:func:`angle_rows`; design choice)."""
@@ -225,7 +225,7 @@ def angle_lines(fig: FigureBuilder, idx: np.ndarray, theta: np.ndarray, hover: l
     the colours of :func:`~geomlab.figures._common.index_colours` (no repeats), broken where an angle wraps
     across ±π; a colour bar (titled ``bar_title``, at ``bar_x``) names the colours instead of a legend of k
     entries. Lines, not WebGL markers: a WebGL chart took about 1 s to (re)draw in headless chromium, k x
-    1,024 SVG markers as long (issue 14). Hover: ``what`` k, the position and the angle. Design choice."""
+    1,024 SVG markers as long. Hover: ``what`` k, the position and the angle. Design choice."""
     k = theta.shape[1]
     cols = index_colours(k)
     for j in range(k):
@@ -268,7 +268,7 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     :func:`tracked_phases`), with a faint trail of the eigenvalues at up to 800 / d evenly spaced positions.
 
     ``animate=True`` adds Plotly frames (Play/Pause and a position slider, in the browser; at most
-    ``max_frames``): for a standalone figure; the app's pages have one cursor of their own (issue 16).
+    ``max_frames``): for a standalone figure; the app's pages have one cursor of their own.
     Traces: 0 = unit circle, 1 = trail, 2 = eigenvalues at the cursor (``meta="cursor"``; frames replace it).
     Raises :class:`FigureError` for a non-OSM trace, a bad layer or cursor.
     """
@@ -324,7 +324,7 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
            f"(radians) are conjugation-invariant. Press Play or drag the slider to move along the text."
            + subsample_note(tr.n_positions, len(idx), verb="animated"))
     cap = without_play(cap, animate) + " Grey: the eigenvalues at the other positions; one colour per eigenvalue."
-    # a short title: at half width a longer one ("of H_t ... (O(5))") was cut at the right edge
+    # a short title: at half width a longer one ("of H_t ... (O(5))") is cut at the right edge
     return finish(fig, f"Eigenvalues at {start} '{tr.labels[start]}'",
                   cap, "phase_circle", height=480, margin={"l": 55, "r": 15, "t": 80, "b": 45})
 
@@ -448,7 +448,7 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                    max_points: int = MAX_POINTS) -> Chart:
     """2-D PCA of ``vec(H_t)`` (the first two components of :func:`pca_coords`): the path through the
     positions, coloured by position (colour bar), tokens on hover, the cursor as a large ring. The axis
-    titles give each component's share of the variance (issue 16: a 2-D projection by default, the 3-D one
+    titles give each component's share of the variance (a 2-D projection by default, the 3-D one
     optional). Traces: 0 = path (line), 1 = markers (at most 150 positions), then, with a cursor, the last
     8 steps into it (darker line) and the cursor (``meta="cursor"``)."""
     tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, max_points)
@@ -640,9 +640,9 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     spacing, widths = 0.14, [0.6, 0.4]
     fig = FigureBuilder.grid(rows=1, cols=2, column_widths=widths, horizontal_spacing=spacing,
                         subplot_titles=("each angle φ<sub>k</sub>", "flat torus (φ<sub>1</sub>, φ<sub>2</sub>)"))
-    # one line per angle φ_k, one colour each (no repeats, issue 16) with a colour bar instead of a legend of
+    # one line per angle φ_k, one colour each (no repeats) with a colour bar instead of a legend of
     # k entries (angle_lines: SVG lines, not WebGL markers); both colour bars at the right edge, stacked (one
-    # between the panels ran into the torus panel's tick labels at 1,000 px). Past MAX_ANGLE_LINES angles the
+    # between the panels runs into the torus panel's tick labels at 1,000 px). Past MAX_ANGLE_LINES angles the
     # lines are a tangle (T^128: a solid block): one row per angle instead, the angle as a cyclic colour
     lines = k <= MAX_ANGLE_LINES
     if lines:
@@ -700,7 +700,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
              "(colour bar)"
            + ("; the orange ring is the cursor." if cursor is not None else ".")
            + subsample_note(tr.n_positions, len(idx)))
-    # meta "phone": "stack": on a phone the app stacks the panels (side by side the square torus was ~130 px
-    # wide and its axis title ran over the heatmap; the two share no axis title, app_pages/_widgets.stacked)
+    # meta "phone": "stack": on a phone the app stacks the panels (side by side the square torus is ~130 px
+    # wide and its axis title runs over the heatmap; the two share no axis title, app_pages/_widgets.stacked)
     return finish(fig, f"Torus angles ({_layer_name(tr, layer)})", cap, "torus_angles", height=480,
                   meta={"phone": "stack"})

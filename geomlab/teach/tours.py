@@ -2,7 +2,7 @@
 
 A :class:`Lesson` is a list of :class:`Step` s. Each step names everything the app needs to show it, offline,
 on the bundled checkpoints (``assets/checkpoints``, docs/zoo.md): the checkpoint (a catalog ref such as
-``bundled/osm-rnn-o-s5``), the text it reads, the token cursor, the view (a slug of the view registry,
+``bundled/osm-rnn-o-s5``), the text it reads, the token cursor, the view (a slug of the view pages,
 :mod:`geomlab.teach.views`), the view's controls (layer, head, slot, block, substep), the CEM recursion steps T
 where they matter, optionally a second checkpoint for a side-by-side comparison, which figures to show
 (a subset of the view's, to keep a step readable, plus the two tour-only figures of :data:`EXTRA_FIGURES`),
@@ -38,7 +38,7 @@ EXTRA_FIGURES = {
     "surprisal": "per-position surprisal of each checkpoint on the step's text (Compare's first chart)",
 }
 
-#: Controls a step may set (the registry's per-figure controls; ``steps`` is the Step's own ``steps``).
+#: Controls a step may set (the views' per-figure controls; ``steps`` is the Step's own ``steps``).
 STEP_CONTROLS = ("layer", "head", "slot", "block", "substep")
 
 #: Colours of the first and second checkpoint in comparison figures (Okabe-Ito, as on Compare).
@@ -53,12 +53,12 @@ class Step:
         title: short heading ("The task: a running product").
         checkpoint: catalog ref of the checkpoint, ``bundled/NAME`` (the zoo).
         text: the text (or word of symbols) the checkpoint reads; keep it short (a step is drawn at once).
-        view: slug of the view registry (``trajectories``, ``attention``, ``energy``, ``planes``, ...).
+        view: slug of a view page (``trajectories``, ``attention``, ``energy``, ``planes``, ...).
         notice: what to look at, in plain words; markdown with inline LaTeX ``$...$``, may name a figure.
         body: one or two sentences that set the scene before the notice (markdown, optional).
         cursor: 0-based token position highlighted in the figures.
         controls: values of the view's controls (keys of :data:`STEP_CONTROLS`); missing ones take the
-            registry's defaults (:func:`geomlab.teach.views.default_controls`).
+            view's defaults (:func:`geomlab.teach.views.default_controls`).
         steps: CEM recursion steps T at inference (None: the checkpoint's trained T).
         compare: a second checkpoint ref drawn beside the first (None: a single-checkpoint step).
         figures: the figures to show, in order (names of the view's figures or of
@@ -499,7 +499,7 @@ def _trace_problems(step: Step, tr: Any, at: str) -> list[str]:
 
 def step_controls(step: Step, tr: Any) -> dict[str, Any]:
     """The control values the step's figures are drawn with for trace ``tr``: the step's own over the
-    registry defaults, made valid for ``tr`` (:func:`geomlab.teach.views.clamp_controls`, so a head of None, the
+    view's defaults, made valid for ``tr`` (:func:`geomlab.teach.views.clamp_controls`, so a head of None, the
     mean over heads, stays None)."""
     ctl = views.clamp_controls(step.view, tr, dict(step.controls))
     if "head" in step.controls and step.controls["head"] is None:

@@ -1303,7 +1303,7 @@ def test_half_width_figures_have_thinned_ticks():
     """Every figure a view draws at half width keeps at most 12 tick labels per axis at 2,048 positions
     (token ticks at round positions, category axes with nticks); hover names every position."""
 
-    narrow = {f.name for v in views.VIEWS.values() for f in v.figures if not f.wide}
+    narrow = {name for name in views.FIGURE_ORDER if not figures.FIGURES[name].wide}
     seen = set()
     for name, tr in _long_traces().items():
         for fname in views.figures_for(tr):

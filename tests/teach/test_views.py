@@ -156,7 +156,7 @@ def test_every_view_opens_on_a_small_default_set(traces):
     default (their redraw cost, issue 14)."""
     assert views.MAX_DEFAULT <= 4
     for slug, view in views.VIEWS.items():
-        assert any(f.default for f in view.figures), slug
+        assert any(figures.FIGURES[name].default for name in view.figures), slug
         for tr in traces.values():
             if not views.view_figures(slug, tr):
                 continue
