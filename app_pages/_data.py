@@ -7,7 +7,7 @@ it, and can be filled by the warm-up thread outside any script run (``app_pages/
 
 * ``("ckpt", path, mtime)``: a :class:`geomlab.checkpoints.io.Checkpoint` (a re-saved file has a new mtime);
 * ``("trace", path, mtime, text, opts)``: a trace (``opts``: sorted trace options, e.g. CEM ``steps``);
-* ``("fig", path, mtime, text, opts, name, kwargs)``: a :class:`geomlab.figures.View`, ``kwargs`` the
+* ``("fig", path, mtime, text, opts, name, kwargs)``: a :class:`geomlab.figures.Chart`, ``kwargs`` the
   figure's arguments from :func:`geomlab.teach.views.figure_kwargs`.
 
 Values are shared between sessions: callers must not mutate them (``_widgets.chart`` copies a figure before
@@ -27,7 +27,7 @@ import numpy as np
 import streamlit as st
 
 from geomlab.checkpoints import catalog
-from geomlab.teach import views as registry
+from geomlab.teach import views
 from geomlab.core.cache import ByteLRU, shared_cache
 
 log = logging.getLogger("geomlab.app")
@@ -299,21 +299,21 @@ def trace_for(entry: catalog.CheckpointEntry, text: str, **opts: Any) -> Any:
 
 def figure_key(trace_k: tuple, name: str, controls: dict[str, Any] | None, cursor: int | None) -> tuple:
     """The cache key of figure ``name`` of the trace under ``trace_k`` (only the arguments it takes)."""
-    kw = registry.figure_kwargs(name, controls, cursor)
+    kw = views.figure_kwargs(name, controls, cursor)
     return ("fig", *trace_k[1:], name, tuple(sorted(kw.items())))
 
 
 def figure_for(entry: catalog.CheckpointEntry, text: str, trace_opts: dict[str, Any], tr: Any, name: str,
                controls: dict[str, Any], cursor: int | None) -> Any:
     """Figure ``name`` of ``tr`` (the trace of ``entry`` on ``text``) as a cached
-    :class:`geomlab.figures.View`; raises ``FigureError`` (a ``ValueError``) like
+    :class:`geomlab.figures.Chart`; raises ``FigureError`` (a ``ValueError``) like
     :func:`geomlab.teach.views.build_figure`."""
     tkey = trace_key(str(entry.path), entry.mtime, text, trace_opts)
     built = []
 
     def build() -> Any:
         built.append(True)
-        return registry.build_figure(tr, name, controls, cursor)
+        return views.build_figure(tr, name, controls, cursor)
 
     view = cached(figure_key(tkey, name, controls, cursor), build)
     if built:  # the figure may have memoised geometry on the trace: charge the trace's entry for it

@@ -2,7 +2,8 @@
 and a collapsed "How to read this · what to look for" block with the current model's facts; under each
 figure, one "look for" line; links into the glossary page.
 
-The texts and facts come from :mod:`geomlab.teach.explain` (no streamlit there); this module only draws them.
+The texts and facts come from :mod:`geomlab.teach.explain`, :mod:`geomlab.teach.facts` and
+:mod:`geomlab.teach.glossary` (no streamlit there); this module only draws them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import streamlit as st
 
 from app_pages._state import page_path
 from geomlab.teach import explain
+from geomlab.teach import facts
+from geomlab.teach import glossary
 
 GLOSSARY_PAGE = page_path("glossary")
 
@@ -25,7 +28,7 @@ def glossary_url(slug: str) -> str:
 
 def linked(text: str) -> str:
     """``text`` with its ``[[term]]`` references as links into the glossary."""
-    return explain.link_terms(text, glossary_url)
+    return glossary.link_terms(text, glossary_url)
 
 
 def _task_of(entry: Any) -> Any:
@@ -44,20 +47,20 @@ def view_intro(view: Any, entry: Any, tr: Any, where: Any = None) -> None:
     where = where or st.container()
     ex = explain.view_explanation(view.slug)
     config = getattr(entry, "model_config", None) if entry is not None else None
-    facts = explain.view_facts(view.slug, tr, config=config, task=_task_of(entry))
+    said = facts.view_facts(view.slug, tr, config=config, task=_task_of(entry))
     with where:
         st.latex(explain.view_maths(view.slug, tr))
-        for f in facts:
+        for f in said:
             if f.warn:
                 st.caption(f":material/warning: **{f.text}**")
         with st.expander("How to read this · what to look for", icon=":material/school:"):
             st.markdown(f"**How to read this.** {linked(ex.read)}")
             st.markdown(f"**What to look for.** {linked(ex.look)}")
-            plain = [f for f in facts if not f.warn]  # warnings are shown above, outside the expander
+            plain = [f for f in said if not f.warn]  # warnings are shown above, outside the expander
             if plain:
                 st.markdown("**This model.**\n" + "\n".join(f"- {f.text}" for f in plain))
-            terms = " · ".join(f"[{t}]({glossary_url(explain.term_slug(t))})" for t in ex.terms
-                               if explain.find_term(t))
+            terms = " · ".join(f"[{t}]({glossary_url(glossary.term_slug(t))})" for t in ex.terms
+                               if glossary.find_term(t))
             st.caption(f"Terms: {terms}. Source: {ex.source}.")
             st.page_link(GLOSSARY_PAGE, label="Open the glossary", icon=":material/menu_book:")
 

@@ -38,7 +38,7 @@ from typing import Any
 import streamlit as st
 
 from app_pages import _data as data
-from geomlab.teach import views as registry
+from geomlab.teach import views
 
 K_CKPT, K_CKPT_B, K_TEXT, K_POS, K_LAYER, K_STEPS, K_STEPS_B, K_VIEW = (
     "gl_ckpt", "gl_ckpt_b", "gl_text", "gl_pos", "gl_layer", "gl_steps", "gl_steps_b", "gl_compare_view")
@@ -300,9 +300,9 @@ def init_state() -> None:
                 notes.append(f"The link names checkpoint {value!r}, which is not here (the page goes on with "
                              "its usual choice). See the Checkpoints page for what is available.")
                 continue
-            if key == K_VIEW and value not in registry.VIEWS:
+            if key == K_VIEW and value not in views.VIEWS:
                 notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: not a view (one of "
-                             f"{', '.join(registry.VIEWS)}).")
+                             f"{', '.join(views.VIEWS)}).")
                 continue
             if key == K_LAYOUT and value not in LAYOUTS:
                 notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: not one of {', '.join(LAYOUTS)}.")
@@ -337,14 +337,14 @@ def page_url_keys(page: str | None) -> tuple[str, ...]:
     (issue 16: a page's URL carries only what that page uses)."""
     if page is None:
         return tuple(URL_KEYS)
-    view = registry.VIEWS.get(page)
+    view = views.VIEWS.get(page)
     if view is not None:
         return (K_CKPT, K_TEXT, K_POS, K_MORE, *(k for k, c in CONTROL_KEYS.items() if c in view.controls))
     if page == "compare":
         kinds = {getattr(data.entry_for(st.session_state.get(k)), "kind", None) for k in (K_CKPT, K_CKPT_B)}
-        if not any(kinds & set(v.kinds) for v in registry.VIEWS.values()):
+        if not any(kinds & set(v.kinds) for v in views.VIEWS.values()):
             return (K_CKPT, K_CKPT_B, K_TEXT, K_POS)  # two baselines: no view, layer or layout to carry
-        shown = registry.VIEWS.get(st.session_state.get(K_VIEW) or "")
+        shown = views.VIEWS.get(st.session_state.get(K_VIEW) or "")
         controls = tuple(k for k, c in CONTROL_KEYS.items() if shown is not None and c in shown.controls
                          and k not in (K_LAYER, K_STEPS))
         return (K_CKPT, K_CKPT_B, K_TEXT, K_POS, K_LAYER, K_VIEW, K_STEPS, K_STEPS_B, K_LAYOUT, *controls)

@@ -35,5 +35,4 @@ from app_pages._widgets import (  # noqa: F401
 )
 from geomlab.teach.views import ATTENTION_KINDS, OSM_KINDS, VIEWS, ViewSpec  # noqa: F401
 
-View = ViewSpec  # the name the pages used before the registry moved to geomlab.teach.views
 _copy = copy  # callback name kept for pages and tests

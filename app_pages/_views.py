@@ -2,7 +2,7 @@
 the token cursor and the view's controls, then draw the view's figures with their captions.
 
 What a view shows (figures in order, full or half width, the controls it needs, which figures apply to a
-trace, the arguments each figure takes) comes from the registry, :mod:`geomlab.teach.views`; this module only
+trace, the arguments each figure takes) comes from the view pages, :mod:`geomlab.teach.views`; this module only
 lays the figures out.
 """
 
@@ -19,7 +19,7 @@ from app_pages import _ui as ui
 from app_pages._data import figure_for
 from app_pages._messages import md_escape
 from app_pages._warm import rendering
-from geomlab.teach import views as registry
+from geomlab.teach import views
 
 
 def panels_side_by_side(fig: Any) -> bool:
@@ -48,12 +48,12 @@ def square_single_panel(fig: Any) -> bool:
 
 def figure_list(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: int,
                 controls: dict, part: str = "default") -> list[tuple[str, Any, str, bool]]:
-    """``[(name, figure, caption, wide)]`` of view ``slug`` for this trace, in the registry's order (figures
+    """``[(name, figure, caption, wide)]`` of view ``slug`` for this trace, in the view's order (figures
     that fail are shown as one-line messages by the caller: the tuple then holds the error text instead of
     a figure). ``part``: ``"default"`` (the set a view opens on, :func:`geomlab.teach.views.default_figures`),
     ``"more"`` (the rest, :func:`geomlab.teach.views.more_figures`) or ``"all"``; only those are built."""
-    specs = {"default": registry.default_figures, "more": registry.more_figures,
-             "all": registry.view_figures}[part](slug, tr)
+    specs = {"default": views.default_figures, "more": views.more_figures,
+             "all": views.view_figures}[part](slug, tr)
     out = []
     for spec in specs:
         try:
@@ -66,8 +66,8 @@ def figure_list(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: int
 
 
 def trace_options(slug: str, entry, where: Any) -> dict:
-    """Options that change the trace itself (the registry's ``steps`` control: CEM inference steps T)."""
-    if "steps" not in registry.VIEWS[slug].controls:
+    """Options that change the trace itself (the view's ``steps`` control: CEM inference steps T)."""
+    if "steps" not in views.VIEWS[slug].controls:
         return {}
     return ui.steps_control(entry, ui.K_STEPS, where)
 
@@ -114,7 +114,7 @@ def more_figures(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: in
     """The "More figures" switch under a view's default set and, only while it is on, the view's other
     figures (built then, not before: an expander's body would run, and cost, on every rerun). Returns the
     number of charts drawn."""
-    rest = registry.more_figures(slug, tr)
+    rest = views.more_figures(slug, tr)
     if not rest:
         return 0
     names = ", ".join(f.label for f in rest)
@@ -140,7 +140,7 @@ def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool 
     return 1
 
 
-def _choose_fitting(view: registry.ViewSpec) -> bool:
+def _choose_fitting(view: views.ViewSpec) -> bool:
     """Make the checkpoint on screen one ``view`` shows, never silently: keep the chosen one when the view
     shows its kind; else show the most related checkpoint it can show (same kind, same family, same way
     of mixing positions: :func:`app_pages._data.related_entries`; the view's default when none is
@@ -183,7 +183,7 @@ def _choose_fitting(view: registry.ViewSpec) -> bool:
 
 def render_view(slug: str) -> None:
     """The whole body of a view page."""
-    view = registry.VIEWS[slug]
+    view = views.VIEWS[slug]
     ui.wait_warm()
     ui.show_notice()
     st.title(view.title)
@@ -212,10 +212,10 @@ def render_view(slug: str) -> None:
         _explain.view_intro(view, entry, tr, where=top)
         with ctrl_cols[0]:
             pos = ui.cursor_control(list(tr.labels), trace=tr)
-        shown = registry.default_figures(slug, tr)
+        shown = views.default_figures(slug, tr)
         if st.session_state.get(K_MORE):
-            shown += registry.more_figures(slug, tr)
-        controls = ui.view_controls(slug, tr, ctrl_cols[1], used={a for f in shown for a in f.args})
+            shown += views.more_figures(slug, tr)
+        controls = ui.view_controls(slug, tr, ctrl_cols[1], used={a for f in shown for a in f.controls})
         _tokens.token_panel(entry, tr, pos)
         items = figure_list(slug, entry, text, trace_opts, tr, pos, controls)
         if not any(fig is not None for _, fig, _, _ in items):

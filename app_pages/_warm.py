@@ -18,7 +18,7 @@ import time
 from typing import Any, Iterator
 
 from app_pages import _data as data
-from geomlab.teach import views as registry
+from geomlab.teach import views
 
 log = logging.getLogger("geomlab.app")
 
@@ -63,10 +63,10 @@ def warm_targets(found: list) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     first = by_ref.get(data.default_ref(found=found) or "")
     if first is not None:
-        view = registry.default_view(first.kind)
+        view = views.default_view(first.kind)
         if view is not None:
             out.append((view.slug, first))
-    for view in registry.VIEWS.values():
+    for view in views.VIEWS.values():
         e = by_ref.get(data.default_ref(view.kinds, found=found) or "")
         if e is not None and (view.slug, e) not in out:
             out.append((view.slug, e))
@@ -81,16 +81,16 @@ def prewarm_view(slug: str, entry: Any) -> int:
     path, mtime = str(entry.path), entry.mtime
     tkey = data.trace_key(path, mtime, text, {})
     tr = data.cache().get_or_compute(tkey, lambda: data.compute_trace(*tkey[1:]))
-    controls = registry.default_controls(slug, tr)
+    controls = views.default_controls(slug, tr)
     from geomlab.trace.predictions import default_cursor
 
     cursor = default_cursor(tr)  # where a first visit's cursor starts (no position chosen yet)
     n = 0
-    for f in registry.default_figures(slug, tr):
+    for f in views.default_figures(slug, tr):
         _wait_idle()
         key = data.figure_key(tkey, f.name, controls, cursor)
         try:
-            data.cache().get_or_compute(key, lambda f=f: registry.build_figure(tr, f.name, controls, cursor))
+            data.cache().get_or_compute(key, lambda f=f: views.build_figure(tr, f.name, controls, cursor))
             n += 1
             data.cache().remeasure(tkey)  # geometry the figure memoised on the trace
         except ValueError:  # a figure that does not fit this text: the page shows the message itself

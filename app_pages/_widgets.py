@@ -1,4 +1,4 @@
-"""Widgets of the app: checkpoint picker, text box, token cursor, the registry's controls, charts and
+"""Widgets of the app: checkpoint picker, text box, token cursor, the views' controls, charts and
 trace downloads. Every widget is bound to a state key of ``app_pages/_state.py`` (seeded before it is drawn,
 copied back on change), so values survive page switches."""
 
@@ -18,7 +18,7 @@ from app_pages._state import (K_BLOCK, K_CKPT, K_HEAD, K_INT_DEFAULTS, K_LAYER, 
                               K_TEXT_NEW, URL_DEFAULTS, URL_KEYS, set_text,
                               copy as _copy, seed as _seed)
 from geomlab.checkpoints import catalog
-from geomlab.teach import views as registry
+from geomlab.teach import views
 
 entries, entry_for, default_text_for, max_chars = data.entries, data.entry_for, data.default_text_for, data.max_chars
 
@@ -185,7 +185,7 @@ def int_control(label: str, state_key: str, lo: int, hi: int, default: int, wher
     where.slider(label, lo, hi, key=wkey, on_change=_copy, args=(wkey, state_key), help=help)
     return st.session_state[state_key]
 
-#: control name -> (session key, widget label, widget kind, help) of the registry's choice controls
+#: control name -> (session key, widget label, widget kind, help) of the views' choice controls
 CONTROL_WIDGETS = {
     "head": (K_HEAD, "Head", "select", None),
     "substep": (K_SUBSTEP, "Update (generator heatmap)", "radio", None),
@@ -195,16 +195,16 @@ CONTROL_WIDGETS = {
 
 
 def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) -> dict[str, Any]:
-    """Draw the controls view ``slug`` needs for ``tr`` (from the registry: layer, head, substep, slot,
-    block; only those with a choice to make) and return their values, registry defaults for the others.
+    """Draw the controls view ``slug`` needs for ``tr`` (from :mod:`geomlab.teach.views`: layer, head, substep, slot,
+    block; only those with a choice to make) and return their values, the view's defaults for the others.
     ``used``: the controls the figures on screen take (a control no shown figure takes is not drawn, e.g.
     the generator heatmap's substep while that figure is under "More figures"); None draws them all. The
     layer is always drawn (it is shared by the pages)."""
-    opts = registry.control_options(slug, tr)
-    values = registry.default_controls(slug, tr)
-    for name in registry.VIEWS[slug].controls:
+    opts = views.control_options(slug, tr)
+    values = views.default_controls(slug, tr)
+    for name in views.VIEWS[slug].controls:
         if name == "layer":
-            L = registry.n_layers(tr)
+            L = views.n_layers(tr)
             # one layer: no slider, but a link's layer=5 is still named and dropped (int_control)
             values["layer"] = int_control("Layer", K_LAYER, 0, L - 1, L - 1, where=where,
                                           help="Which layer's states / maps to show (0 = first).")
@@ -238,7 +238,7 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
         now = dict(values)
 
         def fmt(v: Any, name: str = name, now: dict = now) -> str:
-            return registry.control_label(name, None if v == -1 and name == "head" else v, tr, now)
+            return views.control_label(name, None if v == -1 and name == "head" else v, tr, now)
 
         if cur is not None and cur not in store:  # a link's head=9, a slot the last model had: never silently
             where.warning(f"{label} {cur} is not one of this model's choices: showing {fmt(store[0])} instead.",
@@ -261,8 +261,8 @@ def steps_control(entry: catalog.CheckpointEntry, state_key: str, where: Any, la
     """The CEM inference-steps slider for ``entry`` (range from :func:`geomlab.teach.views.steps_range`); returns
     the trace options: ``{}`` at the trained T, else ``{"steps": T}``."""
     cfg = entry.model_config
-    trained = registry.trained_steps(cfg)
-    lo, hi = registry.steps_range(cfg)
+    trained = views.trained_steps(cfg)
+    lo, hi = views.steps_range(cfg)
     T = int_control(label or "Recursion steps T at inference", state_key, lo, hi, trained, where=where,
                     help=help or f"The model was trained with T = {trained}. More steps should keep lowering "
                                  "the energy (test-time recursion); the figure flags any step where it rose.")

@@ -7,7 +7,7 @@ import json
 import streamlit as st
 
 from geomlab.checkpoints import catalog
-from geomlab.teach import views as registry
+from geomlab.teach import views
 from app_pages import _ui as ui
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, md_escape, shown_folder
 from app_pages._state import owner_token, restore_choice
@@ -29,9 +29,9 @@ def _delete(ref: str) -> None:
         st.session_state[K_DELETE_MSG] = ("error", md_escape(str(exc)))
 
 
-def fitting_views(kind: str) -> list[registry.ViewSpec]:
+def fitting_views(kind: str) -> list[views.ViewSpec]:
     """The view pages that show checkpoints of ``kind`` (from the view registry)."""
-    return registry.views_for_kind(kind)
+    return views.views_for_kind(kind)
 
 
 def card(entry: catalog.CheckpointEntry, i: int) -> None:
@@ -55,14 +55,14 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
             st.caption(by_length)
         st.caption(f"corpus: {md_escape(entry.corpus)} · steps: "
                    f"{entry.steps if entry.steps is not None else '–'} · {md_escape(entry.ref)}")
-        views = fitting_views(entry.kind)
+        fitting = fitting_views(entry.kind)
         deletable = catalog.may_change(entry, owner_token())  # only what this session created
         # a row that wraps (buttons as wide as their labels), so no label is cut in a half-width card
         row = st.container(horizontal=True, gap="small")
-        for v in views:
+        for v in fitting:
             row.button(v.short, key=f"open-{i}-{v.slug}", on_click=_open, args=(entry.ref, v.slug),
                        icon=v.icon, help=f"Open {md_escape(entry.name)} in {v.title}")
-        if not views:
+        if not fitting:
             row.button("Select", key=f"select-{i}", on_click=ui.set_checkpoint, args=(entry.ref,),
                        help="A baseline with no geometry views of its own; use it on Compare.")
         if deletable:

@@ -9,10 +9,10 @@ import streamlit as st
 
 from app_pages import _data, _state
 from app_pages import _ui as ui
-from app_pages import _views as views
+from app_pages import _views
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
-from geomlab.teach import views as registry
+from geomlab.teach import views
 
 K_VIEW = _state.K_VIEW  # "gl_compare_view", in the URL as view=
 COLOURS = ("#0072B2", "#E69F00")
@@ -24,9 +24,9 @@ def _code(text: str) -> str:
     return f"`{str(text).replace('`', '')}`"
 
 
-def shared_views(a_kind: str, b_kind: str) -> list[registry.ViewSpec]:
+def shared_views(a_kind: str, b_kind: str) -> list[views.ViewSpec]:
     """The views that show both kinds, most specific (fewest kinds) first, page order on a tie."""
-    both = [v for v in registry.VIEWS.values() if a_kind in v.kinds and b_kind in v.kinds]
+    both = [v for v in views.VIEWS.values() if a_kind in v.kinds and b_kind in v.kinds]
     return sorted(both, key=lambda v: len(v.kinds))  # sorted() is stable: page order within a size
 
 
@@ -121,21 +121,21 @@ def choose_view(a, b, slugs: list[str]) -> str:
     both = [v.slug for v in shared_views(a.kind, b.kind)]
     if cur in slugs and (ss.get(_state.K_VIEW_FOR) == pair or cur in both):
         return cur
-    of_a = [v.slug for v in registry.views_for_kind(a.kind) if v.slug in slugs]
+    of_a = [v.slug for v in views.views_for_kind(a.kind) if v.slug in slugs]
     return (both or of_a or slugs)[0]
 
 
 def _shown_by(kind: str, side: str) -> str:
     """``"Trajectories, Tangents show A"`` (the views of ``kind``), or ``"no view shows A"``."""
-    views = registry.views_for_kind(kind)
-    if not views:
+    fitting = views.views_for_kind(kind)
+    if not fitting:
         return f"no view shows {side}"
-    return ", ".join(v.title for v in views) + f" show{'s' if len(views) == 1 else ''} {side}"
+    return ", ".join(v.title for v in fitting) + f" show{'s' if len(fitting) == 1 else ''} {side}"
 
 
 def _b_choices(a, b) -> None:
     """No view shows both sides: say so and offer the checkpoints that share a view with A as B."""
-    if not registry.views_for_kind(a.kind):
+    if not views.views_for_kind(a.kind):
         st.info(f"A ({md_escape(a.name)}) is a {_code(a.kind)}, a baseline with no geometry view: only "
                 "the surprisal chart compares it. Choose an A that a view shows to compare figures.",
                 icon=":material/info:")
@@ -227,7 +227,7 @@ def main() -> None:
             key = ui.K_STEPS if side == "A" else ui.K_STEPS_B  # both mirrored in the URL (T, TB)
             opts[side] = ui.steps_control(
                 e, key, cols[0 if side == "A" else 1], label=f"{side}: recursion steps T at inference",
-                help=f"{e.name} was trained with T = {registry.trained_steps(e.model_config)}. Choose the same "
+                help=f"{e.name} was trained with T = {views.trained_steps(e.model_config)}. Choose the same "
                      "checkpoint on both sides with different T to see test-time recursion.")
     for side, e in (("A", a), ("B", b)):
         with ui.guard(f"Tracing checkpoint {side}", prefix=f"{side} ({e.name}): "):
@@ -252,7 +252,7 @@ def main() -> None:
         fig, caption = surprisal_figure(sides, pos)
         ui.chart(fig, key="compare-surprisal", filename="geomlab-compare-surprisal")
         st.caption(caption)
-    slugs = [v.slug for v in registry.VIEWS.values() if a.kind in v.kinds or b.kind in v.kinds]
+    slugs = [v.slug for v in views.VIEWS.values() if a.kind in v.kinds or b.kind in v.kinds]
     if not slugs:
         st.info("Neither checkpoint has a geometry view (both are baselines).", icon=":material/info:")
         link_and_downloads(a, b, traces, opts, pos, None)
@@ -261,7 +261,7 @@ def main() -> None:
         _b_choices(a, b)
     slug = choose_view(a, b, slugs)
     ss[K_VIEW] = ss["w_" + K_VIEW] = slug
-    st.segmented_control("View", slugs, key="w_" + K_VIEW, format_func=lambda s: registry.VIEWS[s].title,
+    st.segmented_control("View", slugs, key="w_" + K_VIEW, format_func=lambda s: views.VIEWS[s].title,
                          on_change=_pick_view, args=((a.ref, b.ref),), required=True,
                          help="Views that show at least one side; the page opens on one that shows both.")
     slug = ss.get("w_" + K_VIEW) or slug
@@ -280,7 +280,7 @@ def main() -> None:
         st.caption("On a phone A and B stand one above the other (side by side they would not fit).")
     # one Options expander for both sides, above the two columns (so they start level); the controls come
     # from the first side the view applies to and are applied to both (layer clamped per side)
-    ref_tr = next((traces[s] for s, e in (("A", a), ("B", b)) if s in traces and e.kind in registry.VIEWS[slug].kinds),
+    ref_tr = next((traces[s] for s, e in (("A", a), ("B", b)) if s in traces and e.kind in views.VIEWS[slug].kinds),
                   None)
     shared: dict = {}
     if ref_tr is not None:
@@ -297,9 +297,9 @@ def main() -> None:
 
     items: dict[str, list] = {}
     for side, e in (("A", a), ("B", b)):
-        if e.kind not in registry.VIEWS[slug].kinds:
+        if e.kind not in views.VIEWS[slug].kinds:
             article = "an" if e.kind[:1] in "aeiou" else "a"
-            st.info(f"{side} ({e.name}): {registry.VIEWS[slug].title} does not apply to {article} `{e.kind}`.",
+            st.info(f"{side} ({e.name}): {views.VIEWS[slug].title} does not apply to {article} `{e.kind}`.",
                     icon=":material/block:")
             continue
         if side not in traces:
@@ -307,24 +307,24 @@ def main() -> None:
         tr = traces[side]
         with ui.guard(f"Drawing {side}"):
             p = min(pos, tr.n_positions - 1)
-            controls = registry.clamp_controls(slug, tr, shared)  # e.g. A's layer clamped to B's layers
+            controls = views.clamp_controls(slug, tr, shared)  # e.g. A's layer clamped to B's layers
             changed = [n for n in shared if n in controls and controls[n] != shared[n]]
             if changed and ref_tr is not None:  # said, not done silently: B's layer 1 beside A's layer 3
 
                 def label(n: str, v, t, c) -> str:
-                    return f"layer {v}" if n == "layer" else registry.control_label(n, v, t, c)
+                    return f"layer {v}" if n == "layer" else views.control_label(n, v, t, c)
 
                 st.caption(f"{side} ({e.name}) has no " + ", no ".join(label(n, shared[n], ref_tr, shared)
                                                                     for n in changed)
                            + ": it shows " + ", ".join(label(n, controls[n], tr, controls) for n in changed)
                            + ".")
-            items[side] = views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
+            items[side] = _views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
     names = {"A": a.name, "B": b.name}
     entries_ab = {"A": a, "B": b}
     # a phone stacks columns anyway: side by side, its header row then sat above A's figure and B's label
     # over nothing, so A's map read as B's; there every figure is drawn A above B under its own label
     stacked = ss.get(K_LAYOUT) == "stacked" or ui.is_phone()
-    order = registry.VIEWS[slug].figure_names
+    order = views.VIEWS[slug].figures
     headed = False  # a header row stands above the current run of side-by-side rows
     for fig_name in order:
         row = {side: next((it for it in items.get(side, []) if it[0] == fig_name), None) for side in ("A", "B")}
@@ -334,7 +334,7 @@ def main() -> None:
         # the side without this figure says why (e.g. the torus shows its angles instead of the circle)
         absent = {side: missing_figure_note(slug, fig_name, side, entries_ab[side], traces[side])
                   for side in ("A", "B") if side not in present and side in items}
-        if stacked or any(it[1] is not None and views.panels_side_by_side(it[1]) for it in present.values()):
+        if stacked or any(it[1] is not None and _views.panels_side_by_side(it[1]) for it in present.values()):
             headed = False
             for side, it in present.items():
                 st.markdown(header(side, entries_ab[side]) + f" · *{fig_name.replace('_', ' ')}*")
@@ -343,14 +343,14 @@ def main() -> None:
                         # height makes it (colour bar beside it), at most the row; keys of their own: reusing
                         # a side-by-side chart's element kept its narrow size
                         ui.chart(it[1], key=f"cmp-stk-{side}-{slug}-{it[0]}", filename=f"{names[side]}-{slug}-{it[0]}",
-                                 width=square_width(it[1]) if views.square_single_panel(it[1]) else None)
+                                 width=square_width(it[1]) if _views.square_single_panel(it[1]) else None)
                         st.caption(it[2])
-                    elif views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
+                    elif _views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
                         with st.columns(2, gap="large")[0]:
-                            views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}",
+                            _views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}",
                                                stem=f"{names[side]}-{slug}", force_narrow=True)
                     else:
-                        views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"cmp-{side}-{slug}",
+                        _views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"cmp-{side}-{slug}",
                                            stem=f"{names[side]}-{slug}")
             for note in absent.values():
                 st.caption(note)
@@ -368,7 +368,7 @@ def main() -> None:
                 if side in present:
                     with col, ui.guard(f"Drawing {side}"):
                         it = present[side]
-                        views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
+                        _views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
                                            force_narrow=True)
     link_and_downloads(a, b, traces, opts, pos, slug)
 
@@ -377,9 +377,9 @@ def missing_figure_note(slug: str, fig_name: str, side: str, entry, tr: Any) -> 
     """Why side ``side`` (its checkpoint ``entry``, trace ``tr``) has no figure ``fig_name`` in Compare's
     view ``slug`` (which shows its kind) while the other side has one: another of its figures takes that
     one's place, or the figure does not apply to this model (its group named) (markdown, one line)."""
-    label = registry.figure_spec(fig_name).label
-    if registry.applies(tr, fig_name):
-        shown = registry.default_figures(slug, tr)
+    label = views.figure_spec(fig_name).label
+    if views.applies(tr, fig_name):
+        shown = views.default_figures(slug, tr)
         by = next((f for f in shown if fig_name in f.replaces), None)
         why = (f"it shows {by.label} in its place" if by is not None
                else "it is under \"More figures\" on the view page")

@@ -1,4 +1,4 @@
-"""Glossary page: every term the views use (geomlab.teach.explain.GLOSSARY), with a text filter; ``?term=SLUG``
+"""Glossary page: every term the views use (geomlab.teach.glossary.GLOSSARY), with a text filter; ``?term=SLUG``
 (e.g. ``/glossary?term=lie-algebra``) opens one term, which the view pages' explanations link to."""
 
 import streamlit as st
@@ -6,7 +6,7 @@ import streamlit as st
 from app_pages import _ui as ui
 from app_pages._explain import glossary_url, linked
 from app_pages._messages import md_escape
-from geomlab.teach import explain
+from geomlab.teach import glossary
 
 K_FILTER = "glossary-filter"
 
@@ -14,25 +14,25 @@ with ui.guard("The glossary"):
     st.title("Glossary")
     st.caption("The words the views use, in one or two sentences each, with the formula and where it comes "
                "from. Every view's “How to read this” links here.")
-    wanted = explain.find_term(st.query_params.get("term"))
+    wanted = glossary.find_term(st.query_params.get("term"))
     if st.query_params.get("term") and wanted is None:
         st.info(f"No glossary entry is called “{md_escape(st.query_params.get('term'))}”; here is the whole "
                 "list.", icon=":material/search_off:")
     query = st.text_input("Filter", key=K_FILTER, placeholder="e.g. angle, Lie, energy",
                           help="Shows the terms whose name or definition contains every word typed.")
-    terms = explain.search_glossary(query)
+    terms = glossary.search_glossary(query)
     if wanted is not None and not query:
         terms = [wanted] + [t for t in terms if t is not wanted]
-        st.session_state[ui.K_PAGE_QP] = {"term": explain.term_slug(wanted.name)}  # the URL keeps the term
+        st.session_state[ui.K_PAGE_QP] = {"term": glossary.term_slug(wanted.name)}  # the URL keeps the term
     if not terms:
         st.info(f"No term matches “{md_escape(query)}”.", icon=":material/search_off:")
     for t in terms:
-        slug = explain.term_slug(t.name)
+        slug = glossary.term_slug(t.name)
         with st.container(border=t is wanted and not query):
             st.subheader(t.name, anchor=slug)
             st.markdown(linked(t.text))
             if t.latex:
                 st.latex(t.latex)
-            see = " · ".join(f"[{s}]({glossary_url(explain.term_slug(s))})" for s in t.see
-                             if explain.find_term(s))
+            see = " · ".join(f"[{s}]({glossary_url(glossary.term_slug(s))})" for s in t.see
+                             if glossary.find_term(s))
             st.caption(f"Source: {md_escape(t.source)}" + (f" · See also: {see}" if see else ""))

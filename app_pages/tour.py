@@ -15,18 +15,18 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from app_pages import _ui as ui
-from app_pages import _views as views
+from app_pages import _views
 from app_pages._data import figure_for
 from app_pages._messages import md_escape
 from app_pages._state import K_CKPT_EXPLICIT, K_QP_WRITTEN
 from app_pages._warm import rendering
 from geomlab.teach import tours
-from geomlab.teach import views as registry
+from geomlab.teach import views
 
 K_LESSON, K_STEP = "gl_tour_lesson", "gl_tour_step"  # the lesson's slug, the 0-based step index
 K_APPLIED = "_gl_tour_applied"  # (slug, index) last written into the shared state
 K_COMPARE_VIEW = "gl_compare_view"  # Compare's chosen view (app_pages/compare.py)
-#: control name -> session key of the registry's per-view controls (``_widgets.CONTROL_WIDGETS``)
+#: control name -> session key of the views' per-view controls (``_widgets.CONTROL_WIDGETS``)
 CONTROL_KEYS = {"head": ui.K_HEAD, "slot": ui.K_SLOT, "block": ui.K_BLOCK, "substep": ui.K_SUBSTEP}
 
 
@@ -120,8 +120,8 @@ def extra_item(name: str, sides: list[tuple[Any, Any, str]], pos: int) -> tuple[
 
 def view_item(step: tours.Step, entry, tr, trace_opts: dict, name: str, pos: int) -> tuple[str, Any, str, bool]:
     """View figure ``name`` of the step for one checkpoint, through the app's figure cache."""
-    spec = registry.figure_spec(name)
-    if not registry.applies(tr, name):
+    spec = views.figure_spec(name)
+    if not views.applies(tr, name):
         return name, None, f"does not apply to {entry.name}", spec.wide
     try:
         fig, cap = figure_for(entry, step.text, trace_opts, tr, name, tours.step_controls(step, tr),
@@ -133,7 +133,7 @@ def view_item(step: tours.Step, entry, tr, trace_opts: dict, name: str, pos: int
 
 def draw_step(lesson: tours.Lesson, index: int) -> None:
     """Trace the step's checkpoint(s) and draw its figures. In a comparison step, half-width figures of the
-    registry sit side by side (first checkpoint left); full-width ones (e.g. the distance profile, whose
+    view sit side by side (first checkpoint left); full-width ones (e.g. the distance profile, whose
     token ticks pile up at half width) and figures with panels side by side go full width, one above the
     other."""
     step = lesson.steps[index]
@@ -155,27 +155,27 @@ def draw_step(lesson: tours.Lesson, index: int) -> None:
     names = step.figure_names(sides[0][1])
     extras = [extra_item(n, [(e, tr, c) for e, tr, c, _ in sides], pos) for n in names if n in tours.EXTRA_FIGURES]
     if extras:
-        views.draw_figures(extras, key_prefix=prefix, stem=stem)
+        _views.draw_figures(extras, key_prefix=prefix, stem=stem)
     shown = [n for n in names if n not in tours.EXTRA_FIGURES]
-    if {f.name for f in registry.more_figures(step.view, sides[0][1])} & set(shown):
-        st.session_state[views.K_MORE] = True  # "Open this in the full view" then shows the step's figures too
+    if {f.name for f in views.more_figures(step.view, sides[0][1])} & set(shown):
+        st.session_state[_views.K_MORE] = True  # "Open this in the full view" then shows the step's figures too
     if len(sides) == 1:
         e, tr, _, opts = sides[0]
-        views.draw_figures([view_item(step, e, tr, opts, n, pos) for n in shown], key_prefix=prefix, stem=stem)
+        _views.draw_figures([view_item(step, e, tr, opts, n, pos) for n in shown], key_prefix=prefix, stem=stem)
         return
     for name in shown:
         row = [(e, view_item(step, e, tr, opts, name, pos)) for e, tr, _, opts in sides]
-        wide = registry.figure_spec(name).wide and not any(views.square_single_panel(it[1]) for _, it in row)
-        if wide or any(it[1] is not None and views.panels_side_by_side(it[1]) for _, it in row):
+        wide = views.figure_spec(name).wide and not any(_views.square_single_panel(it[1]) for _, it in row)
+        if wide or any(it[1] is not None and _views.panels_side_by_side(it[1]) for _, it in row):
             for side, (e, it) in zip("AB", row):
                 st.markdown(f"**{e.name}** · {e.group or e.kind}")
-                views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"{prefix}-{side}", stem=e.name)
+                _views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"{prefix}-{side}", stem=e.name)
             continue
         cols = st.columns(2, gap="large")
         for col, side, (e, it) in zip(cols, "AB", row):
             with col:
                 st.markdown(f"**{e.name}** · {e.group or e.kind}")
-                views.draw_figures([it], key_prefix=f"{prefix}-{side}", stem=e.name, force_narrow=True)
+                _views.draw_figures([it], key_prefix=f"{prefix}-{side}", stem=e.name, force_narrow=True)
 
 
 # ---------------------------------------------------------------- page
@@ -221,7 +221,7 @@ def main() -> None:
     st.info(f"**What to notice.** {step.notice}", icon=":material/visibility:")
     refs = " vs ".join(f"`{r}`" for r in step.checkpoints)
     t_note = f" · T = {step.steps}" if step.steps else ""
-    st.caption(f"{refs} · {registry.VIEWS[step.view].title}{t_note} · text: {md_escape(step.text)}")
+    st.caption(f"{refs} · {views.VIEWS[step.view].title}{t_note} · text: {md_escape(step.text)}")
 
     if not ui.entries():
         ui.no_checkpoint_message()
@@ -230,7 +230,7 @@ def main() -> None:
         draw_step(lesson, index)
 
     links = st.columns(2)
-    view = registry.VIEWS[step.view]
+    view = views.VIEWS[step.view]
     query = ui.state_query()
     links[0].page_link(ui.page_path(step.view), label="Open this in the full view", icon=view.icon, query_params=query,
                        help=f"{view.title} with the same checkpoint, text, cursor and layer, and every figure "

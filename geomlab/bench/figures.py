@@ -7,7 +7,7 @@ figures of :func:`geomlab.teach.views.all_figures` with a cursor, the CPU time o
 them the way ``st.plotly_chart`` does (``fig.to_dict()`` then ``plotly.io.to_json``), their JSON size, the
 CPU time of trace + figures (``time.process_time``: on a shared machine closer to what an idle one would take
 than the wall time),
-and as a ratio the trace + figures wall time over one plain forward pass measured in the same run. Target (issue 7):
+and as a ratio the trace + figures wall time over one plain forward pass measured in the same run. Target:
 trace + figures under 0.5 s on CPU.
 """
 
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     import plotly.io as pio
     import torch
 
-    from geomlab.teach import views as views_registry
+    from geomlab.teach import views
     from geomlab.data import Vocab
     from geomlab.models import build_model, count_params
     from geomlab.trace import trace
@@ -93,11 +93,11 @@ def main(argv: list[str] | None = None) -> int:
             tr = trace(model, tokens, vocab=vocab, text=text)
             t2 = time.perf_counter()
             c_fig = time.process_time()
-            views = views_registry.all_figures(tr, cursor=args.chars // 2)
+            charts = views.all_figures(tr, cursor=args.chars // 2)
             t3 = time.perf_counter()
             c2 = time.process_time()
             # what st.plotly_chart does with a go.Figure: to_dict() (a deep copy), then JSON without validation
-            size = sum(len(pio.to_json(v.figure.to_dict(), validate=False)) for v in views.values()) / 1e6
+            size = sum(len(pio.to_json(v.figure.to_dict(), validate=False)) for v in charts.values()) / 1e6
             c3 = time.process_time()
             if rep:  # the first run warms up imports and caches
                 fwd.append(t1 - t0)
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 cpu.append(c2 - c1)
                 fcpu.append(c2 - c_fig)
                 send.append(c3 - c2)
-            n = len(views)
+            n = len(charts)
         f, a, b, c, fc, sd = (statistics.median(x) for x in (fwd, tr_t, fig_t, cpu, fcpu, send))
         print(f"{kind:16s} {count_params(model):8,d} {f:8.3f} {a:7.3f} {b:8.3f} {a + b:7.3f} {c:7.3f} "
               f"{(a + b) / f:6.1f} {n:5d} {fc:7.3f} {sd:6.3f} {size:7.2f}  {note}")

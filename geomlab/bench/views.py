@@ -1,6 +1,6 @@
 """``geomlab bench views``: what one view of a bundled checkpoint costs, as the app pays it.
 
-For every bundled checkpoint that reads text and every view page that shows its kind (the registry,
+For every bundled checkpoint that reads text and every view page that shows its kind (the view pages,
 :mod:`geomlab.teach.views`), at each text length of ``--chars`` (default 256 and 2,048 characters of Tiny
 Shakespeare when ``GEOMLAB_DATA_DIR`` has it, else a built-in text repeated), it measures in CPU seconds
 (``time.process_time``; on a shared machine closer to an idle machine's wall time than the wall clock):
@@ -12,7 +12,7 @@ Shakespeare when ``GEOMLAB_DATA_DIR`` has it, else a built-in text repeated), it
 
 plus the trace's stored bytes (``Trace.nbytes``), its compressed ``.npz`` download, and as the baseline
 measured in the same run the CPU of one plain forward pass of the same text (``x fwd``: view total over
-forward). Targets of issue 14: trace + figures + send ≤ 0.5 s CPU at 256 characters and ≤ 3 s at 2,048,
+forward). Targets: trace + figures + send ≤ 0.5 s CPU at 256 characters and ≤ 3 s at 2,048,
 a 2,048-character trace ≤ 16 MB. Prints one row per (checkpoint, view, length); the median of
 ``--repeats`` runs after one warm-up. Design choice: a benchmark, not a test (nothing is asserted).
 """

@@ -49,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from geomlab.teach import views as registry
+    from geomlab.teach import views
     from geomlab.trace import encode_text, trace, trace_cem_steps, save_trace
 
     from geomlab.data.vocab import decode_text, normalize_text
@@ -87,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
         tr = trace(c.model, tokens, vocab=c.vocab, text=text)
     if args.cursor is not None and not 0 <= args.cursor < tr.n_positions:
         raise ValueError(f"--cursor {args.cursor} is outside the traced text (positions 0 to {tr.n_positions - 1})")
-    views = registry.views_of_trace(tr)
-    if (html_dir or png_dir) and not views:
-        with_views = sorted({k for v in registry.VIEWS.values() for k in v.kinds})
+    pages = views.views_of_trace(tr)
+    if (html_dir or png_dir) and not pages:
+        with_views = sorted({k for v in views.VIEWS.values() for k in v.kinds})
         raise ValueError(f"{tr.kind} has no geometric views, so --html/--png have nothing to draw (the kinds "
                          f"with views: {', '.join(with_views)}); nothing was written: drop --html/--png to write "
                          "the trace alone")
@@ -124,8 +124,8 @@ def run(args: argparse.Namespace) -> int:
     if png_dir:
         from geomlab.figures.images import write_pngs
 
-        figs = {name: f.figure for view in views
-                for name, f in registry.build_view(tr, view.slug, cursor=cursor).items()}
+        figs = {name: f.figure for view in pages
+                for name, f in views.build_view(tr, view.slug, cursor=cursor).items()}
         written = write_pngs(figs, png_dir)
         print(f"wrote {len(written)} images to {png_dir}{os.sep} ({', '.join(written)})")
     return 0
@@ -157,21 +157,21 @@ def read_text_file(name: str, max_chars: int | None = None) -> bytes:
 
 
 def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
-    """Write every figure of every view that applies to ``tr`` (the view registry, :mod:`geomlab.teach.views`,
+    """Write every figure of every view that applies to ``tr`` (the view pages, :mod:`geomlab.teach.views`,
     with each view's default controls, as the app opens it) as ``folder/NAME.html`` (``plotly.min.js`` next
     to them, so they work offline) and ``folder/index.html`` linking them under their view titles. Returns
-    the figure names written, in the registry's order."""
+    the figure names written, in the views' order."""
     import html
 
-    from geomlab.teach import views as registry
+    from geomlab.teach import views
     from geomlab.figures._common import without_cursor
     from geomlab.core.markup import to_html
 
     folder.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
     sections = []
-    for view in registry.views_of_trace(tr):
-        built = registry.build_view(tr, view.slug, cursor=cursor)
+    for view in views.views_of_trace(tr):
+        built = views.build_view(tr, view.slug, cursor=cursor)
         items = []
         for name, fig in built.items():
             fig.figure.write_html(folder / f"{name}.html", include_plotlyjs="directory", auto_play=False)

@@ -133,7 +133,7 @@ def size_of(value: Any) -> int:
         return int(value.nbytes)
     if hasattr(value, "array_fields"):  # a geomlab trace
         return trace_nbytes(value)
-    if hasattr(value, "figure") and hasattr(value, "caption"):  # a geomlab.figures.View
+    if hasattr(value, "figure") and hasattr(value, "caption"):  # a geomlab.figures.Chart
         return figure_nbytes(value.figure) + len(value.caption or "")
     if hasattr(value, "to_plotly_json"):
         return figure_nbytes(value)

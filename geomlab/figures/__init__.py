@@ -1,13 +1,15 @@
-"""Plotly figures of model traces, one function per view (issue 7; docs/views.md).
+"""Plotly figures of model traces, one function per figure (docs/views.md).
 
-Every view function takes a trace from :mod:`geomlab.trace` (or run histories, for training curves) and
-returns a :class:`View` ``(figure, caption)``: a ``plotly.graph_objects.Figure`` with a title, labelled axes
+Every figure function takes a trace from :mod:`geomlab.trace` (or run histories, for training curves) and
+returns a :class:`Chart` ``(figure, caption)``: a ``plotly.graph_objects.Figure`` with a title, labelled axes
 with units, hover text naming token and position, and a short caption (also stored in
-``figure.layout.meta["caption"]``). Per-position views accept ``cursor`` (a position to highlight, so the
+``figure.layout.meta["caption"]``). Per-position figures accept ``cursor`` (a position to highlight, so the
 app can mark the chosen token in every figure) and subsample long traces instead of freezing.
 Bad arguments raise :class:`FigureError` (a ``ValueError``). No Streamlit here.
 
-Views by family:
+Every per-trace figure is declared once, on its function, with :func:`geomlab.figures.catalog.figure`: its
+label, when it applies, its controls, its layout on a page and its explanation. :data:`FIGURES` holds the
+declarations by name. Figures by family:
 
 * OSM (``osm-rnn``, ``osmformer``): :func:`phase_circle`, :func:`phase_timeline`, :func:`distance_profile`,
   :func:`pca_projection`, :func:`pca_trajectory`, :func:`so3_frame` (real 3 x 3), :func:`torus_angles` (group T),
@@ -18,47 +20,27 @@ Views by family:
   :func:`plucker_heatmap`, :func:`plane_matrix`, :func:`gate_share`, :func:`plane_sphere`, :func:`plane_interpolation`,
   :func:`decomposability_map`.
 * Baselines with attention: :func:`attention_maps`, :func:`attends_to`.
-* Any runs: :func:`training_curves`.
+* Any runs: :func:`training_curves` (not a per-trace figure, so not in :data:`FIGURES`).
 
-Which figures apply to a trace, which page shows which figure and with which controls is the view
-registry's business (:mod:`geomlab.teach.views`: ``figures_for``, ``all_figures``, ``build_view``).
+Which page shows which figures, and building them with a page's control values, is the business of the view
+pages (:mod:`geomlab.teach.views`: ``figures_for``, ``all_figures``, ``build_view``).
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
-from geomlab.figures._common import FigureError, View
+from geomlab.figures._common import Chart, FigureError
 from geomlab.figures.attention import attention_maps, attention_row, attention_window, similarity_map
+from geomlab.figures.catalog import FIGURES, Explanation, FigureSpec
 from geomlab.figures.curves import training_curves
 from geomlab.figures.energy import energy_descent, energy_tokens
 from geomlab.figures.grassmann import (
-    decomposability_map, gate_share, plane_angles, plane_distances, plane_interpolation, plane_similarity,
-    plane_matrix, plane_sphere, plucker_heatmap,
+    decomposability_map, gate_share, plane_angles, plane_distances, plane_matrix, plane_similarity, plucker_heatmap,
 )
+from geomlab.figures.plane_scenes import plane_interpolation, plane_sphere
 from geomlab.figures.tokens import attends_to
 from geomlab.figures.tangents import generator_heatmap, mixing_share, tangent_heatmap, tangent_lines
 from geomlab.figures.trajectory import (
     distance_profile, pca_projection, pca_trajectory, phase_circle, phase_timeline, so3_frame, torus_angles,
 )
 
-VIEWS: dict[str, Callable[..., View]] = {
-    "phase_circle": phase_circle, "phase_timeline": phase_timeline, "distance_profile": distance_profile,
-    "pca_projection": pca_projection, "pca_trajectory": pca_trajectory, "so3_frame": so3_frame,
-    "torus_angles": torus_angles,
-    "tangent_heatmap": tangent_heatmap, "tangent_lines": tangent_lines, "mixing_share": mixing_share,
-    "generator_heatmap": generator_heatmap,
-    "similarity_map": similarity_map, "attention_maps": attention_maps, "attention_row": attention_row,
-    "attention_window": attention_window,
-    "attends_to": attends_to,
-    "energy_descent": energy_descent,
-    "energy_tokens": energy_tokens,
-    "plane_distances": plane_distances, "plane_angles": plane_angles, "plane_similarity": plane_similarity,
-    "plucker_heatmap": plucker_heatmap, "gate_share": gate_share, "plane_sphere": plane_sphere,
-    "plane_interpolation": plane_interpolation, "decomposability_map": decomposability_map,
-    "plane_matrix": plane_matrix,
-}
-"""Every per-trace view by name (``training_curves`` takes run histories instead)."""
-
-
-__all__ = ["FigureError", "View", "VIEWS", "training_curves", *VIEWS]
+__all__ = ["Chart", "FigureError", "FigureSpec", "Explanation", "FIGURES", "training_curves", *FIGURES]

@@ -1,4 +1,4 @@
-"""Shared pieces of the figure functions: the View result, cursor checks, subsampling, hover text,
+"""Shared pieces of the figure functions: the Chart they return, cursor checks, subsampling, hover text,
 colour scales (all colour-blind safe) and layout defaults. Design choices, documented in docs/views.md."""
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ import plotly.io as pio
 
 
 class FigureError(ValueError):
-    """A view cannot be drawn for this trace or these arguments (wrong family, layer out of range...)."""
+    """A figure cannot be drawn for this trace or these arguments (wrong family, layer out of range...)."""
 
 
-class View(NamedTuple):
+class Chart(NamedTuple):
     """What every figure function returns: ``figure`` (a ``plotly.graph_objects.Figure``) and ``caption``
     (one or two plain sentences saying what is shown, for the app to print under the figure).
 
     The caption is also stored in ``figure.layout.meta["caption"]`` so it survives ``fig.to_json()``.
-    Unpack as ``fig, caption = view``.
+    Unpack as ``fig, caption = chart``.
     """
 
     figure: go.Figure
@@ -317,8 +317,8 @@ def colour(i: int) -> str:
 
 def index_colours(n: int) -> list[str]:
     """``n`` distinct colour-blind-safe colours for ``n`` indexed series (eigenvalue or angle k): the
-    Okabe-Ito :data:`PALETTE` for up to 8, else ``n`` evenly spaced samples of Viridis (never a repeat; issue
-    16: torus angles used to cycle 8 colours over 26 angles). Design choice."""
+    Okabe-Ito :data:`PALETTE` for up to 8, else ``n`` evenly spaced samples of Viridis (never a repeat: a torus can
+    have 26 angles). Design choice."""
     n = max(int(n), 1)
     if n <= len(PALETTE):
         return PALETTE[:n]
@@ -329,7 +329,7 @@ def index_colorscale(n: int, title: str, x: float = 1.02, length: float = 0.8) -
     """``(colorscale, colorbar)`` for a marker colour array holding an index ``0..n-1``: a step scale of
     :func:`index_colours` (each index one flat band, so no two indices share a colour), and a colour bar
     titled ``title`` with the indices 1..n as ticks (thinned past 12). Used instead of a legend with one
-    entry per index, which ran past the title at 26 entries (issue 16)."""
+    entry per index, which runs past the title at 26 entries."""
     n = max(int(n), 1)
     cols = index_colours(n)
     scale: list = []
@@ -467,7 +467,7 @@ def _next_nice(step: int) -> int:
 def token_ticks(labels: Sequence[str], positions: np.ndarray, max_ticks: int = MAX_TICKS) -> dict:
     """Axis settings that put ``"t 'token'"`` tick labels (:func:`category_labels`) on a numeric position
     axis: at most ``max_ticks`` of them, at round positions (multiples of 1, 2, 5, 10, 20, 50, ...), so
-    that they stay readable at half width (issue 16: thinned ticks, details on hover; design choice)."""
+    that they stay readable at half width (thinned ticks, details on hover; design choice)."""
     positions = np.asarray(positions)
     if not len(positions):
         return {"tickmode": "array", "tickvals": [], "ticktext": []}
@@ -491,9 +491,9 @@ def hover_tokens(labels: Sequence[str], positions: np.ndarray) -> list[str]:
 
 
 def finish(fig: FigureBuilder | go.Figure, title: str, caption: str, name: str, height: int | None = None,
-           **layout) -> View:
+           **layout) -> Chart:
     """Apply the common layout (white template, title, caption in ``layout.meta``, then any ``layout``
-    overrides such as ``margin``) and wrap in a View; a :class:`FigureBuilder` is built here."""
+    overrides such as ``margin``) and wrap in a Chart; a :class:`FigureBuilder` is built here."""
     common = {
         "title": {"text": title, "x": 0.01, "xanchor": "left"},
         "font": {"size": 13},
@@ -506,13 +506,13 @@ def finish(fig: FigureBuilder | go.Figure, title: str, caption: str, name: str, 
     if isinstance(fig, FigureBuilder):
         fig.update_layout(**common)
         fig.update_layout(**layout)
-        return View(fig.build(), caption)
+        return Chart(fig.build(), caption)
     if getattr(fig, "_validate", True):
         fig.update_layout(template=TEMPLATE)
     fig.update_layout(**common)
     if layout:
         fig.update_layout(**layout)
-    return View(fig, caption)
+    return Chart(fig, caption)
 
 
 def add_cursor_line(fig: FigureBuilder | go.Figure, x: float | None, row: int | None = None,
@@ -567,7 +567,7 @@ def without_cursor(caption: str) -> str:
 
 def without_play(caption: str, animate: bool) -> str:
     """``caption`` of a figure that can be animated, for its static form (``animate=False``, the app's: one
-    cursor per page, issue 16): its Play/slider sentence says the token cursor moves it instead. The caption
+    cursor per page): its Play/slider sentence says the token cursor moves it instead. The caption
     strings stay as written (and as translated elsewhere); unknown wording is left alone."""
     if animate:
         return caption

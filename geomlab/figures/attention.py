@@ -1,4 +1,4 @@
-"""View 3: attention similarity maps (osm.md §2.5-2.6; app_anchors.md §5).
+"""Attention figures: similarity and attention maps (osm.md §2.5-2.6; app_anchors.md §5).
 
 The attention weights of any model with attention (OSM, CEM, transformer, llama, grassmann-attn; head-averaged
 or one head) and, for OSMFormers, the similarity ``S_ij = Re tr(H_i^* H_j)`` of the layer's input states (in
@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    DIVERGING, MASKED_BG, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, View, category_labels,
+    DIVERGING, MASKED_BG, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, Chart, category_labels,
     FigureBuilder, add_cursor_line, check_cursor, check_index, colour, cursor_box, finish, finite_max,
     missing_note, subsample, subsample_note,
 )
+from geomlab.figures.catalog import Explanation, figure, has_attention, is_osm
 from geomlab.core.markup import md_label
 from geomlab.trace import OSMTrace, Trace
 
@@ -41,7 +42,7 @@ def _bad_rows(rows: np.ndarray, idx: np.ndarray) -> int:
 
 def window_positions(n: int, cursor: int | None, window: int) -> np.ndarray:
     """``window`` consecutive positions ending at the cursor (clipped to ``0..n-1``; the last ones when no
-    cursor): the full-resolution part of a long map around the cursor (design choice, issue 14)."""
+    cursor): the full-resolution part of a long map around the cursor (design choice)."""
     if window < 2:
         raise FigureError("window must be at least 2 positions")
     end = n - 1 if cursor is None else cursor
@@ -63,7 +64,7 @@ def _positions(tr: Trace, layer: int, cursor: int | None, max_positions: int,
 
 
 def _square_map(tr: Trace, idx: np.ndarray, cursor: int | None, z: np.ndarray, scale, zmin: float,
-                zmax: float, hover: str, name: str, title: str, cap: str, view: str) -> View:
+                zmax: float, hover: str, name: str, title: str, cap: str, view: str) -> Chart:
     """One token x token map: a square panel of category axes at the left, rows = queries (top down),
     columns = keys, its colour bar beside it; the cursor's row boxed."""
     cats = category_labels(tr.labels, idx)
@@ -97,8 +98,15 @@ def _extent_note(tr: Trace, idx: np.ndarray, window: int | None) -> str:
     return subsample_note(tr.n_positions, len(idx))
 
 
+@figure(label="attention weights map", applies=has_attention, controls=("layer", "head"), wide=False,
+        explain=Explanation(
+    r"\alpha_{ij} = \operatorname{softmax}_{j\le i} S_{ij}",
+    "Rows are query positions, columns key positions; colour = the weight each query puts on each earlier key (a "
+    "row sums to 1).",
+    "Diagonal bands (fixed look-back) and vertical stripes (anchor tokens).",
+    ("Attention",), "osm.md §2.6; design choice"))
 def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: int | None = None,
-                   max_positions: int = MAX_MATRIX, window: int | None = None) -> View:
+                   max_positions: int = MAX_MATRIX, window: int | None = None) -> Chart:
     """Token x token attention weights of one layer (sequential scale, range [0, max]; the head average or one
     head); an OSMFormer's state similarity these weights come from is :func:`similarity_map`.
 
@@ -131,8 +139,15 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
                        "attention_maps")
 
 
+@figure(label="state similarity map", applies=lambda tr: is_osm(tr) and bool(getattr(tr, "has_similarity", False)),
+        controls=("layer",), wide=False, explain=Explanation(
+    r"\mathrm{Re}\,\mathrm{tr}(H_i^* H_j) \in [-d, d]",
+    "Rows are query positions, columns key positions; colour = how alike the two states on the group are (red "
+    "alike, d when equal; blue opposed). The attention score is this, scaled, minus a distance penalty.",
+    "Red cells off the diagonal: equal or related tokens far apart, which attention can then pick out.",
+    ("Similarity", "Attention"), "osm.md §2.5-2.6"))
 def similarity_map(tr: Trace, layer: int = 0, cursor: int | None = None, max_positions: int = MAX_MATRIX,
-                   window: int | None = None) -> View:
+                   window: int | None = None) -> Chart:
     """Token x token state similarity ``Re tr(H_i^* H_j)`` of one OSMFormer layer's input states: signed,
     colour-blind-safe diverging scale centred at 0, range [-d, d] (d when the states are equal). The
     attention score is this similarity, scaled, minus the ALiBi distance penalty (osm.md §2.5-2.6).
@@ -154,9 +169,14 @@ def similarity_map(tr: Trace, layer: int = 0, cursor: int | None = None, max_pos
                        f"Similarity {SIMILARITY}, layer {layer}", cap, "similarity_map")
 
 
-def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+@figure(label="attention row at the cursor", applies=has_attention, controls=("layer",), explain=Explanation(
+    r"\alpha_{i,j},\ j \le i \ (i = \text{cursor})",
+    "Where the cursor token looks: its weight on every earlier position, one line per head and their mean.",
+    "Which earlier tokens get the most weight; with several heads, where they disagree.",
+    ("Attention",), "design choice"))
+def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """What the cursor token attends to: the cursor's row of attention weights over every earlier key
-    position, one line per head plus their mean (thick), in full (design choice, issue 14: the cursor's
+    position, one line per head plus their mean (thick), in full (design choice: the cursor's
     row of a long map without forming the map).
 
     Args:
@@ -214,14 +234,20 @@ WINDOW = 64
 """Positions the full-resolution window of a long attention map shows (design choice)."""
 
 
+@figure(label="attention window", applies=lambda tr: has_attention(tr) and tr.n_positions > MAX_MATRIX,
+        controls=("layer", "head"), default=False, explain=Explanation(
+    r"\alpha_{ij},\ i, j \text{ near the cursor}",
+    "The same map at full resolution around the cursor (long texts are subsampled in the overview).",
+    "The exact look-back pattern of the positions near the cursor.",
+    ("Attention",), "design choice"))
 def attention_window(tr: Trace, layer: int = 0, head: int | None = None, cursor: int | None = None,
-                     window: int = WINDOW) -> View:
+                     window: int = WINDOW) -> Chart:
     """The attention weights of the ``window`` positions up to the cursor at full resolution: for a long text, beside the overview of :func:`attention_maps` (which shows an evenly
     spaced subset). Same traces and arguments as :func:`attention_maps`; raises :class:`FigureError` like it.
-    Design choice (issue 14: the cursor's row, a window around it, a downsampled overview)."""
+    Design choice (the cursor's row, a window around it, a downsampled overview)."""
     fig, caption = attention_maps(tr, layer=layer, head=head, cursor=cursor, window=window)
     idx = window_positions(tr.n_positions, check_cursor(cursor, tr.n_positions), window)
     fig.update_layout(title={"text": f"Attention near the cursor: positions {idx[0]}–{idx[-1]}, layer "
                                      f"{check_index('layer', layer, tr.n_layers)}"},
                       meta={"caption": caption, "view": "attention_window"})
-    return View(fig, caption)
+    return Chart(fig, caption)

@@ -1,4 +1,4 @@
-"""View 6: training curves, several runs overlaid (issue 7; design choice).
+"""Training curves, several runs overlaid (design choice).
 
 A run's history is a sequence of row dicts (or a ``pandas.DataFrame``) as kept in a checkpoint's metrics
 history: numeric columns such as ``step``, ``tokens``, ``loss`` / ``train_loss`` / ``valid_loss`` (nats per
@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from geomlab.figures._common import FigureBuilder, FigureError, View, colour, finish, missing_note
+from geomlab.figures._common import FigureBuilder, FigureError, Chart, colour, finish, missing_note
 
 X_LABELS = {"step": "optimiser step", "tokens": "training tokens (characters)"}
 METRIC_LABELS = {"bpc": "bits per character", "loss": "loss (nats per character)"}
@@ -79,7 +79,7 @@ def checkpoint_history(ckpt) -> pd.DataFrame:
 
 
 def training_curves(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFrame], x: str = "step",
-                    metric: str = "bpc", log_x: bool = False) -> View:
+                    metric: str = "bpc", log_x: bool = False) -> Chart:
     """Loss or BPC against steps or tokens, one colour per run, one dash style per series (train/valid).
 
     Args:
@@ -149,7 +149,7 @@ def _series(df: pd.DataFrame, metric: str, valid: bool) -> pd.Series | None:
 
 
 def run_overlay(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFrame], metric: str = "loss",
-                unit: str = "character") -> View:
+                unit: str = "character") -> Chart:
     """Several live runs' training and validation curves on one chart: one colour per run (Okabe-Ito,
     colour-blind safe), training loss solid, validation loss dashed with markers.
 
@@ -211,13 +211,13 @@ def run_overlay(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFrame], 
                   margin={"l": 70, "r": 20, "t": 50, "b": 40})
 
 
-def probe_history(history: Sequence[tuple[int, Any]], title: str | None = None) -> View:
+def probe_history(history: Sequence[tuple[int, Any]], title: str | None = None) -> Chart:
     """How one probe quantity changed over training: one line per probe (``(step, curve)`` pairs, curve a
     :class:`geomlab.live.runner.ProbeCurve`: ``x``, ``y``, ``x_label``, ``y_label``, ``what``), coloured from dark
     (early) to light (late) along Viridis (perceptually uniform, colour-blind safe), the newest drawn thickest.
 
     Traces: one per probe, named ``"step N"``, oldest first. Raises :class:`FigureError` when ``history`` is
-    empty. Design choice (issue 16, part 7: geometry visibly changing while training)."""
+    empty. Design choice (geometry visibly changing while training)."""
     import plotly.colors as pc
 
     history = list(history)

@@ -1,4 +1,4 @@
-"""View 4: CEM energy descent over the recursion steps (cem.md §2.3-2.4, §6 pitfalls 1-2).
+"""CEM figures: energy descent over the recursion steps (cem.md §2.3-2.4, §6 pitfalls 1-2).
 
 For every layer and sub-block (attention, MLP): the energy of the iterate x^t at steps t = 0..T, token
 mean as a line with a band over tokens (10th to 90th percentile, design choice), the displacement
@@ -16,10 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    FigureBuilder, DIVERGING, HIGHLIGHT, MAX_POINTS, FigureError, View, add_cursor_line, check_cursor, hover_tokens,
+    FigureBuilder, DIVERGING, HIGHLIGHT, MAX_POINTS, FigureError, Chart, add_cursor_line, check_cursor, hover_tokens,
     check_index, colour, finish, subsample, subsample_note, token_ticks, blank, finite_abs_max, missing_note,
     nonfinite_count,
 )
+from geomlab.figures.catalog import CEM_SRC, Explanation, figure, is_cem
 from geomlab.core.markup import md_label
 from geomlab.trace import CEMTrace
 
@@ -84,7 +85,55 @@ def _block_name(b: int) -> str:
     return BLOCK_NAMES[b] if b < len(BLOCK_NAMES) else f"block {b}"
 
 
-def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = True) -> View:
+def _legend_entries(tr: CEMTrace, cursor: int | None, rose: bool, displacement: bool, L: int) -> list:
+    """``[(label, style)]`` of the energy descent's legend: one legend-only trace per kind of series."""
+    kinds = [("token mean", {"mode": "lines+markers", "line": {"color": colour(0)}, "legendgroup": "mean"}),
+             (f"{BAND[0]}–{BAND[1]}% band over tokens", {"mode": "lines", "fill": "toself", "legendgroup": "band",
+                                                         "fillcolor": _BAND_FILL[0], "line": {"width": 0}})]
+    if rose:  # the legend names the red triangles only when there are some
+        kinds.append(("energy rose", {"mode": "markers", "marker": _ROSE_MARKER, "legendgroup": "rose"}))
+    if cursor is not None:
+        kinds.append((f"position {cursor} '{tr.labels[cursor]}'",
+                      {"mode": "lines", "line": {"color": HIGHLIGHT, "dash": "dot", "width": 2},
+                       "legendgroup": "cursor"}))
+    if displacement:
+        kinds += [(f"displacement, layer {layer}",
+                   {"mode": "lines+markers", "line": {"color": "#555555", "dash": _DASHES[layer % len(_DASHES)]},
+                    "marker": {"symbol": _SYMBOLS[layer % len(_SYMBOLS)], "size": 7}})
+                  for layer in range(min(L, len(_DASHES)))]
+    return kinds
+
+
+def _descent_caption(tr: CEMTrace, cursor: int | None, relative: bool, displacement: bool, n_rises: int,
+                     n_bad: int) -> str:
+    """The energy descent's caption: what the curves are, whether the mean energy rose, missing values."""
+    cap = ("Energy of the layer's iterate at each recursion step (token mean, which leaves the band when a "
+           f"few tokens dominate; band: {BAND[0]}th–{BAND[1]}th percentile over tokens")
+    if cursor is not None:
+        cap += f"; dotted: position {cursor} '{md_label(tr.labels[cursor])}'"
+    cap += ")" + (", as the change from step 0, "
+                  "$\\Delta\\varepsilon = \\varepsilon(x^t) - \\varepsilon(x^0)$" if relative else "")
+    cap += ("; bottom: how far the iterate moved from the layer input, $\\lVert x^t - h\\rVert/\\rho$ "
+            "(colour = sub-block, dash = layer). " if displacement else ". ")
+    if n_rises:
+        cap += (f"Red triangles: {n_rises} step(s) where the mean energy ROSE (the step size has left the "
+                "descent regime). ")
+    else:
+        cap += "The mean energy fell (or stayed) at every step. "
+    cap += "Compare steps within a layer, not levels across layers."
+    if n_bad:
+        cap += (f" {n_bad:,} position{'s have' if n_bad > 1 else ' has'} non-finite energies (NaN or infinite), "
+                "left out of the means and bands.")
+    return cap
+
+
+@figure(label="energy per step", applies=is_cem, explain=Explanation(
+    r"\bar\varepsilon(x^t) - \bar\varepsilon(x^0),\quad \lVert x^t - h \rVert / \rho",
+    "Top: token-mean energy change per recursion step, one line per layer and sub-block; bottom: how far the "
+    "iterate moved from the input.",
+    "Every line should go down; red triangles mark a step where it rose.",
+    ("Energy", "Recursion step"), f"{CEM_SRC} §2.4"))
+def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = True) -> Chart:
     """Energy per recursion step for each layer (rows) and sub-block (columns 1-2), displacement in
     column 3. Trace names: ``"L{l} {block} band"`` (two traces: lower edge, filled upper edge),
     ``"L{l} {block} mean"``, ``"L{l} {block} rose"`` (markers at rises, possibly empty),
@@ -160,20 +209,7 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
         fig.update_yaxes(title_text="‖x<sup>t</sup> − h‖/ρ", row=rows, col=1, rangemode="tozero", title_standoff=4)
     # legend: one entry per kind of series (legend-only traces, drawn nowhere)
     # (clicking an entry toggles every trace of its legendgroup)
-    kinds = [("token mean", {"mode": "lines+markers", "line": {"color": colour(0)}, "legendgroup": "mean"}),
-             (f"{BAND[0]}–{BAND[1]}% band over tokens", {"mode": "lines", "fill": "toself", "legendgroup": "band",
-                                                         "fillcolor": _BAND_FILL[0], "line": {"width": 0}})]
-    if rises.any():  # the legend names the red triangles only when there are some
-        kinds.append(("energy rose", {"mode": "markers", "marker": _ROSE_MARKER, "legendgroup": "rose"}))
-    if cursor is not None:
-        kinds.append((f"position {cursor} '{tr.labels[cursor]}'",
-                      {"mode": "lines", "line": {"color": HIGHLIGHT, "dash": "dot", "width": 2},
-                       "legendgroup": "cursor"}))
-    if disp is not None:
-        kinds += [(f"displacement, layer {layer}",
-                   {"mode": "lines+markers", "line": {"color": "#555555", "dash": _DASHES[layer % len(_DASHES)]},
-                    "marker": {"symbol": _SYMBOLS[layer % len(_SYMBOLS)], "size": 7}})
-                  for layer in range(min(L, len(_DASHES)))]
+    kinds = _legend_entries(tr, cursor, bool(rises.any()), disp is not None, L)
     for label, style in kinds:
         fig.add_trace(dict(type="scatter", x=[None], y=[None], name=label, showlegend=True, hoverinfo="skip", **style),
                       row=1, col=1)
@@ -182,24 +218,7 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     fig.update_xaxes(tickmode="linear", tick0=0, dtick=dtick, range=x_range, title_standoff=2)
     fig.update_xaxes(title_text="step t")  # every axis is labelled; the bottom row says it in full
     fig.update_xaxes(title_text="recursion step t", row=rows)
-    n_rises = int(rises.sum())
-    cap = ("Energy of the layer's iterate at each recursion step (token mean, which leaves the band when a "
-           f"few tokens dominate; band: {BAND[0]}th–{BAND[1]}th percentile over tokens")
-    if cursor is not None:
-        cap += f"; dotted: position {cursor} '{md_label(tr.labels[cursor])}'"
-    cap += ")" + (", as the change from step 0, "
-                  "$\\Delta\\varepsilon = \\varepsilon(x^t) - \\varepsilon(x^0)$" if relative else "")
-    cap += ("; bottom: how far the iterate moved from the layer input, $\\lVert x^t - h\\rVert/\\rho$ "
-            "(colour = sub-block, dash = layer). " if disp is not None else ". ")
-    if n_rises:
-        cap += (f"Red triangles: {n_rises} step(s) where the mean energy ROSE (the step size has left the "
-                "descent regime). ")
-    else:
-        cap += "The mean energy fell (or stayed) at every step. "
-    cap += "Compare steps within a layer, not levels across layers."
-    if n_bad:
-        cap += (f" {n_bad:,} position{'s have' if n_bad > 1 else ' has'} non-finite energies (NaN or infinite), "
-                "left out of the means and bands.")
+    cap = _descent_caption(tr, cursor, relative, disp is not None, int(rises.sum()), n_bad)
     legend_rows = int(np.ceil(len(kinds) / 3))
     bottom = 56 + 22 * legend_rows
     return finish(fig, f"CEM energy descent (T = {tr.recursion_steps})", cap, "energy_descent",
@@ -208,8 +227,13 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
                           "yref": "container", "font": {"size": 12}, "traceorder": "normal"})
 
 
+@figure(label="energy per token", applies=is_cem, controls=("layer", "block"), explain=Explanation(
+    r"\varepsilon(x_i^t) - \varepsilon(x_i^0)",
+    "Per-token energy change for one layer and sub-block: blue fell, red rose.",
+    "Tokens whose energy rises while the mean falls.",
+    ("Energy",), f"{CEM_SRC} §2.4"))
 def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | None = None,
-                  max_points: int = MAX_POINTS) -> View:
+                  max_points: int = MAX_POINTS) -> Chart:
     """Heatmap of each token's energy change from step 0 (rows = recursion steps, columns = positions)
     for one layer and sub-block; diverging scale centred at 0 (blue = fell, red = rose).
     Traces: one heatmap ``"energy change"``."""

@@ -1,4 +1,4 @@
-"""View 5: Grassmann subspace deformations (grassmann.md §5; geometry from :mod:`geomlab.geometry.planes`).
+"""Grassmann figures: subspace deformations (grassmann.md §5; geometry from :mod:`geomlab.geometry.planes`).
 
 Planes: in layer l and offset slot k (offset Delta = ``offsets[l, k]``), the reduced plane at position t is
 ``U_t = span(z_t, z_{t-Delta})`` in R^r (valid where ``plucker_mask`` is True and the pair is not
@@ -18,11 +18,12 @@ import torch
 
 from geomlab.geometry import planes
 from geomlab.figures._common import (
-    DIVERGING, HIGHLIGHT, MAX_FRAMES_3D, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View,
-    add_cursor_line, animated_figure, cursor_box, without_play, animation_controls, category_labels, check_cursor,
+    DIVERGING, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, Chart,
+    add_cursor_line, cursor_box, category_labels, check_cursor,
     check_index, colour, finish,
     hover_tokens, subsample, subsample_note, token_ticks, blank, missing_note, nonfinite_count,
 )
+from geomlab.figures.catalog import GR_SRC, Explanation, figure, is_grassmann
 from geomlab.core.markup import md_label
 from geomlab.trace import GrassmannTrace
 
@@ -168,8 +169,14 @@ def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, co
         row=row, col=col)
 
 
+@figure(label="distances between planes", applies=is_grassmann, controls=("slot",), explain=Explanation(
+    r"d_g(U_{t-1}, U_t) = \sqrt{\theta_1^2 + \theta_2^2}",
+    "Geodesic distance between consecutive planes (top) and between a layer's input and output planes (bottom), "
+    "radians.",
+    "Spikes at word boundaries or new patterns; flat stretches at repetitions.",
+    ("Geodesic distance", "Grassmannian"), f"{GR_SRC} §5.4, §5.8"))
 def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None, cursor: int | None = None,
-                    max_points: int = MAX_POINTS) -> View:
+                    max_points: int = MAX_POINTS) -> Chart:
     """Two layer x position heatmaps of geodesic distances (radians): top, how far the reduced plane of
     offset slot ``slot`` moved from t - 1 to t within each layer (:func:`position_distances`); bottom, how
     far the residual plane ``span(h_t, h_{t-offset})`` moved from one layer's input to the next
@@ -208,8 +215,14 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     return finish(fig, "Grassmann plane deformations", cap, "plane_distances", height=300 * rows + 80)
 
 
+@figure(label="principal angles", applies=is_grassmann, controls=("layer", "slot"), wide=False, explain=Explanation(
+    r"0 \le \theta_1 \le \theta_2 \le \pi/2",
+    "The two principal angles between the plane at $t-1$ and at $t$.",
+    r"$\theta_1 = 0$: the planes share a line, always for offset $\Delta = 1$ (both hold $z_{t-1}$) and for $r = "
+    "3$.",
+    ("Principal angles",), f"{GR_SRC} §5.3"))
 def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
-                 max_points: int = MAX_POINTS) -> View:
+                 max_points: int = MAX_POINTS) -> Chart:
     """Principal angles θ1 <= θ2 and geodesic distance ``sqrt(θ1² + θ2²)`` between the reduced planes at
     t - 1 and t of one layer/slot, against position (radians). Traces: θ1, θ2 and the geodesic distance
     :data:`DG`, named in plotly's subscript markup (``θ<sub>1</sub>``)."""
@@ -224,7 +237,7 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     fig = FigureBuilder()
     for k, (name, y) in enumerate((("θ<sub>1</sub>", th[idx, 0]), ("θ<sub>2</sub>", th[idx, 1]),
                                    (DG, np.linalg.norm(th[idx], axis=-1)))):
-        # markers only while they stay apart (an SVG marker per point was most of this chart's draw time);
+        # markers only while they stay apart (an SVG marker per point is most of this chart's draw time);
         # where d_g = θ2 the θ2 line is drawn wide and pale under the dotted d_g, so both stay visible
         wide = flat and k == 1
         fig.add_trace(dict(type="scatter", x=idx, y=y, mode="lines+markers" if len(idx) <= 200 else "lines",
@@ -248,8 +261,15 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                   margin={"t": 95})
 
 
+@figure(label="plane similarity", applies=is_grassmann, controls=("layer", "slot"), wide=False, default=False,
+        explain=Explanation(
+    r"\lvert\langle \hat p_t, \hat p_s \rangle\rvert = \cos\theta_1\cos\theta_2",
+    "How alike the planes at two positions are (1 = the same plane).",
+    "Bright cells off the diagonal (early layers: a pair of characters that recurs), stripes along it (a position "
+    "code), blocks (a phrase).",
+    ("Plücker coordinates", "Principal angles"), f"{GR_SRC} §5.4"))
 def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
-                     max_positions: int = MAX_MATRIX) -> View:
+                     max_positions: int = MAX_MATRIX) -> Chart:
     """Position x position map ``|<p̂_t, p̂_s>| = cos θ1 cos θ2`` of the normalised Plücker vectors of one
     layer/slot (grassmann.md §5.8, §5.10.4): 1 = same plane, 0 = a plane orthogonal in some direction.
     Symmetric, no causal mask; blank where a plane is missing. Traces: one heatmap ``"similarity"``."""
@@ -289,8 +309,14 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     return finish(fig, f"Plane similarity (layer {layer}, Δ={D})", cap, "plane_similarity", height=560)
 
 
+@figure(label="Plücker coordinates", applies=is_grassmann, controls=("layer", "slot"), wide=False,
+        explain=Explanation(
+    r"\hat p_{ij}(t),\ 0 \le i < j < r",
+    "The normalised Plücker coordinates of the plane at each position; colour = value and sign.",
+    "Columns (axis pairs) that dominate; sign flips (the orientation turns).",
+    ("Plücker coordinates",), f"{GR_SRC} §1.3-1.4"))
 def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
-                    max_points: int = MAX_MATRIX) -> View:
+                    max_points: int = MAX_MATRIX) -> Chart:
     """The normalised Plücker vectors of one layer/slot as a strip: rows = positions, columns = the
     P = r(r-1)/2 coordinates p_ij (i < j, lexicographic); signed diverging scale in [-1, 1]; blank rows
     where masked. Traces: one heatmap ``"plucker"``."""
@@ -327,7 +353,13 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
                   height=min(640, 300 + 7 * len(idx)))
 
 
-def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+@figure(label="gate share", applies=lambda tr: is_grassmann(tr) and getattr(tr, "gates", None) is not None,
+        wide=False, default=False, explain=Explanation(
+    r"1 - \bar\alpha_t",
+    "Share of each layer's output that comes from the plane branch.",
+    "Layers that ignore the planes (near 0) or rely on them.",
+    ("Gate",), f"{GR_SRC} §5.1"))
+def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """Share of geometry in the gated blend, ``mean_k (1 - alpha_{t,k})`` (grassmann.md §5.1), as a
     layer x position heatmap (top) and one line per layer (bottom), in [0, 1].
     Traces: ``"gate share"`` heatmap, then one line per layer ``"layer l"``.
@@ -366,271 +398,14 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = 
 
 
 # 3-D scenes: camera pulled back a little so the axis titles stay inside the figure (design choice)
-SCENE_ROOM = {"camera": {"eye": {"x": 1.55, "y": 1.55, "z": 1.1}}, "domain": {"x": [0.0, 1.0], "y": [0.0, 0.94]}}
-
-
-def _sphere_wire(n: int = 13) -> list[dict]:
-    """A light wireframe unit sphere (meridians and parallels in one trace)."""
-    xs, ys, zs = [], [], []
-    u = np.linspace(0, 2 * np.pi, 49)
-    for lat in np.linspace(-np.pi / 2, np.pi / 2, 7)[1:-1]:
-        xs += list(np.cos(lat) * np.cos(u)) + [None]
-        ys += list(np.cos(lat) * np.sin(u)) + [None]
-        zs += list(np.full(len(u), np.sin(lat))) + [None]
-    v = np.linspace(-np.pi / 2, np.pi / 2, 25)
-    for lon in np.linspace(0, np.pi, n // 2 + 1)[:-1]:
-        for sgn in (1, -1):
-            xs += list(sgn * np.cos(v) * np.cos(lon)) + [None]
-            ys += list(sgn * np.cos(v) * np.sin(lon)) + [None]
-            zs += list(np.sin(v)) + [None]
-    return [{"type": "scatter3d", "x": xs, "y": ys, "z": zs, "mode": "lines",
-             "line": {"color": "#cccccc", "width": 1}, "name": "unit sphere", "hoverinfo": "skip",
-             "showlegend": False}]
-
-
-def _axes3(tr: GrassmannTrace, layer: int, slot: int, axes) -> tuple[torch.Tensor, list[str]]:
-    """(E [r, 3], axis names) for the 3-axis window (r > 3): given indices, else the 3 axes with the
-    largest coordinate energy of this layer/slot (grassmann.md §5.7)."""
-    r = tr.rank
-    if axes is None:
-        valid = _mask(tr, layer, slot)
-        p = np.asarray(tr.plucker[layer, slot])
-        p = torch.as_tensor(p[valid] if valid.any() else np.where(np.isfinite(p), p, 0.0), dtype=torch.float64)
-        axes = planes.top_axes(planes.coordinate_energy(p, r), 3) if r > 3 else [0, 1, 2]
-    axes = [int(a) for a in axes]
-    if len(axes) != 3 or len(set(axes)) != 3 or min(axes) < 0 or max(axes) >= r:
-        raise FigureError(f"axes must be 3 distinct indices in [0, {r}), got {axes}")
-    E = torch.zeros(r, 3, dtype=torch.float64)
-    E[axes, [0, 1, 2]] = 1.0
-    return E, [f"axis {a}" for a in axes]  # short ("z axis 11" was clipped at the scene edge)
-
-
-def _window_layout(axis_names: list[str], normals: np.ndarray) -> dict:
-    """Layout of a 3-axis window scene: the axes titled by the reduced axes they show, a cube at +-1.15, the
-    camera facing the planes (``normals``), the legend on top, and a note under the scene naming the three
-    axes (design choice: with the camera along a plane's pole one axis is seen end-on, and Plotly then drops
-    its title; a trial user looked for "axis 7" in vain)."""
-    rng = [-1.15, 1.15]
-    small = {"tickfont": {"size": 10}, "nticks": 5}
-    scene = {name: {"title": {"text": t}, "range": rng, **small}
-             for name, t in zip(("xaxis", "yaxis", "zaxis"), axis_names)}
-    note = {"text": "window: " + ", ".join(f"{c} = {t}" for c, t in zip("xyz", axis_names)), "showarrow": False,
-            "xref": "paper", "yref": "paper", "x": 0.0, "y": 0.0, "xanchor": "left", "yanchor": "top",
-            "font": {"size": 11, "color": "#666666"}}
-    return {"scene": {**scene, "aspectmode": "cube", **SCENE_ROOM, "camera": _facing_camera(normals)},
-            "legend": {"x": 0.0, "y": 1.0, "yanchor": "bottom", "orientation": "h", "font": {"size": 11}},
-            "annotations": [note]}
-
-
-def _plane_traces(Q: np.ndarray, E: np.ndarray, label: str, coverage: float, a3, b3, normal) -> list:
-    """Great circle / projected disc, pole and spanning vectors of one plane, in the 3-D window."""
-    phi = np.linspace(0, 2 * np.pi, 73)
-    circ = (np.cos(phi)[:, None] * Q[:, 0] + np.sin(phi)[:, None] * Q[:, 1]) @ E  # [73, 3]
-    n = np.asarray(normal)
-    tri_i = np.zeros(len(phi) - 1, dtype=int)
-    verts = np.vstack([np.zeros(3), circ[:-1]])
-    m = len(phi) - 1
-    j = np.arange(1, m + 1)
-    k = np.roll(j - 1, -1) + 1
-    out = [
-        {"type": "mesh3d", "x": verts[:, 0], "y": verts[:, 1], "z": verts[:, 2], "i": tri_i, "j": j, "k": k,
-         "color": HIGHLIGHT, "opacity": float(0.08 + 0.32 * coverage), "name": "disc", "hoverinfo": "skip",
-         "showlegend": False},
-        {"type": "scatter3d", "x": circ[:, 0], "y": circ[:, 1], "z": circ[:, 2], "mode": "lines",
-         "line": {"color": HIGHLIGHT, "width": 6}, "name": "plane",
-         "hovertemplate": f"{label}<br>coverage {coverage:.2f}<extra></extra>"},
-    ]
-    # the pole's two ends and the two spanning vectors as a trace each, so each legend entry shows its colour
-    for p, name, c in ((n, "pole n", colour(0)), (-n, "pole −n", colour(3))):
-        out.append({"type": "scatter3d", "x": [p[0]], "y": [p[1]], "z": [p[2]], "mode": "markers", "name": name,
-                    "marker": {"size": 6, "color": c, "symbol": "diamond"},
-                    "hovertemplate": f"{name} = (%{{x:.3f}}, %{{y:.3f}}, %{{z:.3f}})<extra></extra>"})
-    va, vb = (np.asarray(v) / max(np.linalg.norm(v), 1e-12) for v in (a3, b3))
-    for v, name, c in ((va, "z<sub>t</sub>", colour(2)), (vb, "z<sub>t−Δ</sub>", colour(1))):
-        out.append({"type": "scatter3d", "x": [0, v[0]], "y": [0, v[1]], "z": [0, v[2]], "mode": "lines",
-                    "name": name, "line": {"width": 5, "color": c}, "hoverinfo": "name"})
-    return out
-
-
-def _plane_geometry(Q_t: np.ndarray, z_a: np.ndarray, z_b: np.ndarray, E: torch.Tensor):
-    a = torch.as_tensor(z_a, dtype=torch.float64)
-    b = torch.as_tensor(z_b, dtype=torch.float64)
-    if E.shape[0] == 3:
-        n = planes.pole(a, b).numpy()
-        return a.numpy(), b.numpy(), n, 1.0
-    a3, b3, n, cov = planes.project3(a, b, E)
-    return a3.numpy(), b3.numpy(), n.numpy(), float(cov)
-
-
-def _facing_camera(normals: np.ndarray, distance: float = 2.4) -> dict:
-    """A scene camera that faces the planes it shows (issue 16: the sphere was seen edge-on): the eye along
-    the main direction of the planes' unit normals (the top eigenvector of ``sum n nᵀ``, so ``n`` and ``-n``
-    count alike), tilted 25° towards the z axis (or x, when that main direction is z) so the sphere keeps
-    some depth, at ``distance`` from the centre (room for the axis titles); ``up`` is perpendicular to the
-    view direction. ``normals``: ``[k, 3]`` (non-finite or zero rows ignored). Design choice."""
-    n = np.asarray(normals, dtype=np.float64).reshape(-1, 3)
-    n = n[np.isfinite(n).all(1) & (np.linalg.norm(n, axis=1) > 1e-9)]
-    if not len(n):
-        return {"eye": {"x": 1.55, "y": 1.55, "z": 1.1}}
-    n = n / np.linalg.norm(n, axis=1, keepdims=True)
-    w, v = np.linalg.eigh(n.T @ n)
-    m = v[:, -1]
-    if m[np.argmax(np.abs(m))] < 0:
-        m = -m
-    ref = np.array([0.0, 0.0, 1.0]) if abs(m[2]) < 0.9 else np.array([1.0, 0.0, 0.0])
-    up = ref - (ref @ m) * m
-    up /= np.linalg.norm(up)
-    eye = np.cos(np.radians(25)) * m + np.sin(np.radians(25)) * up
-    eye = distance * eye / np.linalg.norm(eye)
-    up2 = up - (up @ eye) * eye / (eye @ eye)
-    return {"eye": dict(zip("xyz", eye.round(4).tolist())), "up": dict(zip("xyz", up2.round(4).tolist())),
-            "center": {"x": 0.0, "y": 0.0, "z": 0.0}}
-
-
-def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
-                 axes=None, max_frames: int = MAX_FRAMES_3D, animate: bool = False) -> View:
-    """The reduced plane span(z_t, z_{t-Δ}) of one layer/slot at the cursor in 3-D; the camera faces the
-    planes (:func:`_facing_camera` over every position's pole). ``animate=True`` adds Plotly frames over
-    positions (Play and a slider, in the browser) for a standalone figure. r = 3: the plane's great circle on
-    the unit sphere, its pole ±n
-    (``planes.pole``) and the two spanning vectors (normalised). r > 3: a 3-axis window (``axes``, default
-    the three axes with the largest coordinate energy, ``planes.top_axes``): the projected disc
-    (``planes.project3``) with opacity growing with its coverage (1 = the plane lies in the window).
-    Opens at ``cursor`` (default: the first valid position). Traces: sphere wireframe, then disc, circle,
-    pole, z_t, z_{t-Δ} (the last five animated). Raises :class:`FigureError` if no position has a plane."""
-    tr = _gr(tr)
-    layer = check_index("layer", layer, tr.n_layers)
-    slot = check_slot(tr, slot)
-    cursor = check_cursor(cursor, tr.n_positions)
-    Q, valid, D = plane_bases(tr, layer, slot)
-    if not valid.any():
-        raise FigureError(f"layer {layer}, slot {slot} has no plane at any position (text shorter than the offset?)")
-    r = tr.rank
-    if r == 3:
-        E, axis_names = torch.eye(3, dtype=torch.float64), [f"axis {a}" for a in range(3)]
-    else:
-        E, axis_names = _axes3(tr, layer, slot, axes)
-    En = E.numpy()
-    pos = np.flatnonzero(valid)
-    idx = pos[np.unique(np.linspace(0, len(pos) - 1, min(len(pos), max_frames)).round().astype(int))]
-    start = cursor if cursor is not None and valid[cursor] else int(pos[0])
-    if start not in idx:
-        idx = np.unique(np.append(idx, start))
-    z = tr.reduced[layer].astype(np.float64)
-
-    def traces(t: int) -> list:
-        a3, b3, n, cov = _plane_geometry(Q[t], z[t], z[t - D], E)
-        return _plane_traces(Q[t], En, f"position {t} '{tr.labels[t]}'", cov, a3, b3, n)
-
-    # the camera: along the main direction of the poles (window normals) of up to 256 positions with a plane
-    cam_pos = pos[np.unique(np.linspace(0, len(pos) - 1, min(len(pos), 256)).round().astype(int))]
-    zc = torch.as_tensor(z, dtype=torch.float64)
-    if r == 3:
-        normals = planes.pole(zc[cam_pos], zc[cam_pos - D]).numpy()
-    else:
-        normals = planes.project3(zc[cam_pos], zc[cam_pos - D], E)[2].numpy()
-    base = _sphere_wire()
-    shown = traces(start)
-    for t in shown:  # the plane, pole and spanning vectors are the cursor's
-        if t["name"] != "disc":
-            t["meta"] = "cursor"
-    if not animate:
-        idx = np.array([], dtype=int)
-    names = [str(t) for t in idx.tolist()]
-    anim = list(range(len(base), len(base) + len(shown)))
-    fig = animated_figure(base + shown,
-                          [{"data": traces(t), "traces": anim, "name": nm} for t, nm in zip(idx.tolist(), names)])
-    if animate:
-        fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in idx.tolist()], names,
-                                               int(np.searchsorted(idx, start))))
-    fig.update_layout(**_window_layout(axis_names, normals))
-    if r == 3:
-        cap = (f"The plane $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ of layer {layer} as a great circle on the unit "
-               "sphere, with its pole $\\pm n$ (the same unoriented plane; blue = $+n$ for the orientation "
-               "$(z_t, z_{t-\\Delta})$). Play moves along the text.")
-    else:
-        cap = (f"The plane $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ of layer {layer} (rank {r}) seen through the 3 "
-               f"reduced axes it uses most ({', '.join(axis_names)}): the projected disc is more opaque the more of the plane lies "
-               "in this window (coverage = product of the cosines of its angles to the window). Play moves along "
-               "the text.")
-    if animate:
-        cap += subsample_note(len(pos), len(idx), what="positions with a plane", verb="animated")
-    cap = without_play(cap, animate)
-    return finish(fig, f"Plane at {start} '{tr.labels[start]}' on the sphere (layer {layer}, Δ={D}, r={r})", cap,
-                  "plane_sphere", height=560, margin={"l": 10, "r": 10, "t": 90, "b": 30})
-
-
-def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, position: int | None = None,
-                        n_frames: int = 24, axes=None, animate: bool = False) -> View:
-    """Animation of the Grassmann geodesic γ(s), s in [0, 1], from the plane at ``position - 1`` to the
-    plane at ``position`` (``planes.interpolate``; grassmann.md §5.5), drawn as a great circle on the sphere
-    (r = 3) or in the 3-axis window (r > 3). The title reads out θ1, θ2 and d_g.
-    ``position`` defaults to the first position whose plane and predecessor are both valid.
-    Static (the app's pages: one cursor per page, issue 16): γ(s) at s = 1/4, 1/2, 3/4 between the two
-    planes, in a light-to-dark sequence; ``animate=True``: one moving circle with ``n_frames`` frames (Play
-    and a slider over s) instead.
-    Traces: sphere wireframe, start circle (grey), end circle (dotted, the position's: ``meta="cursor"``),
-    then γ(s) (three circles, or the moving one).
-    The camera faces the two planes (:func:`_facing_camera`).
-    Raises :class:`FigureError` when the two planes do not both exist."""
-    tr = _gr(tr)
-    layer = check_index("layer", layer, tr.n_layers)
-    slot = check_slot(tr, slot)
-    Q, valid, D = plane_bases(tr, layer, slot)
-    pairs = np.flatnonzero(valid[1:] & valid[:-1]) + 1
-    if position is None:
-        if not len(pairs):
-            raise FigureError(f"layer {layer}, slot {slot} has no two consecutive planes")
-        position = int(pairs[0])
-    position = check_cursor(position, tr.n_positions)
-    if position == 0 or not (valid[position] and valid[position - 1]):
-        raise FigureError(f"no plane pair at positions {position - 1} and {position} (layer {layer}, Δ={D})")
-    if n_frames < 2:
-        raise FigureError("n_frames must be at least 2")
-    r = tr.rank
-    E = torch.eye(3, dtype=torch.float64) if r == 3 else _axes3(tr, layer, slot, axes)[0]
-    En = E.numpy()
-    Q1, Q2 = torch.from_numpy(Q[position - 1]), torch.from_numpy(Q[position])
-    s = torch.linspace(0, 1, n_frames, dtype=torch.float64)
-    G = planes.interpolate(Q1, Q2, s).numpy()  # [S, r, 2]
-    th = planes.principal_angles(Q1, Q2).numpy()
-    dg = float(np.linalg.norm(th))
-    phi = np.linspace(0, 2 * np.pi, 73)
-
-    def circle(Qs, name, colour_, dash="solid", width=6):
-        c = (np.cos(phi)[:, None] * Qs[:, 0] + np.sin(phi)[:, None] * Qs[:, 1]) @ En
-        return {"type": "scatter3d", "x": c[:, 0], "y": c[:, 1], "z": c[:, 2], "mode": "lines", "name": name,
-                "line": {"color": colour_, "width": width, "dash": dash}, "hoverinfo": "name"}
-
-    a, b = position - 1, position
-    end = circle(Q[b], f"plane at {b} '{tr.labels[b]}'", colour(0), dash="dot", width=3)
-    end["meta"] = "cursor"
-    data = _sphere_wire() + [circle(Q[a], f"plane at {a} '{tr.labels[a]}'", "#888888", width=3), end]
-    if animate:
-        data.append(circle(G[0], "γ(s)", HIGHLIGHT))
-        names = [f"s={v:.2f}" for v in s.tolist()]
-        fig = animated_figure(data, [{"data": [circle(G[i], "γ(s)", HIGHLIGHT)], "traces": [len(data) - 1],
-                                      "name": nm} for i, nm in enumerate(names)])
-        fig.update_layout(**animation_controls(names, names, 0, duration_ms=80, prefix=""))
-    else:
-        mid = planes.interpolate(Q1, Q2, torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).numpy()
-        for sv, Gs, c in zip((0.25, 0.5, 0.75), mid, ("#F4B183", "#E6772E", HIGHLIGHT)):
-            data.append(circle(Gs, f"γ({sv:g})", c, width=4))
-        fig = FigureBuilder(data=data)
-    # face the two planes: their normals in the 3-D window
-    normals = np.stack([np.cross(*(Qx.T @ En)) for Qx in (Q[a], Q[b])])
-    ax = [f"axis {a}" for a in range(3)] if r == 3 else _axes3(tr, layer, slot, axes)[1]
-    fig.update_layout(**_window_layout(ax, normals))
-    cap = (f"The shortest path on the Grassmannian from the plane at position {a} to the plane at {b} "
-           f"(layer {layer}, $\\Delta = {D}$): principal angles $\\theta_1 = {th[0]:.3f}$, "
-           f"$\\theta_2 = {th[1]:.3f}$ rad, geodesic distance {dg:.3f} rad; $\\gamma(s)$ moves at constant speed."
-           + ("" if r == 3 else " Drawn through a 3-axis window, so circles appear as ellipses."))
-    return finish(fig, f"Plane interpolation {a} → {b} ({DG} = {dg:.3f} rad)", cap, "plane_interpolation",
-                  height=560, margin={"l": 10, "r": 10, "t": 90, "b": 30})
-
-
+@figure(label="decomposability of plane averages", applies=is_grassmann, wide=False, default=False,
+        explain=Explanation(
+    r"\kappa_t = \lambda_1^2 / \textstyle\sum_k \lambda_k^2",
+    "Whether the planes of the last few positions average to a single plane (1) or a blend (lower).",
+    "Drops where the layer's planes turn as the text goes on.",
+    ("Decomposability",), f"{GR_SRC} §5.9"))
 def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: int = 8,
-                        max_points: int = MAX_POINTS) -> View:
+                        max_points: int = MAX_POINTS) -> Chart:
     """Decomposability ratio κ (``planes.decomposability``, grassmann.md §5.9) of the bivector averaged over
     a causal window of positions, per layer and position: 1 = the window's planes agree on one plane, lower =
     a blend of planes.
@@ -675,7 +450,14 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: i
                   "decomposability_map")
 
 
-def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None) -> View:
+@figure(label="plane matrix and axis usage", applies=is_grassmann, controls=("layer", "slot"), default=False,
+        explain=Explanation(
+    r"\hat A = (a b^\top - b a^\top)/\lVert a \wedge b \rVert",
+    r"$\hat A$: the plane at the cursor as an antisymmetric matrix; axis-pair energy: how much each axis pair is "
+    "used over the text.",
+    "A few bright axis pairs: the layer works in a small subspace.",
+    ("Plücker coordinates",), f"{GR_SRC} §5.1"))
+def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None) -> Chart:
     """Left: the oriented-plane matrix ``Â = bivector(p̂_t)`` (r x r, antisymmetric, ``||Â||_F = √2``) of
     the plane at ``cursor`` (default: the first position with a plane), signed diverging scale in [-1, 1];
     right: the coordinate energy ``E_ij = mean_t p̂_ij²`` over the positions with a plane (which axis pairs

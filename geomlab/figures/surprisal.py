@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from geomlab.figures._common import View, missing_note
+from geomlab.figures._common import Chart, missing_note
 from geomlab.core.markup import md_label
 
 
@@ -31,9 +31,9 @@ class SurprisalSide:
     n_outputs: int | None = None
 
 
-def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) -> View:
+def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) -> Chart:
     """Surprisal along the text of every side, the cursor as a dashed line, chance (log2 |G|) as a dotted
-    line with its own legend entry for word-problem sides. Returns a :class:`View`; y in bits, x positions.
+    line with its own legend entry for word-problem sides. Returns a :class:`Chart`; y in bits, x positions.
     Mixed tasks (a word problem beside a language model) get a y axis titled "bits (see legend)" and a
     caption saying the lines measure different things."""
     from geomlab import trace as trace_mod
@@ -100,4 +100,4 @@ def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) 
                       meta={"caption": caption})
     fig.update_xaxes(title_text="position")
     fig.update_yaxes(title_text=ytitle, rangemode="tozero")
-    return View(fig, caption)
+    return Chart(fig, caption)

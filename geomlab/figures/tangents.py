@@ -1,4 +1,4 @@
-"""View 2: tangent update magnitudes of an OSM model (osm.md §2.4, §2.6-2.7).
+"""OSM tangent figures: update magnitudes of an OSM model (osm.md §2.4, §2.6-2.7).
 
 ``||Phi||`` is the Frobenius norm ``sqrt(Re tr(Phi^* Phi))`` of a Lie-algebra element, i.e. the norm of
 the group's ``inner`` (osm.md §2.5); for a skew matrix it is the geodesic length of ``exp(Phi)``
@@ -14,10 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    DIVERGING, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, View, add_cursor_line, blank, check_cursor,
+    DIVERGING, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, Chart, add_cursor_line, blank, check_cursor,
     check_index, colour, finish, finite_abs_max, finite_max, hover_tokens, missing_note, nonfinite_count, subsample,
     subsample_note, token_ticks,
 )
+from geomlab.figures.catalog import OSM_SRC, Explanation, figure, has_tangents
 from geomlab.core.markup import md_label
 from geomlab.trace import OSMTrace
 
@@ -62,7 +63,12 @@ def _substep_name(tr: OSMTrace, s: int) -> str:
     return SUBSTEP_NAMES[s] if s < len(SUBSTEP_NAMES) else f"substep {s}"
 
 
-def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+@figure(label="update sizes (heatmap)", applies=has_tangents, explain=Explanation(
+    r"\lVert \Phi_t \rVert_F \ \text{per layer and position}",
+    "Colour = update size, before tangent mixing (the raw pull) and after it.",
+    "Tokens or layers with large updates; columns that are dark everywhere.",
+    ("Tangent update", "Tangent mixing"), f"{OSM_SRC} §2.3-2.4"))
+def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """Heatmaps of ``||Phi_t||`` (radians), rows = layers, columns = positions; one row of panels per
     substep (attention, grounding), left before mixing, right after. Shared colour range per substep.
     Traces: for each substep s, ``raw`` then ``mixed`` heatmap."""
@@ -102,7 +108,12 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
     return finish(fig, "Tangent update magnitudes ‖Φ<sub>t</sub>‖", cap, "tangent_heatmap", height=330 * n_sub + 60)
 
 
-def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+@figure(label="update sizes by layer", applies=has_tangents, explain=Explanation(
+    r"\lVert \Phi_t \rVert_F,\ \lVert \Delta_t \rVert_F",
+    "Update size per position, one colour per layer; solid after mixing, dotted before.",
+    "The ratio of solid to dotted: how much mixing amplifies or damps each layer.",
+    ("Tangent update", "Tangent mixing"), f"{OSM_SRC} §2.4"))
+def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """``||Phi_t||`` against position, one solid line per layer after mixing and a dotted one before, one
     panel per substep. Traces per panel: for each layer, ``mixed`` then ``raw``."""
     tr = _tangent_trace(tr)
@@ -129,7 +140,12 @@ def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX
     return finish(fig, "Tangent update magnitudes by layer", cap, "tangent_lines", height=280 * n_sub + 80)
 
 
-def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+@figure(label="share turned by mixing", applies=has_tangents, default=False, explain=Explanation(
+    r"1 - \cos^2\angle(\Delta_t, \Phi_t)",
+    "How much tangent mixing turned each update into other directions (0 = only rescaled, 1 = turned orthogonal).",
+    "Values near 0: mixing acts like a step size; clearly above 0: it reroutes updates.",
+    ("Tangent mixing",), f"{OSM_SRC} §2.4; design choice"))
+def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """Share of each update that tangent mixing moved between directions (:func:`mixing_share_values`, in [0, 1])
     against position, one line per layer and substep (dashed = grounding)."""
     tr = _tangent_trace(tr)
@@ -156,7 +172,7 @@ def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_
 
 
 def _torus_generator(tr: OSMTrace, layer: int, substep: int, t: int, cursor: int | None, raw: np.ndarray,
-                     mixed: np.ndarray) -> View:
+                     mixed: np.ndarray) -> Chart:
     """:func:`generator_heatmap` on the torus, whose algebra is the imaginary diagonals Φ = i diag(θ): the
     phase speeds θ_a (radians) per axis a as bars, before and after mixing, instead of a d x d matrix whose
     off-diagonal entries are all 0 (design choice). Traces ``"before mixing (θ)"``, ``"after mixing (θ)"``."""
@@ -183,7 +199,15 @@ def _torus_generator(tr: OSMTrace, layer: int, substep: int, t: int, cursor: int
                   height=380)
 
 
-def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: int | None = None) -> View:
+@figure(label="update generator at the cursor", applies=has_tangents, controls=("layer", "substep"), default=False,
+        explain=Explanation(
+    r"\Phi_t \in \mathfrak{g}\ (d \times d)",
+    "The update at the cursor as a matrix: entry $(a, b)$ is the rotation speed in the plane of axes $a$ and $b$ "
+    "(radians). On the torus, bars: one phase speed per axis (the algebra is the imaginary diagonals).",
+    r"Skew symmetry ($\Phi^\top = -\Phi$ for real groups); which planes (torus: which axes) carry the rotation, "
+    "before and after mixing.",
+    ("Lie algebra", "Tangent mixing"), f"{OSM_SRC} §2.2, §4.3"))
+def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: int | None = None) -> Chart:
     """The Lie-algebra update Φ_t at one position as a d x d matrix (app_anchors.md §5: "heatmap of the
     skew/Hermitian generator"): before mixing (left) and after mixing (right, what was exponentiated);
     complex groups get a second row for the imaginary part. Signed, colour-blind-safe diverging scale

@@ -1,4 +1,4 @@
-"""Token-level inspection (issue 16): what the cursor token attends to, drawn over the text.
+"""Token-level inspection: what the cursor token attends to, drawn over the text.
 
 :func:`attends_to` shows the text's tokens in a window around the cursor (at most :data:`WINDOW` of them,
 so each token's label stays readable) with one bar per token: the attention weight the cursor position puts
@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._common import (
-    HIGHLIGHT, MASKED_BG, SEQUENTIAL, FigureBuilder, FigureError, View, check_cursor, check_index, finish,
+    HIGHLIGHT, MASKED_BG, SEQUENTIAL, FigureBuilder, FigureError, Chart, check_cursor, check_index, finish,
     finite_max, missing_note,
 )
+from geomlab.figures.catalog import Explanation, figure, has_attention
 from geomlab.trace import Trace
 
 WINDOW = 48
@@ -50,8 +51,15 @@ def cursor_row(tr: Trace, layer: int, cursor: int) -> np.ndarray:
     return np.stack([np.asarray(tr.attention_rows(layer, [cursor], h)[0], dtype=np.float64) for h in range(H)])
 
 
+@figure(label="what the cursor attends to", applies=has_attention, controls=("layer", "head"), explain=Explanation(
+    r"\alpha_{i,j},\ j \le i \ (i = \text{cursor}),\ \text{per head and mean}",
+    "The text around the cursor, with the cursor's attention weight on each token as a bar (mean over heads, or "
+    "the chosen head) and one row per head below; later tokens are greyed (the model cannot see them).",
+    "Which words the cursor token reads: the previous character, the start of the word, a matching letter earlier "
+    "on; heads that specialise.",
+    ("Attention",), "design choice"))
 def attends_to(tr: Trace, cursor: int | None = None, layer: int = 0, head: int | None = None,
-               window: int = WINDOW) -> View:
+               window: int = WINDOW) -> Chart:
     """What the cursor token attends to, drawn over the text around it.
 
     Args:
@@ -64,7 +72,7 @@ def attends_to(tr: Trace, cursor: int | None = None, layer: int = 0, head: int |
     ``heads`` (heatmap ``[head, window]`` of every head's weights, NaN for the masked keys after the
     cursor). The x axis is the position, its tick labels the tokens; the cursor's column is outlined.
     Raises :class:`FigureError` for a trace without attention or an index out of range.
-    Source: softmax attention weights; layout design choice (issue 16).
+    Source: softmax attention weights; layout design choice.
     """
     if not getattr(tr, "has_attention", False):
         raise FigureError(f"{tr.kind!r} has no attention to show")

@@ -1,4 +1,4 @@
-"""View 1: the hidden-state trajectory of an OSM model on its group (app_anchors.md §5; osm.md §2).
+"""OSM trajectory figures: the hidden-state trajectory of an OSM model on its group (app_anchors.md §5; osm.md §2).
 
 Geometry (computed with :mod:`geomlab.geometry.groups`):
 
@@ -17,10 +17,11 @@ import numpy as np
 
 from geomlab.figures._common import (
     CYCLIC, HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, MORE_FIGURES_3D, SEQUENTIAL, FigureBuilder, FigureError,
-    View, add_cursor_line, animated_figure, animation_controls, cached, cached_positions, check_cursor, check_index,
+    Chart, add_cursor_line, animated_figure, animation_controls, cached, cached_positions, check_cursor, check_index,
     colour, finish, hover_tokens, index_colorscale, index_colour_range, index_colours, one_blas_thread, subsample,
     subsample_note, token_ticks, without_play,
 )
+from geomlab.figures.catalog import OSM_SRC, Explanation, figure, is_osm
 from geomlab.trace import OSMTrace
 
 TWO_PI_TICKS = {"tickmode": "array", "tickvals": [-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi],
@@ -37,6 +38,11 @@ def _osm(tr) -> OSMTrace:
         raise FigureError(f"the recorded states are not finite (NaN/Inf) from position {int(bad[0])} on; "
                           "the model diverged on this text")
     return tr
+
+
+def _real3(tr: OSMTrace) -> bool:
+    """Whether the states are real 3 x 3 matrices (a rotating frame can be drawn)."""
+    return tr.d == 3 and not np.iscomplexobj(tr.state_data)
 
 
 def _torch(a: np.ndarray):
@@ -206,7 +212,7 @@ def _track(theta: np.ndarray) -> np.ndarray:
 ANGLE_POINTS = 8000
 """Points (angles x positions) the angle-line views draw at most: past it, fewer positions (at least 256), so
 26 torus angles stay a light SVG chart (~300 positions) instead of 26 x 1,024 points and 600 KB of JSON per
-cursor move (design choice, issue 14)."""
+cursor move (design choice)."""
 MAX_ANGLE_LINES = 32
 """Most angles :func:`torus_angles` and :func:`phase_timeline` draw as lines; past it, one heatmap row per
 angle (:func:`angle_rows`; design choice)."""
@@ -219,7 +225,7 @@ def angle_lines(fig: FigureBuilder, idx: np.ndarray, theta: np.ndarray, hover: l
     the colours of :func:`~geomlab.figures._common.index_colours` (no repeats), broken where an angle wraps
     across ±π; a colour bar (titled ``bar_title``, at ``bar_x``) names the colours instead of a legend of k
     entries. Lines, not WebGL markers: a WebGL chart took about 1 s to (re)draw in headless chromium, k x
-    1,024 SVG markers as long (issue 14). Hover: ``what`` k, the position and the angle. Design choice."""
+    1,024 SVG markers as long. Hover: ``what`` k, the position and the angle. Design choice."""
     k = theta.shape[1]
     cols = index_colours(k)
     for j in range(k):
@@ -249,14 +255,20 @@ def _cursor_meta(trace: dict) -> dict:
     return trace
 
 
+@figure(label="eigenvalues on the circle", applies=is_osm, controls=("layer",), wide=False, explain=Explanation(
+    r"\lambda_k(H_t) = e^{i\theta_k}",
+    "Each dot is one eigenvalue of the state, on the unit circle at the token cursor; grey dots are the states "
+    "before it.",
+    "Dots turning together (a common rotation) or separately; jumps at particular tokens.",
+    ("Eigenvalue phase",), f"{OSM_SRC} §2.5; design choice"))
 def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                 max_frames: int = MAX_FRAMES, animate: bool = False) -> View:
+                 max_frames: int = MAX_FRAMES, animate: bool = False) -> Chart:
     """Eigenvalues ``exp(i theta)`` of H_t at the cursor (default position 0) on the unit circle, one colour
     per eigenvalue (the colours of :func:`phase_timeline`: eigenvalues followed along the text by
     :func:`tracked_phases`), with a faint trail of the eigenvalues at up to 800 / d evenly spaced positions.
 
     ``animate=True`` adds Plotly frames (Play/Pause and a position slider, in the browser; at most
-    ``max_frames``): for a standalone figure; the app's pages have one cursor of their own (issue 16).
+    ``max_frames``): for a standalone figure; the app's pages have one cursor of their own.
     Traces: 0 = unit circle, 1 = trail, 2 = eigenvalues at the cursor (``meta="cursor"``; frames replace it).
     Raises :class:`FigureError` for a non-OSM trace, a bad layer or cursor.
     """
@@ -312,7 +324,7 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
            f"(radians) are conjugation-invariant. Press Play or drag the slider to move along the text."
            + subsample_note(tr.n_positions, len(idx), verb="animated"))
     cap = without_play(cap, animate) + " Grey: the eigenvalues at the other positions; one colour per eigenvalue."
-    # a short title: at half width a longer one ("of H_t ... (O(5))") was cut at the right edge
+    # a short title: at half width a longer one ("of H_t ... (O(5))") is cut at the right edge
     return finish(fig, f"Eigenvalues at {start} '{tr.labels[start]}'",
                   cap, "phase_circle", height=480, margin={"l": 55, "r": 15, "t": 80, "b": 45})
 
@@ -341,8 +353,13 @@ def outline_column(fig: FigureBuilder, cursor: int | None, k: int, xref: str = "
                       line={"color": HIGHLIGHT, "width": 2}, name="cursor")
 
 
+@figure(label="eigenvalue phases along the text", applies=is_osm, controls=("layer",), explain=Explanation(
+    r"\theta_k(t) = \arg \lambda_k(H_t)",
+    r"Every eigenvalue angle of the state against position (radians, wrapped to $(-\pi, \pi]$).",
+    "Steady slopes (a constant turn per token) versus steps at particular tokens.",
+    ("Eigenvalue phase",), "design choice"))
 def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                   max_points: int = MAX_POINTS) -> View:
+                   max_points: int = MAX_POINTS) -> Chart:
     """Eigenvalue phases (radians) of H_t against position: one line per eigenvalue (followed along the
     text, :func:`tracked_phases`; broken where it wraps across ±π), coloured per eigenvalue with a colour bar
     (:func:`angle_lines`: no colour repeats; at most :data:`ANGLE_POINTS` points in all); past
@@ -371,7 +388,14 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     return finish(fig, "Eigenvalue phases along the text", cap, "phase_timeline")
 
 
-def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> View:
+@figure(label="geodesic distances", applies=is_osm, explain=Explanation(
+    r"\lVert \log H_t \rVert_F,\qquad \lVert \log(H_{t-1}^* H_t) \rVert_F",
+    "Top: geodesic distance of each state from the identity; bottom: how far the state moved when token $t$ "
+    "arrived (radians).",
+    "Spikes in the bottom panel mark tokens that turn the state a lot; a top curve that saturates means the state "
+    "wanders far from the identity.",
+    ("Geodesic distance", "Matrix logarithm"), f"{OSM_SRC} §2.2"))
+def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """Two panels, one line per layer: geodesic distance from the identity ``||log H_t||_F`` and between
     consecutive states ``dist(H_{t-1}, H_t)`` (radians) against position.
     Traces: for each layer l, ``from identity`` then ``step`` (2 per layer, in layer order)."""
@@ -413,11 +437,18 @@ def _pca_inputs(tr: OSMTrace, layer: int, cursor: int | None, max_points: int):
     return tr, layer, cursor, coords, ratio, idx, hover_tokens(tr.labels, idx)
 
 
+@figure(label="2-D PCA of the path", applies=is_osm, controls=("layer",), wide=False, explain=Explanation(
+    r"\mathrm{vec}(H_t) \mapsto (c_{t,1}, c_{t,2})",
+    "The path of the states projected on their first two principal components (the axis titles give the share of "
+    "variance each keeps); the last steps into the cursor are drawn darker.",
+    "Loops (the state comes back), drifts, clusters of similar states; if the two axes keep little variance, the "
+    "path is higher-dimensional than this picture.",
+    ("PCA",), "design choice"))
 def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                   max_points: int = MAX_POINTS) -> View:
+                   max_points: int = MAX_POINTS) -> Chart:
     """2-D PCA of ``vec(H_t)`` (the first two components of :func:`pca_coords`): the path through the
     positions, coloured by position (colour bar), tokens on hover, the cursor as a large ring. The axis
-    titles give each component's share of the variance (issue 16: a 2-D projection by default, the 3-D one
+    titles give each component's share of the variance (a 2-D projection by default, the 3-D one
     optional). Traces: 0 = path (line), 1 = markers (at most 150 positions), then, with a cursor, the last
     8 steps into it (darker line) and the cursor (``meta="cursor"``)."""
     tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, max_points)
@@ -461,8 +492,14 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                   "pca_projection", height=480, margin={"l": 60, "r": 10, "t": 80, "b": 50})
 
 
+@figure(label="3-D PCA path", applies=is_osm, controls=("layer",), wide=False, default=False, explain=Explanation(
+    r"\mathrm{vec}(H_t) \mapsto (c_{t,1}, c_{t,2}, c_{t,3})",
+    "The path of the states through their first three principal components; colour is the position.",
+    "Loops (the state returns), drifts, and how much variance the picture keeps (if it is low, the path is really "
+    "higher-dimensional).",
+    ("PCA",), "design choice"))
 def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                   max_points: int = MAX_POINTS) -> View:
+                   max_points: int = MAX_POINTS) -> Chart:
     """3-D PCA of ``vec(H_t)`` (scikit-learn) as a line through the positions, tokens on hover, coloured
     by position; the cursor position is a large marker. Traces: 0 = path, 1 = cursor (if given)."""
     tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, max_points)
@@ -501,8 +538,14 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                   height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
 
 
+@figure(label="rotating frame (3 x 3)", applies=lambda tr: is_osm(tr) and _real3(tr), controls=("layer",),
+        wide=False, default=False, explain=Explanation(
+    r"H_t = [\,h_1\ h_2\ h_3\,] \in SO(3)",
+    r"The three columns of a $3\times 3$ rotation drawn as arrows: the state is a rotating frame.",
+    "How much the frame turns per token and around which axis.",
+    ("Special orthogonal group",), "design choice"))
 def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-              max_frames: int = MAX_FRAMES_3D, max_points: int = MAX_POINTS, animate: bool = False) -> View:
+              max_frames: int = MAX_FRAMES_3D, max_points: int = MAX_POINTS, animate: bool = False) -> Chart:
     """For 3 x 3 real states (SO(3), O(3)): the rotating frame ``H_t e_1, H_t e_2, H_t e_3`` at the cursor
     (default position 0) as three arrows from the origin, with the path of each arrow tip over the whole
     text (at most ``max_points`` positions). ``animate=True`` adds Plotly frames over positions (at most
@@ -559,8 +602,17 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                   cap, "so3_frame", height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
 
 
+@figure(label="torus angles",
+        applies=lambda tr: is_osm(tr) and (getattr(tr, "group", None) or {}).get("name") == "T", controls=("layer",),
+        replaces=("phase_timeline", "phase_circle"), explain=Explanation(
+    r"H_t = \mathrm{diag}(e^{i\varphi_{t,1}}, \dots, e^{i\varphi_{t,d}})",
+    "On the torus the state is just $d$ angles; *each angle*: every angle along the text; *flat torus*: the first "
+    "two as a point on the square torus (edges wrap).",
+    "The angles add (the group is abelian), never mixing; how far each moves depends on the token and, through "
+    "the pull or attention, on the state.",
+    ("Torus", "Abelian"), f"{OSM_SRC} §4.5"))
 def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                 max_points: int = MAX_POINTS) -> View:
+                 max_points: int = MAX_POINTS) -> Chart:
     """For the torus T^k (diagonal unitary states): left, the angle of each diagonal entry against position;
     right, the first two angles as a path on the flat torus [-pi, pi]^2 (equal axes).
     Traces: k angle lines (:func:`angle_lines`, at most :data:`ANGLE_POINTS` points in all) and their colour
@@ -588,9 +640,9 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     spacing, widths = 0.14, [0.6, 0.4]
     fig = FigureBuilder.grid(rows=1, cols=2, column_widths=widths, horizontal_spacing=spacing,
                         subplot_titles=("each angle φ<sub>k</sub>", "flat torus (φ<sub>1</sub>, φ<sub>2</sub>)"))
-    # one line per angle φ_k, one colour each (no repeats, issue 16) with a colour bar instead of a legend of
+    # one line per angle φ_k, one colour each (no repeats) with a colour bar instead of a legend of
     # k entries (angle_lines: SVG lines, not WebGL markers); both colour bars at the right edge, stacked (one
-    # between the panels ran into the torus panel's tick labels at 1,000 px). Past MAX_ANGLE_LINES angles the
+    # between the panels runs into the torus panel's tick labels at 1,000 px). Past MAX_ANGLE_LINES angles the
     # lines are a tangle (T^128: a solid block): one row per angle instead, the angle as a cyclic colour
     lines = k <= MAX_ANGLE_LINES
     if lines:
@@ -648,7 +700,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
              "(colour bar)"
            + ("; the orange ring is the cursor." if cursor is not None else ".")
            + subsample_note(tr.n_positions, len(idx)))
-    # meta "phone": "stack": on a phone the app stacks the panels (side by side the square torus was ~130 px
-    # wide and its axis title ran over the heatmap; the two share no axis title, app_pages/_widgets.stacked)
+    # meta "phone": "stack": on a phone the app stacks the panels (side by side the square torus is ~130 px
+    # wide and its axis title runs over the heatmap; the two share no axis title, app_pages/_widgets.stacked)
     return finish(fig, f"Torus angles ({_layer_name(tr, layer)})", cap, "torus_angles", height=480,
                   meta={"phone": "stack"})

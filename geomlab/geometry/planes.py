@@ -1,7 +1,8 @@
 """Geometry of oriented 2-planes in R^r: Plücker coordinates and the Grassmannian Gr(2, r).
 
 Used by :mod:`geomlab.models.grassmann` (the Plücker features of the Causal Grassmann layer) and by the
-app's views of recorded planes. Everything works on ``torch`` tensors with any number of leading batch
+Grassmann figures (:mod:`geomlab.figures.grassmann`; their 3-D window geometry is in
+:mod:`geomlab.figures.plane_scenes`). Everything works on ``torch`` tensors with any number of leading batch
 axes ``...`` (array-likes are converted with ``torch.as_tensor``); float32 or float64, real.
 
 Conventions (source: ``grassmann.md`` §1.3 and §5, Zhang Chong, arXiv 2512.19428, and its reproductions):
@@ -15,19 +16,16 @@ Conventions (source: ``grassmann.md`` §1.3 and §5, Zhang Chong, arXiv 2512.194
 
 Errors: a :class:`PlaneError` (a ``ValueError``) for inputs of the wrong shape.
 
-Non-finite input (issue 15): NaN/inf never reach LAPACK (SVD, det). Functions that solve (``principal_angles``
-and the distances, ``interpolate``, ``decomposability``, ``dominant_plane``) return NaN for every batch item
-with a non-finite entry; elementwise ones (``plucker``, ``bivector``, ``normalize_plucker``...) propagate NaN to
-the entries that depend on it; ``plane_basis`` gives NaN and ``ok = False``; ``project3`` a NaN coverage; the
-functions whose result is an index or a basis fitted to all rows (``top_axes``, ``pca_axes``) raise
-:class:`PlaneError`.
+Non-finite input: NaN/inf never reach LAPACK (SVD, det). Functions that solve (``principal_angles`` and the
+distances, ``interpolate``, ``decomposability``, ``dominant_plane``) return NaN for every batch item with a
+non-finite entry; elementwise ones (``plucker``, ``bivector``, ``normalize_plucker``...) propagate NaN to the
+entries that depend on it; ``plane_basis`` gives NaN and ``ok = False``.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from typing import Sequence
 
 import torch
 
@@ -35,8 +33,7 @@ __all__ = [
     "PlaneError", "plucker_size", "plucker_rank", "plucker_indices", "plucker", "normalize_plucker",
     "bivector", "plucker_relations", "plane_basis", "principal_angles", "geodesic_distance",
     "chordal_distance", "fubini_study_distance", "binet_cauchy_distance", "dist", "interpolate",
-    "pole", "great_circle", "project3", "coordinate_energy", "top_axes", "pca_axes",
-    "decomposability", "dominant_plane",
+    "coordinate_energy", "decomposability", "dominant_plane",
 ]
 
 
@@ -61,7 +58,7 @@ def _nan_where(X: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
 def _safe_mat(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(M', ok)``: ``M`` with its non-finite matrices replaced by zeros, so that LAPACK (SVD, det) never sees a
     NaN or an infinity (it can fail to converge, raise a raw linear-algebra error or crash); callers set their
-    results to NaN where ``ok`` is False (design choice, issue 15)."""
+    results to NaN where ``ok`` is False (design choice)."""
     ok = _finite_items(M, 2)
     return M.masked_fill(~ok[..., None, None], 0), ok
 
@@ -314,108 +311,12 @@ def interpolate(Q1, Q2, s, tol: float = 1e-10) -> torch.Tensor:
     return _nan_where(out, finite.expand(out.shape[:-2]))
 
 
-def pole(a, b, eps: float = 1e-12) -> torch.Tensor:
-    """Unit normal ``n = (a x b) / ||a x b||`` of the plane span(a, b) in R^3 (grassmann.md §5.6); equals
-    ``(p_12, -p_02, p_01) / ||p||`` (0-based Plücker indices), the Hodge dual. ``a``, ``b``: ``(..., 3)``;
-    returns ``(..., 3)`` (zero vector for a degenerate pair). ``n`` and ``-n`` are the same unoriented
-    plane; the sign carries the orientation of (a, b)."""
-    a, b = _t(a), _t(b)
-    if a.shape[-1] != 3 or b.shape[-1] != 3:
-        raise PlaneError(f"pole needs vectors in R^3, got last dimensions {a.shape[-1]} and {b.shape[-1]}")
-    p = plucker(a, b)
-    n = torch.stack([p[..., 2], -p[..., 1], p[..., 0]], dim=-1)
-    return n / torch.linalg.vector_norm(n, dim=-1, keepdim=True).clamp_min(eps)
-
-
-def great_circle(a, b, n_points: int = 65) -> torch.Tensor:
-    """The great circle of the plane span(a, b) on the unit sphere S^2 (r = 3, grassmann.md §5.6):
-    ``c(phi) = cos(phi) q1 + sin(phi) q2`` for ``phi`` in [0, 2 pi] (``n_points`` values, closed).
-    ``a``, ``b``: ``(..., 3)``; returns ``(..., n_points, 3)``."""
-    a, b = _t(a), _t(b)
-    if a.shape[-1] != 3 or b.shape[-1] != 3:
-        raise PlaneError(f"great_circle needs vectors in R^3, got {a.shape[-1]} and {b.shape[-1]}")
-    if n_points < 2:
-        raise PlaneError(f"n_points must be >= 2, got {n_points}")
-    Q, _ = plane_basis(a, b)
-    phi = torch.linspace(0, 2 * math.pi, n_points, dtype=Q.dtype, device=Q.device)
-    return torch.cos(phi)[:, None] * Q[..., None, :, 0] + torch.sin(phi)[:, None] * Q[..., None, :, 1]
-
-
-def _axes_matrix(axes, r: int, dtype, device) -> torch.Tensor:
-    if isinstance(axes, torch.Tensor) and axes.dim() == 2:
-        E = axes.to(dtype=dtype, device=device)
-    elif not isinstance(axes, torch.Tensor) and hasattr(axes, "shape") and len(axes.shape) == 2:
-        E = torch.as_tensor(axes, dtype=dtype, device=device)
-    else:
-        idx = [int(i) for i in axes]
-        if len(idx) != 3 or len(set(idx)) != 3 or min(idx) < 0 or max(idx) >= r:
-            raise PlaneError(f"axes must be 3 distinct indices in [0, {r}), got {idx}")
-        E = torch.zeros(r, 3, dtype=dtype, device=device)
-        E[idx, [0, 1, 2]] = 1.0
-    if E.shape != (r, 3):
-        raise PlaneError(f"axis matrix must be ({r}, 3), got {tuple(E.shape)}")
-    return E
-
-
-def project3(a, b, axes: Sequence[int] | torch.Tensor = (0, 1, 2), eps: float = 1e-12):
-    """3-axis window onto the plane span(a, b) in R^r, r >= 3 (grassmann.md §5.7).
-
-    ``a``, ``b``: ``(..., r)``; ``axes``: three distinct coordinate indices or an ``(r, 3)`` matrix ``E``
-    with orthonormal columns (e.g. :func:`pca_axes`). Returns ``(a3, b3, normal, coverage)``:
-    ``a3 = E^T a``, ``b3 = E^T b`` ``(..., 3)``, the projected disc's unit normal ``(..., 3)``, and
-    ``coverage = ||E^T a x E^T b|| / ||a ^ b||`` ``(...)`` in [0, 1], the area shrink factor (the product of
-    the cosines of the principal angles between the plane and span(E)); 0 for a degenerate pair, NaN where
-    ``a`` or ``b`` has a non-finite entry.
-    """
-    a, b = _t(a), _t(b)
-    r = a.shape[-1]
-    if r < 3 or b.shape[-1] != r:
-        raise PlaneError(f"project3 needs a and b in the same R^r with r >= 3, got {a.shape[-1]}, {b.shape[-1]}")
-    E = _axes_matrix(axes, r, a.dtype, a.device)
-    a3, b3 = a @ E, b @ E
-    n = torch.linalg.cross(a3, b3)
-    nn_ = torch.linalg.vector_norm(n, dim=-1)
-    pn = torch.linalg.vector_norm(plucker(a, b), dim=-1)
-    coverage = torch.where(pn > eps, nn_ / pn.clamp_min(eps), torch.zeros_like(pn)).clamp(0, 1)
-    finite = _finite_items(a, 1) & _finite_items(b, 1)
-    return a3, b3, n / nn_.clamp_min(eps).unsqueeze(-1), _nan_where(coverage, finite)
-
-
 def coordinate_energy(p, r: int | None = None) -> torch.Tensor:
     """Coordinate energy ``E_ij = mean p_ij^2`` over all leading axes as a symmetric ``(r, r)`` map
     (zero diagonal): which axis pairs the planes use (grassmann.md §5.1). ``p``: ``(..., P)``."""
     p = _t(p)
     A = bivector(p, r)
     return A.square().reshape(-1, A.shape[-2], A.shape[-1]).mean(0)
-
-
-def top_axes(energy, k: int = 3) -> list[int]:
-    """The ``k`` axes with the largest row sums of a coordinate-energy map ``(r, r)`` (grassmann.md §5.7),
-    in decreasing order. :class:`PlaneError` for a non-finite map (indices cannot be NaN)."""
-    energy = _t(energy)
-    if energy.dim() != 2 or energy.shape[0] != energy.shape[1] or energy.shape[0] < k:
-        raise PlaneError(f"energy must be a square (r, r) map with r >= {k}, got {tuple(energy.shape)}")
-    if not bool(torch.isfinite(energy).all()):
-        raise PlaneError(f"energy has {int((~torch.isfinite(energy)).sum())} non-finite entries (NaN/inf); "
-                         "no axis ranking exists")
-    return [int(i) for i in torch.argsort(energy.sum(1), descending=True)[:k]]
-
-
-def pca_axes(Z, k: int = 3) -> torch.Tensor:
-    """Orthonormal ``(r, k)`` basis of the top-``k`` principal directions of the vectors ``Z`` ``(N, r)``
-    (sklearn PCA; grassmann.md §5.7). :class:`PlaneError` if ``N < k`` or ``r < k``, or if ``Z`` has a
-    non-finite entry."""
-    from sklearn.decomposition import PCA
-
-    Z = _t(Z)
-    if Z.dim() != 2 or Z.shape[0] < k or Z.shape[1] < k:
-        raise PlaneError(f"pca_axes needs Z of shape (N, r) with N, r >= {k}, got {tuple(Z.shape)}")
-    bad = ~torch.isfinite(Z).all(-1)
-    if bool(bad.any()):
-        raise PlaneError(f"pca_axes: Z has non-finite values (NaN/inf) in {int(bad.sum())} of its {Z.shape[0]} rows; "
-                         "drop them first")
-    comp = PCA(n_components=k).fit(Z.detach().cpu().double().numpy()).components_
-    return torch.as_tensor(comp.T.copy(), dtype=Z.dtype, device=Z.device)
 
 
 def decomposability(p, r: int | None = None) -> torch.Tensor:

@@ -19,7 +19,7 @@ from geomlab.training.runs import RunError, RunSpec
 
 #: Most positions of a probe sequence (design choice: one short sequence reads at half width).
 PROBE_POSITIONS = 64
-#: Trace family -> (figure of :data:`geomlab.figures.VIEWS`, view slug) shown while a run trains (design
+#: Trace family -> (figure of :data:`geomlab.figures.FIGURES`, view slug) shown while a run trains (design
 #: choice: one 2-D figure per family that reads at half width). Kinds without a family view fall back to
 #: ``attention_maps`` when the trace has attention, else there is no geometry view.
 PROBE_FIGURES = {"osm": ("phase_circle", "trajectories"), "cem": ("energy_descent", "energy"),
@@ -47,7 +47,7 @@ class Probe:
     step: the optimiser step of the weights. version: serial number of the weight copy (two copies at the
     same step, e.g. after a NaN restart, differ). trace: the :class:`geomlab.trace.Trace` (None on failure).
     figure: the figure name (:data:`PROBE_FIGURES`) or None when the kind has no geometry view. view: the
-    :class:`geomlab.figures.View` ``(figure, caption)`` or None. curve: :func:`probe_curve` of the trace or
+    :class:`geomlab.figures.Chart` ``(figure, caption)`` or None. curve: :func:`probe_curve` of the trace or
     None. history: ``((step, ProbeCurve), ...)`` of earlier probes of this run, oldest first, this one last
     (at most :data:`PROBE_HISTORY`, spread over the run). trace_ms / figure_ms: wall time of the trace and of
     the figure (milliseconds). message: why there is no figure (empty otherwise).

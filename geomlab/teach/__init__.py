@@ -1,1 +1,2 @@
-"""The teaching layer: the view registry, the explanations of each figure, the guided lessons."""
+"""The teaching layer: the view pages, the explanations of each view and figure, the model's facts, the
+glossary, the guided lessons."""

@@ -2,7 +2,7 @@
 
 A :class:`Lesson` is a list of :class:`Step` s. Each step names everything the app needs to show it, offline,
 on the bundled checkpoints (``assets/checkpoints``, docs/zoo.md): the checkpoint (a catalog ref such as
-``bundled/osm-rnn-o-s5``), the text it reads, the token cursor, the view (a slug of the view registry,
+``bundled/osm-rnn-o-s5``), the text it reads, the token cursor, the view (a slug of the view pages,
 :mod:`geomlab.teach.views`), the view's controls (layer, head, slot, block, substep), the CEM recursion steps T
 where they matter, optionally a second checkpoint for a side-by-side comparison, which figures to show
 (a subset of the view's, to keep a step readable, plus the two tour-only figures of :data:`EXTRA_FIGURES`),
@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from geomlab.teach import views as registry
+from geomlab.teach import views
 
 #: The families a lesson can belong to (the three of the README, plus attention across them).
 FAMILIES = ("orthogonal-state (OSM)", "causal energy minimisation (CEM)", "Grassmann flow")
@@ -38,7 +38,7 @@ EXTRA_FIGURES = {
     "surprisal": "per-position surprisal of each checkpoint on the step's text (Compare's first chart)",
 }
 
-#: Controls a step may set (the registry's per-figure controls; ``steps`` is the Step's own ``steps``).
+#: Controls a step may set (the views' per-figure controls; ``steps`` is the Step's own ``steps``).
 STEP_CONTROLS = ("layer", "head", "slot", "block", "substep")
 
 #: Colours of the first and second checkpoint in comparison figures (Okabe-Ito, as on Compare).
@@ -53,12 +53,12 @@ class Step:
         title: short heading ("The task: a running product").
         checkpoint: catalog ref of the checkpoint, ``bundled/NAME`` (the zoo).
         text: the text (or word of symbols) the checkpoint reads; keep it short (a step is drawn at once).
-        view: slug of the view registry (``trajectories``, ``attention``, ``energy``, ``planes``, ...).
+        view: slug of a view page (``trajectories``, ``attention``, ``energy``, ``planes``, ...).
         notice: what to look at, in plain words; markdown with inline LaTeX ``$...$``, may name a figure.
         body: one or two sentences that set the scene before the notice (markdown, optional).
         cursor: 0-based token position highlighted in the figures.
         controls: values of the view's controls (keys of :data:`STEP_CONTROLS`); missing ones take the
-            registry's defaults (:func:`geomlab.teach.views.default_controls`).
+            view's defaults (:func:`geomlab.teach.views.default_controls`).
         steps: CEM recursion steps T at inference (None: the checkpoint's trained T).
         compare: a second checkpoint ref drawn beside the first (None: a single-checkpoint step).
         figures: the figures to show, in order (names of the view's figures or of
@@ -88,15 +88,16 @@ class Step:
         notice talks about."""
         if self.figures:
             return list(self.figures)
-        specs = registry.VIEWS[self.view].figures if tr is None else registry.view_figures(self.view, tr)
-        return [f.name for f in specs]
+        if tr is None:
+            return list(views.VIEWS[self.view].figures)
+        return [f.name for f in views.view_figures(self.view, tr)]
 
     def trace_options(self, model_config: Mapping[str, Any]) -> dict[str, Any]:
         """Options that change the trace (as ``app_pages/_data.trace_for`` takes them): ``{"steps": T}``
         when the step asks for a T other than the checkpoint's trained one, else ``{}``."""
-        if self.steps is None or "steps" not in registry.VIEWS[self.view].controls:
+        if self.steps is None or "steps" not in views.VIEWS[self.view].controls:
             return {}
-        return {} if int(self.steps) == registry.trained_steps(dict(model_config)) else {"steps": int(self.steps)}
+        return {} if int(self.steps) == views.trained_steps(dict(model_config)) else {"steps": int(self.steps)}
 
 
 @dataclass(frozen=True)
@@ -433,7 +434,7 @@ def validate(lesson_: Lesson, entries: Iterable[Any],
     for n, step in enumerate(lesson_.steps, start=1):
         at = f"{where} step {n} ({step.title!r})"
         found = len(problems)  # a step with static problems is not traced
-        view = registry.VIEWS.get(step.view)
+        view = views.VIEWS.get(step.view)
         if view is None:
             problems.append(f"{at}: unknown view {step.view!r}")
             continue
@@ -442,7 +443,7 @@ def validate(lesson_: Lesson, entries: Iterable[Any],
                 if name == "surprisal" and step.compare is None:
                     problems.append(f"{at}: 'surprisal' compares two checkpoints, but the step has one")
                 continue
-            if name not in view.figure_names:
+            if name not in view.figures:
                 problems.append(f"{at}: {name!r} is not a figure of view {step.view!r}")
         for name in step.controls:
             if name not in STEP_CONTROLS or name not in view.controls:
@@ -467,7 +468,7 @@ def validate(lesson_: Lesson, entries: Iterable[Any],
             if not 0 <= step.cursor < len(tokens):
                 problems.append(f"{at}: cursor {step.cursor} outside the text's {len(tokens)} tokens ({ref})")
             if step.steps is not None:
-                lo, hi = registry.steps_range(entry.model_config)
+                lo, hi = views.steps_range(entry.model_config)
                 if not lo <= step.steps <= hi:
                     problems.append(f"{at}: T = {step.steps} outside {lo}..{hi} for {ref}")
             if trace_fn is None or len(problems) > found:
@@ -480,15 +481,15 @@ def validate(lesson_: Lesson, entries: Iterable[Any],
 def _trace_problems(step: Step, tr: Any, at: str) -> list[str]:
     out = []
     for name in step.figures:
-        if name not in EXTRA_FIGURES and not registry.applies(tr, name):
+        if name not in EXTRA_FIGURES and not views.applies(tr, name):
             out.append(f"{at}: figure {name!r} does not apply to this checkpoint's trace")
     if not step.figure_names(tr):
         out.append(f"{at}: no figure of view {step.view!r} applies")
-    opts = registry.control_options(step.view, tr)
+    opts = views.control_options(step.view, tr)
     for name, value in step.controls.items():
         if name == "layer":
-            if not isinstance(value, int) or not 0 <= value < registry.n_layers(tr):
-                out.append(f"{at}: layer {value!r} outside 0..{registry.n_layers(tr) - 1}")
+            if not isinstance(value, int) or not 0 <= value < views.n_layers(tr):
+                out.append(f"{at}: layer {value!r} outside 0..{views.n_layers(tr) - 1}")
         elif name in opts and value not in opts[name]:
             out.append(f"{at}: {name} = {value!r} is not one of {opts[name]}")
         elif name not in opts and value not in (None, 0):
@@ -498,9 +499,9 @@ def _trace_problems(step: Step, tr: Any, at: str) -> list[str]:
 
 def step_controls(step: Step, tr: Any) -> dict[str, Any]:
     """The control values the step's figures are drawn with for trace ``tr``: the step's own over the
-    registry defaults, made valid for ``tr`` (:func:`geomlab.teach.views.clamp_controls`, so a head of None, the
+    view's defaults, made valid for ``tr`` (:func:`geomlab.teach.views.clamp_controls`, so a head of None, the
     mean over heads, stays None)."""
-    ctl = registry.clamp_controls(step.view, tr, dict(step.controls))
+    ctl = views.clamp_controls(step.view, tr, dict(step.controls))
     if "head" in step.controls and step.controls["head"] is None:
         ctl["head"] = None
     return ctl
@@ -512,7 +513,7 @@ def accuracy_by_length_figure(curves: Sequence[tuple[str, Mapping[int, float], s
     """Final-position accuracy by word length of several word-problem checkpoints, from their cards.
 
     ``curves``: ``[(name, {length: accuracy in [0, 1]}, colour)]``; ``chance``: 1/|G| drawn as a dotted
-    line; ``train_length``: a dashed vertical line. Returns a :class:`geomlab.figures.View` (x: length on a
+    line; ``train_length``: a dashed vertical line. Returns a :class:`geomlab.figures.Chart` (x: length on a
     log axis, y: accuracy). Raises :class:`geomlab.figures.FigureError` when no curve has a point. Source:
     the cards' ``accuracy_by_length`` (docs/zoo.md); the chart follows the report's word-problem figure."""
     import plotly.graph_objects as go

@@ -1,21 +1,22 @@
-"""The view registry: one :class:`ViewSpec` per view page, the single place a view is defined.
+"""The view pages: one :class:`ViewSpec` per page of figures, the single place a page is defined.
 
 A view is a page of figures about one model family (Group trajectories, Tangent updates, Attention
 similarity, CEM energy, Grassmann planes). Its spec says which model kinds it shows, its title and blurb,
-its figures in display order (each a name in :data:`geomlab.figures.VIEWS`, drawn wide or half width), and
-which controls it needs (layer, head, offset slot, sub-block, substep, CEM inference steps). The app pages,
-the Compare page and ``python -m geomlab trace --html`` all read it; :func:`build_figure` builds one figure
-from a trace, the control values and the cursor, passing each figure only the arguments it takes;
+its figures in display order (names of figures declared in :data:`geomlab.figures.FIGURES`, which say
+themselves when they apply, which controls they take, their width and whether they open with the page) and
+which controls the page draws (layer, head, offset slot, sub-block, substep, CEM inference steps). The app
+pages, the Compare page and ``python -m geomlab trace --html`` all read it; :func:`build_figure` builds one
+figure from a trace, the control values and the cursor, passing each figure only the controls it takes;
 :func:`applies` decides whether a figure applies to a trace.
 
 No streamlit and no plotly import at module level (the app imports this to list its pages); the figure
-functions are imported when a figure is built.
+declarations are imported when a figure is looked up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 OSM_KINDS = ("osm-rnn", "osmformer")
 ATTENTION_KINDS = ("osmformer", "transformer", "llama", "cem", "grassmann-attn")
@@ -32,42 +33,12 @@ CONTROLS = {
 
 
 @dataclass(frozen=True)
-class FigureSpec:
-    """One figure of a view: ``name`` (key of :data:`geomlab.figures.VIEWS`), ``wide`` (full width, else
-    half width: two per row), ``args`` (the controls the figure function takes, besides the trace),
-    ``cursor_arg`` (the keyword that receives the cursor: ``"cursor"``, ``"position"`` or None),
-    ``cursor_fallback`` (on a :class:`~geomlab.figures.FigureError` at that cursor, build it at the figure's
-    default position instead; used by the plane interpolation, which needs a plane pair at the cursor) and
-    ``default`` (shown when a view opens; the others wait under "More figures", see :func:`default_figures`)
-    and ``replaces`` (the figures this one takes the place of in the default set when they apply: on the torus
-    T^k the eigenvalues of H_t are its diagonal entries, so the torus angles replace the phase timeline and
-    the eigenvalue circle, which draw the same angles again; both stay under "More figures").
-
-    One cursor per page (issue 16): every figure marks the page's token cursor, the 3-D scenes included, and
-    none has an animation slider of its own. A chart whose spec changes is drawn anew by the browser
-    (re-creating a 3-D scene cost 0.5-0.8 s per cursor move in chromium, issue 14), so the 3-D scenes are
-    not in any view's default set: their cost applies only once "More figures" is open."""
-
-    name: str
-    wide: bool = True
-    args: tuple[str, ...] = ()
-    cursor_arg: str | None = "cursor"
-    cursor_fallback: bool = False
-    default: bool = True
-    replaces: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        """A short readable name of the figure (the app's "More figures" list), from :data:`FIGURE_LABELS`."""
-        return FIGURE_LABELS.get(self.name, self.name.replace("_", " "))
-
-
-@dataclass(frozen=True)
 class ViewSpec:
     """One view page. ``slug`` is its URL path, ``title``/``short`` its names (page list, buttons), ``icon``
     a Material icon name string (``":material/timeline:"``), ``kinds`` the model kinds it shows, ``family``
-    and ``blurb`` its one-line texts, ``figures`` in display order, ``controls`` the controls the page draws
-    (keys of :data:`CONTROLS`, in the order they are drawn)."""
+    and ``blurb`` its one-line texts, ``figures`` the names of its figures in display order (each declared
+    in :data:`geomlab.figures.FIGURES`), ``controls`` the controls the page draws (keys of :data:`CONTROLS`,
+    in the order they are drawn)."""
 
     slug: str
     title: str
@@ -76,99 +47,55 @@ class ViewSpec:
     kinds: tuple[str, ...]
     family: str
     blurb: str
-    figures: tuple[FigureSpec, ...]
+    figures: tuple[str, ...]
     controls: tuple[str, ...] = field(default=("layer",))
 
-    def figure(self, name: str) -> FigureSpec:
-        """The spec of figure ``name``; ``KeyError`` when this view has no such figure."""
-        for f in self.figures:
-            if f.name == name:
-                return f
-        raise KeyError(f"view {self.slug!r} has no figure {name!r}")
 
-    @property
-    def figure_names(self) -> tuple[str, ...]:
-        """Figure names in display order."""
-        return tuple(f.name for f in self.figures)
-
-
-#: Short readable names of the figures (what "More figures" lists; the figure's own title says more).
-FIGURE_LABELS = {
-    "phase_circle": "eigenvalues on the circle", "pca_projection": "2-D PCA of the path",
-    "distance_profile": "geodesic distances", "phase_timeline": "eigenvalue phases along the text",
-    "torus_angles": "torus angles", "pca_trajectory": "3-D PCA path", "so3_frame": "rotating frame (3 x 3)",
-    "tangent_lines": "update sizes by layer", "tangent_heatmap": "update sizes (heatmap)",
-    "generator_heatmap": "update generator at the cursor", "mixing_share": "share turned by mixing",
-    "similarity_map": "state similarity map", "attention_maps": "attention weights map",
-    "attends_to": "what the cursor attends to",
-    "attention_row": "attention row at the cursor", "attention_window": "attention window",
-    "energy_descent": "energy per step", "energy_tokens": "energy per token",
-    "plane_distances": "distances between planes", "plane_angles": "principal angles",
-    "plucker_heatmap": "Plücker coordinates", "gate_share": "gate share", "plane_similarity": "plane similarity",
-    "plane_sphere": "plane on the sphere", "plane_interpolation": "plane interpolation",
-    "plane_matrix": "plane matrix and axis usage", "decomposability_map": "decomposability of plane averages",
-}
-
-F = FigureSpec
-#: At most this many figures open a view (issue 16: a small default set a newcomer can read, and a cheap
-#: cursor move, issue 14); the view's other figures are under "More figures" (:func:`default_figures`).
+#: At most this many figures open a view (a small default set a newcomer can read, and a cheap cursor move);
+#: the view's other figures are under "More figures" (:func:`default_figures`).
 MAX_DEFAULT = 4
-# Figures with panels side by side (torus_angles, generator_heatmap, plane_matrix: two columns) are wide: at
-# half width their subplot titles overlap and their ticks pile up (tests/test_app.py checks it). Order =
-# display order; a view's default set is its first MAX_DEFAULT applicable figures with default=True, less
-# those another applicable default figure replaces (the torus angles take the place of the phase timeline and
-# the eigenvalue circle: one chart fewer to draw again on every cursor move, issue 14).
+# A view's default set is its first MAX_DEFAULT applicable figures declared default, less those another
+# applicable default figure replaces (the torus angles take the place of the phase timeline and the
+# eigenvalue circle: one chart fewer to draw again on every cursor move).
 VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
     ViewSpec("trajectories", "Group trajectories", "Trajectories", ":material/timeline:", OSM_KINDS,
              "orthogonal-state (OSM)",
              "Where the hidden state $H_t$ travels on its group: eigenvalue phases on the unit circle, distance "
              "from the identity, and a picture of the path.",
-             (F("phase_circle", False, ("layer",)), F("pca_projection", False, ("layer",)),
-              F("distance_profile", True), F("phase_timeline", True, ("layer",)),
-              F("torus_angles", True, ("layer",), replaces=("phase_timeline", "phase_circle")),
-              F("pca_trajectory", False, ("layer",), default=False),
-              F("so3_frame", False, ("layer",), default=False)),
+             ("phase_circle", "pca_projection", "distance_profile", "phase_timeline", "torus_angles",
+              "pca_trajectory", "so3_frame"),
              ("layer",)),
     ViewSpec("tangents", "Tangent updates", "Tangents", ":material/north_east:", OSM_KINDS,
              "orthogonal-state (OSM)",
              "How big each update $\\Phi_t$ in the Lie algebra is, per position and layer, before and after "
              "tangent mixing.",
-             (F("tangent_lines", True), F("tangent_heatmap", True),
-              F("generator_heatmap", True, ("layer", "substep"), default=False),
-              F("mixing_share", True, default=False)),
+             ("tangent_lines", "tangent_heatmap", "generator_heatmap", "mixing_share"),
              ("layer", "substep")),
     ViewSpec("attention", "Attention similarity", "Attention", ":material/grid_on:", ATTENTION_KINDS,
              "attention-based (OSMFormer, CEM, Transformers)",
              "Which earlier positions each position looks at; for an OSMFormer, next to the state similarity "
              "$\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$ its scores come from.",
-             (F("similarity_map", False, ("layer",)), F("attention_maps", False, ("layer", "head")),
-              F("attends_to", True, ("layer", "head")),
-              F("attention_row", True, ("layer",)),
-              F("attention_window", True, ("layer", "head"), default=False)),
+             ("similarity_map", "attention_maps", "attends_to", "attention_row", "attention_window"),
              ("layer", "head")),
     # ${...}$: one group, which KaTeX does not break after "t =" at a line end (a phone showed "t =" alone)
     ViewSpec("energy", "CEM energy", "Energy", ":material/trending_down:", ("cem",),
              "causal energy minimisation (CEM)",
              "Energy of each token's iterate across recursion steps ${t = 0, \\dots, T}$: a CEM layer is gradient "
              "descent on this energy, so it should go down.",
-             (F("energy_descent", True), F("energy_tokens", True, ("layer", "block"))),
+             ("energy_descent", "energy_tokens"),
              ("steps", "layer", "block")),
     ViewSpec("planes", "Grassmann planes", "Planes", ":material/change_history:", ("grassmann",),
              "Grassmann flow",
              "The 2-planes a Grassmann layer builds from pairs of positions, their Plücker coordinates, and how "
              "far apart consecutive planes are.",
-             (F("plane_distances", True, ("slot",)), F("plane_angles", False, ("layer", "slot")),
-              F("plucker_heatmap", False, ("layer", "slot")),
-              F("gate_share", False, default=False),
-              F("plane_similarity", False, ("layer", "slot"), default=False),
-              F("plane_sphere", False, ("layer", "slot"), default=False),
-              F("plane_interpolation", False, ("layer", "slot"), "position", True, default=False),
-              F("plane_matrix", True, ("layer", "slot"), default=False),
-              F("decomposability_map", False, default=False)),
+             ("plane_distances", "plane_angles", "plucker_heatmap", "gate_share", "plane_similarity",
+              "plane_sphere", "plane_interpolation", "plane_matrix", "decomposability_map"),
              ("layer", "slot")),
 )}
 """Every view page by slug, in the order the app lists them."""
-del F
+
+#: Every figure name of the views in one order (views in page order, figures in display order).
+FIGURE_ORDER: tuple[str, ...] = tuple(name for v in VIEWS.values() for name in v.figures)
 
 
 # ---------------------------------------------------------------- shape facts of a trace
@@ -191,70 +118,30 @@ def _n_slots(tr: Any) -> int:
 
 
 # ---------------------------------------------------------------- which figures apply
-def _osm_real3(tr: Any) -> bool:
-    import numpy as np
+def _declared() -> dict[str, Any]:
+    """:data:`geomlab.figures.FIGURES` (imported here, not at module level: it imports plotly)."""
+    from geomlab.figures import FIGURES
 
-    return tr.d == 3 and not np.iscomplexobj(tr.state_data)
-
-
-def _osm_tangents(tr: Any) -> bool:
-    return bool(getattr(tr, "has_tangents", False))
+    return FIGURES
 
 
-_OSM, _CEM, _GR = "osm", "cem", "grassmann"
-#: figure name -> predicate on a trace (design choice).
-_APPLIES: dict[str, Callable[[Any], bool]] = {
-    "phase_circle": lambda tr: tr.family == _OSM,
-    "phase_timeline": lambda tr: tr.family == _OSM,
-    "distance_profile": lambda tr: tr.family == _OSM,
-    "pca_projection": lambda tr: tr.family == _OSM,
-    "pca_trajectory": lambda tr: tr.family == _OSM,
-    "so3_frame": lambda tr: tr.family == _OSM and _osm_real3(tr),
-    "torus_angles": lambda tr: tr.family == _OSM and (getattr(tr, "group", None) or {}).get("name") == "T",
-    "tangent_heatmap": lambda tr: tr.family == _OSM and _osm_tangents(tr),
-    "tangent_lines": lambda tr: tr.family == _OSM and _osm_tangents(tr),
-    "mixing_share": lambda tr: tr.family == _OSM and _osm_tangents(tr),
-    "generator_heatmap": lambda tr: tr.family == _OSM and _osm_tangents(tr),
-    "energy_descent": lambda tr: tr.family == _CEM,
-    "energy_tokens": lambda tr: tr.family == _CEM,
-    "plane_distances": lambda tr: tr.family == _GR,
-    "plane_angles": lambda tr: tr.family == _GR,
-    "plane_similarity": lambda tr: tr.family == _GR,
-    "plucker_heatmap": lambda tr: tr.family == _GR,
-    "plane_matrix": lambda tr: tr.family == _GR,
-    "gate_share": lambda tr: tr.family == _GR and getattr(tr, "gates", None) is not None,
-    "plane_sphere": lambda tr: tr.family == _GR,
-    "plane_interpolation": lambda tr: tr.family == _GR and tr.n_positions >= 2,
-    "decomposability_map": lambda tr: tr.family == _GR,
-    "similarity_map": lambda tr: tr.family == _OSM and bool(getattr(tr, "has_similarity", False)),
-    "attention_maps": lambda tr: n_heads(tr) > 0,
-    "attention_row": lambda tr: n_heads(tr) > 0,
-    "attends_to": lambda tr: n_heads(tr) > 0,
-    # only where the overview subsamples (past MAX_MATRIX = 256 positions): a full-resolution window then
-    "attention_window": lambda tr: n_heads(tr) > 0 and tr.n_positions > 256,
-}
-
-#: Every figure name of the registry in one order (views in page order, figures in display order).
-FIGURE_ORDER: tuple[str, ...] = tuple(f.name for v in VIEWS.values() for f in v.figures)
-
-
-def figure_spec(name: str) -> FigureSpec:
-    """The :class:`FigureSpec` of figure ``name`` (in whichever view lists it); ``KeyError`` otherwise."""
-    for v in VIEWS.values():
-        for f in v.figures:
-            if f.name == name:
-                return f
-    raise KeyError(f"no view lists a figure {name!r}")
+def figure_spec(name: str):
+    """The declaration (:class:`geomlab.figures.FigureSpec`) of figure ``name``; ``KeyError`` when no view
+    lists it."""
+    if name not in FIGURE_ORDER:
+        raise KeyError(f"no view lists a figure {name!r}")
+    return _declared()[name]
 
 
 def applies(tr: Any, name: str) -> bool:
-    """Whether figure ``name`` can be drawn for trace ``tr`` (its family and recorded arrays fit)."""
-    rule = _APPLIES.get(name)
-    return bool(rule and rule(tr))
+    """Whether figure ``name`` can be drawn for trace ``tr`` (its declared predicate; False for a name no
+    view lists)."""
+    spec = _declared().get(name) if name in FIGURE_ORDER else None
+    return bool(spec and spec.applies(tr))
 
 
 def figures_for(tr: Any) -> list[str]:
-    """Names of every registered figure that applies to ``tr``, in :data:`FIGURE_ORDER`."""
+    """Names of every figure of the views that applies to ``tr``, in :data:`FIGURE_ORDER`."""
     return [n for n in FIGURE_ORDER if applies(tr, n)]
 
 
@@ -271,21 +158,22 @@ def default_view(kind: str) -> ViewSpec | None:
     return min(fitting, key=lambda v: len(v.kinds)) if fitting else None
 
 
-def view_figures(slug: str, tr: Any) -> list[FigureSpec]:
-    """The figures of view ``slug`` that apply to ``tr``, in display order (``KeyError``: unknown slug)."""
-    return [f for f in VIEWS[slug].figures if applies(tr, f.name)]
+def view_figures(slug: str, tr: Any) -> list:
+    """The declarations of the figures of view ``slug`` that apply to ``tr``, in display order
+    (``KeyError``: unknown slug)."""
+    return [figure_spec(n) for n in VIEWS[slug].figures if applies(tr, n)]
 
 
-def default_figures(slug: str, tr: Any) -> list[FigureSpec]:
-    """The figures view ``slug`` opens on for ``tr`` (issue 16: a small set a newcomer can read): the first
-    :data:`MAX_DEFAULT` applicable figures marked ``default`` and not replaced by another of them
+def default_figures(slug: str, tr: Any) -> list:
+    """The figures view ``slug`` opens on for ``tr`` (a small set a newcomer can read): the first
+    :data:`MAX_DEFAULT` applicable figures declared ``default`` and not replaced by another of them
     (``FigureSpec.replaces``), in display order."""
     fitting = [f for f in view_figures(slug, tr) if f.default]
     replaced = {name for f in fitting for name in f.replaces}
     return [f for f in fitting if f.name not in replaced][:MAX_DEFAULT]
 
 
-def more_figures(slug: str, tr: Any) -> list[FigureSpec]:
+def more_figures(slug: str, tr: Any) -> list:
     """The applicable figures of view ``slug`` that are not in :func:`default_figures` (the app shows them
     under "More figures"), in display order."""
     shown = {f.name for f in default_figures(slug, tr)}
@@ -307,7 +195,7 @@ def control_options(slug: str, tr: Any, controls: dict[str, Any] | None = None) 
         out["substep"] = list(range(_n_substeps(tr)))
     if "slot" in spec.controls and _n_slots(tr) > 1:
         out["slot"] = list(range(_n_slots(tr)))
-    if "block" in spec.controls and tr.family == _CEM:
+    if "block" in spec.controls and tr.family == "cem":
         out["block"] = [0, 1]
     return out
 
@@ -372,7 +260,7 @@ def figure_kwargs(name: str, controls: dict[str, Any] | None = None, cursor: int
     """The keyword arguments figure ``name`` receives: the controls it takes (None values left out) and the
     cursor under its ``cursor_arg``. Also the figure's cache key (with the name)."""
     spec = figure_spec(name)
-    kw = {k: (controls or {}).get(k) for k in spec.args}
+    kw = {k: (controls or {}).get(k) for k in spec.controls}
     kw = {k: v for k, v in kw.items() if v is not None}
     if spec.cursor_arg and cursor is not None:
         kw[spec.cursor_arg] = int(cursor)
@@ -380,27 +268,26 @@ def figure_kwargs(name: str, controls: dict[str, Any] | None = None, cursor: int
 
 
 def build_figure(tr: Any, name: str, controls: dict[str, Any] | None = None, cursor: int | None = None):
-    """Figure ``name`` of trace ``tr`` as a :class:`geomlab.figures.View` ``(figure, caption)``.
+    """Figure ``name`` of trace ``tr`` as a :class:`geomlab.figures.Chart` ``(figure, caption)``.
 
     ``controls``: control values (extra keys ignored, missing ones take the figure's defaults);
     ``cursor``: the highlighted position. Raises :class:`geomlab.figures.FigureError` (a ``ValueError``) when
     the figure does not apply or an argument is out of range; ``KeyError`` for an unknown figure."""
-    from geomlab import figures
+    from geomlab.figures import FigureError
 
     spec = figure_spec(name)
-    fn = figures.VIEWS[name]
     kw = figure_kwargs(name, controls, cursor)
     if spec.cursor_fallback and spec.cursor_arg in kw:
         try:
-            return fn(tr, **kw)
-        except figures.FigureError:
+            return spec.draw(tr, **kw)
+        except FigureError:
             kw.pop(spec.cursor_arg)
-    return fn(tr, **kw)
+    return spec.draw(tr, **kw)
 
 
 def build_view(tr: Any, slug: str, controls: dict[str, Any] | None = None, cursor: int | None = None,
                skip_errors: bool = True) -> dict[str, Any]:
-    """Every applicable figure of view ``slug`` for ``tr`` as ``{name: View}`` in display order, with
+    """Every applicable figure of view ``slug`` for ``tr`` as ``{name: Chart}`` in display order, with
     ``controls`` over :func:`default_controls`. Figures that cannot be drawn for this particular trace (a
     ``FigureError``, e.g. no plane pair in a one-character text) are left out unless ``skip_errors`` is
     False."""
@@ -418,11 +305,11 @@ def build_view(tr: Any, slug: str, controls: dict[str, Any] | None = None, curso
 
 
 def all_figures(tr: Any, cursor: int | None = None) -> dict[str, Any]:
-    """Every figure of :func:`figures_for` as ``{name: View}`` with the figures' default arguments (``cursor``
-    passed to those that take it; ``plane_interpolation`` uses it as its position when it has a plane pair
-    there). Figures that cannot be drawn for this particular trace (a ``FigureError``, e.g. no plane pair in a
-    very short text) are left out. The app and ``trace --html`` use :func:`build_view` (a view's own
-    controls) instead; the tests and ``geomlab bench figures`` use this."""
+    """Every figure of :func:`figures_for` as ``{name: Chart}`` with the figures' default arguments
+    (``cursor`` passed to those that take it; ``plane_interpolation`` uses it as its position when it has a
+    plane pair there). Figures that cannot be drawn for this particular trace (a ``FigureError``, e.g. no
+    plane pair in a very short text) are left out. The app and ``trace --html`` use :func:`build_view` (a
+    view's own controls) instead; the tests and ``geomlab bench figures`` use this."""
     from geomlab.figures import FigureError
 
     out: dict[str, Any] = {}
@@ -440,32 +327,35 @@ def views_of_trace(tr: Any) -> list[ViewSpec]:
     return [v for v in VIEWS.values() if view_figures(v.slug, tr)]
 
 
-def check_registry(names: Iterable[str] | None = None) -> list[str]:
-    """Problems of the registry as sentences (empty when consistent): every figure name exists in
-    ``geomlab.figures.VIEWS`` (or ``names``), has a rule in :func:`applies`, appears in one view only, and
-    every control named is a key of :data:`CONTROLS`."""
-    if names is None:
-        from geomlab import figures
-
-        names = figures.VIEWS
-    names = set(names)
+def check_views(names: Iterable[str] | None = None) -> list[str]:
+    """Problems of the views as sentences (empty when consistent): every figure a view lists is declared in
+    :data:`geomlab.figures.FIGURES` (or ``names``) and listed by one view only, every declared figure is on
+    some view, every control a view draws is a key of :data:`CONTROLS`, every control a figure takes is one
+    its view draws, and a figure replaces only figures of its own view."""
+    declared = _declared()
+    names = set(declared if names is None else names)
     problems = []
     seen: dict[str, str] = {}
     for v in VIEWS.values():
         for c in v.controls:
             if c not in CONTROLS:
                 problems.append(f"{v.slug}: unknown control {c!r}")
-        for f in v.figures:
-            if f.name not in names:
-                problems.append(f"{v.slug}: {f.name!r} is not in geomlab.figures.VIEWS")
-            if f.name not in _APPLIES:
-                problems.append(f"{v.slug}: {f.name!r} has no applicability rule")
-            if f.name in seen:
-                problems.append(f"{f.name!r} is listed by {seen[f.name]} and {v.slug}")
-            seen[f.name] = v.slug
-            for a in f.args:
+        for name in v.figures:
+            if name not in names or name not in declared:
+                problems.append(f"{v.slug}: {name!r} is not declared in geomlab.figures.FIGURES")
+                continue
+            if name in seen:
+                problems.append(f"{name!r} is listed by {seen[name]} and {v.slug}")
+            seen[name] = v.slug
+            spec = declared[name]
+            for a in spec.controls:
                 if a not in v.controls:
-                    problems.append(f"{v.slug}: {f.name!r} takes {a!r}, which the view does not offer")
+                    problems.append(f"{v.slug}: {name!r} takes {a!r}, which the view does not offer")
+            for r in spec.replaces:
+                if r not in v.figures:
+                    problems.append(f"{v.slug}: {name!r} replaces {r!r}, which the view does not list")
+    for name in sorted(names - set(seen)):
+        problems.append(f"{name!r} is declared but no view lists it")
     return problems
 
 

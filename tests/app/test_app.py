@@ -191,17 +191,17 @@ def _registry_trace(name: str):
 def test_every_view_page_draws_its_registry_figures_in_order(ckpt_dirs, slug):
     """The page draws exactly the registry's figures that apply to the trace, in the registry's order, and
     offers the controls the registry lists for it."""
-    from geomlab.teach import views as registry
+    from geomlab.teach import views
 
     at = app(gl_ckpt=ref(VIEW_CKPT[slug]))
     goto(at, slug)
     tr = _registry_trace(VIEW_CKPT[slug])
-    order = [f.name for f in registry.default_figures(slug, tr)]  # the rest waits under "More figures"
+    order = [f.name for f in views.default_figures(slug, tr)]  # the rest waits under "More figures"
     names = [c.key.split(f"{slug}-", 1)[1] for c in charts(at)]  # chart keys are "<slug>-<figure>"
     failed = [i.value.split(":")[0].replace(" ", "_") for i in at.info]  # a figure that cannot be drawn
     assert sorted(names + [f for f in failed if f in order]) == sorted(order), (names, failed)
     assert names == [n for n in order if n in names]
-    opts = registry.control_options(slug, tr)
+    opts = views.control_options(slug, tr)
     labels = {w.label for w in (*at.slider, *at.selectbox, *at.radio)}
     if "layer" in opts:
         assert "Layer" in labels
@@ -211,7 +211,7 @@ def test_every_view_page_draws_its_registry_figures_in_order(ckpt_dirs, slug):
         assert "Offset slot" in labels
     if "block" in opts:
         assert "Sub-block (token heatmap)" in labels
-    used = {a for f in registry.default_figures(slug, tr) for a in f.args}
+    used = {a for f in views.default_figures(slug, tr) for a in f.controls}
     if "substep" in opts:  # only while a figure on screen takes it (the generator heatmap is under "more")
         assert ("Update (generator heatmap)" in labels) == ("substep" in used)
 
@@ -1188,18 +1188,18 @@ def test_train_save_keeps_an_existing_checkpoint_of_that_name(ckpt_dirs, monkeyp
 def test_a_view_opens_on_its_default_figures_and_more_figures_shows_the_rest(ckpt_dirs, slug):
     """Issue 16: a view page draws its small default set only (the others are not even built), in the
     registry's order; the "More figures" switch adds the rest below, and stays on for the next page."""
-    from geomlab.teach import views as registry
+    from geomlab.teach import views
 
     at = app(gl_ckpt=ref(VIEW_CKPT[slug]))
     goto(at, slug)
     assert not at.exception, [e.value for e in at.exception]
     tr = _registry_trace(VIEW_CKPT[slug])
-    default = [f.name for f in registry.default_figures(slug, tr)]
-    more = [f.name for f in registry.more_figures(slug, tr)]
+    default = [f.name for f in views.default_figures(slug, tr)]
+    more = [f.name for f in views.more_figures(slug, tr)]
     names = [c.key.split(f"{slug}-", 1)[1] for c in charts(at)]
     failed = [i.value.split(":")[0].replace(" ", "_") for i in at.info]
     assert names == [n for n in default if n not in failed] and names, (names, default)
-    assert len(default) <= registry.MAX_DEFAULT
+    assert len(default) <= views.MAX_DEFAULT
     if not more:
         assert not [t for t in at.toggle if t.key == "w_more_figures"]
         return

@@ -13,7 +13,7 @@ import pytest
 
 from app_pages import _widgets
 from geomlab.checkpoints import io as checkpoint
-from geomlab.teach import views as registry
+from geomlab.teach.views import build_view
 from geomlab.trace import trace_text
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "checkpoints"
@@ -22,14 +22,14 @@ TEXT = "ROMEO: But soft, what light through yonder window breaks?"
 
 @pytest.fixture(scope="module")
 def views() -> dict:
-    """``{figure name: View}`` of the torus OSMFormer's trajectories and the CEM model's energy page."""
+    """``{figure name: Chart}`` of the torus OSMFormer's trajectories and the CEM model's energy page."""
     names = {"osmformer-torus-tinyshakespeare": "trajectories", "cem-t2-tinyshakespeare": "energy"}
     if not all((ASSETS / f"{n}.json").is_file() for n in names):
         pytest.skip("bundled checkpoints not present")
     out: dict = {}
     for name, slug in names.items():
         ck = checkpoint.load(ASSETS / f"{name}.json")
-        out.update(registry.build_view(trace_text(ck.model, ck.vocab, TEXT), slug, cursor=5))
+        out.update(build_view(trace_text(ck.model, ck.vocab, TEXT), slug, cursor=5))
     return out
 
 
@@ -115,7 +115,7 @@ def test_on_a_phone_panels_side_by_side_get_smaller_titles_and_sparser_ticks(mon
     if not (ASSETS / f"{name}.json").is_file():
         pytest.skip("bundled checkpoints not present")
     ck = checkpoint.load(ASSETS / f"{name}.json")
-    built = registry.build_view(trace_text(ck.model, ck.vocab, TEXT), "tangents", cursor=5)
+    built = build_view(trace_text(ck.model, ck.vocab, TEXT), "tangents", cursor=5)
     for fig_name in ("tangent_heatmap", "generator_heatmap"):
         fig = built[fig_name].figure
         desk = fig.layout.to_plotly_json()
@@ -152,7 +152,7 @@ def test_on_a_phone_stacked_maps_keep_their_colour_bars_beside_them(monkeypatch)
     if not (ASSETS / f"{name}.json").is_file():
         pytest.skip("bundled checkpoints not present")
     ck = checkpoint.load(ASSETS / f"{name}.json")
-    fig = registry.build_view(trace_text(ck.model, ck.vocab, TEXT), "planes", cursor=20)["plane_matrix"].figure
+    fig = build_view(trace_text(ck.model, ck.vocab, TEXT), "planes", cursor=20)["plane_matrix"].figure
     got, lay = drawn(fig, True, monkeypatch)
     assert list(lay["xaxis"]["domain"]) == list(lay["xaxis2"]["domain"]) == [0, 1]
     for t in got.data:  # each bar right of the plot, as tall as its own map
@@ -167,7 +167,7 @@ def test_on_a_phone_stacking_adds_no_colour_bar(monkeypatch):
     if not (ASSETS / f"{name}.json").is_file():
         pytest.skip("bundled checkpoints not present")
     ck = checkpoint.load(ASSETS / f"{name}.json")
-    fig = registry.build_view(trace_text(ck.model, ck.vocab, "01234 10234 21034 01234 41023"), "trajectories",
+    fig = build_view(trace_text(ck.model, ck.vocab, "01234 10234 21034 01234 41023"), "trajectories",
                               cursor=3)["torus_angles"].figure
 
     def bars(f) -> list:
@@ -193,7 +193,7 @@ def test_on_a_phone_a_3d_scene_takes_the_width_and_a_phone_height(monkeypatch):
         pytest.skip("bundled checkpoints not present")
     for name, (slug, key) in names.items():
         ck = checkpoint.load(ASSETS / f"{name}.json")
-        fig = registry.build_view(trace_text(ck.model, ck.vocab, TEXT), slug, cursor=20)[key].figure
+        fig = build_view(trace_text(ck.model, ck.vocab, TEXT), slug, cursor=20)[key].figure
         before = copy.deepcopy(fig.layout.to_plotly_json())
         got, lay = drawn(fig, True, monkeypatch, narrow=True)
         assert fig.layout.to_plotly_json() == before, name  # the cached figure is untouched
@@ -223,7 +223,7 @@ def test_on_a_phone_a_legend_beside_the_plot_goes_under_it(monkeypatch):
     if not (ASSETS / f"{name}.json").is_file():
         pytest.skip("bundled checkpoints not present")
     ck = checkpoint.load(ASSETS / f"{name}.json")
-    figs = registry.build_view(trace_text(ck.model, ck.vocab, TEXT), "tangents", cursor=20)
+    figs = build_view(trace_text(ck.model, ck.vocab, TEXT), "tangents", cursor=20)
     fig = figs["tangent_lines"].figure
     before = copy.deepcopy(fig.layout.to_plotly_json())
     assert (before.get("legend") or {}).get("orientation") != "h"  # beside the plot on a desktop
@@ -243,7 +243,7 @@ def test_on_a_phone_a_legend_beside_the_plot_goes_under_it(monkeypatch):
     assert _widgets.legend_below(go.Figure(go.Scatter(y=[1, 2], name="one"))) == {}  # Plotly shows none
     # a lone entry shown beside the plot (Trajectories' distances: "state", ~90 px of a phone) goes under too
     rnn = checkpoint.load(ASSETS / "osm-rnn-o-tinyshakespeare.json")
-    dist = registry.build_view(trace_text(rnn.model, rnn.vocab, TEXT), "trajectories", cursor=20)["distance_profile"]
+    dist = build_view(trace_text(rnn.model, rnn.vocab, TEXT), "trajectories", cursor=20)["distance_profile"]
     assert [t.name for t in dist.figure.data if t.showlegend is True] == ["state"]
     _, lay = drawn(dist.figure, True, monkeypatch)
     assert lay["legend"]["orientation"] == "h" and lay["legend"]["yref"] == "container"

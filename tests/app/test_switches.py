@@ -13,7 +13,7 @@ import pytest
 from conftest import run_page
 from streamlit.testing.v1 import AppTest
 
-from geomlab.teach import views as registry
+from geomlab.teach import views
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -71,13 +71,13 @@ def qp(at: AppTest) -> dict[str, str]:
 
 # ---------------------------------------------------------------- the backend's relatedness
 def test_related_kinds_put_the_family_before_the_mechanism():
-    osm = list(registry.related_kinds("osm-rnn"))
+    osm = list(views.related_kinds("osm-rnn"))
     assert osm[0] == "osm-rnn" and osm[1] == "osmformer"  # same family before the LSTM
     assert "cem" not in osm and "grassmann" not in osm
-    assert registry.related_kinds("grassmann")["grassmann-attn"] == "same family"
-    cem = registry.related_kinds("cem")
+    assert views.related_kinds("grassmann")["grassmann-attn"] == "same family"
+    cem = views.related_kinds("cem")
     assert cem["transformer"] == "also attention-based" and "osm-rnn" not in cem
-    assert registry.related_kinds("no-such-kind") == {"no-such-kind": "same kind"}
+    assert views.related_kinds("no-such-kind") == {"no-such-kind": "same kind"}
 
 
 # ---------------------------------------------------------------- views: a stand-in, said out loud
@@ -179,7 +179,7 @@ def test_compare_pairs_one_kind_on_the_most_specific_view_both_show():
     assert kind_of(b) == "osmformer" and b != OSMFORMER_O  # same kind, another group
     view = at.session_state["gl_compare_view"]
     assert view == "trajectories"  # shows both, fewer kinds than Attention similarity
-    assert {"osmformer"} <= set(registry.VIEWS[view].kinds)
+    assert {"osmformer"} <= set(views.VIEWS[view].kinds)
     assert not any("does not apply" in i.value for i in at.info)
     assert any("B chosen to go with A: the same kind" in shown(c.value) for c in at.caption)
     # A changes: the automatic B follows it (a word problem gets a word problem of its kind)
@@ -198,9 +198,9 @@ def test_compare_pairs_one_kind_on_the_most_specific_view_both_show():
 def test_a_fresh_compare_opens_on_a_view_both_sides_show():
     at = open_page("compare")
     a, b = at.session_state["gl_ckpt"], at.session_state["gl_ckpt_b"]
-    view = registry.VIEWS[at.session_state["gl_compare_view"]]
+    view = views.VIEWS[at.session_state["gl_compare_view"]]
     assert kind_of(a) in view.kinds and kind_of(b) in view.kinds
-    assert kind_of(b) in registry.related_kinds(kind_of(a))  # related, not any other checkpoint
+    assert kind_of(b) in views.related_kinds(kind_of(a))  # related, not any other checkpoint
 
 
 def test_compare_without_a_shared_view_says_so_and_offers_a_b():
@@ -211,7 +211,7 @@ def test_compare_without_a_shared_view_says_so_and_offers_a_b():
     chips = at.pills(key="w_cmp_b_choice")
     assert chips.proto.options[0].content.startswith("osm-rnn-torus-s5 · same kind")  # same task, kind first
     # with no view for both, the view is one of A's (not one that shows only B)
-    assert kind_of("bundled/osm-rnn-o-s5") in registry.VIEWS[at.session_state["gl_compare_view"]].kinds
+    assert kind_of("bundled/osm-rnn-o-s5") in views.VIEWS[at.session_state["gl_compare_view"]].kinds
     swapped = open_page("compare", ckpt="bundled/grassmann-tinyshakespeare",
                         b="bundled/osmformer-torus-tinyshakespeare")
     assert swapped.session_state["gl_compare_view"] == "planes"
@@ -270,7 +270,7 @@ def test_a_link_to_one_checkpoint_at_two_depths_round_trips_both_t():
 def test_a_link_with_an_unknown_view_gives_a_notice():
     at = open_page("compare", ckpt=OSMFORMER_O, view="nope")
     assert any("view='nope'" in shown(w.value) for w in at.warning), [w.value for w in at.warning]
-    assert at.session_state["gl_compare_view"] in registry.VIEWS
+    assert at.session_state["gl_compare_view"] in views.VIEWS
 
 
 # ---------------------------------------------------------------- each page's URL: only its own keys
@@ -278,7 +278,7 @@ ALLOWED = {
     "": set(), "train": set(), "checkpoints": set(),
     "compare": {"ckpt", "b", "text", "pos", "layer", "view", "T", "TB"},
     **{slug: {"ckpt", "text", "pos", "layer"} | ({"T"} if "steps" in v.controls else set())
-       for slug, v in registry.VIEWS.items()},
+       for slug, v in views.VIEWS.items()},
 }
 
 

@@ -161,9 +161,9 @@ def test_sizes_of_traces_figures_and_arrays():
     fig = go.Figure(go.Heatmap(z=np.random.rand(100, 100)))
     est, real = cache.figure_nbytes(fig), len(fig.to_json())
     assert real / 3 < est < 3 * real
-    from geomlab.figures import View
+    from geomlab.figures import Chart
 
-    assert cache.size_of(View(fig, "caption")) >= est
+    assert cache.size_of(Chart(fig, "caption")) >= est
     assert cache.size_of(np.zeros(10)) == 80 and cache.size_of("abc") == 3
     assert cache.size_of(object()) == cache.UNKNOWN_NBYTES
 

@@ -14,8 +14,8 @@ import torch
 from hypothesis import given, strategies as st
 
 from geomlab import figures
-from geomlab.teach import views as registry
-from geomlab.figures import FigureError, View, _common
+from geomlab.teach import views
+from geomlab.figures import Chart, FigureError, _common
 from geomlab.trace import BaselineTrace, CEMTrace, OSMTrace, encode_text, from_record, trace
 from helpers.models import MODELS, SUB, T, TEXT, VOCAB, get_model, get_trace, small_model
 
@@ -81,12 +81,12 @@ EXPECTED = {
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_every_view_is_complete(name, validate):
     tr = get_trace(name)
-    assert set(registry.figures_for(tr)) == EXPECTED[name]
-    views = registry.all_figures(tr, cursor=5)
-    assert set(views) == EXPECTED[name]
-    for vname, view in views.items():
-        assert isinstance(view, View)
-        fig, caption = view
+    assert set(views.figures_for(tr)) == EXPECTED[name]
+    charts = views.all_figures(tr, cursor=5)
+    assert set(charts) == EXPECTED[name]
+    for vname, chart in charts.items():
+        assert isinstance(chart, Chart)
+        fig, caption = chart
         assert fig.layout.title.text, vname
         assert isinstance(caption, str) and len(caption) > 40 and fig.layout.meta["caption"] == caption
         titles = _axis_titles(fig)
@@ -752,12 +752,12 @@ def test_non_finite_states_give_a_message():
     tr.states[0, 7] = np.nan
     with pytest.raises(FigureError, match="position 7"):
         figures.phase_circle(tr)
-    assert "phase_circle" not in registry.all_figures(tr) and "tangent_heatmap" in registry.all_figures(tr)
+    assert "phase_circle" not in views.all_figures(tr) and "tangent_heatmap" in views.all_figures(tr)
 
 
 def test_baseline_family_is_chosen_by_content():
     tr = from_record({"logits": np.zeros((3, 2))}, "newkind", np.arange(3))
-    assert isinstance(tr, BaselineTrace) and registry.figures_for(tr) == []
+    assert isinstance(tr, BaselineTrace) and views.figures_for(tr) == []
 
 
 @pytest.mark.parametrize("text", ["s", "so"])
@@ -768,8 +768,8 @@ def test_very_short_texts_build_or_explain(text):
 
     for name in ("osmformer-U3", "osm-rnn-SO3", "cem", "grassmann-r3", "transformer"):
         tr = trace_text(get_model(name), VOCAB, text)
-        built = registry.all_figures(tr, cursor=0)
-        missing = set(registry.figures_for(tr)) - set(built)
+        built = views.all_figures(tr, cursor=0)
+        missing = set(views.figures_for(tr)) - set(built)
         assert missing <= {"plane_matrix", "plane_sphere", "plane_interpolation"}, missing
         for view in built.values():
             json.loads(view.figure.to_json())
@@ -843,10 +843,10 @@ def test_unvalidated_figures_send_what_validated_ones_send(name, monkeypatch):
     JSON, frames included: nothing the unvalidated path sends differs from a checked figure."""
     tr = get_trace(name)
     monkeypatch.setattr(_common, "VALIDATE", False)
-    fast = registry.all_figures(tr, cursor=5)
+    fast = views.all_figures(tr, cursor=5)
     assert all(not v.figure._validate for v in fast.values())
     monkeypatch.setattr(_common, "VALIDATE", True)
-    checked = registry.all_figures(tr, cursor=5)
+    checked = views.all_figures(tr, cursor=5)
     assert set(fast) == set(checked) == EXPECTED.get(name, set(fast))
     for vname in fast:
         _same_json(_plain(json.loads(fast[vname].figure.to_json())),
@@ -975,9 +975,9 @@ def test_long_traces_stay_under_the_caps_and_say_so():
     cursor = 1234
     for name, tr in _long_traces().items():
         assert tr.n_positions == _LONG
-        views = registry.all_figures(tr, cursor=cursor)
-        assert set(views) & set(_CAPPED), name
-        for vname, (fig, caption) in views.items():
+        charts = views.all_figures(tr, cursor=cursor)
+        assert set(charts) & set(_CAPPED), name
+        for vname, (fig, caption) in charts.items():
             if vname not in _CAPPED:
                 continue
             cap = _common.MAX_POINTS + 1
@@ -1007,7 +1007,7 @@ def test_unvalidated_figures_pickle_and_read_back():
 
     tr = get_trace("osmformer-U3")
     for name in ("phase_circle", "distance_profile", "tangent_heatmap"):
-        view = figures.VIEWS[name](tr, cursor=4)
+        view = figures.FIGURES[name].draw(tr, cursor=4)
         back = pickle.loads(pickle.dumps(view))
         assert back.caption == view.caption and not back.figure._validate
         assert back.figure.to_json() == view.figure.to_json()
@@ -1077,11 +1077,11 @@ def test_views_of_a_trace_with_non_finite_values(name, value, validate):
     FigureError beyond those of the clean trace), plots no infinity, and says in its caption that values are
     missing."""
     tr = _poisoned(name, value, **POISON[name])
-    clean = registry.all_figures(get_trace(name), cursor=7)
-    views = registry.all_figures(tr, cursor=7)
-    assert set(views) == set(clean)
+    clean = views.all_figures(get_trace(name), cursor=7)
+    charts = views.all_figures(tr, cursor=7)
+    assert set(charts) == set(clean)
     noted = []
-    for vname, (fig, caption) in views.items():
+    for vname, (fig, caption) in charts.items():
         for t in fig.data:
             for key in ("x", "y", "z"):
                 v = getattr(t, key, None)
@@ -1183,7 +1183,7 @@ def test_long_attention_shows_a_full_resolution_window_beside_the_overview():
     tr = from_record({"logits": np.zeros((n, 3)), "attention_q": q, "attention_k": k}, "transformer",
                      np.zeros(n, int))
 
-    assert "attention_window" in [f.name for f in registry.view_figures("attention", tr)]
+    assert "attention_window" in [f.name for f in views.view_figures("attention", tr)]
     fig, cap = figures.attention_window(tr, layer=0, cursor=200)
     w = np.asarray(_by_name(fig, "weights").z, dtype=float)
     full = tr.attention_weights(0)[137:201, 137:201]
@@ -1192,7 +1192,7 @@ def test_long_attention_shows_a_full_resolution_window_beside_the_overview():
     assert "137–200" in cap and "positions 137–200" in fig.layout.title.text
     short = from_record({"logits": np.zeros((9, 3)), "attention_q": q[:, :, :9], "attention_k": k[:, :, :9]},
                         "transformer", np.zeros(9, int))
-    assert "attention_window" not in [f.name for f in registry.view_figures("attention", short)]
+    assert "attention_window" not in [f.name for f in views.view_figures("attention", short)]
 
 
 # --------------------------------------------------------------------------------------------- curated figures
@@ -1219,12 +1219,12 @@ def test_every_figure_marks_the_cursor(name):
 
     tr = get_trace(name)
     c = 6
-    for fname in registry.figures_for(tr):
-        spec = registry.figure_spec(fname)
-        fig = registry.build_figure(tr, fname, {}, c).figure
+    for fname in views.figures_for(tr):
+        spec = views.figure_spec(fname)
+        fig = views.build_figure(tr, fname, {}, c).figure
         assert _cursor_marks(fig, c), f"{fname}: no mark at the cursor {c}"
         assert not fig.frames and not fig.layout.sliders, fname
-        other = registry.build_figure(tr, fname, {}, c + 2).figure
+        other = views.build_figure(tr, fname, {}, c + 2).figure
         if spec.cursor_arg == "cursor":  # the mark moves with the cursor
             assert not _cursor_marks(other, c) or _cursor_marks(other, c + 2), fname
 
@@ -1303,13 +1303,13 @@ def test_half_width_figures_have_thinned_ticks():
     """Every figure a view draws at half width keeps at most 12 tick labels per axis at 2,048 positions
     (token ticks at round positions, category axes with nticks); hover names every position."""
 
-    narrow = {f.name for v in registry.VIEWS.values() for f in v.figures if not f.wide}
+    narrow = {name for name in views.FIGURE_ORDER if not figures.FIGURES[name].wide}
     seen = set()
     for name, tr in _long_traces().items():
-        for fname in registry.figures_for(tr):
+        for fname in views.figures_for(tr):
             if fname not in narrow:
                 continue
-            fig = registry.build_figure(tr, fname, {}, 1234).figure
+            fig = views.build_figure(tr, fname, {}, 1234).figure
             lay = fig.layout
             for key in lay.to_plotly_json():
                 if key.startswith(("xaxis", "yaxis")):

@@ -20,6 +20,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from geomlab.figures import plane_scenes
 from geomlab.geometry import planes
 from geomlab.geometry.groups import GroupError, all_groups, get_group, matrix_to_angles
 from geomlab.geometry.planes import PlaneError
@@ -153,21 +154,21 @@ def test_plane_functions_of_non_finite_input_are_nan_or_plane_error(seed, r, dat
         assert _all_nan(planes.dist(bad, Q2, metric)), metric
     Q, ok = planes.plane_basis(bad[:, 0], bad[:, 1])
     assert not bool(ok) and _all_nan(Q)
-    *_, cov = planes.project3(bad[:, 0], bad[:, 1])
+    *_, cov = plane_scenes.project3(bad[:, 0], bad[:, 1])
     assert math.isnan(float(cov))
     p = planes.plucker(bad[:, 0], bad[:, 1])
     assert _all_nan(planes.decomposability(p))
     assert _all_nan(planes.dominant_plane(p))
     energy = planes.coordinate_energy(p)
     with pytest.raises(PlaneError, match="energy"):
-        planes.top_axes(energy)
+        plane_scenes.top_axes(energy)
     for f in (planes.plucker_rank, planes.plucker_size):
         with pytest.raises(PlaneError):
             f(value)
     Z = torch.randn(8, r, dtype=torch.float64)
     Z[2, i] = value
     with pytest.raises(PlaneError, match="Z"):
-        planes.pca_axes(Z)
+        plane_scenes.pca_axes(Z)
 
 
 # ------------------------------------------------------------------------------------------------- class 2: edges

@@ -10,6 +10,7 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from geomlab.figures import plane_scenes
 from geomlab.geometry import planes as P
 
 seeds = st.integers(0, 2**31 - 1)
@@ -132,17 +133,17 @@ def test_interpolation_endpoints_and_constant_speed(seed, r, s):
 def test_pole_and_great_circle_r3(seed):
     a, b, c, d = _vecs(seed, 3, 4)
     assume(_well_posed(a, b) and _well_posed(c, d))
-    n = P.pole(a, b)
+    n = plane_scenes.pole(a, b)
     assert torch.allclose(n, torch.linalg.cross(a, b) / torch.linalg.cross(a, b).norm(), atol=1e-12)
-    assert torch.allclose(P.pole(b, a), -n, atol=1e-12)
-    circ = P.great_circle(a, b, 33)
+    assert torch.allclose(plane_scenes.pole(b, a), -n, atol=1e-12)
+    circ = plane_scenes.great_circle(a, b, 33)
     assert circ.shape == (33, 3)
     assert torch.allclose(circ.norm(dim=-1), torch.ones(33, dtype=circ.dtype), atol=1e-12)
     assert (circ @ n).abs().max() < 1e-12
     # two planes in R^3 share a line: theta_1 = 0, theta_2 = arccos |n1 . n2|
     th = P.principal_angles(_basis(a, b), _basis(c, d))
     assert float(th[0]) < 1e-6
-    assert abs(float(th[1]) - math.acos(min(1.0, abs(float(n @ P.pole(c, d)))))) < 1e-6
+    assert abs(float(th[1]) - math.acos(min(1.0, abs(float(n @ plane_scenes.pole(c, d)))))) < 1e-6
 
 
 @given(seeds, st.integers(4, 8))
@@ -151,7 +152,7 @@ def test_project3_coverage_is_product_of_cosines(seed, r):
     Q = _basis(a, b)
     g = torch.Generator().manual_seed(seed + 1)
     E, _ = torch.linalg.qr(torch.randn(r, 3, generator=g, dtype=torch.float64))
-    a3, b3, n, cov = P.project3(a, b, E)
+    a3, b3, n, cov = plane_scenes.project3(a, b, E)
     cos = torch.linalg.svdvals(Q.T @ E)  # cosines of the principal angles plane vs span(E)
     assert abs(float(cov) - float(cos.prod())) < 1e-8
     assert 0 <= float(cov) <= 1
@@ -162,22 +163,22 @@ def test_project3_coverage_is_product_of_cosines(seed, r):
     b0 = torch.zeros(r, dtype=torch.float64)
     b0[:3] = b[:3]
     assume(_well_posed(a0, b0))
-    assert abs(float(P.project3(a0, b0, (0, 1, 2))[3]) - 1) < 1e-10
+    assert abs(float(plane_scenes.project3(a0, b0, (0, 1, 2))[3]) - 1) < 1e-10
     with pytest.raises(ValueError):
-        P.project3(a, b, (0, 0, 1))
+        plane_scenes.project3(a, b, (0, 0, 1))
 
 
 def test_pca_and_top_axes():
     g = torch.Generator().manual_seed(0)
     Z = torch.randn(200, 6, generator=g, dtype=torch.float64) * torch.tensor([5.0, 0.1, 4.0, 0.1, 3.0, 0.1])
-    E = P.pca_axes(Z)
+    E = plane_scenes.pca_axes(Z)
     assert E.shape == (6, 3)
     assert torch.allclose(E.T @ E, torch.eye(3, dtype=E.dtype), atol=1e-8)
     assert set(int(i) for i in E.abs().argmax(0)) == {0, 2, 4}
     p = P.normalize_plucker(P.plucker(Z[:, 0:1] * torch.eye(6)[0], Z[:, 2:3] * torch.eye(6)[2] + 1e-3))
     energy = P.coordinate_energy(p)
     assert energy.shape == (6, 6) and torch.allclose(energy, energy.T)
-    assert set(P.top_axes(energy, 2)) == {0, 2}
+    assert set(plane_scenes.top_axes(energy, 2)) == {0, 2}
 
 
 @given(seeds, st.integers(4, 8), st.floats(0.05, 0.95))
@@ -212,7 +213,7 @@ def test_bad_input_raises_value_error():
     with pytest.raises(ValueError):
         P.plucker_rank(7)
     with pytest.raises(ValueError):
-        P.pole(torch.zeros(4), torch.zeros(4))
+        plane_scenes.pole(torch.zeros(4), torch.zeros(4))
     with pytest.raises(ValueError):
         P.principal_angles(torch.zeros(4, 2), torch.zeros(5, 2))
     with pytest.raises(ValueError):

@@ -14,8 +14,10 @@ from streamlit.testing.v1 import AppTest
 
 from geomlab import figures
 from geomlab.teach import explain
+from geomlab.teach import facts
+from geomlab.teach import glossary
 from geomlab.core import markup
-from geomlab.teach import views as registry
+from geomlab.teach import views
 from geomlab.trace import CEMTrace, from_record
 from helpers.models import MODELS, get_trace
 
@@ -35,19 +37,18 @@ def outside_math(text: str) -> str:
 
 # ------------------------------------------------------------------ every view and figure is explained
 def test_every_view_has_maths_how_to_read_and_look_for():
-    assert set(explain.VIEW_TEXT) == set(registry.VIEWS)
-    for slug in registry.VIEWS:
+    assert set(explain.VIEW_TEXT) == set(views.VIEWS)
+    for slug in views.VIEWS:
         ex = explain.view_explanation(slug)
         assert ex.maths and len(ex.read) > 80 and len(ex.look) > 40 and ex.source and not ex.fallback, slug
-        assert ex.terms and all(explain.find_term(t) for t in ex.terms), slug
+        assert ex.terms and all(glossary.find_term(t) for t in ex.terms), slug
 
 
 def test_every_registered_figure_has_an_entry():
-    names = set(figures.VIEWS) - {"training_curves"}
-    assert names <= set(registry.FIGURE_ORDER)
+    names = set(figures.FIGURES) - {"training_curves"}
+    assert names == set(views.FIGURE_ORDER)
     missing = sorted(n for n in names if explain.figure_explanation(n).fallback)
-    assert not missing, f"figures without an explanation in geomlab/teach/explain.py FIGURE_TEXT: {missing}"
-    assert not set(explain.FIGURE_TEXT) - names, "explanations of figures that no longer exist"
+    assert not missing, f"figures declared without an explanation: {missing}"
     for n in names:
         ex = explain.figure_explanation(n)
         assert ex.maths and ex.read and ex.look, n
@@ -62,7 +63,7 @@ def test_an_unknown_figure_gets_the_clear_fallback():
 
 def test_every_term_reference_is_a_glossary_term():
     bad = [(where, r) for where, refs in explain.every_term_reference().items() for r in refs
-           if explain.find_term(r) is None]
+           if glossary.find_term(r) is None]
     assert not bad
 
 
@@ -89,57 +90,57 @@ REQUIRED_TERMS = ["Lie group", "Lie algebra", "tangent", "tangent update", "expo
 
 @pytest.mark.parametrize("name", REQUIRED_TERMS)
 def test_glossary_covers_the_issue_terms(name):
-    t = explain.find_term(name)
+    t = glossary.find_term(name)
     assert t is not None, name
     assert len(t.text) > 40 and t.source
     assert not markup.check_latex(t.text)
 
 
 def test_glossary_slugs_and_search():
-    slugs = [explain.term_slug(t) for t in explain.GLOSSARY]
+    slugs = [glossary.term_slug(t) for t in glossary.GLOSSARY]
     assert len(set(slugs)) == len(slugs) and all(re.fullmatch(r"[a-z0-9-]+", s) for s in slugs)
-    assert explain.term_slug("Plücker coordinates") == "plucker-coordinates"
-    assert explain.find_term("plucker-coordinates").name == "Plücker coordinates"
-    assert explain.find_term("no-such-term") is None and explain.find_term(None) is None
-    hits = explain.search_glossary("principal angle")
+    assert glossary.term_slug("Plücker coordinates") == "plucker-coordinates"
+    assert glossary.find_term("plucker-coordinates").name == "Plücker coordinates"
+    assert glossary.find_term("no-such-term") is None and glossary.find_term(None) is None
+    hits = glossary.search_glossary("principal angle")
     assert hits[0].name == "Principal angles"
     assert all("angle" in (h.name + h.text).lower() for h in hits)
-    assert len(explain.search_glossary("")) == len(explain.GLOSSARY)
-    assert explain.search_glossary("zzzz-nothing") == []
+    assert len(glossary.search_glossary("")) == len(glossary.GLOSSARY)
+    assert glossary.search_glossary("zzzz-nothing") == []
 
 
 def test_link_terms():
     text = "the [[Lie algebra]] and [[tangent update|its updates]] and [[nothing here]]"
-    assert explain.link_terms(text) == "the Lie algebra and its updates and nothing here"
-    linked = explain.link_terms(text, lambda s: f"glossary?term={s}")
+    assert glossary.link_terms(text) == "the Lie algebra and its updates and nothing here"
+    linked = glossary.link_terms(text, lambda s: f"glossary?term={s}")
     assert "[Lie algebra](glossary?term=lie-algebra)" in linked
     assert "[its updates](glossary?term=tangent-update)" in linked and "[nothing here]" not in linked
 
 
 # ------------------------------------------------------------------ facts depend on the model
-def _texts(facts):
-    return " ".join(f.text for f in facts)
+def _texts(said):
+    return " ".join(f.text for f in said)
 
 
 def test_torus_is_abelian_and_orthogonal_is_not():
-    torus = _texts(explain.model_facts(get_trace("osmformer-T4")))
+    torus = _texts(facts.model_facts(get_trace("osmformer-T4")))
     assert "$T^{4}$ is abelian" in torus and "add" in torus
-    so3 = _texts(explain.model_facts(get_trace("osm-rnn-SO3")))
+    so3 = _texts(facts.model_facts(get_trace("osm-rnn-SO3")))
     assert "not abelian" in so3 and "$SO(3)$" in so3 and "dimension 3" in so3
-    u3 = _texts(explain.model_facts(get_trace("osmformer-U3")))
+    u3 = _texts(facts.model_facts(get_trace("osmformer-U3")))
     assert "not abelian" in u3 and "dimension 9" in u3 and "2 layers" in u3
-    assert explain.is_abelian("SO", 2) and not explain.is_abelian("O", 3) and explain.is_abelian("T", 8)
-    assert not explain.is_abelian("SU", 2) and explain.is_abelian("O-block", 8, block=2)
-    assert explain.algebra_dim("SU", 3) == 8 and explain.algebra_dim("O-block", 8, 4) == 12
+    assert facts.is_abelian("SO", 2) and not facts.is_abelian("O", 3) and facts.is_abelian("T", 8)
+    assert not facts.is_abelian("SU", 2) and facts.is_abelian("O-block", 8, block=2)
+    assert facts.algebra_dim("SU", 3) == 8 and facts.algebra_dim("O-block", 8, 4) == 12
 
 
 def test_a_torus_trained_on_s5_is_warned_about():
     tr = get_trace("osmformer-T4")
-    facts = explain.model_facts(tr, task={"task": "word-problem", "group": "S5"})
-    warn = [f for f in facts if f.warn]
+    said = facts.model_facts(tr, task={"task": "word-problem", "group": "S5"})
+    warn = [f for f in said if f.warn]
     assert len(warn) == 1 and "$S_{5}$" in warn[0].text and "cannot track" in warn[0].text
-    assert not [f for f in explain.model_facts(tr, task="word-problem:Z7:16") if f.warn]  # Z7 is abelian
-    o = explain.model_facts(get_trace("osm-rnn-SO3"), task="word-problem:S5:32")
+    assert not [f for f in facts.model_facts(tr, task="word-problem:Z7:16") if f.warn]  # Z7 is abelian
+    o = facts.model_facts(get_trace("osm-rnn-SO3"), task="word-problem:S5:32")
     assert not [f for f in o if f.warn] and "can represent" in _texts(o)
 
 
@@ -153,15 +154,15 @@ def test_cem_facts_say_whether_the_energy_fell():
     rng = np.random.default_rng(0)
     E = -np.cumsum(rng.random((2, 2, 4, 5)), axis=2)  # falls at every step
     tr = _cem_trace(E, {"kind": "cem", "recursion_steps": 3})
-    assert explain.energy_rises(tr) == []
-    facts = explain.model_facts(tr)
-    assert "fell" in _texts(facts) and not any(f.warn for f in facts) and "$T = 3$" in _texts(facts)
+    assert facts.energy_rises(tr) == []
+    said = facts.model_facts(tr)
+    assert "fell" in _texts(said) and not any(f.warn for f in said) and "$T = 3$" in _texts(said)
     assert "every line goes down" in explain.figure_note("energy_descent", tr)
 
     E[1, 0, 2] = E[1, 0, 1] + 3.0  # layer 1, attention: rises at step 2
     tr = _cem_trace(E, {"kind": "cem", "recursion_steps": 1})
-    assert [(l, b, t) for l, b, t, _ in explain.energy_rises(tr)] == [(1, 0, 2)]
-    warn = [f for f in explain.model_facts(tr) if f.warn]
+    assert [(l, b, t) for l, b, t, _ in facts.energy_rises(tr)] == [(1, 0, 2)]
+    warn = [f for f in facts.model_facts(tr) if f.warn]
     assert len(warn) == 1 and "ROSE" in warn[0].text and "layer 1 attention, step 2" in warn[0].text
     assert "$T = 3 > 1$" in warn[0].text  # more steps than trained
     assert "rose" in explain.figure_note("energy_descent", tr)
@@ -173,23 +174,23 @@ def test_cem_energy_of_a_real_trace_is_checked_against_its_numbers():
     expected = [(l, b, t) for l in range(mean.shape[0]) for b in range(mean.shape[1])
                 for t in range(1, mean.shape[2]) if mean[l, b, t] - mean[l, b, t - 1] > 1e-6 * max(
                     np.abs(mean[l, b]).max(), 1.0)]
-    assert [(l, b, t) for l, b, t, _ in explain.energy_rises(tr)] == expected
-    rose = any(f.warn for f in explain.model_facts(tr))
+    assert [(l, b, t) for l, b, t, _ in facts.energy_rises(tr)] == expected
+    rose = any(f.warn for f in facts.model_facts(tr))
     assert rose == bool(expected)
 
 
 def test_grassmann_and_attention_facts():
-    gr = _texts(explain.model_facts(get_trace("grassmann-r5")))
+    gr = _texts(facts.model_facts(get_trace("grassmann-r5")))
     assert "$r = 5$" in gr and "= 10$ Plücker" in gr and "\\{1, 3\\}" in gr and "%" in gr
-    tf = _texts(explain.model_facts(get_trace("transformer")))
+    tf = _texts(facts.model_facts(get_trace("transformer")))
     assert "2 attention heads" in tf
     assert "q_i \\cdot k_j" in explain.view_maths("attention", get_trace("transformer"))
     assert "Re}\\,\\mathrm{tr}(H_i^* H_j)" in explain.view_maths("attention", get_trace("osmformer-U3"))
     assert "angles add" in explain.view_maths("trajectories", get_trace("osmformer-T4"))
-    assert "similarity" in _texts(explain.view_facts("attention", get_trace("osmformer-U3")))
-    for slug in registry.VIEWS:  # every generated fact parses
+    assert "similarity" in _texts(facts.view_facts("attention", get_trace("osmformer-U3")))
+    for slug in views.VIEWS:  # every generated fact parses
         for name in MODELS:
-            for f in explain.view_facts(slug, get_trace(name)):
+            for f in facts.view_facts(slug, get_trace(name)):
                 assert not markup.check_latex(f.text), (slug, name, f.text)
 
 
@@ -199,8 +200,8 @@ def all_captions():
     out = []
     for name in MODELS:
         tr = get_trace(name)
-        for view in registry.views_of_trace(tr):
-            for fig_name, v in registry.build_view(tr, view.slug, cursor=3).items():
+        for view in views.views_of_trace(tr):
+            for fig_name, v in views.build_view(tr, view.slug, cursor=3).items():
                 out.append((name, fig_name, v.caption))
     return out
 
@@ -216,7 +217,7 @@ def test_captions_write_their_formulas_as_latex(all_captions):
 
 
 def test_view_blurbs_write_their_formulas_as_latex():
-    for v in registry.VIEWS.values():
+    for v in views.VIEWS.values():
         assert not markup.check_latex(v.blurb), v.slug
         assert not FORMULA_LEFTOVERS.search(outside_math(v.blurb)), v.slug
 
@@ -289,10 +290,10 @@ def test_energy_page_intro_states_the_recursion_steps(bundled):
 def test_glossary_page_lists_filters_and_opens_a_term(bundled):
     at = open_page("glossary")
     names = [h.value for h in at.subheader]
-    assert names == list(explain.GLOSSARY) and len(at.latex) >= 20
+    assert names == list(glossary.GLOSSARY) and len(at.latex) >= 20
     at.text_input(key="glossary-filter").set_value("principal angle").run()
     assert [h.value for h in at.subheader][0] == "Principal angles"
-    assert len(at.subheader) < len(explain.GLOSSARY)
+    assert len(at.subheader) < len(glossary.GLOSSARY)
     at.text_input(key="glossary-filter").set_value("qqqq").run()
     assert not at.subheader and any("No term matches" in i.value for i in at.info)
 

@@ -15,7 +15,7 @@ from geomlab.checkpoints import catalog
 from geomlab.checkpoints import io as checkpoint
 from geomlab.teach import tours
 from geomlab import trace as trace_mod
-from geomlab.teach import views as registry
+from geomlab.teach import views
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -110,7 +110,7 @@ def test_each_steps_figures_build(zoo, lesson, index):
                                         step.cursor)
         else:
             for _, tr, _ in sides:
-                fig, cap = registry.build_figure(tr, name, tours.step_controls(step, tr), step.cursor)
+                fig, cap = views.build_figure(tr, name, tours.step_controls(step, tr), step.cursor)
                 assert fig.layout.title.text and cap
         assert len(fig.data) >= 1 and cap
         built += 1
@@ -494,6 +494,6 @@ def test_the_plucker_step_names_the_axes_the_figure_draws(zoo):
     entries, trace = zoo
     step = tours.LESSONS["grassmann-planes"].steps[1]
     tr = trace(entries[step.checkpoint], step.text, {})
-    fig, _ = registry.build_figure(tr, "plucker_heatmap", tours.step_controls(step, tr), step.cursor)
+    fig, _ = views.build_figure(tr, "plucker_heatmap", tours.step_controls(step, tr), step.cursor)
     assert "position" in fig.layout.yaxis.title.text and "position" not in fig.layout.xaxis.title.text
     assert "one row per position, one column per pair of axes" in step.notice

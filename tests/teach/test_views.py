@@ -12,7 +12,7 @@ import pytest
 
 from geomlab import figures
 from geomlab.checkpoints import io as checkpoint
-from geomlab.teach import views as registry
+from geomlab.teach import views
 from geomlab.trace import from_record, trace_text
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "checkpoints"
@@ -20,24 +20,26 @@ TEXT = "ROMEO: But soft, what light"
 
 
 def test_registry_is_consistent_with_the_figures():
-    assert registry.check_registry() == []
-    for view in registry.VIEWS.values():
+    assert views.check_views() == []
+    for view in views.VIEWS.values():
         assert view.figures and view.kinds and view.title and view.short and view.blurb
         assert view.icon.startswith(":material/")
-        for spec in view.figures:
-            assert spec.name in figures.VIEWS
-            params = set(inspect.signature(figures.VIEWS[spec.name]).parameters)
-            # the declared arguments are exactly the controls the figure function takes
-            assert set(spec.args) == {c for c in registry.CONTROLS if c in params}, spec.name
+        for name in view.figures:
+            assert name in figures.FIGURES
+            spec = figures.FIGURES[name]
+            assert spec.draw is getattr(figures, name)
+            params = set(inspect.signature(spec.draw).parameters)
+            # the declared controls are exactly the controls the figure function takes
+            assert set(spec.controls) == {c for c in views.CONTROLS if c in params}, spec.name
             if spec.cursor_arg:
                 assert spec.cursor_arg in params, spec.name
-    per_trace = set(figures.VIEWS) - {"training_curves"}
-    assert per_trace == set(registry.FIGURE_ORDER)  # every per-trace figure is on some page
+    per_trace = set(figures.FIGURES) - {"training_curves"}
+    assert per_trace == set(views.FIGURE_ORDER)  # every per-trace figure is on some page
 
 
-def test_check_registry_names_problems():
-    problems = registry.check_registry(names={"phase_circle"})
-    assert any("'attention_maps' is not in geomlab.figures.VIEWS" in p for p in problems)
+def test_check_views_names_problems():
+    problems = views.check_views(names={"phase_circle"})
+    assert any("'attention_maps' is not declared in geomlab.figures.FIGURES" in p for p in problems)
 
 
 @pytest.fixture(scope="module")
@@ -52,68 +54,68 @@ def traces():
 
 
 def test_which_figures_apply(traces):
-    osmf = registry.figures_for(traces["osmformer-o-linear-tinyshakespeare"])
+    osmf = views.figures_for(traces["osmformer-o-linear-tinyshakespeare"])
     assert "attention_maps" in osmf and "torus_angles" not in osmf and "energy_descent" not in osmf
-    assert "torus_angles" in registry.figures_for(traces["osm-rnn-torus-s5"])
-    assert "attention_maps" not in registry.figures_for(traces["osm-rnn-torus-s5"])  # an RNN: no attention
-    assert registry.figures_for(traces["transformer-alibi-tinyshakespeare"]) == ["attention_maps", "attends_to",
+    assert "torus_angles" in views.figures_for(traces["osm-rnn-torus-s5"])
+    assert "attention_maps" not in views.figures_for(traces["osm-rnn-torus-s5"])  # an RNN: no attention
+    assert views.figures_for(traces["transformer-alibi-tinyshakespeare"]) == ["attention_maps", "attends_to",
                                                                                 "attention_row"]
-    assert registry.figures_for(traces["lstm-tinyshakespeare"]) == []
-    assert [v.slug for v in registry.views_of_trace(traces["cem-t2-tinyshakespeare"])] == ["attention", "energy"]
+    assert views.figures_for(traces["lstm-tinyshakespeare"]) == []
+    assert [v.slug for v in views.views_of_trace(traces["cem-t2-tinyshakespeare"])] == ["attention", "energy"]
     tr = from_record({"logits": np.zeros((3, 2))}, "newkind", np.arange(3))
-    assert registry.figures_for(tr) == [] and registry.views_of_trace(tr) == []
+    assert views.figures_for(tr) == [] and views.views_of_trace(tr) == []
 
 
 def test_default_views_and_kinds():
-    assert registry.default_view("cem").slug == "energy"
-    assert registry.default_view("osmformer").slug == "trajectories"
-    assert registry.default_view("transformer").slug == "attention"
-    assert registry.default_view("grassmann").slug == "planes"
-    assert registry.default_view("lstm") is None
-    assert [v.slug for v in registry.views_for_kind("osm-rnn")] == ["trajectories", "tangents"]
+    assert views.default_view("cem").slug == "energy"
+    assert views.default_view("osmformer").slug == "trajectories"
+    assert views.default_view("transformer").slug == "attention"
+    assert views.default_view("grassmann").slug == "planes"
+    assert views.default_view("lstm") is None
+    assert [v.slug for v in views.views_for_kind("osm-rnn")] == ["trajectories", "tangents"]
 
 
 def test_controls_come_from_the_trace(traces):
     cem = traces["cem-t2-tinyshakespeare"]
-    opts = registry.control_options("energy", cem)
+    opts = views.control_options("energy", cem)
     assert opts["block"] == [0, 1]
-    assert registry.default_controls("energy", cem) == {"layer": registry.n_layers(cem) - 1, "block": 0}
-    att = registry.control_options("attention", cem)
+    assert views.default_controls("energy", cem) == {"layer": views.n_layers(cem) - 1, "block": 0}
+    att = views.control_options("attention", cem)
     assert att.get("head", [None])[0] is None
     osm = traces["osmformer-o-linear-tinyshakespeare"]
-    assert registry.control_options("tangents", osm)["substep"] == [0, 1]
-    assert registry.control_label("substep", 1) == "grounding" and registry.control_label("head", None) == \
+    assert views.control_options("tangents", osm)["substep"] == [0, 1]
+    assert views.control_label("substep", 1) == "grounding" and views.control_label("head", None) == \
         "mean over heads"
     gr = traces["grassmann-tinyshakespeare"]
-    if "slot" in registry.control_options("planes", gr):
-        assert registry.control_label("slot", 0, gr, {"layer": 0}).startswith(("offset", "slot"))
+    if "slot" in views.control_options("planes", gr):
+        assert views.control_label("slot", 0, gr, {"layer": 0}).startswith(("offset", "slot"))
     # clamping: a layer past the end and a head the trace lacks fall back
-    c = registry.clamp_controls("attention", cem, {"layer": 99, "head": 99})
-    assert c["layer"] == registry.n_layers(cem) - 1 and c.get("head") is None
-    lo, hi = registry.steps_range({"recursion_steps": 2})
-    assert (lo, hi) == (1, 16) and registry.trained_steps({"inference_recursion_steps": 3}) == 3
+    c = views.clamp_controls("attention", cem, {"layer": 99, "head": 99})
+    assert c["layer"] == views.n_layers(cem) - 1 and c.get("head") is None
+    lo, hi = views.steps_range({"recursion_steps": 2})
+    assert (lo, hi) == (1, 16) and views.trained_steps({"inference_recursion_steps": 3}) == 3
 
 
 def test_build_figure_passes_only_the_arguments_a_figure_takes(traces):
     gr = traces["grassmann-tinyshakespeare"]
     ctl = {"layer": 0, "slot": 0, "head": 3, "block": 1, "substep": 1}  # extra controls are ignored
-    for spec in registry.view_figures("planes", gr):
-        kw = registry.figure_kwargs(spec.name, ctl, 2)
-        assert set(kw) <= set(spec.args) | {spec.cursor_arg}
-        fig, caption = registry.build_figure(gr, spec.name, ctl, 2)
+    for spec in views.view_figures("planes", gr):
+        kw = views.figure_kwargs(spec.name, ctl, 2)
+        assert set(kw) <= set(spec.controls) | {spec.cursor_arg}
+        fig, caption = views.build_figure(gr, spec.name, ctl, 2)
         assert caption
     # the plane interpolation falls back to its default position when the cursor has no plane pair
-    fig, _ = registry.build_figure(gr, "plane_interpolation", {"layer": 0}, 0)
+    fig, _ = views.build_figure(gr, "plane_interpolation", {"layer": 0}, 0)
     assert fig is not None
     with pytest.raises(figures.FigureError):
-        registry.build_figure(gr, "energy_descent", {}, 0)
+        views.build_figure(gr, "energy_descent", {}, 0)
 
 
-@pytest.mark.parametrize("slug", list(registry.VIEWS))
+@pytest.mark.parametrize("slug", list(views.VIEWS))
 def test_every_view_builds_for_a_fitting_trace(traces, slug):
-    tr = next(t for t in traces.values() if t.kind in registry.VIEWS[slug].kinds)
-    built = registry.build_view(tr, slug, cursor=3)
-    assert list(built) == [f.name for f in registry.view_figures(slug, tr)]
+    tr = next(t for t in traces.values() if t.kind in views.VIEWS[slug].kinds)
+    built = views.build_view(tr, slug, cursor=3)
+    assert list(built) == [f.name for f in views.view_figures(slug, tr)]
 
 
 def test_trace_html_writes_the_registry_figures(tmp_path):
@@ -125,7 +127,7 @@ def test_trace_html_writes_the_registry_figures(tmp_path):
     assert rc == 0
     ck = checkpoint.load(ASSETS / "cem-t2-tinyshakespeare", device="cpu")
     tr = trace_text(ck.model, ck.vocab, TEXT)
-    expected = [f.name for v in registry.views_of_trace(tr) for f in registry.view_figures(v.slug, tr)]
+    expected = [f.name for v in views.views_of_trace(tr) for f in views.view_figures(v.slug, tr)]
     assert sorted(p.stem for p in out.glob("*.html") if p.stem != "index") == sorted(expected)
     index = (out / "index.html").read_text()
     assert "CEM energy" in index and "Attention similarity" in index and 'href="energy_descent.html"' in index
@@ -140,7 +142,7 @@ def test_trace_html_captions_say_nothing_of_the_app_s_controls(tmp_path):
     assert cli.main(["trace", str(ASSETS / "osm-rnn-o-tinyshakespeare.json"), "--text", TEXT, "--html", str(out)]) == 0
     ck = checkpoint.load(ASSETS / "osm-rnn-o-tinyshakespeare", device="cpu")
     tr = trace_text(ck.model, ck.vocab, TEXT)
-    app = " ".join(f.caption for v in registry.views_of_trace(tr) for f in registry.build_view(tr, v.slug).values())
+    app = " ".join(f.caption for v in views.views_of_trace(tr) for f in views.build_view(tr, v.slug).values())
     assert "token cursor" in app and "More figures" in app  # what the app says, so the check below can fail
     index = (out / "index.html").read_text()
     assert "token cursor" not in index and "More figures" not in index
@@ -152,47 +154,47 @@ def test_every_view_opens_on_a_small_default_set(traces):
     """Each view opens on at most MAX_DEFAULT (4) figures that apply to the trace; the rest are "more";
     both together are exactly the view's applicable figures, in display order, and no 3-D scene is a
     default (their redraw cost, issue 14)."""
-    assert registry.MAX_DEFAULT <= 4
-    for slug, view in registry.VIEWS.items():
-        assert any(f.default for f in view.figures), slug
+    assert views.MAX_DEFAULT <= 4
+    for slug, view in views.VIEWS.items():
+        assert any(figures.FIGURES[name].default for name in view.figures), slug
         for tr in traces.values():
-            if not registry.view_figures(slug, tr):
+            if not views.view_figures(slug, tr):
                 continue
-            default = registry.default_figures(slug, tr)
-            more = registry.more_figures(slug, tr)
-            assert 1 <= len(default) <= registry.MAX_DEFAULT, (slug, tr.kind)
-            assert all(registry.applies(tr, f.name) for f in default + more)
+            default = views.default_figures(slug, tr)
+            more = views.more_figures(slug, tr)
+            assert 1 <= len(default) <= views.MAX_DEFAULT, (slug, tr.kind)
+            assert all(views.applies(tr, f.name) for f in default + more)
             assert [f.name for f in default] + [f.name for f in more] != []
-            assert sorted(f.name for f in default + more) == sorted(f.name for f in registry.view_figures(slug, tr))
+            assert sorted(f.name for f in default + more) == sorted(f.name for f in views.view_figures(slug, tr))
             assert not {f.name for f in default} & {"pca_trajectory", "so3_frame", "plane_sphere",
                                                   "plane_interpolation"}, (slug, tr.kind)
     torus = traces["osm-rnn-torus-s5"]
-    names = [f.name for f in registry.default_figures("trajectories", torus)]
+    names = [f.name for f in views.default_figures("trajectories", torus)]
     # the torus angles (a colour per angle) replace the redundant phase timeline and eigenvalue circle (on the
     # torus the eigenvalues are the diagonal entries), which go under "more"
     assert names == ["pca_projection", "distance_profile", "torus_angles"]
-    assert {"phase_timeline", "phase_circle"} <= {f.name for f in registry.more_figures("trajectories", torus)}
+    assert {"phase_timeline", "phase_circle"} <= {f.name for f in views.more_figures("trajectories", torus)}
     other = traces["osmformer-o-linear-tinyshakespeare"]
-    assert [f.name for f in registry.default_figures("trajectories", other)][-1] == "phase_timeline"
-    for view in registry.VIEWS.values():  # a replaced figure is in the same view
-        for f in view.figures:
-            assert set(f.replaces) <= set(view.figure_names), f.name
+    assert [f.name for f in views.default_figures("trajectories", other)][-1] == "phase_timeline"
+    for view in views.VIEWS.values():  # a replaced figure is in the same view
+        for name in view.figures:
+            assert set(figures.FIGURES[name].replaces) <= set(view.figures), name
 
 
 def test_every_figure_takes_the_page_cursor(traces):
     """One cursor per page: every figure of every view receives the page's cursor (the 3-D scenes too) and
     none comes with an animation (frames, a slider or Play buttons) of its own."""
-    for slug, view in registry.VIEWS.items():
-        for spec in view.figures:
-            assert spec.cursor_arg is not None, spec.name
+    for slug, view in views.VIEWS.items():
+        for name in view.figures:
+            assert figures.FIGURES[name].cursor_arg is not None, name
         tr = next(t for t in traces.values() if t.kind in view.kinds)
-        for name, (fig, _) in registry.build_view(tr, slug, cursor=3).items():
+        for name, (fig, _) in views.build_view(tr, slug, cursor=3).items():
             assert not fig.frames and not fig.layout.sliders and not fig.layout.updatemenus, name
 
 
 def test_every_figure_has_a_short_readable_label():
     """"More figures" lists labels, not identifiers: one distinct label per figure, no underscores."""
-    specs = {f.name: f for v in registry.VIEWS.values() for f in v.figures}
-    assert set(specs) == set(registry.FIGURE_LABELS)
+    specs = {name: figures.FIGURES[name] for v in views.VIEWS.values() for name in v.figures}
+    assert set(specs) == set(figures.FIGURES)
     labels = [f.label for f in specs.values()]
     assert len(set(labels)) == len(labels) and not any("_" in x for x in labels)

@@ -1,0 +1,118 @@
+"""The figure catalogue: every per-trace figure declared once, on its own function, by :func:`figure`.
+
+A declaration (:class:`FigureSpec`) says everything about a figure that is not its drawing: its name (the
+function's name), its short label, when it applies (a predicate on the trace), the page controls it takes
+as keyword arguments (keys of :data:`geomlab.teach.views.CONTROLS`), which keyword receives the token
+cursor, how a page lays it out (full or half width, in the default set or under "More figures", which
+figures it replaces) and its :class:`Explanation` (the quantity in LaTeX, how to read it, what to look for).
+:data:`FIGURES` collects the declarations by name as the family modules are imported
+(:mod:`geomlab.figures` imports them all). A view page (:mod:`geomlab.teach.views`) lists figure names only.
+
+Adding a figure: write its function in its family module under ``@figure(...)`` and list its name in one
+view of :data:`geomlab.teach.views.VIEWS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+OSM_SRC = "osm.md (Nunley, arXiv 2602.18417)"
+CEM_SRC = "cem.md (Xu et al., arXiv 2605.07588)"
+GR_SRC = "grassmann.md (Zhang, arXiv 2512.19428)"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What a newcomer needs next to one view or figure.
+
+    ``maths``: the quantity as one display-LaTeX string (no dollars; ``st.latex`` draws it), empty for the
+    fallback; ``read``: how to read it, ``look``: what to look for (markdown with ``$...$`` and ``[[term]]``
+    glossary references, :mod:`geomlab.teach.glossary`); ``terms``: glossary terms it relies on; ``source``:
+    paper and equation, or "design choice"."""
+
+    maths: str
+    read: str
+    look: str
+    terms: tuple[str, ...] = ()
+    source: str = "design choice"
+    fallback: bool = False
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """The declaration of one figure.
+
+    ``name``: the figure function's name; ``label``: a short readable name (the app's "More figures" list;
+    the figure's own title says more); ``applies``: whether it can be drawn for a trace; ``draw``: the
+    figure function (trace first, returns a :class:`~geomlab.figures.Chart`); ``explanation``: see
+    :class:`Explanation`; ``controls``: the page controls the function takes as keyword arguments;
+    ``cursor_arg``: the keyword that receives the cursor (``"cursor"``, ``"position"`` or None);
+    ``cursor_fallback``: on a :class:`~geomlab.figures.FigureError` at that cursor, draw it at the figure's
+    default position instead (the plane interpolation needs a plane pair at the cursor); ``wide``: full
+    width, else half width (two per row; figures with panels side by side are wide, at half width their
+    subplot titles overlap); ``default``: shown when a page opens (the others wait under "More figures");
+    ``replaces``: the figures this one takes the place of in the default set when both apply (on the torus
+    the eigenvalues of H_t are its diagonal entries, so the torus angles replace the phase timeline and the
+    eigenvalue circle, which draw the same angles again; both stay under "More figures").
+
+    Every figure marks the page's one token cursor, the 3-D scenes included, and none has an animation
+    slider of its own. The browser draws a 3-D scene anew whenever its spec changes (0.5-0.8 s per cursor
+    move in chromium), so the 3-D scenes are not in any default set."""
+
+    name: str
+    label: str
+    applies: Callable[[Any], bool]
+    draw: Callable[..., Any]
+    explanation: Explanation
+    controls: tuple[str, ...] = ()
+    cursor_arg: str | None = "cursor"
+    cursor_fallback: bool = False
+    wide: bool = True
+    default: bool = True
+    replaces: tuple[str, ...] = ()
+
+
+FIGURES: dict[str, FigureSpec] = {}
+"""Every declared per-trace figure by name, in import order (page order is the views' business)."""
+
+
+def figure(*, label: str, applies: Callable[[Any], bool], explain: Explanation, controls: tuple[str, ...] = (),
+           cursor_arg: str | None = "cursor", cursor_fallback: bool = False, wide: bool = True,
+           default: bool = True, replaces: tuple[str, ...] = ()) -> Callable:
+    """Decorator declaring the function below as a figure of :data:`FIGURES` under its own name (the fields
+    are those of :class:`FigureSpec`); returns the function unchanged. ``ValueError`` for a name declared
+    twice. Design choice."""
+    def declare(fn: Callable) -> Callable:
+        if fn.__name__ in FIGURES:
+            raise ValueError(f"figure {fn.__name__!r} is declared twice")
+        FIGURES[fn.__name__] = FigureSpec(fn.__name__, label, applies, fn, explain, tuple(controls), cursor_arg,
+                                          cursor_fallback, wide, default, tuple(replaces))
+        return fn
+    return declare
+
+
+# ---------------------------------------------------------------- predicates on a trace (design choice)
+def is_osm(tr: Any) -> bool:
+    """An orthogonal-state trace (OSM-RNN, OSMFormer)."""
+    return tr.family == "osm"
+
+
+def is_cem(tr: Any) -> bool:
+    """A CEM trace (recorded energies)."""
+    return tr.family == "cem"
+
+
+def is_grassmann(tr: Any) -> bool:
+    """A Grassmann-flow trace (recorded planes)."""
+    return tr.family == "grassmann"
+
+
+def has_tangents(tr: Any) -> bool:
+    """An OSM trace with recorded tangent updates."""
+    return is_osm(tr) and bool(getattr(tr, "has_tangents", False))
+
+
+def has_attention(tr: Any) -> bool:
+    """A trace with at least one attention head."""
+    return int(tr.n_heads) > 0
