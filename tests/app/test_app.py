@@ -38,7 +38,7 @@ SPECS = {
                       model_overrides={"d": 3, "n_layers": 2}),
     "cem": dict(kind="cem", params=5_000, data="text", text=TEXT),
     "grassmann": dict(kind="grassmann", params=5_000, data="text", text=TEXT),
-    "s3": dict(kind="lstm", params=2_000, data="task:S3"),
+    "s3": dict(kind="lstm", params=2_000, data="word-problem:S3"),
 }
 VIEW_CKPT = {"trajectories": "osm", "tangents": "osm", "attention": "osmformer", "energy": "cem",
              "planes": "grassmann"}
@@ -746,7 +746,7 @@ def test_the_newcomer_defaults_visibly_learn_in_200_steps(ckpt_dirs):
     ss = at.session_state
     spec = live.RunSpec(kind=at.selectbox(key="w_train_kind").value, group=at.selectbox(key="w_train_group").value,
                         params=at.select_slider(key="w_train_params").value,
-                        data="task:" + at.selectbox(key="w_train_task").value,
+                        data="word-problem:" + at.selectbox(key="w_train_task").value,
                         steps=int(at.number_input(key="w_train_steps").value),
                         batch_size=int(at.number_input(key="w_train_batch").value),
                         seq_len=int(at.number_input(key="w_train_seq").value),
@@ -756,7 +756,7 @@ def test_the_newcomer_defaults_visibly_learn_in_200_steps(ckpt_dirs):
     snap = live.wait_for(run, lambda s: not s.active, timeout=600)
     assert snap.state == "finished", snap.message
     losses = [h["loss"] for h in snap.history if "loss" in h]
-    chance = 1 / 5 if spec.data == "task:Z5" else 1 / 6 if spec.data == "task:S3" else 1 / 2
+    chance = 1 / 5 if spec.data == "word-problem:Z5" else 1 / 6 if spec.data == "word-problem:S3" else 1 / 2
     assert snap.metric > chance + 0.3, (spec, snap.metric)
     assert losses[-1] < 0.6 * losses[0], (losses[0], losses[-1])
 
