@@ -75,7 +75,7 @@ title, the next subplot title). Design choice."""
 def stacked(layout: dict) -> dict:
     """Layout update that puts the panels of a one-row figure (``layout``: its plotly JSON) under each other,
     left to right becoming top to bottom, each at the full width, with their subplot titles over them and the
-    height grown to fit: on a phone two panels side by side were ~130 px wide each."""
+    height grown to fit: on a phone two panels side by side would be ~130 px wide each."""
     xs = sorted((a["domain"][0], k) for k, a in layout.items() if k.startswith("xaxis") and a.get("domain"))
     plot = len(xs) * PHONE_PANEL + (len(xs) - 1) * PHONE_GAP
     margin = layout.get("margin") or {}
@@ -114,7 +114,7 @@ def has_scene(layout: dict) -> bool:
 
 def stack_colorbars(fig: go.Figure) -> None:
     """After :func:`stacked` (on the phone's copy ``fig``): each trace's colour bar just right of the plot,
-    as tall as its own panel (a bar placed between two panels side by side sat over the full-width panel)."""
+    as tall as its own panel (a bar placed between two panels side by side would sit over the full-width panel)."""
     for t, where in colorbar_holders(fig):
         lo, hi = fig.layout["yaxis" + (t.yaxis or "y")[1:]].domain
         where.colorbar.update(x=1.02, xanchor="left", y=hi, yanchor="top", len=hi - lo, lenmode="fraction")
@@ -123,7 +123,7 @@ def stack_colorbars(fig: go.Figure) -> None:
 def shared_titles(layout: dict) -> dict:
     """Layout update that drops the y-axis title of every panel right of a row's first one where it repeats
     that one's (``layout``: a figure's plotly JSON): on a phone the gap between two panels holds just their
-    tick labels, so a second "Δε (a.u.)" ran over the panel on its left; the row's first title names them all."""
+    tick labels, so a second "Δε (a.u.)" would run over the panel on its left; the row's first title names them all."""
     rows: dict[tuple, list] = {}
     for k, a in layout.items():
         if k.startswith("yaxis") and isinstance(a, dict):
@@ -139,7 +139,7 @@ def shared_titles(layout: dict) -> dict:
 
 PHONE_SUBTITLE, PHONE_SUBTITLE_CHARS = 11, 52
 """Font size (px) of a subplot title on a phone where panels stand side by side or the title is longer than
-:data:`PHONE_TITLE` characters (Plotly's 16 px ran two titles together over ~165 px panels: "attention:
+:data:`PHONE_TITLE` characters (Plotly's 16 px runs two titles together over ~165 px panels: "attention:
 before mixattention: after mixing", and cut a long one at both edges), and the visible characters a line
 of it then holds (longer ones wrap). Design choice."""
 
@@ -171,8 +171,8 @@ def subplot_titles(layout: dict) -> dict:
 
 PHONE_SCENE, PHONE_EYE, PHONE_SCENE_B = 340, 2.6, 30
 """On a phone a 3-D scene is this many px high (its column is ~340 px wide: at the desktop's 560 px height
-~250 px stood blank over it) and spans the full width, its camera at least this far from the centre (the
-sphere's, at ~2.4, cut its axis titles: "xis 8"), with smaller axis titles and no tick labels; the bottom
+~250 px would stand blank over it) and spans the full width, its camera at least this far from the centre (the
+sphere's, at ~2.4, cuts its axis titles: "xis 8"), with smaller axis titles and no tick labels; the bottom
 margin when the figure sets none. Design choice."""
 
 
@@ -207,8 +207,8 @@ PHONE_BAR = 56
 
 def scene_colorbars(fig: go.Figure) -> None:
     """After :func:`scenes` (on the phone's copy ``fig``): a colour bar of a 3-D figure lies under the scene,
-    horizontal and titled above, the figure :data:`PHONE_BAR` px taller (upright at the right it took ~80 px
-    of a ~340 px width and the scene was cut at the right)."""
+    horizontal and titled above, the figure :data:`PHONE_BAR` px taller (upright at the right it takes ~80 px
+    of a ~340 px width and cuts the scene at the right)."""
     bars = colorbar_holders(fig)
     for _, where in bars:
         where.colorbar.update(orientation="h", x=0.5, xanchor="center", y=0, yanchor="top", len=0.8,
@@ -227,8 +227,8 @@ column, less a little). Design choice."""
 def legend_below(fig: go.Figure, layout: dict | None = None) -> dict:
     """Layout update of the phone's copy of a 2-D figure ``fig`` whose legend stands beside the plot
     (Plotly's default, right of it): under the figure instead, horizontal, the figure taller by its rows
-    (beside it, a six-entry legend took ~45% of a phone's width, leaving the plot ~170 px and its tick labels
-    turned upright; a lone entry, e.g. Trajectories' "state", took ~90 px). ``{}`` for 3-D figures,
+    (beside it, a six-entry legend takes ~45% of a phone's width, leaving the plot ~170 px and its tick labels
+    turned upright; a lone entry, e.g. Trajectories' "state", takes ~90 px). ``{}`` for 3-D figures,
     horizontal legends, and figures whose legend shows no entry.
     ``layout``: ``fig``'s plotly JSON when the caller has it already."""
     lay, js = fig.layout, fig.layout.to_plotly_json() if layout is None else layout
@@ -266,7 +266,7 @@ def phone_layout(layout: dict) -> list[dict]:
     if scene and "margin" in upd:  # the scene keeps its height under the longer title
         upd["height"] = upd["margin"]["t"] + (layout.get("margin") or {}).get("b", PHONE_SCENE_B) + PHONE_SCENE
     if (layout.get("yaxis") or {}).get("scaleanchor") and "xaxis2" not in layout and (layout.get("height") or 0) > 400:
-        upd["height"] = 400  # one square map ~330 px wide: its full height left ~200 px blank under it
+        upd["height"] = 400  # one square map ~330 px wide: its full height would leave ~200 px blank under it
     return [u for u in (*rows, upd) if u]
 
 

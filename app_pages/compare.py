@@ -146,7 +146,7 @@ def main() -> None:
             return
     _state.restore_choice("compare")
     _pair_b()
-    phone = ui.is_phone()  # a phone stacks the two pickers, and a large gap left ~70 px empty between them
+    phone = ui.is_phone()  # a phone stacks the two pickers; a large gap would leave ~70 px empty between them
     a, b = _pickers(phone)
     text = ui.text_box(a)
     _summary_table(a, b, phone)
@@ -346,8 +346,8 @@ def _draw_rows(slug: str, sides: dict, traces: dict, opts: dict, items: dict[str
     B, each under its own label, so tick labels and colour bars have room and no header row repeats the
     labels. A side without a figure the other has says why (:func:`missing_figure_note`)."""
     names = {side: e.name for side, e in sides.items()}
-    # a phone stacks columns anyway: side by side, its header row then sat above A's figure and B's label
-    # over nothing, so A's map read as B's; there every figure is drawn A above B under its own label
+    # a phone stacks columns anyway: side by side, its header row would sit above A's figure and B's label
+    # over nothing, so A's map would read as B's; there every figure is drawn A above B under its own label
     stacked = st.session_state.get(K_LAYOUT) == "stacked" or ui.is_phone()
     headed = False  # a header row stands above the current run of side-by-side rows
     for fig_name in registry.VIEWS[slug].figure_names:
@@ -388,7 +388,7 @@ def _draw_full_width(it: tuple, side: str, slug: str, name: str, stacked: bool) 
     """One side's figure ``it`` (name, figure, caption, ...) in a row of its own: A above B chosen, the whole
     width (a square map as wide as its height makes it, colour bar beside it); else a square map at half
     width (keeping its colour bar), any other figure at the full width."""
-    if stacked and it[1] is not None:  # keys of their own: reusing a side-by-side chart's element kept its
+    if stacked and it[1] is not None:  # keys of their own: a side-by-side chart's element would keep its
         # narrow size
         ui.chart(it[1], key=f"cmp-stk-{side}-{slug}-{it[0]}", filename=f"{name}-{slug}-{it[0]}",
                  width=square_width(it[1]) if views.square_single_panel(it[1]) else None)

@@ -171,7 +171,7 @@ def test_delete_user_checkpoint(dirs):
         catalog.delete_user_checkpoint("bundled/kept")
 
 
-# ------------------------------------------------------------------ issue 15, class 6: files and sessions
+# ------------------------------------------------------------------ files and sessions
 def _with_timeout(fn, seconds: float = 20.0):
     """``fn()`` in a daemon thread; its result, or the string "hung" when it does not return in time."""
     import threading

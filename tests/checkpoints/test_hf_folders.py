@@ -1,4 +1,4 @@
-"""Issue 19, item 2: checkpoint folders ``NAME/`` in Hugging Face's layout (``config.json``,
+"""Checkpoint folders ``NAME/`` in Hugging Face's layout (``config.json``,
 ``model.safetensors``, ``README.md``, ``geomlab.json``): round trip, the model card's front matter, old flat
 pairs, one readable error per broken folder, the catalog, uploads, resume. The kill tests for folders are in
 ``test_checkpoint_files.py`` (parametrized over both layouts)."""

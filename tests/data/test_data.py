@@ -418,7 +418,7 @@ def test_make_task_takes_the_callers_length_and_evaluation_size(tiny_text):
 
 
 def test_the_task_interface_imports_no_task_module():
-    """Knot 3 of issue 18: data.tasks defines the interface; word_problem and gp implement it; only the
+    """data.tasks defines the interface; word_problem and gp implement it; only the
     registry imports them, so the data modules' imports form no cycle."""
     import ast
     import importlib.util
