@@ -153,7 +153,7 @@ def related_entries(entry: catalog.CheckpointEntry, found: list[catalog.Checkpoi
     problem or text) and corpus, then the same group. Pair order (``pair=True``, Compare's second side):
     the same task first (two surprisal curves on one scale), then the kind's relation, the same corpus,
     and within one kind another group (O(d) vs the torus is the comparison worth making). Then bundled
-    before yours, then the listing's order. Design choice (issue 16)."""
+    before yours, then the listing's order. Design choice."""
     from geomlab.teach.views import related_kinds
 
     related = related_kinds(entry.kind)

@@ -7,6 +7,7 @@ pages). Each concept lives in its own module; this file only re-exports them:
 * ``_data.py``: caches (catalog, checkpoints, traces and figures in the shared byte-budget cache), texts;
 * ``_warm.py``: the warm-up thread (imports, then the first views into the cache);
 * ``_widgets.py``: pickers, sliders, the registry's controls, charts, downloads;
+* ``_relayout.py``: a figure relaid for a phone or a half-width Compare column;
 * ``_messages.py``: errors as one line, notices, empty/wrong-kind messages, metric formatting;
 * ``_views.py``: the renderer shared by the five view pages and Compare.
 
@@ -31,8 +32,6 @@ from app_pages._state import (  # noqa: F401
 from app_pages._warm import log_to_server, wait_warm, warm_up  # noqa: F401
 from app_pages._widgets import (  # noqa: F401
     PLOTLY_CONFIG, chart, checkpoint_picker, cursor_control, int_control, is_phone, short_labels, steps_control,
-    text_box, token_label, trace_downloads, view_controls, wrap_markup, wrapped_title,
+    text_box, token_label, trace_downloads, view_controls,
 )
 from geomlab.teach.views import ATTENTION_KINDS, OSM_KINDS, VIEWS, ViewSpec  # noqa: F401
-
-_copy = copy  # callback name kept for pages and tests

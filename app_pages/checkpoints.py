@@ -6,7 +6,7 @@ import json
 
 import streamlit as st
 
-from geomlab.checkpoints import catalog
+from geomlab.checkpoints import catalog, uploads
 from geomlab.teach import views
 from app_pages import _ui as ui
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, md_escape, shown_folder
@@ -104,7 +104,7 @@ def upload_section() -> None:
 def handle_upload(files: dict[str, bytes]) -> None:
     """Validate and store an upload; the outcome is shown as a message (never a traceback)."""
     try:
-        entry = catalog.store_upload(files, owner=owner_token())
+        entry = uploads.store_upload(files, owner=owner_token())
     except ValueError as exc:  # the message quotes file names: shown literally
         st.session_state[K_UPLOAD_RESULT] = ("error", f"Upload rejected: {md_escape(exc)}")
     else:

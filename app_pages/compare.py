@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import streamlit as st
@@ -10,6 +9,7 @@ import streamlit as st
 from app_pages import _data, _state
 from app_pages import _ui as ui
 from app_pages import _views
+from app_pages._relayout import narrow_copy
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
 from geomlab.teach import views
@@ -48,38 +48,6 @@ def default_pair_b(a_ref: str) -> tuple[str, str] | None:
         return e.ref, how
     same_task = [e for e in others if e.is_word_problem == a.is_word_problem]
     return (same_task or others)[0].ref, ""
-
-
-def default_b(a_ref: str) -> str | None:
-    """The checkpoint Compare pairs with ``a_ref`` by default (see :func:`default_pair_b`)."""
-    pair = default_pair_b(a_ref)
-    return pair[0] if pair else None
-
-
-#: at most this many ticks on a category axis (token labels) of a figure in a half-width Compare column
-NARROW_NTICKS = 8
-#: figure titles longer than this many characters are wrapped in a half-width Compare column
-NARROW_TITLE = 28
-
-
-def narrow_copy(fig: Any) -> Any:
-    """``fig`` for a half-width Compare column: its category axes (token labels) and axes with a tick count
-    get at most :data:`NARROW_NTICKS` ticks, so rotated token labels do not run into each other, and a title
-    longer than :data:`NARROW_TITLE` characters wraps onto more lines (a copy;
-    the cached figure is shared and never changed). Compare's own layout choice: the view pages draw the
-    same figures at full or half of a wider area."""
-    if fig is None:
-        return fig
-    lay = fig.layout.to_plotly_json()
-    upd = {k: {"nticks": min(int(ax.get("nticks") or NARROW_NTICKS), NARROW_NTICKS)} for k, ax in lay.items()
-           if k.startswith(("xaxis", "yaxis")) and isinstance(ax, dict)
-           and (ax.get("type") == "category" or ax.get("nticks"))}
-    upd.update(ui.wrapped_title(lay, NARROW_TITLE))  # one line was cut in a ~260 px column
-    if not upd:
-        return fig
-    fig = copy.deepcopy(fig)
-    fig.update_layout(upd)
-    return fig
 
 
 def square_width(fig: Any) -> int:
@@ -163,6 +131,8 @@ def surprisal_figure(sides, pos: int):
 
 
 def main() -> None:
+    """The Compare page: two checkpoint pickers (B paired with A unless chosen), their metrics, both traces
+    of the text, the surprisal chart, then one view of both sides, figure by figure."""
     ui.wait_warm()
     ui.show_notice()
     st.title("Compare")
@@ -174,70 +144,13 @@ def main() -> None:
         if not entries:
             ui.no_checkpoint_message()
             return
-    ss = st.session_state
     _state.restore_choice("compare")
-    a_ref = ss.get(ui.K_CKPT)
-    auto = ss.get(_state.K_B_AUTO)
-    b_now = ss.get(ui.K_CKPT_B)
-    if (b_now is None or ui.entry_for(b_now) is None
-            or (auto is not None and auto[1] == b_now and auto[0] != a_ref)):  # B was paired with another A
-        pair = default_pair_b(a_ref)
-        ss[ui.K_CKPT_B] = pair[0] if pair else a_ref
-        ss[_state.K_B_AUTO] = (a_ref, ss[ui.K_CKPT_B], pair[1] if pair else "")
-    elif auto is not None and auto[1] != b_now:
-        ss.pop(_state.K_B_AUTO, None)
-    phone = ui.is_phone()  # a phone stacks the two pickers, and a large gap left ~70 px empty between them
-    ca, cb = st.columns(2, gap="small" if phone else "large")
-    a = ui.checkpoint_picker(where=ca, key=ui.K_CKPT, label="Checkpoint A")
-    b = ui.checkpoint_picker(where=cb, key=ui.K_CKPT_B, label="Checkpoint B")
-    auto = ss.get(_state.K_B_AUTO)
-    if auto is not None and auto[:2] == (a.ref, b.ref) and a.ref != b.ref:
-        how = {"same kind": f"the same kind, {_code(a.kind)}",
-               "same family": "the same family", "also recurrent": "also recurrent",
-               "also attention-based": "also attention-based"}.get(auto[2], "")
-        cb.caption("B chosen to go with A" + (f": {how}" if how else ": no checkpoint related to A is here")
-                   + (f", another group ({md_escape(b.group)})" if auto[2] == "same kind" and b.group
-                      and b.group != a.group else "")
-                   + ". Pick any other B above.")
+    _pair_b()
+    phone = ui.is_phone()  # a phone stacks the two pickers; a large gap would leave ~70 px empty between them
+    a, b = _pickers(phone)
     text = ui.text_box(a)
-    rows = ui.summary_rows([a, b])
-    for row, label in zip(rows, ("A", "B")):
-        row["side"] = label
-        row["model"] = row["kind"] + (f" · {row['group']}" if row["group"] else "")
-    # widths that fit beside the sidebar at 1000 px, the numbers first (at 800 px the metric and model scroll);
-    # each side's full title is under its picker above. On a phone (~390 px) the pinned name left no room for
-    # the test column: there the side letter is pinned and the numbers with their unit come before the name
-    st.dataframe(rows, hide_index=True, width="content", column_order=compare_columns(phone), column_config={
-        "side": st.column_config.TextColumn("side", width=40, pinned=True),
-        "name": st.column_config.TextColumn("name", width=NAME_WIDTH, pinned=not phone),
-        "trained": st.column_config.TextColumn("steps", width=60, help=STEPS_HELP),
-        "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),
-        "metric": st.column_config.TextColumn("metric", width=84),
-        "valid": st.column_config.TextColumn("valid", width=50),
-        "test": st.column_config.TextColumn("test", width=50)})
-    for side, e in (("A", a), ("B", b)):
-        line = ui.accuracy_by_length_line(e)
-        if line:
-            st.caption(f"{side} ({e.name}): {line}")
-    traces, opts = {}, {}
-    cem_sides = [(side, e) for side, e in (("A", a), ("B", b)) if e.kind == "cem"]
-    if cem_sides:
-        cols = st.columns(2)
-        for side, e in cem_sides:
-            key = ui.K_STEPS if side == "A" else ui.K_STEPS_B  # both mirrored in the URL (T, TB)
-            opts[side] = ui.steps_control(
-                e, key, cols[0 if side == "A" else 1], label=f"{side}: recursion steps T at inference",
-                help=f"{e.name} was trained with T = {views.trained_steps(e.model_config)}. Choose the same "
-                     "checkpoint on both sides with different T to see test-time recursion.")
-    for side, e in (("A", a), ("B", b)):
-        with ui.guard(f"Tracing checkpoint {side}", prefix=f"{side} ({e.name}): "):
-            ui.check_text(e, text, hint=ui.TEXT_HINT if side == "A" else ui.TEXT_HINT_B)
-            traces[side] = ui.trace_for(e, text, **opts.get(side, {}))
-            unknown = ui.unknown_tokens(e, text)
-            if unknown:
-                st.caption(f"{side}: {len(unknown)} character(s) read as unknown: "
-                           + ", ".join(repr(u) for u in unknown[:8])
-                           + (f", … ({len(unknown) - 8} more)" if len(unknown) > 8 else ""))
+    _summary_table(a, b, phone)
+    traces, opts = _trace_sides(a, b, text)
     if not traces:
         return
     labels = list(next(iter(traces.values())).labels)
@@ -259,6 +172,107 @@ def main() -> None:
         return
     if not shared_views(a.kind, b.kind):
         _b_choices(a, b)
+    slug = _view_control(a, b, slugs)
+    _layout_control()
+    # one Options expander for both sides, above the two columns (so they start level); the controls come
+    # from the first side the view applies to and are applied to both (layer clamped per side)
+    ref_tr = next((traces[s] for s, e in (("A", a), ("B", b)) if s in traces and e.kind in views.VIEWS[slug].kinds),
+                  None)
+    shared: dict = {}
+    if ref_tr is not None:
+        with ui.guard("The view's options"):
+            shared = ui.view_controls(slug, ref_tr, st.expander("Options (both sides)", expanded=False))
+    items = _figure_items(slug, {"A": a, "B": b}, text, traces, opts, pos, shared, ref_tr)
+    _draw_rows(slug, {"A": a, "B": b}, traces, opts, items)
+    link_and_downloads(a, b, traces, opts, pos, slug)
+
+
+def _pair_b() -> None:
+    """B follows A until the user picks one: a B that is unset, gone, or was paired with another A is
+    replaced by :func:`default_pair_b` (remembered with how it relates to A); a B the user chose ends that."""
+    ss = st.session_state
+    a_ref = ss.get(ui.K_CKPT)
+    auto = ss.get(_state.K_B_AUTO)
+    b_now = ss.get(ui.K_CKPT_B)
+    if (b_now is None or ui.entry_for(b_now) is None
+            or (auto is not None and auto[1] == b_now and auto[0] != a_ref)):  # B was paired with another A
+        pair = default_pair_b(a_ref)
+        ss[ui.K_CKPT_B] = pair[0] if pair else a_ref
+        ss[_state.K_B_AUTO] = (a_ref, ss[ui.K_CKPT_B], pair[1] if pair else "")
+    elif auto is not None and auto[1] != b_now:
+        ss.pop(_state.K_B_AUTO, None)
+
+
+def _pickers(phone: bool):
+    """The two checkpoint pickers side by side, and under B how it was chosen when Compare chose it;
+    returns the two catalog entries ``(a, b)``."""
+    ss = st.session_state
+    ca, cb = st.columns(2, gap="small" if phone else "large")
+    a = ui.checkpoint_picker(where=ca, key=ui.K_CKPT, label="Checkpoint A")
+    b = ui.checkpoint_picker(where=cb, key=ui.K_CKPT_B, label="Checkpoint B")
+    auto = ss.get(_state.K_B_AUTO)
+    if auto is not None and auto[:2] == (a.ref, b.ref) and a.ref != b.ref:
+        how = {"same kind": f"the same kind, {_code(a.kind)}",
+               "same family": "the same family", "also recurrent": "also recurrent",
+               "also attention-based": "also attention-based"}.get(auto[2], "")
+        cb.caption("B chosen to go with A" + (f": {how}" if how else ": no checkpoint related to A is here")
+                   + (f", another group ({md_escape(b.group)})" if auto[2] == "same kind" and b.group
+                      and b.group != a.group else "")
+                   + ". Pick any other B above.")
+    return a, b
+
+
+def _summary_table(a, b, phone: bool) -> None:
+    """One row per side (metric, steps, model) and each side's accuracy by length when its card has it."""
+    rows = ui.summary_rows([a, b])
+    for row, label in zip(rows, ("A", "B")):
+        row["side"] = label
+        row["model"] = row["kind"] + (f" · {row['group']}" if row["group"] else "")
+    # widths that fit beside the sidebar at 1000 px, the numbers first (at 800 px the metric and model scroll);
+    # each side's full title is under its picker above. On a phone (~390 px) the pinned name left no room for
+    # the test column: there the side letter is pinned and the numbers with their unit come before the name
+    st.dataframe(rows, hide_index=True, width="content", column_order=compare_columns(phone), column_config={
+        "side": st.column_config.TextColumn("side", width=40, pinned=True),
+        "name": st.column_config.TextColumn("name", width=NAME_WIDTH, pinned=not phone),
+        "trained": st.column_config.TextColumn("steps", width=60, help=STEPS_HELP),
+        "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),
+        "metric": st.column_config.TextColumn("metric", width=84),
+        "valid": st.column_config.TextColumn("valid", width=50),
+        "test": st.column_config.TextColumn("test", width=50)})
+    for side, e in (("A", a), ("B", b)):
+        line = ui.accuracy_by_length_line(e)
+        if line:
+            st.caption(f"{side} ({e.name}): {line}")
+
+
+def _trace_sides(a, b, text: str) -> tuple[dict, dict]:
+    """``(traces, opts)`` by side (``"A"``, ``"B"``): a CEM side's recursion-steps control first, then each
+    side's trace of ``text`` (a side that cannot trace it says why and is left out)."""
+    traces, opts = {}, {}
+    cem_sides = [(side, e) for side, e in (("A", a), ("B", b)) if e.kind == "cem"]
+    if cem_sides:
+        cols = st.columns(2)
+        for side, e in cem_sides:
+            key = ui.K_STEPS if side == "A" else ui.K_STEPS_B  # both mirrored in the URL (T, TB)
+            opts[side] = ui.steps_control(
+                e, key, cols[0 if side == "A" else 1], label=f"{side}: recursion steps T at inference",
+                help=f"{e.name} was trained with T = {views.trained_steps(e.model_config)}. Choose the same "
+                     "checkpoint on both sides with different T to see test-time recursion.")
+    for side, e in (("A", a), ("B", b)):
+        with ui.guard(f"Tracing checkpoint {side}", prefix=f"{side} ({e.name}): "):
+            ui.check_text(e, text, hint=ui.TEXT_HINT if side == "A" else ui.TEXT_HINT_B)
+            traces[side] = ui.trace_for(e, text, **opts.get(side, {}))
+            unknown = ui.unknown_tokens(e, text)
+            if unknown:
+                st.caption(f"{side}: {len(unknown)} character(s) read as unknown: "
+                           + ", ".join(repr(u) for u in unknown[:8])
+                           + (f", … ({len(unknown) - 8} more)" if len(unknown) > 8 else ""))
+    return traces, opts
+
+
+def _view_control(a, b, slugs: list[str]) -> str:
+    """The View control over ``slugs``, opened on :func:`choose_view`'s view; returns the view shown."""
+    ss = st.session_state
     slug = choose_view(a, b, slugs)
     ss[K_VIEW] = ss["w_" + K_VIEW] = slug
     st.segmented_control("View", slugs, key="w_" + K_VIEW, format_func=lambda s: views.VIEWS[s].title,
@@ -266,6 +280,12 @@ def main() -> None:
                          help="Views that show at least one side; the page opens on one that shows both.")
     slug = ss.get("w_" + K_VIEW) or slug
     ss[K_VIEW] = slug
+    return slug
+
+
+def _layout_control() -> None:
+    """The Layout control: A above B (the default) or side by side."""
+    ss = st.session_state
     # A above B by default: the server cannot know the window's width, and side by side each figure got
     # ~260 px at a 1,000 px window with the sidebar open (maps ~100 px, titles cut)
     if ss.get(K_LAYOUT) not in _state.LAYOUTS:
@@ -278,25 +298,15 @@ def main() -> None:
                               "(about 1,400 px or more with the sidebar open).")
     if ss.get(K_LAYOUT) == "side" and ui.is_phone():
         st.caption("On a phone A and B stand one above the other (side by side they would not fit).")
-    # one Options expander for both sides, above the two columns (so they start level); the controls come
-    # from the first side the view applies to and are applied to both (layer clamped per side)
-    ref_tr = next((traces[s] for s, e in (("A", a), ("B", b)) if s in traces and e.kind in views.VIEWS[slug].kinds),
-                  None)
-    shared: dict = {}
-    if ref_tr is not None:
-        with ui.guard("The view's options"):
-            shared = ui.view_controls(slug, ref_tr, st.expander("Options (both sides)", expanded=False))
-    # figure by figure: single-panel figures side by side (A left, B right) under one header row; once any
-    # figure has panels side by side (e.g. the torus angles, a generator before and after mixing) every
-    # figure of that row is drawn full width, A above B, each under its own label, so tick labels and colour
-    # bars have room and no header row repeats the labels
-    def header(side: str, e) -> str:
-        steps = opts.get(side, {}).get("steps")
-        return (f"**{side}: {e.name}** · {e.kind}" + (f" · {e.group}" if e.group else "")
-                + (f" · T = {steps}" if steps else ""))
 
+
+def _figure_items(slug: str, sides: dict, text: str, traces: dict, opts: dict, pos: int, shared: dict,
+                  ref_tr: Any) -> dict[str, list]:
+    """Side -> the view's figures for that side (:func:`app_pages._views.figure_list`), with the shared
+    controls clamped to the side's trace (said in a caption when that changes one); a side the view does not
+    show gets a note instead."""
     items: dict[str, list] = {}
-    for side, e in (("A", a), ("B", b)):
+    for side, e in sides.items():
         if e.kind not in views.VIEWS[slug].kinds:
             article = "an" if e.kind[:1] in "aeiou" else "a"
             st.info(f"{side} ({e.name}): {views.VIEWS[slug].title} does not apply to {article} `{e.kind}`.",
@@ -319,39 +329,41 @@ def main() -> None:
                            + ": it shows " + ", ".join(label(n, controls[n], tr, controls) for n in changed)
                            + ".")
             items[side] = _views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
-    names = {"A": a.name, "B": b.name}
-    entries_ab = {"A": a, "B": b}
-    # a phone stacks columns anyway: side by side, its header row then sat above A's figure and B's label
-    # over nothing, so A's map read as B's; there every figure is drawn A above B under its own label
-    stacked = ss.get(K_LAYOUT) == "stacked" or ui.is_phone()
-    order = views.VIEWS[slug].figures
+    return items
+
+
+def _header(side: str, e, opts: dict) -> str:
+    """A side's label over its figures: name, kind, group and (CEM) the recursion steps (markdown)."""
+    steps = opts.get(side, {}).get("steps")
+    return (f"**{side}: {e.name}** · {e.kind}" + (f" · {e.group}" if e.group else "")
+            + (f" · T = {steps}" if steps else ""))
+
+
+def _draw_rows(slug: str, sides: dict, traces: dict, opts: dict, items: dict[str, list]) -> None:
+    """The view's figures, figure by figure: single-panel figures side by side (A left, B right) under one
+    header row; once any figure has panels side by side (e.g. the torus angles, a generator before and after
+    mixing), or A above B is chosen or it is a phone, every figure of that row is drawn full width, A above
+    B, each under its own label, so tick labels and colour bars have room and no header row repeats the
+    labels. A side without a figure the other has says why (:func:`missing_figure_note`)."""
+    names = {side: e.name for side, e in sides.items()}
+    # a phone stacks columns anyway: side by side, its header row would sit above A's figure and B's label
+    # over nothing, so A's map would read as B's; there every figure is drawn A above B under its own label
+    stacked = st.session_state.get(K_LAYOUT) == "stacked" or ui.is_phone()
     headed = False  # a header row stands above the current run of side-by-side rows
-    for fig_name in order:
+    for fig_name in views.VIEWS[slug].figures:
         row = {side: next((it for it in items.get(side, []) if it[0] == fig_name), None) for side in ("A", "B")}
         present = {side: it for side, it in row.items() if it is not None}
         if not present:
             continue
         # the side without this figure says why (e.g. the torus shows its angles instead of the circle)
-        absent = {side: missing_figure_note(slug, fig_name, side, entries_ab[side], traces[side])
+        absent = {side: missing_figure_note(slug, fig_name, side, sides[side], traces[side])
                   for side in ("A", "B") if side not in present and side in items}
         if stacked or any(it[1] is not None and _views.panels_side_by_side(it[1]) for it in present.values()):
             headed = False
             for side, it in present.items():
-                st.markdown(header(side, entries_ab[side]) + f" · *{fig_name.replace('_', ' ')}*")
+                st.markdown(_header(side, sides[side], opts) + f" · *{fig_name.replace('_', ' ')}*")
                 with ui.guard(f"Drawing {side}"):
-                    if stacked and it[1] is not None:  # the whole width; a square map as wide as its
-                        # height makes it (colour bar beside it), at most the row; keys of their own: reusing
-                        # a side-by-side chart's element kept its narrow size
-                        ui.chart(it[1], key=f"cmp-stk-{side}-{slug}-{it[0]}", filename=f"{names[side]}-{slug}-{it[0]}",
-                                 width=square_width(it[1]) if _views.square_single_panel(it[1]) else None)
-                        st.caption(it[2])
-                    elif _views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
-                        with st.columns(2, gap="large")[0]:
-                            _views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}",
-                                               stem=f"{names[side]}-{slug}", force_narrow=True)
-                    else:
-                        _views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"cmp-{side}-{slug}",
-                                           stem=f"{names[side]}-{slug}")
+                    _draw_full_width(it, side, slug, names[side], stacked)
             for note in absent.values():
                 st.caption(note)
         else:
@@ -359,7 +371,7 @@ def main() -> None:
                 hcols = st.columns(2, gap="large")
                 for col, side in zip(hcols, ("A", "B")):
                     if side in items:
-                        col.markdown(header(side, entries_ab[side]))
+                        col.markdown(_header(side, sides[side], opts))
                 headed = True
             fcols = st.columns(2, gap="large")
             for col, side in zip(fcols, ("A", "B")):
@@ -370,7 +382,23 @@ def main() -> None:
                         it = present[side]
                         _views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
                                            force_narrow=True)
-    link_and_downloads(a, b, traces, opts, pos, slug)
+
+
+def _draw_full_width(it: tuple, side: str, slug: str, name: str, stacked: bool) -> None:
+    """One side's figure ``it`` (name, figure, caption, ...) in a row of its own: A above B chosen, the whole
+    width (a square map as wide as its height makes it, colour bar beside it); else a square map at half
+    width (keeping its colour bar), any other figure at the full width."""
+    if stacked and it[1] is not None:  # keys of their own: a side-by-side chart's element would keep its
+        # narrow size
+        ui.chart(it[1], key=f"cmp-stk-{side}-{slug}-{it[0]}", filename=f"{name}-{slug}-{it[0]}",
+                 width=square_width(it[1]) if _views.square_single_panel(it[1]) else None)
+        st.caption(it[2])
+    elif _views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
+        with st.columns(2, gap="large")[0]:
+            _views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}",
+                               stem=f"{name}-{slug}", force_narrow=True)
+    else:
+        _views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"cmp-{side}-{slug}", stem=f"{name}-{slug}")
 
 
 def missing_figure_note(slug: str, fig_name: str, side: str, entry, tr: Any) -> str:

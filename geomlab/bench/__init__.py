@@ -1,5 +1,5 @@
 """Micro-benchmarks: ``geomlab bench NAME [args]`` runs ``geomlab.bench.NAME.main(argv)``
-(:mod:`geomlab.commands.bench`; ``python -m geomlab.bench NAME`` is the old spelling, kept for one release).
+(:mod:`geomlab.commands.bench`).
 
 Each module ``geomlab/bench/NAME.py`` defines ``main(argv: list[str] | None = None) -> int`` and prints its
 figures; speed is always reported as a ratio to a baseline measured in the same run (docs/architecture.md).

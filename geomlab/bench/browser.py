@@ -1,6 +1,6 @@
 """``geomlab bench browser``: the first view and a cursor move as a person sees them, in chromium.
 
-Starts two app servers (``streamlit run serve.py``, as the README does; :func:`geomlab.bench.load.app_server`)
+Starts two app servers (``streamlit run serve.py``, as the README does; :func:`geomlab.bench.load.server.app_server`)
 from the same checkout: one as shipped, one with the chart preload turned off (``GEOMLAB_PRELOAD=0``, see
 ``app_pages/_preload.py``): the baseline, measured in the same run. Then, in Debian's chromium (playwright,
 never ``playwright install``):
@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from geomlab.bench.load import app_server, free_port, session_texts
+from geomlab.bench.load.server import app_server, free_port
+from geomlab.bench.load.texts import session_texts
 
 CHART = ".js-plotly-plot .main-svg"
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -15,7 +15,9 @@ a folder and a flat pair of one name: the folder is listed). :func:`resolve` onl
 inside one of the two folders, so a link cannot point the app at an arbitrary path.
 
 Listing reads only the JSON (and a folder's ``config.json``) and the weights' header (cheap); weights are
-loaded by :func:`geomlab.checkpoints.io.load` when a view needs them. Uploads are validated with that same loader before they are stored (:func:`store_upload`).
+loaded by :func:`geomlab.checkpoints.io.load` when a view needs them. A user checkpoint is deleted here
+(:func:`delete_user_checkpoint`) by the session that may change it (:mod:`geomlab.checkpoints.ownership`);
+uploads are :mod:`geomlab.checkpoints.uploads`.
 
 Nothing here imports streamlit (design choice: the app is a thin layer over this module).
 """
@@ -27,29 +29,19 @@ import math
 import os
 import re
 import stat
-import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from geomlab.checkpoints import files as ckpt_files
+from geomlab.checkpoints.files import short
+# who may change what is ownership's; its names are also reached as catalog.NAME (live runs, the Train page)
+from geomlab.checkpoints.ownership import (SHARED_ENV, forget_owner, may_change, owner_of,  # noqa: F401
+                                           record_owner, shared_mode)
 from geomlab.core.locate import bundled_dir  # the bundled checkpoints' folder (GEOMLAB_BUNDLED_DIR or the package's)
 
 #: How many folders below ``runs/`` are searched for checkpoints (design choice).
 MAX_DEPTH = 3
-#: Largest accepted upload, in bytes, per file (design choice; the bundled models are well under 10 MB).
-MAX_UPLOAD_BYTES = 200 * 1024 * 1024
-#: Sub-folder of the runs folder where validated uploads are stored.
-UPLOAD_SUBDIR = "uploads"
-
-def _read_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()  # read once at import (os.umask is only read by setting it: not thread-safe later)
 
 _NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -248,7 +240,7 @@ def _visible(part: str) -> bool:
     return bool(part) and not part.startswith(".")
 
 
-def _read_entry(json_path: Path, root: Path, source: str) -> CheckpointEntry | None:
+def read_pair(json_path: Path, root: Path, source: str) -> CheckpointEntry | None:
     """The entry of ``json_path`` when it is a listed checkpoint: both halves regular files (no symlink,
     FIFO or device: they are never opened), a JSON that belongs with the weights (same save id, see
     :mod:`geomlab.checkpoints.files`) and describes a model; else None. Reads only the JSON and the weights' header."""
@@ -257,7 +249,7 @@ def _read_entry(json_path: Path, root: Path, source: str) -> CheckpointEntry | N
         return None
     try:
         meta = ckpt_files.pair_meta(json_path, weights, ckpt_files.header_save_id(weights, follow=False),
-                                    _read_json, repair=False, follow=False)
+                                    ckpt_files.read_json, repair=False, follow=False)
         st_json, st_weights = os.lstat(json_path), os.lstat(weights)
     except (OSError, ValueError):
         return None
@@ -269,7 +261,7 @@ def _read_entry(json_path: Path, root: Path, source: str) -> CheckpointEntry | N
     return CheckpointEntry(ref=f"{prefix}/{rel}", source=source, path=json_path, mtime=mtime, meta=meta)
 
 
-def _read_folder(folder: Path, root: Path, source: str) -> CheckpointEntry | None:
+def read_folder(folder: Path, root: Path, source: str) -> CheckpointEntry | None:
     """The entry of checkpoint folder ``folder`` (not a symlink) when it is a listed checkpoint: its
     ``geomlab.json`` and ``model.safetensors`` regular files, the description (with ``config.json``) the one
     that belongs with the weights (:func:`geomlab.checkpoints.files.folder_meta`); else None. Never repairs."""
@@ -278,7 +270,7 @@ def _read_folder(folder: Path, root: Path, source: str) -> CheckpointEntry | Non
         return None
     try:
         wid = ckpt_files.header_save_id(weights, follow=False)
-        meta = ckpt_files.folder_meta(folder, wid, _read_json, repair=False, follow=False)
+        meta = ckpt_files.folder_meta(folder, wid, ckpt_files.read_json, repair=False, follow=False)
         times = [os.lstat(weights).st_mtime]
         if ckpt_files.is_regular(meta_path):
             times.append(os.lstat(meta_path).st_mtime)
@@ -292,13 +284,6 @@ def _read_folder(folder: Path, root: Path, source: str) -> CheckpointEntry | Non
                            folder=True)
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(ckpt_files.read_regular(path).decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogError(f"{path.name} cannot be read") from exc
-
-
 def _scan(root: Path, source: str, depth: int) -> list[CheckpointEntry]:
     if not root.is_dir():
         return []
@@ -309,12 +294,12 @@ def _scan(root: Path, source: str, depth: int) -> list[CheckpointEntry]:
             dirnames[:] = []
         dirnames[:] = sorted(d for d in dirnames if _visible(d) and not os.path.islink(os.path.join(dirpath, d)))
         if rel_depth >= 1 and ckpt_files.WEIGHTS in filenames:
-            entry = _read_folder(Path(dirpath), root, source)
+            entry = read_folder(Path(dirpath), root, source)
             if entry is not None:
                 found.append(entry)
         for fn in sorted(filenames):
             if fn.endswith(".json") and _visible(fn):
-                entry = _read_entry(Path(dirpath) / fn, root, source)
+                entry = read_pair(Path(dirpath) / fn, root, source)
                 if entry is not None:
                     found.append(entry)
     folders = {e.ref for e in found if e.folder}
@@ -363,10 +348,6 @@ MAX_REF_CHARS = 512
 MAX_PART_BYTES = 240
 
 
-def _short(text: str, n: int = 80) -> str:
-    return text if len(text) <= n else text[:n] + f"… ({len(text):,} characters)"
-
-
 def resolve(ref: str) -> CheckpointEntry:
     """The catalog entry named by ``ref`` (``bundled/NAME`` or ``runs/SUB/NAME``).
 
@@ -377,26 +358,26 @@ def resolve(ref: str) -> CheckpointEntry:
     """
     usage = "(expected 'bundled/NAME' or 'runs/NAME')"
     if not isinstance(ref, str) or "/" not in ref:
-        raise CatalogError(f"not a checkpoint reference: {_short(repr(ref))} {usage}")
+        raise CatalogError(f"not a checkpoint reference: {short(repr(ref))} {usage}")
     if len(ref) > MAX_REF_CHARS:
         raise CatalogError(f"checkpoint reference too long: {len(ref):,} characters (at most "
-                           f"{MAX_REF_CHARS}): {_short(repr(ref), 40)}")
+                           f"{MAX_REF_CHARS}): {short(repr(ref), 40)}")
     prefix, rel = ref.split("/", 1)
     roots = {"bundled": (bundled_dir(), "bundled", 1), "runs": (runs_dir(), "user", MAX_DEPTH)}
     if rel.endswith(".json"):
         rel = rel[: -len(".json")]
     parts = rel.split("/")
     if prefix not in roots or not rel or "\0" in rel or any(p in ("", ".", "..") for p in parts):
-        raise CatalogError(f"not a checkpoint reference: {_short(repr(ref))} {usage}")
+        raise CatalogError(f"not a checkpoint reference: {short(repr(ref))} {usage}")
     if any(len(p.encode("utf-8", "surrogatepass")) > MAX_PART_BYTES for p in parts):
         raise CatalogError(f"checkpoint reference has a name longer than {MAX_PART_BYTES} bytes: "
-                           f"{_short(repr(ref), 40)}")
+                           f"{short(repr(ref), 40)}")
     root, source, depth = roots[prefix]
-    missing = CatalogError(f"no checkpoint {_short(repr(ref))} (looked for a folder {_short(parts[-1], 40)}/ "
-                           f"and {_short(parts[-1], 40)}.json and .safetensors in {prefix}/)")
+    missing = CatalogError(f"no checkpoint {short(repr(ref))} (looked for a folder {short(parts[-1], 40)}/ "
+                           f"and {short(parts[-1], 40)}.json and .safetensors in {prefix}/)")
     if len(parts) - 1 > depth or not all(_visible(p) for p in parts):
         raise missing  # deeper than the listing looks, or a dot folder/file the listing skips
-    symlink = CatalogError(f"checkpoint reference {_short(repr(ref))} points outside the checkpoint folders (a "
+    symlink = CatalogError(f"checkpoint reference {short(repr(ref))} points outside the checkpoint folders (a "
                            "symlink); only regular files inside them are opened")
     folder = root
     try:
@@ -404,7 +385,7 @@ def resolve(ref: str) -> CheckpointEntry:
             folder = folder / p
             st = os.lstat(folder)
             if stat.S_ISLNK(st.st_mode):
-                raise CatalogError(f"checkpoint reference {_short(repr(ref))} goes through a symlink; only "
+                raise CatalogError(f"checkpoint reference {short(repr(ref))} goes through a symlink; only "
                                    "files inside the checkpoint folders are opened")
             if not stat.S_ISDIR(st.st_mode):
                 raise missing
@@ -414,7 +395,7 @@ def resolve(ref: str) -> CheckpointEntry:
             for p in (last / ckpt_files.WEIGHTS, last / ckpt_files.META, last / ckpt_files.CONFIG):
                 if os.path.islink(p):
                     raise symlink
-            entry = _read_folder(last, root, source)
+            entry = read_folder(last, root, source)
             if entry is not None:
                 return entry
         json_path = folder / (parts[-1] + ".json")
@@ -426,9 +407,9 @@ def resolve(ref: str) -> CheckpointEntry:
     except (OSError, ValueError) as exc:  # ENAMETOOLONG, ELOOP, EACCES...: one line, never a raw OSError
         if isinstance(exc, CatalogError):
             raise
-        raise CatalogError(f"checkpoint reference {_short(repr(ref), 40)} cannot be opened: "
+        raise CatalogError(f"checkpoint reference {short(repr(ref), 40)} cannot be opened: "
                            f"{getattr(exc, 'strerror', None) or exc}") from None
-    entry = _read_entry(json_path, root, source)
+    entry = read_pair(json_path, root, source)
     if entry is None:
         raise missing
     return entry
@@ -444,288 +425,6 @@ def safe_name(name: str) -> str:
     return cleaned[:64].strip("-.") or "checkpoint"
 
 
-#: Files a checkpoint folder upload may hold (the weights, the two JSON files, the model card).
-FOLDER_FILES = (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.META, ckpt_files.CARD)
-
-
-def _unzip(name: str, data: bytes) -> dict[str, bytes]:
-    """The files of an uploaded ``.zip`` (``NAME.zip`` holding a checkpoint folder ``NAME/...`` or its files,
-    or a flat pair) as ``{path: bytes}``: folder entries, ``__MACOSX/`` and dot files skipped; nothing is
-    extracted to disk; sizes are checked against :data:`MAX_UPLOAD_BYTES` before a member is read.
-    :class:`CatalogError` for a file that is not a zip, a member nested deeper than one folder, or too large."""
-    import io
-    import zipfile
-
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
-        infos = [i for i in zf.infolist() if not i.is_dir()]
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise CatalogError(f"{_short(name)} is not a readable zip file ({exc})") from None
-    out: dict[str, bytes] = {}
-    total = 0
-    for info in infos:
-        parts = [p for p in info.filename.replace("\\", "/").split("/") if p]
-        if not parts or parts[0] == "__MACOSX" or parts[-1].startswith("."):
-            continue
-        if len(parts) > 2:
-            raise CatalogError(f"{_short(name)} holds {_short(info.filename, 60)}: zip the checkpoint folder "
-                               "itself (its files at most one folder deep)")
-        total += info.file_size
-        if info.file_size > MAX_UPLOAD_BYTES or total > 2 * MAX_UPLOAD_BYTES:
-            raise CatalogError(f"{_short(name)} unpacks to more than the upload limit of "
-                               f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB per file")
-        try:
-            out["/".join(parts)] = zf.read(info)
-        except (zipfile.BadZipFile, ValueError, OSError, RuntimeError) as exc:  # CRC error, encrypted, ...
-            raise CatalogError(f"{_short(name)}: {_short(info.filename, 60)} cannot be read ({exc})") from None
-    if not out:
-        raise CatalogError(f"{_short(name)} holds no files")
-    return out
-
-
-def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]:
-    """``(name, folder, parts)`` of an upload: a flat pair (``parts`` keyed ``.json``/``.safetensors``) or a
-    checkpoint folder's files (keyed by :data:`FOLDER_FILES` names); a single ``.zip`` is unpacked first.
-    :class:`CatalogError` (one line) for anything else."""
-    if not files:
-        raise CatalogError("no files: upload a checkpoint folder's files (config.json, model.safetensors, "
-                           "geomlab.json, README.md) or a .zip of the folder, or a NAME.safetensors with its "
-                           "NAME.json")
-    zip_name = None
-    if len(files) == 1 and next(iter(files)).lower().endswith(".zip"):
-        zip_name, data = next(iter(files.items()))
-        if len(data) > MAX_UPLOAD_BYTES:
-            raise CatalogError(f"{_short(zip_name)} is {len(data) / 2**20:.0f} MiB; the limit is "
-                               f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB")
-        files = _unzip(zip_name, data)
-    base = {f: Path(f.replace("\\", "/")).name for f in files}
-    folders = {Path(f.replace("\\", "/")).parent.name for f in files} - {""}
-    weights = [f for f, b in base.items() if b.lower().endswith(".safetensors")]
-    is_folder = bool({ckpt_files.META, ckpt_files.CONFIG} & set(base.values())) and \
-        all(base[f] == ckpt_files.WEIGHTS for f in weights)
-    if not is_folder:
-        name, pair = _flat_parts(files)
-        return name, False, pair
-    other = sorted(b for b in base.values() if b not in FOLDER_FILES)
-    if other:
-        raise CatalogError(f"unexpected file {_short(', '.join(other))} in a checkpoint folder (it holds "
-                           f"{', '.join(FOLDER_FILES)}; pickled .pt/.pth files are not accepted)")
-    parts: dict[str, bytes] = {}
-    for f, b in base.items():
-        if b in parts:
-            raise CatalogError(f"{b} uploaded twice; upload one checkpoint folder")
-        parts[b] = files[f]
-    for need in (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.META):
-        if need not in parts:
-            raise CatalogError(f"the folder's {need} is missing: upload config.json, model.safetensors and "
-                               "geomlab.json together (README.md is optional)")
-    for fname, data in parts.items():
-        _check_size(fname, data)
-    try:
-        meta = json.loads(parts[ckpt_files.META].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogError(f"{ckpt_files.META} is not valid JSON ({exc})") from None
-    if not isinstance(meta, dict) or "tensors" not in meta:
-        raise CatalogError(f"{ckpt_files.META} is not a geomlab checkpoint description (no 'tensors')")
-    named = (folders.pop() if len(folders) == 1 else None) or (Path(zip_name).stem if zip_name else None) or \
-        meta.get("name")
-    return safe_name(str(named or "checkpoint")), True, parts
-
-
-def _check_size(fname: str, data: bytes) -> None:
-    if len(data) == 0:
-        raise CatalogError(f"{_short(fname)} is empty")
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise CatalogError(f"{_short(fname)} is {len(data) / 2**20:.0f} MiB; the limit is "
-                           f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB")
-
-
-def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
-    by_suffix: dict[str, list[str]] = {}
-    for fname in files:
-        by_suffix.setdefault(Path(fname).suffix.lower(), []).append(fname)
-    other = sorted(set(by_suffix) - {".safetensors", ".json"})
-    if other:
-        raise CatalogError(f"unexpected file type {_short(', '.join(other))}: a checkpoint is a folder's files "
-                           "(or a .zip of the folder), or a .safetensors file plus its .json (pickled .pt/.pth "
-                           "files are not accepted)")
-    for suffix in (".safetensors", ".json"):
-        if len(by_suffix.get(suffix, [])) > 1:
-            raise CatalogError(f"{len(by_suffix[suffix])} {suffix} files uploaded; upload exactly one pair")
-    if by_suffix.get(".json"):  # a lone JSON is judged first: "not a checkpoint" says more than "half missing"
-        json_name = by_suffix[".json"][0]
-        _check_size(json_name, files[json_name])
-        try:
-            meta = json.loads(files[json_name].decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CatalogError(f"{_short(json_name)} is not valid JSON ({exc})") from None
-        if not isinstance(meta, dict) or "model_config" not in meta:
-            raise CatalogError(f"{_short(json_name)} is not a geomlab checkpoint description (no "
-                               "'model_config')")
-    weights = by_suffix.get(".safetensors", [])
-    if weights and not by_suffix.get(".json") and Path(weights[0].replace("\\", "/")).name == ckpt_files.WEIGHTS:
-        raise CatalogError(f"{ckpt_files.WEIGHTS} is a checkpoint folder's weights: upload it together with the "
-                           f"folder's {ckpt_files.CONFIG} and {ckpt_files.META} ({ckpt_files.CARD} is optional), "
-                           "or a .zip of the folder")
-    for suffix in (".safetensors", ".json"):
-        if not by_suffix.get(suffix):
-            missing = "weights (.safetensors)" if suffix == ".safetensors" else "description (.json)"
-            raise CatalogError(f"the {missing} file is missing: upload both halves of the checkpoint "
-                               "(NAME.safetensors with NAME.json), or a checkpoint folder's files")
-    json_name, st_name = by_suffix[".json"][0], by_suffix[".safetensors"][0]
-    stems = [Path(f.replace("\\", "/")).stem for f in (json_name, st_name)]
-    if stems[0] != stems[1]:  # two checkpoints' halves of one shape would load, silently mismatched
-        raise CatalogError(f"{_short(json_name)} and {_short(st_name)} are not one pair: a flat pair is NAME.json "
-                           "with NAME.safetensors (rename one if they belong together)")
-    _check_size(st_name, files[st_name])
-    return safe_name(Path(json_name).stem), {".json": files[json_name], ".safetensors": files[st_name]}
-
-
-def _validate(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes], Any]:
-    name, folder, parts = _upload_parts(files)
-    from geomlab.checkpoints import io as ckpt_mod  # lazy: keeps listing cheap and independent
-
-    with tempfile.TemporaryDirectory(prefix="geomlab-upload-") as tmp:
-        if folder:
-            target = Path(tmp) / name
-            target.mkdir()
-            for fname, data in parts.items():
-                (target / fname).write_bytes(data)
-        else:
-            target = Path(tmp) / f"{name}.json"
-            for suffix, data in parts.items():
-                target.with_suffix(suffix).write_bytes(data)
-        try:
-            loaded = ckpt_mod.load(target)
-        except ValueError as exc:
-            msg = str(exc).replace(f"{tmp}{os.sep}", "")
-            raise CatalogError(f"not a valid checkpoint: {msg}") from None
-        except Exception as exc:  # a loader bug or a corrupt file the loader did not foresee
-            raise CatalogError(f"could not load the checkpoint: {type(exc).__name__}: {exc}") from None
-    return name, folder, parts, loaded
-
-
-def validate_upload(files: dict[str, bytes]) -> tuple[str, Any]:
-    """Check an uploaded checkpoint without storing it.
-
-    ``files`` maps file names (as the browser sends them: a name, or ``FOLDER/NAME`` from a folder picker)
-    to their bytes. Accepted: a checkpoint folder's files selected together (``config.json``,
-    ``model.safetensors``, ``geomlab.json``, optionally ``README.md``), a single ``NAME.zip`` of such a folder
-    (or of a flat pair), or a flat pair (exactly one ``.safetensors`` and one ``.json``). The files are
-    written to a temporary folder and loaded with :func:`geomlab.checkpoints.io.load`, which checks the JSON
-    against the tensors, ``config.json`` against ``geomlab.json``, the model kind, the format version and
-    that every weight is finite. The name is the folder's (the one inside the zip or sent by a folder picker,
-    else the zip's, else the name ``geomlab.json`` recorded at the save) or the pair's JSON's. Returns
-    ``(name, checkpoint)``.
-
-    Raises :class:`CatalogError` (a ``ValueError``) with a one-line message for a wrong number or type of
-    files, an empty or oversized file, a JSON that does not parse, or anything the loader rejects.
-    """
-    name, _, _, loaded = _validate(files)
-    return name, loaded
-
-
-def store_upload(files: dict[str, bytes], dest: Path | None = None, owner: str | None = None) -> CheckpointEntry:
-    """Validate an upload (:func:`validate_upload`) and store it as ``<runs>/uploads/NAME/`` (a folder) or
-    ``<runs>/uploads/NAME.{json,safetensors}`` (a flat pair), ``NAME-2``, ``NAME-3``... if taken. Returns its
-    entry.
-
-    Never replaces a file: the name is claimed atomically (``os.mkdir`` of the new folder, or ``os.link`` of
-    the fully written file onto the free name; the weights first, the JSON last), so two uploads of one name
-    at the same moment are both kept, under two names. ``owner``: the session storing it (see
-    :func:`may_change`).
-
-    Raises :class:`CatalogError` as :func:`validate_upload` does; nothing is written when it fails.
-    """
-    name, folder, parts, _ = _validate(files)
-    dest = Path(dest) if dest is not None else runs_dir() / UPLOAD_SUBDIR
-    dest.mkdir(parents=True, exist_ok=True)
-    root = runs_dir() if _inside(dest, runs_dir()) else dest
-    try:
-        if folder:
-            order = [f for f in (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.CARD, ckpt_files.META)
-                     if f in parts]
-            final = ckpt_files.create_exclusive_folder(dest, name, {f: parts[f] for f in order},
-                                                       mode=0o666 & ~_UMASK, dir_mode=0o777 & ~_UMASK)
-        else:
-            final = ckpt_files.create_exclusive(dest, name, {".safetensors": parts[".safetensors"],
-                                                             ".json": parts[".json"]}, mode=0o666 & ~_UMASK)
-    except OSError as exc:
-        raise CatalogError(f"the upload could not be stored: {exc.strerror or exc}") from None
-    entry = _read_folder(dest / final, root, "user") if folder else _read_entry(dest / f"{final}.json", root,
-                                                                                 "user")
-    if entry is None:  # pragma: no cover - validated above
-        raise CatalogError("the upload could not be stored")
-    record_owner(entry.path, owner)
-    return entry
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-        return True
-    except ValueError:
-        return False
-
-
-# ------------------------------------------------------------------------------------------- ownership
-#: Environment variable: ``1`` lets every session change (delete, stop, resume, save over) what any session
-#: created. Read at every check, so a test or a server start sets it.
-SHARED_ENV = "GEOMLAB_SHARED_RUNS"
-_OWNERS: dict[str, str] = {}
-_OWNERS_LOCK = threading.Lock()
-
-
-def shared_mode() -> bool:
-    """Whether the server shares everything between sessions (``GEOMLAB_SHARED_RUNS=1``; default off)."""
-    return os.environ.get(SHARED_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _owner_key(path: Path) -> str:
-    return os.path.normcase(os.path.abspath(paths_json(path)))
-
-
-def paths_json(path: Path) -> Path:
-    """The ``.json`` path of a checkpoint given either file or its stem."""
-    p = Path(path)
-    return p if p.suffix == ".json" else p.with_name(p.name.removesuffix(".safetensors") + ".json")
-
-
-def record_owner(path: Path, owner: str | None) -> None:
-    """Remember that session ``owner`` created the checkpoint at ``path`` (this server process only)."""
-    if owner:
-        with _OWNERS_LOCK:
-            _OWNERS[_owner_key(path)] = owner
-
-
-def owner_of(path: Path) -> str | None:
-    """The session that created the checkpoint at ``path`` in this server process, or None."""
-    with _OWNERS_LOCK:
-        return _OWNERS.get(_owner_key(path))
-
-
-def may_change(entry: "CheckpointEntry | Path", owner: str | None) -> bool:
-    """Whether session ``owner`` may delete or save over a user checkpoint: one this session created (a
-    validated upload, a Train live save; remembered by this server process), or any user checkpoint when
-    the server shares everything (:func:`shared_mode`). Bundled checkpoints never. (Train live's Save still
-    never replaces a file no session created, shared or not: see :meth:`geomlab.live.runner.LiveRun.save`.)"""
-    if isinstance(entry, CheckpointEntry):
-        if entry.source != "user":
-            return False
-        path = entry.path
-    else:
-        path = Path(entry)
-    if shared_mode():
-        return True
-    made_by = owner_of(path)
-    return made_by is not None and owner is not None and made_by == owner
-
-
-def forget_owner(path: Path) -> None:
-    with _OWNERS_LOCK:
-        _OWNERS.pop(_owner_key(path), None)
-
-
 def delete_user_checkpoint(ref: str, owner: str | None = None) -> None:
     """Remove a user checkpoint: a flat pair, or a folder's checkpoint files and then the folder when nothing
     else is left in it (the JSON first, so it leaves the listing at once).
@@ -736,7 +435,7 @@ def delete_user_checkpoint(ref: str, owner: str | None = None) -> None:
     if entry.source != "user":
         raise CatalogError("bundled checkpoints cannot be deleted from the app")
     if not may_change(entry, owner):
-        raise CatalogError(f"{_short(ref)} was not created by this session, so it cannot be deleted here "
+        raise CatalogError(f"{short(ref)} was not created by this session, so it cannot be deleted here "
                            f"(a server started with {SHARED_ENV}=1 lets every session change what any session "
                            "created)")
     if entry.folder:  # the JSON first (it leaves the listing at once), then the rest; never other files

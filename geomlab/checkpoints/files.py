@@ -115,8 +115,38 @@ def header_save_id(st_path: Path, follow: bool = True) -> str | None:
     return sid if isinstance(sid, str) and sid else None
 
 
-def _parse_json(path: Path, follow: bool) -> Any:
-    return json.loads(read_regular(path, follow=follow).decode("utf-8"))
+def read_json(path: Path, label: str | None = None, follow: bool = False) -> Any:
+    """The JSON value of the regular file ``path`` (:func:`read_regular`; ``follow=False``: a symlink is
+    refused). :class:`PairError`, one line naming the file as ``label`` (default: its name), when it cannot
+    be read or is not UTF-8 JSON."""
+    label = label or path.name
+    try:
+        return json.loads(read_regular(path, follow=follow).decode("utf-8"))
+    except OSError as exc:
+        raise PairError(f"checkpoint file {label} cannot be read: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise PairError(f"{label} is not valid JSON (truncated or corrupt?): {exc}") from exc
+
+
+def short(text: str, n: int = 80, count: bool = True) -> str:
+    """``text`` cut to its first ``n`` characters and ``…`` when longer, followed (``count``) by its length,
+    e.g. ``"abc… (1,000 characters)"``: a name or reference quoted in a one-line message. Design choice."""
+    if len(text) <= n:
+        return text
+    return text[:n] + "…" + (f" ({len(text):,} characters)" if count else "")
+
+
+def _read_umask() -> int:
+    """The process umask, read once at import (os.umask can only be read by setting it, which is not
+    thread-safe later on, when live runs save checkpoints from threads)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: The process umask: a checkpoint file is written with mode ``0o666 & ~UMASK`` (a folder ``0o777 & ~UMASK``),
+#: as an ordinary file would be (``mkstemp`` makes 0600).
+UMASK = _read_umask()
 
 
 def pair_meta(json_path: Path, st_path: Path, weights_id: str | None, read_json: Callable[[Path], dict],
@@ -139,7 +169,7 @@ def pair_meta(json_path: Path, st_path: Path, weights_id: str | None, read_json:
     if weights_id is not None:
         j = journal(json_path, weights_id)
         try:
-            new = _parse_json(j, follow=False)
+            new = read_json(j)
         except (OSError, ValueError):
             new = None
         if isinstance(new, dict) and new.get(JSON_KEY) == weights_id:

@@ -216,17 +216,6 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def _read_umask() -> int:
-    """The process umask, read once at import (os.umask can only be read by setting it, which is not
-    thread-safe later on, when live runs save checkpoints from threads)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()
-
-
 class CheckpointExistsError(CheckpointError):
     """:func:`save` with ``exclusive=True``: a checkpoint (either file) of that name is already there."""
 
@@ -309,7 +298,7 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
         files[json_path.with_name(CARD_FILE)] = model_card(folder.name, {**meta, "model_config": config})
     else:
         files[json_path] = json.dumps(_jsonable(meta), indent=1, allow_nan=False)
-    mode = 0o666 & ~_UMASK  # mkstemp makes 0600; a checkpoint is an ordinary file
+    mode = 0o666 & ~ckpt_files.UMASK  # mkstemp makes 0600; a checkpoint is an ordinary file
     made_folder = layout == "folder" and not os.path.lexists(where)
     try:
         json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -326,7 +315,7 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
         ckpt_files.install(st_path, Path(tmp), files, save_id, mode, exclusive=exclusive)
         saved = True
     except ckpt_files.ExistsError:
-        what = f"{where.name}/" if layout == "folder" else _short(where.stem)
+        what = f"{where.name}/" if layout == "folder" else ckpt_files.short(where.stem, 60, count=False)
         raise CheckpointExistsError(f"a checkpoint named {what} already exists in "
                                     f"{where.parent.name}/; not replacing it") from None
     except OSError as exc:
@@ -393,13 +382,9 @@ def model_card(name: str, meta: dict[str, Any]) -> str:
     return f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)
 
 
-def _short(name: str, n: int = 60) -> str:
-    return name if len(name) <= n else name[:n] + "…"
-
-
 def _name_error(where: Path, exc: OSError) -> Exception:
     if exc.errno == errno.ENAMETOOLONG or len(where.name.encode()) > 255:
-        return CheckpointError(f"checkpoint name {_short(where.stem)!r} is too long for the file system "
+        return CheckpointError(f"checkpoint name {ckpt_files.short(where.stem, 60, count=False)!r} is too long for the file system "
                                f"({len(where.stem)} characters); choose a shorter one")
     return exc
 
@@ -427,14 +412,14 @@ def _missing(path: Path) -> CheckpointError:
 
 
 def _read_json(path: Path, label: str) -> Any:
+    """:func:`geomlab.checkpoints.files.read_json` following symlinks, its errors as :class:`CheckpointError`
+    (a missing file with a hint when a bundled checkpoint has its name)."""
     if not path.is_file():
         raise _missing(path)
     try:
-        return json.loads(ckpt_files.read_regular(path, follow=True).decode("utf-8"))
-    except OSError as exc:
-        raise CheckpointError(f"checkpoint file {label} cannot be read: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{label} is not valid JSON (truncated or corrupt?): {exc}") from exc
+        return ckpt_files.read_json(path, label, follow=True)
+    except ckpt_files.PairError as exc:
+        raise CheckpointError(str(exc)) from exc.__cause__
 
 
 def _check_folder(loc: Location) -> None:

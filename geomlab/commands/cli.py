@@ -49,20 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _old_spelling(argv: list[str]) -> list[str]:
-    """``geomlab bench`` followed by an option (not a benchmark name, not --help) is the old spelling of
-    ``geomlab report``: the same arguments under ``report``, with a one-line deprecation note on stderr.
-    Kept for one release."""
-    if len(argv) > 1 and argv[0] == "bench" and argv[1].startswith("-") and argv[1] not in ("-h", "--help"):
-        print("note: `geomlab bench` with report options is deprecated; use `geomlab report` (`geomlab bench "
-              "NAME` runs a micro-benchmark)", file=sys.stderr)
-        return ["report", *argv[1:]]
-    return argv
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the process exit status."""
-    argv = _old_spelling(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "_pass_through", False):  # the subcommand's own usage, not the top level's

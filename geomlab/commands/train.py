@@ -103,8 +103,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"the task: a registered corpus corpus:NAME ({', '.join(CORPORA)}), a UTF-8 text file "
                    "(split 90/5/5), or the group word problem, e.g. word-problem:S5 or word-problem:Z5:64 (groups "
                    "S3, S5, A5, Zn, parity; trained and evaluated at length 32 unless given; --seq-len sets another "
-                   "training length). A bare corpus name still works "
-                   "(old spelling, with a note). (The Gaussian-process regression task runs through "
+                   "training length). (The Gaussian-process regression task runs through "
                    "`geomlab bench gp`.) With --resume the checkpoint's corpus is used when omitted")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps in total (default 1000)")
     p.add_argument("--out", default="runs", help="output folder (default runs/)")
@@ -261,9 +260,6 @@ def _train(args: argparse.Namespace, replicas) -> int:
         c = ckpt.load(path)
         check_out_dir(c.path.parent, c.model)
         data = args.data if args.data else (c.card.get("task") or {})
-        note = parse_task(data).note if isinstance(data, str) else ""
-        if note:
-            print(note, file=sys.stderr)
         task = make_task(data, vocab=c.vocab)
         trainer = Trainer.from_checkpoint(path, task, overrides=overrides, progress_bar=not args.quiet,
                                           log_dir=args.log_dir)
@@ -274,8 +270,6 @@ def _train(args: argparse.Namespace, replicas) -> int:
         if not args.data:
             raise ValueError("--data is required (corpus:NAME, a text file or word-problem:GROUP)")
         ref = parse_task(args.data)
-        if ref.note:
-            print(ref.note, file=sys.stderr)
         if ref.form == "text":  # the app's pasted text has no meaning here: a file of that name
             ref = TaskRef("file", args.data)
         if ref.form == "gp":

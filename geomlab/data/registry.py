@@ -1,4 +1,4 @@
-"""The task syntax: one way to name a task, parsed here and nowhere else (issue 18).
+"""The task syntax: one way to name a task, parsed here and nowhere else.
 
 A task is named by one string, the same on the command line (``--data``), in a run spec
 (:class:`geomlab.training.runs.RunSpec`), in zoo recipes and in the report:
@@ -10,10 +10,7 @@ A task is named by one string, the same on the command line (``--data``), in a r
 * ``text``: a text handed over with the request (the app's pasted or uploaded text), split 90/5/5;
 * any other string: the path of a UTF-8 text file, split 90/5/5.
 
-Old spellings work for one release and come back with a one-line note saying the new one (the command line
-prints it): a bare corpus name (``tinyshakespeare``), ``task:GROUP`` and ``wp:GROUP`` (word problems) and
-``gp-regression``. A checkpoint card's ``task`` dict (:meth:`geomlab.data.Task.spec`) is the other input
-:func:`make_task` takes.
+A checkpoint card's ``task`` dict (:meth:`geomlab.data.Task.spec`) is the other input :func:`make_task` takes.
 
 This module imports the task modules (``tasks``, ``word_problem``, ``gp``); they import only
 :mod:`geomlab.data.tasks`, so the data layer has no import cycle. Source: design choice.
@@ -35,8 +32,6 @@ from geomlab.data.word_problem import WordProblemTask
 TASK_FORMS = "corpus:NAME, word-problem:GROUP[:LENGTH], gp, text or the path of a text file"
 #: Word-problem evaluation length when neither the string nor the caller gives one.
 DEFAULT_LENGTH = 32
-#: Old spellings (prefix -> form), accepted for one release with a note.
-_OLD_PREFIXES = {"task": "word-problem", "wp": "word-problem"}
 
 
 @dataclass(frozen=True)
@@ -45,13 +40,11 @@ class TaskRef:
 
     form: ``"corpus"``, ``"word-problem"``, ``"gp"``, ``"text"`` or ``"file"``. arg: the corpus name, the
     group, or the file path (``""`` for ``gp`` and ``text``). length: a word problem's evaluation length when
-    the string gives one. note: a one-line deprecation note when the string used an old spelling, else ``""``.
-    ``str(ref)`` is the canonical spelling."""
+    the string gives one. ``str(ref)`` is the canonical spelling."""
 
     form: str
     arg: str = ""
     length: int | None = None
-    note: str = ""
 
     def __str__(self) -> str:
         if self.form == "corpus":
@@ -67,11 +60,6 @@ class TaskRef:
         return self if self.form != "word-problem" or self.length is not None else replace(self, length=int(length))
 
 
-def _note(old: str, ref: TaskRef) -> TaskRef:
-    return replace(ref, note=f"note: {old!r} is an old spelling of the task {str(ref)!r}; it works until the "
-                             "next release")
-
-
 def parse_task(text: str, *, paths: bool = True) -> TaskRef:
     """Parse a task string (module docstring) without loading anything.
 
@@ -84,7 +72,7 @@ def parse_task(text: str, *, paths: bool = True) -> TaskRef:
     if head == "word-problem" and not rest.partition(":")[0]:
         raise DataError(f"{text!r} names no group: word-problem:GROUP[:LENGTH], e.g. word-problem:S5 or "
                         "word-problem:Z5:64")
-    if sep and (head == "word-problem" or head in _OLD_PREFIXES) and rest:
+    if sep and head == "word-problem" and rest:
         group, _, length = rest.partition(":")
         try:
             n = int(length) if length else None
@@ -92,18 +80,13 @@ def parse_task(text: str, *, paths: bool = True) -> TaskRef:
             raise DataError(f"word-problem length must be an integer, got {length!r}") from None
         if n is not None and n < 1:
             raise DataError(f"word-problem length must be >= 1, got {n}")
-        ref = TaskRef("word-problem", group, n)
-        return ref if head == "word-problem" else _note(text, ref)
+        return TaskRef("word-problem", group, n)
     if sep and head == "corpus":
         if rest not in CORPORA:
             raise DataError(f"unknown corpus {rest!r}; registered: {', '.join(CORPORA)}")
         return TaskRef("corpus", rest)
     if text in ("gp", "text"):
         return TaskRef(text)
-    if text == "gp-regression":
-        return _note(text, TaskRef("gp"))
-    if text in CORPORA:
-        return _note(text, TaskRef("corpus", text))
     if not paths:
         raise DataError(f"data must be corpus:NAME, word-problem:GROUP[:LENGTH], gp or text, got {text!r}")
     return TaskRef("file", text)

@@ -38,7 +38,7 @@ SPECS = {
                       model_overrides={"d": 3, "n_layers": 2}),
     "cem": dict(kind="cem", params=5_000, data="text", text=TEXT),
     "grassmann": dict(kind="grassmann", params=5_000, data="text", text=TEXT),
-    "s3": dict(kind="lstm", params=2_000, data="task:S3"),
+    "s3": dict(kind="lstm", params=2_000, data="word-problem:S3"),
 }
 VIEW_CKPT = {"trajectories": "osm", "tangents": "osm", "attention": "osmformer", "energy": "cem",
              "planes": "grassmann"}
@@ -746,7 +746,7 @@ def test_the_newcomer_defaults_visibly_learn_in_200_steps(ckpt_dirs):
     ss = at.session_state
     spec = live.RunSpec(kind=at.selectbox(key="w_train_kind").value, group=at.selectbox(key="w_train_group").value,
                         params=at.select_slider(key="w_train_params").value,
-                        data="task:" + at.selectbox(key="w_train_task").value,
+                        data="word-problem:" + at.selectbox(key="w_train_task").value,
                         steps=int(at.number_input(key="w_train_steps").value),
                         batch_size=int(at.number_input(key="w_train_batch").value),
                         seq_len=int(at.number_input(key="w_train_seq").value),
@@ -756,7 +756,7 @@ def test_the_newcomer_defaults_visibly_learn_in_200_steps(ckpt_dirs):
     snap = live.wait_for(run, lambda s: not s.active, timeout=600)
     assert snap.state == "finished", snap.message
     losses = [h["loss"] for h in snap.history if "loss" in h]
-    chance = 1 / 5 if spec.data == "task:Z5" else 1 / 6 if spec.data == "task:S3" else 1 / 2
+    chance = 1 / 5 if spec.data == "word-problem:Z5" else 1 / 6 if spec.data == "word-problem:S3" else 1 / 2
     assert snap.metric > chance + 0.3, (spec, snap.metric)
     assert losses[-1] < 0.6 * losses[0], (losses[0], losses[-1])
 
@@ -958,13 +958,13 @@ def test_compare_opens_a_above_b_with_square_maps_as_wide_as_they_are_tall(bundl
 def test_compare_narrow_copy_wraps_long_titles_and_leaves_the_cached_figure_alone():
     import plotly.graph_objects as go
 
-    from app_pages import compare
+    from app_pages import _relayout
 
     title = "Attention weights (mean over heads), layer 2"
     fig = go.Figure(layout={"title": {"text": title}, "margin": {"t": 60}})
-    out = compare.narrow_copy(fig)
+    out = _relayout.narrow_copy(fig)
     lines = out.layout.title.text.split("<br>")
-    assert len(lines) > 1 and max(map(len, lines)) <= compare.NARROW_TITLE
+    assert len(lines) > 1 and max(map(len, lines)) <= _relayout.NARROW_TITLE
     assert " ".join(lines) == title and out.layout.margin.t == 60 + 30 * (len(lines) - 1) + 8
     # pinned to the top of the figure, so the extra lines go into the added margin, not onto subplot titles
     assert out.layout.title.yref == "container" and out.layout.title.yanchor == "top"
@@ -997,13 +997,13 @@ def test_compare_side_by_side_labels_each_side_once_and_keeps_every_map_square_a
 
 
 def test_narrow_titles_wrap_on_visible_characters_and_never_inside_markup():
-    from app_pages import _widgets
+    from app_pages import _relayout
 
     title = "Similarity Re tr(H<sub>i</sub><sup>*</sup>H<sub>j</sub>), layer 2"
-    lines = _widgets.wrap_markup(title, 20)
+    lines = _relayout.wrap_markup(title, 20)
     assert " ".join(lines) == title and all("<" not in ln or ln.count("<") == ln.count(">") for ln in lines)
     assert lines == ["Similarity Re", "tr(H<sub>i</sub><sup>*</sup>H<sub>j</sub>), layer 2"]  # 13 and 18 seen
-    assert _widgets.wrap_markup("a " * 3 + "bb", 3) == ["a a", "a", "bb"]
+    assert _relayout.wrap_markup("a " * 3 + "bb", 3) == ["a a", "a", "bb"]
 
 
 def test_compare_word_problems_have_one_header_row_above_the_side_by_side_figures(bundled_assets):
@@ -1372,7 +1372,7 @@ def test_on_a_phone_titles_wrap_and_the_toolbar_keeps_only_the_download(bundled_
     """A phone (its browser's User-Agent, ``_widgets.is_phone``) gets copies of the cached figures with titles
     wrapped at PHONE_TITLE visible characters and square maps sized to its width, and a toolbar without the
     zoom and pan buttons that covered the titles; a desktop gets the figures as cached."""
-    from app_pages import _widgets
+    from app_pages import _relayout, _widgets
 
     def specs(phone: bool) -> list[tuple[dict, dict]]:
         monkeypatch.setattr(_widgets, "is_phone", lambda: phone)
@@ -1381,11 +1381,11 @@ def test_on_a_phone_titles_wrap_and_the_toolbar_keeps_only_the_download(bundled_
 
     desk, phone = specs(False), specs(True)
     assert len(desk) == len(phone) >= 4
-    long = [i for i, (s, _) in enumerate(desk) if _widgets.visible_len(s["layout"]["title"]["text"]) > _widgets.PHONE_TITLE]
+    long = [i for i, (s, _) in enumerate(desk) if _relayout.visible_len(s["layout"]["title"]["text"]) > _relayout.PHONE_TITLE]
     assert long  # "Over the text: what position ... attends to, layer 2" and others
     for i in long:
         lines = phone[i][0]["layout"]["title"]["text"].split("<br>")
-        assert len(lines) > 1 and max(map(_widgets.visible_len, lines)) <= _widgets.PHONE_TITLE, lines
+        assert len(lines) > 1 and max(map(_relayout.visible_len, lines)) <= _relayout.PHONE_TITLE, lines
         assert "<br>" not in desk[i][0]["layout"]["title"]["text"]
     squares = [s for s, _ in phone if (s["layout"].get("yaxis") or {}).get("scaleanchor")]
     assert squares and all(s["layout"]["height"] == 400 for s in squares)

@@ -1,5 +1,5 @@
-"""A phone's copies of the figures (app_pages/_widgets.py: ``chart`` and ``phone_layout``) on the real figures of
-bundled checkpoints: the torus angles' two panels stand under each other (side by side the square torus was
+"""A phone's copies of the figures (``app_pages/_widgets.chart`` drawing ``app_pages/_relayout.phone_copy``) on
+the real figures of bundled checkpoints: the torus angles' two panels stand under each other (side by side the square torus was
 ~130 px wide, its y-axis title over the heatmap and the two subplot titles ran together), a row's repeated
 y-axis titles are dropped (the CEM energy grid's right column "Δε (a.u.)" ran into the left panels), and a
 desktop gets the cached figure itself, untouched."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app_pages import _widgets
+from app_pages import _relayout, _widgets
 from geomlab.checkpoints import io as checkpoint
 from geomlab.teach.views import build_view
 from geomlab.trace import trace_text
@@ -56,9 +56,9 @@ def test_on_a_phone_the_torus_panels_stand_under_each_other(views, monkeypatch):
     top, bottom = lay["yaxis"]["domain"], lay["yaxis2"]["domain"]
     plot = lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]
     assert top[1] == 1 and bottom[0] == 0
-    assert (top[0] - bottom[1]) * plot == pytest.approx(_widgets.PHONE_GAP)
+    assert (top[0] - bottom[1]) * plot == pytest.approx(_relayout.PHONE_GAP)
     for lo, hi in (top, bottom):
-        assert (hi - lo) * plot == pytest.approx(_widgets.PHONE_PANEL)
+        assert (hi - lo) * plot == pytest.approx(_relayout.PHONE_PANEL)
     # each subplot title centred over its own panel, not side by side in one line
     titles = {a["text"]: a for a in lay["annotations"]}
     heat, torus = titles["each angle φ<sub>k</sub>"], titles["flat torus (φ<sub>1</sub>, φ<sub>2</sub>)"]
@@ -95,7 +95,7 @@ def test_different_y_titles_side_by_side_are_kept():
     fig = make_subplots(rows=1, cols=3)
     for c, t in enumerate(("a", "b", "a"), start=1):
         fig.update_yaxes(title_text=t, row=1, col=c)
-    assert _widgets.shared_titles(fig.layout.to_plotly_json()) == {"yaxis3": {"title": {"text": ""}}}
+    assert _relayout.shared_titles(fig.layout.to_plotly_json()) == {"yaxis3": {"title": {"text": ""}}}
 
 
 def test_a_desktop_gets_the_cached_figures_themselves(views, monkeypatch):
@@ -121,14 +121,14 @@ def test_on_a_phone_panels_side_by_side_get_smaller_titles_and_sparser_ticks(mon
         desk = fig.layout.to_plotly_json()
         _, lay = drawn(fig, True, monkeypatch)
         assert [a["font"]["size"] for a in desk["annotations"]] == [16] * 4
-        assert [a["font"]["size"] for a in lay["annotations"]] == [_widgets.PHONE_SUBTITLE] * 4
+        assert [a["font"]["size"] for a in lay["annotations"]] == [_relayout.PHONE_SUBTITLE] * 4
         assert [a["text"] for a in lay["annotations"]] == [a["text"] for a in desk["annotations"]]
         every = [k for k in desk if k[1:5] == "axis" and desk[k].get("dtick") == 1]
         assert bool(every) == (fig_name == "generator_heatmap")  # 12 x 12 maps label every row and column
         assert all(lay[k]["dtick"] == 2 for k in every)
         assert drawn(fig, False, monkeypatch)[1] == desk
     # one column (the tangent lines): nothing to do
-    assert _widgets.subplot_titles(built["tangent_lines"].figure.layout.to_plotly_json()) == {}
+    assert _relayout.subplot_titles(built["tangent_lines"].figure.layout.to_plotly_json()) == {}
 
 
 def test_on_a_phone_a_long_subplot_title_is_smaller_and_wrapped():
@@ -139,10 +139,10 @@ def test_on_a_phone_a_long_subplot_title_is_smaller_and_wrapped():
     long = "along positions: d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>), slot 0 (" + ", ".join(
         f"Δ={d}" for d in (1, 2, 4, 8, 12, 16)) + ")"
     fig = make_subplots(rows=2, cols=1, subplot_titles=(long, "across layers"))
-    upd = _widgets.subplot_titles(fig.layout.to_plotly_json())
+    upd = _relayout.subplot_titles(fig.layout.to_plotly_json())
     first, second = upd["annotations"]
-    assert first["font"]["size"] == _widgets.PHONE_SUBTITLE and first["text"].count("<br>") == 1
-    assert all(_widgets.visible_len(line) <= _widgets.PHONE_SUBTITLE_CHARS for line in first["text"].split("<br>"))
+    assert first["font"]["size"] == _relayout.PHONE_SUBTITLE and first["text"].count("<br>") == 1
+    assert all(_relayout.visible_len(line) <= _relayout.PHONE_SUBTITLE_CHARS for line in first["text"].split("<br>"))
     assert second["font"]["size"] == 16 and second["text"] == "across layers"  # short, one column: as it was
 
 
@@ -199,17 +199,17 @@ def test_on_a_phone_a_3d_scene_takes_the_width_and_a_phone_height(monkeypatch):
         assert fig.layout.to_plotly_json() == before, name  # the cached figure is untouched
         assert list(lay["scene"]["domain"]["x"]) == [0, 1], name
         eye = lay["scene"]["camera"]["eye"]
-        assert math.sqrt(sum(v * v for v in eye.values())) == pytest.approx(_widgets.PHONE_EYE), name
+        assert math.sqrt(sum(v * v for v in eye.values())) == pytest.approx(_relayout.PHONE_EYE), name
         # no tick labels: ~5 px at a phone's scale, and they ran together at a corner ("-1 -1")
         assert all(lay["scene"][a]["showticklabels"] is False for a in ("xaxis", "yaxis", "zaxis")), name
         assert lay["legend"] == before["legend"], name  # where the desktop's full-width figure has it
         bars = [t.marker.colorbar for t in got.data if "colorbar" in (t.to_plotly_json().get("marker") or {})]
         room = lay["margin"]["t"] + lay["margin"]["b"]
-        assert lay["height"] - room == _widgets.PHONE_SCENE, name  # the scene's height, whatever the margins
+        assert lay["height"] - room == _relayout.PHONE_SCENE, name  # the scene's height, whatever the margins
         assert lay["height"] < before["height"], name
         if name.startswith("osm-rnn"):  # its colour bar lies under the scene, in the room added for it
             assert len(bars) == 1 and bars[0].orientation == "h" and bars[0].yanchor == "top", name
-            assert lay["margin"]["b"] == before["margin"]["b"] + _widgets.PHONE_BAR
+            assert lay["margin"]["b"] == before["margin"]["b"] + _relayout.PHONE_BAR
         else:
             assert not bars
         _, desk = drawn(fig, False, monkeypatch, narrow=True)  # a desktop's half-width column: as before,
@@ -232,15 +232,15 @@ def test_on_a_phone_a_legend_beside_the_plot_goes_under_it(monkeypatch):
     leg = lay["legend"]
     assert (leg["orientation"], leg["yref"], leg["y"], leg["yanchor"]) == ("h", "container", 0, "bottom")
     grown = lay["height"] - (before.get("height") or 450)
-    assert grown >= _widgets.PHONE_LEGEND_ROW + 10 and lay["margin"]["b"] - before["margin"]["b"] == grown
+    assert grown >= _relayout.PHONE_LEGEND_ROW + 10 and lay["margin"]["b"] - before["margin"]["b"] == grown
     _, desk = drawn(fig, False, monkeypatch)
     assert desk == before  # a desktop: as it was
     # a figure whose legend is already horizontal, or one without two entries, keeps its layout
     for f in (figs["tangent_lines"].figure.update_layout(legend_orientation="h"),):
-        assert _widgets.legend_below(f) == {}
+        assert _relayout.legend_below(f) == {}
     import plotly.graph_objects as go
 
-    assert _widgets.legend_below(go.Figure(go.Scatter(y=[1, 2], name="one"))) == {}  # Plotly shows none
+    assert _relayout.legend_below(go.Figure(go.Scatter(y=[1, 2], name="one"))) == {}  # Plotly shows none
     # a lone entry shown beside the plot (Trajectories' distances: "state", ~90 px of a phone) goes under too
     rnn = checkpoint.load(ASSETS / "osm-rnn-o-tinyshakespeare.json")
     dist = build_view(trace_text(rnn.model, rnn.vocab, TEXT), "trajectories", cursor=20)["distance_profile"]

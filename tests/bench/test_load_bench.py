@@ -166,7 +166,7 @@ def test_read_view_serves_fragment_timers_until_the_chart_is_there():
                       _fwd(element=_element("markdown", body="Tracing…")),
                       _fwd(script_finished=ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY)])
     reader = bench.RunReader()
-    run = asyncio.run(bench._read_view(ws, reader, time.monotonic() + 5, page="attention"))
+    run = asyncio.run(bench.read_view(ws, reader, time.monotonic() + 5, page="attention"))
     assert run.charts == 1 and run.finished_ok and len(run.elements) == 2
     (req,) = [m.rerun_script for m in ws.sent]
     assert (req.fragment_id, req.is_auto_rerun, req.page_script_hash) == ("frag-1", True, "page-1")

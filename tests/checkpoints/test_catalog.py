@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from geomlab.checkpoints import catalog
+from geomlab.checkpoints import catalog, uploads
 from geomlab.checkpoints import io as checkpoint
 from geomlab.data import Vocab
 from geomlab.models import build_model
@@ -109,8 +109,8 @@ def _pair(tmp_path: Path, name: str = "up") -> dict[str, bytes]:
 def test_store_upload_validates_and_stores(dirs, tmp_path):
     _, runs = dirs
     files = _pair(tmp_path)
-    e1 = catalog.store_upload(files)
-    e2 = catalog.store_upload(files)  # same name again: not overwritten
+    e1 = uploads.store_upload(files)
+    e2 = uploads.store_upload(files)  # same name again: not overwritten
     assert e1.ref == "runs/uploads/up" and e2.ref == "runs/uploads/up-2"
     assert {e.ref for e in catalog.list_checkpoints()} == {e1.ref, e2.ref}
     assert checkpoint.load(e1.path).vocab is not None
@@ -143,9 +143,9 @@ def test_bad_uploads_raise_readable_errors_and_store_nothing(dirs, tmp_path, mut
     _, runs = dirs
     files = mutate(_pair(tmp_path))
     with pytest.raises(catalog.CatalogError, match=message):
-        catalog.store_upload(files)
+        uploads.store_upload(files)
     assert catalog.list_checkpoints() == []
-    assert not (runs / catalog.UPLOAD_SUBDIR).exists() or not any((runs / catalog.UPLOAD_SUBDIR).iterdir())
+    assert not (runs / uploads.UPLOAD_SUBDIR).exists() or not any((runs / uploads.UPLOAD_SUBDIR).iterdir())
 
 
 def test_upload_with_mismatched_json_is_rejected(dirs, tmp_path):
@@ -153,11 +153,11 @@ def test_upload_with_mismatched_json_is_rejected(dirs, tmp_path):
     meta = json.loads(files["up.json"])
     meta["model_config"]["hidden"] = 9  # weights no longer fit
     with pytest.raises(catalog.CatalogError, match="not a valid checkpoint"):
-        catalog.store_upload({**files, "up.json": json.dumps(meta).encode()})
+        uploads.store_upload({**files, "up.json": json.dumps(meta).encode()})
     meta = json.loads(files["up.json"])
     meta["model_config"]["kind"] = "no-such-kind"
     with pytest.raises(catalog.CatalogError, match="no-such-kind"):
-        catalog.validate_upload({**files, "up.json": json.dumps(meta).encode()})
+        uploads.validate_upload({**files, "up.json": json.dumps(meta).encode()})
 
 
 def test_delete_user_checkpoint(dirs):
@@ -171,7 +171,7 @@ def test_delete_user_checkpoint(dirs):
         catalog.delete_user_checkpoint("bundled/kept")
 
 
-# ------------------------------------------------------------------ issue 15, class 6: files and sessions
+# ------------------------------------------------------------------ files and sessions
 def _with_timeout(fn, seconds: float = 20.0):
     """``fn()`` in a daemon thread; its result, or the string "hung" when it does not return in time."""
     import threading
@@ -263,7 +263,7 @@ def test_simultaneous_uploads_of_one_name_keep_every_one(dirs, tmp_path, monkeyp
 
     def upload(i):
         barrier.wait()
-        got.append(catalog.store_upload(files).ref)
+        got.append(uploads.store_upload(files).ref)
 
     with monkeypatch.context() as m:
         m.setattr(Path, "exists", slow_exists)
@@ -274,7 +274,7 @@ def test_simultaneous_uploads_of_one_name_keep_every_one(dirs, tmp_path, monkeyp
             t.join(120)
     assert len(got) == n and len(set(got)) == n, got  # n uploads, n names: none lost
     assert len({e.ref for e in catalog.list_checkpoints()}) == n
-    stored = sorted(p.name for p in (runs / catalog.UPLOAD_SUBDIR).iterdir())
+    stored = sorted(p.name for p in (runs / uploads.UPLOAD_SUBDIR).iterdir())
     assert len(stored) == 2 * n and not any(p.startswith(".") for p in stored)  # no temporary file left
     for ref in got:
         checkpoint.load(catalog.resolve(ref).path)
@@ -283,8 +283,8 @@ def test_simultaneous_uploads_of_one_name_keep_every_one(dirs, tmp_path, monkeyp
 def test_a_session_deletes_only_what_it_created(dirs, tmp_path, monkeypatch):
     _, runs = dirs
     monkeypatch.delenv(catalog.SHARED_ENV, raising=False)
-    mine = catalog.store_upload(_pair(tmp_path, "mine"), owner="alice")
-    theirs = catalog.store_upload(_pair(tmp_path, "theirs"), owner="bob")
+    mine = uploads.store_upload(_pair(tmp_path, "mine"), owner="alice")
+    theirs = uploads.store_upload(_pair(tmp_path, "theirs"), owner="bob")
     _save(runs / "from-the-cli")  # made outside the app: nobody's
     for ref, who in ((theirs.ref, "alice"), ("runs/from-the-cli", "alice"), (mine.ref, None)):
         with pytest.raises(catalog.CatalogError, match="not created by this session"):

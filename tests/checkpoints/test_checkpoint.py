@@ -8,6 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from geomlab.checkpoints import files as ckpt_files
 from geomlab.checkpoints import io as ckpt
 from geomlab.checkpoints.io import CheckpointError
 from geomlab.data import Vocab
@@ -214,7 +215,7 @@ def test_saved_files_follow_the_umask(saved):
 
     for path in ckpt.paths(saved[0]):
         mode = stat.S_IMODE(os.stat(path).st_mode)
-        assert mode == 0o666 & ~ckpt._UMASK, oct(mode)
+        assert mode == 0o666 & ~ckpt_files.UMASK, oct(mode)
 
 
 def test_load_takes_a_bundled_name_and_a_local_path_wins(saved, tmp_path, monkeypatch):

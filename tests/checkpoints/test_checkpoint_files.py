@@ -1,7 +1,7 @@
-"""Issue 15, class 6: a checkpoint pair is written as one unit, exclusively when asked, and read only from
+"""A checkpoint pair is written as one unit, exclusively when asked, and read only from
 regular files. The kill tests fork a child that saves and dies (``os._exit``, no clean-up, or SIGKILL) at
 every file-system step of a save, or at random moments, and check that what is left loads as the old pair
-or the new pair, never a mix. Issue 19: the same for checkpoint folders (``layout="folder"``), whose
+or the new pair, never a mix. The same for checkpoint folders (``layout="folder"``), whose
 ``config.json`` and ``README.md`` must be the new save's or the old one's with the weights."""
 
 from __future__ import annotations
@@ -249,8 +249,8 @@ def test_a_too_long_name_is_a_checkpoint_error_not_an_os_error(tmp_path):
 
 
 def test_the_bundled_checkpoints_still_load_unchanged():
-    """Every bundled checkpoint loads without being changed; those written before the save id (most of the
-    zoo, and the retrained entries' previous weights kept for the trace fixtures) are read as before."""
+    """Every bundled checkpoint loads without being changed, including those whose weights carry no save id
+    (most of the zoo, and the retrained entries' previous weights kept for the trace fixtures)."""
     root = Path(__file__).resolve().parents[1]
     folders = [root.parent / "assets" / "checkpoints", root / "fixtures" / "trace_v1" / "checkpoints"]
     found = sorted(p for f in folders for p in f.glob("*.json"))

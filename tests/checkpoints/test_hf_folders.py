@@ -1,4 +1,4 @@
-"""Issue 19, item 2: checkpoint folders ``NAME/`` in Hugging Face's layout (``config.json``,
+"""Checkpoint folders ``NAME/`` in Hugging Face's layout (``config.json``,
 ``model.safetensors``, ``README.md``, ``geomlab.json``): round trip, the model card's front matter, old flat
 pairs, one readable error per broken folder, the catalog, uploads, resume. The kill tests for folders are in
 ``test_checkpoint_files.py`` (parametrized over both layouts)."""
@@ -17,7 +17,7 @@ import pytest
 import torch
 import yaml
 
-from geomlab.checkpoints import catalog
+from geomlab.checkpoints import catalog, uploads
 from geomlab.checkpoints import io as ckpt
 from geomlab.checkpoints.io import CheckpointError
 from geomlab.data import Vocab
@@ -255,10 +255,10 @@ def test_uploads_of_a_folder_its_zip_or_its_files(dirs, tmp_path):
     _, runs = dirs
     src = _save(tmp_path / "src" / "my-model")
     files = {f.name: f.read_bytes() for f in src.iterdir()}
-    a = catalog.store_upload(files)  # the files selected together: the name geomlab.json recorded
-    b = catalog.store_upload({"renamed.zip": _zip(src)})  # a zip of the files: the zip's name
-    c = catalog.store_upload({"x.zip": _zip(src, "my-model/")})  # a zip of the folder: the folder's name
-    d = catalog.store_upload({f"my-model/{n}": v for n, v in files.items()})  # a folder picker's names
+    a = uploads.store_upload(files)  # the files selected together: the name geomlab.json recorded
+    b = uploads.store_upload({"renamed.zip": _zip(src)})  # a zip of the files: the zip's name
+    c = uploads.store_upload({"x.zip": _zip(src, "my-model/")})  # a zip of the folder: the folder's name
+    d = uploads.store_upload({f"my-model/{n}": v for n, v in files.items()})  # a folder picker's names
     refs = [e.ref for e in (a, b, c, d)]
     assert refs == ["runs/uploads/my-model", "runs/uploads/renamed", "runs/uploads/my-model-2",
                     "runs/uploads/my-model-3"]
@@ -266,7 +266,7 @@ def test_uploads_of_a_folder_its_zip_or_its_files(dirs, tmp_path):
         assert e.folder and sorted(p.name for p in e.path.iterdir()) == FILES
         assert ckpt.load(e.path).card["valid_bpc"] == 3.25
     flat = ckpt.save(tmp_path / "src" / "pair", _model(), VOCAB, dict(CARD))
-    e = catalog.store_upload({"pair.zip": _zip_pair(flat)})  # a zip of a flat pair
+    e = uploads.store_upload({"pair.zip": _zip_pair(flat)})  # a zip of a flat pair
     assert e.ref == "runs/uploads/pair" and not e.folder
 
 
@@ -292,9 +292,9 @@ def test_bad_folder_uploads_are_one_line_and_store_nothing(dirs, tmp_path, mutat
     src = _save(tmp_path / "src" / "ck")
     files = mutate({f.name: f.read_bytes() for f in src.iterdir()})
     with pytest.raises(catalog.CatalogError, match=message) as info:
-        catalog.store_upload(files)
+        uploads.store_upload(files)
     assert "\n" not in str(info.value)
-    assert catalog.list_checkpoints() == [] and not (runs / catalog.UPLOAD_SUBDIR).exists()
+    assert catalog.list_checkpoints() == [] and not (runs / uploads.UPLOAD_SUBDIR).exists()
 
 
 def _nested_zip(files: dict[str, bytes]) -> bytes:

@@ -608,20 +608,13 @@ def test_trace_writes_the_json_window_around_the_cursor(tmp_path, monkeypatch):
     assert len(doc["arrays"]["attention"][0]) == 256
 
 
-def test_old_task_spellings_train_with_a_one_line_note(tmp_path, capsys):
-    """--data keeps its old spellings for one release (issue 18): the same run, and one line naming the new one."""
-    import torch
-
-    from geomlab.checkpoints import io as ckpt
-
+def test_other_task_prefixes_are_an_ordinary_data_error(tmp_path, capsys):
+    """--data takes the task syntax only: ``wp:S3`` is no word problem but a file that is not there, refused
+    in one line (exit status 2) before anything is trained."""
     out = tmp_path / "runs"
     base = ["--model", "lstm", "--config", "hidden=8", "--steps", "2", "--batch-size", "2", "--seq-len", "4",
             "--out", str(out), "--quiet"]
-    assert main(["train", "--data", "wp:S3", "--name", "old", *base]) == 0
+    assert main(["train", "--data", "wp:S3", "--name", "old", *base]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "'wp:S3' is an old spelling" in err and "'word-problem:S3'" in err
-    assert main(["train", "--data", "word-problem:S3", "--name", "new", *base]) == 0
-    assert capsys.readouterr().err == ""
-    old, new = ckpt.load(out / "old"), ckpt.load(out / "new")
-    assert old.card["task"] == new.card["task"] and old.card["task"]["length"] == 32  # the CLI's default length
-    assert all(torch.equal(a, b) for a, b in zip(old.model.state_dict().values(), new.model.state_dict().values()))
+    assert err.count("\n") == 1 and "error: 'wp:S3' is neither a known corpus" in err and "text file" in err
+    assert not (out / "old").exists()

@@ -358,9 +358,9 @@ def test_registered_corpora_names():
 
 # ----------------------------------------------------------------------------------------------- task syntax
 def test_task_strings_parse_to_one_canonical_spelling():
-    from geomlab.data.registry import parse_task
+    from geomlab.data.registry import TaskRef, parse_task
 
-    assert str(parse_task("corpus:ptb-char")) == "corpus:ptb-char" and not parse_task("corpus:ptb-char").note
+    assert str(parse_task("corpus:ptb-char")) == "corpus:ptb-char"
     assert (parse_task("word-problem:S5:16").form, parse_task("word-problem:S5:16").arg,
             parse_task("word-problem:S5:16").length) == ("word-problem", "S5", 16)
     assert parse_task("word-problem:Z5").length is None
@@ -368,11 +368,11 @@ def test_task_strings_parse_to_one_canonical_spelling():
     assert str(parse_task("word-problem:Z5:4").with_length(8)) == "word-problem:Z5:4"  # the string's wins
     assert str(parse_task("gp")) == "gp" and str(parse_task("text")) == "text"
     assert parse_task("my text.txt").form == "file" and str(parse_task("my text.txt")) == "my text.txt"
-    # old spellings: the same task, with a one-line note naming the new spelling
-    for old, new in [("tinyshakespeare", "corpus:tinyshakespeare"), ("task:S3", "word-problem:S3"),
-                     ("wp:A5:12", "word-problem:A5:12"), ("gp-regression", "gp")]:
-        ref = parse_task(old)
-        assert str(ref) == new and new in ref.note and old in ref.note and "\n" not in ref.note
+    # other prefixes are file names, refused where files are (a request of the app's)
+    for other in ("task:S3", "wp:A5:12", "gp-regression"):
+        assert parse_task(other) == TaskRef("file", other)
+        with pytest.raises(DataError, match="data must be"):
+            parse_task(other, paths=False)
 
 
 def test_task_strings_refuse_bad_forms_readably():
@@ -403,7 +403,9 @@ def test_make_task_takes_the_callers_length_and_evaluation_size(tiny_text):
 
     wp = make_task("word-problem:S3", length=8, n_eval=16)
     assert isinstance(wp, WordProblemTask) and wp.length == 8 and wp.n_eval == 16
-    assert make_task("word-problem:S3").length == 32 and make_task("task:S3").n_eval == 512
+    assert make_task("word-problem:S3").length == 32 and make_task("word-problem:S3").n_eval == 512
+    with pytest.raises(DataError, match="'task:S3' is neither a known corpus .* nor an existing text file"):
+        make_task("task:S3")  # not a spelling of the word problem: an unknown file
     assert make_task("word-problem:S3:4", length=8).length == 4
     gp = make_task("gp", n_eval=24)
     assert isinstance(gp, GPRegressionTask) and gp.n_eval == 24
@@ -416,7 +418,7 @@ def test_make_task_takes_the_callers_length_and_evaluation_size(tiny_text):
 
 
 def test_the_task_interface_imports_no_task_module():
-    """Knot 3 of issue 18: data.tasks defines the interface; word_problem and gp implement it; only the
+    """data.tasks defines the interface; word_problem and gp implement it; only the
     registry imports them, so the data modules' imports form no cycle."""
     import ast
     import importlib.util

@@ -1,4 +1,4 @@
-"""Issue 15, class 3: input text normalisation, resume with another vocabulary, texts shorter than the context.
+"""Input text normalisation, resume with another vocabulary, texts shorter than the context.
 
 Every way a text enters geomlab (a command-line file, a registered corpus, an uploaded or pasted text in the
 app) goes through one backend function, :func:`geomlab.data.vocab.normalize_text`: no byte-order mark, ``\\n``

@@ -14,7 +14,7 @@ from geomlab.live import runner as live
 from geomlab.data.word_problem import WordProblemTask
 from geomlab.training.runs import available_devices, build_model as build_run_model
 
-TINY = dict(kind="lstm", params=2_000, data="task:S3", batch_size=4, seq_len=8, lr=3e-3, seed=0, threads=1,
+TINY = dict(kind="lstm", params=2_000, data="word-problem:S3", batch_size=4, seq_len=8, lr=3e-3, seed=0, threads=1,
             model_overrides={})
 
 

@@ -1,5 +1,4 @@
-"""Tests of the reproduction report (geomlab.report) and the `report` subcommand (and its old spelling, `bench`
-with report options)."""
+"""Tests of the reproduction report (geomlab.report) and the `report` subcommand."""
 
 from __future__ import annotations
 
@@ -274,17 +273,18 @@ def test_merge_results_and_from_json(tmp_path):
     assert main(["report", "--from-json", str(tmp_path / "missing.json"), "--out", str(out)]) == 2
 
 
-def test_old_spelling_bench_with_report_options_writes_the_report(tmp_path, capsys):
-    """`geomlab bench` followed by report options (no benchmark name) still writes the report, for one release,
-    with a one-line deprecation note on stderr; the report's commands use the new spelling."""
+def test_bench_with_report_options_is_an_ordinary_usage_error(tmp_path, capsys):
+    """`geomlab bench` takes a benchmark name: report options are refused with bench's usage error (exit
+    status 2) and no report is written; the report is `geomlab report`."""
     f = tmp_path / "a.json"
     f.write_text(json.dumps(_fake_results()))
     out = tmp_path / "r.md"
     capsys.readouterr()
-    assert main(["bench", "--from-json", str(f), "--out", str(out), "--no-png"]) == 0
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--from-json", str(f), "--out", str(out), "--no-png"])
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "deprecated" in err and "geomlab report" in err
-    assert "python -m geomlab report --quick --out" in out.read_text()
+    assert exc.value.code == 2 and "geomlab bench: error: unrecognized arguments: --from-json" in err
+    assert "deprecated" not in err and not out.exists()
 
 
 def test_command_line_reproduces_the_protocol():

@@ -50,7 +50,8 @@ def test_validate_refuses_what_the_app_may_not_ask(tmp_path):
         runs.RunSpec(**{**TINY, "data": "corpus:nope"}).validate()
     with pytest.raises(runs.RunError, match="bench gp"):
         runs.RunSpec(**{**TINY, "data": "gp"}).validate()  # token models cannot take continuous inputs
-    runs.RunSpec(**{**TINY, "data": "task:S3"}).validate()  # the old spelling is still a task
+    with pytest.raises(runs.RunError, match="data must be"):
+        runs.RunSpec(**{**TINY, "data": "task:S3"}).validate()  # not a spelling of the word problem
     assert live.LiveError is runs.RunError
 
 

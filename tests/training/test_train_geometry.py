@@ -34,7 +34,7 @@ def runs(tmp_path, monkeypatch):
 
 
 def osm_spec(**kw) -> live.RunSpec:
-    base = dict(kind="osm-rnn", group="O", params=2_000, data="task:Z5", steps=30, batch_size=4, seq_len=8,
+    base = dict(kind="osm-rnn", group="O", params=2_000, data="word-problem:Z5", steps=30, batch_size=4, seq_len=8,
                 lr=1e-2, seed=3, threads=1, eval_every=10)
     return live.RunSpec(**{**base, **kw})
 
@@ -159,7 +159,7 @@ def test_an_unwatched_run_copies_nothing(runs):
     ("llama", {}, "attention_maps"),
     ("lstm", {}, None),
 ])
-@pytest.mark.parametrize("data", ["task:S3", "text"])
+@pytest.mark.parametrize("data", ["word-problem:S3", "text"])
 def test_the_figure_fits_the_kind(kind, extra, figure, data):
     spec = live.RunSpec(**{"kind": kind, "params": 2_000, "data": data, "text": TEXT if data == "text" else None,
                             "steps": 5, "seq_len": 8, "threads": 1, **extra})
@@ -177,11 +177,11 @@ def test_the_figure_fits_the_kind(kind, extra, figure, data):
 
 
 def test_probe_tokens_are_fixed_and_sized():
-    task = live.build_task(live.RunSpec(data="task:S3", seq_len=8))
-    a = live.probe_tokens(task, live.RunSpec(data="task:S3", seq_len=8))
-    b = live.probe_tokens(task, live.RunSpec(data="task:S3", seq_len=8))
+    task = live.build_task(live.RunSpec(data="word-problem:S3", seq_len=8))
+    a = live.probe_tokens(task, live.RunSpec(data="word-problem:S3", seq_len=8))
+    b = live.probe_tokens(task, live.RunSpec(data="word-problem:S3", seq_len=8))
     assert a.shape == (1, 32) and torch.equal(a, b)  # at least 32 positions, the same every time
-    long = live.probe_tokens(task, live.RunSpec(data="task:S3", seq_len=500))
+    long = live.probe_tokens(task, live.RunSpec(data="word-problem:S3", seq_len=500))
     assert long.shape == (1, probes.PROBE_POSITIONS)
     text = live.build_task(live.RunSpec(data="text", text=TEXT * 4))
     t = live.probe_tokens(text, live.RunSpec(data="text", text=TEXT * 4))

@@ -1,0 +1,67 @@
+"""The printed summary of a load benchmark run. Source: design choice."""
+
+from __future__ import annotations
+
+from geomlab.bench.load.run import LoadResult, percentile
+from geomlab.bench.load.session import SessionResult
+
+
+def _fmt(v: float | None, unit: str = " s") -> str:
+    return "–" if v is None else f"{v:.2f}{unit}"
+
+
+def report(r: LoadResult) -> str:
+    """The printed summary of a :class:`LoadResult`."""
+    n = len(r.sessions)
+    fv, mv = r.first_views, r.move_times
+    lines = [f"load: {n} sessions, {r.chars} characters each, {r.moves} cursor moves"
+             f"{' (in rounds, all sessions together)' if r.together else ''}; server up in "
+             f"{r.server_up_s:.1f} s" + (f", warm-up {r.warmup_s:.1f} s" if r.warmup_s is not None else "")
+             + f"; load phase {r.wall_s:.1f} s (client CPU {r.client_cpu_s:.1f} s)"]
+    b = r.baseline
+    alone_f = b.first_view_s if b else None
+    alone_m = percentile(b.move_s, 50) if b else None
+
+    def ratio(v: float | None, ref: float | None) -> str:
+        return f"   = {v / ref:.1f}x alone" if v is not None and ref else ""
+
+    if b is not None:
+        lines.append(f"alone        first view {_fmt(alone_f)}, move median {_fmt(alone_m)} (one session on "
+                     f"{b.view}, {b.ckpt or 'app default'}, before the load)")
+    lines += [f"first view   {len(fv)}/{n}   median {_fmt(percentile(fv, 50))}   p95 {_fmt(percentile(fv, 95))}"
+              f"   max {_fmt(max(fv) if fv else None)}{ratio(percentile(fv, 50), alone_f)}",
+              f"cursor move  {len(mv)}/{n * r.moves}   median {_fmt(percentile(mv, 50))}   "
+              f"p95 {_fmt(percentile(mv, 95))}   max {_fmt(max(mv) if mv else None)}"
+              f"{ratio(percentile(mv, 50), alone_m)}"]
+    by_view: dict[tuple[str, str | None], list[SessionResult]] = {}
+    for s in r.sessions:
+        by_view.setdefault((s.view, s.ckpt), []).append(s)
+    for (view, ckpt), ss in by_view.items():
+        f = [s.first_view_s for s in ss if s.first_view_s is not None]
+        m = [t for s in ss for t in s.move_s]
+        charts = sorted({s.first_charts for s in ss if s.first_view_s is not None})
+        pos = sorted({s.positions for s in ss if s.positions})
+        lines.append(f"  {view:<13} {ckpt or '(app default)':<36} first {len(f)}/{len(ss)} median "
+                     f"{_fmt(percentile(f, 50))}, move median {_fmt(percentile(m, 50))}, charts "
+                     f"{charts or '–'}, cursor positions {pos or '–'}")
+    total = sum(s.bytes for s in r.sessions)
+    per_first = [s.bytes for s in r.sessions]
+    lines.append(f"received     {total / 1e6:.1f} MB in all; median per session "
+                 f"{(percentile(per_first, 50) or 0) / 1e6:.2f} MB (decompressed protobuf frames)")
+    lines.append(f"server RSS   peak {r.peak_rss_mb:.0f} MB (process tree, sampled), VmHWM {r.hwm_mb:.0f} MB")
+    if r.browsers:
+        bt = [b.first_chart_s for b in r.browsers if b.first_chart_s is not None]
+        same = [s.first_view_s for s in r.sessions[:len(r.browsers)] if s.first_view_s is not None]
+        bp = [b.protocol_s for b in r.browsers if b.protocol_s is not None]
+        lines.append(f"chromium     {len(bt)}/{len(r.browsers)} pages: first .js-plotly-plot median "
+                     f"{_fmt(percentile(bt, 50))}; its websocket's first view median {_fmt(percentile(bp, 50))}"
+                     f" (protocol sessions on the same URLs: median {_fmt(percentile(same, 50))})")
+        for b, s in zip(r.browsers, r.sessions):
+            lines.append(f"  {s.view:<13} chromium: chart drawn {_fmt(b.first_chart_s)}, script_finished "
+                         f"{_fmt(b.protocol_s)}   protocol session {_fmt(s.first_view_s)}")
+    errs = r.page_errors
+    lines.append(f"page errors  {len(errs)}")
+    lines += [f"  {e}" for e in errs]
+    lines.append(f"server log   {len(r.log_errors)} ERROR/Traceback entries")
+    lines += [f"  {e}" for e in r.log_errors]
+    return "\n".join(lines)

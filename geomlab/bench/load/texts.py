@@ -1,0 +1,106 @@
+"""The load benchmark's inputs: the view pages it opens with the model kinds each suits, a text per session,
+and the bundled checkpoints that suit each view. Source: design choice."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+from geomlab.core.locate import bundled_dir
+
+#: View page URL path -> model kinds to use, in order of preference (design choice: the family the view
+#: is about first; e.g. Tangent updates on an OSMFormer, whose layers mix tangents).
+VIEW_KINDS: dict[str, tuple[str, ...]] = {
+    "trajectories": ("osm-rnn", "osmformer"),
+    "tangents": ("osmformer", "osm-rnn"),
+    "attention": ("osmformer", "transformer", "llama", "cem", "grassmann-attn"),
+    "energy": ("cem",),
+    "planes": ("grassmann",),
+}
+DEFAULT_VIEWS = tuple(VIEW_KINDS)
+
+#: Text used when Tiny Shakespeare is not in GEOMLAB_DATA_DIR (public domain: Sonnet 18 and Hamlet III.1).
+BUILTIN_TEXT = (
+    "Shall I compare thee to a summer's day?\nThou art more lovely and more temperate:\n"
+    "Rough winds do shake the darling buds of May,\nAnd summer's lease hath all too short a date;\n"
+    "Sometime too hot the eye of heaven shines,\nAnd often is his gold complexion dimm'd;\n"
+    "And every fair from fair sometime declines,\nBy chance or nature's changing course untrimm'd;\n"
+    "But thy eternal summer shall not fade,\nNor lose possession of that fair thou ow'st;\n"
+    "Nor shall Death brag thou wander'st in his shade,\nWhen in eternal lines to time thou grow'st:\n"
+    "So long as men can breathe or eyes can see,\nSo long lives this, and this gives life to thee.\n\n"
+    "HAMLET:\nTo be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"
+    "The slings and arrows of outrageous fortune,\nOr to take arms against a sea of troubles\n"
+    "And by opposing end them. To die: to sleep;\nNo more; and by a sleep to say we end\n"
+    "The heart-ache and the thousand natural shocks\nThat flesh is heir to, 'tis a consummation\n"
+    "Devoutly to be wish'd. To die, to sleep;\nTo sleep: perchance to dream: ay, there's the rub;\n"
+    "For in that sleep of death what dreams may come\nWhen we have shuffled off this mortal coil,\n"
+    "Must give us pause: there's the respect\nThat makes calamity of so long life;\n"
+)
+
+
+def corpus_text() -> str:
+    """Tiny Shakespeare from ``$GEOMLAB_DATA_DIR/tinyshakespeare/input.txt`` when it is there, else
+    :data:`BUILTIN_TEXT` (never downloads)."""
+    base = os.environ.get("GEOMLAB_DATA_DIR")
+    if base:
+        path = Path(base) / "tinyshakespeare" / "input.txt"
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    return BUILTIN_TEXT
+
+
+def session_texts(n: int, chars: int, source: str | None = None) -> list[str]:
+    """``n`` texts of ``chars`` characters each, pairwise different: slices of ``source`` (default
+    :func:`corpus_text`) at offsets spread over it; a source shorter than ``chars + n`` is repeated.
+
+    Raises ``ValueError`` for ``n < 0`` or ``chars < 1``."""
+    if n < 0 or chars < 1:
+        raise ValueError(f"need n >= 0 and chars >= 1, got n={n}, chars={chars}")
+    src = source if source is not None else corpus_text()
+    if not src:
+        raise ValueError("empty source text")
+    while len(src) < chars + n:
+        src = src + src
+    span = len(src) - chars
+    out: list[str] = []
+    for i in range(n):
+        start = (i * span) // max(n, 1)
+        text = src[start:start + chars]
+        shift = 0
+        while text in out and shift < span:  # tiny sources: nudge until the text differs
+            shift += 1
+            s = (start + shift) % (span + 1)
+            text = src[s:s + chars]
+        out.append(text)
+    return out
+
+
+def bundled_checkpoints(folder: Path | None = None) -> list[tuple[str, str, str]]:
+    """``[(name, kind, vocab level)]`` of the bundled checkpoints (``assets/checkpoints/*.json``, or
+    ``GEOMLAB_BUNDLED_DIR``), sorted by name. Reads only the JSON cards."""
+    folder = folder or bundled_dir()
+    out = []
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        kind = (meta.get("model_config") or {}).get("kind")
+        if kind and (path.with_suffix(".safetensors")).is_file():
+            out.append((path.stem, str(kind), str((meta.get("vocab") or {}).get("level", "char"))))
+    return out
+
+
+def checkpoints_for(views: Iterable[str], found: list[tuple[str, str, str]]) -> dict[str, list[str]]:
+    """view slug -> bundled checkpoint names that read characters and suit the view (kinds in the order
+    of :data:`VIEW_KINDS`, names sorted within a kind); an empty list means the app picks one itself."""
+    out: dict[str, list[str]] = {}
+    for slug in views:
+        names: list[str] = []
+        for kind in VIEW_KINDS.get(slug, ()):
+            names += [n for n, k, level in found if k == kind and level == "char"]
+        out[slug] = names
+    return out
+

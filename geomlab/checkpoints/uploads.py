@@ -1,0 +1,246 @@
+"""Uploaded checkpoints: the files a browser sends (a checkpoint folder's files, a ``.zip`` of the folder, or a
+flat pair) checked with the loader itself (:func:`geomlab.checkpoints.io.load`) in a temporary folder, then
+stored under ``<runs>/uploads/`` without ever replacing a file, owned by the session that uploaded them
+(:mod:`geomlab.checkpoints.ownership`). Source: design choice."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from geomlab.checkpoints import files as ckpt_files
+from geomlab.checkpoints.catalog import CatalogError, CheckpointEntry, read_folder, read_pair, runs_dir, safe_name
+from geomlab.checkpoints.files import short
+from geomlab.checkpoints.ownership import record_owner
+
+#: Largest accepted upload, in bytes, per file (design choice; the bundled models are well under 10 MB).
+MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+#: Sub-folder of the runs folder where validated uploads are stored.
+UPLOAD_SUBDIR = "uploads"
+
+
+#: Files a checkpoint folder upload may hold (the weights, the two JSON files, the model card).
+FOLDER_FILES = (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.META, ckpt_files.CARD)
+
+
+def _unzip(name: str, data: bytes) -> dict[str, bytes]:
+    """The files of an uploaded ``.zip`` (``NAME.zip`` holding a checkpoint folder ``NAME/...`` or its files,
+    or a flat pair) as ``{path: bytes}``: folder entries, ``__MACOSX/`` and dot files skipped; nothing is
+    extracted to disk; sizes are checked against :data:`MAX_UPLOAD_BYTES` before a member is read.
+    :class:`CatalogError` for a file that is not a zip, a member nested deeper than one folder, or too large."""
+    import io
+    import zipfile
+
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise CatalogError(f"{short(name)} is not a readable zip file ({exc})") from None
+    out: dict[str, bytes] = {}
+    total = 0
+    for info in infos:
+        parts = [p for p in info.filename.replace("\\", "/").split("/") if p]
+        if not parts or parts[0] == "__MACOSX" or parts[-1].startswith("."):
+            continue
+        if len(parts) > 2:
+            raise CatalogError(f"{short(name)} holds {short(info.filename, 60)}: zip the checkpoint folder "
+                               "itself (its files at most one folder deep)")
+        total += info.file_size
+        if info.file_size > MAX_UPLOAD_BYTES or total > 2 * MAX_UPLOAD_BYTES:
+            raise CatalogError(f"{short(name)} unpacks to more than the upload limit of "
+                               f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB per file")
+        try:
+            out["/".join(parts)] = zf.read(info)
+        except (zipfile.BadZipFile, ValueError, OSError, RuntimeError) as exc:  # CRC error, encrypted, ...
+            raise CatalogError(f"{short(name)}: {short(info.filename, 60)} cannot be read ({exc})") from None
+    if not out:
+        raise CatalogError(f"{short(name)} holds no files")
+    return out
+
+
+def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]:
+    """``(name, folder, parts)`` of an upload: a flat pair (``parts`` keyed ``.json``/``.safetensors``) or a
+    checkpoint folder's files (keyed by :data:`FOLDER_FILES` names); a single ``.zip`` is unpacked first.
+    :class:`CatalogError` (one line) for anything else."""
+    if not files:
+        raise CatalogError("no files: upload a checkpoint folder's files (config.json, model.safetensors, "
+                           "geomlab.json, README.md) or a .zip of the folder, or a NAME.safetensors with its "
+                           "NAME.json")
+    zip_name = None
+    if len(files) == 1 and next(iter(files)).lower().endswith(".zip"):
+        zip_name, data = next(iter(files.items()))
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise CatalogError(f"{short(zip_name)} is {len(data) / 2**20:.0f} MiB; the limit is "
+                               f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB")
+        files = _unzip(zip_name, data)
+    base = {f: Path(f.replace("\\", "/")).name for f in files}
+    folders = {Path(f.replace("\\", "/")).parent.name for f in files} - {""}
+    weights = [f for f, b in base.items() if b.lower().endswith(".safetensors")]
+    is_folder = bool({ckpt_files.META, ckpt_files.CONFIG} & set(base.values())) and \
+        all(base[f] == ckpt_files.WEIGHTS for f in weights)
+    if not is_folder:
+        name, pair = _flat_parts(files)
+        return name, False, pair
+    other = sorted(b for b in base.values() if b not in FOLDER_FILES)
+    if other:
+        raise CatalogError(f"unexpected file {short(', '.join(other))} in a checkpoint folder (it holds "
+                           f"{', '.join(FOLDER_FILES)}; pickled .pt/.pth files are not accepted)")
+    parts: dict[str, bytes] = {}
+    for f, b in base.items():
+        if b in parts:
+            raise CatalogError(f"{b} uploaded twice; upload one checkpoint folder")
+        parts[b] = files[f]
+    for need in (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.META):
+        if need not in parts:
+            raise CatalogError(f"the folder's {need} is missing: upload config.json, model.safetensors and "
+                               "geomlab.json together (README.md is optional)")
+    for fname, data in parts.items():
+        _check_size(fname, data)
+    try:
+        meta = json.loads(parts[ckpt_files.META].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CatalogError(f"{ckpt_files.META} is not valid JSON ({exc})") from None
+    if not isinstance(meta, dict) or "tensors" not in meta:
+        raise CatalogError(f"{ckpt_files.META} is not a geomlab checkpoint description (no 'tensors')")
+    named = (folders.pop() if len(folders) == 1 else None) or (Path(zip_name).stem if zip_name else None) or \
+        meta.get("name")
+    return safe_name(str(named or "checkpoint")), True, parts
+
+
+def _check_size(fname: str, data: bytes) -> None:
+    if len(data) == 0:
+        raise CatalogError(f"{short(fname)} is empty")
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise CatalogError(f"{short(fname)} is {len(data) / 2**20:.0f} MiB; the limit is "
+                           f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB")
+
+
+def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
+    by_suffix: dict[str, list[str]] = {}
+    for fname in files:
+        by_suffix.setdefault(Path(fname).suffix.lower(), []).append(fname)
+    other = sorted(set(by_suffix) - {".safetensors", ".json"})
+    if other:
+        raise CatalogError(f"unexpected file type {short(', '.join(other))}: a checkpoint is a folder's files "
+                           "(or a .zip of the folder), or a .safetensors file plus its .json (pickled .pt/.pth "
+                           "files are not accepted)")
+    for suffix in (".safetensors", ".json"):
+        if len(by_suffix.get(suffix, [])) > 1:
+            raise CatalogError(f"{len(by_suffix[suffix])} {suffix} files uploaded; upload exactly one pair")
+    if by_suffix.get(".json"):  # a lone JSON is judged first: "not a checkpoint" says more than "half missing"
+        json_name = by_suffix[".json"][0]
+        _check_size(json_name, files[json_name])
+        try:
+            meta = json.loads(files[json_name].decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CatalogError(f"{short(json_name)} is not valid JSON ({exc})") from None
+        if not isinstance(meta, dict) or "model_config" not in meta:
+            raise CatalogError(f"{short(json_name)} is not a geomlab checkpoint description (no "
+                               "'model_config')")
+    weights = by_suffix.get(".safetensors", [])
+    if weights and not by_suffix.get(".json") and Path(weights[0].replace("\\", "/")).name == ckpt_files.WEIGHTS:
+        raise CatalogError(f"{ckpt_files.WEIGHTS} is a checkpoint folder's weights: upload it together with the "
+                           f"folder's {ckpt_files.CONFIG} and {ckpt_files.META} ({ckpt_files.CARD} is optional), "
+                           "or a .zip of the folder")
+    for suffix in (".safetensors", ".json"):
+        if not by_suffix.get(suffix):
+            missing = "weights (.safetensors)" if suffix == ".safetensors" else "description (.json)"
+            raise CatalogError(f"the {missing} file is missing: upload both halves of the checkpoint "
+                               "(NAME.safetensors with NAME.json), or a checkpoint folder's files")
+    json_name, st_name = by_suffix[".json"][0], by_suffix[".safetensors"][0]
+    stems = [Path(f.replace("\\", "/")).stem for f in (json_name, st_name)]
+    if stems[0] != stems[1]:  # two checkpoints' halves of one shape would load, silently mismatched
+        raise CatalogError(f"{short(json_name)} and {short(st_name)} are not one pair: a flat pair is NAME.json "
+                           "with NAME.safetensors (rename one if they belong together)")
+    _check_size(st_name, files[st_name])
+    return safe_name(Path(json_name).stem), {".json": files[json_name], ".safetensors": files[st_name]}
+
+
+def _validate(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes], Any]:
+    name, folder, parts = _upload_parts(files)
+    from geomlab.checkpoints import io as ckpt_mod  # lazy: keeps listing cheap and independent
+
+    with tempfile.TemporaryDirectory(prefix="geomlab-upload-") as tmp:
+        if folder:
+            target = Path(tmp) / name
+            target.mkdir()
+            for fname, data in parts.items():
+                (target / fname).write_bytes(data)
+        else:
+            target = Path(tmp) / f"{name}.json"
+            for suffix, data in parts.items():
+                target.with_suffix(suffix).write_bytes(data)
+        try:
+            loaded = ckpt_mod.load(target)
+        except ValueError as exc:
+            msg = str(exc).replace(f"{tmp}{os.sep}", "")
+            raise CatalogError(f"not a valid checkpoint: {msg}") from None
+        except Exception as exc:  # a loader bug or a corrupt file the loader did not foresee
+            raise CatalogError(f"could not load the checkpoint: {type(exc).__name__}: {exc}") from None
+    return name, folder, parts, loaded
+
+
+def validate_upload(files: dict[str, bytes]) -> tuple[str, Any]:
+    """Check an uploaded checkpoint without storing it.
+
+    ``files`` maps file names (as the browser sends them: a name, or ``FOLDER/NAME`` from a folder picker)
+    to their bytes. Accepted: a checkpoint folder's files selected together (``config.json``,
+    ``model.safetensors``, ``geomlab.json``, optionally ``README.md``), a single ``NAME.zip`` of such a folder
+    (or of a flat pair), or a flat pair (exactly one ``.safetensors`` and one ``.json``). The files are
+    written to a temporary folder and loaded with :func:`geomlab.checkpoints.io.load`, which checks the JSON
+    against the tensors, ``config.json`` against ``geomlab.json``, the model kind, the format version and
+    that every weight is finite. The name is the folder's (the one inside the zip or sent by a folder picker,
+    else the zip's, else the name ``geomlab.json`` recorded at the save) or the pair's JSON's. Returns
+    ``(name, checkpoint)``.
+
+    Raises :class:`CatalogError` (a ``ValueError``) with a one-line message for a wrong number or type of
+    files, an empty or oversized file, a JSON that does not parse, or anything the loader rejects.
+    """
+    name, _, _, loaded = _validate(files)
+    return name, loaded
+
+
+def store_upload(files: dict[str, bytes], dest: Path | None = None, owner: str | None = None) -> CheckpointEntry:
+    """Validate an upload (:func:`validate_upload`) and store it as ``<runs>/uploads/NAME/`` (a folder) or
+    ``<runs>/uploads/NAME.{json,safetensors}`` (a flat pair), ``NAME-2``, ``NAME-3``... if taken. Returns its
+    entry.
+
+    Never replaces a file: the name is claimed atomically (``os.mkdir`` of the new folder, or ``os.link`` of
+    the fully written file onto the free name; the weights first, the JSON last), so two uploads of one name
+    at the same moment are both kept, under two names. ``owner``: the session storing it (see
+    :func:`may_change`).
+
+    Raises :class:`CatalogError` as :func:`validate_upload` does; nothing is written when it fails.
+    """
+    name, folder, parts, _ = _validate(files)
+    dest = Path(dest) if dest is not None else runs_dir() / UPLOAD_SUBDIR
+    dest.mkdir(parents=True, exist_ok=True)
+    root = runs_dir() if _inside(dest, runs_dir()) else dest
+    try:
+        if folder:
+            order = [f for f in (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.CARD, ckpt_files.META)
+                     if f in parts]
+            final = ckpt_files.create_exclusive_folder(dest, name, {f: parts[f] for f in order},
+                                                       mode=0o666 & ~ckpt_files.UMASK, dir_mode=0o777 & ~ckpt_files.UMASK)
+        else:
+            final = ckpt_files.create_exclusive(dest, name, {".safetensors": parts[".safetensors"],
+                                                             ".json": parts[".json"]}, mode=0o666 & ~ckpt_files.UMASK)
+    except OSError as exc:
+        raise CatalogError(f"the upload could not be stored: {exc.strerror or exc}") from None
+    entry = read_folder(dest / final, root, "user") if folder else read_pair(dest / f"{final}.json", root,
+                                                                                 "user")
+    if entry is None:  # pragma: no cover - validated above
+        raise CatalogError("the upload could not be stored")
+    record_owner(entry.path, owner)
+    return entry
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
