@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     seq_len = args.points - 1
     spec = runs.RunSpec(kind="cem", params=None, data="gp", eval_sequences=args.n_eval, steps=args.steps,
                         batch_size=args.batch_size, seq_len=seq_len, lr=args.lr, seed=args.seed, device="cpu",
-                        train={"warmup": 0.05, "eval_every": 0, "log_every": 50, "eval_tokens": 65536})
+                        warmup=0.05, eval_every=0, log_every=50)
     task = runs.build_task(spec)
     rows = []
     for T in args.T:

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from geomlab.commands import add_threads_argument
@@ -87,8 +88,18 @@ def task_seq_len(ref, seq_len: int | None) -> tuple[int | None, str]:
     return seq_len, note
 
 
+def _short(x: float) -> str:
+    """A number in short scientific form for the help text: ``3e-3`` for 0.003."""
+    return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{x:.0e}").replace("e+", "e")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``train`` options; the training values' defaults are the recipe's
+    (:class:`geomlab.training.config.Recipe`), shown in the help text."""
     from geomlab.data.corpora import CORPORA
+    from geomlab.training.config import Recipe
+
+    D = Recipe()
 
     p.add_argument("--model", metavar="KIND",
                    help="model kind from the registry (see `--list-models`); not needed with --resume")
@@ -106,29 +117,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "training length). A bare corpus name still works "
                    "(old spelling, with a note). (The Gaussian-process regression task runs through "
                    "`geomlab bench gp`.) With --resume the checkpoint's corpus is used when omitted")
-    p.add_argument("--steps", type=int, default=None, help="optimizer steps in total (default 1000)")
+    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps in total (default {D.steps})")
     p.add_argument("--out", default="runs", help="output folder (default runs/)")
     p.add_argument("--name", help="checkpoint folder name inside --out (default KIND[-GROUP]-DATA-PARAMS, with -2, -3, "
                    "... when taken; an existing --name is refused unless you --resume it)")
     p.add_argument("--batch-size", type=int, default=None,
-                   help="random windows per batch (default 32); under torchrun the global batch, split evenly "
+                   help=f"random windows per batch (default {D.batch_size}); under torchrun the global batch, split evenly "
                    "across the processes (a multiple of --nproc_per_node)")
     p.add_argument("--seq-len", type=int, default=None, help="window length in tokens; also the evaluation "
-                   "window (default 128; for word-problem:G:LEN, LEN, which stays the evaluation length)")
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate of AdamW (default 3e-3)")
-    p.add_argument("--weight-decay", type=float, default=None, help="AdamW weight decay on matrices (default 0)")
+                   f"window (default {D.seq_len}; for word-problem:G:LEN, LEN, which stays the evaluation length)")
+    p.add_argument("--lr", type=float, default=None, help=f"peak learning rate of AdamW (default {_short(D.lr)})")
+    p.add_argument("--weight-decay", type=float, default=None, help=f"AdamW weight decay on matrices (default {D.weight_decay:g})")
     p.add_argument("--warmup", type=float, default=None,
-                   help="warm-up: a fraction of --steps if < 1, else a step count (default 0.02)")
-    p.add_argument("--grad-clip", type=float, default=None, help="max gradient norm, 0 = off (default 1.0)")
+                   help=f"warm-up: a fraction of --steps if < 1, else a step count (default {D.warmup:g})")
+    p.add_argument("--grad-clip", type=float, default=None, help=f"max gradient norm, 0 = off (default {D.grad_clip!r})")
     p.add_argument("--length-curriculum", metavar="LEN:STEPS[,LEN:STEPS]", default=None,
                    help="train STEPS steps on windows of LEN first, in order, then the rest at --seq-len "
                    "(e.g. 2:1500,4:1500,8:1500,16:1500 for the S5 word problem; see docs/zoo.md)")
-    p.add_argument("--seed", type=int, default=None, help="seed of the model init and the batches (default 0)")
+    p.add_argument("--seed", type=int, default=None, help=f"seed of the model init and the batches (default {D.seed})")
     p.add_argument("--device", default=None, help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     p.add_argument("--eval-every", type=int, default=None,
-                   help="validate and save a checkpoint every N steps, 0 = only at the end (default 200)")
+                   help=f"validate and save a checkpoint every N steps, 0 = only at the end (default {D.eval_every})")
     p.add_argument("--eval-tokens", type=int, default=None,
-                   help="targets of the valid split used by the periodic validations, 0 = all (default 65536);"
+                   help=f"targets of the valid split used by the periodic validations, 0 = all (default {D.eval_tokens});"
                    " the final evaluation always uses the full valid and test splits")
     p.add_argument("--eval-stride", type=int, default=None,
                    help="evaluation stride (default: --seq-len, i.e. non-overlapping windows)")
@@ -139,7 +150,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "without a value")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--log-every", type=int, default=None,
-                   help="record the training loss, lr, gradient norm and tokens/s every N steps (default 10)")
+                   help=f"record the training loss, lr, gradient norm and tokens/s every N steps (default {D.log_every})")
     p.add_argument("--log-dir", metavar="DIR", default=None,
                    help="also write TensorBoard event files of the metrics history to DIR (train/loss, train/lr, "
                    "train/grad_norm, train/tokens_per_s, valid/..., test/...; view with tensorboard --logdir DIR)")
@@ -232,7 +243,7 @@ def _train(args: argparse.Namespace, replicas) -> int:
     from geomlab.data.registry import DEFAULT_LENGTH, TaskRef, make_task, parse_task
     from geomlab.models import count_params, kinds, model_class
     from geomlab.training.runs import RunSpec
-    from geomlab.training.trainer import CheckpointWriteError, TrainConfig, Trainer, TrainingError
+    from geomlab.training.trainer import CheckpointWriteError, Trainer, TrainingError
 
     if args.list_models:
         print("\n".join(kinds()))
@@ -291,11 +302,11 @@ def _train(args: argparse.Namespace, replicas) -> int:
         model_class(args.model).config_class.check_types(fixed)  # a typo named before any budget search
         if args.group:
             fixed["group"] = args.group
-        tc = TrainConfig.from_dict(overrides)
-        spec = RunSpec(kind=args.model, group=args.group, params=parse_count(args.params) if args.params else None,
-                       model_overrides=fixed, nearest_budget=False, data=str(ref.with_length(DEFAULT_LENGTH)),
-                       eval_sequences=None, steps=tc.steps, batch_size=tc.batch_size, seq_len=tc.seq_len, lr=tc.lr,
-                       seed=tc.seed, device=tc.device, train=tc.to_dict())
+        spec = RunSpec.preset("cli", kind=args.model, group=args.group, model_overrides=fixed, params=None,
+                              data=str(ref.with_length(DEFAULT_LENGTH)), **overrides)
+        spec.train_config()  # the training values are checked first, before the budget, data and model
+        if args.params:
+            spec = replace(spec, params=parse_count(args.params))
         task = runs.build_task(spec)
         model, _ = runs.build_model(spec, task.vocab_size)
         n_eff = count_params(model, "effective")

@@ -36,7 +36,7 @@ def runs(tmp_path, monkeypatch):
 def osm_spec(**kw) -> live.RunSpec:
     base = dict(kind="osm-rnn", group="O", params=2_000, data="task:Z5", steps=30, batch_size=4, seq_len=8,
                 lr=1e-2, seed=3, threads=1, eval_every=10)
-    return live.RunSpec(**{**base, **kw})
+    return live.RunSpec.preset("app", **{**base, **kw})
 
 
 def figure_arrays(probe: live.Probe) -> np.ndarray:
@@ -117,7 +117,7 @@ def test_probe_follows_training_and_never_disturbs_it(runs, monkeypatch):
 def test_probes_take_at_most_their_budget_of_the_training_thread(runs, monkeypatch):
     """A slow probe (here 50 ms) is made less often instead of slowing training beyond PROBE_BUDGET."""
     monkeypatch.setattr(live, "PROBE_EVERY_S", 0.0)
-    run = live.LiveRun(osm_spec(steps=200, eval_every=0), work_dir=runs / "budget")
+    run = live.LiveRun(osm_spec(steps=200, eval_every=20), work_dir=runs / "budget")
     served, serve = [], run._serve_probe
 
     def slow_serve():
@@ -161,7 +161,7 @@ def test_an_unwatched_run_copies_nothing(runs):
 ])
 @pytest.mark.parametrize("data", ["task:S3", "text"])
 def test_the_figure_fits_the_kind(kind, extra, figure, data):
-    spec = live.RunSpec(**{"kind": kind, "params": 2_000, "data": data, "text": TEXT if data == "text" else None,
+    spec = live.RunSpec.preset("app", **{"kind": kind, "params": 2_000, "data": data, "text": TEXT if data == "text" else None,
                             "steps": 5, "seq_len": 8, "threads": 1, **extra})
     probe = live.LiveRun(spec).probe()
     assert probe is not None and probe.step == 0
@@ -259,7 +259,7 @@ def _page(run_id: str) -> AppTest:
 
 
 def test_train_page_shows_geometry_now_while_training_and_overlays_runs():
-    other = live.REGISTRY.create(live.RunSpec(kind="lstm", params=2_000, steps=3, batch_size=2, seq_len=8,
+    other = live.REGISTRY.create(live.RunSpec.preset("app", kind="lstm", params=2_000, steps=3, batch_size=2, seq_len=8,
                                               threads=1))
     other.start()
     live.wait_for(other, lambda s: not s.active, timeout=TIMEOUT)
@@ -293,7 +293,7 @@ def test_train_page_shows_geometry_now_while_training_and_overlays_runs():
 
 
 def test_train_page_says_when_a_kind_has_no_geometry_view():
-    run = live.REGISTRY.create(live.RunSpec(kind="lstm", params=2_000, steps=3, batch_size=2, seq_len=8,
+    run = live.REGISTRY.create(live.RunSpec.preset("app", kind="lstm", params=2_000, steps=3, batch_size=2, seq_len=8,
                                             threads=1))
     try:
         run.start()
