@@ -544,7 +544,7 @@ def speed_alone(bench: dict[str, Any] | None) -> list[str]:
 
 
 def converged_markdown(results: dict[str, Any], figures: dict[str, str] | None = None) -> str:
-    """The converged campaign's report (:func:`geomlab.report.campaign.collect`'s results) as Markdown."""
+    """The converged campaign's report (:func:`geomlab.report.results.collect`'s results) as Markdown."""
     lines = [*converged_header(results), *reading(results), *converged_protocol(results),
              "## Language modelling", ""]
     for c in results["comparisons"]:
