@@ -25,7 +25,7 @@ K_MSG = "_gl_train_msg"        # (level, text) shown once above the form
 K_POLLING = "_gl_train_polling"
 POLL_S = 0.7
 # the curves and "Geometry now" redraw less often than the numbers: each redraw re-sends two or three charts,
-# and the server's CPU is the training run's too (the weights are copied every live.PROBE_EVERY_S anyway)
+# and the server's CPU is the training run's too (the weights are copied every geomlab.live.tap.PROBE_EVERY_S anyway)
 FIGURES_POLL_S = 2.0
 #: Polling period of a stopped or paused run that another session may resume (a watcher's page would
 #: otherwise stay on "stopped" after the owner pressed Resume: nothing else reruns it)
