@@ -44,7 +44,6 @@ Nothing here imports streamlit.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 import time
 import uuid
@@ -57,20 +56,11 @@ import torch
 from geomlab.training import runs
 from geomlab.live.probes import Probe
 from geomlab.live.tap import ProbeTap
+from geomlab.live.offer import BUDGETS, SYNTHETIC_TASKS, corpus_availability, default_threads  # noqa: F401
 from geomlab.training.runs import (  # noqa: F401 (the app's names)
     RunError, RunSpec, check_device, is_osm,
 )
 
-#: Synthetic tasks offered by the app (no download needed): word problems of these groups.
-SYNTHETIC_TASKS = {
-    "S3": "word problem in S3 (6 elements, non-abelian)",
-    "S5": "word problem in S5 (120 elements, non-abelian)",
-    "A5": "word problem in A5 (60 elements, non-abelian, simple)",
-    "Z5": "word problem in Z5 (5 elements, abelian)",
-    "parity": "parity (Z2, abelian)",
-}
-#: Parameter budgets offered by the app (effective parameters).
-BUDGETS = (5_000, 10_000, 20_000, 50_000, 100_000, 200_000)
 #: States of a run.
 STATES = ("created", "running", "stopping", "stopped", "paused", "finished", "error")
 ACTIVE_STATES = ("running", "stopping")
@@ -79,27 +69,6 @@ LiveError = RunError
 
 
 # ---------------------------------------------------------------------------------------------- data
-def corpus_availability() -> dict[str, str | None]:
-    """Registered corpora -> ``None`` when all its files are on this machine (``GEOMLAB_DATA_DIR`` or the
-    cache), else a one-line reason. Never downloads."""
-    from geomlab.data import corpora
-
-    out: dict[str, str | None] = {}
-    for name, spec in corpora.CORPORA.items():
-        reason = None
-        for rel in spec.files.values():
-            try:
-                corpora.locate(rel, download=False)
-            except ValueError as exc:
-                reason = str(exc)
-                break
-            except OSError as exc:
-                reason = f"{rel}: {exc}"
-                break
-        out[name] = reason
-    return out
-
-
 def build_task(spec: RunSpec):
     """The task of a live run: :func:`geomlab.training.runs.build_task` without downloading (a registered corpus must be
     on this machine)."""
@@ -625,11 +594,6 @@ def held_before(run_id: str) -> bool:
     from geomlab.checkpoints import catalog
 
     return bool(re.fullmatch(r"[0-9a-f]{10}", run_id or "")) and (catalog.runs_dir() / ".live" / run_id).is_dir()
-
-
-def default_threads() -> int:
-    """About half the CPU cores (at least 1): what the app gives a live run."""
-    return max(1, (os.cpu_count() or 2) // 2)
 
 
 def wait_for(run: LiveRun, predicate: Callable[[Snapshot], bool], timeout: float = 60.0,
