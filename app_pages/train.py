@@ -352,7 +352,7 @@ def curves(run: live.LiveRun, snap: live.Snapshot) -> None:
         total = max(1, snap.total)
         f2.update_xaxes(title_text="optimiser step", range=[0, total], tickformat=",d", tickmode="linear",
                         tick0=0, dtick=_nice_dtick(total))  # ≤ 9 whole-step ticks, none repeated
-        # a short title: "accuracy (all positions)" was cut in the 260 px tall chart
+        # a short title: a longer one ("accuracy (all positions)") is cut in the 260 px tall chart
         f2.update_yaxes(title_text="accuracy", range=[0, 1.02], automargin=True)
         ui.chart(f2, key="train-acc", filename="geomlab-accuracy")
 

@@ -17,8 +17,8 @@ from geomlab.report.store import Job, RunStore
 
 def _effective_params(outcome: dict[str, Any]) -> int:
     """The effective parameter count of a finished run's model config as :func:`geomlab.models.count_params`
-    counts it now (so a count corrected later reaches finished runs: the torus prototypes' unread entries,
-    issue 20), else the count the run recorded. Built on the ``meta`` device: no memory, no random draws."""
+    counts it (so the count follows the current counting rule, e.g. the torus prototypes' unread entries left
+    out), else the count the run recorded. Built on the ``meta`` device: no memory, no random draws."""
     import torch
 
     from geomlab.models import build_model, count_params
@@ -269,7 +269,7 @@ def restore(campaign: Campaign, store: RunStore, results: dict[str, Any]) -> int
     estimated from its row's CPU seconds per step (``cpu_s_estimated``). Every restored outcome has
     ``restored: true`` and no checkpoint. A run whose folder already holds an outcome is left alone; rows of
     comparisons or arms ``campaign`` does not have are skipped. Returns the number of outcomes written. Raises
-    ``ValueError`` when ``results`` is not a converged report. Source: design choice (issue 20: a campaign
+    ``ValueError`` when ``results`` is not a converged report. Source: design choice (a campaign
     outlives the machine it started on)."""
     if not isinstance(results, dict) or results.get("kind") != "converged":
         raise ValueError("not a converged report's results.json (its 'kind' is not 'converged')")

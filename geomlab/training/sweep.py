@@ -1,4 +1,4 @@
-"""Hyper-parameter sweeps through Optuna (issue 19): ``python -m geomlab sweep`` and the report's lr choice.
+"""Hyper-parameter sweeps through Optuna: ``python -m geomlab sweep`` and the report's lr choice.
 
 A sweep searches training keys (``lr``, ``warmup``, ...) and model config keys (``config.tau``, ...) of one
 model kind, parameter budget and task. Each Optuna trial trains the model once per seed with the shared
