@@ -25,7 +25,7 @@ K_MSG = "_gl_train_msg"        # (level, text) shown once above the form
 K_POLLING = "_gl_train_polling"
 POLL_S = 0.7
 # the curves and "Geometry now" redraw less often than the numbers: each redraw re-sends two or three charts,
-# and the server's CPU is the training run's too (the weights are copied every live.PROBE_EVERY_S anyway)
+# and the server's CPU is the training run's too (the weights are copied every geomlab.live.tap.PROBE_EVERY_S anyway)
 FIGURES_POLL_S = 2.0
 #: Polling period of a stopped or paused run that another session may resume (a watcher's page would
 #: otherwise stay on "stopped" after the owner pressed Resume: nothing else reruns it)
@@ -35,14 +35,15 @@ GROUP_HELP = ("O: orthogonal, SO: rotations, U: unitary (complex), SU: special u
               "phases), O-block: block-diagonal orthogonal.")
 DATA_KINDS = ("Synthetic task", "Registered corpus", "Your text")
 P = "w_train_"  # widget key prefix (widgets keep their values for the session)
-# Newcomer defaults: osm-rnn, group O, 20k, word problem in Z5, 200 steps, sequence length 8, lr 0.01.
-# Measured on the 2-core dev box (1 thread, seeds 0 and 1): valid accuracy 0.37 -> 0.80 and 0.36 -> 0.89
-# (chance 0.20), train loss 1.9 -> 0.5 / 1.7 -> 0.3 nats per symbol in 200 steps (a few seconds). The
-# previous defaults (S3, length 32, lr 0.003) stayed at chance (accuracy 0.18 -> 0.19).
-DEFAULT_TASK, DEFAULT_SEQ, DEFAULT_LR = "Z5", 8, 1e-2
-#: The form's starting values (set in the session state before its widgets are drawn)
-FORM_DEFAULTS = {P + "params": 20_000, P + "task": DEFAULT_TASK, P + "steps": 200, P + "batch": 16,
-                 P + "seq": DEFAULT_SEQ, P + "lr": DEFAULT_LR, P + "seed": 0}
+# Newcomer defaults (the app preset, geomlab.training.runs.PRESETS): osm-rnn, group O, 20k, word problem in Z5,
+# 200 steps, sequence length 8, lr 0.01. Measured on the 2-core dev box (1 thread, seeds 0 and 1): valid accuracy
+# 0.37 -> 0.80 and 0.36 -> 0.89 (chance 0.20), train loss 1.9 -> 0.5 / 1.7 -> 0.3 nats per symbol in 200 steps
+# (a few seconds); S3 at length 32 and lr 0.003 stays at chance (accuracy 0.18 -> 0.19).
+APP = runs.RunSpec.preset("app")
+DEFAULT_TASK = APP.data.split(":")[1]
+#: The form's starting values (set in the session state before its widgets are drawn): the app preset's
+FORM_DEFAULTS = {P + "params": APP.params, P + "task": DEFAULT_TASK, P + "steps": APP.steps,
+                 P + "batch": APP.batch_size, P + "seq": APP.seq_len, P + "lr": APP.lr, P + "seed": APP.seed}
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -83,8 +84,8 @@ def spec_from_widgets() -> live.RunSpec:
             text = ss.get(P + "text") or ""
         if not text.strip():
             raise ValueError("Your text is empty: paste some text or upload a .txt file (at least 100 characters).")
-    return live.RunSpec(
-        kind=kind, group=ss.get(P + "group") if live.is_osm(kind) else None, params=int(ss[P + "params"]),
+    return live.RunSpec.preset(
+        "app", kind=kind, group=ss.get(P + "group") if live.is_osm(kind) else None, params=int(ss[P + "params"]),
         data=data, text=text, steps=int(ss[P + "steps"]), device=ss[P + "device"],
         batch_size=int(ss[P + "batch"]), seq_len=int(ss[P + "seq"]), lr=float(ss[P + "lr"]),
         seed=int(ss[P + "seed"]), threads=live.default_threads())
@@ -288,7 +289,7 @@ def _save(run_id: str) -> None:
 def unit(snap: live.Snapshot) -> str:
     """What one target is: ``"symbol"`` (a group element of a word problem) or ``"character"`` (text)."""
     data = str(snap.spec.get("data", ""))
-    return "symbol" if snap.metric_name == "accuracy" or data.startswith(("word-problem:", "task:")) else "character"
+    return "symbol" if snap.metric_name == "accuracy" or data.startswith("word-problem:") else "character"
 
 
 def _run_name(run: live.LiveRun, current: str | None) -> str:
@@ -351,7 +352,7 @@ def curves(run: live.LiveRun, snap: live.Snapshot) -> None:
         total = max(1, snap.total)
         f2.update_xaxes(title_text="optimiser step", range=[0, total], tickformat=",d", tickmode="linear",
                         tick0=0, dtick=_nice_dtick(total))  # ≤ 9 whole-step ticks, none repeated
-        # a short title: "accuracy (all positions)" was cut in the 260 px tall chart
+        # a short title: a longer one ("accuracy (all positions)") is cut in the 260 px tall chart
         f2.update_yaxes(title_text="accuracy", range=[0, 1.02], automargin=True)
         ui.chart(f2, key="train-acc", filename="geomlab-accuracy")
 

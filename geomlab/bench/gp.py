@@ -4,7 +4,7 @@ Trains one :class:`geomlab.models.cem.CEMRegressor` per T (same architecture and
 and batches) on :class:`geomlab.data.gp.GPRegressionTask` (task ``gp``) through the one run spec
 (:func:`geomlab.training.runs.run`), then prints
 valid/test RMSE next to the exact GP posterior-mean floor, the RMSE by context length, the step time, and
-whether the per-step energies of the trained model still fall (``shared/papers/cem.md`` §4.2, §2.4).
+whether the per-step energies of the trained model still fall (the CEM paper, §4.2 and §2.4).
 Writes a JSON summary with ``--json``.
 """
 
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     seq_len = args.points - 1
     spec = runs.RunSpec(kind="cem", params=None, data="gp", eval_sequences=args.n_eval, steps=args.steps,
                         batch_size=args.batch_size, seq_len=seq_len, lr=args.lr, seed=args.seed, device="cpu",
-                        train={"warmup": 0.05, "eval_every": 0, "log_every": 50, "eval_tokens": 65536})
+                        warmup=0.05, eval_every=0, log_every=50)
     task = runs.build_task(spec)
     rows = []
     for T in args.T:

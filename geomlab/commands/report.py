@@ -159,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _converged(args: argparse.Namespace) -> int:
     """``--converged``: a campaign worker (unless ``--collect``), then the report of what the store holds."""
-    from geomlab.report import campaign, write_report
+    from geomlab.report import campaign, results as campaign_results, worker, write_report
+    from geomlab.report.store import RunStore
 
     other = [f for f, v in (("--steps", args.steps), ("--lr", args.lr), ("--lr-grid", args.lr_grid),
                             ("--seeds", args.seeds), ("--from-json", args.from_json), ("--wp-steps", args.wp_steps),
@@ -205,19 +206,19 @@ def _converged(args: argparse.Namespace) -> int:
                 raise ValueError("not a `geomlab bench train --json` file")
         except (OSError, ValueError, AttributeError) as exc:
             raise ValueError(f"--speed {args.speed}: cannot read it ({exc})") from exc
-    store = campaign.RunStore(args.store)
+    store = RunStore(args.store)
     if restored is not None:
         try:
-            n = campaign.restore(plan, store, restored)  # checks the file's kind before writing anything
+            n = campaign_results.restore(plan, store, restored)  # checks the file's kind before writing anything
         except ValueError as exc:
             raise ValueError(f"--restore {args.restore}: {exc}") from exc
         print(f"[converged] restored {n} finished run(s) from {args.restore} into {args.store}")
     if not args.collect:
         from geomlab.training.runs import check_device
 
-        n = campaign.work(plan, store, only, max_jobs=args.max_jobs, device=check_device(args.device or "auto"))
+        n = worker.work(plan, store, only, max_jobs=args.max_jobs, device=check_device(args.device or "auto"))
         print(f"[converged] this worker finished {n} run(s)")
-    results = campaign.collect(plan, store, only)
+    results = campaign_results.collect(plan, store, only)
     if speed is not None:
         results["speed_alone"] = speed
     path = write_report(results, args.out, png=not args.no_png)

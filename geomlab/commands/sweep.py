@@ -12,12 +12,17 @@ from geomlab.commands import add_threads_argument
 HELP = ("search the learning rate (or any training / model config key) of a model kind with Optuna: mean "
         "validation metric over seeds, resumable study, JSON summary")
 
-#: TrainConfig keys that ``python -m geomlab train`` takes as flags (for the printed retrain command).
+#: Recipe keys that ``python -m geomlab train`` takes as flags (for the printed retrain command).
 _TRAIN_FLAGS = {"lr": "--lr", "weight_decay": "--weight-decay", "warmup": "--warmup", "grad_clip": "--grad-clip",
                 "batch_size": "--batch-size", "steps": "--steps", "seq_len": "--seq-len"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``sweep`` options; the fixed training values' defaults are the recipe's
+    (:class:`geomlab.training.config.Recipe`), shown in the help text."""
+    from geomlab.training.config import Recipe
+
+    D = Recipe()
     p.add_argument("--model", metavar="KIND", required=True, help="model kind from the registry "
                    "(`python -m geomlab train --list-models`)")
     p.add_argument("--group", metavar="G", help="matrix Lie group for geometric kinds (config key 'group')")
@@ -51,20 +56,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-pruning", action="store_true",
                    help="no median pruning (by default a trial whose first-seed validation is worse than the "
                    "median of earlier trials at the same step, in the second half of training, is stopped)")
-    p.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default 1000)")
-    p.add_argument("--batch-size", type=int, default=None, help="windows per batch (default 32)")
-    p.add_argument("--seq-len", type=int, default=None, help="window length; also the evaluation window (default 128; "
+    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps per run (default {D.steps})")
+    p.add_argument("--batch-size", type=int, default=None, help=f"windows per batch (default {D.batch_size})")
+    p.add_argument("--seq-len", type=int, default=None, help=f"window length; also the evaluation window (default {D.seq_len}; "
                    "for word-problem:G:LEN, LEN, as for `train`)")
     p.add_argument("--lr", type=float, default=None, help="a fixed peak learning rate (only when lr is not searched)")
-    p.add_argument("--weight-decay", type=float, default=None, help="fixed AdamW weight decay (default 0)")
+    p.add_argument("--weight-decay", type=float, default=None, help=f"fixed AdamW weight decay (default {D.weight_decay:g})")
     p.add_argument("--warmup", type=float, default=None, help="fixed warm-up: fraction of steps if < 1, else steps")
-    p.add_argument("--grad-clip", type=float, default=None, help="fixed max gradient norm (default 1.0)")
+    p.add_argument("--grad-clip", type=float, default=None, help=f"fixed max gradient norm (default {D.grad_clip!r})")
     p.add_argument("--length-curriculum", metavar="LEN:STEPS[,LEN:STEPS]", default=None,
                    help="as for `train` (e.g. 2:1500,4:1500 for the S5 word problem)")
     p.add_argument("--eval-every", type=int, default=None,
-                   help="validate every N steps (the pruner's intermediate values; 0 = only at the end; default 200)")
+                   help=f"validate every N steps (the pruner's intermediate values; 0 = only at the end; default {D.eval_every})")
     p.add_argument("--eval-tokens", type=int, default=None,
-                   help="valid-split targets scored by every validation, the final one too (default 65536; 0 = all)")
+                   help=f"valid-split targets scored by every validation, the final one too (default {D.eval_tokens}; 0 = all)")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     add_threads_argument(p)
 

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from geomlab.commands import add_threads_argument
@@ -87,8 +88,18 @@ def task_seq_len(ref, seq_len: int | None) -> tuple[int | None, str]:
     return seq_len, note
 
 
+def _short(x: float) -> str:
+    """A number in short scientific form for the help text: ``3e-3`` for 0.003."""
+    return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{x:.0e}").replace("e+", "e")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``train`` options; the training values' defaults are the recipe's
+    (:class:`geomlab.training.config.Recipe`), shown in the help text."""
     from geomlab.data.corpora import CORPORA
+    from geomlab.training.config import Recipe
+
+    D = Recipe()
 
     p.add_argument("--model", metavar="KIND",
                    help="model kind from the registry (see `--list-models`); not needed with --resume")
@@ -105,29 +116,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "S3, S5, A5, Zn, parity; trained and evaluated at length 32 unless given; --seq-len sets another "
                    "training length). (The Gaussian-process regression task runs through "
                    "`geomlab bench gp`.) With --resume the checkpoint's corpus is used when omitted")
-    p.add_argument("--steps", type=int, default=None, help="optimizer steps in total (default 1000)")
+    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps in total (default {D.steps})")
     p.add_argument("--out", default="runs", help="output folder (default runs/)")
     p.add_argument("--name", help="checkpoint folder name inside --out (default KIND[-GROUP]-DATA-PARAMS, with -2, -3, "
                    "... when taken; an existing --name is refused unless you --resume it)")
     p.add_argument("--batch-size", type=int, default=None,
-                   help="random windows per batch (default 32); under torchrun the global batch, split evenly "
+                   help=f"random windows per batch (default {D.batch_size}); under torchrun the global batch, split evenly "
                    "across the processes (a multiple of --nproc_per_node)")
     p.add_argument("--seq-len", type=int, default=None, help="window length in tokens; also the evaluation "
-                   "window (default 128; for word-problem:G:LEN, LEN, which stays the evaluation length)")
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate of AdamW (default 3e-3)")
-    p.add_argument("--weight-decay", type=float, default=None, help="AdamW weight decay on matrices (default 0)")
+                   f"window (default {D.seq_len}; for word-problem:G:LEN, LEN, which stays the evaluation length)")
+    p.add_argument("--lr", type=float, default=None, help=f"peak learning rate of AdamW (default {_short(D.lr)})")
+    p.add_argument("--weight-decay", type=float, default=None, help=f"AdamW weight decay on matrices (default {D.weight_decay:g})")
     p.add_argument("--warmup", type=float, default=None,
-                   help="warm-up: a fraction of --steps if < 1, else a step count (default 0.02)")
-    p.add_argument("--grad-clip", type=float, default=None, help="max gradient norm, 0 = off (default 1.0)")
+                   help=f"warm-up: a fraction of --steps if < 1, else a step count (default {D.warmup:g})")
+    p.add_argument("--grad-clip", type=float, default=None, help=f"max gradient norm, 0 = off (default {D.grad_clip!r})")
     p.add_argument("--length-curriculum", metavar="LEN:STEPS[,LEN:STEPS]", default=None,
                    help="train STEPS steps on windows of LEN first, in order, then the rest at --seq-len "
                    "(e.g. 2:1500,4:1500,8:1500,16:1500 for the S5 word problem; see docs/zoo.md)")
-    p.add_argument("--seed", type=int, default=None, help="seed of the model init and the batches (default 0)")
+    p.add_argument("--seed", type=int, default=None, help=f"seed of the model init and the batches (default {D.seed})")
     p.add_argument("--device", default=None, help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     p.add_argument("--eval-every", type=int, default=None,
-                   help="validate and save a checkpoint every N steps, 0 = only at the end (default 200)")
+                   help=f"validate and save a checkpoint every N steps, 0 = only at the end (default {D.eval_every})")
     p.add_argument("--eval-tokens", type=int, default=None,
-                   help="targets of the valid split used by the periodic validations, 0 = all (default 65536);"
+                   help=f"targets of the valid split used by the periodic validations, 0 = all (default {D.eval_tokens});"
                    " the final evaluation always uses the full valid and test splits")
     p.add_argument("--eval-stride", type=int, default=None,
                    help="evaluation stride (default: --seq-len, i.e. non-overlapping windows)")
@@ -138,7 +149,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "without a value")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--log-every", type=int, default=None,
-                   help="record the training loss, lr, gradient norm and tokens/s every N steps (default 10)")
+                   help=f"record the training loss, lr, gradient norm and tokens/s every N steps (default {D.log_every})")
     p.add_argument("--log-dir", metavar="DIR", default=None,
                    help="also write TensorBoard event files of the metrics history to DIR (train/loss, train/lr, "
                    "train/grad_norm, train/tokens_per_s, valid/..., test/...; view with tensorboard --logdir DIR)")
@@ -225,13 +236,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, replicas) -> int:
-    from geomlab.checkpoints import io as ckpt
     from geomlab.commands import program, set_threads
-    from geomlab.training import runs
-    from geomlab.data.registry import DEFAULT_LENGTH, TaskRef, make_task, parse_task
-    from geomlab.models import count_params, kinds, model_class
-    from geomlab.training.runs import RunSpec
-    from geomlab.training.trainer import CheckpointWriteError, TrainConfig, Trainer, TrainingError
+    from geomlab.models import kinds
 
     if args.list_models:
         print("\n".join(kinds()))
@@ -251,95 +257,12 @@ def _train(args: argparse.Namespace, replicas) -> int:
     if args.eval_tokens == 0:
         overrides["eval_tokens"] = None
     if args.resume is not None:
-        if args.resume:
-            path = ckpt.find(args.resume, bundled=False)
-        elif args.name is not None:
-            path = Path(args.out) / _check_name(args.name)
-        else:
-            raise ValueError("--resume without a value needs --name (resumes OUT/NAME)")
-        c = ckpt.load(path)
-        check_out_dir(c.path.parent, c.model)
-        data = args.data if args.data else (c.card.get("task") or {})
-        task = make_task(data, vocab=c.vocab)
-        trainer = Trainer.from_checkpoint(path, task, overrides=overrides, progress_bar=not args.quiet,
-                                          log_dir=args.log_dir)
-        print(f"resuming {trainer.out} at step {trainer.step} of {trainer.config.steps}")
+        task, trainer = _resumed(args, overrides)
     else:
-        if not args.model:
-            raise ValueError("--model KIND is required (known kinds: " + ", ".join(kinds()) + ")")
-        if not args.data:
-            raise ValueError("--data is required (corpus:NAME, a text file or word-problem:GROUP)")
-        ref = parse_task(args.data)
-        if ref.form == "text":  # the app's pasted text has no meaning here: a file of that name
-            ref = TaskRef("file", args.data)
-        if ref.form == "gp":
-            # token models cannot take continuous inputs; the GP task has its own CEM regressor
-            raise ValueError("the Gaussian-process regression task trains a CEM regressor, not a token model: "
-                             "run `geomlab bench gp` (see docs/cem.md)")
-        seq_len, note = task_seq_len(ref, args.seq_len)
-        if note:
-            print(note, file=sys.stderr)
-        if seq_len is not None:
-            overrides["seq_len"] = seq_len
-        fixed = parse_config(args.config)
-        model_class(args.model).config_class.check_types(fixed)  # a typo named before any budget search
-        if args.group:
-            fixed["group"] = args.group
-        tc = TrainConfig.from_dict(overrides)
-        spec = RunSpec(kind=args.model, group=args.group, params=parse_count(args.params) if args.params else None,
-                       model_overrides=fixed, nearest_budget=False, data=str(ref.with_length(DEFAULT_LENGTH)),
-                       eval_sequences=None, steps=tc.steps, batch_size=tc.batch_size, seq_len=tc.seq_len, lr=tc.lr,
-                       seed=tc.seed, device=tc.device, train=tc.to_dict())
-        task = runs.build_task(spec)
-        model, _ = runs.build_model(spec, task.vocab_size)
-        n_eff = count_params(model, "effective")
-        if args.name is not None:
-            name = _check_name(args.name)
-            if _taken(Path(args.out), name):
-                raise ValueError(f"{Path(args.out) / name} already exists: continue it with --resume, or "
-                                 "choose another --name (nothing was overwritten)")
-        else:
-            stem = ref.arg if ref.form == "corpus" else args.data
-            name = _free_name(Path(args.out), _default_name(args.model, stem, n_eff, args.group))
-        check_out_dir(Path(args.out), model)
-        trainer = runs.build(spec, task=task, model=model, out=Path(args.out) / name, progress_bar=not args.quiet,
-                             log_dir=args.log_dir).trainer
-        print(f"{args.model}: {n_eff:,} parameters (effective), {count_params(model, 'stored'):,} stored; "
-              f"{task.name}, vocab {task.vocab_size}; device {trainer.device.type}"
-              + (f" x {replicas.world_size} processes" if replicas.distributed else ""))
-    import signal
-    import threading
-
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        def _abort(signum, frame):  # second Ctrl-C: the trainer's flag too, in case Python drops the exception
-            trainer.abort()
-            raise KeyboardInterrupt
-
-        def _interrupt(signum, frame):  # first Ctrl-C: stop cleanly and save; second: abort
-            signal.signal(signal.SIGINT, _abort)
-            print("\nstopping after this step (Ctrl-C again to abort)...", file=sys.stderr)
-            trainer.stop()
-
-        previous = signal.signal(signal.SIGINT, _interrupt)
-    try:
-        result = trainer.run()
-    except TrainingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if trainer.last_checkpoint:
-            print(f"last good checkpoint: {trainer.last_checkpoint}", file=sys.stderr)
-        return 1
-    except CheckpointWriteError as exc:  # disk full, folder gone read-only...: one line, names what is kept
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # the second Ctrl-C: abort without writing anything more
-        kept = (f"the last checkpoint {trainer.last_checkpoint} is kept" if trainer.last_checkpoint
-                else "nothing was saved")
-        print(f"\naborted at step {trainer.step}; {kept}", file=sys.stderr)
-        return 130
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        task, trainer = _started(args, overrides, replicas)
+    result = _run(trainer)
+    if isinstance(result, int):
+        return result
     m = result.metrics
     tps = [h["tokens_per_s"] for h in result.history if "tokens_per_s" in h]
     line = f"{result.status} at step {result.step}"
@@ -359,6 +282,123 @@ def _train(args: argparse.Namespace, replicas) -> int:
         print(warning, file=sys.stderr)
     # stopped by Ctrl-C: saved, but not finished, so `train ... && eval ...` must not carry on (128 + SIGINT)
     return 130 if result.status == "stopped" else 0
+
+
+def _resumed(args: argparse.Namespace, overrides: dict):
+    """``(task, trainer)`` of ``--resume``: the checkpoint's trainer with the given options over its saved
+    recipe. ``ValueError`` for a missing name or an unwritable folder."""
+    from geomlab.checkpoints import io as ckpt
+    from geomlab.data.registry import make_task
+    from geomlab.training.trainer import Trainer
+
+    if args.resume:
+        path = ckpt.find(args.resume, bundled=False)
+    elif args.name is not None:
+        path = Path(args.out) / _check_name(args.name)
+    else:
+        raise ValueError("--resume without a value needs --name (resumes OUT/NAME)")
+    c = ckpt.load(path)
+    check_out_dir(c.path.parent, c.model)
+    data = args.data if args.data else (c.card.get("task") or {})
+    task = make_task(data, vocab=c.vocab)
+    trainer = Trainer.from_checkpoint(path, task, overrides=overrides, progress_bar=not args.quiet,
+                                      log_dir=args.log_dir)
+    print(f"resuming {trainer.out} at step {trainer.step} of {trainer.config.steps}")
+    return task, trainer
+
+
+def _started(args: argparse.Namespace, overrides: dict, replicas):
+    """``(task, trainer)`` of a new run: the ``cli`` preset (:data:`geomlab.training.runs.PRESETS`) with the
+    given options, its task and model, and the checkpoint folder's name. ``ValueError`` for a bad request."""
+    from geomlab.data.registry import DEFAULT_LENGTH, TaskRef, parse_task
+    from geomlab.models import count_params, kinds, model_class
+    from geomlab.training import runs
+    from geomlab.training.runs import RunSpec
+
+    if not args.model:
+        raise ValueError("--model KIND is required (known kinds: " + ", ".join(kinds()) + ")")
+    if not args.data:
+        raise ValueError("--data is required (corpus:NAME, a text file or word-problem:GROUP)")
+    ref = parse_task(args.data)
+    if ref.form == "text":  # the app's pasted text has no meaning here: a file of that name
+        ref = TaskRef("file", args.data)
+    if ref.form == "gp":
+        # token models cannot take continuous inputs; the GP task has its own CEM regressor
+        raise ValueError("the Gaussian-process regression task trains a CEM regressor, not a token model: "
+                         "run `geomlab bench gp` (see docs/cem.md)")
+    seq_len, note = task_seq_len(ref, args.seq_len)
+    if note:
+        print(note, file=sys.stderr)
+    if seq_len is not None:
+        overrides["seq_len"] = seq_len
+    fixed = parse_config(args.config)
+    model_class(args.model).config_class.check_types(fixed)  # a typo named before any budget search
+    if args.group:
+        fixed["group"] = args.group
+    spec = RunSpec.preset("cli", kind=args.model, group=args.group, model_overrides=fixed, params=None,
+                          data=str(ref.with_length(DEFAULT_LENGTH)), **overrides)
+    spec.train_config()  # the training values are checked first, before the budget, data and model
+    if args.params:
+        spec = replace(spec, params=parse_count(args.params))
+    task = runs.build_task(spec)
+    model, _ = runs.build_model(spec, task.vocab_size)
+    n_eff = count_params(model, "effective")
+    if args.name is not None:
+        name = _check_name(args.name)
+        if _taken(Path(args.out), name):
+            raise ValueError(f"{Path(args.out) / name} already exists: continue it with --resume, or "
+                             "choose another --name (nothing was overwritten)")
+    else:
+        stem = ref.arg if ref.form == "corpus" else args.data
+        name = _free_name(Path(args.out), _default_name(args.model, stem, n_eff, args.group))
+    check_out_dir(Path(args.out), model)
+    trainer = runs.build(spec, task=task, model=model, out=Path(args.out) / name, progress_bar=not args.quiet,
+                         log_dir=args.log_dir).trainer
+    print(f"{args.model}: {n_eff:,} parameters (effective), {count_params(model, 'stored'):,} stored; "
+          f"{task.name}, vocab {task.vocab_size}; device {trainer.device.type}"
+          + (f" x {replicas.world_size} processes" if replicas.distributed else ""))
+    return task, trainer
+
+
+def _run(trainer):
+    """Run ``trainer`` with Ctrl-C handling (first: stop cleanly and save; second: abort). Returns the
+    :class:`geomlab.training.trainer.TrainResult`, or the exit code when it did not finish (1: a diverged run or
+    a failed checkpoint write; 130: aborted), with one line on stderr."""
+    import signal
+    import threading
+
+    from geomlab.training.trainer import CheckpointWriteError, TrainingError
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def _abort(signum, frame):  # second Ctrl-C: the trainer's flag too, in case Python drops the exception
+            trainer.abort()
+            raise KeyboardInterrupt
+
+        def _interrupt(signum, frame):  # first Ctrl-C: stop cleanly and save; second: abort
+            signal.signal(signal.SIGINT, _abort)
+            print("\nstopping after this step (Ctrl-C again to abort)...", file=sys.stderr)
+            trainer.stop()
+
+        previous = signal.signal(signal.SIGINT, _interrupt)
+    try:
+        return trainer.run()
+    except TrainingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if trainer.last_checkpoint:
+            print(f"last good checkpoint: {trainer.last_checkpoint}", file=sys.stderr)
+        return 1
+    except CheckpointWriteError as exc:  # disk full, folder gone read-only...: one line, names what is kept
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # the second Ctrl-C: abort without writing anything more
+        kept = (f"the last checkpoint {trainer.last_checkpoint} is kept" if trainer.last_checkpoint
+                else "nothing was saved")
+        print(f"\naborted at step {trainer.step}; {kept}", file=sys.stderr)
+        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def did_not_train(task, metrics: dict, lr: float) -> str:

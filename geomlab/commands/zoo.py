@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         for e in zoo.entries(args.only):
             r = e.run
             budget = f"~{r.params:,} params" if r.params else "explicit config"
-            curriculum = r.train.get("length_curriculum", ())
+            curriculum = r.length_curriculum
             cur = ("; the first steps a length curriculum: " + ", ".join(
                 f"{k} at length {n}" for n, k in curriculum)) if curriculum else ""
             print(f"{e.name}: {r.kind} on {r.data}, {budget}, config {r.model_overrides}, {r.steps} steps x "

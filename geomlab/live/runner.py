@@ -1,7 +1,7 @@
 """Background training runs for the app: a thread running :class:`geomlab.training.trainer.Trainer`.
 
 The Streamlit script must never train inside a script run (a widget click would interrupt it, and the page
-freezes; see ``shared/papers/app_anchors.md`` §4). Instead the app creates a :class:`LiveRun` in the
+freezes). Instead the app creates a :class:`LiveRun` in the
 process-wide :data:`REGISTRY`; its worker thread trains and only writes plain values into a lock-protected
 state. The page polls :meth:`LiveRun.snapshot` from a ``st.fragment(run_every=...)`` and redraws.
 
@@ -29,29 +29,21 @@ Life cycle (``LiveRun.state``)::
   setting ``GEOMLAB_SHARED_RUNS=1`` (:func:`geomlab.checkpoints.catalog.shared_mode`) lets everyone change every run.
   A run made without an owner (tests, notebooks) is anyone's.
 
-* **Geometry while training** (:meth:`LiveRun.probe`): a reader (the page) asks for a trace of the run's
-  *current* weights on a short fixed probe sequence (:func:`probe_tokens`). The training thread only copies
-  the weights (a CPU ``state_dict`` clone, between two steps, at a logging step at most every
-  :data:`PROBE_EVERY_S` seconds and only while someone watched in the last :data:`PROBE_WATCH_S` seconds);
-  the reader loads the copy into its own model (built once, eval mode) and traces it in its own thread.
-  Nothing the training thread computes or draws changes (no RNG use, no model mode switch), so a seeded run
-  reaches the same weights with or without viewers. The trace, its figure (:func:`probe_figure` picks one
-  by family) and a short history of one quantity per probe (:func:`probe_curve`) are cached per weight
-  copy, so several viewers share one trace.
+* **Geometry while training** (:meth:`LiveRun.probe`): a reader asks for a trace of the run's *current*
+  weights; the training thread only copies them between two steps while someone watches, so a seeded run
+  reaches the same weights with or without viewers (:class:`geomlab.live.tap.ProbeTap`).
 
-What a run trains is a :class:`geomlab.training.runs.RunSpec`, built by :mod:`geomlab.training.runs` like every other run;
-what a probe shows (sequence, figure, curve) is :mod:`geomlab.live.probes`. This module holds the thread, its
-states, saves and probe timing (:class:`LiveRun`) and the server's table of runs (:class:`RunRegistry`).
+What a run trains is a :class:`geomlab.training.runs.RunSpec` (the app's preset), built by
+:mod:`geomlab.training.runs` like every other run; what a probe shows (sequence, figure, curve) is
+:mod:`geomlab.live.probes`, when it is made :mod:`geomlab.live.tap`. This module holds the thread, its states
+and saves (:class:`LiveRun`) and the server's table of runs (:class:`RunRegistry`).
 The working checkpoint of a run lives in ``<runs>/.live/<run id>/run/`` (a dot folder the catalog skips).
 Nothing here imports streamlit.
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
-import math
-import os
 import threading
 import time
 import uuid
@@ -62,68 +54,21 @@ from typing import Any, Callable
 import torch
 
 from geomlab.training import runs
-from geomlab.live.probes import Probe, ProbeCurve, draw_probe, probe_tokens
+from geomlab.live.probes import Probe
+from geomlab.live.tap import ProbeTap
+from geomlab.live.offer import BUDGETS, SYNTHETIC_TASKS, corpus_availability, default_threads  # noqa: F401
 from geomlab.training.runs import (  # noqa: F401 (the app's names)
     RunError, RunSpec, check_device, is_osm,
 )
 
-#: Synthetic tasks offered by the app (no download needed): word problems of these groups.
-SYNTHETIC_TASKS = {
-    "S3": "word problem in S3 (6 elements, non-abelian)",
-    "S5": "word problem in S5 (120 elements, non-abelian)",
-    "A5": "word problem in A5 (60 elements, non-abelian, simple)",
-    "Z5": "word problem in Z5 (5 elements, abelian)",
-    "parity": "parity (Z2, abelian)",
-}
-#: Parameter budgets offered by the app (effective parameters).
-BUDGETS = (5_000, 10_000, 20_000, 50_000, 100_000, 200_000)
 #: States of a run.
 STATES = ("created", "running", "stopping", "stopped", "paused", "finished", "error")
 ACTIVE_STATES = ("running", "stopping")
-#: Geometry while training (design choices): the training thread copies the weights at most every
-#: PROBE_EVERY_S seconds, and only while a reader called :meth:`LiveRun.probe` in the last PROBE_WATCH_S
-#: seconds; the history keeps PROBE_HISTORY curves (the probe sequence: geomlab.live.probes).
-PROBE_EVERY_S = 2.5
-PROBE_WATCH_S = 20.0
-PROBE_HISTORY = 6
-#: Where a probe of a training run is traced: in the training thread right after the copy (True), or in
-#: the reader's thread (False). Measured (docs/app.md, Train live): tracing in a reader thread slowed
-#: training by ~40% on a 2-core box (the two threads convoy on Python's GIL: every torch op of the training
-#: step releases it, and re-taking it waits for the reader's Python), while tracing between two steps costs
-#: the trace time once per PROBE_EVERY_S.
-PROBE_IN_TRAINING_THREAD = True
-#: Most share of the training thread's time that probes may take: after a probe that took c seconds in the
-#: training thread, the next copy waits max(PROBE_EVERY_S, c / PROBE_BUDGET) seconds (design choice: a
-#: loaded CPU or a large model refreshes the picture less often instead of slowing training).
-PROBE_BUDGET = 0.04
-
-
 #: A live-run request that cannot be honoured (bad spec, wrong state, too many runs): the runs' error class.
 LiveError = RunError
 
 
 # ---------------------------------------------------------------------------------------------- data
-def corpus_availability() -> dict[str, str | None]:
-    """Registered corpora -> ``None`` when all its files are on this machine (``GEOMLAB_DATA_DIR`` or the
-    cache), else a one-line reason. Never downloads."""
-    from geomlab.data import corpora
-
-    out: dict[str, str | None] = {}
-    for name, spec in corpora.CORPORA.items():
-        reason = None
-        for rel in spec.files.values():
-            try:
-                corpora.locate(rel, download=False)
-            except ValueError as exc:
-                reason = str(exc)
-                break
-            except OSError as exc:
-                reason = f"{rel}: {exc}"
-                break
-        out[name] = reason
-    return out
-
-
 def build_task(spec: RunSpec):
     """The task of a live run: :func:`geomlab.training.runs.build_task` without downloading (a registered corpus must be
     on this machine)."""
@@ -238,24 +183,13 @@ class LiveRun:
         self._save_requests: list[tuple[Path, str | None, threading.Event, list]] = []
         self._lr_factor = 1.0
         self._registry: "RunRegistry | None" = None  # set by RunRegistry.create: its limit applies
-        # geometry while training (see the module docstring): the weight copy the training thread leaves,
-        # (version, step, source, state_dict); the reader's model, probe input and last probe
-        self._probe_lock = threading.Lock()
-        self._probe_wanted = -math.inf
-        self._probe_copied_at = -math.inf
-        self._probe_cost_s = 0.0  # training-thread seconds the last copy (and trace) took
-        self._probe_weights: tuple[int, int, Any, dict] | None = None
-        self._probe_version = 0
-        self._probe_model = None
-        self._probe_input: torch.Tensor | None = None
-        self._probe_last: Probe | None = None
-        self._probe_history: list[tuple[int, ProbeCurve]] = []
         self.task = task if task is not None else build_task(spec)
         if hasattr(self.task, "check_context"):  # a text shorter than the context: refused here, readable
             self.task.check_context(int(spec.seq_len))
         if model is None:
             model, self._note = runs.build_model(spec, self.task.vocab_size)
         self.model = model
+        self._tap = ProbeTap(self)  # geometry while training (see the module docstring)
         from geomlab.models import count_params
 
         try:
@@ -366,96 +300,9 @@ class LiveRun:
         return True
 
     def probe(self) -> Probe | None:
-        """The geometry of the run's current weights: a :class:`Probe` traced on :func:`probe_tokens`, or None
-        while a training run has not yet reached a logging step since the first call (the page says so).
-
-        Any thread may call it, any number of viewers: the trace is made once per weight copy (cached), on a
-        separate CPU model in eval mode. While the run trains, the training thread copies its weights at a
-        logging step at most every :data:`PROBE_EVERY_S` seconds, and only while a caller asked in the last
-        :data:`PROBE_WATCH_S` seconds, and traces the copy there and then (:data:`PROBE_IN_TRAINING_THREAD`;
-        otherwise the caller traces it); a run that is not training is copied and traced here (the copy under
-        the run's lock: it cannot start meanwhile).
-        Failures (a model that cannot be rebuilt or traced) come back as a Probe with a ``message``, never
-        raised. Source: design choice.
-        """
-        self._probe_wanted = time.monotonic()
-        with self._lock:
-            idle = self._thread is None or not self._thread.is_alive()
-            step = int(self._last.get("step", 0))
-            w = self._probe_weights
-            if idle and (w is None or w[2] != (id(self.model), step, self._state)):
-                self._keep_weights(step, (id(self.model), step, self._state))
-                w = self._probe_weights
-        if w is None or (not idle and PROBE_IN_TRAINING_THREAD):
-            return self._probe_last  # a training run's probes are made by its own thread
-        version, step, _src, weights = w
-        with self._probe_lock:
-            last = self._probe_last
-            if last is not None and last.version >= version:
-                return last
-            probe = self._make_probe(version, step, weights)
-            self._probe_last = probe
-            return probe
-
-    def _serve_probe(self) -> Probe | None:
-        """Trace the newest weight copy unless a probe of it exists (training thread, between two steps);
-        returns the new probe or None."""
-        with self._probe_lock:
-            w, last = self._probe_weights, self._probe_last
-            if w is not None and (last is None or last.version < w[0]):
-                self._probe_last = self._make_probe(w[0], w[1], w[3])
-                return self._probe_last
-        return None
-
-    def _make_probe(self, version: int, step: int, weights: dict) -> Probe:
-        """Trace ``weights`` (a CPU state dict) on the probe sequence; build the figure. Caller holds
-        ``_probe_lock``."""
-        import geomlab.figures  # noqa: F401 - first import (plotly) outside the timed part
-        from geomlab.trace import trace
-
-        try:
-            if self._probe_model is None:
-                self._probe_model = self._new_probe_model()
-            model = self._probe_model
-            model.load_state_dict(weights)
-            if self._probe_input is None:
-                self._probe_input = probe_tokens(self.task, self.spec, model)
-            t0 = time.perf_counter()
-            tr = trace(model, self._probe_input, vocab=getattr(self.task, "vocab", None))
-            trace_ms = 1000 * (time.perf_counter() - t0)
-        except Exception as exc:  # noqa: BLE001 - shown in the page, never raised into the server
-            return Probe(step, version, message=f"the weights could not be traced: {type(exc).__name__}: {exc}")
-        probe, self._probe_history = draw_probe(tr, step, version, self._probe_history, self.spec.kind, trace_ms,
-                                                PROBE_HISTORY)
-        return probe
-
-    def _new_probe_model(self):
-        """A CPU model of the run's architecture for probe traces: rebuilt from ``model.config`` (under
-        :func:`geomlab.core.rng.seeded`, so no global or run generator is drawn from; its initial values are
-        replaced by the copied weights), or a deep copy of a model without a config (tests)."""
-        cfg = getattr(self.model, "config", None)
-        if cfg:
-            from geomlab.models import build_model
-            from geomlab.core.rng import seeded
-
-            with seeded(0):
-                model = build_model(dict(cfg))
-        else:
-            with self._lock:
-                model = copy.deepcopy(self.model)
-        model = model.to("cpu").eval()
-        for prm in model.parameters():
-            prm.requires_grad_(False)
-        return model
-
-    def _keep_weights(self, step: int, source: Any) -> None:
-        """Copy the current weights to the CPU for :meth:`probe` (training thread between two steps, or a
-        reader while the run rests). Takes the run's lock."""
-        weights = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
-        with self._lock:
-            self._probe_version += 1
-            self._probe_weights = (self._probe_version, int(step), source, weights)
-            self._probe_copied_at = time.monotonic()
+        """The geometry of the run's current weights (:meth:`geomlab.live.tap.ProbeTap.probe`), or None while a
+        training run has not yet reached a logging step since the first call. Never raises."""
+        return self._tap.probe()
 
     def save(self, name: str, dest_dir: str | Path | None = None, timeout: float = 60.0, *,
              by: str | None = None) -> Path:
@@ -614,16 +461,7 @@ class LiveRun:
                                           **{f"valid_{k}": v for k, v in p.valid.items()}})
             if p.checkpoint and p.event in ("start", "eval", "done", "stopped"):
                 self._checkpoint = p.checkpoint
-        now = time.monotonic()
-        if p.event in ("start", "step", "done", "stopped") and now - self._probe_wanted < PROBE_WATCH_S and \
-                (p.event != "step" or now - self._probe_copied_at >= max(PROBE_EVERY_S,
-                                                                         self._probe_cost_s / PROBE_BUDGET)):
-            first = self._probe_model is None
-            self._keep_weights(p.step, ("train", p.step))  # a viewer is watching: the weights at a step boundary
-            if PROBE_IN_TRAINING_THREAD:
-                self._serve_probe()
-            # the budget counts the copy and the trace; not the first one (imports, the probe model's build)
-            self._probe_cost_s = 0.0 if first else time.monotonic() - now
+        self._tap.at_progress(p.event, p.step)
         self._serve_saves(trainer)
 
     def _serve_saves(self, trainer, final: bool = False) -> None:
@@ -756,11 +594,6 @@ def held_before(run_id: str) -> bool:
     from geomlab.checkpoints import catalog
 
     return bool(re.fullmatch(r"[0-9a-f]{10}", run_id or "")) and (catalog.runs_dir() / ".live" / run_id).is_dir()
-
-
-def default_threads() -> int:
-    """About half the CPU cores (at least 1): what the app gives a live run."""
-    return max(1, (os.cpu_count() or 2) // 2)
 
 
 def wait_for(run: LiveRun, predicate: Callable[[Snapshot], bool], timeout: float = 60.0,

@@ -1,4 +1,4 @@
-"""The reproduction report: ``geomlab report`` -> ``docs/results.md`` (issue 9).
+"""The reproduction report: ``geomlab report`` -> ``docs/results.md``.
 
 Every model in a comparison is trained and evaluated with **one protocol** (:class:`Protocol`): the same
 number of optimizer steps, batch size, window length, learning-rate schedule (AdamW, 2% linear warm-up,

@@ -74,7 +74,7 @@ class Arm:
     is the whole model config), fixed ``config`` keys, the paper's numbers (``paper``: e.g. ``{"params": "91K",
     "valid": 2.254, "test":
     2.464}``), whether it is the comparison's speed baseline, ``goal``: a test BPC the project aims
-    below for this model (issue 20's target; the report's reading says whether the mean reached it), and
+    below for this model (the report's reading says whether the mean reached it), and
     ``versus``: the label of another arm of the comparison this one is read against besides the baseline,
     an ablation against what it ablates or a size-matched pair of a scaling study (the report then gives
     this arm's test BPC minus that arm's, with the seed-paired interval; design choice)."""

@@ -381,8 +381,8 @@ def reading(results: dict[str, Any]) -> list[str]:
         short = [r for r in [*others, base]
                  if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
         later = [r["label"] for r in rows if r is not base and r.get("test_gap") is None]
-        # one bullet per comparison, the paper's claim first, then one sub-bullet per model (a single
-        # paragraph per comparison ran to ~900 characters and was hard to scan)
+        # one bullet per comparison, the paper's claim first, then one sub-bullet per model (easier to scan
+        # than one paragraph per comparison)
         line = f"- **{c['title']}** (baseline: {base['label']})."
         if c.get("claim"):
             line += f" {_first_sentence(c['claim'])}"  # the claim names its paper ("OSM paper: ...")
@@ -544,7 +544,7 @@ def speed_alone(bench: dict[str, Any] | None) -> list[str]:
 
 
 def converged_markdown(results: dict[str, Any], figures: dict[str, str] | None = None) -> str:
-    """The converged campaign's report (:func:`geomlab.report.campaign.collect`'s results) as Markdown."""
+    """The converged campaign's report (:func:`geomlab.report.results.collect`'s results) as Markdown."""
     lines = [*converged_header(results), *reading(results), *converged_protocol(results),
              "## Language modelling", ""]
     for c in results["comparisons"]:

@@ -1,5 +1,9 @@
-"""The training recipe of a run: :class:`TrainConfig` (issue 18: the hyper-parameters and their schedules in one
-place; :class:`geomlab.training.trainer.Trainer` runs them).
+"""The training recipe of a run: its fields and their one set of defaults (:class:`Recipe`), and the checked
+recipe with its schedules (:class:`TrainConfig`, which :class:`geomlab.training.trainer.Trainer` runs).
+
+:class:`Recipe` is the plain description every run shares: :class:`geomlab.training.runs.RunSpec` is a recipe
+plus a model and a task, so a training option is declared once, here. A caller whose values differ from these
+defaults states them as a named preset (:data:`geomlab.training.runs.PRESETS`).
 
 The learning rate at step ``s`` (1-based) is ``lr * s / warmup_steps`` during warm-up, then cosine from ``lr``
 down to ``min_lr_ratio * lr`` at the last step (:meth:`TrainConfig.lr_at`); an optional sequence-length
@@ -15,8 +19,9 @@ from typing import Any
 
 
 @dataclass
-class TrainConfig:
-    """Training hyper-parameters (all JSON-serialisable; stored in every checkpoint).
+class Recipe:
+    """The training recipe's fields and their defaults (all JSON-serialisable; not checked here: a
+    :class:`TrainConfig` built from them checks them).
 
     steps: optimizer steps in total. batch_size: windows per batch (across several processes the global
     batch, split evenly; :mod:`geomlab.training.distributed`). seq_len: window (context) length in
@@ -33,7 +38,7 @@ class TrainConfig:
     ``(seq_len, steps)`` trained in order before the remaining steps run at ``seq_len`` (e.g. ``((2, 1500),
     (4, 1500))``: 1500 steps on length-2 windows, then 1500 on length 4, then ``seq_len``); empty = off.
     Used for the S5 word problem, which OSM-RNN does not learn from random initialisation at full length
-    (design choice, docs/zoo.md). Raises ``ValueError`` for invalid values.
+    (design choice, docs/zoo.md).
     """
 
     steps: int = 1000
@@ -53,6 +58,16 @@ class TrainConfig:
     device: str = "auto"
     final_eval: bool = True
     length_curriculum: tuple[tuple[int, int], ...] = ()
+
+    def recipe_dict(self) -> dict[str, Any]:
+        """The recipe's fields as a dict (``{name: value}`` of :class:`Recipe`'s fields only)."""
+        return {f.name: getattr(self, f.name) for f in fields(Recipe)}
+
+
+@dataclass
+class TrainConfig(Recipe):
+    """A checked :class:`Recipe` with its schedules (stored in every checkpoint). Raises ``ValueError`` for
+    invalid values."""
 
     def __post_init__(self):
         self.betas = tuple(float(b) for b in self.betas)

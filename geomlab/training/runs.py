@@ -1,9 +1,9 @@
-"""One run: what to train (:class:`RunSpec`) and the one way to build and run it (issue 18).
+"""One run: what to train (:class:`RunSpec`) and the one way to build and run it.
 
 A run is a model kind with a parameter budget or a config, a task in the one task syntax
 (:mod:`geomlab.data.registry`: ``corpus:NAME``, ``word-problem:GROUP[:LENGTH]``, ``gp``, ``text`` or a file
-path) and a training recipe (:class:`geomlab.training.trainer.TrainConfig`). Every caller describes its run with a
-:class:`RunSpec` and builds it here:
+path) and a training recipe (:class:`geomlab.training.config.Recipe`, one set of defaults; a caller with values of its
+own names a preset, :data:`PRESETS`). Every caller describes its run with a :class:`RunSpec` and builds it here:
 
 * ``python -m geomlab train`` (:mod:`geomlab.commands.train`): :func:`build_task`, :func:`build_model`,
   :func:`build` (the trainer writes the checkpoint folder);
@@ -28,6 +28,8 @@ from typing import Any, Callable
 
 import torch
 
+from geomlab.training.config import Recipe, TrainConfig
+
 #: Evaluation sequences per split of a run's synthetic task (word problem, GP): the app, the zoo and the
 #: report (design choice: 256 keep an evaluation under a second on a CPU; the task's own default is 512).
 N_EVAL = 256
@@ -49,9 +51,41 @@ def is_osm(kind: str) -> bool:
     return kind in ("osm-rnn", "osmformer")
 
 
+#: The preset values of each caller whose run differs from the one set of defaults (the fields of
+#: :class:`RunSpec`: the model and task fields below, the recipe's in :class:`geomlab.training.config.Recipe`).
+#: ``app``: the Train page's form and its live runs (the form's starting values are these; a short warm-up and a
+#: cheap periodic validation). ``cli``: ``python -m geomlab train`` (the budget met within 5%, the task's own
+#: evaluation size). ``zoo``: the zoo's and the report's recipes (:func:`geomlab.training.zoo.recipe`).
+#: ``strict``: the budget met within 5% and the task's own evaluation size, nothing else (sweeps and the GP
+#: bench). Source: design choice.
+PRESETS: dict[str, dict[str, Any]] = {
+    "app": {"data": "word-problem:Z5", "steps": 200, "batch_size": 16, "seq_len": 8, "lr": 1e-2, "warmup": 0.05,
+            "eval_tokens": 4096},
+    "cli": {"nearest_budget": False, "eval_sequences": None},
+    "zoo": {"data": "corpus:tinyshakespeare", "steps": 1500, "batch_size": 16, "eval_tokens": 16384,
+            "nearest_budget": False},
+    "strict": {"nearest_budget": False},
+}
+
+
+def step_rules(preset: str, steps: int) -> dict[str, int]:
+    """The recipe values a preset derives from the step count (each at least 1; design choice): ``app``:
+    ``eval_every`` ``steps // 10`` (about ten validations per run) and ``log_every`` ``min(10, steps // 50)``;
+    ``zoo``: ``eval_every`` ``steps // 5`` and ``log_every`` ``min(50, steps)``; other presets: none."""
+    steps = int(steps)
+    if preset == "app":
+        return {"eval_every": max(1, steps // 10), "log_every": max(1, min(10, steps // 50 or 1))}
+    if preset == "zoo":
+        return {"eval_every": max(1, steps // 5), "log_every": max(1, min(50, steps))}
+    return {}
+
+
 @dataclass
-class RunSpec:
-    """What to train. All fields are plain values (the spec is shown, and stored on the app's cards).
+class RunSpec(Recipe):
+    """What to train: a training recipe (every field of :class:`geomlab.training.config.Recipe`, with its
+    defaults: steps, batch_size, seq_len, lr, warmup, seed, eval_every, device, ...), a model and a task. All
+    fields are plain values (the spec is shown, and stored on the app's cards). A caller with values of its own
+    starts from a named preset (:meth:`preset`, :data:`PRESETS`).
 
     Model: kind: a registered model kind. group: matrix group for the OSM kinds (``O``, ``SO``, ``U``,
     ``SU``, ``T``, ``O-block``), ignored by others. params: target effective parameter count (the kind's
@@ -61,15 +95,12 @@ class RunSpec:
     (±10% steps) or its default size and say so in the note (the app); ``False`` raises ``ValueError``
     (the command line, the zoo).
 
-    Task: data: the task string (:mod:`geomlab.data.registry`; old spellings such as ``task:S3`` still
-    parse). text: the text of ``data="text"``. eval_sequences: evaluation sequences per split of a synthetic
+    Task: data: the task string (:mod:`geomlab.data.registry`). text: the text of ``data="text"``. eval_sequences: evaluation sequences per split of a synthetic
     task (``None``: the task's default, 512). A word problem without ``:LENGTH`` is evaluated at ``seq_len``.
 
-    Training: steps, batch_size, seq_len, lr, seed, device: as :class:`geomlab.training.trainer.TrainConfig`.
-    eval_every: validation/checkpoint period (0 = about 10 per run). train: any other
-    :class:`~geomlab.training.trainer.TrainConfig` field, over the run defaults of :meth:`train_config`.
-    threads: torch CPU threads for the run (0 = leave torch's setting). nan_lr_factor: learning-rate factor
-    when a live run resumes after a NaN.
+    Running: threads: torch CPU threads for the run (0 = leave torch's setting). nan_lr_factor: learning-rate
+    factor when a live run resumes after a NaN. Nothing is checked on construction: :meth:`validate` (the app's
+    requests) and :meth:`train_config` check.
     """
 
     kind: str = "lstm"
@@ -77,19 +108,20 @@ class RunSpec:
     params: int | None = 20_000
     data: str = "word-problem:S3"
     text: str | None = None
-    steps: int = 200
-    batch_size: int = 16
-    seq_len: int = 32
-    lr: float = 3e-3
-    seed: int = 0
-    eval_every: int = 0
-    device: str = "auto"
     threads: int = 0
     nan_lr_factor: float = 0.5
     model_overrides: dict[str, Any] = field(default_factory=dict)
-    train: dict[str, Any] = field(default_factory=dict)
     eval_sequences: int | None = N_EVAL
     nearest_budget: bool = True
+
+    @classmethod
+    def preset(cls, name: str, **values: Any) -> "RunSpec":
+        """The spec of preset ``name`` (:data:`PRESETS`) with ``values`` over it; recipe values the preset
+        derives from the steps (:func:`step_rules`) apply unless given. ``KeyError`` for an unknown preset,
+        ``TypeError`` for an unknown field."""
+        values = {**PRESETS[name], **values}
+        derived = step_rules(name, values.get("steps", Recipe.steps))
+        return cls(**{**derived, **values})
 
     def validate(self) -> None:
         """Check a request from the app: :class:`RunError` with a readable message for an impossible spec
@@ -125,19 +157,10 @@ class RunSpec:
         parts += [self.data if self.data != "text" else "your text", f"{self.steps} steps"]
         return " · ".join(parts)
 
-    def train_config(self):
-        """The :class:`geomlab.training.trainer.TrainConfig` of this run: the spec's training fields, the run defaults
-        (``eval_every`` 0 -> ``steps // 10``, at least 1; ``eval_tokens`` 4096; ``log_every``
-        ``min(10, steps // 50)``, at least 1; ``warmup`` 0.05; ``final_eval``), then :attr:`train` over them.
+    def train_config(self) -> TrainConfig:
+        """The checked recipe of this run (:class:`geomlab.training.config.TrainConfig` of the recipe fields).
         ``ValueError`` for invalid values."""
-        from geomlab.training.trainer import TrainConfig
-
-        s = self
-        base = {"steps": int(s.steps), "batch_size": int(s.batch_size), "seq_len": int(s.seq_len),
-                "lr": float(s.lr), "seed": int(s.seed), "eval_every": int(s.eval_every) or max(1, s.steps // 10),
-                "eval_tokens": 4096, "log_every": max(1, min(10, s.steps // 50 or 1)), "device": s.device,
-                "final_eval": True, "warmup": 0.05}
-        return TrainConfig.from_dict({**base, **self.train})
+        return TrainConfig(**self.recipe_dict())
 
     def fixed_config(self) -> dict[str, Any]:
         """The model config keys the spec fixes: :attr:`model_overrides`, plus ``group`` for the OSM kinds."""
@@ -372,5 +395,5 @@ def run(spec: RunSpec, *, task=None, model=None, final_eval_tokens: int | None =
                       result=result, wall_s=wall)
 
 
-__all__ = ["MAX_STEPS", "N_EVAL", "Run", "RunError", "RunOutcome", "RunSpec", "available_devices", "build",
-           "build_model", "build_task", "check_device", "is_osm", "run"]
+__all__ = ["MAX_STEPS", "N_EVAL", "PRESETS", "Run", "RunError", "RunOutcome", "RunSpec", "available_devices", "build",
+           "build_model", "build_task", "check_device", "is_osm", "run", "step_rules"]

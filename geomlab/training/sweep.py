@@ -1,4 +1,4 @@
-"""Hyper-parameter sweeps through Optuna (issue 19): ``python -m geomlab sweep`` and the report's lr choice.
+"""Hyper-parameter sweeps through Optuna: ``python -m geomlab sweep`` and the report's lr choice.
 
 A sweep searches training keys (``lr``, ``warmup``, ...) and model config keys (``config.tau``, ...) of one
 model kind, parameter budget and task. Each Optuna trial trains the model once per seed with the shared
@@ -454,21 +454,16 @@ def default_study_name(kind: str, data: str, budget: int | None = None, group: s
 
 
 def trial_spec(setup: SweepSetup, params: dict[str, Any], seed: int, device: str = "auto"):
-    """The :class:`geomlab.training.runs.RunSpec` of one seed of a trial: ``setup``'s kind, task, budget met within 5%
-    (``nearest_budget=False``) and fixed model keys with the trial's model keys over them; the training
-    config is every :class:`geomlab.training.trainer.TrainConfig` field (its own defaults, then ``setup.train``, the
-    trial's training keys, ``seed``, ``device`` and ``final_eval=False``), so the run spec's run defaults
-    (:meth:`geomlab.training.runs.RunSpec.train_config`) never apply to a sweep."""
+    """The :class:`geomlab.training.runs.RunSpec` of one seed of a trial: the ``strict`` preset (the budget met
+    within 5%), ``setup``'s kind, task, budget and fixed model keys with the trial's model keys over them; the
+    recipe is the one set of defaults (:class:`geomlab.training.config.Recipe`), then ``setup.train``, the trial's
+    training keys, ``seed``, ``device`` and ``final_eval=False``."""
     from geomlab.training.runs import RunSpec
-    from geomlab.training.trainer import TrainConfig
 
     train_keys, model_keys = split_params(params)
-    train = {**TrainConfig().to_dict(), **setup.train, **train_keys, "seed": int(seed), "device": device,
-             "final_eval": False}
-    return RunSpec(kind=setup.kind, data=setup.data, params=setup.budget, nearest_budget=False,
-                   model_overrides={**setup.config, **model_keys}, steps=int(train["steps"]),
-                   batch_size=int(train["batch_size"]), seq_len=int(train["seq_len"]), lr=float(train["lr"]),
-                   seed=int(seed), device=device, train=train)
+    train = {**setup.train, **train_keys, "seed": int(seed), "device": device, "final_eval": False}
+    return RunSpec.preset("strict", kind=setup.kind, data=setup.data, params=setup.budget,
+                          model_overrides={**setup.config, **model_keys}, **train)
 
 
 def train_trial(setup: SweepSetup, task, params: dict[str, Any], trial=None, *, device: str = "auto",

@@ -138,19 +138,12 @@ def disable_tf32() -> None:
     torch.set_float32_matmul_precision("highest")
 
 
-def seed_everything(seed: int) -> None:
-    """Seed torch's global RNG (CPU and CUDA) — call before building a model for reproducible inits in a
-    single-run script. Where runs may share the process (the app), build under :func:`geomlab.core.rng.seeded`
-    instead, which seeds and restores the global RNG under a lock."""
-    torch.manual_seed(int(seed))
-
-
 def bpc(model: torch.nn.Module, tokens: torch.Tensor, seq_len: int, stride: int | None = None,
         device: str | torch.device = "cpu") -> float:
     """Bits per character of ``tokens`` (``LongTensor`` ``(N,)``) under ``model``: mean NLL in nats over
     every target ``tokens[1:]`` divided by ln 2, with the window protocol of
     :func:`geomlab.data.tasks.sequence_nll` (non-overlapping windows of ``seq_len``, or sliding with
-    ``stride``). Source: ``shared/papers/osm.md`` §2.9. Raises ``ValueError`` for fewer than 2 tokens."""
+    ``stride``). Source: the OSM paper's BPC protocol (§2.9). Raises ``ValueError`` for fewer than 2 tokens."""
     total, count = sequence_nll(model, tokens, seq_len, stride=stride, device=device)
     if count == 0:
         raise ValueError("bpc needs at least 2 tokens")
@@ -554,7 +547,7 @@ class Trainer:
             fn(progress)
 
     def _step_values(self, loss: torch.Tensor, gnorm: torch.Tensor) -> tuple[float, float]:
-        """The step's one host read (issue 17: on an accelerator every read is a synchronisation): the loss
+        """The step's one host read (on an accelerator every read is a synchronisation): the loss
         (the mean over the ranks) and the gradient norm (the same on every rank after DDP's all-reduce)
         together. Across processes a stop asked on any rank travels in the same all-reduce and stops every
         rank after this step (:mod:`geomlab.training.distributed`)."""
@@ -630,7 +623,7 @@ class Trainer:
         self.optimizer.load_state_dict(_optim_state_from(ts, js))
         self.generator.set_state(ts["rng.batch"])
         states = {k[len("rng.run."):].replace(".", ":"): v for k, v in ts.items() if k.startswith("rng.run.")}
-        if not states:  # checkpoints before issue 15 stored torch's global RNG state, which dropout used
+        if not states:  # a checkpoint without run generators holds torch's global RNG state, which dropout used
             states = {"cpu": ts["rng.torch"]}
             if "rng.cuda" in ts and self.device.type == "cuda":
                 states[f"cuda:{self.device.index or 0}"] = ts["rng.cuda"]

@@ -1,4 +1,4 @@
-"""The bundled model zoo: one recipe per checkpoint in ``assets/checkpoints`` (issue 9).
+"""The bundled model zoo: one recipe per checkpoint in ``assets/checkpoints``.
 
 Every bundled checkpoint is reproducible from its :class:`ZooEntry`: a name and words for the app, and the
 one run spec that trains it (:class:`geomlab.training.runs.RunSpec`, built by :func:`recipe`: the model kind with
@@ -67,42 +67,27 @@ class ZooEntry:
         """The recipe as a flat JSON-serialisable dict (stored on the card as ``recipe``): ``name``, ``title``,
         ``description``, ``kind``, ``task``, ``budget``, ``config``, ``steps``, ``batch_size``, ``seq_len``,
         ``lr``, ``seed``, ``warmup``, ``weight_decay``, ``eval_lengths``, ``length_curriculum``, ``notes``."""
-        r, t = self.run, self.run.train
+        r = self.run
         return {"name": self.name, "title": self.title, "description": self.description, "kind": r.kind,
                 "task": r.data, "budget": r.params, "config": copy.deepcopy(r.model_overrides), "steps": r.steps,
                 "batch_size": r.batch_size, "seq_len": r.seq_len, "lr": r.lr, "seed": r.seed,
-                "warmup": t["warmup"], "weight_decay": t["weight_decay"], "eval_lengths": list(self.eval_lengths),
-                "length_curriculum": [list(pair) for pair in t["length_curriculum"]], "notes": self.notes}
-
-
-def _step_rules(steps: int) -> dict[str, int]:
-    """The training values a recipe derives from its step count: ``log_every`` ``min(50, steps)`` and the
-    zoo's validation period ``steps // 5`` (each at least 1; design choice)."""
-    return {"log_every": max(1, min(50, int(steps))), "eval_every": max(1, int(steps) // 5)}
+                "warmup": r.warmup, "weight_decay": r.weight_decay, "eval_lengths": list(self.eval_lengths),
+                "length_curriculum": [list(pair) for pair in r.length_curriculum], "notes": self.notes}
 
 
 def recipe(kind: str, *, budget: int | None = None, config: dict[str, Any] | None = None,
-           data: str = "corpus:tinyshakespeare", steps: int = 1500, batch_size: int = 16, seq_len: int = 128,
-           lr: float = 3e-3, seed: int = 0, warmup: float = 0.02, weight_decay: float = 0.0,
-           eval_every: int | None = None, eval_tokens: int | None = 16384, final_eval: bool = True,
-           device: str = "auto", length_curriculum: Iterable[tuple[int, int]] = ()) -> RunSpec:
-    """The :class:`geomlab.training.runs.RunSpec` of a zoo or report recipe: the budget met within 5%
-    (``nearest_budget=False``), :data:`geomlab.training.runs.N_EVAL` evaluation sequences for synthetic tasks,
-    ``log_every`` ``min(50, steps)`` and the recipe's training values (:class:`geomlab.training.trainer.TrainConfig`;
-    ``warmup`` a fraction of ``steps``; ``length_curriculum`` ``(seq_len, steps)`` pairs trained first).
+           length_curriculum: Iterable[tuple[int, int]] = (), **values: Any) -> RunSpec:
+    """The :class:`geomlab.training.runs.RunSpec` of a zoo or report recipe: the ``zoo`` preset
+    (:data:`geomlab.training.runs.PRESETS`: the budget met within 5%, Tiny Shakespeare, 1500 steps x 16 windows,
+    validation every ``steps // 5`` steps on 16,384 targets, ``log_every`` ``min(50, steps)``) with ``values``
+    (any :class:`geomlab.training.runs.RunSpec` field: ``data``, ``steps``, ``lr``, ``warmup``, ``eval_every``
+    (0: no periodic evaluation), ...) over it.
 
     ``budget``: target effective parameter count (``config_for_budget``), or ``None`` when ``config`` is
-    complete; ``config``: model config keys (fixed for the budget search, or the whole config).
-    ``eval_every``: validation period in steps (``None``: the zoo's ``steps // 5``; 0: no periodic evaluation).
-    Source: design choice."""
-    rules = _step_rules(steps)
-    return RunSpec(kind=kind, params=budget, model_overrides=dict(config or {}), nearest_budget=False, data=data,
-                   steps=int(steps), batch_size=int(batch_size), seq_len=int(seq_len), lr=float(lr), seed=int(seed),
-                   device=device,
-                   train={"warmup": float(warmup), "weight_decay": float(weight_decay),
-                          "eval_every": rules["eval_every"] if eval_every is None else int(eval_every),
-                          "eval_tokens": eval_tokens, "final_eval": bool(final_eval), "log_every": rules["log_every"],
-                          "length_curriculum": tuple(tuple(pair) for pair in length_curriculum)})
+    complete; ``config``: model config keys (fixed for the budget search, or the whole config);
+    ``length_curriculum``: ``(seq_len, steps)`` pairs trained first. Source: design choice."""
+    return RunSpec.preset("zoo", kind=kind, params=budget, model_overrides=dict(config or {}),
+                          length_curriculum=tuple(tuple(pair) for pair in length_curriculum), **values)
 
 
 #: The converged recipe (docs/results.md): the campaign's full budget for the ~50K and ~100K rows (10,000 steps x 32 x
@@ -266,7 +251,7 @@ def scaled(entry: ZooEntry, steps_scale: float) -> ZooEntry:
         raise ZooError(f"steps_scale must be a positive number, got {steps_scale!r}")
     steps = max(1, int(round(entry.run.steps * steps_scale)))
     phases, used = [], 0
-    for n, k in entry.run.train.get("length_curriculum", ()):
+    for n, k in entry.run.length_curriculum:
         k = max(1, int(round(k * steps_scale)))
         if used + k > steps:
             break
@@ -276,8 +261,8 @@ def scaled(entry: ZooEntry, steps_scale: float) -> ZooEntry:
     if steps_scale != 1:
         notes = (f"[Rebuilt with --steps-scale {steps_scale}: steps and curriculum are scaled; step counts quoted "
                  f"below are the unscaled recipe's.] {notes}").strip()
-    train = {**entry.run.train, **_step_rules(steps), "length_curriculum": tuple(phases)}
-    return replace(entry, run=replace(entry.run, steps=steps, train=train), notes=notes)
+    run = replace(entry.run, steps=steps, length_curriculum=tuple(phases), **runs.step_rules("zoo", steps))
+    return replace(entry, run=run, notes=notes)
 
 
 # ----------------------------------------------------------------------------------------------- training
@@ -290,28 +275,24 @@ def make_task(spec: str):
 
 
 def train_and_evaluate(kind: str, task, *, budget: int | None = None, config: dict[str, Any] | None = None,
-                       steps: int, batch_size: int, seq_len: int, lr: float, seed: int = 0,
-                       warmup: float = 0.02, weight_decay: float = 0.0, eval_every: int = 0,
-                       eval_tokens: int | None = 16384, final_eval_tokens: int | None = None,
-                       device: str = "auto", callback: Callable | None = None,
-                       progress_bar: bool = False,
-                       length_curriculum: Iterable[tuple[int, int]] = ()) -> RunOutcome:
+                       final_eval_tokens: int | None = None, callback: Callable | None = None,
+                       progress_bar: bool = False, length_curriculum: Iterable[tuple[int, int]] = (),
+                       **values: Any) -> RunOutcome:
     """Build a model of ``kind`` for ``task``, train it and evaluate: :func:`geomlab.training.runs.run` of the
-    :class:`~geomlab.training.runs.RunSpec` these arguments describe (the budget met within 5%, the model built under
-    :func:`geomlab.core.rng.seeded` with ``seed``; ``log_every`` ``min(50, steps)``).
+    :func:`recipe` these arguments describe (``values``: ``steps``, ``batch_size``, ``seq_len``, ``lr``,
+    ``seed``, ``warmup``, ... over the zoo preset; the budget met within 5%, the model built under
+    :func:`geomlab.core.rng.seeded` with ``seed``; ``log_every`` ``min(50, steps)``; no periodic evaluation
+    unless ``eval_every`` is given, so ``train_time_s`` counts only training steps).
 
     ``final_eval_tokens=None`` evaluates the whole valid and test splits; an integer caps both (used by quick
-    reports on large corpora; the cap is reported). ``train_time_s`` counts only training steps
-    (``eval_every=0`` by default so no periodic evaluation runs). ``length_curriculum``: ``(seq_len, steps)``
-    pairs trained before the rest at ``seq_len``. Raises ``ValueError`` for a bad config and
+    reports on large corpora; the cap is reported). ``length_curriculum``: ``(seq_len, steps)`` pairs trained
+    before the rest at ``seq_len``. Raises ``ValueError`` for a bad config and
     :class:`geomlab.training.trainer.TrainingError` for a diverged run.
     """
     from geomlab.data.registry import task_string
 
-    spec = recipe(kind, budget=budget, config=config, data=task_string(task), steps=steps, batch_size=batch_size,
-                  seq_len=seq_len, lr=lr, seed=seed, warmup=warmup, weight_decay=weight_decay, eval_every=eval_every,
-                  eval_tokens=eval_tokens, final_eval=final_eval_tokens is None, device=device,
-                  length_curriculum=length_curriculum)
+    spec = recipe(kind, budget=budget, config=config, length_curriculum=length_curriculum,
+                  **{"data": task_string(task), "eval_every": 0, "final_eval": final_eval_tokens is None, **values})
     return runs.run(spec, task=task, final_eval_tokens=final_eval_tokens, callback=callback,
                     progress_bar=progress_bar)
 

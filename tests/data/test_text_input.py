@@ -21,7 +21,7 @@ from geomlab.data import LMTask, corpora, corpus_from_file, corpus_from_text
 from geomlab.data.errors import DataError
 from geomlab.data.vocab import decode_text, normalize_text, vocab_mismatch
 from geomlab.models import build_model
-from geomlab.training.trainer import TrainConfig, Trainer, seed_everything
+from geomlab.training.trainer import TrainConfig, Trainer
 
 BOM = "\ufeff"
 # printable text with line ends; no "\r" of its own (the test adds the Windows/old-Mac line ends)
@@ -124,7 +124,7 @@ def test_resume_on_a_text_with_another_vocabulary_is_refused_and_leaves_the_chec
 
 def test_from_checkpoint_refuses_another_vocabulary(tmp_path, tiny_text):
     task = LMTask(corpus_from_text(tiny_text))
-    seed_everything(0)
+    torch.manual_seed(0)
     model = build_model({"kind": "lstm", "vocab_size": task.vocab_size, "hidden": 8})
     res = Trainer(model, task, TrainConfig(steps=2, batch_size=2, seq_len=8, eval_every=0, device="cpu",
                                            final_eval=False), out=tmp_path / "r").run()
@@ -140,7 +140,7 @@ def test_from_checkpoint_refuses_another_vocabulary(tmp_path, tiny_text):
 def test_text_shorter_than_the_context_is_refused_with_the_length_needed(tmp_path, tiny_text, capsys):
     text = tiny_text[:150]  # train split: 135 characters
     task = LMTask(corpus_from_text(text))
-    seed_everything(0)
+    torch.manual_seed(0)
     model = build_model({"kind": "lstm", "vocab_size": task.vocab_size, "hidden": 8})
     with pytest.raises(DataError, match=r"training split .* has 135 characters.*seq_len=200 needs at least 201"
                                         r".*224 characters.*at most 134"):
@@ -177,7 +177,7 @@ def test_card_records_the_window_actually_trained(tmp_path_factory, n, seq_len):
         return x, y
 
     task.sample_batch = counting
-    seed_everything(0)
+    torch.manual_seed(0)
     model = build_model({"kind": "lstm", "vocab_size": task.vocab_size, "hidden": 4})
     cfg = TrainConfig(steps=2, batch_size=2, seq_len=seq_len, eval_every=0, device="cpu", final_eval=False)
     if len(task.tokens("train")) < seq_len + 1:

@@ -19,7 +19,7 @@ TINY = dict(kind="lstm", params=2_000, data="word-problem:S3", batch_size=4, seq
 
 
 def spec(**kw) -> live.RunSpec:
-    return live.RunSpec(**{**TINY, **kw})
+    return live.RunSpec.preset("app", **{**TINY, **kw})
 
 
 @pytest.fixture(autouse=True)

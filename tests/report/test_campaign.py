@@ -1,4 +1,4 @@
-"""The converged campaign (issue 20, :mod:`geomlab.report.campaign`): the half-decade ladder, the tuning rule
+"""The converged campaign (:mod:`geomlab.report.campaign` and its store, worker and results): the half-decade ladder, the tuning rule
 (widened when the best lr sits on an edge, at most ``max_widen`` times), the run store's locks, a run stopped
 and resumed giving the same numbers as one run through, the results (curves, seeds, equal training time) and
 the command line."""
@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 
 from geomlab.commands.cli import main
 from geomlab.report import campaign as cp
+from geomlab.report import results as res
+from geomlab.report import store as rs
+from geomlab.report import worker as wk
 from geomlab.report.protocol import COMPARISONS
 from geomlab.report.render import converged_comparison, render_markdown
 
@@ -63,7 +66,7 @@ def test_tuning_widens_at_an_edge_until_the_optimum_is_inside(tmp_path, text_fil
     """The best lr at the top of the grid adds the next half-decade; once the best is inside, the winner is
     set; the full-budget seeds then follow at it."""
     plan = tiny(text_file)
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     comp = COMPARISONS["ts-50k"]
     arm = comp.arms[1]
     pending, _, best, _ = cp.tuning_state(plan, store, comp, arm)
@@ -87,7 +90,7 @@ def test_tuning_stops_widening_and_says_so(tmp_path, text_file):
     """Always better lower: two half-decades are added below, then the winner stays on the edge with a note;
     a diverged lr counts as lost."""
     plan = tiny(text_file, max_widen=2)
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     comp, arm = COMPARISONS["ts-50k"], COMPARISONS["ts-50k"].arms[0]
     for _ in range(4):
         pending, _, best, note = cp.tuning_state(plan, store, comp, arm)
@@ -101,10 +104,10 @@ def test_tuning_stops_widening_and_says_so(tmp_path, text_file):
 
 def test_an_arm_whose_every_lr_diverged_plans_no_seeds(tmp_path, text_file):
     plan = tiny(text_file, steps=(("ts-50k", 8),))
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     comp = COMPARISONS["ts-50k"]
     _tune(plan, store, comp, comp.arms)
-    results = cp.collect(plan, store)
+    results = res.collect(plan, store)
     assert results["progress"]["done"] == results["progress"]["planned"] == 8
     assert results["progress"]["untimed_arms"] == 0
     assert all(r["status"].startswith("tuning failed") for r in results["comparisons"][0]["rows"])
@@ -112,7 +115,7 @@ def test_an_arm_whose_every_lr_diverged_plans_no_seeds(tmp_path, text_file):
 
 def test_warmup_dimension_where_it_matters(tmp_path, text_file):
     plan = tiny(text_file)
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     comp = COMPARISONS["grassmann-200k"]
     pending, *_ = cp.tuning_state(plan, store, comp, comp.arms[1])
     assert {(j.lr, j.warmup) for j in pending} == {(lr, wu) for lr in plan.lr_grid for wu in (0.02, 0.1)}
@@ -130,18 +133,18 @@ def test_locks_keep_two_workers_apart_and_die_with_their_worker(tmp_path, text_f
     """A lock held by another live process keeps the job from this one; when that process is killed (no
     clean-up at all) the job is free again; a finished job is never taken."""
     plan = tiny(text_file)
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     job = next(cp.jobs(plan, store))
     assert store.acquire(job) and store.held(job)
-    other = cp.RunStore(tmp_path)  # a second worker's view (same process: separate open files)
+    other = rs.RunStore(tmp_path)  # a second worker's view (same process: separate open files)
     assert other.held(job) and not other.acquire(job)
     store.release(job)
     assert not other.held(job)
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from geomlab.report import campaign as cp; "
+        "import sys, time; from pathlib import Path; from geomlab.report import store as rs; "
         "from geomlab.report.protocol import COMPARISONS as C; "
-        f"s = cp.RunStore({str(tmp_path)!r}); c = C['ts-50k']; "
-        f"j = cp.Job(c, c.arms[0], 'tune', {job.lr!r}, {job.warmup!r}, 0, {job.steps!r}); "
+        f"s = rs.RunStore({str(tmp_path)!r}); c = C['ts-50k']; "
+        f"j = rs.Job(c, c.arms[0], 'tune', {job.lr!r}, {job.warmup!r}, 0, {job.steps!r}); "
         "print(s.acquire(j), flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "True"
@@ -163,9 +166,9 @@ def test_a_gpu_run_resumes_on_the_worker_device(tmp_path, text_file):
     from geomlab.training.zoo import make_task
 
     plan = tiny(text_file, steps=(("ts-50k", 8),))
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     job = next(cp.jobs(plan, store))
-    built = runs.build(cp.job_spec(plan, job), task=make_task(str(text_file)), out=store.folder(job) / "ckpt")
+    built = runs.build(wk.job_spec(plan, job), task=make_task(str(text_file)), out=store.folder(job) / "ckpt")
     built.trainer.add_callback(lambda p: built.trainer.stop() if p.event == "eval" else None)
     built.trainer.run()
     meta = json.loads((store.folder(job) / "ckpt" / ckpt.META_FILE).read_text())
@@ -175,7 +178,7 @@ def test_a_gpu_run_resumes_on_the_worker_device(tmp_path, text_file):
     (store.folder(broken) / "ckpt").mkdir(parents=True)
     (store.folder(broken) / "ckpt" / "config.json").write_text("{not json")
     logs = []
-    cp.work(plan, store, log=logs.append, max_jobs=2, device="cpu")
+    wk.work(plan, store, log=logs.append, max_jobs=2, device="cpu")
     assert store.outcome(job)["status"] == "done"
     assert store.outcome(broken) is None and any("not trained" in m and broken.key in m for m in logs)
 
@@ -188,17 +191,17 @@ def test_a_stopped_run_resumes_to_the_same_numbers(tmp_path, text_file):
 
     plan = tiny(text_file)
     task = make_task(str(text_file))
-    job = cp.Job(COMPARISONS["ts-50k"], COMPARISONS["ts-50k"].arms[1], "full", 1e-2, 0.02, 0, 12)
-    a, b = cp.RunStore(tmp_path / "a"), cp.RunStore(tmp_path / "b")
-    through = cp.train_job(plan, a, job, task, log=lambda m: None)
-    built = runs.build(cp.job_spec(plan, job), task=task, out=b.folder(job) / "ckpt")
+    job = rs.Job(COMPARISONS["ts-50k"], COMPARISONS["ts-50k"].arms[1], "full", 1e-2, 0.02, 0, 12)
+    a, b = rs.RunStore(tmp_path / "a"), rs.RunStore(tmp_path / "b")
+    through = wk.train_job(plan, a, job, task, log=lambda m: None)
+    built = runs.build(wk.job_spec(plan, job), task=task, out=b.folder(job) / "ckpt")
     built.trainer.add_callback(lambda p: built.trainer.stop() if p.event == "eval" else None)
     assert built.trainer.run().status == "stopped" and built.trainer.step == 4
     assert b.step(job) == 4 and a.step(job) == 12
-    resumed = cp.train_job(plan, b, job, task, log=lambda m: None)
+    resumed = wk.train_job(plan, b, job, task, log=lambda m: None)
     assert resumed["status"] == through["status"] == "done"
     assert resumed["metrics"]["test_bpc"] == pytest.approx(through["metrics"]["test_bpc"], abs=1e-6)
-    assert [p[0] for p in cp.curve(resumed, plan.batch_size, plan.seq_len)] == [4, 8, 12]
+    assert [p[0] for p in res.curve(resumed, plan.batch_size, plan.seq_len)] == [4, 8, 12]
 
 
 # ------------------------------------------------------------------------------------------ the results
@@ -213,25 +216,25 @@ def _outcome(points, batch=4, seq=16):
 
 def test_curve_clock_and_interpolation():
     o = _outcome([(4, 64.0, 3.0), (8, 32.0, 2.0)])  # 64 tokens per 4 steps: 1 s, then 2 s
-    assert cp.curve(o, 4, 4) == [(4, 1.0, 3.0), (8, 3.0, 2.0)]
-    assert cp.at([(1.0, 3.0), (3.0, 2.0)], 2.0) == pytest.approx(2.5)
-    assert cp.at([(1.0, 3.0), (3.0, 2.0)], 4.0) is None
+    assert res.curve(o, 4, 4) == [(4, 1.0, 3.0), (8, 3.0, 2.0)]
+    assert res.at([(1.0, 3.0), (3.0, 2.0)], 2.0) == pytest.approx(2.5)
+    assert res.at([(1.0, 3.0), (3.0, 2.0)], 4.0) is None
 
 
 def test_equal_time_compares_at_the_shorter_training_time():
     fast = {"seeds": [0], "train_time_s": [2.0], "curves": [[(4, 1.0, 3.0), (8, 2.0, 2.5)]]}
     slow = {"seeds": [0], "train_time_s": [4.0], "curves": [[(4, 2.0, 2.8), (8, 4.0, 2.2)]]}
-    et = cp.equal_time(slow, fast)
+    et = res.equal_time(slow, fast)
     assert et["seconds"] == 2.0 and et["valid"] == pytest.approx(2.8) and et["baseline_valid"] == 2.5
     assert et["gap"] == pytest.approx(0.3)
-    assert cp.equal_time(fast, fast) is None
+    assert res.equal_time(fast, fast) is None
 
 
 def test_equal_time_keeps_every_seed_at_its_own_time():
     """Seeds of different lengths: each is compared at its own shorter time, so none drops out."""
     fast = {"seeds": [0, 1, 2], "curves": [[(4, 50.0, 3.0), (8, t, 2.5)] for t in (100.0, 101.0, 102.0)]}
     slow = {"seeds": [0, 1, 2], "curves": [[(4, 100.0, 2.8), (8, 200.0, 2.2)]] * 3}
-    et = cp.equal_time(slow, fast)
+    et = res.equal_time(slow, fast)
     assert et["seeds"] == 3 and et["seconds"] == pytest.approx(101.0)
     assert et["valid"] == pytest.approx(2.8 - 0.6 * 1 / 100)  # mean of 2.8, 2.794, 2.788 and et["baseline_valid"] == 2.5
 
@@ -241,11 +244,11 @@ def test_a_tiny_campaign_end_to_end(tmp_path, text_file):
     """Two workers' worth of jobs through :func:`work`, then :func:`collect` and the Markdown: every arm tuned
     (the winner inside its range or noted), both seeds finished, intervals and equal-time numbers present."""
     plan = tiny(text_file, steps=(("ts-50k", 12),))
-    store = cp.RunStore(tmp_path / "store")
-    n = cp.work(plan, store, log=lambda m: None)
+    store = rs.RunStore(tmp_path / "store")
+    n = wk.work(plan, store, log=lambda m: None)
     assert n >= 2 * (4 + 2) and list(cp.jobs(plan, store)) == []
-    assert cp.work(plan, store, log=lambda m: None) == 0  # nothing left: a second worker exits at once
-    results = cp.collect(plan, store)
+    assert wk.work(plan, store, log=lambda m: None) == 0  # nothing left: a second worker exits at once
+    results = res.collect(plan, store)
     rows = results["comparisons"][0]["rows"]
     for r in rows:
         assert r["seeds"] == [0, 1] and all(math.isfinite(x) for x in r["test"])
@@ -279,11 +282,11 @@ def test_a_tiny_campaign_end_to_end(tmp_path, text_file):
     json.dumps(results)  # the results file is plain JSON
     # the trace latency is measured once, kept beside the run, and read back by the next collect (measured
     # again each time, on a machine busy with workers, one model's number swung 10x between snapshots)
-    kept = sorted((tmp_path / "store").rglob(cp.TRACE_MS_FILE))
+    kept = sorted((tmp_path / "store").rglob(res.TRACE_MS_FILE))
     assert len(kept) == len(rows) and all(r["trace_ms"] > 0 for r in rows)
     for f in kept:
         f.write_text(json.dumps({"trace_ms": 123.0, "length": 128}), encoding="utf-8")
-    assert [r["trace_ms"] for r in cp.collect(plan, store)["comparisons"][0]["rows"]] == [123.0] * len(rows)
+    assert [r["trace_ms"] for r in res.collect(plan, store)["comparisons"][0]["rows"]] == [123.0] * len(rows)
 
 
 # ------------------------------------------------------------------------------------------ command line
@@ -364,7 +367,7 @@ def test_the_zoo_models_train_one_seed_after_tuning(tmp_path, text_file):
     """The zoo's extra models (no baseline) get the same tuning and one full-budget seed; the report renders
     them without a gap."""
     plan = tiny(text_file, steps=(("zoo-ts", 8),), lr_from=())
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     comp = cp.ZOO_TS
     for arm in comp.arms:
         for _ in range(3):
@@ -374,7 +377,7 @@ def test_the_zoo_models_train_one_seed_after_tuning(tmp_path, text_file):
     n = len(comp.arms)
     tunes = sum(4 * len(plan.warmups_for(comp.key, a.label)) for a in comp.arms)  # the Grassmann tries 2 warm-ups
     assert len(full) == n and {(j.phase, j.lr, j.seed) for j in full} == {("full", 3e-3, 0)}
-    results = cp.collect(plan, store)
+    results = res.collect(plan, store)
     assert {k: results["progress"][k] for k in ("done", "planned", "untimed_arms")} == {
         "done": tunes, "planned": tunes + n, "untimed_arms": n}  # the fake outcomes carry no CPU time
     assert "Not a comparison" in render_markdown(results)
@@ -390,9 +393,9 @@ def test_a_borrowed_lr_waits_for_its_source_and_follows_its_step_down(tmp_path, 
     seeds at that lr, and steps down with the source's row when a source seed diverged."""
     zoo_lstm = ("zoo-ts", "LSTM, ~100K")
     plan = tiny(text_file, steps=(("ts-50k", 10), ("zoo-ts", 8)), lr_from=((zoo_lstm, ("ts-50k", "LSTM")),))
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     arm = next(a for a in cp.ZOO_TS.arms if a.label == zoo_lstm[1])
-    row = cp.arm_row(plan, store, cp.ZOO_TS, arm)
+    row = res.arm_row(plan, store, cp.ZOO_TS, arm)
     assert row["status"] == "waits for the lr of ts-50k / LSTM" and row["planned_seeds"] == [0]
     assert not [j for j in cp.jobs(plan, store) if j.arm is arm]
     src_comp, src = COMPARISONS["ts-50k"], COMPARISONS["ts-50k"].arms[1]
@@ -403,9 +406,9 @@ def test_a_borrowed_lr_waits_for_its_source_and_follows_its_step_down(tmp_path, 
     store.folder(first).mkdir(parents=True, exist_ok=True)
     store.write(first, "outcome.json", {"status": "failed", "error": "step 7: the loss is not finite"})
     assert [j.lr for j in cp.jobs(plan, store) if j.arm is arm] == [3e-3]
-    row = cp.arm_row(plan, store, cp.ZOO_TS, arm)
+    row = res.arm_row(plan, store, cp.ZOO_TS, arm)
     assert row["tuning"] == [] and row["lr"] == 3e-3 and row["tuning_note"] == "lr of ts-50k / LSTM"
-    assert "zoo-ts / LSTM, ~100K ← ts-50k / LSTM" in render_markdown(cp.collect(plan, store))
+    assert "zoo-ts / LSTM, ~100K ← ts-50k / LSTM" in render_markdown(res.collect(plan, store))
 
 
 def test_a_source_outside_the_campaign_is_refused(text_file):
@@ -417,7 +420,7 @@ def test_a_source_outside_the_campaign_is_refused(text_file):
 def test_full_runs_go_seed_by_seed_across_arms(tmp_path, text_file):
     """Once both arms are tuned, seed 0 of each comes before seed 1 of either (a first paired seed early)."""
     plan = tiny(text_file, steps=(("ts-50k", 8),))
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     comp = COMPARISONS["ts-50k"]
     _tune(plan, store, comp, comp.arms, {1e-3: 3.0, 3e-3: 2.8, 1e-2: 2.5, 3e-2: 2.6})
     order = [(j.arm.label, j.seed) for j in cp.jobs(plan, store)]
@@ -429,7 +432,7 @@ def test_a_one_seed_row_trains_its_decided_arms_before_the_others_tuning(tmp_pat
     the other arms' tuning runs come after it."""
     zoo_lstm = ("zoo-ts", "LSTM, ~100K")
     plan = tiny(text_file, steps=(("ts-50k", 10), ("zoo-ts", 8)), lr_from=((zoo_lstm, ("ts-50k", "LSTM")),))
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     src_comp = COMPARISONS["ts-50k"]
     _tune(plan, store, src_comp, src_comp.arms, {1e-3: 3.0, 3e-3: 2.8, 1e-2: 2.5, 3e-2: 2.6})
     zoo = [(j.arm.label, j.phase) for j in cp.jobs(plan, store) if j.comp.key == "zoo-ts"]
@@ -442,7 +445,7 @@ def test_a_one_seed_row_trains_its_decided_arms_before_the_others_tuning(tmp_pat
 
 def test_late_arms_come_after_every_other_run(tmp_path, text_file):
     plan = tiny(text_file, steps=(("ts-100k", 8), ("ts-50k", 8)))
-    order = [(j.comp.key, j.arm.label) for j in cp.jobs(plan, cp.RunStore(tmp_path))]
+    order = [(j.comp.key, j.arm.label) for j in cp.jobs(plan, rs.RunStore(tmp_path))]
     late = ("ts-100k", "OSMFormer O(d), identity mixing")
     assert order[-4:] == [late] * 4 and late not in order[:-4]
     assert order[0][0] == "ts-100k" and ("ts-50k", "LSTM") in order[:-4]
@@ -452,7 +455,7 @@ def test_late_entries_keep_their_order_and_a_star_takes_a_whole_comparison(tmp_p
     """The scaling points (``"*"``: every arm) wait after the identity-mixing arm, which waits after the rest."""
     late = ("ts-100k", "OSMFormer O(d), identity mixing")
     plan = tiny(text_file, steps=(("ts-scaling", 8), ("ts-100k", 8)), late=(late, ("ts-scaling", "*")))
-    order = [(j.comp.key, j.arm.label) for j in cp.jobs(plan, cp.RunStore(tmp_path))]
+    order = [(j.comp.key, j.arm.label) for j in cp.jobs(plan, rs.RunStore(tmp_path))]
     n_scaling = 4 * len(COMPARISONS["ts-scaling"].arms)
     assert len(order) == 4 * len(COMPARISONS["ts-100k"].arms) + n_scaling
     assert {k for k, _ in order[-n_scaling:]} == {"ts-scaling"}
@@ -462,7 +465,7 @@ def test_late_entries_keep_their_order_and_a_star_takes_a_whole_comparison(tmp_p
 
 def test_a_one_lr_grid_is_widened_too(tmp_path, text_file):
     plan = tiny(text_file, lr_grid=(1e-2,), max_widen=1)
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     comp, arm = COMPARISONS["ts-50k"], COMPARISONS["ts-50k"].arms[1]
     seen = []
     for _ in range(4):
@@ -477,7 +480,7 @@ def test_a_seed_that_diverges_at_the_full_budget_steps_the_row_down(tmp_path, te
     """The tuning's winner diverged on a full-budget seed: every seed of the row trains a half-decade lower,
     and the report says why."""
     plan = tiny(text_file, steps=(("ts-50k", 8),))
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     comp, arm = COMPARISONS["ts-50k"], COMPARISONS["ts-50k"].arms[1]
     for j in cp.tuning_state(plan, store, comp, arm)[0]:
         _fake_outcome(store, j, {1e-3: 3.0, 3e-3: 2.8, 1e-2: 2.5, 3e-2: 2.6}[j.lr])
@@ -488,7 +491,7 @@ def test_a_seed_that_diverges_at_the_full_budget_steps_the_row_down(tmp_path, te
     store.write(job, "outcome.json", {"status": "failed", "error": "step 2675: the gradient norm overflowed"})
     again = [j for j in cp.jobs(plan, store, ("ts-50k",)) if j.arm is arm]
     assert [(j.lr, j.seed) for j in again] == [(3e-3, 0), (3e-3, 1)]
-    row = cp.arm_row(plan, store, comp, arm)
+    row = res.arm_row(plan, store, comp, arm)
     assert row["lr"] == 3e-3 and row["tuned_lr"] == 1e-2 and row["status"] == "0 of 2 seeds finished"
     assert row["full_notes"] == ["lr 0.01 diverged at the full budget (seed 0, step 2,675): the seeds train at 0.003"]
 
@@ -591,7 +594,7 @@ def test_an_arm_can_have_its_own_warmups(tmp_path, text_file):
     the comparison's (the zoo's post-norm Grassmann tries 10% as well)."""
     comp = COMPARISONS["ts-50k"]
     plan = tiny(text_file, warmups=((f"ts-50k / {comp.arms[1].label}", (0.02, 0.1)),))
-    store = cp.RunStore(tmp_path)
+    store = rs.RunStore(tmp_path)
     grids = {a.label: {(j.lr, j.warmup) for j in cp.tuning_state(plan, store, comp, a)[0]} for a in comp.arms}
     assert {w for _, w in grids[comp.arms[1].label]} == {0.02, 0.1} and len(grids[comp.arms[1].label]) == 8
     assert {w for _, w in grids[comp.arms[0].label]} == {plan.warmup}
@@ -605,8 +608,8 @@ def test_collected_params_are_counted_again_from_the_config():
     from geomlab.models import build_model, count_params
 
     cfg = {"kind": "osmformer", "vocab_size": 66, "group": "T", "d": 26, "n_layers": 2, "mixing": "linear"}
-    assert cp._effective_params({"config": cfg, "params": 93_723}) == count_params(build_model(cfg)) == 7_923
-    assert cp._effective_params({"config": {"kind": "no-such-kind"}, "params": 5}) == 5
+    assert res._effective_params({"config": cfg, "params": 93_723}) == count_params(build_model(cfg)) == 7_923
+    assert res._effective_params({"config": {"kind": "no-such-kind"}, "params": 5}) == 5
 
 
 # ------------------------------------------------------------------------------------------ a new machine
@@ -624,21 +627,21 @@ def test_restore_from_a_report_resumes_where_it_stopped(tmp_path, text_file):
     restore writes nothing; a file that is not a converged report is refused."""
     plan = tiny(text_file, steps=(("ts-50k", 12),))
     comp = COMPARISONS["ts-50k"]
-    old = cp.RunStore(tmp_path / "old")
+    old = rs.RunStore(tmp_path / "old")
     _tune(plan, old, comp, comp.arms, {1e-3: 3.0, 3e-3: 2.0, 1e-2: 2.5, 3e-2: 2.9})
     osm, lstm = comp.arms
-    diverged = cp.Job(comp, osm, "full", 3e-3, plan.warmup, 0, 12)
+    diverged = rs.Job(comp, osm, "full", 3e-3, plan.warmup, 0, 12)
     old.folder(diverged).mkdir(parents=True)
     old.write(diverged, "outcome.json", {"status": "failed", "error": "step 7: the loss is not finite"})
-    _finish(old, cp.Job(comp, osm, "full", 1e-3, plan.warmup, 0, 12), 2.4, 2.5,
+    _finish(old, rs.Job(comp, osm, "full", 1e-3, plan.warmup, 0, 12), 2.4, 2.5,
             [(4, 64.0, 3.0), (8, 32.0, 2.6), (12, 64.0, 2.4)])
-    _finish(old, cp.Job(comp, lstm, "full", 3e-3, plan.warmup, 0, 12), 2.2, 2.3, [(4, 128.0, 2.9), (12, 64.0, 2.2)])
-    _finish(old, cp.Job(comp, lstm, "full", 3e-3, plan.warmup, 1, 12), 2.3, 2.35, [(4, 128.0, 2.8), (12, 64.0, 2.3)])
-    before = cp.collect(plan, old)
-    new = cp.RunStore(tmp_path / "new")
-    assert cp.restore(plan, new, json.loads(json.dumps(before))) == 4 + 4 + 1 + 3
-    assert cp.restore(plan, new, before) == 0
-    after = cp.collect(plan, new)
+    _finish(old, rs.Job(comp, lstm, "full", 3e-3, plan.warmup, 0, 12), 2.2, 2.3, [(4, 128.0, 2.9), (12, 64.0, 2.2)])
+    _finish(old, rs.Job(comp, lstm, "full", 3e-3, plan.warmup, 1, 12), 2.3, 2.35, [(4, 128.0, 2.8), (12, 64.0, 2.3)])
+    before = res.collect(plan, old)
+    new = rs.RunStore(tmp_path / "new")
+    assert res.restore(plan, new, json.loads(json.dumps(before))) == 4 + 4 + 1 + 3
+    assert res.restore(plan, new, before) == 0
+    after = res.collect(plan, new)
     for a, b in zip(before["comparisons"][0]["rows"], after["comparisons"][0]["rows"]):
         for k in ("tuning", "lr", "warmup", "full_notes", "seeds", "valid", "test", "failed_seeds", "status",
                   "test_ci95", "train_time_s", "cpu_s", "params", "params_stored", "late_gain"):
@@ -650,7 +653,7 @@ def test_restore_from_a_report_resumes_where_it_stopped(tmp_path, text_file):
     assert after["progress"]["done"] == before["progress"]["done"]
     for bad in ({"kind": "report"}, []):
         with pytest.raises(ValueError, match="not a converged report"):
-            cp.restore(plan, new, bad)
+            res.restore(plan, new, bad)
 
 
 def test_cli_restore_then_collect(tmp_path, text_file, capsys):
@@ -658,9 +661,9 @@ def test_cli_restore_then_collect(tmp_path, text_file, capsys):
     plan_json = tmp_path / "results.json"
     plan = cp.Campaign(corpus_override=str(text_file))
     comp = COMPARISONS["ts-50k"]
-    old = cp.RunStore(tmp_path / "old")
+    old = rs.RunStore(tmp_path / "old")
     _tune(plan, old, comp, comp.arms[:1], {1e-3: 3.0, 3e-3: 2.0, 1e-2: 2.5, 3e-2: 2.9})
-    plan_json.write_text(json.dumps(cp.collect(plan, old, ("ts-50k",))), encoding="utf-8")
+    plan_json.write_text(json.dumps(res.collect(plan, old, ("ts-50k",))), encoding="utf-8")
     out = tmp_path / "conv" / "results.md"
     rc = main(["report", "--converged", "--collect", "--restore", str(plan_json), "--store", str(tmp_path / "new"),
                "--corpus-file", str(text_file), "--only", "ts-50k", "--out", str(out), "--no-png"])

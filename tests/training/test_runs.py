@@ -1,4 +1,4 @@
-"""geomlab.training.runs: one run spec, one way to build (task, model, trainer) and run it (issue 18, knot 1)."""
+"""geomlab.training.runs: one run spec, one way to build (task, model, trainer) and run it."""
 
 from __future__ import annotations
 
@@ -14,16 +14,26 @@ from geomlab.data.word_problem import WordProblemTask
 TINY = dict(kind="lstm", params=2_000, data="word-problem:S3", steps=4, batch_size=2, seq_len=8, lr=3e-3, seed=0)
 
 
-def test_the_run_defaults_and_the_train_overrides():
-    cfg = runs.RunSpec(**TINY).train_config()
+def test_the_one_set_of_defaults_and_the_presets():
+    from geomlab.training.config import Recipe, TrainConfig
+
+    assert runs.RunSpec(**TINY).train_config() == TrainConfig(**{**Recipe().recipe_dict(), **{
+        k: v for k, v in TINY.items() if k in ("steps", "batch_size", "seq_len", "lr", "seed")}})
+    cfg = runs.RunSpec.preset("app", **TINY).train_config()  # the app's live runs
     assert (cfg.steps, cfg.batch_size, cfg.seq_len, cfg.seed) == (4, 2, 8, 0)
     assert cfg.eval_every == 1 and cfg.eval_tokens == 4096 and cfg.log_every == 1 and cfg.warmup == 0.05
-    long = runs.RunSpec(**{**TINY, "steps": 1000}).train_config()
+    long = runs.RunSpec.preset("app", **{**TINY, "steps": 1000}).train_config()
     assert long.eval_every == 100 and long.log_every == 10
-    tuned = runs.RunSpec(**TINY, train={"eval_every": 0, "warmup": 0.02, "length_curriculum": [(2, 2)]}).train_config()
+    app = runs.RunSpec.preset("app")  # the Train page's form starts here
+    assert (app.steps, app.batch_size, app.seq_len, app.lr, app.data) == (200, 16, 8, 1e-2, "word-problem:Z5")
+    assert (app.eval_every, app.log_every) == (20, 4)
+    tuned = runs.RunSpec.preset("app", **TINY, eval_every=0, warmup=0.02, length_curriculum=[(2, 2)]).train_config()
     assert tuned.eval_every == 0 and tuned.warmup == 0.02 and tuned.length_curriculum == ((2, 2),)
     with pytest.raises(ValueError, match="length_curriculum"):
-        runs.RunSpec(**TINY, train={"length_curriculum": [(16, 2)]}).train_config()
+        runs.RunSpec(**TINY, length_curriculum=[(16, 2)]).train_config()
+    zoo_spec = runs.RunSpec.preset("zoo", kind="lstm", steps=1000)
+    assert (zoo_spec.eval_every, zoo_spec.log_every, zoo_spec.eval_tokens, zoo_spec.nearest_budget) == (200, 50, 16384,
+                                                                                                      False)
 
 
 def test_the_task_follows_the_spec(tmp_path, monkeypatch):
@@ -74,7 +84,7 @@ def test_every_caller_trains_the_same_run_from_the_same_description(tmp_path, mo
     """The zoo's train_and_evaluate, runs.run and a live run give the same weights for one description."""
     monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
     train = {"warmup": 0.02, "eval_every": 0, "eval_tokens": 16384, "log_every": 4, "final_eval": True}
-    spec = runs.RunSpec(**TINY, nearest_budget=False, train=train, threads=1)
+    spec = runs.RunSpec(**TINY, nearest_budget=False, **train, threads=1)
     direct = runs.run(spec)
     via_zoo = zoo.train_and_evaluate("lstm", zoo.make_task("word-problem:S3:8"), budget=2_000, steps=4,
                                      batch_size=2, seq_len=8, lr=3e-3, seed=0)

@@ -148,7 +148,7 @@ def test_read_only_log_dir_is_one_line_before_training(text_file, tmp_path, caps
 def test_live_run_logs_its_history(tmp_path, monkeypatch):
     monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
     logs = tmp_path / "live-tb"
-    spec = live.RunSpec(kind="lstm", params=2_000, data="word-problem:S3", batch_size=4, seq_len=8, steps=8, threads=1,
+    spec = live.RunSpec.preset("app", kind="lstm", params=2_000, data="word-problem:S3", batch_size=4, seq_len=8, steps=8, threads=1,
                         device="cpu")
     run = live.LiveRun(spec, log_dir=logs).start()
     assert run.join(120)

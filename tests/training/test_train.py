@@ -13,7 +13,7 @@ from geomlab.data import LMTask, corpus_from_text
 from geomlab.data.word_problem import WordProblemTask
 from geomlab.models import build_model, config_for_budget, count_params
 from geomlab.training.trainer import (
-    Progress, TrainConfig, Trainer, TrainingError, bpc, generate, resolve_device, seed_everything,
+    Progress, TrainConfig, Trainer, TrainingError, bpc, generate, resolve_device,
 )
 
 
@@ -23,7 +23,7 @@ def task(tiny_text):
 
 
 def _model(task, seed=0, **kw):
-    seed_everything(seed)
+    torch.manual_seed(seed)
     return build_model({"kind": "lstm", "vocab_size": task.vocab_size, "hidden": 16, **kw})
 
 
@@ -217,7 +217,7 @@ def test_overflowing_gradient_norm_is_named(task, tmp_path):
 
 def test_word_problem_task_trains(tmp_path):
     task = WordProblemTask("parity", length=16, n_eval=128)
-    seed_everything(0)
+    torch.manual_seed(0)
     model = build_model({"kind": "lstm", "vocab_size": task.vocab_size, "hidden": 32})
     cfg = TrainConfig(steps=400, batch_size=32, seq_len=16, lr=1e-2, warmup=0.05, eval_every=0, device="cpu")
     res = Trainer(model, task, cfg, out=tmp_path / "wp").run()
@@ -337,7 +337,7 @@ def test_trainer_follows_the_length_curriculum(tmp_path):
         return real(batch_size, seq_len, generator)
 
     task.sample_batch = spy
-    seed_everything(0)
+    torch.manual_seed(0)
     model = build_model({"kind": "lstm", "vocab_size": task.vocab_size, "hidden": 8})
     cfg = TrainConfig(steps=6, batch_size=2, seq_len=8, eval_every=0, device="cpu", final_eval=False,
                       length_curriculum=[(2, 2), (4, 1)])

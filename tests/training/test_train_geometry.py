@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from geomlab.live import runner as live
 from geomlab.live import probes
+from geomlab.live import tap
 from geomlab.figures import FigureError
 from geomlab.figures.curves import probe_history, run_overlay
 
@@ -36,10 +37,10 @@ def runs(tmp_path, monkeypatch):
 def osm_spec(**kw) -> live.RunSpec:
     base = dict(kind="osm-rnn", group="O", params=2_000, data="word-problem:Z5", steps=30, batch_size=4, seq_len=8,
                 lr=1e-2, seed=3, threads=1, eval_every=10)
-    return live.RunSpec(**{**base, **kw})
+    return live.RunSpec.preset("app", **{**base, **kw})
 
 
-def figure_arrays(probe: live.Probe) -> np.ndarray:
+def figure_arrays(probe: probes.Probe) -> np.ndarray:
     """Every number the probe's figure draws (frames included), as one flat array."""
     spec = json.loads(probe.view.figure.to_json())
     out = []
@@ -66,8 +67,8 @@ def figure_arrays(probe: live.Probe) -> np.ndarray:
 def test_probe_follows_training_and_never_disturbs_it(runs, monkeypatch):
     """The probe of a run changes as it trains; a watched run ends with exactly the weights and losses of an
     unwatched one (same seed), and probing draws nothing from torch's global generator."""
-    monkeypatch.setattr(live, "PROBE_EVERY_S", 0.0)  # copy and trace at every logging step: the most disturbance
-    monkeypatch.setattr(live, "PROBE_BUDGET", 1.0)
+    monkeypatch.setattr(tap, "PROBE_EVERY_S", 0.0)  # copy and trace at every logging step: the most disturbance
+    monkeypatch.setattr(tap, "PROBE_BUDGET", 1.0)
     ref = live.LiveRun(osm_spec(), work_dir=runs / "ref").start()
     assert live.wait_for(ref, lambda s: not s.active, timeout=TIMEOUT).state == "finished"
 
@@ -103,7 +104,7 @@ def test_probe_follows_training_and_never_disturbs_it(runs, monkeypatch):
     assert not np.allclose(first.curve.y, last.curve.y)
     # the history keeps the first probe and the newest, oldest first
     steps = [s for s, _ in last.history]
-    assert steps[0] == 0 and steps[-1] == 30 and steps == sorted(steps) and len(steps) <= live.PROBE_HISTORY
+    assert steps[0] == 0 and steps[-1] == 30 and steps == sorted(steps) and len(steps) <= tap.PROBE_HISTORY
     # the same probe object for every viewer of the same weights (one trace)
     assert run.probe() is last
     # same loss curve and bit-identical weights with and without viewers
@@ -116,16 +117,16 @@ def test_probe_follows_training_and_never_disturbs_it(runs, monkeypatch):
 
 def test_probes_take_at_most_their_budget_of_the_training_thread(runs, monkeypatch):
     """A slow probe (here 50 ms) is made less often instead of slowing training beyond PROBE_BUDGET."""
-    monkeypatch.setattr(live, "PROBE_EVERY_S", 0.0)
-    run = live.LiveRun(osm_spec(steps=200, eval_every=0), work_dir=runs / "budget")
-    served, serve = [], run._serve_probe
+    monkeypatch.setattr(tap, "PROBE_EVERY_S", 0.0)
+    run = live.LiveRun(osm_spec(steps=200, eval_every=20), work_dir=runs / "budget")
+    served, serve = [], run._tap.serve
 
     def slow_serve():
         time.sleep(0.05)
         served.append(time.monotonic())
         serve()
 
-    run._serve_probe = slow_serve
+    run._tap.serve = slow_serve
     stop = threading.Event()
 
     def viewer():
@@ -141,13 +142,13 @@ def test_probes_take_at_most_their_budget_of_the_training_thread(runs, monkeypat
     t.join(10)
     assert snap.state == "finished" and len(served) >= 2  # at least the start and the end
     # without the budget: one probe per logging step (50 here); with it, 50 ms each <= 4% of the time + 2
-    assert len(served) <= 2 + snap.elapsed_s * live.PROBE_BUDGET / 0.05 + 1, (len(served), snap.elapsed_s)
+    assert len(served) <= 2 + snap.elapsed_s * tap.PROBE_BUDGET / 0.05 + 1, (len(served), snap.elapsed_s)
 
 
 def test_an_unwatched_run_copies_nothing(runs):
     run = live.LiveRun(osm_spec(steps=10), work_dir=runs / "quiet").start()
     live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
-    assert run._probe_weights is None and run._probe_model is None
+    assert run._tap.weights is None and run._tap.model is None
 
 
 @pytest.mark.parametrize("kind, extra, figure", [
@@ -161,7 +162,7 @@ def test_an_unwatched_run_copies_nothing(runs):
 ])
 @pytest.mark.parametrize("data", ["word-problem:S3", "text"])
 def test_the_figure_fits_the_kind(kind, extra, figure, data):
-    spec = live.RunSpec(**{"kind": kind, "params": 2_000, "data": data, "text": TEXT if data == "text" else None,
+    spec = live.RunSpec.preset("app", **{"kind": kind, "params": 2_000, "data": data, "text": TEXT if data == "text" else None,
                             "steps": 5, "seq_len": 8, "threads": 1, **extra})
     probe = live.LiveRun(spec).probe()
     assert probe is not None and probe.step == 0
@@ -178,13 +179,13 @@ def test_the_figure_fits_the_kind(kind, extra, figure, data):
 
 def test_probe_tokens_are_fixed_and_sized():
     task = live.build_task(live.RunSpec(data="word-problem:S3", seq_len=8))
-    a = live.probe_tokens(task, live.RunSpec(data="word-problem:S3", seq_len=8))
-    b = live.probe_tokens(task, live.RunSpec(data="word-problem:S3", seq_len=8))
+    a = probes.probe_tokens(task, live.RunSpec(data="word-problem:S3", seq_len=8))
+    b = probes.probe_tokens(task, live.RunSpec(data="word-problem:S3", seq_len=8))
     assert a.shape == (1, 32) and torch.equal(a, b)  # at least 32 positions, the same every time
-    long = live.probe_tokens(task, live.RunSpec(data="word-problem:S3", seq_len=500))
+    long = probes.probe_tokens(task, live.RunSpec(data="word-problem:S3", seq_len=500))
     assert long.shape == (1, probes.PROBE_POSITIONS)
     text = live.build_task(live.RunSpec(data="text", text=TEXT * 4))
-    t = live.probe_tokens(text, live.RunSpec(data="text", text=TEXT * 4))
+    t = probes.probe_tokens(text, live.RunSpec(data="text", text=TEXT * 4))
     assert torch.equal(t[0], text.tokens("valid")[:t.shape[1]])
 
 
@@ -231,7 +232,7 @@ def test_overlay_has_one_training_trace_per_run_each_in_its_own_colour():
 
 
 def test_probe_history_draws_one_line_per_probe_dark_to_light():
-    curves = [(s, live.ProbeCurve(np.arange(4.0), np.arange(4.0) * s, "position t", "d (rad)", "distance"))
+    curves = [(s, probes.ProbeCurve(np.arange(4.0), np.arange(4.0) * s, "position t", "d (rad)", "distance"))
               for s in (0, 10, 20)]
     fig, caption = probe_history(curves)
     assert [t.name for t in fig.data] == ["step 0", "step 10", "step 20"]
@@ -259,7 +260,7 @@ def _page(run_id: str) -> AppTest:
 
 
 def test_train_page_shows_geometry_now_while_training_and_overlays_runs():
-    other = live.REGISTRY.create(live.RunSpec(kind="lstm", params=2_000, steps=3, batch_size=2, seq_len=8,
+    other = live.REGISTRY.create(live.RunSpec.preset("app", kind="lstm", params=2_000, steps=3, batch_size=2, seq_len=8,
                                               threads=1))
     other.start()
     live.wait_for(other, lambda s: not s.active, timeout=TIMEOUT)
@@ -272,7 +273,7 @@ def test_train_page_shows_geometry_now_while_training_and_overlays_runs():
         # the first visit asks for the weights; the training thread copies them at its next logging step and
         # traces the copy there (wait for the probe itself: under load the trace takes a while after the copy)
         deadline = time.monotonic() + TIMEOUT
-        while run._probe_last is None and time.monotonic() < deadline:
+        while run._tap.last is None and time.monotonic() < deadline:
             time.sleep(0.05)
         at.run()
         assert not at.exception
@@ -293,7 +294,7 @@ def test_train_page_shows_geometry_now_while_training_and_overlays_runs():
 
 
 def test_train_page_says_when_a_kind_has_no_geometry_view():
-    run = live.REGISTRY.create(live.RunSpec(kind="lstm", params=2_000, steps=3, batch_size=2, seq_len=8,
+    run = live.REGISTRY.create(live.RunSpec.preset("app", kind="lstm", params=2_000, steps=3, batch_size=2, seq_len=8,
                                             threads=1))
     try:
         run.start()

@@ -28,7 +28,7 @@ def test_recipes_are_complete_and_unique():
     assert {"O", "U", "T"} <= groups
     wp = [e for e in zoo.ZOO if e.run.data.startswith("word-problem:S5")]
     assert {e.run.model_overrides.get("group") for e in wp} == {"O", "T"}
-    assert all(sum(k for _, k in e.run.train["length_curriculum"]) < e.run.steps for e in wp)  # S5 needs it
+    assert all(sum(k for _, k in e.run.length_curriculum) < e.run.steps for e in wp)  # S5 needs it
     for e in zoo.ZOO:
         r = e.run
         assert r.steps >= 1 and r.batch_size >= 1 and r.seq_len >= 1 and r.lr > 0
@@ -63,19 +63,19 @@ def test_steps_scale(scale, expected):
     run = zoo.scaled(e, scale).run
     assert run.steps == expected
     # the values derived from the steps follow them
-    assert run.train["log_every"] == min(50, expected) and run.train["eval_every"] == max(1, expected // 5)
+    assert run.log_every == min(50, expected) and run.eval_every == max(1, expected // 5)
     assert run.train_config().steps == expected
 
 
 def test_steps_scale_scales_the_length_curriculum():
     e = zoo.ZooEntry("x", "t", "d", zoo.recipe("lstm", config={"hidden": 8}, steps=1000,
                                                 length_curriculum=((2, 300), (4, 300))))
-    assert zoo.scaled(e, 0.1).run.train["length_curriculum"] == ((2, 30), (4, 30))
+    assert zoo.scaled(e, 0.1).run.length_curriculum == ((2, 30), (4, 30))
     assert "--steps-scale 0.1" in zoo.scaled(e, 0.1).notes and zoo.scaled(e, 1).notes == e.notes
     tiny = zoo.scaled(e, 0.001)  # 1 step: only the first phase fits
-    assert tiny.run.steps == 1 and tiny.run.train["length_curriculum"] == ((2, 1),)
+    assert tiny.run.steps == 1 and tiny.run.length_curriculum == ((2, 1),)
     assert tiny.run.train_config().length_curriculum == ((2, 1),)  # a valid TrainConfig
-    assert e.run.steps == 1000 and e.run.train["length_curriculum"] == ((2, 300), (4, 300))  # e unchanged
+    assert e.run.steps == 1000 and e.run.length_curriculum == ((2, 300), (4, 300))  # e unchanged
 
 
 @pytest.mark.parametrize("scale", [0, -1, float("nan"), float("inf"), "2"])
@@ -175,7 +175,7 @@ def test_adopt_entry_takes_a_finished_run_of_the_recipe_only(tmp_path, tiny_text
         zoo.adopt_entry(entry, tmp_path / "mixed", tmp_path / "zoo4", log=None)
     strided = zoo.recipe("lstm", data=str(text_file), config={"hidden": 16}, steps=6, batch_size=2, seq_len=16,
                          seed=3, eval_every=0)
-    strided.train["eval_stride"] = 4
+    strided.eval_stride = 4
     runs.build(strided, out=tmp_path / "strided").trainer.run()
     with pytest.raises(zoo.ZooError, match="not the full splits in windows of 16"):
         zoo.adopt_entry(entry, tmp_path / "strided", tmp_path / "zoo5", log=None)
