@@ -115,5 +115,13 @@ def count_params(model: SequenceModel, which: str = "effective") -> int:
 
 __all__ = [
     "SequenceModel", "register", "kinds", "model_class", "model_config", "full_config", "build_model",
-    "config_for_budget", "count_params",
+    "config_for_budget", "count_params", "kinds_of",
 ]
+
+
+def kinds_of(family) -> list[str]:
+    """The registered kinds of ``family`` (a :class:`~geomlab.models.family.Family` or its name), in
+    registration order (the order of ``_FAMILIES``, then of the classes in each module)."""
+    name = getattr(family, "name", family)
+    _load_families()
+    return [k for k, cls in _REGISTRY.items() if cls.family.name == name]

@@ -1,0 +1,34 @@
+"""Model families declared once: every registered kind points to one of the declared families, and the trace
+it records is the one its family record names."""
+
+from __future__ import annotations
+
+import pytest
+
+from geomlab.models import kinds, kinds_of, model_class
+from geomlab.models.family import FAMILIES, family_named
+from geomlab.trace import encode_text, trace
+from helpers.models import VOCAB, small_model
+
+
+def test_every_kind_is_in_exactly_one_declared_family():
+    found = sorted(k for fam in FAMILIES for k in kinds_of(fam))
+    assert found == kinds()
+    assert {model_class(k).family for k in kinds()} <= set(FAMILIES)
+
+
+def test_family_named_finds_each_and_refuses_others():
+    assert [family_named(f.name) for f in FAMILIES] == list(FAMILIES)
+    with pytest.raises(ValueError, match="unknown model family 'gpt'"):
+        family_named("gpt")
+
+
+@pytest.mark.parametrize("kind", kinds())
+def test_trace_family_is_what_the_kind_records(kind):
+    """The trace of a small random model of each kind is of the family its class declares, and has attention
+    exactly when the class says so."""
+    model = small_model(kind)
+    tr = trace(model, encode_text(VOCAB, "ROMEO: soft"), vocab=VOCAB)
+    cls = model_class(kind)
+    assert tr.family == cls.trace_family()
+    assert (int(getattr(tr, "n_heads", 0) or 0) > 0) == cls.attention
