@@ -32,3 +32,10 @@ def test_trace_family_is_what_the_kind_records(kind):
     cls = model_class(kind)
     assert tr.family == cls.trace_family()
     assert (int(getattr(tr, "n_heads", 0) or 0) > 0) == cls.attention
+
+
+def test_is_osm_names_the_kinds_that_take_a_matrix_group():
+    from geomlab.training.runs import is_osm
+
+    assert [k for k in kinds() if is_osm(k)] == ["osm-rnn", "osmformer"]
+    assert not is_osm("no-such-kind")
