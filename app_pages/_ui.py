@@ -33,7 +33,7 @@ from app_pages._widgets import (  # noqa: F401
     PLOTLY_CONFIG, chart, checkpoint_picker, cursor_control, int_control, is_phone, short_labels, steps_control,
     text_box, token_label, trace_downloads, view_controls, wrap_markup, wrapped_title,
 )
-from geomlab.teach.views import ATTENTION_KINDS, OSM_KINDS, VIEWS, ViewSpec  # noqa: F401
+from geomlab.teach.views import VIEWS, ViewSpec  # noqa: F401
 
 View = ViewSpec  # the name the pages used before the registry moved to geomlab.teach.views
 _copy = copy  # callback name kept for pages and tests

@@ -49,22 +49,15 @@ from typing import Any, Iterable, Iterator
 from urllib.parse import urlencode
 
 from geomlab.core.locate import APP_DIR, bundled_dir
+from geomlab.teach.views import VIEWS
 
 ROOT = APP_DIR  # app.py, serve.py and assets/, in the repository or installed (geomlab.core.locate)
 
 #: The label of the token cursor widget: the one thing the client looks up in the page (the contract).
 CURSOR_LABEL = "Token cursor"
 
-#: View page URL path -> model kinds to use, in order of preference (design choice: the family the view
-#: is about first; e.g. Tangent updates on an OSMFormer, whose layers mix tangents).
-VIEW_KINDS: dict[str, tuple[str, ...]] = {
-    "trajectories": ("osm-rnn", "osmformer"),
-    "tangents": ("osmformer", "osm-rnn"),
-    "attention": ("osmformer", "transformer", "llama", "cem", "grassmann-attn"),
-    "energy": ("cem",),
-    "planes": ("grassmann",),
-}
-DEFAULT_VIEWS = tuple(VIEW_KINDS)
+#: Every view page's URL path, in page order (the view registry, :data:`geomlab.teach.views.VIEWS`).
+DEFAULT_VIEWS = tuple(VIEWS)
 
 #: Text used when Tiny Shakespeare is not in GEOMLAB_DATA_DIR (public domain: Sonnet 18 and Hamlet III.1).
 BUILTIN_TEXT = (
@@ -146,11 +139,12 @@ def bundled_checkpoints(folder: Path | None = None) -> list[tuple[str, str, str]
 
 def checkpoints_for(views: Iterable[str], found: list[tuple[str, str, str]]) -> dict[str, list[str]]:
     """view slug -> bundled checkpoint names that read characters and suit the view (kinds in the order
-    of :data:`VIEW_KINDS`, names sorted within a kind); an empty list means the app picks one itself."""
+    the view prefers, :attr:`geomlab.teach.views.ViewSpec.preferred_kinds`, e.g. Tangent updates on an
+    OSMFormer; names sorted within a kind); an empty list means the app picks one itself."""
     out: dict[str, list[str]] = {}
     for slug in views:
         names: list[str] = []
-        for kind in VIEW_KINDS.get(slug, ()):
+        for kind in (VIEWS[slug].preferred_kinds if slug in VIEWS else ()):
             names += [n for n, k, level in found if k == kind and level == "char"]
         out[slug] = names
     return out
@@ -794,9 +788,9 @@ def run_load(sessions: int, views: Iterable[str] = DEFAULT_VIEWS, moves: int = 3
     Raises ``ValueError`` for an unknown view or bad counts, ``RuntimeError`` when the server does not
     start."""
     views = list(views)
-    unknown = [v for v in views if v not in VIEW_KINDS]
+    unknown = [v for v in views if v not in VIEWS]
     if unknown or not views:
-        raise ValueError(f"unknown views {unknown}; choose from {', '.join(VIEW_KINDS)}")
+        raise ValueError(f"unknown views {unknown}; choose from {', '.join(VIEWS)}")
     if sessions < 1 or moves < 0 or chars < 1 or browser < 0:
         raise ValueError("need sessions >= 1, moves >= 0, chars >= 1, browser >= 0")
     ckpts = checkpoints_for(views, bundled_checkpoints())
