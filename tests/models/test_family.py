@@ -39,3 +39,28 @@ def test_is_osm_names_the_kinds_that_take_a_matrix_group():
 
     assert [k for k in kinds() if is_osm(k)] == ["osm-rnn", "osmformer"]
     assert not is_osm("no-such-kind")
+
+
+def _run(code: str) -> str:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_a_familys_kinds_keep_their_order_whichever_module_is_imported_first():
+    """llama and the OSMFormer imported before the registry loads: the order is still that of _FAMILIES and of
+    each package's registrations (the views list their kinds, and choose stand-ins, in this order)."""
+    code = ("import geomlab.models.llama, geomlab.models.grassmann, geomlab.models.osm.former\n"
+            "from geomlab.models import kinds_of\n"
+            "from geomlab.models.family import FAMILIES\n"
+            "print([kinds_of(f) for f in FAMILIES])")
+    assert _run(code) == str([["osm-rnn", "osmformer"], ["cem"], ["grassmann", "grassmann-attn"],
+                              ["transformer", "llama"], ["lstm"]])
+
+
+def test_the_family_records_and_the_view_list_load_no_torch():
+    """The app lists its pages (and Home draws its cards) before the warm-up has imported torch."""
+    code = ("import sys, geomlab.models.family, geomlab.teach.views, geomlab.teach.tours\n"
+            "print('torch' in sys.modules)")
+    assert _run(code) == "False"
