@@ -69,3 +69,29 @@ def test_the_load_benchmark_takes_each_views_kinds_in_preference_order():
     got = bench.checkpoints_for(bench.DEFAULT_VIEWS, found)
     assert list(got) == list(PREFERRED)
     assert got == {slug: [f"ck-{k}" for k in ks] for slug, ks in PREFERRED.items()}
+
+
+@pytest.fixture
+def osm_extra():
+    """A kind ``osm-extra`` of the OSM family (the OSM-RNN class under another name), registered for one test."""
+    from geomlab.models import _REGISTRY, register
+    from geomlab.models.osm import OSMRNN
+
+    register(type("OSMExtra", (OSMRNN,), {"kind": "osm-extra"}))
+    yield "osm-extra"
+    _REGISTRY.pop("osm-extra")
+
+
+def test_a_new_kind_of_a_known_family_is_on_its_views_and_among_its_relatives(osm_extra):
+    from geomlab.training.runs import is_osm
+
+    assert registry.VIEWS["trajectories"].kinds == ("osm-rnn", "osmformer", "osm-extra")
+    assert registry.VIEWS["tangents"].preferred_kinds == ("osmformer", "osm-rnn", "osm-extra")
+    assert "osm-extra" not in registry.VIEWS["attention"].kinds  # an RNN has no attention
+    assert list(registry.related_kinds("osm-extra").items()) == [
+        ("osm-extra", "same kind"), ("osm-rnn", "same family"), ("osmformer", "same family"),
+        ("lstm", "also recurrent")]
+    assert registry.related_kinds("lstm") == {"lstm": "same kind", "osm-rnn": "also recurrent",
+                                              "osm-extra": "also recurrent"}
+    assert registry.default_view("osm-extra").slug == "trajectories"
+    assert is_osm("osm-extra")
