@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from geomlab.teach import views as registry
+from geomlab.teach.kinds import has_flag
 from geomlab.core.markup import md_label
 
 
@@ -663,7 +664,7 @@ def _osm_facts(tr: Any, cfg: dict, task: Any) -> list[Fact]:
                 facts.append(Fact(f"Trained on the {_task_symbol(wp)} word problem (not abelian): this group "
                                   "can represent the running product, order included."))
     kind = getattr(tr, "kind", "") or cfg.get("kind", "")
-    if kind == "osm-rnn":
+    if has_flag(kind, "recurrent"):
         facts.append(Fact("An OSM-RNN: one state per position, updated token by token (no layers, no "
                           "attention)."))
     else:

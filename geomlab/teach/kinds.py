@@ -31,6 +31,14 @@ def kinds_where(test: Callable[[type], bool], first: Sequence[str] = ()) -> list
     return [k for fam in order for k in kinds_of(fam) if test(model_class(k))]
 
 
+def has_flag(kind: str, flag: str) -> bool:
+    """Whether the model class of ``kind`` has the class flag ``flag`` (``"attention"``, ``"recurrent"``,
+    ``"baseline"``); False for a kind that is not registered. Reads the model registry."""
+    from geomlab.models import kinds, model_class
+
+    return kind in kinds() and bool(getattr(model_class(kind), flag))
+
+
 def is_geometric(cls: type) -> bool:
     """Whether the kind of model class ``cls`` records its paper family's geometry (not a ``"baseline"``
     trace: a baseline family's kinds and a paper's baselines, e.g. ``grassmann-attn``, record none)."""
