@@ -34,4 +34,4 @@ from app_pages._widgets import (  # noqa: F401
     PLOTLY_CONFIG, chart, checkpoint_picker, cursor_control, int_control, is_phone, short_labels, steps_control,
     text_box, token_label, trace_downloads, view_controls,
 )
-from geomlab.teach.views import ATTENTION_KINDS, OSM_KINDS, VIEWS, ViewSpec  # noqa: F401
+from geomlab.teach.views import VIEWS, ViewSpec  # noqa: F401

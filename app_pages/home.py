@@ -7,6 +7,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages import _ui as ui
+from geomlab.models import kinds_of
+from geomlab.models.family import FAMILIES, Family
+from geomlab.teach.kinds import geometric_kinds
+from geomlab.teach.views import views_for_kind
 
 BLUE, ORANGE, GREEN, GREY = "#0072B2", "#E69F00", "#009E73", "#999999"  # Okabe-Ito (colour-blind safe)
 
@@ -88,21 +92,17 @@ def grassmann_picture() -> go.Figure:
     return _mini_layout(fig, "Token pairs<br>span planes", equal=True)
 
 
-FAMILIES = [
-    ("Orthogonal-state models", osm_picture,
-     "**OSM-RNN** and **OSMFormer** keep the hidden state as a matrix *on a group* (orthogonal O(d), SO(d), "
-     "unitary U(d), SU(d), the torus T, or block-orthogonal). Each token moves the state by "
-     "exp(Φ) of an update Φ in the group's Lie algebra, so states never blow up or vanish.",
-     ("trajectories", "tangents", "attention"), ui.OSM_KINDS),
-    ("Causal energy minimisation", cem_picture,
-     "**CEM** reads a Transformer layer as a few gradient-descent steps on an energy. Running more "
-     "recursion steps T at inference time should lower the energy further; the view flags any step where "
-     "it rose.", ("energy", "attention"), ("cem",)),
-    ("Grassmann flows", grassmann_picture,
-     "**Grassmann** layers mix positions without attention: each token and an earlier one span a "
-     "2-plane, encoded by its Plücker coordinates, and a gate blends that back into the stream.",
-     ("planes",), ("grassmann", "grassmann-attn")),
-]
+#: The picture of each family's card, by family name; the card's title, text, views and kinds come from the
+#: family records (:mod:`geomlab.models.family`): each family with a summary has a card, in their order.
+PICTURES = {"osm": osm_picture, "cem": cem_picture, "grassmann": grassmann_picture}
+
+
+def card_views(fam: Family) -> tuple[str, ...]:
+    """The views a family's card links to: its own (``Family.views``), then the other views that show one
+    of its geometric kinds (the OSMFormer's attention), in page order. Reads the model registry."""
+    own = set(geometric_kinds(fam))
+    return tuple(fam.views) + tuple(v.slug for v in ui.VIEWS.values()
+                                    if v.slug not in fam.views and own & set(v.kinds))
 
 
 def view_link(slug: str, where=st, family: tuple[str, ...] = ()) -> None:
@@ -120,9 +120,11 @@ def view_link(slug: str, where=st, family: tuple[str, ...] = ()) -> None:
 
 
 def compare_pair() -> tuple[str, str] | None:
-    """Two checkpoints worth comparing that share a view: two OSM models of one kind with different groups
-    (e.g. OSMFormer O(d) vs torus), else two of one kind, else None."""
-    for kind in ("osmformer", "osm-rnn", "cem", "grassmann"):
+    """Two checkpoints worth comparing that share a view: two of one geometric kind with different groups
+    (e.g. OSMFormer O(d) vs torus), else two of one kind, else None. Kinds shown on more views come first (a
+    pair of OSMFormers compares on three), the families' order on a tie. Design choice."""
+    kinds = [k for fam in FAMILIES for k in geometric_kinds(fam)]
+    for kind in sorted(kinds, key=lambda k: -len(views_for_kind(k))):
         first = ui.default_ref((kind,))
         if first is None:
             continue
@@ -145,16 +147,17 @@ def main() -> None:
         ui.no_checkpoint_message()
     # one family per row, its picture beside its text: three cards side by side were ~160 px wide at a
     # 1,000 px window (headings broke mid-word, figure titles and link labels were cut)
-    for i, (name, picture, text, slugs, family) in enumerate(FAMILIES):
+    for i, fam in enumerate(f for f in FAMILIES if f.summary):
         with st.container(border=True):
-            st.subheader(name)
+            st.subheader(fam.title)
             left, right = st.columns([2, 3], gap="medium")
             with left:
-                ui.chart(picture(), key=f"home-{i}", filename=f"geomlab-{name.lower().replace(' ', '-')}")
+                ui.chart(PICTURES[fam.name](), key=f"home-{i}",
+                         filename=f"geomlab-{fam.title.lower().replace(' ', '-')}")
             with right:
-                st.markdown(text)
-                for slug in slugs:
-                    view_link(slug, family=family)
+                st.markdown(fam.summary)
+                for slug in card_views(fam):
+                    view_link(slug, family=tuple(kinds_of(fam)))
     st.divider()
     # one audience per row (in three columns the links were cut at 1,000 px)
     st.markdown("**Researchers** — upload your own checkpoint (its folder's files, or a `.zip` of it) on "

@@ -52,11 +52,10 @@ def corpus_status() -> dict[str, str | None]:
 
 
 def model_kinds() -> list[str]:
-    from geomlab.models import kinds
+    """The kinds the form offers, family by family in the records' order, each paper's baselines last."""
+    from geomlab.teach.kinds import kinds_where
 
-    ks = kinds()
-    preferred = [k for k in ("osm-rnn", "osmformer", "cem", "grassmann", "transformer", "llama", "lstm") if k in ks]
-    return preferred + [k for k in ks if k not in preferred]
+    return kinds_where(lambda cls: not cls.baseline) + kinds_where(lambda cls: cls.baseline)
 
 
 def spec_from_widgets() -> live.RunSpec:

@@ -15,15 +15,11 @@ from typing import Any
 
 import torch
 
+from geomlab.models.family import FAMILIES
 from geomlab.training.runs import RunError, RunSpec
 
 #: Most positions of a probe sequence (design choice: one short sequence reads at half width).
 PROBE_POSITIONS = 64
-#: Trace family -> (figure of :data:`geomlab.figures.FIGURES`, view slug) shown while a run trains (design
-#: choice: one 2-D figure per family that reads at half width). Kinds without a family view fall back to
-#: ``attention_maps`` when the trace has attention, else there is no geometry view.
-PROBE_FIGURES = {"osm": ("phase_circle", "trajectories"), "cem": ("energy_descent", "energy"),
-                 "grassmann": ("plane_distances", "planes")}
 
 
 @dataclass(frozen=True)
@@ -46,7 +42,7 @@ class Probe:
 
     step: the optimiser step of the weights. version: serial number of the weight copy (two copies at the
     same step, e.g. after a NaN restart, differ). trace: the :class:`geomlab.trace.Trace` (None on failure).
-    figure: the figure name (:data:`PROBE_FIGURES`) or None when the kind has no geometry view. view: the
+    figure: the figure name (:func:`probe_figure`) or None when the kind has no geometry view. view: the
     :class:`geomlab.figures.Chart` ``(figure, caption)`` or None. curve: :func:`probe_curve` of the trace or
     None. history: ``((step, ProbeCurve), ...)`` of earlier probes of this run, oldest first, this one last
     (at most :data:`PROBE_HISTORY`, spread over the run). trace_ms / figure_ms: wall time of the trace and of
@@ -96,11 +92,14 @@ def probe_tokens(task, spec: RunSpec, model=None) -> torch.Tensor:
 
 def probe_figure(tr) -> tuple[str, str] | None:
     """``(figure name, view slug)`` drawn while a run of this trace's kind trains, or None when it has no
-    geometry view: OSM -> ``phase_circle``, CEM -> ``energy_descent``, Grassmann -> ``plane_distances``,
-    any other trace with attention -> ``attention_maps``, else None (e.g. an LSTM). Design choice."""
+    geometry view: the ``probe`` of the family whose geometry the trace records (``Family.trace``; OSM ->
+    ``phase_circle``, CEM -> ``energy_descent``, Grassmann -> ``plane_distances``: one 2-D figure per family
+    that reads at half width), any other trace with attention -> ``attention_maps``, else None (e.g. an
+    LSTM). Design choice."""
     fam = getattr(tr, "family", None)
-    if fam in PROBE_FIGURES:
-        return PROBE_FIGURES[fam]
+    for family in FAMILIES:
+        if family.probe and family.trace == fam:
+            return family.probe
     if int(getattr(tr, "n_heads", 0) or 0) > 0:
         return "attention_maps", "attention"
     return None

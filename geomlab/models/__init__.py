@@ -3,15 +3,17 @@
 ``build_model({"kind": "osmformer", "vocab_size": 65, ...})`` returns a :class:`SequenceModel`; the dict is
 converted once to the kind's typed config (:mod:`geomlab.models.config`).
 Each family module registers its kinds with :func:`register`; this module imports them lazily
-(``_FAMILIES``) so one broken family never hides the others.
+(``_FAMILIES``) so one broken family never hides the others, and imports no torch itself: the family
+records (:mod:`geomlab.models.family`) can be read without loading a model.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from geomlab.models.base import SequenceModel
+if TYPE_CHECKING:
+    from geomlab.models.base import SequenceModel
 
 _REGISTRY: dict[str, type[SequenceModel]] = {}
 
@@ -115,5 +117,30 @@ def count_params(model: SequenceModel, which: str = "effective") -> int:
 
 __all__ = [
     "SequenceModel", "register", "kinds", "model_class", "model_config", "full_config", "build_model",
-    "config_for_budget", "count_params",
+    "config_for_budget", "count_params", "kinds_of",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``SequenceModel`` on first use (it imports torch); ``AttributeError`` for any other missing name."""
+    if name == "SequenceModel":
+        from geomlab.models.base import SequenceModel
+
+        return SequenceModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def kinds_of(family) -> list[str]:
+    """The registered kinds of ``family`` (a :class:`~geomlab.models.family.Family` or its name), in
+    registration order: the order of the modules in ``_FAMILIES``, then the order each module (a package:
+    its ``__init__``) registers its classes in, whichever module was imported first."""
+    name = getattr(family, "name", family)
+    _load_families()
+    found = [(i, k) for i, (k, cls) in enumerate(_REGISTRY.items()) if cls.family.name == name]
+    return [k for _, k in sorted(found, key=lambda ik: (_module_rank(_REGISTRY[ik[1]]), ik[0]))]
+
+
+def _module_rank(cls: type) -> int:
+    """Index in ``_FAMILIES`` of the module that registers ``cls`` (after them all when none does)."""
+    mod = cls.__module__
+    return next((i for i, m in enumerate(_FAMILIES) if mod == m or mod.startswith(m + ".")), len(_FAMILIES))

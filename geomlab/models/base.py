@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from geomlab.models.config import ConfigBase
+from geomlab.models.family import RECURRENT, Family
 
 
 class SequenceModel(nn.Module):
@@ -33,6 +34,19 @@ class SequenceModel(nn.Module):
 
     kind: str = ""
     config_class: ClassVar[type[ConfigBase]] = ConfigBase
+    #: The family this kind belongs to (:mod:`geomlab.models.family`).
+    family: ClassVar[Family] = RECURRENT
+    #: Whether the kind attends over earlier positions (its trace has attention weights).
+    attention: ClassVar[bool] = False
+    #: Whether the kind carries a state token to token (no attention).
+    recurrent: ClassVar[bool] = False
+    #: Whether the kind is a baseline of its family (it records a ``"baseline"`` trace, not the family's).
+    baseline: ClassVar[bool] = False
+
+    @classmethod
+    def trace_family(cls) -> str:
+        """The trace family this kind records: ``"baseline"`` for a baseline, else its family's ``trace``."""
+        return "baseline" if cls.baseline else cls.family.trace
 
     def __init__(self, config: ConfigBase | Mapping[str, Any]):
         """``config``: the typed config, or a plain dict converted once with ``config_class.from_dict``

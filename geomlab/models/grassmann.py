@@ -56,6 +56,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from geomlab.models import register
+from geomlab.models.family import GRASSMANN
+from geomlab.models.family import GRASSMANN
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import search_width
 from geomlab.models.config import ConfigBase
@@ -553,6 +555,7 @@ class GrassmannLM(_PlaneLM):
     """
 
     kind = "grassmann"
+    family = GRASSMANN
     config_class = GrassmannConfig
 
     def __init__(self, config: GrassmannConfig | dict[str, Any]):
@@ -695,6 +698,9 @@ class GrassmannAttentionLM(_PlaneLM):
     """
 
     kind = "grassmann-attn"
+    family = GRASSMANN
+    attention = True
+    baseline = True
     config_class = GrassmannAttentionConfig
     attn = True
 

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from geomlab.models import register
+from geomlab.models.family import TRANSFORMER
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import linear_width_search, search_width
 from geomlab.models.config import ConfigBase
@@ -93,6 +94,8 @@ class LlamaModel(SequenceModel):
     """
 
     kind = "llama"
+    family = TRANSFORMER
+    attention = True
     config_class = LlamaConfig
 
     def __init__(self, config: LlamaConfig | dict[str, Any]):

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from geomlab.models import register
+from geomlab.models.family import RECURRENT
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import search_width
 from geomlab.models.config import ConfigBase
@@ -53,6 +54,8 @@ class LSTMModel(SequenceModel):
     """
 
     kind = "lstm"
+    family = RECURRENT
+    recurrent = True
     config_class = LSTMConfig
 
     def __init__(self, config: LSTMConfig | dict[str, Any]):

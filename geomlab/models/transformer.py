@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from geomlab.models import register
+from geomlab.models.family import TRANSFORMER
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import search_width
 from geomlab.models.config import ConfigBase
@@ -97,6 +98,8 @@ class Transformer(SequenceModel):
     """
 
     kind = "transformer"
+    family = TRANSFORMER
+    attention = True
     config_class = TransformerConfig
 
     @classmethod

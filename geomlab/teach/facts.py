@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from geomlab.core.markup import md_label
 from geomlab.teach import views
+from geomlab.teach.kinds import has_flag
 
 GROUP_TITLES = {"O": "orthogonal group", "SO": "special orthogonal group", "U": "unitary group",
                 "SU": "special unitary group", "T": "torus", "O-block": "block-diagonal orthogonal group"}
@@ -138,8 +139,23 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+#: Trace family (``Family.trace``: ``"osm"``, ``"cem"``, ``"grassmann"``) -> the function stating the facts of
+#: its traces, ``(trace, config, task) -> [Fact]`` (:func:`facts_for`); a trace of any other family (a
+#: baseline) gets :func:`_baseline_facts`.
+FAMILY_FACTS: dict[str, Callable[[Any, dict, Any], list[Fact]]] = {}
+
+
+def facts_for(family: str) -> Callable:
+    """Decorator: register a function ``(trace, config, task) -> [Fact]`` as the facts :func:`model_facts`
+    states about the traces of trace family ``family``."""
+    def register(fn: Callable) -> Callable:
+        FAMILY_FACTS[family] = fn
+        return fn
+    return register
+
+
 def model_facts(tr: Any, config: dict | None = None, task: Any = None) -> list[Fact]:
-    """Facts about the model behind trace ``tr`` as sentences, family by family:
+    """Facts about the model behind trace ``tr`` as sentences, family by family (:data:`FAMILY_FACTS`):
 
     * OSM: the group, its size $d$ and algebra dimension, whether it is abelian (torus: the angles add
       independently, so it cannot track a non-abelian word problem; with ``task`` such a problem, a warning);
@@ -155,97 +171,118 @@ def model_facts(tr: Any, config: dict | None = None, task: Any = None) -> list[F
     """
     cfg = dict(getattr(tr, "config", None) or {})
     cfg.update(config or {})
-    family = getattr(tr, "family", "baseline")
+    return FAMILY_FACTS.get(getattr(tr, "family", "baseline"), _baseline_facts)(tr, cfg, task)
+
+
+@facts_for("osm")
+def _osm_facts(tr: Any, cfg: dict, task: Any) -> list[Fact]:
     facts: list[Fact] = []
     L = views.n_layers(tr)
     heads = views.n_heads(tr)
-    if family == "osm":
-        info = _group_info(tr, cfg)
-        if info:
-            name, d, block = info
-            title = GROUP_TITLES.get(name, name)
-            dim = algebra_dim(name, d, block) if name in GROUP_TITLES else None
-            dim_s = f", Lie algebra of dimension {dim}" if dim is not None else ""
-            shape = f"diagonal unitary ${d}\\times{d}$ matrices" if name == "T" else f"${d}\\times{d}$ matrices"
-            facts.append(Fact(f"States live in the {title} {group_symbol(name, d)}: {shape}{dim_s}."))
+    info = _group_info(tr, cfg)
+    if info:
+        name, d, block = info
+        title = GROUP_TITLES.get(name, name)
+        dim = algebra_dim(name, d, block) if name in GROUP_TITLES else None
+        dim_s = f", Lie algebra of dimension {dim}" if dim is not None else ""
+        shape = f"diagonal unitary ${d}\\times{d}$ matrices" if name == "T" else f"${d}\\times{d}$ matrices"
+        facts.append(Fact(f"States live in the {title} {group_symbol(name, d)}: {shape}{dim_s}."))
+        if is_abelian(name, d, block):
+            what = ("its states are independent angles, so updates just add to them and their order "
+                    "never matters" if name == "T" else "its updates commute, so their order never matters")
+            facts.append(Fact(f"{group_symbol(name, d)} is abelian: {what}. It cannot track a "
+                              "non-abelian word problem such as $S_5$."))
+        else:
+            facts.append(Fact(f"{group_symbol(name, d)} is not abelian: the same updates in another order "
+                              "give another state, so the state can remember order (needed for a "
+                              "non-abelian word problem such as $S_5$)."))
+        wp = _word_problem_group(task)
+        if wp and _nonabelian_task(wp):
             if is_abelian(name, d, block):
-                what = ("its states are independent angles, so updates just add to them and their order "
-                        "never matters" if name == "T" else "its updates commute, so their order never matters")
-                facts.append(Fact(f"{group_symbol(name, d)} is abelian: {what}. It cannot track a "
-                                  "non-abelian word problem such as $S_5$."))
+                facts.append(Fact(f"This checkpoint was trained on the {_task_symbol(wp)} word problem, which "
+                                  "is not abelian: an abelian state cannot track it, so expect accuracy near "
+                                  "chance on long inputs.", warn=True))
             else:
-                facts.append(Fact(f"{group_symbol(name, d)} is not abelian: the same updates in another order "
-                                  "give another state, so the state can remember order (needed for a "
-                                  "non-abelian word problem such as $S_5$)."))
-            wp = _word_problem_group(task)
-            if wp and _nonabelian_task(wp):
-                if is_abelian(name, d, block):
-                    facts.append(Fact(f"This checkpoint was trained on the {_task_symbol(wp)} word problem, which "
-                                      "is not abelian: an abelian state cannot track it, so expect accuracy near "
-                                      "chance on long inputs.", warn=True))
-                else:
-                    facts.append(Fact(f"Trained on the {_task_symbol(wp)} word problem (not abelian): this group "
-                                      "can represent the running product, order included."))
-        kind = getattr(tr, "kind", "") or cfg.get("kind", "")
-        if kind == "osm-rnn":
-            facts.append(Fact("An OSM-RNN: one state per position, updated token by token (no layers, no "
-                              "attention)."))
-        else:
-            facts.append(Fact(f"{_plural(L, 'layer')}, {_plural(max(heads, 1), 'attention head')}; "
-                              f"mixing: {md_label(cfg.get('mixing', '?'))}, positions: "
-                              f"{md_label(cfg.get('position', '?'))}."))
-    elif family == "cem":
-        T = int(getattr(tr, "recursion_steps", 0) or 0)
-        trained = views.trained_steps(cfg) if cfg else None
-        facts.append(Fact(f"{_plural(L, 'layer')}, {_plural(heads, 'head')}, each layer a gradient step on its "
-                          f"energy repeated $T = {T}$ times" + (f" (trained with $T = {trained}$)"
-                                                                 if trained and trained != T else "") + "."))
-        pre = cfg.get("preconditioner")
-        if pre:
-            facts.append(Fact(f"Preconditioner: {md_label(pre)}; diagonal interaction: "
-                              f"{md_label(cfg.get('diagonal', '?'))}."))
-        rises = energy_rises(tr)
-        if not rises:
-            facts.append(Fact("On this text the mean energy fell (or stayed) at every recursion step in every "
-                              "layer and sub-block, as gradient descent should."))
-        else:
-            names = ("attention", "MLP")
-            shown = "; ".join(f"layer {l} {names[b] if b < 2 else b}, step {t}" for l, b, t, _ in rises[:4])
-            more = f" and {len(rises) - 4} more" if len(rises) > 4 else ""
-            hint = (f" More steps are run than were trained ($T = {T} > {trained}$)." if trained and T > trained
-                    else "")
-            facts.append(Fact(f"On this text the mean energy ROSE at {_plural(len(rises), 'step')} ({shown}"
-                              f"{more}): the step has left the descent regime there.{hint}", warn=True))
-    elif family == "grassmann":
-        r = int(getattr(tr, "rank", 0) or 0)
-        offs = getattr(tr, "offsets", None)
-        per_layer = ([sorted({int(o) for o in row if int(o) > 0}) for row in np.asarray(offs)]
-                     if offs is not None else [])
-        if per_layer and all(p == per_layer[0] for p in per_layer):
-            off_s = "offsets $\\Delta \\in \\{" + ", ".join(map(str, per_layer[0])) + "\\}$ in every layer"
-        elif per_layer:
-            off_s = "offsets " + "; ".join(f"layer {i}: {', '.join(map(str, p)) or 'none'}"
-                                           for i, p in enumerate(per_layer))
-        else:
-            off_s = "offsets " + md_label(cfg.get("offsets", "?"))
-        facts.append(Fact(f"{_plural(L, 'layer')}; tokens reduced to rank $r = {r}$, so each plane has "
-                          f"$r(r-1)/2 = {r * (r - 1) // 2}$ Plücker coordinates; {off_s}."))
-        gates = getattr(tr, "gates", None)
-        if gates is not None and np.size(gates):
-            with np.errstate(all="ignore"):
-                share = 1.0 - np.nanmean(np.asarray(gates, dtype=np.float64), axis=(1, 2))
-            if np.isfinite(share).all():
-                facts.append(Fact("On this text the gate takes " + ", ".join(
-                    f"{100 * s:.0f}%" for s in share) + " of each layer's output from the planes (layer 0 "
-                    "first)."))
+                facts.append(Fact(f"Trained on the {_task_symbol(wp)} word problem (not abelian): this group "
+                                  "can represent the running product, order included."))
+    kind = getattr(tr, "kind", "") or cfg.get("kind", "")
+    if has_flag(kind, "recurrent"):
+        facts.append(Fact("An OSM-RNN: one state per position, updated token by token (no layers, no "
+                          "attention)."))
     else:
-        if heads:
-            pos = (cfg.get("positional") or cfg.get("position")
-                   or {"transformer": "ALiBi", "llama": "RoPE"}.get(cfg.get("kind") or getattr(tr, "kind", "")))
-            facts.append(Fact(f"{_plural(L, 'layer')}, {_plural(heads, 'attention head')}"
-                              + (f", positions: {md_label(pos)}" if pos else "") + "."))
+        facts.append(Fact(f"{_plural(L, 'layer')}, {_plural(max(heads, 1), 'attention head')}; "
+                          f"mixing: {md_label(cfg.get('mixing', '?'))}, positions: "
+                          f"{md_label(cfg.get('position', '?'))}."))
     return facts
 
+
+@facts_for("cem")
+def _cem_facts(tr: Any, cfg: dict, task: Any) -> list[Fact]:
+    facts: list[Fact] = []
+    L = views.n_layers(tr)
+    heads = views.n_heads(tr)
+    T = int(getattr(tr, "recursion_steps", 0) or 0)
+    trained = views.trained_steps(cfg) if cfg else None
+    facts.append(Fact(f"{_plural(L, 'layer')}, {_plural(heads, 'head')}, each layer a gradient step on its "
+                      f"energy repeated $T = {T}$ times" + (f" (trained with $T = {trained}$)"
+                                                             if trained and trained != T else "") + "."))
+    pre = cfg.get("preconditioner")
+    if pre:
+        facts.append(Fact(f"Preconditioner: {md_label(pre)}; diagonal interaction: "
+                          f"{md_label(cfg.get('diagonal', '?'))}."))
+    rises = energy_rises(tr)
+    if not rises:
+        facts.append(Fact("On this text the mean energy fell (or stayed) at every recursion step in every "
+                          "layer and sub-block, as gradient descent should."))
+    else:
+        names = ("attention", "MLP")
+        shown = "; ".join(f"layer {l} {names[b] if b < 2 else b}, step {t}" for l, b, t, _ in rises[:4])
+        more = f" and {len(rises) - 4} more" if len(rises) > 4 else ""
+        hint = (f" More steps are run than were trained ($T = {T} > {trained}$)." if trained and T > trained
+                else "")
+        facts.append(Fact(f"On this text the mean energy ROSE at {_plural(len(rises), 'step')} ({shown}"
+                          f"{more}): the step has left the descent regime there.{hint}", warn=True))
+    return facts
+
+
+@facts_for("grassmann")
+def _grassmann_facts(tr: Any, cfg: dict, task: Any) -> list[Fact]:
+    facts: list[Fact] = []
+    L = views.n_layers(tr)
+    r = int(getattr(tr, "rank", 0) or 0)
+    offs = getattr(tr, "offsets", None)
+    per_layer = ([sorted({int(o) for o in row if int(o) > 0}) for row in np.asarray(offs)]
+                 if offs is not None else [])
+    if per_layer and all(p == per_layer[0] for p in per_layer):
+        off_s = "offsets $\\Delta \\in \\{" + ", ".join(map(str, per_layer[0])) + "\\}$ in every layer"
+    elif per_layer:
+        off_s = "offsets " + "; ".join(f"layer {i}: {', '.join(map(str, p)) or 'none'}"
+                                       for i, p in enumerate(per_layer))
+    else:
+        off_s = "offsets " + md_label(cfg.get("offsets", "?"))
+    facts.append(Fact(f"{_plural(L, 'layer')}; tokens reduced to rank $r = {r}$, so each plane has "
+                      f"$r(r-1)/2 = {r * (r - 1) // 2}$ Plücker coordinates; {off_s}."))
+    gates = getattr(tr, "gates", None)
+    if gates is not None and np.size(gates):
+        with np.errstate(all="ignore"):
+            share = 1.0 - np.nanmean(np.asarray(gates, dtype=np.float64), axis=(1, 2))
+        if np.isfinite(share).all():
+            facts.append(Fact("On this text the gate takes " + ", ".join(
+                f"{100 * s:.0f}%" for s in share) + " of each layer's output from the planes (layer 0 "
+                "first)."))
+    return facts
+
+
+def _baseline_facts(tr: Any, cfg: dict, task: Any) -> list[Fact]:
+    facts: list[Fact] = []
+    L = views.n_layers(tr)
+    heads = views.n_heads(tr)
+    if heads:
+        pos = (cfg.get("positional") or cfg.get("position")
+               or {"transformer": "ALiBi", "llama": "RoPE"}.get(cfg.get("kind") or getattr(tr, "kind", "")))
+        facts.append(Fact(f"{_plural(L, 'layer')}, {_plural(heads, 'attention head')}"
+                          + (f", positions: {md_label(pos)}" if pos else "") + "."))
+    return facts
 
 #: The facts of :func:`model_facts` each view shows (by family; all of them, design choice), plus
 #: view-specific ones from :func:`view_facts`.

@@ -26,10 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from geomlab.models.family import CEM, GRASSMANN, OSM, FAMILIES as _RECORDS
 from geomlab.teach import views
 
-#: The families a lesson can belong to (the three of the README, plus attention across them).
-FAMILIES = ("orthogonal-state (OSM)", "causal energy minimisation (CEM)", "Grassmann flow")
+#: The families a lesson can belong to: the ``lesson`` label of each family record that has one (the three
+#: papers' families; the attention lesson, about the OSMFormer's scores, is the OSM family's).
+FAMILIES = tuple(f.lesson for f in _RECORDS if f.lesson)
 
 #: Tour-only figures a step may name besides its view's figures: name -> what it shows.
 #: ``accuracy_by_length`` reads the checkpoints' cards (no trace); ``surprisal`` needs both traces.
@@ -124,7 +126,7 @@ _HAMLET = "To be, or not to be, that is the question."
 S5_LESSON = Lesson(
     slug="s5-word-problem",
     title="Why O(d) can track the S5 word problem and the torus cannot",
-    family=FAMILIES[0],
+    family=OSM.lesson,
     summary="Two OSM-RNNs read the same words of permutations; one keeps its state on O(5), the other on the "
             "torus T⁵. One names the running product, the other guesses.",
     steps=(
@@ -190,7 +192,7 @@ S5_LESSON = Lesson(
 ATTENTION_LESSON = Lesson(
     slug="attention-similarity",
     title="How attention becomes similarity on a group",
-    family=FAMILIES[0],
+    family=OSM.lesson,
     summary="In an OSMFormer the attention score is the similarity of two states on the group, "
             "Re tr(Hᵢ* Hⱼ); a Transformer's score is a learned product instead.",
     steps=(
@@ -254,7 +256,7 @@ ATTENTION_LESSON = Lesson(
 CEM_LESSON = Lesson(
     slug="cem-energy",
     title="Watching the energy fall as T grows",
-    family=FAMILIES[1],
+    family=CEM.lesson,
     summary="A CEM layer is T gradient steps on an energy. Run more steps at inference and watch the energy "
             "keep falling, and what that does and does not mean.",
     steps=(
@@ -302,7 +304,7 @@ CEM_LESSON = Lesson(
 GRASSMANN_LESSON = Lesson(
     slug="grassmann-planes",
     title="How token pairs become planes",
-    family=FAMILIES[2],
+    family=GRASSMANN.lesson,
     summary="A Grassmann layer mixes positions without attention: each token and an earlier one span a "
             "2-plane, encoded by its Plücker coordinates.",
     steps=(

@@ -18,8 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-OSM_KINDS = ("osm-rnn", "osmformer")
-ATTENTION_KINDS = ("osmformer", "transformer", "llama", "cem", "grassmann-attn")
+from geomlab.teach.kinds import Shows, related_kinds  # noqa: F401 (related_kinds: the pages' name)
 
 #: Every control a view can ask for: name -> what it selects (its values come from :func:`control_options`).
 CONTROLS = {
@@ -35,20 +34,32 @@ CONTROLS = {
 @dataclass(frozen=True)
 class ViewSpec:
     """One view page. ``slug`` is its URL path, ``title``/``short`` its names (page list, buttons), ``icon``
-    a Material icon name string (``":material/timeline:"``), ``kinds`` the model kinds it shows, ``family``
-    and ``blurb`` its one-line texts, ``figures`` the names of its figures in display order (each declared
-    in :data:`geomlab.figures.FIGURES`), ``controls`` the controls the page draws (keys of :data:`CONTROLS`,
-    in the order they are drawn)."""
+    a Material icon name string (``":material/timeline:"``), ``shows`` which model kinds it shows (by family
+    and class flag, :class:`~geomlab.teach.kinds.Shows`; :attr:`kinds` lists them), ``family`` and ``blurb``
+    its one-line texts, ``figures`` the names of its figures in display order (each declared in
+    :data:`geomlab.figures.FIGURES`), ``controls`` the controls the page draws (keys of :data:`CONTROLS`, in
+    the order they are drawn)."""
 
     slug: str
     title: str
     short: str
     icon: str
-    kinds: tuple[str, ...]
+    shows: Shows
     family: str
     blurb: str
     figures: tuple[str, ...]
     controls: tuple[str, ...] = field(default=("layer",))
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The model kinds this view shows (read from the model registry), in the order its messages list
+        them."""
+        return self.shows.kinds(self.slug)
+
+    @property
+    def preferred_kinds(self) -> tuple[str, ...]:
+        """:attr:`kinds` in the order to open this view on when any of them will do (``shows.prefer``)."""
+        return self.shows.preferred(self.slug)
 
 
 #: At most this many figures open a view (a small default set a newcomer can read, and a cheap cursor move);
@@ -58,33 +69,37 @@ MAX_DEFAULT = 4
 # applicable default figure replaces (the torus angles take the place of the phase timeline and the
 # eigenvalue circle: one chart fewer to draw again on every cursor move).
 VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
-    ViewSpec("trajectories", "Group trajectories", "Trajectories", ":material/timeline:", OSM_KINDS,
+    ViewSpec("trajectories", "Group trajectories", "Trajectories", ":material/timeline:", Shows(),
              "orthogonal-state (OSM)",
              "Where the hidden state $H_t$ travels on its group: eigenvalue phases on the unit circle, distance "
              "from the identity, and a picture of the path.",
              ("phase_circle", "pca_projection", "distance_profile", "phase_timeline", "torus_angles",
               "pca_trajectory", "so3_frame"),
              ("layer",)),
-    ViewSpec("tangents", "Tangent updates", "Tangents", ":material/north_east:", OSM_KINDS,
+    # best on an OSMFormer (attention kinds first), whose layers mix the tangents across positions
+    ViewSpec("tangents", "Tangent updates", "Tangents", ":material/north_east:", Shows(prefer="attention"),
              "orthogonal-state (OSM)",
              "How big each update $\\Phi_t$ in the Lie algebra is, per position and layer, before and after "
              "tangent mixing.",
              ("tangent_lines", "tangent_heatmap", "generator_heatmap", "mixing_share"),
              ("layer", "substep")),
-    ViewSpec("attention", "Attention similarity", "Attention", ":material/grid_on:", ATTENTION_KINDS,
+    # the OSMFormer first (the state similarity its scores come from is this view's own panel), then the
+    # Transformer baselines and CEM, then the other kinds with attention
+    ViewSpec("attention", "Attention similarity", "Attention", ":material/grid_on:",
+             Shows("attention", ("osm", "transformer", "cem")),
              "attention-based (OSMFormer, CEM, Transformers)",
              "Which earlier positions each position looks at; for an OSMFormer, next to the state similarity "
              "$\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$ its scores come from.",
              ("similarity_map", "attention_maps", "attends_to", "attention_row", "attention_window"),
              ("layer", "head")),
     # ${...}$: one group, which KaTeX does not break after "t =" at a line end (a phone showed "t =" alone)
-    ViewSpec("energy", "CEM energy", "Energy", ":material/trending_down:", ("cem",),
+    ViewSpec("energy", "CEM energy", "Energy", ":material/trending_down:", Shows(),
              "causal energy minimisation (CEM)",
              "Energy of each token's iterate across recursion steps ${t = 0, \\dots, T}$: a CEM layer is gradient "
              "descent on this energy, so it should go down.",
              ("energy_descent", "energy_tokens"),
              ("steps", "layer", "block")),
-    ViewSpec("planes", "Grassmann planes", "Planes", ":material/change_history:", ("grassmann",),
+    ViewSpec("planes", "Grassmann planes", "Planes", ":material/change_history:", Shows(),
              "Grassmann flow",
              "The 2-planes a Grassmann layer builds from pairs of positions, their Plücker coordinates, and how "
              "far apart consecutive planes are.",
@@ -357,29 +372,3 @@ def check_views(names: Iterable[str] | None = None) -> list[str]:
     for name in sorted(names - set(seen)):
         problems.append(f"{name!r} is declared but no view lists it")
     return problems
-
-
-def related_kinds(kind: str) -> dict[str, str]:
-    """Model kinds related to ``kind``, most related first, each with how it is related: ``kind`` itself
-    (``"same kind"``), then the kinds of its family (``"same family"``: one paper's models, e.g. OSM-RNN
-    and OSMFormer, Nunley arXiv 2602.18417; Grassmann flows and their attention baseline
-    ``grassmann-attn``, Zhang arXiv 2512.19428; the Transformer baselines ``transformer`` and ``llama``),
-    then the kinds that mix positions the same way (``"also recurrent"``: a state carried token to token;
-    ``"also attention-based"``: softmax attention over earlier positions, Transformer baselines first, as a
-    CEM layer is a tied-weight Transformer layer, Xu et al. arXiv 2605.07588). Kinds left out are unrelated.
-
-    ``related_kinds("osm-rnn")`` -> ``{"osm-rnn": "same kind", "osmformer": "same family", "lstm": "also
-    recurrent"}``. An unknown kind gets ``{kind: "same kind"}``. Used to choose a stand-in checkpoint when a
-    view cannot show the chosen one, and Compare's second checkpoint. Design choice."""
-    families = (("osm-rnn", "osmformer"), ("cem",), ("grassmann", "grassmann-attn"), ("transformer", "llama"),
-                ("lstm",))
-    mixing = (("also recurrent", ("osm-rnn", "lstm")),
-              ("also attention-based", ("transformer", "llama", "cem", "osmformer", "grassmann-attn")))
-    out = {kind: "same kind"}
-    for fam in families:
-        if kind in fam:
-            out.update({k: "same family" for k in fam if k not in out})
-    for how, kinds in mixing:
-        if kind in kinds:
-            out.update({k: how for k in kinds if k not in out})
-    return out

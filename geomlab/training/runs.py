@@ -47,8 +47,11 @@ class RunError(ValueError):
 
 
 def is_osm(kind: str) -> bool:
-    """Whether ``kind`` takes a matrix group (the OSM family)."""
-    return kind in ("osm-rnn", "osmformer")
+    """Whether ``kind`` takes a matrix group: a kind of the OSM family (:mod:`geomlab.models.family`)."""
+    from geomlab.models import kinds_of
+    from geomlab.models.family import OSM
+
+    return kind in kinds_of(OSM)
 
 
 #: The preset values of each caller whose run differs from the one set of defaults (the fields of

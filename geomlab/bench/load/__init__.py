@@ -40,7 +40,7 @@ from geomlab.bench.load.run import LoadResult, percentile, run_load
 from geomlab.bench.load.server import RssMonitor, app_server, free_port, log_errors, wait_for_health
 from geomlab.bench.load.session import Lockstep, SessionResult, read_view, run_session, visit_home
 from geomlab.bench.load.summary import report
-from geomlab.bench.load.texts import (BUILTIN_TEXT, DEFAULT_VIEWS, VIEW_KINDS, bundled_checkpoints, checkpoints_for,
+from geomlab.bench.load.texts import (BUILTIN_TEXT, DEFAULT_VIEWS, bundled_checkpoints, checkpoints_for,
                                       corpus_text, session_texts)
 
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
 __all__ = [
     "BUILTIN_TEXT", "BrowserResult", "CURSOR_LABEL", "CursorWidget", "DEFAULT_VIEWS", "LoadResult", "Lockstep",
-    "RssMonitor", "Run", "RunReader", "SessionResult", "VIEW_KINDS", "app_server", "bundled_checkpoints",
+    "RssMonitor", "Run", "RunReader", "SessionResult", "app_server", "bundled_checkpoints",
     "checkpoints_for", "corpus_text", "cursor_state", "element_errors", "find_cursor", "free_port", "log_errors",
     "main", "move_targets", "percentile", "read_view", "report", "rerun_backmsg", "run_browsers", "run_load",
     "run_session", "session_texts", "visit_home", "wait_for_health",

@@ -16,7 +16,8 @@ from urllib.parse import urlencode
 from geomlab.bench.load.chromium import BrowserResult, run_browsers
 from geomlab.bench.load.server import RssMonitor, app_server, free_port, log_errors
 from geomlab.bench.load.session import Lockstep, SessionResult, run_session, visit_home
-from geomlab.bench.load.texts import DEFAULT_VIEWS, VIEW_KINDS, bundled_checkpoints, checkpoints_for, session_texts
+from geomlab.teach.views import VIEWS
+from geomlab.bench.load.texts import DEFAULT_VIEWS, bundled_checkpoints, checkpoints_for, session_texts
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -87,9 +88,9 @@ def run_load(sessions: int, views: Iterable[str] = DEFAULT_VIEWS, moves: int = 3
     Raises ``ValueError`` for an unknown view or bad counts, ``RuntimeError`` when the server does not
     start."""
     views = list(views)
-    unknown = [v for v in views if v not in VIEW_KINDS]
+    unknown = [v for v in views if v not in VIEWS]
     if unknown or not views:
-        raise ValueError(f"unknown views {unknown}; choose from {', '.join(VIEW_KINDS)}")
+        raise ValueError(f"unknown views {unknown}; choose from {', '.join(VIEWS)}")
     if sessions < 1 or moves < 0 or chars < 1 or browser < 0:
         raise ValueError("need sessions >= 1, moves >= 0, chars >= 1, browser >= 0")
     ckpts = checkpoints_for(views, bundled_checkpoints())

@@ -9,17 +9,10 @@ from pathlib import Path
 from typing import Iterable
 
 from geomlab.core.locate import bundled_dir
+from geomlab.teach.views import VIEWS
 
-#: View page URL path -> model kinds to use, in order of preference (design choice: the family the view
-#: is about first; e.g. Tangent updates on an OSMFormer, whose layers mix tangents).
-VIEW_KINDS: dict[str, tuple[str, ...]] = {
-    "trajectories": ("osm-rnn", "osmformer"),
-    "tangents": ("osmformer", "osm-rnn"),
-    "attention": ("osmformer", "transformer", "llama", "cem", "grassmann-attn"),
-    "energy": ("cem",),
-    "planes": ("grassmann",),
-}
-DEFAULT_VIEWS = tuple(VIEW_KINDS)
+#: Every view page's URL path, in page order (the view registry, :data:`geomlab.teach.views.VIEWS`).
+DEFAULT_VIEWS = tuple(VIEWS)
 
 #: Text used when Tiny Shakespeare is not in GEOMLAB_DATA_DIR (public domain: Sonnet 18 and Hamlet III.1).
 BUILTIN_TEXT = (
@@ -95,11 +88,12 @@ def bundled_checkpoints(folder: Path | None = None) -> list[tuple[str, str, str]
 
 def checkpoints_for(views: Iterable[str], found: list[tuple[str, str, str]]) -> dict[str, list[str]]:
     """view slug -> bundled checkpoint names that read characters and suit the view (kinds in the order
-    of :data:`VIEW_KINDS`, names sorted within a kind); an empty list means the app picks one itself."""
+    the view prefers, :attr:`geomlab.teach.views.ViewSpec.preferred_kinds`, e.g. Tangent updates on an
+    OSMFormer; names sorted within a kind); an empty list means the app picks one itself."""
     out: dict[str, list[str]] = {}
     for slug in views:
         names: list[str] = []
-        for kind in VIEW_KINDS.get(slug, ()):
+        for kind in (VIEWS[slug].preferred_kinds if slug in VIEWS else ()):
             names += [n for n, k, level in found if k == kind and level == "char"]
         out[slug] = names
     return out

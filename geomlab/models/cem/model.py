@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from geomlab.models import register
+from geomlab.models.family import CEM
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import linear_width_search, search_width
 from geomlab.models.cem.blocks import CEMStack
@@ -26,6 +27,8 @@ class CEMModel(SequenceModel):
     """
 
     kind = "cem"
+    family = CEM
+    attention = True
     config_class = CEMConfig
 
     def __init__(self, config: CEMConfig | dict[str, Any]):

@@ -29,10 +29,10 @@ Shared pieces (both kinds):
 
 from geomlab.models.osm.base import OSMBase
 from geomlab.models.osm.config import OSMConfig, OSMConfigError, OSMFormerConfig, OSMRNNConfig
-from geomlab.models.osm.former import OSMFormer
 from geomlab.models.osm.geometry import RealifiedGroup
 from geomlab.models.osm.mixing import TangentMixing
-from geomlab.models.osm.rnn import OSMRNN
+from geomlab.models.osm.rnn import OSMRNN  # registered before the OSMFormer: the family lists the RNN first
+from geomlab.models.osm.former import OSMFormer
 
 __all__ = ["OSMConfig", "OSMConfigError", "OSMFormerConfig", "OSMRNNConfig", "RealifiedGroup", "TangentMixing",
            "OSMBase", "OSMRNN", "OSMFormer"]

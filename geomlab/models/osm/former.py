@@ -13,6 +13,7 @@ from geomlab.geometry.groups import OrthogonalGroup, SpecialOrthogonalGroup, exp
 from geomlab.geometry.groups.torus import TorusGroup
 from geomlab.geometry.groups.expm import _PAD_TO
 from geomlab.models import register
+from geomlab.models.family import OSM
 from geomlab.models.osm.base import OSMBase, _budget_with_knobs
 from geomlab.models.osm.config import PROTOTYPES, OSMFormerConfig
 from geomlab.models.osm.geometry import RealifiedGroup, _ct
@@ -74,6 +75,8 @@ class OSMFormer(OSMBase):
     """
 
     kind = "osmformer"
+    family = OSM
+    attention = True
     config_class = OSMFormerConfig
 
     @classmethod

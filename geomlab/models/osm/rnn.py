@@ -8,6 +8,7 @@ import torch
 
 from geomlab.geometry.groups import OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor
 from geomlab.models import register
+from geomlab.models.family import OSM
 from geomlab.models.osm.base import OSMBase, _budget_with_knobs
 from geomlab.models.osm.config import PROTOTYPES, OSMRNNConfig
 from geomlab.models.osm.geometry import _ct
@@ -32,6 +33,8 @@ class OSMRNN(OSMBase):
     """
 
     kind = "osm-rnn"
+    family = OSM
+    recurrent = True
     config_class = OSMRNNConfig
 
     @classmethod
