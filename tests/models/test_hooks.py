@@ -8,7 +8,7 @@ import torch
 
 from geomlab.models import build_model, kinds, model_class
 from geomlab.models.hooks import any_active, hook_points, run_with_cache, run_with_hooks
-from tests.helpers.models import small_model
+from helpers.models import small_model
 
 V = 11
 #: Extra configurations whose forward takes another path (torus diagonals, realified states, explicit mixer,
