@@ -64,7 +64,7 @@ def dense_attention(record: dict[str, Any], group: dict | None = None, heads: in
 def from_record(record: dict[str, Any], kind: str, tokens, labels: list[str] | None = None,
                 config: dict[str, Any] | None = None, text: str = "", group: dict | None = None,
                 family: str | None = None) -> Trace:
-    """Wrap a record dict (``model.record`` output, contract in ``docs/architecture.md``) in its compact
+    """Wrap a record dict (``model.record`` output, keys in the class's ``record_from_cache``) in its compact
     dataclass; also reads the arrays of a version-1 trace file and hand-made records with dense ``T x T``
     ``attention`` / ``similarity`` maps.
 
