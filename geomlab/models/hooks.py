@@ -14,6 +14,8 @@ hook points: :func:`run_with_cache` collects the values, :func:`run_with_hooks` 
   only computed for an active hook cost nothing when none is attached.
 * Every cached tensor has the batch on axis 0; the shape docs use ``B`` (batch), ``T`` (positions), ``S``
   (steps), ``H`` (heads) and the kind's widths.
+* Functions attach to the model's own modules, so two runs of one model must not overlap in time (threads
+  serialise them; :mod:`geomlab.trace` holds one lock around every model run).
 
 Design choice after TransformerLens's ``HookPoint`` (Nanda et al.), written for geomlab.
 """
@@ -84,7 +86,7 @@ class HookedModule:
     """Mixin of a module with hook points: :meth:`hook_points` lists them with their shapes (the contract)."""
 
     def hook_points(self) -> dict[str, str]:
-        """``{name: shape doc}`` of every hook point of this model, in forward order of declaration."""
+        """``{name: shape doc}`` of every hook point of this model, in the order the modules are registered."""
         return {name: hp.shape for name, hp in hook_points(self).items()}
 
 
