@@ -5,10 +5,14 @@ A model is a ``torch.nn.Module`` subclass of :class:`SequenceModel`:
 * ``model(tokens)`` with ``tokens`` a ``LongTensor`` of shape ``(B, T)`` returns logits of shape
   ``(B, T, V)`` (float32/float64, real) where ``logits[:, t]`` predicts token ``t + 1``. Causal: output
   ``t`` never depends on tokens after ``t``.
-* ``model.record(tokens)`` with ``tokens`` of shape ``(1, T)`` runs the same computation and returns a
-  ``dict[str, Tensor]`` of everything the views need (see ``docs/architecture.md`` for the keys of each
-  family); it always holds ``"logits"`` of shape ``(T, V)`` equal to ``model(tokens)[0]``.
-  Recording never changes the output.
+* ``model.hook_points()``: ``{name: shape doc}`` of the model's hook points (:mod:`geomlab.models.hooks`),
+  the named hidden values of its forward pass; ``run_with_cache(model, tokens, names)`` reads them for a
+  batch, ``run_with_hooks(model, tokens, [(name, fn)])`` runs functions on them (and may replace them).
+* ``model.record(tokens)`` with ``tokens`` of shape ``(1, T)`` returns the ``dict[str, Tensor]`` the trace
+  stores (the keys of each kind in its ``record_from_cache`` docstring), read from the hook points named by
+  ``record_hooks()`` in one :func:`~geomlab.models.hooks.run_with_cache`; it always holds ``"logits"`` of
+  shape ``(T, V)`` equal to ``model(tokens)[0]``. ``model.records(tokens)`` does the same for a batch
+  ``(B, T)`` in one run, a dict per sequence. Recording never changes the output.
 * ``model.cfg`` is the kind's typed config (a :class:`geomlab.models.config.ConfigBase` subclass, the
   class's ``config_class``); ``model.config`` is its plain JSON-serialisable dict (including ``"kind"`` and
   ``"vocab_size"``), so ``build_model(model.config)`` rebuilds the same architecture.
@@ -23,13 +27,15 @@ from torch import nn
 
 from geomlab.models.config import ConfigBase
 from geomlab.models.family import RECURRENT, Family
+from geomlab.models.hooks import HookedModule, run_with_cache
 
 
-class SequenceModel(nn.Module):
+class SequenceModel(HookedModule, nn.Module):
     """Base class of every registered model kind.
 
     Subclasses set ``kind`` (the registry name) and ``config_class`` (its typed config), implement
-    ``forward`` and ``record``, and may override ``config_for_budget`` and ``effective_param_count``.
+    ``forward`` (calling their hook points), ``record_hooks`` and ``record_from_cache``, and may override
+    ``config_for_budget`` and ``effective_param_count``.
     """
 
     kind: str = ""
@@ -77,9 +83,30 @@ class SequenceModel(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    @torch.no_grad()
-    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Default recording: only the logits, shape ``(T, V)``."""
+    def record_hooks(self) -> list[str]:
+        """The hook points :meth:`record` reads (default: none, the record is the logits)."""
+        return []
+
+    def record_from_cache(self, cache: dict[str, torch.Tensor], logits: torch.Tensor, b: int) -> dict[str, Any]:
+        """The record of sequence ``b`` from a :func:`~geomlab.models.hooks.run_with_cache` of
+        :meth:`record_hooks`: default ``{"logits": logits[b]}`` ``(T, V)``."""
+        return {"logits": logits[b]}
+
+    def _check_record(self, tokens: torch.Tensor) -> None:
         if tokens.dim() != 2 or tokens.shape[0] != 1:
             raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
-        return {"logits": self(tokens)[0]}
+
+    @torch.no_grad()
+    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The trace's record of one sequence, ``tokens`` ``(1, T)`` (``ValueError`` otherwise): see
+        :meth:`record_from_cache`."""
+        self._check_record(tokens)
+        return self.records(tokens)[0]
+
+    @torch.no_grad()
+    def records(self, tokens: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+        """The records of a batch ``tokens`` ``(B, T)`` from one batched run, one dict per sequence."""
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
+        logits, cache = run_with_cache(self, tokens, self.record_hooks())
+        return [self.record_from_cache(cache, logits, b) for b in range(tokens.shape[0])]

@@ -57,12 +57,11 @@ from torch import nn
 
 from geomlab.models import register
 from geomlab.models.family import GRASSMANN
-from geomlab.models.family import GRASSMANN
+from geomlab.models.hooks import HookPoint
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import search_width
 from geomlab.models.config import ConfigBase
 from geomlab.geometry.planes import normalize_plucker, plucker_indices, plucker_size
-
 
 
 class GrassmannConfigError(ValueError):
@@ -187,6 +186,16 @@ class GrassmannMixer(nn.Module):
         self.register_buffer("I", I, persistent=False)
         self.register_buffer("J", J, persistent=False)
         self.register_buffer("sel", sel, persistent=False)  # one-hot (r, P) selections of i and j
+        m = len(self.offsets)
+        self.hook_reduced = HookPoint("(B, T, r) reduced vectors z_t = W_red h_t + b_red")
+        self.hook_plucker = HookPoint(f"(B, {m}, T, P) normalised Plücker vectors of (z_t, z_t-D) per offset slot "
+                                      "D of the layer, zero where t < D (computed only for the hook)",
+                                      writable=False)
+        self.hook_plucker_norm = HookPoint(f"(B, {m}, T) ||z_t ^ z_t-D|| before normalisation, zero where t < D",
+                                           writable=False)
+        self.hook_plucker_mean = HookPoint("(B, T, P) offset-averaged normalised Plücker vector fed to W_plu "
+                                           "(zero where no offset is valid)")
+        self.hook_gate = HookPoint("(B, T, d_model) gate alpha_t of alpha h + (1 - alpha) g")
 
     @property
     def max_offset(self) -> int:
@@ -220,10 +229,12 @@ class GrassmannMixer(nn.Module):
         v = (b64 - c.unsqueeze(-1) * a64) * w.unsqueeze(-1)
         return w.to(a.dtype), n2, v.to(a.dtype)
 
-    def _fuse(self, h: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _gate(self, h: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         gin = torch.cat([h, g], dim=-1) if self.gate_form == "concat" else h
-        alpha = torch.sigmoid(self.gate(gin))
-        return torch.lerp(g, h, alpha), alpha  # alpha h + (1 - alpha) g in one pass
+        return torch.sigmoid(self.gate(gin))
+
+    def _fuse(self, h: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        return torch.lerp(g, h, self._gate(h, g))  # alpha h + (1 - alpha) g in one pass
 
     def _partners(self, T: int, device) -> tuple[list[int], torch.Tensor, torch.Tensor]:
         """The offsets with a partner somewhere in a length-``T`` window, ``idx`` ``(T, m)`` long: row of the
@@ -239,17 +250,17 @@ class GrassmannMixer(nn.Module):
             self._partner_key = key
         return self._partner_cache
 
-    def forward(self, h: torch.Tensor, rec: dict | None = None) -> torch.Tensor:
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
         B, T, _ = h.shape
-        z = self.reduce(h)
+        z = self.hook_reduced(self.reduce(h))
         if self.impl == "fused":
-            return self._forward_fused(h, z, rec)
+            return self._forward_fused(h, z)
         cnt = torch.zeros(T, dtype=h.dtype, device=h.device)
         acc = None  # sum of p_hat (B, T, P)
+        planes = []  # per offset slot, for the hook points: (D, p_hat, z_t, z_t-D), None where D >= T
         for D in self.offsets:
             if D >= T:  # no position has a partner at this offset: skipped
-                if rec is not None:
-                    self._record_empty(rec, h, T)
+                planes.append(None)
                 continue
             cur, past = z[:, D:], z[:, :-D]  # current first, past second
             cnt[D:] += 1
@@ -257,17 +268,17 @@ class GrassmannMixer(nn.Module):
             p_hat = normalize_plucker(p, self.eps, self.normalize)
             term = F.pad(p_hat, (0, 0, D, 0))
             acc = term if acc is None else acc + term
-            if rec is not None:
-                self._record_offset(rec, D, T, p_hat[0], cur[0], past[0])
+            planes.append((D, p_hat, cur, past))
+        self._observe_planes(planes, z)
         if acc is None:
             g = torch.zeros_like(h)
-            mean = h.new_zeros(B, T, self.P)
+            mean = self.hook_plucker_mean(h.new_zeros(B, T, self.P))
         else:
-            mean = acc * (1 / cnt.clamp_min(1).unsqueeze(-1))
+            mean = self.hook_plucker_mean(acc * (1 / cnt.clamp_min(1).unsqueeze(-1)))
             g = torch.where((cnt > 0).unsqueeze(-1), self.plu(mean), torch.zeros((), dtype=h.dtype))
-        return self._finish(h, g, mean, z, rec)
+        return self._finish(h, g)
 
-    def _forward_fused(self, h: torch.Tensor, z: torch.Tensor, rec: dict | None) -> torch.Tensor:
+    def _forward_fused(self, h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """The fused form with every offset at once: the partners of all offsets are gathered into one
         ``(B, T, m, r)`` tensor (a zero partner where ``t < D``, whose weight is masked to 0) and the terms of
         :meth:`_scaled_perp` (float64, ``z_{t-D} - c z_t`` before the weight, as there) are formed for all
@@ -275,11 +286,15 @@ class GrassmannMixer(nn.Module):
         weighted terms in float64 before the cast differs from the per-offset float32 sum by rounding only."""
         B, T, r = z.shape
         offs, idx, mask = self._partners(T, h.device)
+        if self.hook_plucker.active or self.hook_plucker_norm.active:  # each plane, for the hook points only
+            planes = []
+            for D in self.offsets:
+                cur, past = z[:, D:], z[:, :-D]
+                planes.append(None if D >= T else (D, self._wedge(cur, self._scaled_perp(cur, past)[2]), cur, past))
+            self._observe_planes(planes, z)
         if not offs:
-            if rec is not None:
-                for _ in self.offsets:
-                    self._record_empty(rec, h, T)
-            return self._finish(h, torch.zeros_like(h), h.new_zeros(B, T, self.P), z, rec)
+            self.hook_plucker_mean(h.new_zeros(B, T, self.P))
+            return self._finish(h, torch.zeros_like(h))
         m, top = len(offs), max(offs)
         dt = z.dtype if z.device.type == "mps" else torch.float64
         z64 = z.to(dt)
@@ -295,37 +310,27 @@ class GrassmannMixer(nn.Module):
         cnt = mask.sum(dim=1).to(dt)  # valid offsets per position
         v = torch.addcmul(past, c.unsqueeze(-1), z64.unsqueeze(2), value=-1)  # z_{t-D} - c z_t, (B, T, m, r)
         u = (w.unsqueeze(-1) * v).sum(2)
-        mean = self._wedge(z, (u / cnt.clamp_min(1).unsqueeze(-1)).to(z.dtype))
+        mean = self.hook_plucker_mean(self._wedge(z, (u / cnt.clamp_min(1).unsqueeze(-1)).to(z.dtype)))
         g = torch.where((cnt > 0).unsqueeze(-1), self.plu(mean), torch.zeros((), dtype=h.dtype))
-        if rec is not None:
-            for D in self.offsets:
-                if D >= T:
-                    self._record_empty(rec, h, T)
-                    continue
-                cur0, past0 = z[0, D:], z[0, :-D]
-                self._record_offset(rec, D, T, self._wedge(cur0, self._scaled_perp(cur0, past0)[2]), cur0, past0)
-        return self._finish(h, g, mean, z, rec)
+        return self._finish(h, g)
 
-    def _finish(self, h, g, mean, z, rec):
-        m, alpha = self._fuse(h, g)
-        if rec is not None:
-            rec["reduced"].append(z[0])
-            rec["gates"].append(alpha[0])
-            rec["plucker_mean"].append(mean[0])
-        return m
+    def _finish(self, h: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        alpha = self.hook_gate(self._gate(h, g))
+        return torch.lerp(g, h, alpha)
 
-    def _record_empty(self, rec: dict, h: torch.Tensor, T: int) -> None:
-        rec["plucker"].append(h.new_zeros(T, self.P))
-        rec["plucker_norm"].append(h.new_zeros(T))
-        rec["plucker_mask"].append(torch.zeros(T, dtype=torch.bool, device=h.device))
-
-    def _record_offset(self, rec: dict, D: int, T: int, p_hat0, cur0, past0) -> None:
-        rec["plucker"].append(F.pad(p_hat0, (0, 0, D, 0)))
-        norm0 = torch.linalg.vector_norm(self._wedge(cur0, past0), dim=-1)  # direct, for the views
-        rec["plucker_norm"].append(F.pad(norm0, (D, 0)))
-        mask = torch.zeros(T, dtype=torch.bool, device=cur0.device)
-        mask[D:] = True
-        rec["plucker_mask"].append(mask)
+    def _observe_planes(self, planes: list, z: torch.Tensor) -> None:
+        """Pass the normalised Plücker vectors and the norms before normalisation of every offset slot to their
+        hook points, ``(B, m, T, P)`` and ``(B, m, T)``, zero where ``t < D`` (only those that are active).
+        ``planes``: per slot ``(D, p_hat, z_t, z_t-D)`` or None where the offset has no partner."""
+        B, T, _ = z.shape
+        if self.hook_plucker.active:
+            self.hook_plucker(torch.stack([z.new_zeros(B, T, self.P) if pl is None else
+                                           F.pad(pl[1], (0, 0, pl[0], 0)) for pl in planes], dim=1))
+        if self.hook_plucker_norm.active:  # direct, for the views
+            self.hook_plucker_norm(torch.stack([
+                z.new_zeros(B, T) if pl is None else
+                F.pad(torch.linalg.vector_norm(self._wedge(pl[2], pl[3]), dim=-1), (pl[0], 0)) for pl in planes],
+                dim=1))
 
     def step(self, h: torch.Tensor, past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One position: ``h`` ``(B, d_model)`` and ``past`` ``(B, K, rank)``, the reduced vectors of the last
@@ -342,7 +347,7 @@ class GrassmannMixer(nn.Module):
         else:
             acc = sum(normalize_plucker(self._wedge(z, past[:, K - D]), self.eps, self.normalize) for D in valid)
             g = self.plu(acc / len(valid))
-        m, _ = self._fuse(h, g)
+        m = self._fuse(h, g)
         past = torch.cat([past, z.unsqueeze(1)], dim=1)[:, -self.max_offset:]
         return m, past
 
@@ -356,15 +361,15 @@ class CausalSelfAttention(nn.Module):
         self.n_heads = n_heads
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
+        self.hook_q = HookPoint("(B, H, T, d_head) attention queries (unscaled)")
+        self.hook_k = HookPoint("(B, H, T, d_head) attention keys")
 
-    def forward(self, x: torch.Tensor, rec: dict | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, D = x.shape
         H = self.n_heads
         q, k, v = self.qkv(x).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        q, k = self.hook_q(q), self.hook_k(k)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        if rec is not None:  # queries (scale folded in) and keys: the trace computes weight rows
-            rec["attention_q"].append(q[0] / math.sqrt(D // H))
-            rec["attention_k"].append(k[0])
         return self.out(y.transpose(1, 2).reshape(B, T, D))
 
 
@@ -380,6 +385,8 @@ class _Block(nn.Module):
         self.ff2 = nn.Linear(d_ff, d_model)
         self.ln2 = nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
+        self.hook_resid_pre = HookPoint("(B, T, d_model) block input (the residual stream)")
+        self.hook_resid_post = HookPoint("(B, T, d_model) block output")
 
     def ffn(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self.ff2(F.gelu(self.ff1(x))))
@@ -389,14 +396,14 @@ class _Block(nn.Module):
             return x + self.drop(mix(x))
         return self.drop(mix(x))
 
-    def forward(self, x: torch.Tensor, rec: dict | None = None) -> torch.Tensor:
-        mix = lambda u: self.mixer(u, rec)  # noqa: E731
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.hook_resid_pre(x)
         if self.layout == "pre_norm":
-            y = mix(self.ln1(x))
+            y = self.mixer(self.ln1(x))
             x = x + self.drop(self.ln_in(y) if self.ln_in is not None else y)
-            return x + self.ffn(self.ln2(x))
-        v = self.ln1(self._mix_post(x, mix))
-        return self.ln2(v + self.ffn(v))
+            return self.hook_resid_post(x + self.ffn(self.ln2(x)))
+        v = self.ln1(self._mix_post(x, self.mixer))
+        return self.hook_resid_post(self.ln2(v + self.ffn(v)))
 
     def step(self, x: torch.Tensor, past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Grassmann block at one position: ``x`` ``(B, d)``; see :meth:`GrassmannMixer.step`. Evaluation
@@ -488,18 +495,13 @@ class _PlaneLM(SequenceModel):
         """Tied output head: ``LN_f(x) @ E^T``, ``(..., d) -> (..., V)``."""
         return self.ln_f(x) @ self.tok.weight.t()
 
-    def _run(self, tokens: torch.Tensor, rec: dict | None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``tokens`` ``(B, T)`` long -> logits ``(B, T, V)``; ``logits[:, t]`` predicts token ``t + 1``."""
         self._check_tokens(tokens)
         x = self.embed(tokens)
         for block in self.blocks:
-            if rec is not None:
-                rec["inputs"].append(x[0])
-            x = block(x, rec)
+            x = block(x)
         return self.head(x)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """``tokens`` ``(B, T)`` long -> logits ``(B, T, V)``; ``logits[:, t]`` predicts token ``t + 1``."""
-        return self._run(tokens, None)
 
     @staticmethod
     def _analytic_block(c: dict[str, Any]) -> int:  # pragma: no cover - abstract
@@ -592,40 +594,45 @@ class GrassmannLM(_PlaneLM):
 
     # ---------------------------------------------------------------- recording
 
-    @torch.no_grad()
-    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Everything the plane views need for one sequence (docs/architecture.md, Grassmann table).
+    def record_hooks(self) -> list[str]:
+        """Every block's input and every mixer's reduced vectors, planes, norms, mean and gate."""
+        names = []
+        for l in range(len(self.blocks)):
+            names.append(f"blocks.{l}.hook_resid_pre")
+            names += [f"blocks.{l}.mixer.hook_{w}" for w in ("reduced", "plucker", "plucker_norm", "gate",
+                                                             "plucker_mean")]
+        return names
 
-        ``tokens`` ``(1, T)`` -> dict with ``inputs`` ``[layer, T, d]`` (block inputs, the residual stream),
-        ``reduced`` ``[layer, T, r]``, ``plucker`` ``[layer, slot, T, P]`` (normalised, zero where masked),
-        ``plucker_mask`` ``[layer, slot, T]`` bool, ``offsets`` ``[layer, slot]`` long (0 = unused slot),
-        ``gates`` ``[layer, T, d]`` (alpha), ``logits`` ``[T, V]`` (equal to ``model(tokens)[0]``), and the
-        extras ``plucker_norm`` ``[layer, slot, T]`` (``||p||`` before normalisation, for degenerate-pair
+    def record_from_cache(self, cache: dict[str, torch.Tensor], logits: torch.Tensor, b: int) -> dict[str, torch.Tensor]:
+        """Everything the plane views need for sequence ``b``: ``inputs`` ``[layer, T, d]`` (block inputs, the
+        residual stream), ``reduced`` ``[layer, T, r]``, ``plucker`` ``[layer, slot, T, P]`` (normalised, zero
+        where masked), ``plucker_mask`` ``[layer, slot, T]`` bool, ``offsets`` ``[layer, slot]`` long (0 = unused
+        slot), ``gates`` ``[layer, T, d]`` (alpha), ``logits`` ``[T, V]`` (equal to ``model(tokens)[b]``), and
+        the extras ``plucker_norm`` ``[layer, slot, T]`` (``||p||`` before normalisation, for degenerate-pair
         monitoring, pitfall §7.1) and ``plucker_mean`` ``[layer, T, P]`` (the offset-averaged bivector fed to
         ``W_plu``, §5.9; zero where no offset is valid). Slots: the layer's sorted offsets (``all``) or its
-        single offset (``per_layer``). Raises ``ValueError`` unless ``tokens`` is ``(1, T)``.
-        """
-        if tokens.dim() != 2 or tokens.shape[0] != 1:
-            raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
-        keys = ("inputs", "reduced", "plucker", "plucker_norm", "plucker_mask", "gates", "plucker_mean")
-        rec: dict[str, Any] = {k: [] for k in keys}
-        logits = self._run(tokens, rec)[0]
+        single offset (``per_layer``)."""
+        logits = logits[b]
         L, S = len(self.blocks), max(len(o) for o in self.layer_offsets)
-        T, P = tokens.shape[1], self.blocks[0].mixer.P
+        T, P = logits.shape[0], self.blocks[0].mixer.P
         plu = logits.new_zeros(L, S, T, P)
         norm = logits.new_zeros(L, S, T)
         mask = torch.zeros(L, S, T, dtype=torch.bool, device=logits.device)
         offsets = torch.zeros(L, S, dtype=torch.long)
-        i = 0
         for layer, offs in enumerate(self.layer_offsets):
+            mixer = f"blocks.{layer}.mixer."
             for slot, D in enumerate(offs):
-                plu[layer, slot], norm[layer, slot], mask[layer, slot] = (
-                    rec["plucker"][i], rec["plucker_norm"][i], rec["plucker_mask"][i])
+                plu[layer, slot] = cache[mixer + "hook_plucker"][b, slot]
+                norm[layer, slot] = cache[mixer + "hook_plucker_norm"][b, slot]
+                mask[layer, slot, D:] = True
                 offsets[layer, slot] = D
-                i += 1
-        return {"inputs": torch.stack(rec["inputs"]), "reduced": torch.stack(rec["reduced"]),
-                "plucker": plu, "plucker_mask": mask, "offsets": offsets, "gates": torch.stack(rec["gates"]),
-                "logits": logits, "plucker_norm": norm, "plucker_mean": torch.stack(rec["plucker_mean"])}
+
+        def per_layer(name):
+            return torch.stack([cache[f"blocks.{l}.{name}"][b] for l in range(L)])
+
+        return {"inputs": per_layer("hook_resid_pre"), "reduced": per_layer("mixer.hook_reduced"),
+                "plucker": plu, "plucker_mask": mask, "offsets": offsets, "gates": per_layer("mixer.hook_gate"),
+                "logits": logits, "plucker_norm": norm, "plucker_mean": per_layer("mixer.hook_plucker_mean")}
 
     # ---------------------------------------------------------------- incremental decoding
 
@@ -723,14 +730,17 @@ class GrassmannAttentionLM(_PlaneLM):
             return cfg
         return cls._budget(n_params, vocab_size, fixed, derive)
 
-    @torch.no_grad()
-    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``tokens`` ``(1, T)`` -> ``{"logits": (T, V), "attention_q", "attention_k": [layer, head, T, d_head]}``
-        (scores ``q_i·k_j``, the scale folded into ``q``; ``geomlab.trace`` turns them into weights on
-        demand). The logits are computed exactly as in ``forward`` (bit-identical)."""
-        if tokens.dim() != 2 or tokens.shape[0] != 1:
-            raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
-        rec: dict[str, Any] = {"attention_q": [], "attention_k": [], "inputs": []}
-        logits = self._run(tokens, rec)[0]
-        return {"logits": logits, "attention_q": torch.stack(rec["attention_q"]),
-                "attention_k": torch.stack(rec["attention_k"])}
+    def record_hooks(self) -> list[str]:
+        """The queries and keys of every block."""
+        return [f"blocks.{l}.mixer.hook_{a}" for l in range(len(self.blocks)) for a in "qk"]
+
+    def record_from_cache(self, cache: dict[str, torch.Tensor], logits: torch.Tensor, b: int) -> dict[str, torch.Tensor]:
+        """Sequence ``b``: ``{"logits": (T, V), "attention_q", "attention_k": [layer, head, T, d_head]}`` (scores
+        ``q_i·k_j``, the scale folded into ``q``; ``geomlab.trace`` turns them into weights on demand). The
+        logits are computed exactly as in ``forward`` (bit-identical)."""
+        L = len(self.blocks)
+        d_head = self.d_model // int(self.config["n_heads"])
+        return {"logits": logits[b],
+                "attention_q": torch.stack([cache[f"blocks.{l}.mixer.hook_q"][b] / math.sqrt(d_head)
+                                            for l in range(L)]),
+                "attention_k": torch.stack([cache[f"blocks.{l}.mixer.hook_k"][b] for l in range(L)])}

@@ -20,6 +20,7 @@ from geomlab.models.family import TRANSFORMER
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import linear_width_search, search_width
 from geomlab.models.config import ConfigBase
+from geomlab.models.hooks import HookPoint
 from geomlab.models.layers import RotaryTables, apply_rope
 
 __all__ = ["LlamaConfig", "LlamaModel", "LlamaBlock"]
@@ -72,25 +73,33 @@ class LlamaBlock(nn.Module):
             nn.init.normal_(lin.weight, std=d ** -0.5)
         nn.init.normal_(self.o.weight, std=out_scale * d ** -0.5)
         nn.init.normal_(self.down.weight, std=out_scale * f ** -0.5)
+        self.hook_q = HookPoint("(B, H, T, d_head) attention queries, RoPE applied (unscaled)")
+        self.hook_k = HookPoint("(B, H, T, d_head) attention keys, RoPE applied")
+        self.hook_resid_mid = HookPoint("(B, T, d) residual stream after the attention")
+        self.hook_resid_post = HookPoint("(B, T, d) residual stream after the block")
 
-    def forward(self, h: torch.Tensor, rope, rec: list | None = None) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, rope) -> torch.Tensor:
         B, J, d = h.shape
         q, k, v = self.qkv(self.norm1(h)).view(B, J, 3, self.H, self.dh).permute(2, 0, 3, 1, 4)
-        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        q, k = self.hook_q(apply_rope(q, *rope)), self.hook_k(apply_rope(k, *rope))
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        if rec is not None:  # rotated queries (scale folded in) and keys: the trace computes weight rows
-            rec.append((q[0] * self.dh ** -0.5, k[0]))
-        h = h + self.o(o.transpose(1, 2).reshape(B, J, d))
+        h = self.hook_resid_mid(h + self.o(o.transpose(1, 2).reshape(B, J, d)))
         z = self.norm2(h)
-        return h + self.down(F.silu(self.gate(z)) * self.up(z))
+        return self.hook_resid_post(h + self.down(F.silu(self.gate(z)) * self.up(z)))
 
 
 @register
 class LlamaModel(SequenceModel):
     """``llama``: Llama-style character LM (the CEM paper's baseline).
 
-    Config: :class:`LlamaConfig`. ``model(tokens)``: ``(B, T)`` long -> logits ``(B, T, V)``; ``record`` adds ``attention``
-    ``[layer, head, pos, pos]``. Raises ``ValueError`` for an invalid config.
+    Config: :class:`LlamaConfig`. ``model(tokens)``: ``(B, T)`` long -> logits ``(B, T, V)``; ``record`` adds the
+    attention queries and keys. Raises ``ValueError`` for an invalid config.
+
+    Hook points (``model.hook_points()``; l = 0..n_layers-1, H heads of width d_head = d / H):
+    ``hook_embed`` ``(B, T, d)`` (the scaled embedding, the residual stream into block 0);
+    ``blocks.l.hook_q`` / ``blocks.l.hook_k`` ``(B, H, T, d_head)`` (RoPE applied, queries unscaled);
+    ``blocks.l.hook_resid_mid`` ``(B, T, d)`` (after the attention); ``blocks.l.hook_resid_post``
+    ``(B, T, d)`` (after the block).
     """
 
     kind = "llama"
@@ -107,30 +116,30 @@ class LlamaModel(SequenceModel):
         self.blocks = nn.ModuleList(LlamaBlock(cfg) for _ in range(cfg.n_layers))
         self.norm_f = nn.RMSNorm(d, eps=cfg.norm_eps)
         self._rope = RotaryTables(d // H, cfg.rope_base)
-
-    def _run(self, tokens: torch.Tensor, rec: list | None) -> torch.Tensor:
-        if tokens.dim() != 2:
-            raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
-        h = self.embed(tokens) * math.sqrt(self.cfg.d_model)
-        rope = self._rope(tokens.shape[1], h.dtype, h.device)
-        for block in self.blocks:
-            h = block(h, rope, rec)
-        return self.norm_f(h) @ self.embed.weight.T
+        self.hook_embed = HookPoint("(B, T, d) scaled token embedding: the residual stream into block 0")
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self._run(tokens, None)
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
+        h = self.hook_embed(self.embed(tokens) * math.sqrt(self.cfg.d_model))
+        rope = self._rope(tokens.shape[1], h.dtype, h.device)
+        for block in self.blocks:
+            h = block(h, rope)
+        return self.norm_f(h) @ self.embed.weight.T
 
-    @torch.no_grad()
-    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    def record_hooks(self) -> list[str]:
+        """The queries and keys of every block."""
+        return [f"blocks.{l}.hook_{a}" for l in range(len(self.blocks)) for a in "qk"]
+
+    def record_from_cache(self, cache: dict[str, torch.Tensor], logits: torch.Tensor, b: int) -> dict[str, torch.Tensor]:
         """``logits`` ``(T, V)`` and ``attention_q`` / ``attention_k`` ``[layer, head, position, d_head]``
-        (RoPE applied, ``1/sqrt(d_head)`` folded into ``q``) for ``tokens`` ``(1, T)``; ``geomlab.trace``
-        turns them into attention weights on demand."""
-        if tokens.dim() != 2 or tokens.shape[0] != 1:
-            raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
-        rec: list = []
-        logits = self._run(tokens, rec)
-        return {"logits": logits[0], "attention_q": torch.stack([q for q, _ in rec]),
-                "attention_k": torch.stack([k for _, k in rec])}
+        (RoPE applied, ``1/sqrt(d_head)`` folded into ``q``) of sequence ``b``; ``geomlab.trace`` turns them
+        into attention weights on demand."""
+        L = len(self.blocks)
+        scale = self.blocks[0].dh ** -0.5
+        return {"logits": logits[b],
+                "attention_q": torch.stack([cache[f"blocks.{l}.hook_q"][b] * scale for l in range(L)]),
+                "attention_k": torch.stack([cache[f"blocks.{l}.hook_k"][b] for l in range(L)])}
 
     @classmethod
     def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from geomlab.models.family import RECURRENT
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import search_width
 from geomlab.models.config import ConfigBase
+from geomlab.models.hooks import HookPoint, any_active
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +43,15 @@ class LSTMConfig(ConfigBase):
         self.fraction("dropout")
 
 
+class _LayerHooks(nn.Module):
+    """The hook points of one LSTM layer (no parameters)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hook_c = HookPoint("(B, T, hidden) cell state c_t after token t", per_step=True)
+        self.hook_h = HookPoint("(B, T, hidden) hidden state h_t after token t", per_step=True)
+
+
 @register
 class LSTMModel(SequenceModel):
     """Character LSTM.
@@ -51,6 +61,13 @@ class LSTMModel(SequenceModel):
     ``forward(tokens)``: ``tokens`` ``LongTensor`` ``(B, T)`` -> logits ``(B, T, vocab_size)`` float32;
     ``logits[:, t]`` predicts token ``t + 1``; each call starts from a zero state. Raises ``ValueError``
     for invalid config values. Source: design choice (standard LSTM baseline, osm.md §5.4 sizing).
+
+    Hook points (``model.hook_points()``; l = 0..layers-1): ``hook_input`` ``(B, T, input)`` (one-hot or
+    embedded tokens); ``layers.l.hook_c`` and ``layers.l.hook_h`` ``(B, T, hidden)``, per step: the cell and
+    hidden state after token t (``h_t = o_t tanh(c_t)`` is computed from the hooked ``c_t``; the hooked
+    ``h_t`` feeds step t + 1, the next layer and the head). While a hook on a layer's states is active the
+    recurrence runs step by step (:meth:`_steps`: the same mathematics as ``torch.nn.LSTM``, equal to float
+    rounding); otherwise the fused ``nn.LSTM`` runs.
     """
 
     kind = "lstm"
@@ -68,6 +85,8 @@ class LSTMModel(SequenceModel):
         self.lstm = nn.LSTM(emb if emb > 0 else v, h, num_layers=layers, batch_first=True,
                             dropout=dropout if layers > 1 else 0.0)
         self.head = nn.Linear(h, v)
+        self.hook_input = HookPoint("(B, T, input) one-hot or embedded tokens, the input of layer 0")
+        self.layers = nn.ModuleList(_LayerHooks() for _ in range(layers))
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if tokens.dim() != 2:
@@ -76,8 +95,30 @@ class LSTMModel(SequenceModel):
             x = self.embedding(tokens)
         else:
             x = F.one_hot(tokens, self.vocab_size).to(self.head.weight.dtype)
-        out, _ = self.lstm(x)
+        x = self.hook_input(x)
+        out = self._steps(x) if any_active(self.layers) else self.lstm(x)[0]
         return self.head(out)
+
+    def _steps(self, x: torch.Tensor) -> torch.Tensor:
+        """The stacked LSTM one step at a time through the state hook points: ``x`` ``(B, T, input)`` ->
+        top-layer hidden states ``(B, T, hidden)``. Gates ``i, f, g, o`` in ``torch.nn.LSTM``'s order and
+        formulas; dropout between layers as there. Source: Hochreiter & Schmidhuber (1997), PyTorch's LSTM."""
+        lstm = self.lstm
+        B, T, _ = x.shape
+        for l, hooks in enumerate(self.layers):
+            if l:
+                x = F.dropout(x, lstm.dropout, self.training)
+            xw = F.linear(x, getattr(lstm, f"weight_ih_l{l}"), getattr(lstm, f"bias_ih_l{l}"))
+            w_hh, b_hh = getattr(lstm, f"weight_hh_l{l}"), getattr(lstm, f"bias_hh_l{l}")
+            h = c = x.new_zeros(B, lstm.hidden_size)
+            out = []
+            for t in range(T):
+                i, f, g, o = (xw[:, t] + F.linear(h, w_hh, b_hh)).chunk(4, dim=-1)
+                c = hooks.hook_c(torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g))
+                h = hooks.hook_h(torch.sigmoid(o) * torch.tanh(c))
+                out.append(h)
+            x = torch.stack(out, dim=1)
+        return x
 
     @classmethod
     def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:

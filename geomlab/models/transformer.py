@@ -23,6 +23,7 @@ from geomlab.models.family import TRANSFORMER
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import search_width
 from geomlab.models.config import ConfigBase
+from geomlab.models.hooks import HookPoint
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +67,8 @@ def alibi_bias(slopes: torch.Tensor, T: int) -> torch.Tensor:
 
 
 class _Block(nn.Module):
+    """One pre-norm block, ``(B, T, D) -> (B, T, D)``, with its hook points (the module docstring)."""
+
     def __init__(self, d_model: int, n_heads: int, mlp_ratio: int, dropout: float):
         super().__init__()
         self.n_heads = n_heads
@@ -76,17 +79,20 @@ class _Block(nn.Module):
         self.fc = nn.Linear(d_model, mlp_ratio * d_model)
         self.proj = nn.Linear(mlp_ratio * d_model, d_model)
         self.drop = nn.Dropout(dropout)
+        self.hook_q = HookPoint("(B, H, T, d_head) attention queries (unscaled)")
+        self.hook_k = HookPoint("(B, H, T, d_head) attention keys")
+        self.hook_resid_mid = HookPoint("(B, T, D) residual stream after the attention")
+        self.hook_resid_post = HookPoint("(B, T, D) residual stream after the block")
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor, rec: list | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         B, T, D = x.shape
         H = self.n_heads
         q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        q, k = self.hook_q(q), self.hook_k(k)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
                                            dropout_p=self.drop.p if self.training else 0.0)
-        if rec is not None:  # queries (score scale folded in) and keys: the trace computes weight rows
-            rec.append((q[0] / math.sqrt(D // H), k[0]))
-        x = x + self.drop(self.out(y.transpose(1, 2).reshape(B, T, D)))
-        return x + self.drop(self.proj(F.gelu(self.fc(self.ln2(x)))))
+        x = self.hook_resid_mid(x + self.drop(self.out(y.transpose(1, 2).reshape(B, T, D))))
+        return self.hook_resid_post(x + self.drop(self.proj(F.gelu(self.fc(self.ln2(x))))))
 
 
 @register
@@ -95,6 +101,12 @@ class Transformer(SequenceModel):
 
     Config: :class:`TransformerConfig`. ``forward(tokens (B, T) long) -> logits (B, T, V) float32``;
     ``record`` adds the attention queries and keys. Raises ``ValueError`` for an invalid config.
+
+    Hook points (``model.hook_points()``; l = 0..n_layers-1, H heads of width d_head = D / H):
+    ``hook_embed`` ``(B, T, D)`` (the token embedding, the residual stream into block 0);
+    ``blocks.l.hook_q`` / ``blocks.l.hook_k`` ``(B, H, T, d_head)`` (queries unscaled);
+    ``blocks.l.hook_resid_mid`` ``(B, T, D)`` (after the attention); ``blocks.l.hook_resid_post``
+    ``(B, T, D)`` (after the block).
     """
 
     kind = "transformer"
@@ -131,6 +143,7 @@ class Transformer(SequenceModel):
         self.ln_f = nn.LayerNorm(D)
         self.head = nn.Linear(D, V)
         self.register_buffer("slopes", alibi_slopes(H), persistent=False)
+        self.hook_embed = HookPoint("(B, T, D) token embedding: the residual stream into block 0")
         self.apply(self._init)
 
     @staticmethod
@@ -142,28 +155,27 @@ class Transformer(SequenceModel):
         elif isinstance(m, nn.Embedding):
             nn.init.normal_(m.weight, std=0.02)
 
-    def _run(self, tokens: torch.Tensor, rec: list | None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
-        x = self.embed(tokens)
+        x = self.hook_embed(self.embed(tokens))
         bias = alibi_bias(self.slopes, tokens.shape[1]).to(x.dtype)
         for block in self.blocks:
-            x = block(x, bias, rec)
+            x = block(x, bias)
         return self.head(self.ln_f(x))
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self._run(tokens, None)
+    def record_hooks(self) -> list[str]:
+        """The queries and keys of every block."""
+        return [f"blocks.{l}.hook_{a}" for l in range(len(self.blocks)) for a in "qk"]
 
-    @torch.no_grad()
-    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    def record_from_cache(self, cache: dict[str, torch.Tensor], logits: torch.Tensor, b: int) -> dict[str, torch.Tensor]:
         """``logits`` ``(T, V)``, ``attention_q`` / ``attention_k`` ``(layer, head, T, d_head)`` (scores
         ``q_i·k_j``, the ``1/sqrt(d_head)`` scale folded into ``q``) and ``attention_slopes`` ``(layer, head)``
-        (ALiBi bias ``-m (i - j)``) for ``tokens`` of shape ``(1, T)``; ``geomlab.trace`` turns them into
-        attention weights on demand (docs/architecture.md)."""
-        if tokens.dim() != 2 or tokens.shape[0] != 1:
-            raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
-        rec: list[tuple[torch.Tensor, torch.Tensor]] = []
-        logits = self._run(tokens, rec)[0]
-        return {"logits": logits, "attention_q": torch.stack([q for q, _ in rec]),
-                "attention_k": torch.stack([k for _, k in rec]),
-                "attention_slopes": self.slopes.to(logits.dtype).expand(len(rec), -1).clone()}
+        (ALiBi bias ``-m (i - j)``) of sequence ``b``; ``geomlab.trace`` turns them into attention weights on
+        demand."""
+        L = len(self.blocks)
+        d_head = self.blocks[0].qkv.in_features // self.blocks[0].n_heads
+        q = torch.stack([cache[f"blocks.{l}.hook_q"][b] / math.sqrt(d_head) for l in range(L)])
+        return {"logits": logits[b], "attention_q": q,
+                "attention_k": torch.stack([cache[f"blocks.{l}.hook_k"][b] for l in range(L)]),
+                "attention_slopes": self.slopes.to(logits.dtype).expand(L, -1).clone()}

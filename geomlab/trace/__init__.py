@@ -7,10 +7,11 @@ Entry points
 ------------
 * :func:`encode_text` ``(vocab, text) -> LongTensor (1, T)``; texts longer than :data:`MAX_TEXT_CHARS`
   (2,048 characters) or empty raise :class:`TraceError` (a ``ValueError``).
-* :func:`trace` ``(model, tokens, vocab=None, text=None) -> Trace``: runs ``model.record(tokens)`` under
-  ``torch.no_grad`` in eval mode and wraps the record dict (``docs/architecture.md``) in the dataclass of
-  the model's family: :class:`OSMTrace`, :class:`CEMTrace`, :class:`GrassmannTrace` or
-  :class:`BaselineTrace`. Record keys the dataclass does not know are kept in ``extras``.
+* :func:`trace` ``(model, tokens, vocab=None, text=None) -> Trace``: runs ``model.record(tokens)`` (read
+  from the model's hook points, :mod:`geomlab.models.hooks`) under ``torch.no_grad`` in eval mode and wraps
+  the record dict in the dataclass of the family the model's class records (``trace_family()``):
+  :class:`OSMTrace`, :class:`CEMTrace`, :class:`GrassmannTrace` or :class:`BaselineTrace`. Record keys the
+  dataclass does not know are kept in ``extras``.
 * :func:`trace_text` ``(model, vocab, text)``: both of the above in one call.
 * :func:`trace_cem_steps` ``(model, tokens, steps)``: re-run a CEM model with another inference-time number
   of recursion steps T (test-time recursion; the app's T slider).
@@ -40,13 +41,13 @@ from geomlab.trace.export import trace_json
 from geomlab.trace.files import FORMAT_VERSION, load_trace, save_trace, trace_bytes
 from geomlab.trace.grassmann import GrassmannTrace
 from geomlab.trace.osm import OSMTrace
-from geomlab.trace.record import FAMILIES, dense_attention, family_of, from_record
+from geomlab.trace.record import FAMILIES, dense_attention, family_of_kind, from_record
 from geomlab.trace.tracing import MAX_TEXT_CHARS, encode_text, trace, trace_cem_steps, trace_text, visible
 from geomlab.trace.scoring import PredictionScores, is_word_problem, score_predictions
 
 __all__ = [
     "MAX_TEXT_CHARS", "FORMAT_VERSION", "TraceError", "Trace", "BaselineTrace", "OSMTrace", "CEMTrace",
-    "GrassmannTrace", "FAMILIES", "family_of", "visible", "encode_text", "from_record", "trace",
+    "GrassmannTrace", "FAMILIES", "family_of_kind", "visible", "encode_text", "from_record", "trace",
     "trace_text", "trace_cem_steps", "save_trace", "load_trace", "trace_bytes", "trace_json", "is_word_problem",
     "LazyArray", "dense_attention", "causal_softmax_rows",
     "PredictionScores", "score_predictions",

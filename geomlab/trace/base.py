@@ -91,13 +91,6 @@ class LazyArray:
         return np.asarray(self).sum(axis=axis)
 
 
-class _Count(int):
-    """An int that can also be called (``tr.n_heads`` and the older ``tr.n_heads()`` both work)."""
-
-    def __call__(self) -> int:
-        return int(self)
-
-
 def causal_softmax_rows(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Softmax over keys ``j <= i`` of score rows ``scores`` ``[len(rows), T]`` (query ``i = rows[r]``),
     float64; entries ``j > i`` are 0. Source: causal attention (every family)."""
@@ -184,12 +177,12 @@ class Trace:
         return 1
 
     @property
-    def n_heads(self) -> _Count:
-        """Number of attention heads (0 without attention). Also callable: ``tr.n_heads()``."""
+    def n_heads(self) -> int:
+        """Number of attention heads (0 without attention)."""
         for a in (self.attention_q, self.attention_dense):
             if a is not None:
-                return _Count(a.shape[1])
-        return _Count(0)
+                return int(a.shape[1])
+        return 0
 
     @property
     def has_attention(self) -> bool:

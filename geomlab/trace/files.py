@@ -13,13 +13,27 @@ from typing import BinaryIO
 import numpy as np
 
 from geomlab.trace.base import Trace, TraceError
-from geomlab.trace.record import FAMILIES, family_of, from_record
+from geomlab.trace.record import FAMILIES, from_record
 
 FORMAT_VERSION = 2
 """Version of the trace file format. 2 (this one): compact traces (attention stored as the queries and
 keys that score it, OSM tangents as float16 Lie-algebra coordinates plus exact float32 norms, torus states
 as their diagonals, Grassmann Plücker vectors recomputed from the reduced vectors). Version-1 files (dense
 ``T x T`` maps) still load."""
+
+
+def _family_of_v1(keys) -> str:
+    """The family a version-1 file's arrays belong to, guessed from its keys (those files name a family whose
+    arrays are checked against it): ``osm`` (``states``), ``cem`` (``energies``), ``grassmann``
+    (``reduced`` and Plücker data or offsets), else ``baseline``."""
+    keys = set(keys)
+    if "states" in keys or "state_data" in keys:
+        return "osm"
+    if "energies" in keys:
+        return "cem"
+    if "reduced" in keys and keys & {"plucker", "plucker_data", "offsets"}:
+        return "grassmann"
+    return "baseline"
 
 
 def _json_default(obj):
@@ -101,7 +115,8 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     extras = {k[len("extra."):]: data.pop(k) for k in list(data) if k.startswith("extra.")}
     tokens = data.pop("tokens")
     record = {k: v for k, v in data.items()}
-    if family_of(record) != family:
+    complete = _family_of_v1(record) == family if version == 1 else all(k in record for k in cls.REQUIRED)
+    if not complete:
         raise TraceError(f"trace file says family {family!r} but lacks its arrays {list(cls.REQUIRED)}")
     record.update({k: v for k, v in extras.items() if k not in record})
     labels = meta.get("labels")
@@ -110,7 +125,7 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     try:
         return from_record(record, str(meta.get("kind", "")), tokens, labels=[str(x) for x in labels],
                            config=meta.get("config") or {}, text=str(meta.get("text", "")),
-                           group=meta.get("group") or {})
+                           group=meta.get("group") or {}, family=family)
     except (IndexError, KeyError, TypeError) as exc:  # arrays of inconsistent shapes
         raise TraceError(f"inconsistent trace file: {exc}") from exc
 

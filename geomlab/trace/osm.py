@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from geomlab.trace.base import LazyArray, Trace, TraceError, _check_index, _Count, _f32
+from geomlab.trace.base import LazyArray, Trace, TraceError, _check_index, _f32
 
 
 def _offdiag_zero(a: np.ndarray | None) -> bool:
@@ -145,10 +145,10 @@ class OSMTrace(Trace):
         return int(self.state_data.shape[-1])
 
     @property
-    def n_heads(self) -> _Count:
+    def n_heads(self) -> int:
         """Attention heads (0 for the OSM-RNN)."""
         if self.attention_scale is not None:
-            return _Count(int(self.config.get("heads", 1) or 1))
+            return int(self.config.get("heads", 1) or 1)
         return Trace.n_heads.fget(self)
 
     @staticmethod

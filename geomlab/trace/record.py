@@ -1,5 +1,5 @@
-"""From a model's record dict (``model.record``, contract in docs/architecture.md) to its typed trace: the
-family registry :data:`FAMILIES`, :func:`family_of`, :func:`from_record`, :func:`dense_attention`."""
+"""From a model's record dict (``model.record``, built on its hook points) to its typed trace: the family
+registry :data:`FAMILIES`, :func:`family_of_kind`, :func:`from_record`, :func:`dense_attention`."""
 
 from __future__ import annotations
 
@@ -18,18 +18,16 @@ FAMILIES: dict[str, type[Trace]] = {
 }
 
 
-def family_of(record_keys) -> str:
-    """The trace family for a record dict with these keys: ``osm`` (has ``states`` or ``state_data``),
-    ``cem`` (has ``energies``), ``grassmann`` (has ``reduced`` and Plücker data or offsets), else ``baseline``.
-    Design choice: keyed on content, so a new kind that records the family's keys gets its views."""
-    keys = set(record_keys)
-    if "states" in keys or "state_data" in keys:
-        return "osm"
-    if "energies" in keys:
-        return "cem"
-    if "reduced" in keys and keys & {"plucker", "plucker_data", "offsets"}:
-        return "grassmann"
-    return "baseline"
+def family_of_kind(kind: str) -> str:
+    """The trace family a model kind records: its class's ``trace_family()`` (``"osm"``, ``"cem"``,
+    ``"grassmann"`` or ``"baseline"``); ``"baseline"`` for a kind that is not registered (a hand-made
+    record). Source: the family records of :mod:`geomlab.models.family`."""
+    from geomlab.models import model_class
+
+    try:
+        return model_class(kind).trace_family()
+    except ValueError:
+        return "baseline"
 
 
 def _to_numpy(value: Any) -> np.ndarray:
@@ -56,15 +54,17 @@ def dense_attention(record: dict[str, Any], group: dict | None = None, heads: in
     rec["logits"] = np.zeros((T, 1), dtype=np.float32)
     if heads is None:
         heads = int(rec["attention_slopes"].shape[-1]) if "attention_slopes" in rec else 1
-    tr = from_record(rec, "", np.zeros(T, dtype=np.int64), config={"heads": heads}, group=group)
+    tr = from_record(rec, "", np.zeros(T, dtype=np.int64), config={"heads": heads}, group=group,
+                     family="osm" if "states" in rec else "baseline")
     if tr.attention is None:
         raise TraceError("the record has no attention")
     return np.asarray(tr.attention)
 
 
 def from_record(record: dict[str, Any], kind: str, tokens, labels: list[str] | None = None,
-                config: dict[str, Any] | None = None, text: str = "", group: dict | None = None) -> Trace:
-    """Wrap a record dict (``model.record`` output, contract in ``docs/architecture.md``) in its compact
+                config: dict[str, Any] | None = None, text: str = "", group: dict | None = None,
+                family: str | None = None) -> Trace:
+    """Wrap a record dict (``model.record`` output, keys in the class's ``record_from_cache``) in its compact
     dataclass; also reads the arrays of a version-1 trace file and hand-made records with dense ``T x T``
     ``attention`` / ``similarity`` maps.
 
@@ -78,10 +78,11 @@ def from_record(record: dict[str, Any], kind: str, tokens, labels: list[str] | N
         record: ``dict[str, Tensor | ndarray]`` with at least ``"logits"`` ``(T, V)``.
         kind: model kind; tokens: ``[T]`` or ``(1, T)`` ids; labels: per-position strings (default ``#id``);
         config: model config; text: the traced text; group: OSM group info (see :class:`OSMTrace`).
+        family: the trace family (a key of :data:`FAMILIES`); default :func:`family_of_kind` of ``kind``.
 
     Raises:
-        TraceError: ``logits`` missing, or a family's required key is missing, or the position axis of
-        ``logits`` does not match ``tokens``.
+        TraceError: ``logits`` missing, an unknown ``family``, a family's required key is missing, or the
+        position axis of ``logits`` does not match ``tokens``.
     """
     if "logits" not in record:
         raise TraceError(f"the record of {kind!r} has no 'logits'")
@@ -91,7 +92,9 @@ def from_record(record: dict[str, Any], kind: str, tokens, labels: list[str] | N
         raise TraceError(
             f"logits have shape {arrays['logits'].shape}, expected ({tok.shape[0]}, vocab)"
         )
-    family = family_of(arrays)
+    family = family_of_kind(kind) if family is None else family
+    if family not in FAMILIES:
+        raise TraceError(f"unknown trace family {family!r}")
     cls = FAMILIES[family]
     config = dict(config or {})
     named: dict[str, Any] = {"logits": _f32(arrays.pop("logits"))}

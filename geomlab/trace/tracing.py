@@ -11,15 +11,17 @@ import torch
 
 from geomlab.trace.base import Trace, TraceError
 from geomlab.trace.cem import CEMTrace
-from geomlab.trace.record import from_record
+from geomlab.trace.record import family_of_kind, from_record
 
 MAX_TEXT_CHARS = 2048
 """Longest text :func:`encode_text` accepts (characters). Design choice: keeps a trace (at most 16 MB at
 this length, ``geomlab bench figures --sizes``) small enough for an interactive page."""
 
 
-# Serialises model runs in this module: trace() switches the model to eval mode and trace_cem_steps()
-# changes its config for one run; the app may trace one cached model from several threads.
+# Serialises model runs in this module: the app may trace one cached model from several threads, and a run
+# changes the model for its duration: trace() switches it to eval mode, trace_cem_steps() changes its
+# recursion steps, and record() attaches functions to its hook points (shared by every thread using the
+# model, so two unserialised runs would collect each other's values).
 _MODEL_LOCK = threading.RLock()
 
 
@@ -104,8 +106,8 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
         max_positions: longest accepted T (default :data:`MAX_TEXT_CHARS`).
 
     Returns:
-        the family dataclass (:class:`OSMTrace`, :class:`CEMTrace`, :class:`GrassmannTrace` or
-        :class:`BaselineTrace`), arrays on CPU as numpy.
+        the dataclass of the family the model's class records (``trace_family()``: :class:`OSMTrace`,
+        :class:`CEMTrace`, :class:`GrassmannTrace` or :class:`BaselineTrace`), arrays on CPU as numpy.
 
     Raises:
         TraceError: wrong token shape, ``T == 0`` or ``T > max_positions``, or a record missing keys.
@@ -144,8 +146,9 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
             model.train(was_training)
     tok = tokens[0].cpu().numpy()
     kind = str(config.get("kind", getattr(model, "kind", "")))
+    family = type(model).trace_family() if hasattr(type(model), "trace_family") else family_of_kind(kind)
     return from_record(record, kind, tok, labels=_labels(vocab, tok, text), config=config,
-                       text=text or "", group=_group_info(model))
+                       text=text or "", group=_group_info(model), family=family)
 
 
 def trace_text(model, vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> Trace:

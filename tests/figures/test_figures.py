@@ -404,7 +404,7 @@ def test_osm_similarity_map_and_attention_weights():
 
 def test_osm_attention_per_head():
     tr = get_trace("osmformer-identity")
-    assert tr.n_heads() == 2
+    assert tr.n_heads == 2
     lower = np.tril(np.ones((T, T), bool))
     one = np.asarray(_by_name(figures.attention_maps(tr, layer=0, head=1).figure, "weights").z, dtype=float)
     np.testing.assert_allclose(one[lower], tr.attention[0, 1][lower], atol=1e-7)

@@ -17,6 +17,7 @@ from geomlab.models.cem import (
     CEMAttention, CEMMLP, CEMStack, CEMStackConfig, interaction_energy, interaction_update, mlp_energy, mlp_gate,
     mlp_update, preconditioner_apply, preconditioner_matrix, silu_integral,
 )
+from geomlab.models.hooks import run_with_cache
 from geomlab.models.layers import rope_angles
 
 D64 = torch.float64
@@ -221,13 +222,11 @@ def test_energy_does_not_increase_for_small_steps(diag, precond, kind):
             if name.endswith("diag"):
                 p.normal_(0, 0.5)
     h = torch.randn(2, 9, 8, dtype=D64)
-    rec: list = []
-    stack(h, rec)
-    assert len(rec) == 2 * cfg["n_layers"]
-    for r in rec:
-        e = r["energies"]  # (T+1, B, J)
-        assert e.shape == (9, 2, 9)
-        diffs = e[1:] - e[:-1]
+    _, cache = run_with_cache(stack, h, lambda name: name.endswith("hook_energy"))
+    assert len(cache) == 2 * cfg["n_layers"]
+    for e in cache.values():  # (B, T+1, J)
+        assert e.shape == (2, 9, 9)
+        diffs = e[:, 1:] - e[:, :-1]
         assert (diffs <= 1e-12).all(), diffs.max()
         assert (diffs < 0).any()  # it actually moves
 

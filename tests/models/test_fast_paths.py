@@ -223,13 +223,13 @@ def test_padded_training_frame_is_exact(d, group):
     parameter gradient of the unpadded computation (float64), and really takes the padded path."""
     torch.manual_seed(4)
     m = build_model({"kind": "osmformer", "vocab_size": 13, "d": d, "group": group, "n_layers": 2}).double()
-    assert m._pad_frame(None) == G._PAD_TO[d] - d
+    assert m._pad_frame() == G._PAD_TO[d] - d
     x = torch.randint(0, 13, (2, 11))
     runs = []
     for pad in (True, False):
         m.zero_grad()
         if not pad:
-            m._pad_frame = lambda rec: 0
+            m._pad_frame = lambda: 0
         y = m(x)
         y.square().sum().backward()
         runs.append((y.detach(), {k: p.grad.clone() for k, p in m.named_parameters()}))
@@ -245,7 +245,7 @@ def test_configurations_outside_the_padded_frame_still_train(overrides):
     trains unpadded (a step runs and gives finite gradients)."""
     torch.manual_seed(5)
     m = build_model({"kind": "osmformer", "vocab_size": 13, "d": 15, **overrides})
-    assert m._pad_frame(None) == 0
+    assert m._pad_frame() == 0
     m(torch.randint(0, 13, (2, 6))).square().mean().backward()
     assert all(torch.isfinite(p.grad).all() for p in m.parameters() if p.grad is not None)
 

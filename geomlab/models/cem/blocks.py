@@ -15,6 +15,7 @@ from geomlab.models.cem.attention import _EXPLICIT_MAX_LEN, _heads, attention_ve
     interaction_update
 from geomlab.models.cem.config import CEMStackConfig
 from geomlab.models.cem.mlp import mlp_energy, mlp_gate, mlp_update
+from geomlab.models.hooks import HookPoint
 from geomlab.models.layers import RotaryTables, apply_rope
 
 
@@ -86,6 +87,11 @@ class _EnergyBlock(nn.Module):
         self.anchor = float(cfg.anchor)
         self.precond = (Preconditioner(d, int(cfg.precond_rank), cfg.preconditioner)
                         if cfg.preconditioner != "none" else None)
+        self.hook_iterate = HookPoint("(B, S+1, J, d) iterate x^t for t = 0..S (S recursion steps; x^0 is the "
+                                      "sub-block input, x^S its output; a replacement carries on)", per_step=True)
+        self.hook_energy = HookPoint("(B, S+1, J) token-wise energy of x^t (anchor included)", per_step=True,
+                                     writable=False)
+        self.hook_displacement = HookPoint("(B, S+1, J) ||x^t - x^0|| / rho", per_step=True, writable=False)
 
     def _rho(self, h: torch.Tensor) -> torch.Tensor:
         if self.norm == "none":
@@ -104,34 +110,34 @@ class _EnergyBlock(nn.Module):
             e = e + 0.5 * self.anchor * (y - n).pow(2).sum(-1)
         return e
 
-    def forward(self, h: torch.Tensor, steps: int, rope=None, rec: list | None = None) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, steps: int, rope=None) -> torch.Tensor:
         rho = self._rho(h)
         n = h / rho
         ctx = self.prepare(n, rope)
         x = h
-        energies, disps, extras = [], [], {}
         for t in range(steps + 1):
-            y = n if t == 0 else x / rho  # x^0 = h: y^0 is n (the same division, done once)
-            if rec is not None:  # logging pass: energy of iterate t (t == steps is the output)
+            seen = self.hook_iterate(x)
+            y = n if t == 0 and seen is x else seen / rho  # x^0 = h: y^0 is n (the same division, done once)
+            x = seen
+            if self.hook_energy.active:  # energy of iterate t (t == steps is the output)
                 e = self.energy(y, n, ctx, rope)
                 if self.anchor:
                     e = e + 0.5 * self.anchor * (y - n).pow(2).sum(-1)
-                energies.append(e)
-                disps.append((x - h).norm(dim=-1) / rho.squeeze(-1))
-                if t == steps - 1:
-                    extras = self.extras(y, n, ctx, rope)
+                self.hook_energy(e)
+            if self.hook_displacement.active:
+                self.hook_displacement((x - h).norm(dim=-1) / rho.squeeze(-1))
+            if t == steps - 1:
+                self.observe(y, n, ctx, rope)
             if t == steps:
                 break
             out = self.update(y, n, ctx, rope)
             if self.anchor:
                 out = out - self.anchor * (y - n)
             x = x + (self.precond(out) if self.precond is not None else out)
-        if rec is not None:
-            rec.append({"energies": torch.stack(energies), "displacement": torch.stack(disps), **extras})
         return x
 
-    def extras(self, y, n, ctx, rope) -> dict[str, torch.Tensor]:
-        return {}
+    def observe(self, y, n, ctx, rope) -> None:
+        """Pass what the last update step computes to the sub-block's own hook points (none here)."""
 
 
 class CEMAttention(_EnergyBlock):
@@ -153,6 +159,14 @@ class CEMAttention(_EnergyBlock):
         diag = cfg.diagonal
         self.diag = (None if diag == "none" else
                      nn.Parameter(torch.zeros(d) if diag == "shared" else torch.zeros(H, d)))
+        self.shared = diag == "shared"
+        e = "d_h + d" if diag == "per_head" else "d_h"
+        self.hook_q = HookPoint(f"(B, H, J, {e}) queries of the last update step, beta folded in (RoPE applied)",
+                                writable=False)
+        self.hook_k = HookPoint(f"(B, H, J, {e}) keys of the last update step (RoPE applied)", writable=False)
+        if self.shared:
+            self.hook_q_shared = HookPoint("(B, J, d) shared-diagonal queries d * y, beta folded in", writable=False)
+            self.hook_k_shared = HookPoint("(B, J, d) shared-diagonal keys n", writable=False)
 
     @property
     def eta(self) -> torch.Tensor:
@@ -171,15 +185,20 @@ class CEMAttention(_EnergyBlock):
         return interaction_update(y, n, self.w_q, self.w_k, self.eta, self.diag, rope, keys=ctx,
                                   explicit=explicit)
 
-    def extras(self, y, n, ctx, rope):
-        """The attention of this step as queries and keys (scores ``q_i·k_j (+ q_shared_i·k_shared_j)``,
-        ``beta`` folded into the queries): the trace computes weight rows from them on demand."""
+    def observe(self, y, n, ctx, rope) -> None:
+        """The attention of the last update step as queries and keys (scores ``q_i·k_j (+ q_shared_i·
+        k_shared_j)``, ``beta`` folded into the queries), computed only for active hook points: the trace
+        computes weight rows from them on demand."""
+        hooks = [self.hook_q, self.hook_k] + ([self.hook_q_shared, self.hook_k_shared] if self.shared else [])
+        if not any(hp.active for hp in hooks):
+            return
         beta = self.w_q.shape[1] ** -0.5
         q, k, qs, ks = attention_vectors(y, n, self.w_q, self.w_k, self.diag, rope, ctx)
-        out = {"attention_q": beta * q, "attention_k": k}
-        if qs is not None:
-            out.update(attention_q_shared=beta * qs, attention_k_shared=ks)
-        return out
+        self.hook_q(beta * q)
+        self.hook_k(k)
+        if self.shared:
+            self.hook_q_shared(beta * qs)
+            self.hook_k_shared(ks)
 
 
 class CEMMLP(_EnergyBlock):
@@ -230,8 +249,14 @@ class CEMStack(nn.Module):
     """``n_layers`` CEM blocks (attention sub-block then MLP sub-block, notes §1.4) on ``(B, J, d)`` vectors.
 
     Uses ``recursion_steps`` in training mode and ``inference_recursion_steps`` (when not null) in eval mode
-    (test-time recursion). ``forward(h, rec=None)``: when ``rec`` is a list, one dict per sub-block is
-    appended (``energies``/``displacement`` ``(T+1, B, J)``; attention also ``attention`` ``(B, H, J, J)``).
+    (test-time recursion). ``forward(h)``: ``(B, J, d) -> (B, J, d)``.
+
+    Hook points (l = 0..n_layers-1; sub-block 0 attention, 1 MLP; S recursion steps of the current mode):
+    ``layers.l.0.hook_iterate`` / ``layers.l.1.hook_iterate`` ``(B, S+1, J, d)`` (the iterates, per step),
+    ``layers.l.{0,1}.hook_energy`` and ``layers.l.{0,1}.hook_displacement`` ``(B, S+1, J)`` (read-only), and
+    the attention of the last update step ``layers.l.0.hook_q`` / ``hook_k`` ``(B, H, J, e)`` (``e = d_h``,
+    ``d_h + d`` with a per-head diagonal; ``beta`` folded into ``q``), with a shared diagonal also
+    ``layers.l.0.hook_q_shared`` / ``hook_k_shared`` ``(B, J, d)`` (read-only).
     """
 
     def __init__(self, cfg: CEMStackConfig | Mapping[str, Any]):
@@ -259,10 +284,10 @@ class CEMStack(nn.Module):
     def rope(self, J: int, dtype, device):
         return self._rope(J, dtype, device) if self.cfg.positional == "rope" else None
 
-    def forward(self, h: torch.Tensor, rec: list | None = None) -> torch.Tensor:
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
         rope = self.rope(h.shape[1], h.dtype, h.device)
         T = self.steps
         for attn, mlp in self.layers:
-            h = attn(h, T, rope, rec)
-            h = mlp(h, T, rope, rec)
+            h = attn(h, T, rope)
+            h = mlp(h, T, rope)
         return h

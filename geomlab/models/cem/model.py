@@ -10,6 +10,7 @@ from torch import nn
 
 from geomlab.models import register
 from geomlab.models.family import CEM
+from geomlab.models.hooks import HookedModule, HookPoint, run_with_cache
 from geomlab.models.base import SequenceModel
 from geomlab.models.budget import linear_width_search, search_width
 from geomlab.models.cem.blocks import CEMStack
@@ -24,6 +25,11 @@ class CEMModel(SequenceModel):
     ``n_layers`` CEM blocks, final RMSNorm with gain, LM head tied to the embedding.
 
     Config: :class:`geomlab.models.cem.config.CEMConfig`. Raises ``ValueError`` for an invalid value.
+
+    Hook points (``model.hook_points()``): ``hook_embed`` ``(B, T, d)`` and those of the stack under
+    ``stack.`` (:class:`geomlab.models.cem.blocks.CEMStack`): ``stack.layers.l.{0,1}.hook_iterate``
+    ``(B, S+1, T, d)``, ``.hook_energy`` / ``.hook_displacement`` ``(B, S+1, T)`` and
+    ``stack.layers.l.0.hook_q`` / ``hook_k`` ``(B, H, T, e)`` (+ ``_shared`` ``(B, T, d)``).
     """
 
     kind = "cem"
@@ -39,34 +45,29 @@ class CEMModel(SequenceModel):
         self.embed = nn.Embedding(cfg.vocab_size, d)
         nn.init.normal_(self.embed.weight, std=d ** -0.5)
         self.norm_f = nn.RMSNorm(d, eps=cfg.norm_eps)
-
-    def _run(self, tokens: torch.Tensor, rec: list | None) -> torch.Tensor:
-        if tokens.dim() != 2:
-            raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
-        h = self.embed(tokens) * math.sqrt(self.cfg.d_model)
-        h = self.stack(h, rec)
-        return self.norm_f(h) @ self.embed.weight.T
+        self.hook_embed = HookPoint("(B, T, d) scaled token embedding: the input of the first CEM block")
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens`` ``(B, T)`` long -> logits ``(B, T, V)``."""
-        return self._run(tokens, None)
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (B, T), got {tuple(tokens.shape)}")
+        h = self.hook_embed(self.embed(tokens) * math.sqrt(self.cfg.d_model))
+        h = self.stack(h)
+        return self.norm_f(h) @ self.embed.weight.T
 
-    @torch.no_grad()
-    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Energies of every iterate (see ``docs/architecture.md``, CEM table).
+    def record_hooks(self) -> list[str]:
+        """Energies, displacements and the attention of the last step (:func:`_record_hooks`)."""
+        return _record_hooks(self.stack, "stack.")
 
-        Returns ``logits`` ``(T, V)`` (the same computation as ``forward``), ``energies`` and
-        ``displacement`` ``[layer, block, step, position]`` (block 0 attention, 1 MLP; step 0..T where T is
-        the recursion count of the current train/eval mode) and the attention of the last update step as
-        ``attention_q`` / ``attention_k`` ``[layer, head, position, e]`` (scores ``q_i·k_j``, ``beta``
-        folded in) plus, with a shared diagonal, ``attention_q_shared`` / ``attention_k_shared``
-        ``[layer, position, d]`` (added to every head's score); ``geomlab.trace`` turns them into weights. Raises ``ValueError`` unless ``tokens`` is ``(1, T)``.
-        """
-        if tokens.dim() != 2 or tokens.shape[0] != 1:
-            raise ValueError(f"record expects tokens of shape (1, T), got {tuple(tokens.shape)}")
-        rec: list = []
-        logits = self._run(tokens, rec)
-        return _pack_record(rec, logits)
+    def record_from_cache(self, cache: dict[str, torch.Tensor], logits: torch.Tensor, b: int) -> dict[str, torch.Tensor]:
+        """Energies of every iterate for sequence ``b``: ``logits`` ``(T, V)`` (the same computation as
+        ``forward``), ``energies`` and ``displacement`` ``[layer, block, step, position]`` (block 0 attention,
+        1 MLP; step 0..T where T is the recursion count of the current train/eval mode) and the attention of the
+        last update step as ``attention_q`` / ``attention_k`` ``[layer, head, position, e]`` (scores
+        ``q_i·k_j``, ``beta`` folded in) plus, with a shared diagonal, ``attention_q_shared`` /
+        ``attention_k_shared`` ``[layer, position, d]`` (added to every head's score); ``geomlab.trace`` turns
+        them into weights."""
+        return _pack_record(self.stack, "stack.", cache, logits[b], b)
 
     def set_inference_steps(self, steps: int | None) -> int | None:
         """Test-time recursion: ``steps`` recursion steps in eval mode from now on (``None`` = the training
@@ -115,16 +116,30 @@ def _diagnostics(stack: CEMStack) -> dict[str, torch.Tensor]:
             "precond_min_eig": torch.stack(lam)}
 
 
-def _pack_record(rec: list, logits: torch.Tensor) -> dict[str, torch.Tensor]:
-    L = len(rec) // 2
-    energies = torch.stack([torch.stack([rec[2 * l]["energies"][:, 0], rec[2 * l + 1]["energies"][:, 0]])
+def _record_hooks(stack: CEMStack, prefix: str) -> list[str]:
+    """The hook points a CEM record reads under ``prefix``: every sub-block's energies and displacements, every
+    attention sub-block's queries and keys (and shared ones)."""
+    names = []
+    for l, (attn, _) in enumerate(stack.layers):
+        for blk in (0, 1):
+            names += [f"{prefix}layers.{l}.{blk}.hook_energy", f"{prefix}layers.{l}.{blk}.hook_displacement"]
+        names += [f"{prefix}layers.{l}.0.hook_{w}" for w in (("q", "k", "q_shared", "k_shared") if attn.shared
+                                                              else ("q", "k"))]
+    return names
+
+
+def _pack_record(stack: CEMStack, prefix: str, cache: dict, logits: torch.Tensor, b: int) -> dict[str, torch.Tensor]:
+    """The record of sequence ``b`` from the cache of :func:`_record_hooks` (``logits`` already sequence b's)."""
+    L = len(stack.layers)
+
+    def per_block(what):
+        return torch.stack([torch.stack([cache[f"{prefix}layers.{l}.{blk}.hook_{what}"][b] for blk in (0, 1)])
                             for l in range(L)])
-    disp = torch.stack([torch.stack([rec[2 * l]["displacement"][:, 0], rec[2 * l + 1]["displacement"][:, 0]])
-                        for l in range(L)])
-    out = {"logits": logits[0], "energies": energies, "displacement": disp}
-    for key in ("attention_q", "attention_k", "attention_q_shared", "attention_k_shared"):
-        if key in rec[0]:
-            out[key] = torch.stack([rec[2 * l][key][0] for l in range(L)])
+
+    out = {"logits": logits, "energies": per_block("energy"), "displacement": per_block("displacement")}
+    keys = ("q", "k") + (("q_shared", "k_shared") if stack.layers[0][0].shared else ())
+    for key in keys:
+        out[f"attention_{key}"] = torch.stack([cache[f"{prefix}layers.{l}.0.hook_{key}"][b] for l in range(L)])
     return out
 
 
@@ -133,7 +148,7 @@ def _pack_record(rec: list, logits: torch.Tensor) -> dict[str, torch.Tensor]:
 _REGRESSOR_DEFAULTS = {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "positional": "none"}
 
 
-class CEMRegressor(nn.Module):
+class CEMRegressor(HookedModule, nn.Module):
     """A CEM stack on continuous inputs with a scalar read-out (the GP task, notes §4.2; design choice).
 
     ``forward(x)``: ``x`` ``(B, J, in_features)`` float -> ``(B, J)`` predictions. Input map
@@ -159,19 +174,19 @@ class CEMRegressor(nn.Module):
         self.config = self.cfg.to_dict()
         return previous
 
-    def forward(self, x: torch.Tensor, rec: list | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 3 or x.shape[-1] != self.inp.in_features:
             raise ValueError(f"inputs must have shape (B, J, {self.inp.in_features}), got {tuple(x.shape)}")
-        h = self.stack(self.inp(x), rec)
+        h = self.stack(self.inp(x))
         return self.out(self.norm_f(h)).squeeze(-1)
 
     @torch.no_grad()
     def record(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Like :meth:`CEMModel.record`, with ``prediction`` ``(J,)`` in place of ``logits``."""
+        """Like :meth:`CEMModel.record_from_cache`, with ``prediction`` ``(J,)`` in place of ``logits``, read
+        from the stack's hook points (``stack.``)."""
         if x.dim() != 3 or x.shape[0] != 1:
             raise ValueError(f"record expects inputs of shape (1, J, F), got {tuple(x.shape)}")
-        rec: list = []
-        pred = self(x, rec)
-        out = _pack_record(rec, pred.unsqueeze(-1))
+        pred, cache = run_with_cache(self, x, _record_hooks(self.stack, "stack."))
+        out = _pack_record(self.stack, "stack.", cache, pred.unsqueeze(-1)[0], 0)
         out["prediction"] = out.pop("logits")[:, 0]
         return out

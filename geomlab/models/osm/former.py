@@ -14,6 +14,7 @@ from geomlab.geometry.groups.torus import TorusGroup
 from geomlab.geometry.groups.expm import _PAD_TO
 from geomlab.models import register
 from geomlab.models.family import OSM
+from geomlab.models.hooks import HookPoint, any_active, run_with_cache
 from geomlab.models.osm.base import OSMBase, _budget_with_knobs
 from geomlab.models.osm.config import PROTOTYPES, OSMFormerConfig
 from geomlab.models.osm.geometry import RealifiedGroup, _ct
@@ -49,6 +50,43 @@ class _SelfAttention(torch.autograd.Function):
         return dv, d_scale, d_mask
 
 
+class _LayerHooks(nn.Module):
+    """The hook points of one OSMFormer layer, dense path (no parameters); ``n = d`` (2d realified)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hook_attn_target = HookPoint("(B, T, n, n) attention mean Hbar_i = sum_j alpha_ij H_j")
+        self.hook_attn_raw = HookPoint("(B, T, n, n) attention pull proj(H_i^* Hbar_i) before the mixing "
+                                       "(computed only for the hook; a replacement is mixed instead)")
+        self.hook_attn_tangent = HookPoint("(B, T, n, n) attention tangent after the mixing: what is exponentiated")
+        self.hook_ground_raw = HookPoint("(B, T, n, n) grounding pull proj(H_i^* X_i) before the mixing "
+                                         "(computed only for the hook; a replacement is mixed instead)")
+        self.hook_ground_tangent = HookPoint("(B, T, n, n) grounding tangent after the mixing: what is "
+                                             "exponentiated")
+        self.hook_state = HookPoint("(B, T, n, n) state H_i after the layer")
+
+
+class _DiagonalLayerHooks(nn.Module):
+    """The hook points of one layer of the torus's diagonal path (no parameters)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hook_attn_coords = HookPoint("(B, T, d) algebra coordinates Im(conj(h_i) hbar_i) of the attention pull")
+        self.hook_attn_tangent = HookPoint("(B, T, d) attention tangent coordinates after the mixing")
+        self.hook_ground_coords = HookPoint("(B, T, d) algebra coordinates Im(conj(h_i) x_i) of the grounding pull")
+        self.hook_ground_tangent = HookPoint("(B, T, d) grounding tangent coordinates after the mixing")
+        self.hook_state = HookPoint("(B, T, d) complex diagonal of the state after the layer")
+
+
+class _DiagonalHooks(nn.Module):
+    """The hook points of the torus's diagonal path: its inputs and its layers."""
+
+    def __init__(self, n_layers: int):
+        super().__init__()
+        self.hook_inputs = HookPoint("(B, T, d) complex diagonals of the layer-0 states")
+        self.layers = nn.ModuleList(_DiagonalLayerHooks() for _ in range(n_layers))
+
+
 @register
 class OSMFormer(OSMBase):
     """OSMFormer (kind ``osmformer``): layers of attention + grounding steps on the group (§3.2).
@@ -72,6 +110,17 @@ class OSMFormer(OSMBase):
     ``sqrt(d)`` makes the self term, which scores ``beta`` and moves nothing, take almost all the attention
     mass at init and learned more slowly in our runs). Shapes: ``tokens (B, T) long -> logits (B, T, V)``.
     Raises :class:`OSMConfigError` / ``GroupError`` (ValueErrors) for bad config.
+
+    Hook points (``model.hook_points()``; l = 0..n_layers-1), in the arithmetic representation (``n = d``;
+    ``2d``, real, for ``complex_mode="real"``; complex for native U/SU/T): ``hook_inputs`` ``(B, T, n, n)``
+    (layer-0 states); ``layers.l.hook_attn_target`` (``Hbar``), ``layers.l.hook_attn_raw`` /
+    ``layers.l.hook_ground_raw`` (pulls before the mixing), ``layers.l.hook_attn_tangent`` /
+    ``layers.l.hook_ground_tangent`` (what is exponentiated) and ``layers.l.hook_state`` (after the layer),
+    each ``(B, T, n, n)``. On T^d (positions other than ``rotation``) the forward runs on the states'
+    diagonals unless one of these is active, with its own points: ``diag.hook_inputs`` ``(B, T, d)`` complex,
+    ``diag.layers.l.hook_attn_coords`` / ``hook_attn_tangent`` / ``hook_ground_coords`` /
+    ``hook_ground_tangent`` ``(B, T, d)`` real (algebra coordinates) and ``diag.layers.l.hook_state``
+    ``(B, T, d)`` complex.
     """
 
     kind = "osmformer"
@@ -95,6 +144,10 @@ class OSMFormer(OSMBase):
         # T^d: every state is diagonal, so forward (training and eval) and traces run on the diagonals
         # (:meth:`_run_diagonal`, :meth:`trace_record`); :meth:`record` keeps the dense reference arithmetic
         self._diagonal = isinstance(self.geo, TorusGroup)
+        self.hook_inputs = HookPoint("(B, T, n, n) layer-0 states X_i = M_{x_i} (R^i M_{x_i} with rotation)")
+        self.layers = nn.ModuleList(_LayerHooks() for _ in range(L))
+        if self._diagonal:
+            self.diag = _DiagonalHooks(L)
         self.mix_att = nn.ModuleList(TangentMixing(c["mixing"], self.dim, c["attn_step"]) for _ in range(L))
         self.mix_gr = nn.ModuleList(TangentMixing(c["mixing"], self.dim, c["ground_step"]) for _ in range(L))
         beta = float(c["beta"]) if c["beta"] is not None else math.sqrt(self.d)
@@ -175,63 +228,58 @@ class OSMFormer(OSMBase):
         w = torch.softmax(scores, dim=-1)
         return torch.einsum("bhij,bhjf->bhif", w, v), w
 
-    def _run_diagonal(self, tokens: torch.Tensor, rec: dict | None = None) -> torch.Tensor:
+    def _run_diagonal(self, tokens: torch.Tensor) -> torch.Tensor:
         """Forward on T^d with the states' diagonals ``h`` ``(B, T, d)`` instead of ``d x d`` matrices: the
-        same arithmetic as :meth:`_run` written entrywise (products of diagonal matrices are entrywise products;
-        the pull ``H^* X`` is ``conj(h) x``; its algebra coordinates are ``Im(conj(h) x)``; ``exp`` of
-        ``i phi`` is ``exp(i phi)``; a head owns a block of the diagonal as it owns a block of rows). Equal to
-        :meth:`_run` up to float rounding, gradients included (tests/test_speed.py); ~10x faster at 91K.
-        ``rec``: a dict to fill with the trace's compact fields (:meth:`trace_record`). Design choice (issue
-        20: the torus zoo model at the converged recipe)."""
+        same arithmetic as :meth:`forward`'s dense path written entrywise (products of diagonal matrices are
+        entrywise products; the pull ``H^* X`` is ``conj(h) x``; its algebra coordinates are ``Im(conj(h) x)``;
+        ``exp`` of ``i phi`` is ``exp(i phi)``; a head owns a block of the diagonal as it owns a block of rows).
+        Equal to the dense path up to float rounding, gradients included (tests/test_speed.py); ~10x faster at
+        91K. Its values pass the ``diag.*`` hook points (:meth:`trace_record`). Design choice (issue 20: the
+        torus zoo model at the converged recipe)."""
         B, T = tokens.shape
         M = self.token_matrices()
-        x = torch.diagonal(M, dim1=-2, dim2=-1)[tokens]  # (B, T, d)
+        hooks = self.diag
+        x = hooks.hook_inputs(torch.diagonal(M, dim1=-2, dim2=-1)[tokens])  # (B, T, d)
         h = x
 
-        coords: list[tuple[torch.Tensor, torch.Tensor]] = []
-
-        def turn(mixing: TangentMixing, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        def turn(mixing: TangentMixing, hook_coords, hook_tangent, h: torch.Tensor, target: torch.Tensor):
             z = h.conj() * target
-            c = z.imag + 0 * z.real  # to_coords (a non-finite real part stays visible, as there)
-            phi = c @ mixing.weight.mT if mixing.mode == "linear" else mixing.eta * c
-            if rec is not None:
-                coords.append((c[0], phi[0]))
+            c = hook_coords(z.imag + 0 * z.real)  # to_coords (a non-finite real part stays visible, as there)
+            phi = hook_tangent(c @ mixing.weight.mT if mixing.mode == "linear" else mixing.eta * c)
             return h * torch.exp(torch.complex(torch.zeros_like(phi), phi))
 
-        states = []
-        for layer in range(self.n_layers):
+        for layer, lh in enumerate(hooks.layers):
             v = torch.view_as_real(h).reshape(B, T, self.heads, -1).transpose(1, 2)
             out, _ = self._attend(v, layer)
             hbar = torch.view_as_complex(out.transpose(1, 2).reshape(B, T, -1, 2).contiguous())
-            h = turn(self.mix_att[layer], h, hbar)
-            h = turn(self.mix_gr[layer], h, x)
-            states.append(h[0])
-        logits = self.readout_diagonal(h, M)
-        if rec is not None:
-            c = torch.stack([torch.stack([a for a, _ in coords]), torch.stack([b for _, b in coords])])
-            c = c.reshape(2, self.n_layers, 2, T, self.d)
-            rec.update(state_data=torch.stack(states), input_data=x[0],
-                       tangent_coords=c.to(torch.float16),
-                       tangent_stats=torch.stack([c[0].norm(dim=-1), c[1].norm(dim=-1), (c[0] * c[1]).sum(-1)]),
-                       logits=logits[0])
-            self._record_attention(rec, logits.dtype)
-        return logits
+            h = turn(self.mix_att[layer], lh.hook_attn_coords, lh.hook_attn_tangent, h, hbar)
+            h = lh.hook_state(turn(self.mix_gr[layer], lh.hook_ground_coords, lh.hook_ground_tangent, h, x))
+        return self.readout_diagonal(h, M)
 
     def trace_record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
         """What :func:`geomlab.trace.trace` stores, computed directly: on T^d (positions other than
-        ``rotation``) the diagonal arithmetic of training (:meth:`_run_diagonal`) gives the trace's compact
-        fields, ``state_data`` ``(L, T, d)`` and ``input_data`` ``(T, d)`` (the diagonals), ``tangent_coords``
-        ``(2, L, 2, T, d)`` float16 (before / after mixing; substep 0 attention, 1 grounding) with their exact
-        norms and inner products ``tangent_stats`` ``(3, L, 2, T)``, the attention as in :meth:`record` and
-        ``logits`` ``(T, V)``; no ``d x d`` matrix is formed (at d = 128 and 2,048 characters :meth:`record`
-        takes a minute and 5.7 GB; this takes well under a second). Equal to :meth:`record` compacted up to
-        float rounding (tests/test_osm.py). Other groups: :meth:`record`. Design choice (issue 20)."""
+        ``rotation``) the diagonal arithmetic of training (:meth:`_run_diagonal`, read at its ``diag.*`` hook
+        points) gives the trace's compact fields, ``state_data`` ``(L, T, d)`` and ``input_data`` ``(T, d)``
+        (the diagonals), ``tangent_coords`` ``(2, L, 2, T, d)`` float16 (before / after mixing; substep 0
+        attention, 1 grounding) with their exact norms and inner products ``tangent_stats`` ``(3, L, 2, T)``,
+        the attention as in :meth:`record` and ``logits`` ``(T, V)``; no ``d x d`` matrix is formed (at d = 128
+        and 2,048 characters :meth:`record` takes a minute and 5.7 GB; this takes well under a second). Equal
+        to :meth:`record` compacted up to float rounding (tests/test_osm.py). Other groups: :meth:`record`.
+        Design choice (issue 20)."""
         if not self._diagonal or self.config["position"] == "rotation" or not self.n_layers:
             return self.record(tokens)
         self._check_record(tokens)
-        self._check_tokens(tokens)
-        rec: dict[str, Any] = {}
-        self._run_diagonal(tokens, rec)
+        with torch.no_grad():
+            logits, cache = run_with_cache(self, tokens, lambda name: name.startswith("diag."))
+        L, T = self.n_layers, tokens.shape[1]
+        part = [(l, sub) for l in range(L) for sub in ("attn", "ground")]
+        c = torch.stack([torch.stack([cache[f"diag.layers.{l}.hook_{sub}_{what}"][0] for l, sub in part])
+                         for what in ("coords", "tangent")]).reshape(2, L, 2, T, self.d)
+        rec = {"state_data": torch.stack([cache[f"diag.layers.{l}.hook_state"][0] for l in range(L)]),
+               "input_data": cache["diag.hook_inputs"][0], "tangent_coords": c.to(torch.float16),
+               "tangent_stats": torch.stack([c[0].norm(dim=-1), c[1].norm(dim=-1), (c[0] * c[1]).sum(-1)]),
+               "logits": logits[0]}
+        self._record_attention(rec, logits.dtype)
         return rec
 
     def _record_attention(self, rec: dict, dtype) -> None:
@@ -253,9 +301,10 @@ class OSMFormer(OSMBase):
             P = torch.diagonal(self._prototypes(M), dim1=-2, dim2=-1)  # (V, d)
         return self.tau * (torch.view_as_real(h).flatten(-2) @ torch.view_as_real(P).flatten(-2).mT) + self.bias
 
-    def _run(self, tokens: torch.Tensor, rec: dict | None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         self._check_tokens(tokens)
-        if self._diagonal and rec is None and self.config["position"] != "rotation":
+        dense_hooked = self.hook_inputs.active or any_active(self.layers)
+        if self._diagonal and not dense_hooked and self.config["position"] != "rotation":
             return self._run_diagonal(tokens)
         B, T = tokens.shape
         M = self.token_matrices()
@@ -264,76 +313,74 @@ class OSMFormer(OSMBase):
         if self.config["position"] == "rotation":
             R = self._rotations(T, M.dtype, M.device)
             X = R @ X
-        pad = self._pad_frame(rec)
+        pad = self._pad_frame()
         if pad:  # training on O/SO at an MKL-unfriendly size: diag(X, I) in a frame whose matmuls run faster
             n0 = X.shape[-1]
             X = F.pad(X, (0, pad, 0, pad))
             X.diagonal(dim1=-2, dim2=-1)[..., n0:] = 1.0
-        H = X
-        # the attention is recorded as what scores it (design choice: no T x T array is formed): the layer's
-        # input states and a scale (the heads of the arithmetic states follow the native rows)
-        if rec is not None:
-            nat = self._to_native
-            rec.update(inputs=nat(X[0]), states=[], tangents_raw=[], tangents=[])
-        for layer in range(self.n_layers):
-            Hbar, _ = self.attention_mean(H, layer)
-            block = self.d if pad else None
-            d_att = self._direction(H, Hbar)
-            p_att = self.mix_att[layer](d_att, self.geo, block)
+        H = X = self.hook_inputs(X)
+        block = self.d if pad else None
+        for layer, lh in enumerate(self.layers):
+            Hbar = lh.hook_attn_target(self.attention_mean(H, layer)[0])
+            p_att = lh.hook_attn_tangent(self.mix_att[layer](self._pull(lh.hook_attn_raw, H, Hbar), self.geo, block))
             H = H @ self._exp(p_att)
-            d_gr = self._direction(H, X)
-            p_gr = self.mix_gr[layer](d_gr, self.geo, block)
-            H = H @ self._exp(p_gr)
-            if rec is not None:
-                proj = self.geo.proj
-                rec["states"].append(nat(H[0]))
-                rec["tangents_raw"].append(torch.stack([nat(proj(d_att[0])), nat(proj(d_gr[0]))]))
-                rec["tangents"].append(torch.stack([nat(p_att[0]), nat(p_gr[0])]))
+            p_gr = lh.hook_ground_tangent(self.mix_gr[layer](self._pull(lh.hook_ground_raw, H, X), self.geo, block))
+            H = lh.hook_state(H @ self._exp(p_gr))
         Hr = _ct(R) @ H if R is not None else H
-        logits = self.readout(Hr, M, pad)
-        if rec is not None:
-            n = self.group.d
-            cdtype = rec["inputs"].dtype
-            empty = {"states": (0, T, n, n), "tangents_raw": (0, 2, T, n, n), "tangents": (0, 2, T, n, n)}
-            for key, shape in empty.items():
-                if rec[key]:
-                    rec[key] = torch.stack(rec[key])
-                else:
-                    rec[key] = torch.zeros(shape, dtype=cdtype, device=logits.device)
-            self._record_attention(rec, logits.dtype)
-        return logits
+        return self.readout(Hr, M, pad)
 
-    def _pad_frame(self, rec) -> int:
+    def _pull(self, hook: HookPoint, H: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        """:meth:`_direction` of ``H`` toward ``X``, seen projected at ``hook`` (computed only when it is
+        active; a replacement is mixed instead)."""
+        d = self._direction(H, X)
+        if not hook.active:
+            return d
+        raw = self.geo.proj(d)
+        seen = hook(raw)
+        return d if seen is raw else seen
+
+    def record_hooks(self) -> list[str]:
+        """The inputs and, per layer, the tangents and the state (the dense path)."""
+        return ["hook_inputs"] + [f"layers.{l}.hook_{what}" for l in range(self.n_layers)
+                                  for what in ("attn_raw", "attn_tangent", "ground_raw", "ground_tangent", "state")]
+
+    def record_from_cache(self, cache: dict[str, torch.Tensor], logits: torch.Tensor, b: int) -> dict[str, Any]:
+        """Sequence ``b``: ``inputs`` ``(T, d, d)`` (layer-0 states, with the rotation if used), ``states``
+        ``(L, T, d, d)``, ``tangents_raw`` / ``tangents`` ``(L, 2, T, d, d)`` (substep 0 attention, 1 grounding;
+        ``tangents`` is what was exponentiated), ``logits`` ``(T, V)`` equal to ``model(tokens)[b]``, and the
+        attention as what scores it (no ``T x T`` array): ``attention_scale`` ``(L,)`` with scores
+        ``S_ij = scale_l * <H_i, H_j>_head + bias_ij`` on the layer's input states (native rows split evenly
+        into heads; layer 0 reads ``inputs``, layer l the ``states[l-1]``) and, with ALiBi,
+        ``attention_slopes`` ``(L, heads)`` (bias ``-m (i - j)``). ``geomlab.trace`` turns them into weights
+        and similarities ``Re tr(H_i^* H_j)`` on demand. States are native (complex for U/SU/T)."""
+        nat, L = self._to_native, self.n_layers
+        inputs = nat(cache["hook_inputs"][b])
+        T, n = inputs.shape[0], self.group.d
+
+        def per_layer(whats, shape):
+            if not L:
+                return torch.zeros(shape, dtype=inputs.dtype, device=logits.device)
+            rows = [[nat(cache[f"layers.{l}.hook_{w}"][b]) for w in whats] for l in range(L)]
+            return torch.stack([r[0] if len(whats) == 1 else torch.stack(r) for r in rows])
+
+        rec = {"inputs": inputs, "states": per_layer(["state"], (0, T, n, n)),
+               "tangents_raw": per_layer(["attn_raw", "ground_raw"], (0, 2, T, n, n)),
+               "tangents": per_layer(["attn_tangent", "ground_tangent"], (0, 2, T, n, n))}
+        self._record_attention(rec, logits.dtype)
+        rec["logits"] = logits[b]
+        return rec
+
+    def _pad_frame(self) -> int:
         """How many rows and columns the training states get: ``H`` is carried as ``diag(H, I)`` of size
         ``_PAD_TO[d]`` (e.g. 15 -> 16) so the pulls and products ``H exp(Phi)`` run at a size MKL handles well.
         Exact: ``diag(A, I) diag(B, I) = diag(AB, I)``, pulls are ``diag(H^T X, I)`` (skew part, the only part
         the mixing reads, ``diag(Delta, 0)``), ``exp(diag(Phi, 0)) = diag(exp Phi, I)``; attention scores gain
         the same constant ``pad`` in every row (the softmax ignores it) and ``Hbar = diag(Hbar, I)``; the
         prototypes are zero-padded. Only for O/SO with linear mixing (whose index path reads the block) and the
-        Taylor exp, one head, no rotation positions, in training mode (eval keeps the reference arithmetic).
-        Design choice (issue 17)."""
-        if (rec is not None or not self.training or self.heads != 1 or self.config["position"] == "rotation"
+        Taylor exp, one head, no rotation positions, in training mode (eval keeps the reference arithmetic),
+        with no hook active (hook points see the group's own size). Design choice (issue 17)."""
+        if (not self.training or any_active(self) or self.heads != 1 or self.config["position"] == "rotation"
                 or self.config["mixing"] != "linear" or self._exp_fast is not expm_taylor or self.geo.is_complex
                 or not isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup))):
             return 0
         return _PAD_TO.get(self.d, self.d) - self.d
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self._run(tokens, None)
-
-    @torch.no_grad()
-    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-        """For ``tokens`` ``(1, T)``: ``inputs`` ``(T, d, d)`` (layer-0 states, with the rotation if used),
-        ``states`` ``(L, T, d, d)``, ``tangents_raw`` / ``tangents`` ``(L, 2, T, d, d)`` (substep 0 attention,
-        1 grounding; ``tangents`` is what was exponentiated), ``logits`` ``(T, V)`` equal to
-        ``model(tokens)[0]``, and the attention as what scores it (no ``T x T`` array): ``attention_scale``
-        ``(L,)`` with scores ``S_ij = scale_l * <H_i, H_j>_head + bias_ij`` on the layer's input states (native
-        rows split evenly into heads; layer 0 reads ``inputs``, layer l the ``states[l-1]``) and, with ALiBi,
-        ``attention_slopes`` ``(L, heads)`` (bias ``-m (i - j)``). ``geomlab.trace`` turns them
-        into weights and similarities ``Re tr(H_i^* H_j)`` on demand. States are native (complex for
-        U/SU/T); the states and logits use the fused path, exactly as ``forward``."""
-        self._check_record(tokens)
-        rec: dict[str, Any] = {}
-        logits = self._run(tokens, rec)
-        rec["logits"] = logits[0]
-        return rec

@@ -59,7 +59,7 @@ class TangentMixing(nn.Module):
 
     def forward(self, delta: torch.Tensor, geo, block: int | None = None) -> torch.Tensor:
         """``block``: O/SO training only, ``delta`` ``(..., n, n)`` holds the group's ``block x block`` matrices
-        in its top-left corner (a zero-padded frame, see :meth:`OSMFormer._run`); the result is padded alike."""
+        in its top-left corner (a zero-padded frame, see :meth:`OSMFormer.forward`); the result is padded alike."""
         if self.mode != "linear":
             return self.eta * delta
         if not self.training:  # eval mode: the reference arithmetic (see OSMBase._exp)

@@ -9,6 +9,7 @@ import torch
 from geomlab.geometry.groups import OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor
 from geomlab.models import register
 from geomlab.models.family import OSM
+from geomlab.models.hooks import HookPoint, any_active
 from geomlab.models.osm.base import OSMBase, _budget_with_knobs
 from geomlab.models.osm.config import PROTOTYPES, OSMRNNConfig
 from geomlab.models.osm.geometry import _ct
@@ -28,8 +29,14 @@ class OSMRNN(OSMBase):
     Config: :class:`geomlab.models.osm.config.OSMRNNConfig`.
     Shapes: ``tokens (B, T) long -> logits (B, T, V) float32``. A loop over positions (the recurrence is
     sequential): in training mode on O/SO, float32, CPU, one fused autograd node with a hand-written backward
-    (:mod:`geomlab.models.osm.rnn_fast`, issue 17); in eval mode and otherwise the reference loop of
-    :meth:`_run`. Raises :class:`OSMConfigError` / ``GroupError`` (ValueErrors) for bad config.
+    (:mod:`geomlab.models.osm.rnn_fast`, issue 17; its hook points are read-only); in eval mode and otherwise
+    the reference loop of :meth:`forward`. Raises :class:`OSMConfigError` / ``GroupError`` (ValueErrors) for bad
+    config.
+
+    Hook points (``model.hook_points()``), in the arithmetic representation (``n = d``; ``2d``, real, for
+    ``complex_mode="real"``; complex for native U/SU/T): ``hook_inputs`` ``(B, T, n, n)`` (token matrices);
+    per step t: ``hook_tangent_raw`` ``(B, T, n, n)`` (the pull before the mixing), ``hook_tangent``
+    ``(B, T, n, n)`` (``Phi_t``), ``hook_state`` ``(B, T, n, n)`` (``H_{t+1}``; a replacement carries on).
     """
 
     kind = "osm-rnn"
@@ -51,13 +58,18 @@ class OSMRNN(OSMBase):
         c = self.config
         self.mix = TangentMixing(c["mixing"], self.dim, c["step"])
         self.mix_tok = TangentMixing(c["mixing"], self.dim, c["token_step"]) if c["rnn_input"] == "pull+token" else None
+        self.hook_inputs = HookPoint("(B, T, n, n) token matrices M_{x_t} of the inputs")
+        self.hook_tangent_raw = HookPoint("(B, T, n, n) pull proj(H_t^* M_{x_t}) before the mixing (computed "
+                                          "only for the hook; a replacement is mixed instead)", per_step=True)
+        self.hook_tangent = HookPoint("(B, T, n, n) Phi_t after the mixing: what is exponentiated", per_step=True)
+        self.hook_state = HookPoint("(B, T, n, n) state H_{t+1} = H_t exp(Phi_t) after token t", per_step=True)
 
-    def _run(self, tokens: torch.Tensor, rec: dict | None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         self._check_tokens(tokens)
         B, T = tokens.shape
         ref = self.token_coords if hasattr(self, "token_coords") else self.token_matrix
         if self._fused(ref.dtype, ref.device):
-            return self._run_fused(tokens, rec)
+            return self._run_fused(tokens)
         A = self._to_geo(self.token_generators())
         M = self._exp(A)
         H = self.geo.identity(B, dtype=M.dtype, device=ref.device)
@@ -78,20 +90,22 @@ class OSMRNN(OSMBase):
                 return unflat(flat(delta) @ K)
         drive = self.mix_tok(A, self.geo) if self.mix_tok is not None else None  # (V, n, n), once
         # the inputs of every step gathered once (one index and one backward instead of T), then unbound
-        inputs = M[tokens].unbind(1)
+        inputs = self.hook_inputs(M[tokens]).unbind(1)
         drives = drive[tokens].unbind(1) if drive is not None else None
-        states, raws, phis = [], [], []
+        raw_hook, states = self.hook_tangent_raw, []
         for t in range(T):
             delta = _ct(H) @ inputs[t]
+            if raw_hook.active:  # the pull is projected only to be seen; a replacement is mixed instead
+                raw = self.geo.proj(delta)
+                seen = raw_hook(raw)
+                delta = delta if seen is raw else seen
             phi = mix(delta)
             if drives is not None:
                 phi = phi + drives[t]
-            H = H @ self._exp(phi)
+            phi = self.hook_tangent(phi)
+            H = self.hook_state(H @ self._exp(phi))
             states.append(H)
-            if rec is not None:
-                raws.append(self.geo.proj(delta))
-                phis.append(phi)
-        return self._finish(tokens, rec, M, states, raws, phis)
+        return self.readout(torch.stack(states, dim=1), M)
 
     def _fused(self, dtype: torch.dtype, device) -> bool:
         """Whether this forward takes :mod:`geomlab.models.osm.rnn_fast`: training mode, O/SO, the Taylor
@@ -99,9 +113,9 @@ class OSMRNN(OSMBase):
         return (self.training and isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup))
                 and self._exp_fast is expm_taylor and dtype == torch.float32 and device.type == "cpu")
 
-    def _run_fused(self, tokens, rec) -> torch.Tensor:
+    def _run_fused(self, tokens) -> torch.Tensor:
         """The recurrence as one fused autograd node (design choice, issue 17): same mathematics as the loop
-        of :meth:`_run`, the rounding of :func:`geomlab.models.osm.rnn_fast.skew_recurrence_forward`. Token
+        of :meth:`forward`, the rounding of :func:`geomlab.models.osm.rnn_fast.skew_recurrence_forward`. Token
         matrices and group prototypes are exponentiated in one call; states run at the padded size
         ``diag(H, I)`` (:data:`geomlab.models.osm.rnn_fast.PAD_TO`), read out against ``diag(P, 0)``."""
         A = self.token_generators()
@@ -117,36 +131,38 @@ class OSMRNN(OSMBase):
         mix = self.mix
         W = mix.weight if mix.mode == "linear" else mix.eta * torch.eye(self.dim, dtype=A.dtype, device=A.device)
         Dv = pad(self.mix_tok(A, self.geo), group=False) if self.mix_tok is not None else None
-        if rec is None:
-            Hs = fused_states(Mp, tokens.T, W, Dv)  # (T, B, m, m), time-major
-        else:
-            got: dict = {}
-            D = Dv[tokens.T] if Dv is not None else None
-            Hs = skew_recurrence_forward(Mp[tokens.T], W, D, record=got)
-            rec.update(states=Hs[:, 0, :n, :n][None], inputs=Mp[tokens[0], :n, :n],
-                       tangents_raw=got["raw"][:, 0, :n, :n][None, None], tangents=got["phi"][:, 0, :n, :n][None, None])
+        Hs = fused_states(Mp, tokens.T, W, Dv)  # (T, B, m, m), time-major
+        if any_active(self):
+            self._observe_fused(tokens, Mp, W, Dv, Hs, n)
         # the readout of diag(H, I) against diag(P, 0) is that of H against P: no copy of the top-left blocks
         return (self.tau * self.sim_scale * (Hs.flatten(-2) @ Pp.flatten(-2).mT) + self.bias).transpose(0, 1)
 
-    def _finish(self, tokens, rec, M, states, raws, phis) -> torch.Tensor:
-        Hs = torch.stack(states, dim=1)  # (B, T, n, n)
-        logits = self.readout(Hs, M)
-        if rec is not None:
-            nat = self._to_native
-            rec.update(states=nat(Hs[0])[None], inputs=nat(M[tokens[0]]),
-                       tangents_raw=nat(torch.stack(raws, 1)[0])[None, None],
-                       tangents=nat(torch.stack(phis, 1)[0])[None, None])
-        return logits
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self._run(tokens, None)
-
     @torch.no_grad()
-    def record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-        """For ``tokens`` ``(1, T)``: ``states`` ``(1, T, d, d)`` (after consuming token t), ``inputs``
-        ``(T, d, d)`` (token matrices), ``tangents_raw`` / ``tangents`` ``(1, 1, T, d, d)`` (pull before /
-        after mixing; ``tangents`` is what was exponentiated), ``logits`` ``(T, V)``. See docs/architecture.md."""
-        self._check_record(tokens)
-        rec: dict[str, torch.Tensor] = {}
-        rec["logits"] = self._run(tokens, rec)[0]
-        return rec
+    def _observe_fused(self, tokens, Mp, W, Dv, Hs, n: int) -> None:
+        """Pass the fused recurrence's values to the hook points, after the fact: its pulls and tangents come
+        from the same loop (:func:`~geomlab.models.osm.rnn_fast.skew_recurrence_forward`, whose states equal
+        ``Hs`` bit for bit). The fused recurrence cannot continue from a replaced value: ``ValueError`` then
+        (eval mode runs the step-by-step loop, where every hook point is writable)."""
+        got: dict = {}
+        skew_recurrence_forward(Mp[tokens.T], W, Dv[tokens.T] if Dv is not None else None, record=got)
+        steps = [(self.hook_inputs, Mp[tokens][..., :n, :n])]
+        for t in range(tokens.shape[1]):
+            steps += [(self.hook_tangent_raw, got["raw"][t, :, :n, :n]), (self.hook_tangent, got["phi"][t, :, :n, :n]),
+                      (self.hook_state, Hs[t, :, :n, :n])]
+        for hook, value in steps:
+            if hook(value) is not value:
+                raise ValueError(f"{hook.name}: the fused training recurrence (O/SO, float32, CPU) cannot continue "
+                                 "from a replaced value; replace values in eval mode")
+
+    def record_hooks(self) -> list[str]:
+        """The inputs, the tangents and the states."""
+        return ["hook_inputs", "hook_tangent_raw", "hook_tangent", "hook_state"]
+
+    def record_from_cache(self, cache: dict[str, torch.Tensor], logits: torch.Tensor, b: int) -> dict[str, torch.Tensor]:
+        """Sequence ``b``: ``states`` ``(1, T, d, d)`` (after consuming token t), ``inputs`` ``(T, d, d)`` (token
+        matrices), ``tangents_raw`` / ``tangents`` ``(1, 1, T, d, d)`` (pull before / after mixing;
+        ``tangents`` is what was exponentiated), ``logits`` ``(T, V)``; native matrices (complex for U/SU/T)."""
+        nat = self._to_native
+        return {"states": nat(cache["hook_state"][b])[None], "inputs": nat(cache["hook_inputs"][b]),
+                "tangents_raw": nat(cache["hook_tangent_raw"][b])[None, None],
+                "tangents": nat(cache["hook_tangent"][b])[None, None], "logits": logits[b]}
