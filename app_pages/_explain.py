@@ -1,4 +1,4 @@
-"""The teaching layer in the pages (issue 16): under a view's title, the quantity it shows as rendered maths
+"""The teaching layer in the pages: under a view's title, the quantity it shows as rendered maths
 and a collapsed "How to read this · what to look for" block with the current model's facts; under each
 figure, one "look for" line; links into the glossary page.
 

@@ -100,7 +100,7 @@ def wrong_kind_message(view: ViewSpec, entry: catalog.CheckpointEntry) -> None:
 
 
 #: view slug -> (what the view needs, what a kind it cannot show lacks: "{kind} has none"), for the
-#: stand-in message; a view not listed reads "shows <family> models" (design choice, issue 16)
+#: stand-in message; a view not listed reads "shows <family> models" (design choice)
 VIEW_NEEDS = {
     "trajectories": ("a model whose hidden states live on a matrix group (OSM-RNN or OSMFormer)",
                      "{kind} has none"),
@@ -136,7 +136,7 @@ def standin_message(view: ViewSpec, chosen: catalog.CheckpointEntry, shown: cata
     relation = RELATION_TEXT.get(how, how)
     if not explicit:
         # a first visit: the user chose nothing, so nothing was swapped from their point of view; one quiet
-        # line says what is shown and why (issue 16: no silent switch), without the links of a real swap
+        # line says what is shown and why (no silent switch), without the links of a real swap
         st.caption(f"Showing **{md_escape(shown.name)}** ({md_escape(shown.kind)}): **{view.title}** cannot draw "
                    f"the app's default, {md_escape(chosen.name)} ({md_escape(chosen.kind)}). Choose another "
                    "checkpoint in the sidebar.")

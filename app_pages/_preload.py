@@ -1,4 +1,4 @@
-"""Start loading the chart library with the page, not with the first chart (issue 14, first view).
+"""Start loading the chart library with the page, not with the first chart (first view).
 
 Streamlit's frontend imports its plotly bundle (``static/js/PlotlyChart.*.js``, 4.7 MB, evaluated in one
 long task of 0.7-1.1 s on the project's machine) only when the first chart element arrives over the

@@ -137,7 +137,7 @@ def standin(slug: str, chosen: str, shown: str, how: str) -> None:
     back on any other page. A pick or a link ends it. The text follows the stand-in as :func:`text_follows`
     says, and also when the two read different inputs (a word problem's group elements against characters:
     a tour step's ``12340 10234`` would be unknown symbols to a Shakespeare model); the chosen checkpoint's
-    text comes back with it while the stand-in's is untouched. Design choice (issue 16: no silent switches)."""
+    text comes back with it while the stand-in's is untouched. Design choice (no silent switches)."""
     ss = st.session_state
     text, explicit = ss.get(K_TEXT), bool(ss.get(K_CKPT_EXPLICIT, False))
     ss[K_CKPT] = shown
@@ -334,7 +334,7 @@ def page_url_keys(page: str | None) -> tuple[str, ...]:
     steps ``T``); Compare both checkpoints, the text, cursor, layer, its view, both sides' ``T``, its layout
     and the choice controls of the view it shows; every other page none (their own keys, such as
     Train's run id, come from :data:`K_PAGE_QP`). ``None``: every key (no page known). Design choice
-    (issue 16: a page's URL carries only what that page uses)."""
+    (a page's URL carries only what that page uses)."""
     if page is None:
         return tuple(URL_KEYS)
     view = views.VIEWS.get(page)

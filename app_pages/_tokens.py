@@ -1,4 +1,4 @@
-"""The token panel of the view pages (issue 16, token-level inspection): the text around the cursor as
+"""The token panel of the view pages (token-level inspection): the text around the cursor as
 clickable tokens (a click moves the page's one cursor, ``gl_pos``) and, for language models, the model's
 top-k next-token predictions at the cursor with the surprisal of the token that follows.
 
@@ -117,7 +117,7 @@ def _prediction_table(pred: predictions.Prediction, labels: list[str]) -> None:
                      "the cursor (softmax of its output there). Surprisal −log₂ p: the bits the model needs for "
                      "the token that really follows; 0 when it was certain, log₂(vocabulary) when it guessed.")
     # one progress bar per guess (Streamlit's progress element ships with the page; a dataframe would pull in
-    # its grid and Arrow bundles, ~0.5 s more before a view's first chart: issue 14, first view)
+    # its grid and Arrow bundles, ~0.5 s more before a view's first chart)
     for tok, i, p in zip(pred.tokens, pred.ids, pred.probs):
         mark = "  ✓" if i == pred.next_id else ""
         st.progress(min(max(float(p), 0.0), 1.0), text=f"{_q(tok)}{mark} · {100 * p:.1f}%")

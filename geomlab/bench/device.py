@@ -5,7 +5,7 @@ Runs the training-step ratios of :mod:`geomlab.bench.train` (the same pairs and 
 ``torch.linalg.matrix_exp`` for O(d) at d = 2..32, on ``cuda``. It also checks that one OSMFormer training
 step makes no host synchronisation (``torch.cuda.set_sync_debug_mode("error")`` around forward and backward).
 Without CUDA it says so and exits 0 (``--device cpu`` runs the same script on the CPU, for a smoke test).
-Source: issue 17; design choice for the protocol. CI has no GPU.
+The protocol is a design choice. CI has no GPU.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ For each group (default O and U) and d in {4, 8, 16, 32}:
   with ``--method``),
   without any reprojection; and the same after one final ``reproject``.
 
-Source: issue #2 (benchmark), osm.md §7.1 (matrix_exp cost) and §7.3 (drift). ``--quick`` shrinks the batch
+Source: issue #2 (benchmark), Nunley, arXiv 2602.18417 (matrix_exp cost) and §7.3 (drift). ``--quick`` shrinks the batch
 for CI smoke runs. Times depend on the machine and its load; only the ratios are meant to be compared.
 """
 

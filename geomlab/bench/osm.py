@@ -3,7 +3,7 @@
 One training step (forward, cross-entropy, backward, AdamW) on random tokens, batch ``B x T``, for each model,
 alternating between the models so that machine load affects them alike; prints the median time and its ratio
 to the Transformer (OSMFormer, ``expm`` variants) or the LSTM (OSM-RNN) measured in the same run.
-Source: issue 4 (aim: OSMFormer / Transformer under 2); design choice for the protocol.
+Aim: OSMFormer / Transformer under 2; the protocol is a design choice.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """``geomlab bench train``: training-step time of each geometric model as a ratio to its baseline.
 
-The pairs of issue 17 at the papers' budgets (V = 65): OSMFormer (linear mixing, ~100K: d = 17, 2 layers) and
+The pairs at the papers' budgets (V = 65): OSMFormer (linear mixing, ~100K: d = 17, 2 layers) and
 OSMFormer (~91K: d = 15, 3 layers) against the ALiBi Transformer (~100K); OSM-RNN (~50K: d = 19) against the
-LSTM (~50K); the torus OSMFormer of the zoo (T^128, 2 layers, 90.6K; no target: issue 20) against the same
+LSTM (~50K); the torus OSMFormer of the zoo (T^128, 2 layers, 90.6K; no target) against the same
 Transformer; CEM with T = 1 and T = 2 recursion steps (~200K) against Llama (~200K); Grassmann (~200K) against
 its attention twin ``grassmann-attn`` (~200K). One step is forward, cross-entropy, backward and an AdamW step
 on random tokens ``B x T`` (default 16 x 128). After ``--warmup`` steps of every model, each round times one
 step of the model and one of its baseline back to back (order alternating between rounds, so load and order
 effects hit both) and records their ratio; the table gives the median and the minimum ratio over the rounds.
 Times are CPU time of the process on CPU (time descheduled on a shared machine is not counted) and wall time
-with ``torch.cuda.synchronize`` on CUDA. Source: issue 17 (targets); design choice for the protocol.
+with ``torch.cuda.synchronize`` on CUDA. Targets and protocol: design choice.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from geomlab.models import build_model, config_for_budget, count_params
 
 VOCAB = 65
 
-#: (name, kind, budget, fixed config keys, baseline name, target ratio) -- issue 17's table.
+#: (name, kind, budget, fixed config keys, baseline name, target ratio).
 MODELS: tuple[tuple[str, str, int, dict, str | None, float | None], ...] = (
     ("transformer", "transformer", 100_000, {}, None, None),
     ("osmformer-d17", "osmformer", 100_000, {"mixing": "linear"}, "transformer", 2.0),

@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       "evaluation, 1 seed; checks the protocol, does not reproduce the papers")
     mode.add_argument("--smoke", action="store_true", help="tiny run for tests (seconds per model)")
     mode.add_argument("--converged", action="store_true",
-                      help="the converged campaign (issue 20; days of CPU, minutes on a GPU): lr (and warm-up "
+                      help="the converged campaign (days of CPU, minutes on a GPU): lr (and warm-up "
                       "where it matters) tuned per model on 20%% of the budget, the grid widened when the best lr "
                       "sits on its edge, then 3 seeds of 10,000 (~100K and ~50K) or 5,000 steps x 32 x 128. A "
                       "worker: trains what no other worker holds in --store (start one per core, stop and "

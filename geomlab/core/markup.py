@@ -2,7 +2,7 @@
 
 Figure captions (:mod:`geomlab.figures`) and the explanations (:mod:`geomlab.teach.explain`) write their formulas
 as inline LaTeX between single dollars, which ``st.caption``/``st.markdown`` render with KaTeX. Two helpers
-keep that safe and portable (design choice, issue 16):
+keep that safe and portable (design choice):
 
 * :func:`md_label` makes user text (a token, a checkpoint name) literal inside such markdown: a ``$`` in a
   token must never open a formula, a ``*`` never start emphasis;

@@ -1,4 +1,4 @@
-"""Random generators owned by one run, so runs in one process never share torch's global RNG (issue 15, class 5).
+"""Random generators owned by one run, so runs in one process never share torch's global RNG.
 
 torch draws dropout masks and initial weights from one process-wide generator. Two runs training in two
 threads of one server (the app's live runs) then interleave their draws, and a seeded run is not

@@ -8,7 +8,7 @@
 * :mod:`geomlab.data.registry`: the one task syntax (``corpus:NAME``, ``word-problem:GROUP[:LENGTH]``, ``gp``,
   ``text``, a file path), :func:`parse_task` and :func:`make_task`;
 * :mod:`geomlab.data.word_problem`: the group word problem (S3, S5, A5, Z_n, parity);
-* :mod:`geomlab.data.gp`: Gaussian-process regression (issue 5).
+* :mod:`geomlab.data.gp`: Gaussian-process regression.
 """
 
 from geomlab.data.corpora import (

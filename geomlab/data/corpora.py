@@ -11,7 +11,7 @@ Registered corpora (see :data:`CORPORA`; file layout and checksums from ``shared
 * ``wikitext-2``: the tokenised ``wikitext-2/{train,valid,test}.txt`` at character level;
   ``wikitext-2-word`` is the same files at word level.
 
-Lookup order for every file (design choice, issue 3): ``$GEOMLAB_DATA_DIR/<relpath>``; the user cache
+Lookup order for every file (design choice): ``$GEOMLAB_DATA_DIR/<relpath>``; the user cache
 (``$GEOMLAB_CACHE_DIR`` or ``platformdirs.user_cache_dir("geomlab")``, under ``data/``); otherwise a
 download from the canonical public URL, verified against the sha256 and stored in the cache. With no
 copy and no network a :class:`DataError` says exactly where to put the file. Every file found is checked

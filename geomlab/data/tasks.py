@@ -1,4 +1,4 @@
-"""Tasks: what the :class:`geomlab.training.trainer.Trainer` trains on (design choice, issue 3).
+"""Tasks: what the :class:`geomlab.training.trainer.Trainer` trains on (design choice).
 
 A :class:`Task` hands out random training batches ``(inputs, targets)``, turns model outputs into a loss
 (in nats) and evaluates a model on a split. The Trainer only talks to this interface, so language modelling
@@ -118,7 +118,7 @@ def eval_windows(n_tokens: int, seq_len: int, stride: int | None = None) -> list
 def unigram_bpc(task) -> float | None:
     """Cross-entropy in bits per character of the valid split under the training split's character
     frequencies (add-one smoothed): what a model that learned nothing but the unigram scores. ``None`` for a
-    task without token splits. Source: design choice (the "did it train?" line of issue 20)."""
+    task without token splits. Source: design choice (the report's "did it train?" line)."""
     try:
         train, valid = task.tokens("train"), task.tokens("valid")
     except (AttributeError, KeyError, ValueError):
@@ -207,7 +207,7 @@ class LMTask(Task):
 
     def check_context(self, seq_len: int) -> None:
         """:class:`DataError` naming the split, its length and the length needed when the training split
-        holds fewer than ``seq_len + 1`` tokens (design choice, issue 15: refused, never a silently shorter
+        holds fewer than ``seq_len + 1`` tokens (design choice: refused, never a silently shorter
         window with a card that records the requested one)."""
         n = self.tokens("train").numel()
         need = int(seq_len) + 1

@@ -35,7 +35,7 @@ BOM = "\ufeff"
 
 
 def normalize_text(text: str) -> str:
-    """The one normalisation every text gets where it enters geomlab (design choice, issue 15 class 3).
+    """The one normalisation every text gets where it enters geomlab (design choice).
 
     Drops a leading UTF-8 byte-order mark (U+FEFF, which Windows editors put at the start of a file and
     which would otherwise become a vocabulary character) and turns every ``"\\r\\n"`` and lone ``"\\r"``

@@ -8,7 +8,7 @@ failure one ``ValueError`` line (or the kind's subclass of it) that names the ke
 
 Checkpoints store the plain dict (:meth:`ConfigBase.to_dict`: ``kind``, ``vocab_size`` and every field, values
 exactly as given); :meth:`ConfigBase.from_dict` reads it back, filling keys an older checkpoint lacks with
-today's defaults. Design choice (issue 18; the shape follows nanoGPT's ``GPTConfig``).
+today's defaults. Design choice (the shape follows nanoGPT's ``GPTConfig``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Typed traces: one model run on one text, recorded for the views (issue 7; design choice).
+"""Typed traces: one model run on one text, recorded for the views (design choice).
 
 A *trace* holds everything :mod:`geomlab.figures` needs to draw a model run, as numpy arrays with named
 axes, so figures are pure functions of a trace and a saved trace reproduces a view exactly.

@@ -1,6 +1,6 @@
 """The fields and verbs every trace shares: :class:`Trace` (tokens, labels, logits, config, attention computed on
 demand from stored queries and keys), :class:`BaselineTrace`, :class:`LazyArray` for derived ``T x T`` arrays,
-:class:`TraceError`. Design choice (issues 7, 14)."""
+:class:`TraceError`. Design choice."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ class Trace:
             hand-made record, or ``None``.
 
     The attention weights themselves are computed on demand (:meth:`attention_rows`, :attr:`attention`):
-    no ``T x T`` array is kept (issue 14).
+    no ``T x T`` array is kept.
     """
 
     kind: str
@@ -154,7 +154,7 @@ class Trace:
                  group: dict | None) -> dict[str, Any]:
         """The family's fields from a record's arrays (logits and queries/keys already taken): each family
         pops what it stores from ``arrays`` (what is left becomes ``extras``) and returns it by field name,
-        compacted (design choice, issue 14). Here (baseline, and CEM after its energies): a dense
+        compacted (design choice). Here (baseline, and CEM after its energies): a dense
         ``attention`` map of a version-1 file or a hand-made record, ``[layer, (head,) position, position]``."""
         named: dict[str, Any] = {}
         attention = arrays.pop("attention", None)
@@ -263,7 +263,7 @@ class Trace:
         Computed on demand from the stored queries and keys (cost ``O(len(rows) * T * e)`` per head), so a
         view that draws a window or a subsample of a long trace never forms the ``T x T`` matrix.
         Raises ``TraceError`` for a trace without attention or a layer/head/row out of range.
-        Source: softmax attention; design choice (issue 14).
+        Source: softmax attention; design choice.
         """
         if not self.has_attention:
             raise TraceError(f"{self.kind!r} has no attention")

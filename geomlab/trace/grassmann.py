@@ -42,7 +42,7 @@ class GrassmannTrace(Trace):
                  group: dict | None) -> dict[str, Any]:
         """Grassmann record/version-1 arrays -> the stored fields; Plücker vectors are dropped when
         :meth:`plucker_block` recomputes them from the reduced vectors (kept otherwise), ``plucker_mean`` is
-        dropped (design choice, issue 14)."""
+        dropped (design choice)."""
         named: dict[str, Any] = {"reduced": _f32(arrays.pop("reduced"))}
         for key, cast in (("plucker_mask", lambda a: a.astype(bool)), ("offsets", lambda a: a.astype(np.int64)),
                           ("gates", _f32), ("inputs", _f32)):

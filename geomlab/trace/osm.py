@@ -1,5 +1,5 @@
 """The trace of an orthogonal state model (``osm-rnn``, ``osmformer``): states on a matrix group, Lie-algebra
-updates, similarity; and how a record compacts into it (osm.md §2; design choice, issue 14)."""
+updates, similarity; and how a record compacts into it (osm.md §2; design choice)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ class OSMTrace(Trace):
     @classmethod
     def _compact(cls, arrays: dict[str, np.ndarray], kind: str, config: dict, tokens: np.ndarray,
                  group: dict | None) -> dict[str, Any]:
-        """OSM record/version-1 arrays -> the compact fields of :class:`OSMTrace` (design choice, issue 14):
+        """OSM record/version-1 arrays -> the compact fields of :class:`OSMTrace` (design choice):
         float32 states (torus: their diagonals), float16 tangent coordinates with exact norms (the matrices when
         they are not in the algebra), dense version-1 maps kept as ``*_dense``; plus the ``group`` field."""
         named: dict[str, Any] = {}

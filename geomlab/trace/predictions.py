@@ -1,4 +1,4 @@
-"""Next-token predictions at one position of a trace, and the default token cursor (issue 16, token-level
+"""Next-token predictions at one position of a trace, and the default token cursor (token-level
 inspection).
 
 A language model's output at position ``t`` (``Trace.logits[t]``) is its distribution over the token at
@@ -139,7 +139,7 @@ def next_token_bits(tr: Any) -> np.ndarray:
 def default_cursor(tr: Any) -> int:
     """The position a page opens on when no cursor was chosen (a fresh visit, a link without ``pos``).
 
-    Rule (design choice, issue 16): among the positions of the second half of the text (``n // 2`` to
+    Rule (design choice): among the positions of the second half of the text (``n // 2`` to
     ``n - 2``), the one whose *next* token surprised the model most (largest ``-log2 p`` read from
     ``logits[t]``, the first on a tie): the top-k predictions there show what the model expected instead,
     and the cursor has half the text behind it to attend to. Where no surprisal is finite, the middle

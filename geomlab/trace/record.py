@@ -68,7 +68,7 @@ def from_record(record: dict[str, Any], kind: str, tokens, labels: list[str] | N
     dataclass; also reads the arrays of a version-1 trace file and hand-made records with dense ``T x T``
     ``attention`` / ``similarity`` maps.
 
-    Compaction (design choice, issue 14): attention stays as queries and keys (or, for OSM, the states
+    Compaction (design choice): attention stays as queries and keys (or, for OSM, the states
     and a scale), float64 arrays become float32, OSM tangents become float16 Lie-algebra coordinates plus
     exact float32 norms and inner products, torus states their diagonals, Grassmann Plücker vectors are
     recomputed from the reduced vectors on demand (kept when they cannot be), ``plucker_mean`` is dropped.

@@ -164,7 +164,7 @@ def trace_text(model, vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> Trac
 def trace_cem_steps(model, tokens, steps: int, vocab=None, text: str | None = None) -> CEMTrace:
     """Trace a CEM model with ``steps`` recursion steps at inference (test-time recursion, cem.md §2.3).
 
-    Temporarily sets the model's ``inference_recursion_steps`` (config key of issue 5; the model's
+    Temporarily sets the model's ``inference_recursion_steps`` (a config key; the model's
     ``set_inference_steps`` method is used when it has one) and restores it afterwards; parameters are
     untouched. ``steps`` may exceed the training ``recursion_steps``. Model runs in this module hold one
     lock, so a concurrent :func:`trace` of the same model never sees the temporary setting.

@@ -89,7 +89,7 @@ def goto(at: AppTest, slug: str) -> AppTest:
 
 
 def owner(at: AppTest) -> str | None:
-    """The session's owner token (what it created is its own; issue 15, class 6)."""
+    """The session's owner token (what it created is its own)."""
     return at.session_state["_gl_owner"] if "_gl_owner" in at.session_state else None
 
 
@@ -288,7 +288,7 @@ def test_a_default_checkpoint_of_the_wrong_kind_is_replaced_with_a_message(ckpt_
     at = app(gl_ckpt=ref("cem"), _gl_ckpt_explicit=False)  # a fresh session's default, not the user's pick
     goto(at, "planes")
     assert at.session_state["gl_ckpt"] == ref("grassmann") and charts(at)
-    # issue 16: no silent switches, a default included (it was shown as the selection on other pages)
+    # no silent switches, a default included (it was shown as the selection on other pages)
     notes = [shown(c.value) for c in at.caption]
     assert any(v.startswith("Showing **grassmann**") and "cannot draw the app's default, cem (cem)." in v
                for v in notes), notes
@@ -976,7 +976,7 @@ def test_compare_side_by_side_labels_each_side_once_and_keeps_every_map_square_a
     (the CEM's weights, the OSMFormer's similarity and weights) is a square panel in a half-width column
     with its colour bar beside it and its name in the title (wrapped without cutting its markup), not a
     subplot title that lands on the top tick label. (Compare's own default pairs the CEM with the
-    Transformer since issue 16; B is named here.)"""
+    Transformer; B is named here.)"""
     from app_pages import _views
 
     at = side_by_side(open_page("compare", b="bundled/osmformer-o-linear-tinyshakespeare"))
@@ -1034,7 +1034,7 @@ def test_sidebar_checkpoint_options_are_short_and_the_full_title_is_a_caption(bu
                for c in at.sidebar.caption)
 
 
-# ------------------------------------------------------------------ issue 15, class 6: files and sessions
+# ------------------------------------------------------------------ files and sessions
 EVIL = "[click](http://evil.example) **bold** <b>x</b>"
 
 
@@ -1186,7 +1186,7 @@ def test_train_save_keeps_an_existing_checkpoint_of_that_name(ckpt_dirs, monkeyp
 
 @pytest.mark.parametrize("slug", list(VIEW_CKPT))
 def test_a_view_opens_on_its_default_figures_and_more_figures_shows_the_rest(ckpt_dirs, slug):
-    """Issue 16: a view page draws its small default set only (the others are not even built), in the
+    """a view page draws its small default set only (the others are not even built), in the
     registry's order; the "More figures" switch adds the rest below, and stays on for the next page."""
     from geomlab.teach import views
 

@@ -234,7 +234,7 @@ def test_the_first_view_comes_from_the_cache_the_warm_up_filled(page, server):
 @pytest.mark.slow
 @pytest.mark.parametrize("width", [1400, 1000])
 def test_every_page_renders_in_chromium(page, server, width):
-    """Every page at 1400 and 1000 px wide (issue 16): no exception element, a chart where one is due,
+    """Every page at 1400 and 1000 px wide: no exception element, a chart where one is due,
     the link's checkpoint kept; a screenshot of each (test-artifacts/NAME-WIDTH.png) to look at."""
     page.set_viewport_size({"width": width, "height": 1000})
     for path, ckpt in PAGES.items():
@@ -453,7 +453,7 @@ def test_a_cursor_move_redraws_the_view_without_retracing(page, server):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_clicking_a_token_moves_the_cursor_and_the_attention_over_the_text(page, server):
-    """Issue 16: a click on a token of the clickable text (the token panel's pills, ``.st-key-w_tok
+    """a click on a token of the clickable text (the token panel's pills, ``.st-key-w_tok
     [role="radio"]``) moves the page's one cursor: the page caption, the selected pill and the ``attends_to``
     figure ("Over the text: what position N ...") follow. The time from the click to the redrawn figure is
     written to test-artifacts/token_click.txt (a measurement, not asserted)."""
@@ -487,7 +487,7 @@ def test_clicking_a_token_moves_the_cursor_and_the_attention_over_the_text(page,
 @pytest.mark.browser
 @pytest.mark.slow
 def test_a_tour_steps_forward_and_back_and_its_link_reopens_the_step(page, zoo_server):
-    """Issue 16: the Tour on the bundled zoo. Next moves to step 2 (heading, URL ``step=2``, the step's
+    """the Tour on the bundled zoo. Next moves to step 2 (heading, URL ``step=2``, the step's
     figures drawn), Back returns to step 1, and the step's link opens that step in a fresh page load."""
     page.goto(f"{zoo_server}/tour?lesson=s5-word-problem&step=1")
     wait_idle(page)
@@ -525,7 +525,7 @@ def test_a_tour_steps_forward_and_back_and_its_link_reopens_the_step(page, zoo_s
 @pytest.mark.browser
 @pytest.mark.slow
 def test_a_compare_link_reopens_the_same_comparison(page, zoo_server):
-    """Issue 16: Compare of the word-problem pair (O(5) vs torus) opened from a link: both sides drawn, and the
+    """Compare of the word-problem pair (O(5) vs torus) opened from a link: both sides drawn, and the
     page's "Link to this comparison" box holds a link that reopens the same pair, view and cursor."""
     from urllib.parse import parse_qs, urlsplit
 

@@ -1,4 +1,4 @@
-"""app_pages/_preload.py: the chart bundle is imported with the page (issue 14, first view)."""
+"""app_pages/_preload.py: the chart bundle is imported with the page (first view)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No silent switches (issue 16, part 6): a view that cannot show the chosen checkpoint says why and offers
+"""No silent switches: a view that cannot show the chosen checkpoint says why and offers
 the compatible ones (same family first); Compare pairs two related checkpoints on a view both can show,
 with a link box that reopens the same comparison and both traces to download; each page's URL carries only
 the keys that page uses. AppTest against the real bundled checkpoints (``assets/checkpoints``)."""

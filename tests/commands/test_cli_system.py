@@ -1,4 +1,4 @@
-"""Issue 15, class 7: the command line and the system. A read-only or full output folder is refused before
+"""the command line and the system. A read-only or full output folder is refused before
 training; an OSError later is one line and a non-zero exit with no partial checkpoint; Ctrl-C stops cleanly and
 `--resume` continues bit-identically (real SIGINTs, to this process at step boundaries and to a subprocess)."""
 

@@ -1,4 +1,4 @@
-"""Issue 15, fault classes 1 and 2: non-finite input to the geometry, and its edges (the identity, the cut locus).
+"""Non-finite input to the geometry, and its edges (the identity, the cut locus).
 
 Class 1: every public function of ``geomlab.geometry.groups`` and ``geomlab.geometry.planes`` returns NaN for non-finite input
 (or raises the module's own error), never a finite value made up from a NaN, never a raw linear-algebra error

@@ -226,7 +226,7 @@ def test_a_new_session_can_reattach_to_runs_held_by_the_server(runs):
     assert path.exists() and path.stem == "after-reload"
 
 
-# ------------------------------------------------------------------ issue 15, class 5: concurrency
+# ------------------------------------------------------------------ concurrency
 def _weights(run):
     return {k: v.detach().clone() for k, v in run.model.state_dict().items()}
 
@@ -374,7 +374,7 @@ def test_training_routes_through_the_run_rng_only_when_the_model_draws():
     assert draws_in_training(build_model({"kind": "lstm", "vocab_size": 5, "layers": 2, "dropout": 0.2}))
 
 
-# ------------------------------------------------------------------ issue 15, class 6: files and sessions
+# ------------------------------------------------------------------ files and sessions
 def _finished(**kw) -> live.LiveRun:
     run = live.LiveRun(spec(steps=2, **kw.pop("spec", {})), **kw)
     run.start(**({"by": kw["owner"]} if kw.get("owner") else {}))

@@ -1,6 +1,6 @@
 """The one parameter-budget search (geomlab.models.budget): the configs it chooses for the zoo's and the
 report's budgets are those the bundled checkpoints were built with and those the report used before the
-search was gathered in one module (issue 18)."""
+search was gathered in one module."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_zoo_budgets_choose_the_bundled_configs(name):
     assert abs(count_params(build_model(got)) - recipe["budget"]) <= 0.05 * recipe["budget"]
 
 
-#: What the budget search chose for the report's arms before issue 18 (keys that differ from the kind's
+#: What the budget search chose for the report's arms when the report was run (keys that differ from the kind's
 #: defaults and the arm's fixed keys), computed with that code at the corpora's vocabularies.
 _REPORT_SIZES = {
     ("ts-100k", "OSMFormer O(d), linear mixing"): {"d": 15, "n_layers": 3},

@@ -328,7 +328,7 @@ def test_diagnostics_shapes_and_identity_preconditioner():
     assert model.diagnostics()["precond_min_eig"][1, 0] < 0  # U V^T + V U^T can break definiteness
 
 
-# ---------------------------------------------------------------- no J x J matrices (issue 14)
+# ---------------------------------------------------------------- no J x J matrices
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as hst  # noqa: E402
 
@@ -358,7 +358,7 @@ def test_chunked_logsumexp_and_fused_update_equal_the_explicit_softmax(J, chunk,
     torch.testing.assert_close(interaction_update(y, n, w_q, w_k, eta, diag, tables), -grad, rtol=1e-9, atol=1e-9)
 
 
-# ---------------------------------------------------------------- explicit training path (issue 17)
+# ---------------------------------------------------------------- explicit training path
 import geomlab.models.cem.attention as cem_module  # noqa: E402
 
 

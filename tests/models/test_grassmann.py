@@ -345,7 +345,7 @@ def test_learns_context_dependent_sequence():
     assert train([40]) > 0.4  # no pair ever exists: no mixing, cannot learn it
 
 
-# ---------------------------------------------------------------- all offsets in one pass (issue 17)
+# ---------------------------------------------------------------- all offsets in one pass
 from hypothesis import settings  # noqa: E402
 
 

@@ -518,7 +518,7 @@ def test_expm_taylor_padded_sizes(n, dtype):
 @pytest.mark.parametrize("heads", [1, 2, 4])
 def test_realified_heads_give_the_native_logits_in_float64(group, heads):
     """complex_mode='real' splits the 2d x 2d realified rows into heads with row r beside its imaginary twin
-    r + d, so every head scores what the native head scores: the same logits to 1e-8 (issue 15, class 8).
+    r + d, so every head scores what the native head scores: the same logits to 1e-8.
     Before, rows r and r + d landed in different heads and the logits differed by ~2e-2."""
     torch.manual_seed(3)
     native = make("osmformer", group, d=4, heads=heads).double()

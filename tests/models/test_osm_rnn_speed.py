@@ -1,4 +1,4 @@
-"""Issue 17, OSM-RNN: the fused O/SO recurrence (geomlab.models.osm.rnn_fast) computes the same mathematics as the
+"""OSM-RNN: the fused O/SO recurrence (geomlab.models.osm.rnn_fast) computes the same mathematics as the
 reference loop of OSMRNN._run: values and gradients against float64, states on the group, exact padding,
 TorchScript and plain loops identical, and a silent fallback when TorchScript is unavailable."""
 

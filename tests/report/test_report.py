@@ -340,7 +340,7 @@ def test_tune_lr_shares_its_grid_through_a_storage(tmp_path):
 
 
 def test_seed_intervals_and_the_paired_gap():
-    """95% Student-t intervals over seeds (issue 20): [1, 2, 3] has mean 2, s = 1, t_0.975(2) = 4.3027, so
+    """95% Student-t intervals over seeds: [1, 2, 3] has mean 2, s = 1, t_0.975(2) = 4.3027, so
     a half-width of 4.3027 / sqrt(3); one seed has none. The gap's interval pairs the seeds (same batches), so
     a model that is 0.1 better on every seed has a zero-width interval although each row varies."""
     from geomlab.report.aggregation import ci95, compare_to_baseline

@@ -1,4 +1,4 @@
-"""The teaching layer (issue 16): geomlab.teach.explain (texts for every view and figure, the model's facts, the
+"""The teaching layer: geomlab.teach.explain (texts for every view and figure, the model's facts, the
 glossary), geomlab.core.markup (captions as markdown + inline LaTeX, user text escaped, plain/HTML versions), the
 figure captions' maths, ``trace --html``'s captions, and the app's view intro and Glossary page (AppTest)."""
 
@@ -25,7 +25,7 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "checkpoints"
 TIMEOUT = 120
 
-#: Plain-text formula pieces that must not appear outside $...$ in a caption (issue 16's complaint).
+#: Plain-text formula pieces that must not appear outside $...$ in a caption.
 FORMULA_LEFTOVERS = re.compile(r"‖|Φ|θ|κ|ρ|ε|α|γ|π|√|⟨|⟩|⌊|ᵀ|₁|ₜ|φ"
                                r"|\b[A-Za-z]_[{A-Za-z0-9]|[A-Za-z]\^[{A-Za-z0-9]|\bspan\(|\bRe tr\b|\bvec\(")
 

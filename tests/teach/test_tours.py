@@ -1,4 +1,4 @@
-"""Guided tours (issue 16, part 2): the lessons of ``geomlab.teach.tours`` against the real bundled zoo, the
+"""Guided tours: the lessons of ``geomlab.teach.tours`` against the real bundled zoo, the
 numbers their notices quote, link resolution, and the Tour page through ``AppTest`` (open a step from a
 link, Next, Back, a bad link)."""
 

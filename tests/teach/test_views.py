@@ -149,11 +149,11 @@ def test_trace_html_captions_say_nothing_of_the_app_s_controls(tmp_path):
     assert "projected on their first two principal components" in index  # the captions themselves are there
 
 
-# ---------------------------------------------------------------- curated default sets (issue 16, part 5)
+# ---------------------------------------------------------------- curated default sets
 def test_every_view_opens_on_a_small_default_set(traces):
     """Each view opens on at most MAX_DEFAULT (4) figures that apply to the trace; the rest are "more";
     both together are exactly the view's applicable figures, in display order, and no 3-D scene is a
-    default (their redraw cost, issue 14)."""
+    default (their redraw cost)."""
     assert views.MAX_DEFAULT <= 4
     for slug, view in views.VIEWS.items():
         assert any(figures.FIGURES[name].default for name in view.figures), slug

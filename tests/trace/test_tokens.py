@@ -1,4 +1,4 @@
-"""Token-level inspection (issue 16, parts 3-4): next-token predictions and the default cursor
+"""Token-level inspection: next-token predictions and the default cursor
 (geomlab.trace.predictions), the attends_to figure, and the token panel of the view pages (click a token, the one
 cursor moves; top-5 predictions for language models only; a link's cursor past the text says so)."""
 

@@ -415,7 +415,7 @@ def test_trace_json_is_strict_and_windowed():
 
 
 def test_traced_text_is_normalised_like_every_other_text():
-    """A byte-order mark and Windows line ends give the same trace as the plain text (issue 15, class 3)."""
+    """A byte-order mark and Windows line ends give the same trace as the plain text."""
     model = small_model("lstm")
     plain = trace_text(model, VOCAB, "soft\nsun\n")
     windows = trace_text(model, VOCAB, "\ufeffsoft\r\nsun\r")

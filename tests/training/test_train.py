@@ -348,7 +348,7 @@ def test_trainer_follows_the_length_curriculum(tmp_path):
 
 
 def test_resume_reads_a_checkpoint_that_saved_the_global_rng(task, tmp_path):
-    """Checkpoints written before issue 15 hold torch's global RNG state (``rng.torch``), which dropout used:
+    """Older checkpoints hold torch's global RNG state (``rng.torch``), which dropout used:
     it becomes the run's own CPU generator state, so such runs still resume identically."""
     cfg = TrainConfig(**{**CFG, "eval_every": 0})
     full = Trainer(_model(task, layers=2, dropout=0.3), task, cfg, out=tmp_path / "full").run()

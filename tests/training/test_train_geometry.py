@@ -1,4 +1,4 @@
-"""Geometry while training (issue 16, part 7): ``LiveRun.probe`` traces a run's current weights on a fixed
+"""Geometry while training: ``LiveRun.probe`` traces a run's current weights on a fixed
 probe sequence without disturbing training; the Train page shows it ("Geometry now") and overlays several
 runs' curves (``geomlab.figures.curves.run_overlay``)."""
 

@@ -319,7 +319,7 @@ _GRASS = REPO / "assets" / "checkpoints" / "grassmann-tinyshakespeare.json"
 
 @pytest.mark.skipif(not _GRASS.is_file(), reason="Grassmann zoo model not bundled")
 def test_bundled_grassmann_traces_a_text_of_the_apps_full_length():
-    """Issue 14 part 8: the bundled Grassmann model reads any text up to the app's limit (2,048 characters;
+    """the bundled Grassmann model reads any text up to the app's limit (2,048 characters;
     a learned table of 128 positions could not), and the traced logits are the model's own on that text."""
     import numpy as np
 

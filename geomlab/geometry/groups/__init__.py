@@ -18,7 +18,7 @@ Conventions
   ``from_real`` are differentiable (autograd) and run on any device; ``dist`` is differentiable with the
   gradient ``M log(M) / dist`` (0 at distance 0); ``log``, ``eigen_angles``, ``belongs`` and ``reproject`` are
   for analysis/maintenance and are not meant to be differentiated.
-* Non-finite input (issue 15): NaN/inf never reach LAPACK; ``eigen_angles``, ``log``, ``dist``, ``reproject``
+* Non-finite input: NaN/inf never reach LAPACK; ``eigen_angles``, ``log``, ``dist``, ``reproject``
   and ``exp`` give NaN for a matrix with a non-finite entry, ``belongs`` False, the elementwise/linear
   operations propagate NaN (docs/groups.md, "Non-finite input").
 

@@ -1,7 +1,7 @@
 """GroupError and the small batched helpers every group module shares (private to :mod:`geomlab.geometry.groups`).
 
 Conjugate transpose, the real/complex dtype pairs, finite masks, principal angles, the float64 polar factor
-the analysis functions work on (issue 15: LAPACK never sees a NaN/inf), block-diagonal embedding, and the
+the analysis functions work on (LAPACK never sees a NaN/inf), block-diagonal embedding, and the
 batch-shape argument convention of ``identity``/``random_point``.
 """
 
@@ -76,7 +76,7 @@ def _unitary64(H: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(X, ok)``: ``H`` ``(..., n, n)`` in float64/complex128, non-finite matrices replaced by the identity
     (``ok`` False there), then projected onto O(n)/U(n) by its polar factor ``U V^*`` (SVD).
 
-    This is what every eigenvalue-based analysis function works on (design choice, issue 15): LAPACK's eigen
+    This is what every eigenvalue-based analysis function works on (design choice): LAPACK's eigen
     routines are never given a NaN or an infinity (MKL can crash the process on them), and a float32 rotation,
     which is orthogonal only to ~1e-7, becomes exactly normal, so eigenvalues near ``-1`` (the cut locus)
     move by ~1e-7 instead of the ~sqrt(1e-7) a non-normal rounding error can move a nearly double one."""

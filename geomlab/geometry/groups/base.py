@@ -196,11 +196,11 @@ class MatrixGroup:
         cut locus. Broadcasts; the result has the real dtype of the input. NaN where ``H1^* H2`` has a non-finite
         entry (LAPACK never sees it).
 
-        Differentiable (issue 15): the gradient with respect to ``M = H1^* H2`` is ``M log(M) / dist`` (the
+        Differentiable: the gradient with respect to ``M = H1^* H2`` is ``M log(M) / dist`` (the
         gradient of a spectral function of a unitary matrix), and 0 at distance 0 (the identity, where ``dist``
         has a kink like ``|x|``), 0 where the distance is ``inf``; the eigenvalue solver itself is not
         differentiated (its gradient is NaN at repeated eigenvalues).
-        Source: issue #2 / osm.md §2.2 (``log`` as the geodesic direction).
+        Source: issue #2 / Nunley, arXiv 2602.18417 (``log`` as the geodesic direction).
         """
         self._check(H1, "H1")
         self._check(H2, "H2")

@@ -21,7 +21,7 @@ EXP_METHODS = ("auto", "eigh", "matrix_exp", "taylor")
 """Algorithms for ``exp`` of the full-matrix groups (see :func:`expm_skew`)."""
 
 
-# Taylor exponential (moved from geomlab.models.osm, issue 17)
+# Taylor exponential (moved from geomlab.models.osm)
 
 # (degree, largest Frobenius norm) pairs: the truncation bound theta^(m+1)/(m+1)! stays below the unit
 # roundoff (2^-24 single, 2^-53 double) for ||X|| <= theta; larger norms are scaled into the last range.
@@ -86,7 +86,7 @@ class _Taylor8Exp(torch.autograd.Function):
     """``T_8(X)^(2^s)`` with ``X = A / 2^s`` (:func:`_taylor8_bbc` then ``s`` squarings) and a hand-written
     backward: the reverse of the same 3 + s products, two matmuls each, with the linear combinations' adjoints
     accumulated directly (no autograd graph of ~20 nodes per call). Exactly the gradient autograd would give
-    (checked against it in tests/test_speed.py). Double backward is not supported. Design choice (issue 17)."""
+    (checked against it in tests/test_speed.py). Double backward is not supported. Design choice."""
 
     @staticmethod
     def forward(ctx, A: torch.Tensor, s: int, A2: torch.Tensor | None = None) -> torch.Tensor:
@@ -267,7 +267,7 @@ def _norm2_bound(X: torch.Tensor, X2: torch.Tensor, fro: torch.Tensor) -> float:
     ``S^2 = X2 - SN - NS - N^2`` gives ``||S^2||_F <= ||X2||_F + 2 ||X||_F ||N||_F + ||N||_F^2``; and
     ``||X||_2 <= ||S||_2 + ||N||_F``. The result is at most ``max ||X_i||_F`` (the bound used otherwise), so
     the Taylor truncation ``sum_{k>m} ||X||_2^k / k!`` stays below the unit roundoff in the spectral norm with
-    the same table. Design choice (issue 17): at the norms of OSMFormer training it halves the bound (17 x 17:
+    the same table. Design choice: at the norms of OSMFormer training it halves the bound (17 x 17:
     0.61 against 1.30) and saves one squaring (one product forward, two backward) per exponential. Meant for
     the norms where squarings are at stake (:func:`expm_taylor` calls it above 0.65): for entries below ~1e-19
     the float32 ``||X2||_F`` underflows."""
@@ -296,13 +296,13 @@ def _taylor_degree(nrm: float, table) -> tuple[int, int]:
 
 
 def expm_taylor_reference(A: torch.Tensor) -> torch.Tensor:
-    """The Taylor exponential as it was before issue 17, kept as the *reference arithmetic* of evaluation mode.
+    """The plain Taylor exponential: the *reference arithmetic* of evaluation mode.
 
     Same mathematics as :func:`expm_taylor` (equal to float32 rounding): Paterson-Stockmeyer degree 6, 8 or 12
     (single) / 8, 12, 16 (double) picked from the largest Frobenius norm, sizes above 8 zero-padded to a multiple
     of 8, autograd backward, whole batch NaN for a non-finite entry. The OSM models use it in eval mode so that
     traces and evaluations of saved checkpoints reproduce bit for bit what earlier versions wrote (the trace
-    fixtures compare states exactly); training uses the faster :func:`expm_taylor`. Design choice (issue 17).
+    fixtures compare states exactly); training uses the faster :func:`expm_taylor`. Design choice.
     """
     if A.numel() == 0:
         return A.clone()

@@ -38,7 +38,7 @@ class OSMBase(SequenceModel):
         if c["complex_mode"] == "real" and not g.is_complex:
             self.geo = g  # real groups are already real: nothing to embed
         self.sim_scale = getattr(self.geo, "sim_scale", 1.0)
-        # training mode: the fast exponential (issue 17); eval mode: the reference arithmetic of earlier versions,
+        # training mode: the fast exponential; eval mode: the reference arithmetic of earlier versions,
         # so traces and evaluations of saved checkpoints reproduce bit for bit (the two agree to float32 rounding)
         if c["expm"] == "taylor" or (c["expm"] == "auto" and (
                 isinstance(self.geo, RealifiedGroup) or type(g).exp is MatrixGroup.exp)):
@@ -72,7 +72,7 @@ class OSMBase(SequenceModel):
     def _exp(self, A: torch.Tensor) -> torch.Tensor:
         """``exp`` of algebra elements in the arithmetic representation: the fast path in training mode, the
         reference arithmetic (:func:`geomlab.geometry.groups.expm_taylor_reference`, or the group's ``eigh`` exp) in eval
-        mode. Design choice (issue 17)."""
+        mode. Design choice."""
         return (self._exp_fast if self.training else self._exp_ref)(A)
 
     # -- conversions between the native group and the arithmetic one ---------------------------------------------

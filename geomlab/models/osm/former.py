@@ -27,7 +27,7 @@ class _SelfAttention(torch.autograd.Function):
     ``dS = W o (dW - rowsum(dW o W))``, ``dW = dO V^T``, the input gradient is ``W^T dO + scale (dS + dS^T) V``
     (three matmuls; ``scaled_dot_product_attention`` treats q, k, v as three inputs: four, one of them on a
     transposed layout). Gradients also for ``scale`` (``sum dS o V V^T``) and ``mask`` (``dS`` summed to its
-    shape). Same mathematics as the fused call (checked in tests/test_speed.py). Design choice (issue 17)."""
+    shape). Same mathematics as the fused call (checked in tests/test_speed.py). Design choice."""
 
     @staticmethod
     def forward(ctx, v: torch.Tensor, scale: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -234,7 +234,7 @@ class OSMFormer(OSMBase):
         entrywise products; the pull ``H^* X`` is ``conj(h) x``; its algebra coordinates are ``Im(conj(h) x)``;
         ``exp`` of ``i phi`` is ``exp(i phi)``; a head owns a block of the diagonal as it owns a block of rows).
         Equal to the dense path up to float rounding, gradients included (tests/test_speed.py); ~10x faster at
-        91K. Its values pass the ``diag.*`` hook points (:meth:`trace_record`). Design choice (issue 20: the
+        91K. Its values pass the ``diag.*`` hook points (:meth:`trace_record`). Design choice (the
         torus zoo model at the converged recipe)."""
         B, T = tokens.shape
         M = self.token_matrices()
@@ -265,7 +265,7 @@ class OSMFormer(OSMBase):
         the attention as in :meth:`record` and ``logits`` ``(T, V)``; no ``d x d`` matrix is formed (at d = 128
         and 2,048 characters :meth:`record` takes a minute and 5.7 GB; this takes well under a second). Equal
         to :meth:`record` compacted up to float rounding (tests/test_osm.py). Other groups: :meth:`record`.
-        Design choice (issue 20)."""
+        Design choice."""
         if not self._diagonal or self.config["position"] == "rotation" or not self.n_layers:
             return self.record(tokens)
         self._check_record(tokens)
@@ -294,7 +294,7 @@ class OSMFormer(OSMBase):
     def readout_diagonal(self, h: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
         """:meth:`readout` of diagonal states given by their diagonals ``h`` ``(..., d)`` complex (T^d):
         ``Re tr(H^* P_v) = sum_p Re(conj(h_p) P_v,pp)``, so only the prototypes' diagonals are read; logits
-        ``(..., V)``. No ``d x d`` matrix is formed. Design choice (issue 20: the torus at d = 128)."""
+        ``(..., V)``. No ``d x d`` matrix is formed. Design choice (the torus at d = 128)."""
         if self.config["prototypes"] == "support":  # T^d's support is the diagonal, in order
             P = torch.view_as_complex(self.proto)
         else:
@@ -378,7 +378,7 @@ class OSMFormer(OSMBase):
         the same constant ``pad`` in every row (the softmax ignores it) and ``Hbar = diag(Hbar, I)``; the
         prototypes are zero-padded. Only for O/SO with linear mixing (whose index path reads the block) and the
         Taylor exp, one head, no rotation positions, in training mode (eval keeps the reference arithmetic),
-        with no hook active (hook points see the group's own size). Design choice (issue 17)."""
+        with no hook active (hook points see the group's own size). Design choice."""
         if (not self.training or any_active(self) or self.heads != 1 or self.config["position"] == "rotation"
                 or self.config["mixing"] != "linear" or self._exp_fast is not expm_taylor or self.geo.is_complex
                 or not isinstance(self.geo, (OrthogonalGroup, SpecialOrthogonalGroup))):

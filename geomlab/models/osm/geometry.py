@@ -15,7 +15,7 @@ def _ct(X: torch.Tensor) -> torch.Tensor:
 
 
 def _group_exp_reference(geo, A: torch.Tensor) -> torch.Tensor:
-    """The group's ``exp`` with the algorithm its ``"auto"`` chose before issue 17 (``eigh`` on CPU)."""
+    """The group's ``exp`` with the reference algorithm (``eigh`` on CPU), which evaluation mode keeps."""
     if isinstance(geo, MatrixGroup):
         ok = A.device.type == "cpu" and A.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128)
         return geo.exp(A, method="eigh" if ok else "matrix_exp")

@@ -14,7 +14,7 @@ class _SkewMixing(torch.autograd.Function):
     (``sqrt 2 * to_coords``), ``h = (c W^T) / 2``, ``out = [h, -h, 0][back]`` (``from_coords(W c / sqrt 2)``).
     The map is ``out = D^T W D v / 2`` with ``D`` the gather-and-subtract, so the backward is gathers as well:
     ``dh = g[upper] - g[lower]``, ``dW = dh^T c / 2``, ``dv = [dc, -dc, 0][back]`` with ``dc = dh W / 2`` (no
-    scatter, fill or negation passes of autograd's index backward). Design choice (issue 17)."""
+    scatter, fill or negation passes of autograd's index backward). Design choice."""
 
     @staticmethod
     def forward(ctx, v, weight, upper, lower, back):
@@ -76,8 +76,7 @@ class TangentMixing(nn.Module):
 
     def _skew_forward(self, delta: torch.Tensor, block: int | None = None) -> torch.Tensor:
         """O / SO: ``to_coords`` (``sqrt 2`` times the upper triangle of ``skew(delta)``) and ``from_coords`` as
-        ``index_select`` on the flattened matrices, the mixing as one ``(dim, dim)`` matmul. Design choice
-        (issue 17): measured 2x faster forward + backward than the dense coordinate maps for 2048 17 x 17."""
+        ``index_select`` on the flattened matrices, the mixing as one ``(dim, dim)`` matmul. Design choice: measured 2x faster forward + backward than the dense coordinate maps for 2048 17 x 17."""
         n = delta.shape[-1]
         b = block or n
         key = ("skew", n, b, str(delta.device))
@@ -97,7 +96,7 @@ class TangentMixing(nn.Module):
     def coordinate_maps(self, geo, n: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
         """``to_coords`` and ``from_coords`` of ``geo`` as real matrices ``(F, dim)`` and ``(dim, F)`` on flattened
         ``n x n`` matrices (``F = n^2``, complex ``2 n^2`` as ``[Re, Im]`` pairs), built once per (group, dtype,
-        device) from the images of the basis. Design choice (issue 17): two dense matmuls instead of an index
+        device) from the images of the basis. Design choice: two dense matmuls instead of an index
         gather and scatter per call, which cost 14% of an OSMFormer step."""
         key = (id(geo), n, dtype, str(device))
         cache = self.__dict__.setdefault("_coord_cache", {})

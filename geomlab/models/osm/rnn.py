@@ -29,7 +29,7 @@ class OSMRNN(OSMBase):
     Config: :class:`geomlab.models.osm.config.OSMRNNConfig`.
     Shapes: ``tokens (B, T) long -> logits (B, T, V) float32``. A loop over positions (the recurrence is
     sequential): in training mode on O/SO, float32, CPU, one fused autograd node with a hand-written backward
-    (:mod:`geomlab.models.osm.rnn_fast`, issue 17; its hook points are read-only); in eval mode and otherwise
+    (:mod:`geomlab.models.osm.rnn_fast`; its hook points are read-only); in eval mode and otherwise
     the reference loop of :meth:`forward`. Raises :class:`OSMConfigError` / ``GroupError`` (ValueErrors) for bad
     config.
 
@@ -114,7 +114,7 @@ class OSMRNN(OSMBase):
                 and self._exp_fast is expm_taylor and dtype == torch.float32 and device.type == "cpu")
 
     def _run_fused(self, tokens) -> torch.Tensor:
-        """The recurrence as one fused autograd node (design choice, issue 17): same mathematics as the loop
+        """The recurrence as one fused autograd node (design choice): same mathematics as the loop
         of :meth:`forward`, the rounding of :func:`geomlab.models.osm.rnn_fast.skew_recurrence_forward`. Token
         matrices and group prototypes are exponentiated in one call; states run at the padded size
         ``diag(H, I)`` (:data:`geomlab.models.osm.rnn_fast.PAD_TO`), read out against ``diag(P, 0)``."""

@@ -1,4 +1,4 @@
-"""The OSM-RNN recurrence on O(d) / SO(d) as one autograd node with a hand-written backward (issue 17).
+"""The OSM-RNN recurrence on O(d) / SO(d) as one autograd node with a hand-written backward.
 
 The recurrence of :class:`geomlab.models.osm.OSMRNN` (notes §3.1) for a skew-symmetric algebra:
 ``H_0 = I``, ``H_{t+1} = H_t exp(Phi_t)``,
@@ -42,7 +42,7 @@ assert _TAYLOR_SINGLE[0][0] == 8 and _TAYLOR_DOUBLE[0][0] == 8
 #: interleaved (new/old step time, median of 9): 7 -> 8 0.75, 15 -> 16 0.90; 19 -> 20 1.01 and 23 -> 24 0.96 did
 #: not pay (the products gain ~14%, the elementwise passes and the readout lose it). The other entries are those
 #: of :data:`geomlab.geometry.groups.expm._PAD_TO`. Padding is exact: the states are ``diag(H, I)`` and every step's algebra
-#: element ``diag(Phi, 0)``. Design choice (issue 17).
+#: element ``diag(Phi, 0)``. Design choice.
 PAD_TO = {5: 8, 6: 8, 7: 8, 15: 16, 29: 32, 30: 32, 31: 32}
 
 # the polynomial of groups.expm._taylor8_bbc rearranged (same polynomial): Q' = X + q X2, L = x3 X2 + x1 X2 Q',
@@ -219,7 +219,7 @@ def _backward_loop(G: torch.Tensor, X: torch.Tensor, out: torch.Tensor, W: torch
 
 
 #: The two loops compiled by TorchScript (``None``: not tried yet; then the compiled functions, or the plain ones
-#: when scripting is unavailable or fails). Design choice (issue 17): the loops are bound by the per-operation
+#: when scripting is unavailable or fails). Design choice: the loops are bound by the per-operation
 #: overhead of ~70 small operations per position; TorchScript runs them without the Python interpreter: the
 #: whole training step 0.88x (interleaved, median of 9), 0.02 s to script; ``torch.compile`` measured slower
 #: (62 vs 39 us per step of the polynomial) after 90 s of compilation.
@@ -252,7 +252,7 @@ def skew_recurrence_forward(X: torch.Tensor, W: torch.Tensor, D: torch.Tensor | 
     ``W``: ``(dim, dim)``, ``dim = n(n-1)/2`` for the true size ``n <= m``; ``D``: ``(T, B, m, m)`` skew (zero
     outside the top-left block) or None. Returns ``(T, B, m, m)`` (``diag(H_t, I)`` when padded). ``keep``: a
     list that receives what the backward needs. ``record``: a dict that receives ``raw`` (``proj(H_t^T X_t)``)
-    and ``phi`` (``Phi_t``), each ``(T, B, m, m)``. Source: notes §3.1; design choice (issue 17) for the
+    and ``phi`` (``Phi_t``), each ``(T, B, m, m)``. Source: notes §3.1; design choice for the
     evaluation order.
     """
     T, B, m, _ = X.shape
@@ -274,7 +274,7 @@ class SkewRecurrence(torch.autograd.Function):
     products of the polynomial, of the coordinate maps and of ``H_t^T X_t``; the rows of ``M`` and ``Dv``
     collect their gradients by one ``index_add_``). Gradients for ``M``, ``W`` and ``Dv``; that of ``Dv`` is
     its skew part (``Dv`` lies in the algebra: the symmetric part never reaches its parameters). Double
-    backward is not supported. Design choice (issue 17)."""
+    backward is not supported. Design choice."""
 
     @staticmethod
     def forward(ctx, M: torch.Tensor, idx: torch.Tensor, W: torch.Tensor,
