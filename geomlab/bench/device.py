@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     device = torch.device(a.device)
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False  # osm.md §7.2: full float32
+        torch.backends.cuda.matmul.allow_tf32 = False  # Nunley, arXiv 2602.18417: full float32
         print(f"# device {torch.cuda.get_device_name(device)}, torch {torch.__version__}")
     print(f"sync-free OSMFormer forward+backward: {sync_free_step(device)}")
     print("\nexp forward+backward, O(d), ratio to torch.linalg.matrix_exp (best of 5, interleaved):")

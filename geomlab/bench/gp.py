@@ -4,7 +4,7 @@ Trains one :class:`geomlab.models.cem.CEMRegressor` per T (same architecture and
 and batches) on :class:`geomlab.data.gp.GPRegressionTask` (task ``gp``) through the one run spec
 (:func:`geomlab.training.runs.run`), then prints
 valid/test RMSE next to the exact GP posterior-mean floor, the RMSE by context length, the step time, and
-whether the per-step energies of the trained model still fall (the CEM paper, §4.2 and §2.4).
+whether the per-step energies of the trained model still fall (the CEM paper).
 Writes a JSON summary with ``--json``.
 """
 

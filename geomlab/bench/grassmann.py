@@ -2,7 +2,7 @@
 multi-head attention as the sequence length grows (the paper's linear-scaling claim, measured).
 
 Source of the claim: Zhang Chong, arXiv 2512.19428 (abstract: mixing cost linear in L for a fixed rank r;
-notes ``grassmann.md`` §1.8). Both mixers are the modules used by the ``grassmann`` and
+Zhang, arXiv 2512.19428). Both mixers are the modules used by the ``grassmann`` and
 ``grassmann-attn`` models (:class:`geomlab.models.grassmann.GrassmannMixer`,
 :class:`geomlab.models.grassmann.CausalSelfAttention`); attention is measured twice: with PyTorch's fused
 ``scaled_dot_product_attention`` (what the model uses; on CPU a flash-style kernel that never holds the
@@ -87,7 +87,7 @@ def _best_time(fn: Callable[[], object], reps: int) -> float:
 def model_step_times(vocab_size: int = 96, batch: int = 32, seq_len: int = 128, reps: int = 3,
                      sizes: tuple[str, ...] = ("XS", "S")) -> dict[str, dict[str, float]]:
     """CPU seconds of one training step (forward, backward, AdamW) of the matched model pairs of
-    grassmann.md §3 (XS: d = 64, r = 16, d_ff = 256; S: d = 128, r = 22, d_ff = 512; 4 layers, L = 128),
+    Zhang, arXiv 2512.19428 (XS: d = 64, r = 16, d_ff = 256; S: d = 128, r = 22, d_ff = 512; 4 layers, L = 128),
     measured alternately. Returns ``{size: {"grassmann": s, "grassmann-attn": s, "params_g": n,
     "params_a": n}}``."""
     from geomlab.models import build_model, count_params
@@ -193,7 +193,7 @@ def _print(results, lengths, train: bool, d_model: int, rank: int, n_heads: int,
 
 def decode_state_bytes(L: int, n_layers: int, d_model: int, rank: int, offsets: list[int],
                        bytes_per: int = 4) -> tuple[int, int]:
-    """Incremental-decoding state after ``L`` tokens (grassmann.md §1.7): Grassmann keeps
+    """Incremental-decoding state after ``L`` tokens (Zhang, arXiv 2512.19428): Grassmann keeps
     ``n_layers * max(offsets) * rank`` values, an attention KV cache ``n_layers * 2 * L * d_model``."""
     return n_layers * min(L, max(offsets)) * rank * bytes_per, n_layers * 2 * L * d_model * bytes_per
 

@@ -10,7 +10,7 @@ For each group (default O and U) and d in {4, 8, 16, 32}:
   with ``--method``),
   without any reprojection; and the same after one final ``reproject``.
 
-Source: issue #2 (benchmark), Nunley, arXiv 2602.18417 (matrix_exp cost) and §7.3 (drift). ``--quick`` shrinks the batch
+Source: Nunley, arXiv 2602.18417 (matrix_exp cost, drift). ``--quick`` shrinks the batch
 for CI smoke runs. Times depend on the machine and its load; only the ratios are meant to be compared.
 """
 
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         args.batch, args.repeats, args.products, args.drift_batch = 64, 2, 100, 16
     torch.set_num_threads(max(1, args.threads))
     if args.device.startswith("cuda"):
-        torch.backends.cuda.matmul.allow_tf32 = False  # osm.md §7.2
+        torch.backends.cuda.matmul.allow_tf32 = False  # Nunley, arXiv 2602.18417
     device = torch.device(args.device)
     groups = [s.strip() for s in args.groups.split(",") if s.strip()]
     dims = [int(s) for s in args.dims.split(",") if s.strip()]

@@ -20,7 +20,7 @@ from geomlab.models import build_model, config_for_budget, count_params
 
 
 def _configs(vocab: int) -> dict[str, tuple[dict, str]]:
-    """name -> (config, baseline name): the paper's budgets (notes §5)."""
+    """name -> (config, baseline name): the paper's budgets."""
     former = config_for_budget("osmformer", 91_000, vocab, mixing="linear")
     return {
         "transformer": (config_for_budget("transformer", 104_000, vocab), "transformer"),

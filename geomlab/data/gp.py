@@ -1,4 +1,4 @@
-"""Gaussian-process regression, the CEM paper's synthetic task (reconstruction of ``shared/papers/cem.md`` §4.2).
+"""Gaussian-process regression, the CEM paper's synthetic task (reconstruction of Xu et al., arXiv 2605.07588).
 
 The paper's exact set-up is not available; this follows the notes' proposal (all of it a design choice):
 
@@ -72,7 +72,7 @@ def gp_posterior_mean_next(y: torch.Tensor, chol: torch.Tensor) -> torch.Tensor:
 
 
 def gp_tokens(t: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs ``[t_i, y_i, t_{i+1}]`` ``(B, J-1, 3)`` and targets ``y_{i+1}`` ``(B, J-1)`` (notes §4.2)."""
+    """Inputs ``[t_i, y_i, t_{i+1}]`` ``(B, J-1, 3)`` and targets ``y_{i+1}`` ``(B, J-1)``."""
     return torch.stack([t[:, :-1], y[:, :-1], t[:, 1:]], dim=-1), y[:, 1:]
 
 

@@ -18,7 +18,7 @@ Evaluation protocol for language modelling (:func:`sequence_nll`, the same for e
   yet scored);
 * every window starts from a fresh model state (the model contract has no carried state).
 
-BPC = mean NLL in nats / ln 2 (``shared/papers/osm.md`` §2.9).
+BPC = mean NLL in nats / ln 2 (Nunley, arXiv 2602.18417).
 """
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-OSM_SRC = "osm.md (Nunley, arXiv 2602.18417)"
-CEM_SRC = "cem.md (Xu et al., arXiv 2605.07588)"
-GR_SRC = "grassmann.md (Zhang, arXiv 2512.19428)"
+OSM_SRC = "Nunley, arXiv 2602.18417"
+CEM_SRC = "Xu et al., arXiv 2605.07588"
+GR_SRC = "Zhang, arXiv 2512.19428"
 
 
 @dataclass(frozen=True)

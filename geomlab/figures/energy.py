@@ -1,10 +1,10 @@
-"""CEM figures: energy descent over the recursion steps (cem.md §2.3-2.4, §6 pitfalls 1-2).
+"""CEM figures: energy descent over the recursion steps (Xu et al., arXiv 2605.07588).
 
 For every layer and sub-block (attention, MLP): the energy of the iterate x^t at steps t = 0..T, token
 mean as a line with a band over tokens (10th to 90th percentile, design choice), the displacement
 ``||x^t - h|| / rho`` alongside, and a flag (red triangle) at every step where the token-mean energy rose.
 By default the change from step 0, ``eps(x^t) - eps(x^0)``, is plotted (``relative=True``): absolute levels
-carry a ``log i`` offset per position and differ between layers (cem.md §2.4), so only steps within one
+carry a ``log i`` offset per position and differ between layers (Xu et al., arXiv 2605.07588), so only steps within one
 layer are compared. Energies are in arbitrary units (the model's energy scale); displacement is
 dimensionless (RMS units of the layer input).
 
@@ -132,7 +132,7 @@ def _descent_caption(tr: CEMTrace, cursor: int | None, relative: bool, displacem
     "Top: token-mean energy change per recursion step, one line per layer and sub-block; bottom: how far the "
     "iterate moved from the input.",
     "Every line should go down; red triangles mark a step where it rose.",
-    ("Energy", "Recursion step"), f"{CEM_SRC} §2.4"))
+    ("Energy", "Recursion step"), f"{CEM_SRC}"))
 def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = True) -> Chart:
     """Energy per recursion step for each layer (rows) and sub-block (columns 1-2), displacement in
     column 3. Trace names: ``"L{l} {block} band"`` (two traces: lower edge, filled upper edge),
@@ -231,7 +231,7 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     r"\varepsilon(x_i^t) - \varepsilon(x_i^0)",
     "Per-token energy change for one layer and sub-block: blue fell, red rose.",
     "Tokens whose energy rises while the mean falls.",
-    ("Energy",), f"{CEM_SRC} §2.4"))
+    ("Energy",), f"{CEM_SRC}"))
 def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | None = None,
                   max_points: int = MAX_POINTS) -> Chart:
     """Heatmap of each token's energy change from step 0 (rows = recursion steps, columns = positions)

@@ -1,7 +1,7 @@
-"""OSM tangent figures: update magnitudes of an OSM model (osm.md §2.4, §2.6-2.7).
+"""OSM tangent figures: update magnitudes of an OSM model (Nunley, arXiv 2602.18417).
 
 ``||Phi||`` is the Frobenius norm ``sqrt(Re tr(Phi^* Phi))`` of a Lie-algebra element, i.e. the norm of
-the group's ``inner`` (osm.md §2.5); for a skew matrix it is the geodesic length of ``exp(Phi)``
+the group's ``inner`` (Nunley, arXiv 2602.18417); for a skew matrix it is the geodesic length of ``exp(Phi)``
 (radians). ``tangents_raw`` is the update before tangent mixing, ``tangents`` after mixing and step size.
 
 The *share moved between directions* (design choice) is ``1 - cos^2`` of the angle between raw and mixed
@@ -67,7 +67,7 @@ def _substep_name(tr: OSMTrace, s: int) -> str:
     r"\lVert \Phi_t \rVert_F \ \text{per layer and position}",
     "Colour = update size, before tangent mixing (the raw pull) and after it.",
     "Tokens or layers with large updates; columns that are dark everywhere.",
-    ("Tangent update", "Tangent mixing"), f"{OSM_SRC} §2.3-2.4"))
+    ("Tangent update", "Tangent mixing"), f"{OSM_SRC}"))
 def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """Heatmaps of ``||Phi_t||`` (radians), rows = layers, columns = positions; one row of panels per
     substep (attention, grounding), left before mixing, right after. Shared colour range per substep.
@@ -112,7 +112,7 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
     r"\lVert \Phi_t \rVert_F,\ \lVert \Delta_t \rVert_F",
     "Update size per position, one colour per layer; solid after mixing, dotted before.",
     "The ratio of solid to dotted: how much mixing amplifies or damps each layer.",
-    ("Tangent update", "Tangent mixing"), f"{OSM_SRC} §2.4"))
+    ("Tangent update", "Tangent mixing"), f"{OSM_SRC}"))
 def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """``||Phi_t||`` against position, one solid line per layer after mixing and a dotted one before, one
     panel per substep. Traces per panel: for each layer, ``mixed`` then ``raw``."""
@@ -144,7 +144,7 @@ def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX
     r"1 - \cos^2\angle(\Delta_t, \Phi_t)",
     "How much tangent mixing turned each update into other directions (0 = only rescaled, 1 = turned orthogonal).",
     "Values near 0: mixing acts like a step size; clearly above 0: it reroutes updates.",
-    ("Tangent mixing",), f"{OSM_SRC} §2.4; design choice"))
+    ("Tangent mixing",), f"{OSM_SRC}; design choice"))
 def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """Share of each update that tangent mixing moved between directions (:func:`mixing_share_values`, in [0, 1])
     against position, one line per layer and substep (dashed = grounding)."""
@@ -206,10 +206,10 @@ def _torus_generator(tr: OSMTrace, layer: int, substep: int, t: int, cursor: int
     "(radians). On the torus, bars: one phase speed per axis (the algebra is the imaginary diagonals).",
     r"Skew symmetry ($\Phi^\top = -\Phi$ for real groups); which planes (torus: which axes) carry the rotation, "
     "before and after mixing.",
-    ("Lie algebra", "Tangent mixing"), f"{OSM_SRC} §2.2, §4.3"))
+    ("Lie algebra", "Tangent mixing"), f"{OSM_SRC}"))
 def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: int | None = None) -> Chart:
-    """The Lie-algebra update Φ_t at one position as a d x d matrix (app_anchors.md §5: "heatmap of the
-    skew/Hermitian generator"): before mixing (left) and after mixing (right, what was exponentiated);
+    """The Lie-algebra update Φ_t at one position as a d x d matrix (a heatmap of the
+    skew/Hermitian generator): before mixing (left) and after mixing (right, what was exponentiated);
     complex groups get a second row for the imaginary part. Signed, colour-blind-safe diverging scale
     centred at 0, shared range; entries in radians. ``cursor`` picks the position (default: the last).
     Traces: ``"before mixing (Re)"``, ``"after mixing (Re)"`` and, for complex states, the ``(Im)`` pair.

@@ -5,7 +5,7 @@ Grassmann figures (:mod:`geomlab.figures.grassmann`; their 3-D window geometry i
 :mod:`geomlab.figures.plane_scenes`). Everything works on ``torch`` tensors with any number of leading batch
 axes ``...`` (array-likes are converted with ``torch.as_tensor``); float32 or float64, real.
 
-Conventions (source: ``grassmann.md`` §1.3 and §5, Zhang Chong, arXiv 2512.19428, and its reproductions):
+Conventions (source: Zhang, arXiv 2512.19428, and its public reproductions):
 
 * The Plücker vector of the pair ``(a, b)`` is ``p_ij = a_i b_j - a_j b_i`` for ``0 <= i < j < r`` in
   lexicographic order (``P = r (r - 1) / 2`` values), the strict upper triangle of ``a b^T - b a^T``.
@@ -107,7 +107,7 @@ def plucker_rank(P: int) -> int:
 
 def plucker_indices(r: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
     """Index tensors ``(I, J)``, each ``(P,)`` long, of the pairs ``i < j`` in lexicographic order
-    (flat index ``k(i, j) = i r - i (i + 1) / 2 + (j - i - 1)``; grassmann.md §1.3)."""
+    (flat index ``k(i, j) = i r - i (i + 1) / 2 + (j - i - 1)``; Zhang, arXiv 2512.19428)."""
     plucker_size(r)
     I, J = torch.triu_indices(r, r, offset=1, device=device)
     return I, J
@@ -118,7 +118,7 @@ def plucker(a, b) -> torch.Tensor:
 
     ``a``, ``b``: ``(..., r)`` (broadcastable). Returns ``(..., P)`` with ``p_ij = a_i b_j - a_j b_i``,
     i < j; ``plucker(a, b) == -plucker(b, a)``; ``||p||^2 = ||a||^2 ||b||^2 - (a.b)^2`` (Lagrange).
-    Unnormalised; zero when ``a`` and ``b`` are parallel. Source: grassmann.md §1.3.
+    Unnormalised; zero when ``a`` and ``b`` are parallel. Source: Zhang, arXiv 2512.19428.
     """
     a, b = _t(a), _t(b)
     if a.shape[-1] != b.shape[-1]:
@@ -132,7 +132,7 @@ def normalize_plucker(p, eps: float = 1e-6, mode: str = "clamp") -> torch.Tensor
     ``p / sqrt(||p||^2 + eps^2)`` (``mode="smooth"``, design choice: bounded gradient ``1/eps``).
 
     ``p``: ``(..., P)``. Returns ``(..., P)``, norm 1 unless ``||p|| < eps`` (then ``||p|| / eps``, never
-    NaN). Source: grassmann.md §1.4 and pitfall §7.1. :class:`PlaneError` for an unknown mode.
+    NaN). Source: Zhang, arXiv 2512.19428. :class:`PlaneError` for an unknown mode.
     """
     p = _t(p)
     n = torch.linalg.vector_norm(p, dim=-1, keepdim=True)
@@ -160,7 +160,7 @@ def bivector(p, r: int | None = None) -> torch.Tensor:
 def plucker_relations(p, r: int | None = None) -> torch.Tensor:
     """Residuals of the quadratic Plücker relations ``p_ij p_kl - p_ik p_jl + p_il p_jk`` for all
     ``i < j < k < l``. ``p``: ``(..., P)``; returns ``(..., C(r, 4))`` (empty for r < 4). All zero iff
-    ``p`` is decomposable, i.e. the bivector of one plane (grassmann.md §1.3)."""
+    ``p`` is decomposable, i.e. the bivector of one plane (Zhang, arXiv 2512.19428)."""
     p = _t(p)
     r = plucker_rank(p.shape[-1]) if r is None else r
     A = bivector(p, r)
@@ -172,7 +172,7 @@ def plucker_relations(p, r: int | None = None) -> torch.Tensor:
 
 
 def plane_basis(a, b, tol: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
-    """Orthonormal basis of span(a, b) by guarded Gram–Schmidt (grassmann.md §5.2).
+    """Orthonormal basis of span(a, b) by guarded Gram–Schmidt (Zhang, arXiv 2512.19428).
 
     ``a``, ``b``: ``(..., r)``. Returns ``(Q, ok)``: ``Q`` ``(..., r, 2)`` with ``q1 = a/||a||``,
     ``q2 = b'/||b'||``, ``b' = b - (q1.b) q1`` (so ``plucker(q1, q2)`` is the unit Plücker vector of
@@ -205,7 +205,7 @@ def principal_angles(Q1, Q2) -> torch.Tensor:
     """Principal angles ``theta_1 <= theta_2`` in [0, pi/2] (radians) between the planes with orthonormal
     bases ``Q1``, ``Q2`` ``(..., r, 2)``. Returns ``(..., 2)``.
 
-    Robust for small angles (grassmann.md §5.3): the cosines are the singular values of ``Q1^T Q2``, the
+    Robust for small angles (Zhang, arXiv 2512.19428): the cosines are the singular values of ``Q1^T Q2``, the
     sines those of ``(I - Q1 Q1^T) Q2``; the smallest sine is paired with the largest cosine and
     ``theta = atan2(sin, cos)``, so nearly equal planes keep full relative precision (arccos alone would
     not). NaN for bases with a non-finite entry (the SVD never sees them).
@@ -221,20 +221,20 @@ def principal_angles(Q1, Q2) -> torch.Tensor:
 
 def geodesic_distance(Q1, Q2) -> torch.Tensor:
     """Arc-length distance on Gr(2, r): ``sqrt(theta_1^2 + theta_2^2)`` in radians, ``(...)``
-    (max ``pi / sqrt 2``). ``Q1``, ``Q2``: ``(..., r, 2)`` orthonormal. grassmann.md §5.4."""
+    (max ``pi / sqrt 2``). ``Q1``, ``Q2``: ``(..., r, 2)`` orthonormal. Zhang, arXiv 2512.19428."""
     return torch.linalg.vector_norm(principal_angles(Q1, Q2), dim=-1)
 
 
 def chordal_distance(Q1, Q2) -> torch.Tensor:
     """Projection (chordal) distance ``sqrt(sin^2 theta_1 + sin^2 theta_2)
-    = ||Q1 Q1^T - Q2 Q2^T||_F / sqrt 2``, ``(...)``. grassmann.md §5.4."""
+    = ||Q1 Q1^T - Q2 Q2^T||_F / sqrt 2``, ``(...)``. Zhang, arXiv 2512.19428."""
     return torch.linalg.vector_norm(torch.sin(principal_angles(Q1, Q2)), dim=-1)
 
 
 def fubini_study_distance(p1, p2, eps: float = 1e-12) -> torch.Tensor:
     """Fubini–Study distance ``arccos |<p1, p2>|`` (radians, in [0, pi/2]) between the unoriented planes
     with Plücker vectors ``p1``, ``p2`` ``(..., P)`` (normalised here; no SVD needed).
-    ``|<p1, p2>| = cos theta_1 cos theta_2`` (grassmann.md §5.4). Computed from the sign-free chord
+    ``|<p1, p2>| = cos theta_1 cos theta_2`` (Zhang, arXiv 2512.19428). Computed from the sign-free chord
     ``c = min(||p1 - p2||, ||p1 + p2||) = 2 sin(d / 2)`` for accuracy near 0 (arccos is ill-conditioned
     there). Zero vectors give pi/2-ish garbage: check ``||p|| > 0`` first."""
     p1 = normalize_plucker(p1, eps)
@@ -247,7 +247,7 @@ def fubini_study_distance(p1, p2, eps: float = 1e-12) -> torch.Tensor:
 
 
 def binet_cauchy_distance(Q1, Q2) -> torch.Tensor:
-    """Binet–Cauchy distance ``sqrt(1 - cos^2 theta_1 cos^2 theta_2)``, ``(...)``. grassmann.md §5.4.
+    """Binet–Cauchy distance ``sqrt(1 - cos^2 theta_1 cos^2 theta_2)``, ``(...)``. Zhang, arXiv 2512.19428.
     Differentiable with gradient 0 at distance 0 (equal planes; a kink like ``|x|``), not NaN."""
     th = principal_angles(Q1, Q2)
     c = torch.cos(th).prod(-1)
@@ -271,7 +271,7 @@ def dist(Q1, Q2, metric: str = "geodesic") -> torch.Tensor:
 
 
 def interpolate(Q1, Q2, s, tol: float = 1e-10) -> torch.Tensor:
-    """Point at fraction ``s`` along the Gr(2, r) geodesic from span(Q1) to span(Q2) (grassmann.md §5.5).
+    """Point at fraction ``s`` along the Gr(2, r) geodesic from span(Q1) to span(Q2) (Zhang, arXiv 2512.19428).
 
     ``Q1``, ``Q2``: ``(..., r, 2)`` orthonormal; ``s``: float or tensor ``(S,)`` of fractions in [0, 1].
     Returns an orthonormal basis ``(..., r, 2)`` (float ``s``) or ``(S, ..., r, 2)`` (tensor ``s``).
@@ -313,14 +313,14 @@ def interpolate(Q1, Q2, s, tol: float = 1e-10) -> torch.Tensor:
 
 def coordinate_energy(p, r: int | None = None) -> torch.Tensor:
     """Coordinate energy ``E_ij = mean p_ij^2`` over all leading axes as a symmetric ``(r, r)`` map
-    (zero diagonal): which axis pairs the planes use (grassmann.md §5.1). ``p``: ``(..., P)``."""
+    (zero diagonal): which axis pairs the planes use (Zhang, arXiv 2512.19428). ``p``: ``(..., P)``."""
     p = _t(p)
     A = bivector(p, r)
     return A.square().reshape(-1, A.shape[-2], A.shape[-1]).mean(0)
 
 
 def decomposability(p, r: int | None = None) -> torch.Tensor:
-    """Decomposability ratio ``kappa = lambda_1^2 / sum_k lambda_k^2`` of a bivector (grassmann.md §5.9).
+    """Decomposability ratio ``kappa = lambda_1^2 / sum_k lambda_k^2`` of a bivector (Zhang, arXiv 2512.19428).
 
     ``p``: ``(..., P)``, e.g. the offset-averaged Plücker vector. The antisymmetric matrix has singular
     values in pairs ``(lambda_1, lambda_1, lambda_2, lambda_2, ...)``, so
@@ -336,7 +336,7 @@ def decomposability(p, r: int | None = None) -> torch.Tensor:
 
 def dominant_plane(p, r: int | None = None) -> torch.Tensor:
     """The dominant plane of a bivector: orthonormal basis ``(..., r, 2)`` of the top singular pair of its
-    antisymmetric matrix (the "effective subspace", grassmann.md §5.9). For a decomposable ``p`` this is
+    antisymmetric matrix (the "effective subspace", Zhang, arXiv 2512.19428). For a decomposable ``p`` this is
     its own plane, with the orientation of ``p``. NaN where ``p`` has a non-finite entry."""
     A, ok = _safe_mat(bivector(p, r))
     U, S, Vh = torch.linalg.svd(A)

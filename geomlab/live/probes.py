@@ -111,9 +111,9 @@ def probe_curve(tr) -> ProbeCurve | None:
     * OSM: geodesic distance of the last layer's state from the identity ``||log H_t||_F`` per position
       (radians; :func:`geomlab.figures.trajectory.distance_from_identity`);
     * CEM: token-mean energy change ``eps(x^t) - eps(x^0)`` of the last layer's attention sub-block per
-      recursion step t (arbitrary units; cem.md §2.4);
+      recursion step t (arbitrary units; Xu et al., arXiv 2605.07588);
     * Grassmann: geodesic distance between the last layer's planes at t - 1 and t, offset slot 0, per
-      position (radians; grassmann.md §5.8);
+      position (radians; Zhang, arXiv 2512.19428);
     * attention (Transformer, LLaMA): entropy of the last layer's head-mean attention row per query
       position (nats; 0 = looks at one position, ln(t + 1) = uniform);
     * otherwise None."""

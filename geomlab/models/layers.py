@@ -17,7 +17,7 @@ def rope_angles(length: int, dim: int, base: float = 10000.0, *, dtype=torch.flo
 
     Position ``i`` rotates channel pair ``(c, c + dim/2)`` by ``i * base**(-2c/dim)`` (rotate-half
     convention, as in Llama). Raises ``ValueError`` for an odd ``dim``. Source: RoFormer (Su et al. 2021,
-    eq. 34); CEM notes §1.2.
+    eq. 34); CEM.
     """
     if dim % 2:
         raise ValueError(f"RoPE needs an even head dimension, got {dim}")

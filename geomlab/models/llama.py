@@ -1,8 +1,8 @@
 """``llama``: the matched baseline of the CEM paper (pre-norm RMSNorm, RoPE, SwiGLU, untied Q/K/V/O).
 
-Source: Touvron et al. (Llama) as used by the CEM paper's baselines (``shared/papers/cem.md`` §3.2-§3.3);
+Source: Touvron et al. (Llama) as used by the CEM paper's baselines (Xu et al., arXiv 2605.07588);
 the tiny-scale settings (embedding std ``d^-0.5`` times ``sqrt(d)``, tied LM head after a final RMSNorm,
-RoPE base 1e4) follow notes §3.3 so that ``llama`` and ``cem`` differ only in their layers.
+RoPE base 1e4) follow so that ``llama`` and ``cem`` differ only in their layers.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["LlamaConfig", "LlamaModel", "LlamaBlock"]
 
 @dataclass(frozen=True, kw_only=True)
 class LlamaConfig(ConfigBase):
-    """The ``llama`` keys (notes §3.2-§3.3)."""
+    """The ``llama`` keys."""
 
     kind = "llama"
     vocab_size: int           # V, tokens in the vocabulary
@@ -143,7 +143,7 @@ class LlamaModel(SequenceModel):
 
     @classmethod
     def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
-        """Notes §3.2: ``n_layers = 4``, ``n_heads = 4`` (unless fixed); ``d_model`` the multiple of
+        """Notes: ``n_layers = 4``, ``n_heads = 4`` (unless fixed); ``d_model`` the multiple of
         ``2 n_heads`` whose default-width model (``d_ff = 8d/3``) is nearest the budget; then ``d_ff`` is
         tuned to land within 5% (unless fixed). Raises ``ValueError`` when unreachable."""
         L = fixed.get("n_layers", LlamaConfig.defaults()["n_layers"])

@@ -3,7 +3,7 @@
 Input is one-hot (``embedding_dim = 0``, the default) or a learned embedding of ``embedding_dim``; then
 ``layers`` LSTM layers of width ``hidden``; then a linear head to ``vocab_size`` logits.
 
-Parameter count (PyTorch counting, ``shared/papers/osm.md`` §5.4): one-hot input, one layer:
+Parameter count (PyTorch counting, Nunley, arXiv 2602.18417): one-hot input, one layer:
 ``4h(V + h) + 8h + hV + V`` (V = 65, h = 78 gives 50,375); with a 32-dim embedding, h = 88 gives 50,809.
 :meth:`LSTMModel.config_for_budget` varies ``hidden``.
 """
@@ -60,7 +60,7 @@ class LSTMModel(SequenceModel):
 
     ``forward(tokens)``: ``tokens`` ``LongTensor`` ``(B, T)`` -> logits ``(B, T, vocab_size)`` float32;
     ``logits[:, t]`` predicts token ``t + 1``; each call starts from a zero state. Raises ``ValueError``
-    for invalid config values. Source: design choice (standard LSTM baseline, osm.md §5.4 sizing).
+    for invalid config values. Source: design choice (standard LSTM baseline, Nunley, arXiv 2602.18417 sizing).
 
     Hook points (``model.hook_points()``; l = 0..layers-1): ``hook_input`` ``(B, T, input)`` (one-hot or
     embedded tokens); ``layers.l.hook_c`` and ``layers.l.hook_h`` ``(B, T, hidden)``, per step: the cell and

@@ -1,7 +1,7 @@
 """The ``transformer`` baseline: a pre-norm GPT decoder with ALiBi positions (no positional embedding).
 
-Source: the OSM paper's baseline ("Transformer (ALiBi)", Nunley 2026, notes ``osm.md`` §5.1) sized as in
-notes §5.4: pre-LayerNorm blocks ``x + Attn(LN(x))``, ``x + MLP(LN(x))`` with a GELU MLP of width
+Source: the OSM paper's baseline ("Transformer (ALiBi)", Nunley, arXiv 2602.18417) sized to the paper's
+parameter counts: pre-LayerNorm blocks ``x + Attn(LN(x))``, ``x + MLP(LN(x))`` with a GELU MLP of width
 ``mlp_ratio * d_model``, a final LayerNorm and an untied linear head. ALiBi (Press et al. 2022) adds
 ``-m_h (i - j)`` to the attention scores of head ``h`` with the standard geometric slopes
 ``m_h = 2^(-8 (h + 1) / H)``. Parameter count (PyTorch ``numel``, V = vocabulary, D = ``d_model``,
@@ -29,7 +29,7 @@ from geomlab.models.hooks import HookPoint
 @dataclass(frozen=True, kw_only=True)
 class TransformerConfig(ConfigBase):
     """The ``transformer`` keys. Defaults give 106.3K parameters at V = 65, the ~104K budget of the OSM
-    paper's baseline (notes §5.4)."""
+    paper's baseline."""
 
     kind = "transformer"
     vocab_size: int       # V, tokens in the vocabulary

@@ -112,7 +112,7 @@ _TS100 = Comparison(
          baseline=True)),
     claim="OSM paper: OSMFormer 2.464 vs Transformer 2.583 test BPC (val 2.254 vs 2.259); linear mixing helps.",
     note="Identity mixing is the paper's ablation baseline, Gamma = eta Id with a learned step eta per map "
-         "(`mixing=\"scalar\"`; shared/papers/osm.md 2.4), at the same parameter budget: without the mixing maps "
+         "(`mixing=\"scalar\"`; Nunley, arXiv 2602.18417), at the same parameter budget: without the mixing maps "
          "the budget goes to a larger state (d = 30, 2 layers, against d = 15, 3 layers). Toward the 2.40 goal, "
          "probes of the linear arm's shape at the tuning budget (2,000 steps, seed 0, lr 1e-2; valid BPC; not "
          "campaign runs): d = 15 with 3 layers (the arm) 2.264, d = 14 with 4 layers 2.263, 3 heads 2.270, "

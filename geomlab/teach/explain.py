@@ -13,8 +13,8 @@ shows in LaTeX, how to read it and what to look for, with this trace's facts whe
 Texts are Streamlit markdown with inline LaTeX between single dollars (see :mod:`geomlab.core.markup`). No
 streamlit import; the app draws these in ``app_pages/_explain.py``.
 
-Sources: the paper notes (osm.md: Nunley, arXiv 2602.18417; cem.md: Xu et al., arXiv 2605.07588;
-grassmann.md: Zhang, arXiv 2512.19428) with the section named in each entry; the wording is a design choice.
+Sources: the papers (OSM: Nunley, arXiv 2602.18417; CEM: Xu et al., arXiv 2605.07588; Grassmann:
+Zhang, arXiv 2512.19428) with the section named in each entry; the wording is a design choice.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ VIEW_TEXT: dict[str, Explanation] = {
         "Smooth turning versus sudden jumps at particular tokens (spaces, punctuation, line ends); phases that "
         "spread round the circle (the state uses the group) or stay near 0 (little rotation); the path coming "
         "back near earlier states where the text repeats.",
-        ("Lie group", "Eigenvalue phase", "Geodesic distance", "PCA"), f"{OSM_SRC} §2.3, §2.5"),
+        ("Lie group", "Eigenvalue phase", "Geodesic distance", "PCA"), f"{OSM_SRC}"),
     "tangents": _E(
         r"\Phi_t = \Gamma(\Delta_t) \in \mathfrak{g},\quad \Delta_t = \Pi_{\mathfrak{g}}(H_t^* \bar H_t),"
         r"\ \ \lVert \Phi_t \rVert_F",
@@ -50,7 +50,7 @@ VIEW_TEXT: dict[str, Explanation] = {
         "turns, in radians.",
         "Which tokens make big updates; whether mixing mostly rescales the pull (dotted and solid lines "
         "differ by a factor) or turns it (a high mixing share); layers that barely move (their updates near 0).",
-        ("Lie algebra", "Tangent update", "Tangent mixing", "Exponential map"), f"{OSM_SRC} §2.2-2.4, §2.6-2.7"),
+        ("Lie algebra", "Tangent update", "Tangent mixing", "Exponential map"), f"{OSM_SRC}"),
     "attention": _E(
         r"\alpha_{ij} = \operatorname{softmax}_{j \le i}\big(S_{ij}\big),\quad S_{ij} = q_i \cdot k_j + b_{ij}",
         "Row $i$ of a map is where position $i$ looks: its [[attention]] weights on the earlier positions "
@@ -58,7 +58,7 @@ VIEW_TEXT: dict[str, Explanation] = {
         "[[similarity]] its scores come from.",
         "Diagonal bands (looking a fixed distance back, e.g. the previous character), vertical stripes "
         "(positions every later token looks at, such as the start or a space), and heads that differ.",
-        ("Attention", "Similarity"), "osm.md §2.6; cem.md §1.2; design choice"),
+        ("Attention", "Similarity"), "Nunley, arXiv 2602.18417; Xu et al., arXiv 2605.07588; design choice"),
     "energy": _E(
         r"x_i^{t+1} = x_i^t - \eta\,\rho_i\,P\,\nabla_{x_i}\varepsilon(x_i^t \mid h_{1:i}),\ \ "
         r"t = 0,\dots,T-1",
@@ -68,7 +68,7 @@ VIEW_TEXT: dict[str, Explanation] = {
         "The energy should fall at every step (the curves go down). A rise means the step size (or the "
         "[[preconditioner]]) has left the descent regime, often when more steps are run than were trained. "
         "Compare steps within one layer, not levels across layers.",
-        ("Energy", "Recursion step", "Preconditioner"), f"{CEM_SRC} §1.0, §2.3-2.4"),
+        ("Energy", "Recursion step", "Preconditioner"), f"{CEM_SRC}"),
     "planes": _E(
         r"p_{ij} = z_{t,i} z_{t-\Delta,j} - z_{t,j} z_{t-\Delta,i},\ \ "
         r"m_t = \alpha_t \odot h_t + (1-\alpha_t) \odot g_t",
@@ -78,7 +78,7 @@ VIEW_TEXT: dict[str, Explanation] = {
         "How far consecutive planes turn ([[principal angles]]): small at repeated patterns, large at new "
         "words; which axis pairs the planes use; how much of each layer's output the gate takes from the "
         "planes.",
-        ("Grassmannian", "Plücker coordinates", "Principal angles", "Gate"), f"{GR_SRC} §1.2-1.6, §5"),
+        ("Grassmannian", "Plücker coordinates", "Principal angles", "Gate"), f"{GR_SRC}"),
 }
 """Explanation of every view page by slug (keys = :data:`geomlab.teach.views.VIEWS`)."""
 del _E

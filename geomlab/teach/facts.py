@@ -5,8 +5,8 @@ step, Grassmann rank and offsets, the gate share (:func:`model_facts`, :func:`vi
 
 Texts are Streamlit markdown with inline LaTeX between single dollars. No streamlit import.
 
-Sources: the paper notes (osm.md: Nunley, arXiv 2602.18417; cem.md: Xu et al., arXiv 2605.07588;
-grassmann.md: Zhang, arXiv 2512.19428) named per family; the wording is a design choice.
+Sources: the papers (OSM: Nunley, arXiv 2602.18417; CEM: Xu et al., arXiv 2605.07588; Grassmann:
+Zhang, arXiv 2512.19428) named per family; the wording is a design choice.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ GROUP_TITLES = {"O": "orthogonal group", "SO": "special orthogonal group", "U": 
 
 
 def algebra_dim(name: str, d: int, block: int | None = None) -> int:
-    """Real dimension of the Lie algebra of group ``name`` at size ``d`` (osm.md §1): O/SO ``d(d-1)/2``,
+    """Real dimension of the Lie algebra of group ``name`` at size ``d`` (Nunley, arXiv 2602.18417): O/SO ``d(d-1)/2``,
     U ``d^2``, SU ``d^2-1``, T ``d``, O-block ``(d/b) b(b-1)/2``. ``ValueError`` for an unknown name."""
     if name in ("O", "SO"):
         return d * (d - 1) // 2
@@ -46,7 +46,7 @@ def is_abelian(name: str, d: int, block: int | None = None) -> bool:
     """Whether the states' updates commute, i.e. the Lie algebra is abelian (the exponential map reaches the
     identity component only, so this is what the model can use): always for the torus T; for O/SO when
     ``d <= 2`` (plane rotations); U when ``d <= 1``; SU when ``d <= 1``; O-block when the blocks are
-    ``2 x 2`` or smaller. Source: standard Lie theory; osm.md §4.5."""
+    ``2 x 2`` or smaller. Source: standard Lie theory; Nunley, arXiv 2602.18417."""
     if name == "T":
         return True
     if name in ("O", "SO"):
@@ -112,7 +112,7 @@ class Fact:
 def energy_rises(tr: Any, tol: float = 1e-6) -> list[tuple[int, int, int, float]]:
     """Steps where the token-mean CEM energy rose: ``[(layer, block, step, rise)]`` with ``step`` t >= 1 the
     step whose energy is higher than at t - 1 by more than ``tol`` times the layer's energy scale (non-finite
-    positions ignored). Empty for a trace without energies. Source: cem.md §2.4 (monotone decrease is the
+    positions ignored). Empty for a trace without energies. Source: Xu et al., arXiv 2605.07588 (monotone decrease is the
     sanity check)."""
     E = getattr(tr, "energies", None)
     if E is None:

@@ -1,5 +1,5 @@
 """The trace of a causal-energy-minimisation Transformer (``cem``): energies and displacement per recursion
-step (cem.md §2.3-§2.4)."""
+step (Xu et al., arXiv 2605.07588)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from geomlab.trace.base import Trace, TraceError
 
 @dataclass
 class CEMTrace(Trace):
-    """Trace of a causal-energy-minimisation Transformer (``cem``); source: cem.md §2.3-§2.4.
+    """Trace of a causal-energy-minimisation Transformer (``cem``); source: Xu et al., arXiv 2605.07588.
 
     Attributes:
         energies: ``[layer, block, step, position]`` per-token energy of the iterate x^t (block 0 =
@@ -52,9 +52,9 @@ class CEMTrace(Trace):
         return int(self.energies.shape[2]) - 1
 
     def energy_mean(self) -> np.ndarray:
-        """``[layer, block, step]`` token-mean energy (cem.md §2.4)."""
+        """``[layer, block, step]`` token-mean energy (Xu et al., arXiv 2605.07588)."""
         return self.energies.mean(axis=-1)
 
     def energy_change(self) -> np.ndarray:
-        """``[layer, block, step, position]`` per-token change ``eps(x^t) - eps(x^0)`` (cem.md §2.4)."""
+        """``[layer, block, step, position]`` per-token change ``eps(x^t) - eps(x^0)`` (Xu et al., arXiv 2605.07588)."""
         return self.energies - self.energies[:, :, :1, :]

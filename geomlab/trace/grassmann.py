@@ -1,5 +1,5 @@
 """The trace of a Causal Grassmann model (``grassmann``): reduced vectors, offsets, gates, and Plücker vectors
-recomputed on demand; and how a record compacts into it (grassmann.md §5)."""
+recomputed on demand; and how a record compacts into it (Zhang, arXiv 2512.19428)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from geomlab.trace.base import LazyArray, Trace, _f32
 
 @dataclass
 class GrassmannTrace(Trace):
-    """Trace of a Causal Grassmann model (``grassmann``); source: grassmann.md §5.
+    """Trace of a Causal Grassmann model (``grassmann``); source: Zhang, arXiv 2512.19428.
 
     Stored attributes:
         inputs: ``[layer, position, d_model]`` layer inputs h_t.
@@ -82,7 +82,7 @@ class GrassmannTrace(Trace):
     def plucker_block(self, layer: int, slot: int) -> np.ndarray:
         """``[position, P]`` float32 unit Plücker vectors ``p_hat(z_t, z_{t-D})`` of one layer and offset slot
         (zero where masked): ``p / max(||p||, eps)`` (``normalize="smooth"``: ``p / sqrt(||p||^2 + eps^2)``)
-        with ``p_ij = a_i b_j - a_j b_i``, ``i < j``, computed in float64. Source: grassmann.md §1.3-1.4."""
+        with ``p_ij = a_i b_j - a_j b_i``, ``i < j``, computed in float64. Source: Zhang, arXiv 2512.19428."""
         if self.plucker_data is not None:
             return self.plucker_data[layer, slot]
         r = self.rank

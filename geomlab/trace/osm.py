@@ -1,5 +1,5 @@
 """The trace of an orthogonal state model (``osm-rnn``, ``osmformer``): states on a matrix group, Lie-algebra
-updates, similarity; and how a record compacts into it (osm.md §2; design choice)."""
+updates, similarity; and how a record compacts into it (Nunley, arXiv 2602.18417; design choice)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _offdiag_zero(a: np.ndarray | None) -> bool:
 
 @dataclass
 class OSMTrace(Trace):
-    """Trace of an orthogonal state model (``osm-rnn``, ``osmformer``); source: osm.md §2.
+    """Trace of an orthogonal state model (``osm-rnn``, ``osmformer``); source: Nunley, arXiv 2602.18417.
 
     Stored (compact) attributes:
         state_data: ``[layer, position, d, d]`` state H after each layer (OSM-RNN: one "layer", H after
@@ -201,7 +201,7 @@ class OSMTrace(Trace):
     def similarity_rows(self, layer: int, rows=None) -> np.ndarray:
         """``[len(rows), position]`` float64 similarity ``Re tr(H_i^* H_j)`` of the states layer ``layer``
         reads (layer 0: the inputs), in ``[-d, d]``; computed on demand. Raises ``TraceError`` when the
-        trace has no similarity (OSM-RNN) or an index is out of range. Source: osm.md §2.5."""
+        trace has no similarity (OSM-RNN) or an index is out of range. Source: Nunley, arXiv 2602.18417."""
         if not self.has_similarity:
             raise TraceError(f"{self.kind!r} records no similarity")
         layer = _check_index("layer", layer, self.n_layers)

@@ -162,7 +162,7 @@ def trace_text(model, vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> Trac
 
 
 def trace_cem_steps(model, tokens, steps: int, vocab=None, text: str | None = None) -> CEMTrace:
-    """Trace a CEM model with ``steps`` recursion steps at inference (test-time recursion, cem.md §2.3).
+    """Trace a CEM model with ``steps`` recursion steps at inference (test-time recursion, Xu et al., arXiv 2605.07588).
 
     Temporarily sets the model's ``inference_recursion_steps`` (a config key; the model's
     ``set_inference_steps`` method is used when it has one) and restores it afterwards; parameters are

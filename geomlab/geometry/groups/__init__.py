@@ -5,14 +5,14 @@ Every group is a closed subgroup ``G`` of ``U(d)`` represented by ``(..., d, d)`
 The Lie algebra ``g`` is represented by matrices of the same shape and dtype, or by ``dim`` real
 coordinates in a basis orthonormal for ``inner(A, B) = Re tr(A^* B)``.
 
-Sources (paper notes ``osm.md``, Nunley 2026, arXiv:2602.18417): projections and exp §4.1; O vs SO §4.2;
-coordinates §4.3; realification of U(d) §4.4; torus §4.5; block-diagonal O §4.6; ``pull`` §2.2;
-drift and reprojection §7.3. Everything not stated there is a documented design choice.
+Source: Nunley, arXiv 2602.18417 (the groups, their projections, exponentials, coordinates, the
+realification of U(d), the torus, block-diagonal O, ``pull``, drift and reprojection). Everything not stated
+there is a documented design choice.
 
 Conventions
 -----------
 * ``A^*`` is the conjugate transpose (the transpose for real groups).
-* Tangents are left-trivialised: a step from ``H`` is ``H @ exp(A)`` with ``A`` in the algebra (§7.4).
+* Tangents are left-trivialised: a step from ``H`` is ``H @ exp(A)`` with ``A`` in the algebra.
 * Angles are in radians, in ``(-pi, pi]``.
 * ``proj``, ``exp``, ``inner``, ``norm``, ``pull``, ``to_coords``, ``from_coords``, ``real_embed`` and
   ``from_real`` are differentiable (autograd) and run on any device; ``dist`` is differentiable with the

@@ -4,7 +4,7 @@ same verbs everywhere).
 ``proj``, ``inner``, ``norm``, ``pull``, ``to_coords``/``from_coords``, ``exp``, ``log``, ``dist``,
 ``belongs``, ``reproject``, ``identity``, ``random_point``, ``eigen_angles``, with the input checks and the
 numerics the groups share (Haar sampling, the principal log assembled from an eigendecomposition, the
-gradient of ``dist``). Each group module overrides what differs. Source: osm.md §1-§4, §7.3.
+gradient of ``dist``). Each group module overrides what differs. Source: Nunley, arXiv 2602.18417.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class MatrixGroup:
     * ``d``: matrix size.
     * ``is_complex``: True for U, SU, T (complex64/complex128 tensors), False for O, SO, O-block.
     * ``dim``: real dimension of the Lie algebra (number of coordinates): O/SO ``d(d-1)/2``, U ``d^2``,
-      SU ``d^2-1``, T ``d``, O-block ``m b(b-1)/2`` (osm.md §1).
+      SU ``d^2-1``, T ``d``, O-block ``m b(b-1)/2`` (Nunley, arXiv 2602.18417).
     * ``options``: the options passed to :func:`get_group` (``{"block": b}`` for O-block, else ``{}``).
     """
 
@@ -105,14 +105,14 @@ class MatrixGroup:
     def proj(self, Y: torch.Tensor) -> torch.Tensor:
         """Orthogonal projection (for ``inner``) of any ``(..., d, d)`` matrix onto the Lie algebra.
 
-        Same shape and dtype as ``Y``; idempotent; differentiable. Source: osm.md §4.1.
+        Same shape and dtype as ``Y``; idempotent; differentiable. Source: Nunley, arXiv 2602.18417.
         """
         raise NotImplementedError
 
     def inner(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
         """``Re tr(A^* B)``: ``(..., d, d)`` x ``(..., d, d)`` -> ``(...)`` real (broadcasts). Differentiable.
 
-        Source: osm.md §1 (the Frobenius inner product that makes the algebra bases orthonormal).
+        Source: Nunley, arXiv 2602.18417 (the Frobenius inner product that makes the algebra bases orthonormal).
         """
         self._check(A, "A")
         self._check(B, "B")
@@ -132,7 +132,7 @@ class MatrixGroup:
 
         ``X`` need not lie in the group (a convex combination of group elements is fine). It is the Riemannian
         gradient of ``Re tr(H^* X)``: ``d/de Re tr((H exp(eA))^* X)|_{e=0} = inner(A, pull(H, X))``.
-        Differentiable. Source: osm.md §2.2.
+        Differentiable. Source: Nunley, arXiv 2602.18417.
         """
         self._check(H, "H")
         self._check(X, "X")
@@ -143,7 +143,7 @@ class MatrixGroup:
 
         For ``A`` in the algebra this is the coordinate vector; for any matrix it is the adjoint of
         ``from_coords``: ``to_coords(Y) @ c == inner(Y, from_coords(c))``. Differentiable.
-        Source: osm.md §4.3.
+        Source: Nunley, arXiv 2602.18417.
         """
         raise NotImplementedError
 
@@ -151,7 +151,7 @@ class MatrixGroup:
         """Algebra element ``(..., d, d)`` from coordinates ``(..., dim)`` (float32 -> float32/complex64,
         float64 -> float64/complex128). Inverse isometry of :meth:`to_coords`. Differentiable.
         Raises :class:`GroupError` if the last axis is not ``dim`` or ``c`` is not real floating.
-        Source: osm.md §4.3.
+        Source: Nunley, arXiv 2602.18417.
         """
         raise NotImplementedError
 
@@ -170,7 +170,7 @@ class MatrixGroup:
 
         ``A`` must lie in the algebra (use ``exp(proj(Y))`` otherwise). ``method`` picks the algorithm for the
         full-matrix groups (see :func:`expm_skew`: ``"auto"``, ``"eigh"``, ``"matrix_exp"``); T and O-block use
-        their own cheaper paths. Source: osm.md §4.1.
+        their own cheaper paths. Source: Nunley, arXiv 2602.18417.
         """
         self._check(A, "A")
         return expm_skew(A, method)
@@ -200,7 +200,7 @@ class MatrixGroup:
         gradient of a spectral function of a unitary matrix), and 0 at distance 0 (the identity, where ``dist``
         has a kink like ``|x|``), 0 where the distance is ``inf``; the eigenvalue solver itself is not
         differentiated (its gradient is NaN at repeated eigenvalues).
-        Source: issue #2 / Nunley, arXiv 2602.18417 (``log`` as the geodesic direction).
+        Source: Nunley, arXiv 2602.18417 (``log`` as the geodesic direction).
         """
         self._check(H1, "H1")
         self._check(H2, "H2")
@@ -254,7 +254,7 @@ class MatrixGroup:
 
     def reproject(self, H: torch.Tensor) -> torch.Tensor:
         """Nearest group element (Frobenius), to remove floating-point drift: the polar factor ``U V^*`` of the
-        SVD ``H = U S V^*`` (with the group's extra fixes). Same shape/dtype. Source: osm.md §7.3 (polar/QR
+        SVD ``H = U S V^*`` (with the group's extra fixes). Same shape/dtype. Source: Nunley, arXiv 2602.18417 (polar/QR
         re-orthonormalisation); SVD polar is a design choice. NaN where ``H`` has a non-finite entry.
         """
         self._check(H, "H")
@@ -295,7 +295,7 @@ class MatrixGroup:
 
     def _triu(self, device):
         """Row-major ``(rows, cols)`` indices of the strict upper triangle (``p < q``) on ``device``, cached: the
-        off-diagonal coordinates of O, SO and U/SU (osm.md §4.3)."""
+        off-diagonal coordinates of O, SO and U/SU (Nunley, arXiv 2602.18417)."""
         key = str(device)
         if key not in self._triu_cache:
             self._triu_cache[key] = torch.triu_indices(self.d, self.d, 1, device=device)

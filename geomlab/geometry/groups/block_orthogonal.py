@@ -1,5 +1,5 @@
 """O(b)^m: block-diagonal real orthogonal matrices, every verb computed per block with the O(b) numerics
-(osm.md §4.6)."""
+(Nunley, arXiv 2602.18417)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from geomlab.geometry.groups.orthogonal import OrthogonalGroup
 
 
 class BlockOrthogonalGroup(MatrixGroup):
-    """O(b)^m: block-diagonal real orthogonal matrices with ``m = d / b`` blocks of size ``b`` (osm.md §4.6).
+    """O(b)^m: block-diagonal real orthogonal matrices with ``m = d / b`` blocks of size ``b`` (Nunley, arXiv 2602.18417).
 
     Algebra: block-diagonal skew-symmetric matrices, dim ``m b(b-1)/2``. ``exp``/``log`` act per block
     (batched ``matrix_exp`` on ``(..., m, b, b)``); coordinates are the per-block O(b) coordinates, block-major.
@@ -57,12 +57,12 @@ class BlockOrthogonalGroup(MatrixGroup):
         return _diag_embed_blocks(blocks)
 
     def proj(self, Y: torch.Tensor) -> torch.Tensor:
-        """``skew`` of each diagonal block, zero elsewhere. Idempotent, differentiable. Source: osm.md §4.1."""
+        """``skew`` of each diagonal block, zero elsewhere. Idempotent, differentiable. Source: Nunley, arXiv 2602.18417."""
         self._check(Y, "Y")
         return (Y - Y.mT) / 2 * self._mask(Y.device, Y.dtype)
 
     def to_coords(self, A: torch.Tensor) -> torch.Tensor:
-        """Per-block O(b) coordinates, block-major, shape ``(..., m b(b-1)/2)``. Source: osm.md §4.3."""
+        """Per-block O(b) coordinates, block-major, shape ``(..., m b(b-1)/2)``. Source: Nunley, arXiv 2602.18417."""
         B = self.blocks(A)
         return self._inner.to_coords(B).flatten(-2)
 
@@ -76,13 +76,13 @@ class BlockOrthogonalGroup(MatrixGroup):
 
     def exp(self, A: torch.Tensor, method: str = "auto") -> torch.Tensor:
         """Batched exponential of the diagonal blocks ``(..., m, b, b)`` (off-block entries of ``A`` are ignored),
-        cost ``O(m b^3)``; ``method`` as in :func:`expm_skew`. Differentiable. Source: osm.md §4.6."""
+        cost ``O(m b^3)``; ``method`` as in :func:`expm_skew`. Differentiable. Source: Nunley, arXiv 2602.18417."""
         B = self.blocks(A).contiguous()  # matrix_exp rejects this strided view
         return _diag_embed_blocks(expm_skew(B, method))
 
     def log(self, H: torch.Tensor) -> torch.Tensor:
         """Per-block principal log (see :meth:`MatrixGroup.log`); off-block entries are ignored.
-        Raises :class:`GroupError` if a block has det < 0. Source: osm.md §4.6 + design choice."""
+        Raises :class:`GroupError` if a block has det < 0. Source: Nunley, arXiv 2602.18417 + design choice."""
         self._check(H, "H")
         ok = _finite(H)
         X, _ = _unitary64(self.blocks(_finite_or_eye(H.detach(), ok)))

@@ -5,7 +5,7 @@
 hand-written backward, a device path with no host read); :func:`expm_taylor_reference` is the arithmetic of
 evaluation mode that reproduces the traces of earlier versions bit for bit. The tables and helpers with a
 leading underscore are shared with :mod:`geomlab.models.osm.rnn_fast` (the fused OSM-RNN recurrence).
-Sources: osm.md §4.1, §7.1; the algorithms' papers are cited in each docstring.
+Sources: Nunley, arXiv 2602.18417; the algorithms' papers are cited in each docstring.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def expm_taylor(A: torch.Tensor) -> torch.Tensor:
     the matrices that need them with ``torch.where``. The polynomial is evaluated by Paterson-Stockmeyer (3-6
     batched matmuls) and squared ``s`` times. Backward (hand-written in single precision,
     :class:`_Taylor8Exp`; autograd in double) costs about two matmuls per forward matmul, several times
-    cheaper on CPU than the block-matrix backward of ``torch.linalg.matrix_exp`` (notes §7.1).
+    cheaper on CPU than the block-matrix backward of ``torch.linalg.matrix_exp``.
     For ``A`` in the Lie algebra of a closed subgroup the result lies in the group up to rounding
     (diagonal / block-diagonal structure is kept exactly). Sizes in :data:`_PAD_TO` are zero-padded (the
     top-left block is computed with the same arithmetic). A matrix with a non-finite entry gives NaN (the
@@ -373,7 +373,7 @@ class _SkewExp(torch.autograd.Function):
         H = (V * E.unsqueeze(-2)) @ V.mH
         if real:
             H = H.real.contiguous()
-        # one Newton-Schulz polar step H (3I - H^*H)/2 (osm.md §7.3): float32 eigenvectors are unitary only to a
+        # one Newton-Schulz polar step H (3I - H^*H)/2 (Nunley, arXiv 2602.18417): float32 eigenvectors are unitary only to a
         # few d*eps, this brings exp(A) back to matrix_exp's unitarity; it changes H by O(eps), not the gradient
         H = 1.5 * H - 0.5 * H @ (_ct(H) @ H)
         if not all_ok:
@@ -407,7 +407,7 @@ def expm_skew(A: torch.Tensor, method: str = "auto") -> torch.Tensor:
     CPU, else ``"matrix_exp"``; design choice from ``geomlab bench groups``: at least 2x faster than
     ``matrix_exp`` forward+backward at every d from 2 to 32, where ``eigh`` gains 1.2-3x). Raises :class:`GroupError` for an unknown method.
     Double backward is not supported by ``"eigh"``. A matrix with a non-finite entry gives an all-NaN result
-    (and gradient) with every method; ``eigh`` never sees it. Source: osm.md §4.1, §7.1 (cost of matrix_exp).
+    (and gradient) with every method; ``eigh`` never sees it. Source: Nunley, arXiv 2602.18417 (cost of matrix_exp).
     """
     if method not in EXP_METHODS:
         raise GroupError(f"exp method must be one of {EXP_METHODS}, got {method!r}")

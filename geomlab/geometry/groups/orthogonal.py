@@ -1,5 +1,5 @@
 """O(d): real orthogonal matrices, and the skew-symmetric algebra, coordinates and real log that SO(d)
-and O-block share (osm.md §4.1-§4.3)."""
+and O-block share (Nunley, arXiv 2602.18417)."""
 
 from __future__ import annotations
 
@@ -24,18 +24,18 @@ class _OrthogonalBase(MatrixGroup):
         return self.d * (self.d - 1) // 2
 
     def proj(self, Y: torch.Tensor) -> torch.Tensor:
-        """``skew(Y) = (Y - Y^T)/2``; ``(..., d, d)`` real. Idempotent, differentiable. Source: osm.md §4.1."""
+        """``skew(Y) = (Y - Y^T)/2``; ``(..., d, d)`` real. Idempotent, differentiable. Source: Nunley, arXiv 2602.18417."""
         self._check(Y, "Y")
         return (Y - Y.mT) / 2
 
     def to_coords(self, A: torch.Tensor) -> torch.Tensor:
-        """``sqrt(2) * skew(A)[p, q]`` for ``p < q`` (row-major), shape ``(..., d(d-1)/2)``. Source: osm.md §4.3."""
+        """``sqrt(2) * skew(A)[p, q]`` for ``p < q`` (row-major), shape ``(..., d(d-1)/2)``. Source: Nunley, arXiv 2602.18417."""
         self._check(A, "A")
         r, c = self._triu(A.device)
         return (A[..., r, c] - A[..., c, r]) / _SQRT2
 
     def from_coords(self, c: torch.Tensor) -> torch.Tensor:
-        """Scatter ``c / sqrt(2)`` into the upper triangle and subtract the transpose. Source: osm.md §4.3."""
+        """Scatter ``c / sqrt(2)`` into the upper triangle and subtract the transpose. Source: Nunley, arXiv 2602.18417."""
         self._check_coords(c)
         r, col = self._triu(c.device)
         X = c.new_zeros(*c.shape[:-1], self.d, self.d)
@@ -93,7 +93,7 @@ class _OrthogonalBase(MatrixGroup):
         self._check_det(X)
         return _nan_where_bad(self._log_real(X), ok).to(H.dtype)
 
-    log.__doc__ = MatrixGroup.log.__doc__ + "\n        Raises :class:`GroupError` for ``det(H) < 0`` (osm.md §4.2).\n"
+    log.__doc__ = MatrixGroup.log.__doc__ + "\n        Raises :class:`GroupError` for ``det(H) < 0`` (Nunley, arXiv 2602.18417).\n"
 
     def dist(self, H1: torch.Tensor, H2: torch.Tensor) -> torch.Tensor:
         self._check(H1, "H1")
@@ -121,7 +121,7 @@ class _OrthogonalBase(MatrixGroup):
 class OrthogonalGroup(_OrthogonalBase):
     """O(d): real orthogonal matrices (both components). Algebra: skew-symmetric matrices.
 
-    ``exp`` lands in SO(d) (osm.md §4.2); ``random_point`` is Haar on all of O(d); ``log`` raises for det -1.
+    ``exp`` lands in SO(d) (Nunley, arXiv 2602.18417); ``random_point`` is Haar on all of O(d); ``log`` raises for det -1.
     """
 
     name = "O"

@@ -31,7 +31,7 @@ def get_group(name: str, d: int, **options) -> MatrixGroup:
 
     ``d`` is the matrix size (for T it is the torus dimension k). Raises :class:`GroupError` for an unknown
     name, a non-positive ``d``, an unknown option, or (O-block) a missing ``block`` / one that does not divide d.
-    Source: issue #2; Nunley, arXiv 2602.18417
+    Source: Nunley, arXiv 2602.18417
     """
     if name not in GROUP_NAMES:
         raise GroupError(f"unknown group {name!r}; choose one of {', '.join(GROUP_NAMES)}")

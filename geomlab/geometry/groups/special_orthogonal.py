@@ -1,5 +1,5 @@
 """SO(d): rotations (det = +1); the algebra and coordinates of O(d), plus the det conditions
-(osm.md §4.2)."""
+(Nunley, arXiv 2602.18417)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from geomlab.geometry.groups.orthogonal import _OrthogonalBase
 
 
 class SpecialOrthogonalGroup(_OrthogonalBase):
-    """SO(d): rotations (det = +1). Same algebra, projection and coordinates as O(d) (osm.md §4.1-4.2)."""
+    """SO(d): rotations (det = +1). Same algebra, projection and coordinates as O(d) (Nunley, arXiv 2602.18417)."""
 
     name = "SO"
 

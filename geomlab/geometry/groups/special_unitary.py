@@ -1,5 +1,5 @@
 """SU(d): unitary matrices with det = 1; traceless algebra with Helmert coordinates of the diagonal, the
-traceless logarithm (osm.md §4.1, §4.3)."""
+traceless logarithm (Nunley, arXiv 2602.18417)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _traceless_angles(theta: torch.Tensor) -> torch.Tensor:
 
 
 class SpecialUnitaryGroup(_UnitaryBase):
-    """SU(d): unitary matrices with det = 1. Algebra: traceless skew-Hermitian, dim d^2 - 1 (osm.md §4.1)."""
+    """SU(d): unitary matrices with det = 1. Algebra: traceless skew-Hermitian, dim d^2 - 1 (Nunley, arXiv 2602.18417)."""
 
     name = "SU"
 
@@ -43,7 +43,7 @@ class SpecialUnitaryGroup(_UnitaryBase):
         return self.d * self.d - 1
 
     def proj(self, Y: torch.Tensor) -> torch.Tensor:
-        """``S - (tr S / d) I`` with ``S = (Y - Y^*)/2``. Idempotent, differentiable. Source: osm.md §4.1."""
+        """``S - (tr S / d) I`` with ``S = (Y - Y^*)/2``. Idempotent, differentiable. Source: Nunley, arXiv 2602.18417."""
         self._check(Y, "Y")
         S = self._skew_h(Y)
         tr = torch.diagonal(S, dim1=-2, dim2=-1).sum(-1) / self.d
@@ -51,7 +51,7 @@ class SpecialUnitaryGroup(_UnitaryBase):
 
     def to_coords(self, A: torch.Tensor) -> torch.Tensor:
         """U(d) off-diagonal coordinates followed by ``d-1`` Helmert coordinates of ``Im diag``;
-        shape ``(..., d^2 - 1)``. Source: osm.md §4.3 (Helmert option)."""
+        shape ``(..., d^2 - 1)``. Source: Nunley, arXiv 2602.18417 (Helmert option)."""
         self._check(A, "A")
         S = self._skew_h(A)
         diag = torch.diagonal(S, dim1=-2, dim2=-1).imag

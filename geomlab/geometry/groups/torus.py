@@ -1,5 +1,5 @@
 """T^d: diagonal unitary matrices, with elementwise exp/log and the angle storage conversions
-(osm.md §4.5)."""
+(Nunley, arXiv 2602.18417)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def angles_to_matrix(theta: torch.Tensor) -> torch.Tensor:
     """Torus element from its angles: ``diag(exp(i theta))``.
 
     ``theta``: ``(..., k)`` float32/float64, radians -> ``(..., k, k)`` complex64/complex128. Differentiable.
-    Source: osm.md §4.5 (angle storage of T^k).
+    Source: Nunley, arXiv 2602.18417 (angle storage of T^k).
     """
     if not isinstance(theta, torch.Tensor) or theta.ndim < 1 or not theta.is_floating_point():
         raise GroupError("angles_to_matrix needs a real floating tensor of shape (..., k)")
@@ -26,7 +26,7 @@ def angles_to_matrix(theta: torch.Tensor) -> torch.Tensor:
 def matrix_to_angles(H: torch.Tensor) -> torch.Tensor:
     """Angles (radians, in ``(-pi, pi]``) of the diagonal of a torus element, in diagonal order (not sorted).
 
-    ``H``: ``(..., k, k)`` complex -> ``(..., k)`` real. Source: osm.md §4.5.
+    ``H``: ``(..., k, k)`` complex -> ``(..., k)`` real. Source: Nunley, arXiv 2602.18417.
     """
     if not isinstance(H, torch.Tensor) or H.ndim < 2 or not H.is_complex():
         raise GroupError("matrix_to_angles needs a complex tensor of shape (..., k, k)")
@@ -34,7 +34,7 @@ def matrix_to_angles(H: torch.Tensor) -> torch.Tensor:
 
 
 class TorusGroup(MatrixGroup):
-    """T^d: diagonal unitary matrices ``diag(exp(i theta))``, abelian, dim d (osm.md §4.5).
+    """T^d: diagonal unitary matrices ``diag(exp(i theta))``, abelian, dim d (Nunley, arXiv 2602.18417).
 
     Fast paths: ``exp`` and ``log`` are elementwise on the diagonal; :func:`angles_to_matrix` and
     :func:`matrix_to_angles` convert to/from angle storage.
@@ -48,7 +48,7 @@ class TorusGroup(MatrixGroup):
         return self.d
 
     def proj(self, Y: torch.Tensor) -> torch.Tensor:
-        """``i * Im(diag Y)`` as a diagonal matrix. Idempotent, differentiable. Source: osm.md §4.1.
+        """``i * Im(diag Y)`` as a diagonal matrix. Idempotent, differentiable. Source: Nunley, arXiv 2602.18417.
         A non-finite diagonal entry (real part included) gives NaN; off-diagonal entries are not read."""
         self._check(Y, "Y")
         z = torch.diagonal(Y, dim1=-2, dim2=-1)
@@ -57,7 +57,7 @@ class TorusGroup(MatrixGroup):
 
     def to_coords(self, A: torch.Tensor) -> torch.Tensor:
         """``Im diag(A)``, the angle increments, shape ``(..., d)`` (NaN for a non-finite real part too).
-        Source: osm.md §4.3."""
+        Source: Nunley, arXiv 2602.18417."""
         self._check(A, "A")
         z = torch.diagonal(A, dim1=-2, dim2=-1)
         return z.imag + 0 * z.real
@@ -71,7 +71,7 @@ class TorusGroup(MatrixGroup):
     def exp(self, A: torch.Tensor, method: str = "auto") -> torch.Tensor:
         """Elementwise ``diag(exp(A_pp))``; only the diagonal of ``A`` is read (``A`` must be in the algebra).
         ``method`` is accepted for interface compatibility and ignored. Differentiable. A non-finite diagonal
-        entry gives NaN there (elementwise). Source: osm.md §4.5."""
+        entry gives NaN there (elementwise). Source: Nunley, arXiv 2602.18417."""
         self._check(A, "A")
         if method not in EXP_METHODS:
             raise GroupError(f"exp method must be one of {EXP_METHODS}, got {method!r}")
@@ -82,7 +82,7 @@ class TorusGroup(MatrixGroup):
 
     def log(self, H: torch.Tensor) -> torch.Tensor:
         """``diag(i * angle(H_pp))``, angles in ``(-pi, pi]``; only the diagonal's values are used, but the whole
-        result is NaN when any entry of ``H`` is non-finite. Source: osm.md §4.5."""
+        result is NaN when any entry of ``H`` is non-finite. Source: Nunley, arXiv 2602.18417."""
         self._check(H, "H")
         ang = _principal(torch.angle(torch.diagonal(H.detach(), dim1=-2, dim2=-1)))
         return _nan_where_bad(torch.diag_embed(torch.complex(torch.zeros_like(ang), ang)), _finite(H))

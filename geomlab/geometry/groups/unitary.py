@@ -1,5 +1,5 @@
 """U(d): complex unitary matrices, the skew-Hermitian coordinates that SU(d) shares, and the
-realification ``rho`` of U(d) into SO(2d) (osm.md §4.1, §4.3, §4.4)."""
+realification ``rho`` of U(d) into SO(2d) (Nunley, arXiv 2602.18417)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def real_embed(X: torch.Tensor) -> torch.Tensor:
 
     Shapes/dtypes: ``(..., d, d)`` complex64/complex128 -> ``(..., 2d, 2d)`` float32/float64. Differentiable.
     ``rho`` is an algebra homomorphism, so ``rho(exp A) = exp(rho A)``, ``rho(U(d)) = SO(2d) ∩ {W: WJ = JW}``
-    and ``Re tr(A^* B) = tr(rho(A)^T rho(B)) / 2``. Source: osm.md §4.4.
+    and ``Re tr(A^* B) = tr(rho(A)^T rho(B)) / 2``. Source: Nunley, arXiv 2602.18417.
     Raises :class:`GroupError` for a real tensor or a non-square trailing shape.
     """
     if not isinstance(X, torch.Tensor) or X.ndim < 2 or X.shape[-1] != X.shape[-2]:
@@ -32,7 +32,7 @@ def from_real(W: torch.Tensor) -> torch.Tensor:
     complex matrix of its complex-linear part ``(W - J W J)/2`` (the orthogonal projection onto the image).
 
     Shapes/dtypes: ``(..., 2d, 2d)`` float32/float64 -> ``(..., d, d)`` complex64/complex128. Differentiable.
-    Source: osm.md §4.4. Raises :class:`GroupError` for complex input or an odd/non-square shape.
+    Source: Nunley, arXiv 2602.18417. Raises :class:`GroupError` for complex input or an odd/non-square shape.
     """
     if not isinstance(W, torch.Tensor) or W.ndim < 2 or W.shape[-1] != W.shape[-2] or W.shape[-1] % 2:
         raise GroupError(f"from_real needs a (..., 2d, 2d) tensor, got shape {tuple(getattr(W, 'shape', ()))}")
@@ -78,7 +78,7 @@ class _UnitaryBase(MatrixGroup):
 
 
 class UnitaryGroup(_UnitaryBase):
-    """U(d): complex unitary matrices. Algebra: skew-Hermitian matrices, dim d^2 (osm.md §4.1)."""
+    """U(d): complex unitary matrices. Algebra: skew-Hermitian matrices, dim d^2 (Nunley, arXiv 2602.18417)."""
 
     name = "U"
 
@@ -87,13 +87,13 @@ class UnitaryGroup(_UnitaryBase):
         return self.d * self.d
 
     def proj(self, Y: torch.Tensor) -> torch.Tensor:
-        """``(Y - Y^*)/2``; ``(..., d, d)`` complex. Idempotent, differentiable. Source: osm.md §4.1."""
+        """``(Y - Y^*)/2``; ``(..., d, d)`` complex. Idempotent, differentiable. Source: Nunley, arXiv 2602.18417."""
         self._check(Y, "Y")
         return self._skew_h(Y)
 
     def to_coords(self, A: torch.Tensor) -> torch.Tensor:
         """``[sqrt2 Re S_pq (p<q), sqrt2 Im S_pq (p<q), Im S_pp]`` with ``S = proj(A)``; ``(..., d^2)`` real.
-        Source: osm.md §4.3."""
+        Source: Nunley, arXiv 2602.18417."""
         self._check(A, "A")
         S = self._skew_h(A)
         diag = torch.diagonal(S, dim1=-2, dim2=-1).imag

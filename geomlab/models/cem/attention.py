@@ -1,4 +1,4 @@
-"""The interaction (attention) energy of a CEM layer and its closed-form update (notes §1.2, §2.1): tied
+"""The interaction (attention) energy of a CEM layer and its closed-form update: tied
 multi-head attention with values = keys and output = the transposed query map, an optional diagonal-plus-low-rank
 score, RoPE; computed without a ``J x J`` matrix except in the explicit short-window kernel."""
 
@@ -46,7 +46,7 @@ def interaction_scores(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k:
 
     Shapes: ``y``, ``n`` ``(B, J, d)``; ``w_q``, ``w_k`` ``(H, d_h, d)``; ``diag`` ``None``, ``(d,)`` (shared)
     or ``(H, d)`` (per head); ``rope`` ``(cos, sin)`` from :func:`geomlab.models.layers.rope_angles` or ``None``.
-    Returns ``(B, H, J, J)`` with ``-inf`` where ``j > i``; ``beta = d_h**-0.5``. Notes §1.2, §2.1
+    Returns ``(B, H, J, J)`` with ``-inf`` where ``j > i``; ``beta = d_h**-0.5``.
     (RoPE on the low-rank part only, the diagonal part unrotated: a design choice).
     """
     H, dh, _ = w_q.shape
@@ -72,7 +72,7 @@ def attention_vectors(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k: 
     for a shared diagonal ``(d,)``, ``q_shared = d ⊙ y`` / ``k_shared = n`` ``(B, J, d)`` whose dot product is
     added to every head (``None`` otherwise). ``keys`` (rotated ``W^K n``, ``(B, H, J, d_h)``) may be passed.
     Exact algebra (design choice): it lets the diagonal-plus-low-rank scores go through fused attention and
-    chunked log-sum-exp instead of an explicit ``J x J`` softmax. Source: notes §1.2, §2.1.
+    chunked log-sum-exp instead of an explicit ``J x J`` softmax. Source:.
     """
     q = _heads(y, w_q)
     if keys is None:
@@ -121,7 +121,7 @@ def interaction_energy(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k:
     ``y`` is the iterate in query coordinates (``x / rho``), ``n`` the normalised context (``h / rho``),
     ``eta`` ``(H,)`` the positive per-head step sizes; see :func:`interaction_scores` for the other
     arguments. The log-sum-exp runs in blocks of query rows (:func:`causal_logsumexp`), never on a full
-    ``J x J`` score matrix. Source: notes §1.2 (log-sum-exp energy, modern-Hopfield form) and §2.1 (D+LR).
+    ``J x J`` score matrix. Source: (log-sum-exp energy, modern-Hopfield form) and the diagonal-plus-low-rank score.
     Raises ``ValueError`` on inconsistent shapes.
     """
     _check_attention_args(y, n, w_q, w_k, eta, diag)
@@ -230,10 +230,10 @@ def interaction_update(y: torch.Tensor, n: torch.Tensor, w_q: torch.Tensor, w_k:
     (:func:`attention_vectors`: the diagonal score is one more dot product, and the value ``[R W^K n, n]``
     also returns ``sum_j a^k_ij n_j``), so no ``J x J`` matrix is formed.
     ``keys`` (``(B, H, J, d_h)``, already rotated) may be passed to avoid recomputing them (fixed context,
-    notes §2.3). ``explicit`` (shared diagonal only; ignored otherwise): form the weights explicitly with the
+   ). ``explicit`` (shared diagonal only; ignored otherwise): form the weights explicitly with the
     shared score computed once (:class:`_SharedDiagonalAttention`, hand-written backward) instead of the fused
     call on ``d_h + d``-wide augmented vectors; the same function (to rounding), forward + backward about 1.6x
-    faster on CPU at 16 x 128 (docs/speed.md), ``O(B H J^2)`` memory. Source: notes §1.2, §2.1.
+    faster on CPU at 16 x 128 (docs/speed.md), ``O(B H J^2)`` memory. Source:.
     """
     _check_attention_args(y, n, w_q, w_k, eta, diag)
     B, J, d = y.shape

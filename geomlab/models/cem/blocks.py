@@ -1,5 +1,5 @@
 """The CEM layer: sub-blocks that take ``T`` gradient steps on an energy (attention, MLP), their learned
-preconditioner (notes §2.2) and the stack of ``n_layers`` such layers (notes §1.4, §2.3, §2.4)."""
+preconditioner and the stack of ``n_layers`` such layers."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from geomlab.models.layers import RotaryTables, apply_rope
 
 
 def rms_scale(h: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """``rho = sqrt(mean_c h_c^2 + eps)``, shape ``(..., 1)`` for ``h`` of shape ``(..., d)`` (notes §1.1)."""
+    """``rho = sqrt(mean_c h_c^2 + eps)``, shape ``(..., 1)`` for ``h`` of shape ``(..., d)``."""
     return torch.sqrt(h.pow(2).mean(dim=-1, keepdim=True) + eps)
 
 
@@ -28,8 +28,8 @@ def preconditioner_apply(g: torch.Tensor, p: torch.Tensor, u: torch.Tensor, v: t
                          kind: str = "dlr") -> torch.Tensor:
     """``g P`` for ``g`` of shape ``(..., d)`` (``P`` is symmetric), cost ``O(d r)`` per token.
 
-    ``dlr``: ``P = diag(softplus(p)) + U V^T + V U^T`` (notes §2.2; not positive definite in general);
-    ``psd``: ``P = diag(softplus(p)) + U U^T`` (positive definite; design choice, notes §2.2).
+    ``dlr``: ``P = diag(softplus(p)) + U V^T + V U^T`` (; not positive definite in general);
+    ``psd``: ``P = diag(softplus(p)) + U U^T`` (positive definite; design choice).
     ``p`` ``(d,)``, ``u``/``v`` ``(d, r)``. Raises ``ValueError`` for an unknown ``kind`` or a missing ``v``.
     """
     out = g * F.softplus(p)
@@ -53,7 +53,7 @@ def _inv_softplus(x: float) -> float:
 
 
 class Preconditioner(nn.Module):
-    """Learned ``P`` on one sub-block's update (notes §2.2), initialised to ``P = I`` (or ``I + U U^T`` with
+    """Learned ``P`` on one sub-block's update, initialised to ``P = I`` (or ``I + U U^T`` with
     ``U ~ N(0, 1e-2^2)`` for ``psd``): ``softplus(p) = 1``, ``V = 0``, ``U ~ N(0, 1e-4)``."""
 
     def __init__(self, d: int, rank: int, kind: str):
@@ -72,7 +72,7 @@ class Preconditioner(nn.Module):
 
 
 class _EnergyBlock(nn.Module):
-    """Shared recursion loop of a CEM sub-block (notes §2.3, §2.4).
+    """Shared recursion loop of a CEM sub-block.
 
     Subclasses define ``prepare(n, rope) -> ctx`` (fixed context), ``energy(y, n, ctx, rope) -> (B, J)`` and
     ``update(y, n, ctx, rope) -> (B, J, d)`` (``-grad_y`` of the energy).
@@ -141,7 +141,7 @@ class _EnergyBlock(nn.Module):
 
 
 class CEMAttention(_EnergyBlock):
-    """CEM attention sub-block: ``T`` steps on :func:`interaction_energy` (tied MHA; notes §1.2, §2.1).
+    """CEM attention sub-block: ``T`` steps on :func:`interaction_energy` (tied MHA;).
 
     Parameters: ``w_q``, ``w_k`` ``(H, d_h, d)`` ~ N(0, 1/d); step sizes ``eta_k > 0`` (``(H,)``, softplus or
     ``eta_max``·sigmoid of a raw parameter, init ``eta_init``); diagonal ``(d,)`` / ``(H, d)`` init 0.
@@ -202,7 +202,7 @@ class CEMAttention(_EnergyBlock):
 
 
 class CEMMLP(_EnergyBlock):
-    """CEM MLP sub-block: ``T`` steps on :func:`mlp_energy` (tied SwiGLU; notes §1.3).
+    """CEM MLP sub-block: ``T`` steps on :func:`mlp_energy` (tied SwiGLU;).
 
     Parameters: ``w`` (inside the nonlinearity, tied to the read-out) and ``v`` (gate), both ``(F, d)``
     ~ N(0, 1/d); one scalar step size ``eta > 0``.
@@ -246,7 +246,7 @@ def _eta(raw: torch.Tensor, param: str, eta_max: float) -> torch.Tensor:
 
 
 class CEMStack(nn.Module):
-    """``n_layers`` CEM blocks (attention sub-block then MLP sub-block, notes §1.4) on ``(B, J, d)`` vectors.
+    """``n_layers`` CEM blocks (attention sub-block then MLP sub-block) on ``(B, J, d)`` vectors.
 
     Uses ``recursion_steps`` in training mode and ``inference_recursion_steps`` (when not null) in eval mode
     (test-time recursion). ``forward(h)``: ``(B, J, d) -> (B, J, d)``.

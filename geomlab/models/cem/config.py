@@ -1,5 +1,5 @@
-"""The config keys of a CEM stack and of the ``cem`` language model (notes ``cem.md``; everything the notes
-tag *inferred* is a key here, docs/cem.md)."""
+"""The config keys of a CEM stack and of the ``cem`` language model (Xu et al., arXiv 2605.07588; every detail
+the paper leaves open is a key here, docs/cem.md)."""
 
 from __future__ import annotations
 
@@ -31,18 +31,18 @@ class CEMStackConfig(ConfigBase):
     d_ff: int = 322                   # CEM MLP width F
     recursion_steps: int = 1          # T, gradient steps per sub-block in training
     inference_recursion_steps: int | None = None  # T in eval mode (test-time recursion); None = T
-    diagonal: Diagonal = "shared"     # diagonal part of the attention score: none, shared by heads, per head (§2.1)
-    preconditioner: Preconditioning = "none"  # P = I, diag + U V^T + V U^T, or diag + U U^T (§2.2)
+    diagonal: Diagonal = "shared"     # diagonal part of the attention score: none, shared by heads, per head
+    preconditioner: Preconditioning = "none"  # P = I, diag + U V^T + V U^T, or diag + U U^T
     precond_rank: int = 8             # rank of the preconditioner's low-rank part
-    mlp_energy: MLPEnergy = "swiglu"  # tied SwiGLU or the quadratic reading (§1.3)
+    mlp_energy: MLPEnergy = "swiglu"  # tied SwiGLU or the quadratic reading
     positional: Positional = "rope"   # RoPE in the exact rotated-value form, or none
     rope_base: float = 10000.0        # RoPE base
-    norm: Norm = "frozen_rms"         # rho: the RMS of the sub-block input frozen over the steps (§1.1), or 1
+    norm: Norm = "frozen_rms"         # rho: the RMS of the sub-block input frozen over the steps, or 1
     norm_eps: float = 1e-6            # epsilon of rho and of the final RMSNorm, > 0
     eta_param: EtaParam = "softplus"  # step sizes as softplus(raw) or eta_max * sigmoid(raw)
     eta_init: float = 0.5             # initial step size, > 0 (< eta_max with sigmoid)
     eta_max: float = 1.0              # bound of the sigmoid parametrisation
-    anchor: float = 0.0               # proximal term lambda >= 0 (§2.5; 0 = off)
+    anchor: float = 0.0               # proximal term lambda >= 0 (0 = off)
 
     def validate(self) -> None:
         self.positive("d_model", "n_layers", "n_heads", "d_ff", "recursion_steps", "precond_rank")

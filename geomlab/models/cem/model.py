@@ -19,9 +19,9 @@ from geomlab.models.cem.config import CEMConfig, CEMStackConfig
 
 @register
 class CEMModel(SequenceModel):
-    """``cem``: a character language model of CEM blocks (notes §1-§3).
+    """``cem``: a character language model of CEM blocks.
 
-    Embedding (std ``d^-0.5``, multiplied by ``sqrt(d)`` so the residual starts at RMS about 1, notes §3.3),
+    Embedding (std ``d^-0.5``, multiplied by ``sqrt(d)`` so the residual starts at RMS about 1),
     ``n_layers`` CEM blocks, final RMSNorm with gain, LM head tied to the embedding.
 
     Config: :class:`geomlab.models.cem.config.CEMConfig`. Raises ``ValueError`` for an invalid value.
@@ -80,14 +80,14 @@ class CEMModel(SequenceModel):
 
     @torch.no_grad()
     def diagnostics(self) -> dict[str, torch.Tensor]:
-        """Monitoring values of notes §3.4/§6: ``eta_attention`` ``[layer, head]``, ``eta_mlp`` ``[layer]``,
+        """Monitoring values of: ``eta_attention`` ``[layer, head]``, ``eta_mlp`` ``[layer]``,
         ``diag_norm`` ``[layer]`` (Frobenius norm of the diagonal, 0 when off) and ``precond_min_eig``
         ``[layer, block]`` (``lambda_min(P)``; 1 when there is no preconditioner, i.e. ``P = I``)."""
         return _diagnostics(self.stack)
 
     @classmethod
     def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
-        """Parameter matching as in notes §3.2: the same ``d_model``/``n_layers``/``n_heads`` as the ``llama``
+        """Parameter matching as in: the same ``d_model``/``n_layers``/``n_heads`` as the ``llama``
         config for this budget (unless given in ``fixed``), then the CEM MLP width ``d_ff`` is chosen so the
         parameter count matches ``n_params`` (within 5%). Raises ``ValueError`` if impossible."""
         from geomlab.models.llama import LlamaModel
@@ -149,7 +149,7 @@ _REGRESSOR_DEFAULTS = {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, 
 
 
 class CEMRegressor(HookedModule, nn.Module):
-    """A CEM stack on continuous inputs with a scalar read-out (the GP task, notes §4.2; design choice).
+    """A CEM stack on continuous inputs with a scalar read-out (the GP task; design choice).
 
     ``forward(x)``: ``x`` ``(B, J, in_features)`` float -> ``(B, J)`` predictions. Input map
     ``Linear(in_features, d_model)``, the CEM stack (:class:`geomlab.models.cem.config.CEMStackConfig`; default

@@ -1,5 +1,5 @@
 """What ``osm-rnn`` and ``osmformer`` share: the state's group, token matrices, prototype readout, parameter
-counting, and the budget search over ``d`` (osm.md §2)."""
+counting, and the budget search over ``d`` (Nunley, arXiv 2602.18417)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ class OSMBase(SequenceModel):
         return self.group.proj(self._from_params(self.token_matrix))
 
     def token_matrices(self) -> torch.Tensor:
-        """``M_v = exp(A_v)`` in the arithmetic representation, ``(V, n, n)`` (§2.1)."""
+        """``M_v = exp(A_v)`` in the arithmetic representation, ``(V, n, n)``."""
         return self._exp(self._to_geo(self.token_generators()))
 
     def free_prototypes(self) -> torch.Tensor:
@@ -134,7 +134,7 @@ class OSMBase(SequenceModel):
         return M
 
     def readout(self, H: torch.Tensor, M: torch.Tensor, pad: int = 0) -> torch.Tensor:
-        """``tau Re tr(H^* P_v) + b_v``: ``H`` ``(…, n, n)`` -> logits ``(…, V)`` (§2.8). ``pad``: ``H`` carries
+        """``tau Re tr(H^* P_v) + b_v``: ``H`` ``(…, n, n)`` -> logits ``(…, V)``. ``pad``: ``H`` carries
         ``pad`` extra rows and columns (:meth:`OSMFormer._pad_frame`); the prototypes are zero-padded to match."""
         P = self._prototypes(M)
         if pad:
@@ -146,8 +146,8 @@ class OSMBase(SequenceModel):
     @property
     def no_weight_decay(self) -> set[str]:
         """Names of parameters the trainer must not weight-decay: algebra coordinates and full token matrices
-        (decay would shrink every generator toward the identity, notes §5.3), mixing maps (initialised at
-        ``eta I``, not 0), temperatures and positions (notes §7.10)."""
+        (decay would shrink every generator toward the identity), mixing maps (initialised at
+        ``eta I``, not 0), temperatures and positions."""
         return {n for n, _ in self.named_parameters() if not n.startswith("proto") or n == "proto_coords"}
 
 
@@ -157,7 +157,7 @@ class OSMBase(SequenceModel):
         Every stored value counts once, except a token table stored as full matrices
         (``token_param="matrix"``): of each ``d x d`` (complex: ``2 d^2`` reals) matrix only its
         algebra part is used (``proj``), so it counts ``dim`` per token (the symmetric / Hermitian half gets
-        zero gradient, notes §7.6); and free prototypes of a group whose elements are sparse (T^d: diagonal,
+        zero gradient); and free prototypes of a group whose elements are sparse (T^d: diagonal,
         O-block: block-diagonal): the readout ``Re tr(H^* P_v)`` reads only the entries of ``P_v`` where a
         state can be non-zero (:meth:`proto_support`), so the others count nothing (they get zero gradient;
         at T^26 that is 85.8K of 89.2K prototype values). ``identity`` mixing has no parameter.

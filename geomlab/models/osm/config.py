@@ -1,4 +1,4 @@
-"""The config keys of ``osm-rnn`` and ``osmformer`` (osm.md; [I] = inferred, a config option here)."""
+"""The config keys of ``osm-rnn`` and ``osmformer`` (Nunley, arXiv 2602.18417; [I] = inferred, a config option here)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class OSMConfig(ConfigBase):
 
 @dataclass(frozen=True, kw_only=True)
 class OSMRNNConfig(OSMConfig):
-    """The ``osm-rnn`` keys (osm.md §3.1)."""
+    """The ``osm-rnn`` keys (Nunley, arXiv 2602.18417)."""
 
     kind = "osm-rnn"
     d: int = 17
@@ -60,14 +60,14 @@ class OSMRNNConfig(OSMConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class OSMFormerConfig(OSMConfig):
-    """The ``osmformer`` keys (osm.md §3.2)."""
+    """The ``osmformer`` keys (Nunley, arXiv 2602.18417)."""
 
     kind = "osmformer"
     n_layers: int = 2                 # layers of attention + grounding steps (0 allowed)
     heads: int = 1                    # row groups of H scored separately; divides d [design choice]
     attn_step: float = 1.0            # eta of the attention step's mixing
     ground_step: float = 1.0          # eta of the grounding step's mixing
-    position: Position = "alibi"      # ALiBi bias [I], a rotation R^i of the inputs (§2.6 option 2), or none
+    position: Position = "alibi"      # ALiBi bias [I], a rotation R^i of the inputs (the paper's second option), or none
     alibi_slope: float = 0.5          # init of each layer's slope (heads: times 2^(-8k/heads))
     learn_alibi: bool = True          # whether the slopes are trained
     rotation_init_std: float = 0.1    # std of the coordinates of A_pos (position='rotation')

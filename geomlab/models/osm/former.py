@@ -1,4 +1,4 @@
-"""``osmformer``: attention and grounding steps on the group (osm.md §3.2)."""
+"""``osmformer``: attention and grounding steps on the group (Nunley, arXiv 2602.18417)."""
 
 from __future__ import annotations
 
@@ -89,16 +89,16 @@ class _DiagonalHooks(nn.Module):
 
 @register
 class OSMFormer(OSMBase):
-    """OSMFormer (kind ``osmformer``): layers of attention + grounding steps on the group (§3.2).
+    """OSMFormer (kind ``osmformer``): layers of attention + grounding steps on the group.
 
-    ``H^(0)_i = M_{x_i}`` (``position="rotation"``: ``R^i M_{x_i}`` with ``R = exp(A_pos)``, §2.6 option 2).
+    ``H^(0)_i = M_{x_i}`` (``position="rotation"``: ``R^i M_{x_i}`` with ``R = exp(A_pos)``, the paper's second option).
     Each layer ``l``:
 
-    * attention (§2.6): ``S_ij = beta_l * Re tr(H_i^* H_j) * heads / d + bias_ij``, causal softmax over
+    * attention: ``S_ij = beta_l * Re tr(H_i^* H_j) * heads / d + bias_ij``, causal softmax over
       ``j <= i``, ``Hbar_i = sum_j alpha_ij H_j``, ``H_i <- H_i exp(Gamma^att_l(pull(H_i, Hbar_i)))``. Computed
       as one ``scaled_dot_product_attention`` with ``q = k = v = vec H`` (no Q/K/V maps). ``bias_ij`` is
       ``-m_l,h (i - j)`` for ``position="alibi"`` [I], zero otherwise.
-    * grounding (§2.7): ``H_i <- H_i exp(Gamma^gr_l(pull(H_i, X_i)))`` with ``X_i`` the layer-0 state.
+    * grounding: ``H_i <- H_i exp(Gamma^gr_l(pull(H_i, X_i)))`` with ``X_i`` the layer-0 state.
 
     Readout ``tau Re tr(H_i^* P_v) + b_v`` of ``H_i`` (rotation: of ``R^{-i} H_i``).
 

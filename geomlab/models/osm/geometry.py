@@ -1,5 +1,5 @@
 """The group arithmetic of the OSM models: conjugate transposes, the reference exponential, and the
-realification of a complex group (osm.md §4.4)."""
+realification of a complex group (Nunley, arXiv 2602.18417)."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ def _group_exp_reference(geo, A: torch.Tensor) -> torch.Tensor:
 
 
 class RealifiedGroup:
-    """A complex group (U, SU) acting on its realification ``rho(X + iY) = [[X, -Y], [Y, X]]`` (§4.4).
+    """A complex group (U, SU) acting on its realification ``rho(X + iY) = [[X, -Y], [Y, X]]``.
 
     Same interface subset as :class:`geomlab.geometry.groups.MatrixGroup` that the models use (``d`` is ``2 d_base``,
     ``dim`` and coordinates are the base group's): ``proj(W) = rho(base.proj(from_real(W)))`` (the
     orthogonal projection, since ``rho`` is a scaled isometry), ``exp`` = real ``matrix_exp`` / Taylor on
     ``2d x 2d``, ``pull(H, X) = proj(H^T X)``. ``Re tr(A^* B) = tr(rho(A)^T rho(B)) / 2``, so callers scale
-    similarities by :attr:`sim_scale` ``= 1/2``. Source: osm.md §4.4; the wrapper is a design choice.
+    similarities by :attr:`sim_scale` ``= 1/2``. Source: Nunley, arXiv 2602.18417; the wrapper is a design choice.
     """
 
     is_complex = False

@@ -1,4 +1,4 @@
-"""Tangent mixing ``Gamma: g -> g`` of the OSM models (osm.md §2.4), with the O / SO fast path."""
+"""Tangent mixing ``Gamma: g -> g`` of the OSM models (Nunley, arXiv 2602.18417), with the O / SO fast path."""
 
 from __future__ import annotations
 
@@ -37,12 +37,12 @@ class _SkewMixing(torch.autograd.Function):
 
 
 class TangentMixing(nn.Module):
-    """Tangent mixing ``Gamma: g -> g`` (§2.4).
+    """Tangent mixing ``Gamma: g -> g``.
 
     ``mode``: ``"identity"`` -> ``eta * Delta`` with ``eta`` fixed (a buffer, not trained); ``"scalar"`` ->
     ``eta * Delta`` with ``eta`` learnable (init ``step``); ``"linear"`` -> ``from_coords(W coords(Delta))``
     with ``W`` ``(dim, dim)`` learnable, initialised to ``step * I`` (so it starts equal to ``scalar``).
-    ``forward(delta (..., d, d), geo) -> (..., d, d)`` in the algebra. Source: notes §2.4 [B] + init [I].
+    ``forward(delta (..., d, d), geo) -> (..., d, d)`` in the algebra. Source: [B] + init [I].
     """
 
     def __init__(self, mode: str, dim: int, step: float):

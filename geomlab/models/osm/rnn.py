@@ -1,4 +1,4 @@
-"""``osm-rnn``: the orthogonal-state RNN ``H_{t+1} = H_t exp(Phi_t)`` (osm.md §3.1)."""
+"""``osm-rnn``: the orthogonal-state RNN ``H_{t+1} = H_t exp(Phi_t)`` (Nunley, arXiv 2602.18417)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from geomlab.models.osm.rnn_fast import fused_states, pad, padding_identity, ske
 
 @register
 class OSMRNN(OSMBase):
-    """OSM-RNN (kind ``osm-rnn``): ``H_{t+1} = H_t exp(Phi_t)`` with ``H_0 = I`` (§3.1).
+    """OSM-RNN (kind ``osm-rnn``): ``H_{t+1} = H_t exp(Phi_t)`` with ``H_0 = I``.
 
     ``Phi_t = Gamma(pull(H_t, M_{x_t}))`` (``rnn_input="pull"``, default: the state is pulled toward the
-    current token along the geodesic-like direction of §2.2), optionally ``+ Gamma_tok(A_{x_t})``
-    (``rnn_input="pull+token"``: the group product of token generators, §3.1 "richer choices"), both [I].
+    current token along the geodesic-like direction of), optionally ``+ Gamma_tok(A_{x_t})``
+    (``rnn_input="pull+token"``: the group product of token generators, a richer choice), both [I].
     Logits at ``t`` are the readout of ``H_{t+1}`` (after consuming ``x_t``), so they predict ``x_{t+1}``.
 
     Config: :class:`geomlab.models.osm.config.OSMRNNConfig`.

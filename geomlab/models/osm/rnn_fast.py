@@ -1,6 +1,6 @@
 """The OSM-RNN recurrence on O(d) / SO(d) as one autograd node with a hand-written backward.
 
-The recurrence of :class:`geomlab.models.osm.OSMRNN` (notes §3.1) for a skew-symmetric algebra:
+The recurrence of :class:`geomlab.models.osm.OSMRNN` for a skew-symmetric algebra:
 ``H_0 = I``, ``H_{t+1} = H_t exp(Phi_t)``,
 ``Phi_t = Gamma(H_t^T X_t) + D_t``, with ``Gamma`` a linear map on the orthonormal algebra coordinates
 (``Gamma(Y) = from_coords(W to_coords(Y))``; scalar and identity mixing are ``W = eta I``) and ``D_t`` an
@@ -252,7 +252,7 @@ def skew_recurrence_forward(X: torch.Tensor, W: torch.Tensor, D: torch.Tensor | 
     ``W``: ``(dim, dim)``, ``dim = n(n-1)/2`` for the true size ``n <= m``; ``D``: ``(T, B, m, m)`` skew (zero
     outside the top-left block) or None. Returns ``(T, B, m, m)`` (``diag(H_t, I)`` when padded). ``keep``: a
     list that receives what the backward needs. ``record``: a dict that receives ``raw`` (``proj(H_t^T X_t)``)
-    and ``phi`` (``Phi_t``), each ``(T, B, m, m)``. Source: notes §3.1; design choice for the
+    and ``phi`` (``Phi_t``), each ``(T, B, m, m)``. Source:; design choice for the
     evaluation order.
     """
     T, B, m, _ = X.shape
