@@ -212,3 +212,10 @@ def test_no_import_circles():
     """No module reaches itself through its imports, app pages included (each checked one by one)."""
     circles = import_circles(import_graph())
     assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_test_files_have_unique_names():
+    """Test modules are imported by their file name (pytest's default import mode), so two folders must not
+    hold test files of the same name."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
