@@ -28,7 +28,7 @@ pages (:mod:`geomlab.teach.views`: ``figures_for``, ``all_figures``, ``build_vie
 
 from __future__ import annotations
 
-from geomlab.figures._common import Chart, FigureError
+from geomlab.figures._chart import Chart, FigureError
 from geomlab.figures.attention import attention_maps, attention_row, attention_window, similarity_map
 from geomlab.figures.catalog import FIGURES, Explanation, FigureSpec
 from geomlab.figures.curves import training_curves

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from geomlab.figures._common import (
-    DIVERGING, MASKED_BG, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, Chart, category_labels,
-    FigureBuilder, add_cursor_line, check_cursor, check_index, colour, cursor_box, finish, finite_max,
-    missing_note, subsample, subsample_note,
+from geomlab.figures._chart import FigureError, Chart, FigureBuilder, finish
+from geomlab.figures._style import (
+    DIVERGING, MASKED_BG, SEQUENTIAL, category_labels, add_cursor_line, colour, cursor_box,
+)
+from geomlab.figures._sampling import (
+    MAX_MATRIX, MAX_POINTS, check_cursor, check_index, finite_max, missing_note, subsample, subsample_note,
 )
 from geomlab.figures.catalog import Explanation, figure, has_attention, is_osm
 from geomlab.core.markup import md_label

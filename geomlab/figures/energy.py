@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from geomlab.figures._common import (
-    FigureBuilder, DIVERGING, HIGHLIGHT, MAX_POINTS, FigureError, Chart, add_cursor_line, check_cursor, hover_tokens,
-    check_index, colour, finish, subsample, subsample_note, token_ticks, blank, finite_abs_max, missing_note,
+from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
+from geomlab.figures._style import DIVERGING, HIGHLIGHT, add_cursor_line, hover_tokens, colour, token_ticks
+from geomlab.figures._sampling import (
+    MAX_POINTS, check_cursor, check_index, subsample, subsample_note, blank, finite_abs_max, missing_note,
     nonfinite_count,
 )
 from geomlab.figures.catalog import CEM_SRC, Explanation, figure, is_cem

@@ -17,11 +17,13 @@ import numpy as np
 import torch
 
 from geomlab.geometry import planes
-from geomlab.figures._common import (
-    DIVERGING, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, Chart,
-    add_cursor_line, cursor_box, category_labels, check_cursor,
-    check_index, colour, finish,
-    hover_tokens, subsample, subsample_note, token_ticks, blank, missing_note, nonfinite_count,
+from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
+from geomlab.figures._style import (
+    DIVERGING, SEQUENTIAL, add_cursor_line, cursor_box, category_labels, colour, hover_tokens, token_ticks,
+)
+from geomlab.figures._sampling import (
+    MAX_MATRIX, MAX_POINTS, check_cursor, check_index, subsample, subsample_note, blank, missing_note,
+    nonfinite_count,
 )
 from geomlab.figures.catalog import GR_SRC, Explanation, figure, is_grassmann
 from geomlab.core.markup import md_label

@@ -18,10 +18,10 @@ import torch
 
 from geomlab.geometry import planes
 from geomlab.geometry.planes import PlaneError, _finite_items, _nan_where, _t, plane_basis, plucker
-from geomlab.figures._common import (
-    HIGHLIGHT, MAX_FRAMES_3D, Chart, FigureBuilder, FigureError, animated_figure, animation_controls, check_cursor,
-    check_index, colour, finish, subsample_note, without_play,
-)
+from geomlab.figures._chart import Chart, FigureBuilder, FigureError, finish
+from geomlab.figures._style import HIGHLIGHT, colour
+from geomlab.figures._sampling import MAX_FRAMES_3D, check_cursor, check_index, subsample_note
+from geomlab.figures._animation import animated_figure, animation_controls, without_play
 from geomlab.figures.catalog import GR_SRC, Explanation, figure, is_grassmann
 from geomlab.figures.grassmann import DG, _gr, _mask, check_slot, plane_bases
 from geomlab.trace import GrassmannTrace

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from geomlab.figures._common import (
-    DIVERGING, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, Chart, add_cursor_line, blank, check_cursor,
-    check_index, colour, finish, finite_abs_max, finite_max, hover_tokens, missing_note, nonfinite_count, subsample,
-    subsample_note, token_ticks,
+from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
+from geomlab.figures._style import DIVERGING, SEQUENTIAL, add_cursor_line, colour, hover_tokens, token_ticks
+from geomlab.figures._sampling import (
+    MAX_POINTS, blank, check_cursor, check_index, finite_abs_max, finite_max, missing_note, nonfinite_count,
+    subsample, subsample_note,
 )
 from geomlab.figures.catalog import OSM_SRC, Explanation, figure, has_tangents
 from geomlab.core.markup import md_label

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from geomlab.figures._common import (
-    CYCLIC, HIGHLIGHT, MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, MORE_FIGURES_3D, SEQUENTIAL, FigureBuilder, FigureError,
-    Chart, add_cursor_line, animated_figure, animation_controls, cached, cached_positions, check_cursor, check_index,
-    colour, finish, hover_tokens, index_colorscale, index_colour_range, index_colours, one_blas_thread, subsample,
-    subsample_note, token_ticks, without_play,
+from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
+from geomlab.figures._style import (
+    CYCLIC, HIGHLIGHT, SEQUENTIAL, add_cursor_line, colour, hover_tokens, index_colorscale, index_colour_range,
+    index_colours, token_ticks,
 )
+from geomlab.figures._sampling import (
+    MAX_FRAMES, MAX_FRAMES_3D, MAX_POINTS, cached, cached_positions, check_cursor, check_index, one_blas_thread,
+    subsample, subsample_note,
+)
+from geomlab.figures._animation import MORE_FIGURES_3D, animated_figure, animation_controls, without_play
 from geomlab.figures.catalog import OSM_SRC, Explanation, figure, is_osm
 from geomlab.trace import OSMTrace
 
@@ -222,7 +226,7 @@ def angle_lines(fig: FigureBuilder, idx: np.ndarray, theta: np.ndarray, hover: l
                 bar_title: str, bar_x: float = 1.02, bar_len: float = 0.8, row: int | None = None,
                 col: int | None = None) -> None:
     """Draw angles ``theta [position, k]`` (radians) at positions ``idx`` as one SVG line per column k, in
-    the colours of :func:`~geomlab.figures._common.index_colours` (no repeats), broken where an angle wraps
+    the colours of :func:`~geomlab.figures._style.index_colours` (no repeats), broken where an angle wraps
     across ±π; a colour bar (titled ``bar_title``, at ``bar_x``) names the colours instead of a legend of k
     entries. Lines, not WebGL markers: a WebGL chart took about 1 s to (re)draw in headless chromium, k x
     1,024 SVG markers as long. Hover: ``what`` k, the position and the angle. Design choice."""

@@ -520,7 +520,7 @@ def accuracy_by_length_figure(curves: Sequence[tuple[str, Mapping[int, float], s
     the cards' ``accuracy_by_length`` (docs/zoo.md); the chart follows the report's word-problem figure."""
     import plotly.graph_objects as go
 
-    from geomlab.figures._common import FigureError, finish
+    from geomlab.figures._chart import FigureError, finish
 
     curves = [(name, dict(sorted(c.items())), colour) for name, c, colour in curves if c]
     if not curves:
