@@ -39,8 +39,8 @@ from geomlab.figures.grassmann import (
 from geomlab.figures.plane_scenes import plane_interpolation, plane_sphere
 from geomlab.figures.tokens import attends_to
 from geomlab.figures.tangents import generator_heatmap, mixing_share, tangent_heatmap, tangent_lines
-from geomlab.figures.trajectory import (
-    distance_profile, pca_projection, pca_trajectory, phase_circle, phase_timeline, so3_frame, torus_angles,
-)
+from geomlab.figures.phases import phase_circle, phase_timeline
+from geomlab.figures.paths import distance_profile, pca_projection, pca_trajectory
+from geomlab.figures.group_coords import so3_frame, torus_angles
 
 __all__ = ["Chart", "FigureError", "FigureSpec", "Explanation", "FIGURES", "training_curves", *FIGURES]

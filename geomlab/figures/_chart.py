@@ -38,9 +38,10 @@ TEMPLATE = go.layout.Template(layout={k: _WHITE[k] for k in (
     "xaxis", "yaxis", "scene", "plot_bgcolor", "paper_bgcolor", "font", "colorway", "hovermode", "hoverlabel",
     "shapedefaults", "title", "annotationdefaults") if k in _WHITE})
 pio.templates["geomlab"] = TEMPLATE
+
 VALIDATE = False
 """Let plotly validate every property of every figure (data, layout and frames). Off by default: the views
-build plain dicts and wrap them in a ``go.Figure`` without plotly's per-property checks, which took most of
+build plain dicts and wrap them in a ``go.Figure`` without plotly's per-property checks, which take most of
 the time of a view (2-10x the rest); the tests switch it on so every property is checked."""
 
 
@@ -79,8 +80,8 @@ class FigureBuilder:
     """A figure under construction as plain dicts, with the few ``go.Figure`` methods the views use
     (``add_trace`` with ``row``/``col``, ``update_layout``, ``update_xaxes``/``update_yaxes``, ``add_shape``).
     :meth:`build` (called by :func:`finish`) makes the ``go.Figure`` once, validated only under
-    :data:`VALIDATE`: building through plotly's objects validated and deep-copied every property on every
-    update, which cost most of a view's time."""
+    :data:`VALIDATE`: building through plotly's objects validates and deep-copies every property on every
+    update, which costs most of a view's time."""
 
     def __init__(self, data: list | None = None, layout: dict | None = None, frames: list | None = None):
         self.data: list[dict] = [dict(t) for t in (data or [])]

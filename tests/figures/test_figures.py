@@ -274,7 +274,7 @@ def test_many_torus_angles_are_rows_of_a_cyclic_heatmap_not_a_tangle_of_lines():
     """Past MAX_ANGLE_LINES angles (the zoo's T^128) each angle is one heatmap row along the text, coloured on a
     cyclic scale over (-pi, pi]; the flat torus and the cursor ring stay; few angles keep their lines. The
     eigenvalue phases along the text do the same."""
-    from geomlab.figures import trajectory
+    from geomlab.figures import phases, trajectory
     from geomlab.models import build_model
 
     torch.manual_seed(0)
@@ -288,7 +288,7 @@ def test_many_torus_angles_are_rows_of_a_cyclic_heatmap_not_a_tangle_of_lines():
     assert z.shape == (40, 30) and list(heat[0].y) == list(range(1, 41))
     np.testing.assert_allclose(z, np.angle(tr.state_data[0]).T, atol=1e-6)
     assert (heat[0].zmin, heat[0].zmax) == (-np.pi, np.pi) and heat[0].colorscale[0][1] == heat[0].colorscale[-1][1]
-    assert 40 > trajectory.MAX_ANGLE_LINES >= 26
+    assert 40 > phases.MAX_ANGLE_LINES >= 26
     ring = [sh for sh in fig.layout.shapes if sh.name == "cursor"]
     assert len(ring) == 1 and (ring[0].x0, ring[0].x1) == (4.5, 5.5)  # the cursor's column outlined
     few = figures.torus_angles(get_trace("osmformer-T4"), cursor=1).figure
