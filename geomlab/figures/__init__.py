@@ -33,9 +33,8 @@ from geomlab.figures.attention import attention_maps, attention_row, attention_w
 from geomlab.figures.catalog import FIGURES, Explanation, FigureSpec
 from geomlab.figures.curves import training_curves
 from geomlab.figures.energy import energy_descent, energy_tokens
-from geomlab.figures.grassmann import (
-    decomposability_map, gate_share, plane_angles, plane_distances, plane_matrix, plane_similarity, plucker_heatmap,
-)
+from geomlab.figures.grassmann import gate_share, plane_angles, plane_distances, plane_similarity, plucker_heatmap
+from geomlab.figures.bivectors import decomposability_map, plane_matrix
 from geomlab.figures.plane_scenes import plane_interpolation, plane_sphere
 from geomlab.figures.tokens import attends_to
 from geomlab.figures.tangents import generator_heatmap, mixing_share, tangent_heatmap, tangent_lines
