@@ -1,4 +1,4 @@
-"""Attention figures: similarity and attention maps (osm.md §2.5-2.6; app_anchors.md §5).
+"""Attention figures: similarity and attention maps (Nunley, arXiv 2602.18417, §2.5-2.6).
 
 The attention weights of any model with attention (OSM, CEM, transformer, llama, grassmann-attn; head-averaged
 or one head) and, for OSMFormers, the similarity ``S_ij = Re tr(H_i^* H_j)`` of the layer's input states (in
@@ -22,7 +22,7 @@ from geomlab.figures.catalog import Explanation, figure, has_attention, is_osm
 from geomlab.core.markup import md_label
 from geomlab.trace import OSMTrace, Trace
 
-#: The similarity of two states in figure text (plotly's sub/sup markup): osm.md §2.5.
+#: The similarity of two states in figure text (plotly's sub/sup markup): Nunley, arXiv 2602.18417, §2.5.
 SIMILARITY = "Re tr(H<sub>i</sub><sup>*</sup>H<sub>j</sub>)"
 
 
@@ -121,7 +121,8 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
 
     Only the rows drawn are computed (``Trace.attention_rows``), so a long trace never forms its ``T x T``
     matrices. Traces: one ``weights`` heatmap; masked entries are NaN. Raises :class:`FigureError` if the
-    trace has no attention or an index is out of range. Source: osm.md §2.6 (the weights); design choice.
+    trace has no attention or an index is out of range. Source: Nunley, arXiv 2602.18417, §2.6 (the weights);
+    design choice.
     """
     if not getattr(tr, "has_attention", False):
         raise FigureError(f"{tr.kind!r} has no attention to show")
@@ -152,7 +153,7 @@ def similarity_map(tr: Trace, layer: int = 0, cursor: int | None = None, max_pos
                    window: int | None = None) -> Chart:
     """Token x token state similarity ``Re tr(H_i^* H_j)`` of one OSMFormer layer's input states: signed,
     colour-blind-safe diverging scale centred at 0, range [-d, d] (d when the states are equal). The
-    attention score is this similarity, scaled, minus the ALiBi distance penalty (osm.md §2.5-2.6).
+    attention score is this similarity, scaled, minus the ALiBi distance penalty (Nunley, arXiv 2602.18417, §2.5-2.6).
 
     Args: as :func:`attention_maps` (no head: the similarity is one per layer). Only the rows drawn are
     computed (``OSMTrace.similarity_rows``). Traces: one ``similarity`` heatmap; masked (j > i) entries NaN.

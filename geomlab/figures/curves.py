@@ -4,7 +4,7 @@ A run's history is a sequence of row dicts (or a ``pandas.DataFrame``) as kept i
 history: numeric columns such as ``step``, ``tokens``, ``loss`` / ``train_loss`` / ``valid_loss`` (nats per
 character) and ``bpc`` / ``train_bpc`` / ``valid_bpc`` (bits per character). Rows without the chosen x or
 metric are skipped. With ``metric="bpc"`` and a history that has only losses, BPC = loss / ln 2 is derived
-(osm.md §2.9).
+(Nunley, arXiv 2602.18417, §2.9).
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def run_overlay(runs: Mapping[str, Sequence[Mapping[str, Any]] | pd.DataFrame], 
     Args:
         runs: run label -> history rows as :class:`geomlab.live.runner.Snapshot` keeps them (``step``, ``loss`` in
             nats per target; validation rows ``valid_nll``/``valid_bpc``...). Rows without a step are skipped.
-        metric: ``"loss"`` (nats per target) or ``"bpc"`` (bits, loss / ln 2; osm.md §2.9).
+        metric: ``"loss"`` (nats per target) or ``"bpc"`` (bits, loss / ln 2; Nunley, arXiv 2602.18417, §2.9).
         unit: what one target is, one of :data:`UNITS` (axis title and hover only).
 
     Traces: per run with data, ``"{run}: training"`` and, when it has validation rows,

@@ -1,11 +1,11 @@
-"""CEM figures: energy descent over the recursion steps (cem.md §2.3-2.4, §6 pitfalls 1-2).
+"""CEM figures: energy descent over the recursion steps (Xu et al., arXiv 2605.07588, §2.3-2.4, §6 pitfalls 1-2).
 
 For every layer and sub-block (attention, MLP): the energy of the iterate x^t at steps t = 0..T, token
 mean as a line with a band over tokens (10th to 90th percentile, design choice), the displacement
 ``||x^t - h|| / rho`` alongside, and a flag (red triangle) at every step where the token-mean energy rose.
 By default the change from step 0, ``eps(x^t) - eps(x^0)``, is plotted (``relative=True``): absolute levels
-carry a ``log i`` offset per position and differ between layers (cem.md §2.4), so only steps within one
-layer are compared. Energies are in arbitrary units (the model's energy scale); displacement is
+carry a ``log i`` offset per position and differ between layers (Xu et al., arXiv 2605.07588, §2.4), so only
+steps within one layer are compared. Energies are in arbitrary units (the model's energy scale); displacement is
 dimensionless (RMS units of the layer input).
 
 A step counts as a rise when ``mean_t - mean_{t-1} > RISE_TOL * max(1, |mean_{t-1}|)``.

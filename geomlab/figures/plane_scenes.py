@@ -1,6 +1,7 @@
 """The Grassmann figures in 3-D: a plane on the sphere (rank 3) or through a 3-axis window (rank > 3), and the
-geodesic between two planes (grassmann.md §5.5-5.7); with the window geometry they draw (the pole and great
-circle of a plane in R^3, the projection of a plane of R^r onto three axes, and the choice of those axes).
+geodesic between two planes (Zhang, arXiv 2512.19428, §5.5-5.7); with the window geometry they draw (the pole
+and great circle of a plane in R^3, the projection of a plane of R^r onto three axes, and the choice of those
+axes).
 
 Geometry helpers work on ``torch`` tensors with leading batch axes, like :mod:`geomlab.geometry.planes`, and
 raise :class:`~geomlab.geometry.planes.PlaneError` (a ``ValueError``) for inputs of the wrong shape; a
@@ -27,9 +28,9 @@ from geomlab.figures.grassmann import DG, _gr, _mask, check_slot, plane_bases
 from geomlab.trace import GrassmannTrace
 
 
-# ---------------------------------------------------------------- window geometry (grassmann.md §5.6-5.7)
+# ------------------------------------------------------ window geometry (Zhang, arXiv 2512.19428, §5.6-5.7)
 def pole(a, b, eps: float = 1e-12) -> torch.Tensor:
-    """Unit normal ``n = (a x b) / ||a x b||`` of the plane span(a, b) in R^3 (grassmann.md §5.6); equals
+    """Unit normal ``n = (a x b) / ||a x b||`` of the plane span(a, b) in R^3 (Zhang, arXiv 2512.19428, §5.6); equals
     ``(p_12, -p_02, p_01) / ||p||`` (0-based Plücker indices), the Hodge dual. ``a``, ``b``: ``(..., 3)``;
     returns ``(..., 3)`` (zero vector for a degenerate pair). ``n`` and ``-n`` are the same unoriented
     plane; the sign carries the orientation of (a, b)."""
@@ -42,7 +43,7 @@ def pole(a, b, eps: float = 1e-12) -> torch.Tensor:
 
 
 def great_circle(a, b, n_points: int = 65) -> torch.Tensor:
-    """The great circle of the plane span(a, b) on the unit sphere S^2 (r = 3, grassmann.md §5.6):
+    """The great circle of the plane span(a, b) on the unit sphere S^2 (r = 3, Zhang, arXiv 2512.19428, §5.6):
     ``c(phi) = cos(phi) q1 + sin(phi) q2`` for ``phi`` in [0, 2 pi] (``n_points`` values, closed).
     ``a``, ``b``: ``(..., 3)``; returns ``(..., n_points, 3)``."""
     a, b = _t(a), _t(b)
@@ -72,7 +73,7 @@ def _axes_matrix(axes, r: int, dtype, device) -> torch.Tensor:
 
 
 def project3(a, b, axes: Sequence[int] | torch.Tensor = (0, 1, 2), eps: float = 1e-12):
-    """3-axis window onto the plane span(a, b) in R^r, r >= 3 (grassmann.md §5.7).
+    """3-axis window onto the plane span(a, b) in R^r, r >= 3 (Zhang, arXiv 2512.19428, §5.7).
 
     ``a``, ``b``: ``(..., r)``; ``axes``: three distinct coordinate indices or an ``(r, 3)`` matrix ``E``
     with orthonormal columns (e.g. :func:`pca_axes`). Returns ``(a3, b3, normal, coverage)``:
@@ -96,8 +97,8 @@ def project3(a, b, axes: Sequence[int] | torch.Tensor = (0, 1, 2), eps: float = 
 
 
 def top_axes(energy, k: int = 3) -> list[int]:
-    """The ``k`` axes with the largest row sums of a coordinate-energy map ``(r, r)`` (grassmann.md §5.7),
-    in decreasing order. :class:`PlaneError` for a non-finite map (indices cannot be NaN)."""
+    """The ``k`` axes with the largest row sums of a coordinate-energy map ``(r, r)`` (Zhang, arXiv 2512.19428,
+    §5.7), in decreasing order. :class:`PlaneError` for a non-finite map (indices cannot be NaN)."""
     energy = _t(energy)
     if energy.dim() != 2 or energy.shape[0] != energy.shape[1] or energy.shape[0] < k:
         raise PlaneError(f"energy must be a square (r, r) map with r >= {k}, got {tuple(energy.shape)}")
@@ -109,7 +110,7 @@ def top_axes(energy, k: int = 3) -> list[int]:
 
 def pca_axes(Z, k: int = 3) -> torch.Tensor:
     """Orthonormal ``(r, k)`` basis of the top-``k`` principal directions of the vectors ``Z`` ``(N, r)``
-    (sklearn PCA; grassmann.md §5.7). :class:`PlaneError` if ``N < k`` or ``r < k``, or if ``Z`` has a
+    (sklearn PCA; Zhang, arXiv 2512.19428, §5.7). :class:`PlaneError` if ``N < k`` or ``r < k``, or if ``Z`` has a
     non-finite entry."""
     from sklearn.decomposition import PCA
 
@@ -150,7 +151,7 @@ def _sphere_wire(n: int = 13) -> list[dict]:
 
 def _axes3(tr: GrassmannTrace, layer: int, slot: int, axes) -> tuple[torch.Tensor, list[str]]:
     """(E [r, 3], axis names) for the 3-axis window (r > 3): given indices, else the 3 axes with the
-    largest coordinate energy of this layer/slot (grassmann.md §5.7)."""
+    largest coordinate energy of this layer/slot (Zhang, arXiv 2512.19428, §5.7)."""
     r = tr.rank
     if axes is None:
         valid = _mask(tr, layer, slot)
@@ -337,8 +338,8 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
 def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, position: int | None = None,
                         n_frames: int = 24, axes=None, animate: bool = False) -> Chart:
     """Animation of the Grassmann geodesic γ(s), s in [0, 1], from the plane at ``position - 1`` to the
-    plane at ``position`` (``planes.interpolate``; grassmann.md §5.5), drawn as a great circle on the sphere
-    (r = 3) or in the 3-axis window (r > 3). The title reads out θ1, θ2 and d_g.
+    plane at ``position`` (``planes.interpolate``; Zhang, arXiv 2512.19428, §5.5), drawn as a great circle on
+    the sphere (r = 3) or in the 3-axis window (r > 3). The title reads out θ1, θ2 and d_g.
     ``position`` defaults to the first position whose plane and predecessor are both valid.
     Static (the app's pages: one cursor per page): γ(s) at s = 1/4, 1/2, 3/4 between the two
     planes, in a light-to-dark sequence; ``animate=True``: one moving circle with ``n_frames`` frames (Play

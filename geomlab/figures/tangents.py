@@ -1,8 +1,8 @@
-"""OSM tangent figures: update magnitudes of an OSM model (osm.md §2.4, §2.6-2.7).
+"""OSM tangent figures: update magnitudes of an OSM model (Nunley, arXiv 2602.18417, §2.4, §2.6-2.7).
 
 ``||Phi||`` is the Frobenius norm ``sqrt(Re tr(Phi^* Phi))`` of a Lie-algebra element, i.e. the norm of
-the group's ``inner`` (osm.md §2.5); for a skew matrix it is the geodesic length of ``exp(Phi)``
-(radians). ``tangents_raw`` is the update before tangent mixing, ``tangents`` after mixing and step size.
+the group's ``inner`` (Nunley, arXiv 2602.18417, §2.5); for a skew matrix it is the geodesic length of
+``exp(Phi)`` (radians). ``tangents_raw`` is the update before tangent mixing, ``tangents`` after mixing and step size.
 
 The *share moved between directions* (design choice) is ``1 - cos^2`` of the angle between raw and mixed
 update, ``1 - <Delta, Phi>^2 / (||Delta||^2 ||Phi||^2)``: 0 when mixing only rescales the update (identity
@@ -209,8 +209,8 @@ def _torus_generator(tr: OSMTrace, layer: int, substep: int, t: int, cursor: int
     "before and after mixing.",
     ("Lie algebra", "Tangent mixing"), f"{OSM_SRC} §2.2, §4.3"))
 def generator_heatmap(tr: OSMTrace, layer: int = -1, substep: int = 0, cursor: int | None = None) -> Chart:
-    """The Lie-algebra update Φ_t at one position as a d x d matrix (app_anchors.md §5: "heatmap of the
-    skew/Hermitian generator"): before mixing (left) and after mixing (right, what was exponentiated);
+    """The Lie-algebra update Φ_t at one position as a d x d matrix (a heatmap of the
+    skew/Hermitian generator): before mixing (left) and after mixing (right, what was exponentiated);
     complex groups get a second row for the imaginary part. Signed, colour-blind-safe diverging scale
     centred at 0, shared range; entries in radians. ``cursor`` picks the position (default: the last).
     Traces: ``"before mixing (Re)"``, ``"after mixing (Re)"`` and, for complex states, the ``(Im)`` pair.

@@ -994,7 +994,7 @@ def test_long_traces_stay_under_the_caps_and_say_so():
                 assert len(fig.frames) <= fcap + 1, (vname, len(fig.frames))
             if vname != "plane_sphere":  # the sphere draws the cursor's plane only: nothing subsampled
                 assert re.search(r"of 2,0\d\d positions", caption), (vname, caption)
-            assert not fig.frames and not fig.layout.sliders, vname  # one cursor per page (issue 16)
+            assert not fig.frames and not fig.layout.sliders, vname  # one cursor per page
             if vname in PER_POSITION:  # every figure marks the cursor, the 3-D scenes included
                 assert f"{cursor} '{tr.labels[cursor]}'" in fig.to_json(), f"{vname}: cursor not shown"
 
@@ -1039,7 +1039,7 @@ def test_geometry_computed_only_where_drawn_is_the_same_as_all_at_once():
 
 
 # --------------------------------------------------------------------------------------------- non-finite values
-# issue 15, class 4 (figures): NaN-safe reductions in every figure, a caption note when values are missing, and
+# NaN-safe reductions in every figure, a caption note when values are missing, and
 # no raw linear-algebra error from a trace with a NaN.
 
 import dataclasses  # noqa: E402
@@ -1196,7 +1196,7 @@ def test_long_attention_shows_a_full_resolution_window_beside_the_overview():
 
 
 # --------------------------------------------------------------------------------------------- curated figures
-# issue 16 parts 4-5: one cursor per page marked in every figure, colours per index that never repeat, thinned
+# One cursor per page marked in every figure, colours per index that never repeat, thinned
 # ticks on half-width charts, cameras that face the planes
 
 
