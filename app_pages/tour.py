@@ -1,10 +1,10 @@
 """Tour: guided lessons a teacher steps through (Back / Next) and shares as a link, on the bundled zoo.
 
-The lessons are data in :mod:`geomlab.teach.tours`. Entering a step writes its checkpoint, text, cursor, layer,
-controls and CEM steps T into the shared state (so every other page, and "Open this in the full view",
-shows the same thing) and draws the step's figures through the app's figure cache. The page's own URL keys
-are ``lesson=SLUG&step=N`` (N from 1): a link with them opens that step; a bad lesson or step falls back to
-the first lesson / step 1 with a notice.
+The lessons are data in :mod:`geomlab.teach.lessons` (their types: :mod:`geomlab.teach.tours`). Entering a step
+writes its checkpoint, text, cursor, layer, controls and CEM steps T into the shared state (so every other page, and
+"Open this in the full view", shows the same thing) and draws the step's figures through the app's figure cache. The
+page's own URL keys are ``lesson=SLUG&step=N`` (N from 1): a link with them opens that step; a bad lesson or step
+falls back to the first lesson / step 1 with a notice.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from app_pages._data import figure_for
 from app_pages._messages import md_escape
 from app_pages._state import K_CKPT_EXPLICIT, K_QP_WRITTEN
 from app_pages._warm import rendering
-from geomlab.teach import tours
+from geomlab.teach import lessons, tours
 from geomlab.teach import views
 
 K_LESSON, K_STEP = "gl_tour_lesson", "gl_tour_step"  # the lesson's slug, the 0-based step index
@@ -33,7 +33,7 @@ CONTROL_KEYS = {"head": ui.K_HEAD, "slot": ui.K_SLOT, "block": ui.K_BLOCK, "subs
 def current() -> tuple[tours.Lesson, int]:
     """The lesson and step index of this session (first lesson, step 0 when unset or stale)."""
     ss = st.session_state
-    lesson = tours.LESSONS.get(ss.get(K_LESSON)) or next(iter(tours.LESSONS.values()))
+    lesson = lessons.LESSONS.get(ss.get(K_LESSON)) or next(iter(lessons.LESSONS.values()))
     index = ss.get(K_STEP)
     index = index if isinstance(index, int) and 0 <= index < len(lesson.steps) else 0
     ss[K_LESSON], ss[K_STEP] = lesson.slug, index
@@ -42,13 +42,13 @@ def current() -> tuple[tours.Lesson, int]:
 
 def adopt_link() -> bool:
     """Adopt ``?lesson=...&step=...`` when the URL did not come from this app (a link, the browser's back
-    button); a bad value leaves a notice and falls back (:func:`geomlab.teach.tours.resolve_link`). Returns
+    button); a bad value leaves a notice and falls back (:func:`geomlab.teach.lessons.resolve_link`). Returns
     whether a link was adopted."""
     ss = st.session_state
     qp = st.query_params.to_dict()
     if not ("lesson" in qp or "step" in qp) or qp == ss.get(K_QP_WRITTEN):
         return False
-    lesson, index, note = tours.resolve_link(qp.get("lesson"), qp.get("step"))
+    lesson, index, note = lessons.resolve_link(qp.get("lesson"), qp.get("step"))
     ss[K_LESSON], ss[K_STEP] = lesson.slug, index
     ss.pop(K_APPLIED, None)  # a link always (re)applies its step
     if note:
@@ -201,10 +201,10 @@ def main() -> None:
     st.title("Tour")
     st.caption("Short guided lessons on the bundled checkpoints. Each step loads a checkpoint, a text and a "
                "view, and says what to look at; step through with Back and Next, or send a step as a link.")
-    slugs = list(tours.LESSONS)
+    slugs = list(lessons.LESSONS)
     ss["w_tour_lesson"] = lesson.slug
     st.selectbox("Lesson", slugs, key="w_tour_lesson", on_change=choose_lesson,
-                 format_func=lambda s: f"{tours.LESSONS[s].title} · {tours.LESSONS[s].family}",
+                 format_func=lambda s: f"{lessons.LESSONS[s].title} · {lessons.LESSONS[s].family}",
                  help="One lesson per model family; each has 4-5 steps.")
     st.caption(lesson.summary)
 

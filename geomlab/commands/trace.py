@@ -164,7 +164,7 @@ def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
     import html
 
     from geomlab.teach import views
-    from geomlab.figures._common import without_cursor
+    from geomlab.figures._animation import without_cursor
     from geomlab.core.markup import to_html
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -28,19 +28,18 @@ pages (:mod:`geomlab.teach.views`: ``figures_for``, ``all_figures``, ``build_vie
 
 from __future__ import annotations
 
-from geomlab.figures._common import Chart, FigureError
+from geomlab.figures._chart import Chart, FigureError
 from geomlab.figures.attention import attention_maps, attention_row, attention_window, similarity_map
 from geomlab.figures.catalog import FIGURES, Explanation, FigureSpec
 from geomlab.figures.curves import training_curves
 from geomlab.figures.energy import energy_descent, energy_tokens
-from geomlab.figures.grassmann import (
-    decomposability_map, gate_share, plane_angles, plane_distances, plane_matrix, plane_similarity, plucker_heatmap,
-)
+from geomlab.figures.grassmann import gate_share, plane_angles, plane_distances, plane_similarity, plucker_heatmap
+from geomlab.figures.bivectors import decomposability_map, plane_matrix
 from geomlab.figures.plane_scenes import plane_interpolation, plane_sphere
 from geomlab.figures.tokens import attends_to
 from geomlab.figures.tangents import generator_heatmap, mixing_share, tangent_heatmap, tangent_lines
-from geomlab.figures.trajectory import (
-    distance_profile, pca_projection, pca_trajectory, phase_circle, phase_timeline, so3_frame, torus_angles,
-)
+from geomlab.figures.phases import phase_circle, phase_timeline
+from geomlab.figures.paths import distance_profile, pca_projection, pca_trajectory
+from geomlab.figures.group_coords import so3_frame, torus_angles
 
 __all__ = ["Chart", "FigureError", "FigureSpec", "Explanation", "FIGURES", "training_curves", *FIGURES]

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from geomlab.figures._common import (
-    DIVERGING, MASKED_BG, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureError, Chart, category_labels,
-    FigureBuilder, add_cursor_line, check_cursor, check_index, colour, cursor_box, finish, finite_max,
-    missing_note, subsample, subsample_note,
+from geomlab.figures._chart import FigureError, Chart, FigureBuilder, finish
+from geomlab.figures._style import (
+    DIVERGING, MASKED_BG, SEQUENTIAL, category_labels, add_cursor_line, colour, cursor_box,
+)
+from geomlab.figures._sampling import (
+    MAX_MATRIX, MAX_POINTS, check_cursor, check_index, finite_max, missing_note, subsample, subsample_note,
 )
 from geomlab.figures.catalog import Explanation, figure, has_attention, is_osm
 from geomlab.core.markup import md_label
@@ -119,7 +121,8 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
 
     Only the rows drawn are computed (``Trace.attention_rows``), so a long trace never forms its ``T x T``
     matrices. Traces: one ``weights`` heatmap; masked entries are NaN. Raises :class:`FigureError` if the
-    trace has no attention or an index is out of range. Source: Nunley, arXiv 2602.18417 (the weights); design choice.
+    trace has no attention or an index is out of range. Source: Nunley, arXiv 2602.18417 (the weights);
+    design choice.
     """
     if not getattr(tr, "has_attention", False):
         raise FigureError(f"{tr.kind!r} has no attention to show")

@@ -15,7 +15,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from geomlab.figures._common import FigureBuilder, FigureError, Chart, colour, finish, missing_note
+from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
+from geomlab.figures._style import colour
+from geomlab.figures._sampling import missing_note
 
 X_LABELS = {"step": "optimiser step", "tokens": "training tokens (characters)"}
 METRIC_LABELS = {"bpc": "bits per character", "loss": "loss (nats per character)"}

@@ -4,8 +4,8 @@ For every layer and sub-block (attention, MLP): the energy of the iterate x^t at
 mean as a line with a band over tokens (10th to 90th percentile, design choice), the displacement
 ``||x^t - h|| / rho`` alongside, and a flag (red triangle) at every step where the token-mean energy rose.
 By default the change from step 0, ``eps(x^t) - eps(x^0)``, is plotted (``relative=True``): absolute levels
-carry a ``log i`` offset per position and differ between layers (Xu et al., arXiv 2605.07588), so only steps within one
-layer are compared. Energies are in arbitrary units (the model's energy scale); displacement is
+carry a ``log i`` offset per position and differ between layers (Xu et al., arXiv 2605.07588), so only
+steps within one layer are compared. Energies are in arbitrary units (the model's energy scale); displacement is
 dimensionless (RMS units of the layer input).
 
 A step counts as a rise when ``mean_t - mean_{t-1} > RISE_TOL * max(1, |mean_{t-1}|)``.
@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from geomlab.figures._common import (
-    FigureBuilder, DIVERGING, HIGHLIGHT, MAX_POINTS, FigureError, Chart, add_cursor_line, check_cursor, hover_tokens,
-    check_index, colour, finish, subsample, subsample_note, token_ticks, blank, finite_abs_max, missing_note,
+from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
+from geomlab.figures._style import DIVERGING, HIGHLIGHT, add_cursor_line, hover_tokens, colour, token_ticks
+from geomlab.figures._sampling import (
+    MAX_POINTS, check_cursor, check_index, subsample, subsample_note, blank, finite_abs_max, missing_note,
     nonfinite_count,
 )
 from geomlab.figures.catalog import CEM_SRC, Explanation, figure, is_cem

@@ -1,10 +1,14 @@
-"""Grassmann figures: subspace deformations (grassmann.md §5; geometry from :mod:`geomlab.geometry.planes`).
+"""Grassmann figures of how the planes move (Zhang, arXiv 2512.19428; geometry from
+:mod:`geomlab.geometry.planes`): distances and principal angles between planes, plane similarity, the
+Plücker strip and the gate share; and the planes, masks and offsets of a trace that every Grassmann figure
+reads (the bivector figures are in :mod:`geomlab.figures.bivectors`, the 3-D scenes in
+:mod:`geomlab.figures.plane_scenes`).
 
 Planes: in layer l and offset slot k (offset Delta = ``offsets[l, k]``), the reduced plane at position t is
 ``U_t = span(z_t, z_{t-Delta})`` in R^r (valid where ``plucker_mask`` is True and the pair is not
 degenerate). Reduced spaces of different layers are not comparable (each layer has its own W_red), so
 across layers the residual planes ``H_t^(l) = span(h_t^(l), h_{t-Delta}^(l))`` in R^d_model of the layer
-inputs are compared instead (grassmann.md §5.8).
+inputs are compared instead (Zhang, arXiv 2512.19428).
 
 Conventions (design choice): a distance "at position t" compares t - 1 with t (how far the plane moved
 when token t arrived); NaN where a plane is missing or degenerate. Angles and geodesic distances are in
@@ -17,11 +21,13 @@ import numpy as np
 import torch
 
 from geomlab.geometry import planes
-from geomlab.figures._common import (
-    DIVERGING, MAX_MATRIX, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, Chart,
-    add_cursor_line, cursor_box, category_labels, check_cursor,
-    check_index, colour, finish,
-    hover_tokens, subsample, subsample_note, token_ticks, blank, missing_note, nonfinite_count,
+from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
+from geomlab.figures._style import (
+    DIVERGING, SEQUENTIAL, add_cursor_line, cursor_box, category_labels, colour, hover_tokens, token_ticks,
+)
+from geomlab.figures._sampling import (
+    MAX_MATRIX, MAX_POINTS, check_cursor, check_index, subsample, subsample_note, blank, missing_note,
+    nonfinite_count,
 )
 from geomlab.figures.catalog import GR_SRC, Explanation, figure, is_grassmann
 from geomlab.core.markup import md_label
@@ -125,7 +131,7 @@ def consecutive_angles(tr: GrassmannTrace, layer: int, slot: int = 0) -> np.ndar
 
 def position_distances(tr: GrassmannTrace, slot: int = 0) -> np.ndarray:
     """``D_pos[layer, position]``: geodesic distance on Gr(2, r) between the reduced planes at t - 1 and t
-    (radians; grassmann.md §5.8); NaN where undefined."""
+    (radians; Zhang, arXiv 2512.19428); NaN where undefined."""
     tr = _gr(tr)
     slot = check_slot(tr, slot)
     return np.stack([np.linalg.norm(consecutive_angles(tr, layer, slot), axis=-1)
@@ -134,8 +140,8 @@ def position_distances(tr: GrassmannTrace, slot: int = 0) -> np.ndarray:
 
 def layer_distances(tr: GrassmannTrace, offset: int = 1) -> np.ndarray:
     """``D_layer[layer, position]`` for layer = 0..L-2: geodesic distance between the residual planes
-    ``span(h_t, h_{t-offset})`` of the inputs of layers l and l + 1 (radians, grassmann.md §5.8); NaN for
-    t < offset or degenerate pairs. Raises :class:`FigureError` without recorded ``inputs`` or for
+    ``span(h_t, h_{t-offset})`` of the inputs of layers l and l + 1 (radians; Zhang, arXiv 2512.19428);
+    NaN for t < offset or degenerate pairs. Raises :class:`FigureError` without recorded ``inputs`` or for
     ``offset < 1``."""
     tr = _gr(tr)
     if tr.inputs is None:
@@ -174,7 +180,7 @@ def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, co
     "Geodesic distance between consecutive planes (top) and between a layer's input and output planes (bottom), "
     "radians.",
     "Spikes at word boundaries or new patterns; flat stretches at repetitions.",
-    ("Geodesic distance", "Grassmannian"), f"{GR_SRC} §5.4, §5.8"))
+    ("Geodesic distance", "Grassmannian"), f"{GR_SRC}"))
 def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None, cursor: int | None = None,
                     max_points: int = MAX_POINTS) -> Chart:
     """Two layer x position heatmaps of geodesic distances (radians): top, how far the reduced plane of
@@ -220,7 +226,7 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     "The two principal angles between the plane at $t-1$ and at $t$.",
     r"$\theta_1 = 0$: the planes share a line, always for offset $\Delta = 1$ (both hold $z_{t-1}$) and for $r = "
     "3$.",
-    ("Principal angles",), f"{GR_SRC} §5.3"))
+    ("Principal angles",), f"{GR_SRC}"))
 def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
                  max_points: int = MAX_POINTS) -> Chart:
     """Principal angles θ1 <= θ2 and geodesic distance ``sqrt(θ1² + θ2²)`` between the reduced planes at
@@ -247,7 +253,7 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                            text=hov, hovertemplate=f"position %{{text}}<br>{name} = %{{y:.4f}} rad<extra></extra>"))
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx, 6))  # a half-width chart
     fig.update_yaxes(title_text="angle between planes at t−1 and t (rad)", rangemode="tozero")
-    # legend in one row above the plot (at the right it took half of a half-width chart)
+    # legend in one row above the plot (at the right it takes half of a half-width chart)
     fig.update_layout(legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}})
     add_cursor_line(fig, cursor)
     D = _offset(tr, layer, slot)
@@ -267,11 +273,11 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     "How alike the planes at two positions are (1 = the same plane).",
     "Bright cells off the diagonal (early layers: a pair of characters that recurs), stripes along it (a position "
     "code), blocks (a phrase).",
-    ("Plücker coordinates", "Principal angles"), f"{GR_SRC} §5.4"))
+    ("Plücker coordinates", "Principal angles"), f"{GR_SRC}"))
 def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
                      max_positions: int = MAX_MATRIX) -> Chart:
     """Position x position map ``|<p̂_t, p̂_s>| = cos θ1 cos θ2`` of the normalised Plücker vectors of one
-    layer/slot (grassmann.md §5.8, §5.10.4): 1 = same plane, 0 = a plane orthogonal in some direction.
+    layer/slot (Zhang, arXiv 2512.19428): 1 = same plane, 0 = a plane orthogonal in some direction.
     Symmetric, no causal mask; blank where a plane is missing. Traces: one heatmap ``"similarity"``."""
     tr = _gr(tr)
     layer = check_index("layer", layer, tr.n_layers)
@@ -314,7 +320,7 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     r"\hat p_{ij}(t),\ 0 \le i < j < r",
     "The normalised Plücker coordinates of the plane at each position; colour = value and sign.",
     "Columns (axis pairs) that dominate; sign flips (the orientation turns).",
-    ("Plücker coordinates",), f"{GR_SRC} §1.3-1.4"))
+    ("Plücker coordinates",), f"{GR_SRC}"))
 def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
                     max_points: int = MAX_MATRIX) -> Chart:
     """The normalised Plücker vectors of one layer/slot as a strip: rows = positions, columns = the
@@ -358,9 +364,9 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     r"1 - \bar\alpha_t",
     "Share of each layer's output that comes from the plane branch.",
     "Layers that ignore the planes (near 0) or rely on them.",
-    ("Gate",), f"{GR_SRC} §5.1"))
+    ("Gate",), f"{GR_SRC}"))
 def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
-    """Share of geometry in the gated blend, ``mean_k (1 - alpha_{t,k})`` (grassmann.md §5.1), as a
+    """Share of geometry in the gated blend, ``mean_k (1 - alpha_{t,k})`` (Zhang, arXiv 2512.19428), as a
     layer x position heatmap (top) and one line per layer (bottom), in [0, 1].
     Traces: ``"gate share"`` heatmap, then one line per layer ``"layer l"``.
     Raises :class:`FigureError` without recorded gates."""
@@ -395,120 +401,3 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = 
            + subsample_note(tr.n_positions, len(idx)) + missing_note(nonfinite_count(share[:, idx], axis=-1)))
     fig.update_layout(legend={"x": 1.02, "y": 0.5, "yanchor": "top"})
     return finish(fig, "Gate share per layer", cap, "gate_share", height=560)
-
-
-# 3-D scenes: camera pulled back a little so the axis titles stay inside the figure (design choice)
-@figure(label="decomposability of plane averages", applies=is_grassmann, wide=False, default=False,
-        explain=Explanation(
-    r"\kappa_t = \lambda_1^2 / \textstyle\sum_k \lambda_k^2",
-    "Whether the planes of the last few positions average to a single plane (1) or a blend (lower).",
-    "Drops where the layer's planes turn as the text goes on.",
-    ("Decomposability",), f"{GR_SRC} §5.9"))
-def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: int = 8,
-                        max_points: int = MAX_POINTS) -> Chart:
-    """Decomposability ratio κ (``planes.decomposability``, grassmann.md §5.9) of the bivector averaged over
-    a causal window of positions, per layer and position: 1 = the window's planes agree on one plane, lower =
-    a blend of planes.
-
-    Design choice: the per-position offset average that a layer feeds forward is always a single plane
-    (every pair plane at position t contains z_t, so the mean is z_t ∧ Σ c_k z_{t-k} and κ ≡ 1), so the view
-    averages the normalised Plücker vectors of every used slot over positions ``max(0, t-window+1)..t``.
-    ``window`` >= 1 (``FigureError`` otherwise); ``window=1`` shows the (trivial) per-position κ.
-    Traces: one heatmap ``"kappa"`` of shape ``[layer, position]``."""
-    tr = _gr(tr)
-    cursor = check_cursor(cursor, tr.n_positions)
-    if int(window) < 1:
-        raise FigureError(f"window must be at least 1, got {window}")
-    window = int(window)
-    m = np.stack([[_mask(tr, l, k) for k in range(tr.plucker.shape[1])] for l in range(tr.n_layers)])
-    # masked (incl. non-finite) vectors are zeroed, not multiplied by 0 (NaN * 0 = NaN would poison the cumsum)
-    summed = np.where(m[..., None], blank(tr.plucker.astype(np.float64)), 0.0).sum(1)  # [layer, position, P]
-    counts = m.sum(1).astype(np.float64)                                   # [layer, position]
-    csum = np.cumsum(summed, axis=1)
-    ccnt = np.cumsum(counts, axis=1)
-    lag_sum = np.concatenate([np.zeros_like(csum[:, :window]), csum[:, :-window]], axis=1)[:, :csum.shape[1]]
-    lag_cnt = np.concatenate([np.zeros_like(ccnt[:, :window]), ccnt[:, :-window]], axis=1)[:, :ccnt.shape[1]]
-    pm = (csum - lag_sum) / np.maximum(ccnt - lag_cnt, 1)[..., None]
-    idx = subsample(tr.n_positions, max_points, cursor)
-    kappa = planes.decomposability(torch.as_tensor(pm[:, idx]), tr.rank).numpy()  # only where drawn
-    text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx)), (kappa.shape[0], len(idx)))
-    fig = FigureBuilder([dict(type="heatmap",
-        z=kappa, x=idx, y=np.arange(kappa.shape[0]), colorscale=SEQUENTIAL,
-        zmin=0, zmax=1, text=text, name="kappa", hoverongaps=False,
-        colorbar={"title": {"text": "κ"}},
-        hovertemplate="layer %{y}, position %{text}<br>κ = %{z:.3f}<extra></extra>")])
-    fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
-    fig.update_yaxes(title_text="layer", tickmode="linear", dtick=1)
-    add_cursor_line(fig, cursor)
-    cap = (f"Decomposability $\\kappa$ (dimensionless) of the Plücker vectors averaged over the last {window} "
-           "positions and the layer's offsets: 1 = these planes agree on a single plane, lower = the layer's planes "
-           "turn as the text goes on (minimum $1/\\lfloor r/2 \\rfloor$). The average over offsets at one position "
-           "is always a single plane, because every pair plane at $t$ contains $z_t$; so is the first position "
-           "with a plane in each row (an average of one)." + subsample_note(tr.n_positions, len(idx))
-           + missing_note(_missing(tr, idx)))
-    return finish(fig, f"Decomposability of the plane average over {window} positions", cap,
-                  "decomposability_map")
-
-
-@figure(label="plane matrix and axis usage", applies=is_grassmann, controls=("layer", "slot"), default=False,
-        explain=Explanation(
-    r"\hat A = (a b^\top - b a^\top)/\lVert a \wedge b \rVert",
-    r"$\hat A$: the plane at the cursor as an antisymmetric matrix; axis-pair energy: how much each axis pair is "
-    "used over the text.",
-    "A few bright axis pairs: the layer works in a small subspace.",
-    ("Plücker coordinates",), f"{GR_SRC} §5.1"))
-def plane_matrix(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None) -> Chart:
-    """Left: the oriented-plane matrix ``Â = bivector(p̂_t)`` (r x r, antisymmetric, ``||Â||_F = √2``) of
-    the plane at ``cursor`` (default: the first position with a plane), signed diverging scale in [-1, 1];
-    right: the coordinate energy ``E_ij = mean_t p̂_ij²`` over the positions with a plane (which axis pairs
-    the layer uses; ``planes.coordinate_energy``). grassmann.md §5.1. Traces: ``"plane matrix"``,
-    ``"coordinate energy"``. Raises :class:`FigureError` when no position has a plane."""
-    tr = _gr(tr)
-    layer = check_index("layer", layer, tr.n_layers)
-    slot = check_slot(tr, slot)
-    cursor = check_cursor(cursor, tr.n_positions)
-    valid = _mask(tr, layer, slot)
-    if not valid.any():
-        raise FigureError(f"layer {layer}, slot {slot} has no plane at any position")
-    t = cursor if cursor is not None and valid[cursor] else int(np.flatnonzero(valid)[0])
-    r = tr.rank
-    p = torch.as_tensor(tr.plucker[layer, slot], dtype=torch.float64)
-    A = planes.bivector(p[t], r).numpy()
-    E = planes.coordinate_energy(p[torch.as_tensor(valid)], r).numpy()
-    D = _offset(tr, layer, slot)
-    spacing = 0.17
-    fig = FigureBuilder.grid(rows=1, cols=2, horizontal_spacing=spacing,
-                        subplot_titles=(f"Â at {t} '{tr.labels[t]}'", "axis-pair energy E<sub>ij</sub>"))
-    width = (1 - spacing) / 2
-    ax = np.arange(r)
-    # each colour bar just right of its own panel; the right panel shares the left one's axis i (no second
-    # set of tick labels or title under the left colour bar)
-    fig.add_trace(dict(type="heatmap",
-        z=A, x=ax, y=ax, colorscale=DIVERGING, zmid=0, zmin=-1, zmax=1, name="plane matrix",
-        meta="cursor" if t == cursor else None,
-        colorbar={"title": {"text": "Â<sub>ij</sub>", "side": "right"}, "x": width + 0.012,
-        "xanchor": "left", "thickness": 12, "len": 0.8},
-        hovertemplate=(f"position {t} '{tr.labels[t]}'<br>Â[%{{y}}, %{{x}}] = %{{z:.4f}}"
-             "<extra></extra>")), row=1, col=1)
-    fig.add_trace(dict(type="heatmap",
-        z=E, x=ax, y=ax, colorscale=SEQUENTIAL, zmin=0, name="coordinate energy",
-        colorbar={"title": {"text": "E<sub>ij</sub>", "side": "right"}, "x": 1.012, "xanchor": "left",
-        "thickness": 12, "len": 0.8},
-        hovertemplate="E[%{y}, %{x}] = %{z:.4f} (mean over positions)<extra></extra>"),
-                  row=1, col=2)
-    dtick = 1 if r <= 12 else 2 if r <= 24 else None
-    fig.update_xaxes(title_text="reduced axis j", dtick=dtick, constrain="domain", constraintoward="right",
-                     row=1, col=1)
-    fig.update_yaxes(title_text="reduced axis i", dtick=dtick, autorange="reversed", scaleanchor="x",
-                     scaleratio=1, constrain="domain", row=1, col=1)
-    fig.update_xaxes(title_text="reduced axis j", dtick=dtick, matches="x", constrain="domain",
-                     constraintoward="right", row=1, col=2)
-    fig.update_yaxes(matches="y", showticklabels=False, scaleanchor="x2", scaleratio=1, constrain="domain",
-                     row=1, col=2)
-    cap = (f"$\\hat A$: the plane $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ of layer {layer} as an antisymmetric matrix "
-           "$(a b^\\top - b a^\\top)/\\lVert a \\wedge b\\rVert$ (dimensionless; sign = orientation). "
-           "*Axis-pair energy*: how "
-           "much each pair of reduced axes is used on average over the text.")
-    # on a phone the app stacks the two maps (side by side the left colour bar sat on the right map's ticks)
-    return finish(fig, f"Plane matrix and axis usage (layer {layer}, Δ={D})", cap, "plane_matrix", height=460,
-                  meta={"phone": "stack"})

@@ -1,6 +1,7 @@
 """The Grassmann figures in 3-D: a plane on the sphere (rank 3) or through a 3-axis window (rank > 3), and the
-geodesic between two planes (Zhang, arXiv 2512.19428); with the window geometry they draw (the pole and great
-circle of a plane in R^3, the projection of a plane of R^r onto three axes, and the choice of those axes).
+geodesic between two planes (Zhang, arXiv 2512.19428); with the window geometry they draw (the pole
+and great circle of a plane in R^3, the projection of a plane of R^r onto three axes, and the choice of those
+axes).
 
 Geometry helpers work on ``torch`` tensors with leading batch axes, like :mod:`geomlab.geometry.planes`, and
 raise :class:`~geomlab.geometry.planes.PlaneError` (a ``ValueError``) for inputs of the wrong shape; a
@@ -18,16 +19,16 @@ import torch
 
 from geomlab.geometry import planes
 from geomlab.geometry.planes import PlaneError, _finite_items, _nan_where, _t, plane_basis, plucker
-from geomlab.figures._common import (
-    HIGHLIGHT, MAX_FRAMES_3D, Chart, FigureBuilder, FigureError, animated_figure, animation_controls, check_cursor,
-    check_index, colour, finish, subsample_note, without_play,
-)
+from geomlab.figures._chart import Chart, FigureBuilder, FigureError, finish
+from geomlab.figures._style import HIGHLIGHT, colour
+from geomlab.figures._sampling import MAX_FRAMES_3D, check_cursor, check_index, subsample_note
+from geomlab.figures._animation import animated_figure, animation_controls, without_play
 from geomlab.figures.catalog import GR_SRC, Explanation, figure, is_grassmann
 from geomlab.figures.grassmann import DG, _gr, _mask, check_slot, plane_bases
 from geomlab.trace import GrassmannTrace
 
 
-# ---------------------------------------------------------------- window geometry (Zhang, arXiv 2512.19428)
+# ------------------------------------------------------ window geometry (Zhang, arXiv 2512.19428)
 def pole(a, b, eps: float = 1e-12) -> torch.Tensor:
     """Unit normal ``n = (a x b) / ||a x b||`` of the plane span(a, b) in R^3 (Zhang, arXiv 2512.19428); equals
     ``(p_12, -p_02, p_01) / ||p||`` (0-based Plücker indices), the Hodge dual. ``a``, ``b``: ``(..., 3)``;
@@ -96,8 +97,7 @@ def project3(a, b, axes: Sequence[int] | torch.Tensor = (0, 1, 2), eps: float = 
 
 
 def top_axes(energy, k: int = 3) -> list[int]:
-    """The ``k`` axes with the largest row sums of a coordinate-energy map ``(r, r)`` (Zhang, arXiv 2512.19428),
-    in decreasing order. :class:`PlaneError` for a non-finite map (indices cannot be NaN)."""
+    """The ``k`` axes with the largest row sums of a coordinate-energy map ``(r, r)`` (Zhang, arXiv 2512.19428), in decreasing order. :class:`PlaneError` for a non-finite map (indices cannot be NaN)."""
     energy = _t(energy)
     if energy.dim() != 2 or energy.shape[0] != energy.shape[1] or energy.shape[0] < k:
         raise PlaneError(f"energy must be a square (r, r) map with r >= {k}, got {tuple(energy.shape)}")
@@ -337,8 +337,8 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
 def plane_interpolation(tr: GrassmannTrace, layer: int = 0, slot: int = 0, position: int | None = None,
                         n_frames: int = 24, axes=None, animate: bool = False) -> Chart:
     """Animation of the Grassmann geodesic γ(s), s in [0, 1], from the plane at ``position - 1`` to the
-    plane at ``position`` (``planes.interpolate``; Zhang, arXiv 2512.19428), drawn as a great circle on the sphere
-    (r = 3) or in the 3-axis window (r > 3). The title reads out θ1, θ2 and d_g.
+    plane at ``position`` (``planes.interpolate``; Zhang, arXiv 2512.19428), drawn as a great circle on
+    the sphere (r = 3) or in the 3-axis window (r > 3). The title reads out θ1, θ2 and d_g.
     ``position`` defaults to the first position whose plane and predecessor are both valid.
     Static (the app's pages: one cursor per page): γ(s) at s = 1/4, 1/2, 3/4 between the two
     planes, in a light-to-dark sequence; ``animate=True``: one moving circle with ``n_frames`` frames (Play

@@ -14,7 +14,8 @@ from typing import Any, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from geomlab.figures._common import Chart, missing_note
+from geomlab.figures._chart import Chart
+from geomlab.figures._sampling import missing_note
 from geomlab.core.markup import md_label
 
 

@@ -1,8 +1,8 @@
 """OSM tangent figures: update magnitudes of an OSM model (Nunley, arXiv 2602.18417).
 
 ``||Phi||`` is the Frobenius norm ``sqrt(Re tr(Phi^* Phi))`` of a Lie-algebra element, i.e. the norm of
-the group's ``inner`` (Nunley, arXiv 2602.18417); for a skew matrix it is the geodesic length of ``exp(Phi)``
-(radians). ``tangents_raw`` is the update before tangent mixing, ``tangents`` after mixing and step size.
+the group's ``inner`` (Nunley, arXiv 2602.18417); for a skew matrix it is the geodesic length of
+``exp(Phi)`` (radians). ``tangents_raw`` is the update before tangent mixing, ``tangents`` after mixing and step size.
 
 The *share moved between directions* (design choice) is ``1 - cos^2`` of the angle between raw and mixed
 update, ``1 - <Delta, Phi>^2 / (||Delta||^2 ||Phi||^2)``: 0 when mixing only rescales the update (identity
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from geomlab.figures._common import (
-    DIVERGING, MAX_POINTS, SEQUENTIAL, FigureBuilder, FigureError, Chart, add_cursor_line, blank, check_cursor,
-    check_index, colour, finish, finite_abs_max, finite_max, hover_tokens, missing_note, nonfinite_count, subsample,
-    subsample_note, token_ticks,
+from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
+from geomlab.figures._style import DIVERGING, SEQUENTIAL, add_cursor_line, colour, hover_tokens, token_ticks
+from geomlab.figures._sampling import (
+    MAX_POINTS, blank, check_cursor, check_index, finite_abs_max, finite_max, missing_note, nonfinite_count,
+    subsample, subsample_note,
 )
 from geomlab.figures.catalog import OSM_SRC, Explanation, figure, has_tangents
 from geomlab.core.markup import md_label

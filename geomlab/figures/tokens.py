@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from geomlab.figures._common import (
-    HIGHLIGHT, MASKED_BG, SEQUENTIAL, FigureBuilder, FigureError, Chart, check_cursor, check_index, finish,
-    finite_max, missing_note,
-)
+from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
+from geomlab.figures._style import HIGHLIGHT, MASKED_BG, SEQUENTIAL
+from geomlab.figures._sampling import check_cursor, check_index, finite_max, missing_note
 from geomlab.figures.catalog import Explanation, figure, has_attention
 from geomlab.trace import Trace
 

@@ -184,7 +184,7 @@ def draw_probe(tr, step: int, version: int, history: list, kind: str, trace_ms: 
     try:
         cursor = tr.n_positions - 1 if name == "phase_circle" else None  # the state after the whole probe
         view = views.build_figure(tr, name, views.default_controls(slug, tr), cursor)
-        from geomlab.figures._common import without_cursor
+        from geomlab.figures._animation import without_cursor
 
         view = view._replace(caption=without_cursor(view.caption))  # the Train page has no token cursor
     except Exception as exc:  # noqa: BLE001 - e.g. a FigureError for a degenerate probe

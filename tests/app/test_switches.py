@@ -118,9 +118,9 @@ def test_a_stand_in_for_a_word_problem_model_reads_its_own_text_and_gives_the_to
     """A trial user opened the Tour (its first step: the S5 word-problem OSM-RNN reading ``12340 10234 ...``),
     then Attention similarity: the Shakespeare OSMFormer standing in read those digits as unknown
     characters. The stand-in now reads its own text; the tour's text comes back with the chosen model."""
-    from geomlab.teach import tours
+    from geomlab.teach import lessons
 
-    step = next(iter(tours.LESSONS.values())).steps[0]
+    step = next(iter(lessons.LESSONS.values())).steps[0]
     at = open_page("tour")
     assert at.session_state["gl_ckpt"] == step.checkpoint and at.session_state["gl_text"] == step.text
     goto(at, "attention")

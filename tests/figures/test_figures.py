@@ -15,14 +15,14 @@ from hypothesis import given, strategies as st
 
 from geomlab import figures
 from geomlab.teach import views
-from geomlab.figures import Chart, FigureError, _common
+from geomlab.figures import Chart, FigureError, _chart, _style, _sampling
 from geomlab.trace import BaselineTrace, CEMTrace, OSMTrace, encode_text, from_record, trace
 from helpers.models import MODELS, SUB, T, TEXT, VOCAB, get_model, get_trace, small_model
 
 @pytest.fixture
 def validate(monkeypatch):
     """Let plotly validate every property, frames included."""
-    monkeypatch.setattr(_common, "VALIDATE", True)
+    monkeypatch.setattr(_chart, "VALIDATE", True)
 
 
 def _axis_titles(fig):
@@ -274,7 +274,7 @@ def test_many_torus_angles_are_rows_of_a_cyclic_heatmap_not_a_tangle_of_lines():
     """Past MAX_ANGLE_LINES angles (the zoo's T^128) each angle is one heatmap row along the text, coloured on a
     cyclic scale over (-pi, pi]; the flat torus and the cursor ring stay; few angles keep their lines. The
     eigenvalue phases along the text do the same."""
-    from geomlab.figures import trajectory
+    from geomlab.figures import phases, trajectory
     from geomlab.models import build_model
 
     torch.manual_seed(0)
@@ -288,7 +288,7 @@ def test_many_torus_angles_are_rows_of_a_cyclic_heatmap_not_a_tangle_of_lines():
     assert z.shape == (40, 30) and list(heat[0].y) == list(range(1, 41))
     np.testing.assert_allclose(z, np.angle(tr.state_data[0]).T, atol=1e-6)
     assert (heat[0].zmin, heat[0].zmax) == (-np.pi, np.pi) and heat[0].colorscale[0][1] == heat[0].colorscale[-1][1]
-    assert 40 > trajectory.MAX_ANGLE_LINES >= 26
+    assert 40 > phases.MAX_ANGLE_LINES >= 26
     ring = [sh for sh in fig.layout.shapes if sh.name == "cursor"]
     assert len(ring) == 1 and (ring[0].x0, ring[0].x1) == (4.5, 5.5)  # the cursor's column outlined
     few = figures.torus_angles(get_trace("osmformer-T4"), cursor=1).figure
@@ -716,18 +716,18 @@ def test_long_traces_are_subsampled():
     n = 1500
     tr = _random_so3_trace(n)
     circle = figures.phase_circle(tr, cursor=777, animate=True).figure
-    assert len(circle.frames) <= _common.MAX_FRAMES + 1 and "777" in [f.name for f in circle.frames]
+    assert len(circle.frames) <= _sampling.MAX_FRAMES + 1 and "777" in [f.name for f in circle.frames]
     timeline = figures.phase_timeline(tr, cursor=777)
-    assert len(_line_points(timeline.figure.data[0])[0]) <= _common.MAX_POINTS + 1
+    assert len(_line_points(timeline.figure.data[0])[0]) <= _sampling.MAX_POINTS + 1
     assert f"of {n:,} positions shown" in timeline.caption
     heat = figures.tangent_heatmap(tr).figure
-    assert len(heat.data[0].x) <= _common.MAX_POINTS + 1
+    assert len(heat.data[0].x) <= _sampling.MAX_POINTS + 1
 
 
 @given(n=st.integers(1, 5000), m=st.integers(2, 300), c=st.integers(0, 4999))
 def test_subsample_property(n, m, c):
     c = c % n
-    idx = _common.subsample(n, m, c)
+    idx = _sampling.subsample(n, m, c)
     assert idx[0] == 0 and idx[-1] == n - 1 and c in idx
     assert np.all(np.diff(idx) > 0) and len(idx) <= max(m, 1) + 1
     if n <= m:
@@ -842,10 +842,10 @@ def test_unvalidated_figures_send_what_validated_ones_send(name, monkeypatch):
     through plotly's full validation (which raises on any invalid property) and must serialise to the same
     JSON, frames included: nothing the unvalidated path sends differs from a checked figure."""
     tr = get_trace(name)
-    monkeypatch.setattr(_common, "VALIDATE", False)
+    monkeypatch.setattr(_chart, "VALIDATE", False)
     fast = views.all_figures(tr, cursor=5)
     assert all(not v.figure._validate for v in fast.values())
-    monkeypatch.setattr(_common, "VALIDATE", True)
+    monkeypatch.setattr(_chart, "VALIDATE", True)
     checked = views.all_figures(tr, cursor=5)
     assert set(fast) == set(checked) == EXPECTED.get(name, set(fast))
     for vname in fast:
@@ -865,7 +865,7 @@ def test_builder_matches_make_subplots():
     ref.update_xaxes(title_text="bottom", row=3)
     ref.update_yaxes(rangemode="tozero")
     ref.add_shape(type="line", x0=1, x1=1, y0=0, y1=1, row=3, col=1)
-    fig = _common.FigureBuilder.grid(**kw)
+    fig = _chart.FigureBuilder.grid(**kw)
     fig.add_trace({"type": "scatter", "x": [1, 2], "y": [3, 4]}, row=2, col=2)
     fig.update_xaxes(title_text="bottom", row=3)
     fig.update_yaxes(rangemode="tozero")
@@ -928,7 +928,7 @@ def test_pca_equals_the_full_svd_on_long_traces(d):
         assert err < 1e-6 * scale, (k, err)
     np.testing.assert_allclose(ratio, ref_ratio, rtol=1e-6)
     fig = figures.pca_trajectory(tr, cursor=1000).figure
-    assert len(fig.data[0].x) <= _common.MAX_POINTS + 1
+    assert len(fig.data[0].x) <= _sampling.MAX_POINTS + 1
     assert f"PC1 {ref_ratio[0]:.1%}" in fig.layout.title.text
 
 
@@ -980,9 +980,9 @@ def test_long_traces_stay_under_the_caps_and_say_so():
         for vname, (fig, caption) in charts.items():
             if vname not in _CAPPED:
                 continue
-            cap = _common.MAX_POINTS + 1
+            cap = _sampling.MAX_POINTS + 1
             if vname in ("attention_maps", "plane_similarity", "plucker_heatmap"):
-                cap = _common.MAX_MATRIX + 1
+                cap = _sampling.MAX_MATRIX + 1
             per_point = tr.d if vname == "phase_circle" else 1  # its trail: d eigenvalues at each position
             for t in fig.data:
                 lengths = _array_lengths(t.to_plotly_json())
@@ -990,7 +990,7 @@ def test_long_traces_stay_under_the_caps_and_say_so():
                     lengths = [len(_line_points(t)[0])]
                 assert max(lengths, default=0) <= cap * per_point, (name, vname, t.name, lengths)
             if fig.frames:
-                fcap = _common.MAX_FRAMES_3D if vname in ("so3_frame", "plane_sphere") else _common.MAX_FRAMES
+                fcap = _sampling.MAX_FRAMES_3D if vname in ("so3_frame", "plane_sphere") else _sampling.MAX_FRAMES
                 assert len(fig.frames) <= fcap + 1, (vname, len(fig.frames))
             if vname != "plane_sphere":  # the sphere draws the cursor's plane only: nothing subsampled
                 assert re.search(r"of 2,0\d\d positions", caption), (vname, caption)
@@ -1196,7 +1196,7 @@ def test_long_attention_shows_a_full_resolution_window_beside_the_overview():
 
 
 # --------------------------------------------------------------------------------------------- curated figures
-# one cursor per page marked in every figure, colours per index that never repeat, thinned
+# One cursor per page marked in every figure, colours per index that never repeat, thinned
 # ticks on half-width charts, cameras that face the planes
 
 
@@ -1231,13 +1231,13 @@ def test_every_figure_marks_the_cursor(name):
 
 def test_index_colours_never_repeat():
     for n in (1, 3, 8, 9, 26, 64):
-        cols = _common.index_colours(n)
+        cols = _style.index_colours(n)
         assert len(cols) == n and len(set(cols)) == n, n
-        scale, bar = _common.index_colorscale(n, "angle k")
+        scale, bar = _style.index_colorscale(n, "angle k")
         # a step scale: each index one flat band of its own colour, the bands in order
         assert [c for _, c in scale[::2]] == cols and scale[0][0] == 0 and scale[-1][0] == 1
         assert len(bar["tickvals"]) <= 12 and bar["ticktext"][0] == "1"
-    assert _common.index_colours(8) == _common.PALETTE  # Okabe-Ito up to 8
+    assert _style.index_colours(8) == _style.PALETTE  # Okabe-Ito up to 8
 
 
 def test_26_torus_angles_get_26_colours_and_a_colour_bar_not_a_legend(validate):
@@ -1319,10 +1319,10 @@ def test_half_width_figures_have_thinned_ticks():
 
 
 def test_token_ticks_are_round_and_few():
-    ticks = _common.token_ticks(["x"] * 2048, np.arange(2048))
+    ticks = _style.token_ticks(["x"] * 2048, np.arange(2048))
     assert ticks["tickvals"] == list(range(0, 2001, 200)) and ticks["ticktext"][1] == "200 'x'"
-    assert _common.token_ticks(["x"] * 14, np.arange(14))["tickvals"] == list(range(0, 14, 2))
-    assert len(_common.token_ticks(["x"] * 500, np.arange(3, 500, 7), max_ticks=5)["tickvals"]) <= 5
+    assert _style.token_ticks(["x"] * 14, np.arange(14))["tickvals"] == list(range(0, 14, 2))
+    assert len(_style.token_ticks(["x"] * 500, np.arange(3, 500, 7), max_ticks=5)["tickvals"]) <= 5
 
 
 def test_sphere_camera_faces_the_planes():
@@ -1353,7 +1353,7 @@ def test_torus_eigenvalues_keep_their_diagonal_order():
     circle = figures.phase_circle(tr, layer=1, cursor=5).figure
     cur = [t for t in circle.data if t.meta == "cursor"][0]
     np.testing.assert_allclose(np.angle(np.asarray(cur.x) + 1j * np.asarray(cur.y)), ang[5], atol=1e-5)
-    assert list(cur.marker.color) == _common.index_colours(tr.d)
+    assert list(cur.marker.color) == _style.index_colours(tr.d)
 
 
 def test_attention_row_hover_gives_the_osmformer_similarity():

@@ -61,6 +61,6 @@ def test_a_familys_kinds_keep_their_order_whichever_module_is_imported_first():
 
 def test_the_family_records_and_the_view_list_load_no_torch():
     """The app lists its pages (and Home draws its cards) before the warm-up has imported torch."""
-    code = ("import sys, geomlab.models.family, geomlab.teach.views, geomlab.teach.tours\n"
+    code = ("import sys, geomlab.models.family, geomlab.teach.views, geomlab.teach.tours, geomlab.teach.lessons\n"
             "print('torch' in sys.modules)")
     assert _run(code) == "False"

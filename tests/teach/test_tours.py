@@ -1,6 +1,6 @@
-"""Guided tours: the lessons of ``geomlab.teach.tours`` against the real bundled zoo, the
-numbers their notices quote, link resolution, and the Tour page through ``AppTest`` (open a step from a
-link, Next, Back, a bad link)."""
+"""Guided tours: the lessons of ``geomlab.teach.lessons`` (types and validation in ``geomlab.teach.tours``) against
+the real bundled zoo, the numbers their notices quote, link resolution, and the Tour page through ``AppTest`` (open
+a step from a link, Next, Back, a bad link)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from geomlab.checkpoints import catalog
 from geomlab.checkpoints import io as checkpoint
-from geomlab.teach import tours
+from geomlab.teach import lessons, tours
 from geomlab import trace as trace_mod
 from geomlab.teach import views
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 ASSETS = ROOT / "assets" / "checkpoints"
 TIMEOUT = 120
-STEPS = [(lesson, i) for lesson in tours.LESSONS.values() for i in range(len(lesson.steps))]
+STEPS = [(lesson, i) for lesson in lessons.LESSONS.values() for i in range(len(lesson.steps))]
 
 pytestmark = pytest.mark.skipif(not (ASSETS / "osm-rnn-o-s5.json").is_file(), reason="bundled zoo not present")
 
@@ -58,25 +58,25 @@ def zoo():
 
 # ---------------------------------------------------------------- the lessons as data
 def test_there_is_a_lesson_per_family_with_three_to_six_steps():
-    families = {lesson.family for lesson in tours.LESSONS.values()}
+    families = {lesson.family for lesson in lessons.LESSONS.values()}
     assert families == set(tours.FAMILIES)
-    assert len(tours.LESSONS) >= 4
-    slugs = set(tours.LESSONS)
+    assert len(lessons.LESSONS) >= 4
+    slugs = set(lessons.LESSONS)
     assert {"s5-word-problem", "attention-similarity", "cem-energy", "grassmann-planes"} <= slugs
-    for lesson in tours.LESSONS.values():
+    for lesson in lessons.LESSONS.values():
         assert 3 <= len(lesson.steps) <= 6, lesson.slug
         for step in lesson.steps:
             assert step.notice.strip() and step.title.strip()
 
 
-@pytest.mark.parametrize("slug", list(tours.LESSONS))
+@pytest.mark.parametrize("slug", list(lessons.LESSONS))
 def test_every_lesson_validates_against_the_bundled_zoo(zoo, slug):
     entries, trace = zoo
-    assert tours.validate(tours.LESSONS[slug], entries.values(), trace_fn=trace) == []
+    assert tours.validate(lessons.LESSONS[slug], entries.values(), trace_fn=trace) == []
 
 
 def test_the_s5_lesson_compares_the_word_problem_pair():
-    steps = tours.LESSONS["s5-word-problem"].steps
+    steps = lessons.LESSONS["s5-word-problem"].steps
     pairs = {(s.checkpoint, s.compare) for s in steps if s.compare}
     assert ("bundled/osm-rnn-o-s5", "bundled/osm-rnn-torus-s5") in pairs
     names = {n for s in steps for n in s.figures}
@@ -84,7 +84,7 @@ def test_the_s5_lesson_compares_the_word_problem_pair():
 
 
 def test_the_cem_lesson_raises_T():
-    ts = [s.steps for s in tours.LESSONS["cem-energy"].steps if s.steps is not None]
+    ts = [s.steps for s in lessons.LESSONS["cem-energy"].steps if s.steps is not None]
     assert len(set(ts)) >= 3 and ts[:3] == sorted(ts[:3])
 
 
@@ -121,25 +121,25 @@ def test_each_steps_figures_build(zoo, lesson, index):
 
 def test_step_controls_keep_the_mean_over_heads_and_the_steps_layer(zoo):
     entries, trace = zoo
-    step = tours.LESSONS["attention-similarity"].steps[-1]
+    step = lessons.LESSONS["attention-similarity"].steps[-1]
     tr = trace(entries[step.checkpoint], step.text, {})
     ctl = tours.step_controls(step, tr)
     assert ctl["head"] is None and ctl["layer"] == 0
-    deep = tours.LESSONS["attention-similarity"].steps[2]
+    deep = lessons.LESSONS["attention-similarity"].steps[2]
     assert tours.step_controls(deep, trace(entries[deep.checkpoint], deep.text, {}))["layer"] == 2
 
 
 def test_trace_options_ask_for_T_only_when_it_differs_from_training(zoo):
     entries, _ = zoo
     cfg = entries["bundled/cem-t2-tinyshakespeare"].model_config
-    steps = tours.LESSONS["cem-energy"].steps
+    steps = lessons.LESSONS["cem-energy"].steps
     assert steps[0].trace_options(cfg) == {}  # T = 2 is the trained T
     assert steps[1].trace_options(cfg) == {"steps": 4}
 
 
 def test_validate_finds_bad_steps(zoo):
     entries, trace = zoo
-    good = tours.LESSONS["cem-energy"].steps[0]
+    good = lessons.LESSONS["cem-energy"].steps[0]
 
     def lesson_of(*steps):
         return tours.Lesson("x", "x", tours.FAMILIES[1], "x", tuple(steps) + (good, good))
@@ -160,21 +160,21 @@ def test_validate_finds_bad_steps(zoo):
     assert any("T = 99 outside" in p for p in problems(replace(good, steps=99)))
     assert any("unknown view" in p for p in problems(replace(good, view="nope")))
     assert any("surprisal" in p for p in problems(replace(good, figures=("surprisal",))))
-    s5 = tours.LESSONS["s5-word-problem"].steps[1]
+    s5 = lessons.LESSONS["s5-word-problem"].steps[1]
     assert any("cannot read the text" in p for p in problems(replace(s5, text="not a permutation")))
     assert any("3-6" in p for p in tours.validate(tours.Lesson("y", "y", tours.FAMILIES[0], "y", (good,)),
                                                   entries.values()))
 
 
 def test_resolve_link():
-    first = next(iter(tours.LESSONS.values()))
-    lesson, index, note = tours.resolve_link("cem-energy", "3")
+    first = next(iter(lessons.LESSONS.values()))
+    lesson, index, note = lessons.resolve_link("cem-energy", "3")
     assert (lesson.slug, index, note) == ("cem-energy", 2, None)
-    assert tours.resolve_link(None, None) == (first, 0, None)
-    lesson, index, note = tours.resolve_link("no-such-lesson", "2")
+    assert lessons.resolve_link(None, None) == (first, 0, None)
+    lesson, index, note = lessons.resolve_link("no-such-lesson", "2")
     assert lesson is first and index == 1 and "no-such-lesson" in note
     for bad in ("0", "99", "x", "-1", "2.5"):
-        lesson, index, note = tours.resolve_link("cem-energy", bad)
+        lesson, index, note = lessons.resolve_link("cem-energy", bad)
         assert lesson.slug == "cem-energy" and index == 0 and repr(bad) in note
 
 
@@ -187,7 +187,7 @@ def test_s5_notices_hold_on_the_bundled_models(zoo):
 
     entries, trace = zoo
     o, torus = entries["bundled/osm-rnn-o-s5"], entries["bundled/osm-rnn-torus-s5"]
-    steps = tours.LESSONS["s5-word-problem"].steps
+    steps = lessons.LESSONS["s5-word-problem"].steps
     word = steps[0].text
     so = trace_mod.score_predictions(trace(o, word, {}), o.task)
     st_ = trace_mod.score_predictions(trace(torus, word, {}), torus.task)
@@ -223,7 +223,7 @@ def test_cem_energy_falls_at_every_step_for_every_T(zoo):
     entries, trace = zoo
     cem = entries["bundled/cem-t2-tinyshakespeare"]
     drift = {}
-    for step in tours.LESSONS["cem-energy"].steps:
+    for step in lessons.LESSONS["cem-energy"].steps:
         tr = trace(cem, step.text, step.trace_options(cem.model_config))
         assert tr.energies.shape[2] == step.steps + 1
         assert not np.any(energy_rises(tr)) and not np.any(token_rises(tr))
@@ -231,7 +231,7 @@ def test_cem_energy_falls_at_every_step_for_every_T(zoo):
     assert drift[16] > 5 * drift[2]  # the "drifting" step's point: displacement grows with T
     assert 58 < drift[16] < 66 and 6 < drift[2] < 8  # "about 62 ... (about 7 at T = 2)"
     # step 4: every token falls, by very different amounts (14 and the full stop most, 33 least)
-    last = tours.LESSONS["cem-energy"].steps[3]
+    last = lessons.LESSONS["cem-energy"].steps[3]
     tr = trace(cem, last.text, last.trace_options(cem.model_config))
     layer, block = last.controls["layer"], last.controls["block"]
     fall = tr.energies[layer, block, -1] - tr.energies[layer, block, 0]
@@ -262,14 +262,14 @@ def test_grassmann_consecutive_planes_share_a_line(zoo):
     from geomlab.figures.grassmann import consecutive_angles
 
     entries, trace = zoo
-    step = tours.LESSONS["grassmann-planes"].steps[2]
+    step = lessons.LESSONS["grassmann-planes"].steps[2]
     tr = trace(entries[step.checkpoint], step.text, {})
     assert tr.offsets[:, 0].tolist() == [1, 2, 4, 8, 12, 16]  # step 4: "one offset per layer", layers 0 to 5
     assert tr.rank == 12 and tr.plucker.shape[-1] == 66  # steps 1-2: R^12, "12 * 11 / 2 = 66 numbers"
     ang = consecutive_angles(tr, 0, 0)
     ok = np.isfinite(ang[:, 0])
     assert ok.sum() > 10 and np.allclose(ang[ok, 0], 0, atol=1e-5) and np.nanmax(ang[:, 1]) > 0.5
-    first = tours.LESSONS["grassmann-planes"].steps[0]
+    first = lessons.LESSONS["grassmann-planes"].steps[0]
     assert first.cursor == 17 and abs(ang[17, 1] - 0.81) < 0.005  # "from the plane at 16 to 17 (0.81 rad)"
     assert tr.labels[12:15] == ["t", "␣", "t"]
     assert abs(ang[14, 1] - 0.25) < 0.005  # "t␣" and "␣t" at layer 0: "0.25 rad apart"
@@ -285,7 +285,7 @@ def test_grassmann_plane_similarity_of_recurring_character_pairs(zoo):
     from geomlab.figures.grassmann import plane_similarity
 
     entries, trace = zoo
-    step = tours.LESSONS["grassmann-planes"].steps[3]
+    step = lessons.LESSONS["grassmann-planes"].steps[3]
     tr = trace(entries[step.checkpoint], step.text, {})
     lab = tr.labels
 
@@ -310,7 +310,7 @@ def test_grassmann_plane_similarity_of_recurring_character_pairs(zoo):
 
 def test_attention_notices_hold(zoo):
     entries, trace = zoo
-    step = tours.LESSONS["attention-similarity"].steps[1]
+    step = lessons.LESSONS["attention-similarity"].steps[1]
     tr = trace(entries[step.checkpoint], step.text, {})
     w = tr.attention_rows(0, [step.cursor])[0]
     s = tr.similarity_rows(0, [step.cursor])[0]
@@ -323,7 +323,7 @@ def test_attention_notices_hold(zoo):
     w2 = tr.attention_rows(2, [14])[0]
     assert round(float(w2[13]), 2) == 0.14 and round(float(w2[12]), 2) == 0.08  # "(0.14) than the earlier t (0.08)"
     assert w[14] > 0.9  # step 1: "almost all of each row's weight stays on the diagonal"
-    torus_step = tours.LESSONS["attention-similarity"].steps[3]
+    torus_step = lessons.LESSONS["attention-similarity"].steps[3]
     torus = trace(entries[torus_step.checkpoint], torus_step.text, {})
     sim = torus.similarity_rows(0)
     n = sim.shape[0]
@@ -337,7 +337,7 @@ def test_attention_notices_hold(zoo):
     assert torus.labels[12] == "t" and abs(sim[14, 12] - 128) < 1e-3  # "whose similarity is the maximum"
     assert torus.labels[13] == "␣"  # "the space just before it"
     assert round(float(torus.attention_rows(1, [14])[0][14]), 2) == 0.73  # "in layer 1 ... keeps 0.73"
-    tf_step = tours.LESSONS["attention-similarity"].steps[4]
+    tf_step = lessons.LESSONS["attention-similarity"].steps[4]
     tf = trace(entries[tf_step.checkpoint], tf_step.text, {})
     row = tf.attention_rows(0, [14])[0]
     assert int(np.argmax(row)) == 13 and abs(row[13] - 0.11) < 0.01  # "the space before ... about 0.11"
@@ -371,7 +371,7 @@ def heading(at: AppTest) -> str:
 
 
 def test_a_link_opens_its_step_and_next_back_move_state_and_url(bundled_app):
-    lesson = tours.LESSONS["s5-word-problem"]
+    lesson = lessons.LESSONS["s5-word-problem"]
     at = open_tour(lesson=lesson.slug, step="2")
     s2, s3 = lesson.steps[1], lesson.steps[2]
     assert heading(at) == f"2. {s2.title}"
@@ -408,7 +408,7 @@ def test_moving_the_cursor_within_a_step_keeps_the_step(bundled_app):
 
 def test_a_step_sets_layer_controls_and_T_and_opens_in_the_full_view(bundled_app):
     at = open_tour(lesson="cem-energy", step="4")
-    step = tours.LESSONS["cem-energy"].steps[3]
+    step = lessons.LESSONS["cem-energy"].steps[3]
     assert at.session_state["gl_steps"] == step.steps and qp(at, "T") is None
     assert at.session_state["gl_layer"] == 3 and at.session_state["gl_block"] == 0
     links = {p.proto.label: p.proto.page for p in at.get("page_link")}
@@ -427,7 +427,7 @@ def test_a_step_showing_figures_outside_the_views_default_set_opens_more_figures
     s5 = open_tour(lesson="s5-word-problem", step="2")  # its figures are the view's defaults: switch untouched
     assert "gl_more_figures" not in s5.session_state or not s5.session_state["gl_more_figures"]
     at = open_tour(lesson="grassmann-planes", step="4")
-    step = tours.LESSONS["grassmann-planes"].steps[3]
+    step = lessons.LESSONS["grassmann-planes"].steps[3]
     assert not at.exception and not at.error and at.session_state["gl_more_figures"] is True
     at.switch_page("app_pages/planes.py").run()
     assert not at.exception and not at.error
@@ -451,17 +451,17 @@ def test_a_bad_link_gives_a_notice_and_falls_back(bundled_app, query):
     at = open_tour(**query)
     notes = [w.value for w in at.warning]
     assert notes and any("showing" in n for n in notes)
-    want = "cem-energy" if query["lesson"] == "cem-energy" else next(iter(tours.LESSONS))
+    want = "cem-energy" if query["lesson"] == "cem-energy" else next(iter(lessons.LESSONS))
     assert qp(at, "lesson") == want and qp(at, "step") in ("1", "2")
-    step = tours.LESSONS[want].steps[int(qp(at, "step")) - 1]
+    step = lessons.LESSONS[want].steps[int(qp(at, "step")) - 1]
     assert at.session_state["gl_ckpt"] == step.checkpoint
     at.button(key="tour_next").click().run()  # the notice is shown once
     assert not at.warning and not at.exception
 
 
-@pytest.mark.parametrize("slug", list(tours.LESSONS))
+@pytest.mark.parametrize("slug", list(lessons.LESSONS))
 def test_every_step_draws_in_the_app(bundled_app, slug):
-    lesson = tours.LESSONS[slug]
+    lesson = lessons.LESSONS[slug]
     at = open_tour(lesson=slug, step="1")
     for i, step in enumerate(lesson.steps):
         assert heading(at) == f"{i + 1}. {step.title}"
@@ -492,7 +492,7 @@ def test_the_tour_without_the_bundled_zoo_explains_instead_of_failing(tmp_path, 
 def test_the_plucker_step_names_the_axes_the_figure_draws(zoo):
     """Grassmann step 2 says rows are positions and columns axis pairs: so does the heatmap."""
     entries, trace = zoo
-    step = tours.LESSONS["grassmann-planes"].steps[1]
+    step = lessons.LESSONS["grassmann-planes"].steps[1]
     tr = trace(entries[step.checkpoint], step.text, {})
     fig, _ = views.build_figure(tr, "plucker_heatmap", tours.step_controls(step, tr), step.cursor)
     assert "position" in fig.layout.yaxis.title.text and "position" not in fig.layout.xaxis.title.text

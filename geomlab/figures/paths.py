@@ -1,0 +1,165 @@
+"""OSM path figures: how far the state H_t travels on its group (geodesic distance from the identity and
+between consecutive states, Nunley, arXiv 2602.18417) and its path through the first principal
+components of ``vec(H_t)`` in 2-D and 3-D (quantities of :mod:`geomlab.figures.trajectory`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from geomlab.figures._chart import FigureBuilder, Chart, finish
+from geomlab.figures._style import HIGHLIGHT, SEQUENTIAL, add_cursor_line, colour, hover_tokens, token_ticks
+from geomlab.figures._sampling import MAX_POINTS, check_cursor, check_index, subsample, subsample_note
+from geomlab.figures._animation import MORE_FIGURES_3D
+from geomlab.figures.catalog import OSM_SRC, Explanation, figure, is_osm
+from geomlab.figures.trajectory import _layer_name, _osm, distance_from_identity, pca_coords, step_distances
+from geomlab.trace import OSMTrace
+
+
+@figure(label="geodesic distances", applies=is_osm, explain=Explanation(
+    r"\lVert \log H_t \rVert_F,\qquad \lVert \log(H_{t-1}^* H_t) \rVert_F",
+    "Top: geodesic distance of each state from the identity; bottom: how far the state moved when token $t$ "
+    "arrived (radians).",
+    "Spikes in the bottom panel mark tokens that turn the state a lot; a top curve that saturates means the state "
+    "wanders far from the identity.",
+    ("Geodesic distance", "Matrix logarithm"), f"{OSM_SRC}"))
+def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
+    """Two panels, one line per layer: geodesic distance from the identity ``||log H_t||_F`` and between
+    consecutive states ``dist(H_{t-1}, H_t)`` (radians) against position.
+    Traces: for each layer l, ``from identity`` then ``step`` (2 per layer, in layer order)."""
+    tr = _osm(tr)
+    cursor = check_cursor(cursor, tr.n_positions)
+    idx = subsample(tr.n_positions, max_points, cursor)
+    d0 = distance_from_identity(tr, idx)
+    d1 = step_distances(tr, idx)
+    hov = hover_tokens(tr.labels, idx)
+    fig = FigureBuilder.grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("distance from the identity", "distance between consecutive states"))
+    for layer in range(tr.n_layers):
+        name = _layer_name(tr, layer)
+        for row, (vals, what) in enumerate(((d0, "‖log H<sub>t</sub>‖"), (d1, "dist(H<sub>t−1</sub>, H<sub>t</sub>)")), start=1):
+            fig.add_trace(dict(type="scatter",
+                x=idx, y=vals[layer], mode="lines", name=name, legendgroup=name, showlegend=row == 1,
+                line={"color": colour(layer)}, text=hov,
+                hovertemplate=f"{name}<br>position %{{text}}<br>{what} = %{{y:.3f}} rad<extra></extra>"),
+                row=row, col=1)
+    fig.update_yaxes(title_text="‖log H<sub>t</sub>‖<sub>F</sub> (rad)", row=1, col=1, rangemode="tozero")
+    fig.update_yaxes(title_text="‖log(H<sub>t−1</sub><sup>*</sup> H<sub>t</sub>)‖<sub>F</sub> (rad)", row=2, col=1, rangemode="tozero")
+    fig.update_xaxes(title_text="position t (token)", row=2, col=1, **token_ticks(tr.labels, idx))
+    for row in (1, 2):
+        add_cursor_line(fig, cursor, row=row, col=1)
+    cap = ("Top: how far each state $H_t$ is from the identity along the group (geodesic length, radians). "
+           "Bottom: how far the state moved when token $t$ arrived." + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, "Geodesic distances of the state trajectory", cap, "distance_profile", height=560)
+
+
+def _pca_inputs(tr: OSMTrace, layer: int, cursor: int | None, max_points: int):
+    """The checked trace, layer and cursor of a PCA figure, the PCA coordinates and variance ratios
+    (:func:`pca_coords`), the drawn positions (at most ``max_points``, the cursor kept) and their hover
+    labels. Raises :class:`FigureError` for a trace without states or an index out of range."""
+    tr = _osm(tr)
+    layer = check_index("layer", layer, tr.n_layers)
+    cursor = check_cursor(cursor, tr.n_positions)
+    coords, ratio = pca_coords(tr, layer)
+    idx = subsample(tr.n_positions, max_points, cursor)
+    return tr, layer, cursor, coords, ratio, idx, hover_tokens(tr.labels, idx)
+
+
+@figure(label="2-D PCA of the path", applies=is_osm, controls=("layer",), wide=False, explain=Explanation(
+    r"\mathrm{vec}(H_t) \mapsto (c_{t,1}, c_{t,2})",
+    "The path of the states projected on their first two principal components (the axis titles give the share of "
+    "variance each keeps); the last steps into the cursor are drawn darker.",
+    "Loops (the state comes back), drifts, clusters of similar states; if the two axes keep little variance, the "
+    "path is higher-dimensional than this picture.",
+    ("PCA",), "design choice"))
+def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
+                   max_points: int = MAX_POINTS) -> Chart:
+    """2-D PCA of ``vec(H_t)`` (the first two components of :func:`pca_coords`): the path through the
+    positions, coloured by position (colour bar), tokens on hover, the cursor as a large ring. The axis
+    titles give each component's share of the variance (a 2-D projection by default, the 3-D one
+    optional). Traces: 0 = path (line), 1 = markers (at most 150 positions), then, with a cursor, the last
+    8 steps into it (darker line) and the cursor (``meta="cursor"``)."""
+    tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, max_points)
+    # the path as one light SVG line through every drawn position, markers coloured by position at up to 150
+    # of them (SVG markers are the costly part of a redraw; no WebGL in a default set, see angle_lines)
+    midx = subsample(tr.n_positions, 150, cursor)
+    data = [dict(type="scatter", x=coords[idx, 0], y=coords[idx, 1], mode="lines", name="path", showlegend=False,
+                 line={"color": "rgba(120,120,120,0.22)", "width": 1}, text=hov,
+                 hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>"),
+            dict(type="scatter", x=coords[midx, 0], y=coords[midx, 1], mode="markers", name="trajectory",
+                 showlegend=False,
+                 marker={"size": 6, "color": midx, "colorscale": SEQUENTIAL, "cmin": 0,
+                         "cmax": max(tr.n_positions - 1, 1),
+                         "colorbar": {"title": {"text": "position", "side": "right"}, "thickness": 12, "len": 0.8,
+                                      "tickfont": {"size": 11}}},
+                 text=hover_tokens(tr.labels, midx),
+                 hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>")]
+    if cursor is not None:
+        # the last steps into the cursor, darker: where the state came from (the whole path is a light tangle)
+        recent = np.arange(max(0, cursor - 8), cursor + 1)
+        data.append(dict(type="scatter", x=coords[recent, 0], y=coords[recent, 1], mode="lines", showlegend=False,
+                         name="last steps", line={"color": "rgba(60,60,60,0.8)", "width": 1.5},
+                         text=hover_tokens(tr.labels, recent),
+                         hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>"))
+        data.append(dict(type="scatter", x=coords[[cursor], 0], y=coords[[cursor], 1], mode="markers",
+                         name=f"cursor {cursor} '{tr.labels[cursor]}'", meta="cursor",
+                         marker={"size": 14, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": HIGHLIGHT}},
+                         hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"))
+    fig = FigureBuilder(data=data)
+    # one unit is as long on PC1 as on PC2 (the spread along each is its variance; unequal scales would
+    # misstate it), the plot area shrinking to fit rather than the ranges growing
+    fig.update_xaxes(title_text=f"PC1 ({ratio[0]:.1%} of variance)", nticks=6, zeroline=False, constrain="domain")
+    fig.update_yaxes(title_text=f"PC2 ({ratio[1]:.1%} of variance)", nticks=6, zeroline=False, scaleanchor="x",
+                     scaleratio=1, constrain="domain")
+    fig.update_layout(legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}})
+    shares = ", ".join(f"PC{k + 1} {ratio[k]:.1%}" for k in range(2))  # one decimal: the parts add up
+    cap = (f"The states $H_t$ ({_layer_name(tr, layer)}) as points $\\mathrm{{vec}}(H_t)$ projected on their first two "
+           f"principal components ({shares} of the variance, together {ratio[:2].sum():.1%}; unitless); "
+           "colour = position." + MORE_FIGURES_3D + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, "State trajectory (2-D PCA)", cap,
+                  "pca_projection", height=480, margin={"l": 60, "r": 10, "t": 80, "b": 50})
+
+
+@figure(label="3-D PCA path", applies=is_osm, controls=("layer",), wide=False, default=False, explain=Explanation(
+    r"\mathrm{vec}(H_t) \mapsto (c_{t,1}, c_{t,2}, c_{t,3})",
+    "The path of the states through their first three principal components; colour is the position.",
+    "Loops (the state returns), drifts, and how much variance the picture keeps (if it is low, the path is really "
+    "higher-dimensional).",
+    ("PCA",), "design choice"))
+def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
+                   max_points: int = MAX_POINTS) -> Chart:
+    """3-D PCA of ``vec(H_t)`` (scikit-learn) as a line through the positions, tokens on hover, coloured
+    by position; the cursor position is a large marker. Traces: 0 = path, 1 = cursor (if given)."""
+    tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, max_points)
+    pcs = [f"PC{k + 1} ({ratio[k]:.0%})" for k in range(3)]
+    data = [dict(type="scatter3d",
+        x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2], mode="lines+markers", name="trajectory",
+        marker={"size": 3, "color": idx, "colorscale": SEQUENTIAL,
+                "colorbar": {"title": {"text": "position", "side": "right"}, "thickness": 12, "len": 0.75}},
+        line={"color": "#888", "width": 2}, text=hov,
+        hovertemplate=(f"position %{{text}}<br>{pcs[0]} %{{x:.3f}}<br>{pcs[1]} %{{y:.3f}}<br>{pcs[2]} %{{z:.3f}}"
+                       "<extra></extra>"))]
+    if cursor is not None:
+        data.append(dict(type="scatter3d",
+            x=coords[[cursor], 0], y=coords[[cursor], 1], z=coords[[cursor], 2], mode="markers",
+            name="cursor", meta="cursor", marker={"size": 8, "color": HIGHLIGHT},
+            text=hover_tokens(tr.labels, [cursor]),
+            hovertemplate="cursor: position %{text}<extra></extra>"))
+    fig = FigureBuilder(data=data)
+    # bare axis titles (PC1..PC3; the variance shares go in the title, caption and hover), few small ticks
+    # and the camera pulled back, so that at half width no title is clipped or sits on the tick labels
+    axis = {"nticks": 4, "tickfont": {"size": 11}, "title": {"font": {"size": 12}}}
+    fig.update_layout(scene={
+        "xaxis": {**axis, "title": {**axis["title"], "text": "PC1"}},
+        "yaxis": {**axis, "title": {**axis["title"], "text": "PC2"}},
+        "zaxis": {**axis, "title": {**axis["title"], "text": "PC3"}},
+        # eye pulled back and the view centre shifted so the PC3 title on the left vertical edge and the PC1
+        # title at the right corner both stay inside the scene at half width (checked in a 440 px figure)
+        "camera": {"eye": {"x": 2.2, "y": 2.2, "z": 1.5}, "center": {"x": 0.12, "y": -0.12, "z": 0.0}},
+        "domain": {"x": [0.0, 0.9], "y": [0.0, 1.0]},
+    }, legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom"})
+    shares = ", ".join(f"PC{k + 1} {ratio[k]:.1%}" for k in range(3))
+    cap = (f"The states $H_t$ ({_layer_name(tr, layer)}) as points $\\mathrm{{vec}}(H_t)$ projected on their first "
+           f"three principal components ({shares} of the variance, together {ratio.sum():.1%}; unitless); "
+           "colour = position." + subsample_note(tr.n_positions, len(idx)))
+    return finish(fig, f"State trajectory, 3-D PCA<br><sup>variance: {shares}</sup>", cap, "pca_trajectory",
+                  height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
