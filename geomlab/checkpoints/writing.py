@@ -57,8 +57,8 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
         stem: path without suffix (a ``.json``/``.safetensors`` suffix is stripped); parent folders are made.
         model: a registered :class:`geomlab.models.SequenceModel` (uses ``model.config``).
         vocab: its vocabulary, or ``None``.
-        card: summary fields (module docstring of :mod:`geomlab.checkpoints.io`); ``params_effective``/``params_stored``/
-            ``geomlab_version`` are filled in.
+        card: summary fields (module docstring of :mod:`geomlab.checkpoints.io`); ``params_effective``,
+            ``params_stored`` and ``geomlab_version`` are filled in.
         train_state: optional resumable state: ``{"tensors": {name: Tensor}, "json": {...}}``.
         exclusive: never replace an existing checkpoint: :class:`CheckpointExistsError` when one of its
             files exists (checked atomically with the creation).

@@ -13,8 +13,9 @@ from geomlab.data import LMTask, corpus_from_text
 from geomlab.data.word_problem import WordProblemTask
 from geomlab.models import build_model, config_for_budget, count_params
 from geomlab.training.trainer import (
-    Progress, TrainConfig, Trainer, TrainingError, bpc, generate, resolve_device,
+    Progress, TrainConfig, Trainer, TrainingError, bpc, resolve_device,
 )
+from geomlab.training.sampling import generate
 
 
 @pytest.fixture
