@@ -33,7 +33,7 @@ from geomlab.models.grassmann import CausalSelfAttention, GrassmannMixer
 class _ExplicitAttention(CausalSelfAttention):
     """Causal attention with the ``(B, H, L, L)`` scores materialised (same weights as the fused one)."""
 
-    def forward(self, x, rec=None):
+    def forward(self, x):
         B, T, D = x.shape
         H = self.n_heads
         q, k, v = self.qkv(x).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)

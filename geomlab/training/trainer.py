@@ -1,4 +1,4 @@
-"""One training loop for every model kind and task, plus evaluation (``bpc``).
+"""One training loop for every model kind and task.
 
 :class:`Trainer` runs AdamW with linear warm-up and cosine decay, gradient clipping, random-window batches
 (from a :class:`geomlab.data.Task`), periodic validation and checkpoints. It serves both the command line
@@ -9,11 +9,14 @@ A run never draws from torch's global RNG (:mod:`geomlab.core.rng`), so it is re
 trains in the same process.
 
 A non-finite loss, gradient or weight stops the run cleanly: no checkpoint is written after the failure
-(the last good one stays on disk) and a :class:`TrainingError` names the step and the quantity.
+(the last good one stays on disk) and a :class:`TrainingError` names the step and the quantity
+(:mod:`geomlab.training.divergence`).
 
 The recipe (:class:`TrainConfig`, the learning-rate schedule and the length curriculum) is
 :mod:`geomlab.training.config`; sampling from a trained model (:func:`generate`) is :mod:`geomlab.training.sampling`;
-building a run (task, model, trainer) from one description is :mod:`geomlab.training.runs`.
+building a run (task, model, trainer) from one description is :mod:`geomlab.training.runs`; the checkpoint
+a run writes and resumes from is :mod:`geomlab.training.checkpointing`; :func:`bpc` and :func:`evaluate` are
+:mod:`geomlab.training.evaluate`.
 
 Design choice (documented in ``docs/pipeline.md``): weight decay applies only to parameters with >= 2
 dimensions that the model does not list in an optional ``no_weight_decay`` attribute (a set of parameter
@@ -23,8 +26,6 @@ names).
 from __future__ import annotations
 
 import contextlib
-
-import math
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -33,36 +34,16 @@ from typing import Any, Callable
 
 import torch
 
-import geomlab
-from geomlab.checkpoints import io as ckpt
-from geomlab.data.tasks import LN2, Task, sequence_nll
-from geomlab.training.distributed import Replicas
 from geomlab.core.rng import RunRNG, draws_in_training
-from geomlab.training.sampling import generate  # noqa: F401 (its old import path)
+from geomlab.data.tasks import LN2, Task
+from geomlab.training.checkpointing import Checkpointing, CheckpointWriteError
 from geomlab.training.config import TrainConfig
+from geomlab.training.distributed import Replicas
+from geomlab.training.divergence import TrainingError, check_step, check_weights
+from geomlab.training.evaluate import bpc, evaluate
 
-
-class TrainingError(RuntimeError):
-    """A run that went numerically bad; the message names the step and the quantity (loss, the gradient
-    of a named parameter, or a named parameter)."""
-
-    def __init__(self, message: str, step: int | None = None, quantity: str | None = None):
-        super().__init__(message)
-        self.step = step
-        self.quantity = quantity
-
-
-class CheckpointWriteError(OSError):
-    """A checkpoint could not be written (read-only folder, disk full...). The message names the step, the
-    checkpoint and the reason; ``.step`` is the step, ``.errno`` the system's error number. The run stops
-    (nothing is trained past a checkpoint that was not kept); the previous checkpoint on disk, if any, is
-    what :func:`geomlab.checkpoints.io.save` left in place."""
-
-    def __init__(self, message: str, step: int | None = None, errno_: int | None = None):
-        super().__init__(message)
-        self.step = step
-        if errno_ is not None:
-            self.errno = errno_
+__all__ = ["TrainingError", "CheckpointWriteError", "Progress", "TrainResult", "resolve_device", "disable_tf32",
+           "bpc", "evaluate", "Trainer", "TrainConfig"]
 
 
 @dataclass
@@ -138,49 +119,6 @@ def disable_tf32() -> None:
     torch.set_float32_matmul_precision("highest")
 
 
-def bpc(model: torch.nn.Module, tokens: torch.Tensor, seq_len: int, stride: int | None = None,
-        device: str | torch.device = "cpu") -> float:
-    """Bits per character of ``tokens`` (``LongTensor`` ``(N,)``) under ``model``: mean NLL in nats over
-    every target ``tokens[1:]`` divided by ln 2, with the window protocol of
-    :func:`geomlab.data.tasks.sequence_nll` (non-overlapping windows of ``seq_len``, or sliding with
-    ``stride``). Source: the OSM paper's BPC protocol (§2.9). Raises ``ValueError`` for fewer than 2 tokens."""
-    total, count = sequence_nll(model, tokens, seq_len, stride=stride, device=device)
-    if count == 0:
-        raise ValueError("bpc needs at least 2 tokens")
-    return total / count / LN2
-
-
-def evaluate(model, task: Task, split: str = "valid", seq_len: int = 128, stride: int | None = None,
-             device: str | torch.device = "cpu", max_tokens: int | None = None) -> dict[str, float]:
-    """``task.evaluate`` on ``split`` (the same protocol for every model)."""
-    return task.evaluate(model, split, seq_len=seq_len, device=device, max_tokens=max_tokens, stride=stride)
-
-
-def _optim_state_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    sd = opt.state_dict()
-    tensors = {}
-    for idx, st in sd["state"].items():
-        for k, v in st.items():
-            if not isinstance(v, torch.Tensor):
-                v = torch.tensor(v)
-            tensors[f"optim.{idx}.{k}"] = v
-    return tensors, {"param_groups": sd["param_groups"]}
-
-
-def _optim_state_from(tensors: dict[str, torch.Tensor], json_part: dict[str, Any]) -> dict[str, Any]:
-    state: dict[int, dict[str, torch.Tensor]] = {}
-    for name, t in tensors.items():
-        if not name.startswith("optim."):
-            continue
-        _, idx, key = name.split(".", 2)
-        state.setdefault(int(idx), {})[key] = t
-    groups = json_part["param_groups"]
-    for g in groups:
-        if "betas" in g:
-            g["betas"] = tuple(g["betas"])
-    return {"state": state, "param_groups": groups}
-
-
 # ------------------------------------------------------------------------------------------------ trainer
 @dataclass
 class _Interval:
@@ -205,7 +143,7 @@ class _Interval:
         self.loss, self.gnorm, self.n, self.tokens, self.start = 0.0, 0.0, 0, 0, now
 
 
-class Trainer:
+class Trainer(Checkpointing):
     """Train ``model`` on ``task``.
 
     Args:
@@ -294,62 +232,6 @@ class Trainer:
     def add_callback(self, fn: Callable[[Progress], None]) -> None:
         self.callbacks.append(fn)
 
-    @classmethod
-    def from_checkpoint(cls, path: str | Path, task: Task, *, out: str | Path | None = None,
-                        overrides: dict[str, Any] | None = None, **kwargs) -> "Trainer":
-        """Resume a run from a checkpoint written by :meth:`run` (it must hold the training state).
-
-        ``out`` defaults to the checkpoint's own stem; ``overrides`` change config values (e.g. ``steps`` to
-        extend a run: the cosine schedule then differs from an uninterrupted run; each change is kept on the card
-        as ``resumed_with``: ``[{"step": STEP, KEY: VALUE, ...}]``). Raises
-        :class:`geomlab.checkpoints.io.CheckpointError` if the checkpoint has no training state or its
-        vocabulary differs from the task's, or if its training state's ``step`` is not a count (a negative or
-        non-integer step: a corrupt or hand-edited checkpoint); ``ValueError`` if the run is already past the
-        total ``steps`` asked for (resuming would rewrite a finished run with a smaller total). Nothing is
-        written in either case.
-        """
-        c = ckpt.load(path)
-        if not c.train_state or not c.train_state.get("json"):
-            raise ckpt.CheckpointError(f"{Path(path).name} has no training state to resume from "
-                                       "(it was saved without it)")
-        done = c.train_state["json"].get("step")
-        if isinstance(done, bool) or not isinstance(done, int) or done < 0:
-            raise ckpt.CheckpointError(f"{c.path.name} is corrupt: its training state says step {done!r}, not a "
-                                       "step count (0 or more); nothing was trained or written")
-        if task.vocab is not None and c.vocab is not None and task.vocab != c.vocab:
-            raise ckpt.CheckpointError(f"{Path(path).name}: its vocabulary differs from the data's")
-        # a task built with the checkpoint's vocabulary encodes any text; the data's own vocabulary says
-        # whether it is the text the run was trained on (another one would train on unknown tokens)
-        own = task.data_vocab() if hasattr(task, "data_vocab") else None
-        if own is not None and c.vocab is not None:
-            from geomlab.data.vocab import vocab_mismatch
-
-            diff = vocab_mismatch(c.vocab, own)
-            if diff:
-                raise ckpt.CheckpointError(
-                    f"not resuming {Path(path).name}: the data's vocabulary differs from the checkpoint's ({diff}); "
-                    "resume with the text the run was trained on, or start a new run (nothing was trained or "
-                    "written)")
-        cfg = dict(c.train_config or {})
-        cfg.update(overrides or {})
-        if out is None:  # the checkpoint's own folder, or its flat pair's stem (a flat run stays flat)
-            out = c.path if c.layout == "folder" else c.path.with_suffix("")
-        # evaluation results belong to the step they were measured at: do not carry them over
-        card = {k: v for k, v in c.card.items()
-                if not k.startswith(("valid_", "test_")) and k != "eval_protocol"}
-        changed = {k: v for k, v in (overrides or {}).items() if (c.train_config or {}).get(k) != v}
-        if changed:  # the card keeps every change made on resumption (a zoo adoption refuses weight changes)
-            card["resumed_with"] = list(card.get("resumed_with") or []) + [
-                {"step": done, **changed}]
-        config = TrainConfig.from_dict(cfg)
-        if config.steps < done:
-            raise ValueError(f"not resuming {c.path.name}: the run is already at step {done}, so {config.steps} "
-                             f"steps in total would end before it (give more than {done} steps); the checkpoint "
-                             "is left unchanged")
-        trainer = cls(c.model, task, config, out=out, card=card, **kwargs)
-        trainer._restore(c)
-        return trainer
-
     def run(self, raise_errors: bool = True) -> TrainResult:
         """Train until ``config.steps``, :meth:`stop` or a numerical failure (see class docstring)."""
         self._net = self.replicas.wrap(self.model, self.device)
@@ -386,7 +268,7 @@ class Trainer:
         if error is not None:
             return self._fail(error, raise_errors, checkpoint=True)
         try:
-            self._check_weights(self.step)
+            check_weights(self.model, self.step)
         except TrainingError as exc:
             return self._fail(exc, raise_errors, checkpoint=False)
         metrics = self._final_evaluation() if status == "done" else {}
@@ -423,8 +305,8 @@ class Trainer:
     def _optimizer_step(self, step: int, lr: float, params: list) -> tuple[float, float, int]:
         """One optimizer step (1-based ``step`` at learning rate ``lr``): draw this rank's rows of the batch,
         forward and backward under the run's own generators, the gradient norm, the non-finite checks
-        (:meth:`_check_step`), clipping, the AdamW update. Returns ``(loss, gradient norm, targets scored
-        across the ranks)``; ``self.step`` becomes ``step``."""
+        (:func:`~geomlab.training.divergence.check_step`), clipping, the AdamW update. Returns ``(loss,
+        gradient norm, targets scored across the ranks)``; ``self.step`` becomes ``step``."""
         cfg = self.config
         for g in self.optimizer.param_groups:
             g["lr"] = lr
@@ -439,30 +321,13 @@ class Trainer:
         with_grad = [p for _, p in params if p.grad is not None]
         gnorm = torch.nn.utils.get_total_norm([p.grad for p in with_grad])
         lval, gval = self._step_values(loss, gnorm)
-        self._check_step(step, lval, gval, params)
+        check_step(step, lval, gval, params)
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grads_with_norm_(with_grad, cfg.grad_clip, gnorm)
         self.optimizer.step()
         self.step = step
         return lval, gval, self.task.tokens_per_batch(x.shape[0] * self.replicas.world_size, x.shape[1])
 
-    @staticmethod
-    def _check_step(step: int, lval: float, gval: float, params: list) -> None:
-        """:class:`TrainingError` naming the culprit of a non-finite step: the loss, the gradient of the first
-        parameter whose gradient is non-finite (found before clipping spreads the NaN), or a global gradient
-        norm that overflows float32 although every gradient is finite."""
-        if not math.isfinite(lval):
-            raise TrainingError(f"step {step}: the training loss is {lval} (non-finite); "
-                                "stopped, the last good checkpoint is kept", step, "loss")
-        if math.isfinite(gval):
-            return
-        bad = next((n for n, p in params if p.grad is not None and not torch.isfinite(p.grad).all()), None)
-        if bad is None:  # every gradient is finite, but their global norm overflows float32
-            raise TrainingError(f"step {step}: the gradient norm overflowed ({gval}; every "
-                                "gradient is finite but huge: lower the learning rate); stopped, the "
-                                "last good checkpoint is kept", step, "gradient norm")
-        raise TrainingError(f"step {step}: the gradient of parameter {bad!r} is non-finite; "
-                            "stopped, the last good checkpoint is kept", step, f"gradient of {bad}")
 
     def _log_interval(self, step: int, lr: float, meter: "_Interval", bar) -> None:
         """A logging step: the interval's mean loss, gradient norm and tokens/s into the history (and
@@ -489,7 +354,7 @@ class Trainer:
         """A periodic validation: weights checked finite, the valid split (``eval_tokens`` targets) evaluated
         and recorded, a checkpoint saved, an ``"eval"`` progress event."""
         cfg = self.config
-        self._check_weights(step)
+        check_weights(self.model, step)
         self.last_valid = self.task.evaluate(self.model, "valid", seq_len=cfg.seq_len, device=self.device,
                                              max_tokens=cfg.eval_tokens, stride=cfg.eval_stride)
         self._record({"step": step, **{f"valid_{k}": v for k, v in self.last_valid.items()}})
@@ -602,85 +467,3 @@ class Trainer:
             raise ValueError("the model has no trainable parameters")
         return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
 
-    def _check_weights(self, step: int) -> None:
-        for name, p in self.model.named_parameters():
-            if not torch.isfinite(p.detach()).all():
-                raise TrainingError(f"step {step}: parameter {name!r} has non-finite values; stopped, the last "
-                                    "good checkpoint is kept", step, f"parameter {name}")
-
-    def _train_state(self) -> dict[str, Any]:
-        tensors, json_part = _optim_state_tensors(self.optimizer)
-        tensors["rng.batch"] = self.generator.get_state()
-        for key, state in self.rng.get_state().items():  # the run's own generators (geomlab.core.rng)
-            tensors["rng.run." + key.replace(":", ".")] = state
-        json_part.update({"step": self.step, "elapsed_s": self.elapsed_s, "last_valid": self.last_valid})
-        return {"tensors": tensors, "json": json_part}
-
-    def _restore(self, c: ckpt.Checkpoint) -> None:
-        ts, js = c.train_state["tensors"], c.train_state["json"]
-        self.model.to(self.device)
-        self.optimizer = self._make_optimizer()
-        self.optimizer.load_state_dict(_optim_state_from(ts, js))
-        self.generator.set_state(ts["rng.batch"])
-        states = {k[len("rng.run."):].replace(".", ":"): v for k, v in ts.items() if k.startswith("rng.run.")}
-        if not states:  # a checkpoint without run generators holds torch's global RNG state, which dropout used
-            states = {"cpu": ts["rng.torch"]}
-            if "rng.cuda" in ts and self.device.type == "cuda":
-                states[f"cuda:{self.device.index or 0}"] = ts["rng.cuda"]
-        self.rng.set_state(states)
-        self.step = int(js["step"])
-        self.elapsed_s = float(js.get("elapsed_s", 0.0))
-        self.last_valid = dict(js.get("last_valid") or {})
-        self.history = list(c.metrics)
-
-    def full_card(self, final_metrics: dict[str, float] | None = None) -> dict[str, Any]:
-        """The checkpoint card for the current state (the given card, the task spec, the training recipe,
-        parameter counts, step, timing, ``final_metrics`` and ``eval_protocol``: the window ``seq_len`` and
-        ``stride`` of a text, or the ``length`` and ``n_eval`` of a word problem's evaluation sequences);
-        what :meth:`save_checkpoint` writes."""
-        cfg = self.config
-        card = dict(self.card)
-        spec = self.task.spec()
-        card.update({
-            "task": spec, "corpus": spec.get("corpus", spec.get("name")),
-            "split": spec.get("split_rule", "seeded evaluation sets" if self.task.kind != "lm" else ""),
-            "steps": self.step,
-            "total_steps": cfg.steps, "seed": cfg.seed, "batch_size": cfg.batch_size, "seq_len": cfg.seq_len,
-            "train_time_s": round(self.elapsed_s, 3), "device": self.device.type,
-            "world_size": self.replicas.world_size,
-            "tokens_seen": cfg.tokens_through(self.step),
-            "geomlab_version": geomlab.__version__,
-        })
-        # what the evaluation used: a word problem scores its own fixed sequences (their length and count,
-        # whatever the training seq_len), a text windows of seq_len at the stride
-        wp = spec.get("task") == "word-problem"
-        proto = ({"length": spec.get("length"), "n_eval": spec.get("n_eval")} if wp else
-                 {"seq_len": cfg.seq_len, "stride": cfg.eval_stride or cfg.seq_len})
-        if final_metrics:
-            card.update(final_metrics)
-            card["eval_protocol"] = {**proto, "splits": "full"}
-        elif self.last_valid:
-            card.update({f"valid_{k}": v for k, v in self.last_valid.items()})
-            card["eval_protocol"] = proto if wp else {**proto, "valid_tokens_max": cfg.eval_tokens}
-        return card
-
-    def save_checkpoint(self, final_metrics: dict[str, float] | None = None) -> Path | None:
-        """Write the resumable checkpoint ``out`` (weights, optimizer/scheduler/RNG state, card, metrics)
-        now: the folder ``out/`` (:mod:`geomlab.checkpoints.io`), or the flat pair ``out.json`` +
-        ``out.safetensors`` when one is already there (a resumed older run); returns its path (the folder
-        or the JSON), or None when the trainer has no ``out``. Raises :class:`CheckpointWriteError`
-        (an ``OSError``, one line naming the step, the checkpoint and the reason) when the system refuses."""
-        if self.out is None:
-            return None
-        try:
-            path = ckpt.save(self.out, self.model, self.task.vocab, self.full_card(final_metrics),
-                             train_config=self.config.to_dict(), metrics=self.history,
-                             train_state=self._train_state(), layout="auto")
-        except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            kept = (f"the last good checkpoint {self.last_checkpoint} is kept" if self.last_checkpoint
-                    else "no checkpoint of this run was written")
-            raise CheckpointWriteError(f"step {self.step}: could not write the checkpoint {self.out}: {reason}; "
-                                       f"{kept}", self.step, exc.errno) from exc
-        self.last_checkpoint = path
-        return path

@@ -13,8 +13,9 @@ from geomlab.data import LMTask, corpus_from_text
 from geomlab.data.word_problem import WordProblemTask
 from geomlab.models import build_model, config_for_budget, count_params
 from geomlab.training.trainer import (
-    Progress, TrainConfig, Trainer, TrainingError, bpc, generate, resolve_device,
+    Progress, TrainConfig, Trainer, TrainingError, bpc, resolve_device,
 )
+from geomlab.training.sampling import generate
 
 
 @pytest.fixture
@@ -272,7 +273,8 @@ def test_resolve_device():
 
 
 def test_lstm_sizing_matches_osm_notes():
-    # shared/papers/osm.md §5.4: 4h(V+h) + 8h + hV + V; h=78, V=65 -> 50,375; 32-dim embedding, h=88 -> 50,809
+    # Nunley, arXiv 2602.18417 (OSM paper notes §5.4): 4h(V+h) + 8h + hV + V; h=78, V=65 -> 50,375;
+    # 32-dim embedding, h=88 -> 50,809
     m = build_model({"kind": "lstm", "vocab_size": 65, "hidden": 78})
     assert count_params(m) == 4 * 78 * (65 + 78) + 8 * 78 + 78 * 65 + 65 == 50_375
     m = build_model({"kind": "lstm", "vocab_size": 65, "hidden": 88, "embedding_dim": 32})
@@ -348,8 +350,8 @@ def test_trainer_follows_the_length_curriculum(tmp_path):
 
 
 def test_resume_reads_a_checkpoint_that_saved_the_global_rng(task, tmp_path):
-    """Older checkpoints hold torch's global RNG state (``rng.torch``), which dropout used:
-    it becomes the run's own CPU generator state, so such runs still resume identically."""
+    """A checkpoint without the run's generators holds torch's global RNG state (``rng.torch``): it becomes
+    the run's own CPU generator state, so such a run resumes identically."""
     cfg = TrainConfig(**{**CFG, "eval_every": 0})
     full = Trainer(_model(task, layers=2, dropout=0.3), task, cfg, out=tmp_path / "full").run()
 

@@ -1,0 +1,248 @@
+"""Reading a checkpoint in either layout of :mod:`geomlab.checkpoints.io`: :func:`read_meta` (the description
+only) and :func:`load` (validated weights, the model built, the vocabulary, the training state), each problem
+one :class:`~geomlab.checkpoints.layout.CheckpointError` line."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from geomlab.checkpoints import files as ckpt_files
+from geomlab.checkpoints.layout import (CARD_FILE, CONFIG_FILE, FORMAT_VERSION, META_FILE, WEIGHTS_FILE,
+                                        CheckpointError, Location, dtype_name, exists, locate)
+from geomlab.core.locate import bundled_checkpoint
+from geomlab.data.vocab import Vocab
+from geomlab.models import build_model, model_class
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint.
+
+    ``model`` is in eval mode on the requested device; ``vocab`` may be ``None`` (real-valued tasks);
+    ``train_state`` holds the ``train.*`` tensors (names without the prefix) merged with the JSON
+    ``train_state`` under ``"json"`` when the file has them, else ``None``. ``path``: the folder (``layout``
+    ``"folder"``) or the ``NAME.json`` file (``"flat"``).
+    """
+
+    model: Any
+    vocab: Vocab | None
+    card: dict[str, Any]
+    path: Path
+    model_config: dict[str, Any] = field(default_factory=dict)
+    train_config: dict[str, Any] | None = None
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    train_state: dict[str, Any] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    layout: str = "flat"
+
+
+def _missing(path: Path) -> CheckpointError:
+    from geomlab.core.locate import bundled_dir
+
+    bundled = bundled_dir() / path.name
+    hint = ""
+    if bundled.is_file() and path.parent in (Path("."), Path("bundled")):  # a name, or the app's form
+        hint = f"; a bundled checkpoint has that name: load it as 'bundled/{path.stem}'"
+    return CheckpointError(f"checkpoint file {path} is missing{hint}")
+
+
+def _read_json(path: Path, label: str) -> Any:
+    """:func:`geomlab.checkpoints.files.read_json` following symlinks, its errors as :class:`CheckpointError`
+    (a missing file with a hint when a bundled checkpoint has its name)."""
+    if not path.is_file():
+        raise _missing(path)
+    try:
+        return ckpt_files.read_json(path, label, follow=True)
+    except ckpt_files.PairError as exc:
+        raise CheckpointError(str(exc)) from exc.__cause__
+
+
+def _check_folder(loc: Location) -> None:
+    if not loc.meta.is_file() and not ckpt_files.is_regular(loc.weights, follow=True):
+        raise CheckpointError(f"{loc.root} is a folder but not a checkpoint: it has no {META_FILE} and no "
+                              f"{WEIGHTS_FILE} (a checkpoint folder holds {CONFIG_FILE}, {WEIGHTS_FILE}, "
+                              f"{META_FILE} and {CARD_FILE})")
+
+
+def _meta_for(loc: Location, weights_id: str | None, repair: bool) -> dict[str, Any]:
+    """The validated description belonging with weights of save id ``weights_id`` (see ckpt_files)."""
+    def read(path: Path) -> Any:
+        return _read_json(path, loc.label(path))
+
+    try:
+        if loc.folder:
+            meta = ckpt_files.folder_meta(loc.root, weights_id, read, repair=repair)
+        else:
+            meta = ckpt_files.pair_meta(loc.meta, loc.weights, weights_id, read, repair=repair)
+    except ckpt_files.PairError as exc:
+        raise CheckpointError(str(exc)) from None
+    return _validate_meta(meta, loc.label(loc.meta))
+
+
+def read_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """Only the description of a checkpoint (cheap: the JSON, and for a folder ``config.json`` and the
+    weights' header; for catalogues). A folder's ``model_config`` comes from its ``config.json``. Raises
+    :class:`CheckpointError`."""
+    loc = locate(path)
+    if not loc.folder:
+        return _validate_meta(_read_json(loc.meta, loc.label(loc.meta)), loc.label(loc.meta))
+    _check_folder(loc)
+    weights_id = None
+    if ckpt_files.is_regular(loc.weights, follow=True):
+        try:
+            weights_id = ckpt_files.header_save_id(loc.weights)
+        except ckpt_files.PairError as exc:
+            raise CheckpointError(f"{loc.root.name}: {exc}") from None
+    return _meta_for(loc, weights_id, repair=False)
+
+
+def _validate_meta(meta: Any, label: str) -> dict[str, Any]:
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{label} must hold a JSON object")
+    version = meta.get("format_version")
+    if not isinstance(version, int):
+        raise CheckpointError(f"{label} has no integer format_version")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(f"{label} has format_version {version}, newer than this geomlab "
+                              f"reads ({FORMAT_VERSION}); upgrade geomlab")
+    for key in ("model_config", "tensors"):
+        if not isinstance(meta.get(key), dict):
+            raise CheckpointError(f"{label} has no {key!r} object")
+    return meta
+
+
+def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
+    """Load and validate a checkpoint: a folder ``NAME/`` (or a file in it), or a flat pair ``NAME``,
+    ``NAME.json`` or ``NAME.safetensors`` (:func:`locate`); when no such files are there, ``bundled/NAME``
+    names a bundled checkpoint (:func:`geomlab.core.locate.bundled_checkpoint`, the app's and the command line's
+    spelling).
+
+    Returns a :class:`Checkpoint` whose model is in eval mode on ``device``. Raises
+    :class:`CheckpointError` (the module docstring of :mod:`geomlab.checkpoints.io` lists the cases).
+    """
+    loc = locate(_resolve(path))
+    jname, sname = loc.label(loc.meta), loc.label(loc.weights)
+    tensors, weights_id = _read_weights(loc)
+    meta = _meta_for(loc, weights_id, repair=True)
+    _check_manifest(meta["tensors"], tensors, jname, sname)
+    config = meta["model_config"]
+    state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    model = _build(config, state, jname, sname)
+    model.to(device).eval()
+    vocab = _vocab(meta, config, jname)
+    train_tensors = {k[len("train."):]: v for k, v in tensors.items() if k.startswith("train.")}
+    train_state = None
+    if train_tensors or meta.get("train_state") is not None:
+        train_state = {"tensors": train_tensors, "json": meta.get("train_state")}
+    return Checkpoint(model=model, vocab=vocab, card=dict(meta.get("card") or {}), path=loc.root,
+                      model_config=config, train_config=meta.get("train_config"),
+                      metrics=list(meta.get("metrics") or []), train_state=train_state, meta=meta,
+                      layout="folder" if loc.folder else "flat")
+
+
+def _resolve(path: str | os.PathLike) -> str | os.PathLike:
+    """``path`` itself when any file of it is there, else the bundled checkpoint it names (the path unchanged
+    when none does). :class:`CheckpointError` for a ``bundled/NAME`` that is not bundled."""
+    if exists(Path(path)):
+        return path
+    found = bundled_checkpoint(path)
+    if found is None and Path(path).parent == Path("bundled"):
+        from geomlab.core.locate import bundled_names
+
+        raise CheckpointError(f"no bundled checkpoint {Path(path).name!r}; the bundled ones: "
+                              f"{', '.join(bundled_names()) or 'none'}")
+    return found or path
+
+
+def _read_weights(loc: Location) -> tuple[dict[str, torch.Tensor], str | None]:
+    """Every tensor of the weights file by name and the save id in its header (``None`` without one), read
+    from one open file. :class:`CheckpointError` for a folder that is no checkpoint, a missing (the JSON named
+    first when it is missing too), truncated or unreadable weights file."""
+    json_path, st_path = loc.meta, loc.weights
+    if loc.folder:
+        _check_folder(loc)
+    if not ckpt_files.is_regular(st_path, follow=True):
+        if not loc.folder:
+            read_meta(json_path)  # a missing JSON is named first
+        raise CheckpointError(f"checkpoint file {st_path} is missing (the JSON {loc.label(json_path)} is there)")
+    from safetensors import safe_open
+
+    try:  # one open file for the header and the tensors: the save id read is the one of these tensors
+        with safe_open(str(st_path), framework="pt") as f:
+            header = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except Exception as exc:  # safetensors raises its own error types for truncated/corrupt files
+        raise CheckpointError(f"{loc.label(st_path)} is truncated or not a safetensors file (it could not be "
+                              "read); save the checkpoint again, or copy both of its files anew") from exc
+    return tensors, header.get(ckpt_files.HEADER_KEY) or None
+
+
+def _check_manifest(manifest: dict[str, Any], tensors: dict[str, torch.Tensor], jname: str, sname: str) -> None:
+    """The JSON's manifest names exactly the file's tensors, with their shapes and dtypes; else
+    :class:`CheckpointError`."""
+    missing = sorted(set(manifest) - set(tensors))
+    extra = sorted(set(tensors) - set(manifest))
+    if missing or extra:
+        raise CheckpointError(f"{jname} and {sname} disagree: tensors listed but missing "
+                              f"{missing[:5]}, present but not listed {extra[:5]}")
+    for name, info in manifest.items():
+        t = tensors[name]
+        if list(t.shape) != list(info.get("shape", [])):
+            raise CheckpointError(f"tensor {name!r}: JSON says shape {info.get('shape')}, file has "
+                                  f"{list(t.shape)}")
+        if dtype_name(t) != info.get("dtype"):
+            raise CheckpointError(f"tensor {name!r}: JSON says dtype {info.get('dtype')}, file has "
+                                  f"{dtype_name(t)}")
+
+
+def _build(config: dict[str, Any], state: dict[str, torch.Tensor], jname: str, sname: str):
+    """The model of ``config`` with the weights ``state`` (``state_dict`` keys) loaded strictly.
+    :class:`CheckpointError` for an unknown kind, a config the model rejects, missing, unexpected or
+    mis-shaped weights, another dtype, or non-finite values."""
+    kind = config.get("kind")
+    try:
+        model_class(kind)
+    except ValueError as exc:
+        raise CheckpointError(f"{jname}: {exc}") from exc
+    try:
+        model = build_model(config)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CheckpointError(f"{jname}: cannot build the {kind!r} model from its config: {exc}") from exc
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    extra = sorted(set(state) - set(expected))
+    if missing or extra:
+        raise CheckpointError(f"{sname} does not fit a {kind!r} model with this config: missing "
+                              f"weights {missing[:5]}, unexpected {extra[:5]}")
+    for name, t in state.items():
+        e = expected[name]
+        if t.shape != e.shape:
+            raise CheckpointError(f"weight {name!r} has shape {list(t.shape)} but the {kind!r} config needs "
+                                  f"{list(e.shape)}")
+        if t.dtype != e.dtype:
+            raise CheckpointError(f"weight {name!r} has dtype {dtype_name(t)} but the model uses "
+                                  f"{dtype_name(e)}")
+        if (t.is_floating_point() or t.is_complex()) and not torch.isfinite(t).all():
+            raise CheckpointError(f"weight {name!r} in {sname} has non-finite values (NaN or Inf)")
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+def _vocab(meta: dict[str, Any], config: dict[str, Any], jname: str) -> Vocab | None:
+    """The checkpoint's vocabulary (``None`` when it has none). :class:`CheckpointError` for a malformed one or
+    one whose size is not the config's ``vocab_size``."""
+    if meta.get("vocab") is None:
+        return None
+    try:
+        vocab = Vocab.from_json(meta["vocab"])
+    except ValueError as exc:
+        raise CheckpointError(f"{jname}: bad vocabulary: {exc}") from exc
+    if vocab.size != int(config.get("vocab_size", vocab.size)):
+        raise CheckpointError(f"{jname}: vocabulary has {vocab.size} tokens but the model "
+                              f"config says vocab_size={config.get('vocab_size')}")
+    return vocab

@@ -1,0 +1,30 @@
+"""Causal multi-head self-attention: the mixer of the ``grassmann-attn`` baseline (Zhang, arXiv 2512.19428)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from geomlab.models.hooks import HookPoint
+
+
+class CausalSelfAttention(nn.Module):
+    """Causal multi-head self-attention (the matched baseline's mixer, Zhang, arXiv 2512.19428): fused QKV
+    ``Linear(d, 3d)``, output ``Linear(d, d)`` (``4 d^2 + 4 d`` parameters). ``(B, T, d) -> (B, T, d)``."""
+
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.hook_q = HookPoint("(B, H, T, d_head) attention queries (unscaled)")
+        self.hook_k = HookPoint("(B, H, T, d_head) attention keys")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        H = self.n_heads
+        q, k, v = self.qkv(x).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        q, k = self.hook_q(q), self.hook_k(k)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(B, T, D))

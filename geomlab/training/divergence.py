@@ -1,0 +1,46 @@
+"""A run that went numerically bad: :class:`TrainingError` and the checks that name the culprit (the loss,
+the gradient of a named parameter, an overflowing gradient norm, or a named parameter). Design choice: a
+diverged run stops with nothing written after the failure, so the last good checkpoint stays on disk."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+class TrainingError(RuntimeError):
+    """A run that went numerically bad; the message names the step and the quantity (loss, the gradient
+    of a named parameter, or a named parameter)."""
+
+    def __init__(self, message: str, step: int | None = None, quantity: str | None = None):
+        super().__init__(message)
+        self.step = step
+        self.quantity = quantity
+
+
+def check_step(step: int, lval: float, gval: float, params: list) -> None:
+    """:class:`TrainingError` naming the culprit of a non-finite step: the loss, the gradient of the first
+    parameter whose gradient is non-finite (found before clipping spreads the NaN), or a global gradient
+    norm that overflows float32 although every gradient is finite. ``lval``, ``gval``: the step's loss and
+    global gradient norm; ``params``: the trained ``(name, parameter)`` pairs."""
+    if not math.isfinite(lval):
+        raise TrainingError(f"step {step}: the training loss is {lval} (non-finite); "
+                            "stopped, the last good checkpoint is kept", step, "loss")
+    if math.isfinite(gval):
+        return
+    bad = next((n for n, p in params if p.grad is not None and not torch.isfinite(p.grad).all()), None)
+    if bad is None:  # every gradient is finite, but their global norm overflows float32
+        raise TrainingError(f"step {step}: the gradient norm overflowed ({gval}; every "
+                            "gradient is finite but huge: lower the learning rate); stopped, the "
+                            "last good checkpoint is kept", step, "gradient norm")
+    raise TrainingError(f"step {step}: the gradient of parameter {bad!r} is non-finite; "
+                        "stopped, the last good checkpoint is kept", step, f"gradient of {bad}")
+
+
+def check_weights(model: torch.nn.Module, step: int) -> None:
+    """:class:`TrainingError` naming the first parameter of ``model`` with a non-finite value (at ``step``)."""
+    for name, p in model.named_parameters():
+        if not torch.isfinite(p.detach()).all():
+            raise TrainingError(f"step {step}: parameter {name!r} has non-finite values; stopped, the last "
+                                "good checkpoint is kept", step, f"parameter {name}")
