@@ -101,14 +101,14 @@ def _converged_note(row: str, lr: float, seed: int = 0, tuned: bool = True, lr_o
             + " docs/results/runs/converged/results.md)."
             + (f" The lr is the one tuned for {lr_of}." if lr_of else ""))
 
-#: Grassmann zoo model (design choices): one offset per layer, the paper's six-entry list (1, 2, 4, 8,
-#: 12, 16) read as one entry per layer (``offset_schedule="per_layer"``, 6 layers; Zhang, arXiv 2512.19428, the
-#: offset lists; docs/grassmann.md), since with every offset in every layer (the public re-runs' reading) the
-#: model converged at 2.385 / 2.667 valid / test BPC at ~100K and the same at ~200K: the mean over six offsets
-#: of one layer is a single plane, and it does not say which offset each partner came from. ``positions="sinusoidal"`` with ``position_shift``
-#: 4,096, so the app can trace any text up to its 2,048-character limit: the paper's learned table
-#: (``max_len`` 128) cannot read past 128, and ``positions="none"`` stalled at the converged recipe (2.917 /
-#: 3.118, gradient norms in the thousands: equal characters span no plane; docs/grassmann.md).
+#: Grassmann zoo model (design choices): one offset per layer, the paper's six-entry list (1, 2, 4, 8, 12, 16)
+#: read as one entry per layer (``offset_schedule="per_layer"``, 6 layers; Zhang, arXiv 2512.19428, the offset
+#: lists; docs/grassmann.md), since with every offset in every layer (the public re-runs' reading) the model
+#: converged at 2.385 / 2.667 valid / test BPC at ~100K and the same at ~200K: the mean over six offsets of one
+#: layer is a single plane, and it does not say which offset each partner came from. ``positions="sinusoidal"``
+#: with ``position_shift`` 4,096, so the app can trace any text up to its 2,048-character limit: the paper's
+#: learned table (``max_len`` 128) cannot read past 128, and ``positions="none"`` stalled at the converged
+#: recipe (2.917 / 3.118, gradient norms in the thousands: equal characters span no plane; docs/grassmann.md).
 _GRASSMANN_ZOO = {"positions": "sinusoidal", "position_shift": 4096, "offset_schedule": "per_layer", "n_layers": 6}
 _GRASSMANN_NOTES = ("One offset per layer (offset_schedule='per_layer'): layer l pairs each position with the one "
                     "offsets[l] = 1, 2, 4, 8, 12, 16 back, the paper's list read as one entry per layer. With every "
