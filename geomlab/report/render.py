@@ -2,30 +2,23 @@
 in the order a reader meets them: the header (command, machine, profile caveat), the protocol, one table per
 language-model comparison (ours next to the papers', the verdict, the lr sweep), the group word problem's table,
 the bundled zoo's table, links to longer runs, the figures and the commands that reproduce the report. Each
-renderer returns its lines (ending with a blank line); none reads files or trains anything."""
+renderer returns its lines (ending with a blank line); none reads files or trains anything. The pieces both
+reports share are :mod:`geomlab.report.render_parts`; a converged campaign's results go to
+:mod:`geomlab.report.render_converged` (its names are importable from here too)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
-from geomlab.report.aggregation import lr_edge
 from geomlab.report.protocol import PROFILES, command_line
-
-
-def _f(x: float | None, nd: int = 3) -> str:
-    return "—" if x is None or not math.isfinite(x) else f"{x:.{nd}f}"
-
-
-def _pm(mean: float | None, std: float | None) -> str:
-    if mean is None:
-        return "—"
-    return f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
-
-
-def _params(n: int | None) -> str:
-    return "—" if not n else (f"{n / 1000:.1f}K" if n < 1_000_000 else f"{n / 1e6:.2f}M")
+from geomlab.report.render_converged import (  # noqa: F401 (the renderers' public names)
+    converged_comparison, converged_header, converged_markdown, converged_protocol, outside_ratios, reading,
+    speed_alone,
+)
+from geomlab.report.render_parts import (  # noqa: F401 (the renderers' public names)
+    _f, _params, comparison_section, figures_section, verdict, versus_phrase,
+)
 
 
 def header(results: dict[str, Any]) -> list[str]:
@@ -48,14 +41,14 @@ def header(results: dict[str, Any]) -> list[str]:
                      f"command above; {p['steps']} steps per language model (the word problems state their own), "
                      f"{len(p['seeds'])} seed(s)): one protocol for "
                      "every model, but far from converged, so not a reproduction of the papers' tables.** The "
-                     "paper columns are the papers' numbers (from `shared/papers`), not ours.")
+                     "paper columns are the papers' numbers (as published), not ours.")
         lines.append("")
     if p["name"] != "full":
         lines.append(f"**This is the `{p['name']}` profile: {p['steps']} steps per language model (the word "
                      "problems state their own). Its numbers check that "
                      "every model trains and evaluates under one protocol; they are far from converged and are "
                      "not a reproduction of the papers' tables.** The paper columns are the papers' numbers "
-                     "(from `shared/papers`), not ours.")
+                     "(as published), not ours.")
         lines.append("")
     conv = next((rel for _, rel in results.get("extra_runs") or () if rel.endswith("runs/converged/results.md")), None)
     if conv:
@@ -94,91 +87,6 @@ def protocol_section(results: dict[str, Any]) -> list[str]:
     if p.get("corpus_override"):
         lines += [f"All corpora were replaced by the text file `{Path(p['corpus_override']).name}` (smoke run).", ""]
     return lines
-
-
-_LM_HEADER = ("| model | kind | params | seeds | lr | valid BPC | test BPC | paper valid | paper test | Δ test vs "
-              "baseline | tokens/s | speed vs baseline | speed vs baseline (CPU) | trace ms |")
-
-
-def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
-    """``### <comparison>``: its table (one row per model, ours next to the paper's), the verdict against the
-    baseline and the learning-rate sweep. ``p``: the protocol dict (the lr of rows without a tuned one)."""
-    lines = [f"### {c['title']}", ""]
-    split = f" ({c['split']})" if c.get("split") else " (not found on this machine, so its split is not shown)"
-    lines.append(" ".join(x for x in (f"Corpus `{c['corpus']}`{split}.", c["claim"], c["note"]) if x))
-    lines += ["", _LM_HEADER, "|" + "---|" * 14]
-    for r in c["rows"]:
-        name = r["label"] + (" (baseline)" if r["baseline"] else "")
-        if r.get("error"):
-            lines.append(f"| {name} | {r['kind']} | — | {len(r['seeds'])} | — | failed: {r['error'][:120]} "
-                         "| | | | | | | | |")
-            continue
-        paper = r.get("paper") or {}
-        gap = r.get("test_gap")
-        gap_s = "—" if r["baseline"] or gap is None else f"{gap:+.3f}"
-        if gap_s != "—" and r.get("test_gap_ci95") is not None:  # seed-paired, two or more seeds
-            gap_s += f" (95% CI ±{r['test_gap_ci95']:.3f})"
-        lines.append(
-            f"| {name} | `{r['kind']}` | {_params(r.get('params'))} | {len(r['seeds'])} | "
-            f"{r.get('lr', p['lr'])} | {_pm(r['valid_mean'], r['valid_std'])} | {_pm(r['test_mean'], r['test_std'])} | "
-            f"{_f(paper.get('valid'))} | {_f(paper.get('test'))} | {gap_s} | "
-            f"{_f(r.get('tokens_per_s_mean'), 0)} | {_f(r.get('speed_ratio'), 2)} | "
-            f"{_f(r.get('cpu_speed_ratio'), 2)} | {_f(r.get('trace_ms'), 1)} |")
-    lines += ["", verdict(c), ""]
-    swept = [r for r in c["rows"] if r.get("lr_sweep")]
-    if swept:
-        def _sweep(r):
-            vals = ", ".join(f"{lr} → {_f(v)}" for lr, v in r["lr_sweep"].items())
-            edge = " (best at the edge of the grid)" if lr_edge(r) else ""
-            return f"{r['label']}: {vals}{edge}"
-
-        lines += ["Learning-rate sweep (validation BPC of the first seed; — = diverged): "
-                  + "; ".join(_sweep(r) for r in swept) + ".", ""]
-    return lines
-
-
-def versus_phrase(r: dict[str, Any]) -> str:
-    """The gap of a row with ``versus_gap`` (:func:`geomlab.report.aggregation.compare_to_versus`):
-    "+0.208 test BPC against OSMFormer O(d), linear mixing (95% CI ... over 3 seeds)", the interval once two or
-    more seeds are paired, "not distinguishable" when it spans 0."""
-    g, ci = r["versus_gap"], r.get("versus_gap_ci95")
-    s = f"{g:+.3f} test BPC against {r['versus']}"
-    if ci is None:
-        return s + " (no interval yet)"
-    return s + (f" (95% CI {g - ci:+.3f} to {g + ci:+.3f} over {len(r.get('seeds', []))} seeds"
-                + (": not distinguishable)" if g - ci <= 0 <= g + ci else ")"))
-
-
-def verdict(c: dict[str, Any]) -> str:
-    """One sentence per non-baseline arm: our test-BPC gap to the baseline next to the paper's gap; a caution
-    when the baseline's tuned learning rate sits at the edge of the lr grid."""
-    rows = c["rows"]
-    base = next((r for r in rows if r["baseline"]), None)
-    if base is None and not any(r["baseline"] for r in rows) and c.get("key") == "zoo-ts":
-        return "_Not a comparison: the zoo's models, each on its own._"
-    if base is None or base.get("test_mean") is None:
-        return "_No baseline result, so no gap can be stated._"
-    out = []
-    for r in rows:
-        if r is base or r.get("test_mean") is None:
-            continue
-        s = f"{r['label']}: test BPC {r['test_gap']:+.3f} vs the baseline"
-        if r.get("test_gap_ci95") is not None:
-            ci = r["test_gap_ci95"]
-            s += (f" (95% CI {r['test_gap'] - ci:+.3f} to {r['test_gap'] + ci:+.3f} over "
-                  f"{len(r.get('seeds', []))} seeds{'' if abs(r['test_gap']) > ci else ': not distinguishable'})")
-        pt, bt = (r.get("paper") or {}).get("test"), (base.get("paper") or {}).get("test")
-        if pt is not None and bt is not None:
-            s += f" (paper: {pt - bt:+.3f})"
-        if r.get("speed_ratio"):
-            s += f", {r['speed_ratio']:.2f}x the baseline's training tokens/s"
-        if r.get("versus_gap") is not None:
-            s += f"; {versus_phrase(r)}"
-        out.append(s + ".")
-    if lr_edge(base):
-        out.append(f"**Caution: the baseline's best learning rate ({base['lr']}) is at the edge of the grid, so it "
-                   "may be under-tuned and these gaps may overstate the difference.**")
-    return " ".join(out) if out else ""
 
 
 def language_modelling(results: dict[str, Any]) -> list[str]:
@@ -260,21 +168,6 @@ def extra_runs_section(results: dict[str, Any]) -> list[str]:
     return lines
 
 
-def figures_section(figures: dict[str, str] | None) -> list[str]:
-    """``## Figures``: links to the interactive HTML figures, then the PNG images (``figures``: title ->
-    relative path; none without figures)."""
-    if not figures:
-        return []
-    lines = ["## Figures", ""]
-    lines += [f"- [{title}]({rel}) (interactive plotly)" for title, rel in figures.items()
-              if not rel.endswith(".png")]
-    lines.append("")
-    for title, rel in figures.items():
-        if rel.endswith(".png"):
-            lines += [f"![{title}]({rel})", ""]
-    return lines
-
-
 def reproduce_section(results: dict[str, Any]) -> list[str]:
     """``## Reproduce``: the command of the run (and, for a merged run, each part's command and the merge),
     and where the raw numbers are."""
@@ -307,256 +200,3 @@ def render_markdown(results: dict[str, Any], figures: dict[str, str] | None = No
     return "\n".join([*header(results), *protocol_section(results), *language_modelling(results),
                       *word_problem_section(results), *zoo_section(results), *extra_runs_section(results),
                       *figures_section(figures), *reproduce_section(results)])
-
-
-# ------------------------------------------------------------------------------- the converged campaign
-def converged_header(results: dict[str, Any]) -> list[str]:
-    """Title, progress of the campaign (runs finished, CPU hours) and what is still missing."""
-    pr, p = results["progress"], results["protocol"]
-    head = (f"Generated by `geomlab report --converged` on {results['started']} from the campaign's run "
-            f"store ({results['machine']['device']}, torch {results['machine']['torch']}): ")
-    if _complete(results):
-        status = (f"**the campaign is complete: all {pr['planned']} planned runs finished**, "
-                  f"{pr['cpu_hours']:.1f} CPU hours in all. Every row has its {len(p['seeds'])} seeds"
-                  + "".join(f" ({k}: {n})" for k, n in dict(p.get("seed_counts") or {}).items()) + ".")
-    else:
-        status = (f"**{pr['done']} of {pr['planned']} planned runs finished**, {pr['cpu_hours']:.1f} CPU hours so far"
-                  + (f"; about {pr['cpu_hours_left_timed']:.1f} CPU hours left for the models already timed"
-                     + (f" (and {pr['untimed_arms']} model{'s' if pr['untimed_arms'] != 1 else ''} not timed yet)"
-                        if pr.get("untimed_arms") else "")
-                     if "cpu_hours_left_timed" in pr else "") + ". Every row says how far it got; a row with "
-                  f"fewer than {len(p['seeds'])} seeds is not a result yet, and its interval is missing or wide.")
-    return ["# geomlab converged report (issue 20)", "", head + status, ""]
-
-
-def _complete(results: dict[str, Any]) -> bool:
-    """Whether every planned run of the campaign has finished (False without ``progress``)."""
-    pr = results.get("progress") or {}
-    return pr.get("done", 0) >= pr.get("planned", 0) > 0
-
-
-def _first_sentence(text: str) -> str:
-    i = text.find(". ")
-    return text if i < 0 else text[: i + 1]
-
-
-def reading(results: dict[str, Any]) -> list[str]:
-    """``## Reading``: one line per comparison that has a baseline result: each model minus the baseline at
-    equal steps (test BPC with the seed-paired 95% interval, "not distinguishable" when it spans 0, and valid
-    BPC) and at equal training time (valid BPC, at the shorter run's training time), then the first sentence of
-    the paper's claim; a row's ``goal`` (a test BPC aimed below) says whether its mean reached it; rows with
-    seeds still missing are marked provisional, and comparisons with no result yet are named at the end."""
-    out, waiting = [], []
-    for c in results["comparisons"]:
-        rows = c["rows"]
-        base = next((r for r in rows if r["baseline"]), None)
-        others = [r for r in rows if r is not base and r.get("test_gap") is not None]
-        if base is None or not others:
-            if base is not None:
-                waiting.append(c["title"])
-            continue
-        parts = []
-        for r in others:
-            s = f"{r['label']}: {r['test_gap']:+.3f} test BPC at equal steps"
-            ci = r.get("test_gap_ci95")
-            if ci is None:
-                s += f" ({len(r['seeds'])} seed{'s' if len(r['seeds']) != 1 else ''}, no interval yet)"
-            else:
-                lo, hi = r["test_gap"] - ci, r["test_gap"] + ci
-                s += (f" (95% CI {lo:+.3f} to {hi:+.3f}, {len(r['seeds'])} seeds"
-                      + (": not distinguishable)" if lo <= 0 <= hi else ")"))
-            if r.get("valid_mean") is not None and base.get("valid_mean") is not None:
-                s += f", {r['valid_mean'] - base['valid_mean']:+.3f} valid"
-            et = r.get("equal_time")
-            if et:
-                s += (f"; {et['gap']:+.3f} valid at equal training time ({et['seconds'] / 60:.0f} min, the "
-                      "shorter run's training time)")
-            if r.get("versus_gap") is not None:
-                s += f"; {versus_phrase(r)}"
-            if r.get("goal") is not None and r.get("test_mean") is not None:
-                s += (f"; the goal of a test BPC below {r['goal']:.2f} is "
-                      + ("reached" if r["test_mean"] < r["goal"] else "not reached")
-                      + f" ({r['test_mean']:.3f})")
-            parts.append(s)
-        short = [r for r in [*others, base]
-                 if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
-        later = [r["label"] for r in rows if r is not base and r.get("test_gap") is None]
-        # one bullet per comparison, the paper's claim first, then one sub-bullet per model (easier to scan
-        # than one paragraph per comparison)
-        line = f"- **{c['title']}** (baseline: {base['label']})."
-        if c.get("claim"):
-            line += f" {_first_sentence(c['claim'])}"  # the claim names its paper ("OSM paper: ...")
-        if short:
-            line += " _Provisional: seeds still missing._"
-        out += [line, *(f"  - {part}." for part in parts)]
-        if later:
-            out.append(f"  - No result yet for {', '.join(later)}.")
-    if not out:
-        return []
-    tail = ([f"No result yet: {'; '.join(waiting)}.", ""] if waiting else [])
-    return ["## Reading" + ("" if _complete(results) else " (what the finished runs say so far)"), "",
-            "Each model minus its comparison's baseline, in bits per character: **negative means the model is "
-            "ahead** (lower BPC). Equal steps compares the finished runs; equal training time compares both "
-            "models' validation BPC after the same training seconds. Each comparison's section below has the "
-            "numbers.", "", *out, "", *tail]
-
-
-def converged_protocol(results: dict[str, Any]) -> list[str]:
-    """``## Protocol``: the campaign's tuning rule, budgets, seeds and evaluation."""
-    p = results["protocol"]
-    steps = ", ".join(f"{k} {v:,}" for k, v in p["steps"].items())
-    wus = "; ".join(f"{k}: {', '.join(f'{w:.0%}' for w in v)}" for k, v in p["warmups"].items())
-    return [
-        "## Protocol (the same for every model)", "",
-        f"- Full budget: AdamW, batch {p['batch_size']} x {p['seq_len']} characters, steps per comparison: "
-        f"{steps}; cosine to 10% after the warm-up, gradient clip 1.0, no weight decay; seeds "
-        f"{', '.join(map(str, p['seeds']))}; mean ± sample std and the 95% Student-t interval over seeds.",
-        f"- Tuning (one rule for every model, `geomlab.report.campaign`): {p['tune_fraction']:.0%} of the budget, "
-        f"seed {p['seeds'][0]}, lr grid {', '.join(f'{x:g}' for x in p['lr_grid'])} x warm-up "
-        f"{p['warmup']:.0%} (also {wus}); when the best lr is the smallest or largest tried, the next "
-        f"half-decade beyond it is added (at most {p['max_widen']} per side); best validation BPC wins.",
-        *([f"- Not tuned, the lr of the same (or nearest) model tuned elsewhere: "
-           + "; ".join(f"{k} ← {v}" for k, v in p["lr_from"].items()) + "."] if p.get("lr_from") else []),
-        f"- Evaluation: BPC over every character of the valid and test splits, non-overlapping windows of "
-        f"{p['seq_len']}, fresh state per window; validation every {p['eval_every']} steps (the curves).",
-        "- Equal training time: for each seed, both models' validation BPC at the shorter of the two runs' "
-        "training times (seconds of the training loop, evaluations excluded, interpolated between "
-        "validations), then the mean over seeds. The runs "
-        "share a 2-core machine (one thread each), so times carry that noise; the speed ratios measured alone "
-        "are `geomlab bench train`'s (" + ("its table below" if results.get("speed_alone") else "docs/speed.md")
-        + ").",
-        "- Convergence: \"last 20%\" is the valid-BPC drop over the last fifth of the steps (mean over seeds); "
-        "a drop above 0.01 bits means the model was still improving when the budget ended; a negative value, "
-        "that validation BPC rose again over the last fifth (the model had stopped improving).",
-        "- Columns: valid/test BPC are mean ± sample standard deviation over the finished seeds; the status "
-        "table's \"95% CI\" is the interval of the mean (Student t); Δ test is ours minus the baseline's, with "
-        "the 95% interval of the seed-paired differences once both rows have the same seeds. \"speed vs "
-        "baseline\" is training tokens per wall second over the baseline's, \"(CPU)\" the same per process CPU "
-        "second (steadier on a shared machine); \"trace ms\" is one `geomlab.trace.trace` call on 128 "
-        "characters (the app's cost of a view), measured once with the first finished seed's model and kept "
-        "(on the campaign's machine, busy with its workers: a rough cost, not a benchmark; `geomlab bench "
-        "views` times views).",
-        ("- Planned runs: each model's tuning runs (its grid, widened where the best lr was at an edge) plus its "
-         "seeds." if _complete(results) else
-         "- Planned runs: each model's tuning runs so far plus its seeds; the count grows when a grid widens or a "
-         "row steps its lr down."), ""]
-
-
-def converged_comparison(c: dict[str, Any]) -> list[str]:
-    """One comparison of the campaign: the table (:func:`comparison_section`), each row's status, tuning and
-    convergence, and the comparison at equal training time."""
-    lines = comparison_section(c, {"lr": "—"})
-    short = [r for r in c["rows"] if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
-    if short and any(r.get("test_mean") is not None for r in c["rows"]) and any(r["baseline"] for r in c["rows"]):
-        # (the zoo's row has no baseline and no gaps: its status table says what has finished)
-        at_ = next(i for i, ln in enumerate(lines) if ln.startswith("|"))  # its own paragraph, before the table
-        lines[at_:at_] = ["**Provisional: " + ", ".join(
-            f"{r['label']} {len(r['seeds'])} of {len(r['planned_seeds'])} seeds" for r in short)
-            + " finished; the gaps below compare what has finished so far.**", ""]
-    lines += [f"| model | status | lr | warm-up | tuning ({c['rows'][0]['tuning_steps']:,} steps, seed 0) | "
-              "test BPC, 95% CI of the mean | last 20% | equal-time valid BPC (vs baseline) |",
-              "|---|---|---|---|---|---|---|---|"]
-    for r in c["rows"]:
-        tune = ", ".join(f"{t['lr']:g}" + (f"/{t['warmup']:.0%}" if len({x['warmup'] for x in r['tuning']}) > 1
-                                           else "") + f" → {_f(t['valid'])}" for t in r["tuning"]) or "—"
-        if r.get("tuning_note"):
-            tune += f" ({r['tuning_note']})"
-        for note in r.get("full_notes") or []:
-            tune += f"; {note}"
-        et = r.get("equal_time")
-        ets = (f"{et['valid']:.3f} vs {et['baseline_valid']:.3f} ({et['gap']:+.3f}) at {et['seconds'] / 60:.0f} min"
-               if et else "—")
-        wu = f"{r['warmup']:.0%}" if r.get("warmup") is not None else "—"
-        ci = (f"{r['test_mean']:.3f} ± {r['test_ci95']:.3f}" if r.get("test_ci95") is not None
-              else _f(r.get("test_mean")))
-        lines.append(f"| {r['label']} | {r['status']} | {r.get('lr', '—')} | {wu} | {tune} | {ci} | "
-                     f"{_f(r.get('late_gain'))} | {ets} |")
-    lines.append("")
-    base = next((r for r in c["rows"] if r["baseline"]), None)
-    flips = [r for r in c["rows"] if base is not None and r is not base and r.get("test_gap") is not None
-             and base.get("valid_mean") is not None and r.get("valid_mean") is not None
-             and (r["valid_mean"] - base["valid_mean"]) * r["test_gap"] < 0]
-    if flips:
-        lines += ["The validation split orders them the other way: " + "; ".join(
-            f"{r['label']} {r['valid_mean'] - base['valid_mean']:+.3f} valid against {r['test_gap']:+.3f} test "
-            "BPC" for r in flips) + " (the tuning reads the validation split; the test split is the verdict).", ""]
-    timed = [r for r in c["rows"] if r.get("equal_time")]
-    if timed:
-        lines += ["At equal training time: " + "; ".join(
-            f"{r['label']} {r['equal_time']['valid']:.3f} against the baseline's "
-            f"{r['equal_time']['baseline_valid']:.3f} valid BPC ({r['equal_time']['gap']:+.3f}) after "
-            f"{r['equal_time']['seconds'] / 60:.0f} min of training ({r['equal_time']['seeds']} seed(s))"
-            for r in timed) + ".", ""]
-    stuck = [r["label"] for r in c["rows"] if r.get("near_unigram")]
-    if stuck:
-        lines += [f"**Did not train: {', '.join(stuck)} ended within 0.15 bits of the unigram "
-                  f"({_f(c.get('unigram_bpc'))} valid BPC): a broken recipe, so no gap against "
-                  f"{'it' if len(stuck) == 1 else 'them'} means anything.**", ""]
-    elif c.get("unigram_bpc") is not None and all(r.get("valid_mean") is not None for r in c["rows"]):
-        lines += [f"Every model trained: all end well below the unigram's {_f(c['unigram_bpc'])} valid BPC.", ""]
-    for r in c["rows"]:
-        if (r.get("paper") or {}).get("ppl_ratio") is not None:
-            lines += outside_ratios(r)
-    return lines
-
-
-#: Public re-runs of the Grassmann paper: validation-perplexity ratio Grassmann / attention (word-level).
-PUBLIC_RERUNS = (("sherlok-xin/grassmann--flow", 1.23), ("alphaXiv/paper-implementations", 1.40),
-                 ("alphaXiv/paper-implementations (second setting)", 1.45), ("kanenorman/grassmann", 1.43))
-
-
-def outside_ratios(r: dict[str, Any]) -> list[str]:
-    """The perplexity ratio of ``r`` against its baseline beside the paper's and the public re-runs', with the
-    caveat that ours is per character at ~200K parameters (2^(test-BPC gap)) and theirs per word-piece or word
-    at millions of parameters: a different quantity."""
-    ours = r.get("char_ppl_ratio")
-    ci = r.get("test_gap_ci95")
-    span = (f" (95% CI {2 ** (r['test_gap'] - ci):.3f} to {2 ** (r['test_gap'] + ci):.3f})"
-            if ours is not None and ci is not None else "")
-    lines = ["| perplexity ratio (model / attention) | value | what it measures |", "|---|---|---|",
-             f"| ours | {_f(ours)}{span} | per character, 2^(test BPC gap), ~200K parameters, WikiText-2 characters |",
-             f"| the paper | {r['paper']['ppl_ratio']:.2f} | validation perplexity, word-piece tokens, 13M parameters |"]
-    lines += [f"| {src} | {v:.2f} | public re-run, word-level perplexity |" for src, v in PUBLIC_RERUNS]
-    return lines + ["", "A per-character ratio at our scale is not the paper's quantity: per-character perplexity "
-                    "compounds over a word's characters, so a ratio near 1 per character can be a large ratio per "
-                    "word. Read ours for its sign and interval, the others for scale.", ""]
-
-
-def speed_alone(bench: dict[str, Any] | None) -> list[str]:
-    """``## Speed measured alone``: the fast-training benchmark's table (``geomlab bench train --json``, passed
-    to the report with ``--speed``): per pair the median step times and the median / minimum of the
-    interleaved per-round ratios. Empty without a benchmark file."""
-    if not bench:
-        return []
-    lines = ["## Training speed measured alone (`geomlab bench train`)", "",
-             f"One training step (forward, cross-entropy, backward, AdamW) on batch {bench['batch']} x "
-             f"{bench['seq']}, {bench['threads']} thread(s), {bench['device']}, {bench['clock']} time; "
-             f"{bench['rounds']} rounds in which the model and its baseline step back to back in alternating "
-             f"order (docs/speed.md); measured {bench.get('date', '')}"
-             + (f" at load average {bench['load_avg']:.1f}" if bench.get("load_avg") is not None else "")
-             + ". The campaign's own tokens/s columns above are from runs sharing the machine.", "",
-             "| model | params | ms/step | baseline | params | ms/step | ratio (median) | ratio (min) |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in bench["rows"]:
-        lines.append(f"| {r['name']} | {r['params']:,} | {r['ms']:.1f} | {r['base']} | {r['base_params']:,} | "
-                     f"{r['base_ms']:.1f} | {r['ratio_median']:.2f} | {r['ratio_min']:.2f} |")
-    return lines + [""]
-
-
-def converged_markdown(results: dict[str, Any], figures: dict[str, str] | None = None) -> str:
-    """The converged campaign's report (:func:`geomlab.report.results.collect`'s results) as Markdown."""
-    lines = [*converged_header(results), *reading(results), *converged_protocol(results),
-             "## Language modelling", ""]
-    for c in results["comparisons"]:
-        lines += converged_comparison(c)
-    lines += speed_alone(results.get("speed_alone"))
-    lines += figures_section(figures)
-    lines += ["## Reproduce", "", "```bash",
-              "# one worker per core; stop and start again at will (runs resume from their checkpoints)",
-              "GEOMLAB_DATA_DIR=../shared/data geomlab report --converged --threads 1 --store runs/converged &",
-              "GEOMLAB_DATA_DIR=../shared/data geomlab report --converged --threads 1 --store runs/converged &",
-              "wait",
-              f"geomlab report --converged --collect --store runs/converged --out {results.get('out', 'FILE')}",
-              "```", "", "The raw numbers (every run's curve, the tuning, configs) are in `results/results.json` "
-              "next to this file.", ""]
-    return "\n".join(lines)

@@ -1,0 +1,128 @@
+"""The Markdown pieces both reports share (:mod:`geomlab.report.render` and
+:mod:`geomlab.report.render_converged`): number cells, one language-model comparison's table with its verdict
+against the baseline and its lr sweep (:func:`comparison_section`, :func:`verdict`), and the figure links
+(:func:`figures_section`). Each renderer returns its lines (ending with a blank line); none reads files or trains
+anything."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from geomlab.report.aggregation import lr_edge
+
+
+def _f(x: float | None, nd: int = 3) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.{nd}f}"
+
+
+def _pm(mean: float | None, std: float | None) -> str:
+    if mean is None:
+        return "—"
+    return f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
+
+
+def _params(n: int | None) -> str:
+    return "—" if not n else (f"{n / 1000:.1f}K" if n < 1_000_000 else f"{n / 1e6:.2f}M")
+
+
+
+_LM_HEADER = ("| model | kind | params | seeds | lr | valid BPC | test BPC | paper valid | paper test | Δ test vs "
+              "baseline | tokens/s | speed vs baseline | speed vs baseline (CPU) | trace ms |")
+
+
+def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
+    """``### <comparison>``: its table (one row per model, ours next to the paper's), the verdict against the
+    baseline and the learning-rate sweep. ``p``: the protocol dict (the lr of rows without a tuned one)."""
+    lines = [f"### {c['title']}", ""]
+    split = f" ({c['split']})" if c.get("split") else " (not found on this machine, so its split is not shown)"
+    lines.append(" ".join(x for x in (f"Corpus `{c['corpus']}`{split}.", c["claim"], c["note"]) if x))
+    lines += ["", _LM_HEADER, "|" + "---|" * 14]
+    for r in c["rows"]:
+        name = r["label"] + (" (baseline)" if r["baseline"] else "")
+        if r.get("error"):
+            lines.append(f"| {name} | {r['kind']} | — | {len(r['seeds'])} | — | failed: {r['error'][:120]} "
+                         "| | | | | | | | |")
+            continue
+        paper = r.get("paper") or {}
+        gap = r.get("test_gap")
+        gap_s = "—" if r["baseline"] or gap is None else f"{gap:+.3f}"
+        if gap_s != "—" and r.get("test_gap_ci95") is not None:  # seed-paired, two or more seeds
+            gap_s += f" (95% CI ±{r['test_gap_ci95']:.3f})"
+        lines.append(
+            f"| {name} | `{r['kind']}` | {_params(r.get('params'))} | {len(r['seeds'])} | "
+            f"{r.get('lr', p['lr'])} | {_pm(r['valid_mean'], r['valid_std'])} | {_pm(r['test_mean'], r['test_std'])} | "
+            f"{_f(paper.get('valid'))} | {_f(paper.get('test'))} | {gap_s} | "
+            f"{_f(r.get('tokens_per_s_mean'), 0)} | {_f(r.get('speed_ratio'), 2)} | "
+            f"{_f(r.get('cpu_speed_ratio'), 2)} | {_f(r.get('trace_ms'), 1)} |")
+    lines += ["", verdict(c), ""]
+    swept = [r for r in c["rows"] if r.get("lr_sweep")]
+    if swept:
+        def _sweep(r):
+            vals = ", ".join(f"{lr} → {_f(v)}" for lr, v in r["lr_sweep"].items())
+            edge = " (best at the edge of the grid)" if lr_edge(r) else ""
+            return f"{r['label']}: {vals}{edge}"
+
+        lines += ["Learning-rate sweep (validation BPC of the first seed; — = diverged): "
+                  + "; ".join(_sweep(r) for r in swept) + ".", ""]
+    return lines
+
+
+def versus_phrase(r: dict[str, Any]) -> str:
+    """The gap of a row with ``versus_gap`` (:func:`geomlab.report.aggregation.compare_to_versus`):
+    "+0.208 test BPC against OSMFormer O(d), linear mixing (95% CI ... over 3 seeds)", the interval once two or
+    more seeds are paired, "not distinguishable" when it spans 0."""
+    g, ci = r["versus_gap"], r.get("versus_gap_ci95")
+    s = f"{g:+.3f} test BPC against {r['versus']}"
+    if ci is None:
+        return s + " (no interval yet)"
+    return s + (f" (95% CI {g - ci:+.3f} to {g + ci:+.3f} over {len(r.get('seeds', []))} seeds"
+                + (": not distinguishable)" if g - ci <= 0 <= g + ci else ")"))
+
+
+def verdict(c: dict[str, Any]) -> str:
+    """One sentence per non-baseline arm: our test-BPC gap to the baseline next to the paper's gap; a caution
+    when the baseline's tuned learning rate sits at the edge of the lr grid."""
+    rows = c["rows"]
+    base = next((r for r in rows if r["baseline"]), None)
+    if base is None and not any(r["baseline"] for r in rows) and c.get("key") == "zoo-ts":
+        return "_Not a comparison: the zoo's models, each on its own._"
+    if base is None or base.get("test_mean") is None:
+        return "_No baseline result, so no gap can be stated._"
+    out = []
+    for r in rows:
+        if r is base or r.get("test_mean") is None:
+            continue
+        s = f"{r['label']}: test BPC {r['test_gap']:+.3f} vs the baseline"
+        if r.get("test_gap_ci95") is not None:
+            ci = r["test_gap_ci95"]
+            s += (f" (95% CI {r['test_gap'] - ci:+.3f} to {r['test_gap'] + ci:+.3f} over "
+                  f"{len(r.get('seeds', []))} seeds{'' if abs(r['test_gap']) > ci else ': not distinguishable'})")
+        pt, bt = (r.get("paper") or {}).get("test"), (base.get("paper") or {}).get("test")
+        if pt is not None and bt is not None:
+            s += f" (paper: {pt - bt:+.3f})"
+        if r.get("speed_ratio"):
+            s += f", {r['speed_ratio']:.2f}x the baseline's training tokens/s"
+        if r.get("versus_gap") is not None:
+            s += f"; {versus_phrase(r)}"
+        out.append(s + ".")
+    if lr_edge(base):
+        out.append(f"**Caution: the baseline's best learning rate ({base['lr']}) is at the edge of the grid, so it "
+                   "may be under-tuned and these gaps may overstate the difference.**")
+    return " ".join(out) if out else ""
+
+
+
+def figures_section(figures: dict[str, str] | None) -> list[str]:
+    """``## Figures``: links to the interactive HTML figures, then the PNG images (``figures``: title ->
+    relative path; none without figures)."""
+    if not figures:
+        return []
+    lines = ["## Figures", ""]
+    lines += [f"- [{title}]({rel}) (interactive plotly)" for title, rel in figures.items()
+              if not rel.endswith(".png")]
+    lines.append("")
+    for title, rel in figures.items():
+        if rel.endswith(".png"):
+            lines += [f"![{title}]({rel})", ""]
+    return lines

@@ -1,0 +1,191 @@
+"""A sweep's Optuna study: where it is stored (:func:`open_storage`), creating or resuming it
+(:func:`open_study`), running its trials (:func:`optimize`) and the study as JSON (:func:`summary`).
+
+* **A diverged trial** (:class:`geomlab.training.trainer.TrainingError`: a non-finite loss, gradient or weight) and a
+  trial whose searched config the kind refuses (``ValueError``, e.g. no width meets the budget) end as
+  Optuna ``PRUNED`` with the reason in the user attribute ``error`` (the summary calls them ``diverged`` /
+  ``invalid``); the sweep goes on. Pruned rather than failed so that TPE counts them as worse than every
+  finished trial and moves away from them (Optuna ignores failed trials; design choice).
+* **Storage** (:func:`open_storage`): a file path is an Optuna journal (``JournalFileBackend``, one
+  append-only log guarded by a lock file): several processes on one machine, or machines sharing a folder
+  (NFS), can work on one study. SQLite is not the default because Optuna does not recommend it for
+  parallel workers (its database lock makes concurrent writers fail with "database is locked"). A URL
+  (``sqlite:///x.db``, ``postgresql://...``, ``mysql://...``) is an SQLAlchemy database
+  (``optuna.storages.RDBStorage``, with a heartbeat so a killed worker's trial is marked failed).
+* **Resuming**: a study is created once and loaded afterwards (``load_if_exists``); its setup (kind, task,
+  budget, fixed keys, seeds, search space, metric) is stored on the study and a different setup under the
+  same name is refused, so trials of different experiments never mix.
+
+Sources: Optuna (Akiba et al., KDD 2019: define-by-run studies); everything else here is a design choice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from geomlab.training.sweep_space import Dimension, SweepError, edges
+from geomlab.training.trainer import TrainingError
+
+
+# ------------------------------------------------------------------------------------------------ storage
+def open_storage(storage: str | Path | None):
+    """An Optuna storage: ``None`` -> in memory (nothing written); a URL with ``://`` -> ``RDBStorage``
+    (SQLAlchemy: ``sqlite:///runs/x.db``, ``postgresql://user@host/db``, ...; heartbeat 60 s, so a trial of a
+    killed worker is marked failed after 2 minutes); anything else -> a journal file at that path
+    (``JournalStorage(JournalFileBackend(path, JournalFileOpenLock))``; its folder is created).
+
+    Raises :class:`SweepError` (one line) when the database cannot be opened (unknown dialect, missing
+    driver, unreachable server)."""
+    import optuna
+
+    if storage is None:
+        return optuna.storages.InMemoryStorage()
+    text = str(storage)
+    if "://" in text:
+        import warnings
+
+        try:
+            with warnings.catch_warnings():  # Optuna marks the heartbeat "experimental"
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(text, heartbeat_interval=60, grace_period=120)
+        except Exception as exc:  # sqlalchemy's ArgumentError / NoSuchModuleError / OperationalError, a driver
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise SweepError(f"cannot open the storage {text}: {reason}") from None
+    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+
+    path = Path(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.JournalStorage(JournalFileBackend(str(path), JournalFileOpenLock(str(path))))
+
+
+def open_study(storage, study_name: str, direction: str, setup: dict[str, Any] | None = None, *,
+               sampler=None, pruner=None):
+    """Create study ``study_name`` in ``storage`` (from :func:`open_storage`) or load it when it exists.
+
+    ``setup`` (JSON-able) is stored on a new study (user attribute ``setup``); loading a study whose stored
+    setup or direction differs raises :class:`SweepError` naming the differing fields (trials of another
+    experiment are never mixed in)."""
+    import optuna
+
+    study = optuna.create_study(storage=storage, study_name=study_name, direction=direction, sampler=sampler,
+                                pruner=pruner, load_if_exists=True)
+    if study.direction.name.lower() != direction:
+        raise SweepError(f"study {study_name!r} exists with direction {study.direction.name.lower()}, this sweep "
+                         f"would {direction}; use another --study-name")
+    if setup is not None:
+        setup = json.loads(json.dumps(setup))
+        old = study.user_attrs.get("setup")
+        if old is None:
+            study.set_user_attr("setup", setup)
+        elif old != setup:
+            diff = sorted(k for k in set(old) | set(setup) if old.get(k) != setup.get(k))
+            raise SweepError(f"study {study_name!r} was made with another setup (differs in: {', '.join(diff)}); "
+                             "use another --study-name, or the same options to continue it")
+    return study
+
+
+# --------------------------------------------------------------------------------------------- optimizing
+def optimize(study, objective: Callable[[dict[str, Any], Any], float], space: Sequence[Dimension], *,
+             n_trials: int | None = None, timeout: float | None = None,
+             on_trial: Callable[[Any], None] | None = None) -> None:
+    """Run ``n_trials`` more trials of ``study`` (or until ``timeout`` seconds have passed: no trial starts
+    after it; the running one finishes), each calling ``objective(params, trial)`` with ``params`` = this
+    trial's value of every :class:`Dimension` in ``space`` (``{"lr": 0.003, "config.tau": 4.0}``).
+
+    ``objective`` returns the value (mean validation metric). It may raise
+    :class:`geomlab.training.trainer.TrainingError` (a diverged run) or ``ValueError`` (a config the kind refuses): the
+    trial then ends ``PRUNED`` with user attributes ``outcome`` (``"diverged"`` / ``"invalid"``) and
+    ``error`` (the reason), and the study goes on; so does a non-finite value (``"diverged"``). It may raise
+    ``optuna.TrialPruned`` after setting ``outcome`` ``"pruned"``. ``on_trial(frozen_trial)`` is called
+    after each trial. Any other exception is recorded in ``error`` and propagates (Optuna marks the trial
+    ``FAIL``)."""
+    import optuna
+
+    def _objective(trial) -> float:
+        params = {d.key: d.suggest(trial) for d in space}
+        t0 = time.perf_counter()
+        try:
+            value = objective(params, trial)
+        except TrainingError as exc:  # the Trainer's "; stopped, the last good checkpoint is kept": no files here
+            _end(trial, "diverged", str(exc).split("; stopped")[0], t0)
+        except optuna.TrialPruned:
+            trial.set_user_attr("duration_s", round(time.perf_counter() - t0, 3))
+            raise
+        except ValueError as exc:
+            _end(trial, "invalid", str(exc).splitlines()[0] if str(exc) else type(exc).__name__, t0)
+        except Exception as exc:  # a bug or a machine error: recorded on the trial, then raised (Optuna: FAIL)
+            trial.set_user_attr("error", f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+            raise
+        value = float(value)
+        if not math.isfinite(value):
+            _end(trial, "diverged", f"the objective is {value} (non-finite)", t0)
+        trial.set_user_attr("outcome", "complete")
+        trial.set_user_attr("duration_s", round(time.perf_counter() - t0, 3))
+        return value
+
+    callbacks = [lambda s, t: on_trial(t)] if on_trial else None
+    study.optimize(_objective, n_trials=n_trials, timeout=timeout, callbacks=callbacks)
+
+
+def _end(trial, outcome: str, reason: str, t0: float):
+    import optuna
+
+    trial.set_user_attr("outcome", outcome)
+    trial.set_user_attr("error", reason)
+    trial.set_user_attr("duration_s", round(time.perf_counter() - t0, 3))
+    raise optuna.TrialPruned(reason)
+
+
+def trial_record(t) -> dict[str, Any]:
+    """One trial as JSON: ``number``, ``state`` (``complete``, ``pruned`` (median pruner), ``diverged``,
+    ``invalid``, ``failed`` (crashed or killed worker), ``running``), ``value`` (the objective; for a pruned
+    trial Optuna's last intermediate value, the first seed's validation at ``pruned_at``; ``None`` when there
+    is none), ``params``, and when known ``seed_values``, ``error``, ``pruned_at`` (step), ``duration_s``."""
+    attrs = dict(t.user_attrs)
+    state = t.state.name.lower()
+    if state == "fail":
+        state = "failed"
+    elif state == "pruned":
+        state = attrs.get("outcome", "pruned")
+    rec = {"number": t.number, "state": state, "value": t.value, "params": dict(t.params)}
+    for key in ("seed_values", "error", "pruned_at", "duration_s"):
+        if key in attrs:
+            rec[key] = attrs[key]
+    return rec
+
+
+def summary(study, space: Sequence[Dimension]) -> dict[str, Any]:
+    """The study as JSON: ``study_name``, ``direction``, ``setup``, ``n_trials``, ``states`` (count per
+    state), ``best`` (``number``, ``value``, ``params``, ``seed_values``; ``None`` until a trial completes),
+    ``edges`` (:func:`edges` of the best params) and ``trials`` (:func:`trial_record` of every trial)."""
+    trials = [trial_record(t) for t in study.get_trials(deepcopy=False)]
+    states: dict[str, int] = {}
+    for t in trials:
+        states[t["state"]] = states.get(t["state"], 0) + 1
+    complete = [t for t in trials if t["state"] == "complete" and t["value"] is not None]
+    best = None
+    if complete:
+        pick = max if study.direction.name == "MAXIMIZE" else min
+        b = pick(complete, key=lambda t: t["value"])
+        best = {k: b[k] for k in ("number", "value", "params") if k in b}
+        if "seed_values" in b:
+            best["seed_values"] = b["seed_values"]
+    return {"study_name": study.study_name, "direction": study.direction.name.lower(),
+            "setup": study.user_attrs.get("setup"), "n_trials": len(trials), "states": states, "best": best,
+            "edges": edges(space, best["params"]) if best else [], "trials": trials}
+
+
+def write_json(data: dict[str, Any], path: str | Path) -> Path:
+    """Write ``data`` to ``path`` atomically (a temporary file beside it, then a rename: workers writing the
+    same summary never leave a half-written file). Returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=float, allow_nan=True), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

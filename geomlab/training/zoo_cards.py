@@ -1,0 +1,71 @@
+"""The bundled checkpoints' cards as ``python -m geomlab zoo --list`` shows them: reading every card of a
+folder (:func:`read_cards`), a card's entry name (:func:`card_name`) and its few human lines
+(:func:`format_card`). What a card holds is described in :mod:`geomlab.training.zoo`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from geomlab.training.zoo_recipes import ZOO_DIR
+
+
+def read_cards(directory: str | Path = ZOO_DIR) -> list[dict[str, Any]]:
+    """The cards of every checkpoint in ``directory``, flat pairs (``NAME.json``) and folders (``NAME/``
+    holding ``geomlab.json``), sorted by name, each with ``file`` (the JSON's or the folder's name) and
+    ``model_config`` added. Unreadable ones are reported as a card with an ``error`` key."""
+    from geomlab.checkpoints import io as ckpt
+
+    cards = []
+    found = list(Path(directory).glob("*.json")) + [p.parent for p in Path(directory).glob(f"*/{ckpt.META_FILE}")]
+    for p in sorted(found, key=lambda q: q.name.removesuffix(".json")):
+        try:
+            meta = ckpt.read_meta(p)
+        except ValueError as exc:
+            cards.append({"file": p.name, "error": str(exc)})
+            continue
+        card = dict(meta.get("card") or {})
+        card["file"] = p.name
+        card["model_config"] = meta.get("model_config")
+        cards.append(card)
+    return cards
+
+
+def card_name(card: dict[str, Any]) -> str:
+    """A card's entry name (from :func:`read_cards`): its ``name``, else its file's or folder's name without
+    ``.json``."""
+    return card.get("name") or Path(card["file"]).name.removesuffix(".json")
+
+
+def format_card(card: dict[str, Any]) -> str:
+    """A few human lines for one card (used by ``python -m geomlab zoo --list``)."""
+    if "error" in card:
+        return f"{card['file']}: unreadable ({card['error']})"
+    name = card_name(card)
+    cfg = card.get("model_config") or {}
+    lines = [f"{name}: {card.get('title', cfg.get('kind', '?'))}"]
+    params = card.get("params_effective")
+    lines.append(f"  kind {cfg.get('kind', '?')}, params {params} effective / {card.get('params_stored')} stored; "
+                 f"corpus {card.get('corpus')}, split: {card.get('split', '?')}")
+    cur = (card.get("recipe") or {}).get("length_curriculum") or []
+    cur_s = (f" (the first {sum(k for _, k in cur)} steps a length curriculum: "
+             + ", ".join(f"{k} at length {n}" for n, k in cur) + ")" if cur else "")
+    lines.append(f"  {card.get('steps')} steps x batch {card.get('batch_size')} x seq {card.get('seq_len')}{cur_s}, "
+                 f"lr {card.get('lr')}, seed {card.get('seed')}; {card.get('train_time_s')} s on "
+                 f"{card.get('device')} ({card.get('torch_threads', '?')} thread"
+                 f"{'' if card.get('torch_threads') == 1 else 's'})")
+    if card.get("valid_bpc") is not None:
+        lines.append(f"  valid {card['valid_bpc']:.3f} / test {card.get('test_bpc', float('nan')):.3f} BPC")
+    if card.get("valid_accuracy") is not None:
+        lines.append(f"  valid {card['valid_accuracy']:.3f} / test {card.get('test_accuracy', float('nan')):.3f} "
+                     "accuracy (all positions, training length)")
+    if card.get("accuracy_by_length"):
+        acc = ", ".join(f"L={k}: {v:.2f}" for k, v in card["accuracy_by_length"].items())
+        lines.append(f"  final-position accuracy by length: {acc}")
+    keys = {k: v for k, v in cfg.items() if k not in ("kind", "vocab_size")}
+    lines.append(f"  config {json.dumps(keys, sort_keys=True)}")
+    if card.get("notes"):
+        lines.append(f"  note: {card['notes']}")
+    return "\n".join(lines)
