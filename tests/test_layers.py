@@ -64,7 +64,7 @@ def imported_modules(module: str, path: Path, root: Path = ROOT) -> list[tuple[s
     """(absolute dotted module, line) for every import in the file, top-level or inside a function.
 
     ``from P import X`` yields ``P.X`` when that is a module (``from geomlab import views`` is
-    ``geomlab.teach.views``), else ``P`` (``from geomlab import __version__`` is ``geomlab``).
+    ``geomlab.views``), else ``P`` (``from geomlab import __version__`` is ``geomlab``).
     """
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if _is_package(path) else module.rpartition(".")[0]
