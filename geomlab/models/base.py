@@ -13,6 +13,8 @@ A model is a ``torch.nn.Module`` subclass of :class:`SequenceModel`:
   ``record_hooks()`` in one :func:`~geomlab.models.hooks.run_with_cache`; it always holds ``"logits"`` of
   shape ``(T, V)`` equal to ``model(tokens)[0]``. ``model.records(tokens)`` does the same for a batch
   ``(B, T)`` in one run, a dict per sequence. Recording never changes the output.
+* ``model.lens_stages()``: the layer lens (:class:`LensStage`), each intermediate hidden value read out
+  through the model's own final norm and head; the last stage's readout is the model's output.
 * ``model.cfg`` is the kind's typed config (a :class:`geomlab.models.config.ConfigBase` subclass, the
   class's ``config_class``); ``model.config`` is its plain JSON-serialisable dict (including ``"kind"`` and
   ``"vocab_size"``), so ``build_model(model.config)`` rebuilds the same architecture.
@@ -20,7 +22,8 @@ A model is a ``torch.nn.Module`` subclass of :class:`SequenceModel`:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Mapping
 
 import torch
 from torch import nn
@@ -28,6 +31,26 @@ from torch import nn
 from geomlab.models.config import ConfigBase
 from geomlab.models.family import RECURRENT, Family
 from geomlab.models.hooks import HookedModule, run_with_cache
+
+
+@dataclass(frozen=True)
+class LensStage:
+    """One stage of the layer lens: a hidden value read out as next-token logits (logit lens, nostalgebraist
+    2020, "interpreting GPT: the logit lens"; the readout per kind is a design choice).
+
+    Attributes:
+        label: what the stage is, for axis labels (e.g. ``"block 1"``, ``"L0 attn t=2"``).
+        hook: the hook point whose cached value is read (:func:`~geomlab.models.hooks.run_with_cache`).
+        readout: the model's own final norm and head (or prototype readout) applied to that value:
+            ``(B, T, ...)`` -> logits ``(B, T, V)``.
+        step: for a ``per_step`` hook point whose steps are not the positions (CEM's iterates), the index
+            on the cached value's axis 1; ``None`` reads the value as it is.
+    """
+
+    label: str
+    hook: str
+    readout: Callable[[torch.Tensor], torch.Tensor]
+    step: int | None = None
 
 
 class SequenceModel(HookedModule, nn.Module):
@@ -91,6 +114,12 @@ class SequenceModel(HookedModule, nn.Module):
         """The record of sequence ``b`` from a :func:`~geomlab.models.hooks.run_with_cache` of
         :meth:`record_hooks`: default ``{"logits": logits[b]}`` ``(T, V)``."""
         return {"logits": logits[b]}
+
+    def lens_stages(self) -> list[LensStage]:
+        """The layer lens's stages, earliest first (:class:`LensStage`); the last one's readout of its value
+        is the model's own logits. Default: none (the kind has no lens). Read in the model's current mode
+        (CEM: the current recursion count)."""
+        return []
 
     def _check_record(self, tokens: torch.Tensor) -> None:
         if tokens.dim() != 2 or tokens.shape[0] != 1:

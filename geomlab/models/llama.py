@@ -17,7 +17,7 @@ from torch import nn
 
 from geomlab.models import register
 from geomlab.models.family import TRANSFORMER
-from geomlab.models.base import SequenceModel
+from geomlab.models.base import LensStage, SequenceModel
 from geomlab.models.budget import linear_width_search, search_width
 from geomlab.models.config import ConfigBase
 from geomlab.models.hooks import HookPoint
@@ -126,6 +126,14 @@ class LlamaModel(SequenceModel):
         for block in self.blocks:
             h = block(h, rope)
         return self.norm_f(h) @ self.embed.weight.T
+
+    def lens_stages(self) -> list[LensStage]:
+        """The scaled embedding (stage 0) and the residual stream after each block, through ``norm_f`` and
+        the tied head."""
+        def readout(h: torch.Tensor) -> torch.Tensor:
+            return self.norm_f(h) @ self.embed.weight.T
+        return [LensStage("embedding", "hook_embed", readout)] + [
+            LensStage(f"block {l}", f"blocks.{l}.hook_resid_post", readout) for l in range(len(self.blocks))]
 
     def record_hooks(self) -> list[str]:
         """The queries and keys of every block."""

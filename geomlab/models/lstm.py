@@ -19,7 +19,7 @@ from torch import nn
 
 from geomlab.models import register
 from geomlab.models.family import RECURRENT
-from geomlab.models.base import SequenceModel
+from geomlab.models.base import LensStage, SequenceModel
 from geomlab.models.budget import search_width
 from geomlab.models.config import ConfigBase
 from geomlab.models.hooks import HookPoint, any_active
@@ -98,6 +98,11 @@ class LSTMModel(SequenceModel):
         x = self.hook_input(x)
         out = self._steps(x) if any_active(self.layers) else self.lstm(x)[0]
         return self.head(out)
+
+    def lens_stages(self) -> list[LensStage]:
+        """Each layer's hidden states ``h`` through the head (every layer has the head's width ``hidden``;
+        the input is left out: its width is the vocabulary's or the embedding's)."""
+        return [LensStage(f"layer {l}", f"layers.{l}.hook_h", self.head) for l in range(len(self.layers))]
 
     def _steps(self, x: torch.Tensor) -> torch.Tensor:
         """The stacked LSTM one step at a time through the state hook points: ``x`` ``(B, T, input)`` ->

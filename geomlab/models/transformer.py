@@ -20,7 +20,7 @@ from torch import nn
 
 from geomlab.models import register
 from geomlab.models.family import TRANSFORMER
-from geomlab.models.base import SequenceModel
+from geomlab.models.base import LensStage, SequenceModel
 from geomlab.models.budget import search_width
 from geomlab.models.config import ConfigBase
 from geomlab.models.hooks import HookPoint
@@ -163,6 +163,13 @@ class Transformer(SequenceModel):
         for block in self.blocks:
             x = block(x, bias)
         return self.head(self.ln_f(x))
+
+    def lens_stages(self) -> list[LensStage]:
+        """The embedding (stage 0) and the residual stream after each block, through ``ln_f`` and the head."""
+        def readout(x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.ln_f(x))
+        return [LensStage("embedding", "hook_embed", readout)] + [
+            LensStage(f"block {l}", f"blocks.{l}.hook_resid_post", readout) for l in range(len(self.blocks))]
 
     def record_hooks(self) -> list[str]:
         """The queries and keys of every block."""

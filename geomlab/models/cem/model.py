@@ -11,7 +11,7 @@ from torch import nn
 from geomlab.models import register
 from geomlab.models.family import CEM
 from geomlab.models.hooks import HookedModule, HookPoint, run_with_cache
-from geomlab.models.base import SequenceModel
+from geomlab.models.base import LensStage, SequenceModel
 from geomlab.models.budget import linear_width_search, search_width
 from geomlab.models.cem.blocks import CEMStack
 from geomlab.models.cem.config import CEMConfig, CEMStackConfig
@@ -54,6 +54,21 @@ class CEMModel(SequenceModel):
         h = self.hook_embed(self.embed(tokens) * math.sqrt(self.cfg.d_model))
         h = self.stack(h)
         return self.norm_f(h) @ self.embed.weight.T
+
+    def lens_stages(self) -> list[LensStage]:
+        """The scaled embedding (stage 0) and the iterate after each recursion step ``t = 1..S`` of each
+        sub-block (attention, then MLP, layer by layer; ``S`` the current mode's recursion count), through
+        ``norm_f`` and the tied head. An iterate's step 0 is the previous sub-block's output, so it is not
+        repeated."""
+        def readout(h: torch.Tensor) -> torch.Tensor:
+            return self.norm_f(h) @ self.embed.weight.T
+        S = self.stack.steps
+        stages = [LensStage("embedding", "hook_embed", readout)]
+        for l in range(len(self.stack.layers)):
+            for b, name in ((0, "attn"), (1, "mlp")):
+                stages += [LensStage(f"L{l} {name} t={t}", f"stack.layers.{l}.{b}.hook_iterate", readout, step=t)
+                           for t in range(1, S + 1)]
+        return stages
 
     def record_hooks(self) -> list[str]:
         """Energies, displacements and the attention of the last step (:func:`_record_hooks`)."""

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from geomlab.models.base import SequenceModel
+from geomlab.models.base import LensStage, SequenceModel
 from geomlab.models.budget import search_width
 from geomlab.models.config import ConfigBase
 from geomlab.models.grassmann.blocks import PlaneBlock
@@ -90,6 +90,14 @@ class PlaneLM(SequenceModel):
     def head(self, x: torch.Tensor) -> torch.Tensor:
         """Tied output head: ``LN_f(x) @ E^T``, ``(..., d) -> (..., V)``."""
         return self.ln_f(x) @ self.tok.weight.t()
+
+    def lens_stages(self) -> list[LensStage]:
+        """The embedding (block 0's input, stage 0) and each block's output, through ``ln_f`` and the tied
+        head (:meth:`head`); none without blocks."""
+        if not len(self.blocks):
+            return []
+        return [LensStage("embedding", "blocks.0.hook_resid_pre", self.head)] + [
+            LensStage(f"block {l}", f"blocks.{l}.hook_resid_post", self.head) for l in range(len(self.blocks))]
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens`` ``(B, T)`` long -> logits ``(B, T, V)``; ``logits[:, t]`` predicts token ``t + 1``."""

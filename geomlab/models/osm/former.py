@@ -14,6 +14,7 @@ from geomlab.geometry.groups.torus import TorusGroup
 from geomlab.geometry.groups.expm import _PAD_TO
 from geomlab.models import register
 from geomlab.models.family import OSM
+from geomlab.models.base import LensStage
 from geomlab.models.hooks import HookPoint, any_active, run_with_cache
 from geomlab.models.osm.base import OSMBase, _budget_with_knobs
 from geomlab.models.osm.config import PROTOTYPES, OSMFormerConfig
@@ -328,6 +329,24 @@ class OSMFormer(OSMBase):
             H = lh.hook_state(H @ self._exp(p_gr))
         Hr = _ct(R) @ H if R is not None else H
         return self.readout(Hr, M, pad)
+
+    def lens_stages(self) -> list[LensStage]:
+        """The layer-0 states (stage 0) and each layer's states through the prototype readout, as
+        :meth:`forward` reads them (rotation: of ``R^{-i} H_i``). On T^d without rotation the diagonal
+        arithmetic's ``diag.*`` points are read (:meth:`readout_diagonal`), so no ``d x d`` matrix is formed."""
+        M = self.token_matrices()
+        if self._diagonal and self.config["position"] != "rotation":
+            def readout(h: torch.Tensor) -> torch.Tensor:
+                return self.readout_diagonal(h, M)
+            prefix = "diag."
+        else:
+            def readout(H: torch.Tensor) -> torch.Tensor:
+                if self.config["position"] == "rotation":
+                    H = _ct(self._rotations(H.shape[1], M.dtype, M.device)) @ H
+                return self.readout(H, M)
+            prefix = ""
+        return [LensStage("input", f"{prefix}hook_inputs", readout)] + [
+            LensStage(f"layer {l}", f"{prefix}layers.{l}.hook_state", readout) for l in range(self.n_layers)]
 
     def _pull(self, hook: HookPoint, H: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
         """:meth:`_direction` of ``H`` toward ``X``, seen projected at ``hook`` (computed only when it is

@@ -9,6 +9,7 @@ import torch
 from geomlab.geometry.groups import OrthogonalGroup, SpecialOrthogonalGroup, expm_taylor
 from geomlab.models import register
 from geomlab.models.family import OSM
+from geomlab.models.base import LensStage
 from geomlab.models.hooks import HookPoint, any_active
 from geomlab.models.osm.base import OSMBase, _budget_with_knobs
 from geomlab.models.osm.config import PROTOTYPES, OSMRNNConfig
@@ -153,6 +154,11 @@ class OSMRNN(OSMBase):
             if hook(value) is not value:
                 raise ValueError(f"{hook.name}: the fused training recurrence (O/SO, float32, CPU) cannot continue "
                                  "from a replaced value; replace values in eval mode")
+
+    def lens_stages(self) -> list[LensStage]:
+        """One stage: the state sequence ``H_{t+1}`` through the prototype readout (the model's output)."""
+        M = self.token_matrices()
+        return [LensStage("state", "hook_state", lambda H: self.readout(H, M))]
 
     def record_hooks(self) -> list[str]:
         """The inputs, the tangents and the states."""
