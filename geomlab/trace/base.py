@@ -122,6 +122,8 @@ class Trace:
         attention_slopes: ``[layer, head]`` ALiBi slopes (score bias ``-m (i - j)``) or ``None``.
         attention_dense: ``[layer, head, position, position]`` weights of an older (version-1) trace or a
             hand-made record, or ``None``.
+        lens: the layer lens (:class:`geomlab.trace.lens.Lens`: top-k, next-token probability and rank per
+            stage and position), or ``None`` (a kind without lens stages, an older trace file).
 
     The attention weights themselves are computed on demand (:meth:`attention_rows`, :attr:`attention`):
     no ``T x T`` array is kept.
@@ -140,6 +142,7 @@ class Trace:
     attention_k_shared: np.ndarray | None = None
     attention_slopes: np.ndarray | None = None
     attention_dense: np.ndarray | None = None
+    lens: Any = None
 
     family: ClassVar[str] = "baseline"
     # record keys that are required / optional for this family (besides "logits" and the attention keys)
@@ -195,7 +198,7 @@ class Trace:
         total = int(self.tokens.nbytes) + sum(len(s) for s in self.labels) + len(self.text)
         for value in self.stored_arrays().values():
             total += int(value.nbytes)
-        return total
+        return total + (int(self.lens.nbytes) if self.lens is not None else 0)
 
     def stored_arrays(self) -> dict[str, np.ndarray]:
         """The arrays this trace stores, by field name (what :func:`save_trace` writes, besides tokens and

@@ -13,6 +13,7 @@ from typing import BinaryIO
 import numpy as np
 
 from geomlab.trace.base import Trace, TraceError
+from geomlab.trace.lens import Lens
 from geomlab.trace.record import FAMILIES, from_record
 
 FORMAT_VERSION = 2
@@ -50,7 +51,8 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
     """Write ``tr`` as one ``.npz`` file (zip-compressed unless ``compress=False``) of plain numeric/bool
     arrays (the trace's stored fields, ``extra.*`` for extras) plus ``__meta__``, a JSON string with
     ``format_version`` (:data:`FORMAT_VERSION`), ``family``, ``kind``, ``labels``, ``config``, ``text``,
-    ``group``. No pickles. ``path`` may be a file path or a binary file object (e.g. ``io.BytesIO``).
+    ``group``. A trace with a layer lens adds its arrays as ``lens.top_ids``, ``lens.top_probs``,
+    ``lens.next_prob``, ``lens.next_rank`` and its stage names as ``lens_labels`` in ``__meta__``. No pickles. ``path`` may be a file path or a binary file object (e.g. ``io.BytesIO``).
 
     Raises:
         TraceError: an array has object dtype (cannot be stored without pickling).
@@ -58,6 +60,10 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
     arrays: dict[str, np.ndarray] = {"tokens": np.asarray(tr.tokens, dtype=np.int64)}
     for name, value in tr.stored_arrays().items():
         arrays[name] = np.asarray(value)
+    lens = getattr(tr, "lens", None)
+    if lens is not None:
+        for name in Lens.ARRAYS:
+            arrays[f"lens.{name}"] = np.asarray(getattr(lens, name))
     for name, value in arrays.items():
         if value.dtype == object:
             raise TraceError(f"array {name!r} has object dtype and cannot be saved without pickles")
@@ -65,6 +71,8 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
         "format_version": FORMAT_VERSION, "family": tr.family, "kind": tr.kind, "labels": list(tr.labels),
         "config": tr.config, "text": tr.text, "group": getattr(tr, "group", None),
     }
+    if lens is not None:
+        meta["lens_labels"] = list(lens.labels)
     arrays["__meta__"] = np.array(json.dumps(meta, default=_json_default))
     writer = np.savez_compressed if compress else np.savez
     if isinstance(path, (str, Path)):
@@ -113,6 +121,7 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
         raise TraceError("trace file lacks 'tokens' or 'logits'")
     cls = FAMILIES[family]
     extras = {k[len("extra."):]: data.pop(k) for k in list(data) if k.startswith("extra.")}
+    lens_arrays = {k[len("lens."):]: data.pop(k) for k in list(data) if k.startswith("lens.")}
     tokens = data.pop("tokens")
     record = {k: v for k, v in data.items()}
     complete = _family_of_v1(record) == family if version == 1 else all(k in record for k in cls.REQUIRED)
@@ -123,11 +132,23 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     if not isinstance(labels, list) or len(labels) != len(tokens):
         raise TraceError("trace labels do not match the number of positions")
     try:
-        return from_record(record, str(meta.get("kind", "")), tokens, labels=[str(x) for x in labels],
-                           config=meta.get("config") or {}, text=str(meta.get("text", "")),
-                           group=meta.get("group") or {}, family=family)
+        tr = from_record(record, str(meta.get("kind", "")), tokens, labels=[str(x) for x in labels],
+                         config=meta.get("config") or {}, text=str(meta.get("text", "")),
+                         group=meta.get("group") or {}, family=family)
     except (IndexError, KeyError, TypeError) as exc:  # arrays of inconsistent shapes
         raise TraceError(f"inconsistent trace file: {exc}") from exc
+    tr.lens = _lens_of(lens_arrays, meta.get("lens_labels"), len(tokens))
+    return tr
+
+
+def _lens_of(arrays: dict[str, np.ndarray], labels, n_positions: int) -> Lens | None:
+    """The layer lens a file stores (``None`` when it has none: older files); raises :class:`TraceError`
+    for a partial or inconsistent one."""
+    if not arrays and labels is None:
+        return None
+    if set(arrays) != set(Lens.ARRAYS) or not isinstance(labels, list):
+        raise TraceError(f"trace file has a partial layer lens: arrays {sorted(arrays)}, labels {labels!r}")
+    return Lens([str(x) for x in labels], *(arrays[name] for name in Lens.ARRAYS)).check(n_positions)
 
 
 def trace_bytes(tr: Trace) -> bytes:

@@ -21,7 +21,7 @@ DEFAULT_K = 5
 """Top predictions kept per stage and position (design choice: the token panel's five)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Lens:
     """The layer lens of one sequence.
 

@@ -11,6 +11,7 @@ import torch
 
 from geomlab.trace.base import Trace, TraceError
 from geomlab.trace.cem import CEMTrace
+from geomlab.trace.lens import DEFAULT_K, layer_lens
 from geomlab.trace.record import family_of_kind, from_record
 
 MAX_TEXT_CHARS = 2048
@@ -95,7 +96,8 @@ def _group_info(model) -> dict[str, Any]:
     return {"name": name, "d": d, "options": options}
 
 
-def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int = MAX_TEXT_CHARS) -> Trace:
+def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int = MAX_TEXT_CHARS,
+          lens: bool = True) -> Trace:
     """Run ``model`` on one sequence and return its typed trace.
 
     Args:
@@ -104,10 +106,13 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
         vocab: optional vocabulary used for hover labels (``decode``).
         text: optional text the tokens came from (labels taken from it when it has length T).
         max_positions: longest accepted T (default :data:`MAX_TEXT_CHARS`).
+        lens: also compute the layer lens (:func:`geomlab.trace.lens.layer_lens`, top-:data:`DEFAULT_K`, a
+            second run of the model) into ``trace.lens`` when the model's class declares lens stages.
 
     Returns:
         the dataclass of the family the model's class records (``trace_family()``: :class:`OSMTrace`,
-        :class:`CEMTrace`, :class:`GrassmannTrace` or :class:`BaselineTrace`), arrays on CPU as numpy.
+        :class:`CEMTrace`, :class:`GrassmannTrace` or :class:`BaselineTrace`), arrays on CPU as numpy;
+        ``trace.lens`` the compact :class:`~geomlab.trace.lens.Lens` or ``None``.
 
     Raises:
         TraceError: wrong token shape, ``T == 0`` or ``T > max_positions``, or a record missing keys.
@@ -142,13 +147,17 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
             with torch.no_grad():
                 # a model may give the trace's compact fields directly (the torus OSMFormer's diagonals)
                 record = getattr(model, "trace_record", model.record)(tokens.to(device))
+                has_lens = lens and bool(getattr(model, "lens_stages", list)())
+                found = layer_lens(model, tokens, DEFAULT_K, keep_log_probs=False) if has_lens else None
         finally:
             model.train(was_training)
     tok = tokens[0].cpu().numpy()
     kind = str(config.get("kind", getattr(model, "kind", "")))
     family = type(model).trace_family() if hasattr(type(model), "trace_family") else family_of_kind(kind)
-    return from_record(record, kind, tok, labels=_labels(vocab, tok, text), config=config,
-                       text=text or "", group=_group_info(model), family=family)
+    tr = from_record(record, kind, tok, labels=_labels(vocab, tok, text), config=config,
+                     text=text or "", group=_group_info(model), family=family)
+    tr.lens = found
+    return tr
 
 
 def trace_text(model, vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> Trace:
