@@ -52,7 +52,8 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
     arrays (the trace's stored fields, ``extra.*`` for extras) plus ``__meta__``, a JSON string with
     ``format_version`` (:data:`FORMAT_VERSION`), ``family``, ``kind``, ``labels``, ``config``, ``text``,
     ``group``. A trace with a layer lens adds its arrays as ``lens.top_ids``, ``lens.top_probs``,
-    ``lens.next_prob``, ``lens.next_rank`` and its stage names as ``lens_labels`` in ``__meta__``. No pickles. ``path`` may be a file path or a binary file object (e.g. ``io.BytesIO``).
+    ``lens.next_prob``, ``lens.next_rank``, its stage names as ``lens_labels`` and its token strings as
+    ``lens_names`` in ``__meta__``. No pickles. ``path`` may be a file path or a binary file object (e.g. ``io.BytesIO``).
 
     Raises:
         TraceError: an array has object dtype (cannot be stored without pickling).
@@ -73,6 +74,7 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
     }
     if lens is not None:
         meta["lens_labels"] = list(lens.labels)
+        meta["lens_names"] = {str(i): s for i, s in lens.names.items()}
     arrays["__meta__"] = np.array(json.dumps(meta, default=_json_default))
     writer = np.savez_compressed if compress else np.savez
     if isinstance(path, (str, Path)):
@@ -138,6 +140,11 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     except (IndexError, KeyError, TypeError) as exc:  # arrays of inconsistent shapes
         raise TraceError(f"inconsistent trace file: {exc}") from exc
     tr.lens = _lens_of(lens_arrays, meta.get("lens_labels"), len(tokens))
+    if tr.lens is not None and isinstance(meta.get("lens_names"), dict):
+        try:
+            tr.lens.names = {int(i): str(s) for i, s in meta["lens_names"].items()}
+        except ValueError as exc:
+            raise TraceError(f"trace file's lens names are not keyed by token ids: {exc}") from exc
     return tr
 
 

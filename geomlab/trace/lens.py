@@ -10,7 +10,7 @@ the geometric kinds and what is stored are design choices.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -37,6 +37,8 @@ class Lens:
             ``1 +`` the number of tokens strictly more probable); NaN at the last position.
         log_probs: ``[stage, position, vocab]`` float32 log-probabilities (nats), or ``None`` (a trace
             keeps only the compact fields above).
+        names: ``{token id: printable string}`` for the ids in ``top_ids`` (set by
+            :func:`geomlab.trace.trace` from the vocabulary; :meth:`name` falls back to ``"#id"``).
     """
 
     labels: list[str]
@@ -45,6 +47,7 @@ class Lens:
     next_prob: np.ndarray
     next_rank: np.ndarray
     log_probs: np.ndarray | None = None
+    names: dict[int, str] = field(default_factory=dict)
 
     ARRAYS = ("top_ids", "top_probs", "next_prob", "next_rank")
 
@@ -64,9 +67,14 @@ class Lens:
         extra = self.log_probs.nbytes if self.log_probs is not None else 0
         return int(sum(getattr(self, name).nbytes for name in self.ARRAYS) + extra)
 
+    def name(self, token_id: int) -> str:
+        """The printable string of ``token_id`` (:attr:`names`, else ``"#id"``)."""
+        return self.names.get(int(token_id), f"#{int(token_id)}")
+
     def compact(self) -> "Lens":
         """The same lens without the full log-probabilities (what a trace stores)."""
-        return Lens(list(self.labels), self.top_ids, self.top_probs, self.next_prob, self.next_rank)
+        return Lens(list(self.labels), self.top_ids, self.top_probs, self.next_prob, self.next_rank,
+                    names=dict(self.names))
 
     def check(self, n_positions: int) -> "Lens":
         """``self`` after checking the shapes against ``n_positions``; raises :class:`TraceError` when an

@@ -156,8 +156,20 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
     family = type(model).trace_family() if hasattr(type(model), "trace_family") else family_of_kind(kind)
     tr = from_record(record, kind, tok, labels=_labels(vocab, tok, text), config=config,
                      text=text or "", group=_group_info(model), family=family)
+    if found is not None:
+        found.names = _lens_names(vocab, found.top_ids, tok, tr.labels)
     tr.lens = found
     return tr
+
+
+def _lens_names(vocab, ids: np.ndarray, tokens: np.ndarray, labels: list[str]) -> dict[int, str]:
+    """Printable strings of the token ids the lens names: from the vocabulary, else the label of a position
+    holding that token, else ``"#id"``."""
+    at = {int(t): labels[p] for p, t in reversed(list(enumerate(tokens.tolist())))}
+    out = {}
+    for i in np.unique(ids).tolist():
+        out[i] = _labels(vocab, np.array([i]), None)[0] if vocab is not None else at.get(i, f"#{i}")
+    return out
 
 
 def trace_text(model, vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> Trace:

@@ -111,7 +111,9 @@ def test_trace_carries_the_lens_and_its_file_round_trips():
     buf = io.BytesIO()
     save_trace(tr, buf)
     back = load_trace(buf.getvalue())
-    assert back.lens.labels == tr.lens.labels
+    assert back.lens.labels == tr.lens.labels and back.lens.names == tr.lens.names
+    top = int(tr.lens.top_ids[0, 0, 0])
+    assert tr.lens.name(top) == VOCAB.decode([top]).replace(" ", "␣").replace("\n", "↵")
     for name in ("top_ids", "top_probs", "next_prob", "next_rank"):
         np.testing.assert_array_equal(getattr(back.lens, name), getattr(tr.lens, name))
 
