@@ -20,6 +20,7 @@ declarations by name. Figures by family:
   :func:`plucker_heatmap`, :func:`plane_matrix`, :func:`gate_share`, :func:`plane_sphere`, :func:`plane_interpolation`,
   :func:`decomposability_map`.
 * Baselines with attention: :func:`attention_maps`, :func:`attends_to`.
+* Every kind with a layer lens (on every view, under "More figures"): :func:`lens_heatmap`, :func:`lens_table`.
 * Any runs: :func:`training_curves` (not a per-trace figure, so not in :data:`FIGURES`).
 
 Which page shows which figures, and building them with a page's control values, is the business of the view
@@ -41,5 +42,6 @@ from geomlab.figures.tangents import generator_heatmap, mixing_share, tangent_he
 from geomlab.figures.phases import phase_circle, phase_timeline
 from geomlab.figures.paths import distance_profile, pca_projection, pca_trajectory
 from geomlab.figures.group_coords import so3_frame, torus_angles
+from geomlab.figures.lens import lens_heatmap, lens_table
 
 __all__ = ["Chart", "FigureError", "FigureSpec", "Explanation", "FIGURES", "training_curves", *FIGURES]

@@ -54,7 +54,9 @@ class FigureSpec:
     subplot titles overlap); ``default``: shown when a page opens (the others wait under "More figures");
     ``replaces``: the figures this one takes the place of in the default set when both apply (on the torus
     the eigenvalues of H_t are its diagonal entries, so the torus angles replace the phase timeline and the
-    eigenvalue circle, which draw the same angles again; both stay under "More figures").
+    eigenvalue circle, which draw the same angles again; both stay under "More figures"); ``shared``: a
+    figure of every family (the layer lens), listed by several views; it alone never makes a view one of a
+    trace's views.
 
     Every figure marks the page's one token cursor, the 3-D scenes included, and none has an animation
     slider of its own. The browser draws a 3-D scene anew whenever its spec changes (0.5-0.8 s per cursor
@@ -71,6 +73,7 @@ class FigureSpec:
     wide: bool = True
     default: bool = True
     replaces: tuple[str, ...] = ()
+    shared: bool = False
 
 
 FIGURES: dict[str, FigureSpec] = {}
@@ -79,7 +82,7 @@ FIGURES: dict[str, FigureSpec] = {}
 
 def figure(*, label: str, applies: Callable[[Any], bool], explain: Explanation, controls: tuple[str, ...] = (),
            cursor_arg: str | None = "cursor", cursor_fallback: bool = False, wide: bool = True,
-           default: bool = True, replaces: tuple[str, ...] = ()) -> Callable:
+           default: bool = True, replaces: tuple[str, ...] = (), shared: bool = False) -> Callable:
     """Decorator declaring the function below as a figure of :data:`FIGURES` under its own name (the fields
     are those of :class:`FigureSpec`); returns the function unchanged. ``ValueError`` for a name declared
     twice. Design choice."""
@@ -87,7 +90,7 @@ def figure(*, label: str, applies: Callable[[Any], bool], explain: Explanation, 
         if fn.__name__ in FIGURES:
             raise ValueError(f"figure {fn.__name__!r} is declared twice")
         FIGURES[fn.__name__] = FigureSpec(fn.__name__, label, applies, fn, explain, tuple(controls), cursor_arg,
-                                          cursor_fallback, wide, default, tuple(replaces))
+                                          cursor_fallback, wide, default, tuple(replaces), shared)
         return fn
     return declare
 

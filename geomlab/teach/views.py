@@ -62,6 +62,9 @@ class ViewSpec:
         return self.shows.preferred(self.slug)
 
 
+#: The layer lens's figures, on every view (declared ``shared``, not default: under "More figures").
+LENS = ("lens_heatmap", "lens_table")
+
 #: At most this many figures open a view (a small default set a newcomer can read, and a cheap cursor move);
 #: the view's other figures are under "More figures" (:func:`default_figures`).
 MAX_DEFAULT = 4
@@ -74,14 +77,14 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
              "Where the hidden state $H_t$ travels on its group: eigenvalue phases on the unit circle, distance "
              "from the identity, and a picture of the path.",
              ("phase_circle", "pca_projection", "distance_profile", "phase_timeline", "torus_angles",
-              "pca_trajectory", "so3_frame"),
+              "pca_trajectory", "so3_frame", *LENS),
              ("layer",)),
     # best on an OSMFormer (attention kinds first), whose layers mix the tangents across positions
     ViewSpec("tangents", "Tangent updates", "Tangents", ":material/north_east:", Shows(prefer="attention"),
              "orthogonal-state (OSM)",
              "How big each update $\\Phi_t$ in the Lie algebra is, per position and layer, before and after "
              "tangent mixing.",
-             ("tangent_lines", "tangent_heatmap", "generator_heatmap", "mixing_share"),
+             ("tangent_lines", "tangent_heatmap", "generator_heatmap", "mixing_share", *LENS),
              ("layer", "substep")),
     # the OSMFormer first (the state similarity its scores come from is this view's own panel), then the
     # Transformer baselines and CEM, then the other kinds with attention
@@ -90,27 +93,27 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
              "attention-based (OSMFormer, CEM, Transformers)",
              "Which earlier positions each position looks at; for an OSMFormer, next to the state similarity "
              "$\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$ its scores come from.",
-             ("similarity_map", "attention_maps", "attends_to", "attention_row", "attention_window"),
+             ("similarity_map", "attention_maps", "attends_to", "attention_row", "attention_window", *LENS),
              ("layer", "head")),
     # ${...}$: one group, which KaTeX does not break after "t =" at a line end (a phone showed "t =" alone)
     ViewSpec("energy", "CEM energy", "Energy", ":material/trending_down:", Shows(),
              "causal energy minimisation (CEM)",
              "Energy of each token's iterate across recursion steps ${t = 0, \\dots, T}$: a CEM layer is gradient "
              "descent on this energy, so it should go down.",
-             ("energy_descent", "energy_tokens"),
+             ("energy_descent", "energy_tokens", *LENS),
              ("steps", "layer", "block")),
     ViewSpec("planes", "Grassmann planes", "Planes", ":material/change_history:", Shows(),
              "Grassmann flow",
              "The 2-planes a Grassmann layer builds from pairs of positions, their Plücker coordinates, and how "
              "far apart consecutive planes are.",
              ("plane_distances", "plane_angles", "plucker_heatmap", "gate_share", "plane_similarity",
-              "plane_sphere", "plane_interpolation", "plane_matrix", "decomposability_map"),
+              "plane_sphere", "plane_interpolation", "plane_matrix", "decomposability_map", *LENS),
              ("layer", "slot")),
 )}
 """Every view page by slug, in the order the app lists them."""
 
 #: Every figure name of the views in one order (views in page order, figures in display order).
-FIGURE_ORDER: tuple[str, ...] = tuple(name for v in VIEWS.values() for name in v.figures)
+FIGURE_ORDER: tuple[str, ...] = tuple(dict.fromkeys(name for v in VIEWS.values() for name in v.figures))
 
 
 # ---------------------------------------------------------------- shape facts of a trace
@@ -338,13 +341,14 @@ def all_figures(tr: Any, cursor: int | None = None) -> dict[str, Any]:
 
 def views_of_trace(tr: Any) -> list[ViewSpec]:
     """The views with at least one figure for ``tr`` (by its figures, not its kind: a trace file of an
-    unregistered kind that records a family's arrays gets that family's views)."""
-    return [v for v in VIEWS.values() if view_figures(v.slug, tr)]
+    unregistered kind that records a family's arrays gets that family's views; a ``shared`` figure such as
+    the layer lens counts for none)."""
+    return [v for v in VIEWS.values() if any(not f.shared for f in view_figures(v.slug, tr))]
 
 
 def check_views(names: Iterable[str] | None = None) -> list[str]:
     """Problems of the views as sentences (empty when consistent): every figure a view lists is declared in
-    :data:`geomlab.figures.FIGURES` (or ``names``) and listed by one view only, every declared figure is on
+    :data:`geomlab.figures.FIGURES` (or ``names``) and listed by one view only (unless declared ``shared``), every declared figure is on
     some view, every control a view draws is a key of :data:`CONTROLS`, every control a figure takes is one
     its view draws, and a figure replaces only figures of its own view."""
     declared = _declared()
@@ -359,7 +363,7 @@ def check_views(names: Iterable[str] | None = None) -> list[str]:
             if name not in names or name not in declared:
                 problems.append(f"{v.slug}: {name!r} is not declared in geomlab.figures.FIGURES")
                 continue
-            if name in seen:
+            if name in seen and not declared[name].shared:
                 problems.append(f"{name!r} is listed by {seen[name]} and {v.slug}")
             seen[name] = v.slug
             spec = declared[name]
