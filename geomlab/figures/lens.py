@@ -92,7 +92,7 @@ def lens_table(tr, cursor: int | None = None) -> Chart:
     Args:
         tr: a trace with a layer lens; cursor: the position read (default: the last).
 
-    Traces: one heatmap ``"top tokens"`` ``[stage, k]`` of probabilities in [0, 1] with the tokens as cell
+    Traces: one heatmap ``"top tokens after t 'token'"`` (``meta="cursor"``: it is the cursor's) ``[stage, k]`` of probabilities in [0, 1] with the tokens as cell
     text; the y tick labels add the actual next token's probability and rank per stage. Raises
     :class:`FigureError` for a trace without a lens or a cursor out of range. Source: the logit lens.
     """
@@ -108,7 +108,8 @@ def lens_table(tr, cursor: int | None = None) -> Chart:
              for s, label in enumerate(lens.labels)]
     fig = FigureBuilder([dict(
         type="heatmap", z=blank(probs), x=np.arange(1, lens.k + 1), y=np.arange(lens.n_stages), text=cells,
-        texttemplate="%{text}", colorscale=SEQUENTIAL, zmin=0, zmax=1, name="top tokens", customdata=names,
+        texttemplate="%{text}", colorscale=SEQUENTIAL, zmin=0, zmax=1, customdata=names,
+        name=f"top tokens after {c} '{tr.labels[c]}'", meta="cursor",
         colorbar={"title": {"text": "p"}},
         hovertemplate="stage %{y}<br>rank %{x}: '%{customdata}'<br>p = %{z:.3f}<extra></extra>")])
     fig.update_xaxes(title_text="rank", tickmode="linear", dtick=1)

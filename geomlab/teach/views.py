@@ -113,7 +113,9 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
 """Every view page by slug, in the order the app lists them."""
 
 #: Every figure name of the views in one order (views in page order, figures in display order).
-FIGURE_ORDER: tuple[str, ...] = tuple(dict.fromkeys(name for v in VIEWS.values() for name in v.figures))
+#: The layer lens's figures, listed by every view, come last.
+FIGURE_ORDER: tuple[str, ...] = tuple(dict.fromkeys(
+    [name for v in VIEWS.values() for name in v.figures if name not in LENS] + list(LENS)))
 
 
 # ---------------------------------------------------------------- shape facts of a trace
@@ -159,8 +161,10 @@ def applies(tr: Any, name: str) -> bool:
 
 
 def figures_for(tr: Any) -> list[str]:
-    """Names of every figure of the views that applies to ``tr``, in :data:`FIGURE_ORDER`."""
-    return [n for n in FIGURE_ORDER if applies(tr, n)]
+    """Names of every figure of the views that applies to ``tr``, in :data:`FIGURE_ORDER` (none when only
+    ``shared`` figures apply: no view shows the trace)."""
+    names = [n for n in FIGURE_ORDER if applies(tr, n)]
+    return names if any(not figure_spec(n).shared for n in names) else []
 
 
 def views_for_kind(kind: str) -> list[ViewSpec]:
@@ -178,8 +182,10 @@ def default_view(kind: str) -> ViewSpec | None:
 
 def view_figures(slug: str, tr: Any) -> list:
     """The declarations of the figures of view ``slug`` that apply to ``tr``, in display order
-    (``KeyError``: unknown slug)."""
-    return [figure_spec(n) for n in VIEWS[slug].figures if applies(tr, n)]
+    (``KeyError``: unknown slug). A ``shared`` figure (the layer lens) is one of them only beside a figure of
+    the view's own: alone it does not make the view one for ``tr``."""
+    specs = [figure_spec(n) for n in VIEWS[slug].figures if applies(tr, n)]
+    return specs if any(not f.shared for f in specs) else []
 
 
 def default_figures(slug: str, tr: Any) -> list:
@@ -341,9 +347,8 @@ def all_figures(tr: Any, cursor: int | None = None) -> dict[str, Any]:
 
 def views_of_trace(tr: Any) -> list[ViewSpec]:
     """The views with at least one figure for ``tr`` (by its figures, not its kind: a trace file of an
-    unregistered kind that records a family's arrays gets that family's views; a ``shared`` figure such as
-    the layer lens counts for none)."""
-    return [v for v in VIEWS.values() if any(not f.shared for f in view_figures(v.slug, tr))]
+    unregistered kind that records a family's arrays gets that family's views)."""
+    return [v for v in VIEWS.values() if view_figures(v.slug, tr)]
 
 
 def check_views(names: Iterable[str] | None = None) -> list[str]:

@@ -57,24 +57,25 @@ PER_POSITION = {"phase_timeline", "distance_profile", "pca_trajectory", "pca_pro
                 "plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
                 "decomposability_map", "phase_circle", "plane_sphere", "generator_heatmap", "plane_matrix"}
 
+LENS = {"lens_heatmap", "lens_table"}  # the layer lens: every kind
 EXPECTED = {
     "osm-rnn-SO3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "pca_projection",
-                    "so3_frame", "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap"},
+                    "so3_frame", "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap", *LENS},
     "osmformer-U3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "pca_projection",
                      "tangent_heatmap",
                      "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps", "similarity_map",
-                     "attention_row", "attends_to"},
+                     "attention_row", "attends_to", *LENS},
     "osmformer-T4": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "pca_projection",
                      "torus_angles",
                      "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps",
-                     "similarity_map", "attention_row", "attends_to"},
-    "cem": {"energy_descent", "energy_tokens", "attention_maps", "attention_row", "attends_to"},
+                     "similarity_map", "attention_row", "attends_to", *LENS},
+    "cem": {"energy_descent", "energy_tokens", "attention_maps", "attention_row", "attends_to", *LENS},
     "grassmann-r3": {"plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
-                     "plane_sphere", "plane_interpolation", "decomposability_map", "plane_matrix"},
-    "transformer": {"attention_maps", "attention_row", "attends_to"},
-    "llama": {"attention_maps", "attention_row", "attends_to"},
-    "grassmann-attn": {"attention_maps", "attention_row", "attends_to"},
-    "lstm": set(),
+                     "plane_sphere", "plane_interpolation", "decomposability_map", "plane_matrix", *LENS},
+    "transformer": {"attention_maps", "attention_row", "attends_to", *LENS},
+    "llama": {"attention_maps", "attention_row", "attends_to", *LENS},
+    "grassmann-attn": {"attention_maps", "attention_row", "attends_to", *LENS},
+    "lstm": set(),  # no view of its own: not even the lens figures
 }
 
 

@@ -59,7 +59,8 @@ def test_which_figures_apply(traces):
     assert "torus_angles" in views.figures_for(traces["osm-rnn-torus-s5"])
     assert "attention_maps" not in views.figures_for(traces["osm-rnn-torus-s5"])  # an RNN: no attention
     assert views.figures_for(traces["transformer-alibi-tinyshakespeare"]) == ["attention_maps", "attends_to",
-                                                                                "attention_row"]
+                                                                                "attention_row", "lens_heatmap",
+                                                                                "lens_table"]
     assert views.figures_for(traces["lstm-tinyshakespeare"]) == []
     assert [v.slug for v in views.views_of_trace(traces["cem-t2-tinyshakespeare"])] == ["attention", "energy"]
     tr = from_record({"logits": np.zeros((3, 2))}, "newkind", np.arange(3))
@@ -127,7 +128,7 @@ def test_trace_html_writes_the_registry_figures(tmp_path):
     assert rc == 0
     ck = checkpoint.load(ASSETS / "cem-t2-tinyshakespeare", device="cpu")
     tr = trace_text(ck.model, ck.vocab, TEXT)
-    expected = [f.name for v in views.views_of_trace(tr) for f in views.view_figures(v.slug, tr)]
+    expected = {f.name for v in views.views_of_trace(tr) for f in views.view_figures(v.slug, tr)}
     assert sorted(p.stem for p in out.glob("*.html") if p.stem != "index") == sorted(expected)
     index = (out / "index.html").read_text()
     assert "CEM energy" in index and "Attention similarity" in index and 'href="energy_descent.html"' in index
