@@ -72,9 +72,8 @@ def _caption(tr: Trace, idx: np.ndarray, bad: int) -> str:
     "One small map per layer (row of the grid) and head (column), all on one colour scale: in each map row $i$ "
     "is a query position and column $j$ a key position; a row sums to 1. The cursor's row is outlined, and the "
     "layer and head chosen above are framed.",
-    "Heads that look alike (redundant), a bright diagonal (a head attending to the position itself), a band "
-    "just below it (the previous token), vertical stripes (anchor tokens), and how the patterns change with "
-    "depth.",
+    "Heads that look alike, a bright diagonal (the position itself), a band below it (the previous token), "
+    "vertical stripes (anchor tokens); how this changes with depth.",
     ("Attention",), "Vig, arXiv 1906.05714 (BertViz model view); design choice"))
 def attention_overview(tr: Trace, layer: int | None = None, head: int | None = None, cursor: int | None = None,
                        window: int = WINDOW) -> Chart:
