@@ -73,7 +73,7 @@ def _caption(tr: Trace, idx: np.ndarray, bad: int) -> str:
     "is a query position and column $j$ a key position; a row sums to 1. The cursor's row is outlined, and the "
     "layer and head chosen above are framed.",
     "Heads that look alike, a bright diagonal (the position itself), a band below it (the previous token), "
-    "vertical stripes (anchor tokens); how this changes with depth.",
+    "vertical stripes (anchor tokens); changes with depth.",
     ("Attention",), "Vig, arXiv 1906.05714 (BertViz model view); design choice"))
 def attention_overview(tr: Trace, layer: int | None = None, head: int | None = None, cursor: int | None = None,
                        window: int = WINDOW) -> Chart:
