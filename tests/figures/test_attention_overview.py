@@ -165,10 +165,10 @@ def test_a_long_text_shows_a_contiguous_window_with_the_cursor(kind, validate):
     np.testing.assert_array_equal(overview_positions(30, 12), np.arange(30))  # short: all of them
 
 
-def test_the_attention_view_opens_on_the_overview_first():
+def test_the_attention_view_lists_the_overview_first_under_more_figures():
     tr = get_trace("transformer")
     assert views.VIEWS["attention"].figures[0] == "attention_overview"
-    default = [f.name for f in views.default_figures("attention", tr)]
-    assert default[0] == "attention_overview" and len(default) <= views.MAX_DEFAULT
+    assert "attention_overview" not in [f.name for f in views.default_figures("attention", tr)]
+    assert [f.name for f in views.more_figures("attention", tr)][0] == "attention_overview"
     chart = views.build_figure(tr, "attention_overview", {"layer": 1, "head": None}, cursor=3)
     assert len([s for s in chart.figure.layout.shapes if s.name == "chosen"]) == tr.n_heads
