@@ -21,6 +21,7 @@ declarations by name. Figures by family:
   :func:`decomposability_map`.
 * Baselines with attention: :func:`attention_maps`, :func:`attends_to`.
 * Every kind with a layer lens (on every view, under "More figures"): :func:`lens_heatmap`, :func:`lens_table`.
+* Every model with attention: :func:`attention_overview` (every layer and head at once).
 * Any runs: :func:`training_curves` (not a per-trace figure, so not in :data:`FIGURES`).
 
 Which page shows which figures, and building them with a page's control values, is the business of the view
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 from geomlab.figures._chart import Chart, FigureError
 from geomlab.figures.attention import attention_maps, attention_row, attention_window, similarity_map
+from geomlab.figures.attention_overview import attention_overview
 from geomlab.figures.catalog import FIGURES, Explanation, FigureSpec
 from geomlab.figures.curves import training_curves
 from geomlab.figures.energy import energy_descent, energy_tokens

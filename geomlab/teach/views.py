@@ -93,7 +93,8 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
              "attention-based (OSMFormer, CEM, Transformers)",
              "Which earlier positions each position looks at; for an OSMFormer, next to the state similarity "
              "$\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$ its scores come from.",
-             ("similarity_map", "attention_maps", "attends_to", "attention_row", "attention_window", *LENS),
+             ("attention_overview", "similarity_map", "attention_maps", "attends_to", "attention_row",
+              "attention_window", *LENS),
              ("layer", "head")),
     # ${...}$: one group, which KaTeX does not break after "t =" at a line end (a phone showed "t =" alone)
     ViewSpec("energy", "CEM energy", "Energy", ":material/trending_down:", Shows(),

@@ -53,7 +53,7 @@ def _by_name(fig, name):
 
 PER_POSITION = {"phase_timeline", "distance_profile", "pca_trajectory", "pca_projection", "so3_frame", "torus_angles",
                 "tangent_heatmap", "tangent_lines", "mixing_share", "attention_maps", "similarity_map",
-                "energy_tokens",
+                "energy_tokens", "attention_overview",
                 "plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
                 "decomposability_map", "phase_circle", "plane_sphere", "generator_heatmap", "plane_matrix"}
 
@@ -64,17 +64,18 @@ EXPECTED = {
     "osmformer-U3": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "pca_projection",
                      "tangent_heatmap",
                      "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps", "similarity_map",
-                     "attention_row", "attends_to", *LENS},
+                     "attention_row", "attends_to", "attention_overview", *LENS},
     "osmformer-T4": {"phase_circle", "phase_timeline", "distance_profile", "pca_trajectory", "pca_projection",
                      "torus_angles",
                      "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps",
-                     "similarity_map", "attention_row", "attends_to", *LENS},
-    "cem": {"energy_descent", "energy_tokens", "attention_maps", "attention_row", "attends_to", *LENS},
+                     "similarity_map", "attention_row", "attends_to", "attention_overview", *LENS},
+    "cem": {"energy_descent", "energy_tokens", "attention_maps", "attention_row", "attends_to", "attention_overview",
+            *LENS},
     "grassmann-r3": {"plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
                      "plane_sphere", "plane_interpolation", "decomposability_map", "plane_matrix", *LENS},
-    "transformer": {"attention_maps", "attention_row", "attends_to", *LENS},
-    "llama": {"attention_maps", "attention_row", "attends_to", *LENS},
-    "grassmann-attn": {"attention_maps", "attention_row", "attends_to", *LENS},
+    "transformer": {"attention_maps", "attention_row", "attends_to", "attention_overview", *LENS},
+    "llama": {"attention_maps", "attention_row", "attends_to", "attention_overview", *LENS},
+    "grassmann-attn": {"attention_maps", "attention_row", "attends_to", "attention_overview", *LENS},
     "lstm": set(),  # no view of its own: not even the lens figures
 }
 

@@ -58,9 +58,9 @@ def test_which_figures_apply(traces):
     assert "attention_maps" in osmf and "torus_angles" not in osmf and "energy_descent" not in osmf
     assert "torus_angles" in views.figures_for(traces["osm-rnn-torus-s5"])
     assert "attention_maps" not in views.figures_for(traces["osm-rnn-torus-s5"])  # an RNN: no attention
-    assert views.figures_for(traces["transformer-alibi-tinyshakespeare"]) == ["attention_maps", "attends_to",
-                                                                                "attention_row", "lens_heatmap",
-                                                                                "lens_table"]
+    assert views.figures_for(traces["transformer-alibi-tinyshakespeare"]) == ["attention_overview", "attention_maps",
+                                                                                "attends_to", "attention_row",
+                                                                                "lens_heatmap", "lens_table"]
     assert views.figures_for(traces["lstm-tinyshakespeare"]) == []
     assert [v.slug for v in views.views_of_trace(traces["cem-t2-tinyshakespeare"])] == ["attention", "energy"]
     tr = from_record({"logits": np.zeros((3, 2))}, "newkind", np.arange(3))
