@@ -137,9 +137,9 @@ def standin_message(view: ViewSpec, chosen: catalog.CheckpointEntry, shown: cata
     if not explicit:
         # a first visit: the user chose nothing, so nothing was swapped from their point of view; one quiet
         # line says what is shown and why (no silent switch), without the links of a real swap
-        st.caption(f"Showing **{md_escape(shown.name)}** ({md_escape(shown.kind)}): **{view.title}** cannot draw "
-                   f"the app's default, {md_escape(chosen.name)} ({md_escape(chosen.kind)}). Choose another "
-                   "checkpoint in the sidebar.")
+        st.caption(f"Showing **{md_escape(shown.name)}** ({md_escape(shown.kind)}), a checkpoint "
+                   f"**{view.title}** draws; the app's default, {md_escape(chosen.name)} ({md_escape(chosen.kind)}), "
+                   "is on the pages that draw its kind. The sidebar picks any other.")
         return
     cols = st.columns([5, 1], vertical_alignment="center")
     cols[0].info(f"{why_not_this_view(view, chosen.kind)} Showing **{md_escape(shown.name)}** "

@@ -290,7 +290,7 @@ def test_a_default_checkpoint_of_the_wrong_kind_is_replaced_with_a_message(ckpt_
     assert at.session_state["gl_ckpt"] == ref("grassmann") and charts(at)
     # no silent switches, a default included (it was shown as the selection on other pages)
     notes = [shown(c.value) for c in at.caption]
-    assert any(v.startswith("Showing **grassmann**") and "cannot draw the app's default, cem (cem)." in v
+    assert any(v.startswith("Showing **grassmann**") and "the app's default, cem (cem), is on the pages" in v
                for v in notes), notes
 
 
