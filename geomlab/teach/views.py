@@ -249,6 +249,23 @@ def clamp_controls(slug: str, tr: Any, controls: dict[str, Any]) -> dict[str, An
     return out
 
 
+def match_layer(layer: int, n_from: int, n_to: int) -> int:
+    """The layer of a model with ``n_to`` layers at the same relative depth as layer ``layer`` (0 = first)
+    of a model with ``n_from`` layers: ``round(layer * (n_to - 1) / (n_from - 1))``, halves rounded up (the
+    first layer goes to the first, the last to the last); equal layer counts keep the layer (clamped to
+    ``0 .. n_to - 1``), a one-layer model on either side gives or takes layer 0. Compare applies one layer
+    control to two models of different depths this way. Raises ``ValueError`` when a count is below 1.
+    Source: design choice."""
+    if n_from < 1 or n_to < 1:
+        raise ValueError(f"layer counts must be at least 1, got {n_from} and {n_to}")
+    layer = max(0, min(int(layer), n_from - 1))
+    if n_from == n_to:
+        return layer
+    if n_from == 1 or n_to == 1:
+        return 0
+    return min(n_to - 1, (2 * layer * (n_to - 1) + (n_from - 1)) // (2 * (n_from - 1)))
+
+
 def control_label(name: str, value: Any, tr: Any = None, controls: dict[str, Any] | None = None) -> str:
     """How a control value reads in a widget: ``"mean over heads"``, ``"head 2"``, ``"attention"`` /
     ``"grounding"`` (substep), ``"attention"`` / ``"MLP"`` (block), ``"offset 3"`` or ``"slot 1 (unused)"``
