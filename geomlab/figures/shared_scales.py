@@ -3,13 +3,15 @@
 Each side's figure scales itself to its own data, so side by side a map of ±10 and one of ±100 show the same
 colours. :func:`share_scales` returns copies of two figures of the same kind with one colour range per colour
 scale (a diverging scale keeps its middle, e.g. 0) and one range per value axis of line, scatter and bar
-charts, each covering both sides' data. Figures whose traces do not pair up are returned as unchanged copies.
+charts, each covering both sides' data. Figures whose traces do not pair up keep their own colour scales;
+figures on different y axes keep their own value axes.
 
 Backend only (plotly, numpy); no streamlit.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -117,33 +119,40 @@ def _value_axis(fig: go.Figure, key: str) -> bool:
             and ax.type in (None, "-", "linear"))
 
 
-def _share_values(a: go.Figure, b: go.Figure) -> None:
-    """Give every value axis that holds only line, scatter or bar traces one range in both figures
-    (in place); an axis with any other trace (a map's position axis) is left alone."""
+def _value_axes(fig: go.Figure) -> dict[str, list[int]]:
+    """Layout y-axis key -> indices of the traces of ``fig`` drawn on it."""
     by_axis: dict[str, list[int]] = {}
-    for i, t in enumerate(a.data):
+    for i, t in enumerate(fig.data):
         by_axis.setdefault(_axis_key(getattr(t, "yaxis", None)), []).append(i)
-    for key, idx in by_axis.items():
-        if any(a.data[i].type not in Y_TYPES for i in idx):
-            continue
-        if getattr(a.data[idx[0]], "orientation", None) == "h":
-            continue  # horizontal bars: y is the category, not the value
+    return by_axis
+
+
+def _share_values(a: go.Figure, b: go.Figure) -> None:
+    """Give every value axis that holds only line, scatter or vertical bar traces in both figures one range
+    (in place). The traces need not pair up (a chart with a line per layer has more lines for a deeper
+    model), but both figures must use the same axes; an axis with any other trace (a map's position axis)
+    is left alone."""
+    axes = {"a": _value_axes(a), "b": _value_axes(b)}
+    if set(axes["a"]) != set(axes["b"]):
+        return
+    for key in axes["a"]:
+        traces = [a.data[i] for i in axes["a"][key]] + [b.data[i] for i in axes["b"][key]]
+        if any(t.type not in Y_TYPES or getattr(t, "orientation", None) == "h" for t in traces):
+            continue  # a map on this axis, or horizontal bars (y is the category, not the value)
         if not (_value_axis(a, key) and _value_axis(b, key)):
             continue
-        vals = []
-        for fig in (a, b):
-            vals += [_finite(fig.data[i].y) for i in idx]
-            vals += [_finite([0.0]) for i in idx if fig.data[i].type == "bar"]  # bars start at 0
-            rng = fig.layout[key].range
-            if rng is not None:
-                vals.append(_finite(rng))
+        vals = [_finite(t.y) for t in traces] + [_finite([0.0]) for t in traces if t.type == "bar"]
+        vals += [_finite(fig.layout[key].range) for fig in (a, b) if fig.layout[key].range is not None]
         v = np.concatenate(vals) if vals else np.zeros(0)
         if not v.size:
             continue
         lo, hi = float(v.min()), float(v.max())
         pad = PAD * (hi - lo) if hi > lo else max(abs(lo), 1.0) * PAD
+        # an axis drawn from 0 (rangemode "tozero"/"nonnegative", e.g. a magnitude) keeps 0 as its floor
+        floor = 0.0 if lo >= 0 and any(fig.layout[key].rangemode in ("tozero", "nonnegative")
+                                       for fig in (a, b)) else lo - pad
         for fig in (a, b):
-            fig.layout[key].update(range=[lo - pad, hi + pad], autorange=False)
+            fig.layout[key].update(range=[min(floor, lo), hi + pad], autorange=False)
 
 
 def share_scales(fig_a: Any, fig_b: Any) -> tuple[go.Figure, go.Figure]:
@@ -154,18 +163,19 @@ def share_scales(fig_a: Any, fig_b: Any) -> tuple[go.Figure, go.Figure]:
     ``zmin``/``zmax`` from the smallest to the largest finite value of both sides' data and explicit ranges;
     where either side sets a middle (``zmid``/``cmid``: a diverging scale, e.g. a tangent generator or an
     energy change map) the range is made symmetric about it and the middle kept. Values: each y axis whose
-    traces are all lines, markers or vertical bars gets one range over both sides' finite y values (bars
-    from 0), padded by :data:`PAD` of its span; axes of maps (scale-anchored, reversed), log, category and
-    date axes keep their own. Source: design choice (Compare's sides read on one scale).
+    traces are all lines, markers or vertical bars in both figures gets one range over both sides' finite y
+    values (bars from 0), padded by :data:`PAD` of its span (an axis drawn from 0 keeps 0 as its floor), also when the number of lines differs (a line
+    per layer); axes of maps (scale-anchored, reversed), log, category and date axes keep their own. Source: design choice (Compare's sides read on one scale).
 
-    Returns ``(a, b)``, new :class:`plotly.graph_objects.Figure` objects; the inputs are not changed. When
-    the traces do not pair up (different numbers, types or axes in order) both copies are returned unchanged.
+    Returns ``(a, b)``, new :class:`plotly.graph_objects.Figure` objects; the inputs are not changed (a
+    figure is deep-copied, so a cached figure is never touched). Colour scales are shared only when the
+    traces pair up (the same number, types and axes in order), value axes only when both figures use the
+    same y axes; otherwise that part of the copies is left as drawn.
     Raises nothing for figures of the same shape; ``TypeError``/``ValueError`` from plotly if an input is not
     a figure.
     """
-    a, b = go.Figure(fig_a), go.Figure(fig_b)
-    if not _same_structure(a, b):
-        return a, b
-    _share_colour(a, b)
+    a, b = (copy.deepcopy(f) if isinstance(f, go.Figure) else go.Figure(f) for f in (fig_a, fig_b))
+    if _same_structure(a, b):
+        _share_colour(a, b)
     _share_values(a, b)
     return a, b

@@ -97,3 +97,19 @@ def test_dicts_are_accepted_and_strings_do_not_break_it():
     assert list(sa.layout.yaxis.range) == [0 - 0.25, 5 + 0.25] == list(sb.layout.yaxis.range)
     s1, s2 = share_scales(go.Figure(go.Scatter(y=["a", "b"])), go.Figure(go.Scatter(y=["c"])))
     assert s1.layout.yaxis.range is None and s2.layout.yaxis.range is None
+
+
+def test_a_line_per_layer_still_shares_the_axis_when_the_depths_differ():
+    a = go.Figure([go.Scatter(y=[1.0, 2.0]), go.Scatter(y=[3.0, 4.0])])  # two layers
+    b = go.Figure([go.Scatter(y=[0.0, 1.0]), go.Scatter(y=[1.0, 9.0]), go.Scatter(y=[2.0, 2.0])])  # three
+    sa, sb = share_scales(a, b)
+    assert list(sa.layout.yaxis.range) == [-0.45, 9.45] == list(sb.layout.yaxis.range)
+
+
+def test_an_axis_drawn_from_zero_keeps_zero_as_its_floor():
+    a = go.Figure(go.Scatter(y=[0.5, 2.0]))
+    a.update_yaxes(rangemode="tozero")
+    b = go.Figure(go.Scatter(y=[1.0, 10.0]))
+    b.update_yaxes(rangemode="tozero")
+    sa, sb = share_scales(a, b)
+    assert list(sa.layout.yaxis.range) == [0.0, 10.0 + PAD * 9.5] == list(sb.layout.yaxis.range)
