@@ -237,7 +237,7 @@ def default_controls(slug: str, tr: Any) -> dict[str, Any]:
 
 
 def clamp_controls(slug: str, tr: Any, controls: dict[str, Any]) -> dict[str, Any]:
-    """``controls`` made valid for ``tr`` (e.g. Compare applies side A's layer to side B): values a trace
+    """``controls`` made valid for ``tr`` (e.g. Compare applies side A's controls to side B): values a trace
     does not have fall back to :func:`default_controls`; the layer is clamped to the last layer."""
     opts = control_options(slug, tr)
     out = default_controls(slug, tr)
