@@ -9,7 +9,7 @@ import streamlit as st
 from app_pages import _data, _state
 from app_pages import _ui as ui
 from app_pages import _views
-from app_pages._relayout import narrow_copy
+from app_pages._relayout import narrow_copy, relaid
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
 from geomlab.teach import views
@@ -175,7 +175,7 @@ def main() -> None:
     slug = _view_control(a, b, slugs)
     _layout_control()
     # one Options expander for both sides, above the two columns (so they start level); the controls come
-    # from the first side the view applies to and are applied to both (layer clamped per side)
+    # from the first side the view applies to and are applied to both (layer matched by relative depth)
     ref_tr = next((traces[s] for s, e in (("A", a), ("B", b)) if s in traces and e.kind in views.VIEWS[slug].kinds),
                   None)
     shared: dict = {}
@@ -300,12 +300,51 @@ def _layout_control() -> None:
         st.caption("On a phone A and B stand one above the other (side by side they would not fit).")
 
 
+def layer_note(side: str, layer: int, n: int, ref: tuple[str, int, int] | None = None) -> str:
+    """What a side's layer figures say about their layer: ``"A: layer 1 of 2 (0 = first)"``, and for the
+    side whose layer was matched by depth to the shared control's ``ref = (side, layer, n)``
+    ``"B: layer 3 of 4 (0 = first), matched by depth to A's layer 1 of 2"``."""
+    note = f"{side}: layer {layer} of {n} (0 = first)"
+    if ref is not None:
+        note += f", matched by depth to {ref[0]}'s layer {ref[1]} of {ref[2]}"
+    return note
+
+
+def titled(fig: Any, note: str) -> Any:
+    """A copy of ``fig`` with ``note`` after its title (`` · `` between; the note alone when it has none);
+    None stays None. The cached figure is not changed."""
+    if fig is None:
+        return None
+    title = fig.layout.title.text or ""
+    return relaid(fig, [{"title": {"text": f"{title} · {note}" if title else note}}])
+
+
+def _side_layers(slug: str, sides: dict, traces: dict, shared: dict, ref_tr: Any) -> dict[str, tuple]:
+    """Side -> ``(layer, n_layers, ref)`` when the view has a layer control and the sides' layer counts
+    differ: the shared layer is the reference side's; the other side shows the layer at the same relative
+    depth (:func:`geomlab.teach.views.match_layer`), ``ref`` naming the reference ``(side, layer, n)``.
+    Empty when every side has the same number of layers (each shows the shared layer)."""
+    shown = {s: traces[s] for s, e in sides.items() if s in traces and e.kind in views.VIEWS[slug].kinds}
+    if "layer" not in shared or ref_tr is None or len({views.n_layers(t) for t in shown.values()}) < 2:
+        return {}
+    n_ref = views.n_layers(ref_tr)
+    ref_side = next(s for s, t in shown.items() if t is ref_tr)
+    out = {}
+    for s, t in shown.items():
+        n = views.n_layers(t)
+        out[s] = ((shared["layer"], n, None) if t is ref_tr
+                  else (views.match_layer(shared["layer"], n_ref, n), n, (ref_side, shared["layer"], n_ref)))
+    return out
+
+
 def _figure_items(slug: str, sides: dict, text: str, traces: dict, opts: dict, pos: int, shared: dict,
                   ref_tr: Any) -> dict[str, list]:
     """Side -> the view's figures for that side (:func:`app_pages._views.figure_list`), with the shared
-    controls clamped to the side's trace (said in a caption when that changes one); a side the view does not
-    show gets a note instead."""
+    controls made valid for the side's trace: the layer matched by relative depth when the sides' layer
+    counts differ (each layer figure then names its side's layer in its title), another control a side lacks
+    said in a caption; a side the view does not show gets a note instead."""
     items: dict[str, list] = {}
+    layers = _side_layers(slug, sides, traces, shared, ref_tr)
     for side, e in sides.items():
         if e.kind not in views.VIEWS[slug].kinds:
             article = "an" if e.kind[:1] in "aeiou" else "a"
@@ -317,18 +356,20 @@ def _figure_items(slug: str, sides: dict, text: str, traces: dict, opts: dict, p
         tr = traces[side]
         with ui.guard(f"Drawing {side}"):
             p = min(pos, tr.n_positions - 1)
-            controls = views.clamp_controls(slug, tr, shared)  # e.g. A's layer clamped to B's layers
-            changed = [n for n in shared if n in controls and controls[n] != shared[n]]
-            if changed and ref_tr is not None:  # said, not done silently: B's layer 1 beside A's layer 3
-
-                def label(n: str, v, t, c) -> str:
-                    return f"layer {v}" if n == "layer" else views.control_label(n, v, t, c)
-
-                st.caption(f"{side} ({e.name}) has no " + ", no ".join(label(n, shared[n], ref_tr, shared)
-                                                                    for n in changed)
-                           + ": it shows " + ", ".join(label(n, controls[n], tr, controls) for n in changed)
-                           + ".")
-            items[side] = _views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
+            wanted = dict(shared, **({"layer": layers[side][0]} if side in layers else {}))
+            controls = views.clamp_controls(slug, tr, wanted)
+            changed = [n for n in wanted if n in controls and controls[n] != wanted[n] and n != "layer"]
+            if changed and ref_tr is not None:  # said, not done silently: B's head 0 beside A's head 3
+                st.caption(f"{side} ({e.name}) has no "
+                           + ", no ".join(views.control_label(n, shared[n], ref_tr, shared) for n in changed)
+                           + ": it shows " + ", ".join(views.control_label(n, controls[n], tr, controls)
+                                                       for n in changed) + ".")
+            figs = _views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
+            if side in layers:  # said on the chart itself: which layer of how many this side shows
+                note = layer_note(side, *layers[side])
+                figs = [(n, titled(f, note) if "layer" in views.figure_spec(n).controls else f, *rest)
+                        for n, f, *rest in figs]
+            items[side] = figs
     return items
 
 
@@ -355,6 +396,7 @@ def _draw_rows(slug: str, sides: dict, traces: dict, opts: dict, items: dict[str
         present = {side: it for side, it in row.items() if it is not None}
         if not present:
             continue
+        present = shared_scale_items(present)
         # the side without this figure says why (e.g. the torus shows its angles instead of the circle)
         absent = {side: missing_figure_note(slug, fig_name, side, sides[side], traces[side])
                   for side in ("A", "B") if side not in present and side in items}
@@ -382,6 +424,18 @@ def _draw_rows(slug: str, sides: dict, traces: dict, opts: dict, items: dict[str
                         it = present[side]
                         _views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
                                            force_narrow=True)
+
+
+def shared_scale_items(present: dict[str, tuple]) -> dict[str, tuple]:
+    """``present`` (side -> ``(name, figure, caption, ...)`` of one figure) with both sides' figures on one
+    colour scale and one value axis (:func:`geomlab.figures.shared_scales.share_scales`) when both sides
+    drew it; as given otherwise (one side, or a side whose figure failed)."""
+    if set(present) != {"A", "B"} or any(it[1] is None for it in present.values()):
+        return present
+    from geomlab.figures.shared_scales import share_scales
+
+    fa, fb = share_scales(present["A"][1], present["B"][1])
+    return {"A": (present["A"][0], fa, *present["A"][2:]), "B": (present["B"][0], fb, *present["B"][2:])}
 
 
 def _draw_full_width(it: tuple, side: str, slug: str, name: str, stacked: bool) -> None:

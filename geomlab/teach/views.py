@@ -237,7 +237,7 @@ def default_controls(slug: str, tr: Any) -> dict[str, Any]:
 
 
 def clamp_controls(slug: str, tr: Any, controls: dict[str, Any]) -> dict[str, Any]:
-    """``controls`` made valid for ``tr`` (e.g. Compare applies side A's layer to side B): values a trace
+    """``controls`` made valid for ``tr`` (e.g. Compare applies side A's controls to side B): values a trace
     does not have fall back to :func:`default_controls`; the layer is clamped to the last layer."""
     opts = control_options(slug, tr)
     out = default_controls(slug, tr)
@@ -247,6 +247,23 @@ def clamp_controls(slug: str, tr: Any, controls: dict[str, Any]) -> dict[str, An
         elif name in opts and value in opts[name]:
             out[name] = value
     return out
+
+
+def match_layer(layer: int, n_from: int, n_to: int) -> int:
+    """The layer of a model with ``n_to`` layers at the same relative depth as layer ``layer`` (0 = first)
+    of a model with ``n_from`` layers: ``round(layer * (n_to - 1) / (n_from - 1))``, halves rounded up (the
+    first layer goes to the first, the last to the last); equal layer counts keep the layer (clamped to
+    ``0 .. n_to - 1``), a one-layer model on either side gives or takes layer 0. Compare applies one layer
+    control to two models of different depths this way. Raises ``ValueError`` when a count is below 1.
+    Source: design choice."""
+    if n_from < 1 or n_to < 1:
+        raise ValueError(f"layer counts must be at least 1, got {n_from} and {n_to}")
+    layer = max(0, min(int(layer), n_from - 1))
+    if n_from == n_to:
+        return layer
+    if n_from == 1 or n_to == 1:
+        return 0
+    return min(n_to - 1, (2 * layer * (n_to - 1) + (n_from - 1)) // (2 * (n_from - 1)))
 
 
 def control_label(name: str, value: Any, tr: Any = None, controls: dict[str, Any] | None = None) -> str:

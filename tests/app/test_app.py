@@ -909,18 +909,64 @@ def test_compare_draws_each_osmformer_map_as_its_own_square(bundled_assets):
     assert not any(_views.panels_side_by_side(s) for s in specs)
 
 
-def test_compare_says_when_a_side_lacks_the_shared_layer(bundled_assets):
-    """The options are A's and apply to both sides; B with fewer layers shows its last one, and says so."""
+def test_compare_matches_layers_by_depth_and_says_so_on_each_chart(bundled_assets):
+    """The options are A's and apply to both sides; a B with another number of layers shows the layer at the
+    same relative depth, and each side's layer figures name the layer they show in their own title (no
+    caption elsewhere). osmformer-o-linear has 3 layers, the CEM 4 (configs in assets/checkpoints)."""
+    from geomlab.teach import views
+
     cmp = open_page("compare", ckpt="bundled/osmformer-o-linear-tinyshakespeare",
                     b="bundled/osmformer-torus-tinyshakespeare")
     cmp.session_state["gl_compare_view"] = "trajectories"
     cmp.run()
-    notes = [c.value for c in cmp.caption if "has no layer" in c.value]
-    assert len(notes) == 1 and notes[0].startswith("B (") and \
-        notes[0].endswith("has no layer 2: it shows layer 1."), notes
+    assert not [c.value for c in cmp.caption if "has no layer" in c.value]
+    titles = _chart_titles(cmp)
+    # A's last layer (2 of 3) -> B's last (1 of 2)
+    assert any(t.endswith("B: layer 1 of 2 (0 = first), matched by depth to A's layer 2 of 3") for t in titles), titles
+    assert any(t.endswith("A: layer 2 of 3 (0 = first)") for t in titles), titles
+    cmp.session_state["gl_layer"] = 0
+    cmp.run()
+    titles = _chart_titles(cmp)
+    assert any(t.endswith("B: layer 0 of 2 (0 = first), matched by depth to A's layer 0 of 3") for t in titles)
+    assert not cmp.exception
+    # two attention models of different depths: A (3 layers) at layer 1 -> the CEM's (4 layers) layer
+    # round(1 * 3 / 2) = 2, named on B's attention maps
+    cmp = open_page("compare", ckpt="bundled/transformer-alibi-tinyshakespeare", b="bundled/cem-t2-tinyshakespeare")
+    cmp.session_state["gl_compare_view"] = "attention"
     cmp.session_state["gl_layer"] = 1
     cmp.run()
-    assert not [c.value for c in cmp.caption if "has no layer" in c.value] and not cmp.exception
+    assert not cmp.exception and not errors(cmp), errors(cmp)
+    want = views.match_layer(1, 3, 4)
+    titles = _chart_titles(cmp)
+    b_titles = [t for t in titles if "B: layer" in t]
+    assert want == 2 and b_titles and all(
+        t.endswith(f"B: layer {want} of 4 (0 = first), matched by depth to A's layer 1 of 3") for t in b_titles), titles
+
+
+def test_compare_draws_both_sides_of_a_figure_on_one_scale(bundled_assets):
+    """Each figure both sides draw shares its colour range (diverging maps about 0) and value axis: A above
+    B, the charts come in pairs (A's then B's) with one title before the layer note."""
+    cmp = open_page("compare", ckpt="bundled/osmformer-o-linear-tinyshakespeare",
+                    b="bundled/osmformer-u-tinyshakespeare")
+    cmp.session_state["gl_compare_view"] = "tangents"
+    cmp.run()
+    specs = [json.loads(c.proto.spec) for c in charts(cmp)]
+    stem = [s["layout"]["title"]["text"].split(" · A: ")[0].split(" · B: ")[0] for s in specs]
+    pairs = [(specs[i], specs[i + 1]) for i in range(len(specs) - 1) if stem[i] == stem[i + 1]]
+    assert len(pairs) >= 2, stem
+    heat = lines = 0
+    for a, b in pairs:
+        for ta, tb in zip(a["data"], b["data"]):
+            if ta["type"] == "heatmap":
+                heat += 1
+                assert (ta["zmin"], ta["zmax"]) == (tb["zmin"], tb["zmax"]), (ta.get("name"), ta["zmin"], tb["zmin"])
+                if "zmid" in ta:
+                    assert ta["zmid"] == tb["zmid"] == 0 and ta["zmin"] == -ta["zmax"]
+        if all(t["type"] == "scatter" for t in a["data"]):
+            lines += 1
+            for key in (k for k in a["layout"] if k.startswith("yaxis")):
+                assert a["layout"][key]["range"] == b["layout"][key]["range"], (stem, key)
+    assert heat and lines, stem
 
 
 def side_by_side(at: AppTest) -> AppTest:

@@ -199,3 +199,25 @@ def test_every_figure_has_a_short_readable_label():
     assert set(specs) == set(figures.FIGURES)
     labels = [f.label for f in specs.values()]
     assert len(set(labels)) == len(labels) and not any("_" in x for x in labels)
+
+
+def test_match_layer_maps_by_relative_depth():
+    from decimal import ROUND_HALF_UP, Decimal
+    from fractions import Fraction
+
+    import pytest
+
+    assert views.match_layer(1, 2, 4) == 3 and views.match_layer(0, 2, 4) == 0  # first to first, last to last
+    assert views.match_layer(2, 3, 2) == 1 and views.match_layer(1, 3, 2) == 1  # the middle of 3 rounds up
+    assert views.match_layer(3, 4, 3) == 2 and views.match_layer(1, 4, 3) == 1 and views.match_layer(2, 4, 3) == 1
+    for n in range(1, 7):
+        assert [views.match_layer(l, n, n) for l in range(n)] == list(range(n))  # equal counts: unchanged
+        assert views.match_layer(0, 1, n) == 0 and views.match_layer(n - 1, n, 1) == 0  # one layer: layer 0
+    for n_from in range(2, 8):
+        for n_to in range(2, 8):
+            for l in range(n_from):
+                exact = Fraction(l * (n_to - 1), n_from - 1)
+                want = int(Decimal(exact.numerator / exact.denominator).quantize(Decimal(1), ROUND_HALF_UP))
+                assert views.match_layer(l, n_from, n_to) == want, (l, n_from, n_to)
+    with pytest.raises(ValueError):
+        views.match_layer(0, 0, 3)
