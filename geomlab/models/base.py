@@ -71,6 +71,10 @@ class SequenceModel(HookedModule, nn.Module):
     recurrent: ClassVar[bool] = False
     #: Whether the kind is a baseline of its family (it records a ``"baseline"`` trace, not the family's).
     baseline: ClassVar[bool] = False
+    #: Whether watching a hook point changes the forward pass's arithmetic (the LSTM: its ``h``/``c`` points
+    #: run the recurrence step by step instead of the fused kernel, which rounds differently). Then a trace
+    #: reads extra hook points in a run of their own, so its record stays that of a plain run.
+    hooks_change_arithmetic: ClassVar[bool] = False
 
     @classmethod
     def trace_family(cls) -> str:
@@ -131,6 +135,19 @@ class SequenceModel(HookedModule, nn.Module):
         :meth:`record_from_cache`."""
         self._check_record(tokens)
         return self.records(tokens)[0]
+
+    @torch.no_grad()
+    def trace_run(self, tokens: torch.Tensor, names: list[str] = ()) -> tuple[dict[str, Any], dict]:
+        """What a trace stores of one sequence ``tokens`` ``(1, T)``, and the values of the extra hook points
+        ``names``, from one run: ``(record, cache)``. The record is :meth:`record`'s (a kind may store a
+        compact form instead, e.g. the torus OSMFormer's diagonals). ``ValueError`` for another shape."""
+        self._check_record(tokens)
+        logits, cache = run_with_cache(self, tokens, list(dict.fromkeys([*self.record_hooks(), *names])))
+        return self.record_from_cache(cache, logits, 0), cache
+
+    def trace_record(self, tokens: torch.Tensor) -> dict[str, Any]:
+        """The record a trace stores of ``tokens`` ``(1, T)`` (:meth:`trace_run` without extra hook points)."""
+        return self.trace_run(tokens)[0]
 
     @torch.no_grad()
     def records(self, tokens: torch.Tensor) -> list[dict[str, torch.Tensor]]:

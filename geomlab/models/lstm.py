@@ -73,6 +73,7 @@ class LSTMModel(SequenceModel):
     kind = "lstm"
     family = RECURRENT
     recurrent = True
+    hooks_change_arithmetic = True
     config_class = LSTMConfig
 
     def __init__(self, config: LSTMConfig | dict[str, Any]):

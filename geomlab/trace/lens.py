@@ -144,8 +144,20 @@ def layer_lens(model, tokens, k: int = DEFAULT_K, keep_log_probs: bool = True) -
         device = next(model.parameters()).device
     except StopIteration:
         device = torch.device("cpu")
-    names = list(dict.fromkeys(s.hook for s in stages))
-    _, cache = run_with_cache(model, tokens.to(device), names)
+    _, cache = run_with_cache(model, tokens.to(device), lens_hooks(model))
+    return lens_from_cache(model, cache, tokens, k=k, keep_log_probs=keep_log_probs)
+
+
+def lens_hooks(model) -> list[str]:
+    """The hook points the layer lens of ``model`` reads (empty for a kind without lens stages)."""
+    return list(dict.fromkeys(s.hook for s in model.lens_stages()))
+
+
+def lens_from_cache(model, cache: dict, tokens: torch.Tensor, k: int = DEFAULT_K,
+                    keep_log_probs: bool = True) -> Lens:
+    """The layer lens of one sequence ``tokens`` ``(1, T)`` from a :func:`~geomlab.models.hooks.run_with_cache`
+    of ``model`` that read :func:`lens_hooks` (batch of one); see :func:`layer_lens`. Design choice."""
+    stages = model.lens_stages()
     log_probs = []
     for stage in stages:
         value = cache[stage.hook]

@@ -11,7 +11,7 @@ import torch
 
 from geomlab.trace.base import Trace, TraceError
 from geomlab.trace.cem import CEMTrace
-from geomlab.trace.lens import DEFAULT_K, layer_lens
+from geomlab.trace.lens import DEFAULT_K, layer_lens, lens_from_cache, lens_hooks
 from geomlab.trace.record import family_of_kind, from_record
 
 MAX_TEXT_CHARS = 2048
@@ -106,8 +106,9 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
         vocab: optional vocabulary used for hover labels (``decode``).
         text: optional text the tokens came from (labels taken from it when it has length T).
         max_positions: longest accepted T (default :data:`MAX_TEXT_CHARS`).
-        lens: also compute the layer lens (:func:`geomlab.trace.lens.layer_lens`, top-:data:`DEFAULT_K`, a
-            second run of the model) into ``trace.lens`` when the model's class declares lens stages.
+        lens: also compute the layer lens (:func:`geomlab.trace.lens.layer_lens`, top-:data:`DEFAULT_K`, read
+            from the same run as the record unless the class says its hooks change its arithmetic) into
+            ``trace.lens`` when the model's class declares lens stages.
 
     Returns:
         the dataclass of the family the model's class records (``trace_family()``: :class:`OSMTrace`,
@@ -145,10 +146,7 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
         model.eval()
         try:
             with torch.no_grad():
-                # a model may give the trace's compact fields directly (the torus OSMFormer's diagonals)
-                record = getattr(model, "trace_record", model.record)(tokens.to(device))
-                has_lens = lens and bool(getattr(model, "lens_stages", list)())
-                found = layer_lens(model, tokens, DEFAULT_K, keep_log_probs=False) if has_lens else None
+                record, found = _record_and_lens(model, tokens.to(device), lens)
         finally:
             model.train(was_training)
     tok = tokens[0].cpu().numpy()
@@ -160,6 +158,18 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
         found.names = _lens_names(vocab, found.top_ids, tok, tr.labels)
     tr.lens = found
     return tr
+
+
+def _record_and_lens(model, tokens: torch.Tensor, lens: bool):
+    """``(record, lens or None)`` of one sequence: the record from the model's ``trace_run`` (a kind may store
+    compact fields, e.g. the torus OSMFormer's diagonals) and, when asked for and the kind has lens stages,
+    the layer lens read from the same run; a kind whose hook points change its arithmetic
+    (``hooks_change_arithmetic``) reads the lens in a run of its own, so its record is that of a plain run."""
+    names = lens_hooks(model) if lens else []
+    if names and model.hooks_change_arithmetic:
+        return model.trace_record(tokens), layer_lens(model, tokens, DEFAULT_K, keep_log_probs=False)
+    record, cache = model.trace_run(tokens, names)
+    return record, (lens_from_cache(model, cache, tokens, DEFAULT_K, keep_log_probs=False) if names else None)
 
 
 def _lens_names(vocab, ids: np.ndarray, tokens: np.ndarray, labels: list[str]) -> dict[int, str]:

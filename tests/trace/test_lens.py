@@ -128,3 +128,16 @@ def test_trace_without_lens_is_unchanged_and_old_files_load():
     buf = io.BytesIO()
     save_trace(without, buf)  # a file without a lens, as older versions wrote them
     assert load_trace(buf.getvalue()).lens is None
+
+
+@pytest.mark.parametrize("kind", kinds())
+def test_a_trace_with_the_lens_records_what_one_without_it_does(kind):
+    """The lens is read from the trace's own run (or, where watching its hook points changes the arithmetic,
+    from a run of its own): every array of the trace is the same with and without it, bit for bit."""
+    model = small_model(kind)
+    tokens = encode_text(VOCAB, TEXT)
+    a, b = trace(model, tokens, vocab=VOCAB, lens=True), trace(model, tokens, vocab=VOCAB, lens=False)
+    assert a.lens is not None and b.lens is None
+    for key, value in vars(b).items():
+        if isinstance(value, np.ndarray):
+            assert np.array_equal(value, getattr(a, key), equal_nan=True), key

@@ -257,21 +257,23 @@ class OSMFormer(OSMBase):
             h = lh.hook_state(turn(self.mix_gr[layer], lh.hook_ground_coords, lh.hook_ground_tangent, h, x))
         return self.readout_diagonal(h, M)
 
-    def trace_record(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-        """What :func:`geomlab.trace.trace` stores, computed directly: on T^d (positions other than
+    def trace_run(self, tokens: torch.Tensor, names: list[str] = ()) -> tuple[dict[str, torch.Tensor], dict]:
+        """What :func:`geomlab.trace.trace` stores, computed directly, with the extra hook points ``names``
+        (:meth:`SequenceModel.trace_run`): on T^d (positions other than
         ``rotation``) the diagonal arithmetic of training (:meth:`_run_diagonal`, read at its ``diag.*`` hook
         points) gives the trace's compact fields, ``state_data`` ``(L, T, d)`` and ``input_data`` ``(T, d)``
         (the diagonals), ``tangent_coords`` ``(2, L, 2, T, d)`` float16 (before / after mixing; substep 0
         attention, 1 grounding) with their exact norms and inner products ``tangent_stats`` ``(3, L, 2, T)``,
         the attention as in :meth:`record` and ``logits`` ``(T, V)``; no ``d x d`` matrix is formed (at d = 128
         and 2,048 characters :meth:`record` takes a minute and 5.7 GB; this takes well under a second). Equal
-        to :meth:`record` compacted up to float rounding (tests/test_osm.py). Other groups: :meth:`record`.
+        to :meth:`record` compacted up to float rounding (tests/models/test_osm.py). Other groups: :meth:`record`.
         Design choice."""
         if not self._diagonal or self.config["position"] == "rotation" or not self.n_layers:
-            return self.record(tokens)
+            return super().trace_run(tokens, names)
         self._check_record(tokens)
+        extra = set(names)
         with torch.no_grad():
-            logits, cache = run_with_cache(self, tokens, lambda name: name.startswith("diag."))
+            logits, cache = run_with_cache(self, tokens, lambda name: name.startswith("diag.") or name in extra)
         L, T = self.n_layers, tokens.shape[1]
         part = [(l, sub) for l in range(L) for sub in ("attn", "ground")]
         c = torch.stack([torch.stack([cache[f"diag.layers.{l}.hook_{sub}_{what}"][0] for l, sub in part])
@@ -281,7 +283,7 @@ class OSMFormer(OSMBase):
                "tangent_stats": torch.stack([c[0].norm(dim=-1), c[1].norm(dim=-1), (c[0] * c[1]).sum(-1)]),
                "logits": logits[0]}
         self._record_attention(rec, logits.dtype)
-        return rec
+        return rec, cache
 
     def _record_attention(self, rec: dict, dtype) -> None:
         """The attention as what scores it: ``attention_scale`` ``(L,)`` and, with ALiBi, ``attention_slopes``."""
