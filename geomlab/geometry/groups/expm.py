@@ -21,7 +21,7 @@ EXP_METHODS = ("auto", "eigh", "matrix_exp", "taylor")
 """Algorithms for ``exp`` of the full-matrix groups (see :func:`expm_skew`)."""
 
 
-# Taylor exponential (moved from geomlab.models.osm)
+# Taylor exponential
 
 # (degree, largest Frobenius norm) pairs: the truncation bound theta^(m+1)/(m+1)! stays below the unit
 # roundoff (2^-24 single, 2^-53 double) for ||X|| <= theta; larger norms are scaled into the last range.
