@@ -1,5 +1,5 @@
-"""The teaching layer in the pages: under a view's title, the quantity it shows as rendered maths
-and a collapsed "How to read this · what to look for" block with the current model's facts; under each
+"""The teaching layer in the pages: beside a view's first chart, a collapsed "How to read this" block with
+the quantity it shows as rendered maths and the current model's facts; under each
 figure, one "look for" line; links into the glossary page.
 
 The texts and facts come from :mod:`geomlab.teach.explain`, :mod:`geomlab.teach.facts` and
@@ -41,19 +41,20 @@ def _task_of(entry: Any) -> Any:
 
 def view_intro(view: Any, entry: Any, tr: Any, where: Any = None) -> None:
     """Draw the introduction of view ``view`` (a :class:`geomlab.teach.views.ViewSpec`) for trace ``tr`` of
-    checkpoint ``entry``: the page's formula (``st.latex``), any warning fact of this trace (e.g. an energy
-    that rose) as one visible line, and a collapsed expander with how to read the view, what to look for,
-    this model's facts and the glossary terms it uses. ``where``: a container to draw in (default: here)."""
+    checkpoint ``entry``: any warning fact of this trace (e.g. an energy that rose) as one visible line, and a
+    collapsed expander with the page's formula (``st.latex``), how to read the view, what to look for, this
+    model's facts and the glossary terms it uses (one click away, so the first chart stays in view).
+    ``where``: a container to draw in (default: here)."""
     where = where or st.container()
     ex = explain.view_explanation(view.slug)
     config = getattr(entry, "model_config", None) if entry is not None else None
     said = facts.view_facts(view.slug, tr, config=config, task=_task_of(entry))
     with where:
-        st.latex(explain.view_maths(view.slug, tr))
         for f in said:
             if f.warn:
                 st.caption(f":material/warning: **{f.text}**")
-        with st.expander("How to read this · what to look for", icon=":material/school:"):
+        with st.expander("How to read this · formula · what to look for", icon=":material/school:"):
+            st.latex(explain.view_maths(view.slug, tr))
             st.markdown(f"**How to read this.** {linked(ex.read)}")
             st.markdown(f"**What to look for.** {linked(ex.look)}")
             plain = [f for f in said if not f.warn]  # warnings are shown above, outside the expander

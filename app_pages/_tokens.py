@@ -2,7 +2,7 @@
 clickable tokens (a click moves the page's one cursor, ``gl_pos``) and, for language models, the model's
 top-k next-token predictions at the cursor with the surprisal of the token that follows.
 
-Drawn by :func:`app_pages._views.render_view` right under the cursor slider. The clickable text is an
+Drawn by :func:`app_pages._views.render_view` in the column beside the page's first chart. The clickable text is an
 ``st.pills`` row (one pill per token; the cursor's pill is the selected one), keyed ``w_tok``: in the browser
 its buttons are ``.st-key-w_tok button`` (stable selector for tests), in AppTest ``at.pills(key="w_tok")``.
 Everything here reads the stored trace only (softmax of one logits row, well under a millisecond): no cache
@@ -72,24 +72,23 @@ def is_language_model(entry: Any, tr: Any) -> bool:
     return getattr(tr, "logits", None) is not None and tr.logits.ndim == 2 and tr.logits.shape[0] == tr.n_positions
 
 
-def token_panel(entry: Any, tr: Any, pos: int) -> None:
-    """Draw the clickable text (left) and, for a language model, the top-k
-    predictions at ``pos`` (right)."""
+def token_panel(entry: Any, tr: Any, pos: int, where: Any = None) -> None:
+    """Draw the clickable text and under it, for a language model, the top-k predictions at ``pos``, in
+    ``where`` (a column beside the page's first chart; default: here)."""
     n = int(tr.n_positions)
     labels = list(tr.labels)
     start, stop = clickable_window(n, pos, st.session_state.get(K_TOK_START))
     st.session_state[K_TOK_START] = start
     lm = is_language_model(entry, tr)
-    left, right = st.columns([3, 2], gap="medium")
     st.session_state[K_TOK] = pos
     shown = pill_labels(labels, start, stop)
-    with left:
-        more = (f" (positions {start}–{stop - 1} of {n}; the slider reaches the rest)" if stop - start < n else "")
-        st.pills(f"Click a token to move the cursor{more}", list(range(start, stop)), key=K_TOK,
+    with where or st.container():
+        more = f" · positions {start}–{stop - 1} of {n}" if stop - start < n else ""
+        st.pills(f"Text: click a token{more}", list(range(start, stop)), key=K_TOK,
                  required=True, on_change=_pick, width="content", wrap=True, format_func=shown.__getitem__,
                  help="Each token of the text around the cursor. The selected one is the cursor: every figure "
-                      "on the page marks it. ␣ is a space, ↵ a new line.")
-    with right:
+                      "on the page marks it, and a click on a chart moves it too. ␣ is a space, ↵ a new line; "
+                      "the slider above reaches every position.")
         if not lm:
             st.caption("This checkpoint solves a group word problem: its output at each position is the running "
                        "product of the group elements so far, not a guess of the next token, so there is no "

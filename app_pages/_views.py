@@ -181,8 +181,47 @@ def _choose_fitting(view: views.ViewSpec) -> bool:
     return True
 
 
+FIRST_CHART_PX = 460
+"""Height budget of a view's first chart in px (design choice: under the page's title and controls row it
+stays whole in a 1000x800 window; a taller figure is drawn shorter, its panels scaled with it)."""
+
+
+def first_row(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem: str, tr: Any,
+              side: Any = None) -> tuple[Any, list[tuple[str, Any, str, bool]]]:
+    """Draw the page's top row: the first figure of ``items`` (at most :data:`FIRST_CHART_PX` high) in a wide
+    column and, beside it, the returned side column (keyed ``view-side``; ``side(column)`` fills it when
+    given). Returns ``(side column, the items still to draw)``. On a narrow window the side column wraps
+    under the chart (the CSS in ``app.py``)."""
+    at = next((i for i, it in enumerate(items) if it[1] is not None), None)
+    square = at is not None and square_single_panel(items[at][1])
+    main, aside = st.columns([3, 2] if square else [5, 2], gap="medium")
+    with aside:
+        box = st.container(key="view-side")
+        if side is not None:
+            side(box)
+    if at is None:
+        return box, items
+    name, fig, caption, _ = items[at]
+    height = fig.layout.height or 450
+    if height > FIRST_CHART_PX:
+        from app_pages import _relayout
+
+        fig = _relayout.relaid(fig, [{"height": FIRST_CHART_PX}])
+    with main:
+        _one(name, fig, caption, key_prefix, stem, narrow=False, tr=tr)
+    return box, items[:at] + items[at + 1:]
+
+
+def controls_row(n: int) -> list:
+    """The compact row of a view's controls: the token cursor (twice as wide) and ``n`` more slots."""
+    cols = st.columns([3] + [1.3] * max(n, 1), gap="small", vertical_alignment="bottom")
+    return cols
+
+
 def render_view(slug: str) -> None:
-    """The whole body of a view page."""
+    """The whole body of a view page, chart first: title and context line, one row of controls (cursor,
+    layer, head...), then the first chart with the text, the next-token guesses and "How to read this" beside
+    it, then the view's other figures."""
     view = views.VIEWS[slug]
     ui.wait_warm()
     ui.show_notice()
@@ -205,24 +244,27 @@ def render_view(slug: str) -> None:
                                                                  if len(unknown) > 10 else "")
             st.warning(f"{len(unknown)} character{'s' if len(unknown) > 1 else ''} not in this checkpoint's "
                        f"vocabulary ({shown}) read as the unknown token �.", icon=":material/help:")
-        top = st.container()
-        ctrl_cols = st.columns([3, 2])
-        trace_opts = trace_options(slug, entry, ctrl_cols[1])
+        bar = controls_row(len(view.controls))
+        trace_opts = trace_options(slug, entry, bar[-1])
         tr = ui.trace_for(entry, text, **trace_opts)
-        _explain.view_intro(view, entry, tr, where=top)
-        with ctrl_cols[0]:
-            pos = ui.cursor_control(list(tr.labels), trace=tr)
+        pos = ui.cursor_control(list(tr.labels), where=bar[0], trace=tr)
         shown = views.default_figures(slug, tr)
         if st.session_state.get(K_MORE):
             shown += views.more_figures(slug, tr)
-        controls = ui.view_controls(slug, tr, ctrl_cols[1], used={a for f in shown for a in f.controls})
-        _tokens.token_panel(entry, tr, pos)
+        controls = ui.view_controls(slug, tr, bar[1:-1] if "steps" in view.controls else bar[1:],
+                                    used={a for f in shown for a in f.controls})
         items = figure_list(slug, entry, text, trace_opts, tr, pos, controls)
         if not any(fig is not None for _, fig, _, _ in items):
             st.info("No figure of this view applies to this checkpoint.", icon=":material/info:")
-        draw_figures(items, key_prefix=slug, stem=f"{entry.name}-{slug}", tr=tr)
+
+        def side(box: Any) -> None:
+            _explain.view_intro(view, entry, tr, where=box)
+            _tokens.token_panel(entry, tr, pos, where=box)
+
+        box, rest = first_row(items, key_prefix=slug, stem=f"{entry.name}-{slug}", tr=tr, side=side)
+        draw_figures(rest, key_prefix=slug, stem=f"{entry.name}-{slug}", tr=tr)
         more_figures(slug, entry, text, trace_opts, tr, pos, controls, key_prefix=slug, stem=f"{entry.name}-{slug}")
-        top.caption(f"`{entry.ref}` · {len(tokens)} token{'' if len(tokens) == 1 else 's'} · cursor at {pos} "
+        box.caption(f"`{entry.ref}` · {len(tokens)} token{'' if len(tokens) == 1 else 's'} · cursor at {pos} "
                     f"(“{tr.labels[pos]}”) · {1000 * (time.perf_counter() - t0):.0f} ms")
         ui.cache_caption()
         with st.expander("Link to this view", icon=":material/link:"):

@@ -186,9 +186,9 @@ def int_control(label: str, state_key: str, lo: int, hi: int, default: int, wher
 #: control name -> (session key, widget label, widget kind, help) of the views' choice controls
 CONTROL_WIDGETS = {
     "head": (K_HEAD, "Head", "select", None),
-    "substep": (K_SUBSTEP, "Update (generator heatmap)", "radio", None),
+    "substep": (K_SUBSTEP, "Update (generator heatmap)", "select", None),
     "slot": (K_SLOT, "Offset slot", "select", "Which pair (t, t − Δ) spans the planes shown."),
-    "block": (K_BLOCK, "Sub-block (token heatmap)", "radio", None),
+    "block": (K_BLOCK, "Sub-block (token heatmap)", "select", None),
 }
 
 
@@ -197,14 +197,25 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
     block; only those with a choice to make) and return their values, the view's defaults for the others.
     ``used``: the controls the figures on screen take (a control no shown figure takes is not drawn, e.g.
     the generator heatmap's substep while that figure is under "More figures"); None draws them all. The
-    layer is always drawn (it is shared by the pages)."""
+    layer is always drawn (it is shared by the pages). ``where``: one container, or a list of containers
+    (the columns of a controls row) that the drawn widgets take in turn, the last one holding the rest."""
+    slots = list(where) if isinstance(where, (list, tuple)) else [where]
+    taken = [0]
+
+    def slot() -> Any:
+        """The container of the next widget (a message about a dropped value goes with it)."""
+        here = slots[min(taken[0], len(slots) - 1)]
+        taken[0] += 1
+        return here
+
+    where = slots[-1]  # messages about controls that draw no widget
     opts = views.control_options(slug, tr)
     values = views.default_controls(slug, tr)
     for name in views.VIEWS[slug].controls:
         if name == "layer":
             L = views.n_layers(tr)
             # one layer: no slider, but a link's layer=5 is still named and dropped (int_control)
-            values["layer"] = int_control("Layer", K_LAYER, 0, L - 1, L - 1, where=where,
+            values["layer"] = int_control("Layer", K_LAYER, 0, L - 1, L - 1, where=slot() if L > 1 else where,
                                           help="Which layer's states / maps to show (0 = first).")
             continue
         if name not in CONTROL_WIDGETS:
@@ -228,6 +239,7 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
                 st.session_state[key] = URL_DEFAULTS.get(key)
             continue
         key, label, kind, help_ = CONTROL_WIDGETS[name]
+        where = slot()
         options = opts[name]
         store = [-1 if v is None else v for v in options]  # None (mean over heads) stored as -1
         cur = st.session_state.get(key)
@@ -261,8 +273,8 @@ def steps_control(entry: catalog.CheckpointEntry, state_key: str, where: Any, la
     cfg = entry.model_config
     trained = views.trained_steps(cfg)
     lo, hi = views.steps_range(cfg)
-    T = int_control(label or "Recursion steps T at inference", state_key, lo, hi, trained, where=where,
-                    help=help or f"The model was trained with T = {trained}. More steps should keep lowering "
+    T = int_control(label or "Steps T", state_key, lo, hi, trained, where=where,
+                    help=help or f"Recursion steps T at inference. The model was trained with T = {trained}. More steps should keep lowering "
                                  "the energy (test-time recursion); the figure flags any step where it rose.")
     return {} if T == trained else {"steps": int(T)}
 

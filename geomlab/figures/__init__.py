@@ -15,7 +15,7 @@ declarations by name. Figures by family:
   :func:`pca_projection`, :func:`pca_trajectory`, :func:`so3_frame` (real 3 x 3), :func:`torus_angles` (group T),
   :func:`tangent_heatmap`, :func:`tangent_lines`, :func:`mixing_share`, :func:`generator_heatmap`,
   :func:`similarity_map` (OSMFormer), :func:`attention_maps`.
-* CEM: :func:`energy_descent`, :func:`energy_tokens`, :func:`attention_maps`.
+* CEM: :func:`energy_descent`, :func:`energy_layer`, :func:`energy_tokens`, :func:`attention_maps`.
 * Grassmann: :func:`plane_distances`, :func:`plane_angles`, :func:`plane_similarity`,
   :func:`plucker_heatmap`, :func:`plane_matrix`, :func:`gate_share`, :func:`plane_sphere`, :func:`plane_interpolation`,
   :func:`decomposability_map`.
@@ -35,7 +35,7 @@ from geomlab.figures.attention import attention_maps, attention_row, attention_w
 from geomlab.figures.attention_overview import attention_overview
 from geomlab.figures.catalog import FIGURES, Explanation, FigureSpec
 from geomlab.figures.curves import training_curves
-from geomlab.figures.energy import energy_descent, energy_tokens
+from geomlab.figures.energy import energy_descent, energy_layer, energy_tokens
 from geomlab.figures.grassmann import gate_share, plane_angles, plane_distances, plane_similarity, plucker_heatmap
 from geomlab.figures.bivectors import decomposability_map, plane_matrix
 from geomlab.figures.plane_scenes import plane_interpolation, plane_sphere

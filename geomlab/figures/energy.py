@@ -86,7 +86,7 @@ def _block_name(b: int) -> str:
     return BLOCK_NAMES[b] if b < len(BLOCK_NAMES) else f"block {b}"
 
 
-def _legend_entries(tr: CEMTrace, cursor: int | None, rose: bool, displacement: bool, L: int) -> list:
+def _legend_entries(tr: CEMTrace, cursor: int | None, rose: bool, displacement: bool, layers: list[int]) -> list:
     """``[(label, style)]`` of the energy descent's legend: one legend-only trace per kind of series."""
     kinds = [("token mean", {"mode": "lines+markers", "line": {"color": colour(0)}, "legendgroup": "mean"}),
              (f"{BAND[0]}–{BAND[1]}% band over tokens", {"mode": "lines", "fill": "toself", "legendgroup": "band",
@@ -101,7 +101,7 @@ def _legend_entries(tr: CEMTrace, cursor: int | None, rose: bool, displacement: 
         kinds += [(f"displacement, layer {layer}",
                    {"mode": "lines+markers", "line": {"color": "#555555", "dash": _DASHES[layer % len(_DASHES)]},
                     "marker": {"symbol": _SYMBOLS[layer % len(_SYMBOLS)], "size": 7}})
-                  for layer in range(min(L, len(_DASHES)))]
+                  for layer in layers[:len(_DASHES)]]
     return kinds
 
 
@@ -143,11 +143,32 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
 
     Raises :class:`FigureError` for a non-CEM trace or a bad cursor.
     """
+    return _descent(tr, cursor, relative, None)
+
+
+@figure(label="energy per step, one layer", applies=is_cem, controls=("layer",), replaces=("energy_descent",),
+        explain=Explanation(
+    r"\bar\varepsilon(x^t) - \bar\varepsilon(x^0),\quad \lVert x^t - h \rVert / \rho",
+    "The energy per step of one layer: its two sub-blocks, and how far the iterate moved from the input.",
+    "Both lines should go down; red triangles mark a step where it rose. The layer slider walks the layers.",
+    ("Energy", "Recursion step"), f"{CEM_SRC}"))
+def energy_layer(tr: CEMTrace, layer: int = -1, cursor: int | None = None, relative: bool = True) -> Chart:
+    """:func:`energy_descent` of layer ``layer`` only (negative counts from the last): one row of
+    sub-blocks over that layer's displacement, compact enough to be a page's first chart. Same trace names.
+    Raises :class:`FigureError` for a non-CEM trace, a bad layer or cursor. Design choice."""
+    tr = _cem(tr)
+    layer = check_index("layer", layer, tr.energies.shape[0])
+    return _descent(tr, cursor, relative, [layer])
+
+
+def _descent(tr: CEMTrace, cursor: int | None, relative: bool, layers: list[int] | None) -> Chart:
+    """The energy descent of ``layers`` (None: all), one row each (see :func:`energy_descent`)."""
     tr = _cem(tr)
     cursor = check_cursor(cursor, tr.n_positions)
     E = tr.energy_change() if relative else tr.energies
     E = E.astype(np.float64)
     L, B, S, _ = E.shape
+    layers = list(range(L)) if layers is None else layers
     steps = np.arange(S)
     mean = _token_mean(E)  # NaN-safe reductions over the finite tokens
     lo, hi = _token_percentile(E, BAND[0]), _token_percentile(E, BAND[1])
@@ -157,9 +178,9 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     disp = tr.displacement
     # Layout (readable at half width too): rows = layers, columns = sub-blocks; one extra row at the bottom
     # with the displacement of every layer and sub-block (colour = sub-block, dash = layer).
-    rows = L + 1 if disp is not None else L
-    titles = [f"L{layer} {_block_name(b)}" for layer in range(L) for b in range(B)]
-    specs = [[{} for _ in range(B)] for _ in range(L)]
+    rows = len(layers) + 1 if disp is not None else len(layers)
+    titles = [f"L{layer} {_block_name(b)}" for layer in layers for b in range(B)]
+    specs = [[{} for _ in range(B)] for _ in layers]
     if disp is not None:
         titles.append("displacement from the layer input")
         specs.append([{"colspan": B}] + [None] * (B - 1))
@@ -168,9 +189,9 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     fig = FigureBuilder.grid(rows=rows, cols=B, subplot_titles=titles, specs=specs, horizontal_spacing=0.13,
                         vertical_spacing=gap_px / plot_px if rows > 1 else 0.0)
     ylab = "Δε (a.u.)" if relative else "ε (a.u.)"
-    for layer in range(L):
+    for row, layer in enumerate(layers):
         for b in range(B):
-            r, c, name = layer + 1, b + 1, f"L{layer} {_block_name(b)}"
+            r, c, name = row + 1, b + 1, f"L{layer} {_block_name(b)}"
             col = colour(b)
             fig.add_trace(dict(type="scatter",
                 x=steps, y=lo[layer, b], mode="lines", line={"width": 0}, name=f"{name} band",
@@ -210,7 +231,7 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
         fig.update_yaxes(title_text="‖x<sup>t</sup> − h‖/ρ", row=rows, col=1, rangemode="tozero", title_standoff=4)
     # legend: one entry per kind of series (legend-only traces, drawn nowhere)
     # (clicking an entry toggles every trace of its legendgroup)
-    kinds = _legend_entries(tr, cursor, bool(rises.any()), disp is not None, L)
+    kinds = _legend_entries(tr, cursor, bool(rises[layers].any()), disp is not None, layers)
     for label, style in kinds:
         fig.add_trace(dict(type="scatter", x=[None], y=[None], name=label, showlegend=True, hoverinfo="skip", **style),
                       row=1, col=1)
@@ -219,10 +240,11 @@ def energy_descent(tr: CEMTrace, cursor: int | None = None, relative: bool = Tru
     fig.update_xaxes(tickmode="linear", tick0=0, dtick=dtick, range=x_range, title_standoff=2)
     fig.update_xaxes(title_text="step t")  # every axis is labelled; the bottom row says it in full
     fig.update_xaxes(title_text="recursion step t", row=rows)
-    cap = _descent_caption(tr, cursor, relative, disp is not None, int(rises.sum()), n_bad)
+    cap = _descent_caption(tr, cursor, relative, disp is not None, int(rises[layers].sum()), n_bad)
     legend_rows = int(np.ceil(len(kinds) / 3))
     bottom = 56 + 22 * legend_rows
-    return finish(fig, f"CEM energy descent (T = {tr.recursion_steps})", cap, "energy_descent",
+    title = f"CEM energy descent (T = {tr.recursion_steps})" + (f", layer {layers[0]}" if len(layers) == 1 and L > 1 else "")
+    return finish(fig, title, cap, "energy_descent" if len(layers) == L else "energy_layer",
                   height=plot_px + 70 + bottom, margin={"l": 64, "r": 16, "t": 70, "b": bottom},
                   legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yanchor": "bottom",
                           "yref": "container", "font": {"size": 12}, "traceorder": "normal"})

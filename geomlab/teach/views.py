@@ -101,7 +101,7 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
              "causal energy minimisation (CEM)",
              "Energy of each token's iterate across recursion steps ${t = 0, \\dots, T}$: a CEM layer is gradient "
              "descent on this energy, so it should go down.",
-             ("energy_descent", "energy_tokens", *LENS),
+             ("energy_layer", "energy_descent", "energy_tokens", *LENS),
              ("steps", "layer", "block")),
     ViewSpec("planes", "Grassmann planes", "Planes", ":material/change_history:", Shows(),
              "Grassmann flow",
