@@ -186,6 +186,22 @@ FIRST_CHART_PX = 460
 stays whole in a 1000x800 window; a taller figure is drawn shorter, its panels scaled with it)."""
 
 
+def fit_first(items: list[tuple[str, Any, str, bool]], px: int | None = None) -> list[tuple[str, Any, str, bool]]:
+    """``items`` with the first figure's height at most ``px`` (default :data:`FIRST_CHART_PX`): a copy
+    relaid shorter, its panels scaled with it; the other items as they are."""
+    px = px or FIRST_CHART_PX
+    out = list(items)
+    for i, (name, fig, caption, wide) in enumerate(out):
+        if fig is None:
+            continue
+        if (fig.layout.height or 450) > px:
+            from app_pages import _relayout
+
+            out[i] = (name, _relayout.relaid(fig, [{"height": px}]), caption, wide)
+        break
+    return out
+
+
 def first_row(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem: str, tr: Any,
               side: Any = None) -> tuple[Any, list[tuple[str, Any, str, bool]]]:
     """Draw the page's top row: the first figure of ``items`` (at most :data:`FIRST_CHART_PX` high) in a wide
@@ -201,12 +217,7 @@ def first_row(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem: st
             side(box)
     if at is None:
         return box, items
-    name, fig, caption, _ = items[at]
-    height = fig.layout.height or 450
-    if height > FIRST_CHART_PX:
-        from app_pages import _relayout
-
-        fig = _relayout.relaid(fig, [{"height": FIRST_CHART_PX}])
+    name, fig, caption, _ = fit_first([items[at]])[0]
     with main:
         _one(name, fig, caption, key_prefix, stem, narrow=False, tr=tr)
     return box, items[:at] + items[at + 1:]

@@ -149,22 +149,24 @@ def main() -> None:
     phone = ui.is_phone()  # a phone stacks the two pickers; a large gap would leave ~70 px empty between them
     a, b = _pickers(phone)
     text = ui.text_box(a)
-    _summary_table(a, b, phone)
-    traces, opts = _trace_sides(a, b, text)
+    # chart first: one row of controls (cursor, each CEM side's steps), the surprisal chart, then the table
+    bar = st.columns([3, 1.3, 1.3], vertical_alignment="bottom")
+    traces, opts = _trace_sides(a, b, text, bar[1:])
     if not traces:
         return
     labels = list(next(iter(traces.values())).labels)
     if "A" in traces and "B" in traces and traces["A"].n_positions != traces["B"].n_positions:
         st.warning("The two checkpoints split the text into different numbers of tokens (different "
                    "vocabularies); the cursor follows A's positions.", icon=":material/warning:")
-    pos = ui.cursor_control(labels, trace=next(iter(traces.values())))
-    ui.cache_caption()
+    pos = ui.cursor_control(labels, where=bar[0], trace=next(iter(traces.values())))
     with ui.guard("The surprisal chart"):
         sides = [(traces[s], e, f"{s}: {e.name}", c) for s, e, c in (("A", a, COLOURS[0]), ("B", b, COLOURS[1]))
                  if s in traces]
         fig, caption = surprisal_figure(sides, pos)
         ui.chart(fig, key="compare-surprisal", filename="geomlab-compare-surprisal")
         st.caption(caption)
+    _summary_table(a, b, phone)
+    ui.cache_caption()
     slugs = [v.slug for v in views.VIEWS.values() if a.kind in v.kinds or b.kind in v.kinds]
     if not slugs:
         st.info("Neither checkpoint has a geometry view (both are baselines).", icon=":material/info:")
@@ -245,18 +247,20 @@ def _summary_table(a, b, phone: bool) -> None:
             st.caption(f"{side} ({e.name}): {line}")
 
 
-def _trace_sides(a, b, text: str) -> tuple[dict, dict]:
-    """``(traces, opts)`` by side (``"A"``, ``"B"``): a CEM side's recursion-steps control first, then each
-    side's trace of ``text`` (a side that cannot trace it says why and is left out)."""
+def _trace_sides(a, b, text: str, slots: list) -> tuple[dict, dict]:
+    """``(traces, opts)`` by side (``"A"``, ``"B"``): a CEM side's recursion-steps control first (in
+    ``slots``, two containers of the controls row), then each side's trace of ``text`` (a side that cannot
+    trace it says why and is left out)."""
     traces, opts = {}, {}
     cem_sides = [(side, e) for side, e in (("A", a), ("B", b)) if e.kind == "cem"]
     if cem_sides:
-        cols = st.columns(2)
+        cols = slots
         for side, e in cem_sides:
             key = ui.K_STEPS if side == "A" else ui.K_STEPS_B  # both mirrored in the URL (T, TB)
             opts[side] = ui.steps_control(
-                e, key, cols[0 if side == "A" else 1], label=f"{side}: recursion steps T at inference",
-                help=f"{e.name} was trained with T = {views.trained_steps(e.model_config)}. Choose the same "
+                e, key, cols[0 if side == "A" else 1], label=f"{side}: steps T",
+                help=f"Recursion steps T at inference. {e.name} was trained with T = "
+                     f"{views.trained_steps(e.model_config)}. Choose the same "
                      "checkpoint on both sides with different T to see test-time recursion.")
     for side, e in (("A", a), ("B", b)):
         with ui.guard(f"Tracing checkpoint {side}", prefix=f"{side} ({e.name}): "):

@@ -155,13 +155,14 @@ def draw_step(lesson: tours.Lesson, index: int) -> None:
     names = step.figure_names(sides[0][1])
     extras = [extra_item(n, [(e, tr, c) for e, tr, c, _ in sides], pos) for n in names if n in tours.EXTRA_FIGURES]
     if extras:
-        _views.draw_figures(extras, key_prefix=prefix, stem=stem)
+        _views.draw_figures(_views.fit_first(extras), key_prefix=prefix, stem=stem)
     shown = [n for n in names if n not in tours.EXTRA_FIGURES]
     if {f.name for f in views.more_figures(step.view, sides[0][1])} & set(shown):
         st.session_state[_views.K_MORE] = True  # "Open this in the full view" then shows the step's figures too
     if len(sides) == 1:
         e, tr, _, opts = sides[0]
-        _views.draw_figures([view_item(step, e, tr, opts, n, pos) for n in shown], key_prefix=prefix, stem=stem)
+        _views.draw_figures(_views.fit_first([view_item(step, e, tr, opts, n, pos) for n in shown]),
+                            key_prefix=prefix, stem=stem)
         return
     for name in shown:
         row = [(e, view_item(step, e, tr, opts, name, pos)) for e, tr, _, opts in sides]
@@ -199,22 +200,35 @@ def main() -> None:
     ss[ui.K_PAGE_QP] = {"lesson": lesson.slug, "step": str(index + 1)}
 
     st.title("Tour")
-    st.caption("Short guided lessons on the bundled checkpoints. Each step loads a checkpoint, a text and a "
-               "view, and says what to look at; step through with Back and Next, or send a step as a link.")
     slugs = list(lessons.LESSONS)
     ss["w_tour_lesson"] = lesson.slug
-    st.selectbox("Lesson", slugs, key="w_tour_lesson", on_change=choose_lesson,
-                 format_func=lambda s: f"{lessons.LESSONS[s].title} · {lessons.LESSONS[s].family}",
-                 help="One lesson per model family; each has 4-5 steps.")
-    st.caption(lesson.summary)
-
     n = len(lesson.steps)
-    st.progress((index + 1) / n, text=f"Step {index + 1} of {n}")
-    nav = st.container(horizontal=True, gap="small")  # buttons as wide as their labels, at any window width
+    row = st.columns([3, 2, 2], vertical_alignment="bottom")
+    row[0].selectbox("Lesson", slugs, key="w_tour_lesson", on_change=choose_lesson,
+                     format_func=lambda s: f"{lessons.LESSONS[s].title} · {lessons.LESSONS[s].family}",
+                     help="Short guided lessons on the bundled checkpoints, one per model family, 4-5 steps "
+                          "each. Each step loads a checkpoint, a text and a view, and says what to look at; "
+                          "step through with Back and Next, or send a step as a link.")
+    row[1].progress((index + 1) / n, text=f"Step {index + 1} of {n}")
+    nav = row[2].container(horizontal=True, gap="small")  # buttons as wide as their labels, at any width
     nav.button("Back", key="tour_back", icon=":material/arrow_back:", on_click=go, args=(-1,),
                disabled=index == 0, width="content")
     nav.button("Next", key="tour_next", icon=":material/arrow_forward:", on_click=go, args=(1,),
                disabled=index == n - 1, type="primary", width="content")
+    # chart first: the step's figures on the left, its text beside them (under them on a narrow window)
+    left, right = st.columns([3, 2], gap="medium")
+    with left, ui.guard("This step"), rendering():
+        if ui.entries():
+            draw_step(lesson, index)
+        else:
+            ui.no_checkpoint_message()
+    with right.container(key="tour-side"):
+        step_text(lesson, index)  # after the step: its links carry the step's cursor
+
+
+def step_text(lesson: lessons.Lesson, index: int) -> None:
+    """The step's words beside its figures: title, body, what to notice, what it shows, and its links."""
+    step = lesson.steps[index]
     st.subheader(f"{index + 1}. {step.title}")
     if step.body:
         st.markdown(step.body)
@@ -222,22 +236,15 @@ def main() -> None:
     refs = " vs ".join(f"`{r}`" for r in step.checkpoints)
     t_note = f" · T = {step.steps}" if step.steps else ""
     st.caption(f"{refs} · {views.VIEWS[step.view].title}{t_note} · text: {md_escape(step.text)}")
-
-    if not ui.entries():
-        ui.no_checkpoint_message()
-        return
-    with ui.guard("This step"), rendering():
-        draw_step(lesson, index)
-
-    links = st.columns(2)
+    st.caption(lesson.summary)
     view = views.VIEWS[step.view]
     query = ui.state_query()
-    links[0].page_link(ui.page_path(step.view), label="Open this in the full view", icon=view.icon, query_params=query,
-                       help=f"{view.title} with the same checkpoint, text, cursor and layer, and every figure "
-                            "and control of the view.")
+    st.page_link(ui.page_path(step.view), label="Open this in the full view", icon=view.icon, query_params=query,
+                 help=f"{view.title} with the same checkpoint, text, cursor and layer, and every figure "
+                      "and control of the view.")
     if step.compare:
-        links[1].page_link(ui.page_path("compare"), label="Open both in Compare", icon=":material/compare:",
-                           query_params=query)
+        st.page_link(ui.page_path("compare"), label="Open both in Compare", icon=":material/compare:",
+                     query_params=query)
     with st.expander("Link to this step", icon=":material/link:"):
         st.caption("Anyone who opens this link lands on this lesson at this step (offline, on the bundled "
                    "checkpoints).")

@@ -549,3 +549,32 @@ def test_a_compare_link_reopens_the_same_comparison(page, zoo_server):
     again = box.locator("code").first.text_content().strip()
     assert {k: v[0] for k, v in parse_qs(urlsplit(again).query).items()} == q, (link, again)
     assert page.locator('[data-testid="stException"]').count() == 0
+
+
+FIRST_CHART_PAGES = ["trajectories", "tangents", "attention", "energy", "planes", "tour", "compare"]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("size", [(1400, 900), (1000, 800)], ids=["1400x900", "1000x800"])
+def test_the_first_chart_is_whole_in_the_window_on_every_view_the_tour_and_compare(page, zoo_server, size):
+    """Chart first: on every view page, the Tour and Compare, opened on the bundled zoo at 1400x900 and
+    1000x800, the first chart's bounding box lies inside the window without scrolling."""
+    from geomlab.teach import views
+
+    assert set(views.VIEWS) <= set(FIRST_CHART_PAGES)
+    width, height = size
+    page.set_viewport_size({"width": width, "height": height})
+    try:
+        for slug in FIRST_CHART_PAGES:
+            page.goto(f"{zoo_server}/{slug}")
+            page.wait_for_selector(CHART, state="attached", timeout=120_000)
+            wait_idle(page)
+            page.wait_for_timeout(800)  # plotly sizes the chart to its column
+            box = page.locator(".js-plotly-plot").first.bounding_box()
+            assert box is not None, slug
+            assert box["y"] >= 0 and box["y"] + box["height"] <= height, (slug, size, box)
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width, (slug, size, box)
+            assert page.locator('[data-testid="stException"]').count() == 0, slug
+            page.screenshot(path=str(ARTIFACTS / f"first-chart-{slug}-{width}.png"))
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})

@@ -69,7 +69,7 @@ EXPECTED = {
                      "torus_angles",
                      "tangent_heatmap", "tangent_lines", "mixing_share", "generator_heatmap", "attention_maps",
                      "similarity_map", "attention_row", "attends_to", "attention_overview", *LENS},
-    "cem": {"energy_descent", "energy_tokens", "attention_maps", "attention_row", "attends_to", "attention_overview",
+    "cem": {"energy_descent", "energy_layer", "energy_tokens", "attention_maps", "attention_row", "attends_to", "attention_overview",
             *LENS},
     "grassmann-r3": {"plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
                      "plane_sphere", "plane_interpolation", "decomposability_map", "plane_matrix", *LENS},
@@ -457,6 +457,25 @@ def test_energy_descent_equals_the_recorded_energies(validate):
                                        atol=1e-6)
     absolute = figures.energy_descent(tr, relative=False).figure
     np.testing.assert_allclose(_by_name(absolute, "L0 MLP mean").y, tr.energies[0, 1].mean(-1), rtol=1e-5)
+
+
+def test_energy_layer_draws_one_layer_of_the_recorded_energies(validate):
+    """The one-layer energy chart (a page's first chart) holds exactly that layer's curves, equal to the
+    recorded energies, and says which layer it is; a layer out of range is an error."""
+    tr = get_trace("cem")
+    change = tr.energies - tr.energies[:, :, :1]
+    L = tr.energies.shape[0]
+    for layer in range(L):
+        fig = figures.energy_layer(tr, layer=layer, cursor=1).figure
+        names = {t.name for t in fig.data}
+        assert {f"L{layer} attention mean", f"L{layer} MLP mean"} <= names
+        assert not any(n.startswith(f"L{other} ") for n in names for other in range(L) if other != layer)
+        for b, block in enumerate(("attention", "MLP")):
+            np.testing.assert_allclose(_by_name(fig, f"L{layer} {block} mean").y, change[layer, b].mean(-1),
+                                       rtol=1e-5, atol=1e-6)
+        assert f"layer {layer}" in fig.layout.title.text
+    with pytest.raises(figures.FigureError):
+        figures.energy_layer(tr, layer=L)
 
 
 def test_energy_descent_flags_a_rise():
@@ -1097,7 +1116,7 @@ def test_views_of_a_trace_with_non_finite_values(name, value, validate):
     expected = {
         "osmformer-U3": {"tangent_heatmap", "tangent_lines", "mixing_share"},
         "osm-rnn-SO3": {"tangent_heatmap", "tangent_lines", "mixing_share"},
-        "cem": {"energy_descent", "energy_tokens", "attention_maps"},
+        "cem": {"energy_descent", "energy_layer", "energy_tokens", "attention_maps"},
         "grassmann-r3": {"plane_distances", "plane_angles", "plane_similarity", "plucker_heatmap", "gate_share",
                          "decomposability_map"},
         "grassmann-r5": {"plane_distances", "decomposability_map"},
