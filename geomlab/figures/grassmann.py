@@ -181,9 +181,8 @@ def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, co
     r"d_g(U_{t-1}, U_t) = \sqrt{\theta_1^2 + \theta_2^2}",
     "Geodesic distance between consecutive planes (top) and between a layer's input and output planes (bottom), "
     "radians.",
-    "Layers that turn the plane more than others (a brighter row), and positions that stand out within a row. "
-    "On the bundled Tiny Shakespeare model each row varies by about 10–25% of its mean along the text, with no "
-    "systematic jump at word boundaries; the caption gives the spread of the text shown.",
+    "Brighter rows (layers that turn the plane more) and positions that stand out in a row; the caption says how "
+    "much each row varies.",
     ("Geodesic distance", "Grassmannian"), f"{GR_SRC}"))
 def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None, cursor: int | None = None,
                     max_points: int = MAX_POINTS) -> Chart:

@@ -20,10 +20,8 @@ from geomlab.trace import OSMTrace
     r"\lVert \log H_t \rVert_F,\qquad \lVert \log(H_{t-1}^* H_t) \rVert_F",
     "Top: geodesic distance of each state from the identity; bottom: how far the state moved when token $t$ "
     "arrived (radians).",
-    "The bottom curve's level: how far one token turns the state on average. On a trained language model it is "
-    "nearly flat (each token turns the state by about the same angle: within about ±10% on the bundled Tiny "
-    "Shakespeare models), so its axis is zoomed to the curve: tokens above the rest turn the state more than "
-    "their neighbours. A top curve that saturates means the state wanders far from the identity.",
+    "Tokens above the rest in the zoomed bottom panel (a trained model turns the state by about the same angle "
+    "per token); a top curve that saturates.",
     ("Geodesic distance", "Matrix logarithm"), f"{OSM_SRC}"))
 def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """Two panels, one line per layer: geodesic distance from the identity ``||log H_t||_F`` and between
