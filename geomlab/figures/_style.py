@@ -94,6 +94,20 @@ def token_ticks(labels: Sequence[str], positions: np.ndarray, max_ticks: int = M
             "ticktext": category_labels(labels, vals)}
 
 
+def thin_ticks(categories: Sequence, max_ticks: int = MAX_TICKS) -> dict:
+    """Axis settings that label at most ``max_ticks`` of the ``n`` values ``categories`` of a categorical
+    axis: every ``k``-th one from the first, ``k = ceil(n / max_ticks)`` (so the first is always labelled and
+    the labelled ones are evenly spaced); every value is still named on hover (a trace's hovertemplate shows
+    ``%{x}`` / ``%{y}``, the category itself). Plotly rotates the labels when they would overlap. Raises
+    ``ValueError`` for ``max_ticks < 1``. Design choice (readable at half width, details on hover)."""
+    if int(max_ticks) < 1:
+        raise ValueError(f"max_ticks must be at least 1, got {max_ticks}")
+    cats = list(categories)
+    step = max(1, -(-len(cats) // int(max_ticks)))
+    shown = cats[::step]
+    return {"tickmode": "array", "tickvals": shown, "ticktext": [str(c) for c in shown]}
+
+
 def category_labels(labels: Sequence[str], positions: np.ndarray) -> list[str]:
     """Unique ``"t 'token'"`` category names for a categorical position axis (and the tick labels of a
     numeric one, :func:`token_ticks`: one format everywhere); hover shows them via ``%{x}``/``%{y}``, so

@@ -56,7 +56,9 @@ class FigureSpec:
     the eigenvalues of H_t are its diagonal entries, so the torus angles replace the phase timeline and the
     eigenvalue circle, which draw the same angles again; both stay under "More figures"); ``shared``: a
     figure of every family (the layer lens), listed by several views; it alone never makes a view one of a
-    trace's views.
+    trace's views; ``default_if``: where set, the figure opens with the page only for traces it holds for
+    (a layer x position heatmap of a one-layer model is one row, the line chart beside it again: it opens
+    only with two or more layers, and the figure that shows the one layer's other axis opens instead).
 
     Every figure marks the page's one token cursor, the 3-D scenes included, and none has an animation
     slider of its own. The browser draws a 3-D scene anew whenever its spec changes (0.5-0.8 s per cursor
@@ -74,6 +76,7 @@ class FigureSpec:
     default: bool = True
     replaces: tuple[str, ...] = ()
     shared: bool = False
+    default_if: Callable[[Any], bool] | None = None
 
 
 FIGURES: dict[str, FigureSpec] = {}
@@ -82,7 +85,8 @@ FIGURES: dict[str, FigureSpec] = {}
 
 def figure(*, label: str, applies: Callable[[Any], bool], explain: Explanation, controls: tuple[str, ...] = (),
            cursor_arg: str | None = "cursor", cursor_fallback: bool = False, wide: bool = True,
-           default: bool = True, replaces: tuple[str, ...] = (), shared: bool = False) -> Callable:
+           default: bool = True, replaces: tuple[str, ...] = (), shared: bool = False,
+           default_if: Callable[[Any], bool] | None = None) -> Callable:
     """Decorator declaring the function below as a figure of :data:`FIGURES` under its own name (the fields
     are those of :class:`FigureSpec`); returns the function unchanged. ``ValueError`` for a name declared
     twice. Design choice."""
@@ -90,7 +94,7 @@ def figure(*, label: str, applies: Callable[[Any], bool], explain: Explanation, 
         if fn.__name__ in FIGURES:
             raise ValueError(f"figure {fn.__name__!r} is declared twice")
         FIGURES[fn.__name__] = FigureSpec(fn.__name__, label, applies, fn, explain, tuple(controls), cursor_arg,
-                                          cursor_fallback, wide, default, tuple(replaces), shared)
+                                          cursor_fallback, wide, default, tuple(replaces), shared, default_if)
         return fn
     return declare
 
@@ -114,6 +118,16 @@ def is_grassmann(tr: Any) -> bool:
 def has_tangents(tr: Any) -> bool:
     """An OSM trace with recorded tangent updates."""
     return is_osm(tr) and bool(getattr(tr, "has_tangents", False))
+
+
+def several_layers(tr: Any) -> bool:
+    """A trace with two or more layers (a layer axis worth a heatmap row each)."""
+    return int(tr.n_layers) > 1
+
+
+def one_layer(tr: Any) -> bool:
+    """A trace with one layer (or none)."""
+    return int(tr.n_layers) <= 1
 
 
 def has_attention(tr: Any) -> bool:

@@ -23,12 +23,14 @@ import torch
 from geomlab.geometry import planes
 from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
 from geomlab.figures._style import (
-    DIVERGING, SEQUENTIAL, add_cursor_line, cursor_box, category_labels, colour, hover_tokens, token_ticks,
+    DIVERGING, SEQUENTIAL, add_cursor_line, cursor_box, category_labels, colour, hover_tokens, thin_ticks,
+    token_ticks,
 )
 from geomlab.figures._sampling import (
     MAX_MATRIX, MAX_POINTS, check_cursor, check_index, subsample, subsample_note, blank, missing_note,
     nonfinite_count,
 )
+from geomlab.figures._spread import spread_note
 from geomlab.figures.catalog import GR_SRC, Explanation, figure, is_grassmann
 from geomlab.core.markup import md_label
 from geomlab.trace import GrassmannTrace
@@ -179,7 +181,8 @@ def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, co
     r"d_g(U_{t-1}, U_t) = \sqrt{\theta_1^2 + \theta_2^2}",
     "Geodesic distance between consecutive planes (top) and between a layer's input and output planes (bottom), "
     "radians.",
-    "Spikes at word boundaries or new patterns; flat stretches at repetitions.",
+    "Brighter rows (layers that turn the plane more) and positions that stand out in a row; the caption says how "
+    "much each row varies.",
     ("Geodesic distance", "Grassmannian"), f"{GR_SRC}"))
 def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None, cursor: int | None = None,
                     max_points: int = MAX_POINTS) -> Chart:
@@ -216,7 +219,7 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     cap = ("Geodesic distance on the Grassmannian (radians, at most $\\pi/\\sqrt{2} \\approx 2.22$). Top: how far "
            "the plane $\\mathrm{span}(z_t, z_{t-\\Delta})$ turned when token $t$ arrived, per layer. Bottom: how much "
            "a layer turned the plane of its residual vectors $\\mathrm{span}(h_t, h_{t-\\Delta})$. Blank: no plane "
-           "(no partner, or a degenerate pair)."
+           "(no partner, or a degenerate pair)." + spread_note(dpos[:, idx], "layer's top row")
            + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx)))
     return finish(fig, "Grassmann plane deformations", cap, "plane_distances", height=300 * rows + 80)
 
@@ -341,11 +344,9 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
                                               name="plucker", hoverongaps=False,
                                               colorbar={"title": {"text": "p̂<sub>ij</sub>"}, "thickness": 12},
                                               hovertemplate="position %{y}<br>%{x} = %{z:.4f}<extra></extra>")])
-    # thinned ticks (a half-width chart; every coordinate and position named on hover): at most 3 coordinate
-    # names, upright
-    step = max(1, int(np.ceil(len(names) / 3)))
+    # thinned ticks (a half-width chart; every coordinate and position named on hover)
     fig.update_xaxes(title_text="Plücker coordinate p<sub>ij</sub> (i < j)", type="category", showgrid=False,
-                     tickmode="array", tickvals=names[::step], tickangle=0)
+                     **thin_ticks(names))
     fig.update_yaxes(title_text="position t (token)", type="category", nticks=12, autorange="reversed",
                      showgrid=False)
     if cursor is not None:

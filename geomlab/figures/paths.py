@@ -9,6 +9,7 @@ import numpy as np
 from geomlab.figures._chart import FigureBuilder, Chart, finish
 from geomlab.figures._style import HIGHLIGHT, SEQUENTIAL, add_cursor_line, colour, hover_tokens, token_ticks
 from geomlab.figures._sampling import MAX_POINTS, check_cursor, check_index, subsample, subsample_note
+from geomlab.figures._spread import spread_note
 from geomlab.figures._animation import MORE_FIGURES_3D
 from geomlab.figures.catalog import OSM_SRC, Explanation, figure, is_osm
 from geomlab.figures.trajectory import _layer_name, _osm, distance_from_identity, pca_coords, step_distances
@@ -19,8 +20,8 @@ from geomlab.trace import OSMTrace
     r"\lVert \log H_t \rVert_F,\qquad \lVert \log(H_{t-1}^* H_t) \rVert_F",
     "Top: geodesic distance of each state from the identity; bottom: how far the state moved when token $t$ "
     "arrived (radians).",
-    "Spikes in the bottom panel mark tokens that turn the state a lot; a top curve that saturates means the state "
-    "wanders far from the identity.",
+    "Tokens above the rest in the zoomed bottom panel (a trained model turns the state by about the same angle "
+    "per token); a top curve that saturates.",
     ("Geodesic distance", "Matrix logarithm"), f"{OSM_SRC}"))
 def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
     """Two panels, one line per layer: geodesic distance from the identity ``||log H_t||_F`` and between
@@ -43,12 +44,16 @@ def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = 
                 hovertemplate=f"{name}<br>position %{{text}}<br>{what} = %{{y:.3f}} rad<extra></extra>"),
                 row=row, col=1)
     fig.update_yaxes(title_text="‖log H<sub>t</sub>‖<sub>F</sub> (rad)", row=1, col=1, rangemode="tozero")
-    fig.update_yaxes(title_text="‖log(H<sub>t−1</sub><sup>*</sup> H<sub>t</sub>)‖<sub>F</sub> (rad)", row=2, col=1, rangemode="tozero")
+    # the step distances of a trained model vary by a few per cent around a large level: the axis is zoomed
+    # to the curve (not from 0, where it would read as a flat line); the caption says so
+    fig.update_yaxes(title_text="‖log(H<sub>t−1</sub><sup>*</sup> H<sub>t</sub>)‖<sub>F</sub> (rad)", row=2, col=1,
+                     rangemode="normal")
     fig.update_xaxes(title_text="position t (token)", row=2, col=1, **token_ticks(tr.labels, idx))
     for row in (1, 2):
         add_cursor_line(fig, cursor, row=row, col=1)
     cap = ("Top: how far each state $H_t$ is from the identity along the group (geodesic length, radians). "
-           "Bottom: how far the state moved when token $t$ arrived." + subsample_note(tr.n_positions, len(idx)))
+           "Bottom: how far the state moved when token $t$ arrived (axis zoomed to the curve, not from 0)."
+           + spread_note(d1, "step curve") + subsample_note(tr.n_positions, len(idx)))
     return finish(fig, "Geodesic distances of the state trajectory", cap, "distance_profile", height=560)
 
 

@@ -19,7 +19,7 @@ from geomlab.figures._sampling import (
     MAX_POINTS, blank, check_cursor, check_index, finite_abs_max, finite_max, missing_note, nonfinite_count,
     subsample, subsample_note,
 )
-from geomlab.figures.catalog import OSM_SRC, Explanation, figure, has_tangents
+from geomlab.figures.catalog import OSM_SRC, Explanation, figure, has_tangents, one_layer, several_layers
 from geomlab.core.markup import md_label
 from geomlab.trace import OSMTrace
 
@@ -64,7 +64,7 @@ def _substep_name(tr: OSMTrace, s: int) -> str:
     return SUBSTEP_NAMES[s] if s < len(SUBSTEP_NAMES) else f"substep {s}"
 
 
-@figure(label="update sizes (heatmap)", applies=has_tangents, explain=Explanation(
+@figure(label="update sizes (heatmap)", applies=has_tangents, default_if=several_layers, explain=Explanation(
     r"\lVert \Phi_t \rVert_F \ \text{per layer and position}",
     "Colour = update size, before tangent mixing (the raw pull) and after it.",
     "Tokens or layers with large updates; columns that are dark everywhere.",
@@ -200,8 +200,8 @@ def _torus_generator(tr: OSMTrace, layer: int, substep: int, t: int, cursor: int
                   height=380)
 
 
-@figure(label="update generator at the cursor", applies=has_tangents, controls=("layer", "substep"), default=False,
-        explain=Explanation(
+@figure(label="update generator at the cursor", applies=has_tangents, controls=("layer", "substep"),
+        default_if=one_layer, explain=Explanation(
     r"\Phi_t \in \mathfrak{g}\ (d \times d)",
     "The update at the cursor as a matrix: entry $(a, b)$ is the rotation speed in the plane of axes $a$ and $b$ "
     "(radians). On the torus, bars: one phase speed per axis (the algebra is the imaginary diagonals).",

@@ -191,9 +191,9 @@ def view_figures(slug: str, tr: Any) -> list:
 
 def default_figures(slug: str, tr: Any) -> list:
     """The figures view ``slug`` opens on for ``tr`` (a small set a newcomer can read): the first
-    :data:`MAX_DEFAULT` applicable figures declared ``default`` and not replaced by another of them
-    (``FigureSpec.replaces``), in display order."""
-    fitting = [f for f in view_figures(slug, tr) if f.default]
+    :data:`MAX_DEFAULT` applicable figures declared ``default`` (and whose ``default_if`` holds for ``tr``)
+    and not replaced by another of them (``FigureSpec.replaces``), in display order."""
+    fitting = [f for f in view_figures(slug, tr) if f.default and (f.default_if is None or f.default_if(tr))]
     replaced = {name for f in fitting for name in f.replaces}
     return [f for f in fitting if f.name not in replaced][:MAX_DEFAULT]
 

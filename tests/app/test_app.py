@@ -1348,9 +1348,15 @@ def test_link_values_for_controls_not_on_screen_are_named_and_dropped(bundled_as
     assert any("Layer = 5 is not available: this model has only layer 0, shown here" in w.value for w in at.warning), \
         [w.value for w in at.warning]
     assert "layer" not in at.query_params and not at.exception
+    # a two-layer model keeps the generator heatmap under "More figures": its substep control is not drawn
+    at = open_link({"ckpt": "bundled/osmformer-u-tinyshakespeare", "substep": "9"}, "tangents")
+    assert any("Update (generator heatmap) 9 (the link's `substep=9`) is not one of this model's choices (0, "
+               "1); dropped." in w.value for w in at.warning), [w.value for w in at.warning]
+    assert "substep" not in at.query_params and not at.exception
+    # a one-layer model opens Tangents on the generator heatmap, whose one update is shown
     at = open_link({"ckpt": "bundled/osm-rnn-o-tinyshakespeare", "substep": "9"}, "tangents")
-    assert any("Update (generator heatmap) 9 (the link's `substep=9`) is not one of this model's choices (it "
-               "has only one); dropped." in w.value for w in at.warning), [w.value for w in at.warning]
+    assert any("Update (generator heatmap) 9 is not one of this model's choices: it has only one, shown here."
+               in w.value for w in at.warning), [w.value for w in at.warning]
     assert "substep" not in at.query_params and not at.exception
     at = open_link({"ckpt": "bundled/lstm-tinyshakespeare", "b": "bundled/lstm-tinyshakespeare",
                             "layer": "5", "view": "attention"}, "compare")
