@@ -34,7 +34,7 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     ``size`` positions around it (:func:`~geomlab.figures._sampling.window`). ``animate=True`` adds Plotly
     frames over the ``max_frames`` consecutive positions around it (Play and a slider) for a standalone
     figure; the app's pages move it with their cursor.
-    Traces: 0-2 = tip paths, 3-5 = frame axes at the cursor (``meta="cursor"``; animated).
+    Traces: 0-2 = tip paths (``customdata`` = position), 3-5 = frame axes at the cursor (``meta="cursor"``; animated).
     Raises :class:`FigureError` unless the states are real 3 x 3."""
     tr = _osm(tr)
     if tr.d != 3 or np.iscomplexobj(tr.states):
@@ -51,7 +51,7 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     P = H[pidx]
     data = [dict(type="scatter3d",
         x=P[:, 0, k], y=P[:, 1, k], z=P[:, 2, k], mode="lines", name=f"path of H<sub>t</sub> {axes[k]}",
-        line={"color": colour(k), "width": 2}, opacity=0.35, text=hov,
+        line={"color": colour(k), "width": 2}, opacity=0.35, text=hov, customdata=pidx,
         hovertemplate=f"H<sub>t</sub> {axes[k]} at position %{{text}}<extra></extra>")
             for k in range(3)]
 
@@ -98,7 +98,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None, size:
     right, the first two angles as a path on the flat torus [-pi, pi]^2 (equal axes); both over the window
     of ``size`` positions around the cursor (:func:`~geomlab.figures._sampling.window`).
     Traces: k angle lines (:func:`angle_lines`) and their colour bar's carrier, then the torus points (colour
-    = position over the window), then the cursor marker (if given).
+    = position over the window, ``customdata`` = position), then the cursor marker (if given).
     Raises :class:`FigureError` unless the states are diagonal (group ``T``)."""
     tr = _osm(tr)
     name = str(tr.group.get("name", ""))
@@ -146,7 +146,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None, size:
                                                   "x": 1.02, "xanchor": "left", "len": 0.44, "y": 0.0,
                                                   "yanchor": "bottom",
                                                   "thickness": 12, "tickfont": {"size": 11}}},
-                                       text=thov,
+                                       text=thov, customdata=tidx,
                                        hovertemplate="position %{text}<br>φ<sub>1</sub> = %{x:.3f} rad, "
                                                      "φ<sub>2</sub> = %{y:.3f} rad<extra></extra>"), row=1, col=2)
     if cursor is not None:

@@ -78,14 +78,15 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     positions, coloured by position (colour bar), tokens on hover, the cursor as a large ring. The axis
     titles give each component's share of the variance (a 2-D projection by default, the 3-D one
     optional). The components are fitted on every position and the window of ``size`` positions around the
-    cursor drawn, colour = position over the window. Traces: 0 = path (line), 1 = markers, then, with a cursor, the last
+    cursor drawn, colour = position over the window. Traces: 0 = path (line), 1 = markers (both with
+    ``customdata`` = position), then, with a cursor, the last
     8 steps into it (darker line) and the cursor (``meta="cursor"``)."""
     tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, size)
     # the path as one light SVG line through every drawn position, markers coloured by position at each of
     # them (at most WINDOW SVG markers, the costly part of a redraw; no WebGL in a default set, see angle_lines)
     midx = idx
     data = [dict(type="scatter", x=coords[idx, 0], y=coords[idx, 1], mode="lines", name="path", showlegend=False,
-                 line={"color": "rgba(120,120,120,0.22)", "width": 1}, text=hov,
+                 line={"color": "rgba(120,120,120,0.22)", "width": 1}, text=hov, customdata=idx,
                  hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>"),
             dict(type="scatter", x=coords[midx, 0], y=coords[midx, 1], mode="markers", name="trajectory",
                  showlegend=False,
@@ -93,7 +94,7 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                          "cmax": max(int(idx[-1]), int(idx[0]) + 1),
                          "colorbar": {"title": {"text": "position", "side": "right"}, "thickness": 12, "len": 0.8,
                                       "tickfont": {"size": 11}}},
-                 text=hover_tokens(tr.labels, midx),
+                 text=hover_tokens(tr.labels, midx), customdata=midx,
                  hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>")]
     if cursor is not None:
         # the last steps into the cursor, darker: where the state came from (the whole path is a light tangle)
@@ -131,14 +132,15 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                    size: int = WINDOW) -> Chart:
     """3-D PCA of ``vec(H_t)`` (scikit-learn) as a line through the positions, tokens on hover, coloured
     by position; the cursor position is a large marker. Fitted on every position, the window of ``size``
-    positions around the cursor drawn. Traces: 0 = path, 1 = cursor (if given)."""
+    positions around the cursor drawn. Traces: 0 = path (``customdata`` = position), 1 = cursor (if
+    given)."""
     tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, size)
     pcs = [f"PC{k + 1} ({ratio[k]:.0%})" for k in range(3)]
     data = [dict(type="scatter3d",
         x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2], mode="lines+markers", name="trajectory",
         marker={"size": 3, "color": idx, "colorscale": SEQUENTIAL,
                 "colorbar": {"title": {"text": "position", "side": "right"}, "thickness": 12, "len": 0.75}},
-        line={"color": "#888", "width": 2}, text=hov,
+        line={"color": "#888", "width": 2}, text=hov, customdata=idx,
         hovertemplate=(f"position %{{text}}<br>{pcs[0]} %{{x:.3f}}<br>{pcs[1]} %{{y:.3f}}<br>{pcs[2]} %{{z:.3f}}"
                        "<extra></extra>"))]
     if cursor is not None:

@@ -121,3 +121,19 @@ def test_overview_of_a_short_text_and_blank_outputs():
     y = np.asarray(fig.data[0].y, dtype=float)
     assert np.isnan(y[[0, 5]]).all() and np.allclose(y[1:5], np.log2(3))  # logits[4] scores token 5
     assert (fig.layout.shapes[0].x0, fig.layout.shapes[0].x1) == (-0.5, n - 0.5)
+
+
+def test_points_off_a_position_axis_carry_their_position(long_trace):
+    """The PCA path and markers and the flat torus (x is not a position there) name each point's position
+    in customdata, which matches the point: the PCA coordinates of that position, its torus angles."""
+    tr = long_trace
+    window = np.arange(LO, HI + 1)
+    coords, _ = figures.trajectory.pca_coords(tr, -1)
+    for t in _data(figures.pca_projection(tr, cursor=CURSOR).figure)[:2]:
+        assert t["customdata"].tolist() == window.tolist()
+        np.testing.assert_allclose(t["x"], coords[t["customdata"].astype(int), 0], rtol=1e-5, atol=1e-7)
+    torus = _data(figures.torus_angles(tr, cursor=CURSOR).figure)
+    flat = next(t for t in torus if t.get("name", "").startswith("(φ"))
+    assert flat["customdata"].tolist() == window.tolist()
+    phi1 = np.angle(np.asarray(tr.state_data[-1])[window, 0])
+    np.testing.assert_allclose(np.asarray(flat["x"], dtype=float), phi1, atol=1e-5)
