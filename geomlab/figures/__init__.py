@@ -4,7 +4,8 @@ Every figure function takes a trace from :mod:`geomlab.trace` (or run histories,
 returns a :class:`Chart` ``(figure, caption)``: a ``plotly.graph_objects.Figure`` with a title, labelled axes
 with units, hover text naming token and position, and a short caption (also stored in
 ``figure.layout.meta["caption"]``). Per-position figures accept ``cursor`` (a position to highlight, so the
-app can mark the chosen token in every figure) and subsample long traces instead of freezing.
+app can mark the chosen token in every figure) and draw a long trace as a full-resolution window of
+consecutive positions around the cursor; :func:`text_overview` shows the whole text with the window on it.
 Bad arguments raise :class:`FigureError` (a ``ValueError``). No Streamlit here.
 
 Every per-trace figure is declared once, on its function, with :func:`geomlab.figures.catalog.figure`: its
@@ -23,6 +24,8 @@ declarations by name. Figures by family:
 * Every kind with a layer lens (on every view, under "More figures"): :func:`lens_heatmap`, :func:`lens_table`.
 * Every model with attention: :func:`attention_overview` (every layer and head at once).
 * Any runs: :func:`training_curves` (not a per-trace figure, so not in :data:`FIGURES`).
+* A text longer than the window: :func:`text_overview` (not in :data:`FIGURES`: no view lists it, a page
+  draws it above its figures when :func:`needs_overview`).
 
 Which page shows which figures, and building them with a page's control values, is the business of the view
 pages (:mod:`geomlab.teach.views`: ``figures_for``, ``all_figures``, ``build_view``).
@@ -31,7 +34,7 @@ pages (:mod:`geomlab.teach.views`: ``figures_for``, ``all_figures``, ``build_vie
 from __future__ import annotations
 
 from geomlab.figures._chart import Chart, FigureError
-from geomlab.figures.attention import attention_maps, attention_row, attention_window, similarity_map
+from geomlab.figures.attention import attention_maps, attention_row, similarity_map
 from geomlab.figures.attention_overview import attention_overview
 from geomlab.figures.catalog import FIGURES, Explanation, FigureSpec
 from geomlab.figures.curves import training_curves
@@ -45,5 +48,7 @@ from geomlab.figures.phases import phase_circle, phase_timeline
 from geomlab.figures.paths import distance_profile, pca_projection, pca_trajectory
 from geomlab.figures.group_coords import so3_frame, torus_angles
 from geomlab.figures.lens import lens_heatmap, lens_table
+from geomlab.figures.overview import needs_overview, text_overview
 
-__all__ = ["Chart", "FigureError", "FigureSpec", "Explanation", "FIGURES", "training_curves", *FIGURES]
+__all__ = ["Chart", "FigureError", "FigureSpec", "Explanation", "FIGURES", "training_curves", "needs_overview",
+           "text_overview", *FIGURES]

@@ -1,6 +1,7 @@
-"""What a figure reads of a trace: argument checks (cursor, layer...), the caps past which long texts are
-subsampled and the caption sentences that say so, non-finite values (drawn blank, counted in the caption),
-and the per-trace caches of the geometry several figures share. Design choices, documented in docs/views.md."""
+"""What a figure reads of a trace: argument checks (cursor, layer...), the full-resolution window of
+consecutive positions a per-position figure draws of a long text and the caption sentence that says so,
+non-finite values (drawn blank, counted in the caption), and the per-trace caches of the geometry several
+figures share. Design choices, documented in docs/views.md."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import numpy as np
 
 from geomlab.figures._chart import FigureError
 
-# default sizes past which views subsample (design choice; keeps pages responsive)
-MAX_POINTS = 1024      # points on a line/scatter along positions
+#: Consecutive positions a per-position figure draws at full resolution around the cursor (design choice:
+#: a 128 x 128 map still shows single cells at half page width, and a path of 128 states is no tangle).
+WINDOW = 128
 MAX_FRAMES = 96        # animation frames (2-D)
 MAX_FRAMES_3D = 48     # animation frames of 3-D scenes (each frame rebuilds several 3-D traces)
-MAX_MATRIX = 256       # rows/columns of a position x position map
 
 
 @contextmanager
@@ -40,7 +41,7 @@ def cached(tr, key: tuple, compute):
 def cached_positions(tr, key: tuple, n: int, positions, compute, axis: int = 0) -> np.ndarray:
     """A per-position quantity of the trace (``n`` positions along ``axis``) at ``positions`` only:
     ``compute(missing)`` gets the sorted positions not computed yet and returns their values stacked along
-    ``axis``; computed positions are memoised on the trace under ``key``. Long texts show a subsample, so
+    ``axis``; computed positions are memoised on the trace under ``key``. Long texts show a window, so
     the views compute the geometry (eigenvalues, logarithms) of the positions they draw, not of all."""
     store = tr.__dict__.setdefault("_view_cache", {})
     positions = np.asarray(positions, dtype=np.int64)
@@ -85,21 +86,35 @@ def check_index(name: str, index: int, size: int) -> int:
     return int(index) % size
 
 
-def subsample(n: int, max_points: int, cursor: int | None = None) -> np.ndarray:
-    """Sorted positions to show out of ``n``: all when ``n <= max_points``, else at most ``max_points``
-    evenly spaced ones, always with the first, the last and the cursor (which replaces its nearest
-    neighbour in the even spacing)."""
-    if max_points < 2:
-        raise FigureError("max_points must be at least 2")
-    if n <= max_points:
-        return np.arange(n)
-    idx = np.unique(np.linspace(0, n - 1, max_points).round().astype(int))
-    if cursor is not None and cursor not in idx:
-        # the cursor replaces its nearest inner neighbour, so the cap holds exactly (first and last kept)
-        inner = np.arange(1, len(idx) - 1)
-        drop = inner[np.argmin(np.abs(idx[inner] - cursor))] if inner.size else None
-        idx = np.unique(np.append(np.delete(idx, drop) if drop is not None else idx, cursor))
-    return idx
+def window(n: int, cursor: int | None = None, size: int = WINDOW) -> np.ndarray:
+    """The positions a per-position figure draws: ``min(n, size)`` consecutive positions (sorted int64),
+    ``[cursor - size // 2, cursor - size // 2 + size)`` shifted inwards at the ends of the text so it stays
+    ``size`` long; the last ``size`` positions when ``cursor`` is None; all ``n`` when ``n <= size``. Never
+    every k-th position: a long text is read through this window and its overview (design choice).
+    Raises :class:`FigureError` for ``size < 1`` or a cursor outside ``0..n-1``."""
+    if isinstance(size, bool) or int(size) < 1:
+        raise FigureError(f"window size must be at least 1 position, got {size!r}")
+    size = int(size)
+    if n <= size:
+        return np.arange(n, dtype=np.int64)
+    if cursor is None:
+        lo = n - size
+    else:
+        if not 0 <= int(cursor) < n:
+            raise FigureError(f"cursor {cursor} out of range: the trace has {n} positions")
+        lo = min(max(int(cursor) - size // 2, 0), n - size)
+    return np.arange(lo, lo + size, dtype=np.int64)
+
+
+def window_note(n: int, idx, what: str = "Positions") -> str:
+    """Caption suffix when a figure draws a window ``idx`` (consecutive positions) of ``n``, e.g.
+    ``" Positions 512–639 of 2,048 at full resolution; the overview shows the whole text."``; empty when
+    the window holds every position."""
+    idx = np.asarray(idx)
+    if len(idx) >= n or len(idx) == 0:
+        return ""
+    return (f" {what} {int(idx[0]):,}–{int(idx[-1]):,} of {n:,} at full resolution; the overview shows the "
+            "whole text.")
 
 
 def blank(a) -> np.ndarray:
@@ -148,19 +163,3 @@ def missing_note(n: int, what: str = "positions") -> str:
         one = what[:-1] if what.endswith("s") else what
         return f" 1 {one} has non-finite values (NaN or infinite) and is left blank."
     return f" {n:,} {what} have non-finite values (NaN or infinite) and are left blank."
-
-
-def ordinal(k: int) -> str:
-    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``..."""
-    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
-    return f"{k}{suffix}"
-
-
-def subsample_note(n: int, shown: int, what: str = "positions", verb: str = "shown") -> str:
-    """Caption suffix when a view shows only part of the positions (the cap said in words), e.g.
-    ``" Long text: 1,024 of 2,048 positions shown (about every 2nd, evenly spaced)."``."""
-    if shown >= n:
-        return ""
-    ratio = (n - 1) / max(shown - 1, 1)
-    every = f"about every {ordinal(round(ratio))}, " if ratio >= 1.5 else ""
-    return f" Long text: {shown:,} of {n:,} {what} {verb} ({every}evenly spaced)."

@@ -3,8 +3,9 @@
 The attention weights of any model with attention (OSM, CEM, transformer, llama, grassmann-attn; head-averaged
 or one head) and, for OSMFormers, the similarity ``S_ij = Re tr(H_i^* H_j)`` of the layer's input states (in
 [-d, d]), each its own square map (two figures, so a narrow page can put them under each other). Rows are queries i, columns keys j; the
-causal mask (j > i) is left blank on a grey background. Past :data:`MAX_MATRIX` positions an evenly spaced
-subset of rows and columns is shown (the values are exact entries, not averages).
+causal mask (j > i) is left blank on a grey background. Past :data:`~geomlab.figures._sampling.WINDOW`
+positions a map shows the window of consecutive positions around the cursor at full resolution (exact
+entries, normalised over all earlier keys); the overview figure shows the whole text.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from geomlab.figures._style import (
     DIVERGING, MASKED_BG, SEQUENTIAL, category_labels, add_cursor_line, colour, cursor_box,
 )
 from geomlab.figures._sampling import (
-    MAX_MATRIX, MAX_POINTS, check_cursor, check_index, finite_max, missing_note, subsample, subsample_note,
+    WINDOW, check_cursor, check_index, finite_max, missing_note, window, window_note,
 )
 from geomlab.figures.catalog import Explanation, figure, has_attention, is_osm
 from geomlab.core.markup import md_label
@@ -42,27 +43,12 @@ def _bad_rows(rows: np.ndarray, idx: np.ndarray) -> int:
     return int((~np.isfinite(sub) & causal).any(1).sum())
 
 
-def window_positions(n: int, cursor: int | None, window: int) -> np.ndarray:
-    """``window`` consecutive positions ending at the cursor (clipped to ``0..n-1``; the last ones when no
-    cursor): the full-resolution part of a long map around the cursor (design choice)."""
-    if window < 2:
-        raise FigureError("window must be at least 2 positions")
-    end = n - 1 if cursor is None else cursor
-    stop = min(n, max(end + 1, min(window, n)))
-    return np.arange(max(0, stop - window), stop)
-
-
-def _positions(tr: Trace, layer: int, cursor: int | None, max_positions: int,
-               window: int | None) -> tuple[int, int | None, np.ndarray]:
-    """Checked ``(layer, cursor)`` and the positions a map shows: the ``window`` up to the cursor, or an
-    evenly spaced subset of at most ``max_positions`` (the cursor kept)."""
+def _positions(tr: Trace, layer: int, cursor: int | None, size: int) -> tuple[int, int | None, np.ndarray]:
+    """Checked ``(layer, cursor)`` and the positions a map shows: the window of ``size`` consecutive positions
+    around the cursor (:func:`~geomlab.figures._sampling.window`; every position of a short text)."""
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
-    if window is not None:
-        idx = window_positions(tr.n_positions, cursor, min(int(window), max_positions))
-    else:
-        idx = subsample(tr.n_positions, max_positions, cursor)
-    return layer, cursor, idx
+    return layer, cursor, window(tr.n_positions, cursor, size)
 
 
 def _square_map(tr: Trace, idx: np.ndarray, cursor: int | None, z: np.ndarray, scale, zmin: float,
@@ -72,6 +58,8 @@ def _square_map(tr: Trace, idx: np.ndarray, cursor: int | None, z: np.ndarray, s
     cats = category_labels(tr.labels, idx)
     heat = {"type": "heatmap", "z": z, "x": cats, "y": cats, "colorscale": scale, "zmin": zmin, "zmax": zmax,
             "name": name, "hoverongaps": False,
+            # customdata[i][j] = [query position, key position] of the cell: clicks map to positions
+            "customdata": np.stack(np.broadcast_arrays(idx[:, None], idx[None, :]), axis=-1).astype(np.int32),
             # the map is square, so narrower than the plot area is tall once the figure is narrow: top-aligned
             # (constraintoward="top" below) with a half-height colour bar from its top edge; no colour-bar
             # title (the figure's title names the quantity)
@@ -93,13 +81,6 @@ def _square_map(tr: Trace, idx: np.ndarray, cursor: int | None, z: np.ndarray, s
     return finish(fig, title, cap, view, height=520)
 
 
-def _extent_note(tr: Trace, idx: np.ndarray, window: int | None) -> str:
-    if window is not None and len(idx) < tr.n_positions:
-        return (f" Positions {idx[0]}–{idx[-1]} (the {len(idx)} up to the cursor) at full resolution; weights "
-                "are normalised over all earlier keys.")
-    return subsample_note(tr.n_positions, len(idx))
-
-
 @figure(label="attention weights map", applies=has_attention, controls=("layer", "head"), wide=False,
         explain=Explanation(
     r"\alpha_{ij} = \operatorname{softmax}_{j\le i} S_{ij}",
@@ -108,7 +89,7 @@ def _extent_note(tr: Trace, idx: np.ndarray, window: int | None) -> str:
     "Diagonal bands (fixed look-back) and vertical stripes (anchor tokens).",
     ("Attention",), "Nunley, arXiv 2602.18417; design choice"))
 def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: int | None = None,
-                   max_positions: int = MAX_MATRIX, window: int | None = None) -> Chart:
+                   size: int = WINDOW) -> Chart:
     """Token x token attention weights of one layer (sequential scale, range [0, max]; the head average or one
     head); an OSMFormer's state similarity these weights come from is :func:`similarity_map`.
 
@@ -116,11 +97,12 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
         tr: any trace with ``attention`` (OSM, CEM, baseline transformers).
         layer: layer index; head: one head, or None for the head average.
         cursor: query position to outline (a box around its row).
-        max_positions: past this many positions show an evenly spaced subset (the overview; exact entries).
-        window: show instead the ``window`` consecutive positions ending at the cursor, at full resolution.
+        size: the map shows this many consecutive positions around the cursor at full resolution (all of a
+            text no longer than it; :func:`~geomlab.figures._sampling.window`).
 
     Only the rows drawn are computed (``Trace.attention_rows``), so a long trace never forms its ``T x T``
-    matrices. Traces: one ``weights`` heatmap; masked entries are NaN. Raises :class:`FigureError` if the
+    matrices. Traces: one ``weights`` heatmap; masked entries are NaN; ``customdata[i][j]`` is the cell's
+    ``[query, key]`` position pair. Raises :class:`FigureError` if the
     trace has no attention or an index is out of range. Source: Nunley, arXiv 2602.18417 (the weights);
     design choice.
     """
@@ -128,7 +110,7 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
         raise FigureError(f"{tr.kind!r} has no attention to show")
     if head is not None:
         head = check_index("head", head, max(int(tr.n_heads), 1))
-    layer, cursor, idx = _positions(tr, layer, cursor, max_positions, window)
+    layer, cursor, idx = _positions(tr, layer, cursor, size)
     weights = tr.attention_rows(layer, idx, head)
     w = _masked(weights, idx)
     head_txt = "mean over heads" if head is None and int(tr.n_heads) > 1 else (f"head {head}" if head is not None else "")
@@ -136,7 +118,7 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
            "to 1); grey cells are masked (future).")
     if getattr(tr, "has_similarity", False):
         cap += " The similarity map gives the state similarity these weights come from."
-    cap += _extent_note(tr, idx, window) + missing_note(_bad_rows(weights, idx), "query rows")
+    cap += window_note(tr.n_positions, idx) + missing_note(_bad_rows(weights, idx), "query rows")
     title = f"Attention weights{' (' + head_txt + ')' if head_txt else ''}, layer {layer}"
     return _square_map(tr, idx, cursor, w, SEQUENTIAL, 0.0, finite_max(w), "weight", "weights", title, cap,
                        "attention_maps")
@@ -149,8 +131,7 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
     "alike, d when equal; blue opposed). The attention score is this, scaled, minus a distance penalty.",
     "Red cells off the diagonal: equal or related tokens far apart, which attention can then pick out.",
     ("Similarity", "Attention"), "Nunley, arXiv 2602.18417"))
-def similarity_map(tr: Trace, layer: int = 0, cursor: int | None = None, max_positions: int = MAX_MATRIX,
-                   window: int | None = None) -> Chart:
+def similarity_map(tr: Trace, layer: int = 0, cursor: int | None = None, size: int = WINDOW) -> Chart:
     """Token x token state similarity ``Re tr(H_i^* H_j)`` of one OSMFormer layer's input states: signed,
     colour-blind-safe diverging scale centred at 0, range [-d, d] (d when the states are equal). The
     attention score is this similarity, scaled, minus the ALiBi distance penalty (Nunley, arXiv 2602.18417).
@@ -161,13 +142,13 @@ def similarity_map(tr: Trace, layer: int = 0, cursor: int | None = None, max_pos
     """
     if not (isinstance(tr, OSMTrace) and tr.has_similarity):
         raise FigureError(f"{tr.kind!r} has no state similarity to show (an OSMFormer has)")
-    layer, cursor, idx = _positions(tr, layer, cursor, max_positions, window)
+    layer, cursor, idx = _positions(tr, layer, cursor, size)
     rows = tr.similarity_rows(layer, idx)
     d = float(tr.d)
     cap = ("How similar the states of two positions are, $\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$ (blue negative, "
            "red positive; at most $d$, when the states are equal). Rows are queries, columns keys; grey cells are "
            "masked (future).")
-    cap += _extent_note(tr, idx, window) + missing_note(_bad_rows(rows, idx), "query rows")
+    cap += window_note(tr.n_positions, idx) + missing_note(_bad_rows(rows, idx), "query rows")
     return _square_map(tr, idx, cursor, _masked(rows, idx), DIVERGING, -d, d, SIMILARITY, "similarity",
                        f"Similarity {SIMILARITY}, layer {layer}", cap, "similarity_map")
 
@@ -177,14 +158,15 @@ def similarity_map(tr: Trace, layer: int = 0, cursor: int | None = None, max_pos
     "Where the cursor token looks: its weight on every earlier position, one line per head and their mean.",
     "Which earlier tokens get the most weight; with several heads, where they disagree.",
     ("Attention",), "design choice"))
-def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
+def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, size: int = WINDOW) -> Chart:
     """What the cursor token attends to: the cursor's row of attention weights over every earlier key
-    position, one line per head plus their mean (thick), in full (design choice: the cursor's
-    row of a long map without forming the map).
+    position, one line per head plus their mean (thick) (design choice: the cursor's row of a long map
+    without forming the map). Past ``size`` keys the ``size`` keys up to the cursor are drawn, at full
+    resolution; the caption's heaviest key is over all earlier keys.
 
     Args:
         tr: any trace with attention; layer: layer index; cursor: the query position (default: the last).
-        max_points: keys past this many are subsampled evenly (the cursor's neighbourhood kept).
+        size: most keys drawn (the last ones before and at the cursor).
 
     The hover of an OSMFormer trace also gives each key's similarity ``Re tr(H_i^* H_j)`` with the query.
     Traces: ``head h`` lines (when several heads) then ``mean``. Raises :class:`FigureError` for a trace
@@ -199,7 +181,7 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
     per_head = [np.asarray(tr.attention_rows(layer, [q], h)[0, : q + 1], dtype=np.float64) for h in range(H)]
     per_head = [np.where(np.isfinite(w), w, np.nan) for w in per_head]
     mean = np.mean(per_head, axis=0)  # NaN where a head's weight is missing: left blank
-    idx = subsample(q + 1, max_points, q)
+    idx = window(q + 1, q, size)  # the keys up to the query: the window ends at it
     labels = [tr.labels[i] for i in idx]
     hover = [f"key {i} '{lab}'" for i, lab in zip(idx, labels)]
     if getattr(tr, "has_similarity", False):  # OSMFormer: the score's geometric part, readable on hover
@@ -217,7 +199,7 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
                    "mode": "lines+markers" if len(idx) <= 64 else "lines",
                    "name": "mean over heads" if H > 1 else "weight", "line": {"width": 3, "color": "#000000"},
                    "text": np.array(hover), "hovertemplate": "%{text}<br>weight %{y:.4f}<extra></extra>"})
-    fig.update_xaxes(title={"text": "key position j"}, tickformat="d", range=[-0.5, q + 0.5],
+    fig.update_xaxes(title={"text": "key position j"}, tickformat="d", range=[float(idx[0]) - 0.5, q + 0.5],
                      **({"dtick": 1} if q < 12 else {}))
     fig.update_yaxes(title={"text": "attention weight"}, rangemode="tozero")
     if cursor is not None:  # the query's own position, the right end of the row
@@ -227,30 +209,7 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, max_poin
     if np.isfinite(mean).any():
         top = int(np.nanargmax(mean))
         cap += f" Most weight on position {top} '{md_label(tr.labels[top])}' ({mean[top]:.2f})."
-    cap += subsample_note(q + 1, len(idx))
+    cap += window_note(q + 1, idx, what="Keys")
     cap += missing_note(int((~np.isfinite(mean[idx])).sum()), "key positions")
     return finish(fig, f"What position {q} '{tr.labels[q]}' attends to, layer {layer}", cap, "attention_row",
                   height=360)
-
-
-WINDOW = 64
-"""Positions the full-resolution window of a long attention map shows (design choice)."""
-
-
-@figure(label="attention window", applies=lambda tr: has_attention(tr) and tr.n_positions > MAX_MATRIX,
-        controls=("layer", "head"), default=False, explain=Explanation(
-    r"\alpha_{ij},\ i, j \text{ near the cursor}",
-    "The same map at full resolution around the cursor (long texts are subsampled in the overview).",
-    "The exact look-back pattern of the positions near the cursor.",
-    ("Attention",), "design choice"))
-def attention_window(tr: Trace, layer: int = 0, head: int | None = None, cursor: int | None = None,
-                     window: int = WINDOW) -> Chart:
-    """The attention weights of the ``window`` positions up to the cursor at full resolution: for a long text, beside the overview of :func:`attention_maps` (which shows an evenly
-    spaced subset). Same traces and arguments as :func:`attention_maps`; raises :class:`FigureError` like it.
-    Design choice (the cursor's row, a window around it, a downsampled overview)."""
-    fig, caption = attention_maps(tr, layer=layer, head=head, cursor=cursor, window=window)
-    idx = window_positions(tr.n_positions, check_cursor(cursor, tr.n_positions), window)
-    fig.update_layout(title={"text": f"Attention near the cursor: positions {idx[0]}–{idx[-1]}, layer "
-                                     f"{check_index('layer', layer, tr.n_layers)}"},
-                      meta={"caption": caption, "view": "attention_window"})
-    return Chart(fig, caption)

@@ -3,7 +3,7 @@ scale (the "model view" of Vig, arXiv 1906.05714, BertViz).
 
 Rows of the grid are layers (0 at the top), columns heads. Each small map is the causal attention matrix of
 its layer and head: rows are query positions i (top down), columns key positions j, the causal mask (j > i)
-left blank on a grey background. A text longer than :data:`~geomlab.figures.attention.WINDOW` positions
+left blank on a grey background. A text longer than :data:`WINDOW` positions
 shows the window of positions up to the cursor in every map (never a dense ``T x T`` matrix), and the
 caption says which positions are shown.
 """
@@ -15,12 +15,16 @@ import numpy as np
 from geomlab.figures._chart import Chart, FigureBuilder, FigureError, finish
 from geomlab.figures._sampling import check_cursor, check_index, finite_max, missing_note
 from geomlab.figures._style import MASKED_BG, SEQUENTIAL, category_labels, cursor_box
-from geomlab.figures.attention import WINDOW, _bad_rows, _masked, window_positions
+from geomlab.figures.attention import _bad_rows, _masked
 from geomlab.figures.catalog import Explanation, figure, has_attention
 from geomlab.trace import Trace
 
 CHOSEN = "#000000"
 """Outline colour of the panel(s) of the chosen layer and head (the cursor's row is outlined in orange)."""
+
+WINDOW = 64
+"""Positions every small map shows of a longer text (design choice: a grid of maps, each a few hundred
+pixels wide, reads 64 positions, not the figures' 128)."""
 
 PANEL_HEIGHT = 150
 """Height in pixels of one layer's row of maps (design choice: small multiples, details on hover)."""
@@ -30,8 +34,13 @@ def overview_positions(n: int, cursor: int | None, window: int = WINDOW) -> np.n
     """The positions every map of the overview shows, ``[m]`` int: all ``n`` when ``n <= window``, else the
     ``window`` consecutive positions ending at the cursor (the last ones without a cursor), so the cursor
     is always shown and no position inside the range is dropped. Raises :class:`FigureError` for a window
-    below 2. Design choice (the full-resolution window of :func:`~geomlab.figures.attention_window`)."""
-    return window_positions(n, cursor, window) if n > window else np.arange(n)
+    below 2. Design choice (up to the cursor: a query attends to earlier keys only)."""
+    if window < 2:
+        raise FigureError("window must be at least 2 positions")
+    if n <= window:
+        return np.arange(n)
+    stop = n if cursor is None else max(int(cursor) + 1, window)
+    return np.arange(stop - window, stop)
 
 
 def _chosen_heads(layer: int | None, head: int | None, n_layers: int, n_heads: int) -> list[tuple[int, int]]:

@@ -11,7 +11,7 @@ import torch
 from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
 from geomlab.figures._style import DIVERGING, SEQUENTIAL, add_cursor_line, hover_tokens, token_ticks
 from geomlab.figures._sampling import (
-    MAX_POINTS, blank, check_cursor, check_index, missing_note, subsample, subsample_note,
+    WINDOW, blank, check_cursor, check_index, missing_note, window as shown_window, window_note,
 )
 from geomlab.figures.catalog import GR_SRC, Explanation, figure, is_grassmann
 from geomlab.figures.grassmann import _gr, _mask, _missing, _offset, check_slot
@@ -26,7 +26,7 @@ from geomlab.trace import GrassmannTrace
     "Drops where the layer's planes turn as the text goes on.",
     ("Decomposability",), f"{GR_SRC}"))
 def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: int = 8,
-                        max_points: int = MAX_POINTS) -> Chart:
+                        size: int = WINDOW) -> Chart:
     """Decomposability ratio κ (``planes.decomposability``; Zhang, arXiv 2512.19428) of the bivector
     averaged over a causal window of positions, per layer and position: 1 = the window's planes agree on one
     plane, lower = a blend of planes.
@@ -35,7 +35,8 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: i
     (every pair plane at position t contains z_t, so the mean is z_t ∧ Σ c_k z_{t-k} and κ ≡ 1), so the view
     averages the normalised Plücker vectors of every used slot over positions ``max(0, t-window+1)..t``.
     ``window`` >= 1 (``FigureError`` otherwise); ``window=1`` shows the (trivial) per-position κ.
-    Traces: one heatmap ``"kappa"`` of shape ``[layer, position]``."""
+    ``size``: the window of consecutive positions around the cursor drawn
+    (:func:`~geomlab.figures._sampling.window`). Traces: one heatmap ``"kappa"`` of shape ``[layer, position]``."""
     tr = _gr(tr)
     cursor = check_cursor(cursor, tr.n_positions)
     if int(window) < 1:
@@ -50,7 +51,7 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: i
     lag_sum = np.concatenate([np.zeros_like(csum[:, :window]), csum[:, :-window]], axis=1)[:, :csum.shape[1]]
     lag_cnt = np.concatenate([np.zeros_like(ccnt[:, :window]), ccnt[:, :-window]], axis=1)[:, :ccnt.shape[1]]
     pm = (csum - lag_sum) / np.maximum(ccnt - lag_cnt, 1)[..., None]
-    idx = subsample(tr.n_positions, max_points, cursor)
+    idx = shown_window(tr.n_positions, cursor, size)
     kappa = planes.decomposability(torch.as_tensor(pm[:, idx]), tr.rank).numpy()  # only where drawn
     text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx)), (kappa.shape[0], len(idx)))
     fig = FigureBuilder([dict(type="heatmap",
@@ -65,7 +66,7 @@ def decomposability_map(tr: GrassmannTrace, cursor: int | None = None, window: i
            "positions and the layer's offsets: 1 = these planes agree on a single plane, lower = the layer's planes "
            "turn as the text goes on (minimum $1/\\lfloor r/2 \\rfloor$). The average over offsets at one position "
            "is always a single plane, because every pair plane at $t$ contains $z_t$; so is the first position "
-           "with a plane in each row (an average of one)." + subsample_note(tr.n_positions, len(idx))
+           "with a plane in each row (an average of one)." + window_note(tr.n_positions, idx)
            + missing_note(_missing(tr, idx)))
     return finish(fig, f"Decomposability of the plane average over {window} positions", cap,
                   "decomposability_map")

@@ -18,8 +18,7 @@ import numpy as np
 from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
 from geomlab.figures._style import DIVERGING, HIGHLIGHT, add_cursor_line, hover_tokens, colour, token_ticks
 from geomlab.figures._sampling import (
-    MAX_POINTS, check_cursor, check_index, subsample, subsample_note, blank, finite_abs_max, missing_note,
-    nonfinite_count,
+    WINDOW, check_cursor, check_index, window, window_note, blank, finite_abs_max, missing_note, nonfinite_count,
 )
 from geomlab.figures.catalog import CEM_SRC, Explanation, figure, is_cem
 from geomlab.core.markup import md_label
@@ -256,17 +255,21 @@ def _descent(tr: CEMTrace, cursor: int | None, relative: bool, layers: list[int]
     "Tokens whose energy rises while the mean falls.",
     ("Energy",), f"{CEM_SRC}"))
 def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | None = None,
-                  max_points: int = MAX_POINTS) -> Chart:
+                  size: int = WINDOW) -> Chart:
     """Heatmap of each token's energy change from step 0 (rows = recursion steps, columns = positions)
-    for one layer and sub-block; diverging scale centred at 0 (blue = fell, red = rose).
+    for one layer and sub-block over the window of ``size`` positions around the cursor; diverging scale
+    centred at 0 (blue = fell, red = rose), its range over every position.
     Traces: one heatmap ``"energy change"``."""
     tr = _cem(tr)
     layer = check_index("layer", layer, tr.energies.shape[0])
     block = check_index("block", block, tr.energies.shape[1])
     cursor = check_cursor(cursor, tr.n_positions)
-    idx = subsample(tr.n_positions, max_points, cursor)
-    z = blank(tr.energy_change()[layer, block][:, idx].astype(np.float64))
-    lim = finite_abs_max(z)  # over finite values: a NaN cell stays blank, the others keep their colours
+    idx = window(tr.n_positions, cursor, size)
+    change = tr.energy_change()[layer, block]
+    z = blank(change[:, idx].astype(np.float64))
+    # over every position (the scale stays put as the window moves) and finite values only (a NaN cell stays
+    # blank, the others keep their colours)
+    lim = finite_abs_max(blank(change))
     text = np.broadcast_to(np.array(hover_tokens(tr.labels, idx)), z.shape)
     fig = FigureBuilder([dict(type="heatmap",
         z=z, x=idx, y=np.arange(z.shape[0]), colorscale=DIVERGING, zmid=0, zmin=-lim,
@@ -278,6 +281,6 @@ def energy_tokens(tr: CEMTrace, layer: int = 0, block: int = 0, cursor: int | No
     fig.update_yaxes(title_text="recursion step", tickmode="linear", dtick=1)
     add_cursor_line(fig, cursor)
     cap = (f"Per-token energy change from step 0 in layer {layer}, {_block_name(block)} sub-block: blue where "
-           "the token's energy fell, red where it rose." + subsample_note(tr.n_positions, len(idx))
+           "the token's energy fell, red where it rose." + window_note(tr.n_positions, idx)
            + missing_note(nonfinite_count(z, axis=-1)))
     return finish(fig, f"Energy change per token (layer {layer}, {_block_name(block)})", cap, "energy_tokens")

@@ -27,8 +27,7 @@ from geomlab.figures._style import (
     token_ticks,
 )
 from geomlab.figures._sampling import (
-    MAX_MATRIX, MAX_POINTS, check_cursor, check_index, subsample, subsample_note, blank, missing_note,
-    nonfinite_count,
+    WINDOW, check_cursor, check_index, window, window_note, blank, missing_note, nonfinite_count,
 )
 from geomlab.figures._spread import spread_note
 from geomlab.figures.catalog import GR_SRC, Explanation, figure, is_grassmann
@@ -185,7 +184,7 @@ def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, co
     "much each row varies.",
     ("Geodesic distance", "Grassmannian"), f"{GR_SRC}"))
 def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None, cursor: int | None = None,
-                    max_points: int = MAX_POINTS) -> Chart:
+                    size: int = WINDOW) -> Chart:
     """Two layer x position heatmaps of geodesic distances (radians): top, how far the reduced plane of
     offset slot ``slot`` moved from t - 1 to t within each layer (:func:`position_distances`); bottom, how
     far the residual plane ``span(h_t, h_{t-offset})`` moved from one layer's input to the next
@@ -195,7 +194,7 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     slot = check_slot(tr, slot)
     cursor = check_cursor(cursor, tr.n_positions)
     offset = _default_offset(tr) if offset is None else offset
-    idx = subsample(tr.n_positions, max_points, cursor)
+    idx = window(tr.n_positions, cursor, size)
     dpos = position_distances(tr, slot)
     dlay = layer_distances(tr, offset) if tr.inputs is not None else None
     rows = 2 if dlay is not None and len(dlay) else 1
@@ -220,7 +219,7 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
            "the plane $\\mathrm{span}(z_t, z_{t-\\Delta})$ turned when token $t$ arrived, per layer. Bottom: how much "
            "a layer turned the plane of its residual vectors $\\mathrm{span}(h_t, h_{t-\\Delta})$. Blank: no plane "
            "(no partner, or a degenerate pair)." + spread_note(dpos[:, idx], "layer's top row")
-           + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx)))
+           + window_note(tr.n_positions, idx) + missing_note(_missing(tr, idx)))
     return finish(fig, "Grassmann plane deformations", cap, "plane_distances", height=300 * rows + 80)
 
 
@@ -231,7 +230,7 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     "3$.",
     ("Principal angles",), f"{GR_SRC}"))
 def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
-                 max_points: int = MAX_POINTS) -> Chart:
+                 size: int = WINDOW) -> Chart:
     """Principal angles θ1 <= θ2 and geodesic distance ``sqrt(θ1² + θ2²)`` between the reduced planes at
     t - 1 and t of one layer/slot, against position (radians). Traces: θ1, θ2 and the geodesic distance
     :data:`DG`, named in plotly's subscript markup (``θ<sub>1</sub>``)."""
@@ -240,7 +239,7 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     slot = check_slot(tr, slot)
     cursor = check_cursor(cursor, tr.n_positions)
     th = consecutive_angles(tr, layer, slot)
-    idx = subsample(tr.n_positions, max_points, cursor)
+    idx = window(tr.n_positions, cursor, size)
     hov = hover_tokens(tr.labels, idx)
     flat = np.isfinite(th[:, 0]).any() and np.nanmax(np.abs(th[:, 0])) < 1e-6  # θ1 = 0: d_g = θ2 throughout
     fig = FigureBuilder()
@@ -265,9 +264,15 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
            + (" Here $\\theta_1 = 0$ at every position (consecutive planes share a line), so the geodesic "
               "distance equals $\\theta_2$: its dotted line runs along the wide $\\theta_2$ line." if flat else "")
            + _few_planes_note(tr, layer, slot)
-           + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx, layer)))
+           + window_note(tr.n_positions, idx) + missing_note(_missing(tr, idx, layer)))
     return finish(fig, f"Principal angles (layer {layer}, Δ={D})", cap, "plane_angles", height=480,
                   margin={"t": 95})
+
+
+def _position_pairs(idx: np.ndarray) -> np.ndarray:
+    """``[len(idx), len(idx), 2]`` int32: the (row, column) positions of each cell of a position x position
+    map, its ``customdata`` (clicks map to positions)."""
+    return np.stack(np.broadcast_arrays(idx[:, None], idx[None, :]), axis=-1).astype(np.int32)
 
 
 @figure(label="plane similarity", applies=is_grassmann, controls=("layer", "slot"), wide=False, default=False,
@@ -278,15 +283,17 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
     "code), blocks (a phrase).",
     ("Plücker coordinates", "Principal angles"), f"{GR_SRC}"))
 def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
-                     max_positions: int = MAX_MATRIX) -> Chart:
+                     size: int = WINDOW) -> Chart:
     """Position x position map ``|<p̂_t, p̂_s>| = cos θ1 cos θ2`` of the normalised Plücker vectors of one
     layer/slot (Zhang, arXiv 2512.19428): 1 = same plane, 0 = a plane orthogonal in some direction.
-    Symmetric, no causal mask; blank where a plane is missing. Traces: one heatmap ``"similarity"``."""
+    Symmetric, no causal mask; blank where a plane is missing; the window of ``size`` positions around the
+    cursor (:func:`~geomlab.figures._sampling.window`). Traces: one heatmap ``"similarity"``,
+    ``customdata[i][j]`` = the cell's ``[t, s]`` positions."""
     tr = _gr(tr)
     layer = check_index("layer", layer, tr.n_layers)
     slot = check_slot(tr, slot)
     cursor = check_cursor(cursor, tr.n_positions)
-    idx = subsample(tr.n_positions, max_positions, cursor)
+    idx = window(tr.n_positions, cursor, size)
     p = tr.plucker[layer, slot][idx].astype(np.float64)
     valid = _mask(tr, layer, slot)[idx]
     S = np.abs(p @ p.T)
@@ -295,7 +302,7 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     cats = category_labels(tr.labels, idx)
     fig = FigureBuilder([dict(type="heatmap",
         z=S, x=cats, y=cats, colorscale=SEQUENTIAL, zmin=0, zmax=1, name="similarity",
-        hoverongaps=False, colorbar={"title": {"text": "|⟨p̂<sub>t</sub>, p̂<sub>s</sub>⟩|"}},
+        hoverongaps=False, customdata=_position_pairs(idx), colorbar={"title": {"text": "|⟨p̂<sub>t</sub>, p̂<sub>s</sub>⟩|"}},
         hovertemplate="t = %{y}<br>s = %{x}<br>|⟨p̂<sub>t</sub>, p̂<sub>s</sub>⟩| = %{z:.4f}<extra></extra>")])
     # constrain="domain": the axes shrink to the square matrix (ticks right under it, no padding)
     fig.update_xaxes(title_text="position s (token)", type="category", nticks=8, showgrid=False,
@@ -314,7 +321,7 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
            + (f" Position {cursor} '{md_label(tr.labels[cursor])}' has no plane (no partner {D} back); its row "
               "is empty."
               if no_plane else "")
-           + subsample_note(tr.n_positions, len(idx)))
+           + window_note(tr.n_positions, idx))
     return finish(fig, f"Plane similarity (layer {layer}, Δ={D})", cap, "plane_similarity", height=560)
 
 
@@ -325,15 +332,16 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     "Columns (axis pairs) that dominate; sign flips (the orientation turns).",
     ("Plücker coordinates",), f"{GR_SRC}"))
 def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
-                    max_points: int = MAX_MATRIX) -> Chart:
+                    size: int = WINDOW) -> Chart:
     """The normalised Plücker vectors of one layer/slot as a strip: rows = positions, columns = the
     P = r(r-1)/2 coordinates p_ij (i < j, lexicographic); signed diverging scale in [-1, 1]; blank rows
-    where masked. Traces: one heatmap ``"plucker"``."""
+    where masked; the window of ``size`` positions around the cursor. Traces: one heatmap ``"plucker"``,
+    ``customdata[i][k]`` = row i's position."""
     tr = _gr(tr)
     layer = check_index("layer", layer, tr.n_layers)
     slot = check_slot(tr, slot)
     cursor = check_cursor(cursor, tr.n_positions)
-    idx = subsample(tr.n_positions, max_points, cursor)
+    idx = window(tr.n_positions, cursor, size)
     p = tr.plucker[layer, slot][idx].astype(np.float64)
     p[~_mask(tr, layer, slot)[idx]] = np.nan
     r = tr.rank
@@ -342,6 +350,8 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     cats = category_labels(tr.labels, idx)
     fig = FigureBuilder([dict(type="heatmap", z=p, x=names, y=cats, colorscale=DIVERGING, zmin=-1, zmax=1, zmid=0,
                                               name="plucker", hoverongaps=False,
+                                              # customdata[i][k] = the row's position: clicks map to it
+                                              customdata=np.broadcast_to(idx[:, None], p.shape).astype(np.int32),
                                               colorbar={"title": {"text": "p̂<sub>ij</sub>"}, "thickness": 12},
                                               hovertemplate="position %{y}<br>%{x} = %{z:.4f}<extra></extra>")])
     # thinned ticks (a half-width chart; every coordinate and position named on hover)
@@ -355,7 +365,7 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     cap = (f"Normalised Plücker coordinates of $\\mathrm{{span}}(z_t, z_{{t-{D}}})$ in layer {layer}: which pairs "
            f"of the {r} reduced axes the plane at each position uses, and with which orientation (blue/red sign)."
            + _few_planes_note(tr, layer, slot)
-           + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing(tr, idx, layer)))
+           + window_note(tr.n_positions, idx) + missing_note(_missing(tr, idx, layer)))
     return finish(fig, f"Plücker coordinates (layer {layer}, Δ={D})", cap, "plucker_heatmap",
                   height=min(640, 300 + 7 * len(idx)))
 
@@ -366,7 +376,7 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     "Share of each layer's output that comes from the plane branch.",
     "Layers that ignore the planes (near 0) or rely on them.",
     ("Gate",), f"{GR_SRC}"))
-def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
+def gate_share(tr: GrassmannTrace, cursor: int | None = None, size: int = WINDOW) -> Chart:
     """Share of geometry in the gated blend, ``mean_k (1 - alpha_{t,k})`` (Zhang, arXiv 2512.19428), as a
     layer x position heatmap (top) and one line per layer (bottom), in [0, 1].
     Traces: ``"gate share"`` heatmap, then one line per layer ``"layer l"``.
@@ -376,7 +386,7 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = 
         raise FigureError("this Grassmann trace has no gates")
     cursor = check_cursor(cursor, tr.n_positions)
     share = blank((1.0 - blank(tr.gates.astype(np.float64))).mean(-1))  # a NaN gate blanks its cell only
-    idx = subsample(tr.n_positions, max_points, cursor)
+    idx = window(tr.n_positions, cursor, size)
     hov = hover_tokens(tr.labels, idx)
     fig = FigureBuilder.grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1, row_heights=[0.45, 0.55])
     text = np.broadcast_to(np.array(hov), (share.shape[0], len(idx)))
@@ -399,6 +409,6 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, max_points: int = 
     cap = ("How much of each layer's output comes from the Grassmann (plane) branch rather than the "
            "residual: mean over channels of $1 - \\alpha$, per layer and position (0 = gate keeps $h$, 1 = all "
            "geometry)."
-           + subsample_note(tr.n_positions, len(idx)) + missing_note(nonfinite_count(share[:, idx], axis=-1)))
+           + window_note(tr.n_positions, idx) + missing_note(nonfinite_count(share[:, idx], axis=-1)))
     fig.update_layout(legend={"x": 1.02, "y": 0.5, "yanchor": "top"})
     return finish(fig, "Gate share per layer", cap, "gate_share", height=560)

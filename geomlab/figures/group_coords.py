@@ -8,10 +8,10 @@ import numpy as np
 
 from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
 from geomlab.figures._style import HIGHLIGHT, SEQUENTIAL, add_cursor_line, colour, hover_tokens, token_ticks
-from geomlab.figures._sampling import MAX_FRAMES_3D, MAX_POINTS, check_cursor, check_index, subsample, subsample_note
+from geomlab.figures._sampling import MAX_FRAMES_3D, WINDOW, check_cursor, check_index, window, window_note
 from geomlab.figures._animation import animated_figure, animation_controls, without_play
 from geomlab.figures.catalog import OSM_SRC, Explanation, figure, is_osm
-from geomlab.figures.phases import ANGLE_POINTS, MAX_ANGLE_LINES, TWO_PI_TICKS, angle_lines, angle_rows, outline_column
+from geomlab.figures.phases import MAX_ANGLE_LINES, TWO_PI_TICKS, angle_lines, angle_rows, outline_column
 from geomlab.figures.trajectory import _layer_name, _osm
 from geomlab.trace import OSMTrace
 
@@ -28,12 +28,13 @@ def _real3(tr: OSMTrace) -> bool:
     "How much the frame turns per token and around which axis.",
     ("Special orthogonal group",), "design choice"))
 def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-              max_frames: int = MAX_FRAMES_3D, max_points: int = MAX_POINTS, animate: bool = False) -> Chart:
+              max_frames: int = MAX_FRAMES_3D, size: int = WINDOW, animate: bool = False) -> Chart:
     """For 3 x 3 real states (SO(3), O(3)): the rotating frame ``H_t e_1, H_t e_2, H_t e_3`` at the cursor
-    (default position 0) as three arrows from the origin, with the path of each arrow tip over the whole
-    text (at most ``max_points`` positions). ``animate=True`` adds Plotly frames over positions (at most
-    ``max_frames``; Play and a slider) for a standalone figure; the app's pages move it with their cursor.
-    Traces: 0-2 = tip paths, 3-5 = frame axes at the cursor (``meta="cursor"``; animated).
+    (default position 0) as three arrows from the origin, with the path of each arrow tip over the window of
+    ``size`` positions around it (:func:`~geomlab.figures._sampling.window`). ``animate=True`` adds Plotly
+    frames over the ``max_frames`` consecutive positions around it (Play and a slider) for a standalone
+    figure; the app's pages move it with their cursor.
+    Traces: 0-2 = tip paths (``customdata`` = position), 3-5 = frame axes at the cursor (``meta="cursor"``; animated).
     Raises :class:`FigureError` unless the states are real 3 x 3."""
     tr = _osm(tr)
     if tr.d != 3 or np.iscomplexobj(tr.states):
@@ -42,15 +43,15 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
     H = tr.states[layer].astype(np.float64)
-    idx = subsample(tr.n_positions, max_frames, cursor) if animate else np.array([], dtype=int)
     start = cursor if cursor is not None else 0
+    pidx = window(tr.n_positions, start, size)
+    idx = window(tr.n_positions, start, min(max_frames, len(pidx))) if animate else np.array([], dtype=int)
     axes = ("e₁", "e₂", "e₃")
-    pidx = subsample(tr.n_positions, max_points, cursor)
     hov = hover_tokens(tr.labels, pidx)
     P = H[pidx]
     data = [dict(type="scatter3d",
         x=P[:, 0, k], y=P[:, 1, k], z=P[:, 2, k], mode="lines", name=f"path of H<sub>t</sub> {axes[k]}",
-        line={"color": colour(k), "width": 2}, opacity=0.35, text=hov,
+        line={"color": colour(k), "width": 2}, opacity=0.35, text=hov, customdata=pidx,
         hovertemplate=f"H<sub>t</sub> {axes[k]} at position %{{text}}<extra></extra>")
             for k in range(3)]
 
@@ -75,11 +76,9 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                              "camera": {"eye": {"x": 1.55, "y": 1.55, "z": 1.1}}})
     cap = ("The state $H_t$ as a rotating frame: its three columns (unit vectors) drawn from the origin, with "
            "the path each one traces over the text. Press Play to watch the frame turn token by token.")
+    cap += window_note(tr.n_positions, pidx, what="Paths through positions")
     if animate and len(idx) < tr.n_positions:
-        cap += (f" Long text: {len(idx):,} of {tr.n_positions:,} positions animated, the paths through "
-                f"{len(pidx):,} (evenly spaced).")
-    elif len(pidx) < tr.n_positions:
-        cap += subsample_note(tr.n_positions, len(pidx), what="positions on the paths")
+        cap += f" Frames: positions {idx[0]:,}–{idx[-1]:,}."
     cap = without_play(cap, animate)
     return finish(fig, f"Rotating frame of H<sub>t</sub> at {start} '{tr.labels[start]}' ({_layer_name(tr, layer)})",
                   cap, "so3_frame", height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
@@ -94,12 +93,12 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     "The angles add (the group is abelian), never mixing; how far each moves depends on the token and, through "
     "the pull or attention, on the state.",
     ("Torus", "Abelian"), f"{OSM_SRC}"))
-def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                 max_points: int = MAX_POINTS) -> Chart:
+def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None, size: int = WINDOW) -> Chart:
     """For the torus T^k (diagonal unitary states): left, the angle of each diagonal entry against position;
-    right, the first two angles as a path on the flat torus [-pi, pi]^2 (equal axes).
-    Traces: k angle lines (:func:`angle_lines`, at most :data:`ANGLE_POINTS` points in all) and their colour
-    bar's carrier, then the torus points (at most 300 positions), then the cursor marker (if given).
+    right, the first two angles as a path on the flat torus [-pi, pi]^2 (equal axes); both over the window
+    of ``size`` positions around the cursor (:func:`~geomlab.figures._sampling.window`).
+    Traces: k angle lines (:func:`angle_lines`) and their colour bar's carrier, then the torus points (colour
+    = position over the window, ``customdata`` = position), then the cursor marker (if given).
     Raises :class:`FigureError` unless the states are diagonal (group ``T``)."""
     tr = _osm(tr)
     name = str(tr.group.get("name", ""))
@@ -116,7 +115,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     ang = np.angle(diag)
     ang[ang <= -np.pi] = np.pi  # one convention, (-pi, pi], as groups.matrix_to_angles (-1 - 0j is +pi)
     k = ang.shape[1]
-    idx = subsample(tr.n_positions, min(max_points, max(256, ANGLE_POINTS // max(k, 1))), cursor)
+    idx = window(tr.n_positions, cursor, size)
     hov = hover_tokens(tr.labels, idx)
     # room between the panels for the torus panel's tick labels and its axis title (at 0.1 "φ2 (rad)" sits
     # over its tick labels in a 1,000 px window)
@@ -136,18 +135,18 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                    colorbar={"x": 1.02, "xanchor": "left", "len": 0.44, "y": 1.0, "yanchor": "top"})
     b = ang[:, 1] if k > 1 else np.zeros(len(ang))
     # coloured by position: a colour bar says so (a legend entry would show one colour for all points)
-    # at most 300 evenly spaced positions as SVG markers (the cursor among them)
-    tidx = subsample(tr.n_positions, 300, cursor)
+    # the window's positions as SVG markers (the cursor among them)
+    tidx = idx
     thov = hover_tokens(tr.labels, tidx)
     fig.add_trace(dict(type="scatter", x=ang[tidx, 0], y=b[tidx], mode="markers",
                        name="(φ<sub>1</sub>, φ<sub>2</sub>)", showlegend=False,
-                                       marker={"size": 5, "color": tidx, "colorscale": SEQUENTIAL, "cmin": 0,
-                                     "cmax": max(tr.n_positions - 1, 1),
+                                       marker={"size": 5, "color": tidx, "colorscale": SEQUENTIAL, "cmin": int(idx[0]),
+                                     "cmax": max(int(idx[-1]), int(idx[0]) + 1),
                                      "colorbar": {"title": {"text": "position", "side": "right"},
                                                   "x": 1.02, "xanchor": "left", "len": 0.44, "y": 0.0,
                                                   "yanchor": "bottom",
                                                   "thickness": 12, "tickfont": {"size": 11}}},
-                                       text=thov,
+                                       text=thov, customdata=tidx,
                                        hovertemplate="position %{text}<br>φ<sub>1</sub> = %{x:.3f} rad, "
                                                      "φ<sub>2</sub> = %{y:.3f} rad<extra></extra>"), row=1, col=2)
     if cursor is not None:
@@ -182,7 +181,7 @@ def torus_angles(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
            + "; *flat torus*: the first two as a point on the square torus (edges wrap), coloured by position "
              "(colour bar)"
            + ("; the orange ring is the cursor." if cursor is not None else ".")
-           + subsample_note(tr.n_positions, len(idx)))
+           + window_note(tr.n_positions, idx))
     # meta "phone": "stack": on a phone the app stacks the panels (side by side the square torus is ~130 px
     # wide and its axis title runs over the heatmap; the two share no axis title, app_pages/_widgets.stacked)
     return finish(fig, f"Torus angles ({_layer_name(tr, layer)})", cap, "torus_angles", height=480,

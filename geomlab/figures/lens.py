@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from geomlab.figures._chart import Chart, FigureBuilder, FigureError, finish
-from geomlab.figures._sampling import MAX_POINTS, blank, check_cursor, subsample, subsample_note
+from geomlab.figures._sampling import (
+    WINDOW, blank, check_cursor, window, window_note,
+)
 from geomlab.figures._style import SEQUENTIAL, add_cursor_line, hover_tokens, token_ticks
 from geomlab.figures.catalog import Explanation, figure
 
@@ -39,13 +41,14 @@ def _lens(tr):
     "Where along the depth the right answer appears: rows that brighten only near the top, positions "
     "(spaces, repeated words) that are easy from the first stage.",
     (), LENS_SRC))
-def lens_heatmap(tr, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
+def lens_heatmap(tr, cursor: int | None = None, size: int = WINDOW) -> Chart:
     """Heatmap of the actual next token's probability per stage (rows, earliest at the bottom) and position
     (columns); the last position (no next token) is blank.
 
     Args:
         tr: a trace with a layer lens (``tr.lens``); cursor: a position to mark (None: none);
-        max_points: most positions drawn (longer texts are subsampled, said in the caption).
+        size: the window of consecutive positions around the cursor drawn (all of a shorter text; said in
+            the caption).
 
     Traces: one heatmap ``"next-token probability"`` ``[stage, position]`` in [0, 1]; hover names the
     position's token, the next token, the stage, the probability and the rank (1 = the stage's top guess).
@@ -54,7 +57,7 @@ def lens_heatmap(tr, cursor: int | None = None, max_points: int = MAX_POINTS) ->
     lens = _lens(tr)
     n = tr.n_positions
     cursor = check_cursor(cursor, n)
-    idx = subsample(n, max_points, cursor)
+    idx = window(n, cursor, size)
     z = blank(lens.next_prob[:, idx].astype(np.float64))
     rank = lens.next_rank[:, idx]
     nxt = [f"'{tr.labels[p + 1]}'" if p + 1 < n else "none" for p in idx.tolist()]
@@ -73,7 +76,7 @@ def lens_heatmap(tr, cursor: int | None = None, max_points: int = MAX_POINTS) ->
     add_cursor_line(fig, cursor)
     cap = ("Layer lens: the probability each stage, read out through the model's final norm and head, gives "
            "the token that actually comes next; the top row is the model's own prediction."
-           + subsample_note(n, len(idx)))
+           + window_note(n, idx))
     return finish(fig, "Layer lens: probability of the actual next token", cap, "lens_heatmap",
                   height=max(300, 140 + 22 * lens.n_stages))
 

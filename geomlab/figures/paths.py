@@ -8,7 +8,7 @@ import numpy as np
 
 from geomlab.figures._chart import FigureBuilder, Chart, finish
 from geomlab.figures._style import HIGHLIGHT, SEQUENTIAL, add_cursor_line, colour, hover_tokens, token_ticks
-from geomlab.figures._sampling import MAX_POINTS, check_cursor, check_index, subsample, subsample_note
+from geomlab.figures._sampling import WINDOW, check_cursor, check_index, window, window_note
 from geomlab.figures._spread import spread_note
 from geomlab.figures._animation import MORE_FIGURES_3D
 from geomlab.figures.catalog import OSM_SRC, Explanation, figure, is_osm
@@ -23,13 +23,14 @@ from geomlab.trace import OSMTrace
     "Tokens above the rest in the zoomed bottom panel (a trained model turns the state by about the same angle "
     "per token); a top curve that saturates.",
     ("Geodesic distance", "Matrix logarithm"), f"{OSM_SRC}"))
-def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
+def distance_profile(tr: OSMTrace, cursor: int | None = None, size: int = WINDOW) -> Chart:
     """Two panels, one line per layer: geodesic distance from the identity ``||log H_t||_F`` and between
-    consecutive states ``dist(H_{t-1}, H_t)`` (radians) against position.
+    consecutive states ``dist(H_{t-1}, H_t)`` (radians) against position, over the window of ``size``
+    positions around the cursor (:func:`~geomlab.figures._sampling.window`).
     Traces: for each layer l, ``from identity`` then ``step`` (2 per layer, in layer order)."""
     tr = _osm(tr)
     cursor = check_cursor(cursor, tr.n_positions)
-    idx = subsample(tr.n_positions, max_points, cursor)
+    idx = window(tr.n_positions, cursor, size)
     d0 = distance_from_identity(tr, idx)
     d1 = step_distances(tr, idx)
     hov = hover_tokens(tr.labels, idx)
@@ -53,19 +54,19 @@ def distance_profile(tr: OSMTrace, cursor: int | None = None, max_points: int = 
         add_cursor_line(fig, cursor, row=row, col=1)
     cap = ("Top: how far each state $H_t$ is from the identity along the group (geodesic length, radians). "
            "Bottom: how far the state moved when token $t$ arrived (axis zoomed to the curve, not from 0)."
-           + spread_note(d1, "step curve") + subsample_note(tr.n_positions, len(idx)))
+           + spread_note(d1, "step curve") + window_note(tr.n_positions, idx))
     return finish(fig, "Geodesic distances of the state trajectory", cap, "distance_profile", height=560)
 
 
-def _pca_inputs(tr: OSMTrace, layer: int, cursor: int | None, max_points: int):
+def _pca_inputs(tr: OSMTrace, layer: int, cursor: int | None, size: int):
     """The checked trace, layer and cursor of a PCA figure, the PCA coordinates and variance ratios
-    (:func:`pca_coords`), the drawn positions (at most ``max_points``, the cursor kept) and their hover
-    labels. Raises :class:`FigureError` for a trace without states or an index out of range."""
+    (:func:`pca_coords`: fitted on every position, so the axes stay put as the window moves), the drawn
+    positions (the window of ``size`` around the cursor) and their hover labels. Raises :class:`FigureError` for a trace without states or an index out of range."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
     coords, ratio = pca_coords(tr, layer)
-    idx = subsample(tr.n_positions, max_points, cursor)
+    idx = window(tr.n_positions, cursor, size)
     return tr, layer, cursor, coords, ratio, idx, hover_tokens(tr.labels, idx)
 
 
@@ -77,26 +78,28 @@ def _pca_inputs(tr: OSMTrace, layer: int, cursor: int | None, max_points: int):
     "path is higher-dimensional than this picture.",
     ("PCA",), "design choice"))
 def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                   max_points: int = MAX_POINTS) -> Chart:
+                   size: int = WINDOW) -> Chart:
     """2-D PCA of ``vec(H_t)`` (the first two components of :func:`pca_coords`): the path through the
     positions, coloured by position (colour bar), tokens on hover, the cursor as a large ring. The axis
     titles give each component's share of the variance (a 2-D projection by default, the 3-D one
-    optional). Traces: 0 = path (line), 1 = markers (at most 150 positions), then, with a cursor, the last
+    optional). The components are fitted on every position and the window of ``size`` positions around the
+    cursor drawn, colour = position over the window. Traces: 0 = path (line), 1 = markers (both with
+    ``customdata`` = position), then, with a cursor, the last
     8 steps into it (darker line) and the cursor (``meta="cursor"``)."""
-    tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, max_points)
-    # the path as one light SVG line through every drawn position, markers coloured by position at up to 150
-    # of them (SVG markers are the costly part of a redraw; no WebGL in a default set, see angle_lines)
-    midx = subsample(tr.n_positions, 150, cursor)
+    tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, size)
+    # the path as one light SVG line through every drawn position, markers coloured by position at each of
+    # them (at most WINDOW SVG markers, the costly part of a redraw; no WebGL in a default set, see angle_lines)
+    midx = idx
     data = [dict(type="scatter", x=coords[idx, 0], y=coords[idx, 1], mode="lines", name="path", showlegend=False,
-                 line={"color": "rgba(120,120,120,0.22)", "width": 1}, text=hov,
+                 line={"color": "rgba(120,120,120,0.22)", "width": 1}, text=hov, customdata=idx,
                  hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>"),
             dict(type="scatter", x=coords[midx, 0], y=coords[midx, 1], mode="markers", name="trajectory",
                  showlegend=False,
-                 marker={"size": 6, "color": midx, "colorscale": SEQUENTIAL, "cmin": 0,
-                         "cmax": max(tr.n_positions - 1, 1),
+                 marker={"size": 6, "color": midx, "colorscale": SEQUENTIAL, "cmin": int(idx[0]),
+                         "cmax": max(int(idx[-1]), int(idx[0]) + 1),
                          "colorbar": {"title": {"text": "position", "side": "right"}, "thickness": 12, "len": 0.8,
                                       "tickfont": {"size": 11}}},
-                 text=hover_tokens(tr.labels, midx),
+                 text=hover_tokens(tr.labels, midx), customdata=midx,
                  hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>")]
     if cursor is not None:
         # the last steps into the cursor, darker: where the state came from (the whole path is a light tangle)
@@ -119,7 +122,7 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     shares = ", ".join(f"PC{k + 1} {ratio[k]:.1%}" for k in range(2))  # one decimal: the parts add up
     cap = (f"The states $H_t$ ({_layer_name(tr, layer)}) as points $\\mathrm{{vec}}(H_t)$ projected on their first two "
            f"principal components ({shares} of the variance, together {ratio[:2].sum():.1%}; unitless); "
-           "colour = position." + MORE_FIGURES_3D + subsample_note(tr.n_positions, len(idx)))
+           "colour = position." + MORE_FIGURES_3D + window_note(tr.n_positions, idx))
     return finish(fig, "State trajectory (2-D PCA)", cap,
                   "pca_projection", height=480, margin={"l": 60, "r": 10, "t": 80, "b": 50})
 
@@ -131,16 +134,18 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     "higher-dimensional).",
     ("PCA",), "design choice"))
 def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                   max_points: int = MAX_POINTS) -> Chart:
+                   size: int = WINDOW) -> Chart:
     """3-D PCA of ``vec(H_t)`` (scikit-learn) as a line through the positions, tokens on hover, coloured
-    by position; the cursor position is a large marker. Traces: 0 = path, 1 = cursor (if given)."""
-    tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, max_points)
+    by position; the cursor position is a large marker. Fitted on every position, the window of ``size``
+    positions around the cursor drawn. Traces: 0 = path (``customdata`` = position), 1 = cursor (if
+    given)."""
+    tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, size)
     pcs = [f"PC{k + 1} ({ratio[k]:.0%})" for k in range(3)]
     data = [dict(type="scatter3d",
         x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2], mode="lines+markers", name="trajectory",
         marker={"size": 3, "color": idx, "colorscale": SEQUENTIAL,
                 "colorbar": {"title": {"text": "position", "side": "right"}, "thickness": 12, "len": 0.75}},
-        line={"color": "#888", "width": 2}, text=hov,
+        line={"color": "#888", "width": 2}, text=hov, customdata=idx,
         hovertemplate=(f"position %{{text}}<br>{pcs[0]} %{{x:.3f}}<br>{pcs[1]} %{{y:.3f}}<br>{pcs[2]} %{{z:.3f}}"
                        "<extra></extra>"))]
     if cursor is not None:
@@ -165,6 +170,6 @@ def pca_trajectory(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     shares = ", ".join(f"PC{k + 1} {ratio[k]:.1%}" for k in range(3))
     cap = (f"The states $H_t$ ({_layer_name(tr, layer)}) as points $\\mathrm{{vec}}(H_t)$ projected on their first "
            f"three principal components ({shares} of the variance, together {ratio.sum():.1%}; unitless); "
-           "colour = position." + subsample_note(tr.n_positions, len(idx)))
+           "colour = position." + window_note(tr.n_positions, idx))
     return finish(fig, f"State trajectory, 3-D PCA<br><sup>variance: {shares}</sup>", cap, "pca_trajectory",
                   height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})

@@ -16,7 +16,7 @@ from geomlab.figures._style import (
     CYCLIC, HIGHLIGHT, add_cursor_line, hover_tokens, index_colorscale, index_colour_range, index_colours,
     token_ticks,
 )
-from geomlab.figures._sampling import MAX_FRAMES, MAX_POINTS, check_cursor, check_index, subsample, subsample_note
+from geomlab.figures._sampling import MAX_FRAMES, WINDOW, check_cursor, check_index, window, window_note
 from geomlab.figures._animation import animated_figure, animation_controls, without_play
 from geomlab.figures.catalog import OSM_SRC, Explanation, figure, is_osm
 from geomlab.figures.trajectory import _layer_name, _osm, tracked_phases
@@ -24,11 +24,6 @@ from geomlab.trace import OSMTrace
 
 TWO_PI_TICKS = {"tickmode": "array", "tickvals": [-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi],
                 "ticktext": ["−π", "−π/2", "0", "π/2", "π"]}
-ANGLE_POINTS = 8000
-"""Points (angles x positions) the angle-line views draw at most: past it, fewer positions (at least 256), so
-26 torus angles stay a light SVG chart (~300 positions) instead of 26 x 1,024 points and 600 KB of JSON per
-cursor move (design choice)."""
-
 MAX_ANGLE_LINES = 32
 """Most angles :func:`torus_angles` and :func:`phase_timeline` draw as lines; past it, one heatmap row per
 angle (:func:`angle_rows`; design choice)."""
@@ -78,13 +73,15 @@ def _cursor_meta(trace: dict) -> dict:
     "Dots turning together (a common rotation) or separately; jumps at particular tokens.",
     ("Eigenvalue phase",), f"{OSM_SRC}; design choice"))
 def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                 max_frames: int = MAX_FRAMES, animate: bool = False) -> Chart:
+                 max_frames: int = MAX_FRAMES, animate: bool = False, size: int = WINDOW) -> Chart:
     """Eigenvalues ``exp(i theta)`` of H_t at the cursor (default position 0) on the unit circle, one colour
     per eigenvalue (the colours of :func:`phase_timeline`: eigenvalues followed along the text by
-    :func:`tracked_phases`), with a faint trail of the eigenvalues at up to 800 / d evenly spaced positions.
+    :func:`tracked_phases`), with a faint trail of the eigenvalues at up to 800 / d consecutive positions
+    around the cursor, inside the window of ``size`` positions (:func:`~geomlab.figures._sampling.window`).
 
-    ``animate=True`` adds Plotly frames (Play/Pause and a position slider, in the browser; at most
-    ``max_frames``): for a standalone figure; the app's pages have one cursor of their own.
+    ``animate=True`` adds Plotly frames (Play/Pause and a position slider, in the browser): one per position
+    of the ``max_frames`` consecutive positions around the cursor, inside the window; for a standalone
+    figure; the app's pages have one cursor of their own.
     Traces: 0 = unit circle, 1 = trail, 2 = eigenvalues at the cursor (``meta="cursor"``; frames replace it).
     Raises :class:`FigureError` for a non-OSM trace, a bad layer or cursor.
     """
@@ -92,7 +89,7 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
     start = cursor if cursor is not None else 0
-    idx = subsample(tr.n_positions, MAX_POINTS, start)
+    idx = window(tr.n_positions, start, size)
     tracked = tracked_phases(tr, layer, idx)
     theta = dict(zip(idx.tolist(), tracked))
     d = tracked.shape[1]
@@ -109,10 +106,11 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
             "hovertemplate": (f"position {t} '{tr.labels[t]}'<br>eigenvalue %{{customdata[1]}}: "
                               "θ = %{customdata[0]:.3f} rad<extra></extra>")})
 
-    # the trail: the eigenvalues at up to 800 / d evenly spaced positions (where the spectrum has been), small
+    # the trail: the eigenvalues at up to 800 / d consecutive positions of the window around the cursor (where
+    # the spectrum has been nearby), small
     # translucent grey on a light circle so the points that sit on it stay visible; SVG markers, bounded: each
     # one is drawn anew on every cursor move, see angle_lines
-    trail_pos = subsample(len(idx), max(2, 800 // max(d, 1)))
+    trail_pos = window(len(idx), int(np.searchsorted(idx, start)), max(2, 800 // max(d, 1)))
     trail_th = tracked[trail_pos]
     trail = {"type": "scatter",
              "x": np.cos(trail_th).reshape(-1), "y": np.sin(trail_th).reshape(-1), "mode": "markers",
@@ -120,7 +118,7 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
              "hoverinfo": "skip", "showlegend": False}
     base = [dict(type="scatter", x=np.cos(phi), y=np.sin(phi), mode="lines", name="unit circle",
                  line={"color": "#d0d0d0", "width": 1}, hoverinfo="skip", showlegend=False), trail, points(start)]
-    fidx = subsample(tr.n_positions, max_frames, cursor) if animate else np.array([], dtype=int)
+    fidx = window(tr.n_positions, start, min(max_frames, len(idx))) if animate else np.array([], dtype=int)
     names = [str(t) for t in fidx.tolist()]
     if animate:
         theta.update(zip(fidx.tolist(), tracked_phases(tr, layer, fidx)))
@@ -138,7 +136,8 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig.update_layout(showlegend=False)
     cap = (f"Eigenvalues of the hidden state $H_t$ ({_layer_name(tr, layer)}) on the unit circle; their angles "
            f"(radians) are conjugation-invariant. Press Play or drag the slider to move along the text."
-           + subsample_note(tr.n_positions, len(idx), verb="animated"))
+           + window_note(tr.n_positions, idx)
+           + (f" Frames: positions {fidx[0]:,}–{fidx[-1]:,}." if animate and len(fidx) < tr.n_positions else ""))
     cap = without_play(cap, animate) + " Grey: the eigenvalues at the other positions; one colour per eigenvalue."
     # a short title: at half width a longer one ("of H_t ... (O(5))") is cut at the right edge
     return finish(fig, f"Eigenvalues at {start} '{tr.labels[start]}'",
@@ -174,19 +173,19 @@ def outline_column(fig: FigureBuilder, cursor: int | None, k: int, xref: str = "
     r"Every eigenvalue angle of the state against position (radians, wrapped to $(-\pi, \pi]$).",
     "Steady slopes (a constant turn per token) versus steps at particular tokens.",
     ("Eigenvalue phase",), "design choice"))
-def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
-                   max_points: int = MAX_POINTS) -> Chart:
+def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None, size: int = WINDOW) -> Chart:
     """Eigenvalue phases (radians) of H_t against position: one line per eigenvalue (followed along the
     text, :func:`tracked_phases`; broken where it wraps across ±π), coloured per eigenvalue with a colour bar
-    (:func:`angle_lines`: no colour repeats; at most :data:`ANGLE_POINTS` points in all); past
-    :data:`MAX_ANGLE_LINES` eigenvalues one heatmap row each (:func:`angle_rows`).
+    (:func:`angle_lines`: no colour repeats); past :data:`MAX_ANGLE_LINES` eigenvalues one heatmap row each
+    (:func:`angle_rows`). Draws the window of ``size`` positions around the cursor
+    (:func:`~geomlab.figures._sampling.window`).
     Traces: ``eigenvalue k`` lines, then the colour bar's carrier (or the one heatmap).
     Raises :class:`FigureError` for a non-OSM trace, a bad layer or cursor."""
     tr = _osm(tr)
     layer = check_index("layer", layer, tr.n_layers)
     cursor = check_cursor(cursor, tr.n_positions)
     d = tr.d
-    idx = subsample(tr.n_positions, min(max_points, max(256, ANGLE_POINTS // max(d, 1))), cursor)
+    idx = window(tr.n_positions, cursor, size)
     theta = tracked_phases(tr, layer, idx)
     fig = FigureBuilder()
     if d <= MAX_ANGLE_LINES:
@@ -200,5 +199,5 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig.update_xaxes(title_text="position t (token)", **token_ticks(tr.labels, idx))
     cap = (f"Angles of the {d} eigenvalues of $H_t$ ({_layer_name(tr, layer)}) at every position, in radians"
            + ("." if d <= MAX_ANGLE_LINES else ": one row each, the angle as a colour that wraps around like the "
-              "angle.") + subsample_note(tr.n_positions, len(idx)))
+              "angle.") + window_note(tr.n_positions, idx))
     return finish(fig, "Eigenvalue phases along the text", cap, "phase_timeline")

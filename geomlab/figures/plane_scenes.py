@@ -21,7 +21,7 @@ from geomlab.geometry import planes
 from geomlab.geometry.planes import PlaneError, _finite_items, _nan_where, _t, plane_basis, plucker
 from geomlab.figures._chart import Chart, FigureBuilder, FigureError, finish
 from geomlab.figures._style import HIGHLIGHT, colour
-from geomlab.figures._sampling import MAX_FRAMES_3D, check_cursor, check_index, subsample_note
+from geomlab.figures._sampling import MAX_FRAMES_3D, check_cursor, check_index, window
 from geomlab.figures._animation import animated_figure, animation_controls, without_play
 from geomlab.figures.catalog import GR_SRC, Explanation, figure, is_grassmann
 from geomlab.figures.grassmann import DG, _gr, _mask, check_slot, plane_bases
@@ -257,8 +257,10 @@ def _facing_camera(normals: np.ndarray, distance: float = 2.4) -> dict:
 def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int | None = None,
                  axes=None, max_frames: int = MAX_FRAMES_3D, animate: bool = False) -> Chart:
     """The reduced plane span(z_t, z_{t-Δ}) of one layer/slot at the cursor in 3-D; the camera faces the
-    planes (:func:`_facing_camera` over every position's pole). ``animate=True`` adds Plotly frames over
-    positions (Play and a slider, in the browser) for a standalone figure. r = 3: the plane's great circle on
+    planes (:func:`_facing_camera` over the poles of up to 256 evenly spaced positions of the whole text, so
+    the view does not turn as the cursor moves). ``animate=True`` adds Plotly frames over the positions with
+    a plane among the ``max_frames`` consecutive positions around the cursor (Play and a slider, in the
+    browser) for a standalone figure. r = 3: the plane's great circle on
     the unit sphere, its pole ±n
     (``pole``) and the two spanning vectors (normalised). r > 3: a 3-axis window (``axes``, default
     the three axes with the largest coordinate energy, ``top_axes``): the projected disc
@@ -279,10 +281,9 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
         E, axis_names = _axes3(tr, layer, slot, axes)
     En = E.numpy()
     pos = np.flatnonzero(valid)
-    idx = pos[np.unique(np.linspace(0, len(pos) - 1, min(len(pos), max_frames)).round().astype(int))]
     start = cursor if cursor is not None and valid[cursor] else int(pos[0])
-    if start not in idx:
-        idx = np.unique(np.append(idx, start))
+    frame_span = window(tr.n_positions, start, max_frames)
+    idx = frame_span[valid[frame_span]]  # consecutive positions around the cursor, those with a plane
     z = tr.reduced[layer].astype(np.float64)
 
     def traces(t: int) -> list:
@@ -320,8 +321,8 @@ def plane_sphere(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                f"reduced axes it uses most ({', '.join(axis_names)}): the projected disc is more opaque the more of the plane lies "
                "in this window (coverage = product of the cosines of its angles to the window). Play moves along "
                "the text.")
-    if animate:
-        cap += subsample_note(len(pos), len(idx), what="positions with a plane", verb="animated")
+    if animate and len(idx) < len(pos):
+        cap += f" Frames: the positions with a plane among {frame_span[0]:,}–{frame_span[-1]:,}."
     cap = without_play(cap, animate)
     return finish(fig, f"Plane at {start} '{tr.labels[start]}' on the sphere (layer {layer}, Δ={D}, r={r})", cap,
                   "plane_sphere", height=560, margin={"l": 10, "r": 10, "t": 90, "b": 30})

@@ -16,8 +16,8 @@ import numpy as np
 from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
 from geomlab.figures._style import DIVERGING, SEQUENTIAL, add_cursor_line, colour, hover_tokens, token_ticks
 from geomlab.figures._sampling import (
-    MAX_POINTS, blank, check_cursor, check_index, finite_abs_max, finite_max, missing_note, nonfinite_count,
-    subsample, subsample_note,
+    WINDOW, blank, check_cursor, check_index, finite_abs_max, finite_max, missing_note, nonfinite_count, window,
+    window_note,
 )
 from geomlab.figures.catalog import OSM_SRC, Explanation, figure, has_tangents, one_layer, several_layers
 from geomlab.core.markup import md_label
@@ -69,14 +69,16 @@ def _substep_name(tr: OSMTrace, s: int) -> str:
     "Colour = update size, before tangent mixing (the raw pull) and after it.",
     "Tokens or layers with large updates; columns that are dark everywhere.",
     ("Tangent update", "Tangent mixing"), f"{OSM_SRC}"))
-def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
+def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, size: int = WINDOW) -> Chart:
     """Heatmaps of ``||Phi_t||`` (radians), rows = layers, columns = positions; one row of panels per
-    substep (attention, grounding), left before mixing, right after. Shared colour range per substep.
+    substep (attention, grounding), left before mixing, right after. Shared colour range per substep, over
+    every position; the window of ``size`` positions around the cursor drawn
+    (:func:`~geomlab.figures._sampling.window`).
     Traces: for each substep s, ``raw`` then ``mixed`` heatmap."""
     tr = _tangent_trace(tr)
     cursor = check_cursor(cursor, tr.n_positions)
     raw, mixed = blank(tangent_norms(tr, mixed=False)), blank(tangent_norms(tr, mixed=True))
-    idx = subsample(tr.n_positions, max_points, cursor)
+    idx = window(tr.n_positions, cursor, size)
     n_sub = raw.shape[1]
     L = raw.shape[0]
     titles = []
@@ -88,7 +90,9 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
     hov = np.array(hover_tokens(tr.labels, idx))
     text = np.broadcast_to(hov, (L, len(idx)))
     for s in range(n_sub):
-        zmax = finite_max(raw[:, s][:, idx], mixed[:, s][:, idx])  # over finite values: a NaN leaves a gap
+        # over every position (the colour scale stays put as the window moves) and finite values only (a NaN
+        # leaves a gap)
+        zmax = finite_max(raw[:, s], mixed[:, s])
         for c, (vals, what) in enumerate(((raw, "before mixing"), (mixed, "after mixing")), start=1):
             fig.add_trace(dict(type="heatmap",
                 z=vals[:, s][:, idx], x=idx, y=layers, colorscale=SEQUENTIAL, zmin=0, zmax=zmax,
@@ -104,7 +108,7 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
             add_cursor_line(fig, cursor, row=s + 1, col=c)
     cap = ("Size of each state update $\\lVert\\Phi_t\\rVert$ (radians of rotation) per layer and position, before "
            "tangent mixing (the raw pull) and after it (what was exponentiated)."
-           + subsample_note(tr.n_positions, len(idx))
+           + window_note(tr.n_positions, idx)
            + missing_note(_missing_positions(tr, idx)))
     return finish(fig, "Tangent update magnitudes ‖Φ<sub>t</sub>‖", cap, "tangent_heatmap", height=330 * n_sub + 60)
 
@@ -114,13 +118,14 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, max_points: int = M
     "Update size per position, one colour per layer; solid after mixing, dotted before.",
     "The ratio of solid to dotted: how much mixing amplifies or damps each layer.",
     ("Tangent update", "Tangent mixing"), f"{OSM_SRC}"))
-def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
+def tangent_lines(tr: OSMTrace, cursor: int | None = None, size: int = WINDOW) -> Chart:
     """``||Phi_t||`` against position, one solid line per layer after mixing and a dotted one before, one
-    panel per substep. Traces per panel: for each layer, ``mixed`` then ``raw``."""
+    panel per substep, over the window of ``size`` positions around the cursor. Traces per panel: for each
+    layer, ``mixed`` then ``raw``."""
     tr = _tangent_trace(tr)
     cursor = check_cursor(cursor, tr.n_positions)
     raw, mixed = blank(tangent_norms(tr, mixed=False)), blank(tangent_norms(tr, mixed=True))
-    idx = subsample(tr.n_positions, max_points, cursor)
+    idx = window(tr.n_positions, cursor, size)
     n_sub = raw.shape[1]
     hov = hover_tokens(tr.labels, idx)
     fig = FigureBuilder.grid(rows=n_sub, cols=1, shared_xaxes=True, vertical_spacing=0.1,
@@ -137,7 +142,7 @@ def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX
         add_cursor_line(fig, cursor, row=s + 1, col=1)
     fig.update_xaxes(title_text="position t (token)", row=n_sub, col=1, **token_ticks(tr.labels, idx))
     cap = ("Update size per position, one colour per layer: solid after tangent mixing, dotted before."
-           + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing_positions(tr, idx)))
+           + window_note(tr.n_positions, idx) + missing_note(_missing_positions(tr, idx)))
     return finish(fig, "Tangent update magnitudes by layer", cap, "tangent_lines", height=280 * n_sub + 80)
 
 
@@ -146,13 +151,14 @@ def tangent_lines(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX
     "How much tangent mixing turned each update into other directions (0 = only rescaled, 1 = turned orthogonal).",
     "Values near 0: mixing acts like a step size; clearly above 0: it reroutes updates.",
     ("Tangent mixing",), f"{OSM_SRC}; design choice"))
-def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_POINTS) -> Chart:
+def mixing_share(tr: OSMTrace, cursor: int | None = None, size: int = WINDOW) -> Chart:
     """Share of each update that tangent mixing moved between directions (:func:`mixing_share_values`, in [0, 1])
-    against position, one line per layer and substep (dashed = grounding)."""
+    against position, one line per layer and substep (dashed = grounding), over the window of ``size``
+    positions around the cursor."""
     tr = _tangent_trace(tr)
     cursor = check_cursor(cursor, tr.n_positions)
     share = mixing_share_values(tr)
-    idx = subsample(tr.n_positions, max_points, cursor)
+    idx = window(tr.n_positions, cursor, size)
     hov = hover_tokens(tr.labels, idx)
     fig = FigureBuilder()
     for layer in range(share.shape[0]):
@@ -168,7 +174,7 @@ def mixing_share(tr: OSMTrace, cursor: int | None = None, max_points: int = MAX_
     add_cursor_line(fig, cursor)
     cap = ("How much tangent mixing turned each update rather than rescaling it: $1 - \\cos^2$ of the angle "
            "between the update before and after mixing (0 = only rescaled, 1 = turned to an orthogonal "
-           "direction)." + subsample_note(tr.n_positions, len(idx)) + missing_note(_missing_positions(tr, idx)))
+           "direction)." + window_note(tr.n_positions, idx) + missing_note(_missing_positions(tr, idx)))
     return finish(fig, "Share of each update moved between directions", cap, "mixing_share")
 
 

@@ -264,7 +264,7 @@ class Trace:
         on every key, averaged over heads when ``head`` is None; 0 where ``j > i``. Each row sums to 1.
 
         Computed on demand from the stored queries and keys (cost ``O(len(rows) * T * e)`` per head), so a
-        view that draws a window or a subsample of a long trace never forms the ``T x T`` matrix.
+        view that draws a window of a long trace never forms the ``T x T`` matrix.
         Raises ``TraceError`` for a trace without attention or a layer/head/row out of range.
         Source: softmax attention; design choice.
         """

@@ -424,18 +424,23 @@ def test_cem_attention_head_mean_and_single_head():
         figures.attention_maps(tr, head=5)
 
 
-def test_attention_subsamples_long_traces():
+def test_attention_of_a_long_trace_is_the_window_around_the_cursor():
     n = 700
     rng = np.random.default_rng(0)
     att = np.tril(rng.random((1, 1, n, n)))
     att /= att.sum(-1, keepdims=True)
     tr = from_record({"logits": np.zeros((n, 3)), "attention": att}, "transformer", np.zeros(n, int))
-    view = figures.attention_maps(tr, cursor=333, max_positions=100)
+    view = figures.attention_maps(tr, cursor=333, size=100)
     z = _by_name(view.figure, "weights")
-    assert len(z.x) <= 101 and "333 '#0'" in list(z.x) and list(z.x) == list(z.y)
+    assert list(z.x) == [f"{i} '#0'" for i in range(283, 383)] and list(z.x) == list(z.y)
     ci = list(z.y).index("333 '#0'")
     assert view.figure.layout.shapes[0].y0 == ci - 0.5  # the cursor row, by category index
-    assert "of 700 positions" in view.caption
+    assert "Positions 283–382 of 700 at full resolution" in view.caption
+    w = np.asarray(z.z, dtype=float)
+    lower = np.tril(np.ones((100, 100), bool))
+    np.testing.assert_allclose(w[lower], att[0, 0, 283:383, 283:383][lower], atol=1e-6)
+    cd = np.asarray(z.customdata)  # the cell's [query, key] positions
+    assert cd.shape == (100, 100, 2) and (cd[5, 7] == [288, 290]).all()
 
 
 # --------------------------------------------------------------------------------------------- CEM energy
@@ -733,26 +738,41 @@ def _random_so3_trace(n: int) -> OSMTrace:
     return from_record(rec, "osm-rnn", torch.zeros(n, dtype=torch.long), group={"name": "SO", "d": 3, "options": {}})
 
 
-def test_long_traces_are_subsampled():
+def test_long_traces_show_the_window_and_frames_inside_it():
     n = 1500
     tr = _random_so3_trace(n)
-    circle = figures.phase_circle(tr, cursor=777, animate=True).figure
-    assert len(circle.frames) <= _sampling.MAX_FRAMES + 1 and "777" in [f.name for f in circle.frames]
+    circle = figures.phase_circle(tr, cursor=777, animate=True)
+    frames = [int(f.name) for f in circle.figure.frames]
+    assert frames == list(range(777 - _sampling.MAX_FRAMES // 2, 777 + _sampling.MAX_FRAMES // 2))
+    assert "Frames: positions 729–824." in circle.caption
     timeline = figures.phase_timeline(tr, cursor=777)
-    assert len(_line_points(timeline.figure.data[0])[0]) <= _sampling.MAX_POINTS + 1
-    assert f"of {n:,} positions shown" in timeline.caption
-    heat = figures.tangent_heatmap(tr).figure
-    assert len(heat.data[0].x) <= _sampling.MAX_POINTS + 1
+    x = _line_points(timeline.figure.data[0])[0]
+    assert list(x) == list(range(713, 841))  # 128 consecutive positions, the cursor 64 from the left
+    assert f"Positions 713–840 of {n:,} at full resolution" in timeline.caption
+    heat = figures.tangent_heatmap(tr, cursor=0).figure
+    assert list(heat.data[0].x) == list(range(_sampling.WINDOW))  # shifted inwards at the start
 
 
-@given(n=st.integers(1, 5000), m=st.integers(2, 300), c=st.integers(0, 4999))
-def test_subsample_property(n, m, c):
-    c = c % n
-    idx = _sampling.subsample(n, m, c)
-    assert idx[0] == 0 and idx[-1] == n - 1 and c in idx
-    assert np.all(np.diff(idx) > 0) and len(idx) <= max(m, 1) + 1
-    if n <= m:
-        assert len(idx) == n
+@given(n=st.integers(1, 5000), size=st.integers(1, 300), c=st.integers(0, 4999), last=st.booleans())
+def test_window_property(n, size, c, last):
+    """The window: min(n, size) consecutive positions inside 0..n-1, with the cursor (the last position
+    without one), the cursor as central as the ends of the text allow."""
+    c = None if last else c % n
+    idx = _sampling.window(n, c, size)
+    assert len(idx) == min(n, size) and idx[0] >= 0 and idx[-1] <= n - 1
+    assert np.all(np.diff(idx) == 1)
+    want = n - 1 if c is None else c
+    assert want in idx
+    if c is not None and n > size:  # centred: size // 2 before the cursor unless an end of the text is near
+        assert idx[0] == min(max(c - size // 2, 0), n - size)
+    with pytest.raises(FigureError):
+        _sampling.window(n, c, 0)
+
+
+def test_window_note():
+    assert _sampling.window_note(2048, np.arange(512, 640)) == (
+        " Positions 512–639 of 2,048 at full resolution; the overview shows the whole text.")
+    assert _sampling.window_note(100, np.arange(100)) == ""
 
 
 @given(seed=st.integers(0, 10_000), d=st.sampled_from([2, 3, 4]))
@@ -949,7 +969,8 @@ def test_pca_equals_the_full_svd_on_long_traces(d):
         assert err < 1e-6 * scale, (k, err)
     np.testing.assert_allclose(ratio, ref_ratio, rtol=1e-6)
     fig = figures.pca_trajectory(tr, cursor=1000).figure
-    assert len(fig.data[0].x) <= _sampling.MAX_POINTS + 1
+    # fitted on every position, the window drawn: exactly the coordinates of those positions
+    np.testing.assert_allclose(np.asarray(fig.data[0].x, dtype=float), coords[936:1064, 0], rtol=1e-6)
     assert f"PC1 {ref_ratio[0]:.1%}" in fig.layout.title.text
 
 
@@ -987,13 +1008,11 @@ def _array_lengths(trace_json: dict) -> list[int]:
     return out
 
 
-def test_long_traces_stay_under_the_caps_and_say_so():
-    """At the 2,048-character limit every per-position view draws at most MAX_POINTS positions (MAX_MATRIX
-    for position x position maps, MAX_FRAMES / MAX_FRAMES_3D animation frames) and its caption says how many
-    of how many positions it shows."""
-    import re
-
+def test_long_traces_show_the_window_and_say_so():
+    """At the 2,048-character limit every per-position view draws at most the WINDOW positions around the
+    cursor (1,170-1,297 for the cursor 1,234) and its caption names them."""
     cursor = 1234
+    lo, hi = 1170, 1297
     for name, tr in _long_traces().items():
         assert tr.n_positions == _LONG
         charts = views.all_figures(tr, cursor=cursor)
@@ -1001,20 +1020,22 @@ def test_long_traces_stay_under_the_caps_and_say_so():
         for vname, (fig, caption) in charts.items():
             if vname not in _CAPPED:
                 continue
-            cap = _sampling.MAX_POINTS + 1
-            if vname in ("attention_maps", "plane_similarity", "plucker_heatmap"):
-                cap = _sampling.MAX_MATRIX + 1
+            cap = _sampling.WINDOW
             per_point = tr.d if vname == "phase_circle" else 1  # its trail: d eigenvalues at each position
             for t in fig.data:
                 lengths = _array_lengths(t.to_plotly_json())
                 if t.type == "scatter" and t.mode == "lines" and t.x is not None:  # angle lines: wraps are gaps
                     lengths = [len(_line_points(t)[0])]
-                assert max(lengths, default=0) <= cap * per_point, (name, vname, t.name, lengths)
-            if fig.frames:
-                fcap = _sampling.MAX_FRAMES_3D if vname in ("so3_frame", "plane_sphere") else _sampling.MAX_FRAMES
-                assert len(fig.frames) <= fcap + 1, (vname, len(fig.frames))
-            if vname != "plane_sphere":  # the sphere draws the cursor's plane only: nothing subsampled
-                assert re.search(r"of 2,0\d\d positions", caption), (vname, caption)
+                if vname != "plane_sphere":  # the cursor's plane on a wireframe sphere: nothing per position
+                    assert max(lengths, default=0) <= cap * per_point, (name, vname, t.name, lengths)
+                x = t.x if t.type in ("scatter", "heatmap") and t.x is not None else None
+                if x is not None and np.asarray(x).dtype.kind in "if" and vname not in (
+                        "pca_projection", "torus_angles", "phase_circle", "plane_sphere"):
+                    xs = np.asarray(x, dtype=float)
+                    xs = xs[np.isfinite(xs)]
+                    assert lo <= xs.min() and xs.max() <= hi, (vname, t.name)  # positions of the window
+            if vname != "plane_sphere":  # the sphere draws the cursor's plane only: no window
+                assert f"{lo:,}–{hi:,} of 2,048 at full resolution" in caption, (vname, caption)
             assert not fig.frames and not fig.layout.sliders, vname  # one cursor per page
             if vname in PER_POSITION:  # every figure marks the cursor, the 3-D scenes included
                 assert f"{cursor} '{tr.labels[cursor]}'" in fig.to_json(), f"{vname}: cursor not shown"
@@ -1052,7 +1073,7 @@ def test_geometry_computed_only_where_drawn_is_the_same_as_all_at_once():
     np.testing.assert_allclose(figures.trajectory.step_distances(tr, some), want[2][:, some], rtol=1e-12)
     np.testing.assert_allclose(figures.trajectory.state_phases(tr, 0, [5, 59, 7]), want[0][[5, 59, 7]], rtol=1e-12)
     assert tr._view_cache[("dist_step",)][1].sum() == 3  # only those were computed
-    figures.distance_profile(tr, max_points=10)
+    figures.distance_profile(tr, size=10)
     got = (figures.trajectory.state_phases(tr), figures.trajectory.distance_from_identity(tr),
            figures.trajectory.step_distances(tr))
     for g, w in zip(got, want):
@@ -1195,25 +1216,13 @@ def test_surprisal_with_a_non_finite_output_leaves_a_gap_and_says_so():
     assert "1 position has non-finite values" in cap and "mean 1.58 bits" in fig.data[0].name
 
 
-def test_long_attention_shows_a_full_resolution_window_beside_the_overview():
-    """Past 256 positions the overview subsamples; the window figure shows the 64 positions up to the cursor
-    at full resolution, with exactly the weights of the full map (normalised over all earlier keys)."""
-    n = 300
-    rng = np.random.default_rng(1)
-    q, k = rng.standard_normal((1, 2, n, 4)), rng.standard_normal((1, 2, n, 4))
-    tr = from_record({"logits": np.zeros((n, 3)), "attention_q": q, "attention_k": k}, "transformer",
-                     np.zeros(n, int))
-
-    assert "attention_window" in [f.name for f in views.view_figures("attention", tr)]
-    fig, cap = figures.attention_window(tr, layer=0, cursor=200)
-    w = np.asarray(_by_name(fig, "weights").z, dtype=float)
-    full = tr.attention_weights(0)[137:201, 137:201]
-    lower = np.tril(np.ones((64, 64), bool))
-    np.testing.assert_allclose(w[lower], full[lower], atol=1e-6)
-    assert "137–200" in cap and "positions 137–200" in fig.layout.title.text
-    short = from_record({"logits": np.zeros((9, 3)), "attention_q": q[:, :, :9], "attention_k": k[:, :, :9]},
-                        "transformer", np.zeros(9, int))
-    assert "attention_window" not in [f.name for f in views.view_figures("attention", short)]
+def test_short_texts_show_every_position():
+    """A text of at most WINDOW positions is drawn whole, with no window sentence in the caption."""
+    n = _sampling.WINDOW
+    tr = _random_so3_trace(n)
+    fig, cap = figures.distance_profile(tr, cursor=3)
+    assert list(fig.data[0].x) == list(range(n)) and "full resolution" not in cap
+    assert not figures.needs_overview(tr) and figures.needs_overview(_random_so3_trace(n + 1))
 
 
 # --------------------------------------------------------------------------------------------- curated figures
