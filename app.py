@@ -44,7 +44,7 @@ st.html("<style>"
         "[data-testid='stMainBlockContainer'] {padding-top: 3.2rem;}"
         "[data-testid='stMain'] h1 {font-size: 1.75rem; padding: 0 0 0.2rem 0;}"
         "div[data-testid='stColumn']:has(div.st-key-view-side), "
-        "div[data-testid='stColumn']:has(div.st-key-tour-side) {min-width: min(100%, 260px);}"
+        "div[data-testid='stColumn']:has(div.st-key-tour-side) {min-width: min(100%, 260px) !important;}"
         # a formula wider than a phone scrolls sideways instead of running off the page; on a phone-wide
         # window the formulas are set at 0.85em instead of KaTeX's 1.21em (13.6 px), so the views' widest
         # (Planes, 468 px at 1.21em) fit the ~358 px a 390-px phone leaves and none hides its end unseen

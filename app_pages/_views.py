@@ -223,6 +223,20 @@ def first_row(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem: st
     return box, items[:at] + items[at + 1:]
 
 
+def overview(tr: Any, pos: int, key_prefix: str, stem: str, where: Any) -> None:
+    """The whole text as a strip (:func:`geomlab.figures.text_overview`) with the window of positions the
+    figures draw shaded on it, when the text is longer than that window; a click on it moves the cursor there
+    (and the window with it)."""
+    from geomlab.figures import needs_overview, text_overview
+
+    if not needs_overview(tr):
+        return
+    fig, caption = text_overview(tr, pos)
+    with where:
+        ui.chart(fig, key=f"{key_prefix}-overview", filename=f"{stem}-overview", narrow=True)
+        st.caption(caption)
+
+
 def controls_row(n: int) -> list:
     """The compact row of a view's controls: the token cursor (twice as wide) and ``n`` more slots."""
     cols = st.columns([3] + [1.3] * max(n, 1), gap="small", vertical_alignment="bottom")
@@ -269,6 +283,7 @@ def render_view(slug: str) -> None:
             st.info("No figure of this view applies to this checkpoint.", icon=":material/info:")
 
         def side(box: Any) -> None:
+            overview(tr, pos, key_prefix=slug, stem=f"{entry.name}-{slug}", where=box)
             _explain.view_intro(view, entry, tr, where=box)
             _tokens.token_panel(entry, tr, pos, where=box)
 
