@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import plotly
 import plotly.graph_objects as go
@@ -62,13 +62,22 @@ def figure_json(fig: go.Figure) -> str:
     return pio.to_json(fig, validate=False)
 
 
+def clicked(key: str) -> dict | None:
+    """The click on the live chart ``key`` that started this rerun, else None: readable in its ``on_click``
+    callback and anywhere in the script, before or after the chart is drawn (a page that moves its cursor
+    on a click reads it before drawing, so the click's rerun already shows the new cursor)."""
+    value = st.session_state.get(key)
+    return value.get("click") if hasattr(value, "get") else None
+
+
 def live_chart(fig: go.Figure, key: str, config: dict, height: int | None = None,
-               width: int | str = "stretch") -> dict | None:
+               width: int | str = "stretch", on_click: Callable[[], None] | None = None) -> dict | None:
     """Draw ``fig`` under the element key ``key`` and return this rerun's click on it.
 
     ``config``: Plotly's config (toolbar buttons, PNG download options). ``height`` in px overrides the
     figure's ``layout.height`` (Plotly's 450 px when neither is set). ``width``: ``"stretch"`` (the
-    container's width, redrawn when the container resizes) or an int, the width in px.
+    container's width, redrawn when the container resizes) or an int, the width in px. ``on_click``: called
+    before the rerun a click starts (read the click there with :func:`clicked`).
 
     Returns ``{"x", "y", "curve", "point", "customdata"}`` plus ``"z"`` where the trace has one (heatmap
     value, 3-D coordinate) when the user clicked a point of this chart since the previous rerun, else
@@ -79,5 +88,5 @@ def live_chart(fig: go.Figure, key: str, config: dict, height: int | None = None
     if height is not None:
         fig = go.Figure(fig).update_layout(height=height)
     data = {"figure": figure_json(fig), "config": config, "plotly": _plotly_url(), "stretch": width == "stretch"}
-    result = _component()(data=data, key=key, width=width, on_click_change=lambda: None)
+    result = _component()(data=data, key=key, width=width, on_click_change=on_click or (lambda: None))
     return result.get("click") if hasattr(result, "get") else getattr(result, "click", None)
