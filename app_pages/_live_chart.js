@@ -28,13 +28,17 @@ const GREYS_LIGHT = { text: "#808495", grid: "#e6eaf1", legend: "#262730", green
 const GREYS_DARK = { text: "#e6eaf1", grid: "#31333F", legend: "#fafafa", green: "#7defa1", red: "#ffabab",
                      blue: "#83c9ff" };
 
+const LUMINANCE = new Map();  // background colour -> its luminance, measured once
+
 function luminance(color) {
+  if (LUMINANCE.has(color)) return LUMINANCE.get(color);
   const probe = document.createElement("span");
   probe.style.color = color;
   document.body.appendChild(probe);
   const rgb = getComputedStyle(probe).color.match(/\d+(\.\d+)?/g) || ["255", "255", "255"];
   probe.remove();
-  return (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]) / 255;
+  LUMINANCE.set(color, (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]) / 255);
+  return LUMINANCE.get(color);
 }
 
 function themeOf(host) {

@@ -22,7 +22,8 @@ import plotly
 import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
-from streamlit.components.v1 import components as _v1
+from streamlit.components.v1 import declare_component
+from streamlit.runtime import get_instance
 
 #: Name of the v1 path component that serves plotly.js's folder (the module name is prefixed by Streamlit).
 _ASSETS = "plotlyjs"
@@ -47,10 +48,11 @@ def _component() -> Any:
 def _plotly_url() -> str:
     """Path, from the server's root, of plotly.min.js as Streamlit serves it (``server.baseUrlPath`` included).
 
-    Registers the ``plotly`` package's ``package_data`` folder as a file-serving component. The registry
-    belongs to the running Streamlit runtime, so this is done on every call (a dictionary update)."""
-    folder = Path(plotly.__file__).parent / "package_data"
-    name = _v1.declare_component(_ASSETS, path=str(folder)).name
+    The ``plotly`` package's ``package_data`` folder is registered as a file-serving component once per
+    Streamlit runtime (the registry is the runtime's; AppTest starts several in one process)."""
+    name = f"{__name__}.{_ASSETS}"  # what declare_component, called from this module, names it
+    if get_instance().component_registry.get_component_path(name) is None:
+        declare_component(_ASSETS, path=str(Path(plotly.__file__).parent / "package_data"))
     base = (st.get_option("server.baseUrlPath") or "").strip("/")
     return "/" + (base + "/" if base else "") + f"component/{name}/plotly.min.js"
 
