@@ -124,7 +124,9 @@ export default function (component) {
     const Plotly = await loadPlotly(data.plotly);
     const fig = themed(data.figure, themeOf(parentElement));
     plot.style.height = (fig.layout.height || 450) + "px";
-    if (data.stretch) { delete fig.layout.width; fig.layout.autosize = true; }
+    plot.style.maxWidth = data.max_width ? data.max_width + "px" : "";  // a fixed width, at most the container's
+    delete fig.layout.width;  // the width is the <div>'s, followed on resize
+    fig.layout.autosize = true;
     if (!state.drawn) {
       await Plotly.newPlot(plot, fig.data, fig.layout, data.config);
       state.drawn = true;

@@ -78,7 +78,8 @@ def live_chart(fig: go.Figure, key: str, config: dict, height: int | None = None
 
     ``config``: Plotly's config (toolbar buttons, PNG download options). ``height`` in px overrides the
     figure's ``layout.height`` (Plotly's 450 px when neither is set). ``width``: ``"stretch"`` (the
-    container's width, redrawn when the container resizes) or an int, the width in px. ``on_click``: called
+    container's width, redrawn when the container resizes) or an int, a width in px (at most the
+    container's). ``on_click``: called
     before the rerun a click starts (read the click there with :func:`clicked`).
 
     Returns ``{"x", "y", "curve", "point", "customdata"}`` plus ``"z"`` where the trace has one (heatmap
@@ -89,6 +90,7 @@ def live_chart(fig: go.Figure, key: str, config: dict, height: int | None = None
     """
     if height is not None:
         fig = go.Figure(fig).update_layout(height=height)
-    data = {"figure": figure_json(fig), "config": config, "plotly": _plotly_url(), "stretch": width == "stretch"}
-    result = _component()(data=data, key=key, width=width, on_click_change=on_click or (lambda: None))
+    data = {"figure": figure_json(fig), "config": config, "plotly": _plotly_url(),
+            "max_width": None if width == "stretch" else int(width)}
+    result = _component()(data=data, key=key, on_click_change=on_click or (lambda: None))
     return result.get("click") if hasattr(result, "get") else getattr(result, "click", None)

@@ -291,7 +291,7 @@ def is_phone() -> bool:
 
 def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = False,
           width: int | None = None) -> dict | None:
-    """Draw a Plotly figure at the container's width (``width`` px when given) with the PNG download
+    """Draw a Plotly figure at the container's width (at most ``width`` px when given) with the PNG download
     button in its toolbar (``narrow``: it sits in a half-width column). On a phone, a copy laid out for a
     narrow screen (:func:`app_pages._relayout.phone_copy`) and a toolbar without the zoom and pan buttons.
 
