@@ -25,6 +25,7 @@ from app_pages import _state
 from app_pages._messages import md_escape
 from geomlab.checkpoints import catalog
 from geomlab.live import runner as live
+from helpers.charts import charts
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 120
@@ -109,10 +110,6 @@ def decode(values) -> list[float]:
     if isinstance(values, dict) and "bdata" in values:
         return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
     return list(values or [])
-
-
-def charts(at: AppTest) -> list:
-    return list(at.get("plotly_chart"))
 
 
 def test_home_without_any_checkpoint_says_so_and_links_to_train(tmp_path, monkeypatch):
@@ -262,7 +259,7 @@ def test_compare_shows_both_checkpoints_side_by_side(ckpt_dirs):
     at = app(gl_ckpt=ref("osm"), gl_ckpt_b=ref("osmformer"))
     goto(at, "compare")
     assert len(charts(at)) >= 3  # surprisal + at least one figure per side
-    spec = json.loads(charts(at)[0].proto.spec)
+    spec = json.loads(charts(at)[0].spec)
     assert {d["name"].split(" (")[0] for d in spec["data"]} == {"A: osm", "B: osmformer"}
     table = at.dataframe[0].value  # the two sides' metrics with their training steps
     assert list(table["side"]) == ["A", "B"] and all(str(v) not in ("", "None") for v in table["trained"])
@@ -374,9 +371,9 @@ def test_checkpoint_text_and_cursor_carry_across_pages_and_into_the_url(ckpt_dir
 def test_cursor_moves_the_highlight_in_the_figures(ckpt_dirs):
     at = app(gl_ckpt=ref("osm"), gl_text="But soft, what light")
     goto(at, "trajectories")
-    before = [c.proto.spec for c in charts(at)]
+    before = [c.spec for c in charts(at)]
     at.select_slider(key="w_pos").set_value(7).run()
-    after = [c.proto.spec for c in charts(at)]
+    after = [c.spec for c in charts(at)]
     assert len(before) == len(after) >= 1
     assert sum(a != b for a, b in zip(before, after)) >= 1
 
@@ -504,7 +501,7 @@ def test_cem_recursion_slider_retraces_with_more_steps(ckpt_dirs):
     trained = at.slider(key="w_gl_steps").value
     at.slider(key="w_gl_steps").set_value(trained + 3).run()
     assert not at.exception and not errors(at)
-    spec = json.loads(charts(at)[0].proto.spec)
+    spec = json.loads(charts(at)[0].spec)
     xs = [x for d in spec["data"] if "mean" in (d.get("name") or "") for x in decode(d.get("x"))]
     assert max(x for x in xs if x is not None) == trained + 3  # the figure may break lines with None gaps
 
@@ -725,7 +722,7 @@ def test_a_reloaded_train_page_reattaches_to_its_run(ckpt_dirs):
         assert not any("No run yet" in i.value for i in at2.info)
         assert not at2.button(key="train-save").disabled
         # word-problem wording: loss per symbol, accuracy on whole steps 0..total, a compact time
-        specs = [json.loads(c.proto.spec) for c in charts(at2)]
+        specs = [json.loads(c.spec) for c in charts(at2)]
         loss = next(s for s in specs if "Training curves" in json.dumps(s["layout"].get("title", "")))
         assert "nats per symbol" in loss["layout"]["yaxis"]["title"]["text"]
         assert "nats/symbol" in loss["data"][0]["hovertemplate"]
@@ -778,7 +775,7 @@ def open_page(slug: str, **query) -> AppTest:
 
 
 def surprisal_spec(at: AppTest) -> dict:
-    return next(s for s in (json.loads(c.proto.spec) for c in charts(at))
+    return next(s for s in (json.loads(c.spec) for c in charts(at))
                 if "Surprisal" in s["layout"]["title"]["text"])
 
 
@@ -872,12 +869,12 @@ def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets)
 def _column_chart_titles(at: AppTest) -> list[str]:
     out = []
     for col in at.columns:
-        out += [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in col.get("plotly_chart")]
+        out += [json.loads(c.spec)["layout"].get("title", {}).get("text", "") for c in charts(col)]
     return out
 
 
 def _chart_titles(at: AppTest) -> list[str]:
-    return [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in charts(at)]
+    return [json.loads(c.spec)["layout"].get("title", {}).get("text", "") for c in charts(at)]
 
 
 def test_figures_with_panels_side_by_side_are_drawn_full_width(bundled_assets):
@@ -887,7 +884,7 @@ def test_figures_with_panels_side_by_side_are_drawn_full_width(bundled_assets):
     torus = [t for t in _chart_titles(at) if "torus" in t.lower() or "angle" in t.lower()]
     assert torus, _chart_titles(at)
     assert not set(torus) & set(_column_chart_titles(at))
-    side_by_side = [json.loads(c.proto.spec) for c in charts(at)]
+    side_by_side = [json.loads(c.spec) for c in charts(at)]
     narrow = set(_column_chart_titles(at))
     for spec in side_by_side:
         if _views.panels_side_by_side(spec):
@@ -903,7 +900,7 @@ def test_compare_draws_each_osmformer_map_as_its_own_square(bundled_assets):
                     b="bundled/osmformer-o-linear-tinyshakespeare")
     cmp.session_state["gl_compare_view"] = "attention"
     cmp.run()
-    specs = [json.loads(c.proto.spec) for c in charts(cmp)]
+    specs = [json.loads(c.spec) for c in charts(cmp)]
     maps = [s for s in specs if s["layout"]["title"]["text"].startswith(("Similarity", "Attention weights"))]
     assert len(maps) == 4 and all(_views.square_single_panel(s) for s in maps), [s["layout"]["title"] for s in maps]
     assert not any(_views.panels_side_by_side(s) for s in specs)
@@ -950,7 +947,7 @@ def test_compare_draws_both_sides_of_a_figure_on_one_scale(bundled_assets):
                     b="bundled/osmformer-u-tinyshakespeare")
     cmp.session_state["gl_compare_view"] = "tangents"
     cmp.run()
-    specs = [json.loads(c.proto.spec) for c in charts(cmp)]
+    specs = [json.loads(c.spec) for c in charts(cmp)]
     stem = [s["layout"]["title"]["text"].split(" · A: ")[0].split(" · B: ")[0] for s in specs]
     pairs = [(specs[i], specs[i + 1]) for i in range(len(specs) - 1) if stem[i] == stem[i + 1]]
     assert len(pairs) >= 2, stem
@@ -987,12 +984,12 @@ def test_compare_opens_a_above_b_with_square_maps_as_wide_as_they_are_tall(bundl
 
     at = open_page("compare", b="bundled/osmformer-o-linear-tinyshakespeare")
     assert at.session_state["w_gl_compare_layout"] == "stacked"
-    assert not [c for col in at.columns for c in col.get("plotly_chart")]
+    assert not [c for col in at.columns for c in charts(col)]
     heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: "))]
     # no header row (a label without the figure's name); the downloads' labels carry no " · "
     assert not [h for h in heads if " · " in h and " · *" not in h]
     assert sum(" · *" in h for h in heads) >= 4, heads
-    specs = [json.loads(c.proto.spec) for c in charts(at)]
+    specs = [json.loads(c.spec) for c in charts(at)]
     square = [s for s in specs if _views.square_single_panel(s)]
     assert square
     fig = go.Figure(square[0])
@@ -1031,7 +1028,7 @@ def test_compare_side_by_side_labels_each_side_once_and_keeps_every_map_square_a
     assert at.session_state["gl_compare_view"] == "attention"
     heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: ")) and " · " in m.value]
     assert heads == ["**A: cem-t2-tinyshakespeare** · cem", "**B: osmformer-o-linear-tinyshakespeare** · osmformer · O"]
-    in_cols = [json.loads(c.proto.spec) for col in at.columns for c in col.get("plotly_chart")]
+    in_cols = [json.loads(c.spec) for col in at.columns for c in charts(col)]
     maps = [s for s in in_cols if s["layout"]["title"]["text"].startswith(("Similarity", "Attention weights"))]
     assert len(maps) == 3 and all(_views.square_single_panel(m) for m in maps)
     for m in maps:
@@ -1039,7 +1036,7 @@ def test_compare_side_by_side_labels_each_side_once_and_keeps_every_map_square_a
         assert m["layout"]["xaxis"]["constraintoward"] == "left"
         title = m["layout"]["title"]["text"]
         assert title.count("<sub>") == title.count("</sub>") and "</su<br>" not in title, title
-    assert not any(_views.panels_side_by_side(json.loads(c.proto.spec)) for c in charts(at))
+    assert not any(_views.panels_side_by_side(json.loads(c.spec)) for c in charts(at))
 
 
 def test_narrow_titles_wrap_on_visible_characters_and_never_inside_markup():
@@ -1329,7 +1326,7 @@ def test_a_link_reopens_every_choice_of_the_view(bundled_assets, slug, a, b):
     student.switch_page(f"app_pages/{slug}.py")
     student.run()
     assert not student.exception and not errors(student), errors(student)
-    assert [c.proto.spec for c in charts(student)] == [c.proto.spec for c in charts(at)]
+    assert [c.spec for c in charts(student)] == [c.spec for c in charts(at)]
 
 
 
@@ -1429,7 +1426,7 @@ def test_on_a_phone_titles_wrap_and_the_toolbar_keeps_only_the_download(bundled_
     def specs(phone: bool) -> list[tuple[dict, dict]]:
         monkeypatch.setattr(_widgets, "is_phone", lambda: phone)
         at = open_page("attention", ckpt="bundled/osmformer-o-linear-tinyshakespeare")
-        return [(json.loads(c.proto.spec), json.loads(c.proto.config)) for c in charts(at)]
+        return [(json.loads(c.spec), json.loads(c.config)) for c in charts(at)]
 
     desk, phone = specs(False), specs(True)
     assert len(desk) == len(phone) >= 4
@@ -1457,4 +1454,4 @@ def test_a_phone_draws_compare_a_above_b_even_when_the_link_says_side_by_side(bu
     assert any("On a phone A and B stand one above the other" in c.value for c in at.caption)
     heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: ")) and " · *" in m.value]
     assert heads and all(" · *" in h for h in heads)  # each figure under its own side's label
-    assert not [c for col in at.columns for c in col.get("plotly_chart")]  # no figure in a column
+    assert not [c for col in at.columns for c in charts(col)]  # no figure in a column

@@ -34,10 +34,10 @@ def views() -> dict:
 
 
 def drawn(fig, phone: bool, monkeypatch, narrow: bool = False) -> tuple:
-    """The figure ``chart`` hands to ``st.plotly_chart`` (phone or desktop) and its layout as plotly JSON."""
+    """The figure ``chart`` hands to ``live_chart`` (phone or desktop) and its layout as plotly JSON."""
     got = []
     monkeypatch.setattr(_widgets, "is_phone", lambda: phone)
-    monkeypatch.setattr(_widgets.st, "plotly_chart", lambda f, **kw: got.append(f))
+    monkeypatch.setattr(_widgets, "live_chart", lambda f, **kw: got.append(f))
     _widgets.chart(fig, key="k", narrow=narrow)
     return got[0], got[0].layout.to_plotly_json()
 

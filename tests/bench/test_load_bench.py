@@ -9,6 +9,7 @@ import pytest
 
 from geomlab.bench import available
 from geomlab.bench import load as bench
+from geomlab.bench.load import protocol as bench_protocol
 
 
 def _element(kind: str, **fields):
@@ -96,6 +97,12 @@ def _fwd(**kw):
     return msg.SerializeToString()
 
 
+def test_the_live_chart_name_is_the_apps():
+    from app_pages import _live_chart
+
+    assert bench_protocol.LIVE_CHART == _live_chart._NAME
+
+
 def test_run_reader_folds_a_recorded_run():
     from streamlit.proto.Alert_pb2 import Alert
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
@@ -108,7 +115,8 @@ def test_run_reader_folds_a_recorded_run():
         _fwd(new_session_hash="page-1"),
         _fwd(element=_select_slider("Token cursor", ["0 · a", "1 · b"])),
         _fwd(element=_element("plotly_chart", spec="{}")),
-        _fwd(element=_element("plotly_chart", spec="{}")),
+        _fwd(element=_element("bidi_component", component_name=bench_protocol.LIVE_CHART)),
+        _fwd(element=_element("bidi_component", component_name="some_other_component")),  # not a chart
         _fwd(element=_element("alert", body="The text has no tokens.", format=Alert.Format.ERROR)),
         _fwd(element=_element("alert", body="2 characters not in the vocabulary", format=Alert.Format.WARNING)),
         _fwd(element=_element("exception", type="KeyError", message="'x'")),

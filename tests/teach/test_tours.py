@@ -16,6 +16,7 @@ from geomlab.checkpoints import io as checkpoint
 from geomlab.teach import lessons, tours
 from geomlab import trace as trace_mod
 from geomlab.teach import views
+from helpers.charts import charts
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -379,7 +380,7 @@ def test_a_link_opens_its_step_and_next_back_move_state_and_url(bundled_app):
     assert at.session_state["gl_ckpt"] == s2.checkpoint and at.session_state["gl_text"] == s2.text
     assert at.session_state["gl_pos"] == s2.cursor
     assert any(s2.notice[:40] in i.value for i in at.info)  # the notice, highlighted
-    assert len(at.get("plotly_chart")) == 2  # the step's two figures, not the whole view
+    assert len(charts(at)) == 2  # the step's two figures, not the whole view
     assert qp(at, "lesson") == lesson.slug and qp(at, "step") == "2"
     assert at.button(key="tour_back").label == "Back" and at.button(key="tour_next").label == "Next"
 
@@ -390,7 +391,7 @@ def test_a_link_opens_its_step_and_next_back_move_state_and_url(bundled_app):
     assert qp(at, "step") == "3" and at.session_state["gl_text"] == s3.text
     assert at.session_state["gl_ckpt_b"] == s3.compare
     assert qp(at, "text") is None and qp(at, "b") is None  # the Tour's URL: lesson and step only
-    assert len(at.get("plotly_chart")) == 2  # one distance profile per checkpoint
+    assert len(charts(at)) == 2  # one distance profile per checkpoint
 
     at.button(key="tour_back").click().run()
     assert heading(at) == f"2. {s2.title}" and qp(at, "step") == "2"
@@ -399,10 +400,10 @@ def test_a_link_opens_its_step_and_next_back_move_state_and_url(bundled_app):
 
 def test_moving_the_cursor_within_a_step_keeps_the_step(bundled_app):
     at = open_tour(lesson="s5-word-problem", step="2")
-    before = [c.proto.spec for c in at.get("plotly_chart")]
+    before = [c.spec for c in charts(at)]
     at.select_slider(key="w_pos").set_value(1).run()
     assert at.session_state["gl_pos"] == 1 and qp(at, "step") == "2" and qp(at, "pos") is None
-    after = [c.proto.spec for c in at.get("plotly_chart")]
+    after = [c.spec for c in charts(at)]
     assert before != after
 
 
@@ -431,7 +432,7 @@ def test_a_step_showing_figures_outside_the_views_default_set_opens_more_figures
     assert not at.exception and not at.error and at.session_state["gl_more_figures"] is True
     at.switch_page("app_pages/planes.py").run()
     assert not at.exception and not at.error
-    titles = " ".join(c.proto.spec for c in at.get("plotly_chart"))
+    titles = " ".join(c.spec for c in charts(at))
     assert all(t in titles for t in ("Plane similarity", "Gate share")), step.figures
 
 
@@ -466,7 +467,7 @@ def test_every_step_draws_in_the_app(bundled_app, slug):
     for i, step in enumerate(lesson.steps):
         assert heading(at) == f"{i + 1}. {step.title}"
         assert not at.exception and not at.error, (slug, i, [e.value for e in at.error])
-        assert len(at.get("plotly_chart")) >= 1, (slug, i)
+        assert len(charts(at)) >= 1, (slug, i)
         assert not [x.value for x in at.info if not x.value.startswith("**What to notice")], (slug, i)
         if i < len(lesson.steps) - 1:
             at.button(key="tour_next").click().run()
@@ -486,7 +487,7 @@ def test_the_tour_without_the_bundled_zoo_explains_instead_of_failing(tmp_path, 
     at = open_tour(lesson="cem-energy", step="2")
     assert heading(at).startswith("2. ")
     assert any("No checkpoint is available" in i.value for i in at.info)
-    assert not at.get("plotly_chart")
+    assert not charts(at)
 
 
 def test_the_plucker_step_names_the_axes_the_figure_draws(zoo):

@@ -17,6 +17,7 @@ from geomlab.trace import predictions
 from geomlab.figures import FigureError
 from geomlab.figures.tokens import WINDOW, attends_to, token_window, window_after
 from geomlab.trace import from_record, score_predictions
+from helpers.charts import charts
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -178,7 +179,7 @@ def page_trace(name: str):
 
 
 def chart_titles(at: AppTest) -> list[str]:
-    return [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    return [json.loads(c.spec)["layout"].get("title", {}).get("text", "") for c in charts(at)]
 
 
 def guesses(at) -> list[str]:

@@ -19,6 +19,7 @@ from geomlab.live import probes
 from geomlab.live import tap
 from geomlab.figures import FigureError
 from geomlab.figures.curves import probe_history, run_overlay
+from helpers.charts import charts
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 120
@@ -245,8 +246,8 @@ def test_probe_history_draws_one_line_per_probe_dark_to_light():
 # ---------------------------------------------------------------- the page
 def _charts(at: AppTest) -> dict[str, dict]:
     out = {}
-    for c in at.get("plotly_chart"):
-        spec = json.loads(c.proto.spec)
+    for c in charts(at):
+        spec = json.loads(c.spec)
         out[str(spec["layout"].get("meta", {}).get("view") or json.dumps(spec["layout"].get("title", "")))] = spec
     return out
 

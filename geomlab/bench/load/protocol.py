@@ -41,6 +41,17 @@ def rerun_backmsg(*, query_string: str = "", page_name: str = "", page_script_ha
     return msg.SerializeToString()
 
 
+#: Name of the app's live chart component (``app_pages/_live_chart.py``; a test checks the two agree).
+LIVE_CHART = "geomlab_live_chart"
+
+
+def is_chart(el: Any) -> bool:
+    """Whether an ``Element`` proto is a Plotly chart: ``st.plotly_chart`` or the app's live chart (a
+    ``components.v2`` element, ``bidi_component``, named :data:`LIVE_CHART`)."""
+    kind = el.WhichOneof("type")
+    return kind == "plotly_chart" or (kind == "bidi_component" and el.bidi_component.component_name == LIVE_CHART)
+
+
 @dataclass
 class CursorWidget:
     """The token cursor as found in a run's deltas: widget id, kind (``"select_slider"`` or
@@ -191,7 +202,7 @@ class RunReader:
             run.elements.append(el)
             if el.WhichOneof("type") == "slider" and msg.delta.fragment_id:
                 run.fragments[el.slider.id] = msg.delta.fragment_id
-            if el.WhichOneof("type") == "plotly_chart":
+            if is_chart(el):
                 run.charts += 1
             err = element_errors(el)
             if err:

@@ -1,0 +1,144 @@
+// One Plotly figure drawn in place: the first run draws it (Plotly.newPlot), every later run with new data
+// updates the same <div> (Plotly.react), and a click on a point is sent back to Python as the trigger
+// "click". plotly.js is loaded once per browser page, from the URL Python passes in `data.plotly`.
+
+const LOADING = "__geomlabPlotlyLoading";
+
+function loadPlotly(src) {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (!window[LOADING]) {
+    window[LOADING] = new Promise((resolve, reject) => {
+      const tag = document.createElement("script");
+      tag.src = src;
+      tag.async = true;
+      tag.onload = () => resolve(window.Plotly);
+      tag.onerror = () => { window[LOADING] = null; reject(new Error("plotly.js did not load from " + src)); };
+      document.head.appendChild(tag);
+    });
+  }
+  return window[LOADING];
+}
+
+// Streamlit's Plotly theme, as st.plotly_chart applies it: the "streamlit" template carries placeholder
+// colours (#000001...#000040) that are replaced with the page theme's colours, and the template's layout
+// gets the theme's fonts, background and axis colours. Colours come from the --st-* properties Streamlit
+// sets on a component; the greys, which it does not expose, from its palette (light or dark background).
+const GREYS_LIGHT = { text: "#808495", grid: "#e6eaf1", legend: "#262730", green: "#29b09d", red: "#ff2b2b",
+                      blue: "#0068c9" };
+const GREYS_DARK = { text: "#e6eaf1", grid: "#31333F", legend: "#fafafa", green: "#7defa1", red: "#ffabab",
+                     blue: "#83c9ff" };
+
+const LUMINANCE = new Map();  // background colour -> its luminance, measured once
+
+function luminance(color) {
+  if (LUMINANCE.has(color)) return LUMINANCE.get(color);
+  const probe = document.createElement("span");
+  probe.style.color = color;
+  document.body.appendChild(probe);
+  const rgb = getComputedStyle(probe).color.match(/\d+(\.\d+)?/g) || ["255", "255", "255"];
+  probe.remove();
+  LUMINANCE.set(color, (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]) / 255);
+  return LUMINANCE.get(color);
+}
+
+function themeOf(host) {
+  const css = getComputedStyle(host);
+  const get = (name, fallback) => css.getPropertyValue(name).trim() || fallback;
+  const list = (name) => get(name, "").split(",").map((c) => c.trim()).filter(Boolean);
+  const bg = get("--st-background-color", "#ffffff");
+  const greys = luminance(bg) > 0.5 ? GREYS_LIGHT : GREYS_DARK;
+  return { bg, greys, font: get("--st-font", "sans-serif"), headingFont: get("--st-heading-font", "sans-serif"),
+           heading: get("--st-heading-color", "#31333F"), body: get("--st-text-color", "#31333F"),
+           border: get("--st-border-color", "#d5dae5"), categorical: list("--st-chart-categorical-colors"),
+           sequential: list("--st-chart-sequential-colors"), diverging: list("--st-chart-diverging-colors") };
+}
+
+function themed(figureJson, t) {
+  const swap = { "#000032": t.greys.green, "#000033": t.greys.red, "#000034": t.greys.blue,
+                 "#000035": t.greys.grid, "#000036": t.greys.text, "#000037": t.greys.legend, "#000038": t.bg,
+                 "#000039": "rgba(128,132,149,0.05)", "#000040": "transparent" };
+  [t.categorical, t.sequential, t.diverging].forEach((colors, k) => colors.forEach((c, i) => {
+    swap["#0000" + String(10 * k + i + 1).padStart(2, "0")] = c;
+  }));
+  const fig = JSON.parse(figureJson.replace(/#0000[0-4]\d/g, (m) => swap[m] || m));
+  const layout = (fig.layout = fig.layout || {});
+  const template = (layout.template = layout.template || {});
+  const g = t.greys;
+  const axisTitle = { font: { color: g.text, size: 14 } };
+  const ticks = { color: g.text, size: 12 };
+  merge((template.layout = template.layout || {}), {
+    font: { color: g.text, family: t.font, size: 12 },
+    title: { font: { family: t.headingFont, size: 16, color: t.heading }, pad: { l: 4 }, xanchor: "left", x: 0 },
+    legend: { title: { font: { size: 12, color: g.text }, side: "top" }, valign: "top",
+              bordercolor: "rgba(0,0,0,0)", borderwidth: 0, font: { size: 12, color: g.legend } },
+    paper_bgcolor: t.bg, plot_bgcolor: t.bg,
+    yaxis: { ticklabelposition: "outside", zerolinecolor: g.grid, title: { ...axisTitle, standoff: 24 },
+             tickcolor: g.grid, tickfont: ticks, gridcolor: g.grid, minor: { gridcolor: g.grid }, automargin: true },
+    xaxis: { zerolinecolor: g.grid, gridcolor: g.grid, showgrid: false, tickfont: ticks, tickcolor: g.grid,
+             title: { ...axisTitle, standoff: 20 }, minor: { gridcolor: g.grid }, zeroline: false, automargin: true,
+             rangeselector: { bgcolor: t.bg, bordercolor: g.grid, borderwidth: 1, x: 0 } },
+    margin: { pad: 8, r: 0, l: 0 },
+    hoverlabel: { bgcolor: t.bg, bordercolor: t.border, font: { color: g.text, family: t.font, size: 12 } },
+    coloraxis: { colorbar: { thickness: 16, xpad: 24, ticklabelposition: "outside", outlinecolor: "rgba(0,0,0,0)",
+                             outlinewidth: 8, len: 0.75, y: 0.5745, title: { font: { color: g.text, size: 14 } },
+                             tickfont: { color: g.text, size: 12 } } },
+  });
+  if (layout.title && typeof layout.title === "object" && typeof layout.title.text === "string") {
+    layout.title = { ...layout.title, text: "<b>" + layout.title.text + "</b>" };
+  }
+  return fig;
+}
+
+function merge(into, from) {
+  for (const [k, v] of Object.entries(from)) {
+    if (v && typeof v === "object" && !Array.isArray(v) && into[k] && typeof into[k] === "object") merge(into[k], v);
+    else into[k] = v;
+  }
+  return into;
+}
+
+// What a click on one point reports: its coordinates (z for heatmaps and 3-D), the trace and point index
+// (a heatmap's point index is [row, column]) and the point's customdata.
+function clicked(ev) {
+  const p = ev.points && ev.points[0];
+  if (!p) return null;
+  const out = { x: p.x ?? null, y: p.y ?? null, curve: p.curveNumber,
+                point: p.pointNumber ?? p.pointIndex ?? null, customdata: p.customdata ?? null };
+  if (p.z !== undefined) out.z = p.z;
+  return JSON.parse(JSON.stringify(out));
+}
+
+export default function (component) {
+  const { data, parentElement, setTriggerValue } = component;
+  let plot = parentElement.querySelector(":scope > .geomlab-plot");
+  if (!plot) {
+    plot = document.createElement("div");
+    plot.className = "geomlab-plot";
+    parentElement.appendChild(plot);
+  }
+  const state = (plot.__geomlab = plot.__geomlab || { drawn: false, queue: Promise.resolve() });
+  state.send = setTriggerValue;  // the click handler always answers through the latest run's setter
+  state.latest = data;
+  state.queue = state.queue.then(async () => {
+    if (state.latest !== data) return;  // a newer run superseded this one before it was drawn
+    const Plotly = await loadPlotly(data.plotly);
+    const fig = themed(data.figure, themeOf(parentElement));
+    plot.style.height = (fig.layout.height || 450) + "px";
+    plot.style.maxWidth = data.max_width ? data.max_width + "px" : "";  // a fixed width, at most the container's
+    delete fig.layout.width;  // the width is the <div>'s, followed on resize
+    fig.layout.autosize = true;
+    if (!state.drawn) {
+      await Plotly.newPlot(plot, fig.data, fig.layout, data.config);
+      state.drawn = true;
+      plot.on("plotly_click", (ev) => { const c = clicked(ev); if (c) state.send("click", c); });
+      state.resize = new ResizeObserver(() => { if (plot.isConnected) Plotly.Plots.resize(plot); });
+      state.resize.observe(plot);
+    } else {
+      await Plotly.react(plot, fig.data, fig.layout, data.config);
+    }
+  }).catch((err) => console.error("geomlab live chart:", err));
+  return () => {
+    if (state.resize) state.resize.disconnect();
+    if (window.Plotly && state.drawn && !plot.isConnected) window.Plotly.purge(plot);
+  };
+}

@@ -1,0 +1,96 @@
+"""A Plotly chart that is updated in place and reports clicks: :func:`live_chart`.
+
+``st.plotly_chart`` gives a changed figure a new element, so the browser draws it from scratch
+(``Plotly.newPlot``) on every rerun that changes it. Here the figure is mounted as a Streamlit custom
+component (``st.components.v2``, in the page, no iframe) under a fixed key: the component keeps its identity
+when its data changes, and its JavaScript (``_live_chart.js``) updates the same ``<div>`` with
+``Plotly.react``. A click on a point (heatmap cell, curve point, bar, 3-D marker) comes back as the trigger
+``click`` for one rerun.
+
+plotly.js is not copied into the repository: the ``plotly`` package's own ``package_data/plotly.min.js`` (the
+version its figures are written for) is served by Streamlit's component file route, registered once as a
+``components.v1`` path component (``/component/<name>/plotly.min.js``), and loaded once per browser page.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Callable
+
+import plotly
+import plotly.graph_objects as go
+import plotly.io as pio
+import streamlit as st
+from streamlit.components.v1 import declare_component
+from streamlit.runtime import get_instance
+
+#: Name of the v1 path component that serves plotly.js's folder (the module name is prefixed by Streamlit).
+_ASSETS = "plotlyjs"
+#: Name of the v2 component that draws one figure.
+_NAME = "geomlab_live_chart"
+_JS = Path(__file__).with_name("_live_chart.js")
+_CSS = ".geomlab-plot { width: 100%; }"
+
+
+@functools.cache
+def _js() -> str:
+    return _JS.read_text(encoding="utf-8")
+
+
+def _component() -> Any:
+    """The v2 component's mounting command. Registered on every call: the registry belongs to the running
+    Streamlit runtime (AppTest starts several in one process), and registering the same definition again
+    is a silent dictionary update."""
+    return st.components.v2.component(_NAME, js=_js(), css=_CSS, isolate_styles=False)
+
+
+def _plotly_url() -> str:
+    """Path, from the server's root, of plotly.min.js as Streamlit serves it (``server.baseUrlPath`` included).
+
+    The ``plotly`` package's ``package_data`` folder is registered as a file-serving component once per
+    Streamlit runtime (the registry is the runtime's; AppTest starts several in one process)."""
+    name = f"{__name__}.{_ASSETS}"  # what declare_component, called from this module, names it
+    if get_instance().component_registry.get_component_path(name) is None:
+        declare_component(_ASSETS, path=str(Path(plotly.__file__).parent / "package_data"))
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    return "/" + (base + "/" if base else "") + f"component/{name}/plotly.min.js"
+
+
+def figure_json(fig: go.Figure) -> str:
+    """The figure as Plotly JSON, exactly as ``st.plotly_chart`` writes it (``plotly.io.to_json`` without
+    validation; the "streamlit" template Streamlit makes Plotly's default is kept, its placeholder colours are
+    replaced in the browser). Design choice."""
+    return pio.to_json(fig, validate=False)
+
+
+def clicked(key: str) -> dict | None:
+    """The click on the live chart ``key`` that started this rerun, else None: readable in its ``on_click``
+    callback and anywhere in the script, before or after the chart is drawn (a page that moves its cursor
+    on a click reads it before drawing, so the click's rerun already shows the new cursor)."""
+    value = st.session_state.get(key)
+    return value.get("click") if hasattr(value, "get") else None
+
+
+def live_chart(fig: go.Figure, key: str, config: dict, height: int | None = None,
+               width: int | str = "stretch", on_click: Callable[[], None] | None = None) -> dict | None:
+    """Draw ``fig`` under the element key ``key`` and return this rerun's click on it.
+
+    ``config``: Plotly's config (toolbar buttons, PNG download options). ``height`` in px overrides the
+    figure's ``layout.height`` (Plotly's 450 px when neither is set). ``width``: ``"stretch"`` (the
+    container's width, redrawn when the container resizes) or an int, a width in px (at most the
+    container's). ``on_click``: called
+    before the rerun a click starts (read the click there with :func:`clicked`).
+
+    Returns ``{"x", "y", "curve", "point", "customdata"}`` plus ``"z"`` where the trace has one (heatmap
+    value, 3-D coordinate) when the user clicked a point of this chart since the previous rerun, else
+    None. ``point`` is the point's index in its trace (a heatmap's is ``[row, column]``). Raises
+    ``StreamlitAPIException`` when two charts share ``key``. Source: design choice (Plotly's
+    ``plotly_click`` event data, https://plotly.com/javascript/plotlyjs-events/).
+    """
+    if height is not None:
+        fig = go.Figure(fig).update_layout(height=height)
+    data = {"figure": figure_json(fig), "config": config, "plotly": _plotly_url(),
+            "max_width": None if width == "stretch" else int(width)}
+    result = _component()(data=data, key=key, on_click_change=on_click or (lambda: None))
+    return result.get("click") if hasattr(result, "get") else getattr(result, "click", None)

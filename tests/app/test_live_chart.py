@@ -1,0 +1,175 @@
+"""The live chart (``app_pages/_live_chart.py``) in a real browser: a tiny Streamlit script with a heatmap
+and a line chart, served under a base URL path (``--server.baseUrlPath``) and driven through playwright with
+Debian's system chromium (never ``playwright install``).
+
+Checks that a click on a heatmap cell returns that cell's x, y and z to Python (both from the mount and,
+before the chart is drawn, from ``clicked``), that a rerun that changes
+the figure updates the same ``<div>`` (a property set on it survives, its data and title change), that
+plotly.js is loaded once for two charts, and measures click-to-updated-chart time (median of 10 clicks,
+written to ``test-artifacts/live_chart_click.txt``). Without chromium the test is skipped, except under
+``CI=true`` where it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from geomlab.bench.load import wait_for_health
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+XS, YS = ["a", "b", "c", "d"], ["p", "q", "r"]
+SCRIPT = f"""
+import json, sys
+sys.path.insert(0, {str(ROOT)!r})
+import numpy as np, plotly.graph_objects as go, streamlit as st
+from app_pages._live_chart import clicked, live_chart
+
+st.session_state.setdefault("runs", 0)
+st.session_state.setdefault("shift", 0)
+st.session_state.runs += 1
+if clicked("heat"):  # read before drawing: the click's rerun shows the changed figure
+    st.session_state.shift += 1
+z = np.arange(12).reshape(3, 4) + st.session_state.shift
+fig = go.Figure(go.Heatmap(z=z, x={XS!r}, y={YS!r}))
+fig.update_layout(title=dict(text=f"run {{st.session_state.runs}}"), height=360)
+click = live_chart(fig, key="heat", config={{"displaylogo": False}})
+live_chart(go.Figure(go.Scatter(y=[1, 3, 2])), key="line", config={{}})
+st.text("result " + json.dumps({{"runs": st.session_state.runs, "click": click, "before": clicked("heat")}}))
+"""
+
+
+def z_at(shift: int, row: int, col: int) -> int:
+    """The script's heatmap value at (row, col) after ``shift`` clicks: ``row * 4 + col + shift``."""
+    return row * len(XS) + col + shift
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def browser_exe():
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        msg = "Debian's chromium is not installed (apt-get install chromium); the browser test needs it"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(msg + " and CI=true")
+        pytest.skip(msg)
+    pytest.importorskip("playwright.sync_api")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def page(browser_exe, tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+
+    root = tmp_path_factory.mktemp("live-chart")
+    (root / "chart_app.py").write_text(SCRIPT)
+    port = free_port()
+    log = open(root / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(root / "chart_app.py"), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.baseUrlPath", "lab",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=root, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/lab/"
+    try:
+        wait_for_health(url.rstrip("/"), proc, root / "streamlit.log", timeout=90)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=browser_exe, headless=True,
+                                        args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+            pg = browser.new_page(viewport={"width": 1000, "height": 900})
+            pg.set_default_timeout(60_000)
+            pg.goto(url)
+            pg.wait_for_function("() => document.querySelectorAll('.geomlab-plot .main-svg').length >= 4")
+            yield pg
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        log.close()
+
+
+def result(pg) -> dict:
+    text = pg.locator("[data-testid=stText]").inner_text()
+    return json.loads(text.split("result ", 1)[1])
+
+
+def click_cell(pg, row: int, col: int) -> dict:
+    """Click the heatmap cell (row, col) (row 0 at the bottom) and return the next run's result."""
+    runs = result(pg)["runs"]
+    box = pg.locator(".geomlab-plot").first.locator(".nsewdrag").first.bounding_box()
+    pg.mouse.click(box["x"] + box["width"] * (col + 0.5) / len(XS),
+                   box["y"] + box["height"] * (1 - (row + 0.5) / len(YS)))
+    pg.wait_for_function(f"() => (document.querySelector('[data-testid=stText]') || {{}}).innerText"
+                         f"?.includes('\"runs\": {runs + 1}')")
+    return result(pg)
+
+
+def test_plotly_js_is_loaded_once_from_the_base_path(page):
+    srcs = page.evaluate("() => [...document.scripts].map(s => s.src).filter(s => s.endsWith('plotly.min.js'))")
+    assert len(srcs) == 1 and "/lab/component/" in srcs[0]
+    assert page.locator(".geomlab-plot .js-plotly-plot, .geomlab-plot.js-plotly-plot").count() == 2
+
+
+def test_a_click_returns_the_cell_and_the_chart_is_updated_in_place(page):
+    page.evaluate("() => { document.querySelector('.geomlab-plot').__mark = 'same node'; }")
+    shift = result(page)["runs"] - 1  # every run after the first followed one click
+    out = click_cell(page, row=1, col=2)
+    assert out["click"]["x"] == "c" and out["click"]["y"] == "q"
+    assert out["click"]["z"] == z_at(shift, 1, 2) and out["click"]["point"] == [1, 2]
+    assert out["before"] == out["click"]
+    page.wait_for_function(f"() => document.querySelector('.geomlab-plot .gtitle').textContent === "
+                           f"'run {out['runs']}'")
+    mark, z = page.evaluate("() => { const d = document.querySelector('.geomlab-plot'); "
+                            "return [d.__mark, Array.from(d._fullData[0].z, r => Array.from(r))]; }")
+    assert mark == "same node"
+    assert z[1][2] == z_at(shift + 1, 1, 2)  # the data changed with the click's rerun
+
+
+#: Installed before a click: the time of the mouse press and the time the heatmap's title first reads
+#: ``run <n>`` (its SVG redrawn), both from performance.now() in the page.
+TIMER = """n => {
+  window.__clickT = [null, null];
+  document.addEventListener('mousedown', () => { window.__clickT[0] = performance.now(); },
+                            { once: true, capture: true });
+  const plot = document.querySelector('.geomlab-plot');
+  const seen = new MutationObserver(() => {
+    const title = plot.querySelector('.gtitle');
+    if (title && title.textContent === 'run ' + n) { window.__clickT[1] = performance.now(); seen.disconnect(); }
+  });
+  seen.observe(plot, { subtree: true, childList: true, characterData: true });
+}"""
+
+
+def test_click_to_updated_chart_time(page):
+    times = []
+    box = page.locator(".geomlab-plot").first.locator(".nsewdrag").first.bounding_box()
+    for i in range(10):
+        runs = result(page)["runs"]
+        page.evaluate(TIMER, runs + 1)
+        page.mouse.click(box["x"] + box["width"] * ((i % 4) + 0.5) / 4, box["y"] + box["height"] * 0.5)
+        page.wait_for_function("() => window.__clickT[1] !== null")
+        t0, t1 = page.evaluate("() => window.__clickT")
+        times.append((t1 - t0) / 1000)
+        page.wait_for_function(f"() => document.querySelector('[data-testid=stText]').innerText"
+                               f".includes('\"runs\": {runs + 1}')")  # the run finished before the next click
+    median = statistics.median(times)
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "live_chart_click.txt").write_text(
+        f"click to updated chart, chromium, median of 10: {median:.3f} s ({', '.join(f'{t:.3f}' for t in times)})\n")
+    print(f"click to updated chart: median {median:.3f} s")
+    assert median < 2.0  # a generous bound: the number is reported, the target (0.25 s) is not asserted here
