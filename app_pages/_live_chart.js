@@ -99,11 +99,17 @@ function merge(into, from) {
 
 // What a click on one point reports: its coordinates (z for heatmaps and 3-D), the trace and point index
 // (a heatmap's point index is [row, column]) and the point's customdata.
+// a typed array (plotly's decoded binary data) as a plain array, so it reaches Python as a list
+function plain(v) {
+  if (v === undefined || v === null) return null;
+  return ArrayBuffer.isView(v) ? Array.from(v) : v;
+}
+
 function clicked(ev) {
   const p = ev.points && ev.points[0];
   if (!p) return null;
   const out = { x: p.x ?? null, y: p.y ?? null, curve: p.curveNumber,
-                point: p.pointNumber ?? p.pointIndex ?? null, customdata: p.customdata ?? null };
+                point: p.pointNumber ?? p.pointIndex ?? null, customdata: plain(p.customdata) };
   if (p.z !== undefined) out.z = p.z;
   return JSON.parse(JSON.stringify(out));
 }

@@ -9,6 +9,7 @@ lays the figures out.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import streamlit as st
@@ -19,6 +20,7 @@ from app_pages import _ui as ui
 from app_pages._data import figure_for
 from app_pages._messages import md_escape
 from app_pages._warm import rendering
+from geomlab.figures.catalog import FIGURES
 from geomlab.teach import views
 
 
@@ -134,10 +136,30 @@ def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool 
     if fig is None:
         st.info(f"{name.replace('_', ' ')}: {md_escape(caption)}", icon=":material/info:")
         return 0
-    ui.chart(fig, key=f"{key_prefix}-{name}", filename=f"{stem}-{name}", narrow=narrow)
+    key = f"{key_prefix}-{name}"
+    rule = views.figure_spec(name).click if name in FIGURES else None
+    ui.chart(fig, key=key, filename=f"{stem}-{name}", narrow=narrow,
+             on_click=partial(follow_click, key, rule, tr) if rule else None)
     st.caption(caption)
     _explain.figure_note(name, tr)
     return 1
+
+
+def follow_click(key: str, rule: str | None, tr: Any) -> None:
+    """``on_click`` of a figure: the click on chart ``key`` moves the page's cursor to the position it
+    stands for, or opens the layer and head of the panel clicked (the figure's declared ``click`` rule,
+    :func:`geomlab.figures.catalog.click_target`); every chart then follows."""
+    from app_pages._live_chart import clicked
+    from geomlab.figures.catalog import click_target
+
+    heads = int(views.n_heads(tr)) if tr is not None and rule == "layer_head" else 1
+    target = click_target(rule, clicked(key), heads)
+    n = int(tr.n_positions) if tr is not None else None
+    if "position" in target and (n is None or 0 <= target["position"] < n):
+        st.session_state[state.K_POS] = target["position"]
+    if "layer" in target:
+        st.session_state[state.K_LAYER] = target["layer"]
+        st.session_state[state.K_HEAD] = target["head"]
 
 
 def _choose_fitting(view: views.ViewSpec) -> bool:
@@ -232,8 +254,10 @@ def overview(tr: Any, pos: int, key_prefix: str, stem: str, where: Any) -> None:
     if not needs_overview(tr):
         return
     fig, caption = text_overview(tr, pos)
+    key = f"{key_prefix}-overview"
     with where:
-        ui.chart(fig, key=f"{key_prefix}-overview", filename=f"{stem}-overview", narrow=True)
+        ui.chart(fig, key=key, filename=f"{stem}-overview", narrow=True,
+                 on_click=partial(follow_click, key, "position", tr))
         st.caption(caption)
 
 

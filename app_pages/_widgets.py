@@ -302,14 +302,15 @@ def is_phone() -> bool:
 
 
 def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = False,
-          width: int | None = None) -> dict | None:
+          width: int | None = None, on_click: Any = None) -> dict | None:
     """Draw a Plotly figure at the container's width (at most ``width`` px when given) with the PNG download
     button in its toolbar (``narrow``: it sits in a half-width column). On a phone, a copy laid out for a
     narrow screen (:func:`app_pages._relayout.phone_copy`) and a toolbar without the zoom and pan buttons.
 
     The chart is a :func:`app_pages._live_chart.live_chart`: a rerun that changes the figure updates it in
     place. Returns the click on it since the previous rerun (``x``, ``y``, ``z`` where the trace has one,
-    ``curve``, ``point``, ``customdata``), else None."""
+    ``curve``, ``point``, ``customdata``), else None. ``on_click``: called before the rerun a click starts
+    (:func:`app_pages._live_chart.clicked` reads the click there)."""
     phone = is_phone()
     lay = fig.layout.to_plotly_json() if narrow or phone else {}  # (a desktop's full-width chart needs none)
     if narrow and not phone and relayout.has_scene(lay):
@@ -321,7 +322,7 @@ def chart(fig: go.Figure, key: str, filename: str = "geomlab", narrow: bool = Fa
     if phone:
         fig = relayout.phone_copy(fig, lay)
         cfg["modeBarButtonsToRemove"] = cfg["modeBarButtonsToRemove"] + PHONE_REMOVE
-    return live_chart(fig, key=key, config=cfg, width=width or "stretch")
+    return live_chart(fig, key=key, config=cfg, width=width or "stretch", on_click=on_click)
 
 
 def trace_downloads(tr: Any, stem: str, where: Any = None, cursor: int | None = None) -> None:

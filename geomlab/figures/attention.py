@@ -81,7 +81,7 @@ def _square_map(tr: Trace, idx: np.ndarray, cursor: int | None, z: np.ndarray, s
     return finish(fig, title, cap, view, height=520)
 
 
-@figure(label="attention weights map", applies=has_attention, controls=("layer", "head"), wide=False,
+@figure(click="position", label="attention weights map", applies=has_attention, controls=("layer", "head"), wide=False,
         explain=Explanation(
     r"\alpha_{ij} = \operatorname{softmax}_{j\le i} S_{ij}",
     "Rows are query positions, columns key positions; colour = the weight each query puts on each earlier key (a "
@@ -124,7 +124,7 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
                        "attention_maps")
 
 
-@figure(label="state similarity map", applies=lambda tr: is_osm(tr) and bool(getattr(tr, "has_similarity", False)),
+@figure(click="position", label="state similarity map", applies=lambda tr: is_osm(tr) and bool(getattr(tr, "has_similarity", False)),
         controls=("layer",), wide=False, explain=Explanation(
     r"\mathrm{Re}\,\mathrm{tr}(H_i^* H_j) \in [-d, d]",
     "Rows are query positions, columns key positions; colour = how alike the two states on the group are (red "
@@ -153,7 +153,7 @@ def similarity_map(tr: Trace, layer: int = 0, cursor: int | None = None, size: i
                        f"Similarity {SIMILARITY}, layer {layer}", cap, "similarity_map")
 
 
-@figure(label="attention row at the cursor", applies=has_attention, controls=("layer",), explain=Explanation(
+@figure(click="position", label="attention row at the cursor", applies=has_attention, controls=("layer",), explain=Explanation(
     r"\alpha_{i,j},\ j \le i \ (i = \text{cursor})",
     "Where the cursor token looks: its weight on every earlier position, one line per head and their mean.",
     "Which earlier tokens get the most weight; with several heads, where they disagree.",

@@ -77,7 +77,7 @@ def _caption(tr: Trace, idx: np.ndarray, bad: int) -> str:
 
 # not in the view's default set: Compare draws the default sets side by side, where a grid of panels side by
 # side would need the full width (tests/app/test_app.py); the page lists it first under "More figures"
-@figure(label="all layers and heads", applies=has_attention, controls=("layer", "head"), default=False,
+@figure(click="layer_head", label="all layers and heads", applies=has_attention, controls=("layer", "head"), default=False,
         explain=Explanation(
     r"\alpha^{(\ell, h)}_{ij} = \operatorname{softmax}_{j \le i} S^{(\ell, h)}_{ij}, \quad "
     r"\ell = 0, \dots, L - 1,\ h = 0, \dots, H - 1",

@@ -14,8 +14,11 @@ view of :data:`geomlab.teach.views.VIEWS`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
+
+import numpy as np
 
 OSM_SRC = "Nunley, arXiv 2602.18417"
 CEM_SRC = "Xu et al., arXiv 2605.07588"
@@ -58,7 +61,10 @@ class FigureSpec:
     figure of every family (the layer lens), listed by several views; it alone never makes a view one of a
     trace's views; ``default_if``: where set, the figure opens with the page only for traces it holds for
     (a layer x position heatmap of a one-layer model is one row, the line chart beside it again: it opens
-    only with two or more layers, and the figure that shows the one layer's other axis opens instead).
+    only with two or more layers, and the figure that shows the one layer's other axis opens instead);
+    ``click``: what a click on the figure chooses (:func:`click_target`): ``"position"`` (a point or cell
+    stands for a position: the page's cursor moves there), ``"layer_head"`` (a panel per layer and head:
+    the page opens that layer and head), None (not linked).
 
     Every figure marks the page's one token cursor, the 3-D scenes included, and none has an animation
     slider of its own. The browser draws a 3-D scene anew whenever its spec changes (0.5-0.8 s per cursor
@@ -77,6 +83,7 @@ class FigureSpec:
     replaces: tuple[str, ...] = ()
     shared: bool = False
     default_if: Callable[[Any], bool] | None = None
+    click: str | None = None
 
 
 FIGURES: dict[str, FigureSpec] = {}
@@ -86,7 +93,7 @@ FIGURES: dict[str, FigureSpec] = {}
 def figure(*, label: str, applies: Callable[[Any], bool], explain: Explanation, controls: tuple[str, ...] = (),
            cursor_arg: str | None = "cursor", cursor_fallback: bool = False, wide: bool = True,
            default: bool = True, replaces: tuple[str, ...] = (), shared: bool = False,
-           default_if: Callable[[Any], bool] | None = None) -> Callable:
+           default_if: Callable[[Any], bool] | None = None, click: str | None = None) -> Callable:
     """Decorator declaring the function below as a figure of :data:`FIGURES` under its own name (the fields
     are those of :class:`FigureSpec`); returns the function unchanged. ``ValueError`` for a name declared
     twice. Design choice."""
@@ -94,9 +101,50 @@ def figure(*, label: str, applies: Callable[[Any], bool], explain: Explanation, 
         if fn.__name__ in FIGURES:
             raise ValueError(f"figure {fn.__name__!r} is declared twice")
         FIGURES[fn.__name__] = FigureSpec(fn.__name__, label, applies, fn, explain, tuple(controls), cursor_arg,
-                                          cursor_fallback, wide, default, tuple(replaces), shared, default_if)
+                                          cursor_fallback, wide, default, tuple(replaces), shared, default_if,
+                                          click)
         return fn
     return declare
+
+
+CLICKS = ("position", "layer_head")
+"""The ways a figure's click can be read (:attr:`FigureSpec.click`)."""
+
+
+def click_target(rule: str | None, click: dict | None, n_heads: int = 1) -> dict[str, int]:
+    """What a click on a figure chooses, from Plotly's click data ``click`` (``x``, ``y``, ``curve``,
+    ``point``, ``customdata``, as the app's live chart reports it) and the figure's ``rule``
+    (:attr:`FigureSpec.click`):
+
+    * ``"position"``: ``{"position": p}``: the point's ``customdata`` when it is a number, or the first
+      number of a list (a position x position map's cell carries ``[row, column]``: the row, the query, is
+      the position), else its ``x`` (a number, or a category label that starts with the position, ``"12 'a'"``);
+    * ``"layer_head"``: ``{"layer": l, "head": h}`` of the clicked panel, the ``curve``-th of a grid of
+      ``n_heads`` panels per layer, layer by layer.
+
+    ``{}`` when the rule is None or the click carries nothing that reads as such (never an error: a click on
+    a legend-only or decoration trace chooses nothing). Design choice."""
+    if not click or rule is None:
+        return {}
+    if rule == "layer_head":
+        k = click.get("curve")
+        if isinstance(k, int) and not isinstance(k, bool) and k >= 0 and n_heads >= 1:
+            layer, head = divmod(k, n_heads)
+            return {"layer": int(layer), "head": int(head)}
+        return {}
+    cd = click.get("customdata")
+    if isinstance(cd, (list, tuple)) and cd:
+        cd = cd[0]
+    if isinstance(cd, (int, float)) and not isinstance(cd, bool) and np.isfinite(cd) and float(cd).is_integer():
+        return {"position": int(cd)}
+    x = click.get("x")
+    if isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x):
+        return {"position": int(round(x))}
+    if isinstance(x, str):
+        m = re.match(r"\s*(\d+)", x)
+        if m:
+            return {"position": int(m.group(1))}
+    return {}
 
 
 # ---------------------------------------------------------------- predicates on a trace (design choice)

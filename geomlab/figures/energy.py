@@ -249,7 +249,7 @@ def _descent(tr: CEMTrace, cursor: int | None, relative: bool, layers: list[int]
                           "yref": "container", "font": {"size": 12}, "traceorder": "normal"})
 
 
-@figure(label="energy per token", applies=is_cem, controls=("layer", "block"), explain=Explanation(
+@figure(click="position", label="energy per token", applies=is_cem, controls=("layer", "block"), explain=Explanation(
     r"\varepsilon(x_i^t) - \varepsilon(x_i^0)",
     "Per-token energy change for one layer and sub-block: blue fell, red rose.",
     "Tokens whose energy rises while the mean falls.",

@@ -176,7 +176,7 @@ def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, co
         row=row, col=col)
 
 
-@figure(label="distances between planes", applies=is_grassmann, controls=("slot",), explain=Explanation(
+@figure(click="position", label="distances between planes", applies=is_grassmann, controls=("slot",), explain=Explanation(
     r"d_g(U_{t-1}, U_t) = \sqrt{\theta_1^2 + \theta_2^2}",
     "Geodesic distance between consecutive planes (top) and between a layer's input and output planes (bottom), "
     "radians.",
@@ -275,7 +275,7 @@ def _position_pairs(idx: np.ndarray) -> np.ndarray:
     return np.stack(np.broadcast_arrays(idx[:, None], idx[None, :]), axis=-1).astype(np.int32)
 
 
-@figure(label="plane similarity", applies=is_grassmann, controls=("layer", "slot"), wide=False, default=False,
+@figure(click="position", label="plane similarity", applies=is_grassmann, controls=("layer", "slot"), wide=False, default=False,
         explain=Explanation(
     r"\lvert\langle \hat p_t, \hat p_s \rangle\rvert = \cos\theta_1\cos\theta_2",
     "How alike the planes at two positions are (1 = the same plane).",
@@ -325,7 +325,7 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     return finish(fig, f"Plane similarity (layer {layer}, Δ={D})", cap, "plane_similarity", height=560)
 
 
-@figure(label="Plücker coordinates", applies=is_grassmann, controls=("layer", "slot"), wide=False,
+@figure(click="position", label="Plücker coordinates", applies=is_grassmann, controls=("layer", "slot"), wide=False,
         explain=Explanation(
     r"\hat p_{ij}(t),\ 0 \le i < j < r",
     "The normalised Plücker coordinates of the plane at each position; colour = value and sign.",

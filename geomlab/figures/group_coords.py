@@ -21,7 +21,7 @@ def _real3(tr: OSMTrace) -> bool:
     return tr.d == 3 and not np.iscomplexobj(tr.state_data)
 
 
-@figure(label="rotating frame (3 x 3)", applies=lambda tr: is_osm(tr) and _real3(tr), controls=("layer",),
+@figure(click="position", label="rotating frame (3 x 3)", applies=lambda tr: is_osm(tr) and _real3(tr), controls=("layer",),
         wide=False, default=False, explain=Explanation(
     r"H_t = [\,h_1\ h_2\ h_3\,] \in SO(3)",
     r"The three columns of a $3\times 3$ rotation drawn as arrows: the state is a rotating frame.",
@@ -84,7 +84,7 @@ def so3_frame(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                   cap, "so3_frame", height=560, margin={"l": 10, "r": 10, "t": 70, "b": 10})
 
 
-@figure(label="torus angles",
+@figure(click="position", label="torus angles",
         applies=lambda tr: is_osm(tr) and (getattr(tr, "group", None) or {}).get("name") == "T", controls=("layer",),
         replaces=("phase_timeline", "phase_circle"), explain=Explanation(
     r"H_t = \mathrm{diag}(e^{i\varphi_{t,1}}, \dots, e^{i\varphi_{t,d}})",

@@ -33,7 +33,7 @@ def _lens(tr):
     return tr.lens
 
 
-@figure(label="layer lens: next-token probability", applies=has_lens, default=False, shared=True, explain=Explanation(
+@figure(click="position", label="layer lens: next-token probability", applies=has_lens, default=False, shared=True, explain=Explanation(
     r"p_s(x_{t+1} \mid x_{\le t}) = \mathrm{softmax}\big(\mathrm{head}(\mathrm{norm}(h_t^{(s)}))\big)_{x_{t+1}}",
     "Each row is one stage of the model (the embedding, then each block, layer or recursion step), read out "
     "through the model's own final norm and head as if the model ended there; each cell is the probability "

@@ -16,7 +16,7 @@ from geomlab.figures.trajectory import _layer_name, _osm, distance_from_identity
 from geomlab.trace import OSMTrace
 
 
-@figure(label="geodesic distances", applies=is_osm, explain=Explanation(
+@figure(click="position", label="geodesic distances", applies=is_osm, explain=Explanation(
     r"\lVert \log H_t \rVert_F,\qquad \lVert \log(H_{t-1}^* H_t) \rVert_F",
     "Top: geodesic distance of each state from the identity; bottom: how far the state moved when token $t$ "
     "arrived (radians).",
@@ -70,7 +70,7 @@ def _pca_inputs(tr: OSMTrace, layer: int, cursor: int | None, size: int):
     return tr, layer, cursor, coords, ratio, idx, hover_tokens(tr.labels, idx)
 
 
-@figure(label="2-D PCA of the path", applies=is_osm, controls=("layer",), wide=False, explain=Explanation(
+@figure(click="position", label="2-D PCA of the path", applies=is_osm, controls=("layer",), wide=False, explain=Explanation(
     r"\mathrm{vec}(H_t) \mapsto (c_{t,1}, c_{t,2})",
     "The path of the states projected on their first two principal components (the axis titles give the share of "
     "variance each keeps); the last steps into the cursor are drawn darker.",
@@ -127,7 +127,7 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                   "pca_projection", height=480, margin={"l": 60, "r": 10, "t": 80, "b": 50})
 
 
-@figure(label="3-D PCA path", applies=is_osm, controls=("layer",), wide=False, default=False, explain=Explanation(
+@figure(click="position", label="3-D PCA path", applies=is_osm, controls=("layer",), wide=False, default=False, explain=Explanation(
     r"\mathrm{vec}(H_t) \mapsto (c_{t,1}, c_{t,2}, c_{t,3})",
     "The path of the states through their first three principal components; colour is the position.",
     "Loops (the state returns), drifts, and how much variance the picture keeps (if it is low, the path is really "

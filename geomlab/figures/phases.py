@@ -168,7 +168,7 @@ def outline_column(fig: FigureBuilder, cursor: int | None, k: int, xref: str = "
                       line={"color": HIGHLIGHT, "width": 2}, name="cursor")
 
 
-@figure(label="eigenvalue phases along the text", applies=is_osm, controls=("layer",), explain=Explanation(
+@figure(click="position", label="eigenvalue phases along the text", applies=is_osm, controls=("layer",), explain=Explanation(
     r"\theta_k(t) = \arg \lambda_k(H_t)",
     r"Every eigenvalue angle of the state against position (radians, wrapped to $(-\pi, \pi]$).",
     "Steady slopes (a constant turn per token) versus steps at particular tokens.",

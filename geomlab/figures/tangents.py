@@ -64,7 +64,7 @@ def _substep_name(tr: OSMTrace, s: int) -> str:
     return SUBSTEP_NAMES[s] if s < len(SUBSTEP_NAMES) else f"substep {s}"
 
 
-@figure(label="update sizes (heatmap)", applies=has_tangents, default_if=several_layers, explain=Explanation(
+@figure(click="position", label="update sizes (heatmap)", applies=has_tangents, default_if=several_layers, explain=Explanation(
     r"\lVert \Phi_t \rVert_F \ \text{per layer and position}",
     "Colour = update size, before tangent mixing (the raw pull) and after it.",
     "Tokens or layers with large updates; columns that are dark everywhere.",
@@ -113,7 +113,7 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, size: int = WINDOW)
     return finish(fig, "Tangent update magnitudes ‖Φ<sub>t</sub>‖", cap, "tangent_heatmap", height=330 * n_sub + 60)
 
 
-@figure(label="update sizes by layer", applies=has_tangents, explain=Explanation(
+@figure(click="position", label="update sizes by layer", applies=has_tangents, explain=Explanation(
     r"\lVert \Phi_t \rVert_F,\ \lVert \Delta_t \rVert_F",
     "Update size per position, one colour per layer; solid after mixing, dotted before.",
     "The ratio of solid to dotted: how much mixing amplifies or damps each layer.",

@@ -50,7 +50,7 @@ def cursor_row(tr: Trace, layer: int, cursor: int) -> np.ndarray:
     return np.stack([np.asarray(tr.attention_rows(layer, [cursor], h)[0], dtype=np.float64) for h in range(H)])
 
 
-@figure(label="what the cursor attends to", applies=has_attention, controls=("layer", "head"), explain=Explanation(
+@figure(click="position", label="what the cursor attends to", applies=has_attention, controls=("layer", "head"), explain=Explanation(
     r"\alpha_{i,j},\ j \le i \ (i = \text{cursor}),\ \text{per head and mean}",
     "The text around the cursor, with the cursor's attention weight on each token as a bar (mean over heads, or "
     "the chosen head) and one row per head below; later tokens are greyed (the model cannot see them).",

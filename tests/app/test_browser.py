@@ -578,3 +578,69 @@ def test_the_first_chart_is_whole_in_the_window_on_every_view_the_tour_and_compa
             page.screenshot(path=str(ARTIFACTS / f"first-chart-{slug}-{width}.png"))
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def _cursor_at(pg) -> int:
+    """The page's cursor, read from its context line ("… cursor at 37 (“o”) …")."""
+    return int(pg.get_by_text("cursor at ").first.inner_text().split("cursor at ")[1].split()[0])
+
+
+@pytest.mark.browser
+def test_clicking_a_heatmap_cell_moves_the_cursor_and_every_chart_follows(page, zoo_server):
+    """Linked charts: a click on a cell of the attention map (rows are query positions) moves the page's
+    cursor to that row; the slider, the caption and the other charts (the cursor's attention over the text)
+    follow, in place."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{zoo_server}/attention?ckpt=bundled%2Fcem-t2-tinyshakespeare&pos=5")
+    page.wait_for_selector(CHART, state="attached", timeout=120_000)
+    wait_idle(page)
+    page.wait_for_timeout(800)
+    assert _cursor_at(page) == 5
+    n_tokens = int(page.get_by_text(" tokens · cursor at").first.inner_text().split(" tokens")[0].split("·")[-1])
+    first = page.locator(".js-plotly-plot").first
+    first.evaluate("el => { el.__marked = true; }")  # the same node after the click: updated, not rebuilt
+    other = page.locator(".js-plotly-plot").nth(1)
+    before = other.evaluate("el => JSON.stringify(el.data.map(t => t.y || t.z))")
+    box = first.locator(".nsewdrag").first.bounding_box()
+    page.mouse.click(box["x"] + 0.15 * box["width"], box["y"] + 0.8 * box["height"])
+    page.wait_for_function("() => !document.body.innerText.includes('cursor at 5 ')", timeout=60_000)
+    wait_idle(page)
+    page.wait_for_timeout(500)
+    pos = _cursor_at(page)
+    assert abs(pos - 0.8 * (n_tokens - 1)) <= 3, (pos, n_tokens)  # the clicked row
+    assert first.evaluate("el => el.__marked === true")
+    after = other.evaluate("el => JSON.stringify(el.data.map(t => t.y || t.z))")
+    assert after != before
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+@pytest.mark.browser
+def test_a_long_text_shows_full_resolution_positions_around_the_cursor(page, zoo_server):
+    """2,000 characters: the attention map draws the 128 consecutive positions around the cursor (every one,
+    not every 8th), the overview strip draws the whole text with the window on it, and a click on the
+    overview moves the cursor and the window there."""
+    from urllib.parse import urlencode
+
+    text = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun. "
+            * 25)[:2000]
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{zoo_server}/attention?" + urlencode({"ckpt": "bundled/cem-t2-tinyshakespeare", "text": text,
+                                                       "pos": 1000}))
+    page.wait_for_selector(CHART, state="attached", timeout=180_000)
+    wait_idle(page)
+    page.wait_for_timeout(800)
+    maps = page.locator(".js-plotly-plot").first
+    rows = maps.evaluate("el => el.data[0].y")
+    positions = [int(str(r).split()[0]) for r in rows]
+    assert positions == list(range(positions[0], positions[0] + 128)) and positions[0] <= 1000 < positions[-1]
+    assert page.get_by_text("at full resolution").count() >= 1
+    overview = page.locator(".js-plotly-plot").filter(has_text="Whole text").first
+    assert overview.evaluate("el => el._fullData[0].x.length") == 2000
+    box = overview.locator(".nsewdrag").first.bounding_box()
+    page.mouse.click(box["x"] + 0.1 * box["width"], box["y"] + 0.5 * box["height"])
+    page.wait_for_function("() => !document.body.innerText.includes('cursor at 1000 ')", timeout=60_000)
+    wait_idle(page)
+    page.wait_for_timeout(500)
+    assert _cursor_at(page) < 400
+    rows = maps.evaluate("el => el.data[0].y")
+    assert int(str(rows[0]).split()[0]) < 400

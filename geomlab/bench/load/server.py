@@ -118,21 +118,27 @@ def wait_for_health(base_url: str, proc: subprocess.Popen, log_path: Path, timeo
 
 @contextlib.contextmanager
 def app_server(port: int, log_path: Path, start_timeout: float = 180.0,
-               entry: str = "serve.py", env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+               entry: str = "serve.py", env: dict[str, str] | None = None,
+               root: Path | None = None) -> Iterator[subprocess.Popen]:
     """``streamlit run ENTRY`` (``serve.py``, the README's command, by default; ``app.py`` starts cold)
     headless on ``127.0.0.1:port`` from the repository root, stdout and
     stderr to ``log_path``; yields once ``/_stcore/health`` answers. The server runs in its own process
     group, which is always terminated (then killed) on exit. Raises ``RuntimeError`` with the log's tail when it does not come up in
-    ``start_timeout`` seconds. ``env``: variables set for the server on top of this process's environment."""
+    ``start_timeout`` seconds. ``env``: variables set for the server on top of this process's environment.
+    ``root``: another checkout of the app to serve (e.g. an earlier commit, a benchmark's baseline), its
+    own ``geomlab`` first on the path; default: this one."""
     env = {**os.environ, **(env or {})}
+    root = Path(root) if root is not None else ROOT
+    if root != ROOT:
+        env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
         env.pop(k, None)
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / entry), "--server.headless", "true",
+            [sys.executable, "-m", "streamlit", "run", str(root / entry), "--server.headless", "true",
              "--server.port", str(port), "--server.address", "127.0.0.1",
              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             log.flush()
             wait_for_health(f"http://127.0.0.1:{port}", proc, log_path, start_timeout)
