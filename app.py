@@ -35,9 +35,9 @@ st.set_page_config(page_title="geomlab", page_icon=str(_ROOT / "assets" / "icon.
 # with the sidebar open leaves ~480 px: two charts of 220 px lost their labels). Only rows holding a chart;
 # style-only st.html takes no space on the page.
 st.html("<style>"
-        "div[data-testid='stHorizontalBlock']:has(> div[data-testid='stColumn'] div[data-testid='stPlotlyChart'])"
+        "div[data-testid='stHorizontalBlock']:has(> div[data-testid='stColumn'] .geomlab-plot)"
         "{flex-wrap: wrap;}"
-        "div[data-testid='stHorizontalBlock'] > div[data-testid='stColumn']:has(div[data-testid='stPlotlyChart'])"
+        "div[data-testid='stHorizontalBlock'] > div[data-testid='stColumn']:has(.geomlab-plot)"
         "{min-width: min(100%, 380px);}"
         # chart first: less empty space above a page's title, a smaller title, and the column beside a
         # view's first chart (text, guesses) wraps under it when the window leaves it under 260 px

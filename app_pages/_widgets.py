@@ -187,9 +187,9 @@ def int_control(label: str, state_key: str, lo: int, hi: int, default: int, wher
 #: control name -> (session key, widget label, widget kind, help) of the views' choice controls
 CONTROL_WIDGETS = {
     "head": (K_HEAD, "Head", "select", None),
-    "substep": (K_SUBSTEP, "Update (generator heatmap)", "select", None),
+    "substep": (K_SUBSTEP, "Update", "select", "The update the generator heatmap shows (attention or grounding)."),
     "slot": (K_SLOT, "Offset slot", "select", "Which pair (t, t − Δ) spans the planes shown."),
-    "block": (K_BLOCK, "Sub-block (token heatmap)", "select", None),
+    "block": (K_BLOCK, "Sub-block", "select", "The sub-block the token heatmap shows (attention or MLP)."),
 }
 
 

@@ -207,10 +207,10 @@ def test_every_view_page_draws_its_registry_figures_in_order(ckpt_dirs, slug):
     if "slot" in opts:
         assert "Offset slot" in labels
     if "block" in opts:
-        assert "Sub-block (token heatmap)" in labels
+        assert "Sub-block" in labels
     used = {a for f in views.default_figures(slug, tr) for a in f.controls}
     if "substep" in opts:  # only while a figure on screen takes it (the generator heatmap is under "more")
-        assert ("Update (generator heatmap)" in labels) == ("substep" in used)
+        assert ("Update" in labels) == ("substep" in used)
 
 
 def test_debug_caption_shows_the_cache(ckpt_dirs):
@@ -1347,12 +1347,12 @@ def test_link_values_for_controls_not_on_screen_are_named_and_dropped(bundled_as
     assert "layer" not in at.query_params and not at.exception
     # a two-layer model keeps the generator heatmap under "More figures": its substep control is not drawn
     at = open_link({"ckpt": "bundled/osmformer-u-tinyshakespeare", "substep": "9"}, "tangents")
-    assert any("Update (generator heatmap) 9 (the link's `substep=9`) is not one of this model's choices (0, "
+    assert any("Update 9 (the link's `substep=9`) is not one of this model's choices (0, "
                "1); dropped." in w.value for w in at.warning), [w.value for w in at.warning]
     assert "substep" not in at.query_params and not at.exception
     # a one-layer model opens Tangents on the generator heatmap, whose one update is shown
     at = open_link({"ckpt": "bundled/osm-rnn-o-tinyshakespeare", "substep": "9"}, "tangents")
-    assert any("Update (generator heatmap) 9 is not one of this model's choices: it has only one, shown here."
+    assert any("Update 9 is not one of this model's choices: it has only one, shown here."
                in w.value for w in at.warning), [w.value for w in at.warning]
     assert "substep" not in at.query_params and not at.exception
     at = open_link({"ckpt": "bundled/lstm-tinyshakespeare", "b": "bundled/lstm-tinyshakespeare",
