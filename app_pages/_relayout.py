@@ -27,6 +27,66 @@ def relaid(fig: go.Figure, updates: list[dict]) -> go.Figure:
     return fig
 
 
+def _paper_map(domains: list[tuple[float, float]], h_old: float, h_new: float):
+    """``y -> y'`` in paper coordinates for a plot area ``h_old`` px high drawn ``h_new`` px high, the gaps
+    between the ``domains`` kept in px (the panels take the loss); None when the panels would be left under
+    a fifth of their height (then a plain height change is the better choice)."""
+    cuts = sorted({0.0, 1.0, *[v for d in domains for v in d]})
+    segs = [(a, b, any(d0 <= a and b <= d1 for d0, d1 in domains)) for a, b in zip(cuts, cuts[1:])]
+    gaps = sum((b - a) * h_old for a, b, panel in segs if not panel)
+    f = (h_new - gaps) / max(h_old - gaps, 1e-9)
+    if f < 0.2:
+        return None
+    ends, acc = [0.0], 0.0
+    for a, b, panel in segs:
+        acc += (b - a) * h_old * (f if panel else 1.0)
+        ends.append(acc / h_new)
+
+    def to_new(y: float) -> float:
+        if y <= 0.0:
+            return y * h_old / h_new
+        if y >= 1.0:
+            return 1.0 + (y - 1.0) * h_old / h_new
+        for (a, b, _), lo, hi in zip(segs, ends, ends[1:]):
+            if a <= y <= b:
+                return lo + (hi - lo) * (y - a) / (b - a)
+        return y
+    return to_new
+
+
+def shorter(fig: go.Figure, px: int) -> go.Figure:
+    """A copy of ``fig`` drawn ``px`` high (``fig`` itself when it is not taller). Stacked panels keep the gaps
+    between them in px and give up their own height: a plain height change shrinks the gaps too, and an
+    axis title then runs into the subtitle of the panel below. Subplot titles (paper annotations) and the
+    traces' colour bars move with their panels. Design choice."""
+    lay = fig.layout.to_plotly_json()
+    h = float(lay.get("height") or 450)
+    if h <= px:
+        return fig
+    margin = lay.get("margin") or {}
+    t, b = float(margin.get("t", 100)), float(margin.get("b", 80))
+    axes = {k: v for k, v in lay.items() if k.startswith("yaxis") and isinstance(v, dict) and not v.get("overlaying")}
+    domains = sorted({tuple(v.get("domain") or (0.0, 1.0)) for v in axes.values()})
+    to_new = _paper_map(domains, h - t - b, px - t - b) if len(domains) > 1 and px - t - b > 40 else None
+    out = copy.deepcopy(fig)
+    out.update_layout(height=px)
+    if to_new is None:
+        return out
+    out.update_layout({k: {"domain": [to_new(d0), to_new(d1)]} for k, v in axes.items()
+                       for d0, d1 in [tuple(v.get("domain") or (0.0, 1.0))]})
+    for ann in out.layout.annotations or ():
+        if ann.yref == "paper" and ann.y is not None:
+            ann.y = to_new(float(ann.y))
+    for trace in out.data:
+        bar = getattr(trace, "colorbar", None)
+        if bar is not None and bar.y is not None and bar.len is not None and (bar.lenmode or "fraction") == "fraction":
+            lo, hi = float(bar.y) - float(bar.len) / 2, float(bar.y) + float(bar.len) / 2
+            if (bar.yanchor or "middle") == "middle":
+                lo, hi = to_new(lo), to_new(hi)
+                bar.y, bar.len = (lo + hi) / 2, hi - lo
+    return out
+
+
 #: On a phone a figure's title wraps at this many visible characters (a ~360 px chart). Design choice.
 PHONE_TITLE = 32
 

@@ -205,12 +205,13 @@ def _choose_fitting(view: views.ViewSpec) -> bool:
 
 FIRST_CHART_PX = 460
 """Height budget of a view's first chart in px (design choice: under the page's title and controls row it
-stays whole in a 1000x800 window; a taller figure is drawn shorter, its panels scaled with it)."""
+stays whole in a 1000x800 window; a taller figure is drawn shorter, its panels giving up the height)."""
 
 
 def fit_first(items: list[tuple[str, Any, str, bool]], px: int | None = None) -> list[tuple[str, Any, str, bool]]:
     """``items`` with the first figure's height at most ``px`` (default :data:`FIRST_CHART_PX`): a copy
-    relaid shorter, its panels scaled with it; the other items as they are."""
+    drawn shorter, the gaps between its panels kept (:func:`app_pages._relayout.shorter`); the other items
+    as they are."""
     px = px or FIRST_CHART_PX
     out = list(items)
     for i, (name, fig, caption, wide) in enumerate(out):
@@ -219,7 +220,7 @@ def fit_first(items: list[tuple[str, Any, str, bool]], px: int | None = None) ->
         if (fig.layout.height or 450) > px:
             from app_pages import _relayout
 
-            out[i] = (name, _relayout.relaid(fig, [{"height": px}]), caption, wide)
+            out[i] = (name, _relayout.shorter(fig, px), caption, wide)
         break
     return out
 

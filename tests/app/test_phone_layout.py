@@ -247,3 +247,33 @@ def test_on_a_phone_a_legend_beside_the_plot_goes_under_it(monkeypatch):
     assert [t.name for t in dist.figure.data if t.showlegend is True] == ["state"]
     _, lay = drawn(dist.figure, True, monkeypatch)
     assert lay["legend"]["orientation"] == "h" and lay["legend"]["yref"] == "container"
+
+
+def test_a_first_chart_drawn_shorter_keeps_the_gaps_between_its_panels():
+    """shorter(): the figure is px high, each gap between stacked panels keeps its height in px (so an
+    axis title does not run into the subtitle below), the panels share the loss, subplot titles stay on
+    their panels' tops, colour bars with their panels; a figure not taller is returned as it is."""
+    from app_pages._relayout import shorter
+    from geomlab.teach import views as views_mod
+    from tests.helpers.models import get_trace
+
+    tr = get_trace("grassmann-r3")
+    fig = views_mod.build_figure(tr, "plane_distances", {}, cursor=2).figure
+    lay = fig.to_plotly_json()["layout"]
+    m = lay["margin"]
+    h0, h1 = lay["height"] - m["t"] - m["b"], 460 - m["t"] - m["b"]
+    out = shorter(fig, 460)
+    new = out.to_plotly_json()["layout"]
+    assert new["height"] == 460 and lay["height"] > 460
+    (a0, a1), (b0, b1) = sorted(lay[k]["domain"] for k in ("yaxis", "yaxis2"))
+    (c0, c1), (d0, d1) = sorted(new[k]["domain"] for k in ("yaxis", "yaxis2"))
+    assert abs((b0 - a1) * h0 - (d0 - c1) * h1) < 1e-6  # the gap in px
+    assert (c1 - c0) * h1 < (a1 - a0) * h0 and c0 == 0.0 and d1 == 1.0
+    tops = sorted(a["y"] for a in new["annotations"])
+    assert abs(tops[0] - c1) < 1e-9 and abs(tops[1] - d1) < 1e-9
+    bars = [t.colorbar for t in out.data if t.colorbar is not None and t.colorbar.y is not None]
+    assert len(bars) == 2
+    for bar, (lo, hi) in zip(sorted(bars, key=lambda b: b.y), [(c0, c1), (d0, d1)]):
+        assert lo <= bar.y <= hi  # each colour bar beside its own panel
+    small = views_mod.build_figure(get_trace("cem"), "attention_row", {}, cursor=2).figure
+    assert shorter(small, 460) is small
