@@ -1,0 +1,8 @@
+"""What if: interventions on a model's geometry, built on its hook points (:mod:`geomlab.models.hooks`).
+
+Each intervention replaces one value of the forward pass and runs the model on from it, exactly in the
+geometry of that value: a state moved along its group (``H_t exp(eps X)``), a 2-plane moved along a geodesic of
+the Grassmannian, CEM's energy descent run for other numbers of steps, a state patched in from another text,
+an attention head ablated. The results are plain arrays (logits before and after, the changed geometry), for
+the app's "What if" panel, the figures and notebooks alike.
+"""
