@@ -1,5 +1,5 @@
 """``geomlab bench browser`` runs end to end (a smoke run: one session per page and server, one
-cursor move); its figures are a benchmark's, not asserted."""
+cursor move, one click of each kind on one view); its figures are a benchmark's, not asserted."""
 
 from __future__ import annotations
 
@@ -20,8 +20,11 @@ def test_bench_browser_smoke(capsys):
             pytest.fail("Debian's chromium is not installed and CI=true")
         pytest.skip("needs Debian's chromium")
     pytest.importorskip("playwright.sync_api")
-    assert main(["bench", "browser", "--rounds", "1", "--moves", "1", "--chars", "300", "--pages", ""]) == 0
+    assert main(["bench", "browser", "--rounds", "1", "--moves", "1", "--chars", "300", "--pages", "",
+                 "--click-views", "attention", "--clicks", "1"]) == 0
     out = capsys.readouterr().out
-    assert "/home" in out and "ratio shipped/baseline" in out
+    assert "/home" in out and "ratio shipped/baseline" in out and "click to update" in out
     rows = [line for line in out.splitlines() if "median" in line and "min" in line]
-    assert len(rows) == 4  # home: shipped + baseline; cursor move: shipped + baseline
+    # home: shipped + baseline; cursor move: shipped + baseline; a token click and a click on the whole-text
+    # strip (300 characters: longer than the window) on /attention: shipped + baseline each
+    assert len(rows) == 8, out
