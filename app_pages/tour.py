@@ -203,18 +203,19 @@ def main() -> None:
     slugs = list(lessons.LESSONS)
     ss["w_tour_lesson"] = lesson.slug
     n = len(lesson.steps)
-    row = st.columns([3, 2, 2], vertical_alignment="bottom")
+    row = st.columns([3, 2], vertical_alignment="bottom")
     row[0].selectbox("Lesson", slugs, key="w_tour_lesson", on_change=choose_lesson,
                      format_func=lambda s: f"{lessons.LESSONS[s].title} · {lessons.LESSONS[s].family}",
                      help="Short guided lessons on the bundled checkpoints, one per model family, 4-5 steps "
                           "each. Each step loads a checkpoint, a text and a view, and says what to look at; "
                           "step through with Back and Next, or send a step as a link.")
-    row[1].progress((index + 1) / n, text=f"Step {index + 1} of {n}")
-    nav = row[2].container(horizontal=True, gap="small")  # buttons as wide as their labels, at any width
+    # Back, Next and the progress in one line: the buttons as wide as their labels, the bar in what is left
+    nav = row[1].container(horizontal=True, gap="small", vertical_alignment="center")
     nav.button("Back", key="tour_back", icon=":material/arrow_back:", on_click=go, args=(-1,),
                disabled=index == 0, width="content")
     nav.button("Next", key="tour_next", icon=":material/arrow_forward:", on_click=go, args=(1,),
                disabled=index == n - 1, type="primary", width="content")
+    nav.progress((index + 1) / n, text=f"Step {index + 1} of {n}")
     # chart first: the step's figures on the left, its text beside them (under them on a narrow window)
     left, right = st.columns([3, 2], gap="medium")
     with left, ui.guard("This step"), rendering():
