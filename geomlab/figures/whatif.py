@@ -1,0 +1,93 @@
+"""Figures of an intervention (:class:`geomlab.whatif.outcome.Outcome`): the next-token guesses before and
+after at one position, and the effect along the text (KL divergence and the change in surprisal of the token
+that really follows). They take an outcome, not a trace, so they are not catalogue figures
+(:func:`~geomlab.figures.catalog.figure`); the app's "What if" panel draws them. Design choice."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from geomlab.figures._chart import Chart, FigureBuilder, FigureError, finish
+from geomlab.figures._sampling import WINDOW, window as shown_window
+from geomlab.figures._style import add_cursor_line, colour, hover_tokens, token_ticks
+from geomlab.core.markup import md_label
+
+BEFORE, AFTER = "#999999", colour(0)
+"""Colours of the plain run (grey) and the intervened run (the first index colour)."""
+
+
+def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 5) -> Chart:
+    """The ``k`` most likely next tokens after ``position`` before and after the intervention, as grouped
+    horizontal bars (probabilities in [0, 1]): every token in either top-k, ordered by its probability
+    after. ``token_names``: the vocabulary's names by id (``token_names[i]``). Traces ``"before"``,
+    ``"after"``. Raises :class:`FigureError` for a position outside the text or ``k < 1``. Design choice."""
+    T = len(outcome.before)
+    if not 0 <= position < T:
+        raise FigureError(f"position {position} out of range: the text has {T} positions")
+    if k < 1:
+        raise FigureError("k must be at least 1")
+    from geomlab.whatif.outcome import log_softmax
+
+    p = np.exp(log_softmax(outcome.before[position]))
+    q = np.exp(log_softmax(outcome.after[position]))
+    ids = list(dict.fromkeys([int(i) for i in np.argsort(-q, kind="stable")[:k]]
+                             + [int(i) for i in np.argsort(-p, kind="stable")[:k]]))
+    ids.sort(key=lambda i: -q[i])
+    names = [f"“{token_names[i] if i < len(token_names) else i}”" for i in ids][::-1]
+    fig = FigureBuilder()
+    for name, probs, col in (("before", p, BEFORE), ("after", q, AFTER)):
+        vals = [float(probs[i]) for i in ids][::-1]
+        fig.add_trace({"type": "bar", "orientation": "h", "x": vals, "y": names, "name": name,
+                       "marker": {"color": col}, "text": [f"{100 * v:.1f}%" for v in vals],
+                       "textposition": "outside", "cliponaxis": False,
+                       "hovertemplate": f"{name}: %{{y}} %{{x:.3f}}<extra></extra>"})
+    fig.update_layout(barmode="group", legend={"orientation": "h", "y": -0.15, "x": 0})
+    fig.update_xaxes(title_text="probability of the next token", range=[0, 1.15], tickformat=".0%")
+    kl = float(outcome.kl_bits()[position])
+    cap = (f"The model's {k} most likely next tokens after position {position}, before (grey) and after "
+           f"(colour) the intervention ({outcome.what}); KL divergence there {kl:.3f} bits.")
+    return finish(fig, f"Next token after position {position}", cap, "whatif_guesses",
+                  height=120 + 34 * len(ids), margin={"l": 70, "r": 30, "t": 40, "b": 60})
+
+
+def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW) -> Chart:
+    """The intervention's effect along the text, two panels over the positions around it (at most ``window``
+    consecutive positions, full resolution): top, the KL divergence of the next-token distribution before ->
+    after at each position (bits); bottom, the change in surprisal of the token that really follows (bits,
+    positive: the real text became harder to predict). The intervention's position is the dashed line.
+    ``labels``: the tokens of the text. Traces ``"KL"``, ``"surprisal change"``. Raises :class:`FigureError`
+    when ``labels`` and the outcome differ in length. Design choice."""
+    T = len(outcome.before)
+    if len(labels) != T:
+        raise FigureError(f"{len(labels)} labels for {T} positions")
+    at = outcome.position
+    idx = shown_window(T, at if at is not None else T - 1, window)
+    kl = outcome.kl_bits()
+    ds = np.append(outcome.surprisal_change_bits(), np.nan)  # nothing follows the last position
+    text = np.array(hover_tokens(labels, idx))
+    fig = FigureBuilder.grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16,
+                             subplot_titles=["KL(before ‖ after) of the next token (bits)",
+                                             "change in surprisal of the real next token (bits)"])
+    fig.add_trace({"type": "bar", "x": idx, "y": kl[idx], "customdata": idx, "name": "KL",
+                   "marker": {"color": AFTER}, "text": text, "showlegend": False,
+                   "hovertemplate": "position %{text}<br>KL %{y:.4f} bits<extra></extra>"}, row=1, col=1)
+    vals = ds[idx]
+    fig.add_trace({"type": "bar", "x": idx, "y": vals, "customdata": idx, "name": "surprisal change",
+                   "marker": {"color": np.where(np.nan_to_num(vals) >= 0, "#d55e00", "#0072b2")},
+                   "text": text, "showlegend": False,
+                   "hovertemplate": "position %{text}<br>%{y:+.3f} bits<extra></extra>"}, row=2, col=1)
+    for row in (1, 2):
+        add_cursor_line(fig, at, row=row, col=1)
+    fig.update_xaxes(title_text="position t (token)", row=2, col=1, **token_ticks(labels, idx))
+    fig.update_yaxes(title_text="bits", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="bits", row=2, col=1)
+    after = slice(at, None) if at is not None else slice(None)
+    total = float(np.nansum(ds[after][:-1])) if at is not None else float(np.nansum(ds))
+    where = f"at position {at} '{md_label(labels[at])}'" if at is not None else "on every position"
+    cap = (f"What the intervention ({outcome.what}) {where} changed: the KL divergence of the next-token "
+           f"distribution, largest {float(np.nanmax(kl)):.3f} bits at position {int(np.nanargmax(kl))}; and the "
+           f"surprisal of the real text, {total:+.2f} bits in all from there on (positive: harder to predict). "
+           f"Positions {int(idx[0])}–{int(idx[-1])} of {T}.")
+    return finish(fig, "Effect along the text", cap, "whatif_effect", height=420)
