@@ -45,7 +45,7 @@ def _per_layer(steps: Steps, stop_at: int | None, current: int, L: int) -> list[
 
     if steps is None:
         ks = [current] * L
-    elif isinstance(steps, (int, np.integer)) and not isinstance(steps, bool):
+    elif isinstance(steps, (int, np.integer, bool)) or not isinstance(steps, (list, tuple, np.ndarray)):
         ks = [check(steps, "steps")] * L
     else:
         ks = [check(k, "each layer's steps") for k in steps]

@@ -56,19 +56,22 @@ def steer_directions(model) -> list[str]:
     return names
 
 
-def _points(model, layer: int) -> tuple[str, str, str]:
-    """``(state point, tangent point, how the state is held)``: ``"step"`` (osm-rnn, per-step ``(B, n, n)``),
-    ``"dense"`` (``(B, T, n, n)``) or ``"diagonal"`` (``(B, T, d)`` complex diagonals, the torus)."""
+def _points(model, layer: int) -> tuple[str, list[str], str]:
+    """``(state point, tangent points, how the state is held)``: ``"step"`` (osm-rnn, per-step ``(B, n, n)``),
+    ``"dense"`` (``(B, T, n, n)``) or ``"diagonal"`` (``(B, T, d)`` complex diagonals, the torus). The
+    tangent points in order of preference (osmformer: attention, then grounding)."""
     if model.config["kind"] == "osm-rnn":
         if layer != 0:
             raise ValueError(f"osm-rnn has one layer (0), got layer {layer}")
-        return "hook_state", "hook_tangent", "step"
+        return "hook_state", ["hook_tangent"], "step"
     L = model.n_layers
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < L:
         raise ValueError(f"layer must be an int in 0..{L - 1}, got {layer!r}")
     if getattr(model, "_diagonal", False) and model.config["position"] != "rotation":
-        return f"diag.layers.{layer}.hook_state", f"diag.layers.{layer}.hook_attn_tangent", "diagonal"
-    return f"layers.{layer}.hook_state", f"layers.{layer}.hook_attn_tangent", "dense"
+        pre = f"diag.layers.{layer}."
+        return pre + "hook_state", [pre + "hook_attn_tangent", pre + "hook_ground_tangent"], "diagonal"
+    pre = f"layers.{layer}."
+    return pre + "hook_state", [pre + "hook_attn_tangent", pre + "hook_ground_tangent"], "dense"
 
 
 def _held_state(value: torch.Tensor, position: int) -> torch.Tensor:
@@ -83,7 +86,7 @@ def _native(model, held: torch.Tensor, how: str) -> torch.Tensor:
     return torch.diag_embed(held) if how == "diagonal" else model._to_native(held)
 
 
-def _direction(model, direction: Direction, tangent: torch.Tensor | None, how: str, position: int,
+def _direction(model, direction: Direction, tangents: list[torch.Tensor], how: str, position: int,
                seed: int) -> tuple[torch.Tensor, str]:
     """A unit algebra element ``X`` (native ``(d, d)``, float64/complex128; unit for ``Re tr(A^* B)``) and
     its description."""
@@ -101,16 +104,23 @@ def _direction(model, direction: Direction, tangent: torch.Tensor | None, how: s
         c = c / c.norm()
         what = f"a random unit direction (seed {seed})"
     elif direction == "tangent":
-        phi = tangent[0, position]
-        if how == "diagonal":  # the diagonal path's tangents are algebra coordinates already
-            c = phi.to(torch.float64)
+        # the first non-zero of the layer's tangents (osmformer's attention tangent is 0 where a position
+        # attends only to itself, e.g. position 0: then its grounding tangent)
+        for i, tangent in enumerate(tangents):
+            phi = tangent[0, position]
+            if how == "diagonal":  # the diagonal path's tangents are algebra coordinates already
+                c = phi.to(torch.float64)
+            else:
+                c = g.to_coords(model._to_native(phi)).to(torch.float64)
+            n = c.norm()
+            if torch.isfinite(n) and float(n) > 0.0:
+                break
         else:
-            c = g.to_coords(model._to_native(phi)).to(torch.float64)
-        n = c.norm()
-        if not torch.isfinite(n) or float(n) == 0.0:
-            raise ValueError(f"the layer's own update at position {position} is zero or not finite: no direction")
+            raise ValueError(f"the layer's own update at position {position} is zero or not finite: no direction "
+                             "(an osmformer's first position in layer 0 keeps its input: no update)")
         c = c / n
-        what = "the layer's own update (normalised)"
+        what = "the layer's own update (normalised)" if len(tangents) == 1 else (
+            f"the layer's {('attention', 'grounding')[i]} tangent (normalised)")
     else:
         raise ValueError(f"direction must be ('generator', k), 'tangent' or 'random', got {direction!r}")
     return g.from_coords(c.cpu()), what
@@ -149,7 +159,8 @@ def steer_state(model, tokens, layer: int, position: int, direction: Direction, 
         layer: the layer (osm-rnn: 0). position: the token index ``0..T-1``.
         direction: ``("generator", k)`` the ``k``-th orthonormal basis element of the algebra
             (:func:`steer_directions` names them); ``"tangent"`` the layer's own update at ``position``
-            (osm-rnn: ``Phi_t`` at ``hook_tangent``; osmformer: the attention tangent), normalised;
+            (osm-rnn: ``Phi_t`` at ``hook_tangent``; osmformer: the attention tangent, or where it is 0 (a
+            position attending only to itself) the grounding tangent), normalised;
             ``"random"`` a unit direction drawn with ``seed`` (Gaussian coordinates, normalised).
         eps: the step along the one-parameter subgroup (the geodesic through ``H_t``), in units of the
             bi-invariant metric (``||eps X||_F = |eps|``).
@@ -174,15 +185,16 @@ def steer_state(model, tokens, layer: int, position: int, direction: Direction, 
     position, eps = int(position), float(eps)
     if not np.isfinite(eps):
         raise ValueError(f"eps must be finite, got {eps}")
-    state_name, tangent_name, how = _points(model, layer)
-    names = [state_name] + ([tangent_name] if direction == "tangent" else [])
+    state_name, tangent_names, how = _points(model, layer)
+    names = [state_name] + (tangent_names if direction == "tangent" else [])
     with _MODEL_LOCK, torch.no_grad():
         was_training = model.training
         model.eval()
         try:
             before, cache = run_with_cache(model, tokens, names)
             held = _held_state(cache[state_name], position)
-            X, what = _direction(model, direction, cache.get(tangent_name), how, position, seed)
+            tangents = [cache[n] for n in tangent_names if n in cache]
+            X, what = _direction(model, direction, tangents, how, position, seed)
             held_new = _steered(model, held, X, eps, how)
 
             def fn(value, hook):
