@@ -89,7 +89,7 @@ def run_with_cache(model, texts_or_tokens: TextsOrTokens, names: _hooks.Names = 
     current mode, with autograd as the caller has it. Raises ``ValueError`` as :func:`as_tokens` and for an
     unknown hook point name. Design choice (after TransformerLens's ``run_with_cache``).
     """
-    return _hooks.run_with_cache(model, as_tokens(texts_or_tokens, vocab), names)
+    return _hooks.run_with_cache(model, _on_device(model, as_tokens(texts_or_tokens, vocab)), names)
 
 
 def run_with_hooks(model, texts_or_tokens: TextsOrTokens, hooks: Iterable[tuple[str, Any]],
@@ -98,4 +98,10 @@ def run_with_hooks(model, texts_or_tokens: TextsOrTokens, hooks: Iterable[tuple[
     each named hook point (a returned tensor replaces the value and the forward pass carries on from it):
     :func:`geomlab.models.hooks.run_with_hooks` with the input encoded. Raises ``ValueError`` as
     :func:`as_tokens`, for an unknown name or a replacement at a read-only point. Design choice."""
-    return _hooks.run_with_hooks(model, as_tokens(texts_or_tokens, vocab), hooks)
+    return _hooks.run_with_hooks(model, _on_device(model, as_tokens(texts_or_tokens, vocab)), hooks)
+
+
+def _on_device(model, tokens: torch.Tensor) -> torch.Tensor:
+    """``tokens`` on the device of the model's first parameter (unchanged for a model without any)."""
+    p = next(iter(model.parameters()), None)
+    return tokens if p is None else tokens.to(p.device)
