@@ -6,3 +6,8 @@ the Grassmannian, CEM's energy descent run for other numbers of steps, a state p
 an attention head ablated. The results are plain arrays (logits before and after, the changed geometry), for
 the app's "What if" panel, the figures and notebooks alike.
 """
+
+from geomlab.whatif.outcome import Outcome
+from geomlab.whatif.run import PAD_ID, encode_batch, run_with_cache, run_with_hooks
+
+__all__ = ["Outcome", "PAD_ID", "encode_batch", "run_with_cache", "run_with_hooks"]
