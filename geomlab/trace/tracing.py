@@ -23,7 +23,7 @@ this length, ``geomlab bench figures --sizes``) small enough for an interactive 
 # changes the model for its duration: trace() switches it to eval mode, trace_cem_steps() changes its
 # recursion steps, and record() attaches functions to its hook points (shared by every thread using the
 # model, so two unserialised runs would collect each other's values).
-_MODEL_LOCK = threading.RLock()
+MODEL_LOCK = threading.RLock()
 
 
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
@@ -141,7 +141,7 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
         device = next(model.parameters()).device
     except StopIteration:
         device = torch.device("cpu")
-    with _MODEL_LOCK:
+    with MODEL_LOCK:
         was_training = model.training
         model.eval()
         try:
@@ -209,7 +209,7 @@ def trace_cem_steps(model, tokens, steps: int, vocab=None, text: str | None = No
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 1 <= int(steps) <= 64:
         raise TraceError(f"steps must be an integer in 1..64, got {steps!r}")
     steps = int(steps)
-    with _MODEL_LOCK:
+    with MODEL_LOCK:
         return _trace_cem_steps_locked(model, tokens, steps, config, vocab, text)
 
 

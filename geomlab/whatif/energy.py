@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from geomlab.models.hooks import hooks_attached, run_with_cache
-from geomlab.trace.tracing import _MODEL_LOCK  # the one lock around every run of a model (hooks are shared)
+from geomlab.trace.tracing import MODEL_LOCK  # the one lock around every run of a model (hooks are shared)
 from geomlab.whatif.outcome import Outcome
 from geomlab.whatif.run import as_tokens
 
@@ -122,7 +122,7 @@ def energy_steps(model, tokens, steps: Steps = None, stop_at: int | None = None)
     if tokens.shape[0] != 1:
         raise ValueError(f"energy_steps takes one text, got a batch of {tokens.shape[0]}")
     L = len(stack.layers)
-    with _MODEL_LOCK, torch.no_grad():
+    with MODEL_LOCK, torch.no_grad():
         was_training = model.training
         previous = stack.cfg.inference_recursion_steps
         model.eval()

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from geomlab.models.hooks import hook_points, run_with_cache, run_with_hooks
-from geomlab.trace.tracing import _MODEL_LOCK  # the one lock around every run of a model (hooks are shared)
+from geomlab.trace.tracing import MODEL_LOCK  # the one lock around every run of a model (hooks are shared)
 from geomlab.whatif.outcome import Outcome
 from geomlab.whatif.run import as_tokens
 
@@ -187,7 +187,7 @@ def steer_state(model, tokens, layer: int, position: int, direction: Direction, 
         raise ValueError(f"eps must be finite, got {eps}")
     state_name, tangent_names, how = _points(model, layer)
     names = [state_name] + (tangent_names if direction == "tangent" else [])
-    with _MODEL_LOCK, torch.no_grad():
+    with MODEL_LOCK, torch.no_grad():
         was_training = model.training
         model.eval()
         try:
