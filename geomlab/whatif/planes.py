@@ -56,8 +56,8 @@ def pair_frame(a, b, tol: float = 1e-6) -> torch.Tensor:
     ``q1 = a / |a|``, ``q2 = (b - (b.q1) q1) / |...|``, so ``q1 ^ q2 = (a ^ b) / ||a ^ b||`` (the model's
     sign convention, current first). Raises ``ValueError`` when ``||a ^ b|| < tol`` (no plane). Design choice.
     """
-    a = torch.as_tensor(a, dtype=torch.float64)
-    b = torch.as_tensor(b, dtype=torch.float64)
+    a = torch.as_tensor(a).detach().to(torch.float64)
+    b = torch.as_tensor(b).detach().to(torch.float64)
     na = torch.linalg.vector_norm(a)
     area = torch.linalg.vector_norm(plucker(a, b))
     if float(na) == 0.0 or float(area) < tol:
