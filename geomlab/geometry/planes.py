@@ -33,6 +33,7 @@ __all__ = [
     "PlaneError", "plucker_size", "plucker_rank", "plucker_indices", "plucker", "normalize_plucker",
     "bivector", "plucker_relations", "plane_basis", "principal_angles", "geodesic_distance",
     "chordal_distance", "fubini_study_distance", "binet_cauchy_distance", "dist", "interpolate",
+    "grassmann_exp", "grassmann_log",
     "coordinate_energy", "decomposability", "dominant_plane",
 ]
 
@@ -309,6 +310,56 @@ def interpolate(Q1, Q2, s, tol: float = 1e-10) -> torch.Tensor:
     st = s_t.reshape(-1, *([1] * theta.dim())) * theta  # (S, ..., 2)
     out = Y1 * torch.cos(st).unsqueeze(-2) + G * torch.sin(st).unsqueeze(-2)
     return _nan_where(out, finite.expand(out.shape[:-2]))
+
+
+def _check_tangent(Y: torch.Tensor, Delta: torch.Tensor) -> None:
+    if Y.dim() < 2 or Y.shape[-1] != 2 or Delta.shape[-2:] != Y.shape[-2:]:
+        raise PlaneError(f"expected a frame Y (..., r, 2) and a tangent of the same shape, got "
+                         f"{tuple(Y.shape)} and {tuple(Delta.shape)}")
+
+
+def grassmann_exp(Y, Delta, t=1.0) -> torch.Tensor:
+    """The Grassmann exponential map: the point at time ``t`` of the geodesic of Gr(2, r) through span(Y)
+    with initial velocity ``Delta`` (Edelman, Arias & Smith 1998, Theorem 2.3).
+
+    ``Y``: ``(..., r, 2)`` orthonormal; ``Delta``: ``(..., r, 2)`` horizontal tangent (``Y^T Delta = 0``; the
+    part along ``Y`` is not removed here); ``t``: float (radians of arc per unit of ``||Delta||_F``).
+    Returns the orthonormal frame ``(..., r, 2)``
+    ``Y(t) = Y V cos(S t) V^T + U sin(S t) V^T`` for the thin SVD ``Delta = U S V^T``, evaluated as
+    ``Y + Y V (cos(S t) - I) V^T + U sin(S t) V^T`` so that ``t = 0`` returns ``Y`` bit for bit. The
+    orientation of ``Y`` is carried along continuously. The principal angles between span(Y) and span(Y(t))
+    are ``S |t|`` (folded into [0, pi/2]); the geodesic distance ``||S t||`` while every ``s_i |t| <= pi/2``.
+    Raises :class:`PlaneError` for shapes that do not match.
+    """
+    Y, Delta = _t(Y), _t(Delta)
+    _check_tangent(Y, Delta)
+    U, S, Vh = torch.linalg.svd(Delta, full_matrices=False)
+    V = Vh.transpose(-1, -2)
+    st = S * float(t)
+    cos_m1 = torch.cos(st) - 1.0
+    return Y + (Y @ V) @ (cos_m1.unsqueeze(-1) * Vh) + U @ (torch.sin(st).unsqueeze(-1) * Vh)
+
+
+def grassmann_log(Y1, Y2) -> torch.Tensor:
+    """The Grassmann logarithm: the horizontal tangent ``Delta`` ``(..., r, 2)`` at span(Y1) with
+    ``grassmann_exp(Y1, Delta, 1)`` spanning span(Y2) (Edelman, Arias & Smith 1998, section 3.8; Absil,
+    Mahony & Sepulchre 2004). ``Y1``, ``Y2``: ``(..., r, 2)`` orthonormal.
+
+    Method: ``(I - Y1 Y1^T) Y2 (Y1^T Y2)^{-1} = U Sigma V^T`` (thin SVD), ``Delta = U atan(Sigma) V^T``;
+    ``||Delta||_F`` is the geodesic distance and the singular values of ``Delta`` the principal angles.
+    Raises :class:`PlaneError` where ``Y1^T Y2`` is singular (a principal angle of pi/2: the geodesic is not
+    unique) or for shapes that do not match.
+    """
+    Y1, Y2 = _t(Y1), _t(Y2)
+    _check_bases(Y1, Y2)
+    M = Y1.transpose(-1, -2) @ Y2
+    sv = torch.linalg.svdvals(M)
+    if bool((sv[..., -1] < 1e-12).any()):
+        raise PlaneError("a principal angle is pi/2: the logarithm (shortest geodesic) is not unique")
+    A = Y2 - Y1 @ M
+    N = torch.linalg.solve(M.transpose(-1, -2), A.transpose(-1, -2)).transpose(-1, -2)  # A M^{-1}
+    U, S, Vh = torch.linalg.svd(N, full_matrices=False)
+    return U @ (torch.atan(S).unsqueeze(-1) * Vh)
 
 
 def coordinate_energy(p, r: int | None = None) -> torch.Tensor:

@@ -10,7 +10,7 @@ hook points: :func:`run_with_cache` collects the values, :func:`run_with_hooks` 
   states, CEM's iterates); the cache stacks its calls on axis 1, after the batch axis, and a function sees each
   call's value with ``hook.step`` its index in the pass.
 * Some hook points see a value computed only for them (``writable=False``: CEM's energies, Grassmann's
-  normalised Plücker vectors): a function there may read but not replace it (``ValueError``). Values that are
+  norms before normalisation): a function there may read but not replace it (``ValueError``). Values that are
   only computed for an active hook cost nothing when none is attached.
 * Every cached tensor has the batch on axis 0; the shape docs use ``B`` (batch), ``T`` (positions), ``S``
   (steps), ``H`` (heads) and the kind's widths.

@@ -8,6 +8,8 @@ the app's "What if" panel, the figures and notebooks alike.
 """
 
 from geomlab.whatif.outcome import Outcome
+from geomlab.whatif.planes import pair_frame, rotate_plane, swap_plane
 from geomlab.whatif.run import PAD_ID, encode_batch, run_with_cache, run_with_hooks
 
-__all__ = ["Outcome", "PAD_ID", "encode_batch", "run_with_cache", "run_with_hooks"]
+__all__ = ["Outcome", "PAD_ID", "encode_batch", "run_with_cache", "run_with_hooks", "rotate_plane", "swap_plane",
+           "pair_frame"]

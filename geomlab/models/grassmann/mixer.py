@@ -54,8 +54,8 @@ class GrassmannMixer(nn.Module):
         m = len(self.offsets)
         self.hook_reduced = HookPoint("(B, T, r) reduced vectors z_t = W_red h_t + b_red")
         self.hook_plucker = HookPoint(f"(B, {m}, T, P) normalised Plücker vectors of (z_t, z_t-D) per offset slot "
-                                      "D of the layer, zero where t < D (computed only for the hook)",
-                                      writable=False)
+                                      "D of the layer, zero where t < D (computed only for the hook); a "
+                                      "replacement's change at t >= D is averaged into the offset mean")
         self.hook_plucker_norm = HookPoint(f"(B, {m}, T) ||z_t ^ z_t-D|| before normalisation, zero where t < D",
                                            writable=False)
         self.hook_plucker_mean = HookPoint("(B, T, P) offset-averaged normalised Plücker vector fed to W_plu "
@@ -134,12 +134,15 @@ class GrassmannMixer(nn.Module):
             term = F.pad(p_hat, (0, 0, D, 0))
             acc = term if acc is None else acc + term
             planes.append((D, p_hat, cur, past))
-        self._observe_planes(planes, z)
+        change = self._observe_planes(planes, z)
         if acc is None:
             g = torch.zeros_like(h)
             mean = self.hook_plucker_mean(h.new_zeros(B, T, self.P))
         else:
-            mean = self.hook_plucker_mean(acc * (1 / cnt.clamp_min(1).unsqueeze(-1)))
+            mean = acc * (1 / cnt.clamp_min(1).unsqueeze(-1))
+            if change is not None:
+                mean = mean + change / cnt.clamp_min(1).unsqueeze(-1)
+            mean = self.hook_plucker_mean(mean)
             g = torch.where((cnt > 0).unsqueeze(-1), self.plu(mean), torch.zeros((), dtype=h.dtype))
         return self._finish(h, g)
 
@@ -151,12 +154,13 @@ class GrassmannMixer(nn.Module):
         weighted terms in float64 before the cast differs from the per-offset float32 sum by rounding only."""
         B, T, r = z.shape
         offs, idx, mask = self._partners(T, h.device)
+        change = None  # the sum over slots of a replacement's change at hook_plucker, (B, T, P)
         if self.hook_plucker.active or self.hook_plucker_norm.active:  # each plane, for the hook points only
             planes = []
             for D in self.offsets:
                 cur, past = z[:, D:], z[:, :-D]
                 planes.append(None if D >= T else (D, self._wedge(cur, self._scaled_perp(cur, past)[2]), cur, past))
-            self._observe_planes(planes, z)
+            change = self._observe_planes(planes, z)
         if not offs:
             self.hook_plucker_mean(h.new_zeros(B, T, self.P))
             return self._finish(h, torch.zeros_like(h))
@@ -175,7 +179,10 @@ class GrassmannMixer(nn.Module):
         cnt = mask.sum(dim=1).to(dt)  # valid offsets per position
         v = torch.addcmul(past, c.unsqueeze(-1), z64.unsqueeze(2), value=-1)  # z_{t-D} - c z_t, (B, T, m, r)
         u = (w.unsqueeze(-1) * v).sum(2)
-        mean = self.hook_plucker_mean(self._wedge(z, (u / cnt.clamp_min(1).unsqueeze(-1)).to(z.dtype)))
+        mean = self._wedge(z, (u / cnt.clamp_min(1).unsqueeze(-1)).to(z.dtype))
+        if change is not None:
+            mean = mean + change / cnt.clamp_min(1).unsqueeze(-1).to(z.dtype)
+        mean = self.hook_plucker_mean(mean)
         g = torch.where((cnt > 0).unsqueeze(-1), self.plu(mean), torch.zeros((), dtype=h.dtype))
         return self._finish(h, g)
 
@@ -183,19 +190,35 @@ class GrassmannMixer(nn.Module):
         alpha = self.hook_gate(self._gate(h, g))
         return torch.lerp(g, h, alpha)
 
-    def _observe_planes(self, planes: list, z: torch.Tensor) -> None:
+    def _observe_planes(self, planes: list, z: torch.Tensor) -> torch.Tensor | None:
         """Pass the normalised Plücker vectors and the norms before normalisation of every offset slot to their
         hook points, ``(B, m, T, P)`` and ``(B, m, T)``, zero where ``t < D`` (only those that are active).
-        ``planes``: per slot ``(D, p_hat, z_t, z_t-D)`` or None where the offset has no partner."""
+        ``planes``: per slot ``(D, p_hat, z_t, z_t-D)`` or None where the offset has no partner.
+
+        Returns None, or, where a function replaced the Plücker vectors, the change ``(B, T, P)`` summed over
+        the slots with a partner (``t >= D``): the forward adds it, divided by the number of valid offsets, to
+        the offset mean. Entries the function left alone change by exactly 0, so their positions keep every
+        bit (design choice: a correction to the fused mean rather than a second way to compute it)."""
         B, T, _ = z.shape
+        change = None
         if self.hook_plucker.active:
-            self.hook_plucker(torch.stack([z.new_zeros(B, T, self.P) if pl is None else
-                                           F.pad(pl[1], (0, 0, pl[0], 0)) for pl in planes], dim=1))
+            seen = torch.stack([z.new_zeros(B, T, self.P) if pl is None else
+                                F.pad(pl[1], (0, 0, pl[0], 0)) for pl in planes], dim=1)
+            out = self.hook_plucker(seen)
+            if out is not seen:
+                if out.shape != seen.shape:
+                    raise ValueError(f"hook_plucker replacement of shape {tuple(out.shape)}, expected "
+                                     f"{tuple(seen.shape)}")
+                valid = torch.tensor([pl is not None for pl in planes], device=z.device).view(1, -1, 1, 1) & (
+                    torch.arange(T, device=z.device).view(1, 1, T, 1)
+                    >= torch.tensor(self.offsets, device=z.device).view(1, -1, 1, 1))
+                change = ((out.to(seen.dtype) - seen) * valid).sum(1)
         if self.hook_plucker_norm.active:  # direct, for the views
             self.hook_plucker_norm(torch.stack([
                 z.new_zeros(B, T) if pl is None else
                 F.pad(torch.linalg.vector_norm(self._wedge(pl[2], pl[3]), dim=-1), (pl[0], 0)) for pl in planes],
                 dim=1))
+        return change
 
     def step(self, h: torch.Tensor, past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One position: ``h`` ``(B, d_model)`` and ``past`` ``(B, K, rank)``, the reduced vectors of the last
