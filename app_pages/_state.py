@@ -46,9 +46,10 @@ K_CKPT, K_CKPT_B, K_TEXT, K_POS, K_LAYER, K_STEPS, K_STEPS_B, K_VIEW = (
 K_HEAD, K_SLOT, K_BLOCK, K_SUBSTEP = "gl_head", "gl_slot", "gl_block", "gl_substep"
 K_MORE = "gl_more_figures"       # the view pages' "More figures" switch (one for every view page)
 K_LAYOUT = "gl_compare_layout"   # Compare: "stacked" (A above B) or "side" (A | B)
+K_WI, K_WI_SIZE = "gl_whatif", "gl_whatif_size"  # the view pages' "What if" panel: intervention, its size
 URL_KEYS = {K_CKPT: "ckpt", K_CKPT_B: "b", K_TEXT: "text", K_POS: "pos", K_LAYER: "layer", K_STEPS: "T",
             K_STEPS_B: "TB", K_VIEW: "view", K_HEAD: "head", K_SLOT: "slot", K_BLOCK: "block",
-            K_SUBSTEP: "substep", K_MORE: "more", K_LAYOUT: "layout"}
+            K_SUBSTEP: "substep", K_MORE: "more", K_LAYOUT: "layout", K_WI: "wi", K_WI_SIZE: "wis"}
 _INT_KEYS = {K_POS, K_LAYER, K_STEPS, K_STEPS_B, K_HEAD, K_SLOT, K_BLOCK, K_SUBSTEP}
 #: Control state key -> the registry's control name (the controls a view lists in ``ViewSpec.controls``).
 CONTROL_KEYS = {K_LAYER: "layer", K_HEAD: "head", K_SLOT: "slot", K_BLOCK: "block", K_SUBSTEP: "substep",
@@ -241,6 +242,11 @@ def remember_owner() -> None:
 def _coerce(key: str, value: str) -> Any:
     if key in _INT_KEYS:
         return int(value)
+    if key == K_WI_SIZE:
+        value = float(value)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(value)
+        return value
     if key == K_MORE:
         flag = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}.get(value.lower())
         if flag is None:
@@ -339,7 +345,8 @@ def page_url_keys(page: str | None) -> tuple[str, ...]:
         return tuple(URL_KEYS)
     view = views.VIEWS.get(page)
     if view is not None:
-        return (K_CKPT, K_TEXT, K_POS, K_MORE, *(k for k, c in CONTROL_KEYS.items() if c in view.controls))
+        return (K_CKPT, K_TEXT, K_POS, K_MORE, K_WI, K_WI_SIZE,
+                *(k for k, c in CONTROL_KEYS.items() if c in view.controls))
     if page == "compare":
         kinds = {getattr(data.entry_for(st.session_state.get(k)), "kind", None) for k in (K_CKPT, K_CKPT_B)}
         if not any(kinds & set(v.kinds) for v in views.VIEWS.values()):
