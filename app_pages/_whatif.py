@@ -17,8 +17,8 @@ from app_pages import _ui as ui
 from app_pages._messages import md_escape
 
 
-def _outcome_charts(entry: Any, text: str, trace_opts: dict, name: str, size: float, pos: int,
-                    controls: dict) -> tuple:
+def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], name: str, size: float,
+                    pos: int, controls: dict) -> tuple:
     """``(guesses Chart, effect Chart, one-line summary)`` of the intervention, through the shared cache."""
     from geomlab.figures.whatif import whatif_effect, whatif_guesses
     from geomlab.trace import encode_text
@@ -30,8 +30,7 @@ def _outcome_charts(entry: Any, text: str, trace_opts: dict, name: str, size: fl
         tokens = encode_text(ck.vocab, text)
         with MODEL_LOCK:
             out = catalog.apply(name, ck.model, tokens, pos, size, **controls)
-        labels = [ck.vocab.itos[int(t)] if hasattr(ck.vocab, "itos") else str(int(t)) for t in tokens]
-        names = list(getattr(ck.vocab, "itos", [])) or [str(i) for i in range(out.before.shape[1])]
+        names = [md_escape(t) for t in getattr(ck.vocab, "tokens", [])] or [str(i) for i in range(out.before.shape[1])]
         kl = out.kl_bits()
         ds = out.surprisal_change_bits()
         line = (f"{md_escape(out.what)}: KL at the cursor {kl[pos]:.3f} bits, largest {kl.max():.3f} bits; the "
@@ -94,7 +93,8 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
     if opts.get("head") is None and "head" in spec.takes:
         opts["head"] = 0  # "mean over heads" is not a head: the first one is ablated
     try:
-        guesses, effect, line = _outcome_charts(entry, text, trace_opts, spec.name, size, pos, opts)
+        guesses, effect, line = _outcome_charts(entry, text, trace_opts, list(tr.labels), spec.name, size, pos,
+                                                opts)
     except ValueError as exc:
         st.info(f"What if: {md_escape(exc)}", icon=":material/info:")
         return

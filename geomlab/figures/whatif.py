@@ -91,3 +91,49 @@ def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW) -> Chart
            f"surprisal of the real text, {total:+.2f} bits in all from there on (positive: harder to predict). "
            f"Positions {int(idx[0])}–{int(idx[-1])} of {T}.")
     return finish(fig, "Effect along the text", cap, "whatif_effect", height=420)
+
+
+METRIC_WORDS = {"logit_diff": "logit difference z[y] − z[y′] (nats)", "kl": "KL(clean ‖ patched) (bits)",
+                "target_prob": "p(y)"}
+
+
+def patching_heatmap(sweep, labels: Sequence[str], token_names: Sequence[str] = (), recovered: bool = True) -> Chart:
+    """The activation-patching picture of a sweep (:class:`geomlab.whatif.patching.Sweep`): layers (rows) x
+    positions (columns), each cell the prediction at the target with that layer's state at that position
+    taken from the clean text, as the share of the clean prediction it restores (``recovered``: 0 nothing,
+    1 all, :meth:`Sweep.recovered`) or as the raw metric. ``labels``: the corrupted text's tokens.
+    Trace ``"patching"`` (x = positions, ``customdata`` = the position). Raises :class:`FigureError` when the
+    labels do not match the sweep. Source: activation patching (Meng et al. 2022); the layout is a design
+    choice."""
+    vals = np.asarray(sweep.recovered() if recovered else sweep.values, dtype=np.float64)
+    L, T = vals.shape
+    pos = np.asarray(sweep.positions, dtype=np.int64)
+    if len(labels) < int(pos.max(initial=-1)) + 1:
+        raise FigureError(f"{len(labels)} labels for positions up to {int(pos.max())}")
+    shown = pos[pos <= sweep.target_position]
+    cols = np.searchsorted(pos, shown)
+    z = vals[:, cols]
+    fin = z[np.isfinite(z)]
+    lim = max(float(np.abs(fin).max()) if fin.size else 1.0, 1e-9)
+    fig = FigureBuilder()
+    fig.add_trace({"type": "heatmap", "z": z, "x": shown, "y": list(range(L)), "name": "patching",
+                   "customdata": np.broadcast_to(shown, z.shape), "colorscale": "RdBu",
+                   "zmid": 0.0, "zmin": -lim if not recovered else min(-0.05, float(fin.min()) if fin.size else 0),
+                   "zmax": lim if not recovered else max(1.0, float(fin.max()) if fin.size else 1),
+                   "reversescale": True,
+                   "text": np.broadcast_to(np.array(hover_tokens(labels, shown), dtype=object), z.shape),
+                   "hovertemplate": "layer %{y}, position %{text}<br>%{z:.3f}<extra></extra>",
+                   "colorbar": {"title": {"text": "restored" if recovered else "metric"}}})
+    add_cursor_line(fig, sweep.target_position)
+    fig.update_xaxes(title_text="position patched (token)", **token_ticks(labels, shown))
+    fig.update_yaxes(title_text="layer", tickmode="array", tickvals=list(range(L)),
+                     ticktext=[str(n) for n in sweep.layers] if L <= 12 else None, autorange="reversed")
+    y = sweep.target_token
+    target = f"“{token_names[y]}”" if 0 <= y < len(token_names) else f"token {y}"
+    what = "the share of the clean prediction restored" if recovered else METRIC_WORDS.get(sweep.metric, sweep.metric)
+    cap = (f"Activation patching: each cell runs the corrupted text with one layer's state at one position taken "
+           f"from the clean text, and reads the prediction of {target} at position {sweep.target_position} "
+           f"({what}; metric {METRIC_WORDS.get(sweep.metric, sweep.metric)}: clean {sweep.clean:.3f}, corrupted "
+           f"{sweep.corrupt:.3f}). Positions after the target cannot change it and are left out.")
+    return finish(fig, "Patching: where the difference lives", cap, "patching_heatmap",
+                  height=max(260, 120 + 34 * L), margin={"l": 120 if L <= 12 else 60, "r": 20, "t": 50, "b": 60})

@@ -643,3 +643,31 @@ def test_a_long_text_shows_full_resolution_positions_around_the_cursor(page, zoo
     assert _cursor_at(page) < 400
     rows = maps.evaluate("el => el.data[0].y")
     assert int(str(rows[0]).split()[0]) < 400
+
+
+@pytest.mark.browser
+def test_the_what_if_slider_changes_the_prediction_bars(page, zoo_server):
+    """The What-if panel on an OSM-RNN: at size 0 the bars after equal those before; moving the size slider
+    (keyboard) re-runs the model with the steered state and the bars after change, before stay."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{zoo_server}/trajectories?ckpt=bundled%2Fosm-rnn-o-tinyshakespeare&pos=30&wi=steer&wis=0")
+    page.wait_for_selector(CHART, state="attached", timeout=120_000)
+    wait_idle(page)
+    guesses = page.locator(".js-plotly-plot").filter(has_text="Next token after position")
+    guesses.first.wait_for(timeout=60_000)
+
+    def bars():
+        return guesses.first.evaluate("el => Object.fromEntries(el._fullData.map(t => [t.name, Array.from(t.x)]))")
+
+    first = bars()
+    assert first["before"] == first["after"]
+    slider = page.locator('[data-testid="stSlider"]').filter(has_text="step ε").get_by_role("slider")
+    slider.focus()
+    for _ in range(10):
+        slider.press("ArrowRight")  # 10 steps of 0.05: ε = 0.5
+    page.wait_for_function("() => location.search.includes('wis=0.5')", timeout=60_000)
+    wait_idle(page)
+    page.wait_for_timeout(800)
+    after = bars()
+    assert after["before"] == first["before"] and after["after"] != first["after"]
+    assert page.locator('[data-testid="stException"]').count() == 0
