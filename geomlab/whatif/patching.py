@@ -15,6 +15,7 @@ geomlab's hook points (:mod:`geomlab.models.hooks`).
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -254,8 +255,6 @@ def patching_sweep(model: torch.nn.Module, tokens: Sequence[int], source_tokens:
     forward passes of ``batch`` copies. Raises ``ValueError`` for texts of different lengths, a target outside
     ``0..T-1`` or an unknown metric. Source: activation patching (Meng et al. 2022; Heimersheim & Nanda 2024,
     "logit difference" and "KL" metrics)."""
-    import time
-
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     tok, src = _as_batch(tokens), _as_batch(source_tokens)
