@@ -2,7 +2,10 @@
 alike (its weights uniform over the positions it may attend to), the model run on from there.
 
 ``transformer``, ``llama`` and ``grassmann-attn`` ablate through their attention's hook points
-(:func:`geomlab.models.layers.attend`: ``hook_z`` per-head outputs, ``hook_pattern`` weights); ``cem``'s
+(:func:`geomlab.models.layers.attend`: ``hook_z`` per-head outputs, ``hook_pattern`` weights); ``osmformer``
+through ``layers.l.hook_pattern`` (a head owns a block of the state's rows; its attention mean
+``Hbar_i = sum_j alpha_ij H_j`` is zero in those rows when its weights are zero; the torus then runs its dense
+path in both runs); ``cem``'s
 attention is an energy summed over heads with step sizes ``eta_k``, so its head is ablated by ``eta_k = 0``
 (``CEMAttention.head_scale``): the head then adds nothing to the energy or to any update step.
 
@@ -36,13 +39,17 @@ def attention_heads(model: torch.nn.Module) -> tuple[int, int]:
         return len(model.blocks), int(model.blocks[0].H)
     if kind == "cem":
         return len(model.stack.layers), int(model.stack.layers[0][0].w_q.shape[0])
+    if kind == "osmformer" and model.n_layers:
+        return int(model.n_layers), int(model.heads)
     raise ValueError(f"model kind {kind!r} has no attention heads to ablate (transformer, llama, "
-                     "grassmann-attn, cem)")
+                     "grassmann-attn, cem, osmformer)")
 
 
 def _hook_name(model, layer: int, what: str) -> str:
     names = hook_points(model)
-    for name in (f"blocks.{layer}.hook_{what}", f"blocks.{layer}.mixer.hook_{what}"):
+    if model.kind == "osmformer":  # the weights are the only per-head value: "zero" zeroes them
+        what = "pattern"
+    for name in (f"blocks.{layer}.hook_{what}", f"blocks.{layer}.mixer.hook_{what}", f"layers.{layer}.hook_{what}"):
         if name in names:
             return name
     raise ValueError(f"no hook point {what!r} in layer {layer}")
@@ -73,19 +80,22 @@ def ablate_head(model: torch.nn.Module, tokens: Sequence[int], layer: int, head:
     """Run ``tokens`` with head ``head`` of layer ``layer`` ablated and return both runs.
 
     Args:
-        model: ``transformer``, ``llama``, ``grassmann-attn`` or ``cem`` (run in eval mode, no gradients).
+        model: ``transformer``, ``llama``, ``grassmann-attn``, ``osmformer`` (at least one layer) or ``cem``
+            (run in eval mode, no gradients).
         tokens: 1-d token ids, length ``T``.
         layer, head: ``0 <= layer < L``, ``0 <= head < H``.
-        mode: ``"zero"`` (the head's output ``z`` is 0) or ``"uniform"`` (its weights are ``1 / (i + 1)``
-            over ``j <= i``); ``cem``: ``"zero"`` only (``eta_head = 0``, in every recursion step).
+        mode: ``"zero"`` (the head's output ``z`` is 0; osmformer: its weights, so its rows of ``Hbar``) or
+            ``"uniform"`` (its weights are ``1 / (i + 1)`` over ``j <= i``); ``cem``: ``"zero"`` only
+            (``eta_head = 0``, in every recursion step).
         position: ablate only at this query position (None: at every position); not for ``cem``, whose
             step sizes are shared by all positions.
 
     Returns an :class:`~geomlab.whatif.outcome.Outcome`: ``before`` the logits ``(T, V)`` with the same hook
     point read (the same arithmetic: ``uniform`` forms the weights explicitly in both runs), ``after`` the
     ablated run's; ``geometry``: ``z_before`` ``(T, d_head)`` (zero), ``pattern_before`` / ``pattern_after``
-    ``(T, T)`` (uniform) or ``eta_before`` / ``eta_after`` ``(H,)`` (cem). Raises ``ValueError`` for a kind
-    without heads, a layer, head or position out of range, an unknown mode or one the kind does not offer.
+    ``(T, T)`` (uniform; osmformer also zero) or ``eta_before`` / ``eta_after`` ``(H,)`` (cem). Raises
+    ``ValueError`` for a kind without heads, a layer, head or position out of range, an unknown mode or one
+    the kind does not offer.
     Source: Michel, Levy & Neubig (2019), §2; uniform: design choice."""
     L, H = attention_heads(model)
     if mode not in MODES:
@@ -107,7 +117,8 @@ def ablate_head(model: torch.nn.Module, tokens: Sequence[int], layer: int, head:
             before = model(tok)
             with _cem_head_off(model, layer, head) as eta:
                 after = model(tok)
-            geometry = {"eta_before": eta.cpu().numpy(), "eta_after": (eta * (torch.arange(H, device=eta.device) != head)).cpu().numpy()}
+            kept = torch.arange(H, device=eta.device) != head
+            geometry = {"eta_before": eta.cpu().numpy(), "eta_after": (eta * kept).cpu().numpy()}
         else:
             rows = slice(None) if position is None else slice(position, position + 1)
             name = _hook_name(model, layer, "z" if mode == "zero" else "pattern")
@@ -116,18 +127,18 @@ def ablate_head(model: torch.nn.Module, tokens: Sequence[int], layer: int, head:
 
             def ablate(value: torch.Tensor, hook) -> torch.Tensor:
                 out = value.clone()
-                if mode == "zero":
+                if mode == "zero":  # the head's output z, or (osmformer) its weights
                     out[:, head, rows] = 0.0
                 else:
                     out[:, head, rows] = uniform_pattern(T, value.dtype, value.device)[rows]
                 return out
 
             after = run_with_hooks(model, tok, [(name, ablate)])
-            if mode == "zero":
+            if name.endswith("hook_z"):
                 geometry = {"z_before": seen.cpu().numpy()}
             else:
                 new = seen.clone()
-                new[rows] = uniform_pattern(T, seen.dtype, seen.device)[rows]
+                new[rows] = 0.0 if mode == "zero" else uniform_pattern(T, seen.dtype, seen.device)[rows]
                 geometry = {"pattern_before": seen.cpu().numpy(), "pattern_after": new.cpu().numpy()}
     return Outcome(tokens=tok[0].cpu().numpy(), before=before[0].float().cpu().numpy(),
                    after=after[0].float().cpu().numpy(), position=position, what=what,

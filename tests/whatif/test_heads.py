@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from geomlab.models.hooks import run_with_hooks
+from geomlab.models.hooks import run_with_cache, run_with_hooks
 from geomlab.models.transformer import alibi_bias
 from geomlab.whatif.heads import ablate_head, uniform_pattern
 from helpers.models import TEXT, VOCAB, get_model, small_model
@@ -130,3 +130,24 @@ def test_pattern_hook_reads_the_fused_attention(kind):
         read_z = run_with_hooks(model, tok, [(name.format("z"), lambda v, h: None)])
     torch.testing.assert_close(explicit, plain, atol=1e-5, rtol=0)
     assert torch.equal(read_z, plain)
+
+
+@pytest.mark.parametrize("mode", ["zero", "uniform"])
+def test_osmformer_head_equals_attention_mean_by_hand(mode):
+    """OSMFormer on O(4), 2 heads: head 1 owns rows 2-3 of the states, so its ablation replaces rows 2-3 of
+    the layer's attention mean Hbar_i by 0 (zero) or by the causal mean (1 / (i + 1)) sum_{j <= i} H_j
+    (uniform) and leaves rows 0-1 as they were."""
+    model = get_model("osmformer-identity")
+    tok = torch.as_tensor(TOKENS)[None]
+    out = ablate_head(model, TOKENS, 0, 1, mode)
+    with torch.no_grad():
+        _, cache = run_with_cache(model, tok, ["hook_inputs", "layers.0.hook_attn_target"])
+        X, Hbar = cache["hook_inputs"][0], cache["layers.0.hook_attn_target"][0].clone()
+        mean = X.cumsum(0) / torch.arange(1, len(TOKENS) + 1, dtype=X.dtype)[:, None, None]
+        Hbar[:, 2:4] = 0.0 if mode == "zero" else mean[:, 2:4]
+        hand = run_with_hooks(model, tok, [("layers.0.hook_attn_target", lambda v, h: Hbar[None])])[0]
+    np.testing.assert_allclose(out.after, hand.numpy(), atol=1e-5)
+    assert np.abs(out.after - out.before).max() > 1e-4
+    for name in ("osmformer-U3", "osmformer-T4"):  # complex and torus models run too
+        o = ablate_head(get_model(name), TOKENS, 1, 0, mode, position=9)
+        assert np.array_equal(o.after[:9], o.before[:9]) and not np.array_equal(o.after[9], o.before[9])

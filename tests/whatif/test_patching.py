@@ -55,11 +55,11 @@ def test_last_layer_patch_gives_source_logits(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_sweep_equals_single_patches(name):
     model = get_model(name)
-    sweep = patching_sweep(model, CORRUPT, CLEAN, metric="target_prob", batch=5)
+    sweep = patching_sweep(model, CORRUPT, CLEAN, metric="target_prob", target_position=6, batch=4)
     L, T = sweep.values.shape
     assert (L, T) == (len(patch_points(model)), len(CORRUPT))
     y, p = sweep.target_token, sweep.target_position
-    for l, t in [(0, 0), (L - 1, 3), (0, T - 1), (L - 1, T - 2)]:
+    for l, t in [(l, t) for l in range(L) for t in range(7)] + [(L - 1, T - 1)]:
         out = patch(model, CORRUPT, CLEAN, patch_points(model)[l], t)
         z = out.after[p].astype(np.float64)
         prob = np.exp(z[y] - z.max()) / np.exp(z - z.max()).sum()
