@@ -21,7 +21,7 @@ from geomlab.models.base import LensStage, SequenceModel
 from geomlab.models.budget import linear_width_search, search_width
 from geomlab.models.config import ConfigBase
 from geomlab.models.hooks import HookPoint
-from geomlab.models.layers import RotaryTables, apply_rope
+from geomlab.models.layers import RotaryTables, apply_rope, attend
 
 __all__ = ["LlamaConfig", "LlamaModel", "LlamaBlock"]
 
@@ -75,6 +75,8 @@ class LlamaBlock(nn.Module):
         nn.init.normal_(self.down.weight, std=out_scale * f ** -0.5)
         self.hook_q = HookPoint("(B, H, T, d_head) attention queries, RoPE applied (unscaled)")
         self.hook_k = HookPoint("(B, H, T, d_head) attention keys, RoPE applied")
+        self.hook_pattern = HookPoint("(B, H, T, T) attention weights (formed only while a hook is attached)")
+        self.hook_z = HookPoint("(B, H, T, d_head) per-head attention outputs, before the output projection")
         self.hook_resid_mid = HookPoint("(B, T, d) residual stream after the attention")
         self.hook_resid_post = HookPoint("(B, T, d) residual stream after the block")
 
@@ -82,7 +84,7 @@ class LlamaBlock(nn.Module):
         B, J, d = h.shape
         q, k, v = self.qkv(self.norm1(h)).view(B, J, 3, self.H, self.dh).permute(2, 0, 3, 1, 4)
         q, k = self.hook_q(apply_rope(q, *rope)), self.hook_k(apply_rope(k, *rope))
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        o = attend(q, k, v, self.hook_pattern, self.hook_z)
         h = self.hook_resid_mid(h + self.o(o.transpose(1, 2).reshape(B, J, d)))
         z = self.norm2(h)
         return self.hook_resid_post(h + self.down(F.silu(self.gate(z)) * self.up(z)))
@@ -98,6 +100,8 @@ class LlamaModel(SequenceModel):
     Hook points (``model.hook_points()``; l = 0..n_layers-1, H heads of width d_head = d / H):
     ``hook_embed`` ``(B, T, d)`` (the scaled embedding, the residual stream into block 0);
     ``blocks.l.hook_q`` / ``blocks.l.hook_k`` ``(B, H, T, d_head)`` (RoPE applied, queries unscaled);
+    ``blocks.l.hook_pattern`` ``(B, H, T, T)`` (the attention weights, formed only for an active hook);
+    ``blocks.l.hook_z`` ``(B, H, T, d_head)`` (per-head outputs before the output projection);
     ``blocks.l.hook_resid_mid`` ``(B, T, d)`` (after the attention); ``blocks.l.hook_resid_post``
     ``(B, T, d)`` (after the block).
     """

@@ -24,6 +24,7 @@ from geomlab.models.base import LensStage, SequenceModel
 from geomlab.models.budget import search_width
 from geomlab.models.config import ConfigBase
 from geomlab.models.hooks import HookPoint
+from geomlab.models.layers import attend
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +82,8 @@ class _Block(nn.Module):
         self.drop = nn.Dropout(dropout)
         self.hook_q = HookPoint("(B, H, T, d_head) attention queries (unscaled)")
         self.hook_k = HookPoint("(B, H, T, d_head) attention keys")
+        self.hook_pattern = HookPoint("(B, H, T, T) attention weights (formed only while a hook is attached)")
+        self.hook_z = HookPoint("(B, H, T, d_head) per-head attention outputs, before the output projection")
         self.hook_resid_mid = HookPoint("(B, T, D) residual stream after the attention")
         self.hook_resid_post = HookPoint("(B, T, D) residual stream after the block")
 
@@ -89,8 +92,8 @@ class _Block(nn.Module):
         H = self.n_heads
         q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
         q, k = self.hook_q(q), self.hook_k(k)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
-                                           dropout_p=self.drop.p if self.training else 0.0)
+        y = attend(q, k, v, self.hook_pattern, self.hook_z, attn_mask=bias,
+                   dropout_p=self.drop.p if self.training else 0.0)
         x = self.hook_resid_mid(x + self.drop(self.out(y.transpose(1, 2).reshape(B, T, D))))
         return self.hook_resid_post(x + self.drop(self.proj(F.gelu(self.fc(self.ln2(x))))))
 
@@ -105,6 +108,8 @@ class Transformer(SequenceModel):
     Hook points (``model.hook_points()``; l = 0..n_layers-1, H heads of width d_head = D / H):
     ``hook_embed`` ``(B, T, D)`` (the token embedding, the residual stream into block 0);
     ``blocks.l.hook_q`` / ``blocks.l.hook_k`` ``(B, H, T, d_head)`` (queries unscaled);
+    ``blocks.l.hook_pattern`` ``(B, H, T, T)`` (the attention weights, formed only for an active hook);
+    ``blocks.l.hook_z`` ``(B, H, T, d_head)`` (per-head outputs before the output projection);
     ``blocks.l.hook_resid_mid`` ``(B, T, D)`` (after the attention); ``blocks.l.hook_resid_post``
     ``(B, T, D)`` (after the block).
     """

@@ -160,6 +160,9 @@ class CEMAttention(_EnergyBlock):
         self.diag = (None if diag == "none" else
                      nn.Parameter(torch.zeros(d) if diag == "shared" else torch.zeros(H, d)))
         self.shared = diag == "shared"
+        # per-head factors (H,) on eta, None in every ordinary run (geomlab.whatif.heads sets one for the
+        # length of an ablation); the energy and its update are sums over heads weighted by eta
+        self.head_scale: torch.Tensor | None = None
         e = "d_h + d" if diag == "per_head" else "d_h"
         self.hook_q = HookPoint(f"(B, H, J, {e}) queries of the last update step, beta folded in (RoPE applied)",
                                 writable=False)
@@ -170,8 +173,10 @@ class CEMAttention(_EnergyBlock):
 
     @property
     def eta(self) -> torch.Tensor:
-        """Per-head step sizes, shape ``(H,)``, positive."""
-        return _eta(self.eta_raw, self.eta_param, self.eta_max)
+        """Per-head step sizes, shape ``(H,)``, positive; times :attr:`head_scale` when one is set (a head
+        whose scale is 0 is ablated: it adds nothing to the energy or the update)."""
+        eta = _eta(self.eta_raw, self.eta_param, self.eta_max)
+        return eta if self.head_scale is None else eta * self.head_scale
 
     def prepare(self, n, rope):
         k = _heads(n, self.w_k)

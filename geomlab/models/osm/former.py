@@ -56,6 +56,8 @@ class _LayerHooks(nn.Module):
 
     def __init__(self):
         super().__init__()
+        self.hook_pattern = HookPoint("(B, heads, T, T) attention weights alpha_ij (formed only while a hook is "
+                                      "attached)")
         self.hook_attn_target = HookPoint("(B, T, n, n) attention mean Hbar_i = sum_j alpha_ij H_j")
         self.hook_attn_raw = HookPoint("(B, T, n, n) attention pull proj(H_i^* Hbar_i) before the mixing "
                                        "(computed only for the hook; a replacement is mixed instead)")
@@ -114,7 +116,8 @@ class OSMFormer(OSMBase):
 
     Hook points (``model.hook_points()``; l = 0..n_layers-1), in the arithmetic representation (``n = d``;
     ``2d``, real, for ``complex_mode="real"``; complex for native U/SU/T): ``hook_inputs`` ``(B, T, n, n)``
-    (layer-0 states); ``layers.l.hook_attn_target`` (``Hbar``), ``layers.l.hook_attn_raw`` /
+    (layer-0 states); ``layers.l.hook_pattern`` ``(B, heads, T, T)`` (the attention weights, formed only for
+    an active hook; a replacement is used); ``layers.l.hook_attn_target`` (``Hbar``), ``layers.l.hook_attn_raw`` /
     ``layers.l.hook_ground_raw`` (pulls before the mixing), ``layers.l.hook_attn_tangent`` /
     ``layers.l.hook_ground_tangent`` (what is exponentiated) and ``layers.l.hook_state`` (after the layer),
     each ``(B, T, n, n)``. On T^d (positions other than ``rotation``) the forward runs on the states'
@@ -207,26 +210,30 @@ class OSMFormer(OSMBase):
         """The factor on the per-head dot product of the arithmetic states, ``beta_l * sim_scale * heads / d``."""
         return torch.exp(self.log_beta[layer]) * self.sim_scale * self.heads / self.group.d
 
-    def attention_mean(self, H: torch.Tensor, layer: int, explicit: bool = False):
+    def attention_mean(self, H: torch.Tensor, layer: int, explicit: bool = False, hook_pattern=None):
         """The attention target ``Hbar`` ``(B, T, n, n)`` and the weights ``(B, heads, T, T)`` (or None).
 
         ``explicit=False``: one fused ``scaled_dot_product_attention`` call (weights not returned);
         ``explicit=True``: the same with einsum and softmax, weights returned (for tests and recording).
+        ``hook_pattern``: a hook point the weights pass (explicit while it is active; a replacement is used).
         """
-        out, w = self._attend(self._heads_view(H), layer, explicit)
+        out, w = self._attend(self._heads_view(H), layer, explicit, hook_pattern)
         return self._heads_merge(out, H), w
 
-    def _attend(self, v: torch.Tensor, layer: int, explicit: bool = False):
+    def _attend(self, v: torch.Tensor, layer: int, explicit: bool = False, hook_pattern=None):
         """``softmax(scale v v^T + mask) v`` on the heads' features ``v`` ``(B, heads, T, F)``, and the weights
-        when ``explicit`` (see :meth:`attention_mean`)."""
+        when ``explicit`` or ``hook_pattern`` is active (see :meth:`attention_mean`)."""
         scale = self._attention_scale(layer)
         mask = self._mask(layer, v.shape[2], v.device, v.dtype)
-        if not explicit:
+        hooked = hook_pattern is not None and hook_pattern.active
+        if not explicit and not hooked:
             if self.training:  # training: the symmetric backward; eval: the reference arithmetic (see OSMBase._exp)
                 return _SelfAttention.apply(v, scale, mask), None
             return F.scaled_dot_product_attention(v * scale, v, v, attn_mask=mask, scale=1.0), None
         scores = torch.einsum("bhif,bhjf->bhij", v * scale, v) + mask
         w = torch.softmax(scores, dim=-1)
+        if hooked:
+            w = hook_pattern(w)
         return torch.einsum("bhij,bhjf->bhif", w, v), w
 
     def _run_diagonal(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -324,7 +331,7 @@ class OSMFormer(OSMBase):
         H = X = self.hook_inputs(X)
         block = self.d if pad else None
         for layer, lh in enumerate(self.layers):
-            Hbar = lh.hook_attn_target(self.attention_mean(H, layer)[0])
+            Hbar = lh.hook_attn_target(self.attention_mean(H, layer, hook_pattern=lh.hook_pattern)[0])
             p_att = lh.hook_attn_tangent(self.mix_att[layer](self._pull(lh.hook_attn_raw, H, Hbar), self.geo, block))
             H = H @ self._exp(p_att)
             p_gr = lh.hook_ground_tangent(self.mix_gr[layer](self._pull(lh.hook_ground_raw, H, X), self.geo, block))

@@ -1,0 +1,297 @@
+"""Activation patching: a hidden state of one text replaced by the state of another text at the same place,
+and the model run on from it; a sweep over every layer and position of how much of a prediction each state
+carries.
+
+A :class:`PatchPoint` is one layer's state, the value a patch replaces, in one of three layouts:
+``"positions"`` (a hook point seen once per run, positions on axis 1: residual streams, OSMFormer states),
+``"steps"`` (a recurrence's hook points, seen once per position: the OSM-RNN state, the LSTM's ``c`` and ``h``)
+and ``"last_call"`` (CEM's iterates, seen once per recursion step: the last call is the sub-block's output,
+positions on axis 1 of each call's value).
+
+Source: activation patching / causal tracing (Meng et al. 2022, "Locating and Editing Factual Associations
+in GPT", §2.1; Heimersheim & Nanda 2024, "How to use and interpret activation patching"), written for
+geomlab's hook points (:mod:`geomlab.models.hooks`).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from geomlab.models.hooks import hook_points, run_with_cache, run_with_hooks
+from geomlab.whatif.outcome import LN2, Outcome, log_softmax
+
+__all__ = ["PatchPoint", "Sweep", "patch_points", "patch", "patching_sweep", "METRICS"]
+
+METRICS = ("logit_diff", "kl", "target_prob")
+
+
+@dataclass(frozen=True)
+class PatchPoint:
+    """One layer's state that a patch replaces (design choice).
+
+    ``label``: the layer in words (``"block 0"``); ``hooks``: the hook points replaced together (the LSTM's
+    ``c`` and ``h`` of one layer); ``layout``: ``"positions"``, ``"steps"`` or ``"last_call"`` (module
+    docstring)."""
+
+    label: str
+    hooks: tuple[str, ...]
+    layout: str
+
+
+def patch_points(model: torch.nn.Module) -> list[PatchPoint]:
+    """The states one patches, one per layer, in depth order (design choice, per kind):
+
+    ``transformer``, ``llama``, ``grassmann``, ``grassmann-attn``: ``blocks.l.hook_resid_post`` (the residual
+    stream after block l); ``osmformer``: ``layers.l.hook_state`` (``diag.layers.l.hook_state`` on the torus
+    without rotation, whose forward runs on the diagonals); ``osm-rnn``: ``hook_state`` (per step);
+    ``lstm``: ``layers.l.hook_c`` and ``layers.l.hook_h`` (per step, both at once); ``cem``: the output
+    iterate of layer l (``stack.layers.l.1.hook_iterate``, last call: the MLP sub-block's result).
+    Raises ``ValueError`` for a kind without patch points."""
+    kind = getattr(model, "kind", None)
+    names = set(hook_points(model))
+    if kind in ("transformer", "llama", "grassmann", "grassmann-attn"):
+        L = len(model.blocks)
+        return [PatchPoint(f"block {l}", (f"blocks.{l}.hook_resid_post",), "positions") for l in range(L)]
+    if kind == "osmformer":
+        diag = getattr(model, "_diagonal", False) and model.config["position"] != "rotation"
+        prefix = "diag." if diag else ""
+        return [PatchPoint(f"layer {l}", (f"{prefix}layers.{l}.hook_state",), "positions")
+                for l in range(model.n_layers)]
+    if kind == "osm-rnn":
+        return [PatchPoint("state", ("hook_state",), "steps")]
+    if kind == "lstm":
+        return [PatchPoint(f"layer {l}", (f"layers.{l}.hook_c", f"layers.{l}.hook_h"), "steps")
+                for l in range(len(model.layers))]
+    if kind == "cem":
+        L = sum(1 for n in names if n.startswith("stack.layers.") and n.endswith(".1.hook_iterate"))
+        return [PatchPoint(f"layer {l}", (f"stack.layers.{l}.1.hook_iterate",), "last_call") for l in range(L)]
+    raise ValueError(f"no patch points for model kind {kind!r}")
+
+
+@contextmanager
+def _eval(model: torch.nn.Module) -> Iterator[None]:
+    """Eval mode and no gradients for the block (every hook point writable, no dropout); the mode restored."""
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was)
+
+
+def _as_batch(tokens) -> torch.Tensor:
+    t = torch.as_tensor(np.asarray(tokens), dtype=torch.long)
+    if t.dim() != 1 or not len(t):
+        raise ValueError(f"tokens must be a non-empty 1-d sequence of ids, got shape {tuple(t.shape)}")
+    return t[None]
+
+
+def _device(model: torch.nn.Module):
+    p = next(model.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def _cache_values(model, tokens: torch.Tensor, point: PatchPoint):
+    """``(logits (B, T, V), {hook: (B, T, ...) per position})`` of one run that reads the point's hooks."""
+    logits, cache = run_with_cache(model, tokens, list(point.hooks))
+    if point.layout == "last_call":
+        cache = {n: v[:, -1] for n, v in cache.items()}
+    return logits, cache
+
+
+def _replacer(point: PatchPoint, src: torch.Tensor, rows: torch.Tensor):
+    """A hook function that writes ``src[rows[b]]`` (``src`` the source's values by position, ``(T_s, ...)``)
+    at position ``rows[b]`` of batch row ``b``; every other value is kept as it is."""
+    batch = torch.arange(len(rows), device=rows.device)
+
+    def fn(value: torch.Tensor, hook) -> torch.Tensor:
+        if point.layout == "steps":  # value (B, ...): the state after token hook.step
+            hit = rows == hook.step
+            if not bool(hit.any()):
+                return value
+            out = value.clone()
+            out[hit] = src[hook.step].to(value.dtype)
+            return out
+        if point.layout == "last_call" and hook.step != fn.calls - 1:
+            return value
+        out = value.clone()
+        out[batch, rows] = src[rows].to(value.dtype)
+        return out
+
+    fn.calls = 0
+    return fn
+
+
+def _run_patched(model, tokens: torch.Tensor, point: PatchPoint, source: dict[str, torch.Tensor],
+                 rows: torch.Tensor, calls: int) -> torch.Tensor:
+    """Logits ``(B, T, V)`` of ``tokens`` ``(B, T)`` with row b's value at position ``rows[b]`` replaced by
+    the source's (``source[hook]`` ``(T_s, ...)``); ``calls``: the hook's calls per run (``last_call``)."""
+    hooks = []
+    for name in point.hooks:
+        fn = _replacer(point, source[name], rows)
+        fn.calls = calls
+        hooks.append((name, fn))
+    return run_with_hooks(model, tokens, hooks)
+
+
+def _calls(model, tokens: torch.Tensor, point: PatchPoint) -> int:
+    """How many times the point's first hook runs in one pass (CEM: recursion steps + 1)."""
+    if point.layout != "last_call":
+        return 1
+    _, cache = run_with_cache(model, tokens[:, :1], [point.hooks[0]])
+    return int(cache[point.hooks[0]].shape[1])
+
+
+def patch(model: torch.nn.Module, tokens: Sequence[int], source_tokens: Sequence[int], point: PatchPoint | str,
+          position: int) -> Outcome:
+    """Run ``source_tokens`` reading ``point``, then ``tokens`` with its value at ``position`` replaced by the
+    source's (a per-step point: the state after token ``position``); everything downstream is recomputed.
+
+    Args:
+        model: a sequence model of a kind :func:`patch_points` knows (run in eval mode, no gradients).
+        tokens, source_tokens: 1-d token ids, lengths ``T`` and ``T_s`` (may differ).
+        point: a :class:`PatchPoint` or its label (``"block 1"``) or its first hook name.
+        position: ``0 <= position < min(T, T_s)``.
+
+    Returns an :class:`~geomlab.whatif.outcome.Outcome`: ``before`` the logits ``(T, V)`` of ``tokens`` run
+    with the same hook points read (so both runs share their arithmetic: the LSTM's step-by-step recurrence),
+    ``after`` the patched run's; ``geometry``: ``{suffix}_before`` (the value ``tokens`` had) and
+    ``{suffix}_after`` (the source's), ``suffix`` the hook name after ``hook_`` (``resid_post``, ``state``,
+    ``c``, ``h``, ``iterate``). Raises ``ValueError`` for an unknown point or a position outside both texts.
+    Source: activation patching (Meng et al. 2022, §2.1)."""
+    point = _resolve(model, point)
+    tok, src = _as_batch(tokens), _as_batch(source_tokens)
+    if not 0 <= position < min(tok.shape[1], src.shape[1]):
+        raise ValueError(f"position {position} must exist in both texts (lengths {tok.shape[1]}, {src.shape[1]})")
+    dev = _device(model)
+    tok, src = tok.to(dev), src.to(dev)
+    with _eval(model):
+        before, own = _cache_values(model, tok, point)
+        _, source = _cache_values(model, src, point)
+        calls = _calls(model, tok, point)
+        rows = torch.tensor([position], device=dev)
+        after = _run_patched(model, tok, point, {n: v[0] for n, v in source.items()}, rows, calls)
+    geometry = {}
+    for name in point.hooks:
+        suffix = name.rsplit("hook_", 1)[-1]
+        geometry[f"{suffix}_before"] = own[name][0, position].cpu().numpy()
+        geometry[f"{suffix}_after"] = source[name][0, position].cpu().numpy()
+    return Outcome(tokens=tok[0].cpu().numpy(), before=before[0].float().cpu().numpy(),
+                   after=after[0].float().cpu().numpy(), position=int(position),
+                   what=f"{point.label} at position {position} patched from the source text", geometry=geometry)
+
+
+def _resolve(model, point: PatchPoint | str) -> PatchPoint:
+    points = patch_points(model)
+    if isinstance(point, PatchPoint):
+        if point not in points:
+            raise ValueError(f"{point} is not a patch point of this model")
+        return point
+    for p in points:
+        if point == p.label or point in p.hooks:
+            return p
+    raise ValueError(f"unknown patch point {point!r}; known: {', '.join(p.label for p in points)}")
+
+
+@dataclass
+class Sweep:
+    """A patching sweep (design choice): ``values`` ``(L, T)`` float64, the metric at the target with layer
+    ``layers[l]`` patched at position ``positions[t]``; ``clean`` / ``corrupt``: the metric of the unpatched
+    source / corrupted run; ``target_position``, ``target_token``: where and what is predicted;
+    ``seconds``: wall time of the sweep."""
+
+    values: np.ndarray
+    layers: list[str]
+    positions: np.ndarray
+    metric: str
+    clean: float
+    corrupt: float
+    target_position: int
+    target_token: int
+    seconds: float = 0.0
+
+    def recovered(self) -> np.ndarray:
+        """``(values - corrupt) / (clean - corrupt)``, ``(L, T)``: 0 no effect, 1 the clean prediction fully
+        restored (NaN where ``clean == corrupt``)."""
+        span = self.clean - self.corrupt
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (self.values - self.corrupt) / span if span else np.full_like(self.values, np.nan)
+
+
+def _metric(metric: str, logits: np.ndarray, clean_lp: np.ndarray, y: int, y_alt: int) -> np.ndarray:
+    """The metric of logits ``(N, V)`` at the target: ``logit_diff`` ``z[y] - z[y_alt]`` (nats of logit),
+    ``kl`` KL(p_clean || p) in bits, ``target_prob`` ``p(y)``."""
+    if metric == "logit_diff":
+        return logits[:, y].astype(np.float64) - logits[:, y_alt]
+    lp = log_softmax(logits)
+    if metric == "kl":
+        return (np.exp(clean_lp) * (clean_lp - lp)).sum(-1) / LN2
+    return np.exp(lp[:, y])
+
+
+def patching_sweep(model: torch.nn.Module, tokens: Sequence[int], source_tokens: Sequence[int],
+                   target_position: int | None = None, metric: str = "logit_diff", batch: int = 64) -> Sweep:
+    """Patch every (layer, position) of the corrupted run (``tokens``) with the clean run's (``source_tokens``)
+    value and measure the prediction at ``target_position``.
+
+    Args:
+        model: a sequence model of a kind :func:`patch_points` knows (run in eval mode, no gradients).
+        tokens, source_tokens: 1-d token ids of one length ``T`` (position t patched from position t).
+        target_position: where the prediction is read (default ``T - 1``); the target token ``y`` is the
+            clean run's most likely next token there.
+        metric: ``"logit_diff"`` (``z[y] - z[y']``, ``y'`` the corrupted run's most likely token other than
+            ``y``), ``"kl"`` (KL(p_clean || p_patched) in bits) or ``"target_prob"`` (``p(y)``).
+        batch: patched copies run in one forward pass (memory ``batch`` times one run's).
+
+    Returns a :class:`Sweep`, ``values`` ``(L, T)``. Positions after the target cannot change it (every kind is
+    causal) and hold the corrupted value without a run. Each layer costs ``ceil((target + 1) / batch)``
+    forward passes of ``batch`` copies. Raises ``ValueError`` for texts of different lengths, a target outside
+    ``0..T-1`` or an unknown metric. Source: activation patching (Meng et al. 2022; Heimersheim & Nanda 2024,
+    "logit difference" and "KL" metrics)."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    tok, src = _as_batch(tokens), _as_batch(source_tokens)
+    T = tok.shape[1]
+    if src.shape[1] != T:
+        raise ValueError(f"a sweep patches position t from position t: lengths differ ({T}, {src.shape[1]})")
+    p = T - 1 if target_position is None else int(target_position)
+    if not 0 <= p < T:
+        raise ValueError(f"target_position {p} outside 0..{T - 1}")
+    dev = _device(model)
+    tok, src = tok.to(dev), src.to(dev)
+    points = patch_points(model)
+    start = time.perf_counter()
+    values = np.empty((len(points), T))
+    with _eval(model):
+        # both runs read a patch point, so they share the patched runs' arithmetic (the LSTM's step loop)
+        clean_logits = _cache_values(model, src, points[0])[0][0, p].float().cpu().numpy()
+        corrupt_logits = _cache_values(model, tok, points[0])[0][0, p].float().cpu().numpy()
+        clean_lp = log_softmax(clean_logits)
+        y = int(np.argmax(clean_logits))
+        order = np.argsort(-corrupt_logits, kind="stable")
+        y_alt = int(order[0] if order[0] != y else order[1])
+        clean_m = float(_metric(metric, clean_logits[None], clean_lp, y, y_alt)[0])
+        calls = None
+        for l, point in enumerate(points):
+            if calls is None:
+                calls = _calls(model, tok, point)
+            corrupt_l, _ = _cache_values(model, tok, point)
+            corrupt_m = float(_metric(metric, corrupt_l[0, p].float().cpu().numpy()[None], clean_lp, y, y_alt)[0])
+            values[l, p + 1:] = corrupt_m
+            _, source = _cache_values(model, src, point)
+            source = {n: v[0] for n, v in source.items()}
+            for lo in range(0, p + 1, batch):
+                rows = torch.arange(lo, min(p + 1, lo + batch), device=dev)
+                out = _run_patched(model, tok[:, :p + 1].expand(len(rows), -1), point, source, rows, calls)
+                values[l, rows.cpu().numpy()] = _metric(metric, out[:, p].float().cpu().numpy(), clean_lp, y, y_alt)
+        corrupt_m = float(_metric(metric, corrupt_logits[None], clean_lp, y, y_alt)[0])
+    return Sweep(values=values, layers=[pt.label for pt in points], positions=np.arange(T), metric=metric,
+                 clean=clean_m, corrupt=corrupt_m, target_position=p, target_token=y,
+                 seconds=time.perf_counter() - start)

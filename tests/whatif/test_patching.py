@@ -1,0 +1,105 @@
+"""Activation patching on a small random model of every kind: a self-patch is the identity, a patch of the
+last layer restores the source's logits at that position, earlier positions are untouched, and the batched
+sweep equals single patches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from geomlab.whatif.patching import PatchPoint, patch, patch_points, patching_sweep
+from helpers.models import MODELS, TEXT, VOCAB, get_model
+
+CLEAN = VOCAB.encode(TEXT[:16]).numpy()
+CORRUPT = VOCAB.encode("JULIET: hard, ay").numpy()
+NAMES = list(MODELS)
+
+
+def test_patch_points_per_kind():
+    assert [p.hooks for p in patch_points(get_model("transformer"))] == [
+        ("blocks.0.hook_resid_post",), ("blocks.1.hook_resid_post",)]
+    assert [p.hooks for p in patch_points(get_model("lstm"))] == [("layers.0.hook_c", "layers.0.hook_h")]
+    assert patch_points(get_model("osm-rnn-SO3")) == [PatchPoint("state", ("hook_state",), "steps")]
+    assert patch_points(get_model("osmformer-T4"))[1].hooks == ("diag.layers.1.hook_state",)
+    assert patch_points(get_model("osmformer-U3"))[1].hooks == ("layers.1.hook_state",)
+    assert patch_points(get_model("cem"))[1].hooks == ("stack.layers.1.1.hook_iterate",)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_self_patch_is_identity(name):
+    model = get_model(name)
+    for point in patch_points(model):
+        out = patch(model, CLEAN, CLEAN, point, 5)
+        assert np.array_equal(out.before, out.after), point
+        for key in out.geometry:
+            if key.endswith("_before"):
+                assert np.array_equal(out.geometry[key], out.geometry[key[:-7] + "_after"])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_last_layer_patch_gives_source_logits(name):
+    """Every kind reads its logits at t from its last state at t alone (residual stream through the final
+    norm and head; OSM prototype readout; the LSTM head on h; CEM's final norm and tied head), so patching
+    that state at t gives the source run's logits at t; earlier positions keep the text's own logits."""
+    model = get_model(name)
+    last = patch_points(model)[-1]
+    t = 7
+    out = patch(model, CORRUPT, CLEAN, last, t)
+    src = patch(model, CLEAN, CLEAN, last, t)  # the clean run, with the same hook points read
+    np.testing.assert_allclose(out.after[t], src.before[t], rtol=0, atol=1e-5)
+    assert np.array_equal(out.after[:t], out.before[:t])
+    assert not np.allclose(out.after[t], out.before[t])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sweep_equals_single_patches(name):
+    model = get_model(name)
+    sweep = patching_sweep(model, CORRUPT, CLEAN, metric="target_prob", target_position=6, batch=4)
+    L, T = sweep.values.shape
+    assert (L, T) == (len(patch_points(model)), len(CORRUPT))
+    y, p = sweep.target_token, sweep.target_position
+    for l, t in [(l, t) for l in range(L) for t in range(7)] + [(L - 1, T - 1)]:
+        out = patch(model, CORRUPT, CLEAN, patch_points(model)[l], t)
+        z = out.after[p].astype(np.float64)
+        prob = np.exp(z[y] - z.max()) / np.exp(z - z.max()).sum()
+        assert sweep.values[l, t] == pytest.approx(prob, abs=2e-5)
+    # the clean value patched into the last layer at the target gives the clean prediction back
+    assert sweep.values[-1, p] == pytest.approx(sweep.clean, abs=2e-5)
+
+
+def test_sweep_metrics_and_errors():
+    model = get_model("transformer")
+    kl = patching_sweep(model, CORRUPT, CLEAN, metric="kl", target_position=9)
+    assert kl.clean == 0.0 and kl.corrupt > 0
+    assert np.all(kl.values[:, 10:] == kl.corrupt)  # after the target: nothing to change
+    assert kl.values[-1, 9] == pytest.approx(0.0, abs=1e-5)
+    ld = patching_sweep(model, CORRUPT, CLEAN)
+    assert ld.clean > 0 > ld.corrupt or ld.clean > ld.corrupt
+    with pytest.raises(ValueError):
+        patching_sweep(model, CORRUPT, CLEAN[:-1])
+    with pytest.raises(ValueError):
+        patching_sweep(model, CORRUPT, CLEAN, metric="nope")
+    with pytest.raises(ValueError):
+        patch(model, CORRUPT, CLEAN[:4], "block 0", 4)
+    with pytest.raises(ValueError):
+        patch(model, CORRUPT, CLEAN, "block 9", 0)
+
+
+def test_patch_texts_of_different_lengths():
+    model = get_model("transformer")
+    out = patch(model, CORRUPT, CLEAN[:6], "block 0", 5)
+    assert out.after.shape == out.before.shape == (len(CORRUPT), len(VOCAB))
+    assert np.array_equal(out.geometry["resid_post_after"],
+                          patch(model, CLEAN[:6], CLEAN[:6], "block 0", 5).geometry["resid_post_before"])
+
+
+def test_training_mode_restored():
+    model = get_model("osm-rnn-SO3")
+    model.train()
+    try:
+        patch(model, CORRUPT, CLEAN, "state", 3)
+        assert model.training
+    finally:
+        model.eval()
+    assert torch.is_grad_enabled()
