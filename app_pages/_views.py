@@ -18,6 +18,7 @@ from app_pages import _explain, _tokens
 from app_pages import _state as state
 from app_pages import _ui as ui
 from app_pages._data import figure_for
+from app_pages._links import follow_click
 from app_pages._messages import md_escape
 from app_pages._warm import rendering
 from geomlab.figures.catalog import FIGURES
@@ -143,23 +144,6 @@ def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool 
     st.caption(caption)
     _explain.figure_note(name, tr)
     return 1
-
-
-def follow_click(key: str, rule: str | None, tr: Any) -> None:
-    """``on_click`` of a figure: the click on chart ``key`` moves the page's cursor to the position it
-    stands for, or opens the layer and head of the panel clicked (the figure's declared ``click`` rule,
-    :func:`geomlab.figures.catalog.click_target`); every chart then follows."""
-    from app_pages._live_chart import clicked
-    from geomlab.figures.catalog import click_target
-
-    heads = int(views.n_heads(tr)) if tr is not None and rule == "layer_head" else 1
-    target = click_target(rule, clicked(key), heads)
-    n = int(tr.n_positions) if tr is not None else None
-    if "position" in target and (n is None or 0 <= target["position"] < n):
-        st.session_state[state.K_POS] = target["position"]
-    if "layer" in target:
-        st.session_state[state.K_LAYER] = target["layer"]
-        st.session_state[state.K_HEAD] = target["head"]
 
 
 def _choose_fitting(view: views.ViewSpec) -> bool:

@@ -14,6 +14,7 @@ import streamlit as st
 from app_pages import _data as data
 from app_pages import _state as state
 from app_pages import _ui as ui
+from app_pages._links import follow_click
 from app_pages._messages import md_escape
 
 
@@ -45,7 +46,6 @@ def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], 
 def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, controls: dict,
                  key_prefix: str, stem: str) -> None:
     """The "What if" switch and, while it is on, the panel (see the module docstring)."""
-    from app_pages._views import follow_click
     from geomlab.whatif import catalog
 
     ss = st.session_state

@@ -665,9 +665,11 @@ def test_the_what_if_slider_changes_the_prediction_bars(page, zoo_server):
     slider.focus()
     for _ in range(10):
         slider.press("ArrowRight")  # 10 steps of 0.05: ε = 0.5
-    page.wait_for_function("() => location.search.includes('wis=0.5')", timeout=60_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.js-plotly-plot')].some(el => el.textContent.includes("
+        "'Next token after position') && el._fullData && JSON.stringify(Array.from(el._fullData[0].x)) !== "
+        "JSON.stringify(Array.from(el._fullData[1].x)))", timeout=60_000)
     wait_idle(page)
-    page.wait_for_timeout(800)
     after = bars()
     assert after["before"] == first["before"] and after["after"] != first["after"]
     assert page.locator('[data-testid="stException"]').count() == 0
