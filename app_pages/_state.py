@@ -47,10 +47,12 @@ K_HEAD, K_SLOT, K_BLOCK, K_SUBSTEP = "gl_head", "gl_slot", "gl_block", "gl_subst
 K_MORE = "gl_more_figures"       # the view pages' "More figures" switch (one for every view page)
 K_LAYOUT = "gl_compare_layout"   # Compare: "stacked" (A above B) or "side" (A | B)
 K_WI, K_WI_SIZE = "gl_whatif", "gl_whatif_size"  # the view pages' "What if" panel: intervention, its size
+K_PATCH, K_PATCH_AT = "gl_patch", "gl_patch_at"  # its patching sweep: the cursor token's stand-in, target offset
 URL_KEYS = {K_CKPT: "ckpt", K_CKPT_B: "b", K_TEXT: "text", K_POS: "pos", K_LAYER: "layer", K_STEPS: "T",
             K_STEPS_B: "TB", K_VIEW: "view", K_HEAD: "head", K_SLOT: "slot", K_BLOCK: "block",
-            K_SUBSTEP: "substep", K_MORE: "more", K_LAYOUT: "layout", K_WI: "wi", K_WI_SIZE: "wis"}
-_INT_KEYS = {K_POS, K_LAYER, K_STEPS, K_STEPS_B, K_HEAD, K_SLOT, K_BLOCK, K_SUBSTEP}
+            K_SUBSTEP: "substep", K_MORE: "more", K_LAYOUT: "layout", K_WI: "wi", K_WI_SIZE: "wis",
+            K_PATCH: "patch", K_PATCH_AT: "pat"}
+_INT_KEYS = {K_POS, K_LAYER, K_STEPS, K_STEPS_B, K_HEAD, K_SLOT, K_BLOCK, K_SUBSTEP, K_PATCH_AT}
 #: Control state key -> the registry's control name (the controls a view lists in ``ViewSpec.controls``).
 CONTROL_KEYS = {K_LAYER: "layer", K_HEAD: "head", K_SLOT: "slot", K_BLOCK: "block", K_SUBSTEP: "substep",
                 K_STEPS: "steps"}
@@ -345,7 +347,7 @@ def page_url_keys(page: str | None) -> tuple[str, ...]:
         return tuple(URL_KEYS)
     view = views.VIEWS.get(page)
     if view is not None:
-        return (K_CKPT, K_TEXT, K_POS, K_MORE, K_WI, K_WI_SIZE,
+        return (K_CKPT, K_TEXT, K_POS, K_MORE, K_WI, K_WI_SIZE, K_PATCH, K_PATCH_AT,
                 *(k for k, c in CONTROL_KEYS.items() if c in view.controls))
     if page == "compare":
         kinds = {getattr(data.entry_for(st.session_state.get(k)), "kind", None) for k in (K_CKPT, K_CKPT_B)}

@@ -298,10 +298,12 @@ def render_view(slug: str) -> None:
 
         box, rest = first_row(items, key_prefix=slug, stem=f"{entry.name}-{slug}", tr=tr, side=side)
         if not trace_opts:  # (a CEM trace at other inference steps is itself a what-if)
-            from app_pages._whatif import whatif_panel
+            from app_pages._whatif import patching_section, whatif_panel
 
             with ui.guard("What if"):
                 whatif_panel(entry, text, trace_opts, tr, pos, controls, key_prefix=slug, stem=f"{entry.name}-{slug}")
+            with ui.guard("Patching"):
+                patching_section(entry, text, tr, pos, key_prefix=slug, stem=f"{entry.name}-{slug}")
         draw_figures(rest, key_prefix=slug, stem=f"{entry.name}-{slug}", tr=tr)
         more_figures(slug, entry, text, trace_opts, tr, pos, controls, key_prefix=slug, stem=f"{entry.name}-{slug}")
         box.caption(f"`{entry.ref}` · {len(tokens)} token{'' if len(tokens) == 1 else 's'} · cursor at {pos} "

@@ -107,3 +107,92 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
         ui.chart(effect.figure, key=key, filename=f"{stem}-whatif-effect", narrow=True,
                  on_click=partial(follow_click, key, "position", tr))
         st.caption(effect.caption)
+
+
+SWEEP_SPAN = 128
+"""Positions a patching sweep reads at most: the ones ending at its target (design choice: a sweep costs one
+run per layer and position; longer texts are cut to this window before the target, as the caption says)."""
+
+
+def _stand_in(vocab: Any, current: str) -> str:
+    """A token of ``vocab`` to put in place of ``current``: the first of a few common ones that differs."""
+    tokens = list(getattr(vocab, "tokens", []))
+    for cand in ("e", " ", "a", *tokens):
+        if cand != current and cand in tokens:
+            return cand
+    return current
+
+
+def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: str, target: int) -> tuple:
+    """``(patching Chart, summary line)`` of the sweep, through the shared cache."""
+    from geomlab.figures.whatif import patching_heatmap
+    from geomlab.trace import encode_text
+    from geomlab.trace.tracing import MODEL_LOCK
+    from geomlab.whatif.patching import patching_sweep
+
+    def compute() -> tuple:
+        ck = data.load_checkpoint(str(entry.path), entry.mtime)
+        ids = encode_text(ck.vocab, stand_in).reshape(-1)
+        if ids.numel() != 1:
+            raise ValueError(f"{stand_in!r} is {ids.numel()} tokens for this checkpoint: give one token")
+        clean = encode_text(ck.vocab, text).reshape(-1)
+        corrupt = clean.clone()
+        corrupt[pos] = ids[0]
+        start = max(0, target - SWEEP_SPAN + 1)
+        with MODEL_LOCK:
+            sweep = patching_sweep(ck.model, corrupt[start:target + 1], clean[start:target + 1],
+                                   target_position=target - start)
+        sweep.positions = sweep.positions + start
+        sweep.target_position = target
+        names = [md_escape(t) for t in getattr(ck.vocab, "tokens", [])]
+        line = (f"The cursor's token {md_escape(labels[pos])!r} replaced by {md_escape(stand_in)!r}: the prediction "
+                f"at position {target} (logit difference clean {sweep.clean:.2f}, corrupted {sweep.corrupt:.2f}); "
+                f"{sweep.values.size} patched runs in {sweep.seconds:.1f} s"
+                + (f", the {SWEEP_SPAN} positions ending there." if start else "."))
+        return patching_heatmap(sweep, labels, names), line
+
+    key = ("patching", str(entry.path), entry.mtime, data.KeyText(text), int(pos), stand_in, int(target))
+    return data.cached(key, compute, spinner="Patching every layer and position…")
+
+
+def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, stem: str) -> None:
+    """The patching sweep switch and, while on, the sweep: the cursor's token replaced by another one (the
+    corrupted text), every (layer, position) of the corrupted run patched from the clean text, and how much
+    of the clean prediction at a later position each patch restores (a layers x positions heatmap)."""
+    ss = st.session_state
+    ck = data.load_checkpoint(str(entry.path), entry.mtime)
+    n = int(tr.n_positions)
+    if getattr(ck, "vocab", None) is None or pos >= n - 1:
+        return
+    labels = list(tr.labels)
+    ss["w_patch_on"] = ss.get(state.K_PATCH) is not None
+
+    def switch() -> None:
+        ss[state.K_PATCH] = _stand_in(ck.vocab, labels[pos]) if ss.get("w_patch_on") else None
+        ss[state.K_PATCH_AT] = None
+
+    if not st.toggle("Patching: where does the model carry the cursor's token?", key="w_patch_on",
+                     on_change=switch, help="Replace the token at the cursor, then put back one layer's state at "
+                                            "one position from the real text at a time: the cells that restore "
+                                            "the prediction further on are where the token's information lives."):
+        return
+    cols = st.columns([1, 2], vertical_alignment="bottom")
+    ss["w_patch"] = ss[state.K_PATCH]
+    cols[0].text_input("Put in its place", key="w_patch", max_chars=32, on_change=state.copy,
+                       args=("w_patch", state.K_PATCH), help="One token of this checkpoint's vocabulary.")
+    hi = min(n - 1, pos + 32)
+    at = ss.get(state.K_PATCH_AT)
+    at = min(max(int(at) if at is not None else min(pos + 3, hi), pos + 1), hi)
+    ss[state.K_PATCH_AT] = ss["w_patch_at"] = at
+    if hi > pos + 1:
+        cols[1].slider("Read the prediction at position", pos + 1, hi, key="w_patch_at", on_change=state.copy,
+                       args=("w_patch_at", state.K_PATCH_AT))
+    try:
+        chart, line = _sweep_chart(entry, text, labels, pos, ss[state.K_PATCH], int(ss[state.K_PATCH_AT]))
+    except ValueError as exc:
+        st.info(f"Patching: {md_escape(exc)}", icon=":material/info:")
+        return
+    st.caption(line)
+    key = f"{key_prefix}-patching"
+    ui.chart(chart.figure, key=key, filename=f"{stem}-patching", on_click=partial(follow_click, key, "position", tr))
+    st.caption(chart.caption)

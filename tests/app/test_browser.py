@@ -673,3 +673,30 @@ def test_the_what_if_slider_changes_the_prediction_bars(page, zoo_server):
     after = bars()
     assert after["before"] == first["before"] and after["after"] != first["after"]
     assert page.locator('[data-testid="stException"]').count() == 0
+
+
+@pytest.mark.browser
+def test_the_patching_heatmap_follows_its_slider(page, zoo_server):
+    """The patching sweep on the bundled transformer: a layers x positions heatmap; moving the "Read the
+    prediction at position" slider runs the sweep for the new target and the heatmap changes."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{zoo_server}/attention?ckpt=bundled%2Ftransformer-alibi-tinyshakespeare&pos=30&patch=e&pat=31")
+    page.wait_for_selector(CHART, state="attached", timeout=120_000)
+    wait_idle(page)
+    heat = page.locator(".js-plotly-plot").filter(has_text="Patching: where the difference lives")
+    heat.first.wait_for(timeout=60_000)
+
+    def cells():
+        return heat.first.evaluate("el => JSON.stringify([el._fullData[0].x, el._fullData[0].z].map(a => Array.from(a)"
+                                   ".map(r => r.length !== undefined ? Array.from(r) : r)))")
+
+    first = cells()
+    slider = page.locator('[data-testid="stSlider"]').filter(has_text="Read the prediction at").get_by_role("slider")
+    slider.focus()
+    for _ in range(3):
+        slider.press("ArrowRight")
+    page.wait_for_function("() => location.search.includes('pat=') && !location.search.includes('pat=31')", timeout=60_000)
+    wait_idle(page)
+    page.wait_for_timeout(800)
+    assert cells() != first
+    assert page.locator('[data-testid="stException"]').count() == 0
