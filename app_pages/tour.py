@@ -18,7 +18,7 @@ from app_pages import _ui as ui
 from app_pages import _views
 from app_pages._data import figure_for
 from app_pages._messages import md_escape
-from app_pages._state import K_CKPT_EXPLICIT, K_QP_WRITTEN
+from app_pages._state import K_CKPT_EXPLICIT, K_QP_WRITTEN, K_WI, K_WI_SIZE
 from app_pages._warm import rendering
 from geomlab.teach import lessons, tours
 from geomlab.teach import views
@@ -72,6 +72,7 @@ def apply_step(lesson: tours.Lesson, index: int, keep_pos: int | None = None) ->
         else:
             ss.pop(key, None)
     ss[ui.K_STEPS] = step.steps
+    ss[K_WI], ss[K_WI_SIZE] = step.whatif if step.whatif else (None, None)
     if step.compare:
         ss[ui.K_CKPT_B], ss[K_COMPARE_VIEW] = step.compare, step.view
     ss[K_APPLIED] = (lesson.slug, index)
@@ -163,6 +164,8 @@ def draw_step(lesson: tours.Lesson, index: int) -> None:
         e, tr, _, opts = sides[0]
         _views.draw_figures(_views.fit_first([view_item(step, e, tr, opts, n, pos) for n in shown]),
                             key_prefix=prefix, stem=stem)
+        if step.whatif:
+            draw_whatif(step, e, tr, pos, prefix, stem)
         return
     for name in shown:
         row = [(e, view_item(step, e, tr, opts, name, pos)) for e, tr, _, opts in sides]
@@ -177,6 +180,18 @@ def draw_step(lesson: tours.Lesson, index: int) -> None:
             with col:
                 st.markdown(f"**{e.name}** · {e.group or e.kind}")
                 _views.draw_figures([it], key_prefix=f"{prefix}-{side}", stem=e.name, force_narrow=True)
+
+
+def draw_whatif(step: tours.Step, entry, tr, pos: int, prefix: str, stem: str) -> None:
+    """The step's intervention at the cursor: the next-token guesses before and after, and its effect."""
+    from app_pages._whatif import _outcome_charts
+
+    name, size = step.whatif
+    controls = {k: step.controls.get(k) or 0 for k in ("layer", "head", "slot")}
+    guesses, effect, line = _outcome_charts(entry, step.text, {}, list(tr.labels), name, float(size), pos, controls)
+    st.caption(line)
+    _views.draw_figures([("whatif_guesses", guesses.figure, guesses.caption, False),
+                         ("whatif_effect", effect.figure, effect.caption, True)], key_prefix=prefix, stem=stem)
 
 
 # ---------------------------------------------------------------- page

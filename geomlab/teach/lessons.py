@@ -84,6 +84,19 @@ S5_LESSON = Lesson(
                    "state-dependent step makes that an argument, not a proof, for this model. Trained the same "
                    "way as O(5), the torus still stayed at chance (step 1), while O(5)'s rotations, which do "
                    "not commute, hold the product itself (steps 2 and 3)."),
+        Step(
+            title="What if: undo a token by steering the state",
+            checkpoint="bundled/osm-rnn-o-s5", text=_S5_WORD, view="trajectories", cursor=5,
+            figures=("phase_circle",), whatif=("steer", -3.0),
+            body="An intervention moves the state along its own group and lets the model run on: here $H_5$ "
+                 "becomes $H_5 \\exp(\\varepsilon \\hat\\Phi_5)$, a step of $\\varepsilon$ radians along the "
+                 "model's own update at position 5 (the token `21034`; that update is "
+                 "$\\lVert\\Phi_5\\rVert = 4.44$ long). The state never leaves O(5).",
+            notice="At $\\varepsilon = 0$ the model names `03421`, the running product. Along its own update "
+                   "it keeps naming `03421` for every $\\varepsilon$ from −2 to +1.5: the readout is robust to a "
+                   "push of half the step. At $\\varepsilon = -3$ (**Next token after position 5**) it names "
+                   "`43021`, the product *before* token 5: walking back along the update undoes the token. "
+                   "Drag the size slider in the full view to find where the answer flips."),
     ),
 )
 

@@ -63,6 +63,8 @@ class Step:
         compare: a second checkpoint ref drawn beside the first (None: a single-checkpoint step).
         figures: the figures to show, in order (names of the view's figures or of
             :data:`EXTRA_FIGURES`); empty: every figure of the view that applies.
+        whatif: ``(intervention, size)`` of :data:`geomlab.whatif.catalog.INTERVENTIONS` applied at the cursor
+            (the step then shows its before-and-after figures too); None: none.
     """
 
     title: str
@@ -76,6 +78,7 @@ class Step:
     steps: int | None = None
     compare: str | None = None
     figures: tuple[str, ...] = ()
+    whatif: tuple[str, float] | None = None
 
     @property
     def checkpoints(self) -> tuple[str, ...]:
@@ -121,6 +124,25 @@ def _vocab_tokens(entry: Any, text: str) -> list[str]:
     return check_text(Vocab.from_json(entry.meta.get("vocab") or {}), text, MAX_TEXT_CHARS)
 
 
+def _whatif_problems(step: Step, entry: Any, at: str) -> list[str]:
+    """Problems of a step's ``whatif``: an intervention the catalog has, for the checkpoint's kind, its size in
+    range."""
+    if step.whatif is None:
+        return []
+    from geomlab.whatif.catalog import INTERVENTIONS
+
+    name, size = step.whatif
+    spec = INTERVENTIONS.get(name)
+    if spec is None:
+        return [f"{at}: unknown intervention {name!r} (one of {', '.join(INTERVENTIONS)})"]
+    out = []
+    if entry is not None and entry.kind not in spec.kinds:
+        out.append(f"{at}: {name!r} does not apply to a {entry.kind} (it applies to {', '.join(spec.kinds)})")
+    if not spec.lo <= float(size) <= spec.hi:
+        out.append(f"{at}: {name!r} size {size} is outside {spec.lo}..{spec.hi}")
+    return out
+
+
 def validate(lesson_: Lesson, entries: Iterable[Any],
              trace_fn: Callable[[Any, str, dict], Any] | None = None) -> list[str]:
     """Problems of ``lesson_`` as sentences (empty when it is sound).
@@ -145,6 +167,9 @@ def validate(lesson_: Lesson, entries: Iterable[Any],
         problems.append(f"{where}: unknown family {lesson_.family!r}")
     if not 3 <= len(lesson_.steps) <= 6:
         problems.append(f"{where}: {len(lesson_.steps)} steps (a lesson has 3-6)")
+    by_ref = {e.ref: e for e in entries}
+    for i, step in enumerate(lesson_.steps, 1):
+        problems += _whatif_problems(step, by_ref.get(step.checkpoint), f"{where} step {i}")
     for n, step in enumerate(lesson_.steps, start=1):
         at = f"{where} step {n} ({step.title!r})"
         found = len(problems)  # a step with static problems is not traced

@@ -70,7 +70,7 @@ def _ablate(model, tokens, position, size, layer=0, head=0, **_):
 
 INTERVENTIONS: dict[str, Intervention] = {i.name: i for i in (
     Intervention("steer", "steer the state along its group", "step ε along the layer's own update", "rad",
-                 -1.5, 1.5, 0.05, 0.5, 0.0, ("osm-rnn", "osmformer"), ("layer",),
+                 -5.0, 5.0, 0.1, 0.5, 0.0, ("osm-rnn", "osmformer"), ("layer",),
                  "H_t of the chosen layer at the cursor becomes H_t exp(ε X), X the layer's own update there "
                  "(normalised): the state stays on its group, the model runs on from it.", _steer),
     Intervention("rotate_plane", "move a plane along the Grassmannian", "angle of the move", "rad",

@@ -376,7 +376,7 @@ def test_a_link_opens_its_step_and_next_back_move_state_and_url(bundled_app):
     at = open_tour(lesson=lesson.slug, step="2")
     s2, s3 = lesson.steps[1], lesson.steps[2]
     assert heading(at) == f"2. {s2.title}"
-    assert any("Step 2 of 4" in str(p.proto) for p in at.get("progress"))
+    assert any(f"Step 2 of {len(lesson.steps)}" in str(p.proto) for p in at.get("progress"))
     assert at.session_state["gl_ckpt"] == s2.checkpoint and at.session_state["gl_text"] == s2.text
     assert at.session_state["gl_pos"] == s2.cursor
     assert any(s2.notice[:40] in i.value for i in at.info)  # the notice, highlighted
@@ -498,3 +498,35 @@ def test_the_plucker_step_names_the_axes_the_figure_draws(zoo):
     fig, _ = views.build_figure(tr, "plucker_heatmap", tours.step_controls(step, tr), step.cursor)
     assert "position" in fig.layout.yaxis.title.text and "position" not in fig.layout.xaxis.title.text
     assert "one row per position, one column per pair of axes" in step.notice
+
+
+def test_the_what_if_step_undoes_the_token_as_its_notice_says(bundled_app):
+    """The S5 lesson's intervention step: steering H_5 by −3 rad along its own update makes the O(5) model
+    name the product before token 5 (its notice's claim, read off the step's guesses figure), while the
+    plain run names the running product; the step's link state carries the intervention."""
+    import json
+
+    lesson = lessons.LESSONS["s5-word-problem"]
+    index = next(i for i, s in enumerate(lesson.steps) if s.whatif)
+    at = open_tour(lesson=lesson.slug, step=str(index + 1))
+    assert not at.exception and not at.error
+    assert at.session_state["gl_whatif"] == "steer" and at.session_state["gl_whatif_size"] == -3.0
+    specs = [json.loads(c.spec) if isinstance(c.spec, str) else c.spec for c in charts(at)]
+    guesses = next(s for s in specs if "Next token after position" in json.dumps(s.get("layout", {})))
+    data = {t["name"]: t for t in guesses["data"]}
+    top = lambda t: t["y"][int(np.argmax(t["x"]))].strip("“”")  # noqa: E731
+    assert top(data["before"]) == "03421" and top(data["after"]) == "43021"
+
+
+def test_a_step_with_an_unknown_or_unfitting_intervention_is_refused():
+    from dataclasses import replace
+
+    lesson = lessons.LESSONS["s5-word-problem"]
+    entries = [e for e in catalog.list_checkpoints() if e.ref.startswith("bundled/")]
+    if not entries:
+        pytest.skip("needs the bundled zoo")
+    bad = replace(lesson, steps=lesson.steps[:-1] + (replace(lesson.steps[-1], whatif=("rotate_plane", 0.5)),))
+    assert any("does not apply" in p for p in tours.validate(bad, entries))
+    bad = replace(lesson, steps=lesson.steps[:-1] + (replace(lesson.steps[-1], whatif=("nope", 0.5)),))
+    assert any("unknown intervention" in p for p in tours.validate(bad, entries))
+    assert not [p for p in tours.validate(lesson, entries) if "intervention" in p or "applies" in p]
