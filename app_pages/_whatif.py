@@ -1,6 +1,6 @@
 """The view pages' "What if" panel: one intervention at the cursor (:mod:`geomlab.whatif.catalog`), a slider
-for its size, and before against after: the next-token guesses and the effect along the text (KL divergence,
-change in surprisal of the real next token). Off until switched on (its state, the intervention and its size,
+for its size, and before against after: the next-token guesses, the effect along the text (KL divergence,
+change in surprisal of the real next token) and the geometry it changed drawn over the original. Off until switched on (its state, the intervention and its size,
 is in the page's link as ``wi`` and ``wis``); a click on the effect chart moves the cursor, and the
 intervention with it."""
 
@@ -20,15 +20,17 @@ from app_pages._messages import md_escape
 
 def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], name: str, size: float,
                     pos: int, controls: dict) -> tuple:
-    """``(guesses Chart, effect Chart, one-line summary)`` of the intervention, through the shared cache."""
-    from geomlab.figures.whatif import whatif_effect, whatif_guesses
+    """``(guesses Chart, effect Chart, geometry Chart or None, one-line summary)`` of the intervention, through
+    the shared cache."""
+    from geomlab.figures import FigureError
+    from geomlab.figures.whatif import whatif_effect, whatif_geometry, whatif_guesses
     from geomlab.trace import encode_text
     from geomlab.trace.tracing import MODEL_LOCK
     from geomlab.whatif import catalog
 
     def compute() -> tuple:
         ck = data.load_checkpoint(str(entry.path), entry.mtime)
-        tokens = encode_text(ck.vocab, text)
+        tokens = encode_text(ck.vocab, text).reshape(-1)
         with MODEL_LOCK:
             out = catalog.apply(name, ck.model, tokens, pos, size, **controls)
         names = [md_escape(t) for t in getattr(ck.vocab, "tokens", [])] or [str(i) for i in range(out.before.shape[1])]
@@ -36,7 +38,11 @@ def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], 
         ds = out.surprisal_change_bits()
         line = (f"{md_escape(out.what)}: KL at the cursor {kl[pos]:.3f} bits, largest {kl.max():.3f} bits; the "
                 f"real text's surprisal {ds[pos:].sum():+.2f} bits from the cursor on.")
-        return whatif_guesses(out, pos, names), whatif_effect(out, labels), line
+        try:
+            ghost = whatif_geometry(out, layer=int(controls.get("layer") or 0))
+        except FigureError:
+            ghost = None
+        return whatif_guesses(out, pos, names), whatif_effect(out, labels), ghost, line
 
     key = ("whatif", str(entry.path), entry.mtime, data.KeyText(text), tuple(sorted(trace_opts.items())), name,
            round(float(size), 6), int(pos), tuple(sorted(controls.items())))
@@ -78,7 +84,7 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
                                              ss.__setitem__(state.K_WI_SIZE, None)))
         spec = catalog.INTERVENTIONS[ss[state.K_WI]]
     else:
-        cols[0].markdown(f"**{spec.label.capitalize()}**")
+        cols[0].markdown(f"**{spec.label[:1].upper() + spec.label[1:]}**")
     size = ss.get(state.K_WI_SIZE)
     if size is None or not spec.lo <= size <= spec.hi:
         if size is not None:
@@ -87,19 +93,20 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
     ss[state.K_WI_SIZE] = ss["w_whatif_size"] = float(min(max(size, spec.lo), spec.hi))
     cols[1].slider(f"{spec.size_label} ({spec.unit})" if spec.unit else spec.size_label, float(spec.lo),
                    float(spec.hi), step=float(spec.step), key="w_whatif_size", help=spec.help,
+                   format="%d" if float(spec.step).is_integer() else "%.2f",
                    on_change=state.copy, args=("w_whatif_size", state.K_WI_SIZE))
     size = float(ss[state.K_WI_SIZE])
     opts = {k: controls.get(k) for k in spec.takes}
     if opts.get("head") is None and "head" in spec.takes:
         opts["head"] = 0  # "mean over heads" is not a head: the first one is ablated
     try:
-        guesses, effect, line = _outcome_charts(entry, text, trace_opts, list(tr.labels), spec.name, size, pos,
-                                                opts)
+        guesses, effect, ghost, line = _outcome_charts(entry, text, trace_opts, list(tr.labels), spec.name, size,
+                                                       pos, opts)
     except ValueError as exc:
         st.info(f"What if: {md_escape(exc)}", icon=":material/info:")
         return
     st.caption(line)
-    left, right = st.columns([2, 3], gap="medium")
+    left, right = st.columns(2, gap="medium")
     with left:
         ui.chart(guesses.figure, key=f"{key_prefix}-whatif-guesses", filename=f"{stem}-whatif-guesses", narrow=True)
     with right:
@@ -107,6 +114,11 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
         ui.chart(effect.figure, key=key, filename=f"{stem}-whatif-effect", narrow=True,
                  on_click=partial(follow_click, key, "position", tr))
         st.caption(effect.caption)
+    if ghost is not None:
+        with left:
+            ui.chart(ghost.figure, key=f"{key_prefix}-whatif-geometry", filename=f"{stem}-whatif-geometry",
+                     narrow=True)
+            st.caption(ghost.caption)
 
 
 SWEEP_SPAN = 128

@@ -188,10 +188,14 @@ def draw_whatif(step: tours.Step, entry, tr, pos: int, prefix: str, stem: str) -
 
     name, size = step.whatif
     controls = {k: step.controls.get(k) or 0 for k in ("layer", "head", "slot")}
-    guesses, effect, line = _outcome_charts(entry, step.text, {}, list(tr.labels), name, float(size), pos, controls)
+    guesses, effect, ghost, line = _outcome_charts(entry, step.text, {}, list(tr.labels), name, float(size), pos,
+                                                   controls)
     st.caption(line)
-    _views.draw_figures([("whatif_guesses", guesses.figure, guesses.caption, False),
-                         ("whatif_effect", effect.figure, effect.caption, True)], key_prefix=prefix, stem=stem)
+    items = [("whatif_guesses", guesses.figure, guesses.caption, False)]
+    if ghost is not None:
+        items.append(("whatif_geometry", ghost.figure, ghost.caption, False))
+    items.append(("whatif_effect", effect.figure, effect.caption, True))
+    _views.draw_figures(items, key_prefix=prefix, stem=stem)
 
 
 # ---------------------------------------------------------------- page

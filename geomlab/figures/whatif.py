@@ -11,7 +11,7 @@ import numpy as np
 
 from geomlab.figures._chart import Chart, FigureBuilder, FigureError, finish
 from geomlab.figures._sampling import WINDOW, window as shown_window
-from geomlab.figures._style import add_cursor_line, colour, hover_tokens, token_ticks
+from geomlab.figures._style import add_cursor_line, colour, hover_tokens, thin_ticks, token_ticks
 from geomlab.core.markup import md_label
 
 BEFORE, AFTER = "#999999", colour(0)
@@ -43,7 +43,8 @@ def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 
                        "marker": {"color": col}, "text": [f"{100 * v:.1f}%" for v in vals],
                        "textposition": "outside", "cliponaxis": False,
                        "hovertemplate": f"{name}: %{{y}} %{{x:.3f}}<extra></extra>"})
-    fig.update_layout(barmode="group", legend={"orientation": "h", "y": -0.15, "x": 0})
+    fig.update_layout(barmode="group", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1,
+                                               "xanchor": "right"})
     fig.update_xaxes(title_text="probability of the next token", range=[0, 1.15], tickformat=".0%")
     kl = float(outcome.kl_bits()[position])
     cap = (f"The model's {k} most likely next tokens after position {position}, before (grey) and after "
@@ -137,3 +138,62 @@ def patching_heatmap(sweep, labels: Sequence[str], token_names: Sequence[str] = 
            f"{sweep.corrupt:.3f}). Positions after the target cannot change it and are left out.")
     return finish(fig, "Patching: where the difference lives", cap, "patching_heatmap",
                   height=max(260, 120 + 34 * L), margin={"l": 120 if L <= 12 else 60, "r": 20, "t": 50, "b": 60})
+
+
+def whatif_geometry(outcome, layer: int = 0) -> Chart:
+    """The geometry an intervention changed, after over before (the plain run in grey, a ghost): the
+    eigenvalues of the steered state ``H_t`` on the unit circle (OSM; a torus state's diagonal entries), the
+    Plücker coordinates of the moved plane (Grassmann), or the token-mean energy per recursion step of layer
+    ``layer`` (CEM). Raises :class:`FigureError` when the outcome holds none of these (e.g. a head ablated).
+    Design choice."""
+    g = outcome.geometry
+    fig = FigureBuilder()
+    if "state_before" in g:
+        theta = np.linspace(0, 2 * np.pi, 181)
+        fig.add_trace({"type": "scatter", "x": np.cos(theta), "y": np.sin(theta), "mode": "lines",
+                       "line": {"color": "#cccccc", "width": 1}, "hoverinfo": "skip", "showlegend": False})
+        for name, key, col, sym in (("before", "state_before", BEFORE, "circle-open"),
+                                    ("after", "state_after", AFTER, "circle")):
+            H = np.asarray(g[key])
+            lam = H.astype(np.complex128) if H.ndim == 1 else np.linalg.eigvals(H.astype(np.complex128))
+            fig.add_trace({"type": "scatter", "x": lam.real, "y": lam.imag, "mode": "markers", "name": name,
+                           "marker": {"color": col, "size": 11, "symbol": sym, "line": {"width": 2, "color": col}},
+                           "hovertemplate": f"{name}: λ = %{{x:.3f}} + %{{y:.3f}}i<extra></extra>"})
+        fig.update_xaxes(range=[-1.25, 1.25], title_text="Re λ", zeroline=False)
+        fig.update_yaxes(range=[-1.25, 1.25], title_text="Im λ", scaleanchor="x", zeroline=False)
+        return finish(fig, "Eigenvalues of the state, before and after", "The eigenvalues of the state at the "
+                      "intervention before (open grey) and after (filled): a step along the group turns them on "
+                      "the unit circle and never moves one off it.", "whatif_geometry", height=380,
+                      legend={"orientation": "h", "y": -0.2})
+    if "plucker_before" in g:
+        p0, p1 = np.asarray(g["plucker_before"]), np.asarray(g["plucker_after"])
+        P = len(p0)
+        r = int(round((1 + np.sqrt(1 + 8 * P)) / 2))
+        pairs = [f"({i},{j})" for i in range(r) for j in range(i + 1, r)][:P]
+        for name, vals, col in (("before", p0, BEFORE), ("after", p1, AFTER)):
+            fig.add_trace({"type": "bar", "x": pairs, "y": vals, "name": name, "marker": {"color": col},
+                           "hovertemplate": f"{name}: p%{{x}} = %{{y:.3f}}<extra></extra>"})
+        fig.update_layout(barmode="group", legend={"orientation": "h", "y": -0.3})
+        fig.update_xaxes(title_text="Plücker coordinate p_ij", **thin_ticks(pairs))
+        angles = np.asarray(g.get("principal_angles", [np.nan, np.nan]))
+        return finish(fig, "Plücker coordinates of the plane, before and after",
+                      f"The moved plane's normalised Plücker vector after (colour) over before (grey); principal "
+                      f"angles between the two planes {angles[0]:.3f} and {angles[-1]:.3f} rad.", "whatif_geometry",
+                      height=340)
+    if "energy_before" in g:
+        E0, E1 = np.asarray(g["energy_before"], float), np.asarray(g["energy_after"], float)
+        if not 0 <= layer < E0.shape[0]:
+            raise FigureError(f"layer {layer} out of range: there are {E0.shape[0]}")
+        for b, block in enumerate(("attention", "MLP")):
+            for name, E, dash, col in (("before", E0, "dot", BEFORE), ("after", E1, "solid", colour(b))):
+                y = E[layer, b]
+                fig.add_trace({"type": "scatter", "x": np.arange(len(y)), "y": y, "mode": "lines+markers",
+                               "name": f"{block} {name}", "line": {"color": col, "dash": dash},
+                               "hovertemplate": f"{block} {name}: step %{{x}}, ε = %{{y:.4g}}<extra></extra>"})
+        fig.update_xaxes(title_text="recursion step t", dtick=1)
+        fig.update_yaxes(title_text="token-mean energy ε (a.u.)")
+        return finish(fig, f"Energy of layer {layer} per step, before and after",
+                      "The layer's token-mean energy at each recursion step with its own steps (dotted grey) and "
+                      "with the steps of the intervention (colour): more steps should keep it going down.",
+                      "whatif_geometry", height=360, legend={"orientation": "h", "y": -0.25})
+    raise FigureError("this intervention changes no geometry to draw (its effect is in the predictions)")

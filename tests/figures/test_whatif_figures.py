@@ -48,3 +48,35 @@ def test_the_effect_draws_the_window_around_the_intervention_with_its_kl_and_sur
     assert np.allclose(np.asarray(kl.y)[x < 150], 0.0, atol=1e-9)  # nothing changed before it
     with pytest.raises(FigureError):
         whatif_effect(o, labels[:-1])
+
+
+def test_the_geometry_ghost_draws_what_each_intervention_changed():
+    """Eigenvalues on the unit circle for a steered OSM state (equal to numpy's of the state), Plücker
+    coordinates before/after for a moved plane, the chosen layer's energies for CEM; nothing to draw is an
+    error."""
+    import torch
+
+    from geomlab.figures.whatif import whatif_geometry
+    from geomlab.whatif import catalog
+    from tests.helpers.models import small_model
+
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 10, (12,))
+    o = catalog.apply("steer", small_model("osm-rnn").eval(), tokens, 5, 1.0)
+    fig = whatif_geometry(o).figure
+    after = next(t for t in fig.data if t.name == "after")
+    lam = np.linalg.eigvals(np.asarray(o.geometry["state_after"], dtype=np.complex128))
+    np.testing.assert_allclose(sorted(np.asarray(after.x)), sorted(lam.real), atol=1e-6)
+    np.testing.assert_allclose(np.abs(np.asarray(after.x) + 1j * np.asarray(after.y)), 1.0, atol=1e-5)
+    o = catalog.apply("rotate_plane", small_model("grassmann").eval(), tokens, 5, 0.7, layer=0)
+    fig = whatif_geometry(o).figure
+    np.testing.assert_allclose(np.asarray(next(t for t in fig.data if t.name == "after").y),
+                               o.geometry["plucker_after"])
+    cem = small_model("cem").eval()
+    o = catalog.apply("energy_steps", cem, tokens, 5, 4, layer=1)
+    fig = whatif_geometry(o, layer=1).figure
+    got = np.asarray(next(t for t in fig.data if t.name == "MLP after").y, dtype=float)
+    np.testing.assert_allclose(got, o.geometry["energy_after"][1, 1], equal_nan=True)
+    o = catalog.apply("ablate_head", small_model("transformer").eval(), tokens, 5, 1, layer=0, head=0)
+    with pytest.raises(FigureError):
+        whatif_geometry(o)
