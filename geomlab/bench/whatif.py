@@ -1,12 +1,14 @@
-"""``geomlab bench whatif``: the time of one steer on the group (:func:`geomlab.whatif.steer.steer_state`) on
-the bundled OSM checkpoints, against one plain forward pass of the same text measured in the same run.
+"""``geomlab bench whatif``: what an intervention costs on every bundled checkpoint, against one plain forward
+pass of the same text measured in the same run.
 
-For each bundled ``osm-rnn`` / ``osmformer`` checkpoint: ``--chars`` (default 256) tokens of text (the
-character checkpoints: a Shakespeare passage repeated; the word-problem ones: seeded random symbols), one
-thread, eval mode. ``forward`` is the best-of-``--repeats`` seconds of ``model(tokens)`` under
-``torch.no_grad``; ``steer`` the best-of of one ``steer_state`` at the middle position (a random direction,
-``eps = 0.5``: a cached run, the step on the group and a hooked run); ``ratio`` = steer / forward (about 2:
-a steer is two forward passes). Only the ratio is meant to be compared across machines.
+For each bundled checkpoint: ``--chars`` (default 256) tokens of text (the character checkpoints: a Shakespeare
+passage repeated; the word-problem ones: seeded random symbols), one thread, eval mode. ``forward`` is the
+best-of-``--repeats`` seconds of ``model(tokens)`` under ``torch.no_grad``; ``knob`` the best-of of the
+checkpoint's first intervention of :mod:`geomlab.whatif.catalog` at the middle position (the app's "What if"
+panel: steer, move a plane, energy steps, ablate a head; ``-`` where none applies); ``patch`` one activation
+patch of the last layer's state at the middle position (:func:`geomlab.whatif.patching.patch`); ``sweep``
+one full patching sweep over every layer and position up to the last (:func:`~geomlab.whatif.patching.patching_sweep`,
+timed once). Only the ratios are meant to be compared across machines.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import time
 
 import torch
 
-from geomlab.checkpoints import catalog, io
-from geomlab.whatif.steer import steer_state
+from geomlab.checkpoints import catalog as ckpt_catalog, io
+from geomlab.whatif import catalog
+from geomlab.whatif.patching import patch, patch_points, patching_sweep
 
 PASSAGE = ("ROMEO: But, soft! what light through yonder window breaks? It is the east, and Juliet is the sun. "
            "Arise, fair sun, and kill the envious moon, who is already sick and pale with grief. ")
+KNOB_SIZE = {"steer": 0.5, "rotate_plane": 0.5, "ablate_head": 1.0}
 
 
 def _tokens(vocab, n: int, seed: int = 0) -> torch.Tensor:
@@ -41,34 +45,45 @@ def _best(fn, repeats: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print one row per bundled OSM checkpoint: kind, group, d, layers, forward ms, steer ms, ratio."""
+    """Print one row per bundled checkpoint: kind, forward ms, the knob and its ms, patch ms, sweep s."""
     ap = argparse.ArgumentParser(prog="geomlab bench whatif", description=__doc__.splitlines()[0])
     ap.add_argument("--chars", type=int, default=256, help="tokens of text (default 256)")
-    ap.add_argument("--repeats", type=int, default=5, help="timed repeats, best of (default 5)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed repeats, best of (default 3)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--kinds", default="", help="only these kinds, comma-separated (default: every kind)")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the full patching sweeps (the slow part)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(f"{'checkpoint':42s} {'group':8s} {'d':>4s} {'L':>2s} {'forward ms':>11s} {'steer ms':>9s} {'ratio':>6s}")
-    for ref in _osm_refs():
-        ck = io.load(ref)
+    kinds = {k.strip() for k in args.kinds.split(",") if k.strip()}
+    print(f"{'checkpoint':42s} {'kind':14s} {'forward ms':>10s} {'knob':>13s} {'knob ms':>8s} {'patch ms':>8s} "
+          f"{'sweep s':>8s}")
+    for entry in sorted(ckpt_catalog.list_checkpoints(user=False), key=lambda e: e.ref):
+        if kinds and entry.kind not in kinds:
+            continue
+        ck = io.load(entry.ref)
+        if ck.vocab is None:
+            continue
         model = ck.model.eval()
         tokens = _tokens(ck.vocab, args.chars)
-        mid = len(tokens) // 2
+        mid, other = len(tokens) // 2, torch.roll(tokens, 1)
 
         def forward():
             with torch.no_grad():
                 model(tokens[None])
 
-        def steer():
-            steer_state(model, tokens, 0, mid, "random", 0.5)
-
-        f, s = _best(forward, args.repeats), _best(steer, args.repeats)
-        c = model.config
-        print(f"{ref:42s} {c['group']:8s} {c['d']:>4d} {getattr(model, 'n_layers', 1):>2d} "
-              f"{1e3 * f:>11.2f} {1e3 * s:>9.2f} {s / f:>6.2f}")
+        knobs = catalog.available(model)
+        knob = knobs[0].name if knobs else "-"
+        size = KNOB_SIZE.get(knob, catalog.neutral_size(knob, model) + 2 if knob != "-" else 0)
+        f = _best(forward, args.repeats)
+        k = _best(lambda: catalog.apply(knob, model, tokens, mid, size), args.repeats) if knobs else float("nan")
+        last = patch_points(model)[-1]
+        p = _best(lambda: patch(model, tokens, other, last, mid), args.repeats)
+        if args.no_sweep:
+            s = float("nan")
+        else:
+            t0 = time.perf_counter()
+            patching_sweep(model, tokens, other)
+            s = time.perf_counter() - t0
+        print(f"{entry.ref:42s} {entry.kind:14s} {1e3 * f:>10.1f} {knob:>13s} {1e3 * k:>8.1f} {1e3 * p:>8.1f} "
+              f"{s:>8.2f}", flush=True)
     return 0
-
-
-def _osm_refs() -> list[str]:
-    """``bundled/NAME`` of every bundled OSM checkpoint, by name."""
-    return sorted(e.ref for e in catalog.list_checkpoints(user=False) if e.kind in ("osm-rnn", "osmformer"))
