@@ -36,8 +36,10 @@ def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], 
         names = [md_escape(t) for t in getattr(ck.vocab, "tokens", [])] or [str(i) for i in range(out.before.shape[1])]
         kl = out.kl_bits()
         ds = out.surprisal_change_bits()
+        where, total = (("from the cursor on", ds[pos:].sum()) if out.position is not None
+                        else ("over the whole text", ds.sum()))
         line = (f"{md_escape(out.what)}: KL at the cursor {kl[pos]:.3f} bits, largest {kl.max():.3f} bits; the "
-                f"real text's surprisal {ds[pos:].sum():+.2f} bits from the cursor on.")
+                f"real text's surprisal {total:+.2f} bits {where}.")
         try:
             ghost = whatif_geometry(out, layer=int(controls.get("layer") or 0))
         except FigureError:
@@ -61,8 +63,8 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
         return
     names = [c.name for c in choices]
     if ss.get(state.K_WI) is not None and ss[state.K_WI] not in names:
-        ss[state.K_NOTICE] = (f"“What if” {ss[state.K_WI]!r} does not apply to {entry.name}: it offers "
-                              f"{', '.join(names)}.")
+        st.info(f"What if: {md_escape(ss[state.K_WI])!r} is not an intervention for {md_escape(entry.name)}; it "
+                f"offers {', '.join(names)}. Dropped.", icon=":material/tune:")
         ss[state.K_WI] = None
     ss["w_whatif_on"] = ss.get(state.K_WI) is not None
 
@@ -88,7 +90,8 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
     size = ss.get(state.K_WI_SIZE)
     if size is None or not spec.lo <= size <= spec.hi:
         if size is not None:
-            ss[state.K_NOTICE] = f"The link's what-if size {size} is outside {spec.lo}..{spec.hi}: reset."
+            st.info(f"What if: size {size:g} is outside {spec.lo:g}..{spec.hi:g}; set to its default.",
+                    icon=":material/tune:")
         size = float(spec.default if spec.name != "energy_steps" else catalog.neutral_size(spec.name, ck.model) + 2)
     ss[state.K_WI_SIZE] = ss["w_whatif_size"] = float(min(max(size, spec.lo), spec.hi))
     cols[1].slider(f"{spec.size_label} ({spec.unit})" if spec.unit else spec.size_label, float(spec.lo),
@@ -126,6 +129,11 @@ SWEEP_SPAN = 128
 run per layer and position; longer texts are cut to this window before the target, as the caption says)."""
 
 
+SMALL_DIFFERENCE = 0.05
+"""Below this logit difference between the clean and the corrupted run, the share of it a patch restores is
+noise divided by almost nothing: the heatmap then draws the raw metric (design choice)."""
+
+
 def _stand_in(vocab: Any, current: str) -> str:
     """A token of ``vocab`` to put in place of ``current``: the first of a few common ones that differs."""
     tokens = list(getattr(vocab, "tokens", []))
@@ -144,10 +152,14 @@ def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: s
 
     def compute() -> tuple:
         ck = data.load_checkpoint(str(entry.path), entry.mtime)
+        if not stand_in:
+            raise ValueError("type the token to put in the cursor's place")
         ids = encode_text(ck.vocab, stand_in).reshape(-1)
         if ids.numel() != 1:
             raise ValueError(f"{stand_in!r} is {ids.numel()} tokens for this checkpoint: give one token")
         clean = encode_text(ck.vocab, text).reshape(-1)
+        if int(ids[0]) == int(clean[pos]):
+            raise ValueError(f"{stand_in!r} is the cursor's own token: type a different one")
         corrupt = clean.clone()
         corrupt[pos] = ids[0]
         start = max(0, target - SWEEP_SPAN + 1)
@@ -157,11 +169,14 @@ def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: s
         sweep.positions = sweep.positions + start
         sweep.target_position = target
         names = [md_escape(t) for t in getattr(ck.vocab, "tokens", [])]
+        small = abs(sweep.clean - sweep.corrupt) < SMALL_DIFFERENCE
         line = (f"The cursor's token {md_escape(labels[pos])!r} replaced by {md_escape(stand_in)!r}: the prediction "
                 f"at position {target} (logit difference clean {sweep.clean:.2f}, corrupted {sweep.corrupt:.2f}); "
                 f"{sweep.values.size} patched runs in {sweep.seconds:.1f} s"
-                + (f", the {SWEEP_SPAN} positions ending there." if start else "."))
-        return patching_heatmap(sweep, labels, names), line
+                + (f", the {SWEEP_SPAN} positions ending there." if start else ".")
+                + (f" The swap hardly changes that prediction (under {SMALL_DIFFERENCE} in logit difference), so "
+                   "the heatmap draws the raw logit difference, not the share restored." if small else ""))
+        return patching_heatmap(sweep, labels, names, recovered=not small), line
 
     key = ("patching", str(entry.path), entry.mtime, data.KeyText(text), int(pos), stand_in, int(target))
     return data.cached(key, compute, spinner="Patching every layer and position…")
@@ -194,7 +209,11 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
                        args=("w_patch", state.K_PATCH), help="One token of this checkpoint's vocabulary.")
     hi = min(n - 1, pos + 32)
     at = ss.get(state.K_PATCH_AT)
-    at = min(max(int(at) if at is not None else min(pos + 3, hi), pos + 1), hi)
+    want = int(at) if at is not None else min(pos + 3, hi)
+    at = min(max(want, pos + 1), hi)
+    if want != at:
+        st.caption(f"Patching: position {want} is outside {pos + 1}–{hi} (after the cursor, at most 32 on); "
+                   f"reading at {at}.")
     ss[state.K_PATCH_AT] = ss["w_patch_at"] = at
     if hi > pos + 1:
         cols[1].slider("Read the prediction at position", pos + 1, hi, key="w_patch_at", on_change=state.copy,
