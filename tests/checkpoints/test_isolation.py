@@ -105,3 +105,17 @@ def test_eval_of_a_broken_checkpoint_is_one_line(tmp_path, capsys, case):
     assert cli.main(["eval", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "\n" not in err and "bad" in err and "Traceback" not in err, err
+
+
+def test_checkpoints_page_lists_the_good_and_names_the_broken(dirs, monkeypatch):
+    from conftest import run_page
+
+    monkeypatch.setenv("GEOMLAB_APP_PREWARM", "0")
+    _, runs = dirs
+    _save(runs / "good")
+    bad = _save(runs / "bad", "folder")
+    (bad / "geomlab.json").write_bytes(DEEP)
+    at = run_page("checkpoints")
+    captions = " ".join(c.value for c in at.caption).replace("\\", "")  # markdown escapes
+    assert "runs/bad" in captions and "nested too deeply" in captions
+    assert "runs/good" in captions  # its card
