@@ -8,6 +8,7 @@ import errno
 import json
 import math
 import os
+import re
 import tempfile
 import uuid
 from pathlib import Path
@@ -67,8 +68,9 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
             (:func:`layout_of`: flat when a flat pair of that stem exists, else folder).
 
     Returns the JSON path (flat) or the folder. Raises :class:`CheckpointError` if a weight is not finite (a
-    broken model is never saved) or the name is too long for the file system, and ``ValueError`` for a model
-    without ``config`` or an unknown layout.
+    broken model is never saved) or the name is too long for the file system, ``ValueError`` for a model
+    without ``config`` or an unknown layout, and ``OSError`` naming the file (:func:`write_error`) when the
+    system refuses the write (disk full, read-only): the previous checkpoint, if any, is left as it was.
     """
     layout, json_path, st_path, where = _target(stem, layout)
     config = getattr(model, "config", None)
@@ -173,7 +175,10 @@ def _write(tensors: dict[str, torch.Tensor], files: dict[Path, str], save_id: st
     os.close(fd)
     saved = False
     try:
-        save_file(tensors, tmp, metadata={"format": "pt", "geomlab": "1", ckpt_files.HEADER_KEY: save_id})
+        try:
+            save_file(tensors, tmp, metadata={"format": "pt", "geomlab": "1", ckpt_files.HEADER_KEY: save_id})
+        except Exception as exc:  # safetensors raises its own SafetensorError, not OSError, when the disk fills
+            raise write_error(exc, st_path) from None
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
@@ -186,7 +191,7 @@ def _write(tensors: dict[str, torch.Tensor], files: dict[Path, str], save_id: st
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
             raise _name_error(where, exc) from None
-        raise
+        raise write_error(exc, where) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -195,6 +200,24 @@ def _write(tensors: dict[str, torch.Tensor], files: dict[Path, str], save_id: st
                 os.rmdir(where)  # a first save that failed leaves no empty folder behind (only when empty)
             except OSError:
                 pass
+
+
+def write_error(exc: BaseException, path: Path) -> OSError:
+    """The ``OSError`` to raise for ``exc``, raised while writing ``path``: ``exc`` itself when it is an
+    ``OSError`` naming a file; else an ``OSError`` with the system's error number when the text carries one
+    (safetensors says ``"... No space left on device (os error 28)"``) and ``path`` as its file name, so
+    every caller reports a refused write in one line (``path: reason``). Design choice: a write the system
+    refuses is an ``OSError`` whatever library did the writing."""
+    if isinstance(exc, OSError) and exc.filename:
+        return exc
+    num = getattr(exc, "errno", None)
+    if not isinstance(num, int):
+        m = re.search(r"os error (\d+)", str(exc))
+        num = int(m.group(1)) if m else None
+    if num is not None:
+        return OSError(num, os.strerror(num), str(path))
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return OSError(errno.EIO, f"the write failed ({ckpt_files.short(first, 160, count=False)})", str(path))
 
 
 def _name_error(where: Path, exc: OSError) -> Exception:
