@@ -55,8 +55,13 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
     ``lens.next_prob``, ``lens.next_rank``, its stage names as ``lens_labels`` and its token strings as
     ``lens_names`` in ``__meta__``. No pickles. ``path`` may be a file path or a binary file object (e.g. ``io.BytesIO``).
 
+    A file path is written through a temporary file beside it, renamed over it when complete, so a failed
+    save leaves what was there.
+
     Raises:
         TraceError: an array has object dtype (cannot be stored without pickling).
+        OSError: the system refused the write (disk full, read-only folder...): one line naming ``path``
+            (``.filename``) and the reason.
     """
     arrays: dict[str, np.ndarray] = {"tokens": np.asarray(tr.tokens, dtype=np.int64)}
     for name, value in tr.stored_arrays().items():
@@ -77,11 +82,30 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
         meta["lens_names"] = {str(i): s for i, s in lens.names.items()}
     arrays["__meta__"] = np.array(json.dumps(meta, default=_json_default))
     writer = np.savez_compressed if compress else np.savez
-    if isinstance(path, (str, Path)):
-        with open(path, "wb") as fh:
-            writer(fh, **arrays)
-    else:
+    if not isinstance(path, (str, Path)):
         writer(path, **arrays)
+        return
+    import os
+    import tempfile
+
+    from geomlab.checkpoints.files import UMASK
+    from geomlab.checkpoints.writing import write_error
+
+    path, tmp = Path(path), None
+    try:  # a temporary file beside it, renamed over it when complete: a failed save leaves the old file
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:200]}.", suffix=".part")
+        os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp makes 0600; a trace is an ordinary file
+        with os.fdopen(fd, "wb") as fh:
+            writer(fh, **arrays)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        err = write_error(exc, path)
+        raise OSError(err.errno, f"{err.strerror or err}; the trace was not saved (a file already there is "
+                                 "kept)", str(path)) from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
