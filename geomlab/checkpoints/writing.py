@@ -8,7 +8,6 @@ import errno
 import json
 import math
 import os
-import re
 import tempfile
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ from geomlab.checkpoints import files as ckpt_files
 from geomlab.checkpoints.card import model_card
 from geomlab.checkpoints.layout import (CARD_FILE, CONFIG_FILE, FLAT_FORMAT_VERSION, FORMAT_VERSION, META_FILE,
                                         WEIGHTS_FILE, CheckpointError, dtype_name, layout_of, paths)
+from geomlab.core.writes import write_error
 from geomlab.data.vocab import Vocab
 from geomlab.models import count_params
 
@@ -200,24 +200,6 @@ def _write(tensors: dict[str, torch.Tensor], files: dict[Path, str], save_id: st
                 os.rmdir(where)  # a first save that failed leaves no empty folder behind (only when empty)
             except OSError:
                 pass
-
-
-def write_error(exc: BaseException, path: Path) -> OSError:
-    """The ``OSError`` to raise for ``exc``, raised while writing ``path``: ``exc`` itself when it is an
-    ``OSError`` naming a file; else an ``OSError`` with the system's error number when the text carries one
-    (safetensors says ``"... No space left on device (os error 28)"``) and ``path`` as its file name, so
-    every caller reports a refused write in one line (``path: reason``). Design choice: a write the system
-    refuses is an ``OSError`` whatever library did the writing."""
-    if isinstance(exc, OSError) and exc.filename:
-        return exc
-    num = getattr(exc, "errno", None)
-    if not isinstance(num, int):
-        m = re.search(r"os error (\d+)", str(exc))
-        num = int(m.group(1)) if m else None
-    if num is not None:
-        return OSError(num, os.strerror(num), str(path))
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return OSError(errno.EIO, f"the write failed ({ckpt_files.short(first, 160, count=False)})", str(path))
 
 
 def _name_error(where: Path, exc: OSError) -> Exception:

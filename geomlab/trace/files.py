@@ -55,8 +55,8 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
     ``lens.next_prob``, ``lens.next_rank``, its stage names as ``lens_labels`` and its token strings as
     ``lens_names`` in ``__meta__``. No pickles. ``path`` may be a file path or a binary file object (e.g. ``io.BytesIO``).
 
-    A file path is written through a temporary file beside it, renamed over it when complete, so a failed
-    save leaves what was there.
+    A file path is written whole or not at all (:func:`geomlab.core.writes.write_atomic`): a failed save leaves
+    what was there.
 
     Raises:
         TraceError: an array has object dtype (cannot be stored without pickling).
@@ -85,27 +85,11 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
     if not isinstance(path, (str, Path)):
         writer(path, **arrays)
         return
-    import os
-    import tempfile
+    from geomlab.core.writes import write_atomic
 
-    from geomlab.checkpoints.files import UMASK
-    from geomlab.checkpoints.writing import write_error
-
-    path, tmp = Path(path), None
-    try:  # a temporary file beside it, renamed over it when complete: a failed save leaves the old file
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:200]}.", suffix=".part")
-        os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp makes 0600; a trace is an ordinary file
-        with os.fdopen(fd, "wb") as fh:
-            writer(fh, **arrays)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        err = write_error(exc, path)
-        raise OSError(err.errno, f"{err.strerror or err}; the trace was not saved (a file already there is "
-                                 "kept)", str(path)) from None
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+    buf = io.BytesIO()
+    writer(buf, **arrays)
+    write_atomic(path, buf.getvalue(), "trace")
 
 
 def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:

@@ -132,9 +132,30 @@ def test_live_run_on_a_full_disk_says_so_in_one_line(tmp_path, monkeypatch):
     assert snap.message.startswith("training failed: step ") and "\n" not in snap.message
 
 
-def test_a_full_disk_during_a_trace_save_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
-    import numpy as np
+def _disk_full_after(monkeypatch, n_bytes: int) -> None:
+    """Files that :mod:`geomlab.core.writes` opens take ``n_bytes`` bytes, then the disk is full."""
+    from geomlab.core import writes
 
+    real = os.fdopen
+
+    class Full:
+        def __init__(self, fd, mode):
+            self.f = real(fd, mode)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            self.f.write(data[:n_bytes])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(writes.os, "fdopen", Full)
+
+
+def test_a_full_disk_during_a_trace_save_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
     from geomlab.trace import files
     from helpers.models import get_trace
 
@@ -143,12 +164,28 @@ def test_a_full_disk_during_a_trace_save_names_the_file_and_keeps_the_old_one(tm
     files.save_trace(tr, path)
     old = path.read_bytes()
 
-    def full(file, *a, **kw):
-        file.write(b"PK\3\4 partial")
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(np, "savez_compressed", full)
+    _disk_full_after(monkeypatch, 10)
     with pytest.raises(OSError) as err:
         files.save_trace(tr, path)
     assert err.value.errno == errno.ENOSPC and str(path) in str(err.value) and "\n" not in str(err.value)
     assert path.read_bytes() == old and sorted(p.name for p in tmp_path.iterdir()) == ["t.npz"]
+
+
+@pytest.mark.parametrize("what", ["sweep summary", "report"])
+def test_a_full_disk_under_a_summary_or_report_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch, what):
+    from geomlab.report.output import write_report
+    from geomlab.training.sweep_study import write_json
+
+    path = tmp_path / ("summary.json" if what == "sweep summary" else "results.md")
+    path.write_text("the old one")
+    _disk_full_after(monkeypatch, 10)
+    with pytest.raises(OSError) as err:
+        if what == "sweep summary":
+            write_json({"best": 1}, path)
+        else:
+            write_report({"runs": []}, path, png=False)
+    msg = str(err.value)
+    assert err.value.errno == errno.ENOSPC and err.value.filename and "\n" not in msg
+    assert "No space left on device" in msg and "was not written" in msg
+    assert path.read_text() == "the old one"
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".part")]  # no temporary file left
