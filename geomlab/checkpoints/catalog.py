@@ -258,7 +258,8 @@ def unreadable_reason(exc: BaseException, what: str) -> str:
     """One line (at most about 300 characters) for why checkpoint ``what`` (a ref or path) cannot be read,
     from the error ``exc`` that reading it raised: the error's own line when it is one of the readers'
     one-line errors (``ValueError``, ``OSError``), a fixed sentence for errors whose text is not for people
-    (``RecursionError``, ``MemoryError``), else the error's type and first line."""
+    (``RecursionError``, ``MemoryError``), else "unexpected content" with the error's type and first line
+    (a JSON of the wrong shape that a reader did not expect)."""
     what = short(what, 80, count=False)
     if isinstance(exc, RecursionError):
         return f"{what}: a JSON file in it (or the weights' header) is nested too deeply to read"
@@ -269,7 +270,7 @@ def unreadable_reason(exc: BaseException, what: str) -> str:
         return f"{what}: {short(name, 80, count=False)} cannot be read: {exc.strerror}"
     first = (str(exc).strip().splitlines() or [""])[0]
     if not isinstance(exc, ValueError) or not first:
-        first = f"{type(exc).__name__}: {first}".rstrip(": ")
+        first = f"unexpected content ({type(exc).__name__}: {short(first, 160, count=False)})".replace(": )", ")")
     return f"{what}: {short(first, 200, count=False)}"
 
 

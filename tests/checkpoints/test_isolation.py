@@ -49,6 +49,9 @@ BREAKS = {
                           "truncated"),
     "truncated json": ("folder", lambda p: (p / "geomlab.json").write_text('{"format_version": 2, "vo'),
                        "json"),
+    "json not an object": ("flat", lambda p: p.write_text("[1, 2, 3]"), "unexpected"),
+    "folder for config.json": ("folder", lambda p: ((p / "config.json").unlink(), (p / "config.json").mkdir()),
+                               "config.json"),
     "folder for a file": ("folder", lambda p: ((p / "geomlab.json").unlink(), (p / "geomlab.json").mkdir()),
                           "geomlab.json"),
 }
