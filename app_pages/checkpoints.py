@@ -75,6 +75,13 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
                      "train_config": entry.meta.get("train_config")}, expanded=1)
 
 
+@st.cache_data(show_spinner=False, max_entries=4)
+def _broken(signature: tuple) -> list[str]:
+    """The reasons of :func:`geomlab.checkpoints.catalog.broken_checkpoints`, read again only when a
+    checkpoint file changes (``signature``: :func:`geomlab.checkpoints.catalog.signature`)."""
+    return [b.reason for b in catalog.broken_checkpoints()]
+
+
 def show_message(key: str) -> None:
     """Show (once) the ``("success" | "error", text)`` an action left under ``key`` in the session."""
     msg = st.session_state.pop(key, None)
@@ -129,6 +136,10 @@ def main() -> None:
                "(set `GEOMLAB_RUNS_DIR` to look elsewhere). Runs saved on Train live appear here at once. "
                + ("This server shares every checkpoint between sessions (`GEOMLAB_SHARED_RUNS=1`)."
                   if catalog.shared_mode() else "You can delete the checkpoints this session uploaded or saved."))
+    broken = _broken(catalog.signature())
+    if broken:  # listed apart, so one broken file never hides the rest
+        st.caption(f"Not listed, {len(broken)} checkpoint{'s' if len(broken) > 1 else ''} that cannot be read: "
+                   + "; ".join(md_escape(reason) for reason in broken[:10]) + ("; …" if len(broken) > 10 else ""))
     if not found:
         ui.no_checkpoint_message()
     else:

@@ -240,83 +240,154 @@ def _visible(part: str) -> bool:
     return bool(part) and not part.startswith(".")
 
 
-def read_pair(json_path: Path, root: Path, source: str) -> CheckpointEntry | None:
-    """The entry of ``json_path`` when it is a listed checkpoint: both halves regular files (no symlink,
-    FIFO or device: they are never opened), a JSON that belongs with the weights (same save id, see
-    :mod:`geomlab.checkpoints.files`) and describes a model; else None. Reads only the JSON and the weights' header."""
+@dataclass(frozen=True)
+class BrokenEntry:
+    """A checkpoint the listing found but cannot read: its ``ref`` and ``path`` as
+    :class:`CheckpointEntry` would have them, ``source`` (``"bundled"`` or ``"user"``) and ``reason``, one
+    line saying what is wrong (a file nested too deeply, truncated, unreadable, a folder where a file
+    should be...)."""
+
+    ref: str
+    source: str
+    path: Path
+    reason: str
+    folder: bool = False
+
+
+def unreadable_reason(exc: BaseException, what: str) -> str:
+    """One line (at most about 300 characters) for why checkpoint ``what`` (a ref or path) cannot be read,
+    from the error ``exc`` that reading it raised: the error's own line when it is one of the readers'
+    one-line errors (``ValueError``, ``OSError``), a fixed sentence for errors whose text is not for people
+    (``RecursionError``, ``MemoryError``), else "unexpected content" with the error's type and first line
+    (a JSON of the wrong shape that a reader did not expect)."""
+    what = short(what, 80, count=False)
+    if isinstance(exc, RecursionError):
+        return f"{what}: a JSON file in it (or the weights' header) is nested too deeply to read"
+    if isinstance(exc, MemoryError):
+        return f"{what}: a file in it is too large to read"
+    if isinstance(exc, OSError) and exc.strerror:
+        name = Path(exc.filename).name if exc.filename else "a file"
+        return f"{what}: {short(name, 80, count=False)} cannot be read: {exc.strerror}"
+    first = (str(exc).strip().splitlines() or [""])[0]
+    if not isinstance(exc, ValueError) or not first:
+        first = f"unexpected content ({type(exc).__name__}: {short(first, 160, count=False)})".replace(": )", ")")
+    return f"{what}: {short(first, 200, count=False)}"
+
+
+def _ref(path: Path, root: Path, source: str) -> str:
+    prefix = "bundled" if source == "bundled" else "runs"
+    return f"{prefix}/{path.relative_to(root).as_posix()}"
+
+
+def _pair_entry(json_path: Path, root: Path, source: str) -> CheckpointEntry | None:
+    """:func:`read_pair`, raising what reading the pair raised (None: not a checkpoint pair)."""
     weights = json_path.with_suffix(".safetensors")
     if not (ckpt_files.is_regular(json_path) and ckpt_files.is_regular(weights)):
         return None
-    try:
-        meta = ckpt_files.pair_meta(json_path, weights, ckpt_files.header_save_id(weights, follow=False),
-                                    ckpt_files.read_json, repair=False, follow=False)
-        st_json, st_weights = os.lstat(json_path), os.lstat(weights)
-    except (OSError, ValueError):
-        return None
+    meta = ckpt_files.pair_meta(json_path, weights, ckpt_files.header_save_id(weights, follow=False),
+                                ckpt_files.read_json, repair=False, follow=False)
+    st_json, st_weights = os.lstat(json_path), os.lstat(weights)
     if not isinstance(meta, dict) or "model_config" not in meta:
         return None  # some other JSON file (a trace, a config) lying around
-    rel = json_path.relative_to(root).with_suffix("").as_posix()
-    prefix = "bundled" if source == "bundled" else "runs"
     mtime = max(st_json.st_mtime, st_weights.st_mtime)
-    return CheckpointEntry(ref=f"{prefix}/{rel}", source=source, path=json_path, mtime=mtime, meta=meta)
+    return CheckpointEntry(ref=_ref(json_path.with_suffix(""), root, source), source=source, path=json_path,
+                           mtime=mtime, meta=meta)
+
+
+def _folder_entry(folder: Path, root: Path, source: str) -> CheckpointEntry | None:
+    """:func:`read_folder`, raising what reading the folder raised (None: not a checkpoint folder)."""
+    meta_path, weights = folder / ckpt_files.META, folder / ckpt_files.WEIGHTS
+    if os.path.islink(folder) or not ckpt_files.is_regular(weights):
+        return None
+    wid = ckpt_files.header_save_id(weights, follow=False)
+    meta = ckpt_files.folder_meta(folder, wid, ckpt_files.read_json, repair=False, follow=False)
+    times = [os.lstat(weights).st_mtime]
+    if ckpt_files.is_regular(meta_path):
+        times.append(os.lstat(meta_path).st_mtime)
+    if not isinstance(meta, dict) or not isinstance(meta.get("model_config"), dict):
+        return None
+    return CheckpointEntry(ref=_ref(folder, root, source), source=source, path=folder, mtime=max(times), meta=meta,
+                           folder=True)
+
+
+def _entry(read, path: Path, root: Path, source: str) -> CheckpointEntry | BrokenEntry | None:
+    """``read(path, root, source)``, or a :class:`BrokenEntry` with the reason when reading fails.
+
+    Design choice: every error is caught here, one entry at a time (``Exception``: a file may break a
+    reader in ways nobody listed), so one broken checkpoint never hides the others."""
+    try:
+        return read(path, root, source)
+    except Exception as exc:  # noqa: BLE001 - isolation: the reason is shown, the listing goes on
+        stem = path if read is _folder_entry else path.with_suffix("")
+        ref = _ref(stem, root, source)
+        return BrokenEntry(ref=ref, source=source, path=path, reason=unreadable_reason(exc, ref),
+                           folder=read is _folder_entry)
+
+
+def read_pair(json_path: Path, root: Path, source: str) -> CheckpointEntry | None:
+    """The entry of ``json_path`` when it is a listed checkpoint: both halves regular files (no symlink,
+    FIFO or device: they are never opened), a JSON that belongs with the weights (same save id, see
+    :mod:`geomlab.checkpoints.files`) and describes a model; else None (a broken pair too: see
+    :func:`broken_checkpoints`). Reads only the JSON and the weights' header."""
+    entry = _entry(_pair_entry, json_path, root, source)
+    return entry if isinstance(entry, CheckpointEntry) else None
 
 
 def read_folder(folder: Path, root: Path, source: str) -> CheckpointEntry | None:
     """The entry of checkpoint folder ``folder`` (not a symlink) when it is a listed checkpoint: its
     ``geomlab.json`` and ``model.safetensors`` regular files, the description (with ``config.json``) the one
-    that belongs with the weights (:func:`geomlab.checkpoints.files.folder_meta`); else None. Never repairs."""
-    meta_path, weights = folder / ckpt_files.META, folder / ckpt_files.WEIGHTS
-    if os.path.islink(folder) or not ckpt_files.is_regular(weights):
-        return None
-    try:
-        wid = ckpt_files.header_save_id(weights, follow=False)
-        meta = ckpt_files.folder_meta(folder, wid, ckpt_files.read_json, repair=False, follow=False)
-        times = [os.lstat(weights).st_mtime]
-        if ckpt_files.is_regular(meta_path):
-            times.append(os.lstat(meta_path).st_mtime)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(meta, dict) or not isinstance(meta.get("model_config"), dict):
-        return None
-    rel = folder.relative_to(root).as_posix()
-    prefix = "bundled" if source == "bundled" else "runs"
-    return CheckpointEntry(ref=f"{prefix}/{rel}", source=source, path=folder, mtime=max(times), meta=meta,
-                           folder=True)
+    that belongs with the weights (:func:`geomlab.checkpoints.files.folder_meta`); else None (a broken
+    folder too: see :func:`broken_checkpoints`). Never repairs."""
+    entry = _entry(_folder_entry, folder, root, source)
+    return entry if isinstance(entry, CheckpointEntry) else None
 
 
-def _scan(root: Path, source: str, depth: int) -> list[CheckpointEntry]:
+def _scan(root: Path, source: str, depth: int) -> tuple[list[CheckpointEntry], list[BrokenEntry]]:
     if not root.is_dir():
-        return []
-    found: list[CheckpointEntry] = []
+        return [], []
+    found: list[CheckpointEntry | BrokenEntry] = []
     for dirpath, dirnames, filenames in os.walk(root):  # never into symlinked folders (followlinks=False)
         rel_depth = len(Path(dirpath).relative_to(root).parts)
         if rel_depth >= depth:
             dirnames[:] = []
         dirnames[:] = sorted(d for d in dirnames if _visible(d) and not os.path.islink(os.path.join(dirpath, d)))
         if rel_depth >= 1 and ckpt_files.WEIGHTS in filenames:
-            entry = read_folder(Path(dirpath), root, source)
-            if entry is not None:
-                found.append(entry)
+            found.append(_entry(_folder_entry, Path(dirpath), root, source))
         for fn in sorted(filenames):
             if fn.endswith(".json") and _visible(fn):
-                entry = read_pair(Path(dirpath) / fn, root, source)
-                if entry is not None:
-                    found.append(entry)
-    folders = {e.ref for e in found if e.folder}
-    return [e for e in found if e.folder or e.ref not in folders]  # a folder hides a flat pair of its name
+                found.append(_entry(_pair_entry, Path(dirpath) / fn, root, source))
+    folders = {e.ref for e in found if e is not None and e.folder}
+    kept = [e for e in found if e is not None and (e.folder or e.ref not in folders)]  # a folder hides a pair
+    return [e for e in kept if isinstance(e, CheckpointEntry)], [e for e in kept if isinstance(e, BrokenEntry)]
+
+
+def scan(bundled: bool = True, user: bool = True) -> tuple[list[CheckpointEntry], list[BrokenEntry]]:
+    """``(good, broken)``: every checkpoint found, bundled ones first (by name), then user ones (newest
+    first), and every one that cannot be read, with its reason (bundled then user, by ref).
+
+    Each checkpoint is read on its own: one that raises anything (a JSON nested too deeply, a truncated or
+    unreadable file, a folder where a file should be) goes to ``broken`` and the others are still listed.
+    Files that are not checkpoints (a JSON without weights beside it, a JSON that describes no model) are in
+    neither list."""
+    good: list[CheckpointEntry] = []
+    broken: list[BrokenEntry] = []
+    for on, root, source, depth in ((bundled, bundled_dir(), "bundled", 1), (user, runs_dir(), "user", MAX_DEPTH)):
+        if on:
+            g, b = _scan(root, source, depth)
+            good += g if source == "bundled" else sorted(g, key=lambda e: -e.mtime)
+            broken += sorted(b, key=lambda e: e.ref)
+    return good, broken
 
 
 def list_checkpoints(bundled: bool = True, user: bool = True) -> list[CheckpointEntry]:
-    """Every checkpoint found: bundled ones first (by name), then user ones (newest first).
+    """Every checkpoint that can be read: bundled ones first (by name), then user ones (newest first)
+    (:func:`scan`; the broken ones are :func:`broken_checkpoints`)."""
+    return scan(bundled, user)[0]
 
-    Unreadable or half-written pairs are skipped silently (a run may be writing one right now).
-    """
-    out: list[CheckpointEntry] = []
-    if bundled:
-        out += _scan(bundled_dir(), "bundled", depth=1)
-    if user:
-        out += sorted(_scan(runs_dir(), "user", depth=MAX_DEPTH), key=lambda e: -e.mtime)
-    return out
+
+def broken_checkpoints(bundled: bool = True, user: bool = True) -> list[BrokenEntry]:
+    """Every checkpoint found that cannot be read, each with its one-line reason (:func:`scan`)."""
+    return scan(bundled, user)[1]
 
 
 def signature() -> tuple:
@@ -395,7 +466,9 @@ def resolve(ref: str) -> CheckpointEntry:
             for p in (last / ckpt_files.WEIGHTS, last / ckpt_files.META, last / ckpt_files.CONFIG):
                 if os.path.islink(p):
                     raise symlink
-            entry = read_folder(last, root, source)
+            entry = _entry(_folder_entry, last, root, source)
+            if isinstance(entry, BrokenEntry):
+                raise CatalogError(f"cannot open {entry.reason}")
             if entry is not None:
                 return entry
         json_path = folder / (parts[-1] + ".json")
@@ -409,7 +482,9 @@ def resolve(ref: str) -> CheckpointEntry:
             raise
         raise CatalogError(f"checkpoint reference {short(repr(ref), 40)} cannot be opened: "
                            f"{getattr(exc, 'strerror', None) or exc}") from None
-    entry = read_pair(json_path, root, source)
+    entry = _entry(_pair_entry, json_path, root, source)
+    if isinstance(entry, BrokenEntry):
+        raise CatalogError(f"cannot open {entry.reason}")
     if entry is None:
         raise missing
     return entry

@@ -20,6 +20,7 @@ from geomlab.checkpoints import files as ckpt_files
 from geomlab.checkpoints.card import model_card
 from geomlab.checkpoints.layout import (CARD_FILE, CONFIG_FILE, FLAT_FORMAT_VERSION, FORMAT_VERSION, META_FILE,
                                         WEIGHTS_FILE, CheckpointError, dtype_name, layout_of, paths)
+from geomlab.core.writes import write_error
 from geomlab.data.vocab import Vocab
 from geomlab.models import count_params
 
@@ -67,8 +68,9 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
             (:func:`layout_of`: flat when a flat pair of that stem exists, else folder).
 
     Returns the JSON path (flat) or the folder. Raises :class:`CheckpointError` if a weight is not finite (a
-    broken model is never saved) or the name is too long for the file system, and ``ValueError`` for a model
-    without ``config`` or an unknown layout.
+    broken model is never saved) or the name is too long for the file system, ``ValueError`` for a model
+    without ``config`` or an unknown layout, and ``OSError`` naming the file (:func:`write_error`) when the
+    system refuses the write (disk full, read-only): the previous checkpoint, if any, is left as it was.
     """
     layout, json_path, st_path, where = _target(stem, layout)
     config = getattr(model, "config", None)
@@ -173,7 +175,10 @@ def _write(tensors: dict[str, torch.Tensor], files: dict[Path, str], save_id: st
     os.close(fd)
     saved = False
     try:
-        save_file(tensors, tmp, metadata={"format": "pt", "geomlab": "1", ckpt_files.HEADER_KEY: save_id})
+        try:
+            save_file(tensors, tmp, metadata={"format": "pt", "geomlab": "1", ckpt_files.HEADER_KEY: save_id})
+        except Exception as exc:  # safetensors raises its own SafetensorError, not OSError, when the disk fills
+            raise write_error(exc, st_path) from None
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
@@ -186,7 +191,7 @@ def _write(tensors: dict[str, torch.Tensor], files: dict[Path, str], save_id: st
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
             raise _name_error(where, exc) from None
-        raise
+        raise write_error(exc, where) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

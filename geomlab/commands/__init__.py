@@ -69,10 +69,16 @@ def add_checkpoint_argument(p: argparse.ArgumentParser) -> None:
 
 def load_checkpoint(arg: str, device="cpu"):
     """:func:`geomlab.checkpoints.io.load` of what :func:`geomlab.checkpoints.io.find` makes of a command-line
-    argument (a local path, else a bundled name). Raises ``CheckpointError`` (one line)."""
+    argument (a local path, else a bundled name). Raises ``CheckpointError`` (one line, also for a file
+    nested too deeply to read)."""
     from geomlab.checkpoints import io as ckpt
 
-    return ckpt.load(ckpt.find(arg), device=device)
+    try:
+        return ckpt.load(ckpt.find(arg), device=device)
+    except RecursionError as exc:  # a file nested too deeply for the JSON reader: one line naming the checkpoint
+        from geomlab.checkpoints.catalog import unreadable_reason
+
+        raise ckpt.CheckpointError(unreadable_reason(exc, str(arg))) from None
 
 
 def check_outputs(outputs: list[tuple[str, str | os.PathLike, bool]]) -> None:

@@ -326,7 +326,10 @@ class LiveRun:
         except Exception as exc:  # noqa: BLE001 - shown in the page, never raised into the server
             with self._lock:
                 self._state = "error"
-                self._message = f"training failed: {type(exc).__name__}: {exc}"
+                # a refused write (CheckpointWriteError, LogWriteError) is already one line naming the step
+                # and the file; other errors keep their type, which says more than their text
+                self._message = (f"training failed: {exc}" if isinstance(exc, OSError) and str(exc) else
+                                 f"training failed: {type(exc).__name__}: {exc}")
             self._serve_saves(trainer, final=True)
             return
         with self._lock:

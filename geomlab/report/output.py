@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from geomlab.core.writes import write_atomic
 from geomlab.report.figures import figures_for, write_pngs
 from geomlab.report.render import render_markdown
 
@@ -51,7 +52,8 @@ def with_context(results: dict[str, Any], out: Path) -> dict[str, Any]:
 def write_report(results: dict[str, Any], out: str | Path = "docs/results.md", png: bool = True) -> Path:
     """Write ``out`` (Markdown), ``<out dir>/results/results.json``, one plotly HTML per figure (plotly.js
     from its CDN, small files) and, when ``png`` and chromium are available, PNG screenshots embedded in
-    the Markdown. Returns the Markdown path. Raises ``OSError`` when a file cannot be written."""
+    the Markdown. Returns the Markdown path. Raises ``OSError`` naming the file when one cannot be written
+    (:func:`geomlab.core.writes.write_atomic`: each file whole or not at all, an older one kept)."""
     out = Path(out)
     try:  # the --out shown in the report's reproduce command: relative to the working folder when inside it
         shown = out.resolve().relative_to(Path.cwd().resolve()).as_posix()
@@ -60,11 +62,10 @@ def write_report(results: dict[str, Any], out: str | Path = "docs/results.md", p
     results = dict(results, out=shown)
     fig_dir = out.parent / "results"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    (fig_dir / "results.json").write_text(json.dumps(results, indent=1, default=float, allow_nan=True),
-                                          encoding="utf-8")
+    write_atomic(fig_dir / "results.json", json.dumps(results, indent=1, default=float, allow_nan=True), "results")
     figs = figures_for(results)
     for name, fig in figs.items():
-        fig.write_html(str(fig_dir / f"{name}.html"), include_plotlyjs="cdn", full_html=True)
+        write_atomic(fig_dir / f"{name}.html", fig.to_html(include_plotlyjs="cdn", full_html=True), "figure")
     pngs = write_pngs(figs, fig_dir) if png and figs else {}
-    out.write_text(render_markdown(with_context(results, out), figure_links(figs, pngs)), encoding="utf-8")
+    write_atomic(out, render_markdown(with_context(results, out), figure_links(figs, pngs)), "report")
     return out

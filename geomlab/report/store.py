@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from geomlab.core.writes import write_atomic
 from geomlab.report.protocol import Arm, Comparison
 
 
@@ -122,6 +123,4 @@ class RunStore:
             return 0.0
 
     def write(self, job: Job, name: str, data: dict[str, Any]) -> None:
-        tmp = self.folder(job) / f".{name}.tmp"
-        tmp.write_text(json.dumps(data, default=float), encoding="utf-8")
-        tmp.replace(self.folder(job) / name)
+        write_atomic(self.folder(job) / name, json.dumps(data, default=float), "run record")

@@ -55,8 +55,13 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
     ``lens.next_prob``, ``lens.next_rank``, its stage names as ``lens_labels`` and its token strings as
     ``lens_names`` in ``__meta__``. No pickles. ``path`` may be a file path or a binary file object (e.g. ``io.BytesIO``).
 
+    A file path is written whole or not at all (:func:`geomlab.core.writes.write_atomic`): a failed save leaves
+    what was there.
+
     Raises:
         TraceError: an array has object dtype (cannot be stored without pickling).
+        OSError: the system refused the write (disk full, read-only folder...): one line naming ``path``
+            (``.filename``) and the reason.
     """
     arrays: dict[str, np.ndarray] = {"tokens": np.asarray(tr.tokens, dtype=np.int64)}
     for name, value in tr.stored_arrays().items():
@@ -77,11 +82,14 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
         meta["lens_names"] = {str(i): s for i, s in lens.names.items()}
     arrays["__meta__"] = np.array(json.dumps(meta, default=_json_default))
     writer = np.savez_compressed if compress else np.savez
-    if isinstance(path, (str, Path)):
-        with open(path, "wb") as fh:
-            writer(fh, **arrays)
-    else:
+    if not isinstance(path, (str, Path)):
         writer(path, **arrays)
+        return
+    from geomlab.core.writes import write_atomic
+
+    buf = io.BytesIO()
+    writer(buf, **arrays)
+    write_atomic(path, buf.getvalue(), "trace")
 
 
 def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -182,10 +181,10 @@ def summary(study, space: Sequence[Dimension]) -> dict[str, Any]:
 
 def write_json(data: dict[str, Any], path: str | Path) -> Path:
     """Write ``data`` to ``path`` atomically (a temporary file beside it, then a rename: workers writing the
-    same summary never leave a half-written file). Returns the path."""
+    same summary never leave a half-written file). Returns the path. Raises ``OSError`` naming the file when
+    the system refuses (:func:`geomlab.core.writes.write_atomic`; the old summary is kept)."""
+    from geomlab.core.writes import write_atomic
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=float, allow_nan=True), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, json.dumps(data, indent=1, default=float, allow_nan=True), "sweep summary")
