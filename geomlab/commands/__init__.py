@@ -6,6 +6,7 @@ option (:func:`set_threads`) and the check of output locations before anything i
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -25,11 +26,52 @@ def program() -> str:
     return "geomlab" if Path(sys.argv[0]).name in ("geomlab", "geomlab.exe") else "python -m geomlab"
 
 
+def number(kind: type, low: float, high: float, *, above: bool = False, note: str = ""):
+    """An argparse ``type=`` for a number of ``kind`` (``int`` or ``float``) in ``[low, high]`` (``(low, high]``
+    with ``above``); a float must also be finite. Anything else raises ``argparse.ArgumentTypeError``, which
+    argparse prints as one line naming the option (``argument --seed: must be an integer from 0 to ...``) with
+    exit status 2, before the command runs. ``note`` follows the range in the message (what the bound is).
+    Design choice: the range is checked where the option is read, so a typo costs nothing (no model built, no
+    file read) and no value reaches torch or the OS out of range."""
+    what = "an integer" if kind is int else "a number"
+    lo, hi = (f"{v:,}" if isinstance(v, int) else f"{v:,g}" for v in (low, high))
+    shown = (f"{what} above {lo} and at most {hi}" if above else f"{what} from {lo} to {hi}") + note
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except (TypeError, ValueError):  # also int() of more than 4,300 digits
+            raise argparse.ArgumentTypeError(f"must be {shown}, got {str(text)[:40]!r}") from None
+        if (kind is float and not math.isfinite(value)) or value < low or (above and value == low) or value > high:
+            raise argparse.ArgumentTypeError(f"must be {shown}, got {str(text)[:40]}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def recipe_option(name: str):
+    """The argparse ``type=`` of the option of recipe field ``name``: its range in
+    :data:`geomlab.training.config.RANGES` (the one declaration), through :func:`number`."""
+    from geomlab.training.config import RANGES
+
+    low, high, above = RANGES[name]
+    return number(float if isinstance(low, float) else int, low, high, above=above)
+
+
+def max_threads() -> int:
+    """Most torch CPU threads ``--threads`` accepts: 4 per core of this machine (design choice: torch
+    crashed with a segmentation fault at 100,000; more threads than cores only adds waiting)."""
+    return 4 * (os.cpu_count() or 1)
+
+
 def add_threads_argument(p: argparse.ArgumentParser, what: str = "") -> None:
-    """The ``--threads N`` option every computing command shares (apply it with :func:`set_threads`)."""
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help=f"torch CPU threads{what} (default: torch's choice, one per core, lowered to the cores "
-                   "the machine's load leaves free, at least 1)")
+    """The ``--threads N`` option every computing command shares (apply it with :func:`set_threads`); 1 to
+    :func:`max_threads`, checked at parse time."""
+    p.add_argument("--threads", type=number(int, 1, max_threads(), note=" (4 per core of this machine)"),
+                   default=None, metavar="N",
+                   help=f"torch CPU threads{what}, 1 to {max_threads()} (default: torch's choice, one per core, "
+                   "lowered to the cores the machine's load leaves free, at least 1)")
 
 
 def free_cores(threads: int) -> int:
