@@ -26,23 +26,39 @@ def program() -> str:
     return "geomlab" if Path(sys.argv[0]).name in ("geomlab", "geomlab.exe") else "python -m geomlab"
 
 
-def number(kind: type, low: float, high: float, *, above: bool = False, note: str = ""):
+def _shown(v: float) -> str:
+    """A bound for a message: ``1,000``, ``0.5``, ``1e+06``; powers of two from ``2**31`` as ``2**63 - 1``."""
+    if isinstance(v, int):
+        for k in range(31, 128):
+            if v in (2**k, 2**k - 1):
+                return f"2**{k}" + (" - 1" if v == 2**k - 1 else "")
+        return f"{v:,}"
+    return f"{v:,g}"
+
+
+def number(kind: type, low: float, high: float | None = None, *, above: bool = False, note: str = ""):
     """An argparse ``type=`` for a number of ``kind`` (``int`` or ``float``) in ``[low, high]`` (``(low, high]``
-    with ``above``); a float must also be finite. Anything else raises ``argparse.ArgumentTypeError``, which
-    argparse prints as one line naming the option (``argument --seed: must be an integer from 0 to ...``) with
-    exit status 2, before the command runs. ``note`` follows the range in the message (what the bound is).
-    Design choice: the range is checked where the option is read, so a typo costs nothing (no model built, no
-    file read) and no value reaches torch or the OS out of range."""
-    what = "an integer" if kind is int else "a number"
-    lo, hi = (f"{v:,}" if isinstance(v, int) else f"{v:,g}" for v in (low, high))
-    shown = (f"{what} above {lo} and at most {hi}" if above else f"{what} from {lo} to {hi}") + note
+    with ``above``; no upper bound when ``high`` is None); a float must also be finite. Anything else raises
+    ``argparse.ArgumentTypeError``, which :func:`geomlab.commands.cli.main` prints as one line naming the option
+    (``error: --seed: must be an integer from 0 to 2**63 - 1, got ...``) with exit status 2, before the command
+    runs. ``note`` follows the range in the message (what the bound is). Design choice: the range is checked
+    where the option is read, so a typo costs nothing (no model built, no file read) and no value reaches torch
+    or the OS out of range."""
+    what = "an integer" if kind is int else "a finite number"
+    lo = _shown(low)
+    if high is None:
+        shown = f"{what} {'>' if above else '>='} {lo}" + note
+    else:
+        shown = (f"{what} above {lo} and at most {_shown(high)}" if above else f"{what} from {lo} to {_shown(high)}") \
+            + note
 
     def parse(text: str):
         try:
             value = kind(text)
         except (TypeError, ValueError):  # also int() of more than 4,300 digits
             raise argparse.ArgumentTypeError(f"must be {shown}, got {str(text)[:40]!r}") from None
-        if (kind is float and not math.isfinite(value)) or value < low or (above and value == low) or value > high:
+        if ((kind is float and not math.isfinite(value)) or value < low or (above and value == low)
+                or (high is not None and value > high)):
             raise argparse.ArgumentTypeError(f"must be {shown}, got {str(text)[:40]}")
         return value
 

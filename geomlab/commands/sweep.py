@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from geomlab.commands import add_threads_argument, number, recipe_option
+from geomlab.commands import add_threads_argument, check_outputs, number, recipe_option
 from geomlab.commands.train import params_option
 
 HELP = ("search the learning rate (or any training / model config key) of a model kind with Optuna: mean "
@@ -141,6 +141,12 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     storage = args.storage or str(out / f"{name}.journal")
     summary_path = Path(args.summary) if args.summary else out / f"{name}.json"
+    # every file the sweep writes is checked before the first trial trains (a folder where a file is meant,
+    # a folder that cannot be made or written); the storage is refused in open_storage when not a regular file
+    outputs = [("--summary" if args.summary else "--out", summary_path, False)]
+    if "://" not in storage:
+        outputs.append(("--storage" if args.storage else "--out", Path(storage), False))
+    check_outputs(outputs)
     result = sweep.run_sweep(setup, n_trials=args.n_trials, timeout=args.timeout, storage=storage, study_name=name,
                              summary_path=summary_path, pruning=not args.no_pruning, sampler=args.sampler,
                              sampler_seed=args.sampler_seed, device=args.device)

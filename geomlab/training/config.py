@@ -29,7 +29,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "steps": (1, 10**9, False),
     "batch_size": (1, 2**20, False),
     "seq_len": (1, 2**20, False),
-    "lr": (0.0, 100.0, True),
+    "lr": (0.0, 1e6, True),
     "weight_decay": (0.0, 100.0, False),
     "warmup": (0.0, 10**9, False),
     "grad_clip": (0.0, 1e9, False),
