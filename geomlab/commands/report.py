@@ -20,12 +20,17 @@ def _eval_chars(text: str):
     return "all" if str(text).strip().lower() == "all" else number(int, 1, 2**50, note=" or 'all'")(text)
 
 
-def _lr_grid(text: str) -> tuple[float, ...]:
-    """The argparse ``type=`` of ``--lr-grid``: comma-separated learning rates, each in the range of ``--lr``."""
-    lrs = tuple(recipe_option("lr")(x.strip()) for x in str(text).split(",") if x.strip())
-    if not lrs:
+def _lr_grid(text: str) -> str:
+    """The argparse ``type=`` of ``--lr-grid``: ``text`` when it is comma-separated learning rates, each in the
+    range of ``--lr`` (:func:`lr_grid` reads them)."""
+    if not lr_grid(text):
         raise argparse.ArgumentTypeError("needs at least one learning rate")
-    return lrs
+    return text
+
+
+def lr_grid(text: str) -> tuple[float, ...]:
+    """The learning rates of an ``--lr-grid`` value; ``argparse.ArgumentTypeError`` for one out of range."""
+    return tuple(recipe_option("lr")(x.strip()) for x in str(text).split(",") if x.strip())
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -131,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     overrides: dict = {"steps": args.steps, "wp_steps": args.wp_steps, "corpus_override": args.corpus_file,
                        "lr": args.lr, "batch_size": args.batch_size, "seq_len": args.seq_len}
     if args.lr_grid is not None:
-        overrides["lr_grid"] = args.lr_grid
+        overrides["lr_grid"] = lr_grid(args.lr_grid)
     elif args.lr is not None:
         overrides["lr_grid"] = ()  # an explicit single lr replaces the profile's grid
     if args.wp_curriculum is not None:
