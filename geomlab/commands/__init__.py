@@ -105,15 +105,15 @@ def free_cores(threads: int) -> int:
 
 def set_threads(n: int | None) -> None:
     """Apply a ``--threads`` option: ``torch.set_num_threads(n)``; when it was not given (``None``), torch's
-    choice lowered by :func:`free_cores`. Raises ``ValueError`` (one line) for ``n < 1``, before torch
-    refuses it."""
+    choice lowered by :func:`free_cores`. Raises ``ValueError`` (one line) for ``n`` outside 1 to
+    :func:`max_threads`, before torch refuses it (or crashes: 100,000 threads was a segmentation fault)."""
     if n is None:
         import torch
 
         torch.set_num_threads(free_cores(torch.get_num_threads()))
         return
-    if n < 1:
-        raise ValueError(f"--threads must be a positive number of threads, got {n} (leave it out for torch's "
+    if not 1 <= n <= max_threads():
+        raise ValueError(f"--threads must be 1 to {max_threads()} threads, got {n} (leave it out for torch's "
                          "choice)")
     import torch
 
@@ -136,7 +136,8 @@ def load_checkpoint(arg: str, device="cpu"):
 def check_outputs(outputs: list[tuple[str, str | os.PathLike, bool]]) -> None:
     """Check that every output location can be written, before anything is: ``(option, path, is_folder)``
     triples (``path`` a file, or a folder when ``is_folder``). Missing parent folders are fine (the commands
-    create them); a file where a folder is needed (or the reverse), or a place the machine refuses (read-only,
+    create them); a file where a folder is needed (or the reverse), a FIFO or device where a file is meant, or a
+    place the machine refuses (read-only,
     ``/proc``, permissions; probed with a temporary file that is removed at once), raises ``ValueError``
     naming the option and the path. Design choice: bad input loses nothing and writes nothing."""
     for option, path, is_folder in outputs:
@@ -144,6 +145,8 @@ def check_outputs(outputs: list[tuple[str, str | os.PathLike, bool]]) -> None:
         if path.exists() and path.is_dir() != is_folder:
             raise ValueError(f"{option} {path}: " + ("a file is there, not a folder" if is_folder else
                                                      "that is a folder; give a file name"))
+        if path.exists() and not is_folder and not path.is_file():  # replaced by a rename, or blocking a write
+            raise ValueError(f"{option} {path}: not a regular file (a FIFO or a device); give a file name")
         folder = path if is_folder else path.parent
         existing = folder
         while not existing.exists() and existing != existing.parent:

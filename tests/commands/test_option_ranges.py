@@ -123,9 +123,13 @@ def test_a_fifo_as_the_study_storage_is_refused_at_once(text_file, tmp_path, cap
                         str(text_file), "--steps", "2", "--n-trials", "1", "--out", str(tmp_path / "out"),
                         "--storage", str(fifo)], capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 2, p.stderr[-500:]
-    assert p.stderr.strip().splitlines()[-1] == (f"error: the storage {fifo} is not a regular file (a folder, FIFO or "
-                                                 "device); give the path of a journal file, or a database URL")
+    assert p.stderr.strip().splitlines()[-1] == (f"error: --storage {fifo}: not a regular file (a FIFO or a device); "
+                                                 "give a file name")
     assert "Traceback" not in p.stderr
+    from geomlab.training.sweep import SweepError, open_storage
+
+    with pytest.raises(SweepError, match=f"the storage {fifo} is not a regular file"):  # the Python API too
+        open_storage(fifo)
     folder = tmp_path / "folder.journal"
     folder.mkdir()
     assert _sweep(text_file, tmp_path / "out", "--storage", str(folder)) == 2
@@ -155,6 +159,11 @@ def test_summary_and_out_are_checked_before_the_first_trial(text_file, tmp_path,
         assert _sweep(text_file, tmp_path / "out", *extra) == 2, extra
         err = capsys.readouterr().err
         assert err.startswith(want) and err.count("\n") == 1, err
+    pipe = tmp_path / "summary.fifo"
+    os.mkfifo(pipe)
+    assert _sweep(text_file, tmp_path / "out", "--summary", str(pipe)) == 2
+    assert capsys.readouterr().err == f"error: --summary {pipe}: not a regular file (a FIFO or a device); give a " \
+                                      "file name\n"
     assert _sweep(text_file, afile / "sub") == 2  # --out under a file: neither storage nor summary can be made
     err = capsys.readouterr().err
     assert err.startswith(f"error: --out {afile / 'sub'}") and "is a file" in err and err.count("\n") == 1, err
