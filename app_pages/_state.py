@@ -257,6 +257,26 @@ def _coerce(key: str, value: str) -> Any:
     return value
 
 
+def quoted(value: str, limit: int = 60) -> str:
+    """A link's value as a notice quotes it: ``repr``, cut to ``limit`` characters with an ellipsis (a value
+    of megabytes is named, never repeated in full)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _not_read(key: str, value: str) -> str:
+    """Why a link's value could not be read as the value of state key ``key`` (the end of its notice)."""
+    if key == K_MORE:
+        return "not 0 or 1."
+    if key in _INT_KEYS:
+        try:
+            float(value)
+        except ValueError:
+            return "not a number."
+        return "not a whole number."  # 1e30, 1.5, 1e3, inf, nan
+    return "not a number."
+
+
 K_PATH_CHECKED = "_gl_path_checked"  # the session's first URL path was checked against the pages
 
 
@@ -301,25 +321,24 @@ def init_state() -> None:
             try:
                 value = _coerce(key, qp[url_key])
             except ValueError:
-                notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: "
-                             + ("not 0 or 1." if key == K_MORE else "not a number."))
+                notes.append(f"Ignored the link's {url_key}={quoted(qp[url_key])}: " + _not_read(key, qp[url_key]))
                 continue
             if key in (K_CKPT, K_CKPT_B) and data.entry_for(value) is None:
-                notes.append(f"The link names checkpoint {value!r}, which is not here (the page goes on with "
+                notes.append(f"The link names checkpoint {quoted(value)}, which is not here (the page goes on with "
                              "its usual choice). See the Checkpoints page for what is available.")
                 continue
             if key == K_VIEW and value not in views.VIEWS:
-                notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: not a view (one of "
+                notes.append(f"Ignored the link's {url_key}={quoted(qp[url_key])}: not a view (one of "
                              f"{', '.join(views.VIEWS)}).")
                 continue
             if key == K_LAYOUT and value not in LAYOUTS:
-                notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: not one of {', '.join(LAYOUTS)}.")
+                notes.append(f"Ignored the link's {url_key}={quoted(qp[url_key])}: not one of {', '.join(LAYOUTS)}.")
                 continue
             if (key in _INT_KEYS and key not in (K_STEPS, K_STEPS_B) and value < 0
                     or key in (K_STEPS, K_STEPS_B) and value < 1):
                 need = ("at least 1" if key in (K_STEPS, K_STEPS_B) else "a position ≥ 0" if key == K_POS
                         else f"a {url_key} ≥ 0")
-                notes.append(f"Ignored the link's {url_key}={qp[url_key]!r}: it must be {need}.")
+                notes.append(f"Ignored the link's {url_key}={quoted(qp[url_key])}: it must be {need}.")
                 continue  # left at its default, so the URL is normalised at the end of this run
             ss[key] = value
             if key == K_CKPT:

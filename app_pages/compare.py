@@ -277,7 +277,12 @@ def _trace_sides(a, b, text: str, slots: list) -> tuple[dict, dict]:
 def _view_control(a, b, slugs: list[str]) -> str:
     """The View control over ``slugs``, opened on :func:`choose_view`'s view; returns the view shown."""
     ss = st.session_state
+    linked = ss.get(K_VIEW) if ss.get(_state.K_VIEW_FOR) == "link" else None
     slug = choose_view(a, b, slugs)
+    if linked in views.VIEWS and linked != slug:  # a link's view that shows neither side: said, not swapped silently
+        st.warning(md_escape(f"Ignored the link's view={_state.quoted(linked)}: {views.VIEWS[linked].title} shows "
+                             f"neither A ({a.kind}) nor B ({b.kind}); showing {views.VIEWS[slug].title} instead."),
+                   icon=":material/link_off:")
     ss[K_VIEW] = ss["w_" + K_VIEW] = slug
     st.segmented_control("View", slugs, key="w_" + K_VIEW, format_func=lambda s: views.VIEWS[s].title,
                          on_change=_pick_view, args=((a.ref, b.ref),), required=True,

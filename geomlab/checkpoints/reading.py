@@ -132,7 +132,8 @@ def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpo
     _check_manifest(meta["tensors"], tensors, jname, sname)
     config = meta["model_config"]
     state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
-    model = _build(config, state, jname, sname)
+    # a folder's model config is its config.json; a flat pair's is in NAME.json
+    model = _build(config, state, loc.label(loc.root / CONFIG_FILE) if loc.folder else jname, sname)
     model.to(device).eval()
     vocab = _vocab(meta, config, jname)
     train_tensors = {k[len("train."):]: v for k, v in tensors.items() if k.startswith("train.")}
@@ -201,7 +202,8 @@ def _check_manifest(manifest: dict[str, Any], tensors: dict[str, torch.Tensor], 
 
 
 def _build(config: dict[str, Any], state: dict[str, torch.Tensor], jname: str, sname: str):
-    """The model of ``config`` with the weights ``state`` (``state_dict`` keys) loaded strictly.
+    """The model of ``config`` with the weights ``state`` (``state_dict`` keys) loaded strictly; ``jname``
+    names the file the config was read from (``NAME/config.json`` or ``NAME.json``).
     :class:`CheckpointError` for an unknown kind, a config the model rejects, missing, unexpected or
     mis-shaped weights, another dtype, or non-finite values."""
     kind = config.get("kind")

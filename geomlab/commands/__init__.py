@@ -6,6 +6,7 @@ option (:func:`set_threads`) and the check of output locations before anything i
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -25,11 +26,68 @@ def program() -> str:
     return "geomlab" if Path(sys.argv[0]).name in ("geomlab", "geomlab.exe") else "python -m geomlab"
 
 
+def _shown(v: float) -> str:
+    """A bound for a message: ``1,000``, ``0.5``, ``1e+06``; powers of two from ``2**31`` as ``2**63 - 1``."""
+    if isinstance(v, int):
+        for k in range(31, 128):
+            if v in (2**k, 2**k - 1):
+                return f"2**{k}" + (" - 1" if v == 2**k - 1 else "")
+        return f"{v:,}"
+    return f"{v:,g}"
+
+
+def number(kind: type, low: float, high: float | None = None, *, above: bool = False, note: str = ""):
+    """An argparse ``type=`` for a number of ``kind`` (``int`` or ``float``) in ``[low, high]`` (``(low, high]``
+    with ``above``; no upper bound when ``high`` is None); a float must also be finite. Anything else raises
+    ``argparse.ArgumentTypeError``, which :func:`geomlab.commands.cli.main` prints as one line naming the option
+    (``error: --seed: must be an integer from 0 to 2**63 - 1, got ...``) with exit status 2, before the command
+    runs. ``note`` follows the range in the message (what the bound is). Design choice: the range is checked
+    where the option is read, so a typo costs nothing (no model built, no file read) and no value reaches torch
+    or the OS out of range."""
+    what = "an integer" if kind is int else "a finite number"
+    lo = _shown(low)
+    if high is None:
+        shown = f"{what} {'>' if above else '>='} {lo}" + note
+    else:
+        shown = (f"{what} above {lo} and at most {_shown(high)}" if above else f"{what} from {lo} to {_shown(high)}") \
+            + note
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except (TypeError, ValueError):  # also int() of more than 4,300 digits
+            raise argparse.ArgumentTypeError(f"must be {shown}, got {str(text)[:40]!r}") from None
+        if ((kind is float and not math.isfinite(value)) or value < low or (above and value == low)
+                or (high is not None and value > high)):
+            raise argparse.ArgumentTypeError(f"must be {shown}, got {str(text)[:40]}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def recipe_option(name: str):
+    """The argparse ``type=`` of the option of recipe field ``name``: its range in
+    :data:`geomlab.training.config.RANGES` (the one declaration), through :func:`number`."""
+    from geomlab.training.config import RANGES
+
+    low, high, above = RANGES[name]
+    return number(float if isinstance(low, float) else int, low, high, above=above)
+
+
+def max_threads() -> int:
+    """Most torch CPU threads ``--threads`` accepts: 4 per core of this machine (design choice: torch
+    crashed with a segmentation fault at 100,000; more threads than cores only adds waiting)."""
+    return 4 * (os.cpu_count() or 1)
+
+
 def add_threads_argument(p: argparse.ArgumentParser, what: str = "") -> None:
-    """The ``--threads N`` option every computing command shares (apply it with :func:`set_threads`)."""
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help=f"torch CPU threads{what} (default: torch's choice, one per core, lowered to the cores "
-                   "the machine's load leaves free, at least 1)")
+    """The ``--threads N`` option every computing command shares (apply it with :func:`set_threads`); 1 to
+    :func:`max_threads`, checked at parse time."""
+    p.add_argument("--threads", type=number(int, 1, max_threads(), note=" (4 per core of this machine)"),
+                   default=None, metavar="N",
+                   help=f"torch CPU threads{what}, 1 to {max_threads()} (default: torch's choice, one per core, "
+                   "lowered to the cores the machine's load leaves free, at least 1)")
 
 
 def free_cores(threads: int) -> int:
@@ -47,15 +105,15 @@ def free_cores(threads: int) -> int:
 
 def set_threads(n: int | None) -> None:
     """Apply a ``--threads`` option: ``torch.set_num_threads(n)``; when it was not given (``None``), torch's
-    choice lowered by :func:`free_cores`. Raises ``ValueError`` (one line) for ``n < 1``, before torch
-    refuses it."""
+    choice lowered by :func:`free_cores`. Raises ``ValueError`` (one line) for ``n`` outside 1 to
+    :func:`max_threads`, before torch refuses it (or crashes: 100,000 threads was a segmentation fault)."""
     if n is None:
         import torch
 
         torch.set_num_threads(free_cores(torch.get_num_threads()))
         return
-    if n < 1:
-        raise ValueError(f"--threads must be a positive number of threads, got {n} (leave it out for torch's "
+    if not 1 <= n <= max_threads():
+        raise ValueError(f"--threads must be 1 to {max_threads()} threads, got {n} (leave it out for torch's "
                          "choice)")
     import torch
 
@@ -84,7 +142,8 @@ def load_checkpoint(arg: str, device="cpu"):
 def check_outputs(outputs: list[tuple[str, str | os.PathLike, bool]]) -> None:
     """Check that every output location can be written, before anything is: ``(option, path, is_folder)``
     triples (``path`` a file, or a folder when ``is_folder``). Missing parent folders are fine (the commands
-    create them); a file where a folder is needed (or the reverse), or a place the machine refuses (read-only,
+    create them); a file where a folder is needed (or the reverse), a FIFO or device where a file is meant, or a
+    place the machine refuses (read-only,
     ``/proc``, permissions; probed with a temporary file that is removed at once), raises ``ValueError``
     naming the option and the path. Design choice: bad input loses nothing and writes nothing."""
     for option, path, is_folder in outputs:
@@ -92,6 +151,8 @@ def check_outputs(outputs: list[tuple[str, str | os.PathLike, bool]]) -> None:
         if path.exists() and path.is_dir() != is_folder:
             raise ValueError(f"{option} {path}: " + ("a file is there, not a folder" if is_folder else
                                                      "that is a folder; give a file name"))
+        if path.exists() and not is_folder and not path.is_file():  # replaced by a rename, or blocking a write
+            raise ValueError(f"{option} {path}: not a regular file (a FIFO or a device); give a file name")
         folder = path if is_folder else path.parent
         existing = folder
         while not existing.exists() and existing != existing.parent:

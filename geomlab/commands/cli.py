@@ -26,9 +26,28 @@ COMMANDS = {
 }
 
 
+class OptionValueError(Exception):
+    """An option value its ``type=`` function refused (out of range, not a number): ``str`` is one line,
+    ``--OPTION: what is wrong, got VALUE``."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of ``geomlab`` and its subcommands (argparse makes the sub-parsers of the same class). A value
+    refused by an option's ``type=`` function (``argparse.ArgumentTypeError``, e.g.
+    :func:`geomlab.commands.number`) raises :class:`OptionValueError` for :func:`main` to print as one line with
+    exit status 2; other usage errors (unknown options, a missing argument) print the usage and exit 2 as
+    argparse does."""
+
+    def error(self, message: str):
+        # argparse raises its ArgumentError while handling the type function's ArgumentTypeError
+        if isinstance(getattr(sys.exc_info()[1], "__context__", None), argparse.ArgumentTypeError):
+            raise OptionValueError(message.removeprefix("argument "))
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with one sub-parser per available subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="geomlab",
         description="geomlab: train, evaluate, sample and trace geometric sequence models.",
     )
@@ -53,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the process exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+    except OptionValueError as exc:  # e.g. "--threads: must be an integer from 1 to 8 ..., got 100000"
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if extra and not getattr(args, "_pass_through", False):  # the subcommand's own usage, not the top level's
         (getattr(args, "_parser", None) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra

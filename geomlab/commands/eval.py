@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from geomlab.commands import add_checkpoint_argument, add_threads_argument, load_checkpoint, set_threads
+from geomlab.commands import (add_checkpoint_argument, add_threads_argument, load_checkpoint, number, recipe_option,
+                              set_threads)
 
 HELP = "evaluate a checkpoint: bits per character (or the task's metric) on a split, and its parameter count"
 
@@ -15,11 +16,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", help="corpus name, text file or word-problem:GROUP (default: the checkpoint's own "
                    "corpus/task; for a run trained on a text file, the file of that name in this folder, if any)")
     p.add_argument("--split", default="test", choices=("train", "valid", "test"), help="split (default test)")
-    p.add_argument("--seq-len", type=int, default=None,
+    p.add_argument("--seq-len", type=recipe_option("seq_len"), default=None,
                    help="evaluation window (default: the training --seq-len stored in the checkpoint)")
-    p.add_argument("--stride", type=int, default=None,
+    p.add_argument("--stride", type=recipe_option("eval_stride"), default=None,
                    help="sliding-window stride (default: --seq-len, i.e. non-overlapping windows)")
-    p.add_argument("--max-tokens", type=int, default=None, help="score only the first N targets of the split "
+    p.add_argument("--max-tokens", type=number(int, 1, 2**50), default=None, help="score only the first N targets of the split "
                    "(N >= 1; default all)")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     add_threads_argument(p)
@@ -69,10 +70,6 @@ def run(args: argparse.Namespace) -> int:
     from geomlab.training.trainer import resolve_device
 
     set_threads(args.threads)
-    for option, value in (("--seq-len", args.seq_len), ("--stride", args.stride), ("--max-tokens", args.max_tokens)):
-        if value is not None and value < 1:
-            raise ValueError(f"{option} must be >= 1, got {value} (leave it out for "
-                             + ("the whole split)" if option == "--max-tokens" else "the default)"))
     device = resolve_device(args.device)
     c = load_checkpoint(args.checkpoint, device=device)
     own = c.card.get("task") or {}

@@ -7,12 +7,30 @@ from __future__ import annotations
 
 import argparse
 
-from geomlab.commands import add_threads_argument
+from geomlab.commands import add_threads_argument, number, recipe_option
 
 HELP = "train and evaluate every model under one protocol and write the reproduction report (docs/results.md)"
 
 #: The word problem's key for --only (the language-model comparisons use geomlab.report.COMPARISONS keys).
 WORD_PROBLEM = "word-problem"
+
+
+def _eval_chars(text: str):
+    """The argparse ``type=`` of ``--eval-chars``: ``"all"``, or a count of 1 to 2**50."""
+    return "all" if str(text).strip().lower() == "all" else number(int, 1, 2**50, note=" or 'all'")(text)
+
+
+def _lr_grid(text: str) -> str:
+    """The argparse ``type=`` of ``--lr-grid``: ``text`` when it is comma-separated learning rates, each in the
+    range of ``--lr`` (:func:`lr_grid` reads them)."""
+    if not lr_grid(text):
+        raise argparse.ArgumentTypeError("needs at least one learning rate")
+    return text
+
+
+def lr_grid(text: str) -> tuple[float, ...]:
+    """The learning rates of an ``--lr-grid`` value; ``argparse.ArgumentTypeError`` for one out of range."""
+    return tuple(recipe_option("lr")(x.strip()) for x in str(text).split(",") if x.strip())
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,13 +60,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="override the word-problem length curriculum ('' = none), e.g. 2:300,4:300")
     p.add_argument("--only", metavar="KEY[,KEY]",
                    help=f"run only these sections: {', '.join(COMPARISONS)}, {WORD_PROBLEM}")
-    p.add_argument("--steps", type=int, metavar="N", help="override the language-model steps of the profile")
-    p.add_argument("--wp-steps", type=int, metavar="N", help="override the word-problem steps (0 skips it)")
-    p.add_argument("--eval-chars", metavar="N|all",
+    p.add_argument("--steps", type=recipe_option("steps"), metavar="N", help="override the language-model steps of the profile")
+    p.add_argument("--wp-steps", type=number(int, 0, 10**9), metavar="N", help="override the word-problem steps (0 skips it)")
+    p.add_argument("--eval-chars", metavar="N|all", type=_eval_chars,
                    help="characters of each valid/test split scored (default: the profile's; 'all' = whole split)")
-    p.add_argument("--lr", type=float, metavar="LR", help="override the language models' peak learning rate "
+    p.add_argument("--lr", type=recipe_option("lr"), metavar="LR", help="override the language models' peak learning rate "
                    "(still one value for every model)")
-    p.add_argument("--lr-grid", metavar="LR[,LR]", help="tune each language model's learning rate on this grid "
+    p.add_argument("--lr-grid", metavar="LR[,LR]", type=_lr_grid, help="tune each language model's learning rate on this grid "
                    "(best validation BPC of the first seed; the same rule for every model; replaces --lr)")
     p.add_argument("--lr-storage", metavar="URL|FILE",
                    help="keep each model's learning-rate study (--lr-grid / the profile's grid) in this Optuna "
@@ -56,9 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "instead of in memory: several processes or machines running the same command share "
                         "the grid, each training only the learning rates no one has taken yet "
                         "(docs/pipeline.md, Sweeps)")
-    p.add_argument("--batch-size", type=int, metavar="N", help="override the language models' batch size")
-    p.add_argument("--seq-len", type=int, metavar="N", help="override the language models' window length")
-    p.add_argument("--seeds", type=int, metavar="N", help="average over seeds 0..N-1")
+    p.add_argument("--batch-size", type=recipe_option("batch_size"), metavar="N", help="override the language models' batch size")
+    p.add_argument("--seq-len", type=recipe_option("seq_len"), metavar="N", help="override the language models' window length")
+    p.add_argument("--seeds", type=number(int, 1, 1000), metavar="N", help="average over seeds 0..N-1")
     p.add_argument("--corpus-file", metavar="FILE",
                    help="use this UTF-8 text file instead of every registered corpus (offline checks)")
     add_threads_argument(p)
@@ -76,7 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "results.json records as finished (e.g. docs/results/runs/converged/results/results.json), "
                    "so that a new machine resumes the campaign where the report stopped; runs already in the "
                    "store are left alone")
-    p.add_argument("--max-jobs", type=int, metavar="N", help="--converged: stop this worker after N runs")
+    p.add_argument("--max-jobs", type=number(int, 1, 10**9), metavar="N", help="--converged: stop this worker after N runs")
     p.add_argument("--device", metavar="DEVICE", help="--converged: the worker's device (auto: CUDA, then MPS, "
                    "then CPU; several workers may share one GPU)")
     p.add_argument("--from-json", nargs="+", metavar="RESULTS_JSON",
@@ -118,12 +136,7 @@ def run(args: argparse.Namespace) -> int:
     overrides: dict = {"steps": args.steps, "wp_steps": args.wp_steps, "corpus_override": args.corpus_file,
                        "lr": args.lr, "batch_size": args.batch_size, "seq_len": args.seq_len}
     if args.lr_grid is not None:
-        try:
-            overrides["lr_grid"] = tuple(float(x) for x in args.lr_grid.split(",") if x.strip())
-        except ValueError:
-            raise ValueError(f"--lr-grid must be comma-separated numbers, got {args.lr_grid!r}") from None
-        if not overrides["lr_grid"]:
-            raise ValueError("--lr-grid needs at least one learning rate")
+        overrides["lr_grid"] = lr_grid(args.lr_grid)
     elif args.lr is not None:
         overrides["lr_grid"] = ()  # an explicit single lr replaces the profile's grid
     if args.wp_curriculum is not None:
@@ -131,16 +144,8 @@ def run(args: argparse.Namespace) -> int:
 
         overrides["wp_curriculum"] = parse_curriculum(args.wp_curriculum)
     if args.eval_chars is not None:
-        if str(args.eval_chars).lower() == "all":
-            overrides["eval_tokens"] = "all"
-        else:
-            try:
-                overrides["eval_tokens"] = int(args.eval_chars)
-            except ValueError:
-                raise ValueError(f"--eval-chars must be an integer or 'all', got {args.eval_chars!r}") from None
+        overrides["eval_tokens"] = args.eval_chars
     if args.seeds is not None:
-        if args.seeds < 1:
-            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         overrides["seeds"] = tuple(range(args.seeds))
     if args.only:
         keys = [k.strip() for k in args.only.split(",") if k.strip()]
@@ -178,8 +183,6 @@ def _converged(args: argparse.Namespace) -> int:
         if not only:
             raise ValueError("--only needs at least one comparison key")
     plan.comparisons(only)  # unknown keys: one line, before anything runs
-    if args.max_jobs is not None and args.max_jobs < 1:
-        raise ValueError(f"--max-jobs must be >= 1, got {args.max_jobs}")
     from pathlib import Path
 
     if args.collect and (args.max_jobs is not None or args.device is not None):

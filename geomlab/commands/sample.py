@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from geomlab.commands import add_checkpoint_argument, add_threads_argument, load_checkpoint, set_threads
+from geomlab.commands import (add_checkpoint_argument, add_threads_argument, load_checkpoint, number, recipe_option,
+                              set_threads)
 
 HELP = "generate text from a checkpoint, continuing a prompt"
 #: Most tokens one ``sample`` call generates (one model step each: 1,000 took 458 s for the ~88K OSMFormer on
@@ -16,12 +17,12 @@ MAX_LENGTH = 10_000
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_checkpoint_argument(p)
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    p.add_argument("--length", type=int, default=200, help=f"tokens to generate (default 200, at most {MAX_LENGTH:,})")
-    p.add_argument("--temperature", type=float, default=1.0, help="softmax temperature; 0 = greedy (default 1)")
-    p.add_argument("--top-k", type=int, default=None,
+    p.add_argument("--length", type=number(int, 0, MAX_LENGTH), default=200, help=f"tokens to generate (default 200, at most {MAX_LENGTH:,})")
+    p.add_argument("--temperature", type=number(float, 0.0), default=1.0, help="softmax temperature; 0 = greedy (default 1)")
+    p.add_argument("--top-k", type=number(int, 1, 2**31 - 1), default=None,
                    help="sample only among the k most likely tokens (at least 1; default: all)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed, 0 to 2**63 - 1 (default 0)")
-    p.add_argument("--context", type=int, default=None,
+    p.add_argument("--seed", type=recipe_option("seed"), default=0, help="sampling seed, 0 to 2**63 - 1 (default 0)")
+    p.add_argument("--context", type=recipe_option("seq_len"), default=None,
                    help="tokens of context fed to the model, at least 1 (default: the training --seq-len)")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     add_threads_argument(p)
@@ -32,17 +33,6 @@ def run(args: argparse.Namespace) -> int:
     from geomlab.training.sampling import generate
     from geomlab.training.trainer import resolve_device
 
-    if not 0 <= args.length <= MAX_LENGTH:
-        raise ValueError(f"--length must be 0 to {MAX_LENGTH:,} tokens, got {args.length:,}")
-    import math
-
-    if not (math.isfinite(args.temperature) and args.temperature >= 0):
-        raise ValueError(f"--temperature must be a finite number >= 0 (0 = greedy), got {args.temperature}")
-    for flag, value in (("--top-k", args.top_k), ("--context", args.context)):
-        if value is not None and value < 1:
-            raise ValueError(f"{flag} must be at least 1 (leave it out for no limit), got {value}")
-    if not 0 <= args.seed < 2 ** 63:
-        raise ValueError(f"--seed must be 0 to 2**63 - 1, got {args.seed}")
     set_threads(args.threads)
     device = resolve_device(args.device)
     c = load_checkpoint(args.checkpoint, device=device)

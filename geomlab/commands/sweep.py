@@ -7,7 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from geomlab.commands import add_threads_argument
+from geomlab.commands import add_threads_argument, check_outputs, number, recipe_option
+from geomlab.commands.train import params_option
 
 HELP = ("search the learning rate (or any training / model config key) of a model kind with Optuna: mean "
         "validation metric over seeds, resumable study, JSON summary")
@@ -26,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", metavar="KIND", required=True, help="model kind from the registry "
                    "(`python -m geomlab train --list-models`)")
     p.add_argument("--group", metavar="G", help="matrix Lie group for geometric kinds (config key 'group')")
-    p.add_argument("--params", metavar="N", help="parameter budget, e.g. 50k: config_for_budget sizes every trial's "
+    p.add_argument("--params", type=params_option, metavar="N", help="parameter budget, e.g. 50k: config_for_budget sizes every trial's "
                    "model to it (also when a config key is searched)")
     p.add_argument("--config", nargs="*", metavar="KEY=VALUE", default=[], help="fixed model config values (JSON)")
     p.add_argument("--data", metavar="CORPUS|FILE|word-problem:G[:LEN]", required=True,
@@ -36,11 +37,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "KEY=float:LOW:HIGH, KEY=int:LOW:HIGH or KEY=choice:A,B,...; KEY is a training key (lr, "
                    "weight_decay, warmup, min_lr_ratio, grad_clip, batch_size, steps, seq_len) or config.NAME "
                    "for a model config key, e.g. --search lr=log:1e-4:1e-1 warmup=int:0:500 config.tau=float:1:10")
-    p.add_argument("--seeds", type=int, default=1, metavar="N", help="train each trial with seeds 0..N-1; the "
+    p.add_argument("--seeds", type=number(int, 1, 1000), default=1, metavar="N", help="train each trial with seeds 0..N-1; the "
                    "objective is the mean (default 1)")
-    p.add_argument("--n-trials", type=int, default=20, metavar="N",
+    p.add_argument("--n-trials", type=number(int, 1, 10**6), default=20, metavar="N",
                    help="trials this process runs (added to those already in the study; default 20)")
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--timeout", type=number(float, 0.0, 1e9, above=True), default=None, metavar="SECONDS",
                    help="start no trial after this many seconds (the running one finishes)")
     p.add_argument("--study-name", metavar="NAME", help="default KIND[-GROUP]-DATA[-PARAMS]")
     p.add_argument("--storage", metavar="FILE|URL",
@@ -52,23 +53,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--summary", metavar="FILE", help="JSON summary to write (default OUT/NAME.json)")
     p.add_argument("--sampler", choices=("tpe", "random", "grid"), default="tpe",
                    help="Optuna sampler (default tpe; grid runs every combination of choice keys once)")
-    p.add_argument("--sampler-seed", type=int, default=None, help="seed of the sampler (reproducible proposals)")
+    p.add_argument("--sampler-seed", type=number(int, 0, 2**32 - 1), default=None, help="seed of the sampler (reproducible proposals)")
     p.add_argument("--no-pruning", action="store_true",
                    help="no median pruning (by default a trial whose first-seed validation is worse than the "
                    "median of earlier trials at the same step, in the second half of training, is stopped)")
-    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps per run (default {D.steps})")
-    p.add_argument("--batch-size", type=int, default=None, help=f"windows per batch (default {D.batch_size})")
-    p.add_argument("--seq-len", type=int, default=None, help=f"window length; also the evaluation window (default {D.seq_len}; "
+    p.add_argument("--steps", type=recipe_option("steps"), default=None, help=f"optimizer steps per run (default {D.steps})")
+    p.add_argument("--batch-size", type=recipe_option("batch_size"), default=None, help=f"windows per batch (default {D.batch_size})")
+    p.add_argument("--seq-len", type=recipe_option("seq_len"), default=None, help=f"window length; also the evaluation window (default {D.seq_len}; "
                    "for word-problem:G:LEN, LEN, as for `train`)")
-    p.add_argument("--lr", type=float, default=None, help="a fixed peak learning rate (only when lr is not searched)")
-    p.add_argument("--weight-decay", type=float, default=None, help=f"fixed AdamW weight decay (default {D.weight_decay:g})")
-    p.add_argument("--warmup", type=float, default=None, help="fixed warm-up: fraction of steps if < 1, else steps")
-    p.add_argument("--grad-clip", type=float, default=None, help=f"fixed max gradient norm (default {D.grad_clip!r})")
+    p.add_argument("--lr", type=recipe_option("lr"), default=None, help="a fixed peak learning rate (only when lr is not searched)")
+    p.add_argument("--weight-decay", type=recipe_option("weight_decay"), default=None, help=f"fixed AdamW weight decay (default {D.weight_decay:g})")
+    p.add_argument("--warmup", type=recipe_option("warmup"), default=None, help="fixed warm-up: fraction of steps if < 1, else steps")
+    p.add_argument("--grad-clip", type=recipe_option("grad_clip"), default=None, help=f"fixed max gradient norm (default {D.grad_clip!r})")
     p.add_argument("--length-curriculum", metavar="LEN:STEPS[,LEN:STEPS]", default=None,
                    help="as for `train` (e.g. 2:1500,4:1500 for the S5 word problem)")
-    p.add_argument("--eval-every", type=int, default=None,
+    p.add_argument("--eval-every", type=recipe_option("eval_every"), default=None,
                    help=f"validate every N steps (the pruner's intermediate values; 0 = only at the end; default {D.eval_every})")
-    p.add_argument("--eval-tokens", type=int, default=None,
+    p.add_argument("--eval-tokens", type=recipe_option("eval_tokens"), default=None,
                    help=f"valid-split targets scored by every validation, the final one too (default {D.eval_tokens}; 0 = all)")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     add_threads_argument(p)
@@ -104,17 +105,11 @@ def retrain_command(setup, params: dict) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from geomlab.training import sweep
     from geomlab.commands import set_threads
-    from geomlab.commands.train import parse_config, parse_count, parse_curriculum, task_seq_len
+    from geomlab.commands.train import parse_config, parse_curriculum, task_seq_len
     from geomlab.data.registry import parse_task
     from geomlab.models import model_class
 
     set_threads(args.threads)
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-    if args.n_trials < 1:
-        raise ValueError(f"--n-trials must be >= 1, got {args.n_trials}")
-    if args.timeout is not None and not args.timeout > 0:
-        raise ValueError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     config = parse_config(args.config)
     model_class(args.model).config_class.check_types(config)  # a typo named before any trial
     if args.group:
@@ -134,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             print(note, file=sys.stderr)
         if seq_len is not None:
             train["seq_len"] = seq_len
-    setup = sweep.SweepSetup(kind=args.model, data=args.data, budget=parse_count(args.params) if args.params else None,
+    setup = sweep.SweepSetup(kind=args.model, data=args.data, budget=args.params,
                              config=config, train=train, seeds=tuple(range(args.seeds)),
                              search=tuple(args.search) if args.search else sweep.DEFAULT_SEARCH)
     if args.study_name is not None and not args.study_name.strip():
@@ -146,6 +141,12 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     storage = args.storage or str(out / f"{name}.journal")
     summary_path = Path(args.summary) if args.summary else out / f"{name}.json"
+    # every file the sweep writes is checked before the first trial trains (a folder where a file is meant,
+    # a folder that cannot be made or written); the storage is refused in open_storage when not a regular file
+    outputs = [("--summary" if args.summary else "--out", summary_path, False)]
+    if "://" not in storage:
+        outputs.append(("--storage" if args.storage else "--out", Path(storage), False))
+    check_outputs(outputs)
     result = sweep.run_sweep(setup, n_trials=args.n_trials, timeout=args.timeout, storage=storage, study_name=name,
                              summary_path=summary_path, pruning=not args.no_pruning, sampler=args.sampler,
                              sampler_seed=args.sampler_seed, device=args.device)

@@ -11,7 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from geomlab.commands import add_checkpoint_argument, add_threads_argument, check_outputs, load_checkpoint, set_threads
+from geomlab.commands import (add_checkpoint_argument, add_threads_argument, check_outputs, load_checkpoint, number,
+                              set_threads)
 
 HELP = "trace a checkpoint on a text: record states/energies/planes and write them to an .npz file"
 EPILOG = ("Outputs: every location (--out, --html, --png, --json) is checked before anything is written, and "
@@ -31,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output trace file (.npz; the suffix is added if missing; parent folders are created; a "
                         "folder or a .json name is refused: JSON is --json's); needed unless --html, --png or "
                         "--json is given")
-    p.add_argument("--steps", type=int, default=None,
+    p.add_argument("--steps", type=number(int, 1, 64), default=None,
                    help="CEM only: recursion steps T at inference (default: the checkpoint's own)")
     p.add_argument("--html", default=None,
                    help="also write every figure of this trace's views (the app's pages) as NAME.html into this "
@@ -39,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--png", default=None, metavar="DIR",
                    help="also write the same figures as NAME.png into this folder (created if missing; kaleido and this machine's "
                         "Chrome/Chromium, offline; docs/views.md)")
-    p.add_argument("--cursor", type=int, default=None,
+    p.add_argument("--cursor", type=number(int, 0, 2**31 - 1), default=None,
                    help="position highlighted in the --html/--png figures (default: the position the app "
                         "opens on, the most surprising next token in the second half of the text)")
     p.add_argument("--json", default=None,

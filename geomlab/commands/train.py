@@ -15,7 +15,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from geomlab.commands import add_threads_argument
+from geomlab.commands import add_threads_argument, number, recipe_option
 
 HELP = ("train a model (any registered kind) and write a checkpoint folder OUT/NAME/ (config.json, "
         "model.safetensors, README.md, geomlab.json)")
@@ -30,6 +30,23 @@ def parse_count(text: str) -> int:
     n = int(round(float(m.group(1)) * scale))
     if n < 1:
         raise ValueError(f"parameter count must be positive, got {text!r}")
+    return n
+
+
+#: Largest ``--params`` budget (design choice: ten billion parameters, far beyond what this package trains; a
+#: typo of more digits is refused when the option is read, before any budget search).
+MAX_PARAMS = 10**10
+
+
+def params_option(text: str) -> int:
+    """The argparse ``type=`` of ``--params``: :func:`parse_count` of ``text``, 1 to :data:`MAX_PARAMS`;
+    ``argparse.ArgumentTypeError`` (one line naming the option, exit status 2) otherwise."""
+    try:
+        n = parse_count(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if n > MAX_PARAMS:
+        raise argparse.ArgumentTypeError(f"a parameter budget must be at most {MAX_PARAMS:,}, got {str(text)[:40]}")
     return n
 
 
@@ -106,7 +123,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list-models", action="store_true", help="print the registered model kinds and exit")
     p.add_argument("--group", metavar="G", help="matrix Lie group for geometric kinds (sets config key 'group', "
                    "e.g. O, SO, U, SU, T)")
-    p.add_argument("--params", metavar="N", help="parameter budget, e.g. 50k or 100k: the kind picks its width "
+    p.add_argument("--params", type=params_option, metavar="N", help="parameter budget, e.g. 50k or 100k: the kind picks its width "
                    "with config_for_budget (within 5%%)")
     p.add_argument("--config", nargs="*", metavar="KEY=VALUE", default=[],
                    help="model config values (JSON values, e.g. hidden=64 layers=2)")
@@ -116,31 +133,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "S3, S5, A5, Zn, parity; trained and evaluated at length 32 unless given; --seq-len sets another "
                    "training length). (The Gaussian-process regression task runs through "
                    "`geomlab bench gp`.) With --resume the checkpoint's corpus is used when omitted")
-    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps in total (default {D.steps})")
+    p.add_argument("--steps", type=recipe_option("steps"), default=None, help=f"optimizer steps in total (default {D.steps})")
     p.add_argument("--out", default="runs", help="output folder (default runs/)")
     p.add_argument("--name", help="checkpoint folder name inside --out (default KIND[-GROUP]-DATA-PARAMS, with -2, -3, "
                    "... when taken; an existing --name is refused unless you --resume it)")
-    p.add_argument("--batch-size", type=int, default=None,
+    p.add_argument("--batch-size", type=recipe_option("batch_size"), default=None,
                    help=f"random windows per batch (default {D.batch_size}); under torchrun the global batch, split evenly "
                    "across the processes (a multiple of --nproc_per_node)")
-    p.add_argument("--seq-len", type=int, default=None, help="window length in tokens; also the evaluation "
+    p.add_argument("--seq-len", type=recipe_option("seq_len"), default=None, help="window length in tokens; also the evaluation "
                    f"window (default {D.seq_len}; for word-problem:G:LEN, LEN, which stays the evaluation length)")
-    p.add_argument("--lr", type=float, default=None, help=f"peak learning rate of AdamW (default {_short(D.lr)})")
-    p.add_argument("--weight-decay", type=float, default=None, help=f"AdamW weight decay on matrices (default {D.weight_decay:g})")
-    p.add_argument("--warmup", type=float, default=None,
+    p.add_argument("--lr", type=recipe_option("lr"), default=None, help=f"peak learning rate of AdamW (default {_short(D.lr)})")
+    p.add_argument("--weight-decay", type=recipe_option("weight_decay"), default=None, help=f"AdamW weight decay on matrices (default {D.weight_decay:g})")
+    p.add_argument("--warmup", type=recipe_option("warmup"), default=None,
                    help=f"warm-up: a fraction of --steps if < 1, else a step count (default {D.warmup:g})")
-    p.add_argument("--grad-clip", type=float, default=None, help=f"max gradient norm, 0 = off (default {D.grad_clip!r})")
+    p.add_argument("--grad-clip", type=recipe_option("grad_clip"), default=None, help=f"max gradient norm, 0 = off (default {D.grad_clip!r})")
     p.add_argument("--length-curriculum", metavar="LEN:STEPS[,LEN:STEPS]", default=None,
                    help="train STEPS steps on windows of LEN first, in order, then the rest at --seq-len "
                    "(e.g. 2:1500,4:1500,8:1500,16:1500 for the S5 word problem; see docs/zoo.md)")
-    p.add_argument("--seed", type=int, default=None, help=f"seed of the model init and the batches (default {D.seed})")
+    p.add_argument("--seed", type=recipe_option("seed"), default=None, help=f"seed of the model init and the batches (default {D.seed})")
     p.add_argument("--device", default=None, help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
-    p.add_argument("--eval-every", type=int, default=None,
+    p.add_argument("--eval-every", type=recipe_option("eval_every"), default=None,
                    help=f"validate and save a checkpoint every N steps, 0 = only at the end (default {D.eval_every})")
-    p.add_argument("--eval-tokens", type=int, default=None,
+    p.add_argument("--eval-tokens", type=recipe_option("eval_tokens"), default=None,
                    help=f"targets of the valid split used by the periodic validations, 0 = all (default {D.eval_tokens});"
                    " the final evaluation always uses the full valid and test splits")
-    p.add_argument("--eval-stride", type=int, default=None,
+    p.add_argument("--eval-stride", type=recipe_option("eval_stride"), default=None,
                    help="evaluation stride (default: --seq-len, i.e. non-overlapping windows)")
     add_threads_argument(p)
     p.add_argument("--resume", nargs="?", const="", metavar="CHECKPOINT", default=None,
@@ -148,7 +165,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "which has no training state and lives in the installed package), or from OUT/NAME when given "
                    "without a value")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--log-every", type=int, default=None,
+    p.add_argument("--log-every", type=recipe_option("log_every"), default=None,
                    help=f"record the training loss, lr, gradient norm and tokens/s every N steps (default {D.log_every})")
     p.add_argument("--log-dir", metavar="DIR", default=None,
                    help="also write TensorBoard event files of the metrics history to DIR (train/loss, train/lr, "
@@ -339,7 +356,7 @@ def _started(args: argparse.Namespace, overrides: dict, replicas):
                           data=str(ref.with_length(DEFAULT_LENGTH)), **overrides)
     spec.train_config()  # the training values are checked first, before the budget, data and model
     if args.params:
-        spec = replace(spec, params=parse_count(args.params))
+        spec = replace(spec, params=args.params)
     task = runs.build_task(spec)
     model, _ = runs.build_model(spec, task.vocab_size)
     n_eff = count_params(model, "effective")

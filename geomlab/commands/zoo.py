@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from geomlab.commands import add_threads_argument
+from geomlab.commands import add_threads_argument, number
 
 HELP = "list the bundled model zoo (--list) or regenerate it from its recipes (--rebuild)"
 
@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "needs the corpora (GEOMLAB_DATA_DIR or the download cache)")
     p.add_argument("--only", metavar="NAME[,NAME]",
                    help="only these entries, with --list, --recipes or --rebuild (see --recipes for the names)")
-    p.add_argument("--steps-scale", type=float, default=1.0, metavar="X",
+    p.add_argument("--steps-scale", type=number(float, 0.0, 1000.0, above=True), default=1.0, metavar="X",
                    help="multiply every entry's steps by X (e.g. 0.05 for a quick smoke rebuild; the cards "
                    "record the steps actually used)")
     p.add_argument("--dir", default=None, metavar="DIR",

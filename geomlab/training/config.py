@@ -17,6 +17,29 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+#: Largest seed: seeds are stored as signed 64-bit integers (torch's and numpy's generators).
+SEED_MAX = 2**63 - 1
+
+#: The range of each numeric recipe field: ``(lowest, highest, lowest_excluded)``; the one declaration the
+#: command line checks its options against at parse time (:func:`geomlab.commands.recipe_option`). The caps are
+#: design choices, far above any useful run: they refuse a typo before it costs memory or time, and a seed
+#: outside signed 64 bits before torch says "Overflow when unpacking long long". ``eval_tokens`` 0 and
+#: ``eval_every`` 0 are the command line's "all" and "only at the end".
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "steps": (1, 10**9, False),
+    "batch_size": (1, 2**20, False),
+    "seq_len": (1, 2**20, False),
+    "lr": (0.0, 1e6, True),
+    "weight_decay": (0.0, 100.0, False),
+    "warmup": (0.0, 10**9, False),
+    "grad_clip": (0.0, 1e9, False),
+    "seed": (0, SEED_MAX, False),
+    "eval_every": (0, 10**9, False),
+    "eval_tokens": (0, 2**50, False),
+    "eval_stride": (1, 2**20, False),
+    "log_every": (1, 10**9, False),
+}
+
 
 @dataclass
 class Recipe:
@@ -99,6 +122,8 @@ class TrainConfig(Recipe):
             raise ValueError(f"eval_tokens must be None (whole split) or >= 1, got {self.eval_tokens}")
         if self.eval_stride is not None and not 1 <= int(self.eval_stride) <= int(self.seq_len):
             raise ValueError(f"eval_stride must be between 1 and seq_len={self.seq_len}, got {self.eval_stride}")
+        if not 0 <= int(self.seed) <= SEED_MAX:
+            raise ValueError(f"seed must be 0 to 2**63 - 1, got {self.seed}")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
 

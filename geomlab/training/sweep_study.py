@@ -21,6 +21,7 @@ Sources: Optuna (Akiba et al., KDD 2019: define-by-run studies); everything else
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -39,7 +40,8 @@ def open_storage(storage: str | Path | None):
     (``JournalStorage(JournalFileBackend(path, JournalFileOpenLock))``; its folder is created).
 
     Raises :class:`SweepError` (one line) when the database cannot be opened (unknown dialect, missing
-    driver, unreachable server)."""
+    driver, unreachable server), or when the journal path is not a regular file (a FIFO is never opened: that
+    would wait for a writer forever) or its records are not an Optuna journal's (naming the file)."""
     import optuna
 
     if storage is None:
@@ -58,8 +60,32 @@ def open_storage(storage: str | Path | None):
     from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
     path = Path(text)
+    if path.exists() and not path.is_file():  # opening a FIFO blocks until a writer comes: refused, never opened
+        raise SweepError(f"the storage {path} is not a regular file (a folder, FIFO or device); give the path of "
+                         "a journal file, or a database URL")
     path.parent.mkdir(parents=True, exist_ok=True)
-    return optuna.storages.JournalStorage(JournalFileBackend(str(path), JournalFileOpenLock(str(path))))
+    with read_journal(path):  # the journal is read (replayed) here, and again when the study is made
+        journal = optuna.storages.JournalStorage(JournalFileBackend(str(path), JournalFileOpenLock(str(path))))
+    journal.geomlab_path = str(path)  # for open_study's message
+    return journal
+
+
+@contextlib.contextmanager
+def read_journal(path: str | Path | None):
+    """Turn an error of Optuna replaying the journal file ``path`` (its records are not JSON, not UTF-8, or not
+    an Optuna journal's) into one :class:`SweepError` naming the file; ``path`` None (not a journal) changes
+    nothing. Design choice: Optuna takes a damaged last line for a write in progress, so a damaged journal may
+    only fail when the study is made, after the next record is written: both places are covered."""
+    try:
+        yield
+    except SweepError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+        if path is None:
+            raise
+        reason = (str(exc).strip().splitlines() or [""])[0][:200] or type(exc).__name__
+        raise SweepError(f"the storage {path} is not an Optuna journal ({type(exc).__name__}: {reason}); give "
+                         "another --storage, or move this file away to start the study afresh") from None
 
 
 def open_study(storage, study_name: str, direction: str, setup: dict[str, Any] | None = None, *,
@@ -71,8 +97,9 @@ def open_study(storage, study_name: str, direction: str, setup: dict[str, Any] |
     experiment are never mixed in)."""
     import optuna
 
-    study = optuna.create_study(storage=storage, study_name=study_name, direction=direction, sampler=sampler,
-                                pruner=pruner, load_if_exists=True)
+    with read_journal(getattr(storage, "geomlab_path", None)):
+        study = optuna.create_study(storage=storage, study_name=study_name, direction=direction, sampler=sampler,
+                                    pruner=pruner, load_if_exists=True)
     if study.direction.name.lower() != direction:
         raise SweepError(f"study {study_name!r} exists with direction {study.direction.name.lower()}, this sweep "
                          f"would {direction}; use another --study-name")

@@ -309,7 +309,7 @@ def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
     (["--converged", "--collect", "--restore", "missing.json"], "--restore missing.json: cannot read it"),
     (["--converged", "--collect", "--only", "word-problem"], "unknown comparisons"),
     (["--converged", "--collect", "--only", ","], "--only needs at least one comparison key"),
-    (["--converged", "--max-jobs", "0"], "--max-jobs must be >= 1"),
+    (["--converged", "--max-jobs", "0"], "--max-jobs: must be an integer from 1"),
     (["--converged", "--collect"], "is not a folder of campaign runs (nothing to collect)"),
     (["--converged", "--collect", "--store", ".", "--device", "cpu"], "--collect trains nothing"),
 ])

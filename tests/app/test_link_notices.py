@@ -1,0 +1,35 @@
+"""Every value of a link that the app replaces leaves a notice naming the link's key and value (docs/app.md,
+"Opening such a link"): out of range, not a whole number, not a view, a view that shows neither side on
+Compare, a value too long to repeat (quoted cut short)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_page
+
+CEM = "bundled/cem-t2-tinyshakespeare"
+
+#: (page, link, what the notice must say); Compare opens on the cem checkpoint with a transformer as B
+CASES = [
+    ("energy", {"ckpt": CEM, "pos": "-1"}, "Ignored the link's pos='-1': it must be a position ≥ 0."),
+    ("energy", {"ckpt": CEM, "layer": "-1"}, "Ignored the link's layer='-1': it must be a layer ≥ 0."),
+    ("energy", {"ckpt": CEM, "T": "1e30"}, "Ignored the link's T='1e30': not a whole number."),
+    ("energy", {"ckpt": CEM, "layer": "1.5"}, "Ignored the link's layer='1.5': not a whole number."),
+    ("energy", {"ckpt": CEM, "T": "100000"}, "Steps T = 100000 is outside this model's range 1–16: showing 16"),
+    ("energy", {"ckpt": CEM, "layer": "99"}, "Layer = 99 is outside this model's range 0–3: showing 3 instead."),
+    ("energy", {"ckpt": CEM, "pos": "100000"}, "The cursor position 100000 is past the end of this text"),
+    ("attention", {"ckpt": CEM, "head": "-7"}, "Ignored the link's head='-7': it must be a head ≥ 0."),
+    ("compare", {"view": "nosuch"}, "Ignored the link's view='nosuch': not a view"),
+    ("compare", {"view": "tangents"}, "Ignored the link's view='tangents': Tangent updates shows neither A (cem) "
+                                      "nor B (transformer); showing Attention similarity instead."),
+    ("compare", {"TB": "1e30"}, "Ignored the link's TB='1e30': not a whole number."),
+    ("energy", {"ckpt": CEM, "pos": "9" * 100_000}, "Ignored the link's pos='" + "9" * 58 + "…: not a whole number."),
+]
+
+
+@pytest.mark.parametrize("slug,query,want", CASES, ids=[f"{s}-{'&'.join(q)}-{i}" for i, (s, q, _) in enumerate(CASES)])
+def test_a_replaced_link_value_leaves_a_notice(zoo, slug, query, want):
+    at = run_page(slug, **query)
+    shown = [w.value.replace("\\", "") for w in at.warning]  # notices are markdown-escaped
+    assert any(want in m for m in shown), shown
+    assert all(len(m) < 1000 for m in shown)  # a value is named, never repeated in full
