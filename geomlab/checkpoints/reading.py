@@ -170,6 +170,10 @@ def _read_weights(loc: Location) -> tuple[dict[str, torch.Tensor], str | None]:
         if not loc.folder:
             read_meta(json_path)  # a missing JSON is named first
         raise CheckpointError(f"checkpoint file {st_path} is missing (the JSON {loc.label(json_path)} is there)")
+    try:  # the header alone, bounded, before safetensors parses it
+        ckpt_files.read_header(st_path)
+    except ckpt_files.PairError as exc:
+        raise CheckpointError(f"{loc.label(st_path)}: {exc}") from None
     from safetensors import safe_open
 
     try:  # one open file for the header and the tensors: the save id read is the one of these tensors
@@ -200,20 +204,47 @@ def _check_manifest(manifest: dict[str, Any], tensors: dict[str, torch.Tensor], 
                                   f"{dtype_name(t)}")
 
 
+#: Most parameters a checkpoint's config may describe (design choice: far above geomlab's models, which
+#: have well under a million; it bounds what one checkpoint folder can make the process allocate).
+MAX_PARAMS = 50_000_000
+
+
 def _build(config: dict[str, Any], state: dict[str, torch.Tensor], jname: str, sname: str):
     """The model of ``config`` with the weights ``state`` (``state_dict`` keys) loaded strictly.
-    :class:`CheckpointError` for an unknown kind, a config the model rejects, missing, unexpected or
-    mis-shaped weights, another dtype, or non-finite values."""
+    The model is first built on the ``meta`` device (no memory): its parameter count is checked against
+    :data:`MAX_PARAMS` and its weight names and shapes against ``state`` before anything is allocated.
+    :class:`CheckpointError` for an unknown kind, a config the model rejects or that describes too many
+    parameters, missing, unexpected or mis-shaped weights, another dtype, or non-finite values."""
+    from geomlab.models import count_params
+
     kind = config.get("kind")
     try:
         model_class(kind)
     except ValueError as exc:
         raise CheckpointError(f"{jname}: {exc}") from exc
     try:
+        with torch.device("meta"):
+            probe = build_model(config)
+    except (ValueError, TypeError, KeyError, OverflowError, RuntimeError) as exc:
+        raise CheckpointError(f"{jname}: cannot build the {kind!r} model from its config: {exc}") from exc
+    n = count_params(probe)
+    if n > MAX_PARAMS:
+        raise CheckpointError(f"{jname}: the {kind!r} config describes {n:,} parameters; the limit is "
+                              f"{MAX_PARAMS:,} (and {sname} holds {sum(t.numel() for t in state.values()):,})")
+    _check_weights(probe.state_dict(), state, kind, sname)
+    del probe
+    try:
         model = build_model(config)
     except (ValueError, TypeError, KeyError) as exc:
         raise CheckpointError(f"{jname}: cannot build the {kind!r} model from its config: {exc}") from exc
-    expected = model.state_dict()
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+def _check_weights(expected: dict[str, torch.Tensor], state: dict[str, torch.Tensor], kind: Any,
+                   sname: str) -> None:
+    """``state`` has exactly the names, shapes and dtypes of ``expected`` (a built model's ``state_dict``, on
+    any device, ``meta`` included) and finite values; else :class:`CheckpointError`."""
     missing = sorted(set(expected) - set(state))
     extra = sorted(set(state) - set(expected))
     if missing or extra:
@@ -229,8 +260,6 @@ def _build(config: dict[str, Any], state: dict[str, torch.Tensor], jname: str, s
                                   f"{dtype_name(e)}")
         if (t.is_floating_point() or t.is_complex()) and not torch.isfinite(t).all():
             raise CheckpointError(f"weight {name!r} in {sname} has non-finite values (NaN or Inf)")
-    model.load_state_dict(state, strict=True)
-    return model
 
 
 def _vocab(meta: dict[str, Any], config: dict[str, Any], jname: str) -> Vocab | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from geomlab.checkpoints import files as ckpt_files
 from geomlab.checkpoints.catalog import CatalogError, CheckpointEntry, read_folder, read_pair, runs_dir, safe_name
 from geomlab.checkpoints.files import short
 from geomlab.checkpoints.ownership import record_owner
+from geomlab.core import zipread
 
 #: Largest accepted upload, in bytes, per file (design choice; the bundled models are well under 10 MB).
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
@@ -32,7 +34,6 @@ def _unzip(name: str, data: bytes) -> dict[str, bytes]:
     extracted to disk; sizes are checked against :data:`MAX_UPLOAD_BYTES` before a member is read.
     :class:`CatalogError` for a file that is not a zip, a member nested deeper than one folder, or too large."""
     import io
-    import zipfile
 
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
@@ -52,13 +53,23 @@ def _unzip(name: str, data: bytes) -> dict[str, bytes]:
         if info.file_size > MAX_UPLOAD_BYTES or total > 2 * MAX_UPLOAD_BYTES:
             raise CatalogError(f"{short(name)} unpacks to more than the upload limit of "
                                f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB per file")
-        try:
-            out["/".join(parts)] = zf.read(info)
-        except (zipfile.BadZipFile, ValueError, OSError, RuntimeError) as exc:  # CRC error, encrypted, ...
-            raise CatalogError(f"{short(name)}: {short(info.filename, 60)} cannot be read ({exc})") from None
+        out["/".join(parts)] = _read_member(name, zf, info, 2 * MAX_UPLOAD_BYTES - (total - info.file_size))
     if not out:
         raise CatalogError(f"{short(name)} holds no files")
     return out
+
+
+def _read_member(name: str, zf, info, cap: int) -> bytes:
+    """The bytes of zip member ``info`` of upload ``name``, inflated with a running count
+    (:func:`geomlab.core.zipread.read_member`): never more than it declares nor than ``cap`` (the budget
+    left). :class:`CatalogError` for a compression other than stored/deflated, an over-budget member, or a
+    zip error (a bad CRC: e.g. a member holding other data than it declares)."""
+    try:
+        return zipread.read_member(zf, info, cap)
+    except zipread.BoundedReadError as exc:
+        raise CatalogError(f"{short(name)}: {exc}") from None
+    except (zipfile.BadZipFile, ValueError, OSError, RuntimeError, EOFError, NotImplementedError) as exc:
+        raise CatalogError(f"{short(name)}: {short(info.filename, 60)} cannot be read ({exc})") from None
 
 
 def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]:
