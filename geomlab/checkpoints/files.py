@@ -178,7 +178,9 @@ def pair_meta(json_path: Path, st_path: Path, weights_id: str | None, read_json:
         meta = read_json(json_path)
     except ValueError as exc:  # missing or unreadable JSON: the journal may still complete the pair
         err = exc
-    if meta is not None and (weights_id is None or meta.get(JSON_KEY) == weights_id):
+    if meta is None and err is None:  # the JSON value null
+        err = PairError(f"{json_path.name} must hold a JSON object")
+    if meta is not None and (weights_id is None or isinstance(meta, dict) and meta.get(JSON_KEY) == weights_id):
         return meta  # weights without an id (older files, hand-made ones): the loader's checks decide
     if weights_id is not None:
         j = journal(json_path, weights_id)
@@ -192,6 +194,8 @@ def pair_meta(json_path: Path, st_path: Path, weights_id: str | None, read_json:
             return new
     if meta is None:
         raise err  # type: ignore[misc]
+    if not isinstance(meta, dict):
+        raise PairError(f"{json_path.name} must hold a JSON object")
     raise PairError(f"{json_path.name} and {st_path.name} come from two different saves (an interrupted or "
                     "mixed copy): refusing a mismatched pair; save the checkpoint again")
 

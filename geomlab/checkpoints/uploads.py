@@ -5,7 +5,6 @@ stored under ``<runs>/uploads/`` without ever replacing a file, owned by the ses
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import zipfile
@@ -17,6 +16,7 @@ from geomlab.checkpoints.catalog import CatalogError, CheckpointEntry, read_fold
 from geomlab.checkpoints.files import short
 from geomlab.checkpoints.ownership import record_owner
 from geomlab.core import zipread
+from geomlab.core.jsonread import JSONInputError, parse_json
 
 #: Largest accepted upload, in bytes, per file (design choice; the bundled models are well under 10 MB).
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
@@ -111,9 +111,9 @@ def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]
     for fname, data in parts.items():
         _check_size(fname, data)
     try:
-        meta = json.loads(parts[ckpt_files.META].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogError(f"{ckpt_files.META} is not valid JSON ({exc})") from None
+        meta = parse_json(parts[ckpt_files.META], ckpt_files.META)
+    except JSONInputError as exc:
+        raise CatalogError(str(exc)) from None
     if not isinstance(meta, dict) or "tensors" not in meta:
         raise CatalogError(f"{ckpt_files.META} is not a geomlab checkpoint description (no 'tensors')")
     named = (folders.pop() if len(folders) == 1 else None) or (Path(zip_name).stem if zip_name else None) or \
@@ -145,9 +145,9 @@ def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
         json_name = by_suffix[".json"][0]
         _check_size(json_name, files[json_name])
         try:
-            meta = json.loads(files[json_name].decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CatalogError(f"{short(json_name)} is not valid JSON ({exc})") from None
+            meta = parse_json(files[json_name], short(json_name))
+        except JSONInputError as exc:
+            raise CatalogError(str(exc)) from None
         if not isinstance(meta, dict) or "model_config" not in meta:
             raise CatalogError(f"{short(json_name)} is not a geomlab checkpoint description (no "
                                "'model_config')")

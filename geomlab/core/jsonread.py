@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
-#: Largest JSON text read (bytes; design choice: descriptions and headers are KBs, vocabularies a few MB).
-MAX_JSON_BYTES = 64 * 1024 * 1024
+#: Largest JSON text read (bytes; design choice: geomlab's largest JSON files, reports' results, are ~200 KB).
+MAX_JSON_BYTES = 16 * 1024 * 1024
+#: Bytes handled per step when reading a file or scanning its brackets (bounds the scratch memory).
+_CHUNK = 1 << 20
 #: Deepest nesting of arrays and objects accepted (design choice: geomlab's own files nest under 10 levels).
 MAX_JSON_DEPTH = 128
 
@@ -31,18 +33,21 @@ class JSONInputError(ValueError):
     """A JSON input that is too large, nested too deeply, not UTF-8 or not JSON (one line naming it)."""
 
 
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
 def json_depth(data: bytes) -> int:
     """The deepest nesting of ``[``/``{`` in the JSON text ``data``, brackets inside strings not counted
     (an unterminated string's brackets are counted: such a text is no JSON anyway). Linear time, no
-    recursion."""
-    body = _STRING.sub(b"", data)
-    arr = np.frombuffer(body, dtype=np.uint8)
-    opens = (arr == ord("[")) | (arr == ord("{"))
-    closes = (arr == ord("]")) | (arr == ord("}"))
-    if not opens.any():
-        return 0
-    steps = opens.astype(np.int64) - closes.astype(np.int64)
-    return int(np.cumsum(steps).max())
+    recursion; scratch memory: the text without its strings, and :data:`_CHUNK` brackets at a time."""
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    depth = deepest = 0
+    for start in range(0, len(brackets), _CHUNK):
+        arr = np.frombuffer(brackets, dtype=np.uint8, count=min(_CHUNK, len(brackets) - start), offset=start)
+        steps = np.where((arr == ord("[")) | (arr == ord("{")), 1, -1)
+        run = np.cumsum(steps) + depth
+        deepest, depth = max(deepest, int(run.max())), int(run[-1])
+    return deepest
 
 
 def parse_json(data: bytes | str, what: str, max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_JSON_DEPTH) -> Any:
@@ -78,10 +83,18 @@ def read_limited(path: str | os.PathLike, limit: int, follow: bool = True) -> by
         flags |= getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks, n = [], 0
         with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read(limit + 1)
+            while n <= limit:  # in chunks: read(limit + 1) would allocate the whole limit at once
+                chunk = f.read(min(_CHUNK, limit + 1 - n, max(st.st_size + 1 - n, 4096)))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                n += len(chunk)
+        return b"".join(chunks)
     finally:
         os.close(fd)
 

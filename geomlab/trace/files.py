@@ -152,11 +152,14 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     labels = meta.get("labels")
     if not isinstance(labels, list) or len(labels) != len(tokens):
         raise TraceError("trace labels do not match the number of positions")
+    config, group = meta.get("config") or {}, meta.get("group") or {}
+    for key, value in (("config", config), ("group", group)):
+        if not isinstance(value, dict):
+            raise TraceError(f"trace metadata's {key!r} is not a JSON object")
     try:
-        tr = from_record(record, kind, tokens, labels=[str(x) for x in labels],
-                         config=meta.get("config") or {}, text=str(meta.get("text", "")),
-                         group=meta.get("group") or {}, family=family)
-    except (IndexError, KeyError, TypeError) as exc:  # arrays of inconsistent shapes
+        tr = from_record(record, kind, tokens, labels=[str(x) for x in labels], config=config,
+                         text=str(meta.get("text", "")), group=group, family=family)
+    except (IndexError, KeyError, TypeError, ValueError) as exc:  # arrays of inconsistent shapes
         raise TraceError(f"inconsistent trace file: {exc}") from exc
     tr.lens = _lens_of(lens_arrays, meta.get("lens_labels"), len(tokens))
     if tr.lens is not None and isinstance(meta.get("lens_names"), dict):
