@@ -112,9 +112,9 @@ def read_header(st_path: Path, follow: bool = True) -> dict:
     if len(raw) < n:
         raise PairError(f"{st_path.name} is truncated (header cut short)")
     try:
-        header = parse_json(raw, f"{st_path.name}'s header", max_bytes=MAX_HEADER_BYTES)
+        header = parse_json(raw, "its header", max_bytes=MAX_HEADER_BYTES)
     except JSONInputError as exc:
-        raise PairError(f"{st_path.name} is truncated or not a safetensors file (bad header: {exc})") from None
+        raise PairError(f"{st_path.name} is truncated or not a safetensors file: {exc}") from None
     if not isinstance(header, dict):
         raise PairError(f"{st_path.name} is not a safetensors file (its header is not a JSON object)")
     return header

@@ -132,7 +132,7 @@ def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpo
     _check_manifest(meta["tensors"], tensors, jname, sname)
     config = meta["model_config"]
     state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
-    model = _build(config, state, jname, sname)
+    model = _build(config, state, loc.label(loc.root / CONFIG_FILE) if loc.folder else jname, sname)
     model.to(device).eval()
     vocab = _vocab(meta, config, jname)
     train_tensors = {k[len("train."):]: v for k, v in tensors.items() if k.startswith("train.")}
@@ -173,7 +173,7 @@ def _read_weights(loc: Location) -> tuple[dict[str, torch.Tensor], str | None]:
     try:  # the header alone, bounded, before safetensors parses it
         ckpt_files.read_header(st_path)
     except ckpt_files.PairError as exc:
-        raise CheckpointError(f"{loc.label(st_path)}: {exc}") from None
+        raise CheckpointError(f"{loc.root.name}: {exc}" if loc.folder else str(exc)) from None
     from safetensors import safe_open
 
     try:  # one open file for the header and the tensors: the save id read is the one of these tensors
