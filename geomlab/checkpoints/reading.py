@@ -231,7 +231,7 @@ def _build(config: dict[str, Any], state: dict[str, torch.Tensor], jname: str, s
     if n > MAX_PARAMS:
         raise CheckpointError(f"{jname}: the {kind!r} config describes {n:,} parameters; the limit is "
                               f"{MAX_PARAMS:,} (and {sname} holds {sum(t.numel() for t in state.values()):,})")
-    _check_weights(probe.state_dict(), state, kind, sname)
+    _check_weights(probe.state_dict(), state, kind, sname, jname)
     del probe
     try:
         model = build_model(config)
@@ -242,9 +242,10 @@ def _build(config: dict[str, Any], state: dict[str, torch.Tensor], jname: str, s
 
 
 def _check_weights(expected: dict[str, torch.Tensor], state: dict[str, torch.Tensor], kind: Any,
-                   sname: str) -> None:
+                   sname: str, cname: str) -> None:
     """``state`` has exactly the names, shapes and dtypes of ``expected`` (a built model's ``state_dict``, on
-    any device, ``meta`` included) and finite values; else :class:`CheckpointError`."""
+    any device, ``meta`` included) and finite values; else :class:`CheckpointError` naming the weights file
+    ``sname`` and the config file ``cname``."""
     missing = sorted(set(expected) - set(state))
     extra = sorted(set(state) - set(expected))
     if missing or extra:
@@ -253,8 +254,8 @@ def _check_weights(expected: dict[str, torch.Tensor], state: dict[str, torch.Ten
     for name, t in state.items():
         e = expected[name]
         if t.shape != e.shape:
-            raise CheckpointError(f"weight {name!r} has shape {list(t.shape)} but the {kind!r} config needs "
-                                  f"{list(e.shape)}")
+            raise CheckpointError(f"{cname}: weight {name!r} has shape {list(t.shape)} in {sname} but the "
+                                  f"{kind!r} config needs {list(e.shape)}")
         if t.dtype != e.dtype:
             raise CheckpointError(f"weight {name!r} has dtype {dtype_name(t)} but the model uses "
                                   f"{dtype_name(e)}")
