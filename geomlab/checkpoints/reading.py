@@ -4,7 +4,9 @@ one :class:`~geomlab.checkpoints.layout.CheckpointError` line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -209,28 +211,70 @@ def _check_manifest(manifest: dict[str, Any], tensors: dict[str, torch.Tensor], 
 MAX_PARAMS = 50_000_000
 
 
+#: Most modules a checkpoint's model may have (design choice: geomlab's models have a few hundred; a config
+#: of a million layers stops here, after about a second, instead of building them all).
+MAX_MODULES = 10_000
+_GUARD = threading.local()
+_HOOKED = threading.Lock()
+
+
+@contextlib.contextmanager
+def _size_cap(jname: str, kind: Any):
+    """While a model is built in this thread, count the parameter elements and the sub-modules it registers
+    (global torch hooks, which other threads pass through untouched) and stop the build with
+    :class:`CheckpointError` once they pass :data:`MAX_PARAMS` or :data:`MAX_MODULES`, even on ``meta``."""
+    with _HOOKED:
+        if not getattr(_size_cap, "hooked", False):
+            torch.nn.modules.module.register_module_parameter_registration_hook(_count_param)
+            torch.nn.modules.module.register_module_module_registration_hook(_count_module)
+            _size_cap.hooked = True
+    _GUARD.state = [0, 0, jname, kind]
+    try:
+        yield
+    finally:
+        _GUARD.state = None
+
+
+def _count(i: int, n: int) -> None:
+    state = getattr(_GUARD, "state", None)
+    if state is None:
+        return
+    state[i] += n
+    if state[0] > MAX_PARAMS or state[1] > MAX_MODULES:
+        what = f"{MAX_PARAMS:,} parameters" if state[0] > MAX_PARAMS else f"{MAX_MODULES:,} modules"
+        raise CheckpointError(f"{state[2]}: the {state[3]!r} config describes a model of more than {what}, "
+                              "the limit")
+
+
+def _count_param(module, name, param) -> None:
+    if param is not None:
+        _count(0, param.numel())
+
+
+def _count_module(module, name, submodule) -> None:
+    if submodule is not None:
+        _count(1, 1)
+
+
 def _build(config: dict[str, Any], state: dict[str, torch.Tensor], jname: str, sname: str):
     """The model of ``config`` with the weights ``state`` (``state_dict`` keys) loaded strictly.
-    The model is first built on the ``meta`` device (no memory): its parameter count is checked against
-    :data:`MAX_PARAMS` and its weight names and shapes against ``state`` before anything is allocated.
+    The model is first built on the ``meta`` device (no memory) within :data:`MAX_PARAMS` parameters and
+    :data:`MAX_MODULES` modules (:func:`_size_cap`), and its weight names and shapes are checked against
+    ``state`` before anything is allocated.
     :class:`CheckpointError` for an unknown kind, a config the model rejects or that describes too many
     parameters, missing, unexpected or mis-shaped weights, another dtype, or non-finite values."""
-    from geomlab.models import count_params
-
     kind = config.get("kind")
     try:
         model_class(kind)
     except ValueError as exc:
         raise CheckpointError(f"{jname}: {exc}") from exc
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), _size_cap(jname, kind):
             probe = build_model(config)
     except (ValueError, TypeError, KeyError, OverflowError, RuntimeError) as exc:
+        if isinstance(exc, CheckpointError):
+            raise
         raise CheckpointError(f"{jname}: cannot build the {kind!r} model from its config: {exc}") from exc
-    n = count_params(probe)
-    if n > MAX_PARAMS:
-        raise CheckpointError(f"{jname}: the {kind!r} config describes {n:,} parameters; the limit is "
-                              f"{MAX_PARAMS:,} (and {sname} holds {sum(t.numel() for t in state.values()):,})")
     _check_weights(probe.state_dict(), state, kind, sname, jname)
     del probe
     try:

@@ -163,6 +163,20 @@ def test_config_bigger_than_its_weights_is_refused_before_allocation(tmp_path, m
     assert devices == ["meta"]
 
 
+def test_config_of_a_million_layers_stops_early(tmp_path):
+    import time
+
+    torch.manual_seed(0)
+    model = build_model({"kind": "transformer", "vocab_size": VOCAB.size, "d_model": 16, "n_layers": 1, "n_heads": 2})
+    folder = ckpt.save(tmp_path / "run", model, VOCAB, {"corpus": "tiny", "steps": 1}, layout="folder")
+    config = json.loads((folder / "config.json").read_text())
+    _set_config(folder, json.dumps({**config, "n_layers": 10**9}).encode())
+    start = time.monotonic()
+    with pytest.raises(CheckpointError, match=r"run/config\.json: .*more than 10,000 modules"):
+        ckpt.load(folder)
+    assert time.monotonic() - start < 20
+
+
 def test_good_checkpoint_and_upload_still_load(tmp_path, monkeypatch):
     folder = _save(tmp_path / "run")
     devices = _spy_builds(monkeypatch)
