@@ -36,9 +36,9 @@ def _unzip(name: str, data: bytes) -> dict[str, bytes]:
     import io
 
     try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
+        zf = zipread.open_zip(io.BytesIO(data))
         infos = [i for i in zf.infolist() if not i.is_dir()]
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:  # ValueError: BoundedReadError, too many entries
         raise CatalogError(f"{short(name)} is not a readable zip file ({exc})") from None
     out: dict[str, bytes] = {}
     total = 0

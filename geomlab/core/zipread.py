@@ -11,8 +11,11 @@ zips and trace files. Source: design choice.
 
 from __future__ import annotations
 
+import errno
 import io
 import math
+import os
+import stat
 import zipfile
 from typing import Any
 
@@ -22,11 +25,59 @@ import numpy as np
 CHUNK = 1 << 16
 #: Longest ``.npy`` header read (bytes; numpy's own default limit).
 MAX_NPY_HEADER = 10_000
+#: Most entries a zip may list (design choice: a checkpoint folder has 4 files, a trace a few dozen arrays;
+#: zipfile spends ~500 bytes per listed entry, ~10x the entry's size in the file).
+MAX_ENTRIES = 1000
 _READABLE = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 
 
 class BoundedReadError(ValueError):
     """A zip member or ``.npy`` array over its budget, or one whose header does not match its size."""
+
+
+class _OwnedZip(zipfile.ZipFile):
+    """A ``ZipFile`` over a file object it opened itself, closed with it."""
+
+    def __init__(self, fp, owned):
+        self._owned = owned
+        super().__init__(fp)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._owned.close()
+
+
+def open_zip(source: Any, max_entries: int = MAX_ENTRIES) -> zipfile.ZipFile:
+    """``zipfile.ZipFile(source)`` (a path or a binary file object), after checking from the end-of-archive
+    record that it lists at most ``max_entries`` entries, so a zip of a million empty entries is refused
+    before zipfile builds a record of each (also when the record understates the count: the central
+    directory's size is bounded too, at 1 KB per entry). A path is opened without blocking and must be a
+    regular file (a FIFO never hangs). :class:`BoundedReadError` for too many entries; zipfile's errors
+    (``BadZipFile``) and ``OSError`` (``errno.EINVAL``: not a regular file) propagate."""
+    is_path = isinstance(source, (str, bytes)) or hasattr(source, "__fspath__")
+    if is_path:
+        fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file", os.fsdecode(source))
+        fp = os.fdopen(fd, "rb")
+    else:
+        fp = source
+    try:
+        end = zipfile._EndRecData(fp)  # the record zipfile itself reads first (zip64 aware)
+        if end is not None and (end[zipfile._ECD_ENTRIES_TOTAL] > max_entries
+                                or end[zipfile._ECD_SIZE] > max_entries * 1024):
+            raise BoundedReadError(f"the zip lists {end[zipfile._ECD_ENTRIES_TOTAL]:,} entries in "
+                                   f"{end[zipfile._ECD_SIZE]:,} bytes; the limit is {max_entries:,} entries "
+                                   f"in {max_entries * 1024:,} bytes")
+        fp.seek(0)
+        return _OwnedZip(fp, owned=fp) if is_path else zipfile.ZipFile(source)
+    except BaseException:
+        if is_path:
+            fp.close()
+        raise
 
 
 def read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, budget: int) -> bytes:
@@ -92,7 +143,7 @@ def read_npz(source: Any, budget: int) -> dict[str, np.ndarray]:
     (``BadZipFile``: not a zip, a bad CRC; ``FileNotFoundError``)."""
     out: dict[str, np.ndarray] = {}
     left = budget
-    with zipfile.ZipFile(source) as zf:
+    with open_zip(source) as zf:
         for info in zf.infolist():
             if info.is_dir():
                 continue

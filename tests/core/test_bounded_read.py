@@ -168,3 +168,17 @@ def test_random_bytes_as_npz_give_its_errors_within_budget(data):
     errors = (zipread.BoundedReadError, zipfile.BadZipFile, EOFError, OSError)
     assert err is None or isinstance(err, errors), repr(err)
     assert peak < BUDGET
+
+
+def test_a_zip_listing_too_many_entries_is_refused_before_parsing(tmp_path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for i in range(20_000):
+            zf.writestr(f"r/.{i}", b"")
+    err, peak = _peak(lambda: zipread.open_zip(io.BytesIO(buf.getvalue())))
+    assert isinstance(err, zipread.BoundedReadError) and "20,000 entries" in str(err), repr(err)
+    assert peak < 2**20
+    fifo = tmp_path / "trace.npz"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        zipread.read_npz(fifo, 2**20)
