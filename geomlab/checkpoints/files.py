@@ -29,7 +29,6 @@ JSON as before; the loader's own checks (names, shapes, dtypes) still apply.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 import struct
@@ -37,6 +36,9 @@ import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable
+
+from geomlab.core import jsonread
+from geomlab.core.jsonread import JSONInputError, parse_json
 
 #: Longest safetensors header read to find the save id (bytes; design choice, real headers are KBs).
 MAX_HEADER_BYTES = 64 * 1024 * 1024
@@ -91,9 +93,12 @@ def read_regular(path: Path, limit: int | None = None, follow: bool = False) -> 
         os.close(fd)
 
 
-def header_save_id(st_path: Path, follow: bool = True) -> str | None:
-    """The save id in a safetensors file's header metadata, or None when it has none. Reads only the
-    header. :class:`PairError` for a missing, non-regular or truncated file."""
+def read_header(st_path: Path, follow: bool = True) -> dict:
+    """The JSON header of a safetensors file (tensor names to ``dtype``/``shape``/``data_offsets``, and
+    ``__metadata__``), read alone: its declared length is checked against :data:`MAX_HEADER_BYTES` and the
+    file's size, and its text parsed by :func:`geomlab.core.jsonread.parse_json` (size and depth limits), so
+    a hostile header is refused here before the file reaches safetensors. :class:`PairError` for a missing,
+    non-regular, truncated or malformed file."""
     try:
         head = read_regular(st_path, 8, follow=follow)
         if len(head) < 8:
@@ -107,25 +112,34 @@ def header_save_id(st_path: Path, follow: bool = True) -> str | None:
     if len(raw) < n:
         raise PairError(f"{st_path.name} is truncated (header cut short)")
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise PairError(f"{st_path.name} is truncated or not a safetensors file (bad header)") from None
-    meta = header.get("__metadata__") if isinstance(header, dict) else None
+        header = parse_json(raw, "its header", max_bytes=MAX_HEADER_BYTES)
+    except JSONInputError as exc:
+        raise PairError(f"{st_path.name} is truncated or not a safetensors file: {exc}") from None
+    if not isinstance(header, dict):
+        raise PairError(f"{st_path.name} is not a safetensors file (its header is not a JSON object)")
+    return header
+
+
+def header_save_id(st_path: Path, follow: bool = True) -> str | None:
+    """The save id in a safetensors file's header metadata, or None when it has none. Reads only the
+    header (:func:`read_header`). :class:`PairError` for a missing, non-regular, truncated or malformed file."""
+    meta = read_header(st_path, follow=follow).get("__metadata__")
     sid = meta.get(HEADER_KEY) if isinstance(meta, dict) else None
     return sid if isinstance(sid, str) and sid else None
 
 
 def read_json(path: Path, label: str | None = None, follow: bool = False) -> Any:
-    """The JSON value of the regular file ``path`` (:func:`read_regular`; ``follow=False``: a symlink is
-    refused). :class:`PairError`, one line naming the file as ``label`` (default: its name), when it cannot
-    be read or is not UTF-8 JSON."""
+    """The JSON value of the regular file ``path`` (``follow=False``: a symlink is refused), within the size
+    and depth limits of :func:`geomlab.core.jsonread.read_json`. :class:`PairError`, one line naming the
+    file as ``label`` (default: its name), when it cannot be read, is too large or too deep, or is not UTF-8
+    JSON."""
     label = label or path.name
     try:
-        return json.loads(read_regular(path, follow=follow).decode("utf-8"))
+        return jsonread.read_json(path, label, follow=follow)
     except OSError as exc:
         raise PairError(f"checkpoint file {label} cannot be read: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise PairError(f"{label} is not valid JSON (truncated or corrupt?): {exc}") from exc
+    except JSONInputError as exc:
+        raise PairError(str(exc)) from None
 
 
 def short(text: str, n: int = 80, count: bool = True) -> str:
@@ -164,7 +178,9 @@ def pair_meta(json_path: Path, st_path: Path, weights_id: str | None, read_json:
         meta = read_json(json_path)
     except ValueError as exc:  # missing or unreadable JSON: the journal may still complete the pair
         err = exc
-    if meta is not None and (weights_id is None or meta.get(JSON_KEY) == weights_id):
+    if meta is None and err is None:  # the JSON value null
+        err = PairError(f"{json_path.name} must hold a JSON object")
+    if meta is not None and (weights_id is None or isinstance(meta, dict) and meta.get(JSON_KEY) == weights_id):
         return meta  # weights without an id (older files, hand-made ones): the loader's checks decide
     if weights_id is not None:
         j = journal(json_path, weights_id)
@@ -178,6 +194,8 @@ def pair_meta(json_path: Path, st_path: Path, weights_id: str | None, read_json:
             return new
     if meta is None:
         raise err  # type: ignore[misc]
+    if not isinstance(meta, dict):
+        raise PairError(f"{json_path.name} must hold a JSON object")
     raise PairError(f"{json_path.name} and {st_path.name} come from two different saves (an interrupted or "
                     "mixed copy): refusing a mismatched pair; save the checkpoint again")
 
@@ -236,9 +254,9 @@ def folder_meta(folder: Path, weights_id: str | None, read_json: Callable[[Path]
         raise PairError(f"{where} does not belong with {folder.name}/{META} (from another save, or edited by "
                         "hand): refusing a mismatched folder; save the checkpoint again")
     try:
-        config = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PairError(f"{where} is not valid JSON (truncated or corrupt?): {exc}") from None
+        config = parse_json(raw, where)
+    except JSONInputError as exc:
+        raise PairError(str(exc)) from None
     if not isinstance(config, dict):
         raise PairError(f"{where} must hold a JSON object (the model config)")
     if repair and weights_id is not None:  # the model card is never read here, only put in place

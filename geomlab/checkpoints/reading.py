@@ -4,7 +4,9 @@ one :class:`~geomlab.checkpoints.layout.CheckpointError` line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,6 +173,10 @@ def _read_weights(loc: Location) -> tuple[dict[str, torch.Tensor], str | None]:
         if not loc.folder:
             read_meta(json_path)  # a missing JSON is named first
         raise CheckpointError(f"checkpoint file {st_path} is missing (the JSON {loc.label(json_path)} is there)")
+    try:  # the header alone, bounded, before safetensors parses it
+        ckpt_files.read_header(st_path)
+    except ckpt_files.PairError as exc:
+        raise CheckpointError(f"{loc.root.name}: {exc}" if loc.folder else str(exc)) from None
     from safetensors import safe_open
 
     try:  # one open file for the header and the tensors: the save id read is the one of these tensors
@@ -201,21 +207,91 @@ def _check_manifest(manifest: dict[str, Any], tensors: dict[str, torch.Tensor], 
                                   f"{dtype_name(t)}")
 
 
+#: Most parameters a checkpoint's config may describe (design choice: far above geomlab's models, which
+#: have well under a million; it bounds what one checkpoint folder can make the process allocate).
+MAX_PARAMS = 50_000_000
+
+
+#: Most modules a checkpoint's model may have (design choice: geomlab's models have a few hundred; a config
+#: of a million layers stops here, after about a second, instead of building them all).
+MAX_MODULES = 10_000
+_GUARD = threading.local()
+_HOOKED = threading.Lock()
+
+
+@contextlib.contextmanager
+def _size_cap(jname: str, kind: Any):
+    """While a model is built in this thread, count the parameter elements and the sub-modules it registers
+    (global torch hooks, which other threads pass through untouched) and stop the build with
+    :class:`CheckpointError` once they pass :data:`MAX_PARAMS` or :data:`MAX_MODULES`, even on ``meta``."""
+    with _HOOKED:
+        if not getattr(_size_cap, "hooked", False):
+            torch.nn.modules.module.register_module_parameter_registration_hook(_count_param)
+            torch.nn.modules.module.register_module_module_registration_hook(_count_module)
+            _size_cap.hooked = True
+    _GUARD.state = [0, 0, jname, kind]
+    try:
+        yield
+    finally:
+        _GUARD.state = None
+
+
+def _count(i: int, n: int) -> None:
+    state = getattr(_GUARD, "state", None)
+    if state is None:
+        return
+    state[i] += n
+    if state[0] > MAX_PARAMS or state[1] > MAX_MODULES:
+        what = f"{MAX_PARAMS:,} parameters" if state[0] > MAX_PARAMS else f"{MAX_MODULES:,} modules"
+        raise CheckpointError(f"{state[2]}: the {state[3]!r} config describes a model of more than {what}, "
+                              "the limit")
+
+
+def _count_param(module, name, param) -> None:
+    if param is not None:
+        _count(0, param.numel())
+
+
+def _count_module(module, name, submodule) -> None:
+    if submodule is not None:
+        _count(1, 1)
+
+
 def _build(config: dict[str, Any], state: dict[str, torch.Tensor], jname: str, sname: str):
     """The model of ``config`` with the weights ``state`` (``state_dict`` keys) loaded strictly; ``jname``
     names the file the config was read from (``NAME/config.json`` or ``NAME.json``).
-    :class:`CheckpointError` for an unknown kind, a config the model rejects, missing, unexpected or
-    mis-shaped weights, another dtype, or non-finite values."""
+    The model is first built on the ``meta`` device (no memory) within :data:`MAX_PARAMS` parameters and
+    :data:`MAX_MODULES` modules (:func:`_size_cap`), and its weight names and shapes are checked against
+    ``state`` before anything is allocated.
+    :class:`CheckpointError` for an unknown kind, a config the model rejects or that describes too many
+    parameters, missing, unexpected or mis-shaped weights, another dtype, or non-finite values."""
     kind = config.get("kind")
     try:
         model_class(kind)
     except ValueError as exc:
         raise CheckpointError(f"{jname}: {exc}") from exc
     try:
+        with torch.device("meta"), _size_cap(jname, kind):
+            probe = build_model(config)
+    except (ValueError, TypeError, KeyError, OverflowError, RuntimeError) as exc:
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"{jname}: cannot build the {kind!r} model from its config: {exc}") from exc
+    _check_weights(probe.state_dict(), state, kind, sname, jname)
+    del probe
+    try:
         model = build_model(config)
     except (ValueError, TypeError, KeyError) as exc:
         raise CheckpointError(f"{jname}: cannot build the {kind!r} model from its config: {exc}") from exc
-    expected = model.state_dict()
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+def _check_weights(expected: dict[str, torch.Tensor], state: dict[str, torch.Tensor], kind: Any,
+                   sname: str, cname: str) -> None:
+    """``state`` has exactly the names, shapes and dtypes of ``expected`` (a built model's ``state_dict``, on
+    any device, ``meta`` included) and finite values; else :class:`CheckpointError` naming the weights file
+    ``sname`` and the config file ``cname``."""
     missing = sorted(set(expected) - set(state))
     extra = sorted(set(state) - set(expected))
     if missing or extra:
@@ -224,15 +300,13 @@ def _build(config: dict[str, Any], state: dict[str, torch.Tensor], jname: str, s
     for name, t in state.items():
         e = expected[name]
         if t.shape != e.shape:
-            raise CheckpointError(f"weight {name!r} has shape {list(t.shape)} but the {kind!r} config needs "
-                                  f"{list(e.shape)}")
+            raise CheckpointError(f"{cname}: weight {name!r} has shape {list(t.shape)} in {sname} but the "
+                                  f"{kind!r} config needs {list(e.shape)}")
         if t.dtype != e.dtype:
             raise CheckpointError(f"weight {name!r} has dtype {dtype_name(t)} but the model uses "
                                   f"{dtype_name(e)}")
         if (t.is_floating_point() or t.is_complex()) and not torch.isfinite(t).all():
             raise CheckpointError(f"weight {name!r} in {sname} has non-finite values (NaN or Inf)")
-    model.load_state_dict(state, strict=True)
-    return model
 
 
 def _vocab(meta: dict[str, Any], config: dict[str, Any], jname: str) -> Vocab | None:

@@ -5,9 +5,9 @@ stored under ``<runs>/uploads/`` without ever replacing a file, owned by the ses
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,8 @@ from geomlab.checkpoints import files as ckpt_files
 from geomlab.checkpoints.catalog import CatalogError, CheckpointEntry, read_folder, read_pair, runs_dir, safe_name
 from geomlab.checkpoints.files import short
 from geomlab.checkpoints.ownership import record_owner
+from geomlab.core import zipread
+from geomlab.core.jsonread import JSONInputError, parse_json
 
 #: Largest accepted upload, in bytes, per file (design choice; the bundled models are well under 10 MB).
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
@@ -32,12 +34,11 @@ def _unzip(name: str, data: bytes) -> dict[str, bytes]:
     extracted to disk; sizes are checked against :data:`MAX_UPLOAD_BYTES` before a member is read.
     :class:`CatalogError` for a file that is not a zip, a member nested deeper than one folder, or too large."""
     import io
-    import zipfile
 
     try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
+        zf = zipread.open_zip(io.BytesIO(data))
         infos = [i for i in zf.infolist() if not i.is_dir()]
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:  # ValueError: BoundedReadError, too many entries
         raise CatalogError(f"{short(name)} is not a readable zip file ({exc})") from None
     out: dict[str, bytes] = {}
     total = 0
@@ -52,13 +53,23 @@ def _unzip(name: str, data: bytes) -> dict[str, bytes]:
         if info.file_size > MAX_UPLOAD_BYTES or total > 2 * MAX_UPLOAD_BYTES:
             raise CatalogError(f"{short(name)} unpacks to more than the upload limit of "
                                f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB per file")
-        try:
-            out["/".join(parts)] = zf.read(info)
-        except (zipfile.BadZipFile, ValueError, OSError, RuntimeError) as exc:  # CRC error, encrypted, ...
-            raise CatalogError(f"{short(name)}: {short(info.filename, 60)} cannot be read ({exc})") from None
+        out["/".join(parts)] = _read_member(name, zf, info, 2 * MAX_UPLOAD_BYTES - (total - info.file_size))
     if not out:
         raise CatalogError(f"{short(name)} holds no files")
     return out
+
+
+def _read_member(name: str, zf, info, cap: int) -> bytes:
+    """The bytes of zip member ``info`` of upload ``name``, inflated with a running count
+    (:func:`geomlab.core.zipread.read_member`): never more than it declares nor than ``cap`` (the budget
+    left). :class:`CatalogError` for a compression other than stored/deflated, an over-budget member, or a
+    zip error (a bad CRC: e.g. a member holding other data than it declares)."""
+    try:
+        return zipread.read_member(zf, info, cap)
+    except zipread.BoundedReadError as exc:
+        raise CatalogError(f"{short(name)}: {exc}") from None
+    except (zipfile.BadZipFile, ValueError, OSError, RuntimeError, EOFError, NotImplementedError) as exc:
+        raise CatalogError(f"{short(name)}: {short(info.filename, 60)} cannot be read ({exc})") from None
 
 
 def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]:
@@ -100,9 +111,9 @@ def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]
     for fname, data in parts.items():
         _check_size(fname, data)
     try:
-        meta = json.loads(parts[ckpt_files.META].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogError(f"{ckpt_files.META} is not valid JSON ({exc})") from None
+        meta = parse_json(parts[ckpt_files.META], ckpt_files.META)
+    except JSONInputError as exc:
+        raise CatalogError(str(exc)) from None
     if not isinstance(meta, dict) or "tensors" not in meta:
         raise CatalogError(f"{ckpt_files.META} is not a geomlab checkpoint description (no 'tensors')")
     named = (folders.pop() if len(folders) == 1 else None) or (Path(zip_name).stem if zip_name else None) or \
@@ -134,9 +145,9 @@ def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
         json_name = by_suffix[".json"][0]
         _check_size(json_name, files[json_name])
         try:
-            meta = json.loads(files[json_name].decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CatalogError(f"{short(json_name)} is not valid JSON ({exc})") from None
+            meta = parse_json(files[json_name], short(json_name))
+        except JSONInputError as exc:
+            raise CatalogError(str(exc)) from None
         if not isinstance(meta, dict) or "model_config" not in meta:
             raise CatalogError(f"{short(json_name)} is not a geomlab checkpoint description (no "
                                "'model_config')")

@@ -10,6 +10,7 @@ import re
 import time
 from typing import Any
 
+from geomlab.core.jsonread import read_json
 from geomlab.report.campaign import Campaign, full_choice, tuning_state
 from geomlab.report.protocol import Arm, Comparison
 from geomlab.report.store import Job, RunStore
@@ -76,7 +77,7 @@ def _trace_ms(store: RunStore, job: Job, length: int = 128) -> float | None:
         return (store.outcome(job) or {}).get("trace_ms")
     kept = folder / TRACE_MS_FILE
     try:
-        return float(json.loads(kept.read_text(encoding="utf-8"))["trace_ms"])
+        return float(read_json(kept)["trace_ms"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
     try:
@@ -240,8 +241,8 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
                       "note": comp.note, "split": split, "unigram_bpc": unigram, "steps": campaign.full_steps(comp.key), "rows": rows})
     for f in store.root.glob("**/outcome.json"):
         try:
-            cpu += float(json.loads(f.read_text(encoding="utf-8")).get("cpu_s") or 0.0)
-        except (OSError, ValueError):
+            cpu += float(read_json(f).get("cpu_s") or 0.0)
+        except (OSError, ValueError, AttributeError, TypeError):  # unreadable, not JSON, not an object
             pass
     rows = [r for c in comps for r in c["rows"]]
     left = [r["cpu_hours_left"] for r in rows if r["cpu_hours_left"] is not None]

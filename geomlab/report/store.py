@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from geomlab.core.jsonread import read_json
 from geomlab.core.writes import write_atomic
 from geomlab.report.protocol import Arm, Comparison
 
@@ -61,8 +62,8 @@ class RunStore:
         if not f.is_file():
             return None
         try:
-            return json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            return read_json(f)
+        except (OSError, ValueError):  # unreadable, too large, too deep or not JSON: not finished
             return None
 
     def held(self, job: Job) -> bool:
@@ -118,7 +119,7 @@ class RunStore:
 
     def cpu_so_far(self, job: Job) -> float:
         try:
-            return float(json.loads((self.folder(job) / "cpu.json").read_text(encoding="utf-8"))["cpu_s"])
+            return float(read_json(self.folder(job) / "cpu.json")["cpu_s"])
         except (OSError, ValueError, KeyError, TypeError):
             return 0.0
 

@@ -12,9 +12,15 @@ from typing import BinaryIO
 
 import numpy as np
 
+from geomlab.core.jsonread import JSONInputError, parse_json
+from geomlab.core.zipread import read_npz
 from geomlab.trace.base import Trace, TraceError
 from geomlab.trace.lens import Lens
-from geomlab.trace.record import FAMILIES, from_record
+from geomlab.trace.record import FAMILIES, family_of_kind, from_record
+
+#: Most bytes of array data one trace file may inflate to (design choice: a trace of 4096 positions of the
+#: largest bundled model is a few MB; the budget bounds what a small hostile file can make the reader allocate).
+MAX_TRACE_BYTES = 256 * 1024 * 1024
 
 FORMAT_VERSION = 2
 """Version of the trace file format. 2 (this one): compact traces (attention stored as the queries and
@@ -93,31 +99,36 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
 
 
 def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
-    """Read a trace written by :func:`save_trace` (``np.load(allow_pickle=False)``), this version or
-    version 1 (dense ``T x T`` maps; compacted on load).
+    """Read a trace written by :func:`save_trace`, this version or version 1 (dense ``T x T`` maps; compacted
+    on load). The arrays are read by :func:`geomlab.core.zipread.read_npz` within :data:`MAX_TRACE_BYTES`
+    (each ``.npy`` header checked against its member's size before allocation; no pickles) and the metadata
+    by :func:`geomlab.core.jsonread.parse_json` (size and depth limits).
 
     ``path`` may be a path, a binary file object or the file's bytes.
 
     Raises:
-        TraceError: not a trace file, a format version this geomlab does not know (newer or malformed), an
-        unknown family, missing arrays, or inconsistent position counts. ``FileNotFoundError`` for a missing
+        TraceError: not a trace file, over the memory budget, a format version this geomlab does not know
+        (newer or malformed), an unknown family, a model kind that records another family, missing arrays,
+        or inconsistent position counts. ``FileNotFoundError`` for a missing
         path.
     """
     if isinstance(path, (bytes, bytearray)):
         path = io.BytesIO(path)
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            data = {k: npz[k] for k in npz.files}
+        data = read_npz(path, MAX_TRACE_BYTES)
     except FileNotFoundError:
         raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:  # not an npz, pickled, truncated
-        raise TraceError(f"not a readable trace file: {exc}") from exc
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, NotImplementedError) as exc:  # not an npz, ...
+        raise TraceError(f"not a readable trace file: {exc}") from None
     if "__meta__" not in data:
         raise TraceError("not a trace file: no '__meta__' entry")
+    raw = data.pop("__meta__")
+    if raw.shape != () or raw.dtype.kind != "U":
+        raise TraceError("not a trace file: its '__meta__' entry is not one string")
     try:
-        meta = json.loads(str(data.pop("__meta__")))
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"trace metadata is not valid JSON: {exc}") from exc
+        meta = parse_json(str(raw), "trace metadata")
+    except JSONInputError as exc:
+        raise TraceError(str(exc)) from None
     if not isinstance(meta, dict):
         raise TraceError("trace metadata is not a JSON object")
     version = meta.get("format_version")
@@ -127,6 +138,14 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     family = meta.get("family")
     if family not in FAMILIES:
         raise TraceError(f"unknown trace family {family!r}")
+    from geomlab.models import kinds
+
+    kind = meta.get("kind", "")
+    if not isinstance(kind, str):
+        raise TraceError(f"trace metadata's model kind {kind!r} is not a string")
+    if kind in kinds() and family_of_kind(kind) != family:
+        raise TraceError(f"trace metadata names model kind {kind!r}, which records {family_of_kind(kind)!r} "
+                         f"traces, but the file holds a {family!r} trace")
     if "tokens" not in data or "logits" not in data:
         raise TraceError("trace file lacks 'tokens' or 'logits'")
     cls = FAMILIES[family]
@@ -141,11 +160,14 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     labels = meta.get("labels")
     if not isinstance(labels, list) or len(labels) != len(tokens):
         raise TraceError("trace labels do not match the number of positions")
+    config, group = meta.get("config") or {}, meta.get("group") or {}
+    for key, value in (("config", config), ("group", group)):
+        if not isinstance(value, dict):
+            raise TraceError(f"trace metadata's {key!r} is not a JSON object")
     try:
-        tr = from_record(record, str(meta.get("kind", "")), tokens, labels=[str(x) for x in labels],
-                         config=meta.get("config") or {}, text=str(meta.get("text", "")),
-                         group=meta.get("group") or {}, family=family)
-    except (IndexError, KeyError, TypeError) as exc:  # arrays of inconsistent shapes
+        tr = from_record(record, kind, tokens, labels=[str(x) for x in labels], config=config,
+                         text=str(meta.get("text", "")), group=group, family=family)
+    except (IndexError, KeyError, TypeError, ValueError) as exc:  # arrays of inconsistent shapes
         raise TraceError(f"inconsistent trace file: {exc}") from exc
     tr.lens = _lens_of(lens_arrays, meta.get("lens_labels"), len(tokens))
     if tr.lens is not None and isinstance(meta.get("lens_names"), dict):

@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from geomlab.core.jsonread import JSONInputError, parse_json
+
 #: Training keys a sweep may search (fields of :class:`geomlab.training.trainer.TrainConfig`). The seed is the sweep's
 #: own (``seeds``); evaluation settings (``eval_*``) and the device do not change what is trained.
 TRAIN_KEYS: tuple[str, ...] = ("lr", "weight_decay", "warmup", "min_lr_ratio", "grad_clip", "batch_size", "steps",
@@ -121,8 +123,8 @@ def _number(text: str, item: str) -> float:
 def _choice_value(text: str) -> Any:
     text = text.strip()
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return parse_json(text, "a --search choice")
+    except JSONInputError:
         return {"true": True, "false": False}.get(text.lower(), text)
 
 

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from geomlab.core.jsonread import JSONInputError, parse_json, read_limited
 from geomlab.training.sweep_space import Dimension, SweepError, edges
 from geomlab.training.trainer import TrainingError
 
@@ -64,6 +65,7 @@ def open_storage(storage: str | Path | None):
         raise SweepError(f"the storage {path} is not a regular file (a folder, FIFO or device); give the path of "
                          "a journal file, or a database URL")
     path.parent.mkdir(parents=True, exist_ok=True)
+    check_journal(path)
     with read_journal(path):  # the journal is read (replayed) here, and again when the study is made
         journal = optuna.storages.JournalStorage(JournalFileBackend(str(path), JournalFileOpenLock(str(path))))
     journal.geomlab_path = str(path)  # for open_study's message
@@ -86,6 +88,35 @@ def read_journal(path: str | Path | None):
         reason = (str(exc).strip().splitlines() or [""])[0][:200] or type(exc).__name__
         raise SweepError(f"the storage {path} is not an Optuna journal ({type(exc).__name__}: {reason}); give "
                          "another --storage, or move this file away to start the study afresh") from None
+
+
+#: Largest journal file read (bytes; design choice: a trial adds a few KB).
+MAX_JOURNAL_BYTES = 256 * 1024 * 1024
+
+
+def check_journal(path: Path) -> None:
+    """Check an existing Optuna journal file before Optuna reads it: a regular file (opened without
+    blocking, so a FIFO never hangs) of at most :data:`MAX_JOURNAL_BYTES`, each complete line a JSON object
+    within :func:`geomlab.core.jsonread.parse_json`'s limits (a last line without its newline is a write cut
+    short, which Optuna skips). A missing file is fine (a new journal). :class:`SweepError` naming the file
+    (and the line) otherwise."""
+    try:
+        data = read_limited(path, MAX_JOURNAL_BYTES)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise SweepError(f"cannot read the study journal {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_JOURNAL_BYTES:
+        raise SweepError(f"the study journal {path} is larger than {MAX_JOURNAL_BYTES / 2**20:.0f} MiB")
+    for i, line in enumerate(data.split(b"\n")[:-1], 1):
+        if not line.strip():
+            continue
+        try:
+            entry = parse_json(line, f"line {i}")
+        except JSONInputError as exc:
+            raise SweepError(f"the study journal {path} is not an Optuna journal: {exc}") from None
+        if not isinstance(entry, dict):
+            raise SweepError(f"the study journal {path} is not an Optuna journal: line {i} is not a JSON object")
 
 
 def open_study(storage, study_name: str, direction: str, setup: dict[str, Any] | None = None, *,
