@@ -49,7 +49,7 @@ BREAKS = {
                           "truncated"),
     "truncated json": ("folder", lambda p: (p / "geomlab.json").write_text('{"format_version": 2, "vo'),
                        "json"),
-    "json not an object": ("flat", lambda p: p.write_text("[1, 2, 3]"), "unexpected"),
+    "json not an object": ("flat", lambda p: p.write_text("[1, 2, 3]"), "json object"),
     "folder for config.json": ("folder", lambda p: ((p / "config.json").unlink(), (p / "config.json").mkdir()),
                                "config.json"),
     "folder for a file": ("folder", lambda p: ((p / "geomlab.json").unlink(), (p / "geomlab.json").mkdir()),
@@ -120,5 +120,5 @@ def test_checkpoints_page_lists_the_good_and_names_the_broken(dirs, monkeypatch)
     (bad / "geomlab.json").write_bytes(DEEP)
     at = run_page("checkpoints")
     captions = " ".join(c.value for c in at.caption).replace("\\", "")  # markdown escapes
-    assert "runs/bad" in captions and "nested too deeply" in captions
+    assert "runs/bad" in captions and "levels deep" in captions
     assert "runs/good" in captions  # its card

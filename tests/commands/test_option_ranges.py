@@ -143,7 +143,7 @@ def test_a_garbage_journal_is_one_line_naming_the_file(content, text_file, tmp_p
     journal.write_bytes(content)
     assert _sweep(text_file, tmp_path / "out", "--storage", str(journal)) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: the storage {journal} is not an Optuna journal (") and err.count("\n") == 1, err
+    assert err.startswith("error: ") and f"{journal} is not an Optuna journal" in err and err.count("\n") == 1, err
     # nothing lost (Optuna reads a damaged last line as a write in progress, so its study record may follow it)
     assert journal.read_bytes().startswith(content)
 
