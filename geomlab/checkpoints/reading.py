@@ -129,6 +129,18 @@ def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpo
     """
     loc = locate(_resolve(path))
     jname, sname = loc.label(loc.meta), loc.label(loc.weights)
+    try:
+        return _load(loc, jname, sname, device)
+    except CheckpointError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:  # a field of the wrong type
+        reason = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise CheckpointError(f"{jname}: a field holds a value of the wrong kind ({type(exc).__name__}: "
+                              f"{reason})") from None
+
+
+def _load(loc, jname: str, sname: str, device: str | torch.device) -> Checkpoint:
+    """The body of :func:`load` once the files are located."""
     tensors, weights_id = _read_weights(loc)
     meta = _meta_for(loc, weights_id, repair=True)
     _check_manifest(meta["tensors"], tensors, jname, sname)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import sys
@@ -27,7 +28,10 @@ def parse_count(text: str) -> int:
     if not m:
         raise ValueError(f"not a parameter count: {text!r} (use e.g. 50000, 100k or 1.5M)")
     scale = {"": 1, "k": 1_000, "m": 1_000_000}[m.group(2).lower()]
-    n = int(round(float(m.group(1)) * scale))
+    value = float(m.group(1)) * scale
+    if not math.isfinite(value):  # hundreds of digits overflow a float
+        raise ValueError(f"not a parameter count: {text[:40]!r}… is too large")
+    n = int(round(value))
     if n < 1:
         raise ValueError(f"parameter count must be positive, got {text!r}")
     return n

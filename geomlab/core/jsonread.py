@@ -25,22 +25,41 @@ MAX_JSON_BYTES = 16 * 1024 * 1024
 _CHUNK = 1 << 20
 #: Deepest nesting of arrays and objects accepted (design choice: geomlab's own files nest under 10 levels).
 MAX_JSON_DEPTH = 128
+#: Most arrays, objects and separated values accepted (``[``, ``{`` and ``,`` outside strings; design choice:
+#: geomlab's largest JSON files hold tens of thousands; millions of empty containers cost gigabytes to parse).
+MAX_JSON_VALUES = 250_000
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A string, or an unterminated one up to the end of the text: possessive and atomic, so no input makes the
+# engine retry (an unterminated string of escaped quotes was quadratic with a backtracking pattern).
+_STRING = re.compile(rb'"(?>[^"\\]*+(?:\\.[^"\\]*+)*+)(?:"|\\?\Z)', re.DOTALL)
 
 
 class JSONInputError(ValueError):
     """A JSON input that is too large, nested too deeply, not UTF-8 or not JSON (one line naming it)."""
 
 
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{},")
+
+
+def json_shape(data: bytes) -> tuple[int, int]:
+    """``(depth, values)`` of the JSON text ``data``: the deepest nesting of ``[``/``{``, and how many arrays,
+    objects and comma-separated values it holds (``[``, ``{`` and ``,`` counted), characters inside strings
+    not counted (an unterminated string runs to the end). Linear time, no recursion; scratch memory: the text
+    without its strings, and :data:`_CHUNK` brackets at a time."""
+    marks = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    values = len(marks)
+    brackets = marks.replace(b",", b"")
+    values -= brackets.count(b"]") + brackets.count(b"}")
+    return _depth(brackets), values
 
 
 def json_depth(data: bytes) -> int:
-    """The deepest nesting of ``[``/``{`` in the JSON text ``data``, brackets inside strings not counted
-    (an unterminated string's brackets are counted: such a text is no JSON anyway). Linear time, no
-    recursion; scratch memory: the text without its strings, and :data:`_CHUNK` brackets at a time."""
-    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    """The deepest nesting of ``[``/``{`` in the JSON text ``data`` (see :func:`json_shape`)."""
+    return json_shape(data)[0]
+
+
+def _depth(brackets: bytes) -> int:
+    """The deepest nesting of a text of brackets only."""
     depth = deepest = 0
     for start in range(0, len(brackets), _CHUNK):
         arr = np.frombuffer(brackets, dtype=np.uint8, count=min(_CHUNK, len(brackets) - start), offset=start)
@@ -54,14 +73,17 @@ def parse_json(data: bytes | str, what: str, max_bytes: int = MAX_JSON_BYTES, ma
     """The JSON value of ``data`` (UTF-8 bytes or text). ``what`` names the input in messages (a file name).
 
     Raises :class:`JSONInputError` (one line) when ``data`` is longer than ``max_bytes``, nests arrays and
-    objects deeper than ``max_depth`` (checked before parsing), is not UTF-8, or is not JSON (including a
+    objects deeper than ``max_depth`` or holds more than :data:`MAX_JSON_VALUES` of them (checked before
+    parsing), is not UTF-8, or is not JSON (including a
     number too long for Python's int conversion). ``NaN``/``Infinity`` are accepted as :mod:`json` does."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     if len(raw) > max_bytes:
         raise JSONInputError(f"{what} is larger than the limit of {max_bytes:,} bytes for a JSON file")
-    depth = json_depth(raw)
+    depth, values = json_shape(raw)
     if depth > max_depth:
         raise JSONInputError(f"{what} nests arrays/objects {depth:,} levels deep; the limit is {max_depth}")
+    if values > MAX_JSON_VALUES:
+        raise JSONInputError(f"{what} holds {values:,} arrays, objects and values; the limit is {MAX_JSON_VALUES:,}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -136,8 +136,8 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
         raise TraceError(f"trace format version {version!r} is not one this geomlab reads (1..{FORMAT_VERSION}); "
                          "a newer file needs a newer geomlab")
     family = meta.get("family")
-    if family not in FAMILIES:
-        raise TraceError(f"unknown trace family {family!r}")
+    if not isinstance(family, str) or family not in FAMILIES:
+        raise TraceError(f"unknown trace family {str(family)[:60]!r}")
     from geomlab.models import kinds
 
     kind = meta.get("kind", "")

@@ -82,7 +82,7 @@ def read_journal(path: str | Path | None):
         yield
     except SweepError:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, AssertionError) as exc:
         if path is None:
             raise
         reason = (str(exc).strip().splitlines() or [""])[0][:200] or type(exc).__name__
