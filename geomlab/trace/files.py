@@ -98,6 +98,22 @@ def save_trace(tr: Trace, path: str | Path | BinaryIO, compress: bool = True) ->
     write_atomic(path, buf.getvalue(), "trace")
 
 
+def _check_arrays(tokens: np.ndarray, data: dict[str, np.ndarray]) -> None:
+    """The arrays' kinds before a trace is built from them: ``tokens`` one row of non-negative integers, the
+    logits real floats with a row per token, every array numbers (non-finite values are allowed: a model that
+    diverged is worth a look). :class:`TraceError` otherwise. Design choice."""
+    if tokens.ndim != 1 or tokens.dtype.kind not in "iu" or (tokens.size and int(tokens.min()) < 0):
+        raise TraceError(f"trace tokens are not one row of non-negative integers ({tokens.dtype}, shape "
+                         f"{tokens.shape})")
+    logits = data["logits"]
+    if logits.dtype.kind != "f" or logits.ndim < 1 or logits.shape[0] != len(tokens):
+        raise TraceError(f"trace logits are not real numbers with a row per token ({logits.dtype}, shape "
+                         f"{logits.shape}, {len(tokens)} tokens)")
+    for name, arr in data.items():
+        if arr.dtype.kind not in "biufc":
+            raise TraceError(f"trace array {name!r} holds {arr.dtype}, not numbers")
+
+
 def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     """Read a trace written by :func:`save_trace`, this version or version 1 (dense ``T x T`` maps; compacted
     on load). The arrays are read by :func:`geomlab.core.zipread.read_npz` within :data:`MAX_TRACE_BYTES`
@@ -152,6 +168,7 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     extras = {k[len("extra."):]: data.pop(k) for k in list(data) if k.startswith("extra.")}
     lens_arrays = {k[len("lens."):]: data.pop(k) for k in list(data) if k.startswith("lens.")}
     tokens = data.pop("tokens")
+    _check_arrays(tokens, data)
     record = {k: v for k, v in data.items()}
     complete = _family_of_v1(record) == family if version == 1 else all(k in record for k in cls.REQUIRED)
     if not complete:
@@ -160,6 +177,10 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     labels = meta.get("labels")
     if not isinstance(labels, list) or len(labels) != len(tokens):
         raise TraceError("trace labels do not match the number of positions")
+    if not all(isinstance(x, str) for x in labels):
+        raise TraceError("trace labels are not all strings")
+    if not isinstance(meta.get("text", ""), str):
+        raise TraceError("trace metadata's text is not a string")
     config, group = meta.get("config") or {}, meta.get("group") or {}
     for key, value in (("config", config), ("group", group)):
         if not isinstance(value, dict):

@@ -91,3 +91,42 @@ def test_a_parameter_budget_of_hundreds_of_digits_is_one_line():
     out = subprocess.run([sys.executable, "-m", "geomlab", "train", "--params", "1" * 400], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 2 and "--params" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("change", ["string logits", "complex logits", "float tokens", "negative tokens",
+                                    "list labels", "dict text"])
+def test_a_trace_with_garbage_contents_is_a_trace_error(tmp_path, change):
+    """Arrays of the wrong kind (text or complex logits, float or negative tokens) and metadata of the wrong
+    type loaded silently; each is a TraceError now. NaN logits still load (a diverged model is worth a look)."""
+    from geomlab.trace import TraceError, load_trace, save_trace
+    from tests.helpers.models import get_trace
+
+    path = tmp_path / "t.npz"
+    save_trace(get_trace("cem"), path)
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["__meta__"]))
+    if change == "string logits":
+        arrays["logits"] = arrays["logits"].astype("U3")
+    elif change == "complex logits":
+        arrays["logits"] = arrays["logits"].astype(np.complex64)
+    elif change == "float tokens":
+        arrays["tokens"] = arrays["tokens"].astype(np.float32)
+    elif change == "negative tokens":
+        arrays["tokens"] = arrays["tokens"] - 100
+    elif change == "list labels":
+        meta["labels"] = [[x] for x in meta["labels"]]
+    else:
+        meta["text"] = {"a": 1}
+    arrays["__meta__"] = np.array(json.dumps(meta))
+    np.savez_compressed(path, **arrays)
+    with pytest.raises(TraceError):
+        load_trace(path)
+    arrays = {k: v for k, v in arrays.items()}
+    good = tmp_path / "nan.npz"
+    save_trace(get_trace("cem"), good)
+    with np.load(good) as z:
+        ok = {k: z[k] for k in z.files}
+    ok["logits"] = np.full_like(ok["logits"], np.nan)
+    np.savez_compressed(good, **ok)
+    assert np.isnan(load_trace(good).logits).all()
