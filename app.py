@@ -46,10 +46,11 @@ st.html("<style>"
         "div[data-testid='stColumn']:has(div.st-key-view-side), "
         "div[data-testid='stColumn']:has(div.st-key-tour-side) {min-width: min(100%, 260px) !important;}"
         # a formula wider than a phone scrolls sideways instead of running off the page; on a phone-wide
-        # window the formulas are set at 0.85em instead of KaTeX's 1.21em (13.6 px), so the views' widest
-        # (Planes, 468 px at 1.21em) fit the ~358 px a 390-px phone leaves and none hides its end unseen
+        # window the formulas are set at 0.8em instead of KaTeX's 1.21em (13.6 px), so the views' widest
+        # (Planes, 468 px at 1.21em) fit the ~324 px a 390-px phone leaves inside "How to read this", and none
+        # hides its end unseen
         ".katex-display {overflow-x: auto; overflow-y: hidden;}"
-        "@media (max-width: 600px) {.katex-display > .katex {font-size: 0.85em;}}"
+        "@media (max-width: 600px) {.katex-display > .katex {font-size: 0.8em;}}"
         "</style>")
 ui.log_to_server()
 ui.warm_up()
