@@ -23,7 +23,6 @@ import threading
 import time
 from typing import Any, Callable, Hashable
 
-import numpy as np
 import streamlit as st
 
 from geomlab.checkpoints import catalog
@@ -33,7 +32,7 @@ from geomlab.core.cache import ByteLRU, shared_cache
 log = logging.getLogger("geomlab.app")
 
 #: Default demo sentence (used when every character is in the checkpoint's vocabulary).
-DEFAULT_TEXT = "ROMEO: But soft, what light through yonder window breaks? It is the east."
+DEFAULT_TEXT = catalog.DEMO_TEXT
 #: Fallback text limit when geomlab.trace does not define one (characters).
 FALLBACK_MAX_CHARS = 2048
 
@@ -183,26 +182,9 @@ def max_chars() -> int:
 
 
 def default_text_for(entry: catalog.CheckpointEntry | None) -> str:
-    """A demo text this checkpoint can read: the card's sample, else :data:`DEFAULT_TEXT` if every
-    character is known, else a deterministic string drawn from the vocabulary. Reads only the JSON (no
-    torch import: this runs on every page, Home included)."""
-    if entry is None:
-        return DEFAULT_TEXT
-    sample = entry.card.get("sample_text")
-    if isinstance(sample, str) and sample:
-        return sample
-    vocab = entry.meta.get("vocab") or {}
-    tokens = [str(t) for t in vocab.get("tokens") or []]
-    unk, level = vocab.get("unk"), vocab.get("level", "char")
-    known = [t for t in tokens if t != unk]
-    if not known:
-        return DEFAULT_TEXT
-    rng = np.random.default_rng(0)
-    if level == "char":
-        if all(c in tokens for c in DEFAULT_TEXT):
-            return DEFAULT_TEXT
-        return "".join(rng.choice(known, size=48))
-    return " ".join(rng.choice(known, size=24))
+    """A demo text this checkpoint can read (:func:`geomlab.checkpoints.catalog.demo_text`; the demo sentence
+    without a checkpoint). Reads only the JSON (no torch import: this runs on every page, Home included)."""
+    return DEFAULT_TEXT if entry is None else catalog.demo_text(entry)
 
 
 def vocab_of(entry: catalog.CheckpointEntry):

@@ -28,30 +28,10 @@ import math
 
 import numpy as np
 
-#: The app's demo sentence (``app_pages._data.DEFAULT_TEXT``; the app layer cannot be imported from here).
-DEFAULT_TEXT = "ROMEO: But soft, what light through yonder window breaks? It is the east."
+from geomlab.checkpoints import catalog
 
-
-def default_text(entry) -> str:
-    """The text a view page opens on for checkpoint listing ``entry``, as the app picks it: the card's
-    ``sample_text``, else :data:`DEFAULT_TEXT` when a character vocabulary knows all of it, else 48 characters
-    (24 words) drawn from the vocabulary with seed 0. Design choice (mirrors ``app_pages._data``)."""
-    sample = entry.card.get("sample_text")
-    if isinstance(sample, str) and sample:
-        return sample
-    vocab = entry.meta.get("vocab") or {}
-    tokens = [str(t) for t in vocab.get("tokens") or []]
-    unk, level = vocab.get("unk"), vocab.get("level", "char")
-    known = [t for t in tokens if t != unk]
-    if not known:
-        return DEFAULT_TEXT
-    rng = np.random.default_rng(0)
-    if level == "char":
-        if all(c in tokens for c in DEFAULT_TEXT):
-            return DEFAULT_TEXT
-        return "".join(rng.choice(known, size=48))
-    return " ".join(rng.choice(known, size=24))
-
+DEFAULT_TEXT = catalog.DEMO_TEXT
+default_text = catalog.demo_text
 
 def _array(a) -> np.ndarray:
     """A trace's array as float64 (plotly's base64 ``{"dtype", "bdata", "shape"}`` decoded; None -> NaN)."""
@@ -181,7 +161,6 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from geomlab.checkpoints import catalog
     from geomlab.teach import views
 
     torch.set_num_threads(1)

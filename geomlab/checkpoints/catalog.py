@@ -532,3 +532,30 @@ def delete_user_checkpoint(ref: str, owner: str | None = None) -> None:
             pass
     forget_owner(entry.path)
 
+
+#: The demo sentence every view opens on when the checkpoint can read it (design choice: Romeo and Juliet,
+#: the Tiny Shakespeare checkpoints' own kind of text).
+DEMO_TEXT = "ROMEO: But soft, what light through yonder window breaks? It is the east."
+
+
+def demo_text(entry: "CheckpointEntry") -> str:
+    """A text checkpoint listing ``entry`` can read: its card's ``sample_text``, else :data:`DEMO_TEXT` when a
+    character vocabulary knows all of it, else 48 characters (24 words) drawn from the vocabulary with seed 0.
+    Reads only the listing's JSON (no model, no torch). Design choice."""
+    import numpy as np
+
+    sample = entry.card.get("sample_text")
+    if isinstance(sample, str) and sample:
+        return sample
+    vocab = entry.meta.get("vocab") or {}
+    tokens = [str(t) for t in vocab.get("tokens") or []]
+    unk, level = vocab.get("unk"), vocab.get("level", "char")
+    known = [t for t in tokens if t != unk]
+    if not known:
+        return DEMO_TEXT
+    rng = np.random.default_rng(0)
+    if level == "char":
+        if all(c in tokens for c in DEMO_TEXT):
+            return DEMO_TEXT
+        return "".join(rng.choice(known, size=48))
+    return " ".join(rng.choice(known, size=24))

@@ -9,7 +9,6 @@ import hashlib
 import io
 import json
 import struct
-import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from geomlab.checkpoints.catalog import CatalogError
 from geomlab.checkpoints.io import CheckpointError
 from geomlab.data import Vocab
 from geomlab.models import build_model
+from helpers.memory import peak as _peak
 
 VOCAB = Vocab.from_text("the quick brown fox jumps over the lazy dog")
 #: Peak Python-traced memory one hostile read may cost (bytes).
@@ -37,16 +37,6 @@ def _save(folder: Path) -> Path:
     return ckpt.save(folder, model, VOCAB, {"corpus": "tiny", "steps": 1}, layout="folder")
 
 
-def _peak(fn) -> tuple[BaseException | None, int]:
-    tracemalloc.start()
-    try:
-        fn()
-        err = None
-    except BaseException as exc:  # noqa: BLE001 - the test inspects it
-        err = exc
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return err, peak
 
 
 def _set_config(folder: Path, raw: bytes) -> None:

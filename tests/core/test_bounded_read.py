@@ -9,7 +9,6 @@ import io
 import json
 import os
 import struct
-import tracemalloc
 import zipfile
 
 import numpy as np
@@ -18,20 +17,11 @@ from hypothesis import given, settings, strategies as st
 
 from geomlab.core import zipread
 from geomlab.core.jsonread import MAX_JSON_DEPTH, JSONInputError, json_depth, parse_json, read_json
+from helpers.memory import peak as _peak
 
 BUDGET = 16 * 2**20
 
 
-def _peak(fn) -> tuple[BaseException | None, int]:
-    tracemalloc.start()
-    try:
-        fn()
-        err = None
-    except BaseException as exc:  # noqa: BLE001 - the test inspects it
-        err = exc
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return err, peak
 
 
 @pytest.mark.parametrize("depth", [200_000, MAX_JSON_DEPTH + 1])

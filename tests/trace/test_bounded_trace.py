@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import struct
-import tracemalloc
 import zipfile
 
 import numpy as np
@@ -17,6 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from geomlab.trace import files as trace_files
 from geomlab.trace.base import TraceError
 from geomlab.trace.files import load_trace, trace_bytes
+from helpers.memory import peak as _peak
 from helpers.models import get_trace
 
 #: Peak Python-traced memory one hostile load may cost (bytes; the arrays themselves are tracked by numpy).
@@ -38,16 +38,6 @@ def _npz(arrays: dict[str, np.ndarray], extra: dict[str, bytes] | None = None) -
     return buf.getvalue()
 
 
-def _peak(fn) -> tuple[BaseException | None, int]:
-    tracemalloc.start()
-    try:
-        fn()
-        err = None
-    except BaseException as exc:  # noqa: BLE001 - the test inspects it
-        err = exc
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return err, peak
 
 
 def _npy_header(descr: str, shape: tuple[int, ...]) -> bytes:
