@@ -87,15 +87,11 @@ def cursor_moves(browser, url: str, moves: int) -> list[float]:
         cursor = page.locator('[data-testid="stSlider"]').filter(has_text="Token cursor").get_by_role("slider")
         out = []
         for _ in range(moves):
-            pos = int(page.get_by_text("cursor at ").first.inner_text().split("cursor at ")[1].split()[0])
+            pos = _cursor(page)
             cursor.focus()
             t0 = time.monotonic()
             cursor.press("ArrowRight")
-            page.get_by_text(f"cursor at {pos + 1} ").first.wait_for(timeout=120_000)
-            _wait_idle(page)
-            page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= {n_charts}",
-                                   timeout=120_000)
-            page.evaluate(IDLE_JS)
+            _until_moved(page, pos, n_charts)
             out.append(time.monotonic() - t0)
             _check(page, url)
             page.wait_for_timeout(500)

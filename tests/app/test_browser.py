@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +21,7 @@ import pytest
 
 from geomlab.live import runner as live
 from geomlab.bench.load import wait_for_health
+from geomlab.bench.load.server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -40,28 +39,6 @@ PAGES = {"": None, "trajectories": "osm-O", "tangents": "osm-O", "attention": "o
          "energy": "cem", "planes": "grassmann", "compare": "osm-O", "checkpoints": None, "train": None}
 CHART = ".js-plotly-plot .main-svg"
 SERVER_INFO: dict = {}  # "log": the server's log file, "env": its environment (set by the server fixture)
-
-
-def chromium_path() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def browser_exe():
-    exe = chromium_path()
-    if exe is None:
-        msg = "Debian's chromium is not installed (apt-get install chromium); the browser test needs it"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(msg + " and CI=true")
-        pytest.skip(msg)
-    pytest.importorskip("playwright.sync_api")
-    return exe
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,6 @@ written to ``test-artifacts/live_chart_click.txt``). Without chromium the test i
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from geomlab.bench.load import wait_for_health
+from geomlab.bench.load.server import free_port
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,24 +50,6 @@ st.text("result " + json.dumps({{"runs": st.session_state.runs, "click": click, 
 def z_at(shift: int, row: int, col: int) -> int:
     """The script's heatmap value at (row, col) after ``shift`` clicks: ``row * 4 + col + shift``."""
     return row * len(XS) + col + shift
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def browser_exe():
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        msg = "Debian's chromium is not installed (apt-get install chromium); the browser test needs it"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(msg + " and CI=true")
-        pytest.skip(msg)
-    pytest.importorskip("playwright.sync_api")
-    return exe
 
 
 @pytest.fixture(scope="module")
