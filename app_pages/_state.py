@@ -336,7 +336,7 @@ def init_state() -> None:
                 continue
             if (key in _INT_KEYS and key not in (K_STEPS, K_STEPS_B) and value < 0
                     or key in (K_STEPS, K_STEPS_B) and value < 1):
-                need = ("at least 1" if key in (K_STEPS, K_STEPS_B) else "a position ≥ 0" if key == K_POS
+                need = ("at least 1" if key in (K_STEPS, K_STEPS_B) else "a position ≥ 0" if key in (K_POS, K_PATCH_AT)
                         else f"a {url_key} ≥ 0")
                 notes.append(f"Ignored the link's {url_key}={quoted(qp[url_key])}: it must be {need}.")
                 continue  # left at its default, so the URL is normalised at the end of this run

@@ -38,8 +38,8 @@ def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], 
         ds = out.surprisal_change_bits()
         where, total = (("from the cursor on", ds[pos:].sum()) if out.position is not None
                         else ("over the whole text", ds.sum()))
-        line = (f"{md_escape(out.what)}: KL at the cursor {kl[pos]:.3f} bits, largest {kl.max():.3f} bits; the "
-                f"real text's surprisal {total:+.2f} bits {where}.")
+        line = (f"{md_escape(out.what)}: KL at the cursor {kl[pos]:.3g} bits, largest {kl.max():.3g} bits; the "
+                f"real text's surprisal {total:+.3g} bits {where}.")
         try:
             ghost = whatif_geometry(out, layer=int(controls.get("layer") or 0))
         except FigureError:
@@ -88,11 +88,13 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
     else:
         cols[0].markdown(f"**{spec.label[:1].upper() + spec.label[1:]}**")
     size = ss.get(state.K_WI_SIZE)
-    if size is None or not spec.lo <= size <= spec.hi:
-        if size is not None:
-            st.info(f"What if: size {size:g} is outside {spec.lo:g}..{spec.hi:g}; set to its default.",
-                    icon=":material/tune:")
+    if size is None:
         size = float(spec.default if spec.name != "energy_steps" else catalog.neutral_size(spec.name, ck.model) + 2)
+    elif not spec.lo <= size <= spec.hi:  # as the other controls do: the nearest end, said so
+        near = min(max(size, spec.lo), spec.hi)
+        st.warning(f"What if: size {size:g} is outside {spec.lo:g}..{spec.hi:g}; showing {near:g} instead.",
+                   icon=":material/tune:")
+        size = near
     ss[state.K_WI_SIZE] = ss["w_whatif_size"] = float(min(max(size, spec.lo), spec.hi))
     cols[1].slider(f"{spec.size_label} ({spec.unit})" if spec.unit else spec.size_label, float(spec.lo),
                    float(spec.hi), step=float(spec.step), key="w_whatif_size", help=spec.help,

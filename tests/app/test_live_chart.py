@@ -22,6 +22,7 @@ import pytest
 
 from geomlab.bench.load import wait_for_health
 from geomlab.bench.load.server import free_port
+from helpers.browser import browser_exe  # noqa: F401 (a fixture)
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]

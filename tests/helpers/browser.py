@@ -1,4 +1,4 @@
-"""Fixtures shared by the app's real-browser tests."""
+"""The chromium fixture of the real-browser tests (imported by the test modules that drive a browser)."""
 
 from __future__ import annotations
 
