@@ -1,6 +1,9 @@
 // One Plotly figure drawn in place: the first run draws it (Plotly.newPlot), every later run with new data
 // updates the same <div> (Plotly.react), and a click on a point is sent back to Python as the trigger
 // "click". plotly.js is loaded once per browser page, from the URL Python passes in `data.plotly`.
+// The figure comes in two JSON strings, its traces (`data.figure.data`) and the rest (`data.figure.layout`):
+// traces that did not change are neither parsed again nor diffed (Plotly.react gets the same objects), so a
+// cursor moved within a figure's window redraws only its layout (the cursor's mark).
 
 const LOADING = "__geomlabPlotlyLoading";
 
@@ -53,15 +56,17 @@ function themeOf(host) {
            sequential: list("--st-chart-sequential-colors"), diverging: list("--st-chart-diverging-colors") };
 }
 
-function themed(figureJson, t) {
+function swapper(t) {
   const swap = { "#000032": t.greys.green, "#000033": t.greys.red, "#000034": t.greys.blue,
                  "#000035": t.greys.grid, "#000036": t.greys.text, "#000037": t.greys.legend, "#000038": t.bg,
                  "#000039": "rgba(128,132,149,0.05)", "#000040": "transparent" };
   [t.categorical, t.sequential, t.diverging].forEach((colors, k) => colors.forEach((c, i) => {
     swap["#0000" + String(10 * k + i + 1).padStart(2, "0")] = c;
   }));
-  const fig = JSON.parse(figureJson.replace(/#0000[0-4]\d/g, (m) => swap[m] || m));
-  const layout = (fig.layout = fig.layout || {});
+  return (json) => JSON.parse(json.replace(/#0000[0-4]\d/g, (m) => swap[m] || m));
+}
+
+function themedLayout(layout, t) {
   const template = (layout.template = layout.template || {});
   const g = t.greys;
   const axisTitle = { font: { color: g.text, size: 14 } };
@@ -86,7 +91,7 @@ function themed(figureJson, t) {
   if (layout.title && typeof layout.title === "object" && typeof layout.title.text === "string") {
     layout.title = { ...layout.title, text: "<b>" + layout.title.text + "</b>" };
   }
-  return fig;
+  return layout;
 }
 
 function merge(into, from) {
@@ -128,20 +133,32 @@ export default function (component) {
   state.queue = state.queue.then(async () => {
     if (state.latest !== data) return;  // a newer run superseded this one before it was drawn
     const Plotly = await loadPlotly(data.plotly);
-    const fig = themed(data.figure, themeOf(parentElement));
-    plot.style.height = (fig.layout.height || 450) + "px";
+    const t = themeOf(parentElement);
+    const theme = JSON.stringify(t);
+    const config = JSON.stringify(data.config);
+    const same = state.drawn && state.theme === theme && state.config === config && state.maxWidth === data.max_width;
+    if (same && state.dataJson === data.figure.data && state.layoutJson === data.figure.layout) return;
+    const parse = swapper(t);
+    if (!same || state.dataJson !== data.figure.data) {
+      state.traces = parse(data.figure.data);  // new objects only when the traces changed
+      state.dataJson = data.figure.data;
+    }
+    const layout = themedLayout(parse(data.figure.layout).layout || {}, t);
+    state.layoutJson = data.figure.layout;
+    plot.style.height = (layout.height || 450) + "px";
     plot.style.maxWidth = data.max_width ? data.max_width + "px" : "";  // a fixed width, at most the container's
-    delete fig.layout.width;  // the width is the <div>'s, followed on resize
-    fig.layout.autosize = true;
+    delete layout.width;  // the width is the <div>'s, followed on resize
+    layout.autosize = true;
     if (!state.drawn) {
-      await Plotly.newPlot(plot, fig.data, fig.layout, data.config);
+      await Plotly.newPlot(plot, state.traces, layout, data.config);
       state.drawn = true;
       plot.on("plotly_click", (ev) => { const c = clicked(ev); if (c) state.send("click", c); });
       state.resize = new ResizeObserver(() => { if (plot.isConnected) Plotly.Plots.resize(plot); });
       state.resize.observe(plot);
     } else {
-      await Plotly.react(plot, fig.data, fig.layout, data.config);
+      await Plotly.react(plot, state.traces, layout, data.config);
     }
+    Object.assign(state, { theme, config, maxWidth: data.max_width });
   }).catch((err) => console.error("geomlab live chart:", err));
   return () => {
     if (state.resize) state.resize.disconnect();

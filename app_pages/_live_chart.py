@@ -57,11 +57,18 @@ def _plotly_url() -> str:
     return "/" + (base + "/" if base else "") + f"component/{name}/plotly.min.js"
 
 
-def figure_json(fig: go.Figure) -> str:
-    """The figure as Plotly JSON, exactly as ``st.plotly_chart`` writes it (``plotly.io.to_json`` without
-    validation; the "streamlit" template Streamlit makes Plotly's default is kept, its placeholder colours are
-    replaced in the browser). Design choice."""
-    return pio.to_json(fig, validate=False)
+def figure_json(fig: go.Figure) -> dict[str, str]:
+    """The figure as Plotly JSON, in two parts: ``{"data": traces, "layout": the rest}`` (layout, frames),
+    each exactly as ``st.plotly_chart`` writes it (``plotly.io``'s encoder, no validation; the "streamlit"
+    template Streamlit makes Plotly's default is kept, its placeholder colours are replaced in the browser).
+    Two parts so that the browser parses and diffs the traces only when they change: a cursor moved within
+    a figure's window changes its layout (the cursor's mark) and keeps its data. Design choice."""
+    from plotly.io._utils import validate_coerce_fig_to_dict
+    from plotly.io.json import to_json_plotly
+
+    d = validate_coerce_fig_to_dict(fig, False)
+    return {"data": to_json_plotly(d.get("data", [])),
+            "layout": to_json_plotly({k: v for k, v in d.items() if k != "data"})}
 
 
 def clicked(key: str) -> dict | None:

@@ -269,6 +269,17 @@ def render_view(slug: str) -> None:
     with st.sidebar:
         entry = ui.checkpoint_picker(kinds=view.kinds, only=True)
     text = ui.text_box(entry)
+    view_body(slug, entry, text)
+
+
+@st.fragment
+def view_body(slug: str, entry: Any, text: str) -> None:
+    """Everything of a view page under its title and sidebar: the controls row, the charts, the side column,
+    what-if, the link and downloads. A Streamlit fragment: a click on a chart or a token, the cursor, the
+    layer and every control here rerun this part only (the sidebar, the text box and the page frame stay as
+    they are), then write the new state to the URL. Another checkpoint or text reruns the page, which calls
+    it with them. Design choice (a cursor move costs the charts, not the page)."""
+    view = views.VIEWS[slug]
     t0 = time.perf_counter()
     with ui.guard("Tracing the text"), rendering():
         tokens = ui.check_text(entry, text, hint=ui.TEXT_HINT)
@@ -318,3 +329,13 @@ def render_view(slug: str) -> None:
                        "every array behind these figures (geomlab.trace.load_trace reads it back); the JSON "
                        "holds the 256 positions around the cursor, for tools that do not read .npz.")
             ui.trace_downloads(tr, stem=f"{entry.name}-{slug}", cursor=pos)
+    if _in_fragment_rerun():
+        state.sync_query_params(slug)  # (a whole run does it in app.py, after the page)
+
+
+def _in_fragment_rerun() -> bool:
+    """Whether this script run reruns a fragment only (Streamlit's run context knows)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return bool(ctx and getattr(ctx, "fragment_ids_this_run", None))

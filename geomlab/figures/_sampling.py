@@ -87,11 +87,16 @@ def check_index(name: str, index: int, size: int) -> int:
 
 
 def window(n: int, cursor: int | None = None, size: int = WINDOW) -> np.ndarray:
-    """The positions a per-position figure draws: ``min(n, size)`` consecutive positions (sorted int64),
-    ``[cursor - size // 2, cursor - size // 2 + size)`` shifted inwards at the ends of the text so it stays
-    ``size`` long; the last ``size`` positions when ``cursor`` is None; all ``n`` when ``n <= size``. Never
-    every k-th position: a long text is read through this window and its overview (design choice).
-    Raises :class:`FigureError` for ``size < 1`` or a cursor outside ``0..n-1``."""
+    """The positions a per-position figure draws: ``min(n, size)`` consecutive positions (sorted int64) that
+    hold the cursor with at least ``size // 4`` positions on each side (unless an end of the text is nearer);
+    the last ``size`` positions when ``cursor`` is None; all ``n`` when ``n <= size``. Never every k-th
+    position: a long text is read through this window and its overview.
+
+    The window moves in steps of ``size // 2``: its start is a multiple of ``size // 2`` (or ``n - size`` at the
+    end of the text), the first one that leaves ``size // 4`` positions before the cursor. So a cursor moved
+    within the middle half keeps the window, and a figure's data with it: only the cursor's mark changes,
+    which the app draws in place (design choice). Raises :class:`FigureError` for ``size < 1`` or a cursor
+    outside ``0..n-1``."""
     if isinstance(size, bool) or int(size) < 1:
         raise FigureError(f"window size must be at least 1 position, got {size!r}")
     size = int(size)
@@ -102,7 +107,8 @@ def window(n: int, cursor: int | None = None, size: int = WINDOW) -> np.ndarray:
     else:
         if not 0 <= int(cursor) < n:
             raise FigureError(f"cursor {cursor} out of range: the trace has {n} positions")
-        lo = min(max(int(cursor) - size // 2, 0), n - size)
+        step = max(size // 2, 1)
+        lo = min(max((int(cursor) - size // 4) // step * step, 0), n - size)
     return np.arange(lo, lo + size, dtype=np.int64)
 
 

@@ -57,9 +57,7 @@ def _square_map(tr: Trace, idx: np.ndarray, cursor: int | None, z: np.ndarray, s
     columns = keys, its colour bar beside it; the cursor's row boxed."""
     cats = category_labels(tr.labels, idx)
     heat = {"type": "heatmap", "z": z, "x": cats, "y": cats, "colorscale": scale, "zmin": zmin, "zmax": zmax,
-            "name": name, "hoverongaps": False,
-            # customdata[i][j] = [query position, key position] of the cell: clicks map to positions
-            "customdata": np.stack(np.broadcast_arrays(idx[:, None], idx[None, :]), axis=-1).astype(np.int32),
+            "name": name, "hoverongaps": False,  # a click reads its row (the query) from the label (click="row")
             # the map is square, so narrower than the plot area is tall once the figure is narrow: top-aligned
             # (constraintoward="top" below) with a half-height colour bar from its top edge; no colour-bar
             # title (the figure's title names the quantity)
@@ -81,7 +79,7 @@ def _square_map(tr: Trace, idx: np.ndarray, cursor: int | None, z: np.ndarray, s
     return finish(fig, title, cap, view, height=520)
 
 
-@figure(click="position", label="attention weights map", applies=has_attention, controls=("layer", "head"), wide=False,
+@figure(click="row", label="attention weights map", applies=has_attention, controls=("layer", "head"), wide=False,
         explain=Explanation(
     r"\alpha_{ij} = \operatorname{softmax}_{j\le i} S_{ij}",
     "Rows are query positions, columns key positions; colour = the weight each query puts on each earlier key (a "
@@ -101,8 +99,8 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
             text no longer than it; :func:`~geomlab.figures._sampling.window`).
 
     Only the rows drawn are computed (``Trace.attention_rows``), so a long trace never forms its ``T x T``
-    matrices. Traces: one ``weights`` heatmap; masked entries are NaN; ``customdata[i][j]`` is the cell's
-    ``[query, key]`` position pair. Raises :class:`FigureError` if the
+    matrices. Traces: one ``weights`` heatmap; masked entries are NaN; the category labels start with the
+    positions (a click reads its row). Raises :class:`FigureError` if the
     trace has no attention or an index is out of range. Source: Nunley, arXiv 2602.18417 (the weights);
     design choice.
     """
@@ -124,7 +122,7 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
                        "attention_maps")
 
 
-@figure(click="position", label="state similarity map", applies=lambda tr: is_osm(tr) and bool(getattr(tr, "has_similarity", False)),
+@figure(click="row", label="state similarity map", applies=lambda tr: is_osm(tr) and bool(getattr(tr, "has_similarity", False)),
         controls=("layer",), wide=False, explain=Explanation(
     r"\mathrm{Re}\,\mathrm{tr}(H_i^* H_j) \in [-d, d]",
     "Rows are query positions, columns key positions; colour = how alike the two states on the group are (red "

@@ -107,7 +107,7 @@ def figure(*, label: str, applies: Callable[[Any], bool], explain: Explanation, 
     return declare
 
 
-CLICKS = ("position", "layer_head")
+CLICKS = ("position", "row", "layer_head")
 """The ways a figure's click can be read (:attr:`FigureSpec.click`)."""
 
 
@@ -119,6 +119,9 @@ def click_target(rule: str | None, click: dict | None, n_heads: int = 1) -> dict
     * ``"position"``: ``{"position": p}``: the point's ``customdata`` when it is a number, or the first
       number of a list (a position x position map's cell carries ``[row, column]``: the row, the query, is
       the position), else its ``x`` (a number, or a category label that starts with the position, ``"12 'a'"``);
+    * ``"row"``: ``{"position": p}`` of the clicked row of a map whose rows are positions (a position x position
+      map: the row is the query), read from its ``y``: a number, or a category label that starts with the
+      position (such a map carries no per-cell ``customdata``: half its JSON);
     * ``"layer_head"``: ``{"layer": l, "head": h}`` of the clicked panel, the ``curve``-th of a grid of
       ``n_heads`` panels per layer, layer by layer.
 
@@ -132,16 +135,23 @@ def click_target(rule: str | None, click: dict | None, n_heads: int = 1) -> dict
             layer, head = divmod(k, n_heads)
             return {"layer": int(layer), "head": int(head)}
         return {}
+    if rule == "row":
+        return _number_or_label(click.get("y"))
     cd = click.get("customdata")
     if isinstance(cd, (list, tuple)) and cd:
         cd = cd[0]
     if isinstance(cd, (int, float)) and not isinstance(cd, bool) and np.isfinite(cd) and float(cd).is_integer():
         return {"position": int(cd)}
-    x = click.get("x")
-    if isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x):
-        return {"position": int(round(x))}
-    if isinstance(x, str):
-        m = re.match(r"\s*(\d+)", x)
+    return _number_or_label(click.get("x"))
+
+
+def _number_or_label(v: Any) -> dict[str, int]:
+    """``{"position": p}`` from an axis value: a finite number (rounded), or a category label that starts with
+    the position (``"12 'a'"``); ``{}`` otherwise."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v):
+        return {"position": int(round(v))}
+    if isinstance(v, str):
+        m = re.match(r"\s*(\d+)", v)
         if m:
             return {"position": int(m.group(1))}
     return {}

@@ -269,13 +269,7 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
                   margin={"t": 95})
 
 
-def _position_pairs(idx: np.ndarray) -> np.ndarray:
-    """``[len(idx), len(idx), 2]`` int32: the (row, column) positions of each cell of a position x position
-    map, its ``customdata`` (clicks map to positions)."""
-    return np.stack(np.broadcast_arrays(idx[:, None], idx[None, :]), axis=-1).astype(np.int32)
-
-
-@figure(click="position", label="plane similarity", applies=is_grassmann, controls=("layer", "slot"), wide=False, default=False,
+@figure(click="row", label="plane similarity", applies=is_grassmann, controls=("layer", "slot"), wide=False, default=False,
         explain=Explanation(
     r"\lvert\langle \hat p_t, \hat p_s \rangle\rvert = \cos\theta_1\cos\theta_2",
     "How alike the planes at two positions are (1 = the same plane).",
@@ -287,8 +281,8 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     """Position x position map ``|<p̂_t, p̂_s>| = cos θ1 cos θ2`` of the normalised Plücker vectors of one
     layer/slot (Zhang, arXiv 2512.19428): 1 = same plane, 0 = a plane orthogonal in some direction.
     Symmetric, no causal mask; blank where a plane is missing; the window of ``size`` positions around the
-    cursor (:func:`~geomlab.figures._sampling.window`). Traces: one heatmap ``"similarity"``,
-    ``customdata[i][j]`` = the cell's ``[t, s]`` positions."""
+    cursor (:func:`~geomlab.figures._sampling.window`). Traces: one heatmap ``"similarity"`` whose category
+    labels start with the positions (a click reads its row)."""
     tr = _gr(tr)
     layer = check_index("layer", layer, tr.n_layers)
     slot = check_slot(tr, slot)
@@ -302,7 +296,7 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     cats = category_labels(tr.labels, idx)
     fig = FigureBuilder([dict(type="heatmap",
         z=S, x=cats, y=cats, colorscale=SEQUENTIAL, zmin=0, zmax=1, name="similarity",
-        hoverongaps=False, customdata=_position_pairs(idx), colorbar={"title": {"text": "|⟨p̂<sub>t</sub>, p̂<sub>s</sub>⟩|"}},
+        hoverongaps=False, colorbar={"title": {"text": "|⟨p̂<sub>t</sub>, p̂<sub>s</sub>⟩|"}},
         hovertemplate="t = %{y}<br>s = %{x}<br>|⟨p̂<sub>t</sub>, p̂<sub>s</sub>⟩| = %{z:.4f}<extra></extra>")])
     # constrain="domain": the axes shrink to the square matrix (ticks right under it, no padding)
     fig.update_xaxes(title_text="position s (token)", type="category", nticks=8, showgrid=False,
@@ -325,7 +319,7 @@ def plane_similarity(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: 
     return finish(fig, f"Plane similarity (layer {layer}, Δ={D})", cap, "plane_similarity", height=560)
 
 
-@figure(click="position", label="Plücker coordinates", applies=is_grassmann, controls=("layer", "slot"), wide=False,
+@figure(click="row", label="Plücker coordinates", applies=is_grassmann, controls=("layer", "slot"), wide=False,
         explain=Explanation(
     r"\hat p_{ij}(t),\ 0 \le i < j < r",
     "The normalised Plücker coordinates of the plane at each position; colour = value and sign.",
@@ -335,8 +329,8 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
                     size: int = WINDOW) -> Chart:
     """The normalised Plücker vectors of one layer/slot as a strip: rows = positions, columns = the
     P = r(r-1)/2 coordinates p_ij (i < j, lexicographic); signed diverging scale in [-1, 1]; blank rows
-    where masked; the window of ``size`` positions around the cursor. Traces: one heatmap ``"plucker"``,
-    ``customdata[i][k]`` = row i's position."""
+    where masked; the window of ``size`` positions around the cursor. Traces: one heatmap ``"plucker"`` whose
+    row labels start with the positions (a click reads its row)."""
     tr = _gr(tr)
     layer = check_index("layer", layer, tr.n_layers)
     slot = check_slot(tr, slot)
@@ -349,9 +343,7 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
     names = [f"p{i}{j}" if r <= 10 else f"p{i},{j}" for i, j in zip(I.tolist(), J.tolist())]
     cats = category_labels(tr.labels, idx)
     fig = FigureBuilder([dict(type="heatmap", z=p, x=names, y=cats, colorscale=DIVERGING, zmin=-1, zmax=1, zmid=0,
-                                              name="plucker", hoverongaps=False,
-                                              # customdata[i][k] = the row's position: clicks map to it
-                                              customdata=np.broadcast_to(idx[:, None], p.shape).astype(np.int32),
+                                              name="plucker", hoverongaps=False,  # a click reads its row label
                                               colorbar={"title": {"text": "p̂<sub>ij</sub>"}, "thickness": 12},
                                               hovertemplate="position %{y}<br>%{x} = %{z:.4f}<extra></extra>")])
     # thinned ticks (a half-width chart; every coordinate and position named on hover)

@@ -48,6 +48,9 @@ def test_a_click_reads_as_the_position_or_the_panel_it_stands_for():
     assert click_target("position", {"x": "rank"}) == {}
     assert click_target("position", {"x": None, "customdata": "a token"}) == {}
     assert click_target(None, {"x": 3}) == {} and click_target("position", None) == {}
+    assert click_target("row", {"x": "3 'a'", "y": "7 'b'", "point": [7, 3]}) == {"position": 7}
+    assert click_target("row", {"x": 3, "y": 9.0}) == {"position": 9}
+    assert click_target("row", {"x": 3, "y": "p01"}) == {} and click_target("row", {"x": 3}) == {}
     assert click_target("layer_head", {"curve": 7}, n_heads=4) == {"layer": 1, "head": 3}
     assert click_target("layer_head", {"curve": None}, n_heads=4) == {}
 
@@ -58,9 +61,10 @@ def test_every_click_rule_is_a_known_one_and_linked_figures_carry_positions():
     from geomlab.figures.catalog import CLICKS
 
     assert all(spec.click in (None, *CLICKS) for spec in figures.FIGURES.values())
-    for name in ("attention_maps", "similarity_map", "distance_profile", "tangent_heatmap", "plane_distances",
-                 "lens_heatmap", "energy_tokens", "plucker_heatmap"):
+    for name in ("distance_profile", "tangent_heatmap", "plane_distances", "lens_heatmap", "energy_tokens"):
         assert figures.FIGURES[name].click == "position", name
+    for name in ("attention_maps", "similarity_map", "plane_similarity", "plucker_heatmap"):  # rows = positions
+        assert figures.FIGURES[name].click == "row", name
     assert figures.FIGURES["attention_overview"].click == "layer_head"
 
 

@@ -14,6 +14,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from geomlab import figures
+from geomlab.figures.catalog import click_target
 from geomlab.teach import views
 from geomlab.figures import Chart, FigureError, _chart, _style, _sampling
 from geomlab.trace import BaselineTrace, CEMTrace, OSMTrace, encode_text, from_record, trace
@@ -432,15 +433,17 @@ def test_attention_of_a_long_trace_is_the_window_around_the_cursor():
     tr = from_record({"logits": np.zeros((n, 3)), "attention": att}, "transformer", np.zeros(n, int))
     view = figures.attention_maps(tr, cursor=333, size=100)
     z = _by_name(view.figure, "weights")
-    assert list(z.x) == [f"{i} '#0'" for i in range(283, 383)] and list(z.x) == list(z.y)
+    assert list(z.x) == [f"{i} '#0'" for i in range(300, 400)] and list(z.x) == list(z.y)  # from a multiple of 50
     ci = list(z.y).index("333 '#0'")
     assert view.figure.layout.shapes[0].y0 == ci - 0.5  # the cursor row, by category index
-    assert "Positions 283–382 of 700 at full resolution" in view.caption
+    assert "Positions 300–399 of 700 at full resolution" in view.caption
     w = np.asarray(z.z, dtype=float)
     lower = np.tril(np.ones((100, 100), bool))
-    np.testing.assert_allclose(w[lower], att[0, 0, 283:383, 283:383][lower], atol=1e-6)
-    cd = np.asarray(z.customdata)  # the cell's [query, key] positions
-    assert cd.shape == (100, 100, 2) and (cd[5, 7] == [288, 290]).all()
+    np.testing.assert_allclose(w[lower], att[0, 0, 300:400, 300:400][lower], atol=1e-6)
+    # a click on a cell reads its row, the query, from the label (no per-cell customdata)
+    assert z.customdata is None
+    assert figures.FIGURES["attention_maps"].click == "row"
+    assert click_target("row", {"x": z.x[7], "y": z.y[5], "point": [5, 7]}) == {"position": 305}
 
 
 # --------------------------------------------------------------------------------------------- CEM energy
@@ -743,12 +746,12 @@ def test_long_traces_show_the_window_and_frames_inside_it():
     tr = _random_so3_trace(n)
     circle = figures.phase_circle(tr, cursor=777, animate=True)
     frames = [int(f.name) for f in circle.figure.frames]
-    assert frames == list(range(777 - _sampling.MAX_FRAMES // 2, 777 + _sampling.MAX_FRAMES // 2))
-    assert "Frames: positions 729–824." in circle.caption
+    assert frames == list(range(720, 720 + _sampling.MAX_FRAMES))  # 96 frames from a multiple of 48
+    assert "Frames: positions 720–815." in circle.caption
     timeline = figures.phase_timeline(tr, cursor=777)
     x = _line_points(timeline.figure.data[0])[0]
-    assert list(x) == list(range(713, 841))  # 128 consecutive positions, the cursor 64 from the left
-    assert f"Positions 713–840 of {n:,} at full resolution" in timeline.caption
+    assert list(x) == list(range(704, 832))  # 128 consecutive positions from a multiple of 64, the cursor inside
+    assert f"Positions 704–831 of {n:,} at full resolution" in timeline.caption
     heat = figures.tangent_heatmap(tr, cursor=0).figure
     assert list(heat.data[0].x) == list(range(_sampling.WINDOW))  # shifted inwards at the start
 
@@ -756,15 +759,23 @@ def test_long_traces_show_the_window_and_frames_inside_it():
 @given(n=st.integers(1, 5000), size=st.integers(1, 300), c=st.integers(0, 4999), last=st.booleans())
 def test_window_property(n, size, c, last):
     """The window: min(n, size) consecutive positions inside 0..n-1, with the cursor (the last position
-    without one), the cursor as central as the ends of the text allow."""
+    without one), at least size // 4 positions from either edge unless an end of the text is nearer, starting
+    at a multiple of size // 2 unless it ends the text; a cursor moved within its middle keeps it."""
     c = None if last else c % n
     idx = _sampling.window(n, c, size)
     assert len(idx) == min(n, size) and idx[0] >= 0 and idx[-1] <= n - 1
     assert np.all(np.diff(idx) == 1)
     want = n - 1 if c is None else c
     assert want in idx
-    if c is not None and n > size:  # centred: size // 2 before the cursor unless an end of the text is near
-        assert idx[0] == min(max(c - size // 2, 0), n - size)
+    if c is not None and n > size:
+        step, q = max(size // 2, 1), size // 4
+        assert idx[0] % step == 0 or idx[0] == n - size
+        assert c - idx[0] >= min(q, c) and idx[-1] - c >= min(q - 1, n - 1 - c)
+        # the latest such start: one step later would leave fewer than q positions before the cursor
+        assert idx[0] == n - size or idx[0] + step > c - q
+        if 0 < idx[0] < n - size:  # a cursor anywhere in the middle half keeps this window
+            for c2 in (idx[0] + q, idx[0] + q + step - 1):
+                assert _sampling.window(n, c2, size)[0] == idx[0]
     with pytest.raises(FigureError):
         _sampling.window(n, c, 0)
 
@@ -970,7 +981,7 @@ def test_pca_equals_the_full_svd_on_long_traces(d):
     np.testing.assert_allclose(ratio, ref_ratio, rtol=1e-6)
     fig = figures.pca_trajectory(tr, cursor=1000).figure
     # fitted on every position, the window drawn: exactly the coordinates of those positions
-    np.testing.assert_allclose(np.asarray(fig.data[0].x, dtype=float), coords[936:1064, 0], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(fig.data[0].x, dtype=float), coords[960:1088, 0], rtol=1e-6)
     assert f"PC1 {ref_ratio[0]:.1%}" in fig.layout.title.text
 
 
@@ -1012,7 +1023,7 @@ def test_long_traces_show_the_window_and_say_so():
     """At the 2,048-character limit every per-position view draws at most the WINDOW positions around the
     cursor (1,170-1,297 for the cursor 1,234) and its caption names them."""
     cursor = 1234
-    lo, hi = 1170, 1297
+    lo, hi = 1152, 1279  # the window from a multiple of 64 that holds the cursor 32 in
     for name, tr in _long_traces().items():
         assert tr.n_positions == _LONG
         charts = views.all_figures(tr, cursor=cursor)

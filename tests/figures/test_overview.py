@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 
 from geomlab import figures
+from geomlab.figures.catalog import click_target
 from geomlab.figures import FigureError, _sampling
 from geomlab.trace import encode_text, from_record, trace
 from helpers.models import MODELS, TEXT, VOCAB, small_model
 
 N = 2000
 CURSOR = 1000
-LO, HI = CURSOR - _sampling.WINDOW // 2, CURSOR + _sampling.WINDOW // 2 - 1  # 936..1063
+LO = _sampling.window(2 * CURSOR, CURSOR)[0]  # the window from a multiple of WINDOW // 2: 960..1087
+HI = LO + _sampling.WINDOW - 1
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +49,8 @@ def test_the_attention_map_is_the_window(long_trace):
     want = [f"{p} '{tr.labels[p]}'" for p in range(LO, HI + 1)]
     assert list(heat["x"]) == want and list(heat["y"]) == want
     assert _note() in cap
-    cd = np.asarray(heat["customdata"])
-    assert (cd[..., 0] == np.arange(LO, HI + 1)[:, None]).all() and (cd[..., 1] == np.arange(LO, HI + 1)).all()
+    assert "customdata" not in heat  # a click reads the row's label (click="row")
+    assert [click_target("row", {"y": y})["position"] for y in heat["y"]] == list(range(LO, HI + 1))
     # the exact weights, normalised over every earlier key (not only those in the window)
     full = tr.attention_rows(1, np.arange(LO, HI + 1))[:, LO:HI + 1]
     z = np.asarray(heat["z"], dtype=float)

@@ -27,8 +27,14 @@ def _chart(node: Any) -> Chart | None:
         return Chart(node.key, node.proto.spec, node.proto.config, node)
     if node.type == "bidi_component" and node.proto.component_name == LIVE_CHART:
         data = json.loads(node.proto.json)
-        return Chart(node.key, data["figure"], json.dumps(data["config"]), node)
+        return Chart(node.key, _joined(data["figure"]), json.dumps(data["config"]), node)
     return None
+
+
+def _joined(parts: dict) -> str:
+    """The live chart's two JSON texts (traces, the rest) as one figure's JSON text."""
+    rest = parts["layout"].strip()
+    return '{"data":' + parts["data"] + ("," + rest[1:] if rest != "{}" else "}")
 
 
 def charts(where: Any) -> list[Chart]:
