@@ -84,7 +84,7 @@ class RedisStore(RoomStore):
 
     def _live(self, code: str, found: list) -> None:
         """Raise :class:`RoomError` unless ``found`` (``[digest or expires, ...]`` of an HMGET) is a live room."""
-        if found[0] is None or float(found[-1]) <= self.clock():
+        if found[0] is None or found[-1] is None or float(found[-1]) <= self.clock():
             raise RoomError(f"no open room {code} (it was closed or expired)")
 
     def open(self, state: RoomState | None = None) -> tuple[str, str]:
@@ -98,17 +98,24 @@ class RedisStore(RoomStore):
             self._r.zremrangebyscore(ROOMS, "-inf", now)
             if self._r.zcard(ROOMS) >= MAX_ROOMS:
                 raise RoomError(f"the rooms store holds {MAX_ROOMS} open rooms; try again later")
-            while True:
+            while True:  # a code already taken (about 1 in 10^12 per open room) draws again
                 code = new_code()
-                room = {"digest": token_digest(token), "state": state.to_json(), "version": state.version,
-                        "expires": now + self.ttl_s}
-                if self._r.hsetnx(PREFIX + code, "digest", room["digest"]):
+                key = PREFIX + code
+                taken: list[bool] = []
+
+                def create(pipe: Any) -> None:
+                    if pipe.exists(key):
+                        taken.append(True)
+                        return
+                    pipe.multi()
+                    pipe.hset(key, mapping={"digest": token_digest(token), "state": state.to_json(),
+                                            "version": state.version, "expires": now + self.ttl_s})
+                    pipe.expire(key, self._keep())
+                    pipe.zadd(ROOMS, {code: now + self.ttl_s})
+
+                self._r.transaction(create, key)
+                if not taken:
                     break
-            pipe = self._r.pipeline()
-            pipe.hset(PREFIX + code, mapping=room)
-            pipe.expire(PREFIX + code, self._keep())
-            pipe.zadd(ROOMS, {code: now + self.ttl_s})
-            pipe.execute()
         return code, token
 
     def state(self, code: str) -> RoomState:

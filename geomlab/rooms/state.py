@@ -13,7 +13,8 @@ import hmac
 import json
 import re
 import secrets
-from dataclasses import asdict, dataclass, field, fields, replace
+import types
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 #: Crockford's base-32 alphabet: digits and capitals without I, L, O and U (no 0/O or 1/I/L confusion).
@@ -124,7 +125,7 @@ def _text(value: Any, name: str, cap: int) -> str:
     return value
 
 
-def _controls(value: Any) -> dict[str, Any]:
+def _controls(value: Any) -> Mapping[str, Any]:
     if not isinstance(value, Mapping) or len(value) > MAX_CONTROLS:
         raise RoomError(f"controls must be a dict of at most {MAX_CONTROLS} entries")
     out = {}
@@ -138,7 +139,7 @@ def _controls(value: Any) -> dict[str, Any]:
         if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 10**9:
             raise RoomError(f"control {key!r} is out of range")
         out[key] = v
-    return out
+    return types.MappingProxyType(out)
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,8 @@ class RoomState:
         cursor: 0-based token position.
         view: slug of the view (``trajectories``, ``attention``, ...; ``""``: the page's default).
         controls: the page's other choices, ``{identifier: str | int | float | bool | None}``, at most
-            :data:`MAX_CONTROLS` entries (a second checkpoint, layer, head, T, ...).
+            :data:`MAX_CONTROLS` entries (a second checkpoint, layer, head, T, ...); read-only, and an update
+            replaces the whole dict.
         lesson: slug of the Tour lesson (``""``: not on the Tour); step: its 0-based step index.
         revealed: question keys (:func:`question_key`) whose answer the teacher has revealed.
         version: raised by one at every change the teacher makes; a follower redraws when it moves.
@@ -203,7 +205,9 @@ class RoomState:
 
     def to_json(self) -> str:
         """The state as compact JSON (what a store keeps; at most a few kilobytes by the caps)."""
-        return json.dumps(asdict(self) | {"controls": dict(self.controls)}, separators=(",", ":"))
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data.update(controls=dict(self.controls), revealed=list(self.revealed))
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "RoomState":

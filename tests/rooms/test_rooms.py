@@ -194,12 +194,14 @@ def test_answers_are_tallied_one_per_student_and_changeable(store):
 # ---------------------------------------------------------------- caps
 @pytest.mark.parametrize("change,match", [
     ({"text": "x" * (MAX_TEXT + 1)}, "text"), ({"checkpoint": "b" * 201}, "checkpoint"),
-    ({"cursor": -1}, "cursor"), ({"cursor": True}, "cursor"), ({"cursor": 10**9}, "cursor"), ({"cursor": "3"}, "cursor"),
+    ({"cursor": -1}, "cursor"), ({"cursor": True}, "cursor"), ({"cursor": 10**9}, "cursor"),
+    ({"cursor": "3"}, "cursor"),
     ({"page": "../etc"}, "page"), ({"view": "X" * 10}, "view"), ({"text": "a\x00b"}, "control characters"),
     ({"controls": {f"k{i}": i for i in range(33)}}, "controls"), ({"controls": {"layer": {"nested": 1}}}, "control"),
     ({"controls": {"layer": "v" * 201}}, "control"), ({"controls": {"bad key": 1}}, "control name"),
     ({"controls": {"x": float("nan")}}, "control"), ({"controls": ["layer"]}, "controls"),
-    ({"revealed": ("x/1",) * 2 + ("no-slash",)}, "question key"), ({"revealed": tuple(f"a/{i}" for i in range(65))}, "revealed"),
+    ({"revealed": ("x/1",) * 2 + ("no-slash",)}, "question key"),
+    ({"revealed": tuple(f"a/{i}" for i in range(65))}, "revealed"),
 ])
 def test_values_over_a_cap_are_refused(store, change, match):
     code, token = store.open(START)
@@ -324,3 +326,11 @@ def test_losing_redis_is_one_line_rooms_unavailable(redis_server):
     redis_server.start()  # back (empty: this test's server keeps nothing on disk)
     with pytest.raises(RoomError, match="no open room"):
         s.version(code)
+
+
+def test_a_read_state_cannot_be_changed_behind_the_teachers_back(store):
+    code, _ = store.open(START)
+    got = store.state(code)
+    with pytest.raises(TypeError):
+        got.controls["layer"] = 5
+    assert store.state(code).controls["layer"] == 0 and store.version(code) == 0
