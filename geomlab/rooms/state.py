@@ -83,6 +83,11 @@ def check_token(token: Any, digest: str) -> None:
         raise RoomError("only the teacher can drive this room (wrong teacher token)")
 
 
+def new_client_id() -> str:
+    """A student's client id: ``secrets.token_urlsafe(12)`` (16 characters, 96 bits), one per browser session."""
+    return secrets.token_urlsafe(12)
+
+
 def check_client(client_id: Any) -> str:
     """A student's client id (8-64 URL-safe characters, e.g. ``secrets.token_urlsafe(12)``); else :class:`RoomError`."""
     if not isinstance(client_id, str) or not _CLIENT.match(client_id):

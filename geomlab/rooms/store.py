@@ -66,6 +66,11 @@ class RoomStore:
         """The room's version: O(1), the cheap check a follower polls (every 0.3-1 s)."""
         raise NotImplementedError
 
+    def changed_since(self, code: str, version: int) -> RoomState | None:
+        """The room's state when its version is not ``version`` any more, else None: a follower's poll, one
+        O(1) :meth:`version` read, plus one :meth:`state` read only after a change."""
+        return None if self.version(code) == version else self.state(code)
+
     def update(self, code: str, token: str, **changes: Any) -> RoomState:
         """Teacher only: apply ``changes`` (fields of :class:`RoomState`), raise the version by one, refresh the
         room's lifetime; returns the new state."""

@@ -334,3 +334,45 @@ def test_a_read_state_cannot_be_changed_behind_the_teachers_back(store):
     with pytest.raises(TypeError):
         got.controls["layer"] = 5
     assert store.state(code).controls["layer"] == 0 and store.version(code) == 0
+
+
+def _calls(client) -> dict[str, int]:
+    return {name: s["calls"] for name, s in client.info("commandstats").items()}
+
+
+def test_a_followers_poll_is_one_redis_command(redis_server):
+    """100 polls of the version are 100 HMGETs of one key and nothing else (O(1) each)."""
+    s = rooms.open_store(redis_server.url, ttl_s=TTL)
+    code, _ = s.open(START)
+    before = _calls(s._r)
+    for _ in range(100):
+        s.version(code)
+    after = _calls(s._r)
+    grown = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    grown.pop("cmdstat_info", None)
+    assert grown == {"cmdstat_hmget": 100}
+
+
+def test_concurrent_teacher_writes_through_two_replicas_lose_nothing(redis_server):
+    a, b = (rooms.open_store(redis_server.url, ttl_s=TTL) for _ in range(2))
+    code, token = a.open(START)
+
+    def drive(s):
+        for i in range(25):
+            s.update(code, token, cursor=i)
+
+    threads = [threading.Thread(target=drive, args=(s,)) for s in (a, b, a, b)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert a.version(code) == b.version(code) == 100 == a.state(code).version
+
+
+def test_a_follower_reads_the_state_only_after_a_change(store):
+    code, token = store.open(START)
+    seen = store.version(code)
+    assert store.changed_since(code, seen) is None
+    store.update(code, token, cursor=9)
+    new = store.changed_since(code, seen)
+    assert new is not None and new.cursor == 9 and new.version == seen + 1
+    ids = {rooms.new_client_id() for _ in range(100)}
+    assert len(ids) == 100 and all(state_mod.check_client(i) == i for i in ids)
