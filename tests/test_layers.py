@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The layers, foundations first; docs/architecture.md describes each.
 ORDER = [
     "geomlab", "core", "data", "geometry", "models", "checkpoints", "training", "trace", "whatif", "figures", "teach",
-    "live", "report", "bench", "commands", "__main__", "app_pages", "app",
+    "live", "rooms", "report", "bench", "commands", "__main__", "app_pages", "app",
 ]
 RANK = {unit: i for i, unit in enumerate(ORDER)}
 

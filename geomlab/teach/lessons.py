@@ -5,13 +5,14 @@ Each lesson runs offline on the bundled checkpoints (``assets/checkpoints``, doc
 in the notices were measured on these checkpoints with these texts; ``tests/teach/test_tours.py`` re-checks
 the ones a figure would contradict (O(5)'s surprisal near 0 and the torus's near chance, the return to the
 identity, the eigenvalue phases, energy falling at every step). Every lesson passes
-:func:`geomlab.teach.tours.validate`.
+:func:`geomlab.teach.tours.validate` and asks at least one question, whose right answer
+``tests/teach/test_questions.py`` recomputes from the step's checkpoint and text.
 """
 
 from __future__ import annotations
 
 from geomlab.models.family import CEM, GRASSMANN, OSM
-from geomlab.teach.tours import Lesson, Step
+from geomlab.teach.tours import Choice, ClickPosition, Lesson, Step
 
 
 # S5 words: each token is a permutation of 0..4 in one-line notation ("12340" sends 0->1, 1->2, ..., 4->0).
@@ -50,6 +51,16 @@ S5_LESSON = Lesson(
             body="The state $H_t$ is a 5 × 5 orthogonal matrix, so its eigenvalues lie on the unit circle. "
                  "If the running product $g$ has order $k$ ($g^k = e$) and the model represents the group, "
                  "then $H_t^k = I$: the eigenvalues must be $k$-th roots of unity.",
+            question=Choice(
+                prompt="At the cursor (position 4) the running product is a 5-cycle. Where do the eigenvalue "
+                       "phases of O(5)'s state $H_4$ sit?",
+                options=("At $0, \\pm 2\\pi/5, \\pm 4\\pi/5$: fifth roots of unity",
+                         "At $\\pm\\pi/2$ and $\\pi$: fourth roots of unity",
+                         "All at 0: the state is the identity",
+                         "Anywhere on the circle: a trained state has no reason to be exact"),
+                answer=0,
+                explanation="A 5-cycle $g$ has $g^5 = e$; a state that represents it has $H^5 = I$, so its "
+                            "eigenvalues are fifth roots of unity."),
             notice="At the cursor (position 4) the running product `43021` is a 5-cycle, and the "
                    "**eigenvalue phases** sit at $0, \\pm 2\\pi/5, \\pm 4\\pi/5$: fifth roots of unity. "
                    "Move the cursor: at position 1 (a 4-cycle) they jump to $\\pm\\pi/2$ and $\\pi$, at "
@@ -61,8 +72,14 @@ S5_LESSON = Lesson(
             checkpoint="bundled/osm-rnn-o-s5", compare="bundled/osm-rnn-torus-s5",
             text=_S5_RETURNS, view="trajectories", cursor=4, figures=("distance_profile",),
             body="This word is $b^5\\, a^2\\, b^5$ with the 5-cycle $b$ = `12340` and the transposition "
-                 "$a$ = `10234`. Since $b^5 = e$ and $a^2 = e$, the running product is the identity at "
-                 "positions 4, 6 and 11.",
+                 "$a$ = `10234`. Since $b^5 = e$ and $a^2 = e$, the running product comes back to the identity "
+                 "more than once (positions count from 0).",
+            question=ClickPosition(
+                prompt="Click a position where the running product is the identity, where O(5)'s state "
+                       "should come back to $I$.",
+                positions=(4, 6, 11),
+                explanation="$b^5 = e$ after the fifth token (position 4), $b^5 a^2 = e$ at position 6 and "
+                            "$b^5 a^2 b^5 = e$ at position 11."),
             notice="Top panel, **distance from the identity** $\\|\\log H_t\\|_F$: O(5) (the first figure) drops "
                    "to about 0 exactly at positions 4, 6 and 11 (0.09, 0.12, 0.19 rad) and is near 4 rad elsewhere. "
                    "The torus (the second) never comes back: at those positions it is 2.2, 3.3 and 2.7 rad away. "
@@ -126,6 +143,12 @@ ATTENTION_LESSON = Lesson(
             checkpoint="bundled/osmformer-o-linear-tinyshakespeare", text=_HAMLET, view="attention",
             cursor=14, controls={"layer": 0}, figures=("attention_row",),
             body="Position 14 is the t of “to”; position 12 is the t of “not”.",
+            question=ClickPosition(
+                prompt="Position 14 puts most of its weight on itself. Click the position that gets the next "
+                       "most weight.",
+                positions=(12,),
+                explanation="The earlier t: its state is the same token matrix as position 14's, the "
+                            "similarity is the maximum, 15, and that outweighs the distance penalty."),
             notice="Position 14 puts most weight on itself (0.94), and the next most, 0.034, on position 12, "
                    "the earlier **t** (similarity 15, the maximum), more than on the nearer space at 13 "
                    "(0.028, similarity 5.7). Hover a point to read its weight and similarity. Similar states "
@@ -188,6 +211,14 @@ CEM_LESSON = Lesson(
             checkpoint="bundled/cem-t2-tinyshakespeare", text=_HAMLET, view="energy", cursor=14, steps=4,
             figures=("energy_descent",),
             body="The same weights, run for 4 steps instead of 2 (test-time recursion).",
+            question=Choice(
+                prompt="The model was trained to take 2 steps. Run for 4, what does the mean energy do at "
+                       "steps 3 and 4?",
+                options=("It keeps falling, in every panel", "It climbs back up towards its start",
+                         "It stays flat at its step-2 value"),
+                answer=0,
+                explanation="Each step is a gradient step on the energy, trained or not; a small enough step "
+                            "lowers it."),
             notice="Every curve keeps falling past step 2, one step after another: the energy is still a "
                    "descent objective for steps the model never trained with. Watch the first layer's MLP "
                    "panel: it falls much further than at $T = 2$."),
@@ -229,6 +260,13 @@ GRASSMANN_LESSON = Lesson(
             body="Each position $t$ is reduced to a vector $z_t \\in \\mathbb{R}^{12}$. Together with the "
                  "position $\\Delta$ earlier it spans a plane $\\mathrm{span}(z_t, z_{t-\\Delta})$: a point of "
                  "the Grassmannian $\\mathrm{Gr}(2, 12)$. Here, in layer 0, $\\Delta = 1$.",
+            question=Choice(
+                prompt="With $\\Delta = 1$ the planes at 16 and 17 are $\\mathrm{span}(z_{16}, z_{15})$ and "
+                       "$\\mathrm{span}(z_{17}, z_{16})$. What is their first principal angle $\\theta_1$?",
+                options=("0", "$\\pi/4$", "$\\pi/2$", "It depends on the characters"),
+                answer=0,
+                explanation="Both planes contain $z_{16}$: they share a line, so the smallest angle between "
+                            "them is 0."),
             notice="**Plane on the sphere**: the plane at one position, seen through the three axes it uses "
                    "most (move the token cursor to follow the text). **Plane interpolation**: the shortest path "
                    "from the plane at 16 to the plane at 17 (0.81 rad). Its first principal angle is 0: both "
@@ -253,6 +291,11 @@ GRASSMANN_LESSON = Lesson(
             controls={"layer": 0, "slot": 0}, figures=("plane_angles", "plane_distances"),
             body="Two planes are compared by their principal angles $\\theta_1 \\le \\theta_2$; the geodesic "
                  "distance on the Grassmannian is $\\sqrt{\\theta_1^2 + \\theta_2^2}$.",
+            question=ClickPosition(
+                prompt="In layer 0, click the position whose plane turns least from the plane before it.",
+                positions=(14,),
+                explanation="The planes at 13 (“t␣”) and 14 (“␣t”) are spanned by the same two characters; "
+                            "only their position codes differ (0.25 rad, the next smallest turn is 0.64)."),
             notice="In **principal angles** $\\theta_1$ stays at 0 for $\\Delta = 1$ (consecutive planes "
                    "share $z_t$) and all the motion is in $\\theta_2$, up to 1.54 rad here (at most $\\pi/2$). "
                    "**Plane deformations** (its upper panel) shows the same distance for every layer at once, one row "

@@ -8,7 +8,9 @@ on the bundled checkpoints (``assets/checkpoints``, docs/zoo.md): the checkpoint
 :mod:`geomlab.teach.views`), the view's controls (layer, head, slot, block, substep), the CEM recursion steps T
 where they matter, optionally a second checkpoint for a side-by-side comparison, which figures to show
 (a subset of the view's, to keep a step readable, plus the two tour-only figures of :data:`EXTRA_FIGURES`),
-and the *notice*: what to look at, in plain words (inline LaTeX ``$...$`` allowed).
+and the *notice*: what to look at, in plain words (inline LaTeX ``$...$`` allowed). A step may ask a
+*question* before its notice (:class:`Choice`, multiple choice, or :class:`ClickPosition`, a token position to
+click), checked when it is defined (:class:`QuestionError`).
 
 Lessons are data, so they can be checked without a browser: :func:`validate` checks a lesson against a
 catalog listing (the checkpoint exists, the view shows its kind, the cursor is inside the text's tokens,
@@ -45,6 +47,79 @@ STEP_CONTROLS = ("layer", "head", "slot", "block", "substep")
 COLOURS = ("#0072B2", "#E69F00")
 
 
+#: Options of a multiple-choice question: at least two, at most six (design choice: readable on a phone).
+CHOICES = (2, 6)
+
+
+class QuestionError(ValueError):
+    """A question that cannot be asked: no prompt, too few or repeated options, an answer that is not one."""
+
+
+def _prompt(prompt: Any, explanation: Any) -> None:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise QuestionError("a question needs a prompt")
+    if not isinstance(explanation, str):
+        raise QuestionError(f"the explanation of {prompt[:40]!r} must be text")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A multiple-choice question shown before a step's notice: ``prompt``, ``options`` (2-6 distinct
+    markdown strings), ``answer`` (0-based index of the right option) and an optional ``explanation`` shown
+    on reveal. Checked on construction (:class:`QuestionError`)."""
+
+    prompt: str
+    options: tuple[str, ...]
+    answer: int
+    explanation: str = ""
+    kind = "choice"
+
+    def __post_init__(self):
+        _prompt(self.prompt, self.explanation)
+        opts = self.options
+        if not isinstance(opts, tuple) or not CHOICES[0] <= len(opts) <= CHOICES[1]:
+            raise QuestionError(f"{self.prompt[:40]!r}: {CHOICES[0]}-{CHOICES[1]} options, as a tuple")
+        if any(not isinstance(o, str) or not o.strip() for o in opts) or len(set(opts)) != len(opts):
+            raise QuestionError(f"{self.prompt[:40]!r}: options must be distinct, non-empty text")
+        if isinstance(self.answer, bool) or not isinstance(self.answer, int) or not 0 <= self.answer < len(opts):
+            raise QuestionError(f"{self.prompt[:40]!r}: answer {self.answer!r} is not an option index "
+                                f"0..{len(opts) - 1}")
+
+    def is_correct(self, value: Any) -> bool:
+        """Whether ``value`` (an option index) is the right option."""
+        return not isinstance(value, bool) and value == self.answer
+
+
+@dataclass(frozen=True)
+class ClickPosition:
+    """A "click the position where ..." question shown before a step's notice: ``prompt``, the right token
+    ``positions`` (0-based, sorted, at least one; any of them is a right answer) and an optional
+    ``explanation``. Checked on construction (:class:`QuestionError`); :func:`validate` checks the positions
+    against the step's text."""
+
+    prompt: str
+    positions: tuple[int, ...]
+    explanation: str = ""
+    kind = "position"
+
+    def __post_init__(self):
+        _prompt(self.prompt, self.explanation)
+        pos = self.positions
+        if not isinstance(pos, tuple) or not pos or any(isinstance(p, bool) or not isinstance(p, int) or p < 0
+                                                         for p in pos):
+            raise QuestionError(f"{self.prompt[:40]!r}: positions must be a non-empty tuple of positions >= 0")
+        if list(pos) != sorted(set(pos)):
+            raise QuestionError(f"{self.prompt[:40]!r}: positions must be sorted and distinct")
+
+    def is_correct(self, value: Any) -> bool:
+        """Whether ``value`` (a clicked token position) is one of the right positions."""
+        return not isinstance(value, bool) and value in self.positions
+
+
+#: A step's question: multiple choice or a position to click.
+Question = Choice | ClickPosition
+
+
 @dataclass(frozen=True)
 class Step:
     """One step of a lesson: what the app sets and draws, and what to notice.
@@ -65,6 +140,7 @@ class Step:
             :data:`EXTRA_FIGURES`); empty: every figure of the view that applies.
         whatif: ``(intervention, size)`` of :data:`geomlab.whatif.catalog.INTERVENTIONS` applied at the cursor
             (the step then shows its before-and-after figures too); None: none.
+        question: a :class:`Choice` or :class:`ClickPosition` asked before the notice is shown; None: none.
     """
 
     title: str
@@ -79,6 +155,11 @@ class Step:
     compare: str | None = None
     figures: tuple[str, ...] = ()
     whatif: tuple[str, float] | None = None
+    question: Question | None = None
+
+    def __post_init__(self):
+        if self.question is not None and not isinstance(self.question, (Choice, ClickPosition)):
+            raise QuestionError(f"step {self.title!r}: a question is a Choice or a ClickPosition")
 
     @property
     def checkpoints(self) -> tuple[str, ...]:
@@ -150,9 +231,9 @@ def validate(lesson_: Lesson, entries: Iterable[Any],
     ``entries``: catalog entries (:func:`geomlab.checkpoints.catalog.list_checkpoints`; ``ref``, ``kind``, ``meta``,
     ``model_config``, ``is_word_problem``). Checked without weights: 3-6 steps; every checkpoint ref is in
     ``entries`` and of a kind the step's view shows; the text is readable by the checkpoint's vocabulary
-    and the cursor is inside its tokens; the figures are the view's or :data:`EXTRA_FIGURES` (the extras
-    only where they make sense: ``surprisal`` needs a second checkpoint, ``accuracy_by_length`` word-problem
-    cards); the controls are ones the view has; T is only set on a view with the ``steps`` control and in
+    and the cursor (and a :class:`ClickPosition` question's positions) inside its tokens; the figures are the
+    view's or :data:`EXTRA_FIGURES` (the extras only where they make sense: ``surprisal`` needs a second
+    checkpoint, ``accuracy_by_length`` word-problem cards); the controls are ones the view has; T is only set on a view with the ``steps`` control and in
     :func:`geomlab.teach.views.steps_range`.
 
     ``trace_fn(entry, text, trace_options) -> trace``: when given, each checkpoint is traced on the step's
@@ -206,6 +287,9 @@ def validate(lesson_: Lesson, entries: Iterable[Any],
                 continue
             if not 0 <= step.cursor < len(tokens):
                 problems.append(f"{at}: cursor {step.cursor} outside the text's {len(tokens)} tokens ({ref})")
+            if isinstance(step.question, ClickPosition) and step.question.positions[-1] >= len(tokens):
+                problems.append(f"{at}: question position {step.question.positions[-1]} outside the text's "
+                                f"{len(tokens)} tokens ({ref})")
             if step.steps is not None:
                 lo, hi = views.steps_range(entry.model_config)
                 if not lo <= step.steps <= hi:
