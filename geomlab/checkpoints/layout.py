@@ -14,12 +14,14 @@ from geomlab.checkpoints import files as ckpt_files
 if TYPE_CHECKING:
     import torch
 
-#: Newest ``format_version`` this geomlab reads: 2 = folder (``geomlab.json`` without ``model_config``);
-#: 1 = flat pair, the version flat pairs are written with.
-FORMAT_VERSION = 2
+#: Newest ``format_version`` this geomlab reads and writes in a folder: 3 = Hugging Face folder (weights
+#: without a prefix, vocabulary and training state in their own files); 2 = older folder (``model.``/``train.``
+#: tensors in one file, the vocabulary in ``geomlab.json``; read only); 1 = flat pair.
+FORMAT_VERSION = 3
 FLAT_FORMAT_VERSION = 1
 CONFIG_FILE, WEIGHTS_FILE, META_FILE, CARD_FILE = (ckpt_files.CONFIG, ckpt_files.WEIGHTS, ckpt_files.META,
                                                    ckpt_files.CARD)
+VOCAB_FILE, STATE_FILE, STATE_JSON_FILE = ckpt_files.VOCAB, ckpt_files.STATE, ckpt_files.STATE_JSON
 
 
 class CheckpointError(ValueError):
@@ -34,7 +36,7 @@ def paths(stem: str | os.PathLike) -> tuple[Path, Path]:
     return p.with_name(p.name + ".json"), p.with_name(p.name + ".safetensors")
 
 
-_FOLDER_FILES = (CONFIG_FILE, WEIGHTS_FILE, META_FILE, CARD_FILE)
+_FOLDER_FILES = ckpt_files.FOLDER_FILES
 
 
 @dataclass(frozen=True)
