@@ -44,11 +44,8 @@ class Checkpoint:
 
 
 def _missing(path: Path) -> CheckpointError:
-    from geomlab.core.locate import bundled_dir
-
-    bundled = bundled_dir() / path.name
     hint = ""
-    if bundled.is_file() and path.parent in (Path("."), Path("bundled")):  # a name, or the app's form
+    if path.parent in (Path("."), Path("bundled")) and bundled_checkpoint(Path("bundled") / path.name):  # a name
         hint = f"; a bundled checkpoint has that name: load it as 'bundled/{path.stem}'"
     return CheckpointError(f"checkpoint file {path} is missing{hint}")
 
