@@ -56,10 +56,12 @@ and :mod:`~geomlab.checkpoints.reading` (:func:`read_meta`, :func:`load`).
 from geomlab.checkpoints.card import model_card
 from geomlab.checkpoints.find import EXPECTED, find
 from geomlab.checkpoints.layout import (CARD_FILE, CONFIG_FILE, FLAT_FORMAT_VERSION, FORMAT_VERSION, META_FILE,
-                                        WEIGHTS_FILE, CheckpointError, Location, layout_of, locate, paths)
+                                        STATE_FILE, STATE_JSON_FILE, VOCAB_FILE, WEIGHTS_FILE, CheckpointError,
+                                        Location, layout_of, locate, paths)
 from geomlab.checkpoints.reading import Checkpoint, load, read_meta
 from geomlab.checkpoints.writing import CheckpointExistsError, save
 
 __all__ = ["FORMAT_VERSION", "FLAT_FORMAT_VERSION", "CONFIG_FILE", "WEIGHTS_FILE", "META_FILE", "CARD_FILE",
+           "VOCAB_FILE", "STATE_FILE", "STATE_JSON_FILE",
            "CheckpointError", "CheckpointExistsError", "Checkpoint", "Location", "EXPECTED", "paths", "locate",
            "layout_of", "find", "save", "model_card", "read_meta", "load"]
