@@ -45,17 +45,17 @@ def save_pretrained(model, folder: str | os.PathLike, vocab: Vocab | None = None
 def from_pretrained(name: str | os.PathLike, device: str | torch.device = "cpu", *, revision: str | None = None,
                     token: str | bool | None = None, cache_dir: str | os.PathLike | None = None,
                     local_files_only: bool = False) -> Checkpoint:
-    """Load a checkpoint: a local folder or flat pair (any layout), a bundled one (``bundled/NAME``), else a
-    Hub model id ``owner/name`` downloaded with ``huggingface_hub.snapshot_download`` (only the checkpoint's
-    files; ``revision``, ``token``, ``cache_dir``, ``local_files_only`` as there) and loaded from its local
-    copy, validated as any local folder (no code runs). Returns a :class:`~geomlab.checkpoints.io.Checkpoint`.
+    """Load a checkpoint: a local folder or flat pair (any layout; a ``Path`` is always local), a bundled one
+    (``bundled/NAME``), else a Hub model id ``owner/name`` (a string naming no local file) downloaded with
+    ``huggingface_hub.snapshot_download`` (only the checkpoint's files; ``revision``, ``token``, ``cache_dir``,
+    ``local_files_only`` as there) and loaded from its local copy, validated as any local folder (no code runs). Returns a :class:`~geomlab.checkpoints.io.Checkpoint`.
 
     Raises :class:`CheckpointError` (one line) for a broken checkpoint, or a name that is neither a local
     checkpoint nor a Hub id the Hub (or its cache) has."""
     text = str(name)
-    if exists(Path(name)) or bundled_checkpoint(name) is not None or not HUB_ID.match(text) \
-            or Path(text).parent == Path("bundled"):
-        return load(name, device)
+    if not isinstance(name, str) or exists(Path(name)) or bundled_checkpoint(name) is not None \
+            or not HUB_ID.match(text) or Path(text).parent == Path("bundled"):
+        return load(name, device)  # a Path is always local
     from huggingface_hub import snapshot_download
 
     import geomlab

@@ -232,7 +232,8 @@ def store_upload(files: dict[str, bytes], dest: Path | None = None, owner: str |
     root = runs_dir() if _inside(dest, runs_dir()) else dest
     try:
         if folder:
-            order = [f for f in (ckpt_files.WEIGHTS, *ckpt_files.FOLDER_FILES[2:], ckpt_files.META) if f in parts]
+            order = [f for f in (ckpt_files.WEIGHTS, *ckpt_files.FOLDER_FILES[2:], ckpt_files.META)
+                     if f in parts]
             final = ckpt_files.create_exclusive_folder(dest, name, {f: parts[f] for f in order},
                                                        mode=0o666 & ~ckpt_files.UMASK, dir_mode=0o777 & ~ckpt_files.UMASK)
         else:

@@ -189,6 +189,8 @@ def test_from_pretrained_downloads_a_hub_id_with_huggingface_hub(tmp_path, monke
     assert repo_id == "someone/tiny-llama" and kw["revision"] == "v1"
     assert set(kw["allow_patterns"]) >= {"config.json", "model.safetensors", "vocab.json", "geomlab.json"}
     hub.from_pretrained(folder)  # a local folder never asks the Hub
+    with pytest.raises(CheckpointError, match="is missing"):
+        hub.from_pretrained(Path("someone/tiny-llama"))  # nor does a Path, which is always local
     assert len(calls) == 1
 
     def offline(repo_id, **kw):
