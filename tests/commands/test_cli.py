@@ -577,6 +577,25 @@ def test_zoo_list_says_how_to_refer_to_each(capsys, monkeypatch):
     assert err.startswith("error: unknown zoo entry bogus; known: ") and "lstm-tinyshakespeare, " in err, err
 
 
+def test_zoo_convert_turns_flat_pairs_into_folders_with_equal_logits(tmp_path, capsys):
+    from geomlab.data import Vocab
+    from geomlab.models import build_model
+
+    vocab = Vocab.from_text("abcdefgh ")
+    torch.manual_seed(0)
+    model = build_model({"kind": "transformer", "vocab_size": vocab.size, "d_model": 8, "n_layers": 1,
+                         "n_heads": 2}).eval()
+    ckpt.save(tmp_path / "zoo" / "t", model, vocab, {"corpus": "tiny", "test_bpc": 3.0}, layout="flat")
+    assert main(["zoo", "--convert", "--dir", str(tmp_path / "zoo")]) == 0
+    assert capsys.readouterr().out.endswith("converted 1 checkpoint(s) in " + str(tmp_path / "zoo") + "\n")
+    assert [p.name for p in (tmp_path / "zoo").iterdir()] == ["t"]  # the pair removed
+    c = ckpt.load(tmp_path / "zoo" / "t")
+    x = torch.randint(0, vocab.size, (2, 7))
+    assert c.layout == "folder" and c.meta["format_version"] == 3 and torch.equal(c.model(x), model(x))
+    assert main(["zoo", "--convert", "--dir", str(tmp_path / "zoo")]) == 0  # nothing left: a no-op
+    assert "converted 0 checkpoint(s)" in capsys.readouterr().out
+
+
 def test_eval_refuses_another_task(capsys, monkeypatch, text_file):
     """A word-problem model scored on another group or on text, or a language model on a word problem, is
     refused (the ids would be reused and the number would mean nothing); its own group keeps the card's
