@@ -91,10 +91,12 @@ def show_message(key: str) -> None:
 
 def upload_section() -> None:
     st.subheader("Upload a checkpoint")
-    st.markdown("A geomlab checkpoint is a folder `NAME/` holding `config.json` (the model config), "
-                "`model.safetensors` (the weights), `geomlab.json` (vocabulary, card, training state) and "
-                "`README.md` (the model card). Select the folder's files together, or upload a `.zip` of the "
-                "folder (it keeps the folder's name). Older checkpoints are a pair of files with one name, "
+    st.markdown("A geomlab checkpoint is a Hugging Face folder `NAME/` holding `config.json` (the model "
+                "config), `model.safetensors` (the weights), `vocab.json` (the vocabulary), `geomlab.json` (card, "
+                "metrics, checksums), `README.md` (the model card) and, for a run that can resume, "
+                "`training_state.safetensors` and `training_state.json`. Select the folder's files together, or "
+                "upload a `.zip` of the folder (it keeps the folder's name). Older checkpoints are a pair of files "
+                "with one name, "
                 "`NAME.safetensors` and `NAME.json`: select both. Pickled `.pt` files are not accepted: loading "
                 "them could run code.")
     with st.form("upload", clear_on_submit=True, border=False):
@@ -175,10 +177,11 @@ def main() -> None:
         st.markdown("Save a run on **Train live**, or use the command line:\n\n"
                     "```bash\npython -m geomlab train --model osmformer --group O --data tinyshakespeare "
                     "--steps 2000 --out runs --name my-run\n```\n\nEvery run writes the folder `runs/my-run/`: "
-                    "`config.json`, `model.safetensors`, `README.md` and `geomlab.json`, such as")
-        st.code(json.dumps({"format_version": 2, "vocab": {"level": "char", "tokens": ["…"]},
-                            "card": {"corpus": "…"}, "tensors": {"model.…": {"shape": [], "dtype": "float32"}},
-                            "files": {"config.json": {"sha256": "…"}}}, indent=1),
+                    "`config.json`, `model.safetensors`, `vocab.json`, `training_state.*`, `README.md` and "
+                    "`geomlab.json`, such as")
+        st.code(json.dumps({"format_version": 3, "card": {"corpus": "…"},
+                            "tensors": {"embed.weight": {"shape": [], "dtype": "float32"}},
+                            "files": {"config.json": {"sha256": "…"}, "vocab.json": {"sha256": "…"}}}, indent=1),
                 language="json")
 
 

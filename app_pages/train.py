@@ -157,8 +157,8 @@ def panel() -> None:
     default_name = f"{run.spec.kind}{'-' + run.spec.group if run.spec.group else ''}-{run.run_id[:6]}"
     s = st.columns([3, 2], vertical_alignment="bottom")  # [3, 1] would cut the Save button to its icon at 1,000 px
     s[0].text_input("Save as", value=default_name, key=save_key(run.run_id), placeholder="checkpoint name",
-                    help="Saves the current weights as the folder runs/NAME/ (config.json, model.safetensors, a "
-                         "README.md model card and geomlab.json), so every page can use them; other characters than letters, digits, '-', '_' and '.' become '-'.")
+                    help="Saves the current weights as the Hugging Face folder runs/NAME/ (config.json, "
+                         "model.safetensors, vocab.json, a README.md model card and geomlab.json), so every page can use them; other characters than letters, digits, '-', '_' and '.' become '-'.")
     s[1].button("Save", icon=":material/save:", on_click=_save, args=(run.run_id,),
                 disabled=snap.state == "created" or not mine,
                 key="train-save", width="stretch")  # no tooltip: it would cover the help icon of "Save as"

@@ -62,7 +62,7 @@ APP_TIMEOUT = 120
 def zoo(tmp_path, monkeypatch) -> Path:
     """The app's catalog on the real bundled checkpoints (assets/checkpoints) with an empty runs folder and
     no pre-warming; skips when the bundled files are absent. Returns the bundled folder."""
-    if not (ASSETS / "osm-rnn-o-s5.json").is_file() or not (ASSETS / "cem-t2-tinyshakespeare.json").is_file():
+    if not (ASSETS / "osm-rnn-o-s5").is_dir() or not (ASSETS / "cem-t2-tinyshakespeare").is_dir():
         pytest.skip("bundled checkpoints not present")
     monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(ASSETS))
     monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))

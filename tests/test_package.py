@@ -64,7 +64,7 @@ def test_every_geomlab_subpackage_is_listed():
 def test_package_data_covers_every_app_page_checkpoint_and_setting():
     data = _app_data_files()
     pages = {p.relative_to(ROOT).as_posix() for p in (ROOT / "app_pages").glob("*.py")}
-    bundled = {p.relative_to(ROOT).as_posix() for p in (ROOT / "assets" / "checkpoints").iterdir() if p.is_file()}
+    bundled = {p.relative_to(ROOT).as_posix() for p in (ROOT / "assets" / "checkpoints").rglob("*") if p.is_file()}
     assert pages and bundled
     assert pages - data == set(), "app pages missing from the package data"
     assert bundled - data == set(), "bundled checkpoint files missing from the package data"
@@ -173,7 +173,7 @@ def test_wheel_installs_and_the_app_starts_from_another_folder(tmp_path):
                             "print(l.APP_DIR); print(len(c.list_checkpoints(user=False)))"],
                            cwd=elsewhere, env=env, capture_output=True, text=True, check=True).stdout.split()
     assert Path(where[0]).is_relative_to(venv) and where[0].endswith(os.path.join("geomlab", "_app"))
-    assert int(where[1]) == len(list((ROOT / "assets" / "checkpoints").glob("*.json")))
+    assert int(where[1]) == len([p for p in (ROOT / "assets" / "checkpoints").iterdir() if p.is_dir()])
     # a bundled checkpoint by its name, from a folder that has no copy of it (the README's promise)
     sample = subprocess.run([geomlab, "sample", "lstm-tinyshakespeare", "--prompt", "RO", "--length", "5"],
                             cwd=elsewhere, env=env, capture_output=True, text=True)

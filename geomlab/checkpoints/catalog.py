@@ -514,7 +514,7 @@ def delete_user_checkpoint(ref: str, owner: str | None = None) -> None:
                            f"(a server started with {SHARED_ENV}=1 lets every session change what any session "
                            "created)")
     if entry.folder:  # the JSON first (it leaves the listing at once), then the rest; never other files
-        names = (ckpt_files.META, ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.CARD)
+        names = ckpt_files.FOLDER_FILES
         journals = [n for n in os.listdir(entry.path)
                     if n.startswith(tuple(f".{m}." for m in names)) and n.endswith(".next")]
         paths = [entry.path / n for n in (*names, *journals)]

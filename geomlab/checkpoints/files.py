@@ -228,43 +228,66 @@ def companion_bytes(path: Path, weights_id: str | None, repair: bool = True, fol
 
 #: The files of a checkpoint folder (design choice: Hugging Face's names for the config, weights and card).
 CONFIG, WEIGHTS, META, CARD = "config.json", "model.safetensors", "geomlab.json", "README.md"
+#: The vocabulary and the resumable training state (tensors; the JSON part) of a format-3 folder.
+VOCAB, STATE, STATE_JSON = "vocab.json", "training_state.safetensors", "training_state.json"
+#: Every file a checkpoint folder may hold, ``geomlab.json`` (the one with the save id) first.
+FOLDER_FILES = (META, WEIGHTS, CONFIG, CARD, VOCAB, STATE, STATE_JSON)
+#: The companions whose sha256 ``geomlab.json`` records (``files``), checked when read.
+CHECKED = (CONFIG, VOCAB, STATE, STATE_JSON)
 
 
 def folder_meta(folder: Path, weights_id: str | None, read_json: Callable[[Path], dict], repair: bool = True,
                 follow: bool = True) -> dict:
     """The checkpoint description of folder ``folder`` for weights whose save id is ``weights_id``:
-    ``geomlab.json`` (chosen by :func:`pair_meta`) with ``model_config`` read from ``config.json``
-    (:func:`companion_bytes`); with ``repair``, an interrupted save's ``README.md`` is put in place too.
-    :class:`PairError` when ``config.json`` is missing, is not a JSON object, or is not the one
-    ``geomlab.json`` records (its sha256: a file from another save, or edited by hand); ``read_json``'s error
-    for an unreadable ``geomlab.json``."""
-    import hashlib
-
+    ``geomlab.json`` (chosen by :func:`pair_meta`) with ``model_config`` read from ``config.json`` and, in a
+    format-3 folder, ``vocab`` from ``vocab.json`` and ``train_state`` from ``training_state.json`` when
+    ``geomlab.json`` lists them (:func:`companion_bytes`); with ``repair``, an interrupted save's ``README.md``
+    is put in place too. :class:`PairError` when a listed companion is missing, is not JSON of the right
+    kind, or is not the one ``geomlab.json`` records (its sha256: a file from another save, or edited by hand);
+    ``read_json``'s error for an unreadable ``geomlab.json``."""
     meta = pair_meta(folder / META, folder / WEIGHTS, weights_id, read_json, repair=repair, follow=follow)
     if not isinstance(meta, dict):
         return meta
-    where = f"{folder.name}/{CONFIG}"
-    try:
-        raw = companion_bytes(folder / CONFIG, weights_id, repair=repair, follow=follow)
-    except OSError as exc:
-        raise PairError(f"checkpoint file {where} cannot be read: {exc.strerror or exc}") from None
-    want = ((meta.get("files") or {}).get(CONFIG) or {}).get("sha256") if isinstance(meta.get("files"), dict) \
-        else None
-    if want is not None and hashlib.sha256(raw).hexdigest() != want:
-        raise PairError(f"{where} does not belong with {folder.name}/{META} (from another save, or edited by "
-                        "hand): refusing a mismatched folder; save the checkpoint again")
-    try:
-        config = parse_json(raw, where)
-    except JSONInputError as exc:
-        raise PairError(str(exc)) from None
-    if not isinstance(config, dict):
-        raise PairError(f"{where} must hold a JSON object (the model config)")
+    out = {**meta}
+    listed = meta.get("files") if isinstance(meta.get("files"), dict) else {}
+    for name, key in ((CONFIG, "model_config"), (VOCAB, "vocab"), (STATE_JSON, "train_state")):
+        if name != CONFIG and name not in listed:
+            continue
+        where = f"{folder.name}/{name}"
+        try:
+            value = parse_json(companion(folder, name, meta, weights_id, repair, follow), where)
+        except JSONInputError as exc:
+            raise PairError(str(exc)) from None
+        if name == CONFIG and not isinstance(value, dict):
+            raise PairError(f"{where} must hold a JSON object (the model config)")
+        out[key] = value
     if repair and weights_id is not None:  # the model card is never read here, only put in place
         try:
             os.replace(journal(folder / CARD, weights_id), folder / CARD)
         except OSError:
             pass  # no journal (the usual case), or a read-only folder
-    return {**meta, "model_config": config}
+    return out
+
+
+def companion(folder: Path, name: str, meta: dict, weights_id: str | None, repair: bool = True,
+              follow: bool = True) -> bytes:
+    """The bytes of companion ``name`` of checkpoint folder ``folder`` (:func:`companion_bytes`), checked
+    against the sha256 that ``meta["files"]`` records for it (none recorded: not checked). :class:`PairError`
+    when it cannot be read or does not match."""
+    import hashlib
+
+    where = f"{folder.name}/{name}"
+    try:
+        raw = companion_bytes(folder / name, weights_id, repair=repair, follow=follow)
+    except OSError as exc:
+        raise PairError(f"checkpoint file {where} cannot be read: {exc.strerror or exc}") from None
+    listed = meta.get("files") if isinstance(meta.get("files"), dict) else {}
+    entry = listed.get(name)
+    want = entry.get("sha256") if isinstance(entry, dict) else None
+    if want is not None and hashlib.sha256(raw).hexdigest() != want:
+        raise PairError(f"{where} does not belong with {folder.name}/{META} (from another save, or edited by "
+                        "hand): refusing a mismatched folder; save the checkpoint again")
+    return raw
 
 
 _LOCKS: dict[str, threading.Lock] = {}
@@ -290,13 +313,13 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def install(weights: Path, weights_tmp: Path, files: dict[Path, str], save_id: str, mode: int,
+def install(weights: Path, weights_tmp: Path, files: dict[Path, str | bytes], save_id: str, mode: int,
             exclusive: bool = False) -> None:
     """Put a written checkpoint in place as one unit (see the module docstring).
 
     ``weights``: ``NAME.safetensors`` or ``NAME/model.safetensors``; ``weights_tmp``: the new weights, written
     in the same folder with ``save_id`` in their header; ``files``: the other files' paths and new texts, the
-    JSON holding ``save_id`` first (``NAME.json``, or ``geomlab.json`` then its companions). Each text goes to
+    JSON holding ``save_id`` first (``NAME.json``, or ``geomlab.json`` then its companions; text or bytes). Each goes to
     its journal, the weights are renamed into place, then the journals in order. ``exclusive``: never
     replace an existing file: :class:`ExistsError` when the weights or any of ``files`` exists (checked
     atomically by ``os.link``, which fails on an existing name). On any error the new files are removed and
@@ -311,8 +334,8 @@ def install(weights: Path, weights_tmp: Path, files: dict[Path, str], save_id: s
             for t, text in files.items():
                 j = journals[t]
                 fd = os.open(j, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(text)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(text.encode("utf-8") if isinstance(text, str) else text)
                     f.flush()
                     os.fsync(f.fileno())
                 os.chmod(j, mode)

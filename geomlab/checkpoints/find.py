@@ -10,7 +10,7 @@ from geomlab.checkpoints.layout import CheckpointError, exists, paths
 from geomlab.core.locate import bundled_checkpoint
 
 #: What a command-line checkpoint argument may be (for --help and error messages).
-EXPECTED = ("a checkpoint folder NAME/ (config.json, model.safetensors, geomlab.json), a pair NAME.json + "
+EXPECTED = ("a checkpoint folder NAME/ (config.json, model.safetensors, geomlab.json, ...), a pair NAME.json + "
             "NAME.safetensors, or a bundled checkpoint's name (NAME or bundled/NAME; `geomlab zoo --list`)")
 
 

@@ -14,12 +14,14 @@ from geomlab.checkpoints import files as ckpt_files
 if TYPE_CHECKING:
     import torch
 
-#: Newest ``format_version`` this geomlab reads: 2 = folder (``geomlab.json`` without ``model_config``);
-#: 1 = flat pair, the version flat pairs are written with.
-FORMAT_VERSION = 2
+#: Newest ``format_version`` this geomlab reads and writes in a folder: 3 = Hugging Face folder (weights
+#: without a prefix, vocabulary and training state in their own files); 2 = older folder (``model.``/``train.``
+#: tensors in one file, the vocabulary in ``geomlab.json``; read only); 1 = flat pair.
+FORMAT_VERSION = 3
 FLAT_FORMAT_VERSION = 1
 CONFIG_FILE, WEIGHTS_FILE, META_FILE, CARD_FILE = (ckpt_files.CONFIG, ckpt_files.WEIGHTS, ckpt_files.META,
                                                    ckpt_files.CARD)
+VOCAB_FILE, STATE_FILE, STATE_JSON_FILE = ckpt_files.VOCAB, ckpt_files.STATE, ckpt_files.STATE_JSON
 
 
 class CheckpointError(ValueError):
@@ -34,7 +36,7 @@ def paths(stem: str | os.PathLike) -> tuple[Path, Path]:
     return p.with_name(p.name + ".json"), p.with_name(p.name + ".safetensors")
 
 
-_FOLDER_FILES = (CONFIG_FILE, WEIGHTS_FILE, META_FILE, CARD_FILE)
+_FOLDER_FILES = ckpt_files.FOLDER_FILES
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ class Location:
 
 def locate(path: str | os.PathLike) -> Location:
     """The checkpoint a path names: a folder ``NAME/`` (or one of its files), else the flat pair ``NAME``,
-    ``NAME.json`` or ``NAME.safetensors``. A bare ``NAME`` that is a folder is the folder, unless the folder
+    ``NAME.json`` or ``NAME.safetensors`` (the folder ``NAME/`` when neither file of the pair is there: the
+    path of a checkpoint converted to a folder). A bare ``NAME`` that is a folder is the folder, unless the folder
     holds none of the checkpoint files and ``NAME.json`` exists. Never raises; nothing is opened."""
     p = Path(path)
     if p.name in _FOLDER_FILES and ((p.parent / META_FILE).exists() or
@@ -62,6 +65,9 @@ def locate(path: str | os.PathLike) -> Location:
         p = p.parent  # a file of a folder (a flat pair named "model" or "config" has no geomlab.json)
     elif p.suffix in (".json", ".safetensors"):
         json_path, st_path = paths(p)
+        folder = json_path.with_suffix("")
+        if not (os.path.lexists(json_path) or os.path.lexists(st_path)) and (folder / WEIGHTS_FILE).exists():
+            return Location(folder, folder / META_FILE, folder / WEIGHTS_FILE, folder=True)  # converted to a folder
         return Location(json_path, json_path, st_path, folder=False)
     if p.is_dir() and ((p / META_FILE).exists() or (p / WEIGHTS_FILE).exists() or not paths(p)[0].exists()):
         return Location(p, p / META_FILE, p / WEIGHTS_FILE, folder=True)

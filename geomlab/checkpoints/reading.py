@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from geomlab.checkpoints import files as ckpt_files
-from geomlab.checkpoints.layout import (CARD_FILE, CONFIG_FILE, FORMAT_VERSION, META_FILE, WEIGHTS_FILE,
-                                        CheckpointError, Location, dtype_name, exists, locate)
+from geomlab.checkpoints.layout import (CARD_FILE, CONFIG_FILE, FORMAT_VERSION, META_FILE, STATE_FILE,
+                                        WEIGHTS_FILE, CheckpointError, Location, dtype_name, exists, locate)
 from geomlab.core.locate import bundled_checkpoint
 from geomlab.data.vocab import Vocab
 from geomlab.models import build_model, model_class
@@ -44,11 +44,8 @@ class Checkpoint:
 
 
 def _missing(path: Path) -> CheckpointError:
-    from geomlab.core.locate import bundled_dir
-
-    bundled = bundled_dir() / path.name
     hint = ""
-    if bundled.is_file() and path.parent in (Path("."), Path("bundled")):  # a name, or the app's form
+    if path.parent in (Path("."), Path("bundled")) and bundled_checkpoint(Path("bundled") / path.name):  # a name
         hint = f"; a bundled checkpoint has that name: load it as 'bundled/{path.stem}'"
     return CheckpointError(f"checkpoint file {path} is missing{hint}")
 
@@ -143,7 +140,10 @@ def _load(loc, jname: str, sname: str, device: str | torch.device) -> Checkpoint
     """The body of :func:`load` once the files are located."""
     tensors, weights_id = _read_weights(loc)
     meta = _meta_for(loc, weights_id, repair=True)
-    _check_manifest(meta["tensors"], tensors, jname, sname)
+    manifest = meta["tensors"]
+    if loc.folder and meta["format_version"] >= 3:  # a Hugging Face folder: the training state apart
+        tensors, manifest = _prefixed(loc, meta, tensors, weights_id)
+    _check_manifest(manifest, tensors, jname, sname)
     config = meta["model_config"]
     state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
     # a folder's model config is its config.json; a flat pair's is in NAME.json
@@ -158,6 +158,30 @@ def _load(loc, jname: str, sname: str, device: str | torch.device) -> Checkpoint
                       model_config=config, train_config=meta.get("train_config"),
                       metrics=list(meta.get("metrics") or []), train_state=train_state, meta=meta,
                       layout="folder" if loc.folder else "flat")
+
+
+def _prefixed(loc: Location, meta: dict[str, Any], weights: dict[str, torch.Tensor], weights_id: str | None
+              ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """A format-3 folder's tensors and manifest under the names of the older layouts: ``model.<key>`` for
+    ``model.safetensors``, ``train.<name>`` for ``training_state.safetensors`` (read, checked against its
+    sha256 in ``geomlab.json``, when listed there). :class:`CheckpointError` for an unreadable one."""
+    from safetensors.torch import load as load_bytes
+
+    tensors = {f"model.{k}": v for k, v in weights.items()}
+    manifest = {f"model.{k}": v for k, v in meta["tensors"].items()}
+    train = meta.get("train_tensors") or {}
+    if not isinstance(train, dict):
+        raise CheckpointError(f"{loc.label(loc.meta)} has a 'train_tensors' that is not an object")
+    manifest.update({f"train.{k}": v for k, v in train.items()})
+    if STATE_FILE in (meta.get("files") or {}):
+        try:
+            raw = ckpt_files.companion(loc.root, STATE_FILE, meta, weights_id)
+            tensors.update({f"train.{k}": v for k, v in load_bytes(raw).items()})
+        except ckpt_files.PairError as exc:
+            raise CheckpointError(str(exc)) from None
+        except Exception as exc:  # safetensors' own error type for a corrupt file
+            raise CheckpointError(f"{loc.root.name}/{STATE_FILE} is truncated or not a safetensors file") from exc
+    return tensors, manifest
 
 
 def _resolve(path: str | os.PathLike) -> str | os.PathLike:

@@ -25,7 +25,7 @@ UPLOAD_SUBDIR = "uploads"
 
 
 #: Files a checkpoint folder upload may hold (the weights, the two JSON files, the model card).
-FOLDER_FILES = (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.META, ckpt_files.CARD)
+FOLDER_FILES = ckpt_files.FOLDER_FILES
 
 
 def _unzip(name: str, data: bytes) -> dict[str, bytes]:
@@ -91,7 +91,7 @@ def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]
     folders = {Path(f.replace("\\", "/")).parent.name for f in files} - {""}
     weights = [f for f, b in base.items() if b.lower().endswith(".safetensors")]
     is_folder = bool({ckpt_files.META, ckpt_files.CONFIG} & set(base.values())) and \
-        all(base[f] == ckpt_files.WEIGHTS for f in weights)
+        all(base[f] in (ckpt_files.WEIGHTS, ckpt_files.STATE) for f in weights)
     if not is_folder:
         name, pair = _flat_parts(files)
         return name, False, pair
@@ -232,7 +232,7 @@ def store_upload(files: dict[str, bytes], dest: Path | None = None, owner: str |
     root = runs_dir() if _inside(dest, runs_dir()) else dest
     try:
         if folder:
-            order = [f for f in (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.CARD, ckpt_files.META)
+            order = [f for f in (ckpt_files.WEIGHTS, *ckpt_files.FOLDER_FILES[2:], ckpt_files.META)
                      if f in parts]
             final = ckpt_files.create_exclusive_folder(dest, name, {f: parts[f] for f in order},
                                                        mode=0o666 & ~ckpt_files.UMASK, dir_mode=0o777 & ~ckpt_files.UMASK)

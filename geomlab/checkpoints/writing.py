@@ -19,7 +19,8 @@ import geomlab
 from geomlab.checkpoints import files as ckpt_files
 from geomlab.checkpoints.card import model_card
 from geomlab.checkpoints.layout import (CARD_FILE, CONFIG_FILE, FLAT_FORMAT_VERSION, FORMAT_VERSION, META_FILE,
-                                        WEIGHTS_FILE, CheckpointError, dtype_name, layout_of, paths)
+                                        STATE_FILE, STATE_JSON_FILE, VOCAB_FILE, WEIGHTS_FILE, CheckpointError,
+                                        dtype_name, layout_of, paths)
 from geomlab.core.writes import write_error
 from geomlab.data.vocab import Vocab
 from geomlab.models import count_params
@@ -63,8 +64,9 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
         train_state: optional resumable state: ``{"tensors": {name: Tensor}, "json": {...}}``.
         exclusive: never replace an existing checkpoint: :class:`CheckpointExistsError` when one of its
             files exists (checked atomically with the creation).
-        layout: ``"flat"`` (``stem.safetensors`` + ``stem.json``), ``"folder"`` (``stem/`` with
-            ``config.json``, ``model.safetensors``, ``README.md``, ``geomlab.json``) or ``"auto"``
+        layout: ``"flat"`` (``stem.safetensors`` + ``stem.json``), ``"folder"`` (``stem/``, the Hugging Face
+            folder of :mod:`geomlab.checkpoints.io`: ``config.json``, ``model.safetensors``, ``vocab.json``,
+            ``training_state.*``, ``README.md``, ``geomlab.json``) or ``"auto"``
             (:func:`layout_of`: flat when a flat pair of that stem exists, else folder).
 
     Returns the JSON path (flat) or the folder. Raises :class:`CheckpointError` if a weight is not finite (a
@@ -81,7 +83,7 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
     save_id = uuid.uuid4().hex
     meta[ckpt_files.JSON_KEY] = save_id
     if layout == "folder":
-        files = _folder_files(meta, config, json_path)
+        tensors, files = _folder_files(meta, config, tensors, json_path)
     else:
         files = {json_path: json.dumps(_jsonable(meta), indent=1, allow_nan=False)}
     _write(tensors, files, save_id, json_path, st_path, where, layout, exclusive)
@@ -140,24 +142,45 @@ def _meta(model, config: dict[str, Any], vocab: Vocab | None, card: dict[str, An
     }
 
 
-def _folder_files(meta: dict[str, Any], config: dict[str, Any], json_path: Path) -> dict[Path, str]:
-    """The small files of a folder: ``geomlab.json`` (``meta`` made format 2: ``model_config`` moved out, the
-    sha256 of ``config.json`` and the folder's name added; ``meta`` is changed in place), ``config.json`` and
-    the model card ``README.md``, in the order they are installed."""
+def _folder_files(meta: dict[str, Any], config: dict[str, Any], tensors: dict[str, torch.Tensor],
+                  json_path: Path) -> tuple[dict[str, torch.Tensor], dict[Path, str | bytes]]:
+    """The weights and the other files of a format-3 folder, in the order they are installed: the model's
+    tensors without their ``model.`` prefix (``model.safetensors``), ``geomlab.json`` (``meta`` made format 3:
+    ``model_config``, ``vocab`` and ``train_state`` moved to their own files, the manifest split into
+    ``tensors`` and ``train_tensors`` without prefixes, the sha256 of each companion and the folder's name
+    added; ``meta`` is changed in place), ``config.json``, ``vocab.json`` (when there is a vocabulary),
+    ``training_state.safetensors`` and ``training_state.json`` (when there is training state) and the model
+    card ``README.md``."""
     import hashlib
 
+    from safetensors.torch import save as tensor_bytes
+
     folder = json_path.parent
-    config_text = json.dumps(_jsonable(config), indent=1, allow_nan=False) + "\n"
-    meta.pop("model_config")
+    weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    state = {k[len("train."):]: v for k, v in tensors.items() if k.startswith("train.")}
+    companions: dict[str, str | bytes] = {
+        CONFIG_FILE: json.dumps(_jsonable(config), indent=1, allow_nan=False) + "\n"}
+    vocab, train_json = meta.pop("vocab"), meta.pop("train_state")
+    if vocab is not None:
+        companions[VOCAB_FILE] = json.dumps(_jsonable(vocab), indent=1, allow_nan=False) + "\n"
+    if state or train_json is not None:
+        companions[STATE_FILE] = tensor_bytes(state, metadata={"format": "pt"})
+        companions[STATE_JSON_FILE] = json.dumps(_jsonable(train_json), indent=1, allow_nan=False) + "\n"
+    config = meta.pop("model_config")
     meta["format_version"] = FORMAT_VERSION
-    meta["files"] = {CONFIG_FILE: {"sha256": hashlib.sha256(config_text.encode("utf-8")).hexdigest()}}
+    meta["tensors"] = {k: {"shape": list(v.shape), "dtype": dtype_name(v)} for k, v in weights.items()}
+    meta["train_tensors"] = {k: {"shape": list(v.shape), "dtype": dtype_name(v)} for k, v in state.items()}
+    meta["files"] = {name: {"sha256": hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data)
+                            .hexdigest()} for name, data in companions.items()}
     meta["name"] = folder.name  # the name an upload of the bare files takes (geomlab.checkpoints.catalog)
-    return {json_path: json.dumps(_jsonable(meta), indent=1, allow_nan=False),
-            json_path.with_name(CONFIG_FILE): config_text,
-            json_path.with_name(CARD_FILE): model_card(folder.name, {**meta, "model_config": config})}
+    card = model_card(folder.name, {**meta, "model_config": config})
+    files: dict[Path, str | bytes] = {json_path: json.dumps(_jsonable(meta), indent=1, allow_nan=False)}
+    files.update({folder / name: data for name, data in companions.items()})
+    files[folder / CARD_FILE] = card
+    return weights, files
 
 
-def _write(tensors: dict[str, torch.Tensor], files: dict[Path, str], save_id: str, json_path: Path,
+def _write(tensors: dict[str, torch.Tensor], files: dict[Path, str | bytes], save_id: str, json_path: Path,
            st_path: Path, where: Path, layout: str, exclusive: bool) -> None:
     """Write the weights to a temporary file in the checkpoint's folder and install them with ``files`` as one
     unit (:func:`geomlab.checkpoints.files.install`). :class:`CheckpointExistsError` (``exclusive``), and

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from geomlab.commands import add_threads_argument, number, recipe_option
 
-HELP = ("train a model (any registered kind) and write a checkpoint folder OUT/NAME/ (config.json, "
-        "model.safetensors, README.md, geomlab.json)")
+HELP = ("train a model (any registered kind) and write a Hugging Face checkpoint folder OUT/NAME/ (config.json, "
+        "model.safetensors, vocab.json, training_state.*, README.md, geomlab.json)")
 
 
 def parse_count(text: str) -> int:

@@ -16,6 +16,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print the card of every checkpoint in the zoo folder and the name to give eval, sample and "
                    "trace (the default action)")
     action.add_argument("--recipes", action="store_true", help="print the recipe of every zoo entry (no training)")
+    action.add_argument("--convert", action="store_true",
+                   help="rewrite every checkpoint of an older layout in the zoo folder (flat NAME.json + "
+                   "NAME.safetensors pairs, older folders) as a Hugging Face folder NAME/, checking that the logits "
+                   "are equal, then remove the old files")
     action.add_argument("--rebuild", action="store_true",
                    help="train every zoo entry (or those in --only) from scratch and overwrite its checkpoint; "
                    "needs the corpora (GEOMLAB_DATA_DIR or the download cache)")
@@ -60,6 +64,11 @@ def run(args: argparse.Namespace) -> int:
         if out_dir.exists() and not out_dir.is_dir():
             raise ValueError(f"--dir {out_dir} is a file, not a folder")
         print(f"wrote {zoo.adopt_entry(entry, args.from_run, out_dir)}")
+        return 0
+    if args.convert:
+        from geomlab.checkpoints.hub import convert_folder
+
+        print(f"converted {len(convert_folder(out_dir))} checkpoint(s) in {out_dir}")
         return 0
     if args.rebuild:
         paths = zoo.rebuild(args.only, steps_scale=args.steps_scale, out_dir=out_dir, progress_bar=args.progress)

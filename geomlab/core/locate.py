@@ -29,7 +29,7 @@ def app_dir() -> Path:
 
 #: The app's folder (see :func:`app_dir`).
 APP_DIR = app_dir()
-#: The bundled checkpoints (``NAME.json`` + ``NAME.safetensors``; docs/zoo.md).
+#: The bundled checkpoints (Hugging Face folders ``NAME/``; docs/zoo.md).
 BUNDLED_DIR = APP_DIR / "assets" / "checkpoints"
 
 

@@ -150,7 +150,8 @@ class Trainer(Checkpointing):
         model: a registered :class:`geomlab.models.SequenceModel` (its ``config`` is saved).
         task: a :class:`geomlab.data.Task` (:class:`~geomlab.data.LMTask`, word problem, GP, ...).
         config: a :class:`TrainConfig` (or dict).
-        out: checkpoint location ``DIR/NAME`` (a folder ``DIR/NAME/`` with config.json, model.safetensors,
+        out: checkpoint location ``DIR/NAME`` (a folder ``DIR/NAME/`` in the layout of
+            :mod:`geomlab.checkpoints.io`: config.json, model.safetensors, vocab.json, training_state.*,
             README.md and geomlab.json; an existing flat pair ``NAME.json`` + ``NAME.safetensors`` stays flat)
             or ``None`` for no files.
         card: extra card fields saved with every checkpoint.

@@ -86,8 +86,8 @@ def accuracy_by_length(model, task, lengths: Iterable[int], split: str = "test",
 def build_entry(entry: ZooEntry, out_dir: str | Path = ZOO_DIR, *, progress_bar: bool = False,
                 log: Callable[[str], None] | None = print) -> Path:
     """Train ``entry`` from scratch and write the checkpoint folder ``out_dir/NAME/`` with its card
-    (:mod:`geomlab.checkpoints.io`; an existing flat pair ``NAME.json`` + ``NAME.safetensors``, such as a bundled
-    checkpoint, is rebuilt flat in place, never converted).
+    (:mod:`geomlab.checkpoints.io`; an existing flat pair ``NAME.json`` + ``NAME.safetensors`` is rebuilt flat in
+    place: ``zoo --convert`` converts it).
 
     Returns the folder (or the flat pair's JSON path). Raises ``ValueError`` for a bad recipe, :class:`geomlab.data.DataError` when the
     corpus cannot be found (set ``GEOMLAB_DATA_DIR``), :class:`geomlab.training.trainer.TrainingError` if it diverges.

@@ -32,7 +32,7 @@ class ZooEntry:
     """One bundled checkpoint's recipe: a name and words for the app, and the run that trains it.
 
     Attributes:
-        name: file stem in ``assets/checkpoints`` (``NAME.json`` + ``NAME.safetensors``).
+        name: folder name in ``assets/checkpoints`` (``NAME/``, a Hugging Face folder).
         title: one human line for the app's model picker.
         description: what the model is and why it is in the zoo.
         run: the :class:`geomlab.training.runs.RunSpec` that trains it (built by :func:`recipe`): model kind, budget or

@@ -24,6 +24,7 @@ from streamlit.testing.v1 import AppTest
 from app_pages import _state
 from app_pages._messages import md_escape
 from geomlab.checkpoints import catalog
+from geomlab.checkpoints.io import read_meta
 from geomlab.live import runner as live
 from helpers.charts import charts
 
@@ -815,7 +816,7 @@ def _table(at: AppTest):
 
 
 def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets):
-    card = card_s5 = json.loads((ASSETS / "osm-rnn-o-s5.json").read_text())["card"]
+    card = card_s5 = read_meta(ASSETS / "osm-rnn-o-s5")["card"]
     at = open_page("checkpoints")
     df = _table(at)
     assert {"metric", "valid", "test"} <= set(df.columns) and "valid BPC" not in df.columns
@@ -823,7 +824,7 @@ def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets)
     assert row["metric"].startswith("accuracy") and row["valid"] == f"{card['valid_accuracy']:.3f}"
     assert df[df["name"] == "lstm-tinyshakespeare"].iloc[0]["metric"].startswith("BPC")
     # the training steps beside the metric: a short-budget model is told from a converged one
-    lstm_card = json.loads((ASSETS / "lstm-tinyshakespeare.json").read_text())["card"]
+    lstm_card = read_meta(ASSETS / "lstm-tinyshakespeare")["card"]
     assert df[df["name"] == "lstm-tinyshakespeare"].iloc[0]["trained"] == f"{lstm_card['steps']:,}"
     assert not df[["valid", "test"]].isna().any().any()
     assert not any(str(v) in ("None", "nan") for v in df[["valid", "test"]].to_numpy().ravel())
@@ -853,7 +854,7 @@ def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets)
     assert f"L=128 {card['accuracy_by_length']['128']:.2f}" in s5 and "L=2 1.00" in s5
     # each card names its title, its effective parameters (and the stored count where they differ: the S5 torus's
     # unread prototype entries), its description, and its notes above the JSON
-    torus = json.loads((ASSETS / "osm-rnn-torus-s5.json").read_text())["card"]
+    torus = read_meta(ASSETS / "osm-rnn-torus-s5")["card"]
     assert any(m.value == f"*{md_escape(torus['recipe']['title'])}*" for m in at.markdown)
     facts = f"{torus['params_effective']:,} effective parameters ({torus['params_stored']:,} stored)"
     assert torus["params_effective"] < torus["params_stored"] and any(facts in m.value for m in at.markdown)
@@ -862,7 +863,7 @@ def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets)
     assert any(m.value == md_escape(torus["notes"]) for m in at.markdown)
     cmp = open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-torus-s5")
     t = _table(cmp)
-    assert list(t["valid"]) == [f"{card['valid_accuracy']:.3f}", f"{json.loads((ASSETS / 'osm-rnn-torus-s5.json').read_text())['card']['valid_accuracy']:.3f}"]
+    assert list(t["valid"]) == [f"{card['valid_accuracy']:.3f}", f"{read_meta(ASSETS / 'osm-rnn-torus-s5')['card']['valid_accuracy']:.3f}"]
     assert sum("final-position accuracy by length" in c.value for c in cmp.caption) == 2
 
 

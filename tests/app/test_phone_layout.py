@@ -24,11 +24,11 @@ TEXT = "ROMEO: But soft, what light through yonder window breaks?"
 def views() -> dict:
     """``{figure name: Chart}`` of the torus OSMFormer's trajectories and the CEM model's energy page."""
     names = {"osmformer-torus-tinyshakespeare": "trajectories", "cem-t2-tinyshakespeare": "energy"}
-    if not all((ASSETS / f"{n}.json").is_file() for n in names):
+    if not all((ASSETS / n).is_dir() for n in names):
         pytest.skip("bundled checkpoints not present")
     out: dict = {}
     for name, slug in names.items():
-        ck = checkpoint.load(ASSETS / f"{name}.json")
+        ck = checkpoint.load(ASSETS / name)
         out.update(build_view(trace_text(ck.model, ck.vocab, TEXT), slug, cursor=5))
     return out
 
@@ -112,9 +112,9 @@ def test_on_a_phone_panels_side_by_side_get_smaller_titles_and_sparser_ticks(mon
     """The tangent heatmap's "attention: before mixing" ran into "attention: after mixing", and the update
     generator's 0..11 ticks overlapped, each panel ~165 px wide."""
     name = "osmformer-u-tinyshakespeare"
-    if not (ASSETS / f"{name}.json").is_file():
+    if not (ASSETS / name).is_dir():
         pytest.skip("bundled checkpoints not present")
-    ck = checkpoint.load(ASSETS / f"{name}.json")
+    ck = checkpoint.load(ASSETS / name)
     built = build_view(trace_text(ck.model, ck.vocab, TEXT), "tangents", cursor=5)
     for fig_name in ("tangent_heatmap", "generator_heatmap"):
         fig = built[fig_name].figure
@@ -149,9 +149,9 @@ def test_on_a_phone_a_long_subplot_title_is_smaller_and_wrapped():
 def test_on_a_phone_stacked_maps_keep_their_colour_bars_beside_them(monkeypatch):
     """The plane matrix's left colour bar sat between the two maps, over the right map's ticks."""
     name = "grassmann-tinyshakespeare"
-    if not (ASSETS / f"{name}.json").is_file():
+    if not (ASSETS / name).is_dir():
         pytest.skip("bundled checkpoints not present")
-    ck = checkpoint.load(ASSETS / f"{name}.json")
+    ck = checkpoint.load(ASSETS / name)
     fig = build_view(trace_text(ck.model, ck.vocab, TEXT), "planes", cursor=20)["plane_matrix"].figure
     got, lay = drawn(fig, True, monkeypatch)
     assert list(lay["xaxis"]["domain"]) == list(lay["xaxis2"]["domain"]) == [0, 1]
@@ -164,9 +164,9 @@ def test_on_a_phone_stacked_maps_keep_their_colour_bars_beside_them(monkeypatch)
 def test_on_a_phone_stacking_adds_no_colour_bar(monkeypatch):
     """Moving the stacked panels' colour bars once gave the torus's cursor ring a colour bar of its own."""
     name = "osm-rnn-torus-s5"
-    if not (ASSETS / f"{name}.json").is_file():
+    if not (ASSETS / name).is_dir():
         pytest.skip("bundled checkpoints not present")
-    ck = checkpoint.load(ASSETS / f"{name}.json")
+    ck = checkpoint.load(ASSETS / name)
     fig = build_view(trace_text(ck.model, ck.vocab, "01234 10234 21034 01234 41023"), "trajectories",
                               cursor=3)["torus_angles"].figure
 
@@ -189,10 +189,10 @@ def test_on_a_phone_a_3d_scene_takes_the_width_and_a_phone_height(monkeypatch):
 
     names = {"osm-rnn-o-tinyshakespeare": ("trajectories", "pca_trajectory"),
              "grassmann-tinyshakespeare": ("planes", "plane_sphere")}
-    if not all((ASSETS / f"{n}.json").is_file() for n in names):
+    if not all((ASSETS / n).is_dir() for n in names):
         pytest.skip("bundled checkpoints not present")
     for name, (slug, key) in names.items():
-        ck = checkpoint.load(ASSETS / f"{name}.json")
+        ck = checkpoint.load(ASSETS / name)
         fig = build_view(trace_text(ck.model, ck.vocab, TEXT), slug, cursor=20)[key].figure
         before = copy.deepcopy(fig.layout.to_plotly_json())
         got, lay = drawn(fig, True, monkeypatch, narrow=True)
@@ -220,9 +220,9 @@ def test_on_a_phone_a_legend_beside_the_plot_goes_under_it(monkeypatch):
     """Tangent updates on a phone: the six-entry legend right of the plot took ~45% of the width, the plot
     was left ~170 px and its tick labels turned upright."""
     name = "osmformer-o-linear-tinyshakespeare"
-    if not (ASSETS / f"{name}.json").is_file():
+    if not (ASSETS / name).is_dir():
         pytest.skip("bundled checkpoints not present")
-    ck = checkpoint.load(ASSETS / f"{name}.json")
+    ck = checkpoint.load(ASSETS / name)
     figs = build_view(trace_text(ck.model, ck.vocab, TEXT), "tangents", cursor=20)
     fig = figs["tangent_lines"].figure
     before = copy.deepcopy(fig.layout.to_plotly_json())
@@ -242,7 +242,7 @@ def test_on_a_phone_a_legend_beside_the_plot_goes_under_it(monkeypatch):
 
     assert _relayout.legend_below(go.Figure(go.Scatter(y=[1, 2], name="one"))) == {}  # Plotly shows none
     # a lone entry shown beside the plot (Trajectories' distances: "state", ~90 px of a phone) goes under too
-    rnn = checkpoint.load(ASSETS / "osm-rnn-o-tinyshakespeare.json")
+    rnn = checkpoint.load(ASSETS / "osm-rnn-o-tinyshakespeare")
     dist = build_view(trace_text(rnn.model, rnn.vocab, TEXT), "trajectories", cursor=20)["distance_profile"]
     assert [t.name for t in dist.figure.data if t.showlegend is True] == ["state"]
     _, lay = drawn(dist.figure, True, monkeypatch)

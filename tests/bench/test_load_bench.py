@@ -227,6 +227,18 @@ def test_checkpoints_for_views_prefers_the_view_family(tmp_path):
                    "attention": ["osmformer-u", "cem-a"], "energy": ["cem-a"], "planes": ["grassmann-x"]}
 
 
+def test_bundled_checkpoints_reads_hugging_face_folders(tmp_path):
+    for name, kind, vocab in (("a", "cem", {"level": "symbol"}), ("b", "lstm", None), ("c", "osmformer", {})):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({"kind": kind}))
+        if vocab is not None:
+            (folder / "vocab.json").write_text(json.dumps(vocab))
+        if name != "c":  # no weights: not offered
+            (folder / "model.safetensors").write_bytes(b"")
+    assert bench.bundled_checkpoints(tmp_path) == [("a", "cem", "symbol"), ("b", "lstm", "char")]
+
+
 def test_log_errors_and_percentile():
     log = "\n".join([
         "  You can now view your Streamlit app in your browser.",

@@ -261,7 +261,7 @@ def test_the_shipped_bundled_checkpoints_load_by_name(monkeypatch, tmp_path):
     monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
     c = ckpt.load("bundled/osm-rnn-o-s5")
-    assert c.model.config["kind"] == "osm-rnn" and c.path.name == "osm-rnn-o-s5.json"
+    assert c.model.config["kind"] == "osm-rnn" and c.path.name == "osm-rnn-o-s5" and c.layout == "folder"
     # an unknown bundled name says so and lists the bundled ones (not "file bundled/nosuch.json is missing")
     with pytest.raises(ckpt.CheckpointError, match=r"^no bundled checkpoint 'nosuch'; the bundled ones: .*osm-rnn-o-s5"):
         ckpt.load("bundled/nosuch")

@@ -250,19 +250,19 @@ def test_a_too_long_name_is_a_checkpoint_error_not_an_os_error(tmp_path):
 
 def test_the_bundled_checkpoints_still_load_unchanged():
     """Every bundled checkpoint loads without being changed, including those whose weights carry no save id
-    (most of the zoo, and the retrained entries' previous weights kept for the trace fixtures)."""
+    (the retrained entries' previous weights kept for the trace fixtures, flat pairs)."""
     root = Path(__file__).resolve().parents[1]
     folders = [root.parent / "assets" / "checkpoints", root / "fixtures" / "trace_v1" / "checkpoints"]
-    found = sorted(p for f in folders for p in f.glob("*.json"))
+    found = sorted(p for f in folders for p in f.iterdir() if p.suffix == ".json" or p.is_dir())
     assert found
-    before = {p: p.read_bytes() for f in folders for p in f.iterdir()}
+    before = {p: p.read_bytes() for f in folders for p in f.rglob("*") if p.is_file()}
     older = 0
     for p in found:
         c = ckpt.load(p)
         assert c.model is not None
         older += "save_id" not in c.meta  # older format: no save id, read as before
     assert older >= 2
-    assert {p: p.read_bytes() for f in folders for p in f.iterdir()} == before
+    assert {p: p.read_bytes() for f in folders for p in f.rglob("*") if p.is_file()} == before
 
 
 def test_a_fifo_is_never_opened_by_the_loader(tmp_path):

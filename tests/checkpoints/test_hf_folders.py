@@ -25,7 +25,9 @@ from geomlab.models import build_model
 
 TEXT = "the quick brown fox jumps over the lazy dog"
 VOCAB = Vocab.from_text(TEXT)
-FILES = ["README.md", "config.json", "geomlab.json", "model.safetensors"]
+FILES = ["README.md", "config.json", "geomlab.json", "model.safetensors", "vocab.json"]
+#: A folder with resumable training state has two more files.
+STATE_FILES = sorted(FILES + ["training_state.json", "training_state.safetensors"])
 CARD = {"corpus": "tiny", "steps": 7, "valid_bpc": 3.25, "test_bpc": 3.5, "description": "a test model"}
 
 
@@ -50,13 +52,13 @@ def test_folder_round_trip(tmp_path):
     state = {"tensors": {"optim.0.step": torch.tensor(3.0)}, "json": {"step": 3}}
     folder = ckpt.save(tmp_path / "runs" / "run", model, VOCAB, dict(CARD), train_config={"steps": 7},
                        metrics=[{"step": 1, "loss": 4.0}], train_state=state, layout="folder")
-    assert folder == tmp_path / "runs" / "run" and sorted(p.name for p in folder.iterdir()) == FILES
+    assert folder == tmp_path / "runs" / "run" and sorted(p.name for p in folder.iterdir()) == STATE_FILES
     config = json.loads((folder / "config.json").read_text())
     meta = json.loads((folder / "geomlab.json").read_text())
     assert config == model.config  # config.json is exactly the model config
-    assert "model_config" not in meta and meta["format_version"] == 2 == ckpt.FORMAT_VERSION
+    assert "model_config" not in meta and meta["format_version"] == 3 == ckpt.FORMAT_VERSION
     assert meta["files"]["config.json"]["sha256"] == hashlib.sha256((folder / "config.json").read_bytes()).hexdigest()
-    for path in (folder, *(folder / n for n in FILES)):  # the folder, or any file in it
+    for path in (folder, *(folder / n for n in STATE_FILES)):  # the folder, or any file in it
         c = ckpt.load(path)
         assert c.path == folder and c.layout == "folder"
         assert c.model_config == model.config and c.vocab == VOCAB and c.card["valid_bpc"] == 3.25
@@ -322,7 +324,7 @@ def test_resume_from_a_folder_writes_back_into_it(tmp_path, tiny_text):
     trainer.add_callback(stop_at_3)
     res = trainer.run()
     assert res.status == "stopped" and res.checkpoint == tmp_path / "run"
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == FILES
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == STATE_FILES
     resumed = Trainer.from_checkpoint(tmp_path / "run", task)
     assert resumed.out == tmp_path / "run" and resumed.step == 3
     done = resumed.run()

@@ -36,8 +36,9 @@ def test_train_eval_sample_end_to_end(text_file, tmp_path, capsys, monkeypatch):
     assert c.train_config["lr"] == 0.01 and c.train_config["steps"] == 20
     test_bpc = c.card["test_bpc"]
 
-    assert sorted(f.name for f in (out / "tiny").iterdir()) == ["README.md", "config.json", "geomlab.json",
-                                                               "model.safetensors"]  # a checkpoint folder
+    assert sorted(f.name for f in (out / "tiny").iterdir()) == [
+        "README.md", "config.json", "geomlab.json", "model.safetensors", "training_state.json",
+        "training_state.safetensors", "vocab.json"]  # a Hugging Face checkpoint folder, resumable
     # every command takes the folder or a file in it
     assert main(["eval", str(out / "tiny" / "geomlab.json"), "--data", str(text_file), "--split", "test"]) == 0
     first = capsys.readouterr()
@@ -125,20 +126,23 @@ def test_resume_refuses_fewer_steps_than_done_and_leaves_the_checkpoint(text_fil
 
 @pytest.mark.parametrize("step", [-5, 2.5, "7", None])
 def test_resume_refuses_a_checkpoint_whose_step_is_not_a_count(text_file, tmp_path, capsys, step):
+    import hashlib
     import json
 
     out = tmp_path / "runs"
     assert _train(text_file, out, "--name", "run", "--steps", "10") == 0
     capsys.readouterr()
-    meta = out / "run" / "geomlab.json"
+    state, meta = out / "run" / "training_state.json", out / "run" / "geomlab.json"
+    text = json.dumps({**json.loads(state.read_text()), "step": step})  # a hand-edited (or damaged) checkpoint
+    state.write_text(text)
     data = json.loads(meta.read_text())
-    data["train_state"]["step"] = step  # a hand-edited (or damaged) checkpoint
+    data["files"]["training_state.json"]["sha256"] = hashlib.sha256(text.encode()).hexdigest()  # edited consistently
     meta.write_text(json.dumps(data))
-    before = meta.read_bytes()
+    before = state.read_bytes()
     assert main(["train", "--resume", str(out / "run"), "--data", str(text_file), "--steps", "20", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: run is corrupt: its training state says step") and err.count("\n") == 1
-    assert meta.read_bytes() == before
+    assert state.read_bytes() == before
 
 
 def test_word_problem_via_cli(tmp_path, capsys):
@@ -571,6 +575,25 @@ def test_zoo_list_says_how_to_refer_to_each(capsys, monkeypatch):
     assert main(["zoo", "--list", "--only", "bogus"]) == 2
     err = capsys.readouterr().err  # names as typed, not a Python list ("['bogus']")
     assert err.startswith("error: unknown zoo entry bogus; known: ") and "lstm-tinyshakespeare, " in err, err
+
+
+def test_zoo_convert_turns_flat_pairs_into_folders_with_equal_logits(tmp_path, capsys):
+    from geomlab.data import Vocab
+    from geomlab.models import build_model
+
+    vocab = Vocab.from_text("abcdefgh ")
+    torch.manual_seed(0)
+    model = build_model({"kind": "transformer", "vocab_size": vocab.size, "d_model": 8, "n_layers": 1,
+                         "n_heads": 2}).eval()
+    ckpt.save(tmp_path / "zoo" / "t", model, vocab, {"corpus": "tiny", "test_bpc": 3.0}, layout="flat")
+    assert main(["zoo", "--convert", "--dir", str(tmp_path / "zoo")]) == 0
+    assert capsys.readouterr().out.endswith("converted 1 checkpoint(s) in " + str(tmp_path / "zoo") + "\n")
+    assert [p.name for p in (tmp_path / "zoo").iterdir()] == ["t"]  # the pair removed
+    c = ckpt.load(tmp_path / "zoo" / "t")
+    x = torch.randint(0, vocab.size, (2, 7))
+    assert c.layout == "folder" and c.meta["format_version"] == 3 and torch.equal(c.model(x), model(x))
+    assert main(["zoo", "--convert", "--dir", str(tmp_path / "zoo")]) == 0  # nothing left: a no-op
+    assert "converted 0 checkpoint(s)" in capsys.readouterr().out
 
 
 def test_eval_refuses_another_task(capsys, monkeypatch, text_file):

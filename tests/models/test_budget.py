@@ -4,7 +4,6 @@ search was gathered in one module."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,12 +12,13 @@ from geomlab import report
 from geomlab.models import build_model, config_for_budget, count_params, full_config
 from geomlab.models import budget
 from geomlab.models.budget import config_near_budget, linear_width_search, search_width
+from geomlab.checkpoints.io import read_meta
 
 CKPT_DIR = Path(__file__).resolve().parents[2] / "assets" / "checkpoints"
 #: Keys whose default changed after these checkpoints were trained; the search does not vary them.
 _CHANGED_DEFAULTS = {"osmformer": {"attn_step", "ground_step", "beta"}}
-_BUDGETED = sorted(p.stem for p in CKPT_DIR.glob("*.json")
-                   if json.loads(p.read_text())["card"].get("recipe", {}).get("budget"))
+_BUDGETED = sorted(p.name for p in CKPT_DIR.iterdir()
+                   if p.is_dir() and read_meta(p)["card"].get("recipe", {}).get("budget"))
 
 
 def test_bundled_checkpoints_with_a_budget_exist():
@@ -27,7 +27,7 @@ def test_bundled_checkpoints_with_a_budget_exist():
 
 @pytest.mark.parametrize("name", _BUDGETED)
 def test_zoo_budgets_choose_the_bundled_configs(name):
-    meta = json.loads((CKPT_DIR / f"{name}.json").read_text())
+    meta = read_meta(CKPT_DIR / name)
     stored, recipe = meta["model_config"], meta["card"]["recipe"]
     budget._CONFIG_CACHE.clear()
     got = budget.resolve_config(recipe["kind"], stored["vocab_size"], recipe["budget"], recipe["config"])

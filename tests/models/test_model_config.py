@@ -28,16 +28,16 @@ def test_every_kind_has_its_config_class(kind):
     assert cls.from_dict(d) == cfg  # the dict reads back to the same config
 
 
-@pytest.mark.parametrize("path", sorted(CKPT_DIR.glob("*.json")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(p for p in CKPT_DIR.iterdir() if p.is_dir()), ids=lambda p: p.name)
 def test_bundled_checkpoint_configs_convert_back_to_the_same_json(path):
-    stored = json.loads(path.read_text())["model_config"]
+    stored = json.loads((path / "config.json").read_text())
     again = model_config(stored).to_dict()
     assert json.dumps(again) == json.dumps(stored)  # same keys, order and values: the same config.json
     assert build_model(stored).config == stored
 
 
 def test_an_older_config_gets_todays_defaults_for_missing_keys():
-    stored = json.loads((CKPT_DIR / "osmformer-u-tinyshakespeare.json").read_text())["model_config"]
+    stored = json.loads((CKPT_DIR / "osmformer-u-tinyshakespeare" / "config.json").read_text())
     old = {k: v for k, v in stored.items() if k not in ("expm", "complex_mode", "token_param")}
     d = full_config(old)
     assert (d["expm"], d["complex_mode"], d["token_param"]) == ("auto", "native", "coords")

@@ -123,7 +123,7 @@ def test_trace_html_writes_the_registry_figures(tmp_path):
     from geomlab.commands import cli
 
     out = tmp_path / "views"
-    rc = cli.main(["trace", str(ASSETS / "cem-t2-tinyshakespeare.json"), "--text", TEXT,
+    rc = cli.main(["trace", str(ASSETS / "cem-t2-tinyshakespeare"), "--text", TEXT,
                    "--out", str(tmp_path / "t.npz"), "--html", str(out), "--cursor", "4"])
     assert rc == 0
     ck = checkpoint.load(ASSETS / "cem-t2-tinyshakespeare", device="cpu")
@@ -140,7 +140,7 @@ def test_trace_html_captions_say_nothing_of_the_app_s_controls(tmp_path):
     from geomlab.commands import cli
 
     out = tmp_path / "views"
-    assert cli.main(["trace", str(ASSETS / "osm-rnn-o-tinyshakespeare.json"), "--text", TEXT, "--html", str(out)]) == 0
+    assert cli.main(["trace", str(ASSETS / "osm-rnn-o-tinyshakespeare"), "--text", TEXT, "--html", str(out)]) == 0
     ck = checkpoint.load(ASSETS / "osm-rnn-o-tinyshakespeare", device="cpu")
     tr = trace_text(ck.model, ck.vocab, TEXT)
     app = " ".join(f.caption for v in views.views_of_trace(tr) for f in views.build_view(tr, v.slug).values())

@@ -320,7 +320,7 @@ def test_compact_trace_shows_what_the_version_1_trace_showed(name):
     from the bundled checkpoints; the compact trace of the same checkpoint and text draws the same numbers."""
     old = dict(np.load(FIXTURES / f"{name}.npz", allow_pickle=False))
     kept = FIXTURES / "checkpoints" / f"{name}-tinyshakespeare.json"  # the weights the fixture was traced from,
-    ck = _ckpt.load(kept if kept.is_file() else ASSETS / f"{name}-tinyshakespeare.json")  # kept when retrained
+    ck = _ckpt.load(kept if kept.is_file() else ASSETS / f"{name}-tinyshakespeare")  # kept when retrained
     new = trace_text(ck.model, ck.vocab, V1_TEXT)
     np.testing.assert_allclose(new.logits, old["logits"], atol=2e-5)
     if "attention" in old:
@@ -363,7 +363,7 @@ def test_version_1_files_load_and_round_trip_as_version_2(name):
 
 
 def test_attention_rows_are_rows_of_the_full_map():
-    ck = _ckpt.load(ASSETS / "cem-t2-tinyshakespeare.json")
+    ck = _ckpt.load(ASSETS / "cem-t2-tinyshakespeare")
     tr = trace_text(ck.model, ck.vocab, V1_TEXT * 3)
     full = np.asarray(tr.attention)
     rows = np.array([0, 5, 40, len(tr.tokens) - 1])
@@ -378,7 +378,7 @@ def test_attention_rows_are_rows_of_the_full_map():
 
 
 def test_torus_states_are_stored_as_their_diagonals():
-    ck = _ckpt.load(ASSETS / "osmformer-torus-tinyshakespeare.json")
+    ck = _ckpt.load(ASSETS / "osmformer-torus-tinyshakespeare")
     tr = trace_text(ck.model, ck.vocab, V1_TEXT)
     d = ck.model.config["d"]
     assert isinstance(tr, OSMTrace) and tr.diagonal and tr.state_data.shape == (2, len(V1_TEXT), d)
@@ -400,7 +400,7 @@ def test_every_bundled_model_traces_the_longest_text_in_at_most_16_mb():
 
 
 def test_trace_json_is_strict_and_windowed():
-    ck = _ckpt.load(ASSETS / "osmformer-u-tinyshakespeare.json")
+    ck = _ckpt.load(ASSETS / "osmformer-u-tinyshakespeare")
     tr = trace_text(ck.model, ck.vocab, V1_TEXT)
     tr.logits[3, 0] = np.nan  # a non-finite value becomes null, never a bare NaN
     doc = json.loads(trace_json(tr, start=10, stop=30), parse_constant=lambda c: pytest.fail(f"bare {c}"))

@@ -14,7 +14,7 @@ from geomlab.commands.cli import main
 from geomlab.models.budget import resolve_config
 
 REPO = Path(__file__).resolve().parents[2]
-BUNDLED = sorted((REPO / "assets" / "checkpoints").glob("*.json"))
+BUNDLED = sorted(p for p in (REPO / "assets" / "checkpoints").iterdir() if p.is_dir())
 
 
 # ----------------------------------------------------------------------------------------------- recipes
@@ -248,7 +248,7 @@ def test_cli_zoo_list_and_recipes(tmp_path, capsys, tiny_text):
 def test_bundled_checkpoint_loads_with_a_full_card(json_path):
     from geomlab.checkpoints import io as ckpt
 
-    assert json_path.stat().st_size + json_path.with_suffix(".safetensors").stat().st_size < 4 * 2**20
+    assert sum(p.stat().st_size for p in json_path.iterdir()) < 4 * 2**20
     c = ckpt.load(json_path)
     card = c.card
     for key in ("corpus", "split", "steps", "seed", "params_effective", "train_time_s", "device", "recipe"):
@@ -273,17 +273,17 @@ def test_bundled_checkpoint_loads_with_a_full_card(json_path):
 
 
 def test_bundled_zoo_is_small():
-    total = sum(p.stat().st_size for p in (REPO / "assets" / "checkpoints").glob("*") if p.is_file())
+    total = sum(p.stat().st_size for p in (REPO / "assets" / "checkpoints").rglob("*") if p.is_file())
     assert total < 16 * 2**20
 
 
-_S3 = REPO / "assets" / "checkpoints" / "osm-rnn-o-s3.json"
-_S3T = REPO / "assets" / "checkpoints" / "osm-rnn-torus-s3.json"
-_S5 = REPO / "assets" / "checkpoints" / "osm-rnn-o-s5.json"
-_S5T = REPO / "assets" / "checkpoints" / "osm-rnn-torus-s5.json"
+_S3 = REPO / "assets" / "checkpoints" / "osm-rnn-o-s3"
+_S3T = REPO / "assets" / "checkpoints" / "osm-rnn-torus-s3"
+_S5 = REPO / "assets" / "checkpoints" / "osm-rnn-o-s5"
+_S5T = REPO / "assets" / "checkpoints" / "osm-rnn-torus-s5"
 
 
-@pytest.mark.skipif(not (_S3.is_file() and _S3T.is_file()), reason="S3 zoo pair not bundled")
+@pytest.mark.skipif(not (_S3.is_dir() and _S3T.is_dir()), reason="S3 zoo pair not bundled")
 def test_bundled_s3_pair_non_abelian_state_tracks_what_the_torus_cannot():
     """Recomputed from the weights on fresh evaluation sequences (not read from the cards): the O(4)
     OSM-RNN tracks the S3 running product at its training length; the abelian torus model does not."""
@@ -297,7 +297,7 @@ def test_bundled_s3_pair_non_abelian_state_tracks_what_the_torus_cannot():
     assert acc_t[16] < 0.6, acc_t
 
 
-@pytest.mark.skipif(not (_S5.is_file() and _S5T.is_file()), reason="S5 zoo pair not bundled")
+@pytest.mark.skipif(not (_S5.is_dir() and _S5T.is_dir()), reason="S5 zoo pair not bundled")
 def test_bundled_s5_pair_o5_tracks_s5_and_the_torus_cannot():
     """The issue's pair, recomputed from the weights on fresh sequences: the O(5) OSM-RNN tracks the S5
     running product (120 elements, non-solvable) at its training length; the abelian torus stays near
@@ -314,10 +314,10 @@ def test_bundled_s5_pair_o5_tracks_s5_and_the_torus_cannot():
     assert card["recipe"]["length_curriculum"] and card["accuracy_by_length"]["32"] > 0.85
 
 
-_GRASS = REPO / "assets" / "checkpoints" / "grassmann-tinyshakespeare.json"
+_GRASS = REPO / "assets" / "checkpoints" / "grassmann-tinyshakespeare"
 
 
-@pytest.mark.skipif(not _GRASS.is_file(), reason="Grassmann zoo model not bundled")
+@pytest.mark.skipif(not _GRASS.is_dir(), reason="Grassmann zoo model not bundled")
 def test_bundled_grassmann_traces_a_text_of_the_apps_full_length():
     """the bundled Grassmann model reads any text up to the app's limit (2,048 characters;
     a learned table of 128 positions could not), and the traced logits are the model's own on that text."""

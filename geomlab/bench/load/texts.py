@@ -71,18 +71,28 @@ def session_texts(n: int, chars: int, source: str | None = None) -> list[str]:
 
 
 def bundled_checkpoints(folder: Path | None = None) -> list[tuple[str, str, str]]:
-    """``[(name, kind, vocab level)]`` of the bundled checkpoints (``assets/checkpoints/*.json``, or
-    ``GEOMLAB_BUNDLED_DIR``), sorted by name. Reads only the JSON cards."""
+    """``[(name, kind, vocab level)]`` of the bundled checkpoints (``assets/checkpoints``, or
+    ``GEOMLAB_BUNDLED_DIR``): folders ``NAME/`` and flat pairs ``NAME.json``, sorted by name; one without its
+    weights is left out. Reads only the small JSON files."""
     folder = folder or bundled_dir()
     out = []
-    for path in sorted(Path(folder).glob("*.json")):
+    for path in sorted(Path(folder).iterdir()):
+        if path.is_dir():  # config.json, and vocab.json (an older folder: the vocabulary in geomlab.json)
+            files = [path / "config.json", path / "vocab.json", path / "geomlab.json"]
+            weights = path / "model.safetensors"
+        elif path.suffix == ".json":
+            files, weights = [path], path.with_suffix(".safetensors")
+        else:
+            continue
         try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
+            meta = [json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {} for f in files]
         except (OSError, ValueError):
             continue
-        kind = (meta.get("model_config") or {}).get("kind")
-        if kind and (path.with_suffix(".safetensors")).is_file():
-            out.append((path.stem, str(kind), str((meta.get("vocab") or {}).get("level", "char"))))
+        config = meta[0] if path.is_dir() else meta[0].get("model_config") or {}
+        vocab = (meta[1] or meta[2].get("vocab") or {}) if path.is_dir() else meta[0].get("vocab") or {}
+        if config.get("kind") and weights.is_file():
+            out.append((path.stem if path.suffix == ".json" else path.name, str(config["kind"]),
+                        str(vocab.get("level", "char"))))
     return out
 
 

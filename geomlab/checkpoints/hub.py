@@ -1,0 +1,156 @@
+"""Models in and out of the Hugging Face Hub: :func:`save_pretrained`, :func:`from_pretrained` (a local
+checkpoint, a bundled one, or a Hub model id), :func:`push_to_hub`, and :func:`convert` (an older layout to the
+Hugging Face folder of :mod:`geomlab.checkpoints.io`, format 3).
+
+The folder is what :func:`geomlab.checkpoints.io.save` writes with ``layout="folder"``; this module only moves
+it. Hub access goes through ``huggingface_hub`` (``snapshot_download``, ``HfApi.create_repo`` and
+``HfApi.upload_folder``). Design choice: geomlab's models do not inherit ``PyTorchModelHubMixin``, since one
+``config.json`` names its class by ``kind`` (:func:`geomlab.models.build_model`) and the loader validates the
+files before building anything; the folder is still one that the mixin loads strictly (``config.json`` is the
+model class's constructor argument, ``model.safetensors`` its ``state_dict`` without prefix).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from geomlab.checkpoints import files as ckpt_files
+from geomlab.checkpoints.layout import FORMAT_VERSION, CheckpointError, exists
+from geomlab.checkpoints.reading import Checkpoint, load
+from geomlab.checkpoints.writing import save
+from geomlab.core.locate import bundled_checkpoint
+from geomlab.data.vocab import Vocab
+
+#: A Hub model id: ``owner/name`` (letters, digits, ``-``, ``_``, ``.``; Hugging Face's rule, simplified).
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def save_pretrained(model, folder: str | os.PathLike, vocab: Vocab | None = None,
+                    card: dict[str, Any] | None = None, **kw: Any) -> Path:
+    """Write ``model`` (a registered :class:`geomlab.models.SequenceModel`) as a Hugging Face folder
+    ``folder/`` (``config.json``, ``model.safetensors``, ``vocab.json``, ``README.md``, ``geomlab.json``, and
+    ``training_state.*`` with ``train_state``), as one unit. ``card``: summary fields (``corpus``,
+    ``valid_bpc``, ``test_bpc``, ... : the model card's eval results); ``kw``: ``train_config``, ``metrics``,
+    ``train_state``, ``exclusive`` of :func:`geomlab.checkpoints.io.save`, which raises what it raises.
+    Returns the folder."""
+    return save(Path(folder), model, vocab, card, layout="folder", **kw)
+
+
+def from_pretrained(name: str | os.PathLike, device: str | torch.device = "cpu", *, revision: str | None = None,
+                    token: str | bool | None = None, cache_dir: str | os.PathLike | None = None,
+                    local_files_only: bool = False) -> Checkpoint:
+    """Load a checkpoint: a local folder or flat pair (any layout; a ``Path`` is always local), a bundled one
+    (``bundled/NAME``), else a Hub model id ``owner/name`` (a string naming no local file) downloaded with
+    ``huggingface_hub.snapshot_download`` (only the checkpoint's files; ``revision``, ``token``, ``cache_dir``,
+    ``local_files_only`` as there) and loaded from its local copy, validated as any local folder (no code runs). Returns a :class:`~geomlab.checkpoints.io.Checkpoint`.
+
+    Raises :class:`CheckpointError` (one line) for a broken checkpoint, or a name that is neither a local
+    checkpoint nor a Hub id the Hub (or its cache) has."""
+    text = str(name)
+    if not isinstance(name, str) or exists(Path(name)) or bundled_checkpoint(name) is not None \
+            or not HUB_ID.match(text) or Path(text).parent == Path("bundled"):
+        return load(name, device)  # a Path is always local
+    from huggingface_hub import snapshot_download
+
+    import geomlab
+
+    try:
+        local = snapshot_download(text, revision=revision, token=token, cache_dir=cache_dir,
+                                  local_files_only=local_files_only, allow_patterns=list(ckpt_files.FOLDER_FILES),
+                                  library_name="geomlab", library_version=geomlab.__version__)
+    except Exception as exc:  # huggingface_hub's HTTP, offline and not-found errors
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise CheckpointError(f"no local checkpoint {text} and the Hugging Face Hub gave none under that id "
+                              f"({type(exc).__name__}: {reason})") from None
+    return load(Path(local), device)
+
+
+def push_to_hub(checkpoint: str | os.PathLike, repo_id: str, *, token: str | None = None,
+                private: bool | None = None, revision: str | None = None, commit_message: str | None = None,
+                create_pr: bool = False) -> str:
+    """Upload a checkpoint to the Hub model repository ``repo_id`` (created when missing), with
+    ``huggingface_hub.HfApi.create_repo`` and ``upload_folder``: the checkpoint is loaded first (a broken one
+    is never pushed); a folder in the current layout is uploaded as it is (its files only, no journals), an
+    older layout is converted (:func:`convert`) into a temporary folder first. Returns the commit's URL.
+
+    Raises :class:`CheckpointError` for a broken checkpoint or a bad ``repo_id``; ``huggingface_hub``'s errors
+    (authentication, network) pass through."""
+    if not HUB_ID.match(repo_id):
+        raise CheckpointError(f"repo_id {repo_id!r} is not a Hub model id (owner/name)")
+    from huggingface_hub import HfApi
+
+    ckpt = load(checkpoint)
+    api = HfApi(token=token)
+    api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+    message = commit_message or f"Upload {ckpt.path.name} (geomlab)"
+    with tempfile.TemporaryDirectory(prefix="geomlab-push-") as tmp:
+        folder = ckpt.path
+        if ckpt.layout != "folder" or ckpt.meta.get("format_version", 0) < FORMAT_VERSION:
+            folder = convert(ckpt, Path(tmp) / _stem(ckpt.path))
+        info = api.upload_folder(repo_id=repo_id, folder_path=folder, repo_type="model", revision=revision,
+                                 commit_message=message, allow_patterns=list(ckpt_files.FOLDER_FILES),
+                                 create_pr=create_pr)
+    return str(getattr(info, "commit_url", info))
+
+
+def _stem(path: Path) -> str:
+    return path.stem if path.suffix == ".json" else path.name
+
+
+def convert(src: str | os.PathLike | Checkpoint, dest: str | os.PathLike) -> Path:
+    """Write the checkpoint ``src`` (a path in any layout, or a loaded :class:`Checkpoint`) as a folder of the
+    current layout at ``dest``: the same tensors, config, vocabulary, card, training config, metrics and
+    training state. Never replaces an existing checkpoint (``CheckpointExistsError``). Returns the folder.
+    :class:`CheckpointError` for a broken ``src``."""
+    ckpt = src if isinstance(src, Checkpoint) else load(src)
+    return save(Path(dest), ckpt.model, ckpt.vocab, ckpt.card, train_config=ckpt.train_config,
+                metrics=ckpt.metrics, train_state=ckpt.train_state, exclusive=True, layout="folder")
+
+
+def same_logits(a: Checkpoint, b: Checkpoint, seed: int = 0, length: int = 32) -> bool:
+    """Whether the two checkpoints' models give ``torch.equal`` outputs on one seeded batch of token ids
+    (2 x ``length``, below both vocabulary sizes). Design choice: the check of :func:`convert_folder`."""
+    vocab_size = int(a.model_config.get("vocab_size", 2))
+    x = torch.randint(0, vocab_size, (2, length), generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        return bool(torch.equal(a.model(x), b.model(x)))
+
+
+def convert_folder(folder: str | os.PathLike, log=print) -> list[Path]:
+    """Convert every checkpoint of an older layout directly in ``folder`` (flat pairs ``NAME.json`` +
+    ``NAME.safetensors``, format-2 folders) to a folder ``NAME/`` of the current layout, check that it gives
+    ``torch.equal`` logits (:func:`same_logits`), then remove the old files (a format-2 folder is replaced in
+    place). Returns the new folders. :class:`CheckpointError` (the old files kept) for a broken checkpoint or
+    logits that differ."""
+    import shutil
+
+    done = []
+    for path in sorted(Path(folder).iterdir()):
+        if path.name.startswith(".") or not (path.suffix == ".json" or (path / ckpt_files.META).is_file()):
+            continue
+        old = load(path)
+        if old.layout == "folder" and old.meta.get("format_version", 0) >= FORMAT_VERSION:
+            continue
+        name = _stem(path)
+        work = path.with_name(f".{name}.converting")  # a format-2 folder is written beside itself first
+        new_path = convert(old, path.with_name(name) if old.layout == "flat" else work / name)
+        if not same_logits(old, load(new_path)):
+            shutil.rmtree(work if old.layout == "folder" else new_path)
+            raise CheckpointError(f"{name}: the converted weights give other logits; the old files are kept")
+        if old.layout == "flat":
+            for p in (path, path.with_suffix(".safetensors")):
+                p.unlink()
+        else:
+            shutil.rmtree(path)
+            os.replace(new_path, path)
+            work.rmdir()
+            new_path = path
+        log(f"converted {name} -> {new_path}")
+        done.append(new_path)
+    return done
