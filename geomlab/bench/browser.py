@@ -14,9 +14,11 @@ one as shipped and a baseline measured in the same run: this checkout with the c
   the page caption shows the new position, the script run has finished, every chart is drawn again and
   the browser's main thread is free (two animation frames later);
 * **click to update** (``--click-views``, default every view page): one session per server and view opens
-  ``/VIEW`` with the ``--chars`` text and clicks ``--clicks`` times on a token of the clickable text (both
-  versions have it), and on the whole-text overview strip where the page has one; the time from the click
-  until the cursor has moved and every chart is drawn again, as above.
+  ``/VIEW`` with the ``--chars`` text and clicks ``--clicks`` times on a token of the clickable text three
+  tokens from the cursor, on a cell of the first chart three rows from the cursor where that chart is a
+  position x position map, and on the whole-text overview strip where the page has one; the time, in the
+  page's own clock, from the click (``pointerdown``) to the script run's last message or the last chart drawn
+  again, whichever is later (:data:`TIMING_JS`: no test-driver latency in it).
 
 Printed: median and minimum of each, the ratio shipped / baseline, and the load average during the run.
 A benchmark, not a test: the exit status is non-zero only when something failed (a server that did not
@@ -43,6 +45,40 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
 IDLE_JS = ("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r("
            "!document.querySelector('[data-testid=\"stStatusWidget\"]') || !document.querySelector("
            "'[data-testid=\"stStatusWidget\"]').innerText.includes('Running')))))")
+
+
+TIMING_JS = """
+(() => {
+  const t = (window.__geomlabBench = { down: 0, ends: [] });
+  document.addEventListener("pointerdown", () => { t.down = performance.now(); t.ends = []; }, true);
+  document.addEventListener("keydown", () => { t.down = performance.now(); t.ends = []; }, true);
+  const W = window.WebSocket;
+  window.WebSocket = function (...a) {
+    const ws = new W(...a);
+    ws.addEventListener("message", () => t.ends.push(performance.now()));
+    return ws;
+  };
+  window.WebSocket.prototype = W.prototype;
+  Object.assign(window.WebSocket, W);
+  let P;
+  Object.defineProperty(window, "Plotly", { configurable: true, get() { return P; }, set(v) {
+    P = v;
+    for (const f of ["react", "newPlot"]) {
+      const o = v[f].bind(v);
+      v[f] = async (...a) => { const r = await o(...a); t.ends.push(performance.now()); return r; };
+    }
+  } });
+})();
+"""
+"""Put in every page before its scripts run: the time of the last pointer or key press, and of every websocket
+message and finished chart draw after it, in the page's own clock (``performance.now()``)."""
+
+
+def _in_page_seconds(page) -> float:
+    """Seconds, in the page's clock, from the last click or key press to the last thing it caused: the last
+    websocket message of the script run or the last chart drawn (``Plotly.react``/``newPlot`` resolved),
+    whichever is later. Read once the page is idle (:func:`_until_moved`)."""
+    return page.evaluate("() => { const t = window.__geomlabBench; return (Math.max(t.down, ...t.ends) - t.down) / 1000; }")
 
 
 def _wait_idle(page, timeout_s: float = 120.0) -> None:
@@ -113,10 +149,14 @@ def _until_moved(page, pos: int, n_charts: int) -> None:
 
 
 def clicks(browser, url: str, n: int) -> dict[str, list[float]]:
-    """Seconds from a click to the updated page: ``{"token": [...], "overview": [...]}`` (see the module
-    docstring); the overview's list is empty where the page has no overview strip."""
+    """Seconds from a click to the updated page, in the page's clock (:func:`_in_page_seconds`):
+    ``{"token": [...], "cell": [...], "overview": [...]}``: a token of the clickable text three tokens before or
+    after the cursor; a cell of the first chart, where it is a position x position map (the cursor's row three
+    rows up or down, on the diagonal); a point of the whole-text strip (a jump across the text). A list is
+    empty where the page has no such chart."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
-    out: dict[str, list[float]] = {"token": [], "overview": []}
+    ctx.add_init_script(TIMING_JS)
+    out: dict[str, list[float]] = {"token": [], "cell": [], "overview": []}
     try:
         page = ctx.new_page()
         page.goto(url)
@@ -125,29 +165,52 @@ def clicks(browser, url: str, n: int) -> dict[str, list[float]]:
         page.wait_for_timeout(1000)
         n_charts = page.locator(".js-plotly-plot").count()
         overview = page.locator(".js-plotly-plot").filter(has_text="Whole text")
+        first = page.locator(".js-plotly-plot").first
         for i in range(n):
+            step = 3 if i % 2 == 0 else -3
             pos = _cursor(page)
             pills = page.locator('.st-key-w_tok [role="radio"]')
-            target = pills.nth(0 if i % 2 else pills.count() - 1)
-            t0 = time.monotonic()
+            chosen = pills.evaluate_all("els => els.findIndex(e => e.getAttribute('aria-checked') === 'true')")
+            target = pills.nth(min(max(chosen + step, 0), pills.count() - 1))
             target.click()
             _until_moved(page, pos, n_charts)
-            out["token"].append(time.monotonic() - t0)
+            out["token"].append(_in_page_seconds(page))
             _check(page, url)
             page.wait_for_timeout(400)
+            cell = _cell_point(page, first, _cursor(page), step)
+            if cell is not None:
+                pos = _cursor(page)
+                page.mouse.click(*cell)
+                _until_moved(page, pos, n_charts)
+                out["cell"].append(_in_page_seconds(page))
+                _check(page, url)
+                page.wait_for_timeout(400)
             if overview.count():
                 pos = _cursor(page)
                 box = overview.first.locator(".nsewdrag").first.bounding_box()
-                t0 = time.monotonic()
                 page.mouse.click(box["x"] + box["width"] * (0.2 + 0.6 * ((i * 7) % 10) / 10),
                                  box["y"] + box["height"] / 2)
                 _until_moved(page, pos, n_charts)
-                out["overview"].append(time.monotonic() - t0)
+                out["overview"].append(_in_page_seconds(page))
                 _check(page, url)
                 page.wait_for_timeout(400)
         return out
     finally:
         ctx.close()
+
+
+def _cell_point(page, chart, cursor: int, step: int) -> tuple[float, float] | None:
+    """Where on the screen the cell ``(cursor + step, cursor + step)`` of ``chart`` is, when its first trace is
+    a heatmap whose rows are the text's positions (top down) and which holds that position; else None."""
+    rows = chart.evaluate("el => el.data && el.data[0] && el.data[0].type === 'heatmap' ? "
+                          "Array.from(el.data[0].y || []).map(String) : []")
+    positions = [int(r.split()[0]) if r.split() and r.split()[0].isdigit() else None for r in rows]
+    if not positions or None in positions or cursor + step not in positions:
+        return None
+    k, n = positions.index(cursor + step), len(positions)
+    box = chart.locator(".nsewdrag").first.bounding_box()
+    side = min(box["width"], box["height"])  # a square map, drawn from the top left corner of its plot area
+    return box["x"] + side * (k + 0.5) / n, box["y"] + side * (k + 0.5) / n
 
 
 def _summary(values: list[float]) -> str:
@@ -218,10 +281,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in moves.items():
         print(f"  {name:<22} {_summary(values)}  " + " ".join(f"{v:.2f}" for v in values))
     if click_views:
-        print(f"click to update ({len(text)} characters, the view's default checkpoint; click -> cursor moved, "
-              f"every chart drawn again); load average now {os.getloadavg()[0]:.1f}")
+        print(f"click to update ({len(text)} characters, the view's default checkpoint; in the page's clock, click "
+              f"-> the run's last message or the last chart drawn, whichever is later; token: 3 tokens away; cell: "
+              f"the first chart's cell 3 rows away; overview: a jump across the text); load average now "
+              f"{os.getloadavg()[0]:.1f}")
     for view in click_views:
-        for what in ("token", "overview"):
+        for what in ("token", "cell", "overview"):
             for name in servers:
                 values = clicked[(name, view)][what]
                 print(f"  /{view:<13} {what:<8} {name:<22} " + (_summary(values) if values else "no such chart"))
