@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +22,7 @@ from packaging.utils import canonicalize_name
 
 from geomlab.core import locate
 from geomlab.commands.cli import main
+from helpers.wheel import build_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -154,17 +154,6 @@ def test_locate_prefers_the_installed_app_folder(tmp_path, monkeypatch):
     assert locate.app_dir() == pkg / "_app"
 
 
-def _copy_source(dest: Path) -> Path:
-    """The files a build reads, copied so the build's own folders (build/, *.egg-info) stay out of the repo."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    dest.mkdir()
-    for name in ["pyproject.toml", "README.md", "LICENSE", "app.py", "serve.py"]:
-        shutil.copy2(ROOT / name, dest / name)
-    for name in ["geomlab", "app_pages", "assets", ".streamlit"]:
-        shutil.copytree(ROOT / name, dest / name, ignore=ignore)
-    return dest
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -178,15 +167,12 @@ def test_wheel_installs_and_the_app_starts_from_another_folder(tmp_path):
     (system site-packages for torch & co.), then from an unrelated folder: `geomlab --help`, the bundled
     checkpoints found inside the installed package, and `geomlab app` answering its health check."""
     pytest.importorskip("setuptools", minversion="77")  # the build backend, used without network
-    src = _copy_source(tmp_path / "src")
-    wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-                    "-w", str(wheels), str(src)], check=True, cwd=tmp_path)
-    (wheel,) = wheels.glob("geomlab-*.whl")
+    wheel = build_wheel(tmp_path)
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {f"geomlab/_app/{f}" for f in _app_data_files()} | {"geomlab/_app/app.py", "geomlab/_app/serve.py"}
     expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "geomlab").rglob("*.py")
                  if "__pycache__" not in p.parts}
+    expected |= {f"geomlab/templates/{p.name}" for p in (ROOT / "geomlab" / "templates").iterdir()}
     assert expected - names == set()
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
