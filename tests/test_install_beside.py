@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
@@ -51,24 +52,28 @@ def test_wheel_installs_beside_another_torch_minor_and_evaluates(tmp_path, capsy
     here = capsys.readouterr().out
 
     wheel = build_wheel(tmp_path)
+    # the venv's processes see nothing of this checkout (a PYTHONPATH to it would show pip an installed geomlab)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GEOMLAB_BUNDLED_DIR")}
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)  # plain: nothing from this Python
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)  # plain: nothing from this Python
     py = str(venv / ("Scripts" if os.name == "nt" else "bin") / "python")
     pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, torch_req, *(["--extra-index-url", index] if index else [])], check=True)
-    before = subprocess.run([py, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    subprocess.run([*pip, str(wheel)], check=True)  # resolves geomlab's ranges beside that torch
-    after = subprocess.run([py, "-c", "import torch, geomlab; print(torch.__version__)"], capture_output=True,
-                           text=True, check=True).stdout.strip()
-    assert after == before and Requirement(torch_req).specifier.contains(Version(before).base_version), \
-        f"installing geomlab replaced torch {before} by {after}"
-    check = subprocess.run([py, "-m", "pip", "check"], capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
-
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GEOMLAB_BUNDLED_DIR")}
+    subprocess.run([*pip, torch_req, *(["--extra-index-url", index] if index else [])], check=True, env=env,
+                   cwd=elsewhere)
+    before = subprocess.run([py, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True,
+                            check=True, env=env, cwd=elsewhere).stdout.strip()
+    subprocess.run([*pip, str(wheel)], check=True, env=env, cwd=elsewhere)  # geomlab's ranges beside that torch
+    after = subprocess.run([py, "-c", "import torch, geomlab; print(torch.__version__, geomlab.__file__)"],
+                           capture_output=True, text=True, check=True, env=env, cwd=elsewhere).stdout.split()
+    assert Path(after[1]).is_relative_to(venv), f"geomlab imported from {after[1]}, not the venv"
+    after = after[0]
+    assert after == before and Requirement(torch_req).specifier.contains(Version(before).base_version), \
+        f"installing geomlab replaced torch {before} by {after}"
+    check = subprocess.run([py, "-m", "pip", "check"], capture_output=True, text=True, env=env, cwd=elsewhere)
+    assert check.returncode == 0, check.stdout + check.stderr
+
     out = subprocess.run([py, "-m", "geomlab", "eval", BUNDLED], cwd=elsewhere, env=env, capture_output=True,
                          text=True)
     assert out.returncode == 0, out.stderr[-3000:]
