@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -19,9 +18,11 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from geomlab.core import locate
 from geomlab.commands.cli import main
+from helpers.wheel import build_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -73,17 +74,55 @@ def test_package_data_covers_every_app_page_checkpoint_and_setting():
     assert {p.name for p in ROOT.glob("*.py")} == {"app.py", "serve.py"}
 
 
-@pytest.mark.parametrize("name", ["requirements.txt", "requirements-app.txt", "requirements-test.txt"])
-def test_requirement_files_are_plain_pins_setuptools_can_read(name):
-    """pyproject.toml reads these as dependency lists: one `name==version` per line, no pip options."""
-    dynamic = PYPROJECT["tool"]["setuptools"]["dynamic"]
-    used = {f for spec in [dynamic["dependencies"], *dynamic["optional-dependencies"].values()] for f in spec["file"]}
-    assert name in used
-    lines = [ln.strip() for ln in (ROOT / name).read_text(encoding="utf-8").splitlines()]
+def _constraints() -> dict[str, Requirement]:
+    lines = [ln.strip() for ln in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()]
     reqs = [Requirement(ln) for ln in lines if ln and not ln.startswith("#")]
-    assert reqs
-    for r in reqs:
+    return {canonicalize_name(r.name): r for r in reqs}
+
+
+def _declared() -> list[Requirement]:
+    """Every requirement of pyproject.toml: the dependencies and each extra's (self-references left out)."""
+    project = PYPROJECT["project"]
+    specs = [*project["dependencies"], *(x for extra in project["optional-dependencies"].values() for x in extra)]
+    return [r for r in map(Requirement, specs) if canonicalize_name(r.name) != "geomlab"]
+
+
+def test_dependencies_are_ranges_and_constraints_pin_each_inside_its_range():
+    """pyproject.toml: a lower and an upper bound per package (installs beside a user's stack);
+    constraints.txt: exactly one `==` pin per package, inside every range that names it."""
+    pins = _constraints()
+    for r in pins.values():
         assert len(r.specifier) == 1 and next(iter(r.specifier)).operator == "==", f"{r} is not pinned with =="
+    declared = _declared()
+    assert declared
+    for r in declared:
+        ops = {s.operator for s in r.specifier}
+        assert ops == {">=", "<"}, f"{r}: give a range >=LOW,<NEXT_MAJOR, not {r.specifier}"
+        name = canonicalize_name(r.name)
+        assert name in pins, f"{r.name} has no pin in constraints.txt"
+        version = next(iter(pins[name].specifier)).version
+        assert r.specifier.contains(version), f"constraints.txt pins {r.name}=={version}, outside {r.specifier}"
+    assert set(pins) == {canonicalize_name(r.name) for r in declared}, "constraints.txt pins a package no one asks for"
+
+
+def test_core_is_light_and_the_extras_are_declared():
+    project = PYPROJECT["project"]
+    core = {canonicalize_name(Requirement(x).name) for x in project["dependencies"]}
+    assert {"torch", "numpy", "safetensors", "plotly"} <= core
+    assert not core & {"optuna", "tensorboard", "kaleido", "scikit-learn", "pandas", "scipy", "streamlit"}
+    extras = project["optional-dependencies"]
+    assert {"app", "sweep", "logging", "export", "hf", "all", "test"} <= set(extras)
+    assert extras["all"] == ["geomlab[app,sweep,logging,export,hf]"]
+    assert project["license"] == "MIT" and (ROOT / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
+    assert any(c.startswith("License") or c.startswith("Programming Language") for c in project["classifiers"])
+
+
+def test_the_readme_and_ci_install_with_the_constraints():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    test_command = 'pip install -q -c constraints.txt -e ".[all,test]" && python -m pytest'
+    assert 'pip install -c constraints.txt -e ".[app]" && geomlab app' in readme
+    assert test_command in readme and test_command in ci
 
 
 def test_app_dry_run_prints_the_streamlit_command_with_options_passed_through(capsys):
@@ -115,18 +154,6 @@ def test_locate_prefers_the_installed_app_folder(tmp_path, monkeypatch):
     assert locate.app_dir() == pkg / "_app"
 
 
-def _copy_source(dest: Path) -> Path:
-    """The files a build reads, copied so the build's own folders (build/, *.egg-info) stay out of the repo."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    dest.mkdir()
-    for name in ["pyproject.toml", "README.md", "app.py", "serve.py", "requirements.txt", "requirements-app.txt",
-                 "requirements-test.txt"]:
-        shutil.copy2(ROOT / name, dest / name)
-    for name in ["geomlab", "app_pages", "assets", ".streamlit"]:
-        shutil.copytree(ROOT / name, dest / name, ignore=ignore)
-    return dest
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -140,23 +167,20 @@ def test_wheel_installs_and_the_app_starts_from_another_folder(tmp_path):
     (system site-packages for torch & co.), then from an unrelated folder: `geomlab --help`, the bundled
     checkpoints found inside the installed package, and `geomlab app` answering its health check."""
     pytest.importorskip("setuptools", minversion="77")  # the build backend, used without network
-    src = _copy_source(tmp_path / "src")
-    wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-                    "-w", str(wheels), str(src)], check=True, cwd=tmp_path)
-    (wheel,) = wheels.glob("geomlab-*.whl")
+    wheel = build_wheel(tmp_path)
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {f"geomlab/_app/{f}" for f in _app_data_files()} | {"geomlab/_app/app.py", "geomlab/_app/serve.py"}
     expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "geomlab").rglob("*.py")
                  if "__pycache__" not in p.parts}
+    expected |= {f"geomlab/templates/{p.name}" for p in (ROOT / "geomlab" / "templates").iterdir()}
     assert expected - names == set()
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "geomlab = geomlab.commands.cli:main" in entry
-    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
-        if line and not line.startswith("#"):
-            assert f"Requires-Dist: {line}\n" in meta
-    assert "Provides-Extra: app" in meta and "Provides-Extra: test" in meta
+    requires = {str(Requirement(ln.split(": ", 1)[1])) for ln in meta.splitlines() if ln.startswith("Requires-Dist: ")}
+    for spec in PYPROJECT["project"]["dependencies"]:
+        assert str(Requirement(spec)) in requires
+    assert "Provides-Extra: app" in meta and "Provides-Extra: test" in meta and "License-Expression: MIT" in meta
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import streamlit  # noqa: F401
     except ImportError:
-        raise ValueError("the app needs streamlit: pip install 'geomlab[app]' (or -r requirements-app.txt)") from None
+        raise ValueError("the app needs streamlit: pip install 'geomlab[app]'") from None
     if os.name == "posix":  # become the server: its process id, signals and exit status are this command's
         os.execv(sys.executable, cmd)
     return subprocess.call(cmd)

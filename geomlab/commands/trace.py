@@ -162,11 +162,10 @@ def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
     with each view's default controls, as the app opens it) as ``folder/NAME.html`` (``plotly.min.js`` next
     to them, so they work offline) and ``folder/index.html`` linking them under their view titles. Returns
     the figure names written, in the views' order."""
-    import html
-
     from geomlab.teach import views
     from geomlab.figures._animation import without_cursor
     from geomlab.core.markup import to_html
+    from geomlab.core.pages import render, safe
 
     folder.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
@@ -177,16 +176,13 @@ def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
         for name, fig in built.items():
             fig.figure.write_html(folder / f"{name}.html", include_plotlyjs="directory", auto_play=False)
             written.append(name)
-            items.append(f'<li><a href="{name}.html">{html.escape(name.replace("_", " "))}</a>: '
-                         f"{to_html(without_cursor(fig.caption))}</li>")  # a page with no cursor to move
+            items.append({"href": f"{name}.html", "label": name.replace("_", " "),
+                          "caption": safe(to_html(without_cursor(fig.caption)))})  # a page with no cursor to move
         if items:
-            sections.append(f"<h2>{html.escape(view.title)}</h2><p>{to_html(view.blurb)}</p>"
-                            f"<ul>{''.join(items)}</ul>")
+            sections.append({"title": view.title, "blurb": safe(to_html(view.blurb)), "items": items})
     from geomlab.trace import visible
 
     excerpt = visible(tr.text[:60]) + ("…" if len(tr.text) > 60 else "")  # newlines as ↵, not a literal \n
-    title = html.escape(f"{tr.kind} on “{excerpt}”")
-    (folder / "index.html").write_text(
-        f"<!doctype html><meta charset='utf-8'><title>{title}</title><h1>{title}</h1>" + "".join(sections),
-        encoding="utf-8")
+    page = render("trace_index.html", title=f"{tr.kind} on “{excerpt}”", sections=sections)
+    (folder / "index.html").write_text(page, encoding="utf-8")
     return written

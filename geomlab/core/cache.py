@@ -10,7 +10,8 @@ larger than a 20-character one. No streamlit here: the warm-up thread fills the 
   estimated JSON length (:func:`figure_nbytes`), a checkpoint's parameter bytes, numpy arrays' ``nbytes``,
   ``len`` of ``bytes``/``str``; tuples and lists sum their items; anything else counts 1 KiB.
 * **Eviction**: least recently used first, until the entries fit the budget; a value larger than the whole
-  budget is returned to its caller but not kept.
+  budget is returned to its caller but not kept. The table is ``cachetools.LRUCache`` with each entry's
+  size as its weight (``getsizeof``); this module adds the lock, the counters and the one computation per key.
 * **Concurrency**: one lock guards the table; :meth:`ByteLRU.get_or_compute` holds a per-key lock while it
   computes, so N sessions asking for the same missing key compute it once and the other N - 1 wait for it.
 * **Counters**: hits, misses, evictions, the bytes held (:meth:`ByteLRU.stats`).
@@ -22,10 +23,10 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
+import cachetools
 import numpy as np
 
 log = logging.getLogger("geomlab.core.cache")
@@ -171,6 +172,24 @@ class CacheStats:
                 f"{self.evictions} evictions)")
 
 
+class _Table(cachetools.LRUCache):
+    """``cachetools.LRUCache`` over ``(value, nbytes)`` entries, weighed by ``nbytes``, counting the entries
+    it evicts to make room. Not thread-safe: :class:`ByteLRU` holds its lock around every call."""
+
+    def __init__(self, budget: int):
+        super().__init__(maxsize=budget, getsizeof=lambda item: item[1])
+        self.evictions = 0
+
+    def popitem(self):
+        self.evictions += 1
+        return super().popitem()
+
+    def lru_keys(self) -> list[Hashable]:
+        """Keys from least to most recently used (cachetools keeps this order; its mapping order is the
+        order of insertion)."""
+        return list(self._LRUCache__order)  # type: ignore[attr-defined]
+
+
 class ByteLRU:
     """Least-recently-used cache bounded by the total size of its values (bytes), safe across threads.
 
@@ -186,20 +205,19 @@ class ByteLRU:
         self.name = name
         self._sizeof = sizeof
         self._lock = threading.Lock()
-        self._data: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
-        self._nbytes = 0
-        self._hits = self._misses = self._evictions = 0
+        self._data = _Table(self.budget)
+        self._hits = self._misses = 0
+        self._oversized = 0  # values larger than the whole budget, returned but not kept
         self._key_locks: dict[Hashable, list] = {}  # key -> [lock, users]
 
     # ------------------------------------------------------------------ lookups
     def get(self, key: Hashable, default: Any = None) -> Any:
         """The value under ``key`` (now the most recently used), else ``default``; counts a hit or a miss."""
         with self._lock:
-            item = self._data.get(key, _MISSING)
+            item = self._data.get(key, _MISSING)  # a hit is now the most recently used
             if item is _MISSING:
                 self._misses += 1
                 return default
-            self._data.move_to_end(key)
             self._hits += 1
             return item[0]
 
@@ -217,20 +235,13 @@ class ByteLRU:
         if size < 0:
             raise ValueError(f"nbytes must be >= 0, got {size}")
         with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._nbytes -= old[1]
+            self._data.pop(key, None)
             if size > self.budget:
-                self._evictions += 1
+                self._oversized += 1
                 log.info("%s: %r (%.1f MB) is larger than the budget (%.0f MB): returned, not kept",
                          self.name, _short(key), size / 1e6, self.budget / 1e6)
                 return False
-            while self._nbytes + size > self.budget and self._data:
-                _, (_, n) = self._data.popitem(last=False)
-                self._nbytes -= n
-                self._evictions += 1
-            self._data[key] = (value, size)
-            self._nbytes += size
+            self._data[key] = (value, size)  # evicts least recently used entries until it fits
             return True
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], Any], nbytes: int | None = None) -> Any:
@@ -248,7 +259,6 @@ class ByteLRU:
                 with self._lock:  # computed by another thread while we waited: a hit after all
                     item = self._data.get(key, _MISSING)
                     if item is not _MISSING:
-                        self._data.move_to_end(key)
                         self._hits += 1
                         self._misses -= 1  # the first lookup above was not a real miss
                         return item[0]
@@ -281,35 +291,32 @@ class ByteLRU:
         except RuntimeError:  # the value changed while it was measured: keep the old size this time
             return None
         with self._lock:
-            current = self._data.get(key, _MISSING)
+            current = self._data.get(key, _MISSING)  # now the most recent: evicted last
             if current is _MISSING or current[0] is not item[0]:
                 return None
-            self._nbytes += size - current[1]
+            if size > self.budget:  # grown past the whole budget: everything goes, the value too
+                self._data.evictions += len(self._data)
+                self._data.clear()
+                return size
             self._data[key] = (current[0], size)
-            self._data.move_to_end(key)
-            while self._nbytes > self.budget and self._data:
-                _, (_, n) = self._data.popitem(last=False)
-                self._nbytes -= n
-                self._evictions += 1
             return size
 
     # ------------------------------------------------------------------ housekeeping
     def stats(self) -> CacheStats:
         """Current counters (see :class:`CacheStats`)."""
         with self._lock:
-            return CacheStats(self._hits, self._misses, self._evictions, len(self._data), self._nbytes,
-                              self.budget)
+            return CacheStats(self._hits, self._misses, self._data.evictions + self._oversized, len(self._data),
+                              int(self._data.currsize), self.budget)
 
     def keys(self) -> list[Hashable]:
         """Keys from least to most recently used."""
         with self._lock:
-            return list(self._data)
+            return self._data.lru_keys()
 
     def clear(self) -> None:
         """Drop every value (counters are kept)."""
         with self._lock:
             self._data.clear()
-            self._nbytes = 0
 
     def __len__(self) -> int:
         with self._lock:
@@ -319,7 +326,7 @@ class ByteLRU:
     def nbytes(self) -> int:
         """Bytes held now (always <= :attr:`budget`)."""
         with self._lock:
-            return self._nbytes
+            return int(self._data.currsize)
 
 
 def _short(key: Any) -> str:

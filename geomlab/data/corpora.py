@@ -13,7 +13,8 @@ Registered corpora (see :data:`CORPORA`; their file layout and sha256 checksums)
 
 Lookup order for every file (design choice): ``$GEOMLAB_DATA_DIR/<relpath>``; the user cache
 (``$GEOMLAB_CACHE_DIR`` or ``platformdirs.user_cache_dir("geomlab")``, under ``data/``); otherwise a
-download from the canonical public URL, verified against the sha256 and stored in the cache. With no
+download from the canonical public URL with ``pooch`` (:data:`DOWNLOAD_RETRIES` more tries after a network
+error or a wrong checksum), verified against the sha256 and moved into the cache only when it matches. With no
 copy and no network a :class:`DataError` says exactly where to put the file. Every file found is checked
 against its sha256 (once per process and file version).
 
@@ -25,10 +26,9 @@ registered or not, goes through :func:`geomlab.data.vocab.normalize_text` first 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
-import tempfile
 import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,10 +193,38 @@ def _check(path: Path, relpath: str) -> Path:
     return path
 
 
+#: Further tries after a failed download (a network error or a wrong checksum); pooch waits 1 s, 2 s, ...
+#: between them. Design choice.
+DOWNLOAD_RETRIES = 2
+
+
 def _fetch(url: str, timeout: float = 60.0) -> bytes:
-    """Download ``url`` (a separate function so tests can replace it)."""
-    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - fixed https URLs
-        return resp.read()
+    """Download ``url`` with pooch's HTTP downloader (a separate function so tests can replace it).
+    Raises ``requests.exceptions.RequestException`` (an ``OSError``) for a network or HTTP error."""
+    import pooch
+
+    buffer = io.BytesIO()
+    pooch.HTTPDownloader(timeout=timeout, progressbar=False)(url, buffer, None)
+    return buffer.getvalue()
+
+
+def _download(url: str, output_file, pooch_obj=None) -> None:
+    """pooch's downloader interface (``url``, a path or file to write, the Pooch), through :func:`_fetch`."""
+    payload = _fetch(url)
+    if hasattr(output_file, "write"):
+        output_file.write(payload)
+    else:
+        Path(output_file).write_bytes(payload)
+
+
+def _retrieve(relpath: str, remote: RemoteFile) -> Path:
+    """Download ``remote`` into the cache as ``relpath`` with pooch: retried, checked against the sha256,
+    moved into place only when it matches (a temporary file in the same folder until then)."""
+    import pooch
+
+    store = pooch.create(path=cache_dir(), base_url="", registry={relpath: f"sha256:{remote.sha256}"},
+                         urls={relpath: remote.url}, retry_if_failed=DOWNLOAD_RETRIES)
+    return Path(store.fetch(relpath, downloader=_download))
 
 
 def _where_to_put(relpath: str) -> str:
@@ -224,21 +252,15 @@ def locate(relpath: str, download: bool = True) -> Path:
     if not download or os.environ.get("GEOMLAB_OFFLINE"):
         raise DataError(f"corpus file {relpath} not found and downloading is off; download {remote.url} "
                         f"and put it at {_where_to_put(relpath)}")
+    tries = 1 + DOWNLOAD_RETRIES
     try:
-        payload = _fetch(remote.url)
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        return _retrieve(relpath, remote)
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:  # requests' errors are OSErrors
         raise DataError(f"corpus file {relpath} not found locally and the download from {remote.url} failed "
                         f"({exc}); put the file at {_where_to_put(relpath)}") from exc
-    got = hashlib.sha256(payload).hexdigest()
-    if got != remote.sha256:
-        raise DataError(f"downloaded {remote.url} but its sha256 {got[:12]}… is not the expected "
-                        f"{remote.sha256[:12]}…; not saved")
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=".part-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(payload)
-    os.replace(tmp, cached)
-    return cached
+    except ValueError:  # pooch: the sha256 of the download differs (after every try)
+        raise DataError(f"downloaded {remote.url} but its sha256 is not the expected {remote.sha256[:12]}… "
+                        f"({tries} tries); not saved") from None
 
 
 # ---------------------------------------------------------------------------------------------- decoding

@@ -10,14 +10,18 @@ metric are skipped. With ``metric="bpc"`` and a history that has only losses, BP
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-import pandas as pd
+
+from geomlab.core.extras import require
 
 from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
 from geomlab.figures._style import colour
 from geomlab.figures._sampling import missing_note
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 X_LABELS = {"step": "optimiser step", "tokens": "training tokens (characters)"}
 METRIC_LABELS = {"bpc": "bits per character", "loss": "loss (nats per character)"}
@@ -28,7 +32,9 @@ def history_frame(history: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.Dat
     """A run's history as a DataFrame of numeric columns (non-numeric values become NaN).
 
     ``frame.attrs["nonfinite"]`` counts the rows that recorded a metric as NaN or +-inf (a diverged run), as
-    opposed to rows that did not record it at all; such values are not drawn."""
+    opposed to rows that did not record it at all; such values are not drawn. Needs pandas (the ``app``
+    extra; :class:`geomlab.core.extras.MissingExtraError` without it)."""
+    pd = require("pandas", "training curves")
     if isinstance(history, pd.DataFrame):
         df = history.copy()
         bad = 0

@@ -39,7 +39,7 @@ def write_pngs(figures: Mapping[str, "object"], folder: str | Path, scale: float
         import kaleido
         from kaleido.errors import ChromeNotFoundError
     except ImportError:
-        raise ImageExportError("image export needs kaleido: pip install kaleido (see requirements.txt)") from None
+        raise ImageExportError("image export needs kaleido: pip install 'geomlab[export]'") from None
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = {name: folder / f"{name}.png" for name in figures}

@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from geomlab.core.extras import require
 from geomlab.geometry import planes
 from geomlab.geometry.planes import PlaneError, _finite_items, _nan_where, _t, plane_basis, plucker
 from geomlab.figures._chart import Chart, FigureBuilder, FigureError, finish
@@ -111,8 +112,7 @@ def pca_axes(Z, k: int = 3) -> torch.Tensor:
     """Orthonormal ``(r, k)`` basis of the top-``k`` principal directions of the vectors ``Z`` ``(N, r)``
     (sklearn PCA; Zhang, arXiv 2512.19428). :class:`PlaneError` if ``N < k`` or ``r < k``, or if ``Z`` has a
     non-finite entry."""
-    from sklearn.decomposition import PCA
-
+    PCA = require("sklearn.decomposition", "the PCA axes of planes").PCA
     Z = _t(Z)
     if Z.dim() != 2 or Z.shape[0] < k or Z.shape[1] < k:
         raise PlaneError(f"pca_axes needs Z of shape (N, r) with N, r >= {k}, got {tuple(Z.shape)}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from geomlab.core.extras import require
 from geomlab.figures._chart import FigureError
 from geomlab.figures._sampling import cached, cached_positions, check_index, one_blas_thread
 from geomlab.trace import OSMTrace
@@ -137,7 +138,7 @@ def pca_inputs(tr: OSMTrace, layer: int) -> np.ndarray:
 
 
 def _pca_coords(tr: OSMTrace, layer: int) -> tuple[np.ndarray, np.ndarray]:
-    from sklearn.decomposition import PCA
+    PCA = require("sklearn.decomposition", "the PCA view of states").PCA
 
     X = pca_inputs(tr, layer)
     X = X[:, np.ptp(X, axis=0) > 0]  # constant features (e.g. the zero entries of a torus state) carry nothing
@@ -182,7 +183,7 @@ def _diagonal_angles(tr: OSMTrace, layer: int, positions=slice(None)) -> np.ndar
 
 def _track(theta: np.ndarray) -> np.ndarray:
     """``theta [position, d]`` with each row's columns reordered to continue the previous row's."""
-    from scipy.optimize import linear_sum_assignment
+    linear_sum_assignment = require("scipy.optimize", "tracking eigenvalue phases").linear_sum_assignment
 
     theta = np.array(theta, dtype=np.float64)
     if theta.shape[1] < 2 or len(theta) < 2:

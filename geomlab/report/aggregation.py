@@ -10,6 +10,7 @@ import math
 import statistics
 from typing import Any
 
+from geomlab.core.extras import require
 from geomlab.report.protocol import COMPARISONS, Protocol, ReportError, command_line
 
 
@@ -32,7 +33,7 @@ def ci95(xs: list[float | None]) -> float | None:
     xs = [x for x in xs if x is not None and math.isfinite(x)]
     if len(xs) < 2:
         return None
-    from scipy.stats import t
+    t = require("scipy.stats", "the report's confidence intervals", extra="sweep").t
 
     return float(t.ppf(0.975, len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs)))
 

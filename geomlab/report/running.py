@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import torch
 
+from geomlab.core.extras import require
 from geomlab.report.aggregation import compare_to_baseline, mean_accuracy, summarize_row
 from geomlab.report.protocol import COMPARISONS, WORD_PROBLEM_ARMS, Comparison, Protocol
 from geomlab.training.trainer import TrainingError
@@ -75,7 +76,7 @@ def tune_lr(train: Callable[[int, float], Any], grid: tuple[float, ...], seed: i
     grid's learning rates no trial has taken yet, the values of the others' finished trials count, and the
     best lr's run is trained here when another worker ran it (same seed, so the same run). ``setup`` is stored
     on the study; a study of another protocol under that name is refused (:class:`geomlab.training.sweep.SweepError`)."""
-    import optuna
+    optuna = require("optuna", "tuning the learning rate")
 
     from geomlab.training import sweep
 

@@ -9,8 +9,8 @@ Tags (:func:`scalar_tag`, design choice): ``valid_X`` -> ``valid/X``, ``test_X``
 number -> ``train/KEY`` (``train/loss``, ``train/lr``, ``train/grad_norm``, ``train/tokens_per_s``,
 ``train/elapsed_s``); ``step`` and the ``final`` flag are not scalars.
 
-Writer: ``torch.utils.tensorboard.SummaryWriter`` (needs the ``tensorboard`` package, pinned in
-requirements.txt; the same package has the viewer and the event reader the tests use). It writes in a thread
+Writer: ``torch.utils.tensorboard.SummaryWriter`` (needs the ``tensorboard`` package, the
+``logging`` extra; the same package has the viewer and the event reader the tests use). It writes in a thread
 of its own and hands a failure (a full disk) to the next call; :class:`ScalarLog` reports it as one
 :class:`LogWriteError` line naming the step and the folder, and the writer thread prints nothing of its own
 (:func:`_quiet_writer_threads`).
@@ -98,7 +98,7 @@ def check_log_dir(path: str | Path) -> Path:
     try:
         import tensorboard  # noqa: F401 - SummaryWriter needs it
     except ImportError:
-        raise LogDirError("TensorBoard logging needs the tensorboard package: pip install -r requirements.txt "
+        raise LogDirError("TensorBoard logging needs the tensorboard package: pip install 'geomlab[logging]' "
                           "(nothing was trained)") from None
     return folder
 

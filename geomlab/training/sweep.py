@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from geomlab.core.extras import require
 from geomlab.training.sweep_space import (  # noqa: F401 (the sweep's public names)
     DEFAULT_SEARCH, EDGE_FRACTION, TRAIN_KEYS, Dimension, SweepError, _show, check_space, edge_lines, edges,
     parse_search, split_params,
@@ -134,7 +135,7 @@ def train_trial(setup: SweepSetup, task, params: dict[str, Any], trial=None, *, 
         except TrainingError as exc:
             raise TrainingError(f"seed {seed}: {exc}", exc.step, exc.quantity) from exc
         if "pruned_at" in holder:
-            import optuna
+            optuna = require("optuna", "a sweep")
 
             trial.set_user_attr("outcome", "pruned")
             trial.set_user_attr("pruned_at", holder["pruned_at"])
@@ -165,7 +166,7 @@ def run_sweep(setup: SweepSetup, *, n_trials: int | None = 20, timeout: float | 
     combination of ``choice`` keys once; refused for ranges). ``sampler_seed`` seeds the sampler.
 
     Raises :class:`SweepError` / ``ValueError`` (one line) for a bad request, before any training."""
-    import optuna
+    optuna = require("optuna", "a sweep")
 
     from geomlab.data.registry import make_task
 

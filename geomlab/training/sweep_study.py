@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from geomlab.core.extras import require
 from geomlab.core.jsonread import JSONInputError, parse_json, read_limited
 from geomlab.training.sweep_space import Dimension, SweepError, edges
 from geomlab.training.trainer import TrainingError
@@ -43,7 +44,7 @@ def open_storage(storage: str | Path | None):
     Raises :class:`SweepError` (one line) when the database cannot be opened (unknown dialect, missing
     driver, unreachable server), or when the journal path is not a regular file (a FIFO is never opened: that
     would wait for a writer forever) or its records are not an Optuna journal's (naming the file)."""
-    import optuna
+    optuna = require("optuna", "a sweep")
 
     if storage is None:
         return optuna.storages.InMemoryStorage()
@@ -126,7 +127,7 @@ def open_study(storage, study_name: str, direction: str, setup: dict[str, Any] |
     ``setup`` (JSON-able) is stored on a new study (user attribute ``setup``); loading a study whose stored
     setup or direction differs raises :class:`SweepError` naming the differing fields (trials of another
     experiment are never mixed in)."""
-    import optuna
+    optuna = require("optuna", "a sweep")
 
     with read_journal(getattr(storage, "geomlab_path", None)):
         study = optuna.create_study(storage=storage, study_name=study_name, direction=direction, sampler=sampler,
@@ -161,7 +162,7 @@ def optimize(study, objective: Callable[[dict[str, Any], Any], float], space: Se
     ``optuna.TrialPruned`` after setting ``outcome`` ``"pruned"``. ``on_trial(frozen_trial)`` is called
     after each trial. Any other exception is recorded in ``error`` and propagates (Optuna marks the trial
     ``FAIL``)."""
-    import optuna
+    optuna = require("optuna", "a sweep")
 
     def _objective(trial) -> float:
         params = {d.key: d.suggest(trial) for d in space}
@@ -190,7 +191,7 @@ def optimize(study, objective: Callable[[dict[str, Any], Any], float], space: Se
 
 
 def _end(trial, outcome: str, reason: str, t0: float):
-    import optuna
+    optuna = require("optuna", "a sweep")
 
     trial.set_user_attr("outcome", outcome)
     trial.set_user_attr("error", reason)
