@@ -66,6 +66,24 @@ def cached_positions(tr, key: tuple, n: int, positions, compute, axis: int = 0) 
     return np.take(entry[0], positions, axis=axis)
 
 
+def memo(tr, key: tuple, compute, keep: int | None = None) -> np.ndarray:
+    """A quantity of the trace computed once and kept on it under ``key`` (read-only): a whole-text quantity
+    (the planes' distances along the text) or one window's block (an attention map's). ``keep``: at most this
+    many entries whose keys share ``key[0]`` are kept, the oldest dropped first (window blocks: bounded
+    memory however far the cursor travels). Design choice: a cursor move that keeps the window recomputes
+    nothing."""
+    store = tr.__dict__.setdefault("_view_cache", {})
+    if key not in store:
+        value = np.asarray(compute())
+        value.setflags(write=False)
+        if keep is not None:
+            same = [k for k in store if isinstance(k, tuple) and k and k[0] == key[0]]
+            for k in same[: max(len(same) - keep + 1, 0)]:
+                store.pop(k, None)
+        store[key] = value
+    return store[key]
+
+
 def check_cursor(cursor: int | None, n: int) -> int | None:
     """``cursor`` as a non-negative position in ``0..n-1`` (negative counts from the end) or None.
     Raises :class:`FigureError` when out of range or not an integer."""

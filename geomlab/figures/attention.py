@@ -17,7 +17,7 @@ from geomlab.figures._style import (
     DIVERGING, MASKED_BG, SEQUENTIAL, category_labels, add_cursor_line, colour, cursor_box,
 )
 from geomlab.figures._sampling import (
-    WINDOW, check_cursor, check_index, finite_max, missing_note, window, window_note,
+    WINDOW, check_cursor, check_index, finite_max, memo, missing_note, window, window_note,
 )
 from geomlab.figures.catalog import Explanation, figure, has_attention, is_osm
 from geomlab.core.markup import md_label
@@ -34,6 +34,13 @@ def _masked(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
     sub[~np.isfinite(sub)] = np.nan  # an infinity would take the colour scale with it
     sub[idx[None, :] > idx[:, None]] = np.nan
     return sub
+
+
+def _block(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """:func:`_masked` of ``rows`` with one more row holding :func:`_bad_rows` (what an attention map keeps of
+    a window, kept on the trace: :func:`~geomlab.figures._sampling.memo`)."""
+    w = _masked(rows, idx)
+    return np.vstack([w, np.full((1, w.shape[1]), _bad_rows(rows, idx), dtype=w.dtype)])
 
 
 def _bad_rows(rows: np.ndarray, idx: np.ndarray) -> int:
@@ -109,14 +116,15 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
     if head is not None:
         head = check_index("head", head, max(int(tr.n_heads), 1))
     layer, cursor, idx = _positions(tr, layer, cursor, size)
-    weights = tr.attention_rows(layer, idx, head)
-    w = _masked(weights, idx)
+    block = memo(tr, ("attention_block", layer, head, int(idx[0]), len(idx)),
+                 lambda: _block(tr.attention_rows(layer, idx, head), idx), keep=16)
+    w, bad = block[:-1], int(block[-1, 0])
     head_txt = "mean over heads" if head is None and int(tr.n_heads) > 1 else (f"head {head}" if head is not None else "")
     cap = ("Attention weights of each query position (row) on the earlier key positions (columns; each row sums "
            "to 1); grey cells are masked (future).")
     if getattr(tr, "has_similarity", False):
         cap += " The similarity map gives the state similarity these weights come from."
-    cap += window_note(tr.n_positions, idx) + missing_note(_bad_rows(weights, idx), "query rows")
+    cap += window_note(tr.n_positions, idx) + missing_note(bad, "query rows")
     title = f"Attention weights{' (' + head_txt + ')' if head_txt else ''}, layer {layer}"
     return _square_map(tr, idx, cursor, w, SEQUENTIAL, 0.0, finite_max(w), "weight", "weights", title, cap,
                        "attention_maps")

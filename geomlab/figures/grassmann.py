@@ -27,7 +27,7 @@ from geomlab.figures._style import (
     token_ticks,
 )
 from geomlab.figures._sampling import (
-    WINDOW, check_cursor, check_index, window, window_note, blank, missing_note, nonfinite_count,
+    WINDOW, check_cursor, check_index, window, window_note, blank, memo, missing_note, nonfinite_count,
 )
 from geomlab.figures._spread import spread_note
 from geomlab.figures.catalog import GR_SRC, Explanation, figure, is_grassmann
@@ -120,7 +120,12 @@ def plane_bases(tr: GrassmannTrace, layer: int, slot: int = 0) -> tuple[np.ndarr
 
 def consecutive_angles(tr: GrassmannTrace, layer: int, slot: int = 0) -> np.ndarray:
     """``[position, 2]`` principal angles (radians, ``planes.principal_angles``) between the reduced planes
-    at t - 1 and t of ``layer``/``slot``; NaN at t = 0 and where either plane is invalid."""
+    at t - 1 and t of ``layer``/``slot``; NaN at t = 0 and where either plane is invalid. Computed once per
+    trace (read-only, :func:`~geomlab.figures._sampling.memo`)."""
+    return memo(tr, ("consecutive_angles", layer, slot), lambda: _consecutive_angles(tr, layer, slot))
+
+
+def _consecutive_angles(tr: GrassmannTrace, layer: int, slot: int) -> np.ndarray:
     Q, valid, _ = plane_bases(tr, layer, slot)
     out = np.full((len(Q), 2), np.nan)
     if len(Q) > 1:
@@ -132,23 +137,27 @@ def consecutive_angles(tr: GrassmannTrace, layer: int, slot: int = 0) -> np.ndar
 
 def position_distances(tr: GrassmannTrace, slot: int = 0) -> np.ndarray:
     """``D_pos[layer, position]``: geodesic distance on Gr(2, r) between the reduced planes at t - 1 and t
-    (radians; Zhang, arXiv 2512.19428); NaN where undefined."""
+    (radians; Zhang, arXiv 2512.19428); NaN where undefined. Computed once per trace (read-only)."""
     tr = _gr(tr)
     slot = check_slot(tr, slot)
-    return np.stack([np.linalg.norm(consecutive_angles(tr, layer, slot), axis=-1)
-                     for layer in range(tr.n_layers)])
+    return memo(tr, ("position_distances", slot), lambda: np.stack([np.linalg.norm(consecutive_angles(tr, layer, slot), axis=-1)
+                     for layer in range(tr.n_layers)]))
 
 
 def layer_distances(tr: GrassmannTrace, offset: int = 1) -> np.ndarray:
     """``D_layer[layer, position]`` for layer = 0..L-2: geodesic distance between the residual planes
     ``span(h_t, h_{t-offset})`` of the inputs of layers l and l + 1 (radians; Zhang, arXiv 2512.19428);
-    NaN for t < offset or degenerate pairs. Raises :class:`FigureError` without recorded ``inputs`` or for
-    ``offset < 1``."""
+    NaN for t < offset or degenerate pairs. Computed once per trace and offset (read-only). Raises
+    :class:`FigureError` without recorded ``inputs`` or for ``offset < 1``."""
     tr = _gr(tr)
     if tr.inputs is None:
         raise FigureError("this Grassmann trace has no layer inputs")
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 1:
         raise FigureError(f"offset must be a positive integer, got {offset!r}")
+    return memo(tr, ("layer_distances", int(offset)), lambda: _layer_distances(tr, int(offset)))
+
+
+def _layer_distances(tr: GrassmannTrace, offset: int) -> np.ndarray:
     L, T = tr.inputs.shape[:2]
     out = np.full((max(L - 1, 0), T), np.nan)
     if offset >= T or L < 2:
