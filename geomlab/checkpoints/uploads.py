@@ -20,6 +20,16 @@ from geomlab.core.jsonread import JSONInputError, parse_json
 
 #: Largest accepted upload, in bytes, per file (design choice; the bundled models are well under 10 MB).
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+#: Most files an uploaded zip may hold (a checkpoint folder's four files).
+MAX_ZIP_FILES = 4
+#: Bytes any uploaded zip may unpack to, however small (design choice: 10x the largest bundled checkpoint,
+#: 0.45 MB, and the JSON files of a folder).
+MIN_INFLATE = 4 * 1024 * 1024
+#: Most bytes unpacked per byte of an uploaded zip beyond :data:`MIN_INFLATE` (design choice: the bundled
+#: checkpoints zip at 1.15 to 2.4 to 1; deflate's own limit is about 1032 to 1).
+MAX_RATIO = 10
+#: Longest error message of an upload (characters; one line under the upload widget).
+MAX_MESSAGE = 300
 #: Sub-folder of the runs folder where validated uploads are stored.
 UPLOAD_SUBDIR = "uploads"
 
@@ -31,17 +41,19 @@ FOLDER_FILES = (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.META, ckpt_fil
 def _unzip(name: str, data: bytes) -> dict[str, bytes]:
     """The files of an uploaded ``.zip`` (``NAME.zip`` holding a checkpoint folder ``NAME/...`` or its files,
     or a flat pair) as ``{path: bytes}``: folder entries, ``__MACOSX/`` and dot files skipped; nothing is
-    extracted to disk; sizes are checked against :data:`MAX_UPLOAD_BYTES` before a member is read.
-    :class:`CatalogError` for a file that is not a zip, a member nested deeper than one folder, or too large."""
+    extracted to disk. Every check that needs only the zip's directory runs before any member is inflated:
+    at most :data:`MAX_ZIP_FILES` files, none nested deeper than one folder, each within
+    :data:`MAX_UPLOAD_BYTES`, all together within :func:`inflate_budget` of the zip's size; each member is
+    then inflated with a running count, never past what it declares. :class:`CatalogError` (one line) for a
+    file that is not a zip or breaks one of these limits."""
     import io
 
     try:
         zf = zipread.open_zip(io.BytesIO(data))
         infos = [i for i in zf.infolist() if not i.is_dir()]
     except (zipfile.BadZipFile, ValueError, OSError) as exc:  # ValueError: BoundedReadError, too many entries
-        raise CatalogError(f"{short(name)} is not a readable zip file ({exc})") from None
-    out: dict[str, bytes] = {}
-    total = 0
+        raise CatalogError(f"{short(name)} is not a readable zip file ({short(str(exc), 120)})") from None
+    kept = []
     for info in infos:
         parts = [p for p in info.filename.replace("\\", "/").split("/") if p]
         if not parts or parts[0] == "__MACOSX" or parts[-1].startswith("."):
@@ -49,14 +61,36 @@ def _unzip(name: str, data: bytes) -> dict[str, bytes]:
         if len(parts) > 2:
             raise CatalogError(f"{short(name)} holds {short(info.filename, 60)}: zip the checkpoint folder "
                                "itself (its files at most one folder deep)")
-        total += info.file_size
-        if info.file_size > MAX_UPLOAD_BYTES or total > 2 * MAX_UPLOAD_BYTES:
-            raise CatalogError(f"{short(name)} unpacks to more than the upload limit of "
-                               f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB per file")
-        out["/".join(parts)] = _read_member(name, zf, info, 2 * MAX_UPLOAD_BYTES - (total - info.file_size))
+        kept.append(("/".join(parts), info))
+    if len(kept) > MAX_ZIP_FILES:
+        raise CatalogError(f"{short(name)} holds {len(kept):,} files ({listed([k for k, _ in kept])}); a "
+                           f"checkpoint is at most {MAX_ZIP_FILES} ({', '.join(FOLDER_FILES)})")
+    budget = inflate_budget(len(data))
+    total = sum(info.file_size for _, info in kept)
+    big = max((info.file_size for _, info in kept), default=0)
+    if big > MAX_UPLOAD_BYTES or total > budget:
+        raise CatalogError(f"{short(name)} unpacks to {total / 2**20:,.1f} MiB; a {len(data) / 2**20:,.1f} MiB "
+                           f"zip may unpack to at most {budget / 2**20:,.1f} MiB (at most "
+                           f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB per file)")
+    out = {path: _read_member(name, zf, info, info.file_size) for path, info in kept}
     if not out:
         raise CatalogError(f"{short(name)} holds no files")
     return out
+
+
+def inflate_budget(zip_bytes: int) -> int:
+    """Most bytes an uploaded zip of ``zip_bytes`` bytes may unpack to: :data:`MIN_INFLATE` plus
+    :data:`MAX_RATIO` times its size, at most :data:`MAX_UPLOAD_BYTES`. Design choice: trained weights barely
+    compress (the bundled checkpoints zip at 1.15 to 2.4 to 1), so a real checkpoint is far inside it, while a
+    few KB of zeros declaring hundreds of MB is refused before anything is inflated."""
+    return min(MAX_UPLOAD_BYTES, MIN_INFLATE + MAX_RATIO * int(zip_bytes))
+
+
+def listed(names: list[str], n: int = 3) -> str:
+    """The first ``n`` of ``names`` (each cut to 40 characters), then "and N more": a list quoted in a
+    one-line message."""
+    head = ", ".join(short(x, 40) for x in names[:n])
+    return head + (f" and {len(names) - n:,} more" if len(names) > n else "")
 
 
 def _read_member(name: str, zf, info, cap: int) -> bytes:
@@ -97,7 +131,7 @@ def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]
         return name, False, pair
     other = sorted(b for b in base.values() if b not in FOLDER_FILES)
     if other:
-        raise CatalogError(f"unexpected file {short(', '.join(other))} in a checkpoint folder (it holds "
+        raise CatalogError(f"unexpected file {listed(other)} in a checkpoint folder (it holds "
                            f"{', '.join(FOLDER_FILES)}; pickled .pt/.pth files are not accepted)")
     parts: dict[str, bytes] = {}
     for f, b in base.items():
@@ -133,9 +167,9 @@ def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
     by_suffix: dict[str, list[str]] = {}
     for fname in files:
         by_suffix.setdefault(Path(fname).suffix.lower(), []).append(fname)
-    other = sorted(set(by_suffix) - {".safetensors", ".json"})
+    other = sorted(f for f in files if Path(f).suffix.lower() not in (".safetensors", ".json"))
     if other:
-        raise CatalogError(f"unexpected file type {short(', '.join(other))}: a checkpoint is a folder's files "
+        raise CatalogError(f"unexpected file {listed(other)}: a checkpoint is a folder's files "
                            "(or a .zip of the folder), or a .safetensors file plus its .json (pickled .pt/.pth "
                            "files are not accepted)")
     for suffix in (".safetensors", ".json"):
@@ -171,6 +205,15 @@ def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
 
 
 def _validate(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes], Any]:
+    """:func:`_check` with its message made one line of at most :data:`MAX_MESSAGE` characters."""
+    try:
+        return _check(files)
+    except CatalogError as exc:
+        msg = " ".join(str(exc).split())
+        raise CatalogError(msg if len(msg) <= MAX_MESSAGE else msg[:MAX_MESSAGE - 1] + "…") from None
+
+
+def _check(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes], Any]:
     name, folder, parts = _upload_parts(files)
     from geomlab.checkpoints import io as ckpt_mod  # lazy: keeps listing cheap and independent
 
