@@ -25,9 +25,8 @@ MAX_ZIP_FILES = 4
 #: Bytes any uploaded zip may unpack to, however small (design choice: 10x the largest bundled checkpoint,
 #: 0.45 MB, and the JSON files of a folder).
 MIN_INFLATE = 4 * 1024 * 1024
-#: Most bytes unpacked per byte of an uploaded zip beyond :data:`MIN_INFLATE` (design choice: the bundled
-#: checkpoints zip at 1.15 to 2.4 to 1; deflate's own limit is about 1032 to 1).
-MAX_RATIO = 10
+#: Most bytes unpacked per byte of an uploaded zip beyond :data:`MIN_INFLATE` (:data:`geomlab.core.zipread.MAX_RATIO`).
+MAX_RATIO = zipread.MAX_RATIO
 #: Longest error message of an upload (characters; one line under the upload widget).
 MAX_MESSAGE = 300
 #: Sub-folder of the runs folder where validated uploads are stored.
@@ -83,7 +82,7 @@ def inflate_budget(zip_bytes: int) -> int:
     :data:`MAX_RATIO` times its size, at most :data:`MAX_UPLOAD_BYTES`. Design choice: trained weights barely
     compress (the bundled checkpoints zip at 1.15 to 2.4 to 1), so a real checkpoint is far inside it, while a
     few KB of zeros declaring hundreds of MB is refused before anything is inflated."""
-    return min(MAX_UPLOAD_BYTES, MIN_INFLATE + MAX_RATIO * int(zip_bytes))
+    return zipread.inflate_budget(zip_bytes, MIN_INFLATE, MAX_UPLOAD_BYTES)
 
 
 def listed(names: list[str], n: int = 3) -> str:

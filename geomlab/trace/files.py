@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 from pathlib import Path
 from typing import BinaryIO
@@ -13,7 +14,7 @@ from typing import BinaryIO
 import numpy as np
 
 from geomlab.core.jsonread import JSONInputError, parse_json
-from geomlab.core.zipread import read_npz
+from geomlab.core.zipread import inflate_budget, read_npz
 from geomlab.trace.base import Trace, TraceError
 from geomlab.trace.lens import Lens
 from geomlab.trace.record import FAMILIES, family_of_kind, from_record
@@ -22,6 +23,10 @@ from geomlab.trace.shapes import check_shapes
 #: Most bytes of array data one trace file may inflate to (design choice: a trace of 4096 positions of the
 #: largest bundled model is a few MB; the budget bounds what a small hostile file can make the reader allocate).
 MAX_TRACE_BYTES = 256 * 1024 * 1024
+
+#: Bytes of array data any trace file may inflate to, however small (design choice: a trace of 2,048
+#: characters of the largest bundled model is 13 MiB of arrays in an 11 MB file).
+MIN_TRACE_BUDGET = 16 * 1024 * 1024
 
 FORMAT_VERSION = 2
 """Version of the trace file format. 2 (this one): compact traces (attention stored as the queries and
@@ -123,7 +128,9 @@ def _check_arrays(tokens: np.ndarray, data: dict[str, np.ndarray]) -> None:
 
 def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     """Read a trace written by :func:`save_trace`, this version or version 1 (dense ``T x T`` maps; compacted
-    on load). The arrays are read by :func:`geomlab.core.zipread.read_npz` within :data:`MAX_TRACE_BYTES`
+    on load). The arrays are read by :func:`geomlab.core.zipread.read_npz` within
+    :func:`geomlab.core.zipread.inflate_budget` of the file's size (:data:`MIN_TRACE_BUDGET` plus 10 bytes per
+    byte of file, at most :data:`MAX_TRACE_BYTES`)
     (each ``.npy`` header checked against its member's size before allocation; no pickles) and the metadata
     by :func:`geomlab.core.jsonread.parse_json` (size and depth limits).
 
@@ -146,10 +153,24 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
         raise
 
 
+def _size(source) -> int:
+    """The size in bytes of a trace file given as a path or a seekable binary file object (0 when unknown:
+    the budget is then its floor)."""
+    try:
+        if isinstance(source, (str, Path)):
+            return os.stat(source).st_size
+        here = source.tell()
+        end = source.seek(0, os.SEEK_END)
+        source.seek(here)
+        return end - here
+    except (OSError, AttributeError, ValueError):
+        return 0
+
+
 def _load(path) -> Trace:
     """:func:`load_trace` of a path or a binary file object, its errors without the file's name."""
     try:
-        data = read_npz(path, MAX_TRACE_BYTES)
+        data = read_npz(path, inflate_budget(_size(path), MIN_TRACE_BUDGET, MAX_TRACE_BYTES))
     except FileNotFoundError:
         raise
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, NotImplementedError) as exc:  # not an npz, ...
