@@ -16,10 +16,13 @@ from geomlab.checkpoints.catalog import CatalogError, CheckpointEntry, read_fold
 from geomlab.checkpoints.files import short
 from geomlab.checkpoints.ownership import record_owner
 from geomlab.core import zipread
-from geomlab.core.jsonread import JSONInputError, parse_json
+from geomlab.core.jsonread import MAX_JSON_BYTES, JSONInputError, parse_json
 
 #: Largest accepted upload, in bytes, per file (design choice; the bundled models are well under 10 MB).
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+#: Largest model card (``README.md``) accepted, in bytes (design choice: a card is a page of text; the
+#: loader never reads it).
+MAX_CARD_BYTES = 1024 * 1024
 #: Most files an uploaded zip may hold (a checkpoint folder's four files).
 MAX_ZIP_FILES = 4
 #: Bytes any uploaded zip may unpack to, however small (design choice: 10x the largest bundled checkpoint,
@@ -41,8 +44,8 @@ def _unzip(name: str, data: bytes) -> dict[str, bytes]:
     """The files of an uploaded ``.zip`` (``NAME.zip`` holding a checkpoint folder ``NAME/...`` or its files,
     or a flat pair) as ``{path: bytes}``: folder entries, ``__MACOSX/`` and dot files skipped; nothing is
     extracted to disk. Every check that needs only the zip's directory runs before any member is inflated:
-    at most :data:`MAX_ZIP_FILES` files, none nested deeper than one folder, each within
-    :data:`MAX_UPLOAD_BYTES`, all together within :func:`inflate_budget` of the zip's size; each member is
+    at most :data:`MAX_ZIP_FILES` files, none nested deeper than one folder, each within its
+    :func:`file_limit`, all together within :func:`inflate_budget` of the zip's size; each member is
     then inflated with a running count, never past what it declares. :class:`CatalogError` (one line) for a
     file that is not a zip or breaks one of these limits."""
     import io
@@ -64,13 +67,15 @@ def _unzip(name: str, data: bytes) -> dict[str, bytes]:
     if len(kept) > MAX_ZIP_FILES:
         raise CatalogError(f"{short(name)} holds {len(kept):,} files ({listed([k for k, _ in kept])}); a "
                            f"checkpoint is at most {MAX_ZIP_FILES} ({', '.join(FOLDER_FILES)})")
+    for path, info in kept:
+        if info.file_size > file_limit(path):
+            raise CatalogError(f"{short(name)}: {short(path, 60)} unpacks to {info.file_size / 2**20:,.1f} MiB; "
+                               f"the limit for it is {file_limit(path) / 2**20:,.0f} MiB")
     budget = inflate_budget(len(data))
     total = sum(info.file_size for _, info in kept)
-    big = max((info.file_size for _, info in kept), default=0)
-    if big > MAX_UPLOAD_BYTES or total > budget:
+    if total > budget:
         raise CatalogError(f"{short(name)} unpacks to {total / 2**20:,.1f} MiB; a {len(data) / 2**20:,.1f} MiB "
-                           f"zip may unpack to at most {budget / 2**20:,.1f} MiB (at most "
-                           f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB per file)")
+                           f"zip may unpack to at most {budget / 2**20:,.1f} MiB")
     out = {path: _read_member(name, zf, info, info.file_size) for path, info in kept}
     if not out:
         raise CatalogError(f"{short(name)} holds no files")
@@ -154,12 +159,24 @@ def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]
     return safe_name(str(named or "checkpoint")), True, parts
 
 
+def file_limit(fname: str) -> int:
+    """Most bytes an uploaded file named ``fname`` may hold: a JSON file what the JSON reader reads
+    (:data:`geomlab.core.jsonread.MAX_JSON_BYTES`), the model card :data:`MAX_CARD_BYTES`, the weights
+    :data:`MAX_UPLOAD_BYTES`. Design choice: each file is judged by what it is for."""
+    base = fname.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    if base.endswith(".json"):
+        return min(MAX_JSON_BYTES, MAX_UPLOAD_BYTES)
+    if base == ckpt_files.CARD.lower():
+        return MAX_CARD_BYTES
+    return MAX_UPLOAD_BYTES
+
+
 def _check_size(fname: str, data: bytes) -> None:
     if len(data) == 0:
         raise CatalogError(f"{short(fname)} is empty")
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise CatalogError(f"{short(fname)} is {len(data) / 2**20:.0f} MiB; the limit is "
-                           f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB")
+    if len(data) > file_limit(fname):
+        raise CatalogError(f"{short(fname)} is {len(data) / 2**20:,.1f} MiB; the limit for it is "
+                           f"{file_limit(fname) / 2**20:,.0f} MiB")
 
 
 def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:

@@ -50,13 +50,33 @@ def test_many_small_zero_members_are_refused_before_inflating(names):
 
 def test_declared_sizes_over_the_budget_are_refused_before_inflating():
     """Three 150 MiB members of zeros (a 450 KB zip): two were inflated (467 MiB peak) before the total was
-    refused; now nothing is."""
+    refused; now nothing is: each file is judged against its own limit, then the total against the budget."""
     data = _zip({f"run/{n}": bytes(150 * 2**20) for n in ("config.json", "geomlab.json", "README.md")})
     assert len(data) < 2**20
     err, peak = _peak(lambda: uploads.validate_upload({"run.zip": data}))
     msg = _one_line(err)
-    assert "450.0 MiB" in msg and f"{uploads.inflate_budget(len(data)) / 2**20:,.1f} MiB" in msg, msg
+    assert "run/config.json unpacks to 150.0 MiB; the limit for it is 16 MiB" in msg, msg
     assert peak < 2 * 2**20, f"{peak / 2**20:.1f} MiB"
+    data = _zip({"run/model.safetensors": bytes(190 * 2**20), "run/geomlab.json": b"{}", "run/config.json": b"{}"})
+    err, peak = _peak(lambda: uploads.validate_upload({"run.zip": data}))
+    msg = _one_line(err)
+    assert "unpacks to 190.0 MiB" in msg and f"{uploads.inflate_budget(len(data)) / 2**20:,.1f} MiB" in msg, msg
+    assert peak < 2 * 2**20, f"{peak / 2**20:.1f} MiB"
+
+
+@pytest.mark.parametrize("zipped", [False, True])
+def test_a_model_card_over_its_limit_is_refused(tmp_path, zipped):
+    """A 5 MiB README.md (incompressible) was stored with the checkpoint; the card has its own limit."""
+    import os
+
+    files = {p.name: p.read_bytes() for p in (ASSETS / "lstm-tinyshakespeare.safetensors",)}
+    card = os.urandom(5 * 2**20)
+    upload = {"run/README.md": card, "run/model.safetensors": files["lstm-tinyshakespeare.safetensors"],
+              "run/geomlab.json": b"{}", "run/config.json": b"{}"}
+    if zipped:
+        upload = {"run.zip": _zip(upload)}
+    msg = _one_line(_peak(lambda: uploads.validate_upload(upload))[0])
+    assert "README.md" in msg and "5.0 MiB; the limit for it is 1 MiB" in msg, msg
 
 
 def test_every_bundled_checkpoint_zips_well_inside_the_budget():
