@@ -70,3 +70,31 @@ def test_a_journal_of_millions_of_garbage_lines_is_refused_at_once(tmp_path):
     journal.write_bytes(good + b"[" * 200 + b"]" * 200 + b"\n")
     with pytest.raises(SweepError, match="200 levels deep"):
         check_journal(journal)
+
+
+@pytest.mark.parametrize("kind", ["folder", "device", "dangling link"])
+def test_a_description_that_is_not_a_regular_file_is_named_so(tmp_path, capsys, kind):
+    """A folder named geomlab.json, or a link to /dev/zero, was reported as "geomlab.json is missing"."""
+    import os
+    import shutil
+
+    import torch
+
+    from geomlab.checkpoints import io as ckpt
+    from geomlab.data import Vocab
+    from geomlab.models import build_model
+
+    torch.manual_seed(0)
+    vocab = Vocab.from_text("hello world")
+    folder = ckpt.save(tmp_path / "run", build_model({"kind": "lstm", "vocab_size": vocab.size, "hidden": 8}),
+                       vocab, {"corpus": "t"}, layout="folder")
+    meta = folder / "geomlab.json"
+    meta.unlink()
+    if kind == "folder":
+        meta.mkdir()
+    else:
+        os.symlink("/dev/zero" if kind == "device" else str(tmp_path / "nothing"), meta)
+    assert main(["eval", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "run/geomlab.json is not a regular file" in err and err.count("\n") == 1, err
+    shutil.rmtree(folder)
