@@ -28,6 +28,9 @@ MAX_TRACE_BYTES = 256 * 1024 * 1024
 #: characters of the largest bundled model is 13 MiB of arrays in an 11 MB file).
 MIN_TRACE_BUDGET = 16 * 1024 * 1024
 
+#: Longest error message of :func:`load_trace` (characters: one line).
+MAX_MESSAGE = 300
+
 FORMAT_VERSION = 2
 """Version of the trace file format. 2 (this one): compact traces (attention stored as the queries and
 keys that score it, OSM tangents as float16 Lie-algebra coordinates plus exact float32 norms, torus states
@@ -137,7 +140,8 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     ``path`` may be a path, a binary file object or the file's bytes.
 
     Raises:
-        TraceError: one line, starting with the file's name when ``path`` is a path: not a trace file, over
+        TraceError: one line of at most :data:`MAX_MESSAGE` characters, starting with the file's name when
+        ``path`` is a path: not a trace file, over
         the memory budget, a format version this geomlab does not know (newer or malformed), an unknown
         family, a model kind that records another family, missing arrays, arrays of the wrong kind or shape
         (:func:`geomlab.trace.shapes.check_shapes`, naming the member), or metadata of the wrong type.
@@ -148,9 +152,9 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     try:
         return _load(path)
     except TraceError as exc:
-        if isinstance(path, (str, Path)):
-            raise TraceError(f"{Path(path).name}: {exc}") from None
-        raise
+        text = f"{Path(path).name}: {exc}" if isinstance(path, (str, Path)) else str(exc)
+        msg = " ".join(text.split())
+        raise TraceError(msg if len(msg) <= MAX_MESSAGE else msg[:MAX_MESSAGE - 1] + "…") from None
 
 
 def _size(source) -> int:

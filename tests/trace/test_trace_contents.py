@@ -163,3 +163,13 @@ def test_a_loaded_trace_can_always_be_drawn(model, changes):
             _use(tr)
     except TraceError:
         pass
+
+
+def test_a_long_path_or_member_name_keeps_the_message_to_one_short_line(tmp_path):
+    """A folder given as a trace at a long path named the whole path in the message."""
+    folder = tmp_path / ("d" * 200) / ("e" * 200) / "t.npz"
+    folder.mkdir(parents=True)
+    with pytest.raises(TraceError) as info:
+        load_trace(folder)
+    msg = str(info.value)
+    assert msg.startswith("t.npz: not a readable trace file") and len(msg) <= 300 and "\n" not in msg, msg
