@@ -6,8 +6,6 @@ choice."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from geomlab.trace.base import Trace, TraceError
 
 #: field -> (accepted numbers of axes, the position axes, accepted dtype kinds: f float, c complex, i/u
