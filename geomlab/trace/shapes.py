@@ -23,6 +23,11 @@ FIELDS: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]] = {
     "offsets": ((2,), (), "iu"), "gates": ((3,), (1,), "f"), "inputs": ((3,), (1,), "f"),
 }
 
+#: field -> {axis: its fixed size}: the raw/mixed pair of OSM updates, their three exact statistics.
+FIXED: dict[str, dict[int, int]] = {"tangent_coords": {0: 2}, "tangent_matrices": {0: 2}, "tangent_stats": {0: 3}}
+#: Fields whose full-matrix form (their most axes) ends in square ``d x d`` matrices.
+SQUARE = {"state_data": 4, "input_data": 3, "tangent_matrices": 6}
+
 #: (field, axes, field, axes): the two fields' shapes must agree on those axes (layers, heads, widths).
 AGREE: tuple[tuple[str, slice, str, slice], ...] = (
     ("attention_q", slice(None), "attention_k", slice(None)),
@@ -44,7 +49,7 @@ AGREE: tuple[tuple[str, slice, str, slice], ...] = (
 
 def check_shapes(tr: Trace) -> Trace:
     """``tr`` after checking every stored field against :data:`FIELDS` (axes, positions = ``len(tokens)``,
-    number kind) and every pair in :data:`AGREE`; OSM traces also need ``config["heads"]`` (when their
+    number kind), :data:`FIXED` and :data:`SQUARE`, and every pair in :data:`AGREE`; OSM traces also need ``config["heads"]`` (when their
     attention is computed from the states) to be a whole number from 1 to the matrix size, and tangent
     coordinates as wide as their group's algebra. Raises :class:`TraceError` naming the field (its file
     member is ``FIELD.npy``) and what is wrong. Non-finite values are allowed: a diverged model's trace is
@@ -59,6 +64,11 @@ def check_shapes(tr: Trace) -> Trace:
                              f"axis {', '.join(map(str, positions)) or '-'}")
         if arr.dtype.kind not in kinds:
             raise TraceError(f"{name}.npy holds {arr.dtype}; expected {_KINDS.get(kinds, kinds)} numbers")
+        for axis, size in FIXED.get(name, {}).items():
+            if arr.shape[axis] != size:
+                raise TraceError(f"{name}.npy has shape {arr.shape}; its axis {axis} must have {size} entries")
+        if arr.ndim == SQUARE.get(name) and arr.shape[-1] != arr.shape[-2]:
+            raise TraceError(f"{name}.npy has shape {arr.shape}; its last two axes must be a square matrix")
     for a, sa, b, sb in AGREE:
         if a in arrays and b in arrays and arrays[a].shape[sa] != arrays[b].shape[sb]:
             raise TraceError(f"{a}.npy (shape {arrays[a].shape}) and {b}.npy (shape {arrays[b].shape}) disagree")
