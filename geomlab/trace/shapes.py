@@ -50,8 +50,10 @@ AGREE: tuple[tuple[str, slice, str, slice], ...] = (
 def check_shapes(tr: Trace) -> Trace:
     """``tr`` after checking every stored field against :data:`FIELDS` (axes, positions = ``len(tokens)``,
     number kind), :data:`FIXED` and :data:`SQUARE`, and every pair in :data:`AGREE`; OSM traces also need ``config["heads"]`` (when their
-    attention is computed from the states) to be a whole number from 1 to the matrix size, and tangent
-    coordinates as wide as their group's algebra. Raises :class:`TraceError` naming the field (its file
+    attention is computed from the states) to be a whole number from 1 to the matrix size, a named group that
+    can be built, and tangent coordinates as wide as its algebra; Grassmann traces a config ``eps`` ≥ 0 and
+    ``normalize`` ``"clamp"`` or ``"smooth"`` (what :meth:`~geomlab.trace.grassmann.GrassmannTrace.plucker_block`
+    reads). Raises :class:`TraceError` naming the field (its file
     member is ``FIELD.npy``) and what is wrong. Non-finite values are allowed: a diverged model's trace is
     worth a look, and the views leave such entries blank."""
     T = tr.n_positions
@@ -74,6 +76,12 @@ def check_shapes(tr: Trace) -> Trace:
             raise TraceError(f"{a}.npy (shape {arrays[a].shape}) and {b}.npy (shape {arrays[b].shape}) disagree")
     if tr.family == "osm":
         _check_osm(tr)
+    if tr.family == "grassmann":
+        eps, normalize = tr.config.get("eps", 1e-6), tr.config.get("normalize", "clamp")
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
+            raise TraceError(f"the config's eps {str(eps)[:40]!r} is not a number ≥ 0")
+        if normalize not in ("clamp", "smooth"):
+            raise TraceError(f"the config's normalize {str(normalize)[:40]!r} is not 'clamp' or 'smooth'")
     return tr
 
 
@@ -91,14 +99,16 @@ def _check_osm(tr) -> None:
         if slopes is not None and slopes.shape != (tr.n_layers, tr.n_heads):
             raise TraceError(f"attention_slopes.npy has shape {slopes.shape}; expected ({tr.n_layers}, "
                              f"{tr.n_heads}) (layers, heads)")
-    if tr.tangent_coords is None:
+    if tr.tangent_coords is None and not (isinstance(tr.group, dict) and tr.group.get("name")):
         return
     if not isinstance(tr.group, dict):
         raise TraceError("the metadata's group is not a JSON object")
+    if tr.group.get("d", tr.d) != tr.d:
+        raise TraceError(f"the metadata's group has d = {str(tr.group.get('d'))[:40]}; the states are {tr.d} wide")
     try:
         dim = tr.get_group().dim
     except (TypeError, ValueError) as exc:  # GroupError is a ValueError
         raise TraceError(f"the metadata's group cannot be built: {str(exc)[:200]}") from None
-    if tr.tangent_coords.shape[-1] != dim:
+    if tr.tangent_coords is not None and tr.tangent_coords.shape[-1] != dim:
         raise TraceError(f"tangent_coords.npy holds {tr.tangent_coords.shape[-1]} coordinates per update; "
                          f"its group has {dim}")
