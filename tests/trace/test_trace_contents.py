@@ -185,3 +185,34 @@ def test_a_long_path_or_member_name_keeps_the_message_to_one_short_line(tmp_path
         load_trace(folder)
     msg = str(info.value)
     assert msg.startswith("t.npz: not a readable trace file") and len(msg) <= 300 and "\n" not in msg, msg
+
+
+_json_leaf = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6)
+_json = st.recursive(_json_leaf, lambda inner: st.lists(inner, max_size=3) |
+                     st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=10)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(MODELS)), st.sampled_from(["config", "group"]),
+       st.sampled_from(["heads", "eps", "normalize", "name", "d", "options", "kind", "block"]), _json)
+def test_random_config_and_group_values_give_a_drawable_trace_or_a_trace_error(model, where, key, value):
+    """One key of the metadata's config or group set to a random JSON value (the keys the trace classes read
+    among them): the file is refused with a TraceError, or the trace answers every verb the views use."""
+    arrays = _arrays(model)
+    meta = _meta(arrays)
+    if not isinstance(meta.get(where), dict):
+        meta[where] = {}
+    meta[where][key] = value
+    arrays["__meta__"] = np.array(json.dumps(meta))
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    try:
+        tr = load_trace(buf.getvalue())
+    except TraceError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) <= 300, str(exc)
+        return
+    try:
+        with np.errstate(all="ignore"):
+            _use(tr)
+    except TraceError:
+        pass
