@@ -138,7 +138,8 @@ def _mutations():
 def _mutate(arr: np.ndarray, how: str, axis: int, dtype: str) -> np.ndarray:
     if how == "dtype":
         try:
-            return arr.astype(dtype)
+            with np.errstate(all="ignore"):  # NaN to an integer: whatever numpy makes of it
+                return arr.astype(dtype)
         except ValueError:  # text that is not a number stays text
             return arr
     if how == "drop" and arr.ndim > 1:
