@@ -52,8 +52,12 @@ def _missing(path: Path) -> CheckpointError:
 
 def _read_json(path: Path, label: str) -> Any:
     """:func:`geomlab.checkpoints.files.read_json` following symlinks, its errors as :class:`CheckpointError`
-    (a missing file with a hint when a bundled checkpoint has its name)."""
+    (a missing file with a hint when a bundled checkpoint has its name; a path that is there but not a regular
+    file says so)."""
     if not path.is_file():
+        if path.exists() or path.is_symlink():  # a folder, a device, a FIFO, a link to nothing readable
+            raise CheckpointError(f"checkpoint file {label} is not a regular file (a folder, a device, a FIFO or "
+                                  "a link to none of these)")
         raise _missing(path)
     try:
         return ckpt_files.read_json(path, label, follow=True)

@@ -16,10 +16,22 @@ from geomlab.checkpoints.catalog import CatalogError, CheckpointEntry, read_fold
 from geomlab.checkpoints.files import short
 from geomlab.checkpoints.ownership import record_owner
 from geomlab.core import zipread
-from geomlab.core.jsonread import JSONInputError, parse_json
+from geomlab.core.jsonread import MAX_JSON_BYTES, JSONInputError, parse_json
 
 #: Largest accepted upload, in bytes, per file (design choice; the bundled models are well under 10 MB).
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+#: Largest model card (``README.md``) accepted, in bytes (design choice: a card is a page of text; the
+#: loader never reads it).
+MAX_CARD_BYTES = 1024 * 1024
+#: Most files an uploaded zip may hold (a checkpoint folder's four files).
+MAX_ZIP_FILES = 4
+#: Bytes any uploaded zip may unpack to, however small (design choice: 10x the largest bundled checkpoint,
+#: 0.45 MB, and the JSON files of a folder).
+MIN_INFLATE = 4 * 1024 * 1024
+#: Most bytes unpacked per byte of an uploaded zip beyond :data:`MIN_INFLATE` (:data:`geomlab.core.zipread.MAX_RATIO`).
+MAX_RATIO = zipread.MAX_RATIO
+#: Longest error message of an upload (characters; one line under the upload widget).
+MAX_MESSAGE = 300
 #: Sub-folder of the runs folder where validated uploads are stored.
 UPLOAD_SUBDIR = "uploads"
 
@@ -31,17 +43,19 @@ FOLDER_FILES = ckpt_files.FOLDER_FILES
 def _unzip(name: str, data: bytes) -> dict[str, bytes]:
     """The files of an uploaded ``.zip`` (``NAME.zip`` holding a checkpoint folder ``NAME/...`` or its files,
     or a flat pair) as ``{path: bytes}``: folder entries, ``__MACOSX/`` and dot files skipped; nothing is
-    extracted to disk; sizes are checked against :data:`MAX_UPLOAD_BYTES` before a member is read.
-    :class:`CatalogError` for a file that is not a zip, a member nested deeper than one folder, or too large."""
+    extracted to disk. Every check that needs only the zip's directory runs before any member is inflated:
+    at most :data:`MAX_ZIP_FILES` files, none nested deeper than one folder, each within its
+    :func:`file_limit`, all together within :func:`inflate_budget` of the zip's size; each member is
+    then inflated with a running count, never past what it declares. :class:`CatalogError` (one line) for a
+    file that is not a zip or breaks one of these limits."""
     import io
 
     try:
         zf = zipread.open_zip(io.BytesIO(data))
         infos = [i for i in zf.infolist() if not i.is_dir()]
     except (zipfile.BadZipFile, ValueError, OSError) as exc:  # ValueError: BoundedReadError, too many entries
-        raise CatalogError(f"{short(name)} is not a readable zip file ({exc})") from None
-    out: dict[str, bytes] = {}
-    total = 0
+        raise CatalogError(f"{short(name)} is not a readable zip file ({short(str(exc), 120)})") from None
+    kept = []
     for info in infos:
         parts = [p for p in info.filename.replace("\\", "/").split("/") if p]
         if not parts or parts[0] == "__MACOSX" or parts[-1].startswith("."):
@@ -49,14 +63,38 @@ def _unzip(name: str, data: bytes) -> dict[str, bytes]:
         if len(parts) > 2:
             raise CatalogError(f"{short(name)} holds {short(info.filename, 60)}: zip the checkpoint folder "
                                "itself (its files at most one folder deep)")
-        total += info.file_size
-        if info.file_size > MAX_UPLOAD_BYTES or total > 2 * MAX_UPLOAD_BYTES:
-            raise CatalogError(f"{short(name)} unpacks to more than the upload limit of "
-                               f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB per file")
-        out["/".join(parts)] = _read_member(name, zf, info, 2 * MAX_UPLOAD_BYTES - (total - info.file_size))
+        kept.append(("/".join(parts), info))
+    if len(kept) > MAX_ZIP_FILES:
+        raise CatalogError(f"{short(name)} holds {len(kept):,} files ({listed([k for k, _ in kept])}); a "
+                           f"checkpoint is at most {MAX_ZIP_FILES} ({', '.join(FOLDER_FILES)})")
+    for path, info in kept:
+        if info.file_size > file_limit(path):
+            raise CatalogError(f"{short(name)}: {short(path, 60)} unpacks to {info.file_size / 2**20:,.1f} MiB; "
+                               f"the limit for it is {file_limit(path) / 2**20:,.0f} MiB")
+    budget = inflate_budget(len(data))
+    total = sum(info.file_size for _, info in kept)
+    if total > budget:
+        raise CatalogError(f"{short(name)} unpacks to {total / 2**20:,.1f} MiB; a {len(data) / 2**20:,.1f} MiB "
+                           f"zip may unpack to at most {budget / 2**20:,.1f} MiB")
+    out = {path: _read_member(name, zf, info, info.file_size) for path, info in kept}
     if not out:
         raise CatalogError(f"{short(name)} holds no files")
     return out
+
+
+def inflate_budget(zip_bytes: int) -> int:
+    """Most bytes an uploaded zip of ``zip_bytes`` bytes may unpack to: :data:`MIN_INFLATE` plus
+    :data:`MAX_RATIO` times its size, at most :data:`MAX_UPLOAD_BYTES`. Design choice: trained weights barely
+    compress (the bundled checkpoints zip at 1.15 to 2.4 to 1), so a real checkpoint is far inside it, while a
+    few KB of zeros declaring hundreds of MB is refused before anything is inflated."""
+    return zipread.inflate_budget(zip_bytes, MIN_INFLATE, MAX_UPLOAD_BYTES)
+
+
+def listed(names: list[str], n: int = 3) -> str:
+    """The first ``n`` of ``names`` (each cut to 40 characters), then "and N more": a list quoted in a
+    one-line message."""
+    head = ", ".join(short(x, 40) for x in names[:n])
+    return head + (f" and {len(names) - n:,} more" if len(names) > n else "")
 
 
 def _read_member(name: str, zf, info, cap: int) -> bytes:
@@ -97,7 +135,7 @@ def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]
         return name, False, pair
     other = sorted(b for b in base.values() if b not in FOLDER_FILES)
     if other:
-        raise CatalogError(f"unexpected file {short(', '.join(other))} in a checkpoint folder (it holds "
+        raise CatalogError(f"unexpected file {listed(other)} in a checkpoint folder (it holds "
                            f"{', '.join(FOLDER_FILES)}; pickled .pt/.pth files are not accepted)")
     parts: dict[str, bytes] = {}
     for f, b in base.items():
@@ -121,21 +159,33 @@ def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]
     return safe_name(str(named or "checkpoint")), True, parts
 
 
+def file_limit(fname: str) -> int:
+    """Most bytes an uploaded file named ``fname`` may hold: a JSON file what the JSON reader reads
+    (:data:`geomlab.core.jsonread.MAX_JSON_BYTES`), the model card :data:`MAX_CARD_BYTES`, the weights
+    :data:`MAX_UPLOAD_BYTES`. Design choice: each file is judged by what it is for."""
+    base = fname.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    if base.endswith(".json"):
+        return min(MAX_JSON_BYTES, MAX_UPLOAD_BYTES)
+    if base == ckpt_files.CARD.lower():
+        return MAX_CARD_BYTES
+    return MAX_UPLOAD_BYTES
+
+
 def _check_size(fname: str, data: bytes) -> None:
     if len(data) == 0:
         raise CatalogError(f"{short(fname)} is empty")
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise CatalogError(f"{short(fname)} is {len(data) / 2**20:.0f} MiB; the limit is "
-                           f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB")
+    if len(data) > file_limit(fname):
+        raise CatalogError(f"{short(fname)} is {len(data) / 2**20:,.1f} MiB; the limit for it is "
+                           f"{file_limit(fname) / 2**20:,.0f} MiB")
 
 
 def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
     by_suffix: dict[str, list[str]] = {}
     for fname in files:
         by_suffix.setdefault(Path(fname).suffix.lower(), []).append(fname)
-    other = sorted(set(by_suffix) - {".safetensors", ".json"})
+    other = sorted(f for f in files if Path(f).suffix.lower() not in (".safetensors", ".json"))
     if other:
-        raise CatalogError(f"unexpected file type {short(', '.join(other))}: a checkpoint is a folder's files "
+        raise CatalogError(f"unexpected file {listed(other)}: a checkpoint is a folder's files "
                            "(or a .zip of the folder), or a .safetensors file plus its .json (pickled .pt/.pth "
                            "files are not accepted)")
     for suffix in (".safetensors", ".json"):
@@ -171,6 +221,15 @@ def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
 
 
 def _validate(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes], Any]:
+    """:func:`_check` with its message made one line of at most :data:`MAX_MESSAGE` characters."""
+    try:
+        return _check(files)
+    except CatalogError as exc:
+        msg = " ".join(str(exc).split())
+        raise CatalogError(msg if len(msg) <= MAX_MESSAGE else msg[:MAX_MESSAGE - 1] + "…") from None
+
+
+def _check(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes], Any]:
     name, folder, parts = _upload_parts(files)
     from geomlab.checkpoints import io as ckpt_mod  # lazy: keeps listing cheap and independent
 

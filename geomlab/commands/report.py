@@ -102,6 +102,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "e.g. sections run in parallel with --only)")
 
 
+def _read_input(path: str, what: str):
+    """The JSON value of the input file ``path`` through the bounded reader
+    (:func:`geomlab.core.jsonread.read_json`: size, depth and count limits); ``ValueError``, one line naming
+    ``what`` and the file, when it cannot be read or is not such JSON."""
+    from geomlab.core.jsonread import read_json
+
+    try:
+        return read_json(path)
+    except (OSError, ValueError) as exc:  # JSONInputError is a ValueError
+        raise ValueError(f"{what} {str(path)[:120]}: cannot read it ({str(exc)[:160]})") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from geomlab import report
     from geomlab.commands import set_threads
@@ -115,17 +127,13 @@ def run(args: argparse.Namespace) -> int:
             or args.restore is not None):
         raise ValueError("--collect, --max-jobs, --device, --speed and --restore go with --converged")
     if args.from_json:
-        import json
-        from pathlib import Path
-
-        parts = []
-        for f in args.from_json:
-            try:
-                parts.append(json.loads(Path(f).read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ValueError(f"cannot read results file {f}: {exc}") from exc
-        results = report.merge_results(parts) if len(parts) > 1 else parts[0]
-        path = report.write_report(results, args.out, png=not args.no_png)
+        parts = [_read_input(f, "results file") for f in args.from_json]
+        try:
+            results = report.merge_results(parts) if len(parts) > 1 else parts[0]
+            path = report.write_report(results, args.out, png=not args.no_png)
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a JSON of another shape
+            raise ValueError(f"{', '.join(args.from_json)[:120]}: not a `geomlab report` results file "
+                             f"({type(exc).__name__}: {str(exc)[:80]})") from None
         print(f"wrote {path} from {len(parts)} results file(s)")
         return 0
     if not (args.quick or args.smoke or args.full):  # a bare `geomlab report` must not start hours of training
@@ -189,32 +197,25 @@ def _converged(args: argparse.Namespace) -> int:
         raise ValueError("--collect trains nothing: drop --max-jobs and --device")
     restored = None
     if args.restore is not None:
-        import json
-
-        try:
-            restored = json.loads(Path(args.restore).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"--restore {args.restore}: cannot read it ({exc})") from exc
+        restored = _read_input(args.restore, "--restore")
     if args.collect and restored is None and not Path(args.store).is_dir():
         raise ValueError(f"--store {args.store} is not a folder of campaign runs (nothing to collect)")
     if Path(args.store).exists() and not Path(args.store).is_dir():
         raise ValueError(f"--store {args.store} is a file, not a folder")
     speed = None
     if args.speed is not None:
-        import json
-
-        try:
-            speed = json.loads(Path(args.speed).read_text(encoding="utf-8"))
-            if speed.get("kind") != "bench-train" or not isinstance(speed.get("rows"), list):
-                raise ValueError("not a `geomlab bench train --json` file")
-        except (OSError, ValueError, AttributeError) as exc:
-            raise ValueError(f"--speed {args.speed}: cannot read it ({exc})") from exc
+        speed = _read_input(args.speed, "--speed")
+        if not isinstance(speed, dict) or speed.get("kind") != "bench-train" or not isinstance(speed.get("rows"), list):
+            raise ValueError(f"--speed {args.speed}: not a `geomlab bench train --json` file")
     store = RunStore(args.store)
     if restored is not None:
         try:
             n = campaign_results.restore(plan, store, restored)  # checks the file's kind before writing anything
         except ValueError as exc:
             raise ValueError(f"--restore {args.restore}: {exc}") from exc
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a converged kind of another shape
+            raise ValueError(f"--restore {args.restore}: not a converged report's results.json "
+                             f"({type(exc).__name__}: {str(exc)[:80]})") from None
         print(f"[converged] restored {n} finished run(s) from {args.restore} into {args.store}")
     if not args.collect:
         from geomlab.training.runs import check_device

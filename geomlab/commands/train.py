@@ -56,12 +56,19 @@ def params_option(text: str) -> int:
 
 def parse_config(items: list[str] | None) -> dict:
     """``["hidden=64", "tied=true", "group=SO"]`` -> ``{"hidden": 64, "tied": True, "group": "SO"}``.
-    Values are read as JSON when possible (numbers, true/false, null, lists), else kept as strings."""
+    Values are read as JSON when possible (numbers, true/false, null, lists), else kept as strings; a value
+    past the JSON reader's depth or count limits (:mod:`geomlab.core.jsonread`) is a ``ValueError``."""
+    from geomlab.core.jsonread import MAX_JSON_DEPTH, MAX_JSON_VALUES, json_shape
+
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"--config expects key=value, got {item!r}")
+        depth, values = json_shape(value.encode("utf-8", "surrogateescape"))
+        if depth > MAX_JSON_DEPTH or values > MAX_JSON_VALUES:
+            raise ValueError(f"--config {key.strip()[:40]}: the value nests {depth:,} levels and holds {values:,} "
+                             f"values; the limits are {MAX_JSON_DEPTH} and {MAX_JSON_VALUES:,}")
         try:
             out[key.strip()] = json.loads(value)
         except json.JSONDecodeError:

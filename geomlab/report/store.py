@@ -57,14 +57,16 @@ class RunStore:
         return self.root / job.key
 
     def outcome(self, job: Job) -> dict[str, Any] | None:
-        """The finished run's outcome (``status`` ``done`` or ``failed``), or ``None``."""
+        """The finished run's outcome (``status`` ``done`` or ``failed``), or ``None`` (also for a file that is
+        unreadable, too large, too deep, not JSON or not a JSON object: not finished)."""
         f = self.folder(job) / "outcome.json"
         if not f.is_file():
             return None
         try:
-            return read_json(f)
-        except (OSError, ValueError):  # unreadable, too large, too deep or not JSON: not finished
+            done = read_json(f)
+        except (OSError, ValueError):
             return None
+        return done if isinstance(done, dict) else None
 
     def held(self, job: Job) -> bool:
         """Whether a live worker holds ``job``: an advisory lock (``flock``) on its ``lock`` file, which the

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 from pathlib import Path
 from typing import BinaryIO
@@ -13,14 +14,22 @@ from typing import BinaryIO
 import numpy as np
 
 from geomlab.core.jsonread import JSONInputError, parse_json
-from geomlab.core.zipread import read_npz
+from geomlab.core.zipread import inflate_budget, read_npz
 from geomlab.trace.base import Trace, TraceError
 from geomlab.trace.lens import Lens
 from geomlab.trace.record import FAMILIES, family_of_kind, from_record
+from geomlab.trace.shapes import check_shapes
 
 #: Most bytes of array data one trace file may inflate to (design choice: a trace of 4096 positions of the
 #: largest bundled model is a few MB; the budget bounds what a small hostile file can make the reader allocate).
 MAX_TRACE_BYTES = 256 * 1024 * 1024
+
+#: Bytes of array data any trace file may inflate to, however small (design choice: a trace of 2,048
+#: characters of the largest bundled model is 13 MiB of arrays in an 11 MB file).
+MIN_TRACE_BUDGET = 16 * 1024 * 1024
+
+#: Longest error message of :func:`load_trace` (characters: one line).
+MAX_MESSAGE = 300
 
 FORMAT_VERSION = 2
 """Version of the trace file format. 2 (this one): compact traces (attention stored as the queries and
@@ -41,6 +50,12 @@ def _family_of_v1(keys) -> str:
     if "reduced" in keys and keys & {"plucker", "plucker_data", "offsets"}:
         return "grassmann"
     return "baseline"
+
+
+def _q(value) -> str:
+    """``repr(value)`` cut to 60 characters, for a one-line message about a metadata value."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _json_default(obj):
@@ -103,35 +118,63 @@ def _check_arrays(tokens: np.ndarray, data: dict[str, np.ndarray]) -> None:
     logits real floats with a row per token, every array numbers (non-finite values are allowed: a model that
     diverged is worth a look). :class:`TraceError` otherwise. Design choice."""
     if tokens.ndim != 1 or tokens.dtype.kind not in "iu" or (tokens.size and int(tokens.min()) < 0):
-        raise TraceError(f"trace tokens are not one row of non-negative integers ({tokens.dtype}, shape "
+        raise TraceError(f"tokens.npy is not one row of non-negative integers ({tokens.dtype}, shape "
                          f"{tokens.shape})")
     logits = data["logits"]
     if logits.dtype.kind != "f" or logits.ndim < 1 or logits.shape[0] != len(tokens):
-        raise TraceError(f"trace logits are not real numbers with a row per token ({logits.dtype}, shape "
+        raise TraceError(f"logits.npy is not real numbers with a row per token ({logits.dtype}, shape "
                          f"{logits.shape}, {len(tokens)} tokens)")
     for name, arr in data.items():
         if arr.dtype.kind not in "biufc":
-            raise TraceError(f"trace array {name!r} holds {arr.dtype}, not numbers")
+            raise TraceError(f"{name[:60]}.npy holds {arr.dtype}, not numbers")
 
 
 def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     """Read a trace written by :func:`save_trace`, this version or version 1 (dense ``T x T`` maps; compacted
-    on load). The arrays are read by :func:`geomlab.core.zipread.read_npz` within :data:`MAX_TRACE_BYTES`
+    on load). The arrays are read by :func:`geomlab.core.zipread.read_npz` within
+    :func:`geomlab.core.zipread.inflate_budget` of the file's size (:data:`MIN_TRACE_BUDGET` plus 10 bytes per
+    byte of file, at most :data:`MAX_TRACE_BYTES`)
     (each ``.npy`` header checked against its member's size before allocation; no pickles) and the metadata
     by :func:`geomlab.core.jsonread.parse_json` (size and depth limits).
 
     ``path`` may be a path, a binary file object or the file's bytes.
 
     Raises:
-        TraceError: not a trace file, over the memory budget, a format version this geomlab does not know
-        (newer or malformed), an unknown family, a model kind that records another family, missing arrays,
-        or inconsistent position counts. ``FileNotFoundError`` for a missing
-        path.
+        TraceError: one line of at most :data:`MAX_MESSAGE` characters, starting with the file's name when
+        ``path`` is a path: not a trace file, over
+        the memory budget, a format version this geomlab does not know (newer or malformed), an unknown
+        family, a model kind that records another family, missing arrays, arrays of the wrong kind or shape
+        (:func:`geomlab.trace.shapes.check_shapes`, naming the member), or metadata of the wrong type.
+        ``FileNotFoundError`` for a missing path.
     """
     if isinstance(path, (bytes, bytearray)):
         path = io.BytesIO(path)
     try:
-        data = read_npz(path, MAX_TRACE_BYTES)
+        return _load(path)
+    except TraceError as exc:
+        text = f"{Path(path).name}: {exc}" if isinstance(path, (str, Path)) else str(exc)
+        msg = " ".join(text.split())
+        raise TraceError(msg if len(msg) <= MAX_MESSAGE else msg[:MAX_MESSAGE - 1] + "…") from None
+
+
+def _size(source) -> int:
+    """The size in bytes of a trace file given as a path or a seekable binary file object (0 when unknown:
+    the budget is then its floor)."""
+    try:
+        if isinstance(source, (str, Path)):
+            return os.stat(source).st_size
+        here = source.tell()
+        end = source.seek(0, os.SEEK_END)
+        source.seek(here)
+        return end - here
+    except (OSError, AttributeError, ValueError):
+        return 0
+
+
+def _load(path) -> Trace:
+    """:func:`load_trace` of a path or a binary file object, its errors without the file's name."""
+    try:
+        data = read_npz(path, inflate_budget(_size(path), MIN_TRACE_BUDGET, MAX_TRACE_BYTES))
     except FileNotFoundError:
         raise
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, NotImplementedError) as exc:  # not an npz, ...
@@ -149,7 +192,7 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
         raise TraceError("trace metadata is not a JSON object")
     version = meta.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
-        raise TraceError(f"trace format version {version!r} is not one this geomlab reads (1..{FORMAT_VERSION}); "
+        raise TraceError(f"trace format version {_q(version)} is not one this geomlab reads (1..{FORMAT_VERSION}); "
                          "a newer file needs a newer geomlab")
     family = meta.get("family")
     if not isinstance(family, str) or family not in FAMILIES:
@@ -157,10 +200,11 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     from geomlab.models import kinds
 
     kind = meta.get("kind", "")
-    if not isinstance(kind, str):
-        raise TraceError(f"trace metadata's model kind {kind!r} is not a string")
+    if not isinstance(kind, str) or len(kind) > 100:
+        raise TraceError(f"trace metadata's model kind {_q(kind)} is not a name (a string of at most 100 "
+                         "characters)")
     if kind in kinds() and family_of_kind(kind) != family:
-        raise TraceError(f"trace metadata names model kind {kind!r}, which records {family_of_kind(kind)!r} "
+        raise TraceError(f"trace metadata names model kind {_q(kind)}, which records {family_of_kind(kind)!r} "
                          f"traces, but the file holds a {family!r} trace")
     if "tokens" not in data or "logits" not in data:
         raise TraceError("trace file lacks 'tokens' or 'logits'")
@@ -176,7 +220,7 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
     record.update({k: v for k, v in extras.items() if k not in record})
     labels = meta.get("labels")
     if not isinstance(labels, list) or len(labels) != len(tokens):
-        raise TraceError("trace labels do not match the number of positions")
+        raise TraceError("trace metadata's labels are not a list of one string per position")
     if not all(isinstance(x, str) for x in labels):
         raise TraceError("trace labels are not all strings")
     if not isinstance(meta.get("text", ""), str):
@@ -189,13 +233,14 @@ def load_trace(path: str | Path | BinaryIO | bytes) -> Trace:
         tr = from_record(record, kind, tokens, labels=[str(x) for x in labels], config=config,
                          text=str(meta.get("text", "")), group=group, family=family)
     except (IndexError, KeyError, TypeError, ValueError) as exc:  # arrays of inconsistent shapes
-        raise TraceError(f"inconsistent trace file: {exc}") from exc
+        raise TraceError(f"inconsistent trace file: {str(exc)[:200]}") from exc
+    check_shapes(tr)
     tr.lens = _lens_of(lens_arrays, meta.get("lens_labels"), len(tokens))
     if tr.lens is not None and isinstance(meta.get("lens_names"), dict):
         try:
             tr.lens.names = {int(i): str(s) for i, s in meta["lens_names"].items()}
         except ValueError as exc:
-            raise TraceError(f"trace file's lens names are not keyed by token ids: {exc}") from exc
+            raise TraceError(f"trace file's lens names are not keyed by token ids: {str(exc)[:100]}") from exc
     return tr
 
 
@@ -205,7 +250,12 @@ def _lens_of(arrays: dict[str, np.ndarray], labels, n_positions: int) -> Lens | 
     if not arrays and labels is None:
         return None
     if set(arrays) != set(Lens.ARRAYS) or not isinstance(labels, list):
-        raise TraceError(f"trace file has a partial layer lens: arrays {sorted(arrays)}, labels {labels!r}")
+        raise TraceError(f"trace file has a partial layer lens: arrays {sorted(arrays)[:8]}, labels "
+                         f"{str(labels)[:60]!r}")
+    for name, arr in arrays.items():
+        kinds = "iu" if name == "top_ids" else "f"
+        if arr.dtype.kind not in kinds:
+            raise TraceError(f"lens.{name}.npy holds {arr.dtype}, not {'integers' if kinds == 'iu' else 'reals'}")
     return Lens([str(x) for x in labels], *(arrays[name] for name in Lens.ARRAYS)).check(n_positions)
 
 

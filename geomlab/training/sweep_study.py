@@ -22,6 +22,7 @@ Sources: Optuna (Akiba et al., KDD 2019: define-by-run studies); everything else
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import math
 import time
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from geomlab.core.extras import require
-from geomlab.core.jsonread import JSONInputError, parse_json, read_limited
+from geomlab.core.jsonread import MAX_JSON_DEPTH, JSONInputError, parse_json, read_limited
 from geomlab.training.sweep_space import Dimension, SweepError, edges
 from geomlab.training.trainer import TrainingError
 
@@ -98,9 +99,12 @@ MAX_JOURNAL_BYTES = 256 * 1024 * 1024
 def check_journal(path: Path) -> None:
     """Check an existing Optuna journal file before Optuna reads it: a regular file (opened without
     blocking, so a FIFO never hangs) of at most :data:`MAX_JOURNAL_BYTES`, each complete line a JSON object
-    within :func:`geomlab.core.jsonread.parse_json`'s limits (a last line without its newline is a write cut
-    short, which Optuna skips). A missing file is fine (a new journal). :class:`SweepError` naming the file
-    (and the line) otherwise."""
+    with an integer ``op_code`` (every Optuna journal record has one) within
+    :func:`geomlab.core.jsonread.parse_json`'s limits (a last line without its newline is a write cut short,
+    which Optuna skips). Lines are read one at a time and the first bad one stops the check, so a large file
+    of garbage is refused at once; a line with at most :data:`~geomlab.core.jsonread.MAX_JSON_DEPTH` brackets
+    cannot nest deeper and is parsed directly (an Optuna record holds a few). A missing file is fine (a new
+    journal). :class:`SweepError` naming the file (and the line) otherwise."""
     try:
         data = read_limited(path, MAX_JOURNAL_BYTES)
     except FileNotFoundError:
@@ -109,15 +113,25 @@ def check_journal(path: Path) -> None:
         raise SweepError(f"cannot read the study journal {path}: {exc.strerror or exc}") from None
     if len(data) > MAX_JOURNAL_BYTES:
         raise SweepError(f"the study journal {path} is larger than {MAX_JOURNAL_BYTES / 2**20:.0f} MiB")
-    for i, line in enumerate(data.split(b"\n")[:-1], 1):
+    for i, line in enumerate(io.BytesIO(data), 1):
+        if not line.endswith(b"\n"):
+            break  # a write cut short: Optuna skips it
         if not line.strip():
             continue
         try:
-            entry = parse_json(line, f"line {i}")
+            if line.count(b"[") + line.count(b"{") <= MAX_JSON_DEPTH:
+                entry = json.loads(line)
+            else:
+                entry = parse_json(line, f"line {i}")
         except JSONInputError as exc:
             raise SweepError(f"the study journal {path} is not an Optuna journal: {exc}") from None
-        if not isinstance(entry, dict):
-            raise SweepError(f"the study journal {path} is not an Optuna journal: line {i} is not a JSON object")
+        except ValueError as exc:  # json's own error (not JSON, not UTF-8)
+            raise SweepError(f"the study journal {path} is not an Optuna journal: line {i} is not JSON "
+                             f"({str(exc)[:80]})") from None
+        op = entry.get("op_code") if isinstance(entry, dict) else None
+        if isinstance(op, bool) or not isinstance(op, int):
+            raise SweepError(f"the study journal {path} is not an Optuna journal: line {i} is not a record "
+                             "(a JSON object with an integer op_code)")
 
 
 def open_study(storage, study_name: str, direction: str, setup: dict[str, Any] | None = None, *,

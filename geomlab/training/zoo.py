@@ -20,7 +20,6 @@ not stored (smaller files); a rebuild reproduces the weights up to floating-poin
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -150,8 +149,14 @@ def adopt_entry(entry: ZooEntry, run_dir: str | Path, out_dir: str | Path = ZOO_
     cpu = threads = None
     outcome = Path(run_dir).parent / "outcome.json"  # a campaign run: its CPU seconds over every resumption
     if outcome.is_file():
-        done = json.loads(outcome.read_text(encoding="utf-8"))
-        cpu, threads = done.get("cpu_s"), done.get("threads")
+        from geomlab.core.jsonread import read_json
+
+        try:
+            done = read_json(outcome)
+        except (OSError, ValueError):  # unreadable: the CPU seconds stay unknown
+            done = {}
+        if isinstance(done, dict):
+            cpu, threads = done.get("cpu_s"), done.get("threads")
     from geomlab.training.trainer import TrainConfig
 
     if log:

@@ -8,6 +8,7 @@ import io
 import json
 import struct
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -136,3 +137,40 @@ def test_random_metadata_gives_a_trace_or_a_trace_error(value, depth, key):
     err, peak = _peak(lambda: load_trace(data))
     assert err is None or isinstance(err, TraceError), repr(err)
     assert peak < BUDGET
+
+
+def test_a_small_file_declaring_hundreds_of_mib_is_refused_before_inflating():
+    """A 204 KB trace whose arrays declare 200 MiB (zeros) loaded at a 200 MiB peak (within the old 256 MiB
+    budget); the budget now follows the file's size, and the declared total is checked before anything is
+    inflated."""
+    arrays = _arrays(trace_bytes(get_trace("lstm")))
+    arrays["extra.pad"] = np.zeros(200 * 2**20, dtype=np.uint8)
+    data = _npz(arrays)
+    assert len(data) < 300_000
+    err, peak = _peak(lambda: load_trace(data))
+    assert isinstance(err, TraceError) and "209,721,076 bytes" in str(err) and "budget" in str(err), repr(err)
+    assert peak < 2**20, f"{peak / 2**20:.1f} MiB"
+
+
+def test_real_traces_are_far_inside_the_size_budget(tmp_path):
+    """Traces of the bundled checkpoints barely compress: a 600-character trace of the largest models inflates
+    to well under half its budget, and loads from a path, a file object and bytes alike."""
+    from geomlab.checkpoints import io as ckpt
+    from geomlab.core import zipread
+    from geomlab.trace.files import MIN_TRACE_BUDGET, save_trace
+    from geomlab.trace.tracing import trace_text
+
+    text = ("To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer "
+            "the slings and arrows of outrageous fortune. ") * 5
+    for name in ("osmformer-u-tinyshakespeare", "cem-t2-tinyshakespeare"):
+        c = ckpt.load(Path(__file__).resolve().parents[2] / "assets" / "checkpoints" / f"{name}.json")
+        path = tmp_path / f"{name}.npz"
+        save_trace(trace_text(c.model, c.vocab, text), path)
+        size = path.stat().st_size
+        with zipfile.ZipFile(path) as zf:
+            inflated = sum(i.file_size for i in zf.infolist())
+        assert inflated * 2 < zipread.MAX_RATIO * size, (name, inflated, size)
+        assert inflated < MIN_TRACE_BUDGET + zipread.MAX_RATIO * size
+        data = path.read_bytes()
+        for source in (path, io.BytesIO(data), data):
+            assert load_trace(source).n_positions == len(text)
