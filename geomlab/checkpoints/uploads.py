@@ -23,8 +23,6 @@ MAX_UPLOAD_BYTES = 200 * 1024 * 1024
 #: Largest model card (``README.md``) accepted, in bytes (design choice: a card is a page of text; the
 #: loader never reads it).
 MAX_CARD_BYTES = 1024 * 1024
-#: Most files an uploaded zip may hold (a checkpoint folder's four files).
-MAX_ZIP_FILES = 4
 #: Bytes any uploaded zip may unpack to, however small (design choice: 10x the largest bundled checkpoint,
 #: 0.45 MB, and the JSON files of a folder).
 MIN_INFLATE = 4 * 1024 * 1024
@@ -36,8 +34,11 @@ MAX_MESSAGE = 300
 UPLOAD_SUBDIR = "uploads"
 
 
-#: Files a checkpoint folder upload may hold (the weights, the two JSON files, the model card).
+#: Files a checkpoint folder upload may hold (the weights, the JSON files, the vocabulary, the training state,
+#: the model card).
 FOLDER_FILES = ckpt_files.FOLDER_FILES
+#: Most files an uploaded zip may hold (a checkpoint folder's files).
+MAX_ZIP_FILES = len(FOLDER_FILES)
 
 
 def _unzip(name: str, data: bytes) -> dict[str, bytes]:

@@ -69,9 +69,9 @@ def test_a_model_card_over_its_limit_is_refused(tmp_path, zipped):
     """A 5 MiB README.md (incompressible) was stored with the checkpoint; the card has its own limit."""
     import os
 
-    files = {p.name: p.read_bytes() for p in (ASSETS / "lstm-tinyshakespeare.safetensors",)}
+    weights = (ASSETS / "lstm-tinyshakespeare" / "model.safetensors").read_bytes()
     card = os.urandom(5 * 2**20)
-    upload = {"run/README.md": card, "run/model.safetensors": files["lstm-tinyshakespeare.safetensors"],
+    upload = {"run/README.md": card, "run/model.safetensors": weights,
               "run/geomlab.json": b"{}", "run/config.json": b"{}"}
     if zipped:
         upload = {"run.zip": _zip(upload)}
@@ -80,17 +80,17 @@ def test_a_model_card_over_its_limit_is_refused(tmp_path, zipped):
 
 
 def test_every_bundled_checkpoint_zips_well_inside_the_budget():
-    pairs = sorted(ASSETS.glob("*.safetensors"))
-    assert len(pairs) >= 5
-    for st_path in pairs:
-        members = {p.name: p.read_bytes() for p in (st_path, st_path.with_suffix(".json"))}
+    folders = sorted(p.parent for p in ASSETS.glob("*/model.safetensors"))
+    assert len(folders) >= 5
+    for folder in folders:
+        members = {f"{folder.name}/{p.name}": p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
         data = _zip(members)
         inflated = sum(len(b) for b in members.values())
-        assert inflated <= uploads.inflate_budget(len(data)) / 2, st_path.name
+        assert inflated <= uploads.inflate_budget(len(data)) / 2, folder.name
         # the ratio alone (no floor) would still admit it: real weights barely compress
-        assert inflated <= uploads.MAX_RATIO * len(data) / 2, st_path.name
-        name, _ = uploads.validate_upload({f"{st_path.stem}.zip": data})
-        assert name == st_path.stem
+        assert inflated <= uploads.MAX_RATIO * len(data) / 2, folder.name
+        name, _ = uploads.validate_upload({f"{folder.name}.zip": data})
+        assert name == folder.name
 
 
 def test_budget_is_the_floor_plus_the_ratio_capped_at_the_upload_limit():
