@@ -14,7 +14,7 @@ from geomlab.teach import lessons, tours
 from geomlab.teach.tours import Choice, ClickPosition, QuestionError
 from test_tours import ASSETS, zoo  # noqa: F401  (the bundled zoo and its cached tracer)
 
-needs_zoo = pytest.mark.skipif(not (ASSETS / "osm-rnn-o-s5.json").is_file(), reason="bundled zoo not present")
+needs_zoo = pytest.mark.skipif(not (ASSETS / "osm-rnn-o-s5" / "model.safetensors").is_file(), reason="bundled zoo not present")
 
 
 def question(slug: str, index: int):
