@@ -199,13 +199,19 @@ class HFGPT2(SequenceModel):
             LensStage(f"block {l}", f"blocks.{l}.hook_resid_post", self.logits_of) for l in range(len(self.blocks))]
 
     def record_hooks(self) -> list[str]:
-        """The queries and keys of every block."""
-        return [f"blocks.{l}.hook_{a}" for l in range(len(self.blocks)) for a in "qk"]
+        """The queries and keys of every block, the embedding and the residual stream after each block."""
+        L = len(self.blocks)
+        return ([f"blocks.{l}.hook_{a}" for l in range(L) for a in "qk"] + ["hook_embed"]
+                + [f"blocks.{l}.hook_resid_post" for l in range(L)])
 
     def record_from_cache(self, cache: dict[str, torch.Tensor], logits: torch.Tensor, b: int) -> dict[str, torch.Tensor]:
         """``logits`` ``(T, V)``, ``attention_q`` / ``attention_k`` ``(layer, head, T, d_head)`` of sequence
-        ``b`` (scores ``q_i·k_j``, GPT-2's scale folded into ``q``); ``geomlab.trace`` forms the weights."""
+        ``b`` (scores ``q_i·k_j``, GPT-2's scale folded into ``q``; ``geomlab.trace`` forms the weights) and
+        ``residual`` ``(layer + 1, T, D)``: the embedding, then the stream after each block (the last before
+        ``ln_f``), for the residual-stream figures (:mod:`geomlab.figures.residual`)."""
         L = len(self.blocks)
         q = torch.stack([cache[f"blocks.{l}.hook_q"][b] * self.blocks[l].scaling for l in range(L)])
+        resid = [cache["hook_embed"][b]] + [cache[f"blocks.{l}.hook_resid_post"][b] for l in range(L)]
         return {"logits": logits[b], "attention_q": q,
-                "attention_k": torch.stack([cache[f"blocks.{l}.hook_k"][b] for l in range(L)])}
+                "attention_k": torch.stack([cache[f"blocks.{l}.hook_k"][b] for l in range(L)]),
+                "residual": torch.stack(resid)}

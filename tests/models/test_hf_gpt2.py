@@ -71,8 +71,11 @@ def test_attention_hidden_states_and_logits_equal_transformers_own(folder):
                                rtol=1e-5, atol=1e-5)
     for l in range(2):
         torch.testing.assert_close(cache[f"blocks.{l}.hook_pattern"], out.attentions[l], rtol=1e-5, atol=1e-6)
-    # the trace's weights (formed from the recorded queries and keys) are transformers' too
+    # the trace's weights (formed from the recorded queries and keys) are transformers' too, and so is the
+    # residual stream it keeps for its figures
     tr = trace_text(ck.model, ck.vocab, TEXT)
+    np.testing.assert_allclose(tr.extras["residual"][:2], torch.stack(out.hidden_states[:2])[:, 0].detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
     for h in range(2):
         np.testing.assert_allclose(np.asarray(tr.attention_weights(1, h)), out.attentions[1][0, h].detach().numpy(),
                                    rtol=1e-4, atol=1e-6)
@@ -122,10 +125,12 @@ def test_cli_eval_and_trace_html(folder, tmp_path, capsys):
     text = tmp_path / "romeo.txt"
     text.write_text((TEXT + "\n") * 20)
     main(["eval", str(path), "--data", str(text), "--seq-len", "16"])
-    assert "hf-gpt2" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "hf-gpt2" in out and "bits/token" in out  # sub-word tokens, not words
     main(["trace", str(path), "--text", TEXT, "--out", str(tmp_path / "t.npz"), "--html", str(tmp_path / "h")])
     assert (tmp_path / "h" / "attention_overview.html").is_file()
     assert (tmp_path / "h" / "lens_heatmap.html").is_file()
+    assert (tmp_path / "h" / "residual_updates.html").is_file()
 
 
 def test_attention_page_opens_on_it(folder, monkeypatch, tmp_path):
@@ -140,4 +145,5 @@ def test_attention_page_opens_on_it(folder, monkeypatch, tmp_path):
     assert not at.error, [e.value for e in at.error]
     drawn = figures(at)
     assert drawn and any(t.get("type") == "heatmap" for f in drawn for t in f["data"])
+    assert any(f["layout"]["meta"]["view"] == "residual_updates" for f in drawn)  # the residual stream too
     assert at.session_state["gl_ckpt"] == "runs/tiny-gpt2"
