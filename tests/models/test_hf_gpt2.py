@@ -147,3 +147,6 @@ def test_attention_page_opens_on_it(folder, monkeypatch, tmp_path):
     assert drawn and any(t.get("type") == "heatmap" for f in drawn for t in f["data"])
     assert any(f["layout"]["meta"]["view"] == "residual_updates" for f in drawn)  # the residual stream too
     assert at.session_state["gl_ckpt"] == "runs/tiny-gpt2"
+    for slug in ("", "checkpoints", "compare"):  # Home's cards, the checkpoint list, Compare open on it too
+        page = run_page(slug, ckpt="runs/tiny-gpt2")
+        assert not page.error, (slug, [e.value for e in page.error])
