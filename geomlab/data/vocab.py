@@ -17,6 +17,7 @@ Design choices (documented in ``docs/pipeline.md``):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -372,6 +373,13 @@ class ByteVocab(Vocab):
         return {"level": self.LEVEL, "size": len(self.tokens)}
 
 
+@functools.lru_cache(maxsize=8)
+def _tokenizer_vocab(text: str, size: int | None) -> "TokenizerVocab":
+    from tokenizers import Tokenizer
+
+    return TokenizerVocab(Tokenizer.from_str(text), size=size)
+
+
 class TokenizerVocab(Vocab):
     """The tokens of a Hugging Face tokenizer (the ``tokenizers`` library's ``Tokenizer``, e.g. GPT-2's
     byte-level BPE): :meth:`encode` is the tokenizer's (no special tokens added), the labels are its token
@@ -393,12 +401,12 @@ class TokenizerVocab(Vocab):
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TokenizerVocab":
-        """The vocabulary of :meth:`to_json`'s dict (the tokenizer's JSON under ``"tokenizer"``);
-        ``DataError`` when it is missing or not a tokenizer."""
+        """The vocabulary of :meth:`to_json`'s dict (the tokenizer's JSON under ``"tokenizer"``), shared by
+        calls with the same JSON text (the app checks every text against it; GPT-2's tokenizer takes tens of
+        milliseconds to parse); ``DataError`` when it is missing or not a tokenizer."""
+        size = data.get("size")
         try:
-            from tokenizers import Tokenizer
-
-            return cls(Tokenizer.from_str(data["tokenizer"]), size=data.get("size"))
+            return _tokenizer_vocab(data["tokenizer"], int(size) if size is not None else None)
         except ImportError:
             raise DataError("this vocabulary needs the tokenizers library: pip install 'geomlab[hf]'") from None
         except Exception as exc:  # noqa: BLE001 - the library raises its own exception types
