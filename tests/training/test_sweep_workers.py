@@ -40,11 +40,12 @@ def _trials(storage):
 
 
 def _kill_during_second_trial(proc, storage, timeout: float = 60.0) -> None:
-    """SIGKILL ``proc`` once its trial 1 is running (trial 0 complete)."""
+    """SIGKILL ``proc`` once its trial 1 is running (trial 0 complete) and has recorded its worker."""
     end = time.monotonic() + timeout
     while time.monotonic() < end and proc.poll() is None:
         ts = _trials(storage)
-        if len(ts) >= 2 and ts[1].state.name == "RUNNING" and ts[0].state.name == "COMPLETE":
+        if (len(ts) >= 2 and ts[1].state.name == "RUNNING" and ts[0].state.name == "COMPLETE"
+                and "worker" in ts[1].user_attrs):
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
             return
@@ -111,6 +112,8 @@ def test_workers_with_one_sampler_seed_derive_different_seeds():
     assert workers.register(study, workers.Worker(), None)[0] is None  # no seed given: Optuna's own
 
 
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage:UserWarning")  # ask() outside optimize, on purpose
 def test_database_heartbeat_fails_and_retries_a_silent_trial(tmp_path, monkeypatch):
     from geomlab.training import sweep_study
 
