@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from geomlab.checkpoints import files as ckpt_files
+from geomlab.checkpoints import foreign
 from geomlab.checkpoints.files import short
 # who may change what is ownership's; its names are also reached as catalog.NAME (live runs, the Train page)
 from geomlab.checkpoints.ownership import (SHARED_ENV, forget_owner, may_change, owner_of,  # noqa: F401
@@ -299,8 +300,11 @@ def _folder_entry(folder: Path, root: Path, source: str) -> CheckpointEntry | No
     meta_path, weights = folder / ckpt_files.META, folder / ckpt_files.WEIGHTS
     if os.path.islink(folder) or not ckpt_files.is_regular(weights):
         return None
-    wid = ckpt_files.header_save_id(weights, follow=False)
-    meta = ckpt_files.folder_meta(folder, wid, ckpt_files.read_json, repair=False, follow=False)
+    if foreign.is_foreign(folder):  # a transformers GPT-2 folder: its config.json and tokenizer
+        meta = foreign.read_meta(folder)
+    else:
+        wid = ckpt_files.header_save_id(weights, follow=False)
+        meta = ckpt_files.folder_meta(folder, wid, ckpt_files.read_json, repair=False, follow=False)
     times = [os.lstat(weights).st_mtime]
     if ckpt_files.is_regular(meta_path):
         times.append(os.lstat(meta_path).st_mtime)
@@ -551,7 +555,7 @@ def demo_text(entry: "CheckpointEntry") -> str:
     tokens = [str(t) for t in vocab.get("tokens") or []]
     unk, level = vocab.get("unk"), vocab.get("level", "char")
     known = [t for t in tokens if t != unk]
-    if not known:
+    if not known or level in ("byte", "subword"):  # a standard model's tokenizer reads any text
         return DEMO_TEXT
     rng = np.random.default_rng(0)
     if level == "char":

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from geomlab.checkpoints import files as ckpt_files
+from geomlab.checkpoints import foreign
 from geomlab.checkpoints.layout import (CARD_FILE, CONFIG_FILE, FORMAT_VERSION, META_FILE, STATE_FILE,
                                         WEIGHTS_FILE, CheckpointError, Location, dtype_name, exists, locate)
 from geomlab.core.locate import bundled_checkpoint
@@ -92,6 +93,8 @@ def read_meta(path: str | os.PathLike) -> dict[str, Any]:
     weights' header; for catalogues). A folder's ``model_config`` comes from its ``config.json``. Raises
     :class:`CheckpointError`."""
     loc = locate(path)
+    if loc.folder and foreign.is_foreign(loc.root):  # a transformers GPT-2 folder
+        return foreign.read_meta(loc.root)
     if not loc.folder:
         return _validate_meta(_read_json(loc.meta, loc.label(loc.meta)), loc.label(loc.meta))
     _check_folder(loc)
@@ -142,6 +145,11 @@ def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpo
 
 def _load(loc, jname: str, sname: str, device: str | torch.device) -> Checkpoint:
     """The body of :func:`load` once the files are located."""
+    if loc.folder and foreign.is_foreign(loc.root):  # a transformers GPT-2 folder
+        meta = foreign.read_meta(loc.root)
+        model = foreign.load_model(loc.root).to(device).eval()
+        return Checkpoint(model=model, vocab=_vocab(meta, meta["model_config"], jname), card=meta["card"],
+                          path=loc.root, model_config=model.config, meta=meta, layout="folder")
     tensors, weights_id = _read_weights(loc)
     meta = _meta_for(loc, weights_id, repair=True)
     manifest = meta["tensors"]

@@ -99,8 +99,9 @@ def run(args: argparse.Namespace) -> int:
     if "bpc" in m:
         print(f"{args.split} bpc: {m['bpc']:.4f}  ({int(m['tokens']):,} characters; {proto})")
     elif "ppl" in m:
-        print(f"{args.split} perplexity: {m['ppl']:.2f}  bits/word {m['bpw']:.4f}  "
-              f"({int(m['tokens']):,} words; {proto})")
+        unit = "word" if getattr(task.vocab, "level", "word") == "word" else "token"  # a tokenizer's sub-words
+        print(f"{args.split} perplexity: {m['ppl']:.2f}  bits/{unit} {m['bpw']:.4f}  "
+              f"({int(m['tokens']):,} {unit}s; {proto})")
     else:
         print(f"{args.split} " + "  ".join(f"{k}: {v:.4f}" for k, v in m.items() if k != "tokens"))
     print(f"parameters: {eff:,} effective, {stored:,} stored ({c.model_config.get('kind')})")

@@ -53,7 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--summary", metavar="FILE", help="JSON summary to write (default OUT/NAME.json)")
     p.add_argument("--sampler", choices=("tpe", "random", "grid"), default="tpe",
                    help="Optuna sampler (default tpe; grid runs every combination of choice keys once)")
-    p.add_argument("--sampler-seed", type=number(int, 0, 2**32 - 1), default=None, help="seed of the sampler (reproducible proposals)")
+    p.add_argument("--sampler-seed", type=number(int, 0, 2**32 - 1), default=None, help="seed of the sampler (reproducible proposals); a worker that finds other live workers on the study "
+                   "derives its own seed from it, so workers never repeat each other's proposals")
     p.add_argument("--no-pruning", action="store_true",
                    help="no median pruning (by default a trial whose first-seed validation is worse than the "
                    "median of earlier trials at the same step, in the second half of training, is stopped)")

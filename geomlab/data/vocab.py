@@ -17,6 +17,7 @@ Design choices (documented in ``docs/pipeline.md``):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -204,6 +205,11 @@ class Vocab:
             return [index[t] for t in tokens]
         return [index.get(t, unk_id) for t in tokens]
 
+    def split(self, text: str) -> list[str]:
+        """``text`` as this vocabulary's tokens (:func:`tokenize` at its level; a tokenizer's own split for
+        :class:`ByteVocab` and :class:`TokenizerVocab`)."""
+        return tokenize(text, self.level)
+
     def encode(self, text: str) -> torch.Tensor:
         """``text`` -> ``LongTensor`` of shape ``(N,)`` (N tokens at this vocabulary's level).
 
@@ -274,6 +280,10 @@ class Vocab:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Vocab":
         """Inverse of :meth:`to_json`. Raises :class:`DataError` for a malformed dict."""
+        if isinstance(data, dict) and data.get("level") == ByteVocab.LEVEL:
+            return ByteVocab(int(data.get("size") or 256))
+        if isinstance(data, dict) and data.get("level") == TokenizerVocab.LEVEL:
+            return TokenizerVocab.from_json(data)
         if not isinstance(data, dict) or "tokens" not in data:
             raise DataError("vocabulary JSON must be an object with 'tokens'")
         tokens = data["tokens"]
@@ -294,7 +304,7 @@ def check_text(vocab: Vocab, text: str, max_chars: int) -> list[str]:
         raise DataError("The text is empty: type or paste some text to trace.")
     if len(text) > max_chars:
         raise DataError(f"The text has {len(text):,} characters; the limit is {max_chars:,}. Shorten it.")
-    toks = tokenize(text, vocab.level)
+    toks = vocab.split(text)
     if not toks:
         raise DataError("The text has no tokens for this checkpoint.")
     if vocab.unk is None:
@@ -317,7 +327,110 @@ def unknown_tokens(vocab: Vocab, text: str) -> list[str]:
     """Distinct tokens of ``text`` that ``vocab`` does not have, in order of first appearance (they read
     as the unknown token)."""
     seen: list[str] = []
-    for t in tokenize(text, vocab.level):
+    for t in vocab.split(text):
         if t not in vocab and t not in seen:
             seen.append(t)
     return seen
+
+
+# ---------------------------------------------------------------- a standard model's tokens
+class ByteVocab(Vocab):
+    """UTF-8 bytes as tokens: id ``b`` is byte ``b`` (labelled by the Latin-1 character ``chr(b)``), for a
+    checkpoint that comes without a tokenizer (design choice). ``size`` >= 256 (the model's vocabulary; ids
+    from 256 on are labelled ``<id N>`` and never produced by :meth:`encode`). ``DataError`` for a smaller
+    size."""
+
+    LEVEL = "byte"
+
+    def __init__(self, size: int = 256):
+        if size < 256:
+            raise DataError(f"a byte vocabulary needs at least 256 token ids, the model has {size}")
+        super().__init__([chr(b) for b in range(256)] + [f"<id {i}>" for i in range(256, size)], unk=None,
+                         level="symbol")
+        self.level = self.LEVEL
+
+    def split(self, text: str) -> list[str]:
+        return list(text.encode("utf-8", "surrogatepass").decode("latin-1"))
+
+    def encode(self, text: str) -> torch.Tensor:
+        return torch.tensor(list(text.encode("utf-8", "surrogatepass")), dtype=torch.long)
+
+    def count_unknown(self, text: str) -> int:
+        return 0
+
+    def decode(self, ids: Iterable[int] | torch.Tensor) -> str:
+        """Ids -> text (UTF-8, an incomplete or invalid byte sequence shown as U+FFFD); ``DataError`` for an
+        id out of range."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.reshape(-1).tolist()
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < len(self.tokens)]
+        if bad:
+            raise DataError(f"token id {bad[0]} out of range for a vocabulary of {len(self.tokens)}")
+        return b"".join(bytes([i]) if i < 256 else self.tokens[i].encode() for i in ids).decode("utf-8", "replace")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"level": self.LEVEL, "size": len(self.tokens)}
+
+
+@functools.lru_cache(maxsize=8)
+def _tokenizer_vocab(text: str, size: int | None) -> "TokenizerVocab":
+    from tokenizers import Tokenizer
+
+    return TokenizerVocab(Tokenizer.from_str(text), size=size)
+
+
+class TokenizerVocab(Vocab):
+    """The tokens of a Hugging Face tokenizer (the ``tokenizers`` library's ``Tokenizer``, e.g. GPT-2's
+    byte-level BPE): :meth:`encode` is the tokenizer's (no special tokens added), the labels are its token
+    strings, :meth:`decode` its decoding. ``size``: the model's vocabulary (ids the tokenizer lacks are
+    labelled ``<id N>``). Design choice: a standard model's own tokenizer, so its texts read as it was
+    trained."""
+
+    LEVEL = "subword"
+
+    def __init__(self, tokenizer: Any, size: int | None = None):
+        vocab = tokenizer.get_vocab(with_added_tokens=True)
+        n = max(int(size or 0), max(vocab.values(), default=-1) + 1)
+        tokens = [f"<id {i}>" for i in range(n)]
+        for tok, i in vocab.items():
+            tokens[i] = tok
+        super().__init__(tokens, unk=None, level="symbol")
+        self.level = self.LEVEL
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TokenizerVocab":
+        """The vocabulary of :meth:`to_json`'s dict (the tokenizer's JSON under ``"tokenizer"``), shared by
+        calls with the same JSON text (the app checks every text against it; GPT-2's tokenizer takes tens of
+        milliseconds to parse); ``DataError`` when it is missing or not a tokenizer."""
+        size = data.get("size")
+        try:
+            return _tokenizer_vocab(data["tokenizer"], int(size) if size is not None else None)
+        except ImportError:
+            raise DataError("this vocabulary needs the tokenizers library: pip install 'geomlab[hf]'") from None
+        except Exception as exc:  # noqa: BLE001 - the library raises its own exception types
+            raise DataError(f"bad tokenizer in the vocabulary: {str(exc)[:200]}") from None
+
+    def split(self, text: str) -> list[str]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False).tokens)
+
+    def encode(self, text: str) -> torch.Tensor:
+        return torch.tensor(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=torch.long)
+
+    def count_unknown(self, text: str) -> int:
+        return 0
+
+    def decode(self, ids: Iterable[int] | torch.Tensor) -> str:
+        """Ids -> text through the tokenizer's decoder; ``DataError`` for an id out of range."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.reshape(-1).tolist()
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < len(self.tokens)]
+        if bad:
+            raise DataError(f"token id {bad[0]} out of range for a vocabulary of {len(self.tokens)}")
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"level": self.LEVEL, "size": len(self.tokens), "tokens": list(self.tokens), "unk": None,
+                "tokenizer": self.tokenizer.to_str()}

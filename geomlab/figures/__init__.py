@@ -20,7 +20,8 @@ declarations by name. Figures by family:
 * Grassmann: :func:`plane_distances`, :func:`plane_angles`, :func:`plane_similarity`,
   :func:`plucker_heatmap`, :func:`plane_matrix`, :func:`gate_share`, :func:`plane_sphere`, :func:`plane_interpolation`,
   :func:`decomposability_map`.
-* Baselines with attention: :func:`attention_maps`, :func:`attends_to`.
+* Baselines with attention: :func:`attention_maps`, :func:`attends_to`; those that record their residual stream
+  (``hf-gpt2``): :func:`residual_updates`, :func:`residual_paths`.
 * Every kind with a layer lens (on every view, under "More figures"): :func:`lens_heatmap`, :func:`lens_table`.
 * Every model with attention: :func:`attention_overview` (every layer and head at once).
 * Any runs: :func:`training_curves` (not a per-trace figure, so not in :data:`FIGURES`).
@@ -48,6 +49,7 @@ from geomlab.figures.phases import phase_circle, phase_timeline
 from geomlab.figures.paths import distance_profile, pca_projection, pca_trajectory
 from geomlab.figures.group_coords import so3_frame, torus_angles
 from geomlab.figures.lens import lens_heatmap, lens_table
+from geomlab.figures.residual import residual_paths, residual_updates
 from geomlab.figures.overview import needs_overview, text_overview
 
 __all__ = ["Chart", "FigureError", "FigureSpec", "Explanation", "FIGURES", "training_curves", "needs_overview",

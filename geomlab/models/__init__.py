@@ -25,7 +25,10 @@ _FAMILIES = (
     "geomlab.models.osm",          # osm-rnn, osmformer
     "geomlab.models.cem",          # cem
     "geomlab.models.grassmann",    # grassmann, grassmann-attn
+    "geomlab.models.hf_gpt2",      # hf-gpt2 (GPT-2 of transformers; registered only when it is installed)
 )
+#: Libraries a kind's module may lack: without them the kind is not registered (the optional extras).
+_OPTIONAL = ("transformers",)
 _loaded = False
 
 
@@ -47,7 +50,8 @@ def _load_families() -> None:
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name != name:  # a real missing dependency, not an unwritten family
+            missing = (exc.name or "").split(".")[0]
+            if exc.name != name and missing not in _OPTIONAL:  # a real missing dependency
                 raise
     _loaded = True
 

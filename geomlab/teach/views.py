@@ -94,7 +94,7 @@ VIEWS: dict[str, ViewSpec] = {v.slug: v for v in (
              "Which earlier positions each position looks at; for an OSMFormer, next to the state similarity "
              "$\\mathrm{Re}\\,\\mathrm{tr}(H_i^* H_j)$ its scores come from.",
              ("attention_overview", "similarity_map", "attention_maps", "attends_to", "attention_row",
-              *LENS),
+              "residual_updates", "residual_paths", *LENS),
              ("layer", "head")),
     # ${...}$: one group, which KaTeX does not break after "t =" at a line end (a phone showed "t =" alone)
     ViewSpec("energy", "CEM energy", "Energy", ":material/trending_down:", Shows(),

@@ -38,6 +38,7 @@ from geomlab.training.sweep_space import (  # noqa: F401 (the sweep's public nam
 from geomlab.training.sweep_study import (  # noqa: F401 (the sweep's public names)
     open_storage, open_study, optimize, summary, trial_record, write_json,
 )
+from geomlab.training.sweep_workers import Worker, recover_stale, register, unregister
 from geomlab.training.trainer import TrainingError
 
 
@@ -153,6 +154,24 @@ def _fmt(params: dict[str, Any]) -> str:
     return " ".join(f"{k}={_show(v)}" for k, v in params.items())
 
 
+def _sampler(name: str, space, seed: int | None):
+    """The Optuna sampler ``name`` (``tpe``, ``random``, ``grid``) seeded with ``seed``; :class:`SweepError` for
+    another name, or ``grid`` over a range."""
+    import optuna
+
+    if name == "grid":
+        ranges = [d.key for d in space if d.kind != "choice"]
+        if ranges:
+            raise SweepError(f"--sampler grid needs choice keys only (e.g. lr=choice:1e-3,3e-3,1e-2); {', '.join(ranges)} "
+                             "are ranges")
+        return optuna.samplers.GridSampler({d.key: list(d.choices) for d in space}, seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    raise SweepError(f"unknown sampler {name!r}; use tpe, random or grid")
+
+
 def run_sweep(setup: SweepSetup, *, n_trials: int | None = 20, timeout: float | None = None,
               storage: str | Path | None = None, study_name: str | None = None, summary_path: str | Path | None = None,
               pruning: bool = True, sampler: str = "tpe", sampler_seed: int | None = None, device: str = "auto",
@@ -163,7 +182,9 @@ def run_sweep(setup: SweepSetup, *, n_trials: int | None = 20, timeout: float | 
     :func:`default_study_name`. ``summary_path``: the JSON summary, rewritten after every trial (``None`` =
     not written). ``pruning``: the median pruner on the first seed's periodic validations (needs
     ``train["eval_every"] > 0``). ``sampler``: ``"tpe"`` (default), ``"random"`` or ``"grid"`` (every
-    combination of ``choice`` keys once; refused for ranges). ``sampler_seed`` seeds the sampler.
+    combination of ``choice`` keys once; refused for ranges). ``sampler_seed`` seeds the sampler of the
+    study's only worker; other workers derive their own from it, and a worker first fails and retries the
+    trials of dead workers (:mod:`geomlab.training.sweep_workers`).
 
     Raises :class:`SweepError` / ``ValueError`` (one line) for a bad request, before any training."""
     optuna = require("optuna", "a sweep")
@@ -182,24 +203,18 @@ def run_sweep(setup: SweepSetup, *, n_trials: int | None = 20, timeout: float | 
     from geomlab.training.trainer import TrainConfig
 
     base = TrainConfig.from_dict(setup.train)  # the fixed keys are checked before any trial
-    if sampler == "grid":
-        ranges = [d.key for d in space if d.kind != "choice"]
-        if ranges:
-            raise SweepError(f"--sampler grid needs choice keys only (e.g. lr=choice:1e-3,3e-3,1e-2); {', '.join(ranges)} "
-                             "are ranges")
-        smp = optuna.samplers.GridSampler({d.key: list(d.choices) for d in space}, seed=sampler_seed)
-    elif sampler == "random":
-        smp = optuna.samplers.RandomSampler(seed=sampler_seed)
-    elif sampler == "tpe":
-        smp = optuna.samplers.TPESampler(seed=sampler_seed)
-    else:
-        raise SweepError(f"unknown sampler {sampler!r}; use tpe, random or grid")
+    smp = _sampler(sampler, space, sampler_seed)
     prune_after = None
     if pruning and base.eval_every > 0:
         prune_after = max(1, base.steps // 2)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=5) if prune_after else optuna.pruners.NopPruner()
     name = study_name or default_study_name(setup.kind, setup.data, setup.budget, setup.config.get("group"))
     study = open_study(open_storage(storage), name, setup.direction, setup.to_dict(), sampler=smp, pruner=pruner)
+    me = Worker()
+    recovered = recover_stale(study)
+    seed, note = register(study, me, sampler_seed)
+    if seed != sampler_seed:
+        study.sampler = _sampler(sampler, space, seed)
     before = len(study.trials)
     goal = "maximise" if setup.direction == "maximize" else "minimise"
     budget = f" at {setup.budget:,} parameters" if setup.budget else ""
@@ -207,8 +222,13 @@ def run_sweep(setup: SweepSetup, *, n_trials: int | None = 20, timeout: float | 
         f"{', '.join(map(str, setup.seeds))}")
     log(f"  search {' '.join(setup.search)}; storage {storage or 'in memory'}"
         + (f" ({before} earlier trial(s))" if before else ""))
+    if recovered:
+        log(f"  trial(s) {', '.join(map(str, recovered))} of a dead worker: failed, and enqueued again")
+    if note:
+        log(note)
 
     def objective(params, trial):
+        trial.set_user_attr("worker", me.record())
         log(f"trial {trial.number}: {_fmt(params)} ...")
         return train_trial(setup, task, params, trial, device=device, prune_after=prune_after, log=log)
 
@@ -232,6 +252,7 @@ def run_sweep(setup: SweepSetup, *, n_trials: int | None = 20, timeout: float | 
     try:
         optimize(study, objective, space, n_trials=n_trials, timeout=timeout, on_trial=on_trial)
     finally:
+        unregister(study, me)
         result = {**summary(study, space), "storage": str(storage) if storage else None}
         if summary_path:
             write_json(result, summary_path)

@@ -11,7 +11,7 @@
   (NFS), can work on one study. SQLite is not the default because Optuna does not recommend it for
   parallel workers (its database lock makes concurrent writers fail with "database is locked"). A URL
   (``sqlite:///x.db``, ``postgresql://...``, ``mysql://...``) is an SQLAlchemy database
-  (``optuna.storages.RDBStorage``, with a heartbeat so a killed worker's trial is marked failed).
+  (``optuna.storages.RDBStorage``, with a heartbeat so a killed worker's trial is marked failed and retried).
 * **Resuming**: a study is created once and loaded afterwards (``load_if_exists``); its setup (kind, task,
   budget, fixed keys, seeds, search space, metric) is stored on the study and a different setup under the
   same name is refused, so trials of different experiments never mix.
@@ -32,15 +32,21 @@ from typing import Any, Callable, Sequence
 from geomlab.core.extras import require
 from geomlab.core.jsonread import MAX_JSON_DEPTH, JSONInputError, parse_json, read_limited
 from geomlab.training.sweep_space import Dimension, SweepError, edges
+from geomlab.training.sweep_workers import retry_callback
 from geomlab.training.trainer import TrainingError
 
 
 # ------------------------------------------------------------------------------------------------ storage
+#: A database storage's heartbeat: seconds between a running trial's beats, and the silence after which
+#: another worker fails the trial and enqueues it again (Optuna's ``RetryHeartbeatStaleTrialCallback``).
+HEARTBEAT_S, GRACE_S = 60, 120
+
+
 def open_storage(storage: str | Path | None):
     """An Optuna storage: ``None`` -> in memory (nothing written); a URL with ``://`` -> ``RDBStorage``
-    (SQLAlchemy: ``sqlite:///runs/x.db``, ``postgresql://user@host/db``, ...; heartbeat 60 s, so a trial of a
-    killed worker is marked failed after 2 minutes); anything else -> a journal file at that path
-    (``JournalStorage(JournalFileBackend(path, JournalFileOpenLock))``; its folder is created).
+    (SQLAlchemy: ``sqlite:///runs/x.db``, ``postgresql://user@host/db``, ...; heartbeat :data:`HEARTBEAT_S`,
+    so a trial of a killed worker is marked failed after :data:`GRACE_S` and enqueued again); anything else ->
+    a journal file at that path (``JournalStorage(JournalFileBackend(path, JournalFileOpenLock))``; its folder is created).
 
     Raises :class:`SweepError` (one line) when the database cannot be opened (unknown dialect, missing
     driver, unreachable server), or when the journal path is not a regular file (a FIFO is never opened: that
@@ -56,7 +62,9 @@ def open_storage(storage: str | Path | None):
         try:
             with warnings.catch_warnings():  # Optuna marks the heartbeat "experimental"
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return optuna.storages.RDBStorage(text, heartbeat_interval=60, grace_period=120)
+                return optuna.storages.RDBStorage(
+                    text, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                    heartbeat_stale_trial_callback=retry_callback())
         except Exception as exc:  # sqlalchemy's ArgumentError / NoSuchModuleError / OperationalError, a driver
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise SweepError(f"cannot open the storage {text}: {reason}") from None

@@ -28,7 +28,7 @@ def test_a_declaration_registers_the_function_under_its_name():
 
 
 def test_every_public_figure_function_is_its_declaration():
-    assert figures.FIGURES is catalog.FIGURES and len(figures.FIGURES) == 30  # 26 + the lens's two + the attention overview + one layer's energy
+    assert figures.FIGURES is catalog.FIGURES and len(figures.FIGURES) == 32  # 26 + the lens's two + the attention overview + one layer's energy + the residual stream's two
     for name, spec in figures.FIGURES.items():
         assert spec.name == name and getattr(figures, name) is spec.draw and name in figures.__all__
     assert figures.FIGURES["torus_angles"].replaces == ("phase_timeline", "phase_circle")

@@ -21,6 +21,7 @@ CONFIGS = {
     "grassmann-attn": {"d_model": 16, "n_layers": 2, "n_heads": 2, "d_ff": 24, "max_len": 64},
     "transformer": {"d_model": 16, "n_layers": 2, "n_heads": 2},
     "llama": {"d_model": 16, "n_layers": 2, "n_heads": 2},
+    "hf-gpt2": {"d_model": 16, "n_layers": 2, "n_heads": 2},
     "lstm": {},
 }
 

@@ -24,6 +24,8 @@ VARIANTS = {
 }
 CASES = [(k, {}) for k in ("osm-rnn", "osmformer", "cem", "grassmann", "grassmann-attn", "transformer", "llama",
                            "lstm")] + list(VARIANTS.values())
+if "hf-gpt2" in kinds():  # the hf extra installed; a variant with GPT-2's per-layer score scale
+    CASES += [("hf-gpt2", {}), ("hf-gpt2", {"scale_attn_by_inverse_layer_idx": True, "n_layers": 3})]
 
 
 def _model(kind, over):

@@ -4,6 +4,8 @@ listed in its message, the load benchmark takes its checkpoints in preference or
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from geomlab.bench import load as bench
@@ -44,6 +46,21 @@ PREFERRED = {
     "energy": ["cem"],
     "planes": ["grassmann"],
 }
+
+
+#: With the hf extra, ``hf-gpt2`` (a Transformer baseline registered after llama) follows llama everywhere.
+if importlib.util.find_spec("transformers") is not None:
+    def _after_llama(pairs):
+        i = next(j for j, (k, _) in enumerate(pairs) if k == "llama")
+        return [*pairs[:i + 1], ("hf-gpt2", pairs[i][1]), *pairs[i + 1:]]
+
+    RELATED = {k: _after_llama(v) if any(x == "llama" for x, _ in v) else v for k, v in RELATED.items()}
+    RELATED["hf-gpt2"] = [("hf-gpt2", "same kind"), ("transformer", "same family"), ("llama", "same family"),
+                          ("cem", ATT), ("osmformer", ATT), ("grassmann-attn", ATT)]
+    RELATED["llama"] = [("llama", "same kind"), ("transformer", "same family"), ("hf-gpt2", "same family"),
+                        ("cem", ATT), ("osmformer", ATT), ("grassmann-attn", ATT)]
+    VIEW_KINDS["attention"] = ("osmformer", "transformer", "llama", "hf-gpt2", "cem", "grassmann-attn")
+    PREFERRED["attention"] = ["osmformer", "transformer", "llama", "hf-gpt2", "cem", "grassmann-attn"]
 
 
 def test_every_kind_is_pinned():
