@@ -12,8 +12,8 @@ The rule, the same for every model and baseline:
   seed-paired 95% interval that excludes zero or is narrower than +-0.02 BPC, at most 8 seeds.
 * **Equal compute**: each model that costs more per step than its baseline also trains its own full schedule
   (warm-up, cosine decay, tuning) sized to the baseline's budget, once in CPU seconds and once in FLOPs
-  (:data:`SIZING`: CPU seconds per step measured by the converged campaign on one 2-core machine, one thread
-  per run; FLOPs per step counted by :func:`geomlab.report.flops.step_flops`, batch 32 x 128); where the
+  (``SIZING``: CPU seconds per step measured by the converged campaign on one 2-core machine, one thread
+  per run; FLOPs per step counted by ``geomlab.report.flops``, batch 32 x 128); where the
   baseline is the costlier one by a measure (the attention twin in FLOPs), the baseline gets the shortened
   schedule. The equal-step rows stay: the report gives both.
 * **Controls**: the Grassmann comparison gains depth-matched (6-layer) and pre-norm attention twins; the

@@ -11,6 +11,7 @@ import json
 import platform
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +66,10 @@ def provenance(task=None, device: str = "cpu") -> dict[str, Any]:
 
 
 def _compact(x: Any) -> Any:
-    """``x`` with every float rounded to 6 significant digits (the records' precision)."""
+    """``x`` with every float rounded to 9 significant digits (the records' precision: a mean over seeds rounds
+    to the same third decimal as from the full floats)."""
     if isinstance(x, float):
-        return float(f"{x:.6g}")
+        return float(f"{x:.9g}")
     if isinstance(x, dict):
         return {k: _compact(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -91,7 +93,7 @@ def outcomes(store: RunStore) -> list[dict[str, Any]]:
 def write_records(store: RunStore, path: str | Path, campaign: str, meta: dict[str, Any] | None = None) -> int:
     """Write every outcome of ``store`` to ``path``: a header line (``kind`` :data:`RECORDS_KIND`,
     ``campaign``, ``meta``: what the report needs beside the runs, e.g. each corpus's unigram BPC) and one JSON
-    object per run, floats at 6 significant digits, sorted by run key (the same store gives the same bytes).
+    object per run, floats at 9 significant digits, sorted by run key (the same store gives the same bytes).
     Returns the number of runs written."""
     runs = outcomes(store)
     lines = [json.dumps({"kind": RECORDS_KIND, "campaign": campaign, "meta": _compact(meta or {})}, sort_keys=True)]
@@ -140,3 +142,25 @@ def load_records(runs: list[dict[str, Any]], store: RunStore) -> int:
         write_atomic(folder / "outcome.json", json.dumps(o), "run record")
         written += 1
     return written
+
+
+def records_from_report(results: dict[str, Any], path: str | Path) -> int:
+    """Write the records file of a finished converged report (its ``results.json``, ``results``) to ``path``:
+    every run :func:`geomlab.report.results.restore` rebuilds from it (outcomes with ``restored: true``: that
+    campaign did not record commit, host or data hash per run), with the report's corpora, CPU hours, machine
+    and date in the header. Returns the number of runs. Raises ``ValueError`` for a file that is not a
+    converged report."""
+    from geomlab.report.campaign import CONVERGED
+    from geomlab.report.results import restore
+
+    with tempfile.TemporaryDirectory(prefix="geomlab-restore-") as tmp:
+        store = RunStore(tmp)
+        restore(CONVERGED, store, results)
+        m = results.get("machine") or {}
+        meta = {"corpora": {c["key"]: {"split": c.get("split", ""), "unigram_bpc": c.get("unigram_bpc")}
+                            for c in results["comparisons"]},
+                "cpu_hours": (results.get("progress") or {}).get("cpu_hours"), "finished": results.get("started"),
+                "machine": f"{m.get('cpu') or 'cpu'}, torch {m.get('torch', '?')}",
+                "provenance": "rebuilt from the converged report's results.json; that campaign's runs carry no "
+                              "per-run commit, host or data sha256"}
+        return write_records(store, path, CONVERGED.name, meta)

@@ -215,10 +215,13 @@ def equal_time(row: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | No
             "gap": mean(mine) - mean(theirs), "seeds": len(mine)}
 
 
-def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> dict[str, Any]:
+def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None,
+            corpora: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The results dict of everything the store holds (train nothing): ``kind`` ``"converged"``, the campaign
     (``protocol``), ``progress`` (runs finished / planned so far, CPU hours spent), and one comparison per key
-    with its rows (:func:`arm_row`), each against the baseline (speed, paired test gap, :func:`equal_time`)."""
+    with its rows (:func:`arm_row`), each against the baseline (speed, paired test gap, :func:`equal_time`).
+    ``corpora``: each comparison's ``split`` rule and ``unigram_bpc`` (valid) by key, as a records file keeps
+    them (default: read from the corpus when it is on this machine)."""
     import datetime as _dt
     import platform
 
@@ -239,18 +242,21 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
             planned += r["tuning_planned"] + len(r["planned_seeds"])
             done += len([t for t in r["tuning"]]) + len(r["seeds"]) + len(r["failed_seeds"])
         try:
+            if corpora is not None:
+                raise LookupError("given")
             from geomlab.data.tasks import unigram_bpc
             from geomlab.training.zoo import make_task
 
             task = make_task(campaign.task_string(comp))
-            split, unigram = task.spec().get("split_rule", ""), unigram_bpc(task)
-        except ValueError:  # the corpus is not on this machine: the table still renders
-            split, unigram = "", None
+            split, uni = task.spec().get("split_rule", ""), unigram_bpc(task)
+        except (ValueError, LookupError):  # the corpus is not on this machine (or given): the table still renders
+            given = (corpora or {}).get(comp.key) or {}
+            split, uni = given.get("split", ""), given.get("unigram_bpc")
         for r in rows:  # "every baseline trains": a model within 0.15 bits of the unigram learned nothing else
-            r["near_unigram"] = bool(unigram is not None and r.get("valid_mean") is not None
-                                     and r["valid_mean"] > unigram - 0.15)
+            r["near_unigram"] = bool(uni is not None and r.get("valid_mean") is not None
+                                     and r["valid_mean"] > uni - 0.15)
         comps.append({"key": comp.key, "title": comp.title, "corpus": comp.corpus, "claim": comp.claim,
-                      "note": comp.note, "split": split, "unigram_bpc": unigram, "steps": campaign.full_steps(comp.key), "rows": rows})
+                      "note": comp.note, "split": split, "unigram_bpc": uni, "steps": campaign.full_steps(comp.key), "rows": rows})
     for f in store.root.glob("**/outcome.json"):
         try:
             cpu += float(read_json(f).get("cpu_s") or 0.0)
