@@ -3,23 +3,27 @@ the tuning budget and grids, seeds) and the plan (:func:`jobs`: what is left to 
 store holds).
 
 The campaign's other parts: :mod:`geomlab.report.store` (:class:`~geomlab.report.store.RunStore`, one resumable
-checkpoint folder per run and its outcome), :mod:`geomlab.report.worker` (:func:`~geomlab.report.worker.work`: a
-worker trains the next job no other worker holds, until none is left) and :mod:`geomlab.report.results`
-(:func:`~geomlab.report.results.collect`: the results dict of everything finished so far, in the shape
-:func:`geomlab.report.render.render_markdown` reads, plus the tuning tables, the learning curves, the comparison
-at equal training time and whether each curve still improved; :func:`~geomlab.report.results.restore`).
+checkpoint folder per run and its outcome), :mod:`geomlab.report.worker` (:func:`~geomlab.report.worker.run_job`:
+one run, holding its lock), :mod:`geomlab.report.dispatch` (the runs through submitit, a few in flight at a time)
+and :mod:`geomlab.report.results` (:func:`~geomlab.report.results.collect`: the results dict of everything
+finished so far, in the shape :func:`geomlab.report.render.render_markdown` reads, plus the tuning tables, the
+learning curves, the comparison at equal training time and whether each curve still improved;
+:func:`~geomlab.report.results.restore`). :mod:`geomlab.report.plan` declares the fair campaign with the same
+mechanism.
 
-Hours of CPU per model on a laptop: the campaign is meant to run as one or two background workers
-(``geomlab report --converged --store DIR``, ``--threads 1`` each), killed and started again at will (a run
-resumes from its last checkpoint, ``eval_every`` steps back at most), across sessions and machines sharing
-the folder; ``--collect`` writes the report of what finished, with every unfinished row marked; on a machine
-without the old store, ``--restore`` rebuilds it from the committed report's results.
+Hours of CPU per model on a laptop: the campaign runs in the background (``geomlab report --converged --store
+DIR --workers 2 --threads 1``), stopped and started again at will (a run resumes from its last checkpoint,
+``eval_every`` steps back at most), across sessions and machines sharing the folder; ``--collect`` writes the
+report of what finished, with every unfinished row marked; on a machine without the old store, ``--restore``
+rebuilds it from the committed report's results.
 
 Tuning rule (one for every model): each arm trains its comparison's short budget (:attr:`Campaign.tune_steps`)
 at every (lr, warm-up) of the grid with seed 0; the best validation BPC wins; when the best lr is the smallest
-or largest tried, the next half-decade beyond it is added (at the winning warm-up), up to
-:attr:`Campaign.max_widen` times per side, so the optimum ends inside the searched range or the report says
-it could not. Then every seed trains the full budget at the winner. Source: design choice."""
+or largest tried, the next rung of the lr ladder beyond it (:attr:`Campaign.lr_per_decade`) is added (at the
+winning warm-up), up to :attr:`Campaign.max_widen` times per side, so the optimum ends inside the searched range
+or the report says it could not; then the regularisation settings at the winner (:func:`reg_state`). Then every
+seed trains the full budget at the winner (:func:`seeds_planned`: more seeds under a seed rule). Source: design
+choice."""
 
 from __future__ import annotations
 

@@ -20,8 +20,11 @@ class FlopsError(ValueError):
 def step_flops(config: dict[str, Any], batch_size: int, seq_len: int) -> int:
     """FLOPs of one training step (forward + cross-entropy + backward, no optimizer update) of the model
     ``config`` (a complete :func:`geomlab.models.build_model` config) on a ``(batch_size, seq_len)`` batch of
-    tokens. Deterministic: the count depends on the config and shapes only. Raises :class:`FlopsError` for a
-    config that does not build or a model whose output is not logits ``(B, T, V)``."""
+    tokens, with the weights drawn at seed 0: the matrix exponential of the OSM models chooses its number of
+    squarings from the norms of its inputs, so their count depends on the weights (the count at
+    initialisation; a trained model's may differ by a few percent). Deterministic: the same config and shapes
+    give the same count. Raises :class:`FlopsError` for a config that does not build or a model whose output
+    is not logits ``(B, T, V)``."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -32,7 +35,9 @@ def step_flops(config: dict[str, Any], batch_size: int, seq_len: int) -> int:
     if batch_size < 1 or seq_len < 1:
         raise FlopsError(f"batch_size and seq_len must be >= 1, got {batch_size} and {seq_len}")
     try:
-        model = build_model(dict(config))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = build_model(dict(config))
     except (KeyError, TypeError, ValueError) as exc:
         raise FlopsError(f"cannot build the model to count its FLOPs: {exc}") from None
     vocab = int(model.config["vocab_size"])

@@ -211,6 +211,23 @@ def _demote(md: str, title: str) -> list[str]:
     return out
 
 
+#: The heading of the smoke run's appendix.
+SMOKE_TITLE = "Appendix: smoke run (300 steps, 1 seed; not a reproduction)"
+
+
+def smoke_markdown(root: Path, smoke: dict[str, Any]) -> str:
+    """The 300-step run's report as :func:`geomlab.report.output.write_report` renders it beside ``docs/results.md``
+    (its figure links, the longer runs next to it, the bundled zoo's cards)."""
+    from geomlab.report.figures import figures_for
+    from geomlab.report.output import figure_links, with_context
+    from geomlab.report.render import render_markdown
+
+    out = root / PAGE
+    figs = figures_for(smoke)
+    pngs = {n: out.parent / "results" / f"{n}.png" for n in figs if (out.parent / "results" / f"{n}.png").is_file()}
+    return render_markdown(with_context(smoke, out), figure_links(figs, pngs))
+
+
 def results_page(root: str | Path = ".") -> str:
     """The Markdown of ``docs/results.md`` from the committed files under ``root``: :data:`RECORDS` (loaded into
     a temporary store and collected with the converged campaign), :data:`BENCH` and :data:`SMOKE`. The same
@@ -218,7 +235,6 @@ def results_page(root: str | Path = ".") -> str:
     file and ``OSError`` for a missing input."""
     from geomlab.report.campaign import CONVERGED
     from geomlab.report.records import load_records, read_records
-    from geomlab.report.render import render_markdown
     from geomlab.report.render_converged import converged_comparison, converged_protocol, reading, speed_alone
     from geomlab.report.results import collect
     from geomlab.report.store import RunStore
@@ -262,5 +278,5 @@ def results_page(root: str | Path = ".") -> str:
               "# the report of what finished so far",
               "python -m geomlab report --campaign fair --collect --store runs/fair --records runs/fair/records.jsonl",
               "```", ""]
-    lines += _demote(render_markdown(smoke), "Appendix: smoke run (300 steps, 1 seed; not a reproduction)")
+    lines += _demote(smoke_markdown(root, smoke), SMOKE_TITLE)
     return "\n".join(ln.rstrip() for ln in lines).rstrip() + "\n"

@@ -254,10 +254,8 @@ def converged_markdown(results: dict[str, Any], figures: dict[str, str] | None =
     lines += speed_alone(results.get("speed_alone"))
     lines += figures_section(figures)
     lines += ["## Reproduce", "", "```bash",
-              "# one worker per core; stop and start again at will (runs resume from their checkpoints)",
-              "GEOMLAB_DATA_DIR=../shared/data geomlab report --converged --threads 1 --store runs/converged &",
-              "GEOMLAB_DATA_DIR=../shared/data geomlab report --converged --threads 1 --store runs/converged &",
-              "wait",
+              "# two runs at a time through submitit; stop and start again at will (runs resume from their checkpoints)",
+              "GEOMLAB_DATA_DIR=../shared/data geomlab report --converged --workers 2 --threads 1 --store runs/converged",
               f"geomlab report --converged --collect --store runs/converged --out {results.get('out', 'FILE')}",
               "```", "", "The raw numbers (every run's curve, the tuning, configs) are in `results/results.json` "
               "next to this file.", ""]
