@@ -13,6 +13,7 @@ from typing import Any
 
 #: The committed inputs of the page, relative to the repository root.
 RECORDS = "docs/results/runs/converged/records.jsonl"
+FAIR_RECORDS = "docs/results/runs/fair/records.jsonl"
 BENCH = "docs/results/runs/converged/bench_train.json"
 SMOKE = "docs/results/results.json"
 PAGE = "docs/results.md"
@@ -24,7 +25,8 @@ MARGIN = 0.02
 @dataclass(frozen=True)
 class Claim:
     """A paper's claim as a test on the campaign's rows: model ``arm`` minus ``against`` (default: the
-    comparison's baseline) in test BPC, seed-paired. ``rule``: ``"lower"`` (the model is ahead: supported when
+    comparison's baseline) in test BPC, seed-paired (a claim against a control only the fair campaign
+    trains is "not run" before it). ``rule``: ``"lower"`` (the model is ahead: supported when
     the 95% interval lies below 0, contradicted when above), ``"match"`` (supported when the interval lies
     within +-:data:`MARGIN`, contradicted when it excludes 0) or ``"not worse"`` (supported when its upper end
     is below +:data:`MARGIN`, contradicted when its lower end is above it); otherwise open."""
@@ -58,6 +60,12 @@ CLAIMS: tuple[Claim, ...] = (
           "grassmann-200k", "Grassmann, one offset per layer (1, 2, 4, 8, 12, 16), 6 layers", rule="not worse",
           caveat="confounded: 6 layers against the twin's 4, and the post-norm twin is unstable at lr >= 0.003 "
                  "with 2% warm-up; the fair campaign adds depth-matched and pre-norm twins"),
+    Claim("Grassmann", "... against the depth-matched twin (6 layers, post-norm)", "grassmann-200k",
+          "Grassmann, one offset per layer (1, 2, 4, 8, 12, 16), 6 layers",
+          "Same block with causal attention, 6 layers", rule="not worse"),
+    Claim("Grassmann", "... against the depth-matched pre-norm twin (6 layers)", "grassmann-200k",
+          "Grassmann, one offset per layer (1, 2, 4, 8, 12, 16), 6 layers",
+          "Same block with causal attention, pre-norm, 6 layers", rule="not worse"),
 )
 
 
@@ -108,6 +116,23 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def equal_compute(results: dict[str, Any], cl: Claim, measure: str) -> dict[str, Any] | None:
+    """The test gap of claim ``cl`` at equal compute in ``measure`` (``"CPU"`` or ``"FLOPs"``) in the fair
+    campaign's ``results``: the model's own schedule at the baseline's budget against the baseline, or the
+    model against the baseline's schedule at the model's budget where the baseline is the costlier
+    (:mod:`geomlab.report.plan`); ``None`` for an ablation claim or before both have a seed."""
+    c = next((c for c in results["comparisons"] if c["key"] == cl.comparison), None)
+    if c is None or cl.against is not None:
+        return None
+    rows = {r["label"]: r for r in c["rows"]}
+    base = next(r["label"] for r in c["rows"] if r["baseline"])
+    mine = next((k for k in rows if k.startswith(f"{cl.arm} at the baseline's {measure} budget (")), None)
+    if mine:
+        return paired(rows, mine, base, "test")
+    theirs = next((k for k in rows if k.startswith(f"{base} at the {measure} budget of {cl.arm} (")), None)
+    return paired(rows, cl.arm, theirs, "test") if theirs else None
+
+
 def _gap(g: dict[str, Any] | None) -> str:
     if g is None:
         return "—"
@@ -116,8 +141,10 @@ def _gap(g: dict[str, Any] | None) -> str:
     return f"{g['gap']:+.3f} [{g['gap'] - g['ci95']:+.3f}, {g['gap'] + g['ci95']:+.3f}]"
 
 
-def verdict_table(results: dict[str, Any]) -> list[str]:
-    """``## Verdict per paper claim``: the table of :func:`verdicts` and how to read it."""
+def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) -> list[str]:
+    """``## Verdict per paper claim``: the table of :func:`verdicts` of the converged ``results`` (before) and
+    of the fair campaign's ``after`` (equal steps, and the test gap at equal CPU time and equal FLOPs; pending
+    while it has no records), and how to read it."""
     lines = ["## Verdict per paper claim", "",
              "Model minus the model it is read against, in bits per character, seed-paired over the converged "
              "campaign's 3 seeds, with the 95% interval in brackets; **negative: the claimed model is ahead**. The "
@@ -127,15 +154,27 @@ def verdict_table(results: dict[str, Any]) -> list[str]:
              f"interval within ±{MARGIN} BPC; \"close to attention\" needs its upper end below +{MARGIN}). The "
              "equal-time column is the converged campaign's reading at the shorter run's training time, which "
              "catches the slower model mid-schedule (see Budget differences); the fair campaign below replaces it "
-             "with equal-compute runs. \"After\" is the fair campaign's verdict: pending until its runs finish.", "",
+             "with equal-compute runs. \"After\" is the fair campaign's verdict by the same rule with its test gap, "
+             "then its test gaps at equal CPU time and equal FLOPs: pending until its runs finish.", "",
              "| paper | claim | against | test gap [95% CI] | valid gap [95% CI] | equal time (valid) | verdict "
-             "before | after |", "|---|---|---|---|---|---|---|---|"]
-    for v in verdicts(results):
-        cl = v["claim"]
-        et = f"{v['equal_time']['gap']:+.3f}" if v["equal_time"] else "—"
-        word = f"**{v['verdict']}**" + (f" ({cl.caveat})" if cl.caveat else "")
-        lines.append(f"| {cl.paper} | {cl.text} | {v['against']} | {_gap(v['test'])} | {_gap(v['valid'])} | {et} | "
-                     f"{word} | pending |")
+             "before | after | after, equal CPU | after, equal FLOPs |", "|---|---|---|---|---|---|---|---|---|---|"]
+    before = {v["claim"]: v for v in verdicts(results)}
+    later = {v["claim"]: v for v in verdicts(after)} if after else {}
+    for cl in CLAIMS:
+        v, a = before.get(cl), later.get(cl)
+        if v is not None and v["test"] is not None:
+            et = f"{v['equal_time']['gap']:+.3f}" if v["equal_time"] else "—"
+            cells = [v["against"], _gap(v["test"]), _gap(v["valid"]), et,
+                     f"**{v['verdict']}**" + (f" ({cl.caveat})" if cl.caveat else "")]
+        else:
+            cells = [cl.against or "the baseline", "—", "—", "—", "not run (a control of the fair campaign)"]
+        now = f"**{a['verdict']}** {_gap(a['test'])}" if a and a["test"] else "pending"
+        if cl.against is not None:  # an ablation or a control: the equal-compute arms are read against the baseline
+            eq = ["—", "—"]
+        else:
+            gaps = [equal_compute(after, cl, m) if after else None for m in ("CPU", "FLOPs")]
+            eq = [_gap(g) if g else "pending" for g in gaps]
+        lines.append(f"| {cl.paper} | {cl.text} | " + " | ".join([*cells, now, *eq]) + " |")
     rows = {(c["key"], r["label"]): r for c in results["comparisons"] for r in c["rows"]}
     goal = rows.get(("ts-100k", "OSMFormer O(d), linear mixing"))
     if goal and goal.get("test_mean") is not None and goal.get("goal"):
@@ -197,6 +236,21 @@ def plan_section(workers: int = 2) -> list[str]:
             "the models on a GPU where there is one.", ""]
 
 
+def fair_runs(after: dict[str, Any] | None) -> list[str]:
+    """``## The fair campaign's runs``: its reading and one section per comparison, from its records (nothing
+    before it has any)."""
+    if after is None:
+        return []
+    from geomlab.report.render_converged import converged_comparison, reading
+
+    lines = ["## The fair campaign's runs", "", f"{after['progress']['done']} of {after['progress']['planned']} "
+             "planned runs finished so far (the plan grows when a grid widens or a comparison needs more seeds).", "",
+             *_deeper(reading(after))]
+    for c in after["comparisons"]:
+        lines += _deeper(converged_comparison(c))
+    return lines
+
+
 def _deeper(lines: list[str]) -> list[str]:
     """``lines`` with every Markdown heading one level deeper."""
     return ["#" + ln if ln.startswith("#") else ln for ln in lines]
@@ -239,13 +293,20 @@ def results_page(root: str | Path = ".") -> str:
     from geomlab.report.results import collect
     from geomlab.report.store import RunStore
 
+    from geomlab.report.plan import FAIR
+
     root = Path(root)
-    head, runs = read_records(root / RECORDS)
-    meta = head.get("meta") or {}
-    with tempfile.TemporaryDirectory(prefix="geomlab-records-") as tmp:
-        store = RunStore(tmp)
-        load_records(runs, store)
-        results = collect(CONVERGED, store, corpora=meta.get("corpora") or {})
+
+    def collected(path: Path, campaign):
+        head, runs = read_records(path)
+        with tempfile.TemporaryDirectory(prefix="geomlab-records-") as tmp:
+            store = RunStore(tmp)
+            load_records(runs, store)
+            return head.get("meta") or {}, runs, collect(campaign, store, corpora=(head.get("meta") or {}).get(
+                "corpora") or {})
+
+    meta, runs, results = collected(root / RECORDS, CONVERGED)
+    after = collected(root / FAIR_RECORDS, FAIR)[2] if (root / FAIR_RECORDS).is_file() else None
     results["progress"] = {"done": len(runs), "planned": len(runs)}
     bench = json.loads((root / BENCH).read_text(encoding="utf-8"))
     results["speed_alone"] = bench
@@ -258,7 +319,7 @@ def results_page(root: str | Path = ".") -> str:
              "test checks that it matches. Its own report with figures: "
              "[results/runs/converged/results.md](results/runs/converged/results.md). The 300-step run at the end "
              "is a **smoke run**, not a result.", "",
-             *verdict_table(results), *budget_table(), *plan_section(),
+             *verdict_table(results, after), *budget_table(), *plan_section(), *fair_runs(after),
              "## The converged campaign", "", *_deeper(reading(results)), *_deeper(converged_protocol(results)),
              "### Language modelling", ""]
     for c in results["comparisons"]:

@@ -164,7 +164,9 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
             gains.append(early - pts[-1][1])
     row["late_gain"] = mean(gains)
     row["trace_ms"] = _trace_ms(store, first) if first else None
-    n_tune = row["tuning_planned"] = len(tuning) + len(pending)
+    reg_done = sum(1 for t in row.get("reg_tuning", []) if (t["weight_decay"], t["dropout"]) != (0.0, 0.0))
+    n_tune = row["tuning_planned"] = len(tuning) + len(pending) + reg_done
+    row["tuning_done"] = len(tuning) + reg_done
     if not pending and best is None and campaign.borrowed(comp, arm) is None:  # every lr diverged: no seed
         row["planned_seeds"] = []
     # CPU seconds per step of this arm, from any finished run (tuning runs give it early): the time left
@@ -176,7 +178,7 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     row["cpu_s_per_step"] = sum(rates) / len(rates) if rates else None
     row["cpu_hours_left"] = row["cpu_s_per_step"] * left / 3600 if rates else (0.0 if left == 0 else None)
     if pending:
-        row["status"] = f"tuning: {len(tuning)} of {n_tune} short runs"
+        row["status"] = f"tuning: {row['tuning_done']} of {n_tune} short runs"
     elif best is None and campaign.borrowed(comp, arm) is not None:
         row["status"] = note
     elif best is None:
@@ -240,7 +242,7 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
         for r in rows:
             r["equal_time"] = equal_time(r, base) if base else None
             planned += r["tuning_planned"] + len(r["planned_seeds"])
-            done += len([t for t in r["tuning"]]) + len(r["seeds"]) + len(r["failed_seeds"])
+            done += r["tuning_done"] + len(r["seeds"]) + len(r["failed_seeds"])
         try:
             if corpora is not None:
                 raise LookupError("given")

@@ -255,3 +255,45 @@ def test_runs_through_submitit_local_executor_with_provenance(tmp_path, text_fil
     assert records.load_records(records.read_records(path)[1], again) == 4
     for a, b in zip(records.outcomes(again), outs):  # the records keep 9 significant digits
         assert a["key"] == b["key"] and a["metrics"] == pytest.approx(b["metrics"], rel=1e-8)
+
+
+def test_the_page_gives_the_fair_campaigns_verdicts_once_it_has_records(tmp_path):
+    """A fair-campaign records file (one comparison finished: the tuning grid, the regularisation runs, three
+    paired seeds of every arm) fills the page's "after" columns: the verdict at equal steps and the test gaps
+    at equal CPU time and equal FLOPs, each the seed-paired mean with its interval."""
+    import shutil
+
+    from geomlab.report import page, records
+    from geomlab.report.plan import FAIR
+
+    for rel in (page.RECORDS, page.BENCH, page.SMOKE):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / rel, tmp_path / rel)
+    store = rs.RunStore(tmp_path / "store")
+    comp = FAIR.known()["ts-50k"]
+    offset = {"LSTM": 0.0, "OSM-RNN O(d)": -0.05}
+    for arm in comp.arms:
+        steps = FAIR.tune_steps(comp.key, arm.label)
+        for lr in FAIR.lr_grid:
+            for wu in FAIR.warmups_for(comp.key, arm.label):
+                _done(store, rs.Job(comp, arm, "tune", lr, wu, 0, steps), 2.5 if (lr, wu) == (1e-2, 0.02) else 2.6)
+        for j in cp.reg_state(FAIR, store, comp, arm, (1e-2, 0.02))[0]:
+            _done(store, j, 2.7)
+        gap = offset.get(arm.label, 0.1 if "CPU" in arm.label else 0.3)
+        for s in range(3):
+            job = rs.Job(comp, arm, "full", 1e-2, 0.02, s, FAIR.full_steps(comp.key, arm.label))
+            v = 2.5 + gap + (0.001 * s if gap < 0.3 else 0.0) * (1 if gap > 0 else -1 if gap < 0 else 0)
+            store.folder(job).mkdir(parents=True)
+            store.write(job, "outcome.json", {"key": job.key, "status": "done", "steps": job.steps, "cpu_s": 1.0,
+                                              "metrics": {"valid_bpc": v, "test_bpc": v}, "train_time_s": 1.0,
+                                              "params": 50_000, "params_stored": 50_000, "config": {}})
+    assert cp.seeds_planned(FAIR, store, comp) == (0, 1, 2)  # every gap settled at three seeds
+    (tmp_path / page.FAIR_RECORDS).parent.mkdir(parents=True)
+    records.write_records(store, tmp_path / page.FAIR_RECORDS, "fair", {"corpora": {}})
+    md = page.results_page(tmp_path)
+    row = next(ln for ln in md.splitlines() if ln.startswith("| OSM | OSM-RNN beats the LSTM"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[7] == "**supported** -0.051 [-0.053, -0.049]"
+    assert cells[8] == "+0.101 [+0.099, +0.103]" and cells[9] == "+0.300 [+0.300, +0.300]"
+    assert cells[6].startswith("**open**") and "## The fair campaign's runs" in md
+    assert "| OSM | OSMFormer beats the Transformer at ~100K" in md and "pending" in md
