@@ -336,8 +336,10 @@ def results_page(root: str | Path = ".") -> str:
               "# on a SLURM cluster, from the login node: the same campaign, one job per run",
               "python -m geomlab report --campaign fair --store runs/fair --executor slurm --slurm-partition cpu "
               "--workers 64",
-              "# the report of what finished so far",
+              "# the report of what finished so far, and this page with the fair campaign's verdicts",
               "python -m geomlab report --campaign fair --collect --store runs/fair --records runs/fair/records.jsonl",
+              f"mkdir -p {Path(FAIR_RECORDS).parent} && cp runs/fair/records.jsonl {FAIR_RECORDS}",
+              "python -m geomlab report --page",
               "```", ""]
     lines += _demote(smoke_markdown(root, smoke), SMOKE_TITLE)
     return "\n".join(ln.rstrip() for ln in lines).rstrip() + "\n"
