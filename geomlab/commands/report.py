@@ -48,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       "worker: trains what no other worker holds in --store (start one per core, stop and "
                       "restart at will: runs resume from their checkpoints), then writes the report of what "
                       "finished (docs/results/runs/converged/results.md is the committed one)")
+    mode.add_argument("--page", action="store_true",
+                      help="train nothing: write the results page (default docs/results.md) from the committed run "
+                      "records (docs/results/runs/converged/records.jsonl), the speed benchmark and the smoke run")
     mode.add_argument("--full", action="store_true", help="the full protocol (many hours on a CPU; uses the "
                       "GPU when present): 3000 steps x 32 x 128, lr tuned per model on 1e-3/3e-3/1e-2/3e-2, 3 seeds, "
                       "full splits, scaling to 500K, word problem S5 / Z60 with a length curriculum")
@@ -94,7 +97,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "results.json records as finished (e.g. docs/results/runs/converged/results/results.json), "
                    "so that a new machine resumes the campaign where the report stopped; runs already in the "
                    "store are left alone")
-    p.add_argument("--max-jobs", type=number(int, 1, 10**9), metavar="N", help="--converged: stop this worker after N runs")
+    p.add_argument("--max-jobs", type=number(int, 1, 10**9), metavar="N", help="--converged: submit at most N runs")
+    p.add_argument("--campaign", choices=("converged", "fair"),
+                   help="the campaign to run or collect (implies --converged; default converged): fair is the plan "
+                   "declared in docs/results.md (equal compute, controls, seeds until the gaps settle)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="--converged: print the campaign's blocks with their CPU-hour estimate and the runs ready "
+                   "now in --store; train nothing")
+    p.add_argument("--executor", choices=("local", "slurm"), default="local",
+                   help="--converged: where the runs go (submitit): local processes on this machine, or SLURM jobs "
+                   "from a cluster's login node (default local)")
+    p.add_argument("--workers", type=number(int, 1, 10**4), default=1, metavar="N",
+                   help="--converged: runs in flight at a time (default 1)")
+    p.add_argument("--nice", type=number(int, 0, 19), default=19, metavar="N",
+                   help="--converged: the priority each run lowers itself by (default 19, the lowest)")
+    p.add_argument("--slurm-partition", metavar="NAME", help="--executor slurm: the partition of the runs")
+    p.add_argument("--records", metavar="JSONL",
+                   help="--converged: also write every finished run's record (outcome, curves, provenance) to "
+                   "this JSON-lines file, from which the report is regenerated")
     p.add_argument("--device", metavar="DEVICE", help="--converged: the worker's device (auto: CUDA, then MPS, "
                    "then CPU; several workers may share one GPU)")
     p.add_argument("--from-json", nargs="+", metavar="RESULTS_JSON",
@@ -119,13 +139,23 @@ def run(args: argparse.Namespace) -> int:
     from geomlab.commands import set_threads
 
     set_threads(args.threads)
-    if args.converged:
+    if args.page:
+        from pathlib import Path
+
+        from geomlab.report.page import PAGE, results_page
+
+        out = Path(args.out or PAGE)
+        out.write_text(results_page("."), encoding="utf-8")
+        print(f"wrote {out} from the committed records")
+        return 0
+    if args.converged or args.campaign:
         args.out = args.out or "runs/converged-report/results.md"
         return _converged(args)
     args.out = args.out or "runs/report/results.md"
     if (args.collect or args.max_jobs is not None or args.device is not None or args.speed is not None
-            or args.restore is not None):
-        raise ValueError("--collect, --max-jobs, --device, --speed and --restore go with --converged")
+            or args.restore is not None or args.dry_run or args.records is not None):
+        raise ValueError("--collect, --max-jobs, --device, --speed, --restore, --dry-run and --records go with "
+                         "--converged")
     if args.from_json:
         parts = [_read_input(f, "results file") for f in args.from_json]
         try:
@@ -171,8 +201,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _converged(args: argparse.Namespace) -> int:
-    """``--converged``: a campaign worker (unless ``--collect``), then the report of what the store holds."""
-    from geomlab.report import campaign, results as campaign_results, worker, write_report
+    """``--converged``: the campaign's runs through submitit (unless ``--collect`` or ``--dry-run``), then the
+    report of what the store holds."""
+    from geomlab.report import results as campaign_results, write_report
+    from geomlab.report.plan import campaigns
     from geomlab.report.store import RunStore
 
     other = [f for f, v in (("--steps", args.steps), ("--lr", args.lr), ("--lr-grid", args.lr_grid),
@@ -180,7 +212,9 @@ def _converged(args: argparse.Namespace) -> int:
                             ("--batch-size", args.batch_size), ("--seq-len", args.seq_len)) if v is not None]
     if other:
         raise ValueError(f"--converged has its own protocol: drop {', '.join(other)}")
-    plan = campaign.CONVERGED
+    args.out = args.out if args.campaign in (None, "converged") or args.out != "runs/converged-report/results.md" \
+        else f"runs/{args.campaign}-report/results.md"
+    plan = campaigns()[args.campaign or "converged"]
     if args.corpus_file:
         from dataclasses import replace
 
@@ -193,8 +227,10 @@ def _converged(args: argparse.Namespace) -> int:
     plan.comparisons(only)  # unknown keys: one line, before anything runs
     from pathlib import Path
 
-    if args.collect and (args.max_jobs is not None or args.device is not None):
-        raise ValueError("--collect trains nothing: drop --max-jobs and --device")
+    if (args.collect or args.dry_run) and (args.max_jobs is not None or args.device is not None):
+        raise ValueError("--collect and --dry-run train nothing: drop --max-jobs and --device")
+    if args.dry_run:
+        return _dry_run(plan, RunStore(args.store), only, args.workers)
     restored = None
     if args.restore is not None:
         restored = _read_input(args.restore, "--restore")
@@ -218,14 +254,41 @@ def _converged(args: argparse.Namespace) -> int:
                              f"({type(exc).__name__}: {str(exc)[:80]})") from None
         print(f"[converged] restored {n} finished run(s) from {args.restore} into {args.store}")
     if not args.collect:
+        from geomlab.report import dispatch
         from geomlab.training.runs import check_device
 
-        n = worker.work(plan, store, only, max_jobs=args.max_jobs, device=check_device(args.device or "auto"))
-        print(f"[converged] this worker finished {n} run(s)")
+        ex = dispatch.executor(args.executor, Path(args.store) / "_submitit", threads=args.threads or 1,
+                               slurm={"slurm_partition": args.slurm_partition} if args.slurm_partition else None)
+        n = dispatch.dispatch(plan, store, ex, parallel=args.workers, only=only,
+                              device=check_device(args.device or "auto"), threads=args.threads or 1,
+                              nice=args.nice, max_jobs=args.max_jobs)
+        print(f"[{plan.name}] {n} run(s) finished through submitit ({args.executor})")
     results = campaign_results.collect(plan, store, only)
+    if args.records is not None:
+        from geomlab.report.records import write_records
+
+        n = write_records(store, args.records, plan.name, {"corpora": {
+            c["key"]: {"split": c.get("split", ""), "unigram_bpc": c.get("unigram_bpc")} for c in results["comparisons"]}})
+        print(f"[{plan.name}] wrote {n} run record(s) to {args.records}")
     if speed is not None:
         results["speed_alone"] = speed
     path = write_report(results, args.out, png=not args.no_png)
     print(f"wrote {path}: {results['progress']['done']} of {results['progress']['planned']} runs finished"
           + ("" if results["progress"]["done"] else f" (no finished campaign run in {args.store} yet)"))
     return 0
+
+
+def _dry_run(plan, store, only, workers: int) -> int:
+    """``--dry-run``: the campaign's blocks with their CPU-hour estimate, and the runs ready now in ``store``."""
+    from geomlab.report.campaign import jobs
+    from geomlab.report.plan import estimate, estimate_table
+
+    rows = [r for r in estimate(plan) if not only or r["block"] in only]
+    print(f"# the {plan.name} campaign: {len(rows)} block(s)\n")
+    print("\n".join(estimate_table(rows, workers)))
+    ready = list(jobs(plan, store, only))  # reads the store only (a missing folder: nothing finished)
+    print(f"\n{len(ready)} run(s) ready now in {store.root} (more follow as tuning finishes); the first:")
+    for j in ready[:5]:
+        print(f"  {j.key}")
+    return 0
+

@@ -16,6 +16,7 @@ EXTRA_OF = {
     "sklearn": "app",
     "scipy": "app",
     "optuna": "sweep",
+    "submitit": "sweep",
     "tensorboard": "logging",
     "kaleido": "export",
 }

@@ -26,7 +26,11 @@ The package, one concept per module: :mod:`~geomlab.report.protocol` (what is co
 comparisons, budgets, seeds), :mod:`~geomlab.report.running` (training the runs, lr tuning through the sweep
 tool), :mod:`~geomlab.report.aggregation` (the numbers of the tables), :mod:`~geomlab.report.render` (the
 Markdown, one renderer per section), :mod:`~geomlab.report.figures` (plotly figures and their images) and
-:mod:`~geomlab.report.output` (the files of a report). The names below are the public API.
+:mod:`~geomlab.report.output` (the files of a report). The campaigns of resumable runs:
+:mod:`~geomlab.report.campaign`, :mod:`~geomlab.report.store`, :mod:`~geomlab.report.worker`,
+:mod:`~geomlab.report.dispatch` (submitit), :mod:`~geomlab.report.results`, :mod:`~geomlab.report.plan` (the
+fair campaign), :mod:`~geomlab.report.flops`, :mod:`~geomlab.report.records` (provenance, run records) and
+:mod:`~geomlab.report.page` (``docs/results.md``). The names below are the public API.
 """
 
 from __future__ import annotations

@@ -3,23 +3,27 @@ the tuning budget and grids, seeds) and the plan (:func:`jobs`: what is left to 
 store holds).
 
 The campaign's other parts: :mod:`geomlab.report.store` (:class:`~geomlab.report.store.RunStore`, one resumable
-checkpoint folder per run and its outcome), :mod:`geomlab.report.worker` (:func:`~geomlab.report.worker.work`: a
-worker trains the next job no other worker holds, until none is left) and :mod:`geomlab.report.results`
-(:func:`~geomlab.report.results.collect`: the results dict of everything finished so far, in the shape
-:func:`geomlab.report.render.render_markdown` reads, plus the tuning tables, the learning curves, the comparison
-at equal training time and whether each curve still improved; :func:`~geomlab.report.results.restore`).
+checkpoint folder per run and its outcome), :mod:`geomlab.report.worker` (:func:`~geomlab.report.worker.run_job`:
+one run, holding its lock), :mod:`geomlab.report.dispatch` (the runs through submitit, a few in flight at a time)
+and :mod:`geomlab.report.results` (:func:`~geomlab.report.results.collect`: the results dict of everything
+finished so far, in the shape :func:`geomlab.report.render.render_markdown` reads, plus the tuning tables, the
+learning curves, the comparison at equal training time and whether each curve still improved;
+:func:`~geomlab.report.results.restore`). :mod:`geomlab.report.plan` declares the fair campaign with the same
+mechanism.
 
-Hours of CPU per model on a laptop: the campaign is meant to run as one or two background workers
-(``geomlab report --converged --store DIR``, ``--threads 1`` each), killed and started again at will (a run
-resumes from its last checkpoint, ``eval_every`` steps back at most), across sessions and machines sharing
-the folder; ``--collect`` writes the report of what finished, with every unfinished row marked; on a machine
-without the old store, ``--restore`` rebuilds it from the committed report's results.
+Hours of CPU per model on a laptop: the campaign runs in the background (``geomlab report --converged --store
+DIR --workers 2 --threads 1``), stopped and started again at will (a run resumes from its last checkpoint,
+``eval_every`` steps back at most), across sessions and machines sharing the folder; ``--collect`` writes the
+report of what finished, with every unfinished row marked; on a machine without the old store, ``--restore``
+rebuilds it from the committed report's results.
 
 Tuning rule (one for every model): each arm trains its comparison's short budget (:attr:`Campaign.tune_steps`)
 at every (lr, warm-up) of the grid with seed 0; the best validation BPC wins; when the best lr is the smallest
-or largest tried, the next half-decade beyond it is added (at the winning warm-up), up to
-:attr:`Campaign.max_widen` times per side, so the optimum ends inside the searched range or the report says
-it could not. Then every seed trains the full budget at the winner. Source: design choice."""
+or largest tried, the next rung of the lr ladder beyond it (:attr:`Campaign.lr_per_decade`) is added (at the
+winning warm-up), up to :attr:`Campaign.max_widen` times per side, so the optimum ends inside the searched range
+or the report says it could not; then the regularisation settings at the winner (:func:`reg_state`). Then every
+seed trains the full budget at the winner (:func:`seeds_planned`: more seeds under a seed rule). Source: design
+choice."""
 
 from __future__ import annotations
 
@@ -93,7 +97,16 @@ class Campaign:
     (about 8.7 CPU hours; design choice). lr_from:
     ``((comparison key, arm label), (comparison key, arm label))``: arms that are not tuned but train at the
     (lr, warm-up) the second arm's seeds train at (the same model, or the nearest one, tuned elsewhere in the
-    campaign; the arm waits until that is decided)."""
+    campaign; the arm waits until that is decided). lr_per_decade: the lr ladder the grid widens on (2:
+    half-decades, 3: thirds of a decade, :func:`ladder`). warmup_grid: the warm-ups of every arm without an
+    entry in :attr:`warmups` (empty: :attr:`warmup` alone). regs: the regularisation settings, ``(weight decay,
+    dropout)`` pairs, tried at each arm's winning (lr, warm-up) (:func:`reg_state`; a dropout above 0 only for a
+    model whose config has a ``dropout`` key). arm_steps: ``((comparison key, arm label), steps)``: arms that
+    train another number of steps than their comparison (the equal-compute arms). seed_rule: ``(half-width,
+    most seeds)``: seeds are added to a comparison, one at a time, until every arm's seed-paired test and
+    valid gap to the baseline has a 95% interval that excludes zero or is narrower than +-half-width BPC, up
+    to most seeds (:func:`seeds_planned`). extra: comparisons of this campaign that are not the report's
+    (:data:`geomlab.report.protocol.COMPARISONS`) or the zoo's."""
 
     name: str = "converged"
     steps: tuple[tuple[str, int], ...] = (("ts-50k", 10_000), ("grassmann-200k", 5_000), ("ts-100k", 10_000),
@@ -115,6 +128,12 @@ class Campaign:
     corpus_override: str | None = None
     seed_counts: tuple[tuple[str, int], ...] = (("zoo-ts", 1),)
     late: tuple[tuple[str, str], ...] = (("ts-100k", "OSMFormer O(d), identity mixing"), ("ts-scaling", "*"))
+    lr_per_decade: int = 2
+    warmup_grid: tuple[float, ...] = ()
+    regs: tuple[tuple[float, float], ...] = ((0.0, 0.0),)
+    arm_steps: tuple[tuple[tuple[str, str], int], ...] = ()
+    seed_rule: tuple[float, int] | None = None
+    extra: tuple[Comparison, ...] = ()
     lr_from: tuple[tuple[tuple[str, str], tuple[str, str]], ...] = (
         (("zoo-ts", "OSM-RNN O(d), ~100K"), ("ts-50k", "OSM-RNN O(d)")),
         (("zoo-ts", "LSTM, ~100K"), ("ts-50k", "LSTM")),
@@ -129,14 +148,21 @@ class Campaign:
         keys = [k for k, _ in self.steps]
         bad = [k for k in (only or ()) if k not in keys]
         if bad:
-            raise ReportError(f"unknown comparisons {bad}; the converged campaign has {', '.join(keys)}")
-        return [_ALL[k] for k in keys if not only or k in only]
+            raise ReportError(f"unknown comparisons {bad}; the {self.name} campaign has {', '.join(keys)}")
+        known = self.known()
+        return [known[k] for k in keys if not only or k in only]
+
+    def known(self) -> dict[str, Comparison]:
+        """Every comparison this campaign can name, by key (the report's, the zoo's and :attr:`extra`)."""
+        return {**_ALL, **{c.key: c for c in self.extra}}
 
     def seeds_for(self, key: str) -> tuple[int, ...]:
         return self.seeds[:dict(self.seed_counts).get(key, len(self.seeds))]
 
-    def full_steps(self, key: str) -> int:
-        return dict(self.steps)[key]
+    def full_steps(self, key: str, label: str | None = None) -> int:
+        """The full training steps of arm ``label`` of comparison ``key`` (:attr:`arm_steps`, else the
+        comparison's)."""
+        return dict(self.arm_steps).get((key, label), dict(self.steps)[key])
 
     def borrowed(self, comp: Comparison, arm: Arm) -> tuple[Comparison, Arm] | None:
         """The (comparison, arm) whose chosen lr ``arm`` trains at (:attr:`lr_from`), or ``None`` when it is
@@ -144,20 +170,20 @@ class Campaign:
         src = dict(self.lr_from).get((comp.key, arm.label))
         if src is None:
             return None
-        sc = _ALL.get(src[0]) if src[0] in dict(self.steps) else None
+        sc = self.known().get(src[0]) if src[0] in dict(self.steps) else None
         sa = next((a for a in (sc.arms if sc else ()) if a.label == src[1]), None)
         if sa is None:
             raise ReportError(f"{comp.key} / {arm.label}: its lr comes from {src}, which is not an arm of the campaign")
         return sc, sa
 
-    def tune_steps(self, key: str) -> int:
-        return max(1, int(round(self.full_steps(key) * self.tune_fraction)))
+    def tune_steps(self, key: str, label: str | None = None) -> int:
+        return max(1, int(round(self.full_steps(key, label) * self.tune_fraction)))
 
     def warmups_for(self, key: str, label: str | None = None) -> tuple[float, ...]:
         """The warm-up fractions the tuning of arm ``label`` of comparison ``key`` tries: its own entry
         (``"key / label"``), else its comparison's, else :attr:`warmup` alone."""
         given = dict(self.warmups)
-        return given.get(f"{key} / {label}", given.get(key, (self.warmup,)))
+        return given.get(f"{key} / {label}", given.get(key, self.warmup_grid or (self.warmup,)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "steps": dict(self.steps), "tune_fraction": self.tune_fraction,
@@ -167,7 +193,10 @@ class Campaign:
                 "eval_every": self.eval_every, "lr_bounds": list(self.lr_bounds),
                 "seed_counts": dict(self.seed_counts),
                 "lr_from": {f"{c} / {a}": f"{sc} / {sa}" for (c, a), (sc, sa) in self.lr_from},
-                "corpus_override": self.corpus_override}
+                "corpus_override": self.corpus_override, "lr_per_decade": self.lr_per_decade,
+                "warmup_grid": list(self.warmup_grid), "regs": [list(r) for r in self.regs],
+                "arm_steps": {f"{c} / {a}": n for (c, a), n in self.arm_steps},
+                "seed_rule": list(self.seed_rule) if self.seed_rule else None}
 
     def task_string(self, comp: Comparison) -> str:
         return self.corpus_override or f"corpus:{comp.corpus}"
@@ -176,13 +205,19 @@ class Campaign:
 CONVERGED = Campaign()
 
 
+def ladder(lr: float, direction: int, per_decade: int = 2) -> float:
+    """The next lr of the ladder of ``per_decade`` steps per decade (10^(k / per_decade)) below (``direction``
+    -1) or above (+1) ``lr``, rounded to one significant figure for half-decades (1, 3, 10, 30, ...) and to two
+    otherwise (thirds: 1, 2.2, 4.6, 10, ...). Source: design choice (the report's grids are on these ladders)."""
+    k = round(per_decade * math.log10(lr)) + (1 if direction > 0 else -1)
+    x = 10 ** (k / per_decade)
+    return float(f"{x:.0e}" if per_decade == 2 else f"{x:.1e}")
+
+
 def half_decade(lr: float, direction: int) -> float:
     """The next lr of the half-decade ladder (1, 3, 10, 30, ... x 10^k) below (``direction`` -1) or above (+1)
-    ``lr``, rounded to one significant figure: ``half_decade(1e-3, -1) == 3e-4``, ``half_decade(3e-2, 1) ==
-    0.1``. Source: design choice (the report's grid is on this ladder)."""
-    k = round(2 * math.log10(lr)) + (1 if direction > 0 else -1)
-    x = 10 ** (k / 2)
-    return float(f"{x:.0e}")
+    ``lr``: ``half_decade(1e-3, -1) == 3e-4``, ``half_decade(3e-2, 1) == 0.1`` (:func:`ladder`)."""
+    return ladder(lr, direction, 2)
 
 
 # ------------------------------------------------------------------------------------------ the plan
@@ -204,7 +239,7 @@ def tuning_state(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm
         if best is None:
             return [], [], None, f"waits for the lr of {src[0].key} / {src[1].label}"
         return [], [], full_choice(campaign, store, *src, best)[0], f"lr of {src[0].key} / {src[1].label}"
-    steps = campaign.tune_steps(comp.key)
+    steps = campaign.tune_steps(comp.key, arm.label)
     seed = campaign.seeds[0]
     lrs = list(campaign.lr_grid)
     wus = campaign.warmups_for(comp.key, arm.label)
@@ -234,7 +269,7 @@ def tuning_state(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm
             side = -1 if widened[-1] < campaign.max_widen else 1
         if side == 0:
             return [], results, best, ""
-        new = half_decade(best[0], side)
+        new = ladder(best[0], side, campaign.lr_per_decade)
         lo, hi = campaign.lr_bounds
         if widened[side] >= campaign.max_widen or not lo <= new <= hi:
             return [], results, best, (f"the best lr {best[0]:g} is the {'smallest' if side < 0 else 'largest'} "
@@ -244,36 +279,130 @@ def tuning_state(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm
 
 
 def full_choice(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm,
-                best: tuple[float, float]) -> tuple[tuple[float, float], list[str]]:
-    """The (lr, warm-up) the full-budget seeds train at: the tuning's winner, stepped down a half-decade when a
-    seed diverged there (a tuning budget can hide a divergence that the longer peak of the full budget meets),
-    at most :attr:`Campaign.max_widen` times; every seed of a row trains at the same lr. Returns it and one note
-    per step down."""
+                best: tuple[float, float], reg: tuple[float, float] = (0.0, 0.0)
+                ) -> tuple[tuple[float, float], list[str]]:
+    """The (lr, warm-up) the full-budget seeds train at: the tuning's winner, stepped down one rung of the
+    campaign's lr ladder when a seed diverged there (a tuning budget can hide a divergence that the longer peak
+    of the full budget meets), at most :attr:`Campaign.max_widen` times; every seed of a row trains at the same
+    lr. Returns it and one note per step down."""
     lr, wu = best
     notes = []
     for _ in range(campaign.max_widen):
         failed = []
         for seed in campaign.seeds_for(comp.key):
-            o = store.outcome(Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key)))
+            o = store.outcome(Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key, arm.label), reg))
             if o is not None and o.get("status") == "failed":
                 failed.append((seed, o.get("error", "")))
         if not failed:
             break
         step = re.search(r"step (\d+)", failed[0][1])
-        new = half_decade(lr, -1)
+        new = ladder(lr, -1, campaign.lr_per_decade)
         notes.append(f"lr {lr:g} diverged at the full budget (seed {failed[0][0]}"
                      + (f", step {int(step.group(1)):,}" if step else "") + f"): the seeds train at {new:g}")
         lr = new
     return (lr, wu), notes
 
 
+def takes_dropout(kind: str) -> bool:
+    """Whether models of ``kind`` have a ``dropout`` config key (the regularisation grid's dropout applies)."""
+    from geomlab.models import model_class
+
+    return "dropout" in model_class(kind).default_config()
+
+
+def reg_state(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm, best: tuple[float, float]
+              ) -> tuple[list[Job], list[tuple[tuple[float, float], float | None]], tuple[float, float] | None]:
+    """The regularisation of one arm, tuned after its (lr, warm-up) ``best`` (one rule for every model): each
+    setting of :attr:`Campaign.regs` that applies to the model (dropout only where the config has it) trains
+    the tuning budget at ``best`` with seed 0; the lowest validation BPC wins (the unregularised run is the
+    lr tuning's own). Returns ``(pending jobs, [(setting, valid BPC or None)], winner or None while pending)``;
+    an arm that borrows its lr borrows its regularisation too. Source: design choice."""
+    src = campaign.borrowed(comp, arm)
+    if src is not None:
+        return [], [], reg_state(campaign, store, *src, best)[2]
+    steps = campaign.tune_steps(comp.key, arm.label)
+    regs = [r for r in campaign.regs if r[1] == 0 or takes_dropout(arm.kind)]
+    if (0.0, 0.0) not in regs:
+        regs.insert(0, (0.0, 0.0))
+    pending, results = [], []
+    for r in regs:
+        o = store.outcome(Job(comp, arm, "tune", best[0], best[1], campaign.seeds[0], steps, r))
+        if o is None:
+            pending.append(Job(comp, arm, "tune", best[0], best[1], campaign.seeds[0], steps, r))
+        else:
+            results.append((r, (o.get("metrics") or {}).get("valid_bpc") if o.get("status") == "done" else None))
+    if pending:
+        return pending, results, None
+    done = [(v, r) for r, v in results if v is not None and math.isfinite(v)]
+    return [], results, (min(done)[1] if done else (0.0, 0.0))
+
+
+def decided(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm
+            ) -> tuple[list[Job], tuple[float, float, tuple[float, float]] | None]:
+    """The tuning jobs still pending for ``arm`` and, once tuned, the (lr, warm-up, regularisation) its seeds
+    train at (:func:`tuning_state`, :func:`reg_state`, :func:`full_choice`)."""
+    pending, _, best, _ = tuning_state(campaign, store, comp, arm)
+    if best is None:
+        return pending, None
+    pending, _, reg = reg_state(campaign, store, comp, arm, best)
+    if reg is None:
+        return pending, None
+    (lr, wu), _ = full_choice(campaign, store, comp, arm, best, reg)
+    return [], (lr, wu, reg)
+
+
+def _gaps_settled(campaign: Campaign, store: RunStore, comp: Comparison, seeds: tuple[int, ...]) -> bool | None:
+    """Whether every arm's seed-paired test and valid gap to the baseline over ``seeds`` is settled under
+    :attr:`Campaign.seed_rule` (``None`` while a run of those seeds is missing or an arm is not tuned)."""
+    from geomlab.report.aggregation import ci95, mean
+
+    base = next((a for a in comp.arms if a.baseline), None)
+    values: dict[str, dict[str, list[float]]] = {}
+    for arm in comp.arms:
+        _, choice = decided(campaign, store, comp, arm)
+        if choice is None:
+            return None
+        lr, wu, reg = choice
+        got = {"valid_bpc": [], "test_bpc": []}
+        for seed in seeds:
+            o = store.outcome(Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key, arm.label), reg))
+            if o is None or o.get("status") != "done":
+                return None
+            for k in got:
+                got[k].append(float(o["metrics"][k]))
+        values[arm.label] = got
+    half = campaign.seed_rule[0]
+    for arm in comp.arms:
+        if arm is base:
+            continue
+        for k in ("valid_bpc", "test_bpc"):
+            d = [a - b for a, b in zip(values[arm.label][k], values[base.label][k])]
+            m, h = mean(d), ci95(d)
+            if h is None or not (abs(m) > h or h < half):
+                return False
+    return True
+
+
+def seeds_planned(campaign: Campaign, store: RunStore, comp: Comparison) -> tuple[int, ...]:
+    """The seeds comparison ``comp`` trains: :meth:`Campaign.seeds_for`, and under :attr:`Campaign.seed_rule`
+    one more (the next integer) each time every arm finished the seeds so far and some gap is not yet settled
+    (:func:`_gaps_settled`), up to the rule's most seeds. Source: the plan of docs/results.md (design choice)."""
+    seeds = campaign.seeds_for(comp.key)
+    if campaign.seed_rule is None or not any(a.baseline for a in comp.arms):
+        return seeds
+    while len(seeds) < campaign.seed_rule[1] and _gaps_settled(campaign, store, comp, seeds) is False:
+        seeds = (*seeds, max(seeds) + 1)
+    return seeds
+
+
 def jobs(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> Iterator[Job]:
     """The jobs not finished yet whose inputs are ready, in campaign order (the :attr:`Campaign.late` arms
-    last, in their order): per comparison, every arm's tuning runs, then the full-budget runs seed by seed
-    (seed 0 of every arm whose tuning is decided, then seed 1, ...), so each comparison has a first paired seed early. A
-    comparison of one seed (the zoo's models, each on its own: nothing to pair) puts the full run of every arm
-    whose lr is already decided (e.g. borrowed, :attr:`Campaign.lr_from`) before the other arms' tuning runs,
-    so its first models finish early (design choice)."""
+    last, in their order): per comparison, every arm's tuning runs (lr and warm-up, then regularisation), then
+    the full-budget runs seed by seed (seed 0 of every arm whose tuning is decided, then seed 1, ...), so each
+    comparison has a first paired seed early. A comparison of one seed (the zoo's models, each on its own:
+    nothing to pair) puts the full run of every arm whose lr is already decided (e.g. borrowed,
+    :attr:`Campaign.lr_from`) before the other arms' tuning runs, so its first models finish early (design
+    choice)."""
     def is_late(c: Comparison, a: Arm, entry: tuple[str, str]) -> bool:
         return c.key == entry[0] and entry[1] in ("*", a.label)
 
@@ -283,15 +412,15 @@ def jobs(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = Non
     for comp, arms in groups:
         chosen, tuning = [], []
         for arm in arms:
-            pending, _, best, _ = tuning_state(campaign, store, comp, arm)
+            pending, choice = decided(campaign, store, comp, arm)
             tuning += pending
-            if best is not None:
-                chosen.append((arm, full_choice(campaign, store, comp, arm, best)[0]))
-        seeds = campaign.seeds_for(comp.key)
+            if choice is not None:
+                chosen.append((arm, choice))
+        seeds = seeds_planned(campaign, store, comp)
         full = []
         for seed in seeds:
-            for arm, (lr, wu) in chosen:
-                j = Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key))
+            for arm, (lr, wu, reg) in chosen:
+                j = Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key, arm.label), reg)
                 if store.outcome(j) is None:
                     full.append(j)
         yield from (full + tuning if len(seeds) == 1 else tuning + full)
@@ -299,4 +428,4 @@ def jobs(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = Non
 
 def blocked(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> bool:
     """Whether arms wait on tuning runs still to finish (so a worker with nothing to take may wait for them)."""
-    return any(tuning_state(campaign, store, c, a)[0] for c in campaign.comparisons(only) for a in c.arms)
+    return any(decided(campaign, store, c, a)[0] for c in campaign.comparisons(only) for a in c.arms)

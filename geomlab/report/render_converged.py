@@ -169,6 +169,8 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
         ets = (f"{et['valid']:.3f} vs {et['baseline_valid']:.3f} ({et['gap']:+.3f}) at {et['seconds'] / 60:.0f} min"
                if et else "—")
         wu = f"{r['warmup']:.0%}" if r.get("warmup") is not None else "—"
+        if "reg_tuning" in r and r.get("weight_decay") is not None:  # a campaign that tunes regularisation
+            wu += f"; wd {r['weight_decay']:g}, dropout {r['dropout']:g}"
         ci = (f"{r['test_mean']:.3f} ± {r['test_ci95']:.3f}" if r.get("test_ci95") is not None
               else _f(r.get("test_mean")))
         lines.append(f"| {r['label']} | {r['status']} | {r.get('lr', '—')} | {wu} | {tune} | {ci} | "
@@ -254,10 +256,8 @@ def converged_markdown(results: dict[str, Any], figures: dict[str, str] | None =
     lines += speed_alone(results.get("speed_alone"))
     lines += figures_section(figures)
     lines += ["## Reproduce", "", "```bash",
-              "# one worker per core; stop and start again at will (runs resume from their checkpoints)",
-              "GEOMLAB_DATA_DIR=../shared/data geomlab report --converged --threads 1 --store runs/converged &",
-              "GEOMLAB_DATA_DIR=../shared/data geomlab report --converged --threads 1 --store runs/converged &",
-              "wait",
+              "# two runs at a time through submitit; stop and start again at will (runs resume from their checkpoints)",
+              "GEOMLAB_DATA_DIR=../shared/data geomlab report --converged --workers 2 --threads 1 --store runs/converged",
               f"geomlab report --converged --collect --store runs/converged --out {results.get('out', 'FILE')}",
               "```", "", "The raw numbers (every run's curve, the tuning, configs) are in `results/results.json` "
               "next to this file.", ""]

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from geomlab.core.jsonread import read_json
-from geomlab.report.campaign import Campaign, full_choice, tuning_state
+from geomlab.report.campaign import Campaign, full_choice, reg_state, seeds_planned, tuning_state
 from geomlab.report.protocol import Arm, Comparison
 from geomlab.report.store import Job, RunStore
 
@@ -93,7 +93,8 @@ def _trace_ms(store: RunStore, job: Job, length: int = 128) -> float | None:
 
 
 def _tuning_jobs(campaign: Campaign, comp: Comparison, arm: Arm, tuning) -> list[Job]:
-    return [Job(comp, arm, "tune", lr, wu, campaign.seeds[0], campaign.tune_steps(comp.key)) for lr, wu, _ in tuning]
+    return [Job(comp, arm, "tune", lr, wu, campaign.seeds[0], campaign.tune_steps(comp.key, arm.label))
+            for lr, wu, _ in tuning]
 
 
 def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> dict[str, Any]:
@@ -104,22 +105,32 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     from geomlab.report.aggregation import ci95, mean, std
 
     pending, tuning, best, note = tuning_state(campaign, store, comp, arm)
-    steps = campaign.full_steps(comp.key)
+    steps = campaign.full_steps(comp.key, arm.label)
+    planned = seeds_planned(campaign, store, comp)
     row: dict[str, Any] = {
         "label": arm.label, "kind": arm.kind, "baseline": arm.baseline, "paper": dict(arm.paper),
         "goal": arm.goal, "versus": arm.versus,
-        "budget": arm.budget, "planned_seeds": list(campaign.seeds_for(comp.key)), "seeds": [], "valid": [], "test": [],
+        "budget": arm.budget, "planned_seeds": list(planned), "seeds": [], "valid": [], "test": [],
         "tokens_per_s": [], "train_time_s": [], "cpu_s": [], "curves": [], "failed_seeds": [],
         "tuning": [{"lr": lr, "warmup": wu, "valid": v} for lr, wu, v in sorted(tuning)],
-        "tuning_steps": campaign.tune_steps(comp.key), "tuning_note": note, "steps": steps}
+        "tuning_steps": campaign.tune_steps(comp.key, arm.label), "tuning_note": note, "steps": steps}
+    reg = None
     if best is not None:
         row["lr_sweep"] = {str(lr): v for lr, wu, v in sorted(tuning) if wu == best[1]}
         row["tuned_lr"] = best[0]
-        best, row["full_notes"] = full_choice(campaign, store, comp, arm, best)
+        reg_pending, reg_tried, reg = reg_state(campaign, store, comp, arm, best)
+        pending = pending + reg_pending
+        if any(r != (0.0, 0.0) for r, _ in reg_tried) or reg_pending:
+            row["reg_tuning"] = [{"weight_decay": r[0], "dropout": r[1], "valid": v} for r, v in reg_tried]
+    if reg is not None:
+        best, row["full_notes"] = full_choice(campaign, store, comp, arm, best, reg)
         row["lr"], row["warmup"] = best
+        row["weight_decay"], row["dropout"] = reg
+    else:
+        best = None
     first = None
-    for seed in campaign.seeds_for(comp.key) if best is not None else ():
-        job = Job(comp, arm, "full", best[0], best[1], seed, steps)
+    for seed in planned if best is not None else ():
+        job = Job(comp, arm, "full", best[0], best[1], seed, steps, reg)
         o = store.outcome(job)
         if o is None:
             step = store.step(job)
@@ -138,6 +149,7 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
         row["train_time_s"].append(secs)
         row["tokens_per_s"].append(steps * campaign.batch_size * campaign.seq_len / max(secs, 1e-9))
         row["cpu_s"].append(o.get("cpu_s"))
+        row.setdefault("flops_per_step", o.get("flops_per_step"))
         row.update(params=_effective_params(o), params_stored=o["params_stored"], config=o["config"])
     row["valid_mean"], row["valid_std"], row["valid_ci95"] = mean(row["valid"]), std(row["valid"]), ci95(row["valid"])
     row["test_mean"], row["test_std"], row["test_ci95"] = mean(row["test"]), std(row["test"]), ci95(row["test"])
@@ -152,19 +164,21 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
             gains.append(early - pts[-1][1])
     row["late_gain"] = mean(gains)
     row["trace_ms"] = _trace_ms(store, first) if first else None
-    n_tune = row["tuning_planned"] = len(tuning) + len(pending)
+    reg_done = sum(1 for t in row.get("reg_tuning", []) if (t["weight_decay"], t["dropout"]) != (0.0, 0.0))
+    n_tune = row["tuning_planned"] = len(tuning) + len(pending) + reg_done
+    row["tuning_done"] = len(tuning) + reg_done
     if not pending and best is None and campaign.borrowed(comp, arm) is None:  # every lr diverged: no seed
         row["planned_seeds"] = []
     # CPU seconds per step of this arm, from any finished run (tuning runs give it early): the time left
     rates = [o["cpu_s"] / o["steps"] for j in _tuning_jobs(campaign, comp, arm, tuning) + ([
-        Job(comp, arm, "full", best[0], best[1], s, steps) for s in row["planned_seeds"]] if best else [])
+        Job(comp, arm, "full", best[0], best[1], s, steps, reg) for s in row["planned_seeds"]] if best else [])
         if (o := store.outcome(j)) and o.get("cpu_s") and o.get("status") == "done"]
-    left = len(pending) * campaign.tune_steps(comp.key) + (len(row["planned_seeds"]) - len(row["seeds"])
+    left = len(pending) * campaign.tune_steps(comp.key, arm.label) + (len(row["planned_seeds"]) - len(row["seeds"])
                                                            - len(row["failed_seeds"])) * steps
     row["cpu_s_per_step"] = sum(rates) / len(rates) if rates else None
     row["cpu_hours_left"] = row["cpu_s_per_step"] * left / 3600 if rates else (0.0 if left == 0 else None)
     if pending:
-        row["status"] = f"tuning: {len(tuning)} of {n_tune} short runs"
+        row["status"] = f"tuning: {row['tuning_done']} of {n_tune} short runs"
     elif best is None and campaign.borrowed(comp, arm) is not None:
         row["status"] = note
     elif best is None:
@@ -203,10 +217,13 @@ def equal_time(row: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | No
             "gap": mean(mine) - mean(theirs), "seeds": len(mine)}
 
 
-def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None) -> dict[str, Any]:
+def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None,
+            corpora: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The results dict of everything the store holds (train nothing): ``kind`` ``"converged"``, the campaign
     (``protocol``), ``progress`` (runs finished / planned so far, CPU hours spent), and one comparison per key
-    with its rows (:func:`arm_row`), each against the baseline (speed, paired test gap, :func:`equal_time`)."""
+    with its rows (:func:`arm_row`), each against the baseline (speed, paired test gap, :func:`equal_time`).
+    ``corpora``: each comparison's ``split`` rule and ``unigram_bpc`` (valid) by key, as a records file keeps
+    them (default: read from the corpus when it is on this machine)."""
     import datetime as _dt
     import platform
 
@@ -225,20 +242,23 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
         for r in rows:
             r["equal_time"] = equal_time(r, base) if base else None
             planned += r["tuning_planned"] + len(r["planned_seeds"])
-            done += len([t for t in r["tuning"]]) + len(r["seeds"]) + len(r["failed_seeds"])
+            done += r["tuning_done"] + len(r["seeds"]) + len(r["failed_seeds"])
         try:
+            if corpora is not None:
+                raise LookupError("given")
             from geomlab.data.tasks import unigram_bpc
             from geomlab.training.zoo import make_task
 
             task = make_task(campaign.task_string(comp))
-            split, unigram = task.spec().get("split_rule", ""), unigram_bpc(task)
-        except ValueError:  # the corpus is not on this machine: the table still renders
-            split, unigram = "", None
+            split, uni = task.spec().get("split_rule", ""), unigram_bpc(task)
+        except (ValueError, LookupError):  # the corpus is not on this machine (or given): the table still renders
+            given = (corpora or {}).get(comp.key) or {}
+            split, uni = given.get("split", ""), given.get("unigram_bpc")
         for r in rows:  # "every baseline trains": a model within 0.15 bits of the unigram learned nothing else
-            r["near_unigram"] = bool(unigram is not None and r.get("valid_mean") is not None
-                                     and r["valid_mean"] > unigram - 0.15)
+            r["near_unigram"] = bool(uni is not None and r.get("valid_mean") is not None
+                                     and r["valid_mean"] > uni - 0.15)
         comps.append({"key": comp.key, "title": comp.title, "corpus": comp.corpus, "claim": comp.claim,
-                      "note": comp.note, "split": split, "unigram_bpc": unigram, "steps": campaign.full_steps(comp.key), "rows": rows})
+                      "note": comp.note, "split": split, "unigram_bpc": uni, "steps": campaign.full_steps(comp.key), "rows": rows})
     for f in store.root.glob("**/outcome.json"):
         try:
             cpu += float(read_json(f).get("cpu_s") or 0.0)
@@ -295,7 +315,7 @@ def restore(campaign: Campaign, store: RunStore, results: dict[str, Any]) -> int
             if arm is None:
                 continue
             rate = r.get("cpu_s_per_step")
-            tune = campaign.tune_steps(comp.key)
+            tune = campaign.tune_steps(comp.key, arm.label)
             for t in r.get("tuning") or []:
                 v = t.get("valid")
                 put(Job(comp, arm, "tune", float(t["lr"]), float(t["warmup"]), campaign.seeds[0], tune),
@@ -304,7 +324,7 @@ def restore(campaign: Campaign, store: RunStore, results: dict[str, Any]) -> int
                      "history": [], "cpu_s": rate * tune if rate else None, "cpu_s_estimated": True})
             if r.get("lr") is None:
                 continue
-            steps = int(r.get("steps") or campaign.full_steps(comp.key))
+            steps = int(r.get("steps") or campaign.full_steps(comp.key, arm.label))
             for note in r.get("full_notes") or []:
                 m = _DIVERGED_NOTE.match(note)
                 if m:

@@ -26,7 +26,8 @@ def slug(text: str) -> str:
 @dataclass(frozen=True)
 class Job:
     """One training run of the campaign: comparison ``comp``, ``arm``, ``phase`` (``tune`` or ``full``),
-    ``lr``, ``warmup``, ``seed`` and ``steps``; :attr:`key` is its folder in the store."""
+    ``lr``, ``warmup``, ``seed``, ``steps`` and ``reg`` (AdamW weight decay, dropout probability); :attr:`key` is
+    its folder in the store (a run without regularisation has no ``-wd..-do..`` part in its key)."""
 
     comp: Comparison
     arm: Arm
@@ -35,11 +36,13 @@ class Job:
     warmup: float
     seed: int
     steps: int
+    reg: tuple[float, float] = (0.0, 0.0)
 
     @property
     def key(self) -> str:
+        reg = f"-wd{self.reg[0]:g}-do{self.reg[1]:g}" if any(self.reg) else ""
         return (f"{self.comp.key}/{slug(self.arm.label)}/{self.phase}-{self.steps}/"
-                f"lr{self.lr:g}-wu{self.warmup:g}-seed{self.seed}")
+                f"lr{self.lr:g}-wu{self.warmup:g}{reg}-seed{self.seed}")
 
 
 class RunStore:

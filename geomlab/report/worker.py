@@ -1,12 +1,13 @@
-"""The converged campaign's worker: one run of the campaign (:func:`job_spec`, :func:`train_job`) and the loop
-that trains the next run no other worker holds (:func:`work`)."""
+"""One run of a campaign: its recipe (:func:`job_spec`), its training with the record it leaves
+(:func:`train_job`) and the call a job scheduler runs (:func:`run_job`; :mod:`geomlab.report.dispatch` submits
+it)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any, Callable
 
-from geomlab.report.campaign import Campaign, blocked, jobs
+from geomlab.report.campaign import Campaign
 from geomlab.report.store import Job, RunStore
 
 
@@ -16,10 +17,11 @@ def job_spec(campaign: Campaign, job: Job, device: str = "auto"):
     valid and test splits, or for a tuning run only the valid split, which is all the tuning reads)."""
     from geomlab.training.zoo import recipe
 
-    return recipe(job.arm.kind, budget=job.arm.budget or None, config=job.arm.config,
+    config = {**job.arm.config, **({"dropout": job.reg[1]} if job.reg[1] else {})}
+    return recipe(job.arm.kind, budget=job.arm.budget or None, config=config,
                   data=campaign.task_string(job.comp),
                   steps=job.steps, batch_size=campaign.batch_size, seq_len=campaign.seq_len, lr=job.lr,
-                  seed=job.seed, warmup=job.warmup, eval_every=min(campaign.eval_every, job.steps),
+                  seed=job.seed, warmup=job.warmup, weight_decay=job.reg[0], eval_every=min(campaign.eval_every, job.steps),
                   eval_tokens=None, final_eval=job.phase == "full", device=device)
 
 
@@ -29,11 +31,15 @@ def train_job(campaign: Campaign, store: RunStore, job: Job, task, log: Callable
     (``done``/``failed``), ``metrics`` (full valid and test splits), ``history`` (validations and the loss
     every ``log_every`` steps, with training seconds), ``train_time_s``, ``cpu_s`` (process CPU seconds over
     every resumption), ``tokens_per_s``, ``params``, ``params_stored``, ``config``, ``threads`` (torch CPU
-    threads of this worker), ``error``."""
+    threads of this worker), ``flops_per_step`` (:func:`geomlab.report.flops.step_flops` of the model at the
+    campaign's batch), ``provenance`` (:func:`geomlab.report.records.provenance`: commit, date, host, torch,
+    data sha256), ``weight_decay``, ``dropout``, ``error``."""
     import torch
 
-    from geomlab.training import runs
     from geomlab.models import count_params
+    from geomlab.report.flops import FlopsError, step_flops
+    from geomlab.report.records import provenance
+    from geomlab.training import runs
     from geomlab.training.trainer import Trainer, TrainingError
 
     ckpt_dir = store.folder(job) / "ckpt"
@@ -53,7 +59,8 @@ def train_job(campaign: Campaign, store: RunStore, job: Job, task, log: Callable
         log(f"[converged] {job.key}: starting")
         trainer = runs.build(spec, task=task, out=ckpt_dir, callback=on_progress).trainer
     out: dict[str, Any] = {"key": job.key, "comparison": job.comp.key, "arm": job.arm.label, "phase": job.phase,
-                           "lr": job.lr, "warmup": job.warmup, "seed": job.seed, "steps": job.steps}
+                           "lr": job.lr, "warmup": job.warmup, "seed": job.seed, "steps": job.steps,
+                           "weight_decay": job.reg[0], "dropout": job.reg[1]}
     try:
         result = trainer.run()
         out.update(status="done", metrics=dict(result.metrics))
@@ -67,7 +74,11 @@ def train_job(campaign: Campaign, store: RunStore, job: Job, task, log: Callable
                tokens_per_s=tcfg.tokens_through(trainer.step) / max(trainer.elapsed_s, 1e-9),
                params=count_params(trainer.model, "effective"), params_stored=count_params(trainer.model, "stored"),
                config=dict(getattr(trainer.model, "config", {}) or {}), finished=time.time(),
-               threads=torch.get_num_threads())
+               threads=torch.get_num_threads(), provenance=provenance(task, device=str(next(trainer.model.parameters()).device)))
+    try:
+        out["flops_per_step"] = step_flops(out["config"], campaign.batch_size, campaign.seq_len)
+    except FlopsError:
+        out["flops_per_step"] = None
     store.write(job, "outcome.json", out)
     v = out["metrics"].get("valid_bpc")
     t = out["metrics"].get("test_bpc")
@@ -76,37 +87,27 @@ def train_job(campaign: Campaign, store: RunStore, job: Job, task, log: Callable
     return out
 
 
-def work(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = None,
-         log: Callable[[str], None] = print, max_jobs: int | None = None, wait_s: float = 60.0,
-         device: str = "auto") -> int:
-    """A worker: train the next job no live worker holds, until none is left (waiting ``wait_s`` between looks
-    while other workers' tuning runs gate the rest), or ``max_jobs`` finished. A job that raises (other than
-    a diverged run, which is an outcome) is logged and skipped by this worker. Returns the jobs it finished.
-    Several workers (processes, machines sharing ``store``) split the campaign between them."""
+def run_job(campaign: Campaign, root: str, job: Job, device: str = "cpu", threads: int | None = 1,
+            nice: int = 0) -> dict[str, Any] | None:
+    """Train ``job`` of ``campaign`` in the store at ``root`` in this process (what a job scheduler runs,
+    :mod:`geomlab.report.dispatch`): at ``nice`` priority (added to the process's own), with ``threads`` torch
+    threads (``None``: torch's default), holding the run's lock (:meth:`RunStore.acquire`) so that no second
+    process trains it at the same time. Returns the outcome, or ``None`` when another live process holds the run
+    or it finished meanwhile. Raises what :func:`train_job` raises (a bad checkpoint, a missing corpus)."""
+    import os
+
+    import torch
+
     from geomlab.training.zoo import make_task
 
-    tasks: dict[str, Any] = {}
-    finished = 0
-    broken: set[str] = set()  # jobs that raised here: skipped for the rest of this worker's life
-    while max_jobs is None or finished < max_jobs:
-        job = next((j for j in jobs(campaign, store, only)
-                    if j.key not in broken and store.acquire(j)), None)  # acquire refuses a held job
-        if job is None:
-            if blocked(campaign, store, only) and not broken:
-                log(f"[converged] waiting {wait_s:.0f} s for other workers' tuning runs")
-                time.sleep(wait_s)
-                continue
-            break
-        try:
-            name = campaign.task_string(job.comp)
-            if name not in tasks:
-                tasks[name] = make_task(name)
-            train_job(campaign, store, job, tasks[name], log, device)
-            finished += 1
-        except Exception as exc:  # a bad checkpoint, a missing corpus...: say so, leave the run, go on
-            broken.add(job.key)
-            log(f"[converged] {job.key}: not trained ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
-                "this worker skips it")
-        finally:
-            store.release(job)
-    return finished
+    if nice:
+        os.nice(nice)
+    if threads:
+        torch.set_num_threads(int(threads))
+    store = RunStore(root)
+    if not store.acquire(job):
+        return None
+    try:
+        return train_job(campaign, store, job, make_task(campaign.task_string(job.comp)), device=device)
+    finally:
+        store.release(job)

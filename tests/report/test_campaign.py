@@ -23,6 +23,36 @@ from geomlab.report.protocol import COMPARISONS
 from geomlab.report.render import converged_comparison, render_markdown
 
 
+class Inline:
+    """An executor with submitit's interface that runs each submitted call at once, in this process."""
+
+    class Done:
+        def __init__(self, fn, args):
+            self.job_id = "inline"
+            try:
+                self.value, self.error = fn(*args), None
+            except Exception as exc:
+                self.value, self.error = None, exc
+
+        def done(self):
+            return True
+
+        def result(self):
+            if self.error is not None:
+                raise self.error
+            return self.value
+
+    def submit(self, fn, *args):
+        return Inline.Done(fn, args)
+
+
+def work(plan, store, **kw):
+    """The campaign's runs through :func:`geomlab.report.dispatch.dispatch` with :class:`Inline`."""
+    from geomlab.report.dispatch import dispatch
+
+    return dispatch(plan, store, Inline(), **{"log": lambda m: None, "nice": 0, "poll_s": 0.0, **kw})
+
+
 def tiny(text_file, **kw) -> cp.Campaign:
     base = dict(steps=(("ts-50k", 12), ("grassmann-200k", 6)), seeds=(0, 1), eval_every=4, batch_size=4,
                 seq_len=16, corpus_override=str(text_file))
@@ -178,9 +208,9 @@ def test_a_gpu_run_resumes_on_the_worker_device(tmp_path, text_file):
     (store.folder(broken) / "ckpt").mkdir(parents=True)
     (store.folder(broken) / "ckpt" / "config.json").write_text("{not json")
     logs = []
-    wk.work(plan, store, log=logs.append, max_jobs=2, device="cpu")
+    work(plan, store, log=logs.append, max_jobs=2, device="cpu")
     assert store.outcome(job)["status"] == "done"
-    assert store.outcome(broken) is None and any("not trained" in m and broken.key in m for m in logs)
+    assert store.outcome(broken) is None and any("failed" in m and broken.key in m for m in logs)
 
 
 def test_a_stopped_run_resumes_to_the_same_numbers(tmp_path, text_file):
@@ -241,13 +271,13 @@ def test_equal_time_keeps_every_seed_at_its_own_time():
 
 @pytest.mark.slow
 def test_a_tiny_campaign_end_to_end(tmp_path, text_file):
-    """Two workers' worth of jobs through :func:`work`, then :func:`collect` and the Markdown: every arm tuned
+    """The campaign's jobs through the dispatcher, then :func:`collect` and the Markdown: every arm tuned
     (the winner inside its range or noted), both seeds finished, intervals and equal-time numbers present."""
     plan = tiny(text_file, steps=(("ts-50k", 12),))
     store = rs.RunStore(tmp_path / "store")
-    n = wk.work(plan, store, log=lambda m: None)
+    n = work(plan, store)
     assert n >= 2 * (4 + 2) and list(cp.jobs(plan, store)) == []
-    assert wk.work(plan, store, log=lambda m: None) == 0  # nothing left: a second worker exits at once
+    assert work(plan, store) == 0  # nothing left: a second dispatcher exits at once
     results = res.collect(plan, store)
     rows = results["comparisons"][0]["rows"]
     for r in rows:
@@ -303,15 +333,15 @@ def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--converged", "--steps", "5"], "--converged has its own protocol: drop --steps"),
-    (["--collect"], "--collect, --max-jobs, --device, --speed and --restore go with --converged"),
-    (["--device", "cuda"], "--collect, --max-jobs, --device, --speed and --restore go with --converged"),
-    (["--restore", "x.json"], "--collect, --max-jobs, --device, --speed and --restore go with --converged"),
+    (["--collect"], "--collect, --max-jobs, --device, --speed, --restore, --dry-run and --records go with"),
+    (["--device", "cuda"], "--collect, --max-jobs, --device, --speed, --restore, --dry-run and --records go with"),
+    (["--restore", "x.json"], "--collect, --max-jobs, --device, --speed, --restore, --dry-run and --records go with"),
     (["--converged", "--collect", "--restore", "missing.json"], "--restore missing.json: cannot read it"),
     (["--converged", "--collect", "--only", "word-problem"], "unknown comparisons"),
     (["--converged", "--collect", "--only", ","], "--only needs at least one comparison key"),
     (["--converged", "--max-jobs", "0"], "--max-jobs: must be an integer from 1"),
     (["--converged", "--collect"], "is not a folder of campaign runs (nothing to collect)"),
-    (["--converged", "--collect", "--store", ".", "--device", "cpu"], "--collect trains nothing"),
+    (["--converged", "--collect", "--store", ".", "--device", "cpu"], "--collect and --dry-run train nothing"),
 ])
 def test_cli_refuses_mixed_options(tmp_path, capsys, argv, message):
     assert main(["report", *argv, "--store", str(tmp_path / "s"), "--out", str(tmp_path / "r.md")]) == 2

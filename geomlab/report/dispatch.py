@@ -1,0 +1,79 @@
+"""A campaign's runs through a job scheduler: submitit (https://github.com/facebookincubator/submitit) runs each
+run as a job, on this machine (its local executor: one process per run) or on a SLURM cluster (the same
+command on the cluster's login node). :func:`dispatch` keeps up to ``parallel`` runs in flight, submitting the
+next ready run of :func:`geomlab.report.campaign.jobs` as one finishes, until none is left.
+
+Resumable as the store is: every run checkpoints every ``eval_every`` steps, so stopping the dispatcher (and
+its runs) and starting it again resumes each unfinished run from its checkpoint; a run that a live process
+still trains (its lock, :meth:`geomlab.report.store.RunStore.held`) is not submitted twice. Source: design
+choice."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from geomlab.core.extras import require
+from geomlab.report.campaign import Campaign, blocked, jobs
+from geomlab.report.store import RunStore
+from geomlab.report.worker import run_job
+
+#: The executors :func:`executor` makes: submitit's cluster names.
+CLUSTERS = ("local", "slurm", "debug")
+
+
+def executor(cluster: str, folder: str | Path, threads: int = 1, timeout_min: int = 24 * 60,
+             slurm: dict[str, Any] | None = None):
+    """A submitit executor: ``cluster`` ``"local"`` (a process per run on this machine), ``"slurm"`` (a SLURM
+    job per run, ``slurm``: extra ``slurm_*`` parameters such as ``{"slurm_partition": "cpu"}``) or
+    ``"debug"`` (in this process; tests). Logs and submitit's files go to ``folder``. Raises ``ValueError``
+    for an unknown cluster and :class:`geomlab.core.extras.MissingExtra` (one line) without submitit."""
+    if cluster not in CLUSTERS:
+        raise ValueError(f"--executor {cluster!r}: use one of {', '.join(CLUSTERS)}")
+    submitit = require("submitit", "dispatching the campaign's runs")
+    ex = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
+    params: dict[str, Any] = {"timeout_min": int(timeout_min)}
+    if cluster == "slurm":
+        params.update(cpus_per_task=int(threads), **(slurm or {}))
+    ex.update_parameters(**params)
+    return ex
+
+
+def dispatch(campaign: Campaign, store: RunStore, ex, parallel: int = 1, only: tuple[str, ...] | None = None,
+             device: str = "cpu", threads: int = 1, nice: int = 19, max_jobs: int | None = None,
+             poll_s: float = 5.0, log: Callable[[str], None] = print) -> int:
+    """Run the campaign's runs through executor ``ex`` (:func:`executor`), at most ``parallel`` at a time, each
+    with ``threads`` torch threads at ``nice`` priority on ``device``, until no run is left (or ``max_jobs``
+    were submitted). A run whose job raised (a bad checkpoint, a missing corpus, a killed job) is logged and
+    not submitted again by this dispatcher; a diverged run is an outcome, not an error. Returns the number of
+    runs that finished here."""
+    running: dict[str, Any] = {}
+    broken: set[str] = set()
+    submitted = finished = 0
+    while True:
+        for key, sj in list(running.items()):
+            if not sj.done():
+                continue
+            del running[key]
+            try:
+                finished += sj.result() is not None
+                log(f"[dispatch] {key}: finished")
+            except Exception as exc:  # the job's own error (submitit re-raises it here): say so, go on
+                broken.add(key)
+                log(f"[dispatch] {key}: failed ({type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}); "
+                    "not submitted again by this dispatcher")
+        room = parallel - len(running)
+        ready = [] if room <= 0 or (max_jobs is not None and submitted >= max_jobs) else [
+            j for j in jobs(campaign, store, only) if j.key not in running and j.key not in broken
+            and not store.held(j)][:room]
+        for j in ready[:None if max_jobs is None else max_jobs - submitted]:
+            running[j.key] = ex.submit(run_job, campaign, str(store.root), j, device, threads, nice)
+            submitted += 1
+            log(f"[dispatch] {j.key}: submitted ({getattr(running[j.key], 'job_id', '?')})")
+        if not running:
+            if ready or (blocked(campaign, store, only) and not broken and max_jobs is None):
+                time.sleep(poll_s)  # other processes hold runs this campaign waits on
+                continue
+            return finished
+        time.sleep(poll_s)

@@ -1,0 +1,345 @@
+"""The results page, ``docs/results.md``: the converged campaign regenerated from its committed run records
+(:mod:`geomlab.report.records`), a verdict per paper claim (:data:`CLAIMS`, :func:`verdicts`), the budget
+differences, the fair campaign's declared plan (:mod:`geomlab.report.plan`) and, as an appendix labelled a smoke
+run, the quick 300-step report (:func:`results_page`; ``geomlab report --page`` writes it)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: The committed inputs of the page, relative to the repository root.
+RECORDS = "docs/results/runs/converged/records.jsonl"
+FAIR_RECORDS = "docs/results/runs/fair/records.jsonl"
+BENCH = "docs/results/runs/converged/bench_train.json"
+SMOKE = "docs/results/results.json"
+PAGE = "docs/results.md"
+
+#: Half-width (BPC) below which a difference counts as settled, and within which two models "match".
+MARGIN = 0.02
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A paper's claim as a test on the campaign's rows: model ``arm`` minus ``against`` (default: the
+    comparison's baseline) in test BPC, seed-paired (a claim against a control only the fair campaign
+    trains is "not run" before it). ``rule``: ``"lower"`` (the model is ahead: supported when
+    the 95% interval lies below 0, contradicted when above), ``"match"`` (supported when the interval lies
+    within +-:data:`MARGIN`, contradicted when it excludes 0) or ``"not worse"`` (supported when its upper end
+    is below +:data:`MARGIN`, contradicted when its lower end is above it); otherwise open."""
+
+    paper: str
+    text: str
+    comparison: str
+    arm: str
+    against: str | None = None
+    rule: str = "lower"
+    caveat: str = ""
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("OSM", "OSMFormer beats the Transformer at ~100K on Tiny Shakespeare (2.464 vs 2.583 test BPC)",
+          "ts-100k", "OSMFormer O(d), linear mixing"),
+    Claim("OSM", "Linear mixing beats identity mixing (the ablation)", "ts-100k", "OSMFormer O(d), linear mixing",
+          "OSMFormer O(d), identity mixing"),
+    Claim("OSM", "OSM-RNN beats the LSTM at ~50K (2.539 vs 2.594 test BPC)", "ts-50k", "OSM-RNN O(d)"),
+    Claim("OSM", "OSMFormer beats the Transformer on PTB characters (1.614 vs 1.664 test BPC)", "ptb-100k",
+          "OSMFormer O(d), linear mixing"),
+    Claim("CEM", "Tied CEM layers (T=1) match Llama at equal parameters", "cem-200k", "CEM T=1, shared diagonal",
+          rule="match"),
+    Claim("CEM", "Two recursion steps help (T=2 vs T=1)", "cem-200k", "CEM T=2, shared diagonal",
+          "CEM T=1, shared diagonal"),
+    Claim("CEM", "The shared diagonal is essential (T=2 with vs without)", "cem-200k", "CEM T=2, shared diagonal",
+          "CEM T=2, no diagonal"),
+    Claim("Grassmann", "Grassmann flows come close to attention (all offsets in every layer, 4 layers)",
+          "grassmann-200k", "Grassmann (Gr(2, r), offsets 1..16)", rule="not worse"),
+    Claim("Grassmann", "Grassmann flows come close to attention (one offset per layer, 6 layers)",
+          "grassmann-200k", "Grassmann, one offset per layer (1, 2, 4, 8, 12, 16), 6 layers", rule="not worse",
+          caveat="confounded: 6 layers against the twin's 4, and the post-norm twin is unstable at lr >= 0.003 "
+                 "with 2% warm-up; the fair campaign adds depth-matched and pre-norm twins"),
+    Claim("Grassmann", "... against the depth-matched twin (6 layers, post-norm)", "grassmann-200k",
+          "Grassmann, one offset per layer (1, 2, 4, 8, 12, 16), 6 layers",
+          "Same block with causal attention, 6 layers", rule="not worse"),
+    Claim("Grassmann", "... against the depth-matched pre-norm twin (6 layers)", "grassmann-200k",
+          "Grassmann, one offset per layer (1, 2, 4, 8, 12, 16), 6 layers",
+          "Same block with causal attention, pre-norm, 6 layers", rule="not worse"),
+)
+
+
+def paired(rows: dict[str, dict[str, Any]], arm: str, against: str, split: str) -> dict[str, Any] | None:
+    """Seed-paired difference ``arm - against`` of the rows' per-seed ``split`` (``"test"``/``"valid"``) BPC:
+    ``{"gap", "ci95", "seeds"}`` (``ci95``: half-width, Student t; ``None`` below two seeds), or ``None``
+    without a common seed."""
+    from geomlab.report.aggregation import ci95, mean
+
+    a, b = rows.get(arm), rows.get(against)
+    if not a or not b:
+        return None
+    common = [s for s in a["seeds"] if s in b["seeds"]]
+    d = [a[split][a["seeds"].index(s)] - b[split][b["seeds"].index(s)] for s in common]
+    d = [x for x in d if x is not None]
+    if not d:
+        return None
+    return {"gap": mean(d), "ci95": ci95(d), "seeds": len(d)}
+
+
+def verdict(gap: dict[str, Any] | None, rule: str) -> str:
+    """``supported`` / ``contradicted`` / ``open`` of a :func:`paired` test gap under ``rule`` (:class:`Claim`)."""
+    if gap is None or gap["ci95"] is None:
+        return "open"
+    lo, hi = gap["gap"] - gap["ci95"], gap["gap"] + gap["ci95"]
+    if rule == "lower":
+        return "supported" if hi < 0 else "contradicted" if lo > 0 else "open"
+    if rule == "match":
+        return "supported" if -MARGIN < lo and hi < MARGIN else "contradicted" if lo > 0 or hi < 0 else "open"
+    return "supported" if hi < MARGIN else "contradicted" if lo > MARGIN else "open"
+
+
+def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One entry per :data:`CLAIMS` item found in ``results`` (a collected campaign): the claim, the test and
+    valid gaps with intervals, the equal-time gap the campaign measured, and the verdict on the test split."""
+    out = []
+    comps = {c["key"]: c for c in results["comparisons"]}
+    for cl in CLAIMS:
+        c = comps.get(cl.comparison)
+        if c is None:
+            continue
+        rows = {r["label"]: r for r in c["rows"]}
+        against = cl.against or next(r["label"] for r in c["rows"] if r["baseline"])
+        test, valid = paired(rows, cl.arm, against, "test"), paired(rows, cl.arm, against, "valid")
+        et = (rows.get(cl.arm) or {}).get("equal_time") if cl.against is None else None
+        out.append({"claim": cl, "against": against, "test": test, "valid": valid,
+                    "equal_time": et, "verdict": verdict(test, cl.rule)})
+    return out
+
+
+def equal_compute(results: dict[str, Any], cl: Claim, measure: str) -> dict[str, Any] | None:
+    """The test gap of claim ``cl`` at equal compute in ``measure`` (``"CPU"`` or ``"FLOPs"``) in the fair
+    campaign's ``results``: the model's own schedule at the baseline's budget against the baseline, or the
+    model against the baseline's schedule at the model's budget where the baseline is the costlier
+    (:mod:`geomlab.report.plan`); ``None`` for an ablation claim or before both have a seed."""
+    c = next((c for c in results["comparisons"] if c["key"] == cl.comparison), None)
+    if c is None or cl.against is not None:
+        return None
+    rows = {r["label"]: r for r in c["rows"]}
+    base = next(r["label"] for r in c["rows"] if r["baseline"])
+    mine = next((k for k in rows if k.startswith(f"{cl.arm} at the baseline's {measure} budget (")), None)
+    if mine:
+        return paired(rows, mine, base, "test")
+    theirs = next((k for k in rows if k.startswith(f"{base} at the {measure} budget of {cl.arm} (")), None)
+    return paired(rows, cl.arm, theirs, "test") if theirs else None
+
+
+def _gap(g: dict[str, Any] | None) -> str:
+    if g is None:
+        return "—"
+    if g["ci95"] is None:
+        return f"{g['gap']:+.3f} ({g['seeds']} seed)"
+    return f"{g['gap']:+.3f} [{g['gap'] - g['ci95']:+.3f}, {g['gap'] + g['ci95']:+.3f}]"
+
+
+def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) -> list[str]:
+    """``## Verdict per paper claim``: the table of :func:`verdicts` of the converged ``results`` (before) and
+    of the fair campaign's ``after`` (equal steps, and the test gap at equal CPU time and equal FLOPs; pending
+    while it has no records), and how to read it."""
+    lines = ["## Verdict per paper claim", "",
+             "Model minus the model it is read against, in bits per character, seed-paired over the converged "
+             "campaign's 3 seeds, with the 95% interval in brackets; **negative: the claimed model is ahead**. The "
+             "verdict reads the test split at equal steps (the papers' setting: equal parameters, each model "
+             "trained to the same number of steps): *supported* when the interval lies on the claim's side, "
+             f"*contradicted* when it lies on the other, *open* when it spans both (a \"match\" claim needs the "
+             f"interval within ±{MARGIN} BPC; \"close to attention\" needs its upper end below +{MARGIN}). The "
+             "equal-time column is the converged campaign's reading at the shorter run's training time, which "
+             "catches the slower model mid-schedule (see Budget differences); the fair campaign below replaces it "
+             "with equal-compute runs. \"After\" is the fair campaign's verdict by the same rule with its test gap, "
+             "then its test gaps at equal CPU time and equal FLOPs: pending until its runs finish.", "",
+             "| paper | claim | against | test gap [95% CI] | valid gap [95% CI] | equal time (valid) | verdict "
+             "before | after | after, equal CPU | after, equal FLOPs |", "|---|---|---|---|---|---|---|---|---|---|"]
+    before = {v["claim"]: v for v in verdicts(results)}
+    later = {v["claim"]: v for v in verdicts(after)} if after else {}
+    for cl in CLAIMS:
+        v, a = before.get(cl), later.get(cl)
+        if v is not None and v["test"] is not None:
+            et = f"{v['equal_time']['gap']:+.3f}" if v["equal_time"] else "—"
+            cells = [v["against"], _gap(v["test"]), _gap(v["valid"]), et,
+                     f"**{v['verdict']}**" + (f" ({cl.caveat})" if cl.caveat else "")]
+        else:
+            cells = [cl.against or "the baseline", "—", "—", "—", "not run (a control of the fair campaign)"]
+        now = f"**{a['verdict']}** {_gap(a['test'])}" if a and a["test"] else "pending"
+        if cl.against is not None:  # an ablation or a control: the equal-compute arms are read against the baseline
+            eq = ["—", "—"]
+        else:
+            gaps = [equal_compute(after, cl, m) if after else None for m in ("CPU", "FLOPs")]
+            eq = [_gap(g) if g else "pending" for g in gaps]
+        lines.append(f"| {cl.paper} | {cl.text} | " + " | ".join([*cells, now, *eq]) + " |")
+    rows = {(c["key"], r["label"]): r for c in results["comparisons"] for r in c["rows"]}
+    goal = rows.get(("ts-100k", "OSMFormer O(d), linear mixing"))
+    if goal and goal.get("test_mean") is not None and goal.get("goal"):
+        reached = goal["test_mean"] < goal["goal"]
+        lines += ["", f"The ~100K OSMFormer's mean test BPC is {goal['test_mean']:.3f}: "
+                  + (f"below the {goal['goal']:.2f} goal." if reached else
+                     f"{goal['test_mean'] - goal['goal']:.3f} above the {goal['goal']:.2f} goal (no regularisation; "
+                     "the fair campaign tunes weight decay and, where the model has it, dropout).")]
+    return lines + [""]
+
+
+def budget_table() -> list[str]:
+    """``## Budget differences``: per comparison, each model's cost per training step against its baseline's in
+    CPU seconds and FLOPs (:data:`geomlab.report.plan.SIZING`), and the steps the fair campaign gives it at equal
+    compute."""
+    from geomlab.report.plan import FAIR, SIZING
+
+    lines = ["## Budget differences", "",
+             "Every converged row trained the same steps (10,000; Grassmann, CEM and the scaling rows 5,000) at "
+             "batch 32 x 128: equal steps and equal parameters, not equal compute. One training step costs:", "",
+             "| comparison | model | CPU s/step | GFLOPs/step | CPU ratio | FLOPs ratio |", "|---|---|---|---|---|---|"]
+    for comp in FAIR.comparisons():
+        base = next(a for a in comp.arms if a.baseline)
+        b = SIZING.get(f"{comp.key} / {base.label}")
+        for arm in comp.arms:
+            s = SIZING.get(f"{comp.key} / {arm.label}")
+            if s is None or b is None:
+                continue
+            lines.append(f"| {comp.key} | {arm.label}{' (baseline)' if arm is base else ''} | {s[0]:.3f} | "
+                         f"{s[1]:.2f} | {s[0] / b[0]:.2f} | {s[1] / b[1]:.2f} |")
+    lines += ["", "CPU seconds per step as the converged campaign measured them (one thread per run, two runs on a "
+              "shared 2-core machine); FLOPs per step counted by `torch.utils.flop_counter` on the row's model "
+              "(forward and backward; `geomlab.report.flops`). The two measures disagree where a model's work "
+              "is not matrix products (the OSM exponentials, the Grassmann Plücker coordinates) or where "
+              "attention's T x T products dominate (the attention twin costs more FLOPs than the Grassmann "
+              "model, but less CPU time).", "",
+              "Equal compute in the fair campaign: the costlier model also trains its own full schedule sized to "
+              "the other's budget:", ""]
+    lines += [f"- {c} / {a}" for (c, a), _ in FAIR.arm_steps]
+    return lines + [""]
+
+
+def plan_section(workers: int = 2) -> list[str]:
+    """``## The fair campaign``: the declared rule (:mod:`geomlab.report.plan`'s docstring) and the CPU-hour
+    estimate per block."""
+    from geomlab.report import plan
+
+    doc = plan.__doc__.split("The rule, the same for every model and baseline:")[1].split("Source:")[0].strip()
+    return ["## The fair campaign (declared before its runs)", "",
+            "The converged campaign left these open: equal time that catches the slower model mid-schedule, a "
+            "confounded Grassmann win, gaps not separated from zero at 3 seeds, no regularisation, a half-decade "
+            "lr grid, CEM stopped at 5,000 steps. The plan, in code as `geomlab.report.plan.FAIR` (a campaign spec "
+            "like the converged one), fixed before any of its runs:", "",
+            "The rule, the same for every model and baseline:", "", doc, "",
+            "Cost per block (`geomlab report --campaign fair --dry-run`):", "",
+            *plan.estimate_table(plan.estimate(), workers), "",
+            "No GPU was available to the session that declared this plan: the runs are planned for the CPU, two at "
+            "a time at the lowest priority, resumable (Reproduce, below). `geomlab bench device` times "
+            "the models on a GPU where there is one.", ""]
+
+
+def fair_runs(after: dict[str, Any] | None) -> list[str]:
+    """``## The fair campaign's runs``: its reading and one section per comparison, from its records (nothing
+    before it has any)."""
+    if after is None:
+        return []
+    from geomlab.report.render_converged import converged_comparison, reading
+
+    lines = ["## The fair campaign's runs", "", f"{after['progress']['done']} of {after['progress']['planned']} "
+             "planned runs finished so far (the plan grows when a grid widens or a comparison needs more seeds).", "",
+             *_deeper(reading(after))]
+    for c in after["comparisons"]:
+        lines += _deeper(converged_comparison(c))
+    return lines
+
+
+def _deeper(lines: list[str]) -> list[str]:
+    """``lines`` with every Markdown heading one level deeper."""
+    return ["#" + ln if ln.startswith("#") else ln for ln in lines]
+
+
+def _demote(md: str, title: str) -> list[str]:
+    """``md``'s lines with every heading one level deeper and its title replaced by ``title``."""
+    lines = md.splitlines()
+    out = [f"## {title}"] if lines and lines[0].startswith("# ") else []
+    for ln in lines[1:] if out else lines:
+        out.append("#" + ln if ln.startswith("#") else ln)
+    return out
+
+
+#: The heading of the smoke run's appendix.
+SMOKE_TITLE = "Appendix: smoke run (300 steps, 1 seed; not a reproduction)"
+
+
+def smoke_markdown(root: Path, smoke: dict[str, Any]) -> str:
+    """The 300-step run's report as :func:`geomlab.report.output.write_report` renders it beside ``docs/results.md``
+    (its figure links, the longer runs next to it, the bundled zoo's cards)."""
+    from geomlab.report.figures import figures_for
+    from geomlab.report.output import figure_links, with_context
+    from geomlab.report.render import render_markdown
+
+    out = root / PAGE
+    figs = figures_for(smoke)
+    pngs = {n: out.parent / "results" / f"{n}.png" for n in figs if (out.parent / "results" / f"{n}.png").is_file()}
+    return render_markdown(with_context(smoke, out), figure_links(figs, pngs))
+
+
+def results_page(root: str | Path = ".") -> str:
+    """The Markdown of ``docs/results.md`` from the committed files under ``root``: :data:`RECORDS` (loaded into
+    a temporary store and collected with the converged campaign), :data:`BENCH` and :data:`SMOKE`. The same
+    files give the same page. Raises :class:`geomlab.report.records.RecordsError` for an unreadable records
+    file and ``OSError`` for a missing input."""
+    from geomlab.report.campaign import CONVERGED
+    from geomlab.report.records import load_records, read_records
+    from geomlab.report.render_converged import converged_comparison, converged_protocol, reading, speed_alone
+    from geomlab.report.results import collect
+    from geomlab.report.store import RunStore
+
+    from geomlab.report.plan import FAIR
+
+    root = Path(root)
+
+    def collected(path: Path, campaign):
+        head, runs = read_records(path)
+        with tempfile.TemporaryDirectory(prefix="geomlab-records-") as tmp:
+            store = RunStore(tmp)
+            load_records(runs, store)
+            return head.get("meta") or {}, runs, collect(campaign, store, corpora=(head.get("meta") or {}).get(
+                "corpora") or {})
+
+    meta, runs, results = collected(root / RECORDS, CONVERGED)
+    after = collected(root / FAIR_RECORDS, FAIR)[2] if (root / FAIR_RECORDS).is_file() else None
+    results["progress"] = {"done": len(runs), "planned": len(runs)}
+    bench = json.loads((root / BENCH).read_text(encoding="utf-8"))
+    results["speed_alone"] = bench
+    smoke = json.loads((root / SMOKE).read_text(encoding="utf-8"))
+    lines = ["# geomlab results", "",
+             f"The converged campaign: {len(runs)} run records (tuning, full and diverged runs), {meta.get('cpu_hours', 0):.1f} CPU hours on "
+             f"{meta.get('machine', 'a 2-core CPU machine')}, finished {meta.get('finished', '')}; each model's lr "
+             "(and warm-up where searched) tuned by one rule, 3 seeds, full valid and test splits. This page is "
+             f"regenerated from the runs' records (`{RECORDS}`, one JSON line per run) by `geomlab report --page`; a "
+             "test checks that it matches. Its own report with figures: "
+             "[results/runs/converged/results.md](results/runs/converged/results.md). The 300-step run at the end "
+             "is a **smoke run**, not a result.", "",
+             *verdict_table(results, after), *budget_table(), *plan_section(), *fair_runs(after),
+             "## The converged campaign", "", *_deeper(reading(results)), *_deeper(converged_protocol(results)),
+             "### Language modelling", ""]
+    for c in results["comparisons"]:
+        lines += _deeper(converged_comparison(c))
+    lines += _deeper(speed_alone(bench))
+    lines += ["## Reproduce", "", "```bash",
+              "# the page from the committed records",
+              "python -m geomlab report --page",
+              "# the fair campaign: its plan and cost, then its runs through submitit (2 at a time, nice 19);",
+              "# stop it at will and run the same command again: every run resumes from its checkpoint",
+              "python -m geomlab report --campaign fair --dry-run --workers 2",
+              "GEOMLAB_DATA_DIR=../shared/data nohup python -m geomlab report --campaign fair --store runs/fair \\",
+              "    --workers 2 --threads 1 --records runs/fair/records.jsonl > runs/fair.log 2>&1 &",
+              "# on a SLURM cluster, from the login node: the same campaign, one job per run",
+              "python -m geomlab report --campaign fair --store runs/fair --executor slurm --slurm-partition cpu "
+              "--workers 64",
+              "# the report of what finished so far, and this page with the fair campaign's verdicts",
+              "python -m geomlab report --campaign fair --collect --store runs/fair --records runs/fair/records.jsonl",
+              f"mkdir -p {Path(FAIR_RECORDS).parent} && cp runs/fair/records.jsonl {FAIR_RECORDS}",
+              "python -m geomlab report --page",
+              "```", ""]
+    lines += _demote(smoke_markdown(root, smoke), SMOKE_TITLE)
+    return "\n".join(ln.rstrip() for ln in lines).rstrip() + "\n"

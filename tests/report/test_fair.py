@@ -1,0 +1,299 @@
+"""The fair campaign and the results page: FLOPs per step (counter against the analytic Transformer count), the
+declared plan (equal-compute steps from the measured costs, the third-decade ladder, the regularisation stage,
+seeds added until the gaps settle), the run records (provenance, the committed records against the converged
+report), docs/results.md regenerated from them, and runs through submitit's local executor."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from geomlab.commands.cli import main
+from geomlab.report import campaign as cp
+from geomlab.report import store as rs
+from geomlab.report.flops import FlopsError, step_flops, transformer_step_flops
+from geomlab.report.protocol import COMPARISONS
+
+REPO = Path(__file__).resolve().parents[2]
+CONVERGED_JSON = REPO / "docs/results/runs/converged/results/results.json"
+
+
+# ------------------------------------------------------------------------------------------ FLOPs
+@pytest.mark.parametrize("cfg, batch, seq", [
+    ({"d_model": 48, "n_layers": 2}, 4, 16),
+    ({"d_model": 32, "n_layers": 3, "n_heads": 2, "mlp_ratio": 2}, 3, 24),
+    ({"d_model": 52, "n_layers": 4, "n_heads": 4}, 2, 128)])
+def test_counted_transformer_flops_equal_the_analytic_count(cfg, batch, seq):
+    from geomlab.models import build_model
+
+    full = build_model({"kind": "transformer", "vocab_size": 65, **cfg}).config
+    assert step_flops(full, batch, seq) == transformer_step_flops(full, batch, seq)
+
+
+def test_attention_flops_are_counted_on_the_cpu():
+    """The attention twin runs scaled_dot_product_attention: its T x T products are counted (doubling T more than
+    doubles the count), and a bad config is one line."""
+    from geomlab.models import build_model
+
+    cfg = build_model({"kind": "grassmann-attn", "vocab_size": 40, "d_model": 16, "n_layers": 1, "n_heads": 2,
+                       "d_ff": 32, "max_len": 64}).config
+    f1, f2 = step_flops(cfg, 2, 16), step_flops(cfg, 2, 32)
+    assert f2 > 2 * f1
+    with pytest.raises(FlopsError, match="cannot build"):
+        step_flops({"kind": "transformer", "vocab_size": 65, "d_model": -1}, 2, 8)
+
+
+# ------------------------------------------------------------------------------------------ the plan
+def test_third_decade_ladder():
+    assert cp.ladder(1e-2, -1, 3) == 4.6e-3 and cp.ladder(4.6e-3, -1, 3) == 2.2e-3
+    assert cp.ladder(2.2e-2, 1, 3) == 4.6e-2 and cp.ladder(4.6e-3, 1, 3) == 1e-2
+    assert cp.ladder(1e-3, -1, 2) == cp.half_decade(1e-3, -1) == 3e-4
+
+
+@given(st.integers(-12, -1))
+def test_third_decade_steps_are_inverse(k):
+    x = float(f"{10 ** (k / 3):.1e}")
+    up = cp.ladder(x, 1, 3)
+    assert up > x and cp.ladder(up, -1, 3) == x
+    assert math.log10(up / x) == pytest.approx(1 / 3, abs=0.02)
+
+
+def test_equal_compute_steps_follow_the_measured_costs():
+    """The fair plan's CPU costs are the converged campaign's measured seconds per step, and every equal-compute
+    arm's steps spend its baseline's budget (recomputed here from the committed results.json)."""
+    from geomlab.report.plan import FAIR, SIZING, equal_steps
+
+    rows = {f"{c['key']} / {r['label']}": r for c in json.loads(CONVERGED_JSON.read_text())["comparisons"]
+            for r in c["rows"]}
+    for key, (cpu, _) in SIZING.items():
+        assert cpu == pytest.approx(rows[key]["cpu_s_per_step"], abs=5e-5)
+    steps = dict(FAIR.arm_steps)
+    osm = "OSMFormer O(d), linear mixing at the baseline's CPU budget (3,690 steps)"
+    assert steps[("ts-100k", osm)] == 10_000 * 0.16 // 0.4334 // 10 * 10 == 3690
+    assert FAIR.full_steps("ts-100k", osm) == 3690 and FAIR.full_steps("ts-100k", "Transformer (ALiBi)") == 10_000
+    assert equal_steps(10_000, 1.0, 3.0) == 3330 and equal_steps(100, 1.0, 1e6) == 10
+    twin = next(a for a in FAIR.known()["grassmann-200k"].arms if "FLOPs budget of Grassmann (Gr" in a.label)
+    assert twin.kind == "grassmann-attn" and not twin.baseline  # the attention twin is the costlier in FLOPs
+
+
+def test_sizing_flops_are_the_counter_on_the_converged_config():
+    from geomlab.report.plan import SIZING
+
+    row = next(r for c in json.loads(CONVERGED_JSON.read_text())["comparisons"] if c["key"] == "ts-100k"
+               for r in c["rows"] if r["kind"] == "transformer")
+    f = step_flops(row["config"], 32, 128)
+    assert f == transformer_step_flops(row["config"], 32, 128)
+    assert SIZING["ts-100k / Transformer (ALiBi)"][1] == pytest.approx(f / 1e9, abs=5e-4)
+
+
+def test_fair_plan_is_declared_and_priced(tmp_path, capsys):
+    from geomlab.report.plan import FAIR, estimate
+
+    assert FAIR.full_steps("cem-200k") == 10_000 and FAIR.seed_rule == (0.02, 8)
+    g = FAIR.known()["grassmann-200k"]
+    assert {a.config.get("layout") for a in g.arms if a.kind == "grassmann-attn"} >= {None, "pre_norm"}
+    assert any(a.config.get("n_layers") == 6 and a.kind == "grassmann-attn" for a in g.arms)
+    assert all(a.config.get("n_layers") == 3 for a in FAIR.known()["ts-scaling"].arms if a.kind == "osmformer")
+    assert FAIR.warmups_for("ts-50k", "LSTM") == (0.02, 0.1)
+    rows = estimate()
+    assert [r["block"] for r in rows] == [k for k, _ in FAIR.steps]
+    assert all(0 < r["cpu_hours"] < r["cpu_hours_max"] for r in rows)
+    assert main(["report", "--campaign", "fair", "--dry-run", "--store", str(tmp_path / "none")]) == 0
+    out = capsys.readouterr().out
+    assert f"| {sum(r['cpu_hours'] for r in rows):.1f} |" in out and "ready now" in out
+
+
+# ------------------------------------------------------------------------------------------ the rule
+def _done(store, job, valid, test=None):
+    store.folder(job).mkdir(parents=True, exist_ok=True)
+    store.write(job, "outcome.json", {"key": job.key, "status": "done", "steps": job.steps, "cpu_s": 1.0,
+                                      "metrics": {"valid_bpc": valid, **({"test_bpc": test} if test else {})}})
+
+
+def _rule_plan(text_file, **kw):
+    return cp.Campaign(**{"steps": (("ts-50k", 10),), "seeds": (0, 1, 2), "lr_grid": (1e-2,), "max_widen": 0,
+                          "seed_rule": (0.02, 5), "corpus_override": str(text_file), **kw})
+
+
+def test_regularisation_is_tuned_after_the_lr_with_dropout_only_where_the_model_has_it(tmp_path, text_file):
+    plan = _rule_plan(text_file, regs=((0.0, 0.0), (0.1, 0.0), (0.0, 0.1)))
+    store = rs.RunStore(tmp_path)
+    comp = COMPARISONS["ts-50k"]
+    osm, lstm = comp.arms
+    for arm in comp.arms:
+        _done(store, rs.Job(comp, arm, "tune", 1e-2, 0.02, 0, 2), 2.5)
+    pend = {a.label: cp.reg_state(plan, store, comp, a, (1e-2, 0.02))[0] for a in comp.arms}
+    assert {j.reg for j in pend[osm.label]} == {(0.1, 0.0)}  # the OSM-RNN has no dropout
+    assert {j.reg for j in pend[lstm.label]} == {(0.1, 0.0), (0.0, 0.1)}
+    assert all("-wd" in j.key for j in pend[lstm.label]) and "-wd" not in rs.Job(comp, osm, "tune", 1e-2, 0.02, 0, 2).key
+    assert cp.decided(plan, store, comp, lstm)[1] is None  # waits for its regularisation runs
+    _done(store, pend[lstm.label][0], 2.6)
+    _done(store, pend[lstm.label][1], 2.4)
+    assert cp.decided(plan, store, comp, lstm)[1] == (1e-2, 0.02, (0.0, 0.1))
+    full = [j for j in cp.jobs(plan, store) if j.phase == "full"]
+    assert {j.reg for j in full} == {(0.0, 0.1)} and {j.seed for j in full} == {0, 1, 2}
+
+
+@pytest.mark.parametrize("gaps, seeds", [((0.10, 0.11, 0.12), 3), ((0.10, -0.10, 0.05), 4)])
+def test_seeds_are_added_until_the_gaps_settle(tmp_path, text_file, gaps, seeds):
+    """A gap whose paired interval excludes zero needs no more seeds; one spanning zero gets the next seed, and
+    seeds stop at the rule's most."""
+    plan = _rule_plan(text_file)
+    store = rs.RunStore(tmp_path)
+    comp = COMPARISONS["ts-50k"]
+    osm, lstm = comp.arms
+    for arm in comp.arms:
+        _done(store, rs.Job(comp, arm, "tune", 1e-2, 0.02, 0, 2), 2.5)
+    for s, g in enumerate(gaps):
+        for arm, v in ((lstm, 2.4), (osm, 2.4 + g)):
+            _done(store, rs.Job(comp, arm, "full", 1e-2, 0.02, s, 10), v, v)
+    assert cp.seeds_planned(plan, store, comp) == tuple(range(seeds))
+    if seeds == 4:
+        assert {j.seed for j in cp.jobs(plan, store)} == {3}
+        for s in (3, 4):
+            for arm, v in ((lstm, 2.4), (osm, 2.4 + (0.2 if s == 3 else -0.2))):
+                _done(store, rs.Job(comp, arm, "full", 1e-2, 0.02, s, 10), v, v)
+        assert cp.seeds_planned(plan, store, comp) == (0, 1, 2, 3, 4)  # 5: the rule's most
+        assert list(cp.jobs(plan, store)) == []
+
+
+# ------------------------------------------------------------------------------------------ the page
+def test_verdict_rules():
+    from geomlab.report.page import verdict
+
+    g = lambda m, h: {"gap": m, "ci95": h, "seeds": 3}  # noqa: E731
+    assert verdict(g(-0.05, 0.01), "lower") == "supported" and verdict(g(0.05, 0.01), "lower") == "contradicted"
+    assert verdict(g(-0.05, 0.08), "lower") == "open" and verdict(g(-0.05, None), "lower") == "open"
+    assert verdict(g(0.005, 0.01), "match") == "supported" and verdict(g(0.05, 0.04), "match") == "contradicted"
+    assert verdict(g(0.01, 0.03), "match") == "open"
+    assert verdict(g(-0.04, 0.02), "not worse") == "supported" and verdict(g(0.3, 0.2), "not worse") == "contradicted"
+
+
+def test_the_committed_records_hold_the_converged_report_numbers():
+    """Every seed's valid and test BPC of every row of the converged report's results.json is a full run in the
+    committed records (read here line by line, not through the campaign code)."""
+    lines = (REPO / "docs/results/runs/converged/records.jsonl").read_text().splitlines()
+    head, runs = json.loads(lines[0]), [json.loads(x) for x in lines[1:]]
+    assert head["kind"] == "geomlab-campaign-records" and head["campaign"] == "converged"
+    full = {(o["comparison"], o["arm"], o["seed"]): o for o in runs if o["phase"] == "full" and o["status"] == "done"}
+    n = 0
+    for c in json.loads(CONVERGED_JSON.read_text())["comparisons"]:
+        for r in c["rows"]:
+            for i, s in enumerate(r["seeds"]):
+                o = full[(c["key"], r["label"], s)]
+                assert o["metrics"]["test_bpc"] == pytest.approx(r["test"][i], rel=1e-8)
+                assert o["metrics"]["valid_bpc"] == pytest.approx(r["valid"][i], rel=1e-8)
+                assert o["lr"] == r["lr"] and o["steps"] == c["steps"]
+                n += 1
+    assert n == len(full) == 66  # 6 + 9 + 9 + 12 (the zoo, one seed) + 12 + 6 + 12
+
+
+def test_results_page_regenerates_from_the_committed_records():
+    """docs/results.md is exactly what `geomlab report --page` writes from the committed records."""
+    from geomlab.report.page import PAGE, results_page
+
+    page = results_page(REPO)
+    assert page == (REPO / PAGE).read_text(encoding="utf-8"), "docs/results.md is stale: python -m geomlab report --page"
+    assert "| OSM | OSMFormer beats the Transformer on PTB characters" in page
+    assert "-0.043 [-0.056, -0.029]" in page and "## Appendix: smoke run" in page
+    assert page.index("## Verdict per paper claim") < page.index("## Appendix: smoke run")
+
+
+def test_records_file_errors_name_the_file_and_line(tmp_path):
+    from geomlab.report.records import RecordsError, read_records
+
+    bad = tmp_path / "r.jsonl"
+    bad.write_text('{"kind": "geomlab-campaign-records"}\n{"key": "a"}\nnot json\n')
+    with pytest.raises(RecordsError, match=r"r.jsonl, line 3: not JSON"):
+        read_records(bad)
+    bad.write_text('{"kind": "other"}\n')
+    with pytest.raises(RecordsError, match="not a campaign records file"):
+        read_records(bad)
+    with pytest.raises(RecordsError, match="cannot read the records file"):
+        read_records(tmp_path / "missing.jsonl")
+
+
+# ------------------------------------------------------------------------------------------ submitit
+@pytest.mark.slow
+def test_runs_through_submitit_local_executor_with_provenance(tmp_path, text_file):
+    """Four tiny runs (two models' tuning then full run) as local submitit jobs, two at a time at nice 19; each
+    record carries commit, date, host, torch, the data's sha256 (recomputed here from the token streams) and
+    FLOPs per step; a second dispatch finds nothing left; the records file round-trips into a store."""
+    pytest.importorskip("submitit")
+    from geomlab.report import dispatch, records
+    from geomlab.training.zoo import make_task
+
+    plan = cp.Campaign(steps=(("ts-50k", 8),), seeds=(0,), seed_counts=(), lr_grid=(1e-2,), max_widen=0,
+                       eval_every=4, batch_size=4, seq_len=16, corpus_override=str(text_file))
+    store = rs.RunStore(tmp_path / "store")
+    ex = dispatch.executor("local", tmp_path / "submitit")
+    logs = []
+    n = dispatch.dispatch(plan, store, ex, parallel=2, poll_s=0.5, log=logs.append)
+    assert n == 4 and list(cp.jobs(plan, store)) == [], logs
+    assert dispatch.dispatch(plan, store, ex, parallel=2, poll_s=0.5, log=logs.append) == 0
+    task = make_task(str(text_file))
+    h = hashlib.sha256(json.dumps(list(task.vocab.tokens), ensure_ascii=False).encode())
+    for split in ("train", "valid", "test"):
+        h.update(task.tokens(split).long().numpy().tobytes())
+    outs = records.outcomes(store)
+    assert len(outs) == 4
+    for o in outs:
+        p = o["provenance"]
+        assert p["data_sha256"] == h.hexdigest() and p["torch"] and p["host"] and p["date"][:2] == "20"
+        assert p["commit"] is None or len(p["commit"]) == 40
+        assert o["flops_per_step"] == step_flops(o["config"], 4, 16) > 0
+        assert any("loss" in x for x in o["history"]) and any("valid_bpc" in x for x in o["history"])
+    path = tmp_path / "records.jsonl"
+    assert records.write_records(store, path, plan.name) == 4
+    again = rs.RunStore(tmp_path / "again")
+    assert records.load_records(records.read_records(path)[1], again) == 4
+    for a, b in zip(records.outcomes(again), outs):  # the records keep 9 significant digits
+        assert a["key"] == b["key"] and a["metrics"] == pytest.approx(b["metrics"], rel=1e-8)
+
+
+def test_the_page_gives_the_fair_campaigns_verdicts_once_it_has_records(tmp_path):
+    """A fair-campaign records file (one comparison finished: the tuning grid, the regularisation runs, three
+    paired seeds of every arm) fills the page's "after" columns: the verdict at equal steps and the test gaps
+    at equal CPU time and equal FLOPs, each the seed-paired mean with its interval."""
+    import shutil
+
+    from geomlab.report import page, records
+    from geomlab.report.plan import FAIR
+
+    for rel in (page.RECORDS, page.BENCH, page.SMOKE):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / rel, tmp_path / rel)
+    store = rs.RunStore(tmp_path / "store")
+    comp = FAIR.known()["ts-50k"]
+    offset = {"LSTM": 0.0, "OSM-RNN O(d)": -0.05}
+    for arm in comp.arms:
+        steps = FAIR.tune_steps(comp.key, arm.label)
+        for lr in FAIR.lr_grid:
+            for wu in FAIR.warmups_for(comp.key, arm.label):
+                _done(store, rs.Job(comp, arm, "tune", lr, wu, 0, steps), 2.5 if (lr, wu) == (1e-2, 0.02) else 2.6)
+        for j in cp.reg_state(FAIR, store, comp, arm, (1e-2, 0.02))[0]:
+            _done(store, j, 2.7)
+        gap = offset.get(arm.label, 0.1 if "CPU" in arm.label else 0.3)
+        for s in range(3):
+            job = rs.Job(comp, arm, "full", 1e-2, 0.02, s, FAIR.full_steps(comp.key, arm.label))
+            v = 2.5 + gap + (0.001 * s if gap < 0.3 else 0.0) * (1 if gap > 0 else -1 if gap < 0 else 0)
+            store.folder(job).mkdir(parents=True)
+            store.write(job, "outcome.json", {"key": job.key, "status": "done", "steps": job.steps, "cpu_s": 1.0,
+                                              "metrics": {"valid_bpc": v, "test_bpc": v}, "train_time_s": 1.0,
+                                              "params": 50_000, "params_stored": 50_000, "config": {}})
+    assert cp.seeds_planned(FAIR, store, comp) == (0, 1, 2)  # every gap settled at three seeds
+    (tmp_path / page.FAIR_RECORDS).parent.mkdir(parents=True)
+    records.write_records(store, tmp_path / page.FAIR_RECORDS, "fair", {"corpora": {}})
+    md = page.results_page(tmp_path)
+    row = next(ln for ln in md.splitlines() if ln.startswith("| OSM | OSM-RNN beats the LSTM"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[7] == "**supported** -0.051 [-0.053, -0.049]"
+    assert cells[8] == "+0.101 [+0.099, +0.103]" and cells[9] == "+0.300 [+0.300, +0.300]"
+    assert cells[6].startswith("**open**") and "## The fair campaign's runs" in md
+    assert "| OSM | OSMFormer beats the Transformer at ~100K" in md and "pending" in md
