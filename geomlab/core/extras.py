@@ -45,10 +45,11 @@ def require(module: str, purpose: str, extra: str | None = None) -> ModuleType:
     (a package in several extras). Raises :class:`MissingExtraError` when the module's top-level
     package is missing: ``"a sweep needs optuna: pip install 'geomlab[sweep]'"``
     (the extra from :data:`EXTRA_OF`; ``geomlab[all]`` for a package not listed there)."""
+    top = module.split(".")[0]
     try:
+        importlib.import_module(top)  # first: a submodule imported earlier would not tell a hidden package
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        top = module.split(".")[0]
         if exc.name != top and _installed(top):
             raise  # the package is there but a module in or under it is missing: its own error says which
         extra = extra or EXTRA_OF.get(top, "all")
