@@ -11,8 +11,8 @@ trace family and views). The scale is GPT-2's: ``1/sqrt(d_head)`` when ``scale_a
 
 A Hugging Face folder (``config.json`` with ``model_type`` ``gpt2``, ``model.safetensors``) is opened with
 :meth:`HFGPT2.from_pretrained` (offline: ``local_files_only=True``); :mod:`geomlab.checkpoints.foreign`
-lists and loads such folders. Importing this module needs ``transformers``; without it the kind is not
-registered (``geomlab.models`` skips it).
+lists and loads such folders. The kind is registered when ``transformers`` is installed (``geomlab.models``
+skips it otherwise); the library itself is imported only when such a model is built or read.
 
 Hook points (l = 0..n_layers-1, H heads of width d_head = D / H): ``hook_embed`` ``(B, T, D)`` (token plus
 position embedding, the residual stream into block 0); ``blocks.l.hook_q`` / ``blocks.l.hook_k``
@@ -24,15 +24,14 @@ one before ``ln_f``).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
-from transformers import GPT2Config, GPT2LMHeadModel
-from transformers.models.gpt2.modeling_gpt2 import GPT2Block
 
 from geomlab.models import register
 from geomlab.models.base import LensStage, SequenceModel
@@ -41,6 +40,21 @@ from geomlab.models.config import ConfigBase
 from geomlab.models.family import TRANSFORMER
 from geomlab.models.hooks import HookPoint
 from geomlab.models.layers import attend
+
+if TYPE_CHECKING:
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+
+if importlib.util.find_spec("transformers") is None:  # the kind needs it: not registered without it
+    raise ModuleNotFoundError("No module named 'transformers'", name="transformers")
+
+
+def _gpt2():
+    """``transformers``' GPT-2 classes ``(GPT2Config, GPT2LMHeadModel)``, imported when a model is built or
+    read (an import of seconds and 100+ MB, which listing the kinds must not pay)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    return GPT2Config, GPT2LMHeadModel
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +86,7 @@ class HFGPT2Config(ConfigBase):
 
     def gpt2_config(self) -> GPT2Config:
         """The ``transformers`` config of this model (eager attention: its weights are readable)."""
+        GPT2Config, _ = _gpt2()
         return GPT2Config(
             vocab_size=self.vocab_size, n_embd=self.d_model, n_layer=self.n_layers, n_head=self.n_heads,
             n_positions=self.n_positions, n_inner=self.n_inner or None,
@@ -153,7 +168,7 @@ class HFGPT2(SequenceModel):
         one from ``config`` (GPT-2's initialisation)."""
         super().__init__(config)
         c = self.cfg
-        hf = hf if hf is not None else GPT2LMHeadModel(c.gpt2_config())
+        hf = hf if hf is not None else _gpt2()[1](c.gpt2_config())
         body = hf.transformer
         self.wte, self.wpe, self.drop, self.ln_f = body.wte, body.wpe, body.drop, body.ln_f
         self.blocks = nn.ModuleList(_Block(b, c.n_heads, float(b.attn.scaling)) for b in body.h)
@@ -166,8 +181,8 @@ class HFGPT2(SequenceModel):
         ``gpt2`` and its weights), read offline (``local_files_only=True``), in eval mode with dropout 0.
         Raises ``ValueError`` for a config this kind does not reproduce; ``transformers``' own errors (OSError,
         ValueError) for a folder it cannot read."""
-        hf = GPT2LMHeadModel.from_pretrained(os.fspath(folder), local_files_only=True, use_safetensors=True,
-                                             attn_implementation="eager")
+        hf = _gpt2()[1].from_pretrained(os.fspath(folder), local_files_only=True, use_safetensors=True,
+                                        attn_implementation="eager")
         cfg = HFGPT2Config.from_gpt2(hf.config)
         model = cls(cfg, hf=hf)
         for m in model.modules():
