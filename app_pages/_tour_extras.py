@@ -152,9 +152,11 @@ section[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'], hea
 [data-testid='stMainBlockContainer'] {padding: 0.8rem 1.5rem 0.5rem 1.5rem !important; max-width: 100% !important;}
 [data-testid='stMain'] p, [data-testid='stMain'] li, [data-testid='stMain'] label {font-size: 1.45rem !important;
   line-height: 1.35;}
-[data-testid='stMain'] h2 {font-size: 2.2rem !important; padding: 0 0 0.4rem 0;}
+[data-testid='stMain'] h3 {font-size: 2.2rem !important; padding: 0 0 0.4rem 0;}
+[data-testid='stMain'] [data-testid='stCaptionContainer'] p {font-size: 1rem !important;}
 @media (min-width: 1800px) {[data-testid='stMain'] p, [data-testid='stMain'] li, [data-testid='stMain'] label
-  {font-size: 1.9rem !important;} [data-testid='stMain'] h2 {font-size: 2.8rem !important;}}
+  {font-size: 1.9rem !important;} [data-testid='stMain'] h3 {font-size: 2.8rem !important;}
+  [data-testid='stMain'] [data-testid='stCaptionContainer'] p {font-size: 1.2rem !important;}}
 </style>"""
 
 #: Arrow keys click Back / Next (not while typing or on a slider, whose arrows move the cursor).

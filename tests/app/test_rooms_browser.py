@@ -185,3 +185,30 @@ def test_a_class_follows_its_teacher(room_server, browser):
     assert store.state(code).version == before.version
     for pg, name in ((teacher, "room_teacher"), (follower, "room_student")):
         pg.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
+def test_the_presenter_view_fits_a_projector_and_steps_with_the_arrow_keys(room_server, browser, size):
+    base, _ = room_server
+    lesson = lessons.LESSONS[LESSON]
+    pg = browser.new_context(viewport={"width": size[0], "height": size[1]}).new_page()
+    pg.set_default_timeout(60_000)
+    pg.goto(f"{base}/tour?lesson={LESSON}&step=1&present=1")
+    wait_idle(pg)
+    pg.wait_for_selector(".js-plotly-plot .main-svg", state="attached")
+    assert pg.locator(SIDEBAR).is_hidden()
+    main = pg.locator("[data-testid='stMain']").inner_text()
+    assert "What to notice" in main and "Lesson" not in main  # the chart and the notice, not the Tour's controls
+    size_px = pg.evaluate("() => parseFloat(getComputedStyle(document.querySelector("
+                          "\"[data-testid='stMain'] [data-testid='stMarkdownContainer'] p\")).fontSize)")
+    assert size_px >= 23  # large type (the app's is 16 px)
+    pg.screenshot(path=str(ARTIFACTS / f"presenter_{size[0]}x{size[1]}.png"))
+    pg.mouse.click(3, size[1] - 3)  # focus the page, away from the slider
+    pg.keyboard.press("ArrowRight")
+    wait_for(pg, "t => [...document.querySelectorAll('h3')].some(h => h.innerText.includes(t))",
+             f"2. {lesson.steps[1].title}")
+    assert "present=1" in pg.url
+    pg.keyboard.press("ArrowLeft")
+    wait_for(pg, "t => [...document.querySelectorAll('h3')].some(h => h.innerText.includes(t))",
+             f"1. {lesson.steps[0].title}")
+    pg.context.close()
