@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from geomlab.core.markup import to_html
+from geomlab.core.markup import split_math, to_html
 from geomlab.teach import tours, views
 
 
@@ -39,6 +39,26 @@ img {max-width: 100%; height: auto; display: block; margin: 0.5rem 0}
 .meta {color: #666; font-size: 0.85rem} .answers li {margin-bottom: 0.4rem}
 @media print {body {margin: 0 auto} section.step {break-before: page}}
 """
+
+
+def md_html(text: str) -> str:
+    """A lesson's markdown (bold, italics, code, with inline ``$...$`` formulas) as an HTML fragment without
+    the enclosing paragraph: formulas through :func:`geomlab.core.markup.to_html` (Unicode), the rest through
+    the ``markdown`` package (raw HTML in the text is escaped)."""
+    import markdown
+
+    formulas, pieces = [], []
+    for is_math, piece in split_math(text):
+        if is_math:
+            formulas.append(to_html(f"${piece}$"))
+            pieces.append(f"\x00{len(formulas) - 1}\x00")
+        else:
+            pieces.append(html.escape(piece, quote=False))
+    out = markdown.markdown("".join(pieces))
+    out = out.removeprefix("<p>").removesuffix("</p>")
+    for i, f in enumerate(formulas):
+        out = out.replace(f"\x00{i}\x00", f)
+    return out
 
 
 def _trace_step(step: tours.Step, entries: dict[str, Any]) -> list[tuple[Any, Any]]:
@@ -101,20 +121,20 @@ def step_figures(step: tours.Step, entries: dict[str, Any]) -> dict[str, Any]:
 
 def _question_html(q: tours.Question) -> str:
     if isinstance(q, tours.Choice):
-        items = "".join(f"<li>{to_html(o)}</li>" for o in q.options)
-        return f"<div class='question'><b>Question.</b> {to_html(q.prompt)}<ol type='A'>{items}</ol></div>"
-    return (f"<div class='question'><b>Question.</b> {to_html(q.prompt)} <i>(a token position; answer at the "
+        items = "".join(f"<li>{md_html(o)}</li>" for o in q.options)
+        return f"<div class='question'><b>Question.</b> {md_html(q.prompt)}<ol type='A'>{items}</ol></div>"
+    return (f"<div class='question'><b>Question.</b> {md_html(q.prompt)} <i>(a token position; answer at the "
             "end)</i></div>")
 
 
 def _answer_html(q: tours.Question, labels: Sequence[str] | None) -> str:
     if isinstance(q, tours.Choice):
-        right = f"{'ABCDEF'[q.answer]}. {to_html(q.options[q.answer])}"
+        right = f"{'ABCDEF'[q.answer]}. {md_html(q.options[q.answer])}"
     else:
         right = ", ".join(f"position {p}" + (f" ({html.escape(labels[p])!s})" if labels and p < len(labels) else "")
                           for p in q.positions)
-    why = f" {to_html(q.explanation)}" if q.explanation else ""
-    return f"{to_html(q.prompt)} <b>Answer:</b> {right}.{why}"
+    why = f" {md_html(q.explanation)}" if q.explanation else ""
+    return f"{md_html(q.prompt)} <b>Answer:</b> {right}.{why}"
 
 
 def build_html(lesson: tours.Lesson, steps: Iterable[int] | None = None, entries: dict[str, Any] | None = None,
@@ -141,7 +161,7 @@ def build_html(lesson: tours.Lesson, steps: Iterable[int] | None = None, entries
 
         entries = {e.ref: e for e in catalog.list_checkpoints()}
     make = image_maker or write_pngs
-    parts = [f"<h1>{html.escape(lesson.title)}</h1><p class='summary'>{to_html(lesson.summary)}</p>"]
+    parts = [f"<h1>{html.escape(lesson.title)}</h1><p class='summary'>{md_html(lesson.summary)}</p>"]
     answers = []
     with tempfile.TemporaryDirectory(prefix="geomlab-handout-") as tmp:
         for n, i in enumerate(order):
@@ -153,13 +173,13 @@ def build_html(lesson: tours.Lesson, steps: Iterable[int] | None = None, entries
                 raise HandoutError(str(exc)) from None
             imgs = "".join(f"<img alt='{html.escape(name)}' src='data:image/png;base64,"
                            f"{base64.b64encode(Path(p).read_bytes()).decode()}'>" for name, p in pngs.items())
-            body = f"<p>{to_html(step.body)}</p>" if step.body else ""
+            body = f"<p>{md_html(step.body)}</p>" if step.body else ""
             q = _question_html(step.question) if step.question else ""
             meta = (f"{' vs '.join(step.checkpoints)} · {html.escape(views.VIEWS[step.view].title)} · text: "
                     f"<code>{html.escape(step.text)}</code>")
             parts.append(f"<section class='step'><h2>{i + 1}. {html.escape(step.title)}</h2>{body}{imgs}"
                          f"<p class='meta'>{meta}</p>{q}<div class='notice'><b>What to notice.</b> "
-                         f"{to_html(step.notice)}</div></section>")
+                         f"{md_html(step.notice)}</div></section>")
             if step.question:
                 answers.append(f"<li>Step {i + 1}: {_answer_html(step.question, _labels(step, entries))}</li>")
     if answers:
