@@ -34,7 +34,6 @@ K_CLIENT, K_SEEN = "_gl_room_client", "_gl_room_seen"  # client id; last version
 K_SENT, K_BEAT = "_gl_room_sent", "_gl_room_beat"  # last published state dict (teacher); last heartbeat time
 K_ERROR, K_ERROR_AT = "_gl_room_error", "_gl_room_error_at"  # the store's error line and when it happened
 K_PAGE = "_gl_room_page"  # url_path of the page this session shows (set by every full run)
-K_KEEP_POS = "_gl_room_keep_pos"  # the teacher's cursor, kept when the Tour applies the teacher's step
 K_LESSON, K_STEP, K_APPLIED = "gl_tour_lesson", "gl_tour_step", "_gl_tour_applied"  # app_pages/tour.py's keys
 POLL_S = 0.5   # seconds between a session's polls and publishes (design choice: a redraw within a second)
 BEAT_S = 5.0   # seconds between heartbeats (the store counts a student present for 30 s)
@@ -222,8 +221,7 @@ def apply(room_state: rooms.RoomState) -> str:
         ss[key] = room_state.controls.get(name)
     if room_state.page == "tour" and room_state.lesson:
         ss[K_LESSON], ss[K_STEP] = room_state.lesson, room_state.step
-        ss.pop(K_APPLIED, None)
-        ss[K_KEEP_POS] = room_state.cursor
+        ss[K_APPLIED] = (room_state.lesson, room_state.step)  # the room's state is the step as the teacher shows it
     return room_state.page
 
 

@@ -211,8 +211,7 @@ def main() -> None:
     if ss.get(K_APPLIED) != (lesson.slug, index) or ss.get(ui.K_CKPT) != step.checkpoint \
             or ss.get(ui.K_TEXT) != step.text:
         qp = st.query_params.to_dict()
-        keep = ss.pop(room.K_KEEP_POS, None)  # a followed teacher's cursor on this step
-        # a copied address bar may carry the teacher's own cursor for this very step
+        keep = None  # a copied address bar may carry the teacher's own cursor for this very step
         if from_link and qp.get("ckpt") == step.checkpoint and qp.get("text") in (None, step.text):
             try:
                 keep = int(qp["pos"]) if "pos" in qp and int(qp["pos"]) >= 0 else None
