@@ -108,6 +108,13 @@ def test_a_class_follows_its_teacher(room_server, browser):
     teacher = new_page(browser, f"{base}/tour?lesson={LESSON}&step=1")
     classroom(teacher).get_by_role("button", name="Start a room").click()
     code = room_code(teacher)
+    classroom(teacher).get_by_role("button", name="Show code and QR").click()
+    dialog = teacher.locator("[role='dialog']")
+    dialog.locator("svg").first.wait_for()
+    assert f"{code[:4]}-{code[4:]}" in dialog.inner_text() and f"?room={code}" in dialog.inner_text()
+    teacher.screenshot(path=str(ARTIFACTS / "room_code_dialog.png"))
+    teacher.keyboard.press("Escape")
+    dialog.wait_for(state="hidden")
     until(lambda: (store.state(code).page, store.state(code).lesson) == ("tour", LESSON))
 
     students = [new_page(browser, f"{base}/?room={code}") for _ in range(2)]
