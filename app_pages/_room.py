@@ -34,6 +34,7 @@ K_CLIENT, K_SEEN = "_gl_room_client", "_gl_room_seen"  # client id; last version
 K_SENT, K_BEAT = "_gl_room_sent", "_gl_room_beat"  # last published state dict (teacher); last heartbeat time
 K_ERROR, K_ERROR_AT = "_gl_room_error", "_gl_room_error_at"  # the store's error line and when it happened
 K_PAGE = "_gl_room_page"  # url_path of the page this session shows (set by every full run)
+K_LEFT = "_gl_room_left"  # the code of the room this session left (its link still in the address bar)
 K_LESSON, K_STEP, K_APPLIED = "gl_tour_lesson", "gl_tour_step", "_gl_tour_applied"  # app_pages/tour.py's keys
 POLL_S = 0.5   # seconds between a session's polls and publishes (design choice: a redraw within a second)
 BEAT_S = 5.0   # seconds between heartbeats (the store counts a student present for 30 s)
@@ -142,7 +143,8 @@ def leave() -> None:
             store.leave(ss[K_CODE], ss[K_CLIENT])
     except (rooms.RoomsUnavailable, rooms.RoomError):
         pass
-    for key in (K_CODE, K_SEEN, K_MODE):
+    ss[K_LEFT] = ss.pop(K_CODE, None)
+    for key in (K_SEEN, K_MODE):
         ss.pop(key, None)
 
 
@@ -160,7 +162,7 @@ def adopt_link() -> None:
     A bad or ended code is a notice, and the page goes on alone."""
     code = st.query_params.get("room")
     ss = st.session_state
-    if not code or code == ss.get(K_CODE):
+    if not code or code in (ss.get(K_CODE), ss.get(K_LEFT)):
         return
     try:
         if rooms.normalise_code(code) == ss.get(K_CODE):

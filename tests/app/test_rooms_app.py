@@ -105,3 +105,14 @@ def test_a_lost_rooms_store_is_a_message_not_a_crash(zoo_env, redis_server):  # 
     at2.button(key="room_open").click().run()
     assert not at2.exception and "_gl_room_code" not in at2.session_state
     assert any("unavailable" in e.value for e in at2.error)
+
+
+def test_a_student_who_leaves_stays_out_although_the_link_is_in_the_address_bar(zoo_env):
+    store = rooms.get_store()
+    code, token = store.open(rooms.RoomState(page="", cursor=1))
+    at = student(code)
+    at.button(key="room_leave").click().run()
+    assert "_gl_room_code" not in at.session_state and "room" not in dict(at.query_params)
+    at.run()
+    assert "_gl_room_code" not in at.session_state
+    store.close(code, token)
