@@ -195,16 +195,24 @@ def publish(page: str | None = None) -> None:
     try:
         if changes:
             store.update(ss[K_CODE], ss[K_TOKEN], **changes)
-            ss[K_SENT] = now
+            _ok()
         elif time.monotonic() - ss.get(K_BEAT, 0.0) > 60:
             store.touch(ss[K_CODE], ss[K_TOKEN])  # a teacher on one step keeps the room alive
             ss[K_BEAT] = time.monotonic()
-        _ok()
     except rooms.RoomError as exc:
-        _fail(exc)
-        for key in (K_CODE, K_TOKEN, K_SENT):
-            ss.pop(key, None)
-    except (rooms.RoomsUnavailable, ValueError) as exc:
+        try:
+            store.version(ss[K_CODE])
+        except rooms.RoomError:  # the room expired or was closed: this session drives nothing now
+            _fail(exc)
+            for key in (K_CODE, K_TOKEN, K_SENT):
+                ss.pop(key, None)
+            return
+        except rooms.RoomsUnavailable as lost:
+            _fail(lost)
+            return
+        # a value the room refuses (e.g. a text over its cap): said once, the rest of the room goes on
+        ss[K_ERROR], ss[K_SENT] = f"the room did not take this page's state: {str(exc).splitlines()[0]}", now
+    except rooms.RoomsUnavailable as exc:
         _fail(exc)
 
 

@@ -116,3 +116,18 @@ def test_a_student_who_leaves_stays_out_although_the_link_is_in_the_address_bar(
     at.run()
     assert "_gl_room_code" not in at.session_state
     store.close(code, token)
+
+
+def test_a_state_the_room_refuses_is_a_message_and_the_room_goes_on(zoo_env):
+    at = AppTest.from_file(APP, default_timeout=240).run()
+    at.button(key="room_open").click().run()
+    code = at.session_state["_gl_room_code"]
+    store = rooms.get_store()
+    at.session_state["gl_text"] = "x" * (rooms.state.MAX_TEXT + 1)  # over the room's cap on a text
+    at.session_state["gl_pos"] = 2
+    at.run()
+    assert not at.exception and at.session_state["_gl_room_code"] == code
+    assert any("did not take this page's state" in e.value for e in at.error)
+    at.session_state["gl_text"] = "short text"
+    at.run()
+    assert store.state(code).text == "short text" and not at.error
