@@ -195,6 +195,7 @@ def publish(page: str | None = None) -> None:
     try:
         if changes:
             store.update(ss[K_CODE], ss[K_TOKEN], **changes)
+            ss[K_SENT] = now
             _ok()
         elif time.monotonic() - ss.get(K_BEAT, 0.0) > 60:
             store.touch(ss[K_CODE], ss[K_TOKEN])  # a teacher on one step keeps the room alive
