@@ -215,6 +215,7 @@ def test_the_presenter_view_fits_a_projector_and_steps_with_the_arrow_keys(room_
     wait_for(pg, "t => [...document.querySelectorAll('h3')].some(h => h.innerText.includes(t))",
              f"2. {lesson.steps[1].title}")
     assert "present=1" in pg.url
+    wait_idle(pg)  # Back is enabled once the run that drew step 2 has finished
     pg.keyboard.press("ArrowLeft")
     wait_for(pg, "t => [...document.querySelectorAll('h3')].some(h => h.innerText.includes(t))",
              f"1. {lesson.steps[0].title}")
