@@ -295,10 +295,11 @@ def join_link() -> str:
 
 
 def qr_svg(link: str, scale: int = 8) -> str:
-    """The join link as an SVG QR code (segno, error correction M), ``scale`` pixels per module."""
+    """The join link as an SVG QR code (segno, error correction M, ``scale`` pixels per module) in a
+    ``data:`` URL (``st.html`` drops inline SVG; an image's data URL it keeps)."""
     import segno
 
-    return segno.make(link, error="m").svg_inline(scale=scale, border=2)
+    return segno.make(link, error="m").svg_data_uri(scale=scale, border=2)
 
 
 def _show_code() -> None:
@@ -306,7 +307,7 @@ def _show_code() -> None:
     link = join_link()
     st.html(f"<div style='text-align:center'><div class='geomlab-room-code' style='font-size:4rem;"
             f"font-weight:700;letter-spacing:0.3rem;font-family:monospace'>{code[:4]}-{code[4:]}</div>"
-            f"<div>{qr_svg(link, 10)}</div><div style='font-size:1.4rem'>{html.escape(link)}</div></div>")
+            f"<img alt='QR code' src='{qr_svg(link, 10)}'><div style='font-size:1.4rem'>{html.escape(link)}</div></div>")
 
 
 show_code_dialog = st.dialog("Join the class", width="large")(_show_code)

@@ -110,7 +110,9 @@ def test_a_class_follows_its_teacher(room_server, browser):
     code = room_code(teacher)
     classroom(teacher).get_by_role("button", name="Show code and QR").click()
     dialog = teacher.locator("[role='dialog']")
-    dialog.locator("svg").first.wait_for()
+    qr = dialog.locator("img[alt='QR code']")
+    qr.wait_for()
+    assert qr.evaluate("i => i.complete && i.naturalWidth") >= 200  # drawn, large
     assert f"{code[:4]}-{code[4:]}" in dialog.inner_text() and f"?room={code}" in dialog.inner_text()
     teacher.screenshot(path=str(ARTIFACTS / "room_code_dialog.png"))
     teacher.keyboard.press("Escape")
