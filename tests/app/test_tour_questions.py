@@ -4,7 +4,6 @@ the presenter view keeps the question and the notice and hides the sidebar."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
