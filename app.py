@@ -24,6 +24,7 @@ if str(_ROOT) not in sys.path:  # `app_pages._ui` and `geomlab` importable howev
 
 import streamlit as st  # noqa: E402
 
+from app_pages import _room as room  # noqa: E402
 from app_pages import _ui as ui  # noqa: E402
 
 # a local icon: a `:material/...` page icon is fetched from a font CDN, so offline the tab had none
@@ -75,6 +76,12 @@ PAGES = {
 
 page = st.navigation(PAGES)
 ui.check_page_path({p.url_path for group in PAGES.values() for p in group})
+st.session_state[room.K_PAGE] = page.url_path
+room.adopt_link()  # ?room=CODE joins a teacher's room as a student
+with ui.guard("The classroom panel"):
+    room.panel()
 page.run()
+room.publish(page.url_path)  # a teacher's room shows what this run drew (only when it changed)
+st.session_state[ui.K_PAGE_QP] = {**(st.session_state.get(ui.K_PAGE_QP) or {}), **room.url_keys()}
 ui.remember_owner()  # a reload keeps control of this session's runs and uploads (a cookie, never the URL)
 ui.sync_query_params(page)  # the URL carries only what this page uses

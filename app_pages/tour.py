@@ -14,6 +14,8 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from app_pages import _room as room
+from app_pages import _tour_extras as extras
 from app_pages import _ui as ui
 from app_pages import _views
 from app_pages._data import figure_for
@@ -217,6 +219,10 @@ def main() -> None:
                 keep = None
         apply_step(lesson, index, keep)
     ss[ui.K_PAGE_QP] = {"lesson": lesson.slug, "step": str(index + 1)}
+    extras.remember_step(lesson, index)
+    if extras.presenting():
+        extras.present(lesson, index, draw_step, go)
+        return
 
     st.title("Tour")
     slugs = list(lessons.LESSONS)
@@ -230,10 +236,11 @@ def main() -> None:
                           "step through with Back and Next, or send a step as a link.")
     # Back, Next and the progress in one line: the buttons as wide as their labels, the bar in what is left
     nav = row[1].container(horizontal=True, gap="small", vertical_alignment="center")
+    led = room.role() == "student" and ss.get(room.K_MODE) == "follow"  # the teacher steps for the class
     nav.button("Back", key="tour_back", icon=":material/arrow_back:", on_click=go, args=(-1,),
-               disabled=index == 0, width="content")
+               disabled=index == 0 or led, width="content")
     nav.button("Next", key="tour_next", icon=":material/arrow_forward:", on_click=go, args=(1,),
-               disabled=index == n - 1, type="primary", width="content")
+               disabled=index == n - 1 or led, type="primary", width="content")
     nav.progress((index + 1) / n, text=f"Step {index + 1} of {n}")
     # chart first: the step's figures on the left, its text beside them (under them on a narrow window)
     left, right = st.columns([3, 2], gap="medium")
@@ -252,7 +259,8 @@ def step_text(lesson: lessons.Lesson, index: int) -> None:
     st.subheader(f"{index + 1}. {step.title}")
     if step.body:
         st.markdown(step.body)
-    st.info(f"**What to notice.** {step.notice}", icon=":material/visibility:")
+    if extras.question(lesson, index):  # a question first; the notice once answered or revealed
+        st.info(f"**What to notice.** {step.notice}", icon=":material/visibility:")
     refs = " vs ".join(f"`{r}`" for r in step.checkpoints)
     t_note = f" · T = {step.steps}" if step.steps else ""
     st.caption(f"{refs} · {views.VIEWS[step.view].title}{t_note} · text: {md_escape(step.text)}")
@@ -269,6 +277,10 @@ def step_text(lesson: lessons.Lesson, index: int) -> None:
         st.caption("Anyone who opens this link lands on this lesson at this step (offline, on the bundled "
                    "checkpoints).")
         st.code(step_link(lesson, index), language=None, wrap_lines=True)
+        st.page_link(ui.page_path("tour"), label="Presenter view", icon=":material/slideshow:",
+                     query_params={"lesson": lesson.slug, "step": str(index + 1), "present": "1"},
+                     help="Large type, no sidebar, the chart and the notice only; arrow keys for Back and Next.")
+    extras.handout_button(lesson)
 
 
 with ui.guard("The Tour page"):

@@ -23,6 +23,7 @@ COMMANDS = {
     "bench": "bench",
     "sweep": "sweep",
     "app": "app",
+    "handout": "handout",
 }
 
 

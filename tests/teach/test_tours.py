@@ -379,6 +379,8 @@ def test_a_link_opens_its_step_and_next_back_move_state_and_url(bundled_app):
     assert any(f"Step 2 of {len(lesson.steps)}" in str(p.proto) for p in at.get("progress"))
     assert at.session_state["gl_ckpt"] == s2.checkpoint and at.session_state["gl_text"] == s2.text
     assert at.session_state["gl_pos"] == s2.cursor
+    assert not any(s2.notice[:40] in i.value for i in at.info)  # the step's question comes first
+    at.radio(key=f"w_q_{lesson.slug}_1").set_value(s2.question.answer).run()
     assert any(s2.notice[:40] in i.value for i in at.info)  # the notice, highlighted
     assert len(charts(at)) == 2  # the step's two figures, not the whole view
     assert qp(at, "lesson") == lesson.slug and qp(at, "step") == "2"

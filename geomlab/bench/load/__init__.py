@@ -70,7 +70,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--entry", default="serve.py", choices=("serve.py", "app.py"),
                    help="what `streamlit run` starts (default serve.py: warm at start; app.py warms up with the "
                         "first visitor)")
+    p.add_argument("--room", type=int, default=0, metavar="N",
+                   help="room mode: one teacher and N students following it on the Tour (default 0: off)")
+    p.add_argument("--replicas", type=int, default=1, choices=(1, 2),
+                   help="room mode: app servers; 2 share rooms through a fresh redis-server (default 1)")
+    p.add_argument("--steps", type=int, default=2, help="room mode: Tour steps the teacher takes (default 2)")
     args = p.parse_args(argv)
+    if args.room:
+        from geomlab.bench.load.room import room_report, run_room
+
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        try:
+            result = run_room(args.room, args.replicas, moves=args.moves, steps=args.steps, timeout=args.timeout,
+                              entry=args.entry)
+        except (ValueError, RuntimeError) as exc:
+            print(f"load: {exc}", file=sys.stderr)
+            return 2
+        print(room_report(result))
+        return 0 if result.ok else 1
     views = [v for item in args.views for v in item.split(",") if v]
     # a SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the server is always stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -1,0 +1,375 @@
+"""The classroom in the app: a teacher opens a room from any page, students follow it (docs/rooms.md).
+
+The room itself is :mod:`geomlab.rooms` (the store, the state, its checks); this module is what a session does
+with it:
+
+* the **teacher** (the session that opened the room; its token lives in this session's state only, never in a
+  URL) publishes the page, checkpoint, text, cursor, view, controls and Tour step after each run and from a
+  small timed fragment, and only when they changed (:func:`publish`);
+* a **student** (a session opened with ``?room=CODE`` or a typed code) polls the room from the same fragment
+  every :data:`POLL_S` seconds (:func:`follow`) and, when its version moved, writes the teacher's state into
+  this session and reruns on the teacher's page; "Explore on my own" stops following, "Follow the teacher"
+  comes back in one click. Both modes send a heartbeat so the teacher sees how many follow and explore.
+
+A student's session never writes the room's state (it holds no token); its URL parameters change only its
+own session. A lost store (:class:`geomlab.rooms.RoomsUnavailable`) is a message in the panel: the session
+follows nothing and tries again every :data:`RETRY_S` seconds.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from typing import Any
+
+import streamlit as st
+
+from app_pages import _data as data
+from app_pages import _state as state
+from geomlab import rooms
+from geomlab.teach import views
+
+K_CODE, K_TOKEN, K_MODE = "_gl_room_code", "_gl_room_token", "_gl_room_mode"  # mode: follow | explore
+K_CLIENT, K_SEEN = "_gl_room_client", "_gl_room_seen"  # client id; last version applied (student)
+K_SENT, K_BEAT = "_gl_room_sent", "_gl_room_beat"  # last published state dict (teacher); last heartbeat time
+K_ERROR, K_ERROR_AT = "_gl_room_error", "_gl_room_error_at"  # the store's error line and when it happened
+K_PAGE = "_gl_room_page"  # url_path of the page this session shows (set by every full run)
+K_LEFT = "_gl_room_left"  # the code of the room this session left (its link still in the address bar)
+K_LESSON, K_STEP, K_APPLIED = "gl_tour_lesson", "gl_tour_step", "_gl_tour_applied"  # app_pages/tour.py's keys
+POLL_S = 0.5   # seconds between a session's polls and publishes (design choice: a redraw within a second)
+BEAT_S = 5.0   # seconds between heartbeats (the store counts a student present for 30 s)
+RETRY_S = 10.0  # seconds before a session tries a lost store again (each try may wait ~2 s)
+#: Session keys a room carries as controls (the page's choices beyond checkpoint, text and cursor).
+CONTROLS = {k: k.removeprefix("gl_") for k in state.URL_KEYS if k not in (state.K_CKPT, state.K_TEXT, state.K_POS)}
+
+
+def role() -> str | None:
+    """``"teacher"``, ``"student"`` or None (in no room)."""
+    ss = st.session_state
+    if not ss.get(K_CODE):
+        return None
+    return "teacher" if ss.get(K_TOKEN) else "student"
+
+
+def _store() -> rooms.RoomStore | None:
+    """The process's store, or None while it is unavailable (the error is kept for the panel)."""
+    ss = st.session_state
+    if ss.get(K_ERROR) and time.monotonic() - ss.get(K_ERROR_AT, 0.0) < RETRY_S:
+        return None
+    try:
+        store = rooms.get_store()
+    except (rooms.RoomsUnavailable, rooms.RoomError) as exc:
+        _fail(exc)
+        return None
+    return store
+
+
+def _fail(exc: Exception) -> None:
+    ss = st.session_state
+    ss[K_ERROR], ss[K_ERROR_AT] = str(exc).splitlines()[0][:300], time.monotonic()
+
+
+def _ok() -> None:
+    st.session_state.pop(K_ERROR, None)
+
+
+def snapshot(page: str) -> dict[str, Any]:
+    """What the teacher shows on page ``page`` (a url_path) as :class:`geomlab.rooms.RoomState` fields."""
+    ss = st.session_state
+    on_tour = page == "tour"
+    controls = {name: ss.get(key) for key, name in CONTROLS.items() if ss.get(key) is not None}
+    return {"page": page, "checkpoint": ss.get(state.K_CKPT) or "", "text": ss.get(state.K_TEXT) or "",
+            "cursor": int(ss.get(state.K_POS) or 0), "view": page if page in views.VIEWS else "",
+            "controls": controls, "lesson": (ss.get(K_LESSON) or "") if on_tour else "",
+            "step": int(ss.get(K_STEP) or 0) if on_tour else 0}
+
+
+def open_room(page: str) -> None:
+    """Open a room on this session's current state; this session becomes its teacher (button callback)."""
+    store = _store()
+    if store is None:
+        return
+    ss = st.session_state
+    try:
+        code, token = store.open(rooms.RoomState(**snapshot(page)))
+    except (rooms.RoomsUnavailable, rooms.RoomError) as exc:
+        _fail(exc)
+        return
+    _ok()
+    ss[K_CODE], ss[K_TOKEN], ss[K_SENT] = code, token, snapshot(page)
+
+
+def close_room() -> None:
+    """The teacher ends the room (button callback); the students' next poll finds it gone."""
+    ss = st.session_state
+    store = _store()
+    try:
+        if store is not None and role() == "teacher":
+            store.close(ss[K_CODE], ss[K_TOKEN])
+    except (rooms.RoomsUnavailable, rooms.RoomError) as exc:
+        _fail(exc)
+    for key in (K_CODE, K_TOKEN, K_SENT, K_SEEN, K_MODE):
+        ss.pop(key, None)
+
+
+def join(code_text: str) -> str | None:
+    """Join room ``code_text`` as a student (following); returns an error line, or None when joined."""
+    ss = st.session_state
+    try:
+        code = rooms.normalise_code(code_text)
+    except rooms.RoomError as exc:
+        return str(exc)
+    if ss.get(K_CODE) == code:
+        return None
+    store = _store()
+    if store is None:
+        return ss.get(K_ERROR)
+    try:
+        store.version(code)
+    except (rooms.RoomsUnavailable, rooms.RoomError) as exc:
+        return str(exc).splitlines()[0]
+    ss.pop(K_TOKEN, None)  # a session is the teacher of one room at most, and never of one it joins
+    ss[K_CODE], ss[K_MODE], ss[K_SEEN] = code, "follow", -1
+    ss.setdefault(K_CLIENT, rooms.new_client_id())
+    return None
+
+
+def leave() -> None:
+    """A student leaves the room (button callback)."""
+    ss = st.session_state
+    store = _store()
+    try:
+        if store is not None and role() == "student":
+            store.leave(ss[K_CODE], ss[K_CLIENT])
+    except (rooms.RoomsUnavailable, rooms.RoomError):
+        pass
+    ss[K_LEFT] = ss.pop(K_CODE, None)
+    for key in (K_SEEN, K_MODE):
+        ss.pop(key, None)
+
+
+def set_mode(mode: str) -> None:
+    """"Explore on my own" / "Follow the teacher" (button callback); following again redraws at once."""
+    ss = st.session_state
+    ss[K_MODE] = mode
+    ss[K_BEAT] = 0.0
+    if mode == "follow":
+        ss[K_SEEN] = -1
+
+
+def adopt_link() -> None:
+    """Join the room a ``?room=CODE`` link names (every run, before the page; a session's own room is kept).
+    A bad or ended code is a notice, and the page goes on alone."""
+    code = st.query_params.get("room")
+    ss = st.session_state
+    if not code or code in (ss.get(K_CODE), ss.get(K_LEFT)):
+        return
+    try:
+        if rooms.normalise_code(code) == ss.get(K_CODE):
+            return  # the teacher opening their own room's link stays its teacher
+    except rooms.RoomError:
+        pass
+    problem = join(code)
+    if problem:
+        ss[state.K_NOTICE] = f"Could not join room {state.quoted(code[:20])}: {problem}"
+
+
+def url_keys() -> dict[str, str]:
+    """The URL keys a room adds to the page's (a student's ``room=CODE``; a teacher's URL carries no room:
+    the token never leaves the session, and the code is shown on screen)."""
+    return {"room": st.session_state[K_CODE]} if role() == "student" else {}
+
+
+def publish(page: str | None = None) -> None:
+    """The teacher's side: write the state into the room when it changed since the last write (cheap: a
+    dict comparison per run)."""
+    ss = st.session_state
+    if role() != "teacher":
+        return
+    now = snapshot(page if page is not None else ss.get(K_PAGE, ""))
+    sent = ss.get(K_SENT) or {}
+    changes = {k: v for k, v in now.items() if sent.get(k) != v}
+    store = _store()
+    if store is None:
+        return
+    try:
+        if changes:
+            store.update(ss[K_CODE], ss[K_TOKEN], **changes)
+            ss[K_SENT] = now
+            _ok()
+        elif time.monotonic() - ss.get(K_BEAT, 0.0) > 60:
+            store.touch(ss[K_CODE], ss[K_TOKEN])  # a teacher on one step keeps the room alive
+            ss[K_BEAT] = time.monotonic()
+    except rooms.RoomError as exc:
+        try:
+            store.version(ss[K_CODE])
+        except rooms.RoomError:  # the room expired or was closed: this session drives nothing now
+            _fail(exc)
+            for key in (K_CODE, K_TOKEN, K_SENT):
+                ss.pop(key, None)
+            return
+        except rooms.RoomsUnavailable as lost:
+            _fail(lost)
+            return
+        # a value the room refuses (e.g. a text over its cap): said once, the rest of the room goes on
+        ss[K_ERROR], ss[K_SENT] = f"the room did not take this page's state: {str(exc).splitlines()[0]}", now
+    except rooms.RoomsUnavailable as exc:
+        _fail(exc)
+
+
+def apply(room_state: rooms.RoomState) -> str:
+    """Write the teacher's state into this session (a student following); returns the page slug to show."""
+    ss = st.session_state
+    if room_state.checkpoint and data.entry_for(room_state.checkpoint) is not None:
+        if ss.get(state.K_CKPT) != room_state.checkpoint:
+            ss[state.K_CKPT] = room_state.checkpoint
+        ss[state.K_CKPT_EXPLICIT] = True
+        ss.pop(state.K_STANDIN, None)
+    if room_state.text:
+        state.set_text(room_state.text)
+    ss[state.K_POS] = room_state.cursor
+    for key, name in CONTROLS.items():
+        ss[key] = room_state.controls.get(name)
+    if room_state.page == "tour" and room_state.lesson:
+        ss[K_LESSON], ss[K_STEP] = room_state.lesson, room_state.step
+        ss[K_APPLIED] = (room_state.lesson, room_state.step)  # the room's state is the step as the teacher shows it
+    return room_state.page
+
+
+def follow() -> None:
+    """A student's poll: when the room's version moved, adopt its state and rerun on the teacher's page."""
+    ss = st.session_state
+    store = _store()
+    if store is None:
+        return
+    code, mode = ss[K_CODE], ss.get(K_MODE, "follow")
+    try:
+        if time.monotonic() - ss.get(K_BEAT, 0.0) > BEAT_S:
+            store.heartbeat(code, ss[K_CLIENT], mode)
+            ss[K_BEAT] = time.monotonic()
+        if mode != "follow":
+            _ok()
+            return
+        new = store.changed_since(code, ss.get(K_SEEN, -1))
+        _ok()
+    except rooms.RoomError as exc:
+        leave()
+        ss[state.K_NOTICE] = f"You left the room: {str(exc).splitlines()[0]}"
+        st.rerun()
+    except rooms.RoomsUnavailable as exc:
+        _fail(exc)
+        return
+    if new is None:
+        return
+    ss[K_SEEN] = new.version
+    page = apply(new)
+    if page != ss.get(K_PAGE):
+        st.switch_page(state.page_path(page or "home"))
+    st.rerun()
+
+
+def revealed(lesson: str, step: int) -> bool | None:
+    """Whether the room this session follows has revealed ``lesson``'s step ``step``; None outside a room."""
+    if role() is None:
+        return None
+    store = _store()
+    try:
+        return store is not None and store.state(st.session_state[K_CODE]).is_revealed(lesson, step)
+    except (rooms.RoomsUnavailable, rooms.RoomError) as exc:
+        _fail(exc)
+        return None
+
+
+def join_link() -> str:
+    """The absolute join link of this session's room: the app's address with ``?room=CODE``."""
+    from urllib.parse import urlsplit
+
+    base = ""
+    try:
+        parts = urlsplit(st.context.url or "")
+        if parts.scheme and parts.netloc:
+            base = f"{parts.scheme}://{parts.netloc}"
+    except Exception:  # noqa: BLE001 - no request context (tests)
+        base = ""
+    return f"{base}/?room={st.session_state[K_CODE]}"
+
+
+def qr_svg(link: str, scale: int = 8) -> str:
+    """The join link as an SVG QR code (segno, error correction M, ``scale`` pixels per module) in a
+    ``data:`` URL (``st.html`` drops inline SVG; an image's data URL it keeps)."""
+    import segno
+
+    return segno.make(link, error="m").svg_data_uri(scale=scale, border=2)
+
+
+def _show_code() -> None:
+    code = st.session_state[K_CODE]
+    link = join_link()
+    st.html(f"<div style='text-align:center'><div class='geomlab-room-code' style='font-size:4rem;"
+            f"font-weight:700;letter-spacing:0.3rem;font-family:monospace'>{code[:4]}-{code[4:]}</div>"
+            f"<img alt='QR code' src='{qr_svg(link, 10)}'><div style='font-size:1.4rem'>{html.escape(link)}</div></div>")
+
+
+show_code_dialog = st.dialog("Join the class", width="large")(_show_code)
+
+
+@st.fragment(run_every=POLL_S)
+def _live() -> None:
+    """The room panel, rerun every :data:`POLL_S` s: a teacher publishes and sees presence, a student follows."""
+    ss = st.session_state
+    who = role()
+    if who == "teacher":
+        publish()
+    elif who == "student":
+        follow()
+    if ss.get(K_ERROR):
+        st.error(f"Classroom: {ss[K_ERROR]}. Following nothing for now.", icon=":material/wifi_off:")
+    who = role()
+    if who == "teacher":
+        code = ss[K_CODE]
+        st.markdown(f"**Room** `{code[:4]}-{code[4:]}`")
+        store = _store()
+        if store is not None:
+            try:
+                p = store.presence(code)
+                st.caption(f"{p.follow} following · {p.explore} exploring", help="Students seen in the last 30 s.")
+            except (rooms.RoomsUnavailable, rooms.RoomError) as exc:
+                _fail(exc)
+    elif who == "student":
+        code, mode = ss[K_CODE], ss.get(K_MODE, "follow")
+        st.markdown(f"**Room** `{code[:4]}-{code[4:]}` · " + ("following the teacher" if mode == "follow"
+                                                              else "exploring on your own"))
+
+
+def panel() -> None:
+    """The "Classroom" box in the sidebar (every page, from ``app.py``): open or join a room, the code and
+    QR, presence; the timed fragment that follows or publishes. Never raises: a failure is a message."""
+    ss = st.session_state
+    with st.sidebar.expander("Classroom", icon=":material/groups:", expanded=role() is not None):
+        _live()
+        who = role()
+        if who is None:
+            st.button("Start a room", key="room_open", icon=":material/co_present:", on_click=open_room,
+                      args=(ss.get(K_PAGE, ""),), help="Students who join see what you show, live.")
+            with st.form("room_join", border=False):
+                typed = st.text_input("Join with a code", key="w_room_code", placeholder="ABCD-1234")
+                if st.form_submit_button("Join", icon=":material/login:") and typed:
+                    problem = join(typed)
+                    if problem:
+                        st.error(problem)
+                    else:
+                        st.rerun()
+        elif who == "teacher":
+            st.button("Show code and QR", key="room_show", icon=":material/qr_code_2:", on_click=None)
+            if ss.get("room_show"):
+                show_code_dialog()
+            st.caption(f"Join link: {join_link()}")
+            st.button("End the room", key="room_close", icon=":material/close:", on_click=close_room)
+        else:
+            if ss.get(K_MODE, "follow") == "follow":
+                st.button("Explore on my own", key="room_explore", icon=":material/explore:", on_click=set_mode,
+                          args=("explore",))
+            else:
+                st.button("Follow the teacher", key="room_follow", icon=":material/sync:", type="primary",
+                          on_click=set_mode, args=("follow",))
+            st.button("Leave the room", key="room_leave", icon=":material/logout:", on_click=leave)
