@@ -14,7 +14,7 @@ from helpers.redis_server import redis_server  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
-pytestmark = pytest.mark.skipif(not (ROOT / "assets" / "checkpoints" / "osm-rnn-o-s5.json").is_file(),
+pytestmark = pytest.mark.skipif(not (ROOT / "assets" / "checkpoints" / "osm-rnn-o-s5" / "model.safetensors").is_file(),
                                 reason="bundled zoo not present")
 LESSON = "s5-word-problem"
 

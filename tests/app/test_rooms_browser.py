@@ -21,7 +21,7 @@ from helpers.redis_server import RedisServer
 from test_browser import ARTIFACTS, ROOT, _streamlit, wait_idle
 
 pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not (ROOT / "assets" / "checkpoints" / "osm-rnn-o-s5.json").is_file(),
+              pytest.mark.skipif(not (ROOT / "assets" / "checkpoints" / "osm-rnn-o-s5" / "model.safetensors").is_file(),
                                  reason="bundled zoo not present")]
 LESSON = "s5-word-problem"
 QUESTION_STEP = 1  # a Choice (tests/teach/test_questions.py checks its answer)

@@ -14,7 +14,7 @@ from geomlab.teach import lessons
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 ASSETS = ROOT / "assets" / "checkpoints"
-pytestmark = pytest.mark.skipif(not (ASSETS / "osm-rnn-o-s5.json").is_file(), reason="bundled zoo not present")
+pytestmark = pytest.mark.skipif(not (ASSETS / "osm-rnn-o-s5" / "model.safetensors").is_file(), reason="bundled zoo not present")
 
 
 @pytest.fixture

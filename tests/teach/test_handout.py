@@ -17,7 +17,7 @@ from geomlab.core.markup import to_plain
 from geomlab.teach import handout, lessons
 from test_tours import ASSETS, zoo  # noqa: F401  (the bundled zoo)
 
-pytestmark = pytest.mark.skipif(not (ASSETS / "osm-rnn-o-s5.json").is_file(), reason="bundled zoo not present")
+pytestmark = pytest.mark.skipif(not (ASSETS / "osm-rnn-o-s5" / "model.safetensors").is_file(), reason="bundled zoo not present")
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
 LESSON = lessons.LESSONS["s5-word-problem"]
 
