@@ -162,6 +162,7 @@ class Trainer(Checkpointing):
             Checked here: :class:`geomlab.training.log.LogDirError` (a ``ValueError``) for a file, an
             unwritable folder or a missing ``tensorboard`` package.
         tensorboard: write TensorBoard event files to the run folder when ``log_dir`` is ``None``.
+        run_dir: the run folder of a run without ``out`` (a sweep's trial): its logs only.
         wandb: ``None``, or log to Weights & Biases in this ``wandb.init`` mode (``""``: ``WANDB_MODE``).
             The run folder (a folder-layout ``out``) always gets ``metrics.csv``; see
             :mod:`geomlab.training.run_logs`.
@@ -179,13 +180,15 @@ class Trainer(Checkpointing):
     def __init__(self, model, task: Task, config: TrainConfig | dict | None = None, *,
                  out: str | Path | None = None, card: dict[str, Any] | None = None,
                  callback: Callable[[Progress], None] | None = None, progress_bar: bool = False,
-                 log_dir: str | Path | None = None, tensorboard: bool = True, wandb: str | None = None):
+                 log_dir: str | Path | None = None, tensorboard: bool = True, wandb: str | None = None,
+                 run_dir: str | Path | None = None):
         self.config = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config or {})
         self.replicas = Replicas.current()
         self.replicas.check_batch(self.config.batch_size)
         self.model = model
         self.task = task
         self.out = Path(out) if out is not None else None
+        self.run_dir = Path(run_dir) if run_dir is not None else None
         self.card = dict(card or {})
         self.callbacks: list[Callable[[Progress], None]] = [callback] if callback else []
         self.progress_bar = progress_bar and self.replicas.is_main
@@ -455,10 +458,12 @@ class Trainer(Checkpointing):
             self._log.write(rec)
 
     def run_folder(self) -> Path | None:
-        """The folder of the run's logs: ``out/`` in the folder layout, on rank 0; ``None`` without ``out``,
-        for a flat pair and on the other ranks."""
-        if self.out is None or not self.replicas.is_main or (self.out.parent / (self.out.name + ".json")).is_file():
+        """The folder of the run's logs, on rank 0: ``out/`` in the folder layout, else ``run_dir``; ``None``
+        without either, for a flat pair and on the other ranks."""
+        if not self.replicas.is_main:
             return None
+        if self.out is None or (self.out.parent / (self.out.name + ".json")).is_file():
+            return self.run_dir
         return self.out
 
     def _open_log(self):
