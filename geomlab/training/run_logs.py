@@ -10,8 +10,9 @@ the final ``valid/*`` and ``test/*`` scalars as its metrics), which TensorBoard'
 runs.
 
 CSV (stdlib ``csv``): one row per history record, columns ``step``, ``loss`` (mean training loss of the
-logging interval), ``lr``, ``elapsed_s`` (training seconds so far; an evaluation row repeats the row before's), then the others in order of first
-appearance (``grad_norm``, ``tokens_per_s``, ``valid_loss``, ``valid_bpc``, ..., ``final``); a cell is empty
+logging interval), ``lr``, ``elapsed_s`` (training seconds so far; an evaluation row repeats the row
+before's), then the others in order of first appearance (``grad_norm``, ``tokens_per_s``, ``valid_nll``,
+``valid_bpc``, ..., ``final``); a cell is empty
 where a record has no value. A new column rewrites the file with the wider header; a resumed run rewrites
 it from the checkpoint's history, so rows after the checkpoint's step (a run that went on past it) are gone.
 
@@ -68,7 +69,7 @@ def hparams_of(model_config: dict[str, Any], train_config: dict[str, Any]) -> di
 
 class CsvLog:
     """The CSV log ``folder/metrics.csv`` (see the module docstring). ``history``: the records already in the
-    run (a resumed run's), written first. Raises ``OSError`` when the file cannot be written."""
+    run (a resumed run's), written first. Raises ``OSError`` when the file cannot be made."""
 
     def __init__(self, folder: str | Path, history: list[dict[str, Any]] = ()):
         self.path = Path(folder) / CSV_NAME
@@ -100,14 +101,22 @@ class CsvLog:
         return row
 
     def write(self, rec: dict[str, Any]) -> None:
-        """Add one history record (a new column rewrites the file)."""
+        """Add one history record (a new column rewrites the file). Raises
+        :class:`geomlab.training.log.LogWriteError` (one line naming the step and the file) when the system
+        refuses."""
         rec = self._row(rec)
         self.rows.append(rec)
-        if self._widen(rec):
-            self._rewrite()
-            return
-        with open(self.path, "a", newline="", encoding="utf-8") as f:
-            csv.DictWriter(f, self.columns, restval="").writerow(rec)
+        try:
+            if self._widen(rec):
+                self._rewrite()
+                return
+            with open(self.path, "a", newline="", encoding="utf-8") as f:
+                csv.DictWriter(f, self.columns, restval="").writerow(rec)
+        except OSError as exc:
+            from geomlab.training.log import LogWriteError
+
+            raise LogWriteError(f"step {rec['step']}: could not write the CSV log {self.path}: "
+                                f"{exc.strerror or exc}", int(rec["step"]), exc.errno) from None
 
 
 class RunLogs:
@@ -157,8 +166,7 @@ class RunLogs:
 
             shown = {scalar_tag(k): float(v) for k, v in metrics.items()
                      if scalar_tag(k) and isinstance(v, (int, float)) and math.isfinite(v)}
-            for summary in hparams(self.hparams, shown):
-                self.scalars._writer._get_file_writer().add_summary(summary)
+            self.scalars.write_summaries(hparams(self.hparams, shown))
             self.scalars.flush()
         if self.wandb is not None:
             self.wandb.summary.update(dict(metrics))
