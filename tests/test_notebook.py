@@ -1,4 +1,5 @@
-"""examples/quickstart.ipynb: kept without outputs in git, and every cell runs (nbclient, a real kernel)."""
+"""examples/quickstart.ipynb: stored with its outputs (a PNG beside each figure), and every cell runs (nbclient, a
+real kernel)."""
 
 from __future__ import annotations
 
@@ -12,29 +13,41 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "examples" / "quickstart.ipynb"
 
 
-def test_notebook_is_stored_without_outputs():
-    """Outputs (plotly figures are megabytes) and execution counts stay out of git."""
+def test_notebook_is_stored_with_small_outputs_and_a_png_beside_each_figure():
+    """The committed notebook carries its outputs (``python -m tests.helpers.notebook`` writes them): every
+    code cell ran, no error, every plotly figure has a PNG in the same output (what GitHub and
+    ``nbconvert --to html`` show), and the whole file stays small."""
+    import base64
+    import struct
+
     nb = nbformat.read(NOTEBOOK, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert code, "the notebook has no code cells"
-    dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
-    assert not dirty, f"cells {dirty} carry outputs: clear them before committing (Jupyter: Clear All Outputs)"
+    assert code and all(c.execution_count for c in code), "run python -m tests.helpers.notebook before committing"
+    outputs = [o for c in code for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert not [o for o in outputs if o.output_type == "stream" and o.name == "stderr"]
+    figures = [o for o in outputs if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    assert len(figures) >= 4
+    for fig in figures:
+        png = base64.b64decode(fig["data"].get("image/png", ""))
+        assert png[:8] == b"\x89PNG\r\n\x1a\n", "a figure without its PNG"
+        width, height = struct.unpack(">II", png[16:24])
+        assert (width, height) == (760, 460) and len(png) < 250_000
+    assert NOTEBOOK.stat().st_size < 1_500_000
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_notebook_runs_every_cell_without_error(monkeypatch, tmp_path):
+def test_notebook_runs_every_cell_without_error(tmp_path):
     """Executes the notebook top to bottom in a fresh python3 kernel started in the repository root (so
     ``import geomlab`` works installed or not); nbclient raises CellExecutionError on the first failing cell.
-    The kernel sees a user's environment: the real bundled checkpoints (other tests point
-    ``GEOMLAB_BUNDLED_DIR`` elsewhere for the whole session), runs in a temporary folder."""
-    nbclient = pytest.importorskip("nbclient")
-    monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)
-    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(ROOT)}})
-    client.execute()
+    The kernel sees a user's environment (:func:`tests.helpers.notebook.execute`): the real bundled
+    checkpoints (other tests point ``GEOMLAB_BUNDLED_DIR`` elsewhere for the whole session), runs in a
+    temporary folder."""
+    pytest.importorskip("nbclient")
+    from tests.helpers.notebook import execute
+
+    nb = execute(NOTEBOOK, runs_dir=tmp_path / "runs")
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.execution_count for c in code)
     outputs = [o for c in code for o in c.outputs]

@@ -72,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"validate every N steps (the pruner's intermediate values; 0 = only at the end; default {D.eval_every})")
     p.add_argument("--eval-tokens", type=recipe_option("eval_tokens"), default=None,
                    help=f"valid-split targets scored by every validation, the final one too (default {D.eval_tokens}; 0 = all)")
+    p.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
+                   help="no TensorBoard event files in the trials' log folders OUT/NAME-trials/trial-N "
+                   "(their metrics.csv is always written)")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     add_threads_argument(p)
 
@@ -150,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(outputs)
     result = sweep.run_sweep(setup, n_trials=args.n_trials, timeout=args.timeout, storage=storage, study_name=name,
                              summary_path=summary_path, pruning=not args.no_pruning, sampler=args.sampler,
-                             sampler_seed=args.sampler_seed, device=args.device)
+                             sampler_seed=args.sampler_seed, device=args.device, runs_dir=out / f"{name}-trials",
+                             tensorboard=args.tensorboard)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result["states"].items()))
     print(f"study {name}: {result['n_trials']} trial(s) ({counts}); storage {storage}")
     best = result["best"]

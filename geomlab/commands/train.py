@@ -180,7 +180,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"record the training loss, lr, gradient norm and tokens/s every N steps (default {D.log_every})")
     p.add_argument("--log-dir", metavar="DIR", default=None,
                    help="also write TensorBoard event files of the metrics history to DIR (train/loss, train/lr, "
-                   "train/grad_norm, train/tokens_per_s, valid/..., test/...; view with tensorboard --logdir DIR)")
+                   "train/grad_norm, train/tokens_per_s, valid/..., test/...; view with tensorboard --logdir DIR) "
+                   "instead of the run folder OUT/NAME")
+    p.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
+                   help="no TensorBoard event files in the run folder (metrics.csv is always written)")
+    p.add_argument("--wandb", nargs="?", const="", metavar="MODE", default=None,
+                   help="also log to Weights & Biases (needs: pip install wandb); MODE online, offline or disabled "
+                   "(default: WANDB_MODE, else online); project WANDB_PROJECT, else geomlab")
 
 
 def _default_name(kind: str, data: str, params: int, group: str | None = None) -> str:
@@ -330,7 +336,7 @@ def _resumed(args: argparse.Namespace, overrides: dict):
     data = args.data if args.data else (c.card.get("task") or {})
     task = make_task(data, vocab=c.vocab)
     trainer = Trainer.from_checkpoint(path, task, overrides=overrides, progress_bar=not args.quiet,
-                                      log_dir=args.log_dir)
+                                      log_dir=args.log_dir, tensorboard=args.tensorboard, wandb=args.wandb)
     print(f"resuming {trainer.out} at step {trainer.step} of {trainer.config.steps}")
     return task, trainer
 
@@ -381,7 +387,7 @@ def _started(args: argparse.Namespace, overrides: dict, replicas):
         name = _free_name(Path(args.out), _default_name(args.model, stem, n_eff, args.group))
     check_out_dir(Path(args.out), model)
     trainer = runs.build(spec, task=task, model=model, out=Path(args.out) / name, progress_bar=not args.quiet,
-                         log_dir=args.log_dir).trainer
+                         log_dir=args.log_dir, tensorboard=args.tensorboard, wandb=args.wandb).trainer
     print(f"{args.model}: {n_eff:,} parameters (effective), {count_params(model, 'stored'):,} stored; "
           f"{task.name}, vocab {task.vocab_size}; device {trainer.device.type}"
           + (f" x {replicas.world_size} processes" if replicas.distributed else ""))

@@ -49,9 +49,13 @@ def with_context(results: dict[str, Any], out: Path) -> dict[str, Any]:
     return results
 
 
+#: plotly.js, written once beside the figure pages that load it (plotly's ``include_plotlyjs="directory"``).
+PLOTLY_JS = "plotly.min.js"
+
+
 def write_report(results: dict[str, Any], out: str | Path = "docs/results.md", png: bool = True) -> Path:
-    """Write ``out`` (Markdown), ``<out dir>/results/results.json``, one plotly HTML per figure (plotly.js
-    from its CDN, small files) and, when ``png`` and chromium are available, PNG screenshots embedded in
+    """Write ``out`` (Markdown), ``<out dir>/results/results.json``, one plotly HTML per figure (loading
+    ``plotly.min.js``, written once beside them: the pages work offline) and, when ``png`` and chromium are available, PNG screenshots embedded in
     the Markdown. Returns the Markdown path. Raises ``OSError`` naming the file when one cannot be written
     (:func:`geomlab.core.writes.write_atomic`: each file whole or not at all, an older one kept)."""
     out = Path(out)
@@ -64,8 +68,12 @@ def write_report(results: dict[str, Any], out: str | Path = "docs/results.md", p
     fig_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(fig_dir / "results.json", json.dumps(results, indent=1, default=float, allow_nan=True), "results")
     figs = figures_for(results)
+    if figs:  # plotly.js once beside the pages, so they work offline
+        from plotly.offline import get_plotlyjs
+
+        write_atomic(fig_dir / PLOTLY_JS, get_plotlyjs(), "figure")
     for name, fig in figs.items():
-        write_atomic(fig_dir / f"{name}.html", fig.to_html(include_plotlyjs="cdn", full_html=True), "figure")
+        write_atomic(fig_dir / f"{name}.html", fig.to_html(include_plotlyjs="directory", full_html=True), "figure")
     pngs = write_pngs(figs, fig_dir) if png and figs else {}
     write_atomic(out, render_markdown(with_context(results, out), figure_links(figs, pngs)), "report")
     return out

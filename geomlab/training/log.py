@@ -152,6 +152,16 @@ class ScalarLog:
         except (OSError, ValueError) as exc:
             raise self._error(exc) from None
 
+    def write_summaries(self, summaries) -> None:
+        """Write ready-made ``Summary`` protos (the hparams plugin's, from
+        ``torch.utils.tensorboard.summary.hparams``) to the event file. Raises :class:`LogWriteError` when the
+        writer failed."""
+        try:
+            for summary in summaries:
+                self._writer._get_file_writer().add_summary(summary)
+        except (OSError, ValueError) as exc:
+            raise self._error(exc) from None
+
     def flush(self) -> None:
         """Write what is queued to the event file. Raises :class:`LogWriteError` when the writer failed."""
         try:

@@ -316,10 +316,11 @@ class Run:
 
 
 def build(spec: RunSpec, *, task=None, model=None, out=None, card: dict[str, Any] | None = None,
-          callback: Callable | None = None, progress_bar: bool = False, log_dir=None, download: bool = True) -> Run:
+          callback: Callable | None = None, progress_bar: bool = False, log_dir=None, download: bool = True,
+          **logs) -> Run:
     """Build ``spec``'s task (unless ``task`` is given), model (unless ``model`` is given) and trainer
     (:class:`geomlab.training.trainer.Trainer` with :meth:`RunSpec.train_config`; ``out``, ``card``, ``callback``,
-    ``progress_bar``, ``log_dir`` as there). Raises ``ValueError`` as :func:`build_task`,
+    ``progress_bar``, ``log_dir`` and ``logs``: ``tensorboard``, ``wandb`` as there). Raises ``ValueError`` as :func:`build_task`,
     :func:`build_model` and the trainer do."""
     from geomlab.training.trainer import Trainer
 
@@ -328,7 +329,7 @@ def build(spec: RunSpec, *, task=None, model=None, out=None, card: dict[str, Any
     if model is None:
         model, note = build_model(spec, task.vocab_size)
     trainer = Trainer(model, task, spec.train_config(), out=out, card=card, callback=callback,
-                      progress_bar=progress_bar, log_dir=log_dir)
+                      progress_bar=progress_bar, log_dir=log_dir, **logs)
     return Run(spec, task, model, trainer, note)
 
 

@@ -99,7 +99,8 @@ def trial_spec(setup: SweepSetup, params: dict[str, Any], seed: int, device: str
 
 
 def train_trial(setup: SweepSetup, task, params: dict[str, Any], trial=None, *, device: str = "auto",
-                prune_after: int | None = None, log: Callable[[str], None] | None = None) -> float:
+                prune_after: int | None = None, log: Callable[[str], None] | None = None,
+                run_dir: str | Path | None = None, tensorboard: bool = True) -> float:
     """Train ``setup`` with one trial's ``params`` once per seed and return the mean validation metric.
 
     Each seed is the run :func:`trial_spec` describes, built by :func:`geomlab.training.runs.build` on ``task`` (the
@@ -108,7 +109,9 @@ def train_trial(setup: SweepSetup, task, params: dict[str, Any], trial=None, *, 
     the valid split only). The per-seed values go to the trial's user attribute ``seed_values``. With
     ``trial`` and ``prune_after`` (a step), the first seed's periodic validations are reported to Optuna at
     their step and from ``prune_after`` on a trial the pruner rejects is stopped (``optuna.TrialPruned``,
-    user attributes ``outcome="pruned"``, ``pruned_at``).
+    user attributes ``outcome="pruned"``, ``pruned_at``). With ``run_dir`` each seed's run logs there
+    (``run_dir/seed-S`` with several seeds; ``metrics.csv``, TensorBoard unless ``tensorboard`` is off:
+    :mod:`geomlab.training.run_logs`).
 
     Raises :class:`geomlab.training.trainer.TrainingError` naming the seed when a run diverges, ``ValueError`` for a
     config the kind refuses."""
@@ -129,7 +132,9 @@ def train_trial(setup: SweepSetup, task, params: dict[str, Any], trial=None, *, 
                 holder["pruned_at"] = int(p.step)
                 holder["trainer"].stop()
 
-        trainer = runs.build(trial_spec(setup, params, seed, device), task=task, callback=_on_progress).trainer
+        logs = None if run_dir is None else Path(run_dir) / (f"seed-{seed}" if len(setup.seeds) > 1 else "")
+        trainer = runs.build(trial_spec(setup, params, seed, device), task=task, callback=_on_progress,
+                             run_dir=logs, tensorboard=tensorboard).trainer
         holder["trainer"] = trainer
         try:
             result = trainer.run()
@@ -175,7 +180,8 @@ def _sampler(name: str, space, seed: int | None):
 def run_sweep(setup: SweepSetup, *, n_trials: int | None = 20, timeout: float | None = None,
               storage: str | Path | None = None, study_name: str | None = None, summary_path: str | Path | None = None,
               pruning: bool = True, sampler: str = "tpe", sampler_seed: int | None = None, device: str = "auto",
-              log: Callable[[str], None] = print) -> dict[str, Any]:
+              log: Callable[[str], None] = print, runs_dir: str | Path | None = None,
+              tensorboard: bool = True) -> dict[str, Any]:
     """Run (or continue) a sweep of ``setup`` and return its :func:`summary`.
 
     ``storage``: see :func:`open_storage` (``None`` = in memory). ``study_name``: default
@@ -184,7 +190,8 @@ def run_sweep(setup: SweepSetup, *, n_trials: int | None = 20, timeout: float | 
     ``train["eval_every"] > 0``). ``sampler``: ``"tpe"`` (default), ``"random"`` or ``"grid"`` (every
     combination of ``choice`` keys once; refused for ranges). ``sampler_seed`` seeds the sampler of the
     study's only worker; other workers derive their own from it, and a worker first fails and retries the
-    trials of dead workers (:mod:`geomlab.training.sweep_workers`).
+    trials of dead workers (:mod:`geomlab.training.sweep_workers`). ``runs_dir``: each trial's runs log to
+    ``runs_dir/trial-N`` (:func:`train_trial`; ``None``: no logs).
 
     Raises :class:`SweepError` / ``ValueError`` (one line) for a bad request, before any training."""
     optuna = require("optuna", "a sweep")
@@ -230,7 +237,9 @@ def run_sweep(setup: SweepSetup, *, n_trials: int | None = 20, timeout: float | 
     def objective(params, trial):
         trial.set_user_attr("worker", me.record())
         log(f"trial {trial.number}: {_fmt(params)} ...")
-        return train_trial(setup, task, params, trial, device=device, prune_after=prune_after, log=log)
+        run_dir = Path(runs_dir) / f"trial-{trial.number}" if runs_dir is not None else None
+        return train_trial(setup, task, params, trial, device=device, prune_after=prune_after, log=log,
+                           run_dir=run_dir, tensorboard=tensorboard)
 
     def on_trial(t):
         rec = trial_record(t)

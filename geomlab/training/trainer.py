@@ -158,8 +158,14 @@ class Trainer(Checkpointing):
         callback: ``f(Progress)`` called from the training thread; it may call :meth:`stop`.
         progress_bar: show a ``tqdm`` bar (command line).
         log_dir: a folder for TensorBoard event files of the metrics history (:mod:`geomlab.training.log`), or
-            ``None``. Checked here: :class:`geomlab.training.log.LogDirError` (a ``ValueError``) for a file, an
+            ``None`` (then the run folder ``out/`` has them when ``tensorboard`` and the package is installed).
+            Checked here: :class:`geomlab.training.log.LogDirError` (a ``ValueError``) for a file, an
             unwritable folder or a missing ``tensorboard`` package.
+        tensorboard: write TensorBoard event files to the run folder when ``log_dir`` is ``None``.
+        run_dir: the run folder of a run without ``out`` (a sweep's trial): its logs only.
+        wandb: ``None``, or log to Weights & Biases in this ``wandb.init`` mode (``""``: ``WANDB_MODE``).
+            The run folder (a folder-layout ``out``) always gets ``metrics.csv``; see
+            :mod:`geomlab.training.run_logs`.
 
     Across several processes (``torchrun``, :mod:`geomlab.training.distributed`) the trainer uses the default process
     group: ``config.batch_size`` is the global batch, split evenly across the ranks (``ValueError`` when it
@@ -174,13 +180,15 @@ class Trainer(Checkpointing):
     def __init__(self, model, task: Task, config: TrainConfig | dict | None = None, *,
                  out: str | Path | None = None, card: dict[str, Any] | None = None,
                  callback: Callable[[Progress], None] | None = None, progress_bar: bool = False,
-                 log_dir: str | Path | None = None):
+                 log_dir: str | Path | None = None, tensorboard: bool = True, wandb: str | None = None,
+                 run_dir: str | Path | None = None):
         self.config = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config or {})
         self.replicas = Replicas.current()
         self.replicas.check_batch(self.config.batch_size)
         self.model = model
         self.task = task
         self.out = Path(out) if out is not None else None
+        self.run_dir = Path(run_dir) if run_dir is not None else None
         self.card = dict(card or {})
         self.callbacks: list[Callable[[Progress], None]] = [callback] if callback else []
         self.progress_bar = progress_bar and self.replicas.is_main
@@ -190,6 +198,15 @@ class Trainer(Checkpointing):
 
             check_log_dir(log_dir)
         self.log_dir = Path(log_dir) if log_dir is not None and self.replicas.is_main else None  # rank 0 writes
+        if self.replicas.is_main and self.log_dir is None:
+            from geomlab.training.run_logs import default_tensorboard_dir
+
+            self.log_dir = default_tensorboard_dir(self.run_folder(), tensorboard)
+        self.wandb = wandb if self.replicas.is_main else None
+        if self.wandb is not None:
+            from geomlab.training.run_logs import check_wandb
+
+            check_wandb()
         self.step = 0
         self.elapsed_s = 0.0
         self.history: list[dict[str, Any]] = []
@@ -198,7 +215,7 @@ class Trainer(Checkpointing):
         self._stop = threading.Event()
         self._abort = threading.Event()  # set by abort(): no more steps, no more writes
         self._stop_agreed = False  # across processes: a stop asked on some rank, agreed on by all
-        self._log = None  # the open TensorBoard writer while run() runs (geomlab.training.log.ScalarLog)
+        self._log = None  # the open logs while run() runs (geomlab.training.run_logs.RunLogs)
         self._net: torch.nn.Module = model  # what the training step calls: the model, or its DDP wrapper
         if hasattr(task, "check_context"):  # refuse a context the data cannot fill, before any step
             task.check_context(self.config.seq_len)
@@ -395,6 +412,8 @@ class Trainer(Checkpointing):
         :meth:`run` again continues a stopped run), the ``"done"``/``"stopped"`` event, the result."""
         cfg = self.config
         path = self._save(final_metrics=metrics)
+        if self._log is not None:
+            self._log.finish(metrics or {f"valid_{k}": v for k, v in self.last_valid.items()})
         self._stop.clear()
         msg = (f"finished {self.step} steps" if status == "done" else f"stopped at step {self.step}")
         self._emit(Progress(status, self.step, cfg.steps, valid_bpc=self.last_valid.get("bpc"),
@@ -433,19 +452,34 @@ class Trainer(Checkpointing):
         return self._stop_agreed if self.replicas.distributed else self._stop.is_set()
 
     def _record(self, rec: dict[str, Any]) -> None:
-        """Append ``rec`` to the metrics history and to the TensorBoard log when there is one."""
+        """Append ``rec`` to the metrics history and to the run's logs when it has them."""
         self.history.append(rec)
         if self._log is not None:
             self._log.write(rec)
 
-    def _open_log(self):
-        """A :class:`geomlab.training.log.ScalarLog` on ``log_dir`` (rank 0 only), or ``None``. A resumed run
-        purges events after its step that an earlier writer left (a run that went on past the checkpoint)."""
-        if self.log_dir is None:
+    def run_folder(self) -> Path | None:
+        """The folder of the run's logs, on rank 0: ``out/`` in the folder layout, else ``run_dir``; ``None``
+        without either, for a flat pair and on the other ranks."""
+        if not self.replicas.is_main:
             return None
-        from geomlab.training.log import ScalarLog
+        if self.out is None or (self.out.parent / (self.out.name + ".json")).is_file():
+            return self.run_dir
+        return self.out
 
-        return ScalarLog(self.log_dir, purge_step=self.step + 1 if self.step else None)
+    def _open_log(self):
+        """The run's :class:`geomlab.training.run_logs.RunLogs` (rank 0 only), or ``None`` when it has none.
+        A resumed run purges events after its step that an earlier writer left (a run that went on past the
+        checkpoint) and rewrites the CSV from its history."""
+        folder = self.run_folder()
+        if folder is None and self.log_dir is None and self.wandb is None:
+            return None
+        from geomlab.training.run_logs import RunLogs, hparams_of
+
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+        return RunLogs(folder, self.log_dir, hparams_of(dict(self.model.config), self.config.to_dict()),
+                       history=self.history, purge_step=self.step + 1 if self.step else None, wandb=self.wandb,
+                       name=folder.name if folder is not None else "run")
 
     def _save(self, final_metrics: dict[str, float] | None = None) -> Path | None:
         """:meth:`save_checkpoint` on rank 0; other ranks write nothing (``None``)."""

@@ -324,7 +324,9 @@ def test_resume_from_a_folder_writes_back_into_it(tmp_path, tiny_text):
     trainer.add_callback(stop_at_3)
     res = trainer.run()
     assert res.status == "stopped" and res.checkpoint == tmp_path / "run"
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == STATE_FILES
+    logs = {"metrics.csv", *(p.name for p in (tmp_path / "run").glob("events.out.tfevents.*"))}
+    assert len(logs) == 2  # the run's CSV and TensorBoard logs, beside the checkpoint
+    assert sorted(p.name for p in (tmp_path / "run").iterdir() if p.name not in logs) == STATE_FILES
     resumed = Trainer.from_checkpoint(tmp_path / "run", task)
     assert resumed.out == tmp_path / "run" and resumed.step == 3
     done = resumed.run()

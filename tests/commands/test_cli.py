@@ -36,8 +36,11 @@ def test_train_eval_sample_end_to_end(text_file, tmp_path, capsys, monkeypatch):
     assert c.train_config["lr"] == 0.01 and c.train_config["steps"] == 20
     test_bpc = c.card["test_bpc"]
 
-    assert sorted(f.name for f in (out / "tiny").iterdir()) == [
-        "README.md", "config.json", "geomlab.json", "model.safetensors", "training_state.json",
+    names = sorted(f.name for f in (out / "tiny").iterdir())
+    events = [n for n in names if n.startswith("events.out.tfevents.")]
+    assert len(events) == 1  # the run's TensorBoard log, beside its CSV log
+    assert [n for n in names if n not in events] == [
+        "README.md", "config.json", "geomlab.json", "metrics.csv", "model.safetensors", "training_state.json",
         "training_state.safetensors", "vocab.json"]  # a Hugging Face checkpoint folder, resumable
     # every command takes the folder or a file in it
     assert main(["eval", str(out / "tiny" / "geomlab.json"), "--data", str(text_file), "--split", "test"]) == 0
