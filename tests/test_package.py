@@ -112,7 +112,7 @@ def test_core_is_light_and_the_extras_are_declared():
     assert not core & {"optuna", "tensorboard", "kaleido", "scikit-learn", "pandas", "scipy", "streamlit"}
     extras = project["optional-dependencies"]
     assert {"app", "sweep", "logging", "export", "hf", "all", "test"} <= set(extras)
-    assert extras["all"] == ["geomlab[app,sweep,logging,export,hf]"]
+    assert extras["all"] == ["geomlab[app,sweep,logging,export,hf,wandb]"]
     assert project["license"] == "MIT" and (ROOT / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
     assert any(c.startswith("License") or c.startswith("Programming Language") for c in project["classifiers"])
 

@@ -185,7 +185,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
                    help="no TensorBoard event files in the run folder (metrics.csv is always written)")
     p.add_argument("--wandb", nargs="?", const="", metavar="MODE", default=None,
-                   help="also log to Weights & Biases (needs: pip install wandb); MODE online, offline or disabled "
+                   help="also log to Weights & Biases (needs the wandb extra: pip install 'geomlab[wandb]'); MODE online, offline or disabled "
                    "(default: WANDB_MODE, else online); project WANDB_PROJECT, else geomlab")
 
 

@@ -22,6 +22,7 @@ EXTRA_OF = {
     "submitit": "sweep",
     "tensorboard": "logging",
     "kaleido": "export",
+    "wandb": "wandb",
 }
 
 

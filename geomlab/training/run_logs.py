@@ -16,7 +16,7 @@ before's), then the others in order of first appearance (``grad_norm``, ``tokens
 where a record has no value. A new column rewrites the file with the wider header; a resumed run rewrites
 it from the checkpoint's history, so rows after the checkpoint's step (a run that went on past it) are gone.
 
-W&B (``wandb``, not a geomlab dependency: ``pip install wandb``): ``wandb.init(mode=...)`` with the mode
+W&B (``wandb``, the ``wandb`` extra: ``pip install 'geomlab[wandb]'``): ``wandb.init(mode=...)`` with the mode
 asked for, else ``WANDB_MODE`` from the environment (``offline`` writes ``OUT/NAME/wandb/`` for a later
 ``wandb sync``); every record goes to ``wandb.log`` at its step, the final metrics to the run's summary.
 """
@@ -195,7 +195,7 @@ def _wandb_run(mode: str, hparams: dict[str, Any], folder: Path | None, name: st
 def check_wandb() -> None:
     """Raise :class:`MissingExtraError` (one line) when the ``wandb`` package is not installed."""
     if not _installed("wandb"):
-        raise MissingExtraError("--wandb needs the wandb package: pip install wandb (nothing was trained)",
+        raise MissingExtraError("--wandb needs the wandb package: pip install 'geomlab[wandb]' (nothing was trained)",
                                 name="wandb")
 
 

@@ -99,7 +99,7 @@ def test_wandb_missing_is_one_line(text_file, tmp_path, capsys):
     out = tmp_path / "runs"
     assert _train(text_file, out, "--wandb", "offline") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: --wandb needs the wandb package: pip install wandb (nothing was trained)"]
+    assert err == ["error: --wandb needs the wandb package: pip install 'geomlab[wandb]' (nothing was trained)"]
     assert not (out / "run").exists()
 
 
