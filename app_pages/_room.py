@@ -282,16 +282,9 @@ def revealed(lesson: str, step: int) -> bool | None:
 
 def join_link() -> str:
     """The absolute join link of this session's room: the app's address with ``?room=CODE``."""
-    from urllib.parse import urlsplit
+    from app_pages._state import app_origin
 
-    base = ""
-    try:
-        parts = urlsplit(st.context.url or "")
-        if parts.scheme and parts.netloc:
-            base = f"{parts.scheme}://{parts.netloc}"
-    except Exception:  # noqa: BLE001 - no request context (tests)
-        base = ""
-    return f"{base}/?room={st.session_state[K_CODE]}"
+    return f"{app_origin()}/?room={st.session_state[K_CODE]}"
 
 
 def qr_svg(link: str, scale: int = 8) -> str:

@@ -404,19 +404,24 @@ def state_query(page: str | None = None) -> dict[str, str]:
     return want
 
 
-def share_link(slug: str) -> str:
-    """Absolute URL that reopens page ``slug`` with the current state (the teacher's link)."""
-    from urllib.parse import urlencode, urlsplit
+def app_origin() -> str:
+    """``scheme://host[:port]`` of the address this session's browser opened, or ``""`` without a request
+    context (tests)."""
+    from urllib.parse import urlsplit
 
-    base = ""
     try:
         parts = urlsplit(st.context.url or "")
-        if parts.scheme and parts.netloc:
-            base = f"{parts.scheme}://{parts.netloc}"
     except Exception:  # noqa: BLE001 - no request context (tests)
-        base = ""
+        return ""
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
+
+
+def share_link(slug: str) -> str:
+    """Absolute URL that reopens page ``slug`` with the current state (the teacher's link)."""
+    from urllib.parse import urlencode
+
     query = urlencode(state_query(slug))
-    return f"{base}/{slug}" + (f"?{query}" if query else "")
+    return f"{app_origin()}/{slug}" + (f"?{query}" if query else "")
 
 
 def sync_query_params(page: Any = None) -> None:
