@@ -25,6 +25,8 @@ def test_bench_browser_smoke(capsys):
     out = capsys.readouterr().out
     assert "/home" in out and "ratio shipped/baseline" in out and "click to update" in out
     rows = [line for line in out.splitlines() if "median" in line and "min" in line]
-    # home: shipped + baseline; cursor move: shipped + baseline; a token click and a click on the whole-text
-    # strip (300 characters: longer than the window) on /attention: shipped + baseline each
-    assert len(rows) == 8, out
+    # home: shipped + baseline; cursor move: shipped + baseline; on /attention a token click, a click on a cell of
+    # the attention map and one on the whole-text strip (300 characters: longer than the window), shipped +
+    # baseline each
+    assert len(rows) == 10, out
+    assert sum(" cell " in line for line in rows) == 2, out
