@@ -160,8 +160,8 @@ def read_text_file(name: str, max_chars: int | None = None) -> bytes:
 def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
     """Write every figure of every view that applies to ``tr`` (the view pages, :mod:`geomlab.teach.views`,
     with each view's default controls, as the app opens it) as ``folder/NAME.html`` (``plotly.min.js`` next
-    to them, so they work offline) and ``folder/index.html`` linking them under their view titles. Returns
-    the figure names written, in the views' order."""
+    to them, so they work offline) and ``folder/index.html`` linking them under their view titles, a figure
+    several views show under the first. Returns the figure names written, each once, in the views' order."""
     from geomlab.teach import views
     from geomlab.figures._animation import without_cursor
     from geomlab.core.markup import to_html
@@ -174,6 +174,8 @@ def write_html(tr, folder: Path, cursor: int | None = None) -> list[str]:
         built = views.build_view(tr, view.slug, cursor=cursor)
         items = []
         for name, fig in built.items():
+            if name in written:  # a figure several views show (the layer lens) is listed under the first
+                continue
             fig.figure.write_html(folder / f"{name}.html", include_plotlyjs="directory", auto_play=False)
             written.append(name)
             items.append({"href": f"{name}.html", "label": name.replace("_", " "),

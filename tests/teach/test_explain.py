@@ -245,9 +245,12 @@ def test_trace_html_index_has_readable_captions(tmp_path):
     from geomlab.commands.trace import write_html
 
     tr = get_trace("grassmann-r5")
-    write_html(tr, tmp_path)
+    names = write_html(tr, tmp_path)
     index = (tmp_path / "index.html").read_text(encoding="utf-8")
     assert "span(z<sub>t</sub>" in index and "\\mathrm" not in index and "$" not in index
+    # each figure once, a figure several views show (the layer lens) under the first of them
+    assert len(names) == len(set(names)) and "lens_heatmap" in names
+    assert all(index.count(f'href="{n}.html"') == 1 for n in names)
 
 
 # ------------------------------------------------------------------ the app
