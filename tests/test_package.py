@@ -225,3 +225,17 @@ def test_wheel_installs_and_the_app_starts_from_another_folder(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+
+
+def test_requirements_files_say_what_the_readme_commands_install():
+    """requirements.txt and requirements-test.txt are the README's two installs as files: the pins of
+    constraints.txt and the editable install with the same extras."""
+    def lines(name: str) -> list[str]:
+        text = (ROOT / name).read_text(encoding="utf-8")
+        return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert lines("requirements.txt") == ["-c constraints.txt", "-e .[app]"]
+    assert 'pip install -c constraints.txt -e ".[app]"' in readme
+    assert lines("requirements-test.txt") == ["-c constraints.txt", "-e .[all,test]"]
+    assert 'pip install -q -c constraints.txt -e ".[all,test]"' in readme
