@@ -35,7 +35,6 @@ K_SENT, K_BEAT = "_gl_room_sent", "_gl_room_beat"  # last published state dict (
 K_ERROR, K_ERROR_AT = "_gl_room_error", "_gl_room_error_at"  # the store's error line and when it happened
 K_PAGE = "_gl_room_page"  # url_path of the page this session shows (set by every full run)
 K_LEFT = "_gl_room_left"  # the code of the room this session left (its link still in the address bar)
-K_FOLLOWED = "_gl_room_followed"  # page, cursor, Tour step as drawn after the last applied room state (student)
 K_LESSON, K_STEP, K_APPLIED = "gl_tour_lesson", "gl_tour_step", "_gl_tour_applied"  # app_pages/tour.py's keys
 POLL_S = 0.5   # seconds between a session's polls and publishes (design choice: a redraw within a second)
 BEAT_S = 5.0   # seconds between heartbeats (the store counts a student present for 30 s)
@@ -145,7 +144,7 @@ def leave() -> None:
     except (rooms.RoomsUnavailable, rooms.RoomError):
         pass
     ss[K_LEFT] = ss.pop(K_CODE, None)
-    for key in (K_SEEN, K_MODE, K_FOLLOWED):
+    for key in (K_SEEN, K_MODE):
         ss.pop(key, None)
 
 
@@ -154,24 +153,8 @@ def set_mode(mode: str) -> None:
     ss = st.session_state
     ss[K_MODE] = mode
     ss[K_BEAT] = 0.0
-    ss.pop(K_FOLLOWED, None)
     if mode == "follow":
         ss[K_SEEN] = -1
-
-
-def _where() -> dict[str, Any]:
-    """What a following student's own clicks and links can change: the page, the cursor, the Tour step."""
-    ss = st.session_state
-    page = ss.get(K_PAGE) or ""
-    return {"page": page, "cursor": int(ss.get(state.K_POS) or 0),
-            "step": int(ss.get(K_STEP) or 0) if page == "tour" else None}
-
-
-def _drifted() -> bool:
-    """Whether a following student's session moved away from the room state last applied (a link's values,
-    the cursor, another page or step): it then explores, said so, instead of claiming to follow."""
-    followed = st.session_state.get(K_FOLLOWED)
-    return isinstance(followed, dict) and _where() != followed
 
 
 def adopt_link() -> None:
@@ -201,8 +184,6 @@ def publish(page: str | None = None) -> None:
     """The teacher's side: write the state into the room when it changed since the last write (cheap: a
     dict comparison per run)."""
     ss = st.session_state
-    if role() == "student" and ss.get(K_FOLLOWED) == "pending":
-        ss[K_FOLLOWED] = _where()  # the room's state as this page drew it: moving away from it is drifting
     if role() != "teacher":
         return
     now = snapshot(page if page is not None else ss.get(K_PAGE, ""))
@@ -266,12 +247,6 @@ def follow() -> None:
         if time.monotonic() - ss.get(K_BEAT, 0.0) > BEAT_S:
             store.heartbeat(code, ss[K_CLIENT], mode)
             ss[K_BEAT] = time.monotonic()
-        if mode == "follow" and _drifted():
-            set_mode("explore")
-            store.heartbeat(code, ss[K_CLIENT], "explore")
-            ss[state.K_NOTICE] = ("You moved away from the teacher's view, so you are exploring on your own now: "
-                                  "“Follow the teacher” takes you back.")
-            mode = "explore"
         if mode != "follow":
             _ok()
             return
@@ -288,7 +263,6 @@ def follow() -> None:
         return
     ss[K_SEEN] = new.version
     page = apply(new)
-    ss[K_FOLLOWED] = "pending"  # what the page makes of the state is recorded after its run (publish)
     if page != ss.get(K_PAGE):
         st.switch_page(state.page_path(page or "home"))
     st.rerun()

@@ -70,28 +70,6 @@ def test_a_students_url_and_clicks_never_change_the_room(zoo_env):
     store.close(code, token)
 
 
-def test_a_student_who_moves_away_explores_and_is_told_so(zoo_env):
-    """Following, a student who moves the cursor (or opens a link to another step) is no longer where the
-    teacher is: the panel says "exploring", presence counts them as exploring, the room is untouched; "Follow
-    the teacher" brings them back to the room's state."""
-    store = rooms.get_store()
-    code, token = store.open(rooms.RoomState(page="tour", lesson=LESSON, step=2, cursor=6,
-                                             checkpoint="bundled/osm-rnn-o-s5",
-                                             text="12340 12340 12340 12340 12340 10234 10234 12340"))
-    at = student(code)
-    at.run()  # a poll after the first view: still where the teacher is (as the step draws it)
-    shown = at.session_state["gl_pos"]
-    assert "following the teacher" in panel_text(at) and store.presence(code).follow == 1
-    at.session_state["gl_pos"] = shown + 1
-    at.run()
-    assert "exploring on your own" in panel_text(at) and at.session_state["gl_pos"] == shown + 1
-    assert store.presence(code).explore == 1 and store.state(code).cursor == 6
-    at.button(key="room_follow").click().run()
-    at.run()
-    assert at.session_state["gl_pos"] == shown and "following the teacher" in panel_text(at)
-    store.close(code, token)
-
-
 def test_a_teacher_publishes_only_changes(zoo_env):
     at = AppTest.from_file(APP, default_timeout=240)
     at.query_params.update(lesson=LESSON, step="2")
