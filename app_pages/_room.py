@@ -306,9 +306,9 @@ def _show_code() -> None:
 show_code_dialog = st.dialog("Join the class", width="large")(_show_code)
 
 
-@st.fragment(run_every=POLL_S)
 def _live() -> None:
-    """The room panel, rerun every :data:`POLL_S` s: a teacher publishes and sees presence, a student follows."""
+    """The room panel, rerun every :data:`POLL_S` s while this session is in a room (a teacher publishes and
+    sees presence, a student follows); a session in no room does not poll."""
     ss = st.session_state
     who = role()
     if who == "teacher":
@@ -339,7 +339,7 @@ def panel() -> None:
     QR, presence; the timed fragment that follows or publishes. Never raises: a failure is a message."""
     ss = st.session_state
     with st.sidebar.expander("Classroom", icon=":material/groups:", expanded=role() is not None):
-        _live()
+        st.fragment(_live, run_every=POLL_S if role() is not None else None)()
         who = role()
         if who is None:
             st.button("Start a room", key="room_open", icon=":material/co_present:", on_click=open_room,
