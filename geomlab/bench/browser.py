@@ -44,7 +44,10 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
                "--disable-component-update", "--no-first-run"]
 IDLE_JS = ("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r("
            "!document.querySelector('[data-testid=\"stStatusWidget\"]') || !document.querySelector("
-           "'[data-testid=\"stStatusWidget\"]').innerText.includes('Running')))))")
+           "'[data-testid=\"stStatusWidget\"]').textContent.includes('Running')))))")
+POLL_MS = 100
+"""How often the driver looks at the page while it waits (ms). Not every animation frame, and never
+``innerText`` (which lays the page out): a waiting driver must not add work to the page it times."""
 
 
 TIMING_JS = """
@@ -63,7 +66,7 @@ TIMING_JS = """
   let P;
   Object.defineProperty(window, "Plotly", { configurable: true, get() { return P; }, set(v) {
     P = v;
-    for (const f of ["react", "newPlot"]) {
+    for (const f of ["react", "newPlot", "relayout"]) {
       const o = v[f].bind(v);
       v[f] = async (...a) => { const r = await o(...a); t.ends.push(performance.now()); return r; };
     }
@@ -87,7 +90,7 @@ def _wait_idle(page, timeout_s: float = 120.0) -> None:
     while not page.evaluate(IDLE_JS):
         if time.monotonic() > deadline:
             raise RuntimeError("the page did not finish its script run")
-        page.wait_for_timeout(50)
+        page.wait_for_timeout(POLL_MS)
 
 
 def _check(page, what: str) -> None:
@@ -142,9 +145,11 @@ def _cursor(page) -> int:
 
 def _until_moved(page, pos: int, n_charts: int) -> None:
     """Until the cursor has left ``pos``, the script run has finished and ``n_charts`` charts are drawn."""
-    page.wait_for_function(f"() => !document.body.innerText.includes('cursor at {pos} ')", timeout=120_000)
+    page.wait_for_function(f"() => !document.body.textContent.includes('cursor at {pos} ')", polling=POLL_MS,
+                           timeout=120_000)
     _wait_idle(page)
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= {n_charts}", timeout=120_000)
+    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= {n_charts}", polling=POLL_MS,
+                           timeout=120_000)
     page.evaluate(IDLE_JS)
 
 
