@@ -3,7 +3,9 @@
 // "click". plotly.js is loaded once per browser page, from the URL Python passes in `data.plotly`.
 // The figure comes in two JSON strings, its traces (`data.figure.data`) and the rest (`data.figure.layout`):
 // traces that did not change are neither parsed again nor diffed (Plotly.react gets the same objects), so a
-// cursor moved within a figure's window redraws only its layout (the cursor's mark).
+// cursor moved within a figure's window redraws only its layout (the cursor's mark). Where only the marks
+// changed (shapes, annotations, the title), Plotly.relayout moves them: a fifth of Plotly.react's time, which
+// recomputes every trace's defaults.
 
 const LOADING = "__geomlabPlotlyLoading";
 
@@ -97,6 +99,27 @@ function themedLayout(layout, t) {
   return layout;
 }
 
+// Top-level layout keys that Plotly.relayout redraws on their own, without recomputing the traces.
+const MARKS = new Set(["shapes", "annotations", "title"]);
+
+function layoutParts(layout) {
+  const parts = {};
+  for (const [k, v] of Object.entries(layout)) parts[k] = JSON.stringify(v);
+  return parts;
+}
+
+// The {key: value} update that turns the layout drawn (its parts `before`) into `layout` (parts `after`),
+// or null when a key other than the marks changed (then the figure needs Plotly.react).
+function marksUpdate(before, after, layout) {
+  const update = {};
+  for (const k of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    if (before[k] === after[k]) continue;
+    if (!MARKS.has(k)) return null;
+    update[k] = k in layout ? layout[k] : (k === "title" ? { text: "" } : []);
+  }
+  return update;
+}
+
 function merge(into, from) {
   for (const [k, v] of Object.entries(from)) {
     if (v && typeof v === "object" && !Array.isArray(v) && into[k] && typeof into[k] === "object") merge(into[k], v);
@@ -142,12 +165,20 @@ export default function (component) {
     const same = state.drawn && state.theme === theme && state.config === config && state.maxWidth === data.max_width;
     if (same && state.dataJson === data.figure.data && state.layoutJson === data.figure.layout) return;
     const parse = swapper(t);
-    if (!same || state.dataJson !== data.figure.data) {
+    const sameTraces = same && state.dataJson === data.figure.data;
+    if (!sameTraces) {
       state.traces = parse(data.figure.data);  // new objects only when the traces changed
       state.dataJson = data.figure.data;
     }
     const layout = themedLayout(parse(data.figure.layout).layout || {}, t);
     state.layoutJson = data.figure.layout;
+    const parts = layoutParts(layout);
+    const marks = sameTraces ? marksUpdate(state.parts, parts, layout) : null;
+    state.parts = parts;
+    if (marks) {
+      await Plotly.relayout(plot, marks);
+      return;
+    }
     plot.style.height = (layout.height || 450) + "px";
     plot.style.maxWidth = data.max_width ? data.max_width + "px" : "";  // a fixed width, at most the container's
     delete layout.width;  // the width is the <div>'s, followed on resize

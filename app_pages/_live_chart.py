@@ -57,18 +57,34 @@ def _plotly_url() -> str:
     return "/" + (base + "/" if base else "") + f"component/{name}/plotly.min.js"
 
 
+def memo(fig: go.Figure, key: str, make: Callable[[], Any]) -> Any:
+    """``make()``, computed once per figure object and ``key`` and kept on the figure. The app's figures come
+    from the shared cache and are never changed in place (copies are made to change one), so what is derived
+    from one stays true; a copy (``copy.deepcopy``, ``go.Figure(fig)``) starts without it. Design choice."""
+    box = fig.__dict__.setdefault("_geomlab_memo", {})
+    if key not in box:
+        box[key] = make()
+    return box[key]
+
+
 def figure_json(fig: go.Figure) -> dict[str, str]:
     """The figure as Plotly JSON, in two parts: ``{"data": traces, "layout": the rest}`` (layout, frames),
     each exactly as ``st.plotly_chart`` writes it (``plotly.io``'s encoder, no validation; the "streamlit"
-    template Streamlit makes Plotly's default is kept, its placeholder colours are replaced in the browser).
+    template Streamlit makes Plotly's default is kept, its placeholder colours are replaced in the browser),
+    except ``layout.meta`` (the caption, printed under the chart; nothing in the browser reads it).
     Two parts so that the browser parses and diffs the traces only when they change: a cursor moved within
-    a figure's window changes its layout (the cursor's mark) and keeps its data. Design choice."""
+    a figure's window changes its layout (the cursor's mark) and keeps its data. Computed once per figure
+    object (:func:`memo`). Design choice."""
     from plotly.io._utils import validate_coerce_fig_to_dict
     from plotly.io.json import to_json_plotly
 
-    d = validate_coerce_fig_to_dict(fig, False)
-    return {"data": to_json_plotly(d.get("data", [])),
-            "layout": to_json_plotly({k: v for k, v in d.items() if k != "data"})}
+    def make() -> dict[str, str]:
+        d = validate_coerce_fig_to_dict(fig, False)
+        rest = {k: v for k, v in d.items() if k != "data"}
+        rest["layout"] = {k: v for k, v in rest.get("layout", {}).items() if k != "meta"}
+        return {"data": to_json_plotly(d.get("data", [])), "layout": to_json_plotly(rest)}
+
+    return memo(fig, "json", make)
 
 
 def clicked(key: str) -> dict | None:

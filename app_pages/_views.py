@@ -203,8 +203,9 @@ def fit_first(items: list[tuple[str, Any, str, bool]], px: int | None = None) ->
             continue
         if (fig.layout.height or 450) > px:
             from app_pages import _relayout
+            from app_pages._live_chart import memo
 
-            out[i] = (name, _relayout.shorter(fig, px), caption, wide)
+            out[i] = (name, memo(fig, f"shorter-{px}", lambda: _relayout.shorter(fig, px)), caption, wide)
         break
     return out
 

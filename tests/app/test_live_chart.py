@@ -43,7 +43,10 @@ z = np.arange(12).reshape(3, 4) + st.session_state.shift
 fig = go.Figure(go.Heatmap(z=z, x={XS!r}, y={YS!r}))
 fig.update_layout(title=dict(text=f"run {{st.session_state.runs}}"), height=360)
 click = live_chart(fig, key="heat", config={{"displaylogo": False}})
-live_chart(go.Figure(go.Scatter(y=[1, 3, 2])), key="line", config={{}})
+mark = st.session_state.runs % 3  # the line chart's traces never change; its mark moves every run
+line = go.Figure(go.Scatter(y=[1, 3, 2]))
+line.update_layout(shapes=[dict(type="line", x0=mark, x1=mark, y0=0, y1=1, yref="paper")])
+live_chart(line, key="line", config={{}})
 st.text("result " + json.dumps({{"runs": st.session_state.runs, "click": click, "before": clicked("heat")}}))
 """
 
@@ -119,6 +122,19 @@ def test_a_click_returns_the_cell_and_the_chart_is_updated_in_place(page):
                             "return [d.__mark, Array.from(d._fullData[0].z, r => Array.from(r))]; }")
     assert mark == "same node"
     assert z[1][2] == z_at(shift + 1, 1, 2)  # the data changed with the click's rerun
+
+
+def test_a_chart_whose_marks_alone_changed_moves_them_without_react(page):
+    page.evaluate("() => { window.__reacted = []; const o = Plotly.react.bind(Plotly); "
+                  "Plotly.react = (gd, ...a) => { window.__reacted.push(gd.parentElement.className); return o(gd, ...a); }; }")
+    out = click_cell(page, row=0, col=0)
+    mark = out["runs"] % 3
+    page.wait_for_function(f"() => document.querySelectorAll('.geomlab-plot')[1]._fullLayout.shapes[0].x0 === {mark}")
+    page.wait_for_function("() => window.__reacted.length >= 1")  # the heatmap's data changed: Plotly.react
+    reacted = page.evaluate("() => { const [heat, line] = document.querySelectorAll('.geomlab-plot'); "
+                            "window.__heat = heat; return [window.__reacted.length, "
+                            "heat.parentElement.className === window.__reacted[0]]; }")
+    assert reacted == [1, True]  # the line chart's shape moved by Plotly.relayout alone
 
 
 #: Installed before a click: the time of the mouse press and the time the heatmap's title first reads
