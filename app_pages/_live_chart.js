@@ -7,21 +7,23 @@
 // changed (shapes, annotations, the title), Plotly.relayout moves them: a fifth of Plotly.react's time, which
 // recomputes every trace's defaults.
 
-const LOADING = "__geomlabPlotlyLoading";
+const BUNDLES = "__geomlabPlotly";  // script URL -> Promise of the Plotly it defines (serve.py may start one)
 
+// plotly.js from `src`, loaded once per page. Both bundles (cartesian, full) define window.Plotly; each load's
+// own object is kept, so a chart keeps drawing with the bundle that drew it.
 function loadPlotly(src) {
-  if (window.Plotly) return Promise.resolve(window.Plotly);
-  if (!window[LOADING]) {
-    window[LOADING] = new Promise((resolve, reject) => {
+  const all = (window[BUNDLES] = window[BUNDLES] || {});
+  if (!all[src]) {
+    all[src] = new Promise((resolve, reject) => {
       const tag = document.createElement("script");
       tag.src = src;
       tag.async = true;
       tag.onload = () => resolve(window.Plotly);
-      tag.onerror = () => { window[LOADING] = null; reject(new Error("plotly.js did not load from " + src)); };
+      tag.onerror = () => { delete all[src]; reject(new Error("plotly.js did not load from " + src)); };
       document.head.appendChild(tag);
     });
   }
-  return window[LOADING];
+  return all[src];
 }
 
 // Streamlit's Plotly theme, as st.plotly_chart applies it: the "streamlit" template carries placeholder
@@ -159,6 +161,10 @@ export default function (component) {
   state.queue = state.queue.then(async () => {
     if (state.latest !== data) return;  // a newer run superseded this one before it was drawn
     const Plotly = await loadPlotly(data.plotly);
+    if (state.drawn && state.Plotly !== Plotly) {  // the figure needs the other bundle now: draw it anew
+      state.Plotly.purge(plot);
+      state.drawn = false;
+    }
     const t = themeOf(parentElement);
     const theme = JSON.stringify(t);
     const config = JSON.stringify(data.config);
@@ -186,9 +192,12 @@ export default function (component) {
     if (!state.drawn) {
       await Plotly.newPlot(plot, state.traces, layout, data.config);
       state.drawn = true;
+      state.Plotly = Plotly;
       plot.on("plotly_click", (ev) => { const c = clicked(ev); if (c) state.send("click", c); });
-      state.resize = new ResizeObserver(() => { if (plot.isConnected) Plotly.Plots.resize(plot); });
-      state.resize.observe(plot);
+      if (!state.resize) {
+        state.resize = new ResizeObserver(() => { if (plot.isConnected) state.Plotly.Plots.resize(plot); });
+        state.resize.observe(plot);
+      }
     } else {
       await Plotly.react(plot, state.traces, layout, data.config);
     }
@@ -196,6 +205,6 @@ export default function (component) {
   }).catch((err) => console.error("geomlab live chart:", err));
   return () => {
     if (state.resize) state.resize.disconnect();
-    if (window.Plotly && state.drawn && !plot.isConnected) window.Plotly.purge(plot);
+    if (state.Plotly && state.drawn && !plot.isConnected) state.Plotly.purge(plot);
   };
 }

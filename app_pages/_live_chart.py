@@ -7,9 +7,13 @@ when its data changes, and its JavaScript (``_live_chart.js``) updates the same 
 ``Plotly.react``. A click on a point (heatmap cell, curve point, bar, 3-D marker) comes back as the trigger
 ``click`` for one rerun.
 
-plotly.js is not copied into the repository: the ``plotly`` package's own ``package_data/plotly.min.js`` (the
-version its figures are written for) is served by Streamlit's component file route, registered once as a
-``components.v1`` path component (``/component/<name>/plotly.min.js``), and loaded once per browser page.
+plotly.js is not copied into the repository. A figure whose traces are all 2-D loads the cartesian bundle of
+the plotly.js version the ``plotly`` package ships, when it is in the user cache (``app_pages/_plotlyjs.py``:
+a third of the full bundle's evaluation time); any other figure, or every one without it, loads the
+``plotly`` package's own ``package_data/plotly.min.js``. Each is served by Streamlit's component file route,
+registered once as a ``components.v1`` path component (``/component/<name>/<file>``; ``serve.py``'s
+middleware also answers those two addresses itself, from the first request), and loaded once per browser
+page; a chart keeps the bundle that drew it.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ import streamlit as st
 from streamlit.components.v1 import declare_component
 from streamlit.runtime import get_instance
 
-#: Name of the v1 path component that serves plotly.js's folder (the module name is prefixed by Streamlit).
-_ASSETS = "plotlyjs"
+#: Names of the v1 path components that serve plotly.js's folders, by bundle (Streamlit prefixes the module's).
+_ASSETS = {"full": "plotlyjs", "cartesian": "plotlyjs_cartesian"}
 #: Name of the v2 component that draws one figure.
 _NAME = "geomlab_live_chart"
 _JS = Path(__file__).with_name("_live_chart.js")
@@ -45,16 +49,35 @@ def _component() -> Any:
     return st.components.v2.component(_NAME, js=_js(), css=_CSS, isolate_styles=False)
 
 
-def _plotly_url() -> str:
-    """Path, from the server's root, of plotly.min.js as Streamlit serves it (``server.baseUrlPath`` included).
+def bundle_files() -> dict[str, Path]:
+    """``{"full": plotly.min.js, "cartesian": the cached cartesian bundle}``, the latter only when it is there."""
+    from app_pages import _plotlyjs
 
-    The ``plotly`` package's ``package_data`` folder is registered as a file-serving component once per
-    Streamlit runtime (the registry is the runtime's; AppTest starts several in one process)."""
-    name = f"{__name__}.{_ASSETS}"  # what declare_component, called from this module, names it
+    out = {"full": _plotlyjs.full_dir() / "plotly.min.js"}
+    cart = _plotlyjs.cartesian()
+    if cart is not None:
+        out["cartesian"] = cart
+    return out
+
+
+def bundle_url(bundle: str, base: str) -> str:
+    """Path, from the server's root, of plotly.js ``bundle`` ("full" or "cartesian", which must be in
+    :func:`bundle_files`) under the server's base path ``base`` (``server.baseUrlPath``, e.g. ``"lab"``)."""
+    name = f"{__name__}.{_ASSETS[bundle]}"  # what declare_component, called from this module, names it
+    base = base.strip("/")
+    return "/" + (base + "/" if base else "") + f"component/{name}/{bundle_files()[bundle].name}"
+
+
+def _plotly_url(full: bool) -> str:
+    """:func:`bundle_url` of the bundle a figure needs (the full one when ``full`` or when the cartesian one is
+    not cached), registering its folder as a file-serving component once per Streamlit runtime (the registry
+    is the runtime's; AppTest starts several in one process)."""
+    files = bundle_files()
+    bundle = "full" if full or "cartesian" not in files else "cartesian"
+    name = f"{__name__}.{_ASSETS[bundle]}"
     if get_instance().component_registry.get_component_path(name) is None:
-        declare_component(_ASSETS, path=str(Path(plotly.__file__).parent / "package_data"))
-    base = (st.get_option("server.baseUrlPath") or "").strip("/")
-    return "/" + (base + "/" if base else "") + f"component/{name}/plotly.min.js"
+        declare_component(_ASSETS[bundle], path=str(files[bundle].parent))
+    return bundle_url(bundle, st.get_option("server.baseUrlPath") or "")
 
 
 def memo(fig: go.Figure, key: str, make: Callable[[], Any]) -> Any:
@@ -68,7 +91,8 @@ def memo(fig: go.Figure, key: str, make: Callable[[], Any]) -> Any:
 
 
 def figure_json(fig: go.Figure) -> dict[str, str]:
-    """The figure as Plotly JSON, in two parts: ``{"data": traces, "layout": the rest}`` (layout, frames),
+    """The figure as Plotly JSON, in two parts: ``{"data": traces, "layout": the rest}`` (layout, frames) and
+    the plotly.js bundle it needs, ``"bundle"``: ``"full"`` or ``"cartesian"`` (:func:`app_pages._plotlyjs.needs_full`);
     each exactly as ``st.plotly_chart`` writes it (``plotly.io``'s encoder, no validation; the "streamlit"
     template Streamlit makes Plotly's default is kept, its placeholder colours are replaced in the browser),
     except ``layout.meta`` (the caption, printed under the chart; nothing in the browser reads it).
@@ -79,10 +103,13 @@ def figure_json(fig: go.Figure) -> dict[str, str]:
     from plotly.io.json import to_json_plotly
 
     def make() -> dict[str, str]:
+        from app_pages._plotlyjs import needs_full
+
         d = validate_coerce_fig_to_dict(fig, False)
         rest = {k: v for k, v in d.items() if k != "data"}
         rest["layout"] = {k: v for k, v in rest.get("layout", {}).items() if k != "meta"}
-        return {"data": to_json_plotly(d.get("data", [])), "layout": to_json_plotly(rest)}
+        return {"data": to_json_plotly(d.get("data", [])), "layout": to_json_plotly(rest),
+                "bundle": "full" if needs_full(d) else "cartesian"}
 
     return memo(fig, "json", make)
 
@@ -113,7 +140,8 @@ def live_chart(fig: go.Figure, key: str, config: dict, height: int | None = None
     """
     if height is not None:
         fig = go.Figure(fig).update_layout(height=height)
-    data = {"figure": figure_json(fig), "config": config, "plotly": _plotly_url(),
+    spec = figure_json(fig)
+    data = {"figure": spec, "config": config, "plotly": _plotly_url(spec["bundle"] == "full"),
             "max_width": None if width == "stretch" else int(width)}
     result = _component()(data=data, key=key, on_click_change=on_click or (lambda: None))
     return result.get("click") if hasattr(result, "get") else getattr(result, "click", None)

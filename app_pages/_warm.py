@@ -193,6 +193,10 @@ def warm_up() -> threading.Thread:
 
         _THREAD = threading.Thread(target=work, daemon=True, name="geomlab-warm-up")
         _THREAD.start()
+        from app_pages._plotlyjs import fetch
+
+        # the charts' smaller plotly.js bundle, once into the user cache (network, not CPU: its own thread)
+        threading.Thread(target=fetch, daemon=True, name="geomlab-plotlyjs").start()
         return _THREAD
 
 

@@ -184,8 +184,8 @@ def test_the_first_view_comes_from_the_cache_the_warm_up_filled(page, server):
     assert page.locator('[data-testid="stException"]').count() == 0
     page.get_by_text("cache: ").first.wait_for(timeout=30_000)  # the debug caption
     assert log.read_text().count(trace_miss) == misses  # no trace computed for the first view
-    # the page the browser got starts loading the chart bundle at once (app_pages/_preload.py), even though
-    # the browser asked for gzip; the bundle is the one Streamlit imports
+    # the page the browser got starts loading plotly.js at once (app_pages/_preload.py), even though the browser
+    # asked for gzip; the live charts reuse that load
     import urllib.request
 
     req = urllib.request.Request(f"{server}/{slug}", headers={"Accept-Encoding": "gzip"})
@@ -193,10 +193,10 @@ def test_the_first_view_comes_from_the_cache_the_warm_up_filled(page, server):
         html = r.read().decode()
     head = html.split("<head>", 1)[1].split("</script>", 1)[0]
     assert head.startswith("<script>(function(){var p=location.pathname") and "BACKEND_BASE_URL" in head
-    assert 'import("./static/js/PlotlyChart.' in head
-    started = page.evaluate("performance.getEntriesByType('resource').filter(e => e.name.includes('/PlotlyChart.'))"
-                            ".map(e => e.initiatorType)")
-    assert len(started) == 1  # fetched once: Streamlit's own import reused the preloaded module
+    assert "window.__geomlabPlotly" in head and "/component/app_pages._live_chart.plotlyjs" in head
+    started = page.evaluate("performance.getEntriesByType('resource').filter(e => /plotly[-.\\w]*\\.min\\.js$/"
+                            ".test(e.name)).map(e => e.name)")
+    assert len(started) == 1 and started[0].split(server, 1)[-1] in head  # fetched once: the preloaded one
     page.wait_for_timeout(500)
     assert not [u for u in outside if not u.startswith(("data:", "blob:"))], outside
     # the deep link's base hint (app_pages/_preload.py): no detour through /SLUG/_stcore/health (a 404 and a

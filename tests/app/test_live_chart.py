@@ -47,6 +47,7 @@ mark = st.session_state.runs % 3  # the line chart's traces never change; its ma
 line = go.Figure(go.Scatter(y=[1, 3, 2]))
 line.update_layout(shapes=[dict(type="line", x0=mark, x1=mark, y0=0, y1=1, yref="paper")])
 live_chart(line, key="line", config={{}})
+live_chart(go.Figure(go.Scatter3d(x=[0, 1], y=[1, 0], z=[0, 1])), key="scene", config={{}})
 st.text("result " + json.dumps({{"runs": st.session_state.runs, "click": click, "before": clicked("heat")}}))
 """
 
@@ -78,7 +79,7 @@ def page(browser_exe, tmp_path_factory):
             pg = browser.new_page(viewport={"width": 1000, "height": 900})
             pg.set_default_timeout(60_000)
             pg.goto(url)
-            pg.wait_for_function("() => document.querySelectorAll('.geomlab-plot .main-svg').length >= 4")
+            pg.wait_for_function("() => document.querySelectorAll('.geomlab-plot .main-svg').length >= 6")
             yield pg
             browser.close()
     finally:
@@ -104,9 +105,15 @@ def click_cell(pg, row: int, col: int) -> dict:
 
 
 def test_plotly_js_is_loaded_once_from_the_base_path(page):
-    srcs = page.evaluate("() => [...document.scripts].map(s => s.src).filter(s => s.endsWith('plotly.min.js'))")
-    assert len(srcs) == 1 and "/lab/component/" in srcs[0]
-    assert page.locator(".geomlab-plot .js-plotly-plot, .geomlab-plot.js-plotly-plot").count() == 2
+    from app_pages._plotlyjs import cartesian
+
+    srcs = page.evaluate("() => [...document.scripts].map(s => s.src).filter(s => /plotly[-.\\w]*\\.min\\.js$/.test(s))")
+    names = sorted(s.rsplit("/", 1)[-1] for s in srcs)
+    # the two 2-D charts take the cartesian bundle when it is cached, the 3-D one the full bundle
+    assert names == sorted({cartesian().name if cartesian() else "plotly.min.js", "plotly.min.js"})
+    assert all("/lab/component/" in s for s in srcs)
+    assert page.locator(".geomlab-plot .js-plotly-plot, .geomlab-plot.js-plotly-plot").count() == 3
+    page.wait_for_function("() => !!document.querySelectorAll('.geomlab-plot')[2]._fullLayout?.scene")
 
 
 def test_a_click_returns_the_cell_and_the_chart_is_updated_in_place(page):
@@ -125,8 +132,9 @@ def test_a_click_returns_the_cell_and_the_chart_is_updated_in_place(page):
 
 
 def test_a_chart_whose_marks_alone_changed_moves_them_without_react(page):
-    page.evaluate("() => { window.__reacted = []; const o = Plotly.react.bind(Plotly); "
-                  "Plotly.react = (gd, ...a) => { window.__reacted.push(gd.parentElement.className); return o(gd, ...a); }; }")
+    page.evaluate("async () => { window.__reacted = []; for (const loaded of Object.values(window.__geomlabPlotly)) {"
+                  " const P = await loaded; if (P.__spied) continue; P.__spied = true; const o = P.react.bind(P);"
+                  " P.react = (gd, ...a) => { window.__reacted.push(gd.parentElement.className); return o(gd, ...a); }; } }")
     out = click_cell(page, row=0, col=0)
     mark = out["runs"] % 3
     page.wait_for_function(f"() => document.querySelectorAll('.geomlab-plot')[1]._fullLayout.shapes[0].x0 === {mark}")

@@ -1,19 +1,26 @@
-"""app_pages/_preload.py: the chart bundle is imported with the page (first view)."""
+"""app_pages/_preload.py: plotly.js starts loading with the page (first view), and the middleware serves it."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
-from app_pages._preload import PreloadCharts, base_hint, chart_bundles, page_part, preload_html
+import gzip
+
+from app_pages._preload import PreloadCharts, base_hint, page_part, preload_html
 
 PAGE = b"<html><head><title>x</title></head><body></body></html>"
 GZIP = [(b"accept-encoding", b"gzip, deflate")]
 
 
-def _serve(path: str = "/", method: str = "GET", ctype: bytes = b"text/html; charset=utf-8", chunks=(PAGE,)):
+BUNDLE = "/component/c/plotly-cartesian-9.9.9.min.js"
+
+
+def _serve(path: str = "/", method: str = "GET", ctype: bytes = b"text/html; charset=utf-8", chunks=(PAGE,),
+           bundles=None, headers=GZIP):
     """Run a fake ASGI app (gzips when the request accepts it, like Streamlit's) wrapped in
-    :class:`PreloadCharts` (bundle ``P.js``) once; ``(sent messages, request headers the app saw)``."""
+    :class:`PreloadCharts` (``bundles``: ``{URL: file}``, default none) once; ``(sent messages, request
+    headers the app saw)``."""
     sent, seen = [], {}
 
     async def inner(scope, receive, send):
@@ -31,8 +38,8 @@ def _serve(path: str = "/", method: str = "GET", ctype: bytes = b"text/html; cha
     async def receive():
         return {"type": "http.request"}
 
-    scope = {"type": "http", "method": method, "path": path, "headers": list(GZIP)}
-    asyncio.run(PreloadCharts(inner, bundles=["P.js"])(scope, receive, send))
+    scope = {"type": "http", "method": method, "path": path, "headers": list(headers)}
+    asyncio.run(PreloadCharts(inner, bundles=bundles or {})(scope, receive, send))
     return sent, seen
 
 
@@ -40,16 +47,37 @@ def _body(sent) -> bytes:
     return b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
 
 
-def test_a_page_gets_the_import_first_in_head_uncompressed_with_a_true_length():
-    assert preload_html(["P.js"]) == b'<script>import("./static/js/P.js");</script>'
+def test_a_page_starts_loading_the_bundle_first_in_head_uncompressed_with_a_true_length(tmp_path):
+    js = tmp_path / "plotly-cartesian-9.9.9.min.js"
+    js.write_text("window.Plotly = {};")
+    snippet = preload_html(BUNDLE)
+    assert snippet.startswith(b"<script>(function(){var src=\"" + BUNDLE.encode() + b"\"")
+    assert b"window.__geomlabPlotly" in snippet and b"s.async=true" in snippet
     for path in ("/", "/trajectories", "/attention/"):
-        sent, seen = _serve(path, chunks=(PAGE[:20], PAGE[20:]))
-        snippet = preload_html(["P.js"], path)
-        assert snippet.endswith(b'import("./static/js/P.js");</script>')
+        sent, seen = _serve(path, chunks=(PAGE[:20], PAGE[20:]), bundles={BUNDLE: js})
+        snippet = preload_html(BUNDLE, path)
+        assert snippet.endswith(b"document.head.appendChild(s);})();</script>")
         assert _body(sent) == PAGE.replace(b"<head>", b"<head>" + snippet), path
         headers = dict(sent[0]["headers"])
         assert int(headers[b"content-length"]) == len(_body(sent)) and b"content-encoding" not in headers
         assert b"accept-encoding" not in seen  # asked for uncompressed, so the line could go in
+
+
+def test_the_cartesian_bundle_is_preferred_and_served_gzipped_when_accepted(tmp_path):
+    full, cart = tmp_path / "plotly.min.js", tmp_path / "plotly-cartesian-9.9.9.min.js"
+    full.write_text("window.Plotly = {full: true};")
+    cart.write_text("window.Plotly = {cartesian: true};")
+    files = {"/component/f/plotly.min.js": full, BUNDLE: cart}
+    sent, _ = _serve("/", bundles=files)
+    assert BUNDLE.encode() in _body(sent) and b"plotly.min.js" not in _body(sent)
+    sent, _ = _serve("/", bundles={"/component/f/plotly.min.js": full})  # no cartesian bundle: the full one
+    assert b"/component/f/plotly.min.js" in _body(sent)
+    sent, seen = _serve(BUNDLE, bundles=files)
+    headers = dict(sent[0]["headers"])
+    assert not seen and headers[b"content-encoding"] == b"gzip"  # answered without the app
+    assert gzip.decompress(_body(sent)) == cart.read_bytes()
+    sent, _ = _serve("/component/f/plotly.min.js", bundles=files, headers=[])
+    assert _body(sent) == full.read_bytes() and b"content-encoding" not in dict(sent[0]["headers"])
 
 
 def test_everything_else_passes_untouched_and_keeps_its_gzip():
@@ -61,10 +89,9 @@ def test_everything_else_passes_untouched_and_keeps_its_gzip():
         assert seen.get(b"accept-encoding") == b"gzip, deflate", kwargs
 
 
-def test_no_bundle_no_change_and_the_installed_streamlit_has_one():
-    assert preload_html([]) == b""
-    # the name the middleware looks for exists in the pinned streamlit (a rename would silently turn it off)
-    assert any(name.startswith("PlotlyChart.") and name.endswith(".js") for name in chart_bundles())
+def test_no_bundle_and_the_root_page_no_change():
+    assert preload_html(None) == b""
+    assert preload_html(None, "/energy").startswith(b"<script>(function(){var p=location.pathname")
 
 
 def test_a_deep_link_tells_the_frontend_where_the_server_is():
