@@ -87,6 +87,9 @@ def memo(fig: go.Figure, key: str, make: Callable[[], Any]) -> Any:
     box = fig.__dict__.setdefault("_geomlab_memo", {})
     if key not in box:
         box[key] = make()
+        grown = fig.__dict__.get("_geomlab_grown")
+        if grown is not None:
+            grown()
     return box[key]
 
 

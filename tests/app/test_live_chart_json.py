@@ -33,3 +33,16 @@ def test_the_json_is_made_once_per_figure_and_a_changed_copy_gets_its_own():
     again = figure_json(moved)
     assert again is not first and again["data"] == first["data"]
     assert json.loads(again["layout"])["layout"]["shapes"][0]["x0"] == 2
+
+
+def test_what_is_kept_on_a_cached_figure_is_charged_to_its_cache_entry():
+    from geomlab.core.cache import ByteLRU, figure_nbytes
+
+    fig = _fig()
+    cache = ByteLRU(budget=10**7)
+    cache.put("k", fig)
+    before = cache.stats().nbytes
+    fig.__dict__["_geomlab_grown"] = lambda: cache.remeasure("k")
+    out = figure_json(fig)
+    assert figure_nbytes(fig) >= before + len(out["data"]) + len(out["layout"])
+    assert cache.stats().nbytes == figure_nbytes(fig) > before
