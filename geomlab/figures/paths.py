@@ -84,8 +84,8 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     titles give each component's share of the variance (a 2-D projection by default, the 3-D one
     optional). The components are fitted on every position and the window of ``size`` positions around the
     cursor drawn, colour = position over the window. Traces: 0 = path (line), 1 = markers (both with
-    ``customdata`` = position), then, with a cursor, the last
-    8 steps into it (darker line) and the cursor (``meta="cursor"``)."""
+    ``customdata`` = position); with a cursor, layout shapes: the last 8 steps into it (a darker path) and
+    the cursor (a ring named ``cursor <position> '<token>'``, in the legend)."""
     tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, size)
     # the path as one light SVG line through every drawn position, markers coloured by position at each of
     # them (at most WINDOW SVG markers, the costly part of a redraw; no WebGL in a default set, see angle_lines)
@@ -101,18 +101,22 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
                                       "tickfont": {"size": 11}}},
                  text=hover_tokens(tr.labels, midx), customdata=midx,
                  hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>")]
+    shapes = []
     if cursor is not None:
-        # the last steps into the cursor, darker: where the state came from (the whole path is a light tangle)
+        # the last steps into the cursor, darker (where the state came from: the whole path is a light tangle),
+        # and the cursor as a ring: layout shapes, so a cursor move within the window keeps the traces and the
+        # browser only moves the marks (their points keep their hover in the markers trace)
         recent = np.arange(max(0, cursor - 8), cursor + 1)
-        data.append(dict(type="scatter", x=coords[recent, 0], y=coords[recent, 1], mode="lines", showlegend=False,
-                         name="last steps", line={"color": "rgba(60,60,60,0.8)", "width": 1.5},
-                         text=hover_tokens(tr.labels, recent),
-                         hovertemplate="position %{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>"))
-        data.append(dict(type="scatter", x=coords[[cursor], 0], y=coords[[cursor], 1], mode="markers",
-                         name=f"cursor {cursor} '{tr.labels[cursor]}'", meta="cursor",
-                         marker={"size": 14, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": HIGHLIGHT}},
-                         hovertemplate=f"cursor {cursor} '{tr.labels[cursor]}'<extra></extra>"))
+        steps = " L ".join(f"{x:.7g},{y:.7g}" for x, y in coords[recent, :2])
+        shapes.append(dict(type="path", path=f"M {steps}", xref="x", yref="y", name="last steps",
+                           line={"color": "rgba(60,60,60,0.8)", "width": 1.5}))
+        shapes.append(dict(type="circle", xref="x", yref="y", xsizemode="pixel", ysizemode="pixel",
+                           xanchor=float(coords[cursor, 0]), yanchor=float(coords[cursor, 1]), x0=-7, x1=7, y0=-7,
+                           y1=7, line={"width": 3, "color": HIGHLIGHT}, name=f"cursor {cursor} '{tr.labels[cursor]}'",
+                           showlegend=True))
     fig = FigureBuilder(data=data)
+    if shapes:
+        fig.update_layout(shapes=shapes)
     # one unit is as long on PC1 as on PC2 (the spread along each is its variance; unequal scales would
     # misstate it), the plot area shrinking to fit rather than the ranges growing
     fig.update_xaxes(title_text=f"PC1 ({ratio[0]:.1%} of variance)", nticks=6, zeroline=False, constrain="domain")

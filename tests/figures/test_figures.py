@@ -1243,11 +1243,14 @@ def test_short_texts_show_every_position():
 
 def _cursor_marks(fig, c):
     """The marks a figure draws at position ``c``: shapes named "cursor" at c (a line at c, or the outlined
-    row or column c of a category map), and traces with ``meta="cursor"`` whose data name position c."""
+    row or column c of a category map), a shape named after the cursor (``cursor c '<token>'``: a ring at the
+    cursor's point off a position axis), and traces with ``meta="cursor"`` whose data name position c."""
     marks = []
     for s in fig.layout.shapes or ():
         if s.name == "cursor" and (s.x0 in (c, c - 0.5) or s.y0 in (c, c - 0.5)):
             marks.append(("shape", s.type))
+        elif (s.name or "").startswith(f"cursor {c} '"):
+            marks.append(("shape", s.name))
     for t in fig.data:
         if t.meta == "cursor" and f"{c} '" in json.dumps(t.to_plotly_json(), default=str):
             marks.append(("trace", t.name))
@@ -1326,8 +1329,12 @@ def test_pca_projection_is_2d_with_the_variance_in_the_axis_titles():
     np.testing.assert_allclose(fig.data[0].y, coords[:, 1], atol=1e-5)
     assert fig.layout.xaxis.title.text == f"PC1 ({ratio[0]:.1%} of variance)"
     assert fig.layout.yaxis.title.text == f"PC2 ({ratio[1]:.1%} of variance)"
-    cur = [t for t in fig.data if t.meta == "cursor"][0]
-    np.testing.assert_allclose([cur.x[0], cur.y[0]], coords[3, :2], atol=1e-5)
+    ring = [sh for sh in fig.layout.shapes if sh.type == "circle"][0]  # the cursor: a ring at its point
+    np.testing.assert_allclose([ring.xanchor, ring.yanchor], coords[3, :2], atol=1e-5)
+    assert ring.name == f"cursor 3 '{tr.labels[3]}'" and ring.showlegend
+    steps = [sh for sh in fig.layout.shapes if sh.type == "path"][0].path  # the last steps into it
+    points = [tuple(map(float, p.strip(" ML").split(","))) for p in steps.split(" L ")]
+    np.testing.assert_allclose(points, coords[:4, :2], atol=1e-5)
     # equal scales: a unit of PC1 is as long on screen as a unit of PC2 (the spreads are the variances)
     assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis.scaleratio == 1
 
