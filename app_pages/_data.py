@@ -291,17 +291,13 @@ def figure_for(entry: catalog.CheckpointEntry, text: str, trace_opts: dict[str, 
     :class:`geomlab.figures.Chart`; raises ``FigureError`` (a ``ValueError``) like
     :func:`geomlab.teach.views.build_figure`."""
     tkey = trace_key(str(entry.path), entry.mtime, text, trace_opts)
-    fkey = figure_key(tkey, name, controls, cursor)
     built = []
 
     def build() -> Any:
         built.append(True)
-        chart = views.build_figure(tr, name, controls, cursor)
-        # what the page derives from the figure and keeps on it (its JSON) is charged to this entry
-        chart.figure.__dict__["_geomlab_grown"] = lambda: cache().remeasure(fkey)
-        return chart
+        return views.build_figure(tr, name, controls, cursor)
 
-    view = cached(fkey, build)
+    view = cached(figure_key(tkey, name, controls, cursor), build)
     if built:  # the figure may have memoised geometry on the trace: charge the trace's entry for it
         cache().remeasure(tkey)
     return view

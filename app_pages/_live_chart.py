@@ -84,24 +84,12 @@ def _plotly_url(full: bool) -> str:
     return bundle_url(bundle, st.get_option("server.baseUrlPath") or "")
 
 
-def memo(fig: go.Figure, key: str, make: Callable[[], Any]) -> Any:
-    """``make()``, computed once per figure object and ``key`` and kept on the figure. The app's figures come
-    from the shared cache and are never changed in place (copies are made to change one), so what is derived
-    from one stays true; a copy (``copy.deepcopy``, ``go.Figure(fig)``) starts without it. Design choice."""
-    box = fig.__dict__.setdefault("_geomlab_memo", {})
-    if key not in box:
-        box[key] = make()
-        grown = fig.__dict__.get("_geomlab_grown")
-        if grown is not None:
-            grown()
-    return box[key]
-
-
 _TRACES_JSON: "OrderedDict[bytes, tuple[str, bool]]" = OrderedDict()
 _TRACES_LOCK = threading.Lock()
-TRACES_KEPT = 64
-"""Traces' JSON texts kept by the digest of the traces (design choice: the figures of one window at other
-cursors share their traces, so a cursor move encodes only the layout; a bounded table, most recent kept)."""
+TRACES_BYTES = 16_000_000
+"""Bytes of traces' JSON texts kept by the digest of the traces (design choice: the figures of one window at
+other cursors share their traces, so a cursor move encodes only the layout; a bounded table, the most
+recently used kept, shared by every session)."""
 
 
 def _digest(obj: Any, h: Any) -> None:
@@ -143,8 +131,9 @@ def _traces_json(fig: go.Figure) -> tuple[str, bool]:
     out = (to_json_plotly(data), needs_full({"data": data}))
     with _TRACES_LOCK:
         _TRACES_JSON[key] = out
-        while len(_TRACES_JSON) > TRACES_KEPT:
-            _TRACES_JSON.popitem(last=False)
+        total = sum(len(v[0]) for v in _TRACES_JSON.values())
+        while total > TRACES_BYTES and len(_TRACES_JSON) > 1:
+            total -= len(_TRACES_JSON.popitem(last=False)[1][0])
     return out
 
 
@@ -156,22 +145,18 @@ def figure_json(fig: go.Figure) -> dict[str, str]:
     Streamlit makes Plotly's default kept (its placeholder colours are replaced in the browser), without
     ``layout.meta`` (the caption, printed under the chart; nothing in the browser reads it).
     Two parts so that the browser parses and diffs the traces only when they change: a cursor moved within
-    a figure's window changes its layout (the cursor's mark) and keeps its data. Computed once per figure
-    object (:func:`memo`). Design choice."""
+    a figure's window changes its layout (the cursor's mark) and keeps its data. Design choice."""
     from plotly.io.json import to_json_plotly
 
-    def make() -> dict[str, str]:
-        from app_pages._plotlyjs import needs_full
+    from app_pages._plotlyjs import needs_full
 
-        traces, full = _traces_json(fig)
-        layout = {k: v for k, v in fig.layout.to_plotly_json().items() if k != "meta"}
-        rest = {"layout": layout}
-        if fig.frames:
-            rest["frames"] = [f.to_plotly_json() for f in fig.frames]
-        return {"data": traces, "layout": to_json_plotly(rest),
-                "bundle": "full" if full or needs_full({"layout": layout}) else "cartesian"}
-
-    return memo(fig, "json", make)
+    traces, full = _traces_json(fig)
+    layout = {k: v for k, v in fig.layout.to_plotly_json().items() if k != "meta"}
+    rest = {"layout": layout}
+    if fig.frames:
+        rest["frames"] = [f.to_plotly_json() for f in fig.frames]
+    return {"data": traces, "layout": to_json_plotly(rest),
+            "bundle": "full" if full or needs_full({"layout": layout}) else "cartesian"}
 
 
 def clicked(key: str) -> dict | None:

@@ -203,15 +203,7 @@ def fit_first(items: list[tuple[str, Any, str, bool]], px: int | None = None) ->
             continue
         if (fig.layout.height or 450) > px:
             from app_pages import _relayout
-            from app_pages._live_chart import memo
-
-            def shorter(fig=fig) -> Any:
-                copy = _relayout.shorter(fig, px)
-                if "_geomlab_grown" in fig.__dict__:  # the copy's JSON is charged to the original's entry
-                    copy.__dict__["_geomlab_grown"] = fig.__dict__["_geomlab_grown"]
-                return copy
-
-            out[i] = (name, memo(fig, f"shorter-{px}", shorter), caption, wide)
+            out[i] = (name, _relayout.shorter(fig, px), caption, wide)
         break
     return out
 

@@ -106,8 +106,7 @@ def _walk_nbytes(obj: Any, depth: int = 0) -> int:
 
 def figure_nbytes(fig: Any) -> int:
     """Cheap estimate of a Plotly figure's JSON length in bytes (design choice: walks the figure's own data,
-    layout and frames without validating or copying them; within a factor ~2 of ``len(fig.to_json())``), plus
-    what the app derived from it and keeps on it (``_geomlab_memo``: its JSON text, a shorter copy).
+    layout and frames without validating or copying them; within a factor ~2 of ``len(fig.to_json())``).
     Accepts a ``plotly.graph_objects.Figure`` or a plain ``{"data", "layout", "frames"}`` dict."""
     if isinstance(fig, dict):
         return _walk_nbytes(fig)
@@ -122,20 +121,6 @@ def figure_nbytes(fig: Any) -> int:
     total = _walk_nbytes(data) + _walk_nbytes(layout)
     for fr in frames:
         total += _walk_nbytes(getattr(fr, "_props", None) or fr.to_plotly_json())
-    return total + _memo_nbytes(fig)
-
-
-def _memo_nbytes(fig: Any) -> int:
-    """Bytes of what was derived from a figure and kept on it (``_geomlab_memo``: its JSON, a shorter copy)."""
-    memo = getattr(fig, "__dict__", {}).get("_geomlab_memo") or {}
-    total = 0
-    for v in list(memo.values()):
-        if isinstance(v, (str, bytes)):
-            total += len(v)
-        elif isinstance(v, dict):
-            total += sum(len(x) for x in v.values() if isinstance(x, (str, bytes)))
-        elif hasattr(v, "to_plotly_json"):
-            total += figure_nbytes(v)
     return total
 
 

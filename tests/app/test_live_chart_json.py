@@ -1,5 +1,5 @@
 """What the live chart sends (``app_pages._live_chart.figure_json``): traces and layout apart, without the
-caption kept in ``layout.meta``, computed once per figure object and never carried into a changed copy."""
+caption kept in ``layout.meta``; equal traces encoded once; the plotly.js bundle the figure needs."""
 
 from __future__ import annotations
 
@@ -24,25 +24,18 @@ def test_traces_and_layout_travel_apart_without_the_caption():
     assert "meta" not in layout and layout["shapes"][0]["x0"] == 1
 
 
-def test_the_json_is_made_once_per_figure_and_a_changed_copy_gets_its_own():
+def test_equal_traces_are_encoded_once_and_a_changed_layout_is_sent_as_it_is():
     fig = _fig()
     first = figure_json(fig)
-    assert figure_json(fig) is first
     moved = copy.deepcopy(fig)
     moved.update_layout(shapes=[{"type": "line", "x0": 2, "x1": 2, "y0": 0, "y1": 1}])
     again = figure_json(moved)
-    assert again is not first and again["data"] == first["data"]
+    assert again["data"] is first["data"]  # the same text, taken from the digest table
     assert json.loads(again["layout"])["layout"]["shapes"][0]["x0"] == 2
+    other = go.Figure(go.Scatter(x=[0, 1, 2], y=[3, 1, 5]))
+    assert json.loads(figure_json(other)["data"])[0]["y"] != json.loads(first["data"])[0]["y"]
 
 
-def test_what_is_kept_on_a_cached_figure_is_charged_to_its_cache_entry():
-    from geomlab.core.cache import ByteLRU, figure_nbytes
-
-    fig = _fig()
-    cache = ByteLRU(budget=10**7)
-    cache.put("k", fig)
-    before = cache.stats().nbytes
-    fig.__dict__["_geomlab_grown"] = lambda: cache.remeasure("k")
-    out = figure_json(fig)
-    assert figure_nbytes(fig) >= before + len(out["data"]) + len(out["layout"])
-    assert cache.stats().nbytes == figure_nbytes(fig) > before
+def test_a_3d_figure_needs_the_full_bundle():
+    assert figure_json(_fig())["bundle"] == "cartesian"
+    assert figure_json(go.Figure(go.Scatter3d(x=[0], y=[0], z=[0])))["bundle"] == "full"
