@@ -19,13 +19,9 @@ page; a chart keeps the bundle that drew it.
 from __future__ import annotations
 
 import functools
-import hashlib
-import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import plotly
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -84,79 +80,24 @@ def _plotly_url(full: bool) -> str:
     return bundle_url(bundle, st.get_option("server.baseUrlPath") or "")
 
 
-_TRACES_JSON: "OrderedDict[bytes, tuple[str, bool]]" = OrderedDict()
-_TRACES_LOCK = threading.Lock()
-TRACES_BYTES = 16_000_000
-"""Bytes of traces' JSON texts kept by the digest of the traces (design choice: the figures of one window at
-other cursors share their traces, so a cursor move encodes only the layout; a bounded table, the most
-recently used kept, shared by every session)."""
-
-
-def _digest(obj: Any, h: Any) -> None:
-    """Feed ``obj`` (plain data: dicts, lists, arrays, scalars) into the hash ``h``."""
-    if isinstance(obj, np.ndarray):
-        h.update(b"A" + obj.dtype.str.encode() + repr(obj.shape).encode())
-        h.update(repr(obj.tolist()).encode() if obj.dtype.kind == "O" else np.ascontiguousarray(obj).tobytes())
-    elif isinstance(obj, dict):
-        h.update(b"{")
-        for k, v in obj.items():
-            h.update(repr(k).encode() + b":")
-            _digest(v, h)
-        h.update(b"}")
-    elif isinstance(obj, (list, tuple)):
-        h.update(b"[")
-        for v in obj:
-            _digest(v, h)
-        h.update(b"]")
-    else:
-        h.update(type(obj).__name__.encode() + repr(obj).encode())
-
-
-def _traces_json(fig: go.Figure) -> tuple[str, bool]:
-    """The traces' JSON (``plotly.io``'s encoder, arrays as typed-array specs, as ``st.plotly_chart`` sends
-    them) and whether they need the full plotly.js bundle; taken from :data:`_TRACES_JSON` when the same
-    traces were encoded before."""
-    from plotly.io.json import to_json_plotly
-
-    from app_pages._plotlyjs import needs_full
-
-    h = hashlib.blake2b(digest_size=16)
-    _digest(getattr(fig, "_data", None), h)
-    key = h.digest()
-    with _TRACES_LOCK:
-        if key in _TRACES_JSON:
-            _TRACES_JSON.move_to_end(key)
-            return _TRACES_JSON[key]
-    data = fig.to_dict()["data"]  # plotly's copy with its arrays base64-encoded
-    out = (to_json_plotly(data), needs_full({"data": data}))
-    with _TRACES_LOCK:
-        _TRACES_JSON[key] = out
-        total = sum(len(v[0]) for v in _TRACES_JSON.values())
-        while total > TRACES_BYTES and len(_TRACES_JSON) > 1:
-            total -= len(_TRACES_JSON.popitem(last=False)[1][0])
-    return out
-
-
 def figure_json(fig: go.Figure) -> dict[str, str]:
     """The figure as Plotly JSON, in two parts: ``{"data": traces, "layout": the rest}`` (layout, frames) and
-    the plotly.js bundle it needs, ``"bundle"``: ``"full"`` or ``"cartesian"`` (:func:`app_pages._plotlyjs.needs_full`).
-    The traces as ``st.plotly_chart`` writes them (``plotly.io``'s encoder, no validation), the same text for
-    equal traces (:func:`_traces_json`); the layout with plotly's JSON encoder, the "streamlit" template
-    Streamlit makes Plotly's default kept (its placeholder colours are replaced in the browser), without
-    ``layout.meta`` (the caption, printed under the chart; nothing in the browser reads it).
+    the plotly.js bundle it needs, ``"bundle"``: ``"full"`` or ``"cartesian"`` (:func:`app_pages._plotlyjs.needs_full`);
+    each part exactly as ``st.plotly_chart`` writes it (``plotly.io``'s encoder, no validation; the "streamlit"
+    template Streamlit makes Plotly's default is kept, its placeholder colours are replaced in the browser),
+    except ``layout.meta`` (the caption, printed under the chart; nothing in the browser reads it).
     Two parts so that the browser parses and diffs the traces only when they change: a cursor moved within
     a figure's window changes its layout (the cursor's mark) and keeps its data. Design choice."""
+    from plotly.io._utils import validate_coerce_fig_to_dict
     from plotly.io.json import to_json_plotly
 
     from app_pages._plotlyjs import needs_full
 
-    traces, full = _traces_json(fig)
-    layout = {k: v for k, v in fig.layout.to_plotly_json().items() if k != "meta"}
-    rest = {"layout": layout}
-    if fig.frames:
-        rest["frames"] = [f.to_plotly_json() for f in fig.frames]
-    return {"data": traces, "layout": to_json_plotly(rest),
-            "bundle": "full" if full or needs_full({"layout": layout}) else "cartesian"}
+    d = validate_coerce_fig_to_dict(fig, False)
+    rest = {k: v for k, v in d.items() if k != "data"}
+    rest["layout"] = {k: v for k, v in rest.get("layout", {}).items() if k != "meta"}
+    return {"data": to_json_plotly(d.get("data", [])), "layout": to_json_plotly(rest),
+            "bundle": "full" if needs_full(d) else "cartesian"}
 
 
 def clicked(key: str) -> dict | None:
