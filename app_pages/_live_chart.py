@@ -85,7 +85,8 @@ def figure_json(fig: go.Figure) -> dict[str, str]:
     the plotly.js bundle it needs, ``"bundle"``: ``"full"`` or ``"cartesian"`` (:func:`app_pages._plotlyjs.needs_full`);
     each part exactly as ``st.plotly_chart`` writes it (``plotly.io``'s encoder, no validation; the "streamlit"
     template Streamlit makes Plotly's default is kept, its placeholder colours are replaced in the browser),
-    except ``layout.meta`` (the caption, printed under the chart; nothing in the browser reads it).
+    except ``layout.meta["caption"]`` (printed under the chart; nothing in the browser reads it; the figure's
+    name, ``meta["view"]``, stays).
     Two parts so that the browser parses and diffs the traces only when they change: a cursor moved within
     a figure's window changes its layout (the cursor's mark) and keeps its data. Design choice."""
     from plotly.io._utils import validate_coerce_fig_to_dict
@@ -95,7 +96,9 @@ def figure_json(fig: go.Figure) -> dict[str, str]:
 
     d = validate_coerce_fig_to_dict(fig, False)
     rest = {k: v for k, v in d.items() if k != "data"}
-    rest["layout"] = {k: v for k, v in rest.get("layout", {}).items() if k != "meta"}
+    layout = rest["layout"] = dict(rest.get("layout", {}))
+    if isinstance(layout.get("meta"), dict):  # the caption changes with the cursor: the marks alone would not
+        layout["meta"] = {k: v for k, v in layout["meta"].items() if k != "caption"}
     return {"data": to_json_plotly(d.get("data", [])), "layout": to_json_plotly(rest),
             "bundle": "full" if needs_full(d) else "cartesian"}
 

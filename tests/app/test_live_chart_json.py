@@ -13,7 +13,7 @@ from app_pages._live_chart import figure_json
 
 def _fig() -> go.Figure:
     fig = go.Figure(go.Scatter(x=[0, 1, 2], y=[3, 1, 2]))
-    fig.update_layout(meta={"caption": "three points"}, shapes=[{"type": "line", "x0": 1, "x1": 1, "y0": 0, "y1": 1}])
+    fig.update_layout(meta={"caption": "three points", "view": "dots"}, shapes=[{"type": "line", "x0": 1, "x1": 1, "y0": 0, "y1": 1}])
     return fig
 
 
@@ -21,7 +21,7 @@ def test_traces_and_layout_travel_apart_without_the_caption():
     out = figure_json(_fig())
     assert json.loads(out["data"])[0]["type"] == "scatter"
     layout = json.loads(out["layout"])["layout"]
-    assert "meta" not in layout and layout["shapes"][0]["x0"] == 1
+    assert layout["meta"] == {"view": "dots"} and layout["shapes"][0]["x0"] == 1
 
 
 def test_a_changed_layout_is_sent_with_the_same_traces():
