@@ -12,6 +12,7 @@ import time
 from functools import partial
 from typing import Any
 
+import numpy as np
 import streamlit as st
 
 from app_pages import _explain, _tokens
@@ -245,6 +246,32 @@ def overview(tr: Any, pos: int, key_prefix: str, stem: str, where: Any) -> None:
         st.caption(caption)
 
 
+def length_note(entry: Any, tr: Any, where: Any = None) -> None:
+    """A warning (in ``where``, the side column beside the first chart) when the text is longer than the sequences the checkpoint was trained on (its card's
+    ``seq_len``) and its predictions past that length are clearly worse (:func:`geomlab.trace.past_training_length`:
+    over 1 bit per token and 1.5 times more than before it): its views past there show a model that no
+    longer reads the text. Nothing for a model that extrapolates. Design choice."""
+    from geomlab.trace import past_training_length
+
+    card = entry.meta.get("card") or {}
+    seq_len = card.get("seq_len") or (entry.meta.get("train_config") or {}).get("seq_len")
+    if not isinstance(seq_len, int) or getattr(entry, "is_word_problem", False):
+        return
+    try:
+        scores = past_training_length(tr, seq_len, card.get("task"))
+    except ValueError:
+        return
+    if scores is None or getattr(tr, "logits", None) is None:
+        return
+    inside, past = scores
+    if past > inside + 1.0 and past > 1.5 * inside:
+        chance = float(np.log2(tr.logits.shape[-1]))
+        (where or st).warning(f"{md_escape(entry.name)} was trained on {seq_len}-token sequences; this text has "
+                              f"{tr.n_positions:,}. Its guesses cost {inside:.2f} bits per token up to position "
+                              f"{seq_len - 1}, {past:.2f} after (chance {chance:.2f}): past its training length "
+                              "it no longer reads the text.", icon=":material/straighten:")
+
+
 def controls_row(n: int) -> list:
     """The compact row of a view's controls: the token cursor (twice as wide) and ``n`` more slots."""
     cols = st.columns([3] + [1.3] * max(n, 1), gap="small", vertical_alignment="bottom")
@@ -302,6 +329,7 @@ def view_body(slug: str, entry: Any, text: str) -> None:
             st.info("No figure of this view applies to this checkpoint.", icon=":material/info:")
 
         def side(box: Any) -> None:
+            length_note(entry, tr, where=box)
             overview(tr, pos, key_prefix=slug, stem=f"{entry.name}-{slug}", where=box)
             _explain.view_intro(view, entry, tr, where=box)
             _tokens.token_panel(entry, tr, pos, where=box)

@@ -66,7 +66,7 @@ def _cursor_meta(trace: dict) -> dict:
     return trace
 
 
-@figure(label="eigenvalues on the circle", applies=is_osm, controls=("layer",), wide=False, explain=Explanation(
+@figure(click="position", label="eigenvalues on the circle", applies=is_osm, controls=("layer",), wide=False, explain=Explanation(
     r"\lambda_k(H_t) = e^{i\theta_k}",
     "Each dot is one eigenvalue of the state, on the unit circle at the token cursor; grey dots are the states "
     "before it.",
@@ -82,7 +82,9 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     ``animate=True`` adds Plotly frames (Play/Pause and a position slider, in the browser): one per position
     of the ``max_frames`` consecutive positions around the cursor, inside the window; for a standalone
     figure; the app's pages have one cursor of their own.
-    Traces: 0 = unit circle, 1 = trail, 2 = eigenvalues at the cursor (``meta="cursor"``; frames replace it).
+    Traces: 0 = unit circle, 1 = trail (``customdata`` = each dot's position: a click moves the cursor
+    there), 2 = eigenvalues at the cursor (``meta="cursor"``, ``customdata`` = [position, θ, k]; frames
+    replace it).
     Raises :class:`FigureError` for a non-OSM trace, a bad layer or cursor.
     """
     tr = _osm(tr)
@@ -102,9 +104,9 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
             "type": "scatter", "x": np.cos(th), "y": np.sin(th), "mode": "markers",
             "name": f"eigenvalues at {t} '{tr.labels[t]}'",
             "marker": {"size": 12, "color": cols, "line": {"width": 1.5, "color": "#333"}},
-            "customdata": np.stack([th, np.arange(1, d + 1)], axis=-1),
-            "hovertemplate": (f"position {t} '{tr.labels[t]}'<br>eigenvalue %{{customdata[1]}}: "
-                              "θ = %{customdata[0]:.3f} rad<extra></extra>")})
+            "customdata": np.stack([np.full(d, t), th, np.arange(1, d + 1)], axis=-1),
+            "hovertemplate": (f"position {t} '{tr.labels[t]}'<br>eigenvalue %{{customdata[2]}}: "
+                              "θ = %{customdata[1]:.3f} rad<extra></extra>")})
 
     # the trail: the eigenvalues at up to 800 / d consecutive positions of the window around the cursor (where
     # the spectrum has been nearby), small
@@ -112,10 +114,12 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     # one is drawn anew on every cursor move, see angle_lines
     trail_pos = window(len(idx), int(np.searchsorted(idx, start)), max(2, 800 // max(d, 1)))
     trail_th = tracked[trail_pos]
+    trail_at = np.repeat(idx[trail_pos], d)  # each grey dot's position: a click there moves the cursor to it
     trail = {"type": "scatter",
              "x": np.cos(trail_th).reshape(-1), "y": np.sin(trail_th).reshape(-1), "mode": "markers",
              "name": "all positions", "marker": {"size": 6, "color": "#777777", "opacity": 0.3},
-             "hoverinfo": "skip", "showlegend": False}
+             "customdata": trail_at, "text": [f"{p} '{tr.labels[p]}'" for p in trail_at],
+             "hovertemplate": "position %{text}<extra></extra>", "showlegend": False}
     base = [dict(type="scatter", x=np.cos(phi), y=np.sin(phi), mode="lines", name="unit circle",
                  line={"color": "#d0d0d0", "width": 1}, hoverinfo="skip", showlegend=False), trail, points(start)]
     fidx = window(tr.n_positions, start, min(max_frames, len(idx))) if animate else np.array([], dtype=int)

@@ -32,7 +32,7 @@ Modules
 * :mod:`~geomlab.trace.tracing`: text -> tokens, running a model (:func:`trace`, :func:`trace_text`,
   :func:`trace_cem_steps`).
 * :mod:`~geomlab.trace.files`: the ``.npz`` file format and its versions; :mod:`~geomlab.trace.export`: the
-  windowed JSON export; :mod:`~geomlab.trace.scoring`: :func:`score_predictions`.
+  windowed JSON export; :mod:`~geomlab.trace.scoring`: :func:`score_predictions`, :func:`past_training_length`.
 """
 
 from geomlab.trace.base import BaselineTrace, LazyArray, Trace, TraceError, causal_softmax_rows
@@ -43,12 +43,12 @@ from geomlab.trace.grassmann import GrassmannTrace
 from geomlab.trace.osm import OSMTrace
 from geomlab.trace.record import FAMILIES, dense_attention, family_of_kind, from_record
 from geomlab.trace.tracing import MAX_TEXT_CHARS, encode_text, trace, trace_cem_steps, trace_text, visible
-from geomlab.trace.scoring import PredictionScores, is_word_problem, score_predictions
+from geomlab.trace.scoring import PredictionScores, is_word_problem, past_training_length, score_predictions
 
 __all__ = [
     "MAX_TEXT_CHARS", "FORMAT_VERSION", "TraceError", "Trace", "BaselineTrace", "OSMTrace", "CEMTrace",
     "GrassmannTrace", "FAMILIES", "family_of_kind", "visible", "encode_text", "from_record", "trace",
     "trace_text", "trace_cem_steps", "save_trace", "load_trace", "trace_bytes", "trace_json", "is_word_problem",
     "LazyArray", "dense_attention", "causal_softmax_rows",
-    "PredictionScores", "score_predictions",
+    "PredictionScores", "score_predictions", "past_training_length",
 ]

@@ -93,3 +93,20 @@ def score_predictions(tr: Trace, task: Any = None) -> PredictionScores:
         bits[scored] = -lp[rows, target[scored]] / np.log(2.0)
         correct[scored] = (lp[rows].argmax(-1) == target[scored]).astype(np.float64)
     return PredictionScores(target=target, bits=bits, correct=correct, what=what)
+
+
+def past_training_length(tr: Trace, seq_len: int, task: Any = None) -> tuple[float, float] | None:
+    """Mean surprisal of ``tr``'s predictions (bits per token, :func:`score_predictions`) over the positions
+    a model trained on ``seq_len``-token sequences saw in training (``1 .. seq_len - 1``) and over the rest
+    (``seq_len ..``): ``(inside, past)``, or None when the text is not longer than ``seq_len`` or either part
+    has no finite score. A model whose position encoding does not extend (RoPE past its training length)
+    scores ``past`` near chance, ``log2(vocabulary)``. Design choice (the app warns from it)."""
+    seq_len = int(seq_len)
+    if seq_len < 2 or tr.n_positions <= seq_len:
+        return None
+    bits = score_predictions(tr, task).bits
+    inside, past = bits[:seq_len], bits[seq_len:]
+    inside, past = inside[np.isfinite(inside)], past[np.isfinite(past)]
+    if not inside.size or not past.size:
+        return None
+    return float(inside.mean()), float(past.mean())

@@ -1456,3 +1456,20 @@ def test_a_phone_draws_compare_a_above_b_even_when_the_link_says_side_by_side(bu
     heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: ")) and " · *" in m.value]
     assert heads and all(" · *" in h for h in heads)  # each figure under its own side's label
     assert not [c for col in at.columns for c in charts(col)]  # no figure in a column
+
+
+def test_a_text_past_the_training_length_warns_where_the_model_stops_reading_it(zoo):
+    """The bundled CEM (RoPE, trained on 128 tokens) guesses at about chance past position 127 of a long text:
+    its view says so with the measured bits per token; an OSM-RNN, which extrapolates, gets no warning."""
+    from geomlab.bench.load.texts import session_texts
+
+    text = session_texts(1, 900)[0]
+    at = run_page("energy", ckpt="bundled/cem-t2-tinyshakespeare", text=text)
+    note = [w.value for w in at.warning if "trained on 128-token sequences" in w.value]
+    assert len(note) == 1, [w.value for w in at.warning]
+    import re
+
+    inside, past = map(float, re.search(r"cost ([\d.]+) bits per token up to position 127, ([\d.]+) after", note[0]).groups())
+    assert past > inside + 1.0  # the numbers shown are the ones the warning is about
+    at = run_page("trajectories", ckpt="bundled/osm-rnn-o-tinyshakespeare", text=text)
+    assert not [w.value for w in at.warning if "trained on" in w.value]

@@ -1456,3 +1456,19 @@ def test_energy_dashes_mean_one_thing():
     disp = [t for t in fig.data if "displacement" in t.name and t.x[0] is not None]
     assert cursor and disp and all(t.line.dash == "dot" for t in cursor)
     assert all(t.line.dash != "dot" for t in disp)
+
+
+def test_a_click_on_a_grey_eigenvalue_moves_the_cursor_to_its_position():
+    tr = get_trace("osm-rnn-SO3")
+    fig = figures.phase_circle(tr, cursor=6).figure
+    trail, at_cursor = fig.data[1], fig.data[2]
+    for k in (0, len(trail.x) // 2, len(trail.x) - 1):
+        # (as the browser reports it: JSON numbers)
+        pos = click_target("position", {"x": float(trail.x[k]), "y": float(trail.y[k]),
+                                        "customdata": int(trail.customdata[k])})
+        # the dot is an eigenvalue of the last layer's state at the position the click chooses
+        eig = np.linalg.eigvals(np.asarray(tr.states[-1, pos["position"]]))
+        assert np.min(np.abs(eig - (trail.x[k] + 1j * trail.y[k]))) < 1e-4, (k, pos)
+    # the cursor's own eigenvalues (customdata [position, θ, k]) choose the cursor, whatever θ is
+    assert click_target("position", {"x": 1.0, "customdata": [float(v) for v in at_cursor.customdata[0]]}) == \
+        {"position": 6}
