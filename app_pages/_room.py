@@ -237,7 +237,8 @@ def apply(room_state: rooms.RoomState) -> str:
 
 
 def follow() -> None:
-    """A student's poll: when the room's version moved, adopt its state and rerun on the teacher's page."""
+    """A student's poll: when the room's version moved, adopt its state and show the teacher's page (a switch
+    to it, or a rerun of this one; in a full run the page below draws the new state)."""
     ss = st.session_state
     store = _store()
     if store is None:
@@ -261,11 +262,22 @@ def follow() -> None:
         return
     if new is None:
         return
-    ss[K_SEEN] = new.version
     page = apply(new)
     if page != ss.get(K_PAGE):
+        # the version is marked seen only on the teacher's page: a switch lost to another rerun (a click of
+        # this student's) is made again at the next poll instead of leaving the student behind for good
         st.switch_page(state.page_path(page or "home"))
-    st.rerun()
+    ss[K_SEEN] = new.version
+    if _fragment_run():  # a full run draws its page after the panel, with the state just applied
+        st.rerun()
+
+
+def _fragment_run() -> bool:
+    """Whether this script run reruns a fragment only (the poll), not the whole page."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return bool(ctx and getattr(ctx, "fragment_ids_this_run", None))
 
 
 def revealed(lesson: str, step: int) -> bool | None:
