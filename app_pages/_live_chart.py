@@ -22,9 +22,7 @@ import functools
 from pathlib import Path
 from typing import Any, Callable
 
-import plotly
 import plotly.graph_objects as go
-import plotly.io as pio
 import streamlit as st
 from streamlit.components.v1 import declare_component
 from streamlit.runtime import get_instance
@@ -60,12 +58,12 @@ def bundle_files() -> dict[str, Path]:
     return out
 
 
-def bundle_url(bundle: str, base: str) -> str:
-    """Path, from the server's root, of plotly.js ``bundle`` ("full" or "cartesian", which must be in
-    :func:`bundle_files`) under the server's base path ``base`` (``server.baseUrlPath``, e.g. ``"lab"``)."""
+def bundle_url(bundle: str, file: Path, base: str) -> str:
+    """Path, from the server's root, of plotly.js ``bundle`` ("full" or "cartesian"), the file ``file`` of
+    :func:`bundle_files`, under the server's base path ``base`` (``server.baseUrlPath``, e.g. ``"lab"``)."""
     name = f"{__name__}.{_ASSETS[bundle]}"  # what declare_component, called from this module, names it
     base = base.strip("/")
-    return "/" + (base + "/" if base else "") + f"component/{name}/{bundle_files()[bundle].name}"
+    return "/" + (base + "/" if base else "") + f"component/{name}/{file.name}"
 
 
 def _plotly_url(full: bool) -> str:
@@ -77,7 +75,7 @@ def _plotly_url(full: bool) -> str:
     name = f"{__name__}.{_ASSETS[bundle]}"
     if get_instance().component_registry.get_component_path(name) is None:
         declare_component(_ASSETS[bundle], path=str(files[bundle].parent))
-    return bundle_url(bundle, st.get_option("server.baseUrlPath") or "")
+    return bundle_url(bundle, files[bundle], st.get_option("server.baseUrlPath") or "")
 
 
 def figure_json(fig: go.Figure) -> dict[str, str]:

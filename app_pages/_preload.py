@@ -88,7 +88,7 @@ def _bundles(base: str) -> dict[str, Path]:
     """``{URL path: file}`` of the plotly.js bundles the live charts load (:mod:`app_pages._live_chart`)."""
     from app_pages._live_chart import bundle_files, bundle_url
 
-    return {bundle_url(name, base): path for name, path in bundle_files().items()}
+    return {bundle_url(name, path, base): path for name, path in bundle_files().items()}
 
 
 class PreloadCharts:

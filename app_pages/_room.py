@@ -268,16 +268,9 @@ def follow() -> None:
         # this student's) is made again at the next poll instead of leaving the student behind for good
         st.switch_page(state.page_path(page or "home"))
     ss[K_SEEN] = new.version
-    if _fragment_run():  # a full run draws its page after the panel, with the state just applied
+    if state.in_fragment_rerun():  # a full run draws its page after the panel, with the state just applied
         st.rerun()
 
-
-def _fragment_run() -> bool:
-    """Whether this script run reruns a fragment only (the poll), not the whole page."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    return bool(ctx and getattr(ctx, "fragment_ids_this_run", None))
 
 
 def revealed(lesson: str, step: int) -> bool | None:

@@ -441,3 +441,11 @@ def sync_query_params(page: Any = None) -> None:
         # dropped only at the end of a run that completed: a run interrupted by a rerun (the browser's
         # first load can be) would otherwise lose the notice it popped
         ss.pop(K_NOTICE, None)
+
+
+def in_fragment_rerun() -> bool:
+    """Whether this script run reruns a fragment only, not the whole page (Streamlit's run context knows)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return bool(ctx and getattr(ctx, "fragment_ids_this_run", None))

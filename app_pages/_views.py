@@ -356,13 +356,5 @@ def view_body(slug: str, entry: Any, text: str) -> None:
                        "every array behind these figures (geomlab.trace.load_trace reads it back); the JSON "
                        "holds the 256 positions around the cursor, for tools that do not read .npz.")
             ui.trace_downloads(tr, stem=f"{entry.name}-{slug}", cursor=pos)
-    if _in_fragment_rerun():
+    if state.in_fragment_rerun():
         state.sync_query_params(slug)  # (a whole run does it in app.py, after the page)
-
-
-def _in_fragment_rerun() -> bool:
-    """Whether this script run reruns a fragment only (Streamlit's run context knows)."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    return bool(ctx and getattr(ctx, "fragment_ids_this_run", None))
