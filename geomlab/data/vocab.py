@@ -114,6 +114,18 @@ def tokenize(text: str, level: str) -> list[str]:
     raise DataError(f"unknown vocabulary level {level!r}; use one of {LEVELS}")
 
 
+
+def checked_ids(ids: Iterable[int] | torch.Tensor, n: int) -> list[int]:
+    """``ids`` (any iterable of ints, or a tensor of any shape, flattened) as a list of ints, each in
+    ``0..n-1``. Raises :class:`DataError` naming the first id out of range for a vocabulary of ``n``."""
+    if isinstance(ids, torch.Tensor):
+        ids = ids.reshape(-1).tolist()
+    out = [int(i) for i in ids]
+    bad = next((i for i in out if not 0 <= i < n), None)
+    if bad is not None:
+        raise DataError(f"token id {bad} out of range for a vocabulary of {n}")
+    return out
+
 class Vocab:
     """A token <-> id map with an explicit unknown token.
 
@@ -248,15 +260,7 @@ class Vocab:
     def decode(self, ids: Iterable[int] | torch.Tensor) -> str:
         """Ids -> text. Characters are concatenated; words are joined by spaces with ``<eos>`` written as a
         newline; symbols are joined by spaces. Raises :class:`DataError` for an id out of range."""
-        if isinstance(ids, torch.Tensor):
-            ids = ids.reshape(-1).tolist()
-        toks = []
-        n = len(self.tokens)
-        for i in ids:
-            i = int(i)
-            if not 0 <= i < n:
-                raise DataError(f"token id {i} out of range for a vocabulary of {n}")
-            toks.append(self.tokens[i])
+        toks = [self.tokens[i] for i in checked_ids(ids, len(self.tokens))]
         if self.level == "char":
             return "".join(toks)
         if self.level == "word":
@@ -361,12 +365,7 @@ class ByteVocab(Vocab):
     def decode(self, ids: Iterable[int] | torch.Tensor) -> str:
         """Ids -> text (UTF-8, an incomplete or invalid byte sequence shown as U+FFFD); ``DataError`` for an
         id out of range."""
-        if isinstance(ids, torch.Tensor):
-            ids = ids.reshape(-1).tolist()
-        ids = [int(i) for i in ids]
-        bad = [i for i in ids if not 0 <= i < len(self.tokens)]
-        if bad:
-            raise DataError(f"token id {bad[0]} out of range for a vocabulary of {len(self.tokens)}")
+        ids = checked_ids(ids, len(self.tokens))
         return b"".join(bytes([i]) if i < 256 else self.tokens[i].encode() for i in ids).decode("utf-8", "replace")
 
     def to_json(self) -> dict[str, Any]:
@@ -423,12 +422,7 @@ class TokenizerVocab(Vocab):
 
     def decode(self, ids: Iterable[int] | torch.Tensor) -> str:
         """Ids -> text through the tokenizer's decoder; ``DataError`` for an id out of range."""
-        if isinstance(ids, torch.Tensor):
-            ids = ids.reshape(-1).tolist()
-        ids = [int(i) for i in ids]
-        bad = [i for i in ids if not 0 <= i < len(self.tokens)]
-        if bad:
-            raise DataError(f"token id {bad[0]} out of range for a vocabulary of {len(self.tokens)}")
+        ids = checked_ids(ids, len(self.tokens))
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def to_json(self) -> dict[str, Any]:
