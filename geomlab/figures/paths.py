@@ -85,7 +85,8 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     optional). The components are fitted on every position and the window of ``size`` positions around the
     cursor drawn, colour = position over the window. Traces: 0 = path (line), 1 = markers (both with
     ``customdata`` = position); with a cursor, layout shapes: the last 8 steps into it (a darker path) and
-    the cursor (a ring named ``cursor <position> '<token>'``, in the legend)."""
+    the cursor (a ring named ``cursor <position> '<token>'``; not in the legend, whose redraw on every cursor
+    move cost more than the rest of the move: the caption names it)."""
     tr, layer, cursor, coords, ratio, idx, hov = _pca_inputs(tr, layer, cursor, size)
     # the path as one light SVG line through every drawn position, markers coloured by position at each of
     # them (at most WINDOW SVG markers, the costly part of a redraw; no WebGL in a default set, see angle_lines)
@@ -113,7 +114,7 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
         shapes.append(dict(type="circle", xref="x", yref="y", xsizemode="pixel", ysizemode="pixel",
                            xanchor=float(coords[cursor, 0]), yanchor=float(coords[cursor, 1]), x0=-7, x1=7, y0=-7,
                            y1=7, line={"width": 3, "color": HIGHLIGHT}, name=f"cursor {cursor} '{tr.labels[cursor]}'",
-                           showlegend=True))
+                           showlegend=False))
     fig = FigureBuilder(data=data)
     if shapes:
         fig.update_layout(shapes=shapes)
@@ -122,11 +123,11 @@ def pca_projection(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     fig.update_xaxes(title_text=f"PC1 ({ratio[0]:.1%} of variance)", nticks=6, zeroline=False, constrain="domain")
     fig.update_yaxes(title_text=f"PC2 ({ratio[1]:.1%} of variance)", nticks=6, zeroline=False, scaleanchor="x",
                      scaleratio=1, constrain="domain")
-    fig.update_layout(legend={"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}})
     shares = ", ".join(f"PC{k + 1} {ratio[k]:.1%}" for k in range(2))  # one decimal: the parts add up
     cap = (f"The states $H_t$ ({_layer_name(tr, layer)}) as points $\\mathrm{{vec}}(H_t)$ projected on their first two "
            f"principal components ({shares} of the variance, together {ratio[:2].sum():.1%}; unitless); "
-           "colour = position." + MORE_FIGURES_3D + window_note(tr.n_positions, idx))
+           "colour = position" + ("; the orange ring is the cursor, the dark line its last 8 steps." if cursor is not None
+                                  else ".") + MORE_FIGURES_3D + window_note(tr.n_positions, idx))
     return finish(fig, "State trajectory (2-D PCA)", cap,
                   "pca_projection", height=480, margin={"l": 60, "r": 10, "t": 80, "b": 50})
 

@@ -82,9 +82,12 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     ``animate=True`` adds Plotly frames (Play/Pause and a position slider, in the browser): one per position
     of the ``max_frames`` consecutive positions around the cursor, inside the window; for a standalone
     figure; the app's pages have one cursor of their own.
-    Traces: 0 = unit circle, 1 = trail (``customdata`` = each dot's position: a click moves the cursor
-    there), 2 = eigenvalues at the cursor (``meta="cursor"``, ``customdata`` = [position, θ, k]; frames
-    replace it).
+    Traces: 0 = unit circle, 1 = trail (``customdata`` = [position, θ, k] of each dot: a click moves the
+    cursor there; it holds the cursor's own eigenvalues, so they keep their hover). The eigenvalues at the
+    cursor are layout shapes, one ring per eigenvalue named ``cursor <position> '<token>' λ<k>``: a cursor
+    move within the trail's window then changes the layout only, which the browser redraws without
+    recomputing the 800 dots (design choice). ``animate=True`` draws them as trace 2 instead
+    (``meta="cursor"``, ``customdata`` = [position, θ, k]), which the frames replace.
     Raises :class:`FigureError` for a non-OSM trace, a bad layer or cursor.
     """
     tr = _osm(tr)
@@ -118,17 +121,29 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     trail = {"type": "scatter",
              "x": np.cos(trail_th).reshape(-1), "y": np.sin(trail_th).reshape(-1), "mode": "markers",
              "name": "all positions", "marker": {"size": 6, "color": "#777777", "opacity": 0.3},
-             "customdata": trail_at, "text": [f"{p} '{tr.labels[p]}'" for p in trail_at],
-             "hovertemplate": "position %{text}<extra></extra>", "showlegend": False}
+             "customdata": np.stack([trail_at, trail_th.reshape(-1), np.tile(np.arange(1, d + 1), len(trail_pos))],
+                                    axis=-1),
+             "text": [f"{p} '{tr.labels[p]}'" for p in trail_at],
+             "hovertemplate": "position %{text}<br>eigenvalue %{customdata[2]}: θ = %{customdata[1]:.3f} rad"
+                              "<extra></extra>", "showlegend": False}
     base = [dict(type="scatter", x=np.cos(phi), y=np.sin(phi), mode="lines", name="unit circle",
-                 line={"color": "#d0d0d0", "width": 1}, hoverinfo="skip", showlegend=False), trail, points(start)]
+                 line={"color": "#d0d0d0", "width": 1}, hoverinfo="skip", showlegend=False), trail]
+    if animate:
+        base.append(points(start))
     fidx = window(tr.n_positions, start, min(max_frames, len(idx))) if animate else np.array([], dtype=int)
     names = [str(t) for t in fidx.tolist()]
     if animate:
         theta.update(zip(fidx.tolist(), tracked_phases(tr, layer, fidx)))
     fig = animated_figure(base, [{"data": [points(t)], "traces": [2], "name": n}
                                  for t, n in zip(fidx.tolist(), names)])
-    if animate:
+    if not animate:
+        th = theta[start]
+        fig.update_layout(shapes=[dict(type="circle", xref="x", yref="y", xsizemode="pixel", ysizemode="pixel",
+                                       xanchor=float(np.cos(a)), yanchor=float(np.sin(a)), x0=-6, x1=6, y0=-6, y1=6,
+                                       fillcolor=c, line={"width": 1.5, "color": "#333"},
+                                       name=f"cursor {start} '{tr.labels[start]}' λ{k + 1}")
+                                  for k, (a, c) in enumerate(zip(th, cols))])
+    else:
         fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in fidx.tolist()], names,
                                                int(np.searchsorted(fidx, start))))
     lim = 1.2

@@ -138,14 +138,23 @@ def test_phase_circle_equals_numpy_eigvals(name, validate):
     tr = get_trace(name)
     fig = figures.phase_circle(tr, layer=-1, cursor=4).figure
     H = tr.states[-1].astype(np.complex128)
-    shown = np.asarray(fig.data[2].x) + 1j * np.asarray(fig.data[2].y)
-    assert fig.data[2].meta == "cursor"
-    _circle_match(shown, np.linalg.eigvals(H[4]))
+    # the cursor's eigenvalues: one ring each, layout shapes (a move within the trail's window is a relayout)
+    rings = [sh for sh in fig.layout.shapes if sh.name.startswith(f"cursor 4 '{tr.labels[4]}' λ")]
+    assert len(rings) == len(fig.layout.shapes) == H.shape[-1] and len(fig.data) == 2
+    _circle_match(np.array([sh.xanchor + 1j * sh.yanchor for sh in rings]), np.linalg.eigvals(H[4]))
+    assert len({sh.fillcolor for sh in rings}) == len(rings)  # one colour per eigenvalue
+    # they keep their hover: the trail holds the cursor's eigenvalues with position, θ and index
+    cd = np.asarray(fig.data[1].customdata)
+    at = cd[:, 0] == 4
+    assert sorted(cd[at, 2]) == list(range(1, H.shape[-1] + 1))
+    _circle_match(np.exp(1j * cd[at, 1]), np.linalg.eigvals(H[4]))
     assert not fig.frames and not fig.layout.sliders and not fig.layout.updatemenus  # the page's cursor moves it
     assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis.scaleratio == 1
     assert list(fig.layout.xaxis.range) == list(fig.layout.yaxis.range)
     # a standalone figure can still animate (python -m geomlab users, notebooks)
     fig = figures.phase_circle(tr, layer=-1, cursor=4, animate=True).figure
+    assert fig.data[2].meta == "cursor" and not fig.layout.shapes
+    _circle_match(np.asarray(fig.data[2].x) + 1j * np.asarray(fig.data[2].y), np.linalg.eigvals(H[4]))
     assert len(fig.frames) == T
     for frame in fig.frames:
         t = int(frame.name)
@@ -1331,7 +1340,8 @@ def test_pca_projection_is_2d_with_the_variance_in_the_axis_titles():
     assert fig.layout.yaxis.title.text == f"PC2 ({ratio[1]:.1%} of variance)"
     ring = [sh for sh in fig.layout.shapes if sh.type == "circle"][0]  # the cursor: a ring at its point
     np.testing.assert_allclose([ring.xanchor, ring.yanchor], coords[3, :2], atol=1e-5)
-    assert ring.name == f"cursor 3 '{tr.labels[3]}'" and ring.showlegend
+    assert ring.name == f"cursor 3 '{tr.labels[3]}'" and not ring.showlegend  # a legend redraw per move
+    assert "orange ring is the cursor" in fig.layout.meta["caption"]
     steps = [sh for sh in fig.layout.shapes if sh.type == "path"][0].path  # the last steps into it
     points = [tuple(map(float, p.strip(" ML").split(","))) for p in steps.split(" L ")]
     np.testing.assert_allclose(points, coords[:4, :2], atol=1e-5)
@@ -1399,9 +1409,9 @@ def test_torus_eigenvalues_keep_their_diagonal_order():
     ang = np.angle(np.diagonal(tr.states[1], axis1=1, axis2=2))
     np.testing.assert_allclose(tracked, ang, atol=1e-6)
     circle = figures.phase_circle(tr, layer=1, cursor=5).figure
-    cur = [t for t in circle.data if t.meta == "cursor"][0]
-    np.testing.assert_allclose(np.angle(np.asarray(cur.x) + 1j * np.asarray(cur.y)), ang[5], atol=1e-5)
-    assert list(cur.marker.color) == _style.index_colours(tr.d)
+    rings = circle.layout.shapes  # the cursor's eigenvalues, in order λ1..λd
+    np.testing.assert_allclose(np.angle([sh.xanchor + 1j * sh.yanchor for sh in rings]), ang[5], atol=1e-5)
+    assert [sh.fillcolor for sh in rings] == _style.index_colours(tr.d)
 
 
 def test_attention_row_hover_gives_the_osmformer_similarity():
@@ -1461,14 +1471,15 @@ def test_energy_dashes_mean_one_thing():
 def test_a_click_on_a_grey_eigenvalue_moves_the_cursor_to_its_position():
     tr = get_trace("osm-rnn-SO3")
     fig = figures.phase_circle(tr, cursor=6).figure
-    trail, at_cursor = fig.data[1], fig.data[2]
+    trail = fig.data[1]
     for k in (0, len(trail.x) // 2, len(trail.x) - 1):
-        # (as the browser reports it: JSON numbers)
+        # (as the browser reports it: JSON numbers; customdata [position, θ, k])
         pos = click_target("position", {"x": float(trail.x[k]), "y": float(trail.y[k]),
-                                        "customdata": int(trail.customdata[k])})
+                                        "customdata": [float(v) for v in trail.customdata[k]]})
         # the dot is an eigenvalue of the last layer's state at the position the click chooses
         eig = np.linalg.eigvals(np.asarray(tr.states[-1, pos["position"]]))
         assert np.min(np.abs(eig - (trail.x[k] + 1j * trail.y[k]))) < 1e-4, (k, pos)
-    # the cursor's own eigenvalues (customdata [position, θ, k]) choose the cursor, whatever θ is
-    assert click_target("position", {"x": 1.0, "customdata": [float(v) for v in at_cursor.customdata[0]]}) == \
+    # the cursor's own eigenvalues (under their rings) choose the cursor, whatever θ is
+    mine = [cd for cd in trail.customdata if cd[0] == 6]
+    assert len(mine) == tr.d and click_target("position", {"x": 1.0, "customdata": list(map(float, mine[0]))}) == \
         {"position": 6}
