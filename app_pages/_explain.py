@@ -54,24 +54,22 @@ def view_intro(view: Any, entry: Any, tr: Any, where: Any = None) -> None:
             if f.warn:
                 st.caption(f":material/warning: **{f.text}**")
         with st.expander("How to read this · formula · what to look for", icon=":material/school:"):
-            st.latex(explain.view_maths(view.slug, tr))
-            st.markdown(f"**How to read this.** {linked(ex.read)}")
-            st.markdown(f"**What to look for.** {linked(ex.look)}")
+            st.latex(explain.view_maths(view.slug, tr))  # (scrolls sideways where it is wider than the column)
+            # the texts as one markdown block: every element here is re-rendered by the browser on each cursor move
             plain = [f for f in said if not f.warn]  # warnings are shown above, outside the expander
-            if plain:
-                st.markdown("**This model.**\n" + "\n".join(f"- {f.text}" for f in plain))
             terms = " · ".join(f"[{t}]({glossary_url(glossary.term_slug(t))})" for t in ex.terms
                                if glossary.find_term(t))
-            st.caption(f"Terms: {terms}. Source: {ex.source}.")
+            st.markdown("\n\n".join(
+                [f"**How to read this.** {linked(ex.read)}", f"**What to look for.** {linked(ex.look)}"]
+                + (["**This model.**\n" + "\n".join(f"- {f.text}" for f in plain)] if plain else [])
+                + [f":gray[Terms: {terms}. Source: {ex.source}.]"]))
             st.page_link(GLOSSARY_PAGE, label="Open the glossary", icon=":material/menu_book:")
 
 
 def figure_note(name: str, tr: Any = None) -> str:
-    """Draw one short "Look for" line under figure ``name`` (with this trace's facts where one applies);
-    returns the line's markdown (empty for a figure without an explanation)."""
+    """The short "Look for" line under figure ``name`` (with this trace's facts where one applies), as
+    markdown; empty for a figure without an explanation."""
     ex = explain.figure_explanation(name)
     if ex.fallback:
         return ""
-    line = f":material/visibility: **Look for:** {linked(explain.figure_note(name, tr))}"
-    st.caption(line)
-    return line
+    return f":material/visibility: **Look for:** {linked(explain.figure_note(name, tr))}"

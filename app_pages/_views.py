@@ -142,8 +142,8 @@ def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool 
     rule = views.figure_spec(name).click if name in FIGURES else None
     ui.chart(fig, key=key, filename=f"{stem}-{name}", narrow=narrow,
              on_click=partial(follow_click, key, rule, tr) if rule else None)
-    st.caption(caption)
-    _explain.figure_note(name, tr)
+    note = _explain.figure_note(name, tr)
+    st.caption(f"{caption}\n\n{note}" if note else caption)  # one element: each is re-rendered on a move
     return 1
 
 
@@ -347,14 +347,13 @@ def view_body(slug: str, entry: Any, text: str) -> None:
         box.caption(f"`{entry.ref}` · {len(tokens)} token{'' if len(tokens) == 1 else 's'} · cursor at {pos} "
                     f"(“{tr.labels[pos]}”) · {1000 * (time.perf_counter() - t0):.0f} ms")
         ui.cache_caption()
-        with st.expander("Link to this view", icon=":material/link:"):
+        with st.expander("Link to this view · download its trace", icon=":material/link:"):
             st.caption("Anyone who opens this link sees this view as it is now: checkpoint, text, cursor and every "
-                       "choice above (the address bar holds the same link).")
+                       "choice above (the address bar holds the same link). Every figure downloads as PNG from the "
+                       "camera icon in its toolbar. The .npz trace holds every array behind these figures "
+                       "(geomlab.trace.load_trace reads it back); the JSON holds the 256 positions around the "
+                       "cursor, for tools that do not read .npz.")
             st.text_input("Link", ui.share_link(slug), label_visibility="collapsed")  # not st.code: its highlighter bundle
-        with st.expander("Download this trace", icon=":material/download:"):
-            st.caption("Every figure downloads as PNG from the camera icon in its toolbar. The .npz trace holds "
-                       "every array behind these figures (geomlab.trace.load_trace reads it back); the JSON "
-                       "holds the 256 positions around the cursor, for tools that do not read .npz.")
             ui.trace_downloads(tr, stem=f"{entry.name}-{slug}", cursor=pos)
     if state.in_fragment_rerun():
         state.sync_query_params(slug)  # (a whole run does it in app.py, after the page)

@@ -332,7 +332,7 @@ def trace_downloads(tr: Any, stem: str, where: Any = None, cursor: int | None = 
     where = where or st
     from geomlab import trace as trace_mod
 
-    c1, c2 = where.columns(2)
+    c1 = c2 = where.container(horizontal=True)  # one row, one element: no columns to re-render on each move
     c1.download_button("Trace (.npz)", lambda: trace_mod.trace_bytes(tr), file_name=f"{stem}.trace.npz",
                        mime="application/octet-stream", icon=":material/download:", on_click="ignore",
                        key=f"dl-npz-{stem}",

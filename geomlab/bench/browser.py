@@ -192,7 +192,9 @@ def clicks(browser, url: str, n: int) -> dict[str, list[float]]:
                 page.wait_for_timeout(400)
             if overview.count():
                 pos = _cursor(page)
-                box = overview.first.locator(".nsewdrag").first.bounding_box()
+                strip = overview.first.locator(".nsewdrag").first
+                strip.scroll_into_view_if_needed()  # a token click may have scrolled it out of the window
+                box = strip.bounding_box()
                 page.mouse.click(box["x"] + box["width"] * (0.2 + 0.6 * ((i * 7) % 10) / 10),
                                  box["y"] + box["height"] / 2)
                 _until_moved(page, pos, n_charts)
