@@ -44,6 +44,13 @@ st.html("<style>"
         # view's first chart (text, guesses) wraps under it when the window leaves it under 260 px
         "[data-testid='stMainBlockContainer'] {padding-top: 3.2rem;}"
         "[data-testid='stMain'] h1 {font-size: 1.75rem; padding: 0 0 0.2rem 0;}"
+        # the controls row (cursor, layer, head...) wraps too, rather than cut a select's label and value
+        "div[data-testid='stHorizontalBlock']:has(> div[data-testid='stColumn'] .st-key-w_pos)"
+        "{flex-wrap: wrap; row-gap: 0.5rem;}"
+        "div[data-testid='stHorizontalBlock']:has(> div[data-testid='stColumn'] .st-key-w_pos) > "
+        "div[data-testid='stColumn'] {min-width: 150px;}"
+        "div[data-testid='stHorizontalBlock'] > div[data-testid='stColumn']:has(.st-key-w_pos)"
+        "{min-width: min(100%, 300px);}"
         "div[data-testid='stColumn']:has(div.st-key-view-side), "
         "div[data-testid='stColumn']:has(div.st-key-tour-side) {min-width: min(100%, 260px) !important;}"
         # a formula wider than a phone scrolls sideways instead of running off the page; on a phone-wide

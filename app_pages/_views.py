@@ -311,7 +311,9 @@ def view_body(slug: str, entry: Any, text: str) -> None:
         tokens = ui.check_text(entry, text, hint=ui.TEXT_HINT)
         unknown = ui.unknown_tokens(entry, text)
         if unknown:
-            shown = ", ".join(repr(u) for u in unknown[:10]) + (f", … ({len(unknown) - 10} more)"
+            from geomlab.data.vocab import readable
+
+            shown = ", ".join(readable(u) for u in unknown[:10]) + (f", … ({len(unknown) - 10} more)"
                                                                  if len(unknown) > 10 else "")
             st.warning(f"{len(unknown)} character{'s' if len(unknown) > 1 else ''} not in this checkpoint's "
                        f"vocabulary ({shown}) read as the unknown token �.", icon=":material/help:")

@@ -337,6 +337,17 @@ def unknown_tokens(vocab: Vocab, text: str) -> list[str]:
     return seen
 
 
+def readable(token: str) -> str:
+    """``token`` quoted for a message (``'é'``), or, when it holds a character that does not show on its own
+    (a combining mark, a control or format character, a separator other than the space), its code points
+    (``U+0301``, ``U+200B U+0061``): quoted, a combining accent would sit on the quote mark. Design choice."""
+    import unicodedata
+
+    if any(unicodedata.category(c)[0] in "MC" or (unicodedata.category(c)[0] == "Z" and c != " ") for c in token):
+        return " ".join(f"U+{ord(c):04X}" for c in token)
+    return repr(token)
+
+
 # ---------------------------------------------------------------- a standard model's tokens
 class ByteVocab(Vocab):
     """UTF-8 bytes as tokens: id ``b`` is byte ``b`` (labelled by the Latin-1 character ``chr(b)``), for a

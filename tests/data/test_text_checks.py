@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from geomlab.data import DataError
-from geomlab.data.vocab import Vocab, check_text, unknown_tokens
+from hypothesis import given, strategies as st
+
+from geomlab.data.vocab import Vocab, check_text, readable, unknown_tokens
 
 
 def test_character_texts():
@@ -17,6 +19,21 @@ def test_character_texts():
         check_text(v, "  \n", 10)
     with pytest.raises(DataError, match="11 characters; the limit is 10"):
         check_text(v, "a" * 11, 10)
+
+
+def test_a_token_is_named_so_that_it_shows():
+    assert readable("é") == "'é'" and readable("ab") == "'ab'" and readable(" ") == "' '"
+    assert readable("\u0301") == "U+0301"  # a combining accent would sit on the quote mark
+    assert readable("e\u0301") == "U+0065 U+0301" and readable("\u200b") == "U+200B" and readable("\n") == "U+000A"
+
+
+@given(st.text(min_size=1, max_size=4))
+def test_a_named_token_never_starts_with_a_mark(token):
+    import unicodedata
+
+    out = readable(token)
+    assert out and unicodedata.category(out[0])[0] not in "MCZ"
+    assert all(unicodedata.category(c)[0] not in "MC" for c in out[1:-1]) or out.startswith("U+")
 
 
 def test_symbol_texts_without_an_unknown_token():
