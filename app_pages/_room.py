@@ -35,6 +35,7 @@ K_SENT, K_BEAT = "_gl_room_sent", "_gl_room_beat"  # last published state dict (
 K_ERROR, K_ERROR_AT = "_gl_room_error", "_gl_room_error_at"  # the store's error line and when it happened
 K_PAGE = "_gl_room_page"  # url_path of the page this session shows (set by every full run)
 K_LEFT = "_gl_room_left"  # the code of the room this session left (its link still in the address bar)
+K_SHOWN, K_AWAY = "_gl_room_shown", "_gl_room_away"  # what the room showed when applied (student); moved away?
 K_LESSON, K_STEP, K_APPLIED = "gl_tour_lesson", "gl_tour_step", "_gl_tour_applied"  # app_pages/tour.py's keys
 POLL_S = 0.5   # seconds between a session's polls and publishes (design choice: a redraw within a second)
 BEAT_S = 5.0   # seconds between heartbeats (the store counts a student present for 30 s)
@@ -144,7 +145,7 @@ def leave() -> None:
     except (rooms.RoomsUnavailable, rooms.RoomError):
         pass
     ss[K_LEFT] = ss.pop(K_CODE, None)
-    for key in (K_SEEN, K_MODE):
+    for key in (K_SEEN, K_MODE, K_SHOWN, K_AWAY):
         ss.pop(key, None)
 
 
@@ -233,7 +234,28 @@ def apply(room_state: rooms.RoomState) -> str:
     if room_state.page == "tour" and room_state.lesson:
         ss[K_LESSON], ss[K_STEP] = room_state.lesson, room_state.step
         ss[K_APPLIED] = (room_state.lesson, room_state.step)  # the room's state is the step as the teacher shows it
+    ss[K_SHOWN] = None  # what following looks like here: taken after the page has drawn it (:func:`settle`)
     return room_state.page
+
+
+def settle(page: str) -> None:
+    """After a full run of page ``page`` (``app.py``): a student that applied the room's state and has now
+    drawn it keeps this session's state as what following looks like (the page may have completed it, e.g. a
+    Tour step's own checkpoint and text), for :func:`moved_away`."""
+    ss = st.session_state
+    if role() == "student" and K_SHOWN in ss and ss[K_SHOWN] is None and ss.get(K_PAGE) == page:
+        ss[K_SHOWN] = snapshot(page)
+
+
+def moved_away() -> bool:
+    """Whether this following student shows something else than the room's state it applied last: it opened
+    another page, step or link, or moved the cursor or a control itself. Such a student counts as exploring
+    (the teacher's presence line says so) until it comes back or the teacher's next change brings it back.
+    Design choice: a derived state, not a switch to "explore", so a student is never left behind by a
+    comparison made while a change is still being applied."""
+    ss = st.session_state
+    shown = ss.get(K_SHOWN)  # None until the page has drawn the state applied last
+    return shown is not None and snapshot(ss.get(K_PAGE, "")) != shown
 
 
 def follow() -> None:
@@ -245,13 +267,13 @@ def follow() -> None:
         return
     code, mode = ss[K_CODE], ss.get(K_MODE, "follow")
     try:
+        new = store.changed_since(code, ss.get(K_SEEN, -1)) if mode == "follow" else None
+        away = mode == "follow" and new is None and moved_away()
+        if away != bool(ss.get(K_AWAY)):  # the teacher's presence line learns it at once
+            ss[K_AWAY], ss[K_BEAT] = away, 0.0
         if time.monotonic() - ss.get(K_BEAT, 0.0) > BEAT_S:
-            store.heartbeat(code, ss[K_CLIENT], mode)
+            store.heartbeat(code, ss[K_CLIENT], "explore" if away else mode)
             ss[K_BEAT] = time.monotonic()
-        if mode != "follow":
-            _ok()
-            return
-        new = store.changed_since(code, ss.get(K_SEEN, -1))
         _ok()
     except rooms.RoomError as exc:
         leave()
@@ -335,8 +357,14 @@ def _live() -> None:
                 _fail(exc)
     elif who == "student":
         code, mode = ss[K_CODE], ss.get(K_MODE, "follow")
-        st.markdown(f"**Room** `{code[:4]}-{code[4:]}` · " + ("following the teacher" if mode == "follow"
-                                                              else "exploring on your own"))
+        if mode == "follow" and ss.get(K_AWAY):
+            st.markdown(f"**Room** `{code[:4]}-{code[4:]}` · away from the teacher's view (their next change "
+                        "brings you back)")
+            st.button("Back to the teacher", key="room_back", icon=":material/sync:", type="primary",
+                      on_click=set_mode, args=("follow",))
+        else:
+            st.markdown(f"**Room** `{code[:4]}-{code[4:]}` · " + ("following the teacher" if mode == "follow"
+                                                                  else "exploring on your own"))
 
 
 def panel() -> None:

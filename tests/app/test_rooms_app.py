@@ -107,6 +107,32 @@ def test_a_lost_rooms_store_is_a_message_not_a_crash(zoo_env, redis_server):  # 
     assert any("unavailable" in e.value for e in at2.error)
 
 
+def test_a_student_who_moves_away_counts_as_exploring_until_back(zoo_env):
+    """A following student who opens another page (or step, or moves the cursor) no longer reads
+    "following": the panel says so, the teacher's presence line counts it exploring, one click brings it back,
+    and so does the teacher's next change."""
+    store = rooms.get_store()
+    code, token = store.open(rooms.RoomState(page="tour", lesson=LESSON, step=2, cursor=6))
+    at = student(code)
+    at.run()
+    assert "following the teacher" in panel_text(at) and store.presence(code).follow == 1
+    at.session_state["gl_tour_step"] = 4  # the student steps on by itself
+    at.run()
+    assert "away from the teacher" in panel_text(at), panel_text(at)
+    assert (store.presence(code).follow, store.presence(code).explore) == (0, 1)
+    at.button(key="room_back").click().run()
+    at.run()
+    assert at.session_state["gl_tour_step"] == 2 and "following the teacher" in panel_text(at)
+    assert (store.presence(code).follow, store.presence(code).explore) == (1, 0)
+    at.session_state["gl_pos"] = 0  # away again; the teacher's next step brings it back
+    at.run()
+    assert "away from the teacher" in panel_text(at)
+    store.update(code, token, step=3)
+    at.run()
+    assert at.session_state["gl_tour_step"] == 3 and "following the teacher" in panel_text(at)
+    store.close(code, token)
+
+
 def test_a_student_who_leaves_stays_out_although_the_link_is_in_the_address_bar(zoo_env):
     store = rooms.get_store()
     code, token = store.open(rooms.RoomState(page="", cursor=1))
