@@ -332,14 +332,14 @@ def trace_downloads(tr: Any, stem: str, where: Any = None, cursor: int | None = 
     where = where or st
     from geomlab import trace as trace_mod
 
-    c1 = c2 = where.container(horizontal=True)  # one row, one element: no columns to re-render on each move
-    c1.download_button("Trace (.npz)", lambda: trace_mod.trace_bytes(tr), file_name=f"{stem}.trace.npz",
-                       mime="application/octet-stream", icon=":material/download:", on_click="ignore",
-                       key=f"dl-npz-{stem}",
-                       help="Load it back with geomlab.trace.load_trace: it reproduces this view exactly.")
+    row = where.container(horizontal=True)  # one element for the row: no columns to re-render on each move
+    row.download_button("Trace (.npz)", lambda: trace_mod.trace_bytes(tr), file_name=f"{stem}.trace.npz",
+                        mime="application/octet-stream", icon=":material/download:", on_click="ignore",
+                        key=f"dl-npz-{stem}",
+                        help="Load it back with geomlab.trace.load_trace: it reproduces this view exactly.")
     start, stop = data.json_window(tr.n_positions, cursor)
-    c2.download_button("Trace (.json)", lambda: data.trace_json(tr, cursor), file_name=f"{stem}.trace.json",
-                       mime="application/json", icon=":material/data_object:", on_click="ignore",
-                       key=f"dl-json-{stem}",
-                       help=f"Positions {start}–{stop - 1} around the cursor, every array cut to them; "
-                            "non-finite values as null.")
+    row.download_button("Trace (.json)", lambda: data.trace_json(tr, cursor), file_name=f"{stem}.trace.json",
+                        mime="application/json", icon=":material/data_object:", on_click="ignore",
+                        key=f"dl-json-{stem}",
+                        help=f"Positions {start}–{stop - 1} around the cursor, every array cut to them; "
+                             "non-finite values as null.")

@@ -226,9 +226,9 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
         add_cursor_line(fig, cursor, row=r, col=1)
     cap = ("Geodesic distance on the Grassmannian (radians, at most $\\pi/\\sqrt{2} \\approx 2.22$). Top: how far "
            "the plane $U_t = \\mathrm{span}(z_t, z_{t-\\Delta})$ turned from $U_{t-1}$ when token $t$ arrived, per "
-           "layer. Bottom: how much a layer turned the plane of its residual vectors $\\mathrm{span}(h_t, h_{t-\\Delta})$. Blank: no plane "
-           "(no partner, or a degenerate pair)." + spread_note(dpos[:, idx], "layer's top row")
-           + window_note(tr.n_positions, idx) + missing_note(_missing(tr, idx)))
+           "layer. Bottom: how much a layer turned the plane of its residual vectors "
+           "$\\mathrm{span}(h_t, h_{t-\\Delta})$. Blank: no plane (no partner, or a degenerate pair)."
+           + spread_note(dpos[:, idx], "layer's top row") + window_note(tr.n_positions, idx) + missing_note(_missing(tr, idx)))
     return finish(fig, "Grassmann plane deformations", cap, "plane_distances", height=300 * rows + 80)
 
 
