@@ -31,8 +31,13 @@ _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 def visible(ch: str) -> str:
     """A printable version of one token string for hover text and tick labels (whitespace made visible; other
-    unprintable characters as Python writes them: ``\\x7f``, ``\\u200b``, ``\\U000e0001``)."""
-    return "".join(_VISIBLE.get(c, c if c.isprintable() else repr(c)[1:-1]) for c in ch)
+    unprintable characters as Python writes them: ``\\x7f``, ``\\u200b``, ``\\U000e0001``; a token that
+    starts with a combining mark on the dotted circle ``◌``, the usual way to show one alone: quoted, it would
+    sit on the quote mark)."""
+    import unicodedata
+
+    out = "".join(_VISIBLE.get(c, c if c.isprintable() else repr(c)[1:-1]) for c in ch)
+    return "\u25cc" + out if out and unicodedata.category(out[0]).startswith("M") else out
 
 
 def encode_text(vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> torch.Tensor:

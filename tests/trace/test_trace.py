@@ -431,3 +431,5 @@ def test_unprintable_characters_are_labelled_as_python_writes_them():
     assert visible(" \n\t") == "␣↵⇥"
     assert visible("a\u200b") == "a\\u200b" and visible("\x7f") == "\\x7f" and visible("\U000e0001") == "\\U000e0001"
     assert visible("é☃") == "é☃"  # printable characters stay as they are
+    # a lone combining mark on the dotted circle (quoted or after a separator it would sit on that character)
+    assert visible("\u0301") == "\u25cc\u0301" and visible("e\u0301") == "e\u0301"
