@@ -58,6 +58,7 @@ st.html("<style>"
         # (Planes, 468 px at 1.21em) fit the ~324 px a 390-px phone leaves inside "How to read this", and none
         # hides its end unseen
         ".katex-display {overflow-x: auto; overflow-y: hidden;}"
+        ".st-key-view-side .katex-display > .katex {font-size: 1em;}"  # (KaTeX's 1.21em in the narrow column)
         "@media (max-width: 600px) {.katex-display > .katex {font-size: 0.8em;}}"
         "</style>")
 ui.log_to_server()

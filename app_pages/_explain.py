@@ -8,6 +8,7 @@ The texts and facts come from :mod:`geomlab.teach.explain`, :mod:`geomlab.teach.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import streamlit as st
@@ -54,7 +55,7 @@ def view_intro(view: Any, entry: Any, tr: Any, where: Any = None) -> None:
             if f.warn:
                 st.caption(f":material/warning: **{f.text}**")
         with st.expander("How to read this · formula · what to look for", icon=":material/school:"):
-            st.latex(explain.view_maths(view.slug, tr))  # (scrolls sideways where it is wider than the column)
+            st.latex(stacked(explain.view_maths(view.slug, tr)))
             # the texts as one markdown block: every element here is re-rendered by the browser on each cursor move
             plain = [f for f in said if not f.warn]  # warnings are shown above, outside the expander
             terms = " · ".join(f"[{t}]({glossary_url(glossary.term_slug(t))})" for t in ex.terms
@@ -64,6 +65,14 @@ def view_intro(view: Any, entry: Any, tr: Any, where: Any = None) -> None:
                 + (["**This model.**\n" + "\n".join(f"- {f.text}" for f in plain)] if plain else [])
                 + [f":gray[Terms: {terms}. Source: {ex.source}.]"]))
             st.page_link(GLOSSARY_PAGE, label="Open the glossary", icon=":material/menu_book:")
+
+
+def stacked(maths: str) -> str:
+    """A display formula's comma-separated parts (``a,\\quad b`` or ``a,\\ \\ b``) one under the other
+    (``gathered``): the column beside a view's first chart is 230-330 px wide, and a formula wider than it
+    scrolls sideways with its end out of sight. Design choice."""
+    parts = [p.strip() for p in re.split(r",\\(?:quad|\ \\ )", maths) if p.strip()]
+    return maths if len(parts) < 2 else r"\begin{gathered}" + r" \\ ".join(parts) + r"\end{gathered}"
 
 
 def figure_note(name: str, tr: Any = None) -> str:

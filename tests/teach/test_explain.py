@@ -307,3 +307,18 @@ def test_glossary_page_lists_filters_and_opens_a_term(bundled):
         one.query_params.get("term") == "plucker-coordinates"
     bad = open_page("glossary", term="$nope$")
     assert any("No glossary entry" in i.value and "\\$nope\\$" in i.value for i in bad.info)
+
+
+def test_a_views_formula_stacks_its_parts_for_the_narrow_column():
+    """The intro's formula sits in a 230-330 px column: its comma-separated parts go one under the other, every
+    part kept, in order; a formula of one part stays as it is."""
+    from app_pages._explain import stacked
+
+    for slug in ("trajectories", "tangents", "attention", "energy", "planes"):
+        maths = explain.view_maths(slug)
+        out = stacked(maths)
+        assert out.startswith(r"\begin{gathered}") and out.endswith(r"\end{gathered}")
+        lines = out.removeprefix(r"\begin{gathered}").removesuffix(r"\end{gathered}").split(r" \\ ")
+        assert len(lines) >= 2 and all(line in maths for line in lines)
+        assert maths.index(lines[0]) < maths.index(lines[-1])
+    assert stacked(r"a = b,\ c") == r"a = b,\ c"
