@@ -52,6 +52,12 @@ def role() -> str | None:
     return "teacher" if ss.get(K_TOKEN) else "student"
 
 
+def following() -> bool:
+    """Whether this session is a student following its room's teacher (not exploring): the teacher's state
+    decides its page, step and cursor, and links and Back / Next do not."""
+    return role() == "student" and st.session_state.get(K_MODE, "follow") == "follow"
+
+
 def _store() -> rooms.RoomStore | None:
     """The process's store, or None while it is unavailable (the error is kept for the panel)."""
     ss = st.session_state

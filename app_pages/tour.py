@@ -44,12 +44,12 @@ def current() -> tuple[tours.Lesson, int]:
 
 def adopt_link() -> bool:
     """Adopt ``?lesson=...&step=...`` when the URL did not come from this app (a link, the browser's back
-    button); a bad value leaves a notice and falls back (:func:`geomlab.teach.lessons.resolve_link`). Returns
-    whether a link was adopted."""
+    button) and the session follows no room's teacher; a bad value leaves a notice and falls back
+    (:func:`geomlab.teach.lessons.resolve_link`). Returns whether a link was adopted."""
     ss = st.session_state
     qp = st.query_params.to_dict()
-    if not ("lesson" in qp or "step" in qp) or qp == ss.get(K_QP_WRITTEN):
-        return False
+    if not ("lesson" in qp or "step" in qp) or qp == ss.get(K_QP_WRITTEN) or room.following():
+        return False  # (a following student shows the room's step, whatever its link says)
     lesson, index, note = lessons.resolve_link(qp.get("lesson"), qp.get("step"))
     ss[K_LESSON], ss[K_STEP] = lesson.slug, index
     ss.pop(K_APPLIED, None)  # a link always (re)applies its step
@@ -236,7 +236,7 @@ def main() -> None:
                           "step through with Back and Next, or send a step as a link.")
     # Back, Next and the progress in one line: the buttons as wide as their labels, the bar in what is left
     nav = row[1].container(horizontal=True, gap="small", vertical_alignment="center")
-    led = room.role() == "student" and ss.get(room.K_MODE) == "follow"  # the teacher steps for the class
+    led = room.following()  # the teacher steps for the class
     nav.button("Back", key="tour_back", icon=":material/arrow_back:", on_click=go, args=(-1,),
                disabled=index == 0 or led, width="content")
     nav.button("Next", key="tour_next", icon=":material/arrow_forward:", on_click=go, args=(1,),

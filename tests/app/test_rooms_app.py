@@ -133,6 +133,20 @@ def test_a_student_who_moves_away_counts_as_exploring_until_back(zoo_env):
     store.close(code, token)
 
 
+def test_a_students_link_to_another_step_shows_the_teachers_step(zoo_env):
+    """A student who joins through a Tour link naming another step sees (and says it follows) the teacher's."""
+    store = rooms.get_store()
+    code, token = store.open(rooms.RoomState(page="tour", lesson=LESSON, step=1, cursor=4))
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.switch_page("app_pages/tour.py")
+    at.query_params.update(room=code, lesson=LESSON, step="4")
+    at.run()
+    at.run()
+    assert not at.exception, at.exception
+    assert at.session_state["gl_tour_step"] == 1 and "following the teacher" in panel_text(at), panel_text(at)
+    store.close(code, token)
+
+
 def test_a_student_who_leaves_stays_out_although_the_link_is_in_the_address_bar(zoo_env):
     store = rooms.get_store()
     code, token = store.open(rooms.RoomState(page="", cursor=1))
