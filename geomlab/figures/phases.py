@@ -164,7 +164,9 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
            f"(radians) are conjugation-invariant. Press Play or drag the slider to move along the text."
            + window_note(tr.n_positions, idx)
            + (f" Frames: positions {fidx[0]:,}–{fidx[-1]:,}." if animate and len(fidx) < tr.n_positions else ""))
-    cap = without_play(cap, animate) + " Grey: the eigenvalues at the other positions; one colour per eigenvalue."
+    near = idx[trail_pos]
+    cap = without_play(cap, animate) + (f" Grey: the eigenvalues at positions {near[0]:,}–{near[-1]:,}; one "
+                                         "colour per eigenvalue.")
     # a short title: at half width a longer one ("of H_t ... (O(5))") is cut at the right edge
     return finish(fig, f"Eigenvalues at {start} '{tr.labels[start]}'",
                   cap, "phase_circle", height=480, margin={"l": 55, "r": 15, "t": 80, "b": 45})

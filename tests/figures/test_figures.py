@@ -153,6 +153,8 @@ def test_phase_circle_equals_numpy_eigvals(name, validate):
     cd = np.asarray(fig.data[1].customdata)
     at = cd[:, 0] == 4
     assert sorted(cd[at, 2]) == list(range(1, H.shape[-1] + 1))
+    near = sorted(set(cd[:, 0].astype(int)))  # the caption names the trail's positions
+    assert f"Grey: the eigenvalues at positions {near[0]:,}–{near[-1]:,};" in fig.layout.meta["caption"]
     _circle_match(np.exp(1j * cd[at, 1]), np.linalg.eigvals(H[4]))
     assert not fig.frames and not fig.layout.sliders and not fig.layout.updatemenus  # the page's cursor moves it
     assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis.scaleratio == 1
