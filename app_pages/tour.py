@@ -169,8 +169,10 @@ def draw_step(lesson: tours.Lesson, index: int) -> None:
         if step.whatif:
             draw_whatif(step, e, tr, pos, prefix, stem)
         return
-    for name in shown:
+    for i, name in enumerate(shown):
         row = [(e, view_item(step, e, tr, opts, name, pos)) for e, tr, _, opts in sides]
+        if i == 0 and not extras:  # the page's first charts: at most FIRST_CHART_PX high, whole in the window
+            row = [(e, _views.fit_first([it])[0]) for e, it in row]
         wide = views.figure_spec(name).wide and not any(_views.square_single_panel(it[1]) for _, it in row)
         if wide or any(it[1] is not None and _views.panels_side_by_side(it[1]) for _, it in row):
             for side, (e, it) in zip("AB", row):
