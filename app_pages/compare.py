@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import streamlit as st
@@ -9,9 +10,11 @@ import streamlit as st
 from app_pages import _data, _state
 from app_pages import _ui as ui
 from app_pages import _views
+from app_pages._links import follow_click
 from app_pages._relayout import narrow_copy, relaid
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
+from geomlab.figures.catalog import FIGURES
 from geomlab.teach import views
 
 K_VIEW = _state.K_VIEW  # "gl_compare_view", in the URL as view=
@@ -163,7 +166,9 @@ def main() -> None:
         sides = [(traces[s], e, f"{s}: {e.name}", c) for s, e, c in (("A", a, COLOURS[0]), ("B", b, COLOURS[1]))
                  if s in traces]
         fig, caption = surprisal_figure(sides, pos)
-        ui.chart(fig, key="compare-surprisal", filename="geomlab-compare-surprisal")
+        key = "compare-surprisal"  # a click on a token's point moves the cursor there
+        ui.chart(fig, key=key, filename="geomlab-compare-surprisal",
+                 on_click=partial(follow_click, key, "position", traces.get("A", next(iter(traces.values())))))
         st.caption(caption)
     _summary_table(a, b, phone)
     ui.cache_caption()
@@ -453,8 +458,11 @@ def _draw_full_width(it: tuple, side: str, slug: str, name: str, stacked: bool) 
     width (keeping its colour bar), any other figure at the full width."""
     if stacked and it[1] is not None:  # keys of their own: a side-by-side chart's element would keep its
         # narrow size
-        ui.chart(it[1], key=f"cmp-stk-{side}-{slug}-{it[0]}", filename=f"{name}-{slug}-{it[0]}",
-                 width=square_width(it[1]) if _views.square_single_panel(it[1]) else None)
+        key = f"cmp-stk-{side}-{slug}-{it[0]}"
+        rule = views.figure_spec(it[0]).click if it[0] in FIGURES else None
+        ui.chart(it[1], key=key, filename=f"{name}-{slug}-{it[0]}",
+                 width=square_width(it[1]) if _views.square_single_panel(it[1]) else None,
+                 on_click=partial(follow_click, key, rule, None) if rule else None)
         st.caption(it[2])
     elif _views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
         with st.columns(2, gap="large")[0]:

@@ -593,6 +593,33 @@ def test_clicking_a_heatmap_cell_moves_the_cursor_and_every_chart_follows(page, 
 
 
 @pytest.mark.browser
+def test_a_click_on_compares_charts_moves_its_cursor(page, zoo_server):
+    """Compare's charts are linked too: a click on the surprisal chart, then on the first view chart,
+    moves the shared cursor."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{zoo_server}/compare?pos=37")
+    page.wait_for_selector(CHART, state="attached", timeout=120_000)
+    wait_idle(page)
+    page.wait_for_timeout(800)
+
+    def cursor() -> int:
+        return int(page.locator(".st-key-w_pos").first.inner_text().split("Token cursor")[-1].split("·")[0])
+
+    assert cursor() == 37
+    for where in (".st-key-compare-surprisal", "[class*='st-key-cmp-']"):  # the surprisal chart, the first view chart
+        chart = page.locator(f"{where} .js-plotly-plot").first
+        chart.scroll_into_view_if_needed()
+        before = cursor()
+        box = chart.locator(".nsewdrag").first.bounding_box()
+        page.mouse.click(box["x"] + 0.3 * box["width"], box["y"] + 0.5 * box["height"])
+        page.wait_for_function(f"() => !document.querySelector('.st-key-w_pos').innerText.includes('{before} ·')",
+                               timeout=60_000)
+        wait_idle(page)
+        assert cursor() != before, where
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+@pytest.mark.browser
 def test_a_long_text_shows_full_resolution_positions_around_the_cursor(page, zoo_server):
     """2,000 characters: the attention map draws the 128 consecutive positions around the cursor (every one,
     not every 8th), the overview strip draws the whole text with the window on it, and a click on the
