@@ -133,15 +133,21 @@ def more_figures(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: in
     return draw_figures(items, key_prefix=key_prefix, stem=stem, tr=tr)
 
 
+def click_handler(name: str, key: str, tr: Any = None) -> Any:
+    """The ``on_click`` of chart ``key`` drawing figure ``name``: its declared click rule
+    (:attr:`geomlab.figures.catalog.FigureSpec.click`) applied to the page's cursor, layer and head
+    (:func:`app_pages._links.follow_click`; ``tr`` bounds the position); None for a figure without one."""
+    rule = views.figure_spec(name).click if name in FIGURES else None
+    return partial(follow_click, key, rule, tr) if rule else None
+
+
 def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool = False,
          tr: Any = None) -> int:
     if fig is None:
         st.info(f"{name.replace('_', ' ')}: {md_escape(caption)}", icon=":material/info:")
         return 0
     key = f"{key_prefix}-{name}"
-    rule = views.figure_spec(name).click if name in FIGURES else None
-    ui.chart(fig, key=key, filename=f"{stem}-{name}", narrow=narrow,
-             on_click=partial(follow_click, key, rule, tr) if rule else None)
+    ui.chart(fig, key=key, filename=f"{stem}-{name}", narrow=narrow, on_click=click_handler(name, key, tr))
     note = _explain.figure_note(name, tr)
     st.caption(f"{caption}\n\n{note}" if note else caption)  # one element: each is re-rendered on a move
     return 1

@@ -14,7 +14,6 @@ from app_pages._links import follow_click
 from app_pages._relayout import narrow_copy, relaid
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
-from geomlab.figures.catalog import FIGURES
 from geomlab.teach import views
 
 K_VIEW = _state.K_VIEW  # "gl_compare_view", in the URL as view=
@@ -459,10 +458,9 @@ def _draw_full_width(it: tuple, side: str, slug: str, name: str, stacked: bool) 
     if stacked and it[1] is not None:  # keys of their own: a side-by-side chart's element would keep its
         # narrow size
         key = f"cmp-stk-{side}-{slug}-{it[0]}"
-        rule = views.figure_spec(it[0]).click if it[0] in FIGURES else None
         ui.chart(it[1], key=key, filename=f"{name}-{slug}-{it[0]}",
                  width=square_width(it[1]) if _views.square_single_panel(it[1]) else None,
-                 on_click=partial(follow_click, key, rule, None) if rule else None)
+                 on_click=_views.click_handler(it[0], key))
         st.caption(it[2])
     elif _views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
         with st.columns(2, gap="large")[0]:
