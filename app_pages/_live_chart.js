@@ -147,6 +147,39 @@ function clicked(ev) {
   return JSON.parse(JSON.stringify(out));
 }
 
+// A cursor ring (a layout circle of a fixed size in pixels, named "cursor ...") answers a hover with its name:
+// the points of the traces it marks lie under it, and the closest of them would answer instead. The ring under
+// the pointer event `ev`, or null.
+function ringUnder(plot, ev) {
+  const fl = plot._fullLayout;
+  if (!fl || !fl._paper || !ev || ev.clientX === undefined) return null;
+  const box = fl._paper.node().getBoundingClientRect();
+  const px = ev.clientX - box.left, py = ev.clientY - box.top;
+  for (const s of fl.shapes || []) {
+    if (s.type !== "circle" || s.xsizemode !== "pixel" || !String(s.name || "").startsWith("cursor ")) continue;
+    const xa = fl[s.xref.replace("x", "xaxis")], ya = fl[s.yref.replace("y", "yaxis")];
+    if (!xa || !ya || !xa.l2p || !ya.l2p) continue;
+    const cx = xa._offset + xa.l2p(s.xanchor), cy = ya._offset + ya.l2p(s.yanchor);
+    const r = Math.max(Math.abs(s.x1 - s.x0), Math.abs(s.y1 - s.y0)) / 2 + 1;
+    if (Math.hypot(px - cx, py - cy) <= r) return { name: s.name, x: cx, y: cy, r, color: s.fillcolor };
+  }
+  return null;
+}
+
+function showRingHover(Plotly, plot, ring) {
+  const fl = plot._fullLayout;
+  const text = ring.name.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  Plotly.Fx.loneHover({ x0: ring.x - ring.r, x1: ring.x + ring.r, y: ring.y, text, color: ring.color,
+                        idealAlign: "right" },
+                      { container: fl._hoverlayer.node(), outerContainer: fl._paper.node(), gd: plot });
+}
+
+function hideRingHover(state, plot) {
+  if (!state.ringShown) return;
+  state.ringShown = false;
+  if (plot._fullLayout && plot._fullLayout._hoverlayer) state.Plotly.Fx.loneUnhover(plot._fullLayout._hoverlayer);
+}
+
 export default function (component) {
   const { data, parentElement, setTriggerValue } = component;
   let plot = parentElement.querySelector(":scope > .geomlab-plot");
@@ -181,6 +214,7 @@ export default function (component) {
     const parts = layoutParts(layout);
     const marks = sameTraces ? marksUpdate(state.parts, parts, layout) : null;
     state.parts = parts;
+    hideRingHover(state, plot);  // the ring may move
     if (marks) {
       await Plotly.relayout(plot, marks);
       return;
@@ -194,6 +228,16 @@ export default function (component) {
       state.drawn = true;
       state.Plotly = Plotly;
       plot.on("plotly_click", (ev) => { const c = clicked(ev); if (c) state.send("click", c); });
+      plot.on("plotly_beforehover", (ev) => {
+        const ring = ringUnder(plot, ev);
+        hideRingHover(state, plot);
+        if (!ring) return true;
+        state.Plotly.Fx.unhover(plot);
+        showRingHover(state.Plotly, plot, ring);
+        state.ringShown = true;
+        return false;  // no hover of the points under the ring
+      });
+      plot.addEventListener("mouseleave", () => hideRingHover(state, plot));
       if (!state.resize) {
         state.resize = new ResizeObserver(() => { if (plot.isConnected) state.Plotly.Plots.resize(plot); });
         state.resize.observe(plot);

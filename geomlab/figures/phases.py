@@ -84,8 +84,8 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     figure; the app's pages have one cursor of their own.
     Traces: 0 = unit circle, 1 = trail (``customdata`` = [position, θ, k] of each dot: a click moves the
     cursor there; it holds the cursor's own eigenvalues, so they keep their hover). The eigenvalues at the
-    cursor are layout shapes, one ring per eigenvalue named ``cursor <position> '<token>' λ<k>``, each under an
-    empty annotation whose ``hovertext`` gives the position, k and θ: a cursor move within the trail's window
+    cursor are layout shapes, one ring per eigenvalue named ``cursor <position> '<token>' λ<k>: θ = <angle> rad``
+    (the live chart shows the name on hover): a cursor move within the trail's window
     then changes the layout only, which the browser redraws without
     recomputing the 800 dots (design choice). ``animate=True`` draws them as trace 2 instead
     (``meta="cursor"``, ``customdata`` = [position, θ, k]), which the frames replace.
@@ -140,16 +140,13 @@ def phase_circle(tr: OSMTrace, layer: int = -1, cursor: int | None = None,
     if not animate:
         th = theta[start]
         fig.update_layout(
+            # each ring's name is its hover (the live chart shows a cursor ring's name under the pointer: the
+            # trail's dots of nearby positions lie under the ring too, and the closest of them would answer)
             shapes=[dict(type="circle", xref="x", yref="y", xsizemode="pixel", ysizemode="pixel",
                          xanchor=float(np.cos(a)), yanchor=float(np.sin(a)), x0=-6, x1=6, y0=-6, y1=6, fillcolor=c,
-                         line={"width": 1.5, "color": "#333"}, name=f"cursor {start} '{tr.labels[start]}' λ{k + 1}")
-                    for k, (a, c) in enumerate(zip(th, cols))],
-            # each ring's hover: an empty annotation over it (the trail's dots of nearby positions lie under
-            # it too, and the closest of them would answer a hover on the ring)
-            annotations=[dict(x=float(np.cos(a)), y=float(np.sin(a)), xref="x", yref="y", text="", showarrow=False,
-                              width=12, height=12, captureevents=True,
-                              hovertext=f"position {start} '{tr.labels[start]}'<br>eigenvalue {k + 1}: θ = {a:.3f} rad")
-                         for k, a in enumerate(th)])
+                         line={"width": 1.5, "color": "#333"},
+                         name=f"cursor {start} '{tr.labels[start]}' λ{k + 1}: θ = {a:.3f} rad")
+                    for k, (a, c) in enumerate(zip(th, cols))])
     else:
         fig.update_layout(**animation_controls([f"{t} '{tr.labels[t]}'" for t in fidx.tolist()], names,
                                                int(np.searchsorted(fidx, start))))

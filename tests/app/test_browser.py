@@ -652,6 +652,43 @@ def test_a_long_text_shows_full_resolution_positions_around_the_cursor(page, zoo
 
 
 @pytest.mark.browser
+def test_hovering_a_cursor_ring_names_the_cursor_not_a_dot_under_it(page, zoo_server):
+    """The eigenvalue circle's cursor rings lie over the grey trail's dots of nearby positions: a hover on a
+    ring (its centre or its edge) shows the ring's own name (the cursor's position, λk, θ), and a trail dot
+    away from the rings still answers with its own position."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{zoo_server}/trajectories?pos=37")
+    page.wait_for_selector(CHART, state="attached", timeout=120_000)
+    wait_idle(page)
+    page.wait_for_timeout(800)
+    plot = page.locator(".js-plotly-plot").filter(has_text="Eigenvalues at 37").first
+    plot.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    marks = plot.evaluate("""(p) => { const fl = p._fullLayout, box = fl._paper.node().getBoundingClientRect();
+      const at = (x, y) => [box.left + fl.xaxis._offset + fl.xaxis.l2p(x), box.top + fl.yaxis._offset + fl.yaxis.l2p(y)];
+      const rings = fl.shapes.filter((s) => s.type === "circle").map((s) => [s.name, ...at(s.xanchor, s.yanchor)]);
+      const t = p._fullData[1], dots = [];
+      for (let i = 0; i < t.x.length; i++) {
+        const [x, y] = at(t.x[i], t.y[i]);
+        if (rings.every((r) => Math.hypot(r[1] - x, r[2] - y) > 10)) dots.push([x, y]);
+      }
+      return { rings, dots: dots.slice(0, 3) }; }""")
+    assert len(marks["rings"]) >= 2 and marks["dots"]
+
+    def hover(x: float, y: float) -> str:
+        page.mouse.move(x, y)
+        page.wait_for_timeout(150)
+        return plot.locator(".hoverlayer").first.text_content() or ""
+
+    for name, x, y in marks["rings"]:
+        assert name.startswith("cursor 37 ")
+        for dx, dy in ((0, 0), (4, 0), (0, -4)):
+            assert hover(x + dx, y + dy) == name
+    for x, y in marks["dots"]:
+        assert hover(x, y).startswith("position ")
+
+
+@pytest.mark.browser
 def test_the_what_if_slider_changes_the_prediction_bars(page, zoo_server):
     """The What-if panel on an OSM-RNN: at size 0 the bars after equal those before; moving the size slider
     (keyboard) re-runs the model with the steered state and the bars after change, before stay."""

@@ -143,12 +143,12 @@ def test_phase_circle_equals_numpy_eigvals(name, validate):
     assert len(rings) == len(fig.layout.shapes) == H.shape[-1] and len(fig.data) == 2
     _circle_match(np.array([sh.xanchor + 1j * sh.yanchor for sh in rings]), np.linalg.eigvals(H[4]))
     assert len({sh.fillcolor for sh in rings}) == len(rings)  # one colour per eigenvalue
-    # each ring answers a hover with the cursor's position, its index and its angle (not a nearby trail dot's)
-    hovers = [a for a in fig.layout.annotations if a.hovertext]
-    assert [(a.x, a.y) for a in hovers] == [(sh.xanchor, sh.yanchor) for sh in rings]
-    for k, a in enumerate(hovers):
-        assert a.hovertext.startswith(f"position 4 '{tr.labels[4]}'<br>eigenvalue {k + 1}: θ = ")
-        assert float(a.hovertext.split("θ = ")[1].split()[0]) == pytest.approx(np.angle(a.x + 1j * a.y), abs=1e-3)
+    # each ring's name, its hover in the live chart, gives the cursor's position, its index and its angle
+    for k, sh in enumerate(rings):
+        assert sh.name.startswith(f"cursor 4 '{tr.labels[4]}' λ{k + 1}: θ = ")
+        assert float(sh.name.split("θ = ")[1].split()[0]) == pytest.approx(np.angle(sh.xanchor + 1j * sh.yanchor),
+                                                                           abs=1e-3)
+    assert not fig.layout.annotations
     # they keep their hover: the trail holds the cursor's eigenvalues with position, θ and index
     cd = np.asarray(fig.data[1].customdata)
     at = cd[:, 0] == 4
