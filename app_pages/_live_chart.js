@@ -3,7 +3,9 @@
 // "click". plotly.js is loaded once per browser page, from the URL Python passes in `data.plotly`.
 // The figure comes in two JSON strings, its traces (`data.figure.data`) and the rest (`data.figure.layout`):
 // traces that did not change are neither parsed again nor diffed (Plotly.react gets the same objects), so a
-// cursor moved within a figure's window redraws only its layout (the cursor's mark). Where only the marks
+// cursor moved within a figure's window redraws only its layout (the cursor's mark). Python leaves out traces
+// it sent this chart before (`data.figure.data` null, `data.figure.digest` naming them): the page keeps each
+// chart's last traces, by chart key, and asks for them (the trigger "missing") when it does not hold them. Where only the marks
 // changed (shapes, annotations, the title), Plotly.relayout moves them: a fifth of Plotly.react's time, which
 // recomputes every trace's defaults.
 
@@ -180,8 +182,30 @@ function hideRingHover(state, plot) {
   if (plot._fullLayout && plot._fullLayout._hoverlayer) state.Plotly.Fx.loneUnhover(plot._fullLayout._hoverlayer);
 }
 
+const HELD = "__geomlabTraces";  // chart key -> {digest, json}: the traces each chart last received
+const HELD_MAX = 64;  // charts whose traces the page keeps (the least recently received go first)
+
+// The traces JSON of `data`'s figure: sent with it, or held from an earlier run; null when neither.
+function tracesOf(data) {
+  const held = (window[HELD] = window[HELD] || new Map());
+  const fig = data.figure;
+  if (fig.data == null) {
+    const h = held.get(data.key);
+    return h && h.digest === fig.digest ? h.json : null;
+  }
+  held.delete(data.key);  // re-inserted last: the most recent
+  held.set(data.key, { digest: fig.digest, json: fig.data });
+  if (held.size > HELD_MAX) held.delete(held.keys().next().value);
+  return fig.data;
+}
+
 export default function (component) {
   const { data, parentElement, setTriggerValue } = component;
+  const traces = tracesOf(data);
+  if (traces === null) {  // Python thinks this page holds them: ask for them whole (one more run)
+    setTriggerValue("missing", data.figure.digest);
+    return () => {};
+  }
   let plot = parentElement.querySelector(":scope > .geomlab-plot");
   if (!plot) {
     plot = document.createElement("div");
@@ -202,12 +226,12 @@ export default function (component) {
     const theme = JSON.stringify(t);
     const config = JSON.stringify(data.config);
     const same = state.drawn && state.theme === theme && state.config === config && state.maxWidth === data.max_width;
-    if (same && state.dataJson === data.figure.data && state.layoutJson === data.figure.layout) return;
+    if (same && state.dataJson === traces && state.layoutJson === data.figure.layout) return;
     const parse = swapper(t);
-    const sameTraces = same && state.dataJson === data.figure.data;
+    const sameTraces = same && state.dataJson === traces;
     if (!sameTraces) {
-      state.traces = parse(data.figure.data);  // new objects only when the traces changed
-      state.dataJson = data.figure.data;
+      state.traces = parse(traces);  // new objects only when the traces changed
+      state.dataJson = traces;
     }
     const layout = themedLayout(parse(data.figure.layout).layout || {}, t);
     state.layoutJson = data.figure.layout;

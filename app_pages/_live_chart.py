@@ -19,6 +19,7 @@ page; a chart keeps the bundle that drew it.
 from __future__ import annotations
 
 import functools
+import hashlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,6 +34,11 @@ _ASSETS = {"full": "plotlyjs", "cartesian": "plotlyjs_cartesian"}
 _NAME = "geomlab_live_chart"
 _JS = Path(__file__).with_name("_live_chart.js")
 _CSS = ".geomlab-plot { width: 100%; }"
+#: Session key: ``{chart key: digest of the traces last sent to it}``.
+K_SENT = "_live_chart_sent"
+ALWAYS_SEND_TRACES = False
+"""Send every chart's traces on every run, even to a browser that holds them (the AppTest suite reads each
+run's figures from its elements: it sets this)."""
 
 
 @functools.cache
@@ -127,8 +133,26 @@ def live_chart(fig: go.Figure, key: str, config: dict, height: int | None = None
     """
     if height is not None:
         fig = go.Figure(fig).update_layout(height=height)
-    spec = figure_json(fig)
-    data = {"figure": spec, "config": config, "plotly": _plotly_url(spec["bundle"] == "full"),
+    spec = _traces_once(key, figure_json(fig))
+    data = {"key": key, "figure": spec, "config": config, "plotly": _plotly_url(spec["bundle"] == "full"),
             "max_width": None if width == "stretch" else int(width)}
     result = _component()(data=data, key=key, on_click_change=on_click or (lambda: None))
     return result.get("click") if hasattr(result, "get") else getattr(result, "click", None)
+
+
+def _traces_once(key: str, spec: dict[str, str]) -> dict[str, str | None]:
+    """``spec`` (:func:`figure_json`) with its digest, ``"digest"``, and without its traces (``"data"`` None)
+    when this session last sent chart ``key`` the same traces: a cursor move within a figure's window
+    changes only its layout, and the traces (most of a chart's bytes) would travel again on every run.
+
+    The browser keeps each chart's last traces for the page's life (``_live_chart.js``, by chart key), so
+    a chart drawn again after a page switch still has them; a browser that lacks them (a new page load
+    makes a new session; a run superseded before it was drawn) answers with the trigger ``missing``, and
+    the run it starts sends them whole. Design choice."""
+    digest = hashlib.blake2b(spec["data"].encode(), digest_size=16).hexdigest()
+    sent = st.session_state.setdefault(K_SENT, {})
+    value = st.session_state.get(key)
+    missing = hasattr(value, "get") and value.get("missing") is not None
+    held = sent.get(key) == digest and not missing and not ALWAYS_SEND_TRACES
+    sent[key] = digest
+    return dict(spec, digest=digest, data=None if held else spec["data"])

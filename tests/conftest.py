@@ -53,6 +53,15 @@ def text_file(tmp_path, tiny_text) -> Path:
     return p
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _charts_send_their_traces_every_run():
+    """AppTests read each run's figures from its elements (``tests/helpers/charts.py``), so every run sends
+    a chart's traces, also to a session that was sent them before (a browser keeps them)."""
+    from app_pages import _live_chart
+
+    _live_chart.ALWAYS_SEND_TRACES = True
+
+
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "checkpoints"
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 APP_TIMEOUT = 120

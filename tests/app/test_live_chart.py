@@ -145,6 +145,40 @@ def test_a_chart_whose_marks_alone_changed_moves_them_without_react(page):
     assert reacted == [1, True]  # the line chart's shape moved by Plotly.relayout alone
 
 
+def test_traces_that_did_not_change_are_not_sent_again(page):
+    """A run that leaves a chart's traces as they were sends its layout and the traces' digest only: the
+    line chart's traces (y = [1, 3, 2], never changed) are in no frame of a click's run, the heatmap's are,
+    and the line chart still draws them with its moved mark."""
+    frames: list[bytes] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda f: frames.append(
+        f if isinstance(f, bytes) else f.encode())))
+    page.reload()
+    page.wait_for_function("() => document.querySelectorAll('.geomlab-plot .main-svg').length >= 6")
+    page.wait_for_timeout(500)
+    assert any(b"[1,3,2]" in f for f in frames)  # a new page (a new session) gets them whole
+    frames.clear()
+    out = click_cell(page, row=2, col=3)
+    page.wait_for_function(f"() => document.querySelectorAll('.geomlab-plot')[1]._fullLayout.shapes[0].x0"
+                           f" === {out['runs'] % 3}")
+    assert frames and not any(b"[1,3,2]" in f for f in frames)
+    assert page.evaluate("() => Array.from(document.querySelectorAll('.geomlab-plot')[1]._fullData[0].y)") == [1, 3, 2]
+
+
+def test_a_page_that_lost_the_traces_asks_for_them(page):
+    """A chart sent only the digest of traces the page does not hold asks for them (the trigger
+    ``missing``): one more run sends them whole, and the chart draws them."""
+    runs = result(page)["runs"]
+    page.evaluate("() => window.__geomlabTraces.clear()")
+    box = page.locator(".geomlab-plot").first.locator(".nsewdrag").first.bounding_box()
+    page.mouse.click(box["x"] + 5, box["y"] + 5)
+    page.wait_for_function(f"() => document.querySelector('[data-testid=stText]').innerText"
+                           f".includes('\"runs\": {runs + 2}')")  # the click's run, then the asked one
+    mark = (runs + 2) % 3
+    page.wait_for_function(f"() => document.querySelectorAll('.geomlab-plot')[1]._fullLayout.shapes[0].x0 === {mark}")
+    assert page.evaluate("() => Array.from(document.querySelectorAll('.geomlab-plot')[1]._fullData[0].y)") == [1, 3, 2]
+    assert page.evaluate("() => window.__geomlabTraces.has('line')")
+
+
 #: Installed before a click: the time of the mouse press and the time the heatmap's title first reads
 #: ``run <n>`` (its SVG redrawn), both from performance.now() in the page.
 TIMER = """n => {
