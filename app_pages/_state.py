@@ -382,7 +382,7 @@ def page_url_keys(page: str | None) -> tuple[str, ...]:
 def state_query(page: str | None = None) -> dict[str, str]:
     """The shareable state of page ``page`` (its ``url_path``, see :func:`page_url_keys`; None: every key)
     as URL query parameters: only keys that are set; the text only when it is not the checkpoint's
-    default; on Compare a side's ``T`` only when that side is a CEM."""
+    default, the cursor only when the text is not empty; on Compare a side's ``T`` only when that side is a CEM."""
     ss = st.session_state
     keys = page_url_keys(page)
     want: dict[str, str] = {}
@@ -393,6 +393,8 @@ def state_query(page: str | None = None) -> dict[str, str]:
         if key == K_MORE:
             want[url_key] = "1"
             continue
+        if key == K_POS and ss.get(K_TEXT) == "":
+            continue  # an empty text has no positions
         if key == K_TEXT and (value == data.default_text_for(data.entry_for(ss.get(K_CKPT)))
                               or len(value) > data.max_chars()):
             continue  # the default text is implied; a text over the limit was rejected, never mirrored

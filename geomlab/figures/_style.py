@@ -122,7 +122,7 @@ def hover_tokens(labels: Sequence[str], positions: np.ndarray) -> list[str]:
 
 def add_cursor_line(fig: FigureBuilder | go.Figure, x: float | None, row: int | None = None,
                     col: int | None = None, axis: str = "x") -> None:
-    """Mark the cursor position with a dashed vertical (``axis="x"``) or horizontal line spanning the
+    """Mark the cursor position with a solid vertical (``axis="x"``) or horizontal line spanning the
     subplot at ``row``/``col`` (a plain layout shape: ``add_vline`` is ~100x slower on subplots)."""
     if x is None:
         return
@@ -133,12 +133,13 @@ def add_cursor_line(fig: FigureBuilder | go.Figure, x: float | None, row: int | 
     else:
         sp = fig.get_subplot(row, col)
         xref, yref = sp.xaxis.plotly_name.replace("axis", ""), sp.yaxis.plotly_name.replace("axis", "")
-    line = {"color": HIGHLIGHT, "width": 1.5, "dash": "dash"}
+    # solid and opaque: a dashed, translucent line vanished over a heatmap's cells
+    line = {"color": HIGHLIGHT, "width": 2}
     if axis == "x":
         shape = {"type": "line", "x0": x, "x1": x, "xref": xref, "y0": 0, "y1": 1, "yref": f"{yref} domain"}
     else:
         shape = {"type": "line", "y0": x, "y1": x, "yref": yref, "x0": 0, "x1": 1, "xref": f"{xref} domain"}
-    fig.add_shape(line=line, opacity=0.8, name="cursor", **shape)
+    fig.add_shape(line=line, name="cursor", **shape)
 
 
 def cursor_box(fig: FigureBuilder, row_index: int, x1: float, row: int | None = None, col: int | None = None) -> None:

@@ -47,8 +47,8 @@ def text_overview(tr: Trace, cursor: int | None = None, window: int = WINDOW) ->
     """A compact strip (:data:`HEIGHT` px) over every position of ``tr``: the surprisal in bits of each token
     (:func:`geomlab.trace.score_predictions`, a language-model reading of the outputs; NaN at position 0
     and at non-finite outputs, drawn blank), the ``window`` of positions the per-position figures draw
-    (:func:`~geomlab.figures._sampling.window` around the cursor) as a shaded rectangle, the cursor as a
-    dashed line.
+    (:func:`~geomlab.figures._sampling.window` around the cursor) as a shaded rectangle, the cursor as an
+    orange line.
 
     Args:
         tr: any trace; cursor: the page's cursor (None: the window is the last ``window`` positions);
@@ -82,6 +82,6 @@ def text_overview(tr: Trace, cursor: int | None = None, window: int = WINDOW) ->
     if not finite:
         cap += " The model's outputs give no finite surprisal on this text: the strip is empty."
     cap += (f" Shaded: positions {lo:,}–{hi:,}, the window the figures show at full resolution"
-            + (f"; dashed: the cursor, {cursor:,} '{md_label(tr.labels[cursor])}'." if cursor is not None else "."))
+            + (f"; orange line: the cursor, {cursor:,} '{md_label(tr.labels[cursor])}'." if cursor is not None else "."))
     return finish(fig, "Whole text", cap, "text_overview", height=HEIGHT,
                   margin={"l": 50, "r": 15, "t": 30, "b": 30}, hovermode="x")

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 
 from geomlab.figures._chart import Chart
 from geomlab.figures._sampling import missing_note
+from geomlab.figures._style import add_cursor_line
 from geomlab.core.markup import md_label
 
 
@@ -33,7 +34,7 @@ class SurprisalSide:
 
 
 def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) -> Chart:
-    """Surprisal along the text of every side, the cursor as a dashed line, chance (log2 |G|) as a dotted
+    """Surprisal along the text of every side, the cursor as an orange line, chance (log2 |G|) as a dotted
     line with its own legend entry for word-problem sides. Returns a :class:`Chart`; y in bits, x positions.
     Mixed tasks (a word problem beside a language model) get a y axis titled "bits (see legend)" and a
     caption saying the lines measure different things."""
@@ -72,7 +73,7 @@ def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) 
             name=(f"{' and '.join(who)}: " if mixed else "") + f"chance: log<sub>2</sub> {n} = {math.log2(n):.2f} bits",
             hoverinfo="skip", meta="chance"))
     if cursor is not None:
-        fig.add_vline(x=cursor, line={"color": "#D55E00", "dash": "dash", "width": 1.5})
+        add_cursor_line(fig, cursor)
     if set(whats) == {"running product"}:
         title, ytitle = "Surprisal of the correct running product", "bits of the correct product"
         caption = ("Word problems: how many bits each model gives the correct running product $g_1 \\cdots g_t$ "

@@ -57,7 +57,7 @@ def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW) -> Chart
     """The intervention's effect along the text, two panels over the positions around it (at most ``window``
     consecutive positions, full resolution): top, the KL divergence of the next-token distribution before ->
     after at each position (bits); bottom, the change in surprisal of the token that really follows (bits,
-    positive: the real text became harder to predict). The intervention's position is the dashed line.
+    positive: the real text became harder to predict). The intervention's position is the orange line.
     ``labels``: the tokens of the text. Traces ``"KL"``, ``"surprisal change"``. Raises :class:`FigureError`
     when ``labels`` and the outcome differ in length. Design choice."""
     T = len(outcome.before)

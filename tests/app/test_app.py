@@ -437,6 +437,17 @@ def test_a_text_over_the_limit_is_not_mirrored_and_unknown_characters_are_all_co
     assert msg.startswith("11 characters") and "… (1 more)" in msg, msg
 
 
+def test_an_emptied_text_leaves_no_cursor_in_the_url(ckpt_dirs):
+    at = app(gl_ckpt=ref("osm"))
+    goto(at, "trajectories")
+    at.session_state["gl_pos"] = 5
+    at.text_area(key="w_text").set_value("some text").run()
+    assert at.query_params.get("pos") in ("5", ["5"])
+    at.text_area(key="w_text").set_value("").run()
+    assert any("The text is empty" in e.value for e in at.error)
+    assert "pos" not in at.query_params and at.query_params.get("text") in ("", [""])
+
+
 def test_a_default_text_follows_the_checkpoint_and_a_typed_text_stays(ckpt_dirs):
     """Picking a word-problem checkpoint while the text is still the last checkpoint's default gives the new
     one's default text (not an error); a typed text is kept, and the error says how to get back."""
