@@ -169,6 +169,9 @@ def main() -> None:
         ui.chart(fig, key=key, filename="geomlab-compare-surprisal",
                  on_click=partial(follow_click, key, "position", traces.get("A", next(iter(traces.values())))))
         st.caption(caption)
+        for s, e in (("A", a), ("B", b)):  # under the chart: a side whose model stops reading a long text
+            if s in traces:
+                _views.length_note(e, traces[s])
     _summary_table(a, b, phone)
     ui.cache_caption()
     slugs = [v.slug for v in views.VIEWS.values() if a.kind in v.kinds or b.kind in v.kinds]

@@ -1484,3 +1484,6 @@ def test_a_text_past_the_training_length_warns_where_the_model_stops_reading_it(
     assert past > inside + 1.0  # the numbers shown are the ones the warning is about
     at = run_page("trajectories", ckpt="bundled/osm-rnn-o-tinyshakespeare", text=text)
     assert not [w.value for w in at.warning if "trained on" in w.value]
+    # Compare says it of the side it applies to, under its surprisal chart
+    at = run_page("compare", ckpt="bundled/osm-rnn-o-tinyshakespeare", b="bundled/cem-t2-tinyshakespeare", text=text)
+    assert [w.value for w in at.warning if "trained on" in w.value] == note
