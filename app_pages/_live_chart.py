@@ -3,7 +3,7 @@
 ``st.plotly_chart`` gives a changed figure a new element, so the browser draws it from scratch
 (``Plotly.newPlot``) on every rerun that changes it. Here the figure is mounted as a Streamlit custom
 component (``st.components.v2``, in the page, no iframe) under a fixed key: the component keeps its identity
-when its data changes, and its JavaScript (``_live_chart.js``) updates the same ``<div>`` with
+when its data changes, and its JavaScript (``js/live_chart.js``) updates the same ``<div>`` with
 ``Plotly.react``. A click on a point (heatmap cell, curve point, bar, 3-D marker) comes back as the trigger
 ``click`` for one rerun.
 
@@ -32,8 +32,22 @@ from streamlit.runtime import get_instance
 _ASSETS = {"full": "plotlyjs", "cartesian": "plotlyjs_cartesian"}
 #: Name of the v2 component that draws one figure.
 _NAME = "geomlab_live_chart"
-_JS = Path(__file__).with_name("_live_chart.js")
+#: The chart's script, an ES module served from its own folder by the v1 path component :data:`_JS_ASSET`.
+_JS = Path(__file__).parent / "js" / "live_chart.js"
+_JS_ASSET = "livechartjs"
 _CSS = ".geomlab-plot { width: 100%; }"
+#: The v2 component's own script: it imports :data:`_JS` (once per page) and hands each mount to it. An
+#: element carries its component's script inline, on every run; the chart's 14 KB would travel with every
+#: chart of every run.
+_LOADER = """const SRC = new URL(%s, window.location.href).href;
+let chart = null;
+export default function (component) {
+  let cleanup = null, gone = false;
+  (chart = chart || import(SRC)).then((m) => { if (!gone) cleanup = m.default(component); })
+    .catch((err) => console.error("geomlab live chart:", err));
+  return () => { gone = true; if (typeof cleanup === "function") cleanup(); };
+}
+"""
 #: Session key: ``{chart key: digest of the traces last sent to it}``.
 K_SENT = "_live_chart_sent"
 ALWAYS_SEND_TRACES = False
@@ -42,15 +56,30 @@ run's figures from its elements: it sets this)."""
 
 
 @functools.cache
-def _js() -> str:
-    return _JS.read_text(encoding="utf-8")
+def _js_version() -> str:
+    """A digest of the chart's script, in its address so that a browser never runs an older copy."""
+    return hashlib.blake2b(_JS.read_bytes(), digest_size=8).hexdigest()
+
+
+def js_url(base: str) -> str:
+    """Path, from the server's root, of the chart's script under the server's base path ``base``, with its
+    version (:func:`_js_version`)."""
+    base = base.strip("/")
+    name = f"{__name__}.{_JS_ASSET}"
+    return "/" + (base + "/" if base else "") + f"component/{name}/{_JS.name}?v={_js_version()}"
 
 
 def _component() -> Any:
-    """The v2 component's mounting command. Registered on every call: the registry belongs to the running
-    Streamlit runtime (AppTest starts several in one process), and registering the same definition again
-    is a silent dictionary update."""
-    return st.components.v2.component(_NAME, js=_js(), css=_CSS, isolate_styles=False)
+    """The v2 component's mounting command, its script the :data:`_LOADER` of the chart's script (whose
+    folder is registered here as a v1 path component, once per Streamlit runtime). Registered on every
+    call: the registry belongs to the running Streamlit runtime (AppTest starts several in one process),
+    and registering the same definition again is a silent dictionary update."""
+    import json
+
+    if get_instance().component_registry.get_component_path(f"{__name__}.{_JS_ASSET}") is None:
+        declare_component(_JS_ASSET, path=str(_JS.parent))
+    loader = _LOADER % json.dumps(js_url(st.get_option("server.baseUrlPath") or ""))
+    return st.components.v2.component(_NAME, js=loader, css=_CSS, isolate_styles=False)
 
 
 def bundle_files() -> dict[str, Path]:
@@ -145,7 +174,7 @@ def _traces_once(key: str, spec: dict[str, str]) -> dict[str, str | None]:
     when this session last sent chart ``key`` the same traces: a cursor move within a figure's window
     changes only its layout, and the traces (most of a chart's bytes) would travel again on every run.
 
-    The browser keeps each chart's last traces for the page's life (``_live_chart.js``, by chart key), so
+    The browser keeps each chart's last traces for the page's life (``js/live_chart.js``, by chart key), so
     a chart drawn again after a page switch still has them; a browser that lacks them (a new page load
     makes a new session; a run superseded before it was drawn) answers with the trigger ``missing``, and
     the run it starts sends them whole. Design choice."""

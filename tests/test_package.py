@@ -64,7 +64,8 @@ def test_every_geomlab_subpackage_is_listed():
 
 def test_package_data_covers_every_app_page_checkpoint_and_setting():
     data = _app_data_files()
-    pages = {p.relative_to(ROOT).as_posix() for p in (ROOT / "app_pages").glob("*.py")}
+    pages = {p.relative_to(ROOT).as_posix() for p in [*(ROOT / "app_pages").glob("*.py"),
+                                                      *(ROOT / "app_pages").rglob("*.js")]}
     bundled = {p.relative_to(ROOT).as_posix() for p in (ROOT / "assets" / "checkpoints").rglob("*") if p.is_file()}
     assert pages and bundled
     assert pages - data == set(), "app pages missing from the package data"

@@ -83,3 +83,18 @@ def test_a_session_is_sent_a_charts_traces_once_until_they_change(monkeypatch):
     monkeypatch.setattr(_live_chart, "ALWAYS_SEND_TRACES", True)
     at.run()
     assert _sent(at)["data"] == changed["data"]
+
+
+def test_an_element_carries_a_loader_of_the_charts_script_not_the_script():
+    """The chart's 14 KB script is served from its folder, at an address with its version; each element
+    carries only a loader that imports it (an element sends its component's script on every run)."""
+    from streamlit.testing.v1 import AppTest
+
+    from app_pages import _live_chart
+
+    at = AppTest.from_function(_session_charts).run()
+    [node] = [n for n in at._tree if n.type == "bidi_component"]
+    loader = node.proto.js_content
+    assert len(loader) < 1000 and _live_chart.js_url("") in loader and "import(SRC)" in loader
+    assert _live_chart.js_url("lab").startswith("/lab/component/app_pages._live_chart.livechartjs/live_chart.js?v=")
+    assert (_live_chart._JS.parent / _live_chart.js_url("").split("/")[-1].split("?")[0]).is_file()
