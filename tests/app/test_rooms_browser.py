@@ -173,6 +173,11 @@ def test_a_class_follows_its_teacher(room_server, browser):
     classroom(explorer).get_by_role("button", name="Explore on my own").click()
     wait_idle(explorer)
     wait_for(teacher, "() => /1 following · 1 exploring/.test(document.body.innerText)", timeout=30_000)
+    # a move of its own (a fragment's run) keeps the room in its address: a reload stays in the room
+    explorer.locator(".st-key-w_tok [role='radio'][aria-checked='false']").first.click()
+    wait_idle(explorer)
+    explorer.wait_for_timeout(500)
+    assert f"room={code}" in explorer.url, explorer.url
     teacher.locator(SIDEBAR).get_by_role("link", name="Tour").click()  # back to the Tour, at its step 2
     wait_idle(teacher)
     teacher.get_by_role("button", name="Next").click()
