@@ -14,10 +14,10 @@ from app_pages._links import follow_click
 from app_pages._relayout import narrow_copy, relaid
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
-from geomlab.teach import views
+from geomlab.teach import tours, views
 
 K_VIEW = _state.K_VIEW  # "gl_compare_view", in the URL as view=
-COLOURS = ("#0072B2", "#E69F00")
+COLOURS = tours.COLOURS  # blue and bluish green: neither reads as the cursor's orange line
 K_LAYOUT = _state.K_LAYOUT  # "stacked" (A above B) or "side" (A | B); in the URL as layout=side
 
 

@@ -39,7 +39,7 @@ S5_LESSON = Lesson(
                  "name the running product $g_1 g_2 \\cdots g_t$: one of 120 answers. Both models are "
                  "OSM-RNNs trained with the same recipe; only their group differs.",
             notice="**Accuracy by length** (from the cards): O(5) (blue) is right almost always up to its "
-                   "training length 32 and fades beyond; the torus (orange) sits at chance, $1/120$, at "
+                   "training length 32 and fades beyond; the torus (green) sits at chance, $1/120$, at "
                    "every length. **Surprisal** on this word: O(5) needs about 0 bits at every position, "
                    "the torus hovers at the dotted chance line, $\\log_2 120 \\approx 6.9$ bits (a right "
                    "answer on this one short word, in its legend, is luck: the accuracy panel averages many "

@@ -43,8 +43,9 @@ EXTRA_FIGURES = {
 #: Controls a step may set (the views' per-figure controls; ``steps`` is the Step's own ``steps``).
 STEP_CONTROLS = ("layer", "head", "slot", "block", "substep")
 
-#: Colours of the first and second checkpoint in comparison figures (Okabe-Ito, as on Compare).
-COLOURS = ("#0072B2", "#E69F00")
+#: Colours of the first and second checkpoint in comparison figures (Okabe-Ito, as on Compare): blue and
+#: bluish green, both far from the cursor's orange (an orange side's spikes read as the cursor).
+COLOURS = ("#0072B2", "#009E73")
 
 
 #: Options of a multiple-choice question: at least two, at most six (design choice: readable on a phone).
