@@ -13,13 +13,15 @@ a third of the full bundle's evaluation time); any other figure, or every one wi
 ``plotly`` package's own ``package_data/plotly.min.js``. Each is served by Streamlit's component file route,
 registered once as a ``components.v1`` path component (``/component/<name>/<file>``; ``serve.py``'s
 middleware also answers those two addresses itself, from the first request), and loaded once per browser
-page; a chart keeps the bundle that drew it.
+page; a chart keeps the bundle that drew it. The chart's own script, ``js/live_chart.js``, is served the same
+way and imported once per page by the small loader each element carries.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -74,8 +76,6 @@ def _component() -> Any:
     folder is registered here as a v1 path component, once per Streamlit runtime). Registered on every
     call: the registry belongs to the running Streamlit runtime (AppTest starts several in one process),
     and registering the same definition again is a silent dictionary update."""
-    import json
-
     if get_instance().component_registry.get_component_path(f"{__name__}.{_JS_ASSET}") is None:
         declare_component(_JS_ASSET, path=str(_JS.parent))
     loader = _LOADER % json.dumps(js_url(st.get_option("server.baseUrlPath") or ""))
@@ -175,9 +175,9 @@ def _traces_once(key: str, spec: dict[str, str]) -> dict[str, str | None]:
     changes only its layout, and the traces (most of a chart's bytes) would travel again on every run.
 
     The browser keeps each chart's last traces for the page's life (``js/live_chart.js``, by chart key), so
-    a chart drawn again after a page switch still has them; a browser that lacks them (a new page load
-    makes a new session; a run superseded before it was drawn) answers with the trigger ``missing``, and
-    the run it starts sends them whole. Design choice."""
+    a chart drawn again after a page switch still has them (a reload is a new session, sent them whole);
+    where it lacks them (a run superseded before the page drew it) it answers with the trigger ``missing``,
+    and the run that starts sends them whole. Design choice."""
     digest = hashlib.blake2b(spec["data"].encode(), digest_size=16).hexdigest()
     sent = st.session_state.setdefault(K_SENT, {})
     value = st.session_state.get(key)
