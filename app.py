@@ -91,6 +91,5 @@ with ui.guard("The classroom panel"):
 page.run()
 room.publish(page.url_path)  # a teacher's room shows what this run drew (only when it changed)
 room.settle(page.url_path)  # a student's view of the room, as this run drew it
-st.session_state[ui.K_PAGE_QP] = {**(st.session_state.get(ui.K_PAGE_QP) or {}), **room.url_keys()}
 ui.remember_owner()  # a reload keeps control of this session's runs and uploads (a cookie, never the URL)
-ui.sync_query_params(page)  # the URL carries only what this page uses
+room.sync_url(page)  # the URL carries only what this page uses, and a student's room

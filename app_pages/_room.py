@@ -187,6 +187,14 @@ def url_keys() -> dict[str, str]:
     return {"room": st.session_state[K_CODE]} if role() == "student" else {}
 
 
+def sync_url(page: Any) -> None:
+    """Mirror page ``page``'s state into the URL (:func:`app_pages._state.sync_query_params`) with the room's
+    keys (:func:`url_keys`): after a whole run and after a fragment's."""
+    ss = st.session_state
+    ss[state.K_PAGE_QP] = {**(ss.get(state.K_PAGE_QP) or {}), **url_keys()}
+    state.sync_query_params(page)
+
+
 def publish(page: str | None = None) -> None:
     """The teacher's side: write the state into the room when it changed since the last write (cheap: a
     dict comparison per run)."""

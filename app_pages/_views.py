@@ -364,6 +364,5 @@ def view_body(slug: str, entry: Any, text: str) -> None:
                        "cursor, for tools that do not read .npz.")
             st.text_input("Link", ui.share_link(slug), label_visibility="collapsed")  # not st.code: its highlighter bundle
             ui.trace_downloads(tr, stem=f"{entry.name}-{slug}", cursor=pos)
-    if state.in_fragment_rerun():  # (a whole run does it in app.py, after the page)
-        st.session_state[state.K_PAGE_QP] = {**(st.session_state.get(state.K_PAGE_QP) or {}), **room.url_keys()}
-        state.sync_query_params(slug)
+    if state.in_fragment_rerun():
+        room.sync_url(slug)  # (a whole run does it in app.py, after the page)

@@ -133,7 +133,7 @@ def add_cursor_line(fig: FigureBuilder | go.Figure, x: float | None, row: int | 
     else:
         sp = fig.get_subplot(row, col)
         xref, yref = sp.xaxis.plotly_name.replace("axis", ""), sp.yaxis.plotly_name.replace("axis", "")
-    # solid and opaque: a dashed, translucent line vanished over a heatmap's cells
+    # solid and opaque: a dashed, translucent line is lost among a heatmap's cells
     line = {"color": HIGHLIGHT, "width": 2}
     if axis == "x":
         shape = {"type": "line", "x0": x, "x1": x, "xref": xref, "y0": 0, "y1": 1, "yref": f"{yref} domain"}
