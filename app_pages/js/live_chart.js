@@ -3,11 +3,11 @@
 // "click". plotly.js is loaded once per browser page, from the URL Python passes in `data.plotly`.
 // The figure comes in two JSON strings, its traces (`data.figure.data`) and the rest (`data.figure.layout`):
 // traces that did not change are neither parsed again nor diffed (Plotly.react gets the same objects), so a
-// cursor moved within a figure's window redraws only its layout (the cursor's mark). Python leaves out traces
-// it sent this chart before (`data.figure.data` null, `data.figure.digest` naming them): the page keeps each
-// chart's last traces, by chart key, and asks for them (the trigger "missing") when it does not hold them. Where only the marks
+// cursor moved within a figure's window redraws only its layout (the cursor's mark). Where only the marks
 // changed (shapes, annotations, the title), Plotly.relayout moves them: a fifth of Plotly.react's time, which
-// recomputes every trace's defaults.
+// recomputes every trace's defaults. Python leaves out traces it sent this chart before (`data.figure.data`
+// null, `data.figure.digest` naming them): the page keeps each chart's last traces, by chart key, and asks for
+// them (the trigger "missing") when it does not hold them.
 
 const BUNDLES = "__geomlabPlotly";  // script URL -> Promise of the Plotly it defines (serve.py may start one)
 

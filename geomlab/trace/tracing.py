@@ -4,6 +4,7 @@ lock (:func:`trace`, :func:`trace_text`), and CEM test-time recursion (:func:`tr
 from __future__ import annotations
 
 import threading
+import unicodedata
 from typing import Any
 
 import numpy as np
@@ -34,8 +35,6 @@ def visible(ch: str) -> str:
     unprintable characters as Python writes them: ``\\x7f``, ``\\u200b``, ``\\U000e0001``; a token that
     starts with a combining mark on the dotted circle ``◌``, the usual way to show one alone: quoted, it would
     sit on the quote mark)."""
-    import unicodedata
-
     out = "".join(_VISIBLE.get(c, c if c.isprintable() else repr(c)[1:-1]) for c in ch)
     return "\u25cc" + out if out and unicodedata.category(out[0]).startswith("M") else out
 
