@@ -688,6 +688,35 @@ def test_hovering_a_cursor_ring_names_the_cursor_not_a_dot_under_it(page, zoo_se
         assert hover(x, y).startswith("position ")
 
 
+DRAWS_JS = """(() => { window.__draws = []; let P;
+  Object.defineProperty(window, "Plotly", { configurable: true, get() { return P; }, set(v) { P = v;
+    if (v.__counted) return; v.__counted = true; const draw = v.newPlot;
+    v.newPlot = function (gd, ...rest) {
+      const d = { top: gd.getBoundingClientRect().top, drawnThen: null };
+      window.__draws.push(d);
+      setTimeout(() => { d.drawnThen = document.querySelectorAll(".js-plotly-plot").length; }, 0);
+      return draw.call(v, gd, ...rest); }; } }); })();"""
+
+
+@pytest.mark.browser
+def test_a_pages_first_chart_is_drawn_first_and_alone(page, zoo_server):
+    """A fresh /trajectories draws its four charts for the first time one per task, the highest first: the
+    task queued as the first draw begins runs while that chart is the only one drawn, so the first chart is
+    painted without waiting for the charts below it."""
+    ctx = page.context.browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        ctx.add_init_script(DRAWS_JS)
+        fresh = ctx.new_page()
+        fresh.goto(f"{zoo_server}/trajectories")
+        fresh.wait_for_function("() => window.__draws.length >= 4 && window.__draws.every((d) => d.drawnThen)",
+                                timeout=120_000)
+        draws = fresh.evaluate("window.__draws")
+    finally:
+        ctx.close()
+    assert draws[0]["top"] == min(d["top"] for d in draws)
+    assert draws[0]["drawnThen"] == 1
+
+
 @pytest.mark.browser
 def test_the_what_if_slider_changes_the_prediction_bars(page, zoo_server):
     """The What-if panel on an OSM-RNN: at size 0 the bars after equal those before; moving the size slider
