@@ -70,11 +70,12 @@ def figure_list(slug: str, entry, text: str, trace_opts: dict, tr: Any, pos: int
     return out
 
 
-def trace_options(slug: str, entry, where: Any) -> dict:
-    """Options that change the trace itself (the view's ``steps`` control: CEM inference steps T)."""
+def trace_options(slug: str, entry, where: Any, notes: Any = None) -> dict:
+    """Options that change the trace itself (the view's ``steps`` control: CEM inference steps T; a notice
+    about a link's T goes in ``notes``)."""
     if "steps" not in views.VIEWS[slug].controls:
         return {}
-    return ui.steps_control(entry, ui.K_STEPS, where)
+    return ui.steps_control(entry, ui.K_STEPS, where, notes=notes)
 
 
 def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem: str,
@@ -325,14 +326,15 @@ def view_body(slug: str, entry: Any, text: str) -> None:
             st.warning(f"{len(unknown)} character{'s' if len(unknown) > 1 else ''} not in this checkpoint's "
                        f"vocabulary ({shown}) read as the unknown token �.", icon=":material/help:")
         bar = controls_row(len(view.controls))
-        trace_opts = trace_options(slug, entry, bar[-1])
+        notes = st.container()  # what a link's out-of-range value became: under the row, at full width
+        trace_opts = trace_options(slug, entry, bar[-1], notes)
         tr = ui.trace_for(entry, text, **trace_opts)
         pos = ui.cursor_control(list(tr.labels), where=bar[0], trace=tr)
         shown = views.default_figures(slug, tr)
         if st.session_state.get(K_MORE):
             shown += views.more_figures(slug, tr)
         controls = ui.view_controls(slug, tr, bar[1:-1] if "steps" in view.controls else bar[1:],
-                                    used={a for f in shown for a in f.controls})
+                                    used={a for f in shown for a in f.controls}, notes=notes)
         items = figure_list(slug, entry, text, trace_opts, tr, pos, controls)
         if not any(fig is not None for _, fig, _, _ in items):
             st.info("No figure of this view applies to this checkpoint.", icon=":material/info:")

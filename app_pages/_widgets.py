@@ -154,20 +154,22 @@ def cursor_control(tokens: list[str], where: Any = None, trace: Any = None) -> i
 
 
 def int_control(label: str, state_key: str, lo: int, hi: int, default: int, where: Any = None,
-                help: str | None = None) -> int:
+                help: str | None = None, notes: Any = None) -> int:
     """An integer slider bound to a shared state key (e.g. the layer), clamped to ``[lo, hi]``; a value from
     outside the range (a link's ``T=100000``, a layer chosen for a model the next one lacks) is moved to the
     nearest end with a notice saying so, never silently (with one value only, no slider is drawn and the key is
     cleared). A value nobody chose (the last model's ``default``, not since moved by the user:
-    :func:`app_pages._state.copy` forgets it) follows the next model's default instead, without a notice."""
+    :func:`app_pages._state.copy` forgets it) follows the next model's default instead, without a notice.
+    ``notes``: where that notice goes (default: with the slider)."""
     where = where or st
+    notes = notes or where
     v = st.session_state.get(state_key)
     defaults = st.session_state.setdefault(K_INT_DEFAULTS, {})
     if v is not None and defaults.get(state_key) == v:
         v = None  # still the default it was given: this model's default, not a notice about a choice
     if v is not None and not lo <= int(v) <= hi:
         near = max(lo, min(int(v), hi))
-        where.warning(f"{label} = {int(v)} is not available: this model has only {label.lower()} {lo}, shown "
+        notes.warning(f"{label} = {int(v)} is not available: this model has only {label.lower()} {lo}, shown "
                       "here." if hi <= lo
                       else f"{label} = {int(v)} is outside this model's range {lo}–{hi}: showing {near} instead.",
                       icon=":material/tune:")
@@ -193,13 +195,15 @@ CONTROL_WIDGETS = {
 }
 
 
-def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) -> dict[str, Any]:
+def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None, notes: Any = None) -> dict[str, Any]:
     """Draw the controls view ``slug`` needs for ``tr`` (from :mod:`geomlab.teach.views`: layer, head, substep, slot,
     block; only those with a choice to make) and return their values, the view's defaults for the others.
     ``used``: the controls the figures on screen take (a control no shown figure takes is not drawn, e.g.
     the generator heatmap's substep while that figure is under "More figures"); None draws them all. The
     layer is always drawn (it is shared by the pages). ``where``: one container, or a list of containers
-    (the columns of a controls row) that the drawn widgets take in turn, the last one holding the rest."""
+    (the columns of a controls row) that the drawn widgets take in turn, the last one holding the rest.
+    ``notes``: where the notices about a link's values go (a value dropped or moved); default: with the
+    widget concerned."""
     slots = list(where) if isinstance(where, (list, tuple)) else [where]
     taken = [0]
 
@@ -217,7 +221,7 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
             L = views.n_layers(tr)
             # one layer: no slider, but a link's layer=5 is still named and dropped (int_control)
             values["layer"] = int_control("Layer", K_LAYER, 0, L - 1, L - 1, where=slot() if L > 1 else where,
-                                          help="Which layer's states / maps to show (0 = first).")
+                                          help="Which layer's states / maps to show (0 = first).", notes=notes)
             continue
         if name not in CONTROL_WIDGETS:
             continue
@@ -227,16 +231,16 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
             store = [-1 if v is None else v for v in opts.get(name, [])]
             if cur is not None and cur != URL_DEFAULTS.get(key) and cur not in store and cur != 0:
                 url, choices = URL_KEYS.get(key, key), ", ".join(str(c) for c in store) or "it has only one"
-                where.warning(f"{label} {cur} (the link's `{url}={cur}`) is not one of this model's choices "
-                              f"({choices}); dropped.", icon=":material/tune:")
+                (notes or where).warning(f"{label} {cur} (the link's `{url}={cur}`) is not one of this model's "
+                                         f"choices ({choices}); dropped.", icon=":material/tune:")
                 st.session_state[key] = URL_DEFAULTS.get(key)
             continue
         if name not in opts:  # one choice only, so no widget: a link's slot=3 is still not kept silently
             key, label = CONTROL_WIDGETS[name][:2]
             cur = st.session_state.get(key)
             if cur not in (None, 0, URL_DEFAULTS.get(key)):  # 0: the one head, slot or update there is
-                where.warning(f"{label} {cur} is not one of this model's choices: it has only one, shown here.",
-                              icon=":material/tune:")
+                (notes or where).warning(f"{label} {cur} is not one of this model's choices: it has only one, "
+                                         "shown here.", icon=":material/tune:")
                 st.session_state[key] = URL_DEFAULTS.get(key)
             continue
         key, label, kind, help_ = CONTROL_WIDGETS[name]
@@ -252,8 +256,8 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
             return views.control_label(name, None if v == -1 and name == "head" else v, tr, now)
 
         if cur is not None and cur not in store:  # a link's head=9, a slot the last model had: never silently
-            where.warning(f"{label} {cur} is not one of this model's choices: showing {fmt(store[0])} instead.",
-                          icon=":material/tune:")
+            (notes or where).warning(f"{label} {cur} is not one of this model's choices: showing "
+                                     f"{fmt(store[0])} instead.", icon=":material/tune:")
 
         if kind == "radio":
             where.radio(label, store, key=wkey, horizontal=True, format_func=fmt, on_change=_copy,
@@ -268,13 +272,13 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None) 
 
 
 def steps_control(entry: catalog.CheckpointEntry, state_key: str, where: Any, label: str | None = None,
-                  help: str | None = None) -> dict[str, Any]:
+                  help: str | None = None, notes: Any = None) -> dict[str, Any]:
     """The CEM inference-steps slider for ``entry`` (range from :func:`geomlab.teach.views.steps_range`); returns
-    the trace options: ``{}`` at the trained T, else ``{"steps": T}``."""
+    the trace options: ``{}`` at the trained T, else ``{"steps": T}``. ``notes``: as :func:`int_control`'s."""
     cfg = entry.model_config
     trained = views.trained_steps(cfg)
     lo, hi = views.steps_range(cfg)
-    T = int_control(label or "Steps T", state_key, lo, hi, trained, where=where,
+    T = int_control(label or "Steps T", state_key, lo, hi, trained, where=where, notes=notes,
                     help=help or f"Recursion steps T at inference. The model was trained with T = {trained}. More steps should keep lowering "
                                  "the energy (test-time recursion); the figure flags any step where it rose.")
     return {} if T == trained else {"steps": int(T)}

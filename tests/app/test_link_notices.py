@@ -33,3 +33,17 @@ def test_a_replaced_link_value_leaves_a_notice(zoo, slug, query, want):
     shown = [w.value.replace("\\", "") for w in at.warning]  # notices are markdown-escaped
     assert any(want in m for m in shown), shown
     assert all(len(m) < 1000 for m in shown)  # a value is named, never repeated in full
+
+
+@pytest.mark.parametrize("slug,query", [("energy", {"ckpt": CEM, "T": "100000"}),
+                                        ("energy", {"ckpt": CEM, "layer": "99"}),
+                                        ("attention", {"ckpt": CEM, "head": "7"})])
+def test_a_controls_notice_spans_the_page_not_a_column_of_the_controls_row(zoo, slug, query):
+    """A notice about a control's value sits under the controls row at the page's width: in a column of that
+    row (a fifth of the page) it was a tall, narrow box beside the sliders."""
+    at = run_page(slug, **query)
+    word = {"T": "Steps T", "layer": "Layer", "head": "Head"}[next(iter(set(query) - {"ckpt"}))]
+    shown = [w for w in at.warning if w.value.startswith(word)]
+    assert shown, [w.value for w in at.warning]
+    in_columns = [w.value for col in at.columns for w in col.warning]
+    assert not any(w.value in in_columns for w in shown), in_columns
