@@ -230,14 +230,15 @@ def main() -> None:
     slugs = list(lessons.LESSONS)
     ss["w_tour_lesson"] = lesson.slug
     n = len(lesson.steps)
-    row = st.columns([3, 2], vertical_alignment="bottom")
-    row[0].selectbox("Lesson", slugs, key="w_tour_lesson", on_change=choose_lesson,
+    # the lesson's whole name, and Back, Next and the progress beside it, or under it on a narrow window
+    row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
+    row.selectbox("Lesson", slugs, key="w_tour_lesson", on_change=choose_lesson, width=500,
                      format_func=lambda s: f"{lessons.LESSONS[s].title} · {lessons.LESSONS[s].family}",
                      help="Short guided lessons on the bundled checkpoints, one per model family, 4-5 steps "
                           "each. Each step loads a checkpoint, a text and a view, and says what to look at; "
                           "step through with Back and Next, or send a step as a link.")
     # Back, Next and the progress in one line: the buttons as wide as their labels, the bar in what is left
-    nav = row[1].container(horizontal=True, gap="small", vertical_alignment="center")
+    nav = row.container(horizontal=True, gap="small", vertical_alignment="center", width=360)
     led = room.following()  # the teacher steps for the class
     nav.button("Back", key="tour_back", icon=":material/arrow_back:", on_click=go, args=(-1,),
                disabled=index == 0 or led, width="content")

@@ -42,21 +42,21 @@ class Family:
 OSM = Family(
     name="osm", title="Orthogonal-state models", paper="Nunley, arXiv 2602.18417", trace="osm",
     views=("trajectories", "tangents"), probe=("phase_circle", "trajectories"),
-    lesson="orthogonal-state (OSM)",
+    lesson="OSM",
     summary=("**OSM-RNN** and **OSMFormer** keep the hidden state as a matrix *on a group* (orthogonal O(d), "
              "SO(d), unitary U(d), SU(d), the torus T, or block-orthogonal). Each token moves the state by "
              "exp(Φ) of an update Φ in the group's Lie algebra, so states never blow up or vanish."),
 )
 CEM = Family(
     name="cem", title="Causal energy minimisation", paper="Xu et al., arXiv 2605.07588", trace="cem",
-    views=("energy",), probe=("energy_descent", "energy"), lesson="causal energy minimisation (CEM)",
+    views=("energy",), probe=("energy_descent", "energy"), lesson="CEM",
     summary=("**CEM** reads a Transformer layer as a few gradient-descent steps on an energy. Running more "
              "recursion steps T at inference time should lower the energy further; the view flags any step "
              "where it rose."),
 )
 GRASSMANN = Family(
     name="grassmann", title="Grassmann flows", paper="Zhang, arXiv 2512.19428", trace="grassmann",
-    views=("planes",), probe=("plane_distances", "planes"), lesson="Grassmann flow",
+    views=("planes",), probe=("plane_distances", "planes"), lesson="Grassmann",
     summary=("**Grassmann** layers mix positions without attention: each token and an earlier one span a "
              "2-plane, encoded by its Plücker coordinates, and a gate blends that back into the stream."),
 )
