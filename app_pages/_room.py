@@ -165,8 +165,9 @@ def set_mode(mode: str) -> None:
 
 
 def adopt_link() -> None:
-    """Join the room a ``?room=CODE`` link names (every run, before the page; a session's own room is kept).
-    A bad or ended code is a notice, and the page goes on alone."""
+    """Join the room a ``?room=CODE`` link names (every run, before the page; a session's own room is kept),
+    as the student ``me=CLIENT`` names when it is a client id (a reload). A bad or ended code is a notice,
+    and the page goes on alone."""
     code = st.query_params.get("room")
     ss = st.session_state
     if not code or code in (ss.get(K_CODE), ss.get(K_LEFT)):
@@ -176,15 +177,21 @@ def adopt_link() -> None:
             return  # the teacher opening their own room's link stays its teacher
     except rooms.RoomError:
         pass
+    try:  # a reload's link names the student it was: keep counting them once
+        ss.setdefault(K_CLIENT, rooms.check_client(st.query_params.get("me")))
+    except rooms.RoomError:
+        pass  # none, or not a client id: join gives a new one
     problem = join(code)
     if problem:
         ss[state.K_NOTICE] = f"Could not join room {state.quoted(code[:20])}: {problem}"
 
 
 def url_keys() -> dict[str, str]:
-    """The URL keys a room adds to the page's (a student's ``room=CODE``; a teacher's URL carries no room:
-    the token never leaves the session, and the code is shown on screen)."""
-    return {"room": st.session_state[K_CODE]} if role() == "student" else {}
+    """The URL keys a room adds to the page's: a student's ``room=CODE`` and ``me=CLIENT`` (the client id,
+    so that a reload is the same student, not a second one counted until the first one's presence runs out);
+    a teacher's URL carries no room: the token never leaves the session, and the code is shown on screen."""
+    ss = st.session_state
+    return {"room": ss[K_CODE], "me": ss[K_CLIENT]} if role() == "student" else {}
 
 
 def sync_url(page: Any) -> None:

@@ -171,3 +171,20 @@ def test_a_state_the_room_refuses_is_a_message_and_the_room_goes_on(zoo_env):
     at.session_state["gl_text"] = "short text"
     at.run()
     assert store.state(code).text == "short text" and not at.error
+
+
+def test_a_reloaded_student_is_counted_once(zoo_env):
+    """A student's URL names them (``me=``): a reload, a new session on that URL, is the same student, not a
+    second one counted until the first one's presence runs out. A ``me`` that is no client id is ignored."""
+    store = rooms.get_store()
+    code, token = store.open(rooms.RoomState(page="tour", lesson=LESSON, step=2, cursor=6))
+    first = student(code)
+    me = first.query_params["me"]
+    me = me[0] if isinstance(me, list) else me
+    assert me == first.session_state["_gl_room_client"] and store.presence(code).follow == 1
+    again = student(code, me=me)  # the reload
+    assert not again.exception, again.exception
+    assert again.session_state["_gl_room_client"] == me and store.presence(code).follow == 1
+    other = student(code, me="../../x")
+    assert other.session_state["_gl_room_client"] != "../../x" and store.presence(code).follow == 2
+    store.close(code, token)
