@@ -278,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
                     url = f"http://127.0.0.1:{ports[name]}/{view}?{urlencode({'text': text})}"
                     clicked[(name, view)] = clicks(browser, url, args.clicks)
             browser.close()
-    print(f"first view in chromium (fresh session, in the page's clock: navigation -> first chart painted); load average "
-          f"{load0:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"first view in chromium (fresh session, in the page's clock: navigation -> first chart painted); "
+          f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for path in [p or "home" for p in pages]:
         a, b = first[("shipped", path)], first[(base, path)]
         print(f"  /{path:<14} shipped  {_summary(a)}")

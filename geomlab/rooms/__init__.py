@@ -15,7 +15,8 @@ from geomlab.rooms.state import (CODE_BITS, MAX_CLIENTS, Presence, RoomError, Ro
 from geomlab.rooms.store import MemoryStore, RoomStore
 
 __all__ = ["CODE_BITS", "MAX_CLIENTS", "MemoryStore", "Presence", "RoomError", "RoomState", "RoomStore",
-           "RoomsUnavailable", "Tally", "check_client", "get_store", "new_client_id", "normalise_code", "open_store", "question_key"]
+           "RoomsUnavailable", "Tally", "check_client", "get_store", "new_client_id", "normalise_code", "open_store",
+           "question_key"]
 
 _STORES: dict[str, RoomStore] = {}
 _LOCK = threading.Lock()

@@ -230,9 +230,10 @@ CEM_LESSON = Lesson(
             body="Sixteen steps, eight times the training budget.",
             notice="The energy still falls at every one of the 16 steps. Now read the first chart's **bottom "
                    "panel**, the displacement $\\|x^t - h\\| / \\rho$: in layer 0 the attention iterate (the "
-                   "solid blue line) ends about 62 away from its input (about 7 at $T = 2$). The energies are unbounded below, so "
-                   "a lower energy is not a better prediction: on the first 20,000 validation characters this "
-                   "model's bits per character are 2.17 at $T = 2$, 2.93 at $T = 4$ and 8.1 at $T = 16$."),
+                   "solid blue line) ends about 62 away from its input (about 7 at $T = 2$). The energies are "
+                   "unbounded below, so a lower energy is not a better prediction: on the first 20,000 validation "
+                   "characters this model's bits per character are 2.17 at $T = 2$, 2.93 at $T = 4$ and 8.1 at "
+                   "$T = 16$."),
         Step(
             title="Token by token",
             checkpoint="bundled/cem-t2-tinyshakespeare", text=_HAMLET, view="energy", cursor=14, steps=16,
