@@ -134,6 +134,11 @@ def view_item(step: tours.Step, entry, tr, trace_opts: dict, name: str, pos: int
     return name, fig, cap, spec.wide
 
 
+# Height budget of a step's first chart in px: a view page's, less the line that Back, Next and the progress
+# take under the lesson select on a narrow window (1000 px), so the chart stays whole in a 1000x800 window.
+FIRST_PX = _views.FIRST_CHART_PX - 40
+
+
 def draw_step(lesson: tours.Lesson, index: int) -> None:
     """Trace the step's checkpoint(s) and draw its figures. In a comparison step, half-width figures of the
     view sit side by side (first checkpoint left); full-width ones (e.g. the distance profile, whose
@@ -158,21 +163,21 @@ def draw_step(lesson: tours.Lesson, index: int) -> None:
     names = step.figure_names(sides[0][1])
     extras = [extra_item(n, [(e, tr, c) for e, tr, c, _ in sides], pos) for n in names if n in tours.EXTRA_FIGURES]
     if extras:
-        _views.draw_figures(_views.fit_first(extras), key_prefix=prefix, stem=stem)
+        _views.draw_figures(_views.fit_first(extras, FIRST_PX), key_prefix=prefix, stem=stem)
     shown = [n for n in names if n not in tours.EXTRA_FIGURES]
     if {f.name for f in views.more_figures(step.view, sides[0][1])} & set(shown):
         st.session_state[_views.K_MORE] = True  # "Open this in the full view" then shows the step's figures too
     if len(sides) == 1:
         e, tr, _, opts = sides[0]
-        _views.draw_figures(_views.fit_first([view_item(step, e, tr, opts, n, pos) for n in shown]),
+        _views.draw_figures(_views.fit_first([view_item(step, e, tr, opts, n, pos) for n in shown], FIRST_PX),
                             key_prefix=prefix, stem=stem)
         if step.whatif:
             draw_whatif(step, e, tr, pos, prefix, stem)
         return
     for i, name in enumerate(shown):
         row = [(e, view_item(step, e, tr, opts, name, pos)) for e, tr, _, opts in sides]
-        if i == 0 and not extras:  # the page's first charts: at most FIRST_CHART_PX high, whole in the window
-            row = [(e, _views.fit_first([it])[0]) for e, it in row]
+        if i == 0 and not extras:  # the page's first charts: at most FIRST_PX high, whole in the window
+            row = [(e, _views.fit_first([it], FIRST_PX)[0]) for e, it in row]
         wide = views.figure_spec(name).wide and not any(_views.square_single_panel(it[1]) for _, it in row)
         if wide or any(it[1] is not None and _views.panels_side_by_side(it[1]) for _, it in row):
             for side, (e, it) in zip("AB", row):
