@@ -168,6 +168,32 @@ function ringUnder(plot, ev) {
   return null;
 }
 
+// A click inside a cursor ring: the ring holds the hover back, so Plotly reports no point. The clicked point is
+// the traces' point nearest the pointer, within 6 px, as Plotly's click event would give it; null on the ring's
+// centre (the cursor is there already) or with no point near.
+function pointUnder(plot, ev, ring) {
+  const fl = plot._fullLayout;
+  const box = fl._paper.node().getBoundingClientRect();
+  const px = ev.clientX - box.left, py = ev.clientY - box.top;
+  if (Math.hypot(px - ring.x, py - ring.y) <= 3) return null;
+  let best = null, near = 6;
+  (plot._fullData || []).forEach((t, curve) => {
+    if (t.visible !== true || t.hoverinfo === "skip" || !t.x || !t.y) return;
+    const xa = fl[(t.xaxis || "x").replace("x", "xaxis")], ya = fl[(t.yaxis || "y").replace("y", "yaxis")];
+    if (!xa || !ya || !xa.l2p || !ya.l2p) return;
+    for (let i = 0; i < t.x.length; i++) {
+      if (t.x[i] == null || t.y[i] == null) continue;
+      const d = Math.hypot(px - xa._offset - xa.l2p(t.x[i]), py - ya._offset - ya.l2p(t.y[i]));
+      if (d < near) {
+        near = d;
+        best = { x: t.x[i], y: t.y[i], curveNumber: curve, pointNumber: i,
+                 customdata: t.customdata ? t.customdata[i] : undefined };
+      }
+    }
+  });
+  return best && { points: [best] };
+}
+
 function showRingHover(Plotly, plot, ring) {
   const fl = plot._fullLayout;
   const text = ring.name.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -277,7 +303,16 @@ export default function (component) {
       await Plotly.newPlot(plot, state.traces, layout, data.config);
       state.drawn = true;
       state.Plotly = Plotly;
-      plot.on("plotly_click", (ev) => { const c = clicked(ev); if (c) state.send("click", c); });
+      plot.on("plotly_click", (ev) => {
+        if (ev.event && ringUnder(plot, ev.event)) return;  // answered by the click listener below
+        const c = clicked(ev);
+        if (c) state.send("click", c);
+      });
+      plot.addEventListener("click", (ev) => {  // a point under a cursor ring, which held its hover back
+        const ring = ringUnder(plot, ev);
+        const c = ring && pointUnder(plot, ev, ring);
+        if (c) state.send("click", clicked(c));
+      });
       plot.on("plotly_beforehover", (ev) => {
         const ring = ringUnder(plot, ev);
         hideRingHover(state, plot);

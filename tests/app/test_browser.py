@@ -688,6 +688,39 @@ def test_hovering_a_cursor_ring_names_the_cursor_not_a_dot_under_it(page, zoo_se
         assert hover(x, y).startswith("position ")
 
 
+@pytest.mark.browser
+def test_a_click_on_a_dot_under_a_cursor_ring_moves_the_cursor_there(page, zoo_server):
+    """The rings hold the hover of the trail's dots under them back (see the hover test above), and with it
+    Plotly's click: a click on such a dot, away from the ring's centre, still moves the cursor to the dot's
+    position."""
+    from urllib.parse import urlencode
+
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{zoo_server}/trajectories?{urlencode({'text': TEXT * 4, 'pos': 300})}")  # a trail of 128 positions
+    page.wait_for_selector(CHART, state="attached", timeout=120_000)
+    wait_idle(page)
+    page.wait_for_timeout(800)
+    plot = page.locator(".js-plotly-plot").filter(has_text="Eigenvalues at 300").first
+    plot.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    dot = plot.evaluate("""(p) => { const fl = p._fullLayout, box = fl._paper.node().getBoundingClientRect();
+      const at = (x, y) => [box.left + fl.xaxis._offset + fl.xaxis.l2p(x), box.top + fl.yaxis._offset + fl.yaxis.l2p(y)];
+      const rings = fl.shapes.filter((s) => s.type === "circle").map((s) => [...at(s.xanchor, s.yanchor),
+        Math.max(Math.abs(s.x1 - s.x0), Math.abs(s.y1 - s.y0)) / 2]);
+      const t = p._fullData[1], dots = [];
+      for (let i = 0; i < t.x.length; i++) dots.push([...at(t.x[i], t.y[i]), t.customdata[i][0]]);
+      for (const [x, y, pos] of dots) {
+        const inRing = rings.some(([cx, cy, r]) => { const d = Math.hypot(cx - x, cy - y); return d > 4 && d < r; });
+        const alone = dots.every(([x2, y2, p2]) => p2 === pos || Math.hypot(x2 - x, y2 - y) > 2);
+        if (pos !== 300 && inRing && alone) return [x, y, pos];
+      }
+      return null; }""")
+    assert dot is not None, "no trail dot of another position lies under a ring"
+    x, y, pos = dot
+    page.mouse.click(x, y)
+    page.wait_for_function(f"() => document.body.innerText.includes('cursor at {int(pos)} ')", timeout=60_000)
+
+
 DRAWS_JS = """(() => { window.__draws = []; let P;
   Object.defineProperty(window, "Plotly", { configurable: true, get() { return P; }, set(v) { P = v;
     if (v.__counted) return; v.__counted = true; const draw = v.newPlot;
