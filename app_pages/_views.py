@@ -329,7 +329,7 @@ def view_body(slug: str, entry: Any, text: str) -> None:
         notes = st.container()  # what a link's out-of-range value became: under the row, at full width
         trace_opts = trace_options(slug, entry, bar[-1], notes)
         tr = ui.trace_for(entry, text, **trace_opts)
-        pos = ui.cursor_control(list(tr.labels), where=bar[0], trace=tr)
+        pos = ui.cursor_control(list(tr.labels), where=bar[0], trace=tr, notes=notes)
         shown = views.default_figures(slug, tr)
         if st.session_state.get(K_MORE):
             shown += views.more_figures(slug, tr)

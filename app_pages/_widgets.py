@@ -122,12 +122,14 @@ def token_label(tok: str) -> str:
     return {" ": "␣", "\n": "⏎", "\t": "⇥"}.get(tok, tok)
 
 
-def cursor_control(tokens: list[str], where: Any = None, trace: Any = None) -> int:
+def cursor_control(tokens: list[str], where: Any = None, trace: Any = None, notes: Any = None) -> int:
     """Token cursor slider bound to ``gl_pos``; returns the position. When no position was chosen (a fresh
     session, a link without ``pos``) the cursor starts at :func:`geomlab.trace.predictions.default_cursor` of
     ``trace`` (0 without one); a position past the end of the text is moved to the last token, with a
-    notice saying so when the position came from a link (not when the text was just changed here)."""
+    notice saying so when the position came from a link (not when the text was just changed here), in
+    ``notes`` (default: with the slider)."""
     where = where or st
+    notes = notes or where
     n = len(tokens)
     pos = st.session_state.get(K_POS)
     text_new = st.session_state.pop(K_TEXT_NEW, False)
@@ -136,7 +138,7 @@ def cursor_control(tokens: list[str], where: Any = None, trace: Any = None) -> i
 
         pos = default_cursor(trace) if trace is not None and trace.n_positions == n else 0
     elif int(pos) > n - 1 and not text_new:
-        where.warning(f"The cursor position {int(pos)} is past the end of this text ({n} token"
+        notes.warning(f"The cursor position {int(pos)} is past the end of this text ({n} token"
                       f"{'s' if n != 1 else ''}): showing the last position, {n - 1}, instead.",
                       icon=":material/last_page:")
     pos = max(0, min(int(pos), n - 1))

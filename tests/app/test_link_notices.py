@@ -37,12 +37,14 @@ def test_a_replaced_link_value_leaves_a_notice(zoo, slug, query, want):
 
 @pytest.mark.parametrize("slug,query", [("energy", {"ckpt": CEM, "T": "100000"}),
                                         ("energy", {"ckpt": CEM, "layer": "99"}),
-                                        ("attention", {"ckpt": CEM, "head": "7"})])
+                                        ("attention", {"ckpt": CEM, "head": "7"}),
+                                        ("energy", {"ckpt": CEM, "pos": "100000"})])
 def test_a_controls_notice_spans_the_page_not_a_column_of_the_controls_row(zoo, slug, query):
     """A notice about a control's value sits under the controls row at the page's width: in a column of that
     row (a fifth of the page) it was a tall, narrow box beside the sliders."""
     at = run_page(slug, **query)
-    word = {"T": "Steps T", "layer": "Layer", "head": "Head"}[next(iter(set(query) - {"ckpt"}))]
+    word = {"T": "Steps T", "layer": "Layer", "head": "Head", "pos": "The cursor position"}[
+        next(iter(set(query) - {"ckpt"}))]
     shown = [w for w in at.warning if w.value.startswith(word)]
     assert shown, [w.value for w in at.warning]
     in_columns = [w.value for col in at.columns for w in col.warning]
