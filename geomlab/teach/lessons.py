@@ -199,18 +199,18 @@ CEM_LESSON = Lesson(
         Step(
             title="T = 2: the trained number of steps",
             checkpoint="bundled/cem-t2-tinyshakespeare", text=_HAMLET, view="energy", cursor=14, steps=2,
-            controls={"layer": 0}, figures=("energy_layer", "energy_descent"),
+            controls={"layer": 0}, figures=("energy_layer",),
             body="Each sub-block of a CEM layer (attention, MLP) moves its iterate $x^t$ by a gradient step "
                  "on an energy $\\varepsilon$; this checkpoint was trained with $T = 2$ steps.",
-            notice="The first chart is **layer 0**, its attention and MLP sub-blocks side by side. The line is "
-                   "the token mean of $\\Delta\\varepsilon = \\varepsilon(x^t) - \\varepsilon(x^0)$: it goes "
-                   "down at steps 1 and 2 in both, and no red triangle marks a rise. **Energy descent**, under "
-                   "it, draws every layer (a row each) the same way, and falls in every panel. Compare steps "
+            notice="The chart is **layer 0**, its attention and MLP sub-blocks side by side. The line is the "
+                   "token mean of $\\Delta\\varepsilon = \\varepsilon(x^t) - \\varepsilon(x^0)$: it goes down "
+                   "at steps 1 and 2 in both, and no red triangle marks a rise. Every other layer does the same "
+                   "(the full view's **energy descent**, under More figures, draws them all). Compare steps "
                    "within a panel, never levels across panels."),
         Step(
             title="T = 4: more steps at inference",
             checkpoint="bundled/cem-t2-tinyshakespeare", text=_HAMLET, view="energy", cursor=14, steps=4,
-            controls={"layer": 0}, figures=("energy_layer", "energy_descent"),
+            controls={"layer": 0}, figures=("energy_layer",),
             body="The same weights, run for 4 steps instead of 2 (test-time recursion).",
             question=Choice(
                 prompt="The model was trained to take 2 steps. Run for 4, what does the mean energy do at "
@@ -221,15 +221,15 @@ CEM_LESSON = Lesson(
                 explanation="Each step is a gradient step on the energy, trained or not; a small enough step "
                             "lowers it."),
             notice="Every curve keeps falling past step 2, one step after another: the energy is still a "
-                   "descent objective for steps the model never trained with. Watch layer 0's MLP panel (the "
-                   "first chart): it falls much further than at $T = 2$."),
+                   "descent objective for steps the model never trained with. Watch the MLP panel: it "
+                   "falls much further than at $T = 2$."),
         Step(
             title="T = 16: falling, and drifting",
             checkpoint="bundled/cem-t2-tinyshakespeare", text=_HAMLET, view="energy", cursor=14, steps=16,
-            controls={"layer": 0}, figures=("energy_layer", "energy_descent"),
+            controls={"layer": 0}, figures=("energy_layer",),
             body="Sixteen steps, eight times the training budget.",
-            notice="The energy still falls at every one of the 16 steps. Now read the first chart's **bottom "
-                   "panel**, the displacement $\\|x^t - h\\| / \\rho$: in layer 0 the attention iterate (the "
+            notice="The energy still falls at every one of the 16 steps. Now read the **bottom panel**, the "
+                   "displacement $\\|x^t - h\\| / \\rho$: in layer 0 the attention iterate (the "
                    "solid blue line) ends about 62 away from its input (about 7 at $T = 2$). The energies are "
                    "unbounded below, so a lower energy is not a better prediction: on the first 20,000 validation "
                    "characters this model's bits per character are 2.17 at $T = 2$, 2.93 at $T = 4$ and 8.1 at "
