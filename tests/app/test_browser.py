@@ -651,19 +651,28 @@ def test_a_long_text_shows_full_resolution_positions_around_the_cursor(page, zoo
     assert int(str(rows[0]).split()[0]) < 400
 
 
+def _eigenvalue_circle(page, zoo_server, query: dict):
+    """/trajectories opened with ``query`` at 1400x900, drawn and idle; its eigenvalue circle (a locator),
+    scrolled into view."""
+    from urllib.parse import urlencode
+
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{zoo_server}/trajectories?{urlencode(query)}")
+    page.wait_for_selector(CHART, state="attached", timeout=120_000)
+    wait_idle(page)
+    page.wait_for_timeout(800)
+    plot = page.locator(".js-plotly-plot").filter(has_text=f"Eigenvalues at {query['pos']}").first
+    plot.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    return plot
+
+
 @pytest.mark.browser
 def test_hovering_a_cursor_ring_names_the_cursor_not_a_dot_under_it(page, zoo_server):
     """The eigenvalue circle's cursor rings lie over the grey trail's dots of nearby positions: a hover on a
     ring (its centre or its edge) shows the ring's own name (the cursor's position, λk, θ), and a trail dot
     away from the rings still answers with its own position."""
-    page.set_viewport_size({"width": 1400, "height": 900})
-    page.goto(f"{zoo_server}/trajectories?pos=37")
-    page.wait_for_selector(CHART, state="attached", timeout=120_000)
-    wait_idle(page)
-    page.wait_for_timeout(800)
-    plot = page.locator(".js-plotly-plot").filter(has_text="Eigenvalues at 37").first
-    plot.scroll_into_view_if_needed()
-    page.wait_for_timeout(300)
+    plot = _eigenvalue_circle(page, zoo_server, {"pos": 37})
     marks = plot.evaluate("""(p) => { const fl = p._fullLayout, box = fl._paper.node().getBoundingClientRect();
       const at = (x, y) => [box.left + fl.xaxis._offset + fl.xaxis.l2p(x), box.top + fl.yaxis._offset + fl.yaxis.l2p(y)];
       const rings = fl.shapes.filter((s) => s.type === "circle").map((s) => [s.name, ...at(s.xanchor, s.yanchor)]);
@@ -693,16 +702,7 @@ def test_a_click_on_a_dot_under_a_cursor_ring_moves_the_cursor_there(page, zoo_s
     """The rings hold the hover of the trail's dots under them back (see the hover test above), and with it
     Plotly's click: a click on such a dot, away from the ring's centre, still moves the cursor to the dot's
     position."""
-    from urllib.parse import urlencode
-
-    page.set_viewport_size({"width": 1400, "height": 900})
-    page.goto(f"{zoo_server}/trajectories?{urlencode({'text': TEXT * 4, 'pos': 300})}")  # a trail of 128 positions
-    page.wait_for_selector(CHART, state="attached", timeout=120_000)
-    wait_idle(page)
-    page.wait_for_timeout(800)
-    plot = page.locator(".js-plotly-plot").filter(has_text="Eigenvalues at 300").first
-    plot.scroll_into_view_if_needed()
-    page.wait_for_timeout(300)
+    plot = _eigenvalue_circle(page, zoo_server, {"text": TEXT * 4, "pos": 300})  # a trail of 128 positions
     dot = plot.evaluate("""(p) => { const fl = p._fullLayout, box = fl._paper.node().getBoundingClientRect();
       const at = (x, y) => [box.left + fl.xaxis._offset + fl.xaxis.l2p(x), box.top + fl.yaxis._offset + fl.yaxis.l2p(y)];
       const rings = fl.shapes.filter((s) => s.type === "circle").map((s) => [...at(s.xanchor, s.yanchor),
