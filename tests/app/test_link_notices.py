@@ -40,8 +40,8 @@ def test_a_replaced_link_value_leaves_a_notice(zoo, slug, query, want):
                                         ("attention", {"ckpt": CEM, "head": "7"}),
                                         ("energy", {"ckpt": CEM, "pos": "100000"})])
 def test_a_controls_notice_spans_the_page_not_a_column_of_the_controls_row(zoo, slug, query):
-    """A notice about a control's value sits under the controls row at the page's width: in a column of that
-    row (a fifth of the page) it was a tall, narrow box beside the sliders."""
+    """A notice about a link's value for a control (T, layer, head, the cursor) sits under the controls row
+    at the page's width, in no column of that row (a fifth of the page would make it a tall, narrow box)."""
     at = run_page(slug, **query)
     word = {"T": "Steps T", "layer": "Layer", "head": "Head", "pos": "The cursor position"}[
         next(iter(set(query) - {"ckpt"}))]
