@@ -79,9 +79,13 @@ def cache_caption() -> None:
 
 # ---------------------------------------------------------------- catalog
 _LISTING_LOCK = threading.Lock()
-_LISTING: dict[str, Any] = {"checked": -1.0, "dirs": None, "sig": None, "entries": []}
+_LISTING: dict[str, Any] = {"checked": -1.0, "dirs": None, "sig": None, "entries": [], "stamped": -1.0}
 SIGNATURE_TTL_S = 1.0
 """How long the catalog's file signature is reused before the folders are walked again (seconds)."""
+STAMPS_TTL_S = 0.1
+"""How long the checkpoint folders' mtimes are reused (seconds): a page run asks for the catalog a dozen
+times, and 100 sessions' runs each stat-ing every folder a dozen times cost a fifth of a run under load.
+Design choice: a checkpoint saved now is listed a tenth of a second later at most."""
 
 
 def _folder_stamps() -> tuple:
@@ -100,13 +104,18 @@ def _folder_stamps() -> tuple:
 
 def entries() -> list[catalog.CheckpointEntry]:
     """Every checkpoint in the catalog, re-read only when a checkpoint file changes. The folders' own mtimes
-    are checked on every call (a file added, removed or renamed into place changes them); every file's
+    are checked (a file added, removed or renamed into place changes them); every file's
     mtime (``catalog.signature``, a walk with one ``stat`` per file) at most once per :data:`SIGNATURE_TTL_S`
     for the whole server. A page asks many times per run, and 30 sessions' runs walking and stat-ing every
-    file each time cost a tenth of the server's CPU under load. Design choice."""
+    file each time cost a tenth of the server's CPU under load; the folders' mtimes are reused for
+    :data:`STAMPS_TTL_S`. Design choice."""
     now = time.monotonic()
-    dirs = _folder_stamps()
     with _LISTING_LOCK:
+        fresh = now - _LISTING["stamped"] <= STAMPS_TTL_S
+    dirs = _LISTING["dirs"] if fresh else _folder_stamps()
+    with _LISTING_LOCK:
+        if not fresh:
+            _LISTING["stamped"] = now
         if dirs != _LISTING["dirs"] or now - _LISTING["checked"] > SIGNATURE_TTL_S:
             sig = catalog.signature()
             if sig != _LISTING["sig"]:

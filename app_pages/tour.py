@@ -18,7 +18,7 @@ from app_pages import _room as room
 from app_pages import _tour_extras as extras
 from app_pages import _ui as ui
 from app_pages import _views
-from app_pages._data import figure_for
+from app_pages._data import cached, figure_for, trace_key
 from app_pages._messages import md_escape
 from app_pages._state import K_CKPT_EXPLICIT, K_QP_WRITTEN, K_WI, K_WI_SIZE
 from app_pages._warm import rendering
@@ -99,26 +99,34 @@ def step_link(lesson: tours.Lesson, index: int) -> str:
 
 
 # ---------------------------------------------------------------- figures
-def extra_item(name: str, sides: list[tuple[Any, Any, str]], pos: int) -> tuple[str, Any, str, bool]:
-    """A tour-only figure (:data:`geomlab.teach.tours.EXTRA_FIGURES`) as a ``_views.draw_figures`` item.
-    ``sides``: ``[(entry, trace, colour)]``."""
-    try:
-        if name == "accuracy_by_length":
-            first = sides[0][0]
-            n = first.n_outputs
-            fig, cap = tours.accuracy_by_length_figure(
-                [(e.name, e.accuracy_by_length, c) for e, _, c in sides], chance=1 / n if n else None,
-                train_length=(first.task or {}).get("length"))
-        else:
-            from geomlab.figures.surprisal import SurprisalSide, surprisal_figure
-
-            fig, cap = surprisal_figure([SurprisalSide(tr, e.name, c, e.task, e.n_outputs) for e, tr, c in sides],
-                                        pos)
-            # built for this run only (not cached): the legend moved below the x axis title
-            fig.update_layout(legend={"y": -0.38}, height=360, margin={"b": 40})
+def extra_item(name: str, sides: list[tuple[Any, Any, str, dict]], pos: int, text: str
+               ) -> tuple[str, Any, str, bool]:
+    """A tour-only figure (:data:`geomlab.teach.tours.EXTRA_FIGURES`) as a ``_views.draw_figures`` item,
+    through the app's figure cache (a class following one step asks for it a hundred times). ``sides``:
+    ``[(entry, trace, colour, trace options)]``; ``text``: the step's text (the traces' key)."""
+    traces = tuple((trace_key(str(e.path), e.mtime, text, opts), c) for e, _, c, opts in sides)
+    key = ("tourfig", name, traces, None if name == "accuracy_by_length" else pos)
+    try:  # full width: the surprisal legend sits under its axis title
+        return name, *cached(key, lambda: _extra_chart(name, sides, pos)), True
     except ValueError as exc:
         return name, None, str(exc), True
-    return name, fig, cap, True  # full width: the surprisal legend sits under its axis title
+
+
+def _extra_chart(name: str, sides: list[tuple[Any, Any, str, dict]], pos: int) -> Any:
+    """:func:`extra_item`'s figure and caption, built (a :class:`geomlab.figures.Chart`; ValueError when it
+    does not apply)."""
+    if name == "accuracy_by_length":
+        first = sides[0][0]
+        n = first.n_outputs
+        return tours.accuracy_by_length_figure(
+            [(e.name, e.accuracy_by_length, c) for e, _, c, _ in sides], chance=1 / n if n else None,
+            train_length=(first.task or {}).get("length"))
+    from geomlab.figures.surprisal import SurprisalSide, surprisal_figure
+
+    chart = surprisal_figure([SurprisalSide(tr, e.name, c, e.task, e.n_outputs) for e, tr, c, _ in sides], pos)
+    # the legend moved below the x axis title
+    chart.figure.update_layout(legend={"y": -0.38}, height=360, margin={"b": 40})
+    return chart
 
 
 def view_item(step: tours.Step, entry, tr, trace_opts: dict, name: str, pos: int) -> tuple[str, Any, str, bool]:
@@ -161,7 +169,7 @@ def draw_step(lesson: tours.Lesson, index: int) -> None:
     pos = ui.cursor_control(labels)
     prefix, stem = f"tour-{lesson.slug}-{index}", f"{entries[0].name}-{step.view}"
     names = step.figure_names(sides[0][1])
-    extras = [extra_item(n, [(e, tr, c) for e, tr, c, _ in sides], pos) for n in names if n in tours.EXTRA_FIGURES]
+    extras = [extra_item(n, sides, pos, step.text) for n in names if n in tours.EXTRA_FIGURES]
     if extras:
         _views.draw_figures(_views.fit_first(extras, FIRST_PX), key_prefix=prefix, stem=stem)
     shown = [n for n in names if n not in tours.EXTRA_FIGURES]
