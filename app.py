@@ -88,6 +88,7 @@ st.session_state[room.K_PAGE] = page.url_path
 room.adopt_link()  # ?room=CODE joins a teacher's room as a student
 with ui.guard("The classroom panel"):
     room.panel()
+room.begin_run()  # a teacher's room view: the charts this run draws
 page.run()
 room.publish(page.url_path)  # a teacher's room shows what this run drew (only when it changed)
 room.settle(page.url_path)  # a student's view of the room, as this run drew it

@@ -6,7 +6,7 @@ start-up hook (ASGI lifespan) starts the warm-up thread (``app_pages/_warm.py``)
 heavy imports, then the default checkpoint's first view traced and built into the shared cache. The server
 accepts requests (and answers its health check) once that first view is in the cache (at most
 ``GEOMLAB_WARM_WAIT_S`` seconds, default 60), so the first visitor's view is a cache hit; the other views
-are pre-built behind it.
+are pre-built behind it. It also mounts the classroom's follow channel (:func:`_routes`).
 """
 
 from __future__ import annotations
@@ -60,4 +60,16 @@ def _middleware() -> list:
     return [] if os.environ.get("GEOMLAB_PRELOAD") == "0" else [Middleware(PreloadCharts)]
 
 
-app = st.App(str(_ROOT / "app.py"), lifespan=_lifespan, middleware=_middleware())
+def _routes() -> list:
+    """The classroom's follow channel (:mod:`geomlab.rooms.watch`): a student's page learns of a change of
+    its room from a long poll here, and draws the teacher's charts from it, with no page run per change.
+    Under ``server.baseUrlPath`` like Streamlit's own routes. ``streamlit run app.py`` has no channel: a
+    student's page then polls its room from a timed fragment (``app_pages/_room.py``)."""
+    from geomlab import rooms
+    from geomlab.rooms.watch import PREFIX, routes
+
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    return routes(rooms.get_store, ("/" + base if base else "") + PREFIX)
+
+
+app = st.App(str(_ROOT / "app.py"), lifespan=_lifespan, middleware=_middleware(), routes=_routes())

@@ -83,36 +83,51 @@ _LISTING: dict[str, Any] = {"checked": -1.0, "dirs": None, "sig": None, "entries
 SIGNATURE_TTL_S = 1.0
 """How long the catalog's file signature is reused before the folders are walked again (seconds)."""
 STAMPS_TTL_S = 0.1
-"""How long the checkpoint folders' mtimes are reused (seconds): a page run asks for the catalog a dozen
-times, and 100 sessions' runs each stat-ing every folder a dozen times cost a fifth of a run under load.
-Design choice: a checkpoint saved now is listed a tenth of a second later at most."""
+"""How long the checkpoint roots' subfolders' mtimes are reused (seconds) while the roots' own are unchanged
+(:func:`entries`). Design choice: a file saved into an existing checkpoint folder is seen a tenth of a second
+later at most; a new folder at once."""
 
 
-def _folder_stamps() -> tuple:
-    """mtimes of the checkpoint folders and the run folder's subfolders: they change whenever a file is
-    added, removed or renamed into place there (one ``scandir``, no per-file ``stat``)."""
+def _root_stamps() -> tuple:
+    """mtimes of the two checkpoint roots (bundled and runs): a folder added, removed or renamed there
+    changes them (two ``stat`` calls)."""
     out = []
     for root in (catalog.bundled_dir(), catalog.runs_dir()):
         try:
             out.append((str(root), root.stat().st_mtime_ns))
-            with os.scandir(root) as it:
-                out += [(e.path, e.stat().st_mtime_ns) for e in it if e.is_dir(follow_symlinks=False)]
         except OSError:
             out.append((str(root), None))
     return tuple(out)
 
 
+def _folder_stamps(roots: tuple) -> tuple:
+    """``roots`` (:func:`_root_stamps`) and the mtimes of the roots' subfolders: they change whenever a file is
+    added, removed or renamed into place there (one ``scandir``, no per-file ``stat``)."""
+    out = list(roots)
+    for root, mtime in roots:
+        if mtime is None:
+            continue
+        try:
+            with os.scandir(root) as it:
+                out += [(e.path, e.stat().st_mtime_ns) for e in it if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            out.append((root, None))
+    return tuple(out)
+
+
 def entries() -> list[catalog.CheckpointEntry]:
-    """Every checkpoint in the catalog, re-read only when a checkpoint file changes. The folders' own mtimes
-    are checked (a file added, removed or renamed into place changes them); every file's
-    mtime (``catalog.signature``, a walk with one ``stat`` per file) at most once per :data:`SIGNATURE_TTL_S`
-    for the whole server. A page asks many times per run, and 30 sessions' runs walking and stat-ing every
-    file each time cost a tenth of the server's CPU under load; the folders' mtimes are reused for
-    :data:`STAMPS_TTL_S`. Design choice."""
+    """Every checkpoint in the catalog, re-read only when a checkpoint file changes. The roots' mtimes are
+    checked on every call (a checkpoint folder added, removed or renamed changes them), their subfolders'
+    (a file added, removed or renamed into place inside one) at most once per :data:`STAMPS_TTL_S`, and
+    every file's mtime (``catalog.signature``, a walk with one ``stat`` per file) at most once per
+    :data:`SIGNATURE_TTL_S`, for the whole server. A page asks many times per run, and each system call
+    under load waits for the interpreter lock again: 100 sessions' runs stat-ing every folder a dozen times
+    each cost a fifth of a run. Design choice."""
     now = time.monotonic()
+    roots = _root_stamps()
     with _LISTING_LOCK:
-        fresh = now - _LISTING["stamped"] <= STAMPS_TTL_S
-    dirs = _LISTING["dirs"] if fresh else _folder_stamps()
+        fresh = now - _LISTING["stamped"] <= STAMPS_TTL_S and _LISTING["dirs"] and _LISTING["dirs"][:2] == roots
+    dirs = _LISTING["dirs"] if fresh else _folder_stamps(roots)
     with _LISTING_LOCK:
         if not fresh:
             _LISTING["stamped"] = now
@@ -123,6 +138,13 @@ def entries() -> list[catalog.CheckpointEntry]:
                 _LISTING["sig"] = sig
             _LISTING["checked"], _LISTING["dirs"] = now, dirs
         return _LISTING["entries"]
+
+
+def forget_listing() -> None:
+    """After this process wrote a checkpoint (an upload, a save): the next :func:`entries` looks at every
+    folder again, whatever :data:`STAMPS_TTL_S` says."""
+    with _LISTING_LOCK:
+        _LISTING["stamped"] = -1.0
 
 
 def entry_for(ref: str | None) -> catalog.CheckpointEntry | None:

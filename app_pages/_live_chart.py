@@ -46,7 +46,7 @@ let chart = null;
 export default function (component) {
   let cleanup = null, gone = false;
   (chart = chart || import(SRC)).then((m) => { if (!gone) cleanup = m.default(component); })
-    .catch((err) => console.error("geomlab live chart:", err));
+    .catch((err) => console.error("geomlab component:", err));
   return () => { gone = true; if (typeof cleanup === "function") cleanup(); };
 }
 """
@@ -58,28 +58,34 @@ run's figures from its elements: it sets this)."""
 
 
 @functools.cache
-def _js_version() -> str:
-    """A digest of the chart's script, in its address so that a browser never runs an older copy."""
-    return hashlib.blake2b(_JS.read_bytes(), digest_size=8).hexdigest()
+def _js_version(file: str = _JS.name) -> str:
+    """A digest of script ``file`` (of ``js/``), in its address so that a browser never runs an older copy."""
+    return hashlib.blake2b((_JS.parent / file).read_bytes(), digest_size=8).hexdigest()
 
 
-def js_url(base: str) -> str:
-    """Path, from the server's root, of the chart's script under the server's base path ``base``, with its
-    version (:func:`_js_version`)."""
+def js_url(base: str, file: str = _JS.name) -> str:
+    """Path, from the server's root, of script ``file`` of ``js/`` (default: the chart's) under the server's
+    base path ``base``, with its version (:func:`_js_version`)."""
     base = base.strip("/")
     name = f"{__name__}.{_JS_ASSET}"
-    return "/" + (base + "/" if base else "") + f"component/{name}/{_JS.name}?v={_js_version()}"
+    return "/" + (base + "/" if base else "") + f"component/{name}/{file}?v={_js_version(file)}"
+
+
+def module_component(name: str, file: str, css: str | None = None) -> Any:
+    """The mounting command of v2 component ``name`` whose script is module ``file`` of ``js/``, imported
+    once per page through the :data:`_LOADER` (the folder is registered here as a v1 path component, once
+    per Streamlit runtime). Registered on every call: the registry belongs to the running Streamlit
+    runtime (AppTest starts several in one process), and registering the same definition again is a silent
+    dictionary update."""
+    if get_instance().component_registry.get_component_path(f"{__name__}.{_JS_ASSET}") is None:
+        declare_component(_JS_ASSET, path=str(_JS.parent))
+    loader = _LOADER % json.dumps(js_url(st.get_option("server.baseUrlPath") or "", file))
+    return st.components.v2.component(name, js=loader, css=css, isolate_styles=False)
 
 
 def _component() -> Any:
-    """The v2 component's mounting command, its script the :data:`_LOADER` of the chart's script (whose
-    folder is registered here as a v1 path component, once per Streamlit runtime). Registered on every
-    call: the registry belongs to the running Streamlit runtime (AppTest starts several in one process),
-    and registering the same definition again is a silent dictionary update."""
-    if get_instance().component_registry.get_component_path(f"{__name__}.{_JS_ASSET}") is None:
-        declare_component(_JS_ASSET, path=str(_JS.parent))
-    loader = _LOADER % json.dumps(js_url(st.get_option("server.baseUrlPath") or ""))
-    return st.components.v2.component(_NAME, js=loader, css=_CSS, isolate_styles=False)
+    """The chart's v2 component (:func:`module_component` of ``js/live_chart.js``)."""
+    return module_component(_NAME, _JS.name, _CSS)
 
 
 def bundle_files() -> dict[str, Path]:
@@ -162,11 +168,20 @@ def live_chart(fig: go.Figure, key: str, config: dict, height: int | None = None
     """
     if height is not None:
         fig = go.Figure(fig).update_layout(height=height)
-    spec = _traces_once(key, figure_json(fig))
+    whole = figure_json(fig)
+    from app_pages import _room
+
+    _room.drew(key, whole)  # a teacher's charts are what the room's followers draw
+    spec = _traces_once(key, whole)
     data = {"key": key, "figure": spec, "config": config, "plotly": _plotly_url(spec["bundle"] == "full"),
             "max_width": None if width == "stretch" else int(width)}
     result = _component()(data=data, key=key, on_click_change=on_click or (lambda: None))
     return result.get("click") if hasattr(result, "get") else getattr(result, "click", None)
+
+
+def traces_digest(traces: str) -> str:
+    """The digest that names a chart's traces (JSON text) in the browser's store of them."""
+    return hashlib.blake2b(traces.encode(), digest_size=16).hexdigest()
 
 
 def _traces_once(key: str, spec: dict[str, str]) -> dict[str, str | None]:
@@ -178,7 +193,7 @@ def _traces_once(key: str, spec: dict[str, str]) -> dict[str, str | None]:
     a chart drawn again after a page switch still has them (a reload is a new session, sent them whole);
     where it lacks them (a run superseded before the page drew it) it answers with the trigger ``missing``,
     and the run that starts sends them whole. Design choice."""
-    digest = hashlib.blake2b(spec["data"].encode(), digest_size=16).hexdigest()
+    digest = traces_digest(spec["data"])
     sent = st.session_state.setdefault(K_SENT, {})
     value = st.session_state.get(key)
     missing = hasattr(value, "get") and value.get("missing") is not None

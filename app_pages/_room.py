@@ -5,11 +5,17 @@ with it:
 
 * the **teacher** (the session that opened the room; its token lives in this session's state only, never in a
   URL) publishes the page, checkpoint, text, cursor, view, controls and Tour step after each run and from a
-  small timed fragment, and only when they changed (:func:`publish`);
-* a **student** (a session opened with ``?room=CODE`` or a typed code) polls the room from the same fragment
-  every :data:`POLL_S` seconds (:func:`follow`) and, when its version moved, writes the teacher's state into
-  this session and reruns on the teacher's page; "Explore on my own" stops following, "Follow the teacher"
-  comes back in one click. Both modes send a heartbeat so the teacher sees how many follow and explore.
+  small timed fragment, and only when they changed, with the charts its page drew (:func:`publish`,
+  :func:`drew`, :func:`charts_json`);
+* a **student** (a session opened with ``?room=CODE`` or a typed code) learns of a change from its browser:
+  the page's listener (:func:`listener`, ``js/room_listener.js``) holds a long poll of the server's follow
+  channel (:mod:`geomlab.rooms.watch`, mounted by ``serve.py``). A change of the cursor alone redraws the
+  page's charts from the teacher's, with no run of this session; any other change reruns this session,
+  which writes the teacher's state into it (:func:`follow`) and shows the teacher's page. Without the
+  channel (``streamlit run app.py``) the student polls the room from the timed fragment every
+  :data:`POLL_S` seconds instead. "Explore on my own" stops following, "Follow the teacher" comes back in
+  one click. The channel's requests (or the fragment's polls) count the student present, following or
+  exploring, so the teacher sees how many do which.
 
 A student's session never writes the room's state (it holds no token); its URL parameters change only its
 own session. A lost store (:class:`geomlab.rooms.RoomsUnavailable`) is a message in the panel: the session
@@ -19,6 +25,7 @@ follows nothing and tries again every :data:`RETRY_S` seconds.
 from __future__ import annotations
 
 import html
+import json
 import time
 from typing import Any
 
@@ -37,6 +44,9 @@ K_PAGE = "_gl_room_page"  # url_path of the page this session shows (set by ever
 K_LEFT = "_gl_room_left"  # the code of the room this session left (its link still in the address bar)
 K_SHOWN, K_AWAY = "_gl_room_shown", "_gl_room_away"  # this session as it drew the room's state (student); away?
 K_LESSON, K_STEP, K_APPLIED = "gl_tour_lesson", "gl_tour_step", "_gl_tour_applied"  # app_pages/tour.py's keys
+K_CHARTS = "_gl_room_charts"  # teacher: {chart key: figure JSON} drawn since this session's last whole run
+K_STATE = "_gl_room_state"  # student: the room's state (a dict) applied last
+K_NOCHANNEL = "_gl_room_nochannel"  # student: the server has no follow channel (poll from the fragment)
 POLL_S = 0.5   # seconds between a session's polls and publishes (design choice: a redraw within a second)
 BEAT_S = 5.0   # seconds between heartbeats (the store counts a student present for 30 s)
 RETRY_S = 10.0  # seconds before a session tries a lost store again (each try may wait ~2 s)
@@ -78,6 +88,37 @@ def _fail(exc: Exception) -> None:
 
 def _ok() -> None:
     st.session_state.pop(K_ERROR, None)
+
+
+def drew(key: str, figure: dict[str, str]) -> None:
+    """A chart this session drew (``_live_chart.figure_json``'s ``figure``, under chart key ``key``): a
+    teacher keeps it for the room's followers (:func:`charts_json`); anyone else ignores it."""
+    if role() == "teacher":
+        st.session_state.setdefault(K_CHARTS, {})[key] = figure
+
+
+def begin_run() -> None:
+    """Before a whole run of a page: the teacher's charts are the ones this run draws (``app.py``)."""
+    if role() == "teacher":
+        st.session_state[K_CHARTS] = {}
+
+
+def charts_json() -> str | None:
+    """The charts of the teacher's page as the students' charts draw them,
+    ``{"charts": {key: {"layout", "digest", "bundle"}}, "traces": {digest: traces JSON}}`` (each chart's
+    traces once, by digest, so a student's browser fetches only the traces it lacks); None without charts."""
+    charts = st.session_state.get(K_CHARTS) or {}
+    if not charts:
+        return None
+    return json.dumps({"charts": {k: {"layout": f["layout"], "digest": _digest(f["data"]), "bundle": f["bundle"]}
+                                  for k, f in charts.items()},
+                       "traces": {_digest(f["data"]): f["data"] for f in charts.values()}}, separators=(",", ":"))
+
+
+def _digest(traces: str) -> str:
+    from app_pages._live_chart import traces_digest
+
+    return traces_digest(traces)
 
 
 def snapshot(page: str) -> dict[str, Any]:
@@ -204,10 +245,19 @@ def sync_url(page: Any) -> None:
 
 def publish(page: str | None = None) -> None:
     """The teacher's side: write the state into the room when it changed since the last write (cheap: a
-    dict comparison per run)."""
+    dict comparison per run), with the charts this session drew. A whole run publishes after its page, so
+    a failure it meets, or the end of one, reruns the app once: the panel above the page says so."""
     ss = st.session_state
     if role() != "teacher":
         return
+    before = ss.get(K_ERROR)
+    _publish(page)
+    if ss.get(K_ERROR) != before and not state.in_fragment_rerun():
+        st.rerun()
+
+
+def _publish(page: str | None) -> None:
+    ss = st.session_state
     now = snapshot(page if page is not None else ss.get(K_PAGE, ""))
     sent = ss.get(K_SENT) or {}
     changes = {k: v for k, v in now.items() if sent.get(k) != v}
@@ -216,7 +266,10 @@ def publish(page: str | None = None) -> None:
         return
     try:
         if changes:
-            store.update(ss[K_CODE], ss[K_TOKEN], **changes)
+            try:
+                store.update(ss[K_CODE], ss[K_TOKEN], charts=charts_json(), **changes)
+            except rooms.RoomError:  # charts the room refuses (too large): the state alone, students rerun
+                store.update(ss[K_CODE], ss[K_TOKEN], **changes)
             ss[K_SENT] = now
             _ok()
         elif time.monotonic() - ss.get(K_BEAT, 0.0) > 60:
@@ -255,6 +308,7 @@ def apply(room_state: rooms.RoomState) -> str:
     if room_state.page == "tour" and room_state.lesson:
         ss[K_LESSON], ss[K_STEP] = room_state.lesson, room_state.step
         ss[K_APPLIED] = (room_state.lesson, room_state.step)  # the room's state is the step as the teacher shows it
+    ss[K_STATE] = json.loads(room_state.to_json())
     ss[K_SHOWN] = None  # what following looks like here: taken after the page has drawn it (:func:`settle`)
     return room_state.page
 
@@ -359,7 +413,7 @@ def _live() -> None:
     sees presence, a student follows); a session in no room does not poll."""
     ss = st.session_state
     who = role()
-    if who == "teacher":
+    if who == "teacher" and state.in_fragment_rerun():  # a whole run publishes after its page has drawn
         publish()
     elif who == "student":
         follow()
@@ -388,13 +442,38 @@ def _live() -> None:
                                                                   else "exploring on your own"))
 
 
+def _on_nochannel() -> None:
+    st.session_state[K_NOCHANNEL] = True
+
+
+def listener() -> None:
+    """A student's side of the follow channel (module docstring): the listener component, given the version
+    and state this session applied last, its client id and mode. Its trigger ``changed`` reruns the whole
+    app (it sits outside any fragment), whose :func:`follow` applies the room's state; ``nochannel`` turns
+    the fragment's polling on."""
+    from app_pages._live_chart import module_component
+    from geomlab.rooms.watch import PREFIX
+
+    ss = st.session_state
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    data = {"url": ("/" + base if base else "") + f"{PREFIX}/{ss[K_CODE]}", "me": ss[K_CLIENT],
+            "mode": ss.get(K_MODE, "follow"), "away": bool(ss.get(K_AWAY)), "since": ss.get(K_SEEN, -1),
+            "state": ss.get(K_STATE)}
+    module_component("geomlab_room_listener", "room_listener.js")(
+        data=data, key="room_listener", on_changed_change=lambda: None, on_nochannel_change=_on_nochannel)
+
+
 def panel() -> None:
     """The "Classroom" box in the sidebar (every page, from ``app.py``): open or join a room, the code and
     QR, presence; the timed fragment that follows or publishes. Never raises: a failure is a message."""
     ss = st.session_state
     with st.sidebar.expander("Classroom", icon=":material/groups:", expanded=role() is not None):
-        st.fragment(_live, run_every=POLL_S if role() is not None else None)()
         who = role()
+        polls = who == "teacher" or (who == "student" and ss.get(K_NOCHANNEL))
+        st.fragment(_live, run_every=POLL_S if polls else None)()
+        who = role()
+        if who == "student" and not ss.get(K_NOCHANNEL):
+            listener()
         if who is None:
             st.button("Start a room", key="room_open", icon=":material/co_present:", on_click=open_room,
                       args=(ss.get(K_PAGE, ""),), help="Students who join see what you show, live.")

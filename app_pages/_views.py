@@ -366,5 +366,6 @@ def view_body(slug: str, entry: Any, text: str) -> None:
                        "cursor, for tools that do not read .npz.")
             st.text_input("Link", ui.share_link(slug), label_visibility="collapsed")  # not st.code: its highlighter bundle
             ui.trace_downloads(tr, stem=f"{entry.name}-{slug}", cursor=pos)
-    if state.in_fragment_rerun():
-        room.sync_url(slug)  # (a whole run does it in app.py, after the page)
+    if state.in_fragment_rerun():  # (a whole run does both in app.py, after the page)
+        room.publish(slug)
+        room.sync_url(slug)

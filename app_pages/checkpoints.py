@@ -6,6 +6,7 @@ import json
 
 import streamlit as st
 
+from app_pages._data import forget_listing
 from geomlab.checkpoints import catalog, uploads
 from geomlab.teach import views
 from app_pages import _ui as ui
@@ -114,6 +115,7 @@ def handle_upload(files: dict[str, bytes]) -> None:
     """Validate and store an upload; the outcome is shown as a message (never a traceback)."""
     try:
         entry = uploads.store_upload(files, owner=owner_token())
+        forget_listing()
     except ValueError as exc:  # the message quotes file names: shown literally
         st.session_state[K_UPLOAD_RESULT] = ("error", f"Upload rejected: {md_escape(exc)}")
     else:

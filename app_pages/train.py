@@ -16,6 +16,7 @@ import streamlit as st
 
 from geomlab.live import runner as live
 from app_pages import _ui as ui
+from app_pages._data import forget_listing
 from app_pages._messages import md_escape, shown_folder
 from app_pages._state import owner_token
 from app_pages._train_charts import curves, geometry, unit
@@ -65,6 +66,7 @@ def _save(run_id: str) -> None:
         taken = catalog.runs_dir() / catalog.safe_name(name)
         existed = taken.exists() or taken.with_name(taken.name + ".json").exists()  # a folder or a flat pair
         path = run.save(name, by=owner_token())  # never over a checkpoint this session did not save
+        forget_listing()
     except ValueError as exc:
         st.session_state[K_MSG] = ("error", md_escape(f"Could not save: {exc}"))
         return

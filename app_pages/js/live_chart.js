@@ -250,6 +250,10 @@ function tracesOf(data) {
   return fig.data;
 }
 
+// Charts of this page by key, for a classroom's follow channel (js/room_listener.js): `redraw(figure)` draws
+// the chart anew from a figure the teacher published (traces included), through the chart's own queue.
+const CHARTS = (window.__geomlabCharts = window.__geomlabCharts || new Map());
+
 export default function (component) {
   const { data, parentElement, setTriggerValue } = component;
   const traces = tracesOf(data);
@@ -265,6 +269,20 @@ export default function (component) {
   }
   const state = (plot.__geomlab = plot.__geomlab || { drawn: false, queue: Promise.resolve() });
   state.send = setTriggerValue;  // the click handler always answers through the latest run's setter
+  draw(plot, parentElement, state, data, traces);
+  CHARTS.set(data.key, { plot, digest: () => window[HELD]?.get(data.key)?.digest,
+                         redraw: (figure) => draw(plot, parentElement, state, { ...state.latest, figure },
+                                                  tracesOf({ key: data.key, figure })) });
+  return () => {
+    if (state.resize) state.resize.disconnect();
+    if (state.Plotly && state.drawn && !plot.isConnected) state.Plotly.purge(plot);
+    if (!plot.isConnected && CHARTS.get(data.key)?.plot === plot) CHARTS.delete(data.key);
+  };
+}
+
+// Draw `data` (a run's chart data, or one made of a published figure) into `plot`, after the draws queued
+// before it; a newer call supersedes it before it starts. Resolves when drawn.
+function draw(plot, parentElement, state, data, traces) {
   state.latest = data;
   state.queue = state.queue.then(async () => {
     if (state.latest !== data) return;  // a newer run superseded this one before it was drawn
@@ -332,8 +350,5 @@ export default function (component) {
     }
     Object.assign(state, { theme, config, maxWidth: data.max_width });
   }).catch((err) => console.error("geomlab live chart:", err));
-  return () => {
-    if (state.resize) state.resize.disconnect();
-    if (state.Plotly && state.drawn && !plot.isConnected) state.Plotly.purge(plot);
-  };
+  return state.queue;
 }

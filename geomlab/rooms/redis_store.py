@@ -7,12 +7,14 @@ by itself; the room's lifetime is checked against ``clock`` too, which lets test
 * ``geomlab:room:C``: a hash: ``digest`` (SHA-256 of the teacher token), ``state`` (JSON), ``version``, ``expires``.
 * ``geomlab:room:C:follow`` and ``geomlab:room:C:explore``: sorted sets, a student's client id scored by
   the time of their last heartbeat (counting is ``ZCOUNT``, O(log n)).
+* ``geomlab:room:C:charts``: a hash, ``version`` and ``charts`` (the teacher's charts at that version).
 * ``geomlab:room:C:answers:LESSON/STEP``: a hash, client id -> answer.
 * ``geomlab:rooms``: a sorted set of open codes scored by expiry (the cap on open rooms).
 
-Followers poll :meth:`RedisStore.version`: one ``HMGET`` of two fields, O(1) (design choice: a poll, not
-pub/sub, because a Streamlit page reruns on a timer anyway; 100 students at 2 polls a second are 200
-commands a second, a small load for Redis). Teacher writes are optimistic transactions (``WATCH``/``MULTI``).
+Each replica's watcher (:mod:`geomlab.rooms.watch`) polls :meth:`RedisStore.version` of the rooms its
+students wait on: one ``HMGET`` of two fields, O(1), every 50 ms, however many students wait (design choice:
+a poll, not pub/sub: no subscriber connection to re-establish after Redis restarts, 20 commands a second per
+room and replica). Teacher writes are optimistic transactions (``WATCH``/``MULTI``).
 Any Redis error (connection refused or lost, timeout) is raised as one line, :class:`RoomsUnavailable`.
 """
 
@@ -27,7 +29,7 @@ from urllib.parse import urlsplit
 from geomlab.rooms.state import (MAX_CLIENTS, Presence, RoomError, RoomState, RoomsUnavailable, Tally,
                                  check_client, check_mode, check_token, new_code, new_token, normalise_code,
                                  question_key, tally_of, token_digest)
-from geomlab.rooms.store import DEFAULT_PRESENCE_S, MAX_ROOMS, RoomStore, _check_answer, ttl_setting
+from geomlab.rooms.store import DEFAULT_PRESENCE_S, MAX_ROOMS, RoomStore, _check_answer, check_charts, ttl_setting
 
 PREFIX = "geomlab:room:"
 ROOMS = "geomlab:rooms"
@@ -132,8 +134,9 @@ class RedisStore(RoomStore):
         self._live(code, found)
         return int(found[0])
 
-    def _teacher_write(self, code: str, token: str, changes: dict | None) -> RoomState:
-        """Check the token, apply ``changes`` (None: only refresh the lifetime), in one WATCH transaction."""
+    def _teacher_write(self, code: str, token: str, changes: dict | None, charts: str | None = None) -> RoomState:
+        """Check the token, apply ``changes`` (None: only refresh the lifetime) and store ``charts`` with the
+        new version, in one WATCH transaction."""
         code = normalise_code(code)
         key = PREFIX + code
         out: list[RoomState] = []
@@ -147,7 +150,9 @@ class RedisStore(RoomStore):
             expires = self.clock() + self.ttl_s
             pipe.multi()
             pipe.hset(key, mapping={"state": new.to_json(), "version": new.version, "expires": expires})
-            for k in (key, key + ":follow", key + ":explore"):
+            if charts is not None:
+                pipe.hset(key + ":charts", mapping={"version": new.version, "charts": charts})
+            for k in (key, key + ":follow", key + ":explore", key + ":charts"):
                 pipe.expire(k, self._keep())
             pipe.zadd(ROOMS, {code: expires})
             out.append(new)
@@ -156,8 +161,18 @@ class RedisStore(RoomStore):
             self._r.transaction(write, key)
         return out[-1]
 
-    def update(self, code: str, token: str, **changes: Any) -> RoomState:
-        return self._teacher_write(code, token, changes)
+    def update(self, code: str, token: str, charts: str | None = None, **changes: Any) -> RoomState:
+        return self._teacher_write(code, token, changes, None if charts is None else check_charts(charts))
+
+    def charts(self, code: str) -> tuple[int, str] | None:
+        code = normalise_code(code)
+        with self._guard():
+            pipe = self._r.pipeline()
+            pipe.hmget(PREFIX + code, "digest", "expires")
+            pipe.hmget(PREFIX + code + ":charts", "version", "charts")
+            found, (version, charts) = pipe.execute()
+        self._live(code, found)
+        return None if version is None or charts is None else (int(version), charts)
 
     def touch(self, code: str, token: str) -> None:
         self._teacher_write(code, token, None)
@@ -166,7 +181,7 @@ class RedisStore(RoomStore):
         self._teacher_write(code, token, None)
         code = normalise_code(code)
         with self._guard():
-            keys = [PREFIX + code, PREFIX + code + ":follow", PREFIX + code + ":explore"]
+            keys = [PREFIX + code + suffix for suffix in ("", ":follow", ":explore", ":charts")]
             keys += list(self._r.scan_iter(match=PREFIX + code + ":answers:*", count=100))
             self._r.delete(*keys)
             self._r.zrem(ROOMS, code)

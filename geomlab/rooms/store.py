@@ -9,6 +9,7 @@ repeat (:meth:`RoomStore.version`) are O(1). The Redis store with the same behav
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -25,6 +26,23 @@ DEFAULT_TTL_S = 7200.0
 DEFAULT_PRESENCE_S = 30.0
 #: Open rooms one store holds at most (design choice: a school's worth; opening one more is refused).
 MAX_ROOMS = 1000
+#: Bytes of a room's published charts at most (design choice: a page's charts as JSON are 50-800 KB).
+MAX_CHARTS_BYTES = 8 * 2**20
+
+
+def check_charts(charts: Any) -> str:
+    """Charts a teacher publishes: a JSON object of at most :data:`MAX_CHARTS_BYTES` bytes; :class:`RoomError`
+    otherwise. Its content is the app's business (the teacher's page's charts); the store keeps the text as
+    is."""
+    if not isinstance(charts, str) or len(charts) > MAX_CHARTS_BYTES:
+        raise RoomError(f"a room's charts are a string of at most {MAX_CHARTS_BYTES} bytes")
+    try:
+        ok = isinstance(json.loads(charts), dict)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise RoomError("a room's charts are a JSON object")
+    return charts
 
 
 def ttl_setting() -> float:
@@ -71,9 +89,16 @@ class RoomStore:
         O(1) :meth:`version` read, plus one :meth:`state` read only after a change."""
         return None if self.version(code) == version else self.state(code)
 
-    def update(self, code: str, token: str, **changes: Any) -> RoomState:
+    def update(self, code: str, token: str, charts: str | None = None, **changes: Any) -> RoomState:
         """Teacher only: apply ``changes`` (fields of :class:`RoomState`), raise the version by one, refresh the
-        room's lifetime; returns the new state."""
+        room's lifetime; returns the new state. ``charts``: what the teacher's page draws in that state
+        (:func:`check_charts`), stored with the new version in the same write; without them the stored charts
+        keep their older version, so a follower can tell they do not show this state (:meth:`charts`)."""
+        raise NotImplementedError
+
+    def charts(self, code: str) -> tuple[int, str] | None:
+        """``(version, charts)`` of the charts the teacher published last, or None: a follower draws them when
+        their version is the room's (a change of the cursor alone), with no page run of its own."""
         raise NotImplementedError
 
     def touch(self, code: str, token: str) -> None:
@@ -134,6 +159,7 @@ class _Room:
     state: RoomState
     expires: float
     seen: dict[str, tuple[str, float]] = field(default_factory=dict)  # client -> (mode, last heartbeat)
+    charts: tuple[int, str] | None = None  # (version, charts) published last
     answers: dict[str, dict[str, int]] = field(default_factory=dict)  # question key -> {client: answer}
 
 
@@ -191,11 +217,19 @@ class MemoryStore(RoomStore):
         with self._lock:
             return self._room(code).state.version
 
-    def update(self, code: str, token: str, **changes: Any) -> RoomState:
+    def update(self, code: str, token: str, charts: str | None = None, **changes: Any) -> RoomState:
+        if charts is not None:
+            check_charts(charts)
         with self._lock:
             room = self._teacher(code, token)
             room.state = room.state.changed(changes)
+            if charts is not None:
+                room.charts = (room.state.version, charts)
             return room.state
+
+    def charts(self, code: str) -> tuple[int, str] | None:
+        with self._lock:
+            return self._room(code).charts
 
     def touch(self, code: str, token: str) -> None:
         with self._lock:
