@@ -24,10 +24,12 @@ follows nothing and tries again every :data:`RETRY_S` seconds.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
+import threading
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import streamlit as st
 
@@ -50,6 +52,7 @@ K_NOCHANNEL = "_gl_room_nochannel"  # student: the server has no follow channel 
 POLL_S = 0.5   # seconds between a session's polls and publishes (design choice: a redraw within a second)
 BEAT_S = 5.0   # seconds between heartbeats (the store counts a student present for 30 s)
 RETRY_S = 10.0  # seconds before a session tries a lost store again (each try may wait ~2 s)
+FOLLOW_RUNS = 1  # following students' whole runs at once in one server process (:func:`turn`)
 #: Session keys a room carries as controls (the page's choices beyond checkpoint, text and cursor).
 CONTROLS = {k: k.removeprefix("gl_") for k in state.URL_KEYS if k not in (state.K_CKPT, state.K_TEXT, state.K_POS)}
 
@@ -66,6 +69,23 @@ def following() -> bool:
     """Whether this session is a student following its room's teacher (not exploring): the teacher's state
     decides its page, step and cursor, and links and Back / Next do not."""
     return role() == "student" and st.session_state.get(K_MODE, "follow") == "follow"
+
+
+_TURNS = threading.BoundedSemaphore(FOLLOW_RUNS)
+
+
+@contextlib.contextmanager
+def turn() -> Iterator[None]:
+    """A whole run of a student following a room waits for one of :data:`FOLLOW_RUNS` turns of the server
+    process (``app.py``); anyone else's run (a teacher's, a student's exploring) goes on at once. A teacher's change reruns a whole class at the same
+    moment: 100 runs sharing one interpreter at once all end at about the time the last one does (and
+    contend for its locks), while runs taken in turn end one after another, half of them in half that
+    time. Design choice (first come, first served: a waiting thread holds no interpreter time)."""
+    if not following():
+        yield
+        return
+    with _TURNS:
+        yield
 
 
 def _store() -> rooms.RoomStore | None:

@@ -110,9 +110,10 @@ class Watcher:
             self._task = asyncio.get_running_loop().create_task(self._loop())
         return room
 
-    async def wait(self, code: str, since: int, timeout: float = WAIT_S) -> _Room:
+    async def wait(self, code: str, since: int, timeout: float | None = None) -> _Room:
         """The room once its version is not ``since`` (or it ended, or the store failed), or after
-        ``timeout`` seconds as it is. Raises :class:`RoomError` for a malformed code."""
+        ``timeout`` seconds (default :data:`WAIT_S`) as it is. Raises :class:`RoomError` for a malformed code."""
+        timeout = WAIT_S if timeout is None else timeout
         code = normalise_code(code)
         room = self._watch(code)
         room.waiting += 1

@@ -376,3 +376,37 @@ def test_a_follower_reads_the_state_only_after_a_change(store):
     assert new is not None and new.cursor == 9 and new.version == seen + 1
     ids = {rooms.new_client_id() for _ in range(100)}
     assert len(ids) == 100 and all(state_mod.check_client(i) == i for i in ids)
+
+
+# ---------------------------------------------------------------- the teacher's charts
+def test_charts_are_stored_with_the_version_of_their_change_and_lag_a_change_without_them(store):
+    code, token = store.open(START)
+    assert store.charts(code) is None
+    charts = json.dumps({"charts": {"tour-x": {"layout": "{}", "digest": "d1", "bundle": "cartesian"}},
+                         "traces": {"d1": "[]"}})
+    assert store.update(code, token, charts=charts, cursor=3).version == 1
+    assert store.charts(code) == (1, charts)  # the same text, with the version of that change
+    store.update(code, token, step=1)  # a change the teacher published no charts with
+    assert store.charts(code) == (1, charts) and store.version(code) == 2  # a follower sees they lag
+    with pytest.raises(RoomError, match="only the teacher"):
+        store.update(code, "guess", charts=charts, cursor=4)
+    assert store.charts(code) == (1, charts)
+
+
+@pytest.mark.parametrize("bad", ["not json", "[1, 2]", 7, "x" * (store_mod.MAX_CHARTS_BYTES + 1)])
+def test_charts_that_are_not_a_json_object_or_too_large_are_refused_and_change_nothing(store, bad):
+    code, token = store.open(START)
+    with pytest.raises(RoomError, match="charts"):
+        store.update(code, token, charts=bad, cursor=5)
+    assert store.version(code) == 0 and store.charts(code) is None and store.state(code).cursor == START.cursor
+
+
+def test_closing_a_room_forgets_its_charts(redis_server):
+    s = rooms.open_store(redis_server.url, ttl_s=TTL)
+    code, token = s.open(START)
+    s.update(code, token, charts='{"charts": {}}', cursor=2)
+    assert s._r.exists(redis_store.PREFIX + code + ":charts")
+    s.close(code, token)
+    assert not s._r.exists(redis_store.PREFIX + code + ":charts")
+    with pytest.raises(RoomError, match="no open room"):
+        s.charts(code)

@@ -1,21 +1,28 @@
 """The load benchmark's room mode (``geomlab bench load --room N``): one teacher and N students following on
 one server, or split over two replicas sharing rooms through a real ``redis-server`` (``--replicas 2``).
 
-Every client speaks the websocket protocol (:mod:`geomlab.bench.load.protocol`) and serves its fragments'
-``run_every`` timers as a browser does, so the students' follow fragment polls the room as in a class. The
+Every client speaks the websocket protocol (:mod:`geomlab.bench.load.protocol`), serves its fragments'
+``run_every`` timers as a browser does, and does what a student's page does with the room's follow channel
+(``app_pages/js/room_listener.js``, :mod:`geomlab.rooms.watch`): one long poll over HTTP; on a change of the
+cursor alone, it fetches the teacher's charts (what the browser then draws) and triggers its session's
+catch-up rerun after the same quiet time; on any other change it triggers its session's rerun at once. The
 teacher opens the Tour, presses "Start a room" (the token stays in its server-side session) and reads the
 join code from the page; the students open ``/?room=CODE`` and land on the teacher's step. Then the teacher
-moves the token cursor ``moves`` times and presses Next ``steps`` times; for each event, every student's
-latency is the time from the teacher's message until that student's session finished a run that shows it
-(the cursor widget at the new position; the step's heading). Reported: median and p95 latencies, students
-that never saw an event, each server's peak RSS and the load average. Source: design choice.
+moves the token cursor ``moves`` times and presses Next ``steps`` times. For each event, every student's
+latency is the time from the teacher's message until that student holds it: for a cursor move, the
+teacher's charts at the new position (fetched; the browser's drawing, on the student's own machine, is not
+counted), and separately until its session finished a run with the cursor widget there (the whole page);
+for a step, a run that shows the step's heading. Reported: median and p95 latencies, students that never saw
+an event, each server's peak RSS and the load average. Source: design choice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -25,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from geomlab.bench.load.protocol import (FINISHED_FRAGMENT_OK, FINISHED_OK, Run, RunReader, cursor_state,
                                          find_cursor, rerun_backmsg)
@@ -43,6 +50,7 @@ class RoomResult:
     replicas: int
     join_s: list[float] = field(default_factory=list)
     cursor_s: list[float] = field(default_factory=list)
+    page_s: list[float] = field(default_factory=list)
     step_s: list[float] = field(default_factory=list)
     missed: int = 0
     rss_mb: list[float] = field(default_factory=list)
@@ -77,17 +85,59 @@ def shows_step(run: Run, number: int) -> bool:
     return any(e.WhichOneof("type") == "heading" and e.heading.body.startswith(f"{number}. ") for e in run.elements)
 
 
+LISTENER = "geomlab_room_listener"  # app_pages/_room.py's component
+CATCH_UP_S = (2.5, 5.0)  # js/room_listener.js: quiet time before a session's catch-up rerun, and its spread
+
+
+async def http_get(url: str, timeout: float = 30.0) -> tuple[int, bytes]:
+    """``(status, body)`` of one HTTP/1.1 GET of ``url`` (http, a local server; a new connection each time,
+    as a browser's long poll may be)."""
+    parts = urlsplit(url)
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port), timeout)
+    try:
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n".encode())
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(), timeout)
+    finally:
+        writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    if b"transfer-encoding: chunked" in head.lower():
+        out, rest = b"", body
+        while rest:
+            size, _, rest = rest.partition(b"\r\n")
+            n = int(size.split(b";")[0], 16)
+            if n == 0:
+                break
+            out, rest = out + rest[:n], rest[n + 2:]
+        body = out
+    return status, body
+
+
+def cursor_only(a: dict | None, b: dict) -> bool:
+    """js/room_listener.js's test: two room states that differ in the cursor alone."""
+    if not a:
+        return False
+    strip = lambda s: {k: v for k, v in s.items() if k not in ("cursor", "version")}  # noqa: E731
+    return a.get("cursor") != b.get("cursor") and strip(a) == strip(b)
+
+
 class Client:
     """One browser-like session: a websocket, its run reader, a pump that serves the fragment timers and
-    hands every finished run to ``on_run(run, perf_counter time)``."""
+    hands every finished run to ``on_run(run, perf_counter time)``, and a student's follow channel
+    (:meth:`_listen`), which hands the cursor of each set of teacher's charts it fetched to
+    ``on_charts(cursor, perf_counter time)``."""
 
     def __init__(self, ws_url: str) -> None:
         self.ws_url, self.reader, self.ws, self.page = ws_url, RunReader(), None, ""
         self.on_run: Callable[[Run, float], None] = lambda run, t: None
+        self.on_charts: Callable[[int, float], None] = lambda cursor, t: None
         self.last: Run | None = None
         self.cursor: int | None = None  # the token cursor's position as a browser would show it
         self.errors: list[str] = []
         self._task: asyncio.Task | None = None
+        self._listening: tuple[str, asyncio.Task] | None = None  # (listener's data, its task)
 
     async def open(self, page: str, query: dict[str, str]) -> None:
         from websockets.asyncio.client import connect
@@ -132,11 +182,83 @@ class Client:
                         self.cursor = cursor_after(run, self.cursor)
                         if run.status == FINISHED_OK:
                             self.last = run
+                            self._mount_listener(run)
                         self.on_run(run, time.perf_counter())
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a client's failure is a measurement
             self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def _mount_listener(self, run: Run) -> None:
+        """As the browser mounts the listener component: a run that draws it with new data replaces the loop."""
+        found = [e.bidi_component for e in run.elements if e.WhichOneof("type") == "bidi_component"
+                 and e.bidi_component.component_name == LISTENER]
+        if not found:
+            return
+        el = found[-1]
+        if self._listening is not None:
+            if self._listening[0] == el.json:
+                return
+            self._listening[1].cancel()
+        self._listening = (el.json, asyncio.create_task(self._listen(json.loads(el.json), el.id)))
+
+    async def _trigger(self, widget_id: str, event: str, value: Any) -> None:
+        from streamlit.components.v2.bidi_component.main import _make_trigger_id
+        from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+        ws = WidgetState()
+        ws.id = _make_trigger_id(widget_id, "events")
+        ws.json_trigger_value = json.dumps([{"event": event, "value": value}])
+        await self.send([ws])
+
+    async def _listen(self, data: dict, widget_id: str) -> None:
+        """js/room_listener.js, as a browser runs it (module docstring)."""
+        parts = urlsplit(self.ws_url)
+        base = f"http://{parts.netloc}{data['url']}"
+        since, shown = data["since"], data["state"]
+        mode = "follow" if data["mode"] == "follow" and not data["away"] else "explore"
+        catch_up: asyncio.Task | None = None
+
+        async def later(version: int) -> None:
+            await asyncio.sleep(random.uniform(*CATCH_UP_S))
+            await self._trigger(widget_id, "changed", version)
+
+        try:
+            while True:
+                try:
+                    query = urlencode({"since": since, "me": data["me"], "mode": mode})
+                    status, body = await http_get(f"{base}/wait?{query}")
+                    got = json.loads(body)
+                except (OSError, ValueError, TimeoutError, asyncio.TimeoutError) as exc:
+                    self.errors.append(f"follow channel: {type(exc).__name__}: {exc}"[:200])
+                    await asyncio.sleep(5)
+                    continue
+                if status == 404:
+                    await self._trigger(widget_id, "changed", -2)
+                    return
+                if status != 200 or got["version"] == since:
+                    continue
+                if data["mode"] != "follow":
+                    since = got["version"]
+                    continue
+                if not data["away"] and cursor_only(shown, got["state"]) and got["charts"] == got["version"]:
+                    status, body = await http_get(f"{base}/charts")
+                    charts = json.loads(body) if status == 200 else {}
+                    if charts.get("version") == got["version"] and charts.get("charts", {}).get("charts"):
+                        since, shown = got["version"], got["state"]
+                        self.on_charts(int(got["state"]["cursor"]), time.perf_counter())
+                        if catch_up is not None:
+                            catch_up.cancel()
+                        catch_up = asyncio.create_task(later(since))
+                        continue
+                if catch_up is not None:
+                    catch_up.cancel()
+                since, shown = got["version"], got["state"]
+                await self._trigger(widget_id, "changed", since)
+        except asyncio.CancelledError:
+            if catch_up is not None:
+                catch_up.cancel()
+            raise
 
     async def wait_for(self, check: Callable[[Run], bool], deadline: float) -> Run:
         """The first full run (from now on, or the last one) for which ``check`` holds; TimeoutError at
@@ -148,6 +270,8 @@ class Client:
         raise TimeoutError("the page never showed what was waited for")
 
     async def close(self) -> None:
+        if self._listening is not None:
+            self._listening[1].cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(BaseException):
@@ -158,21 +282,33 @@ class Client:
 
 
 class Watcher:
-    """A student's expectation: the first full run after which ``check(client, run)`` holds gives its
-    latency."""
+    """A student's expectation: the first full run after which ``check(client, run)`` holds gives its page's
+    latency (``page``); with ``cursor``, also the first teacher's charts at that cursor (``charts``). ``seen``:
+    the first of the two."""
 
     def __init__(self, client: "Client") -> None:
         self.client = client
         self.check: Callable[[Client, Run], bool] | None = None
+        self.cursor: int | None = None
         self.t0 = 0.0
-        self.seen: float | None = None
+        self.page: float | None = None
+        self.charts: float | None = None
 
-    def expect(self, check: Callable[[Client, Run], bool], t0: float) -> None:
-        self.check, self.t0, self.seen = check, t0, None
+    @property
+    def seen(self) -> float | None:
+        got = [x for x in (self.page, self.charts) if x is not None]
+        return min(got) if got else None
+
+    def expect(self, check: Callable[[Client, Run], bool], t0: float, cursor: int | None = None) -> None:
+        self.check, self.t0, self.page, self.charts, self.cursor = check, t0, None, None, cursor
 
     def __call__(self, run: Run, t: float) -> None:
-        if self.check is not None and self.seen is None and run.status == FINISHED_OK and self.check(self.client, run):
-            self.seen = t - self.t0
+        if self.check is not None and self.page is None and run.status == FINISHED_OK and self.check(self.client, run):
+            self.page = t - self.t0
+
+    def on_charts(self, cursor: int, t: float) -> None:
+        if self.cursor is not None and self.charts is None and cursor == self.cursor:
+            self.charts = t - self.t0
 
 
 def _button(run: Run, label: str) -> str | None:
@@ -189,17 +325,20 @@ def _trigger(widget_id: str) -> Any:
 
 
 async def _event(teacher: Client, students: list[tuple[Client, Watcher]], send, check, wait_s: float,
-                 out: list[float], result: RoomResult) -> None:
-    """Send one teacher event and collect every student's latency (missed ones counted)."""
+                 out: list[float], result: RoomResult, cursor: int | None = None) -> None:
+    """Send one teacher event and collect every student's latency (missed ones counted); with ``cursor``,
+    also every student's page's latency (its session's catch-up), in ``result.page_s``."""
     t0 = time.perf_counter()
     for _, w in students:
-        w.expect(check, t0)
+        w.expect(check, t0, cursor)
     await send()
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and any(w.seen is None for _, w in students):
+    while time.monotonic() < deadline and any(w.page is None for _, w in students):
         await asyncio.sleep(0.05)
     out += [w.seen for _, w in students if w.seen is not None]
     result.missed += sum(w.seen is None for _, w in students)
+    if cursor is not None:
+        result.page_s += [w.page for _, w in students if w.page is not None]
     await asyncio.sleep(1.0)  # the class settles before the next event
 
 
@@ -219,6 +358,7 @@ async def _class(ws_urls: list[str], n: int, moves: int, steps: int, timeout: fl
         for i in range(n):
             c = Client(ws_urls[(i + 1) % len(ws_urls)])
             w = c.on_run = Watcher(c)
+            c.on_charts = w.on_charts
             w.expect(lambda c, r: shows_step(r, 1), t_join)
             students.append((c, w))
         await asyncio.gather(*(c.open("", {"room": code}) for c, _ in students))
@@ -237,7 +377,7 @@ async def _class(ws_urls: list[str], n: int, moves: int, steps: int, timeout: fl
             async def move(cur=cur, target=target):
                 await teacher.send([cursor_state(cur, target)], cur.fragment_id)
             await _event(teacher, students, move, lambda c, r, t=target: c.cursor == t, 30.0, result.cursor_s,
-                         result)
+                         result, cursor=target)
         for k in range(steps):
             nxt = _button(teacher.last, "Next")
 
@@ -321,9 +461,11 @@ def room_report(r: RoomResult) -> str:
     where = "one server" if r.replicas == 1 else "two replicas sharing Redis"
     lines = [f"room: 1 teacher, {r.students} students, {where}",
              f"  join (link -> the teacher's step): {fmt(r.join_s)}",
-             f"  cursor move -> each student's rerun: {fmt(r.cursor_s)}",
+             f"  cursor move -> each student's charts: {fmt(r.cursor_s)}",
+             f"  cursor move -> each student's whole page (its catch-up run): {fmt(r.page_s)}",
              f"  step change -> each student's rerun: {fmt(r.step_s)}",
              f"  missed (a student never showed an event within 30 s): {r.missed}",
+             "  (a student's session catches up on a cursor move after 2.5-5 s of quiet: js/room_listener.js)",
              "  server peak RSS: " + ", ".join(f"{mb:.0f} MB" for mb in r.rss_mb),
              "  load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in r.load)]
     lines += [f"  error: {e}" for e in r.errors[:10]]
