@@ -52,6 +52,7 @@ K_NOCHANNEL = "_gl_room_nochannel"  # student: the server has no follow channel 
 POLL_S = 0.5   # seconds between a session's polls and publishes (design choice: a redraw within a second)
 BEAT_S = 5.0   # seconds between heartbeats (the store counts a student present for 30 s)
 RETRY_S = 10.0  # seconds before a session tries a lost store again (each try may wait ~2 s)
+CATCH_UP_S = 2.5  # default quiet time (s) before a student's session catches up on the charts it redrew
 FOLLOW_RUNS = 1  # following students' whole runs at once in one server process (:func:`turn`)
 #: Session keys a room carries as controls (the page's choices beyond checkpoint, text and cursor).
 CONTROLS = {k: k.removeprefix("gl_") for k in state.URL_KEYS if k not in (state.K_CKPT, state.K_TEXT, state.K_POS)}
@@ -466,6 +467,19 @@ def _on_nochannel() -> None:
     st.session_state[K_NOCHANNEL] = True
 
 
+def catch_up_s() -> float:
+    """Seconds of quiet before a student's session catches up on charts its page redrew from the channel
+    (``GEOMLAB_ROOM_CATCH_UP_S``, default :data:`CATCH_UP_S`; each page waits once to twice that, so a
+    class's catch-up runs spread out). A value that is not a number in 0.5..60 is the default."""
+    import os
+
+    try:
+        value = float(os.environ.get("GEOMLAB_ROOM_CATCH_UP_S", CATCH_UP_S))
+    except ValueError:
+        return CATCH_UP_S
+    return value if 0.5 <= value <= 60 else CATCH_UP_S
+
+
 def listener() -> None:
     """A student's side of the follow channel (module docstring): the listener component, given the version
     and state this session applied last, its client id and mode. Its trigger ``changed`` reruns the whole
@@ -478,7 +492,7 @@ def listener() -> None:
     base = (st.get_option("server.baseUrlPath") or "").strip("/")
     data = {"url": ("/" + base if base else "") + f"{PREFIX}/{ss[K_CODE]}", "me": ss[K_CLIENT],
             "mode": ss.get(K_MODE, "follow"), "away": bool(ss.get(K_AWAY)), "since": ss.get(K_SEEN, -1),
-            "state": ss.get(K_STATE)}
+            "state": ss.get(K_STATE), "catch_up_s": catch_up_s()}
     module_component("geomlab_room_listener", "room_listener.js")(
         data=data, key="room_listener", on_changed_change=lambda: None, on_nochannel_change=_on_nochannel)
 

@@ -2,16 +2,14 @@
 // page learns of the teacher's change within a tenth of a second and without a run of its own session.
 // - The teacher moved the cursor alone, and this page shows the teacher's charts: each chart is redrawn
 //   from the charts the teacher published with that change (js/live_chart.js's redraw). The session reruns
-//   later, once the room has been quiet a while (its cursor slider, captions and links catch up), spread
-//   over a few seconds so that a class's reruns do not come at once.
+//   later, once the room has been quiet for `data.catch_up_s` to twice that (its cursor slider, captions and
+//   links catch up), spread so that a class's reruns do not come at once.
 // - Any other change (page, step, text, controls, a reveal), a chart the teacher does not publish, or an
 //   ended room: the session reruns now (the trigger "changed"), and that run applies the room's state.
 // - The channel is missing (an app started as `streamlit run app.py`): the trigger "nochannel", after which
 //   the session polls its room from a timed fragment.
 // The request also counts the student present ("follow", or "explore" when on their own or away).
 
-const CATCH_UP_MS = 2500;   // quiet time before the session catches up after charts were redrawn here
-const SPREAD_MS = 2500;     // ... plus up to this much, drawn per page
 const RETRY_MS = 5000;      // after a failed request
 const LOOPS = (window.__geomlabRoomLoops = window.__geomlabRoomLoops || new Map());
 
@@ -99,7 +97,7 @@ export default function (component) {
           since = got.version;
           shown = got.state;
           clearTimeout(ctl.timer);
-          ctl.timer = setTimeout(() => send("changed", since), CATCH_UP_MS + Math.random() * SPREAD_MS);
+          ctl.timer = setTimeout(() => send("changed", since), 1000 * data.catch_up_s * (1 + Math.random()));
           continue;
         }
       }

@@ -27,6 +27,10 @@ LESSON = "s5-word-problem"
 QUESTION_STEP = 1  # a Choice (tests/teach/test_questions.py checks its answer)
 THUMB = "[data-testid='stMain'] [data-testid='stSliderThumbValue']"  # the token cursor's value, "4 · 10234"
 SIDEBAR = "section[data-testid='stSidebar']"
+#: The cursor's marks (shapes, annotations) of the main area's first chart as drawn, a JavaScript function.
+CHART_MARKS = ("() => { const p = document.querySelector(\"[data-testid='stMain'] .geomlab-plot\"); "
+               "const l = p && p.layout; return l ? [l.shapes || [], l.annotations || []] : null; }")
+CATCH_UP_S = 8  # GEOMLAB_ROOM_CATCH_UP_S here: a student's session catches up 8-16 s after its charts
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +41,8 @@ def room_server(browser_exe, tmp_path_factory):
     root = tmp_path_factory.mktemp("rooms-browser")
     redis = RedisServer(root).start()
     env = {k: v for k, v in os.environ.items() if k != "GEOMLAB_BUNDLED_DIR"}
-    env.update(GEOMLAB_RUNS_DIR=str(root / "runs"), GEOMLAB_ROOMS_URL=redis.url, GEOMLAB_WARM_WAIT_S="0")
+    env.update(GEOMLAB_RUNS_DIR=str(root / "runs"), GEOMLAB_ROOMS_URL=redis.url, GEOMLAB_WARM_WAIT_S="0",
+               GEOMLAB_ROOM_CATCH_UP_S=str(CATCH_UP_S))
     try:
         with _streamlit(root, env) as url:
             yield url, redis.url
@@ -126,15 +131,23 @@ def test_a_class_follows_its_teacher(room_server, browser):
         assert "/tour" in s.url and f"room={code}" in s.url
     wait_for(teacher, "() => /2 following/.test(document.body.innerText)", timeout=30_000)
 
-    # the cursor: the teacher moves it with the keyboard, the students' sliders follow
+    # the cursor: the teacher moves it with the keyboard; the students' charts follow through the follow
+    # channel, before their sessions run (their sliders still show the old position), then their sliders
+    before = [cursor(s) for s in students]
     teacher.locator("[data-testid='stMain'] input[type='range']").first.focus()
+    t_move = time.monotonic()
     teacher.keyboard.press("ArrowRight")
     wait_idle(teacher)
     moved = cursor(teacher)
     assert moved == lesson.steps[0].cursor + 1
+    marks = teacher.evaluate(CHART_MARKS)
+    for s, old in zip(students, before):
+        wait_for(s, f"m => JSON.stringify(({CHART_MARKS})()) === JSON.stringify(m)", marks, timeout=10_000)
+        assert cursor(s) == old != moved  # the page's charts moved, its session has not run yet
+    assert time.monotonic() - t_move < CATCH_UP_S  # (the session's catch-up waits at least that long)
     for s in students:
         wait_for(s, "a => { const e = document.querySelector(a[0]); return !!e && e.innerText.startsWith(a[1] + ' '); }",
-                 [THUMB, moved])
+                 [THUMB, moved], timeout=60_000)
     until(lambda: store.state(code).cursor == moved)
 
     # the Tour's step

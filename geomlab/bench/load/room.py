@@ -86,7 +86,6 @@ def shows_step(run: Run, number: int) -> bool:
 
 
 LISTENER = "geomlab_room_listener"  # app_pages/_room.py's component
-CATCH_UP_S = (2.5, 5.0)  # js/room_listener.js: quiet time before a session's catch-up rerun, and its spread
 
 
 async def http_get(url: str, timeout: float = 30.0) -> tuple[int, bytes]:
@@ -220,7 +219,7 @@ class Client:
         catch_up: asyncio.Task | None = None
 
         async def later(version: int) -> None:
-            await asyncio.sleep(random.uniform(*CATCH_UP_S))
+            await asyncio.sleep(data["catch_up_s"] * random.uniform(1, 2))
             await self._trigger(widget_id, "changed", version)
 
         try:
