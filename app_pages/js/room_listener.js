@@ -8,6 +8,8 @@
 //   ended room: the session reruns now (the trigger "changed"), and that run applies the room's state.
 // - The channel is missing (an app started as `streamlit run app.py`): the trigger "nochannel", after which
 //   the session polls its room from a timed fragment.
+// - The rooms store cannot be reached (503): the session reruns once, and its Classroom box says so; the
+//   poll goes on every 5 s and the next change after the store is back reruns the session again.
 // The request also counts the student present ("follow", or "explore" when on their own or away).
 
 const RETRY_MS = 5000;      // after a failed request
@@ -86,7 +88,12 @@ export default function (component) {
       if (ctl.stopped) return;
       if ((r.ok || r.status === 404) && got === null) return send("nochannel", true, true);  // no such route
       if (r.status === 404) return send("changed", -2, true);  // the room ended: the session's run says so
-      if (!r.ok || got === null) { await sleep(RETRY_MS); continue; }
+      if (!r.ok || got === null) {  // the store is unreachable (503): the session's run says so, once
+        if (r.status === 503 && !ctl.down) { ctl.down = true; send("changed", -3); }
+        await sleep(RETRY_MS);
+        continue;
+      }
+      ctl.down = false;
       if (got.version === since) continue;  // the poll's time ran out
       if (data.mode !== "follow") { since = got.version; continue; }  // exploring: presence only
       if (!data.away && cursorOnly(shown, got.state) && got.charts === got.version) {
