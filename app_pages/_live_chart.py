@@ -52,6 +52,9 @@ export default function (component) {
 """
 #: Session key: ``{chart key: digest of the traces last sent to it}``.
 K_SENT = "_live_chart_sent"
+#: Session key: ``{chart key: figure_json}`` of the charts drawn, kept only while a session sets it to a dict
+#: (a classroom's teacher: ``app_pages/_room.py``).
+K_DRAWN = "_live_chart_drawn"
 ALWAYS_SEND_TRACES = False
 """Send every chart's traces on every run, even to a browser that holds them (the AppTest suite reads each
 run's figures from its elements: it sets this)."""
@@ -169,9 +172,9 @@ def live_chart(fig: go.Figure, key: str, config: dict, height: int | None = None
     if height is not None:
         fig = go.Figure(fig).update_layout(height=height)
     whole = figure_json(fig)
-    from app_pages import _room
-
-    _room.drew(key, whole)  # a teacher's charts are what the room's followers draw
+    drawn = st.session_state.get(K_DRAWN)
+    if drawn is not None:  # a session that collects its charts (a classroom's teacher)
+        drawn[key] = whole
     spec = _traces_once(key, whole)
     data = {"key": key, "figure": spec, "config": config, "plotly": _plotly_url(spec["bundle"] == "full"),
             "max_width": None if width == "stretch" else int(width)}

@@ -6,7 +6,7 @@ with it:
 * the **teacher** (the session that opened the room; its token lives in this session's state only, never in a
   URL) publishes the page, checkpoint, text, cursor, view, controls and Tour step after each run and from a
   small timed fragment, and only when they changed, with the charts its page drew (:func:`publish`,
-  :func:`drew`, :func:`charts_json`);
+  :func:`begin_run`, :func:`charts_json`);
 * a **student** (a session opened with ``?room=CODE`` or a typed code) learns of a change from its browser:
   the page's listener (:func:`listener`, ``js/room_listener.js``) holds a long poll of the server's follow
   channel (:mod:`geomlab.rooms.watch`, mounted by ``serve.py``). A change of the cursor alone redraws the
@@ -35,6 +35,7 @@ import streamlit as st
 
 from app_pages import _data as data
 from app_pages import _state as state
+from app_pages._live_chart import K_DRAWN, module_component, traces_digest
 from geomlab import rooms
 from geomlab.teach import views
 
@@ -46,7 +47,6 @@ K_PAGE = "_gl_room_page"  # url_path of the page this session shows (set by ever
 K_LEFT = "_gl_room_left"  # the code of the room this session left (its link still in the address bar)
 K_SHOWN, K_AWAY = "_gl_room_shown", "_gl_room_away"  # this session as it drew the room's state (student); away?
 K_LESSON, K_STEP, K_APPLIED = "gl_tour_lesson", "gl_tour_step", "_gl_tour_applied"  # app_pages/tour.py's keys
-K_CHARTS = "_gl_room_charts"  # teacher: {chart key: figure JSON} drawn since this session's last whole run
 K_STATE = "_gl_room_state"  # student: the room's state (a dict) applied last
 K_NOCHANNEL = "_gl_room_nochannel"  # student: the server has no follow channel (poll from the fragment)
 POLL_S = 0.5   # seconds between a session's polls and publishes (design choice: a redraw within a second)
@@ -111,35 +111,26 @@ def _ok() -> None:
     st.session_state.pop(K_ERROR, None)
 
 
-def drew(key: str, figure: dict[str, str]) -> None:
-    """A chart this session drew (``_live_chart.figure_json``'s ``figure``, under chart key ``key``): a
-    teacher keeps it for the room's followers (:func:`charts_json`); anyone else ignores it."""
-    if role() == "teacher":
-        st.session_state.setdefault(K_CHARTS, {})[key] = figure
-
-
 def begin_run() -> None:
-    """Before a whole run of a page: the teacher's charts are the ones this run draws (``app.py``)."""
+    """Before a whole run of a page (``app.py``): a teacher collects the charts this run draws
+    (``_live_chart.K_DRAWN``; a fragment's run adds its own), for the room's followers (:func:`charts_json`)."""
     if role() == "teacher":
-        st.session_state[K_CHARTS] = {}
+        st.session_state[K_DRAWN] = {}
+    else:
+        st.session_state.pop(K_DRAWN, None)
 
 
 def charts_json() -> str | None:
     """The charts of the teacher's page as the students' charts draw them,
     ``{"charts": {key: {"layout", "digest", "bundle"}}, "traces": {digest: traces JSON}}`` (each chart's
     traces once, by digest, so a student's browser fetches only the traces it lacks); None without charts."""
-    charts = st.session_state.get(K_CHARTS) or {}
+    charts = st.session_state.get(K_DRAWN) or {}
     if not charts:
         return None
-    return json.dumps({"charts": {k: {"layout": f["layout"], "digest": _digest(f["data"]), "bundle": f["bundle"]}
-                                  for k, f in charts.items()},
-                       "traces": {_digest(f["data"]): f["data"] for f in charts.values()}}, separators=(",", ":"))
-
-
-def _digest(traces: str) -> str:
-    from app_pages._live_chart import traces_digest
-
-    return traces_digest(traces)
+    return json.dumps({"charts": {k: {"layout": f["layout"], "digest": traces_digest(f["data"]),
+                                      "bundle": f["bundle"]} for k, f in charts.items()},
+                       "traces": {traces_digest(f["data"]): f["data"] for f in charts.values()}},
+                      separators=(",", ":"))
 
 
 def snapshot(page: str) -> dict[str, Any]:
@@ -485,7 +476,6 @@ def listener() -> None:
     and state this session applied last, its client id and mode. Its trigger ``changed`` reruns the whole
     app (it sits outside any fragment), whose :func:`follow` applies the room's state; ``nochannel`` turns
     the fragment's polling on."""
-    from app_pages._live_chart import module_component
     from geomlab.rooms.watch import PREFIX
 
     ss = st.session_state

@@ -393,7 +393,8 @@ def test_charts_are_stored_with_the_version_of_their_change_and_lag_a_change_wit
     assert store.charts(code) == (1, charts)
 
 
-@pytest.mark.parametrize("bad", ["not json", "[1, 2]", 7, "x" * (store_mod.MAX_CHARTS_BYTES + 1)])
+@pytest.mark.parametrize("bad", ["not json", "[1, 2]", 7, "x" * (store_mod.MAX_CHARTS_BYTES + 1)],
+                         ids=["text", "list", "number", "too-large"])
 def test_charts_that_are_not_a_json_object_or_too_large_are_refused_and_change_nothing(store, bad):
     code, token = store.open(START)
     with pytest.raises(RoomError, match="charts"):
