@@ -4,9 +4,9 @@ The room itself is :mod:`geomlab.rooms` (the store, the state, its checks); this
 with it:
 
 * the **teacher** (the session that opened the room; its token lives in this session's state only, never in a
-  URL) publishes the page, checkpoint, text, cursor, view, controls and Tour step after each run and from a
-  small timed fragment, and only when they changed, with the charts its page drew (:func:`publish`,
-  :func:`begin_run`, :func:`charts_json`);
+  URL) publishes the page, checkpoint, text, cursor, view, controls and Tour step after each run that changed
+  them, with the charts its page drew (:func:`publish`, :func:`begin_run`, :func:`charts_json`); a small timed
+  fragment shows how many students follow and keeps the room alive;
 * a **student** (a session opened with ``?room=CODE`` or a typed code) learns of a change from its browser:
   the page's listener (:func:`listener`, ``js/room_listener.js``) holds a long poll of the server's follow
   channel (:mod:`geomlab.rooms.watch`, mounted by ``serve.py``). A change of the cursor alone redraws the
@@ -255,6 +255,23 @@ def sync_url(page: Any) -> None:
     state.sync_query_params(page)
 
 
+def keep_alive() -> None:
+    """A teacher on one step keeps the room alive: a touch every minute (from the Classroom box's timed
+    fragment, which publishes nothing: a timer's run may carry a widget value the browser had not yet
+    replaced, and would publish a cursor the page no longer shows)."""
+    ss = st.session_state
+    if role() != "teacher" or time.monotonic() - ss.get(K_BEAT, 0.0) <= 60:
+        return
+    store = _store()
+    if store is None:
+        return
+    try:
+        store.touch(ss[K_CODE], ss[K_TOKEN])
+        ss[K_BEAT] = time.monotonic()
+    except (rooms.RoomsUnavailable, rooms.RoomError) as exc:
+        _fail(exc)
+
+
 def publish(page: str | None = None) -> None:
     """The teacher's side: write the state into the room when it changed since the last write (cheap: a
     dict comparison per run), with the charts this session drew. A whole run publishes after its page, so
@@ -284,9 +301,6 @@ def _publish(page: str | None) -> None:
                 store.update(ss[K_CODE], ss[K_TOKEN], **changes)
             ss[K_SENT] = now
             _ok()
-        elif time.monotonic() - ss.get(K_BEAT, 0.0) > 60:
-            store.touch(ss[K_CODE], ss[K_TOKEN])  # a teacher on one step keeps the room alive
-            ss[K_BEAT] = time.monotonic()
     except rooms.RoomError as exc:
         try:
             store.version(ss[K_CODE])
@@ -362,9 +376,10 @@ def follow() -> None:
             store.heartbeat(code, ss[K_CLIENT], "explore" if away else mode)
             ss[K_BEAT] = time.monotonic()
         _ok()
-    except rooms.RoomError as exc:
+    except rooms.RoomError:
         leave()
-        ss[state.K_NOTICE] = f"You left the room: {str(exc).splitlines()[0]}"
+        ss[state.K_NOTICE] = (f"Room {code[:4]}-{code[4:]} has ended (the teacher closed it, or it expired): "
+                              "you are on your own now.")
         st.rerun()
     except rooms.RoomsUnavailable as exc:
         _fail(exc)
@@ -425,8 +440,8 @@ def _live() -> None:
     sees presence, a student follows); a session in no room does not poll."""
     ss = st.session_state
     who = role()
-    if who == "teacher" and state.in_fragment_rerun():  # a whole run publishes after its page has drawn
-        publish()
+    if who == "teacher" and state.in_fragment_rerun():
+        keep_alive()  # (a run publishes what its page drew: app.py, the view pages' fragment)
     elif who == "student":
         follow()
     if ss.get(K_ERROR):

@@ -11,8 +11,8 @@ the browser rerun its session, which applies the room's state.
 One :class:`Watcher` per server process reads the version of each room someone waits on every
 :data:`POLL_S` seconds, in a worker thread (for Redis, one ``HMGET``), however many students wait: a class of
 100 costs the store 20 reads a second. The room's state and charts are read once per version and shared by
-every waiting request. The request also counts the student present (a heartbeat at most every
-:data:`BEAT_S` seconds per student).
+every waiting request. The request also counts the student present as it starts (a heartbeat at most
+every :data:`BEAT_S` seconds per student and mode).
 
 No streamlit here: :func:`routes` are Starlette routes, which ``serve.py`` mounts in the app's server.
 Source: design choice (a long poll, not a server-sent stream or a websocket: it passes every proxy and load
@@ -102,6 +102,10 @@ class Watcher:
     def _watch(self, code: str) -> _Room:
         room = self.rooms.get(code)
         if room is None:
+            if len(self.rooms) >= MAX_WATCHED:  # rooms nobody waits on go first, the least recently used first
+                for idle in sorted((c for c, r in self.rooms.items() if r.waiting == 0),
+                                   key=lambda c: self.rooms[c].used)[:len(self.rooms) - MAX_WATCHED + 1]:
+                    del self.rooms[idle]
             if len(self.rooms) >= MAX_WATCHED:
                 raise RoomError("this server watches too many rooms; try again later")
             room = self.rooms[code] = _Room()
@@ -120,6 +124,8 @@ class Watcher:
         try:
             if room.version < 0 and not room.error:
                 await self._read(code, room)
+            if room.status == 404 and room.version < 0:  # no such room: not watched (a made-up code costs nothing)
+                return room
             deadline = time.monotonic() + timeout
             while room.version == since and not room.error:
                 left = deadline - time.monotonic()
@@ -133,6 +139,8 @@ class Watcher:
         finally:
             room.waiting -= 1
             room.used = time.monotonic()
+            if room.status == 404 and room.waiting == 0 and self.rooms.get(code) is room:
+                del self.rooms[code]  # ended or never open: forgotten at once
 
     async def beat(self, code: str, client: str, mode: str) -> str | None:
         """Count student ``client`` present in ``mode`` (at most every :data:`BEAT_S` s); an error line or None."""
@@ -174,20 +182,25 @@ def routes(store: Callable[[], RoomStore], prefix: str = PREFIX) -> list:
     async def wait(request: Any) -> Any:
         try:
             code = normalise_code(request.path_params["code"])
-            since = int(request.query_params.get("since", "-1"))
+            raw = request.query_params.get("since", "-1")
+            if not (raw.lstrip("-").isdigit() and len(raw) <= 12):
+                raise ValueError(f"since must be a room version (a whole number), not {raw[:20]!r}")
+            since = int(raw)
             me, mode = request.query_params.get("me"), request.query_params.get("mode", "follow")
             if me is not None:
                 check_client(me)
             check_mode(mode)
         except (RoomError, ValueError) as exc:
             return _json({"error": str(exc).splitlines()[0][:200]}, 400)
+        # the student is counted as the poll starts, in the mode it is in now: a poll answered later may have
+        # been given up by its page (a mode changed, the room left) and must not count it again
+        problem = await watcher.beat(code, me, mode) if me is not None else None
         try:
             room = await watcher.wait(code, since)
         except RoomError as exc:
             return _json({"error": str(exc).splitlines()[0]}, 503)
         if room.error:
             return _json({"error": room.error}, room.status)
-        problem = await watcher.beat(code, me, mode) if me is not None else None
         return _json({"version": room.version, "state": json.loads(room.state), "charts": room.charts_version,
                       **({"warning": problem} if problem else {})})
 

@@ -151,3 +151,49 @@ def test_losing_redis_while_a_class_waits_is_a_503_with_one_line(redis_server):
     redis_server.start()
     assert out["r"].status_code == 503
     assert "\n" not in out["r"].json()["error"] and "unavailable" in out["r"].json()["error"]
+
+
+def test_made_up_codes_are_not_watched_and_cannot_crowd_out_a_real_room(channel, monkeypatch):
+    """1,005 polls of codes that name no room are 404s that leave nothing on the watch list; a real room's
+    poll is then answered as usual."""
+    client, store = channel
+    monkeypatch.setattr(watch, "MAX_WATCHED", 50)
+    for i in range(1005):
+        fake = rooms.state.new_code()
+        got = wait(client, fake, 0)
+        assert got.status_code == 404, got.text
+    code, token = store.open(START)
+    out = {}
+    th = threading.Thread(target=lambda: out.setdefault("r", wait(client, code, 0)))
+    th.start()
+    time.sleep(0.3)
+    store.update(code, token, cursor=3)
+    th.join(5)
+    assert out["r"].status_code == 200 and out["r"].json()["state"]["cursor"] == 3
+
+
+def test_a_poll_counts_the_student_when_it_starts_not_when_it_is_answered(channel):
+    """A page that gave up a poll (its student switched to exploring) is not counted again in the old mode
+    when that poll is answered later."""
+    client, store = channel
+    code, token = store.open(START)
+    polls = [threading.Thread(target=lambda: wait(client, code, 0, me=ME, mode="follow"))]
+    polls[0].start()
+    time.sleep(0.3)
+    assert store.presence(code) == rooms.Presence(follow=1, explore=0)
+    polls.append(threading.Thread(target=lambda: wait(client, code, 0, me=ME, mode="explore")))
+    polls[1].start()
+    time.sleep(0.3)
+    assert store.presence(code) == rooms.Presence(follow=0, explore=1)
+    store.update(code, token, cursor=2)  # both polls are answered now
+    [t.join(5) for t in polls]
+    assert store.presence(code) == rooms.Presence(follow=0, explore=1)
+
+
+def test_since_that_is_not_a_version_is_named_in_a_plain_error(channel):
+    client, store = channel
+    code, _ = store.open(START)
+    for bad in ("abc", "1" * 5000, "1.5"):
+        got = wait(client, code, bad)
+        assert got.status_code == 400 and "since must be a room version" in got.json()["error"]
+        assert "int()" not in got.json()["error"] and len(got.json()["error"]) < 100
