@@ -41,5 +41,7 @@ def test_bad_room_arguments_are_refused():
 def test_three_students_follow_a_teacher_on_one_server():
     r = room.run_room(3, 1, moves=1, steps=1, timeout=300)
     assert r.ok, room.room_report(r)
-    assert len(r.join_s) == len(r.cursor_s) == len(r.step_s) == 3
-    assert all(0 < x < 30 for x in r.cursor_s + r.step_s)
+    assert len(r.join_s) == len(r.cursor_s) == len(r.step_s) == len(r.page_s) == 3
+    assert all(0 < x < 30 for x in r.cursor_s + r.step_s + r.page_s)
+    # the students' charts followed through the channel, before their sessions' catch-up runs
+    assert max(r.cursor_s) < min(r.page_s)
