@@ -30,6 +30,8 @@ import streamlit as st
 from streamlit.components.v1 import declare_component
 from streamlit.runtime import get_instance
 
+from geomlab.core.cache import IdentityMemo
+
 #: Names of the v1 path components that serve plotly.js's folders, by bundle (Streamlit prefixes the module's).
 _ASSETS = {"full": "plotlyjs", "cartesian": "plotlyjs_cartesian"}
 #: Name of the v2 component that draws one figure.
@@ -122,7 +124,18 @@ def _plotly_url(full: bool) -> str:
     return bundle_url(bundle, files[bundle], st.get_option("server.baseUrlPath") or "")
 
 
+_JSON = IdentityMemo()
+
+
 def figure_json(fig: go.Figure) -> dict[str, str]:
+    """:func:`_figure_json` of ``fig``, made once per figure object while it lives: the figures of the app's
+    cache are shared by every session and never changed, and a class's students all draw the same one (its
+    JSON anew was a tenth of a following student's run). A figure may not be changed after it was drawn.
+    Design choice."""
+    return _JSON.get(fig, "json", lambda: _figure_json(fig))
+
+
+def _figure_json(fig: go.Figure) -> dict[str, str]:
     """The figure as Plotly JSON, in two parts: ``{"data": traces, "layout": the rest}`` (layout, frames) and
     the plotly.js bundle it needs, ``"bundle"``: ``"full"`` or ``"cartesian"`` (:func:`app_pages._plotlyjs.needs_full`);
     each part exactly as ``st.plotly_chart`` writes it (``plotly.io``'s encoder, no validation; the "streamlit"

@@ -14,6 +14,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from geomlab.core.cache import IdentityMemo
+
 
 def relaid(fig: go.Figure, updates: list[dict]) -> go.Figure:
     """A copy of ``fig`` with the layout ``updates`` applied in order, or ``fig`` itself when none changes
@@ -54,11 +56,21 @@ def _paper_map(domains: list[tuple[float, float]], h_old: float, h_new: float):
     return to_new
 
 
+_SHORTER = IdentityMemo()
+
+
 def shorter(fig: go.Figure, px: int) -> go.Figure:
     """A copy of ``fig`` drawn ``px`` high (``fig`` itself when it is not taller). Stacked panels keep the gaps
     between them in px and give up their own height: a plain height change shrinks the gaps too, and an
     axis title then runs into the subtitle of the panel below. Subplot titles (paper annotations) and the
-    traces' colour bars move with their panels. Design choice."""
+    traces' colour bars move with their panels. Made once per figure object and height, while the figure
+    lives: the figures of the app's cache are shared by every session and never changed, and a class's
+    students all draw the same one (a copy per run was a seventh of a following student's run). Neither
+    ``fig`` nor the copy may be changed afterwards. Design choice."""
+    return _SHORTER.get(fig, px, lambda: _shorter(fig, px))
+
+
+def _shorter(fig: go.Figure, px: int) -> go.Figure:
     lay = fig.layout.to_plotly_json()
     h = float(lay.get("height") or 450)
     if h <= px:

@@ -23,6 +23,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
@@ -351,3 +352,41 @@ def shared_cache() -> ByteLRU:
                 budget = DEFAULT_BUDGET_MB * 1_000_000
             _SHARED = ByteLRU(budget, name="geomlab cache")
         return _SHARED
+
+
+class IdentityMemo:
+    """Values derived from objects that are never changed once made (a figure of the shared cache), kept while
+    the object lives and keyed by its identity, so unhashable objects (Plotly figures) work. Thread-safe; an
+    entry goes when its object is collected. Design choice: what every session derives from the same shared
+    figure (a shorter copy, its JSON) is made once, not once per session and run."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref, dict[Hashable, Any]]] = {}
+        self._lock = threading.RLock()  # (a collection may run the drop callback inside a locked block)
+
+    def get(self, obj: Any, key: Hashable, make: Callable[[], Any]) -> Any:
+        """The value under ``key`` derived from ``obj``: ``make()`` the first time, the same value after, while
+        ``obj`` lives. Raises ``TypeError`` for an object that takes no weak reference."""
+        oid = id(obj)
+        with self._lock:
+            entry = self._entries.get(oid)
+            if entry is not None and entry[0]() is obj and key in entry[1]:
+                return entry[1][key]
+        value = make()
+        with self._lock:
+            entry = self._entries.get(oid)
+            if entry is None or entry[0]() is not obj:
+                ref = weakref.ref(obj, lambda r, oid=oid: self._drop(oid, r))
+                entry = self._entries[oid] = (ref, {})
+            entry[1][key] = value
+        return value
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def _drop(self, oid: int, ref: weakref.ref) -> None:
+        with self._lock:
+            entry = self._entries.get(oid)
+            if entry is not None and entry[0] is ref:
+                del self._entries[oid]

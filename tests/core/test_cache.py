@@ -216,3 +216,27 @@ def test_a_cache_miss_logs_the_length_of_a_visitors_text_not_the_text(caplog):
     assert "private" not in caplog.text and "<text of 35 characters>" in caplog.text, caplog.text
     assert lru.get_or_compute(("trace", "runs/a", 1.0, "my private note, typed into the app", (("steps", 2),)),
                               lambda: None) is not None  # the plain string finds the same entry
+
+
+def test_identity_memo_makes_once_per_object_and_key_and_forgets_a_collected_object():
+    import gc
+
+    import plotly.graph_objects as go
+
+    from geomlab.core.cache import IdentityMemo
+
+    memo, made = IdentityMemo(), []
+
+    def make(tag):
+        made.append(tag)
+        return tag
+
+    a, b = go.Figure(), go.Figure()  # unhashable, and equal to each other
+    assert memo.get(a, 1, lambda: make("a1")) == "a1" and memo.get(a, 1, lambda: make("again")) == "a1"
+    assert memo.get(a, 2, lambda: make("a2")) == "a2" and memo.get(b, 1, lambda: make("b1")) == "b1"
+    assert made == ["a1", "a2", "b1"] and len(memo) == 2
+    del a
+    gc.collect()
+    assert len(memo) == 1  # the entry went with its object
+    c = go.Figure()  # (may reuse a's address: its value is made anew, never a's)
+    assert memo.get(c, 1, lambda: make("c1")) == "c1"
