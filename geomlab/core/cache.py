@@ -24,6 +24,7 @@ import os
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
@@ -355,22 +356,29 @@ def shared_cache() -> ByteLRU:
 
 
 class IdentityMemo:
-    """Values derived from objects that are never changed once made (a figure of the shared cache), kept while
-    the object lives and keyed by its identity, so unhashable objects (Plotly figures) work. Thread-safe; an
-    entry goes when its object is collected. Design choice: what every session derives from the same shared
-    figure (a shorter copy, its JSON) is made once, not once per session and run."""
+    """Values derived from objects that are never changed once made (a figure of the shared cache), keyed by
+    the object's identity (so unhashable objects such as Plotly figures work), for the ``max_objects`` objects
+    used last and only while each lives. Thread-safe. Design choice: what many sessions derive from the same
+    shared figure at once (a class following one page: a shorter copy, its JSON) is made once, not once per
+    session and run; the bound (8: a page's charts) keeps sessions that each draw figures of their own from
+    holding copies beside the shared cache's byte budget."""
 
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref, dict[Hashable, Any]]] = {}
+    def __init__(self, max_objects: int = 8) -> None:
+        if max_objects < 1:
+            raise ValueError("max_objects must be at least 1")
+        self.max_objects = max_objects
+        self._entries: "OrderedDict[int, tuple[weakref.ref, dict[Hashable, Any]]]" = OrderedDict()
         self._lock = threading.RLock()  # (a collection may run the drop callback inside a locked block)
 
     def get(self, obj: Any, key: Hashable, make: Callable[[], Any]) -> Any:
         """The value under ``key`` derived from ``obj``: ``make()`` the first time, the same value after, while
-        ``obj`` lives. Raises ``TypeError`` for an object that takes no weak reference."""
+        ``obj`` lives and is among the ``max_objects`` used last. Raises ``TypeError`` for an object that
+        takes no weak reference."""
         oid = id(obj)
         with self._lock:
             entry = self._entries.get(oid)
             if entry is not None and entry[0]() is obj and key in entry[1]:
+                self._entries.move_to_end(oid)
                 return entry[1][key]
         value = make()
         with self._lock:
@@ -379,6 +387,9 @@ class IdentityMemo:
                 ref = weakref.ref(obj, lambda r, oid=oid: self._drop(oid, r))
                 entry = self._entries[oid] = (ref, {})
             entry[1][key] = value
+            self._entries.move_to_end(oid)
+            while len(self._entries) > self.max_objects:
+                self._entries.popitem(last=False)
         return value
 
     def __len__(self) -> int:

@@ -240,3 +240,18 @@ def test_identity_memo_makes_once_per_object_and_key_and_forgets_a_collected_obj
     assert len(memo) == 1  # the entry went with its object
     c = go.Figure()  # (may reuse a's address: its value is made anew, never a's)
     assert memo.get(c, 1, lambda: make("c1")) == "c1"
+
+
+def test_identity_memo_keeps_the_objects_used_last_only():
+    import plotly.graph_objects as go
+
+    from geomlab.core.cache import IdentityMemo
+
+    memo, made = IdentityMemo(max_objects=3), []
+    figs = [go.Figure() for _ in range(5)]
+    for i, f in enumerate(figs):
+        memo.get(f, "k", lambda i=i: made.append(i) or i)
+    assert len(memo) == 3
+    memo.get(figs[4], "k", lambda: made.append("again"))  # among the last three: kept
+    memo.get(figs[0], "k", lambda: made.append("again0") or 0)  # pushed out: made anew
+    assert made == [0, 1, 2, 3, 4, "again0"]
