@@ -511,8 +511,6 @@ def panel() -> None:
         polls = who == "teacher" or (who == "student" and ss.get(K_NOCHANNEL))
         st.fragment(_live, run_every=POLL_S if polls else None)()
         who = role()
-        if who == "student" and not ss.get(K_NOCHANNEL):
-            listener()
         if who is None:
             st.button("Start a room", key="room_open", icon=":material/co_present:", on_click=open_room,
                       args=(ss.get(K_PAGE, ""),), help="Students who join see what you show, live.")
@@ -538,3 +536,5 @@ def panel() -> None:
                 st.button("Follow the teacher", key="room_follow", icon=":material/sync:", type="primary",
                           on_click=set_mode, args=("follow",))
             st.button("Leave the room", key="room_leave", icon=":material/logout:", on_click=leave)
+            if not ss.get(K_NOCHANNEL):
+                listener()  # (last in the box: the empty element's gap falls under the buttons)
