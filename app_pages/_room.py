@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import os
 import threading
 import time
 from typing import Any, Iterator
@@ -37,6 +38,8 @@ from app_pages import _data as data
 from app_pages import _state as state
 from app_pages._live_chart import K_DRAWN, module_component, traces_digest
 from geomlab import rooms
+from geomlab.rooms.store import MAX_CHARTS_BYTES
+from geomlab.rooms.watch import PREFIX
 from geomlab.teach import views
 
 K_CODE, K_TOKEN, K_MODE = "_gl_room_code", "_gl_room_token", "_gl_room_mode"  # mode: follow | explore
@@ -49,7 +52,7 @@ K_SHOWN, K_AWAY = "_gl_room_shown", "_gl_room_away"  # this session as it drew t
 K_LESSON, K_STEP, K_APPLIED = "gl_tour_lesson", "gl_tour_step", "_gl_tour_applied"  # app_pages/tour.py's keys
 K_STATE = "_gl_room_state"  # student: the room's state (a dict) applied last
 K_NOCHANNEL = "_gl_room_nochannel"  # student: the server has no follow channel (poll from the fragment)
-POLL_S = 0.5   # seconds between a session's polls and publishes (design choice: a redraw within a second)
+POLL_S = 0.5   # seconds between the Classroom box's timed runs (design choice: a redraw within a second)
 BEAT_S = 5.0   # seconds between heartbeats (the store counts a student present for 30 s)
 RETRY_S = 10.0  # seconds before a session tries a lost store again (each try may wait ~2 s)
 CATCH_UP_S = 2.5  # default quiet time (s) before a student's session catches up on the charts it redrew
@@ -78,10 +81,11 @@ _TURNS = threading.BoundedSemaphore(FOLLOW_RUNS)
 @contextlib.contextmanager
 def turn() -> Iterator[None]:
     """A whole run of a student following a room waits for one of :data:`FOLLOW_RUNS` turns of the server
-    process (``app.py``); anyone else's run (a teacher's, a student's exploring) goes on at once. A teacher's change reruns a whole class at the same
-    moment: 100 runs sharing one interpreter at once all end at about the time the last one does (and
-    contend for its locks), while runs taken in turn end one after another, half of them in half that
-    time. Design choice (first come, first served: a waiting thread holds no interpreter time)."""
+    process (``app.py``); anyone else's run (a teacher's, a student's exploring) goes on at once. A teacher's
+    change reruns a whole class at the same moment: 100 runs sharing one interpreter at once all end at
+    about the time the last one does (and contend for its locks), while runs taken in turn end one after
+    another, half of them in half that time. Design choice (first come, first served: a waiting thread
+    holds no interpreter time)."""
     if not following():
         yield
         return
@@ -295,10 +299,10 @@ def _publish(page: str | None) -> None:
         return
     try:
         if changes:
-            try:
-                store.update(ss[K_CODE], ss[K_TOKEN], charts=charts_json(), **changes)
-            except rooms.RoomError:  # charts the room refuses (too large): the state alone, students rerun
-                store.update(ss[K_CODE], ss[K_TOKEN], **changes)
+            charts = charts_json()
+            if charts is not None and len(charts) > MAX_CHARTS_BYTES:
+                charts = None  # more than the room keeps: the state alone (its students rerun instead)
+            store.update(ss[K_CODE], ss[K_TOKEN], charts=charts, **changes)
             ss[K_SENT] = now
             _ok()
     except rooms.RoomError as exc:
@@ -436,8 +440,8 @@ show_code_dialog = st.dialog("Join the class", width="large")(_show_code)
 
 
 def _live() -> None:
-    """The room panel, rerun every :data:`POLL_S` s while this session is in a room (a teacher publishes and
-    sees presence, a student follows); a session in no room does not poll."""
+    """The room panel, rerun every :data:`POLL_S` s for a teacher (presence, the room kept alive) and for a
+    student on a server without the follow channel (its poll); a whole run draws it for everyone."""
     ss = st.session_state
     who = role()
     if who == "teacher" and state.in_fragment_rerun():
@@ -477,8 +481,6 @@ def catch_up_s() -> float:
     """Seconds of quiet before a student's session catches up on charts its page redrew from the channel
     (``GEOMLAB_ROOM_CATCH_UP_S``, default :data:`CATCH_UP_S`; each page waits once to twice that, so a
     class's catch-up runs spread out). A value that is not a number in 0.5..60 is the default."""
-    import os
-
     try:
         value = float(os.environ.get("GEOMLAB_ROOM_CATCH_UP_S", CATCH_UP_S))
     except ValueError:
@@ -491,8 +493,6 @@ def listener() -> None:
     and state this session applied last, its client id and mode. Its trigger ``changed`` reruns the whole
     app (it sits outside any fragment), whose :func:`follow` applies the room's state; ``nochannel`` turns
     the fragment's polling on."""
-    from geomlab.rooms.watch import PREFIX
-
     ss = st.session_state
     base = (st.get_option("server.baseUrlPath") or "").strip("/")
     data = {"url": ("/" + base if base else "") + f"{PREFIX}/{ss[K_CODE]}", "me": ss[K_CLIENT],
@@ -504,7 +504,8 @@ def listener() -> None:
 
 def panel() -> None:
     """The "Classroom" box in the sidebar (every page, from ``app.py``): open or join a room, the code and
-    QR, presence; the timed fragment that follows or publishes. Never raises: a failure is a message."""
+    QR, presence; the timed fragment (:func:`_live`) and a student's listener. Never raises: a failure is a
+    message."""
     ss = st.session_state
     with st.sidebar.expander("Classroom", icon=":material/groups:", expanded=role() is not None):
         who = role()
