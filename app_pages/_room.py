@@ -51,6 +51,7 @@ K_LEFT = "_gl_room_left"  # the code of the room this session left (its link sti
 K_SHOWN, K_AWAY = "_gl_room_shown", "_gl_room_away"  # this session as it drew the room's state (student); away?
 K_LESSON, K_STEP, K_APPLIED = "gl_tour_lesson", "gl_tour_step", "_gl_tour_applied"  # app_pages/tour.py's keys
 K_STATE = "_gl_room_state"  # student: the room's state (a dict) applied last
+K_QR = "_gl_room_qr"  # teacher: the code and QR dialog is open (until dismissed)
 K_NOCHANNEL = "_gl_room_nochannel"  # student: the server has no follow channel (poll from the fragment)
 POLL_S = 0.5   # seconds between the Classroom box's timed runs (design choice: a redraw within a second)
 BEAT_S = 5.0   # seconds between heartbeats (the store counts a student present for 30 s)
@@ -172,7 +173,7 @@ def close_room() -> None:
             store.close(ss[K_CODE], ss[K_TOKEN])
     except (rooms.RoomsUnavailable, rooms.RoomError) as exc:
         _fail(exc)
-    for key in (K_CODE, K_TOKEN, K_SENT, K_SEEN, K_MODE):
+    for key in (K_CODE, K_TOKEN, K_SENT, K_SEEN, K_MODE, K_QR):
         ss.pop(key, None)
 
 
@@ -436,7 +437,16 @@ def _show_code() -> None:
             f"<img alt='QR code' src='{qr_svg(link, 10)}'><div style='font-size:1.4rem'>{html.escape(link)}</div></div>")
 
 
-show_code_dialog = st.dialog("Join the class", width="large")(_show_code)
+def _open_code() -> None:
+    st.session_state[K_QR] = True
+
+
+def _close_code() -> None:
+    st.session_state.pop(K_QR, None)
+
+
+#: The teacher's code and QR, open until dismissed: a rerun of the page (a chart's, a publish's) keeps it.
+show_code_dialog = st.dialog("Join the class", width="large", on_dismiss=_close_code)(_show_code)
 
 
 def _live() -> None:
@@ -524,8 +534,8 @@ def panel() -> None:
                     else:
                         st.rerun()
         elif who == "teacher":
-            st.button("Show code and QR", key="room_show", icon=":material/qr_code_2:", on_click=None)
-            if ss.get("room_show"):
+            st.button("Show code and QR", key="room_show", icon=":material/qr_code_2:", on_click=_open_code)
+            if ss.get(K_QR):
                 show_code_dialog()
             st.caption(f"Join link: {join_link()}")
             st.button("End the room", key="room_close", icon=":material/close:", on_click=close_room)
