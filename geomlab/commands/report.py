@@ -11,6 +11,10 @@ from geomlab.commands import add_threads_argument, number, recipe_option
 
 HELP = "train and evaluate every model under one protocol and write the reproduction report (docs/results.md)"
 
+#: ``--hours``: a run's expected CPU seconds (:func:`geomlab.report.plan.seconds_left`) times this is the wall
+#: time it is given (one thread per run beside other work on the machine).
+HOURS_MARGIN = 1.5
+
 #: The word problem's key for --only (the language-model comparisons use geomlab.report.COMPARISONS keys).
 WORD_PROBLEM = "word-problem"
 
@@ -92,11 +96,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speed", metavar="BENCH_JSON",
                    help="--converged: show this `geomlab bench train --json` file as the report's table of "
                    "training speed measured alone")
-    p.add_argument("--restore", metavar="RESULTS_JSON",
+    p.add_argument("--restore", metavar="RESULTS_JSON|RECORDS",
                    help="--converged: first write into --store the outcome of every run this converged report's "
                    "results.json records as finished (e.g. docs/results/runs/converged/results/results.json), "
-                   "so that a new machine resumes the campaign where the report stopped; runs already in the "
-                   "store are left alone")
+                   "or every run of this campaign's records file (e.g. docs/results/runs/fair/records.jsonl), "
+                   "so that a new machine resumes the campaign where it stopped; runs already in the store are "
+                   "left alone")
+    p.add_argument("--hours", type=number(float, 0.01, 10**6), metavar="H",
+                   help="--converged: submit only runs expected to finish within H hours (each run's steps at the "
+                   f"CPU seconds per step the campaign measured, x{HOURS_MARGIN:g} for a shared machine, less what "
+                   "its checkpoint already holds), then stop once the runs in flight finish and none fits")
     p.add_argument("--max-jobs", type=number(int, 1, 10**9), metavar="N", help="--converged: submit at most N runs")
     p.add_argument("--campaign", choices=("converged", "fair"),
                    help="the campaign to run or collect (implies --converged; default converged): fair is the plan "
@@ -134,6 +143,19 @@ def _read_input(path: str, what: str):
         raise ValueError(f"{what} {str(path)[:120]}: cannot read it ({str(exc)[:160]})") from None
 
 
+def _is_records(path: str) -> bool:
+    """Whether the file ``path`` opens with a campaign records header line
+    (:data:`geomlab.report.records.RECORDS_KIND`); ``False`` for anything else, unreadable files included."""
+    from geomlab.report.records import RECORDS_KIND
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = f.readline(4096)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return RECORDS_KIND in first and first.lstrip().startswith("{")
+
+
 def run(args: argparse.Namespace) -> int:
     from geomlab import report
     from geomlab.commands import set_threads
@@ -153,9 +175,9 @@ def run(args: argparse.Namespace) -> int:
         return _converged(args)
     args.out = args.out or "runs/report/results.md"
     if (args.collect or args.max_jobs is not None or args.device is not None or args.speed is not None
-            or args.restore is not None or args.dry_run or args.records is not None):
-        raise ValueError("--collect, --max-jobs, --device, --speed, --restore, --dry-run and --records go with "
-                         "--converged")
+            or args.restore is not None or args.dry_run or args.records is not None or args.hours is not None):
+        raise ValueError("--collect, --max-jobs, --device, --speed, --restore, --dry-run, --records and --hours go "
+                         "with --converged")
     if args.from_json:
         parts = [_read_input(f, "results file") for f in args.from_json]
         try:
@@ -227,14 +249,22 @@ def _converged(args: argparse.Namespace) -> int:
     plan.comparisons(only)  # unknown keys: one line, before anything runs
     from pathlib import Path
 
-    if (args.collect or args.dry_run) and (args.max_jobs is not None or args.device is not None):
-        raise ValueError("--collect and --dry-run train nothing: drop --max-jobs and --device")
+    if (args.collect or args.dry_run) and (args.max_jobs is not None or args.device is not None
+                                           or args.hours is not None):
+        raise ValueError("--collect and --dry-run train nothing: drop --max-jobs, --device and --hours")
     if args.dry_run:
         return _dry_run(plan, RunStore(args.store), only, args.workers)
-    restored = None
-    if args.restore is not None:
+    restored = records = None
+    if args.restore is not None and _is_records(args.restore):
+        from geomlab.report.records import read_records
+
+        header, records = read_records(args.restore)  # RecordsError (a ValueError): one line naming the file
+        if header.get("campaign") != plan.name:
+            raise ValueError(f"--restore {args.restore}: records of the {header.get('campaign')!r} campaign, not "
+                             f"of {plan.name!r} (choose it with --campaign)")
+    elif args.restore is not None:
         restored = _read_input(args.restore, "--restore")
-    if args.collect and restored is None and not Path(args.store).is_dir():
+    if args.collect and restored is None and records is None and not Path(args.store).is_dir():
         raise ValueError(f"--store {args.store} is not a folder of campaign runs (nothing to collect)")
     if Path(args.store).exists() and not Path(args.store).is_dir():
         raise ValueError(f"--store {args.store} is a file, not a folder")
@@ -244,6 +274,11 @@ def _converged(args: argparse.Namespace) -> int:
         if not isinstance(speed, dict) or speed.get("kind") != "bench-train" or not isinstance(speed.get("rows"), list):
             raise ValueError(f"--speed {args.speed}: not a `geomlab bench train --json` file")
     store = RunStore(args.store)
+    if records is not None:
+        from geomlab.report.records import load_records
+
+        n = load_records(records, store)
+        print(f"[{plan.name}] restored {n} finished run(s) from {args.restore} into {args.store}")
     if restored is not None:
         try:
             n = campaign_results.restore(plan, store, restored)  # checks the file's kind before writing anything
@@ -259,9 +294,17 @@ def _converged(args: argparse.Namespace) -> int:
 
         ex = dispatch.executor(args.executor, Path(args.store) / "_submitit", threads=args.threads or 1,
                                slurm={"slurm_partition": args.slurm_partition} if args.slurm_partition else None)
+        deadline = cost = None
+        if args.hours is not None:
+            import time
+
+            from geomlab.report.plan import seconds_left
+
+            deadline = time.time() + args.hours * 3600
+            cost = lambda j: HOURS_MARGIN * seconds_left(plan, store, j)  # noqa: E731
         n = dispatch.dispatch(plan, store, ex, parallel=args.workers, only=only,
                               device=check_device(args.device or "auto"), threads=args.threads or 1,
-                              nice=args.nice, max_jobs=args.max_jobs)
+                              nice=args.nice, max_jobs=args.max_jobs, deadline=deadline, cost=cost)
         print(f"[{plan.name}] {n} run(s) finished through submitit ({args.executor})")
     results = campaign_results.collect(plan, store, only)
     if args.records is not None:

@@ -42,12 +42,17 @@ def executor(cluster: str, folder: str | Path, threads: int = 1, timeout_min: in
 
 def dispatch(campaign: Campaign, store: RunStore, ex, parallel: int = 1, only: tuple[str, ...] | None = None,
              device: str = "cpu", threads: int = 1, nice: int = 19, max_jobs: int | None = None,
-             poll_s: float = 5.0, log: Callable[[str], None] = print) -> int:
+             poll_s: float = 5.0, log: Callable[[str], None] = print, deadline: float | None = None,
+             cost: Callable[[Any], float] | None = None) -> int:
     """Run the campaign's runs through executor ``ex`` (:func:`executor`), at most ``parallel`` at a time, each
     with ``threads`` torch threads at ``nice`` priority on ``device``, until no run is left (or ``max_jobs``
-    were submitted). A run whose job raised (a bad checkpoint, a missing corpus, a killed job) is logged and
-    not submitted again by this dispatcher; a diverged run is an outcome, not an error. Returns the number of
-    runs that finished here."""
+    were submitted). With a ``deadline`` (a ``time.time()`` value) and ``cost`` (a job's expected seconds, e.g.
+    :func:`geomlab.report.plan.seconds_left` with a margin), a run is submitted only when it is expected to
+    finish by then: the next ready run that fits is taken instead, and the dispatcher returns once its runs
+    finished and none fits (a machine lent for a few hours, a cluster allocation's time limit). A run whose job
+    raised (a bad checkpoint, a missing corpus, a killed job) is logged and not submitted again by this
+    dispatcher; a diverged run is an outcome, not an error. Returns the number of runs that finished here.
+    Source: design choice."""
     running: dict[str, Any] = {}
     broken: set[str] = set()
     submitted = finished = 0
@@ -66,12 +71,20 @@ def dispatch(campaign: Campaign, store: RunStore, ex, parallel: int = 1, only: t
         room = parallel - len(running)
         ready = [] if room <= 0 or (max_jobs is not None and submitted >= max_jobs) else [
             j for j in jobs(campaign, store, only) if j.key not in running and j.key not in broken
-            and not store.held(j)][:room]
+            and not store.held(j)]
+        late = False
+        if deadline is not None and cost is not None and ready:
+            fits = [j for j in ready if time.time() + cost(j) <= deadline]
+            late, ready = not fits, fits
+        ready = ready[:room]
         for j in ready[:None if max_jobs is None else max_jobs - submitted]:
             running[j.key] = ex.submit(run_job, campaign, str(store.root), j, device, threads, nice)
             submitted += 1
             log(f"[dispatch] {j.key}: submitted ({getattr(running[j.key], 'job_id', '?')})")
         if not running:
+            if late or (deadline is not None and time.time() >= deadline):
+                log("[dispatch] no run left is expected to finish before the deadline: stopping")
+                return finished
             if ready or (blocked(campaign, store, only) and not broken and max_jobs is None):
                 time.sleep(poll_s)  # other processes hold runs this campaign waits on
                 continue

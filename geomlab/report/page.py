@@ -333,6 +333,10 @@ def results_page(root: str | Path = ".") -> str:
               "python -m geomlab report --campaign fair --dry-run --workers 2",
               "GEOMLAB_DATA_DIR=../shared/data nohup python -m geomlab report --campaign fair --store runs/fair \\",
               "    --workers 2 --threads 1 --records runs/fair/records.jsonl > runs/fair.log 2>&1 &",
+              "# a new machine, or one lent for a few hours: go on from the committed records, and start only the",
+              "# runs expected to end within the hours (the rest wait for the next time)",
+              f"GEOMLAB_DATA_DIR=../shared/data python -m geomlab report --campaign fair --store runs/fair --restore "
+              f"{FAIR_RECORDS} --hours 3 --workers 2 --threads 1 --records runs/fair/records.jsonl",
               "# on a SLURM cluster, from the login node: the same campaign, one job per run",
               "python -m geomlab report --campaign fair --store runs/fair --executor slurm --slurm-partition cpu "
               "--workers 64",

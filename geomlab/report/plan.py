@@ -132,23 +132,35 @@ def campaigns() -> dict[str, Campaign]:
     return {"converged": CONVERGED, "fair": FAIR}
 
 
-def _rate(campaign: Campaign, key: str, arm: Arm) -> tuple[float, bool]:
-    """CPU seconds per step of ``arm``: :data:`SIZING` by label (an equal-compute arm: its source model's),
-    else the measured arm of the same kind in the same comparison nearest in budget (``True``: estimated)."""
+def step_seconds(campaign: Campaign, key: str, arm: Arm) -> tuple[float, bool]:
+    """CPU seconds per training step (batch 32 x 128, one thread) of ``arm`` in comparison ``key``:
+    :data:`SIZING` by label (an equal-compute arm: its source model's), else the measured arm of the same kind
+    in the same comparison nearest in budget, else the costliest measured arm of the comparison, else of all
+    (``True``: estimated). Source: the converged campaign's measurements; design choice for the fallbacks."""
     label = arm.label.split(" at the ")[0]
     if f"{key} / {label}" in SIZING:
         return SIZING[f"{key} / {label}"][0], False
-    same = [(abs(a.budget - arm.budget), SIZING[f"{key} / {a.label}"][0]) for a in campaign.known()[key].arms
+    known = campaign.known().get(key)
+    same = [(abs(a.budget - arm.budget), SIZING[f"{key} / {a.label}"][0]) for a in (known.arms if known else ())
             if a.kind == arm.kind and f"{key} / {a.label}" in SIZING]
     if same:
         return min(same)[1], True
-    return max(v[0] for k, v in SIZING.items() if k.startswith(f"{key} / ")), True
+    mine = [v[0] for k, v in SIZING.items() if k.startswith(f"{key} / ")]
+    return max(mine or [v[0] for v in SIZING.values()]), True
+
+
+def seconds_left(campaign: Campaign, store, job) -> float:
+    """Estimated CPU seconds ``job`` still needs: its steps at :func:`step_seconds` minus the CPU seconds its
+    checkpointed part already took (:meth:`geomlab.report.store.RunStore.cpu_so_far`), at least 0. Validations
+    are not counted. Source: design choice (what ``geomlab report --hours`` schedules by)."""
+    rate, _ = step_seconds(campaign, job.comp.key, job.arm)
+    return max(0.0, job.steps * rate - store.cpu_so_far(job))
 
 
 def estimate(campaign: Campaign = FAIR) -> list[dict[str, Any]]:
     """CPU hours per block (comparison) of ``campaign`` before any run: per arm, tuning runs (lr grid x
     warm-ups, plus the regularisation settings that apply, at the tuning budget, no widening) and full runs at
-    the first seeds (``cpu_hours``) or at the seed rule's most seeds (``cpu_hours_max``), at :func:`_rate`'s
+    the first seeds (``cpu_hours``) or at the seed rule's most seeds (``cpu_hours_max``), at :func:`step_seconds`'s
     CPU seconds per step (one thread; a shared 2-core machine). Rows: ``block``, ``arms``, ``runs``,
     ``cpu_hours``, ``cpu_hours_max``, ``estimated_arms`` (arms timed by a same-kind neighbour)."""
     rows = []
@@ -157,7 +169,7 @@ def estimate(campaign: Campaign = FAIR) -> list[dict[str, Any]]:
         runs = 0
         guessed = []
         for arm in comp.arms:
-            rate, guess = _rate(campaign, comp.key, arm)
+            rate, guess = step_seconds(campaign, comp.key, arm)
             if guess:
                 guessed.append(arm.label)
             regs = [r for r in campaign.regs if r != (0.0, 0.0) and (r[1] == 0 or takes_dropout(arm.kind))]

@@ -333,9 +333,9 @@ def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--converged", "--steps", "5"], "--converged has its own protocol: drop --steps"),
-    (["--collect"], "--collect, --max-jobs, --device, --speed, --restore, --dry-run and --records go with"),
-    (["--device", "cuda"], "--collect, --max-jobs, --device, --speed, --restore, --dry-run and --records go with"),
-    (["--restore", "x.json"], "--collect, --max-jobs, --device, --speed, --restore, --dry-run and --records go with"),
+    (["--collect"], "--collect, --max-jobs, --device, --speed, --restore, --dry-run, --records and --hours go"),
+    (["--device", "cuda"], "--collect, --max-jobs, --device, --speed, --restore, --dry-run, --records and --hours go"),
+    (["--restore", "x.json"], "--collect, --max-jobs, --device, --speed, --restore, --dry-run, --records and --hours go"),
     (["--converged", "--collect", "--restore", "missing.json"], "--restore missing.json: cannot read it"),
     (["--converged", "--collect", "--only", "word-problem"], "unknown comparisons"),
     (["--converged", "--collect", "--only", ","], "--only needs at least one comparison key"),

@@ -297,3 +297,102 @@ def test_the_page_gives_the_fair_campaigns_verdicts_once_it_has_records(tmp_path
     assert cells[8] == "+0.101 [+0.099, +0.103]" and cells[9] == "+0.300 [+0.300, +0.300]"
     assert cells[6].startswith("**open**") and "## The fair campaign's runs" in md
     assert "| OSM | OSMFormer beats the Transformer at ~100K" in md and "pending" in md
+
+
+# ------------------------------------------------------------------------------------------ a session of hours
+class _InProcess:
+    """An executor that runs each submitted job at once, in this process (what submitit's interface needs)."""
+
+    class _Done:
+        def __init__(self, value):
+            self.value, self.job_id = value, "here"
+
+        def done(self):
+            return True
+
+        def result(self):
+            return self.value
+
+    def __init__(self):
+        self.keys = []
+
+    def submit(self, fn, campaign, root, job, *args):
+        self.keys.append(job.key)
+        return self._Done(fn(campaign, root, job, *args))
+
+
+def test_a_deadline_submits_only_the_runs_that_fit_then_stops(tmp_path, text_file):
+    """With a deadline the dispatcher skips a run expected to end after it, takes the next ready one that fits
+    and stops once none fits (the skipped runs stay for the next session); without one it trains them all."""
+    import time
+
+    from geomlab.report import dispatch
+
+    plan = cp.Campaign(steps=(("ts-50k", 8),), seeds=(0,), seed_counts=(), lr_grid=(1e-2,), max_widen=0,
+                       eval_every=4, batch_size=4, seq_len=16, corpus_override=str(text_file))
+    store = rs.RunStore(tmp_path / "store")
+    ex, logs = _InProcess(), []
+    cost = lambda j: 1e9 if j.arm.kind == "osm-rnn" else 1.0  # noqa: E731
+    n = dispatch.dispatch(plan, store, ex, parallel=2, poll_s=0.01, log=logs.append, deadline=time.time() + 3600,
+                          cost=cost)
+    assert n == 2 and all("/lstm/" in k for k in ex.keys), ex.keys  # the LSTM's tuning run, then its full run
+    assert "no run left is expected to finish before the deadline" in logs[-1]
+    left = [j.key for j in cp.jobs(plan, store)]
+    assert left and all("/osm-rnn-o-d/tune-" in k for k in left), left  # skipped, not lost
+    assert dispatch.dispatch(plan, store, ex, parallel=2, poll_s=0.01, log=logs.append, deadline=time.time() - 1,
+                             cost=lambda j: 0.0) == 0  # the deadline has passed: nothing more is submitted
+    assert dispatch.dispatch(plan, store, ex, parallel=2, poll_s=0.01, log=logs.append) == 2
+    assert list(cp.jobs(plan, store)) == []
+
+
+def test_seconds_left_counts_the_steps_at_the_measured_rate_less_the_checkpointed_part(tmp_path):
+    from geomlab.report.plan import FAIR, SIZING, seconds_left, step_seconds
+
+    comp = FAIR.known()["ts-100k"]
+    osm = next(a for a in comp.arms if a.label == "OSMFormer O(d), linear mixing")
+    job = rs.Job(comp, osm, "full", 1e-2, 0.02, 0, 10_000)
+    store = rs.RunStore(tmp_path)
+    assert seconds_left(FAIR, store, job) == pytest.approx(10_000 * SIZING["ts-100k / OSMFormer O(d), linear mixing"][0])
+    store.folder(job).mkdir(parents=True)
+    store.write(job, "cpu.json", {"cpu_s": 1000.0})
+    assert seconds_left(FAIR, store, job) == pytest.approx(10_000 * 0.4334 - 1000.0)
+    store.write(job, "cpu.json", {"cpu_s": 1e9})
+    assert seconds_left(FAIR, store, job) == 0.0
+    sized = next(a for a in comp.arms if a.label.startswith("OSMFormer O(d), linear mixing at the baseline's CPU"))
+    assert step_seconds(FAIR, "ts-100k", sized) == (0.4334, False)  # an equal-compute arm: its model's rate
+    twin = next(a for a in FAIR.known()["grassmann-200k"].arms if a.label.endswith("pre-norm, 6 layers"))
+    assert step_seconds(FAIR, "grassmann-200k", twin) == (SIZING["grassmann-200k / Same block with causal attention"][0],
+                                                          True)
+    other = type(osm)("made up", "lstm", 1_000, {})
+    assert step_seconds(FAIR, "no-such-block", other) == (max(v[0] for v in SIZING.values()), True)
+
+
+def test_cli_restores_a_campaigns_records_into_a_new_store(tmp_path, text_file, capsys):
+    """``--restore RECORDS`` loads a records file of the same campaign into the store (a new machine resumes
+    where the committed records stop); a records file of another campaign is refused in one line, and
+    ``--hours`` goes only with a campaign that trains."""
+    from geomlab.report import records
+
+    comp = _fair_comp()
+    store = rs.RunStore(tmp_path / "old")
+    arm = comp.arms[0]
+    for lr in (2.2e-3, 4.6e-3):
+        _done(store, rs.Job(comp, arm, "tune", lr, 0.02, 0, 2000), 2.5)
+    path = tmp_path / "records.jsonl"
+    assert records.write_records(store, path, "fair") == 2
+    rc = main(["report", "--campaign", "fair", "--collect", "--restore", str(path), "--store", str(tmp_path / "new"),
+               "--only", "ts-50k", "--corpus-file", str(text_file), "--out", str(tmp_path / "rep" / "results.md"),
+               "--no-png"])
+    assert rc == 0 and "[fair] restored 2 finished run(s)" in capsys.readouterr().out
+    assert len(list((tmp_path / "new").glob("**/outcome.json"))) == 2
+    assert main(["report", "--campaign", "converged", "--collect", "--restore", str(path), "--store",
+                 str(tmp_path / "other"), "--no-png"]) == 2
+    assert "records of the 'fair' campaign, not of 'converged'" in capsys.readouterr().err
+    assert main(["report", "--campaign", "fair", "--collect", "--hours", "2", "--store", str(tmp_path / "new")]) == 2
+    assert "drop --max-jobs, --device and --hours" in capsys.readouterr().err
+
+
+def _fair_comp():
+    from geomlab.report.plan import FAIR
+
+    return FAIR.known()["ts-50k"]
