@@ -13,7 +13,7 @@ HELP = "train and evaluate every model under one protocol and write the reproduc
 
 #: ``--hours``: a run's expected CPU seconds (:func:`geomlab.report.plan.seconds_left`) times this is the wall
 #: time it is given (one thread per run beside other work on the machine).
-HOURS_MARGIN = 1.5
+HOURS_MARGIN = 2.0
 
 #: The word problem's key for --only (the language-model comparisons use geomlab.report.COMPARISONS keys).
 WORD_PROBLEM = "word-problem"
