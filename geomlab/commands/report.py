@@ -6,6 +6,7 @@ deprecation note (:func:`geomlab.commands.cli.main`)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from geomlab.commands import add_threads_argument, number, recipe_option
 
@@ -141,6 +142,27 @@ def _read_input(path: str, what: str):
         return read_json(path)
     except (OSError, ValueError) as exc:  # JSONInputError is a ValueError
         raise ValueError(f"{what} {str(path)[:120]}: cannot read it ({str(exc)[:160]})") from None
+
+
+@contextlib.contextmanager
+def _term_interrupts():
+    """Within the block, SIGTERM raises ``KeyboardInterrupt`` as Ctrl-C does (in the main thread; elsewhere
+    nothing changes), so that a killed dispatcher cancels its runs before it ends."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _is_records(path: str) -> bool:
@@ -302,9 +324,10 @@ def _converged(args: argparse.Namespace) -> int:
 
             deadline = time.time() + args.hours * 3600
             cost = lambda j: HOURS_MARGIN * seconds_left(plan, store, j)  # noqa: E731
-        n = dispatch.dispatch(plan, store, ex, parallel=args.workers, only=only,
-                              device=check_device(args.device or "auto"), threads=args.threads or 1,
-                              nice=args.nice, max_jobs=args.max_jobs, deadline=deadline, cost=cost)
+        with _term_interrupts():  # `kill` stops the runs in flight too (they resume from their checkpoints)
+            n = dispatch.dispatch(plan, store, ex, parallel=args.workers, only=only,
+                                  device=check_device(args.device or "auto"), threads=args.threads or 1,
+                                  nice=args.nice, max_jobs=args.max_jobs, deadline=deadline, cost=cost)
         print(f"[{plan.name}] {n} run(s) finished through submitit ({args.executor})")
     results = campaign_results.collect(plan, store, only)
     if args.records is not None:

@@ -51,42 +51,51 @@ def dispatch(campaign: Campaign, store: RunStore, ex, parallel: int = 1, only: t
     finish by then: the next ready run that fits is taken instead, and the dispatcher returns once its runs
     finished and none fits (a machine lent for a few hours, a cluster allocation's time limit). A run whose job
     raised (a bad checkpoint, a missing corpus, a killed job) is logged and not submitted again by this
-    dispatcher; a diverged run is an outcome, not an error. Returns the number of runs that finished here.
-    Source: design choice."""
+    dispatcher; a diverged run is an outcome, not an error. When the dispatcher itself stops (an interrupt, an
+    error) it cancels its runs in flight, which submitit would otherwise leave running; each resumes from its
+    checkpoint next time. Returns the number of runs that finished here. Source: design choice."""
     running: dict[str, Any] = {}
     broken: set[str] = set()
     submitted = finished = 0
-    while True:
-        for key, sj in list(running.items()):
-            if not sj.done():
-                continue
-            del running[key]
-            try:
-                finished += sj.result() is not None
-                log(f"[dispatch] {key}: finished")
-            except Exception as exc:  # the job's own error (submitit re-raises it here): say so, go on
-                broken.add(key)
-                log(f"[dispatch] {key}: failed ({type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}); "
-                    "not submitted again by this dispatcher")
-        room = parallel - len(running)
-        ready = [] if room <= 0 or (max_jobs is not None and submitted >= max_jobs) else [
-            j for j in jobs(campaign, store, only) if j.key not in running and j.key not in broken
-            and not store.held(j)]
-        late = False
-        if deadline is not None and cost is not None and ready:
-            fits = [j for j in ready if time.time() + cost(j) <= deadline]
-            late, ready = not fits, fits
-        ready = ready[:room]
-        for j in ready[:None if max_jobs is None else max_jobs - submitted]:
-            running[j.key] = ex.submit(run_job, campaign, str(store.root), j, device, threads, nice)
-            submitted += 1
-            log(f"[dispatch] {j.key}: submitted ({getattr(running[j.key], 'job_id', '?')})")
-        if not running:
-            if late or (deadline is not None and time.time() >= deadline):
-                log("[dispatch] no run left is expected to finish before the deadline: stopping")
+    try:
+        while True:
+            for key, sj in list(running.items()):
+                if not sj.done():
+                    continue
+                del running[key]
+                try:
+                    finished += sj.result() is not None
+                    log(f"[dispatch] {key}: finished")
+                except Exception as exc:  # the job's own error (submitit re-raises it here): say so, go on
+                    broken.add(key)
+                    log(f"[dispatch] {key}: failed ({type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}); "
+                        "not submitted again by this dispatcher")
+            room = parallel - len(running)
+            ready = [] if room <= 0 or (max_jobs is not None and submitted >= max_jobs) else [
+                j for j in jobs(campaign, store, only) if j.key not in running and j.key not in broken
+                and not store.held(j)]
+            late = False
+            if deadline is not None and cost is not None and ready:
+                fits = [j for j in ready if time.time() + cost(j) <= deadline]
+                late, ready = not fits, fits
+            ready = ready[:room]
+            for j in ready[:None if max_jobs is None else max_jobs - submitted]:
+                running[j.key] = ex.submit(run_job, campaign, str(store.root), j, device, threads, nice)
+                submitted += 1
+                log(f"[dispatch] {j.key}: submitted ({getattr(running[j.key], 'job_id', '?')})")
+            if not running:
+                if late or (deadline is not None and time.time() >= deadline):
+                    log("[dispatch] no run left is expected to finish before the deadline: stopping")
+                    return finished
+                if ready or (blocked(campaign, store, only) and not broken and max_jobs is None):
+                    time.sleep(poll_s)  # other processes hold runs this campaign waits on
+                    continue
                 return finished
-            if ready or (blocked(campaign, store, only) and not broken and max_jobs is None):
-                time.sleep(poll_s)  # other processes hold runs this campaign waits on
-                continue
-            return finished
-        time.sleep(poll_s)
+            time.sleep(poll_s)
+    except BaseException:  # Ctrl-C, SIGTERM (the command makes it KeyboardInterrupt), an error of its own
+        for sj in running.values():  # submitit's jobs outlive their submitter: stop them (they resume later)
+            try:
+                sj.cancel()
+            except Exception:  # noqa: BLE001 - a job that ended meanwhile
+                pass
+        raise

@@ -396,3 +396,56 @@ def _fair_comp():
     from geomlab.report.plan import FAIR
 
     return FAIR.known()["ts-50k"]
+
+
+def test_killing_the_dispatcher_stops_its_runs(tmp_path, text_file):
+    """submitit's local jobs outlive the process that submitted them and ignore SIGTERM; ``kill`` of the
+    dispatcher (``geomlab report --converged``) cancels its runs in flight, so no run trains on unwatched (each
+    resumes from its checkpoint next time)."""
+    pytest.importorskip("submitit")
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    store = tmp_path / "store"
+    proc = subprocess.Popen([sys.executable, "-m", "geomlab", "report", "--converged", "--only", "ts-50k",
+                             "--corpus-file", str(text_file), "--store", str(store), "--workers", "2", "--no-png"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        locks = []
+        for _ in range(240):  # both runs hold their locks once their processes train
+            locks = list(store.glob("**/lock"))
+            if len(locks) == 2 and all(_held(f) for f in locks):
+                break
+            time.sleep(0.25)
+        assert len(locks) == 2 and all(_held(f) for f in locks), proc.stdout.read1().decode() if proc.poll() else ""
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130
+        for _ in range(120):
+            if not any(_held(f) for f in locks):
+                break
+            time.sleep(0.25)
+        assert not any(_held(f) for f in locks), "a run still trains after its dispatcher was killed"
+    finally:
+        try:  # the dispatcher and whatever it left (its own process group)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        proc.stdout.close()
+
+
+def _held(lock: Path) -> bool:
+    import fcntl
+    import os
+
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
