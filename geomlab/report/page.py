@@ -116,21 +116,94 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def equal_compute(results: dict[str, Any], cl: Claim, measure: str) -> dict[str, Any] | None:
-    """The test gap of claim ``cl`` at equal compute in ``measure`` (``"CPU"`` or ``"FLOPs"``) in the fair
-    campaign's ``results``: the model's own schedule at the baseline's budget against the baseline, or the
-    model against the baseline's schedule at the model's budget where the baseline is the costlier
-    (:mod:`geomlab.report.plan`); ``None`` for an ablation claim or before both have a seed."""
+def equal_compute_pair(results: dict[str, Any], cl: Claim, measure: str) -> tuple[str, str] | None:
+    """The two row labels read against each other for claim ``cl`` at equal compute in ``measure`` (``"CPU"``
+    or ``"FLOPs"``) in the fair campaign's ``results``: the model's own schedule at the baseline's budget and
+    the baseline, or the model and the baseline's schedule at the model's budget where the baseline is the
+    costlier (:mod:`geomlab.report.plan`); ``None`` for an ablation or control claim, or a comparison without
+    such arms."""
     c = next((c for c in results["comparisons"] if c["key"] == cl.comparison), None)
     if c is None or cl.against is not None:
         return None
+    labels = [r["label"] for r in c["rows"]]
+    base = next(r["label"] for r in c["rows"] if r["baseline"])
+    mine = next((k for k in labels if k.startswith(f"{cl.arm} at the baseline's {measure} budget (")), None)
+    if mine:
+        return mine, base
+    theirs = next((k for k in labels if k.startswith(f"{base} at the {measure} budget of {cl.arm} (")), None)
+    return (cl.arm, theirs) if theirs else None
+
+
+def equal_compute(results: dict[str, Any], cl: Claim, measure: str, split: str = "test") -> dict[str, Any] | None:
+    """The :func:`paired` ``split`` gap of claim ``cl`` at equal compute in ``measure`` in the fair campaign's
+    ``results`` (the rows of :func:`equal_compute_pair`); ``None`` for an ablation claim or before both have a
+    seed."""
+    pair = equal_compute_pair(results, cl, measure)
+    if pair is None:
+        return None
+    c = next(c for c in results["comparisons"] if c["key"] == cl.comparison)
+    return paired({r["label"]: r for r in c["rows"]}, *pair, split)
+
+
+def readings(results: dict[str, Any], cl: Claim) -> list[dict[str, Any]]:
+    """Every reading of claim ``cl`` in the fair campaign's ``results``: at equal steps, then (for a claim
+    against the baseline) at equal CPU time and equal FLOPs; each ``{"reading", "arm", "against", "test",
+    "valid", "verdict"}`` with the :func:`paired` gaps of both splits (``None`` before a common seed) and the
+    verdict of the test gap by the claim's rule. Empty when the comparison is not in ``results``."""
+    c = next((c for c in results["comparisons"] if c["key"] == cl.comparison), None)
+    if c is None:
+        return []
     rows = {r["label"]: r for r in c["rows"]}
     base = next(r["label"] for r in c["rows"] if r["baseline"])
-    mine = next((k for k in rows if k.startswith(f"{cl.arm} at the baseline's {measure} budget (")), None)
-    if mine:
-        return paired(rows, mine, base, "test")
-    theirs = next((k for k in rows if k.startswith(f"{base} at the {measure} budget of {cl.arm} (")), None)
-    return paired(rows, cl.arm, theirs, "test") if theirs else None
+    pairs = [("equal steps", (cl.arm, cl.against or base))]
+    pairs += [(f"equal {m}", equal_compute_pair(results, cl, m)) for m in ("CPU", "FLOPs")]
+    out = []
+    for name, pair in pairs:
+        if pair is None:
+            continue
+        test, valid = paired(rows, *pair, "test"), paired(rows, *pair, "valid")
+        out.append({"reading": name, "arm": pair[0], "against": pair[1], "test": test, "valid": valid,
+                    "verdict": verdict(test, cl.rule) if test else "pending"})
+    return out
+
+
+def fair_gaps(after: dict[str, Any]) -> list[str]:
+    """``### Every gap``: per claim and reading (:func:`readings`) the seeds paired, the test and validation
+    gaps with their 95% intervals and the verdict; then ``### Settings``: per comparison and model the tuned
+    lr, warm-up, weight decay and dropout and the seeds finished of those planned."""
+    lines = ["### Every gap", "",
+             "Per claim, each reading of the fair campaign: equal steps (the papers' setting), equal CPU time and "
+             "equal FLOPs (the costlier model on its own full schedule sized to the other's budget). Seed-paired "
+             "differences in BPC, 95% intervals in brackets; negative: the claimed model is ahead. The verdict "
+             "reads the test gap by the claim's rule (Verdict per paper claim, above); pending until both rows "
+             "share a seed, open below two.", "",
+             "| paper | claim | reading | model | against | seeds | test gap [95% CI] | valid gap [95% CI] | verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for cl in CLAIMS:
+        for r in readings(after, cl):
+            n = (r["test"] or r["valid"] or {}).get("seeds", 0)
+            lines.append(f"| {cl.paper} | {cl.text} | {r['reading']} | {r['arm']} | {r['against']} | {n} | "
+                         f"{_gap(r['test'])} | {_gap(r['valid'])} | {r['verdict']} |")
+    lines += ["", "### Settings", "",
+              "What the one rule chose for each model (lr and warm-up, then weight decay and dropout at them; "
+              "— while its tuning runs) and its seeds: finished of those planned (the plan adds seeds until "
+              "every gap settles).", "",
+              "| comparison | model | lr | warm-up | weight decay | dropout | seeds |", "|---|---|---|---|---|---|---|"]
+    for c in after["comparisons"]:
+        for r in c["rows"]:
+            def num(k, pct=False):
+                v = r.get(k)
+                return "—" if v is None else f"{v:.0%}" if pct else f"{v:g}"
+            lines.append(f"| {c['key']} | {r['label']} | {num('lr')} | {num('warmup', True)} | "
+                         f"{num('weight_decay')} | {num('dropout')} | {len(r.get('seeds') or [])} of "
+                         f"{len(r.get('planned_seeds') or [])} |")
+    goal = next((r for c in after["comparisons"] if c["key"] == "ts-100k" for r in c["rows"]
+                 if r["label"] == "OSMFormer O(d), linear mixing"), None)
+    if goal and goal.get("test_mean") is not None and goal.get("goal"):
+        lines += ["", f"The ~100K OSMFormer's mean test BPC under this rule is {goal['test_mean']:.3f} over "
+                  f"{len(goal['seeds'])} seed(s): " + (f"below the {goal['goal']:.2f} goal." if goal["test_mean"] <
+                  goal["goal"] else f"{goal['test_mean'] - goal['goal']:.3f} above the {goal['goal']:.2f} goal.")]
+    return lines + [""]
 
 
 def _gap(g: dict[str, Any] | None) -> str:
@@ -245,7 +318,7 @@ def fair_runs(after: dict[str, Any] | None) -> list[str]:
 
     lines = ["## The fair campaign's runs", "", f"{after['progress']['done']} of {after['progress']['planned']} "
              "planned runs finished so far (the plan grows when a grid widens or a comparison needs more seeds).", "",
-             *_deeper(reading(after))]
+             *fair_gaps(after), *_deeper(reading(after))]
     for c in after["comparisons"]:
         lines += _deeper(converged_comparison(c))
     return lines

@@ -296,6 +296,14 @@ def test_the_page_gives_the_fair_campaigns_verdicts_once_it_has_records(tmp_path
     assert cells[7] == "**supported** -0.051 [-0.053, -0.049]"
     assert cells[8] == "+0.101 [+0.099, +0.103]" and cells[9] == "+0.300 [+0.300, +0.300]"
     assert cells[6].startswith("**open**") and "## The fair campaign's runs" in md
+    every = [[c.strip() for c in ln.split("|")[1:-1]] for ln in md.splitlines()
+             if ln.startswith("| OSM | OSM-RNN beats the LSTM") and "| equal " in ln]
+    assert [r[2] for r in every] == ["equal steps", "equal CPU", "equal FLOPs"]
+    assert every[0][5:9] == ["3", "-0.051 [-0.053, -0.049]", "-0.051 [-0.053, -0.049]", "supported"]
+    assert every[1][3:5] == ["OSM-RNN O(d) at the baseline's CPU budget (1,730 steps)", "LSTM"]
+    assert every[1][6:9] == ["+0.101 [+0.099, +0.103]", "+0.101 [+0.099, +0.103]", "contradicted"]
+    settings = next(ln for ln in md.splitlines() if ln.startswith("| ts-50k | LSTM |"))
+    assert [c.strip() for c in settings.split("|")[3:-1]] == ["0.01", "2%", "0", "0", "3 of 3"]
     assert "| OSM | OSMFormer beats the Transformer at ~100K" in md and "pending" in md
 
 
