@@ -148,7 +148,7 @@ def test_two_processes_match_one_with_the_same_global_batch(tmp_path, tiny_text,
 
 
 STOP_SCRIPT = """
-import json, sys
+import gc, json, sys
 from geomlab.training import distributed
 from geomlab.data import LMTask, corpus_from_text
 from geomlab.models import build_model
@@ -169,6 +169,11 @@ trainer = Trainer(model, task, dict(steps=6, batch_size=4, seq_len=16, eval_ever
 res = trainer.run()
 with open(f"{sys.argv[2]}-rank{replicas.rank}.result", "w") as f:
     json.dump({"status": res.status, "step": res.step, "checkpoint": res.checkpoint is not None}, f)
+# as `geomlab train` does (its trainer is a local of a function that has returned): nothing holding the
+# model's DDP wrapper outlives the process group into the interpreter's exit, where gloo's threads freeing
+# it could abort the process ("terminate called without an active exception")
+del trainer, model, res
+gc.collect()
 distributed.shutdown()
 """
 
