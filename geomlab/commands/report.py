@@ -120,7 +120,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=number(int, 1, 10**4), default=1, metavar="N",
                    help="--converged: runs in flight at a time (default 1)")
     p.add_argument("--nice", type=number(int, 0, 19), default=19, metavar="N",
-                   help="--converged: the priority each run lowers itself by (default 19, the lowest)")
+                   help="--converged: the priority each run lowers itself by (default 19, the lowest); started with "
+                   "setsid, the dispatcher also gives its session's scheduling group that priority (Linux autogroup "
+                   "scheduling, where nice alone only ranks processes within one session)")
     p.add_argument("--slurm-partition", metavar="NAME", help="--executor slurm: the partition of the runs")
     p.add_argument("--records", metavar="JSONL",
                    help="--converged: also write every finished run's record (outcome, curves, provenance) to "
@@ -142,6 +144,24 @@ def _read_input(path: str, what: str):
         return read_json(path)
     except (OSError, ValueError) as exc:  # JSONInputError is a ValueError
         raise ValueError(f"{what} {str(path)[:120]}: cannot read it ({str(exc)[:160]})") from None
+
+
+def lower_autogroup(nice: int) -> bool:
+    """Give this process's scheduling group the priority ``nice`` when the process leads its own session
+    (started with ``setsid``), so that on Linux with autogroup scheduling (``sched_autogroup_enabled``), where
+    ``nice`` only ranks processes within one session's group, the campaign's runs also yield to other sessions'
+    work. Returns whether the group's priority was set (``False``: not a session leader, no
+    ``/proc/self/autogroup``, nice 0, or refused). Source: design choice (sched(7), "The autogroup feature")."""
+    import os
+
+    if not nice or not hasattr(os, "getsid") or os.getsid(0) != os.getpid():
+        return False
+    try:
+        with open("/proc/self/autogroup", "w", encoding="ascii") as f:
+            f.write(str(int(nice)))
+    except OSError:
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -324,6 +344,7 @@ def _converged(args: argparse.Namespace) -> int:
 
             deadline = time.time() + args.hours * 3600
             cost = lambda j: HOURS_MARGIN * seconds_left(plan, store, j)  # noqa: E731
+        lower_autogroup(args.nice)
         with _term_interrupts():  # `kill` stops the runs in flight too (they resume from their checkpoints)
             n = dispatch.dispatch(plan, store, ex, parallel=args.workers, only=only,
                                   device=check_device(args.device or "auto"), threads=args.threads or 1,

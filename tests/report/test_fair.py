@@ -457,3 +457,20 @@ def _held(lock: Path) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def test_a_dispatcher_leading_its_session_lowers_its_autogroup(tmp_path):
+    """Under autogroup scheduling nice ranks only within a session: a dispatcher started with setsid gives its
+    whole group the campaign's nice; one sharing a session (a terminal's) leaves the group alone."""
+    import subprocess
+    import sys
+
+    if not Path("/proc/self/autogroup").exists():
+        pytest.skip("no autogroup scheduling here")
+    code = ("from geomlab.commands.report import lower_autogroup; ok = lower_autogroup(19); "
+            "print(ok, open('/proc/self/autogroup').read().split()[-1])")
+    alone = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                           start_new_session=True, timeout=60)
+    assert alone.stdout.split() == ["True", "19"], alone.stderr
+    shared = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert shared.stdout.split()[0] == "False", shared.stderr
