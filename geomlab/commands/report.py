@@ -166,8 +166,10 @@ def lower_autogroup(nice: int) -> bool:
 
 @contextlib.contextmanager
 def _term_interrupts():
-    """Within the block, SIGTERM raises ``KeyboardInterrupt`` as Ctrl-C does (in the main thread; elsewhere
-    nothing changes), so that a killed dispatcher cancels its runs before it ends."""
+    """Within the block, SIGTERM raises ``KeyboardInterrupt`` as Ctrl-C does, so that a killed dispatcher
+    cancels its runs before it ends; and SIGINT, when this process inherited it ignored (a background job of a
+    script: ``nohup ... &``), is handled again, so that the processes it starts do not inherit the ignoring
+    and submitit's cancel (a SIGINT) stops them. In the main thread only; elsewhere nothing changes."""
     import signal
     import threading
 
@@ -179,10 +181,14 @@ def _term_interrupts():
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, _interrupt)
+    was = signal.getsignal(signal.SIGINT)
+    if was is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, was)
 
 
 def _is_records(path: str) -> bool:

@@ -406,10 +406,12 @@ def _fair_comp():
     return FAIR.known()["ts-50k"]
 
 
-def test_killing_the_dispatcher_stops_its_runs(tmp_path, text_file):
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_killing_the_dispatcher_stops_its_runs(tmp_path, text_file, sigint):
     """submitit's local jobs outlive the process that submitted them and ignore SIGTERM; ``kill`` of the
     dispatcher (``geomlab report --converged``) cancels its runs in flight, so no run trains on unwatched (each
-    resumes from its checkpoint next time)."""
+    resumes from its checkpoint next time); also when the dispatcher inherited SIGINT ignored, as a background
+    job of a script does (``nohup ... &``), where submitit's cancel, a SIGINT, would not reach its runs."""
     pytest.importorskip("submitit")
     import os
     import signal
@@ -420,7 +422,9 @@ def test_killing_the_dispatcher_stops_its_runs(tmp_path, text_file):
     store = tmp_path / "store"
     proc = subprocess.Popen([sys.executable, "-m", "geomlab", "report", "--converged", "--only", "ts-50k",
                              "--corpus-file", str(text_file), "--store", str(store), "--workers", "2", "--no-png"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored"
+                            else None)
     try:
         locks = []
         for _ in range(240):  # both runs hold their locks once their processes train
