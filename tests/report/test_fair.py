@@ -478,3 +478,25 @@ def test_a_dispatcher_leading_its_session_lowers_its_autogroup(tmp_path):
     assert alone.stdout.split() == ["True", "19"], alone.stderr
     shared = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert shared.stdout.split()[0] == "False", shared.stderr
+
+
+def test_the_fair_campaigns_report_states_its_own_protocol():
+    """The campaign report of the fair plan names it and states its rule (third-of-a-decade widening, the
+    warm-up grid, the regularisation stage, the seed rule); the converged plan's wording stays as it was."""
+    from geomlab.report.campaign import CONVERGED
+    from geomlab.report.plan import FAIR
+    from geomlab.report.render_converged import converged_header, converged_protocol
+
+    def results(plan):
+        return {"progress": {"done": 1, "planned": 9, "cpu_hours": 0.5}, "protocol": plan.to_dict(),
+                "started": "2026-12-07 00:00 UTC", "machine": {"device": "cpu", "torch": "2"}}
+
+    fair = "\n".join(converged_header(results(FAIR)) + converged_protocol(results(FAIR)))
+    assert fair.startswith("# geomlab fair campaign report") and "`geomlab report --campaign fair`" in fair
+    for text in ("x warm-up 2%, 10%;", "the next third of a decade", "weight decay and dropout as tuned",
+                 "0.1 / 0.1 against none", "narrower than ±0.02 BPC, at most 8"):
+        assert text in fair, text
+    assert "no weight decay" not in fair and "(also )" not in fair and "half-decade" not in fair
+    conv = "\n".join(converged_header(results(CONVERGED)) + converged_protocol(results(CONVERGED)))
+    assert conv.startswith("# geomlab converged report") and "`geomlab report --converged`" in conv
+    assert "no weight decay; seeds 0, 1, 2;" in conv and "next half-decade" in conv
