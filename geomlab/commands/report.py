@@ -89,9 +89,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="use this UTF-8 text file instead of every registered corpus (offline checks)")
     add_threads_argument(p)
     p.add_argument("--no-png", action="store_true", help="do not render PNG images of the figures (chromium)")
-    p.add_argument("--store", default="runs/converged", metavar="DIR",
+    p.add_argument("--store", default=None, metavar="DIR",
                    help="--converged: the folder of the campaign's runs (checkpoints and outcomes; default "
-                   "runs/converged)")
+                   "runs/CAMPAIGN: runs/converged, runs/fair)")
     p.add_argument("--collect", action="store_true",
                    help="--converged: train nothing, write the report of the runs finished in --store")
     p.add_argument("--speed", metavar="BENCH_JSON",
@@ -209,6 +209,10 @@ def run(args: argparse.Namespace) -> int:
     from geomlab.commands import set_threads
 
     set_threads(args.threads)
+    if args.campaign and (args.quick or args.smoke or args.full or args.page):
+        mode = next(f for f, v in (("--quick", args.quick), ("--smoke", args.smoke), ("--full", args.full),
+                                   ("--page", args.page)) if v)
+        raise ValueError(f"--campaign runs or collects a campaign under its own protocol: drop {mode}")
     if args.page:
         from pathlib import Path
 
@@ -285,6 +289,9 @@ def _converged(args: argparse.Namespace) -> int:
     args.out = args.out if args.campaign in (None, "converged") or args.out != "runs/converged-report/results.md" \
         else f"runs/{args.campaign}-report/results.md"
     plan = campaigns()[args.campaign or "converged"]
+    args.store = args.store or f"runs/{plan.name}"
+    if args.collect and args.dry_run:
+        raise ValueError("--collect writes the report and --dry-run prints the plan: choose one")
     if args.corpus_file:
         from dataclasses import replace
 
@@ -312,6 +319,13 @@ def _converged(args: argparse.Namespace) -> int:
                              f"of {plan.name!r} (choose it with --campaign)")
     elif args.restore is not None:
         restored = _read_input(args.restore, "--restore")
+        if plan.name != "converged":
+            raise ValueError(f"--restore {args.restore}: a converged report's results.json restores the converged "
+                             f"campaign only; the {plan.name} campaign restores from its records file "
+                             f"(docs/results/runs/{plan.name}/records.jsonl)")
+    if args.records is not None and not Path(args.records).parent.is_dir():
+        raise ValueError(f"--records {args.records}: its folder does not exist (make it first; nothing was "
+                         "trained)")
     if args.collect and restored is None and records is None and not Path(args.store).is_dir():
         raise ValueError(f"--store {args.store} is not a folder of campaign runs (nothing to collect)")
     if Path(args.store).exists() and not Path(args.store).is_dir():

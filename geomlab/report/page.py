@@ -404,8 +404,8 @@ def results_page(root: str | Path = ".") -> str:
               "# the fair campaign: its plan and cost, then its runs through submitit (2 at a time, nice 19);",
               "# stop it at will and run the same command again: every run resumes from its checkpoint",
               "python -m geomlab report --campaign fair --dry-run --workers 2",
-              "GEOMLAB_DATA_DIR=../shared/data setsid nohup python -m geomlab report --campaign fair --store runs/fair \\",
-              "    --workers 2 --threads 1 --records runs/fair/records.jsonl > runs/fair.log 2>&1 &",
+              "mkdir -p runs && GEOMLAB_DATA_DIR=../shared/data setsid nohup python -m geomlab report --campaign fair \\",
+              "    --store runs/fair --workers 2 --threads 1 --records runs/fair/records.jsonl > runs/fair.log 2>&1 &",
               "# a new machine, or one lent for a few hours: go on from the committed records, and start only the",
               "# runs expected to end within the hours (the rest wait for the next time)",
               f"GEOMLAB_DATA_DIR=../shared/data python -m geomlab report --campaign fair --store runs/fair --restore "

@@ -9,6 +9,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -21,29 +22,9 @@ from geomlab.report import store as rs
 from geomlab.report import worker as wk
 from geomlab.report.protocol import COMPARISONS
 from geomlab.report.render import converged_comparison, render_markdown
+from helpers.executors import Inline
 
-
-class Inline:
-    """An executor with submitit's interface that runs each submitted call at once, in this process."""
-
-    class Done:
-        def __init__(self, fn, args):
-            self.job_id = "inline"
-            try:
-                self.value, self.error = fn(*args), None
-            except Exception as exc:
-                self.value, self.error = None, exc
-
-        def done(self):
-            return True
-
-        def result(self):
-            if self.error is not None:
-                raise self.error
-            return self.value
-
-    def submit(self, fn, *args):
-        return Inline.Done(fn, args)
+REPO = Path(__file__).resolve().parents[2]
 
 
 def work(plan, store, **kw):
@@ -342,11 +323,38 @@ def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
     (["--converged", "--max-jobs", "0"], "--max-jobs: must be an integer from 1"),
     (["--converged", "--collect"], "is not a folder of campaign runs (nothing to collect)"),
     (["--converged", "--collect", "--store", ".", "--device", "cpu"], "--collect and --dry-run train nothing"),
+    (["--quick", "--campaign", "fair"], "--campaign runs or collects a campaign under its own protocol: drop --quick"),
+    (["--page", "--campaign", "fair"], "--campaign runs or collects a campaign under its own protocol: drop --page"),
+    (["--campaign", "fair", "--dry-run", "--collect"], "--collect writes the report and --dry-run prints the plan"),
+    (["--campaign", "fair", "--collect", "--restore", "docs/results/runs/converged/results/results.json"],
+     "restores the converged campaign only; the fair campaign restores from its records file"),
+    (["--campaign", "fair", "--hours", "1", "--records", "no-such-folder/r.jsonl"],
+     "--records no-such-folder/r.jsonl: its folder does not exist (make it first; nothing was trained)"),
 ])
-def test_cli_refuses_mixed_options(tmp_path, capsys, argv, message):
+def test_cli_refuses_mixed_options(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(REPO)  # the committed report named above, read-only
     assert main(["report", *argv, "--store", str(tmp_path / "s"), "--out", str(tmp_path / "r.md")]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "r.md").exists()
+
+
+def test_slurm_without_a_cluster_is_one_line(tmp_path, capsys):
+    import shutil
+
+    pytest.importorskip("submitit")
+    if shutil.which("srun"):
+        pytest.skip("a SLURM node: submitit finds its cluster")
+    assert main(["report", "--campaign", "fair", "--executor", "slurm", "--store", str(tmp_path / "s"),
+                 "--only", "ts-50k"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --executor slurm:") and "srun" in err and len(err.strip().splitlines()) == 1
+
+
+def test_each_campaign_has_its_own_default_store(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "--campaign", "fair", "--dry-run"]) == 0
+    assert f"ready now in {Path('runs') / 'fair'}" in capsys.readouterr().out
+    assert not (tmp_path / "runs").exists()  # a dry run writes nothing
 
 
 def test_the_report_folder_is_not_touched_by_a_refused_call(tmp_path, monkeypatch):

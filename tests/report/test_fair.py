@@ -19,6 +19,7 @@ from geomlab.report import campaign as cp
 from geomlab.report import store as rs
 from geomlab.report.flops import FlopsError, step_flops, transformer_step_flops
 from geomlab.report.protocol import COMPARISONS
+from helpers.executors import Inline
 
 REPO = Path(__file__).resolve().parents[2]
 CONVERGED_JSON = REPO / "docs/results/runs/converged/results/results.json"
@@ -308,27 +309,6 @@ def test_the_page_gives_the_fair_campaigns_verdicts_once_it_has_records(tmp_path
 
 
 # ------------------------------------------------------------------------------------------ a session of hours
-class _InProcess:
-    """An executor that runs each submitted job at once, in this process (what submitit's interface needs)."""
-
-    class _Done:
-        def __init__(self, value):
-            self.value, self.job_id = value, "here"
-
-        def done(self):
-            return True
-
-        def result(self):
-            return self.value
-
-    def __init__(self):
-        self.keys = []
-
-    def submit(self, fn, campaign, root, job, *args):
-        self.keys.append(job.key)
-        return self._Done(fn(campaign, root, job, *args))
-
-
 def test_a_deadline_submits_only_the_runs_that_fit_then_stops(tmp_path, text_file):
     """With a deadline the dispatcher skips a run expected to end after it, takes the next ready one that fits
     and stops once none fits (the skipped runs stay for the next session); without one it trains them all."""
@@ -339,7 +319,7 @@ def test_a_deadline_submits_only_the_runs_that_fit_then_stops(tmp_path, text_fil
     plan = cp.Campaign(steps=(("ts-50k", 8),), seeds=(0,), seed_counts=(), lr_grid=(1e-2,), max_widen=0,
                        eval_every=4, batch_size=4, seq_len=16, corpus_override=str(text_file))
     store = rs.RunStore(tmp_path / "store")
-    ex, logs = _InProcess(), []
+    ex, logs = Inline(), []
     cost = lambda j: 1e9 if j.arm.kind == "osm-rnn" else 1.0  # noqa: E731
     n = dispatch.dispatch(plan, store, ex, parallel=2, poll_s=0.01, log=logs.append, deadline=time.time() + 3600,
                           cost=cost)
