@@ -28,7 +28,8 @@ def executor(cluster: str, folder: str | Path, threads: int = 1, timeout_min: in
     """A submitit executor: ``cluster`` ``"local"`` (a process per run on this machine), ``"slurm"`` (a SLURM
     job per run, ``slurm``: extra ``slurm_*`` parameters such as ``{"slurm_partition": "cpu"}``) or
     ``"debug"`` (in this process; tests). Logs and submitit's files go to ``folder``. Raises ``ValueError``
-    for an unknown cluster or one submitit cannot reach from here (SLURM without ``srun``), and :class:`geomlab.core.extras.MissingExtra` (one line) without submitit."""
+    for an unknown cluster or one submitit cannot reach from here (SLURM without ``srun``), and
+    :class:`geomlab.core.extras.MissingExtra` (one line) without submitit."""
     if cluster not in CLUSTERS:
         raise ValueError(f"--executor {cluster!r}: use one of {', '.join(CLUSTERS)}")
     submitit = require("submitit", "dispatching the campaign's runs")
