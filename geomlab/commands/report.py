@@ -67,7 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wp-curriculum", metavar="LEN:STEPS[,LEN:STEPS]",
                    help="override the word-problem length curriculum ('' = none), e.g. 2:300,4:300")
     p.add_argument("--only", metavar="KEY[,KEY]",
-                   help=f"run only these sections: {', '.join(COMPARISONS)}, {WORD_PROBLEM}")
+                   help=f"run only these sections: {', '.join(COMPARISONS)}, {WORD_PROBLEM}; with --campaign "
+                        "converged also zoo-ts (the zoo's other models)")
     p.add_argument("--steps", type=recipe_option("steps"), metavar="N", help="override the language-model steps of the profile")
     p.add_argument("--wp-steps", type=number(int, 0, 10**9), metavar="N", help="override the word-problem steps (0 skips it)")
     p.add_argument("--eval-chars", metavar="N|all", type=_eval_chars,

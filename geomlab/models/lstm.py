@@ -1,7 +1,9 @@
 """``lstm``: a character LSTM baseline (``torch.nn.LSTM``).
 
 Input is one-hot (``embedding_dim = 0``, the default) or a learned embedding of ``embedding_dim``; then
-``layers`` LSTM layers of width ``hidden``; then a linear head to ``vocab_size`` logits.
+``layers`` LSTM layers of width ``hidden``; then a linear head to ``vocab_size`` logits. ``dropout`` acts on the
+non-recurrent connections (Zaremba et al., arXiv 1409.2329): the first layer's input, between layers and the
+last layer's output before the head, so it regularises a single-layer LSTM too.
 
 Parameter count (PyTorch counting, Nunley, arXiv 2602.18417): one-hot input, one layer:
 ``4h(V + h) + 8h + hV + V`` (V = 65, h = 78 gives 50,375); with a 32-dim embedding, h = 88 gives 50,809.
@@ -34,7 +36,7 @@ class LSTMConfig(ConfigBase):
     hidden: int = 78        # LSTM width h
     layers: int = 1         # stacked LSTM layers
     embedding_dim: int = 0  # learned input embedding width; 0 = one-hot input
-    dropout: float = 0.0    # dropout between layers, in [0, 1)
+    dropout: float = 0.0    # dropout on the input, between layers and before the head, in [0, 1)
 
     def validate(self) -> None:
         self.positive("vocab_size", "hidden", "layers")
@@ -85,6 +87,7 @@ class LSTMModel(SequenceModel):
         self.embedding = nn.Embedding(v, emb) if emb > 0 else None
         self.lstm = nn.LSTM(emb if emb > 0 else v, h, num_layers=layers, batch_first=True,
                             dropout=dropout if layers > 1 else 0.0)
+        self.dropout = dropout
         self.head = nn.Linear(h, v)
         self.hook_input = HookPoint("(B, T, input) one-hot or embedded tokens, the input of layer 0")
         self.layers = nn.ModuleList(_LayerHooks() for _ in range(layers))
@@ -96,9 +99,10 @@ class LSTMModel(SequenceModel):
             x = self.embedding(tokens)
         else:
             x = F.one_hot(tokens, self.vocab_size).to(self.head.weight.dtype)
-        x = self.hook_input(x)
+        x = F.dropout(self.hook_input(x), self.dropout, self.training)
         out = self._steps(x) if any_active(self.layers) else self.lstm(x)[0]
-        return self.head(out)
+        # contiguous: the fused output's strides would order dropout's draws otherwise than the stepped path's
+        return self.head(F.dropout(out.contiguous(), self.dropout, self.training))
 
     def lens_stages(self) -> list[LensStage]:
         """Each layer's hidden states ``h`` through the head (every layer has the head's width ``hidden``;

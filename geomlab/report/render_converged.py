@@ -184,7 +184,7 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
                                            else "") + f" → {_f(t['valid'])}" for t in r["tuning"]) or "—"
         if r.get("tuning_note"):
             tune += f" ({r['tuning_note']})"
-        for note in r.get("full_notes") or []:
+        for note in [*(r.get("full_notes") or []), *([r["reg_note"]] if r.get("reg_note") else [])]:
             tune += f"; {note}"
         et = r.get("equal_time")
         ets = (f"{et['valid']:.3f} vs {et['baseline_valid']:.3f} ({et['gap']:+.3f}) at {et['seconds'] / 60:.0f} min"

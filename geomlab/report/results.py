@@ -122,6 +122,12 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
         pending = pending + reg_pending
         if any(r != (0.0, 0.0) for r, _ in reg_tried) or reg_pending:
             row["reg_tuning"] = [{"weight_decay": r[0], "dropout": r[1], "valid": v} for r, v in reg_tried]
+            plain = dict(reg_tried).get((0.0, 0.0))
+            inert = [f"wd {r[0]:g}, dropout {r[1]:g}" for r, v in reg_tried
+                     if r != (0.0, 0.0) and v is not None and v == plain]
+            if inert:  # a setting that left the run bit for bit as it was did not act on the model
+                row["reg_note"] = "no effect (valid BPC equal to the unregularised run's to the last bit): " + \
+                    "; ".join(inert)
     if reg is not None:
         best, row["full_notes"] = full_choice(campaign, store, comp, arm, best, reg)
         row["lr"], row["warmup"] = best

@@ -143,6 +143,13 @@ class _Interval:
         self.loss, self.gnorm, self.n, self.tokens, self.start = 0.0, 0.0, 0, 0, now
 
 
+def decayed(model: torch.nn.Module) -> list[str]:
+    """Names of the trainable parameters of ``model`` that AdamW's weight decay acts on: those with >= 2
+    dimensions that the model does not list in its optional ``no_weight_decay``. Source: design choice."""
+    skip = set(getattr(model, "no_weight_decay", set()) or set())
+    return [n for n, p in model.named_parameters() if p.requires_grad and p.dim() >= 2 and n not in skip]
+
+
 class Trainer(Checkpointing):
     """Train ``model`` on ``task``.
 
@@ -490,12 +497,14 @@ class Trainer(Checkpointing):
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         cfg = self.config
-        skip = set(getattr(self.model, "no_weight_decay", set()) or set())
+        names = set(decayed(self.model)) if cfg.weight_decay > 0 else set()
         decay, no_decay = [], []
         for name, p in self.model.named_parameters():
-            if not p.requires_grad:
-                continue
-            (decay if p.dim() >= 2 and name not in skip and cfg.weight_decay > 0 else no_decay).append(p)
+            if p.requires_grad:
+                (decay if name in names else no_decay).append(p)
+        if cfg.weight_decay > 0 and not decay:
+            raise ValueError(f"weight_decay {cfg.weight_decay:g} would act on no parameter of this "
+                             f"{getattr(self.model, 'kind', 'model')} (every matrix is in its no_weight_decay)")
         groups = [g for g in ({"params": decay, "weight_decay": cfg.weight_decay},
                               {"params": no_decay, "weight_decay": 0.0}) if g["params"]]
         if not groups:

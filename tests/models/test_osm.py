@@ -486,9 +486,12 @@ def test_no_weight_decay_names_exist():
     names = dict(m.named_parameters())
     skip = m.no_weight_decay
     assert skip <= set(names)
-    assert {"token_coords", "proto_coords", "pos_coords", "log_beta", "tau"} <= skip
+    assert {"pos_coords", "log_beta", "tau"} <= skip
+    assert not {"token_coords", "proto_coords"} & skip  # the token and prototype tables decay
     free = make("osmformer")
     assert "proto" not in free.no_weight_decay  # free prototypes are ordinary weights
+    tied = make("osmformer", token_param="matrix", prototypes="tied")
+    assert "token_matrix" not in tied.no_weight_decay and {"tau", "bias"} <= tied.no_weight_decay
 
 
 def test_bench_runs(capsys):

@@ -141,6 +141,57 @@ def test_regularisation_is_tuned_after_the_lr_with_dropout_only_where_the_model_
     assert {j.reg for j in full} == {(0.0, 0.1)} and {j.seed for j in full} == {0, 1, 2}
 
 
+def _fair_models():
+    """One small model per distinct (kind, fixed config) of the fair plan's arms; an OSM kind once per prototype
+    kind (the budget search may pick any of them)."""
+    from geomlab.models import build_model
+    from geomlab.models.osm.config import PROTOTYPES
+    from geomlab.report.plan import FAIR
+
+    seen = {}
+    for comp in FAIR.extra:
+        for arm in comp.arms:
+            for protos in PROTOTYPES if arm.kind.startswith("osm") else (None,):
+                cfg = {**arm.config, **({"prototypes": protos} if protos else {})}
+                seen.setdefault((arm.kind, json.dumps(cfg, sort_keys=True)), (arm.kind, cfg))
+    return [(kind, cfg, build_model({"kind": kind, "vocab_size": 65, **cfg})) for kind, cfg in seen.values()]
+
+
+def test_every_regularisation_setting_of_the_fair_plan_acts_on_its_model():
+    """Weight decay has parameters to act on in every model of the plan, and dropout, where the config has it,
+    changes a training-mode forward pass (a single-layer LSTM's included): no regularisation run can equal the
+    unregularised one by construction."""
+    import torch
+
+    from geomlab.models import build_model
+    from geomlab.training.trainer import decayed
+
+    for kind, cfg, model in _fair_models():
+        assert decayed(model), (kind, cfg)
+        if cp.takes_dropout(kind):
+            m = build_model({"kind": kind, "vocab_size": 65, **cfg, "dropout": 0.1}).train()
+            x = torch.randint(0, 65, (2, 16))
+            with torch.no_grad():
+                assert not torch.equal(m(x), m.eval()(x)), (kind, cfg)
+
+
+def test_a_regularisation_setting_equal_to_none_to_the_bit_is_flagged(tmp_path, text_file):
+    """The campaign's row names a regularisation setting whose run ended bit for bit as the unregularised one."""
+    from geomlab.report.results import arm_row
+
+    plan = _rule_plan(text_file, regs=((0.0, 0.0), (0.1, 0.0), (0.0, 0.1)))
+    store = rs.RunStore(tmp_path)
+    comp = COMPARISONS["ts-50k"]
+    lstm = comp.arms[1]
+    _done(store, rs.Job(comp, lstm, "tune", 1e-2, 0.02, 0, 2), 2.5)
+    wd, do = cp.reg_state(plan, store, comp, lstm, (1e-2, 0.02))[0]
+    _done(store, wd, 2.6)
+    _done(store, do, 2.5)
+    assert arm_row(plan, store, comp, lstm)["reg_note"].endswith(": wd 0, dropout 0.1")
+    _done(store, do, 2.4)
+    assert "reg_note" not in arm_row(plan, store, comp, lstm)
+
+
 @pytest.mark.parametrize("gaps, seeds", [((0.10, 0.11, 0.12), 3), ((0.10, -0.10, 0.05), 4)])
 def test_seeds_are_added_until_the_gaps_settle(tmp_path, text_file, gaps, seeds):
     """A gap whose paired interval excludes zero needs no more seeds; one spanning zero gets the next seed, and

@@ -288,6 +288,32 @@ def test_lstm_sizing_matches_osm_notes():
         build_model({"kind": "lstm", "vocab_size": 65, "hidden": 0})
 
 
+def test_lstm_dropout_acts_on_a_single_layer():
+    """Dropout on the non-recurrent connections: one layer has it too (train mode differs from eval, p = 0 does
+    not), and the stepped path (a state hook active) draws the same masks as the fused one."""
+    from geomlab.models.hooks import run_with_hooks
+
+    x = torch.randint(0, 10, (2, 12))
+    m = build_model({"kind": "lstm", "vocab_size": 10, "hidden": 8, "dropout": 0.3}).train()
+    torch.manual_seed(1)
+    fused = m(x)
+    torch.manual_seed(1)
+    stepped = run_with_hooks(m, x, [("layers.0.hook_h", lambda t, hook: None)])
+    assert torch.allclose(fused, stepped, atol=1e-5)
+    assert not torch.allclose(fused, m.eval()(x), atol=1e-3)
+    plain = build_model({"kind": "lstm", "vocab_size": 10, "hidden": 8}).train()
+    assert torch.equal(plain(x), plain.eval()(x))
+
+
+def test_weight_decay_that_acts_on_no_parameter_is_refused(task):
+    """A weight decay the model exempts everywhere is a clear error, not a run equal to the undecayed one."""
+    model = _model(task)
+    model.no_weight_decay = {n for n, _ in model.named_parameters()}
+    with pytest.raises(ValueError, match="no parameter"):
+        Trainer(model, task, TrainConfig(**{**CFG, "weight_decay": 0.1}))
+    Trainer(model, task, TrainConfig(**CFG))  # no decay asked: fine
+
+
 def test_lstm_is_causal():
     m = build_model({"kind": "lstm", "vocab_size": 10, "hidden": 8})
     x = torch.randint(0, 10, (2, 12))

@@ -145,10 +145,12 @@ class OSMBase(SequenceModel):
 
     @property
     def no_weight_decay(self) -> set[str]:
-        """Names of parameters the trainer must not weight-decay: algebra coordinates and full token matrices
-        (decay would shrink every generator toward the identity), mixing maps (initialised at
-        ``eta I``, not 0), temperatures and positions."""
-        return {n for n, _ in self.named_parameters() if not n.startswith("proto") or n == "proto_coords"}
+        """Names of parameters the trainer must not weight-decay: everything but the token and prototype tables.
+        Decay acts on the token generators (algebra coordinates or full matrices) and on the prototypes (their
+        generators, or free matrices), as a Transformer's decays its embedding table: it pulls each token
+        matrix toward the identity. Mixing maps (initialised at ``eta I``, not 0), temperatures, attention
+        scales and positions are exempt. Source: design choice (docs/osm.md, "Regularisation")."""
+        return {n for n, _ in self.named_parameters() if not n.startswith(("token_", "proto"))}
 
 
     def effective_param_count(self) -> int:
