@@ -355,7 +355,10 @@ def test_the_page_gives_the_fair_campaigns_verdicts_once_it_has_records(tmp_path
     assert every[1][3:5] == ["OSM-RNN O(d) at the baseline's CPU budget (1,730 steps)", "LSTM"]
     assert every[1][6:9] == ["+0.101 [+0.099, +0.103]", "+0.101 [+0.099, +0.103]", "contradicted"]
     settings = next(ln for ln in md.splitlines() if ln.startswith("| ts-50k | LSTM |"))
-    assert [c.strip() for c in settings.split("|")[3:-1]] == ["0.01", "2%", "0", "0", "3 of 3"]
+    cells = [c.strip() for c in settings.split("|")[3:-1]]
+    assert cells[:5] == ["0.01", "2%", "0", "0", "3 of 3"]
+    assert cells[5] == ("none 2.500; dropout 0.1 2.700; wd 0.01 2.700; wd 0.01 + dropout 0.1 2.700; wd 0.1 2.700; "
+                        "wd 0.1 + dropout 0.1 2.700")
     assert "| OSM | OSMFormer beats the Transformer at ~100K" in md and "pending" in md
 
 
