@@ -45,11 +45,12 @@ def overlay_choice(run: live.LiveRun) -> list[live.LiveRun]:
 
 
 def curves(run: live.LiveRun, snap: live.Snapshot) -> None:
-    """Training curves of this run and the runs picked in the overlay box, then the word problem's
-    validation accuracy."""
+    """Training curves of this run and the runs picked in the overlay box (under the chart), then the word
+    problem's validation accuracy."""
     from geomlab.figures import FigureError
     from geomlab.figures.curves import run_overlay
 
+    chart_slot = st.container()  # the chart above its "Overlay other runs" box: in view sooner
     chosen = overlay_choice(run)
     snaps = {r.run_id: (snap if r.run_id == run.run_id else r.snapshot()) for r in chosen}
     units = {unit(s) for s in snaps.values()}
@@ -57,16 +58,17 @@ def curves(run: live.LiveRun, snap: live.Snapshot) -> None:
     metric = "bpc" if all(s.metric_name == "bpc" for s in snaps.values()) else "loss"
     hists = {_run_name(r, run.run_id): snaps[r.run_id].history for r in chosen}
     if not any("loss" in h for h in snap.history):
-        st.caption("The curves appear after the first logged steps.")
+        chart_slot.caption("The curves appear after the first logged steps.")
         return
     try:
         fig, caption = run_overlay(hists, metric=metric, unit=one_unit)
     except (FigureError, ValueError) as exc:
-        st.caption(str(exc))
+        chart_slot.caption(str(exc))
         return
     fig.update_layout(height=340 + 20 * max(0, len(chosen) - 1), uirevision="live")
-    ui.chart(fig, key="train-curves", filename="geomlab-training-curves")
-    st.caption(caption)
+    with chart_slot:
+        ui.chart(fig, key="train-curves", filename="geomlab-training-curves")
+        st.caption(caption)
     acc = [(h["step"], h["valid_accuracy"]) for h in snap.history if "valid_accuracy" in h]
     if acc:
         f2 = go.Figure(go.Scatter(x=[a for a, _ in acc], y=[b for _, b in acc], mode="lines+markers",

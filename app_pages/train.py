@@ -243,10 +243,16 @@ def main() -> None:
         st.session_state[ui.K_PAGE_QP] = {"run": run.run_id}
     left, right = st.columns([1, 1], gap="large")  # [2, 3] would cut the form's selects at 1,000 px
     with left:
-        with st.container(border=True):
+        # while a run trains the form folds away (Start waits for it anyway), so the curves under both columns
+        # come into view
+        with (st.expander("Next run's settings", icon=":material/tune:") if active
+              else st.container(border=True)):
             form(active)
+        if active:
+            recent_runs()
     with right:
-        recent_runs()
+        if not active:
+            recent_runs()
         st.session_state[K_POLLING] = active
         st.fragment(panel, run_every=POLL_S if active else WATCH_POLL_S if waiting else None)()
     st.fragment(figures_panel, run_every=FIGURES_POLL_S if active else None)()

@@ -342,6 +342,12 @@ def _step(pg) -> int:
 def test_resume_keeps_updating_and_a_reload_reattaches(page, server):
     _start_training(page, server, 100000)
     page.get_by_text("state: running").first.wait_for(timeout=60_000)
+    # while it trains the form folds away and the curves chart starts in view at 1400 x 900
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.locator(CHART).first.wait_for(timeout=60_000)
+    top = page.locator(CHART).first.bounding_box()["y"]
+    assert top < 900 - 150, f"the curves chart starts at y={top:.0f}, below the fold of a 900-px window"
+    page.set_viewport_size({"width": 1400, "height": 1000})
     page.wait_for_timeout(1500)
     page.get_by_role("button", name="Stop").click()
     page.get_by_text("state: stopped").first.wait_for(timeout=60_000)
