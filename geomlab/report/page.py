@@ -189,7 +189,8 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
               "— while its tuning runs) and its seeds: finished of those planned (the plan adds seeds until "
               "every gap settles); the regularisation settings it tried at the tuning budget, with their "
               "validation BPC.", "",
-              "| comparison | model | lr | warm-up | weight decay | dropout | seeds | regularisation tried (valid BPC) |",
+              "| comparison | model | lr | warm-up | weight decay | dropout | seeds "
+              "| regularisation tried (valid BPC) |",
               "|---|---|---|---|---|---|---|---|"]
     for c in after["comparisons"]:
         for r in c["rows"]:

@@ -8,8 +8,9 @@ The rule, the same for every model and baseline:
   to twice per side while the best lr sits on an edge) x warm-up 2% and 10%, at 20% of the arm's own budget,
   seed 0; then, at the winner, regularisation: AdamW weight decay 0, 0.01, 0.1 x dropout 0, 0.1 (decay on each
   model's weight matrices but its ``no_weight_decay``: the Grassmann models' embeddings, the OSM models' mixing
-  maps and positions; the OSM models' token and prototype tables decay; dropout only where the model has it: Transformer, LSTM (on its input and
-  output) and both Grassmann kinds); the best validation BPC wins; a regularisation run that diverges loses.
+  maps and positions; the OSM models' token and prototype tables decay; dropout only where the model has it:
+  Transformer, LSTM (on its input and output) and both Grassmann kinds); the best validation BPC wins; a
+  regularisation run that diverges loses.
 * **Seeds**: 0, 1, 2, then one more at a time until every gap (test and validation) to the baseline has a
   seed-paired 95% interval that excludes zero or is narrower than +-0.02 BPC, at most 8 seeds.
 * **Equal compute**: each model that costs more per step than its baseline also trains its own full schedule
