@@ -105,9 +105,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "so that a new machine resumes the campaign where it stopped; runs already in the store are "
                    "left alone")
     p.add_argument("--hours", type=number(float, 0.01, 10**6), metavar="H",
-                   help="--converged: submit only runs expected to finish within H hours (each run's steps at the "
-                   f"CPU seconds per step the campaign measured, x{HOURS_MARGIN:g} for a shared machine, less what "
-                   "its checkpoint already holds), then stop once the runs in flight finish and none fits")
+                   help="--converged: train for at most H hours: first the runs expected to finish by then (each "
+                   f"run's steps at the CPU seconds per step the campaign measured, x{HOURS_MARGIN:g} for a shared "
+                   "machine, less what its checkpoint already holds), then, in a free slot, a run expected to reach "
+                   "its next checkpoint by then; at H hours the runs in flight stop (each resumes from its last "
+                   "checkpoint next time)")
     p.add_argument("--max-jobs", type=number(int, 1, 10**9), metavar="N", help="--converged: submit at most N runs")
     p.add_argument("--campaign", choices=("converged", "fair"),
                    help="the campaign to run or collect (implies --converged; default converged): fair is the plan "
@@ -357,19 +359,21 @@ def _converged(args: argparse.Namespace) -> int:
 
         ex = dispatch.executor(args.executor, Path(args.store) / "_submitit", threads=args.threads or 1,
                                slurm={"slurm_partition": args.slurm_partition} if args.slurm_partition else None)
-        deadline = cost = None
+        deadline = cost = progress = None
         if args.hours is not None:
             import time
 
-            from geomlab.report.plan import seconds_left
+            from geomlab.report.plan import seconds_left, seconds_to_checkpoint
 
             deadline = time.time() + args.hours * 3600
             cost = lambda j: HOURS_MARGIN * seconds_left(plan, store, j)  # noqa: E731
+            progress = lambda j: HOURS_MARGIN * seconds_to_checkpoint(plan, j)  # noqa: E731
         lower_autogroup(args.nice)
         with _term_interrupts():  # `kill` stops the runs in flight too (they resume from their checkpoints)
             n = dispatch.dispatch(plan, store, ex, parallel=args.workers, only=only,
                                   device=check_device(args.device or "auto"), threads=args.threads or 1,
-                                  nice=args.nice, max_jobs=args.max_jobs, deadline=deadline, cost=cost)
+                                  nice=args.nice, max_jobs=args.max_jobs, deadline=deadline, cost=cost,
+                                  progress=progress)
         print(f"[{plan.name}] {n} run(s) finished through submitit ({args.executor})")
     results = campaign_results.collect(plan, store, only)
     if args.records is not None:

@@ -47,22 +47,34 @@ def executor(cluster: str, folder: str | Path, threads: int = 1, timeout_min: in
 def dispatch(campaign: Campaign, store: RunStore, ex, parallel: int = 1, only: tuple[str, ...] | None = None,
              device: str = "cpu", threads: int = 1, nice: int = 19, max_jobs: int | None = None,
              poll_s: float = 5.0, log: Callable[[str], None] = print, deadline: float | None = None,
-             cost: Callable[[Any], float] | None = None) -> int:
+             cost: Callable[[Any], float] | None = None, progress: Callable[[Any], float] | None = None) -> int:
     """Run the campaign's runs through executor ``ex`` (:func:`executor`), at most ``parallel`` at a time, each
     with ``threads`` torch threads at ``nice`` priority on ``device``, until no run is left (or ``max_jobs``
-    were submitted). With a ``deadline`` (a ``time.time()`` value) and ``cost`` (a job's expected seconds, e.g.
-    :func:`geomlab.report.plan.seconds_left` with a margin), a run is submitted only when it is expected to
-    finish by then: the next ready run that fits is taken instead, and the dispatcher returns once its runs
-    finished and none fits (a machine lent for a few hours, a cluster allocation's time limit). A run whose job
-    raised (a bad checkpoint, a missing corpus, a killed job) is logged and not submitted again by this
-    dispatcher; a diverged run is an outcome, not an error. When the dispatcher itself stops (an interrupt, an
-    error) it cancels its runs in flight, which submitit would otherwise leave running; each resumes from its
-    checkpoint next time. Returns the number of runs that finished here. Source: design choice."""
+    were submitted).
+
+    With a ``deadline`` (a ``time.time()`` value; a machine lent for a few hours, a cluster allocation's time
+    limit) and ``cost`` (a job's expected seconds, e.g. :func:`geomlab.report.plan.seconds_left` with a
+    margin), the ready runs expected to finish by then are submitted first; a free slot left then takes a run
+    that will not finish but is expected to reach its next checkpoint by then (``progress``: a job's expected
+    seconds to it, e.g. :func:`geomlab.report.plan.seconds_to_checkpoint`; without it, none), so runs longer
+    than a session still advance. At the deadline the runs in flight are stopped (each resumes from its last
+    checkpoint next time) and the dispatcher returns; it returns earlier once its runs finished and none fits.
+
+    A run whose job raised (a bad checkpoint, a missing corpus, a killed job) is logged and not submitted again
+    by this dispatcher; a diverged run is an outcome, not an error. When the dispatcher itself stops (an
+    interrupt, an error) it cancels its runs in flight, which submitit would otherwise leave running; each
+    resumes from its checkpoint next time. Returns the number of runs that finished here. Source: design
+    choice."""
     running: dict[str, Any] = {}
     broken: set[str] = set()
     submitted = finished = 0
     try:
         while True:
+            if deadline is not None and running and time.time() >= deadline:
+                log(f"[dispatch] the deadline: stopping {len(running)} run(s) in flight; each resumes from its "
+                    "last checkpoint next time")
+                _cancel(running)
+                return finished
             for key, sj in list(running.items()):
                 if not sj.done():
                     continue
@@ -78,15 +90,20 @@ def dispatch(campaign: Campaign, store: RunStore, ex, parallel: int = 1, only: t
             ready = [] if room <= 0 or (max_jobs is not None and submitted >= max_jobs) else [
                 j for j in jobs(campaign, store, only) if j.key not in running and j.key not in broken
                 and not store.held(j)]
-            late = False
+            late, partial = False, set()
             if deadline is not None and cost is not None and ready:
-                fits = [j for j in ready if time.time() + cost(j) <= deadline]
-                late, ready = not fits, fits
+                now = time.time()
+                fits = [j for j in ready if now + cost(j) <= deadline]
+                if progress is not None:
+                    partial = {j.key for j in ready if j not in fits and now + progress(j) <= deadline}
+                late, ready = not fits and not partial, fits + [j for j in ready if j.key in partial]
             ready = ready[:room]
             for j in ready[:None if max_jobs is None else max_jobs - submitted]:
                 running[j.key] = ex.submit(run_job, campaign, str(store.root), j, device, threads, nice)
                 submitted += 1
-                log(f"[dispatch] {j.key}: submitted ({getattr(running[j.key], 'job_id', '?')})")
+                log(f"[dispatch] {j.key}: submitted ({getattr(running[j.key], 'job_id', '?')}"
+                    + ("; it will not finish before the deadline: it trains until then and resumes from its last "
+                       "checkpoint next time" if j.key in partial else "") + ")")
             if not running:
                 if late or (deadline is not None and time.time() >= deadline):
                     log("[dispatch] no run left is expected to finish before the deadline: stopping")
@@ -97,9 +114,14 @@ def dispatch(campaign: Campaign, store: RunStore, ex, parallel: int = 1, only: t
                 return finished
             time.sleep(poll_s)
     except BaseException:  # Ctrl-C, SIGTERM (the command makes it KeyboardInterrupt), an error of its own
-        for sj in running.values():  # submitit's jobs outlive their submitter: stop them (they resume later)
-            try:
-                sj.cancel()
-            except Exception:  # noqa: BLE001 - a job that ended meanwhile
-                pass
+        _cancel(running)
         raise
+
+
+def _cancel(running: dict[str, Any]) -> None:
+    """Stop submitit's jobs in flight: they outlive their submitter (each resumes from its checkpoint later)."""
+    for sj in running.values():
+        try:
+            sj.cancel()
+        except Exception:  # noqa: BLE001 - a job that ended meanwhile
+            pass

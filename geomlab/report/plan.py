@@ -160,6 +160,14 @@ def seconds_left(campaign: Campaign, store, job) -> float:
     return max(0.0, job.steps * rate - store.cpu_so_far(job))
 
 
+def seconds_to_checkpoint(campaign: Campaign, job) -> float:
+    """Estimated CPU seconds from ``job``'s start (or resumption) to its next checkpoint: ``eval_every`` steps (at
+    most its steps) at :func:`step_seconds`. Source: design choice (what ``geomlab report --hours`` starts a run
+    that cannot finish in time by)."""
+    rate, _ = step_seconds(campaign, job.comp.key, job.arm)
+    return min(campaign.eval_every, job.steps) * rate
+
+
 def estimate(campaign: Campaign = FAIR) -> list[dict[str, Any]]:
     """CPU hours per block (comparison) of ``campaign`` before any run: per arm, tuning runs (lr grid x
     warm-ups, plus the regularisation settings that apply, at the tuning budget, no widening) and full runs at

@@ -387,6 +387,61 @@ def test_a_deadline_submits_only_the_runs_that_fit_then_stops(tmp_path, text_fil
     assert list(cp.jobs(plan, store)) == []
 
 
+class _Endless:
+    """An executor whose jobs never finish (a run longer than the session); it records what was cancelled."""
+
+    class Job:
+        def __init__(self, key, cancelled):
+            self.job_id, self.key, self.cancelled = key, key, cancelled
+
+        def done(self):
+            return False
+
+        def cancel(self):
+            self.cancelled.append(self.key)
+
+    def __init__(self):
+        self.keys, self.cancelled = [], []
+
+    def submit(self, fn, *args):
+        self.keys.append(args[2].key)
+        return _Endless.Job(args[2].key, self.cancelled)
+
+
+def test_a_run_longer_than_the_session_trains_until_the_deadline_then_stops(tmp_path, text_file):
+    """When no ready run can finish before the deadline, one whose next checkpoint comes before it is started
+    anyway, and at the deadline the runs in flight are cancelled (they resume from their checkpoints); a run
+    that cannot even reach its next checkpoint is not started."""
+    import time
+
+    from geomlab.report import dispatch
+
+    plan = cp.Campaign(steps=(("ts-50k", 8),), seeds=(0,), seed_counts=(), lr_grid=(1e-2,), max_widen=0,
+                       eval_every=4, batch_size=4, seq_len=16, corpus_override=str(text_file))
+    store = rs.RunStore(tmp_path / "store")
+    ex, logs = _Endless(), []
+    t0 = time.time()
+    n = dispatch.dispatch(plan, store, ex, parallel=2, poll_s=0.01, log=logs.append, deadline=t0 + 0.5,
+                          cost=lambda j: 1e9, progress=lambda j: 0.1)
+    assert n == 0 and len(ex.keys) == 2 and sorted(ex.cancelled) == sorted(ex.keys)
+    assert time.time() - t0 >= 0.5 and all("will not finish before the deadline" in ln for ln in logs[:2])
+    assert "the deadline: stopping 2 run(s) in flight" in logs[-1]
+    ex, logs = _Endless(), []
+    assert dispatch.dispatch(plan, store, ex, parallel=2, poll_s=0.01, log=logs.append, deadline=time.time() + 60,
+                             cost=lambda j: 1e9, progress=lambda j: 1e9) == 0
+    assert ex.keys == [] and "no run left is expected to finish before the deadline" in logs[-1]
+
+
+def test_seconds_to_checkpoint_is_one_validation_period_at_the_measured_rate():
+    from geomlab.report.plan import FAIR, seconds_to_checkpoint, step_seconds
+
+    comp = FAIR.known()["ts-100k"]
+    osm = next(a for a in comp.arms if a.label == "OSMFormer O(d), linear mixing")
+    rate = step_seconds(FAIR, "ts-100k", osm)[0]
+    assert seconds_to_checkpoint(FAIR, rs.Job(comp, osm, "full", 1e-2, 0.02, 0, 10_000)) == pytest.approx(500 * rate)
+    assert seconds_to_checkpoint(FAIR, rs.Job(comp, osm, "tune", 1e-2, 0.02, 0, 300)) == pytest.approx(300 * rate)
+
+
 def test_seconds_left_counts_the_steps_at_the_measured_rate_less_the_checkpointed_part(tmp_path):
     from geomlab.report.plan import FAIR, SIZING, seconds_left, step_seconds
 
