@@ -195,7 +195,7 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
     for c in after["comparisons"]:
         for r in c["rows"]:
             def num(k, pct=False):
-                v = r.get(k)
+                v = r.get(k, r.get(f"tuned_{k}"))  # the lr tuning's choice while the regularisation runs
                 return "—" if v is None else f"{v:.0%}" if pct else f"{v:g}"
             lines.append(f"| {c['key']} | {r['label']} | {num('lr')} | {num('warmup', True)} | "
                          f"{num('weight_decay')} | {num('dropout')} | {len(r.get('seeds') or [])} of "
@@ -204,8 +204,9 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
                  if r["label"] == "OSMFormer O(d), linear mixing"), None)
     if goal and goal.get("test_mean") is not None and goal.get("goal"):
         lines += ["", f"The ~100K OSMFormer's mean test BPC under this rule is {goal['test_mean']:.3f} over "
-                  f"{len(goal['seeds'])} seed(s): " + (f"below the {goal['goal']:.2f} goal." if goal["test_mean"] <
-                  goal["goal"] else f"{goal['test_mean'] - goal['goal']:.3f} above the {goal['goal']:.2f} goal.")]
+                  f"{len(goal['seeds'])} seed(s): " + (f"below the project's {goal['goal']:.2f} goal." if goal["test_mean"] <
+                  goal["goal"] else f"{goal['test_mean'] - goal['goal']:.3f} above the project's {goal['goal']:.2f} "
+                  "goal.")]
     return lines + [""]
 
 
@@ -267,16 +268,18 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
     if goal and goal.get("test_mean") is not None and goal.get("goal"):
         reached = goal["test_mean"] < goal["goal"]
         lines += ["", f"The ~100K OSMFormer's mean test BPC is {goal['test_mean']:.3f}: "
-                  + (f"below the {goal['goal']:.2f} goal." if reached else
-                     f"{goal['test_mean'] - goal['goal']:.3f} above the {goal['goal']:.2f} goal (no regularisation; "
+                  + (f"below the project's {goal['goal']:.2f} goal (test BPC at ~100K parameters)." if reached else
+                     f"{goal['test_mean'] - goal['goal']:.3f} above the project's {goal['goal']:.2f} goal (test BPC "
+                     "at ~100K parameters; no regularisation; "
                      "the fair campaign tunes weight decay and, where the model has it, dropout).")]
     return lines + [""]
 
 
-def budget_table() -> list[str]:
+def budget_table(results: dict[str, Any] | None = None) -> list[str]:
     """``## Budget differences``: per comparison, each model's cost per training step against its baseline's in
-    CPU seconds and FLOPs (:data:`geomlab.report.plan.SIZING`), and the steps the fair campaign gives it at equal
-    compute."""
+    CPU seconds and FLOPs (:data:`geomlab.report.plan.SIZING`), the rows where the converged report's ``results``
+    (its full-length seeds' CPU speed) orders a model and its baseline the other way, and the steps the fair
+    campaign gives it at equal compute."""
     from geomlab.report.plan import FAIR, SIZING
 
     lines = ["## Budget differences", "",
@@ -297,8 +300,25 @@ def budget_table() -> list[str]:
               "(forward and backward; `geomlab.report.flops`). The two measures disagree where a model's work "
               "is not matrix products (the OSM exponentials, the Grassmann Plücker coordinates) or where "
               "attention's T x T products dominate (the attention twin costs more FLOPs than the Grassmann "
-              "model, but less CPU time).", "",
-              "Equal compute in the fair campaign: the costlier model also trains its own full schedule sized to "
+              "model, but less CPU time).", ""]
+    speed = {(c["key"], r["label"]): r.get("cpu_speed_ratio") for c in (results or {}).get("comparisons", [])
+             for r in c["rows"]}
+    flips = []
+    for comp in FAIR.comparisons():
+        base = next(a for a in comp.arms if a.baseline)
+        for arm in comp.arms:
+            s, b, v = (SIZING.get(f"{comp.key} / {arm.label}"), SIZING.get(f"{comp.key} / {base.label}"),
+                       speed.get((comp.key, arm.label)))
+            if s and b and v and arm is not base and (s[0] > b[0]) == (v > 1):
+                flips.append(f"{arm.label} ({comp.key}): {s[0] / b[0]:.2f} here, {1 / v:.2f} there")
+    if flips:
+        lines += ["These CPU seconds are the mean over all of a row's converged runs, its short tuning runs included; "
+                  "the converged table's \"speed vs baseline (CPU)\" reads its full-length seeds only. Where a model "
+                  "and its baseline cost within the machine's noise of each other the two order them differently "
+                  "(CPU cost over the baseline's: " + "; ".join(flips) + "); the fair campaign sizes by the "
+                  "figures above, declared before its runs, and at such a difference its equal-CPU run is close to "
+                  "the equal-step one.", ""]
+    lines += ["Equal compute in the fair campaign: the costlier model also trains its own full schedule sized to "
               "the other's budget:", ""]
     lines += [f"- {c} / {a}" for (c, a), _ in FAIR.arm_steps]
     return lines + [""]
@@ -330,8 +350,16 @@ def fair_runs(after: dict[str, Any] | None) -> list[str]:
         return []
     from geomlab.report.render_converged import converged_comparison, reading
 
-    lines = ["## The fair campaign's runs", "", f"{after['progress']['done']} of {after['progress']['planned']} "
-             "planned runs finished so far (the plan grows when a grid widens or a comparison needs more seeds).", "",
+    pr = after["progress"]
+    unused = pr.get("stored", pr["done"]) - pr["done"]
+    lines = ["## The fair campaign's runs", "",
+             f"{pr['done']} of the {pr['planned']} runs planned so far have finished. The plan grows as it goes: an "
+             "arm's regularisation runs join it once its lr is tuned, its lr grid widens while the best lr sits on "
+             "an edge, and a comparison gets seeds until its gaps settle (the cost table above counts every "
+             "regularisation run and 3 seeds)."
+             + (f" The records hold {unused} more finished run(s) the rule does not use now: their settings lost a "
+                "later stage (a regularisation setting won, or the lr stepped down after a divergence) or wait on "
+                "one still pending." if unused else ""), "",
              *fair_gaps(after), *_deeper(reading(after))]
     for c in after["comparisons"]:
         lines += _deeper(converged_comparison(c))
@@ -406,7 +434,7 @@ def results_page(root: str | Path = ".") -> str:
              "test checks that it matches. Its own report with figures: "
              "[results/runs/converged/results.md](results/runs/converged/results.md). The 300-step run at the end "
              "is a **smoke run**, not a result.", "",
-             *verdict_table(results, after), *budget_table(), *plan_section(), *fair_runs(after),
+             *verdict_table(results, after), *budget_table(results), *plan_section(), *fair_runs(after),
              "## The converged campaign", "", *_deeper(reading(results)), *_deeper(converged_protocol(results)),
              "### Language modelling", ""]
     for c in results["comparisons"]:

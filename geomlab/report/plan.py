@@ -5,7 +5,7 @@ printed by ``geomlab report --campaign fair --dry-run``).
 The rule, the same for every model and baseline:
 
 * **Tuning**: lr on a third-of-a-decade ladder (2.2e-3, 4.6e-3, 1e-2, 2.2e-2, widened by a third of a decade up
-  to twice per side while the best lr sits on an edge) x warm-up 2% and 10%, at 20% of the arm's own budget,
+  to twice per side, at the best warm-up, while the best lr sits on an edge) x warm-up 2% and 10%, at 20% of the arm's own budget,
   seed 0; then, at the winner, regularisation: AdamW weight decay 0, 0.01, 0.1 x dropout 0, 0.1 (decay on each
   model's weight matrices but its ``no_weight_decay``: the Grassmann models' embeddings, the OSM models' mixing
   maps and positions; the OSM models' token and prototype tables decay; dropout only where the model has it:
@@ -13,8 +13,10 @@ The rule, the same for every model and baseline:
   regularisation run that diverges loses.
 * **Seeds**: 0, 1, 2, then one more at a time until every gap (test and validation) to the baseline has a
   seed-paired 95% interval that excludes zero or is narrower than +-0.02 BPC, at most 8 seeds.
-* **Equal compute**: each model that costs more per step than its baseline also trains its own full schedule
-  (warm-up, cosine decay, tuning) sized to the baseline's budget, once in CPU seconds and once in FLOPs
+* **Equal compute**: each model a paper's claim is read on against its baseline (the OSMFormer and the OSM-RNN
+  against theirs, both CEM models, both Grassmann readings; not the ablations, controls and scaling rows,
+  which the report reads at equal steps) also trains its own full schedule (warm-up, cosine decay, tuning)
+  sized to the baseline's budget when it costs more per step, once in CPU seconds and once in FLOPs
   (``SIZING``: CPU seconds per step measured by the converged campaign on one 2-core machine, one thread
   per run; FLOPs per step counted by ``geomlab.report.flops``, batch 32 x 128); where the
   baseline is the costlier one by a measure (the attention twin in FLOPs), the baseline gets the shortened
@@ -27,7 +29,6 @@ Source: design choice (the plan the converged report's open questions ask for; d
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any
 
@@ -205,7 +206,8 @@ def estimate_table(rows: list[dict[str, Any]], workers: int = 2) -> list[str]:
         out.append(f"| {r['block']} | {r['arms']} | {r['runs']} | {r['cpu_hours']:.1f} | {r['cpu_hours_max']:.1f} |")
     lo, hi = sum(r["cpu_hours"] for r in rows), sum(r["cpu_hours_max"] for r in rows)
     out.append(f"| **all** | {sum(r['arms'] for r in rows)} | {sum(r['runs'] for r in rows)} | {lo:.1f} | {hi:.1f} |")
-    return out + ["", f"At {workers} runs at a time: {math.ceil(lo / workers / 24)} to {math.ceil(hi / workers / 24)} "
-                  "days (CPU seconds per step as measured by the converged campaign at 1 thread per run; arms "
-                  "without a measurement of their own are timed by the same kind in their comparison: "
-                  + (", ".join(sorted({a for r in rows for a in r["estimated_arms"]})) or "none") + ")."]
+    return out + ["", f"At {workers} run{'s' if workers != 1 else ''} at a time: {lo / workers / 24:.1f} to "
+                  f"{hi / workers / 24:.1f} days of computing (CPU seconds per step as measured by the converged "
+                  "campaign at 1 thread per run; arms without a measurement of their own are timed by the same "
+                  "kind in their comparison: "
+                  + ("; ".join(sorted({a for r in rows for a in r["estimated_arms"]})) or "none") + ")."]

@@ -117,7 +117,7 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     reg = None
     if best is not None:
         row["lr_sweep"] = {str(lr): v for lr, wu, v in sorted(tuning) if wu == best[1]}
-        row["tuned_lr"] = best[0]
+        row["tuned_lr"], row["tuned_warmup"] = best
         reg_pending, reg_tried, reg = reg_state(campaign, store, comp, arm, best)
         pending = pending + reg_pending
         if any(r != (0.0, 0.0) for r, _ in reg_tried) or reg_pending:
@@ -265,7 +265,8 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
                                      and r["valid_mean"] > uni - 0.15)
         comps.append({"key": comp.key, "title": comp.title, "corpus": comp.corpus, "claim": comp.claim,
                       "note": comp.note, "split": split, "unigram_bpc": uni, "steps": campaign.full_steps(comp.key), "rows": rows})
-    for f in store.root.glob("**/outcome.json"):
+    outcomes = list(store.root.glob("**/outcome.json"))
+    for f in outcomes:
         try:
             cpu += float(read_json(f).get("cpu_s") or 0.0)
         except (OSError, ValueError, AttributeError, TypeError):  # unreadable, not JSON, not an object
@@ -274,7 +275,7 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
     left = [r["cpu_hours_left"] for r in rows if r["cpu_hours_left"] is not None]
     return {"kind": "converged", "protocol": campaign.to_dict(),
             "started": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "progress": {"done": done, "planned": planned, "cpu_hours": round(cpu / 3600, 2),
+            "progress": {"done": done, "planned": planned, "stored": len(outcomes), "cpu_hours": round(cpu / 3600, 2),
                          "cpu_hours_left_timed": round(sum(left), 1),
                          "untimed_arms": sum(r["cpu_hours_left"] is None for r in rows)},
             "machine": {"device": "cuda" if torch.cuda.is_available() else "cpu", "torch": torch.__version__,
