@@ -243,15 +243,15 @@ def main() -> None:
         st.session_state[ui.K_PAGE_QP] = {"run": run.run_id}
     left, right = st.columns([1, 1], gap="large")  # [2, 3] would cut the form's selects at 1,000 px
     with left:
-        # while a run trains the form folds away (Start waits for it anyway), so the curves under both columns
-        # come into view
-        with (st.expander("Next run's settings", icon=":material/tune:") if active
+        # while the page shows a run the form for the next one is folded, so the run's curves under both columns
+        # are in view, during training and after it
+        with (st.expander("Next run's settings", icon=":material/tune:") if run is not None
               else st.container(border=True)):
             form(active)
-        if active:
+        if run is not None:
             recent_runs()
     with right:
-        if not active:
+        if run is None:
             recent_runs()
         st.session_state[K_POLLING] = active
         st.fragment(panel, run_every=POLL_S if active else WATCH_POLL_S if waiting else None)()

@@ -324,6 +324,10 @@ def test_two_step_training_run_shows_progress(page, server):
     page.get_by_text("Finished 2 steps").wait_for(timeout=120_000)
     wait_idle(page)
     page.wait_for_selector(CHART, state="attached")
+    page.set_viewport_size({"width": 1400, "height": 900})  # the finished run's curves stay in view
+    top = page.locator(CHART).first.bounding_box()["y"]
+    assert top < 900 - 150, f"the curves chart starts at y={top:.0f}, below the fold of a 900-px window"
+    page.set_viewport_size({"width": 1400, "height": 1000})
     screenshot(page, "train-finished")
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.locator(CHART).count() >= 1

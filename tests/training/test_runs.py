@@ -25,7 +25,7 @@ def test_the_one_set_of_defaults_and_the_presets():
     long = runs.RunSpec.preset("app", **{**TINY, "steps": 1000}).train_config()
     assert long.eval_every == 100 and long.log_every == 10
     app = runs.RunSpec.preset("app")  # the Train page's form starts here
-    assert (app.steps, app.batch_size, app.seq_len, app.lr, app.data) == (200, 16, 8, 1e-2, "word-problem:Z5")
+    assert (app.steps, app.batch_size, app.seq_len, app.lr, app.data) == (200, 16, 8, 5e-3, "word-problem:Z5")
     assert (app.eval_every, app.log_every) == (20, 4)
     tuned = runs.RunSpec.preset("app", **TINY, eval_every=0, warmup=0.02, length_curriculum=[(2, 2)]).train_config()
     assert tuned.eval_every == 0 and tuned.warmup == 0.02 and tuned.length_curriculum == ((2, 2),)
