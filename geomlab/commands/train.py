@@ -131,7 +131,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--model", metavar="KIND",
                    help="model kind from the registry (see `--list-models`); not needed with --resume")
-    p.add_argument("--list-models", action="store_true", help="print the registered model kinds and exit")
+    p.add_argument("--list-models", action="store_true",
+                   help="print the registered model kinds and exit; with --model KIND, that kind's config keys "
+                        "(for --config, e.g. dropout=0.1 where the kind has it) and their defaults")
     p.add_argument("--group", metavar="G", help="matrix Lie group for geometric kinds (sets config key 'group', "
                    "e.g. O, SO, U, SU, T)")
     p.add_argument("--params", type=params_option, metavar="N", help="parameter budget, e.g. 50k or 100k: the kind picks its width "
@@ -274,7 +276,13 @@ def _train(args: argparse.Namespace, replicas) -> int:
     from geomlab.models import kinds
 
     if args.list_models:
-        print("\n".join(kinds()))
+        if args.model:
+            from geomlab.models import model_class
+
+            defaults = model_class(args.model).default_config()
+            print("\n".join(f"{k} = {v!r}" for k, v in defaults.items() if k != "kind"))
+        else:
+            print("\n".join(kinds()))
         return 0
     set_threads(args.threads)
     given = {

@@ -100,9 +100,12 @@ def config_for_budget(kind: str, n_params: int, vocab_size: int, **fixed: Any) -
     """A full config of ``kind`` whose :func:`count_params` is within 5% of ``n_params``.
 
     Keys in ``fixed`` are kept as given; the kind chooses which width it varies (see its docstring; the search
-    itself is :mod:`geomlab.models.budget`). Raises ``ValueError`` if the budget cannot be met.
+    itself is :mod:`geomlab.models.budget`). Raises ``ValueError`` for a key the kind does not have (before any
+    search) and if the budget cannot be met.
     """
-    return model_class(kind).config_for_budget(int(n_params), int(vocab_size), **fixed)
+    cls = model_class(kind)
+    cls.config_class.check_keys(fixed)
+    return cls.config_for_budget(int(n_params), int(vocab_size), **fixed)
 
 
 def count_params(model: SequenceModel, which: str = "effective") -> int:

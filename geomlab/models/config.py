@@ -117,10 +117,8 @@ class ConfigBase:
         return out
 
     @classmethod
-    def from_dict(cls, config: Mapping[str, Any]) -> ConfigBase:
-        """The config of a plain dict (a checkpoint's ``model_config``, a CLI ``--config``, a budget search's
-        candidate): ``kind`` may be present and must match; missing keys take the defaults. Raises
-        :attr:`error` for a wrong kind, an unknown or missing key, or an invalid value."""
+    def check_keys(cls, config: Mapping[str, Any]) -> None:
+        """Raise :attr:`error` when ``config`` names another kind or a key this config does not have."""
         names = [f.name for f in dataclasses.fields(cls)]
         if "kind" in config and cls.kind and config["kind"] != cls.kind:
             raise cls.error(f"a {config['kind']!r} config is not a {cls.kind!r} config")
@@ -128,6 +126,14 @@ class ConfigBase:
         if unknown:
             known = sorted(names + (["kind"] if cls.kind else []))
             raise cls.error(f"unknown config keys for {cls.kind or cls.__name__!r}: {sorted(unknown)}; known: {known}")
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Any]) -> ConfigBase:
+        """The config of a plain dict (a checkpoint's ``model_config``, a CLI ``--config``, a budget search's
+        candidate): ``kind`` may be present and must match; missing keys take the defaults. Raises
+        :attr:`error` for a wrong kind, an unknown or missing key, or an invalid value."""
+        cls.check_keys(config)
+        names = [f.name for f in dataclasses.fields(cls)]
         defaults = cls.defaults()
         missing = [n for n in names if n not in config and n not in defaults]
         if missing:

@@ -300,6 +300,9 @@ def test_a_run_that_did_not_train_says_so(text_file, tmp_path, capsys):
 def test_list_models(capsys):
     assert main(["train", "--list-models"]) == 0
     assert "lstm" in capsys.readouterr().out.split()
+    assert main(["train", "--list-models", "--model", "lstm"]) == 0  # a kind's config keys and defaults
+    assert "dropout = 0.0" in capsys.readouterr().out.splitlines()
+    assert main(["train", "--list-models", "--model", "nope"]) == 2
 
 
 def test_parsers():

@@ -101,3 +101,12 @@ def test_config_near_budget_falls_back_to_a_nearby_budget_or_the_defaults():
     assert cfg == {"kind": "osm-rnn", "vocab_size": 65, "group": "O"} and note.startswith("budget not met")
     with pytest.raises(ValueError, match="unknown model kind"):
         config_near_budget("no-such-kind", 1000, 65)
+
+
+@pytest.mark.parametrize("kind", ["osm-rnn", "osmformer", "grassmann", "lstm"])
+def test_an_unknown_key_is_named_before_any_budget_search(kind):
+    """A key the kind does not have is the error itself, not a budget the search could not meet."""
+    from geomlab.models import config_for_budget
+
+    with pytest.raises(ValueError, match=r"^unknown config keys for '[a-z-]+': \['dropoutx'\]; known: "):
+        config_for_budget(kind, 20_000, 65, dropoutx=0.1)
