@@ -42,15 +42,23 @@ def _trials(storage):
 def _kill_during_a_later_trial(proc, storage, timeout: float = 60.0) -> int:
     """SIGKILL ``proc`` once a trial after its first is running (the ones before it complete) and has
     recorded its worker; returns that trial's number. (Trial 1 or 2: a machine under load may read the
-    storage only after trial 1 has ended.)"""
+    storage only after trial 1 has ended.) The worker is frozen (SIGSTOP) and the storage read again before
+    the kill: a trial that completed meanwhile is not the one killed (the worker goes on to the next)."""
     end = time.monotonic() + timeout
+
+    def running_later(ts) -> bool:
+        return (len(ts) >= 2 and ts[-1].state.name == "RUNNING" and all(t.state.name == "COMPLETE" for t in ts[:-1])
+                and "worker" in ts[-1].user_attrs)
+
     while time.monotonic() < end and proc.poll() is None:
-        ts = _trials(storage)
-        if (len(ts) >= 2 and ts[-1].state.name == "RUNNING" and all(t.state.name == "COMPLETE" for t in ts[:-1])
-                and "worker" in ts[-1].user_attrs):
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(10)
-            return len(ts) - 1
+        if running_later(_trials(storage)):
+            proc.send_signal(signal.SIGSTOP)
+            ts = _trials(storage)
+            if running_later(ts):
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(10)
+                return len(ts) - 1
+            proc.send_signal(signal.SIGCONT)
         time.sleep(0.05)
     proc.kill()
     pytest.fail(f"the worker never ran a later trial (exit {proc.poll()}): {proc.stdout.read()[-2000:]}")
