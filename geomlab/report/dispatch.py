@@ -70,11 +70,6 @@ def dispatch(campaign: Campaign, store: RunStore, ex, parallel: int = 1, only: t
     submitted = finished = 0
     try:
         while True:
-            if deadline is not None and running and time.time() >= deadline:
-                log(f"[dispatch] the deadline: stopping {len(running)} run(s) in flight; each resumes from its "
-                    "last checkpoint next time")
-                _cancel(running)
-                return finished
             for key, sj in list(running.items()):
                 if not sj.done():
                     continue
@@ -86,6 +81,11 @@ def dispatch(campaign: Campaign, store: RunStore, ex, parallel: int = 1, only: t
                     broken.add(key)
                     log(f"[dispatch] {key}: failed ({type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}); "
                         "not submitted again by this dispatcher")
+            if deadline is not None and running and time.time() >= deadline:
+                log(f"[dispatch] the deadline: stopping {len(running)} run(s) in flight; each resumes from its "
+                    "last checkpoint next time")
+                _cancel(running)
+                return finished
             room = parallel - len(running)
             ready = [] if room <= 0 or (max_jobs is not None and submitted >= max_jobs) else [
                 j for j in jobs(campaign, store, only) if j.key not in running and j.key not in broken
