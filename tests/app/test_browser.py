@@ -538,6 +538,23 @@ def test_a_compare_link_reopens_the_same_comparison(page, zoo_server):
     assert page.locator('[data-testid="stException"]').count() == 0
 
 
+@pytest.mark.browser
+def test_the_checkpoints_table_shows_every_column_beside_the_sidebar_at_1000_px(page, zoo_server):
+    """The bundled zoo's table on Checkpoints at 1000x800 (sidebar open): its grid does not scroll sideways,
+    so the last column (model) is whole."""
+    page.set_viewport_size({"width": 1000, "height": 800})
+    try:
+        page.goto(f"{zoo_server}/checkpoints")
+        wait_idle(page)
+        page.wait_for_selector('[data-testid="stDataFrame"] .dvn-scroller', state="attached")
+        page.wait_for_timeout(800)
+        widths = page.evaluate("() => [...document.querySelectorAll('[data-testid=\"stDataFrame\"] .dvn-scroller')]"
+                               ".map(e => [e.scrollWidth, e.clientWidth])")
+        assert widths and all(s <= c + 1 for s, c in widths), widths
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+
 FIRST_CHART_PAGES = ["trajectories", "tangents", "attention", "energy", "planes", "tour", "compare",
                      "tour?lesson=s5-word-problem&step=3"]  # (a step comparing two checkpoints, one above the other)
 
