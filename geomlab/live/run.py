@@ -435,8 +435,13 @@ class LiveRun:
         train_config = None
         metrics: list = []
         if trainer is not None:
+            # a finished run's final evaluation (valid and test splits) goes on the card; otherwise the last
+            # validation does
+            final = next((h for h in reversed(trainer.history) if h.get("final")), None)
+            final_metrics = ({k: v for k, v in final.items() if k not in ("step", "final")}
+                             if final is not None and final.get("step") == trainer.step else None)
             try:
-                card = trainer.full_card()
+                card = trainer.full_card(final_metrics)
             except Exception:  # noqa: BLE001 - fall back to a minimal card
                 card = {}
             train_config = trainer.config.to_dict()

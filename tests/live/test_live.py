@@ -77,6 +77,11 @@ def test_run_to_the_end_reports_progress_and_saves(runs):
     assert (path / "README.md").is_file() and (path / "config.json").is_file()
     loaded = checkpoint.load(path)
     assert loaded.card["saved_from"] == "geomlab live run" and loaded.card["steps"] == 12
+    # the finished run's final evaluation (both splits) is on the card, so the catalog shows its test metric
+    final = [h for h in run._trainer.history if h.get("final")][-1]
+    entry = catalog.list_checkpoints()[0]
+    assert entry.test_accuracy == final["test_accuracy"] and entry.valid_accuracy == final["valid_accuracy"]
+    assert loaded.card["eval_protocol"]["splits"] == "full"
     with pytest.raises(live.LiveError):
         run.start()  # a run starts once
     with pytest.raises(live.LiveError, match="only a stopped or paused"):
@@ -144,6 +149,7 @@ def test_save_while_running_happens_between_steps(runs):
     run.stop(wait=60)
     mid = checkpoint.load(path)
     assert 10 <= mid.card["steps"] < 400
+    assert "test_accuracy" not in mid.card  # mid-run: no final evaluation yet
     assert run.snapshot().state == "stopped"
 
 
