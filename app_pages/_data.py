@@ -234,8 +234,7 @@ TEXT_HINT_B = (" The text is A's: choose a B that reads the same kind of text as
 
 def check_text(entry: catalog.CheckpointEntry, text: str, hint: str = "") -> list[str]:
     """:func:`geomlab.data.vocab.check_text` for ``entry``'s vocabulary and the app's limit: the tokens, or
-    a ``ValueError`` with a readable message (ending with ``hint``, e.g. :data:`TEXT_HINT`, or for a text over
-    the limit with the name of the sidebar's cut button)."""
+    a ``ValueError`` with a readable message (ending with ``hint``, e.g. :data:`TEXT_HINT`)."""
     from geomlab.data.vocab import check_text as check
 
     try:
@@ -243,8 +242,6 @@ def check_text(entry: catalog.CheckpointEntry, text: str, hint: str = "") -> lis
     except ValueError as exc:
         if not hint:
             raise
-        if len(text) > max_chars():
-            hint = f" The button \"Keep the first {max_chars():,} characters\" under the text box cuts it."
         raise type(exc)(f"{exc}{hint}") from None
 
 

@@ -32,6 +32,6 @@ from app_pages._state import (  # noqa: F401
 from app_pages._warm import log_to_server, wait_warm, warm_up  # noqa: F401
 from app_pages._widgets import (  # noqa: F401
     PLOTLY_CONFIG, chart, checkpoint_picker, cursor_control, int_control, is_phone, short_labels, steps_control,
-    text_box, token_label, trace_downloads, view_controls,
+    text_box, token_label, too_long, trace_downloads, view_controls,
 )
 from geomlab.teach.views import VIEWS, ViewSpec  # noqa: F401

@@ -315,6 +315,8 @@ def view_body(slug: str, entry: Any, text: str) -> None:
     it with them. Design choice (a cursor move costs the charts, not the page)."""
     view = views.VIEWS[slug]
     t0 = time.perf_counter()
+    if ui.too_long(text):
+        return
     with ui.guard("Tracing the text"), rendering():
         tokens = ui.check_text(entry, text, hint=ui.TEXT_HINT)
         unknown = ui.unknown_tokens(entry, text)

@@ -97,14 +97,6 @@ def text_box(entry: catalog.CheckpointEntry | None, where: Any = None) -> str:
     where.text_area("Text", key="w_text", on_change=_copy, args=("w_text", K_TEXT), height=110,
                     help=f"The text every view traces (at most {max_chars():,} characters). "
                          "Press Ctrl+Enter or click outside to apply.")
-    limit = max_chars()
-    if len(st.session_state[K_TEXT]) > limit:
-        def cut() -> None:
-            set_text(st.session_state[K_TEXT][:limit])
-
-        where.warning(f"The text has {len(st.session_state[K_TEXT]):,} characters; views trace at most "
-                      f"{limit:,}.", icon=":material/content_cut:")
-        where.button(f"Keep the first {limit:,} characters", on_click=cut, key="w_text_cut", type="secondary")
 
     def reset() -> None:
         set_text(default_text_for(entry_for(st.session_state.get(K_CKPT))))
@@ -115,6 +107,21 @@ def text_box(entry: catalog.CheckpointEntry | None, where: Any = None) -> str:
     # the one normalisation of every text (byte-order mark dropped, \r\n and \r as \n), as the CLI reads it
     st.session_state[K_TEXT] = normalize_text(st.session_state[K_TEXT])
     return st.session_state[K_TEXT]
+
+
+def too_long(text: str) -> bool:
+    """Whether ``text`` is over the views' limit; if so, the page says so in one place, with the button that
+    keeps the first :func:`max_chars` characters (the text is kept whole until then: a pasted text is never
+    cut without a word). Returns True when the page should draw nothing else. Design choice."""
+    limit = max_chars()
+    if len(text) <= limit:
+        return False
+    st.error(f"The text has {len(text):,} characters; the views trace at most {limit:,}. Shorten it in the "
+             "text box, or keep its first characters:", icon=":material/content_cut:")
+    if st.button(f"Keep the first {limit:,} characters", key="w_text_cut", type="primary"):
+        set_text(text[:limit])
+        st.rerun(scope="app")  # the sidebar's text box shows the cut text too
+    return True
 
 
 def token_label(tok: str) -> str:

@@ -151,6 +151,8 @@ def main() -> None:
     phone = ui.is_phone()  # a phone stacks the two pickers; a large gap would leave ~70 px empty between them
     a, b = _pickers(phone)
     text = ui.text_box(a)
+    if ui.too_long(text):
+        return
     # chart first: one row of controls (cursor, each CEM side's steps), the surprisal chart, then the table
     bar = st.columns([3, 1.3, 1.3], vertical_alignment="bottom")
     traces, opts = _trace_sides(a, b, text, bar[1:])
