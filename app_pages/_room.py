@@ -189,13 +189,12 @@ def join(code_text: str) -> str | None:
     store = _store()
     if store is None:
         return ss.get(K_ERROR)
-    try:
-        store.version(code)
+    try:  # a reload's id (the link's me=) when this room gave it out, else a new one
+        client = store.join(code, ss.get(K_CLIENT))
     except (rooms.RoomsUnavailable, rooms.RoomError) as exc:
         return str(exc).splitlines()[0]
     ss.pop(K_TOKEN, None)  # a session is the teacher of one room at most, and never of one it joins
-    ss[K_CODE], ss[K_MODE], ss[K_SEEN] = code, "follow", -1
-    ss.setdefault(K_CLIENT, rooms.new_client_id())
+    ss[K_CODE], ss[K_MODE], ss[K_SEEN], ss[K_CLIENT] = code, "follow", -1, client
     return None
 
 

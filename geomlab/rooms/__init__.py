@@ -11,11 +11,11 @@ import os
 import threading
 
 from geomlab.rooms.state import (CODE_BITS, MAX_CLIENTS, Presence, RoomError, RoomState, RoomsUnavailable, Tally,
-                                 check_client, new_client_id, normalise_code, question_key)
+                                 check_client, normalise_code, question_key)
 from geomlab.rooms.store import MemoryStore, RoomStore
 
 __all__ = ["CODE_BITS", "MAX_CLIENTS", "MemoryStore", "Presence", "RoomError", "RoomState", "RoomStore",
-           "RoomsUnavailable", "Tally", "check_client", "get_store", "new_client_id", "normalise_code", "open_store",
+           "RoomsUnavailable", "Tally", "check_client", "get_store", "normalise_code", "open_store",
            "question_key"]
 
 _STORES: dict[str, RoomStore] = {}

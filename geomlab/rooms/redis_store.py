@@ -27,8 +27,8 @@ from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 from geomlab.rooms.state import (MAX_CLIENTS, Presence, RoomError, RoomState, RoomsUnavailable, Tally,
-                                 check_client, check_mode, check_token, new_code, new_token, normalise_code,
-                                 question_key, tally_of, token_digest)
+                                 check_member, check_mode, check_token, client_id_for, new_code, new_token,
+                                 normalise_code, question_key, tally_of, token_digest)
 from geomlab.rooms.store import DEFAULT_PRESENCE_S, MAX_ROOMS, RoomStore, _check_answer, check_charts, ttl_setting
 
 PREFIX = "geomlab:room:"
@@ -192,10 +192,28 @@ class RedisStore(RoomStore):
         self._live(code, found)
         return code
 
+    def _member(self, code: str, client_id: str) -> str:
+        """The normalised code of a live room that gave out ``client_id``; :class:`RoomError` otherwise."""
+        code = normalise_code(code)
+        with self._guard():
+            found = self._r.hmget(PREFIX + code, "digest", "expires")
+        self._live(code, found)
+        check_member(code, found[0], client_id)
+        return code
+
+    def join(self, code: str, client_id: str | None = None) -> str:
+        code = normalise_code(code)
+        with self._guard():
+            found = self._r.hmget(PREFIX + code, "digest", "expires")
+        self._live(code, found)
+        try:
+            return check_member(code, found[0], client_id)
+        except RoomError:
+            return client_id_for(code, found[0])
+
     def heartbeat(self, code: str, client_id: str, mode: str = "follow") -> None:
-        check_client(client_id)
         check_mode(mode)
-        key = PREFIX + self._require(normalise_code(code))
+        key = PREFIX + self._member(code, client_id)
         now = self.clock()
         other = "explore" if mode == "follow" else "follow"
         with self._guard():
@@ -216,8 +234,7 @@ class RedisStore(RoomStore):
             pipe.execute()
 
     def leave(self, code: str, client_id: str) -> None:
-        check_client(client_id)
-        key = PREFIX + self._require(normalise_code(code))
+        key = PREFIX + self._member(code, client_id)
         with self._guard():
             self._r.zrem(key + ":follow", client_id)
             self._r.zrem(key + ":explore", client_id)
@@ -233,7 +250,7 @@ class RedisStore(RoomStore):
         return Presence(follow=int(follow), explore=int(explore))
 
     def answer(self, code: str, client_id: str, lesson: str, step: int, value: int) -> None:
-        check_client(client_id)
+        self._member(code, client_id)
         qkey = _check_answer(self.state(code), lesson, step, value)
         key = f"{PREFIX}{normalise_code(code)}:answers:{qkey}"
         with self._guard():
@@ -245,8 +262,7 @@ class RedisStore(RoomStore):
             pipe.execute()
 
     def my_answer(self, code: str, client_id: str, lesson: str, step: int) -> int | None:
-        check_client(client_id)
-        key = f"{PREFIX}{self._require(normalise_code(code))}:answers:{question_key(lesson, step)}"
+        key = f"{PREFIX}{self._member(code, client_id)}:answers:{question_key(lesson, step)}"
         with self._guard():
             value = self._r.hget(key, client_id)
         return None if value is None else int(value)

@@ -83,15 +83,38 @@ def check_token(token: Any, digest: str) -> None:
         raise RoomError("only the teacher can drive this room (wrong teacher token)")
 
 
-def new_client_id() -> str:
-    """A student's client id: ``secrets.token_urlsafe(12)`` (16 characters, 96 bits), one per browser session."""
-    return secrets.token_urlsafe(12)
-
-
 def check_client(client_id: Any) -> str:
-    """A student's client id (8-64 URL-safe characters, e.g. ``secrets.token_urlsafe(12)``); else :class:`RoomError`."""
+    """A well-formed client id (8-64 URL-safe characters); else :class:`RoomError`. Whether a room gave it out
+    is :func:`check_member`'s question."""
     if not isinstance(client_id, str) or not _CLIENT.match(client_id):
         raise RoomError("a client id is 8-64 letters, digits, '-' or '_'")
+    return client_id
+
+
+#: Characters of a client id's nonce and of its signature (96 bits each).
+_NONCE, _SIG = 16, 16
+
+
+def client_id_for(code: str, digest: str, nonce: str | None = None) -> str:
+    """A student's client id in room ``code``: a nonce (``secrets.token_urlsafe(12)``, 16 characters, unless
+    given) followed by its signature, the first 16 URL-safe base-64 characters of the HMAC-SHA256 of
+    ``code:nonce`` keyed by the room's teacher-token ``digest`` (which never leaves the store). 32 characters.
+    Only the room can give one out, so made-up ids neither count as present nor answer. Source: design
+    choice (HMAC, RFC 2104)."""
+    import base64
+
+    nonce = secrets.token_urlsafe(12) if nonce is None else nonce
+    mac = hmac.new(digest.encode(), f"{code}:{nonce}".encode(), hashlib.sha256).digest()
+    return nonce + base64.urlsafe_b64encode(mac).decode()[:_SIG]
+
+
+def check_member(code: str, digest: str, client_id: Any) -> str:
+    """``client_id`` when room ``code`` (teacher-token ``digest``) gave it out (:func:`client_id_for`;
+    constant-time comparison); else :class:`RoomError`."""
+    check_client(client_id)
+    if len(client_id) != _NONCE + _SIG or not hmac.compare_digest(
+            client_id_for(code, digest, client_id[:_NONCE]), client_id):
+        raise RoomError("not a client id of this room: join it from its code or link")
     return client_id
 
 

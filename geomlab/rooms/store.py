@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from geomlab.rooms.state import (MAX_CLIENTS, Presence, RoomError, RoomState, Tally, check_client, check_mode,
-                                 check_position, check_token, new_code, new_token, normalise_code, question_key,
-                                 tally_of, token_digest)
+from geomlab.rooms.state import (MAX_CLIENTS, Presence, RoomError, RoomState, Tally, check_member, check_mode,
+                                 check_position, check_token, client_id_for, new_code, new_token, normalise_code,
+                                 question_key, tally_of, token_digest)
 
 #: Seconds a room lives after the teacher's last action (``GEOMLAB_ROOMS_TTL_S``; design choice: 2 hours).
 DEFAULT_TTL_S = 7200.0
@@ -107,6 +107,12 @@ class RoomStore:
 
     def close(self, code: str, token: str) -> None:
         """Teacher only: delete the room, its presence and its answers."""
+        raise NotImplementedError
+
+    def join(self, code: str, client_id: str | None = None) -> str:
+        """A student's client id in the room: ``client_id`` when the room gave it out (a reload of a student's
+        link), else a new one (:func:`geomlab.rooms.state.client_id_for`). The calls below that take a
+        ``client_id`` refuse, with :class:`RoomError`, one the room did not give out."""
         raise NotImplementedError
 
     def heartbeat(self, code: str, client_id: str, mode: str = "follow") -> None:
@@ -240,11 +246,24 @@ class MemoryStore(RoomStore):
             self._teacher(code, token)
             del self._rooms[normalise_code(code)]
 
-    def heartbeat(self, code: str, client_id: str, mode: str = "follow") -> None:
-        check_client(client_id)
-        check_mode(mode)
+    def _member(self, code: str, client_id: str) -> _Room:
+        """The live room (lock held) when ``client_id`` is one of its client ids; :class:`RoomError` otherwise."""
+        room = self._room(code)
+        check_member(normalise_code(code), room.digest, client_id)
+        return room
+
+    def join(self, code: str, client_id: str | None = None) -> str:
         with self._lock:
             room = self._room(code)
+            try:
+                return check_member(normalise_code(code), room.digest, client_id)
+            except RoomError:
+                return client_id_for(normalise_code(code), room.digest)
+
+    def heartbeat(self, code: str, client_id: str, mode: str = "follow") -> None:
+        check_mode(mode)
+        with self._lock:
+            room = self._member(code, client_id)
             now = self.clock()
             room.seen = {c: s for c, s in room.seen.items() if s[1] > now - self.presence_s}
             if client_id not in room.seen and len(room.seen) >= MAX_CLIENTS:
@@ -252,9 +271,8 @@ class MemoryStore(RoomStore):
             room.seen[client_id] = (mode, now)
 
     def leave(self, code: str, client_id: str) -> None:
-        check_client(client_id)
         with self._lock:
-            self._room(code).seen.pop(client_id, None)
+            self._member(code, client_id).seen.pop(client_id, None)
 
     def presence(self, code: str) -> Presence:
         with self._lock:
@@ -264,19 +282,17 @@ class MemoryStore(RoomStore):
         return Presence(follow=modes.count("follow"), explore=modes.count("explore"))
 
     def answer(self, code: str, client_id: str, lesson: str, step: int, value: int) -> None:
-        check_client(client_id)
         with self._lock:
-            room = self._room(code)
+            room = self._member(code, client_id)
             answers = room.answers.setdefault(_check_answer(room.state, lesson, step, value), {})
             if client_id not in answers and len(answers) >= MAX_CLIENTS:
                 raise RoomError(f"this question has {MAX_CLIENTS} answers already")
             answers[client_id] = value
 
     def my_answer(self, code: str, client_id: str, lesson: str, step: int) -> int | None:
-        check_client(client_id)
         key = question_key(lesson, step)
         with self._lock:
-            return self._room(code).answers.get(key, {}).get(client_id)
+            return self._member(code, client_id).answers.get(key, {}).get(client_id)
 
     def tally(self, code: str, lesson: str, step: int) -> Tally:
         key = question_key(lesson, step)

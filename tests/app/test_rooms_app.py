@@ -175,7 +175,7 @@ def test_a_state_the_room_refuses_is_a_message_and_the_room_goes_on(zoo_env):
 
 def test_a_reloaded_student_is_counted_once(zoo_env):
     """A student's URL names them (``me=``): a reload, a new session on that URL, is the same student, not a
-    second one counted until the first one's presence runs out. A ``me`` that is no client id is ignored."""
+    second one counted until the first one's presence runs out. A ``me`` the room did not give out is ignored."""
     store = rooms.get_store()
     code, token = store.open(rooms.RoomState(page="tour", lesson=LESSON, step=2, cursor=6))
     first = student(code)
@@ -187,4 +187,6 @@ def test_a_reloaded_student_is_counted_once(zoo_env):
     assert again.session_state["_gl_room_client"] == me and store.presence(code).follow == 1
     other = student(code, me="../../x")
     assert other.session_state["_gl_room_client"] != "../../x" and store.presence(code).follow == 2
+    made_up = student(code, me="made-up-client-0000")  # well formed, but not given out by this room
+    assert made_up.session_state["_gl_room_client"] != "made-up-client-0000" and store.presence(code).follow == 3
     store.close(code, token)

@@ -17,7 +17,11 @@ from geomlab.rooms.state import CODE_ALPHABET, MAX_TEXT, RoomError, RoomState, R
 from helpers.redis_server import redis_server  # noqa: F401  (the fixture)
 
 TTL, PRESENCE = 600.0, 30.0
-STUDENTS = ["student-aaa", "student-bbb", "student-ccc"]
+
+
+def _join(store, code, n=3):
+    """``n`` students' client ids, given out by the room (made-up ids are refused)."""
+    return [store.join(code) for _ in range(n)]
 
 
 class Clock:
@@ -123,6 +127,7 @@ def test_an_unknown_setting_or_the_version_cannot_be_set(store):
 
 def test_close_ends_the_room_for_everyone(store):
     code, token = store.open(START)
+    STUDENTS = _join(store, code)
     store.heartbeat(code, STUDENTS[0])
     store.close(code, token)
     for act in (lambda: store.version(code), lambda: store.state(code), lambda: store.heartbeat(code, STUDENTS[0]),
@@ -134,6 +139,7 @@ def test_close_ends_the_room_for_everyone(store):
 # ---------------------------------------------------------------- expiry
 def test_a_room_expires_after_inactivity_and_teacher_activity_keeps_it(store, clock):
     code, token = store.open(START)
+    STUDENTS = _join(store, code)
     clock.now += TTL - 1
     assert store.version(code) == 0  # a follower's poll does not extend the room
     store.update(code, token, cursor=2)  # the teacher's change does
@@ -150,6 +156,7 @@ def test_a_room_expires_after_inactivity_and_teacher_activity_keeps_it(store, cl
 
 def test_presence_counts_followers_and_explorers_and_forgets_the_silent(store, clock):
     code, _ = store.open(START)
+    STUDENTS = _join(store, code)
     assert store.presence(code) == rooms.Presence(0, 0)
     store.heartbeat(code, STUDENTS[0], "follow")
     store.heartbeat(code, STUDENTS[1], "follow")
@@ -169,9 +176,42 @@ def test_presence_counts_followers_and_explorers_and_forgets_the_silent(store, c
         store.heartbeat(code, STUDENTS[0], "lead")
 
 
+def test_only_client_ids_the_room_gave_out_count_or_answer(store):
+    """A made-up id, or one another room gave out, neither counts as present nor answers nor reads an answer;
+    an id the room gave out is kept by a rejoin (a reload), and every join without one is a new student."""
+    code, _ = store.open(START)
+    other, _ = store.open(START)
+    mine = store.join(code)
+    assert store.join(code, mine) == mine and store.join(code) != mine
+    assert store.join(code, "made-up-id-0123456789") != "made-up-id-0123456789"
+    nonce = mine[:16]
+    forged = [nonce + "A" * 16, "x" * 32, mine[:-1] + ("a" if mine[-1] != "a" else "b"), store.join(other),
+              "made-up-id-0123456789"]
+    for bad in forged:
+        for act in (lambda: store.heartbeat(code, bad), lambda: store.answer(code, bad, START.lesson, 0, 1),
+                    lambda: store.my_answer(code, bad, START.lesson, 0), lambda: store.leave(code, bad)):
+            with pytest.raises(RoomError, match="not a client id of this room"):
+                act()
+    assert store.presence(code).total == 0 and store.tally(code, START.lesson, 0).total == 0
+    store.heartbeat(code, mine)
+    store.answer(code, mine, START.lesson, 0, 1)
+    assert store.presence(code).total == 1 and store.my_answer(code, mine, START.lesson, 0) == 1
+
+
+@given(st.text(alphabet=st.sampled_from("ABCDEFabcdef0123456789-_"), min_size=8, max_size=64))
+@settings(max_examples=200, deadline=None)
+def test_no_made_up_id_is_a_member(client_id):
+    digest = state_mod.token_digest("teacher-token")
+    with pytest.raises(RoomError):
+        state_mod.check_member("ABCDEFGH", digest, client_id)
+    given_out = state_mod.client_id_for("ABCDEFGH", digest)
+    assert state_mod.check_member("ABCDEFGH", digest, given_out) == given_out and len(given_out) == 32
+
+
 # ---------------------------------------------------------------- questions
 def test_answers_are_tallied_one_per_student_and_changeable(store):
     code, token = store.open(START)
+    STUDENTS = _join(store, code)
     lesson = START.lesson
     store.answer(code, STUDENTS[0], lesson, 0, 1)
     store.answer(code, STUDENTS[1], lesson, 0, 1)
@@ -179,7 +219,8 @@ def test_answers_are_tallied_one_per_student_and_changeable(store):
     assert store.tally(code, lesson, 0) == rooms.Tally({0: 1, 1: 2}, 3, False)
     store.answer(code, STUDENTS[2], lesson, 0, 1)  # changes their mind: still one answer
     assert store.tally(code, lesson, 0) == rooms.Tally({1: 3}, 3, False)
-    assert store.my_answer(code, STUDENTS[2], lesson, 0) == 1 and store.my_answer(code, "nobody-x", lesson, 0) is None
+    assert store.my_answer(code, STUDENTS[2], lesson, 0) == 1
+    assert store.my_answer(code, store.join(code), lesson, 0) is None  # a student who has not answered
     with pytest.raises(RoomError, match="moved on"):
         store.answer(code, STUDENTS[0], lesson, 2, 1)  # not the step the teacher shows
     v = store.version(code)
@@ -214,6 +255,7 @@ def test_a_room_holds_at_most_max_clients_students_and_answers(store, monkeypatc
     for module in (store_mod, redis_store):
         monkeypatch.setattr(module, "MAX_CLIENTS", 2)
     code, _ = store.open(START)
+    STUDENTS = _join(store, code)
     store.heartbeat(code, STUDENTS[0])
     store.heartbeat(code, STUDENTS[1], "explore")
     with pytest.raises(RoomError, match="full"):
@@ -296,6 +338,7 @@ def test_two_replicas_share_a_room_and_a_restarted_server_finds_it(redis_server)
     a = rooms.open_store(redis_server.url, ttl_s=TTL)
     b = rooms.open_store(redis_server.url, ttl_s=TTL)
     code, token = a.open(START)
+    STUDENTS = _join(a, code)
     b.update(code, token, cursor=7)  # the teacher's next request lands on the other replica
     b.heartbeat(code, STUDENTS[0], "explore")
     a.answer(code, STUDENTS[1], START.lesson, 0, 2)
@@ -312,6 +355,7 @@ def test_two_replicas_share_a_room_and_a_restarted_server_finds_it(redis_server)
 def test_losing_redis_is_one_line_rooms_unavailable(redis_server):
     s = rooms.open_store(redis_server.url, ttl_s=TTL)
     code, token = s.open(START)
+    STUDENTS = _join(s, code)
     redis_server.stop()
     acts = [lambda: s.version(code), lambda: s.state(code), lambda: s.update(code, token, cursor=2),
             lambda: s.heartbeat(code, STUDENTS[0]), lambda: s.presence(code), lambda: s.open(),
@@ -374,8 +418,6 @@ def test_a_follower_reads_the_state_only_after_a_change(store):
     store.update(code, token, cursor=9)
     new = store.changed_since(code, seen)
     assert new is not None and new.cursor == 9 and new.version == seen + 1
-    ids = {rooms.new_client_id() for _ in range(100)}
-    assert len(ids) == 100 and all(state_mod.check_client(i) == i for i in ids)
 
 
 # ---------------------------------------------------------------- the teacher's charts

@@ -18,7 +18,6 @@ from geomlab.rooms.state import RoomState
 from helpers.redis_server import redis_server  # noqa: F401  (the fixture)
 
 START = RoomState(page="tour", checkpoint="bundled/osm-rnn-o-s5", text="12340 10234", cursor=1, lesson="s5", step=0)
-ME = "student-aaa"
 
 
 @pytest.fixture
@@ -105,9 +104,12 @@ def test_a_room_closed_while_students_wait_ends_their_polls_with_404(channel):
 def test_the_poll_counts_the_student_present_in_their_mode(channel):
     client, store = channel
     code, _ = store.open(START)
-    assert wait(client, code, -1, me=ME, mode="explore").status_code == 200
+    assert wait(client, code, -1, me=store.join(code), mode="explore").status_code == 200
     assert store.presence(code) == rooms.Presence(follow=0, explore=1)
-    assert wait(client, code, -1, me="student-bbb").status_code == 200
+    assert wait(client, code, -1, me=store.join(code)).status_code == 200
+    assert store.presence(code) == rooms.Presence(follow=1, explore=1)
+    made_up = wait(client, code, -1, me="student-made-up")  # answered, with a warning, and not counted
+    assert made_up.status_code == 200 and "not a client id of this room" in made_up.json()["warning"]
     assert store.presence(code) == rooms.Presence(follow=1, explore=1)
 
 
@@ -177,6 +179,7 @@ def test_a_poll_counts_the_student_when_it_starts_not_when_it_is_answered(channe
     when that poll is answered later."""
     client, store = channel
     code, token = store.open(START)
+    ME = store.join(code)
     polls = [threading.Thread(target=lambda: wait(client, code, 0, me=ME, mode="follow"))]
     polls[0].start()
     time.sleep(0.3)
