@@ -284,12 +284,16 @@ def full_choice(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm,
     """The (lr, warm-up) the full-budget seeds train at: the tuning's winner, stepped down one rung of the
     campaign's lr ladder when a seed diverged there (a tuning budget can hide a divergence that the longer peak
     of the full budget meets), at most :attr:`Campaign.max_widen` times; every seed of a row trains at the same
-    lr. Returns it and one note per step down."""
+    lr. A seed the seed rule added (:func:`seeds_planned`) counts like the first ones. Returns it and one note
+    per step down."""
     lr, wu = best
     notes = []
+    seeds = campaign.seeds_for(comp.key)
+    if campaign.seed_rule is not None:  # every seed the rule may add (one not trained yet has no outcome)
+        seeds = (*seeds, *range(max(seeds) + 1, max(seeds) + 1 + campaign.seed_rule[1] - len(seeds)))
     for _ in range(campaign.max_widen):
         failed = []
-        for seed in campaign.seeds_for(comp.key):
+        for seed in seeds:
             o = store.outcome(Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key, arm.label), reg))
             if o is not None and o.get("status") == "failed":
                 failed.append((seed, o.get("error", "")))

@@ -215,6 +215,34 @@ def test_seeds_are_added_until_the_gaps_settle(tmp_path, text_file, gaps, seeds)
         assert list(cp.jobs(plan, store)) == []
 
 
+def test_a_seed_the_rule_added_that_diverges_steps_the_whole_row_down(tmp_path, text_file):
+    """Seed 3, added by the seed rule, diverges: every seed of that model retrains one rung lower (the row
+    keeps one lr), the note names seed 3, and the seeds of the other model stay."""
+    plan = _rule_plan(text_file, max_widen=1, lr_per_decade=3)
+    store = rs.RunStore(tmp_path)
+    comp = COMPARISONS["ts-50k"]
+    osm, lstm = comp.arms
+    for arm in comp.arms:  # the tuning, widened once each side: 0.01 wins inside
+        for lr, v in ((1e-2, 2.5), (cp.ladder(1e-2, -1, 3), 2.6), (cp.ladder(1e-2, 1, 3), 2.7)):
+            _done(store, rs.Job(comp, arm, "tune", lr, 0.02, 0, 2), v)
+    assert all(cp.decided(plan, store, comp, a)[1] == (1e-2, 0.02, (0.0, 0.0)) for a in comp.arms)
+    for s, g in enumerate((0.1, -0.1, 0.1)):  # spans zero: a fourth seed is added
+        for arm, v in ((lstm, 2.4), (osm, 2.4 + g)):
+            _done(store, rs.Job(comp, arm, "full", 1e-2, 0.02, s, 10), v, v)
+    assert cp.seeds_planned(plan, store, comp) == (0, 1, 2, 3)
+    _done(store, rs.Job(comp, osm, "full", 1e-2, 0.02, 3, 10), 2.5, 2.5)
+    failed = rs.Job(comp, lstm, "full", 1e-2, 0.02, 3, 10)
+    store.folder(failed).mkdir(parents=True)
+    store.write(failed, "outcome.json", {"key": failed.key, "status": "failed",
+                                         "error": "step 6372: the gradient norm overflowed"})
+    (lr, _), notes = cp.full_choice(plan, store, comp, lstm, (1e-2, 0.02))
+    assert lr == cp.ladder(1e-2, -1, 3) and notes == [
+        f"lr 0.01 diverged at the full budget (seed 3, step 6,372): the seeds train at {lr:g}"]
+    todo = {(j.arm.label, j.lr, j.seed) for j in cp.jobs(plan, store)}
+    assert todo == {(lstm.label, lr, s) for s in (0, 1, 2)}  # seed 3 follows once the first three are in
+    assert cp.full_choice(plan, store, comp, osm, (1e-2, 0.02))[0] == (1e-2, 0.02)
+
+
 # ------------------------------------------------------------------------------------------ the page
 def test_verdict_rules():
     from geomlab.report.page import verdict
