@@ -54,8 +54,10 @@ def compare_to_baseline(rows: list[dict[str, Any]]) -> None:
     """Add, in place, each row's ``speed_ratio`` / ``cpu_speed_ratio`` (tokens/s over the baseline row's,
     measured in the same run) and, when both have a test BPC, ``test_gap`` (ours minus the baseline's, bits),
     ``char_ppl_ratio`` (2 ** gap) and, with two or more seeds shared by both rows, ``test_gap_ci95`` (the
-    95% interval of the seed-paired differences, :func:`ci95`: both models see the same seeds' batches). The
-    baseline is the row with ``baseline`` set (none: no ratios)."""
+    95% interval of the seed-paired differences, :func:`ci95`: both models see the same seeds' batches). When
+    the two rows finished different seeds, the gaps are over the seeds both have: ``test_gap``,
+    ``test_gap_ci95``, ``valid_gap`` and ``gap_seeds`` (their number). The baseline is the row with
+    ``baseline`` set (none: no ratios)."""
     base = next((r for r in rows if r["baseline"]), None)
     for r in rows:
         b = base.get("tokens_per_s_mean") if base else None
@@ -64,13 +66,25 @@ def compare_to_baseline(rows: list[dict[str, Any]]) -> None:
         r["cpu_speed_ratio"] = (r["tokens_per_cpu_s"] / bc) if (bc and r.get("tokens_per_cpu_s")) else None
         if base and r.get("test_mean") is not None and base.get("test_mean") is not None:
             r["test_gap"] = r["test_mean"] - base["test_mean"]
-            r["char_ppl_ratio"] = 2.0 ** r["test_gap"]
             if r is not base and _same_seeds(r, base):
                 r["test_gap_ci95"] = _paired_ci95(r, base)
+            elif r is not base and _paired_diffs(r, base, "test"):
+                d = _paired_diffs(r, base, "test")
+                r["test_gap"], r["test_gap_ci95"], r["gap_seeds"] = mean(d), ci95(d), len(d)
+                dv = _paired_diffs(r, base, "valid")
+                r["valid_gap"] = mean(dv) if dv else None
+            r["char_ppl_ratio"] = 2.0 ** r["test_gap"]
 
 
 def _same_seeds(r: dict[str, Any], other: dict[str, Any]) -> bool:
     return list(r.get("seeds", [])) == list(other.get("seeds", []))
+
+
+def _paired_diffs(r: dict[str, Any], other: dict[str, Any], split: str) -> list[float]:
+    """The per-seed ``split`` BPC differences ``r - other`` over the seeds both rows finished."""
+    mine = dict(zip(r.get("seeds", []), r.get(split, [])))
+    theirs = dict(zip(other.get("seeds", []), other.get(split, [])))
+    return [mine[s] - theirs[s] for s in mine if s in theirs and mine[s] is not None and theirs[s] is not None]
 
 
 def _paired_ci95(r: dict[str, Any], other: dict[str, Any]) -> float | None:

@@ -134,22 +134,12 @@ def equal_compute_pair(results: dict[str, Any], cl: Claim, measure: str) -> tupl
     return (cl.arm, theirs) if theirs else None
 
 
-def equal_compute(results: dict[str, Any], cl: Claim, measure: str, split: str = "test") -> dict[str, Any] | None:
-    """The :func:`paired` ``split`` gap of claim ``cl`` at equal compute in ``measure`` in the fair campaign's
-    ``results`` (the rows of :func:`equal_compute_pair`); ``None`` for an ablation claim or before both have a
-    seed."""
-    pair = equal_compute_pair(results, cl, measure)
-    if pair is None:
-        return None
-    c = next(c for c in results["comparisons"] if c["key"] == cl.comparison)
-    return paired({r["label"]: r for r in c["rows"]}, *pair, split)
-
-
 def readings(results: dict[str, Any], cl: Claim) -> list[dict[str, Any]]:
     """Every reading of claim ``cl`` in the fair campaign's ``results``: at equal steps, then (for a claim
     against the baseline) at equal CPU time and equal FLOPs; each ``{"reading", "arm", "against", "test",
-    "valid", "verdict"}`` with the :func:`paired` gaps of both splits (``None`` before a common seed) and the
-    verdict of the test gap by the claim's rule. Empty when the comparison is not in ``results``."""
+    "valid", "verdict", "provisional"}`` with the :func:`paired` gaps of both splits (``None`` before a common
+    seed), the verdict of the test gap by the claim's rule, and whether either row still misses a planned seed.
+    Empty when the comparison is not in ``results``."""
     c = next((c for c in results["comparisons"] if c["key"] == cl.comparison), None)
     if c is None:
         return []
@@ -162,8 +152,10 @@ def readings(results: dict[str, Any], cl: Claim) -> list[dict[str, Any]]:
         if pair is None:
             continue
         test, valid = paired(rows, *pair, "test"), paired(rows, *pair, "valid")
+        short = any(len(rows[k].get("seeds", [])) < len(rows[k].get("planned_seeds", rows[k].get("seeds", [])))
+                    for k in pair if k in rows)
         out.append({"reading": name, "arm": pair[0], "against": pair[1], "test": test, "valid": valid,
-                    "verdict": verdict(test, cl.rule) if test else "pending"})
+                    "verdict": verdict(test, cl.rule) if test else "pending", "provisional": bool(test) and short})
     return out
 
 
@@ -243,26 +235,32 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
              "equal-time column is the converged campaign's reading at the shorter run's training time, which "
              "catches the slower model mid-schedule (see Budget differences); the fair campaign below replaces it "
              "with equal-compute runs. \"After\" is the fair campaign's verdict by the same rule with its test gap, "
-             "then its test gaps at equal CPU time and equal FLOPs: pending until its runs finish.", "",
+             "at equal steps, then at equal CPU time and at equal FLOPs (Every gap, below, has the validation gaps): "
+             "pending until both rows share a seed, open below two, and *provisional* while a row still misses "
+             "seeds the plan gives it.", "",
              "| paper | claim | against | test gap [95% CI] | valid gap [95% CI] | equal time (valid) | verdict "
              "before | after | after, equal CPU | after, equal FLOPs |", "|---|---|---|---|---|---|---|---|---|---|"]
     before = {v["claim"]: v for v in verdicts(results)}
-    later = {v["claim"]: v for v in verdicts(after)} if after else {}
     for cl in CLAIMS:
-        v, a = before.get(cl), later.get(cl)
+        v = before.get(cl)
         if v is not None and v["test"] is not None:
             et = f"{v['equal_time']['gap']:+.3f}" if v["equal_time"] else "—"
             cells = [v["against"], _gap(v["test"]), _gap(v["valid"]), et,
                      f"**{v['verdict']}**" + (f" ({cl.caveat})" if cl.caveat else "")]
         else:
             cells = [cl.against or "the baseline", "—", "—", "—", "not run (a control of the fair campaign)"]
-        now = f"**{a['verdict']}** {_gap(a['test'])}" if a and a["test"] else "pending"
-        if cl.against is not None:  # an ablation or a control: the equal-compute arms are read against the baseline
-            eq = ["—", "—"]
-        else:
-            gaps = [equal_compute(after, cl, m) if after else None for m in ("CPU", "FLOPs")]
-            eq = [_gap(g) if g else "pending" for g in gaps]
-        lines.append(f"| {cl.paper} | {cl.text} | " + " | ".join([*cells, now, *eq]) + " |")
+        got = {r["reading"]: r for r in (readings(after, cl) if after else [])}
+
+        def said(reading: str) -> str:
+            r = got.get(reading)
+            if r is None or r["test"] is None:
+                return "pending"
+            return (f"**{r['verdict']}**" + (" (provisional)" if r["provisional"] else "")
+                    + f" {_gap(r['test'])}")
+
+        # an ablation or a control: the equal-compute arms are read against the baseline
+        eq = ["—", "—"] if cl.against is not None else [said("equal CPU"), said("equal FLOPs")]
+        lines.append(f"| {cl.paper} | {cl.text} | " + " | ".join([*cells, said("equal steps"), *eq]) + " |")
     rows = {(c["key"], r["label"]): r for c in results["comparisons"] for r in c["rows"]}
     goal = rows.get(("ts-100k", "OSMFormer O(d), linear mixing"))
     if goal and goal.get("test_mean") is not None and goal.get("goal"):
@@ -353,7 +351,8 @@ def fair_runs(after: dict[str, Any] | None) -> list[str]:
     pr = after["progress"]
     unused = pr.get("stored", pr["done"]) - pr["done"]
     lines = ["## The fair campaign's runs", "",
-             f"{pr['done']} of the {pr['planned']} runs planned so far have finished. The plan grows as it goes: an "
+             (f"As of {pr['latest']} (the last run's end), " if pr.get("latest") else "")
+             + f"{pr['done']} of the {pr['planned']} runs planned so far have finished. The plan grows as it goes: an "
              "arm's regularisation runs join it once its lr is tuned, its lr grid widens while the best lr sits on "
              "an edge, and a comparison gets seeds until its gaps settle (the cost table above counts every "
              "regularisation run and 3 seeds)."

@@ -68,16 +68,20 @@ def reading(results: dict[str, Any]) -> list[str]:
             continue
         parts = []
         for r in others:
-            s = f"{r['label']}: {r['test_gap']:+.3f} test BPC at equal steps"
-            ci = r.get("test_gap_ci95")
+            # an arm on a schedule sized to the baseline's budget is the equal-compute reading
+            reading = next((f"at equal {m}" for m in ("CPU", "FLOPs") if f" at the baseline's {m} budget (" in
+                            r["label"] or f" at the {m} budget of " in r["label"]), "at equal steps")
+            s = f"{r['label']}: {r['test_gap']:+.3f} test BPC {reading}"
+            ci, n = r.get("test_gap_ci95"), r.get("gap_seeds", len(r["seeds"]))
             if ci is None:
-                s += f" ({len(r['seeds'])} seed{'s' if len(r['seeds']) != 1 else ''}, no interval yet)"
+                s += f" ({n} seed{'s' if n != 1 else ''}, no interval yet)"
             else:
                 lo, hi = r["test_gap"] - ci, r["test_gap"] + ci
-                s += (f" (95% CI {lo:+.3f} to {hi:+.3f}, {len(r['seeds'])} seeds"
+                s += (f" (95% CI {lo:+.3f} to {hi:+.3f}, {n} seeds"
+                      + (" both finished" if "gap_seeds" in r else "")
                       + (": not distinguishable)" if lo <= 0 <= hi else ")"))
-            if r.get("valid_mean") is not None and base.get("valid_mean") is not None:
-                s += f", {r['valid_mean'] - base['valid_mean']:+.3f} valid"
+            if _valid_gap(r, base) is not None:
+                s += f", {_valid_gap(r, base):+.3f} valid"
             et = r.get("equal_time")
             if et:
                 s += (f"; {et['gap']:+.3f} valid at equal training time ({et['seconds'] / 60:.0f} min, the "
@@ -165,6 +169,16 @@ def converged_protocol(results: dict[str, Any]) -> list[str]:
          "row steps its lr down."), ""]
 
 
+def _valid_gap(r: dict[str, Any], base: dict[str, Any]) -> float | None:
+    """The row's valid BPC minus the baseline's: over the seeds both finished when they differ
+    (:func:`geomlab.report.aggregation.compare_to_baseline`), else of the means."""
+    if "gap_seeds" in r:
+        return r.get("valid_gap")
+    if r.get("valid_mean") is None or base.get("valid_mean") is None:
+        return None
+    return r["valid_mean"] - base["valid_mean"]
+
+
 def converged_comparison(c: dict[str, Any]) -> list[str]:
     """One comparison of the campaign: the table (:func:`comparison_section`), each row's status, tuning and
     convergence, and the comparison at equal training time."""
@@ -176,11 +190,14 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
         lines[at_:at_] = ["**Provisional: " + ", ".join(
             f"{r['label']} {len(r['seeds'])} of {len(r['planned_seeds'])} seeds" for r in short)
             + " finished; the gaps below compare what has finished so far.**", ""]
-    lines += [f"| model | status | lr | warm-up | tuning ({c['rows'][0]['tuning_steps']:,} steps, seed 0) | "
+    # one tuning budget heads the column; else each model's own heads its cell (an equal-compute arm's is shorter)
+    one = len({r.get("tuning_steps") for r in c["rows"]}) == 1
+    head = f"tuning ({c['rows'][0]['tuning_steps']:,} steps, seed 0)" if one else "tuning (seed 0; its steps first)"
+    lines += [f"| model | status | lr | warm-up | {head} | "
               "test BPC, 95% CI of the mean | last 20% | equal-time valid BPC (vs baseline) |",
               "|---|---|---|---|---|---|---|---|"]
     for r in c["rows"]:
-        tune = ", ".join(f"{t['lr']:g}" + (f"/{t['warmup']:.0%}" if len({x['warmup'] for x in r['tuning']}) > 1
+        tune = ("" if one or not r.get("tuning_steps") or not r["tuning"] else f"{r['tuning_steps']:,} steps: ") + ", ".join(f"{t['lr']:g}" + (f"/{t['warmup']:.0%}" if len({x['warmup'] for x in r['tuning']}) > 1
                                            else "") + f" → {_f(t['valid'])}" for t in r["tuning"]) or "—"
         if r.get("tuning_note"):
             tune += f" ({r['tuning_note']})"
@@ -199,11 +216,10 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
     lines.append("")
     base = next((r for r in c["rows"] if r["baseline"]), None)
     flips = [r for r in c["rows"] if base is not None and r is not base and r.get("test_gap") is not None
-             and base.get("valid_mean") is not None and r.get("valid_mean") is not None
-             and (r["valid_mean"] - base["valid_mean"]) * r["test_gap"] < 0]
+             and _valid_gap(r, base) is not None and _valid_gap(r, base) * r["test_gap"] < 0]
     if flips:
         lines += ["The validation split orders them the other way: " + "; ".join(
-            f"{r['label']} {r['valid_mean'] - base['valid_mean']:+.3f} valid against {r['test_gap']:+.3f} test "
+            f"{r['label']} {_valid_gap(r, base):+.3f} valid against {r['test_gap']:+.3f} test "
             "BPC" for r in flips) + " (the tuning reads the validation split; the test split is the verdict).", ""]
     timed = [r for r in c["rows"] if r.get("equal_time")]
     if timed:

@@ -97,7 +97,9 @@ def verdict(c: dict[str, Any]) -> str:
         if r.get("test_gap_ci95") is not None:
             ci = r["test_gap_ci95"]
             s += (f" (95% CI {r['test_gap'] - ci:+.3f} to {r['test_gap'] + ci:+.3f} over "
-                  f"{len(r.get('seeds', []))} seeds{'' if abs(r['test_gap']) > ci else ': not distinguishable'})")
+                  f"{r.get('gap_seeds', len(r.get('seeds', [])))} seeds"
+                  f"{' both finished' if 'gap_seeds' in r else ''}"
+                  f"{'' if abs(r['test_gap']) > ci else ': not distinguishable'})")
         pt, bt = (r.get("paper") or {}).get("test"), (base.get("paper") or {}).get("test")
         if pt is not None and bt is not None:
             s += f" (paper: {pt - bt:+.3f})"

@@ -266,9 +266,12 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
         comps.append({"key": comp.key, "title": comp.title, "corpus": comp.corpus, "claim": comp.claim,
                       "note": comp.note, "split": split, "unigram_bpc": uni, "steps": campaign.full_steps(comp.key), "rows": rows})
     outcomes = list(store.root.glob("**/outcome.json"))
+    latest = 0.0  # when the last run finished (s since the epoch)
     for f in outcomes:
         try:
-            cpu += float(read_json(f).get("cpu_s") or 0.0)
+            o = read_json(f)
+            cpu += float(o.get("cpu_s") or 0.0)
+            latest = max(latest, float(o.get("finished") or 0.0))
         except (OSError, ValueError, AttributeError, TypeError):  # unreadable, not JSON, not an object
             pass
     rows = [r for c in comps for r in c["rows"]]
@@ -276,6 +279,8 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
     return {"kind": "converged", "protocol": campaign.to_dict(),
             "started": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "progress": {"done": done, "planned": planned, "stored": len(outcomes), "cpu_hours": round(cpu / 3600, 2),
+                         "latest": (_dt.datetime.fromtimestamp(latest, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+                                    if latest else None),
                          "cpu_hours_left_timed": round(sum(left), 1),
                          "untimed_arms": sum(r["cpu_hours_left"] is None for r in rows)},
             "machine": {"device": "cuda" if torch.cuda.is_available() else "cpu", "torch": torch.__version__,

@@ -366,7 +366,8 @@ def test_the_page_gives_the_fair_campaigns_verdicts_once_it_has_records(tmp_path
             store.folder(job).mkdir(parents=True)
             store.write(job, "outcome.json", {"key": job.key, "status": "done", "steps": job.steps, "cpu_s": 1.0,
                                               "metrics": {"valid_bpc": v, "test_bpc": v}, "train_time_s": 1.0,
-                                              "params": 50_000, "params_stored": 50_000, "config": {}})
+                                              "params": 50_000, "params_stored": 50_000, "config": {},
+                                              "finished": 1796608230.0 + s})
     assert cp.seeds_planned(FAIR, store, comp) == (0, 1, 2)  # every gap settled at three seeds
     (tmp_path / page.FAIR_RECORDS).parent.mkdir(parents=True)
     records.write_records(store, tmp_path / page.FAIR_RECORDS, "fair", {"corpora": {}})
@@ -374,7 +375,8 @@ def test_the_page_gives_the_fair_campaigns_verdicts_once_it_has_records(tmp_path
     row = next(ln for ln in md.splitlines() if ln.startswith("| OSM | OSM-RNN beats the LSTM"))
     cells = [c.strip() for c in row.split("|")[1:-1]]
     assert cells[7] == "**supported** -0.051 [-0.053, -0.049]"
-    assert cells[8] == "+0.101 [+0.099, +0.103]" and cells[9] == "+0.300 [+0.300, +0.300]"
+    assert cells[8] == "**contradicted** +0.101 [+0.099, +0.103]"
+    assert cells[9] == "**contradicted** +0.300 [+0.300, +0.300]"
     assert cells[6].startswith("**open**") and "## The fair campaign's runs" in md
     every = [[c.strip() for c in ln.split("|")[1:-1]] for ln in md.splitlines()
              if ln.startswith("| OSM | OSM-RNN beats the LSTM") and "| equal " in ln]
@@ -388,6 +390,24 @@ def test_the_page_gives_the_fair_campaigns_verdicts_once_it_has_records(tmp_path
     assert cells[5] == ("none 2.500; dropout 0.1 2.700; wd 0.01 2.700; wd 0.01 + dropout 0.1 2.700; wd 0.1 2.700; "
                         "wd 0.1 + dropout 0.1 2.700")
     assert "| OSM | OSMFormer beats the Transformer at ~100K" in md and "pending" in md
+    assert "As of 2026-12-07 01:50 UTC (the last run's end), " in md
+    # each model's own tuning budget where they differ (the equal-compute arms tune shorter)
+    table = md[md.index("#### Tiny Shakespeare, ~50K"):]
+    assert "| tuning (seed 0; its steps first) |" in table
+    assert "| LSTM | 3 of 3 seeds finished | 0.01 | 2%; wd 0, dropout 0 | 2,000 steps: 0.0022/2% → 2.600" in table
+    assert "| 346 steps: 0.0022/2% → 2.600" in table
+
+    # the LSTM's seed 2 is missing: the verdicts are provisional, and every gap is over the seeds both have
+    lstm = next(a for a in comp.arms if a.label == "LSTM")
+    (store.folder(rs.Job(comp, lstm, "full", 1e-2, 0.02, 2, FAIR.full_steps(comp.key))) / "outcome.json").unlink()
+    records.write_records(store, tmp_path / page.FAIR_RECORDS, "fair", {"corpora": {}})
+    md = page.results_page(tmp_path)
+    row = next(ln for ln in md.splitlines() if ln.startswith("| OSM | OSM-RNN beats the LSTM"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[7] == "**supported** (provisional) -0.050 [-0.057, -0.044]", cells[7]
+    assert "OSM-RNN O(d): -0.050 test BPC at equal steps (95% CI -0.057 to -0.044, 2 seeds both finished)" in md
+    assert "at the baseline's CPU budget (1,730 steps): +0.101 test BPC at equal CPU (" in md
+    assert "at the baseline's FLOPs budget (610 steps): +0.300 test BPC at equal FLOPs (" in md
 
 
 # ------------------------------------------------------------------------------------------ a session of hours
