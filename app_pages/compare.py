@@ -399,16 +399,15 @@ def _header(side: str, e, opts: dict) -> str:
 
 
 def _draw_rows(slug: str, sides: dict, traces: dict, opts: dict, items: dict[str, list]) -> None:
-    """The view's figures, figure by figure: single-panel figures side by side (A left, B right) under one
-    header row; once any figure has panels side by side (e.g. the torus angles, a generator before and after
+    """The view's figures, figure by figure: single-panel figures side by side (A left, B right), each column
+    under its side's label (the full header over a run's first row, the name over the next); once any figure has panels side by side (e.g. the torus angles, a generator before and after
     mixing), or A above B is chosen or it is a phone, every figure of that row is drawn full width, A above
-    B, each under its own label, so tick labels and colour bars have room and no header row repeats the
-    labels. A side without a figure the other has says why (:func:`missing_figure_note`)."""
+    B, each under its own label, so tick labels and colour bars have room. A side without a figure the other has says why (:func:`missing_figure_note`)."""
     names = {side: e.name for side, e in sides.items()}
     # a phone stacks columns anyway: side by side, its header row would sit above A's figure and B's label
     # over nothing, so A's map would read as B's; there every figure is drawn A above B under its own label
     stacked = st.session_state.get(K_LAYOUT) == "stacked" or ui.is_phone()
-    headed = False  # a header row stands above the current run of side-by-side rows
+    headed = False  # the current run of side-by-side rows has its full header (over its first row)
     for fig_name in views.VIEWS[slug].figures:
         row = {side: next((it for it in items.get(side, []) if it[0] == fig_name), None) for side in ("A", "B")}
         present = {side: it for side, it in row.items() if it is not None}
@@ -427,14 +426,15 @@ def _draw_rows(slug: str, sides: dict, traces: dict, opts: dict, items: dict[str
             for note in absent.values():
                 st.caption(note)
         else:
-            if not headed:
-                hcols = st.columns(2, gap="large")
-                for col, side in zip(hcols, ("A", "B")):
-                    if side in items:
-                        col.markdown(_header(side, sides[side], opts))
-                headed = True
+            # each side's label sits in its own figure's column: on a page too narrow for two figures side by
+            # side the columns wrap (A above B), and a label in a row of its own would stand over the wrong map
             fcols = st.columns(2, gap="large")
             for col, side in zip(fcols, ("A", "B")):
+                if side in items:
+                    if headed:
+                        col.caption(md_escape(f"{side}: {names[side]}"))
+                    else:
+                        col.markdown(_header(side, sides[side], opts))
                 if side in absent:
                     col.caption(absent[side])
                 if side in present:
@@ -442,6 +442,7 @@ def _draw_rows(slug: str, sides: dict, traces: dict, opts: dict, items: dict[str
                         it = present[side]
                         _views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
                                            force_narrow=True)
+            headed = True
 
 
 def shared_scale_items(present: dict[str, tuple]) -> dict[str, tuple]:

@@ -1032,7 +1032,8 @@ def test_compare_narrow_copy_wraps_long_titles_and_leaves_the_cached_figure_alon
 
 
 def test_compare_side_by_side_labels_each_side_once_and_keeps_every_map_square_and_untitled(bundled_assets):
-    """Compare CEM vs OSMFormer on attention, side by side: one header row labels each side once; every map
+    """Compare CEM vs OSMFormer on attention, side by side: each side's full header once, over its first
+    figure in that figure's column (a column that wraps under the other keeps its label); every map
     (the CEM's weights, the OSMFormer's similarity and weights) is a square panel in a half-width column
     with its colour bar beside it and its name in the title (wrapped without cutting its markup), not a
     subplot title that lands on the top tick label. (Compare's own default pairs the CEM with the
@@ -1045,6 +1046,11 @@ def test_compare_side_by_side_labels_each_side_once_and_keeps_every_map_square_a
     assert at.session_state["gl_compare_view"] == "attention"
     heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: ")) and " · " in m.value]
     assert heads == ["**A: cem-t2-tinyshakespeare** · cem", "**B: osmformer-o-linear-tinyshakespeare** · osmformer · O"]
+    for col in at.columns:  # a column holding a chart is labelled with its side before the chart
+        if charts(col):
+            first = next(iter(col.children.values()))
+            label = getattr(first, "value", "")
+            assert shown(label).startswith(("A: ", "B: ", "**A: ", "**B: ")) or "no " in shown(label), label
     in_cols = [json.loads(c.spec) for col in at.columns for c in charts(col)]
     maps = [s for s in in_cols if s["layout"]["title"]["text"].startswith(("Similarity", "Attention weights"))]
     assert len(maps) == 3 and all(_views.square_single_panel(m) for m in maps)
@@ -1066,10 +1072,10 @@ def test_narrow_titles_wrap_on_visible_characters_and_never_inside_markup():
     assert _relayout.wrap_markup("a " * 3 + "bb", 3) == ["a a", "a", "bb"]
 
 
-def test_compare_word_problems_have_one_header_row_above_the_side_by_side_figures(bundled_assets):
+def test_compare_word_problems_label_each_side_once_above_the_side_by_side_figures(bundled_assets):
     at = side_by_side(open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-torus-s5"))
     heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: "))]
-    # one header row over the side-by-side figures, one label over B's full-width torus figure
+    # one full header per side over the side-by-side figures, one label over B's full-width torus figure
     assert sum(h.startswith("**A: osm-rnn-o-s5") for h in heads) == 1, heads
     assert sum(h.startswith("**B: osm-rnn-torus-s5") for h in heads) == 2, heads
     assert any("torus angles" in h for h in heads)
