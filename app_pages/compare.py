@@ -11,7 +11,7 @@ from app_pages import _data, _state
 from app_pages import _ui as ui
 from app_pages import _views
 from app_pages._links import follow_click
-from app_pages._relayout import narrow_copy, relaid
+from app_pages._relayout import NARROW_TITLE, narrow_copy, relaid, wrapped_title
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
 from geomlab.teach import tours, views
@@ -464,8 +464,11 @@ def _draw_full_width(it: tuple, side: str, slug: str, name: str, stacked: bool) 
     if stacked and it[1] is not None:  # keys of their own: a side-by-side chart's element would keep its
         # narrow size
         key = f"cmp-stk-{side}-{slug}-{it[0]}"
-        ui.chart(it[1], key=key, filename=f"{name}-{slug}-{it[0]}",
-                 width=square_width(it[1]) if _views.square_single_panel(it[1]) else None,
+        fig, width = it[1], square_width(it[1]) if _views.square_single_panel(it[1]) else None
+        if width:  # a square map is drawn at its own width: its title wraps to it (~9 px a character)
+            fig = relaid(fig, [wrapped_title(fig.layout.to_plotly_json(), max(NARROW_TITLE, width // 10))])
+            width = square_width(fig)  # (a wrapped title's taller margin leaves the plot less height)
+        ui.chart(fig, key=key, filename=f"{name}-{slug}-{it[0]}", width=width,
                  on_click=_views.click_handler(it[0], key))
         st.caption(it[2])
     elif _views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar

@@ -891,7 +891,8 @@ def _column_chart_titles(at: AppTest) -> list[str]:
 
 
 def _chart_titles(at: AppTest) -> list[str]:
-    return [json.loads(c.spec)["layout"].get("title", {}).get("text", "") for c in charts(at)]
+    """Each chart's title, a title wrapped onto lines read as one line."""
+    return [json.loads(c.spec)["layout"].get("title", {}).get("text", "").replace("<br>", " ") for c in charts(at)]
 
 
 def test_figures_with_panels_side_by_side_are_drawn_full_width(bundled_assets):
@@ -1013,6 +1014,17 @@ def test_compare_opens_a_above_b_with_square_maps_as_wide_as_they_are_tall(bundl
     lay, w = square[0]["layout"], compare.square_width(fig)
     m = lay["margin"]
     assert w - m["l"] - m["r"] - 90 == lay["height"] - m["t"] - m["b"] > 0
+    for s in square:  # each title wraps to its map's width (the widest map title was cut at 1,000 px)
+        width = compare.square_width(go.Figure(s))
+        lines = s["layout"]["title"]["text"].split("<br>")
+        assert all(_relayout_visible(ln) <= max(28, (width + 70) // 9) for ln in lines), (width, lines)
+    assert any("<br>" in s["layout"]["title"]["text"] for s in square)
+
+
+def _relayout_visible(text: str) -> int:
+    from app_pages._relayout import visible_len
+
+    return visible_len(text)
 
 
 def test_compare_narrow_copy_wraps_long_titles_and_leaves_the_cached_figure_alone():
