@@ -37,7 +37,9 @@ def fitting_views(kind: str) -> list[views.ViewSpec]:
 
 def card(entry: catalog.CheckpointEntry, i: int) -> None:
     with st.container(border=True):
-        badge = "bundled" if entry.source == "bundled" else "yours"
+        # "yours": a checkpoint this session may delete; another session's save or upload is "saved here"
+        badge = ("bundled" if entry.source == "bundled" else "yours" if catalog.may_change(entry, owner_token())
+                 else "saved here")
         st.markdown(f"**{md_escape(entry.name)}**  :gray-badge[{badge}]"
                     + ("  :green-badge[selected]" if st.session_state.get(ui.K_CKPT) == entry.ref else ""))
         recipe = entry.card.get("recipe") if isinstance(entry.card.get("recipe"), dict) else {}
@@ -160,8 +162,9 @@ def main() -> None:
             "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),
             "metric": st.column_config.TextColumn(
                 "metric", width=84,
-                help="BPC (bits per character, lower is better) for language models; accuracy of "
-                     "the running product (higher is better) for group word problems"),
+                help="BPC (bits per character, lower is better) for language models; for group word "
+                     "problems the accuracy of the running product over every position of the evaluation "
+                     "sequences (higher is better; a card gives it at the last position too)"),
             "valid": st.column_config.TextColumn("valid", width=50, help="the metric on the validation split"),
             "test": st.column_config.TextColumn("test", width=50, help="the metric on the test split"),
             "trained": st.column_config.TextColumn("steps", width=60, help=STEPS_HELP),

@@ -1184,10 +1184,13 @@ def test_checkpoints_page_deletes_only_this_sessions_uploads(ckpt_dirs, monkeypa
     [b for b in at.button if "Validate" in b.label][0].click().run()
     assert not errors(at), errors(at)
     assert len([b for b in at.button if b.label == "Delete"]) == 1  # its own upload
+    badge = lambda page: next(m.value for m in page.markdown if m.value.startswith("**own**"))  # noqa: E731
+    assert ":gray-badge[yours]" in badge(at)
     other = app()  # another browser session sees the upload but cannot delete it
     goto(other, "checkpoints")
     assert "own" in set(other.dataframe[0].value["name"])
     assert not [b for b in other.button if b.label == "Delete"]
+    assert ":gray-badge[saved here]" in badge(other)  # not "yours": it cannot delete it
     [b for b in at.button if b.label == "Delete"][0].click().run()
     assert any("Deleted" in s.value for s in at.success), [s.value for s in at.success]
     assert "runs/uploads/own" not in [e.ref for e in catalog.list_checkpoints()]
