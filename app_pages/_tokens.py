@@ -83,7 +83,7 @@ def token_panel(entry: Any, tr: Any, pos: int, where: Any = None) -> None:
     st.session_state[K_TOK] = pos
     shown = pill_labels(labels, start, stop)
     with where or st.container():
-        more = f" · positions {start}–{stop - 1} of {n}" if stop - start < n else ""
+        more = f" · positions {start}–{stop - 1} of {n:,}" if stop - start < n else ""
         st.pills(f"Text: click a token{more}", list(range(start, stop)), key=K_TOK,
                  required=True, on_change=_pick, width="content", wrap=True, format_func=shown.__getitem__,
                  help="Each token of the text around the cursor. The selected one is the cursor: every figure "

@@ -399,7 +399,7 @@ def _dry_run(plan, store, only, workers: int) -> int:
     print(f"# the {plan.name} campaign: {len(rows)} block(s)\n")
     print("\n".join(estimate_table(rows, workers)))
     ready = list(jobs(plan, store, only))  # reads the store only (a missing folder: nothing finished)
-    print(f"\n{len(ready)} run(s) ready now in {store.root} (more follow as tuning finishes); the first:")
+    print(f"\n{len(ready)} run(s) ready to start now (store {store.root}; more follow as tuning finishes); the first:")
     for j in ready[:5]:
         print(f"  {j.key}")
     return 0

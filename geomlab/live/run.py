@@ -351,8 +351,9 @@ class LiveRun:
                 m = result.metrics
                 metric = getattr(self.task, "metric", "loss")
                 val = m.get(f"valid_{metric}")
-                self._message = (f"Finished {result.step} steps"
-                                 + (f"; valid {metric} {val:.4g}" if val is not None else "") + ".")
+                shown = {"bpc": "BPC"}.get(metric, metric)
+                self._message = (f"Finished {result.step:,} steps"
+                                 + (f"; valid {shown} {val:.4g}" if val is not None else "") + ".")
                 if result.checkpoint:
                     self._checkpoint = str(result.checkpoint)
                 if val is not None:

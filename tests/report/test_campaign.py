@@ -353,7 +353,7 @@ def test_slurm_without_a_cluster_is_one_line(tmp_path, capsys):
 def test_each_campaign_has_its_own_default_store(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["report", "--campaign", "fair", "--dry-run"]) == 0
-    assert f"ready now in {Path('runs') / 'fair'}" in capsys.readouterr().out
+    assert f"ready to start now (store {Path('runs') / 'fair'};" in capsys.readouterr().out
     assert not (tmp_path / "runs").exists()  # a dry run writes nothing
 
 

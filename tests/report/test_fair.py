@@ -107,7 +107,7 @@ def test_fair_plan_is_declared_and_priced(tmp_path, capsys):
     assert all(0 < r["cpu_hours"] < r["cpu_hours_max"] for r in rows)
     assert main(["report", "--campaign", "fair", "--dry-run", "--store", str(tmp_path / "none")]) == 0
     out = capsys.readouterr().out
-    assert f"| {sum(r['cpu_hours'] for r in rows):.1f} |" in out and "ready now" in out
+    assert f"| {sum(r['cpu_hours'] for r in rows):.1f} |" in out and "ready to start now" in out
 
 
 # ------------------------------------------------------------------------------------------ the rule
