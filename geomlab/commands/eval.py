@@ -88,9 +88,12 @@ def run(args: argparse.Namespace) -> int:
               "the BPC measures how it carries over to a longer context (better for a recurrent state, often "
               "worse for attention's positions), not the trained protocol", file=sys.stderr)
     if task.vocab is not None and task.kind == "lm":
-        n_unk = task.vocab.count_unknown(task.corpus.split(args.split))
+        text = task.corpus.split(args.split)
+        cut = args.max_tokens is not None and task.spec().get("level") == "char" and args.max_tokens < len(text)
+        n_unk = task.vocab.count_unknown(text[:args.max_tokens + 1] if cut else text)  # the scored part
         if n_unk:
-            print(f"note: {n_unk} tokens of the {args.split} split are not in the checkpoint's vocabulary "
+            where = f"the first {args.max_tokens:,} tokens" if cut else "the"
+            print(f"note: {n_unk:,} tokens of {where} {args.split} split are not in the checkpoint's vocabulary "
                   "and are scored as the unknown token", file=sys.stderr)
     m = task.evaluate(c.model, args.split, seq_len=seq_len, device=device, max_tokens=args.max_tokens,
                       stride=args.stride)

@@ -488,6 +488,21 @@ def test_eval_finds_the_runs_text_file_in_the_working_folder(text_file, tmp_path
     assert "not a registered corpus; pass the text file with --data" in capsys.readouterr().err
 
 
+def test_eval_counts_the_unknown_tokens_of_what_it_scores(text_file, tmp_path, capsys):
+    """Characters the vocabulary lacks are counted over the whole split, or with --max-tokens over the tokens
+    scored (a split whose unknown characters all come after them has none to report)."""
+    assert _train(text_file, tmp_path / "runs", "--name", "r") == 0
+    text = text_file.read_text(encoding="utf-8")
+    n = len(text)
+    other = tmp_path / "other.txt"  # its test split (the last 5%) ends in 20 characters the model never saw
+    other.write_text(text[:n - 20] + "é" * 20, encoding="utf-8")
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path / "runs" / "r"), "--data", str(other)]) == 0
+    assert "note: 20 tokens of the test split are not in the checkpoint's vocabulary" in capsys.readouterr().err
+    assert main(["eval", str(tmp_path / "runs" / "r"), "--data", str(other), "--max-tokens", "16"]) == 0
+    assert "not in the checkpoint's vocabulary" not in capsys.readouterr().err
+
+
 def test_trace_views_for_a_kind_without_views(tmp_path, capsys, monkeypatch):
     """--html/--png on a baseline without views: one line naming the kinds that have views, exit 2, nothing
     written; on a kind with views the printed folder has no doubled slash."""
