@@ -168,14 +168,15 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
              "equal FLOPs (the costlier model on its own full schedule sized to the other's budget). Seed-paired "
              "differences in BPC, 95% intervals in brackets; negative: the claimed model is ahead. The verdict "
              "reads the test gap by the claim's rule (Verdict per paper claim, above); pending until both rows "
-             "share a seed, open below two.", "",
+             "share a seed, open below two, provisional while a row still misses seeds the plan gives it.", "",
              "| paper | claim | reading | model | against | seeds | test gap [95% CI] | valid gap [95% CI] | verdict |",
              "|---|---|---|---|---|---|---|---|---|"]
     for cl in CLAIMS:
         for r in readings(after, cl):
             n = (r["test"] or r["valid"] or {}).get("seeds", 0)
             lines.append(f"| {cl.paper} | {cl.text} | {r['reading']} | {r['arm']} | {r['against']} | {n} | "
-                         f"{_gap(r['test'])} | {_gap(r['valid'])} | {r['verdict']} |")
+                         f"{_gap(r['test'])} | {_gap(r['valid'])} | {r['verdict']}"
+                         + (" (provisional)" if r["provisional"] else "") + " |")
     lines += ["", "### Settings", "",
               "What the one rule chose for each model (lr and warm-up, then weight decay and dropout at them; "
               "— while its tuning runs) and its seeds: finished of those planned (the plan adds seeds until "

@@ -406,6 +406,9 @@ def test_the_page_gives_the_fair_campaigns_verdicts_once_it_has_records(tmp_path
     cells = [c.strip() for c in row.split("|")[1:-1]]
     assert cells[7] == "**supported** (provisional) -0.050 [-0.057, -0.044]", cells[7]
     assert "OSM-RNN O(d): -0.050 test BPC at equal steps (95% CI -0.057 to -0.044, 2 seeds both finished)" in md
+    every = [[c.strip() for c in ln.split("|")[1:-1]] for ln in md.splitlines()
+             if ln.startswith("| OSM | OSM-RNN beats the LSTM") and "| equal " in ln]
+    assert [r[5] for r in every] == ["2", "2", "2"] and every[0][8] == "supported (provisional)"
     assert "at the baseline's CPU budget (1,730 steps): +0.101 test BPC at equal CPU (" in md
     assert "at the baseline's FLOPs budget (610 steps): +0.300 test BPC at equal FLOPs (" in md
 
