@@ -216,6 +216,33 @@ def test_overflowing_gradient_norm_is_named(task, tmp_path):
     assert err.value.step == 3 and err.value.quantity == "gradient norm"
 
 
+def test_an_exploding_but_finite_gradient_norm_stops_the_run(task, tmp_path):
+    """A global gradient norm above EXPLODED_GRAD_NORM (every value finite; clipping would keep the updates
+    finite while the model degrades to near-uniform predictions) stops the run as diverged at that step;
+    one just below it trains on."""
+    from geomlab.training.divergence import EXPLODED_GRAD_NORM
+
+    for scale, fails in ((EXPLODED_GRAD_NORM * 10, True), (EXPLODED_GRAD_NORM / 10, False)):
+        model = _model(task)
+        calls = {"n": 0}
+
+        def hook(grad, scale=scale):
+            calls["n"] += 1
+            if calls["n"] != 5:
+                return grad
+            return torch.full_like(grad, scale / grad.numel() ** 0.5)  # a norm of about `scale`
+
+        model.head.bias.register_hook(hook)
+        run = Trainer(model, task, TrainConfig(**CFG), out=tmp_path / f"run{fails}")
+        if fails:
+            with pytest.raises(TrainingError, match="gradient norm exploded") as err:
+                run.run()
+            assert err.value.step == 5 and err.value.quantity == "gradient norm"
+            assert ckpt.load(tmp_path / f"run{fails}").card["steps"] == 4  # the last good checkpoint
+        else:
+            run.run()
+
+
 def test_word_problem_task_trains(tmp_path):
     task = WordProblemTask("parity", length=16, n_eval=128)
     torch.manual_seed(0)
