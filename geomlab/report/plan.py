@@ -24,6 +24,11 @@ The rule, the same for every model and baseline:
 * **Controls**: the Grassmann comparison gains depth-matched (6-layer) and pre-norm attention twins; the
   ~200K and ~500K OSMFormers keep the ~100K model's depth (3 layers; the budget search gave the ~200K one a
   single layer); CEM trains 10,000 steps like the other comparisons.
+* **Divergence** (made precise after the first runs, and applied to every run since): a run diverges when its
+  loss, a gradient or a weight goes non-finite or its gradient norm passes 1e6 (three runs had grown theirs
+  past 1e9 and, clipped, ended near-uniform at 5.2-5.8 valid BPC, read as finished; they trained again); a
+  seed that diverges at the full budget steps its whole row down one rung (at most twice), a seed the seed
+  rule added included (the LSTM's fifth seed had been dropped instead).
 
 Source: design choice (the plan the converged report's open questions ask for; docs/results.md)."""
 
