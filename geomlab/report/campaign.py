@@ -357,30 +357,34 @@ def decided(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm
 
 def _gaps_settled(campaign: Campaign, store: RunStore, comp: Comparison, seeds: tuple[int, ...]) -> bool | None:
     """Whether every arm's seed-paired test and valid gap to the baseline over ``seeds`` is settled under
-    :attr:`Campaign.seed_rule` (``None`` while a run of those seeds is missing or an arm is not tuned)."""
+    :attr:`Campaign.seed_rule` (``None`` while a run of those seeds is missing or an arm is not tuned). A seed
+    that diverged at the row's final lr (its step-downs spent) has no value and pairs with nothing."""
     from geomlab.report.aggregation import ci95, mean
 
     base = next((a for a in comp.arms if a.baseline), None)
-    values: dict[str, dict[str, list[float]]] = {}
+    values: dict[str, dict[str, dict[int, float]]] = {}
     for arm in comp.arms:
         _, choice = decided(campaign, store, comp, arm)
         if choice is None:
             return None
         lr, wu, reg = choice
-        got = {"valid_bpc": [], "test_bpc": []}
+        got: dict[str, dict[int, float]] = {"valid_bpc": {}, "test_bpc": {}}
         for seed in seeds:
             o = store.outcome(Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key, arm.label), reg))
-            if o is None or o.get("status") != "done":
+            if o is None:
                 return None
+            if o.get("status") != "done":
+                continue
             for k in got:
-                got[k].append(float(o["metrics"][k]))
+                got[k][seed] = float(o["metrics"][k])
         values[arm.label] = got
     half = campaign.seed_rule[0]
     for arm in comp.arms:
         if arm is base:
             continue
         for k in ("valid_bpc", "test_bpc"):
-            d = [a - b for a, b in zip(values[arm.label][k], values[base.label][k])]
+            mine, theirs = values[arm.label][k], values[base.label][k]
+            d = [mine[s] - theirs[s] for s in seeds if s in mine and s in theirs]
             m, h = mean(d), ci95(d)
             if h is None or not (abs(m) > h or h < half):
                 return False

@@ -28,7 +28,8 @@ The rule, the same for every model and baseline:
   loss, a gradient or a weight goes non-finite or its gradient norm passes 1e6 (three runs had grown theirs
   past 1e9 and, clipped, ended near-uniform at 5.2-5.8 valid BPC, read as finished; they trained again); a
   seed that diverges at the full budget steps its whole row down one rung (at most twice), a seed the seed
-  rule added included (the LSTM's fifth seed had been dropped instead).
+  rule added included (the LSTM's fifth seed had been dropped instead); a seed that still diverges once the
+  step-downs are spent has no value, and the gaps (and the seed rule) pair the seeds both rows finished.
 
 Source: design choice (the plan the converged report's open questions ask for; docs/results.md)."""
 

@@ -243,6 +243,29 @@ def test_a_seed_the_rule_added_that_diverges_steps_the_whole_row_down(tmp_path, 
     assert cp.full_choice(plan, store, comp, osm, (1e-2, 0.02))[0] == (1e-2, 0.02)
 
 
+def test_a_seed_that_diverges_after_the_step_downs_are_spent_does_not_stop_the_seed_rule(tmp_path, text_file):
+    """With no step-down left, a diverged seed has no value: the gaps pair the seeds both rows finished, and
+    an unsettled gap still gets the next seed (a diverged seed used to hold the rule at the first seeds)."""
+    plan = _rule_plan(text_file)  # max_widen 0: no step-down
+    store = rs.RunStore(tmp_path)
+    comp = COMPARISONS["ts-50k"]
+    osm, lstm = comp.arms
+    for arm in comp.arms:
+        _done(store, rs.Job(comp, arm, "tune", 1e-2, 0.02, 0, 2), 2.5)
+    for s, g in enumerate((0.1, 0.0, -0.1)):
+        _done(store, rs.Job(comp, lstm, "full", 1e-2, 0.02, s, 10), 2.4, 2.4)
+        if s == 1:
+            bad = rs.Job(comp, osm, "full", 1e-2, 0.02, s, 10)
+            store.folder(bad).mkdir(parents=True)
+            store.write(bad, "outcome.json", {"key": bad.key, "status": "failed",
+                                              "error": "step 9: the gradient norm exploded"})
+        else:
+            _done(store, rs.Job(comp, osm, "full", 1e-2, 0.02, s, 10), 2.4 + g, 2.4 + g)
+    assert cp.full_choice(plan, store, comp, osm, (1e-2, 0.02)) == ((1e-2, 0.02), [])
+    assert cp.seeds_planned(plan, store, comp) == (0, 1, 2, 3)  # 0 and 2 pair: +0.1 and -0.1 span zero
+    assert {(j.arm.label, j.seed) for j in cp.jobs(plan, store)} == {(osm.label, 3), (lstm.label, 3)}
+
+
 # ------------------------------------------------------------------------------------------ the page
 def test_verdict_rules():
     from geomlab.report.page import verdict
