@@ -38,6 +38,13 @@ def ci95(xs: list[float | None]) -> float | None:
     return float(t.ppf(0.975, len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs)))
 
 
+def seeds_missing(row: dict[str, Any]) -> bool:
+    """Whether a row still waits on seeds the plan gives it (``planned_seeds`` neither finished, ``seeds``, nor
+    diverged, ``failed_seeds``): its gaps are provisional."""
+    settled = len(row.get("seeds", [])) + len(row.get("failed_seeds") or [])
+    return settled < len(row.get("planned_seeds", row.get("seeds", [])))
+
+
 def summarize_row(row: dict[str, Any], proto: Protocol) -> None:
     """Add a language-model row's seed statistics in place: ``valid_mean/std/ci95``, ``test_mean/std/ci95``
     (:func:`ci95`), ``tokens_per_s_mean`` and ``tokens_per_cpu_s`` (training tokens of one run per mean

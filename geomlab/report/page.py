@@ -140,6 +140,8 @@ def readings(results: dict[str, Any], cl: Claim) -> list[dict[str, Any]]:
     "valid", "verdict", "provisional"}`` with the :func:`paired` gaps of both splits (``None`` before a common
     seed), the verdict of the test gap by the claim's rule, and whether either row still misses a planned seed.
     Empty when the comparison is not in ``results``."""
+    from geomlab.report.aggregation import seeds_missing
+
     c = next((c for c in results["comparisons"] if c["key"] == cl.comparison), None)
     if c is None:
         return []
@@ -152,8 +154,7 @@ def readings(results: dict[str, Any], cl: Claim) -> list[dict[str, Any]]:
         if pair is None:
             continue
         test, valid = paired(rows, *pair, "test"), paired(rows, *pair, "valid")
-        short = any(len(rows[k].get("seeds", [])) < len(rows[k].get("planned_seeds", rows[k].get("seeds", [])))
-                    for k in pair if k in rows)
+        short = any(seeds_missing(rows[k]) for k in pair if k in rows)
         out.append({"reading": name, "arm": pair[0], "against": pair[1], "test": test, "valid": valid,
                     "verdict": verdict(test, cl.rule) if test else "pending", "provisional": bool(test) and short})
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from geomlab.report.aggregation import seeds_missing
 from geomlab.report.render_parts import _f, comparison_section, figures_section, versus_phrase
 
 
@@ -94,7 +95,7 @@ def reading(results: dict[str, Any]) -> list[str]:
                       + f" ({r['test_mean']:.3f})")
             parts.append(s)
         short = [r for r in [*others, base]
-                 if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
+                 if seeds_missing(r)]
         later = [r["label"] for r in rows if r is not base and r.get("test_gap") is None]
         # one bullet per comparison, the paper's claim first, then one sub-bullet per model (easier to scan
         # than one paragraph per comparison)
@@ -183,7 +184,7 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
     """One comparison of the campaign: the table (:func:`comparison_section`), each row's status, tuning and
     convergence, and the comparison at equal training time."""
     lines = comparison_section(c, {"lr": "—"})
-    short = [r for r in c["rows"] if len(r.get("seeds", [])) < len(r.get("planned_seeds", r.get("seeds", [])))]
+    short = [r for r in c["rows"] if seeds_missing(r)]
     if short and any(r.get("test_mean") is not None for r in c["rows"]) and any(r["baseline"] for r in c["rows"]):
         # (the zoo's row has no baseline and no gaps: its status table says what has finished)
         at_ = next(i for i, ln in enumerate(lines) if ln.startswith("|"))  # its own paragraph, before the table

@@ -266,6 +266,16 @@ def test_a_seed_that_diverges_after_the_step_downs_are_spent_does_not_stop_the_s
     assert {(j.arm.label, j.seed) for j in cp.jobs(plan, store)} == {(osm.label, 3), (lstm.label, 3)}
 
 
+def test_a_row_whose_missing_seeds_diverged_is_not_provisional():
+    from geomlab.report.aggregation import seeds_missing
+
+    row = {"seeds": [0, 1], "planned_seeds": [0, 1, 2], "failed_seeds": []}
+    assert seeds_missing(row)  # seed 2 still to run
+    row["failed_seeds"] = [{"seed": 2, "error": "step 9: the gradient norm exploded"}]
+    assert not seeds_missing(row)  # it diverged once the step-downs were spent: every seed is accounted for
+    assert not seeds_missing({"seeds": [0]})  # a row without a plan (the converged campaign's)
+
+
 # ------------------------------------------------------------------------------------------ the page
 def test_verdict_rules():
     from geomlab.report.page import verdict
