@@ -304,6 +304,15 @@ def full_choice(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm,
         notes.append(f"lr {lr:g} diverged at the full budget (seed {failed[0][0]}"
                      + (f", step {int(step.group(1)):,}" if step else "") + f"): the seeds train at {new:g}")
         lr = new
+    else:  # the step-downs are spent: a seed still diverging there is said, and has no value
+        failed = [(seed, (o or {}).get("error", "")) for seed in seeds for o in [store.outcome(Job(
+            comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key, arm.label), reg))]
+            if o is not None and o.get("status") == "failed"]
+        for seed, error in failed:
+            step = re.search(r"step (\d+)", error)
+            notes.append(f"lr {lr:g} diverged at the full budget (seed {seed}"
+                         + (f", step {int(step.group(1)):,}" if step else "") + "): no step-down left, the row "
+                         "is read on the seeds that finished")
     return (lr, wu), notes
 
 

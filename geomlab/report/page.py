@@ -179,7 +179,8 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
                          f"{_gap(r['test'])} | {_gap(r['valid'])} | {r['verdict']}"
                          + (" (provisional)" if r["provisional"] else "") + " |")
     lines += ["", "### Settings", "",
-              "What the one rule chose for each model (lr and warm-up, then weight decay and dropout at them; "
+              "What the one rule chose for each model (lr and warm-up, then weight decay and dropout at them, kept "
+              "when a divergence steps the lr down; "
               "— while its tuning runs) and its seeds: finished of those planned (the plan adds seeds until "
               "every gap settles); the regularisation settings it tried at the tuning budget, with their "
               "validation BPC.", "",
@@ -193,7 +194,9 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
                 return "—" if v is None else f"{v:.0%}" if pct else f"{v:g}"
             lines.append(f"| {c['key']} | {r['label']} | {num('lr')} | {num('warmup', True)} | "
                          f"{num('weight_decay')} | {num('dropout')} | {len(r.get('seeds') or [])} of "
-                         f"{len(r.get('planned_seeds') or [])} | {_regs_tried(r)} |")
+                         f"{len(r.get('planned_seeds') or [])}"
+                         + (f" ({len(r['failed_seeds'])} diverged)" if r.get("failed_seeds") else "")
+                         + f" | {_regs_tried(r)} |")
     goal = next((r for c in after["comparisons"] if c["key"] == "ts-100k" for r in c["rows"]
                  if r["label"] == "OSMFormer O(d), linear mixing"), None)
     if goal and goal.get("test_mean") is not None and goal.get("goal"):
@@ -239,7 +242,8 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
              "with equal-compute runs. \"After\" is the fair campaign's verdict by the same rule with its test gap, "
              "at equal steps, then at equal CPU time and at equal FLOPs (Every gap, below, has the validation gaps): "
              "pending until both rows share a seed, open below two, and *provisional* while a row still misses "
-             "seeds the plan gives it.", "",
+             "seeds the plan gives it; a validation gap whose interval excludes zero on the other side is given "
+             "beside it.", "",
              "| paper | claim | against | test gap [95% CI] | valid gap [95% CI] | equal time (valid) | verdict "
              "before | after | after, equal CPU | after, equal FLOPs |", "|---|---|---|---|---|---|---|---|---|---|"]
     before = {v["claim"]: v for v in verdicts(results)}
@@ -257,8 +261,11 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
             r = got.get(reading)
             if r is None or r["test"] is None:
                 return "pending"
+            v = r["valid"]  # a validation gap that excludes zero on the other side is said beside the verdict
+            other = (v is not None and v["ci95"] is not None and v["gap"] * r["test"]["gap"] < 0
+                     and abs(v["gap"]) > v["ci95"])
             return (f"**{r['verdict']}**" + (" (provisional)" if r["provisional"] else "")
-                    + f" {_gap(r['test'])}")
+                    + f" {_gap(r['test'])}" + (f"; valid {_gap(v)}, the other way" if other else ""))
 
         # an ablation or a control: the equal-compute arms are read against the baseline
         eq = ["—", "—"] if cl.against is not None else [said("equal CPU"), said("equal FLOPs")]

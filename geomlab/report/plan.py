@@ -12,7 +12,8 @@ The rule, the same for every model and baseline:
   Transformer, LSTM (on its input and output) and both Grassmann kinds); the best validation BPC wins; a
   regularisation run that diverges loses.
 * **Seeds**: 0, 1, 2, then one more at a time until every gap (test and validation) to the baseline has a
-  seed-paired 95% interval that excludes zero or is narrower than +-0.02 BPC, at most 8 seeds.
+  seed-paired 95% interval that excludes zero or is narrower than +-0.02 BPC, at most 8 seeds. The intervals
+  are Student-t intervals over the seeds as they stand, not corrected for this sequential stopping.
 * **Equal compute**: each model a paper's claim is read on against its baseline (the OSMFormer and the OSM-RNN
   against theirs, both CEM models, both Grassmann readings; not the ablations, controls and scaling rows,
   which the report reads at equal steps) also trains its own full schedule (warm-up, cosine decay, tuning)
@@ -28,7 +29,8 @@ The rule, the same for every model and baseline:
   loss, a gradient or a weight goes non-finite or its gradient norm passes 1e6 (three runs had grown theirs
   past 1e9 and, clipped, ended near-uniform at 5.2-5.8 valid BPC, read as finished; they trained again); a
   seed that diverges at the full budget steps its whole row down one rung (at most twice), a seed the seed
-  rule added included (the LSTM's fifth seed had been dropped instead); a seed that still diverges once the
+  rule added included (the LSTM's fifth seed had been left out of its row instead; its row trained again one
+  rung lower); a seed that still diverges once the
   step-downs are spent has no value, and the gaps (and the seed rule) pair the seeds both rows finished.
 
 Source: design choice (the plan the converged report's open questions ask for; docs/results.md)."""

@@ -48,7 +48,8 @@ def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
         gap = r.get("test_gap")
         gap_s = "—" if r["baseline"] or gap is None else f"{gap:+.3f}"
         if gap_s != "—" and r.get("test_gap_ci95") is not None:  # seed-paired, two or more seeds
-            gap_s += f" (95% CI ±{r['test_gap_ci95']:.3f})"
+            gap_s += (f" (95% CI ±{r['test_gap_ci95']:.3f}" + (f", {r['gap_seeds']} paired seeds" if "gap_seeds" in r
+                                                               else "") + ")")
         lines.append(
             f"| {name} | `{r['kind']}` | {_params(r.get('params'))} | {len(r['seeds'])} | "
             f"{r.get('lr', p['lr'])} | {_pm(r['valid_mean'], r['valid_std'])} | {_pm(r['test_mean'], r['test_std'])} | "
@@ -60,7 +61,8 @@ def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
     if swept:
         def _sweep(r):
             vals = ", ".join(f"{lr} → {_f(v)}" for lr, v in r["lr_sweep"].items())
-            edge = " (best at the edge of the grid)" if lr_edge(r) else ""
+            edge = (f" (its seeds train at {r['lr']}, stepped down after divergences)" if r.get("full_notes")
+                    else " (best at the edge of the grid)" if lr_edge(r) else "")
             return f"{r['label']}: {vals}{edge}"
 
         lines += ["Learning-rate sweep (validation BPC of the first seed; — = diverged): "
