@@ -45,9 +45,10 @@ def main() -> None:
             # chart first: less empty space above a page's title, a smaller title, and the column beside a
             # view's first chart (text, guesses) wraps under it when the window leaves it under 260 px
             "[data-testid='stMainBlockContainer'] {padding-top: 3.2rem;}"
-            # beside the open sidebar a 1000-px window leaves the page 700 px: Streamlit's 5rem side margins
-            # took 160 of them (the Checkpoints table lost its last column); below 1100 px they are 2.5rem
-            "@media (max-width: 1100px) {[data-testid='stMainBlockContainer'] "
+            # beside the open sidebar a 1000-px window leaves the page 700 px, of which Streamlit's 5rem side
+            # margins take 160 (too few for the Checkpoints table): 2.5rem from 641 to 1100 px (a phone keeps
+            # Streamlit's own 1rem)
+            "@media (min-width: 641px) and (max-width: 1100px) {[data-testid='stMainBlockContainer'] "
             "{padding-left: 2.5rem; padding-right: 2.5rem;}}"
             "[data-testid='stMain'] h1 {font-size: 1.75rem; padding: 0 0 0.2rem 0;}"
             # the controls row (cursor, layer, head...) wraps too, rather than cut a select's label and value

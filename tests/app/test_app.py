@@ -1014,7 +1014,7 @@ def test_compare_opens_a_above_b_with_square_maps_as_wide_as_they_are_tall(bundl
     lay, w = square[0]["layout"], compare.square_width(fig)
     m = lay["margin"]
     assert w - m["l"] - m["r"] - 90 == lay["height"] - m["t"] - m["b"] > 0
-    for s in square:  # each title wraps to its map's width (the widest map title was cut at 1,000 px)
+    for s in square:  # each title wraps to its map's width, so a 1,000-px window shows all of it
         width = compare.square_width(go.Figure(s))
         lines = s["layout"]["title"]["text"].split("<br>")
         assert all(_relayout_visible(ln) <= max(28, (width + 70) // 9) for ln in lines), (width, lines)

@@ -245,7 +245,7 @@ def test_a_seed_the_rule_added_that_diverges_steps_the_whole_row_down(tmp_path, 
 
 def test_a_seed_that_diverges_after_the_step_downs_are_spent_does_not_stop_the_seed_rule(tmp_path, text_file):
     """With no step-down left, a diverged seed has no value: the gaps pair the seeds both rows finished, and
-    an unsettled gap still gets the next seed (a diverged seed used to hold the rule at the first seeds)."""
+    an unsettled gap still gets the next seed."""
     plan = _rule_plan(text_file)  # max_widen 0: no step-down
     store = rs.RunStore(tmp_path)
     comp = COMPARISONS["ts-50k"]
