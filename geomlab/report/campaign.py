@@ -291,28 +291,25 @@ def full_choice(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm,
     seeds = campaign.seeds_for(comp.key)
     if campaign.seed_rule is not None:  # every seed the rule may add (one not trained yet has no outcome)
         seeds = (*seeds, *range(max(seeds) + 1, max(seeds) + 1 + campaign.seed_rule[1] - len(seeds)))
+    def failed_at(lr: float) -> list[tuple[int, str]]:
+        steps = campaign.full_steps(comp.key, arm.label)
+        outs = [(seed, store.outcome(Job(comp, arm, "full", lr, wu, seed, steps, reg))) for seed in seeds]
+        return [(seed, o.get("error", "")) for seed, o in outs if o is not None and o.get("status") == "failed"]
+
+    def where(seed: int, error: str) -> str:
+        step = re.search(r"step (\d+)", error)
+        return f"(seed {seed}" + (f", step {int(step.group(1)):,}" if step else "") + ")"
+
     for _ in range(campaign.max_widen):
-        failed = []
-        for seed in seeds:
-            o = store.outcome(Job(comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key, arm.label), reg))
-            if o is not None and o.get("status") == "failed":
-                failed.append((seed, o.get("error", "")))
+        failed = failed_at(lr)
         if not failed:
             break
-        step = re.search(r"step (\d+)", failed[0][1])
         new = ladder(lr, -1, campaign.lr_per_decade)
-        notes.append(f"lr {lr:g} diverged at the full budget (seed {failed[0][0]}"
-                     + (f", step {int(step.group(1)):,}" if step else "") + f"): the seeds train at {new:g}")
+        notes.append(f"lr {lr:g} diverged at the full budget {where(*failed[0])}: the seeds train at {new:g}")
         lr = new
     else:  # the step-downs are spent: a seed still diverging there is said, and has no value
-        failed = [(seed, (o or {}).get("error", "")) for seed in seeds for o in [store.outcome(Job(
-            comp, arm, "full", lr, wu, seed, campaign.full_steps(comp.key, arm.label), reg))]
-            if o is not None and o.get("status") == "failed"]
-        for seed, error in failed:
-            step = re.search(r"step (\d+)", error)
-            notes.append(f"lr {lr:g} diverged at the full budget (seed {seed}"
-                         + (f", step {int(step.group(1)):,}" if step else "") + "): no step-down left, the row "
-                         "is read on the seeds that finished")
+        notes += [f"lr {lr:g} diverged at the full budget {where(seed, error)}: no step-down left, the row is "
+                  "read on the seeds that finished" for seed, error in failed_at(lr)]
     return (lr, wu), notes
 
 
