@@ -47,7 +47,7 @@ def spec_from_widgets() -> live.RunSpec:
     ss = st.session_state
     kind = ss[P + "kind"]
     source = ss[P + "source"]
-    text = None
+    text = text_name = None
     if source == "Synthetic task":
         data = "word-problem:" + ss[P + "task"]
     elif source == "Registered corpus":
@@ -63,13 +63,14 @@ def spec_from_widgets() -> live.RunSpec:
         up = ss.get(P + "upload")
         if up is not None:
             text = decode_text(up.getvalue(), source=up.name)  # DataError (a ValueError) when not UTF-8
+            text_name = up.name
         else:
             text = ss.get(P + "text") or ""
         if not text.strip():
             raise ValueError("Your text is empty: paste some text or upload a .txt file (at least 100 characters).")
     return live.RunSpec.preset(
         "app", kind=kind, group=ss.get(P + "group") if live.is_osm(kind) else None, params=int(ss[P + "params"]),
-        data=data, text=text, steps=int(ss[P + "steps"]), device=ss[P + "device"],
+        data=data, text=text, text_name=text_name, steps=int(ss[P + "steps"]), device=ss[P + "device"],
         batch_size=int(ss[P + "batch"]), seq_len=int(ss[P + "seq"]), lr=float(ss[P + "lr"]),
         seed=int(ss[P + "seed"]), threads=live.default_threads())
 

@@ -329,13 +329,21 @@ def load_corpus(name: str, download: bool = True) -> Corpus:
     return corpus
 
 
+def text_sha256(text: str) -> str:
+    """The sha256 (hex) of ``text`` after :func:`geomlab.data.vocab.normalize_text`, as UTF-8: the same for a
+    pasted text, an uploaded file and the file read from disk (design choice: it names a user's text on its
+    checkpoint card)."""
+    return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()
+
+
 def corpus_from_text(text: str, name: str = "text", level: str = "char",
                      fractions: tuple[float, float, float] = DEFAULT_FRACTIONS) -> Corpus:
     """A corpus from a string, split contiguously 90/5/5 (see :func:`split_text`), after
     :func:`geomlab.data.vocab.normalize_text` (a leading byte-order mark dropped, ``"\\r\\n"``/``"\\r"`` ->
     ``"\\n"``): a pasted or uploaded text gives the same corpus as the same text read from a file.
 
-    Raises :class:`DataError` if the text is empty or shorter than :data:`MIN_TEXT_CHARS` characters.
+    ``source`` records the text's length in characters (``chars``) and its :func:`text_sha256`. Raises
+    :class:`DataError` if the text is empty or shorter than :data:`MIN_TEXT_CHARS` characters.
     """
     if not isinstance(text, str):
         raise DataError(f"corpus text must be a string, got {type(text).__name__}")
@@ -348,7 +356,7 @@ def corpus_from_text(text: str, name: str = "text", level: str = "char",
                         "so that the 90/5/5 split leaves something to validate and test on")
     train, valid, test = split_text(text, fractions)
     source = {"corpus": name, "split_rule": f"contiguous {'/'.join(str(round(f * 100)) for f in fractions)} "
-              "by character", "level": level}
+              "by character", "level": level, "chars": len(text), "sha256": text_sha256(text)}
     return Corpus(name, train, valid, test, level=level, source=source)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from geomlab.data.corpora import CORPORA, corpus_from_text, load_corpus, resolve_corpus
+from geomlab.data.corpora import CORPORA, corpus_from_text, load_corpus, resolve_corpus, text_sha256
 from geomlab.data.errors import DataError
 from geomlab.data.gp import GPRegressionTask
 from geomlab.data.tasks import LMTask, Task
@@ -93,7 +93,8 @@ def parse_task(text: str, *, paths: bool = True) -> TaskRef:
 
 
 def make_task(spec: str | TaskRef | dict[str, Any], vocab: Vocab | None = None, download: bool = True, *,
-              length: int | None = None, n_eval: int | None = None, text: str | None = None) -> Task:
+              length: int | None = None, n_eval: int | None = None, text: str | None = None,
+              text_name: str | None = None) -> Task:
     """Build a task from a task string (:func:`parse_task`), a :class:`TaskRef` or a checkpoint card's
     ``task`` dict (:meth:`geomlab.data.Task.spec`; a user text file is not stored in the card, so such runs
     need the file again).
@@ -101,7 +102,9 @@ def make_task(spec: str | TaskRef | dict[str, Any], vocab: Vocab | None = None, 
     ``vocab`` (e.g. a checkpoint's) is used instead of building one from the training split. ``download``:
     fetch a missing registered corpus. ``length``: a word problem's evaluation length when the string gives
     none (else :data:`DEFAULT_LENGTH`). ``n_eval``: evaluation sequences per split of a synthetic task (word
-    problem, GP; default the task's, 512). ``text``: the text of the ``text`` form. Raises
+    problem, GP; default the task's, 512). ``text``: the text of the ``text`` form; its corpus is named
+    ``"<text_name> · <first 8 hex digits of its sha256>"`` (``text_name``: an uploaded file's name, its last
+    path part, printable characters, at most 60; default ``"pasted text"``), so a checkpoint card says which text a run trained on (design choice). Raises
     :class:`DataError` for anything that cannot be built (unknown corpus, missing file, empty text...)."""
     if isinstance(spec, dict):
         return _from_card(spec, vocab, download)
@@ -120,7 +123,9 @@ def make_task(spec: str | TaskRef | dict[str, Any], vocab: Vocab | None = None, 
         if text is None:  # the form for a text given beside the string (the app's box), not a file
             raise DataError("'text' is a text given with the request (the app's text box); for a file give its "
                             "path, for a corpus corpus:NAME")
-        return LMTask(corpus_from_text(text, name="uploaded text"), vocab)
+        label = "".join(c for c in str(text_name or "").replace("\\", "/").rsplit("/", 1)[-1] if c.isprintable())
+        name = f"{label.strip()[:60] or 'pasted text'} · {text_sha256(text)[:8]}"
+        return LMTask(corpus_from_text(text, name=name), vocab)
     return LMTask(resolve_corpus(ref.arg, download=download), vocab)
 
 

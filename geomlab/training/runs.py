@@ -98,7 +98,8 @@ class RunSpec(Recipe):
     (±10% steps) or its default size and say so in the note (the app); ``False`` raises ``ValueError``
     (the command line, the zoo).
 
-    Task: data: the task string (:mod:`geomlab.data.registry`). text: the text of ``data="text"``. eval_sequences: evaluation sequences per split of a synthetic
+    Task: data: the task string (:mod:`geomlab.data.registry`). text: the text of ``data="text"``; text_name: the name of
+    the file it came from (``None``: pasted), which names its corpus on the card. eval_sequences: evaluation sequences per split of a synthetic
     task (``None``: the task's default, 512). A word problem without ``:LENGTH`` is evaluated at ``seq_len``.
 
     Running: threads: torch CPU threads for the run (0 = leave torch's setting). nan_lr_factor: learning-rate
@@ -111,6 +112,7 @@ class RunSpec(Recipe):
     params: int | None = 20_000
     data: str = "word-problem:S3"
     text: str | None = None
+    text_name: str | None = None
     threads: int = 0
     nan_lr_factor: float = 0.5
     model_overrides: dict[str, Any] = field(default_factory=dict)
@@ -207,7 +209,7 @@ def build_task(spec: RunSpec, *, download: bool = True):
     from geomlab.data.registry import make_task
 
     return make_task(spec.data, download=download, length=int(spec.seq_len), n_eval=spec.eval_sequences,
-                     text=spec.text)
+                     text=spec.text, text_name=spec.text_name)
 
 
 def out_of_memory(exc: BaseException) -> bool:

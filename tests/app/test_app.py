@@ -659,6 +659,24 @@ def test_train_page_reports_no_gpu_and_short_text(ckpt_dirs, monkeypatch):
     assert not at.exception
 
 
+def test_train_page_names_an_uploaded_text_by_its_file_and_digest(ckpt_dirs):
+    import hashlib
+
+    at = app()
+    goto(at, "train")
+    _train_widgets(at, steps=2)
+    at.radio(key="w_train_source").set_value("Your text").run()
+    at.file_uploader(key="w_train_upload").upload("sonnets.txt", TEXT.encode("utf-8"), "text/plain")
+    at.run()
+    at.button(key="w_train_start").click().run()
+    assert not errors(at), errors(at)
+    run = live.REGISTRY.get(at.session_state["gl_live_run"])
+    assert run.task.name == f"sonnets.txt · {hashlib.sha256(TEXT.encode('utf-8')).hexdigest()[:8]}"
+    assert run.task.spec()["chars"] == len(TEXT)
+    live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
+    live.REGISTRY.forget(run.run_id, by=owner(at))
+
+
 def test_train_page_shows_the_nan_pause_message(ckpt_dirs):
     from geomlab.data.word_problem import WordProblemTask
 

@@ -410,7 +410,7 @@ def test_make_task_takes_the_callers_length_and_evaluation_size(tiny_text):
     gp = make_task("gp", n_eval=24)
     assert isinstance(gp, GPRegressionTask) and gp.n_eval == 24
     text = make_task("text", text=tiny_text * 3)
-    assert isinstance(text, LMTask) and text.name == "uploaded text"
+    assert isinstance(text, LMTask) and text.name.startswith("pasted text · ")
     with pytest.raises(DataError):
         make_task("text", text="")
     assert task_string(wp) == "word-problem:S3:8" and task_string(gp) == "gp"
@@ -444,3 +444,24 @@ def test_the_task_interface_imports_no_task_module():
                    for n in graph.get(start, ()))
 
     assert not any(reaches(m, m) for m in graph)  # no module reaches itself
+
+
+def test_a_users_text_is_named_on_its_card_by_file_name_and_sha256(tiny_text, tmp_path):
+    import hashlib
+
+    body = tiny_text * 3
+    pasted = make_task("text", text=body)
+    digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    assert pasted.name == f"pasted text · {digest[:8]}"
+    assert pasted.spec()["sha256"] == digest and pasted.spec()["chars"] == len(body)
+    # Windows line ends and a byte-order mark are the same text; another text is another name
+    assert make_task("text", text="\ufeff" + body.replace("\n", "\r\n")).name == pasted.name
+    assert make_task("text", text=body + "x").name != pasted.name
+    # an uploaded file is named by its last path part, printable characters only
+    up = make_task("text", text=body, text_name="..\\dir/../notes\x00.txt")
+    assert up.name == f"notes.txt · {digest[:8]}"
+    assert make_task("text", text=body, text_name="  ").name == pasted.name
+    # the same file read from disk has the same digest on its card
+    f = tmp_path / "notes.txt"
+    f.write_text(body, encoding="utf-8")
+    assert make_task(str(f)).spec()["sha256"] == digest
