@@ -46,6 +46,23 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
+def attach_dash_values(argv: list[str]) -> list[str]:
+    """``argv`` with each value that starts with a dash and a digit or point (``-3k``, ``-.5``, ``-1e-3``) joined
+    to the long option before it (``--params -3k`` -> ``--params=-3k``), up to a bare ``--``. argparse takes
+    only plain negative numbers as values and reads ``-3k`` as an unknown option ("expected one argument"); so
+    joined, the option's own check says what is wrong with the value (design choice)."""
+    out: list[str] = []
+    for i, tok in enumerate(argv):
+        if tok == "--":
+            return out + argv[i:]
+        prev = out[-1] if out else ""
+        if tok[:2] in {f"-{c}" for c in "0123456789."} and prev.startswith("--") and "=" not in prev:
+            out[-1] = f"{prev}={tok}"
+        else:
+            out.append(tok)
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with one sub-parser per available subcommand."""
     parser = _Parser(
@@ -71,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the process exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = attach_dash_values(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)

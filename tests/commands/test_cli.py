@@ -277,7 +277,10 @@ def test_impossible_values_are_refused_in_one_line(text_file, tmp_path, capsys):
                          "the run (4 steps)"),
                         (["--name", "x", "--warmup", "nan"], "--warmup: must be a finite number from 0"),
                         (["--name", "x", "--lr", "0"], "--lr: must be a finite number above 0"),
-                        (["--name", "x", "--lr=-1e-3"], "--lr: must be a finite number above 0")):
+                        (["--name", "x", "--lr=-1e-3"], "--lr: must be a finite number above 0"),
+                        (["--name", "x", "--lr", "-1e-3"], "--lr: must be a finite number above 0"),
+                        (["--name", "x", "--params", "-3k"], "--params: not a parameter count: '-3k'"),
+                        (["--name", "x", "--warmup", "-.5"], "--warmup: must be a finite number from 0")):
         assert _train(text_file, out, *extra) == 2, extra
         err = capsys.readouterr().err
         assert err.startswith("error: ") and want in err and err.count("\n") == 1, err
@@ -662,3 +665,12 @@ def test_other_task_prefixes_are_an_ordinary_data_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "error: 'wp:S3' is neither a known corpus" in err and "text file" in err
     assert not (out / "old").exists()
+
+
+def test_a_value_starting_with_a_dash_and_digit_is_joined_to_its_option():
+    from geomlab.commands.cli import attach_dash_values
+
+    assert attach_dash_values(["train", "--params", "-3k", "--lr", "-.5", "-x", "-3"]) == [
+        "train", "--params=-3k", "--lr=-.5", "-x", "-3"]  # a short option's value is argparse's as before
+    assert attach_dash_values(["--a=1", "-2", "--", "--b", "-3k"]) == ["--a=1", "-2", "--", "--b", "-3k"]
+    assert attach_dash_values(["--name", "-model"]) == ["--name", "-model"]  # not a number: left to argparse
