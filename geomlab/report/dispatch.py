@@ -10,7 +10,10 @@ choice."""
 
 from __future__ import annotations
 
+import os
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -99,7 +102,8 @@ def dispatch(campaign: Campaign, store: RunStore, ex, parallel: int = 1, only: t
                 late, ready = not fits and not partial, fits + [j for j in ready if j.key in partial]
             ready = ready[:room]
             for j in ready[:None if max_jobs is None else max_jobs - submitted]:
-                running[j.key] = ex.submit(run_job, campaign, str(store.root), j, device, threads, nice)
+                with _stderr_to(Path(getattr(ex, "folder", store.root)) / "controllers.log"):
+                    running[j.key] = ex.submit(run_job, campaign, str(store.root), j, device, threads, nice)
                 submitted += 1
                 log(f"[dispatch] {j.key}: submitted ({getattr(running[j.key], 'job_id', '?')}"
                     + ("; it will not finish before the deadline: it trains until then and resumes from its last "
@@ -116,6 +120,24 @@ def dispatch(campaign: Campaign, store: RunStore, ex, parallel: int = 1, only: t
     except BaseException:  # Ctrl-C, SIGTERM (the command makes it KeyboardInterrupt), an error of its own
         _cancel(running)
         raise
+
+
+@contextmanager
+def _stderr_to(path: Path):
+    """Standard error (file descriptor 2) appended to ``path`` for the block: a process started in it inherits
+    that file. submitit's local job controller writes a KeyboardInterrupt traceback when a job is cancelled;
+    this keeps it in the executor's folder, beside the jobs' own logs, out of the dispatcher's output."""
+    sys.stderr.flush()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as f:
+            os.dup2(f.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _cancel(running: dict[str, Any]) -> None:

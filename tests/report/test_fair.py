@@ -618,12 +618,16 @@ def test_killing_the_dispatcher_stops_its_runs(tmp_path, text_file, sigint):
             time.sleep(0.25)
         assert not any(_held(f) for f in locks), "a run still trains after its dispatcher was killed"
     finally:
+        time.sleep(2)  # the job controllers exit after their runs
         try:  # the dispatcher and whatever it left (its own process group)
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         proc.wait()
+        out = proc.stdout.read().decode()
         proc.stdout.close()
+    assert "interrupted" in out and "Traceback" not in out, out  # submitit's controllers write to its folder
+    assert "KeyboardInterrupt" in (store / "_submitit" / "controllers.log").read_text()
 
 
 def _held(lock: Path) -> bool:
