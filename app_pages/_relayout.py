@@ -369,6 +369,19 @@ NARROW_NTICKS = 8
 NARROW_TITLE = 28
 
 
+def square_width(fig: Any) -> int:
+    """Width in px at which a square single-panel figure's plot area is square at the figure's height: the
+    height less the top and bottom margins, plus the side margins and room for a colour bar (design
+    choice: full width left the map at the left and its colour bar at the far right on a wide window, or
+    in a Compare column that wrapped under the other)."""
+    lay = fig.layout.to_plotly_json()
+    m = lay.get("margin") or {}
+    bar = any((t.get("colorbar") or (t.get("marker") or {}).get("colorbar")) and t.get("showscale", True)
+              for t in (d.to_plotly_json() if hasattr(d, "to_plotly_json") else d for d in fig.data))
+    side = int(lay.get("height") or 450) - m.get("t", 60) - m.get("b", 50)
+    return side + m.get("l", 60) + m.get("r", 20) + (90 if bar else 0)
+
+
 def narrow_copy(fig: Any) -> Any:
     """``fig`` for a half-width Compare column: its category axes (token labels) and axes with a tick count
     get at most :data:`NARROW_NTICKS` ticks, so rotated token labels do not run into each other, and a title

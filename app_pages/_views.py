@@ -22,6 +22,7 @@ from app_pages import _ui as ui
 from app_pages._data import figure_for
 from app_pages._links import follow_click
 from app_pages._messages import md_escape
+from app_pages._relayout import square_width
 from app_pages._warm import rendering
 from geomlab.figures.catalog import FIGURES
 from geomlab.teach import views
@@ -149,7 +150,11 @@ def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool 
         st.info(f"{name.replace('_', ' ')}: {md_escape(caption)}", icon=":material/info:")
         return 0
     key = f"{key_prefix}-{name}"
-    ui.chart(fig, key=key, filename=f"{stem}-{name}", narrow=narrow, on_click=click_handler(name, key, tr))
+    # a square map is at most as wide as its height makes it: where its column is wider (a view's first chart
+    # or a Compare column, wrapped under its neighbour on a narrow window) its colour bar stays beside it
+    width = square_width(fig) if square_single_panel(fig) else None
+    ui.chart(fig, key=key, filename=f"{stem}-{name}", narrow=narrow, width=width,
+             on_click=click_handler(name, key, tr))
     note = _explain.figure_note(name, tr)
     st.caption(f"{caption}\n\n{note}" if note else caption)  # one element: each is re-rendered on a move
     return 1

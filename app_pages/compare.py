@@ -11,7 +11,7 @@ from app_pages import _data, _state
 from app_pages import _ui as ui
 from app_pages import _views
 from app_pages._links import follow_click
-from app_pages._relayout import NARROW_TITLE, narrow_copy, relaid, wrapped_title
+from app_pages._relayout import NARROW_TITLE, narrow_copy, relaid, square_width, wrapped_title
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
 from geomlab.teach import tours, views
@@ -50,18 +50,6 @@ def default_pair_b(a_ref: str) -> tuple[str, str] | None:
         return e.ref, how
     same_task = [e for e in others if e.is_word_problem == a.is_word_problem]
     return (same_task or others)[0].ref, ""
-
-
-def square_width(fig: Any) -> int:
-    """Width in px at which a square single-panel figure's plot area is square at the figure's height: the
-    height less the top and bottom margins, plus the side margins and room for a colour bar (design
-    choice: full width left the map at the left and its colour bar at the far right on a wide window)."""
-    lay = fig.layout.to_plotly_json()
-    m = lay.get("margin") or {}
-    bar = any((t.get("colorbar") or (t.get("marker") or {}).get("colorbar")) and t.get("showscale", True)
-              for t in (d.to_plotly_json() if hasattr(d, "to_plotly_json") else d for d in fig.data))
-    side = int(lay.get("height") or 450) - m.get("t", 60) - m.get("b", 50)
-    return side + m.get("l", 60) + m.get("r", 20) + (90 if bar else 0)
 
 
 def compare_columns(phone: bool) -> list[str]:

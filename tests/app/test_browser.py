@@ -647,6 +647,32 @@ def test_a_click_on_compares_charts_moves_its_cursor(page, zoo_server):
 
 
 @pytest.mark.browser
+@pytest.mark.parametrize("width", [1000, 1400])
+def test_square_maps_keep_their_colour_bar_beside_them(page, zoo_server, width):
+    """The attention view's first map and Compare's maps side by side: each square map's colour bar is within
+    120 px of its plot area, at 1,400 px and at 1,000 px, where the view's side column and Compare's second
+    column wrap under the map (a full-width map had its colour bar at the column's far right)."""
+    page.set_viewport_size({"width": width, "height": 900})
+    try:
+        for path, where, n in (("attention", "", 1), ("compare?layout=side&view=attention", "[class*='st-key-cmp-']", 2)):
+            page.goto(f"{zoo_server}/{path}")
+            page.wait_for_selector(CHART, state="attached", timeout=120_000)
+            wait_idle(page)
+            page.wait_for_timeout(800)
+            maps = page.locator(f"{where} .js-plotly-plot".strip()).filter(has=page.locator(".colorbar"))
+            assert maps.count() >= n, path
+            for i in range(n):
+                m = maps.nth(i)
+                m.scroll_into_view_if_needed()
+                plot, bar = m.locator(".nsewdrag").first.bounding_box(), m.locator(".colorbar").first.bounding_box()
+                gap = bar["x"] - (plot["x"] + plot["width"])
+                assert 0 <= gap <= 120, (path, width, i, plot, bar)
+                assert abs(plot["width"] - plot["height"]) <= 0.05 * plot["height"], (path, width, i, plot)
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+@pytest.mark.browser
 def test_a_long_text_shows_full_resolution_positions_around_the_cursor(page, zoo_server):
     """2,000 characters: the attention map draws the 128 consecutive positions around the cursor (every one,
     not every 8th), the overview strip draws the whole text with the window on it, and a click on the
