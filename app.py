@@ -58,6 +58,9 @@ def main() -> None:
             "div[data-testid='stColumn'] {min-width: 150px;}"
             "div[data-testid='stHorizontalBlock'] > div[data-testid='stColumn']:has(.st-key-w_pos)"
             "{min-width: min(100%, 300px);}"
+            # Train live: the curves stay beside the run's panel down to a 1,000-px window, its numbers smaller
+            "div[data-testid='stColumn']:has(div.st-key-train-curves-col) {min-width: min(100%, 320px) !important;}"
+            ".st-key-train-panel [data-testid='stMetricValue'] {font-size: 1.5rem;}"
             "div[data-testid='stColumn']:has(div.st-key-view-side), "
             "div[data-testid='stColumn']:has(div.st-key-tour-side) {min-width: min(100%, 260px) !important;}"
             # a formula wider than a phone scrolls sideways instead of running off the page; on a phone-wide

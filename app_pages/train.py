@@ -5,7 +5,8 @@ returns; fragments (``st.fragment(run_every=...)``) poll its snapshot and redraw
 runs of this server can be overlaid) and "Geometry now": the current weights traced on a short probe
 sequence (:meth:`geomlab.live.runner.LiveRun.probe`, refreshed every few seconds while the run trains).
 The form is :mod:`app_pages._train_form`, the curves and "Geometry now" :mod:`app_pages._train_charts`; this
-script holds the run's panel (progress, Stop, Resume, Save), re-attaching to a run and the layout.
+script holds the run's panel (progress, Stop, Resume, Save), re-attaching to a run and the layout: with a run
+on the page, the folded form and the recent runs in a row, then the curves beside the run's panel.
 """
 
 from __future__ import annotations
@@ -92,17 +93,19 @@ def _save(run_id: str) -> None:
                                           "every page.")
 
 
-def figures_panel() -> None:
-    """The full-width part under the form: curves (several runs overlaid) and "Geometry now" (a fragment,
-    polling while the run trains)."""
+def curves_panel() -> None:
+    """The run's training curves (several runs overlaid; a fragment, polling while the run trains)."""
     run = live.REGISTRY.get(st.session_state.get(K_RUN))
-    if run is None:
-        return
-    snap = run.snapshot()
-    st.subheader("Curves", anchor=False)
-    curves(run, snap)
-    st.subheader("Geometry now", anchor=False)
-    geometry(run, snap)
+    if run is not None:
+        curves(run, run.snapshot())
+
+
+def geometry_panel() -> None:
+    """"Geometry now", under the curves and the run's panel (a fragment, polling while the run trains)."""
+    run = live.REGISTRY.get(st.session_state.get(K_RUN))
+    if run is not None:
+        st.subheader("Geometry now", anchor=False)
+        geometry(run, run.snapshot())
 
 
 def panel() -> None:
@@ -118,7 +121,7 @@ def panel() -> None:
                 icon=":material/model_training:")
         return
     snap = run.snapshot()
-    st.markdown(f"**{run.spec.label()}** · {snap.params:,} parameters · state: **{snap.state}**"
+    st.markdown(f"**{md_escape(run.spec.label())}** · {snap.params:,} parameters · state: **{snap.state}**"
                 + (f" · on {snap.device}" if snap.device else ""))
     st.progress(snap.fraction, text=f"step {snap.step:,} / {snap.total:,}")
     # two tiles a row: three would be cut to "1.…" in the half-width column at 1,000 px; the step is in the bar
@@ -241,21 +244,30 @@ def main() -> None:
     waiting = snap is not None and not active and snap.can_resume
     if run is not None:  # a reload re-attaches to this run (and its owner's browser keeps control of it)
         st.session_state[ui.K_PAGE_QP] = {"run": run.run_id}
-    left, right = st.columns([1, 1], gap="large")  # [2, 3] would cut the form's selects at 1,000 px
-    with left:
-        # while the page shows a run the form for the next one is folded, so the run's curves under both columns
-        # are in view, during training and after it
-        with (st.expander("Next run's settings", icon=":material/tune:") if run is not None
-              else st.container(border=True)):
+    st.session_state[K_POLLING] = active
+    every = POLL_S if active else WATCH_POLL_S if waiting else None
+    if run is None:
+        left, right = st.columns([1, 1], gap="large")  # [2, 3] would cut the form's selects at 1,000 px
+        with left, st.container(border=True):
             form(active)
-        if run is not None:
+        with right:
             recent_runs()
-    with right:
-        if run is None:
-            recent_runs()
-        st.session_state[K_POLLING] = active
-        st.fragment(panel, run_every=POLL_S if active else WATCH_POLL_S if waiting else None)()
-    st.fragment(figures_panel, run_every=FIGURES_POLL_S if active else None)()
+            st.fragment(panel, run_every=every)()
+        return
+    # a run on the page: the form for the next one folded in a row of its own, then the run's curves beside its
+    # panel (numbers, Stop, Resume, Save), so the curves are in view at 1,000 x 800 and 1,400 x 900, during
+    # training and after it; "Geometry now" under both
+    top = st.columns([1, 1], gap="large")
+    with top[0], st.expander("Next run's settings", icon=":material/tune:"):
+        form(active)
+    with top[1]:
+        recent_runs()
+    left, right = st.columns([3, 2], gap="medium")
+    with left, st.container(key="train-curves-col"):
+        st.fragment(curves_panel, run_every=FIGURES_POLL_S if active else None)()
+    with right, st.container(key="train-panel"):
+        st.fragment(panel, run_every=every)()
+    st.fragment(geometry_panel, run_every=FIGURES_POLL_S if active else None)()
 
 
 with ui.guard("The Train live page"):

@@ -353,7 +353,7 @@ class LiveRun:
                 val = m.get(f"valid_{metric}")
                 shown = {"bpc": "BPC"}.get(metric, metric)
                 self._message = (f"Finished {result.step:,} steps"
-                                 + (f"; valid {shown} {val:.4g}" if val is not None else "") + ".")
+                                 + (f"; valid {shown} {val:.3f}" if val is not None else "") + ".")
                 if result.checkpoint:
                     self._checkpoint = str(result.checkpoint)
                 if val is not None:

@@ -159,8 +159,12 @@ class RunSpec(Recipe):
         parts = [self.kind] + ([self.group] if self.group and is_osm(self.kind) else [])
         if self.params is not None:
             parts.append(f"{self.params // 1000}k" if self.params >= 1000 else str(self.params))
-        parts += [self.data if self.data != "text" else "your text", f"{self.steps} steps"]
+        parts += [self.data if self.data != "text" else self.text_label(), f"{self.steps} steps"]
         return " · ".join(parts)
+
+    def text_label(self) -> str:
+        """What ``data="text"`` trains on, in words: the uploaded file's name or ``"pasted text"``."""
+        return (self.text_name or "").strip() or "pasted text"
 
     def train_config(self) -> TrainConfig:
         """The checked recipe of this run (:class:`geomlab.training.config.TrainConfig` of the recipe fields).

@@ -324,13 +324,27 @@ def test_two_step_training_run_shows_progress(page, server):
     page.get_by_text("Finished 2 steps").wait_for(timeout=120_000)
     wait_idle(page)
     page.wait_for_selector(CHART, state="attached")
-    page.set_viewport_size({"width": 1400, "height": 900})  # the finished run's curves stay in view
-    top = page.locator(CHART).first.bounding_box()["y"]
-    assert top < 900 - 150, f"the curves chart starts at y={top:.0f}, below the fold of a 900-px window"
-    page.set_viewport_size({"width": 1400, "height": 1000})
-    screenshot(page, "train-finished")
+    _curves_whole_in_view(page, "train-finished")  # the finished run's curves stay in view
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.locator(CHART).count() >= 1
+
+
+def _curves_whole_in_view(page, name: str) -> None:
+    """At 1400x900 and 1000x800, scrolled to the top, Train live's curves chart lies whole in the window, with
+    the run's progress bar beside it (not under it); screenshots ``name``-WIDTH."""
+    try:
+        for width, height in ((1400, 900), (1000, 800)):
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(1200)
+            page.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollTo(0, 0)")
+            page.wait_for_timeout(300)
+            box = page.locator(".st-key-train-curves-col .js-plotly-plot").first.bounding_box()
+            bar = page.locator('.st-key-train-panel [data-testid="stProgress"]').first.bounding_box()
+            assert box["y"] >= 0 and box["y"] + box["height"] <= height, (width, box)
+            assert bar["x"] >= box["x"] + box["width"] - 5 and bar["y"] < box["y"] + box["height"], (width, box, bar)
+            screenshot(page, f"{name}-{width}")
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
 
 
 def _step(pg) -> int:
@@ -346,12 +360,9 @@ def _step(pg) -> int:
 def test_resume_keeps_updating_and_a_reload_reattaches(page, server):
     _start_training(page, server, 100000)
     page.get_by_text("state: running").first.wait_for(timeout=60_000)
-    # while it trains the form folds away and the curves chart starts in view at 1400 x 900
-    page.set_viewport_size({"width": 1400, "height": 900})
+    # while it trains the form folds away and the curves chart is in view beside the run's panel
     page.locator(CHART).first.wait_for(timeout=60_000)
-    top = page.locator(CHART).first.bounding_box()["y"]
-    assert top < 900 - 150, f"the curves chart starts at y={top:.0f}, below the fold of a 900-px window"
-    page.set_viewport_size({"width": 1400, "height": 1000})
+    _curves_whole_in_view(page, "train-running")
     page.wait_for_timeout(1500)
     page.get_by_role("button", name="Stop").click()
     page.get_by_text("state: stopped").first.wait_for(timeout=60_000)
