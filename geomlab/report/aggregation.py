@@ -38,6 +38,18 @@ def ci95(xs: list[float | None]) -> float | None:
     return float(t.ppf(0.975, len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs)))
 
 
+NEAR_UNIGRAM = 0.15
+"""Bits per character: a run whose validation BPC ends within this of the unigram's learned nothing beyond
+letter frequencies (it collapsed; design choice: healthy runs of every bundled model end more than 1.5 bits
+below)."""
+
+
+def near_unigram(valid: float | None, unigram: float | None) -> bool:
+    """Whether a validation BPC ``valid`` is within :data:`NEAR_UNIGRAM` of the corpus's unigram BPC (False
+    when either is unknown)."""
+    return valid is not None and unigram is not None and valid > unigram - NEAR_UNIGRAM
+
+
 def seeds_missing(row: dict[str, Any]) -> bool:
     """Whether a row still waits on seeds the plan gives it (``planned_seeds`` neither finished, ``seeds``, nor
     diverged, ``failed_seeds``): its gaps are provisional."""

@@ -196,7 +196,7 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
                          f"{num('weight_decay')} | {num('dropout')} | {len(r.get('seeds') or [])} of "
                          f"{len(r.get('planned_seeds') or [])}"
                          + (f" ({len(r['failed_seeds'])} diverged)" if r.get("failed_seeds") else "")
-                         + f" | {_regs_tried(r)} |")
+                         + f" | {_regs_tried(r, c.get('unigram_bpc'))} |")
     goal = next((r for c in after["comparisons"] if c["key"] == "ts-100k" for r in c["rows"]
                  if r["label"] == "OSMFormer O(d), linear mixing"), None)
     if goal and goal.get("test_mean") is not None and goal.get("goal"):
@@ -207,14 +207,17 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def _regs_tried(row: dict[str, Any]) -> str:
+def _regs_tried(row: dict[str, Any], unigram: float | None = None) -> str:
     """``none 2.319; wd 0.01 2.324; dropout 0.1 diverged`` from a row's ``reg_tuning`` (a run without a
-    validation BPC diverged), with the row's ``reg_note``; ``—`` before the stage."""
+    validation BPC diverged; one near the ``unigram`` BPC marked, :func:`~geomlab.report.render_parts.bpc_cell`),
+    with the row's ``reg_note``; ``—`` before the stage."""
+    from geomlab.report.render_parts import bpc_cell
+
     tried = []
     for t in row.get("reg_tuning") or []:
         name = " + ".join([f"wd {t['weight_decay']:g}"] * bool(t["weight_decay"])
                           + [f"dropout {t['dropout']:g}"] * bool(t["dropout"])) or "none"
-        tried.append(f"{name} {'diverged' if t['valid'] is None else format(t['valid'], '.3f')}")
+        tried.append(f"{name} {'diverged' if t['valid'] is None else bpc_cell(t['valid'], unigram)}")
     return "; ".join(tried + ([row["reg_note"]] if row.get("reg_note") else [])) or "—"
 
 

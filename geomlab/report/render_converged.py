@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from geomlab.report.aggregation import seeds_missing
-from geomlab.report.render_parts import _f, comparison_section, figures_section, versus_phrase
+from geomlab.report.aggregation import NEAR_UNIGRAM, near_unigram, seeds_missing
+from geomlab.report.render_parts import _f, bpc_cell, comparison_section, figures_section, versus_phrase
 
 
 def converged_header(results: dict[str, Any]) -> list[str]:
@@ -199,7 +199,8 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
               "|---|---|---|---|---|---|---|---|"]
     for r in c["rows"]:
         tune = ("" if one or not r.get("tuning_steps") or not r["tuning"] else f"{r['tuning_steps']:,} steps: ") + ", ".join(f"{t['lr']:g}" + (f"/{t['warmup']:.0%}" if len({x['warmup'] for x in r['tuning']}) > 1
-                                           else "") + f" → {_f(t['valid'])}" for t in r["tuning"]) or "—"
+                                           else "") + f" → {bpc_cell(t['valid'], c.get('unigram_bpc'))}"
+                                           for t in r["tuning"]) or "—"
         if r.get("tuning_note"):
             tune += f" ({r['tuning_note']})"
         for note in [*(r.get("full_notes") or []), *([r["reg_note"]] if r.get("reg_note") else [])]:
@@ -215,6 +216,9 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
         lines.append(f"| {r['label']} | {r['status']} | {r.get('lr', '—')} | {wu} | {tune} | {ci} | "
                      f"{_f(r.get('late_gain'))} | {ets} |")
     lines.append("")
+    if any(near_unigram(t["valid"], c.get("unigram_bpc")) for r in c["rows"] for t in r.get("tuning") or []):
+        lines += [f"Tuning runs marked ≈ unigram ended within {NEAR_UNIGRAM} bits of the unigram's "
+                  f"{c['unigram_bpc']:.3f} valid BPC: they collapsed and learned nothing beyond letter frequencies.", ""]
     base = next((r for r in c["rows"] if r["baseline"]), None)
     flips = [r for r in c["rows"] if base is not None and r is not base and r.get("test_gap") is not None
              and _valid_gap(r, base) is not None and _valid_gap(r, base) * r["test_gap"] < 0]

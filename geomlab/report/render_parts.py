@@ -9,11 +9,23 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from geomlab.report.aggregation import lr_edge
+from geomlab.report.aggregation import NEAR_UNIGRAM, lr_edge, near_unigram
 
 
 def _f(x: float | None, nd: int = 3) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.{nd}f}"
+
+
+def bpc_cell(valid: float | None, unigram: float | None) -> str:
+    """A tuning run's validation BPC to 3 decimals, "(≈ unigram)" after it when the run collapsed
+    (:func:`geomlab.report.aggregation.near_unigram`), "—" when it has none."""
+    return _f(valid) + (" (≈ unigram)" if near_unigram(valid, unigram) else "")
+
+
+def unigram_legend(unigram: float | None) -> str:
+    """The words for "≈ unigram" (empty without the unigram's BPC)."""
+    return ("" if unigram is None else f"; ≈ unigram: within {NEAR_UNIGRAM} bits of the unigram's {unigram:.3f}, "
+            "the run learned nothing beyond letter frequencies")
 
 
 def _pm(mean: float | None, std: float | None) -> str:
@@ -60,12 +72,15 @@ def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
     swept = [r for r in c["rows"] if r.get("lr_sweep")]
     if swept:
         def _sweep(r):
-            vals = ", ".join(f"{lr} → {_f(v)}" for lr, v in r["lr_sweep"].items())
+            vals = ", ".join(f"{lr} → {bpc_cell(v, c.get('unigram_bpc'))}" for lr, v in r["lr_sweep"].items())
             edge = (f" (its seeds train at {r['lr']}, stepped down after divergences)" if r.get("full_notes")
                     else " (best at the edge of the grid)" if lr_edge(r) else "")
             return f"{r['label']}: {vals}{edge}"
 
-        lines += ["Learning-rate sweep (validation BPC of the first seed; — = diverged): "
+        uni = c.get("unigram_bpc")
+        marked = any(near_unigram(v, uni) for r in swept for v in r["lr_sweep"].values())
+        lines += [f"Learning-rate sweep (validation BPC of the first seed; — = diverged"
+                  f"{unigram_legend(uni) if marked else ''}): "
                   + "; ".join(_sweep(r) for r in swept) + ".", ""]
     return lines
 

@@ -320,6 +320,33 @@ def test_results_page_regenerates_from_the_committed_records():
     assert page.index("## Verdict per paper claim") < page.index("## Appendix: smoke run")
 
 
+def test_a_collapsed_tuning_run_is_marked_near_the_unigram_in_sweeps_and_tables():
+    """A tuning run whose validation BPC ends within 0.15 bits of the unigram's reads "(≈ unigram)" in the lr
+    sweep, the tuning table and the regularisation cell, with the legend once; one further below does not."""
+    from geomlab.report.aggregation import NEAR_UNIGRAM, near_unigram
+    from geomlab.report.page import _regs_tried
+    from geomlab.report.render_converged import converged_comparison
+
+    uni = 4.61
+    assert near_unigram(uni - NEAR_UNIGRAM / 2, uni) and near_unigram(uni + 1, uni)
+    assert not near_unigram(uni - 2 * NEAR_UNIGRAM, uni) and not near_unigram(None, uni) and not near_unigram(3.0, None)
+    row = {"label": "Twin", "kind": "grassmann-attn", "baseline": True, "seeds": [0], "planned_seeds": [0],
+           "status": "1 of 1 seeds finished", "lr": 0.0022, "warmup": 0.1, "valid_mean": 2.5, "valid_std": None,
+           "test_mean": 2.6, "test_std": None, "lr_sweep": {0.0022: 2.49, 0.01: 4.6},
+           "tuning": [{"lr": 0.0022, "warmup": 0.1, "valid": 2.49}, {"lr": 0.01, "warmup": 0.1, "valid": 4.6}],
+           "tuning_steps": 1000}
+    c = {"key": "k", "title": "T", "corpus": "c", "claim": "", "note": "", "split": "", "unigram_bpc": uni,
+         "steps": 5000, "rows": [row]}
+    text = "\n".join(converged_comparison(c))
+    assert "0.01 → 4.600 (≈ unigram)" in text and "2.490 (≈ unigram)" not in text
+    assert text.count("within 0.15 bits of the unigram's 4.610") == 2  # the sweep's legend and the table's note
+    regs = _regs_tried({"reg_tuning": [{"weight_decay": 0.0, "dropout": 0.0, "valid": 2.4},
+                                       {"weight_decay": 0.0, "dropout": 0.1, "valid": 4.55}]}, uni)
+    assert regs == "none 2.400; dropout 0.1 4.550 (≈ unigram)"
+    row["lr_sweep"], row["tuning"] = {0.0022: 2.49}, row["tuning"][:1]
+    assert "≈ unigram" not in "\n".join(converged_comparison(c))  # no mark, no legend
+
+
 def test_records_file_errors_name_the_file_and_line(tmp_path):
     from geomlab.report.records import RecordsError, read_records
 
