@@ -155,8 +155,15 @@ def readings(results: dict[str, Any], cl: Claim) -> list[dict[str, Any]]:
             continue
         test, valid = paired(rows, *pair, "test"), paired(rows, *pair, "valid")
         short = any(seeds_missing(rows[k]) for k in pair if k in rows)
+        # a row whose seeds train below its tuned lr (a divergence stepped it down) reads at another recipe
+        # than its tuning chose: said with its verdict
+        stepped = [f"{'the model' if k == pair[0] else k}'s seeds train at lr {rows[k]['lr']:g}, stepped down "
+                   f"from its tuned {rows[k]['tuned_lr']:g} after divergences" for k in pair
+                   if k in rows and rows[k].get("full_notes") and rows[k].get("lr") is not None
+                   and rows[k].get("tuned_lr") not in (None, rows[k]["lr"])]
         out.append({"reading": name, "arm": pair[0], "against": pair[1], "test": test, "valid": valid,
-                    "verdict": verdict(test, cl.rule) if test else "pending", "provisional": bool(test) and short})
+                    "verdict": verdict(test, cl.rule) if test else "pending", "provisional": bool(test) and short,
+                    "stepped": stepped})
     return out
 
 
@@ -177,7 +184,8 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
             n = (r["test"] or r["valid"] or {}).get("seeds", 0)
             lines.append(f"| {cl.paper} | {cl.text} | {r['reading']} | {r['arm']} | {r['against']} | {n} | "
                          f"{_gap(r['test'])} | {_gap(r['valid'])} | {r['verdict']}"
-                         + (" (provisional)" if r["provisional"] else "") + " |")
+                         + (" (provisional)" if r["provisional"] else "")
+                         + "".join(f"; {x}" for x in r["stepped"] if r["test"] is not None) + " |")
     lines += ["", "### Settings", "",
               "What the one rule chose for each model (lr and warm-up, then weight decay and dropout at them, kept "
               "when a divergence steps the lr down; "
@@ -246,7 +254,8 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
              "at equal steps, then at equal CPU time and at equal FLOPs (Every gap, below, has the validation gaps): "
              "pending until both rows share a seed, open below two, and *provisional* while a row still misses "
              "seeds the plan gives it; a validation gap whose interval excludes zero on the other side is given "
-             "beside it.", "",
+             "beside it, and so is a row whose seeds train at a lower lr than its tuning chose (a divergence at "
+             "the full budget stepped it down; Settings, below).", "",
              "| paper | claim | against | test gap [95% CI] | valid gap [95% CI] | equal time (valid) | verdict "
              "before | after | after, equal CPU | after, equal FLOPs |", "|---|---|---|---|---|---|---|---|---|---|"]
     before = {v["claim"]: v for v in verdicts(results)}
@@ -268,7 +277,8 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
             other = (v is not None and v["ci95"] is not None and v["gap"] * r["test"]["gap"] < 0
                      and abs(v["gap"]) > v["ci95"])
             return (f"**{r['verdict']}**" + (" (provisional)" if r["provisional"] else "")
-                    + f" {_gap(r['test'])}" + (f"; valid {_gap(v)}, the other way" if other else ""))
+                    + f" {_gap(r['test'])}" + (f"; valid {_gap(v)}, the other way" if other else "")
+                    + "".join(f"; {x}" for x in r["stepped"]))
 
         # an ablation or a control: the equal-compute arms are read against the baseline
         eq = ["—", "—"] if cl.against is not None else [said("equal CPU"), said("equal FLOPs")]
@@ -364,11 +374,12 @@ def fair_runs(after: dict[str, Any] | None) -> list[str]:
     unused = pr.get("stored", pr["done"]) - pr["done"]
     lines = ["## The fair campaign's runs", "",
              (f"As of {pr['latest']} (the last run's end), " if pr.get("latest") else "")
-             + f"{pr['done']} of the {pr['planned']} runs planned so far have finished. The plan grows as it goes: an "
+             + f"{pr['done']} of the {pr['planned']} runs planned so far are done (trained to their end, or diverged: "
+             "a divergence is an outcome the rule reads). The plan grows as it goes: an "
              "arm's regularisation runs join it once its lr is tuned, its lr grid widens while the best lr sits on "
              "an edge, and a comparison gets seeds until its gaps settle (the cost table above counts every "
              "regularisation run and 3 seeds)."
-             + (f" The records hold {unused} more finished run(s) the rule does not use now: their settings lost a "
+             + (f" The records hold {unused} more run(s) the rule does not use now: their settings lost a "
                 "later stage (a regularisation setting won, or the lr stepped down after a divergence) or wait on "
                 "one still pending." if unused else ""), "",
              *fair_gaps(after), *_deeper(reading(after))]

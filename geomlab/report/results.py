@@ -190,10 +190,21 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     elif best is None:
         row["status"] = "tuning failed: " + note
     else:
+        # the seeds named when a note names one (seeds count from 0: "seed 4" is a fifth seed)
+        named = row.get("full_notes") and row["seeds"]
         row["status"] = (f"{len(row['seeds'])} of {len(row['planned_seeds'])} seeds finished"
+                         + (f" ({_seed_list(row['seeds'])})" if named else "")
                          + (f", {len(row['failed_seeds'])} diverged" if row["failed_seeds"] else "")
                          + "".join(f"; seed {p['seed']} at step {p['step']:,}" for p in row.get("in_progress", [])))
     return row
+
+
+def _seed_list(seeds: list[int]) -> str:
+    """``seeds 0-3`` for a run of consecutive seeds, else ``seeds 0, 2, 5``."""
+    s = sorted(seeds)
+    if len(s) > 2 and s == list(range(s[0], s[-1] + 1)):
+        return f"seeds {s[0]}–{s[-1]}"
+    return ("seed " if len(s) == 1 else "seeds ") + ", ".join(map(str, s))
 
 
 def equal_time(row: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:

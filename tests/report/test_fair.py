@@ -347,6 +347,28 @@ def test_a_collapsed_tuning_run_is_marked_near_the_unigram_in_sweeps_and_tables(
     assert "≈ unigram" not in "\n".join(converged_comparison(c))  # no mark, no legend
 
 
+def test_a_reading_says_when_a_rows_lr_was_stepped_down_after_divergences():
+    """A verdict read on a row whose seeds train below its tuned lr says so beside the verdict; a row at its
+    tuned lr says nothing."""
+    from geomlab.report.page import CLAIMS, readings
+
+    cl = next(c for c in CLAIMS if c.comparison == "ts-50k")
+
+    def row(label, baseline, lr, tuned, test):
+        return {"label": label, "baseline": baseline, "seeds": [0, 1], "planned_seeds": [0, 1], "lr": lr,
+                "tuned_lr": tuned, "test": test, "valid": test, "failed_seeds": [],
+                "full_notes": [f"lr {tuned:g} diverged at the full budget (seed 1, step 9): the seeds train at {lr:g}"]
+                if lr != tuned else []}
+
+    results = {"comparisons": [{"key": "ts-50k", "rows": [row(cl.arm, False, 0.01, 0.01, [2.0, 2.1]),
+                                                          row("LSTM", True, 0.022, 0.046, [2.2, 2.25])]}]}
+    r = readings(results, cl)[0]
+    assert r["reading"] == "equal steps" and r["test"]["seeds"] == 2
+    assert r["stepped"] == ["LSTM's seeds train at lr 0.022, stepped down from its tuned 0.046 after divergences"]
+    results["comparisons"][0]["rows"][1] = row("LSTM", True, 0.046, 0.046, [2.2, 2.25])
+    assert readings(results, cl)[0]["stepped"] == []
+
+
 def test_records_file_errors_name_the_file_and_line(tmp_path):
     from geomlab.report.records import RecordsError, read_records
 
