@@ -133,12 +133,21 @@ class LSTMModel(SequenceModel):
     @classmethod
     def config_for_budget(cls, n_params: int, vocab_size: int, **fixed: Any) -> dict[str, Any]:
         """Config with ``hidden`` chosen so the parameter count is nearest ``n_params`` (within 5%);
-        ``layers``/``embedding_dim``/``dropout`` from ``fixed`` or the defaults. ``ValueError`` if
-        impossible."""
-        fixed = {k: v for k, v in fixed.items() if k != "hidden"}
+        ``layers``/``embedding_dim``/``dropout`` from ``fixed`` or the defaults; a ``hidden`` in ``fixed`` is
+        kept, as every kind keeps its fixed keys. ``ValueError`` if impossible (with a fixed ``hidden``: when
+        that width misses the budget by more than 5%)."""
+        fixed = dict(fixed)
+        hidden = fixed.pop("hidden", None)
 
         def make(h: int) -> dict[str, Any]:
             return {"kind": cls.kind, **fixed, "hidden": h}
+
+        if hidden is not None:
+            try:
+                return search_width(make, [int(hidden)], n_params, vocab_size)
+            except ValueError as exc:
+                raise ValueError(f"lstm: hidden={hidden} is fixed and {exc}; leave hidden out to let the budget "
+                                 "choose it, or leave the budget out to keep it") from None
 
         def count(h: int) -> int:
             cfg = {**cls.default_config(), **make(h), "vocab_size": vocab_size}

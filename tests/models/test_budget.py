@@ -110,3 +110,16 @@ def test_an_unknown_key_is_named_before_any_budget_search(kind):
 
     with pytest.raises(ValueError, match=r"^unknown config keys for '[a-z-]+': \['dropoutx'\]; known: "):
         config_for_budget(kind, 20_000, 65, dropoutx=0.1)
+
+
+def test_an_lstm_keeps_a_fixed_hidden_width_or_says_it_misses_the_budget():
+    """``hidden`` given with a budget is kept, as every kind keeps its fixed keys (it was dropped, and the
+    budget chose another width without a word); a width that misses the budget by more than 5% is refused,
+    naming the key."""
+    free = config_for_budget("lstm", 20_000, 65)
+    kept = config_for_budget("lstm", 20_000, 65, hidden=free["hidden"])
+    assert kept["hidden"] == free["hidden"]
+    n = count_params(build_model(full_config({**kept, "vocab_size": 65})))
+    assert abs(n - 20_000) <= 0.05 * 20_000
+    with pytest.raises(ValueError, match=r"lstm: hidden=200 is fixed and .*leave hidden out"):
+        config_for_budget("lstm", 20_000, 65, hidden=200)
