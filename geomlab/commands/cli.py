@@ -63,6 +63,28 @@ def attach_dash_values(argv: list[str]) -> list[str]:
     return out
 
 
+#: Options people reach for under another name (the field's or another tool's word) -> geomlab's.
+SYNONYMS = {"--kind": "--model", "--model-kind": "--model", "--corpus": "--data", "--dataset": "--data",
+            "--iters": "--steps", "--max-steps": "--steps", "--learning-rate": "--lr", "--wd": "--weight-decay"}
+
+
+def did_you_mean(extra: list[str], parser: argparse.ArgumentParser) -> str:
+    """`` (did you mean --model?)`` for the first unknown option in ``extra`` that is a known synonym
+    (:data:`SYNONYMS`) or close to one of ``parser``'s options (difflib), empty otherwise."""
+    import difflib
+
+    known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    for tok in extra:
+        name = tok.split("=", 1)[0]
+        if not name.startswith("--"):
+            continue
+        want = SYNONYMS.get(name) if SYNONYMS.get(name) in known else None
+        want = want or next(iter(difflib.get_close_matches(name, known, n=1, cutoff=0.75)), None)
+        if want:
+            return f" (did you mean {want}?)"
+    return ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with one sub-parser per available subcommand."""
     parser = _Parser(
@@ -96,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if extra and not getattr(args, "_pass_through", False):  # the subcommand's own usage, not the top level's
-        (getattr(args, "_parser", None) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+        sub = getattr(args, "_parser", None) or parser
+        sub.error(f"unrecognized arguments: {' '.join(extra)}{did_you_mean(extra, sub)}")
     args.extra = extra
     if not getattr(args, "_run", None):
         parser.print_help()

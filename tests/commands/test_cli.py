@@ -674,3 +674,16 @@ def test_a_value_starting_with_a_dash_and_digit_is_joined_to_its_option():
         "train", "--params=-3k", "--lr=-.5", "-x", "-3"]  # a short option's value is argparse's as before
     assert attach_dash_values(["--a=1", "-2", "--", "--b", "-3k"]) == ["--a=1", "-2", "--", "--b", "-3k"]
     assert attach_dash_values(["--name", "-model"]) == ["--name", "-model"]  # not a number: left to argparse
+
+
+def test_an_unknown_option_names_the_one_meant(capsys):
+    """``--kind`` (the cards' "model kind") points to ``--model``; a misspelt option to the nearest; an option
+    like no other gets argparse's message alone."""
+    for argv, hint in ((["train", "--kind", "lstm"], " (did you mean --model?)"),
+                       (["train", "--stpes", "3"], " (did you mean --steps?)"),
+                       (["train", "--bogus", "1"], "")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert last.endswith(f"unrecognized arguments: {' '.join(argv[1:])}{hint}"), last
