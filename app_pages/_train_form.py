@@ -30,6 +30,22 @@ FORM_DEFAULTS = {P + "params": APP.params, P + "task": DEFAULT_TASK, P + "steps"
                  P + "batch": APP.batch_size, P + "seq": APP.seq_len, P + "lr": APP.lr, P + "seed": APP.seed}
 
 
+#: The sequence length the form switches to for a text (a corpus or the user's), from the word problems' 8 (design
+#: choice: 8 characters of context learn little of a text; the field's help says 64+), and back.
+TEXT_SEQ = 64
+
+
+def source_changed() -> None:
+    """The Data choice's callback: a sequence length still at the word problems' default becomes
+    :data:`TEXT_SEQ` for a text, and the other way round; a length the user typed is kept."""
+    ss = st.session_state
+    text = ss.get(P + "source") != DATA_KINDS[0]
+    if text and ss.get(P + "seq") == APP.seq_len:
+        ss[P + "seq"] = TEXT_SEQ
+    elif not text and ss.get(P + "seq") == TEXT_SEQ:
+        ss[P + "seq"] = APP.seq_len
+
+
 @st.cache_data(ttl=30, show_spinner=False)
 def corpus_status() -> dict[str, str | None]:
     return live.corpus_availability()
@@ -157,7 +173,7 @@ def form(active: bool) -> None:
     st.select_slider("Parameter budget", options=list(live.BUDGETS), key=P + "params",
                      persist_state="session", format_func=lambda n: f"{n // 1000}k",
                      help="Effective trainable parameters; the model's width is chosen to match (±5%).")
-    st.radio("Data", DATA_KINDS, key=P + "source", horizontal=True, persist_state="session",
+    st.radio("Data", DATA_KINDS, key=P + "source", horizontal=True, persist_state="session", on_change=source_changed,
              help="Synthetic tasks need no download. Registered corpora are used only when their files are "
                   "on this machine (GEOMLAB_DATA_DIR).")
     source = st.session_state[P + "source"]

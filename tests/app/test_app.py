@@ -677,6 +677,24 @@ def test_train_page_names_an_uploaded_text_by_its_file_and_digest(ckpt_dirs):
     live.REGISTRY.forget(run.run_id, by=owner(at))
 
 
+def test_train_page_starts_a_text_at_a_text_length_and_keeps_a_typed_one(ckpt_dirs):
+    from app_pages._train_form import TEXT_SEQ
+
+    at = app()
+    goto(at, "train")
+    seq = at.number_input(key="w_train_seq")
+    short = seq.value
+    assert short < TEXT_SEQ
+    at.radio(key="w_train_source").set_value("Your text").run()
+    assert at.number_input(key="w_train_seq").value == TEXT_SEQ
+    at.radio(key="w_train_source").set_value("Synthetic task").run()
+    assert at.number_input(key="w_train_seq").value == short
+    at.number_input(key="w_train_seq").set_value(12).run()
+    at.radio(key="w_train_source").set_value("Your text").run()
+    assert at.number_input(key="w_train_seq").value == 12  # typed: kept
+    assert not at.exception
+
+
 def test_train_page_shows_the_nan_pause_message(ckpt_dirs):
     from geomlab.data.word_problem import WordProblemTask
 
