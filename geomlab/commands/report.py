@@ -310,6 +310,8 @@ def _converged(args: argparse.Namespace) -> int:
     if (args.collect or args.dry_run) and (args.max_jobs is not None or args.device is not None
                                            or args.hours is not None):
         raise ValueError("--collect and --dry-run train nothing: drop --max-jobs, --device and --hours")
+    if not args.collect:
+        check_store(args.store)
     if args.dry_run:
         return _dry_run(plan, RunStore(args.store), only, args.workers)
     restored = records = None
@@ -388,6 +390,22 @@ def _converged(args: argparse.Namespace) -> int:
     print(f"wrote {path}: {results['progress']['done']} of {results['progress']['planned']} runs finished"
           + ("" if results["progress"]["done"] else f" (no finished campaign run in {args.store} yet)"))
     return 0
+
+
+def check_store(path: str) -> None:
+    """``ValueError`` (one line) when the run store ``path`` cannot be a folder this process writes: its nearest
+    existing part is a file, or not writable."""
+    import os
+    from pathlib import Path
+
+    p = Path(path).absolute()
+    for part in (p, *p.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise ValueError(f"--store {path}: {part} is a file, not a folder")
+            if not os.access(part, os.W_OK | os.X_OK):
+                raise ValueError(f"--store {path}: {part} is not writable here")
+            return
 
 
 def _dry_run(plan, store, only, workers: int) -> int:

@@ -338,6 +338,16 @@ def test_cli_refuses_mixed_options(tmp_path, capsys, monkeypatch, argv, message)
     assert not (tmp_path / "r.md").exists()
 
 
+@pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "dispatch"])
+def test_a_store_under_a_file_is_refused_before_anything_runs(tmp_path, capsys, dry):
+    (tmp_path / "f").write_text("x")
+    argv = ["report", "--campaign", "fair", "--store", str(tmp_path / "f" / "s"), "--no-png"]
+    assert main(argv + (["--dry-run"] if dry else ["--hours", "1", "--out", str(tmp_path / "r.md")])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --store {tmp_path / 'f' / 's'}: {tmp_path / 'f'} is a file, not a folder"), err
+    assert not (tmp_path / "r.md").exists()
+
+
 def test_slurm_without_a_cluster_is_one_line(tmp_path, capsys):
     import shutil
 
