@@ -382,6 +382,31 @@ def square_width(fig: Any) -> int:
     return side + m.get("l", 60) + m.get("r", 20) + (90 if bar else 0)
 
 
+def aligned_tops(figs: dict[str, Any], originals: dict[str, Any]) -> dict[str, Any]:
+    """Figures drawn side by side (``figs``: copies of ``originals`` with their titles wrapped to their columns;
+    ``None`` entries kept) with their plot areas starting at one height: each gets the row's largest top
+    margin and its title pinned to the top. A figure's height grows by what its margin grew from its
+    original's, so its plot keeps the original's size however many lines its title has; a square map keeps
+    its height (its column's width limits it: a taller figure would leave blank space under it). Design
+    choice: Compare's A and B otherwise stood at different heights, the one with the longer title shorter."""
+    def top(f: Any) -> int:
+        return f.layout.margin.t if f.layout.margin.t is not None else 60
+
+    shown = {k: f for k, f in figs.items() if f is not None}
+    if len(shown) < 2:
+        return figs
+    t = max(top(f) for f in shown.values())
+    out = dict(figs)
+    for k, f in shown.items():
+        lay, o = f.layout, originals[k]
+        square = bool(lay.yaxis.scaleanchor) and "xaxis2" not in lay.to_plotly_json()
+        height = int(lay.height or 450) if square else int(o.layout.height or 450) + t - top(o)
+        if (t, height) != (top(f), int(lay.height or 450)):
+            out[k] = relaid(f, [{"margin": {"t": t}, "height": height,
+                                 "title": {"yref": "container", "y": 1 - 28 / height, "yanchor": "top"}}])
+    return out
+
+
 def narrow_copy(fig: Any) -> Any:
     """``fig`` for a half-width Compare column: its category axes (token labels) and axes with a tick count
     get at most :data:`NARROW_NTICKS` ticks, so rotated token labels do not run into each other, and a title

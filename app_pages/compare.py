@@ -11,7 +11,7 @@ from app_pages import _data, _state
 from app_pages import _ui as ui
 from app_pages import _views
 from app_pages._links import follow_click
-from app_pages._relayout import NARROW_TITLE, narrow_copy, relaid, square_width, wrapped_title
+from app_pages._relayout import NARROW_TITLE, aligned_tops, narrow_copy, relaid, square_width, wrapped_title
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
 from geomlab.teach import tours, views
@@ -417,6 +417,8 @@ def _draw_rows(slug: str, sides: dict, traces: dict, opts: dict, items: dict[str
             # each side's label sits in its own figure's column: on a page too narrow for two figures side by
             # side the columns wrap (A above B), and a label in a row of its own would stand over the wrong map
             fcols = st.columns(2, gap="large")
+            narrow = aligned_tops({k: narrow_copy(it[1]) for k, it in present.items()},
+                                  {k: it[1] for k, it in present.items()})
             for col, side in zip(fcols, ("A", "B")):
                 if side in items:
                     if headed:
@@ -428,8 +430,8 @@ def _draw_rows(slug: str, sides: dict, traces: dict, opts: dict, items: dict[str
                 if side in present:
                     with col, ui.guard(f"Drawing {side}"):
                         it = present[side]
-                        _views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}", stem=f"{names[side]}-{slug}",
-                                           force_narrow=True)
+                        _views.draw_figures([(it[0], narrow[side], *it[2:])], key_prefix=f"cmp-{side}-{slug}",
+                                            stem=f"{names[side]}-{slug}", force_narrow=True)
             headed = True
 
 

@@ -1079,6 +1079,37 @@ def test_compare_narrow_copy_wraps_long_titles_and_leaves_the_cached_figure_alon
     assert fig.layout.title.text == title and fig.layout.margin.t == 60
 
 
+def test_compare_side_by_side_starts_both_plots_at_one_height():
+    """A's and B's titles wrap to different line counts: both get the larger top margin; a bar chart grows by
+    what its margin grew (its plot keeps its size), a square map keeps its height; the cached figures are left
+    alone and one figure alone is drawn as it is."""
+    import plotly.graph_objects as go
+
+    from app_pages import _relayout
+
+    def fig(title, square=False):
+        lay = {"title": {"text": title}, "margin": {"t": 60, "b": 50}, "height": 400}
+        if square:
+            lay["yaxis"] = {"scaleanchor": "x"}
+        return go.Figure(go.Bar(y=[1, 2]), layout=lay)
+
+    for square in (False, True):
+        orig = {"A": fig("What position 37 attends to", square),
+                "B": fig("What position 37 attends to, layer 2, matched by depth to A's layer 3 of 4", square)}
+        narrow = {k: _relayout.narrow_copy(f) for k, f in orig.items()}
+        assert narrow["A"].layout.margin.t < narrow["B"].layout.margin.t
+        out = _relayout.aligned_tops(narrow, orig)
+        t = narrow["B"].layout.margin.t
+        assert out["A"].layout.margin.t == out["B"].layout.margin.t == t
+        for k in "AB":
+            h = out[k].layout.height
+            assert h == (400 if square else 400 + t - 60), (square, k, h)
+            assert out[k].layout.title.yref == "container" and out[k].layout.title.yanchor == "top"
+        assert orig["A"].layout.margin.t == 60 and orig["A"].layout.height == 400
+    one = {"A": narrow["A"], "B": None}
+    assert _relayout.aligned_tops(one, {"A": orig["A"], "B": None}) == one
+
+
 def test_compare_side_by_side_labels_each_side_once_and_keeps_every_map_square_and_untitled(bundled_assets):
     """Compare CEM vs OSMFormer on attention, side by side: each side's full header once, over its first
     figure in that figure's column (a column that wraps under the other keeps its label); every map
