@@ -58,6 +58,11 @@ def main() -> None:
             "div[data-testid='stColumn'] {min-width: 150px;}"
             "div[data-testid='stHorizontalBlock'] > div[data-testid='stColumn']:has(.st-key-w_pos)"
             "{min-width: min(100%, 300px);}"
+            # Compare side by side: its note that the columns wrapped shows while the page is narrower than two
+            # 380-px figure columns and their 4rem gap (a container query: the sidebar may be open or folded)
+            ".gl-wrap-box {container-type: inline-size;}"
+            ".gl-wrap-note {display: none; margin: 0; font-size: 0.875rem; color: rgba(49, 51, 63, 0.6);}"
+            "@container (max-width: 823px) {.gl-wrap-note {display: block;}}"
             # Train live: the curves stay beside the run's panel down to a 1,000-px window, its numbers smaller
             "div[data-testid='stColumn']:has(div.st-key-train-curves-col) {min-width: min(100%, 320px) !important;}"
             ".st-key-train-panel [data-testid='stMetricValue'] {font-size: 1.5rem;}"

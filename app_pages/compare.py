@@ -301,9 +301,17 @@ def _layout_control() -> None:
                          on_change=_state.copy, args=("w_" + K_LAYOUT, K_LAYOUT),
                          format_func={"side": "A | B side by side", "stacked": "A above B, full width"}.get,
                          help="A above B gives every figure the whole width; side by side suits a wide window "
-                              "(about 1,400 px or more with the sidebar open).")
+                              "(about 1,300 px or more with the sidebar open).")
     if ss.get(K_LAYOUT) == "side" and ui.is_phone():
         st.caption("On a phone A and B stand one above the other (side by side they would not fit).")
+    elif ss.get(K_LAYOUT) == "side":
+        # shown by the browser only while the page is too narrow for two figure columns (the CSS in app.py):
+        # the server cannot know the width, and the columns wrap without a word
+        st.html(f'<div class="gl-wrap-box"><p class="gl-wrap-note">{WRAP_NOTE}</p></div>')
+
+
+WRAP_NOTE = ("This window is too narrow for A and B side by side, so B stands under A. Widen it or fold the "
+             "sidebar, or choose A above B for full-width figures.")
 
 
 def layer_note(side: str, layer: int, n: int, ref: tuple[str, int, int] | None = None) -> str:

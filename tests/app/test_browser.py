@@ -679,6 +679,11 @@ def test_square_maps_keep_their_colour_bar_beside_them(page, zoo_server, width):
                 gap = bar["x"] - (plot["x"] + plot["width"])
                 assert 0 <= gap <= 120, (path, width, i, plot, bar)
                 assert abs(plot["width"] - plot["height"]) <= 0.05 * plot["height"], (path, width, i, plot)
+            if path.startswith("compare"):  # the note that the columns wrapped shows exactly when they did
+                a, b = maps.nth(0).bounding_box(), maps.nth(1).bounding_box()
+                wrapped = b["y"] > a["y"] + a["height"] - 5
+                assert wrapped == (width == 1000)
+                assert page.locator(".gl-wrap-note").is_visible() == wrapped, width
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
 
