@@ -684,6 +684,16 @@ def test_square_maps_keep_their_colour_bar_beside_them(page, zoo_server, width):
                 wrapped = b["y"] > a["y"] + a["height"] - 5
                 assert wrapped == (width == 1000)
                 assert page.locator(".gl-wrap-note").is_visible() == wrapped, width
+        # A above B: a square map's wrapped title ends short of the toolbar a hover shows at its top right
+        page.goto(f"{zoo_server}/compare?view=attention")
+        page.wait_for_selector(CHART, state="attached", timeout=120_000)
+        wait_idle(page)
+        m = page.locator("[class*='st-key-cmp-stk'] .js-plotly-plot").first
+        m.scroll_into_view_if_needed()
+        m.hover()
+        page.wait_for_timeout(500)
+        title, bar = m.locator(".gtitle").first.bounding_box(), m.locator(".modebar").first.bounding_box()
+        assert title["x"] + title["width"] <= bar["x"] or title["y"] >= bar["y"] + bar["height"], (width, title, bar)
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
 
