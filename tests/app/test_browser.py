@@ -347,6 +347,30 @@ def _curves_whole_in_view(page, name: str) -> None:
         page.set_viewport_size({"width": 1400, "height": 1000})
 
 
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_run_started_from_the_open_form_folds_it_and_keeps_its_curves_in_view(page, server):
+    """The form for the next run stays open while it is used (a click inside it), and the run it starts
+    shows with the form folded, its curves whole in the window (a form left open pushed them below it)."""
+    _start_training(page, server, 300)
+    page.get_by_text("state: ").first.wait_for(timeout=60_000)
+    wait_idle(page)
+    page.get_by_text("Next run's settings").click()
+    start = page.get_by_role("button", name="Start training")
+    start.wait_for(timeout=30_000)
+    box = page.get_by_role("spinbutton", name="Steps")
+    box.fill("200")
+    box.press("Enter")
+    wait_idle(page)
+    assert start.is_visible()  # still open after a change inside it
+    start.click()
+    page.wait_for_function("() => document.body.innerText.includes('/ 200')", timeout=60_000)
+    wait_idle(page)
+    assert not page.get_by_role("button", name="Start training").is_visible()
+    page.locator(".st-key-train-curves-col .js-plotly-plot").first.wait_for(timeout=60_000)
+    _curves_whole_in_view(page, "train-second-run")
+
+
 def _step(pg) -> int:
     import re
 
