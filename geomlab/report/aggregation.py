@@ -53,8 +53,8 @@ def near_unigram(valid: float | None, unigram: float | None) -> bool:
 def seeds_missing(row: dict[str, Any]) -> bool:
     """Whether a row still waits on seeds the plan gives it (``planned_seeds`` neither finished, ``seeds``, nor
     diverged, ``failed_seeds``): its gaps are provisional."""
-    settled = len(row.get("seeds", [])) + len(row.get("failed_seeds") or [])
-    return settled < len(row.get("planned_seeds", row.get("seeds", [])))
+    done = set(row.get("seeds", [])) | {f["seed"] if isinstance(f, dict) else f for f in row.get("failed_seeds") or []}
+    return bool(set(row.get("planned_seeds", row.get("seeds", []))) - done)
 
 
 def summarize_row(row: dict[str, Any], proto: Protocol) -> None:

@@ -157,14 +157,26 @@ def readings(results: dict[str, Any], cl: Claim) -> list[dict[str, Any]]:
         short = any(seeds_missing(rows[k]) for k in pair if k in rows)
         # a row whose seeds train below its tuned lr (a divergence stepped it down) reads at another recipe
         # than its tuning chose: said with its verdict
-        stepped = [f"{'the model' if k == pair[0] else k}'s seeds train at lr {rows[k]['lr']:g}, stepped down "
-                   f"from its tuned {rows[k]['tuned_lr']:g} after divergences" for k in pair
+        stepped = [_stepped(rows[k], "the model" if k == pair[0] else k) for k in pair
                    if k in rows and rows[k].get("full_notes") and rows[k].get("lr") is not None
                    and rows[k].get("tuned_lr") not in (None, rows[k]["lr"])]
         out.append({"reading": name, "arm": pair[0], "against": pair[1], "test": test, "valid": valid,
                     "verdict": verdict(test, cl.rule) if test else "pending", "provisional": bool(test) and short,
                     "stepped": stepped})
     return out
+
+
+def _stepped(row: dict[str, Any], who: str) -> str:
+    """"LSTM's seeds train at lr 0.022, stepped down from its tuned 0.046 after a seed diverged at 0.046", and
+    how many of its seeds diverged at the final lr too (its step-downs spent)."""
+    import re
+
+    at = [m.group(1) for n in row["full_notes"] if (m := re.match(r"lr ([0-9.e+-]+) diverged at the full budget", n))
+          and float(m.group(1)) > row["lr"]]  # (a divergence at the final lr is counted below)
+    failed = len(row.get("failed_seeds") or [])
+    return (f"{who}'s seeds train at lr {row['lr']:g}, stepped down from its tuned {row['tuned_lr']:g} after "
+            + ("a seed diverged at " if len(at) == 1 else "seeds diverged at ") + " and ".join(at)
+            + (f"; {failed} of its seeds diverged at {row['lr']:g} too" if failed else ""))
 
 
 def fair_gaps(after: dict[str, Any]) -> list[str]:
@@ -201,8 +213,7 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
                 v = r.get(k, r.get(f"tuned_{k}"))  # the lr tuning's choice while the regularisation runs
                 return "—" if v is None else f"{v:.0%}" if pct else f"{v:g}"
             lines.append(f"| {c['key']} | {r['label']} | {num('lr')} | {num('warmup', True)} | "
-                         f"{num('weight_decay')} | {num('dropout')} | {len(r.get('seeds') or [])} of "
-                         f"{len(r.get('planned_seeds') or [])}"
+                         f"{num('weight_decay')} | {num('dropout')} | {_seed_count(r)}"
                          + (f" ({len(r['failed_seeds'])} diverged)" if r.get("failed_seeds") else "")
                          + f" | {_regs_tried(r, c.get('unigram_bpc'))} |")
     goal = next((r for c in after["comparisons"] if c["key"] == "ts-100k" for r in c["rows"]
@@ -213,6 +224,15 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
                   goal["goal"] else f"{goal['test_mean'] - goal['goal']:.3f} above the project's {goal['goal']:.2f} "
                   "goal.")]
     return lines + [""]
+
+
+def _seed_count(row: dict[str, Any]) -> str:
+    """``4 of 4`` (finished of the seeds the plan gives the row), ``+ 1 earlier`` for a seed finished at the
+    row's settings before the seed rule settled on fewer."""
+    planned = row.get("planned_seeds") or []
+    seeds = row.get("seeds") or []
+    extra = sum(s not in planned for s in seeds)
+    return f"{len(seeds) - extra} of {len(planned)}" + (f" + {extra} earlier" if extra else "")
 
 
 def _regs_tried(row: dict[str, Any], unigram: float | None = None) -> str:
@@ -379,7 +399,10 @@ def fair_runs(after: dict[str, Any] | None) -> list[str]:
              "arm's regularisation runs join it once its lr is tuned, its lr grid widens while the best lr sits on "
              "an edge, and a comparison gets seeds until its gaps settle (the cost table above counts every "
              "regularisation run and 3 seeds)."
-             + (f" The records hold {unused} more run(s) the rule does not use now: their settings lost a "
+             + " A row counts every seed finished at its final settings, also one the seed rule no longer asks "
+             "for (finished before the rule settled on fewer seeds): no finished seed is left out after the fact."
+             + (f" The records hold {unused} more {'run' if unused == 1 else 'runs'} the rule does not use now: "
+                "their settings lost a "
                 "later stage (a regularisation setting won, or the lr stepped down after a divergence) or wait on "
                 "one still pending." if unused else ""), "",
              *fair_gaps(after), *_deeper(reading(after))]

@@ -135,10 +135,16 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
     else:
         best = None
     first = None
-    for seed in planned if best is not None else ():
+    # every seed finished at the row's final settings counts, also one the seed rule no longer asks for (run
+    # before the rule settled on fewer): none is left out after the fact
+    most = campaign.seed_rule[1] if campaign.seed_rule is not None and planned else len(planned)
+    later = tuple(range(max(planned) + 1, max(planned) + 1 + most - len(planned))) if planned else ()
+    for seed in (*planned, *later) if best is not None else ():
         job = Job(comp, arm, "full", best[0], best[1], seed, steps, reg)
         o = store.outcome(job)
         if o is None:
+            if seed not in planned:
+                continue
             step = store.step(job)
             if step:
                 row.setdefault("in_progress", []).append({"seed": seed, "step": step})
@@ -191,9 +197,12 @@ def arm_row(campaign: Campaign, store: RunStore, comp: Comparison, arm: Arm) -> 
         row["status"] = "tuning failed: " + note
     else:
         # the seeds named when a note names one (seeds count from 0: "seed 4" is a fifth seed)
-        named = row.get("full_notes") and row["seeds"]
-        row["status"] = (f"{len(row['seeds'])} of {len(row['planned_seeds'])} seeds finished"
-                         + (f" ({_seed_list(row['seeds'])})" if named else "")
+        extra = [x for x in row["seeds"] if x not in row["planned_seeds"]]
+        named = (row.get("full_notes") or extra) and row["seeds"]
+        row["status"] = (f"{len(row['seeds']) - len(extra)} of {len(row['planned_seeds'])} seeds finished"
+                         + (f" ({_seed_list([x for x in row['seeds'] if x not in extra])})" if named else "")
+                         + (f", and {_seed_list(extra)} from before the seed rule settled on "
+                            f"{len(row['planned_seeds'])}" if extra else "")
                          + (f", {len(row['failed_seeds'])} diverged" if row["failed_seeds"] else "")
                          + "".join(f"; seed {p['seed']} at step {p['step']:,}" for p in row.get("in_progress", [])))
     return row

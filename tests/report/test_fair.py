@@ -268,6 +268,33 @@ def test_a_seed_that_diverges_after_the_step_downs_are_spent_does_not_stop_the_s
     assert {(j.arm.label, j.seed) for j in cp.jobs(plan, store)} == {(osm.label, 3), (lstm.label, 3)}
 
 
+def test_a_seed_finished_before_the_seed_rule_settled_on_fewer_still_counts(tmp_path, text_file):
+    """The rule settles on seeds 0-2 (the gaps exclude zero); a seed 3 both rows finished at their settings
+    earlier is counted in the rows and the paired gap, said as such, and is not a missing seed; a planned seed
+    that is missing is not hidden by it."""
+    from geomlab.report.aggregation import seeds_missing
+    from geomlab.report.results import arm_row
+
+    plan = _rule_plan(text_file)
+    store = rs.RunStore(tmp_path)
+    comp = COMPARISONS["ts-50k"]
+    osm, lstm = comp.arms
+    for arm in comp.arms:
+        _done(store, rs.Job(comp, arm, "tune", 1e-2, 0.02, 0, 2), 2.5)
+    for s in range(4):
+        for arm, v in ((lstm, 2.5), (osm, 2.3)):
+            job = rs.Job(comp, arm, "full", 1e-2, 0.02, s, 10)
+            _done(store, job, v, v + 0.001 * s)
+            store.write(job, "outcome.json", {**store.outcome(job), "train_time_s": 1.0, "params_stored": 100,
+                                              "params": 100, "config": {}, "history": []})
+    assert cp.seeds_planned(plan, store, comp) == (0, 1, 2)
+    row = arm_row(plan, store, comp, osm)
+    assert row["planned_seeds"] == [0, 1, 2] and row["seeds"] == [0, 1, 2, 3] and len(row["test"]) == 4
+    assert row["status"] == "3 of 3 seeds finished (seeds 0–2), and seed 3 from before the seed rule settled on 3"
+    assert not seeds_missing(row)
+    assert seeds_missing({"seeds": [0, 1, 3], "planned_seeds": [0, 1, 2], "failed_seeds": []})
+
+
 def test_a_row_whose_missing_seeds_diverged_is_not_provisional():
     from geomlab.report.aggregation import seeds_missing
 
@@ -364,7 +391,17 @@ def test_a_reading_says_when_a_rows_lr_was_stepped_down_after_divergences():
                                                           row("LSTM", True, 0.022, 0.046, [2.2, 2.25])]}]}
     r = readings(results, cl)[0]
     assert r["reading"] == "equal steps" and r["test"]["seeds"] == 2
-    assert r["stepped"] == ["LSTM's seeds train at lr 0.022, stepped down from its tuned 0.046 after divergences"]
+    assert r["stepped"] == ["LSTM's seeds train at lr 0.022, stepped down from its tuned 0.046 after a seed "
+                            "diverged at 0.046"]
+    lstm = results["comparisons"][0]["rows"][1]
+    lstm["tuned_lr"], lstm["lr"], lstm["failed_seeds"] = 0.1, 0.022, [{"seed": 1, "error": "step 9"}]
+    lstm["full_notes"] = ["lr 0.1 diverged at the full budget (seed 0, step 5): the seeds train at 0.046",
+                          "lr 0.046 diverged at the full budget (seed 1, step 9): the seeds train at 0.022",
+                          "lr 0.022 diverged at the full budget (seed 1, step 9): no step-down left, the row is read "
+                          "on the seeds that finished"]
+    assert readings(results, cl)[0]["stepped"] == [
+        "LSTM's seeds train at lr 0.022, stepped down from its tuned 0.1 after seeds diverged at 0.1 and 0.046; "
+        "1 of its seeds diverged at 0.022 too"]
     results["comparisons"][0]["rows"][1] = row("LSTM", True, 0.046, 0.046, [2.2, 2.25])
     assert readings(results, cl)[0]["stepped"] == []
 
