@@ -116,8 +116,9 @@ def panel() -> None:
         st.rerun(scope="app")
     run = live.REGISTRY.get(st.session_state.get(K_RUN))
     if run is None:
-        st.info("No run yet. Choose a model and data in the form and press **Start training**. Training runs "
-                "in the background on this server: you can switch pages and come back.",
+        st.info("No run on this page yet. Choose a model and data in the form and press **Start training**"
+                + (", or pick a run above to watch it" if live.REGISTRY.recent(1) else "")
+                + ". Training runs in the background on this server: you can switch pages and come back.",
                 icon=":material/model_training:")
         return
     snap = run.snapshot()
@@ -144,8 +145,8 @@ def panel() -> None:
         st.warning(snap.message, icon=":material/pause_circle:")
     elif snap.state == "error":
         st.error(snap.message, icon=":material/error:")
-    elif snap.state == "finished":
-        st.success(snap.message, icon=":material/check_circle:")
+    elif snap.state == "finished":  # a caption, not a box: the Save row under it stays in view at 1,000 x 800
+        st.caption(f":material/check_circle: {md_escape(snap.message)}")
     elif snap.message:
         st.caption(snap.message)
     mine = run.may_change(owner_token())

@@ -70,6 +70,27 @@ def build_task(spec: RunSpec):
     return runs.build_task(spec, download=False)
 
 
+
+#: A run ending this many BPC above its best validation is said to overfit (design choice: well above the
+#: step-to-step noise of the app's small validation sets)
+OVERFIT_BPC = 0.1
+
+
+def overfit_note(history: list[dict], metric: str, final: float | None) -> str:
+    """`` Its valid BPC was lowest, 2.104, at step 600 and rose after it: ...`` when the run's final validation
+    ``final`` is more than :data:`OVERFIT_BPC` above the lowest of ``history``'s ``valid_<metric>`` entries
+    (the model learns its training text by heart: a short text overfits); empty otherwise."""
+    pts = [(h["step"], h[f"valid_{metric}"]) for h in history
+           if h.get(f"valid_{metric}") is not None and not h.get("final")]
+    if final is None or not pts:
+        return ""
+    step, best = min(pts, key=lambda p: p[1])
+    if final - best <= OVERFIT_BPC:
+        return ""
+    return (f" Its valid BPC was lowest, {best:.3f}, at step {step:,} and rose after it: the model overfits its "
+            "training text (a longer text, fewer steps or a smaller model help).")
+
+
 class LiveRun:
     """One background training run (see the module docstring for the life cycle).
 
@@ -353,7 +374,8 @@ class LiveRun:
                 val = m.get(f"valid_{metric}")
                 shown = {"bpc": "BPC"}.get(metric, metric)
                 self._message = (f"Finished {result.step:,} steps"
-                                 + (f"; valid {shown} {val:.3f}" if val is not None else "") + ".")
+                                 + (f"; valid {shown} {val:.3f}" if val is not None else "") + "."
+                                 + (overfit_note(self._history, metric, val) if metric == "bpc" else ""))
                 if result.checkpoint:
                     self._checkpoint = str(result.checkpoint)
                 if val is not None:

@@ -589,7 +589,7 @@ def _train_widgets(at: AppTest, steps: int) -> None:
 def test_train_page_starts_stops_resumes_and_saves_a_tiny_run(ckpt_dirs):
     at = app()
     goto(at, "train")
-    assert any("No run yet" in i.value for i in at.info)
+    assert any("No run on this page yet" in i.value for i in at.info)
     _train_widgets(at, steps=100_000)
     at.run()
     at.button(key="w_train_start").click().run()
@@ -772,7 +772,7 @@ def test_a_reloaded_train_page_reattaches_to_its_run(ckpt_dirs):
         at2.switch_page("app_pages/train.py")
         at2.run()
         assert at2.session_state["gl_live_run"] == run.run_id
-        assert not any("No run yet" in i.value for i in at2.info)
+        assert not any("No run on this page yet" in i.value for i in at2.info)
         assert not at2.button(key="train-save").disabled
         # word-problem wording: loss per symbol, accuracy on whole steps 0..total, a compact time
         specs = [json.loads(c.spec) for c in charts(at2)]

@@ -414,7 +414,7 @@ def test_resume_keeps_updating_and_a_reload_reattaches(page, server):
     page.reload()
     wait_idle(page)
     page.get_by_text("state: running").first.wait_for(timeout=60_000)
-    assert page.get_by_text("No run yet").count() == 0
+    assert page.get_by_text("No run on this page yet").count() == 0
     assert page.get_by_role("button", name="Stop").is_enabled()
     page.get_by_role("button", name="Stop").click()
     page.get_by_text("state: stopped").first.wait_for(timeout=60_000)

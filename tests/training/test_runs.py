@@ -94,3 +94,16 @@ def test_every_caller_trains_the_same_run_from_the_same_description(tmp_path, mo
         assert all(torch.equal(a, b.to(a.device)) for a, b in zip(direct.model.state_dict().values(),
                                                                    other.state_dict().values()))
     assert direct.metrics == via_zoo.metrics and direct.train_time_s > 0 and direct.tokens_per_s > 0
+
+
+def test_a_finished_run_whose_validation_rose_says_it_overfits():
+    """The finish message names the lowest validation BPC and its step when the run ended more than
+    OVERFIT_BPC above it; a run that ended near its best says nothing more."""
+    from geomlab.live.run import OVERFIT_BPC, overfit_note
+
+    hist = [{"step": 100, "loss": 3.0}, {"step": 100, "valid_bpc": 5.1}, {"step": 200, "valid_bpc": 4.9},
+            {"step": 300, "valid_bpc": 6.2}, {"step": 300, "final": True, "valid_bpc": 6.2, "test_bpc": 6.3}]
+    note = overfit_note(hist, "bpc", 6.2)
+    assert "lowest, 4.900, at step 200" in note and "overfits" in note
+    assert overfit_note(hist, "bpc", 4.9 + OVERFIT_BPC / 2) == ""
+    assert overfit_note([], "bpc", 6.2) == "" and overfit_note(hist, "bpc", None) == ""
