@@ -117,6 +117,17 @@ def _done(store, job, valid, test=None):
                                       "metrics": {"valid_bpc": valid, **({"test_bpc": test} if test else {})}})
 
 
+def _tuned(tmp_path, text_file):
+    """A ts-50k rule plan and a store where both arms' one tuning run finished: ``(plan, store, comp, osm,
+    lstm)``."""
+    plan = _rule_plan(text_file)
+    store = rs.RunStore(tmp_path)
+    comp = COMPARISONS["ts-50k"]
+    for arm in comp.arms:
+        _done(store, rs.Job(comp, arm, "tune", 1e-2, 0.02, 0, 2), 2.5)
+    return (plan, store, comp, *comp.arms)
+
+
 def _rule_plan(text_file, **kw):
     return cp.Campaign(**{"steps": (("ts-50k", 10),), "seeds": (0, 1, 2), "lr_grid": (1e-2,), "max_widen": 0,
                           "seed_rule": (0.02, 5), "corpus_override": str(text_file), **kw})
@@ -196,12 +207,7 @@ def test_a_regularisation_setting_equal_to_none_to_the_bit_is_flagged(tmp_path, 
 def test_seeds_are_added_until_the_gaps_settle(tmp_path, text_file, gaps, seeds):
     """A gap whose paired interval excludes zero needs no more seeds; one spanning zero gets the next seed, and
     seeds stop at the rule's most."""
-    plan = _rule_plan(text_file)
-    store = rs.RunStore(tmp_path)
-    comp = COMPARISONS["ts-50k"]
-    osm, lstm = comp.arms
-    for arm in comp.arms:
-        _done(store, rs.Job(comp, arm, "tune", 1e-2, 0.02, 0, 2), 2.5)
+    plan, store, comp, osm, lstm = _tuned(tmp_path, text_file)
     for s, g in enumerate(gaps):
         for arm, v in ((lstm, 2.4), (osm, 2.4 + g)):
             _done(store, rs.Job(comp, arm, "full", 1e-2, 0.02, s, 10), v, v)
@@ -275,12 +281,7 @@ def test_a_seed_finished_before_the_seed_rule_settled_on_fewer_still_counts(tmp_
     from geomlab.report.aggregation import seeds_missing
     from geomlab.report.results import arm_row
 
-    plan = _rule_plan(text_file)
-    store = rs.RunStore(tmp_path)
-    comp = COMPARISONS["ts-50k"]
-    osm, lstm = comp.arms
-    for arm in comp.arms:
-        _done(store, rs.Job(comp, arm, "tune", 1e-2, 0.02, 0, 2), 2.5)
+    plan, store, comp, osm, lstm = _tuned(tmp_path, text_file)
     for s in range(4):
         for arm, v in ((lstm, 2.5), (osm, 2.3)):
             job = rs.Job(comp, arm, "full", 1e-2, 0.02, s, 10)
