@@ -464,7 +464,7 @@ def _draw_full_width(it: tuple, side: str, slug: str, name: str, stacked: bool) 
         key = f"cmp-stk-{side}-{slug}-{it[0]}"
         fig, width = it[1], square_width(it[1]) if _views.square_single_panel(it[1]) else None
         if width:  # a square map is drawn at its own width: its title wraps to it (~9 px a character), short of
-            # the toolbar a hover shows at its top right (~230 px), which covered the title's end
+            # the toolbar a hover shows at its top right (~230 px), which would cover the title's end
             fig = relaid(fig, [wrapped_title(fig.layout.to_plotly_json(), max(NARROW_TITLE, (width - 230) // 9))])
             width = square_width(fig)  # (a wrapped title's taller margin leaves the plot less height)
         ui.chart(fig, key=key, filename=f"{name}-{slug}-{it[0]}", width=width,

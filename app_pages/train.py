@@ -259,8 +259,8 @@ def main() -> None:
     # panel (numbers, Stop, Resume, Save), so the curves are in view at 1,000 x 800 and 1,400 x 900, during
     # training and after it; "Geometry now" under both
     top = st.columns([1, 1], gap="large")
-    # keyed by the run: each new run's page starts with the form folded (a form left open for the next run
-    # pushed its curves below the fold), and the form stays open while it is used
+    # keyed by the run: each new run's page starts with the form folded (an open form would push the
+    # new run's curves below the fold), and the form stays open while it is used
     with top[0], st.expander("Next run's settings", icon=":material/tune:", key=f"train-next-{run.run_id}",
                              on_change="rerun"):
         form(active)

@@ -351,7 +351,7 @@ def _curves_whole_in_view(page, name: str) -> None:
 @pytest.mark.slow
 def test_a_run_started_from_the_open_form_folds_it_and_keeps_its_curves_in_view(page, server):
     """The form for the next run stays open while it is used (a click inside it), and the run it starts
-    shows with the form folded, its curves whole in the window (a form left open pushed them below it)."""
+    shows with the form folded, its curves whole in the window (an open form would push them below it)."""
     _start_training(page, server, 300)
     page.get_by_text("state: ").first.wait_for(timeout=60_000)
     wait_idle(page)
@@ -686,7 +686,7 @@ def test_a_click_on_compares_charts_moves_its_cursor(page, zoo_server):
 def test_square_maps_keep_their_colour_bar_beside_them(page, zoo_server, width):
     """The attention view's first map and Compare's maps side by side: each square map's colour bar is within
     120 px of its plot area, at 1,400 px and at 1,000 px, where the view's side column and Compare's second
-    column wrap under the map (a full-width map had its colour bar at the column's far right)."""
+    column wrap under the map (not at the far right of a full-width column)."""
     page.set_viewport_size({"width": width, "height": 900})
     try:
         for path, where, n in (("attention", "", 1), ("compare?layout=side&view=attention", "[class*='st-key-cmp-']", 2)):

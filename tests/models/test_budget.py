@@ -113,8 +113,8 @@ def test_an_unknown_key_is_named_before_any_budget_search(kind):
 
 
 def test_an_lstm_keeps_a_fixed_hidden_width_or_says_it_misses_the_budget():
-    """``hidden`` given with a budget is kept, as every kind keeps its fixed keys (it was dropped, and the
-    budget chose another width without a word); a width that misses the budget by more than 5% is refused,
+    """``hidden`` given with a budget is kept, as every kind keeps its fixed keys (the budget never picks
+    another width without a word); a width that misses the budget by more than 5% is refused,
     naming the key."""
     free = config_for_budget("lstm", 20_000, 65)
     kept = config_for_budget("lstm", 20_000, 65, hidden=free["hidden"])
