@@ -86,8 +86,15 @@ def room_code(pg) -> str:
     return code.inner_text().replace("-", "")
 
 
-def step_title(pg) -> str:
-    return pg.locator("[data-testid='stMain'] h3").first.inner_text()
+def step_titles(pg) -> list[str]:
+    """The main area's h3 titles as drawn (a Tour step's title is one)."""
+    return pg.locator("[data-testid='stMain'] h3").all_inner_texts()
+
+
+def shots(*pages) -> None:
+    """Screenshots of ``pages`` (teacher first) into the artifacts, for a failure's reader."""
+    for i, pg in enumerate(pages):
+        pg.screenshot(path=str(ARTIFACTS / f"room_fail{i}.png"))
 
 
 def cursor(pg) -> int:
@@ -150,11 +157,21 @@ def test_a_class_follows_its_teacher(room_server, browser):
                  [THUMB, moved], timeout=60_000)
     until(lambda: store.state(code).cursor == moved)
 
-    # the Tour's step
+    # the Tour's step: the teacher's session writes it into the room, the students' pages show it
     teacher.get_by_role("button", name="Next").click()
+    try:
+        until(lambda: store.state(code).step == 1, timeout=30)
+    except AssertionError:
+        shots(teacher, *students)
+        raise AssertionError(f"the teacher's Next did not reach the room: {store.state(code)}") from None
     title1 = f"2. {lesson.steps[1].title}"
-    for s in students:
-        wait_for(s, "t => [...document.querySelectorAll('h3')].some(h => h.innerText.includes(t))", title1)
+    for i, s in enumerate(students):
+        try:
+            wait_for(s, "t => [...document.querySelectorAll('h3')].some(h => h.innerText.includes(t))", title1,
+                     timeout=30_000)
+        except Exception:
+            shots(teacher, *students)
+            raise AssertionError(f"student {i} shows {step_titles(s)} with the room at {store.state(code)}") from None
 
     # a question: two students answer, the teacher's tally shows 2, the reveal shows them the notice
     q = lesson.steps[QUESTION_STEP].question
@@ -163,8 +180,7 @@ def test_a_class_follows_its_teacher(room_server, browser):
     try:
         wait_for(teacher, "() => /Answers: 2/.test(document.body.innerText)", timeout=30_000)
     except Exception:
-        for i, pg in enumerate([teacher, *students]):
-            pg.screenshot(path=str(ARTIFACTS / f"room_fail{i}.png"))
+        shots(teacher, *students)
         raise AssertionError(str(store.tally(code, LESSON, QUESTION_STEP)) + str(store.state(code)))
     assert store.tally(code, LESSON, QUESTION_STEP).total == 2
     for s in students:
