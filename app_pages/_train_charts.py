@@ -76,10 +76,11 @@ def curves(run: live.LiveRun, snap: live.Snapshot) -> None:
                                   hovertemplate="step %{x}: accuracy %{y:.3f}<extra></extra>"))
         f2.update_layout(title={"text": "Validation accuracy", "x": 0.01, "xanchor": "left"}, height=260,
                          template="plotly_white", margin={"l": 70, "r": 20, "t": 50, "b": 40}, uirevision="live")
-        # whole steps from 0 to the planned total (one validation point must not read 39…41)
-        total = max(1, snap.total)
-        f2.update_xaxes(title_text="optimiser step", range=[0, total], tickformat=",d", tickmode="linear",
-                        tick0=0, dtick=_nice_dtick(total))  # ≤ 9 whole-step ticks, none repeated
+        # whole steps from 0 to the last validation, as far as the curves above go (one validation point
+        # must not read 39…41)
+        last = max(1, max(a for a, _ in acc))
+        f2.update_xaxes(title_text="optimiser step", range=[0, last], tickformat=",d", tickmode="linear",
+                        tick0=0, dtick=_nice_dtick(last))  # ≤ 9 whole-step ticks, none repeated
         # a short title: a longer one ("accuracy (all positions)") is cut in the 260 px tall chart
         f2.update_yaxes(title_text="accuracy", range=[0, 1.02], automargin=True)
         ui.chart(f2, key="train-acc", filename="geomlab-accuracy")
