@@ -10,16 +10,17 @@ Life cycle (``LiveRun.state``)::
 
     created --start()--> running --(all steps)--> finished
                             |  \\--stop()--> stopping --> stopped --resume()--> running
-                            |--(NaN/Inf)--> paused (message; last good checkpoint kept) --resume()--> running
+                            |--(NaN/Inf)--> paused (message; back at the last good checkpoint) --resume()--> running
                             \\--(any other exception)--> error (message)
 
 * **Stop** asks the trainer to stop after the current step; it writes a resumable checkpoint, and
   **Resume** continues from it with identical results for the same seed (the Trainer's guarantee).
 * **NaN**: the trainer raises :class:`geomlab.training.trainer.TrainingError` and writes nothing after the failure.
-  The run is *paused* with the trainer's message (which step, which quantity). A step-0 checkpoint is
-  written when the run starts, so a last good checkpoint always exists. Resuming a paused run restarts
-  from that checkpoint with the learning rate multiplied by ``RunSpec.nan_lr_factor`` (design choice:
-  an identical restart would fail at the same step).
+  The run is *paused* with the trainer's message (which step, which quantity), and its weights, step and
+  last validation go back to the last good checkpoint, so that Save, the geometry and the page's step all
+  show one state. A step-0 checkpoint is written when the run starts, so a last good checkpoint always
+  exists. Resuming a paused run restarts from that checkpoint with the learning rate multiplied by
+  ``RunSpec.nan_lr_factor`` (design choice: an identical restart would fail at the same step).
 * **Save** (:meth:`LiveRun.save`) writes the current weights as the checkpoint folder ``<runs>/<name>/``, so
   the catalog (:mod:`geomlab.checkpoints.catalog`) lists it on every page. While the run trains, the save happens in
   the worker between two steps (never while weights change); otherwise at once. A save never replaces a
@@ -353,15 +354,24 @@ class LiveRun:
                                  f"training failed: {type(exc).__name__}: {exc}")
             self._serve_saves(trainer, final=True)
             return
+        good = self._last_good(trainer) if result.status == "failed" else None
         with self._lock:
             if result.status == "failed":
                 err = result.error
-                good = self._checkpoint
                 self._state = "paused"
-                at = f" (step {self._checkpoint_step()})" if good else ""
-                self._message = (f"Training paused: {err}. The last good checkpoint{at} is kept; "
-                                 f"Resume restarts from it with the learning rate × {self.spec.nan_lr_factor:g}."
-                                 if isinstance(err, TrainingError) else f"Training paused: {err}")
+                if good is not None:  # what Save writes, the probe traces and Resume starts from
+                    self._trainer, self.model = good, good.model
+                    self._last["step"] = good.step
+                    metric = good.last_valid.get(getattr(self.task, "metric", "loss"))
+                    if metric is not None:
+                        self._last["metric"] = metric
+                    back = f"The weights are back at the last good checkpoint (step {good.step:,}); "
+                else:
+                    back = ""
+                reason = err.reason if isinstance(err, TrainingError) else str(err)
+                self._message = (f"Training paused: {reason}. {back}Resume restarts from it with the learning "
+                                 f"rate × {self.spec.nan_lr_factor:g}." if isinstance(err, TrainingError) and back
+                                 else f"Training paused: {err}")
             elif result.status == "stopped":
                 self._state = "stopped"
                 self._message = f"Stopped at step {result.step}; Resume continues from here."
@@ -382,14 +392,17 @@ class LiveRun:
                     self._last["metric"] = val
         self._serve_saves(trainer, final=True)
 
-    def _checkpoint_step(self) -> int | str:
-        try:
-            from geomlab.checkpoints import io as ckpt
+    def _last_good(self, trainer):
+        """After a divergence: a trainer at the run's last good checkpoint (its weights, step, history and last
+        validation), or None when there is none or it cannot be read (the diverged trainer is kept then)."""
+        from geomlab.training.trainer import Trainer
 
-            meta = ckpt.read_meta(self._checkpoint)
-            return int((meta.get("train_state") or {}).get("step", 0))
-        except Exception:  # noqa: BLE001
-            return "?"
+        if not self._checkpoint:
+            return None
+        try:
+            return Trainer.from_checkpoint(self._checkpoint, self.task, out=trainer.out, log_dir=self.log_dir)
+        except Exception:  # noqa: BLE001 - the message says the diverged weights are kept
+            return None
 
     def _on_progress(self, p) -> None:
         """Trainer callback (worker thread): record progress; write the step-0 checkpoint; serve saves."""

@@ -121,6 +121,8 @@ class Checkpointing:
                              "is left unchanged")
         trainer = cls(c.model, task, config, out=out, card=card, **kwargs)
         trainer._restore(c)
+        if Path(out).resolve() == (c.path if c.layout == "folder" else c.path.with_suffix("")).resolve():
+            trainer.last_checkpoint, trainer.last_checkpoint_step = c.path, done  # resumed in place: still there
         return trainer
 
     def _train_state(self) -> dict[str, Any]:
@@ -201,5 +203,5 @@ class Checkpointing:
                     else "no checkpoint of this run was written")
             raise CheckpointWriteError(f"step {self.step}: could not write the checkpoint {self.out}: {reason}; "
                                        f"{kept}", self.step, exc.errno) from exc
-        self.last_checkpoint = path
+        self.last_checkpoint, self.last_checkpoint_step = path, self.step
         return path

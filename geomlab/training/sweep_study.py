@@ -191,7 +191,7 @@ def optimize(study, objective: Callable[[dict[str, Any], Any], float], space: Se
         t0 = time.perf_counter()
         try:
             value = objective(params, trial)
-        except TrainingError as exc:  # the Trainer's "; stopped, the last good checkpoint is kept": no files here
+        except TrainingError as exc:  # its reason alone (a trial keeps no checkpoint)
             _end(trial, "diverged", str(exc).split("; stopped")[0], t0)
         except optuna.TrialPruned:
             trial.set_user_attr("duration_s", round(time.perf_counter() - t0, 3))

@@ -219,6 +219,7 @@ class Trainer(Checkpointing):
         self.history: list[dict[str, Any]] = []
         self.last_valid: dict[str, float] = {}
         self.last_checkpoint: Path | None = None
+        self.last_checkpoint_step: int | None = None  # the step last_checkpoint holds
         self._stop = threading.Event()
         self._abort = threading.Event()  # set by abort(): no more steps, no more writes
         self._stop_agreed = False  # across processes: a stop asked on some rank, agreed on by all
@@ -389,9 +390,17 @@ class Trainer(Checkpointing):
                             lr=lr, elapsed_s=self.elapsed_s, checkpoint=str(path) if path else None))
 
     def _fail(self, error: TrainingError, raise_errors: bool, checkpoint: bool) -> TrainResult:
-        """A diverged run: the ``"failed"`` progress event (naming the last good checkpoint when ``checkpoint``),
-        nothing written; raises ``error`` when ``raise_errors``, else returns the ``"failed"`` result."""
+        """A diverged run: ``error`` told what is on disk (:attr:`TrainingError.kept`: the last good checkpoint
+        and its step, or that none was written yet), the ``"failed"`` progress event (naming the last good
+        checkpoint when ``checkpoint``), nothing written; raises ``error`` when ``raise_errors``, else returns
+        the ``"failed"`` result."""
         cfg = self.config
+        if self.out is not None:
+            error.kept = (f"the last good checkpoint (step {self.last_checkpoint_step:,}) is kept"
+                          if self.last_checkpoint is not None and self.last_checkpoint_step is not None else
+                          "no checkpoint of this run was written before it" + (
+                              f" (the first comes with the validation at step {cfg.eval_every:,})"
+                              if cfg.eval_every else ""))
         where = str(self.last_checkpoint) if checkpoint and self.last_checkpoint else None
         self._emit(Progress("failed", self.step, cfg.steps, elapsed_s=self.elapsed_s, message=str(error),
                             checkpoint=where))

@@ -122,11 +122,18 @@ def test_nan_pauses_with_message_and_keeps_last_good_checkpoint(runs):
     run.start()
     snap = live.wait_for(run, lambda s: not s.active, timeout=120)
     assert snap.state == "paused"
-    assert "step 6" in snap.message and "loss" in snap.message and "last good checkpoint" in snap.message
+    assert "step 6" in snap.message and "loss" in snap.message and "last good checkpoint (step 3)" in snap.message
+    assert snap.message.count("checkpoint") == 1, snap.message  # said once
     assert snap.can_resume
     good = checkpoint.load(snap.checkpoint)
     assert good.train_state["json"]["step"] == 3  # the eval at step 3, before the NaN at step 6
     assert all(torch.isfinite(t).all() for t in good.model.state_dict().values())
+    # the run is back there: its step, and what Save writes (the weights and the card of step 3)
+    assert snap.step == 3
+    saved = checkpoint.load(run.save("after-nan", dest_dir=runs))
+    assert saved.card["steps"] == 3 and saved.card["valid_accuracy"] == good.card["valid_accuracy"] is not None
+    for k, v in good.model.state_dict().items():
+        torch.testing.assert_close(saved.model.state_dict()[k], v, rtol=0, atol=0)
     # resuming restarts from it with a smaller learning rate
     task.bad_step = 10**9
     run.resume()

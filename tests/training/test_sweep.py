@@ -269,8 +269,8 @@ def test_optimize_records_every_outcome_in_memory():
     def objective(params, trial):
         lr = params["lr"]
         if lr == 2:
-            raise TrainingError("step 3: the training loss is nan (non-finite); stopped, the last good checkpoint "
-                                "is kept", 3, "loss")
+            raise TrainingError("step 3: the training loss is nan (non-finite); stopped", 3, "loss",
+                                kept="the last good checkpoint (step 2) is kept")
         if lr == 3:
             raise ValueError("no width meets the budget")
         return float("inf") if lr == 4 else 0.5

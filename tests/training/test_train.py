@@ -177,13 +177,27 @@ def test_nan_loss_stops_cleanly(tiny_text, tmp_path):
         tr.run()
     assert err.value.step == 7 and err.value.quantity == "loss"
     assert events[-1].event == "failed" and "step 7" in events[-1].message
-    # the last good checkpoint (step 4) is kept, valid and finite
+    # the last good checkpoint (step 4) is kept, valid and finite, and the message says which
     c = ckpt.load(tmp_path / "run")
     assert c.card["steps"] == 4
-    # raise_errors=False reports instead of raising
+    assert str(err.value).endswith("; stopped; the last good checkpoint (step 4) is kept"), str(err.value)
+    # raise_errors=False reports instead of raising; a run without a folder claims no checkpoint
     task2 = _NaNLossTask(corpus_from_text(tiny_text * 3), bad_step=2)
     res = Trainer(_model(task2), task2, TrainConfig(**CFG)).run(raise_errors=False)
     assert res.status == "failed" and res.error.step == 2 and res.checkpoint is None
+    assert str(res.error).endswith("(non-finite); stopped"), str(res.error)
+    # one that failed before its first checkpoint says none was written (nothing is on disk)
+    task3 = _NaNLossTask(corpus_from_text(tiny_text * 3), bad_step=2)
+    with pytest.raises(TrainingError) as err:
+        Trainer(_model(task3), task3, TrainConfig(**CFG), out=tmp_path / "early").run()
+    assert str(err.value).endswith("; stopped; no checkpoint of this run was written before it (the first "
+                                   f"comes with the validation at step {CFG['eval_every']})"), str(err.value)
+    assert not (tmp_path / "early" / "model.safetensors").exists()  # (its logs are there)
+    # resumed in place from step 4 and diverging again, a run names the checkpoint it resumed from
+    task4 = _NaNLossTask(corpus_from_text(tiny_text * 3), bad_step=1)
+    with pytest.raises(TrainingError) as err:
+        Trainer.from_checkpoint(tmp_path / "run", task4).run()
+    assert str(err.value).endswith("the last good checkpoint (step 4) is kept"), str(err.value)
 
 
 def test_nan_gradient_names_the_parameter(task, tmp_path):
