@@ -203,8 +203,9 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
               "when a divergence steps the lr down; "
               "— while its tuning runs) and its seeds: finished of those planned (the plan adds seeds until "
               "every gap settles); the regularisation settings it tried at the tuning budget, with their "
-              "validation BPC.", "",
-              "| comparison | model | lr | warm-up | weight decay | dropout | seeds "
+              "validation BPC. The lr is the one the row's seeds train at, with the tuned one beside it where "
+              "a divergence at the full budget stepped it down.", "",
+              "| comparison | model | lr (its seeds) | warm-up | weight decay | dropout | seeds "
               "| regularisation tried (valid BPC) |",
               "|---|---|---|---|---|---|---|---|"]
     for c in after["comparisons"]:
@@ -212,7 +213,9 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
             def num(k, pct=False):
                 v = r.get(k, r.get(f"tuned_{k}"))  # the lr tuning's choice while the regularisation runs
                 return "—" if v is None else f"{v:.0%}" if pct else f"{v:g}"
-            lines.append(f"| {c['key']} | {r['label']} | {num('lr')} | {num('warmup', True)} | "
+            lr = num("lr") + (f" (tuned {r['tuned_lr']:g})" if r.get("lr") is not None
+                              and r.get("tuned_lr") not in (None, r["lr"]) else "")
+            lines.append(f"| {c['key']} | {r['label']} | {lr} | {num('warmup', True)} | "
                          f"{num('weight_decay')} | {num('dropout')} | {_seed_count(r)}"
                          + (f" ({len(r['failed_seeds'])} diverged)" if r.get("failed_seeds") else "")
                          + f" | {_regs_tried(r, c.get('unigram_bpc'))} |")

@@ -39,8 +39,9 @@ def _params(n: int | None) -> str:
 
 
 
-_LM_HEADER = ("| model | kind | params | seeds | lr | valid BPC | test BPC | paper valid | paper test | Δ test vs "
-              "baseline | tokens/s | speed vs baseline | speed vs baseline (CPU) | trace ms |")
+_LM_HEADER = ("| model | kind | params | seeds | lr (its seeds) | valid BPC (mean ± sd) | test BPC (mean ± sd) | "
+              "paper valid | paper test | Δ test vs baseline | tokens/s | speed vs baseline | speed vs baseline (CPU) "
+              "| trace ms |")
 
 
 def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
