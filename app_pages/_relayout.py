@@ -131,10 +131,11 @@ def wrapped_title(layout: dict, width: int) -> dict:
         return {}
     lines = wrap_markup(title, width)
     top = (layout.get("margin") or {}).get("t", 60)
-    # pinned to the top, each extra line pushes the plot (and its subplot titles) down by a line and a bit
+    # pinned to the top, each extra line pushes the plot (and its subplot titles) down by a line (plotly's
+    # 1.3 x the 16 px title font, 21 px) and a little
     height = int(layout.get("height") or 450)
     return {"title": {"text": "<br>".join(lines), "yref": "container", "y": 1 - 28 / height, "yanchor": "top"},
-            "margin": {"t": top + 30 * (len(lines) - 1) + 8}}
+            "margin": {"t": top + 21 * (len(lines) - 1) + 4}}
 
 
 PHONE_PANEL, PHONE_GAP = 230, 110

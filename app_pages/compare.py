@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from typing import Any
 
@@ -314,23 +315,23 @@ WRAP_NOTE = ("This window is too narrow for A and B side by side, so B stands un
              "sidebar, or choose A above B for full-width figures.")
 
 
-def layer_note(side: str, layer: int, n: int, ref: tuple[str, int, int] | None = None) -> str:
-    """What a side's layer figures say about their layer: ``"A: layer 1 of 2 (0 = first)"``, and for the
-    side whose layer was matched by depth to the shared control's ``ref = (side, layer, n)``
-    ``"B: layer 3 of 4 (0 = first), matched by depth to A's layer 1 of 2"``."""
-    note = f"{side}: layer {layer} of {n} (0 = first)"
-    if ref is not None:
-        note += f", matched by depth to {ref[0]}'s layer {ref[1]} of {ref[2]}"
-    return note
-
-
-def titled(fig: Any, note: str) -> Any:
-    """A copy of ``fig`` with ``note`` after its title (`` · `` between; the note alone when it has none);
-    None stays None. The cached figure is not changed."""
+def layer_titled(fig: Any, layer: int, n: int, ref: tuple[str, int, int] | None = None) -> Any:
+    """A copy of ``fig`` whose title says which layer of how many it shows: ``"…, layer 2"`` becomes ``"…,
+    layer 2 of 3"``, and a title that names no layer gets ``" · layer 2 of 3 (0 = first)"``; for the side
+    whose layer was matched by depth to the shared control's ``ref = (side, layer, n)``, then ``"matched by
+    depth to A's layer 1 of 2"``. The side is not repeated (its label heads the column). None stays None;
+    the cached figure is not changed."""
     if fig is None:
         return None
     title = fig.layout.title.text or ""
-    return relaid(fig, [{"title": {"text": f"{title} · {note}" if title else note}}])
+    matched = f"matched by depth to {ref[0]}'s layer {ref[1]} of {ref[2]}" if ref is not None else ""
+    at = re.search(rf"\blayer {layer}\b(?! of)", title)
+    if at:
+        text = title[:at.end()] + f" of {n}" + title[at.end():] + (f" · {matched}" if matched else "")
+    else:
+        text = ((f"{title} · " if title else "") + f"layer {layer} of {n} (0 = first)"
+                + (f", {matched}" if matched else ""))
+    return relaid(fig, [{"title": {"text": text}}])
 
 
 def _side_layers(slug: str, sides: dict, traces: dict, shared: dict, ref_tr: Any) -> dict[str, tuple]:
@@ -380,9 +381,8 @@ def _figure_items(slug: str, sides: dict, text: str, traces: dict, opts: dict, p
                                                        for n in changed) + ".")
             figs = _views.figure_list(slug, e, text, opts.get(side, {}), tr, p, controls)
             if side in layers:  # said on the chart itself: which layer of how many this side shows
-                note = layer_note(side, *layers[side])
-                figs = [(n, titled(f, note) if "layer" in views.figure_spec(n).controls else f, *rest)
-                        for n, f, *rest in figs]
+                figs = [(n, layer_titled(f, *layers[side]) if "layer" in views.figure_spec(n).controls else f,
+                         *rest) for n, f, *rest in figs]
             items[side] = figs
     return items
 

@@ -124,17 +124,18 @@ def panel() -> None:
     snap = run.snapshot()
     st.markdown(f"**{md_escape(run.spec.label())}** · {snap.params:,} parameters · state: **{snap.state}**"
                 + (f" · on {snap.device}" if snap.device else ""))
-    st.progress(snap.fraction, text=f"step {snap.step:,} / {snap.total:,}")
-    # two tiles a row: three would be cut to "1.…" in the half-width column at 1,000 px; the step is in the bar
+    # the step and the time (left, or so far) in the bar's line: a row of tiles less keeps the Save row in
+    # view at 1,000 x 800
+    when = (f"about {ui.fmt_seconds(snap.eta_s)} left" if snap.active and snap.eta_s is not None else
+            "" if snap.active else f"trained for {ui.fmt_seconds(snap.elapsed_s)}")
+    st.progress(snap.fraction, text=f"step {snap.step:,} / {snap.total:,}" + (f" · {when}" if when else ""))
+    # two tiles a row: three would be cut to "1.…" in the half-width column at 1,000 px
     label = {"bpc": "valid BPC", "accuracy": "valid accuracy"}.get(snap.metric_name, f"valid {snap.metric_name}")
     tiles = [("train loss", f"{snap.loss:.3f}" if snap.loss is not None else "–", f"nats per {unit(snap)}")]
     if snap.train_bpc is not None:
         tiles.append(("train BPC", f"{snap.train_bpc:.3f}", "bits per character"))
     tiles += [(label, f"{snap.metric:.3f}" if snap.metric is not None else "–", None),
-              ("tokens/s", f"{snap.tokens_per_s:,.0f}" if snap.tokens_per_s else "–", None),
-              ("ETA" if snap.active else "time",
-               ui.fmt_seconds(snap.eta_s) if snap.active else ui.fmt_seconds(snap.elapsed_s),
-               "time left (estimate)" if snap.active else "training time so far")]
+              ("tokens/s", f"{snap.tokens_per_s:,.0f}" if snap.tokens_per_s else "–", None)]
     for i in range(0, len(tiles), 2):
         row = st.columns(2)
         for col, (name, value, hlp) in zip(row, tiles[i:i + 2]):

@@ -374,7 +374,7 @@ class LiveRun:
                                  else f"Training paused: {err}")
             elif result.status == "stopped":
                 self._state = "stopped"
-                self._message = f"Stopped at step {result.step}; Resume continues from here."
+                self._message = f"Stopped at step {result.step:,}; Resume continues from here."
                 if result.checkpoint:
                     self._checkpoint = str(result.checkpoint)
             else:

@@ -11,6 +11,7 @@ import base64
 import json
 import io
 import os
+import re
 import shutil
 import time
 import zipfile
@@ -782,8 +783,9 @@ def test_a_reloaded_train_page_reattaches_to_its_run(ckpt_dirs):
         acc = next(s for s in specs if "accuracy" in json.dumps(s["layout"].get("title", "")))
         assert acc["layout"]["xaxis"]["range"] == [0, 3] and acc["layout"]["xaxis"]["tickformat"] == ",d"
         assert acc["layout"]["xaxis"]["dtick"] == 1  # whole steps, no repeated labels from rounding
-        tiles = {m.label: m.value for m in at2.metric}
-        assert tiles["time"].endswith(" s") and len(tiles["time"]) <= 5
+        bar = at2.get("progress")[0].proto.text  # the time, compact, in the bar's line (no tile of its own)
+        assert re.fullmatch(r"step 3 / 3 · trained for \d+ s", bar), bar
+        assert "time" not in {m.label for m in at2.metric}
     finally:
         live.REGISTRY.forget(run.run_id)
 
@@ -973,12 +975,13 @@ def test_compare_matches_layers_by_depth_and_says_so_on_each_chart(bundled_asset
     assert not [c.value for c in cmp.caption if "has no layer" in c.value]
     titles = _chart_titles(cmp)
     # A's last layer (2 of 3) -> B's last (1 of 2)
-    assert any(t.endswith("B: layer 1 of 2 (0 = first), matched by depth to A's layer 2 of 3") for t in titles), titles
-    assert any(t.endswith("A: layer 2 of 3 (0 = first)") for t in titles), titles
+    assert any(t.endswith(" · layer 1 of 2 (0 = first), matched by depth to A's layer 2 of 3") for t in titles), titles
+    assert any(t.endswith(" · layer 2 of 3 (0 = first)") for t in titles), titles
+    assert not any("A: " in t or "B: " in t for t in titles), titles  # the side heads its column, once
     cmp.session_state["gl_layer"] = 0
     cmp.run()
     titles = _chart_titles(cmp)
-    assert any(t.endswith("B: layer 0 of 2 (0 = first), matched by depth to A's layer 0 of 3") for t in titles)
+    assert any(t.endswith(" · layer 0 of 2 (0 = first), matched by depth to A's layer 0 of 3") for t in titles)
     assert not cmp.exception
     # two attention models of different depths: A (3 layers) at layer 1 -> the CEM's (4 layers) layer
     # round(1 * 3 / 2) = 2, named on B's attention maps
@@ -989,9 +992,12 @@ def test_compare_matches_layers_by_depth_and_says_so_on_each_chart(bundled_asset
     assert not cmp.exception and not errors(cmp), errors(cmp)
     want = views.match_layer(1, 3, 4)
     titles = _chart_titles(cmp)
-    b_titles = [t for t in titles if "B: layer" in t]
+    # a title naming its layer says "of how many" there, once: "…, layer 2 of 4 · matched by depth to …"
+    b_titles = [t for t in titles if "matched by depth" in t]
     assert want == 2 and b_titles and all(
-        t.endswith(f"B: layer {want} of 4 (0 = first), matched by depth to A's layer 1 of 3") for t in b_titles), titles
+        t.endswith(f"layer {want} of 4 · matched by depth to A's layer 1 of 3") and t.count("layer 2") == 1
+        for t in b_titles), titles
+    assert any(t.endswith(", layer 1 of 3") for t in titles), titles
 
 
 def test_compare_draws_both_sides_of_a_figure_on_one_scale(bundled_assets):
@@ -1073,7 +1079,7 @@ def test_compare_narrow_copy_wraps_long_titles_and_leaves_the_cached_figure_alon
     out = _relayout.narrow_copy(fig)
     lines = out.layout.title.text.split("<br>")
     assert len(lines) > 1 and max(map(len, lines)) <= _relayout.NARROW_TITLE
-    assert " ".join(lines) == title and out.layout.margin.t == 60 + 30 * (len(lines) - 1) + 8
+    assert " ".join(lines) == title and out.layout.margin.t == 60 + 21 * (len(lines) - 1) + 4
     # pinned to the top of the figure, so the extra lines go into the added margin, not onto subplot titles
     assert out.layout.title.yref == "container" and out.layout.title.yanchor == "top"
     assert fig.layout.title.text == title and fig.layout.margin.t == 60
