@@ -37,11 +37,13 @@ def fitting_views(kind: str) -> list[views.ViewSpec]:
 
 def card(entry: catalog.CheckpointEntry, i: int) -> None:
     with st.container(border=True):
-        # "yours": a checkpoint this session may delete; another session's save or upload is "saved here"
+        # "yours": a checkpoint this session may delete; another session's save or upload, or a command
+        # line run, is "in runs/"
         badge = ("bundled" if entry.source == "bundled" else "yours" if catalog.may_change(entry, owner_token())
-                 else "saved here")
+                 else "in runs/")
+        selected = st.session_state.get(ui.K_CKPT) == entry.ref
         st.markdown(f"**{md_escape(entry.name)}**  :gray-badge[{badge}]"
-                    + ("  :green-badge[selected]" if st.session_state.get(ui.K_CKPT) == entry.ref else ""))
+                    + ("  :green-badge[selected]" if selected else ""))
         recipe = entry.card.get("recipe") if isinstance(entry.card.get("recipe"), dict) else {}
         if recipe.get("title"):
             st.markdown(f"*{md_escape(str(recipe['title']))}*")
@@ -56,8 +58,11 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
         by_length = ui.accuracy_by_length_line(entry)
         if by_length:
             st.caption(by_length)
+        total = entry.card.get("total_steps")
+        of = (f" of {total:,} (stopped early)" if isinstance(total, int) and isinstance(entry.steps, int)
+              and total > entry.steps else "")
         st.caption(f"corpus: {md_escape(entry.corpus)} · steps: "
-                   f"{entry.steps if entry.steps is not None else '–'} · {md_escape(entry.ref)}")
+                   f"{f'{entry.steps:,}' if entry.steps is not None else '–'}{of} · {md_escape(entry.ref)}")
         fitting = fitting_views(entry.kind)
         deletable = catalog.may_change(entry, owner_token())  # only what this session created
         # a row that wraps (buttons as wide as their labels), so no label is cut in a half-width card
@@ -66,7 +71,8 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
             row.button(v.short, key=f"open-{i}-{v.slug}", on_click=_open, args=(entry.ref, v.slug),
                        icon=v.icon, help=f"Open {md_escape(entry.name)} in {v.title}")
         if not fitting:
-            row.button("Select", key=f"select-{i}", on_click=ui.set_checkpoint, args=(entry.ref,),
+            row.button("Selected" if selected else "Select", key=f"select-{i}", on_click=ui.set_checkpoint,
+                       args=(entry.ref,), disabled=selected,
                        help="A baseline with no geometry views of its own; use it on Compare.")
         if deletable:
             row.button("Delete", key=f"del-{i}", on_click=_delete, args=(entry.ref,), icon=":material/delete:",

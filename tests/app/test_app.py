@@ -1263,11 +1263,35 @@ def test_checkpoints_page_deletes_only_this_sessions_uploads(ckpt_dirs, monkeypa
     goto(other, "checkpoints")
     assert "own" in set(other.dataframe[0].value["name"])
     assert not [b for b in other.button if b.label == "Delete"]
-    assert ":gray-badge[saved here]" in badge(other)  # not "yours": it cannot delete it
+    assert ":gray-badge[in runs/]" in badge(other)  # not "yours": it cannot delete it
     [b for b in at.button if b.label == "Delete"][0].click().run()
     assert any("Deleted" in s.value for s in at.success), [s.value for s in at.success]
     assert "runs/uploads/own" not in [e.ref for e in catalog.list_checkpoints()]
     assert (runs / "osm" / "geomlab.json").exists()
+
+
+def test_a_checkpoint_card_says_selected_once_and_a_run_stopped_early_says_so(ckpt_dirs, tmp_path, monkeypatch):
+    """A baseline's card (no view of its own) offers Select until it is the selection, then shows it selected
+    with the button off; a checkpoint saved before its last step says "steps: 2 of 10 (stopped early)"."""
+    from geomlab.checkpoints import io as ckpt
+
+    runs, _ = ckpt_dirs
+    shutil.copytree(runs, tmp_path / "runs")
+    c = ckpt.load(runs / "s3")
+    ckpt.save(tmp_path / "runs" / "early", c.model, c.vocab, {**c.card, "total_steps": 10})
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
+    at = app()
+    goto(at, "checkpoints")
+    pick = next(b for b in at.button if b.label == "Select" and b.key.startswith("select-"))
+    pick.click().run()
+    chosen = at.session_state["gl_ckpt"]
+    cards = [m.value for m in at.markdown if ":green-badge[selected]" in m.value]
+    assert len(cards) == 1 and cards[0].startswith(f"**{chosen.split('/')[-1]}**"), cards
+    done = at.button(key=pick.key)
+    assert done.label == "Selected" and done.disabled
+    notes = [c.value.replace("\\", "") for c in at.caption if c.value.startswith("corpus:")]  # markdown escapes
+    assert any(n.endswith("steps: 2 of 10 (stopped early) · runs/early") for n in notes), notes
+    assert not any("stopped early" in n for n in notes if "runs/early" not in n), notes
 
 
 def test_another_sessions_run_can_be_watched_not_changed(ckpt_dirs, monkeypatch):
