@@ -377,4 +377,6 @@ def resolve_corpus(spec: str, download: bool = True) -> Corpus:
         return load_corpus(spec, download=download)
     if Path(spec).is_file():
         return corpus_from_file(spec)
+    if Path(spec).is_dir():
+        raise DataError(f"{spec!r} is a folder: give a text file in it, or a known corpus ({', '.join(CORPORA)})")
     raise DataError(f"{spec!r} is neither a known corpus ({', '.join(CORPORA)}) nor an existing text file")

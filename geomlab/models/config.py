@@ -71,6 +71,8 @@ class ConfigBase:
 
     kind: ClassVar[str] = ""
     error: ClassVar[type[ValueError]] = ValueError
+    #: Why a key people expect is not one of this kind's (shown when a config names it): key -> reason.
+    absent: ClassVar[dict[str, str]] = {"group": "only OSM models (osm-rnn, osmformer) have a matrix group"}
 
     def __post_init__(self) -> None:
         type(self).check_types({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
@@ -125,7 +127,9 @@ class ConfigBase:
         unknown = set(config) - set(names) - {"kind"}
         if unknown:
             known = sorted(names + (["kind"] if cls.kind else []))
-            raise cls.error(f"unknown config keys for {cls.kind or cls.__name__!r}: {sorted(unknown)}; known: {known}")
+            why = "".join(f" ({k}: {cls.absent[k]})" for k in sorted(unknown) if k in cls.absent)
+            raise cls.error(f"unknown config keys for {cls.kind or cls.__name__!r}: {sorted(unknown)}{why}; "
+                            f"known: {known}")
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]) -> ConfigBase:

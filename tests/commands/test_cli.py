@@ -206,6 +206,8 @@ def test_bad_input_is_one_line(text_file, tmp_path, capsys):
     assert err.startswith("error: ") and "known kinds" in err and err.count("\n") == 1
     assert main(["train", "--model", "lstm", "--data", str(tmp_path / "missing.txt")]) == 2
     assert "neither a known corpus" in capsys.readouterr().err
+    assert main(["train", "--model", "lstm", "--data", str(tmp_path)]) == 2  # a folder, not a file in it
+    assert f"error: {str(tmp_path)!r} is a folder: give a text file in it" in capsys.readouterr().err
     assert main(["eval", str(tmp_path / "nothing")]) == 2
     assert f"no checkpoint {tmp_path / 'nothing'}: no folder nothing/" in capsys.readouterr().err
     assert main(["train", "--model", "lstm", "--data", str(text_file), "--params", "lots"]) == 2

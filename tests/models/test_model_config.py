@@ -79,8 +79,13 @@ def test_an_invalid_value_is_one_line_naming_the_key(kind, key, value, says):
 def test_errors_keep_their_family_class_and_unknown_keys_are_named():
     with pytest.raises(OSMConfigError):
         full_config({"kind": "osmformer", "vocab_size": 10, "position": "learned"})
-    with pytest.raises(ValueError, match=r"unknown config keys for 'lstm': \['hiden'\]"):
+    with pytest.raises(ValueError, match=r"unknown config keys for 'lstm': \['hiden'\]; known: "):
         full_config({"kind": "lstm", "vocab_size": 10, "hiden": 5})
+    # a key people expect that the kind lacks by design says why
+    with pytest.raises(ValueError, match=r"\['group'\] \(group: only OSM models \(osm-rnn, osmformer\) have"):
+        full_config({"kind": "lstm", "vocab_size": 10, "group": "O"})
+    with pytest.raises(OSMConfigError, match=r"\['dropout'\] \(dropout: OSM models have no dropout, by design"):
+        full_config({"kind": "osm-rnn", "vocab_size": 10, "dropout": 0.1})
     with pytest.raises(ValueError, match="needs a 'vocab_size'"):
         full_config({"kind": "lstm"})
     with pytest.raises(ValueError, match="is not a 'lstm' config"):

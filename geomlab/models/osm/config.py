@@ -24,6 +24,8 @@ class OSMConfig(ConfigBase):
     """The keys both kinds share (module docstring of :mod:`geomlab.models.osm`)."""
 
     error = OSMConfigError
+    absent = {"dropout": "OSM models have no dropout, by design: a group-valued state has no natural unit to "
+                         "drop; weight decay (--weight-decay) regularises them (docs/osm.md, Regularisation)"}
     vocab_size: int                   # V, tokens in the vocabulary
     group: str = "O"                  # O, SO, U, SU, T or O-block (geomlab.geometry.groups.get_group)
     d: int = 16                       # states are d x d matrices
