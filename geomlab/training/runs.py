@@ -155,11 +155,13 @@ class RunSpec(Recipe):
             raise RunError("the uploaded text is empty: paste or upload some text to train on")
 
     def label(self) -> str:
-        """Short human description, e.g. ``osm-rnn · O · 20k · word-problem:S3 · 200 steps``."""
+        """Short human description, e.g. ``osm-rnn · O · 20k · word-problem:S3 · 200 steps`` or ``lstm · 50k ·
+        tinyshakespeare · 3,000 steps`` (a registered corpus by its name alone: a narrow box cuts the end)."""
         parts = [self.kind] + ([self.group] if self.group and is_osm(self.kind) else [])
         if self.params is not None:
             parts.append(f"{self.params // 1000}k" if self.params >= 1000 else str(self.params))
-        parts += [self.data if self.data != "text" else self.text_label(), f"{self.steps} steps"]
+        parts += [self.data.removeprefix("corpus:") if self.data != "text" else self.text_label(),
+                  f"{self.steps:,} steps"]
         return " · ".join(parts)
 
     def text_label(self) -> str:

@@ -107,3 +107,14 @@ def test_a_finished_run_whose_validation_rose_says_it_overfits():
     assert "lowest, 4.900, at step 200" in note and "overfits" in note
     assert overfit_note(hist, "bpc", 4.9 + OVERFIT_BPC / 2) == ""
     assert overfit_note([], "bpc", 6.2) == "" and overfit_note(hist, "bpc", None) == ""
+
+
+def test_a_runs_label_names_its_data_short_and_its_steps_with_separators():
+    """``RunSpec.label``: a registered corpus by its name alone (it heads a narrow select box), a text by its
+    file name, a word problem as given; thousands separated."""
+    assert runs.RunSpec(kind="lstm", params=50_000, data="corpus:tinyshakespeare", steps=3000).label() == \
+        "lstm · 50k · tinyshakespeare · 3,000 steps"
+    assert runs.RunSpec(kind="osm-rnn", group="O", params=20_000, data="word-problem:S3", steps=200).label() == \
+        "osm-rnn · O · 20k · word-problem:S3 · 200 steps"
+    assert runs.RunSpec(kind="lstm", params=500, data="text", text="x" * 99, text_name="notes.txt · 0e0952f6",
+                        steps=10).label() == "lstm · 500 · notes.txt · 0e0952f6 · 10 steps"
