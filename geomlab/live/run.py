@@ -365,10 +365,11 @@ class LiveRun:
                     metric = good.last_valid.get(getattr(self.task, "metric", "loss"))
                     if metric is not None:
                         self._last["metric"] = metric
-                    back = f"The weights are back at the last good checkpoint (step {good.step:,}); "
+                    back = f"Back at the last good checkpoint (step {good.step:,}); "
                 else:
                     back = ""
-                reason = err.reason if isinstance(err, TrainingError) else str(err)
+                # (the trainer's "stopped" is what "paused" says here)
+                reason = err.reason.removesuffix("; stopped") if isinstance(err, TrainingError) else str(err)
                 self._message = (f"Training paused: {reason}. {back}Resume restarts from it with the learning "
                                  f"rate × {self.spec.nan_lr_factor:g}." if isinstance(err, TrainingError) and back
                                  else f"Training paused: {err}")
