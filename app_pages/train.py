@@ -142,13 +142,10 @@ def panel() -> None:
             col.metric(name, value, help=hlp)
     if snap.note:
         st.caption(snap.note)
-    if snap.state == "paused":
-        st.warning(snap.message, icon=":material/pause_circle:")
-    elif snap.state == "error":
-        st.error(snap.message, icon=":material/error:")
-    elif snap.state == "finished":  # a caption, not a box: the Save row under it stays in view at 1,000 x 800
+    # a pause or an error is said under Stop / Resume (what it is about), so they stay in view at 1,000 x 800
+    if snap.state == "finished":  # a caption, not a box: the Save row under it stays in view at 1,000 x 800
         st.caption(f":material/check_circle: {md_escape(snap.message)}")
-    elif snap.message:
+    elif snap.message and snap.state not in ("paused", "error"):
         st.caption(snap.message)
     mine = run.may_change(owner_token())
     if not mine:
@@ -161,11 +158,15 @@ def panel() -> None:
                 key="train-stop", width="stretch", help="Stop after the current step; Resume continues from there.")
     b[1].button("Resume", icon=":material/play_arrow:", on_click=_resume, args=(run.run_id,),
                 disabled=not snap.can_resume or not mine, key="train-resume", width="stretch")
+    if snap.state == "paused":
+        st.warning(snap.message, icon=":material/pause_circle:")
+    elif snap.state == "error":
+        st.error(snap.message, icon=":material/error:")
     default_name = f"{run.spec.kind}{'-' + run.spec.group if run.spec.group else ''}-{run.run_id[:6]}"
     s = st.columns([3, 2], vertical_alignment="bottom")  # [3, 1] would cut the Save button to its icon at 1,000 px
     s[0].text_input("Save as", value=default_name, key=save_key(run.run_id), placeholder="checkpoint name",
                     help="Saves the current weights as the Hugging Face folder runs/NAME/ (config.json, "
-                         "model.safetensors, vocab.json, a README.md model card and geomlab.json), so every page can use them; other characters than letters, digits, '-', '_' and '.' become '-'.")
+                         "model.safetensors, vocab.json, a README.md model card and geomlab.json), so every page can use them; characters other than letters, digits, '-', '_' and '.' become '-'.")
     s[1].button("Save", icon=":material/save:", on_click=_save, args=(run.run_id,),
                 disabled=snap.state == "created" or not mine,
                 key="train-save", width="stretch")  # no tooltip: it would cover the help icon of "Save as"

@@ -388,7 +388,12 @@ def _started(args: argparse.Namespace, overrides: dict, replicas):
     if args.name is not None:
         name = _check_name(args.name)
         if _taken(Path(args.out), name):
-            raise ValueError(f"{Path(args.out) / name} already exists: continue it with --resume, or "
+            where = Path(args.out) / name
+            if where.is_dir() and not (where / "geomlab.json").exists():  # a run that stopped before its first
+                raise ValueError(f"{where} exists but holds no checkpoint (a run that stopped before its first "
+                                 "one leaves only its logs): delete that folder, or choose another --name "
+                                 "(nothing was overwritten)")
+            raise ValueError(f"{where} already exists: continue it with --resume, or "
                              "choose another --name (nothing was overwritten)")
     else:
         stem = ref.arg if ref.form == "corpus" else args.data

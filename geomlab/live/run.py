@@ -326,8 +326,8 @@ class LiveRun:
             trainer = Trainer.from_checkpoint(self._checkpoint, self.task, out=out, overrides=overrides,
                                               callback=self._on_progress, log_dir=self.log_dir)
             self.model = trainer.model
-            self._message = ("resumed" + (f" with learning rate × {self._lr_factor:g} after the NaN"
-                                          if self._lr_factor != 1.0 else ""))
+            self._message = ("resumed" + (f" at learning rate {float(self.spec.lr) * self._lr_factor:.3g} (× "
+                                          f"{self._lr_factor:g} after a divergence)" if self._lr_factor != 1.0 else ""))
         else:
             trainer = runs.build(self.spec, task=self.task, model=self.model, out=out, card=card,
                                  callback=self._on_progress, log_dir=self.log_dir).trainer
@@ -360,19 +360,16 @@ class LiveRun:
                 err = result.error
                 self._state = "paused"
                 if good is not None:  # what Save writes, the probe traces and Resume starts from
-                    self._trainer, self.model = good, good.model
-                    self._last["step"] = good.step
-                    metric = good.last_valid.get(getattr(self.task, "metric", "loss"))
-                    if metric is not None:
-                        self._last["metric"] = metric
+                    self._back_to(good)
                     back = f"Back at the last good checkpoint (step {good.step:,}); "
                 else:
                     back = ""
                 # (the trainer's "stopped" is what "paused" says here)
                 reason = err.reason.removesuffix("; stopped") if isinstance(err, TrainingError) else str(err)
-                self._message = (f"Training paused: {reason}. {back}Resume restarts from it with the learning "
-                                 f"rate × {self.spec.nan_lr_factor:g}." if isinstance(err, TrainingError) and back
-                                 else f"Training paused: {err}")
+                now = float(self.spec.lr) * self._lr_factor
+                self._message = (f"Training paused: {reason}. {back}Resume restarts from it at learning rate "
+                                 f"{now * self.spec.nan_lr_factor:.3g} (this try: {now:.3g})."
+                                 if isinstance(err, TrainingError) and back else f"Training paused: {err}")
             elif result.status == "stopped":
                 self._state = "stopped"
                 self._message = f"Stopped at step {result.step:,}; Resume continues from here."
@@ -392,6 +389,22 @@ class LiveRun:
                 if val is not None:
                     self._last["metric"] = val
         self._serve_saves(trainer, final=True)
+
+    def _back_to(self, good) -> None:
+        """The run as trainer ``good`` (at the last good checkpoint) left it: its model, step, time, last
+        validation, and the curves and tiles up to its step (a resumed run logs the later steps again).
+        Caller holds the lock."""
+        self._trainer, self.model = good, good.model
+        self._history = [h for h in self._history if h["step"] <= good.step]
+        last = self._last
+        last.update(step=good.step, elapsed_s=good.elapsed_s)
+        logged = next((h for h in reversed(self._history) if "loss" in h), None)
+        if logged is not None:
+            last.update(loss=logged["loss"], train_bpc=logged.get("train_bpc"),
+                        tokens_per_s=logged.get("tokens_per_s"))
+        metric = good.last_valid.get(getattr(self.task, "metric", "loss"))
+        if metric is not None:
+            last["metric"] = metric
 
     def _last_good(self, trainer):
         """After a divergence: a trainer at the run's last good checkpoint (its weights, step, history and last

@@ -205,7 +205,7 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
               "every gap settles); the regularisation settings it tried at the tuning budget, with their "
               "validation BPC. The lr is the one the row's seeds train at, with the tuned one beside it where "
               "a divergence at the full budget stepped it down.", "",
-              "| comparison | model | lr (its seeds) | warm-up | weight decay | dropout | seeds "
+              "| comparison | model | lr the seeds train at | warm-up | weight decay | dropout | seeds "
               "| regularisation tried (valid BPC) |",
               "|---|---|---|---|---|---|---|---|"]
     for c in after["comparisons"]:

@@ -153,13 +153,14 @@ def converged_protocol(results: dict[str, Any]) -> list[str]:
         "share a 2-core machine (one thread each), so times carry that noise; the speed ratios measured alone "
         "are `geomlab bench train`'s (" + ("its table below" if results.get("speed_alone") else "docs/speed.md")
         + ").",
-        "- Convergence: \"last 20%\" is the valid-BPC drop over the last fifth of the steps (mean over seeds); "
+        "- Convergence: \"valid BPC drop, last 20% of steps\" is the valid-BPC drop over the last fifth of the "
+        "steps (mean over seeds); "
         "a drop above 0.01 bits means the model was still improving when the budget ended; a negative value, "
         "that validation BPC rose again over the last fifth (the model had stopped improving).",
         "- Columns: valid/test BPC \"(mean ± sd)\" are the mean ± sample standard deviation over the finished "
-        "seeds; the status table's \"(mean ± 95% CI)\" is the interval of the mean (Student t); \"lr (its "
-        "seeds)\" is the lr the seeds train at (a divergence at the full budget may have stepped it down from the "
-        "tuned one, as the row says); Δ test is ours minus the baseline's, with "
+        "seeds; the status table's \"(mean ± 95% CI)\" is the interval of the mean (Student t); a divergence "
+        "at the full budget may have stepped the lr the seeds train at down from the tuned one, as the row "
+        "says; Δ test is ours minus the baseline's, with "
         "the 95% interval of the seed-paired differences once both rows have the same seeds. \"speed vs "
         "baseline\" is training tokens per wall second over the baseline's, \"(CPU)\" the same per process CPU "
         "second (steadier on a shared machine); \"trace ms\" is one `geomlab.trace.trace` call on 128 "
@@ -196,8 +197,8 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
     # one tuning budget heads the column; else each model's own heads its cell (an equal-compute arm's is shorter)
     one = len({r.get("tuning_steps") for r in c["rows"]}) == 1
     head = f"tuning ({c['rows'][0]['tuning_steps']:,} steps, seed 0)" if one else "tuning (seed 0; its steps first)"
-    lines += [f"| model | status | lr (its seeds) | warm-up | {head} | "
-              "test BPC (mean ± 95% CI) | last 20% | equal-time valid BPC (vs baseline) |",
+    lines += [f"| model | status | lr the seeds train at | warm-up | {head} | "
+              "test BPC (mean ± 95% CI) | valid BPC drop, last 20% of steps | equal-time valid BPC (vs baseline) |",
               "|---|---|---|---|---|---|---|---|"]
     for r in c["rows"]:
         tune = ("" if one or not r.get("tuning_steps") or not r["tuning"] else f"{r['tuning_steps']:,} steps: ") + ", ".join(f"{t['lr']:g}" + (f"/{t['warmup']:.0%}" if len({x['warmup'] for x in r['tuning']}) > 1

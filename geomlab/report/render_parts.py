@@ -39,7 +39,7 @@ def _params(n: int | None) -> str:
 
 
 
-_LM_HEADER = ("| model | kind | params | seeds | lr (its seeds) | valid BPC (mean ± sd) | test BPC (mean ± sd) | "
+_LM_HEADER = ("| model | kind | params | seeds | lr the seeds train at | valid BPC (mean ± sd) | test BPC (mean ± sd) | "
               "paper valid | paper test | Δ test vs baseline | tokens/s | speed vs baseline | speed vs baseline (CPU) "
               "| trace ms |")
 

@@ -367,6 +367,12 @@ def test_train_never_overwrites_an_earlier_checkpoint(tmp_path, capsys):
     assert len(list(out.iterdir())) == 3
     assert main(base + ["--name", "../escaped"]) == 2
     assert "plain file name" in capsys.readouterr().err and not (tmp_path / "escaped").exists()
+    # a folder a diverged run left with its logs only: no --resume offered, it says what to do
+    (out / "early").mkdir()
+    (out / "early" / "metrics.csv").write_text("step,loss\n")
+    assert main(base + ["--name", "early"]) == 2
+    err = capsys.readouterr().err
+    assert "holds no checkpoint" in err and "delete that folder" in err and "--resume" not in err, err
 
 
 def test_trace_and_sample_errors(tmp_path, capsys, monkeypatch):

@@ -128,8 +128,10 @@ def test_nan_pauses_with_message_and_keeps_last_good_checkpoint(runs):
     good = checkpoint.load(snap.checkpoint)
     assert good.train_state["json"]["step"] == 3  # the eval at step 3, before the NaN at step 6
     assert all(torch.isfinite(t).all() for t in good.model.state_dict().values())
-    # the run is back there: its step, and what Save writes (the weights and the card of step 3)
-    assert snap.step == 3
+    # the run is back there: its step, curves, and what Save writes (the weights and the card of step 3)
+    assert snap.step == 3 and max(h["step"] for h in snap.history) == 3
+    assert f"Resume restarts from it at learning rate {TINY['lr'] * 0.5:.3g} (this try: {TINY['lr']:.3g})" in \
+        snap.message, snap.message
     saved = checkpoint.load(run.save("after-nan", dest_dir=runs))
     assert saved.card["steps"] == 3 and saved.card["valid_accuracy"] == good.card["valid_accuracy"] is not None
     for k, v in good.model.state_dict().items():
