@@ -58,8 +58,10 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
         by_length = ui.accuracy_by_length_line(entry)
         if by_length:
             st.caption(by_length)
-        total = entry.card.get("total_steps")
-        of = (f" of {total:,} (stopped early)" if isinstance(total, int) and isinstance(entry.steps, int)
+        total, diverged = entry.card.get("total_steps"), entry.card.get("diverged_at")
+        why = (f"paused: diverged at step {diverged['step']:,}" if isinstance(diverged, dict)
+               and isinstance(diverged.get("step"), int) else "stopped early")
+        of = (f" of {total:,} ({why})" if isinstance(total, int) and isinstance(entry.steps, int)
               and total > entry.steps else "")
         st.caption(f"corpus: {md_escape(entry.corpus)} · steps: "
                    f"{f'{entry.steps:,}' if entry.steps is not None else '–'}{of} · {md_escape(entry.ref)}")

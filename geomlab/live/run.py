@@ -137,6 +137,7 @@ class LiveRun:
         self._saved: list[str] = []
         self._save_requests: list[tuple[Path, str | None, threading.Event, list]] = []
         self._lr_factor = 1.0
+        self._diverged: dict | None = None  # while paused by a divergence: {"step", "quantity"} for Save's card
         self._registry: Any = None  # the geomlab.live.runner.RunRegistry that created it: its limit applies
         self.task = task if task is not None else build_task(spec)
         if hasattr(self.task, "check_context"):  # a text shorter than the context: refused here, readable
@@ -333,6 +334,7 @@ class LiveRun:
                                  callback=self._on_progress, log_dir=self.log_dir).trainer
             self._message = ""
         self._trainer = trainer
+        self._diverged = None
         self._state = "running"
         self._thread = threading.Thread(target=self._work, args=(trainer,), daemon=True,
                                         name=f"geomlab-live-{self.run_id}")
@@ -361,6 +363,8 @@ class LiveRun:
                 self._state = "paused"
                 if good is not None:  # what Save writes, the probe traces and Resume starts from
                     self._back_to(good)
+                    if isinstance(err, TrainingError):
+                        self._diverged = {"step": err.step, "quantity": err.quantity}
                     back = f"Back at the last good checkpoint (step {good.step:,}); "
                 else:
                     back = ""
@@ -498,6 +502,8 @@ class LiveRun:
             metrics = list(trainer.history)
         card.setdefault("corpus", getattr(self.task, "name", "?"))
         card["saved_from"] = "geomlab live run"
+        if self._diverged is not None:  # paused: the weights of the last good checkpoint, before the divergence
+            card["diverged_at"] = dict(self._diverged)
         if self.spec.group and is_osm(self.spec.kind):
             card.setdefault("group", self.spec.group)
         return ckpt.save(stem, self.model, getattr(self.task, "vocab", None), card,

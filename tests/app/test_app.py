@@ -1272,13 +1272,16 @@ def test_checkpoints_page_deletes_only_this_sessions_uploads(ckpt_dirs, monkeypa
 
 def test_a_checkpoint_card_says_selected_once_and_a_run_stopped_early_says_so(ckpt_dirs, tmp_path, monkeypatch):
     """A baseline's card (no view of its own) offers Select until it is the selection, then shows it selected
-    with the button off; a checkpoint saved before its last step says "steps: 2 of 10 (stopped early)"."""
+    with the button off; a checkpoint saved before its last step says "steps: 2 of 10 (stopped early)", or
+    why: "(paused: diverged at step 7)"."""
     from geomlab.checkpoints import io as ckpt
 
     runs, _ = ckpt_dirs
     shutil.copytree(runs, tmp_path / "runs")
     c = ckpt.load(runs / "s3")
     ckpt.save(tmp_path / "runs" / "early", c.model, c.vocab, {**c.card, "total_steps": 10})
+    ckpt.save(tmp_path / "runs" / "blown", c.model, c.vocab,
+              {**c.card, "total_steps": 10, "diverged_at": {"step": 7, "quantity": "loss"}})
     monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
     at = app()
     goto(at, "checkpoints")
@@ -1291,7 +1294,9 @@ def test_a_checkpoint_card_says_selected_once_and_a_run_stopped_early_says_so(ck
     assert done.label == "Selected" and done.disabled
     notes = [c.value.replace("\\", "") for c in at.caption if c.value.startswith("corpus:")]  # markdown escapes
     assert any(n.endswith("steps: 2 of 10 (stopped early) · runs/early") for n in notes), notes
-    assert not any("stopped early" in n for n in notes if "runs/early" not in n), notes
+    assert any(n.endswith("steps: 2 of 10 (paused: diverged at step 7) · runs/blown") for n in notes), notes
+    assert not any("stopped early" in n or "diverged" in n for n in notes
+                   if not n.endswith(("runs/early", "runs/blown"))), notes
 
 
 def test_another_sessions_run_can_be_watched_not_changed(ckpt_dirs, monkeypatch):

@@ -134,6 +134,7 @@ def test_nan_pauses_with_message_and_keeps_last_good_checkpoint(runs):
         snap.message, snap.message
     saved = checkpoint.load(run.save("after-nan", dest_dir=runs))
     assert saved.card["steps"] == 3 and saved.card["valid_accuracy"] == good.card["valid_accuracy"] is not None
+    assert saved.card["diverged_at"] == {"step": 6, "quantity": "loss"}  # the card says why it stopped early
     for k, v in good.model.state_dict().items():
         torch.testing.assert_close(saved.model.state_dict()[k], v, rtol=0, atol=0)
     # resuming restarts from it with a smaller learning rate
@@ -142,6 +143,7 @@ def test_nan_pauses_with_message_and_keeps_last_good_checkpoint(runs):
     snap = live.wait_for(run, lambda s: not s.active, timeout=120)
     assert snap.state == "finished"
     assert checkpoint.load(snap.checkpoint).train_config["lr"] == pytest.approx(TINY["lr"] * 0.5)
+    assert "diverged_at" not in checkpoint.load(run.save("resumed", dest_dir=runs)).card  # trained on past it
 
 
 def test_nan_at_the_first_step_still_has_a_step0_checkpoint(runs):
