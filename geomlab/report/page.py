@@ -202,7 +202,8 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
               "What the one rule chose for each model (lr and warm-up, then weight decay and dropout at them, kept "
               "when a divergence steps the lr down; "
               "— while its tuning runs) and its seeds: finished of those planned (the plan adds seeds until "
-              "every gap settles); the regularisation settings it tried at the tuning budget, with their "
+              "every gap settles; \"+ 1 earlier\": a seed finished at the row's settings before the seed rule "
+              "settled on fewer, which the row counts too); the regularisation settings it tried at the tuning budget, with their "
               "validation BPC. The lr is the one the row's seeds train at, with the tuned one beside it where "
               "a divergence at the full budget stepped it down.", "",
               "| comparison | model | lr the seeds train at | warm-up | weight decay | dropout | seeds "
