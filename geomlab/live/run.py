@@ -77,19 +77,26 @@ def build_task(spec: RunSpec):
 OVERFIT_BPC = 0.1
 
 
-def overfit_note(history: list[dict], metric: str, final: float | None) -> str:
-    """`` Its valid BPC was lowest, 2.104, at step 600 and rose after it: ...`` when the run's final validation
-    ``final`` is more than :data:`OVERFIT_BPC` above the lowest of ``history``'s ``valid_<metric>`` entries
-    (the model learns its training text by heart: a short text overfits); empty otherwise."""
+def lowest_valid(history: list[dict], metric: str, value: float | None) -> tuple[int, float] | None:
+    """``(step, lowest)``: the lowest of ``history``'s ``valid_<metric>`` entries and its step, when ``value``
+    is more than :data:`OVERFIT_BPC` above it; None otherwise."""
     pts = [(h["step"], h[f"valid_{metric}"]) for h in history
            if h.get(f"valid_{metric}") is not None and not h.get("final")]
-    if final is None or not pts:
-        return ""
+    if value is None or not pts:
+        return None
     step, best = min(pts, key=lambda p: p[1])
-    if final - best <= OVERFIT_BPC:
+    return (step, best) if value - best > OVERFIT_BPC else None
+
+
+def overfit_note(history: list[dict], metric: str, final: float | None) -> str:
+    """`` Its valid BPC was lowest, 2.104, at step 600 and rose after it: ...`` when the run's final validation
+    ``final`` is more than :data:`OVERFIT_BPC` above the lowest of ``history``'s (:func:`lowest_valid`: the
+    model learns its training text by heart, a short text overfits); empty otherwise."""
+    low = lowest_valid(history, metric, final)
+    if low is None:
         return ""
-    return (f" Its valid BPC was lowest, {best:.3f}, at step {step:,} and rose after it: the model overfits its "
-            "training text (a longer text, fewer steps or a smaller model help).")
+    return (f" Its valid BPC was lowest, {low[1]:.3f}, at step {low[0]:,} and rose after it: the model overfits "
+            "its training text (a longer text, fewer steps or a smaller model help).")
 
 
 class LiveRun:
@@ -365,7 +372,12 @@ class LiveRun:
                     self._back_to(good)
                     if isinstance(err, TrainingError):
                         self._diverged = {"step": err.step, "quantity": err.quantity}
-                    back = f"Back at the last good checkpoint (step {good.step:,}); "
+                    # "good" is finite, not necessarily the best: a validation that had risen is said
+                    there = good.last_valid.get("bpc")
+                    low = lowest_valid(self._history, "bpc", there)
+                    worse = (f"; its valid BPC, {there:.3f}, is above the run's lowest, {low[1]:.3f} at step "
+                             f"{low[0]:,}" if low else "")
+                    back = f"Back at the last good checkpoint (step {good.step:,}{worse}); "
                 else:
                     back = ""
                 # (the trainer's "stopped" is what "paused" says here)

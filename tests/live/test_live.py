@@ -453,3 +453,35 @@ def test_only_the_owner_stops_resumes_saves_or_forgets_a_run(runs, monkeypatch):
     finally:
         monkeypatch.setenv(catalog.SHARED_ENV, "1")
         run.stop(wait=60)
+
+
+def _text_nan_after(text: str, bad_step: int):
+    """A text task (pasted text) whose training loss turns NaN from the ``bad_step``-th call on."""
+    from geomlab.data import LMTask
+    from geomlab.data.corpora import corpus_from_text
+
+    class Task(LMTask):
+        def __init__(self):
+            super().__init__(corpus_from_text(text))
+            self.calls = 0
+
+        def loss(self, outputs, targets):
+            self.calls += 1
+            loss = super().loss(outputs, targets)
+            return loss * float("nan") if self.calls >= bad_step else loss
+
+    return Task()
+
+
+def test_a_pause_says_when_the_last_good_checkpoint_validates_worse_than_the_runs_best(runs):
+    """"Good" is finite, not best: a pause whose checkpoint validates more than OVERFIT_BPC above the run's
+    lowest validation says so (here the lowest is planted at step 0, below anything the run reaches)."""
+    text = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 20
+    run = live.LiveRun(spec(data="text", text=text, steps=40, eval_every=3, seq_len=16),
+                       task=_text_nan_after(text, bad_step=6))
+    run._history.append({"step": 0, "valid_bpc": 0.5})
+    run.start()
+    snap = live.wait_for(run, lambda s: not s.active, timeout=120)
+    assert snap.state == "paused"
+    assert "(step 3; its valid BPC, " in snap.message and "is above the run's lowest, 0.500 at step 0)" in \
+        snap.message, snap.message

@@ -107,6 +107,9 @@ def test_a_finished_run_whose_validation_rose_says_it_overfits():
     assert "lowest, 4.900, at step 200" in note and "overfits" in note
     assert overfit_note(hist, "bpc", 4.9 + OVERFIT_BPC / 2) == ""
     assert overfit_note([], "bpc", 6.2) == "" and overfit_note(hist, "bpc", None) == ""
+    from geomlab.live.run import lowest_valid
+
+    assert lowest_valid(hist, "bpc", 6.2) == (200, 4.9) and lowest_valid(hist, "bpc", 4.95) is None
 
 
 def test_a_runs_label_names_its_data_short_and_its_steps_with_separators():
