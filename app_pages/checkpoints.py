@@ -63,8 +63,8 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
                and isinstance(diverged.get("step"), int) else "stopped early")
         of = (f" of {total:,} ({why})" if isinstance(total, int) and isinstance(entry.steps, int)
               and total > entry.steps else "")
-        st.caption(f"corpus: {md_escape(entry.corpus)} · steps: "
-                   f"{f'{entry.steps:,}' if entry.steps is not None else '–'}{of} · {md_escape(entry.ref)}")
+        steps = f"{entry.steps:,}" if entry.steps is not None else "–"
+        st.caption(f"corpus: {md_escape(entry.corpus)} · steps: {steps}{of} · {md_escape(entry.ref)}")
         fitting = fitting_views(entry.kind)
         deletable = catalog.may_change(entry, owner_token())  # only what this session created
         # a row that wraps (buttons as wide as their labels), so no label is cut in a half-width card
