@@ -26,6 +26,7 @@ names).
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -280,7 +281,9 @@ class Trainer(Checkpointing):
         if self.progress_bar:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=cfg.steps, initial=self.step, unit="step", dynamic_ncols=True)
+            # a log file (no terminal) gets a line every 30 s, not one per refresh
+            bar = tqdm(total=cfg.steps, initial=self.step, unit="step", dynamic_ncols=True,
+                       mininterval=0.1 if sys.stderr.isatty() else 30.0)
         self._emit(Progress("start", self.step, cfg.steps, lr=cfg.lr_at(max(1, self.step + 1)),
                             elapsed_s=self.elapsed_s))
         error = None
