@@ -1,8 +1,8 @@
 """The view pages' "What if" panel: one intervention at the cursor (:mod:`geomlab.whatif.catalog`), a slider
-for its size, and before against after: the next-token guesses, the effect along the text (KL divergence,
-change in surprisal of the real next token) and the geometry it changed drawn over the original. Off until switched on (its state, the intervention and its size,
-is in the page's link as ``wi`` and ``wis``); a click on the effect chart moves the cursor, and the
-intervention with it."""
+for its size, and before against after: the guesses (next token, or a word problem's running product), the
+effect along the text (KL divergence, change in surprisal of what really follows) and the geometry it changed
+drawn over the original. Off until switched on (its state, the intervention and its size, is in the page's
+link as ``wi`` and ``wis``); a click on the effect chart moves the cursor, and the intervention with it."""
 
 from __future__ import annotations
 
@@ -33,13 +33,9 @@ def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], 
         tokens = encode_text(ck.vocab, text).reshape(-1)
         with MODEL_LOCK:
             out = catalog.apply(name, ck.model, tokens, pos, size, **controls)
+        out = out.scored_on(entry.task)
         names = [md_escape(t) for t in getattr(ck.vocab, "tokens", [])] or [str(i) for i in range(out.before.shape[1])]
-        kl = out.kl_bits()
-        ds = out.surprisal_change_bits()
-        where, total = (("from the cursor on", ds[pos:].sum()) if out.position is not None
-                        else ("over the whole text", ds.sum()))
-        line = (f"{md_escape(out.what)}: KL at the cursor {kl[pos]:.3g} bits, largest {kl.max():.3g} bits; the "
-                f"real text's surprisal {total:+.3g} bits {where}.")
+        line = md_escape(out.summary(pos))
         try:
             ghost = whatif_geometry(out, layer=int(controls.get("layer") or 0))
         except FigureError:

@@ -1,6 +1,6 @@
-"""Figures of an intervention (:class:`geomlab.whatif.outcome.Outcome`): the next-token guesses before and
-after at one position, and the effect along the text (KL divergence and the change in surprisal of the token
-that really follows). They take an outcome, not a trace, so they are not catalogue figures
+"""Figures of an intervention (:class:`geomlab.whatif.outcome.Outcome`): the guesses (next token, or a word
+problem's running product) before and after at one position, and the effect along the text (KL divergence and
+the change in surprisal of what really follows). They take an outcome, not a trace, so they are not catalogue figures
 (:func:`~geomlab.figures.catalog.figure`); the app's "What if" panel draws them. Design choice."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ BEFORE, AFTER = "#999999", colour(0)
 
 
 def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 5) -> Chart:
-    """The ``k`` most likely next tokens after ``position`` before and after the intervention, as grouped
+    """The ``k`` most likely next tokens after ``position`` (running products at it, for a word problem's
+    outcome: ``outcome.predicts``) before and after the intervention, as grouped
     horizontal bars (probabilities in [0, 1]): every token in either top-k, ordered by its probability
     after. ``token_names``: the vocabulary's names by id (``token_names[i]``). Traces ``"before"``,
     ``"after"``. Raises :class:`FigureError` for a position outside the text or ``k < 1``. Design choice."""
@@ -35,6 +36,7 @@ def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 
     ids = list(dict.fromkeys([int(i) for i in np.argsort(-q, kind="stable")[:k]]
                              + [int(i) for i in np.argsort(-p, kind="stable")[:k]]))
     ids.sort(key=lambda i: -q[i])
+    wp = outcome.predicts != "next token"
     names = [f"“{token_names[i] if i < len(token_names) else i}”" for i in ids][::-1]
     fig = FigureBuilder()
     for name, probs, col in (("before", p, BEFORE), ("after", q, AFTER)):
@@ -45,19 +47,23 @@ def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 
                        "hovertemplate": f"{name}: %{{y}} %{{x:.3f}}<extra></extra>"})
     fig.update_layout(barmode="group", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1,
                                                "xanchor": "right"})
-    fig.update_xaxes(title_text="probability of the next token", range=[0, 1.15], tickformat=".0%")
+    fig.update_xaxes(title_text=f"probability of the {outcome.predicts}", range=[0, 1.15], tickformat=".0%")
     kl = float(outcome.kl_bits()[position])
-    cap = (f"The model's {k} most likely next tokens after position {position}, before (grey) and after "
-           f"(colour) the intervention ({outcome.what}); KL divergence there {kl:.3f} bits.")
-    return finish(fig, f"Next token after position {position}", cap, "whatif_guesses",
+    what = f"running products at position {position}" if wp else f"next tokens after position {position}"
+    cap = (f"The model's most likely {what} ({len(ids)}: the {k} likeliest before and the {k} likeliest after, "
+           f"together), before (grey) and after (colour) the intervention ({outcome.what}); KL divergence there "
+           f"{kl:.3f} bits.")
+    title = f"Running product at position {position}" if wp else f"Next token after position {position}"
+    return finish(fig, title, cap, "whatif_guesses",
                   height=120 + 34 * len(ids), margin={"l": 70, "r": 30, "t": 40, "b": 60})
 
 
 def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW) -> Chart:
     """The intervention's effect along the text, two panels over the positions around it (at most ``window``
-    consecutive positions, full resolution): top, the KL divergence of the next-token distribution before ->
-    after at each position (bits); bottom, the change in surprisal of the token that really follows (bits,
-    positive: the real text became harder to predict). The intervention's position is the orange line.
+    consecutive positions, full resolution): top, the KL divergence of the predicted distribution (next token,
+    or a word problem's running product: ``outcome.predicts``) before -> after at each position (bits);
+    bottom, the change in surprisal of what really follows (the correct running product), in bits,
+    positive: the real text became harder to predict. The intervention's position is the orange line.
     ``labels``: the tokens of the text. Traces ``"KL"``, ``"surprisal change"``. Raises :class:`FigureError`
     when ``labels`` and the outcome differ in length. Design choice."""
     T = len(outcome.before)
@@ -66,11 +72,12 @@ def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW) -> Chart
     at = outcome.position
     idx = shown_window(T, at if at is not None else T - 1, window)
     kl = outcome.kl_bits()
-    ds = np.append(outcome.surprisal_change_bits(), np.nan)  # nothing follows the last position
+    ds = outcome.surprisal_change_bits()  # NaN where nothing is scored (a text's last next token)
+    real = "real next token" if outcome.predicts == "next token" else f"correct {outcome.predicts}"
     text = np.array(hover_tokens(labels, idx))
     fig = FigureBuilder.grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16,
-                             subplot_titles=["KL(before ‖ after) of the next token (bits)",
-                                             "change in surprisal of the real next token (bits)"])
+                             subplot_titles=[f"KL(before ‖ after) of the {outcome.predicts} (bits)",
+                                             f"change in surprisal of the {real} (bits)"])
     fig.add_trace({"type": "bar", "x": idx, "y": kl[idx], "customdata": idx, "name": "KL",
                    "marker": {"color": AFTER}, "text": text, "showlegend": False,
                    "hovertemplate": "position %{text}<br>KL %{y:.4f} bits<extra></extra>"}, row=1, col=1)
@@ -85,11 +92,12 @@ def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW) -> Chart
     fig.update_yaxes(title_text="bits", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="bits", row=2, col=1)
     after = slice(at, None) if at is not None else slice(None)
-    total = float(np.nansum(ds[after][:-1])) if at is not None else float(np.nansum(ds))
+    total = float(np.nansum(ds[after]))
     where = f"at position {at} '{md_label(labels[at])}'" if at is not None else "on every position"
-    cap = (f"What the intervention ({outcome.what}) {where} changed: the KL divergence of the next-token "
+    span = "from there on" if at is not None else "over the text"
+    cap = (f"What the intervention ({outcome.what}) {where} changed: the KL divergence of the {outcome.predicts} "
            f"distribution, largest {float(np.nanmax(kl)):.3f} bits at position {int(np.nanargmax(kl))}; and the "
-           f"surprisal of the real text, {total:+.2f} bits in all from there on (positive: harder to predict). "
+           f"surprisal of the {real}, {total:+.2f} bits in all {span} (positive: harder to predict). "
            f"Positions {int(idx[0])}–{int(idx[-1])} of {T}.")
     return finish(fig, "Effect along the text", cap, "whatif_effect", height=420)
 

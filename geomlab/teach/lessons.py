@@ -111,7 +111,7 @@ S5_LESSON = Lesson(
                  "$\\lVert\\Phi_5\\rVert = 4.44$ long). The state never leaves O(5).",
             notice="At $\\varepsilon = 0$ the model names `03421`, the running product. Along its own update "
                    "it keeps naming `03421` for every $\\varepsilon$ from −2 to +1.5: the readout is robust to a "
-                   "push of half the step. At $\\varepsilon = -3$ (**Next token after position 5**) it names "
+                   "push of half the step. At $\\varepsilon = -3$ (**Running product at position 5**) it names "
                    "`43021`, the product *before* token 5: walking back along the update undoes the token. "
                    "Drag the size slider in the full view to find where the answer flips."),
     ),

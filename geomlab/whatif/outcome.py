@@ -1,9 +1,11 @@
 """The result of one intervention: a text's logits before and after, where it was applied, and what it
-changed; the measures the app and the notebooks read off it (KL divergence, change in surprisal)."""
+changed; the measures the app, ``geomlab whatif`` and the notebooks read off it (KL divergence, change in
+surprisal of what the model is trained to predict, a one-line summary)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +26,9 @@ class Outcome:
     ``tokens``: ``(T,)`` token ids; ``before``, ``after``: ``(T, V)`` logits (float32) of the plain and the
     intervened run; ``position``: where the intervention was applied (None: everywhere, e.g. a head
     ablated on every position); ``what``: the intervention in words; ``geometry``: the values it changed,
-    by name, e.g. ``{"state_before": (n, n), "state_after": (n, n)}`` (float or complex arrays)."""
+    by name, e.g. ``{"state_before": (n, n), "state_after": (n, n)}`` (float or complex arrays);
+    ``targets``: ``(T,)`` the id each position's output is scored on, or None for a language model (the
+    next token); ``predicts``: what the outputs predict, in words (:meth:`scored_on` sets both)."""
 
     tokens: np.ndarray
     before: np.ndarray
@@ -32,6 +36,26 @@ class Outcome:
     position: int | None
     what: str
     geometry: dict[str, np.ndarray] = field(default_factory=dict)
+    targets: np.ndarray | None = None
+    predicts: str = "next token"
+
+    def scored_on(self, task: Any) -> "Outcome":
+        """This outcome scored on what a model of ``task`` is trained to predict: for a group word problem
+        (``task`` a checkpoint card's ``task`` entry, :func:`geomlab.trace.scoring.is_word_problem`) the
+        running product ``g_0 ... g_t`` at each position ``t``; otherwise (a language model, ``task`` None)
+        the next token, unchanged. Raises ``ValueError`` for an unknown group or ids outside it. Design
+        choice (the scoring of :func:`geomlab.trace.scoring.score_predictions`)."""
+        from geomlab.trace.scoring import is_word_problem
+
+        if not is_word_problem(task):
+            return self
+        import torch
+
+        from geomlab.data.word_problem import get_group
+
+        group = get_group(str(task["group"]))
+        targets = group.running_product(torch.as_tensor(self.tokens, dtype=torch.long)).numpy()
+        return replace(self, targets=targets, predicts="running product")
 
     def kl_bits(self) -> np.ndarray:
         """``(T,)`` KL(p_before || p_after) of the next-token distribution at each position, in bits (0 where
@@ -40,12 +64,35 @@ class Outcome:
         return (np.exp(lp) * (lp - lq)).sum(axis=-1) / LN2
 
     def surprisal_change_bits(self) -> np.ndarray:
-        """``(T - 1,)`` change in surprisal, in bits, of the token that really follows each position
-        (``after - before``: positive, the model found the real text harder after the intervention)."""
-        nxt = np.asarray(self.tokens[1:], dtype=np.int64)
-        rows = np.arange(len(nxt))
-        lp, lq = log_softmax(self.before[:-1]), log_softmax(self.after[:-1])
-        return (lp[rows, nxt] - lq[rows, nxt]) / LN2
+        """``(T,)`` change in surprisal, in bits, of what each position's output is scored on (``after -
+        before``: positive, the model found the real text harder after the intervention): the token that
+        really follows for a language model (the last position, followed by nothing, is NaN), the running
+        product for a word problem (:meth:`scored_on`)."""
+        lp, lq = log_softmax(self.before), log_softmax(self.after)
+        T = len(lp)
+        if self.targets is not None:
+            rows, ids = np.arange(T), np.asarray(self.targets, dtype=np.int64)
+        else:
+            rows, ids = np.arange(T - 1), np.asarray(self.tokens[1:], dtype=np.int64)
+        out = np.full(T, np.nan)
+        out[rows] = (lp[rows, ids] - lq[rows, ids]) / LN2
+        return out
+
+    def summary(self, position: int) -> str:
+        """One line in plain text: the intervention, the KL divergence at ``position`` and its largest, and the
+        summed surprisal change of the real text from ``position`` on (over the whole text where the
+        intervention acted everywhere), in bits. What the app's panel and ``geomlab whatif`` print. Raises
+        ``IndexError`` for a position outside ``0..T-1``. Design choice."""
+        if not 0 <= position < len(self.before):
+            raise IndexError(f"position {position} outside 0..{len(self.before) - 1}")
+        kl, ds = self.kl_bits(), self.surprisal_change_bits()
+        if self.position is not None:
+            where, total = "from the cursor on", np.nansum(ds[position:])
+        else:
+            where, total = "over the whole text", np.nansum(ds)
+        real = "the real text's surprisal" if self.targets is None else "the correct running products' surprisal"
+        return (f"{self.what}: KL at the cursor {kl[position]:.3g} bits, largest {kl.max():.3g} bits; {real} "
+                f"{total:+.3g} bits {where}.")
 
     def top_k(self, position: int, k: int = 5) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
         """The ``k`` most likely next tokens at ``position`` before and after: ``[(id, probability)]`` each.

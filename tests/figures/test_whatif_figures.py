@@ -43,7 +43,7 @@ def test_the_effect_draws_the_window_around_the_intervention_with_its_kl_and_sur
     x = np.asarray(kl.x)
     assert list(x) == list(range(x[0], x[0] + 128)) and x[0] <= 150 <= x[-1]  # 128 consecutive positions
     np.testing.assert_allclose(np.asarray(kl.y), o.kl_bits()[x], rtol=1e-6)
-    want = np.append(o.surprisal_change_bits(), np.nan)[x]
+    want = o.surprisal_change_bits()[x]
     np.testing.assert_allclose(np.asarray(ds.y, dtype=float), want, rtol=1e-6)
     assert np.allclose(np.asarray(kl.y)[x < 150], 0.0, atol=1e-9)  # nothing changed before it
     with pytest.raises(FigureError):
@@ -80,3 +80,14 @@ def test_the_geometry_ghost_draws_what_each_intervention_changed():
     o = catalog.apply("ablate_head", small_model("transformer").eval(), tokens, 5, 1, layer=0, head=0)
     with pytest.raises(FigureError):
         whatif_geometry(o)
+
+
+def test_a_word_problem_outcome_titles_its_guesses_and_effect_by_the_running_product():
+    o = _outcome(T=20, at=5)
+    o = o.__class__(o.tokens % 6, o.before, o.after, 5, "a test nudge").scored_on({"task": "word-problem", "group": "S3"})
+    guesses = whatif_guesses(o, 5, [str(i) for i in range(6)])
+    assert "Running product at position 5" in guesses.figure.layout.title.text
+    effect = whatif_effect(o, ["x"] * 20).figure
+    ds = next(t for t in effect.data if t.name == "surprisal change")
+    assert np.isfinite(np.asarray(ds.y, dtype=float)).all()  # the last position has a product to score
+    assert "running product" in effect.layout.annotations[1].text

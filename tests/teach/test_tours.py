@@ -514,7 +514,7 @@ def test_the_what_if_step_undoes_the_token_as_its_notice_says(bundled_app):
     assert not at.exception and not at.error
     assert at.session_state["gl_whatif"] == "steer" and at.session_state["gl_whatif_size"] == -3.0
     specs = [json.loads(c.spec) if isinstance(c.spec, str) else c.spec for c in charts(at)]
-    guesses = next(s for s in specs if "Next token after position" in json.dumps(s.get("layout", {})))
+    guesses = next(s for s in specs if "Running product at position 5" in json.dumps(s.get("layout", {})))
     data = {t["name"]: t for t in guesses["data"]}
     top = lambda t: t["y"][int(np.argmax(t["x"]))].strip("“”")  # noqa: E731
     assert top(data["before"]) == "03421" and top(data["after"]) == "43021"

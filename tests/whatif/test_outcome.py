@@ -42,3 +42,40 @@ def test_top_k_lists_the_most_likely_tokens_in_order():
     assert sum(pr for _, pr in before) <= 1.0 and len(after) == 3
     with pytest.raises(IndexError):
         o.top_k(6)
+
+
+def test_surprisal_change_has_one_entry_per_position_and_nothing_after_the_last():
+    o = _outcome(3)
+    d = o.surprisal_change_bits()
+    assert d.shape == (len(o.tokens),) and np.isnan(d[-1]) and np.isfinite(d[:-1]).all()
+
+
+def test_a_word_problem_outcome_is_scored_on_the_running_product_not_the_next_input():
+    """A word-problem model predicts g_0 ... g_t at position t: the surprisal change reads that id at the
+    same position, and the summary names it, where a language model's reads the next input."""
+    import torch
+
+    from geomlab.data.word_problem import get_group
+
+    rng = np.random.default_rng(4)
+    group = get_group("S3")
+    T, V = 7, group.order
+    tokens = rng.integers(0, V, size=T)
+    before = rng.normal(size=(T, V)).astype(np.float32)
+    after = before + rng.normal(size=(T, V)).astype(np.float32)
+    plain = Outcome(tokens, before, after, 2, "test")
+    assert plain.scored_on(None) is plain and plain.scored_on({"task": "lm"}) is plain
+    wp = plain.scored_on({"task": "word-problem", "group": "S3"})
+    prod = group.running_product(torch.as_tensor(tokens)).numpy()
+    np.testing.assert_array_equal(wp.targets, prod)
+    d = wp.surprisal_change_bits()
+    assert np.isfinite(d).all()  # every position, the last included, has a product to score
+    for t in range(T):
+        p = np.exp(before[t]) / np.exp(before[t]).sum()
+        q = np.exp(after[t]) / np.exp(after[t]).sum()
+        assert d[t] == pytest.approx(float(np.log2(p[prod[t]]) - np.log2(q[prod[t]])), rel=1e-4, abs=1e-6)
+    assert wp.predicts == "running product" and "running products" in wp.summary(2)
+    assert f"{np.nansum(d[2:]):+.3g} bits from the cursor on" in wp.summary(2)
+    assert "real text" in plain.summary(2)
+    with pytest.raises(IndexError):
+        wp.summary(T)
