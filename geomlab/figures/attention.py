@@ -68,7 +68,8 @@ def _square_map(tr: Trace, idx: np.ndarray, cursor: int | None, z: np.ndarray, s
             # the map is square, so narrower than the plot area is tall once the figure is narrow: top-aligned
             # (constraintoward="top" below) with a half-height colour bar from its top edge; no colour-bar
             # title (the figure's title names the quantity)
-            "colorbar": {"len": 0.5, "y": 1.0, "yanchor": "top", "thickness": 10, "tickfont": {"size": 10}},
+            "colorbar": {"len": 0.5, "y": 1.0, "yanchor": "top", "thickness": 10, "tickfont": {"size": 10},
+                         "tickformat": ".3~g"},  # 0.0005, not plotly's SI "500µ"
             "hovertemplate": f"query %{{y}}<br>key %{{x}}<br>{hover} = %{{z:.4f}}<extra></extra>"}
     if zmin < 0:
         heat["zmid"] = 0
@@ -124,10 +125,27 @@ def attention_maps(tr: Trace, layer: int = 0, head: int | None = None, cursor: i
            "to 1); grey cells are masked (future).")
     if getattr(tr, "has_similarity", False):
         cap += " The similarity map gives the state similarity these weights come from."
-    cap += window_note(tr.n_positions, idx) + missing_note(bad, "query rows")
+    cap += window_note(tr.n_positions, idx) + _outside_note(tr, layer, head, idx, cursor, w)
+    cap += missing_note(bad, "query rows")
     title = f"Attention weights{' (' + head_txt + ')' if head_txt else ''}, layer {layer}"
-    return _square_map(tr, idx, cursor, w, SEQUENTIAL, 0.0, finite_max(w), "weight", "weights", title, cap,
-                       "attention_maps")
+    # a floor keeps a window that holds almost none of its rows' weight dark, not its noise at full colour
+    return _square_map(tr, idx, cursor, w, SEQUENTIAL, 0.0, finite_max(w, floor=1e-3), "weight", "weights",
+                       title, cap, "attention_maps")
+
+
+def _outside_note(tr: Trace, layer: int, head: int | None, idx: np.ndarray, cursor: int | None,
+                  w: np.ndarray) -> str:
+    """A caption sentence when the window drawn holds less than half of the cursor row's weight (the last row
+    drawn without a cursor): how much it holds and the key the row weighs most. Empty otherwise."""
+    at = int(idx[-1]) if cursor is None else int(cursor)
+    share = float(np.nansum(w[int(np.searchsorted(idx, at))]))
+    if share >= 0.5 or int(idx[0]) == 0:
+        return ""
+    row = tr.attention_rows(layer, np.array([at]), head)[0]
+    j = int(np.nanargmax(row))
+    where = ", left of the window" if j < int(idx[0]) else ""
+    return (f" The window holds {share:.2g} of row {at}'s weight: the row weighs key {j} "
+            f"'{md_label(tr.labels[j])}' most ({float(row[j]):.2g}{where}).")
 
 
 @figure(click="row", label="state similarity map", applies=lambda tr: is_osm(tr) and bool(getattr(tr, "has_similarity", False)),

@@ -123,12 +123,13 @@ def patching_heatmap(sweep, labels: Sequence[str], token_names: Sequence[str] = 
     cols = np.searchsorted(pos, shown)
     z = vals[:, cols]
     fin = z[np.isfinite(z)]
-    lim = max(float(np.abs(fin).max()) if fin.size else 1.0, 1e-9)
+    # symmetric about 0, so "nothing restored" is the scale's neutral middle whatever the data (plotly
+    # ignores zmid beside zmin and zmax); the share restored spans at least -1..1
+    lim = max(float(np.abs(fin).max()) if fin.size else 1.0, 1.0 if recovered else 1e-9)
     fig = FigureBuilder()
     fig.add_trace({"type": "heatmap", "z": z, "x": shown, "y": list(range(L)), "name": "patching",
                    "customdata": np.broadcast_to(shown, z.shape), "colorscale": "RdBu",
-                   "zmid": 0.0, "zmin": -lim if not recovered else min(-0.05, float(fin.min()) if fin.size else 0),
-                   "zmax": lim if not recovered else max(1.0, float(fin.max()) if fin.size else 1),
+                   "zmin": -lim, "zmax": lim,
                    "reversescale": True,
                    "text": np.broadcast_to(np.array(hover_tokens(labels, shown), dtype=object), z.shape),
                    "hovertemplate": "layer %{y}, position %{text}<br>%{z:.3f}<extra></extra>",

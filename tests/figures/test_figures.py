@@ -1491,3 +1491,26 @@ def test_a_click_on_a_grey_eigenvalue_moves_the_cursor_to_its_position():
     mine = [cd for cd in trail.customdata if cd[0] == 6]
     assert len(mine) == tr.d and click_target("position", {"x": 1.0, "customdata": list(map(float, mine[0]))}) == \
         {"position": 6}
+
+
+def test_an_attention_window_that_holds_little_of_its_rows_weight_says_where_it_lies(monkeypatch):
+    """Far along a text whose rows weigh key 0 (left of the window) the map's colour range keeps its floor,
+    not the window's noise, and the caption says how much of the cursor's row the window holds and which
+    key the row weighs most; a window that holds its rows' weight says nothing of the kind."""
+    text = (TEXT * 8)[:200]
+    tr = trace(small_model("transformer"), encode_text(VOCAB, text), vocab=VOCAB, text=text)
+
+    def rows_on_key0(layer, rows=None, head=None):
+        rows = np.arange(tr.n_positions) if rows is None else np.asarray(rows)
+        w = np.zeros((len(rows), tr.n_positions))
+        w[:, 0] = 1 - 1e-9 * rows
+        w[np.arange(len(rows)), rows] += 1e-9 * rows  # a trace of weight on the diagonal
+        return w
+
+    monkeypatch.setattr(tr, "attention_rows", rows_on_key0)
+    fig, cap = figures.attention_maps(tr, layer=0, cursor=190)
+    assert fig.data[0].zmax == pytest.approx(1e-3)
+    assert "The window holds 1.9e-07 of row 190's weight: the row weighs key 0 'R' most (1, left of the window)" in cap
+    tr = trace(small_model("transformer"), encode_text(VOCAB, text), vocab=VOCAB, text=text)
+    _, cap = figures.attention_maps(tr, layer=0, cursor=190)
+    assert "The window holds" not in cap  # the model's own rows: most of their weight is recent

@@ -91,3 +91,18 @@ def test_a_word_problem_outcome_titles_its_guesses_and_effect_by_the_running_pro
     ds = next(t for t in effect.data if t.name == "surprisal change")
     assert np.isfinite(np.asarray(ds.y, dtype=float)).all()  # the last position has a product to score
     assert "running product" in effect.layout.annotations[1].text
+
+
+@pytest.mark.parametrize("recovered", [True, False])
+def test_the_patching_colour_scale_is_symmetric_so_nothing_restored_is_its_middle(recovered):
+    """Plotly ignores zmid beside zmin/zmax: the range itself is symmetric about 0, whatever the data
+    (here nothing below 0, where a range from the data's minimum put 0 at a saturated end)."""
+    from geomlab.figures.whatif import patching_heatmap
+    from geomlab.whatif.patching import Sweep
+
+    values = np.array([[0.0, 0.2, 0.9], [0.0, 0.0, 0.4]]) * 3.0
+    sweep = Sweep(values, ["a", "b"], np.arange(3), "logit_diff", clean=3.0, corrupt=0.0, target_position=2,
+                  target_token=1)
+    heat = patching_heatmap(sweep, list("xyz"), recovered=recovered).figure.data[0]
+    assert heat.zmin == -heat.zmax
+    assert heat.zmax == pytest.approx(1.0 if recovered else 2.7)
