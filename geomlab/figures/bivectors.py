@@ -19,7 +19,7 @@ from geomlab.geometry import planes
 from geomlab.trace import GrassmannTrace
 
 
-@figure(label="decomposability of plane averages", applies=is_grassmann, wide=False, default=False,
+@figure(click="position", label="decomposability of plane averages", applies=is_grassmann, wide=False, default=False,
         explain=Explanation(
     r"\kappa_t = \lambda_1^2 / \textstyle\sum_k \lambda_k^2",
     "Whether the planes of the last few positions average to a single plane (1) or a blend (lower).",

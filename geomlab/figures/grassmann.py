@@ -232,7 +232,7 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     return finish(fig, "Grassmann plane deformations", cap, "plane_distances", height=300 * rows + 80)
 
 
-@figure(label="principal angles", applies=is_grassmann, controls=("layer", "slot"), wide=False, explain=Explanation(
+@figure(click="position", label="principal angles", applies=is_grassmann, controls=("layer", "slot"), wide=False, explain=Explanation(
     r"0 \le \theta_1 \le \theta_2 \le \pi/2",
     "The two principal angles between the plane at $t-1$ and at $t$.",
     r"$\theta_1 = 0$: the planes share a line, always for offset $\Delta = 1$ (both hold $z_{t-1}$) and for $r = "
@@ -371,7 +371,7 @@ def plucker_heatmap(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: i
                   height=min(640, 300 + 7 * len(idx)))
 
 
-@figure(label="gate share", applies=lambda tr: is_grassmann(tr) and getattr(tr, "gates", None) is not None,
+@figure(click="position", label="gate share", applies=lambda tr: is_grassmann(tr) and getattr(tr, "gates", None) is not None,
         wide=False, default=False, explain=Explanation(
     r"1 - \bar\alpha_t",
     "Share of each layer's output that comes from the plane branch.",

@@ -146,7 +146,7 @@ def tangent_lines(tr: OSMTrace, cursor: int | None = None, size: int = WINDOW) -
     return finish(fig, "Tangent update magnitudes by layer", cap, "tangent_lines", height=280 * n_sub + 80)
 
 
-@figure(label="share turned by mixing", applies=has_tangents, default=False, explain=Explanation(
+@figure(click="position", label="share turned by mixing", applies=has_tangents, default=False, explain=Explanation(
     r"1 - \cos^2\angle(\Delta_t, \Phi_t)",
     "How much tangent mixing turned each update into other directions (0 = only rescaled, 1 = turned orthogonal).",
     "Values near 0: mixing acts like a step size; clearly above 0: it reroutes updates.",

@@ -68,6 +68,19 @@ def test_every_click_rule_is_a_known_one_and_linked_figures_carry_positions():
     assert figures.FIGURES["attention_overview"].click == "layer_head"
 
 
+def test_every_figure_drawn_against_position_moves_the_cursor_on_a_click():
+    """Each figure of every view whose x axis is the text's positions declares a click rule."""
+    from geomlab.teach import views
+    from tests.helpers.models import MODELS, get_trace
+
+    for model in MODELS:
+        for name, chart in views.all_figures(get_trace(model), cursor=5).items():
+            layout = chart.figure.to_plotly_json()["layout"]
+            titles = [(v.get("title") or {}).get("text") or "" for k, v in layout.items() if k.startswith("xaxis")]
+            if any(t.startswith("position") for t in titles):
+                assert figures.FIGURES[name].click is not None, f"{name} ({model}): no click rule"
+
+
 def test_a_click_on_the_attention_overview_opens_the_panel_clicked():
     """The overview's k-th trace is the panel of layer k // H, head k % H: what click_target reads."""
     from geomlab.figures.catalog import click_target
