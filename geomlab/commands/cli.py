@@ -18,6 +18,7 @@ COMMANDS = {
     "eval": "eval",
     "sample": "sample",
     "trace": "trace",
+    "whatif": "whatif",
     "zoo": "zoo",
     "report": "report",
     "bench": "bench",

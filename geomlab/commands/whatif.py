@@ -1,0 +1,207 @@
+"""``python -m geomlab whatif``: the app's "What if" panel and its patching sweep on the command line.
+
+One intervention of :mod:`geomlab.whatif.catalog` at a position (steer an OSM state, move a Grassmann plane,
+change a CEM layer's energy steps, ablate a head), printed as the panel's summary line
+(:meth:`geomlab.whatif.outcome.Outcome.summary`, scored on the checkpoint card's ``task`` as the app scores
+it) and the top-k guesses before and after; or, with ``--patch TOKEN``, the activation-patching sweep of the
+app's heatmap (:func:`geomlab.whatif.patching.patching_sweep`: the token at ``--pos`` replaced by ``TOKEN``,
+every layer and position patched back from the real text, the share of the prediction at ``--target`` each
+patch restores). ``--json FILE`` (``-``: standard output) saves the arrays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from geomlab.commands import add_checkpoint_argument, add_threads_argument, check_outputs, load_checkpoint, number, set_threads
+
+HELP = "intervene at a position (steer, move a plane, energy steps, ablate a head) or run a patching sweep"
+EPILOG = ("Interventions (--intervention, default the checkpoint's first, as the app's switch): steer (osm-rnn, "
+          "osmformer; --size ε in rad, -5..5), rotate_plane (grassmann; angle in rad, -1.57..1.57, --slot), "
+          "energy_steps (cem; steps T of --layer, 0..16, default the trained T + 2), ablate_head (transformer, "
+          "llama, grassmann-attn, cem; --head, size 1 ablated, 0 not). --patch TOKEN runs the app's patching "
+          "sweep instead (docs/whatif.md).")
+
+#: Positions a patching sweep reads at most, ending at its target: the app's window (``SWEEP_SPAN`` of its
+#: What-if panel), so the same inputs give the same sweep.
+SWEEP_SPAN = 128
+#: Below this logit difference between the clean and the corrupted run the share restored is noise over
+#: almost nothing, and the raw logit difference is printed instead (the app's heatmap does the same).
+SMALL_DIFFERENCE = 0.05
+_INT = number(int, 0, 2**31 - 1)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = EPILOG
+    add_checkpoint_argument(p)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="the text (at most 2,048 characters); for a word-problem checkpoint, group "
+                     "elements separated by spaces, e.g. '01234 10234'")
+    src.add_argument("--text-file", help="read the text from this UTF-8 file instead")
+    p.add_argument("--pos", "--cursor", dest="pos", type=_INT, required=True,
+                   help="the position (token index from 0, the app's cursor) where the intervention acts, or "
+                        "whose token --patch replaces")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--intervention", default=None, metavar="NAME",
+                      help="steer, rotate_plane, energy_steps or ablate_head (default: the first that applies)")
+    mode.add_argument("--patch", default=None, metavar="TOKEN",
+                      help="patching sweep: put this one token in --pos's place (the corrupted text) and patch "
+                           "every (layer, position) from the real text")
+    p.add_argument("--size", type=number(float, -1e6, 1e6), default=None,
+                   help="the knob's size (default the app's: 0.5, or the trained steps + 2 for energy_steps)")
+    p.add_argument("--layer", type=_INT, default=None, help="layer the intervention acts on (default 0)")
+    p.add_argument("--head", type=_INT, default=None, help="ablate_head: the head (default 0)")
+    p.add_argument("--slot", type=_INT, default=None, help="rotate_plane: the offset slot (default 0)")
+    p.add_argument("--top-k", type=number(int, 1, 100), default=5,
+                   help="guesses shown before and after (default 5, as the app)")
+    p.add_argument("--target", type=_INT, default=None,
+                   help=f"--patch: position whose prediction is read (after --pos, less than {SWEEP_SPAN} on; "
+                        "default 3 on, or the last)")
+    p.add_argument("--json", default=None, metavar="FILE",
+                   help="also write the arrays as strict JSON to FILE (parent folders are created); '-': "
+                        "standard output, and nothing else is printed there")
+    add_threads_argument(p)
+
+
+def _finite(values) -> list:
+    """Floats as a list for strict JSON: NaN and infinities as ``None`` (nested lists kept)."""
+    return [_finite(v) if hasattr(v, "__len__") else (float(v) if math.isfinite(float(v)) else None)
+            for v in values]
+
+
+def _tokens(vocab, text: str, what: str):
+    """``(T,)`` ids of ``text`` as the app encodes it; ``ValueError`` naming ``what`` when the vocabulary lacks
+    some of its symbols (an intervention on a text the model cannot read would mislead)."""
+    from geomlab.data.vocab import unknown_symbols_error, unknown_tokens
+    from geomlab.trace import encode_text, visible
+
+    bad = unknown_tokens(vocab, text)
+    if bad:  # one line: the vocabulary's newline token shown as the app shows it
+        raise ValueError(f"{what}: {str(unknown_symbols_error(vocab, bad)).replace(chr(10), visible(chr(10)))}")
+    return encode_text(vocab, text).reshape(-1)
+
+
+def run(args: argparse.Namespace) -> int:
+    from geomlab.commands.trace import read_text_file
+    from geomlab.data.vocab import decode_text, normalize_text
+    from geomlab.trace import visible
+
+    set_threads(args.threads)
+    c = load_checkpoint(args.checkpoint, device="cpu")
+    if c.vocab is None:
+        raise ValueError("this checkpoint has no vocabulary (not a text model); it cannot read a text")
+    json_path = None if args.json in (None, "-") else Path(args.json)
+    if json_path is not None:
+        check_outputs([("--json", json_path, False)])
+    text = normalize_text(args.text) if args.text is not None else decode_text(read_text_file(args.text_file),
+                                                                               source=args.text_file)
+    tokens = _tokens(c.vocab, text, "--text")
+    T = len(tokens)
+    if not args.pos < T:
+        raise ValueError(f"--pos {args.pos} is outside the text (positions 0 to {T - 1})")
+    names = [visible(t) for t in c.vocab.tokens]
+    doc = {"checkpoint": args.checkpoint, "kind": c.model_config.get("kind"), "text": text,
+           "tokens": tokens.tolist(), "position": args.pos}
+    if args.patch is not None:
+        lines, more = _patch(c, tokens, args, names)
+    else:
+        lines, more = _intervene(c, tokens, args, names)
+    doc.update(more)
+    # with --json -, standard output holds the JSON alone (for pipes)
+    print(json.dumps(doc, allow_nan=False) if args.json == "-" else "\n".join(lines))
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(doc, allow_nan=False), encoding="utf-8")
+        print(f"wrote {'the sweep' if args.patch is not None else 'KL and surprisal change'} as JSON -> "
+              f"{json_path}")
+    return 0
+
+
+def _intervene(c, tokens, args, names) -> tuple[list[str], dict]:
+    """The intervention's printed lines and JSON fields (module docstring)."""
+    from geomlab.whatif import catalog
+
+    offered = [i.name for i in catalog.available(c.model)]
+    if not offered:
+        raise ValueError(f"no intervention applies to a {catalog.model_kind(c.model)} (What if offers: "
+                         f"{', '.join(catalog.INTERVENTIONS)}); --patch TOKEN runs a patching sweep")
+    name = args.intervention or offered[0]
+    if name not in catalog.INTERVENTIONS:
+        raise ValueError(f"--intervention {name!r} is unknown; this checkpoint offers {', '.join(offered)}")
+    if name not in offered:
+        spec = catalog.INTERVENTIONS[name]
+        raise ValueError(f"--intervention {name} does not apply to a {catalog.model_kind(c.model)} (it applies to "
+                         f"{', '.join(spec.kinds)}); this checkpoint offers {', '.join(offered)}")
+    spec = catalog.INTERVENTIONS[name]
+    for knob in ("layer", "head", "slot"):
+        if getattr(args, knob) is not None and knob not in spec.takes:
+            raise ValueError(f"--{knob} does not apply to {name} (it reads {', '.join('--' + k for k in spec.takes)})")
+    size = args.size
+    if size is None:  # the panel's opening size
+        size = float(spec.default if name != "energy_steps" else catalog.neutral_size(name, c.model) + 2)
+    if not spec.lo <= size <= spec.hi:
+        raise ValueError(f"--size {size:g} is outside {spec.lo:g}..{spec.hi:g} for {name} ({spec.size_label})")
+    controls = {k: getattr(args, k) or 0 for k in spec.takes}
+    if name == "energy_steps" and not controls["layer"] < len(c.model.stack.layers):
+        raise ValueError(f"--layer {controls['layer']} is outside 0..{len(c.model.stack.layers) - 1}")
+    out = catalog.apply(name, c.model, tokens, args.pos, size, **controls).scored_on(c.card.get("task"))
+    before, after = out.top_k(args.pos, args.top_k)
+    w = max(len(repr(names[i])) for i, _ in before + after)
+    lines = [out.summary(args.pos),
+             f"top {args.top_k} {out.predicts} at position {args.pos} ({names[int(tokens[args.pos])]!r}), before and "
+             f"after:"]
+    for rank, ((i, p), (j, q)) in enumerate(zip(before, after), 1):
+        lines.append(f"{rank:>4d}  {names[i]!r:<{w}} {p:6.1%}    {names[j]!r:<{w}} {q:6.1%}")
+    guess = lambda pairs: [{"id": i, "token": names[i], "p": p} for i, p in pairs]  # noqa: E731
+    return lines, {"intervention": name, "size": size, "controls": controls, "what": out.what,
+                   "predicts": out.predicts, "summary": lines[0], "kl_bits": _finite(out.kl_bits()),
+                   "surprisal_change_bits": _finite(out.surprisal_change_bits()),
+                   "top_k": {"before": guess(before), "after": guess(after)}}
+
+
+def _patch(c, tokens, args, names) -> tuple[list[str], dict]:
+    """The patching sweep's printed lines and JSON fields (module docstring): the app's window, the last
+    :data:`SWEEP_SPAN` positions up to the target."""
+    from geomlab.whatif.patching import patching_sweep
+
+    pos, T = args.pos, len(tokens)
+    for knob in ("intervention", "size", "layer", "head", "slot"):
+        if getattr(args, knob) is not None:
+            raise ValueError(f"--{knob} does not apply to --patch (a sweep patches every layer)")
+    if pos >= T - 1:
+        raise ValueError(f"--patch: --pos {pos} is the last position; nothing after it reads its token")
+    hi = min(T - 1, pos + SWEEP_SPAN - 1)
+    target = min(pos + 3, hi) if args.target is None else args.target
+    if not pos < target <= hi:
+        raise ValueError(f"--target {target} is outside {pos + 1}..{hi} (after --pos, within {SWEEP_SPAN} positions)")
+    ids = _tokens(c.vocab, args.patch, "--patch") if args.patch else []
+    if len(ids) != 1:
+        raise ValueError(f"--patch {args.patch!r} is {len(ids)} tokens for this checkpoint: give one token")
+    if int(ids[0]) == int(tokens[pos]):
+        raise ValueError(f"--patch {args.patch!r} is the token at --pos {pos} already: give a different one")
+    corrupt = tokens.clone()
+    corrupt[pos] = ids[0]
+    start = max(0, target - SWEEP_SPAN + 1)
+    sweep = patching_sweep(c.model, corrupt[start:target + 1], tokens[start:target + 1], target_position=target - start)
+    sweep.positions = sweep.positions + start
+    sweep.target_position = target
+    small = abs(sweep.clean - sweep.corrupt) < SMALL_DIFFERENCE
+    shown = sweep.values if small else sweep.recovered()
+    y = names[sweep.target_token]
+    lines = [f"{names[int(tokens[pos])]!r} at position {pos} replaced by {args.patch!r}: the prediction of {y!r} at "
+             f"position {target} (logit difference clean {sweep.clean:.3f}, corrupted {sweep.corrupt:.3f}); "
+             f"{sweep.values.size} patched runs in {sweep.seconds:.1f} s.",
+             (f"The swap hardly changes that prediction (under {SMALL_DIFFERENCE} in logit difference): raw logit difference "
+              "with each (layer, position) patched" if small else "Share of it restored with each (layer, "
+              "position) patched from the real text (0 nothing, 1 all)") + f"; positions {pos}..{target} "
+             "(earlier ones hold the same state in both texts):",
+             f"{'':>10s}" + "".join(f"{f'{p} {names[int(tokens[p])]!r}':>11s}" for p in range(pos, target + 1))]
+    for label, row in zip(sweep.layers, shown):
+        lines.append(f"{label:>10s}" + "".join(f"{v:>11.3f}" for v in row[pos - start:target - start + 1]))
+    return lines, {"patch": args.patch, "target": target, "target_token": sweep.target_token, "metric": sweep.metric,
+                   "clean": sweep.clean, "corrupt": sweep.corrupt, "layers": sweep.layers,
+                   "positions": sweep.positions.tolist(), "values": _finite(sweep.values),
+                   "recovered": _finite(sweep.recovered()), "shown": "values" if small else "recovered"}
