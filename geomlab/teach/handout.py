@@ -2,7 +2,8 @@
 
 Every step of the lesson (or only the steps a room went through, in that order) with its title, its text, its
 figures as PNG images embedded in the page (``data:`` URLs, drawn by :func:`geomlab.figures.images.write_pngs`),
-its question and its "What to notice"; the questions again at the end with their answers. Formulas are set as
+its question, and its "What to notice" (with the answers at the end where the step asks a question, since
+it often gives the answer away); the questions again at the end with their answers. Formulas are set as
 Unicode (:func:`geomlab.core.markup.to_html`), so the file needs no script, font or network.
 
 The PDF is the same page printed by a headless Chrome or Chromium (``--print-to-pdf``). No streamlit here: the
@@ -180,11 +181,13 @@ def build_html(lesson: tours.Lesson, steps: Iterable[int] | None = None, entries
             q = _question_html(step.question) if step.question else ""
             meta = (f"{' vs '.join(step.checkpoints)} · {html.escape(views.VIEWS[step.view].title)} · text: "
                     f"<code>{html.escape(step.text)}</code>")
+            notice = f"<div class='notice'><b>What to notice.</b> {md_html(step.notice)}</div>"
+            # a step with a question keeps its "What to notice" for the answers: it often gives the answer
             parts.append(f"<section class='step'><h2>{i + 1}. {html.escape(step.title)}</h2>{body}{imgs}"
-                         f"<p class='meta'>{meta}</p>{q}<div class='notice'><b>What to notice.</b> "
-                         f"{md_html(step.notice)}</div></section>")
+                         f"<p class='meta'>{meta}</p>{q}{'' if step.question else notice}</section>")
             if step.question:
-                answers.append(f"<li>Step {i + 1}: {_answer_html(step.question, _labels(step, entries))}</li>")
+                answers.append(f"<li>Step {i + 1}: {_answer_html(step.question, _labels(step, entries))}"
+                               f"{notice}</li>")
     if answers:
         parts.append(f"<section class='step'><h2>Answers</h2><ol class='answers'>{''.join(answers)}</ol></section>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"

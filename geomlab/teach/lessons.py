@@ -70,7 +70,7 @@ S5_LESSON = Lesson(
         Step(
             title="Back to the identity",
             checkpoint="bundled/osm-rnn-o-s5", compare="bundled/osm-rnn-torus-s5",
-            text=_S5_RETURNS, view="trajectories", cursor=4, figures=("distance_profile",),
+            text=_S5_RETURNS, view="trajectories", cursor=2, figures=("distance_profile",),
             body="This word is $b^5\\, a^2\\, b^5$ with the 5-cycle $b$ = `12340` and the transposition "
                  "$a$ = `10234`. Since $b^5 = e$ and $a^2 = e$, the running product comes back to the identity "
                  "more than once (positions count from 0).",
@@ -289,7 +289,7 @@ GRASSMANN_LESSON = Lesson(
                    "the layer uses most over the whole text."),
         Step(
             title="How far consecutive planes turn",
-            checkpoint="bundled/grassmann-tinyshakespeare", text=_HAMLET, view="planes", cursor=14,
+            checkpoint="bundled/grassmann-tinyshakespeare", text=_HAMLET, view="planes", cursor=6,
             controls={"layer": 0, "slot": 0}, figures=("plane_angles", "plane_distances"),
             body="Two planes are compared by their principal angles $\\theta_1 \\le \\theta_2$; the geodesic "
                  "distance on the Grassmannian is $\\sqrt{\\theta_1^2 + \\theta_2^2}$.",

@@ -232,7 +232,8 @@ def validate(lesson_: Lesson, entries: Iterable[Any],
     ``entries``: catalog entries (:func:`geomlab.checkpoints.catalog.list_checkpoints`; ``ref``, ``kind``, ``meta``,
     ``model_config``, ``is_word_problem``). Checked without weights: 3-6 steps; every checkpoint ref is in
     ``entries`` and of a kind the step's view shows; the text is readable by the checkpoint's vocabulary
-    and the cursor (and a :class:`ClickPosition` question's positions) inside its tokens; the figures are the
+    and the cursor (and a :class:`ClickPosition` question's positions) inside its tokens, the cursor not on one
+    of those positions (it would answer the question before it is asked); the figures are the
     view's or :data:`EXTRA_FIGURES` (the extras only where they make sense: ``surprisal`` needs a second
     checkpoint, ``accuracy_by_length`` word-problem cards); the controls are ones the view has; T is only set on a view with the ``steps`` control and in
     :func:`geomlab.teach.views.steps_range`.
@@ -291,6 +292,8 @@ def validate(lesson_: Lesson, entries: Iterable[Any],
             if isinstance(step.question, ClickPosition) and step.question.positions[-1] >= len(tokens):
                 problems.append(f"{at}: question position {step.question.positions[-1]} outside the text's "
                                 f"{len(tokens)} tokens ({ref})")
+            if isinstance(step.question, ClickPosition) and step.cursor in step.question.positions:
+                problems.append(f"{at}: the cursor opens on {step.cursor}, an answer to the step's question")
             if step.steps is not None:
                 lo, hi = views.steps_range(entry.model_config)
                 if not lo <= step.steps <= hi:

@@ -42,6 +42,11 @@ def page(zoo):  # noqa: F811
     return handout.build_html(LESSON, entries=entries, image_maker=fake_pngs), list(fake_pngs.names)
 
 
+def md_html_plain(markdown: str) -> str:
+    """A notice as the handout's text shows it (its HTML without tags)."""
+    return re.sub(r"<[^>]+>", "", handout.md_html(markdown))
+
+
 def words(markdown: str) -> str:
     """The first few words of a lesson's markdown as plain text (what the handout must show)."""
     plain = re.sub(r"[*`]", "", to_plain(markdown))
@@ -51,9 +56,14 @@ def words(markdown: str) -> str:
 def test_the_handout_holds_every_step_its_figures_notice_and_question(page):
     html, names = page
     text = re.sub(r"<[^>]+>", "", html)
+    steps, answers = html.split("<h2>Answers</h2>", 1)
     for i, step in enumerate(LESSON.steps):
         assert f"{i + 1}. {step.title}".replace("'", "&#x27;") in html
         assert words(step.notice) in text
+        # a step that asks keeps its notice (which may give the answer) for the answers at the end
+        notice = md_html_plain(step.notice)
+        assert (notice in re.sub(r"<[^>]+>", "", answers)) == (step.question is not None)
+        assert (notice in re.sub(r"<[^>]+>", "", steps)) == (step.question is None)
     assert html.count("<img ") == len(names) > len(LESSON.steps)
     assert html.count("data:image/png;base64,") == len(names)
     q = [s.question for s in LESSON.steps if s.question is not None]

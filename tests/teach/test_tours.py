@@ -163,6 +163,8 @@ def test_validate_finds_bad_steps(zoo):
     assert any("surprisal" in p for p in problems(replace(good, figures=("surprisal",))))
     s5 = lessons.LESSONS["s5-word-problem"].steps[1]
     assert any("cannot read the text" in p for p in problems(replace(s5, text="not a permutation")))
+    back = next(s for s in lessons.LESSONS["s5-word-problem"].steps if s.title == "Back to the identity")
+    assert any("an answer to the step's question" in p for p in problems(replace(back, cursor=4)))
     assert any("3-6" in p for p in tours.validate(tours.Lesson("y", "y", tours.FAMILIES[0], "y", (good,)),
                                                   entries.values()))
 
