@@ -1,0 +1,148 @@
+"""`geomlab whatif`: the numbers of the app's What-if panel and patching sweep, from the command line, equal
+those of the Python API they are computed with (geomlab.whatif.catalog.apply + Outcome.scored_on, and
+geomlab.whatif.patching.patching_sweep over the app's window); the JSON file; one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from geomlab.commands import load_checkpoint
+from geomlab.commands import whatif as whatif_cmd
+from geomlab.commands.cli import main
+from geomlab.trace import encode_text, visible
+from geomlab.whatif import catalog
+from geomlab.whatif.patching import patching_sweep
+
+TEXT = "ROMEO: But soft, what light through yonder window breaks? It is the east."
+OSM, CEM, S5 = "bundled/osm-rnn-o-tinyshakespeare", "bundled/cem-t2-tinyshakespeare", "bundled/osm-rnn-o-s5"
+TRANSFORMER = "bundled/transformer-alibi-tinyshakespeare"
+
+
+def _cli(capsys, *argv) -> tuple[int, str, str]:
+    rc = main(["whatif", *argv, "--threads", "1"])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def _api(ref: str, text: str, name: str, pos: int, size: float, **controls):
+    """The app's computation (app_pages/_whatif.py): apply, then score on the card's task."""
+    ck = load_checkpoint(ref)
+    tokens = encode_text(ck.vocab, text).reshape(-1)
+    return ck, catalog.apply(name, ck.model, tokens, pos, size, **controls).scored_on(ck.card.get("task"))
+
+
+def _nan_as_none(a) -> list:
+    return [None if not np.isfinite(v) else float(v) for v in np.asarray(a, dtype=np.float64).ravel()]
+
+
+@pytest.mark.parametrize("ref, text, argv, name, pos, size, controls", [
+    (OSM, TEXT, ["--intervention", "steer", "--size", "1.5"], "steer", 12, 1.5, {"layer": 0}),
+    (CEM, TEXT, ["--intervention", "energy_steps", "--layer", "3", "--size", "5"], "energy_steps", 30, 5.0,
+     {"layer": 3}),
+    (S5, "12340 10234 12340 12340 10234 21034 01234", ["--size", "-3"], "steer", 5, -3.0, {"layer": 0}),
+])
+def test_the_cli_prints_and_saves_the_python_apis_numbers(capsys, tmp_path, ref, text, argv, name, pos, size,
+                                                          controls):
+    ck, want = _api(ref, text, name, pos, size, **controls)
+    out_file = tmp_path / "sub" / "whatif.json"
+    rc, out, err = _cli(capsys, ref, "--text", text, "--pos", str(pos), *argv, "--json", str(out_file))
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[0] == want.summary(pos)  # the panel's line, word problems scored on the running product
+    before, after = want.top_k(pos, 5)
+    for rank, (row, (i, p), (j, q)) in enumerate(zip(lines[2:7], before, after), 1):
+        assert row.split() == [str(rank), repr(visible(ck.vocab.tokens[i])), f"{p:.1%}",
+                               repr(visible(ck.vocab.tokens[j])), f"{q:.1%}"]
+    doc = json.loads(out_file.read_text(encoding="utf-8"))
+    assert doc["kl_bits"] == _nan_as_none(want.kl_bits())
+    assert doc["surprisal_change_bits"] == _nan_as_none(want.surprisal_change_bits())
+    assert doc["summary"] == want.summary(pos) and doc["predicts"] == want.predicts
+    assert (doc["intervention"], doc["size"], doc["controls"], doc["position"]) == (name, size, controls, pos)
+    assert doc["tokens"] == want.tokens.tolist()
+    assert [g["id"] for g in doc["top_k"]["after"]] == [i for i, _ in after]
+    assert [g["p"] for g in doc["top_k"]["before"]] == [p for _, p in before]
+
+
+def test_word_problem_scoring_and_the_default_size(capsys):
+    """Without --intervention and --size, the app's opening knob: the first that applies, its default size
+    (CEM: the trained steps + 2)."""
+    ck, want = _api(CEM, TEXT, "energy_steps", 30, catalog.neutral_size("energy_steps", load_checkpoint(CEM).model)
+                    + 2, layer=0)
+    rc, out, _ = _cli(capsys, CEM, "--text", TEXT, "--pos", "30")
+    assert rc == 0 and out.splitlines()[0] == want.summary(30)
+    rc, out, _ = _cli(capsys, S5, "--text", "12340 10234 12340", "--pos", "1")
+    assert rc == 0 and "correct running products' surprisal" in out and "running product at position 1" in out
+
+
+def test_json_to_standard_output_holds_the_json_alone(capsys):
+    _, want = _api(OSM, TEXT, "steer", 20, 0.5, layer=0)
+    rc, out, _ = _cli(capsys, OSM, "--text", TEXT, "--pos", "20", "--json", "-")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["summary"] == want.summary(20) and doc["kl_bits"] == _nan_as_none(want.kl_bits())
+
+
+def test_the_patching_sweep_is_the_apps(capsys, tmp_path):
+    """--patch: the token at --pos replaced, the app's window of positions up to the target (here it starts
+    after position 0), the sweep's raw values and share restored in the JSON, the printed table."""
+    import app_pages._whatif as app
+
+    assert (whatif_cmd.SWEEP_SPAN, whatif_cmd.SMALL_DIFFERENCE) == (app.SWEEP_SPAN, app.SMALL_DIFFERENCE)
+    text = TEXT * 2
+    pos, target = 140, 143
+    ck = load_checkpoint(TRANSFORMER)
+    clean = encode_text(ck.vocab, text).reshape(-1)
+    corrupt = clean.clone()
+    corrupt[pos] = encode_text(ck.vocab, "e")[0, 0]
+    start = target - app.SWEEP_SPAN + 1
+    want = patching_sweep(ck.model, corrupt[start:target + 1], clean[start:target + 1], target_position=target - start)
+    rc, out, err = _cli(capsys, TRANSFORMER, "--text", text, "--pos", str(pos), "--patch", "e", "--json",
+                        str(tmp_path / "sweep.json"))
+    assert rc == 0, err
+    doc = json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8"))
+    assert doc["target"] == target and doc["positions"] == list(range(start, target + 1))
+    assert np.array_equal(np.array(doc["values"]), want.values)
+    assert doc["recovered"] == [_nan_as_none(r) for r in want.recovered()]
+    assert (doc["clean"], doc["corrupt"], doc["target_token"]) == (want.clean, want.corrupt, want.target_token)
+    assert doc["layers"] == want.layers == ["block 0", "block 1", "block 2"]
+    shown = want.values if doc["shown"] == "values" else want.recovered()
+    rows = out.splitlines()[3:-1]  # the last line: "wrote the sweep as JSON -> ..."
+    assert len(rows) == len(want.layers)
+    for row, label, values in zip(rows, want.layers, shown):
+        assert row.split()[2:] == [f"{v:.3f}" for v in values[pos - start:]]
+    assert f"clean {want.clean:.3f}, corrupted {want.corrupt:.3f}" in out
+
+
+@pytest.mark.parametrize("ref, argv, message", [
+    (CEM, ["--pos", "30", "--intervention", "steer"], "--intervention steer does not apply to a cem"),
+    (CEM, ["--pos", "30", "--intervention", "bogus"], "--intervention 'bogus' is unknown; this checkpoint offers "
+                                                      "energy_steps, ablate_head"),
+    ("bundled/lstm-tinyshakespeare", ["--pos", "3"], "no intervention applies to a lstm"),
+    (CEM, ["--pos", "73"], "--pos 73 is outside the text (positions 0 to 72)"),
+    (CEM, ["--pos", "-1"], "--pos/--cursor: must be an integer from 0"),
+    (CEM, ["--pos", "30", "--intervention", "energy_steps", "--size", "20"], "--size 20 is outside 0..16"),
+    (OSM, ["--pos", "30", "--size", "5.5"], "--size 5.5 is outside -5..5"),
+    (CEM, ["--pos", "30", "--intervention", "energy_steps", "--layer", "4"], "--layer 4 is outside 0..3"),
+    (CEM, ["--pos", "30", "--intervention", "ablate_head", "--head", "9"], "head 9 outside 0..3"),
+    (OSM, ["--pos", "30", "--head", "1"], "--head does not apply to steer"),
+    (CEM, ["--pos", "30", "--patch", "xy"], "--patch 'xy' is 2 tokens"),
+    (CEM, ["--pos", "30", "--patch", "r"], "is the token at --pos 30 already"),
+    (CEM, ["--pos", "30", "--patch", "é"], "--patch: Unknown symbols for this checkpoint: 'é'"),
+    (CEM, ["--pos", "72", "--patch", "e"], "--pos 72 is the last position"),
+    (CEM, ["--pos", "30", "--patch", "e", "--target", "30"], "--target 30 is outside 31..72"),
+    (CEM, ["--pos", "30", "--patch", "e", "--layer", "1"], "--layer does not apply to --patch"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(capsys, tmp_path, ref, argv, message):
+    rc, out, err = _cli(capsys, ref, "--text", TEXT, *argv, "--json", str(tmp_path / "x.json"))
+    assert rc == 2 and out == ""
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_characters_outside_the_vocabulary_are_refused(capsys):
+    rc, out, err = _cli(capsys, CEM, "--text", "ROMEO é", "--pos", "2")
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("error: --text: Unknown symbols for this checkpoint: 'é'")
