@@ -146,12 +146,15 @@ def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: s
     from geomlab.figures.whatif import patching_heatmap
     from geomlab.trace import encode_text
     from geomlab.trace.tracing import MODEL_LOCK
+    from geomlab.data.vocab import unknown_symbols_error, unknown_tokens
     from geomlab.whatif.patching import patching_sweep
 
     def compute() -> tuple:
         ck = data.load_checkpoint(str(entry.path), entry.mtime)
         if not stand_in:
             raise ValueError("type the token to put in the cursor's place")
+        if unknown_tokens(ck.vocab, stand_in):  # it would read as the unknown token, not as typed
+            raise unknown_symbols_error(ck.vocab, unknown_tokens(ck.vocab, stand_in))
         ids = encode_text(ck.vocab, stand_in).reshape(-1)
         if ids.numel() != 1:
             raise ValueError(f"{stand_in!r} is {ids.numel()} tokens for this checkpoint: give one token")

@@ -49,3 +49,14 @@ def test_a_controls_notice_spans_the_page_not_a_column_of_the_controls_row(zoo, 
     assert shown, [w.value for w in at.warning]
     in_columns = [w.value for col in at.columns for w in col.warning]
     assert not any(w.value in in_columns for w in shown), in_columns
+
+
+@pytest.mark.parametrize("stand_in", ["😀", "zz"], ids=["emoji", "two"])
+def test_patching_refuses_a_stand_in_the_checkpoint_cannot_read_as_one_token(zoo, stand_in):
+    """A stand-in outside the vocabulary would run as the unknown token under its own name; two tokens
+    cannot stand in for one: both are refused with a notice, and no sweep is drawn."""
+    at = run_page("trajectories", ckpt="bundled/osm-rnn-o-tinyshakespeare", pos="5", patch=stand_in)
+    shown = [i.value for i in at.info if i.value.startswith("Patching:")]
+    want = "Unknown symbols for this checkpoint" if stand_in == "😀" else "give one token"
+    assert shown and want in shown[0], [i.value for i in at.info]
+    assert not [c for c in at.caption if "patched runs" in c.value]
