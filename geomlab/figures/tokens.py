@@ -118,6 +118,7 @@ def attends_to(tr: Trace, cursor: int | None = None, layer: int = 0, head: int |
                      title={"text": f"the text, positions {idx[0]}–{idx[-1]} (cursor {q} in orange)"},
                      row=bottom, col=1)
     fig.update_yaxes(title={"text": "weight"}, rangemode="tozero", row=1, col=1)
+    fig.update_layout(hovermode="x")  # a hover or click anywhere in a token's column picks its bar, a short one too
     xr, yr = fig._ref(1, 1)
     # the cursor's column (through both panels) and the masked future, shaded
     fig.add_shape(type="rect", xref=xr, yref="paper", x0=q - 0.5, x1=q + 0.5, y0=0, y1=1,

@@ -79,18 +79,19 @@ def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW) -> Chart
                              subplot_titles=[f"KL(before ‖ after) of the {outcome.predicts} (bits)",
                                              f"change in surprisal of the {real} (bits)"])
     fig.add_trace({"type": "bar", "x": idx, "y": kl[idx], "customdata": idx, "name": "KL",
-                   "marker": {"color": AFTER}, "text": text, "showlegend": False,
+                   "marker": {"color": AFTER}, "text": text, "textposition": "none", "showlegend": False,
                    "hovertemplate": "position %{text}<br>KL %{y:.4f} bits<extra></extra>"}, row=1, col=1)
     vals = ds[idx]
     fig.add_trace({"type": "bar", "x": idx, "y": vals, "customdata": idx, "name": "surprisal change",
                    "marker": {"color": np.where(np.nan_to_num(vals) >= 0, "#d55e00", "#0072b2")},
-                   "text": text, "showlegend": False,
+                   "text": text, "textposition": "none", "showlegend": False,
                    "hovertemplate": "position %{text}<br>%{y:+.3f} bits<extra></extra>"}, row=2, col=1)
     for row in (1, 2):
         add_cursor_line(fig, at, row=row, col=1)
     fig.update_xaxes(title_text="position t (token)", row=2, col=1, **token_ticks(labels, idx))
     fig.update_yaxes(title_text="bits", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="bits", row=2, col=1)
+    fig.update_layout(hovermode="x")  # a hover or click anywhere in a position's column picks its bar
     after = slice(at, None) if at is not None else slice(None)
     total = float(np.nansum(ds[after]))
     where = f"at position {at} '{md_label(labels[at])}'" if at is not None else "on every position"
