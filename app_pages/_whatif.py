@@ -61,17 +61,17 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
     if ss.get(state.K_WI) is not None and ss[state.K_WI] not in names:
         st.info(f"What if: {md_escape(ss[state.K_WI])!r} is not an intervention for {md_escape(entry.name)}; it "
                 f"offers {', '.join(names)}. Dropped.", icon=":material/tune:")
-        ss[state.K_WI] = None
+        ss[state.K_WI], ss[state.K_WI_SIZE] = None, None
     ss["w_whatif_on"] = ss.get(state.K_WI) is not None
 
     def switch() -> None:
         ss[state.K_WI] = names[0] if ss.get("w_whatif_on") else None
         ss[state.K_WI_SIZE] = None
 
-    if not st.toggle("What if: intervene at the cursor", key="w_whatif_on", on_change=switch,
-                     help="Change one value of the forward pass at the cursor (a state moved along its group, a "
-                          "plane along the Grassmannian, an energy descent's steps, a head ablated) and see what "
-                          "the model predicts then."):
+    if not st.toggle("What if: intervene in the model", key="w_whatif_on", on_change=switch,
+                     help="Change one value of the forward pass (at the cursor: a state moved along its group, a "
+                          "plane along the Grassmannian; in a whole layer: an energy descent's steps, a head "
+                          "ablated) and see what the model predicts then."):
         return
     spec = catalog.INTERVENTIONS[ss[state.K_WI]]
     cols = st.columns([2, 3], vertical_alignment="bottom")
@@ -92,14 +92,21 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
                    icon=":material/tune:")
         size = near
     ss[state.K_WI_SIZE] = ss["w_whatif_size"] = float(min(max(size, spec.lo), spec.hi))
-    cols[1].slider(f"{spec.size_label} ({spec.unit})" if spec.unit else spec.size_label, float(spec.lo),
-                   float(spec.hi), step=float(spec.step), key="w_whatif_size", help=spec.help,
-                   format="%d" if float(spec.step).is_integer() else "%.2f",
-                   on_change=state.copy, args=("w_whatif_size", state.K_WI_SIZE))
+    if spec.hi - spec.lo == spec.step:  # two sizes, off and on: a switch
+        ss["w_whatif_flag"] = ss[state.K_WI_SIZE] == spec.hi
+        cols[1].toggle(spec.size_label, key="w_whatif_flag", help=spec.help, on_change=lambda: ss.__setitem__(
+            state.K_WI_SIZE, float(spec.hi if ss["w_whatif_flag"] else spec.lo)))
+    else:
+        cols[1].slider(f"{spec.size_label} ({spec.unit})" if spec.unit else spec.size_label, float(spec.lo),
+                       float(spec.hi), step=float(spec.step), key="w_whatif_size", help=spec.help,
+                       format="%d" if float(spec.step).is_integer() else "%.2f",
+                       on_change=state.copy, args=("w_whatif_size", state.K_WI_SIZE))
     size = float(ss[state.K_WI_SIZE])
     opts = {k: controls.get(k) for k in spec.takes}
     if opts.get("head") is None and "head" in spec.takes:
         opts["head"] = 0  # "mean over heads" is not a head: the first one is ablated
+        st.caption("What if: the page shows the mean over heads, which is not a head to ablate: head 0 is "
+                   "ablated. Choose a head in the page's controls to ablate another.")
     try:
         guesses, effect, ghost, line = _outcome_charts(entry, text, trace_opts, list(tr.labels), spec.name, size,
                                                        pos, opts)

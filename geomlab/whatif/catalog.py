@@ -81,7 +81,7 @@ INTERVENTIONS: dict[str, Intervention] = {i.name: i for i in (
                  "the chosen layer", "steps", 0, 16, 1, 1, -1, ("cem",), ("layer",),
                  "The chosen layer descends its energy for T steps (the others keep theirs); T = 0 returns "
                  "its input.", _steps),
-    Intervention("ablate_head", "ablate an attention head", "ablated (0: no, 1: yes)", "", 0, 1, 1, 1, 0,
+    Intervention("ablate_head", "ablate an attention head", "head ablated", "", 0, 1, 1, 1, 0,
                  ("transformer", "llama", "grassmann-attn", "cem"), ("layer", "head"),
                  "The chosen head's output is set to zero at every position of the chosen layer.", _ablate),
 )}

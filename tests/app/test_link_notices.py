@@ -60,3 +60,23 @@ def test_patching_refuses_a_stand_in_the_checkpoint_cannot_read_as_one_token(zoo
     want = "Unknown symbols for this checkpoint" if stand_in == "😀" else "give one token"
     assert shown and want in shown[0], [i.value for i in at.info]
     assert not [c for c in at.caption if "patched runs" in c.value]
+
+
+def test_a_dropped_intervention_takes_its_size_with_it(zoo):
+    """``wi=steer`` on a CEM checkpoint is not one of its interventions: the notice says so, and its size
+    leaves the link too (a later intervention would open at the stale size)."""
+    at = run_page("energy", ckpt=CEM, wi="steer", wis="3")
+    assert any("is not an intervention for" in i.value for i in at.info), [i.value for i in at.info]
+    assert at.session_state["gl_whatif"] is None and at.session_state["gl_whatif_size"] is None
+    assert "wis" not in at.query_params and "wi" not in at.query_params
+
+
+def test_head_ablation_is_a_switch_and_says_which_head_the_mean_stands_for(zoo):
+    """Ablating a head has two sizes, off and on: a switch (not a 0-1 slider), on for wis=1; with the page on
+    the mean over heads, a caption says head 0 is the one ablated."""
+    at = run_page("attention", ckpt=CEM, wi="ablate_head", wis="1")
+    assert at.toggle(key="w_whatif_flag").value is True
+    assert not [s for s in at.slider if s.key == "w_whatif_size"]
+    assert any("head 0 is ablated" in c.value for c in at.caption), [c.value for c in at.caption]
+    at.toggle(key="w_whatif_flag").set_value(False).run()
+    assert at.session_state["gl_whatif_size"] == 0.0
