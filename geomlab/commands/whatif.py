@@ -16,7 +16,8 @@ import json
 import math
 from pathlib import Path
 
-from geomlab.commands import add_checkpoint_argument, add_threads_argument, check_outputs, load_checkpoint, number, set_threads
+from geomlab.commands import (add_checkpoint_argument, add_threads_argument, check_outputs, load_checkpoint, number,
+                              set_threads)
 
 HELP = "intervene at a position (steer, move a plane, energy steps, ablate a head) or run a patching sweep"
 EPILOG = ("Interventions (--intervention, default the checkpoint's first, as the app's switch): steer (osm-rnn, "
@@ -35,6 +36,8 @@ _INT = number(int, 0, 2**31 - 1)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``geomlab whatif`` (checkpoint and text as ``geomlab trace`` takes them); numbers are
+    range-checked when read (:func:`geomlab.commands.number`)."""
     p.epilog = EPILOG
     add_checkpoint_argument(p)
     src = p.add_mutually_exclusive_group(required=True)
@@ -85,6 +88,11 @@ def _tokens(vocab, text: str, what: str):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run one intervention or, with ``--patch``, a patching sweep, print it and write ``--json``; returns 0.
+    Raises ``ValueError`` (one line, exit status 2 from :func:`geomlab.commands.cli.main`) for bad input: an
+    intervention that does not apply or is unknown, a position, size, layer or target out of range, symbols
+    outside the vocabulary; nothing is written then. Design choice: standard output with ``--json -`` holds
+    the JSON alone, so it pipes."""
     from geomlab.commands.trace import read_text_file
     from geomlab.data.vocab import decode_text, normalize_text
     from geomlab.trace import visible
@@ -136,6 +144,8 @@ def _intervene(c, tokens, args, names) -> tuple[list[str], dict]:
         raise ValueError(f"--intervention {name} does not apply to a {catalog.model_kind(c.model)} (it applies to "
                          f"{', '.join(spec.kinds)}); this checkpoint offers {', '.join(offered)}")
     spec = catalog.INTERVENTIONS[name]
+    if args.target is not None:
+        raise ValueError("--target applies to --patch only (the position a patching sweep reads)")
     for knob in ("layer", "head", "slot"):
         if getattr(args, knob) is not None and knob not in spec.takes:
             raise ValueError(f"--{knob} does not apply to {name} (it reads {', '.join('--' + k for k in spec.takes)})")
@@ -194,10 +204,10 @@ def _patch(c, tokens, args, names) -> tuple[list[str], dict]:
     lines = [f"{names[int(tokens[pos])]!r} at position {pos} replaced by {args.patch!r}: the prediction of {y!r} at "
              f"position {target} (logit difference clean {sweep.clean:.3f}, corrupted {sweep.corrupt:.3f}); "
              f"{sweep.values.size} patched runs in {sweep.seconds:.1f} s.",
-             (f"The swap hardly changes that prediction (under {SMALL_DIFFERENCE} in logit difference): raw logit difference "
-              "with each (layer, position) patched" if small else "Share of it restored with each (layer, "
-              "position) patched from the real text (0 nothing, 1 all)") + f"; positions {pos}..{target} "
-             "(earlier ones hold the same state in both texts):",
+             (f"The swap hardly changes that prediction (under {SMALL_DIFFERENCE} in logit difference): raw "
+              "logit difference with each (layer, position) patched" if small else
+              "Share of it restored with each (layer, position) patched from the real text (0 nothing, 1 all)")
+             + f"; positions {pos}..{target} (earlier ones hold the same state in both texts):",
              f"{'':>10s}" + "".join(f"{f'{p} {names[int(tokens[p])]!r}':>11s}" for p in range(pos, target + 1))]
     for label, row in zip(sweep.layers, shown):
         lines.append(f"{label:>10s}" + "".join(f"{v:>11.3f}" for v in row[pos - start:target - start + 1]))

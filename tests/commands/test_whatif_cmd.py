@@ -128,6 +128,7 @@ def test_the_patching_sweep_is_the_apps(capsys, tmp_path):
     (CEM, ["--pos", "30", "--intervention", "energy_steps", "--layer", "4"], "--layer 4 is outside 0..3"),
     (CEM, ["--pos", "30", "--intervention", "ablate_head", "--head", "9"], "head 9 outside 0..3"),
     (OSM, ["--pos", "30", "--head", "1"], "--head does not apply to steer"),
+    (OSM, ["--pos", "30", "--target", "33"], "--target applies to --patch only"),
     (CEM, ["--pos", "30", "--patch", "xy"], "--patch 'xy' is 2 tokens"),
     (CEM, ["--pos", "30", "--patch", "r"], "is the token at --pos 30 already"),
     (CEM, ["--pos", "30", "--patch", "é"], "--patch: Unknown symbols for this checkpoint: 'é'"),
