@@ -54,7 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help="patching sweep: put this one token in --pos's place (the corrupted text) and patch "
                            "every (layer, position) from the real text")
     p.add_argument("--size", type=number(float, -1e6, 1e6), default=None,
-                   help="the knob's size (default the app's: 0.5, or the trained steps + 2 for energy_steps)")
+                   help="the knob's size (default the app's: 0.5 for steer and rotate_plane, 1 for ablate_head, "
+                        "the trained steps + 2 for energy_steps)")
     p.add_argument("--layer", type=_INT, default=None, help="layer the intervention acts on (default 0)")
     p.add_argument("--head", type=_INT, default=None, help="ablate_head: the head (default 0)")
     p.add_argument("--slot", type=_INT, default=None, help="rotate_plane: the offset slot (default 0)")
