@@ -197,7 +197,13 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
     ss = st.session_state
     ck = data.load_checkpoint(str(entry.path), entry.mtime)
     n = int(tr.n_positions)
-    if getattr(ck, "vocab", None) is None or pos >= n - 1:
+    if getattr(ck, "vocab", None) is None:
+        return
+    label = "Patching: where does the model carry the cursor's token?"
+    if pos >= n - 1:  # nothing follows to read: the switch stays in view, off, and says why
+        st.toggle(label, value=False, disabled=True, key="w_patch_end",
+                  help="Patching reads the prediction at a position after the cursor: move the cursor off the "
+                       "last token.")
         return
     labels = list(tr.labels)
     ss["w_patch_on"] = ss.get(state.K_PATCH) is not None
@@ -206,7 +212,7 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
         ss[state.K_PATCH] = _stand_in(ck.vocab, labels[pos]) if ss.get("w_patch_on") else None
         ss[state.K_PATCH_AT] = None
 
-    if not st.toggle("Patching: where does the model carry the cursor's token?", key="w_patch_on",
+    if not st.toggle(label, key="w_patch_on",
                      on_change=switch, help="Replace the token at the cursor, then put back one layer's state at "
                                             "one position from the real text at a time: the cells that restore "
                                             "the prediction further on are where the token's information lives."):

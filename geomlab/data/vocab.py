@@ -304,8 +304,10 @@ def check_text(vocab: Vocab, text: str, max_chars: int) -> list[str]:
     text, a text over ``max_chars`` characters, a text with no tokens and, for vocabularies without an
     unknown token (symbol tasks), symbols the vocabulary does not have. Unknown characters of a vocabulary
     with an unknown token are allowed (they read as that token); :func:`unknown_tokens` lists them."""
-    if not text or not text.strip():
+    if not text:
         raise DataError("The text is empty: type or paste some text to trace.")
+    if not text.strip():
+        raise DataError("The text holds only spaces and line breaks: type or paste some text to trace.")
     if len(text) > max_chars:
         raise DataError(f"The text has {len(text):,} characters; the limit is {max_chars:,}. Shorten it.")
     toks = vocab.split(text)

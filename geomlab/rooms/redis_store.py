@@ -87,7 +87,7 @@ class RedisStore(RoomStore):
     def _live(self, code: str, found: list) -> None:
         """Raise :class:`RoomError` unless ``found`` (``[digest or expires, ...]`` of an HMGET) is a live room."""
         if found[0] is None or found[-1] is None or float(found[-1]) <= self.clock():
-            raise RoomError(f"no open room {code} (it was closed or expired)")
+            raise RoomError(f"no open room {code}: check the code (a room that was closed or expired is gone too)")
 
     def open(self, state: RoomState | None = None) -> tuple[str, str]:
         state = RoomState() if state is None else state

@@ -189,7 +189,7 @@ class MemoryStore(RoomStore):
             del self._rooms[code]
             room = None
         if room is None:
-            raise RoomError(f"no open room {code} (it was closed or expired)")
+            raise RoomError(f"no open room {code}: check the code (a room that was closed or expired is gone too)")
         return room
 
     def _teacher(self, code: str, token: str) -> _Room:

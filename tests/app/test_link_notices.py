@@ -80,3 +80,12 @@ def test_head_ablation_is_a_switch_and_says_which_head_the_mean_stands_for(zoo):
     assert any("head 0 is ablated" in c.value for c in at.caption), [c.value for c in at.caption]
     at.toggle(key="w_whatif_flag").set_value(False).run()
     assert at.session_state["gl_whatif_size"] == 0.0
+
+
+def test_on_the_last_token_the_patching_switch_stays_in_view_off(zoo):
+    """Patching reads a prediction after the cursor: on the last token its switch is shown, off and disabled,
+    and the link keeps the stand-in for when the cursor moves back."""
+    at = run_page("trajectories", ckpt="bundled/osm-rnn-o-tinyshakespeare", pos="100000", patch="e")
+    end = at.toggle(key="w_patch_end")
+    assert end.value is False and end.disabled
+    assert at.session_state["gl_patch"] == "e"

@@ -16,6 +16,8 @@ def test_character_texts():
     assert check_text(v, "ab c", 10) == ["a", "b", " ", "c"]
     assert unknown_tokens(v, "abxyxz") == ["x", "y", "z"]  # allowed: they read as the unknown token
     with pytest.raises(DataError, match="empty"):
+        check_text(v, "", 10)
+    with pytest.raises(DataError, match="only spaces and line breaks"):
         check_text(v, "  \n", 10)
     with pytest.raises(DataError, match="11 characters; the limit is 10"):
         check_text(v, "a" * 11, 10)

@@ -148,9 +148,9 @@ def test_a_room_expires_after_inactivity_and_teacher_activity_keeps_it(store, cl
     clock.now += TTL - 1
     store.heartbeat(code, STUDENTS[0])  # students do not keep a room alive
     clock.now += 2
-    with pytest.raises(RoomError, match="closed or expired"):
+    with pytest.raises(RoomError, match="check the code"):
         store.version(code)
-    with pytest.raises(RoomError, match="closed or expired"):
+    with pytest.raises(RoomError, match="check the code"):
         store.update(code, token, cursor=3)
 
 
