@@ -202,8 +202,19 @@ def whatif_geometry(outcome, layer: int = 0) -> Chart:
                                "hovertemplate": f"{block} {name}: step %{{x}}, ε = %{{y:.4g}}<extra></extra>"})
         fig.update_xaxes(title_text="recursion step t", dtick=1)
         fig.update_yaxes(title_text="token-mean energy ε (a.u.)")
-        return finish(fig, f"Energy of layer {layer} per step, before and after",
-                      "The layer's token-mean energy at each recursion step with its own steps (dotted grey) and "
-                      "with the steps of the intervention (colour): more steps should keep it going down.",
+        cap = ("The layer's token-mean energy at each recursion step with its own steps (dotted grey) and with "
+               "the steps of the intervention (colour): more steps should keep it going down.")
+        e0, e1 = E0[layer][np.isfinite(E0[layer])], E1[layer][np.isfinite(E1[layer])]
+        if e0.size and e1.size:
+            lo, hi = float(e0.min()), float(e0.max())
+            pad = max(hi - lo, 1e-6 * max(abs(lo), abs(hi), 1.0))
+            if e1.min() < lo - 20 * pad or e1.max() > hi + 20 * pad:
+                # a descent run far past its trained steps can blow up by orders of magnitude: the axis keeps
+                # the plain run's range in view and the caption gives the extremes it cuts off
+                far = e1.min() if lo - e1.min() > e1.max() - hi else e1.max()
+                fig.update_yaxes(range=[lo - 2 * pad, hi + 2 * pad])
+                cap += (f" The intervened energy leaves the axis (it reaches {far:.3g}): the axis keeps the plain "
+                        "run's range.")
+        return finish(fig, f"Energy of layer {layer} per step, before and after", cap,
                       "whatif_geometry", height=360, legend={"orientation": "h", "y": -0.25})
     raise FigureError("this intervention changes no geometry to draw (its effect is in the predictions)")

@@ -106,3 +106,19 @@ def test_the_patching_colour_scale_is_symmetric_so_nothing_restored_is_its_middl
     heat = patching_heatmap(sweep, list("xyz"), recovered=recovered).figure.data[0]
     assert heat.zmin == -heat.zmax
     assert heat.zmax == pytest.approx(1.0 if recovered else 2.7)
+
+
+def test_an_energy_that_blows_up_keeps_the_plain_runs_range_in_view_and_says_how_far_it_went():
+    from geomlab.figures.whatif import whatif_geometry
+
+    before = np.array([[[3.0, 2.5, 2.2], [1.0, 0.8, 0.7]]])  # (layers, blocks, steps)
+    after = np.array([[[3.0, 2.5, 2.1, 2.0, 1.9], [1.0, 0.8, 0.7, -4e3, -1.6e10]]])
+    o = Outcome(np.zeros(4, dtype=int), np.zeros((4, 3), np.float32), np.zeros((4, 3), np.float32), None,
+                "T = 4 in layer 0", {"energy_before": before, "energy_after": after})
+    chart = whatif_geometry(o, layer=0)
+    lo, hi = chart.figure.layout.yaxis.range
+    assert lo < 0.7 and hi > 3.0 and lo > -10  # the plain run's 0.7..3.0, not -1.6e10
+    assert "reaches -1.6e+10" in chart.caption
+    tame = Outcome(o.tokens, o.before, o.after, None, "T = 3", {"energy_before": before, "energy_after": before - 0.1})
+    chart = whatif_geometry(tame, layer=0)
+    assert chart.figure.layout.yaxis.range is None and "leaves the axis" not in chart.caption
