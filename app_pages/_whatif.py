@@ -129,16 +129,6 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
             st.caption(ghost.caption)
 
 
-SWEEP_SPAN = 128
-"""Positions a patching sweep reads at most: the ones ending at its target (design choice: a sweep costs one
-run per layer and position; longer texts are cut to this window before the target, as the caption says)."""
-
-
-SMALL_DIFFERENCE = 0.05
-"""Below this logit difference between the clean and the corrupted run, the share of it a patch restores is
-noise divided by almost nothing: the heatmap then draws the raw metric (design choice)."""
-
-
 def _stand_in(vocab: Any, current: str) -> str:
     """A token of ``vocab`` to put in place of ``current``: the first of a few common ones that differs."""
     tokens = list(getattr(vocab, "tokens", []))
@@ -154,7 +144,7 @@ def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: s
     from geomlab.trace import encode_text
     from geomlab.trace.tracing import MODEL_LOCK
     from geomlab.data.vocab import unknown_symbols_error, unknown_tokens
-    from geomlab.whatif.patching import patching_sweep
+    from geomlab.whatif.patching import SMALL_DIFFERENCE, SWEEP_SPAN, token_swap_sweep
 
     def compute() -> tuple:
         ck = data.load_checkpoint(str(entry.path), entry.mtime)
@@ -168,16 +158,11 @@ def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: s
         clean = encode_text(ck.vocab, text).reshape(-1)
         if int(ids[0]) == int(clean[pos]):
             raise ValueError(f"{stand_in!r} is the cursor's own token: type a different one")
-        corrupt = clean.clone()
-        corrupt[pos] = ids[0]
-        start = max(0, target - SWEEP_SPAN + 1)
         with MODEL_LOCK:
-            sweep = patching_sweep(ck.model, corrupt[start:target + 1], clean[start:target + 1],
-                                   target_position=target - start)
-        sweep.positions = sweep.positions + start
-        sweep.target_position = target
+            sweep = token_swap_sweep(ck.model, clean, pos, int(ids[0]), target)
+        start = int(sweep.positions[0])
         names = [md_escape(t) for t in getattr(ck.vocab, "tokens", [])]
-        small = abs(sweep.clean - sweep.corrupt) < SMALL_DIFFERENCE
+        small = sweep.small()
         line = (f"The cursor's token {md_escape(labels[pos])!r} replaced by {md_escape(stand_in)!r}: the prediction "
                 f"at position {target} (logit difference clean {sweep.clean:.2f}, corrupted {sweep.corrupt:.2f}); "
                 f"{sweep.values.size} patched runs in {sweep.seconds:.1f} s"

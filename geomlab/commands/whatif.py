@@ -4,7 +4,7 @@ One intervention of :mod:`geomlab.whatif.catalog` at a position (steer an OSM st
 change a CEM layer's energy steps, ablate a head), printed as the panel's summary line
 (:meth:`geomlab.whatif.outcome.Outcome.summary`, scored on the checkpoint card's ``task`` as the app scores
 it) and the top-k guesses before and after; or, with ``--patch TOKEN``, the activation-patching sweep of the
-app's heatmap (:func:`geomlab.whatif.patching.patching_sweep`: the token at ``--pos`` replaced by ``TOKEN``,
+app's heatmap (:func:`geomlab.whatif.patching.token_swap_sweep`: the token at ``--pos`` replaced by ``TOKEN``,
 every layer and position patched back from the real text, the share of the prediction at ``--target`` each
 patch restores). ``--json FILE`` (``-``: standard output) saves the arrays.
 """
@@ -26,12 +26,6 @@ EPILOG = ("Interventions (--intervention, default the checkpoint's first, as the
           "llama, grassmann-attn, cem; --head, size 1 ablated, 0 not). --patch TOKEN runs the app's patching "
           "sweep instead (docs/whatif.md).")
 
-#: Positions a patching sweep reads at most, ending at its target: the app's window (``SWEEP_SPAN`` of its
-#: What-if panel), so the same inputs give the same sweep.
-SWEEP_SPAN = 128
-#: Below this logit difference between the clean and the corrupted run the share restored is noise over
-#: almost nothing, and the raw logit difference is printed instead (the app's heatmap does the same).
-SMALL_DIFFERENCE = 0.05
 _INT = number(int, 0, 2**31 - 1)
 
 
@@ -62,8 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=number(int, 1, 100), default=5,
                    help="guesses shown before and after (default 5, as the app)")
     p.add_argument("--target", type=_INT, default=None,
-                   help=f"--patch: position whose prediction is read (after --pos, less than {SWEEP_SPAN} on; "
-                        "default 3 on, or the last)")
+                   help="--patch: position whose prediction is read (after --pos, within the sweep's window of "
+                        "geomlab.whatif.patching.SWEEP_SPAN positions; default 3 on, or the last)")
     p.add_argument("--json", default=None, metavar="FILE",
                    help="also write the arrays as strict JSON to FILE (parent folders are created); '-': "
                         "standard output, and nothing else is printed there")
@@ -175,8 +169,8 @@ def _intervene(c, tokens, args, names) -> tuple[list[str], dict]:
 
 def _patch(c, tokens, args, names) -> tuple[list[str], dict]:
     """The patching sweep's printed lines and JSON fields (module docstring): the app's window, the last
-    :data:`SWEEP_SPAN` positions up to the target."""
-    from geomlab.whatif.patching import patching_sweep
+    :data:`geomlab.whatif.patching.SWEEP_SPAN` positions up to the target."""
+    from geomlab.whatif.patching import SMALL_DIFFERENCE, SWEEP_SPAN, token_swap_sweep
 
     pos, T = args.pos, len(tokens)
     for knob in ("intervention", "size", "layer", "head", "slot"):
@@ -193,13 +187,9 @@ def _patch(c, tokens, args, names) -> tuple[list[str], dict]:
         raise ValueError(f"--patch {args.patch!r} is {len(ids)} tokens for this checkpoint: give one token")
     if int(ids[0]) == int(tokens[pos]):
         raise ValueError(f"--patch {args.patch!r} is the token at --pos {pos} already: give a different one")
-    corrupt = tokens.clone()
-    corrupt[pos] = ids[0]
-    start = max(0, target - SWEEP_SPAN + 1)
-    sweep = patching_sweep(c.model, corrupt[start:target + 1], tokens[start:target + 1], target_position=target - start)
-    sweep.positions = sweep.positions + start
-    sweep.target_position = target
-    small = abs(sweep.clean - sweep.corrupt) < SMALL_DIFFERENCE
+    sweep = token_swap_sweep(c.model, tokens, pos, int(ids[0]), target)
+    start = int(sweep.positions[0])
+    small = sweep.small()
     shown = sweep.values if small else sweep.recovered()
     y = names[sweep.target_token]
     lines = [f"{names[int(tokens[pos])]!r} at position {pos} replaced by {args.patch!r}: the prediction of {y!r} at "

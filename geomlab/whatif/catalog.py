@@ -53,6 +53,8 @@ def _steps(model, tokens, position, size, layer=0, **_):
     from geomlab.whatif.energy import energy_steps
 
     L = len(model.stack.layers)
+    if not 0 <= layer < L:
+        raise ValueError(f"layer {layer} outside 0..{L - 1}")
     trained = int(model.stack.steps)
     steps = [trained] * L
     steps[layer] = int(round(size))

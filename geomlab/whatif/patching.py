@@ -26,7 +26,8 @@ import torch
 from geomlab.models.hooks import hook_points, run_with_cache, run_with_hooks
 from geomlab.whatif.outcome import LN2, Outcome, log_softmax
 
-__all__ = ["PatchPoint", "Sweep", "patch_points", "patch", "patching_sweep", "METRICS"]
+__all__ = ["PatchPoint", "Sweep", "patch_points", "patch", "patching_sweep", "token_swap_sweep", "METRICS", "SWEEP_SPAN",
+           "SMALL_DIFFERENCE"]
 
 METRICS = ("logit_diff", "kl", "target_prob")
 
@@ -217,12 +218,55 @@ class Sweep:
     target_token: int
     seconds: float = 0.0
 
+    def small(self) -> bool:
+        """Whether clean and corrupted differ by less than :data:`SMALL_DIFFERENCE` (then :meth:`recovered`
+        divides noise by almost nothing: read ``values``)."""
+        return abs(self.clean - self.corrupt) < SMALL_DIFFERENCE
+
     def recovered(self) -> np.ndarray:
         """``(values - corrupt) / (clean - corrupt)``, ``(L, T)``: 0 no effect, 1 the clean prediction fully
         restored (NaN where ``clean == corrupt``)."""
         span = self.clean - self.corrupt
         with np.errstate(invalid="ignore", divide="ignore"):
             return (self.values - self.corrupt) / span if span else np.full_like(self.values, np.nan)
+
+
+SWEEP_SPAN = 128
+"""Positions a token-swap sweep reads at most: the ones ending at its target (design choice: a sweep costs one
+run per layer and position; longer texts are cut to this window before the target)."""
+
+SMALL_DIFFERENCE = 0.05
+"""Below this logit difference between the clean and the corrupted run, the share of it a patch restores is
+noise divided by almost nothing: read the raw metric instead (:meth:`Sweep.small`; design choice)."""
+
+
+def token_swap_sweep(model: torch.nn.Module, tokens: Sequence[int], position: int, stand_in: int,
+                     target: int, span: int = SWEEP_SPAN) -> Sweep:
+    """The sweep of one swapped token, as the app's Patching heatmap and ``geomlab whatif --patch`` read it:
+    the token at ``position`` of ``tokens`` (1-d ids, the clean text) replaced by the id ``stand_in`` (the
+    corrupted text), every (layer, position) patched from the clean text over the last ``span`` positions up
+    to ``target``, and the prediction read at ``target`` (:func:`patching_sweep`, ``logit_diff``). The sweep's
+    positions and target are the text's (not the window's).
+
+    Raises ``ValueError`` for a ``target`` not after ``position``, past the text or ``span`` or more
+    positions after it, or a ``stand_in`` equal to the token it replaces. Design choice."""
+    tok = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
+    T, position, target = len(tok), int(position), int(target)
+    if not 0 <= position < T - 1:
+        raise ValueError(f"position {position} outside 0..{T - 2} (a later position reads its token)")
+    hi = min(T - 1, position + span - 1)
+    if not position < target <= hi:
+        raise ValueError(f"target {target} outside {position + 1}..{hi} (after the swapped token, within "
+                         f"{span} positions)")
+    if int(stand_in) == int(tok[position]):
+        raise ValueError(f"the stand-in is the token at position {position} already: give a different one")
+    corrupt = tok.clone()
+    corrupt[position] = int(stand_in)
+    start = max(0, target - span + 1)
+    sweep = patching_sweep(model, corrupt[start:target + 1], tok[start:target + 1], target_position=target - start)
+    sweep.positions = sweep.positions + start
+    sweep.target_position = target
+    return sweep
 
 
 def _metric(metric: str, logits: np.ndarray, clean_lp: np.ndarray, y: int, y_alt: int) -> np.ndarray:

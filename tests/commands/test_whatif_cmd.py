@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from geomlab.commands import load_checkpoint
-from geomlab.commands import whatif as whatif_cmd
 from geomlab.commands.cli import main
 from geomlab.trace import encode_text, visible
 from geomlab.whatif import catalog
@@ -88,16 +87,15 @@ def test_json_to_standard_output_holds_the_json_alone(capsys):
 def test_the_patching_sweep_is_the_apps(capsys, tmp_path):
     """--patch: the token at --pos replaced, the app's window of positions up to the target (here it starts
     after position 0), the sweep's raw values and share restored in the JSON, the printed table."""
-    import app_pages._whatif as app
+    from geomlab.whatif.patching import SWEEP_SPAN
 
-    assert (whatif_cmd.SWEEP_SPAN, whatif_cmd.SMALL_DIFFERENCE) == (app.SWEEP_SPAN, app.SMALL_DIFFERENCE)
     text = TEXT * 2
     pos, target = 140, 143
     ck = load_checkpoint(TRANSFORMER)
     clean = encode_text(ck.vocab, text).reshape(-1)
     corrupt = clean.clone()
     corrupt[pos] = encode_text(ck.vocab, "e")[0, 0]
-    start = target - app.SWEEP_SPAN + 1
+    start = target - SWEEP_SPAN + 1
     want = patching_sweep(ck.model, corrupt[start:target + 1], clean[start:target + 1], target_position=target - start)
     rc, out, err = _cli(capsys, TRANSFORMER, "--text", text, "--pos", str(pos), "--patch", "e", "--json",
                         str(tmp_path / "sweep.json"))

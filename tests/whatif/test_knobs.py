@@ -42,3 +42,7 @@ def test_a_knob_is_refused_where_it_does_not_apply_or_out_of_range():
         catalog.apply("steer", osm, torch.zeros(5, dtype=torch.long), 2, 9.0)
     with pytest.raises(KeyError):
         catalog.apply("no-such-knob", osm, torch.zeros(5, dtype=torch.long), 2, 0.5)
+    cem = small_model("cem").eval()
+    for layer in (-1, 2):  # two layers: a negative one would wrap to the last
+        with pytest.raises(ValueError, match=f"layer {layer} outside 0..1"):
+            catalog.apply("energy_steps", cem, torch.zeros(5, dtype=torch.long), 2, 3, layer=layer)

@@ -103,3 +103,26 @@ def test_training_mode_restored():
     finally:
         model.eval()
     assert torch.is_grad_enabled()
+
+
+def test_a_token_swap_sweep_reads_the_window_before_its_target_in_the_texts_positions():
+    """token_swap_sweep equals patching_sweep on the last `span` positions of the swapped text, its positions
+    and target those of the whole text; a target not after the swap, out of reach, or a stand-in equal to
+    the token it replaces is refused."""
+    from geomlab.whatif.patching import token_swap_sweep
+
+    model = get_model("transformer").eval()
+    tok = torch.as_tensor(VOCAB.encode(TEXT), dtype=torch.long)
+    pos, target, span = 20, 24, 8
+    other = (int(tok[pos]) + 1) % len(VOCAB)
+    got = token_swap_sweep(model, tok, pos, other, target, span=span)
+    corrupt = tok.clone()
+    corrupt[pos] = other
+    want = patching_sweep(model, corrupt[target - span + 1:target + 1], tok[target - span + 1:target + 1])
+    np.testing.assert_array_equal(got.values, want.values)
+    assert list(got.positions) == list(range(target - span + 1, target + 1)) and got.target_position == target
+    for bad in (dict(target=pos), dict(target=pos + span), dict(target=len(tok))):
+        with pytest.raises(ValueError, match="target"):
+            token_swap_sweep(model, tok, pos, other, span=span, **bad)
+    with pytest.raises(ValueError, match="already"):
+        token_swap_sweep(model, tok, pos, int(tok[pos]), target)
