@@ -40,7 +40,7 @@ def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], 
             ghost = whatif_geometry(out, layer=int(controls.get("layer") or 0))
         except FigureError:
             ghost = None
-        return whatif_guesses(out, pos, names), whatif_effect(out, labels), ghost, line
+        return whatif_guesses(out, pos, names), whatif_effect(out, labels, cursor=pos), ghost, line
 
     key = ("whatif", str(entry.path), entry.mtime, data.KeyText(text), tuple(sorted(trace_opts.items())), name,
            round(float(size), 6), int(pos), tuple(sorted(controls.items())))
@@ -165,11 +165,11 @@ def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: s
         small = sweep.small()
         line = (f"The cursor's token {md_escape(labels[pos])!r} replaced by {md_escape(stand_in)!r}: the prediction "
                 f"at position {target} (logit difference clean {sweep.clean:.2f}, corrupted {sweep.corrupt:.2f}); "
-                f"{sweep.values.size} patched runs in {sweep.seconds:.1f} s"
+                f"{sweep.runs} patched runs in {sweep.seconds:.1f} s"
                 + (f", the {SWEEP_SPAN} positions ending there." if start else ".")
                 + (f" The swap hardly changes that prediction (under {SMALL_DIFFERENCE} in logit difference), so "
                    "the heatmap draws the raw logit difference, not the share restored." if small else ""))
-        return patching_heatmap(sweep, labels, names, recovered=not small), line
+        return patching_heatmap(sweep, labels, names, recovered=not small, swapped=pos), line
 
     key = ("patching", str(entry.path), entry.mtime, data.KeyText(text), int(pos), stand_in, int(target))
     return data.cached(key, compute, spinner="Patching every layer and position…")

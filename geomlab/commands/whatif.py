@@ -194,7 +194,7 @@ def _patch(c, tokens, args, names) -> tuple[list[str], dict]:
     y = names[sweep.target_token]
     lines = [f"{names[int(tokens[pos])]!r} at position {pos} replaced by {args.patch!r}: the prediction of {y!r} at "
              f"position {target} (logit difference clean {sweep.clean:.3f}, corrupted {sweep.corrupt:.3f}); "
-             f"{sweep.values.size} patched runs in {sweep.seconds:.1f} s.",
+             f"{sweep.runs} patched runs in {sweep.seconds:.1f} s.",
              (f"The swap hardly changes that prediction (under {SMALL_DIFFERENCE} in logit difference): raw "
               "logit difference with each (layer, position) patched" if small else
               "Share of it restored with each (layer, position) patched from the real text (0 nothing, 1 all)")

@@ -121,9 +121,10 @@ def hover_tokens(labels: Sequence[str], positions: np.ndarray) -> list[str]:
 
 
 def add_cursor_line(fig: FigureBuilder | go.Figure, x: float | None, row: int | None = None,
-                    col: int | None = None, axis: str = "x") -> None:
+                    col: int | None = None, axis: str = "x", below: bool = False) -> None:
     """Mark the cursor position with a solid vertical (``axis="x"``) or horizontal line spanning the
-    subplot at ``row``/``col`` (a plain layout shape: ``add_vline`` is ~100x slower on subplots)."""
+    subplot at ``row``/``col`` (a plain layout shape: ``add_vline`` is ~100x slower on subplots); ``below``:
+    under the traces (a bar chart's bar at the cursor stays in view; a heatmap would hide it)."""
     if x is None:
         return
     if row is None:
@@ -139,7 +140,7 @@ def add_cursor_line(fig: FigureBuilder | go.Figure, x: float | None, row: int | 
         shape = {"type": "line", "x0": x, "x1": x, "xref": xref, "y0": 0, "y1": 1, "yref": f"{yref} domain"}
     else:
         shape = {"type": "line", "y0": x, "y1": x, "yref": yref, "x0": 0, "x1": 1, "xref": f"{xref} domain"}
-    fig.add_shape(line=line, name="cursor", **shape)
+    fig.add_shape(line=line, name="cursor", layer="below" if below else "above", **shape)
 
 
 def cursor_box(fig: FigureBuilder, row_index: int, x1: float, row: int | None = None, col: int | None = None) -> None:

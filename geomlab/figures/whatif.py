@@ -16,6 +16,8 @@ from geomlab.core.markup import md_label
 
 BEFORE, AFTER = "#999999", colour(0)
 """Colours of the plain run (grey) and the intervened run (the first index colour)."""
+UP, DOWN = "#b2182b", "#2166ac"
+"""A surprisal that rose (red) or fell (blue): neither is the cursor's orange."""
 
 
 def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 5) -> Chart:
@@ -58,19 +60,24 @@ def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 
                   height=120 + 34 * len(ids), margin={"l": 70, "r": 30, "t": 40, "b": 60})
 
 
-def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW) -> Chart:
+def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW, cursor: int | None = None) -> Chart:
     """The intervention's effect along the text, two panels over the positions around it (at most ``window``
     consecutive positions, full resolution): top, the KL divergence of the predicted distribution (next token,
     or a word problem's running product: ``outcome.predicts``) before -> after at each position (bits);
     bottom, the change in surprisal of what really follows (the correct running product), in bits,
     positive: the real text became harder to predict. The intervention's position is the orange line.
-    ``labels``: the tokens of the text. Traces ``"KL"``, ``"surprisal change"``. Raises :class:`FigureError`
-    when ``labels`` and the outcome differ in length. Design choice."""
+    ``labels``: the tokens of the text; ``cursor``: the page's cursor, which the window follows and the orange
+    line marks (default the intervention's position, else the last). Traces ``"KL"``, ``"surprisal change"``.
+    Raises :class:`FigureError` when ``labels`` and the outcome differ in length or the cursor is outside the
+    text. Design choice."""
     T = len(outcome.before)
     if len(labels) != T:
         raise FigureError(f"{len(labels)} labels for {T} positions")
     at = outcome.position
-    idx = shown_window(T, at if at is not None else T - 1, window)
+    mark = cursor if cursor is not None else at
+    if mark is not None and not 0 <= mark < T:
+        raise FigureError(f"cursor {mark} out of range: the text has {T} positions")
+    idx = shown_window(T, mark if mark is not None else T - 1, window)
     kl = outcome.kl_bits()
     ds = outcome.surprisal_change_bits()  # NaN where nothing is scored (a text's last next token)
     real = "real next token" if outcome.predicts == "next token" else f"correct {outcome.predicts}"
@@ -83,11 +90,11 @@ def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW) -> Chart
                    "hovertemplate": "position %{text}<br>KL %{y:.4f} bits<extra></extra>"}, row=1, col=1)
     vals = ds[idx]
     fig.add_trace({"type": "bar", "x": idx, "y": vals, "customdata": idx, "name": "surprisal change",
-                   "marker": {"color": np.where(np.nan_to_num(vals) >= 0, "#d55e00", "#0072b2")},
+                   "marker": {"color": np.where(np.nan_to_num(vals) >= 0, UP, DOWN)},
                    "text": text, "textposition": "none", "showlegend": False,
                    "hovertemplate": "position %{text}<br>%{y:+.3f} bits<extra></extra>"}, row=2, col=1)
     for row in (1, 2):
-        add_cursor_line(fig, at, row=row, col=1)
+        add_cursor_line(fig, mark, row=row, col=1, below=True)
     fig.update_xaxes(title_text="position t (token)", row=2, col=1, **token_ticks(labels, idx))
     fig.update_yaxes(title_text="bits", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="bits", row=2, col=1)
@@ -107,45 +114,56 @@ METRIC_WORDS = {"logit_diff": "logit difference z[y] − z[y′] (nats)", "kl": 
                 "target_prob": "p(y)"}
 
 
-def patching_heatmap(sweep, labels: Sequence[str], token_names: Sequence[str] = (), recovered: bool = True) -> Chart:
+def patching_heatmap(sweep, labels: Sequence[str], token_names: Sequence[str] = (), recovered: bool = True,
+                     swapped: int | None = None) -> Chart:
     """The activation-patching picture of a sweep (:class:`geomlab.whatif.patching.Sweep`): layers (rows) x
     positions (columns), each cell the prediction at the target with that layer's state at that position
     taken from the clean text, as the share of the clean prediction it restores (``recovered``: 0 nothing,
-    1 all, :meth:`Sweep.recovered`) or as the raw metric. ``labels``: the corrupted text's tokens.
-    Trace ``"patching"`` (x = positions, ``customdata`` = the position). Raises :class:`FigureError` when the
-    labels do not match the sweep. Source: activation patching (Meng et al. 2022); the layout is a design
+    1 all, :meth:`Sweep.recovered`) or as the raw metric. ``labels``: the corrupted text's tokens;
+    ``swapped``: the position of the token the corrupted text changed (the cursor: an orange line, and the
+    columns start there, the earlier ones holding the same state in both texts), None for a sweep of any two
+    texts. The target is a dashed line. The colour scale's neutral middle is "nothing restored" (0 restored,
+    or the corrupted run's metric). Trace ``"patching"`` (x = positions, ``customdata`` = the position).
+    Raises :class:`FigureError` when the labels do not match the sweep. Source: activation patching (Meng et al. 2022); the layout is a design
     choice."""
     vals = np.asarray(sweep.recovered() if recovered else sweep.values, dtype=np.float64)
     L, T = vals.shape
     pos = np.asarray(sweep.positions, dtype=np.int64)
     if len(labels) < int(pos.max(initial=-1)) + 1:
         raise FigureError(f"{len(labels)} labels for positions up to {int(pos.max())}")
-    shown = pos[pos <= sweep.target_position]
+    shown = pos[(pos <= sweep.target_position) & (pos >= (swapped if swapped is not None else pos[0]))]
     cols = np.searchsorted(pos, shown)
     z = vals[:, cols]
     fin = z[np.isfinite(z)]
-    # symmetric about 0, so "nothing restored" is the scale's neutral middle whatever the data (plotly
+    # symmetric about "nothing restored", so it is the scale's neutral middle whatever the data (plotly
     # ignores zmid beside zmin and zmax); the share restored spans at least -1..1
-    lim = max(float(np.abs(fin).max()) if fin.size else 1.0, 1.0 if recovered else 1e-9)
+    mid = 0.0 if recovered else float(sweep.corrupt)
+    lim = max(float(np.abs(fin - mid).max()) if fin.size else 1.0, 1.0 if recovered else 1e-9)
     fig = FigureBuilder()
     fig.add_trace({"type": "heatmap", "z": z, "x": shown, "y": list(range(L)), "name": "patching",
                    "customdata": np.broadcast_to(shown, z.shape), "colorscale": "RdBu",
-                   "zmin": -lim, "zmax": lim,
+                   "zmin": mid - lim, "zmax": mid + lim,
                    "reversescale": True,
                    "text": np.broadcast_to(np.array(hover_tokens(labels, shown), dtype=object), z.shape),
                    "hovertemplate": "layer %{y}, position %{text}<br>%{z:.3f}<extra></extra>",
                    "colorbar": {"title": {"text": "restored" if recovered else "metric"}}})
-    add_cursor_line(fig, sweep.target_position)
+    add_cursor_line(fig, swapped)
+    fig.add_shape(type="line", x0=sweep.target_position, x1=sweep.target_position, y0=0, y1=1, yref="y domain",
+                  line={"color": "#333333", "width": 2, "dash": "dash"}, name="target")
     fig.update_xaxes(title_text="position patched (token)", **token_ticks(labels, shown))
     fig.update_yaxes(title_text="layer", tickmode="array", tickvals=list(range(L)),
                      ticktext=[str(n) for n in sweep.layers] if L <= 12 else None, autorange="reversed")
     y = sweep.target_token
     target = f"“{token_names[y]}”" if 0 <= y < len(token_names) else f"token {y}"
-    what = "the share of the clean prediction restored" if recovered else METRIC_WORDS.get(sweep.metric, sweep.metric)
+    metric = METRIC_WORDS.get(sweep.metric, sweep.metric)
+    what = (f"the share of the clean prediction restored, by the {metric}" if recovered
+            else f"the {metric}; grey: the corrupted run's {sweep.corrupt:.3f}, nothing restored")
     cap = (f"Activation patching: each cell runs the corrupted text with one layer's state at one position taken "
-           f"from the clean text, and reads the prediction of {target} at position {sweep.target_position} "
-           f"({what}; metric {METRIC_WORDS.get(sweep.metric, sweep.metric)}: clean {sweep.clean:.3f}, corrupted "
-           f"{sweep.corrupt:.3f}). Positions after the target cannot change it and are left out.")
+           f"from the clean text, and reads the prediction of {target} at position {sweep.target_position}, the "
+           f"dashed line ({what}; clean {sweep.clean:.3f}, corrupted {sweep.corrupt:.3f}). Positions after the "
+           "target cannot change it and are left out"
+           + (f"; so are those before the swapped token at {swapped} (the orange line), whose states the two "
+              "texts share." if swapped is not None else "."))
     return finish(fig, "Patching: where the difference lives", cap, "patching_heatmap",
                   height=max(260, 120 + 34 * L), margin={"l": 120 if L <= 12 else 60, "r": 20, "t": 50, "b": 60})
 

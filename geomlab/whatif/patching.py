@@ -206,7 +206,7 @@ class Sweep:
     """A patching sweep (design choice): ``values`` ``(L, T)`` float64, the metric at the target with layer
     ``layers[l]`` patched at position ``positions[t]``; ``clean`` / ``corrupt``: the metric of the unpatched
     source / corrupted run; ``target_position``, ``target_token``: where and what is predicted;
-    ``seconds``: wall time of the sweep."""
+    ``seconds``: wall time of the sweep; ``runs``: the patched runs it made."""
 
     values: np.ndarray
     layers: list[str]
@@ -217,6 +217,7 @@ class Sweep:
     target_position: int
     target_token: int
     seconds: float = 0.0
+    runs: int = 0
 
     def small(self) -> bool:
         """Whether clean and corrupted differ by less than :data:`SMALL_DIFFERENCE` (then :meth:`recovered`
@@ -244,8 +245,9 @@ def token_swap_sweep(model: torch.nn.Module, tokens: Sequence[int], position: in
                      target: int, span: int = SWEEP_SPAN) -> Sweep:
     """The sweep of one swapped token, as the app's Patching heatmap and ``geomlab whatif --patch`` read it:
     the token at ``position`` of ``tokens`` (1-d ids, the clean text) replaced by the id ``stand_in`` (the
-    corrupted text), every (layer, position) patched from the clean text over the last ``span`` positions up
-    to ``target``, and the prediction read at ``target`` (:func:`patching_sweep`, ``logit_diff``). The sweep's
+    corrupted text), every layer patched from the clean text at each position from ``position`` to
+    ``target`` (earlier ones, which the two texts share, hold the corrupted value; the run reads the last
+    ``span`` positions up to ``target``), and the prediction read at ``target`` (:func:`patching_sweep`, ``logit_diff``). The sweep's
     positions and target are the text's (not the window's).
 
     Raises ``ValueError`` for a ``target`` not after ``position``, past the text or ``span`` or more
@@ -263,7 +265,8 @@ def token_swap_sweep(model: torch.nn.Module, tokens: Sequence[int], position: in
     corrupt = tok.clone()
     corrupt[position] = int(stand_in)
     start = max(0, target - span + 1)
-    sweep = patching_sweep(model, corrupt[start:target + 1], tok[start:target + 1], target_position=target - start)
+    sweep = patching_sweep(model, corrupt[start:target + 1], tok[start:target + 1], target_position=target - start,
+                           first=position - start)
     sweep.positions = sweep.positions + start
     sweep.target_position = target
     return sweep
@@ -281,7 +284,8 @@ def _metric(metric: str, logits: np.ndarray, clean_lp: np.ndarray, y: int, y_alt
 
 
 def patching_sweep(model: torch.nn.Module, tokens: Sequence[int], source_tokens: Sequence[int],
-                   target_position: int | None = None, metric: str = "logit_diff", batch: int = 64) -> Sweep:
+                   target_position: int | None = None, metric: str = "logit_diff", batch: int = 64,
+                   first: int = 0) -> Sweep:
     """Patch every (layer, position) of the corrupted run (``tokens``) with the clean run's (``source_tokens``)
     value and measure the prediction at ``target_position``.
 
@@ -293,6 +297,8 @@ def patching_sweep(model: torch.nn.Module, tokens: Sequence[int], source_tokens:
         metric: ``"logit_diff"`` (``z[y] - z[y']``, ``y'`` the corrupted run's most likely token other than
             ``y``), ``"kl"`` (KL(p_clean || p_patched) in bits) or ``"target_prob"`` (``p(y)``).
         batch: patched copies run in one forward pass (memory ``batch`` times one run's).
+        first: the first position patched; earlier ones hold the corrupted value without a run (for texts
+            that agree before ``first``, as a swapped token's do, patching there changes nothing).
 
     Returns a :class:`Sweep`, ``values`` ``(L, T)``. Positions after the target cannot change it (every kind is
     causal) and hold the corrupted value without a run. Each layer costs ``ceil((target + 1) / batch)``
@@ -308,6 +314,9 @@ def patching_sweep(model: torch.nn.Module, tokens: Sequence[int], source_tokens:
     p = T - 1 if target_position is None else int(target_position)
     if not 0 <= p < T:
         raise ValueError(f"target_position {p} outside 0..{T - 1}")
+    if not 0 <= int(first) <= p:
+        raise ValueError(f"first {first} outside 0..{p} (the target)")
+    first = int(first)
     dev = _device(model)
     tok, src = tok.to(dev), src.to(dev)
     points = patch_points(model)
@@ -329,13 +338,14 @@ def patching_sweep(model: torch.nn.Module, tokens: Sequence[int], source_tokens:
             corrupt_l, _ = _cache_values(model, tok, point)
             corrupt_m = float(_metric(metric, corrupt_l[0, p].float().cpu().numpy()[None], clean_lp, y, y_alt)[0])
             values[l, p + 1:] = corrupt_m
+            values[l, :first] = corrupt_m
             _, source = _cache_values(model, src, point)
             source = {n: v[0] for n, v in source.items()}
-            for lo in range(0, p + 1, batch):
+            for lo in range(first, p + 1, batch):
                 rows = torch.arange(lo, min(p + 1, lo + batch), device=dev)
                 out = _run_patched(model, tok[:, :p + 1].expand(len(rows), -1), point, source, rows, calls)
                 values[l, rows.cpu().numpy()] = _metric(metric, out[:, p].float().cpu().numpy(), clean_lp, y, y_alt)
         corrupt_m = float(_metric(metric, corrupt_logits[None], clean_lp, y, y_alt)[0])
     return Sweep(values=values, layers=[pt.label for pt in points], positions=np.arange(T), metric=metric,
                  clean=clean_m, corrupt=corrupt_m, target_position=p, target_token=y,
-                 seconds=time.perf_counter() - start)
+                 seconds=time.perf_counter() - start, runs=len(points) * (p + 1 - first))

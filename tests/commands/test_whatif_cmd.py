@@ -96,7 +96,8 @@ def test_the_patching_sweep_is_the_apps(capsys, tmp_path):
     corrupt = clean.clone()
     corrupt[pos] = encode_text(ck.vocab, "e")[0, 0]
     start = target - SWEEP_SPAN + 1
-    want = patching_sweep(ck.model, corrupt[start:target + 1], clean[start:target + 1], target_position=target - start)
+    want = patching_sweep(ck.model, corrupt[start:target + 1], clean[start:target + 1], target_position=target - start,
+                          first=pos - start)
     rc, out, err = _cli(capsys, TRANSFORMER, "--text", text, "--pos", str(pos), "--patch", "e", "--json",
                         str(tmp_path / "sweep.json"))
     assert rc == 0, err

@@ -122,3 +122,34 @@ def test_an_energy_that_blows_up_keeps_the_plain_runs_range_in_view_and_says_how
     tame = Outcome(o.tokens, o.before, o.after, None, "T = 3", {"energy_before": before, "energy_after": before - 0.1})
     chart = whatif_geometry(tame, layer=0)
     assert chart.figure.layout.yaxis.range is None and "leaves the axis" not in chart.caption
+
+
+def test_a_swap_sweep_draws_from_the_swapped_token_to_the_target_around_nothing_restored():
+    """With the swapped position given, the columns start there (orange line) and end at the target (dashed);
+    the raw metric's neutral middle is the corrupted run's value, not 0."""
+    from geomlab.figures.whatif import patching_heatmap
+    from geomlab.whatif.patching import Sweep
+
+    values = np.full((2, 6), 4.30)
+    values[1, 3:5] = [4.20, 4.45]
+    sweep = Sweep(values, ["a", "b"], np.arange(10, 16), "logit_diff", clean=4.28, corrupt=4.30,
+                  target_position=14, target_token=1)
+    chart = patching_heatmap(sweep, list("abcdefghijklmnop"), recovered=False, swapped=12)
+    heat = chart.figure.data[0]
+    assert list(heat.x) == [12, 13, 14]
+    assert (heat.zmin + heat.zmax) / 2 == pytest.approx(4.30) and heat.zmax == pytest.approx(4.45)
+    shapes = {s.name: s for s in chart.figure.layout.shapes}
+    assert shapes["cursor"].x0 == 12 and shapes["target"].x0 == 14 and shapes["target"].line.dash == "dash"
+    assert "before the swapped token at 12" in chart.caption
+
+
+def test_a_whole_text_interventions_effect_follows_the_pages_cursor():
+    o = _outcome()
+    o = o.__class__(o.tokens, o.before, o.after, None, "a head ablated")
+    fig = whatif_effect(o, ["x"] * 300, cursor=20).figure
+    x = np.asarray(next(t for t in fig.data if t.name == "KL").x)
+    assert x[0] <= 20 <= x[-1] and x[-1] < 299  # the window is the cursor's, not the text's end
+    assert {s.x0 for s in fig.layout.shapes if s.name == "cursor"} == {20}
+    assert all(s.layer == "below" for s in fig.layout.shapes if s.name == "cursor")  # its bar stays in view
+    with pytest.raises(FigureError):
+        whatif_effect(o, ["x"] * 300, cursor=300)

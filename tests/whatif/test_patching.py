@@ -118,8 +118,13 @@ def test_a_token_swap_sweep_reads_the_window_before_its_target_in_the_texts_posi
     got = token_swap_sweep(model, tok, pos, other, target, span=span)
     corrupt = tok.clone()
     corrupt[pos] = other
-    want = patching_sweep(model, corrupt[target - span + 1:target + 1], tok[target - span + 1:target + 1])
-    np.testing.assert_array_equal(got.values, want.values)
+    start = target - span + 1
+    want = patching_sweep(model, corrupt[start:target + 1], tok[start:target + 1], target_position=target - start)
+    np.testing.assert_array_equal(got.values[:, pos - start:], want.values[:, pos - start:])
+    # before the swapped token the texts agree: no run, the corrupted value (a full sweep computes about it)
+    assert (got.values[:, :pos - start] == got.corrupt).all()
+    np.testing.assert_allclose(want.values[:, :pos - start], got.corrupt, atol=1e-4)
+    assert got.runs == want.runs - len(want.layers) * (pos - start)
     assert list(got.positions) == list(range(target - span + 1, target + 1)) and got.target_position == target
     for bad in (dict(target=pos), dict(target=pos + span), dict(target=len(tok))):
         with pytest.raises(ValueError, match="target"):
