@@ -353,7 +353,11 @@ def view_body(slug: str, entry: Any, text: str) -> None:
             _tokens.token_panel(entry, tr, pos, where=box)
 
         box, rest = first_row(items, key_prefix=slug, stem=f"{entry.name}-{slug}", tr=tr, side=side)
-        if not trace_opts:  # (a CEM trace at other inference steps is itself a what-if)
+        if trace_opts:  # a CEM trace at other inference steps is itself a what-if
+            st.caption(f"What if and Patching work on the model as trained (Steps T = {trace_opts.get('steps', '')} "
+                       "here is itself an intervention on every layer): set T back to the model's own to use them. "
+                       "What if's energy-steps knob changes one layer's T.")
+        else:
             from app_pages._whatif import patching_section, whatif_panel
 
             with ui.guard("What if"):

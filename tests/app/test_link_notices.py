@@ -89,3 +89,12 @@ def test_on_the_last_token_the_patching_switch_stays_in_view_off(zoo):
     end = at.toggle(key="w_patch_end")
     assert end.value is False and end.disabled
     assert at.session_state["gl_patch"] == "e"
+
+
+def test_steps_t_off_the_trained_t_says_why_what_if_and_patching_are_gone(zoo):
+    at = run_page("energy", ckpt=CEM, T="4", wi="energy_steps", patch="e")
+    assert any("set T back to the model's own" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert not [t for t in at.toggle if t.key in ("w_whatif_on", "w_patch_on")]
+    at = run_page("energy", ckpt=CEM)
+    assert not any("set T back" in c.value for c in at.caption)
+    assert [t for t in at.toggle if t.key == "w_whatif_on"]
