@@ -140,8 +140,13 @@ def click_handler(name: str, key: str, tr: Any = None) -> Any:
     """The ``on_click`` of chart ``key`` drawing figure ``name``: its declared click rule
     (:attr:`geomlab.figures.catalog.FigureSpec.click`) applied to the page's cursor, layer and head
     (:func:`app_pages._links.follow_click`; ``tr`` bounds the position); None for a figure without one."""
-    rule = views.figure_spec(name).click if name in FIGURES else None
+    rule = views.figure_spec(name).click if name in FIGURES else OUTCOME_CLICKS.get(name)
     return partial(follow_click, key, rule, tr) if rule else None
+
+
+OUTCOME_CLICKS = {"whatif_effect": "position"}
+"""Click rules of the figures of an intervention drawn through :func:`draw_figures` (the Tour's What-if step):
+they take an outcome, not a trace, so they are not in the catalogue that declares the others'."""
 
 
 def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool = False,

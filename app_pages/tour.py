@@ -212,7 +212,7 @@ def draw_whatif(step: tours.Step, entry, tr, pos: int, prefix: str, stem: str) -
     if ghost is not None:
         items.append(("whatif_geometry", ghost.figure, ghost.caption, False))
     items.append(("whatif_effect", effect.figure, effect.caption, True))
-    _views.draw_figures(items, key_prefix=prefix, stem=stem)
+    _views.draw_figures(items, key_prefix=prefix, stem=stem, tr=tr)
 
 
 # ---------------------------------------------------------------- page

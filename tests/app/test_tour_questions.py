@@ -78,3 +78,13 @@ def test_the_presenter_view_keeps_question_notice_and_arrow_buttons(zoo_env):
     at.button(key="tour_next").click().run()
     assert at.session_state["gl_tour_step"] == 1
     assert at.query_params["present"] == ["1"] or at.query_params["present"] == "1"
+
+
+def test_the_tours_what_if_effect_chart_moves_the_cursor_on_a_click():
+    """The Tour draws an intervention's effect through draw_figures: it gets the position click rule (it is
+    not a catalogue figure, whose rules the catalogue declares)."""
+    from app_pages._views import click_handler
+
+    handler = click_handler("whatif_effect", "tour-whatif_effect", None)
+    assert handler is not None and handler.args[1] == "position"
+    assert click_handler("whatif_guesses", "k", None) is None  # bars of tokens, not positions
