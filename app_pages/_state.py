@@ -402,7 +402,8 @@ def state_query(page: str | None = None) -> dict[str, str]:
             side = data.entry_for(ss.get(K_CKPT if key == K_STEPS else K_CKPT_B))
             if side is None or side.kind != "cem":
                 continue  # only a CEM side has recursion steps
-        want[url_key] = str(value)
+        # a whole-number float reads as one in the link (wis=-3, not -3.0)
+        want[url_key] = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
     return want
 
 

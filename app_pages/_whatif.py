@@ -144,15 +144,17 @@ def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: s
     from geomlab.trace import encode_text
     from geomlab.trace.tracing import MODEL_LOCK
     from geomlab.data.vocab import unknown_symbols_error, unknown_tokens
+    from geomlab.trace.tracing import from_visible
     from geomlab.whatif.patching import SMALL_DIFFERENCE, SWEEP_SPAN, token_swap_sweep
 
     def compute() -> tuple:
         ck = data.load_checkpoint(str(entry.path), entry.mtime)
         if not stand_in:
             raise ValueError("type the token to put in the cursor's place")
-        if unknown_tokens(ck.vocab, stand_in):  # it would read as the unknown token, not as typed
-            raise unknown_symbols_error(ck.vocab, unknown_tokens(ck.vocab, stand_in))
-        ids = encode_text(ck.vocab, stand_in).reshape(-1)
+        typed = from_visible(stand_in, ck.vocab)  # '␣' as the charts show a space
+        if unknown_tokens(ck.vocab, typed):  # it would read as the unknown token, not as typed
+            raise unknown_symbols_error(ck.vocab, unknown_tokens(ck.vocab, typed))
+        ids = encode_text(ck.vocab, typed).reshape(-1)
         if ids.numel() != 1:
             raise ValueError(f"{stand_in!r} is {ids.numel()} tokens for this checkpoint: give one token")
         clean = encode_text(ck.vocab, text).reshape(-1)
@@ -205,7 +207,8 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
     cols = st.columns([1, 2], vertical_alignment="bottom")
     ss["w_patch"] = ss[state.K_PATCH]
     cols[0].text_input("Put in its place", key="w_patch", max_chars=32, on_change=state.copy,
-                       args=("w_patch", state.K_PATCH), help="One token of this checkpoint's vocabulary.")
+                       args=("w_patch", state.K_PATCH), help="One token of this checkpoint's vocabulary (a space "
+                       "may be typed as ␣ and a line break as ↵, as the charts show them).")
     hi = min(n - 1, pos + 32)
     at = ss.get(state.K_PATCH_AT)
     want = int(at) if at is not None else min(pos + 3, hi)

@@ -104,7 +104,7 @@ def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW, cursor: 
     where = f"at position {at} '{md_label(labels[at])}'" if at is not None else "on every position"
     span = "from there on" if at is not None else "over the text"
     cap = (f"What the intervention ({outcome.what}) {where} changed: the KL divergence of the {outcome.predicts} "
-           f"distribution, largest {float(np.nanmax(kl)):.3f} bits at position {int(np.nanargmax(kl))}; and the "
+           f"distribution, largest {float(np.nanmax(kl)):.3g} bits at position {int(np.nanargmax(kl))}; and the "
            f"surprisal of the {real}, {total:+.2f} bits in all {span} (positive: harder to predict). "
            f"Positions {int(idx[0])}–{int(idx[-1])} of {T}.")
     return finish(fig, "Effect along the text", cap, "whatif_effect", height=420)

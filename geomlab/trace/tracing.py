@@ -30,6 +30,14 @@ MODEL_LOCK = threading.RLock()
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 
+def from_visible(text: str, vocab=None) -> str:
+    """``text`` with the symbols :func:`visible` shows whitespace as (``␣``, ``↵``, ``⇥``, ``␍``) turned back
+    into the whitespace, so a token can be typed as the app shows it; a symbol ``vocab`` reads as itself is
+    kept. Design choice."""
+    back = {v: k for k, v in _VISIBLE.items() if vocab is None or v not in vocab}
+    return "".join(back.get(c, c) for c in text)
+
+
 def visible(ch: str) -> str:
     """A printable version of one token string for hover text and tick labels (whitespace made visible; other
     unprintable characters as Python writes them: ``\\x7f``, ``\\u200b``, ``\\U000e0001``; a token that

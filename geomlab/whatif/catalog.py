@@ -117,9 +117,12 @@ def apply(name: str, model: Any, tokens: torch.Tensor, position: int, size: floa
     is out of range (the message says which)."""
     spec = INTERVENTIONS[name]
     if model_kind(model) not in spec.kinds:
-        raise ValueError(f"{spec.label!r} does not apply to a {model_kind(model) or 'model of unknown kind'} "
+        kind = model_kind(model) or "model of unknown kind"
+        raise ValueError(f"{spec.label!r} does not apply to {'an' if kind[0] in 'aeiou' else 'a'} {kind} "
                          f"(it applies to {', '.join(spec.kinds)})")
     if not spec.lo <= float(size) <= spec.hi:
         raise ValueError(f"{spec.size_label} {size} is outside {spec.lo}..{spec.hi}")
+    if float(spec.step).is_integer() and not float(size).is_integer():
+        raise ValueError(f"{spec.size_label}: {size} is not a whole number (the knob takes steps of {spec.step:g})")
     kw = {k: int(controls.get(k) or 0) for k in spec.takes}
     return spec.run(model, tokens, int(position), float(size), **kw)

@@ -91,8 +91,8 @@ class Outcome:
         else:
             where, total = "over the whole text", np.nansum(ds)
         real = "the real text's surprisal" if self.targets is None else "the correct running products' surprisal"
-        return (f"{self.what}: KL at the cursor {kl[position]:.3g} bits, largest {kl.max():.3g} bits; {real} "
-                f"{total:+.3g} bits {where}.")
+        return (f"{self.what}: KL at the cursor {_bits(kl[position])} bits, largest {_bits(kl.max())} bits; {real} "
+                f"{_bits(total, sign=True)} bits {where}.")
 
     def top_k(self, position: int, k: int = 5) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
         """The ``k`` most likely next tokens at ``position`` before and after: ``[(id, probability)]`` each.
@@ -105,3 +105,12 @@ class Outcome:
             ids = np.argsort(-p, kind="stable")[:k]
             out.append([(int(i), float(p[i])) for i in ids])
         return out[0], out[1]
+
+
+def _bits(x: float, sign: bool = False) -> str:
+    """A number of bits for a sentence: 3 significant digits, whole numbers with separators from 1,000 on
+    (``+5,820``, not ``+5.82e+03``)."""
+    x = float(x)
+    if abs(x) >= 1000:
+        return f"{x:+,.0f}" if sign else f"{x:,.0f}"
+    return f"{x:+.3g}" if sign else f"{x:.3g}"

@@ -98,3 +98,15 @@ def test_steps_t_off_the_trained_t_says_why_what_if_and_patching_are_gone(zoo):
     at = run_page("energy", ckpt=CEM)
     assert not any("set T back" in c.value for c in at.caption)
     assert [t for t in at.toggle if t.key == "w_whatif_on"]
+
+
+def test_a_space_stand_in_may_be_typed_as_the_charts_show_it(zoo):
+    at = run_page("trajectories", ckpt="bundled/osm-rnn-o-tinyshakespeare", pos="5", patch="␣")
+    assert not [i.value for i in at.info if i.value.startswith("Patching:")]
+    assert [c for c in at.caption if "replaced by '␣'" in c.value and "patched runs" in c.value]
+
+
+def test_a_whole_number_size_reads_as_one_in_the_link(zoo):
+    at = run_page("trajectories", ckpt="bundled/osm-rnn-o-s5", text="12340 10234 12340 12340 10234 21034", pos="5",
+                  wi="steer", wis="-3.0")
+    assert at.query_params.get("wis") in ("-3", ["-3"])

@@ -46,3 +46,11 @@ def test_a_knob_is_refused_where_it_does_not_apply_or_out_of_range():
     for layer in (-1, 2):  # two layers: a negative one would wrap to the last
         with pytest.raises(ValueError, match=f"layer {layer} outside 0..1"):
             catalog.apply("energy_steps", cem, torch.zeros(5, dtype=torch.long), 2, 3, layer=layer)
+
+
+def test_a_whole_number_knob_refuses_a_fraction_and_the_message_reads_right():
+    tr = small_model("transformer").eval()
+    with pytest.raises(ValueError, match="0.5 is not a whole number"):
+        catalog.apply("ablate_head", tr, torch.zeros(5, dtype=torch.long), 2, 0.5)
+    with pytest.raises(ValueError, match="does not apply to an osm-rnn"):
+        catalog.apply("ablate_head", small_model("osm-rnn").eval(), torch.zeros(5, dtype=torch.long), 2, 1)

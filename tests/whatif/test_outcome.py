@@ -79,3 +79,12 @@ def test_a_word_problem_outcome_is_scored_on_the_running_product_not_the_next_in
     assert "real text" in plain.summary(2)
     with pytest.raises(IndexError):
         wp.summary(T)
+
+
+def test_the_summary_writes_large_numbers_of_bits_in_full():
+    o = _outcome(5)
+    o = Outcome(o.tokens, o.before, o.before + 0, 3, "test")
+    o.after[4:, :] = o.before[4:, :] - 5000 * np.eye(o.before.shape[1])[o.tokens[5:]]
+    line = o.summary(3)
+    assert "e+0" not in line and "bits from the cursor on" in line
+    assert f"{np.nansum(o.surprisal_change_bits()[3:]):+,.0f}" in line
