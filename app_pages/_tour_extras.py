@@ -109,6 +109,18 @@ def _tally(lesson: str, index: int, q: tours.Question) -> None:
         st.rerun()
 
 
+def open_question(lesson: tours.Lesson, index: int) -> bool:
+    """Whether step ``index`` asks a question whose answer is not shown yet (not answered alone, not
+    revealed in the room): its figures' captions wait, since they may state the answer."""
+    q = lesson.steps[index].question
+    if q is None:
+        return False
+    who = room.role()
+    if who in ("teacher", "student"):
+        return not room.revealed(lesson.slug, index)
+    return st.session_state.get(K_ANSWERS, {}).get(_key(lesson.slug, index)) is None
+
+
 def question(lesson: tours.Lesson, index: int) -> bool:
     """Draw step ``index``'s question (if any); returns whether its notice may be shown (no question, or
     answered alone, or revealed in the room)."""

@@ -80,9 +80,9 @@ def trace_options(slug: str, entry, where: Any, notes: Any = None) -> dict:
 
 
 def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem: str,
-                 force_narrow: bool = False, tr: Any = None) -> int:
-    """Draw ``figure_list`` output: wide figures full width, narrow ones two per row; captions below.
-    Returns the number of charts drawn."""
+                 force_narrow: bool = False, tr: Any = None, captions: bool = True) -> int:
+    """Draw ``figure_list`` output: wide figures full width, narrow ones two per row; captions below (none
+    with ``captions=False``: a Tour step's open question). Returns the number of charts drawn."""
     drawn = 0
     pending: list = []
 
@@ -95,13 +95,14 @@ def draw_figures(items: list[tuple[str, Any, str, bool]], key_prefix: str, stem:
         cols = st.columns(2 if len(pending) == 2 else [2, 1], gap="medium")
         for col, (name, fig, cap, _) in zip(cols, pending):
             with col:
-                drawn += _one(name, fig, cap, key_prefix, stem, narrow=True, tr=tr)
+                drawn += _one(name, fig, cap, key_prefix, stem, narrow=True, tr=tr, captions=captions)
         pending = []
 
     for item in items:
         if (item[3] and not square_single_panel(item[1])) or force_narrow:
             flush()
-            drawn += _one(item[0], item[1], item[2], key_prefix, stem, narrow=force_narrow, tr=tr)
+            drawn += _one(item[0], item[1], item[2], key_prefix, stem, narrow=force_narrow, tr=tr,
+                          captions=captions)
         else:
             pending.append(item)
             if len(pending) == 2:
@@ -150,7 +151,7 @@ they take an outcome, not a trace, so they are not in the catalogue that declare
 
 
 def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool = False,
-         tr: Any = None) -> int:
+         tr: Any = None, captions: bool = True) -> int:
     if fig is None:
         st.info(f"{name.replace('_', ' ')}: {md_escape(caption)}", icon=":material/info:")
         return 0
@@ -160,8 +161,9 @@ def _one(name: str, fig, caption: str, key_prefix: str, stem: str, narrow: bool 
     width = square_width(fig) if square_single_panel(fig) else None
     ui.chart(fig, key=key, filename=f"{stem}-{name}", narrow=narrow, width=width,
              on_click=click_handler(name, key, tr))
-    note = _explain.figure_note(name, tr)
-    st.caption(f"{caption}\n\n{note}" if note else caption)  # one element: each is re-rendered on a move
+    if captions:
+        note = _explain.figure_note(name, tr)
+        st.caption(f"{caption}\n\n{note}" if note else caption)  # one element: each is re-rendered on a move
     return 1
 
 

@@ -167,36 +167,41 @@ def draw_step(lesson: tours.Lesson, index: int) -> None:
         sides.append((e, ui.trace_for(e, step.text, **opts), colour, opts))
     labels = list(sides[0][1].labels)
     pos = ui.cursor_control(labels)
+    captions = not extras.open_question(lesson, index)
+    if not captions:
+        st.caption("The figures' captions show once the question is answered: they may give the answer away.")
     prefix, stem = f"tour-{lesson.slug}-{index}", f"{entries[0].name}-{step.view}"
     names = step.figure_names(sides[0][1])
-    extras = [extra_item(n, sides, pos, step.text) for n in names if n in tours.EXTRA_FIGURES]
-    if extras:
-        _views.draw_figures(_views.fit_first(extras, FIRST_PX), key_prefix=prefix, stem=stem)
+    added = [extra_item(n, sides, pos, step.text) for n in names if n in tours.EXTRA_FIGURES]
+    if added:
+        _views.draw_figures(_views.fit_first(added, FIRST_PX), key_prefix=prefix, stem=stem, captions=captions)
     shown = [n for n in names if n not in tours.EXTRA_FIGURES]
     if {f.name for f in views.more_figures(step.view, sides[0][1])} & set(shown):
         st.session_state[_views.K_MORE] = True  # "Open this in the full view" then shows the step's figures too
     if len(sides) == 1:
         e, tr, _, opts = sides[0]
         _views.draw_figures(_views.fit_first([view_item(step, e, tr, opts, n, pos) for n in shown], FIRST_PX),
-                            key_prefix=prefix, stem=stem)
+                            key_prefix=prefix, stem=stem, captions=captions)
         if step.whatif:
             draw_whatif(step, e, tr, pos, prefix, stem)
         return
     for i, name in enumerate(shown):
         row = [(e, view_item(step, e, tr, opts, name, pos)) for e, tr, _, opts in sides]
-        if i == 0 and not extras:  # the page's first charts: at most FIRST_PX high, whole in the window
+        if i == 0 and not added:  # the page's first charts: at most FIRST_PX high, whole in the window
             row = [(e, _views.fit_first([it], FIRST_PX)[0]) for e, it in row]
         wide = views.figure_spec(name).wide and not any(_views.square_single_panel(it[1]) for _, it in row)
         if wide or any(it[1] is not None and _views.panels_side_by_side(it[1]) for _, it in row):
             for side, (e, it) in zip("AB", row):
                 st.markdown(f"**{e.name}** · {e.group or e.kind}")
-                _views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"{prefix}-{side}", stem=e.name)
+                _views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"{prefix}-{side}", stem=e.name,
+                                    captions=captions)
             continue
         cols = st.columns(2, gap="large")
         for col, side, (e, it) in zip(cols, "AB", row):
             with col:
                 st.markdown(f"**{e.name}** · {e.group or e.kind}")
-                _views.draw_figures([it], key_prefix=f"{prefix}-{side}", stem=e.name, force_narrow=True)
+                _views.draw_figures([it], key_prefix=f"{prefix}-{side}", stem=e.name, force_narrow=True,
+                                    captions=captions)
 
 
 def draw_whatif(step: tours.Step, entry, tr, pos: int, prefix: str, stem: str) -> None:

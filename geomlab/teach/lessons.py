@@ -142,7 +142,8 @@ ATTENTION_LESSON = Lesson(
             title="One row: where the cursor looks",
             checkpoint="bundled/osmformer-o-linear-tinyshakespeare", text=_HAMLET, view="attention",
             cursor=14, controls={"layer": 0}, figures=("attention_row",),
-            body="Position 14 is the t of “to”; position 12 is the t of “not”.",
+            body="Position 14 is the t of “to”. The chart is its row of attention weights over the "
+                 "positions before it.",
             question=ClickPosition(
                 prompt="Position 14 puts most of its weight on itself. Click the position that gets the next "
                        "most weight.",
@@ -272,10 +273,7 @@ GRASSMANN_LESSON = Lesson(
             notice="**Plane on the sphere**: the plane at one position, seen through the three axes it uses "
                    "most (move the token cursor to follow the text). **Plane interpolation**: the shortest path "
                    "from the plane at 16 to the plane at 17 (0.81 rad). Its first principal angle is 0: both "
-                   "planes contain $z_{16}$, so they share a line and only the second angle turns. Move the "
-                   "cursor to 14, the t of “not to”: the planes at 13 (“t␣”) and 14 (“␣t”) are spanned by "
-                   "the same two characters, yet they are 0.25 rad apart, because a vector carries its "
-                   "position as well as its character (a sinusoidal code is added to each token)."),
+                   "planes contain $z_{16}$, so they share a line and only the second angle turns."),
         Step(
             title="Plücker coordinates: a plane as numbers",
             checkpoint="bundled/grassmann-tinyshakespeare", text=_HAMLET, view="planes", cursor=14,
@@ -297,7 +295,9 @@ GRASSMANN_LESSON = Lesson(
                 prompt="In layer 0, click the position whose plane turns least from the plane before it.",
                 positions=(14,),
                 explanation="The planes at 13 (“t␣”) and 14 (“␣t”) are spanned by the same two characters; "
-                            "only their position codes differ (0.25 rad, the next smallest turn is 0.64)."),
+                            "only their position codes differ (0.25 rad, the next smallest turn is 0.64): a "
+                            "vector carries its position as well as its character (a sinusoidal code is added "
+                            "to each token)."),
             notice="In **principal angles** $\\theta_1$ stays at 0 for $\\Delta = 1$ (consecutive planes "
                    "share $z_t$) and all the motion is in $\\theta_2$, up to 1.54 rad here (at most $\\pi/2$). "
                    "**Plane deformations** (its upper panel) shows the same distance for every layer at once, one row "

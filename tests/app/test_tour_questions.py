@@ -88,3 +88,16 @@ def test_the_tours_what_if_effect_chart_moves_the_cursor_on_a_click():
     handler = click_handler("whatif_effect", "tour-whatif_effect", None)
     assert handler is not None and handler.args[1] == "position"
     assert click_handler("whatif_guesses", "k", None) is None  # bars of tokens, not positions
+
+
+def test_a_questions_figures_keep_their_captions_until_it_is_answered(zoo_env):
+    """The CEM lesson's step 2 asks what the energy does past step 2; its chart's caption says it: hidden, with
+    a line saying why, until the question is answered."""
+    q = lessons.LESSONS["cem-energy"].steps[1].question
+    at = tour("cem-energy", 1)
+    said = [c.value for c in at.caption]
+    assert any("captions show once the question is answered" in c for c in said)
+    assert not any("energy fell" in c for c in said), said
+    at.radio(key="w_q_cem-energy_1").set_value(q.answer).run()
+    said = [c.value for c in at.caption]
+    assert not any("captions show once" in c for c in said) and any("energy fell" in c for c in said), said
