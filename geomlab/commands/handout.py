@@ -10,7 +10,9 @@ HELP = "write a Tour lesson's handout (HTML with embedded figures, and a PDF) fo
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("lesson", help="the lesson's slug (as in /tour?lesson=SLUG)")
+    from geomlab.teach.lessons import LESSONS
+
+    p.add_argument("lesson", help=f"the lesson's slug (as in /tour?lesson=SLUG): {', '.join(LESSONS)}")
     p.add_argument("--out", type=Path, required=True, help="folder for LESSON.html and LESSON.pdf (created)")
     p.add_argument("--steps", default=None,
                    help="comma-separated step numbers from 1, in the order shown (a room's path; default: all)")

@@ -116,11 +116,35 @@ def step_figures(step: tours.Step, entries: dict[str, Any]) -> dict[str, Any]:
                 for (e, tr), side in zip(sides, "AB"):
                     if not views.applies(tr, name):
                         continue
-                    chart = views.build_figure(tr, name, tours.step_controls(step, tr), min(pos, tr.n_positions - 1))
-                    out[name if len(sides) == 1 else f"{name}-{side}"] = chart[0]
+                    fig = views.build_figure(tr, name, tours.step_controls(step, tr), min(pos, tr.n_positions - 1))[0]
+                    if len(sides) > 1:  # two checkpoints' figures of one name: each titled by its checkpoint
+                        fig.update_layout(title_text=f"{e.name}: {fig.layout.title.text or name}")
+                    out[name if len(sides) == 1 else f"{name}-{side}"] = fig
         except FigureError:
             continue
+    if step.whatif:
+        out.update(_whatif_figures(step, sides[0], pos))
     return out
+
+
+def _whatif_figures(step: tours.Step, side: tuple[Any, Any], pos: int) -> dict[str, Any]:
+    """The step's intervention as the Tour draws it: the guesses before and after at the cursor and the effect
+    along the text (:mod:`geomlab.figures.whatif`)."""
+    from geomlab.checkpoints import io as ckpt_io
+    from geomlab.figures.whatif import whatif_effect, whatif_guesses
+    from geomlab.trace import encode_text
+    from geomlab.whatif import catalog
+
+    entry, tr = side
+    ck = ckpt_io.load(str(entry.path))
+    ck.model.eval()
+    name, size = step.whatif
+    controls = {k: step.controls.get(k) or 0 for k in ("layer", "head", "slot")}
+    out = catalog.apply(name, ck.model, encode_text(ck.vocab, step.text).reshape(-1), pos, float(size),
+                        **controls).scored_on(entry.task)
+    names = list(getattr(ck.vocab, "tokens", [])) or [str(i) for i in range(out.before.shape[1])]
+    return {"whatif_guesses": whatif_guesses(out, pos, names).figure,
+            "whatif_effect": whatif_effect(out, list(tr.labels), cursor=pos).figure}
 
 
 def _question_html(q: tours.Question) -> str:

@@ -112,3 +112,16 @@ def test_the_command_refuses_an_unknown_lesson_in_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "error: handout: no lesson 'nope' (one of s5-word-problem, attention-similarity, cem-energy, grassmann-planes)"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_what_if_step_carries_its_intervention_and_a_comparison_names_each_side(zoo):  # noqa: F811
+    entries, _ = zoo
+    what_if = next(i for i, s in enumerate(LESSON.steps) if s.whatif)
+    figs = handout.step_figures(LESSON.steps[what_if], entries)
+    assert {"whatif_guesses", "whatif_effect"} <= set(figs)
+    assert "Running product at position 5" in figs["whatif_guesses"].layout.title.text
+    both = next(s for s in LESSON.steps if s.title == "Back to the identity")  # one view figure, two sides
+    figs = handout.step_figures(both, entries)
+    titles = [f.layout.title.text for f in figs.values()]
+    assert len(titles) == 2 and titles[0] != titles[1]
+    assert all(t.startswith(entries[ref].name + ":") for t, ref in zip(titles, both.checkpoints))
