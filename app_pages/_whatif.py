@@ -209,12 +209,14 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
     cols[0].text_input("Put in its place", key="w_patch", max_chars=32, on_change=state.copy,
                        args=("w_patch", state.K_PATCH), help="One token of this checkpoint's vocabulary (a space "
                        "may be typed as ␣ and a line break as ↵, as the charts show them).")
-    hi = min(n - 1, pos + 32)
+    from geomlab.whatif.patching import SWEEP_SPAN
+
+    hi = min(n - 1, pos + SWEEP_SPAN - 1)  # as far as the sweep's window reaches, as geomlab whatif allows
     at = ss.get(state.K_PATCH_AT)
     want = int(at) if at is not None else min(pos + 3, hi)
     at = min(max(want, pos + 1), hi)
     if want != at:
-        st.caption(f"Patching: position {want} is outside {pos + 1}–{hi} (after the cursor, at most 32 on); "
+        st.caption(f"Patching: position {want} is outside {pos + 1}–{hi} (after the cursor, at most {SWEEP_SPAN - 1} on); "
                    f"reading at {at}.")
     ss[state.K_PATCH_AT] = ss["w_patch_at"] = at
     if hi > pos + 1:

@@ -202,7 +202,8 @@ def _patch(c, tokens, args, names) -> tuple[list[str], dict]:
              f"{'':>10s}" + "".join(f"{f'{p} {names[int(tokens[p])]!r}':>11s}" for p in range(pos, target + 1))]
     for label, row in zip(sweep.layers, shown):
         lines.append(f"{label:>10s}" + "".join(f"{v:>11.3f}" for v in row[pos - start:target - start + 1]))
-    return lines, {"patch": args.patch, "target": target, "target_token": sweep.target_token, "metric": sweep.metric,
+    return lines, {"patch": args.patch, "target": target, "target_token": sweep.target_token,
+                   "target_token_name": names[sweep.target_token], "metric": sweep.metric,
                    "clean": sweep.clean, "corrupt": sweep.corrupt, "layers": sweep.layers,
                    "positions": sweep.positions.tolist(), "values": _finite(sweep.values),
                    "recovered": _finite(sweep.recovered()), "shown": "values" if small else "recovered"}

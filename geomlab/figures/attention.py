@@ -144,7 +144,8 @@ def _outside_note(tr: Trace, layer: int, head: int | None, idx: np.ndarray, curs
     row = tr.attention_rows(layer, np.array([at]), head)[0]
     j = int(np.nanargmax(row))
     where = ", left of the window" if j < int(idx[0]) else ""
-    return (f" The window holds {share:.2g} of row {at}'s weight: the row weighs key {j} "
+    held = "under 0.1%" if share < 1e-3 else f"{share:.1%}"
+    return (f" The window holds {held} of row {at}'s weight: the row weighs key {j} "
             f"'{md_label(tr.labels[j])}' most ({float(row[j]):.2g}{where}).")
 
 

@@ -221,7 +221,9 @@ def whatif_geometry(outcome, layer: int = 0) -> Chart:
         fig.update_xaxes(title_text="recursion step t", dtick=1)
         fig.update_yaxes(title_text="token-mean energy ε (a.u.)")
         cap = ("The layer's token-mean energy at each recursion step with its own steps (dotted grey) and with "
-               "the steps of the intervention (colour): more steps should keep it going down.")
+               "the steps of the intervention (colour): more steps should keep it going down. The MLP starts from "
+               "the attention block's output, which the intervention changed, so its curves differ at step 0 "
+               "too.")
         e0, e1 = E0[layer][np.isfinite(E0[layer])], E1[layer][np.isfinite(E1[layer])]
         if e0.size and e1.size:
             lo, hi = float(e0.min()), float(e0.max())

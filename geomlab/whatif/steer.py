@@ -117,7 +117,7 @@ def _direction(model, direction: Direction, tangents: list[torch.Tensor], how: s
                 break
         else:
             raise ValueError(f"the layer's own update at position {position} is zero or not finite: no direction "
-                             "(an osmformer's first position in layer 0 keeps its input: no update)")
+                             "(an osmformer's position 0 has no update in any layer: steer a later one)")
         c = c / n
         what = "the layer's own update (normalised)" if len(tangents) == 1 else (
             f"the layer's {('attention', 'grounding')[i]} tangent (normalised)")

@@ -106,6 +106,7 @@ def test_the_patching_sweep_is_the_apps(capsys, tmp_path):
     assert np.array_equal(np.array(doc["values"]), want.values)
     assert doc["recovered"] == [_nan_as_none(r) for r in want.recovered()]
     assert (doc["clean"], doc["corrupt"], doc["target_token"]) == (want.clean, want.corrupt, want.target_token)
+    assert doc["target_token_name"] == ck.vocab.tokens[want.target_token]
     assert doc["layers"] == want.layers == ["block 0", "block 1", "block 2"]
     shown = want.values if doc["shown"] == "values" else want.recovered()
     rows = out.splitlines()[3:-1]  # the last line: "wrote the sweep as JSON -> ..."

@@ -1510,7 +1510,7 @@ def test_an_attention_window_that_holds_little_of_its_rows_weight_says_where_it_
     monkeypatch.setattr(tr, "attention_rows", rows_on_key0)
     fig, cap = figures.attention_maps(tr, layer=0, cursor=190)
     assert fig.data[0].zmax == pytest.approx(1e-3)
-    assert "The window holds 1.9e-07 of row 190's weight: the row weighs key 0 'R' most (1, left of the window)" in cap
+    assert "The window holds under 0.1% of row 190's weight: the row weighs key 0 'R' most (1, left of the window)" in cap
     tr = trace(small_model("transformer"), encode_text(VOCAB, text), vocab=VOCAB, text=text)
     _, cap = figures.attention_maps(tr, layer=0, cursor=190)
     assert "The window holds" not in cap  # the model's own rows: most of their weight is recent
