@@ -139,6 +139,9 @@ def question(lesson: tours.Lesson, index: int) -> bool:
             shown = bool(room.revealed(lesson.slug, index)) if who == "student" else mine is not None
             if who == "student" and mine is not None and not shown:
                 st.caption("Answer sent. The teacher reveals the answer.")
+        if not shown:
+            st.caption("The figures' captions show once the answer is "
+                       f"{'revealed' if who in ('teacher', 'student') else 'given'}: they may give it away.")
         if shown:
             if mine is not None:
                 if q.is_correct(mine):

@@ -167,9 +167,7 @@ def draw_step(lesson: tours.Lesson, index: int) -> None:
         sides.append((e, ui.trace_for(e, step.text, **opts), colour, opts))
     labels = list(sides[0][1].labels)
     pos = ui.cursor_control(labels)
-    captions = not extras.open_question(lesson, index)
-    if not captions:
-        st.caption("The figures' captions show once the question is answered: they may give the answer away.")
+    captions = not extras.open_question(lesson, index)  # (the question's box says why they wait)
     prefix, stem = f"tour-{lesson.slug}-{index}", f"{entries[0].name}-{step.view}"
     names = step.figure_names(sides[0][1])
     added = [extra_item(n, sides, pos, step.text) for n in names if n in tours.EXTRA_FIGURES]

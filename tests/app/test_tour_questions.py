@@ -96,7 +96,7 @@ def test_a_questions_figures_keep_their_captions_until_it_is_answered(zoo_env):
     q = lessons.LESSONS["cem-energy"].steps[1].question
     at = tour("cem-energy", 1)
     said = [c.value for c in at.caption]
-    assert any("captions show once the question is answered" in c for c in said)
+    assert any("captions show once the answer is given" in c for c in said)
     assert not any("energy fell" in c for c in said), said
     at.radio(key="w_q_cem-energy_1").set_value(q.answer).run()
     said = [c.value for c in at.caption]
