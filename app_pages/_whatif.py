@@ -47,6 +47,11 @@ def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], 
     return data.cached(key, compute, spinner="Running the model with the intervention…")
 
 
+PAGE_KNOB = {"attention": ("ablate_head",), "energy": ("energy_steps",), "planes": ("rotate_plane",),
+             "trajectories": ("steer",), "tangents": ("steer",)}
+"""The intervention a view page's switch opens on, where the checkpoint offers it (design choice)."""
+
+
 def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, controls: dict,
                  key_prefix: str, stem: str) -> None:
     """The "What if" switch and, while it is on, the panel (see the module docstring)."""
@@ -59,13 +64,16 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
         return
     names = [c.name for c in choices]
     if ss.get(state.K_WI) is not None and ss[state.K_WI] not in names:
-        st.info(f"What if: {md_escape(ss[state.K_WI])!r} is not an intervention for {md_escape(entry.name)}; it "
+        st.info(f"What if: '{md_escape(ss[state.K_WI])}' is not an intervention for {md_escape(entry.name)}; it "
                 f"offers {', '.join(names)}. Dropped.", icon=":material/tune:")
         ss[state.K_WI], ss[state.K_WI_SIZE] = None, None
     ss["w_whatif_on"] = ss.get(state.K_WI) is not None
 
+    # the knob that acts on what the page shows opens first (the Attention page: a head), else the first
+    first = next((n for n in PAGE_KNOB.get(key_prefix, ()) if n in names), names[0])
+
     def switch() -> None:
-        ss[state.K_WI] = names[0] if ss.get("w_whatif_on") else None
+        ss[state.K_WI] = first if ss.get("w_whatif_on") else None
         ss[state.K_WI_SIZE] = None
 
     if not st.toggle("What if: intervene in the model", key="w_whatif_on", on_change=switch,
@@ -144,7 +152,7 @@ def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: s
     from geomlab.trace import encode_text
     from geomlab.trace.tracing import MODEL_LOCK
     from geomlab.data.vocab import unknown_symbols_error, unknown_tokens
-    from geomlab.trace.tracing import from_visible
+    from geomlab.trace.tracing import from_visible, visible
     from geomlab.whatif.patching import SMALL_DIFFERENCE, SWEEP_SPAN, token_swap_sweep
 
     def compute() -> tuple:
@@ -163,10 +171,11 @@ def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: s
         with MODEL_LOCK:
             sweep = token_swap_sweep(ck.model, clean, pos, int(ids[0]), target)
         start = int(sweep.positions[0])
-        names = [md_escape(t) for t in getattr(ck.vocab, "tokens", [])]
+        names = [md_escape(visible(t)) for t in getattr(ck.vocab, "tokens", [])]
         small = sweep.small()
+        y = visible(ck.vocab.tokens[sweep.target_token]) if sweep.target_token < len(ck.vocab.tokens) else "?"
         line = (f"The cursor's token {md_escape(labels[pos])!r} replaced by {md_escape(stand_in)!r}: the prediction "
-                f"at position {target} (logit difference clean {sweep.clean:.2f}, corrupted {sweep.corrupt:.2f}); "
+                f"of '{md_escape(y)}' at position {target} (logit difference clean {sweep.clean:.2f}, corrupted {sweep.corrupt:.2f}); "
                 f"{sweep.runs} patched runs in {sweep.seconds:.1f} s"
                 + (f", the {SWEEP_SPAN} positions ending there." if start else ".")
                 + (f" The swap hardly changes that prediction (under {SMALL_DIFFERENCE} in logit difference), so "

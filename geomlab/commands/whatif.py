@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="guesses shown before and after (default 5, as the app)")
     p.add_argument("--target", type=_INT, default=None,
                    help="--patch: position whose prediction is read (after --pos, within the sweep's window of "
-                        "geomlab.whatif.patching.SWEEP_SPAN positions; default 3 on, or the last)")
+                        "128 positions; default 3 on, or the last)")
     p.add_argument("--json", default=None, metavar="FILE",
                    help="also write the arrays as strict JSON to FILE (parent folders are created); '-': "
                         "standard output, and nothing else is printed there")
@@ -136,7 +136,8 @@ def _intervene(c, tokens, args, names) -> tuple[list[str], dict]:
         raise ValueError(f"--intervention {name!r} is unknown; this checkpoint offers {', '.join(offered)}")
     if name not in offered:
         spec = catalog.INTERVENTIONS[name]
-        raise ValueError(f"--intervention {name} does not apply to a {catalog.model_kind(c.model)} (it applies to "
+        kind = catalog.model_kind(c.model)
+        raise ValueError(f"--intervention {name} does not apply to {'an' if kind[:1] in 'aeiou' else 'a'} {kind} (it applies to "
                          f"{', '.join(spec.kinds)}); this checkpoint offers {', '.join(offered)}")
     spec = catalog.INTERVENTIONS[name]
     if args.target is not None:

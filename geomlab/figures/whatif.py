@@ -102,7 +102,7 @@ def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW, cursor: 
     after = slice(at, None) if at is not None else slice(None)
     total = float(np.nansum(ds[after]))
     where = f"at position {at} '{md_label(labels[at])}'" if at is not None else "on every position"
-    span = "from there on" if at is not None else "over the text"
+    span = f"from position {at} on" if at is not None else "over the text"
     cap = (f"What the intervention ({outcome.what}) {where} changed: the KL divergence of the {outcome.predicts} "
            f"distribution, largest {float(np.nanmax(kl)):.3g} bits at position {int(np.nanargmax(kl))}; and the "
            f"surprisal of the {real}, {total:+.2f} bits in all {span} (positive: harder to predict). "
@@ -138,15 +138,18 @@ def patching_heatmap(sweep, labels: Sequence[str], token_names: Sequence[str] = 
     # symmetric about "nothing restored", so it is the scale's neutral middle whatever the data (plotly
     # ignores zmid beside zmin and zmax); the share restored spans at least -1..1
     mid = 0.0 if recovered else float(sweep.corrupt)
-    lim = max(float(np.abs(fin - mid).max()) if fin.size else 1.0, 1.0 if recovered else 1e-9)
+    # a raw metric's range is at least the difference that counts (a swap that hardly matters stays pale)
+    floor = 1.0 if recovered else max(abs(sweep.clean - sweep.corrupt), 0.05)
+    lim = max(float(np.abs(fin - mid).max()) if fin.size else 1.0, floor)
     fig = FigureBuilder()
     fig.add_trace({"type": "heatmap", "z": z, "x": shown, "y": list(range(L)), "name": "patching",
                    "customdata": np.broadcast_to(shown, z.shape), "colorscale": "RdBu",
                    "zmin": mid - lim, "zmax": mid + lim,
-                   "reversescale": True,
+                   # blue toward the clean prediction, red away from it, in either reading
+                   "reversescale": recovered or sweep.clean >= sweep.corrupt,
                    "text": np.broadcast_to(np.array(hover_tokens(labels, shown), dtype=object), z.shape),
                    "hovertemplate": "layer %{y}, position %{text}<br>%{z:.3f}<extra></extra>",
-                   "colorbar": {"title": {"text": "restored" if recovered else "metric"}}})
+                   "colorbar": {"title": {"text": "restored" if recovered else sweep.metric.replace("_", " ")}}})
     add_cursor_line(fig, swapped)
     fig.add_shape(type="line", x0=sweep.target_position, x1=sweep.target_position, y0=0, y1=1, yref="y domain",
                   line={"color": "#333333", "width": 2, "dash": "dash"}, name="target")
@@ -163,7 +166,9 @@ def patching_heatmap(sweep, labels: Sequence[str], token_names: Sequence[str] = 
            f"dashed line ({what}; clean {sweep.clean:.3f}, corrupted {sweep.corrupt:.3f}). Positions after the "
            "target cannot change it and are left out"
            + (f"; so are those before the swapped token at {swapped} (the orange line), whose states the two "
-              "texts share." if swapped is not None else "."))
+              "texts share." if swapped is not None else ".")
+           + (" With one recurrent state, patching it anywhere from the swap to the target restores everything: "
+              "that state is all the model carries." if L == 1 else ""))
     return finish(fig, "Patching: where the difference lives", cap, "patching_heatmap",
                   height=max(260, 120 + 34 * L), margin={"l": 120 if L <= 12 else 60, "r": 20, "t": 50, "b": 60})
 

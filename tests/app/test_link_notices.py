@@ -110,3 +110,13 @@ def test_a_whole_number_size_reads_as_one_in_the_link(zoo):
     at = run_page("trajectories", ckpt="bundled/osm-rnn-o-s5", text="12340 10234 12340 12340 10234 21034", pos="5",
                   wi="steer", wis="-3.0")
     assert at.query_params.get("wis") in ("-3", ["-3"])
+
+
+def test_the_what_if_switch_opens_on_the_pages_own_knob(zoo):
+    """CEM offers energy steps and head ablation: on the Attention page the switch opens on the head."""
+    at = run_page("attention", ckpt=CEM)
+    at.toggle(key="w_whatif_on").set_value(True).run()
+    assert at.session_state["gl_whatif"] == "ablate_head"
+    at = run_page("energy", ckpt=CEM)
+    at.toggle(key="w_whatif_on").set_value(True).run()
+    assert at.session_state["gl_whatif"] == "energy_steps"

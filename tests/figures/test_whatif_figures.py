@@ -105,7 +105,7 @@ def test_the_patching_colour_scale_is_symmetric_so_nothing_restored_is_its_middl
                   target_token=1)
     heat = patching_heatmap(sweep, list("xyz"), recovered=recovered).figure.data[0]
     assert heat.zmin == -heat.zmax
-    assert heat.zmax == pytest.approx(1.0 if recovered else 2.7)
+    assert heat.zmax == pytest.approx(1.0 if recovered else 3.0)  # raw: at least clean - corrupt
 
 
 def test_an_energy_that_blows_up_keeps_the_plain_runs_range_in_view_and_says_how_far_it_went():
@@ -153,3 +153,18 @@ def test_a_whole_text_interventions_effect_follows_the_pages_cursor():
     assert all(s.layer == "below" for s in fig.layout.shapes if s.name == "cursor")  # its bar stays in view
     with pytest.raises(FigureError):
         whatif_effect(o, ["x"] * 300, cursor=300)
+
+
+def test_a_swap_that_hardly_matters_stays_pale_and_blue_means_toward_the_clean_run():
+    from geomlab.figures.whatif import patching_heatmap
+    from geomlab.whatif.patching import Sweep
+
+    values = np.full((1, 4), 1.607)
+    values[0, 2] = 1.606
+    sweep = Sweep(values, ["state"], np.arange(4), "logit_diff", clean=1.606, corrupt=1.607, target_position=3,
+                  target_token=1)
+    chart = patching_heatmap(sweep, list("abcd"), recovered=False, swapped=1)
+    heat = chart.figure.data[0]
+    assert heat.zmax - heat.zmin == pytest.approx(0.1)  # the 0.001 difference is a pale cell, not a full colour
+    assert heat.reversescale is False  # clean below corrupted: lower values are the restored ones
+    assert "With one recurrent state" in chart.caption
