@@ -150,9 +150,8 @@ def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: s
     """``(patching Chart, summary line)`` of the sweep, through the shared cache."""
     from geomlab.figures.whatif import patching_heatmap
     from geomlab.trace import encode_text
-    from geomlab.trace.tracing import MODEL_LOCK
     from geomlab.data.vocab import unknown_symbols_error, unknown_tokens
-    from geomlab.trace.tracing import from_visible, visible
+    from geomlab.trace.tracing import MODEL_LOCK, from_visible, visible
     from geomlab.whatif.patching import SMALL_DIFFERENCE, SWEEP_SPAN, token_swap_sweep
 
     def compute() -> tuple:

@@ -125,6 +125,14 @@ def add_checkpoint_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help=CHECKPOINT_HELP)
 
 
+def add_text_arguments(p: argparse.ArgumentParser) -> None:
+    """The required ``--text`` / ``--text-file`` pair of trace and whatif (one of them)."""
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="the text (at most 2,048 characters); for a word-problem checkpoint, group "
+                     "elements separated by spaces, e.g. '01234 10234' for S5 permutations")
+    src.add_argument("--text-file", help="read the text from this UTF-8 file instead")
+
+
 def load_checkpoint(arg: str, device="cpu"):
     """:func:`geomlab.checkpoints.io.load` of what :func:`geomlab.checkpoints.io.find` makes of a command-line
     argument (a local path, else a bundled name). Raises ``CheckpointError`` (one line, also for a file

@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from geomlab.commands import (add_checkpoint_argument, add_threads_argument, check_outputs, load_checkpoint, number,
-                              set_threads)
+from geomlab.commands import (add_checkpoint_argument, add_text_arguments, add_threads_argument, check_outputs,
+                              load_checkpoint, number, set_threads)
 
 HELP = "trace a checkpoint on a text: record states/energies/planes and write them to an .npz file"
 EPILOG = ("Outputs: every location (--out, --html, --png, --json) is checked before anything is written, and "
@@ -24,10 +24,7 @@ EPILOG = ("Outputs: every location (--out, --html, --png, --json) is checked bef
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
     add_checkpoint_argument(p)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--text", help="the text to trace (at most 2,048 characters); for a word-problem "
-                     "checkpoint, group elements separated by spaces, e.g. '01234 10234' for S5 permutations")
-    src.add_argument("--text-file", help="read the text from this UTF-8 file instead")
+    add_text_arguments(p)
     p.add_argument("--out", default=None,
                    help="output trace file (.npz; the suffix is added if missing; parent folders are created; a "
                         "folder or a .json name is refused: JSON is --json's); needed unless --html, --png or "

@@ -16,8 +16,8 @@ import json
 import math
 from pathlib import Path
 
-from geomlab.commands import (add_checkpoint_argument, add_threads_argument, check_outputs, load_checkpoint, number,
-                              set_threads)
+from geomlab.commands import (add_checkpoint_argument, add_text_arguments, add_threads_argument, check_outputs,
+                              load_checkpoint, number, set_threads)
 
 HELP = "intervene at a position (steer, move a plane, energy steps, ablate a head) or run a patching sweep"
 EPILOG = ("Interventions (--intervention, default the checkpoint's first, as the app's switch): steer (osm-rnn, "
@@ -34,10 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     range-checked when read (:func:`geomlab.commands.number`)."""
     p.epilog = EPILOG
     add_checkpoint_argument(p)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--text", help="the text (at most 2,048 characters); for a word-problem checkpoint, group "
-                     "elements separated by spaces, e.g. '01234 10234'")
-    src.add_argument("--text-file", help="read the text from this UTF-8 file instead")
+    add_text_arguments(p)
     p.add_argument("--pos", "--cursor", dest="pos", type=_INT, required=True,
                    help="the position (token index from 0, the app's cursor) where the intervention acts, or "
                         "whose token --patch replaces")
