@@ -132,13 +132,12 @@ def question(lesson: tours.Lesson, index: int) -> bool:
         st.markdown(f"**Question.** {q.prompt}")
         if who == "teacher":
             _tally(lesson.slug, index, q)
-            shown = bool(room.revealed(lesson.slug, index))
             mine = None
         else:
             mine = _answer_widget(q, lesson.slug, index)
-            shown = bool(room.revealed(lesson.slug, index)) if who == "student" else mine is not None
-            if who == "student" and mine is not None and not shown:
-                st.caption("Answer sent. The teacher reveals the answer.")
+        shown = not open_question(lesson, index)
+        if who == "student" and mine is not None and not shown:
+            st.caption("Answer sent. The teacher reveals the answer.")
         if not shown:
             st.caption("The figures' captions show once the answer is "
                        f"{'revealed' if who in ('teacher', 'student') else 'given'}: they may give it away.")
