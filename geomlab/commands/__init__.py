@@ -66,6 +66,24 @@ def number(kind: type, low: float, high: float | None = None, *, above: bool = F
     return parse
 
 
+def position(text: str) -> int:
+    """The argparse ``type=`` of a token position (trace's ``--cursor``, whatif's ``--pos`` and ``--target``):
+    an integer from 0, the first token. A negative number or anything else raises
+    ``argparse.ArgumentTypeError`` (``must be a token position, counted from 0 ...``), which
+    :func:`geomlab.commands.cli.main` prints as one line naming the option. There is no upper bound here: the
+    last position depends on the text, so the command checks it once the text is read and gives the real range
+    (``positions 0 to T - 1``)."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):  # also int() of more than 4,300 digits
+        value, got = None, repr(str(text)[:40])
+    else:
+        got = str(text)[:40]
+    if value is None or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a token position, counted from 0 (the first token), got {got}")
+    return value
+
+
 def recipe_option(name: str):
     """The argparse ``type=`` of the option of recipe field ``name``: its range in
     :data:`geomlab.training.config.RANGES` (the one declaration), through :func:`number`."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # subcommand name -> module under geomlab.commands
@@ -37,14 +38,31 @@ class _Parser(argparse.ArgumentParser):
     """The parser of ``geomlab`` and its subcommands (argparse makes the sub-parsers of the same class). A value
     refused by an option's ``type=`` function (``argparse.ArgumentTypeError``, e.g.
     :func:`geomlab.commands.number`) raises :class:`OptionValueError` for :func:`main` to print as one line with
-    exit status 2; other usage errors (unknown options, a missing argument) print the usage and exit 2 as
-    argparse does."""
+    exit status 2; other usage errors (unknown options, a missing argument) print two lines, a short usage
+    that points to ``--help`` (:meth:`short_usage`) and argparse's error, and exit 2. ``--help`` is argparse's,
+    unchanged."""
+
+    def short_usage(self) -> str:
+        """One line in place of argparse's usage block: ``usage: geomlab trace [options] checkpoint (all
+        options: `geomlab trace --help`)``, the positional arguments by name (``COMMAND ...`` at the top level)."""
+        from geomlab.commands import program
+
+        words = []
+        for action in self._actions:
+            if action.option_strings or action.help == argparse.SUPPRESS:
+                continue
+            name = action.metavar if isinstance(action.metavar, str) else action.dest
+            words.append({"?": f"[{name}]", "*": f"[{name} ...]", argparse.REMAINDER: f"[{name} ...]",
+                          "+": f"{name} [{name} ...]", argparse.PARSER: f"{name} ..."}.get(action.nargs, name))
+        command = program() + self.prog.removeprefix("geomlab")
+        return f"usage: {' '.join([self.prog, '[options]', *words])} (all options: `{command} --help`)"
 
     def error(self, message: str):
         # argparse raises its ArgumentError while handling the type function's ArgumentTypeError
         if isinstance(getattr(sys.exc_info()[1], "__context__", None), argparse.ArgumentTypeError):
             raise OptionValueError(message.removeprefix("argument "))
-        super().error(message)
+        self._print_message(self.short_usage() + "\n", sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def attach_dash_values(argv: list[str]) -> list[str]:
@@ -66,7 +84,8 @@ def attach_dash_values(argv: list[str]) -> list[str]:
 
 #: Options people reach for under another name (the field's or another tool's word) -> geomlab's.
 SYNONYMS = {"--kind": "--model", "--model-kind": "--model", "--corpus": "--data", "--dataset": "--data",
-            "--iters": "--steps", "--max-steps": "--steps", "--learning-rate": "--lr", "--wd": "--weight-decay"}
+            "--iters": "--steps", "--max-steps": "--steps", "--learning-rate": "--lr", "--wd": "--weight-decay",
+            "--pos": "--cursor"}
 
 
 def did_you_mean(extra: list[str], parser: argparse.ArgumentParser) -> str:
@@ -110,7 +129,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the process exit status."""
+    """Run the command line; returns the process exit status. When the reader of standard output goes away
+    before the output is written (``geomlab zoo | head -2``), the rest of the output is dropped without a
+    message and the status is 141 (128 + SIGPIPE, what a shell reports for a command that a closed pipe
+    stopped)."""
+    try:
+        try:
+            return _main(argv)
+        finally:  # output still buffered meets a closed pipe here at the latest (also after --help's exit)
+            if sys.stdout is not None and not sys.stdout.closed:
+                sys.stdout.flush()
+    except BrokenPipeError:
+        # what is left in the buffer goes to devnull, so the flush at exit raises nothing either
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # standard output without a file descriptor (captured)
+            pass
+        return 141
+
+
+def _main(argv: list[str] | None) -> int:
+    """:func:`main` without its handling of a closed standard output."""
     argv = attach_dash_values(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     try:
@@ -131,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         # Bad input is reported as one readable line, never a traceback (nor "[Errno 2] ...").
         print(f"error: {_one_line(exc) if isinstance(exc, OSError) else exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of the output went away: main's concern, not an error message
+        raise
     except OSError as exc:
         # the machine refused (read-only folder, disk full, permissions): one line, exit status 1
         print(f"error: {_one_line(exc)}", file=sys.stderr)

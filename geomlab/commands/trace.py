@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from geomlab.commands import (add_checkpoint_argument, add_text_arguments, add_threads_argument, check_outputs,
-                              load_checkpoint, number, set_threads)
+                              load_checkpoint, number, position, set_threads)
 
 HELP = "trace a checkpoint on a text: record states/energies/planes and write them to an .npz file"
 EPILOG = ("Outputs: every location (--out, --html, --png, --json) is checked before anything is written, and "
@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--png", default=None, metavar="DIR",
                    help="also write the same figures as NAME.png into this folder (created if missing; kaleido and this machine's "
                         "Chrome/Chromium, offline; docs/views.md)")
-    p.add_argument("--cursor", type=number(int, 0, 2**31 - 1), default=None,
+    p.add_argument("--cursor", type=position, default=None,
                    help="position highlighted in the --html/--png figures (default: the position the app "
                         "opens on, the most surprising next token in the second half of the text)")
     p.add_argument("--json", default=None,

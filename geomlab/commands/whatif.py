@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 
 from geomlab.commands import (add_checkpoint_argument, add_text_arguments, add_threads_argument, check_outputs,
-                              load_checkpoint, number, set_threads)
+                              load_checkpoint, number, position, set_threads)
 
 HELP = "intervene at a position (steer, move a plane, energy steps, ablate a head) or run a patching sweep"
 EPILOG = ("Interventions (--intervention, default the checkpoint's first, as the app's switch): steer (osm-rnn, "
@@ -26,7 +26,8 @@ EPILOG = ("Interventions (--intervention, default the checkpoint's first, as the
           "llama, grassmann-attn, cem; --head, size 1 ablated, 0 not). --patch TOKEN runs the app's patching "
           "sweep instead (docs/whatif.md).")
 
-_INT = number(int, 0, 2**31 - 1)
+#: --layer, --head, --slot: an index from 0; its upper end is the checkpoint's (:func:`_check_controls`)
+_INDEX = number(int, 0)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
     add_checkpoint_argument(p)
     add_text_arguments(p)
-    p.add_argument("--pos", "--cursor", dest="pos", type=_INT, required=True,
+    p.add_argument("--pos", "--cursor", dest="pos", type=position, required=True,
                    help="the position (token index from 0, the app's cursor) where the intervention acts, or "
                         "whose token --patch replaces")
     mode = p.add_mutually_exclusive_group()
@@ -44,21 +45,82 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--patch", default=None, metavar="TOKEN",
                       help="patching sweep: put this one token in --pos's place (the corrupted text) and patch "
                            "every (layer, position) from the real text")
-    p.add_argument("--size", type=number(float, -1e6, 1e6), default=None,
+    p.add_argument("--size", default=None,  # read by _size, once the intervention (and so its range) is known
                    help="the knob's size (default the app's: 0.5 for steer and rotate_plane, 1 for ablate_head, "
                         "the trained steps + 2 for energy_steps)")
-    p.add_argument("--layer", type=_INT, default=None, help="layer the intervention acts on (default 0)")
-    p.add_argument("--head", type=_INT, default=None, help="ablate_head: the head (default 0)")
-    p.add_argument("--slot", type=_INT, default=None, help="rotate_plane: the offset slot (default 0)")
+    p.add_argument("--layer", type=_INDEX, default=None, help="layer the intervention acts on (default 0)")
+    p.add_argument("--head", type=_INDEX, default=None, help="ablate_head: the head (default 0)")
+    p.add_argument("--slot", type=_INDEX, default=None, help="rotate_plane: the offset slot (default 0)")
     p.add_argument("--top-k", type=number(int, 1, 100), default=5,
                    help="guesses shown before and after (default 5, as the app)")
-    p.add_argument("--target", type=_INT, default=None,
+    p.add_argument("--target", type=position, default=None,
                    help="--patch: position whose prediction is read (after --pos, within the sweep's window of "
                         "128 positions; default 3 on, or the last)")
     p.add_argument("--json", default=None, metavar="FILE",
                    help="also write the arrays as strict JSON to FILE (parent folders are created); '-': "
                         "standard output, and nothing else is printed there")
     add_threads_argument(p)
+
+
+def _size(text: str, spec) -> float:
+    """``--size TEXT`` as a number for intervention ``spec`` (a :class:`geomlab.whatif.catalog.Intervention`);
+    ``ValueError`` naming the option and the intervention's range when it is not a finite number, is outside
+    that range, or is not whole for a knob that moves in whole steps."""
+    whole = float(spec.step).is_integer()
+    span = f"{spec.name} takes {'whole numbers ' if whole else ''}{spec.lo:g}..{spec.hi:g} ({spec.size_label})"
+    try:
+        size = float(text)
+    except ValueError:
+        raise ValueError(f"--size {str(text)[:40]!r} is not a number; {span}") from None
+    if not math.isfinite(size):
+        raise ValueError(f"--size {str(text)[:40]!r} is not a finite number; {span}")
+    if not spec.lo <= size <= spec.hi:
+        raise ValueError(f"--size {size:g} is outside {spec.lo:g}..{spec.hi:g} for {spec.name} ({spec.size_label})")
+    if whole and not size.is_integer():
+        raise ValueError(f"--size {size:g} is not a whole number; {span}")
+    return size
+
+
+def _control_counts(name: str, model, layer: int) -> dict[str, tuple[int, str]]:
+    """For intervention ``name`` on ``model``: ``{knob: (count, what it counts)}`` for the ``--layer``,
+    ``--head`` and ``--slot`` it reads (the slots of ``layer``, when that layer exists). A knob whose count
+    cannot be read here is left out (the intervention itself then refuses a bad value)."""
+    from geomlab.whatif.catalog import model_kind
+
+    plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"  # noqa: E731
+    counts: dict[str, tuple[int, str]] = {}
+    try:
+        if name == "ablate_head":
+            from geomlab.whatif.heads import attention_heads
+
+            n_layers, n_heads = attention_heads(model)
+            counts["head"] = (n_heads, f"{plural(n_heads, 'head')} in each layer")
+        elif name == "energy_steps":
+            n_layers = len(model.stack.layers)
+        elif name == "steer":
+            n_layers = 1 if model_kind(model) == "osm-rnn" else int(model.n_layers)
+        elif name == "rotate_plane":
+            n_layers = len(model.blocks)
+            if 0 <= layer < n_layers:
+                offsets = list(model.blocks[layer].mixer.offsets)
+                counts["slot"] = (len(offsets), f"layer {layer}'s offsets: {offsets}")
+        else:
+            return counts
+    except (AttributeError, TypeError, ValueError):
+        return counts
+    counts["layer"] = (n_layers, plural(n_layers, "layer"))
+    return counts
+
+
+def _check_controls(name: str, model, controls: dict[str, int]) -> None:
+    """``ValueError`` naming the option for a ``--layer``, ``--head`` or ``--slot`` in ``controls`` outside what
+    this checkpoint has (``--head 9 is outside 0..3 for this checkpoint (4 heads in each layer)``)."""
+    counts = _control_counts(name, model, controls.get("layer", 0))
+    for knob in ("layer", "head", "slot"):  # the layer first: the slots are the chosen layer's
+        if knob in controls and knob in counts:
+            n, what = counts[knob]
+            if n >= 1 and not 0 <= controls[knob] < n:
+                raise ValueError(f"--{knob} {controls[knob]} is outside 0..{n - 1} for this checkpoint ({what})")
 
 
 def _finite(values) -> list:
@@ -142,14 +204,12 @@ def _intervene(c, tokens, args, names) -> tuple[list[str], dict]:
     for knob in ("layer", "head", "slot"):
         if getattr(args, knob) is not None and knob not in spec.takes:
             raise ValueError(f"--{knob} does not apply to {name} (it reads {', '.join('--' + k for k in spec.takes)})")
-    size = args.size
-    if size is None:  # the panel's opening size
+    if args.size is None:  # the panel's opening size
         size = float(spec.default if name != "energy_steps" else catalog.neutral_size(name, c.model) + 2)
-    if not spec.lo <= size <= spec.hi:
-        raise ValueError(f"--size {size:g} is outside {spec.lo:g}..{spec.hi:g} for {name} ({spec.size_label})")
+    else:
+        size = _size(args.size, spec)
     controls = {k: getattr(args, k) or 0 for k in spec.takes}
-    if name == "energy_steps" and not controls["layer"] < len(c.model.stack.layers):
-        raise ValueError(f"--layer {controls['layer']} is outside 0..{len(c.model.stack.layers) - 1}")
+    _check_controls(name, c.model, controls)
     out = catalog.apply(name, c.model, tokens, args.pos, size, **controls).scored_on(c.card.get("task"))
     before, after = out.top_k(args.pos, args.top_k)
     w = max(len(repr(names[i])) for i, _ in before + after)
