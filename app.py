@@ -63,6 +63,12 @@ def main() -> None:
             ".gl-wrap-box {container-type: inline-size;}"
             ".gl-wrap-note {display: none; margin: 0; font-size: 0.875rem; color: rgba(49, 51, 63, 0.6);}"
             "@container (max-width: 823px) {.gl-wrap-note {display: block;}}"
+            # the Tour's note that a step's text wrapped under its figures (a 3:2 row of a 380-px figure column
+            # and a 260-px text column)
+            ".st-key-tour-head {container-type: inline-size;}"
+            ".gl-tour-note {display: none; font-size: 0.875rem; font-weight: normal; color: rgba(49, 51, 63, 0.6);}"
+            "@container (max-width: 660px) {.gl-tour-note {display: inline;} "
+            ".st-key-tour-head h3 {font-size: 1.1rem; padding: 0;}}"
             # Train live: the curves stay beside the run's panel down to a 1,000-px window, its numbers smaller
             "div[data-testid='stColumn']:has(div.st-key-train-curves-col) {min-width: min(100%, 320px) !important;}"
             ".st-key-train-panel [data-testid='stMetricValue'] {font-size: 1.5rem;}"

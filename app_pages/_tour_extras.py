@@ -77,7 +77,7 @@ def _answer_widget(q: tours.Question, lesson: str, index: int) -> int | None:
 def _answer_text(q: tours.Question) -> str:
     if isinstance(q, tours.Choice):
         return f"{LETTERS[q.answer]}. {q.options[q.answer]}"
-    return "position " + ", ".join(str(p) for p in q.positions)
+    return q.answer_text()
 
 
 @st.fragment(run_every=1.0)

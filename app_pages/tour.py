@@ -248,7 +248,7 @@ def main() -> None:
     n = len(lesson.steps)
     # the lesson's whole name, and Back, Next and the progress beside it, or under it on a narrow window
     row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
-    row.selectbox("Lesson", slugs, key="w_tour_lesson", on_change=choose_lesson, width=500,
+    row.selectbox("Lesson", slugs, key="w_tour_lesson", on_change=choose_lesson, width="stretch",
                      format_func=lambda s: f"{lessons.LESSONS[s].title} · {lessons.LESSONS[s].family}",
                      help="Short guided lessons on the bundled checkpoints, one per model family, 4-5 steps "
                           "each. Each step loads a checkpoint, a text and a view, and says what to look at; "
@@ -261,6 +261,13 @@ def main() -> None:
     nav.button("Next", key="tour_next", icon=":material/arrow_forward:", on_click=go, args=(1,),
                disabled=index == n - 1 or led, type="primary", width="content")
     nav.progress((index + 1) / n, text=f"Step {index + 1} of {n}")
+    # the step's title over both columns, so a narrow window, which puts the text under the figures, still
+    # names the step above them, and says where its text went
+    step = lesson.steps[index]
+    below = "its text and question" if step.question else "its text"
+    with st.container(key="tour-head"):
+        st.markdown(f"### {index + 1}. {step.title} <span class='gl-tour-note'>· {below} under the "
+                    "figures</span>", unsafe_allow_html=True)
     # chart first: the step's figures on the left, its text beside them (under them on a narrow window)
     left, right = st.columns([3, 2], gap="medium")
     with left, ui.guard("This step"), rendering():
@@ -273,9 +280,8 @@ def main() -> None:
 
 
 def step_text(lesson: lessons.Lesson, index: int) -> None:
-    """The step's words beside its figures: title, body, what to notice, what it shows, and its links."""
+    """The step's words beside its figures: body, what to notice, what it shows, and its links."""
     step = lesson.steps[index]
-    st.subheader(f"{index + 1}. {step.title}")
     if step.body:
         st.markdown(step.body)
     if extras.question(lesson, index):  # a question first; the notice once answered or revealed

@@ -620,6 +620,27 @@ def test_the_first_chart_is_whole_in_the_window_on_every_view_the_tour_and_compa
         page.set_viewport_size({"width": 1400, "height": 1000})
 
 
+@pytest.mark.browser
+def test_a_tour_step_is_named_above_its_figures_and_says_where_its_text_went(page, zoo_server):
+    """The step's title sits over the figures at both sizes; on a window that puts the step's text under the
+    figures (1000x800, sidebar open) a note beside the title says so, and on a wide one it is hidden."""
+    try:
+        for (width, height), shown in [((1000, 800), True), ((1400, 900), False)]:
+            page.set_viewport_size({"width": width, "height": height})
+            page.goto(f"{zoo_server}/tour?lesson=s5-word-problem&step=3")
+            page.wait_for_selector(CHART, state="attached", timeout=120_000)
+            wait_idle(page)
+            title = page.locator(".st-key-tour-head h3").first
+            assert title.inner_text().startswith("3. Back to the identity")
+            assert title.bounding_box()["y"] < page.locator(".js-plotly-plot").first.bounding_box()["y"]
+            note = page.locator(".gl-tour-note").first
+            assert note.is_visible() == shown, (width, note.inner_text())
+            if shown:
+                assert "question under the figures" in note.inner_text()
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+
 def _cursor_at(pg) -> int:
     """The page's cursor, read from its context line ("… cursor at 37 (“o”) …")."""
     return int(pg.get_by_text("cursor at ").first.inner_text().split("cursor at ")[1].split()[0])

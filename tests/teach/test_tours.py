@@ -370,7 +370,9 @@ def qp(at: AppTest, key: str):
 
 
 def heading(at: AppTest) -> str:
-    return next(h.value for h in at.subheader)
+    """The step's title line ("2. Title"), without the note a narrow window shows beside it."""
+    line = next(m.value for m in at.markdown if m.value.startswith("### "))
+    return line.removeprefix("### ").split(" <span", 1)[0]
 
 
 def test_a_link_opens_its_step_and_next_back_move_state_and_url(bundled_app):
