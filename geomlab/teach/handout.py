@@ -159,8 +159,7 @@ def _answer_html(q: tours.Question, labels: Sequence[str] | None) -> str:
     if isinstance(q, tours.Choice):
         right = f"{'ABCDEF'[q.answer]}. {md_html(q.options[q.answer])}"
     else:
-        right = ", ".join(f"position {p}" + (f" ({html.escape(labels[p])!s})" if labels and p < len(labels) else "")
-                          for p in q.positions)
+        right = html.escape(q.answer_text(labels))
     why = f" {md_html(q.explanation)}" if q.explanation else ""
     return f"{md_html(q.prompt)} <b>Answer:</b> {right}.{why}"
 

@@ -75,8 +75,8 @@ S5_LESSON = Lesson(
                  "$a$ = `10234`. Since $b^5 = e$ and $a^2 = e$, the running product comes back to the identity "
                  "more than once (positions count from 0).",
             question=ClickPosition(
-                prompt="Click a position where the running product is the identity, where O(5)'s state "
-                       "should come back to $I$.",
+                prompt="At which position is the running product the identity, so that O(5)'s state should "
+                       "come back to $I$?",
                 positions=(4, 6, 11),
                 explanation="$b^5 = e$ after the fifth token (position 4), $b^5 a^2 = e$ at position 6 and "
                             "$b^5 a^2 b^5 = e$ at position 11."),
@@ -113,7 +113,7 @@ S5_LESSON = Lesson(
                    "it keeps naming `03421` for every $\\varepsilon$ from −2 to +1.5: the readout is robust to a "
                    "push of half the step. At $\\varepsilon = -3$ (**Running product at position 5**) it names "
                    "`43021`, the product *before* token 5: walking back along the update undoes the token. "
-                   "Drag the size slider in the full view to find where the answer flips."),
+                   "In the full view (What if), the size slider finds where the answer flips."),
     ),
 )
 
@@ -145,8 +145,8 @@ ATTENTION_LESSON = Lesson(
             body="Position 14 is the t of “to”. The chart is its row of attention weights over the "
                  "positions before it.",
             question=ClickPosition(
-                prompt="Position 14 puts most of its weight on itself. Click the position that gets the next "
-                       "most weight.",
+                prompt="Position 14 puts most of its weight on itself. Which position gets the next most "
+                       "weight?",
                 positions=(12,),
                 explanation="The earlier t: its state is the same token matrix as position 14's, the "
                             "similarity is the maximum, 15, and that outweighs the distance penalty."),
@@ -292,7 +292,7 @@ GRASSMANN_LESSON = Lesson(
             body="Two planes are compared by their principal angles $\\theta_1 \\le \\theta_2$; the geodesic "
                  "distance on the Grassmannian is $\\sqrt{\\theta_1^2 + \\theta_2^2}$.",
             question=ClickPosition(
-                prompt="In layer 0, click the position whose plane turns least from the plane before it.",
+                prompt="In layer 0, which position's plane turns least from the plane before it?",
                 positions=(14,),
                 explanation="The planes at 13 (“t␣”) and 14 (“␣t”) are spanned by the same two characters; "
                             "only their position codes differ (0.25 rad, the next smallest turn is 0.64): a "

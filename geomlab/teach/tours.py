@@ -93,10 +93,10 @@ class Choice:
 
 @dataclass(frozen=True)
 class ClickPosition:
-    """A "click the position where ..." question shown before a step's notice: ``prompt``, the right token
-    ``positions`` (0-based, sorted, at least one; any of them is a right answer) and an optional
-    ``explanation``. Checked on construction (:class:`QuestionError`); :func:`validate` checks the positions
-    against the step's text."""
+    """A "which position ...?" question shown before a step's notice (answered with the cursor in the app,
+    in writing on a handout): ``prompt``, the right token ``positions`` (0-based, sorted, at least one; any
+    of them is a right answer) and an optional ``explanation``. Checked on construction
+    (:class:`QuestionError`); :func:`validate` checks the positions against the step's text."""
 
     prompt: str
     positions: tuple[int, ...]
@@ -115,6 +115,16 @@ class ClickPosition:
     def is_correct(self, value: Any) -> bool:
         """Whether ``value`` (a clicked token position) is one of the right positions."""
         return not isinstance(value, bool) and value in self.positions
+
+    def answer_text(self, labels: Sequence[str] | None = None) -> str:
+        """The right positions in words: "position 4", "positions 4 or 6", "positions 4, 6 or 11" (any one
+        is right); with ``labels`` (the text's token labels) each is followed by its token in brackets. Plain
+        text: the caller escapes it for markdown or HTML."""
+        words = [f"{p} ({labels[p]})" if labels is not None and p < len(labels) else str(p)
+                 for p in self.positions]
+        if len(words) == 1:
+            return f"position {words[0]}"
+        return f"positions {', '.join(words[:-1])} or {words[-1]}"
 
 
 #: A step's question: multiple choice or a position to click.

@@ -55,6 +55,23 @@ def test_answers_are_judged_by_the_question():
         tours.Step("t", "bundled/x", "text", "trajectories", "notice", question="which?")
 
 
+def test_a_position_answer_reads_as_words():
+    """Any of the positions is right, so the answer says "or", with the tokens when the labels are known."""
+    assert ClickPosition("which?", (12,)).answer_text() == "position 12"
+    assert ClickPosition("which?", (4, 6)).answer_text() == "positions 4 or 6"
+    assert ClickPosition("which?", (4, 6, 11)).answer_text() == "positions 4, 6 or 11"
+    labels = [f"t{i}" for i in range(8)]
+    assert ClickPosition("which?", (4, 6, 11)).answer_text(labels) == "positions 4 (t4), 6 (t6) or 11"
+
+
+def test_questions_do_not_assume_the_app():
+    """A handout asks the same questions on paper: no prompt tells the reader to click or drag."""
+    for lesson in lessons.LESSONS.values():
+        for step in lesson.steps:
+            words = " ".join(filter(None, [step.question and step.question.prompt, step.notice])).lower()
+            assert "click" not in words and "drag" not in words, (lesson.slug, step.title)
+
+
 def test_every_lesson_asks_at_least_one_question_in_valid_markup():
     for lesson in lessons.LESSONS.values():
         asked = [s.question for s in lesson.steps if s.question is not None]
