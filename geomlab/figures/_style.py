@@ -32,6 +32,13 @@ def colour(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
+def pale(hex_colour: str, amount: float = 0.5) -> str:
+    """``hex_colour`` (``"#rrggbb"``) mixed with white, ``amount`` of the way (0: itself, 1: white): a
+    lighter shade of one series' colour, e.g. its plain run beside the intervened one."""
+    rgb = [int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(c + (255 - c) * amount):02x}" for c in rgb)
+
+
 def index_colours(n: int) -> list[str]:
     """``n`` distinct colour-blind-safe colours for ``n`` indexed series (eigenvalue or angle k): the
     Okabe-Ito :data:`PALETTE` for up to 8, else ``n`` evenly spaced samples of Viridis (never a repeat: a torus can

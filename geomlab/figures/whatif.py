@@ -11,7 +11,7 @@ import numpy as np
 
 from geomlab.figures._chart import Chart, FigureBuilder, FigureError, finish
 from geomlab.figures._sampling import WINDOW, window as shown_window
-from geomlab.figures._style import add_cursor_line, colour, hover_tokens, thin_ticks, token_ticks
+from geomlab.figures._style import add_cursor_line, colour, hover_tokens, pale, thin_ticks, token_ticks
 from geomlab.core.markup import md_label
 
 BEFORE, AFTER = "#999999", colour(0)
@@ -174,10 +174,12 @@ def patching_heatmap(sweep, labels: Sequence[str], token_names: Sequence[str] = 
 
 
 def whatif_geometry(outcome, layer: int = 0) -> Chart:
-    """The geometry an intervention changed, after over before (the plain run in grey, a ghost): the
-    eigenvalues of the steered state ``H_t`` on the unit circle (OSM; a torus state's diagonal entries), the
-    Plücker coordinates of the moved plane (Grassmann), or the token-mean energy per recursion step of layer
-    ``layer`` (CEM). Raises :class:`FigureError` when the outcome holds none of these (e.g. a head ablated).
+    """The geometry an intervention changed, after over before (the plain run a ghost: grey, or for CEM's two
+    sub-blocks a pale shade of each one's colour): the eigenvalues of the steered state ``H_t`` on the unit
+    circle (OSM; a torus state's diagonal entries), the Plücker coordinates of the moved plane (Grassmann), or
+    the token-mean energy per recursion step of layer ``layer`` (CEM; traces ``"attention before (T = 2)"``,
+    ``"attention after (T = 4)"``, ``"MLP before ..."``, ``"MLP after ..."``, the steps where the outcome
+    records them). Raises :class:`FigureError` when the outcome holds none of these (e.g. a head ablated).
     Design choice."""
     g = outcome.geometry
     fig = FigureBuilder()
@@ -217,18 +219,27 @@ def whatif_geometry(outcome, layer: int = 0) -> Chart:
         E0, E1 = np.asarray(g["energy_before"], float), np.asarray(g["energy_after"], float)
         if not 0 <= layer < E0.shape[0]:
             raise FigureError(f"layer {layer} out of range: there are {E0.shape[0]}")
+        steps = {"before": g.get("steps_before"), "after": g.get("steps_after")}
         for b, block in enumerate(("attention", "MLP")):
-            for name, E, dash, col in (("before", E0, "dot", BEFORE), ("after", E1, "solid", colour(b))):
+            # each block in its own colour and marker; its plain run pale, dotted (attention) or dashed (MLP),
+            # with open markers, so neither plain run reads as the other
+            col, sym = colour(b), ("circle", "square")[b]
+            for when, E, line, marker in (
+                    ("before", E0, {"color": pale(col), "dash": ("dot", "dash")[b]},
+                     {"color": col, "symbol": f"{sym}-open"}),
+                    ("after", E1, {"color": col, "dash": "solid"}, {"color": col, "symbol": sym})):
                 y = E[layer, b]
+                n = steps[when]
+                name = f"{block} {when}" + (f" (T = {int(n[layer])})" if n is not None else "")
                 fig.add_trace({"type": "scatter", "x": np.arange(len(y)), "y": y, "mode": "lines+markers",
-                               "name": f"{block} {name}", "line": {"color": col, "dash": dash},
-                               "hovertemplate": f"{block} {name}: step %{{x}}, ε = %{{y:.4g}}<extra></extra>"})
+                               "name": name, "line": {**line, "width": 2}, "marker": {**marker, "size": 7},
+                               "hovertemplate": f"{name}: step %{{x}}, ε = %{{y:.4g}}<extra></extra>"})
         fig.update_xaxes(title_text="recursion step t", dtick=1)
         fig.update_yaxes(title_text="token-mean energy ε (a.u.)")
-        cap = ("The layer's token-mean energy at each recursion step with its own steps (dotted grey) and with "
-               "the steps of the intervention (colour): more steps should keep it going down. The MLP starts from "
-               "the attention block's output, which the intervention changed, so its curves differ at step 0 "
-               "too.")
+        cap = ("The layer's token-mean energy at each recursion step with its own steps (before: pale, dotted for "
+               "attention, dashed for the MLP) and with the steps of the intervention (after: solid): more steps "
+               "should keep it going down. The MLP starts from the attention block's output, which the "
+               "intervention changed, so its curves differ at step 0 too.")
         e0, e1 = E0[layer][np.isfinite(E0[layer])], E1[layer][np.isfinite(E1[layer])]
         if e0.size and e1.size:
             lo, hi = float(e0.min()), float(e0.max())

@@ -75,7 +75,7 @@ def test_the_geometry_ghost_draws_what_each_intervention_changed():
     cem = small_model("cem").eval()
     o = catalog.apply("energy_steps", cem, tokens, 5, 4, layer=1)
     fig = whatif_geometry(o, layer=1).figure
-    got = np.asarray(next(t for t in fig.data if t.name == "MLP after").y, dtype=float)
+    got = np.asarray(next(t for t in fig.data if t.name == "MLP after (T = 4)").y, dtype=float)
     np.testing.assert_allclose(got, o.geometry["energy_after"][1, 1], equal_nan=True)
     o = catalog.apply("ablate_head", small_model("transformer").eval(), tokens, 5, 1, layer=0, head=0)
     with pytest.raises(FigureError):
@@ -168,3 +168,27 @@ def test_a_swap_that_hardly_matters_stays_pale_and_blue_means_toward_the_clean_r
     assert heat.zmax - heat.zmin == pytest.approx(0.1)  # the 0.001 difference is a pale cell, not a full colour
     assert heat.reversescale is False  # clean below corrupted: lower values are the restored ones
     assert "With one recurrent state" in chart.caption
+
+
+def test_the_two_plain_runs_of_the_energy_chart_are_drawn_and_named_apart():
+    """Each sub-block's plain run (before) has a line of its own, not one grey dotted style for both, and a
+    legend name that says which block and which run it is, with the steps each ran."""
+    from geomlab.figures.whatif import whatif_geometry
+
+    before = np.array([[[3.0, 2.5, 2.2], [1.0, 0.8, 0.7]]])  # (layers, blocks, steps)
+    after = np.array([[[3.0, 2.5, 2.1, 2.0, 1.9], [1.0, 0.8, 0.7, 0.6, 0.5]]])
+    o = Outcome(np.zeros(4, dtype=int), np.zeros((4, 3), np.float32), np.zeros((4, 3), np.float32), None,
+                "T = 4 in layer 0", {"energy_before": before, "energy_after": after,
+                                     "steps_before": np.array([2]), "steps_after": np.array([4])})
+    fig = whatif_geometry(o, layer=0).figure
+    names = [t.name for t in fig.data]
+    assert names == ["attention before (T = 2)", "attention after (T = 4)", "MLP before (T = 2)",
+                     "MLP after (T = 4)"]
+    style = {t.name: (t.line.color, t.line.dash, t.marker.symbol) for t in fig.data}
+    assert len(set(style.values())) == 4  # no two lines alike
+    att, mlp = style["attention before (T = 2)"], style["MLP before (T = 2)"]
+    assert att[0] != mlp[0] and att[1] != mlp[1]  # another shade and another dash
+    for block in ("attention", "MLP"):  # a plain run is a pale shade of its block's colour, not solid
+        b, a = style[f"{block} before (T = 2)"], style[f"{block} after (T = 4)"]
+        assert b[0] != a[0] and b[1] != "solid" and a[1] == "solid"
+    np.testing.assert_allclose(np.asarray(fig.data[2].y, dtype=float), before[0, 1])
