@@ -12,8 +12,11 @@ import plotly.graph_objects as go
 
 from geomlab.figures._chart import FigureBuilder
 
-# Okabe-Ito qualitative palette (colour-blind safe) for lines per layer / head / block.
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+# The token cursor's colour (its lines, rings and boxes); no series colour below is this one.
+HIGHLIGHT = "#D55E00"
+# Lines per layer / head / block: the Okabe-Ito qualitative palette (colour-blind safe) without its vermilion,
+# the cursor's colour, so that no series reads as the cursor; the pale yellow last (weakest on white).
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#000000", "#F0E442"]
 # ColorBrewer RdBu (colour-blind safe), blue = negative, white = 0, red = positive; use with zmid=0.
 DIVERGING = [[i / 10, c] for i, c in enumerate(reversed(pc.diverging.RdBu))]
 # Sequential, perceptually uniform and colour-blind safe: Viridis, spelled out as plotly's validation
@@ -21,7 +24,6 @@ DIVERGING = [[i / 10, c] for i, c in enumerate(reversed(pc.diverging.RdBu))]
 SEQUENTIAL = [[i / (len(pc.sequential.Viridis) - 1), c] for i, c in enumerate(pc.sequential.Viridis)]
 # Cyclic, for angles in (-pi, pi] (both ends the same colour): plotly's Twilight, spelled out likewise.
 CYCLIC = [[i / (len(pc.cyclical.Twilight) - 1), c] for i, c in enumerate(pc.cyclical.Twilight)]
-HIGHLIGHT = "#D55E00"
 MASKED_BG = "#d9d9d9"
 
 MAX_TICKS = 12         # token tick labels on an axis: thin enough for a half-width chart (hover names every token)
@@ -40,9 +42,9 @@ def pale(hex_colour: str, amount: float = 0.5) -> str:
 
 
 def index_colours(n: int) -> list[str]:
-    """``n`` distinct colour-blind-safe colours for ``n`` indexed series (eigenvalue or angle k): the
-    Okabe-Ito :data:`PALETTE` for up to 8, else ``n`` evenly spaced samples of Viridis (never a repeat: a torus can
-    have 26 angles). Design choice."""
+    """``n`` distinct colour-blind-safe colours for ``n`` indexed series (eigenvalue or angle k, layer): the
+    :data:`PALETTE` for up to 7, else ``n`` evenly spaced samples of Viridis (never a repeat: a torus can
+    have 26 angles; never the cursor's :data:`HIGHLIGHT`). Design choice."""
     n = max(int(n), 1)
     if n <= len(PALETTE):
         return PALETTE[:n]
@@ -128,10 +130,13 @@ def hover_tokens(labels: Sequence[str], positions: np.ndarray) -> list[str]:
 
 
 def add_cursor_line(fig: FigureBuilder | go.Figure, x: float | None, row: int | None = None,
-                    col: int | None = None, axis: str = "x", below: bool = False) -> None:
+                    col: int | None = None, axis: str = "x", below: bool = False,
+                    span: tuple[float, float] | None = None) -> None:
     """Mark the cursor position with a solid vertical (``axis="x"``) or horizontal line spanning the
     subplot at ``row``/``col`` (a plain layout shape: ``add_vline`` is ~100x slower on subplots); ``below``:
-    under the traces (a bar chart's bar at the cursor stays in view; a heatmap would hide it)."""
+    under the traces (a bar chart's bar at the cursor stays in view; a heatmap would hide it). ``span``: the
+    line's ends along the other axis in data units instead (a panel whose range pads its values, a share in
+    [0, 1] drawn on [-0.02, 1.02], ends the line at 0 and 1, not past its top and bottom gridlines)."""
     if x is None:
         return
     if row is None:
@@ -143,10 +148,13 @@ def add_cursor_line(fig: FigureBuilder | go.Figure, x: float | None, row: int | 
         xref, yref = sp.xaxis.plotly_name.replace("axis", ""), sp.yaxis.plotly_name.replace("axis", "")
     # solid and opaque: a dashed, translucent line is lost among a heatmap's cells
     line = {"color": HIGHLIGHT, "width": 2}
+    lo, hi = span if span is not None else (0, 1)
     if axis == "x":
-        shape = {"type": "line", "x0": x, "x1": x, "xref": xref, "y0": 0, "y1": 1, "yref": f"{yref} domain"}
+        shape = {"type": "line", "x0": x, "x1": x, "xref": xref, "y0": lo, "y1": hi,
+                 "yref": yref if span is not None else f"{yref} domain"}
     else:
-        shape = {"type": "line", "y0": x, "y1": x, "yref": yref, "x0": 0, "x1": 1, "xref": f"{xref} domain"}
+        shape = {"type": "line", "y0": x, "y1": x, "yref": yref, "x0": lo, "x1": hi,
+                 "xref": xref if span is not None else f"{xref} domain"}
     fig.add_shape(line=line, name="cursor", layer="below" if below else "above", **shape)
 
 

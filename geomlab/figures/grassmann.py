@@ -23,8 +23,8 @@ import torch
 from geomlab.geometry import planes
 from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
 from geomlab.figures._style import (
-    DIVERGING, SEQUENTIAL, add_cursor_line, cursor_box, category_labels, colour, hover_tokens, thin_ticks,
-    token_ticks,
+    DIVERGING, SEQUENTIAL, add_cursor_line, cursor_box, category_labels, colour, hover_tokens, index_colours,
+    thin_ticks, token_ticks,
 )
 from geomlab.figures._sampling import (
     WINDOW, check_cursor, check_index, window, window_note, blank, memo, missing_note, nonfinite_count,
@@ -397,16 +397,17 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, size: int = WINDOW
         colorbar={"title": {"text": "1 − α"}, "y": 0.78, "len": 0.45},
         hovertemplate="layer %{y}, position %{text}<br>share of geometry = %{z:.3f}"
             "<extra></extra>"), row=1, col=1)
+    cols = index_colours(share.shape[0])  # one colour per layer, never the cursor's
     for layer in range(share.shape[0]):
         fig.add_trace(dict(type="scatter", x=idx, y=share[layer, idx], mode="lines", name=f"layer {layer}",
-                                           line={"color": colour(layer)}, text=hov,
+                                           line={"color": cols[layer]}, text=hov,
                                            hovertemplate=f"layer {layer}<br>position %{{text}}<br>1 − α = %{{y:.3f}}"
                                                "<extra></extra>"), row=2, col=1)
     fig.update_yaxes(title_text="layer", tickmode="linear", dtick=1, row=1, col=1)
     fig.update_yaxes(title_text="mean (1 − α) (fraction)", range=[-0.02, 1.02], row=2, col=1)
     fig.update_xaxes(title_text="position t (token)", row=2, col=1, **token_ticks(tr.labels, idx))
-    for r in (1, 2):
-        add_cursor_line(fig, cursor, row=r, col=1)
+    add_cursor_line(fig, cursor, row=1, col=1)
+    add_cursor_line(fig, cursor, row=2, col=1, span=(0, 1))  # the shares' bounds, inside the padded range
     cap = ("How much of each layer's output comes from the Grassmann (plane) branch rather than the "
            "residual: mean over channels of $1 - \\alpha$, per layer and position (0 = gate keeps $h$, 1 = all "
            "geometry)."

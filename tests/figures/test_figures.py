@@ -1298,7 +1298,7 @@ def test_index_colours_never_repeat():
         # a step scale: each index one flat band of its own colour, the bands in order
         assert [c for _, c in scale[::2]] == cols and scale[0][0] == 0 and scale[-1][0] == 1
         assert len(bar["tickvals"]) <= 12 and bar["ticktext"][0] == "1"
-    assert _style.index_colours(8) == _style.PALETTE  # Okabe-Ito up to 8
+    assert _style.index_colours(7) == _style.PALETTE  # Okabe-Ito without the cursor's vermilion, up to 7
 
 
 def test_26_torus_angles_get_26_colours_and_a_colour_bar_not_a_legend(validate):
