@@ -47,8 +47,10 @@ def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 
                        "marker": {"color": col}, "text": [f"{100 * v:.1f}%" for v in vals],
                        "textposition": "outside", "cliponaxis": False,
                        "hovertemplate": f"{name}: %{{y}} %{{x:.3f}}<extra></extra>"})
-    fig.update_layout(barmode="group", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1,
-                                               "xanchor": "right"})
+    # the legend in one row at the left, between the title and the plot: at the top right, the toolbar a
+    # hover shows covered it
+    fig.update_layout(barmode="group", legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0,
+                                               "xanchor": "left"})
     fig.update_xaxes(title_text=f"probability of the {outcome.predicts}", range=[0, 1.15], tickformat=".0%")
     kl = float(outcome.kl_bits()[position])
     what = f"running products at position {position}" if wp else f"next tokens after position {position}"
@@ -57,7 +59,7 @@ def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 
            f"{kl:.3f} bits.")
     title = f"Running product at position {position}" if wp else f"Next token after position {position}"
     return finish(fig, title, cap, "whatif_guesses",
-                  height=120 + 34 * len(ids), margin={"l": 70, "r": 30, "t": 40, "b": 60})
+                  height=158 + 34 * len(ids), margin={"l": 70, "r": 30, "t": 78, "b": 60})
 
 
 def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW, cursor: int | None = None) -> Chart:
