@@ -170,6 +170,23 @@ def _layer_distances(tr: GrassmannTrace, offset: int) -> np.ndarray:
     return out
 
 
+def most_geometric_layer(tr: GrassmannTrace) -> int:
+    """The layer whose output draws most on its planes: the largest mean, over positions and channels, of the
+    gate's share of geometry ``1 - alpha`` (:func:`gate_share`; non-finite gates left out); layer 0 without
+    recorded gates or without a finite one. Design choice: a layer whose gate keeps its input (a share near 0)
+    has planes that hardly change what the model predicts."""
+    tr = _gr(tr)
+    if tr.gates is None:
+        return 0
+    share = 1.0 - blank(tr.gates.astype(np.float64)).reshape(tr.gates.shape[0], -1)
+    ok = np.isfinite(share)
+    n = ok.sum(-1)
+    if not n.any():
+        return 0
+    mean = np.where(n > 0, np.where(ok, share, 0.0).sum(-1) / np.maximum(n, 1), -np.inf)
+    return int(np.argmax(mean))
+
+
 def _default_offset(tr: GrassmannTrace) -> int:
     if tr.offsets is not None and (tr.offsets > 0).any():
         return int(tr.offsets[tr.offsets > 0].min())

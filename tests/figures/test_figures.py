@@ -1290,6 +1290,26 @@ def test_every_figure_marks_the_cursor(name):
             assert not _cursor_marks(other, c) or _cursor_marks(other, c + 2), fname
 
 
+def test_the_most_geometric_layer_is_the_one_whose_gate_passes_most_of_its_planes():
+    import copy
+
+    from geomlab.figures.grassmann import most_geometric_layer
+
+    tr = copy.copy(get_trace("grassmann-r3"))  # a copy: the cached trace keeps its gates
+    gates = np.full_like(tr.gates, 0.9)  # every layer keeps 90% of its input
+    gates[1] = 0.4  # layer 1: 60% from its planes
+    tr.gates = gates
+    assert most_geometric_layer(tr) == 1
+    gates[1, 0, 0] = np.nan  # a non-finite gate is left out, not a blank layer
+    assert most_geometric_layer(tr) == 1
+    gates[0] = 0.1
+    assert most_geometric_layer(tr) == 0
+    tr.gates = np.full_like(gates, np.nan)
+    assert most_geometric_layer(tr) == 0
+    tr.gates = None
+    assert most_geometric_layer(tr) == 0
+
+
 def test_index_colours_never_repeat():
     for n in (1, 3, 8, 9, 26, 64):
         cols = _style.index_colours(n)
