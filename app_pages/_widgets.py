@@ -229,7 +229,8 @@ def view_controls(slug: str, tr: Any, where: Any, used: set[str] | None = None, 
         if name == "layer":
             L = views.n_layers(tr)
             # one layer: no slider, but a link's layer=5 is still named and dropped (int_control)
-            values["layer"] = int_control("Layer", K_LAYER, 0, L - 1, L - 1, where=slot() if L > 1 else where,
+            values["layer"] = int_control("Layer", K_LAYER, 0, L - 1, values["layer"],
+                                          where=slot() if L > 1 else where,
                                           help="Which layer's states / maps to show (0 = first).", notes=notes)
             continue
         if name not in CONTROL_WIDGETS:

@@ -225,11 +225,30 @@ def control_options(slug: str, tr: Any, controls: dict[str, Any] | None = None) 
     return out
 
 
+def _planes_layer(tr: Any) -> int:
+    """The layer whose output draws most on its planes (:func:`geomlab.figures.grassmann.most_geometric_layer`),
+    the last layer of a trace that is not a Grassmann one."""
+    from geomlab.figures import FigureError
+    from geomlab.figures.grassmann import most_geometric_layer
+
+    try:
+        return most_geometric_layer(tr)
+    except FigureError:
+        return n_layers(tr) - 1
+
+
+#: The layer a view opens on where nobody chose one, by slug: a function of the trace; the last layer on the
+#: others. Design choice: the Planes view opens where the planes count (a late Grassmann layer's gate keeps
+#: nearly all of its input, and moving its plane hardly changes a prediction).
+OPENING_LAYER = {"planes": _planes_layer}
+
+
 def default_controls(slug: str, tr: Any) -> dict[str, Any]:
-    """Control values of a first visit (design choice: the last layer, mean over heads, the first substep,
-    slot and sub-block); always has ``layer``."""
+    """Control values of a first visit (design choice: the view's :data:`OPENING_LAYER`, else the last layer;
+    mean over heads, the first substep, slot and sub-block); always has ``layer``."""
     opts = control_options(slug, tr)
-    out: dict[str, Any] = {"layer": n_layers(tr) - 1}
+    opening = OPENING_LAYER.get(slug)
+    out: dict[str, Any] = {"layer": opening(tr) if opening is not None else n_layers(tr) - 1}
     for name, values in opts.items():
         if name != "layer":
             out[name] = values[0]

@@ -350,3 +350,17 @@ def test_a_link_value_outside_a_slider_range_says_so():
     assert warned and "showing" in warned[0]
     lo, hi = (int(x) for x in warned[0].split("range ")[1].split(":")[0].split("–"))
     assert at.session_state["gl_steps"] == hi and lo >= 1
+
+
+def test_planes_opens_on_the_layer_that_draws_most_on_its_planes_and_a_link_keeps_its_own():
+    """The Planes page's layer, nobody's choice, is the one whose gate passes most of its planes (computed from
+    the trace: the bundled model's first), and its link says so; a link's layer=5 opens layer 5; the layer
+    another page then opens on is that page's own default again."""
+    gr = "bundled/grassmann-tinyshakespeare"
+    at = open_page("planes", ckpt=gr)
+    assert at.session_state["gl_layer"] == at.slider(key="w_gl_layer").value == 0
+    assert at.slider(key="w_gl_layer").max == 5 and at.query_params["layer"] == "0"
+    linked = open_page("planes", ckpt=gr, layer="5")
+    assert linked.session_state["gl_layer"] == 5 == linked.slider(key="w_gl_layer").value
+    at.switch_page("app_pages/energy.py").run()
+    assert at.session_state["gl_layer"] == at.slider(key="w_gl_layer").max  # the CEM's last layer

@@ -88,6 +88,13 @@ def test_controls_come_from_the_trace(traces):
     assert views.control_label("substep", 1) == "grounding" and views.control_label("head", None) == \
         "mean over heads"
     gr = traces["grassmann-tinyshakespeare"]
+    # Planes opens on the layer whose output draws most on its planes (the bundled model's first), not the
+    # last, whose gate keeps nearly all of its input
+    from geomlab.figures.grassmann import most_geometric_layer
+
+    share = (1 - gr.gates.astype(float)).mean(axis=(1, 2))
+    assert views.default_controls("planes", gr)["layer"] == most_geometric_layer(gr) == int(share.argmax())
+    assert share.argmax() != views.n_layers(gr) - 1
     if "slot" in views.control_options("planes", gr):
         assert views.control_label("slot", 0, gr, {"layer": 0}).startswith(("offset", "slot"))
     # clamping: a layer past the end and a head the trace lacks fall back
