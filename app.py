@@ -66,7 +66,8 @@ def main() -> None:
             # the Tour's note that a step's text wrapped under its figures (a 3:2 row of a 380-px figure column
             # and a 260-px text column)
             ".st-key-tour-head {container-type: inline-size;}"
-            ".gl-tour-note {display: none; font-size: 0.875rem; font-weight: normal; color: rgba(49, 51, 63, 0.6);}"
+            ".gl-tour-note {display: none; margin-left: 0.4rem; font-size: 0.9rem; font-weight: normal; "
+            "color: #0072B2;}"
             "@container (max-width: 660px) {.gl-tour-note {display: inline;} "
             ".st-key-tour-head h3 {font-size: 1.1rem; padding: 0;}}"
             # Train live: the curves stay beside the run's panel down to a 1,000-px window, its numbers smaller

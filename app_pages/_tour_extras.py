@@ -65,6 +65,7 @@ def _answer_widget(q: tours.Question, lesson: str, index: int) -> int | None:
                  args=(lesson, index), format_func=lambda i: f"{LETTERS[i]}. {q.options[i]}")
     else:
         pos = int(st.session_state.get(ui.K_POS) or 0)
+        st.caption("Click the position in a chart (or move the token cursor over the figures), then answer.")
         st.button(f"Answer with the cursor position ({pos})", key=f"q_pos_{lesson}_{index}",
                   icon=":material/ads_click:", on_click=_send, args=(lesson, index, pos),
                   help="Move the token cursor (or click a token in a chart) to the position you mean, then "
@@ -143,10 +144,13 @@ def question(lesson: tours.Lesson, index: int) -> bool:
                        f"{'revealed' if who in ('teacher', 'student') else 'given'}: they may give it away.")
         if shown:
             if mine is not None:
+                # several right positions: say so either way, so a right 4 does not read as "only 4"
+                any_of = (f"any of {_answer_text(q)} is right" if isinstance(q, tours.ClickPosition)
+                          and len(q.positions) > 1 else None)
                 if q.is_correct(mine):
-                    st.success("Right.", icon=":material/check_circle:")
+                    st.success(f"Right ({any_of})." if any_of else "Right.", icon=":material/check_circle:")
                 else:
-                    st.warning(f"Not quite: the answer is {_answer_text(q)}.", icon=":material/cancel:")
+                    st.warning(f"Not quite: {any_of or f'the answer is {_answer_text(q)}'}.", icon=":material/cancel:")
             else:
                 st.markdown(f"**Answer:** {_answer_text(q)}")
             if q.explanation:

@@ -266,7 +266,7 @@ def main() -> None:
     step = lesson.steps[index]
     below = "its text and question" if step.question else "its text"
     with st.container(key="tour-head"):
-        st.markdown(f"### {index + 1}. {step.title} <span class='gl-tour-note'>· {below} under the "
+        st.markdown(f"### {index + 1}. {step.title} <span class='gl-tour-note'>↓ {below} under the "
                     "figures</span>", unsafe_allow_html=True)
     # chart first: the step's figures on the left, its text beside them (under them on a narrow window)
     left, right = st.columns([3, 2], gap="medium")
