@@ -203,7 +203,8 @@ def build_html(lesson: tours.Lesson, steps: Iterable[int] | None = None, entries
             body = f"<p>{md_html(step.body)}</p>" if step.body else ""
             q = _question_html(step.question) if step.question else ""
             meta = (f"{' vs '.join(step.checkpoints)} · {html.escape(views.VIEWS[step.view].title)} · text: "
-                    f"<code>{html.escape(step.text)}</code>")
+                    f"<code>{html.escape(step.text)}</code> · cursor at position {step.cursor} (positions count "
+                    "from 0; the orange line in the figures)")
             notice = f"<div class='notice'><b>What to notice.</b> {md_html(step.notice)}</div>"
             # a step with a question keeps its "What to notice" for the answers: it often gives the answer
             parts.append(f"<section class='step'><h2>{i + 1}. {html.escape(step.title)}</h2>{body}{imgs}"

@@ -63,7 +63,7 @@ S5_LESSON = Lesson(
                             "eigenvalues are fifth roots of unity."),
             notice="At the cursor (position 4) the running product `43021` is a 5-cycle, and the "
                    "**eigenvalue phases** sit at $0, \\pm 2\\pi/5, \\pm 4\\pi/5$: fifth roots of unity. "
-                   "Move the cursor: at position 1 (a 4-cycle) they jump to $\\pm\\pi/2$ and $\\pi$, at "
+                   "Elsewhere they move: at position 1 (a 4-cycle) they jump to $\\pm\\pi/2$ and $\\pi$, at "
                    "position 2 (order 6) to $\\pm 2\\pi/3$ and $\\pi$. The **phase timeline** shows the "
                    "same levels switching as the product changes: the state carries the product's cycle "
                    "type, read straight off its spectrum."),
@@ -113,7 +113,7 @@ S5_LESSON = Lesson(
                    "it keeps naming `03421` for every $\\varepsilon$ from −2 to +1.5: the readout is robust to a "
                    "push of half the step. At $\\varepsilon = -3$ (**Running product at position 5**) it names "
                    "`43021`, the product *before* token 5: walking back along the update undoes the token. "
-                   "In the full view (What if), the size slider finds where the answer flips."),
+                   "In the app, the size slider of the full view's What if finds where the answer flips."),
     ),
 )
 

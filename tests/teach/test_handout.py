@@ -64,6 +64,8 @@ def test_the_handout_holds_every_step_its_figures_notice_and_question(page):
         notice = md_html_plain(step.notice)
         assert (notice in re.sub(r"<[^>]+>", "", answers)) == (step.question is not None)
         assert (notice in re.sub(r"<[^>]+>", "", steps)) == (step.question is None)
+        # on paper the cursor is the step's position, named, and the orange line is said to mark it
+        assert f"cursor at position {step.cursor} (positions count from 0; the orange line" in text
     assert html.count("<img ") == len(names) > len(LESSON.steps)
     assert html.count("data:image/png;base64,") == len(names)
     q = [s.question for s in LESSON.steps if s.question is not None]
