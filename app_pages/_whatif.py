@@ -172,10 +172,8 @@ def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: s
         start = int(sweep.positions[0])
         names = [md_escape(visible(t)) for t in getattr(ck.vocab, "tokens", [])]
         small = sweep.small()
-        y = visible(ck.vocab.tokens[sweep.target_token]) if sweep.target_token < len(ck.vocab.tokens) else "?"
-        line = (f"The cursor's token {md_escape(labels[pos])!r} replaced by {md_escape(stand_in)!r}: the prediction "
-                f"of '{md_escape(y)}' at position {target} (logit difference clean {sweep.clean:.2f}, corrupted {sweep.corrupt:.2f}); "
-                f"{sweep.runs} patched runs in {sweep.seconds:.1f} s"
+        line = (f"The cursor's token {md_escape(labels[pos])!r} replaced by {md_escape(stand_in)!r}: "
+                f"{sweep.describe(names)}; {sweep.runs} patched runs in {sweep.seconds:.1f} s"
                 + (f", the {SWEEP_SPAN} positions ending there." if start else ".")
                 + (f" The swap hardly changes that prediction (under {SMALL_DIFFERENCE} in logit difference), so "
                    "the heatmap draws the raw logit difference, not the share restored." if small else ""))

@@ -13,6 +13,8 @@ from geomlab.figures._chart import Chart, FigureBuilder, FigureError, finish
 from geomlab.figures._sampling import WINDOW, window as shown_window
 from geomlab.figures._style import add_cursor_line, colour, hover_tokens, pale, thin_ticks, token_ticks
 from geomlab.core.markup import md_label
+from geomlab.whatif.outcome import fmt_bits
+from geomlab.whatif.patching import METRIC_WORDS
 
 BEFORE, AFTER = "#999999", colour(0)
 """Colours of the plain run (grey) and the intervened run (the first index colour)."""
@@ -106,14 +108,13 @@ def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW, cursor: 
     where = f"at position {at} '{md_label(labels[at])}'" if at is not None else "on every position"
     span = f"from position {at} on" if at is not None else "over the text"
     cap = (f"What the intervention ({outcome.what}) {where} changed: the KL divergence of the {outcome.predicts} "
-           f"distribution, largest {float(np.nanmax(kl)):.3g} bits at position {int(np.nanargmax(kl))}; and the "
-           f"surprisal of the {real}, {total:+.2f} bits in all {span} (positive: harder to predict). "
+           f"distribution, largest {fmt_bits(np.nanmax(kl))} bits at position {int(np.nanargmax(kl))}; and the "
+           f"surprisal of the {real}, {fmt_bits(total, sign=True)} bits in all {span} (positive: harder to "
+           "predict). "
            f"Positions {int(idx[0])}–{int(idx[-1])} of {T}.")
     return finish(fig, "Effect along the text", cap, "whatif_effect", height=420)
 
 
-METRIC_WORDS = {"logit_diff": "logit difference z[y] − z[y′] (nats)", "kl": "KL(clean ‖ patched) (bits)",
-                "target_prob": "p(y)"}
 
 
 def patching_heatmap(sweep, labels: Sequence[str], token_names: Sequence[str] = (), recovered: bool = True,

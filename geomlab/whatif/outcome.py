@@ -91,8 +91,9 @@ class Outcome:
         else:
             where, total = "over the whole text", np.nansum(ds)
         real = "the real text's surprisal" if self.targets is None else "the correct running products' surprisal"
-        return (f"{self.what}: KL at the cursor {_bits(kl[position])} bits, largest {_bits(kl.max())} bits; {real} "
-                f"{_bits(total, sign=True)} bits {where}.")
+        return (f"{self.what}: KL at the cursor {fmt_bits(kl[position])} bits, largest {fmt_bits(kl.max())} "
+                f"bits; {real} "
+                f"{fmt_bits(total, sign=True)} bits {where}.")
 
     def top_k(self, position: int, k: int = 5) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
         """The ``k`` most likely next tokens at ``position`` before and after: ``[(id, probability)]`` each.
@@ -107,7 +108,7 @@ class Outcome:
         return out[0], out[1]
 
 
-def _bits(x: float, sign: bool = False) -> str:
+def fmt_bits(x: float, sign: bool = False) -> str:
     """A number of bits for a sentence: 3 significant digits, whole numbers with separators from 1,000 on
     (``+5,820``, not ``+5.82e+03``)."""
     x = float(x)

@@ -30,6 +30,9 @@ __all__ = ["PatchPoint", "Sweep", "patch_points", "patch", "patching_sweep", "to
            "SMALL_DIFFERENCE"]
 
 METRICS = ("logit_diff", "kl", "target_prob")
+#: Each metric in words, with its unit, for captions and summary lines.
+METRIC_WORDS = {"logit_diff": "logit difference z[y] − z[y′] (nats)", "kl": "KL(clean ‖ patched) (bits)",
+                "target_prob": "p(y)"}
 
 
 @dataclass(frozen=True)
@@ -205,8 +208,10 @@ def _resolve(model, point: PatchPoint | str) -> PatchPoint:
 class Sweep:
     """A patching sweep (design choice): ``values`` ``(L, T)`` float64, the metric at the target with layer
     ``layers[l]`` patched at position ``positions[t]``; ``clean`` / ``corrupt``: the metric of the unpatched
-    source / corrupted run; ``target_position``, ``target_token``: where and what is predicted;
-    ``seconds``: wall time of the sweep; ``runs``: the patched runs it made."""
+    source / corrupted run; ``target_position``, ``target_token``: where and what is predicted (the clean
+    run's most likely token y); ``alt_token``: y', the corrupted run's most likely token other than y, which
+    the logit difference z[y] - z[y'] weighs y against (-1: unknown); ``seconds``: wall time of the sweep;
+    ``runs``: the patched runs it made."""
 
     values: np.ndarray
     layers: list[str]
@@ -218,11 +223,25 @@ class Sweep:
     target_token: int
     seconds: float = 0.0
     runs: int = 0
+    alt_token: int = -1
 
     def small(self) -> bool:
         """Whether clean and corrupted differ by less than :data:`SMALL_DIFFERENCE` (then :meth:`recovered`
         divides noise by almost nothing: read ``values``)."""
         return abs(self.clean - self.corrupt) < SMALL_DIFFERENCE
+
+    def describe(self, names: Sequence[str]) -> str:
+        """What the sweep reads, in words, for the app's and the CLI's summary line: ``the prediction at
+        position 23 of 'e' (the clean run's top guess) against 'g' (the corrupted run's): logit difference
+        z[y] − z[y′] (nats) clean 0.310, corrupted -1.629``. ``names``: the vocabulary's tokens as shown (the
+        caller escapes them for its medium)."""
+        def name(i: int) -> str:
+            return f"'{names[i]}'" if 0 <= i < len(names) else "?"
+
+        against = (f" against {name(self.alt_token)} (the corrupted run's)" if self.alt_token >= 0 else "")
+        return (f"the prediction at position {self.target_position} of {name(self.target_token)} (the clean run's "
+                f"top guess){against}: {METRIC_WORDS.get(self.metric, self.metric)} clean {self.clean:.3f}, "
+                f"corrupted {self.corrupt:.3f}")
 
     def recovered(self) -> np.ndarray:
         """``(values - corrupt) / (clean - corrupt)``, ``(L, T)``: 0 no effect, 1 the clean prediction fully
@@ -348,4 +367,4 @@ def patching_sweep(model: torch.nn.Module, tokens: Sequence[int], source_tokens:
         corrupt_m = float(_metric(metric, corrupt_logits[None], clean_lp, y, y_alt)[0])
     return Sweep(values=values, layers=[pt.label for pt in points], positions=np.arange(T), metric=metric,
                  clean=clean_m, corrupt=corrupt_m, target_position=p, target_token=y,
-                 seconds=time.perf_counter() - start, runs=len(points) * (p + 1 - first))
+                 seconds=time.perf_counter() - start, runs=len(points) * (p + 1 - first), alt_token=y_alt)

@@ -131,3 +131,21 @@ def test_a_token_swap_sweep_reads_the_window_before_its_target_in_the_texts_posi
             token_swap_sweep(model, tok, pos, other, span=span, **bad)
     with pytest.raises(ValueError, match="already"):
         token_swap_sweep(model, tok, pos, int(tok[pos]), target)
+
+
+def test_a_sweep_names_the_two_tokens_its_logit_difference_weighs():
+    """y is the clean run's top guess at the target and y′ the corrupted run's top guess other than y; the
+    summary line names both, so a reader does not take y for the text's next token or for the stand-in."""
+    model = get_model("transformer").eval()
+    got = patching_sweep(model, CORRUPT, CLEAN, target_position=10)
+    with torch.no_grad():
+        clean = model(torch.as_tensor(CLEAN)[None])[0, 10].numpy()
+        corrupt = model(torch.as_tensor(CORRUPT)[None])[0, 10].numpy()
+    assert got.target_token == int(np.argmax(clean))
+    order = [int(i) for i in np.argsort(-corrupt, kind="stable") if i != got.target_token]
+    assert got.alt_token == order[0] != got.target_token
+    np.testing.assert_allclose(got.clean, clean[got.target_token] - clean[got.alt_token], rtol=1e-4, atol=1e-5)
+    names = [f"tok{i}" for i in range(len(VOCAB))]
+    line = got.describe(names)
+    assert f"'tok{got.target_token}' (the clean run's top guess) against 'tok{got.alt_token}'" in line
+    assert line.startswith("the prediction at position 10 ") and f"clean {got.clean:.3f}" in line
