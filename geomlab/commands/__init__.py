@@ -1,7 +1,7 @@
 """The subcommands of ``geomlab`` (one module each; :mod:`geomlab.commands.cli` wires them), and what several of them
 share: the checkpoint argument (:func:`add_checkpoint_argument`, :func:`load_checkpoint`), the ``--threads``
-option (:func:`set_threads`) and the check of output locations before anything is written
-(:func:`check_outputs`)."""
+option (:func:`set_threads`), the check of output locations before anything is written
+(:func:`check_outputs`) and the reading of a text as the app reads it (:func:`text_tokens`)."""
 
 from __future__ import annotations
 
@@ -149,6 +149,33 @@ def add_text_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--text", help="the text (at most 2,048 characters); for a word-problem checkpoint, group "
                      "elements separated by spaces, e.g. '01234 10234' for S5 permutations")
     src.add_argument("--text-file", help="read the text from this UTF-8 file instead")
+
+
+def text_tokens(vocab, text: str, option: str = ""):
+    """``(T,)`` ids of ``text`` read by ``vocab`` under the app's rule (its view pages): the checks of
+    :func:`geomlab.data.vocab.check_text` (empty, over :data:`geomlab.trace.MAX_TEXT_CHARS`, no tokens, and
+    for a vocabulary without an unknown token, a word problem's, symbols it lacks: refused), then
+    :func:`geomlab.trace.encode_text`, the app's encoding, so the numbers equal the app's. Characters a
+    vocabulary with an unknown token lacks read as that token, as in the app, and one ``note:`` line on
+    standard error names them with the app's words. A refusal is a ``ValueError`` of one line, starting with
+    ``option: `` when ``option`` is given (a newline token in the symbols listed shown as ``↵``)."""
+    import sys
+
+    from geomlab.data.vocab import check_text, readable, unknown_tokens
+    from geomlab.trace import MAX_TEXT_CHARS, encode_text, visible
+
+    try:
+        check_text(vocab, text, MAX_TEXT_CHARS)
+    except ValueError as exc:
+        message = str(exc).replace("\n", visible("\n"))
+        raise ValueError(f"{option}: {message}" if option else message) from None
+    unknown = unknown_tokens(vocab, text)
+    if unknown:
+        n = len(unknown)
+        shown = ", ".join(readable(u) for u in unknown[:10]) + (f", … ({n - 10} more)" if n > 10 else "")
+        print(f"note: {n} character{'s' if n > 1 else ''} not in this checkpoint's vocabulary ({shown}) read as "
+              f"the unknown token {vocab.unk}", file=sys.stderr)
+    return encode_text(vocab, text).reshape(-1)
 
 
 def load_checkpoint(arg: str, device="cpu"):

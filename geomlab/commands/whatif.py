@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 
 from geomlab.commands import (add_checkpoint_argument, add_text_arguments, add_threads_argument, check_outputs,
-                              load_checkpoint, number, position, set_threads)
+                              load_checkpoint, number, position, set_threads, text_tokens)
 
 HELP = "intervene at a position (steer, move a plane, energy steps, ablate a head) or run a patching sweep"
 EPILOG = ("Interventions (--intervention, default the checkpoint's first, as the app's switch): steer (osm-rnn, "
@@ -130,8 +130,9 @@ def _finite(values) -> list:
 
 
 def _tokens(vocab, text: str, what: str):
-    """``(T,)`` ids of ``text`` as the app encodes it; ``ValueError`` naming ``what`` when the vocabulary lacks
-    some of its symbols (an intervention on a text the model cannot read would mislead)."""
+    """``(T,)`` ids of a stand-in token (``--patch``) as the app encodes it; ``ValueError`` naming ``what`` when
+    the vocabulary lacks some of its symbols (as the app's sweep: it would run as the unknown token under its
+    own name)."""
     from geomlab.data.vocab import unknown_symbols_error, unknown_tokens
     from geomlab.trace import encode_text, visible
 
@@ -144,9 +145,11 @@ def _tokens(vocab, text: str, what: str):
 def run(args: argparse.Namespace) -> int:
     """Run one intervention or, with ``--patch``, a patching sweep, print it and write ``--json``; returns 0.
     Raises ``ValueError`` (one line, exit status 2 from :func:`geomlab.commands.cli.main`) for bad input: an
-    intervention that does not apply or is unknown, a position, size, layer or target out of range, symbols
-    outside the vocabulary; nothing is written then. Design choice: standard output with ``--json -`` holds
-    the JSON alone, so it pipes."""
+    intervention that does not apply or is unknown, a position, size, layer or target out of range, a text
+    the app refuses (:func:`geomlab.commands.text_tokens`: a word problem's symbols outside the vocabulary), a
+    ``--patch`` token outside the vocabulary; nothing is written then. Characters outside a vocabulary with an
+    unknown token read as that token, with a ``note:`` line on standard error, as the app reads them. Design
+    choice: standard output with ``--json -`` holds the JSON alone, so it pipes."""
     from geomlab.commands.trace import read_text_file
     from geomlab.data.vocab import decode_text, normalize_text
     from geomlab.trace import visible
@@ -160,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         check_outputs([("--json", json_path, False)])
     text = normalize_text(args.text) if args.text is not None else decode_text(read_text_file(args.text_file),
                                                                                source=args.text_file)
-    tokens = _tokens(c.vocab, text, "--text")
+    tokens = text_tokens(c.vocab, text, "--text" if args.text is not None else "--text-file")
     T = len(tokens)
     if not args.pos < T:
         raise ValueError(f"--pos {args.pos} is outside the text (positions 0 to {T - 1})")

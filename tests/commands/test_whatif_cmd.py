@@ -144,7 +144,28 @@ def test_bad_input_is_one_line_and_exit_status_2(capsys, tmp_path, ref, argv, me
     assert not (tmp_path / "x.json").exists()
 
 
-def test_characters_outside_the_vocabulary_are_refused(capsys):
-    rc, out, err = _cli(capsys, CEM, "--text", "ROMEO é", "--pos", "2")
-    assert rc == 2 and out == "" and err.count("\n") == 1
-    assert err.startswith("error: --text: Unknown symbols for this checkpoint: 'é'")
+def test_characters_outside_the_vocabulary_read_as_the_unknown_token_as_in_the_app(capsys):
+    """The app's rule (its view pages): a character a vocabulary with an unknown token lacks reads as that
+    token, with one note naming it; the numbers are the app's for the same text."""
+    text = "To be 🙂 or not"
+    _, want = _api(CEM, text, "energy_steps", 6, 3.0, layer=0)
+    rc, out, err = _cli(capsys, CEM, "--text", text, "--pos", "6", "--size", "3", "--json", "-")
+    assert rc == 0
+    assert err == ("note: 1 character not in this checkpoint's vocabulary ('🙂') read as the unknown token "
+                   "\N{REPLACEMENT CHARACTER}\n"), err
+    doc = json.loads(out)
+    assert doc["tokens"] == want.tokens.tolist() and doc["tokens"][6] == load_checkpoint(CEM).vocab.unk_id
+    assert doc["kl_bits"] == _nan_as_none(want.kl_bits()) and doc["summary"] == want.summary(6)
+
+
+def test_unknown_word_problem_symbols_are_refused_as_in_the_app(capsys):
+    """A word problem's vocabulary has no unknown token: the app refuses the symbol
+    (geomlab.data.vocab.check_text), and so does the CLI, with the app's message."""
+    from geomlab.data.vocab import check_text
+    from geomlab.trace import MAX_TEXT_CHARS
+
+    text = "12340 10234 9"
+    with pytest.raises(ValueError) as app:
+        check_text(load_checkpoint(S5).vocab, text, MAX_TEXT_CHARS)
+    rc, out, err = _cli(capsys, S5, "--text", text, "--pos", "1")
+    assert rc == 2 and out == "" and err == f"error: --text: {app.value}\n", err
