@@ -12,13 +12,14 @@ import sys
 from pathlib import Path
 
 from geomlab.commands import (add_checkpoint_argument, add_text_arguments, add_threads_argument, check_outputs,
-                              load_checkpoint, number, position, set_threads)
+                              load_checkpoint, number, position, set_threads, text_tokens)
 
 HELP = "trace a checkpoint on a text: record states/energies/planes and write them to an .npz file"
 EPILOG = ("Outputs: every location (--out, --html, --png, --json) is checked before anything is written, and "
           "missing parent folders are created. --html/--png draw the views of the geometric kinds (cem, grassmann, "
           "osm-rnn, osmformer, transformer, ...); for a kind without views (lstm) they are refused (exit status 2) "
-          "and nothing is written.")
+          "and nothing is written. --json - writes the JSON to standard output alone (the other lines go to "
+          "standard error), for a pipe.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,15 +41,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cursor", type=position, default=None,
                    help="position highlighted in the --html/--png figures (default: the position the app "
                         "opens on, the most surprising next token in the second half of the text)")
-    p.add_argument("--json", default=None,
+    p.add_argument("--json", default=None, metavar="FILE",
                    help="also write strict JSON of at most 256 positions (around --cursor, else from the start; "
-                        "the app's JSON download) to this file (parent folders are created)")
+                        "the app's JSON download) to FILE (parent folders are created); '-': standard output, "
+                        "and nothing else is printed there (the other lines go to standard error)")
     add_threads_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from geomlab.teach import views
-    from geomlab.trace import encode_text, trace, trace_cem_steps, save_trace
+    from geomlab.trace import trace, trace_cem_steps, save_trace
 
     from geomlab.data.vocab import decode_text, normalize_text
 
@@ -57,11 +59,12 @@ def run(args: argparse.Namespace) -> int:
     # writes nothing, and the bundled models load in well under a second)
     c = load_checkpoint(args.checkpoint, device="cpu")
     html_dir, png_dir = (Path(d) if d else None for d in (args.html, args.png))
-    json_path = Path(args.json) if args.json else None
+    to_stdout = args.json == "-"  # standard output holds the JSON alone (for pipes); the other lines go to stderr
+    json_path = Path(args.json) if args.json and not to_stdout else None
     out = Path(args.out) if args.out else None
-    if out is None and not (html_dir or png_dir or json_path):
+    if out is None and not (html_dir or png_dir or json_path or to_stdout):
         raise ValueError("nothing to write: give --out FILE.npz (the trace) and/or --html DIR, --png DIR or "
-                         "--json FILE")
+                         "--json FILE (- for standard output)")
     if out is not None and (out.is_dir() or args.out.endswith(("/", os.sep))):  # before the suffix: "runs/" is
         raise ValueError(f"--out {args.out}: names a folder; give a file name (e.g. "  # no "runs.npz" beside it
                          f"{(out / 'trace.npz').as_posix()})")
@@ -78,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         text = decode_text(read_text_file(args.text_file), source=args.text_file)
     if c.vocab is None:
         raise ValueError("this checkpoint has no vocabulary (not a text model); it cannot trace a text")
-    tokens = encode_text(c.vocab, text)
+    tokens = text_tokens(c.vocab, text, "--text" if args.text is not None else "--text-file").reshape(1, -1)
     if args.steps is not None:
         tr = trace_cem_steps(c.model, tokens, args.steps, vocab=c.vocab, text=text)
     else:
@@ -94,22 +97,21 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         save_trace(tr, out)
-    n_unk = 0
-    unk = getattr(c.vocab, "unk_id", None)
-    if unk is not None:
-        n_unk = int((tr.tokens == unk).sum())
-    print(f"traced {tr.n_positions} positions of {tr.kind!r} ({tr.family} trace)" + (f" -> {out}" if out else ""))
-    if n_unk:
-        print(f"note: {n_unk} characters are not in the checkpoint's vocabulary and were traced as the unknown "
-              "token", file=sys.stderr)
-    if json_path:
+    report = sys.stderr if to_stdout else sys.stdout
+    print(f"traced {tr.n_positions} positions of {tr.kind!r} ({tr.family} trace)" + (f" -> {out}" if out else ""),
+          file=report)
+    if json_path or to_stdout:
         from geomlab.trace import trace_json
 
         T = tr.n_positions
         start = 0 if args.cursor is None else max(0, min(args.cursor - 128, T - 256))
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(trace_json(tr, start, min(T, start + 256)), encoding="utf-8")
-        print(f"wrote positions {start}-{min(T, start + 256) - 1} as JSON -> {json_path}")
+        doc = trace_json(tr, start, min(T, start + 256))
+        if to_stdout:
+            print(doc)
+        else:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(doc, encoding="utf-8")
+            print(f"wrote positions {start}-{min(T, start + 256) - 1} as JSON -> {json_path}")
     # one cursor for every figure, the app's opening one when none is given (each figure's own default differs)
     cursor = args.cursor
     if cursor is None and (html_dir or png_dir):
@@ -118,14 +120,15 @@ def run(args: argparse.Namespace) -> int:
         cursor = default_cursor(tr)
     if html_dir:
         written = write_html(tr, html_dir, cursor=cursor)
-        print(f"wrote {len(written)} figures and index.html to {html_dir}{os.sep} ({', '.join(written)})")
+        print(f"wrote {len(written)} figures and index.html to {html_dir}{os.sep} ({', '.join(written)})",
+              file=report)
     if png_dir:
         from geomlab.figures.images import write_pngs
 
         figs = {name: f.figure for view in pages
                 for name, f in views.build_view(tr, view.slug, cursor=cursor).items()}
         written = write_pngs(figs, png_dir)
-        print(f"wrote {len(written)} images to {png_dir}{os.sep} ({', '.join(written)})")
+        print(f"wrote {len(written)} images to {png_dir}{os.sep} ({', '.join(written)})", file=report)
     return 0
 
 

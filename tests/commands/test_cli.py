@@ -586,7 +586,7 @@ def test_trace_of_unknown_symbols_lists_what_the_checkpoint_reads(tmp_path, caps
     monkeypatch.chdir(tmp_path)
     assert main(["trace", "osm-rnn-o-s5", "--text", "01234 hello 99999", "--out", "t.npz"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: Unknown symbols for this checkpoint: '99999', 'hello'. It reads "
+    assert err.startswith("error: --text: Unknown symbols for this checkpoint: '99999', 'hello'. It reads "
                           "space-separated symbols from: ") and "01234" in err and err.count("\n") == 1, err
     assert not list(tmp_path.iterdir())
     assert main(["zoo", "--list"]) == 0
