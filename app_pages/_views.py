@@ -333,12 +333,9 @@ def view_body(slug: str, entry: Any, text: str) -> None:
         tokens = ui.check_text(entry, text, hint=ui.TEXT_HINT)
         unknown = ui.unknown_tokens(entry, text)
         if unknown:
-            from geomlab.data.vocab import readable
+            from geomlab.data.vocab import unknown_note
 
-            shown = ", ".join(readable(u) for u in unknown[:10]) + (f", … ({len(unknown) - 10} more)"
-                                                                 if len(unknown) > 10 else "")
-            st.warning(f"{len(unknown)} character{'s' if len(unknown) > 1 else ''} not in this checkpoint's "
-                       f"vocabulary ({shown}) read as the unknown token �.", icon=":material/help:")
+            st.warning(md_escape(unknown_note(unknown, ui.vocab_of(entry).unk or "�")) + ".", icon=":material/help:")
         bar = controls_row(len(view.controls))
         notes = st.container()  # what a link's out-of-range value became: under the row, at full width
         trace_opts = trace_options(slug, entry, bar[-1], notes)

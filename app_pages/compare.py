@@ -304,9 +304,9 @@ def _trace_sides(a, b, text: str, slots: list) -> tuple[dict, dict]:
             traces[side] = ui.trace_for(e, text, **opts.get(side, {}))
             unknown = ui.unknown_tokens(e, text)
             if unknown:
-                st.caption(f"{side}: {len(unknown)} character(s) read as unknown: "
-                           + ", ".join(repr(u) for u in unknown[:8])
-                           + (f", … ({len(unknown) - 8} more)" if len(unknown) > 8 else ""))
+                from geomlab.data.vocab import unknown_note
+
+                st.caption(f"{side}: {md_escape(unknown_note(unknown, ui.vocab_of(e).unk or '�'))}.")
     return traces, opts
 
 

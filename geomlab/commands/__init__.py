@@ -161,7 +161,7 @@ def text_tokens(vocab, text: str, option: str = ""):
     ``option: `` when ``option`` is given (a newline token in the symbols listed shown as ``↵``)."""
     import sys
 
-    from geomlab.data.vocab import check_text, readable, unknown_tokens
+    from geomlab.data.vocab import check_text, unknown_note, unknown_tokens
     from geomlab.trace import MAX_TEXT_CHARS, encode_text, visible
 
     try:
@@ -171,10 +171,7 @@ def text_tokens(vocab, text: str, option: str = ""):
         raise ValueError(f"{option}: {message}" if option else message) from None
     unknown = unknown_tokens(vocab, text)
     if unknown:
-        n = len(unknown)
-        shown = ", ".join(readable(u) for u in unknown[:10]) + (f", … ({n - 10} more)" if n > 10 else "")
-        print(f"note: {n} character{'s' if n > 1 else ''} not in this checkpoint's vocabulary ({shown}) read as "
-              f"the unknown token {vocab.unk}", file=sys.stderr)
+        print(f"note: {unknown_note(unknown, vocab.unk)}", file=sys.stderr)
     return encode_text(vocab, text).reshape(-1)
 
 

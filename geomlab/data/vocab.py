@@ -339,6 +339,17 @@ def unknown_tokens(vocab: Vocab, text: str) -> list[str]:
     return seen
 
 
+def unknown_note(unknown: Sequence[str], unk: str = CHAR_UNK, limit: int = 10) -> str:
+    """The one sentence the app and the command line show for a text with tokens outside the vocabulary:
+    ``2 characters not in this checkpoint's vocabulary ('🙂', '✓') read as the unknown token �`` (the first
+    ``limit`` named, the rest counted). ``unknown``: :func:`unknown_tokens`' list; ``unk``: the vocabulary's
+    unknown token. Design choice."""
+    n = len(unknown)
+    shown = ", ".join(readable(u) for u in unknown[:limit]) + (f", … ({n - limit} more)" if n > limit else "")
+    return (f"{n} character{'s' if n != 1 else ''} not in this checkpoint's vocabulary ({shown}) read as the "
+            f"unknown token {unk}")
+
+
 def readable(token: str) -> str:
     """``token`` quoted for a message (``'é'``), or, when it holds a character that does not show on its own
     (a combining mark, a control or format character, a separator other than the space), its code points

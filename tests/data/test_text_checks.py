@@ -8,13 +8,18 @@ import pytest
 from geomlab.data import DataError
 from hypothesis import given, strategies as st
 
-from geomlab.data.vocab import Vocab, check_text, readable, unknown_tokens
+from geomlab.data.vocab import Vocab, check_text, readable, unknown_note, unknown_tokens
 
 
 def test_character_texts():
     v = Vocab.from_text("abc ")
     assert check_text(v, "ab c", 10) == ["a", "b", " ", "c"]
     assert unknown_tokens(v, "abxyxz") == ["x", "y", "z"]  # allowed: they read as the unknown token
+    # one sentence for the app and the command line, the first ten named and the rest counted
+    assert unknown_note(["x"]) == "1 character not in this checkpoint's vocabulary ('x') read as the unknown token \ufffd"
+    many = unknown_note([chr(ord("k") + i) for i in range(12)], unk="<unk>")
+    assert many.startswith("12 characters not in this checkpoint's vocabulary ('k', 'l',")
+    assert "'t', … (2 more)) read as the unknown token <unk>" in many
     with pytest.raises(DataError, match="empty"):
         check_text(v, "", 10)
     with pytest.raises(DataError, match="only spaces and line breaks"):
