@@ -252,9 +252,7 @@ def _patch(c, tokens, args, names) -> tuple[list[str], dict]:
     start = int(sweep.positions[0])
     small = sweep.small()
     shown = sweep.values if small else sweep.recovered()
-    y = names[sweep.target_token]
-    lines = [f"{names[int(tokens[pos])]!r} at position {pos} replaced by {args.patch!r}: the prediction of {y!r} at "
-             f"position {target} (logit difference clean {sweep.clean:.3f}, corrupted {sweep.corrupt:.3f}); "
+    lines = [f"{names[int(tokens[pos])]!r} at position {pos} replaced by {args.patch!r}: {sweep.describe(names)}; "
              f"{sweep.runs} patched runs in {sweep.seconds:.1f} s.",
              (f"The swap hardly changes that prediction (under {SMALL_DIFFERENCE} in logit difference): raw "
               "logit difference with each (layer, position) patched" if small else
@@ -264,7 +262,8 @@ def _patch(c, tokens, args, names) -> tuple[list[str], dict]:
     for label, row in zip(sweep.layers, shown):
         lines.append(f"{label:>10s}" + "".join(f"{v:>11.3f}" for v in row[pos - start:target - start + 1]))
     return lines, {"patch": args.patch, "target": target, "target_token": sweep.target_token,
-                   "target_token_name": names[sweep.target_token], "metric": sweep.metric,
+                   "target_token_name": names[sweep.target_token], "alt_token": sweep.alt_token,
+                   "alt_token_name": names[sweep.alt_token], "metric": sweep.metric,
                    "clean": sweep.clean, "corrupt": sweep.corrupt, "layers": sweep.layers,
                    "positions": sweep.positions.tolist(), "values": _finite(sweep.values),
                    "recovered": _finite(sweep.recovered()), "shown": "values" if small else "recovered"}

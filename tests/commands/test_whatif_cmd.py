@@ -107,6 +107,14 @@ def test_the_patching_sweep_is_the_apps(capsys, tmp_path):
     assert doc["recovered"] == [_nan_as_none(r) for r in want.recovered()]
     assert (doc["clean"], doc["corrupt"], doc["target_token"]) == (want.clean, want.corrupt, want.target_token)
     assert doc["target_token_name"] == ck.vocab.tokens[want.target_token]
+    from geomlab.trace import visible
+
+    names = [visible(t) for t in ck.vocab.tokens]  # a newline shows as ↵
+    assert (doc["alt_token"], doc["alt_token_name"]) == (want.alt_token, names[want.alt_token])
+    from dataclasses import replace
+
+    in_text = replace(want, target_position=target)  # the window's target is the text's position `target`
+    assert f"e': {in_text.describe(names)}; {want.runs} patched runs in " in out.splitlines()[0]
     assert doc["layers"] == want.layers == ["block 0", "block 1", "block 2"]
     shown = want.values if doc["shown"] == "values" else want.recovered()
     rows = out.splitlines()[3:-1]  # the last line: "wrote the sweep as JSON -> ..."
