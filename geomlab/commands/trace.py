@@ -65,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
     if out is None and not (html_dir or png_dir or json_path or to_stdout):
         raise ValueError("nothing to write: give --out FILE.npz (the trace) and/or --html DIR, --png DIR or "
                          "--json FILE (- for standard output)")
+    if args.out == "-":
+        raise ValueError("--out -: the .npz trace is a binary file; give a file name, or --json - for the trace "
+                         "as JSON on standard output (nothing was written)")
     if out is not None and (out.is_dir() or args.out.endswith(("/", os.sep))):  # before the suffix: "runs/" is
         raise ValueError(f"--out {args.out}: names a folder; give a file name (e.g. "  # no "runs.npz" beside it
                          f"{(out / 'trace.npz').as_posix()})")

@@ -39,6 +39,14 @@ def test_json_dash_alone_is_an_output(capsys, tmp_path, monkeypatch):
     assert json.loads(out)["n_positions"] == 2 and not list(tmp_path.iterdir())
 
 
+def test_out_dash_is_refused_in_one_line_and_writes_nothing(capsys, tmp_path, monkeypatch):
+    """The .npz trace is binary: `--out -` is not standard output, and it used to write a file '-.npz'."""
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = _cli(capsys, S5, "--text", "12340 10234", "--out", "-")
+    assert rc == 2 and out == "" and not list(tmp_path.iterdir())
+    assert err.startswith("error: --out -: the .npz trace is a binary file") and err.count("\n") == 1, err
+
+
 def test_help_says_json_dash_is_standard_output(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "1000")  # argparse's lines as long as they come
     with pytest.raises(SystemExit):
