@@ -67,7 +67,7 @@ def main() -> None:
             # and a 260-px text column)
             ".st-key-tour-head {container-type: inline-size;}"
             ".gl-tour-note {display: none; margin-left: 0.4rem; font-size: 0.9rem; font-weight: normal; "
-            "color: #0072B2;}"
+            "color: rgba(49, 51, 63, 0.75);}"
             "@container (max-width: 660px) {.gl-tour-note {display: inline;} "
             ".st-key-tour-head h3 {font-size: 1.1rem; padding: 0;}}"
             # Train live: the curves stay beside the run's panel down to a 1,000-px window, its numbers smaller

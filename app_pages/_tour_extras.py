@@ -65,7 +65,8 @@ def _answer_widget(q: tours.Question, lesson: str, index: int) -> int | None:
                  args=(lesson, index), format_func=lambda i: f"{LETTERS[i]}. {q.options[i]}")
     else:
         pos = int(st.session_state.get(ui.K_POS) or 0)
-        st.caption("Click the position in a chart (or move the token cursor over the figures), then answer.")
+        st.caption("Click the position's point in a chart (or move the token cursor over the figures), then "
+                   "answer.")
         st.button(f"Answer with the cursor position ({pos})", key=f"q_pos_{lesson}_{index}",
                   icon=":material/ads_click:", on_click=_send, args=(lesson, index, pos),
                   help="Move the token cursor (or click a token in a chart) to the position you mean, then "

@@ -101,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         save_trace(tr, out)
     report = sys.stderr if to_stdout else sys.stdout
-    print(f"traced {tr.n_positions} positions of {tr.kind!r} ({tr.family} trace)" + (f" -> {out}" if out else ""),
+    noun = "position" if tr.n_positions == 1 else "positions"
+    print(f"traced {tr.n_positions} {noun} of {tr.kind!r} ({tr.family} trace)" + (f" -> {out}" if out else ""),
           file=report)
     if json_path or to_stdout:
         from geomlab.trace import trace_json

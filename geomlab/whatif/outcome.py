@@ -90,7 +90,9 @@ class Outcome:
             where, total = "from the cursor on", np.nansum(ds[position:])
         else:
             where, total = "over the whole text", np.nansum(ds)
-        real = "the real text's surprisal" if self.targets is None else "the correct running products' surprisal"
+        real = "the real text's surprisal" if self.targets is None else "the surprisal of the correct running product"
+        if not kl.max() > 0 and not np.nanmax(np.abs(ds), initial=0.0) > 0:
+            return f"{self.what}: no change: the predictions before and after are the same at every position."
         return (f"{self.what}: KL at the cursor {fmt_bits(kl[position])} bits, largest {fmt_bits(kl.max())} "
                 f"bits; {real} "
                 f"{fmt_bits(total, sign=True)} bits {where}.")

@@ -232,16 +232,20 @@ class Sweep:
 
     def describe(self, names: Sequence[str]) -> str:
         """What the sweep reads, in words, for the app's and the CLI's summary line: ``the prediction at
-        position 23 of 'e' (the clean run's top guess) against 'g' (the corrupted run's): logit difference
-        z[y] − z[y′] (nats) clean 0.310, corrupted -1.629``. ``names``: the vocabulary's tokens as shown (the
+        position 33 of 'h' (the clean run's top guess): logit difference z['h'] − z['e'] ('e': the corrupted
+        run's likeliest token other than 'h') clean 13.487, corrupted 10.440 nats``. ``names``: the vocabulary's tokens as shown (the
         caller escapes them for its medium)."""
         def name(i: int) -> str:
             return f"'{names[i]}'" if 0 <= i < len(names) else "?"
 
-        against = (f" against {name(self.alt_token)} (the corrupted run's)" if self.alt_token >= 0 else "")
-        return (f"the prediction at position {self.target_position} of {name(self.target_token)} (the clean run's "
-                f"top guess){against}: {METRIC_WORDS.get(self.metric, self.metric)} clean {self.clean:.3f}, "
-                f"corrupted {self.corrupt:.3f}")
+        y = name(self.target_token)
+        head = f"the prediction at position {self.target_position} of {y} (the clean run's top guess)"
+        if self.metric == "logit_diff" and self.alt_token >= 0:
+            y_alt = name(self.alt_token)
+            return (f"{head}: logit difference z[{y}] − z[{y_alt}] ({y_alt}: the corrupted run's likeliest token "
+                    f"other than {y}) clean {self.clean:.3f}, corrupted {self.corrupt:.3f} nats")
+        return (f"{head}: {METRIC_WORDS.get(self.metric, self.metric)} clean {self.clean:.3f}, corrupted "
+                f"{self.corrupt:.3f}")
 
     def recovered(self) -> np.ndarray:
         """``(values - corrupt) / (clean - corrupt)``, ``(L, T)``: 0 no effect, 1 the clean prediction fully

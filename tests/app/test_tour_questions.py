@@ -64,7 +64,7 @@ def test_a_click_question_takes_the_cursor_position(zoo_env):
     assert len(q.positions) > 1 and notices(at)
     assert any(s.value == f"Right (any of {q.answer_text()} is right)." for s in at.success), at.success
     # the question says how to answer: the chart or the cursor, then the button
-    assert any("Click the position in a chart" in c.value for c in at.caption)
+    assert any("Click the position's point in a chart" in c.value for c in at.caption)
 
 
 def test_a_step_without_question_shows_its_notice_at_once(zoo_env):

@@ -192,3 +192,11 @@ def test_the_two_plain_runs_of_the_energy_chart_are_drawn_and_named_apart():
         b, a = style[f"{block} before (T = 2)"], style[f"{block} after (T = 4)"]
         assert b[0] != a[0] and b[1] != "solid" and a[1] == "solid"
     np.testing.assert_allclose(np.asarray(fig.data[2].y, dtype=float), before[0, 1])
+
+
+def test_an_effect_of_nothing_says_so_in_its_caption():
+    o = _outcome(T=40, at=20)
+    same = Outcome(o.tokens, o.before, o.before.copy(), 20, "a test nudge")
+    cap = whatif_effect(same, [str(i) for i in range(40)], cursor=20).caption
+    assert "changed nothing" in cap and "largest" not in cap
+    assert "changed nothing" not in whatif_effect(o, [str(i) for i in range(40)], cursor=20).caption

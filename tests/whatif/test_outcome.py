@@ -74,7 +74,7 @@ def test_a_word_problem_outcome_is_scored_on_the_running_product_not_the_next_in
         p = np.exp(before[t]) / np.exp(before[t]).sum()
         q = np.exp(after[t]) / np.exp(after[t]).sum()
         assert d[t] == pytest.approx(float(np.log2(p[prod[t]]) - np.log2(q[prod[t]])), rel=1e-4, abs=1e-6)
-    assert wp.predicts == "running product" and "running products" in wp.summary(2)
+    assert wp.predicts == "running product" and "surprisal of the correct running product" in wp.summary(2)
     assert f"{np.nansum(d[2:]):+.3g} bits from the cursor on" in wp.summary(2)
     assert "real text" in plain.summary(2)
     with pytest.raises(IndexError):
@@ -88,3 +88,12 @@ def test_the_summary_writes_large_numbers_of_bits_in_full():
     line = o.summary(3)
     assert "e+0" not in line and "bits from the cursor on" in line
     assert f"{np.nansum(o.surprisal_change_bits()[3:]):+,.0f}" in line
+
+
+def test_an_intervention_that_changes_nothing_says_so():
+    """At its neutral size (CEM's trained T) an intervention leaves every prediction as it was: the summary
+    says "no change" instead of "largest 0 bits at position 0"."""
+    o = _outcome()
+    same = Outcome(o.tokens, o.before, o.before.copy(), 3, "test")
+    assert same.summary(3) == "test: no change: the predictions before and after are the same at every position."
+    assert "no change" not in o.summary(3) and "largest" in o.summary(3)

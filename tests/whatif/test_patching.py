@@ -147,5 +147,8 @@ def test_a_sweep_names_the_two_tokens_its_logit_difference_weighs():
     np.testing.assert_allclose(got.clean, clean[got.target_token] - clean[got.alt_token], rtol=1e-4, atol=1e-5)
     names = [f"tok{i}" for i in range(len(VOCAB))]
     line = got.describe(names)
-    assert f"'tok{got.target_token}' (the clean run's top guess) against 'tok{got.alt_token}'" in line
+    y, y_alt = f"'tok{got.target_token}'", f"'tok{got.alt_token}'"
+    # y′ is not the corrupted run's top guess when that is still y: the line says "other than y"
+    assert f"{y} (the clean run's top guess): logit difference z[{y}] − z[{y_alt}] ({y_alt}: the corrupted " \
+           f"run's likeliest token other than {y})" in line
     assert line.startswith("the prediction at position 10 ") and f"clean {got.clean:.3f}" in line
