@@ -28,6 +28,10 @@ def test_the_cursor_is_the_servers_value_else_the_browsers():
 def test_a_step_is_recognised_by_its_heading():
     run = Run(elements=[_element("heading", body="2. O(5)'s spectrum", tag="h3")])
     assert room.shows_step(run, 2) and not room.shows_step(run, 1) and not room.shows_step(Run(), 2)
+    # the Tour's title line over its figures is markdown (a heading and the narrow window's note)
+    line = Run(elements=[_element("markdown", body="### 3. Back to the identity <span class='gl-tour-note'>…</span>")])
+    assert room.shows_step(line, 3) and not room.shows_step(line, 2)
+    assert not room.shows_step(Run(elements=[_element("markdown", body="3. a list item")]), 3)
 
 
 def test_bad_room_arguments_are_refused():

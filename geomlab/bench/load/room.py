@@ -81,8 +81,14 @@ def cursor_after(run: Run, before: int | None) -> int | None:
 
 
 def shows_step(run: Run, number: int) -> bool:
-    """Whether ``run`` drew the heading of Tour step ``number`` (from 1)."""
-    return any(e.WhichOneof("type") == "heading" and e.heading.body.startswith(f"{number}. ") for e in run.elements)
+    """Whether ``run`` drew the title of Tour step ``number`` (from 1): the Tour's markdown line ``### 2. …``
+    over its figures, or the presenter view's heading ``2. …``."""
+    def title(e) -> bool:
+        kind = e.WhichOneof("type")
+        return ((kind == "heading" and e.heading.body.startswith(f"{number}. "))
+                or (kind == "markdown" and e.markdown.body.startswith(f"### {number}. ")))
+
+    return any(title(e) for e in run.elements)
 
 
 LISTENER = "geomlab_room_listener"  # app_pages/_room.py's component
