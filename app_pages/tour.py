@@ -246,7 +246,8 @@ def main() -> None:
     slugs = list(lessons.LESSONS)
     ss["w_tour_lesson"] = lesson.slug
     n = len(lesson.steps)
-    # the lesson's whole name, and Back, Next and the progress beside it, or under it on a narrow window
+    # the lesson select in what the row leaves beside Back, Next and the progress (its whole name on a wide
+    # window; cut on a narrow one, where one row keeps the first chart in view)
     row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
     row.selectbox("Lesson", slugs, key="w_tour_lesson", on_change=choose_lesson, width="stretch",
                      format_func=lambda s: f"{lessons.LESSONS[s].title} · {lessons.LESSONS[s].family}",
