@@ -64,14 +64,17 @@ def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 
                   height=158 + 34 * len(ids), margin={"l": 70, "r": 30, "t": 78, "b": 60})
 
 
-def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW, cursor: int | None = None) -> Chart:
+def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW, cursor: int | None = None,
+                  line_on_top: bool = False) -> Chart:
     """The intervention's effect along the text, two panels over the positions around it (at most ``window``
     consecutive positions, full resolution): top, the KL divergence of the predicted distribution (next token,
     or a word problem's running product: ``outcome.predicts``) before -> after at each position (bits);
     bottom, the change in surprisal of what really follows (the correct running product), in bits,
     positive: the real text became harder to predict. The intervention's position is the orange line.
     ``labels``: the tokens of the text; ``cursor``: the page's cursor, which the window follows and the orange
-    line marks (default the intervention's position, else the last). Traces ``"KL"``, ``"surprisal change"``.
+    line marks (default the intervention's position, else the last); ``line_on_top``: the line over the bars
+    (a printed copy, where no hover names the position) instead of under them (the app: the cursor's bar stays
+    whole). Traces ``"KL"``, ``"surprisal change"``.
     Raises :class:`FigureError` when ``labels`` and the outcome differ in length or the cursor is outside the
     text. Design choice."""
     T = len(outcome.before)
@@ -98,7 +101,7 @@ def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW, cursor: 
                    "text": text, "textposition": "none", "showlegend": False,
                    "hovertemplate": "position %{text}<br>%{y:+.3f} bits<extra></extra>"}, row=2, col=1)
     for row in (1, 2):
-        add_cursor_line(fig, mark, row=row, col=1, below=True)
+        add_cursor_line(fig, mark, row=row, col=1, below=not line_on_top)
     fig.update_xaxes(title_text="position t (token)", row=2, col=1, **token_ticks(labels, idx))
     fig.update_yaxes(title_text="bits", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="bits", row=2, col=1)

@@ -144,7 +144,7 @@ def _whatif_figures(step: tours.Step, side: tuple[Any, Any], pos: int) -> dict[s
                         **controls).scored_on(entry.task)
     names = list(getattr(ck.vocab, "tokens", [])) or [str(i) for i in range(out.before.shape[1])]
     return {"whatif_guesses": whatif_guesses(out, pos, names).figure,
-            "whatif_effect": whatif_effect(out, list(tr.labels), cursor=pos).figure}
+            "whatif_effect": whatif_effect(out, list(tr.labels), cursor=pos, line_on_top=True).figure}
 
 
 def _question_html(q: tours.Question) -> str:

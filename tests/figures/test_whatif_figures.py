@@ -200,3 +200,12 @@ def test_an_effect_of_nothing_says_so_in_its_caption():
     cap = whatif_effect(same, [str(i) for i in range(40)], cursor=20).caption
     assert "changed nothing" in cap and "largest" not in cap
     assert "changed nothing" not in whatif_effect(o, [str(i) for i in range(40)], cursor=20).caption
+
+
+def test_the_effect_puts_the_cursor_line_under_its_bars_unless_asked_for_on_top():
+    o = _outcome(T=40, at=20)
+    labels = [str(i) for i in range(40)]
+    for on_top, layer in ((False, "below"), (True, "above")):
+        fig = whatif_effect(o, labels, cursor=20, line_on_top=on_top).figure
+        lines = [sh for sh in fig.layout.shapes if sh.name == "cursor"]
+        assert len(lines) == 2 and {sh.layer for sh in lines} == {layer}
