@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     p.add_argument("--length", type=number(int, 0, MAX_LENGTH), default=200, help=f"tokens to generate (default 200, at most {MAX_LENGTH:,})")
     p.add_argument("--temperature", type=number(float, 0.0), default=1.0, help="softmax temperature; 0 = greedy (default 1)")
-    p.add_argument("--top-k", type=number(int, 1, 2**31 - 1), default=None,
+    p.add_argument("--top-k", type=number(int, 1), default=None,
                    help="sample only among the k most likely tokens (at least 1; default: all)")
     p.add_argument("--seed", type=recipe_option("seed"), default=0, help="sampling seed, 0 to 2**63 - 1 (default 0)")
     p.add_argument("--context", type=recipe_option("seq_len"), default=None,

@@ -394,7 +394,8 @@ def test_trace_and_sample_errors(tmp_path, capsys, monkeypatch):
     for flag, value, want in (("--temperature", "nan", "--temperature: must be a finite number >= 0"),
                               ("--temperature", "inf", "--temperature: must be a finite number >= 0"),
                               ("--temperature", "-1", "--temperature: must be a finite number >= 0"),
-                              ("--top-k", "-2", "--top-k: must be an integer from 1"), ("--top-k", "0", "--top-k: must be"),
+                              ("--top-k", "-2", "--top-k: must be an integer >= 1, got -2"),
+                              ("--top-k", "0", "--top-k: must be"),
                               ("--context", "0", "--context: must be an integer from 1"),
                               ("--seed", str(2 ** 70), "--seed: must be an integer from 0 to 2**63 - 1")):
         assert main(["sample", "lstm-tinyshakespeare", flag, value, "--length", "3"]) == 2, (flag, value)
@@ -402,6 +403,9 @@ def test_trace_and_sample_errors(tmp_path, capsys, monkeypatch):
         assert err.startswith(f"error: {want}") and err.count("\n") == 1, err
     assert main(["sample", "lstm-tinyshakespeare", "--temperature", "1e308", "--top-k", "3", "--length", "5"]) == 0
     assert len(capsys.readouterr().out) == len("\n") + 5 + 1  # a huge temperature samples (uniformly)
+    # a k past the vocabulary keeps every token (no "2**31 - 1" bound to read)
+    assert main(["sample", "lstm-tinyshakespeare", "--top-k", str(2 ** 40), "--length", "5"]) == 0
+    assert len(capsys.readouterr().out) == len("\n") + 5 + 1
     # a prompt character outside the vocabulary is noted on stderr (stdout holds only the sample, for pipes)
     assert main(["sample", "lstm-tinyshakespeare", "--prompt", "a\u00a7", "--length", "4", "--top-k", "1"]) == 0
     out, err = capsys.readouterr()
