@@ -110,7 +110,7 @@ def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW, cursor: 
     total = float(np.nansum(ds[after]))
     where = f"at position {at} '{md_label(labels[at])}'" if at is not None else "on every position"
     span = f"from position {at} on" if at is not None else "over the text"
-    if not np.nanmax(kl) > 0 and not np.nanmax(np.abs(np.nan_to_num(ds)), initial=0.0) > 0:
+    if outcome.changes_nothing():
         cap = (f"The intervention ({outcome.what}) {where} changed nothing: the {outcome.predicts} distribution is "
                f"the same before and after at every position. Positions {int(idx[0])}–{int(idx[-1])} of {T}.")
         return finish(fig, "Effect along the text", cap, "whatif_effect", height=420)

@@ -63,6 +63,12 @@ class Outcome:
         lp, lq = log_softmax(self.before), log_softmax(self.after)
         return (np.exp(lp) * (lp - lq)).sum(axis=-1) / LN2
 
+    def changes_nothing(self) -> bool:
+        """Whether the intervention left every prediction as it was: KL 0 and no surprisal change at every
+        position (an intervention at its neutral size, CEM's trained T)."""
+        ds = np.nan_to_num(self.surprisal_change_bits())
+        return not self.kl_bits().max(initial=0.0) > 0 and not np.abs(ds).max(initial=0.0) > 0
+
     def surprisal_change_bits(self) -> np.ndarray:
         """``(T,)`` change in surprisal, in bits, of what each position's output is scored on (``after -
         before``: positive, the model found the real text harder after the intervention): the token that
@@ -91,7 +97,7 @@ class Outcome:
         else:
             where, total = "over the whole text", np.nansum(ds)
         real = "the real text's surprisal" if self.targets is None else "the surprisal of the correct running product"
-        if not kl.max() > 0 and not np.nanmax(np.abs(ds), initial=0.0) > 0:
+        if self.changes_nothing():
             return f"{self.what}: no change: the predictions before and after are the same at every position."
         return (f"{self.what}: KL at the cursor {fmt_bits(kl[position])} bits, largest {fmt_bits(kl.max())} "
                 f"bits; {real} "
