@@ -40,7 +40,7 @@ def test_json_dash_alone_is_an_output(capsys, tmp_path, monkeypatch):
 
 
 def test_out_dash_is_refused_in_one_line_and_writes_nothing(capsys, tmp_path, monkeypatch):
-    """The .npz trace is binary: `--out -` is not standard output, and it used to write a file '-.npz'."""
+    """The .npz trace is binary: `--out -` is refused, and no file named '-' or '-.npz' is written."""
     monkeypatch.chdir(tmp_path)
     rc, out, err = _cli(capsys, S5, "--text", "12340 10234", "--out", "-")
     assert rc == 2 and out == "" and not list(tmp_path.iterdir())

@@ -122,7 +122,7 @@ def test_a_what_if_step_carries_its_intervention_and_a_comparison_names_each_sid
     figs = handout.step_figures(LESSON.steps[what_if], entries)
     assert {"whatif_guesses", "whatif_effect"} <= set(figs)
     assert "Running product at position 5" in figs["whatif_guesses"].layout.title.text
-    # on paper the orange line that marks the cursor is drawn over the bars, which hid it there
+    # on paper the orange line that marks the cursor is drawn over the bars, so the cursor's bar cannot hide it
     cursor = [sh for sh in figs["whatif_effect"].layout.shapes if sh.name == "cursor"]
     assert cursor and all(sh.layer == "above" for sh in cursor)
     both = next(s for s in LESSON.steps if s.title == "Back to the identity")  # one view figure, two sides
