@@ -3,6 +3,8 @@
 
 Each module ``geomlab/bench/NAME.py`` defines ``main(argv: list[str] | None = None) -> int`` and prints its
 figures; speed is always reported as a ratio to a baseline measured in the same run (docs/architecture.md).
+Its options are read by :class:`geomlab.core.argv.Parser`, the parser of every geomlab command: a bad option is
+a short usage line and the error, exit status 2.
 ``geomlab bench`` with no name lists the available benchmarks.
 """
 

@@ -28,7 +28,6 @@ start, a page that showed an exception).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -40,6 +39,7 @@ from urllib.parse import urlencode
 from geomlab.bench.load.chromium import CHART, FIRST_CHART_JS, FIRST_CHART_READ
 from geomlab.bench.load.server import app_server, free_port
 from geomlab.bench.load.texts import session_texts
+from geomlab.core.argv import Parser
 
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--no-first-run"]
@@ -226,7 +226,7 @@ def _summary(values: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="geomlab bench browser", description=__doc__.split("\n")[0])
+    ap = Parser(prog="geomlab bench browser", description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=5, help="fresh sessions per server and page (default 5)")
     ap.add_argument("--pages", default=",energy,trajectories",
                     help="comma-separated page paths for the first view ('' is Home; default: Home, /energy (the "

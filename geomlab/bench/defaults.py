@@ -23,12 +23,12 @@ docs/views.md ("Defaults").
 
 from __future__ import annotations
 
-import argparse
 import math
 
 import numpy as np
 
 from geomlab.checkpoints import catalog
+from geomlab.core.argv import Parser
 
 DEFAULT_TEXT = catalog.DEMO_TEXT
 default_text = catalog.demo_text
@@ -155,7 +155,7 @@ def _fmt(x: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="geomlab bench defaults", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="geomlab bench defaults", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", default=None, help="comma-separated checkpoint names (default: every bundled one)")
     args = p.parse_args(argv)
 

@@ -10,13 +10,13 @@ The protocol is a design choice. CI has no GPU.
 
 from __future__ import annotations
 
-import argparse
 
 import torch
 import torch.nn.functional as F
 
 from geomlab.bench import groups as groups_bench
 from geomlab.bench import train as train_bench
+from geomlab.core.argv import Parser
 from geomlab.geometry.groups import get_group
 
 
@@ -43,7 +43,7 @@ def sync_free_step(device: torch.device) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line; prints the tables. Returns 0."""
-    p = argparse.ArgumentParser(prog="geomlab bench device", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="geomlab bench device", description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--warmup", type=int, default=3)

@@ -13,9 +13,10 @@ trace + figures under 0.5 s on CPU.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
+
+from geomlab.core.argv import Parser
 
 TEXT = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun.\n"
         "JULIET: O Romeo, Romeo, wherefore art thou Romeo? Deny thy father and refuse thy name.\n")
@@ -49,7 +50,7 @@ def bench_configs(vocab_size: int, kinds_: list[str] | None = None) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="geomlab bench figures", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="geomlab bench figures", description=__doc__.split("\n\n")[0])
     p.add_argument("--chars", type=int, default=256, help="text length in characters (default 256)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per kind (median reported)")
     p.add_argument("--kinds", default=None, help="comma-separated kinds (default: all registered)")

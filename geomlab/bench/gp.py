@@ -10,11 +10,12 @@ Writes a JSON summary with ``--json``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
 import torch
+
+from geomlab.core.argv import Parser
 
 
 def _energy_check(model, task, seq_len: int) -> dict[str, float]:
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     from geomlab.models.cem import CEMRegressor
     from geomlab.core.rng import seeded
 
-    p = argparse.ArgumentParser(prog="geomlab bench gp", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="geomlab bench gp", description=__doc__.split("\n\n")[0])
     p.add_argument("--T", type=int, nargs="+", default=[1, 2, 4, 8], help="recursion steps to compare")
     p.add_argument("--steps", type=int, default=600, help="optimizer steps per run (default 600)")
     p.add_argument("--batch-size", type=int, default=32)

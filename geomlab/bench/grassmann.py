@@ -19,7 +19,6 @@ counted); compare the ratios and slopes.
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from typing import Callable
@@ -27,6 +26,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from geomlab.core.argv import Parser
 from geomlab.models.grassmann import CausalSelfAttention, GrassmannMixer
 
 
@@ -200,7 +200,7 @@ def decode_state_bytes(L: int, n_layers: int, d_model: int, rank: int, offsets: 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line; prints the tables. Returns the exit status."""
-    p = argparse.ArgumentParser(prog="geomlab bench grassmann", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="geomlab bench grassmann", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="lengths 128, 512, 1024 and 5 repeats (seconds)")
     p.add_argument("--lengths", type=str, default="128,256,512,1024,2048,4096", help="comma-separated L")
     p.add_argument("--d-model", type=int, default=128)

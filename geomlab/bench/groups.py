@@ -16,13 +16,13 @@ for CI smoke runs. Times depend on the machine and its load; only the ratios are
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 
 import torch
 
+from geomlab.core.argv import Parser
 from geomlab.geometry.groups import EXP_METHODS, get_group
 
 
@@ -133,7 +133,7 @@ def _format_row(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="geomlab bench groups", description=__doc__.split("\n")[0])
+    p = Parser(prog="geomlab bench groups", description=__doc__.split("\n")[0])
     p.add_argument("--groups", default="O,U", help="comma list of group names (O,SO,U,SU,T,O-block); default O,U")
     p.add_argument("--dims", default="4,8,16,32", help="comma list of d; default 4,8,16,32")
     p.add_argument("--batch", type=int, default=4096, help="batch for the exp timing (default 4096)")

@@ -8,7 +8,6 @@ Aim: OSMFormer / Transformer under 2; the protocol is a design choice.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
@@ -16,6 +15,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from geomlab.core.argv import Parser
 from geomlab.models import build_model, config_for_budget, count_params
 
 
@@ -33,7 +33,7 @@ def _configs(vocab: int) -> dict[str, tuple[dict, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns 0. Options: ``--batch``, ``--seq``, ``--reps``, ``--threads``, ``--only``."""
-    p = argparse.ArgumentParser(prog="geomlab bench osm", description=__doc__.splitlines()[0])
+    p = Parser(prog="geomlab bench osm", description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--reps", type=int, default=7, help="timed steps per model (after one warm-up step)")

@@ -14,7 +14,6 @@ with ``torch.cuda.synchronize`` on CUDA. Targets and protocol: design choice.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from typing import Callable
@@ -22,6 +21,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from geomlab.core.argv import Parser
 from geomlab.models import build_model, config_for_budget, count_params
 
 VOCAB = 65
@@ -134,7 +134,7 @@ def format_table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line; prints the table. Returns 0 (2 for an unknown model name)."""
-    p = argparse.ArgumentParser(prog="geomlab bench train", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="geomlab bench train", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="*", default=None, help="model names (their baselines are added)")
     p.add_argument("--rounds", type=int, default=7, help="interleaved timed rounds (default 7)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first (default 2)")

@@ -19,11 +19,12 @@ a 2,048-character trace ≤ 16 MB. Prints one row per (checkpoint, view, length)
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
 from pathlib import Path
+
+from geomlab.core.argv import Parser
 
 TEXT = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun.\n"
         "JULIET: O Romeo, Romeo, wherefore art thou Romeo? Deny thy father and refuse thy name.\n")
@@ -89,7 +90,7 @@ def measure(ck, slug: str, text: str, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="geomlab bench views", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="geomlab bench views", description=__doc__.split("\n\n")[0])
     p.add_argument("--chars", default="256,2048", help="comma-separated text lengths (default 256,2048)")
     p.add_argument("--repeats", type=int, default=1, help="timed repeats per row (median reported)")
     p.add_argument("--only", default=None, help="comma-separated checkpoint names (default: every bundled one)")

@@ -13,12 +13,12 @@ timed once). Only the ratios are meant to be compared across machines.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import torch
 
 from geomlab.checkpoints import catalog as ckpt_catalog, io
+from geomlab.core.argv import Parser
 from geomlab.whatif import catalog
 from geomlab.whatif.patching import patch, patch_points, patching_sweep
 
@@ -46,7 +46,7 @@ def _best(fn, repeats: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Print one row per bundled checkpoint: kind, forward ms, the knob and its ms, patch ms, sweep s."""
-    ap = argparse.ArgumentParser(prog="geomlab bench whatif", description=__doc__.splitlines()[0])
+    ap = Parser(prog="geomlab bench whatif", description=__doc__.splitlines()[0])
     ap.add_argument("--chars", type=int, default=256, help="tokens of text (default 256)")
     ap.add_argument("--repeats", type=int, default=3, help="timed repeats, best of (default 3)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")

@@ -17,15 +17,6 @@ CHECKPOINT_HELP = ("checkpoint: a folder NAME/ (or a file in it), a flat pair NA
                    "local file or folder of that name wins over a bundled one")
 
 
-def program() -> str:
-    """How the user started geomlab, for hints to run it again: ``geomlab`` when ``sys.argv[0]`` is the
-    installed script (``geomlab``, ``geomlab.exe``), else ``python -m geomlab`` (``-m`` runs ``__main__.py``)."""
-    import sys
-    from pathlib import Path
-
-    return "geomlab" if Path(sys.argv[0]).name in ("geomlab", "geomlab.exe") else "python -m geomlab"
-
-
 def _shown(v: float) -> str:
     """A bound for a message: ``1,000``, ``0.5``, ``1e+06``; powers of two from ``2**31`` as ``2**63 - 1``."""
     if isinstance(v, int):

@@ -13,6 +13,8 @@ import importlib
 import os
 import sys
 
+from geomlab.core.argv import OptionValueError, Parser
+
 # subcommand name -> module under geomlab.commands
 COMMANDS = {
     "train": "train",
@@ -27,42 +29,6 @@ COMMANDS = {
     "app": "app",
     "handout": "handout",
 }
-
-
-class OptionValueError(Exception):
-    """An option value its ``type=`` function refused (out of range, not a number): ``str`` is one line,
-    ``--OPTION: what is wrong, got VALUE``."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """The parser of ``geomlab`` and its subcommands (argparse makes the sub-parsers of the same class). A value
-    refused by an option's ``type=`` function (``argparse.ArgumentTypeError``, e.g.
-    :func:`geomlab.commands.number`) raises :class:`OptionValueError` for :func:`main` to print as one line with
-    exit status 2; other usage errors (unknown options, a missing argument) print two lines, a short usage
-    that points to ``--help`` (:meth:`short_usage`) and argparse's error, and exit 2. ``--help`` is argparse's,
-    unchanged."""
-
-    def short_usage(self) -> str:
-        """One line in place of argparse's usage block: ``usage: geomlab trace [options] checkpoint (all
-        options: `geomlab trace --help`)``, the positional arguments by name (``COMMAND ...`` at the top level)."""
-        from geomlab.commands import program
-
-        words = []
-        for action in self._actions:
-            if action.option_strings or action.help == argparse.SUPPRESS:
-                continue
-            name = action.metavar if isinstance(action.metavar, str) else action.dest
-            words.append({"?": f"[{name}]", "*": f"[{name} ...]", argparse.REMAINDER: f"[{name} ...]",
-                          "+": f"{name} [{name} ...]", argparse.PARSER: f"{name} ..."}.get(action.nargs, name))
-        command = program() + self.prog.removeprefix("geomlab")
-        return f"usage: {' '.join([self.prog, '[options]', *words])} (all options: `{command} --help`)"
-
-    def error(self, message: str):
-        # argparse raises its ArgumentError while handling the type function's ArgumentTypeError
-        if isinstance(getattr(sys.exc_info()[1], "__context__", None), argparse.ArgumentTypeError):
-            raise OptionValueError(message.removeprefix("argument "))
-        self._print_message(self.short_usage() + "\n", sys.stderr)
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def attach_dash_values(argv: list[str]) -> list[str]:
@@ -107,7 +73,7 @@ def did_you_mean(extra: list[str], parser: argparse.ArgumentParser) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with one sub-parser per available subcommand."""
-    parser = _Parser(
+    parser = Parser(
         prog="geomlab",
         description="geomlab: train, evaluate, sample and trace geometric sequence models.",
     )

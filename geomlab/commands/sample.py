@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from geomlab.commands import program
+    from geomlab.core.argv import program
     from geomlab.training.sampling import generate
     from geomlab.training.trainer import resolve_device
 

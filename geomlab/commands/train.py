@@ -272,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, replicas) -> int:
-    from geomlab.commands import program, set_threads
+    from geomlab.commands import set_threads
+    from geomlab.core.argv import program
     from geomlab.models import kinds
 
     if args.list_models:

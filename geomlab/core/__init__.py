@@ -1,2 +1,2 @@
 """Foundations with no geomlab concepts: where files are, run-owned randomness, the byte cache, caption markup,
-bounded reading of JSON and zip input."""
+bounded reading of JSON and zip input, the command-line parser."""

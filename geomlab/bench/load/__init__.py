@@ -28,7 +28,6 @@ something failed (a page error, a log error, a session that did not finish), nev
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 from pathlib import Path
@@ -42,13 +41,14 @@ from geomlab.bench.load.session import Lockstep, SessionResult, read_view, run_s
 from geomlab.bench.load.summary import report
 from geomlab.bench.load.texts import (BUILTIN_TEXT, DEFAULT_VIEWS, bundled_checkpoints, checkpoints_for,
                                       corpus_text, session_texts)
+from geomlab.core.argv import Parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """``geomlab bench load [options]``: run the benchmark and print its summary (:func:`report`). Exit status
     0 when nothing failed, 1 when a page or the server log showed an error or a session did not finish, 2 for
     bad options or a server that did not start."""
-    p = argparse.ArgumentParser(prog="geomlab bench load", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="geomlab bench load", description=__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, default=3, help="concurrent protocol sessions (default 3)")
     p.add_argument("--views", nargs="+", default=list(DEFAULT_VIEWS),
                    help=f"view pages, round-robin (default: {' '.join(DEFAULT_VIEWS)}; commas also work)")
