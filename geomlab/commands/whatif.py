@@ -18,6 +18,7 @@ from pathlib import Path
 
 from geomlab.commands import (add_checkpoint_argument, add_text_arguments, add_threads_argument, check_outputs,
                               load_checkpoint, number, position, set_threads, text_tokens)
+from geomlab.core.argv import finite_float
 
 HELP = "intervene at a position (steer, move a plane, energy steps, ablate a head) or run a patching sweep"
 EPILOG = ("Interventions (--intervention, default the checkpoint's first, as the app's switch): steer (osm-rnn, "
@@ -68,12 +69,7 @@ def _size(text: str, spec) -> float:
     that range, or is not whole for a knob that moves in whole steps."""
     whole = float(spec.step).is_integer()
     span = f"{spec.name} takes {'whole numbers ' if whole else ''}{spec.lo:g}..{spec.hi:g} ({spec.size_label})"
-    try:
-        size = float(text)
-    except ValueError:
-        raise ValueError(f"--size {str(text)[:40]!r} is not a number; {span}") from None
-    if not math.isfinite(size):
-        raise ValueError(f"--size {str(text)[:40]!r} is not a finite number; {span}")
+    size = finite_float(text, "--size", span)
     if not spec.lo <= size <= spec.hi:
         raise ValueError(f"--size {size:g} is outside {spec.lo:g}..{spec.hi:g} for {spec.name} ({spec.size_label})")
     if whole and not size.is_integer():

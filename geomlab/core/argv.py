@@ -1,14 +1,15 @@
 """Reading the command line, for every layer that reads it: the argparse parser of ``geomlab``, its subcommands
-and its benchmarks (:class:`Parser`: a usage error is a short usage line and the error) and how the user
-started geomlab (:func:`program`).
+and its benchmarks (:class:`Parser`: a usage error is a short usage line and the error), how the user
+started geomlab (:func:`program`) and a finite number read from an option's text (:func:`finite_float`).
 
-It sits at the foundation so that ``geomlab bench NAME`` (whose modules the commands import) uses the same
-parser as the commands. Source: design choice.
+It sits at the foundation so that ``geomlab bench NAME`` (whose modules the commands import) and the training
+layer's ``--search`` reader use the same pieces as the commands. Source: design choice.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -55,3 +56,26 @@ class Parser(argparse.ArgumentParser):
         self._print_message(self.short_usage() + "\n", sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+
+def finite_float(text: str, name: str, expected: str = "", error: type[ValueError] = ValueError) -> float:
+    """``text`` read as a finite float (what ``float`` reads: ``1e-3``, ``' 2 '``, ``1_000``).
+
+    Args:
+        text: the option's text.
+        name: what the text is, to start the message: ``--size``, ``--search 'lr=log:a:1':``.
+        expected: what would be right (the range, the form), after ``; `` in the message; nothing when empty.
+        error: the ``ValueError`` class raised.
+
+    Raises:
+        error: one line, ``--size 'abc' is not a number; steer takes -5..5 (...)`` or ``... is not a finite
+            number; ...`` (infinity, NaN), the text cut to 40 characters. Design choice: the caller checks its
+            own range once the value is a number.
+    """
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not math.isfinite(value):
+        what = "a number" if value is None else "a finite number"
+        raise error(f"{name} {str(text)[:40]!r} is not {what}" + (f"; {expected}" if expected else ""))
+    return value

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from geomlab.core.argv import finite_float
 from geomlab.core.jsonread import JSONInputError, parse_json
 
 #: Training keys a sweep may search (fields of :class:`geomlab.training.trainer.TrainConfig`). The seed is the sweep's
@@ -111,13 +112,9 @@ def _num(x: float | None) -> str:
 
 
 def _number(text: str, item: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise SweepError(f"--search {item!r}: {text!r} is not a number (expected {_SPEC_HELP})") from None
-    if not math.isfinite(value):
-        raise SweepError(f"--search {item!r}: {text!r} is not a finite number")
-    return value
+    """A bound of ``--search`` item ``item``; :class:`SweepError` (one line naming the item and the expected
+    form) when it is not a finite number (:func:`geomlab.core.argv.finite_float`)."""
+    return finite_float(text, f"--search {item!r}:", f"expected {_SPEC_HELP}", error=SweepError)
 
 
 def _choice_value(text: str) -> Any:

@@ -43,6 +43,29 @@ def test_a_size_that_is_not_a_number_names_the_interventions_range(capsys, argv,
     assert "1e+06" not in err
 
 
+@pytest.mark.parametrize("bound, what", [("abc", "a number"), ("inf", "a finite number")])
+def test_a_search_bound_that_is_not_a_number_names_the_item_and_the_form(capsys, tmp_path, bound, what):
+    """--search's bounds and whatif's --size are read by one function: the same sentence, then what is expected."""
+    item = f"lr=log:{bound}:1"
+    err = _err(capsys, "sweep", "--model", "lstm", "--data", "x", "--search", item, "--out", str(tmp_path / "s"))
+    assert err.startswith(f"error: --search {item!r}: {bound!r} is not {what}; expected KEY=log:LOW:HIGH, "), err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_finite_float_cuts_the_text_and_raises_the_callers_error():
+    from geomlab.core.argv import finite_float
+
+    class Refused(ValueError):
+        pass
+
+    assert finite_float(" 1e-3 ", "--x") == 0.001
+    with pytest.raises(Refused) as exc:
+        finite_float("9" * 400, "--x", "0..1", error=Refused)
+    assert str(exc.value) == f"--x {'9' * 40!r} is not a finite number; 0..1"
+    with pytest.raises(ValueError, match=r"^--x 'nan' is not a finite number$"):
+        finite_float("nan", "--x")
+
+
 @pytest.mark.parametrize("argv, option", [
     (["whatif", CEM, "--text", TEXT, "--pos", "-1"], "--pos/--cursor"),
     (["whatif", CEM, "--text", TEXT, "--pos", "first"], "--pos/--cursor"),
