@@ -9,15 +9,16 @@ unpadded text computes up to its length: the padding only adds positions after i
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Iterable, Sequence, Union
 
 import torch
 
 from geomlab.data import DataError
-from geomlab.data.vocab import normalize_text, unknown_symbols_error, unknown_tokens
+from geomlab.data.vocab import normalize_text, unknown_note, unknown_symbols_error, unknown_tokens
 from geomlab.models import hooks as _hooks
 
-__all__ = ["PAD_ID", "encode_batch", "run_with_cache", "run_with_hooks", "as_tokens"]
+__all__ = ["PAD_ID", "UNKNOWN", "encode_batch", "run_with_cache", "run_with_hooks", "as_tokens"]
 
 #: The id that right-pads a batch: 0, a valid id in every vocabulary (read past a text's length, it never
 #: changes that text's positions, the models being causal).
@@ -26,20 +27,40 @@ PAD_ID = 0
 TextsOrTokens = Union[str, Sequence[str], torch.Tensor]
 
 
-def encode_batch(vocab, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+#: What :func:`encode_batch` does with tokens the vocabulary lacks (its ``unknown=``).
+UNKNOWN = ("warn", "ignore", "error")
+
+
+def encode_batch(vocab, texts: Sequence[str], *, unknown: str = "warn") -> tuple[torch.Tensor, torch.Tensor]:
     """Encode ``texts`` with ``vocab`` into one right-padded batch.
 
     Each text is normalised as every text entering geomlab is (:func:`geomlab.data.vocab.normalize_text`) and
     encoded with ``vocab.encode``; shorter texts are padded on the right with :data:`PAD_ID` (0).
+
+    Tokens the vocabulary lacks (for a character vocabulary, characters not in its training text) read as its
+    unknown token, as the app and the command line read them (``vocab.encode``), and ``unknown`` says what
+    else happens:
+
+    * ``"warn"`` (default): one ``UserWarning`` per such text, ``text 1: 2 characters not in this
+      checkpoint's vocabulary ('é', '🙂') read as the unknown token �`` (the app's sentence,
+      :func:`geomlab.data.vocab.unknown_note`), so a batch never stops on one odd character and the reader
+      still learns that the model saw something else than was typed;
+    * ``"ignore"``: no warning;
+    * ``"error"``: refuse the batch (``DataError`` naming the tokens), for a run that must read every text
+      exactly as typed.
+
+    A vocabulary without an unknown token (a word problem's symbols) refuses them whatever ``unknown`` says:
+    there is nothing to read them as. Design choice.
 
     Returns:
         ``tokens`` ``(B, T_max)`` long and ``lengths`` ``(B,)`` long (each text's number of tokens).
 
     Raises:
         ValueError (:class:`geomlab.data.DataError`): an empty list, a text that is not a string, a text
-        with no tokens, or a text with tokens the vocabulary does not have (also where it has an unknown
-        token: a what-if on a text the model cannot read would mislead). Design choice.
+        with no tokens, tokens the vocabulary lacks (see above), or ``unknown`` not one of :data:`UNKNOWN`.
     """
+    if unknown not in UNKNOWN:
+        raise DataError(f"unknown= must be one of {', '.join(map(repr, UNKNOWN))}, got {unknown!r}")
     if isinstance(texts, str):
         raise DataError("encode_batch takes a list of texts; wrap a single text in a list")
     texts = list(texts)
@@ -51,8 +72,10 @@ def encode_batch(vocab, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tenso
             raise DataError(f"text {i} must be a string, got {type(text).__name__}")
         text = normalize_text(text)
         bad = unknown_tokens(vocab, text)
-        if bad:
+        if bad and (unknown == "error" or vocab.unk is None):
             raise unknown_symbols_error(vocab, bad)
+        if bad and unknown == "warn":
+            warnings.warn(f"text {i}: {unknown_note(bad, vocab.unk)}", UserWarning, stacklevel=2)
         ids = torch.as_tensor(vocab.encode(text), dtype=torch.long).reshape(-1)
         if not ids.numel():
             raise DataError(f"text {i} has no tokens for this vocabulary")
@@ -66,7 +89,7 @@ def encode_batch(vocab, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tenso
 
 def as_tokens(texts_or_tokens: TextsOrTokens, vocab=None) -> torch.Tensor:
     """A text, a list of texts or token ids as a ``(B, T)`` long tensor (a ``(T,)`` tensor gets ``B = 1``;
-    texts go through :func:`encode_batch`). Raises ``ValueError`` for texts without ``vocab``, a tensor that
+    texts go through :func:`encode_batch` with its default, ``unknown="warn"``). Raises ``ValueError`` for texts without ``vocab``, a tensor that
     is not 1-D or 2-D integer, or what :func:`encode_batch` refuses."""
     x = texts_or_tokens
     if isinstance(x, torch.Tensor):

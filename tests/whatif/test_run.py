@@ -18,12 +18,44 @@ def test_encode_batch_pads_on_the_right_with_pad_id_and_reports_lengths():
     assert tokens[0, 2:].tolist() == [PAD_ID, PAD_ID] and tokens[2, 1:].tolist() == [PAD_ID] * 3
 
 
-@pytest.mark.parametrize("bad", [[], ["ok", "\u4e2d"], ["", "a"], "just a string"])
-def test_encode_batch_refuses_empty_lists_unknown_symbols_and_empty_texts(bad):
+@pytest.mark.parametrize("bad", [[], ["", "a"], "just a string"])
+def test_encode_batch_refuses_empty_lists_and_empty_texts(bad):
     with pytest.raises(ValueError):
         encode_batch(VOCAB, bad)
     with pytest.raises(DataError):
         encode_batch(VOCAB, bad)
+
+
+def test_unknown_characters_read_as_the_unknown_token_with_the_apps_note(capsys):
+    """By default a character the vocabulary lacks reads as its unknown token, as the CLI reads it (same ids),
+    with the app's sentence as a warning naming the text; ``unknown="error"`` refuses, ``"ignore"`` is quiet."""
+    import warnings
+
+    from geomlab.commands import text_tokens
+
+    with pytest.warns(UserWarning) as caught:
+        tokens, lengths = encode_batch(VOCAB, ["ab", "so\u4e2d"])
+    assert [str(w.message) for w in caught] == [
+        "text 1: 1 character not in this checkpoint's vocabulary ('\u4e2d') read as the unknown token \ufffd"]
+    assert tokens[1, 2] == VOCAB.unk_id and lengths.tolist() == [2, 3]
+    assert tokens[1].tolist() == text_tokens(VOCAB, "so\u4e2d").tolist()
+    assert "note: 1 character not in this checkpoint's vocabulary" in capsys.readouterr().err
+    with pytest.raises(DataError, match="\u4e2d"):
+        encode_batch(VOCAB, ["ab", "so\u4e2d"], unknown="error")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch.equal(encode_batch(VOCAB, ["ab", "so\u4e2d"], unknown="ignore")[0], tokens)
+    with pytest.raises(DataError, match="unknown= must be one of 'warn', 'ignore', 'error'"):
+        encode_batch(VOCAB, ["ok"], unknown="unk")
+
+
+def test_a_vocabulary_without_an_unknown_token_refuses_whatever_unknown_says():
+    from geomlab.data.vocab import Vocab
+
+    symbols = Vocab.from_symbols(["a", "b"])
+    for unknown in ("warn", "ignore", "error"):
+        with pytest.raises(DataError, match="Unknown symbols for this checkpoint: 'c'"):
+            encode_batch(symbols, ["a b c"], unknown=unknown)
 
 
 def test_texts_need_a_vocabulary_and_tensors_must_be_integer():
