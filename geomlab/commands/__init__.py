@@ -1,11 +1,13 @@
 """The subcommands of ``geomlab`` (one module each; :mod:`geomlab.commands.cli` wires them), and what several of them
 share: the checkpoint argument (:func:`add_checkpoint_argument`, :func:`load_checkpoint`), the ``--threads``
 option (:func:`set_threads`), the check of output locations before anything is written
-(:func:`check_outputs`) and the reading of a text as the app reads it (:func:`text_tokens`)."""
+(:func:`check_outputs`), the folders made for them (:func:`make_folders`) and the reading of a text as the app
+reads it (:func:`text_tokens`)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import tempfile
@@ -182,11 +184,11 @@ def load_checkpoint(arg: str, device="cpu"):
 
 def check_outputs(outputs: list[tuple[str, str | os.PathLike, bool]]) -> None:
     """Check that every output location can be written, before anything is: ``(option, path, is_folder)``
-    triples (``path`` a file, or a folder when ``is_folder``). Missing parent folders are fine (the commands
-    create them); a file where a folder is needed (or the reverse), a FIFO or device where a file is meant, or a
-    place the machine refuses (read-only,
-    ``/proc``, permissions; probed with a temporary file that is removed at once), raises ``ValueError``
-    naming the option and the path. Design choice: bad input loses nothing and writes nothing."""
+    triples (``path`` a file, or a folder when ``is_folder``). Missing folders are fine (the commands make them
+    when they write, with a note: :func:`make_folders`); a file where a folder is needed (or the reverse), a
+    FIFO or device where a file is meant, or a place the machine refuses (read-only, ``/proc``, permissions;
+    probed with a temporary file that is removed at once), raises ``ValueError`` naming the option and the
+    path. Design choice: bad input loses nothing and writes nothing."""
     for option, path, is_folder in outputs:
         path = Path(path)
         if path.exists() and path.is_dir() != is_folder:
@@ -205,3 +207,25 @@ def check_outputs(outputs: list[tuple[str, str | os.PathLike, bool]]) -> None:
                 pass
         except OSError as exc:
             raise ValueError(f"{option} {path}: cannot write in {existing} ({exc.strerror or exc})") from None
+
+
+@contextlib.contextmanager
+def make_folders(option: str, path: str | os.PathLike, is_folder: bool = False):
+    """``with make_folders(option, path): write it``: make the folder output ``path`` of ``option`` is written
+    in (``path`` itself when ``is_folder``, else its parent), with its missing parents, for the write in the
+    body: the one rule of the commands' output options (trace, whatif, report, handout). The folders are made,
+    never silently: when the folder ``path``'s name sits in did not exist, one line on standard error names it
+    once the body has written the output, ``note: made the folder out/sub/ for --json (it did not exist)``, so
+    a mistyped folder shows at once (a write that fails says why instead, in its own one line). A folder the
+    option names itself (``--html DIR``) is made without a note: the command's own line names it. Use it after
+    :func:`check_outputs` has checked the place before anything ran. Raises ``OSError`` as ``mkdir`` does.
+    Design choice: a new place works (the commands' defaults under ``runs/`` need it), and the note tells what
+    a refusal would have told."""
+    import sys
+
+    path = Path(path)
+    missing = not path.parent.exists()
+    (path if is_folder else path.parent).mkdir(parents=True, exist_ok=True)
+    yield
+    if missing:
+        print(f"note: made the folder {path.parent}{os.sep} for {option} (it did not exist)", file=sys.stderr)

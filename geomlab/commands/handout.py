@@ -13,14 +13,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from geomlab.teach.lessons import LESSONS
 
     p.add_argument("lesson", help=f"the lesson's slug (as in /tour?lesson=SLUG): {', '.join(LESSONS)}")
-    p.add_argument("--out", type=Path, required=True, help="folder for LESSON.html and LESSON.pdf (created)")
+    p.add_argument("--out", type=Path, required=True,
+                   help="folder for LESSON.html and LESSON.pdf (made if missing)")
     p.add_argument("--steps", default=None,
                    help="comma-separated step numbers from 1, in the order shown (a room's path; default: all)")
     p.add_argument("--no-pdf", action="store_true", help="write only the HTML file")
 
 
 def run(args: argparse.Namespace) -> int:
-    from geomlab.commands import check_outputs
+    from geomlab.commands import check_outputs, make_folders
     from geomlab.teach import handout, lessons
 
     lesson = lessons.LESSONS.get(args.lesson)
@@ -33,9 +34,9 @@ def run(args: argparse.Namespace) -> int:
         except ValueError:
             raise ValueError(f"--steps: comma-separated step numbers, got {args.steps!r}") from None
     check_outputs([("--out", args.out, True)])
-    args.out.mkdir(parents=True, exist_ok=True)
     page = args.out / f"{lesson.slug}.html"
-    page.write_text(handout.build_html(lesson, steps), encoding="utf-8")
+    with make_folders("--out", args.out, is_folder=True):
+        page.write_text(handout.build_html(lesson, steps), encoding="utf-8")
     print(f"wrote {page} ({page.stat().st_size / 1e6:.1f} MB)")
     if not args.no_pdf:
         pdf = handout.write_pdf(page, args.out / f"{lesson.slug}.pdf")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from geomlab.commands import add_threads_argument, number, recipe_option
+from geomlab.commands import add_threads_argument, check_outputs, make_folders, number, recipe_option
 
 HELP = "train and evaluate every model under one protocol and write the reproduction report (docs/results.md)"
 
@@ -129,7 +129,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slurm-partition", metavar="NAME", help="--executor slurm: the partition of the runs")
     p.add_argument("--records", metavar="JSONL",
                    help="--converged: also write every finished run's record (outcome, curves, provenance) to "
-                   "this JSON-lines file, from which the report is regenerated")
+                   "this JSON-lines file, from which the report is regenerated (checked before anything runs; "
+                   "a missing folder is made, with a note)")
     p.add_argument("--device", metavar="DEVICE", help="--converged: the worker's device (auto: CUDA, then MPS, "
                    "then CPU; several workers may share one GPU)")
     p.add_argument("--from-json", nargs="+", metavar="RESULTS_JSON",
@@ -222,7 +223,9 @@ def run(args: argparse.Namespace) -> int:
         from geomlab.report.page import PAGE, results_page
 
         out = Path(args.out or PAGE)
-        out.write_text(results_page("."), encoding="utf-8")
+        check_outputs([("--out", out, False)])
+        with make_folders("--out", out):
+            out.write_text(results_page("."), encoding="utf-8")
         print(f"wrote {out} from the committed records")
         return 0
     if args.converged or args.campaign:
@@ -237,7 +240,8 @@ def run(args: argparse.Namespace) -> int:
         parts = [_read_input(f, "results file") for f in args.from_json]
         try:
             results = report.merge_results(parts) if len(parts) > 1 else parts[0]
-            path = report.write_report(results, args.out, png=not args.no_png)
+            with make_folders("--out", args.out):  # a results file of another shape: no note, one error line
+                path = report.write_report(results, args.out, png=not args.no_png)
         except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a JSON of another shape
             raise ValueError(f"{', '.join(args.from_json)[:120]}: not a `geomlab report` results file "
                              f"({type(exc).__name__}: {str(exc)[:80]})") from None
@@ -269,7 +273,8 @@ def run(args: argparse.Namespace) -> int:
             overrides["wp_steps"] = 0
     proto = report.protocol(name, **overrides)
     results = report.run_report(proto, lr_storage=args.lr_storage)
-    path = report.write_report(results, args.out, png=not args.no_png)
+    with make_folders("--out", args.out):
+        path = report.write_report(results, args.out, png=not args.no_png)
     failed = [r["label"] for c in results["comparisons"] for r in c["rows"] if r.get("error")]
     if results.get("word_problem"):
         failed += [f"{r['group']} {r['label']}" for r in results["word_problem"]["rows"] if r.get("error")]
@@ -328,9 +333,7 @@ def _converged(args: argparse.Namespace) -> int:
             raise ValueError(f"--restore {args.restore}: a converged report's results.json restores the converged "
                              f"campaign only; the {plan.name} campaign restores from its records file "
                              f"(docs/results/runs/{plan.name}/records.jsonl)")
-    if args.records is not None and not Path(args.records).parent.is_dir():
-        raise ValueError(f"--records {args.records}: its folder does not exist (make it first; nothing was "
-                         "trained)")
+    check_outputs([("--out", args.out, False)] + ([("--records", args.records, False)] if args.records else []))
     if args.collect and restored is None and records is None and not Path(args.store).is_dir():
         raise ValueError(f"--store {args.store} is not a folder of campaign runs (nothing to collect)")
     if Path(args.store).exists() and not Path(args.store).is_dir():
@@ -381,12 +384,15 @@ def _converged(args: argparse.Namespace) -> int:
     if args.records is not None:
         from geomlab.report.records import write_records
 
-        n = write_records(store, args.records, plan.name, {"corpora": {
-            c["key"]: {"split": c.get("split", ""), "unigram_bpc": c.get("unigram_bpc")} for c in results["comparisons"]}})
+        corpora = {c["key"]: {"split": c.get("split", ""), "unigram_bpc": c.get("unigram_bpc")}
+                   for c in results["comparisons"]}
+        with make_folders("--records", args.records):
+            n = write_records(store, args.records, plan.name, {"corpora": corpora})
         print(f"[{plan.name}] wrote {n} run record(s) to {args.records}")
     if speed is not None:
         results["speed_alone"] = speed
-    path = write_report(results, args.out, png=not args.no_png)
+    with make_folders("--out", args.out):
+        path = write_report(results, args.out, png=not args.no_png)
     print(f"wrote {path}: {results['progress']['done']} of {results['progress']['planned']} runs finished"
           + ("" if results["progress"]["done"] else f" (no finished campaign run in {args.store} yet)"))
     return 0

@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 
 from geomlab.commands import (add_checkpoint_argument, add_text_arguments, add_threads_argument, check_outputs,
-                              load_checkpoint, number, position, set_threads, text_tokens)
+                              load_checkpoint, make_folders, number, position, set_threads, text_tokens)
 
 HELP = "trace a checkpoint on a text: record states/energies/planes and write them to an .npz file"
-EPILOG = ("Outputs: every location (--out, --html, --png, --json) is checked before anything is written, and "
-          "missing parent folders are created. --html/--png draw the views of the geometric kinds (cem, grassmann, "
-          "osm-rnn, osmformer, transformer, ...); for a kind without views (lstm) they are refused (exit status 2) "
+EPILOG = ("Outputs: every location (--out, --html, --png, --json) is checked before anything is written; "
+          "missing folders are made, and a note on standard error names a folder made above a name. --html/--png "
+          "draw the views of the geometric kinds (cem, grassmann, osm-rnn, osmformer, transformer, ...); for a kind without views (lstm) they are refused (exit status 2) "
           "and nothing is written. --json - writes the JSON to standard output alone (the other lines go to "
           "standard error), for a pipe.")
 
@@ -27,9 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_checkpoint_argument(p)
     add_text_arguments(p)
     p.add_argument("--out", default=None,
-                   help="output trace file (.npz; the suffix is added if missing; parent folders are created; a "
-                        "folder or a .json name is refused: JSON is --json's); needed unless --html, --png or "
-                        "--json is given")
+                   help="output trace file (.npz; the suffix is added if missing; missing folders are made, with "
+                        "a note; a folder or a .json name is refused: JSON is --json's); needed unless --html, "
+                        "--png or --json is given")
     p.add_argument("--steps", type=number(int, 1, 64), default=None,
                    help="CEM only: recursion steps T at inference (default: the checkpoint's own)")
     p.add_argument("--html", default=None,
@@ -43,8 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "opens on, the most surprising next token in the second half of the text)")
     p.add_argument("--json", default=None, metavar="FILE",
                    help="also write strict JSON of at most 256 positions (around --cursor, else from the start; "
-                        "the app's JSON download) to FILE (parent folders are created); '-': standard output, "
-                        "and nothing else is printed there (the other lines go to standard error)")
+                        "the app's JSON download) to FILE (missing folders are made, with a note); '-': standard "
+                        "output, and nothing else is printed there (the other lines go to standard error)")
     add_threads_argument(p)
 
 
@@ -98,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
                          f"with views: {', '.join(with_views)}); nothing was written: drop --html/--png to write "
                          "the trace alone")
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        save_trace(tr, out)
+        with make_folders("--out", out):
+            save_trace(tr, out)
     report = sys.stderr if to_stdout else sys.stdout
     noun = "position" if tr.n_positions == 1 else "positions"
     print(f"traced {tr.n_positions} {noun} of {tr.kind!r} ({tr.family} trace)" + (f" -> {out}" if out else ""),
@@ -113,8 +113,8 @@ def run(args: argparse.Namespace) -> int:
         if to_stdout:
             print(doc)
         else:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(doc, encoding="utf-8")
+            with make_folders("--json", json_path):
+                json_path.write_text(doc, encoding="utf-8")
             print(f"wrote positions {start}-{min(T, start + 256) - 1} as JSON -> {json_path}")
     # one cursor for every figure, the app's opening one when none is given (each figure's own default differs)
     cursor = args.cursor
@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
 
         cursor = default_cursor(tr)
     if html_dir:
-        written = write_html(tr, html_dir, cursor=cursor)
+        with make_folders("--html", html_dir, is_folder=True):
+            written = write_html(tr, html_dir, cursor=cursor)
         print(f"wrote {len(written)} figures and index.html to {html_dir}{os.sep} ({', '.join(written)})",
               file=report)
     if png_dir:
@@ -131,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
 
         figs = {name: f.figure for view in pages
                 for name, f in views.build_view(tr, view.slug, cursor=cursor).items()}
-        written = write_pngs(figs, png_dir)
+        with make_folders("--png", png_dir, is_folder=True):
+            written = write_pngs(figs, png_dir)
         print(f"wrote {len(written)} images to {png_dir}{os.sep} ({', '.join(written)})", file=report)
     return 0
 

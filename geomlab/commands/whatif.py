@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 
 from geomlab.commands import (add_checkpoint_argument, add_text_arguments, add_threads_argument, check_outputs,
-                              load_checkpoint, number, position, set_threads, text_tokens)
+                              load_checkpoint, make_folders, number, position, set_threads, text_tokens)
 from geomlab.core.argv import finite_float
 
 HELP = "intervene at a position (steer, move a plane, energy steps, ablate a head) or run a patching sweep"
@@ -58,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--patch: position whose prediction is read (after --pos, within the sweep's window of "
                         "128 positions; default 3 on, or the last)")
     p.add_argument("--json", default=None, metavar="FILE",
-                   help="also write the arrays as strict JSON to FILE (parent folders are created); '-': "
+                   help="also write the arrays as strict JSON to FILE (missing folders are made, with a note); '-': "
                         "standard output, and nothing else is printed there")
     add_threads_argument(p)
 
@@ -174,8 +174,8 @@ def run(args: argparse.Namespace) -> int:
     # with --json -, standard output holds the JSON alone (for pipes)
     print(json.dumps(doc, allow_nan=False) if args.json == "-" else "\n".join(lines))
     if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(doc, allow_nan=False), encoding="utf-8")
+        with make_folders("--json", json_path):
+            json_path.write_text(json.dumps(doc, allow_nan=False), encoding="utf-8")
         print(f"wrote {'the sweep' if args.patch is not None else 'KL and surprisal change'} as JSON -> "
               f"{json_path}")
     return 0

@@ -236,7 +236,7 @@ def test_sigint_to_a_training_process_then_resume_is_bit_identical(text_file, tm
 
 def test_trace_checks_every_output_before_writing_any(tmp_path, capsys, monkeypatch):
     """--out/--html/--png/--json: a place that cannot be written is one line naming the option and the path,
-    and nothing is written (not even the outputs that could be); missing parent folders are created."""
+    and nothing is written (not even the outputs that could be); missing folders are made, each with a note."""
     monkeypatch.delenv("GEOMLAB_BUNDLED_DIR", raising=False)  # the shipped checkpoints (app tests repoint it)
     monkeypatch.chdir(tmp_path)
     blocker = tmp_path / "a-file"
@@ -254,8 +254,23 @@ def test_trace_checks_every_output_before_writing_any(tmp_path, capsys, monkeypa
     if Path("/proc/self").is_dir():  # Linux: a folder nobody can create files in, even root
         assert main(base + ["--out", "/proc/x.npz"]) == 2
         assert capsys.readouterr().err.startswith("error: --out /proc/x.npz: cannot write in /proc (")
-    assert main(base + ["--out", "new/deeper/t", "--json", "other/t.json"]) == 0
+    assert main(base + ["--out", "new/deeper/t", "--json", "other/t.json", "--html", "views"]) == 0
     assert (tmp_path / "new" / "deeper" / "t.npz").is_file() and (tmp_path / "other" / "t.json").is_file()
+    err = capsys.readouterr().err  # the folder --html names itself is made without a note
+    assert err.splitlines() == [f"note: made the folder {Path('new', 'deeper')}{os.sep} for --out (it did not exist)",
+                                f"note: made the folder other{os.sep} for --json (it did not exist)"], err
+
+
+def test_report_records_and_out_follow_the_same_rule(tmp_path, capsys, monkeypatch):
+    """report --records and --out, like trace's and whatif's outputs: a missing folder is made, with a note."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "store").mkdir()
+    assert main(["report", "--campaign", "fair", "--collect", "--store", "store", "--records", "new/r.jsonl",
+                 "--out", "rep/r.md", "--no-png"]) == 0
+    assert (tmp_path / "new" / "r.jsonl").is_file() and (tmp_path / "rep" / "r.md").is_file()
+    assert capsys.readouterr().err.splitlines() == [
+        f"note: made the folder new{os.sep} for --records (it did not exist)",
+        f"note: made the folder rep{os.sep} for --out (it did not exist)"]
 
 
 def test_missing_input_file_is_one_line_naming_it(tmp_path, capsys, monkeypatch):

@@ -5,6 +5,7 @@ geomlab.whatif.patching.patching_sweep over the app's window); the JSON file; on
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -49,6 +50,7 @@ def test_the_cli_prints_and_saves_the_python_apis_numbers(capsys, tmp_path, ref,
     out_file = tmp_path / "sub" / "whatif.json"
     rc, out, err = _cli(capsys, ref, "--text", text, "--pos", str(pos), *argv, "--json", str(out_file))
     assert rc == 0, err
+    assert err == f"note: made the folder {out_file.parent}{os.sep} for --json (it did not exist)\n"
     lines = out.splitlines()
     assert lines[0] == want.summary(pos)  # the panel's line, word problems scored on the running product
     before, after = want.top_k(pos, 5)

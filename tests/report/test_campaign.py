@@ -328,8 +328,8 @@ def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
     (["--campaign", "fair", "--dry-run", "--collect"], "--collect writes the report and --dry-run prints the plan"),
     (["--campaign", "fair", "--collect", "--restore", "docs/results/runs/converged/results/results.json"],
      "restores the converged campaign only; the fair campaign restores from its records file"),
-    (["--campaign", "fair", "--hours", "1", "--records", "no-such-folder/r.jsonl"],
-     "--records no-such-folder/r.jsonl: its folder does not exist (make it first; nothing was trained)"),
+    (["--campaign", "fair", "--hours", "1", "--records", "README.md/r.jsonl"],
+     "--records README.md/r.jsonl: README.md is a file, so no folder can be made there"),
 ])
 def test_cli_refuses_mixed_options(tmp_path, capsys, monkeypatch, argv, message):
     monkeypatch.chdir(REPO)  # the committed report named above, read-only
