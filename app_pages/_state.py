@@ -48,6 +48,9 @@ K_MORE = "gl_more_figures"       # the view pages' "More figures" switch (one fo
 K_LAYOUT = "gl_compare_layout"   # Compare: "stacked" (A above B) or "side" (A | B)
 K_WI, K_WI_SIZE = "gl_whatif", "gl_whatif_size"  # the view pages' "What if" panel: intervention, its size
 K_PATCH, K_PATCH_AT = "gl_patch", "gl_patch_at"  # its patching sweep: the cursor token's stand-in, target offset
+#: The What-if state (the panel and its patching sweep): on a view page each change of it is an entry of the
+#: browser's history, and Back / Forward restore it (:func:`browser_history`). Design choice.
+HISTORY_KEYS = (K_WI, K_WI_SIZE, K_PATCH, K_PATCH_AT)
 URL_KEYS = {K_CKPT: "ckpt", K_CKPT_B: "b", K_TEXT: "text", K_POS: "pos", K_LAYER: "layer", K_STEPS: "T",
             K_STEPS_B: "TB", K_VIEW: "view", K_HEAD: "head", K_SLOT: "slot", K_BLOCK: "block",
             K_SUBSTEP: "substep", K_MORE: "more", K_LAYOUT: "layout", K_WI: "wi", K_WI_SIZE: "wis",
@@ -288,19 +291,36 @@ def check_page_path(known: set[str]) -> None:
     if ss.get(K_PATH_CHECKED):
         return
     ss[K_PATH_CHECKED] = True
+    tail = url_page()
+    if tail and tail not in known:
+        note = (f"There is no page {('/' + tail)[:80]!r}; this is Home. The sidebar lists every page.")
+        ss[K_NOTICE] = " ".join(x for x in (ss.get(K_NOTICE), note) if x)
+
+
+def url_page() -> str | None:
+    """The page the browser's address names: its path after the server's base path, without slashes (``""``
+    for Home, ``"trajectories"``, or a page that does not exist), or None with no browser behind this
+    session (AppTest, bare mode)."""
     try:
         from urllib.parse import unquote, urlparse
 
         path = unquote(urlparse(st.context.url or "").path)
-    except Exception:  # no browser behind this session (AppTest, bare mode): nothing to check
-        return
+    except Exception:  # noqa: BLE001 - no request context
+        return None
     base = (st.get_option("server.baseUrlPath") or "").strip("/")
     tail = path.strip("/")
     if base and (tail == base or tail.startswith(base + "/")):
         tail = tail[len(base):].strip("/")
-    if tail and tail not in known:
-        note = (f"There is no page {('/' + tail)[:80]!r}; this is Home. The sidebar lists every page.")
-        ss[K_NOTICE] = " ".join(x for x in (ss.get(K_NOTICE), note) if x)
+    return tail
+
+
+def history_navigation() -> bool:
+    """Whether this run was started by the browser's Back or Forward button (Streamlit's run context knows:
+    its frontend reruns the app with the query string of the history entry it went to)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return bool(ctx and getattr(ctx, "is_history_navigation", False))
 
 
 def init_state() -> None:
@@ -345,6 +365,10 @@ def init_state() -> None:
                 ss[K_CKPT_EXPLICIT] = True
             if key == K_VIEW:
                 ss[K_VIEW_FOR] = "link"  # Compare keeps the linked view for the pair it opens on
+    if history_navigation() and url_page() in views.VIEWS:
+        for key in HISTORY_KEYS:  # Back / Forward: the entry's URL is the view's What-if state, a key it lacks off
+            if URL_KEYS[key] not in qp:
+                ss[key] = None
     if notes:
         ss[K_NOTICE] = " ".join(notes)
     if ss[K_CKPT] is None or data.entry_for(ss[K_CKPT]) is None:
@@ -430,7 +454,8 @@ def share_link(slug: str) -> str:
 def sync_query_params(page: Any = None) -> None:
     """Mirror the state page ``page`` uses into the URL (``page``: the ``st.navigation`` page just run, or
     its ``url_path``; see :func:`state_query`), with the page's own keys (:data:`K_PAGE_QP`) and ``debug``
-    kept as typed. Keys of other pages are left out of the URL, never out of the state."""
+    kept as typed. Keys of other pages are left out of the URL, never out of the state. On a view page only a
+    What-if change adds an entry to the browser's history (:func:`browser_history`)."""
     ss = st.session_state
     path = getattr(page, "url_path", page)
     want = {**state_query(path), **(ss.pop(K_PAGE_QP, None) or {})}
@@ -440,10 +465,30 @@ def sync_query_params(page: Any = None) -> None:
     if current != want or repeated:
         st.query_params.from_dict(want)
     ss[K_QP_WRITTEN] = want
+    browser_history()
     if ss.pop(K_NOTICE_SHOWN, False):
         # dropped only at the end of a run that completed: a run interrupted by a rerun (the browser's
         # first load can be) would otherwise lose the notice it popped
         ss.pop(K_NOTICE, None)
+
+
+def browser_history() -> None:
+    """On a view page the browser's history steps through What-if states: a change of :data:`HISTORY_KEYS` is
+    a new entry, any other change of the page's URL (a cursor move, a control, the text, the address a page
+    switch starts from) replaces the current entry, where Streamlit would add one for each (``js/history.js``,
+    mounted by every whole run of every page, so that it is in the browser before a view page is opened).
+    Back and Forward rerun the app with the entry's query string, which :func:`init_state` reads, its missing
+    What-if keys as off. Design choice."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    if get_script_run_ctx() is None or in_fragment_rerun():
+        return  # no run to draw into; a fragment's run leaves the whole run's element in place
+    from app_pages._live_chart import module_component
+
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    data = {"keys": [URL_KEYS[k] for k in HISTORY_KEYS],
+            "paths": ["/" + "/".join(p for p in (base, slug) if p) for slug in views.VIEWS]}
+    module_component("geomlab_history", "history.js")(data=data, key="geomlab_history")
 
 
 def in_fragment_rerun() -> bool:
