@@ -1615,3 +1615,11 @@ def test_a_text_past_the_training_length_warns_where_the_model_stops_reading_it(
     # Compare says it of the side it applies to, under its surprisal chart
     at = run_page("compare", ckpt="bundled/osm-rnn-o-tinyshakespeare", b="bundled/cem-t2-tinyshakespeare", text=text)
     assert [w.value for w in at.warning if "trained on" in w.value] == note
+
+
+def test_every_url_key_is_in_the_docs_table():
+    """Each key the app writes into an address has a row of docs/app.md's URL-key table."""
+    table = (Path(APP).parent / "docs" / "app.md").read_text(encoding="utf-8").split("| URL key | meaning |")[1]
+    table = table.split("\n\n")[0]
+    documented = set(re.findall(r"`([a-zA-Z]+)`", "\n".join(line.split("|")[1] for line in table.splitlines()[2:])))
+    assert set(_state.URL_KEYS.values()) - documented == set()
