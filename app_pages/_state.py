@@ -475,7 +475,8 @@ def sync_query_params(page: Any = None) -> None:
 def browser_history() -> None:
     """On a view page the browser's history steps through What-if states: a change of :data:`HISTORY_KEYS` is
     a new entry, any other change of the page's URL (a cursor move, a control, the text, the address a page
-    switch starts from) replaces the current entry, where Streamlit would add one for each (``js/history.js``,
+    switch starts from) replaces the current entry, where Streamlit would add one for each; Compare, which has
+    no What-if state, keeps one entry per visit (``js/history.js``,
     mounted by every whole run of every page, so that it is in the browser before a view page is opened).
     Back and Forward rerun the app with the entry's query string, which :func:`init_state` reads, its missing
     What-if keys as off. Design choice."""
@@ -487,7 +488,7 @@ def browser_history() -> None:
 
     base = (st.get_option("server.baseUrlPath") or "").strip("/")
     data = {"keys": [URL_KEYS[k] for k in HISTORY_KEYS],
-            "paths": ["/" + "/".join(p for p in (base, slug) if p) for slug in views.VIEWS]}
+            "paths": ["/" + "/".join(p for p in (base, slug) if p) for slug in (*views.VIEWS, "compare")]}
     module_component("geomlab_history", "history.js")(data=data, key="geomlab_history")
 
 

@@ -109,3 +109,24 @@ def test_back_from_another_view_returns_to_the_what_if_state(page, zoo_server):
     until(page, {"path": "/trajectories", "on": True, "chart": True, "size": "0.7",
                  "url": {"pos": "30", "wi": "steer", "wis": "0.7"}})
     assert page.locator('[data-testid="stException"]').count() == 0
+
+
+@pytest.mark.browser
+def test_a_cursor_move_on_compare_adds_no_entry(page, zoo_server):
+    """Compare keeps one history entry per visit: a cursor move replaces it, and Back leaves the page."""
+    page.goto(f"{zoo_server}/trajectories?ckpt=bundled%2Fosm-rnn-o-tinyshakespeare&pos=30")
+    page.wait_for_selector(CHART, state="attached", timeout=120_000)
+    until(page, {"path": "/trajectories", "on": False})
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Compare").first.click()
+    page.wait_for_function("location.pathname === '/compare' && location.search.includes('pos=30')")
+    page.wait_for_selector(CHART, state="attached", timeout=120_000)
+    wait_idle(page)
+    entries = page.evaluate("history.length")
+    cursor = page.locator('[data-testid="stSlider"]').filter(has_text="Token cursor").get_by_role("slider")
+    cursor.first.focus()
+    cursor.first.press("ArrowRight")
+    page.wait_for_function("new URLSearchParams(location.search).get('pos') === '31'")
+    wait_idle(page)
+    assert page.evaluate("history.length") == entries
+    page.go_back()
+    until(page, {"path": "/trajectories", "on": False})
