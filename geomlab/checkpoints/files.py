@@ -18,7 +18,9 @@ A JSON whose save id disagrees with the weights and no matching journal is refus
 (the commit), then the journals one by one. ``geomlab.json`` carries the save id and plays the pair's JSON;
 the other files (*companions*, :func:`companion_bytes`) are read from the journal named by the weights' id
 while it is there (and, when asked, renamed into place), else from their own file. ``geomlab.json`` records the
-sha256 of ``config.json``, so a ``config.json`` from another save is refused (:func:`folder_meta`).
+sha256 of ``config.json`` (and of the vocabulary and the training state), so a ``config.json`` from another
+save is refused (:func:`folder_meta`). The training state is optional: a folder without both of its files reads
+weights-only (:func:`has_state`).
 Weights without a save id (older files, the bundled ones, files written by other tools) read with their
 JSON as before; the loader's own checks (names, shapes, dtypes) still apply.
 
@@ -234,6 +236,12 @@ VOCAB, STATE, STATE_JSON = "vocab.json", "training_state.safetensors", "training
 FOLDER_FILES = (META, WEIGHTS, CONFIG, CARD, VOCAB, STATE, STATE_JSON)
 #: The companions whose sha256 ``geomlab.json`` records (``files``), checked when read.
 CHECKED = (CONFIG, VOCAB, STATE, STATE_JSON)
+#: The training state's two files: both there, or neither (a weights-only folder, which reads but cannot resume).
+STATE_FILES = (STATE, STATE_JSON)
+#: The files a checkpoint folder needs, in words (messages). Design choice: what reads a model needs no
+#: training state, only resuming a run does.
+NEEDED = (f"{CONFIG}, {WEIGHTS}, {VOCAB} (if the model has one) and {META}; optional: training_state.* (only to "
+          f"resume training) and {CARD}")
 
 
 def folder_meta(folder: Path, weights_id: str | None, read_json: Callable[[Path], dict], repair: bool = True,
@@ -242,24 +250,33 @@ def folder_meta(folder: Path, weights_id: str | None, read_json: Callable[[Path]
     ``geomlab.json`` (chosen by :func:`pair_meta`) with ``model_config`` read from ``config.json`` and, in a
     format-3 folder, ``vocab`` from ``vocab.json`` and ``train_state`` from ``training_state.json`` when
     ``geomlab.json`` lists them (:func:`companion_bytes`); with ``repair``, an interrupted save's ``README.md``
-    is put in place too. :class:`PairError` when a listed companion is missing, is not JSON of the right
-    kind, or is not the one ``geomlab.json`` records (its sha256: a file from another save, or edited by hand);
+    is put in place too. A folder without the training state files ``geomlab.json`` lists is weights-only
+    (:func:`has_state`): its description lists no training state (no ``train_state``, empty
+    ``train_tensors``, ``files`` without them). :class:`PairError` when a listed companion other than the
+    training state is missing, when a present one is not JSON of the right kind or is not the one
+    ``geomlab.json`` records (:func:`check_sha`), or when only one training state file is there;
     ``read_json``'s error for an unreadable ``geomlab.json``."""
     meta = pair_meta(folder / META, folder / WEIGHTS, weights_id, read_json, repair=repair, follow=follow)
     if not isinstance(meta, dict):
         return meta
     out = {**meta}
     listed = meta.get("files") if isinstance(meta.get("files"), dict) else {}
+    if any(n in listed for n in STATE_FILES) and not has_state(folder, meta, weights_id):  # weights-only
+        out["files"] = {k: v for k, v in listed.items() if k not in STATE_FILES}
+        out["train_tensors"] = {}
+        listed = out["files"]
     for name, key in ((CONFIG, "model_config"), (VOCAB, "vocab"), (STATE_JSON, "train_state")):
         if name != CONFIG and name not in listed:
             continue
         where = f"{folder.name}/{name}"
+        raw = _companion_raw(folder, name, weights_id, repair, follow)
         try:
-            value = parse_json(companion(folder, name, meta, weights_id, repair, follow), where)
+            value = parse_json(raw, where)  # a file that is not JSON is named so, before any checksum
         except JSONInputError as exc:
             raise PairError(str(exc)) from None
         if name == CONFIG and not isinstance(value, dict):
             raise PairError(f"{where} must hold a JSON object (the model config)")
+        check_sha(folder, name, meta, raw)
         out[key] = value
     if repair and weights_id is not None:  # the model card is never read here, only put in place
         try:
@@ -269,24 +286,61 @@ def folder_meta(folder: Path, weights_id: str | None, read_json: Callable[[Path]
     return out
 
 
-def companion(folder: Path, name: str, meta: dict, weights_id: str | None, repair: bool = True,
-              follow: bool = True) -> bytes:
-    """The bytes of companion ``name`` of checkpoint folder ``folder`` (:func:`companion_bytes`), checked
-    against the sha256 that ``meta["files"]`` records for it (none recorded: not checked). :class:`PairError`
-    when it cannot be read or does not match."""
+def has_state(folder: Path, meta: dict, weights_id: str | None) -> bool:
+    """Whether checkpoint folder ``folder`` holds the training state its ``geomlab.json`` (``meta``) lists:
+    true when both listed files are there (each as a file or as the journal of save ``weights_id``, a broken
+    link too: reading it then says what is wrong); false when ``meta`` lists none (saved without one) or
+    neither file is there (a weights-only copy, which reads but cannot resume training). :class:`PairError`
+    when only one of the two is there. Design choice: only resuming a run needs the training state."""
+    listed = meta.get("files") if isinstance(meta.get("files"), dict) else {}
+    names = [n for n in STATE_FILES if n in listed]
+    there = [n for n in names if os.path.lexists(folder / n)
+             or (weights_id is not None and os.path.lexists(journal(folder / n, weights_id)))]
+    if there and len(there) < len(names):
+        gone = next(n for n in names if n not in there)
+        raise PairError(f"{folder.name}/{there[0]} is there but {folder.name}/{gone} is missing: copy both "
+                        "training state files, or neither (the model reads without them; only resuming "
+                        "training needs them)")
+    return bool(there)
+
+
+def _companion_raw(folder: Path, name: str, weights_id: str | None, repair: bool = True,
+                   follow: bool = True) -> bytes:
+    """:func:`companion_bytes` of ``folder/name``, :class:`PairError` naming the file when it cannot be read."""
+    try:
+        return companion_bytes(folder / name, weights_id, repair=repair, follow=follow)
+    except OSError as exc:
+        raise PairError(f"checkpoint file {folder.name}/{name} cannot be read: {exc.strerror or exc}") from None
+
+
+def check_sha(folder: Path, name: str, meta: dict, raw: bytes) -> None:
+    """``raw``, the bytes of companion ``name`` of folder ``folder``, has the sha256 that ``meta["files"]``
+    records for it (none recorded: not checked); else :class:`PairError` saying so and how to go on. Design
+    choice: the checksum is what tells a file of another save (same shapes, other values: it would load
+    silently wrong, and the card's results would not be the model's) from this save's, so an edited file is
+    refused too; an edited ``config.json`` is kept by deleting its entry from ``files`` in ``geomlab.json``
+    (the loader still checks that the weights fit it)."""
     import hashlib
 
-    where = f"{folder.name}/{name}"
-    try:
-        raw = companion_bytes(folder / name, weights_id, repair=repair, follow=follow)
-    except OSError as exc:
-        raise PairError(f"checkpoint file {where} cannot be read: {exc.strerror or exc}") from None
     listed = meta.get("files") if isinstance(meta.get("files"), dict) else {}
     entry = listed.get(name)
     want = entry.get("sha256") if isinstance(entry, dict) else None
-    if want is not None and hashlib.sha256(raw).hexdigest() != want:
-        raise PairError(f"{where} does not belong with {folder.name}/{META} (from another save, or edited by "
-                        "hand): refusing a mismatched folder; save the checkpoint again")
+    if want is None or hashlib.sha256(raw).hexdigest() == want:
+        return
+    where = f"{folder.name}/{name}"
+    fix = (f"restore the saved {name}, or to use this one delete the \"{name}\" entry under \"files\" in {META}"
+           if name == CONFIG else f"copy {name} from the same save, or save the checkpoint again")
+    raise PairError(f"{where} does not belong with {folder.name}/{META}: its sha256 is not the one recorded "
+                    f"there (edited by hand, or from another save); {fix}")
+
+
+def companion(folder: Path, name: str, meta: dict, weights_id: str | None, repair: bool = True,
+              follow: bool = True) -> bytes:
+    """The bytes of companion ``name`` of checkpoint folder ``folder`` (:func:`companion_bytes`), checked
+    against the sha256 that ``meta["files"]`` records for it (:func:`check_sha`). :class:`PairError` when it
+    cannot be read or does not match."""
+    raw = _companion_raw(folder, name, weights_id, repair, follow)
+    check_sha(folder, name, meta, raw)
     return raw
 
 

@@ -7,7 +7,9 @@
     (``model.load_state_dict(load_file(...), strict=True)``, or ``huggingface_hub``'s ``PyTorchModelHubMixin``);
   - ``vocab.json``: :meth:`geomlab.data.Vocab.to_json` (absent for a task without one);
   - ``training_state.safetensors`` + ``training_state.json``: the resumable training state (optimiser moments,
-    RNG states; step and optimiser hyper-parameters), only when saved with one;
+    RNG states; step and optimiser hyper-parameters), only when saved with one. Only resuming training needs
+    it: a folder copied without both files loads weights-only (``Checkpoint.train_state`` is ``None``), while
+    one of the two without the other, or either broken or from another save, is refused;
   - ``README.md``: a model card (YAML front matter: license, tags, pipeline tag, library name, the model kind,
     parameters, dataset and ``model-index`` eval results, then text for people; :func:`model_card`);
   - ``geomlab.json``: geomlab's record (below), with the sha256 of every other file but the card.
@@ -29,7 +31,8 @@
 * ``train_config``: the training config used (or ``null``); ``metrics``: the metrics history (list of dicts);
 * ``tensors`` (and ``train_tensors`` in a format-3 folder): a manifest ``name -> {"shape", "dtype"}`` of every
   tensor in the ``.safetensors`` files;
-* ``files`` (folders): ``name -> {"sha256"}`` of the companion files, so a file from another save is refused.
+* ``files`` (folders): ``name -> {"sha256"}`` of the companion files, so a file from another save (or edited
+  by hand) is refused; a ``config.json`` edited on purpose loads once its entry is deleted here.
 
 Tensors are written with ``safetensors`` and read with ``safetensors.safe_open`` (or from bytes), so loading
 an untrusted checkpoint never executes code; the model card is written with ``huggingface_hub`` (no network)
@@ -43,7 +46,8 @@ mismatched set. Files without ids (older files, files written by other tools) lo
 ``save(..., exclusive=True)`` never replaces an existing checkpoint. See :mod:`geomlab.checkpoints.files`.
 
 :func:`load` validates everything and raises :class:`CheckpointError` (a ``ValueError``) with one readable
-line for: missing or truncated files, a JSON that does not match the tensors (names, shapes, dtypes), files
+line for: missing or truncated files (a folder's training state may be missing as a pair), a JSON that is not
+valid JSON, a JSON that does not match the tensors (names, shapes, dtypes), files
 from two different saves (a ``config.json`` too), an unknown model kind, non-finite weights, a newer format
 version.
 

@@ -15,7 +15,7 @@ import torch
 
 from geomlab.checkpoints import files as ckpt_files
 from geomlab.checkpoints import foreign
-from geomlab.checkpoints.layout import (CARD_FILE, CONFIG_FILE, FORMAT_VERSION, META_FILE, STATE_FILE,
+from geomlab.checkpoints.layout import (CONFIG_FILE, FORMAT_VERSION, META_FILE, STATE_FILE, STATE_JSON_FILE,
                                         WEIGHTS_FILE, CheckpointError, Location, dtype_name, exists, locate)
 from geomlab.core.locate import bundled_checkpoint
 from geomlab.data.vocab import Vocab
@@ -28,7 +28,8 @@ class Checkpoint:
 
     ``model`` is in eval mode on the requested device; ``vocab`` may be ``None`` (real-valued tasks);
     ``train_state`` holds the ``train.*`` tensors (names without the prefix) merged with the JSON
-    ``train_state`` under ``"json"`` when the file has them, else ``None``. ``path``: the folder (``layout``
+    ``train_state`` under ``"json"`` when the checkpoint has them, else ``None`` (saved without, or a
+    weights-only folder: :meth:`require_train_state`). ``path``: the folder (``layout``
     ``"folder"``) or the ``NAME.json`` file (``"flat"``).
     """
 
@@ -42,6 +43,18 @@ class Checkpoint:
     train_state: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     layout: str = "flat"
+
+    def require_train_state(self) -> None:
+        """Check that training can resume from this checkpoint: :class:`CheckpointError` (one line) when it has
+        no training state (saved without one, or a folder copied without its ``training_state.*`` files, which
+        loads weights-only). Only resuming needs it; everything that reads the model works without it."""
+        if self.train_state and self.train_state.get("json"):
+            return
+        why = (f"no {STATE_FILE} and {STATE_JSON_FILE}: a weights-only copy, or saved without them"
+               if self.layout == "folder" and self.meta.get("format_version", 0) >= FORMAT_VERSION
+               else "it was saved without one")
+        raise CheckpointError(f"{self.path.name} has no training state ({why}), so training cannot resume from "
+                              "it; start a new run instead (eval, trace, sample and the app read it as it is)")
 
 
 def _missing(path: Path) -> CheckpointError:
@@ -69,8 +82,7 @@ def _read_json(path: Path, label: str) -> Any:
 def _check_folder(loc: Location) -> None:
     if not loc.meta.is_file() and not ckpt_files.is_regular(loc.weights, follow=True):
         raise CheckpointError(f"{loc.root} is a folder but not a checkpoint: it has no {META_FILE} and no "
-                              f"{WEIGHTS_FILE} (a checkpoint folder holds {CONFIG_FILE}, {WEIGHTS_FILE}, "
-                              f"{META_FILE} and {CARD_FILE})")
+                              f"{WEIGHTS_FILE} (a checkpoint folder holds {ckpt_files.NEEDED})")
 
 
 def _meta_for(loc: Location, weights_id: str | None, repair: bool) -> dict[str, Any]:

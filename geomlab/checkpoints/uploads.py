@@ -116,9 +116,8 @@ def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]
     checkpoint folder's files (keyed by :data:`FOLDER_FILES` names); a single ``.zip`` is unpacked first.
     :class:`CatalogError` (one line) for anything else."""
     if not files:
-        raise CatalogError("no files: upload a checkpoint folder's files (config.json, model.safetensors, "
-                           "geomlab.json, README.md) or a .zip of the folder, or a NAME.safetensors with its "
-                           "NAME.json")
+        raise CatalogError(f"no files: upload a checkpoint folder's files ({ckpt_files.NEEDED}) or a .zip of "
+                           "the folder, or a NAME.safetensors with its NAME.json")
     zip_name = None
     if len(files) == 1 and next(iter(files)).lower().endswith(".zip"):
         zip_name, data = next(iter(files.items()))
@@ -145,8 +144,7 @@ def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]
         parts[b] = files[f]
     for need in (ckpt_files.WEIGHTS, ckpt_files.CONFIG, ckpt_files.META):
         if need not in parts:
-            raise CatalogError(f"the folder's {need} is missing: upload config.json, model.safetensors and "
-                               "geomlab.json together (README.md is optional)")
+            raise CatalogError(_missing(need))
     for fname, data in parts.items():
         _check_size(fname, data)
     try:
@@ -155,9 +153,16 @@ def _upload_parts(files: dict[str, bytes]) -> tuple[str, bool, dict[str, bytes]]
         raise CatalogError(str(exc)) from None
     if not isinstance(meta, dict) or "tensors" not in meta:
         raise CatalogError(f"{ckpt_files.META} is not a geomlab checkpoint description (no 'tensors')")
+    if ckpt_files.VOCAB not in parts and ckpt_files.VOCAB in (meta.get("files") or {}):
+        raise CatalogError(_missing(ckpt_files.VOCAB))
     named = (folders.pop() if len(folders) == 1 else None) or (Path(zip_name).stem if zip_name else None) or \
         meta.get("name")
     return safe_name(str(named or "checkpoint")), True, parts
+
+
+def _missing(name: str) -> str:
+    """The message for a checkpoint folder upload without its file ``name``."""
+    return f"the folder's {name} is missing: upload the folder's files together ({ckpt_files.NEEDED})"
 
 
 def file_limit(fname: str) -> int:
@@ -204,9 +209,8 @@ def _flat_parts(files: dict[str, bytes]) -> tuple[str, dict[str, bytes]]:
                                "'model_config')")
     weights = by_suffix.get(".safetensors", [])
     if weights and not by_suffix.get(".json") and Path(weights[0].replace("\\", "/")).name == ckpt_files.WEIGHTS:
-        raise CatalogError(f"{ckpt_files.WEIGHTS} is a checkpoint folder's weights: upload it together with the "
-                           f"folder's {ckpt_files.CONFIG} and {ckpt_files.META} ({ckpt_files.CARD} is optional), "
-                           "or a .zip of the folder")
+        raise CatalogError(f"{ckpt_files.WEIGHTS} is a checkpoint folder's weights: upload the folder's files "
+                           f"together ({ckpt_files.NEEDED}), or a .zip of the folder")
     for suffix in (".safetensors", ".json"):
         if not by_suffix.get(suffix):
             missing = "weights (.safetensors)" if suffix == ".safetensors" else "description (.json)"
@@ -259,7 +263,8 @@ def validate_upload(files: dict[str, bytes]) -> tuple[str, Any]:
 
     ``files`` maps file names (as the browser sends them: a name, or ``FOLDER/NAME`` from a folder picker)
     to their bytes. Accepted: a checkpoint folder's files selected together (``config.json``,
-    ``model.safetensors``, ``geomlab.json``, optionally ``README.md``), a single ``NAME.zip`` of such a folder
+    ``model.safetensors``, ``vocab.json`` when the model has one, ``geomlab.json``; optionally
+    ``training_state.*``, needed only to resume training, and ``README.md``), a single ``NAME.zip`` of such a folder
     (or of a flat pair), or a flat pair (exactly one ``.safetensors`` and one ``.json``). The files are
     written to a temporary folder and loaded with :func:`geomlab.checkpoints.io.load`, which checks the JSON
     against the tensors, ``config.json`` against ``geomlab.json``, the model kind, the format version and

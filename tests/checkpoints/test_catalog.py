@@ -136,8 +136,8 @@ def test_store_upload_validates_and_stores(dirs, tmp_path):
     (lambda f: {}, "no files"),
     # a folder's weights alone: named as such, with what to upload beside it
     (lambda f: {"model.safetensors": f["up.safetensors"]},
-     "model.safetensors is a checkpoint folder's weights: upload it together with the folder's config.json "
-     "and geomlab.json"),
+     r"model.safetensors is a checkpoint folder's weights: upload the folder's files together \(config.json, "
+     r"model.safetensors, vocab.json \(if the model has one\) and geomlab.json; optional: training_state.\*"),
 ])
 def test_bad_uploads_raise_readable_errors_and_store_nothing(dirs, tmp_path, mutate, message):
     _, runs = dirs

@@ -148,7 +148,7 @@ def _truncate(name: str):
     (lambda f, t: (f / "config.json").unlink(), "config.json cannot be read"),
     (_truncate("model.safetensors"), "run/model.safetensors is truncated"),
     (_truncate("geomlab.json"), "run/geomlab.json is not valid JSON"),
-    (_truncate("config.json"), "run/config.json does not belong"),
+    (_truncate("config.json"), "run/config.json is not valid JSON"),
     (_copy_config_from_other_save, "run/config.json does not belong with run/geomlab.json"),
     (_edit_config, "edited by hand"),
     (_weights_from_other_save, "two different saves"),
