@@ -341,6 +341,7 @@ def _resumed(args: argparse.Namespace, overrides: dict):
     else:
         raise ValueError("--resume without a value needs --name (resumes OUT/NAME)")
     c = ckpt.load(path)
+    c.require_train_state()  # a weights-only folder loads, but cannot resume
     check_out_dir(c.path.parent, c.model)
     data = args.data if args.data else (c.card.get("task") or {})
     task = make_task(data, vocab=c.vocab)
