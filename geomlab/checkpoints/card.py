@@ -60,7 +60,7 @@ def model_card(name: str, meta: dict[str, Any]) -> str:
               f"* `{WEIGHTS_FILE}`: the weights, the model's `state_dict` (loads strictly);",
               f"* `{VOCAB_FILE}`: the vocabulary (when the task has one);",
               f"* `{STATE_FILE}`, `{STATE_JSON_FILE}`: the resumable training state (optimiser, RNG, step), "
-              "when saved;",
+              "when saved; only resuming training needs them (the model loads without both);",
               f"* `{META_FILE}`: geomlab's record: card, training config, metrics history, file checksums;",
               f"* `{CARD_FILE}`: this card (not read when loading).", "",
               "Load it with `geomlab.checkpoints.hub.from_pretrained(\"PATH/OR/HUB-ID\")` or `python -m geomlab "
