@@ -85,6 +85,7 @@ def test_an_upload_of_the_five_files_validates_and_is_stored(tmp_path, monkeypat
     files = {f"tiny/{n}": (folder / n).read_bytes() for n in SHARED}  # what a folder picker sends
     name, c = uploads.validate_upload(files)
     assert name == "tiny" and c.train_state is None
+    assert uploads.validate_upload({n: (folder / n).read_bytes() for n in SHARED})[0] == "tiny"  # the app's names
     entry = uploads.store_upload(files)
     assert entry.ref == "runs/uploads/tiny" and sorted(p.name for p in entry.path.iterdir()) == sorted(SHARED)
     assert ckpt.load(entry.path).train_state is None
