@@ -82,9 +82,7 @@ class Checkpointing:
         written in either case.
         """
         c = ckpt.load(path)
-        if not c.train_state or not c.train_state.get("json"):
-            raise ckpt.CheckpointError(f"{Path(path).name} has no training state to resume from "
-                                       "(it was saved without it)")
+        c.require_train_state()
         done = c.train_state["json"].get("step")
         if isinstance(done, bool) or not isinstance(done, int) or done < 0:
             raise ckpt.CheckpointError(f"{c.path.name} is corrupt: its training state says step {done!r}, not a "
