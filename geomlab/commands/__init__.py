@@ -1,62 +1,26 @@
 """The subcommands of ``geomlab`` (one module each; :mod:`geomlab.commands.cli` wires them), and what several of them
 share: the checkpoint argument (:func:`add_checkpoint_argument`, :func:`load_checkpoint`), the ``--threads``
-option (:func:`set_threads`), the check of output locations before anything is written
-(:func:`check_outputs`), the folders made for them (:func:`make_folders`) and the reading of a text as the app
-reads it (:func:`text_tokens`)."""
+option (:func:`add_threads_argument`, :func:`set_threads`), a token position (:func:`position`) and the reading
+of a text as the app reads it (:func:`text_tokens`). What the benchmarks share with them is defined below both
+and imported here: the range-checked option types (:func:`geomlab.core.argv.number`, ``threads``,
+:func:`geomlab.training.config.recipe_option`) and the rule for output places (:func:`check_outputs` before
+anything runs, :func:`make_folders` when writing; :mod:`geomlab.core.outputs`)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import math
 import os
-import tempfile
-from pathlib import Path
+
+# the range-checked option types and the rule for output places live below bench and commands, which share
+# them; imported here for the commands
+from geomlab.core.argv import max_threads, number, threads  # noqa: F401
+from geomlab.core.outputs import check_outputs, make_folders  # noqa: F401
+from geomlab.training.config import recipe_option  # noqa: F401
 
 #: --help of a checkpoint argument (eval, sample, trace).
 CHECKPOINT_HELP = ("checkpoint: a folder NAME/ (or a file in it), a flat pair NAME, NAME.json or NAME.safetensors, "
                    "or a bundled checkpoint's name (NAME or bundled/NAME, as in the app; `geomlab zoo --list`); a "
                    "local file or folder of that name wins over a bundled one")
-
-
-def _shown(v: float) -> str:
-    """A bound for a message: ``1,000``, ``0.5``, ``1e+06``; powers of two from ``2**31`` as ``2**63 - 1``."""
-    if isinstance(v, int):
-        for k in range(31, 128):
-            if v in (2**k, 2**k - 1):
-                return f"2**{k}" + (" - 1" if v == 2**k - 1 else "")
-        return f"{v:,}"
-    return f"{v:,g}"
-
-
-def number(kind: type, low: float, high: float | None = None, *, above: bool = False, note: str = ""):
-    """An argparse ``type=`` for a number of ``kind`` (``int`` or ``float``) in ``[low, high]`` (``(low, high]``
-    with ``above``; no upper bound when ``high`` is None); a float must also be finite. Anything else raises
-    ``argparse.ArgumentTypeError``, which :func:`geomlab.commands.cli.main` prints as one line naming the option
-    (``error: --seed: must be an integer from 0 to 2**63 - 1, got ...``) with exit status 2, before the command
-    runs. ``note`` follows the range in the message (what the bound is). Design choice: the range is checked
-    where the option is read, so a typo costs nothing (no model built, no file read) and no value reaches torch
-    or the OS out of range."""
-    what = "an integer" if kind is int else "a finite number"
-    lo = _shown(low)
-    if high is None:
-        shown = f"{what} {'>' if above else '>='} {lo}" + note
-    else:
-        shown = (f"{what} above {lo} and at most {_shown(high)}" if above else f"{what} from {lo} to {_shown(high)}") \
-            + note
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except (TypeError, ValueError):  # also int() of more than 4,300 digits
-            raise argparse.ArgumentTypeError(f"must be {shown}, got {str(text)[:40]!r}") from None
-        if ((kind is float and not math.isfinite(value)) or value < low or (above and value == low)
-                or (high is not None and value > high)):
-            raise argparse.ArgumentTypeError(f"must be {shown}, got {str(text)[:40]}")
-        return value
-
-    parse.__name__ = kind.__name__
-    return parse
 
 
 def position(text: str) -> int:
@@ -77,26 +41,10 @@ def position(text: str) -> int:
     return value
 
 
-def recipe_option(name: str):
-    """The argparse ``type=`` of the option of recipe field ``name``: its range in
-    :data:`geomlab.training.config.RANGES` (the one declaration), through :func:`number`."""
-    from geomlab.training.config import RANGES
-
-    low, high, above = RANGES[name]
-    return number(float if isinstance(low, float) else int, low, high, above=above)
-
-
-def max_threads() -> int:
-    """Most torch CPU threads ``--threads`` accepts: 4 per core of this machine (design choice: torch
-    crashed with a segmentation fault at 100,000; more threads than cores only adds waiting)."""
-    return 4 * (os.cpu_count() or 1)
-
-
 def add_threads_argument(p: argparse.ArgumentParser, what: str = "") -> None:
     """The ``--threads N`` option every computing command shares (apply it with :func:`set_threads`); 1 to
     :func:`max_threads`, checked at parse time."""
-    p.add_argument("--threads", type=number(int, 1, max_threads(), note=" (4 per core of this machine)"),
-                   default=None, metavar="N",
+    p.add_argument("--threads", type=threads, default=None, metavar="N",
                    help=f"torch CPU threads{what}, 1 to {max_threads()} (default: torch's choice, one per core, "
                    "lowered to the cores the machine's load leaves free, at least 1)")
 
@@ -180,52 +128,3 @@ def load_checkpoint(arg: str, device="cpu"):
         from geomlab.checkpoints.catalog import unreadable_reason
 
         raise ckpt.CheckpointError(unreadable_reason(exc, str(arg))) from None
-
-
-def check_outputs(outputs: list[tuple[str, str | os.PathLike, bool]]) -> None:
-    """Check that every output location can be written, before anything is: ``(option, path, is_folder)``
-    triples (``path`` a file, or a folder when ``is_folder``). Missing folders are fine (the commands make them
-    when they write, with a note: :func:`make_folders`); a file where a folder is needed (or the reverse), a
-    FIFO or device where a file is meant, or a place the machine refuses (read-only, ``/proc``, permissions;
-    probed with a temporary file that is removed at once), raises ``ValueError`` naming the option and the
-    path. Design choice: bad input loses nothing and writes nothing."""
-    for option, path, is_folder in outputs:
-        path = Path(path)
-        if path.exists() and path.is_dir() != is_folder:
-            raise ValueError(f"{option} {path}: " + ("a file is there, not a folder" if is_folder else
-                                                     "that is a folder; give a file name"))
-        if path.exists() and not is_folder and not path.is_file():  # replaced by a rename, or blocking a write
-            raise ValueError(f"{option} {path}: not a regular file (a FIFO or a device); give a file name")
-        folder = path if is_folder else path.parent
-        existing = folder
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
-        if not existing.is_dir():
-            raise ValueError(f"{option} {path}: {existing} is a file, so no folder can be made there")
-        try:
-            with tempfile.TemporaryFile(dir=existing):
-                pass
-        except OSError as exc:
-            raise ValueError(f"{option} {path}: cannot write in {existing} ({exc.strerror or exc})") from None
-
-
-@contextlib.contextmanager
-def make_folders(option: str, path: str | os.PathLike, is_folder: bool = False):
-    """``with make_folders(option, path): write it``: make the folder output ``path`` of ``option`` is written
-    in (``path`` itself when ``is_folder``, else its parent), with its missing parents, for the write in the
-    body: the one rule of the commands' output options (trace, whatif, report, handout). The folders are made,
-    never silently: when the folder ``path``'s name sits in did not exist, one line on standard error names it
-    once the body has written the output, ``note: made the folder out/sub/ for --json (it did not exist)``, so
-    a mistyped folder shows at once (a write that fails says why instead, in its own one line). A folder the
-    option names itself (``--html DIR``) is made without a note: the command's own line names it. Use it after
-    :func:`check_outputs` has checked the place before anything ran. Raises ``OSError`` as ``mkdir`` does.
-    Design choice: a new place works (the commands' defaults under ``runs/`` need it), and the note tells what
-    a refusal would have told."""
-    import sys
-
-    path = Path(path)
-    missing = not path.parent.exists()
-    (path if is_folder else path.parent).mkdir(parents=True, exist_ok=True)
-    yield
-    if missing:
-        print(f"note: made the folder {path.parent}{os.sep} for {option} (it did not exist)", file=sys.stderr)

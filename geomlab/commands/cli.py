@@ -13,7 +13,7 @@ import importlib
 import os
 import sys
 
-from geomlab.core.argv import OptionValueError, Parser
+from geomlab.core.argv import OptionValueError, Parser, did_you_mean
 
 # subcommand name -> module under geomlab.commands
 COMMANDS = {
@@ -46,29 +46,6 @@ def attach_dash_values(argv: list[str]) -> list[str]:
         else:
             out.append(tok)
     return out
-
-
-#: Options people reach for under another name (the field's or another tool's word) -> geomlab's.
-SYNONYMS = {"--kind": "--model", "--model-kind": "--model", "--corpus": "--data", "--dataset": "--data",
-            "--iters": "--steps", "--max-steps": "--steps", "--learning-rate": "--lr", "--wd": "--weight-decay",
-            "--pos": "--cursor"}
-
-
-def did_you_mean(extra: list[str], parser: argparse.ArgumentParser) -> str:
-    """`` (did you mean --model?)`` for the first unknown option in ``extra`` that is a known synonym
-    (:data:`SYNONYMS`) or close to one of ``parser``'s options (difflib), empty otherwise."""
-    import difflib
-
-    known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
-    for tok in extra:
-        name = tok.split("=", 1)[0]
-        if not name.startswith("--"):
-            continue
-        want = SYNONYMS.get(name) if SYNONYMS.get(name) in known else None
-        want = want or next(iter(difflib.get_close_matches(name, known, n=1, cutoff=0.75)), None)
-        if want:
-            return f" (did you mean {want}?)"
-    return ""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ from typing import Any
 SEED_MAX = 2**63 - 1
 
 #: The range of each numeric recipe field: ``(lowest, highest, lowest_excluded)``; the one declaration the
-#: command line checks its options against at parse time (:func:`geomlab.commands.recipe_option`). The caps are
+#: command line checks its options against at parse time (:func:`recipe_option`). The caps are
 #: design choices, far above any useful run: they refuse a typo before it costs memory or time, and a seed
 #: outside signed 64 bits before torch says "Overflow when unpacking long long". ``eval_tokens`` 0 and
 #: ``eval_every`` 0 are the command line's "all" and "only at the end".
@@ -39,6 +39,15 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "eval_stride": (1, 2**20, False),
     "log_every": (1, 10**9, False),
 }
+
+
+def recipe_option(name: str):
+    """The argparse ``type=`` of the option of recipe field ``name`` (``train --steps``, ``bench gp --lr``): its
+    range in :data:`RANGES` (the one declaration), checked by :func:`geomlab.core.argv.number`."""
+    from geomlab.core.argv import number
+
+    low, high, above = RANGES[name]
+    return number(float if isinstance(low, float) else int, low, high, above=above)
 
 
 @dataclass
