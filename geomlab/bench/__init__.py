@@ -4,15 +4,35 @@
 Each module ``geomlab/bench/NAME.py`` defines ``main(argv: list[str] | None = None) -> int`` and prints its
 figures; speed is always reported as a ratio to a baseline measured in the same run (docs/architecture.md).
 Its options are read by :class:`geomlab.core.argv.Parser`, the parser of every geomlab command: a bad option is
-a short usage line and the error, exit status 2.
+a short usage line and the error, exit status 2; every numeric option has a range
+(:func:`geomlab.core.argv.number`), so a bad value is one line naming the option before anything runs. A file a
+benchmark writes (``--json``) follows the commands' rule (:mod:`geomlab.core.outputs`): its place is checked
+before the benchmark runs, and a missing folder is made and named on standard error (:func:`write_json`).
 ``geomlab bench`` with no name lists the available benchmarks.
 """
 
 from __future__ import annotations
 
 import pkgutil
+from typing import Any
 
 
 def available() -> list[str]:
     """Names of the benchmark modules in this package (those that can be passed to ``geomlab bench``)."""
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def write_json(path, data: Any, option: str = "--json") -> None:
+    """Write ``data`` as indented JSON to ``path``, the file of ``option``, once the benchmark has run: whole or
+    not at all (:func:`geomlab.core.writes.write_atomic`), its missing folder made and named on standard error
+    (:func:`geomlab.core.outputs.make_folders`; the caller checked the place with
+    :func:`geomlab.core.outputs.check_outputs` before the benchmark ran). Raises ``OSError`` naming the file
+    when the system refuses the write."""
+    import json
+
+    from geomlab.core.outputs import make_folders
+    from geomlab.core.writes import write_atomic
+
+    text = json.dumps(data, indent=1)  # a value JSON cannot take fails here, before any folder is made
+    with make_folders(option, path):
+        write_atomic(path, text, "JSON file")

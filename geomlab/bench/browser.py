@@ -39,7 +39,7 @@ from urllib.parse import urlencode
 from geomlab.bench.load.chromium import CHART, FIRST_CHART_JS, FIRST_CHART_READ
 from geomlab.bench.load.server import app_server, free_port
 from geomlab.bench.load.texts import session_texts
-from geomlab.core.argv import Parser
+from geomlab.core.argv import Parser, number
 
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--no-first-run"]
@@ -226,19 +226,27 @@ def _summary(values: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line; prints the first-view, cursor-move and click times. Returns 0 (2 without chromium)."""
+    from geomlab.trace import MAX_TEXT_CHARS  # the app's longest text
+
     ap = Parser(prog="geomlab bench browser", description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=5, help="fresh sessions per server and page (default 5)")
+    ap.add_argument("--rounds", type=number(int, 1, 10**4), default=5,
+                    help="fresh sessions per server and page, 1 to 10,000 (default 5)")
     ap.add_argument("--pages", default=",energy,trajectories",
                     help="comma-separated page paths for the first view ('' is Home; default: Home, /energy (the "
                          "default checkpoint's view, which the warm-up builds first) and /trajectories)")
     ap.add_argument("--view", default="trajectories", help="view page for the cursor moves (default trajectories)")
     ap.add_argument("--ckpt", default="bundled/osmformer-torus-tinyshakespeare",
                     help="checkpoint of the cursor moves (default: the torus OSMFormer, the slowest redraw)")
-    ap.add_argument("--chars", type=int, default=2000, help="text length of the cursor moves (default 2000)")
-    ap.add_argument("--moves", type=int, default=6, help="cursor moves per server (default 6)")
+    ap.add_argument("--chars", type=number(int, 1, MAX_TEXT_CHARS), default=2000,
+                    help=f"text length of the cursor moves, 1 to {MAX_TEXT_CHARS:,} (the app's limit; default 2000)")
+    ap.add_argument("--moves", type=number(int, 1, 10**4), default=6,
+                    help="cursor moves per server, 1 to 10,000 (default 6)")
     ap.add_argument("--click-views", default="trajectories,tangents,attention,energy,planes",
                     help="view pages of the click-to-update measure, comma-separated ('' for none)")
-    ap.add_argument("--clicks", type=int, default=4, help="clicks of each kind per server and view (default 4)")
+    ap.add_argument("--clicks", type=number(int, 1, 10**4), default=4,
+                    help="clicks of each kind per server and view, 1 to 10,000 (default 4; --click-views '' for "
+                    "none)")
     ap.add_argument("--baseline-root", default=None,
                     help="another checkout of the app to serve as the baseline (default: this one, preload off)")
     args = ap.parse_args(argv)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from geomlab.bench import groups as groups_bench
 from geomlab.bench import train as train_bench
-from geomlab.core.argv import Parser
+from geomlab.core.argv import Parser, number, number_list
 from geomlab.geometry.groups import get_group
 
 
@@ -45,15 +45,19 @@ def main(argv: list[str] | None = None) -> int:
     """Command line; prints the tables. Returns 0."""
     p = Parser(prog="geomlab bench device", description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda")
-    p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--batch", type=int, default=4096, help="exp batch (default 4096)")
-    p.add_argument("--dims", default="2,3,4,5,8,12,16,17,24,32")
+    p.add_argument("--rounds", type=number(int, 1, 10**4), default=7, help="interleaved timed rounds, 1 to 10,000 "
+                   "(default 7)")
+    p.add_argument("--warmup", type=number(int, 0, 10**4), default=3, help="untimed steps per model first, 0 to "
+                   "10,000 (default 3)")
+    p.add_argument("--batch", type=number(int, 1, 2**20), default=4096, help="exp batch, 1 to 2**20 (default 4096)")
+    p.add_argument("--dims", type=number_list(int, 1, 1024), default=[2, 3, 4, 5, 8, 12, 16, 17, 24, 32],
+                   help="comma list of d for the exp table, each 1 to 1,024 (default 2,3,4,5,8,12,16,17,24,32)")
     p.add_argument("--only", nargs="*", default=None, help="model names for the training table")
-    p.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up, exp batch 256, 4 sizes")
+    p.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up, exp batch 256, 4 sizes (overrides "
+                   "those options)")
     a = p.parse_args(argv)
     if a.quick:
-        a.rounds, a.warmup, a.batch, a.dims = 2, 1, 256, "2,5,17,32"
+        a.rounds, a.warmup, a.batch, a.dims = 2, 1, 256, [2, 5, 17, 32]
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device: nothing to measure (geomlab bench train is the CPU comparison)")
         return 0
@@ -63,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# device {torch.cuda.get_device_name(device)}, torch {torch.__version__}")
     print(f"sync-free OSMFormer forward+backward: {sync_free_step(device)}")
     print("\nexp forward+backward, O(d), ratio to torch.linalg.matrix_exp (best of 5, interleaved):")
-    for d in [int(s) for s in a.dims.split(",") if s.strip()]:
+    for d in a.dims:
         r = groups_bench.time_exp(get_group("O", d), a.batch, 5, device, method="taylor")
         print(f"  d={d:>2}: exp {1e3 * r['exp_s']:8.3f} ms   matrix_exp {1e3 * r['matrix_exp_s']:8.3f} ms   "
               f"ratio {r['ratio']:.2f}")

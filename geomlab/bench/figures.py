@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from geomlab.core.argv import Parser
+from geomlab.core.argv import Parser, max_threads, name_list, number, threads
 
 TEXT = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun.\n"
         "JULIET: O Romeo, Romeo, wherefore art thou Romeo? Deny thy father and refuse thy name.\n")
@@ -50,11 +50,18 @@ def bench_configs(vocab_size: int, kinds_: list[str] | None = None) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line; prints one row per model kind. Returns 0."""
+    from geomlab.models import kinds
+    from geomlab.trace import MAX_TEXT_CHARS as MAX_CHARS  # the longest text a trace takes
+
     p = Parser(prog="geomlab bench figures", description=__doc__.split("\n\n")[0])
-    p.add_argument("--chars", type=int, default=256, help="text length in characters (default 256)")
-    p.add_argument("--repeats", type=int, default=3, help="timed repeats per kind (median reported)")
-    p.add_argument("--kinds", default=None, help="comma-separated kinds (default: all registered)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--chars", type=number(int, 1, MAX_CHARS), default=256,
+                   help=f"text length in characters, 1 to {MAX_CHARS:,} (default 256)")
+    p.add_argument("--repeats", type=number(int, 1, 10**4), default=3,
+                   help="timed repeats per kind (median reported; 1 to 10,000; default 3)")
+    p.add_argument("--kinds", type=name_list(kinds(), "kind"), default=None,
+                   help="comma-separated kinds (default: all registered)")
+    p.add_argument("--threads", type=threads, default=1, help=f"torch CPU threads, 1 to {max_threads()} (default 1)")
     args = p.parse_args(argv)
 
     import plotly.io as pio
@@ -69,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     text = (TEXT * (args.chars // len(TEXT) + 1))[: args.chars]
     vocab = Vocab.from_text(TEXT)
     tokens = torch.as_tensor(vocab.encode(text)).reshape(1, -1)
-    configs = bench_configs(len(vocab), args.kinds.split(",") if args.kinds else None)
+    configs = bench_configs(len(vocab), args.kinds)
     print(f"trace + all figures for {args.chars} characters, median of {args.repeats} (torch threads "
           f"{args.threads}); target: trace + figures < 0.5 s")
     print("wall = elapsed seconds; cpu = this process's CPU seconds (close to the wall time of an idle machine "

@@ -10,12 +10,13 @@ Writes a JSON summary with ``--json``.
 
 from __future__ import annotations
 
-import json
 import math
 
 import torch
 
-from geomlab.core.argv import Parser
+from geomlab.bench import write_json
+from geomlab.core.argv import Parser, max_threads, number, threads
+from geomlab.core.outputs import check_outputs
 
 
 def _energy_check(model, task, seq_len: int) -> dict[str, float]:
@@ -53,26 +54,35 @@ def main(argv: list[str] | None = None) -> int:
     from geomlab.training import runs
     from geomlab.models.cem import CEMRegressor
     from geomlab.core.rng import seeded
+    from geomlab.training.config import recipe_option
 
     p = Parser(prog="geomlab bench gp", description=__doc__.split("\n\n")[0])
-    p.add_argument("--T", type=int, nargs="+", default=[1, 2, 4, 8], help="recursion steps to compare")
-    p.add_argument("--steps", type=int, default=600, help="optimizer steps per run (default 600)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--points", type=int, default=64, help="points per sequence J (tokens = J - 1)")
-    p.add_argument("--d-model", type=int, default=32)
-    p.add_argument("--n-layers", type=int, default=2)
-    p.add_argument("--n-heads", type=int, default=4)
-    p.add_argument("--d-ff", type=int, default=64)
+    p.add_argument("--T", type=number(int, 1, 1000), nargs="+", default=[1, 2, 4, 8],
+                   help="recursion steps to compare, each 1 to 1,000 (default 1 2 4 8)")
+    p.add_argument("--steps", type=recipe_option("steps"), default=600, help="optimizer steps per run (default 600)")
+    p.add_argument("--batch-size", type=recipe_option("batch_size"), default=32, help="sequences per step "
+                   "(default 32)")
+    p.add_argument("--points", type=number(int, 2, 4097), default=64,
+                   help="points per sequence J (tokens = J - 1), 2 to 4,097: the exact GP floor costs J**3 "
+                   "(default 64)")
+    p.add_argument("--d-model", type=number(int, 1, 2**16), default=32, help="width, 1 to 2**16 (default 32)")
+    p.add_argument("--n-layers", type=number(int, 1, 1024), default=2, help="layers, 1 to 1,024 (default 2)")
+    p.add_argument("--n-heads", type=number(int, 1, 1024), default=4, help="heads, 1 to 1,024 (default 4)")
+    p.add_argument("--d-ff", type=number(int, 1, 2**20), default=64, help="feed-forward width, 1 to 2**20 "
+                   "(default 64)")
     p.add_argument("--diagonal", default="shared", choices=["none", "shared", "per_head"])
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--n-eval", type=int, default=512, help="sequences per evaluation split")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--test-T", type=int, nargs="*", default=[],
+    p.add_argument("--lr", type=recipe_option("lr"), default=3e-3, help="peak learning rate (default 3e-3)")
+    p.add_argument("--seed", type=recipe_option("seed"), default=0, help="seed, 0 to 2**63 - 1 (default 0)")
+    p.add_argument("--n-eval", type=number(int, 1, 10**6), default=512,
+                   help="sequences per evaluation split, 1 to 10**6 (default 512)")
+    p.add_argument("--threads", type=threads, default=1, help=f"torch CPU threads, 1 to {max_threads()} (default 1)")
+    p.add_argument("--test-T", type=number(int, 1, 1000), nargs="*", default=[],
                    help="also evaluate each trained model with these inference recursion steps (test-time "
-                   "recursion, config key inference_recursion_steps)")
-    p.add_argument("--json", help="write the summary to this JSON file")
+                   "recursion, config key inference_recursion_steps; each 1 to 1,000)")
+    p.add_argument("--json", help="write the summary to this JSON file (its folder is made)")
     args = p.parse_args(argv)
+    if args.json:
+        check_outputs([("--json", args.json, False)])  # before the benchmark, not after minutes of it
     torch.set_num_threads(args.threads)
     seq_len = args.points - 1
     spec = runs.RunSpec(kind="cem", params=None, data="gp", eval_sequences=args.n_eval, steps=args.steps,
@@ -112,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"trained T={r['T']}: " + ", ".join(f"T_inf={t}: {r[f'test_rmse_inference_T{t}']:.4f}"
                                                     for t in args.test_T))
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"args": vars(args), "rows": rows}, fh, indent=2)
+        write_json(args.json, {"args": vars(args), "rows": rows})
     return 0
 
 

@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from geomlab.core.argv import Parser
+from geomlab.core.argv import Parser, max_threads, number, number_list, threads
 from geomlab.models.grassmann import CausalSelfAttention, GrassmannMixer
 
 
@@ -202,27 +202,26 @@ def main(argv: list[str] | None = None) -> int:
     """Command line; prints the tables. Returns the exit status."""
     p = Parser(prog="geomlab bench grassmann", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="lengths 128, 512, 1024 and 5 repeats (seconds)")
-    p.add_argument("--lengths", type=str, default="128,256,512,1024,2048,4096", help="comma-separated L")
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--rank", type=int, default=22)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--offsets", type=str, default="1,2,4,8,12,16")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: the CPU is shared)")
+    p.add_argument("--lengths", type=number_list(int, 2, 2**20), default=[128, 256, 512, 1024, 2048, 4096],
+                   help="comma-separated L, each 2 to 2**20 (default 128,256,512,1024,2048,4096)")
+    p.add_argument("--d-model", type=number(int, 1, 2**16), default=128, help="width, 1 to 2**16 (default 128)")
+    p.add_argument("--rank", type=number(int, 2, 2**16), default=22,
+                   help="reduced rank, 2 to 2**16 (a 2-plane needs 2; default 22)")
+    p.add_argument("--heads", type=number(int, 1, 1024), default=4, help="attention heads of the twin, 1 to 1,024 "
+                   "(default 4)")
+    p.add_argument("--offsets", type=number_list(int, 1, 2**20), default=[1, 2, 4, 8, 12, 16],
+                   help="comma-separated offsets, each 1 to 2**20 (default 1,2,4,8,12,16)")
+    p.add_argument("--batch", type=number(int, 1, 2**20), default=1, help="sequences, 1 to 2**20 (default 1)")
+    p.add_argument("--reps", type=number(int, 1, 10**4), default=5, help="timed repeats, 1 to 10,000 (default 5)")
+    p.add_argument("--threads", type=threads, default=1,
+                   help=f"torch threads, 1 to {max_threads()} (default 1: the CPU is shared)")
     p.add_argument("--mode", choices=("forward", "train", "both"), default="both",
                    help="forward only (no grad), forward + backward, or both tables")
     p.add_argument("--no-models", action="store_true", help="skip the whole-model training-step table")
     args = p.parse_args(argv)
-    try:
-        lengths = [int(v) for v in args.lengths.split(",") if v.strip()]
-        offsets = [int(v) for v in args.offsets.split(",") if v.strip()]
-    except ValueError:
-        p.error("--lengths and --offsets must be comma-separated integers")
+    lengths, offsets = args.lengths, args.offsets
     if args.quick:
         lengths, args.reps = [128, 512, 1024], 5
-    if not lengths or min(lengths) < 2 or not offsets or min(offsets) < 1:
-        p.error("lengths must be >= 2 and offsets >= 1")
     if args.d_model % args.heads:
         p.error("--d-model must be a multiple of --heads")
     torch.set_num_threads(args.threads)

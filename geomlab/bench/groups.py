@@ -16,14 +16,15 @@ for CI smoke runs. Times depend on the machine and its load; only the ratios are
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 
 import torch
 
-from geomlab.core.argv import Parser
-from geomlab.geometry.groups import EXP_METHODS, get_group
+from geomlab.bench import write_json
+from geomlab.core.argv import Parser, max_threads, name_list, number, number_list, threads
+from geomlab.core.outputs import check_outputs
+from geomlab.geometry.groups import EXP_METHODS, GROUP_NAMES, get_group
 
 
 def _sync(device: torch.device) -> None:
@@ -133,29 +134,38 @@ def _format_row(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line; prints one row per group and d, and writes them with ``--json``. Returns 0."""
     p = Parser(prog="geomlab bench groups", description=__doc__.split("\n")[0])
-    p.add_argument("--groups", default="O,U", help="comma list of group names (O,SO,U,SU,T,O-block); default O,U")
-    p.add_argument("--dims", default="4,8,16,32", help="comma list of d; default 4,8,16,32")
-    p.add_argument("--batch", type=int, default=4096, help="batch for the exp timing (default 4096)")
-    p.add_argument("--repeats", type=int, default=4, help="timed repeats per method (best of; default 4)")
+    p.add_argument("--groups", type=name_list(GROUP_NAMES, "group"), default=["O", "U"],
+                   help=f"comma list of group names ({','.join(GROUP_NAMES)}); default O,U")
+    p.add_argument("--dims", type=number_list(int, 1, 1024), default=[4, 8, 16, 32],
+                   help="comma list of d, each 1 to 1,024; default 4,8,16,32")
+    p.add_argument("--batch", type=number(int, 1, 2**20), default=4096,
+                   help="batch for the exp timing, 1 to 2**20 (default 4096)")
+    p.add_argument("--repeats", type=number(int, 1, 10**4), default=4,
+                   help="timed repeats per method (best of; 1 to 10,000; default 4)")
     p.add_argument("--method", default="auto", choices=EXP_METHODS, help="exp algorithm to time (default auto)")
-    p.add_argument("--products", type=int, default=1000, help="products for the drift measurement (default 1000)")
-    p.add_argument("--drift-batch", type=int, default=256, help="independent chains for the drift (default 256)")
-    p.add_argument("--step", type=float, default=0.1, help="Frobenius norm of each random step (default 0.1)")
-    p.add_argument("--block", type=int, default=4, help="block size for O-block (default 4)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--products", type=number(int, 1, 10**7), default=1000,
+                   help="products for the drift measurement, 1 to 10**7 (default 1000)")
+    p.add_argument("--drift-batch", type=number(int, 1, 2**20), default=256,
+                   help="independent chains for the drift, 1 to 2**20 (default 256)")
+    p.add_argument("--step", type=number(float, 0.0, 1000.0, above=True), default=0.1,
+                   help="Frobenius norm of each random step, above 0, at most 1,000 (default 0.1)")
+    p.add_argument("--block", type=number(int, 1, 1024), default=4, help="block size for O-block (default 4)")
+    p.add_argument("--threads", type=threads, default=1, help=f"torch CPU threads, 1 to {max_threads()} (default 1)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--quick", action="store_true", help="CI smoke run: batch 64, 2 repeats, 100 products, 16 chains")
-    p.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    p.add_argument("--quick", action="store_true",
+                   help="CI smoke run: batch 64, 2 repeats, 100 products, 16 chains (overrides those options)")
+    p.add_argument("--json", default=None, help="also write the rows to this JSON file (its folder is made)")
     args = p.parse_args(argv)
+    if args.json:
+        check_outputs([("--json", args.json, False)])  # before the benchmark, not after minutes of it
     if args.quick:
         args.batch, args.repeats, args.products, args.drift_batch = 64, 2, 100, 16
-    torch.set_num_threads(max(1, args.threads))
+    torch.set_num_threads(args.threads)
     if args.device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = False  # Nunley, arXiv 2602.18417
     device = torch.device(args.device)
-    groups = [s.strip() for s in args.groups.split(",") if s.strip()]
-    dims = [int(s) for s in args.dims.split(",") if s.strip()]
     print(
         f"# geomlab.bench groups: torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
         f"exp method {args.method}, batch {args.batch}, repeats {args.repeats}; drift: {args.products} float32 products of steps with "
@@ -163,9 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(_HEADER)
     rows = run(
-        groups, dims, args.batch, args.repeats, args.products, args.drift_batch, args.step, device, args.block, args.method
+        args.groups, args.dims, args.batch, args.repeats, args.products, args.drift_batch, args.step, device,
+        args.block, args.method
     )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "torch": torch.__version__, "rows": rows}, f, indent=2)
+        write_json(args.json, {"args": vars(args), "torch": torch.__version__, "rows": rows})
     return 0

@@ -15,7 +15,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from geomlab.core.argv import Parser
+from geomlab.core.argv import Parser, max_threads, number, threads
 from geomlab.models import build_model, config_for_budget, count_params
 
 
@@ -34,11 +34,15 @@ def _configs(vocab: int) -> dict[str, tuple[dict, str]]:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns 0. Options: ``--batch``, ``--seq``, ``--reps``, ``--threads``, ``--only``."""
     p = Parser(prog="geomlab bench osm", description=__doc__.splitlines()[0])
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--reps", type=int, default=7, help="timed steps per model (after one warm-up step)")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--vocab", type=int, default=65)
+    p.add_argument("--batch", type=number(int, 1, 2**20), default=16, help="sequences per step, 1 to 2**20 "
+                   "(default 16)")
+    p.add_argument("--seq", type=number(int, 1, 2**20), default=128, help="tokens per sequence, 1 to 2**20 "
+                   "(default 128)")
+    p.add_argument("--reps", type=number(int, 1, 10**4), default=7,
+                   help="timed steps per model (after one warm-up step), 1 to 10,000 (default 7)")
+    p.add_argument("--threads", type=threads, default=1, help=f"torch CPU threads, 1 to {max_threads()} (default 1)")
+    p.add_argument("--vocab", type=number(int, 1, 2**20), default=65, help="vocabulary size, 1 to 2**20 "
+                   "(default 65)")
     p.add_argument("--only", nargs="*", default=None, help="subset of model names")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)

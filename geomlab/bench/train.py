@@ -21,7 +21,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from geomlab.core.argv import Parser
+from geomlab.bench import write_json
+from geomlab.core.argv import Parser, max_threads, number, threads
+from geomlab.core.outputs import check_outputs
 from geomlab.models import build_model, config_for_budget, count_params
 
 VOCAB = 65
@@ -136,20 +138,28 @@ def main(argv: list[str] | None = None) -> int:
     """Command line; prints the table. Returns 0 (2 for an unknown model name)."""
     p = Parser(prog="geomlab bench train", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="*", default=None, help="model names (their baselines are added)")
-    p.add_argument("--rounds", type=int, default=7, help="interleaved timed rounds (default 7)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first (default 2)")
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: the CPU is shared)")
+    p.add_argument("--rounds", type=number(int, 1, 10**4), default=7,
+                   help="interleaved timed rounds, 1 to 10,000 (default 7)")
+    p.add_argument("--warmup", type=number(int, 0, 10**4), default=2,
+                   help="untimed steps per model first, 0 to 10,000 (default 2)")
+    p.add_argument("--batch", type=number(int, 1, 2**20), default=16, help="sequences per step, 1 to 2**20 "
+                   "(default 16)")
+    p.add_argument("--seq", type=number(int, 1, 2**20), default=128, help="tokens per sequence, 1 to 2**20 "
+                   "(default 128)")
+    p.add_argument("--threads", type=threads, default=1,
+                   help=f"torch CPU threads, 1 to {max_threads()} (default 1: the CPU is shared)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--quick", action="store_true", help="smoke run: 2 rounds, 1 warm-up, batch 4 x 32")
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 rounds, 1 warm-up, batch 4 x 32 (overrides "
+                   "those options)")
     p.add_argument("--json", default=None, metavar="PATH",
                    help="also write the rows and the settings as JSON (what `geomlab report --converged "
-                        "--speed PATH` shows)")
+                        "--speed PATH` shows; its folder is made)")
     a = p.parse_args(argv)
+    if a.json:
+        check_outputs([("--json", a.json, False)])  # before the benchmark, not after minutes of it
     if a.quick:
         a.rounds, a.warmup, a.batch, a.seq = 2, 1, 4, 32
-    torch.set_num_threads(max(1, a.threads))
+    torch.set_num_threads(a.threads)
     try:
         configs = build(a.only)
     except KeyError as exc:
@@ -159,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     clock = "wall" if a.device.startswith("cuda") else "process CPU"
     if a.json:
         import datetime
-        import json
         import os
 
         meta = {"kind": "bench-train", "torch": torch.__version__, "device": a.device,
@@ -167,8 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                 "rounds": a.rounds, "clock": clock,
                 "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
                 "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-        with open(a.json, "w", encoding="utf-8") as f:
-            json.dump({**meta, "rows": rows}, f, indent=1)
+        write_json(a.json, {**meta, "rows": rows})
     print(f"# geomlab.bench train: torch {torch.__version__}, device {a.device}, threads {torch.get_num_threads()}, "
           f"batch {a.batch} x {a.seq}, AdamW, {a.warmup} warm-up steps, {a.rounds} interleaved rounds; "
           f"ratio = model step / baseline step ({clock} time)")

@@ -18,7 +18,9 @@ import time
 import torch
 
 from geomlab.checkpoints import catalog as ckpt_catalog, io
-from geomlab.core.argv import Parser
+from geomlab.core.argv import Parser, max_threads, name_list, number, threads
+from geomlab.models import kinds
+from geomlab.trace import MAX_TEXT_CHARS
 from geomlab.whatif import catalog
 from geomlab.whatif.patching import patch, patch_points, patching_sweep
 
@@ -47,18 +49,22 @@ def _best(fn, repeats: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Print one row per bundled checkpoint: kind, forward ms, the knob and its ms, patch ms, sweep s."""
     ap = Parser(prog="geomlab bench whatif", description=__doc__.splitlines()[0])
-    ap.add_argument("--chars", type=int, default=256, help="tokens of text (default 256)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed repeats, best of (default 3)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    ap.add_argument("--kinds", default="", help="only these kinds, comma-separated (default: every kind)")
+    ap.add_argument("--chars", type=number(int, 2, MAX_TEXT_CHARS), default=256,
+                    help=f"tokens of text, 2 to {MAX_TEXT_CHARS:,} (a patch needs two positions; the app's limit; "
+                    "default 256)")
+    ap.add_argument("--repeats", type=number(int, 1, 10**4), default=3,
+                    help="timed repeats, best of (1 to 10,000; default 3)")
+    ap.add_argument("--threads", type=threads, default=1, help=f"torch threads, 1 to {max_threads()} (default 1)")
+    ap.add_argument("--kinds", type=name_list(kinds(), "kind"), default=None,
+                    help="only these kinds, comma-separated (default: every kind)")
     ap.add_argument("--no-sweep", action="store_true", help="skip the full patching sweeps (the slow part)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    kinds = {k.strip() for k in args.kinds.split(",") if k.strip()}
+    only = set(args.kinds or ())
     print(f"{'checkpoint':42s} {'kind':14s} {'forward ms':>10s} {'knob':>13s} {'knob ms':>8s} {'patch ms':>8s} "
           f"{'sweep s':>8s}")
     for entry in sorted(ckpt_catalog.list_checkpoints(user=False), key=lambda e: e.ref):
-        if kinds and entry.kind not in kinds:
+        if only and entry.kind not in only:
             continue
         ck = io.load(entry.ref)
         if ck.vocab is None:

@@ -34,7 +34,9 @@ def test_decode_state_is_constant_in_length():
 def test_bench_rejects_bad_arguments():
     import pytest
 
-    with pytest.raises(SystemExit):
+    from geomlab.core.argv import OptionValueError
+
+    with pytest.raises(OptionValueError, match="--lengths: each item must be an integer from 2 to .*; got 'a'"):
         bench.main(["--lengths", "a,b"])
     with pytest.raises(SystemExit):
         bench.main(["--d-model", "10", "--heads", "4"])

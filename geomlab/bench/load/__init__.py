@@ -28,6 +28,7 @@ something failed (a page error, a log error, a session that did not finish), nev
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 from pathlib import Path
@@ -41,41 +42,54 @@ from geomlab.bench.load.session import Lockstep, SessionResult, read_view, run_s
 from geomlab.bench.load.summary import report
 from geomlab.bench.load.texts import (BUILTIN_TEXT, DEFAULT_VIEWS, bundled_checkpoints, checkpoints_for,
                                       corpus_text, session_texts)
-from geomlab.core.argv import Parser
+from geomlab.core.argv import Parser, number
+from geomlab.core.outputs import check_outputs, make_folders
 
 
 def main(argv: list[str] | None = None) -> int:
     """``geomlab bench load [options]``: run the benchmark and print its summary (:func:`report`). Exit status
     0 when nothing failed, 1 when a page or the server log showed an error or a session did not finish, 2 for
     bad options or a server that did not start."""
+    from geomlab.trace import MAX_TEXT_CHARS  # the app's longest text
+
     p = Parser(prog="geomlab bench load", description=__doc__.split("\n\n")[0])
-    p.add_argument("--sessions", type=int, default=3, help="concurrent protocol sessions (default 3)")
+    p.add_argument("--sessions", type=number(int, 1, 1000), default=3,
+                   help="concurrent protocol sessions, 1 to 1,000 (default 3)")
     p.add_argument("--views", nargs="+", default=list(DEFAULT_VIEWS),
                    help=f"view pages, round-robin (default: {' '.join(DEFAULT_VIEWS)}; commas also work)")
-    p.add_argument("--moves", type=int, default=3, help="cursor moves per session (default 3)")
-    p.add_argument("--chars", type=int, default=512, help="characters of text per session (default 512)")
-    p.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
-    p.add_argument("--browser", type=int, default=0,
-                   help="also open this many chromium pages on the first sessions' URLs (default 0)")
-    p.add_argument("--timeout", type=float, default=900.0,
-                   help="wall-clock limit of the load phase in seconds (default 900)")
+    p.add_argument("--moves", type=number(int, 0, 10**4), default=3,
+                   help="cursor moves per session, 0 to 10,000 (default 3)")
+    p.add_argument("--chars", type=number(int, 1, MAX_TEXT_CHARS), default=512,
+                   help=f"characters of text per session, 1 to {MAX_TEXT_CHARS:,} (the app's limit; default 512)")
+    p.add_argument("--port", type=number(int, 0, 65535), default=0, help="server port, 0 to 65,535 (default 0: a "
+                   "free one)")
+    p.add_argument("--browser", type=number(int, 0, 1000), default=0,
+                   help="also open this many chromium pages on the first sessions' URLs, 0 to 1,000 (default 0)")
+    p.add_argument("--timeout", type=number(float, 0.0, 10**6, above=True), default=900.0,
+                   help="wall-clock limit of the load phase in seconds, above 0, at most 10**6 (default 900)")
     p.add_argument("--together", action="store_true",
                    help="move the cursors in rounds that all sessions start at once (after every first view)")
-    p.add_argument("--ramp", type=float, default=0.0, help="seconds between session starts (default 0)")
+    p.add_argument("--ramp", type=number(float, 0.0, 3600.0), default=0.0,
+                   help="seconds between session starts, 0 to 3,600 (default 0)")
     p.add_argument("--rotate", action="store_true",
                    help="cycle each view's sessions through all its bundled checkpoints (default: the first)")
     p.add_argument("--no-warmup", action="store_true",
                    help="skip the Home visit and the one-session baseline before the load")
-    p.add_argument("--log", type=Path, default=None, help="keep the server log at this path")
+    p.add_argument("--log", type=Path, default=None,
+                   help="keep the server log at this path (its folder is made; not in room mode)")
     p.add_argument("--entry", default="serve.py", choices=("serve.py", "app.py"),
                    help="what `streamlit run` starts (default serve.py: warm at start; app.py warms up with the "
                         "first visitor)")
-    p.add_argument("--room", type=int, default=0, metavar="N",
-                   help="room mode: one teacher and N students following it on the Tour (default 0: off)")
-    p.add_argument("--replicas", type=int, default=1, choices=(1, 2),
-                   help="room mode: app servers; 2 share rooms through a fresh redis-server (default 1)")
-    p.add_argument("--steps", type=int, default=2, help="room mode: Tour steps the teacher takes (default 2)")
+    p.add_argument("--room", type=number(int, 0, 1000), default=0, metavar="N",
+                   help="room mode: one teacher and N students following it on the Tour, 0 to 1,000 (default 0: "
+                   "off)")
+    p.add_argument("--replicas", type=number(int, 1, 2), default=1,
+                   help="room mode: app servers, 1 or 2; 2 share rooms through a fresh redis-server (default 1)")
+    p.add_argument("--steps", type=number(int, 0, 10**4), default=2,
+                   help="room mode: Tour steps the teacher takes, 0 to 10,000 (default 2)")
     args = p.parse_args(argv)
+    if args.log is not None and not args.room:
+        check_outputs([("--log", args.log, False)])  # before the server starts
     if args.room:
         from geomlab.bench.load.room import room_report, run_room
 
@@ -92,10 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     # a SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the server is always stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        result = run_load(args.sessions, views, moves=args.moves, chars=args.chars, port=args.port,
-                          browser=args.browser, timeout=args.timeout, warmup=not args.no_warmup,
-                          rotate=args.rotate, ramp=args.ramp, together=args.together, log_path=args.log,
-                          entry=args.entry)
+        with make_folders("--log", args.log) if args.log is not None else contextlib.nullcontext():
+            result = run_load(args.sessions, views, moves=args.moves, chars=args.chars, port=args.port,
+                              browser=args.browser, timeout=args.timeout, warmup=not args.no_warmup,
+                              rotate=args.rotate, ramp=args.ramp, together=args.together, log_path=args.log,
+                              entry=args.entry)
     except (ValueError, RuntimeError) as exc:
         print(f"load: {exc}", file=sys.stderr)
         return 2
