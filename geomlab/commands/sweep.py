@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import sys
 from pathlib import Path
 
-from geomlab.commands import add_threads_argument, check_outputs, number, recipe_option
+from geomlab.commands import add_threads_argument, check_outputs, make_folders, number, recipe_option
 from geomlab.commands.train import params_option
 
 HELP = ("search the learning rate (or any training / model config key) of a model kind with Optuna: mean "
@@ -150,11 +151,20 @@ def run(args: argparse.Namespace) -> int:
     outputs = [("--summary" if args.summary else "--out", summary_path, False)]
     if "://" not in storage:
         outputs.append(("--storage" if args.storage else "--out", Path(storage), False))
+    outputs.append(("--out", out / f"{name}-trials", True))  # each trial's logs
     check_outputs(outputs)
-    result = sweep.run_sweep(setup, n_trials=args.n_trials, timeout=args.timeout, storage=storage, study_name=name,
-                             summary_path=summary_path, pruning=not args.no_pruning, sampler=args.sampler,
-                             sampler_seed=args.sampler_seed, device=args.device, runs_dir=out / f"{name}-trials",
-                             tensorboard=args.tensorboard)
+    # the sweep makes the folders once its request is checked; a missing one is named once it has run, except
+    # --out itself, which the sweep's own lines name (the files under it are defaults)
+    folders = {}
+    for option, path, is_folder in [(o, p, False) for o, p, _ in outputs if o != "--out"] + [("--out", out, True)]:
+        folders.setdefault(Path(path).parent, (option, path, is_folder))  # one note per folder
+    with contextlib.ExitStack() as notes:
+        for option, path, is_folder in folders.values():
+            notes.enter_context(make_folders(option, path, is_folder, make=False))
+        result = sweep.run_sweep(setup, n_trials=args.n_trials, timeout=args.timeout, storage=storage,
+                                 study_name=name, summary_path=summary_path, pruning=not args.no_pruning,
+                                 sampler=args.sampler, sampler_seed=args.sampler_seed, device=args.device,
+                                 runs_dir=out / f"{name}-trials", tensorboard=args.tensorboard)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result["states"].items()))
     print(f"study {name}: {result['n_trials']} trial(s) ({counts}); storage {storage}")
     best = result["best"]

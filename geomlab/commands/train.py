@@ -16,7 +16,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from geomlab.commands import add_threads_argument, number, recipe_option
+from geomlab.commands import add_threads_argument, make_folders, number, recipe_option
 
 HELP = ("train a model (any registered kind) and write a Hugging Face checkpoint folder OUT/NAME/ (config.json, "
         "model.safetensors, vocab.json, training_state.*, README.md, geomlab.json)")
@@ -299,11 +299,16 @@ def _train(args: argparse.Namespace, replicas) -> int:
     overrides = {k: v for k, v in given.items() if v is not None}
     if args.eval_tokens == 0:
         overrides["eval_tokens"] = None
-    if args.resume is not None:
-        task, trainer = _resumed(args, overrides)
-    else:
-        task, trainer = _started(args, overrides, replicas)
-    result = _run(trainer)
+    with contextlib.ExitStack() as notes:  # folders the run makes where it checks them, named once it has run
+        if args.resume is None:
+            notes.enter_context(make_folders("--out", args.out, is_folder=True, make=False))
+        if args.log_dir:
+            notes.enter_context(make_folders("--log-dir", args.log_dir, is_folder=True, make=False))
+        if args.resume is not None:
+            task, trainer = _resumed(args, overrides)
+        else:
+            task, trainer = _started(args, overrides, replicas)
+        result = _run(trainer)
     if isinstance(result, int):
         return result
     m = result.metrics

@@ -43,21 +43,24 @@ def check_outputs(outputs: list[tuple[str, str | os.PathLike, bool]]) -> None:
 
 
 @contextlib.contextmanager
-def make_folders(option: str, path: str | os.PathLike, is_folder: bool = False):
+def make_folders(option: str, path: str | os.PathLike, is_folder: bool = False, make: bool = True):
     """``with make_folders(option, path): write it``: make the folder output ``path`` of ``option`` is written
     in (``path`` itself when ``is_folder``, else its parent), with its missing parents, for the write in the
     body: the one rule of every output option of the commands and benchmarks (``trace``, ``whatif --json``,
-    ``report``, ``handout``). The folders are made,
+    ``report``, ``handout``, ``train --out``, ``sweep``, ``geomlab bench NAME --json``). The folders are made,
     never silently: when the folder ``path``'s name sits in did not exist, one line on standard error names it
     once the body has written the output, ``note: made the folder out/sub/ for --json (it did not exist)``, so
     a mistyped folder shows at once (a write that fails says why instead, in its own one line). A folder the
     option names itself (``--html DIR``) is made without a note: the command's own line names it. Use it after
-    :func:`check_outputs` has checked the place before anything ran. Raises ``OSError`` as ``mkdir`` does.
-    Design choice: a new place works (the commands' defaults under ``runs/`` need it), and the note tells what
-    a refusal would have told."""
+    :func:`check_outputs` has checked the place before anything ran. ``make=False``: the body makes the
+    folders itself (a layer below that makes them without a word, such as a training run where it checks its
+    folder, only once the request is known to be good); the note is the same. Raises ``OSError`` as ``mkdir``
+    does. Design choice: a new place works (the commands' defaults under ``runs/`` need it), and the note tells
+    what a refusal would have told."""
     path = Path(path)
     missing = not path.parent.exists()
-    (path if is_folder else path.parent).mkdir(parents=True, exist_ok=True)
+    if make:
+        (path if is_folder else path.parent).mkdir(parents=True, exist_ok=True)
     yield
-    if missing:
+    if missing and path.parent.is_dir():
         print(f"note: made the folder {path.parent}{os.sep} for {option} (it did not exist)", file=sys.stderr)

@@ -4,6 +4,7 @@ storage or output it cannot use before the first trial trains."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -173,3 +174,34 @@ def test_summary_and_out_are_checked_before_the_first_trial(text_file, tmp_path,
         assert _sweep(text_file, tmp_path / "out", "--summary", str(ro / "s.json")) == 2
         assert "cannot write in" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_folders_a_sweep_makes_are_named_once(text_file, tmp_path, capsys):
+    out, summary, storage = tmp_path / "out" / "sweeps", tmp_path / "s" / "sum.json", tmp_path / "j" / "x.journal"
+    assert _sweep(text_file, out, "--summary", str(summary), "--storage", str(storage), "--no-tensorboard") == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: made the folder")]
+    assert sorted(notes) == sorted(f"note: made the folder {p}{os.sep} for {o} (it did not exist)"
+                                   for p, o in ((out.parent, "--out"), (summary.parent, "--summary"),
+                                                (storage.parent, "--storage")))
+    assert summary.is_file() and storage.is_file() and (out / f"{json.loads(summary.read_text())['study_name']}"
+                                                               "-trials").is_dir()
+    again = tmp_path / "again"
+    assert _sweep(text_file, again / "sub", "--no-tensorboard") == 0  # summary, journal and trials under --out
+    assert [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")] == [
+        f"note: made the folder {again}{os.sep} for --out (it did not exist)"]
+    assert _sweep(tmp_path / "no-such.txt", tmp_path / "bad" / "sub") == 2  # bad input: no folder made
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_missing_folder_above_train_out_is_named(tmp_path, capsys):
+    out = tmp_path / "new" / "runs"
+    argv = ["train", "--model", "lstm", "--config", "hidden=8", "--data", "word-problem:Z5", "--steps", "2",
+            "--quiet", "--threads", "1", "--no-tensorboard", "--out", str(out)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"note: made the folder {out.parent}{os.sep} for --out (it did not exist)\n" in err, err
+    assert main(argv) == 0  # the folder is there now
+    assert "note: made" not in capsys.readouterr().err
+    bad = [*argv[:-1], str(tmp_path / "bad" / "runs"), "--data", str(tmp_path / "no-such.txt")]
+    assert main(bad) == 2  # refused before the run makes its folder
+    assert not (tmp_path / "bad").exists()
