@@ -390,6 +390,11 @@ def _started(args: argparse.Namespace, overrides: dict, replicas):
     if args.params:
         spec = replace(spec, params=args.params)
     task = runs.build_task(spec)
+    if ref.form in ("file", "text") and getattr(task, "corpus", None) is not None:  # a user's text, split here
+        from geomlab.data.corpora import repeat_note
+
+        if note := repeat_note(task.corpus):
+            print(f"note: {note}", file=sys.stderr)
     model, _ = runs.build_model(spec, task.vocab_size)
     n_eff = count_params(model, "effective")
     if args.name is not None:

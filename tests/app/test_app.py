@@ -660,6 +660,22 @@ def test_train_page_reports_no_gpu_and_short_text(ckpt_dirs, monkeypatch):
     assert not at.exception
 
 
+def test_train_page_says_when_a_text_repeats_itself(ckpt_dirs):
+    """A pasted passage copied many times: its validation split repeats its training split, and the page says
+    so above the form while the run trains."""
+    at = app()
+    goto(at, "train")
+    _train_widgets(at, steps=2)
+    at.radio(key="w_train_source").set_value("Your text").run()
+    at.text_area(key="w_train_text").set_value(TEXT * 4).run()
+    at.button(key="w_train_start").click().run()
+    assert not errors(at), errors(at)
+    assert any("also occur in the training text" in w.value for w in at.warning), [w.value for w in at.warning]
+    run = live.REGISTRY.get(at.session_state["gl_live_run"])
+    live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
+    live.REGISTRY.forget(run.run_id, by=owner(at))
+
+
 def test_train_page_names_an_uploaded_text_by_its_file_and_digest(ckpt_dirs):
     import hashlib
 

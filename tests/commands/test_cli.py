@@ -302,6 +302,13 @@ def test_a_run_that_did_not_train_says_so(text_file, tmp_path, capsys):
     assert "warning" not in capsys.readouterr().err
 
 
+def test_a_text_that_repeats_itself_gets_a_note(text_file, tmp_path, capsys):
+    """The fixture text is one passage three times, so its validation split repeats its training split."""
+    assert _train(text_file, tmp_path / "runs") == 0
+    err = capsys.readouterr().err
+    assert "note: 100% of the validation text's 32-character stretches also occur in the training text" in err
+
+
 def test_list_models(capsys):
     assert main(["train", "--list-models"]) == 0
     assert "lstm" in capsys.readouterr().out.split()

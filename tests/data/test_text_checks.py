@@ -48,3 +48,22 @@ def test_symbol_texts_without_an_unknown_token():
     assert check_text(v, "01 10 01", 100) == ["01", "10", "01"]
     with pytest.raises(DataError, match="Unknown symbols for this checkpoint: '22'"):
         check_text(v, "01 22", 100)
+
+
+def test_a_text_that_repeats_itself_is_named():
+    """A pasted paragraph copied many times: its validation split is in its training split, and the note says
+    so; a text that does not repeat (seeded random words) gets no note."""
+    import random
+
+    from geomlab.data.corpora import corpus_from_text, repeat_note, repeated_share
+
+    para = "It is the east, and Juliet is the sun. Arise, fair sun, and kill the envious moon.\n"
+    copied = corpus_from_text(para * 40)
+    assert repeated_share(copied) == 1.0
+    assert repeat_note(copied).startswith("100% of the validation text's 32-character stretches also occur")
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(2000)]
+    fresh = corpus_from_text(" ".join(words))
+    assert repeated_share(fresh) == 0.0 and repeat_note(fresh) == ""
+    half = corpus_from_text(" ".join(words[:1800]) + " " + " ".join(words[1700:1800]) * 3)
+    assert 0.0 < repeated_share(half) <= 1.0
