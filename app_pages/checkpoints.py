@@ -160,12 +160,13 @@ def main() -> None:
         rows = ui.summary_rows(found)
         for row in rows:
             row["model"] = row["kind"] + (f" · {row['group']}" if row["group"] else "")
-        # the columns that compare checkpoints, at widths that fit beside the sidebar at 1000 px (the name
-        # pinned); parameters, corpus, steps, source and ref are on each card below
+        # the columns that compare checkpoints, at widths that fit beside the sidebar at 1000 px (the name not
+        # pinned: Streamlit draws a pinned column's text pale); parameters, corpus, steps, source and ref are on
+        # each card below
         # every row in view up to 30 (the zoo alone is 12: "auto" stops at 10 and scrolls), then a scroll
         st.dataframe(rows, hide_index=True, width="content", height="content" if len(rows) <= 30 else "auto",
                      column_order=ui.table_columns(ui.is_phone()), column_config={
-            "name": st.column_config.TextColumn("name", width=NAME_WIDTH, pinned=True,
+            "name": st.column_config.TextColumn("name", width=NAME_WIDTH,
                                                 help="the checkpoint's name; its card below has the rest"),
             "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),
             "metric": st.column_config.TextColumn(
