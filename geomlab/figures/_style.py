@@ -28,6 +28,11 @@ MASKED_BG = "#d9d9d9"
 
 MAX_TICKS = 12         # token tick labels on an axis: thin enough for a half-width chart (hover names every token)
 
+COLUMN_HOVER = {"hovermode": "x", "hoverdistance": -1}
+"""Layout of a chart whose x axis is the token position: a hover or a click anywhere in a position's column,
+above or below its lines too, picks that position (plotly's default, "closest", picks a point only within
+20 px of it). Design choice."""
+
 
 def colour(i: int) -> str:
     """The i-th colour of :data:`PALETTE` (cycled)."""

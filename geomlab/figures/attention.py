@@ -14,7 +14,7 @@ import numpy as np
 
 from geomlab.figures._chart import FigureError, Chart, FigureBuilder, finish
 from geomlab.figures._style import (
-    DIVERGING, MASKED_BG, SEQUENTIAL, category_labels, add_cursor_line, colour, cursor_box,
+    COLUMN_HOVER, DIVERGING, MASKED_BG, SEQUENTIAL, category_labels, add_cursor_line, colour, cursor_box,
 )
 from geomlab.figures._sampling import (
     WINDOW, check_cursor, check_index, finite_max, memo, missing_note, window, window_note,
@@ -237,4 +237,4 @@ def attention_row(tr: Trace, layer: int = 0, cursor: int | None = None, size: in
     cap += window_note(q + 1, idx, what="Keys")
     cap += missing_note(int((~np.isfinite(mean[idx])).sum()), "key positions")
     return finish(fig, f"What position {q} '{tr.labels[q]}' attends to, layer {layer}", cap, "attention_row",
-                  height=360)
+                  height=360, **COLUMN_HOVER)

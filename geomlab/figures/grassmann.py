@@ -23,7 +23,7 @@ import torch
 from geomlab.geometry import planes
 from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
 from geomlab.figures._style import (
-    DIVERGING, SEQUENTIAL, add_cursor_line, cursor_box, category_labels, colour, hover_tokens, index_colours,
+    COLUMN_HOVER, DIVERGING, SEQUENTIAL, add_cursor_line, cursor_box, category_labels, colour, hover_tokens, index_colours,
     thin_ticks, token_ticks,
 )
 from geomlab.figures._sampling import (
@@ -292,7 +292,7 @@ def plane_angles(tr: GrassmannTrace, layer: int = 0, slot: int = 0, cursor: int 
            + _few_planes_note(tr, layer, slot)
            + window_note(tr.n_positions, idx) + missing_note(_missing(tr, idx, layer)))
     return finish(fig, f"Principal angles (layer {layer}, Δ={D})", cap, "plane_angles", height=480,
-                  margin={"t": 95})
+                  margin={"t": 95}, **COLUMN_HOVER)
 
 
 @figure(click="row", label="plane similarity", applies=is_grassmann, controls=("layer", "slot"), wide=False, default=False,
@@ -430,4 +430,4 @@ def gate_share(tr: GrassmannTrace, cursor: int | None = None, size: int = WINDOW
            "geometry)."
            + window_note(tr.n_positions, idx) + missing_note(nonfinite_count(share[:, idx], axis=-1)))
     fig.update_layout(legend={"x": 1.02, "y": 0.5, "yanchor": "top"})
-    return finish(fig, "Gate share per layer", cap, "gate_share", height=560)
+    return finish(fig, "Gate share per layer", cap, "gate_share", height=560, **COLUMN_HOVER)

@@ -16,7 +16,7 @@ import numpy as np
 
 from geomlab.figures._chart import Chart, FigureBuilder, finish
 from geomlab.figures._sampling import WINDOW, check_cursor, window as shown_window
-from geomlab.figures._style import add_cursor_line, hover_tokens, token_ticks
+from geomlab.figures._style import COLUMN_HOVER, add_cursor_line, hover_tokens, token_ticks
 from geomlab.core.markup import md_label
 from geomlab.trace import Trace
 
@@ -84,4 +84,4 @@ def text_overview(tr: Trace, cursor: int | None = None, window: int = WINDOW) ->
     cap += (f" Shaded: positions {lo:,}–{hi:,}, the window the figures show at full resolution"
             + (f"; orange line: the cursor, {cursor:,} '{md_label(tr.labels[cursor])}'." if cursor is not None else "."))
     return finish(fig, "Whole text", cap, "text_overview", height=HEIGHT,
-                  margin={"l": 50, "r": 15, "t": 30, "b": 30}, hovermode="x")
+                  margin={"l": 50, "r": 15, "t": 30, "b": 30}, **COLUMN_HOVER)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._chart import FigureBuilder, Chart, finish
-from geomlab.figures._style import HIGHLIGHT, SEQUENTIAL, add_cursor_line, colour, hover_tokens, token_ticks
+from geomlab.figures._style import (
+    COLUMN_HOVER, HIGHLIGHT, SEQUENTIAL, add_cursor_line, colour, hover_tokens, token_ticks,
+)
 from geomlab.figures._sampling import WINDOW, check_cursor, check_index, window, window_note
 from geomlab.figures._spread import spread_note
 from geomlab.figures._animation import MORE_FIGURES_3D
@@ -55,7 +57,8 @@ def distance_profile(tr: OSMTrace, cursor: int | None = None, size: int = WINDOW
     cap = ("Top: how far each state $H_t$ is from the identity along the group (geodesic length, radians). "
            "Bottom: how far the state moved when token $t$ arrived (axis zoomed to the curve, not from 0)."
            + spread_note(d1, "step curve") + window_note(tr.n_positions, idx))
-    return finish(fig, "Geodesic distances of the state trajectory", cap, "distance_profile", height=560)
+    return finish(fig, "Geodesic distances of the state trajectory", cap, "distance_profile", height=560,
+                  **COLUMN_HOVER)
 
 
 def _pca_inputs(tr: OSMTrace, layer: int, cursor: int | None, size: int):

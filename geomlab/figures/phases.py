@@ -13,7 +13,7 @@ import numpy as np
 
 from geomlab.figures._chart import FigureBuilder, Chart, finish
 from geomlab.figures._style import (
-    CYCLIC, HIGHLIGHT, add_cursor_line, hover_tokens, index_colorscale, index_colour_range, index_colours,
+    COLUMN_HOVER, CYCLIC, HIGHLIGHT, add_cursor_line, hover_tokens, index_colorscale, index_colour_range, index_colours,
     token_ticks,
 )
 from geomlab.figures._sampling import MAX_FRAMES, WINDOW, check_cursor, check_index, window, window_note
@@ -225,4 +225,4 @@ def phase_timeline(tr: OSMTrace, layer: int = -1, cursor: int | None = None, siz
     cap = (f"Angles of the {d} eigenvalues of $H_t$ ({_layer_name(tr, layer)}) at every position, in radians"
            + ("." if d <= MAX_ANGLE_LINES else ": one row each, the angle as a colour that wraps around like the "
               "angle.") + window_note(tr.n_positions, idx))
-    return finish(fig, "Eigenvalue phases along the text", cap, "phase_timeline")
+    return finish(fig, "Eigenvalue phases along the text", cap, "phase_timeline", **COLUMN_HOVER)

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from geomlab.figures._chart import Chart
 from geomlab.figures._sampling import missing_note
-from geomlab.figures._style import add_cursor_line
+from geomlab.figures._style import COLUMN_HOVER, add_cursor_line
 from geomlab.core.markup import md_label
 
 
@@ -95,7 +95,7 @@ def surprisal_figure(sides: Sequence[SurprisalSide], cursor: int | None = None) 
                    "their levels.")
     caption += missing_note(n_missing)
     fig.update_layout(title={"text": title, "x": 0.01}, template="plotly_white", height=320,
-                      margin={"l": 60, "r": 20, "t": 60, "b": 50}, hovermode="x unified",
+                      margin={"l": 60, "r": 20, "t": 60, "b": 50}, **{**COLUMN_HOVER, "hovermode": "x unified"},
                       # at the bottom of the figure (not of the plot): the margin grows to fit it however many
                       # rows it wraps into, so a narrow screen's 3 rows no longer cover the x axis's title
                       legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},

@@ -14,7 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
-from geomlab.figures._style import DIVERGING, SEQUENTIAL, add_cursor_line, colour, hover_tokens, token_ticks
+from geomlab.figures._style import (
+    COLUMN_HOVER, DIVERGING, SEQUENTIAL, add_cursor_line, colour, hover_tokens, token_ticks,
+)
 from geomlab.figures._sampling import (
     WINDOW, blank, check_cursor, check_index, finite_abs_max, finite_max, missing_note, nonfinite_count, window,
     window_note,
@@ -143,7 +145,8 @@ def tangent_lines(tr: OSMTrace, cursor: int | None = None, size: int = WINDOW) -
     fig.update_xaxes(title_text="position t (token)", row=n_sub, col=1, **token_ticks(tr.labels, idx))
     cap = ("Update size per position, one colour per layer: solid after tangent mixing, dotted before."
            + window_note(tr.n_positions, idx) + missing_note(_missing_positions(tr, idx)))
-    return finish(fig, "Tangent update magnitudes by layer", cap, "tangent_lines", height=280 * n_sub + 80)
+    return finish(fig, "Tangent update magnitudes by layer", cap, "tangent_lines", height=280 * n_sub + 80,
+                  **COLUMN_HOVER)
 
 
 @figure(click="position", label="share turned by mixing", applies=has_tangents, default=False, explain=Explanation(
@@ -175,7 +178,7 @@ def mixing_share(tr: OSMTrace, cursor: int | None = None, size: int = WINDOW) ->
     cap = ("How much tangent mixing turned each update rather than rescaling it: $1 - \\cos^2$ of the angle "
            "between the update before and after mixing (0 = only rescaled, 1 = turned to an orthogonal "
            "direction)." + window_note(tr.n_positions, idx) + missing_note(_missing_positions(tr, idx)))
-    return finish(fig, "Share of each update moved between directions", cap, "mixing_share")
+    return finish(fig, "Share of each update moved between directions", cap, "mixing_share", **COLUMN_HOVER)
 
 
 def _torus_generator(tr: OSMTrace, layer: int, substep: int, t: int, cursor: int | None, raw: np.ndarray,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from geomlab.figures._chart import FigureBuilder, FigureError, Chart, finish
-from geomlab.figures._style import HIGHLIGHT, MASKED_BG, SEQUENTIAL
+from geomlab.figures._style import COLUMN_HOVER, HIGHLIGHT, MASKED_BG, SEQUENTIAL
 from geomlab.figures._sampling import check_cursor, check_index, finite_max, missing_note
 from geomlab.figures.catalog import Explanation, figure, has_attention
 from geomlab.trace import Trace
@@ -118,7 +118,7 @@ def attends_to(tr: Trace, cursor: int | None = None, layer: int = 0, head: int |
                      title={"text": f"the text, positions {idx[0]}–{idx[-1]} (cursor {q} in orange)"},
                      row=bottom, col=1)
     fig.update_yaxes(title={"text": "weight"}, rangemode="tozero", row=1, col=1)
-    fig.update_layout(hovermode="x")  # a hover or click anywhere in a token's column picks its bar, a short one too
+    fig.update_layout(**COLUMN_HOVER)  # a hover or click anywhere in a token's column picks its bar, a short one too
     xr, yr = fig._ref(1, 1)
     # the cursor's column (through both panels) and the masked future, shaded
     fig.add_shape(type="rect", xref=xr, yref="paper", x0=q - 0.5, x1=q + 0.5, y0=0, y1=1,

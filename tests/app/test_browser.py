@@ -744,6 +744,37 @@ def test_square_maps_keep_their_colour_bar_beside_them(page, zoo_server, width):
 
 
 @pytest.mark.browser
+def test_a_click_anywhere_in_a_positions_column_of_a_line_chart_moves_the_cursor(page, zoo_server):
+    """On a line chart along the positions (the geodesic distances), a click well away from every line (over
+    25 px from each point in that column, so Plotly's "closest" point would be none) moves the cursor to
+    the position of the clicked column."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{zoo_server}/trajectories?pos=37")
+    page.wait_for_selector(CHART, state="attached", timeout=120_000)
+    wait_idle(page)
+    page.wait_for_timeout(800)
+    chart = page.locator(".js-plotly-plot").filter(has=page.locator(".gtitle", has_text="Geodesic distances")).first
+    chart.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    x, y, away = chart.evaluate("""(p) => { const fl = p._fullLayout, box = fl._paper.node().getBoundingClientRect();
+      const xa = fl.xaxis, ya = fl.yaxis, px = xa._offset + xa.l2p(20);
+      const ys = p._fullData.filter((t) => (t.yaxis || 'y') === 'y' && t.visible === true)
+        .flatMap((t) => [...t.x].map((x, i) => [x, t.y[i]]).filter(([x]) => x === 20).map(([, y]) => ya._offset + ya.l2p(y)));
+      let best = null;
+      for (let y = ya._offset + 4; y <= ya._offset + ya._length - 4; y += 2) {
+        const d = Math.min(...ys.map((v) => Math.abs(v - y)));
+        if (!best || d > best[1]) best = [y, d];
+      }
+      return [box.left + px, box.top + best[0], best[1]]; }""")
+    assert away > 25, away
+    page.mouse.click(x, y)
+    page.wait_for_function("() => document.body.innerText.includes('cursor at 20 ')", timeout=60_000)
+    wait_idle(page)
+    assert _cursor_at(page) == 20
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+@pytest.mark.browser
 def test_a_long_text_shows_full_resolution_positions_around_the_cursor(page, zoo_server):
     """2,000 characters: the attention map draws the 128 consecutive positions around the cursor (every one,
     not every 8th), the overview strip draws the whole text with the window on it, and a click on the
