@@ -1,5 +1,5 @@
 """Figures relaid for a narrow screen: a phone's copy of a figure (panels stacked or titled smaller, 3-D
-scenes and legends moved, long titles wrapped) and Compare's half-width column (fewer ticks, wrapped titles).
+scenes and legends moved, long titles wrapped) and Compare's half-width column (fewer ticks, one row's top).
 
 Every function reads a figure's plotly JSON and returns layout updates, or works on a copy (:func:`relaid`):
 a cached figure is shared by every session and never changed. No streamlit here: ``_widgets.chart`` decides
@@ -366,8 +366,6 @@ def phone_copy(fig: go.Figure, layout: dict | None = None) -> go.Figure:
 
 #: at most this many ticks on a category axis (token labels) of a figure in a half-width Compare column
 NARROW_NTICKS = 8
-#: figure titles longer than this many characters are wrapped in a half-width Compare column
-NARROW_TITLE = 28
 
 
 def square_width(fig: Any) -> int:
@@ -383,42 +381,32 @@ def square_width(fig: Any) -> int:
     return side + m.get("l", 60) + m.get("r", 20) + (90 if bar else 0)
 
 
-def aligned_tops(figs: dict[str, Any], originals: dict[str, Any]) -> dict[str, Any]:
-    """Figures drawn side by side (``figs``: copies of ``originals`` with their titles wrapped to their columns;
-    ``None`` entries kept) with their plot areas starting at one height: each gets the row's largest top
-    margin and its title pinned to the top. A figure's height grows by what its margin grew from its
-    original's, so its plot keeps the original's size however many lines its title has; a square map keeps
-    its height (its column's width limits it: a taller figure would leave blank space under it). Design
-    choice: Compare's A and B otherwise stood at different heights, the one with the longer title shorter."""
-    def top(f: Any) -> int:
-        return f.layout.margin.t if f.layout.margin.t is not None else 60
-
+def same_row(figs: dict[str, Any], row: str) -> dict[str, Any]:
+    """Figures drawn side by side (``figs``; ``None`` entries kept) marked as one row, ``layout.meta["row"] =
+    row``: the browser gives them the row's largest top margin, their titles wrapped to their widths
+    (``js/live_chart.js``), so their plots start at one height. Copies (:func:`relaid`); one figure alone is
+    left as it is. Design choice: Compare's A and B otherwise stood at different heights, the one with the
+    longer title lower."""
     shown = {k: f for k, f in figs.items() if f is not None}
     if len(shown) < 2:
         return figs
-    t = max(top(f) for f in shown.values())
     out = dict(figs)
     for k, f in shown.items():
-        lay, o = f.layout, originals[k]
-        square = bool(lay.yaxis.scaleanchor) and "xaxis2" not in lay.to_plotly_json()
-        height = int(lay.height or 450) if square else int(o.layout.height or 450) + t - top(o)
-        if (t, height) != (top(f), int(lay.height or 450)):
-            out[k] = relaid(f, [{"margin": {"t": t}, "height": height,
-                                 "title": {"yref": "container", "y": 1 - 28 / height, "yanchor": "top"}}])
+        meta = f.layout.meta if isinstance(f.layout.meta, dict) else {}
+        out[k] = relaid(f, [{"meta": {**meta, "row": row}}])
     return out
 
 
 def narrow_copy(fig: Any) -> Any:
     """``fig`` for a half-width Compare column: its category axes (token labels) and axes with a tick count
-    get at most :data:`NARROW_NTICKS` ticks, so rotated token labels do not run into each other, and a title
-    longer than :data:`NARROW_TITLE` characters wraps onto more lines (a ~260 px column cut one line); a copy
-    (:func:`relaid`), ``fig`` itself when nothing changes or it is None. Compare's own layout choice: the
-    view pages draw the same figures at full or half of a wider area."""
+    get at most :data:`NARROW_NTICKS` ticks, so rotated token labels do not run into each other (its title
+    wraps in the browser, to the width it has); a copy (:func:`relaid`), ``fig`` itself when nothing changes
+    or it is None. Compare's own layout choice: the view pages draw the same figures at full or half of a
+    wider area."""
     if fig is None:
         return fig
     lay = fig.layout.to_plotly_json()
     upd = {k: {"nticks": min(int(ax.get("nticks") or NARROW_NTICKS), NARROW_NTICKS)} for k, ax in lay.items()
            if k.startswith(("xaxis", "yaxis")) and isinstance(ax, dict)
            and (ax.get("type") == "category" or ax.get("nticks"))}
-    upd.update(wrapped_title(lay, NARROW_TITLE))
     return relaid(fig, [upd])

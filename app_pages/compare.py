@@ -12,8 +12,7 @@ from app_pages import _data, _state
 from app_pages import _ui as ui
 from app_pages import _views
 from app_pages._links import follow_click
-from app_pages._relayout import (NARROW_TITLE, aligned_tops, narrow_copy, relaid, square_width, wrap_markup,
-                                 wrapped_title)
+from app_pages._relayout import narrow_copy, relaid, same_row, square_width
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
 from geomlab.teach import tours, views
@@ -21,43 +20,6 @@ from geomlab.teach import tours, views
 K_VIEW = _state.K_VIEW  # "gl_compare_view", in the URL as view=
 COLOURS = tours.COLOURS  # blue and bluish green: neither reads as the cursor's orange line
 K_LAYOUT = _state.K_LAYOUT  # "stacked" (A above B) or "side" (A | B); in the URL as layout=side
-
-
-#: Compare's chart titles stand under the band at a chart's top where a hover shows the toolbar (26 px high,
-#: ~216 px wide at the right), so each line may run the chart's whole width: lines of at most as many
-#: characters (7.5 px each in the 16 px bold title font, which measures up to 7.3; less 30 px of side margins)
-#: as fit the narrowest chart column (app.py's 380 px), or, for a chart drawn alone, Compare's main column at a
-#: 1,000 px window (620 px) or a square map's own width. Design choice: beside the toolbar, a line in the
-#: narrowest column would have ~20 characters.
-TOOLBAR_BAND, TITLE_CHAR_PX = 22, 7.5
-COLUMN_TITLE, PAGE_TITLE = int((380 - 30) / TITLE_CHAR_PX), int((620 - 30) / TITLE_CHAR_PX)
-
-
-def under_toolbar(fig: Any, chars: int = COLUMN_TITLE) -> dict:
-    """Layout update that wraps ``fig``'s own title onto lines of at most ``chars`` visible characters and
-    sets it under the toolbar's band (:data:`TOOLBAR_BAND`), the top margin grown by the band and the extra
-    lines; a chart that is not a square map grows by as much, so its plot keeps its size. ``{}`` without a
-    title, on a phone (its copy wraps the title to the phone's width) or where ``fig`` is None."""
-    if fig is None or ui.is_phone():
-        return {}
-    lay = fig.layout.to_plotly_json()
-    text = (lay.get("title") or {}).get("text") or ""
-    if not text:
-        return {}
-    lines = text.split("<br>") if "<br>" in text else wrap_markup(text, chars)
-    grow = TOOLBAR_BAND + 21 * (len(lines) - 1) + 4  # 21 px: a line of the title (see wrapped_title)
-    height = int(lay.get("height") or 450)
-    if not ((lay.get("yaxis") or {}).get("scaleanchor") and "xaxis2" not in lay):
-        height += grow
-    return {"title": {"text": "<br>".join(lines), "yref": "container", "y": 1 - 28 / height, "yanchor": "top",
-                      "pad": {"t": TOOLBAR_BAND}},
-            "margin": {"t": (lay.get("margin") or {}).get("t", 60) + grow}, "height": height}
-
-
-def column_copy(fig: Any) -> Any:
-    """``fig`` for a Compare column: :func:`~app_pages._relayout.narrow_copy` (fewer ticks), its title
-    under the toolbar at the column's width (:func:`under_toolbar`)."""
-    return relaid(narrow_copy(fig), [under_toolbar(fig)]) if fig is not None else fig
 
 
 def _code(text: str) -> str:
@@ -463,8 +425,7 @@ def _draw_rows(slug: str, sides: dict, traces: dict, opts: dict, items: dict[str
             # each side's label sits in its own figure's column: on a page too narrow for two figures side by
             # side the columns wrap (A above B), and a label in a row of its own would stand over the wrong map
             fcols = st.columns(2, gap="large")
-            narrow = aligned_tops({k: column_copy(it[1]) for k, it in present.items()},
-                                  {k: it[1] for k, it in present.items()})
+            narrow = same_row({k: narrow_copy(it[1]) for k, it in present.items()}, f"cmp-{slug}-{fig_name}")
             for col, side in zip(fcols, ("A", "B")):
                 if side in items:
                     if headed:
@@ -500,26 +461,16 @@ def _draw_full_width(it: tuple, side: str, slug: str, name: str, stacked: bool) 
     if stacked and it[1] is not None:  # keys of their own: a side-by-side chart's element would keep its
         # narrow size
         key = f"cmp-stk-{side}-{slug}-{it[0]}"
-        fig, width = it[1], square_width(it[1]) if _views.square_single_panel(it[1]) else None
-        if width and ui.is_phone():  # the phone's width: short of the toolbar at its top right
-            fig = relaid(fig, [wrapped_title(fig.layout.to_plotly_json(), max(NARROW_TITLE, (width - 230) // 9))])
-            width = square_width(fig)
-        elif width:  # a square map is drawn at its own width: its title wraps to it, under the toolbar (its
-            # taller margin leaves the plot less height, the map as much less width: 68 px for three lines)
-            fig = relaid(fig, [under_toolbar(fig, max(COLUMN_TITLE, int((width - 30 - 68) / TITLE_CHAR_PX)))])
-            width = square_width(fig)
-        else:
-            fig = relaid(fig, [under_toolbar(fig, PAGE_TITLE)])
-        ui.chart(fig, key=key, filename=f"{name}-{slug}-{it[0]}", width=width,
+        width = square_width(it[1]) if _views.square_single_panel(it[1]) else None
+        ui.chart(it[1], key=key, filename=f"{name}-{slug}-{it[0]}", width=width,
                  on_click=_views.click_handler(it[0], key))
         st.caption(it[2])
     elif _views.square_single_panel(it[1]):  # one square map: half width keeps its colour bar
         with st.columns(2, gap="large")[0]:
-            _views.draw_figures([(it[0], column_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}",
+            _views.draw_figures([(it[0], narrow_copy(it[1]), *it[2:])], key_prefix=f"cmp-{side}-{slug}",
                                stem=f"{name}-{slug}", force_narrow=True)
     else:
-        fig = relaid(it[1], [under_toolbar(it[1], PAGE_TITLE)])
-        _views.draw_figures([(it[0], fig, it[2], True)], key_prefix=f"cmp-{side}-{slug}", stem=f"{name}-{slug}")
+        _views.draw_figures([(it[0], it[1], it[2], True)], key_prefix=f"cmp-{side}-{slug}", stem=f"{name}-{slug}")
 
 
 def missing_figure_note(slug: str, fig_name: str, side: str, entry, tr: Any) -> str:

@@ -8,6 +8,7 @@
 // recomputes every trace's defaults. Python leaves out traces it sent this chart before (`data.figure.data`
 // null, `data.figure.digest` naming them): the page keeps each chart's last traces, by chart key, and asks for
 // them (the trigger "missing") when it does not hold them.
+// Each chart's title is wrapped to the width the chart has, short of its toolbar (fitTitle).
 
 const BUNDLES = "__geomlabPlotly";  // script URL -> Promise of the Plotly it defines (serve.py may start one)
 
@@ -208,6 +209,156 @@ function hideRingHover(state, plot) {
   if (plot._fullLayout && plot._fullLayout._hoverlayer) state.Plotly.Fx.loneUnhover(plot._fullLayout._hoverlayer);
 }
 
+// Titles fitted to the width a chart has. A title line may not run under the toolbar (Plotly's modebar, shown
+// at the chart's top right while the pointer is over it): a line beside the toolbar's band ends short of it,
+// a line below the band may run the chart's width. A title that does not fit so wraps at spaces (never inside
+// a tag; its own <br>s kept), pinned to the top, and the top margin grows by a line per added line (the plot
+// gives up the height). Charts of one row (`layout.meta.row`, Compare's A and B side by side) take the
+// largest top margin of the row, so their plots start at one height. Design choice.
+const TITLE_GAP = 8;  // px between a title line and the toolbar, or the chart's right edge
+const TOOLBAR = { width: 220, bottom: 28 };  // a 2-D chart's toolbar (px) until one is measured
+const TOOLBARS = new Map();  // config and 2-D/3-D -> the toolbar's {width, bottom} measured on a drawn chart
+const BR = /<br\s*\/?>/i;
+const ROWS = (window.__geomlabRows = window.__geomlabRows || new Map());  // row -> Map(plot -> top it needs)
+let CANVAS = null;
+
+function toolbarKey(config, layout) {
+  return config + (Object.keys(layout).some((k) => k.startsWith("scene")) ? " 3d" : " 2d");
+}
+
+// The toolbar's width from the chart's right edge and its bottom from the chart's top (px): measured on
+// `plot` when drawn (and remembered for its key), else as last measured for that key, else TOOLBAR.
+function toolbarOf(plot, key, config) {
+  if (config && config.displayModeBar === false) return { width: 0, bottom: 0 };
+  const bar = plot.querySelector(".modebar");
+  if (bar && bar.getBoundingClientRect().width > 0) {
+    const b = bar.getBoundingClientRect(), p = plot.getBoundingClientRect();
+    TOOLBARS.set(key, { width: p.right - b.left, bottom: b.bottom - p.top });
+  }
+  return TOOLBARS.get(key) || TOOLBAR;
+}
+
+// Width in px of Plotly markup as drawn in CSS font `font`: its text without tags and with its entities read.
+function textWidth(markup, font) {
+  const ctx = (CANVAS = CANVAS || document.createElement("canvas").getContext("2d"));
+  ctx.font = font;
+  const text = markup.replace(/<[^>]*>/g, "").replace(/&lt;/g, "<").replace(/&gt;/g, ">")
+    .replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, "&");
+  return ctx.measureText(text).width;
+}
+
+// `text` (Plotly markup) cut at spaces into lines, line k at most limit(k) px wide as `width` measures it (a
+// word wider keeps a line of its own); a tag, spaces inside it included, is part of its word.
+function wrapLines(text, limit, width) {
+  const lines = [];
+  for (const part of text.split(BR)) {
+    let line = null;
+    for (const word of part.match(/(?:<[^>]*>|[^\s<]|<(?![^>]*>))+/g) || []) {
+      const longer = line === null ? word : line + " " + word;
+      if (line !== null && width(longer) > limit(lines.length)) {
+        lines.push(line);
+        line = word;
+      } else {
+        line = longer;
+      }
+    }
+    lines.push(line ?? "");
+  }
+  return lines;
+}
+
+// The top margin the charts of `row` take: the largest that one needs (`need`, this chart's). A chart whose
+// need changed has the row's other charts fitted again.
+function rowTop(row, plot, need) {
+  const members = ROWS.get(row) || new Map();
+  ROWS.set(row, members);
+  const before = members.get(plot);
+  members.set(plot, need);
+  for (const p of [...members.keys()]) {
+    if (p === plot) continue;
+    if (!p.isConnected) members.delete(p);
+    else if (before !== need && p.__geomlab) refit(p, p.__geomlab);
+  }
+  return Math.max(...members.values());
+}
+
+// How far above a title's anchor plotly draws the top of its first line (px) when the title is pinned with
+// yanchor "top": a title of one line, `lines` = 1, stands lower than one of several (measured in chromium).
+const capShift = (lines, size) => (lines > 1 ? 0.875 : 0.1875) * size;
+
+// `layout` (themed) with its title fitted to `plot`'s width beside toolbar `tb` and the top margin that
+// takes (see TITLE_GAP): a shallow copy, or `layout` itself where nothing changes. Only a title at the left
+// of the chart (Plotly's container coordinates) is fitted.
+function fitTitle(plot, layout, tb) {
+  const title = layout.title, text = title && title.text;
+  const tl = ((layout.template || {}).layout || {}).title || {};
+  const top = layout.margin && layout.margin.t != null ? layout.margin.t : 100;  // plotly's default
+  const row = layout.meta && layout.meta.row;
+  const W = plot.clientWidth, H = layout.height || 450;
+  const given = typeof text === "string" ? text.split(BR).length : 1;
+  const pinned = title && title.yref === "container" && title.yanchor === "top" && typeof title.y === "number";
+  let lines = null, line = 21, size = 16, first = top / 2 - 14;
+  if (typeof text === "string" && text && W > 0 && (title.xref ?? "container") === "container"
+      && (title.xanchor ?? tl.xanchor) === "left") {
+    const font = { ...tl.font, ...title.font }, pad = { ...tl.pad, ...title.pad };
+    size = font.size || 16;
+    line = 1.3 * size;  // plotly's line height
+    // the first line's top: where the figure pins it, else where plotly puts a one-line title (its baseline
+    // halfway down the top margin)
+    first = pinned ? (1 - title.y) * H + (pad.t || 0) - capShift(given, size) : top / 2 - 0.875 * size;
+    const left = (title.x ?? tl.x ?? 0) * W + (pad.l || 0);
+    const beside = W - tb.width - TITLE_GAP - left, whole = W - TITLE_GAP - left;
+    const font_ = `bold ${size}px ${font.family || "sans-serif"}`;
+    const wrap = (most) => wrapLines(text, (k) => (first + k * line >= tb.bottom ? Math.min(most, whole) : beside),
+                                     (s) => textWidth(s, font_));
+    lines = wrap(whole);
+    if (lines.length === given) {
+      lines = null;  // every line fits as it is
+    } else {  // the lines below the toolbar evened out: the narrowest width that keeps their count
+      let lo = 0, hi = whole;
+      while (hi - lo > 4) {
+        const mid = (lo + hi) / 2;
+        if (wrap(mid).length > lines.length) lo = mid;
+        else hi = mid;
+      }
+      lines = wrap(hi);
+    }
+  }
+  const need = Math.round(top + (lines ? (lines.length - given) * line : 0));
+  const t = row ? rowTop(row, plot, need) : need;
+  if (t === top) return layout;
+  if (!title) return { ...layout, margin: { ...layout.margin, t } };
+  // pinned where its first line stood: plotly places a title that is not pinned by the top margin
+  const n = lines ? lines.length : given;
+  const pin = { yref: "container", yanchor: "top", y: 1 - (first + capShift(n, size)) / H, pad: { ...title.pad, t: 0 } };
+  return { ...layout, margin: { ...layout.margin, t },
+           title: { ...title, ...pin, ...(lines ? { text: lines.join("<br>") } : {}) } };
+}
+
+// Fit `plot`'s title again (its width or its toolbar changed, or its row's margin): Plotly.relayout of the
+// title and margin where they changed. Queued after the chart's draws.
+function refit(plot, state) {
+  state.queue = state.queue.then(async () => {
+    if (!state.drawn || !plot.isConnected || !state.base) return;
+    const layout = fitTitle(plot, state.base, toolbarOf(plot, state.toolbar, state.configObj));
+    const update = {};
+    for (const k of ["title", "margin"]) {
+      const json = JSON.stringify(layout[k]);
+      if (json !== state.parts[k]) {
+        update[k] = layout[k] ?? (k === "title" ? { text: "" } : {});
+        state.parts[k] = json;
+      }
+    }
+    if (Object.keys(update).length) await state.Plotly.relayout(plot, update);
+  }).catch((err) => console.error("geomlab live chart:", err));
+  return state.queue;
+}
+
+// After a chart was drawn or resized: its title fitted to the toolbar as drawn.
+function settle(plot, state) {
+  return refit(plot, state);
+}
+
 const TURNS = "__geomlabFirstDraws";  // charts waiting for their first draw, and whether one is being drawn
 
 // Resolves when `plot` may be drawn for the first time. First draws take turns, one per frame, the highest
@@ -302,7 +453,17 @@ function draw(plot, parentElement, state, data, traces) {
       state.traces = parse(traces);  // new objects only when the traces changed
       state.dataJson = traces;
     }
-    const layout = themedLayout(parse(data.figure.layout).layout || {}, t);
+    if (state.maxWidth !== data.max_width || !state.drawn) {  // a fixed width, at most the container's
+      plot.style.maxWidth = data.max_width ? data.max_width + "px" : "";
+      state.maxWidth = data.max_width;
+    }
+    state.configObj = data.config;
+    const base = themedLayout(parse(data.figure.layout).layout || {}, t);
+    plot.style.height = (base.height || 450) + "px";
+    if (document.fonts) await document.fonts.ready;  // the title is measured in its own font
+    state.toolbar = toolbarKey(config, base);
+    const layout = fitTitle(plot, base, toolbarOf(plot, state.toolbar, data.config));
+    state.base = base;
     state.layoutJson = data.figure.layout;
     const parts = layoutParts(layout);
     const marks = sameTraces ? marksUpdate(state.parts, parts, layout) : null;
@@ -312,13 +473,11 @@ function draw(plot, parentElement, state, data, traces) {
       await Plotly.relayout(plot, marks);
       return;
     }
-    plot.style.height = (layout.height || 450) + "px";
-    plot.style.maxWidth = data.max_width ? data.max_width + "px" : "";  // a fixed width, at most the container's
-    delete layout.width;  // the width is the <div>'s, followed on resize
-    layout.autosize = true;
+    const drawn = { ...layout, autosize: true };  // plotly keeps (and changes) the object it draws
+    delete drawn.width;  // the width is the <div>'s, followed on resize
     if (!state.drawn) {
       await firstDrawTurn(plot);
-      await Plotly.newPlot(plot, state.traces, layout, data.config);
+      await Plotly.newPlot(plot, state.traces, drawn, data.config);
       state.drawn = true;
       state.Plotly = Plotly;
       plot.on("plotly_click", (ev) => {
@@ -342,13 +501,17 @@ function draw(plot, parentElement, state, data, traces) {
       });
       plot.addEventListener("mouseleave", () => hideRingHover(state, plot));
       if (!state.resize) {
-        state.resize = new ResizeObserver(() => { if (plot.isConnected) state.Plotly.Plots.resize(plot); });
+        state.resize = new ResizeObserver(() => {
+          if (!plot.isConnected) return;
+          state.Plotly.Plots.resize(plot).then(() => settle(plot, state)).catch(() => {});
+        });
         state.resize.observe(plot);
       }
     } else {
-      await Plotly.react(plot, state.traces, layout, data.config);
+      await Plotly.react(plot, state.traces, drawn, data.config);
     }
-    Object.assign(state, { theme, config, maxWidth: data.max_width });
+    Object.assign(state, { theme, config });
+    settle(plot, state);  // queued: runs after this draw
   }).catch((err) => console.error("geomlab live chart:", err));
   return state.queue;
 }

@@ -1074,72 +1074,37 @@ def test_compare_opens_a_above_b_with_square_maps_as_wide_as_they_are_tall(bundl
     lay, w = square[0]["layout"], compare.square_width(fig)
     m = lay["margin"]
     assert w - m["l"] - m["r"] - 90 == lay["height"] - m["t"] - m["b"] > 0
-    for s in square:  # each title wraps to its map's width, so a 1,000-px window shows all of it
-        width = compare.square_width(go.Figure(s))
-        lines = s["layout"]["title"]["text"].split("<br>")
-        assert all(_relayout_visible(ln) <= max(28, (width + 70) // 9) for ln in lines), (width, lines)
-    assert any("<br>" in s["layout"]["title"]["text"] for s in square)
+    # every title as the figure has it: the browser wraps it to the width the chart has (js/live_chart.js)
+    assert not any("<br>" in s["layout"]["title"]["text"] for s in square)
 
 
-def _relayout_visible(text: str) -> int:
-    from app_pages._relayout import visible_len
-
-    return visible_len(text)
-
-
-def test_compare_narrow_copy_wraps_long_titles_and_leaves_the_cached_figure_alone():
+def test_compare_side_by_side_marks_each_row_and_leaves_the_cached_figures_alone():
+    """A's and B's copies of a figure side by side are one row (``meta.row``: the browser gives both the
+    larger top margin their titles need); their titles are left to the browser to wrap, the cached figures
+    are not changed, and one figure alone is drawn as it is."""
     import plotly.graph_objects as go
 
     from app_pages import _relayout
 
-    title = "Attention weights (mean over heads), layer 2"
-    fig = go.Figure(layout={"title": {"text": title}, "margin": {"t": 60}})
-    out = _relayout.narrow_copy(fig)
-    lines = out.layout.title.text.split("<br>")
-    assert len(lines) > 1 and max(map(len, lines)) <= _relayout.NARROW_TITLE
-    assert " ".join(lines) == title and out.layout.margin.t == 60 + 21 * (len(lines) - 1) + 4
-    # pinned to the top of the figure, so the extra lines go into the added margin, not onto subplot titles
-    assert out.layout.title.yref == "container" and out.layout.title.yanchor == "top"
-    assert fig.layout.title.text == title and fig.layout.margin.t == 60
-
-
-def test_compare_side_by_side_starts_both_plots_at_one_height():
-    """A's and B's titles wrap to different line counts: both get the larger top margin; a bar chart grows by
-    what its margin grew (its plot keeps its size), a square map keeps its height; the cached figures are left
-    alone and one figure alone is drawn as it is."""
-    import plotly.graph_objects as go
-
-    from app_pages import _relayout
-
-    def fig(title, square=False):
-        lay = {"title": {"text": title}, "margin": {"t": 60, "b": 50}, "height": 400}
-        if square:
-            lay["yaxis"] = {"scaleanchor": "x"}
-        return go.Figure(go.Bar(y=[1, 2]), layout=lay)
-
-    for square in (False, True):
-        orig = {"A": fig("What position 37 attends to", square),
-                "B": fig("What position 37 attends to, layer 2, matched by depth to A's layer 3 of 4", square)}
-        narrow = {k: _relayout.narrow_copy(f) for k, f in orig.items()}
-        assert narrow["A"].layout.margin.t < narrow["B"].layout.margin.t
-        out = _relayout.aligned_tops(narrow, orig)
-        t = narrow["B"].layout.margin.t
-        assert out["A"].layout.margin.t == out["B"].layout.margin.t == t
-        for k in "AB":
-            h = out[k].layout.height
-            assert h == (400 if square else 400 + t - 60), (square, k, h)
-            assert out[k].layout.title.yref == "container" and out[k].layout.title.yanchor == "top"
-        assert orig["A"].layout.margin.t == 60 and orig["A"].layout.height == 400
+    title = "What position 37 attends to, layer 2, matched by depth to A's layer 3 of 4"
+    orig = {k: go.Figure(go.Bar(y=[1, 2]), layout={"title": {"text": title}, "margin": {"t": 60},
+                                                   "meta": {"view": "v"}}) for k in "AB"}
+    narrow = {k: _relayout.narrow_copy(f) for k, f in orig.items()}
+    out = _relayout.same_row(narrow, "cmp-v-fig")
+    for k in "AB":
+        assert out[k].layout.meta == {"view": "v", "row": "cmp-v-fig"}
+        assert out[k].layout.title.text == title and out[k].layout.margin.t == 60
+        assert orig[k].layout.meta == {"view": "v"}
     one = {"A": narrow["A"], "B": None}
-    assert _relayout.aligned_tops(one, {"A": orig["A"], "B": None}) == one
+    assert _relayout.same_row(one, "r") == one
 
 
 def test_compare_side_by_side_labels_each_side_once_and_keeps_every_map_square_and_untitled(bundled_assets):
     """Compare CEM vs OSMFormer on attention, side by side: each side's full header once, over its first
     figure in that figure's column (a column that wraps under the other keeps its label); every map
     (the CEM's weights, the OSMFormer's similarity and weights) is a square panel in a half-width column
-    with its colour bar beside it and its name in the title (wrapped without cutting its markup), not a
-    subplot title that lands on the top tick label. (Compare's own default pairs the CEM with the
+    with its colour bar beside it and its name in the title, not a subplot title that lands on the top tick
+    label; each row of A and B is marked as one. (Compare's own default pairs the CEM with the
     Transformer; B is named here.)"""
     from app_pages import _views
 
@@ -1162,6 +1127,8 @@ def test_compare_side_by_side_labels_each_side_once_and_keeps_every_map_square_a
         assert m["layout"]["xaxis"]["constraintoward"] == "left"
         title = m["layout"]["title"]["text"]
         assert title.count("<sub>") == title.count("</sub>") and "</su<br>" not in title, title
+    rows = [r for r in ((s["layout"].get("meta") or {}).get("row") for s in in_cols) if r]
+    assert rows and all(rows.count(r) == 2 for r in rows), rows  # A's and B's copy of a figure
     assert not any(_views.panels_side_by_side(json.loads(c.spec)) for c in charts(at))
 
 

@@ -733,12 +733,50 @@ def test_square_maps_keep_their_colour_bar_beside_them(page, zoo_server, width):
         page.goto(f"{zoo_server}/compare?view=attention")
         page.wait_for_selector(CHART, state="attached", timeout=120_000)
         wait_idle(page)
-        m = page.locator("[class*='st-key-cmp-stk'] .js-plotly-plot").first
-        m.scroll_into_view_if_needed()
-        m.hover()
-        page.wait_for_timeout(500)
-        title, bar = m.locator(".gtitle").first.bounding_box(), m.locator(".modebar").first.bounding_box()
-        assert title["x"] + title["width"] <= bar["x"] or title["y"] >= bar["y"] + bar["height"], (width, title, bar)
+        _title_clears_the_toolbar(page.locator("[class*='st-key-cmp-stk'] .js-plotly-plot").first, width)
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+TITLE_LINES_JS = """(el) => { const t = el.querySelector('.gtitle'), lines = t.querySelectorAll('tspan.line');
+  return [...(lines.length ? lines : [t])].map((n) => { const b = n.getBoundingClientRect();
+    return { left: b.left, right: b.right, top: b.top, bottom: b.bottom }; }); }"""
+
+
+def _title_clears_the_toolbar(chart, where) -> list[dict]:
+    """Hover ``chart`` (its toolbar shows) and check that every line of its title ends left of the toolbar
+    or lies below its band; returns the lines' boxes."""
+    chart.scroll_into_view_if_needed()
+    chart.hover(position={"x": 40, "y": 200})
+    chart.page.wait_for_timeout(400)
+    bar = chart.locator(".modebar").first.bounding_box()
+    assert chart.locator(".modebar").first.evaluate("e => getComputedStyle(e).opacity") == "1", where
+    lines = chart.evaluate(TITLE_LINES_JS)
+    for ln in lines:
+        assert ln["right"] <= bar["x"] or ln["top"] >= bar["y"] + bar["height"], (where, ln, bar)
+    return lines
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("size", [(1400, 900), (1000, 800)], ids=["1400x900", "1000x800"])
+def test_a_half_width_charts_title_ends_short_of_the_toolbar(page, zoo_server, size):
+    """Titles wrap to the width their chart has in the browser: the half-width "State trajectory (2-D PCA)"
+    and "Energy of layer 3 per step, before and after" (What if's energy steps), hovered so their toolbar
+    shows, have every title line end left of the toolbar or lie below its band; at 1000x800 the first
+    wraps onto a second line, under the first."""
+    width, height = size
+    page.set_viewport_size({"width": width, "height": height})
+    try:
+        for path, start in (("trajectories", "State trajectory"),
+                            ("energy?wi=energy_steps&wis=4", "Energy of layer 3 per step")):
+            page.goto(f"{zoo_server}/{path}")
+            page.wait_for_selector(CHART, state="attached", timeout=120_000)
+            wait_idle(page)
+            page.wait_for_timeout(800)
+            chart = page.locator(".js-plotly-plot").filter(has=page.locator(".gtitle", has_text=start)).first
+            lines = _title_clears_the_toolbar(chart, (path, size))
+            if path == "trajectories" and width == 1000:
+                assert len(lines) == 2 and lines[1]["top"] >= lines[0]["bottom"] - 1, lines
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
 
