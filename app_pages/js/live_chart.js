@@ -354,9 +354,30 @@ function refit(plot, state) {
   return state.queue;
 }
 
-// After a chart was drawn or resized: its title fitted to the toolbar as drawn.
+// A square map (one panel whose y axis is scaled to its x axis, the x axis constrained to its domain from the
+// left: the attention maps) as high as the plot leaves the plot's width past it blank, between the map and its
+// colour bar, which Plotly places by the plot's width; one held by the width leaves the blank under it. The
+// chart's width (the <div>'s max-width) follows the map, at most Python's width for it (`state.maxWidth`) or
+// its container's. At most 3 steps per draw (a title that wraps anew changes the plot's height).
+function hug(plot, state) {
+  const fl = plot._fullLayout;
+  const xa = fl && fl.xaxis, ya = fl && fl.yaxis;
+  if (!xa || !ya || ya.scaleanchor !== "x" || fl.xaxis2 || xa.constrain !== "domain"
+      || xa.constraintoward !== "left") return;
+  const right = (1 - xa.domain[1]) * fl._size.w;
+  const below = ya.constrain === "domain" && ya.constraintoward === "top" ? ya.domain[0] * fl._size.h : 0;
+  const width = plot.clientWidth;
+  let want = Math.round(width - right + below);
+  if (state.maxWidth) want = Math.min(want, state.maxWidth);
+  if (Math.abs(want - width) < 2 || (want > width && plot.parentElement.clientWidth <= width + 1)) return;
+  if ((state.hugs = (state.hugs || 0) + 1) > 3) return;
+  state.hugTo = want;
+  plot.style.maxWidth = want + "px";  // the resize observer redraws it
+}
+
+// After a chart was drawn or resized: its title fitted to the toolbar as drawn, a square map's width to it.
 function settle(plot, state) {
-  return refit(plot, state);
+  return refit(plot, state).then(() => { if (plot.isConnected) hug(plot, state); });
 }
 
 const TURNS = "__geomlabFirstDraws";  // charts waiting for their first draw, and whether one is being drawn
@@ -475,6 +496,7 @@ function draw(plot, parentElement, state, data, traces) {
     }
     const drawn = { ...layout, autosize: true };  // plotly keeps (and changes) the object it draws
     delete drawn.width;  // the width is the <div>'s, followed on resize
+    state.hugs = 0;
     if (!state.drawn) {
       await firstDrawTurn(plot);
       await Plotly.newPlot(plot, state.traces, drawn, data.config);
@@ -503,6 +525,7 @@ function draw(plot, parentElement, state, data, traces) {
       if (!state.resize) {
         state.resize = new ResizeObserver(() => {
           if (!plot.isConnected) return;
+          if (plot.clientWidth !== state.hugTo) state.hugs = 0;  // resized by its container, not by hug
           state.Plotly.Plots.resize(plot).then(() => settle(plot, state)).catch(() => {});
         });
         state.resize.observe(plot);
