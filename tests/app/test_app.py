@@ -900,7 +900,7 @@ def test_checkpoints_page_and_compare_show_word_problem_accuracy(bundled_assets)
     assert not any(str(v) in ("None", "nan") for v in df[["valid", "test"]].to_numpy().ravel())
     # the numbers right after the name: at 800 px beside the sidebar only the metric and model scroll
     assert list(at.dataframe[0].proto.column_order)[:4] == ["name", "valid", "test", "trained"]
-    # no column pinned: Streamlit draws a pinned column's text faded (the names were pale grey)
+    # no column pinned: Streamlit draws a pinned column's text faded, a pale grey
     assert not any(c.get("pinned") for c in json.loads(at.dataframe[0].proto.columns).values())
     # on a phone (~390 px: the name and two columns) the metric comes first, or valid/test lose their unit
     from app_pages._messages import TABLE_COLUMNS, table_columns

@@ -1,6 +1,6 @@
 """Line charts along the token positions answer a click anywhere in a position's column: every figure whose
 click picks a position and that draws lines over a position axis hovers by x with no distance cutoff
-(plotly's "closest" picks a point only within 20 px of it, so a click above a line chose nothing)."""
+(plotly's "closest" picks a point only within 20 px of it: a click above a line would choose nothing)."""
 
 from __future__ import annotations
 
