@@ -328,6 +328,12 @@ def _train(args: argparse.Namespace, replicas) -> int:
     warning = did_not_train(task, m, trainer.config.lr)
     if warning:
         print(warning, file=sys.stderr)
+    from geomlab.data import corpora
+
+    corpus = getattr(task, "corpus", None)
+    if corpus is not None and corpus.name not in corpora.CORPORA:  # a user's text, split 90/5/5 here
+        if note := corpora.repeat_note(corpus):
+            print(f"note: {note}", file=sys.stderr)
     # stopped by Ctrl-C: saved, but not finished, so `train ... && eval ...` must not carry on (128 + SIGINT)
     return 130 if result.status == "stopped" else 0
 
@@ -390,11 +396,6 @@ def _started(args: argparse.Namespace, overrides: dict, replicas):
     if args.params:
         spec = replace(spec, params=args.params)
     task = runs.build_task(spec)
-    if ref.form in ("file", "text") and getattr(task, "corpus", None) is not None:  # a user's text, split here
-        from geomlab.data.corpora import repeat_note
-
-        if note := repeat_note(task.corpus):
-            print(f"note: {note}", file=sys.stderr)
     model, _ = runs.build_model(spec, task.vocab_size)
     n_eff = count_params(model, "effective")
     if args.name is not None:
