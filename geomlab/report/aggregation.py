@@ -73,10 +73,10 @@ def compare_to_baseline(rows: list[dict[str, Any]]) -> None:
     """Add, in place, each row's ``speed_ratio`` / ``cpu_speed_ratio`` (tokens/s over the baseline row's,
     measured in the same run) and, when both have a test BPC, ``test_gap`` (ours minus the baseline's, bits),
     ``char_ppl_ratio`` (2 ** gap) and, with two or more seeds shared by both rows, ``test_gap_ci95`` (the
-    95% interval of the seed-paired differences, :func:`ci95`: both models see the same seeds' batches). When
-    the two rows finished different seeds, the gaps are over the seeds both have: ``test_gap``,
-    ``test_gap_ci95``, ``valid_gap`` and ``gap_seeds`` (their number). The baseline is the row with
-    ``baseline`` set (none: no ratios)."""
+    95% interval of the seed-paired differences, :func:`paired_gap`: both models see the same seeds' batches).
+    When the two rows finished different seeds, the gaps are :func:`paired_gap`'s over the seeds both have:
+    ``test_gap``, ``test_gap_ci95``, ``valid_gap`` and ``gap_seeds`` (their number). The baseline is the row
+    with ``baseline`` set (none: no ratios)."""
     base = next((r for r in rows if r["baseline"]), None)
     for r in rows:
         b = base.get("tokens_per_s_mean") if base else None
@@ -85,13 +85,12 @@ def compare_to_baseline(rows: list[dict[str, Any]]) -> None:
         r["cpu_speed_ratio"] = (r["tokens_per_cpu_s"] / bc) if (bc and r.get("tokens_per_cpu_s")) else None
         if base and r.get("test_mean") is not None and base.get("test_mean") is not None:
             r["test_gap"] = r["test_mean"] - base["test_mean"]
-            if r is not base and _same_seeds(r, base):
-                r["test_gap_ci95"] = _paired_ci95(r, base)
-            elif r is not base and _paired_diffs(r, base, "test"):
-                d = _paired_diffs(r, base, "test")
-                r["test_gap"], r["test_gap_ci95"], r["gap_seeds"] = mean(d), ci95(d), len(d)
-                dv = _paired_diffs(r, base, "valid")
-                r["valid_gap"] = mean(dv) if dv else None
+            g = paired_gap(r, base, "test") if r is not base else None
+            if g is not None and _same_seeds(r, base):
+                r["test_gap_ci95"] = g["ci95"]
+            elif g is not None:
+                r["test_gap"], r["test_gap_ci95"], r["gap_seeds"] = g["gap"], g["ci95"], g["seeds"]
+                r["valid_gap"] = (paired_gap(r, base, "valid") or {}).get("gap")
             r["char_ppl_ratio"] = 2.0 ** r["test_gap"]
 
 
@@ -99,25 +98,28 @@ def _same_seeds(r: dict[str, Any], other: dict[str, Any]) -> bool:
     return list(r.get("seeds", [])) == list(other.get("seeds", []))
 
 
-def _paired_diffs(r: dict[str, Any], other: dict[str, Any], split: str) -> list[float]:
-    """The per-seed ``split`` BPC differences ``r - other`` over the seeds both rows finished."""
+def paired_gap(r: dict[str, Any] | None, other: dict[str, Any] | None, split: str) -> dict[str, Any] | None:
+    """The seed-paired gap ``r - other`` of two rows' per-seed ``split`` BPC (``"test"`` / ``"valid"``, bits)
+    over the seeds both finished: ``{"gap": mean difference, "ci95": its :func:`ci95` half-width (``None``
+    below two seeds), "seeds": how many}``; ``None`` without a row or a common seed. Every seed-paired gap of
+    the reports is this one (the tables, the reading, the verdicts). Source: design choice (seeds as paired
+    draws: both models see the same seed's batches)."""
+    if not r or not other:
+        return None
     mine = dict(zip(r.get("seeds", []), r.get(split, [])))
     theirs = dict(zip(other.get("seeds", []), other.get(split, [])))
-    return [mine[s] - theirs[s] for s in mine if s in theirs and mine[s] is not None and theirs[s] is not None]
-
-
-def _paired_ci95(r: dict[str, Any], other: dict[str, Any]) -> float | None:
-    """:func:`ci95` of the seed-paired test-BPC differences of two rows with the same seeds."""
-    return ci95([a - b for a, b in zip(r["test"], other["test"]) if a is not None and b is not None])
+    d = [mine[s] - theirs[s] for s in mine if s in theirs and mine[s] is not None and theirs[s] is not None]
+    return {"gap": mean(d), "ci95": ci95(d), "seeds": len(d)} if d else None
 
 
 def compare_to_versus(rows: list[dict[str, Any]]) -> None:
     """Add, in place, to each row whose ``versus`` names another row (an ablation and what it ablates, e.g.
     identity against linear mixing; a size-matched pair, the ~500K OSMFormer against the ~500K Transformer)
-    that has a test BPC: ``versus_gap`` (this row's mean test BPC minus that
-    row's, bits) and, with two or more seeds shared by both, ``versus_gap_ci95`` (the 95% interval of the
-    seed-paired differences, :func:`ci95`). Raises ``ValueError`` when ``versus`` names no row (a typo in
-    the protocol). Design choice: such a claim is stated directly, not read off two gaps to the baseline."""
+    that has a test BPC: ``versus_gap`` (this row's test BPC minus that row's, bits: :func:`paired_gap` over
+    the seeds both finished, the difference of the means without a common seed) and ``versus_gap_ci95``
+    (:func:`paired_gap`'s interval, ``None`` below two common seeds); ``versus_seeds`` (their number) when
+    the two rows finished different seeds. Raises ``ValueError`` when ``versus`` names no row (a typo in the
+    protocol). Design choice: such a claim is stated directly, not read off two gaps to the baseline."""
     by_label = {r["label"]: r for r in rows}
     for r in rows:
         name = r.get("versus")
@@ -128,9 +130,13 @@ def compare_to_versus(rows: list[dict[str, Any]]) -> None:
             raise ValueError(f"{r['label']!r} is compared with {name!r}, which is not another row of its table")
         if r.get("test_mean") is None or other.get("test_mean") is None:
             continue
-        r["versus_gap"] = r["test_mean"] - other["test_mean"]
-        if _same_seeds(r, other):
-            r["versus_gap_ci95"] = _paired_ci95(r, other)  # None for one seed: "no interval yet"
+        g = paired_gap(r, other, "test")
+        if g is None:
+            r["versus_gap"] = r["test_mean"] - other["test_mean"]
+            continue
+        r["versus_gap"], r["versus_gap_ci95"] = g["gap"], g["ci95"]  # ci95 None for one seed: "no interval yet"
+        if not _same_seeds(r, other):
+            r["versus_seeds"] = g["seeds"]
 
 
 def mean_accuracy(per_seed: list[dict[int, float]], lengths: tuple[int, ...]) -> dict[str, float | None]:

@@ -71,19 +71,11 @@ CLAIMS: tuple[Claim, ...] = (
 
 def paired(rows: dict[str, dict[str, Any]], arm: str, against: str, split: str) -> dict[str, Any] | None:
     """Seed-paired difference ``arm - against`` of the rows' per-seed ``split`` (``"test"``/``"valid"``) BPC:
-    ``{"gap", "ci95", "seeds"}`` (``ci95``: half-width, Student t; ``None`` below two seeds), or ``None``
-    without a common seed."""
-    from geomlab.report.aggregation import ci95, mean
+    :func:`geomlab.report.aggregation.paired_gap` of the two rows named (``{"gap", "ci95", "seeds"}``, ``ci95``
+    ``None`` below two seeds), ``None`` without both rows or a common seed."""
+    from geomlab.report.aggregation import paired_gap
 
-    a, b = rows.get(arm), rows.get(against)
-    if not a or not b:
-        return None
-    common = [s for s in a["seeds"] if s in b["seeds"]]
-    d = [a[split][a["seeds"].index(s)] - b[split][b["seeds"].index(s)] for s in common]
-    d = [x for x in d if x is not None]
-    if not d:
-        return None
-    return {"gap": mean(d), "ci95": ci95(d), "seeds": len(d)}
+    return paired_gap(rows.get(arm), rows.get(against), split)
 
 
 def verdict(gap: dict[str, Any] | None, rule: str) -> str:

@@ -89,12 +89,15 @@ def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
 def versus_phrase(r: dict[str, Any]) -> str:
     """The gap of a row with ``versus_gap`` (:func:`geomlab.report.aggregation.compare_to_versus`):
     "+0.208 test BPC against OSMFormer O(d), linear mixing (95% CI ... over 3 seeds)", the interval once two or
-    more seeds are paired, "not distinguishable" when it spans 0."""
+    more seeds are paired ("both finished" when the two rows finished different seeds), "not distinguishable"
+    when it spans 0."""
     g, ci = r["versus_gap"], r.get("versus_gap_ci95")
     s = f"{g:+.3f} test BPC against {r['versus']}"
     if ci is None:
         return s + " (no interval yet)"
-    return s + (f" (95% CI {g - ci:+.3f} to {g + ci:+.3f} over {len(r.get('seeds', []))} seeds"
+    n = r.get("versus_seeds", len(r.get("seeds", [])))
+    return s + (f" (95% CI {g - ci:+.3f} to {g + ci:+.3f} over {n} seeds"
+                + (" both finished" if "versus_seeds" in r else "")
                 + (": not distinguishable)" if g - ci <= 0 <= g + ci else ")"))
 
 
