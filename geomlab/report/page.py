@@ -90,9 +90,29 @@ def verdict(gap: dict[str, Any] | None, rule: str) -> str:
     return "supported" if hi < MARGIN else "contradicted" if lo > MARGIN else "open"
 
 
+def claim_verdict(test: dict[str, Any] | None, valid: dict[str, Any] | None, rule: str) -> tuple[str, bool]:
+    """The verdict of a claim from its :func:`paired` gaps: the test split's :func:`verdict` under ``rule``,
+    except ``open`` where the validation split, read by the same rule, says the opposite (one split supports
+    the claim, the other contradicts it). Returns ``(verdict, disagree)``, ``disagree`` True in that case.
+    Source: design choice (a claim two held-out splits read in opposite ways is not settled by either)."""
+    t = verdict(test, rule)
+    if {t, verdict(valid, rule)} == {"supported", "contradicted"}:
+        return "open", True
+    return t, False
+
+
+def qualifiers(r: dict[str, Any]) -> str:
+    """`` (provisional; test and validation disagree)``: what qualifies a verdict of :func:`readings` or
+    :func:`verdicts` (empty when nothing does)."""
+    q = ["provisional"] * bool(r.get("provisional")) + ["test and validation disagree"] * bool(r.get("disagree"))
+    return f" ({'; '.join(q)})" if q else ""
+
+
 def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
     """One entry per :data:`CLAIMS` item found in ``results`` (a collected campaign): the claim, the test and
-    valid gaps with intervals, the equal-time gap the campaign measured, and the verdict on the test split."""
+    valid gaps with intervals, the equal-time gap the campaign measured, and the verdict
+    (:func:`claim_verdict`: the test split's, open where the validation split says the opposite; ``disagree``
+    then)."""
     out = []
     comps = {c["key"]: c for c in results["comparisons"]}
     for cl in CLAIMS:
@@ -103,8 +123,9 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
         against = cl.against or next(r["label"] for r in c["rows"] if r["baseline"])
         test, valid = paired(rows, cl.arm, against, "test"), paired(rows, cl.arm, against, "valid")
         et = (rows.get(cl.arm) or {}).get("equal_time") if cl.against is None else None
+        v, disagree = claim_verdict(test, valid, cl.rule)
         out.append({"claim": cl, "against": against, "test": test, "valid": valid,
-                    "equal_time": et, "verdict": verdict(test, cl.rule)})
+                    "equal_time": et, "verdict": v, "disagree": disagree})
     return out
 
 
@@ -129,9 +150,10 @@ def equal_compute_pair(results: dict[str, Any], cl: Claim, measure: str) -> tupl
 def readings(results: dict[str, Any], cl: Claim) -> list[dict[str, Any]]:
     """Every reading of claim ``cl`` in the fair campaign's ``results``: at equal steps, then (for a claim
     against the baseline) at equal CPU time and equal FLOPs; each ``{"reading", "arm", "against", "test",
-    "valid", "verdict", "provisional"}`` with the :func:`paired` gaps of both splits (``None`` before a common
-    seed), the verdict of the test gap by the claim's rule, and whether either row still misses a planned seed.
-    Empty when the comparison is not in ``results``."""
+    "valid", "verdict", "disagree", "provisional", "stepped"}`` with the :func:`paired` gaps of both splits
+    (``None`` before a common seed), the verdict by the claim's rule (:func:`claim_verdict`; ``pending`` before
+    a common seed), whether either row still misses a planned seed, and the rows whose lr a divergence stepped
+    down. Empty when the comparison is not in ``results``."""
     from geomlab.report.aggregation import seeds_missing
 
     c = next((c for c in results["comparisons"] if c["key"] == cl.comparison), None)
@@ -152,9 +174,9 @@ def readings(results: dict[str, Any], cl: Claim) -> list[dict[str, Any]]:
         stepped = [_stepped(rows[k], "the model" if k == pair[0] else k) for k in pair
                    if k in rows and rows[k].get("full_notes") and rows[k].get("lr") is not None
                    and rows[k].get("tuned_lr") not in (None, rows[k]["lr"])]
+        v, disagree = claim_verdict(test, valid, cl.rule) if test else ("pending", False)
         out.append({"reading": name, "arm": pair[0], "against": pair[1], "test": test, "valid": valid,
-                    "verdict": verdict(test, cl.rule) if test else "pending", "provisional": bool(test) and short,
-                    "stepped": stepped})
+                    "verdict": v, "disagree": disagree, "provisional": bool(test) and short, "stepped": stepped})
     return out
 
 
@@ -179,16 +201,16 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
              "Per claim, each reading of the fair campaign: equal steps (the papers' setting), equal CPU time and "
              "equal FLOPs (the costlier model on its own full schedule sized to the other's budget). Seed-paired "
              "differences in BPC, 95% intervals in brackets; negative: the claimed model is ahead. The verdict "
-             "reads the test gap by the claim's rule (Verdict per paper claim, above); pending until both rows "
-             "share a seed, open below two, provisional while a row still misses seeds the plan gives it.", "",
+             "reads the test gap by the claim's rule (Verdict per paper claim, above), open where the validation gap "
+             "says the opposite; pending until both rows share a seed, open below two, provisional while a row "
+             "still misses seeds the plan gives it.", "",
              "| paper | claim | reading | model | against | seeds | test gap [95% CI] | valid gap [95% CI] | verdict |",
              "|---|---|---|---|---|---|---|---|---|"]
     for cl in CLAIMS:
         for r in readings(after, cl):
             n = (r["test"] or r["valid"] or {}).get("seeds", 0)
             lines.append(f"| {cl.paper} | {cl.text} | {r['reading']} | {r['arm']} | {r['against']} | {n} | "
-                         f"{_gap(r['test'])} | {_gap(r['valid'])} | {r['verdict']}"
-                         + (" (provisional)" if r["provisional"] else "")
+                         f"{_gap(r['test'])} | {_gap(r['valid'])} | {r['verdict']}{qualifiers(r)}"
                          + "".join(f"; {x}" for x in r["stepped"] if r["test"] is not None) + " |")
     lines += ["", "### Settings", "",
               "What the one rule chose for each model (lr and warm-up, then weight decay and dropout at them, kept "
@@ -264,6 +286,10 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
              "trained to the same number of steps): *supported* when the interval lies on the claim's side, "
              f"*contradicted* when it lies on the other, *open* when it spans both (a \"match\" claim needs the "
              f"interval within ±{MARGIN} BPC; \"close to attention\" needs its upper end below +{MARGIN}). The "
+             "validation split, read by the same rule, can only withhold a verdict, for every claim: where it says "
+             "the opposite of the test split (one supports the claim, the other contradicts it) the verdict is "
+             "*open* (test and validation disagree); this rule was added once the fair campaign's first verdicts "
+             "were in, and makes no verdict firmer. The "
              "equal-time column is the converged campaign's reading at the shorter run's training time, which "
              "catches the slower model mid-schedule (see Budget differences); the fair campaign below replaces it "
              "with equal-compute runs. \"After\" is the fair campaign's verdict by the same rule with its test gap, "
@@ -280,7 +306,7 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
         if v is not None and v["test"] is not None:
             et = f"{v['equal_time']['gap']:+.3f}" if v["equal_time"] else "—"
             cells = [v["against"], _gap(v["test"]), _gap(v["valid"]), et,
-                     f"**{v['verdict']}**" + (f" ({cl.caveat})" if cl.caveat else "")]
+                     f"**{v['verdict']}**{qualifiers(v)}" + (f" ({cl.caveat})" if cl.caveat else "")]
         else:
             cells = [cl.against or "the baseline", "—", "—", "—", "not run (a control of the fair campaign)"]
         got = {r["reading"]: r for r in (readings(after, cl) if after else [])}
@@ -292,9 +318,8 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
             v = r["valid"]  # a validation gap that excludes zero on the other side is said beside the verdict
             other = (v is not None and v["ci95"] is not None and v["gap"] * r["test"]["gap"] < 0
                      and abs(v["gap"]) > v["ci95"])
-            return (f"**{r['verdict']}**" + (" (provisional)" if r["provisional"] else "")
-                    + f" {_gap(r['test'])}" + (f"; valid {_gap(v)}, the other way" if other else "")
-                    + "".join(f"; {x}" for x in r["stepped"]))
+            return (f"**{r['verdict']}**{qualifiers(r)} {_gap(r['test'])}"
+                    + (f"; valid {_gap(v)}, the other way" if other else "") + "".join(f"; {x}" for x in r["stepped"]))
 
         # an ablation or a control: the equal-compute arms are read against the baseline
         eq = ["—", "—"] if cl.against is not None else [said("equal CPU"), said("equal FLOPs")]

@@ -228,7 +228,8 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
     if flips:
         lines += ["The validation split orders them the other way: " + "; ".join(
             f"{r['label']} {_valid_gap(r, base):+.3f} valid against {r['test_gap']:+.3f} test "
-            "BPC" for r in flips) + " (the tuning reads the validation split; the test split is the verdict).", ""]
+            "BPC" for r in flips) + " (the tuning reads the validation split; a claim's verdict reads the test split, "
+            "and is open where the validation split's interval says the opposite).", ""]
     timed = [r for r in c["rows"] if r.get("equal_time")]
     if timed:
         lines += ["At equal training time: " + "; ".join(

@@ -1,5 +1,5 @@
 """docs/results.md read as a reviewer reads it: every number once (a gap against another arm is the
-verdict's seed-paired gap). The committed page is the one the command writes (test_fair.py), so the page-wide
+verdict's seed-paired gap), and the verdict rule when test and validation disagree. The committed page is the one the command writes (test_fair.py), so the page-wide
 checks read it directly."""
 
 from __future__ import annotations
@@ -52,3 +52,37 @@ def test_a_gap_against_another_arm_pairs_the_seeds_both_finished():
     lo, hi = g["gap"] - g["ci95"], g["gap"] + g["ci95"]
     assert versus_phrase(arm) == (f"{g['gap']:+.3f} test BPC against Twin, 6 layers (95% CI {lo:+.3f} to "
                                   f"{hi:+.3f} over 2 seeds both finished)")
+
+
+# ------------------------------------------------------------------------------------------ the verdict rule
+def test_a_claim_whose_test_and_validation_splits_disagree_is_open():
+    """The test split's verdict, except open where the validation split, read by the same rule, says the
+    opposite: the verdict cell says why and keeps the validation gap and the row's stepped-down lr beside it;
+    the page states the rule."""
+    from geomlab.report.page import CLAIMS, claim_verdict, verdict_table
+
+    g = lambda m, h: {"gap": m, "ci95": h, "seeds": 5}  # noqa: E731
+    assert claim_verdict(g(-0.041, 0.022), g(0.054, 0.017), "lower") == ("open", True)
+    assert claim_verdict(g(0.087, 0.04), g(0.26, 0.01), "lower") == ("contradicted", False)
+    assert claim_verdict(g(-0.041, 0.022), g(0.01, 0.02), "lower") == ("supported", False)  # valid open: kept
+    assert claim_verdict(g(-0.041, 0.08), g(0.054, 0.017), "lower") == ("open", False)
+    assert claim_verdict(g(-0.015, 0.015), g(0.05, 0.02), "not worse") == ("open", True)
+    assert claim_verdict(g(-0.015, 0.015), g(0.01, 0.005), "not worse") == ("supported", False)
+
+    cl = next(c for c in CLAIMS if c.comparison == "ts-50k")
+    notes = ["lr 0.046 diverged at the full budget (seed 4, step 6,372): the seeds train at 0.022"]
+    seeds = [0, 1, 2]
+    after = {"comparisons": [{"key": "ts-50k", "rows": [
+        _row(cl.arm, seeds, [2.50, 2.51, 2.52], [2.33, 2.32, 2.325]),
+        _row("LSTM", seeds, [2.54, 2.555, 2.55], [2.27, 2.265, 2.27], baseline=True, lr=0.022, tuned_lr=0.046,
+             full_notes=notes)]}]}
+    row = next(ln for ln in verdict_table({"comparisons": []}, after) if ln.startswith("| OSM | OSM-RNN beats"))
+    cell = _cells(row)[7]
+    assert cell.startswith("**open** (test and validation disagree) -0.038 [")
+    assert "; valid +0.057 [" in cell and cell.endswith(
+        "the other way; LSTM's seeds train at lr 0.022, stepped down from its tuned 0.046 after a seed diverged at "
+        "0.046")
+    intro = _section(PAGE, "## Verdict per paper claim")
+    assert ("The validation split, read by the same rule, can only withhold a verdict, for every claim: where it "
+            "says the opposite of the test split (one supports the claim, the other contradicts it) the verdict is "
+            "*open* (test and validation disagree)") in intro
