@@ -101,11 +101,46 @@ def claim_verdict(test: dict[str, Any] | None, valid: dict[str, Any] | None, rul
     return t, False
 
 
+#: Why an interval gets its verdict, per rule and verdict (said beside a claim's gap in the reading).
+REASONS: dict[str, dict[str, str]] = {
+    "lower": {"supported": "the interval lies below 0", "contradicted": "the interval lies above 0",
+              "open": "the interval spans 0"},
+    "match": {"supported": f"the interval lies within ±{MARGIN}", "contradicted": "the interval excludes 0",
+              "open": f"the interval spans 0 but reaches past ±{MARGIN}"},
+    "not worse": {"supported": f"the upper end is below +{MARGIN}, all a \"close to\" claim asks",
+                  "contradicted": f"the lower end is above +{MARGIN}", "open": f"the interval spans +{MARGIN}"},
+}
+
+
 def qualifiers(r: dict[str, Any]) -> str:
     """`` (provisional; test and validation disagree)``: what qualifies a verdict of :func:`readings` or
     :func:`verdicts` (empty when nothing does)."""
     q = ["provisional"] * bool(r.get("provisional")) + ["test and validation disagree"] * bool(r.get("disagree"))
     return f" ({'; '.join(q)})" if q else ""
+
+
+def claim_words(r: dict[str, Any], rule: str) -> str:
+    """"claim supported: the upper end is below +0.02, all a "close to" claim asks": the verdict of a reading
+    ``r`` (:func:`readings`) in the claim's terms, with why (:data:`REASONS`), or which split says what where
+    test and validation disagree."""
+    if r.get("disagree"):
+        t = verdict(r["test"], rule)
+        return (f"claim {r['verdict']}{qualifiers(r)}: the test split alone would have it {t}, the validation "
+                f"split {'contradicted' if t == 'supported' else 'supported'}")
+    return f"claim {r['verdict']}{qualifiers(r)}: {REASONS[rule][r['verdict']]}"
+
+
+def mark_claims(results: dict[str, Any]) -> None:
+    """Give, in place, each row of ``results`` that a claim reads (:func:`readings`) ``claims``: ``{label of the
+    row it is read against: claim_words}``, so the reading and the comparison sections state every claim's
+    gap (:func:`geomlab.report.render_parts.claim_pairs`) in the claim's terms
+    (:func:`geomlab.report.render_parts.judged`)."""
+    for cl in CLAIMS:
+        c = next((c for c in results["comparisons"] if c["key"] == cl.comparison), None)
+        rows = {r["label"]: r for r in (c or {}).get("rows", [])}
+        for r in readings(results, cl):
+            if r["test"] is not None and r["test"]["ci95"] is not None:
+                rows[r["arm"]].setdefault("claims", {})[r["against"]] = claim_words(r, cl.rule)
 
 
 def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -138,12 +173,14 @@ def equal_compute_pair(results: dict[str, Any], cl: Claim, measure: str) -> tupl
     c = next((c for c in results["comparisons"] if c["key"] == cl.comparison), None)
     if c is None or cl.against is not None:
         return None
-    labels = [r["label"] for r in c["rows"]]
+    from geomlab.report.plan import sized_label
+
     base = next(r["label"] for r in c["rows"] if r["baseline"])
-    mine = next((k for k in labels if k.startswith(f"{cl.arm} at the baseline's {measure} budget (")), None)
+    sized = {sized_label(r["label"]): r["label"] for r in c["rows"]}
+    mine = sized.get((cl.arm, measure, None))
     if mine:
         return mine, base
-    theirs = next((k for k in labels if k.startswith(f"{base} at the {measure} budget of {cl.arm} (")), None)
+    theirs = sized.get((base, measure, cl.arm))
     return (cl.arm, theirs) if theirs else None
 
 
@@ -488,6 +525,8 @@ def results_page(root: str | Path = ".") -> str:
 
     meta, runs, results = collected(root / RECORDS, CONVERGED)
     after = collected(root / FAIR_RECORDS, FAIR)[2] if (root / FAIR_RECORDS).is_file() else None
+    for res in (results, after) if after else (results,):
+        mark_claims(res)
     results["progress"] = {"done": len(runs), "planned": len(runs)}
     bench = json.loads((root / BENCH).read_text(encoding="utf-8"))
     results["speed_alone"] = bench

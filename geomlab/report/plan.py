@@ -37,6 +37,7 @@ Source: design choice (the plan the converged report's open questions ask for; d
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -74,6 +75,18 @@ def equal_steps(base_steps: int, base_cost: float, cost: float) -> int:
     """Steps of a model costing ``cost`` per step that spend the budget of ``base_steps`` steps at
     ``base_cost`` each, rounded down to a multiple of 10 (at least 10)."""
     return max(10, int(base_steps * base_cost / cost) // 10 * 10)
+
+
+def sized_label(label: str) -> tuple[str, str, str | None] | None:
+    """An equal-compute arm's label read back (:func:`_equal_compute` writes them): ``(the model it trains, the
+    measure: "CPU" or "FLOPs", the model whose budget it takes: None for "the baseline's")``, e.g. ``("Same
+    block with causal attention", "CPU", "Grassmann (Gr(2, r), offsets 1..16)")`` for the baseline cut to
+    that model's CPU budget; ``None`` for any other label."""
+    m = re.fullmatch(r"(.+) at the baseline's (CPU|FLOPs) budget \([\d,]+ steps\)", label)
+    if m:
+        return m[1], m[2], None
+    m = re.fullmatch(r"(.+?) at the (CPU|FLOPs) budget of (.+) \([\d,]+ steps\)", label)
+    return (m[1], m[2], m[3]) if m else None
 
 
 def _equal_compute(key: str, arms: tuple[Arm, ...], steps: int, headline: tuple[str, ...]

@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from geomlab.report.aggregation import NEAR_UNIGRAM, near_unigram, seeds_missing
-from geomlab.report.render_parts import _f, bpc_cell, comparison_section, figures_section, versus_phrase
+from geomlab.report.render_parts import (
+    _f, bpc_cell, claim_pairs, comparison_section, figures_section, judged, versus_phrase,
+)
 
 
 def converged_header(results: dict[str, Any]) -> list[str]:
@@ -54,11 +56,19 @@ def _first_sentence(text: str) -> str:
 
 def reading(results: dict[str, Any]) -> list[str]:
     """``## Reading``: one line per comparison that has a baseline result: each model minus the baseline at
-    equal steps (test BPC with the seed-paired 95% interval, "not distinguishable" when it spans 0, and valid
-    BPC) and at equal training time (valid BPC, at the shorter run's training time), then the first sentence of
-    the paper's claim; a row's ``goal`` (a test BPC aimed below) says whether its mean reached it; rows with
+    equal steps, or at equal CPU / FLOPs for a model on its own schedule sized to the baseline's budget (test
+    BPC with the seed-paired 95% interval closed by :func:`~geomlab.report.render_parts.judged`: the claim's
+    verdict where a paper's claim reads that pair, else "not distinguishable" when it spans 0; and valid BPC)
+    and at equal training time (valid BPC, at the shorter run's training time), then the first sentence of
+    the paper's claim; a row's ``goal`` (a test BPC aimed below) says whether its mean reached it. The
+    baseline cut to another model's budget (:func:`geomlab.report.plan.sized_label`) gives two lines: that
+    model against it (the equal-compute gap), and a budget check, labelled as one, of the cut baseline against
+    the baseline at its full steps (what the shorter budget costs the baseline, not a claim's gap). Rows with
     seeds still missing are marked provisional, and comparisons with no result yet are named at the end."""
-    out, waiting = [], []
+    from geomlab.report.aggregation import paired_gap
+    from geomlab.report.plan import sized_label
+
+    out, waiting, checks = [], [], False
     for c in results["comparisons"]:
         rows = c["rows"]
         base = next((r for r in rows if r["baseline"]), None)
@@ -67,20 +77,26 @@ def reading(results: dict[str, Any]) -> list[str]:
             if base is not None:
                 waiting.append(c["title"])
             continue
-        parts = []
+        by_label = {r["label"]: r for r in rows}
+        parts: list[str] = []
         for r in others:
-            # an arm on a schedule sized to the baseline's budget is the equal-compute reading
-            reading = next((f"at equal {m}" for m in ("CPU", "FLOPs") if f" at the baseline's {m} budget (" in
-                            r["label"] or f" at the {m} budget of " in r["label"]), "at equal steps")
-            s = f"{r['label']}: {r['test_gap']:+.3f} test BPC {reading}"
-            ci, n = r.get("test_gap_ci95"), r.get("gap_seeds", len(r["seeds"]))
-            if ci is None:
-                s += f" ({n} seed{'s' if n != 1 else ''}, no interval yet)"
+            sized = sized_label(r["label"])
+            if sized and sized[0] == base["label"] and sized[2] in by_label:  # the baseline on a model's budget
+                model, m, checks = by_label[sized[2]], sized[1], True
+                g, gv = paired_gap(model, r, "test"), paired_gap(model, r, "valid")
+                if g is not None:
+                    parts.append(f"{model['label']} against {r['label']}: {g['gap']:+.3f} test BPC at equal {m}"
+                                 + _interval(g, model, r["label"], both=model["seeds"] != r["seeds"])
+                                 + (f", {gv['gap']:+.3f} valid" if gv else ""))
+                steps = f"its full {c['steps']:,} steps" if isinstance(c.get("steps"), int) else "its full steps"
+                s = (f"Budget check, not a claim's gap: {r['label']} against the baseline at {steps} (what the "
+                     f"shorter budget costs the baseline): {r['test_gap']:+.3f} test BPC")
             else:
-                lo, hi = r["test_gap"] - ci, r["test_gap"] + ci
-                s += (f" (95% CI {lo:+.3f} to {hi:+.3f}, {n} seeds"
-                      + (" both finished" if "gap_seeds" in r else "")
-                      + (": not distinguishable)" if lo <= 0 <= hi else ")"))
+                # an arm on a schedule sized to the baseline's budget is the equal-compute reading
+                s = f"{r['label']}: {r['test_gap']:+.3f} test BPC " + (f"at equal {sized[1]}" if sized
+                                                                       else "at equal steps")
+            ci, n = r.get("test_gap_ci95"), r.get("gap_seeds", len(r["seeds"]))
+            s += _interval({"gap": r["test_gap"], "ci95": ci, "seeds": n}, r, base["label"], both="gap_seeds" in r)
             if _valid_gap(r, base) is not None:
                 s += f", {_valid_gap(r, base):+.3f} valid"
             et = r.get("equal_time")
@@ -89,6 +105,7 @@ def reading(results: dict[str, Any]) -> list[str]:
                       "shorter run's training time)")
             if r.get("versus_gap") is not None:
                 s += f"; {versus_phrase(r)}"
+            s += "".join(f"; {x}" for x in claim_pairs(r, rows, cuts=False))
             if r.get("goal") is not None and r.get("test_mean") is not None:
                 s += (f"; the goal of a test BPC below {r['goal']:.2f} is "
                       + ("reached" if r["test_mean"] < r["goal"] else "not reached")
@@ -113,8 +130,23 @@ def reading(results: dict[str, Any]) -> list[str]:
     return ["## Reading" + ("" if _complete(results) else " (what the finished runs say so far)"), "",
             "Each model minus its comparison's baseline, in bits per character: **negative means the model is "
             "ahead** (lower BPC). Equal steps compares the finished runs; equal training time compares both "
-            "models' validation BPC after the same training seconds. Each comparison's section below has the "
-            "numbers.", "", *out, "", *tail]
+            "models' validation BPC after the same training seconds."
+            + (" Where the baseline trains a schedule cut to another model's budget, that model is read against "
+               "it (the equal-compute gap), and the cut baseline against the baseline at its full steps is a "
+               "budget check (what the shorter budget costs the baseline), not a claim's gap." if checks else "")
+            + " Each comparison's section below has the numbers.", "", *out, "", *tail]
+
+
+def _interval(g: dict[str, Any], row: dict[str, Any], against: str, both: bool) -> str:
+    """`` (95% CI lo to hi, N seeds[ both finished]<judged>)`` of a gap ``g`` (``{"gap", "ci95", "seeds"}``) of
+    ``row`` minus the row labelled ``against`` (:func:`~geomlab.report.render_parts.judged`), or `` (N seed(s),
+    no interval yet)`` below two seeds."""
+    n = g["seeds"]
+    if g["ci95"] is None:
+        return f" ({n} seed{'s' if n != 1 else ''}, no interval yet)"
+    lo, hi = g["gap"] - g["ci95"], g["gap"] + g["ci95"]
+    return (f" (95% CI {lo:+.3f} to {hi:+.3f}, {n} seeds" + (" both finished" if both else "")
+            + judged(row, against, lo, hi) + ")")
 
 
 def converged_protocol(results: dict[str, Any]) -> list[str]:

@@ -86,24 +86,64 @@ def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
     return lines
 
 
+def judged(row: dict[str, Any], against: str, lo: float, hi: float) -> str:
+    """What closes the interval ``lo``..``hi`` (bits) of ``row`` minus the row labelled ``against``: the words
+    of the paper's claim read on that pair where the row carries them (``row["claims"][against]``, set by
+    :func:`geomlab.report.page.mark_claims`: "claim supported: ..."), else ": not distinguishable" when it
+    spans 0, else nothing."""
+    words = (row.get("claims") or {}).get(against)
+    if words:
+        return f"; {words}"
+    return ": not distinguishable" if lo <= 0 <= hi else ""
+
+
 def versus_phrase(r: dict[str, Any]) -> str:
     """The gap of a row with ``versus_gap`` (:func:`geomlab.report.aggregation.compare_to_versus`):
     "+0.208 test BPC against OSMFormer O(d), linear mixing (95% CI ... over 3 seeds)", the interval once two or
-    more seeds are paired ("both finished" when the two rows finished different seeds), "not distinguishable"
-    when it spans 0."""
+    more seeds are paired ("both finished" when the two rows finished different seeds), closed by
+    :func:`judged`."""
     g, ci = r["versus_gap"], r.get("versus_gap_ci95")
     s = f"{g:+.3f} test BPC against {r['versus']}"
     if ci is None:
         return s + " (no interval yet)"
     n = r.get("versus_seeds", len(r.get("seeds", [])))
     return s + (f" (95% CI {g - ci:+.3f} to {g + ci:+.3f} over {n} seeds"
-                + (" both finished" if "versus_seeds" in r else "")
-                + (": not distinguishable)" if g - ci <= 0 <= g + ci else ")"))
+                + (" both finished" if "versus_seeds" in r else "") + judged(r, r["versus"], g - ci, g + ci) + ")")
+
+
+def claim_pairs(r: dict[str, Any], rows: list[dict[str, Any]], cuts: bool = True) -> list[str]:
+    """"-0.018 test BPC against X (95% CI ... over 2 seeds both finished; claim supported ...)" for each row X
+    a paper's claim reads ``r`` against (``r["claims"]``) that no other phrase states: not the baseline, not
+    ``r``'s ``versus``, and, unless ``cuts``, not the baseline cut to ``r``'s budget
+    (:func:`geomlab.report.plan.sized_label`; the reading states that pair on a line of its own). The gap is
+    :func:`geomlab.report.aggregation.paired_gap`'s, as the verdict's."""
+    from geomlab.report.aggregation import paired_gap
+    from geomlab.report.plan import sized_label
+
+    by_label = {x["label"]: x for x in rows}
+    base = next((x["label"] for x in rows if x["baseline"]), None)
+    out = []
+    for against in r.get("claims") or {}:
+        cut = sized_label(against)
+        if against in (base, r.get("versus")) or (not cuts and cut and cut[2] == r["label"]):
+            continue
+        g = paired_gap(r, by_label.get(against), "test")
+        if g is None or g["ci95"] is None:
+            continue
+        lo, hi = g["gap"] - g["ci95"], g["gap"] + g["ci95"]
+        both = " both finished" if r["seeds"] != by_label[against]["seeds"] else ""
+        out.append(f"{g['gap']:+.3f} test BPC against {against} (95% CI {lo:+.3f} to {hi:+.3f} over {g['seeds']} "
+                   f"seeds{both}{judged(r, against, lo, hi)})")
+    return out
 
 
 def verdict(c: dict[str, Any]) -> str:
-    """One sentence per non-baseline arm: our test-BPC gap to the baseline next to the paper's gap; a caution
-    when the baseline's tuned learning rate sits at the edge of the lr grid."""
+    """One sentence per non-baseline arm: our test-BPC gap to the baseline next to the paper's gap (the baseline
+    cut to another model's budget, :func:`geomlab.report.plan.sized_label`, is labelled a budget check: what
+    the shorter budget costs the baseline, not a claim's gap); a caution when the baseline's tuned learning
+    rate sits at the edge of the lr grid."""
+    from geomlab.report.plan import sized_label
+
     rows = c["rows"]
     base = next((r for r in rows if r["baseline"]), None)
     if base is None and not any(r["baseline"] for r in rows) and c.get("key") == "zoo-ts":
@@ -114,13 +154,17 @@ def verdict(c: dict[str, Any]) -> str:
     for r in rows:
         if r is base or r.get("test_mean") is None:
             continue
-        s = f"{r['label']}: test BPC {r['test_gap']:+.3f} vs the baseline"
+        sized = sized_label(r["label"])
+        cut = bool(sized) and sized[0] == base["label"] and sized[2] is not None  # the baseline, cut short
+        s = (("Budget check, not a claim's gap: " if cut else "") + f"{r['label']}: test BPC {r['test_gap']:+.3f} vs "
+             + ("the baseline at its full steps (what the shorter budget costs the baseline)" if cut
+                else "the baseline"))
         if r.get("test_gap_ci95") is not None:
             ci = r["test_gap_ci95"]
             s += (f" (95% CI {r['test_gap'] - ci:+.3f} to {r['test_gap'] + ci:+.3f} over "
                   f"{r.get('gap_seeds', len(r.get('seeds', [])))} seeds"
                   f"{' both finished' if 'gap_seeds' in r else ''}"
-                  f"{'' if abs(r['test_gap']) > ci else ': not distinguishable'})")
+                  f"{judged(r, base['label'], r['test_gap'] - ci, r['test_gap'] + ci)})")
         pt, bt = (r.get("paper") or {}).get("test"), (base.get("paper") or {}).get("test")
         if pt is not None and bt is not None:
             s += f" (paper: {pt - bt:+.3f})"
@@ -128,6 +172,7 @@ def verdict(c: dict[str, Any]) -> str:
             s += f", {r['speed_ratio']:.2f}x the baseline's training tokens/s"
         if r.get("versus_gap") is not None:
             s += f"; {versus_phrase(r)}"
+        s += "".join(f"; {x}" for x in claim_pairs(r, rows))
         out.append(s + ".")
     if lr_edge(base):
         out.append(f"**Caution: the baseline's best learning rate ({base['lr']}) is at the edge of the grid, so it "

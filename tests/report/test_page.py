@@ -1,5 +1,6 @@
-"""docs/results.md read as a reviewer reads it: every number once (a gap against another arm is the
-verdict's seed-paired gap), and the verdict rule when test and validation disagree. The committed page is the one the command writes (test_fair.py), so the page-wide
+"""docs/results.md read as a reviewer reads it: every number once (the reading gives each claim's gap as the
+verdict tables do, in the claim's terms), the baseline cut to another model's budget labelled a budget check,
+and the verdict rule when test and validation disagree. The committed page is the one the command writes (test_fair.py), so the page-wide
 checks read it directly."""
 
 from __future__ import annotations
@@ -52,6 +53,64 @@ def test_a_gap_against_another_arm_pairs_the_seeds_both_finished():
     lo, hi = g["gap"] - g["ci95"], g["gap"] + g["ci95"]
     assert versus_phrase(arm) == (f"{g['gap']:+.3f} test BPC against Twin, 6 layers (95% CI {lo:+.3f} to "
                                   f"{hi:+.3f} over 2 seeds both finished)")
+
+
+def test_the_reading_states_every_claims_gap_as_the_verdict_tables_do():
+    """Each gap of the fair campaign's Every gap table (a claim's reading with an interval) appears in the
+    reading with the same interval and verdict, in the claim's terms: never "not distinguishable" beside a
+    claim's verdict (a "close to" claim is supported by an interval that spans 0 below +0.02)."""
+    from geomlab.report.page import CLAIMS
+    from geomlab.report.protocol import COMPARISONS
+
+    text = _section(PAGE, "### Reading (what the finished runs say so far)")
+    waiting = next((ln for ln in text.splitlines() if ln.startswith("No result yet: ")), "")
+    bullets = [ln for ln in text.splitlines() if ln.startswith("  - ")]
+    claims = {cl.text: cl for cl in CLAIMS}
+    checked = 0
+    for ln in _section(PAGE, "### Every gap").splitlines():
+        if not ln.startswith("| ") or ln.startswith("| paper") or "[" not in ln:
+            continue
+        _, claim, _, model, against, _, test, _, verdict = _cells(ln)
+        if COMPARISONS[claims[claim].comparison].title in waiting:
+            continue
+        g, lo, hi = re.fullmatch(r"([+-][\d.]+) \[([+-][\d.]+), ([+-][\d.]+)\]", test).groups()
+        said = f"claim {verdict.split(';')[0]}"
+        found = [b for b in bullets if model in b and against in b or b.startswith(f"  - {model}: ")]
+        windows = [b[i:i + 400] for b in found for i in [m.start() for m in re.finditer(re.escape(f"{g} test BPC"), b)]]
+        assert any(f"95% CI {lo} to {hi}" in w and said in w and "not distinguishable" not in w.split(said)[0]
+                   for w in windows), (claim, model, against, test, verdict)
+        checked += 1
+    assert checked >= 1
+
+
+# ------------------------------------------------------------------------------------------ budget checks
+def test_a_baseline_cut_to_a_models_budget_is_a_budget_check_not_a_claims_gap():
+    """The baseline trained on a schedule cut to another model's budget reads, in the reading, as that model
+    against it (the equal-compute gap) and, labelled a budget check, the cut baseline against the baseline at
+    its full steps; the section's sentence labels it the same way."""
+    from geomlab.report.aggregation import compare_to_baseline
+    from geomlab.report.render_converged import reading
+    from geomlab.report.render_parts import verdict
+
+    cut = "Twin at the CPU budget of Grassmann (4,760 steps)"
+    rows = [_row("Grassmann", [0, 1], [2.10, 2.12]), _row("Twin", [0, 1], [1.85, 1.86], baseline=True),
+            _row(cut, [0, 1], [1.855, 1.87])]
+    compare_to_baseline(rows)
+    c = {"key": "g", "title": "T", "claim": "", "steps": 5_000, "rows": rows}
+    lines = reading({"comparisons": [c]})
+    assert not any(ln.startswith(f"  - {cut}:") for ln in lines)
+    claim = next(ln for ln in lines if ln.startswith(f"  - Grassmann against {cut}: "))
+    assert claim.startswith(f"  - Grassmann against {cut}: +0.248 test BPC at equal CPU (95% CI ")
+    check = next(ln for ln in lines if ln.startswith("  - Budget check, not a claim's gap: "))
+    assert check.startswith(f"  - Budget check, not a claim's gap: {cut} against the baseline at its full 5,000 "
+                            "steps (what the shorter budget costs the baseline): +0.008 test BPC (95% CI ")
+    assert "budget check (what the shorter budget costs the baseline), not a claim's gap" in "\n".join(lines)
+    assert f"Budget check, not a claim's gap: {cut}: test BPC +0.008 vs the baseline at its full steps" in verdict(c)
+    # an arm on its own schedule sized to the baseline's budget is a claim's equal-compute reading, as before
+    rows[2]["label"] = "Grassmann at the baseline's CPU budget (4,660 steps)"
+    lines = reading({"comparisons": [c]})
+    assert any(ln.startswith("  - Grassmann at the baseline's CPU budget (4,660 steps): +0.008 test BPC at equal "
+                             "CPU") for ln in lines) and not any("Budget check" in ln for ln in lines)
 
 
 # ------------------------------------------------------------------------------------------ the verdict rule
