@@ -276,9 +276,8 @@ def converged_comparison(c: dict[str, Any]) -> list[str]:
                   f"{'it' if len(stuck) == 1 else 'them'} means anything.**", ""]
     elif c.get("unigram_bpc") is not None and all(r.get("valid_mean") is not None for r in c["rows"]):
         lines += [f"Every model trained: all end well below the unigram's {_f(c['unigram_bpc'])} valid BPC.", ""]
-    for r in c["rows"]:
-        if (r.get("paper") or {}).get("ppl_ratio") is not None:
-            lines += outside_ratios(r)
+    if any((r.get("paper") or {}).get("ppl_ratio") is not None for r in c["rows"]):
+        lines += outside_ratios(c)
     return lines
 
 
@@ -287,17 +286,28 @@ PUBLIC_RERUNS = (("sherlok-xin/grassmann--flow", 1.23), ("alphaXiv/paper-impleme
                  ("alphaXiv/paper-implementations (second setting)", 1.45), ("kanenorman/grassmann", 1.43))
 
 
-def outside_ratios(r: dict[str, Any]) -> list[str]:
-    """The perplexity ratio of ``r`` against its baseline beside the paper's and the public re-runs', with the
-    caveat that ours is per character at ~200K parameters (2^(test-BPC gap)) and theirs per word-piece or word
-    at millions of parameters: a different quantity."""
-    ours = r.get("char_ppl_ratio")
-    ci = r.get("test_gap_ci95")
-    span = (f" (95% CI {2 ** (r['test_gap'] - ci):.3f} to {2 ** (r['test_gap'] + ci):.3f})"
-            if ours is not None and ci is not None else "")
-    lines = ["| perplexity ratio (model / attention) | value | what it measures |", "|---|---|---|",
-             f"| ours | {_f(ours)}{span} | per character, 2^(test BPC gap), ~200K parameters, WikiText-2 characters |",
-             f"| the paper | {r['paper']['ppl_ratio']:.2f} | validation perplexity, word-piece tokens, 13M parameters |"]
+def outside_ratios(c: dict[str, Any]) -> list[str]:
+    """The perplexity ratios of comparison ``c`` against its baseline beside the paper's and the public
+    re-runs': ours for each model of the paper's kind (the kind of the row with a ``paper["ppl_ratio"]``) at
+    equal steps, named, 2^(its seed-paired test-BPC gap) with the interval; the caveat that ours is per
+    character at ~200K parameters and theirs per word-piece or word at millions of parameters: a different
+    quantity."""
+    from geomlab.report.plan import sized_label
+
+    rows, base = c["rows"], next((r for r in c["rows"] if r["baseline"]), None)
+    paper = next(r for r in rows if (r.get("paper") or {}).get("ppl_ratio") is not None)
+    against = base["label"] if base else "attention"
+    lines = [f"| perplexity ratio (model / {against}) | value | what it measures |", "|---|---|---|"]
+    for r in rows:
+        if r is base or r.get("kind") != paper.get("kind") or sized_label(r["label"]):
+            continue
+        ours, ci = r.get("char_ppl_ratio"), r.get("test_gap_ci95")
+        span = (f" (95% CI {2 ** (r['test_gap'] - ci):.3f} to {2 ** (r['test_gap'] + ci):.3f})"
+                if ours is not None and ci is not None else "")
+        lines.append(f"| ours: {r['label']} | {_f(ours)}{span} | per character, 2^(test BPC gap), ~200K parameters, "
+                     "WikiText-2 characters |")
+    lines.append(f"| the paper | {paper['paper']['ppl_ratio']:.2f} | validation perplexity, word-piece tokens, 13M "
+                 "parameters |")
     lines += [f"| {src} | {v:.2f} | public re-run, word-level perplexity |" for src, v in PUBLIC_RERUNS]
     return lines + ["", "A per-character ratio at our scale is not the paper's quantity: per-character perplexity "
                     "compounds over a word's characters, so a ratio near 1 per character can be a large ratio per "

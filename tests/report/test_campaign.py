@@ -373,16 +373,26 @@ def test_the_report_folder_is_not_touched_by_a_refused_call(tmp_path, monkeypatc
     assert not (tmp_path / "runs").exists()
 
 
-def test_outside_ratios_beside_ours_with_the_caveat():
+def test_outside_ratios_name_each_model_beside_the_papers():
+    """Ours per model of the paper's kind at equal steps, each named (not the baseline, not a schedule sized to
+    a budget), against the baseline named in the header; the paper's and the re-runs' beside them."""
     from geomlab.report.render import outside_ratios
 
-    row = {"paper": {"ppl_ratio": 1.11}, "char_ppl_ratio": 2 ** 0.05, "test_gap": 0.05, "test_gap_ci95": 0.02}
-    text = "\n".join(outside_ratios(row))
-    assert "| ours | 1.035 (95% CI 1.021 to 1.050)" in text
+    def row(label, gap=None, ci=None, **kw):
+        return {"label": label, "kind": "grassmann", "baseline": False, "paper": {}, "test_gap": gap,
+                "test_gap_ci95": ci, "char_ppl_ratio": None if gap is None else 2 ** gap, **kw}
+
+    c = {"rows": [row("All offsets", 0.05, 0.02, paper={"ppl_ratio": 1.11}), row("Twin", 0.0, baseline=True,
+                  kind="grassmann-attn"), row("One offset", -0.015, 0.015),
+                  row("One offset at the baseline's CPU budget (4,660 steps)", -0.017, 0.006), row("Later")]}
+    text = "\n".join(outside_ratios(c))
+    assert "| perplexity ratio (model / Twin) |" in text
+    assert "| ours: All offsets | 1.035 (95% CI 1.021 to 1.050)" in text
+    assert "| ours: One offset | 0.990 (95% CI 0.979 to 1.000)" in text and "| ours: Later | — |" in text
+    assert "CPU budget" not in text and "| ours: Twin" not in text
     for v in ("1.11", "1.23", "1.40", "1.45", "1.43"):
         assert f"| {v} |" in text
     assert "not the paper's quantity" in text
-    assert "| ours | — |" in "\n".join(outside_ratios({"paper": {"ppl_ratio": 1.11}}))
 
 
 def test_unigram_bpc_is_the_cross_entropy_of_character_frequencies(text_file):
