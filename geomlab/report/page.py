@@ -441,6 +441,44 @@ def plan_section(workers: int = 2) -> list[str]:
             "the models on a GPU where there is one.", ""]
 
 
+def plan_growth(after: dict[str, Any]) -> dict[str, int]:
+    """How the runs planned so far in the fair campaign's collected ``after`` (``progress["planned"]``) follow
+    from the cost table's count before any run (:func:`geomlab.report.plan.first_runs`, summed: ``estimate``):
+    ``waiting``, the regularisation runs of arms whose lr is still being tuned (they join once it is);
+    ``widened``, the lr runs beyond each arm's grid (a grid widened while its best lr sat on an edge);
+    ``seeds``, the seeds beyond the first ones (the seed rule added them; negative for an arm whose every lr
+    diverged, which plans none); ``first_seeds``, the seeds every comparison starts with.
+    ``planned == estimate - waiting + widened + seeds`` by construction."""
+    from geomlab.report.plan import FAIR, first_runs
+
+    arms = {(c.key, a.label): a for c in FAIR.comparisons() for a in c.arms}
+    out = {"estimate": 0, "waiting": 0, "widened": 0, "seeds": 0, "planned": 0, "first_seeds": len(FAIR.seeds)}
+    for c in after["comparisons"]:
+        for r in c["rows"]:
+            n_lr, n_regs, n_seeds = first_runs(FAIR, c["key"], arms[(c["key"], r["label"])])
+            tuned = r.get("tuned_lr") is not None  # its regularisation runs are planned once its lr is tuned
+            out["estimate"] += n_lr + n_regs + n_seeds
+            out["waiting"] += 0 if tuned else n_regs
+            out["widened"] += r["tuning_planned"] - (n_regs if tuned else 0) - n_lr
+            out["seeds"] += len(r["planned_seeds"]) - n_seeds
+            out["planned"] += r["tuning_planned"] + len(r["planned_seeds"])
+    return out
+
+
+def _growth_sentence(g: dict[str, int]) -> str:
+    """The sentence that takes the cost table's run count to the count planned so far (:func:`plan_growth`)."""
+    def term(n: int, what: str) -> str:
+        return f" {'+' if n > 0 else '−'} {abs(n)} {what}" if n else ""
+
+    return (f"The cost table above counts every arm's lr x warm-up grid, its regularisation runs and "
+            f"{g['first_seeds']} seeds, "
+            f"{g['estimate']} runs; the {g['planned']} planned so far are {g['estimate']}"
+            + term(-g["waiting"], "regularisation runs of arms still tuning their lr (they join once it is tuned)")
+            + term(g["widened"], "lr runs where a grid widened")
+            + term(g["seeds"], "seeds the seed rule added" if g["seeds"] > 0 else "seeds of arms whose every lr "
+                   "diverged") + ".")
+
+
 def fair_runs(after: dict[str, Any] | None) -> list[str]:
     """``## The fair campaign's runs``: its reading and one section per comparison, from its records (nothing
     before it has any)."""
@@ -455,8 +493,7 @@ def fair_runs(after: dict[str, Any] | None) -> list[str]:
              + f"{pr['done']} of the {pr['planned']} runs planned so far are done (trained to their end, or diverged: "
              "a divergence is an outcome the rule reads). The plan grows as it goes: an "
              "arm's regularisation runs join it once its lr is tuned, its lr grid widens while the best lr sits on "
-             "an edge, and a comparison gets seeds until its gaps settle (the cost table above counts every "
-             "regularisation run and 3 seeds)."
+             "an edge, and a comparison gets seeds until its gaps settle. " + _growth_sentence(plan_growth(after))
              + " A row counts every seed finished at its final settings, also one the seed rule no longer asks "
              "for (finished before the rule settled on fewer seeds): no finished seed is left out after the fact."
              + (f" The records hold {unused} more {'run' if unused == 1 else 'runs'} the rule does not use now: "

@@ -190,6 +190,15 @@ def seconds_to_checkpoint(campaign: Campaign, job) -> float:
     return min(campaign.eval_every, job.steps) * rate
 
 
+def first_runs(campaign: Campaign, key: str, arm: Arm) -> tuple[int, int, int]:
+    """The runs :func:`estimate` counts for ``arm`` of comparison ``key`` before any run: ``(lr x warm-up
+    tuning runs of its grid, no widening; regularisation runs: the settings of :attr:`Campaign.regs` that apply
+    to the model, the unregularised one being the lr tuning's own; seeds: the first ones)``."""
+    regs = [r for r in campaign.regs if r != (0.0, 0.0) and (r[1] == 0 or takes_dropout(arm.kind))]
+    return (len(campaign.lr_grid) * len(campaign.warmups_for(key, arm.label)), len(regs),
+            len(campaign.seeds_for(key)))
+
+
 def estimate(campaign: Campaign = FAIR) -> list[dict[str, Any]]:
     """CPU hours per block (comparison) of ``campaign`` before any run: per arm, tuning runs (lr grid x
     warm-ups, plus the regularisation settings that apply, at the tuning budget, no widening) and full runs at
@@ -205,9 +214,8 @@ def estimate(campaign: Campaign = FAIR) -> list[dict[str, Any]]:
             rate, guess = step_seconds(campaign, comp.key, arm)
             if guess:
                 guessed.append(arm.label)
-            regs = [r for r in campaign.regs if r != (0.0, 0.0) and (r[1] == 0 or takes_dropout(arm.kind))]
-            n_tune = len(campaign.lr_grid) * len(campaign.warmups_for(comp.key, arm.label)) + len(regs)
-            seeds = len(campaign.seeds_for(comp.key))
+            n_lr, n_regs, seeds = first_runs(campaign, comp.key, arm)
+            n_tune = n_lr + n_regs
             most = campaign.seed_rule[1] if campaign.seed_rule else seeds
             tune_s = n_tune * campaign.tune_steps(comp.key, arm.label) * rate
             full = campaign.full_steps(comp.key, arm.label) * rate

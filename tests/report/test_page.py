@@ -1,7 +1,8 @@
 """docs/results.md read as a reviewer reads it: every number once (the reading gives each claim's gap as the
 verdict tables do, in the claim's terms), the baseline cut to another model's budget labelled a budget check,
-and the verdict rule when test and validation disagree. The committed page is the one the command writes (test_fair.py), so the page-wide
-checks read it directly."""
+the verdict rule when test and validation disagree, and the run counts of the cost table and the status line
+adding up. The committed page is the one the command writes (test_fair.py), so the
+page-wide checks read it directly."""
 
 from __future__ import annotations
 
@@ -145,3 +146,40 @@ def test_a_claim_whose_test_and_validation_splits_disagree_is_open():
     assert ("The validation split, read by the same rule, can only withhold a verdict, for every claim: where it "
             "says the opposite of the test split (one supports the claim, the other contradicts it) the verdict is "
             "*open* (test and validation disagree)") in intro
+
+
+# ------------------------------------------------------------------------------------------ run counts
+def test_the_cost_tables_runs_and_the_runs_planned_so_far_add_up():
+    """The status line's runs planned so far are the cost table's runs less the regularisation runs still to
+    join, plus the lr runs of widened grids and the seeds the rule added, as one sentence says."""
+    total = int(re.search(r"^\| \*\*all\*\* \| \d+ \| (\d+) \|", PAGE, flags=re.M)[1])
+    planned = int(re.search(r"(\d+) of the (\d+) runs planned so far are done", PAGE)[2])
+    m = re.search(r"the (\d+) planned so far are (\d+)((?: [+−] \d+ [^+−.]+)*)\.", PAGE)
+    assert m and int(m[1]) == planned and int(m[2]) == total
+    terms = [(sign, int(n)) for sign, n in re.findall(r" ([+−]) (\d+) ", m[3])]
+    assert total + sum(n if s == "+" else -n for s, n in terms) == planned
+    assert f"cost table above counts every arm's lr x warm-up grid, its regularisation runs and 3 seeds, {total} " \
+           "runs" in PAGE
+
+
+def test_plan_growth_accounts_for_every_planned_run():
+    """On the committed records: the planned count of the collected campaign is the estimate less the waiting
+    regularisation runs plus the widened lr runs and the added seeds, the estimate being the cost table's."""
+    import tempfile
+
+    from geomlab.report.page import FAIR_RECORDS, plan_growth
+    from geomlab.report.plan import FAIR, estimate
+    from geomlab.report.records import load_records, read_records
+    from geomlab.report.results import collect
+    from geomlab.report.store import RunStore
+
+    head, runs = read_records(REPO / FAIR_RECORDS)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = RunStore(tmp)
+        load_records(runs, store)
+        after = collect(FAIR, store, corpora=(head.get("meta") or {}).get("corpora") or {})
+    g = plan_growth(after)
+    assert g["planned"] == after["progress"]["planned"]
+    assert g["estimate"] == sum(r["runs"] for r in estimate())
+    assert g["planned"] == g["estimate"] - g["waiting"] + g["widened"] + g["seeds"]
+    assert g["waiting"] >= 0 and g["widened"] >= 0
