@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from geomlab.commands import (add_checkpoint_argument, add_threads_argument, load_checkpoint, number, recipe_option,
-                              set_threads)
+from geomlab.commands import (add_checkpoint_argument, add_threads_argument, device_option, load_checkpoint,
+                              number, recipe_option, set_threads)
 
 HELP = "evaluate a checkpoint: bits per character (or the task's metric) on a split, and its parameter count"
 
@@ -22,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="sliding-window stride (default: --seq-len, i.e. non-overlapping windows)")
     p.add_argument("--max-tokens", type=number(int, 1, 2**50), default=None, help="score only the first N targets of the split "
                    "(N >= 1; default all)")
-    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
+    p.add_argument("--device", type=device_option, default="auto",
+                   help="auto (CUDA, then MPS, then CPU), cpu, cuda[:N], mps (default auto)")
     add_threads_argument(p)
 
 

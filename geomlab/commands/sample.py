@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from geomlab.commands import (add_checkpoint_argument, add_threads_argument, load_checkpoint, number, recipe_option,
-                              set_threads)
+from geomlab.commands import (add_checkpoint_argument, add_threads_argument, device_option, load_checkpoint,
+                              number, recipe_option, set_threads)
 
 HELP = "generate text from a checkpoint, continuing a prompt"
 #: Most tokens one ``sample`` call generates (one model step each: 1,000 took 458 s for the ~88K OSMFormer on
@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=recipe_option("seed"), default=0, help="sampling seed, 0 to 2**63 - 1 (default 0)")
     p.add_argument("--context", type=recipe_option("seq_len"), default=None,
                    help="tokens of context fed to the model, at least 1 (default: the training --seq-len)")
-    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
+    p.add_argument("--device", type=device_option, default="auto",
+                   help="auto (CUDA, then MPS, then CPU), cpu, cuda[:N], mps (default auto)")
     add_threads_argument(p)
 
 

@@ -8,8 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from geomlab.commands import add_threads_argument, check_outputs, make_folders, number, recipe_option
-from geomlab.commands.train import params_option
+from geomlab.commands import add_threads_argument, check_outputs, device_option, make_folders, number, recipe_option
+from geomlab.commands.train import kind_option, params_option
 
 HELP = ("search the learning rate (or any training / model config key) of a model kind with Optuna: mean "
         "validation metric over seeds, resumable study, JSON summary")
@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from geomlab.training.config import Recipe
 
     D = Recipe()
-    p.add_argument("--model", metavar="KIND", required=True, help="model kind from the registry "
+    p.add_argument("--model", metavar="KIND", type=kind_option, required=True, help="model kind from the registry "
                    "(`python -m geomlab train --list-models`)")
     p.add_argument("--group", metavar="G", help="matrix Lie group for geometric kinds (config key 'group')")
     p.add_argument("--params", type=params_option, metavar="N", help="parameter budget, e.g. 50k: config_for_budget sizes every trial's "
@@ -76,7 +76,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
                    help="no TensorBoard event files in the trials' log folders OUT/NAME-trials/trial-N "
                    "(their metrics.csv is always written)")
-    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
+    p.add_argument("--device", type=device_option, default="auto",
+                   help="auto (CUDA, then MPS, then CPU), cpu, cuda[:N], mps (default auto)")
     add_threads_argument(p)
 
 

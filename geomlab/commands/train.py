@@ -16,7 +16,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from geomlab.commands import add_threads_argument, make_folders, number, recipe_option
+from geomlab.commands import add_threads_argument, device_option, make_folders, number, recipe_option
 
 HELP = ("train a model (any registered kind) and write a Hugging Face checkpoint folder OUT/NAME/ (config.json, "
         "model.safetensors, vocab.json, training_state.*, README.md, geomlab.json)")
@@ -52,6 +52,22 @@ def params_option(text: str) -> int:
     if n > MAX_PARAMS:
         raise argparse.ArgumentTypeError(f"a parameter budget must be at most {MAX_PARAMS:,}, got {str(text)[:40]}")
     return n
+
+
+def kind_option(text: str) -> str:
+    """The argparse ``type=`` of ``--model`` (``train``, ``sweep``): a registered model kind
+    (:func:`geomlab.models.kinds`), else ``argparse.ArgumentTypeError``, one line naming the known kinds with
+    a hint for a near miss (``--model: unknown model kind 'transfomer' (did you mean transformer?); known
+    kinds: ...``). Design choice: checked when the option is read, so an unknown kind is the first thing
+    said, before a missing ``--data`` or any data or model work."""
+    from geomlab.core.argv import near_miss
+    from geomlab.models import kinds
+
+    known = kinds()
+    if text in known:
+        return text
+    raise argparse.ArgumentTypeError(f"unknown model kind {str(text)[:40]!r}{near_miss(text, known)}; known kinds: "
+                                     f"{', '.join(known)}")
 
 
 def parse_config(items: list[str] | None) -> dict:
@@ -129,7 +145,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     D = Recipe()
 
-    p.add_argument("--model", metavar="KIND",
+    p.add_argument("--model", metavar="KIND", type=kind_option,
                    help="model kind from the registry (see `--list-models`); not needed with --resume")
     p.add_argument("--list-models", action="store_true",
                    help="print the registered model kinds and exit; with --model KIND, that kind's config keys "
@@ -164,7 +180,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="train STEPS steps on windows of LEN first, in order, then the rest at --seq-len "
                    "(e.g. 2:1500,4:1500,8:1500,16:1500 for the S5 word problem; see docs/zoo.md)")
     p.add_argument("--seed", type=recipe_option("seed"), default=None, help=f"seed of the model init and the batches (default {D.seed})")
-    p.add_argument("--device", default=None, help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
+    p.add_argument("--device", type=device_option, default=None,
+                   help="auto (CUDA, then MPS, then CPU), cpu, cuda[:N], mps")
     p.add_argument("--eval-every", type=recipe_option("eval_every"), default=None,
                    help=f"validate and save a checkpoint every N steps, 0 = only at the end (default {D.eval_every})")
     p.add_argument("--eval-tokens", type=recipe_option("eval_tokens"), default=None,

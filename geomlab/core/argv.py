@@ -2,7 +2,8 @@
 and its benchmarks (:class:`Parser`: a usage error is a short usage line and the error, an unknown option
 with a hint, :func:`did_you_mean`), how the user started geomlab (:func:`program`), the range-checked
 ``type=`` of a numeric option (:func:`number`, :func:`number_list`, :func:`threads`), of a comma list of names
-(:func:`name_list`) and a finite number read from an option's text (:func:`finite_float`).
+(:func:`name_list`) and of a ``--device`` (:func:`device_option`), and a finite number read from an option's
+text (:func:`finite_float`).
 
 It sits at the foundation so that ``geomlab bench NAME`` (whose modules the commands import) and the training
 layer's ``--search`` reader use the same pieces as the commands. Source: design choice.
@@ -37,7 +38,13 @@ class Parser(argparse.ArgumentParser):
     line with exit status 2; other usage errors (unknown options, with :func:`did_you_mean`'s hint; a missing
     argument; a value argparse's own ``type=int`` refuses) print two lines, a short usage that points to
     ``--help`` (:meth:`short_usage`) and argparse's error, and exit 2. ``--help`` is argparse's, unchanged.
-    ``prog`` starts with ``geomlab`` (``geomlab bench views``)."""
+    ``prog`` starts with ``geomlab`` (``geomlab bench views``). An option is only read under its whole name
+    (``allow_abbrev=False``, also for the sub-parsers: ``--dim`` is not taken for ``--dims``, it is an unknown
+    option with the hint; design choice: an abbreviation that a later option makes ambiguous would break a
+    script that used it)."""
+
+    def __init__(self, *args, allow_abbrev: bool = False, **kwargs):
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
 
     def parse_args(self, args=None, namespace=None):
         """argparse's ``parse_args``, with :func:`did_you_mean`'s hint after ``unrecognized arguments: ...``."""
@@ -99,19 +106,27 @@ SYNONYMS = {"--kind": "--model", "--model-kind": "--model", "--corpus": "--data"
 
 def did_you_mean(extra: list[str], parser: argparse.ArgumentParser) -> str:
     """`` (did you mean --model?)`` for the first unknown option in ``extra`` that is a known synonym
-    (:data:`SYNONYMS`) or close to one of ``parser``'s options (difflib), empty otherwise."""
-    import difflib
-
+    (:data:`SYNONYMS`) or close to one of ``parser``'s options (:func:`near_miss`), empty otherwise."""
     known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
     for tok in extra:
         name = tok.split("=", 1)[0]
         if not name.startswith("--"):
             continue
-        want = SYNONYMS.get(name) if SYNONYMS.get(name) in known else None
-        want = want or next(iter(difflib.get_close_matches(name, known, n=1, cutoff=0.75)), None)
-        if want:
-            return f" (did you mean {want}?)"
+        if SYNONYMS.get(name) in known:
+            return f" (did you mean {SYNONYMS[name]}?)"
+        hint = near_miss(name, known, cutoff=0.75)
+        if hint:
+            return hint
     return ""
+
+
+def near_miss(text: str, names, cutoff: float = 0.6) -> str:
+    """`` (did you mean cuda?)`` when one of ``names`` is close to ``text`` (``difflib.get_close_matches`` at
+    ``cutoff``, the closest), empty otherwise: the hint of an unknown option, device, model kind or name."""
+    import difflib
+
+    near = difflib.get_close_matches(str(text), list(names), n=1, cutoff=cutoff)
+    return f" (did you mean {near[0]}?)" if near else ""
 
 
 def _shown(v: float) -> str:
@@ -196,8 +211,8 @@ def number_list(kind: type, low: float, high: float | None = None, *, above: boo
 def name_list(names, what: str = "name"):
     """An argparse ``type=`` for a comma-separated list of ``names`` (``--groups O,U``); spaces and empty items
     are skipped. Returns a ``list`` of ``str``. An empty list or an item not in ``names`` raises
-    ``argparse.ArgumentTypeError`` naming the item and the choices (``--groups: unknown group 'Q' in 'O,Q';
-    choose from O, SO, U, SU, T, O-block``). Design choice."""
+    ``argparse.ArgumentTypeError`` naming the item and the choices, with :func:`near_miss`'s hint (``--groups:
+    unknown group 'Q' in 'O,Q'; choose from O, SO, U, SU, T, O-block``). Design choice."""
     names = tuple(names)
     choices = ", ".join(names)
 
@@ -209,11 +224,33 @@ def name_list(names, what: str = "name"):
         for item in items:
             if item not in names:
                 where = f" in {str(text)[:60]!r}" if len(items) > 1 else ""
-                raise argparse.ArgumentTypeError(f"unknown {what} {item[:40]!r}{where}; choose from {choices}")
+                raise argparse.ArgumentTypeError(f"unknown {what} {item[:40]!r}{where}{near_miss(item, names)}; "
+                                                 f"choose from {choices}")
         return items
 
     parse.__name__ = f"{what} list"
     return parse
+
+
+#: The devices every ``--device`` names (:func:`device_option`): ``cuda`` also as ``cuda:N``.
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def device_option(text: str) -> str:
+    """The argparse ``type=`` of every ``--device`` (the commands' and the benchmarks'): ``auto`` (CUDA, then
+    MPS, then CPU), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``, returned as given. Anything else raises
+    ``argparse.ArgumentTypeError``, one line through :class:`Parser` naming the choices, with a hint for a
+    near miss (``--device: unknown device 'cdua' (did you mean cuda?); choose from auto, cpu, cuda, cuda:N,
+    mps``), before any work. Whether this machine has the device is checked where it is used
+    (:func:`geomlab.training.trainer.resolve_device`: one line, ``device 'cuda' requested but CUDA is not
+    available``). Design choice: a typo is named when the option is read, not after the data and model are
+    built."""
+    import re
+
+    if text in DEVICES or re.fullmatch(r"cuda:[0-9]{1,4}", text):
+        return text
+    raise argparse.ArgumentTypeError(f"unknown device {str(text)[:40]!r}{near_miss(str(text).lower(), DEVICES)}; "
+                                     "choose from auto, cpu, cuda, cuda:N, mps")
 
 
 def max_threads() -> int:

@@ -5,7 +5,9 @@ short usage pointing to --help, and the error), while --help keeps argparse's fu
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -168,3 +170,48 @@ def test_help_keeps_argparses_full_usage(capsys):
     out = capsys.readouterr().out
     assert out.startswith("usage: geomlab whatif [-h] (--text TEXT | --text-file TEXT_FILE) --pos POS")
     assert "--size SIZE" in out and "[options]" not in out
+
+
+# ------------------------------------------------------------------------------------- what is named first
+def test_an_unknown_model_kind_is_named_before_a_missing_data(capsys):
+    err = _err(capsys, "train", "--model", "nope", "--steps", "1")  # said "--data is required"
+    assert err.startswith("error: --model: unknown model kind 'nope'; known kinds: cem, "), err
+    assert "lstm" in err
+    err = _err(capsys, "sweep", "--model", "transfomer", "--data", "x")
+    assert err.startswith("error: --model: unknown model kind 'transfomer' (did you mean transformer?); "), err
+
+
+@pytest.mark.parametrize("argv", [["train", "--model", "lstm", "--data", "nothing.txt"], ["eval", S3],
+                                  ["sample", S3], ["sweep", "--model", "lstm", "--data", "nothing.txt"]],
+                         ids=lambda a: a[0])
+def test_a_mistyped_device_is_one_line_before_any_work(capsys, tmp_path, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    assert _err(capsys, *argv, "--device", "cdua") == (
+        "error: --device: unknown device 'cdua' (did you mean cuda?); choose from auto, cpu, cuda, cuda:N, mps\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_device_option_takes_the_devices_torch_knows():
+    from geomlab.core.argv import device_option
+
+    assert [device_option(d) for d in ("auto", "cpu", "cuda", "cuda:1", "mps")] == \
+        ["auto", "cpu", "cuda", "cuda:1", "mps"]
+    for bad in ("cuda:", "cuda:x", "CPU ", "meta", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match="choose from auto, cpu, cuda, cuda:N, mps"):
+            device_option(bad)
+
+
+# ------------------------------------------------------------------------------------------- abbreviations
+@pytest.mark.parametrize("argv, error", [
+    (["train", "--mod", "lstm", "--data", "x"],
+     "geomlab train: error: unrecognized arguments: --mod lstm (did you mean --model?)"),
+    (["eval", S3, "--spl", "valid"], "geomlab eval: error: unrecognized arguments: --spl valid (did you mean --split?)"),
+    (["bench", "groups", "--quick", "--dim", "2"],
+     "geomlab bench groups: error: unrecognized arguments: --dim 2 (did you mean --dims?)"),
+], ids=["train", "eval", "bench"])
+def test_an_abbreviated_option_is_not_taken_for_the_whole_name(capsys, argv, error):
+    with pytest.raises(SystemExit) as exc:  # argparse took --mod for --model, --dim for --dims
+        main(argv)
+    assert exc.value.code == 2
+    cap = capsys.readouterr()
+    assert cap.err.splitlines()[1] == error and cap.out == ""
