@@ -58,6 +58,13 @@ def run(args: argparse.Namespace) -> int:
     # first: a mistyped name or a folder that is no checkpoint is the first thing to hear about (loading
     # writes nothing, and the bundled models load in well under a second)
     c = load_checkpoint(args.checkpoint, device="cpu")
+    # then the text (an empty one is named before a missing output option), then the outputs
+    text = normalize_text(args.text) if args.text is not None else None
+    if args.text_file:
+        text = decode_text(read_text_file(args.text_file), source=args.text_file)
+    if c.vocab is None:
+        raise ValueError("this checkpoint has no vocabulary (not a text model); it cannot trace a text")
+    tokens = text_tokens(c.vocab, text, "--text" if args.text is not None else "--text-file").reshape(1, -1)
     html_dir, png_dir = (Path(d) if d else None for d in (args.html, args.png))
     to_stdout = args.json == "-"  # standard output holds the JSON alone (for pipes); the other lines go to stderr
     json_path = Path(args.json) if args.json and not to_stdout else None
@@ -79,12 +86,6 @@ def run(args: argparse.Namespace) -> int:
     check_outputs([(opt, path, folder) for opt, path, folder in (
         ("--out", out, False), ("--html", html_dir, True), ("--png", png_dir, True), ("--json", json_path, False))
         if path is not None])
-    text = normalize_text(args.text) if args.text is not None else None
-    if args.text_file:
-        text = decode_text(read_text_file(args.text_file), source=args.text_file)
-    if c.vocab is None:
-        raise ValueError("this checkpoint has no vocabulary (not a text model); it cannot trace a text")
-    tokens = text_tokens(c.vocab, text, "--text" if args.text is not None else "--text-file").reshape(1, -1)
     if args.steps is not None:
         tr = trace_cem_steps(c.model, tokens, args.steps, vocab=c.vocab, text=text)
     else:

@@ -181,6 +181,12 @@ def test_an_unknown_model_kind_is_named_before_a_missing_data(capsys):
     assert err.startswith("error: --model: unknown model kind 'transfomer' (did you mean transformer?); "), err
 
 
+@pytest.mark.parametrize("text, what", [("", "The text is empty"), (" \n ", "The text holds only spaces")],
+                         ids=["empty", "spaces"])
+def test_an_empty_text_is_named_before_a_missing_output(capsys, text, what):
+    assert _err(capsys, "trace", S3, "--text", text).startswith(f"error: --text: {what}")  # "nothing to write"
+
+
 @pytest.mark.parametrize("argv", [["train", "--model", "lstm", "--data", "nothing.txt"], ["eval", S3],
                                   ["sample", S3], ["sweep", "--model", "lstm", "--data", "nothing.txt"]],
                          ids=lambda a: a[0])
