@@ -15,7 +15,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_checkpoint_argument(p)
     p.add_argument("--data", help="corpus name, text file or word-problem:GROUP (default: the checkpoint's own "
                    "corpus/task; for a run trained on a text file, the file of that name in this folder, if any)")
-    p.add_argument("--split", default="test", choices=("train", "valid", "test"), help="split (default test)")
+    p.add_argument("--split", default="test", choices=("train", "valid", "test"),
+                   help="split to score (default test: the held-out number a paper reports; choose valid while "
+                   "tuning, so that test stays unseen); the output line names it")
     p.add_argument("--seq-len", type=recipe_option("seq_len"), default=None,
                    help="evaluation window (default: the training --seq-len stored in the checkpoint)")
     p.add_argument("--stride", type=recipe_option("eval_stride"), default=None,
@@ -99,14 +101,42 @@ def run(args: argparse.Namespace) -> int:
     m = task.evaluate(c.model, args.split, seq_len=seq_len, device=device, max_tokens=args.max_tokens,
                       stride=args.stride)
     eff, stored = count_params(c.model, "effective"), count_params(c.model, "stored")
-    proto = f"window {seq_len}, stride {args.stride or seq_len}"
-    if "bpc" in m:
-        print(f"{args.split} bpc: {m['bpc']:.4f}  ({int(m['tokens']):,} characters; {proto})")
-    elif "ppl" in m:
-        unit = "word" if getattr(task.vocab, "level", "word") == "word" else "token"  # a tokenizer's sub-words
-        print(f"{args.split} perplexity: {m['ppl']:.2f}  bits/{unit} {m['bpw']:.4f}  "
-              f"({int(m['tokens']):,} {unit}s; {proto})")
-    else:
-        print(f"{args.split} " + "  ".join(f"{k}: {v:.4f}" for k, v in m.items() if k != "tokens"))
+    print(score_line(args.split, m, task, f"window {seq_len}, stride {args.stride or seq_len}"))
     print(f"parameters: {eff:,} effective, {stored:,} stored ({c.model_config.get('kind')})")
     return 0
+
+
+def score_line(split: str, m: dict, task, protocol: str = "") -> str:
+    """The line ``eval`` prints for the metrics ``m`` of ``task.evaluate`` on ``split``, one form for every
+    task: the split, each score as ``name: value unit`` in words, then in brackets what was scored (how many
+    targets of which split, and ``protocol``, a language model's window and stride):
+
+    * characters: ``test bpc: 2.4497 bits per character  (55,769 characters of the test split; window 128,
+      stride 128)``;
+    * words or a tokenizer's tokens: ``test perplexity: 123.45, bits/word: 6.9478  (12,345 words of ...)``;
+    * a word problem: ``test accuracy: 0.9791 of positions, final accuracy: 0.9375 of whole words, loss:
+      0.1774 nats per position  (256 sequences of length 32 from the test split)``; accuracy is a share (1 =
+      every prediction right), the loss the mean cross-entropy in nats (natural log);
+    * any other metric by its name in words (``gp_rmse`` -> ``gp rmse``).
+
+    Design choice."""
+    n = int(m.get("tokens", 0))
+    if "bpc" in m:
+        scores, scored = [("bpc", f"{m['bpc']:.4f} bits per character")], f"{n:,} characters of the {split} split"
+    elif "ppl" in m:
+        unit = "word" if getattr(task.vocab, "level", "word") == "word" else "token"  # a tokenizer's sub-words
+        scores = [("perplexity", f"{m['ppl']:.2f}"), (f"bits/{unit}", f"{m['bpw']:.4f}")]
+        scored = f"{n:,} {unit}s of the {split} split"
+    elif {"accuracy", "final_accuracy", "nll"} <= set(m):
+        scores = [("accuracy", f"{m['accuracy']:.4f} of positions"),
+                  ("final accuracy", f"{m['final_accuracy']:.4f} of whole words"),
+                  ("loss", f"{m['nll']:.4f} nats per position")]
+        length = int(getattr(task, "length", 0) or 0)
+        scored = (f"{n // length:,} sequences of length {length} from the {split} split" if length
+                  else f"{n:,} positions of the {split} split")
+        protocol = ""  # whole sequences: no window or stride
+    else:
+        scores = [(k.replace("_", " "), f"{v:.4f}") for k, v in m.items() if k != "tokens"]
+        scored = f"the {split} split"
+    return (f"{split} " + ", ".join(f"{name}: {value}" for name, value in scores)
+            + f"  ({scored}{'; ' + protocol if protocol else ''})")

@@ -207,6 +207,29 @@ def test_the_device_option_takes_the_devices_torch_knows():
             device_option(bad)
 
 
+# ------------------------------------------------------------------------------------------------ eval's line
+def test_a_word_problem_score_reads_in_words_with_its_units(capsys):
+    assert main(["eval", S3, "--threads", "1"]) == 0  # was "test accuracy: 1.0000  final_accuracy: ...  nll: ..."
+    line = capsys.readouterr().out.splitlines()[0]
+    assert re.fullmatch(r"test accuracy: 1\.0000 of positions, final accuracy: 1\.0000 of whole words, loss: "
+                        r"0\.\d{4} nats per position  \(\d+ sequences of length \d+ from the test split\)", line), line
+
+
+def test_a_language_model_score_names_the_split_and_the_unit(capsys, tmp_path):
+    text = tmp_path / "play.txt"
+    text.write_text("ROMEO: But soft, what light through yonder window breaks?\n" * 400, encoding="utf-8")
+    assert main(["eval", "lstm-tinyshakespeare", "--data", str(text), "--max-tokens", "200", "--threads", "1"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert re.fullmatch(r"test bpc: \d\.\d{4} bits per character  \(200 characters of the test split; window "
+                        r"128, stride 128\)", line), line
+
+
+def test_eval_help_says_the_default_split(capsys):
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    assert "(default test: the held-out number" in " ".join(capsys.readouterr().out.split())
+
+
 # ------------------------------------------------------------------------------------------- abbreviations
 @pytest.mark.parametrize("argv, error", [
     (["train", "--mod", "lstm", "--data", "x"],
