@@ -199,7 +199,8 @@ def decode_state_bytes(L: int, n_layers: int, d_model: int, rank: int, offsets: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line; prints the tables. Returns the exit status."""
+    """Command line; prints the tables. Returns the exit status. Raises ``ValueError`` (one line, before any
+    work) when ``--d-model`` is not a multiple of ``--heads``."""
     p = Parser(prog="geomlab bench grassmann", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="lengths 128, 512, 1024 and 5 repeats (seconds)")
     p.add_argument("--lengths", type=number_list(int, 2, 2**20), default=[128, 256, 512, 1024, 2048, 4096],
@@ -223,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         lengths, args.reps = [128, 512, 1024], 5
     if args.d_model % args.heads:
-        p.error("--d-model must be a multiple of --heads")
+        raise ValueError(f"--d-model: must be a multiple of --heads ({args.heads}: each attention head takes "
+                         f"d-model / heads dimensions), got {args.d_model}")
     torch.set_num_threads(args.threads)
     modes = {"forward": [False], "train": [True], "both": [False, True]}[args.mode]
     for train in modes:

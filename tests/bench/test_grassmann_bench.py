@@ -38,5 +38,5 @@ def test_bench_rejects_bad_arguments():
 
     with pytest.raises(OptionValueError, match="--lengths: each item must be an integer from 2 to .*; got 'a'"):
         bench.main(["--lengths", "a,b"])
-    with pytest.raises(SystemExit):
+    with pytest.raises(ValueError, match=r"^--d-model: must be a multiple of --heads \(4: .*\), got 10$"):
         bench.main(["--d-model", "10", "--heads", "4"])
