@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from geomlab.checkpoints import catalog
-from geomlab.core.argv import Parser
+from geomlab.core.argv import Parser, name_list
 
 DEFAULT_TEXT = catalog.DEMO_TEXT
 default_text = catalog.demo_text
@@ -155,8 +155,11 @@ def _fmt(x: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    bundled = catalog.list_checkpoints(user=False)
     p = Parser(prog="geomlab bench defaults", description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", default=None, help="comma-separated checkpoint names (default: every bundled one)")
+    p.add_argument("--only", type=name_list([e.name for e in bundled], "bundled checkpoint"), default=None,
+                   help="comma-separated checkpoint names (default: every bundled one): "
+                   + ", ".join(e.name for e in bundled))
     args = p.parse_args(argv)
 
     import torch
@@ -164,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     from geomlab.teach import views
 
     torch.set_num_threads(1)
-    wanted = set(args.only.split(",")) if args.only else None
-    entries = [e for e in catalog.list_checkpoints(user=False) if wanted is None or e.name in wanted]
+    entries = [e for e in bundled if args.only is None or e.name in args.only]
     print(f"{'checkpoint':34s} {'view':12s} {'figure':20s} {'heat':>7s} {'blank':>5s} {'row cv':>6s} "
           f"{'cv':>6s} {'max/med':>7s} {'ticks':>10s}")
     for e in entries:

@@ -16,8 +16,9 @@ import torch.nn.functional as F
 
 from geomlab.bench import groups as groups_bench
 from geomlab.bench import train as train_bench
-from geomlab.core.argv import Parser, number, number_list
+from geomlab.core.argv import Parser, device_option, name_list, number, number_list
 from geomlab.geometry.groups import get_group
+from geomlab.training.trainer import resolve_device
 
 
 def sync_free_step(device: torch.device) -> str:
@@ -44,7 +45,8 @@ def sync_free_step(device: torch.device) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Command line; prints the tables. Returns 0."""
     p = Parser(prog="geomlab bench device", description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default="cuda")
+    p.add_argument("--device", type=device_option, default="cuda",
+                   help="cuda (default), cuda:N, or cpu, mps, auto for a smoke test")
     p.add_argument("--rounds", type=number(int, 1, 10**4), default=7, help="interleaved timed rounds, 1 to 10,000 "
                    "(default 7)")
     p.add_argument("--warmup", type=number(int, 0, 10**4), default=3, help="untimed steps per model first, 0 to "
@@ -52,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=number(int, 1, 2**20), default=4096, help="exp batch, 1 to 2**20 (default 4096)")
     p.add_argument("--dims", type=number_list(int, 1, 1024), default=[2, 3, 4, 5, 8, 12, 16, 17, 24, 32],
                    help="comma list of d for the exp table, each 1 to 1,024 (default 2,3,4,5,8,12,16,17,24,32)")
-    p.add_argument("--only", nargs="*", default=None, help="model names for the training table")
+    p.add_argument("--only", nargs="*", type=name_list(train_bench.NAMES, "model"), default=None, metavar="NAME",
+                   help="model names for the training table, separated by spaces or commas (their baselines are "
+                   f"added): {', '.join(train_bench.NAMES)}")
     p.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up, exp batch 256, 4 sizes (overrides "
                    "those options)")
     a = p.parse_args(argv)
@@ -61,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device: nothing to measure (geomlab bench train is the CPU comparison)")
         return 0
-    device = torch.device(a.device)
+    device = resolve_device(a.device)  # one line when this machine lacks it (mps), before any work
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False  # Nunley, arXiv 2602.18417: full float32
         print(f"# device {torch.cuda.get_device_name(device)}, torch {torch.__version__}")
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         r = groups_bench.time_exp(get_group("O", d), a.batch, 5, device, method="taylor")
         print(f"  d={d:>2}: exp {1e3 * r['exp_s']:8.3f} ms   matrix_exp {1e3 * r['matrix_exp_s']:8.3f} ms   "
               f"ratio {r['ratio']:.2f}")
-    rows = train_bench.measure(train_bench.build(a.only), a.rounds, a.warmup, device=device)
+    rows = train_bench.measure(train_bench.build(train_bench.only_names(a.only)), a.rounds, a.warmup, device=device)
     print(f"\ntraining step, batch 16 x 128, {a.rounds} interleaved rounds ({device.type}):")
     print(train_bench.format_table(rows))
     return 0

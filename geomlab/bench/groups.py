@@ -21,10 +21,10 @@ import time
 
 import torch
 
-from geomlab.bench import write_json
-from geomlab.core.argv import Parser, max_threads, name_list, number, number_list, threads
-from geomlab.core.outputs import check_outputs
+from geomlab.bench import STDOUT_HELP, json_option, write_json
+from geomlab.core.argv import Parser, device_option, max_threads, name_list, number, number_list, threads
 from geomlab.geometry.groups import EXP_METHODS, GROUP_NAMES, get_group
+from geomlab.training.trainer import resolve_device
 
 
 def _sync(device: torch.device) -> None:
@@ -153,29 +153,31 @@ def main(argv: list[str] | None = None) -> int:
                    help="Frobenius norm of each random step, above 0, at most 1,000 (default 0.1)")
     p.add_argument("--block", type=number(int, 1, 1024), default=4, help="block size for O-block (default 4)")
     p.add_argument("--threads", type=threads, default=1, help=f"torch CPU threads, 1 to {max_threads()} (default 1)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", type=device_option, default="cuda" if torch.cuda.is_available() else "cpu",
+                   help="auto, cpu, cuda, cuda:N or mps (default cuda when this machine has it, else cpu)")
     p.add_argument("--quick", action="store_true",
                    help="CI smoke run: batch 64, 2 repeats, 100 products, 16 chains (overrides those options)")
-    p.add_argument("--json", default=None, help="also write the rows to this JSON file (its folder is made)")
+    p.add_argument("--json", default=None, metavar="PATH",
+                   help="also write the rows to this JSON file (its folder is made)" + STDOUT_HELP)
     args = p.parse_args(argv)
-    if args.json:
-        check_outputs([("--json", args.json, False)])  # before the benchmark, not after minutes of it
+    dev = resolve_device(args.device)  # one line when this machine lacks it, before any work
     if args.quick:
         args.batch, args.repeats, args.products, args.drift_batch = 64, 2, 100, 16
     torch.set_num_threads(args.threads)
-    if args.device.startswith("cuda"):
+    if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False  # Nunley, arXiv 2602.18417
-    device = torch.device(args.device)
-    print(
-        f"# geomlab.bench groups: torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
-        f"exp method {args.method}, batch {args.batch}, repeats {args.repeats}; drift: {args.products} float32 products of steps with "
-        f"||A||_F = {args.step}, {args.drift_batch} chains; ratio = exp / torch.linalg.matrix_exp (fwd+bwd, same run)"
-    )
-    print(_HEADER)
-    rows = run(
-        args.groups, args.dims, args.batch, args.repeats, args.products, args.drift_batch, args.step, device,
-        args.block, args.method
-    )
+    with json_option(args.json):
+        print(
+            f"# geomlab.bench groups: torch {torch.__version__}, device {dev}, threads {torch.get_num_threads()}, "
+            f"exp method {args.method}, batch {args.batch}, repeats {args.repeats}; drift: {args.products} float32 "
+            f"products of steps with ||A||_F = {args.step}, {args.drift_batch} chains; ratio = exp / "
+            "torch.linalg.matrix_exp (fwd+bwd, same run)"
+        )
+        print(_HEADER)
+        rows = run(
+            args.groups, args.dims, args.batch, args.repeats, args.products, args.drift_batch, args.step, dev,
+            args.block, args.method
+        )
     if args.json:
         write_json(args.json, {"args": vars(args), "torch": torch.__version__, "rows": rows})
     return 0

@@ -15,12 +15,16 @@ import time
 import torch
 import torch.nn.functional as F
 
-from geomlab.core.argv import Parser, max_threads, number, threads
+from geomlab.core.argv import Parser, max_threads, name_list, number, threads
 from geomlab.models import build_model, config_for_budget, count_params
 
 
+#: The models, in the table's order (what ``--only`` takes; the keys of :func:`_configs`).
+NAMES = ("transformer", "osmformer", "osmformer expm=group", "lstm", "osm-rnn")
+
+
 def _configs(vocab: int) -> dict[str, tuple[dict, str]]:
-    """name -> (config, baseline name): the paper's budgets."""
+    """name -> (config, baseline name): the paper's budgets; the names are :data:`NAMES`."""
     former = config_for_budget("osmformer", 91_000, vocab, mixing="linear")
     return {
         "transformer": (config_for_budget("transformer", 104_000, vocab), "transformer"),
@@ -43,13 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=threads, default=1, help=f"torch CPU threads, 1 to {max_threads()} (default 1)")
     p.add_argument("--vocab", type=number(int, 1, 2**20), default=65, help="vocabulary size, 1 to 2**20 "
                    "(default 65)")
-    p.add_argument("--only", nargs="*", default=None, help="subset of model names")
+    p.add_argument("--only", nargs="*", type=name_list(NAMES, "model"), default=None, metavar="NAME",
+                   help=f"subset of model names, separated by spaces or commas (their baselines are added): "
+                   f"{', '.join(NAMES)}")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     cfgs = _configs(a.vocab)
-    if a.only:
-        keep = set(a.only) | {cfgs[n][1] for n in a.only if n in cfgs}
+    only = [n for word in a.only for n in word] if a.only else None  # one list per word
+    if only:
+        keep = set(only) | {cfgs[n][1] for n in only}
         cfgs = {k: v for k, v in cfgs.items() if k in keep}
     models = {k: build_model(c) for k, (c, _) in cfgs.items()}
     opts = {k: torch.optim.AdamW(m.parameters(), lr=1e-3) for k, m in models.items()}

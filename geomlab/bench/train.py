@@ -21,10 +21,10 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from geomlab.bench import write_json
-from geomlab.core.argv import Parser, max_threads, number, threads
-from geomlab.core.outputs import check_outputs
+from geomlab.bench import STDOUT_HELP, json_option, write_json
+from geomlab.core.argv import Parser, device_option, max_threads, name_list, number, threads
 from geomlab.models import build_model, config_for_budget, count_params
+from geomlab.training.trainer import resolve_device
 
 VOCAB = 65
 
@@ -73,6 +73,16 @@ class _Stepper:
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
+
+
+#: The models' names, in the table's order (what ``--only`` takes).
+NAMES = tuple(m[0] for m in MODELS)
+
+
+def only_names(only: list[list[str]] | None) -> list[str] | None:
+    """The names of ``--only`` (``nargs="*"`` of :func:`geomlab.core.argv.name_list`: one list per word, so
+    ``--only a b`` and ``--only a,b`` are alike) as one list; ``None`` when the option is not given."""
+    return None if only is None else [n for word in only for n in word]
 
 
 def build(names: list[str] | None = None, vocab: int = VOCAB) -> dict[str, tuple[dict, str | None, float | None]]:
@@ -135,9 +145,10 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line; prints the table. Returns 0 (2 for an unknown model name)."""
+    """Command line; prints the table. Returns 0."""
     p = Parser(prog="geomlab bench train", description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", nargs="*", default=None, help="model names (their baselines are added)")
+    p.add_argument("--only", nargs="*", type=name_list(NAMES, "model"), default=None, metavar="NAME",
+                   help=f"model names, separated by spaces or commas (their baselines are added): {', '.join(NAMES)}")
     p.add_argument("--rounds", type=number(int, 1, 10**4), default=7,
                    help="interleaved timed rounds, 1 to 10,000 (default 7)")
     p.add_argument("--warmup", type=number(int, 0, 10**4), default=2,
@@ -148,39 +159,34 @@ def main(argv: list[str] | None = None) -> int:
                    "(default 128)")
     p.add_argument("--threads", type=threads, default=1,
                    help=f"torch CPU threads, 1 to {max_threads()} (default 1: the CPU is shared)")
-    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--device", type=device_option, default="cpu", help="cpu (default), cuda, cuda:N, mps or auto")
     p.add_argument("--quick", action="store_true", help="smoke run: 2 rounds, 1 warm-up, batch 4 x 32 (overrides "
                    "those options)")
     p.add_argument("--json", default=None, metavar="PATH",
                    help="also write the rows and the settings as JSON (what `geomlab report --converged "
-                        "--speed PATH` shows; its folder is made)")
+                        "--speed PATH` shows; its folder is made)" + STDOUT_HELP)
     a = p.parse_args(argv)
-    if a.json:
-        check_outputs([("--json", a.json, False)])  # before the benchmark, not after minutes of it
+    device = resolve_device(a.device)  # one line when this machine lacks it, before any work
     if a.quick:
         a.rounds, a.warmup, a.batch, a.seq = 2, 1, 4, 32
     torch.set_num_threads(a.threads)
-    try:
-        configs = build(a.only)
-    except KeyError as exc:
-        print(exc.args[0])
-        return 2
-    rows = measure(configs, a.rounds, a.warmup, a.batch, a.seq, a.device)
-    clock = "wall" if a.device.startswith("cuda") else "process CPU"
+    with json_option(a.json):
+        rows = measure(build(only_names(a.only)), a.rounds, a.warmup, a.batch, a.seq, device)
+        clock = "wall" if device.type == "cuda" else "process CPU"
+        print(f"# geomlab.bench train: torch {torch.__version__}, device {device}, threads "
+              f"{torch.get_num_threads()}, batch {a.batch} x {a.seq}, AdamW, {a.warmup} warm-up steps, {a.rounds} "
+              f"interleaved rounds; ratio = model step / baseline step ({clock} time)")
+        print(format_table(rows))
     if a.json:
         import datetime
         import os
 
-        meta = {"kind": "bench-train", "torch": torch.__version__, "device": a.device,
+        meta = {"kind": "bench-train", "torch": torch.__version__, "device": str(device),
                 "threads": torch.get_num_threads(), "batch": a.batch, "seq": a.seq, "warmup": a.warmup,
                 "rounds": a.rounds, "clock": clock,
                 "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
                 "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
         write_json(a.json, {**meta, "rows": rows})
-    print(f"# geomlab.bench train: torch {torch.__version__}, device {a.device}, threads {torch.get_num_threads()}, "
-          f"batch {a.batch} x {a.seq}, AdamW, {a.warmup} warm-up steps, {a.rounds} interleaved rounds; "
-          f"ratio = model step / baseline step ({clock} time)")
-    print(format_table(rows))
     return 0
 
 

@@ -24,7 +24,7 @@ import statistics
 import time
 from pathlib import Path
 
-from geomlab.core.argv import Parser, max_threads, number, number_list, threads
+from geomlab.core.argv import Parser, max_threads, name_list, number, number_list, threads
 
 TEXT = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun.\n"
         "JULIET: O Romeo, Romeo, wherefore art thou Romeo? Deny thy father and refuse thy name.\n")
@@ -91,30 +91,31 @@ def measure(ck, slug: str, text: str, repeats: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line; prints one row per bundled checkpoint, view and text length. Returns 0."""
+    from geomlab.checkpoints import catalog
     from geomlab.trace import MAX_TEXT_CHARS  # the longest text a trace takes
 
+    measured = [e for e in catalog.list_checkpoints(user=False)  # the bundled ones that read characters
+                if (e.meta.get("vocab") or {}).get("level", "char") == "char" and not e.is_word_problem]
     p = Parser(prog="geomlab bench views", description=__doc__.split("\n\n")[0])
     p.add_argument("--chars", type=number_list(int, 1, MAX_TEXT_CHARS), default=[256, 2048],
                    help=f"comma-separated text lengths, each 1 to {MAX_TEXT_CHARS:,} (default 256,2048)")
     p.add_argument("--repeats", type=number(int, 1, 10**4), default=1,
                    help="timed repeats per row (median reported; 1 to 10,000; default 1)")
-    p.add_argument("--only", default=None, help="comma-separated checkpoint names (default: every bundled one)")
+    p.add_argument("--only", type=name_list([e.name for e in measured], "character-level checkpoint"), default=None,
+                   help="comma-separated names of bundled character-level checkpoints (default: every one): "
+                   + ", ".join(e.name for e in measured))
     p.add_argument("--threads", type=threads, default=1,
                    help=f"torch CPU threads, 1 to {max_threads()} (default 1, as the app uses)")
     args = p.parse_args(argv)
 
     import torch
 
-    from geomlab.checkpoints import catalog
     from geomlab.checkpoints import io as checkpoint
     from geomlab.teach import views as views_mod
 
     torch.set_num_threads(args.threads)
     lengths = args.chars
-    wanted = set(args.only.split(",")) if args.only else None
-    entries = [e for e in catalog.list_checkpoints(user=False)
-               if (wanted is None or e.name in wanted) and (e.meta.get("vocab") or {}).get("level", "char") == "char"
-               and not e.is_word_problem]
+    entries = [e for e in measured if args.only is None or e.name in args.only]
     print(f"trace + view figures + send, CPU seconds (median of {args.repeats}, torch threads {args.threads}); "
           "targets: total <= 0.5 s at 256 characters, <= 3 s at 2,048; trace <= 16 MB")
     print(f"{'checkpoint':34s} {'view':13s} {'chars':>5s} {'fwd':>6s} {'trace':>6s} {'figs':>6s} {'send':>6s} "

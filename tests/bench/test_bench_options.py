@@ -11,6 +11,7 @@ import json
 import os
 
 import pytest
+import torch
 
 from geomlab.bench import available
 from geomlab.commands.cli import main
@@ -123,16 +124,29 @@ BAD = [
     (["load", "--replicas", "3"], "--replicas", "from 1 to 2"),
     (["load", "--timeout", "0"], "--timeout", "above 0"),
     (["load", "--sessions", "0"], "--sessions", "from 1 to"),
+    # a name: a device (a traceback), a model or checkpoint of --only (an empty table, or a KeyError after work)
+    (["groups", "--device", "foo"], "--device", "unknown device 'foo'; choose from auto, cpu, cuda, cuda:N, mps"),
+    (["train", "--device", "cpux"], "--device", "unknown device 'cpux' (did you mean cpu?)"),
+    (["device", "--device", "foo"], "--device", "unknown device 'foo'"),
+    (["device", "--device", "cpu", "--quick", "--only", "nope"], "--only", "unknown model 'nope'; choose from "),
+    (["train", "--quick", "--only", "lstm", "lstn"], "--only", "unknown model 'lstn' (did you mean lstm?)"),
+    (["train", "--quick", "--only", "lstm,nope"], "--only", "unknown model 'nope' in 'lstm,nope'"),
+    (["osm", "--reps", "1", "--only", "nope"], "--only", "unknown model 'nope'"),
+    (["views", "--only", "nope"], "--only", "unknown character-level checkpoint 'nope'; choose from "),
+    (["views", "--only", "osm-rnn-o-s3"], "--only", "unknown character-level checkpoint 'osm-rnn-o-s3'"),
+    (["defaults", "--only", "lstm-tinyshakespeare,nope"], "--only", "unknown bundled checkpoint 'nope'"),
+    (["grassmann", "--d-model", "10", "--heads", "4"], "--d-model",
+     "must be a multiple of --heads (4: each attention head takes d-model / heads dimensions), got 10"),
 ]
 
 
 @pytest.mark.parametrize("argv,option,shown", BAD, ids=[" ".join(a)[:40] for a, _, _ in BAD])
-def test_a_bad_number_is_one_line_naming_the_option(argv, option, shown, capsys, tmp_path, monkeypatch):
+def test_a_bad_value_is_one_line_naming_the_option(argv, option, shown, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # nothing may be written anywhere
     assert main(["bench", *argv]) == 2
     cap = capsys.readouterr()
     assert cap.err.startswith(f"error: {option}: ") and cap.err.count("\n") == 1, cap.err
-    assert shown in cap.err and "Traceback" not in cap.err and len(cap.err) < 300
+    assert shown in cap.err and "Traceback" not in cap.err and len(cap.err) < 500  # --only lists the names
     assert not cap.out  # nothing ran: every benchmark prints a header first
     assert list(tmp_path.iterdir()) == []
 
@@ -172,3 +186,23 @@ def test_load_log_is_checked_before_the_server_starts(capsys, tmp_path):
     cap = capsys.readouterr()
     assert cap.err == f"error: --log {afile / 's.log'}: {afile} is a file, so no folder can be made there\n"
     assert not cap.out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.parametrize("name", ["groups", "train"])
+def test_a_device_this_machine_lacks_is_one_line(name, capsys):
+    assert main(["bench", name, "--quick", "--device", "cuda"]) == 2  # a traceback from torch
+    cap = capsys.readouterr()
+    assert cap.err == "error: device 'cuda' requested but CUDA is not available\n" and not cap.out
+
+
+@pytest.mark.parametrize("argv", [["groups", "--quick", "--groups", "O", "--dims", "2"],
+                                  ["train", "--quick", "--rounds", "1", "--only", "osm-rnn"]], ids=lambda a: a[0])
+def test_json_dash_is_standard_output_alone(argv, capsys, tmp_path, monkeypatch):
+    """As ``trace --json -``: the JSON on standard output, the table on standard error (a file named - was
+    written)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", *argv, "--json", "-"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["rows"] and "ratio" in cap.err
+    assert list(tmp_path.iterdir()) == []
