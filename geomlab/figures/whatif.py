@@ -20,6 +20,22 @@ BEFORE, AFTER = "#999999", colour(0)
 """Colours of the plain run (grey) and the intervened run (the first index colour)."""
 UP, DOWN = "#b2182b", "#2166ac"
 """A surprisal that rose (red) or fell (blue): neither is the cursor's orange."""
+PATCH_SCALE = [[0.0, (5, 10, 172)], [0.35, (106, 137, 247)], [0.5, (190, 190, 190)], [0.6, (220, 170, 132)],
+               [0.7, (230, 145, 90)], [1.0, (178, 10, 28)]]
+"""The patching heatmap's colour scale: Plotly's ``RdBu`` (blue, grey middle, red), spelled out so that it can
+be muted."""
+MUTED = 0.7
+"""How far a sweep that barely changes its prediction (:attr:`geomlab.whatif.patching.Sweep.barely_changes`)
+moves each colour of :data:`PATCH_SCALE` toward its grey middle: its strongest cell is pale, so no cell reads
+as a strong result (design choice)."""
+
+
+def _patch_scale(muted: bool) -> list:
+    """:data:`PATCH_SCALE` as Plotly colours, each moved :data:`MUTED` of the way to grey when ``muted``."""
+    grey = PATCH_SCALE[2][1]
+    k = MUTED if muted else 0.0
+    return [[at, "rgb({},{},{})".format(*(round(c + (g - c) * k) for c, g in zip(rgb, grey)))]
+            for at, rgb in PATCH_SCALE]
 
 
 def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 5) -> Chart:
@@ -133,9 +149,11 @@ def patching_heatmap(sweep, labels: Sequence[str], token_names: Sequence[str] = 
     ``swapped``: the position of the token the corrupted text changed (the cursor: an orange line, and the
     columns start there, the earlier ones holding the same state in both texts), None for a sweep of any two
     texts. The target is a dashed line. The colour scale's neutral middle is "nothing restored" (0 restored,
-    or the corrupted run's metric). Trace ``"patching"`` (x = positions, ``customdata`` = the position).
-    Raises :class:`FigureError` when the labels do not match the sweep. Source: activation patching (Meng et al. 2022); the layout is a design
-    choice."""
+    or the corrupted run's metric). When the swap barely changes the prediction
+    (:attr:`~geomlab.whatif.patching.Sweep.barely_changes`) the colours are muted (:data:`MUTED`) and the
+    caption says so. Trace ``"patching"`` (x = positions, ``customdata`` = the position).
+    Raises :class:`FigureError` when the labels do not match the sweep. Source: activation patching (Meng et
+    al. 2022); the layout is a design choice."""
     vals = np.asarray(sweep.recovered() if recovered else sweep.values, dtype=np.float64)
     L, T = vals.shape
     pos = np.asarray(sweep.positions, dtype=np.int64)
@@ -153,7 +171,7 @@ def patching_heatmap(sweep, labels: Sequence[str], token_names: Sequence[str] = 
     lim = max(float(np.abs(fin - mid).max()) if fin.size else 1.0, floor)
     fig = FigureBuilder()
     fig.add_trace({"type": "heatmap", "z": z, "x": shown, "y": list(range(L)), "name": "patching",
-                   "customdata": np.broadcast_to(shown, z.shape), "colorscale": "RdBu",
+                   "customdata": np.broadcast_to(shown, z.shape), "colorscale": _patch_scale(sweep.barely_changes),
                    "zmin": mid - lim, "zmax": mid + lim,
                    # blue toward the clean prediction, red away from it, in either reading
                    "reversescale": recovered or sweep.clean >= sweep.corrupt,
@@ -178,7 +196,9 @@ def patching_heatmap(sweep, labels: Sequence[str], token_names: Sequence[str] = 
            + (f"; so are those before the swapped token at {swapped} (the orange line), whose states the two "
               "texts share." if swapped is not None else ".")
            + (" With one recurrent state, patching it anywhere from the swap to the target restores everything: "
-              "that state is all the model carries." if L == 1 else ""))
+              "that state is all the model carries." if L == 1 else "")
+           + (" The swap barely changes this prediction, so the colours are muted: even the strongest cell is "
+              "pale." if sweep.barely_changes else ""))
     return finish(fig, "Patching: where the difference lives", cap, "patching_heatmap",
                   height=max(260, 120 + 34 * L), margin={"l": 120 if L <= 12 else 60, "r": 20, "t": 50, "b": 60})
 

@@ -27,12 +27,21 @@ from geomlab.models.hooks import hook_points, run_with_cache, run_with_hooks
 from geomlab.whatif.outcome import LN2, Outcome, log_softmax
 
 __all__ = ["PatchPoint", "Sweep", "patch_points", "patch", "patching_sweep", "token_swap_sweep", "METRICS", "SWEEP_SPAN",
-           "SMALL_DIFFERENCE"]
+           "SMALL_DIFFERENCE", "BARELY"]
 
 METRICS = ("logit_diff", "kl", "target_prob")
 #: Each metric in words, with its unit, for captions and summary lines.
 METRIC_WORDS = {"logit_diff": "logit difference z[y] − z[y′] (nats)", "kl": "KL(clean ‖ patched) (bits)",
                 "target_prob": "p(y)"}
+#: Each metric's unit, after a number in a sentence.
+METRIC_UNITS = {"logit_diff": "nats", "kl": "bits", "target_prob": ""}
+
+BARELY = {"logit_diff": 0.5, "kl": 0.1, "target_prob": 0.05}
+"""Below this difference between the clean and the corrupted run's metric the swap barely changes the
+prediction (:attr:`Sweep.barely_changes`), so no patch can restore much, however large the share of that
+small difference it restores (design choice, per metric): half a nat of logit difference (the odds of y
+against y′ move by less than a factor e^0.5 ≈ 1.65), 0.1 bits of KL divergence (a fair coin made 68:32), 5
+percentage points of p(y)."""
 
 
 @dataclass(frozen=True)
@@ -230,22 +239,43 @@ class Sweep:
         divides noise by almost nothing: read ``values``)."""
         return abs(self.clean - self.corrupt) < SMALL_DIFFERENCE
 
+    @property
+    def barely_changes(self) -> bool:
+        """Whether the swap barely changes the prediction: clean and corrupted differ by less than the
+        metric's :data:`BARELY` (never, for a metric it does not list), so a cell that restores all of the
+        difference still moves the prediction little. :meth:`describe` then says so."""
+        return abs(self.clean - self.corrupt) < BARELY.get(self.metric, 0.0)
+
     def describe(self, names: Sequence[str]) -> str:
         """What the sweep reads, in words, for the app's and the CLI's summary line: ``the prediction at
         position 33 of 'h' (the clean run's top guess): logit difference z['h'] − z['e'] ('e': the corrupted
-        run's likeliest token other than 'h') clean 13.487, corrupted 10.440 nats``. ``names``: the vocabulary's tokens as shown (the
-        caller escapes them for its medium)."""
+        run's likeliest token other than 'h') clean 13.487, corrupted 10.440 nats``. ``names``: the
+        vocabulary's tokens as shown (the caller escapes them for its medium). When the swap barely changes
+        the prediction (:attr:`barely_changes`) the line ends with a warning that says so, how far apart the
+        two runs are and which numbers to read: ``… nats. Warning: the swap barely changes this prediction
+        (0.184 nats apart, under 0.5): …``. The one place for these words (the app shows the line as a
+        warning then, ``geomlab whatif --patch`` prints it)."""
         def name(i: int) -> str:
             return f"'{names[i]}'" if 0 <= i < len(names) else "?"
 
         y = name(self.target_token)
         head = f"the prediction at position {self.target_position} of {y} (the clean run's top guess)"
+        unit = METRIC_UNITS.get(self.metric, "")
         if self.metric == "logit_diff" and self.alt_token >= 0:
             y_alt = name(self.alt_token)
-            return (f"{head}: logit difference z[{y}] − z[{y_alt}] ({y_alt}: the corrupted run's likeliest token "
+            line = (f"{head}: logit difference z[{y}] − z[{y_alt}] ({y_alt}: the corrupted run's likeliest token "
                     f"other than {y}) clean {self.clean:.3f}, corrupted {self.corrupt:.3f} nats")
-        return (f"{head}: {METRIC_WORDS.get(self.metric, self.metric)} clean {self.clean:.3f}, corrupted "
-                f"{self.corrupt:.3f}")
+        else:
+            line = (f"{head}: {METRIC_WORDS.get(self.metric, self.metric)} clean {self.clean:.3f}, corrupted "
+                    f"{self.corrupt:.3f}")
+        if not self.barely_changes:
+            return line
+        gap = f"{abs(self.clean - self.corrupt):.3g}" + (f" {unit}" if unit else "")
+        read = ("each cell is the metric itself, not a share of a difference that small" if self.small() else
+                "a cell that restores all of it still moves the prediction little, so a large share restored "
+                "is not a strong result")
+        return (f"{line}. Warning: the swap barely changes this prediction ({gap} apart, under "
+                f"{BARELY[self.metric]:g}): {read}")
 
     def recovered(self) -> np.ndarray:
         """``(values - corrupt) / (clean - corrupt)``, ``(L, T)``: 0 no effect, 1 the clean prediction fully

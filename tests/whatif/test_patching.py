@@ -152,3 +152,65 @@ def test_a_sweep_names_the_two_tokens_its_logit_difference_weighs():
     assert f"{y} (the clean run's top guess): logit difference z[{y}] − z[{y_alt}] ({y_alt}: the corrupted " \
            f"run's likeliest token other than {y})" in line
     assert line.startswith("the prediction at position 10 ") and f"clean {got.clean:.3f}" in line
+
+
+def _sweep(clean: float, corrupt: float, metric: str = "logit_diff"):
+    from geomlab.whatif.patching import Sweep
+
+    values = np.array([[corrupt, clean, corrupt], [corrupt, corrupt, clean]])
+    return Sweep(values, ["a", "b"], np.arange(3), metric, clean=clean, corrupt=corrupt, target_position=2,
+                 target_token=1, alt_token=0)
+
+
+def test_a_swap_that_barely_changes_the_prediction_says_so_in_the_summary_line():
+    """Under half a nat between the clean and the corrupted logit difference (BARELY), a patch that restores
+    all of it still moves the prediction little: the line says so, with the gap; from half a nat on it does
+    not. The grassmann case: clean 3.735, corrupted 3.551 nats."""
+    from geomlab.whatif.patching import BARELY
+
+    names = ["x", "y", "z"]
+    weak, tiny, clear = _sweep(3.735, 3.551), _sweep(1.606, 1.607), _sweep(3.735, 3.735 - BARELY["logit_diff"])
+    assert weak.barely_changes and tiny.barely_changes and not clear.barely_changes
+    line = weak.describe(names)
+    assert line.startswith(clear.describe(names)[:40])
+    assert "Warning: the swap barely changes this prediction (0.184 nats apart, under 0.5)" in line
+    assert "a large share restored is not a strong result" in line
+    assert "each cell is the metric itself" in tiny.describe(names)  # too small to divide by: raw values
+    assert "Warning" not in clear.describe(names)
+    assert _sweep(0.6, 0.5, "target_prob").barely_changes is False and _sweep(0.6, 0.57, "target_prob").barely_changes
+
+
+def test_the_heatmap_of_a_swap_that_barely_changes_the_prediction_is_muted():
+    """The same share restored, drawn paler: every colour of the scale moves toward its grey middle, and the
+    caption says why; a clear swap keeps the full scale."""
+    from geomlab.figures.whatif import PATCH_SCALE, patching_heatmap
+
+    def drawn(sweep) -> tuple[float, str]:
+        """How far the scale's ends are from its grey middle (0..255), and the caption."""
+        chart = patching_heatmap(sweep, list("xyz"))
+        scale, grey = chart.figure.data[0].colorscale, np.array(PATCH_SCALE[2][1])
+        ends = [np.array([int(v) for v in c[4:-1].split(",")]) for _, c in (scale[0], scale[-1])]
+        return max(float(np.abs(e - grey).max()) for e in ends), chart.caption
+
+    full, calm = drawn(_sweep(3.735, 1.0)), drawn(_sweep(3.735, 3.551))
+    assert full[0] > 150 and calm[0] < 0.4 * full[0]
+    assert "colours are muted" in calm[1] and "muted" not in full[1]
+
+
+def test_the_bundled_grassmann_swap_of_o_for_e_barely_changes_its_prediction(capsys):
+    """The case a user met: default text, cursor 37 ('o' of 'yonder'), stand-in 'e', target 40; the app's
+    sweep and `geomlab whatif --patch` both warn."""
+    from geomlab.checkpoints.catalog import DEMO_TEXT
+    from geomlab.commands.cli import main
+    from geomlab.commands import load_checkpoint
+    from geomlab.trace import encode_text
+    from geomlab.whatif.patching import token_swap_sweep
+
+    ck = load_checkpoint("bundled/grassmann-tinyshakespeare")
+    tokens = encode_text(ck.vocab, DEMO_TEXT).reshape(-1)
+    sweep = token_swap_sweep(ck.model, tokens, 37, ck.vocab.tokens.index("e"), 40)
+    assert abs(sweep.clean - sweep.corrupt) == pytest.approx(0.184, abs=0.002) and sweep.barely_changes
+    rc = main(["whatif", "bundled/grassmann-tinyshakespeare", "--text", DEMO_TEXT, "--pos", "37", "--patch", "e",
+               "--target", "40", "--threads", "1"])
+    first = capsys.readouterr().out.splitlines()[0]
+    assert rc == 0 and "Warning: the swap barely changes this prediction (0.184 nats apart" in first, first
