@@ -21,10 +21,12 @@ from app_pages._messages import md_escape
 def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], name: str, size: float,
                     pos: int, controls: dict) -> tuple:
     """``(guesses Chart, effect Chart, geometry Chart or None, one-line summary)`` of the intervention, through
-    the shared cache."""
+    the shared cache. ``labels``: the text's positions as the charts name them
+    (:func:`geomlab.whatif.labels.position_labels`). The charts' text is plain (a token as
+    :func:`geomlab.trace.visible` shows it); the summary is markdown."""
     from geomlab.figures import FigureError
     from geomlab.figures.whatif import whatif_effect, whatif_geometry, whatif_guesses
-    from geomlab.trace import encode_text
+    from geomlab.trace import encode_text, visible
     from geomlab.trace.tracing import MODEL_LOCK
     from geomlab.whatif import catalog
 
@@ -34,7 +36,7 @@ def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], 
         with MODEL_LOCK:
             out = catalog.apply(name, ck.model, tokens, pos, size, **controls)
         out = out.scored_on(entry.task)
-        names = [md_escape(t) for t in getattr(ck.vocab, "tokens", [])] or [str(i) for i in range(out.before.shape[1])]
+        names = [visible(t) for t in getattr(ck.vocab, "tokens", [])] or [str(i) for i in range(out.before.shape[1])]
         line = md_escape(out.summary(pos))
         try:
             ghost = whatif_geometry(out, layer=int(controls.get("layer") or 0))
@@ -43,7 +45,7 @@ def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], 
         return whatif_guesses(out, pos, names), whatif_effect(out, labels, cursor=pos), ghost, line
 
     key = ("whatif", str(entry.path), entry.mtime, data.KeyText(text), tuple(sorted(trace_opts.items())), name,
-           round(float(size), 6), int(pos), tuple(sorted(controls.items())))
+           round(float(size), 6), int(pos), tuple(sorted(controls.items())), tuple(labels))
     return data.cached(key, compute, spinner="Running the model with the intervention…")
 
 
@@ -56,6 +58,7 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
                  key_prefix: str, stem: str) -> None:
     """The "What if" switch and, while it is on, the panel (see the module docstring)."""
     from geomlab.whatif import catalog
+    from geomlab.whatif.labels import position_labels
 
     ss = st.session_state
     ck = data.load_checkpoint(str(entry.path), entry.mtime)
@@ -116,8 +119,8 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
         st.caption("What if: the page shows the mean over heads, which is not a head to ablate: head 0 is "
                    "ablated. Choose a head in the page's controls to ablate another.")
     try:
-        guesses, effect, ghost, line = _outcome_charts(entry, text, trace_opts, list(tr.labels), spec.name, size,
-                                                       pos, opts)
+        labels = position_labels(ck.vocab, text, tr.tokens)  # 'é→�' where the model read the unknown token
+        guesses, effect, ghost, line = _outcome_charts(entry, text, trace_opts, labels, spec.name, size, pos, opts)
     except ValueError as exc:
         st.info(f"What if: {md_escape(exc)}", icon=":material/info:")
         return
@@ -146,13 +149,15 @@ def _stand_in(vocab: Any, current: str) -> str:
     return current
 
 
-def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: str, target: int) -> tuple:
-    """``(patching Chart, summary line)`` of the sweep, through the shared cache."""
+def _sweep_chart(entry: Any, text: str, pos: int, stand_in: str, target: int) -> tuple:
+    """``(patching Chart, summary line, whether the swap barely changes the prediction)`` of the sweep,
+    through the shared cache."""
     from geomlab.figures.whatif import patching_heatmap
     from geomlab.trace import encode_text
     from geomlab.data.vocab import unknown_symbols_error, unknown_tokens
     from geomlab.trace.tracing import MODEL_LOCK, from_visible, visible
-    from geomlab.whatif.patching import SMALL_DIFFERENCE, SWEEP_SPAN, token_swap_sweep
+    from geomlab.whatif.labels import position_labels
+    from geomlab.whatif.patching import SWEEP_SPAN, token_swap_sweep
 
     def compute() -> tuple:
         ck = data.load_checkpoint(str(entry.path), entry.mtime)
@@ -170,14 +175,14 @@ def _sweep_chart(entry: Any, text: str, labels: list[str], pos: int, stand_in: s
         with MODEL_LOCK:
             sweep = token_swap_sweep(ck.model, clean, pos, int(ids[0]), target)
         start = int(sweep.positions[0])
+        labels = position_labels(ck.vocab, text, clean)
         names = [md_escape(visible(t)) for t in getattr(ck.vocab, "tokens", [])]
-        small = sweep.small()
-        line = (f"The cursor's token {md_escape(labels[pos])!r} replaced by {md_escape(stand_in)!r}: "
-                f"{sweep.describe(names)}; {sweep.runs} patched runs in {sweep.seconds:.1f} s"
-                + (f", the {SWEEP_SPAN} positions ending there." if start else ".")
-                + (f" The swap hardly changes that prediction (under {SMALL_DIFFERENCE} in logit difference), so "
-                   "the heatmap draws the raw logit difference, not the share restored." if small else ""))
-        return patching_heatmap(sweep, labels, names, recovered=not small, swapped=pos), line
+        line = (f"The cursor's token {md_escape(labels[pos])!r} replaced by {md_escape(stand_in)!r} "
+                f"({sweep.runs} patched runs in {sweep.seconds:.1f} s"
+                + (f", the {SWEEP_SPAN} positions ending at the target" if start else "")
+                + f"): {sweep.describe(names)}.")
+        chart = patching_heatmap(sweep, labels, names, recovered=not sweep.small(), swapped=pos)
+        return chart, line, sweep.barely_changes
 
     key = ("patching", str(entry.path), entry.mtime, data.KeyText(text), int(pos), stand_in, int(target))
     return data.cached(key, compute, spinner="Patching every layer and position…")
@@ -198,11 +203,10 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
                   help="Patching reads the prediction at a position after the cursor: move the cursor off the "
                        "last token.")
         return
-    labels = list(tr.labels)
     ss["w_patch_on"] = ss.get(state.K_PATCH) is not None
 
     def switch() -> None:
-        ss[state.K_PATCH] = _stand_in(ck.vocab, labels[pos]) if ss.get("w_patch_on") else None
+        ss[state.K_PATCH] = _stand_in(ck.vocab, tr.labels[pos]) if ss.get("w_patch_on") else None
         ss[state.K_PATCH_AT] = None
 
     if not st.toggle(label, key="w_patch_on",
@@ -229,11 +233,14 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
         cols[1].slider("Read the prediction at position", pos + 1, hi, key="w_patch_at", on_change=state.copy,
                        args=("w_patch_at", state.K_PATCH_AT))
     try:
-        chart, line = _sweep_chart(entry, text, labels, pos, ss[state.K_PATCH], int(ss[state.K_PATCH_AT]))
+        chart, line, barely = _sweep_chart(entry, text, pos, ss[state.K_PATCH], int(ss[state.K_PATCH_AT]))
     except ValueError as exc:
         st.info(f"Patching: {md_escape(exc)}", icon=":material/info:")
         return
-    st.caption(line)
+    if barely:  # the line ends with the warning (Sweep.describe): shown as one
+        st.warning(line, icon=":material/warning:")
+    else:
+        st.caption(line)
     key = f"{key_prefix}-patching"
     ui.chart(chart.figure, key=key, filename=f"{stem}-patching", on_click=partial(follow_click, key, "position", tr))
     st.caption(chart.caption)

@@ -149,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
     from geomlab.commands.trace import read_text_file
     from geomlab.data.vocab import decode_text, normalize_text
     from geomlab.trace import visible
+    from geomlab.whatif.labels import position_labels
 
     set_threads(args.threads)
     c = load_checkpoint(args.checkpoint, device="cpu")
@@ -164,12 +165,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.pos < T:
         raise ValueError(f"--pos {args.pos} is outside the text (positions 0 to {T - 1})")
     names = [visible(t) for t in c.vocab.tokens]
+    labels = position_labels(c.vocab, text, tokens)  # the text's tokens as typed, 'é→�' where read as unknown
     doc = {"checkpoint": args.checkpoint, "kind": c.model_config.get("kind"), "text": text,
            "tokens": tokens.tolist(), "position": args.pos}
     if args.patch is not None:
-        lines, more = _patch(c, tokens, args, names)
+        lines, more = _patch(c, tokens, args, names, labels)
     else:
-        lines, more = _intervene(c, tokens, args, names)
+        lines, more = _intervene(c, tokens, args, names, labels)
     doc.update(more)
     # with --json -, standard output holds the JSON alone (for pipes)
     print(json.dumps(doc, allow_nan=False) if args.json == "-" else "\n".join(lines))
@@ -181,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _intervene(c, tokens, args, names) -> tuple[list[str], dict]:
+def _intervene(c, tokens, args, names, labels) -> tuple[list[str], dict]:
     """The intervention's printed lines and JSON fields (module docstring)."""
     from geomlab.whatif import catalog
 
@@ -213,7 +215,7 @@ def _intervene(c, tokens, args, names) -> tuple[list[str], dict]:
     before, after = out.top_k(args.pos, args.top_k)
     w = max(len(repr(names[i])) for i, _ in before + after)
     lines = [out.summary(args.pos),
-             f"top {args.top_k} {out.predicts} at position {args.pos} ({names[int(tokens[args.pos])]!r}), before and "
+             f"top {args.top_k} {out.predicts} at position {args.pos} ({labels[args.pos]!r}), before and "
              f"after:"]
     for rank, ((i, p), (j, q)) in enumerate(zip(before, after), 1):
         lines.append(f"{rank:>4d}  {names[i]!r:<{w}} {p:6.1%}    {names[j]!r:<{w}} {q:6.1%}")
@@ -224,10 +226,10 @@ def _intervene(c, tokens, args, names) -> tuple[list[str], dict]:
                    "top_k": {"before": guess(before), "after": guess(after)}}
 
 
-def _patch(c, tokens, args, names) -> tuple[list[str], dict]:
+def _patch(c, tokens, args, names, labels) -> tuple[list[str], dict]:
     """The patching sweep's printed lines and JSON fields (module docstring): the app's window, the last
     :data:`geomlab.whatif.patching.SWEEP_SPAN` positions up to the target."""
-    from geomlab.whatif.patching import SMALL_DIFFERENCE, SWEEP_SPAN, token_swap_sweep
+    from geomlab.whatif.patching import SWEEP_SPAN, token_swap_sweep
 
     pos, T = args.pos, len(tokens)
     for knob in ("intervention", "size", "layer", "head", "slot"):
@@ -248,13 +250,13 @@ def _patch(c, tokens, args, names) -> tuple[list[str], dict]:
     start = int(sweep.positions[0])
     small = sweep.small()
     shown = sweep.values if small else sweep.recovered()
-    lines = [f"{names[int(tokens[pos])]!r} at position {pos} replaced by {args.patch!r}: {sweep.describe(names)}; "
+    # the summary line says when the swap barely changes the prediction (Sweep.describe)
+    lines = [f"{labels[pos]!r} at position {pos} replaced by {args.patch!r}: {sweep.describe(names)}; "
              f"{sweep.runs} patched runs in {sweep.seconds:.1f} s.",
-             (f"The swap hardly changes that prediction (under {SMALL_DIFFERENCE} in logit difference): raw "
-              "logit difference with each (layer, position) patched" if small else
+             ("Logit difference with each (layer, position) patched from the real text" if small else
               "Share of it restored with each (layer, position) patched from the real text (0 nothing, 1 all)")
              + f"; positions {pos}..{target} (earlier ones hold the same state in both texts):",
-             f"{'':>10s}" + "".join(f"{f'{p} {names[int(tokens[p])]!r}':>11s}" for p in range(pos, target + 1))]
+             f"{'':>10s}" + "".join(f"{f'{p} {labels[p]!r}':>11s}" for p in range(pos, target + 1))]
     for label, row in zip(sweep.layers, shown):
         lines.append(f"{label:>10s}" + "".join(f"{v:>11.3f}" for v in row[pos - start:target - start + 1]))
     return lines, {"patch": args.patch, "target": target, "target_token": sweep.target_token,

@@ -1,0 +1,45 @@
+"""The What-if panel's and the Patching sweep's texts (AppTest on the bundled checkpoints): chart text is
+plain (no Markdown escapes, a space as ␣), a position the model read as unknown is named 'é→�', and a swap
+that barely changes the prediction is a warning."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_page
+from helpers.charts import charts
+
+GRASSMANN = "bundled/grassmann-tinyshakespeare"
+
+
+def _chart(at, key: str) -> dict:
+    return next(json.loads(c.spec) for c in charts(at) if c.key == key)
+
+
+def test_the_guesses_chart_names_tokens_as_the_app_does_not_as_markdown(zoo):
+    at = run_page("planes", ckpt=GRASSMANN, pos="20", layer="2", wi="rotate_plane", wis="1.2")
+    shown = {y for d in _chart(at, "planes-whatif-guesses")["data"] for y in d["y"]}
+    # not “\\!” (a Markdown escape) nor “ ” (looks empty)
+    assert "“!”" in shown and "“␣”" in shown, shown
+    assert not any("\\" in y for y in shown), shown
+
+
+def test_a_position_read_as_unknown_is_named_as_typed_and_as_read(zoo):
+    text = "ROMEO: Bé🙂t soft, what light through yonder window breaks?"
+    at = run_page("planes", ckpt=GRASSMANN, text=text, pos="8", wi="rotate_plane", wis="1.2", patch="e")
+    effect = _chart(at, "planes-whatif-effect")
+    assert [d["text"][8] for d in effect["data"]] == ["8 'é→�'", "8 'é→�'"]  # hover: each position
+    assert any("at position 8 'é→�'" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert any("The cursor's token 'é→�' replaced by 'e'" in c.value for c in at.caption)
+    heat = _chart(at, "planes-patching")
+    assert "9 '🙂→�'" in heat["layout"]["xaxis"]["ticktext"], heat["layout"]["xaxis"]
+
+
+def test_a_swap_that_barely_changes_the_prediction_is_a_warning_beside_a_muted_heatmap(zoo):
+    at = run_page("planes", ckpt=GRASSMANN, pos="37", patch="e", pat="40")
+    warn = [w.value for w in at.warning if "patched runs" in w.value]
+    assert len(warn) == 1 and "Warning: the swap barely changes this prediction (0.184 nats apart" in warn[0]
+    assert any("colours are muted" in c.value for c in at.caption)
+    at = run_page("planes", ckpt=GRASSMANN, pos="30", patch="e")  # a clear one: a caption, no warning
+    assert not [w for w in at.warning if "patched runs" in w.value]
+    assert [c for c in at.caption if "patched runs" in c.value]
