@@ -268,8 +268,18 @@ def whatif_geometry(outcome, layer: int = 0) -> Chart:
         fig.update_yaxes(title_text="token-mean energy ε (a.u.)")
         cap = ("The layer's token-mean energy at each recursion step with its own steps (before: pale, dotted for "
                "attention, dashed for the MLP) and with the steps of the intervention (after: solid): more steps "
-               "should keep it going down. The MLP starts from the attention block's output, which the "
-               "intervention changed, so its curves differ at step 0 too.")
+               "should keep it going down, at about the pace of its own steps. The MLP starts from the attention "
+               "block's output, which the intervention changed, so its curves differ at step 0 too.")
+        trained = steps["before"]
+        if trained is not None and int(trained[layer]) >= 1:
+            from geomlab.whatif.energy import RUNAWAY_RATE, runaway_rates
+
+            rates = runaway_rates(E1[layer][None], int(trained[layer]))[0]
+            away = [(block, r) for block, r in zip(("attention", "MLP"), rates) if r > RUNAWAY_RATE]
+            if away:
+                cap += (" Past its own T the descent runs away: the " + " and the ".join(
+                    f"{block} energy falls {r:,.0f}× faster per step than within its own steps" for block, r in away)
+                    + ". That is an overshoot, not a better fit.")
         e0, e1 = E0[layer][np.isfinite(E0[layer])], E1[layer][np.isfinite(E1[layer])]
         if e0.size and e1.size:
             lo, hi = float(e0.min()), float(e0.max())

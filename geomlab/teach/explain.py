@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from geomlab.figures import FIGURES
 from geomlab.figures.catalog import CEM_SRC, GR_SRC, OSM_SRC, Explanation
-from geomlab.teach.facts import _group_info, _plural, energy_rises, is_abelian
+from geomlab.teach.facts import _group_info, _plural, energy_rises, is_abelian, sub_block
 from geomlab.teach.glossary import GLOSSARY, term_refs
 
 _E = Explanation
@@ -67,7 +67,9 @@ VIEW_TEXT: dict[str, Explanation] = {
         "the token-mean energy at each step $t$, measured from step 0, per layer and sub-block (attention, MLP).",
         "The energy should fall at every step (the curves go down). A rise means the step size (or the "
         "[[preconditioner]]) has left the descent regime, often when more steps are run than were trained. "
-        "Compare steps within one layer, not levels across layers.",
+        "Falling is not always healthy either: past the trained $T$, a curve that plunges ever faster, far "
+        "below where the trained steps left it, while the displacement climbs to tens of $\\rho$, has "
+        "overshot, and the predictions get worse. Compare steps within one layer, not levels across layers.",
         ("Energy", "Recursion step", "Preconditioner"), f"{CEM_SRC}"),
     "planes": _E(
         r"p_{ij} = z_{t,i} z_{t-\Delta,j} - z_{t,j} z_{t-\Delta,i},\ \ "
@@ -119,26 +121,52 @@ def view_maths(slug: str, tr: Any = None) -> str:
     return base
 
 
+OVERSHOOT_LOOK = ("Down is not always healthy: past the trained $T$, a line that plunges ever faster while the "
+                  "displacement climbs has overshot.")
+"""What an overshoot looks like on the energy figures, after their "look for" line (design choice)."""
+
+ENERGY_FIGURES = ("energy_descent", "energy_layer")
+"""The energy-per-step figures, whose "look for" line :func:`figure_note` writes from the trace."""
+
+
 def figure_note(name: str, tr: Any = None) -> str:
     """One line under figure ``name``: what to look for, with a fact of this trace where one applies (the
-    torus's independent angles, an energy that rose at a named step). Markdown with ``$...$``."""
+    torus's independent angles, an energy that rose at a named step, a descent that runs away past the
+    trained steps: :func:`geomlab.whatif.energy.overshoot`; the energy figures say what an overshoot looks
+    like, :data:`OVERSHOOT_LOOK`). Markdown with ``$...$``."""
     ex = figure_explanation(name)
     note = ex.look
+    if name in ENERGY_FIGURES:
+        return _energy_note(name, note, tr)
     if tr is None:
         return note
-    if name == "energy_descent":
-        rises = energy_rises(tr)
-        if rises:
-            l, b, t, _ = rises[0]
-            note = (f"Here the mean energy rose at {_plural(len(rises), 'step')} (first: layer {l}, "
-                    f"{('attention', 'MLP')[b] if b < 2 else b}, step {t}): look for the red triangles.")
-        else:
-            note = "Here every line goes down: the energy fell at every recursion step."
     elif name in ("phase_circle", "phase_timeline") and getattr(tr, "family", "") == "osm":
         info = _group_info(tr, None)
         if info and is_abelian(*info):
             note += " Here the group is abelian, so each angle moves on its own."
     return note
+
+
+def _energy_note(name: str, look: str, tr: Any) -> str:
+    """The "look for" line of energy figure ``name`` (:func:`figure_note`): where the mean energy rose or
+    where it runs away; else that every line goes down (the whole descent; ``look``, the figure's own line,
+    for one layer), then :data:`OVERSHOOT_LOOK`."""
+    if tr is None:
+        return f"{look} {OVERSHOOT_LOOK}"
+    from geomlab.whatif.energy import overshoot
+
+    rises = energy_rises(tr)
+    if rises:
+        l, b, t, _ = rises[0]
+        return (f"Here the mean energy rose at {_plural(len(rises), 'step')} (first: layer {l}, "
+                f"{('attention', 'MLP')[b] if b < 2 else b}, step {t}): look for the red triangles.")
+    o = overshoot(tr)
+    if o is not None:
+        runs = ", ".join(sub_block(*lb) for lb in ((o.layer, o.block), *o.others))
+        return (f"Every line goes down, but past the trained $T = {o.trained}$ the descent overshoots: a line "
+                f"that plunges ever faster ({runs}) while the displacement climbs. Lower is not better here.")
+    healthy = look if name == "energy_layer" else "Here every line goes down: the energy fell at every recursion step."
+    return f"{healthy} {OVERSHOOT_LOOK}"
 
 
 def every_term_reference() -> dict[str, list[str]]:

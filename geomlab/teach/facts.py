@@ -1,7 +1,7 @@
 """Facts about the current model, as sentences a view page states: the group (its size, algebra dimension,
 whether it is abelian), layers and heads, CEM recursion steps and whether the recorded energy fell at every
-step, Grassmann rank and offsets, the gate share (:func:`model_facts`, :func:`view_facts`,
-:func:`energy_rises`, :func:`is_abelian`, :func:`algebra_dim`).
+step or ran away past the trained steps (:func:`overshoot_text`), Grassmann rank and offsets, the gate share
+(:func:`model_facts`, :func:`view_facts`, :func:`energy_rises`, :func:`is_abelian`, :func:`algebra_dim`).
 
 Texts are Streamlit markdown with inline LaTeX between single dollars. No streamlit import.
 
@@ -231,9 +231,11 @@ def _cem_facts(tr: Any, cfg: dict, task: Any) -> list[Fact]:
         facts.append(Fact(f"Preconditioner: {md_label(pre)}; diagonal interaction: "
                           f"{md_label(cfg.get('diagonal', '?'))}."))
     rises = energy_rises(tr)
+    runaway = overshoot_text(tr, task, cfg)
     if not rises:
         facts.append(Fact("On this text the mean energy fell (or stayed) at every recursion step in every "
-                          "layer and sub-block, as gradient descent should."))
+                          "layer and sub-block" + (" (but see the overshoot)." if runaway else
+                                                   ", as gradient descent should.")))
     else:
         names = ("attention", "MLP")
         shown = "; ".join(f"layer {l} {names[b] if b < 2 else b}, step {t}" for l, b, t, _ in rises[:4])
@@ -242,7 +244,44 @@ def _cem_facts(tr: Any, cfg: dict, task: Any) -> list[Fact]:
                 else "")
         facts.append(Fact(f"On this text the mean energy ROSE at {_plural(len(rises), 'step')} ({shown}"
                           f"{more}): the step has left the descent regime there.{hint}", warn=True))
+    if runaway:
+        facts.append(Fact(runaway, warn=True))
     return facts
+
+
+def _amount(x: float) -> str:
+    """A number for a sentence: 3 significant digits, whole numbers with separators from 1,000 on."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def sub_block(layer: int, block: int) -> str:
+    """``layer 3's MLP``: a CEM layer's sub-block (0 attention, 1 MLP) in words."""
+    return f"layer {layer}'s " + (("attention", "MLP")[block] if block < 2 else f"sub-block {block}")
+
+
+def overshoot_text(tr: Any, task: Any = None, config: dict | None = None) -> str:
+    """The warning for a CEM trace whose descent runs away past the trained steps
+    (:func:`geomlab.whatif.energy.overshoot`, trained T from ``config`` or the trace's config): which
+    sub-block runs away fastest and how much faster than within the trained steps, how far its iterate
+    drifted, which others run away, and the mean surprisal of the predictions against a uniform guess's.
+    Empty when it does not run away."""
+    from geomlab.whatif.energy import overshoot
+
+    trained = (config or {}).get("recursion_steps")
+    o = overshoot(tr, task, trained=int(trained) if trained else None)
+    if o is None:
+        return ""
+    moved = (f", and its iterate ends {o.moved:.3g}ρ from the layer input ({o.trained_moved:.3g}ρ at step "
+             f"{o.trained})" if np.isfinite(o.moved) else "")
+    also = (f"; {' and '.join(sub_block(*lb) for lb in o.others)} {'runs' if len(o.others) == 1 else 'run'} "
+            "away too" if o.others else "")
+    worse = "worse than" if o.bits > o.uniform_bits else "against"
+    bits = (f" Mean surprisal on this text: {o.bits:.2f} bits, {worse} a uniform guess ({o.uniform_bits:.2f})."
+            if np.isfinite(o.bits) else "")
+    return (f"Overshoot past the trained $T = {o.trained}$: {sub_block(o.layer, o.block)} energy falls "
+            f"{_amount(o.rate)}× faster per step than within the trained steps (to "
+            f"$\\Delta\\varepsilon = {_amount(o.lowest).replace(',', '{,}')}$){moved}{also}.{bits} A lower energy "
+            "is not a better prediction here.")
 
 
 @facts_for("grassmann")

@@ -8,11 +8,16 @@ take fewer steps than the stack keeps its iterate ``x^k`` from step ``k`` on: it
 (``stack.layers.{l}.{0,1}.hook_iterate``) returns ``x^k`` again at every later step, so the sub-block returns
 ``x^k`` exactly, computed with the same arithmetic as a run of ``k`` steps (an iterate depends on its step,
 never on the count).
+
+Run past its trained steps, a descent can run away: the energy is unbounded below, and each step then falls
+faster than the last while the iterate drifts off what the next layers were trained on. :func:`overshoot`
+tells such a run from one that only keeps going down at its trained pace (the CEM energy page warns with it).
 """
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from dataclasses import dataclass
+from typing import Any, Sequence, Union
 
 import numpy as np
 import torch
@@ -22,7 +27,7 @@ from geomlab.trace.tracing import MODEL_LOCK  # the one lock around every run of
 from geomlab.whatif.outcome import Outcome
 from geomlab.whatif.run import as_tokens
 
-__all__ = ["energy_steps"]
+__all__ = ["energy_steps", "RUNAWAY_RATE", "Overshoot", "runaway_rates", "overshoot"]
 
 Steps = Union[int, Sequence[int], None]
 MAX_STEPS = 64
@@ -143,3 +148,115 @@ def energy_steps(model, tokens, steps: Steps = None, stop_at: int | None = None)
     what = f"recursion steps per layer {ks} (the model's: {current})"
     return Outcome(tokens[0].cpu().numpy(), before[0].float().cpu().numpy(), after[0].float().cpu().numpy(),
                    None, what, geometry)
+
+
+RUNAWAY_RATE = 10.0
+"""A descent past its trained steps runs away when its energy falls, per step, more than this many times as
+fast as it moved per step within the trained steps (:func:`runaway_rates`). Design choice: a descent that
+keeps its trained pace stays near 1 however many steps it runs (the bundled ``cem-t2`` model's attention
+sub-blocks: 1.1 to 1.2 at T = 16), one that accelerates passes 10 within a step or two (its layer-0 MLP: 37
+at T = 3, 180 at T = 4, 10,629 at T = 16, where the demo text's surprisal is worse than a uniform guess's)."""
+
+
+def runaway_rates(energy: np.ndarray, trained: int) -> np.ndarray:
+    """``(L, B)`` how fast each layer's and sub-block's energy falls past the trained steps, relative to its
+    pace within them: the fall below the lowest energy of steps ``0..trained``, per later step, over the
+    range of steps ``0..trained`` per trained step (that range at least ``1e-6`` of the largest ``|energy|``,
+    or 1). NaN where the run has no step past ``trained`` or no finite energy; 0 or less where the energy
+    stays within or above that range. Above :data:`RUNAWAY_RATE`: the descent runs away.
+
+    ``energy``: ``(L, B, S + 1)`` token-mean energy per recursion step (its change from step 0 gives the same
+    rates); ``trained``: the recursion steps the model was trained with, at least 1. Raises ``ValueError``
+    for another shape or ``trained < 1``. Source: Xu et al., arXiv 2605.07588 (a layer as ``T`` descent
+    steps); the measure is a design choice."""
+    e = np.asarray(energy, dtype=np.float64)
+    if e.ndim != 3:
+        raise ValueError(f"energy must be (layers, sub-blocks, steps + 1), got shape {e.shape}")
+    k = int(trained)
+    if k < 1:
+        raise ValueError(f"trained must be at least 1 step, got {trained}")
+    S = e.shape[2] - 1
+    out = np.full(e.shape[:2], np.nan)
+    if S <= k:
+        return out
+    with np.errstate(all="ignore"):
+        e = np.where(np.isfinite(e), e, np.nan)
+        head, tail = e[..., : k + 1], e[..., k + 1:]
+        lo = np.nanmin(np.where(np.isnan(head), np.inf, head), axis=-1)
+        hi = np.nanmax(np.where(np.isnan(head), -np.inf, head), axis=-1)
+        low = np.nanmin(np.where(np.isnan(tail), np.inf, tail), axis=-1)
+        scale = np.maximum(np.nanmax(np.where(np.isnan(e), 0.0, np.abs(e)), axis=-1), 1.0)
+        pace = np.maximum(hi - lo, 1e-6 * scale) / k
+        rate = (lo - low) / (S - k) / pace
+    ok = np.isfinite(lo) & np.isfinite(low)
+    out[ok] = rate[ok]
+    return out
+
+
+@dataclass(frozen=True)
+class Overshoot:
+    """A CEM trace whose descent runs away past its trained steps (:func:`overshoot`): ``trained`` and
+    ``steps`` the trained T and this trace's; ``layer``, ``block`` (0 attention, 1 MLP) the sub-block that
+    runs away fastest and ``rate`` its :func:`runaway_rates` value; ``others`` the ``(layer, block)`` of the
+    others that run away, in depth order;
+    ``lowest`` its lowest token-mean energy change from step 0 (a.u.) and ``trained_lowest`` the lowest
+    within the trained steps; ``moved`` and ``trained_moved`` its token-mean displacement ``||x^t - h|| /
+    rho`` at the last step and at step ``trained`` (NaN without a record of it); ``bits`` the trace's mean
+    surprisal of what it is scored on (NaN where it cannot be scored) and ``uniform_bits`` a uniform guess's,
+    ``log2 V``."""
+
+    trained: int
+    steps: int
+    layer: int
+    block: int
+    rate: float
+    others: tuple[tuple[int, int], ...]
+    lowest: float
+    trained_lowest: float
+    moved: float
+    trained_moved: float
+    bits: float
+    uniform_bits: float
+
+
+def overshoot(tr: Any, task: Any = None, trained: int | None = None) -> Overshoot | None:
+    """Whether CEM trace ``tr`` (a :class:`geomlab.trace.CEMTrace`) runs its descent past the trained steps
+    into a runaway: some layer's sub-block above :data:`RUNAWAY_RATE` (:func:`runaway_rates` of its
+    token-mean energy over the finite tokens); the :class:`Overshoot` of the fastest one, or None (also for a
+    trace that is not CEM, or runs no step past ``trained``). ``trained``: the recursion steps the model was
+    trained with (default ``tr.config["recursion_steps"]``: a trace at other inference steps records them
+    as ``inference_recursion_steps``); ``task``: the checkpoint card's task, what the surprisal is scored on
+    (:func:`geomlab.trace.scoring.score_predictions`). Design choice."""
+    E = getattr(tr, "energies", None)
+    k = trained if trained is not None else (getattr(tr, "config", None) or {}).get("recursion_steps")
+    if E is None or not k or int(k) < 1:
+        return None
+    k = int(k)
+    E = np.asarray(E, dtype=np.float64)
+    change = E - E[:, :, :1, :]
+    with np.errstate(all="ignore"):
+        mean = np.nanmean(np.where(np.isfinite(change), change, np.nan), axis=-1)
+    rates = runaway_rates(mean, k)
+    hit = np.nan_to_num(rates, nan=-np.inf) > RUNAWAY_RATE
+    if not hit.any():
+        return None
+    l, b = np.unravel_index(int(np.argmax(np.where(hit, rates, -np.inf))), rates.shape)
+    D = getattr(tr, "displacement", None)
+    if D is not None:
+        with np.errstate(all="ignore"):
+            moved = np.nanmean(np.asarray(D, dtype=np.float64)[l, b], axis=-1)
+    else:
+        moved = np.full(E.shape[2], np.nan)
+    from geomlab.trace.scoring import score_predictions
+
+    logits = np.asarray(tr.logits)
+    try:
+        bits = score_predictions(tr, task).mean_bits
+    except (IndexError, ValueError):  # tokens the outputs cannot score: the energies still say it
+        bits = float("nan")
+    return Overshoot(trained=k, steps=E.shape[2] - 1, layer=int(l), block=int(b), rate=float(rates[l, b]),
+                     others=tuple((int(i), int(j)) for i, j in zip(*np.nonzero(hit)) if (i, j) != (l, b)),
+                     lowest=float(np.nanmin(mean[l, b, k + 1:])),
+                     trained_lowest=float(np.nanmin(mean[l, b, : k + 1])), moved=float(moved[-1]),
+                     trained_moved=float(moved[k]), bits=bits,
+                     uniform_bits=float(np.log2(logits.shape[-1])))

@@ -168,6 +168,29 @@ def test_cem_facts_say_whether_the_energy_fell():
     assert "rose" in explain.figure_note("energy_descent", tr)
 
 
+def test_a_descent_that_runs_away_past_the_trained_t_is_a_warning_not_a_healthy_fall():
+    """Every step falls, but past the trained T = 2 each one falls further than the last (the MLP): a
+    warning fact naming the sub-block, and a look-for line that says it overshoots; the view's and the
+    figures' look-for texts say what an overshoot looks like even when there is none."""
+    steps = np.arange(9, dtype=float)
+    E = np.zeros((2, 2, 9, 5))
+    E[:, 0] = (-10.0 * steps)[:, None]  # attention: the same pace at every step
+    E[1, 1] = (-10.0 * steps * 2.0 ** steps)[:, None]  # layer 1's MLP: faster and faster
+    E[0, 1] = E[:, 0][0]
+    tr = _cem_trace(E, {"kind": "cem", "recursion_steps": 2})
+    warn = [f.text for f in facts.model_facts(tr) if f.warn]
+    assert len(warn) == 1 and warn[0].startswith("Overshoot past the trained $T = 2$: layer 1's MLP energy falls")
+    assert "as gradient descent should" not in _texts(facts.model_facts(tr)) and not markup.check_latex(warn[0])
+    for name in ("energy_layer", "energy_descent"):
+        note = explain.figure_note(name, tr)
+        assert "overshoots" in note and "layer 1's MLP" in note and "every line goes down" not in note
+    tame = _cem_trace(np.stack([E[:, 0]] * 2, axis=1), {"kind": "cem", "recursion_steps": 2})
+    assert not [f for f in facts.model_facts(tame) if f.warn]
+    assert explain.OVERSHOOT_LOOK in explain.figure_note("energy_layer", tame)
+    assert explain.OVERSHOOT_LOOK in explain.figure_note("energy_descent")
+    assert "overshot" in explain.VIEW_TEXT["energy"].look
+
+
 def test_cem_energy_of_a_real_trace_is_checked_against_its_numbers():
     tr = get_trace("cem")
     mean = tr.energy_mean()
@@ -289,6 +312,17 @@ def test_energy_page_intro_states_the_recursion_steps(bundled):
     assert "varepsilon" in at.latex[0].value
     body = " ".join(m.value for e in at.expander if "How to read this" in e.label for m in e.markdown)
     assert "$T = 2$" in body and ("fell" in body or "ROSE" in body)
+
+
+def test_energy_page_warns_when_the_descent_runs_away(bundled):
+    """At T = 16 the bundled cem-t2's MLP energy plunges: a warning beside the chart and a look-for line
+    under it say it overshoots; at its own T = 2, neither."""
+    at = open_page("energy", ckpt="bundled/cem-t2-tinyshakespeare", T="16")
+    warn = [c.value for c in at.caption if ":material/warning:" in c.value]
+    assert len(warn) == 1 and "Overshoot past the trained $T = 2$" in warn[0] and "layer 3's MLP" in warn[0]
+    assert any("**Look for:**" in c.value and "overshoots" in c.value for c in at.caption)
+    at = open_page("energy", ckpt="bundled/cem-t2-tinyshakespeare")
+    assert not [c for c in at.caption if "Overshoot" in c.value or "overshoots" in c.value]
 
 
 def test_glossary_page_lists_filters_and_opens_a_term(bundled):

@@ -88,3 +88,52 @@ def test_the_setting_and_mode_are_restored_also_on_an_error():
         assert model.stack.cfg.inference_recursion_steps == 3 and model.training
     with pytest.raises(ValueError, match="CEM"):
         energy_steps(get_model("transformer"), toks())
+
+
+def test_a_descent_that_keeps_its_trained_pace_is_not_a_runaway_one_that_accelerates_is():
+    """runaway_rates: the fall per step past the trained steps over the pace within them; a steady descent
+    stays near 1 however long it runs, an accelerating one passes RUNAWAY_RATE; nothing past the trained
+    steps is NaN."""
+    from geomlab.whatif.energy import RUNAWAY_RATE, runaway_rates
+
+    steady = -10.0 * np.arange(17)                      # 10 a step, for 16 steps
+    faster = -10.0 * np.arange(17) * 1.6 ** np.arange(17)  # each step falls further than the last
+    rates = runaway_rates(np.stack([steady, faster])[None], trained=2)[0]
+    assert rates[0] == pytest.approx(1.0) and rates[1] > 10 * RUNAWAY_RATE
+    assert np.isnan(runaway_rates(np.stack([steady, faster])[None, :, :3], trained=2)).all()  # T = trained
+    with pytest.raises(ValueError):
+        runaway_rates(steady, trained=2)
+
+
+def test_the_bundled_cem_overshoots_at_t16_and_not_at_its_trained_t():
+    """The energy page's case: cem-t2 at T = 16 (an MLP energy falling to ~-1e5 and more, a mean surprisal
+    worse than a uniform guess); at T = 2 nothing runs away."""
+    from geomlab.commands import load_checkpoint
+    from geomlab.checkpoints.catalog import DEMO_TEXT
+    from geomlab.trace import encode_text
+    from geomlab.trace.tracing import trace_cem_steps
+    from geomlab.whatif.energy import overshoot
+
+    ck = load_checkpoint("bundled/cem-t2-tinyshakespeare")
+    tokens = encode_text(ck.vocab, DEMO_TEXT)
+    assert overshoot(trace_cem_steps(ck.model, tokens, 2, vocab=ck.vocab, text=DEMO_TEXT)) is None
+    o = overshoot(trace_cem_steps(ck.model, tokens, 16, vocab=ck.vocab, text=DEMO_TEXT))
+    assert o is not None and (o.trained, o.steps, o.block) == (2, 16, 1)  # an MLP sub-block
+    assert (3, 1) in {(o.layer, o.block), *o.others}  # the layer the page opens on
+    assert o.lowest < -1e5 and o.moved > 10 * o.trained_moved and o.bits > o.uniform_bits
+
+
+def test_the_energy_steps_chart_says_when_the_descent_runs_away():
+    from geomlab.figures.whatif import whatif_geometry
+    from geomlab.whatif.outcome import Outcome
+
+    steady = -10.0 * np.arange(7)
+    before = np.stack([steady[:3], steady[:3]])[None]
+    after = np.stack([steady, -10.0 * np.arange(7) * 3.0 ** np.arange(7)])[None]
+    o = Outcome(np.zeros(4, dtype=int), np.zeros((4, 3), np.float32), np.zeros((4, 3), np.float32), None,
+                "T = 6 in layer 0", {"energy_before": before, "energy_after": after,
+                                     "steps_before": np.array([2]), "steps_after": np.array([6])})
+    cap = whatif_geometry(o, layer=0).caption
+    assert "the MLP energy falls" in cap and "overshoot" in cap and "attention energy falls" not in cap
+    o.geometry["energy_after"] = np.stack([steady, steady])[None]
+    assert "overshoot" not in whatif_geometry(o, layer=0).caption
