@@ -120,6 +120,12 @@ def _descent_caption(tr: CEMTrace, cursor: int | None, relative: bool, displacem
                 "descent regime). ")
     else:
         cap += "The mean energy fell (or stayed) at every step. "
+        from geomlab.whatif.energy import overshoot
+
+        if (over := overshoot(tr)) is not None:
+            cap += (f"Past the trained T = {over.trained} it runs away, though (layer {over.layer}'s "
+                    f"{_block_name(over.block)} falls {over.rate:,.0f}× faster per step than within the trained "
+                    "steps): lower energy there is overshoot, not a better fit. ")
     cap += "Compare steps within a layer, not levels across layers."
     if n_bad:
         cap += (f" {n_bad:,} position{'s have' if n_bad > 1 else ' has'} non-finite energies (NaN or infinite), "

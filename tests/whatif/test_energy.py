@@ -123,6 +123,23 @@ def test_the_bundled_cem_overshoots_at_t16_and_not_at_its_trained_t():
     assert o.lowest < -1e5 and o.moved > 10 * o.trained_moved and o.bits > o.uniform_bits
 
 
+def test_the_descent_chart_caption_does_not_call_a_runaway_a_plain_fall():
+    """The energy view's own caption: at T = 16 the mean energy still falls at every step, and the caption
+    says that this fall past the trained T is a runaway; at T = 2 it says nothing of the kind."""
+    from geomlab.commands import load_checkpoint
+    from geomlab.checkpoints.catalog import DEMO_TEXT
+    from geomlab.figures.energy import energy_descent
+    from geomlab.trace import encode_text
+    from geomlab.trace.tracing import trace_cem_steps
+
+    ck = load_checkpoint("bundled/cem-t2-tinyshakespeare")
+    tokens = encode_text(ck.vocab, DEMO_TEXT)
+    at16 = energy_descent(trace_cem_steps(ck.model, tokens, 16, vocab=ck.vocab, text=DEMO_TEXT)).caption
+    assert "Past the trained T = 2 it runs away" in at16 and "overshoot, not a better fit" in at16
+    at2 = energy_descent(trace_cem_steps(ck.model, tokens, 2, vocab=ck.vocab, text=DEMO_TEXT)).caption
+    assert "runs away" not in at2
+
+
 def test_the_energy_steps_chart_says_when_the_descent_runs_away():
     from geomlab.figures.whatif import whatif_geometry
     from geomlab.whatif.outcome import Outcome
