@@ -11,7 +11,7 @@ import numpy as np
 
 from geomlab.figures._chart import Chart, FigureBuilder, FigureError, finish
 from geomlab.figures._sampling import WINDOW, window as shown_window
-from geomlab.figures._style import add_cursor_line, colour, hover_tokens, pale, thin_ticks, token_ticks
+from geomlab.figures._style import COLUMN_HOVER, add_cursor_line, colour, hover_tokens, pale, thin_ticks, token_ticks
 from geomlab.core.markup import md_label
 from geomlab.whatif.outcome import fmt_bits
 from geomlab.whatif.patching import METRIC_WORDS
@@ -121,7 +121,7 @@ def whatif_effect(outcome, labels: Sequence[str], window: int = WINDOW, cursor: 
     fig.update_xaxes(title_text="position t (token)", row=2, col=1, **token_ticks(labels, idx))
     fig.update_yaxes(title_text="bits", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="bits", row=2, col=1)
-    fig.update_layout(hovermode="x")  # a hover or click anywhere in a position's column picks its bar
+    fig.update_layout(**COLUMN_HOVER)  # a hover or click anywhere in a position's column picks its bar
     after = slice(at, None) if at is not None else slice(None)
     total = float(np.nansum(ds[after]))
     where = f"at position {at} '{md_label(labels[at])}'" if at is not None else "on every position"

@@ -46,6 +46,7 @@ def test_the_effect_draws_the_window_around_the_intervention_with_its_kl_and_sur
     want = o.surprisal_change_bits()[x]
     np.testing.assert_allclose(np.asarray(ds.y, dtype=float), want, rtol=1e-6)
     assert np.allclose(np.asarray(kl.y)[x < 150], 0.0, atol=1e-9)  # nothing changed before it
+    assert fig.layout.hovermode == "x" and fig.layout.hoverdistance == -1  # a click anywhere in a column
     with pytest.raises(FigureError):
         whatif_effect(o, labels[:-1])
 
