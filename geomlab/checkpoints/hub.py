@@ -73,11 +73,14 @@ def from_pretrained(name: str | os.PathLike, device: str | torch.device = "cpu",
 
 def push_to_hub(checkpoint: str | os.PathLike, repo_id: str, *, token: str | None = None,
                 private: bool | None = None, revision: str | None = None, commit_message: str | None = None,
-                create_pr: bool = False) -> str:
+                create_pr: bool = False, training_state: bool = False) -> str:
     """Upload a checkpoint to the Hub model repository ``repo_id`` (created when missing), with
     ``huggingface_hub.HfApi.create_repo`` and ``upload_folder``: the checkpoint is loaded first (a broken one
     is never pushed); a folder in the current layout is uploaded as it is (its files only, no journals), an
     older layout is converted (:func:`convert`) into a temporary folder first. Returns the commit's URL.
+    ``training_state``: also upload ``training_state.*`` (the optimiser's moments and RNG states, about twice
+    the weights' size, that only ``train --resume`` needs); by default the repository gets the weights-only
+    folder, which loads everywhere a model is read. Design choice.
 
     Raises :class:`CheckpointError` for a broken checkpoint or a bad ``repo_id``; ``huggingface_hub``'s errors
     (authentication, network) pass through."""
@@ -94,7 +97,9 @@ def push_to_hub(checkpoint: str | os.PathLike, repo_id: str, *, token: str | Non
         if ckpt.layout != "folder" or ckpt.meta.get("format_version", 0) < FORMAT_VERSION:
             folder = convert(ckpt, Path(tmp) / _stem(ckpt.path))
         info = api.upload_folder(repo_id=repo_id, folder_path=folder, repo_type="model", revision=revision,
-                                 commit_message=message, allow_patterns=list(ckpt_files.FOLDER_FILES),
+                                 commit_message=message, allow_patterns=[
+                                     f for f in ckpt_files.FOLDER_FILES
+                                     if training_state or f not in ckpt_files.STATE_FILES],
                                  create_pr=create_pr)
     return str(getattr(info, "commit_url", info))
 

@@ -238,6 +238,10 @@ def test_push_to_hub_uploads_the_folder(tmp_path, monkeypatch):
     assert (c1, repo, kw1["private"], kw1["exist_ok"]) == ("create_repo", "me/g", True, True)
     assert (c2, repo2, path) == ("upload_folder", "me/g", folder)
     assert "geomlab.json" in kw2["allow_patterns"] and not any(p.startswith(".") for p in kw2["allow_patterns"])
+    assert not any(p.startswith("training_state") for p in kw2["allow_patterns"])  # weights-only by default
+    _FakeApi.calls = []
+    hub.push_to_hub(folder, "me/g", training_state=True)  # a run to resume elsewhere
+    assert {"training_state.json", "training_state.safetensors"} <= set(_FakeApi.calls[1][4]["allow_patterns"])
     # an older layout is converted first: what goes up is a current folder
     _FakeApi.calls = []
     flat = ckpt.save(tmp_path / "pair", model, VOCAB, dict(CARD), layout="flat")
