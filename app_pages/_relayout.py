@@ -99,7 +99,8 @@ def _shorter(fig: go.Figure, px: int) -> go.Figure:
     return out
 
 
-#: On a phone a figure's title wraps at this many visible characters (a ~360 px chart). Design choice.
+#: On a phone a subplot title longer than this many visible characters (a ~360 px chart) is set smaller and
+#: wrapped (:func:`subplot_titles`). Design choice.
 PHONE_TITLE = 32
 
 
@@ -120,22 +121,6 @@ def wrap_markup(text: str, width: int) -> list[str]:
         else:
             lines.append(word)
     return lines
-
-
-def wrapped_title(layout: dict, width: int) -> dict:
-    """Layout update that wraps a figure's title (``layout``: its plotly JSON) onto lines of at most ``width``
-    visible characters, pinned to the top with the top margin grown by a line per extra line; ``{}`` when
-    the title fits or already has line breaks."""
-    title = (layout.get("title") or {}).get("text") or ""
-    if visible_len(title) <= width or "<br>" in title:
-        return {}
-    lines = wrap_markup(title, width)
-    top = (layout.get("margin") or {}).get("t", 60)
-    # pinned to the top, each extra line pushes the plot (and its subplot titles) down by a line (plotly's
-    # 1.3 x the 16 px title font, 21 px) and a little
-    height = int(layout.get("height") or 450)
-    return {"title": {"text": "<br>".join(lines), "yref": "container", "y": 1 - 28 / height, "yanchor": "top"},
-            "margin": {"t": top + 21 * (len(lines) - 1) + 4}}
 
 
 PHONE_PANEL, PHONE_GAP = 230, 110
@@ -327,17 +312,14 @@ def phone_layout(layout: dict) -> list[dict]:
     """The layout updates a phone's copy of a figure gets (``layout``: its plotly JSON), in order; empty when
     it is drawn as it is: panels stacked where the figure asks (:func:`stacked`), else repeated y-axis titles
     of a row dropped (:func:`shared_titles`) and smaller subplot titles, sparser ticks side by side
-    (:func:`subplot_titles`), 3-D scenes at the full width and a phone's height (:func:`scenes`); a long
-    title wrapped and one square map shortened to its width."""
+    (:func:`subplot_titles`), 3-D scenes at the full width and a phone's height (:func:`scenes`); one
+    square map shortened to its width. The figure's title is wrapped in the browser, to the width the chart
+    has, as on a desktop (``fitTitle`` in ``js/live_chart.js``)."""
     stack = stacked(layout) if (layout.get("meta") or {}).get("phone") == "stack" else {}
     # stacked, each panel has a row of its own: no title to share, nothing side by side
     scene = {} if stack else scenes(layout)
     rows = [stack] if stack else [shared_titles(layout), subplot_titles(layout), scene]
-    top = {k: v for u in rows for k, v in u.items() if k == "margin"}  # a wrapped title adds to what they set
-    height = stack.get("height") or scene.get("height") or layout.get("height")
-    upd = wrapped_title({**layout, **top, "height": height}, PHONE_TITLE)
-    if scene and "margin" in upd:  # the scene keeps its height under the longer title
-        upd["height"] = upd["margin"]["t"] + (layout.get("margin") or {}).get("b", PHONE_SCENE_B) + PHONE_SCENE
+    upd = {}
     if (layout.get("yaxis") or {}).get("scaleanchor") and "xaxis2" not in layout and (layout.get("height") or 0) > 400:
         upd["height"] = 400  # one square map ~330 px wide: its full height would leave ~200 px blank under it
     return [u for u in (*rows, upd) if u]

@@ -266,8 +266,8 @@ def test_compare_shows_both_checkpoints_side_by_side(ckpt_dirs):
     table = at.dataframe[0].value  # the two sides' metrics with their training steps
     assert list(table["side"]) == ["A", "B"] and all(str(v) not in ("", "None") for v in table["trained"])
     assert list(at.dataframe[0].proto.column_order)[:5] == ["side", "name", "valid", "test", "trained"]
-    # on a phone the pinned side and name (272 px) left the test column cut: there the numbers and their unit
-    # come right after the side letter, the name (under each picker) after them, and only the side is pinned
+    # on a phone the side and name (272 px) left the test column cut: there the numbers and their unit come
+    # right after the side letter, the name (under each picker) after them
     import app_pages._ui as ui_mod
 
     with pytest.MonkeyPatch.context() as mp:
@@ -278,9 +278,9 @@ def test_compare_shows_both_checkpoints_side_by_side(ckpt_dirs):
         at.dataframe[0].proto.column_order)
     # the stacked pickers: a large gap between them left ~70 px empty on a phone
     assert "gap_size: SMALL" in str(phone.columns[0].proto) and "gap_size: LARGE" in str(at.columns[0].proto)
-    pinned = {k for k, v in json.loads(phone.dataframe[0].proto.columns).items() if v.get("pinned")}
-    assert pinned == {"side"}, pinned
-    assert {k for k, v in json.loads(at.dataframe[0].proto.columns).items() if v.get("pinned")} == {"side", "name"}
+    # no column pinned, on a phone or not: Streamlit draws a pinned column's text faded, a pale grey
+    for t in (phone, at):
+        assert not any(c.get("pinned") for c in json.loads(t.dataframe[0].proto.columns).values())
 
 
 def test_a_default_checkpoint_of_the_wrong_kind_is_replaced_with_a_message(ckpt_dirs):
@@ -1542,11 +1542,12 @@ def test_bad_choice_values_in_a_link_are_named_not_silently_dropped(bundled_asse
     assert at.session_state["gl_compare_layout"] == "stacked" and "layout" not in at.query_params
 
 
-def test_on_a_phone_titles_wrap_and_the_toolbar_keeps_only_the_download(bundled_assets, monkeypatch):
-    """A phone (its browser's User-Agent, ``_widgets.is_phone``) gets copies of the cached figures with titles
-    wrapped at PHONE_TITLE visible characters and square maps sized to its width, and a toolbar without the
-    zoom and pan buttons that covered the titles; a desktop gets the figures as cached."""
-    from app_pages import _relayout, _widgets
+def test_on_a_phone_titles_are_left_to_the_browser_and_the_toolbar_keeps_only_the_download(bundled_assets, monkeypatch):
+    """A phone (its browser's User-Agent, ``_widgets.is_phone``) gets copies of the cached figures with square
+    maps sized to its width and a toolbar without the zoom and pan buttons that covered the titles; a desktop
+    gets the figures as cached. Titles keep their text: the browser wraps them to the chart's width
+    (``fitTitle``), on a phone as on a desktop, so no second wrap at a fixed count of characters."""
+    from app_pages import _widgets
 
     def specs(phone: bool) -> list[tuple[dict, dict]]:
         monkeypatch.setattr(_widgets, "is_phone", lambda: phone)
@@ -1555,12 +1556,10 @@ def test_on_a_phone_titles_wrap_and_the_toolbar_keeps_only_the_download(bundled_
 
     desk, phone = specs(False), specs(True)
     assert len(desk) == len(phone) >= 4
-    long = [i for i, (s, _) in enumerate(desk) if _relayout.visible_len(s["layout"]["title"]["text"]) > _relayout.PHONE_TITLE]
-    assert long  # "Over the text: what position ... attends to, layer 2" and others
-    for i in long:
-        lines = phone[i][0]["layout"]["title"]["text"].split("<br>")
-        assert len(lines) > 1 and max(map(_relayout.visible_len, lines)) <= _relayout.PHONE_TITLE, lines
-        assert "<br>" not in desk[i][0]["layout"]["title"]["text"]
+    titles = [(d["layout"]["title"], p["layout"]["title"]) for (d, _), (p, _) in zip(desk, phone)]
+    assert any(len(d["text"]) > 40 for d, _ in titles)  # "Over the text: what position ... attends to, layer 2"
+    for d, p in titles:
+        assert p["text"] == d["text"] and p.get("y") == d.get("y"), (d, p)
     squares = [s for s, _ in phone if (s["layout"].get("yaxis") or {}).get("scaleanchor")]
     assert squares and all(s["layout"]["height"] == 400 for s in squares)
     assert all("zoom2d" in c["modeBarButtonsToRemove"] for _, c in phone)
