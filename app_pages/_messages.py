@@ -196,8 +196,8 @@ STEPS_HELP = ("training steps: the zoo's short-budget models have 800, its conve
 
 
 #: The Checkpoints table's columns (model = kind and group; trained = steps; the cards below show
-#: parameters, corpus, source and ref; the data keeps every column). The numbers first, after the pinned
-#: name: at 800 px with the sidebar open the table scrolls, and what it hides then is the metric's unit and
+#: parameters, corpus, source and ref; the data keeps every column). The numbers first, after the name:
+#: at 800 px with the sidebar open the table scrolls, and what it hides then is the metric's unit and
 #: the model kind, which the name says too (design choice).
 TABLE_COLUMNS = ["name", "valid", "test", "trained", "metric", "model"]
 

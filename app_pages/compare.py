@@ -229,11 +229,11 @@ def _summary_table(a, b, phone: bool) -> None:
         row["side"] = label
         row["model"] = row["kind"] + (f" · {row['group']}" if row["group"] else "")
     # widths that fit beside the sidebar at 1000 px, the numbers first (at 800 px the metric and model scroll);
-    # each side's full title is under its picker above. On a phone (~390 px) the pinned name left no room for
-    # the test column: there the side letter is pinned and the numbers with their unit come before the name
+    # each side's full title is under its picker above. On a phone (~390 px) the numbers with their unit come
+    # before the name. No column is pinned: Streamlit draws a pinned column's text faded
     st.dataframe(rows, hide_index=True, width="content", column_order=compare_columns(phone), column_config={
-        "side": st.column_config.TextColumn("side", width=40, pinned=True),
-        "name": st.column_config.TextColumn("name", width=NAME_WIDTH, pinned=not phone),
+        "side": st.column_config.TextColumn("side", width=40),
+        "name": st.column_config.TextColumn("name", width=NAME_WIDTH),
         "trained": st.column_config.TextColumn("steps", width=60, help=STEPS_HELP),
         "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),
         "metric": st.column_config.TextColumn("metric", width=84),
