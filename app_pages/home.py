@@ -29,20 +29,24 @@ def _mini_layout(fig: go.Figure, title: str, equal: bool = False) -> go.Figure:
 
 @st.cache_data(show_spinner=False)
 def osm_picture() -> go.Figure:
-    """Eigenvalue phases of H_t = exp(t A) on the unit circle (A skew with three frequencies)."""
+    """Eigenvalue phases of H_t = exp(t A) on the unit circle (A skew with three frequencies): each
+    eigenvalue exp(±i w t) at t = 0..8, joined by the arc of the circle it turns along (a straight chord
+    would cut inside the circle, as if the state left the group)."""
     circle = np.linspace(0, 2 * np.pi, 200)
     fig = go.Figure(go.Scatter(x=np.cos(circle), y=np.sin(circle), mode="lines",
                                line=dict(color=GREY, width=1), hoverinfo="skip"))
     freqs = np.array([0.21, 0.47, 0.83])  # three rotation planes: eigenvalue pairs exp(±i w t)
     t = np.arange(9)
+    along = np.linspace(0, t[-1], 200)  # the path between the steps, along the circle
     colors = ["#0072B2", "#E69F00", "#009E73"]
     for k, w in enumerate(freqs):
         for sign in (1, -1):
+            fig.add_trace(go.Scatter(x=np.cos(sign * w * along), y=np.sin(sign * w * along), mode="lines",
+                                     line=dict(color=colors[k], width=1), hoverinfo="skip"))
             ang = sign * w * t
             fig.add_trace(go.Scatter(
-                x=np.cos(ang), y=np.sin(ang), mode="markers+lines",
-                marker=dict(size=4 + 1.2 * t, color=colors[k], opacity=0.35 + 0.65 * t / t[-1]),
-                line=dict(color=colors[k], width=1), text=t,
+                x=np.cos(ang), y=np.sin(ang), mode="markers",
+                marker=dict(size=4 + 1.2 * t, color=colors[k], opacity=0.35 + 0.65 * t / t[-1]), text=t,
                 hovertemplate="t=%{text}<extra>eigenvalue pair " + str(k + 1) + "</extra>"))
     return _mini_layout(fig, "State eigenvalues<br>turn on the circle", equal=True)
 

@@ -139,6 +139,20 @@ def test_home_links_open_views_with_a_fitting_checkpoint(ckpt_dirs):
     assert "runs%2Fcem" in links["CEM energy"].query_string or "runs/cem" in links["CEM energy"].query_string
 
 
+def test_home_osm_picture_joins_eigenvalues_along_the_circle():
+    """The OSM card's eigenvalues stay on the unit circle as they turn: every drawn line follows the circle
+    (straight chords between the steps, up to 0.83 rad apart, cut inside it as if the state left the group)."""
+    from app_pages.home import osm_picture
+
+    fig = osm_picture()
+    lines = [t for t in fig.data if "lines" in (t.mode or "")]
+    assert len(lines) == 7 and any(t.mode == "markers" for t in fig.data)  # the circle and six paths
+    for t in lines:
+        z = np.asarray(decode(t.x)) + 1j * np.asarray(decode(t.y))
+        assert np.allclose(abs(z), 1.0)
+        assert np.abs(np.angle(z[1:] / z[:-1])).max() < 0.05  # a chord that short stays on the circle
+
+
 def test_home_osm_card_links_attention_to_an_osmformer_and_compare_to_a_shared_view(tmp_path, monkeypatch,
                                                                                  ckpt_dirs):
     runs, _ = ckpt_dirs
