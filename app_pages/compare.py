@@ -15,6 +15,7 @@ from app_pages._links import follow_click
 from app_pages._relayout import narrow_copy, relaid, same_row, square_width
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, checkpoint_choices, md_escape
 from app_pages._warm import rendering
+from geomlab.checkpoints import catalog
 from geomlab.teach import tours, views
 
 K_VIEW = _state.K_VIEW  # "gl_compare_view", in the URL as view=
@@ -37,14 +38,19 @@ def default_pair_b(a_ref: str) -> tuple[str, str] | None:
     """``(ref, how)``: the checkpoint Compare pairs with ``a_ref`` when the user has not chosen B: the most
     related one that shares a view with A (same task first, then same kind, same family, same way of
     mixing positions; :func:`app_pages._data.related_entries`), else the most related one, else another
-    checkpoint of the same task, else any other (``how`` ``""``); None when A is the only checkpoint."""
+    checkpoint of the same task, else any other (``how`` ``""``); None when A is the only checkpoint. A copy
+    of A (identical weights, :func:`geomlab.checkpoints.catalog.same_weights`: its lines would lie on A's) is
+    skipped unless every other checkpoint is one."""
     a = ui.entry_for(a_ref)
     others = [e for e in ui.entries() if e.ref != a_ref]
     if not others:
         return None
     if a is None:
         return others[0].ref, ""
-    ranked = _data.related_entries(a, pair=True)
+    copies = {e.ref for e in others if catalog.same_weights(a, e)}
+    skip = copies if len(copies) < len(others) else set()
+    others = [e for e in others if e.ref not in skip]
+    ranked = [(e, how) for e, how in _data.related_entries(a, pair=True) if e.ref not in skip]
     sharing = [(e, how) for e, how in ranked if shared_views(a.kind, e.kind)]
     if sharing or ranked:
         e, how = (sharing or ranked)[0]
@@ -211,7 +217,9 @@ def _pickers(phone: bool):
     a = ui.checkpoint_picker(where=ca, key=ui.K_CKPT, label="Checkpoint A")
     b = ui.checkpoint_picker(where=cb, key=ui.K_CKPT_B, label="Checkpoint B")
     auto = ss.get(_state.K_B_AUTO)
-    if auto is not None and auto[:2] == (a.ref, b.ref) and a.ref != b.ref:
+    if a.ref != b.ref and catalog.same_weights(a, b):
+        cb.caption("B has the same weights as A (a copy of it): their lines coincide.")
+    elif auto is not None and auto[:2] == (a.ref, b.ref) and a.ref != b.ref:
         how = {"same kind": f"the same kind, {_code(a.kind)}",
                "same family": "the same family", "also recurrent": "also recurrent",
                "also attention-based": "also attention-based"}.get(auto[2], "")

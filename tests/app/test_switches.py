@@ -364,3 +364,28 @@ def test_planes_opens_on_the_layer_that_draws_most_on_its_planes_and_a_link_keep
     assert linked.session_state["gl_layer"] == 5 == linked.slider(key="w_gl_layer").value
     at.switch_page("app_pages/energy.py").run()
     assert at.session_state["gl_layer"] == at.slider(key="w_gl_layer").max  # the CEM's last layer
+
+
+def test_compare_s_automatic_b_skips_a_copy_of_a(tmp_path, monkeypatch):
+    """The same run saved under two names ranks first as B (same kind, group and corpus) and its line lay on
+    A's: the automatic pick takes the next checkpoint instead, and the copy only when nothing else is there."""
+    import shutil
+
+    from app_pages import _data, _ui
+    from app_pages.compare import default_pair_b
+    from geomlab.checkpoints import catalog
+
+    for name in ("osm-rnn-o-s3", "osm-rnn-o-s5"):
+        shutil.copytree(ASSETS / name, tmp_path / name)
+    shutil.copytree(ASSETS / "osm-rnn-o-s3", tmp_path / "s3-copy")
+
+    def listed(*names: str) -> None:
+        found = [catalog.read_folder(tmp_path / n, tmp_path, "user") for n in names]
+        monkeypatch.setattr(_data, "entries", lambda: found)
+        monkeypatch.setattr(_ui, "entries", lambda: found)
+
+    listed("osm-rnn-o-s3", "s3-copy", "osm-rnn-o-s5")
+    assert [e.ref for e, _ in _data.related_entries(_data.entry_for("runs/osm-rnn-o-s3"), pair=True)][0] == "runs/s3-copy"
+    assert default_pair_b("runs/osm-rnn-o-s3") == ("runs/osm-rnn-o-s5", "same kind")
+    listed("osm-rnn-o-s3", "s3-copy")
+    assert default_pair_b("runs/osm-rnn-o-s3") == ("runs/s3-copy", "same kind")

@@ -297,3 +297,25 @@ def test_a_session_deletes_only_what_it_created(dirs, tmp_path, monkeypatch):
     catalog.delete_user_checkpoint(theirs.ref, owner="alice")
     catalog.delete_user_checkpoint("runs/from-the-cli", owner=None)
     assert catalog.list_checkpoints() == []
+
+
+def test_same_weights_finds_a_copy_of_a_checkpoint_by_its_weights(tmp_path):
+    """The same run saved under two names: two folders with identical weights files. Another checkpoint, or
+    the copy with one byte of its weights changed (same size), is not the same; a missing file is not."""
+    import shutil
+
+    assets = Path(__file__).resolve().parents[2] / "assets" / "checkpoints"
+    if not (assets / "osm-rnn-o-s3").is_dir():
+        pytest.skip("bundled checkpoints not present")
+    for name in ("osm-rnn-o-s3", "osm-rnn-o-s5"):
+        shutil.copytree(assets / name, tmp_path / name)
+    shutil.copytree(assets / "osm-rnn-o-s3", tmp_path / "s3-copy")
+    a, b, copy = (catalog.read_folder(tmp_path / n, tmp_path, "user") for n in ("osm-rnn-o-s3", "osm-rnn-o-s5", "s3-copy"))
+    assert catalog.same_weights(a, copy) and not catalog.same_weights(a, b)
+    raw = bytearray(copy.weights.read_bytes())
+    raw[-1] ^= 1
+    copy.weights.write_bytes(bytes(raw))
+    os.utime(copy.weights, ns=(1, 1))  # another mtime: the cached hash is not used
+    assert not catalog.same_weights(a, copy)
+    copy.weights.unlink()
+    assert not catalog.same_weights(a, copy)
