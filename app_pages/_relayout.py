@@ -206,7 +206,8 @@ def subplot_titles(layout: dict) -> dict:
     """Layout update of a figure's subplot titles and ticks on a phone (``layout``: its plotly JSON): with
     panels side by side, titles at :data:`PHONE_SUBTITLE` px and every second tick where a small map labels
     each row and column (``dtick`` 1: 0 to 11 overlapped at ~165 px); a title over :data:`PHONE_TITLE`
-    characters also smaller, wrapped at :data:`PHONE_SUBTITLE_CHARS`. ``{}`` when nothing changes."""
+    characters also smaller, each of its lines wrapped at :data:`PHONE_SUBTITLE_CHARS`. ``{}`` when nothing
+    changes."""
     starts = {round((a.get("domain") or [0])[0], 3) for k, a in layout.items() if k.startswith("xaxis")}
     side = len(starts) > 1
     anns, changed = [], False
@@ -214,8 +215,8 @@ def subplot_titles(layout: dict) -> dict:
         text = a.get("text") or ""
         if a.get("yanchor") == "bottom" and (a.get("font") or {}).get("size") == 16 and (
                 side or visible_len(text) > PHONE_TITLE):  # Plotly's subplot titles: 16 px, over their panel
-            a = dict(a, font={**a["font"], "size": PHONE_SUBTITLE},
-                     text="<br>".join(wrap_markup(text, PHONE_SUBTITLE_CHARS)) if "<br>" not in text else text)
+            a = dict(a, font={**a["font"], "size": PHONE_SUBTITLE},  # each of its lines wrapped
+                     text="<br>".join(w for part in text.split("<br>") for w in wrap_markup(part, PHONE_SUBTITLE_CHARS)))
             changed = True
         anns.append(a)
     upd: dict = {"annotations": anns} if changed else {}

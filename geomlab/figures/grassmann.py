@@ -202,7 +202,18 @@ def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, co
         row=row, col=col)
 
 
-@figure(click="position", label="distances between planes", applies=is_grassmann, controls=("slot",), explain=Explanation(
+def _mark_layer(fig: FigureBuilder, layer: int, n_rows: int, idx: np.ndarray, row: int) -> None:
+    """Outline heatmap row ``layer`` of subplot ``row`` (one row per layer, ``n_rows`` of them, columns ``idx``)
+    and point its tick label at it: the layer the one-layer figures below show. Nothing when it has no row."""
+    if not 0 <= layer < n_rows:
+        return
+    fig.add_shape(type="rect", x0=idx[0] - 0.5, x1=idx[-1] + 0.5, y0=layer - 0.5, y1=layer + 0.5,
+                  line={"color": "#000000", "width": 2}, name="layer", row=row, col=1)
+    fig.update_yaxes(tickmode="array", tickvals=list(range(n_rows)),
+                     ticktext=[f"<b>▸ {l}</b>" if l == layer else str(l) for l in range(n_rows)], row=row, col=1)
+
+
+@figure(click="position", label="distances between planes", applies=is_grassmann, controls=("layer", "slot"), explain=Explanation(
     r"d_g(U_{t-1}, U_t) = \sqrt{\theta_1^2 + \theta_2^2}",
     "Geodesic distance between consecutive planes (top) and between a layer's input and output planes (bottom), "
     "radians.",
@@ -210,14 +221,19 @@ def _pos_heatmap(fig, z, idx, labels, row, col, name, what, zmax, colorbar_y, co
     "much each row varies.",
     ("Geodesic distance", "Grassmannian"), f"{GR_SRC}"))
 def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None, cursor: int | None = None,
-                    size: int = WINDOW) -> Chart:
+                    size: int = WINDOW, layer: int | None = None) -> Chart:
     """Two layer x position heatmaps of geodesic distances (radians): top, how far the reduced plane of
     offset slot ``slot`` moved from t - 1 to t within each layer (:func:`position_distances`); bottom, how
     far the residual plane ``span(h_t, h_{t-offset})`` moved from one layer's input to the next
-    (:func:`layer_distances`; ``offset`` defaults to the smallest used offset).
+    (:func:`layer_distances`; ``offset`` defaults to the smallest used offset). ``layer``: the row of each
+    heatmap outlined, with ``▸`` at its tick (the layer the view's one-layer figures show; the heatmaps draw
+    every layer); None, or a model of one layer, outlines none. :class:`FigureError` when ``layer`` is out of range.
     Traces: ``"along positions"`` heatmap, then ``"across layers"`` heatmap (if inputs were recorded)."""
     tr = _gr(tr)
     slot = check_slot(tr, slot)
+    if layer is not None:
+        layer = check_index("layer", layer, tr.n_layers)
+        layer = layer if tr.n_layers > 1 else None  # one layer: nothing to tell apart
     cursor = check_cursor(cursor, tr.n_positions)
     offset = _default_offset(tr) if offset is None else offset
     idx = window(tr.n_positions, cursor, size)
@@ -225,9 +241,10 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     dlay = layer_distances(tr, offset) if tr.inputs is not None else None
     rows = 2 if dlay is not None and len(dlay) else 1
     layer_offs = [_offset(tr, l, slot) for l in range(tr.n_layers)]
-    offs = (f"Δ={layer_offs[0]}" if len(set(layer_offs)) == 1  # one offset in every layer: said once
-            else ", ".join(f"Δ={o}" for o in layer_offs))
-    titles = [f"along positions: {DG}(U<sub>t−1</sub>, U<sub>t</sub>), slot {slot} ({offs})"]
+    offs = (f"Δ = {layer_offs[0]} in every layer" if len(set(layer_offs)) == 1  # one offset: said once
+            else "Δ = " + ", ".join(str(o) for o in layer_offs) + f" in layers 0 to {tr.n_layers - 1}")
+    titles = [f"along positions: {DG}(U<sub>t−1</sub>, U<sub>t</sub>)<br>"
+              f"offset slot {slot}: planes of pairs (t, t−Δ), {offs}"]
     if rows == 2:
         titles.append(f"across layers: {DG}(H<sub>t</sub><sup>(l)</sup>, H<sub>t</sub><sup>(l+1)</sup>), Δ={offset}")
     fig = FigureBuilder.grid(rows=rows, cols=1, subplot_titles=titles, vertical_spacing=0.18)
@@ -238,6 +255,10 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
     if rows == 2:
         _pos_heatmap(fig, dlay[:, idx], idx, tr.labels, 2, 1, "across layers", "layer l → l+1", zmax, 0.22, 0.45)
         fig.update_yaxes(title_text="layer l (to l+1)", tickmode="linear", dtick=1, row=2, col=1)
+    if layer is not None:
+        _mark_layer(fig, layer, tr.n_layers, idx, 1)
+        if rows == 2:
+            _mark_layer(fig, layer, len(dlay), idx, 2)
     for r in range(1, rows + 1):
         fig.update_xaxes(title_text="position t (token)", row=r, col=1, **token_ticks(tr.labels, idx))
         add_cursor_line(fig, cursor, row=r, col=1)
@@ -245,8 +266,12 @@ def plane_distances(tr: GrassmannTrace, slot: int = 0, offset: int | None = None
            "the plane $U_t = \\mathrm{span}(z_t, z_{t-\\Delta})$ turned from $U_{t-1}$ when token $t$ arrived, per "
            "layer. Bottom: how much a layer turned the plane of its residual vectors "
            "$\\mathrm{span}(h_t, h_{t-\\Delta})$. Blank: no plane (no partner, or a degenerate pair)."
+           + (f" Every layer is drawn; the outlined row (▸) is layer {layer}, the one the Layer control picks for "
+              "the figures below." if layer is not None else "")
            + spread_note(dpos[:, idx], "layer's top row") + window_note(tr.n_positions, idx) + missing_note(_missing(tr, idx)))
-    return finish(fig, "Grassmann plane deformations", cap, "plane_distances", height=300 * rows + 80)
+    # the top margin holds the title and, under it, the two-line subtitle of the upper panel
+    return finish(fig, "Grassmann plane deformations", cap, "plane_distances", height=300 * rows + 110,
+                  margin={"l": 60, "r": 20, "t": 100, "b": 50})
 
 
 @figure(click="position", label="principal angles", applies=is_grassmann, controls=("layer", "slot"), wide=False, explain=Explanation(

@@ -115,35 +115,44 @@ def tangent_heatmap(tr: OSMTrace, cursor: int | None = None, size: int = WINDOW)
     return finish(fig, "Tangent update magnitudes ‖Φ<sub>t</sub>‖", cap, "tangent_heatmap", height=330 * n_sub + 60)
 
 
-@figure(click="position", label="update sizes by layer", applies=has_tangents, explain=Explanation(
+@figure(click="position", label="update sizes by layer", applies=has_tangents, controls=("layer",), explain=Explanation(
     r"\lVert \Phi_t \rVert_F,\ \lVert \Delta_t \rVert_F",
     "Update size per position, one colour per layer; solid after mixing, dotted before.",
     "The ratio of solid to dotted: how much mixing amplifies or damps each layer.",
     ("Tangent update", "Tangent mixing"), f"{OSM_SRC}"))
-def tangent_lines(tr: OSMTrace, cursor: int | None = None, size: int = WINDOW) -> Chart:
+def tangent_lines(tr: OSMTrace, cursor: int | None = None, size: int = WINDOW, layer: int | None = None) -> Chart:
     """``||Phi_t||`` against position, one solid line per layer after mixing and a dotted one before, one
-    panel per substep, over the window of ``size`` positions around the cursor. Traces per panel: for each
-    layer, ``mixed`` then ``raw``."""
+    panel per substep, over the window of ``size`` positions around the cursor. ``layer``: the layer whose
+    lines are drawn thicker, ``▸`` before its name (the one the view's one-layer figures show; every layer
+    is drawn); None, or a model of one layer: all alike. :class:`FigureError` when ``layer`` is out of range. Traces per panel: for
+    each layer, ``mixed`` then ``raw``."""
     tr = _tangent_trace(tr)
     cursor = check_cursor(cursor, tr.n_positions)
     raw, mixed = blank(tangent_norms(tr, mixed=False)), blank(tangent_norms(tr, mixed=True))
     idx = window(tr.n_positions, cursor, size)
     n_sub = raw.shape[1]
+    if layer is not None:
+        layer = check_index("layer", layer, raw.shape[0])
+        layer = layer if raw.shape[0] > 1 else None  # one layer: nothing to tell apart
     hov = hover_tokens(tr.labels, idx)
     fig = FigureBuilder.grid(rows=n_sub, cols=1, shared_xaxes=True, vertical_spacing=0.1,
                         subplot_titles=[_substep_name(tr, s) for s in range(n_sub)])
     for s in range(n_sub):
-        for layer in range(raw.shape[0]):
+        for l in range(raw.shape[0]):
+            mark = "▸ " if l == layer else ""
             for vals, dash, what in ((mixed, "solid", "after mixing"), (raw, "dot", "before mixing")):
                 fig.add_trace(dict(type="scatter",
-                    x=idx, y=vals[layer, s, idx], mode="lines", line={"color": colour(layer), "dash": dash},
-                    name=f"layer {layer} {what}", legendgroup=f"L{layer}{what}", showlegend=s == 0, text=hov,
-                    hovertemplate=(f"layer {layer} {_substep_name(tr, s)} {what}<br>position %{{text}}"
+                    x=idx, y=vals[l, s, idx], mode="lines",
+                    line={"color": colour(l), "dash": dash, "width": 3.5 if mark else 1.5},
+                    name=f"{mark}layer {l} {what}", legendgroup=f"L{l}{what}", showlegend=s == 0, text=hov,
+                    hovertemplate=(f"layer {l} {_substep_name(tr, s)} {what}<br>position %{{text}}"
                                    "<br>‖Φ‖ = %{y:.4f} rad<extra></extra>")), row=s + 1, col=1)
         fig.update_yaxes(title_text="‖Φ<sub>t</sub>‖<sub>F</sub> (rad)", rangemode="tozero", row=s + 1, col=1)
         add_cursor_line(fig, cursor, row=s + 1, col=1)
     fig.update_xaxes(title_text="position t (token)", row=n_sub, col=1, **token_ticks(tr.labels, idx))
     cap = ("Update size per position, one colour per layer: solid after tangent mixing, dotted before."
+           + (f" Every layer is drawn; the thick lines (▸) are layer {layer}, the one the Layer control picks for "
+              "the figures below." if layer is not None else "")
            + window_note(tr.n_positions, idx) + missing_note(_missing_positions(tr, idx)))
     return finish(fig, "Tangent update magnitudes by layer", cap, "tangent_lines", height=280 * n_sub + 80,
                   **COLUMN_HOVER)

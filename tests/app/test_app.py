@@ -1040,7 +1040,8 @@ def test_compare_draws_both_sides_of_a_figure_on_one_scale(bundled_assets):
     cmp.session_state["gl_compare_view"] = "tangents"
     cmp.run()
     specs = [json.loads(c.spec) for c in charts(cmp)]
-    stem = [s["layout"]["title"]["text"].split(" · A: ")[0].split(" · B: ")[0] for s in specs]
+    # (the update sizes mark each side's layer, so their titles end in that side's layer note)
+    stem = [s["layout"]["title"]["text"].split(" · A: ")[0].split(" · B: ")[0].split(" · layer ")[0] for s in specs]
     pairs = [(specs[i], specs[i + 1]) for i in range(len(specs) - 1) if stem[i] == stem[i + 1]]
     assert len(pairs) >= 2, stem
     heat = lines = 0

@@ -132,16 +132,17 @@ def test_on_a_phone_panels_side_by_side_get_smaller_titles_and_sparser_ticks(mon
 
 
 def test_on_a_phone_a_long_subplot_title_is_smaller_and_wrapped():
-    """The Grassmann deformations' "along positions: d_g(U_t-1, U_t), slot 0 (Δ=1, ..., Δ=16)" was cut at both
-    edges of a phone."""
+    """The Grassmann deformations' subtitle, two lines the second of which is ~75 characters, was cut at both
+    edges of a phone: each of its lines is wrapped."""
     from plotly.subplots import make_subplots
 
-    long = "along positions: d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>), slot 0 (" + ", ".join(
-        f"Δ={d}" for d in (1, 2, 4, 8, 12, 16)) + ")"
+    long = ("along positions: d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>)<br>offset slot 0: planes of pairs "
+            "(t, t−Δ), Δ = 1, 2, 4, 8, 12, 16 in layers 0 to 5")
     fig = make_subplots(rows=2, cols=1, subplot_titles=(long, "across layers"))
     upd = _relayout.subplot_titles(fig.layout.to_plotly_json())
     first, second = upd["annotations"]
-    assert first["font"]["size"] == _relayout.PHONE_SUBTITLE and first["text"].count("<br>") == 1
+    assert first["font"]["size"] == _relayout.PHONE_SUBTITLE and first["text"].count("<br>") == 2
+    assert first["text"].startswith("along positions: d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>)<br>")
     assert all(_relayout.visible_len(line) <= _relayout.PHONE_SUBTITLE_CHARS for line in first["text"].split("<br>"))
     assert second["font"]["size"] == 16 and second["text"] == "across layers"  # short, one column: as it was
 

@@ -203,3 +203,38 @@ def test_bench_default_text_is_the_apps():
     from app_pages import _data
 
     assert bench_defaults.DEFAULT_TEXT == _data.DEFAULT_TEXT
+
+
+def test_plane_distances_say_what_the_slot_is_and_outline_the_chosen_layer():
+    """The heatmaps draw every layer, so the Layer control above them seemed to do nothing, and their subtitle
+    read "slot 0 (Δ=1, Δ=2)": the subtitle says it in words, and the chosen layer's rows are outlined."""
+    tr = get_trace("grassmann-r3")  # offsets (1, 2): slot 0 is Δ = 1 in every layer
+    L = tr.n_layers
+    fig = figures.plane_distances(tr, cursor=3, layer=L - 1).figure
+    top = fig.layout.annotations[0].text
+    assert "offset slot 0: planes of pairs (t, t−Δ), Δ = 1 in every layer" in top and "Δ=" not in top
+    marks = [s for s in fig.layout.shapes if s.name == "layer"]
+    assert [(s.yref, s.y0, s.y1) for s in marks][0] == ("y", L - 1.5, L - 0.5)
+    assert list(fig.layout.yaxis.ticktext)[-1] == f"<b>▸ {L - 1}</b>" and list(fig.layout.yaxis.ticktext)[0] == "0"
+    assert f"the outlined row (▸) is layer {L - 1}" in figures.plane_distances(tr, cursor=3, layer=L - 1).caption
+    assert not [s for s in figures.plane_distances(tr, cursor=3).figure.layout.shapes if s.name == "layer"]
+    with pytest.raises(figures.FigureError, match="layer"):
+        figures.plane_distances(tr, cursor=3, layer=L)
+    assert "layer" in figures.FIGURES["plane_distances"].controls  # the view passes its Layer control
+
+
+def test_tangent_lines_draw_the_chosen_layer_thick():
+    """The update sizes draw every layer, so the Layer control above them seemed to do nothing: the chosen
+    layer's lines are thick and its legend entries marked."""
+    tr = get_trace("osmformer-U3")
+    L = views.n_layers(tr)
+    assert L > 1
+    fig = figures.tangent_lines(tr, cursor=3, layer=1).figure
+    thick = {t.name for t in fig.data if t.line.width == 3.5}
+    assert thick == {"▸ layer 1 after mixing", "▸ layer 1 before mixing"}, thick
+    assert all(t.line.width == 1.5 for t in fig.data if t.name not in thick)
+    assert "the thick lines (▸) are layer 1" in figures.tangent_lines(tr, cursor=3, layer=1).caption
+    assert not any("▸" in t.name for t in figures.tangent_lines(tr, cursor=3).figure.data)
+    with pytest.raises(figures.FigureError, match="layer"):
+        figures.tangent_lines(tr, cursor=3, layer=L)
+    assert "layer" in figures.FIGURES["tangent_lines"].controls
