@@ -342,12 +342,18 @@ function refit(plot, state) {
     if (!state.drawn || !plot.isConnected || !state.base) return;
     const layout = fitTitle(plot, state.base, toolbarOf(plot, state.toolbar, state.configObj));
     const update = {};
+    const topOf = (json) => ((json ? JSON.parse(json) : null) || {}).t || 0;
+    const before = topOf(state.parts.margin);
     for (const k of ["title", "margin"]) {
       const json = JSON.stringify(layout[k]);
       if (json !== state.parts[k]) {
         update[k] = layout[k] ?? (k === "title" ? { text: "" } : {});
         state.parts[k] = json;
       }
+    }
+    if (update.margin && state.tall) {  // a height that follows its map keeps the map's room under the new top
+      state.tall.height += topOf(state.parts.margin) - before;
+      plot.style.height = state.tall.height + "px";
     }
     if (Object.keys(update).length) await state.Plotly.relayout(plot, update);
   }).catch((err) => console.error("geomlab live chart:", err));
@@ -358,7 +364,9 @@ function refit(plot, state) {
 // left: the attention maps) as high as the plot leaves the plot's width past it blank, between the map and its
 // colour bar, which Plotly places by the plot's width; one held by the width leaves the blank under it. The
 // chart's width (the <div>'s max-width) follows the map, at most Python's width for it (`state.maxWidth`) or
-// its container's. At most 3 steps per draw (a title that wraps anew changes the plot's height).
+// its container's; where it can grow no wider, its height follows the map instead (the <div>'s height, which
+// Plotly's resize takes; `state.tall` keeps the width it was fitted at, and a new width starts again from the
+// figure's own height). At most 3 steps per draw (a title that wraps anew changes the plot's height).
 function hug(plot, state) {
   const fl = plot._fullLayout;
   const xa = fl && fl.xaxis, ya = fl && fl.yaxis;
@@ -367,8 +375,22 @@ function hug(plot, state) {
   const right = (1 - xa.domain[1]) * fl._size.w;
   const below = ya.constrain === "domain" && ya.constraintoward === "top" ? ya.domain[0] * fl._size.h : 0;
   const width = plot.clientWidth;
+  if (state.tall) {  // its height follows the map: again where the plot moved (plotly's margins for the ticks)
+    const blank = Math.round(below - right);  // under the map, or (negative) beside it
+    if (Math.abs(blank) < 2 || (state.tallSteps = (state.tallSteps || 0) + 1) > 3) return;
+    state.tall.height = Math.min(state.base.height || 450, state.tall.height - blank);
+    plot.style.height = state.tall.height + "px";
+    return;
+  }
   let want = Math.round(width - right + below);
   if (state.maxWidth) want = Math.min(want, state.maxWidth);
+  if (below >= 2 && Math.min(want, plot.parentElement.clientWidth) <= width + 1) {
+    // no wider: as high as the map instead
+    state.tall = { width, height: Math.round(fl.height - below) };
+    state.tallSteps = 0;
+    plot.style.height = state.tall.height + "px";  // the resize observer redraws it
+    return;
+  }
   if (Math.abs(want - width) < 2 || (want > width && plot.parentElement.clientWidth <= width + 1)) return;
   if ((state.hugs = (state.hugs || 0) + 1) > 3) return;
   state.hugTo = want;
@@ -480,7 +502,10 @@ function draw(plot, parentElement, state, data, traces) {
     }
     state.configObj = data.config;
     const base = themedLayout(parse(data.figure.layout).layout || {}, t);
-    plot.style.height = (base.height || 450) + "px";
+    if (!state.tall || state.base.height !== base.height) {
+      state.tall = null;
+      plot.style.height = (base.height || 450) + "px";
+    }
     if (document.fonts) await document.fonts.ready;  // the title is measured in its own font
     state.toolbar = toolbarKey(config, base);
     const layout = fitTitle(plot, base, toolbarOf(plot, state.toolbar, data.config));
@@ -497,6 +522,10 @@ function draw(plot, parentElement, state, data, traces) {
     const drawn = { ...layout, autosize: true };  // plotly keeps (and changes) the object it draws
     delete drawn.width;  // the width is the <div>'s, followed on resize
     state.hugs = 0;
+    if (state.tall) {  // drawn anew: from the figure's own height, fitted again once drawn
+      state.tall = null;
+      plot.style.height = (base.height || 450) + "px";
+    }
     if (!state.drawn) {
       await firstDrawTurn(plot);
       await Plotly.newPlot(plot, state.traces, drawn, data.config);
@@ -526,6 +555,10 @@ function draw(plot, parentElement, state, data, traces) {
         state.resize = new ResizeObserver(() => {
           if (!plot.isConnected) return;
           if (plot.clientWidth !== state.hugTo) state.hugs = 0;  // resized by its container, not by hug
+          if (state.tall && plot.clientWidth !== state.tall.width) {  // another width: the figure's own height
+            state.tall = null;
+            plot.style.height = (state.base.height || 450) + "px";
+          }
           state.Plotly.Plots.resize(plot).then(() => settle(plot, state)).catch(() => {});
         });
         state.resize.observe(plot);

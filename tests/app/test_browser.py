@@ -706,8 +706,9 @@ def test_a_click_on_compares_charts_moves_its_cursor(page, zoo_server):
 @pytest.mark.parametrize("width", [1000, 1400])
 def test_square_maps_keep_their_colour_bar_beside_them(page, zoo_server, width):
     """The attention view's first map and Compare's maps side by side: each square map's colour bar is within
-    20 px of its plot area (its chart narrowed to the map, no blank between them), at 1,400 px and at 1,000
-    px, where the view's side column and Compare's second column wrap under the map."""
+    20 px of its plot area (its chart narrowed to the map, no blank between them) and no blank stands under
+    it (a chart that can grow no wider has its height follow the map), at 1,400 px and at 1,000 px, where
+    the view's side column and Compare's second column wrap under the map."""
     page.set_viewport_size({"width": width, "height": 900})
     try:
         for path, where, n in (("attention", "", 1), ("compare?layout=side&view=attention", "[class*='st-key-cmp-']", 2)):
@@ -724,6 +725,10 @@ def test_square_maps_keep_their_colour_bar_beside_them(page, zoo_server, width):
                 gap = bar["x"] - (plot["x"] + plot["width"])
                 assert 0 <= gap <= 20, (path, width, i, plot, bar)
                 assert abs(plot["width"] - plot["height"]) <= 0.05 * plot["height"], (path, width, i, plot)
+                # under the map only its tick labels and axis title (~70 px): a map held by its chart's width
+                # (Compare's side by side at 1,400 px) left ~80 px more blank there, its height now follows it
+                box = m.bounding_box()
+                assert box["y"] + box["height"] - (plot["y"] + plot["height"]) <= 90, (path, width, i, box, plot)
             if path.startswith("compare"):  # the note that the columns wrapped shows exactly when they did
                 a, b = maps.nth(0).bounding_box(), maps.nth(1).bounding_box()
                 wrapped = b["y"] > a["y"] + a["height"] - 5
