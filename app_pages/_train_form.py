@@ -106,11 +106,6 @@ def start() -> None:
         st.session_state[K_MSG] = ("error", md_escape(f"Could not start the run: {type(exc).__name__}: {exc}"))
         return
     st.session_state[K_RUN] = run.run_id
-    if spec.data == "text":  # a user's text, split 90/5/5 here: say when its validation repeats its training
-        from geomlab.data.corpora import corpus_from_text, repeat_note
-
-        if note := repeat_note(corpus_from_text(spec.text)):
-            st.session_state[K_MSG] = ("warning", md_escape(note[0].upper() + note[1:] + "."))
 
 
 def task_label(key: str) -> str:

@@ -230,7 +230,7 @@ def main() -> None:
     attach_from_url()
     msg = st.session_state.pop(K_MSG, None)
     if msg:
-        {"success": st.success, "warning": st.warning}.get(msg[0], st.error)(msg[1])
+        (st.success if msg[0] == "success" else st.error)(msg[1])
         if msg[0] == "success":
             ref = st.session_state.get(ui.K_CKPT)
             entry = ui.entry_for(ref)

@@ -151,6 +151,13 @@ class LiveRun:
             self.task.check_context(int(spec.seq_len))
         if model is None:
             model, self._note = runs.build_model(spec, self.task.vocab_size)
+        corpus = getattr(self.task, "corpus", None)
+        if corpus is not None and spec.data == "text":  # a user's text, split 90/5/5 here: does it repeat?
+            from geomlab.data.corpora import repeat_note
+
+            if repeat := repeat_note(corpus):
+                self._note = " ".join(x for x in (self._note, f"Note: {repeat}; paste a text that does not "
+                                                  "repeat itself to measure prediction.") if x)
         self.model = model
         self._tap = ProbeTap(self)  # geometry while training (see the module docstring)
         from geomlab.models import count_params

@@ -675,8 +675,8 @@ def test_train_page_reports_no_gpu_and_short_text(ckpt_dirs, monkeypatch):
 
 
 def test_train_page_says_when_a_text_repeats_itself(ckpt_dirs):
-    """A pasted passage copied many times: its validation split repeats its training split, and the page says
-    so above the form while the run trains."""
+    """A pasted passage copied many times: its validation split repeats its training split, and the run's
+    note says so while it trains and once it has finished, beside its valid BPC."""
     at = app()
     goto(at, "train")
     _train_widgets(at, steps=2)
@@ -684,9 +684,11 @@ def test_train_page_says_when_a_text_repeats_itself(ckpt_dirs):
     at.text_area(key="w_train_text").set_value(TEXT * 4).run()
     at.button(key="w_train_start").click().run()
     assert not errors(at), errors(at)
-    assert any("also occur in the training text" in w.value for w in at.warning), [w.value for w in at.warning]
     run = live.REGISTRY.get(at.session_state["gl_live_run"])
     live.wait_for(run, lambda s: not s.active, timeout=TIMEOUT)
+    at.run()  # the finished run: the note stays beside its valid BPC
+    assert run.snapshot().state == "finished"
+    assert any("also occur in the training text" in c.value for c in at.caption), [c.value for c in at.caption]
     live.REGISTRY.forget(run.run_id, by=owner(at))
 
 
