@@ -245,7 +245,8 @@ def _read_weights(loc: Location) -> tuple[dict[str, torch.Tensor], str | None]:
             tensors = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as exc:  # safetensors raises its own error types for truncated/corrupt files
         raise CheckpointError(f"{loc.label(st_path)} is truncated or not a safetensors file (it could not be "
-                              "read); save the checkpoint again, or copy both of its files anew") from exc
+                              "read); save the checkpoint again, or copy "
+                              + ("its files" if loc.folder else "both of its files") + " anew") from exc
     return tensors, header.get(ckpt_files.HEADER_KEY) or None
 
 

@@ -156,3 +156,15 @@ def test_an_edited_config_says_why_and_how_to_keep_it(tmp_path):
     (folder / "geomlab.json").write_text(json.dumps(meta))
     c = ckpt.load(folder)
     assert c.model_config["dropout"] == 0.25 and torch.equal(_logits(c.model), _logits(model))
+
+
+def test_damaged_weights_in_a_folder_say_copy_its_files(tmp_path):
+    """A folder's weights that safetensors cannot read: the message asks for its files anew, not "both" files
+    (the older layout's pair)."""
+    _, folder = _saved(tmp_path)
+    copy = _shared(folder, tmp_path / "broken")
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    weights.write_bytes(bytes(data[: len(data) - 64]))  # the header intact, the tensors cut short
+    with pytest.raises(CheckpointError, match=r"save the checkpoint again, or copy its files anew$"):
+        ckpt.load(copy)
