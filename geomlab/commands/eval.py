@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from geomlab.commands import (add_checkpoint_argument, add_threads_argument, device_option, load_checkpoint,
@@ -103,6 +104,12 @@ def run(args: argparse.Namespace) -> int:
     eff, stored = count_params(c.model, "effective"), count_params(c.model, "stored")
     print(score_line(args.split, m, task, f"window {seq_len}, stride {args.stride or seq_len}"))
     print(f"parameters: {eff:,} effective, {stored:,} stored ({c.model_config.get('kind')})")
+    bad = [k for k, v in m.items() if k != "tokens" and isinstance(v, float) and not math.isfinite(v)]
+    if bad:  # a score is no score: the weights are damaged or the run diverged
+        print(f"error: {' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} not finite: this checkpoint's model gives NaN or infinite outputs on "
+              f"the {args.split} split (weights damaged after saving, or saved from a run that diverged)",
+              file=sys.stderr)
+        return 1
     return 0
 
 

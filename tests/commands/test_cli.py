@@ -302,6 +302,24 @@ def test_a_run_that_did_not_train_says_so(text_file, tmp_path, capsys):
     assert "warning" not in capsys.readouterr().err
 
 
+def test_eval_of_weights_that_give_no_finite_score_fails(text_file, tmp_path, capsys):
+    """Weights that still read, finite but huge (damaged after saving, same size), give no finite score: eval
+    prints its line and then fails with a one-line error, where it printed 'bpc: inf' and exited 0."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    assert _train(text_file, tmp_path / "runs", "--name", "w") == 0
+    weights = tmp_path / "runs" / "w" / "model.safetensors"
+    with safe_open(str(weights), framework="pt") as f:
+        meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
+    tensors = {k: v.fill_(3e38) if v.is_floating_point() else v for k, v in tensors.items()}  # finite, huge
+    save_file(tensors, str(weights), metadata=meta)
+    capsys.readouterr()
+    assert main(["eval", str(weights.parent), "--data", str(text_file)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: nll and bpc are not finite: this checkpoint's model gives NaN or infinite")
+
+
 def test_a_text_that_repeats_itself_gets_a_note(text_file, tmp_path, capsys):
     """The fixture text is one passage three times, so its validation split repeats its training split."""
     assert _train(text_file, tmp_path / "runs") == 0
