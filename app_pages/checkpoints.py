@@ -104,7 +104,8 @@ def upload_section() -> None:
     st.subheader("Upload a checkpoint")
     st.markdown("A geomlab checkpoint is a Hugging Face folder `NAME/` holding `config.json` (the model "
                 "config), `model.safetensors` (the weights), `vocab.json` (the vocabulary), `geomlab.json` (card, "
-                "metrics, checksums), `README.md` (the model card) and, for a run that can resume, "
+                "metrics, checksums of the config, vocabulary and training state), `README.md` (the model card) "
+                "and, for a run that can resume, "
                 "`training_state.safetensors` and `training_state.json`. Select the folder's files together, or "
                 "upload a `.zip` of the folder (it keeps the folder's name). Older checkpoints are a pair of files "
                 "with one name, "
