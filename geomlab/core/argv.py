@@ -70,6 +70,11 @@ class Parser(argparse.ArgumentParser):
         # argparse raises its ArgumentError while handling the type function's ArgumentTypeError
         if isinstance(getattr(sys.exc_info()[1], "__context__", None), argparse.ArgumentTypeError):
             raise OptionValueError(message.removeprefix("argument "))
+        import re
+
+        wrong = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if wrong:  # a misspelt command or choice: argparse lists the choices; name the nearest
+            message += near_miss(wrong[1], re.findall(r"'?([^',\s]+)'?", wrong[2]))
         self._print_message(self.short_usage() + "\n", sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}\n")
 

@@ -244,3 +244,13 @@ def test_an_abbreviated_option_is_not_taken_for_the_whole_name(capsys, argv, err
     assert exc.value.code == 2
     cap = capsys.readouterr()
     assert cap.err.splitlines()[1] == error and cap.out == ""
+
+
+def test_a_misspelt_command_or_choice_names_the_nearest():
+    """argparse lists the choices of a command or a choice option; the nearest is named, as for an option."""
+    for argv, want in ((["evl", "x"], "(did you mean eval?)"), (["bench", "groups", "--method", "eigg"],
+                                                               "(did you mean eigh?)")):
+        out = subprocess.run([sys.executable, "-m", "geomlab", *argv], capture_output=True, text=True)
+        assert out.returncode == 2 and out.stderr.strip().splitlines()[-1].endswith(want), out.stderr
+    out = subprocess.run([sys.executable, "-m", "geomlab", "zzz"], capture_output=True, text=True)
+    assert out.returncode == 2 and "did you mean" not in out.stderr  # nothing near: no guess
