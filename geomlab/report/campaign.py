@@ -104,7 +104,7 @@ class Campaign:
     model whose config has a ``dropout`` key). arm_steps: ``((comparison key, arm label), steps)``: arms that
     train another number of steps than their comparison (the equal-compute arms). seed_rule: ``(half-width,
     most seeds)``: seeds are added to a comparison, one at a time, until every arm's seed-paired test and
-    valid gap to the baseline has a 95% interval that excludes zero or is narrower than +-half-width BPC, up
+    valid gap to the baseline has a 95% interval that excludes zero or a half-width under that BPC, up
     to most seeds (:func:`seeds_planned`). extra: comparisons of this campaign that are not the report's
     (:data:`geomlab.report.protocol.COMPARISONS`) or the zoo's."""
 

@@ -334,7 +334,7 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
              "pending until both rows share a seed, open below two, and *provisional* while a row still misses "
              "seeds the plan gives it; a validation gap whose interval excludes zero on the other side is given "
              "beside it, and so is a row whose seeds train at a lower lr than its tuning chose (a divergence at "
-             "the full budget stepped it down; Settings, below).", "",
+             "the full budget stepped it down; Settings, below; said once a row, in the first cell it applies to).", "",
              "| paper | claim | against | test gap [95% CI] | valid gap [95% CI] | equal time (valid) | verdict "
              "before | after | after, equal CPU | after, equal FLOPs |", "|---|---|---|---|---|---|---|---|---|---|"]
     before = {v["claim"]: v for v in verdicts(results)}
@@ -347,6 +347,7 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
         else:
             cells = [cl.against or "the baseline", "—", "—", "—", "not run (a control of the fair campaign)"]
         got = {r["reading"]: r for r in (readings(after, cl) if after else [])}
+        seen: set[str] = set()  # a step-down is said once a row, in the first cell it applies to
 
         def said(reading: str) -> str:
             r = got.get(reading)
@@ -355,12 +356,15 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
             v = r["valid"]  # a validation gap that excludes zero on the other side is said beside the verdict
             other = (v is not None and v["ci95"] is not None and v["gap"] * r["test"]["gap"] < 0
                      and abs(v["gap"]) > v["ci95"])
+            notes = [x for x in r["stepped"] if x not in seen]
+            seen.update(notes)
             return (f"**{r['verdict']}**{qualifiers(r)} {_gap(r['test'])}"
-                    + (f"; valid {_gap(v)}, the other way" if other else "") + "".join(f"; {x}" for x in r["stepped"]))
+                    + (f"; valid {_gap(v)}, the other way" if other else "") + "".join(f"; {x}" for x in notes))
 
+        steps = said("equal steps")
         # an ablation or a control: the equal-compute arms are read against the baseline
         eq = ["—", "—"] if cl.against is not None else [said("equal CPU"), said("equal FLOPs")]
-        lines.append(f"| {cl.paper} | {cl.text} | " + " | ".join([*cells, said("equal steps"), *eq]) + " |")
+        lines.append(f"| {cl.paper} | {cl.text} | " + " | ".join([*cells, steps, *eq]) + " |")
     rows = {(c["key"], r["label"]): r for c in results["comparisons"] for r in c["rows"]}
     goal = rows.get(("ts-100k", "OSMFormer O(d), linear mixing"))
     if goal and goal.get("test_mean") is not None and goal.get("goal"):

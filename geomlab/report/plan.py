@@ -12,7 +12,7 @@ The rule, the same for every model and baseline:
   Transformer, LSTM (on its input and output) and both Grassmann kinds); the best validation BPC wins; a
   regularisation run that diverges loses.
 * **Seeds**: 0, 1, 2, then one more at a time until every gap (test and validation) to the baseline has a
-  seed-paired 95% interval that excludes zero or is narrower than +-0.02 BPC, at most 8 seeds. The intervals
+  seed-paired 95% interval that excludes zero or has a half-width under 0.02 BPC, at most 8 seeds. The intervals
   are Student-t intervals over the seeds as they stand, not corrected for this sequential stopping.
 * **Equal compute**: each model a paper's claim is read on against its baseline (the OSMFormer and the OSM-RNN
   against theirs, both CEM models, both Grassmann readings; not the ablations, controls and scaling rows,

@@ -158,7 +158,8 @@ def converged_protocol(results: dict[str, Any]) -> list[str]:
     seeds = ", ".join(map(str, p["seeds"]))
     if p.get("seed_rule"):
         seeds += (f", then one more at a time until every gap to the baseline (test and valid) has a seed-paired 95% "
-                  f"interval that excludes 0 or is narrower than ±{p['seed_rule'][0]:g} BPC, at most "
+                  f"interval that excludes 0 or has a half-width under {p['seed_rule'][0]:g} BPC (gap ± less "
+                  f"than {p['seed_rule'][0]:g}), at most "
                   f"{p['seed_rule'][1]}")
     warmups = (" x warm-up " + ", ".join(f"{w:.0%}" for w in p["warmup_grid"]) if p.get("warmup_grid")
                else f" x warm-up {p['warmup']:.0%}" + (f" (also {wus})" if wus else ""))

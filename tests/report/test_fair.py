@@ -771,7 +771,7 @@ def test_the_fair_campaigns_report_states_its_own_protocol():
     fair = "\n".join(converged_header(results(FAIR)) + converged_protocol(results(FAIR)))
     assert fair.startswith("# geomlab fair campaign report") and "`geomlab report --campaign fair`" in fair
     for text in ("x warm-up 2%, 10%;", "the next third of a decade", "weight decay and dropout as tuned",
-                 "0.1 / 0.1 against none", "narrower than ±0.02 BPC, at most 8"):
+                 "0.1 / 0.1 against none", "has a half-width under 0.02 BPC (gap ± less than 0.02), at most 8"):
         assert text in fair, text
     assert "no weight decay" not in fair and "(also )" not in fair and "half-decade" not in fair
     conv = "\n".join(converged_header(results(CONVERGED)) + converged_protocol(results(CONVERGED)))

@@ -183,3 +183,14 @@ def test_plan_growth_accounts_for_every_planned_run():
     assert g["estimate"] == sum(r["runs"] for r in estimate())
     assert g["planned"] == g["estimate"] - g["waiting"] + g["widened"] + g["seeds"]
     assert g["waiting"] >= 0 and g["widened"] >= 0
+
+
+def test_a_step_down_is_said_once_a_verdict_row():
+    """The verdict table's row says a model's lr step-down in the first cell it applies to, not in each of its
+    equal-steps, equal-CPU and equal-FLOPs cells."""
+    rows = [line for line in PAGE.splitlines() if line.startswith("| ") and "stepped down from its tuned" in line
+            and "**" in line]
+    assert rows
+    for line in rows:
+        notes = re.findall(r"(\S+'s seeds train at lr [0-9.]+, stepped down)", line)
+        assert len(notes) == len(set(notes)), line
