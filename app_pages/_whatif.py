@@ -18,21 +18,23 @@ from app_pages._links import follow_click
 from app_pages._messages import md_escape
 
 
-def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], name: str, size: float,
-                    pos: int, controls: dict) -> tuple:
+def _outcome_charts(entry: Any, text: str, trace_opts: dict, name: str, size: float, pos: int,
+                    controls: dict) -> tuple:
     """``(guesses Chart, effect Chart, geometry Chart or None, one-line summary)`` of the intervention, through
-    the shared cache. ``labels``: the text's positions as the charts name them
-    (:func:`geomlab.whatif.labels.position_labels`). The charts' text is plain (a token as
-    :func:`geomlab.trace.visible` shows it); the summary is markdown."""
+    the shared cache. The effect chart names the text's positions by
+    :func:`geomlab.whatif.labels.position_labels` (``é→�`` where the model read the unknown token). The
+    charts' text is plain (a token as :func:`geomlab.trace.visible` shows it); the summary is markdown."""
     from geomlab.figures import FigureError
     from geomlab.figures.whatif import whatif_effect, whatif_geometry, whatif_guesses
     from geomlab.trace import encode_text, visible
     from geomlab.trace.tracing import MODEL_LOCK
     from geomlab.whatif import catalog
+    from geomlab.whatif.labels import position_labels
 
     def compute() -> tuple:
         ck = data.load_checkpoint(str(entry.path), entry.mtime)
         tokens = encode_text(ck.vocab, text).reshape(-1)
+        labels = position_labels(ck.vocab, text, tokens)
         with MODEL_LOCK:
             out = catalog.apply(name, ck.model, tokens, pos, size, **controls)
         out = out.scored_on(entry.task)
@@ -45,7 +47,7 @@ def _outcome_charts(entry: Any, text: str, trace_opts: dict, labels: list[str], 
         return whatif_guesses(out, pos, names), whatif_effect(out, labels, cursor=pos), ghost, line
 
     key = ("whatif", str(entry.path), entry.mtime, data.KeyText(text), tuple(sorted(trace_opts.items())), name,
-           round(float(size), 6), int(pos), tuple(sorted(controls.items())), tuple(labels))
+           round(float(size), 6), int(pos), tuple(sorted(controls.items())))
     return data.cached(key, compute, spinner="Running the model with the intervention…")
 
 
@@ -58,7 +60,6 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
                  key_prefix: str, stem: str) -> None:
     """The "What if" switch and, while it is on, the panel (see the module docstring)."""
     from geomlab.whatif import catalog
-    from geomlab.whatif.labels import position_labels
 
     ss = st.session_state
     ck = data.load_checkpoint(str(entry.path), entry.mtime)
@@ -119,8 +120,7 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
         st.caption("What if: the page shows the mean over heads, which is not a head to ablate: head 0 is "
                    "ablated. Choose a head in the page's controls to ablate another.")
     try:
-        labels = position_labels(ck.vocab, text, tr.tokens)  # 'é→�' where the model read the unknown token
-        guesses, effect, ghost, line = _outcome_charts(entry, text, trace_opts, labels, spec.name, size, pos, opts)
+        guesses, effect, ghost, line = _outcome_charts(entry, text, trace_opts, spec.name, size, pos, opts)
     except ValueError as exc:
         st.info(f"What if: {md_escape(exc)}", icon=":material/info:")
         return
