@@ -320,10 +320,9 @@ def phone_layout(layout: dict) -> list[dict]:
     # stacked, each panel has a row of its own: no title to share, nothing side by side
     scene = {} if stack else scenes(layout)
     rows = [stack] if stack else [shared_titles(layout), subplot_titles(layout), scene]
-    upd = {}
     if (layout.get("yaxis") or {}).get("scaleanchor") and "xaxis2" not in layout and (layout.get("height") or 0) > 400:
-        upd["height"] = 400  # one square map ~330 px wide: its full height would leave ~200 px blank under it
-    return [u for u in (*rows, upd) if u]
+        rows.append({"height": 400})  # one square map ~330 px wide: its full height would leave ~200 px blank under it
+    return [u for u in rows if u]
 
 
 def phone_copy(fig: go.Figure, layout: dict | None = None) -> go.Figure:
