@@ -13,7 +13,7 @@ import os
 
 # the range-checked option types and the rule for output places live below bench and commands, which share
 # them; imported here for the commands
-from geomlab.core.argv import device_option, max_threads, number, threads  # noqa: F401
+from geomlab.core.argv import DEVICE_HELP, device_option, max_threads, number, threads  # noqa: F401
 from geomlab.core.outputs import check_outputs, make_folders  # noqa: F401
 from geomlab.training.config import recipe_option  # noqa: F401
 

@@ -6,8 +6,8 @@ import argparse
 import math
 import sys
 
-from geomlab.commands import (add_checkpoint_argument, add_threads_argument, device_option, load_checkpoint,
-                              number, recipe_option, set_threads)
+from geomlab.commands import (DEVICE_HELP, add_checkpoint_argument, add_threads_argument, device_option,
+                              load_checkpoint, number, recipe_option, set_threads)
 
 HELP = "evaluate a checkpoint: bits per character (or the task's metric) on a split, and its parameter count"
 
@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=number(int, 1, 2**50), default=None, help="score only the first N targets of the split "
                    "(N >= 1; default all)")
     p.add_argument("--device", type=device_option, default="auto",
-                   help="auto (CUDA, then MPS, then CPU), cpu, cuda[:N], mps (default auto)")
+                   help=f"{DEVICE_HELP} (default auto)")
     add_threads_argument(p)
 
 

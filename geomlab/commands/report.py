@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from geomlab.commands import add_threads_argument, check_outputs, device_option, make_folders, number, recipe_option
+from geomlab.commands import (DEVICE_HELP, add_threads_argument, check_outputs, device_option, make_folders, number,
+                              recipe_option)
 
 HELP = "train and evaluate every model under one protocol and write the reproduction report (docs/results.md)"
 
@@ -132,8 +133,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "this JSON-lines file, from which the report is regenerated (checked before anything runs; "
                    "a missing folder is made, with a note)")
     p.add_argument("--device", type=device_option, metavar="DEVICE",
-                   help="--converged: the worker's device: auto (CUDA, then MPS, then CPU), cpu, cuda[:N], mps "
-                   "(several workers may share one GPU)")
+                   help=f"--converged: the worker's device: {DEVICE_HELP} (several workers may share one GPU)")
     p.add_argument("--from-json", nargs="+", metavar="RESULTS_JSON",
                    help="train nothing: write the report from saved results.json files (several are merged, "
                    "e.g. sections run in parallel with --only)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from geomlab.commands import (add_checkpoint_argument, add_threads_argument, device_option, load_checkpoint,
-                              number, recipe_option, set_threads)
+from geomlab.commands import (DEVICE_HELP, add_checkpoint_argument, add_threads_argument, device_option,
+                              load_checkpoint, number, recipe_option, set_threads)
 
 HELP = "generate text from a checkpoint, continuing a prompt"
 #: Most tokens one ``sample`` call generates (one model step each: 1,000 took 458 s for the ~88K OSMFormer on
@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", type=recipe_option("seq_len"), default=None,
                    help="tokens of context fed to the model, at least 1 (default: the training --seq-len)")
     p.add_argument("--device", type=device_option, default="auto",
-                   help="auto (CUDA, then MPS, then CPU), cpu, cuda[:N], mps (default auto)")
+                   help=f"{DEVICE_HELP} (default auto)")
     add_threads_argument(p)
 
 

@@ -8,7 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from geomlab.commands import add_threads_argument, check_outputs, device_option, make_folders, number, recipe_option
+from geomlab.commands import (DEVICE_HELP, add_threads_argument, check_outputs, device_option, make_folders, number,
+                              recipe_option)
 from geomlab.commands.train import kind_option, params_option
 
 HELP = ("search the learning rate (or any training / model config key) of a model kind with Optuna: mean "
@@ -77,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="no TensorBoard event files in the trials' log folders OUT/NAME-trials/trial-N "
                    "(their metrics.csv is always written)")
     p.add_argument("--device", type=device_option, default="auto",
-                   help="auto (CUDA, then MPS, then CPU), cpu, cuda[:N], mps (default auto)")
+                   help=f"{DEVICE_HELP} (default auto)")
     add_threads_argument(p)
 
 

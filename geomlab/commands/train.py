@@ -16,7 +16,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from geomlab.commands import add_threads_argument, device_option, make_folders, number, recipe_option
+from geomlab.commands import (DEVICE_HELP, add_threads_argument, device_option, make_folders, number,
+                              recipe_option)
 
 HELP = ("train a model (any registered kind) and write a Hugging Face checkpoint folder OUT/NAME/ (config.json, "
         "model.safetensors, vocab.json, training_state.*, README.md, geomlab.json)")
@@ -181,7 +182,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(e.g. 2:1500,4:1500,8:1500,16:1500 for the S5 word problem; see docs/zoo.md)")
     p.add_argument("--seed", type=recipe_option("seed"), default=None, help=f"seed of the model init and the batches (default {D.seed})")
     p.add_argument("--device", type=device_option, default=None,
-                   help="auto (CUDA, then MPS, then CPU), cpu, cuda[:N], mps")
+                   help=DEVICE_HELP)
     p.add_argument("--eval-every", type=recipe_option("eval_every"), default=None,
                    help=f"validate and save a checkpoint every N steps, 0 = only at the end (default {D.eval_every})")
     p.add_argument("--eval-tokens", type=recipe_option("eval_tokens"), default=None,

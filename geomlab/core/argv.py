@@ -239,6 +239,8 @@ def name_list(names, what: str = "name"):
 
 #: The devices every ``--device`` names (:func:`device_option`): ``cuda`` also as ``cuda:N``.
 DEVICES = ("auto", "cpu", "cuda", "mps")
+#: What every ``--device`` takes, in words (its ``--help``).
+DEVICE_HELP = "auto (CUDA, then MPS, then CPU), cpu, cuda[:N], mps"
 
 
 def device_option(text: str) -> str:
