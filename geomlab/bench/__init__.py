@@ -9,8 +9,8 @@ a short usage line and the error, exit status 2; every numeric option has a rang
 benchmark writes (``--json``) follows the commands' rule (:mod:`geomlab.core.outputs`): its place is checked
 before the benchmark runs (:func:`json_option`), and a missing folder is made and named on standard error
 (:func:`write_json`); ``--json -`` writes the JSON to standard output alone, the printed table then going to
-standard error, as ``geomlab trace --json -`` and ``geomlab whatif --json -`` do. ``geomlab bench`` with no name
-lists the available benchmarks.
+standard error, as ``geomlab trace --json -`` and ``geomlab whatif --json -`` do; a benchmark's ``--only`` names
+read as one list (:func:`only_names`). ``geomlab bench`` with no name lists the available benchmarks.
 """
 
 from __future__ import annotations
@@ -64,3 +64,9 @@ def write_json(path, data: Any, option: str = "--json") -> None:
         return
     with make_folders(option, path):
         write_atomic(path, text, "JSON file")
+
+
+def only_names(only: list[list[str]] | None) -> list[str] | None:
+    """The names of ``--only`` (``nargs="*"`` of :func:`geomlab.core.argv.name_list`: one list per word, so
+    ``--only a b`` and ``--only a,b`` are alike) as one list; ``None`` when the option is not given."""
+    return None if only is None else [n for word in only for n in word]

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from geomlab.bench import groups as groups_bench
+from geomlab.bench import only_names
 from geomlab.bench import train as train_bench
 from geomlab.core.argv import Parser, device_option, name_list, number, number_list
 from geomlab.geometry.groups import get_group
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         r = groups_bench.time_exp(get_group("O", d), a.batch, 5, device, method="taylor")
         print(f"  d={d:>2}: exp {1e3 * r['exp_s']:8.3f} ms   matrix_exp {1e3 * r['matrix_exp_s']:8.3f} ms   "
               f"ratio {r['ratio']:.2f}")
-    rows = train_bench.measure(train_bench.build(train_bench.only_names(a.only)), a.rounds, a.warmup, device=device)
+    rows = train_bench.measure(train_bench.build(only_names(a.only)), a.rounds, a.warmup, device=device)
     print(f"\ntraining step, batch 16 x 128, {a.rounds} interleaved rounds ({device.type}):")
     print(train_bench.format_table(rows))
     return 0

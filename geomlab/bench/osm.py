@@ -15,6 +15,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from geomlab.bench import only_names
 from geomlab.core.argv import Parser, max_threads, name_list, number, threads
 from geomlab.models import build_model, config_for_budget, count_params
 
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     cfgs = _configs(a.vocab)
-    only = [n for word in a.only for n in word] if a.only else None  # one list per word
+    only = only_names(a.only)
     if only:
         keep = set(only) | {cfgs[n][1] for n in only}
         cfgs = {k: v for k, v in cfgs.items() if k in keep}

@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from geomlab.bench import STDOUT_HELP, json_option, write_json
+from geomlab.bench import STDOUT_HELP, json_option, only_names, write_json
 from geomlab.core.argv import Parser, device_option, max_threads, name_list, number, threads
 from geomlab.models import build_model, config_for_budget, count_params
 from geomlab.training.trainer import resolve_device
@@ -77,12 +77,6 @@ class _Stepper:
 
 #: The models' names, in the table's order (what ``--only`` takes).
 NAMES = tuple(m[0] for m in MODELS)
-
-
-def only_names(only: list[list[str]] | None) -> list[str] | None:
-    """The names of ``--only`` (``nargs="*"`` of :func:`geomlab.core.argv.name_list`: one list per word, so
-    ``--only a b`` and ``--only a,b`` are alike) as one list; ``None`` when the option is not given."""
-    return None if only is None else [n for word in only for n in word]
 
 
 def build(names: list[str] | None = None, vocab: int = VOCAB) -> dict[str, tuple[dict, str | None, float | None]]:
