@@ -33,7 +33,7 @@ _INDEX = number(int, 0)
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``geomlab whatif`` (checkpoint and text as ``geomlab trace`` takes them); numbers are
-    range-checked when read (:func:`geomlab.commands.number`)."""
+    range-checked when read (:func:`geomlab.core.argv.number`)."""
     p.epilog = EPILOG
     add_checkpoint_argument(p)
     add_text_arguments(p)
