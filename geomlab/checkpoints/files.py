@@ -234,8 +234,6 @@ CONFIG, WEIGHTS, META, CARD = "config.json", "model.safetensors", "geomlab.json"
 VOCAB, STATE, STATE_JSON = "vocab.json", "training_state.safetensors", "training_state.json"
 #: Every file a checkpoint folder may hold, ``geomlab.json`` (the one with the save id) first.
 FOLDER_FILES = (META, WEIGHTS, CONFIG, CARD, VOCAB, STATE, STATE_JSON)
-#: The companions whose sha256 ``geomlab.json`` records (``files``), checked when read.
-CHECKED = (CONFIG, VOCAB, STATE, STATE_JSON)
 #: The training state's two files: both there, or neither (a weights-only folder, which reads but cannot resume).
 STATE_FILES = (STATE, STATE_JSON)
 #: The files a checkpoint folder needs, in words (messages). Design choice: what reads a model needs no
