@@ -726,7 +726,7 @@ def test_square_maps_keep_their_colour_bar_beside_them(page, zoo_server, width):
                 assert 0 <= gap <= 20, (path, width, i, plot, bar)
                 assert abs(plot["width"] - plot["height"]) <= 0.05 * plot["height"], (path, width, i, plot)
                 # under the map only its tick labels and axis title (~70 px): a map held by its chart's width
-                # (Compare's side by side at 1,400 px) left ~80 px more blank there, its height now follows it
+                # (Compare's side by side at 1,400 px) has the chart's height follow it, no blank below
                 box = m.bounding_box()
                 assert box["y"] + box["height"] - (plot["y"] + plot["height"]) <= 90, (path, width, i, box, plot)
             if path.startswith("compare"):  # the note that the columns wrapped shows exactly when they did

@@ -132,8 +132,8 @@ def test_on_a_phone_panels_side_by_side_get_smaller_titles_and_sparser_ticks(mon
 
 
 def test_on_a_phone_a_long_subplot_title_is_smaller_and_wrapped():
-    """The Grassmann deformations' subtitle, two lines the second of which is ~75 characters, was cut at both
-    edges of a phone: each of its lines is wrapped."""
+    """The Grassmann deformations' subtitle, two lines the second of which is ~75 characters, would be cut at
+    both edges of a phone: each of its lines is wrapped."""
     from plotly.subplots import make_subplots
 
     long = ("along positions: d<sub>g</sub>(U<sub>t−1</sub>, U<sub>t</sub>)<br>offset slot 0: planes of pairs "

@@ -209,7 +209,7 @@ def test_the_device_option_takes_the_devices_torch_knows():
 
 # ------------------------------------------------------------------------------------------------ eval's line
 def test_a_word_problem_score_reads_in_words_with_its_units(capsys):
-    assert main(["eval", S3, "--threads", "1"]) == 0  # was "test accuracy: 1.0000  final_accuracy: ...  nll: ..."
+    assert main(["eval", S3, "--threads", "1"]) == 0  # scores in words with their units, not raw keys
     line = capsys.readouterr().out.splitlines()[0]
     assert re.fullmatch(r"test accuracy: 1\.0000 of positions, final accuracy: 1\.0000 of whole words, loss: "
                         r"0\.\d{4} nats per position  \(\d+ sequences of length \d+ from the test split\)", line), line
