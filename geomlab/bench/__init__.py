@@ -1,13 +1,15 @@
 """Micro-benchmarks: ``geomlab bench NAME [args]`` runs ``geomlab.bench.NAME.main(argv)``
 (:mod:`geomlab.commands.bench`).
 
-Each module ``geomlab/bench/NAME.py`` defines ``main(argv: list[str] | None = None) -> int`` and prints its
-figures; speed is always reported as a ratio to a baseline measured in the same run (docs/architecture.md).
+Each module ``geomlab/bench/NAME.py`` defines ``main(argv: list[str] | None = None) -> int``, which builds its
+parser and hands it to :func:`run_benchmark` with a function that measures, prints its table and returns its figures as
+data; speed is always reported as a ratio to a baseline measured in the same run (docs/architecture.md).
 Its options are read by :class:`geomlab.core.argv.Parser`, the parser of every geomlab command: a bad option is
 a short usage line and the error, exit status 2; every numeric option has a range
-(:func:`geomlab.core.argv.number`), so a bad value is one line naming the option before anything runs. A file a
-benchmark writes (``--json``) follows the commands' rule (:mod:`geomlab.core.outputs`): its place is checked
-before the benchmark runs (:func:`json_option`), and a missing folder is made and named on standard error
+(:func:`geomlab.core.argv.number`), so a bad value is one line naming the option before anything runs. Every
+benchmark takes ``--json PATH`` (declared once, in :func:`run_benchmark`): the figures it returned, with the machine
+facts of :func:`document`, written as JSON. The file follows the commands' rule (:mod:`geomlab.core.outputs`):
+its place is checked before the benchmark runs, and a missing folder is made and named on standard error
 (:func:`write_json`); ``--json -`` writes the JSON to standard output alone, the printed table then going to
 standard error, as ``geomlab trace --json -`` and ``geomlab whatif --json -`` do; a benchmark's ``--only`` names
 read as one list (:func:`only_names`). ``geomlab bench`` with no name lists the available benchmarks.
@@ -15,13 +17,18 @@ read as one list (:func:`only_names`). ``geomlab bench`` with no name lists the 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import math
+import os
 import pkgutil
 import sys
-from typing import Any
+from typing import Any, Callable
 
-#: What ``--json`` of a benchmark says in its help about ``-``.
-STDOUT_HELP = "; '-': standard output, holding the JSON alone (the table then goes to standard error)"
+#: What ``--json`` says in every benchmark's help.
+JSON_HELP = ("also write the figures of the table, the settings and the machine facts to this JSON file (its "
+             "folder is made); '-': standard output, holding the JSON alone (the table then goes to standard "
+             "error)")
 
 
 def available() -> list[str]:
@@ -29,39 +36,81 @@ def available() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
-@contextlib.contextmanager
-def json_option(path, option: str = "--json"):
-    """``with json_option(args.json): run the benchmark and print its table``, then :func:`write_json`: the
-    place of ``option`` (a file, or ``-`` for standard output; nothing when ``path`` is None) is checked
-    before the body runs (:func:`geomlab.core.outputs.check_outputs`, ``ValueError`` naming the option and
-    the path), and with ``-`` what the body prints goes to standard error, so that standard output holds the
-    JSON alone (for a pipe). Design choice: the rule of ``trace --json -`` and ``whatif --json -``."""
-    from geomlab.core.outputs import check_outputs
+def run_benchmark(parser, argv: list[str] | None,
+                  measure: Callable[[argparse.Namespace], dict[str, Any] | int]) -> int:
+    """The command line of every benchmark: add ``--json PATH`` to ``parser`` (a
+    :class:`geomlab.core.argv.Parser` whose ``prog`` ends with the benchmark's name), parse ``argv``, check the
+    place of ``--json`` (:func:`geomlab.core.outputs.check_outputs`: ``ValueError`` naming the option and the
+    path, before anything runs), then call ``measure(args)``, which prints the benchmark's table and returns
+    its figures as a dict of JSON values (or an ``int``: an exit status, nothing measured, nothing written).
+    With ``--json -`` what ``measure`` prints goes to standard error, so that standard output holds the JSON
+    alone. With ``--json`` the figures are written with :func:`document`'s machine facts
+    (:func:`write_json`). Returns the exit status: 0, or 1 when the figures say ``"ok": False`` (something
+    failed during the run). Design choice: one option, one writer, for every benchmark."""
+    parser.add_argument("--json", default=None, metavar="PATH", help=JSON_HELP)
+    args = parser.parse_args(argv)
+    path = args.json
+    if path is not None and path != "-":
+        from geomlab.core.outputs import check_outputs
 
-    if path is not None and str(path) != "-":
-        check_outputs([(option, path, False)])  # before the benchmark, not after minutes of it
-    if str(path) != "-":
-        yield
-        return
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
+        check_outputs([("--json", path, False)])  # before the benchmark, not after minutes of it
+    with contextlib.redirect_stdout(sys.stderr) if path == "-" else contextlib.nullcontext():
+        figures = measure(args)
+    if isinstance(figures, int):
+        return figures
+    if path is not None:
+        write_json(path, document(parser.prog.split()[-1], vars(args), figures))
+    return 0 if figures.get("ok", True) else 1
+
+
+def document(name: str, settings: dict[str, Any], figures: dict[str, Any]) -> dict[str, Any]:
+    """The JSON document of benchmark ``name``: ``kind`` (``"bench-NAME"``), ``benchmark``, the machine facts
+    (``date`` in UTC, ``torch`` and ``python`` versions, ``platform``, ``cpu_count``, ``threads``: torch's CPU
+    threads once the benchmark ran, ``load_avg``: the 1-minute load average or None), ``args`` (the options,
+    ``settings``), then ``figures`` (which may replace any of these, e.g. ``device``). Values JSON cannot hold
+    as numbers are made plain: a NaN or infinity is ``null`` (not measured), a tuple a list, a path a string.
+    Design choice."""
+    import datetime
+    import platform
+
+    import torch
+
+    facts = {"kind": f"bench-{name}", "benchmark": name,
+             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+             "torch": torch.__version__, "python": platform.python_version(), "platform": platform.platform(),
+             "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
+             "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None, "args": settings}
+    return _plain({**facts, **figures})
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with non-finite floats as None, tuples as lists and paths as strings, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k if isinstance(k, (str, int)) else str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
 
 
 def write_json(path, data: Any, option: str = "--json") -> None:
     """Write ``data`` as indented JSON to ``path``, the file of ``option``, once the benchmark has run: whole or
     not at all (:func:`geomlab.core.writes.write_atomic`), its missing folder made and named on standard error
-    (:func:`geomlab.core.outputs.make_folders`; the caller checked the place with :func:`json_option` before
-    the benchmark ran); ``-`` prints it to standard output. Raises ``OSError`` naming the file when the system
-    refuses the write."""
+    (:func:`geomlab.core.outputs.make_folders`; :func:`run_benchmark` checked the place before the benchmark ran); ``-``
+    prints it to standard output. Raises ``ValueError`` for a value JSON cannot hold, ``OSError`` naming the
+    file when the system refuses the write."""
     import json
 
-    from geomlab.core.outputs import make_folders
-    from geomlab.core.writes import write_atomic
-
-    text = json.dumps(data, indent=1)  # a value JSON cannot take fails here, before any folder is made
+    text = json.dumps(data, indent=1, allow_nan=False)  # fails here, before any folder is made
     if str(path) == "-":
         print(text)
         return
+    from geomlab.core.outputs import make_folders
+    from geomlab.core.writes import write_atomic
+
     with make_folders(option, path):
         write_atomic(path, text, "JSON file")
 

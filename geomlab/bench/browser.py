@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
+from geomlab.bench import run_benchmark
 from geomlab.bench.load.chromium import CHART, FIRST_CHART_JS, FIRST_CHART_READ
 from geomlab.bench.load.server import app_server, free_port
 from geomlab.bench.load.texts import session_texts
@@ -221,6 +222,32 @@ def _cell_point(page, chart, cursor: int, step: int) -> tuple[float, float] | No
     return box["x"] + side * (k + 0.5) / n, box["y"] + side * (k + 0.5) / n
 
 
+def figures(first: dict[tuple[str, str], list[float]], moves: dict[str, list[float]],
+            clicked: dict[tuple[str, str], dict[str, list[float]]], baseline: str) -> dict:
+    """The figures of one run as data, keyed as :func:`main` measures them (server name ``"shipped"`` or
+    ``baseline``; page; view): ``first_view`` (per page, each server's seconds and the ratio shipped /
+    baseline of the medians), ``cursor_move`` (per server) and ``clicks`` (per view, kind of click and
+    server; ``n`` 0 and ``None`` times where the page has no such chart). Times in seconds. Design choice."""
+    def stats(values: list[float]) -> dict:
+        return {"median_s": statistics.median(values) if values else None, "min_s": min(values, default=None),
+                "n": len(values), "values_s": list(values)}
+
+    def server(name: str) -> str:
+        return "shipped" if name == "shipped" else "baseline"
+
+    pages = list(dict.fromkeys(page for _, page in first))
+    return {
+        "baseline": baseline,
+        "first_view": [{"page": page, "shipped": stats(first[("shipped", page)]),
+                        "baseline": stats(first[(baseline, page)]),
+                        "ratio_median": statistics.median(first[("shipped", page)])
+                        / statistics.median(first[(baseline, page)])} for page in pages],
+        "cursor_move": [{"server": server(name), **stats(values)} for name, values in moves.items()],
+        "clicks": [{"view": view, "what": what, "server": server(name), **stats(values)}
+                   for (name, view), by_what in clicked.items() for what, values in by_what.items()],
+    }
+
+
 def _summary(values: list[float]) -> str:
     return f"median {statistics.median(values):5.2f} s  min {min(values):5.2f} s  (n={len(values)})"
 
@@ -249,7 +276,11 @@ def main(argv: list[str] | None = None) -> int:
                     "none)")
     ap.add_argument("--baseline-root", default=None,
                     help="another checkout of the app to serve as the baseline (default: this one, preload off)")
-    args = ap.parse_args(argv)
+    return run_benchmark(ap, argv, _measure)
+
+
+def _measure(args) -> dict | int:
+    """Run the measures of ``args``; print them; their :func:`figures` (2 without chromium)."""
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
         print("needs Debian's chromium (apt-get install chromium)")
@@ -306,4 +337,5 @@ def main(argv: list[str] | None = None) -> int:
             for name in servers:
                 values = clicked[(name, view)][what]
                 print(f"  /{view:<13} {what:<8} {name:<22} " + (_summary(values) if values else "no such chart"))
-    return 0
+    return {"view": args.view, "ckpt": args.ckpt, "chars": len(text), "load_avg_before": load0,
+            **figures(first, moves, clicked, base)}

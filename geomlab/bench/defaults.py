@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from geomlab.bench import run_benchmark
 from geomlab.checkpoints import catalog
 from geomlab.core.argv import Parser, name_list
 
@@ -155,13 +156,18 @@ def _fmt(x: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line; prints one row per bundled checkpoint, view and default figure. Returns 0."""
     bundled = catalog.list_checkpoints(user=False)
     p = Parser(prog="geomlab bench defaults", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", type=name_list([e.name for e in bundled], "bundled checkpoint"), default=None,
                    help="comma-separated checkpoint names (default: every bundled one): "
                    + ", ".join(e.name for e in bundled))
-    args = p.parse_args(argv)
+    return run_benchmark(p, argv, lambda args: _measure(args, bundled))
 
+
+def _measure(args, bundled) -> dict:
+    """Measure the default figures of every view of the listings ``bundled`` chosen by ``args``; print the
+    table; its rows (:func:`measure_figure`'s numbers; ``heat`` as ``[rows, cols]``, ``None`` without one)."""
     import torch
 
     from geomlab.teach import views
@@ -170,10 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     entries = [e for e in bundled if args.only is None or e.name in args.only]
     print(f"{'checkpoint':34s} {'view':12s} {'figure':20s} {'heat':>7s} {'blank':>5s} {'row cv':>6s} "
           f"{'cv':>6s} {'max/med':>7s} {'ticks':>10s}")
+    rows = []
     for e in entries:
         for view in views.views_for_kind(e.kind):
             for name, m in measure_checkpoint(e, view.slug):
                 heat = "-" if m["heat"] is None else f"{m['heat'][0]}x{m['heat'][1]}"
                 print(f"{e.name:34s} {view.slug:12s} {name:20s} {heat:>7s} {_fmt(m['blank']):>5s} "
                       f"{_fmt(m['row_cv']):>6s} {_fmt(m['cv']):>6s} {_fmt(m['ratio']):>7s} {_ticks(m['axes']):>10s}")
-    return 0
+                rows.append({"checkpoint": e.name, "view": view.slug, "figure": name, "heat": m["heat"],
+                             "blank": m["blank"], "row_cv": m["row_cv"], "cv": m["cv"], "max_over_median": m["ratio"],
+                             "ticks": _ticks(m["axes"])})
+    return {"rows": rows}

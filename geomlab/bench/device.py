@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from geomlab.bench import groups as groups_bench
-from geomlab.bench import only_names
+from geomlab.bench import only_names, run_benchmark
 from geomlab.bench import train as train_bench
 from geomlab.core.argv import Parser, device_option, name_list, number, number_list
 from geomlab.geometry.groups import get_group
@@ -60,26 +60,37 @@ def main(argv: list[str] | None = None) -> int:
                    f"added): {', '.join(train_bench.NAMES)}")
     p.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up, exp batch 256, 4 sizes (overrides "
                    "those options)")
-    a = p.parse_args(argv)
+    return run_benchmark(p, argv, _measure)
+
+
+def _measure(a) -> dict:
+    """The sync check, the ``exp`` ratios and the training-step ratios on the device of ``a``; print them;
+    their figures (``exp`` in ms, the rows of :func:`geomlab.bench.train.measure`); no device: empty tables."""
     if a.quick:
         a.rounds, a.warmup, a.batch, a.dims = 2, 1, 256, [2, 5, 17, 32]
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device: nothing to measure (geomlab bench train is the CPU comparison)")
-        return 0
+        return {"device": None, "sync_free": None, "exp": [], "rows": []}
     device = resolve_device(a.device)  # one line when this machine lacks it (mps), before any work
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False  # Nunley, arXiv 2602.18417: full float32
         print(f"# device {torch.cuda.get_device_name(device)}, torch {torch.__version__}")
-    print(f"sync-free OSMFormer forward+backward: {sync_free_step(device)}")
+    sync = sync_free_step(device)
+    print(f"sync-free OSMFormer forward+backward: {sync}")
+    exp = []
     print("\nexp forward+backward, O(d), ratio to torch.linalg.matrix_exp (best of 5, interleaved):")
     for d in a.dims:
         r = groups_bench.time_exp(get_group("O", d), a.batch, 5, device, method="taylor")
         print(f"  d={d:>2}: exp {1e3 * r['exp_s']:8.3f} ms   matrix_exp {1e3 * r['matrix_exp_s']:8.3f} ms   "
               f"ratio {r['ratio']:.2f}")
+        exp.append({"group": "O", "d": d, "exp_ms": 1e3 * r["exp_s"], "matrix_exp_ms": 1e3 * r["matrix_exp_s"],
+                    "ratio": r["ratio"]})
     rows = train_bench.measure(train_bench.build(only_names(a.only)), a.rounds, a.warmup, device=device)
     print(f"\ntraining step, batch 16 x 128, {a.rounds} interleaved rounds ({device.type}):")
     print(train_bench.format_table(rows))
-    return 0
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+    return {"device": name, "sync_free": sync, "exp_batch": a.batch, "batch": 16, "seq": 128, "rounds": a.rounds,
+            "warmup": a.warmup, "clock": "wall" if device.type == "cuda" else "process CPU", "exp": exp, "rows": rows}
 
 
 if __name__ == "__main__":  # pragma: no cover

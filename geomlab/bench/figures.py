@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from geomlab.bench import run_benchmark
 from geomlab.core.argv import Parser, max_threads, name_list, number, threads
 
 TEXT = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun.\n"
@@ -62,8 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kinds", type=name_list(kinds(), "kind"), default=None,
                    help="comma-separated kinds (default: all registered)")
     p.add_argument("--threads", type=threads, default=1, help=f"torch CPU threads, 1 to {max_threads()} (default 1)")
-    args = p.parse_args(argv)
+    return run_benchmark(p, argv, _measure)
 
+
+def _measure(args) -> dict:
+    """Time every kind of ``args``; print the table; its rows (seconds, MB; module docstring)."""
     import plotly.io as pio
     import torch
 
@@ -77,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     vocab = Vocab.from_text(TEXT)
     tokens = torch.as_tensor(vocab.encode(text)).reshape(1, -1)
     configs = bench_configs(len(vocab), args.kinds)
+    rows = []
     print(f"trace + all figures for {args.chars} characters, median of {args.repeats} (torch threads "
           f"{args.threads}); target: trace + figures < 0.5 s")
     print("wall = elapsed seconds; cpu = this process's CPU seconds (close to the wall time of an idle machine "
@@ -118,4 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         f, a, b, c, fc, sd = (statistics.median(x) for x in (fwd, tr_t, fig_t, cpu, fcpu, send))
         print(f"{kind:16s} {count_params(model):8,d} {f:8.3f} {a:7.3f} {b:8.3f} {a + b:7.3f} {c:7.3f} "
               f"{(a + b) / f:6.1f} {n:5d} {fc:7.3f} {sd:6.3f} {size:7.2f}  {note}")
-    return 0
+        rows.append({"kind": kind, "params": count_params(model), "forward_s": f, "trace_s": a, "figures_s": b,
+                     "total_s": a + b, "cpu_total_s": c, "total_over_forward": (a + b) / f, "n_figures": n,
+                     "figures_cpu_s": fc, "send_cpu_s": sd, "json_mb": size, "note": note})
+    return {"chars": args.chars, "repeats": args.repeats, "target_total_s": 0.5, "rows": rows}

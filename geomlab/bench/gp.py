@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from geomlab.bench import STDOUT_HELP, json_option, write_json
+from geomlab.bench import run_benchmark
 from geomlab.core.argv import Parser, max_threads, number, threads
 
 
@@ -50,9 +50,6 @@ def _rmse_by_context(model, task, seq_len: int, buckets=(1, 4, 16, 32)) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the exit status (0)."""
-    from geomlab.training import runs
-    from geomlab.models.cem import CEMRegressor
-    from geomlab.core.rng import seeded
     from geomlab.training.config import recipe_option
 
     p = Parser(prog="geomlab bench gp", description=__doc__.split("\n\n")[0])
@@ -78,52 +75,55 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--test-T", type=number(int, 1, 1000), nargs="*", default=[],
                    help="also evaluate each trained model with these inference recursion steps (test-time "
                    "recursion, config key inference_recursion_steps; each 1 to 1,000)")
-    p.add_argument("--json", metavar="PATH", help="write the summary to this JSON file (its folder is made)"
-                   + STDOUT_HELP)
-    args = p.parse_args(argv)
+    return run_benchmark(p, argv, _measure)
+
+
+def _measure(args) -> dict:
+    """Train and evaluate one model per T of ``args``; print the table; the rows (module docstring)."""
+    from geomlab.training import runs
+    from geomlab.models.cem import CEMRegressor
+    from geomlab.core.rng import seeded
+
     torch.set_num_threads(args.threads)
-    with json_option(args.json):
-        seq_len = args.points - 1
-        spec = runs.RunSpec(kind="cem", params=None, data="gp", eval_sequences=args.n_eval, steps=args.steps,
-                            batch_size=args.batch_size, seq_len=seq_len, lr=args.lr, seed=args.seed, device="cpu",
-                            warmup=0.05, eval_every=0, log_every=50)
-        task = runs.build_task(spec)
-        rows = []
-        for T in args.T:
-            with seeded(args.seed):  # the numbers torch.manual_seed(seed) would give
-                model = CEMRegressor({"d_model": args.d_model, "n_layers": args.n_layers, "n_heads": args.n_heads,
-                                      "d_ff": args.d_ff, "recursion_steps": T, "diagonal": args.diagonal})
-            n_params = sum(p.numel() for p in model.parameters())
-            out = runs.run(spec, task=task, model=model)
-            row = {"T": T, "params": n_params, "steps": args.steps, "wall_s": out.wall_s,
-                   "s_per_step": out.train_time_s / args.steps,  # training only, no evaluation
-                   **out.metrics,
-                   "by_context": _rmse_by_context(model, task, seq_len), **_energy_check(model, task, seq_len)}
-            for t_inf in args.test_T:
-                model.set_inference_steps(t_inf)
-                row[f"test_rmse_inference_T{t_inf}"] = task.evaluate(model, "test", seq_len=seq_len)["rmse"]
-            model.set_inference_steps(None)
-            rows.append(row)
-            print(f"T={T}: params {n_params}, valid RMSE {row['valid_rmse']:.4f}, test RMSE {row['test_rmse']:.4f} "
-                  f"(GP floor {row['test_gp_rmse']:.4f}), {row['s_per_step'] * 1000:.0f} ms/step, energy falls "
-                  f"{row['energy_fall_fraction']:.0%}, final displacement {row['final_displacement']:.2f}", flush=True)
-        print("\n| T | params | valid RMSE | test RMSE | GP floor (test) | ms/step |")
-        print("| --- | --- | --- | --- | --- | --- |")
+    seq_len = args.points - 1
+    spec = runs.RunSpec(kind="cem", params=None, data="gp", eval_sequences=args.n_eval, steps=args.steps,
+                        batch_size=args.batch_size, seq_len=seq_len, lr=args.lr, seed=args.seed, device="cpu",
+                        warmup=0.05, eval_every=0, log_every=50)
+    task = runs.build_task(spec)
+    rows = []
+    for T in args.T:
+        with seeded(args.seed):  # the numbers torch.manual_seed(seed) would give
+            model = CEMRegressor({"d_model": args.d_model, "n_layers": args.n_layers, "n_heads": args.n_heads,
+                                  "d_ff": args.d_ff, "recursion_steps": T, "diagonal": args.diagonal})
+        n_params = sum(p.numel() for p in model.parameters())
+        out = runs.run(spec, task=task, model=model)
+        row = {"T": T, "params": n_params, "steps": args.steps, "wall_s": out.wall_s,
+               "s_per_step": out.train_time_s / args.steps,  # training only, no evaluation
+               **out.metrics,
+               "by_context": _rmse_by_context(model, task, seq_len), **_energy_check(model, task, seq_len)}
+        for t_inf in args.test_T:
+            model.set_inference_steps(t_inf)
+            row[f"test_rmse_inference_T{t_inf}"] = task.evaluate(model, "test", seq_len=seq_len)["rmse"]
+        model.set_inference_steps(None)
+        rows.append(row)
+        print(f"T={T}: params {n_params}, valid RMSE {row['valid_rmse']:.4f}, test RMSE {row['test_rmse']:.4f} "
+              f"(GP floor {row['test_gp_rmse']:.4f}), {row['s_per_step'] * 1000:.0f} ms/step, energy falls "
+              f"{row['energy_fall_fraction']:.0%}, final displacement {row['final_displacement']:.2f}", flush=True)
+    print("\n| T | params | valid RMSE | test RMSE | GP floor (test) | ms/step |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['T']} | {r['params']} | {r['valid_rmse']:.4f} | {r['test_rmse']:.4f} | "
+              f"{r['test_gp_rmse']:.4f} | {r['s_per_step'] * 1000:.0f} |")
+    print("\nRMSE by context length (test; model / GP floor):")
+    for r in rows:
+        print(f"T={r['T']}: " + ", ".join(f"{k}: {v['model']:.3f}/{v['gp']:.3f}"
+                                          for k, v in r["by_context"].items()))
+    if args.test_T:
+        print("\nTest-time recursion (test RMSE with inference_recursion_steps):")
         for r in rows:
-            print(f"| {r['T']} | {r['params']} | {r['valid_rmse']:.4f} | {r['test_rmse']:.4f} | "
-                  f"{r['test_gp_rmse']:.4f} | {r['s_per_step'] * 1000:.0f} |")
-        print("\nRMSE by context length (test; model / GP floor):")
-        for r in rows:
-            print(f"T={r['T']}: " + ", ".join(f"{k}: {v['model']:.3f}/{v['gp']:.3f}"
-                                              for k, v in r["by_context"].items()))
-        if args.test_T:
-            print("\nTest-time recursion (test RMSE with inference_recursion_steps):")
-            for r in rows:
-                print(f"trained T={r['T']}: " + ", ".join(f"T_inf={t}: {r[f'test_rmse_inference_T{t}']:.4f}"
-                                                        for t in args.test_T))
-    if args.json:
-        write_json(args.json, {"args": vars(args), "rows": rows})
-    return 0
+            print(f"trained T={r['T']}: " + ", ".join(f"T_inf={t}: {r[f'test_rmse_inference_T{t}']:.4f}"
+                                                    for t in args.test_T))
+    return {"rows": rows}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,6 +26,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from geomlab.bench import run_benchmark
 from geomlab.core.argv import Parser, max_threads, number, number_list, threads
 from geomlab.models.grassmann import CausalSelfAttention, GrassmannMixer
 
@@ -166,7 +167,9 @@ def run(lengths: list[int], d_model: int, rank: int, n_heads: int, offsets: list
     return out
 
 
-def _print(results, lengths, train: bool, d_model: int, rank: int, n_heads: int, offsets, batch: int) -> None:
+def _print(results, lengths, train: bool, d_model: int, rank: int, n_heads: int, offsets, batch: int) -> dict:
+    """Print the table of :func:`run`'s ``results``; its figures: ``rows`` (ms, MB and ratios to the mixer per
+    L), ``slopes`` (log-log, per mixer) and ``memory_method``."""
     what = "forward + backward" if train else "forward (no grad)"
     print(f"Grassmann mixer vs causal attention, {what}: d_model={d_model}, rank={rank} "
           f"(P={rank * (rank - 1) // 2}), offsets={offsets}, heads={n_heads}, batch={batch}, "
@@ -176,12 +179,19 @@ def _print(results, lengths, train: bool, d_model: int, rank: int, n_heads: int,
             f"{'mixer MB':>9} {'sdpa MB':>9} {'expl MB':>9} | {'sdpa/mix':>8} {'expl/mix':>8}")
     print(head)
     print("-" * len(head))
+    rows = []
     for L in lengths:
         s, e = results["attn-sdpa"][L], results["attn-explicit"][L]
         gm, sm, em = (r["peak_bytes"] / 2**20 for r in (g[L], s, e))
+        rows.append({"L": L, "mixer_ms": g[L]["time_s"] * 1e3, "sdpa_ms": s["time_s"] * 1e3,
+                     "explicit_ms": e["time_s"] * 1e3, "sdpa_over_mixer_time": s["time_s"] / g[L]["time_s"],
+                     "explicit_over_mixer_time": e["time_s"] / g[L]["time_s"], "mixer_mb": gm, "sdpa_mb": sm,
+                     "explicit_mb": em, "sdpa_over_mixer_memory": sm / max(gm, 1e-9),
+                     "explicit_over_mixer_memory": em / max(gm, 1e-9)})
         print(f"{L:>5} | {g[L]['time_s'] * 1e3:>9.2f} {s['time_s'] * 1e3:>9.2f} {e['time_s'] * 1e3:>9.2f} | "
               f"{s['time_s'] / g[L]['time_s']:>8.2f} {e['time_s'] / g[L]['time_s']:>8.2f} | "
               f"{gm:>9.2f} {sm:>9.2f} {em:>9.2f} | {sm / max(gm, 1e-9):>8.2f} {em / max(gm, 1e-9):>8.2f}")
+    slopes = {}
     if len(lengths) >= 2:
         slopes = {k: (_slope(lengths, [v[L]["time_s"] for L in lengths]),
                       _slope(lengths, [v[L]["peak_bytes"] for L in lengths])) for k, v in results.items()}
@@ -189,6 +199,8 @@ def _print(results, lengths, train: bool, d_model: int, rank: int, n_heads: int,
             f"{k}: time {a:.2f}, memory {b:.2f}" for k, (a, b) in slopes.items()))
     method = g[lengths[0]]["memory_method"]
     print(f"memory: peak of tensor allocations inside the call ({method}); ratios measured in this run")
+    return {"mode": "train" if train else "forward", "rows": rows, "memory_method": method,
+            "slopes": {k: {"time": a, "memory": b} for k, (a, b) in slopes.items()}}
 
 
 def decode_state_bytes(L: int, n_layers: int, d_model: int, rank: int, offsets: list[int],
@@ -219,7 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mode", choices=("forward", "train", "both"), default="both",
                    help="forward only (no grad), forward + backward, or both tables")
     p.add_argument("--no-models", action="store_true", help="skip the whole-model training-step table")
-    args = p.parse_args(argv)
+    return run_benchmark(p, argv, _measure)
+
+
+def _measure(args) -> dict:
+    """The tables of ``args``; print them; their figures: ``mixers`` (one per mode, :func:`_print`), ``models``
+    (ms per training step, ratio grassmann / attention), ``decode_state`` (KiB per sequence)."""
     lengths, offsets = args.lengths, args.offsets
     if args.quick:
         lengths, args.reps = [128, 512, 1024], 5
@@ -228,9 +245,11 @@ def main(argv: list[str] | None = None) -> int:
                          f"d-model / heads dimensions), got {args.d_model}")
     torch.set_num_threads(args.threads)
     modes = {"forward": [False], "train": [True], "both": [False, True]}[args.mode]
+    figures: dict = {"mixers": [], "models": []}
     for train in modes:
         res = run(lengths, args.d_model, args.rank, args.heads, offsets, args.batch, args.reps, train)
-        _print(res, lengths, train, args.d_model, args.rank, args.heads, offsets, args.batch)
+        figures["mixers"].append(_print(res, lengths, train, args.d_model, args.rank, args.heads, offsets,
+                                        args.batch))
         print()
     if not args.no_models:
         sizes = ("XS",) if args.quick else ("XS", "S")
@@ -240,11 +259,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {size}: grassmann {row['grassmann'] * 1e3:.0f} ms ({row['params_g']:,} params) vs "
                   f"grassmann-attn {row['grassmann-attn'] * 1e3:.0f} ms ({row['params_a']:,} params): "
                   f"ratio grassmann/attn {row['grassmann'] / row['grassmann-attn']:.2f}")
+            figures["models"].append({"size": size, "grassmann_ms": row["grassmann"] * 1e3,
+                                      "grassmann_attn_ms": row["grassmann-attn"] * 1e3,
+                                      "grassmann_params": row["params_g"], "grassmann_attn_params": row["params_a"],
+                                      "ratio": row["grassmann"] / row["grassmann-attn"]})
         print()
+    states = {L: decode_state_bytes(L, 4, args.d_model, args.rank, offsets) for L in lengths}
     print("decoding state per sequence (4 layers, float32): "
           + ", ".join(f"L={L}: Grassmann {g / 1024:.1f} KiB vs KV cache {a / 1024:.0f} KiB"
-                      for L in lengths for g, a in [decode_state_bytes(L, 4, args.d_model, args.rank, offsets)]))
-    return 0
+                      for L, (g, a) in states.items()))
+    figures["decode_state"] = [{"L": L, "grassmann_kib": g / 1024, "kv_cache_kib": a / 1024}
+                               for L, (g, a) in states.items()]
+    return figures
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from geomlab.bench import STDOUT_HELP, json_option, write_json
+from geomlab.bench import run_benchmark
 from geomlab.core.argv import Parser, device_option, max_threads, name_list, number, number_list, threads
 from geomlab.geometry.groups import EXP_METHODS, GROUP_NAMES, get_group
 from geomlab.training.trainer import resolve_device
@@ -157,27 +157,26 @@ def main(argv: list[str] | None = None) -> int:
                    help="auto, cpu, cuda, cuda:N or mps (default cuda when this machine has it, else cpu)")
     p.add_argument("--quick", action="store_true",
                    help="CI smoke run: batch 64, 2 repeats, 100 products, 16 chains (overrides those options)")
-    p.add_argument("--json", default=None, metavar="PATH",
-                   help="also write the rows to this JSON file (its folder is made)" + STDOUT_HELP)
-    args = p.parse_args(argv)
+    return run_benchmark(p, argv, _measure)
+
+
+def _measure(args) -> dict:
+    """Time and drift of every group and d of ``args``; print the table; the rows and the device."""
     dev = resolve_device(args.device)  # one line when this machine lacks it, before any work
     if args.quick:
         args.batch, args.repeats, args.products, args.drift_batch = 64, 2, 100, 16
     torch.set_num_threads(args.threads)
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False  # Nunley, arXiv 2602.18417
-    with json_option(args.json):
-        print(
-            f"# geomlab.bench groups: torch {torch.__version__}, device {dev}, threads {torch.get_num_threads()}, "
-            f"exp method {args.method}, batch {args.batch}, repeats {args.repeats}; drift: {args.products} float32 "
-            f"products of steps with ||A||_F = {args.step}, {args.drift_batch} chains; ratio = exp / "
-            "torch.linalg.matrix_exp (fwd+bwd, same run)"
-        )
-        print(_HEADER)
-        rows = run(
-            args.groups, args.dims, args.batch, args.repeats, args.products, args.drift_batch, args.step, dev,
-            args.block, args.method
-        )
-    if args.json:
-        write_json(args.json, {"args": vars(args), "torch": torch.__version__, "rows": rows})
-    return 0
+    print(
+        f"# geomlab.bench groups: torch {torch.__version__}, device {dev}, threads {torch.get_num_threads()}, "
+        f"exp method {args.method}, batch {args.batch}, repeats {args.repeats}; drift: {args.products} float32 "
+        f"products of steps with ||A||_F = {args.step}, {args.drift_batch} chains; ratio = exp / "
+        "torch.linalg.matrix_exp (fwd+bwd, same run)"
+    )
+    print(_HEADER)
+    rows = run(
+        args.groups, args.dims, args.batch, args.repeats, args.products, args.drift_batch, args.step, dev,
+        args.block, args.method
+    )
+    return {"device": str(dev), "rows": rows}

@@ -15,13 +15,17 @@ import time
 import torch
 import torch.nn.functional as F
 
-from geomlab.bench import only_names
+from geomlab.bench import only_names, run_benchmark
 from geomlab.core.argv import Parser, max_threads, name_list, number, threads
 from geomlab.models import build_model, config_for_budget, count_params
 
 
 #: The models, in the table's order (what ``--only`` takes; the keys of :func:`_configs`).
 NAMES = ("transformer", "osmformer", "osmformer expm=group", "lstm", "osm-rnn")
+
+
+#: The config keys the table shows.
+SHOWN = ("d", "n_layers", "d_model", "hidden", "prototypes", "mixing", "expm")
 
 
 def _configs(vocab: int) -> dict[str, tuple[dict, str]]:
@@ -51,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", nargs="*", type=name_list(NAMES, "model"), default=None, metavar="NAME",
                    help=f"subset of model names, separated by spaces or commas (their baselines are added): "
                    f"{', '.join(NAMES)}")
-    a = p.parse_args(argv)
+    return run_benchmark(p, argv, _measure)
+
+
+def _measure(a) -> dict:
+    """Time every model of ``a``; print the table; its rows (ms per step, ratio to the baseline)."""
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     cfgs = _configs(a.vocab)
@@ -74,12 +82,16 @@ def main(argv: list[str] | None = None) -> int:
             if rep:  # the first round is a warm-up
                 times[k].append(time.perf_counter() - t0)
     print(f"batch {a.batch} x {a.seq}, {a.threads} thread(s), median of {a.reps} steps, alternating")
+    rows = []
     for k, m in models.items():
         med = statistics.median(times[k])
         base = statistics.median(times[cfgs[k][1]])
+        shown = {c: v for c, v in cfgs[k][0].items() if c in SHOWN}
         print(f"{k:22s} {count_params(m):>8,d} params  {1000 * med:8.1f} ms/step  ratio to {cfgs[k][1]}: "
-              f"{med / base:5.2f}  config {json.dumps({c: v for c, v in cfgs[k][0].items() if c in ('d', 'n_layers', 'd_model', 'hidden', 'prototypes', 'mixing', 'expm')})}")
-    return 0
+              f"{med / base:5.2f}  config {json.dumps(shown)}")
+        rows.append({"name": k, "params": count_params(m), "ms_per_step": 1000 * med, "base": cfgs[k][1],
+                     "base_ms_per_step": 1000 * base, "ratio": med / base, "config": shown})
+    return {"batch": a.batch, "seq": a.seq, "reps": a.reps, "clock": "wall", "rows": rows}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from geomlab.bench import STDOUT_HELP, json_option, only_names, write_json
+from geomlab.bench import only_names, run_benchmark
 from geomlab.core.argv import Parser, device_option, max_threads, name_list, number, threads
 from geomlab.models import build_model, config_for_budget, count_params
 from geomlab.training.trainer import resolve_device
@@ -156,32 +156,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", type=device_option, default="cpu", help="cpu (default), cuda, cuda:N, mps or auto")
     p.add_argument("--quick", action="store_true", help="smoke run: 2 rounds, 1 warm-up, batch 4 x 32 (overrides "
                    "those options)")
-    p.add_argument("--json", default=None, metavar="PATH",
-                   help="also write the rows and the settings as JSON (what `geomlab report --converged "
-                        "--speed PATH` shows; its folder is made)" + STDOUT_HELP)
-    a = p.parse_args(argv)
+    return run_benchmark(p, argv, _measure)
+
+
+def _measure(a) -> dict:
+    """The ratios of the pairs of ``a``; print the table; the rows and the settings (what `geomlab report
+    --converged --speed FILE` reads)."""
     device = resolve_device(a.device)  # one line when this machine lacks it, before any work
     if a.quick:
         a.rounds, a.warmup, a.batch, a.seq = 2, 1, 4, 32
     torch.set_num_threads(a.threads)
-    with json_option(a.json):
-        rows = measure(build(only_names(a.only)), a.rounds, a.warmup, a.batch, a.seq, device)
-        clock = "wall" if device.type == "cuda" else "process CPU"
-        print(f"# geomlab.bench train: torch {torch.__version__}, device {device}, threads "
-              f"{torch.get_num_threads()}, batch {a.batch} x {a.seq}, AdamW, {a.warmup} warm-up steps, {a.rounds} "
-              f"interleaved rounds; ratio = model step / baseline step ({clock} time)")
-        print(format_table(rows))
-    if a.json:
-        import datetime
-        import os
-
-        meta = {"kind": "bench-train", "torch": torch.__version__, "device": str(device),
-                "threads": torch.get_num_threads(), "batch": a.batch, "seq": a.seq, "warmup": a.warmup,
-                "rounds": a.rounds, "clock": clock,
-                "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-                "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-        write_json(a.json, {**meta, "rows": rows})
-    return 0
+    rows = measure(build(only_names(a.only)), a.rounds, a.warmup, a.batch, a.seq, device)
+    clock = "wall" if device.type == "cuda" else "process CPU"
+    print(f"# geomlab.bench train: torch {torch.__version__}, device {device}, threads "
+          f"{torch.get_num_threads()}, batch {a.batch} x {a.seq}, AdamW, {a.warmup} warm-up steps, {a.rounds} "
+          f"interleaved rounds; ratio = model step / baseline step ({clock} time)")
+    print(format_table(rows))
+    return {"device": str(device), "batch": a.batch, "seq": a.seq, "warmup": a.warmup, "rounds": a.rounds,
+            "clock": clock, "rows": rows}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -24,6 +24,7 @@ import statistics
 import time
 from pathlib import Path
 
+from geomlab.bench import run_benchmark
 from geomlab.core.argv import Parser, max_threads, name_list, number, number_list, threads
 
 TEXT = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun.\n"
@@ -106,8 +107,12 @@ def main(argv: list[str] | None = None) -> int:
                    + ", ".join(e.name for e in measured))
     p.add_argument("--threads", type=threads, default=1,
                    help=f"torch CPU threads, 1 to {max_threads()} (default 1, as the app uses)")
-    args = p.parse_args(argv)
+    return run_benchmark(p, argv, lambda args: _measure(args, measured))
 
+
+def _measure(args, measured) -> dict:
+    """Measure every view of the checkpoint listings ``measured`` chosen by ``args``; print the table; its rows
+    (CPU seconds, MB) and the worst total per text length against its target."""
     import torch
 
     from geomlab.checkpoints import io as checkpoint
@@ -121,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'checkpoint':34s} {'view':13s} {'chars':>5s} {'fwd':>6s} {'trace':>6s} {'figs':>6s} {'send':>6s} "
           f"{'total':>6s} {'x fwd':>6s} {'move':>6s} {'#':>2s} {'MB':>6s} {'npz MB':>6s}")
     worst: dict[int, float] = {}
+    rows = []
     for e in entries:
         ck = checkpoint.load(e.path)
         ck.model.eval()
@@ -131,13 +137,21 @@ def main(argv: list[str] | None = None) -> int:
                     r = measure(ck, view.slug, text, args.repeats)
                 except ValueError as exc:  # a checkpoint that cannot read this text: said, not fatal
                     print(f"{e.name:34s} {view.slug:13s} {n:5d}  not traced: {exc}")
+                    rows.append({"checkpoint": e.name, "view": view.slug, "chars": n, "error": str(exc)})
                     continue
                 total = r["trace"] + r["figures"] + r["send"]
                 worst[n] = max(worst.get(n, 0.0), total)
                 print(f"{e.name:34s} {view.slug:13s} {n:5d} {r['forward']:6.3f} {r['trace']:6.3f} "
                       f"{r['figures']:6.3f} {r['send']:6.3f} {total:6.3f} {total / max(r['forward'], 1e-9):6.1f} "
                       f"{r['move']:6.3f} {r['n_figures']:2d} {r['nbytes'] / 2**20:6.2f} {r['npz'] / 2**20:6.2f}")
+                rows.append({"checkpoint": e.name, "view": view.slug, "chars": n, "forward_cpu_s": r["forward"],
+                             "trace_cpu_s": r["trace"], "figures_cpu_s": r["figures"], "send_cpu_s": r["send"],
+                             "total_cpu_s": total, "total_over_forward": total / max(r["forward"], 1e-9),
+                             "move_cpu_s": r["move"], "n_figures": r["n_figures"], "trace_mb": r["nbytes"] / 2**20,
+                             "npz_mb": r["npz"] / 2**20})
+    worst_rows = []
     for n, w in sorted(worst.items()):
         target = 0.5 if n <= 256 else 3.0
         print(f"worst total at {n} characters: {w:.3f} s CPU (target {target} s: ratio {w / target:.2f})")
-    return 0
+        worst_rows.append({"chars": n, "total_cpu_s": w, "target_cpu_s": target, "ratio_to_target": w / target})
+    return {"repeats": args.repeats, "rows": rows, "worst": worst_rows}

@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from geomlab.bench import run_benchmark
 from geomlab.checkpoints import catalog as ckpt_catalog, io
 from geomlab.core.argv import Parser, max_threads, name_list, number, threads
 from geomlab.models import kinds
@@ -58,9 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", type=name_list(kinds(), "kind"), default=None,
                     help="only these kinds, comma-separated (default: every kind)")
     ap.add_argument("--no-sweep", action="store_true", help="skip the full patching sweeps (the slow part)")
-    args = ap.parse_args(argv)
+    return run_benchmark(ap, argv, _measure)
+
+
+def _measure(args) -> dict:
+    """Time every bundled checkpoint chosen by ``args``; print the table; its rows (milliseconds, seconds and
+    the ratios to the forward pass; ``None`` where nothing was measured)."""
     torch.set_num_threads(args.threads)
     only = set(args.kinds or ())
+    rows = []
     print(f"{'checkpoint':42s} {'kind':14s} {'forward ms':>10s} {'knob':>13s} {'knob ms':>8s} {'patch ms':>8s} "
           f"{'sweep s':>8s}")
     for entry in sorted(ckpt_catalog.list_checkpoints(user=False), key=lambda e: e.ref):
@@ -92,4 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             s = time.perf_counter() - t0
         print(f"{entry.ref:42s} {entry.kind:14s} {1e3 * f:>10.1f} {knob:>13s} {1e3 * k:>8.1f} {1e3 * p:>8.1f} "
               f"{s:>8.2f}", flush=True)
-    return 0
+        rows.append({"checkpoint": entry.ref, "kind": entry.kind, "forward_ms": 1e3 * f, "knob": knob,
+                     "knob_ms": 1e3 * k, "patch_ms": 1e3 * p, "sweep_s": s, "knob_over_forward": k / f,
+                     "patch_over_forward": p / f, "sweep_over_forward": s / f})
+    return {"chars": args.chars, "repeats": args.repeats, "rows": rows}

@@ -39,7 +39,8 @@ from geomlab.bench.load.protocol import (CURSOR_LABEL, CursorWidget, Run, RunRea
 from geomlab.bench.load.run import LoadResult, percentile, run_load
 from geomlab.bench.load.server import RssMonitor, app_server, free_port, log_errors, wait_for_health
 from geomlab.bench.load.session import Lockstep, SessionResult, read_view, run_session, visit_home
-from geomlab.bench.load.summary import report
+from geomlab.bench import run_benchmark
+from geomlab.bench.load.summary import figures, report
 from geomlab.bench.load.texts import (BUILTIN_TEXT, DEFAULT_VIEWS, bundled_checkpoints, checkpoints_for,
                                       corpus_text, session_texts)
 from geomlab.core.argv import Parser, number
@@ -87,11 +88,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="room mode: app servers, 1 or 2; 2 share rooms through a fresh redis-server (default 1)")
     p.add_argument("--steps", type=number(int, 0, 10**4), default=2,
                    help="room mode: Tour steps the teacher takes, 0 to 10,000 (default 2)")
-    args = p.parse_args(argv)
+    return run_benchmark(p, argv, _measure)
+
+
+def _measure(args) -> dict | int:
+    """Run the load (or the room) of ``args``; print its summary; its figures (:func:`figures`,
+    :func:`~geomlab.bench.load.room.room_figures`), or 2 when the server did not start or a setting is
+    refused."""
     if args.log is not None and not args.room:
         check_outputs([("--log", args.log, False)])  # before the server starts
     if args.room:
-        from geomlab.bench.load.room import room_report, run_room
+        from geomlab.bench.load.room import room_figures, room_report, run_room
 
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         try:
@@ -101,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"load: {exc}", file=sys.stderr)
             return 2
         print(room_report(result))
-        return 0 if result.ok else 1
+        return room_figures(result)
     views = [v for item in args.views for v in item.split(",") if v]
     # a SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the server is always stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -115,14 +122,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load: {exc}", file=sys.stderr)
         return 2
     print(report(result))
-    return 0 if result.ok else 1
+    return figures(result)
 
 
 
 __all__ = [
     "BUILTIN_TEXT", "BrowserResult", "CURSOR_LABEL", "CursorWidget", "DEFAULT_VIEWS", "LoadResult", "Lockstep",
     "RssMonitor", "Run", "RunReader", "SessionResult", "app_server", "bundled_checkpoints",
-    "checkpoints_for", "corpus_text", "cursor_state", "element_errors", "find_cursor", "free_port", "log_errors",
+    "checkpoints_for", "corpus_text", "cursor_state", "element_errors", "figures", "find_cursor", "free_port",
+    "log_errors",
     "main", "move_targets", "percentile", "read_view", "report", "rerun_backmsg", "run_browsers", "run_load",
     "run_session", "session_texts", "visit_home", "wait_for_health",
 ]

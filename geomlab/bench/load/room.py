@@ -475,3 +475,11 @@ def room_report(r: RoomResult) -> str:
              "  load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in r.load)]
     lines += [f"  error: {e}" for e in r.errors[:10]]
     return "\n".join(lines)
+
+
+def room_figures(r: RoomResult) -> dict:
+    """What :func:`room_report` prints, as data: every measured time (s), ``missed``, the servers' peak RSS
+    (MB), the load average, the errors and ``ok``. Design choice."""
+    from dataclasses import asdict
+
+    return {"mode": "room", **asdict(r), "ok": r.ok}

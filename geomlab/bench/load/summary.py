@@ -65,3 +65,33 @@ def report(r: LoadResult) -> str:
     lines.append(f"server log   {len(r.log_errors)} ERROR/Traceback entries")
     lines += [f"  {e}" for e in r.log_errors]
     return "\n".join(lines)
+
+
+def _stats(values: list[float], alone: float | None) -> dict:
+    med = percentile(values, 50)
+    return {"n": len(values), "median_s": med, "p95_s": percentile(values, 95), "max_s": max(values, default=None),
+            "alone_s": alone, "ratio_to_alone": med / alone if med is not None and alone else None}
+
+
+def figures(r: LoadResult) -> dict:
+    """What :func:`report` prints, as data: the load's settings and phase times (s), ``first_view`` and
+    ``cursor_move`` (count, median, p95, max, the one-session baseline measured alone before the load and the
+    ratio of the median to it; ``expected`` moves), ``sessions`` (each session's view, checkpoint and times,
+    without its URL), ``received_mb``, the server's ``peak_rss_mb`` and ``hwm_mb``, ``chromium`` pages,
+    ``page_errors``, ``log_errors`` and ``ok``. Design choice."""
+    b = r.baseline
+    alone_f = b.first_view_s if b else None
+    alone_m = percentile(b.move_s, 50) if b else None
+    return {"sessions_n": len(r.sessions), "chars": r.chars, "moves": r.moves, "together": r.together,
+            "server_up_s": r.server_up_s, "warmup_s": r.warmup_s, "load_phase_s": r.wall_s,
+            "client_cpu_s": r.client_cpu_s,
+            "first_view": _stats(r.first_views, alone_f),
+            "cursor_move": {**_stats(r.move_times, alone_m), "expected": len(r.sessions) * r.moves},
+            "sessions": [{"index": s.index, "view": s.view, "ckpt": s.ckpt, "first_view_s": s.first_view_s,
+                          "move_s": s.move_s, "first_charts": s.first_charts, "positions": s.positions,
+                          "received_mb": s.bytes / 1e6, "errors": s.errors} for s in r.sessions],
+            "received_mb": sum(s.bytes for s in r.sessions) / 1e6,
+            "peak_rss_mb": r.peak_rss_mb, "hwm_mb": r.hwm_mb,
+            "chromium": [{"url": b.url, "first_chart_s": b.first_chart_s, "protocol_s": b.protocol_s}
+                         for b in r.browsers],
+            "page_errors": r.page_errors, "log_errors": r.log_errors, "ok": r.ok}
