@@ -35,19 +35,19 @@ def bench_configs(vocab_size: int, kinds_: list[str] | None = None) -> dict[str,
 
         for e in zoo.entries():
             r = e.run
-            if r.kind not in out and r.data == "corpus:tinyshakespeare":
+            if r.kind not in out and r.data == "corpus:tinyshakespeare" and (kinds_ is None or r.kind in kinds_):
                 out[r.kind] = resolve_config(r.kind, vocab_size, r.params, dict(r.model_overrides))
     except Exception:  # the zoo module is optional here
         pass
     for kind in kinds():
-        if kind not in out:
+        if kind not in out and (kinds_ is None or kind in kinds_):
             try:
                 out[kind] = config_for_budget(kind, 100_000, vocab_size)
             except Exception:
                 from geomlab.models import full_config
 
                 out[kind] = full_config({"kind": kind, "vocab_size": vocab_size})
-    return {k: v for k, v in out.items() if kinds_ is None or k in kinds_}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -197,7 +197,9 @@ def test_a_device_this_machine_lacks_is_one_line(name, capsys):
 
 
 @pytest.mark.parametrize("argv", [["groups", "--quick", "--groups", "O", "--dims", "2"],
-                                  ["train", "--quick", "--rounds", "1", "--only", "osm-rnn"]], ids=lambda a: a[0])
+                                  ["train", "--quick", "--rounds", "1", "--only", "osm-rnn"],
+                                  ["osm", "--batch", "2", "--seq", "8", "--reps", "1", "--only", "osm-rnn"]],
+                         ids=lambda a: a[0])
 def test_json_dash_is_standard_output_alone(argv, capsys, tmp_path, monkeypatch):
     """As ``trace --json -``: the JSON on standard output, the table on standard error (a file named - was
     written)."""

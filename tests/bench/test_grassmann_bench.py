@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import json
+import math
+
 from geomlab.bench import available
 from geomlab.bench import grassmann as bench
 from geomlab.commands.cli import main
 
 
-def test_bench_runs_and_prints_ratios(capsys):
+def test_bench_runs_and_prints_ratios(capsys, tmp_path):
     assert "grassmann" in available()
+    path = tmp_path / "g.json"
     assert main(["bench", "grassmann", "--lengths", "16,32", "--reps", "1", "--no-models", "--mode", "forward",
-                 "--d-model", "16", "--rank", "4", "--offsets", "1,2"]) == 0
+                 "--d-model", "16", "--rank", "4", "--offsets", "1,2", "--json", str(path)]) == 0
     out = capsys.readouterr().out
     assert "sdpa/mix" in out and "log-log slope" in out and "KV cache" in out
+    data = json.loads(path.read_text())  # the same tables as JSON
+    assert data["kind"] == "bench-grassmann" and data["models"] == []
+    (mixers,) = data["mixers"]
+    assert mixers["mode"] == "forward" and [r["L"] for r in mixers["rows"]] == [16, 32]
+    for r in mixers["rows"]:
+        assert all(math.isfinite(v) and v > 0 for k, v in r.items() if k != "L"), r
+    assert set(mixers["slopes"]) == {"grassmann", "attn-sdpa", "attn-explicit"}
+    assert all(math.isfinite(s["time"]) and math.isfinite(s["memory"]) for s in mixers["slopes"].values())
+    assert [(d["L"], d["grassmann_kib"] > 0, d["kv_cache_kib"] > 0) for d in data["decode_state"]] == [
+        (16, True, True), (32, True, True)]
 
 
 def test_bench_measures_memory_growth():

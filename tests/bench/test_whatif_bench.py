@@ -1,12 +1,18 @@
-"""`geomlab bench whatif` runs on the bundled checkpoints and prints one row each with its timings."""
+"""`geomlab bench whatif` runs on the bundled checkpoints and prints one row each with its timings (and writes
+them as JSON with --json)."""
+
+import json
+import math
 
 from geomlab.bench import available, whatif
 from geomlab.checkpoints import catalog
 
 
-def test_the_whatif_bench_prints_one_row_per_bundled_checkpoint(capsys):
+def test_the_whatif_bench_prints_one_row_per_bundled_checkpoint(capsys, tmp_path):
     assert "whatif" in available()
-    assert whatif.main(["--chars", "24", "--repeats", "1", "--kinds", "osm-rnn,lstm,grassmann"]) == 0
+    path = tmp_path / "w.json"
+    assert whatif.main(["--chars", "24", "--repeats", "1", "--kinds", "osm-rnn,lstm,grassmann", "--json",
+                        str(path)]) == 0
     rows = capsys.readouterr().out.strip().splitlines()[1:]
     want = [e.ref for e in catalog.list_checkpoints(user=False) if e.kind in ("osm-rnn", "lstm", "grassmann")]
     assert sorted(r.split()[0] for r in rows) == sorted(want) and len(rows) >= 3
@@ -17,3 +23,10 @@ def test_the_whatif_bench_prints_one_row_per_bundled_checkpoint(capsys):
             assert cells[3] == "steer" and float(cells[4]) > 0
         if cells[1] == "lstm":
             assert cells[3] == "-"
+    data = json.loads(path.read_text())  # the same rows as JSON, with the ratios to the forward pass
+    assert data["kind"] == "bench-whatif" and data["chars"] == 24
+    assert [r["checkpoint"] for r in data["rows"]] == [r.split()[0] for r in rows]
+    for r in data["rows"]:
+        for k in ("forward_ms", "patch_ms", "sweep_s", "patch_over_forward", "sweep_over_forward"):
+            assert math.isfinite(r[k]) and r[k] > 0, (k, r)
+        assert (r["knob_ms"] is None) == (r["knob"] == "-") == (r["knob_over_forward"] is None)

@@ -494,12 +494,23 @@ def test_no_weight_decay_names_exist():
     assert "token_matrix" not in tied.no_weight_decay and {"tau", "bias"} <= tied.no_weight_decay
 
 
-def test_bench_runs(capsys):
+def test_bench_runs(capsys, tmp_path):
+    import json
+    import math
+
     from geomlab.bench import osm as bench
 
-    assert bench.main(["--batch", "2", "--seq", "8", "--reps", "1", "--only", "osmformer"]) == 0
+    path = tmp_path / "osm.json"
+    assert bench.main(["--batch", "2", "--seq", "8", "--reps", "1", "--only", "osmformer", "--json", str(path)]) == 0
     out = capsys.readouterr().out
     assert "osmformer" in out and "ratio to transformer" in out
+    data = json.loads(path.read_text())
+    assert data["kind"] == "bench-osm" and data["batch"] == 2 and data["torch"]
+    assert [(r["name"], r["base"]) for r in data["rows"]] == [("transformer", "transformer"),
+                                                              ("osmformer", "transformer")]
+    for r in data["rows"]:
+        assert all(math.isfinite(r[k]) and r[k] > 0 for k in ("params", "ms_per_step", "base_ms_per_step", "ratio"))
+    assert data["rows"][1]["config"]["mixing"] == "linear"
 
 
 @pytest.mark.parametrize("n", [9, 15, 17])
