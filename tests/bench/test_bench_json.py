@@ -48,7 +48,8 @@ RUNS = {
         {r["figure"] for r in d["rows"]} >= {"plane_distances", "plucker_heatmap"}
         and all(r["view"] == "planes" for r in d["rows"]),
         [])),
-    "device": (["--device", "cpu", "--rounds", "1", "--warmup", "0", "--batch", "64", "--dims", "2", "--only", "osm-rnn"], lambda d: (
+    "device": (["--device", "cpu", "--rounds", "1", "--warmup", "0", "--batch", "64", "--dims", "2", "--only",
+                "osm-rnn"], lambda d: (
         d["device"] == "cpu" and [r["name"] for r in d["rows"]] == ["osm-rnn"] and [e["d"] for e in d["exp"]] == [2]
         and d["clock"] == "process CPU" and d["args"]["dims"] == [2],
         ["ms", "base_ms", "ratio_median", "ratio_min", "params", "base_params"])),
