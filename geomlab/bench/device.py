@@ -1,4 +1,5 @@
-"""``geomlab bench device``: the issue-17 speed comparison on an accelerator (CUDA) when one is present.
+"""``geomlab bench device``: the speed comparison of ``bench train`` and ``bench groups`` on an
+accelerator (CUDA) when one is present.
 
 Runs the training-step ratios of :mod:`geomlab.bench.train` (the same pairs and budgets, wall time with
 ``torch.cuda.synchronize``) and the ``exp`` forward+backward ratio of :mod:`geomlab.bench.groups` against
@@ -9,7 +10,6 @@ The protocol is a design choice. CI has no GPU.
 """
 
 from __future__ import annotations
-
 
 import torch
 import torch.nn.functional as F
