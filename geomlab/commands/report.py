@@ -320,7 +320,7 @@ def _converged(args: argparse.Namespace) -> int:
         check_store(args.store)
     if args.dry_run:
         return _dry_run(plan, RunStore(args.store), only, args.workers)
-    restored = records = None
+    restored = records = header = None
     if args.restore is not None and _is_records(args.restore):
         from geomlab.report.records import read_records
 
@@ -381,7 +381,9 @@ def _converged(args: argparse.Namespace) -> int:
                                   nice=args.nice, max_jobs=args.max_jobs, deadline=deadline, cost=cost,
                                   progress=progress)
         print(f"[{plan.name}] {n} run(s) finished through submitit ({args.executor})")
-    results = campaign_results.collect(plan, store, only)
+    # a records file carries its corpora's split and unigram BPC: the report needs no corpus on this machine
+    given = (header.get("meta") or {}).get("corpora") if records is not None and not args.corpus_file else None
+    results = campaign_results.collect(plan, store, only, corpora=given)
     if args.records is not None:
         from geomlab.report.records import write_records
 

@@ -249,7 +249,7 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
     (``protocol``), ``progress`` (runs finished / planned so far, CPU hours spent), and one comparison per key
     with its rows (:func:`arm_row`), each against the baseline (speed, paired test gap, :func:`equal_time`).
     ``corpora``: each comparison's ``split`` rule and ``unigram_bpc`` (valid) by key, as a records file keeps
-    them (default: read from the corpus when it is on this machine)."""
+    them (default: read from the corpus when it is on this machine; a missing one is not downloaded)."""
     import datetime as _dt
     import platform
 
@@ -275,7 +275,8 @@ def collect(campaign: Campaign, store: RunStore, only: tuple[str, ...] | None = 
             from geomlab.data.tasks import unigram_bpc
             from geomlab.training.zoo import make_task
 
-            task = make_task(campaign.task_string(comp))
+            # a report reads what is here: no download (an empty store, or records read on a new machine)
+            task = make_task(campaign.task_string(comp), download=False)
             split, uni = task.spec().get("split_rule", ""), unigram_bpc(task)
         except (ValueError, LookupError):  # the corpus is not on this machine (or given): the table still renders
             given = (corpora or {}).get(comp.key) or {}

@@ -35,12 +35,13 @@ from geomlab.training.zoo_recipes import (  # noqa: F401 (the zoo's public names
 
 
 # ----------------------------------------------------------------------------------------------- training
-def make_task(spec: str):
+def make_task(spec: str, download: bool = True):
     """A :class:`geomlab.data.Task` from a zoo/report task string (:func:`geomlab.data.make_task`; synthetic
-    tasks get :data:`geomlab.training.runs.N_EVAL` evaluation sequences)."""
+    tasks get :data:`geomlab.training.runs.N_EVAL` evaluation sequences). ``download``: fetch a registered
+    corpus missing from this machine (else :class:`geomlab.data.DataError`, a ``ValueError``)."""
     from geomlab.data.registry import make_task as _make_task
 
-    return _make_task(spec, n_eval=N_EVAL)
+    return _make_task(spec, download=download, n_eval=N_EVAL)
 
 
 def train_and_evaluate(kind: str, task, *, budget: int | None = None, config: dict[str, Any] | None = None,

@@ -671,6 +671,38 @@ def test_cli_restores_a_campaigns_records_into_a_new_store(tmp_path, text_file, 
     assert "drop --max-jobs, --device and --hours" in capsys.readouterr().err
 
 
+def test_collect_reads_no_corpus_it_would_have_to_download(tmp_path, text_file, monkeypatch, capsys):
+    """``--collect`` of an empty store, or of a records file on a machine without the corpora, downloads
+    nothing: the records' split and unigram BPC stand in for the corpus."""
+    from geomlab.data import corpora
+    from geomlab.report import records
+
+    fetched = []
+
+    def offline(url, timeout=60.0):
+        fetched.append(url)
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr(corpora, "_fetch", offline)
+    monkeypatch.setattr("pooch.core.time.sleep", lambda s: None)
+    monkeypatch.delenv("GEOMLAB_DATA_DIR", raising=False)
+    monkeypatch.delenv("GEOMLAB_OFFLINE", raising=False)
+    monkeypatch.setenv("GEOMLAB_CACHE_DIR", str(tmp_path / "cache"))  # empty
+    (tmp_path / "empty").mkdir()
+    assert main(["report", "--campaign", "fair", "--collect", "--store", str(tmp_path / "empty"), "--records",
+                 str(tmp_path / "x.jsonl"), "--out", str(tmp_path / "y" / "results.md"), "--no-png"]) == 0
+    assert fetched == [] and "Downloading" not in capsys.readouterr().err
+    store = rs.RunStore(tmp_path / "old")
+    _done(store, rs.Job(_fair_comp(), _fair_comp().arms[0], "tune", 2.2e-3, 0.02, 0, 2000), 2.5)
+    path = tmp_path / "records.jsonl"
+    records.write_records(store, path, "fair", {"corpora": {"ts-50k": {"split": "a made-up split",
+                                                                       "unigram_bpc": 4.5}}})
+    out = tmp_path / "rep" / "results.md"
+    assert main(["report", "--campaign", "fair", "--collect", "--restore", str(path), "--store", str(tmp_path / "new"),
+                 "--only", "ts-50k", "--out", str(out), "--no-png"]) == 0
+    assert fetched == [] and "Corpus `tinyshakespeare` (a made-up split)." in out.read_text(encoding="utf-8")
+
+
 def _fair_comp():
     from geomlab.report.plan import FAIR
 
