@@ -11,7 +11,7 @@ from typing import Any
 
 from geomlab.report.aggregation import NEAR_UNIGRAM, near_unigram, seeds_missing
 from geomlab.report.render_parts import (
-    _f, bpc_cell, claim_pairs, comparison_section, figures_section, judged, versus_phrase,
+    _f, baseline_gap, bpc_cell, claim_pairs, comparison_section, figures_section, interval, versus_phrase,
 )
 
 
@@ -86,7 +86,7 @@ def reading(results: dict[str, Any]) -> list[str]:
                 g, gv = paired_gap(model, r, "test"), paired_gap(model, r, "valid")
                 if g is not None:
                     parts.append(f"{model['label']} against {r['label']}: {g['gap']:+.3f} test BPC at equal {m}"
-                                 + _interval(g, model, r["label"], both=model["seeds"] != r["seeds"])
+                                 + interval(g, model, r["label"], model["seeds"] != r["seeds"], sep=", ")
                                  + (f", {gv['gap']:+.3f} valid" if gv else ""))
                 steps = f"its full {c['steps']:,} steps" if isinstance(c.get("steps"), int) else "its full steps"
                 s = (f"Budget check, not a claim's gap: {r['label']} against the baseline at {steps} (what the "
@@ -95,8 +95,7 @@ def reading(results: dict[str, Any]) -> list[str]:
                 # an arm on a schedule sized to the baseline's budget is the equal-compute reading
                 s = f"{r['label']}: {r['test_gap']:+.3f} test BPC " + (f"at equal {sized[1]}" if sized
                                                                        else "at equal steps")
-            ci, n = r.get("test_gap_ci95"), r.get("gap_seeds", len(r["seeds"]))
-            s += _interval({"gap": r["test_gap"], "ci95": ci, "seeds": n}, r, base["label"], both="gap_seeds" in r)
+            s += interval(baseline_gap(r), r, base["label"], "gap_seeds" in r, sep=", ")
             if _valid_gap(r, base) is not None:
                 s += f", {_valid_gap(r, base):+.3f} valid"
             et = r.get("equal_time")
@@ -135,18 +134,6 @@ def reading(results: dict[str, Any]) -> list[str]:
                "it (the equal-compute gap), and the cut baseline against the baseline at its full steps is a "
                "budget check (what the shorter budget costs the baseline), not a claim's gap." if checks else "")
             + " Each comparison's section below has the numbers.", "", *out, "", *tail]
-
-
-def _interval(g: dict[str, Any], row: dict[str, Any], against: str, both: bool) -> str:
-    """`` (95% CI lo to hi, N seeds[ both finished]<judged>)`` of a gap ``g`` (``{"gap", "ci95", "seeds"}``) of
-    ``row`` minus the row labelled ``against`` (:func:`~geomlab.report.render_parts.judged`), or `` (N seed(s),
-    no interval yet)`` below two seeds."""
-    n = g["seeds"]
-    if g["ci95"] is None:
-        return f" ({n} seed{'s' if n != 1 else ''}, no interval yet)"
-    lo, hi = g["gap"] - g["ci95"], g["gap"] + g["ci95"]
-    return (f" (95% CI {lo:+.3f} to {hi:+.3f}, {n} seeds" + (" both finished" if both else "")
-            + judged(row, against, lo, hi) + ")")
 
 
 def converged_protocol(results: dict[str, Any]) -> list[str]:

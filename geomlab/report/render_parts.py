@@ -97,18 +97,35 @@ def judged(row: dict[str, Any], against: str, lo: float, hi: float) -> str:
     return ": not distinguishable" if lo <= 0 <= hi else ""
 
 
+def interval(g: dict[str, Any], row: dict[str, Any], against: str, both: bool, sep: str = " over ") -> str:
+    """`` (95% CI lo to hi over N seeds[ both finished]<judged>)``: the 95% interval of a seed-paired gap ``g``
+    (``{"gap", "ci95", "seeds"}`` in bits, as :func:`geomlab.report.aggregation.paired_gap` gives it) of ``row``
+    minus the row labelled ``against``, closed by :func:`judged`; ``both``: the two rows finished different
+    seeds, paired over those both have; ``sep`` stands between the interval and the seed count (the reading's
+    own lines: ", "). `` (N seed(s), no interval yet)`` while ``ci95`` is ``None`` (below two seeds). The one
+    phrase every report states a gap's interval in."""
+    n = g["seeds"]
+    if g["ci95"] is None:
+        return f" ({n} seed{'s' if n != 1 else ''}, no interval yet)"
+    lo, hi = g["gap"] - g["ci95"], g["gap"] + g["ci95"]
+    return (f" (95% CI {lo:+.3f} to {hi:+.3f}{sep}{n} seeds" + (" both finished" if both else "")
+            + judged(row, against, lo, hi) + ")")
+
+
+def baseline_gap(r: dict[str, Any]) -> dict[str, Any]:
+    """A row's test gap to its baseline (:func:`geomlab.report.aggregation.compare_to_baseline`) as
+    :func:`interval` reads a gap: ``{"gap", "ci95", "seeds"}``, the seeds paired (``gap_seeds``) or the row's."""
+    return {"gap": r["test_gap"], "ci95": r.get("test_gap_ci95"),
+            "seeds": r.get("gap_seeds", len(r.get("seeds", [])))}
+
+
 def versus_phrase(r: dict[str, Any]) -> str:
     """The gap of a row with ``versus_gap`` (:func:`geomlab.report.aggregation.compare_to_versus`):
-    "+0.208 test BPC against OSMFormer O(d), linear mixing (95% CI ... over 3 seeds)", the interval once two or
-    more seeds are paired ("both finished" when the two rows finished different seeds), closed by
-    :func:`judged`."""
-    g, ci = r["versus_gap"], r.get("versus_gap_ci95")
-    s = f"{g:+.3f} test BPC against {r['versus']}"
-    if ci is None:
-        return s + " (no interval yet)"
-    n = r.get("versus_seeds", len(r.get("seeds", [])))
-    return s + (f" (95% CI {g - ci:+.3f} to {g + ci:+.3f} over {n} seeds"
-                + (" both finished" if "versus_seeds" in r else "") + judged(r, r["versus"], g - ci, g + ci) + ")")
+    "+0.208 test BPC against OSMFormer O(d), linear mixing (95% CI ... over 3 seeds)": the gap with its
+    :func:`interval` ("both finished" when the two rows finished different seeds)."""
+    g = {"gap": r["versus_gap"], "ci95": r.get("versus_gap_ci95"),
+         "seeds": r.get("versus_seeds", len(r.get("seeds", [])))}
+    return f"{g['gap']:+.3f} test BPC against {r['versus']}" + interval(g, r, r["versus"], "versus_seeds" in r)
 
 
 def claim_pairs(r: dict[str, Any], rows: list[dict[str, Any]], cuts: bool = True) -> list[str]:
@@ -130,10 +147,8 @@ def claim_pairs(r: dict[str, Any], rows: list[dict[str, Any]], cuts: bool = True
         g = paired_gap(r, by_label.get(against), "test")
         if g is None or g["ci95"] is None:
             continue
-        lo, hi = g["gap"] - g["ci95"], g["gap"] + g["ci95"]
-        both = " both finished" if r["seeds"] != by_label[against]["seeds"] else ""
-        out.append(f"{g['gap']:+.3f} test BPC against {against} (95% CI {lo:+.3f} to {hi:+.3f} over {g['seeds']} "
-                   f"seeds{both}{judged(r, against, lo, hi)})")
+        out.append(f"{g['gap']:+.3f} test BPC against {against}"
+                   + interval(g, r, against, r["seeds"] != by_label[against]["seeds"]))
     return out
 
 
@@ -160,11 +175,7 @@ def verdict(c: dict[str, Any]) -> str:
              + ("the baseline at its full steps (what the shorter budget costs the baseline)" if cut
                 else "the baseline"))
         if r.get("test_gap_ci95") is not None:
-            ci = r["test_gap_ci95"]
-            s += (f" (95% CI {r['test_gap'] - ci:+.3f} to {r['test_gap'] + ci:+.3f} over "
-                  f"{r.get('gap_seeds', len(r.get('seeds', [])))} seeds"
-                  f"{' both finished' if 'gap_seeds' in r else ''}"
-                  f"{judged(r, base['label'], r['test_gap'] - ci, r['test_gap'] + ci)})")
+            s += interval(baseline_gap(r), r, base["label"], "gap_seeds" in r)
         pt, bt = (r.get("paper") or {}).get("test"), (base.get("paper") or {}).get("test")
         if pt is not None and bt is not None:
             s += f" (paper: {pt - bt:+.3f})"

@@ -763,7 +763,7 @@ def test_an_ablation_is_stated_against_what_it_ablates():
     compare_to_versus([lin, one])
     # (paired with the seed both rows finished, as every gap of the page is)
     assert one["versus_gap"] == pytest.approx(2.63 - 2.41) and one["versus_gap_ci95"] is None
-    assert "against Linear (no interval yet)" in verdict({"rows": [lin, one, base]})
+    assert "against Linear (1 seed, no interval yet)" in verdict({"rows": [lin, one, base]})
     close = row("Close", [2.40, 2.44, 2.44], versus="Linear")
     compare_to_baseline([lin, close, base])
     compare_to_versus([lin, close])

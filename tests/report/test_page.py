@@ -56,6 +56,24 @@ def test_a_gap_against_another_arm_pairs_the_seeds_both_finished():
                                   f"{hi:+.3f} over 2 seeds both finished)")
 
 
+def test_one_phrase_states_a_gaps_interval():
+    """:func:`~geomlab.report.render_parts.interval`: the interval with its seeds, "both finished" for rows that
+    finished different seeds, the claim's words or "not distinguishable", and the seed count alone below two
+    seeds; the verdict's sentence ends with it."""
+    from geomlab.report.render_parts import interval, verdict
+
+    g = {"gap": -0.09, "ci95": 0.05, "seeds": 3}
+    assert interval(g, {}, "B", False) == " (95% CI -0.140 to -0.040 over 3 seeds)"
+    assert interval(g, {"claims": {"B": "claim supported: why"}}, "B", True, sep=", ") == (
+        " (95% CI -0.140 to -0.040, 3 seeds both finished; claim supported: why)")
+    assert interval({**g, "ci95": 0.1}, {}, "B", False) == " (95% CI -0.190 to +0.010 over 3 seeds: not distinguishable)"
+    assert interval({**g, "ci95": None, "seeds": 1}, {}, "B", False) == " (1 seed, no interval yet)"
+    arm = _row("A", [0, 1, 2], [2.41, 2.40, 2.42], test_gap=-0.09, test_gap_ci95=0.05, gap_seeds=3)
+    base = _row("B", [0, 1, 2], [2.5, 2.5, 2.5], baseline=True)
+    assert verdict({"rows": [arm, base]}).startswith(
+        "A: test BPC -0.090 vs the baseline (95% CI -0.140 to -0.040 over 3 seeds both finished)")
+
+
 def test_the_reading_states_every_claims_gap_as_the_verdict_tables_do():
     """Each gap of the fair campaign's Every gap table (a claim's reading with an interval) appears in the
     reading with the same interval and verdict, in the claim's terms: never "not distinguishable" beside a
