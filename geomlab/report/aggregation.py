@@ -50,9 +50,10 @@ def near_unigram(valid: float | None, unigram: float | None) -> bool:
     return valid is not None and unigram is not None and valid > unigram - NEAR_UNIGRAM
 
 
-def seeds_missing(row: dict[str, Any]) -> bool:
-    """Whether a row still waits on seeds the plan gives it (``planned_seeds`` neither finished, ``seeds``, nor
-    diverged, ``failed_seeds``): its gaps are provisional."""
+def seeds_to_come(row: dict[str, Any]) -> bool:
+    """Whether seeds are still to come for a row: seeds the plan gives it so far (``planned_seeds``, which the
+    seed rule extends until the gaps settle) neither finished (``seeds``) nor diverged (``failed_seeds``). Its
+    gaps are provisional (:func:`geomlab.report.render_parts.provisional`)."""
     done = set(row.get("seeds", [])) | {f["seed"] if isinstance(f, dict) else f for f in row.get("failed_seeds") or []}
     return bool(set(row.get("planned_seeds", row.get("seeds", []))) - done)
 

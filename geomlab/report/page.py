@@ -189,9 +189,9 @@ def readings(results: dict[str, Any], cl: Claim) -> list[dict[str, Any]]:
     against the baseline) at equal CPU time and equal FLOPs; each ``{"reading", "arm", "against", "test",
     "valid", "verdict", "disagree", "provisional", "stepped"}`` with the :func:`paired` gaps of both splits
     (``None`` before a common seed), the verdict by the claim's rule (:func:`claim_verdict`; ``pending`` before
-    a common seed), whether either row still misses a planned seed, and the rows whose lr a divergence stepped
-    down. Empty when the comparison is not in ``results``."""
-    from geomlab.report.aggregation import seeds_missing
+    a common seed), whether seeds are still to come for either row (provisional), and the rows whose lr a
+    divergence stepped down. Empty when the comparison is not in ``results``."""
+    from geomlab.report.aggregation import seeds_to_come
 
     c = next((c for c in results["comparisons"] if c["key"] == cl.comparison), None)
     if c is None:
@@ -205,7 +205,7 @@ def readings(results: dict[str, Any], cl: Claim) -> list[dict[str, Any]]:
         if pair is None:
             continue
         test, valid = paired(rows, *pair, "test"), paired(rows, *pair, "valid")
-        short = any(seeds_missing(rows[k]) for k in pair if k in rows)
+        short = any(seeds_to_come(rows[k]) for k in pair if k in rows)
         # a row whose seeds train below its tuned lr (a divergence stepped it down) reads at another recipe
         # than its tuning chose: said with its verdict
         stepped = [_stepped(rows[k], "the model" if k == pair[0] else k) for k in pair
@@ -239,8 +239,8 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
              "equal FLOPs (the costlier model on its own full schedule sized to the other's budget). Seed-paired "
              "differences in BPC, 95% intervals in brackets; negative: the claimed model is ahead. The verdict "
              "reads the test gap by the claim's rule (Verdict per paper claim, above), open where the validation gap "
-             "says the opposite; pending until both rows share a seed, open below two, provisional while a row "
-             "still misses seeds the plan gives it.", "",
+             "says the opposite; pending until both rows share a seed, open below two, provisional while seeds "
+             "are still to come (the seed rule adds seeds until every gap settles).", "",
              "| paper | claim | reading | model | against | seeds | test gap [95% CI] | valid gap [95% CI] | verdict |",
              "|---|---|---|---|---|---|---|---|---|"]
     for cl in CLAIMS:
@@ -331,10 +331,10 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
              "catches the slower model mid-schedule (see Budget differences); the fair campaign below replaces it "
              "with equal-compute runs. \"After\" is the fair campaign's verdict by the same rule with its test gap, "
              "at equal steps, then at equal CPU time and at equal FLOPs (Every gap, below, has the validation gaps): "
-             "pending until both rows share a seed, open below two, and *provisional* while a row still misses "
-             "seeds the plan gives it; a validation gap whose interval excludes zero on the other side is given "
-             "beside it, and so is a row whose seeds train at a lower lr than its tuning chose (a divergence at "
-             "the full budget stepped it down; Settings, below; said once a row, in the first cell it applies to).", "",
+             "pending until both rows share a seed, open below two, and *provisional* while seeds are still to "
+             "come (the seed rule adds seeds until every gap settles); a validation gap whose interval excludes "
+             "zero on the other side is given beside it, and so is a row whose seeds train at a lower lr than its "
+             "tuning chose (a divergence at the full budget stepped it down; Settings, below; said once a row, in the first cell it applies to).", "",
              "| paper | claim | against | test gap [95% CI] | valid gap [95% CI] | equal time (valid) | verdict "
              "before | after | after, equal CPU | after, equal FLOPs |", "|---|---|---|---|---|---|---|---|---|---|"]
     before = {v["claim"]: v for v in verdicts(results)}
@@ -488,7 +488,7 @@ def fair_runs(after: dict[str, Any] | None) -> list[str]:
     before it has any)."""
     if after is None:
         return []
-    from geomlab.report.render_converged import converged_comparison, reading
+    from geomlab.report.render_converged import converged_comparison, most_seeds, reading
 
     pr = after["progress"]
     unused = pr.get("stored", pr["done"]) - pr["done"]
@@ -506,7 +506,7 @@ def fair_runs(after: dict[str, Any] | None) -> list[str]:
                 "one still pending." if unused else ""), "",
              *fair_gaps(after), *_deeper(reading(after))]
     for c in after["comparisons"]:
-        lines += _deeper(converged_comparison(c))
+        lines += _deeper(converged_comparison(c, most_seeds(after)))
     return lines
 
 
@@ -548,7 +548,9 @@ def results_page(root: str | Path = ".") -> str:
     file and ``OSError`` for a missing input."""
     from geomlab.report.campaign import CONVERGED
     from geomlab.report.records import load_records, read_records
-    from geomlab.report.render_converged import converged_comparison, converged_protocol, reading, speed_alone
+    from geomlab.report.render_converged import (
+        converged_comparison, converged_protocol, most_seeds, reading, speed_alone,
+    )
     from geomlab.report.results import collect
     from geomlab.report.store import RunStore
 
@@ -584,7 +586,7 @@ def results_page(root: str | Path = ".") -> str:
              "## The converged campaign", "", *_deeper(reading(results)), *_deeper(converged_protocol(results)),
              "### Language modelling", ""]
     for c in results["comparisons"]:
-        lines += _deeper(converged_comparison(c))
+        lines += _deeper(converged_comparison(c, most_seeds(results)))
     lines += _deeper(speed_alone(bench))
     lines += ["## Reproduce", "", "```bash",
               "# the page from the committed records",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from geomlab.report.aggregation import NEAR_UNIGRAM, near_unigram, seeds_missing
+from geomlab.report.aggregation import NEAR_UNIGRAM, near_unigram
 from geomlab.report.render_parts import (
-    _f, baseline_gap, bpc_cell, claim_pairs, comparison_section, figures_section, interval, versus_phrase,
+    _f, baseline_gap, bpc_cell, claim_pairs, comparison_section, figures_section, interval, provisional,
+    versus_phrase,
 )
 
 
@@ -43,6 +44,12 @@ def _campaign(results: dict[str, Any]) -> tuple[str, str]:
     return name, "--converged" if name == "converged" else f"--campaign {name}"
 
 
+def most_seeds(results: dict[str, Any]) -> int | None:
+    """The most seeds the campaign's seed rule gives a comparison (``None`` without a rule)."""
+    rule = (results.get("protocol") or {}).get("seed_rule")
+    return rule[1] if rule else None
+
+
 def _complete(results: dict[str, Any]) -> bool:
     """Whether every planned run of the campaign has finished (False without ``progress``)."""
     pr = results.get("progress") or {}
@@ -63,8 +70,9 @@ def reading(results: dict[str, Any]) -> list[str]:
     the paper's claim; a row's ``goal`` (a test BPC aimed below) says whether its mean reached it. The
     baseline cut to another model's budget (:func:`geomlab.report.plan.sized_label`) gives two lines: that
     model against it (the equal-compute gap), and a budget check, labelled as one, of the cut baseline against
-    the baseline at its full steps (what the shorter budget costs the baseline, not a claim's gap). Rows with
-    seeds still missing are marked provisional, and comparisons with no result yet are named at the end."""
+    the baseline at its full steps (what the shorter budget costs the baseline, not a claim's gap). A
+    comparison with seeds still to come is marked provisional (:func:`~geomlab.report.render_parts.provisional`),
+    and comparisons with no result yet are named at the end."""
     from geomlab.report.aggregation import paired_gap
     from geomlab.report.plan import sized_label
 
@@ -110,8 +118,7 @@ def reading(results: dict[str, Any]) -> list[str]:
                       + ("reached" if r["test_mean"] < r["goal"] else "not reached")
                       + f" ({r['test_mean']:.3f})")
             parts.append(s)
-        short = [r for r in [*others, base]
-                 if seeds_missing(r)]
+        short = provisional([*others, base], most_seeds(results))
         later = [r["label"] for r in rows if r is not base and r.get("test_gap") is None]
         # one bullet per comparison, the paper's claim first, then one sub-bullet per model (easier to scan
         # than one paragraph per comparison)
@@ -119,7 +126,7 @@ def reading(results: dict[str, Any]) -> list[str]:
         if c.get("claim"):
             line += f" {_first_sentence(c['claim'])}"  # the claim names its paper ("OSM paper: ...")
         if short:
-            line += " _Provisional: seeds still missing._"
+            line += f" _{short}._"
         out += [line, *(f"  - {part}." for part in parts)]
         if later:
             out.append(f"  - No result yet for {', '.join(later)}.")
@@ -203,17 +210,16 @@ def _valid_gap(r: dict[str, Any], base: dict[str, Any]) -> float | None:
     return r["valid_mean"] - base["valid_mean"]
 
 
-def converged_comparison(c: dict[str, Any]) -> list[str]:
+def converged_comparison(c: dict[str, Any], most: int | None = None) -> list[str]:
     """One comparison of the campaign: the table (:func:`comparison_section`), each row's status, tuning and
-    convergence, and the comparison at equal training time."""
+    convergence, and the comparison at equal training time. ``most``: the seed rule's most seeds
+    (:func:`most_seeds`), said while seeds are still to come."""
     lines = comparison_section(c, {"lr": "—"})
-    short = [r for r in c["rows"] if seeds_missing(r)]
+    short = provisional(c["rows"], most, named=True)
     if short and any(r.get("test_mean") is not None for r in c["rows"]) and any(r["baseline"] for r in c["rows"]):
         # (the zoo's row has no baseline and no gaps: its status table says what has finished)
         at_ = next(i for i, ln in enumerate(lines) if ln.startswith("|"))  # its own paragraph, before the table
-        lines[at_:at_] = ["**Provisional: " + ", ".join(
-            f"{r['label']} {len(r['seeds'])} of {len(r['planned_seeds'])} seeds" for r in short)
-            + " finished; the gaps below compare what has finished so far.**", ""]
+        lines[at_:at_] = [f"**{short}; the gaps below compare what has finished so far.**", ""]
     # one tuning budget heads the column; else each model's own heads its cell (an equal-compute arm's is shorter)
     one = len({r.get("tuning_steps") for r in c["rows"]}) == 1
     head = f"tuning ({c['rows'][0]['tuning_steps']:,} steps, seed 0)" if one else "tuning (seed 0; its steps first)"
@@ -329,7 +335,7 @@ def converged_markdown(results: dict[str, Any], figures: dict[str, str] | None =
     lines = [*converged_header(results), *reading(results), *converged_protocol(results),
              "## Language modelling", ""]
     for c in results["comparisons"]:
-        lines += converged_comparison(c)
+        lines += converged_comparison(c, most_seeds(results))
     lines += speed_alone(results.get("speed_alone"))
     lines += figures_section(figures)
     lines += ["## Reproduce", "", "```bash",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from geomlab.report.aggregation import NEAR_UNIGRAM, lr_edge, near_unigram
+from geomlab.report.aggregation import NEAR_UNIGRAM, lr_edge, near_unigram, seeds_to_come
 
 
 def _f(x: float | None, nd: int = 3) -> str:
@@ -150,6 +150,29 @@ def claim_pairs(r: dict[str, Any], rows: list[dict[str, Any]], cuts: bool = True
         out.append(f"{g['gap']:+.3f} test BPC against {against}"
                    + interval(g, r, against, r["seeds"] != by_label[against]["seeds"]))
     return out
+
+
+def provisional(rows: list[dict[str, Any]], most: int | None, named: bool = False) -> str:
+    """"Provisional: more seeds to come (3 of the 4 seeds planned so far finished; the seed rule adds seeds until
+    every gap settles, at most 8)": why the gaps of ``rows`` may still move, empty when no row has seeds to come
+    (:func:`geomlab.report.aggregation.seeds_to_come`). The count is of the seeds planned so far
+    (``planned_seeds``), "2 to 3 of the 4" when the rows differ; ``named``: per row ("A 3 of 4, B 2 of 4"), or
+    "for every model" when all rows wait alike; ``most``: the seed rule's most seeds (``None``: a fixed plan, no
+    rule). Source: design choice."""
+    short = [r for r in rows if seeds_to_come(r)]
+    if not short:
+        return ""
+    done = {r["label"]: (sum(s in r["planned_seeds"] for s in r["seeds"]), len(r["planned_seeds"])) for r in short}
+    counts = sorted(set(done.values()))
+    if named and (len(counts) > 1 or len(short) < sum(bool(r.get("planned_seeds")) for r in rows)):
+        finished = ", ".join(f"{k} {n} of {p}" for k, (n, p) in done.items()) + " finished"
+    else:
+        lo, hi, planned = counts[0][0], counts[-1][0], max(p for _, p in counts)
+        finished = ((f"{lo}" if lo == hi else f"{lo} to {hi}") + f" of the {planned} seeds planned"
+                    + (" so far" if most else "") + " finished"
+                    + (" for every model" if named and len(short) > 1 else ""))
+    rule = f"; the seed rule adds seeds until every gap settles, at most {most}" if most else ""
+    return f"Provisional: more seeds to come ({finished}{rule})"
 
 
 def verdict(c: dict[str, Any]) -> str:

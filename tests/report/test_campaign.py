@@ -590,7 +590,12 @@ def test_the_reading_gives_signed_gaps_with_the_interval_and_the_goal():
     row.update(test_gap_ci95=0.12, test_mean=2.39, seeds=[0, 1], equal_time=None)
     text = "\n".join(reading({"comparisons": [comp]}))
     assert "(95% CI -0.210 to +0.030, 2 seeds: not distinguishable), -0.020 valid; the goal" in text
-    assert "is reached (2.390)" in text and "_Provisional: seeds still missing._" in text
+    assert "is reached (2.390)" in text
+    assert "_Provisional: more seeds to come (2 of the 3 seeds planned finished)._" in text
+    # under a seed rule the plan grows: "so far", and the most seeds it may reach
+    text = "\n".join(reading({"comparisons": [comp], "protocol": {"seed_rule": [0.02, 8]}}))
+    assert ("_Provisional: more seeds to come (2 of the 3 seeds planned so far finished; the seed rule adds seeds "
+            "until every gap settles, at most 8)._") in text
     row.update(test_gap_ci95=None, seeds=[0], test_gap=0.2)
     assert "Ours: +0.200 test BPC at equal steps (1 seed, no interval yet)" in "\n".join(
         reading({"comparisons": [comp]}))
@@ -604,8 +609,18 @@ def test_the_provisional_line_is_a_paragraph_of_its_own():
            "seeds": [0], "planned_seeds": [0, 1, 2], "valid_mean": 2.0, "valid_std": None, "test_mean": 2.1,
            "test_std": None, "paper": {}}
     lines = converged_comparison({"title": "t", "corpus": "c", "split": "", "claim": "", "note": "", "rows": [row]})
-    i = next(k for k, ln in enumerate(lines) if ln.startswith("**Provisional: A 1 of 3 seeds"))
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("**Provisional: more seeds to come (1 of the 3 seeds"))
     assert lines[i - 1] == "" and lines[i + 1] == "" and lines[i + 2].startswith("| model")
+    # every row alike: one count; rows that differ: each named with its own
+    two = {**row, "label": "B", "baseline": False, "test_gap": 0.1}
+    comp = {"title": "t", "corpus": "c", "split": "", "claim": "", "note": "", "rows": [row, two]}
+    assert ("**Provisional: more seeds to come (1 of the 3 seeds planned so far finished for every model; the seed "
+            "rule adds seeds until every gap settles, at most 8); the gaps below compare what has finished so far.**"
+            ) in converged_comparison(comp, most=8)
+    two["seeds"] = [0, 1]
+    assert ("**Provisional: more seeds to come (A 1 of 3, B 2 of 3 finished; the seed rule adds seeds until every "
+            "gap settles, at most 8); the gaps below compare what has finished so far.**") in converged_comparison(
+        comp, most=8)
     row["baseline"] = False  # the zoo's row: no baseline, no gaps, so no "provisional gaps" line
     assert not any("Provisional" in ln for ln in converged_comparison(
         {"title": "t", "corpus": "c", "split": "", "claim": "", "note": "", "rows": [row]}))

@@ -278,7 +278,7 @@ def test_a_seed_finished_before_the_seed_rule_settled_on_fewer_still_counts(tmp_
     """The rule settles on seeds 0-2 (the gaps exclude zero); a seed 3 both rows finished at their settings
     earlier is counted in the rows and the paired gap, said as such, and is not a missing seed; a planned seed
     that is missing is not hidden by it."""
-    from geomlab.report.aggregation import seeds_missing
+    from geomlab.report.aggregation import seeds_to_come
     from geomlab.report.results import arm_row
 
     plan, store, comp, osm, lstm = _tuned(tmp_path, text_file)
@@ -292,18 +292,18 @@ def test_a_seed_finished_before_the_seed_rule_settled_on_fewer_still_counts(tmp_
     row = arm_row(plan, store, comp, osm)
     assert row["planned_seeds"] == [0, 1, 2] and row["seeds"] == [0, 1, 2, 3] and len(row["test"]) == 4
     assert row["status"] == "3 of 3 seeds finished (seeds 0–2), and seed 3 from before the seed rule settled on 3"
-    assert not seeds_missing(row)
-    assert seeds_missing({"seeds": [0, 1, 3], "planned_seeds": [0, 1, 2], "failed_seeds": []})
+    assert not seeds_to_come(row)
+    assert seeds_to_come({"seeds": [0, 1, 3], "planned_seeds": [0, 1, 2], "failed_seeds": []})
 
 
 def test_a_row_whose_missing_seeds_diverged_is_not_provisional():
-    from geomlab.report.aggregation import seeds_missing
+    from geomlab.report.aggregation import seeds_to_come
 
     row = {"seeds": [0, 1], "planned_seeds": [0, 1, 2], "failed_seeds": []}
-    assert seeds_missing(row)  # seed 2 still to run
+    assert seeds_to_come(row)  # seed 2 still to run
     row["failed_seeds"] = [{"seed": 2, "error": "step 9: the gradient norm exploded"}]
-    assert not seeds_missing(row)  # it diverged once the step-downs were spent: every seed is accounted for
-    assert not seeds_missing({"seeds": [0]})  # a row without a plan (the converged campaign's)
+    assert not seeds_to_come(row)  # it diverged once the step-downs were spent: every seed is accounted for
+    assert not seeds_to_come({"seeds": [0]})  # a row without a plan (the converged campaign's)
 
 
 # ------------------------------------------------------------------------------------------ the page
