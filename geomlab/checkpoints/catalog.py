@@ -24,8 +24,6 @@ Nothing here imports streamlit (design choice: the app is a thin layer over this
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import math
 import os
@@ -496,28 +494,16 @@ def resolve(ref: str) -> CheckpointEntry:
     return entry
 
 
-@functools.lru_cache(maxsize=256)
-def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
-    """sha256 of file ``path`` (read in 1 MiB blocks); ``mtime_ns`` and ``size`` key the cache, so a re-saved
-    file is hashed again."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def same_weights(a: CheckpointEntry, b: CheckpointEntry) -> bool:
     """Whether checkpoints ``a`` and ``b`` hold identical weights: their weights files have the same size and
-    sha256 (``geomlab.json`` records no hash of the weights; the same run saved under two names gives two
-    such folders). A file of another size is not read; False when either file cannot be read. Design
-    choice: Compare's automatic pick of B skips a copy of A."""
+    sha256 (:func:`geomlab.checkpoints.files.file_sha256`, computed: older checkpoints record none; the same run
+    saved under two names gives two such folders). A file of another size is not read; False when either file
+    cannot be read. Design choice: Compare's automatic pick of B skips a copy of A."""
     try:
         sa, sb = os.stat(a.weights), os.stat(b.weights)
         if sa.st_size != sb.st_size:
             return False
-        return (_file_sha256(str(a.weights), sa.st_mtime_ns, sa.st_size)
-                == _file_sha256(str(b.weights), sb.st_mtime_ns, sb.st_size))
+        return ckpt_files.file_sha256(a.weights) == ckpt_files.file_sha256(b.weights)
     except OSError:
         return False
 

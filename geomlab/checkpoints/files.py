@@ -31,6 +31,7 @@ JSON as before; the loader's own checks (names, shapes, dtypes) still apply.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 import struct
@@ -318,11 +319,7 @@ def check_sha(folder: Path, name: str, meta: dict, raw: bytes) -> None:
     silently wrong, and the card's results would not be the model's) from this save's, so an edited file is
     refused too; an edited ``config.json`` is kept by deleting its entry from ``files`` in ``geomlab.json``
     (the loader still checks that the weights fit it)."""
-    import hashlib
-
-    listed = meta.get("files") if isinstance(meta.get("files"), dict) else {}
-    entry = listed.get(name)
-    want = entry.get("sha256") if isinstance(entry, dict) else None
+    want = recorded_sha(meta, name)
     if want is None or hashlib.sha256(raw).hexdigest() == want:
         return
     where = f"{folder.name}/{name}"
@@ -330,6 +327,91 @@ def check_sha(folder: Path, name: str, meta: dict, raw: bytes) -> None:
            if name == CONFIG else f"copy {name} from the same save, or save the checkpoint again")
     raise PairError(f"{where} does not belong with {folder.name}/{META}: its sha256 is not the one recorded "
                     f"there (edited by hand, or from another save); {fix}")
+
+
+def recorded_sha(meta: dict, name: str) -> str | None:
+    """The sha256 (hex) that ``meta["files"]`` records for file ``name``, or None when it records none."""
+    listed = meta.get("files") if isinstance(meta.get("files"), dict) else {}
+    entry = listed.get(name)
+    want = entry.get("sha256") if isinstance(entry, dict) else None
+    return want if isinstance(want, str) else None
+
+
+def checked_files(meta: dict) -> list[str]:
+    """The files of a checkpoint whose sha256 its description ``meta`` records (checked on every load), in
+    the order of :data:`FOLDER_FILES`; the weights (:data:`WEIGHTS`) are among them only in a checkpoint saved
+    with their sha256 (an older one loads with its weights unchecked)."""
+    return [n for n in FOLDER_FILES if recorded_sha(meta, n) is not None]
+
+
+def checksums_line(meta: dict) -> str:
+    """One line saying which files of a checkpoint (description ``meta``) are checked against a sha256 on load,
+    and, when the weights are not (a checkpoint saved before their sum was recorded), that they are not. What
+    the Checkpoints page and ``geomlab zoo --list`` show. Design choice."""
+    checked = checked_files(meta)
+    names = ", ".join(checked) or "none"
+    if WEIGHTS in checked:
+        return f"sha256 checked on load: {names}"
+    return (f"sha256 checked on load: {names}; the weights are not checked (saved before geomlab recorded "
+            "their sha256; saving it again records it)")
+
+
+#: How many file states :func:`file_sha256` remembers (design choice: a process opens a few dozen checkpoints).
+SHA_CACHE_SIZE = 256
+_SHA_CACHE: dict[tuple, str] = {}
+_SHA_GUARD = threading.Lock()
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 (hex) of the regular file ``path`` (symlinks followed; opened so that a FIFO never blocks), read in
+    1 MiB blocks. Cached within the process per file state ``(path, device, inode, size, mtime, ctime)``, the
+    last :data:`SHA_CACHE_SIZE` of them: a file is hashed again once it is written, replaced or renamed over,
+    while loading an unchanged file again costs one ``fstat``. ``OSError`` when it cannot be read
+    (``errno.EINVAL`` for a file that is not regular). Design choice: hashing costs about as much as reading
+    the file once more, too much to repeat for large weights on every load of an app view."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        key = (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        with _SHA_GUARD:
+            known = _SHA_CACHE.get(key)
+        if known is not None:
+            return known
+        digest = hashlib.sha256()
+        with os.fdopen(os.dup(fd), "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    finally:
+        os.close(fd)
+    found = digest.hexdigest()
+    with _SHA_GUARD:
+        while len(_SHA_CACHE) >= SHA_CACHE_SIZE:
+            _SHA_CACHE.pop(next(iter(_SHA_CACHE)))
+        _SHA_CACHE[key] = found
+    return found
+
+
+def check_weights_sha(weights: Path, label: str, meta: dict, meta_label: str) -> None:
+    """The weights file ``weights`` (named ``label`` in messages) has the sha256 that ``meta["files"]`` records
+    for :data:`WEIGHTS` (in either layout; ``meta`` read from the file named ``meta_label``). Nothing is
+    checked when none is recorded (checkpoints saved before the weights had one, format-2 folders, files
+    from other tools). :class:`PairError` (one line) when the sum differs or the file cannot be read.
+    Verified once per file state within a process (:func:`file_sha256`: a file changed in place without any
+    change to its size, times or inode, as a bit flip on the medium, is seen by the next process). Design
+    choice: weights that still parse but were changed (bit flips, a file replaced) would otherwise load
+    silently."""
+    want = recorded_sha(meta, WEIGHTS)
+    if want is None:
+        return
+    try:
+        got = file_sha256(weights)
+    except OSError as exc:
+        raise PairError(f"checkpoint file {label} cannot be read: {exc.strerror or exc}") from None
+    if got != want:
+        raise PairError(f"{label} changed since it was written: its sha256 is not the one {meta_label} recorded at "
+                        "the save (a damaged copy or a replaced file); copy the checkpoint again or save it anew")
 
 
 def companion(folder: Path, name: str, meta: dict, weights_id: str | None, repair: bool = True,

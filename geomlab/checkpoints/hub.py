@@ -77,7 +77,8 @@ def push_to_hub(checkpoint: str | os.PathLike, repo_id: str, *, token: str | Non
     """Upload a checkpoint to the Hub model repository ``repo_id`` (created when missing), with
     ``huggingface_hub.HfApi.create_repo`` and ``upload_folder``: the checkpoint is loaded first (a broken one
     is never pushed); a folder in the current layout is uploaded as it is (its files only, no journals), an
-    older layout is converted (:func:`convert`) into a temporary folder first. Returns the commit's URL.
+    older layout, or a folder whose ``geomlab.json`` records no sha256 of its weights (saved before it did), is
+    converted (:func:`convert`) into a temporary folder first, so the repository's folder has every sum. Returns the commit's URL.
     ``training_state``: also upload ``training_state.*`` (the optimiser's moments and RNG states, about twice
     the weights' size, that only ``train --resume`` needs); by default the repository gets the weights-only
     folder, which loads everywhere a model is read. Design choice.
@@ -94,7 +95,8 @@ def push_to_hub(checkpoint: str | os.PathLike, repo_id: str, *, token: str | Non
     message = commit_message or f"Upload {ckpt.path.name} (geomlab)"
     with tempfile.TemporaryDirectory(prefix="geomlab-push-") as tmp:
         folder = ckpt.path
-        if ckpt.layout != "folder" or ckpt.meta.get("format_version", 0) < FORMAT_VERSION:
+        if ckpt.layout != "folder" or ckpt.meta.get("format_version", 0) < FORMAT_VERSION \
+                or ckpt_files.WEIGHTS not in ckpt_files.checked_files(ckpt.meta):
             folder = convert(ckpt, Path(tmp) / _stem(ckpt.path))
         info = api.upload_folder(repo_id=repo_id, folder_path=folder, repo_type="model", revision=revision,
                                  commit_message=message, allow_patterns=[

@@ -172,6 +172,12 @@ def _load(loc, jname: str, sname: str, device: str | torch.device) -> Checkpoint
     state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
     # a folder's model config is its config.json; a flat pair's is in NAME.json
     model = _build(config, state, loc.label(loc.root / CONFIG_FILE) if loc.folder else jname, sname)
+    # weights that fit the manifest and the config but changed since the save are refused here, after the
+    # checks that say more (names, shapes, non-finite values); none recorded (an older checkpoint): unchecked
+    try:
+        ckpt_files.check_weights_sha(loc.weights, sname, meta, jname)
+    except ckpt_files.PairError as exc:
+        raise CheckpointError(str(exc)) from None
     model.to(device).eval()
     vocab = _vocab(meta, config, jname)
     train_tensors = {k[len("train."):]: v for k, v in tensors.items() if k.startswith("train.")}

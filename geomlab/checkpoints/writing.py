@@ -5,13 +5,14 @@ tensors checked and copied, the JSON description, a folder's small files, the at
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -83,10 +84,17 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
     save_id = uuid.uuid4().hex
     meta[ckpt_files.JSON_KEY] = save_id
     if layout == "folder":
-        tensors, files = _folder_files(meta, config, tensors, json_path)
+        weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+
+        def files(weights_sha: str) -> dict[Path, str | bytes]:
+            return _folder_files(meta, config, tensors, json_path, weights_sha)
     else:
-        files = {json_path: json.dumps(_jsonable(meta), indent=1, allow_nan=False)}
-    _write(tensors, files, save_id, json_path, st_path, where, layout, exclusive)
+        weights = tensors
+
+        def files(weights_sha: str) -> dict[Path, str | bytes]:
+            meta["files"] = {WEIGHTS_FILE: {"sha256": weights_sha}}
+            return {json_path: json.dumps(_jsonable(meta), indent=1, allow_nan=False)}
+    _write(weights, files, save_id, json_path, st_path, where, layout, exclusive)
     return where
 
 
@@ -143,16 +151,14 @@ def _meta(model, config: dict[str, Any], vocab: Vocab | None, card: dict[str, An
 
 
 def _folder_files(meta: dict[str, Any], config: dict[str, Any], tensors: dict[str, torch.Tensor],
-                  json_path: Path) -> tuple[dict[str, torch.Tensor], dict[Path, str | bytes]]:
-    """The weights and the other files of a format-3 folder, in the order they are installed: the model's
-    tensors without their ``model.`` prefix (``model.safetensors``), ``geomlab.json`` (``meta`` made format 3:
-    ``model_config``, ``vocab`` and ``train_state`` moved to their own files, the manifest split into
-    ``tensors`` and ``train_tensors`` without prefixes, the sha256 of each companion and the folder's name
-    added; ``meta`` is changed in place), ``config.json``, ``vocab.json`` (when there is a vocabulary),
-    ``training_state.safetensors`` and ``training_state.json`` (when there is training state) and the model
-    card ``README.md``."""
-    import hashlib
-
+                  json_path: Path, weights_sha: str) -> dict[Path, str | bytes]:
+    """The files of a format-3 folder but the weights (the model's tensors without their ``model.`` prefix in
+    ``model.safetensors``, whose sha256 is ``weights_sha``), in the order they are installed: ``geomlab.json``
+    (``meta`` made format 3: ``model_config``, ``vocab`` and ``train_state`` moved to their own files, the
+    manifest split into ``tensors`` and ``train_tensors`` without prefixes, the sha256 of the weights and of
+    each companion and the folder's name added; ``meta`` is changed in place), ``config.json``, ``vocab.json``
+    (when there is a vocabulary), ``training_state.safetensors`` and ``training_state.json`` (when there is
+    training state) and the model card ``README.md``."""
     from safetensors.torch import save as tensor_bytes
 
     folder = json_path.parent
@@ -170,22 +176,24 @@ def _folder_files(meta: dict[str, Any], config: dict[str, Any], tensors: dict[st
     meta["format_version"] = FORMAT_VERSION
     meta["tensors"] = {k: {"shape": list(v.shape), "dtype": dtype_name(v)} for k, v in weights.items()}
     meta["train_tensors"] = {k: {"shape": list(v.shape), "dtype": dtype_name(v)} for k, v in state.items()}
-    meta["files"] = {name: {"sha256": hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data)
-                            .hexdigest()} for name, data in companions.items()}
+    meta["files"] = {WEIGHTS_FILE: {"sha256": weights_sha}}
+    meta["files"].update({name: {"sha256": hashlib.sha256(data.encode("utf-8") if isinstance(data, str)
+                                                          else data).hexdigest()} for name, data in companions.items()})
     meta["name"] = folder.name  # the name an upload of the bare files takes (geomlab.checkpoints.catalog)
     card = model_card(folder.name, {**meta, "model_config": config})
     files: dict[Path, str | bytes] = {json_path: json.dumps(_jsonable(meta), indent=1, allow_nan=False)}
     files.update({folder / name: data for name, data in companions.items()})
     files[folder / CARD_FILE] = card
-    return weights, files
+    return files
 
 
-def _write(tensors: dict[str, torch.Tensor], files: dict[Path, str | bytes], save_id: str, json_path: Path,
-           st_path: Path, where: Path, layout: str, exclusive: bool) -> None:
-    """Write the weights to a temporary file in the checkpoint's folder and install them with ``files`` as one
-    unit (:func:`geomlab.checkpoints.files.install`). :class:`CheckpointExistsError` (``exclusive``), and
-    :class:`CheckpointError` for a name too long for the file system; a first save that fails leaves no
-    empty folder."""
+def _write(tensors: dict[str, torch.Tensor], files: Callable[[str], dict[Path, str | bytes]], save_id: str,
+           json_path: Path, st_path: Path, where: Path, layout: str, exclusive: bool) -> None:
+    """Write the weights to a temporary file in the checkpoint's folder and install them as one unit
+    (:func:`geomlab.checkpoints.files.install`) with ``files(sha256 of the written weights file)``, the other
+    files (the JSON first), so the JSON records the sha256 of the very bytes installed.
+    :class:`CheckpointExistsError` (``exclusive``), and :class:`CheckpointError` for a name too long for the
+    file system; a first save that fails leaves no empty folder."""
     from safetensors.torch import save_file
 
     mode = 0o666 & ~ckpt_files.UMASK  # mkstemp makes 0600; a checkpoint is an ordinary file
@@ -202,10 +210,13 @@ def _write(tensors: dict[str, torch.Tensor], files: dict[Path, str | bytes], sav
             save_file(tensors, tmp, metadata={"format": "pt", "geomlab": "1", ckpt_files.HEADER_KEY: save_id})
         except Exception as exc:  # safetensors raises its own SafetensorError, not OSError, when the disk fills
             raise write_error(exc, st_path) from None
+        digest = hashlib.sha256()
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
         os.chmod(tmp, mode)
-        ckpt_files.install(st_path, Path(tmp), files, save_id, mode, exclusive=exclusive)
+        ckpt_files.install(st_path, Path(tmp), files(digest.hexdigest()), save_id, mode, exclusive=exclusive)
         saved = True
     except ckpt_files.ExistsError:
         what = f"{where.name}/" if layout == "folder" else ckpt_files.short(where.stem, 60, count=False)
