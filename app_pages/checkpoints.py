@@ -8,6 +8,7 @@ import streamlit as st
 
 from app_pages._data import forget_listing
 from geomlab.checkpoints import catalog, uploads
+from geomlab.checkpoints.files import checksums_line
 from geomlab.teach import views
 from app_pages import _ui as ui
 from app_pages._messages import NAME_WIDTH, STEPS_HELP, md_escape, shown_folder
@@ -82,6 +83,7 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
         with st.expander("Card and training config"):
             if entry.card.get("notes"):
                 st.markdown(md_escape(str(entry.card["notes"])))
+            st.caption(md_escape(checksums_line(entry.meta)))
             st.json({"card": entry.card, "model_config": entry.model_config,
                      "train_config": entry.meta.get("train_config")}, expanded=1)
 
@@ -104,7 +106,8 @@ def upload_section() -> None:
     st.subheader("Upload a checkpoint")
     st.markdown("A geomlab checkpoint is a Hugging Face folder `NAME/` holding `config.json` (the model "
                 "config), `model.safetensors` (the weights), `vocab.json` (the vocabulary), `geomlab.json` (card, "
-                "metrics, checksums of the config, vocabulary and training state), `README.md` (the model card) "
+                "metrics, the sha256 of the weights, config, vocabulary and training state, checked on every "
+                "load), `README.md` (the model card) "
                 "and, for a run that can resume, "
                 "`training_state.safetensors` and `training_state.json`. Select the folder's files together, or "
                 "upload a `.zip` of the folder (it keeps the folder's name). Older checkpoints are a pair of files "
@@ -196,7 +199,8 @@ def main() -> None:
                     "`geomlab.json`, such as")
         st.code(json.dumps({"format_version": 3, "card": {"corpus": "…"},
                             "tensors": {"embed.weight": {"shape": [], "dtype": "float32"}},
-                            "files": {"config.json": {"sha256": "…"}, "vocab.json": {"sha256": "…"}}}, indent=1),
+                            "files": {"model.safetensors": {"sha256": "…"}, "config.json": {"sha256": "…"},
+                                      "vocab.json": {"sha256": "…"}}}, indent=1),
                 language="json")
 
 

@@ -15,8 +15,11 @@ from geomlab.training.zoo_recipes import ZOO_DIR
 def read_cards(directory: str | Path = ZOO_DIR) -> list[dict[str, Any]]:
     """The cards of every checkpoint in ``directory``, flat pairs (``NAME.json``) and folders (``NAME/``
     holding ``geomlab.json``), sorted by name, each with ``file`` (the JSON's or the folder's name) and
-    ``model_config`` added. Unreadable ones are reported as a card with an ``error`` key."""
+    ``model_config`` added, and ``checksums``: which files are checked against their sha256 on load
+    (:func:`geomlab.checkpoints.files.checksums_line`). Unreadable ones are reported as a card with an
+    ``error`` key."""
     from geomlab.checkpoints import io as ckpt
+    from geomlab.checkpoints.files import checksums_line
 
     cards = []
     found = list(Path(directory).glob("*.json")) + [p.parent for p in Path(directory).glob(f"*/{ckpt.META_FILE}")]
@@ -29,6 +32,7 @@ def read_cards(directory: str | Path = ZOO_DIR) -> list[dict[str, Any]]:
         card = dict(meta.get("card") or {})
         card["file"] = p.name
         card["model_config"] = meta.get("model_config")
+        card["checksums"] = checksums_line(meta)
         cards.append(card)
     return cards
 
@@ -66,6 +70,8 @@ def format_card(card: dict[str, Any]) -> str:
         lines.append(f"  final-position accuracy by length: {acc}")
     keys = {k: v for k, v in cfg.items() if k not in ("kind", "vocab_size")}
     lines.append(f"  config {json.dumps(keys, sort_keys=True)}")
+    if card.get("checksums"):
+        lines.append(f"  {card['checksums']}")
     if card.get("notes"):
         lines.append(f"  note: {card['notes']}")
     return "\n".join(lines)
