@@ -19,7 +19,7 @@ A JSON whose save id disagrees with the weights and no matching journal is refus
 the other files (*companions*, :func:`companion_bytes`) are read from the journal named by the weights' id
 while it is there (and, when asked, renamed into place), else from their own file. ``geomlab.json`` records the
 sha256 of ``config.json`` (and of the vocabulary and the training state), so a ``config.json`` from another
-save is refused (:func:`folder_meta`). The training state is optional: a folder without both of its files reads
+save is refused (:func:`folder_meta`), and of the weights, in either layout (:func:`check_weights_sha`). The training state is optional: a folder without both of its files reads
 weights-only (:func:`has_state`).
 Weights without a save id (older files, the bundled ones, files written by other tools) read with their
 JSON as before; the loader's own checks (names, shapes, dtypes) still apply.

@@ -12,7 +12,8 @@
     one of the two without the other, or either broken or from another save, is refused;
   - ``README.md``: a model card (YAML front matter: license, tags, pipeline tag, library name, the model kind,
     parameters, dataset and ``model-index`` eval results, then text for people; :func:`model_card`);
-  - ``geomlab.json``: geomlab's record (below), with the sha256 of every other file but the card.
+  - ``geomlab.json``: geomlab's record (below), with the sha256 of every other file but the card (the weights
+    too).
 
   :mod:`geomlab.checkpoints.hub` moves such folders to and from the Hugging Face Hub (``save_pretrained``,
   ``from_pretrained``, ``push_to_hub``) and converts older layouts (``convert``; ``geomlab zoo --convert``).
@@ -31,8 +32,11 @@
 * ``train_config``: the training config used (or ``null``); ``metrics``: the metrics history (list of dicts);
 * ``tensors`` (and ``train_tensors`` in a format-3 folder): a manifest ``name -> {"shape", "dtype"}`` of every
   tensor in the ``.safetensors`` files;
-* ``files`` (folders): ``name -> {"sha256"}`` of the companion files, so a file from another save (or edited
-  by hand) is refused; a ``config.json`` edited on purpose loads once its entry is deleted here.
+* ``files``: ``name -> {"sha256"}`` of the weights (``model.safetensors``, in a flat pair too, for its
+  ``NAME.safetensors``) and, in a folder, of the companion files, so a file from another save (or edited by
+  hand, or damaged) is refused; a ``config.json`` edited on purpose loads once its entry is deleted here. A
+  checkpoint saved before the weights' sum was recorded loads with its weights unchecked
+  (:func:`geomlab.checkpoints.files.checksums_line` says which files are checked).
 
 Tensors are written with ``safetensors`` and read with ``safetensors.safe_open`` (or from bytes), so loading
 an untrusted checkpoint never executes code; the model card is written with ``huggingface_hub`` (no network)
@@ -48,8 +52,9 @@ mismatched set. Files without ids (older files, files written by other tools) lo
 :func:`load` validates everything and raises :class:`CheckpointError` (a ``ValueError``) with one readable
 line for: missing or truncated files (a folder's training state may be missing as a pair), a JSON that is not
 valid JSON, a JSON that does not match the tensors (names, shapes, dtypes), files
-from two different saves (a ``config.json`` too), an unknown model kind, non-finite weights, a newer format
-version.
+from two different saves (a ``config.json`` too), weights whose sha256 is not the one recorded (changed since
+the save; verified once per file state within a process), an unknown model kind, non-finite weights, a newer
+format version.
 
 This module is the public face of the format; the code is in :mod:`~geomlab.checkpoints.layout` (file names,
 versions, where the files are), :mod:`~geomlab.checkpoints.find` (the checkpoint a command-line argument

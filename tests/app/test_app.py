@@ -1624,3 +1624,25 @@ def test_every_url_key_is_in_the_docs_table():
     table = table.split("\n\n")[0]
     documented = set(re.findall(r"`([a-zA-Z]+)`", "\n".join(line.split("|")[1] for line in table.splitlines()[2:])))
     assert set(_state.URL_KEYS.values()) - documented == set()
+
+
+def test_a_checkpoint_card_says_which_files_are_checked(ckpt_dirs, tmp_path, monkeypatch):
+    """A card names the files checked against their sha256 on load; one saved before the weights' sum was
+    recorded says that its weights are not checked."""
+    from geomlab.checkpoints import io as ckpt
+
+    runs, _ = ckpt_dirs
+    c = ckpt.load(runs / "s3")
+    for name in ("fresh", "older"):
+        ckpt.save(tmp_path / "runs" / name, c.model, c.vocab, dict(c.card), layout="folder")
+    meta = json.loads((tmp_path / "runs" / "older" / "geomlab.json").read_text())
+    del meta["files"]["model.safetensors"]
+    (tmp_path / "runs" / "older" / "geomlab.json").write_text(json.dumps(meta))
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
+    at = goto(app(), "checkpoints")
+    assert not at.exception
+    lines = [c.value.replace("\\", "") for c in at.caption if c.value.startswith("sha256")]
+    assert sorted(lines) == [
+        "sha256 checked on load: config.json, vocab.json; the weights are not checked (saved before geomlab "
+        "recorded their sha256; saving it again records it)",
+        "sha256 checked on load: model.safetensors, config.json, vocab.json"], lines
