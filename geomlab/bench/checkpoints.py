@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from geomlab.bench import STDOUT_HELP, json_option, write_json
+from geomlab.bench import run_benchmark
 from geomlab.core.argv import Parser, number
 
 
@@ -88,6 +88,17 @@ def measure(folder: Path, work: Path, repeats: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the exit status (0)."""
+    p = Parser(prog="geomlab bench checkpoints", description=__doc__.split("\n\n")[0])
+    p.add_argument("--mb", type=number(float, 1.0, 190.0), default=100.0,
+                   help="weights of the synthetic checkpoint in MiB, 1 to 190 (the loader's parameter limit; "
+                   "default 100)")
+    p.add_argument("--repeats", type=number(int, 1, 100), default=5, help="loads per median, 1 to 100 (default 5)")
+    return run_benchmark(p, argv, _measure)
+
+
+def _measure(args) -> dict:
+    """Time the loads of the largest bundled checkpoint and a synthetic one of ``args.mb`` MiB; print the
+    table; its rows (milliseconds, ratios to the unchecked load)."""
     import torch
 
     from geomlab.checkpoints import io as ckpt
@@ -95,16 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     from geomlab.data import Vocab
     from geomlab.models import build_model
 
-    p = Parser(prog="geomlab bench checkpoints", description=__doc__.split("\n\n")[0])
-    p.add_argument("--mb", type=number(float, 1.0, 190.0), default=100.0,
-                   help="weights of the synthetic checkpoint in MiB, 1 to 190 (the loader's parameter limit; "
-                   "default 100)")
-    p.add_argument("--repeats", type=number(int, 1, 100), default=5, help="loads per median, 1 to 100 (default 5)")
-    p.add_argument("--json", metavar="PATH", help="write the rows to this JSON file (its folder is made)"
-                   + STDOUT_HELP)
-    args = p.parse_args(argv)
     torch.set_num_threads(1)
-    with json_option(args.json), tempfile.TemporaryDirectory(prefix="geomlab-bench-ckpt-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="geomlab-bench-ckpt-") as tmp:
         work = Path(tmp)
         rows = []
         bundled = sorted((d for d in bundled_dir().iterdir() if (d / "model.safetensors").is_file()),
@@ -122,6 +125,4 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             print(f"{r['name']:<36} {r['weights_mib']:>7.2f} {r['unchecked_ms']:>8.1f}ms {r['checked_ms']:>7.1f}ms "
                   f"{r['cached_ms']:>6.1f}ms {r['checked_ratio']:>11.3f} {r['cached_ratio']:>10.3f}")
-    if args.json:
-        write_json(args.json, {"repeats": args.repeats, "rows": rows})
-    return 0
+    return {"repeats": args.repeats, "rows": rows}
