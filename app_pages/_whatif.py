@@ -19,22 +19,20 @@ from app_pages._messages import md_escape
 
 
 def _outcome_charts(entry: Any, text: str, trace_opts: dict, name: str, size: float, pos: int,
-                    controls: dict) -> tuple:
+                    controls: dict, labels: list[str]) -> tuple:
     """``(guesses Chart, effect Chart, geometry Chart or None, one-line summary)`` of the intervention, through
-    the shared cache. The effect chart names the text's positions by
-    :func:`geomlab.whatif.labels.position_labels` (``é→�`` where the model read the unknown token). The
-    charts' text is plain (a token as :func:`geomlab.trace.visible` shows it); the summary is markdown."""
+    the shared cache. The effect chart names the text's positions by ``labels``, the page's trace's
+    (:func:`geomlab.trace.position_labels`: ``é→�`` where the model read the unknown token). The charts'
+    text is plain (a token as :func:`geomlab.trace.visible` shows it); the summary is markdown."""
     from geomlab.figures import FigureError
     from geomlab.figures.whatif import whatif_effect, whatif_geometry, whatif_guesses
     from geomlab.trace import encode_text, visible
     from geomlab.trace.tracing import MODEL_LOCK
     from geomlab.whatif import catalog
-    from geomlab.whatif.labels import position_labels
 
     def compute() -> tuple:
         ck = data.load_checkpoint(str(entry.path), entry.mtime)
         tokens = encode_text(ck.vocab, text).reshape(-1)
-        labels = position_labels(ck.vocab, text, tokens)
         with MODEL_LOCK:
             out = catalog.apply(name, ck.model, tokens, pos, size, **controls)
         out = out.scored_on(entry.task)
@@ -120,7 +118,8 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
         st.caption("What if: the page shows the mean over heads, which is not a head to ablate: head 0 is "
                    "ablated. Choose a head in the page's controls to ablate another.")
     try:
-        guesses, effect, ghost, line = _outcome_charts(entry, text, trace_opts, spec.name, size, pos, opts)
+        guesses, effect, ghost, line = _outcome_charts(entry, text, trace_opts, spec.name, size, pos, opts,
+                                                       list(tr.labels))
     except ValueError as exc:
         st.info(f"What if: {md_escape(exc)}", icon=":material/info:")
         return
@@ -149,14 +148,13 @@ def _stand_in(vocab: Any, current: str) -> str:
     return current
 
 
-def _sweep_chart(entry: Any, text: str, pos: int, stand_in: str, target: int) -> tuple:
+def _sweep_chart(entry: Any, text: str, pos: int, stand_in: str, target: int, labels: list[str]) -> tuple:
     """``(patching Chart, summary line, whether the swap barely changes the prediction)`` of the sweep,
-    through the shared cache."""
+    through the shared cache; ``labels`` name the text's positions (the page's trace's)."""
     from geomlab.figures.whatif import patching_heatmap
     from geomlab.trace import encode_text
     from geomlab.data.vocab import unknown_symbols_error, unknown_tokens
     from geomlab.trace.tracing import MODEL_LOCK, from_visible, visible
-    from geomlab.whatif.labels import position_labels
     from geomlab.whatif.patching import SWEEP_SPAN, token_swap_sweep
 
     def compute() -> tuple:
@@ -175,7 +173,6 @@ def _sweep_chart(entry: Any, text: str, pos: int, stand_in: str, target: int) ->
         with MODEL_LOCK:
             sweep = token_swap_sweep(ck.model, clean, pos, int(ids[0]), target)
         start = int(sweep.positions[0])
-        labels = position_labels(ck.vocab, text, clean)
         names = [md_escape(visible(t)) for t in getattr(ck.vocab, "tokens", [])]
         line = (f"The cursor's token {md_escape(labels[pos])!r} replaced by {md_escape(stand_in)!r} "
                 f"({sweep.runs} patched runs in {sweep.seconds:.1f} s"
@@ -233,7 +230,8 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
         cols[1].slider("Read the prediction at position", pos + 1, hi, key="w_patch_at", on_change=state.copy,
                        args=("w_patch_at", state.K_PATCH_AT))
     try:
-        chart, line, barely = _sweep_chart(entry, text, pos, ss[state.K_PATCH], int(ss[state.K_PATCH_AT]))
+        chart, line, barely = _sweep_chart(entry, text, pos, ss[state.K_PATCH], int(ss[state.K_PATCH_AT]),
+                                          list(tr.labels))
     except ValueError as exc:
         st.info(f"Patching: {md_escape(exc)}", icon=":material/info:")
         return

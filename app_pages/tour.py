@@ -208,7 +208,8 @@ def draw_whatif(step: tours.Step, entry, tr, pos: int, prefix: str, stem: str) -
 
     name, size = step.whatif
     controls = {k: step.controls.get(k) or 0 for k in ("layer", "head", "slot")}
-    guesses, effect, ghost, line = _outcome_charts(entry, step.text, {}, name, float(size), pos, controls)
+    guesses, effect, ghost, line = _outcome_charts(entry, step.text, {}, name, float(size), pos, controls,
+                                                   list(tr.labels))
     st.caption(line)
     items = [("whatif_guesses", guesses.figure, guesses.caption, False)]
     if ghost is not None:

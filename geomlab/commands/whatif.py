@@ -148,8 +148,7 @@ def run(args: argparse.Namespace) -> int:
     choice: standard output with ``--json -`` holds the JSON alone, so it pipes."""
     from geomlab.commands.trace import read_text_file
     from geomlab.data.vocab import decode_text, normalize_text
-    from geomlab.trace import visible
-    from geomlab.whatif.labels import position_labels
+    from geomlab.trace import position_labels, visible
 
     set_threads(args.threads)
     c = load_checkpoint(args.checkpoint, device="cpu")
@@ -165,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.pos < T:
         raise ValueError(f"--pos {args.pos} is outside the text (positions 0 to {T - 1})")
     names = [visible(t) for t in c.vocab.tokens]
-    labels = position_labels(c.vocab, text, tokens)  # the text's tokens as typed, 'é→�' where read as unknown
+    labels = position_labels(c.vocab, text, tokens)  # as a trace names them: 'é→�' where read as unknown
     doc = {"checkpoint": args.checkpoint, "kind": c.model_config.get("kind"), "text": text,
            "tokens": tokens.tolist(), "position": args.pos}
     if args.patch is not None:

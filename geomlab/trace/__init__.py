@@ -13,6 +13,9 @@ Entry points
   :class:`OSMTrace`, :class:`CEMTrace`, :class:`GrassmannTrace` or :class:`BaselineTrace`. Record keys the
   dataclass does not know are kept in ``extras``.
 * :func:`trace_text` ``(model, vocab, text)``: both of the above in one call.
+* :func:`position_labels` ``(vocab, text, tokens) -> list[str]``: the name of each position, which a trace
+  keeps as ``labels`` and every view, chart, export and What-if shows: the token as typed, whitespace made
+  visible (:func:`visible`: ``␣``, ``↵``), ``é→�`` where the model read the vocabulary's unknown token.
 * :func:`trace_cem_steps` ``(model, tokens, steps)``: re-run a CEM model with another inference-time number
   of recursion steps T (test-time recursion; the app's T slider).
 * :func:`save_trace` / :func:`load_trace`: one ``.npz`` file of plain arrays plus a JSON metadata string
@@ -42,12 +45,14 @@ from geomlab.trace.files import FORMAT_VERSION, load_trace, save_trace, trace_by
 from geomlab.trace.grassmann import GrassmannTrace
 from geomlab.trace.osm import OSMTrace
 from geomlab.trace.record import FAMILIES, dense_attention, family_of_kind, from_record
-from geomlab.trace.tracing import MAX_TEXT_CHARS, encode_text, trace, trace_cem_steps, trace_text, visible
+from geomlab.trace.tracing import (MAX_TEXT_CHARS, READ_AS, encode_text, position_labels, token_text, trace,
+                                   trace_cem_steps, trace_text, visible)
 from geomlab.trace.scoring import PredictionScores, is_word_problem, past_training_length, score_predictions
 
 __all__ = [
     "MAX_TEXT_CHARS", "FORMAT_VERSION", "TraceError", "Trace", "BaselineTrace", "OSMTrace", "CEMTrace",
-    "GrassmannTrace", "FAMILIES", "family_of_kind", "visible", "encode_text", "from_record", "trace",
+    "GrassmannTrace", "FAMILIES", "family_of_kind", "visible", "READ_AS", "position_labels", "token_text",
+    "encode_text", "from_record", "trace",
     "trace_text", "trace_cem_steps", "save_trace", "load_trace", "trace_bytes", "trace_json", "is_word_problem",
     "LazyArray", "dense_attention", "causal_softmax_rows",
     "PredictionScores", "score_predictions", "past_training_length",

@@ -1,5 +1,6 @@
-"""Tracing a text: text to tokens (:func:`encode_text`, hover labels), one model run in eval mode under a
-lock (:func:`trace`, :func:`trace_text`), and CEM test-time recursion (:func:`trace_cem_steps`)."""
+"""Tracing a text: text to tokens (:func:`encode_text`) and the name of each position
+(:func:`position_labels`), one model run in eval mode under a lock (:func:`trace`, :func:`trace_text`), and
+CEM test-time recursion (:func:`trace_cem_steps`)."""
 
 from __future__ import annotations
 
@@ -82,19 +83,48 @@ def encode_text(vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> torch.Tens
     return ids
 
 
-def _labels(vocab, tokens: np.ndarray, text: str | None) -> list[str]:
-    if text is not None and len(text) == len(tokens):
-        return [visible(c) for c in text]
-    if vocab is not None:
-        out = []
-        for t in tokens.tolist():
-            try:
-                s = vocab.decode([t])
-            except Exception:  # an id the vocabulary cannot decode: show the id
-                s = f"#{t}"
-            out.append(visible(s) if s else f"#{t}")
-        return out
-    return [f"#{t}" for t in tokens.tolist()]
+READ_AS = "→"
+"""Between a typed token and the unknown token the model read in its place (``é→�``)."""
+
+
+def token_text(vocab, i: int) -> str:
+    """The printable string of token id ``i`` of ``vocab``: ``visible(vocab.decode([i]))`` (GPT-2's
+    ``"Ġthe"`` as ``"␣the"``, a word vocabulary's ``<eos>`` as ``"↵"``), ``"#i"`` for an id the vocabulary
+    cannot decode or that decodes to nothing. Design choice."""
+    try:
+        s = vocab.decode([int(i)])
+    except Exception:  # an id the vocabulary cannot decode: show the id
+        return f"#{i}"
+    return visible(s) if s else f"#{i}"
+
+
+def position_labels(vocab, text: str | None, tokens) -> list[str]:
+    """One label per position of a text that ``vocab`` encoded into ``tokens`` (ids, ``(T,)``): the name
+    every view, chart, hover, export and What-if gives the position.
+
+    Each position is its token as :func:`token_text` writes it (for a character vocabulary the character as
+    typed, whitespace made visible: ``␣``, ``↵``); where the id is the vocabulary's unknown token but the
+    typed token (``vocab.split`` of the normalised ``text``) is not that token, the typed token,
+    :data:`READ_AS` and the unknown token (``é→�``, ``🙂→�``): what was typed and what the model read, both
+    in view. Without a vocabulary: the characters of ``text`` when it has one per token, else ``"#id"``.
+    Design choice: the typed character alone hides that the model saw something else; the unknown token
+    alone hides which character it stood for, and two different characters would read alike."""
+    from geomlab.data.vocab import normalize_text
+
+    ids = [int(i) for i in np.asarray(tokens).reshape(-1).tolist()]
+    if vocab is None:
+        if text is not None and len(text) == len(ids):
+            return [visible(c) for c in text]
+        return [f"#{i}" for i in ids]
+    names = {i: token_text(vocab, i) for i in set(ids)}
+    labels = [names[i] for i in ids]
+    unk, unk_id = getattr(vocab, "unk", None), getattr(vocab, "unk_id", None)
+    if text and unk is not None and unk_id in names:
+        typed = list(vocab.split(normalize_text(text)))
+        if len(typed) == len(ids):
+            labels = [f"{visible(t)}{READ_AS}{visible(unk)}" if i == unk_id and t != unk else label
+                      for t, i, label in zip(typed, ids, labels)]
+    return labels
 
 
 def _group_info(model) -> dict[str, Any]:
@@ -115,8 +145,9 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
     Args:
         model: a registered :class:`geomlab.models.SequenceModel` (any kind).
         tokens: ``LongTensor`` of shape ``(1, T)`` (a ``[T]`` vector is accepted too).
-        vocab: optional vocabulary used for hover labels (``decode``).
-        text: optional text the tokens came from (labels taken from it when it has length T).
+        vocab: optional vocabulary the labels are read from (``decode``, ``split``, ``unk``).
+        text: optional text the tokens came from; ``trace.labels`` is :func:`position_labels` of the
+            vocabulary, the text and the tokens (``é→�`` where the model read the unknown token).
         max_positions: longest accepted T (default :data:`MAX_TEXT_CHARS`).
         lens: also compute the layer lens (:func:`geomlab.trace.lens.layer_lens`, top-:data:`DEFAULT_K`, read
             from the same run as the record unless the class says its hooks change its arithmetic) into
@@ -164,7 +195,7 @@ def trace(model, tokens, vocab=None, text: str | None = None, max_positions: int
     tok = tokens[0].cpu().numpy()
     kind = str(config.get("kind", getattr(model, "kind", "")))
     family = type(model).trace_family() if hasattr(type(model), "trace_family") else family_of_kind(kind)
-    tr = from_record(record, kind, tok, labels=_labels(vocab, tok, text), config=config,
+    tr = from_record(record, kind, tok, labels=position_labels(vocab, text, tok), config=config,
                      text=text or "", group=_group_info(model), family=family)
     if found is not None:
         found.names = _lens_names(vocab, found.top_ids, tok, tr.labels)
@@ -190,7 +221,7 @@ def _lens_names(vocab, ids: np.ndarray, tokens: np.ndarray, labels: list[str]) -
     at = {int(t): labels[p] for p, t in reversed(list(enumerate(tokens.tolist())))}
     out = {}
     for i in np.unique(ids).tolist():
-        out[i] = _labels(vocab, np.array([i]), None)[0] if vocab is not None else at.get(i, f"#{i}")
+        out[i] = token_text(vocab, i) if vocab is not None else at.get(i, f"#{i}")
     return out
 
 

@@ -1,6 +1,6 @@
 """The What-if panel's and the Patching sweep's texts (AppTest on the bundled checkpoints): chart text is
-plain (no Markdown escapes, a space as ␣), a position the model read as unknown is named 'é→�', and a swap
-that barely changes the prediction is a warning."""
+plain (no Markdown escapes, a space as ␣), a position the model read as unknown is named 'é→�' there and in
+the page's own token chips and charts, and a swap that barely changes the prediction is a warning."""
 
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ def test_a_position_read_as_unknown_is_named_as_typed_and_as_read(zoo):
     assert any("The cursor's token 'é→�' replaced by 'e'" in c.value for c in at.caption)
     heat = _chart(at, "planes-patching")
     assert "9 '🙂→�'" in heat["layout"]["xaxis"]["ticktext"], heat["layout"]["xaxis"]
+    # the page names the position as What-if does: its token chips and its own charts' hovers
+    assert at.pills(key="w_tok").options[8:10] == ["é→�", "🙂→�"]
+    view = json.dumps(_chart(at, "planes-plane_distances"), ensure_ascii=False)
+    assert "8 'é→�'" in view and view.count("é") == view.count("é→�"), view[:400]
 
 
 def test_a_swap_that_barely_changes_the_prediction_is_a_warning_beside_a_muted_heatmap(zoo):
