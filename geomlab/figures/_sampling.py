@@ -11,6 +11,7 @@ from typing import Iterator
 import numpy as np
 
 from geomlab.figures._chart import FigureError
+from geomlab.trace.base import cached  # noqa: F401 - the per-trace memo the figures share, defined with the trace
 
 #: Consecutive positions a per-position figure draws at full resolution around the cursor (design choice:
 #: a 128 x 128 map still shows single cells at half page width, and a path of 128 states is no tangle).
@@ -27,15 +28,6 @@ def one_blas_thread() -> Iterator[None]:
 
     with threadpool_limits(1):
         yield
-
-
-def cached(tr, key: tuple, compute):
-    """``compute()`` memoised on the trace object under ``key`` (traces are treated as immutable), so
-    several views of one trace share their geometry (eigenvalues, logarithms, PCA)."""
-    store = tr.__dict__.setdefault("_view_cache", {})
-    if key not in store:
-        store[key] = compute()
-    return store[key]
 
 
 def cached_positions(tr, key: tuple, n: int, positions, compute, axis: int = 0) -> np.ndarray:

@@ -102,6 +102,17 @@ def causal_softmax_rows(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return e / e.sum(axis=-1, keepdims=True)
 
 
+def cached(tr: Any, key: tuple, compute: Any) -> Any:
+    """``compute()`` memoised on the trace object under ``key`` (``tr.__dict__["_view_cache"]``: not a field,
+    so neither saved nor copied by :func:`dataclasses.replace`), so the figures, facts and notes of one trace
+    share what they derive from it (eigenvalues, a PCA, an energy descent's overshoot). Design choice: traces
+    are treated as immutable once built."""
+    store = tr.__dict__.setdefault("_view_cache", {})
+    if key not in store:
+        store[key] = compute()
+    return store[key]
+
+
 @dataclass
 class Trace:
     """Fields common to every trace.

@@ -16,6 +16,7 @@ tells such a run from one that only keeps going down at its trained pace (the CE
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
@@ -226,13 +227,24 @@ def overshoot(tr: Any, task: Any = None, trained: int | None = None) -> Overshoo
     trace that is not CEM, or runs no step past ``trained``). ``trained``: the recursion steps the model was
     trained with (default ``tr.config["recursion_steps"]``: a trace at other inference steps records them
     as ``inference_recursion_steps``); ``task``: the checkpoint card's task, what the surprisal is scored on
-    (:func:`geomlab.trace.scoring.score_predictions`). Design choice."""
+    (:func:`geomlab.trace.scoring.score_predictions`). Computed once per trace, ``trained`` and scoring
+    (:func:`geomlab.trace.base.cached`): the energy chart's caption, its "look for" line and the page's facts
+    all ask. Design choice."""
+    from geomlab.trace.base import cached
+    from geomlab.trace.scoring import is_word_problem
+
     E = getattr(tr, "energies", None)
     k = trained if trained is not None else (getattr(tr, "config", None) or {}).get("recursion_steps")
     if E is None or not k or int(k) < 1:
         return None
     k = int(k)
-    E = np.asarray(E, dtype=np.float64)
+    scored = json.dumps(task, sort_keys=True, default=str) if is_word_problem(task) else None  # other tasks score as None
+    return cached(tr, ("overshoot", k, scored), lambda: _overshoot(tr, task, k))
+
+
+def _overshoot(tr: Any, task: Any, k: int) -> Overshoot | None:
+    """:func:`overshoot` of a trace with energies and ``k`` trained steps, computed."""
+    E = np.asarray(tr.energies, dtype=np.float64)
     change = E - E[:, :, :1, :]
     with np.errstate(all="ignore"):
         mean = np.nanmean(np.where(np.isfinite(change), change, np.nan), axis=-1)

@@ -154,3 +154,31 @@ def test_the_energy_steps_chart_says_when_the_descent_runs_away():
     assert "the MLP energy falls" in cap and "overshoot" in cap and "attention energy falls" not in cap
     o.geometry["energy_after"] = np.stack([steady, steady])[None]
     assert "overshoot" not in whatif_geometry(o, layer=0).caption
+
+
+def test_a_page_computes_the_overshoot_once_per_trace(monkeypatch):
+    """The energy chart's caption, its "look for" line and the page's facts all ask for the overshoot of
+    one trace: it is computed once and kept with the trace (a language model's corpus scores as no task);
+    another trace, or another trained T, is computed anew, with the same result for the same run."""
+    from geomlab.commands import load_checkpoint
+    from geomlab.checkpoints.catalog import DEMO_TEXT
+    from geomlab.figures.energy import energy_descent
+    from geomlab.teach import explain, facts
+    from geomlab.trace import encode_text
+    from geomlab.trace.tracing import trace_cem_steps
+    from geomlab.whatif import energy
+
+    ck = load_checkpoint("bundled/cem-t2-tinyshakespeare")
+    tokens = encode_text(ck.vocab, DEMO_TEXT)
+    run = lambda: trace_cem_steps(ck.model, tokens, 16, vocab=ck.vocab, text=DEMO_TEXT)  # noqa: E731
+    tr = run()
+    counted = []
+    compute = energy._overshoot
+    monkeypatch.setattr(energy, "_overshoot", lambda *a: counted.append(a) or compute(*a))
+    assert "runs away" in energy_descent(tr).caption
+    assert "overshoots" in explain.figure_note("energy_descent", tr)
+    said = facts.view_facts("energy", tr, config=ck.model_config, task="tinyshakespeare")  # the card's corpus
+    assert any("Overshoot past the trained" in f.text for f in said)
+    o = energy.overshoot(tr)
+    assert len(counted) == 1 and energy.overshoot(tr, None, 2) is o
+    assert energy.overshoot(run()) == o and energy.overshoot(tr, trained=1) != o and len(counted) == 3
