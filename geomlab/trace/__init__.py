@@ -45,15 +45,14 @@ from geomlab.trace.files import FORMAT_VERSION, load_trace, save_trace, trace_by
 from geomlab.trace.grassmann import GrassmannTrace
 from geomlab.trace.osm import OSMTrace
 from geomlab.trace.record import FAMILIES, dense_attention, family_of_kind, from_record
-from geomlab.trace.tracing import (MAX_TEXT_CHARS, READ_AS, encode_text, position_labels, token_text, trace,
-                                   trace_cem_steps, trace_text, visible)
+from geomlab.trace.tracing import (MAX_TEXT_CHARS, encode_text, position_labels, trace, trace_cem_steps, trace_text,
+                                   visible)
 from geomlab.trace.scoring import PredictionScores, is_word_problem, past_training_length, score_predictions
 
 __all__ = [
     "MAX_TEXT_CHARS", "FORMAT_VERSION", "TraceError", "Trace", "BaselineTrace", "OSMTrace", "CEMTrace",
-    "GrassmannTrace", "FAMILIES", "family_of_kind", "visible", "READ_AS", "position_labels", "token_text",
-    "encode_text", "from_record", "trace",
-    "trace_text", "trace_cem_steps", "save_trace", "load_trace", "trace_bytes", "trace_json", "is_word_problem",
+    "GrassmannTrace", "FAMILIES", "family_of_kind", "visible", "position_labels", "encode_text", "from_record",
+    "trace", "trace_text", "trace_cem_steps", "save_trace", "load_trace", "trace_bytes", "trace_json", "is_word_problem",
     "LazyArray", "dense_attention", "causal_softmax_rows",
     "PredictionScores", "score_predictions", "past_training_length",
 ]
