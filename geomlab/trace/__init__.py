@@ -52,7 +52,8 @@ from geomlab.trace.scoring import PredictionScores, is_word_problem, past_traini
 __all__ = [
     "MAX_TEXT_CHARS", "FORMAT_VERSION", "TraceError", "Trace", "BaselineTrace", "OSMTrace", "CEMTrace",
     "GrassmannTrace", "FAMILIES", "family_of_kind", "visible", "position_labels", "encode_text", "from_record",
-    "trace", "trace_text", "trace_cem_steps", "save_trace", "load_trace", "trace_bytes", "trace_json", "is_word_problem",
+    "trace", "trace_text", "trace_cem_steps", "save_trace", "load_trace", "trace_bytes", "trace_json",
+    "is_word_problem",
     "LazyArray", "dense_attention", "causal_softmax_rows",
     "PredictionScores", "score_predictions", "past_training_length",
 ]

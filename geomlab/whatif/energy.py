@@ -238,7 +238,8 @@ def overshoot(tr: Any, task: Any = None, trained: int | None = None) -> Overshoo
     if E is None or not k or int(k) < 1:
         return None
     k = int(k)
-    scored = json.dumps(task, sort_keys=True, default=str) if is_word_problem(task) else None  # other tasks score as None
+    # a task that is not a word problem scores as None does: one entry for both
+    scored = json.dumps(task, sort_keys=True, default=str) if is_word_problem(task) else None
     return cached(tr, ("overshoot", k, scored), lambda: _overshoot(tr, task, k))
 
 
