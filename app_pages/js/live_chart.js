@@ -8,7 +8,8 @@
 // recomputes every trace's defaults. Python leaves out traces it sent this chart before (`data.figure.data`
 // null, `data.figure.digest` naming them): the page keeps each chart's last traces, by chart key, and asks for
 // them (the trigger "missing") when it does not hold them.
-// Each chart's title is wrapped to the width the chart has, short of its toolbar (fitTitle).
+// Each chart's title and subplot titles are wrapped to the width the chart has, the title short of its
+// toolbar, and token ticks thinned where their labels would turn sideways (fitLayout).
 
 const BUNDLES = "__geomlabPlotly";  // script URL -> Promise of the Plotly it defines (serve.py may start one)
 
@@ -267,6 +268,19 @@ function wrapLines(text, limit, width) {
   return lines;
 }
 
+// The lines `wrap(most)` gives (`wrap`: a text's lines at most `most` px wide) evened out: wrapped at the
+// narrowest width that keeps their count (within 4 px).
+function evened(wrap, most) {
+  const count = wrap(most).length;
+  let lo = 0, hi = most;
+  while (hi - lo > 4) {
+    const mid = (lo + hi) / 2;
+    if (wrap(mid).length > count) lo = mid;
+    else hi = mid;
+  }
+  return wrap(hi);
+}
+
 // The top margin the charts of `row` take: the largest that one needs (`need`, this chart's). A chart whose
 // need changed has the row's other charts fitted again.
 function rowTop(row, plot, need) {
@@ -287,9 +301,10 @@ function rowTop(row, plot, need) {
 const capShift = (lines, size) => (lines > 1 ? 0.875 : 0.1875) * size;
 
 // `layout` (themed) with its title fitted to `plot`'s width beside toolbar `tb` and the top margin that
-// takes (see TITLE_GAP): a shallow copy, or `layout` itself where nothing changes. Only a title at the left
-// of the chart (Plotly's container coordinates) is fitted.
-function fitTitle(plot, layout, tb) {
+// takes (see TITLE_GAP), `extra` px more for subplot titles grown upward (fitNotes): a shallow copy, or
+// `layout` itself where nothing changes. Only a title at the left of the chart (Plotly's container
+// coordinates) is fitted.
+function fitTitle(plot, layout, tb, extra = 0) {
   const title = layout.title, text = title && title.text;
   const tl = ((layout.template || {}).layout || {}).title || {};
   const top = layout.margin && layout.margin.t != null ? layout.margin.t : 100;  // plotly's default
@@ -312,19 +327,10 @@ function fitTitle(plot, layout, tb) {
     const wrap = (most) => wrapLines(text, (k) => (first + k * line >= tb.bottom ? Math.min(most, whole) : beside),
                                      (s) => textWidth(s, font_));
     lines = wrap(whole);
-    if (lines.length === given) {
-      lines = null;  // every line fits as it is
-    } else {  // the lines below the toolbar evened out: the narrowest width that keeps their count
-      let lo = 0, hi = whole;
-      while (hi - lo > 4) {
-        const mid = (lo + hi) / 2;
-        if (wrap(mid).length > lines.length) lo = mid;
-        else hi = mid;
-      }
-      lines = wrap(hi);
-    }
+    // every line fits as it is, or the lines below the toolbar evened out
+    lines = lines.length === given ? null : evened(wrap, whole);
   }
-  const need = Math.round(top + (lines ? (lines.length - given) * line : 0));
+  const need = Math.round(top + extra + (lines ? (lines.length - given) * line : 0));
   const t = row ? rowTop(row, plot, need) : need;
   if (t === top) return layout;
   if (!title) return { ...layout, margin: { ...layout.margin, t } };
@@ -335,21 +341,112 @@ function fitTitle(plot, layout, tb) {
            title: { ...title, ...pin, ...(lines ? { text: lines.join("<br>") } : {}) } };
 }
 
-// Fit `plot`'s title again (its width or its toolbar changed, or its row's margin): Plotly.relayout of the
-// title and margin where they changed. Queued after the chart's draws.
+// The plot area's left edge and width in px: as plotly drew it (margins pushed by tick labels and colour
+// bars), else as `layout`'s margins (plotly's default 80 px) put it in a chart `W` px wide.
+function plotBox(plot, layout, W) {
+  const size = plot._fullLayout && plot._fullLayout._size;
+  if (size && size.w > 0) return { l: size.l, w: size.w };
+  const m = { ...((layout.template || {}).layout || {}).margin, ...layout.margin };
+  const l = m.l ?? 80, r = m.r ?? 80;
+  return { l, w: Math.max(W - l - r, 0) };
+}
+
+// A CSS font for text in plotly font `font` (a merge of the layout's font and the element's own).
+const cssFont = (font, bold = false) => `${bold ? "bold " : ""}${font.size || 12}px ${font.family || "sans-serif"}`;
+
+// `layout`'s subplot titles (annotations in paper coordinates centred over a panel, no arrow, standing on
+// its top) wrapped as titles are (wrapLines, evened) to the width they have: twice the distance from their centre to
+// the nearer edge of the chart, less TITLE_GAP on either side. A title over the top panel grows into the
+// top margin: `top`, the px the margin must grow by (plotly's line height, 1.3 times the font size, per
+// added line). Returns {annotations, top}; `annotations` null where none changes. Design choice: centred
+// at both edges of a phone's chart, "offset slot 0: planes of pairs (t, t−Δ), ..." was cut at both ends.
+function fitNotes(plot, layout) {
+  const anns = layout.annotations, W = plot.clientWidth;
+  if (!Array.isArray(anns) || !anns.length || W <= 0) return { annotations: null, top: 0 };
+  const base = { ...((layout.template || {}).layout || {}).font, ...layout.font };
+  const box = plotBox(plot, layout, W);
+  const tops = Object.keys(layout).filter((k) => /^yaxis\d*$/.test(k))
+    .map((k) => ((layout[k] || {}).domain || [0, 1])[1]);
+  const highest = tops.length ? Math.max(...tops) : 1;
+  let changed = false, top = 0;
+  const out = anns.map((a) => {
+    if (!a || typeof a.text !== "string" || a.showarrow !== false || (a.xanchor ?? "auto") !== "center"
+        || a.yanchor !== "bottom" || (a.xref ?? "paper") !== "paper" || (a.yref ?? "paper") !== "paper"
+        || typeof a.x !== "number") return a;
+    const font = { ...base, ...a.font };
+    const cx = box.l + a.x * box.w;
+    const most = 2 * (Math.min(cx, W - cx) - TITLE_GAP);
+    const given = a.text.split(BR).length;
+    const wrap = (w) => wrapLines(a.text, () => w, (s) => textWidth(s, cssFont(font)));
+    if (wrap(most).length === given) return a;
+    const lines = evened(wrap, most);
+    changed = true;
+    if ((a.y ?? 0.5) >= highest - 1e-6) top = Math.max(top, (lines.length - given) * 1.3 * (font.size || 12));
+    return { ...a, text: lines.join("<br>") };
+  });
+  return { annotations: changed ? out : null, top };
+}
+
+// `layout`'s x axes of array ticks (token labels) thinned to every k-th tick, the smallest k that sets the
+// widest label apart from the next one (plotly turns the labels sideways when two of them touch): a shallow
+// copy of each axis changed. Measured on the axes as plotly last drew them (their px per unit); {} before
+// the first draw and for an axis whose tick angle the figure sets. Design choice: on a phone's chart the
+// token labels ("0 'R'") turned 45° and took the space under the plot.
+const TICK_GAP = 8;  // px at least between two tick labels
+function thinTicks(plot, layout) {
+  const fl = plot._fullLayout, out = {};
+  if (!fl) return out;
+  const base = { ...((layout.template || {}).layout || {}).font, ...layout.font };
+  const tmpl = ((layout.template || {}).layout || {}).xaxis || {};
+  for (const [k, ax] of Object.entries(layout)) {
+    if (!/^xaxis\d*$/.test(k) || !ax || (ax.tickmode ?? "array") !== "array"
+        || (ax.tickangle ?? "auto") !== "auto") continue;
+    const vals = ax.tickvals, text = ax.ticktext, xa = fl[k];
+    if (!Array.isArray(vals) || !Array.isArray(text) || vals.length < 3 || text.length !== vals.length
+        || !xa || !xa.d2p) continue;
+    const px = vals.map((v) => xa.d2p(v));
+    if (px.some((p) => !Number.isFinite(p))) continue;
+    let step = Infinity;
+    for (let i = 1; i < px.length; i++) step = Math.min(step, Math.abs(px[i] - px[i - 1]));
+    const font = cssFont({ ...base, ...tmpl.tickfont, ...ax.tickfont });
+    const widest = Math.max(...text.map((t) => textWidth(String(t), font)));
+    const every = Math.ceil((widest + TICK_GAP) / Math.max(step, 1));
+    if (every < 2) continue;
+    const keep = (_, i) => i % every === 0;
+    out[k] = { ...ax, tickvals: vals.filter(keep), ticktext: text.filter(keep) };
+  }
+  return out;
+}
+
+// `layout` fitted to `plot` (toolbar `tb`): its subplot titles (fitNotes), its ticks (thinTicks), its title
+// and top margin (fitTitle); a shallow copy, or `layout` itself where nothing changes.
+function fitLayout(plot, layout, tb) {
+  const notes = fitNotes(plot, layout);
+  const fitted = { ...layout, ...thinTicks(plot, layout),
+                   ...(notes.annotations ? { annotations: notes.annotations } : {}) };
+  return fitTitle(plot, fitted, tb, Math.round(notes.top));
+}
+
+// Fit `plot` again (its width or its toolbar changed, or its row's margin; fitLayout): Plotly.relayout of the
+// title, margin, subplot titles and x ticks where they changed. Queued after the chart's draws.
 function refit(plot, state) {
   state.queue = state.queue.then(async () => {
     if (!state.drawn || !plot.isConnected || !state.base) return;
-    const layout = fitTitle(plot, state.base, toolbarOf(plot, state.toolbar, state.configObj));
+    const layout = fitLayout(plot, state.base, toolbarOf(plot, state.toolbar, state.configObj));
     const update = {};
     const topOf = (json) => ((json ? JSON.parse(json) : null) || {}).t || 0;
     const before = topOf(state.parts.margin);
-    for (const k of ["title", "margin"]) {
+    const axes = Object.keys(layout).filter((k) => /^xaxis\d*$/.test(k));
+    for (const k of ["title", "margin", "annotations", ...axes]) {
       const json = JSON.stringify(layout[k]);
-      if (json !== state.parts[k]) {
-        update[k] = layout[k] ?? (k === "title" ? { text: "" } : {});
-        state.parts[k] = json;
+      if (json === state.parts[k]) continue;
+      if (axes.includes(k)) {  // its ticks thinned, or whole again
+        update[k + ".tickvals"] = layout[k].tickvals;
+        update[k + ".ticktext"] = layout[k].ticktext;
+      } else {
+        update[k] = layout[k] ?? (k === "title" ? { text: "" } : k === "annotations" ? [] : {});
       }
+      state.parts[k] = json;
     }
     if (update.margin && state.tall) {  // a height that follows its map keeps the map's room under the new top
       state.tall.height += topOf(state.parts.margin) - before;
@@ -397,7 +494,7 @@ function hug(plot, state) {
   plot.style.maxWidth = want + "px";  // the resize observer redraws it
 }
 
-// After a chart was drawn or resized: its title fitted to the toolbar as drawn, a square map's width to it.
+// After a chart was drawn or resized: fitted to its width and toolbar as drawn, a square map's width to it.
 function settle(plot, state) {
   return refit(plot, state).then(() => { if (plot.isConnected) hug(plot, state); });
 }
@@ -508,7 +605,7 @@ function draw(plot, parentElement, state, data, traces) {
     }
     if (document.fonts) await document.fonts.ready;  // the title is measured in its own font
     state.toolbar = toolbarKey(config, base);
-    const layout = fitTitle(plot, base, toolbarOf(plot, state.toolbar, data.config));
+    const layout = fitLayout(plot, base, toolbarOf(plot, state.toolbar, data.config));
     state.base = base;
     state.layoutJson = data.figure.layout;
     const parts = layoutParts(layout);

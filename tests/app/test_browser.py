@@ -787,6 +787,32 @@ def test_a_half_width_charts_title_ends_short_of_the_toolbar(page, zoo_server, s
 
 
 @pytest.mark.browser
+def test_on_a_390_px_window_subplot_titles_wrap_and_ticks_stay_level(page, zoo_server):
+    """At 390x844 the Grassmann planes chart's subplot titles wrap to its width (every annotation's text
+    lies inside the chart's box; centred, "offset slot 0: planes of pairs ..." was cut at both ends) and its
+    token tick labels, thinned, stay horizontal (no rotate in their transform)."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        page.goto(f"{zoo_server}/planes")
+        page.wait_for_selector(CHART, state="attached", timeout=120_000)
+        wait_idle(page)
+        page.wait_for_timeout(800)
+        chart = page.locator(".js-plotly-plot").filter(
+            has=page.locator(".gtitle", has_text="Grassmann plane deformations")).first
+        box = chart.bounding_box()
+        notes = chart.evaluate("el => [...el.querySelectorAll('.annotation-text')].map((n) => {"
+                               " const b = n.getBoundingClientRect(); return [n.textContent, b.left, b.right]; })")
+        assert any("offset slot" in t for t, _, _ in notes), notes
+        for text, left, right in notes:
+            assert box["x"] <= left and right <= box["x"] + box["width"], (text, left, right, box)
+        turned = chart.evaluate("el => [...el.querySelectorAll('.xtick text')]"
+                                ".filter((n) => (n.getAttribute('transform') || '').includes('rotate')).length")
+        assert turned == 0
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+@pytest.mark.browser
 def test_a_click_anywhere_in_a_positions_column_of_a_line_chart_moves_the_cursor(page, zoo_server):
     """On a line chart along the positions (the geodesic distances), a click well away from every line (over
     25 px from each point in that column, so Plotly's "closest" point would be none) moves the cursor to
