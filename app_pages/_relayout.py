@@ -1,5 +1,5 @@
 """Figures relaid for a narrow screen: a phone's copy of a figure (panels stacked or titled smaller, 3-D
-scenes and legends moved, long titles wrapped) and Compare's half-width column (fewer ticks, one row's top).
+scenes and legends moved; the browser wraps titles to the chart's width) and Compare's half-width column (fewer ticks, one row's top).
 
 Every function reads a figure's plotly JSON and returns layout updates, or works on a copy (:func:`relaid`):
 a cached figure is shared by every session and never changed. No streamlit here: ``_widgets.chart`` decides
@@ -99,8 +99,8 @@ def _shorter(fig: go.Figure, px: int) -> go.Figure:
     return out
 
 
-#: On a phone a subplot title longer than this many visible characters (a ~360 px chart) is set smaller and
-#: wrapped (:func:`subplot_titles`). Design choice.
+#: On a phone a subplot title longer than this many visible characters (a ~360 px chart) is set smaller
+#: (:func:`subplot_titles`). Design choice.
 PHONE_TITLE = 32
 
 
@@ -109,18 +109,6 @@ def visible_len(text: str) -> int:
     import re
 
     return len(re.sub(r"<[^>]*>", "", text))
-
-
-def wrap_markup(text: str, width: int) -> list[str]:
-    """``text`` cut into lines of at most ``width`` visible characters at spaces (a word longer than that
-    keeps its own line): a tag such as ``<sub>`` is never cut, and does not count."""
-    lines: list[str] = []
-    for word in text.split():
-        if lines and visible_len(lines[-1]) + 1 + visible_len(word) <= width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return lines
 
 
 PHONE_PANEL, PHONE_GAP = 230, 110
@@ -195,19 +183,18 @@ def shared_titles(layout: dict) -> dict:
             if title(k) and title(k) == title(sorted(row)[0][1])}
 
 
-PHONE_SUBTITLE, PHONE_SUBTITLE_CHARS = 11, 52
+PHONE_SUBTITLE = 11
 """Font size (px) of a subplot title on a phone where panels stand side by side or the title is longer than
 :data:`PHONE_TITLE` characters (Plotly's 16 px runs two titles together over ~165 px panels: "attention:
-before mixattention: after mixing", and cut a long one at both edges), and the visible characters a line
-of it then holds (longer ones wrap). Design choice."""
+before mixattention: after mixing", and a long one takes three lines). Design choice."""
 
 
 def subplot_titles(layout: dict) -> dict:
     """Layout update of a figure's subplot titles and ticks on a phone (``layout``: its plotly JSON): with
     panels side by side, titles at :data:`PHONE_SUBTITLE` px and every second tick where a small map labels
     each row and column (``dtick`` 1: 0 to 11 overlapped at ~165 px); a title over :data:`PHONE_TITLE`
-    characters also smaller, each of its lines wrapped at :data:`PHONE_SUBTITLE_CHARS`. ``{}`` when nothing
-    changes."""
+    characters also smaller. The browser wraps a title to the width its chart has (``fitNotes`` in
+    ``js/live_chart.js``). ``{}`` when nothing changes."""
     starts = {round((a.get("domain") or [0])[0], 3) for k, a in layout.items() if k.startswith("xaxis")}
     side = len(starts) > 1
     anns, changed = [], False
@@ -215,14 +202,10 @@ def subplot_titles(layout: dict) -> dict:
         text = a.get("text") or ""
         if a.get("yanchor") == "bottom" and (a.get("font") or {}).get("size") == 16 and (
                 side or visible_len(text) > PHONE_TITLE):  # Plotly's subplot titles: 16 px, over their panel
-            a = dict(a, font={**a["font"], "size": PHONE_SUBTITLE},  # each of its lines wrapped
-                     text="<br>".join(w for part in text.split("<br>") for w in wrap_markup(part, PHONE_SUBTITLE_CHARS)))
+            a = dict(a, font={**a["font"], "size": PHONE_SUBTITLE})
             changed = True
         anns.append(a)
     upd: dict = {"annotations": anns} if changed else {}
-    extra = max((a["text"].count("<br>") for a in anns), default=0)
-    if changed and extra:  # a wrapped title grows upward: room for it under the figure's title
-        upd["margin"] = {"t": (layout.get("margin") or {}).get("t", 100) + 14 * extra}
     if side:
         upd.update({k: {"dtick": 2} for k, a in layout.items() if k[1:5] == "axis" and a.get("dtick") == 1})
     return upd

@@ -1149,16 +1149,6 @@ def test_compare_side_by_side_labels_each_side_once_and_keeps_every_map_square_a
     assert not any(_views.panels_side_by_side(json.loads(c.spec)) for c in charts(at))
 
 
-def test_narrow_titles_wrap_on_visible_characters_and_never_inside_markup():
-    from app_pages import _relayout
-
-    title = "Similarity Re tr(H<sub>i</sub><sup>*</sup>H<sub>j</sub>), layer 2"
-    lines = _relayout.wrap_markup(title, 20)
-    assert " ".join(lines) == title and all("<" not in ln or ln.count("<") == ln.count(">") for ln in lines)
-    assert lines == ["Similarity Re", "tr(H<sub>i</sub><sup>*</sup>H<sub>j</sub>), layer 2"]  # 13 and 18 seen
-    assert _relayout.wrap_markup("a " * 3 + "bb", 3) == ["a a", "a", "bb"]
-
-
 def test_compare_word_problems_label_each_side_once_above_the_side_by_side_figures(bundled_assets):
     at = side_by_side(open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/osm-rnn-torus-s5"))
     heads = [m.value for m in at.markdown if m.value.startswith(("**A: ", "**B: "))]
