@@ -790,7 +790,7 @@ def test_a_half_width_charts_title_ends_short_of_the_toolbar(page, zoo_server, s
 def test_on_a_390_px_window_subplot_titles_wrap_and_ticks_stay_level(page, zoo_server):
     """At 390x844 the Grassmann planes chart's subplot titles wrap to its width (every annotation's text
     lies inside the chart's box; centred, "offset slot 0: planes of pairs ..." was cut at both ends) and its
-    token tick labels, thinned, stay horizontal (no rotate in their transform)."""
+    token tick labels, thinned, stay horizontal (no rotate in their transform); at 1000 px it is two lines again."""
     page.set_viewport_size({"width": 390, "height": 844})
     try:
         page.goto(f"{zoo_server}/planes")
@@ -808,6 +808,11 @@ def test_on_a_390_px_window_subplot_titles_wrap_and_ticks_stay_level(page, zoo_s
         turned = chart.evaluate("el => [...el.querySelectorAll('.xtick text')]"
                                 ".filter((n) => (n.getAttribute('transform') || '').includes('rotate')).length")
         assert turned == 0
+        page.set_viewport_size({"width": 1000, "height": 800})  # fitted again: the figure's own two lines
+        page.wait_for_timeout(1500)
+        lines = chart.evaluate("el => [...el.querySelectorAll('.annotation-text')]"
+                               ".filter((n) => n.textContent.includes('offset slot'))[0].querySelectorAll('tspan.line').length")
+        assert lines == 2
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
 
