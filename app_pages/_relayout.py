@@ -1,5 +1,6 @@
 """Figures relaid for a narrow screen: a phone's copy of a figure (panels stacked or titled smaller, 3-D
-scenes and legends moved; the browser wraps titles to the chart's width) and Compare's half-width column (fewer ticks, one row's top).
+scenes and legends moved; the browser wraps titles to the chart's width) and Compare's half-width column
+(fewer ticks, one row's top).
 
 Every function reads a figure's plotly JSON and returns layout updates, or works on a copy (:func:`relaid`):
 a cached figure is shared by every session and never changed. No streamlit here: ``_widgets.chart`` decides

@@ -810,8 +810,8 @@ def test_on_a_390_px_window_subplot_titles_wrap_and_ticks_stay_level(page, zoo_s
         assert turned == 0
         page.set_viewport_size({"width": 1000, "height": 800})  # fitted again: the figure's own two lines
         page.wait_for_timeout(1500)
-        lines = chart.evaluate("el => [...el.querySelectorAll('.annotation-text')]"
-                               ".filter((n) => n.textContent.includes('offset slot'))[0].querySelectorAll('tspan.line').length")
+        lines = chart.evaluate("el => [...el.querySelectorAll('.annotation-text')].find((n) =>"
+                               " n.textContent.includes('offset slot')).querySelectorAll('tspan.line').length")
         assert lines == 2
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
