@@ -23,6 +23,7 @@ from geomlab.figures._sampling import (
 from geomlab.figures.catalog import CEM_SRC, Explanation, figure, is_cem
 from geomlab.core.markup import md_label
 from geomlab.trace import CEMTrace
+from geomlab.trace.base import cached
 
 BLOCK_NAMES = ("attention", "MLP")
 RISE_TOL = 1e-6
@@ -40,9 +41,9 @@ def _cem(tr) -> CEMTrace:
     return tr
 
 
-def _token_mean(E: np.ndarray) -> np.ndarray:
-    """Mean over the last (token) axis of the finite values only (NaN where a step has none): one token with a
-    NaN energy must not blank the whole curve."""
+def token_mean(E: np.ndarray) -> np.ndarray:
+    """``[..., token]`` energies -> ``[...]``: the mean over the last (token) axis of the finite values only
+    (NaN where a step has none): one token with a NaN energy must not blank the whole curve. Design choice."""
     E = blank(np.asarray(E, dtype=np.float64))
     ok = np.isfinite(E)
     n = ok.sum(-1)
@@ -61,13 +62,19 @@ def _token_percentile(E: np.ndarray, q: float) -> np.ndarray:
 
 def energy_rises(tr: CEMTrace) -> np.ndarray:
     """``[layer, block, step]`` bool: True at step t >= 1 where the token-mean energy (over tokens with finite
-    values) rose from t - 1 (beyond ``RISE_TOL`` relative); step 0 is always False."""
+    values) rose from t - 1 (beyond ``RISE_TOL`` relative); step 0 is always False. Computed once per trace
+    (:func:`geomlab.trace.base.cached`): the chart, its "look for" line and the page's facts all ask. Design
+    choice (the tolerance)."""
     tr = _cem(tr)
-    m = _token_mean(tr.energies)
-    out = np.zeros(m.shape, dtype=bool)
-    diff = m[..., 1:] - m[..., :-1]
-    out[..., 1:] = diff > RISE_TOL * np.maximum(1.0, np.abs(m[..., :-1]))
-    return out
+
+    def rises() -> np.ndarray:
+        m = token_mean(tr.energies)
+        out = np.zeros(m.shape, dtype=bool)
+        with np.errstate(invalid="ignore"):  # NaN where a step has no finite token: no rise
+            out[..., 1:] = m[..., 1:] - m[..., :-1] > RISE_TOL * np.maximum(1.0, np.abs(m[..., :-1]))
+        return out
+
+    return cached(tr, ("energy_rises",), rises)
 
 
 def token_rises(tr: CEMTrace) -> np.ndarray:
@@ -175,7 +182,7 @@ def _descent(tr: CEMTrace, cursor: int | None, relative: bool, layers: list[int]
     L, B, S, _ = E.shape
     layers = list(range(L)) if layers is None else layers
     steps = np.arange(S)
-    mean = _token_mean(E)  # NaN-safe reductions over the finite tokens
+    mean = token_mean(E)  # NaN-safe reductions over the finite tokens
     lo, hi = _token_percentile(E, BAND[0]), _token_percentile(E, BAND[1])
     n_bad = nonfinite_count(tr.energies, axis=-1)
     rises = energy_rises(tr)
@@ -226,7 +233,7 @@ def _descent(tr: CEMTrace, cursor: int | None, relative: bool, layers: list[int]
             fig.update_yaxes(title_text=ylab, row=r, col=c, title_standoff=4)
             if disp is not None:
                 fig.add_trace(dict(type="scatter",
-                    x=steps, y=_token_mean(disp[layer, b]), mode="lines+markers",
+                    x=steps, y=token_mean(disp[layer, b]), mode="lines+markers",
                     line={"color": col, "dash": _DASHES[layer % len(_DASHES)]},
                     marker={"symbol": _SYMBOLS[layer % len(_SYMBOLS)], "size": 7},
                     name=f"{name} displacement", legendgroup="displacement", showlegend=False,

@@ -127,9 +127,9 @@ def probe_curve(tr) -> ProbeCurve | None:
         return ProbeCurve(np.arange(len(y), dtype=np.float64), y, "position t (token)",
                           "‖log H<sub>t</sub>‖<sub>F</sub> (rad)", "distance of the state from the identity")
     if fam == "cem":
-        from geomlab.figures.energy import _token_mean
+        from geomlab.figures.energy import token_mean
 
-        m = _token_mean(np.asarray(tr.energy_change(), dtype=np.float64))[-1, 0]
+        m = token_mean(np.asarray(tr.energy_change(), dtype=np.float64))[-1, 0]
         return ProbeCurve(np.arange(len(m), dtype=np.float64), m, "recursion step t",
                           "Δε (a.u.)", "mean energy change over recursion steps (last layer, attention)")
     if fam == "grassmann":

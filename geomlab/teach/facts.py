@@ -109,30 +109,18 @@ class Fact:
     warn: bool = False
 
 
-def energy_rises(tr: Any, tol: float = 1e-6) -> list[tuple[int, int, int, float]]:
-    """Steps where the token-mean CEM energy rose: ``[(layer, block, step, rise)]`` with ``step`` t >= 1 the
-    step whose energy is higher than at t - 1 by more than ``tol`` times the layer's energy scale (non-finite
-    positions ignored). Empty for a trace without energies. Source: Xu et al., arXiv 2605.07588 (monotone decrease is the
-    sanity check)."""
-    E = getattr(tr, "energies", None)
-    if E is None:
+def energy_rises(tr: Any) -> list[tuple[int, int, int, float]]:
+    """Steps where the token-mean CEM energy rose: ``[(layer, block, step, rise)]``, the steps the energy chart
+    flags (:func:`geomlab.figures.energy.energy_rises`: step t >= 1 above step t - 1 beyond its tolerance,
+    non-finite positions ignored), with the rise. Empty for a trace without energies. Source: Xu et al.,
+    arXiv 2605.07588 (monotone decrease is the sanity check)."""
+    if getattr(tr, "energies", None) is None:
         return []
-    E = np.asarray(E, dtype=np.float64)
-    with np.errstate(all="ignore"):
-        mean = np.where(np.isfinite(E), E, np.nan)
-        counts = np.isfinite(mean).sum(axis=-1)
-        m = np.nansum(np.nan_to_num(mean, nan=0.0), axis=-1) / np.maximum(counts, 1)
-        m = np.where(counts > 0, m, np.nan)
-    out = []
-    for layer in range(m.shape[0]):
-        for block in range(m.shape[1]):
-            row = m[layer, block]
-            scale = float(np.nanmax(np.abs(row))) if np.isfinite(row).any() else 1.0
-            for t in range(1, row.shape[0]):
-                rise = row[t] - row[t - 1]
-                if np.isfinite(rise) and rise > tol * max(scale, 1.0):
-                    out.append((layer, block, t, float(rise)))
-    return out
+    from geomlab.figures.energy import energy_rises as flagged
+    from geomlab.figures.energy import token_mean
+
+    m = token_mean(tr.energies)
+    return [(int(l), int(b), int(t), float(m[l, b, t] - m[l, b, t - 1])) for l, b, t in zip(*np.nonzero(flagged(tr)))]
 
 
 def _plural(n: int, word: str) -> str:

@@ -196,10 +196,25 @@ def test_cem_energy_of_a_real_trace_is_checked_against_its_numbers():
     mean = tr.energy_mean()
     expected = [(l, b, t) for l in range(mean.shape[0]) for b in range(mean.shape[1])
                 for t in range(1, mean.shape[2]) if mean[l, b, t] - mean[l, b, t - 1] > 1e-6 * max(
-                    np.abs(mean[l, b]).max(), 1.0)]
+                    abs(mean[l, b, t - 1]), 1.0)]
     assert [(l, b, t) for l, b, t, _ in facts.energy_rises(tr)] == expected
     rose = any(f.warn for f in facts.model_facts(tr))
     assert rose == bool(expected)
+
+
+def test_the_facts_name_the_steps_the_energy_chart_flags():
+    """A rise tiny beside the layer's largest energy but not beside the step before it: the chart flags it,
+    and the facts name the same step with its size."""
+    from geomlab.figures.energy import energy_rises as flagged
+
+    E = np.zeros((1, 2, 3, 4))
+    E[..., 0, :], E[..., 1, :], E[..., 2, :] = 1000.0, 1.0, 1.0 + 1.5e-6
+    tr = _cem_trace(E, {"kind": "cem", "recursion_steps": 2})
+    steps = [tuple(int(i) for i in s) for s in zip(*np.nonzero(flagged(tr)))]
+    assert steps == [(0, 0, 2), (0, 1, 2)]
+    rises = facts.energy_rises(tr)
+    assert [(l, b, t) for l, b, t, _ in rises] == steps and all(abs(r - 1.5e-6) < 1e-9 for *_, r in rises)
+    assert flagged(tr) is flagged(tr)  # computed once per trace
 
 
 def test_grassmann_and_attention_facts():
