@@ -140,7 +140,7 @@ def standin(slug: str, chosen: str, shown: str, how: str) -> None:
     cannot show (``how``: how the two are related, from :func:`geomlab.teach.views.related_kinds`). ``gl_ckpt``
     becomes ``shown`` (so the page, its link and its URL name what is on screen); the record keeps the
     page's message up while ``shown`` is on screen there, and :func:`restore_choice` gives the chosen one
-    back on any other page. A pick or a link ends it. The text follows the stand-in as :func:`text_follows`
+    back on any other page but Compare (which keeps ``shown`` as its A). A pick or a link ends it. The text follows the stand-in as :func:`text_follows`
     says, and also when the two read different inputs (a word problem's group elements against characters:
     a tour step's ``12340 10234`` would be unknown symbols to a Shakespeare model); the chosen checkpoint's
     text comes back with it while the stand-in's is untouched. Design choice (no silent switches)."""
@@ -172,15 +172,21 @@ def current_standin(slug: str) -> dict | None:
     return None
 
 
-def restore_choice(slug: str | None = None) -> None:
+def restore_choice(slug: str | None = None, keep: bool = False) -> None:
     """Give the chosen checkpoint back on a page other than the view that stood another one in for it
-    (``slug``: the page now drawn; a view page, Compare or Checkpoints call it first). A record whose
-    stand-in is no longer the selection (something else was chosen) is dropped."""
+    (``slug``: the page now drawn; a view page, Compare or Checkpoints call it first). With ``keep`` the
+    page opens on the stand-in instead, the checkpoint that was on screen (Compare's A: what the user was
+    looking at), chosen or not as the checkpoint it stood in for was. A record whose stand-in is no longer
+    the selection (something else was chosen) is dropped. Design choice."""
     ss = st.session_state
     rec = ss.get(K_STANDIN)
     if not rec:
         return
     if rec.get("shown") != ss.get(K_CKPT) or data.entry_for(rec.get("chosen")) is None:
+        ss.pop(K_STANDIN, None)
+        return
+    if keep:
+        ss[K_CKPT_EXPLICIT] = rec.get("explicit", False)
         ss.pop(K_STANDIN, None)
         return
     if rec.get("slug") != slug:

@@ -141,7 +141,7 @@ def main() -> None:
         if not entries:
             ui.no_checkpoint_message()
             return
-    _state.restore_choice("compare")
+    _state.restore_choice("compare", keep=True)  # A: the checkpoint the view page showed, a stand-in too
     _pair_b()
     phone = ui.is_phone()  # a phone stacks the two pickers; a large gap would leave ~70 px empty between them
     a, b = _pickers(phone)

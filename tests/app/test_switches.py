@@ -205,6 +205,42 @@ def test_a_fresh_compare_opens_on_a_view_both_sides_show():
     assert kind_of(b) in views.related_kinds(kind_of(a))  # related, not any other checkpoint
 
 
+def test_compare_opens_on_the_checkpoint_the_view_page_showed():
+    """A is the checkpoint on screen on the view page Compare was opened from (a pick, or the stand-in a view
+    shows for a checkpoint it cannot draw), B the one Compare pairs with it."""
+    from app_pages.compare import default_pair_b
+
+    at = open_page("trajectories")
+    at.selectbox(key="w_gl_ckpt").set_value("bundled/osm-rnn-o-s5").run()
+    goto(at, "compare")
+    assert (at.session_state["gl_ckpt"], at.session_state["gl_ckpt_b"]) == (
+        "bundled/osm-rnn-o-s5", "bundled/osm-rnn-torus-s5")
+    goto(at, "attention")  # draws no OSM-RNN: another checkpoint stands in for it
+    shown = at.session_state["gl_ckpt"]
+    assert shown != "bundled/osm-rnn-o-s5" and standin_note(at)
+    goto(at, "compare")
+    assert at.session_state["gl_ckpt"] == shown
+    assert at.session_state["gl_ckpt_b"] == default_pair_b(shown)[0] != shown
+    assert qp(at)["ckpt"] == shown
+
+
+def test_compare_address_wins_over_the_view_page():
+    """A ``b`` in Compare's address is B, with A from the view page; a ``ckpt`` there is A."""
+    at = open_page("trajectories")  # a fresh session: the view shows its own default, not the app's (CEM)
+    shown = at.session_state["gl_ckpt"]
+    assert shown != CEM and standin_note(at)
+    at.query_params.clear()
+    at.query_params.update(b=OSMFORMER_O)
+    goto(at, "compare")
+    assert (at.session_state["gl_ckpt"], at.session_state["gl_ckpt_b"]) == (shown, OSMFORMER_O)
+    goto(at, "trajectories")
+    torus = "bundled/osmformer-torus-tinyshakespeare"
+    at.query_params.clear()
+    at.query_params.update(ckpt=torus, b=OSMFORMER_O)
+    goto(at, "compare")
+    assert (at.session_state["gl_ckpt"], at.session_state["gl_ckpt_b"]) == (torus, OSMFORMER_O)
+
+
 def test_compare_without_a_shared_view_says_so_and_offers_a_b():
     at = open_page("compare", ckpt="bundled/osm-rnn-o-s5", b="bundled/grassmann-tinyshakespeare")
     note = next((i.value for i in at.info if "No view shows both" in i.value), None)
