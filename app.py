@@ -82,7 +82,10 @@ def main() -> None:
             ".katex-display {overflow-x: auto; overflow-y: hidden;}"
             ".st-key-view-side .katex-display > .katex {font-size: 1em;}"  # (KaTeX's 1.21em in the narrow column)
             "@media (max-width: 600px) {.katex-display > .katex {font-size: 0.8em;}}"
+            # the browser-history script (mounted below) draws nothing
+            "div[data-testid='stElementContainer']:has(.gl-history) {display: none;}"
             "</style>")
+    ui.browser_history()  # first, before the sidebar's pages can be clicked
     ui.log_to_server()
     ui.warm_up()
     ui.init_state()

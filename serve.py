@@ -49,15 +49,16 @@ async def _lifespan(_app):
 
 
 def _middleware() -> list:
-    """The chart library starts loading with the page (``app_pages/_preload.py``); ``GEOMLAB_PRELOAD=0``
-    turns it off (to measure what it gives: ``geomlab bench browser``)."""
+    """The chart library starts loading with the page, and the browser-history script is in it from the start
+    (``app_pages/_preload.py``); ``GEOMLAB_PRELOAD=0`` turns both off (to measure what the preload gives:
+    ``geomlab bench browser``; the history script then comes with the first run)."""
     import os
 
     from starlette.middleware import Middleware
 
     from app_pages._preload import PreloadCharts
 
-    return [] if os.environ.get("GEOMLAB_PRELOAD") == "0" else [Middleware(PreloadCharts)]
+    return [] if os.environ.get("GEOMLAB_PRELOAD") == "0" else [Middleware(PreloadCharts, history=True)]
 
 
 def _routes() -> list:

@@ -98,13 +98,21 @@ class PreloadCharts:
     compression), and answers a GET for a plotly.js bundle's address itself; everything else passes
     untouched. ``bundles``: ``{URL path: file}`` (default: :func:`_bundles`, looked up on each request, so a
     bundle fetched after start is preloaded from then on); ``base`` defaults to Streamlit's
-    ``server.baseUrlPath``."""
+    ``server.baseUrlPath``. With ``history`` the page also gets the browser-history script
+    (:func:`app_pages._state.history_script`) after the preload, so it wraps ``history.pushState`` before
+    Streamlit's own script starts (mounted by a page's run, it came after the sidebar could be clicked)."""
 
-    def __init__(self, app, bundles: dict[str, Path] | None = None, base: str | None = None):
+    def __init__(self, app, bundles: dict[str, Path] | None = None, base: str | None = None,
+                 history: bool = False):
         self.app = app
         self.base = _base_path() if base is None else base
         self.fixed = bundles
         self._bodies: dict[tuple[str, bool], bytes] = {}
+        self.history = b""
+        if history:
+            from app_pages._state import history_script
+
+            self.history = f"<script>{history_script(self.base)}</script>".encode()
 
     def bundles(self) -> dict[str, Path]:
         return dict(self.fixed) if self.fixed is not None else _bundles(self.base)
@@ -139,7 +147,7 @@ class PreloadCharts:
             return await self._send_file(scope, send, files[scope["path"]])
         if not _is_page(scope):
             return await self.app(scope, receive, send)
-        snippet = preload_html(self.preloaded(), page_part(scope.get("path") or "/", self.base))
+        snippet = preload_html(self.preloaded(), page_part(scope.get("path") or "/", self.base)) + self.history
         if not snippet:
             return await self.app(scope, receive, send)
         # the page itself uncompressed (7.9 KB), so the snippet can go in; everything else keeps its gzip

@@ -33,6 +33,8 @@ streamlit#5813 and friends).
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -461,7 +463,7 @@ def sync_query_params(page: Any = None) -> None:
     """Mirror the state page ``page`` uses into the URL (``page``: the ``st.navigation`` page just run, or
     its ``url_path``; see :func:`state_query`), with the page's own keys (:data:`K_PAGE_QP`) and ``debug``
     kept as typed. Keys of other pages are left out of the URL, never out of the state. On a view page only a
-    What-if change adds an entry to the browser's history (:func:`browser_history`)."""
+    What-if change adds an entry to the browser's history (:func:`browser_history`, mounted by ``app.py``)."""
     ss = st.session_state
     path = getattr(page, "url_path", page)
     want = {**state_query(path), **(ss.pop(K_PAGE_QP, None) or {})}
@@ -471,7 +473,6 @@ def sync_query_params(page: Any = None) -> None:
     if current != want or repeated:
         st.query_params.from_dict(want)
     ss[K_QP_WRITTEN] = want
-    browser_history()
     if ss.pop(K_NOTICE_SHOWN, False):
         # dropped only at the end of a run that completed: a run interrupted by a rerun (the browser's
         # first load can be) would otherwise lose the notice it popped
@@ -482,20 +483,39 @@ def browser_history() -> None:
     """On a view page the browser's history steps through What-if states: a change of :data:`HISTORY_KEYS` is
     a new entry, any other change of the page's URL (a cursor move, a control, the text, the address a page
     switch starts from) replaces the current entry, where Streamlit would add one for each; Compare, which has
-    no What-if state, keeps one entry per visit (``js/history.js``,
-    mounted by every whole run of every page, so that it is in the browser before a view page is opened).
-    Back and Forward rerun the app with the entry's query string, which :func:`init_state` reads, its missing
-    What-if keys as off. Design choice."""
+    no What-if state, keeps one entry per visit; a page switch that reaches the browser out of order adds no
+    entry of its own (:func:`history_script`). ``serve.py`` puts the script in the page's HTML, so it runs
+    before Streamlit's own; ``app.py`` also mounts it here, first in every whole run (before the sidebar's
+    pages), for an app started without ``serve.py``. Back and Forward rerun the app with the entry's query
+    string, which :func:`init_state` reads, its missing What-if keys as off. Design choice."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     if get_script_run_ctx() is None or in_fragment_rerun():
         return  # no run to draw into; a fragment's run leaves the whole run's element in place
-    from app_pages._live_chart import module_component
+    # the element is hidden by app.py's style (.gl-history); its script runs all the same
+    st.html(f"<span class='gl-history'></span><script>{history_script(st.get_option('server.baseUrlPath') or '')}"
+            "</script>", unsafe_allow_javascript=True)
 
-    base = (st.get_option("server.baseUrlPath") or "").strip("/")
-    data = {"keys": [URL_KEYS[k] for k in HISTORY_KEYS],
-            "paths": ["/" + "/".join(p for p in (base, slug) if p) for slug in (*views.VIEWS, "compare")]}
-    module_component("geomlab_history", "history.js")(data=data, key="geomlab_history")
+
+def history_script(base: str) -> str:
+    """The classic script that wraps the browser's ``history.pushState`` once per page (``js/history.js``),
+    after the line that gives it its rule: the What-if URL keys, the paths of the view pages and Compare
+    under the server's base path ``base`` (``server.baseUrlPath``), and the URL keys only those pages write.
+    Safe inside ``<script>``: the rule's ``<`` and ``>`` are escaped."""
+    import json
+
+    base = base.strip("/")
+    rule = {"keys": [URL_KEYS[k] for k in HISTORY_KEYS],
+            "paths": ["/" + "/".join(p for p in (base, slug) if p) for slug in (*views.VIEWS, "compare")],
+            "shared": list(URL_KEYS.values())}
+    rule_js = json.dumps(rule).replace("<", "\\u003c").replace(">", "\\u003e")
+    return f"window.__geomlabHistory = {rule_js};\n{_history_js()}"
+
+
+@functools.cache
+def _history_js() -> str:
+    """The source of ``js/history.js`` (read once per process)."""
+    return (Path(__file__).parent / "js" / "history.js").read_text(encoding="utf-8")
 
 
 def in_fragment_rerun() -> bool:

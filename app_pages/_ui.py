@@ -26,8 +26,8 @@ from app_pages._messages import (  # noqa: F401
 )
 from app_pages._state import (  # noqa: F401
     K_BLOCK, K_CKPT, K_CKPT_B, K_CKPT_EXPLICIT, K_HEAD, K_LAYER, K_NOTICE, K_PAGE_QP, K_POS, K_SLOT, K_STEPS,
-    K_STEPS_B, K_SUBSTEP, K_TEXT, URL_KEYS, check_page_path, copy, init_state, page_path, remember_owner, seed,
-    set_checkpoint, share_link, state_query, sync_query_params,
+    K_STEPS_B, K_SUBSTEP, K_TEXT, URL_KEYS, browser_history, check_page_path, copy, init_state, page_path,
+    remember_owner, seed, set_checkpoint, share_link, state_query, sync_query_params,
 )
 from app_pages._warm import log_to_server, wait_warm, warm_up  # noqa: F401
 from app_pages._widgets import (  # noqa: F401

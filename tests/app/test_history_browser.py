@@ -130,3 +130,41 @@ def test_a_cursor_move_on_compare_adds_no_entry(page, zoo_server):
     assert page.evaluate("history.length") == entries
     page.go_back()
     until(page, {"path": "/trajectories", "on": False})
+
+
+@pytest.mark.browser
+def test_one_back_returns_home_after_a_click_while_home_loads(page, zoo_server):
+    """A sidebar click while Home is still loading (right away, or while the browser draws Home's charts) is
+    one history entry: one Back returns to Home, the next leaves the app. The next page's address pushed on
+    Home's path (as Streamlit does when the page switch reaches a busy browser out of order) adds no entry; a
+    view opened from a bare link, which the app completes, is one entry too."""
+    def fresh(path: str):
+        ctx = page.context.browser.new_context(viewport={"width": 1400, "height": 900})
+        pg = ctx.new_page()
+        pg.set_default_timeout(90_000)
+        pg.goto("about:blank")
+        pg.goto(f"{zoo_server}{path}")
+        return ctx, pg
+
+    for delay in (0, 1500):
+        ctx, pg = fresh("/")
+        link = pg.locator('[data-testid="stSidebarNav"] a').filter(has_text="Trajectories").first
+        link.wait_for()
+        pg.wait_for_timeout(delay)
+        link.click()
+        pg.wait_for_function("location.pathname === '/trajectories' && location.search.includes('ckpt=')")
+        wait_idle(pg)
+        pg.go_back()
+        wait_idle(pg)
+        assert urlsplit(pg.url).path == "/" and not urlsplit(pg.url).query, (delay, pg.url)
+        pg.evaluate("history.pushState({}, '', '/?ckpt=x&pos=3')")
+        assert not urlsplit(pg.url).query, (delay, pg.url)
+        pg.go_back()
+        pg.wait_for_function("location.href === 'about:blank'", timeout=10_000)
+        ctx.close()
+    ctx, pg = fresh("/trajectories")
+    pg.wait_for_function("location.search.includes('ckpt=')")
+    wait_idle(pg)
+    pg.go_back()
+    pg.wait_for_function("location.href === 'about:blank'", timeout=10_000)
+    ctx.close()

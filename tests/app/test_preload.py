@@ -17,10 +17,10 @@ BUNDLE = "/component/c/plotly-cartesian-9.9.9.min.js"
 
 
 def _serve(path: str = "/", method: str = "GET", ctype: bytes = b"text/html; charset=utf-8", chunks=(PAGE,),
-           bundles=None, headers=GZIP):
+           bundles=None, headers=GZIP, history=False):
     """Run a fake ASGI app (gzips when the request accepts it, like Streamlit's) wrapped in
-    :class:`PreloadCharts` (``bundles``: ``{URL: file}``, default none) once; ``(sent messages, request
-    headers the app saw)``."""
+    :class:`PreloadCharts` (``bundles``: ``{URL: file}``, default none; ``history``: with the history script)
+    once; ``(sent messages, request headers the app saw)``."""
     sent, seen = [], {}
 
     async def inner(scope, receive, send):
@@ -39,7 +39,7 @@ def _serve(path: str = "/", method: str = "GET", ctype: bytes = b"text/html; cha
         return {"type": "http.request"}
 
     scope = {"type": "http", "method": method, "path": path, "headers": list(headers)}
-    asyncio.run(PreloadCharts(inner, bundles=bundles or {})(scope, receive, send))
+    asyncio.run(PreloadCharts(inner, bundles=bundles or {}, history=history)(scope, receive, send))
     return sent, seen
 
 
@@ -131,3 +131,15 @@ def test_the_hint_runs_in_a_javascript_engine():
             assert out.returncode == 0, out.stderr
             got = json.loads(out.stdout)
         assert got == want, (pathname, page, got)
+
+
+def test_the_page_wraps_the_browser_history_before_streamlit_starts():
+    """With ``history`` the page's head carries the history script (its rule, then the wrapper), so it is in
+    the page before Streamlit's own script; the rule names the view pages under the base path."""
+    from app_pages._state import history_script
+
+    head = _body(_serve("/energy", history=True)[0]).split(b"<title>")[0]
+    assert b"window.__geomlabHistory = " in head and b"window.history.pushState = function" in head
+    assert b"__geomlabHistory" not in _body(_serve("/energy")[0])
+    rule = json.loads(history_script("lab").split(" = ", 1)[1].split(";\n", 1)[0])
+    assert "/lab/energy" in rule["paths"] and "/lab/compare" in rule["paths"] and "ckpt" in rule["shared"]
