@@ -13,8 +13,9 @@
 // path push that follows carries the same query string.
 // A classic script, not a module, run once per page after the line that sets window.__geomlabHistory =
 // {keys: What-if URL keys, paths: the view pages' and Compare's paths, shared: the URL keys only those pages
-// write} (app_pages/_state.py, history_script): in the page's <head> (serve.py), and again from the start of
-// every run (app.py), where it finds itself installed.
+// write} (app_pages/_state.py, history_script): in the page's head (serve.py), and again from the start of
+// every run (app.py), where it finds itself installed. Nothing in it may look like a tag (a less-than sign
+// before a letter or a slash): the sanitizer of Streamlit's st.html drops such a script unrun.
 (function () {
   if (window.__geomlabHistoryPush) return;
 
