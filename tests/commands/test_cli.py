@@ -131,6 +131,7 @@ def test_resume_refuses_fewer_steps_than_done_and_leaves_the_checkpoint(text_fil
 def test_resume_refuses_a_checkpoint_whose_step_is_not_a_count(text_file, tmp_path, capsys, step):
     import hashlib
     import json
+    import json
 
     out = tmp_path / "runs"
     assert _train(text_file, out, "--name", "run", "--steps", "10") == 0
@@ -303,8 +304,11 @@ def test_a_run_that_did_not_train_says_so(text_file, tmp_path, capsys):
 
 
 def test_eval_of_weights_that_give_no_finite_score_fails(text_file, tmp_path, capsys):
-    """Weights that still read, finite but huge (damaged after saving, same size), give no finite score: eval
+    """Weights that still read, finite but huge (saved so, their sum recorded), give no finite score: eval
     prints its line and then fails with a one-line error, where it printed 'bpc: inf' and exited 0."""
+    import hashlib
+    import json
+
     from safetensors import safe_open
     from safetensors.torch import save_file
 
@@ -314,6 +318,10 @@ def test_eval_of_weights_that_give_no_finite_score_fails(text_file, tmp_path, ca
         meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
     tensors = {k: v.fill_(3e38) if v.is_floating_point() else v for k, v in tensors.items()}  # finite, huge
     save_file(tensors, str(weights), metadata=meta)
+    manifest = weights.parent / "geomlab.json"  # the sum of these weights, as a save of them records it
+    m = json.loads(manifest.read_text())
+    m["files"]["model.safetensors"]["sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()
+    manifest.write_text(json.dumps(m))
     capsys.readouterr()
     assert main(["eval", str(weights.parent), "--data", str(text_file)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
