@@ -26,8 +26,9 @@ import torch
 from geomlab.models.hooks import hook_points, run_with_cache, run_with_hooks
 from geomlab.whatif.outcome import LN2, Outcome, log_softmax
 
-__all__ = ["PatchPoint", "Sweep", "patch_points", "patch", "patching_sweep", "token_swap_sweep", "METRICS", "SWEEP_SPAN",
-           "SMALL_DIFFERENCE", "BARELY"]
+__all__ = ["PatchPoint", "Sweep", "Target", "patch_points", "patch", "patching_sweep", "token_swap_sweep",
+           "choose_target", "default_stand_in", "METRICS", "SWEEP_SPAN", "SMALL_DIFFERENCE", "BARELY", "AHEAD",
+           "STAND_INS"]
 
 METRICS = ("logit_diff", "kl", "target_prob")
 #: Each metric in words, with its unit, for captions and summary lines.
@@ -305,24 +306,151 @@ def token_swap_sweep(model: torch.nn.Module, tokens: Sequence[int], position: in
 
     Raises ``ValueError`` for a ``target`` not after ``position``, past the text or ``span`` or more
     positions after it, or a ``stand_in`` equal to the token it replaces. Design choice."""
-    tok = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
-    T, position, target = len(tok), int(position), int(target)
-    if not 0 <= position < T - 1:
-        raise ValueError(f"position {position} outside 0..{T - 2} (a later position reads its token)")
-    hi = min(T - 1, position + span - 1)
+    tok, corrupt, hi = _swapped(tokens, position, stand_in, span)
+    position, target = int(position), int(target)
     if not position < target <= hi:
         raise ValueError(f"target {target} outside {position + 1}..{hi} (after the swapped token, within "
                          f"{span} positions)")
-    if int(stand_in) == int(tok[position]):
-        raise ValueError(f"the stand-in is the token at position {position} already: give a different one")
-    corrupt = tok.clone()
-    corrupt[position] = int(stand_in)
     start = max(0, target - span + 1)
     sweep = patching_sweep(model, corrupt[start:target + 1], tok[start:target + 1], target_position=target - start,
                            first=position - start)
     sweep.positions = sweep.positions + start
     sweep.target_position = target
     return sweep
+
+
+def _swapped(tokens: Sequence[int], position: int, stand_in: int,
+             span: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(clean (T,), corrupted (T,), hi)``: the text's ids and the same with the token at ``position``
+    replaced by ``stand_in``; ``hi`` the last position a sweep of the swap may read. ``ValueError`` for a
+    position with nothing after it or a stand-in equal to the token it replaces."""
+    tok = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
+    T, position = len(tok), int(position)
+    if not 0 <= position < T - 1:
+        raise ValueError(f"position {position} outside 0..{T - 2} (a later position reads its token)")
+    if int(stand_in) == int(tok[position]):
+        raise ValueError(f"the stand-in is the token at position {position} already: give a different one")
+    corrupt = tok.clone()
+    corrupt[position] = int(stand_in)
+    return tok, corrupt, min(T - 1, position + span - 1)
+
+
+AHEAD = 8
+"""Positions after the swapped token among which :func:`choose_target` picks the default target (design
+choice: the heatmap draws every position from the swapped token to the target, so a near target keeps its
+columns readable, and the choice costs one run of the clean and the corrupted text however long the text)."""
+
+#: Stand-ins tried in turn for the token at the cursor (:func:`default_stand_in`; design choice: common
+#: characters).
+STAND_INS = ("e", " ", "a")
+
+
+def default_stand_in(tokens: Sequence[str], current: str) -> str:
+    """The default token to put in place of ``current``: the first of :data:`STAND_INS`, then of ``tokens``
+    (a vocabulary's tokens, in order), that is in ``tokens`` and differs from ``current``; ``current`` itself
+    when there is none (a one-token vocabulary). Design choice."""
+    tokens = list(tokens)
+    for cand in (*STAND_INS, *tokens):
+        if cand != current and cand in tokens:
+            return cand
+    return current
+
+
+@dataclass(frozen=True)
+class Target:
+    """The default target of a token-swap sweep (:func:`choose_target`): ``position`` (the text's);
+    ``candidates`` ``(K,)`` the positions weighed; ``changes`` ``(K,)`` float64, how far the swap moves the
+    logit difference at each, ``|clean - corrupted|`` in nats (:attr:`Sweep.barely_changes`' measure);
+    ``later``: whether the position came from the candidates after the next one (the rule's first choice);
+    ``seconds``: wall time of the choice."""
+
+    position: int
+    candidates: np.ndarray
+    changes: np.ndarray
+    later: bool
+    seconds: float = 0.0
+
+    @property
+    def change(self) -> float:
+        """The change at the chosen position (nats)."""
+        return float(self.changes[list(self.candidates).index(self.position)])
+
+    def describe(self) -> str:
+        """How the position was chosen, for the app's and the CLI's summary line (the one place for these
+        words): ``target 34 chosen: the largest change among positions 32–38 (2.31 nats)``; when no position
+        after the next reaches :data:`BARELY`, ``target 31 chosen: the largest change among positions 31–38
+        (0.412 nats; none from 32 on reaches 0.5)``; with one candidate, ``target 31: the only position the
+        sweep can read``."""
+        lo, hi = int(self.candidates[0]), int(self.candidates[-1])
+        if lo == hi:
+            return f"target {self.position}: the only position the sweep can read"
+        first = lo + 1 if self.later else lo
+        among = f"position {first}" if first == hi else f"positions {first}–{hi}"
+        line = f"target {self.position} chosen: the largest change among {among} ({self.change:.3g} nats"
+        if not self.later:
+            line += f"; none from {lo + 1} on reaches {BARELY['logit_diff']:g}"
+        return line + ")"
+
+
+def choose_target(model: torch.nn.Module, tokens: Sequence[int], position: int, stand_in: int,
+                  span: int = SWEEP_SPAN, ahead: int = AHEAD) -> Target:
+    """The default target of :func:`token_swap_sweep`: a position where swapping the token at ``position``
+    (1-d ids ``tokens``, the clean text; ``stand_in`` the id put in its place) visibly moves the prediction.
+
+    Each candidate ``t`` in ``position + 1 .. min(hi, position + ahead)`` (``hi`` as the sweep allows) is read
+    as its sweep would read it: the clean and the corrupted run of the sweep's window (the last ``span``
+    positions up to ``t``), the logit difference z[y] − z[y'] with y and y' as :func:`patching_sweep` defines
+    them, and its change ``|clean - corrupted|``. Rule (design choice): the candidate from ``position + 2``
+    on with the largest change, if that change reaches :data:`BARELY` (a target after the next position lets
+    the heatmap show the token's information moving along the text; at the next position it is read at the
+    swapped position itself); else the candidate with the largest change of all. Ties go to the nearest.
+
+    Cost: no patched run; one batched forward pass of the clean and the corrupted window when the text fits
+    in ``span`` positions (two when it does not). Returns a :class:`Target`. Raises ``ValueError`` for a
+    ``position`` with nothing after it, a ``stand_in`` equal to the token it replaces or ``ahead < 1``."""
+    if int(ahead) < 1:
+        raise ValueError(f"ahead must be at least 1, got {ahead}")
+    tok, corrupt, hi = _swapped(tokens, position, stand_in, span)
+    position = int(position)
+    cands = np.arange(position + 1, min(hi, position + int(ahead)) + 1)
+    t0 = time.perf_counter()
+    # each candidate's window starts where its sweep's does; windows of one length run as one batch
+    starts = {int(t): max(0, int(t) - span + 1) for t in cands}
+    ends: dict[int, int] = {}
+    for t, s in starts.items():
+        ends[s] = max(ends.get(s, t), t)
+    logits: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # window start -> (clean, corrupted) (n, V)
+    dev = _device(model)
+    point = patch_points(model)[0]  # read as the sweep reads its clean and corrupted runs
+    with _eval(model):
+        by_length: dict[int, list[int]] = {}
+        for s, e in ends.items():
+            by_length.setdefault(e - s + 1, []).append(s)
+        for n, group in by_length.items():
+            rows = torch.stack([w[s:s + n] for s in group for w in (tok, corrupt)]).to(dev)
+            out = _cache_values(model, rows, point)[0].float().cpu().numpy()
+            for i, s in enumerate(group):
+                logits[s] = (out[2 * i], out[2 * i + 1])
+    changes = np.empty(len(cands))
+    for i, t in enumerate(cands):
+        s = starts[int(t)]
+        clean, corrupted = logits[s][0][t - s], logits[s][1][t - s]
+        y, y_alt = _tokens_weighed(clean, corrupted)
+        both = _metric("logit_diff", np.stack([clean, corrupted]), None, y, y_alt)
+        changes[i] = abs(float(both[0]) - float(both[1]))
+    later = len(cands) > 1 and bool(changes[1:].max() >= BARELY["logit_diff"])
+    pick = 1 + int(np.argmax(changes[1:])) if later else int(np.argmax(changes))
+    return Target(position=int(cands[pick]), candidates=cands, changes=changes, later=later,
+                  seconds=time.perf_counter() - t0)
+
+
+def _tokens_weighed(clean_logits: np.ndarray, corrupt_logits: np.ndarray) -> tuple[int, int]:
+    """``(y, y')`` at one position from the clean and the corrupted run's logits ``(V,)``: y the clean run's
+    most likely token, y' the corrupted run's most likely token other than y (the logit difference weighs
+    z[y] against z[y'])."""
+    y = int(np.argmax(clean_logits))
+    order = np.argsort(-corrupt_logits, kind="stable")
+    return y, int(order[0] if order[0] != y else order[1])
 
 
 def _metric(metric: str, logits: np.ndarray, clean_lp: np.ndarray, y: int, y_alt: int) -> np.ndarray:
@@ -380,9 +508,7 @@ def patching_sweep(model: torch.nn.Module, tokens: Sequence[int], source_tokens:
         clean_logits = _cache_values(model, src, points[0])[0][0, p].float().cpu().numpy()
         corrupt_logits = _cache_values(model, tok, points[0])[0][0, p].float().cpu().numpy()
         clean_lp = log_softmax(clean_logits)
-        y = int(np.argmax(clean_logits))
-        order = np.argsort(-corrupt_logits, kind="stable")
-        y_alt = int(order[0] if order[0] != y else order[1])
+        y, y_alt = _tokens_weighed(clean_logits, corrupt_logits)
         clean_m = float(_metric(metric, clean_logits[None], clean_lp, y, y_alt)[0])
         calls = None
         for l, point in enumerate(points):

@@ -214,3 +214,78 @@ def test_the_bundled_grassmann_swap_of_o_for_e_barely_changes_its_prediction(cap
                "--target", "40", "--threads", "1"])
     first = capsys.readouterr().out.splitlines()[0]
     assert rc == 0 and "Warning: the swap barely changes this prediction (0.184 nats apart" in first, first
+
+
+def test_the_default_target_is_where_the_bundled_grassmann_swap_moves_the_prediction():
+    """The case above: 3 on (40) the swap barely changes the prediction; choose_target reads the sweep's own
+    logit difference at 38..45 and picks a position from 39 on whose change reaches BARELY (the largest),
+    and the sweep there does not warn."""
+    from geomlab.checkpoints.catalog import DEMO_TEXT
+    from geomlab.commands import load_checkpoint
+    from geomlab.trace import encode_text
+    from geomlab.whatif.patching import AHEAD, BARELY, choose_target, token_swap_sweep
+
+    ck = load_checkpoint("bundled/grassmann-tinyshakespeare")
+    tokens = encode_text(ck.vocab, DEMO_TEXT).reshape(-1)
+    e = ck.vocab.tokens.index("e")
+    got = choose_target(ck.model, tokens, 37, e)
+    assert list(got.candidates) == list(range(38, 38 + AHEAD)) and got.later
+    assert got.position != 40 and got.position >= 39 and got.change >= BARELY["logit_diff"]
+    assert got.change == got.changes[1:].max()
+    sweep = token_swap_sweep(ck.model, tokens, 37, e, got.position)
+    assert not sweep.barely_changes
+    assert got.change == pytest.approx(abs(sweep.clean - sweep.corrupt), abs=1e-4)
+    assert got.describe() == f"target {got.position} chosen: the largest change among positions 39–45 " \
+                             f"({got.change:.3g} nats)"
+
+
+def test_the_default_target_reads_each_candidate_as_its_sweep_does_and_falls_back_to_the_next():
+    """A text longer than the sweep's window (each candidate's window starts elsewhere): every change is the
+    sweep's own |clean - corrupted|; with no change from pos + 2 on reaching BARELY the largest overall wins,
+    here pos + 1. Bad input is refused."""
+    from geomlab.whatif.patching import BARELY, choose_target, token_swap_sweep
+
+    model = get_model("transformer").eval()
+    tok = torch.as_tensor(VOCAB.encode(TEXT), dtype=torch.long)
+    pos, span = 20, 8
+    other = (int(tok[pos]) + 1) % len(VOCAB)
+    got = choose_target(model, tok, pos, other, span=span, ahead=4)
+    assert list(got.candidates) == [21, 22, 23, 24]
+    for t, change in zip(got.candidates, got.changes):
+        sweep = token_swap_sweep(model, tok, pos, other, int(t), span=span)
+        assert change == pytest.approx(abs(sweep.clean - sweep.corrupt), abs=1e-4), t
+    late = got.changes[1:].max() >= BARELY["logit_diff"]
+    want = got.candidates[1 + np.argmax(got.changes[1:])] if late else got.candidates[np.argmax(got.changes)]
+    assert (got.position, got.later) == (want, late)
+    one = choose_target(model, tok, len(tok) - 2, other)  # one position follows: the only candidate
+    assert one.position == len(tok) - 1 and one.describe().endswith("the only position the sweep can read")
+    with pytest.raises(ValueError, match="already"):
+        choose_target(model, tok, pos, int(tok[pos]))
+    with pytest.raises(ValueError, match="outside"):
+        choose_target(model, tok, len(tok) - 1, other)
+    with pytest.raises(ValueError, match="ahead"):
+        choose_target(model, tok, pos, other, ahead=0)
+
+
+def test_the_default_target_falls_back_to_the_next_position_when_nothing_later_moves():
+    """The bundled CEM, a long text, cursor 200: only the next position's change reaches BARELY, so it is
+    chosen and the line says no later one does."""
+    from geomlab.checkpoints.catalog import DEMO_TEXT
+    from geomlab.commands import load_checkpoint
+    from geomlab.trace import encode_text
+    from geomlab.whatif.patching import BARELY, choose_target
+
+    ck = load_checkpoint("bundled/cem-t2-tinyshakespeare")
+    tokens = encode_text(ck.vocab, DEMO_TEXT * 3).reshape(-1)
+    got = choose_target(ck.model, tokens, 200, ck.vocab.tokens.index("e"))
+    assert got.changes[1:].max() < BARELY["logit_diff"] <= got.changes[0]
+    assert got.position == 201 and not got.later
+    assert got.describe().endswith("among positions 201–208 (0.715 nats; none from 202 on reaches 0.5)")
+
+
+def test_the_default_stand_in_is_a_common_token_that_differs():
+    from geomlab.whatif.patching import default_stand_in
+
+    assert default_stand_in(["a", "e", " "], "x") == "e"
+    assert default_stand_in(["a", "e", " "], "e") == " "
+    assert default_stand_in(["1", "2"], "1") == "2" and default_stand_in(["1"], "1") == "1"
