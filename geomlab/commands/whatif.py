@@ -6,7 +6,8 @@ change a CEM layer's energy steps, ablate a head), printed as the panel's summar
 it) and the top-k guesses before and after; or, with ``--patch TOKEN``, the activation-patching sweep of the
 app's heatmap (:func:`geomlab.whatif.patching.token_swap_sweep`: the token at ``--pos`` replaced by ``TOKEN``,
 every layer and position patched back from the real text, the share of the prediction at ``--target`` each
-patch restores). ``--json FILE`` (``-``: standard output) saves the arrays.
+patch restores; without ``--target``, at :func:`~geomlab.whatif.patching.choose_target`'s position).
+``--json FILE`` (``-``: standard output) saves the arrays.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="guesses shown before and after (default 5, as the app)")
     p.add_argument("--target", type=position, default=None,
                    help="--patch: position whose prediction is read (after --pos, within the sweep's window of "
-                        "128 positions; default 3 on, or the last)")
+                        "128 positions; default: where the swap moves the prediction most among the next 8, "
+                        "preferring 2 on: geomlab.whatif.patching.choose_target)")
     p.add_argument("--json", default=None, metavar="FILE",
                    help="also write the arrays as strict JSON to FILE (missing folders are made, with a note); '-': "
                         "standard output, and nothing else is printed there")
@@ -228,7 +230,7 @@ def _intervene(c, tokens, args, names, labels) -> tuple[list[str], dict]:
 def _patch(c, tokens, args, names, labels) -> tuple[list[str], dict]:
     """The patching sweep's printed lines and JSON fields (module docstring): the app's window, the last
     :data:`geomlab.whatif.patching.SWEEP_SPAN` positions up to the target."""
-    from geomlab.whatif.patching import SWEEP_SPAN, token_swap_sweep
+    from geomlab.whatif.patching import SWEEP_SPAN, choose_target, token_swap_sweep
 
     pos, T = args.pos, len(tokens)
     for knob in ("intervention", "size", "layer", "head", "slot"):
@@ -237,28 +239,34 @@ def _patch(c, tokens, args, names, labels) -> tuple[list[str], dict]:
     if pos >= T - 1:
         raise ValueError(f"--patch: --pos {pos} is the last position; nothing after it reads its token")
     hi = min(T - 1, pos + SWEEP_SPAN - 1)
-    target = min(pos + 3, hi) if args.target is None else args.target
-    if not pos < target <= hi:
+    target = args.target
+    if target is not None and not pos < target <= hi:
         raise ValueError(f"--target {target} is outside {pos + 1}..{hi} (after --pos, within {SWEEP_SPAN} positions)")
     ids = _tokens(c.vocab, args.patch, "--patch") if args.patch else []
     if len(ids) != 1:
         raise ValueError(f"--patch {args.patch!r} is {len(ids)} tokens for this checkpoint: give one token")
     if int(ids[0]) == int(tokens[pos]):
         raise ValueError(f"--patch {args.patch!r} is the token at --pos {pos} already: give a different one")
+    chosen = None if target is not None else choose_target(c.model, tokens, pos, int(ids[0]))
+    if chosen is not None:
+        target = chosen.position
     sweep = token_swap_sweep(c.model, tokens, pos, int(ids[0]), target)
     start = int(sweep.positions[0])
     small = sweep.small()
     shown = sweep.values if small else sweep.recovered()
     # the summary line says when the swap barely changes the prediction (Sweep.describe)
     lines = [f"{labels[pos]!r} at position {pos} replaced by {args.patch!r}: {sweep.describe(names)}; "
-             f"{sweep.runs} patched runs in {sweep.seconds:.1f} s.",
+             f"{sweep.runs} patched runs in {sweep.seconds:.1f} s" + (f"; {chosen.describe()}." if chosen else "."),
              ("Logit difference with each (layer, position) patched from the real text" if small else
               "Share of it restored with each (layer, position) patched from the real text (0 nothing, 1 all)")
              + f"; positions {pos}..{target} (earlier ones hold the same state in both texts):",
              f"{'':>10s}" + "".join(f"{f'{p} {labels[p]!r}':>11s}" for p in range(pos, target + 1))]
     for label, row in zip(sweep.layers, shown):
         lines.append(f"{label:>10s}" + "".join(f"{v:>11.3f}" for v in row[pos - start:target - start + 1]))
-    return lines, {"patch": args.patch, "target": target, "target_token": sweep.target_token,
+    return lines, {"patch": args.patch, "target": target, "target_chosen": chosen is not None,
+                   "target_candidates": None if chosen is None else chosen.candidates.tolist(),
+                   "target_changes": None if chosen is None else _finite(chosen.changes),
+                   "target_token": sweep.target_token,
                    "target_token_name": names[sweep.target_token], "alt_token": sweep.alt_token,
                    "alt_token_name": names[sweep.alt_token], "metric": sweep.metric,
                    "clean": sweep.clean, "corrupt": sweep.corrupt, "layers": sweep.layers,

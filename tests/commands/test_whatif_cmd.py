@@ -86,6 +86,32 @@ def test_json_to_standard_output_holds_the_json_alone(capsys):
     assert doc["summary"] == want.summary(20) and doc["kl_bits"] == _nan_as_none(want.kl_bits())
 
 
+def test_without_target_the_sweep_reads_where_the_swap_moves_the_prediction(capsys):
+    """No --target: the position choose_target picks (the bundled Grassmann, cursor 37, 'e': not 40, 3 on,
+    where the swap barely changes the prediction), said on the first line; --target 40 still wins."""
+    from geomlab.checkpoints.catalog import DEMO_TEXT
+    from geomlab.whatif.patching import choose_target
+
+    grassmann = "bundled/grassmann-tinyshakespeare"
+    ck = load_checkpoint(grassmann)
+    tokens = encode_text(ck.vocab, DEMO_TEXT).reshape(-1)
+    want = choose_target(ck.model, tokens, 37, ck.vocab.tokens.index("e"))
+    argv = [grassmann, "--text", DEMO_TEXT, "--pos", "37", "--patch", "e"]
+    rc, out, err = _cli(capsys, *argv, "--json", "-")
+    doc = json.loads(out)
+    assert rc == 0 and doc["target"] == want.position != 40 and doc["target_chosen"] is True, err
+    assert doc["target_candidates"] == want.candidates.tolist()
+    assert np.allclose(doc["target_changes"], want.changes)
+    rc, out, err = _cli(capsys, *argv)
+    first = out.splitlines()[0]
+    assert first.endswith(f"; {want.describe()}.") and "Warning" not in first, first
+    assert f"positions 37..{want.position} " in out.splitlines()[1]
+    rc, out, err = _cli(capsys, *argv, "--target", "40", "--json", "-")
+    doc = json.loads(out)
+    assert (doc["target"], doc["target_chosen"]) == (40, False)
+    assert abs(doc["clean"] - doc["corrupt"]) == pytest.approx(0.184, abs=0.002)  # the sweep that barely changes
+
+
 def test_the_patching_sweep_is_the_apps(capsys, tmp_path):
     """--patch: the token at --pos replaced, the app's window of positions up to the target (here it starts
     after position 0), the sweep's raw values and share restored in the JSON, the printed table."""
@@ -100,11 +126,12 @@ def test_the_patching_sweep_is_the_apps(capsys, tmp_path):
     start = target - SWEEP_SPAN + 1
     want = patching_sweep(ck.model, corrupt[start:target + 1], clean[start:target + 1], target_position=target - start,
                           first=pos - start)
-    rc, out, err = _cli(capsys, TRANSFORMER, "--text", text, "--pos", str(pos), "--patch", "e", "--json",
-                        str(tmp_path / "sweep.json"))
+    rc, out, err = _cli(capsys, TRANSFORMER, "--text", text, "--pos", str(pos), "--patch", "e", "--target",
+                        str(target), "--json", str(tmp_path / "sweep.json"))
     assert rc == 0, err
     doc = json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8"))
     assert doc["target"] == target and doc["positions"] == list(range(start, target + 1))
+    assert doc["target_chosen"] is False and doc["target_changes"] is None
     assert np.array_equal(np.array(doc["values"]), want.values)
     assert doc["recovered"] == [_nan_as_none(r) for r in want.recovered()]
     assert (doc["clean"], doc["corrupt"], doc["target_token"]) == (want.clean, want.corrupt, want.target_token)
@@ -117,6 +144,7 @@ def test_the_patching_sweep_is_the_apps(capsys, tmp_path):
 
     in_text = replace(want, target_position=target)  # the window's target is the text's position `target`
     assert f"e': {in_text.describe(names)}; {want.runs} patched runs in " in out.splitlines()[0]
+    assert "chosen" not in out.splitlines()[0]
     assert doc["layers"] == want.layers == ["block 0", "block 1", "block 2"]
     shown = want.values if doc["shown"] == "values" else want.recovered()
     rows = out.splitlines()[3:-1]  # the last line: "wrote the sweep as JSON -> ..."
