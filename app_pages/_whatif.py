@@ -139,39 +139,55 @@ def whatif_panel(entry: Any, text: str, trace_opts: dict, tr: Any, pos: int, con
             st.caption(ghost.caption)
 
 
-def _stand_in(vocab: Any, current: str) -> str:
-    """A token of ``vocab`` to put in place of ``current``: the first of a few common ones that differs."""
-    tokens = list(getattr(vocab, "tokens", []))
-    for cand in ("e", " ", "a", *tokens):
-        if cand != current and cand in tokens:
-            return cand
-    return current
+def _swap(ck: Any, text: str, pos: int, stand_in: str) -> tuple:
+    """``(clean ids (T,), the stand-in's id)`` of the sweep's swap; ``ValueError`` (one line) for a stand-in
+    that is empty, outside the vocabulary, more than one token or the cursor's own token."""
+    from geomlab.data.vocab import unknown_symbols_error, unknown_tokens
+    from geomlab.trace import encode_text
+    from geomlab.trace.tracing import from_visible
+
+    if not stand_in:
+        raise ValueError("type the token to put in the cursor's place")
+    typed = from_visible(stand_in, ck.vocab)  # '␣' as the charts show a space
+    if unknown_tokens(ck.vocab, typed):  # it would read as the unknown token, not as typed
+        raise unknown_symbols_error(ck.vocab, unknown_tokens(ck.vocab, typed))
+    ids = encode_text(ck.vocab, typed).reshape(-1)
+    if ids.numel() != 1:
+        raise ValueError(f"{stand_in!r} is {ids.numel()} tokens for this checkpoint: give one token")
+    clean = encode_text(ck.vocab, text).reshape(-1)
+    if int(ids[0]) == int(clean[pos]):
+        raise ValueError(f"{stand_in!r} is the cursor's own token: type a different one")
+    return clean, int(ids[0])
+
+
+def _default_target(entry: Any, text: str, pos: int, stand_in: str) -> Any:
+    """The sweep's target when none was chosen (:func:`geomlab.whatif.patching.choose_target`, a
+    :class:`~geomlab.whatif.patching.Target`), through the shared cache; ``ValueError`` as :func:`_swap`."""
+    from geomlab.trace.tracing import MODEL_LOCK
+    from geomlab.whatif.patching import choose_target
+
+    def compute() -> Any:
+        ck = data.load_checkpoint(str(entry.path), entry.mtime)
+        clean, stand_in_id = _swap(ck, text, pos, stand_in)
+        with MODEL_LOCK:
+            return choose_target(ck.model, clean, pos, stand_in_id)
+
+    key = ("patching-target", str(entry.path), entry.mtime, data.KeyText(text), int(pos), stand_in)
+    return data.cached(key, compute, spinner="Choosing where to read the prediction…")
 
 
 def _sweep_chart(entry: Any, text: str, pos: int, stand_in: str, target: int, labels: list[str]) -> tuple:
     """``(patching Chart, summary line, whether the swap barely changes the prediction)`` of the sweep,
     through the shared cache; ``labels`` name the text's positions (the page's trace's)."""
     from geomlab.figures.whatif import patching_heatmap
-    from geomlab.trace import encode_text
-    from geomlab.data.vocab import unknown_symbols_error, unknown_tokens
-    from geomlab.trace.tracing import MODEL_LOCK, from_visible, visible
+    from geomlab.trace.tracing import MODEL_LOCK, visible
     from geomlab.whatif.patching import SWEEP_SPAN, token_swap_sweep
 
     def compute() -> tuple:
         ck = data.load_checkpoint(str(entry.path), entry.mtime)
-        if not stand_in:
-            raise ValueError("type the token to put in the cursor's place")
-        typed = from_visible(stand_in, ck.vocab)  # '␣' as the charts show a space
-        if unknown_tokens(ck.vocab, typed):  # it would read as the unknown token, not as typed
-            raise unknown_symbols_error(ck.vocab, unknown_tokens(ck.vocab, typed))
-        ids = encode_text(ck.vocab, typed).reshape(-1)
-        if ids.numel() != 1:
-            raise ValueError(f"{stand_in!r} is {ids.numel()} tokens for this checkpoint: give one token")
-        clean = encode_text(ck.vocab, text).reshape(-1)
-        if int(ids[0]) == int(clean[pos]):
-            raise ValueError(f"{stand_in!r} is the cursor's own token: type a different one")
+        clean, stand_in_id = _swap(ck, text, pos, stand_in)
         with MODEL_LOCK:
-            sweep = token_swap_sweep(ck.model, clean, pos, int(ids[0]), target)
+            sweep = token_swap_sweep(ck.model, clean, pos, stand_in_id, target)
         start = int(sweep.positions[0])
         names = [md_escape(visible(t)) for t in getattr(ck.vocab, "tokens", [])]
         line = (f"The cursor's token {md_escape(labels[pos])!r} replaced by {md_escape(stand_in)!r} "
@@ -189,6 +205,8 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
     """The patching sweep switch and, while on, the sweep: the cursor's token replaced by another one (the
     corrupted text), every (layer, position) of the corrupted run patched from the clean text, and how much
     of the clean prediction at a later position each patch restores (a layers x positions heatmap)."""
+    from geomlab.whatif.patching import SWEEP_SPAN, default_stand_in
+
     ss = st.session_state
     ck = data.load_checkpoint(str(entry.path), entry.mtime)
     n = int(tr.n_positions)
@@ -203,7 +221,8 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
     ss["w_patch_on"] = ss.get(state.K_PATCH) is not None
 
     def switch() -> None:
-        ss[state.K_PATCH] = _stand_in(ck.vocab, tr.labels[pos]) if ss.get("w_patch_on") else None
+        tokens = getattr(ck.vocab, "tokens", [])
+        ss[state.K_PATCH] = default_stand_in(tokens, tr.labels[pos]) if ss.get("w_patch_on") else None
         ss[state.K_PATCH_AT] = None
 
     if not st.toggle(label, key="w_patch_on",
@@ -216,25 +235,29 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
     cols[0].text_input("Put in its place", key="w_patch", max_chars=32, on_change=state.copy,
                        args=("w_patch", state.K_PATCH), help="One token of this checkpoint's vocabulary (a space "
                        "may be typed as ␣ and a line break as ↵, as the charts show them).")
-    from geomlab.whatif.patching import SWEEP_SPAN
-
     hi = min(n - 1, pos + SWEEP_SPAN - 1)  # as far as the sweep's window reaches, as geomlab whatif allows
-    at = ss.get(state.K_PATCH_AT)
-    want = int(at) if at is not None else min(pos + 3, hi)
-    at = min(max(want, pos + 1), hi)
-    if want != at:
-        st.caption(f"Patching: position {want} is outside {pos + 1}–{hi} (after the cursor, at most {SWEEP_SPAN - 1} on); "
-                   f"reading at {at}.")
-    ss[state.K_PATCH_AT] = ss["w_patch_at"] = at
-    if hi > pos + 1:
-        cols[1].slider("Read the prediction at position", pos + 1, hi, key="w_patch_at", on_change=state.copy,
-                       args=("w_patch_at", state.K_PATCH_AT))
+    at = ss.get(state.K_PATCH_AT)  # None until the slider moves: the default target, chosen for this swap
     try:
-        chart, line, barely = _sweep_chart(entry, text, pos, ss[state.K_PATCH], int(ss[state.K_PATCH_AT]),
-                                          list(tr.labels))
+        chosen = None if at is not None else _default_target(entry, text, pos, ss[state.K_PATCH])
+        if chosen is None:
+            want = int(at)
+            at = min(max(want, pos + 1), hi)
+            if want != at:
+                st.caption(f"Patching: position {want} is outside {pos + 1}–{hi} (after the cursor, at most "
+                           f"{SWEEP_SPAN - 1} on); reading at {at}.")
+                ss[state.K_PATCH_AT] = at
+        else:
+            at = chosen.position
+        ss["w_patch_at"] = at
+        if hi > pos + 1:
+            cols[1].slider("Read the prediction at position", pos + 1, hi, key="w_patch_at", on_change=state.copy,
+                           args=("w_patch_at", state.K_PATCH_AT))
+        chart, line, barely = _sweep_chart(entry, text, pos, ss[state.K_PATCH], at, list(tr.labels))
     except ValueError as exc:
         st.info(f"Patching: {md_escape(exc)}", icon=":material/info:")
         return
+    if chosen is not None:  # how the default target was chosen, after the line (and its warning, if any)
+        line = f"{line} The {chosen.describe()}" + ("; move the slider to read elsewhere." if hi > pos + 1 else ".")
     if barely:  # the line ends with the warning (Sweep.describe): shown as one
         st.warning(line, icon=":material/warning:")
     else:

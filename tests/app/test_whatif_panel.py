@@ -47,3 +47,25 @@ def test_a_swap_that_barely_changes_the_prediction_is_a_warning_beside_a_muted_h
     at = run_page("planes", ckpt=GRASSMANN, pos="30", patch="e")  # a clear one: a caption, no warning
     assert not [w for w in at.warning if "patched runs" in w.value]
     assert [c for c in at.caption if "patched runs" in c.value]
+
+
+def test_without_a_chosen_target_the_sweep_reads_where_the_swap_moves_the_prediction(zoo):
+    """No `pat`: the slider opens at choose_target's position (not 40, 3 on, where the swap of 'o' for 'e'
+    barely changes the prediction, above), the line says how it was chosen and no warning shows; the
+    explicit `pat=40` above still wins."""
+    from geomlab.checkpoints.catalog import DEMO_TEXT
+    from geomlab.commands import load_checkpoint
+    from geomlab.trace import encode_text
+    from geomlab.whatif.patching import choose_target
+
+    ck = load_checkpoint(GRASSMANN)
+    want = choose_target(ck.model, encode_text(ck.vocab, DEMO_TEXT).reshape(-1), 37, ck.vocab.tokens.index("e"))
+    at = run_page("planes", ckpt=GRASSMANN, pos="37", patch="e")
+    assert at.slider(key="w_patch_at").value == want.position != 40
+    assert not [w for w in at.warning if "patched runs" in w.value]
+    line = next(c.value for c in at.caption if "patched runs" in c.value)
+    assert f"the prediction at position {want.position} of" in line
+    assert line.endswith(f"The {want.describe()}; move the slider to read elsewhere."), line
+    at = run_page("planes", ckpt=GRASSMANN, pos="37", patch="e", pat="40")
+    assert at.slider(key="w_patch_at").value == 40
+    assert not [c for c in at.caption if "chosen" in c.value]
