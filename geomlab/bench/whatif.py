@@ -9,6 +9,13 @@ panel: steer, move a plane, energy steps, ablate a head; ``-`` where none applie
 patch of the last layer's state at the middle position (:func:`geomlab.whatif.patching.patch`); ``sweep``
 one full patching sweep over every layer and position up to the last (:func:`~geomlab.whatif.patching.patching_sweep`,
 timed once). Only the ratios are meant to be compared across machines.
+
+``--targets`` measures instead how often the default patching sweep is one whose swap barely changes the
+prediction (:attr:`~geomlab.whatif.patching.Sweep.barely_changes`), with the target 3 positions on (the old
+default) and with :func:`~geomlab.whatif.patching.choose_target`'s: for each bundled text checkpoint with
+patch points, its default text (:func:`geomlab.checkpoints.catalog.demo_text`), ``--positions`` cursor
+positions spread over it, the stand-in the app offers (:func:`~geomlab.whatif.patching.default_stand_in`);
+also the choice's milliseconds against the sweep's at the chosen target.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from geomlab.core.argv import Parser, max_threads, name_list, number, threads
 from geomlab.models import kinds
 from geomlab.trace import MAX_TEXT_CHARS
 from geomlab.whatif import catalog
-from geomlab.whatif.patching import patch, patch_points, patching_sweep
+from geomlab.whatif.patching import (choose_target, default_stand_in, patch, patch_points, patching_sweep,
+                                     token_swap_sweep)
 
 PASSAGE = ("ROMEO: But, soft! what light through yonder window breaks? It is the east, and Juliet is the sun. "
            "Arise, fair sun, and kill the envious moon, who is already sick and pale with grief. ")
@@ -59,7 +67,65 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", type=name_list(kinds(), "kind"), default=None,
                     help="only these kinds, comma-separated (default: every kind)")
     ap.add_argument("--no-sweep", action="store_true", help="skip the full patching sweeps (the slow part)")
-    return run_benchmark(ap, argv, _measure)
+    ap.add_argument("--targets", action="store_true",
+                    help="instead: how often the default patching sweep barely changes the prediction, target 3 on "
+                         "against choose_target's, on each checkpoint's default text (--chars and --repeats unused)")
+    ap.add_argument("--positions", type=number(int, 1, 1000), default=10,
+                    help="--targets: cursor positions per text, spread over it (1 to 1,000; default 10)")
+    return run_benchmark(ap, argv, lambda args: _targets(args) if args.targets else _measure(args))
+
+
+def _targets(args) -> dict:
+    """``--targets``: per checkpoint, the sweeps run, how many barely change the prediction with the old and
+    the new default target, and the choice's and the sweep's milliseconds (medians); the totals."""
+    from geomlab.trace import encode_text
+
+    torch.set_num_threads(args.threads)
+    only = set(args.kinds or ())
+    rows = []
+    print(f"{'checkpoint':42s} {'kind':14s} {'sweeps':>6s} {'barely 3 on':>11s} {'barely chosen':>13s} "
+          f"{'choose ms':>9s} {'sweep ms':>8s}")
+    for entry in sorted(ckpt_catalog.list_checkpoints(user=False), key=lambda e: e.ref):
+        if only and entry.kind not in only:
+            continue
+        ck = io.load(entry.ref)
+        if ck.vocab is None:
+            continue
+        model = ck.model.eval()
+        try:
+            patch_points(model)
+        except ValueError:  # a kind without patch points has no sweep
+            continue
+        tokens = encode_text(ck.vocab, ckpt_catalog.demo_text(entry)).reshape(-1)
+        T = len(tokens)
+        if T < 2:
+            continue
+        positions = sorted({int(round(x)) for x in torch.linspace(0, T - 2, args.positions).tolist()})
+        old = new = 0
+        choose_ms, sweep_ms = [], []
+        for pos in positions:
+            other = ck.vocab.tokens.index(default_stand_in(ck.vocab.tokens, ck.vocab.tokens[int(tokens[pos])]))
+            if other == int(tokens[pos]):
+                continue
+            hi = min(T - 1, pos + 127)
+            old += token_swap_sweep(model, tokens, pos, other, min(pos + 3, hi)).barely_changes
+            chosen = choose_target(model, tokens, pos, other)
+            sweep = token_swap_sweep(model, tokens, pos, other, chosen.position)
+            new += sweep.barely_changes
+            choose_ms.append(1e3 * chosen.seconds)
+            sweep_ms.append(1e3 * sweep.seconds)
+        n = len(choose_ms)
+        if not n:
+            continue
+        c, w = float(torch.tensor(choose_ms).median()), float(torch.tensor(sweep_ms).median())
+        print(f"{entry.ref:42s} {entry.kind:14s} {n:>6d} {old:>11d} {new:>13d} {c:>9.1f} {w:>8.1f}", flush=True)
+        rows.append({"checkpoint": entry.ref, "kind": entry.kind, "sweeps": n, "barely_old": old,
+                     "barely_chosen": new, "choose_ms": c, "sweep_ms": w})
+    n = sum(r["sweeps"] for r in rows)
+    old, new = sum(r["barely_old"] for r in rows), sum(r["barely_chosen"] for r in rows)
+    if n:
+        print(f"{'all':57s} {n:>6d} {old:>11d} {new:>13d}   barely: {old / n:.0%} with 3 on, {new / n:.0%} chosen")
+    return {"positions": args.positions, "rows": rows, "sweeps": n, "barely_old": old, "barely_chosen": new}
 
 
 def _measure(args) -> dict:

@@ -30,3 +30,19 @@ def test_the_whatif_bench_prints_one_row_per_bundled_checkpoint(capsys, tmp_path
         for k in ("forward_ms", "patch_ms", "sweep_s", "patch_over_forward", "sweep_over_forward"):
             assert math.isfinite(r[k]) and r[k] > 0, (k, r)
         assert (r["knob_ms"] is None) == (r["knob"] == "-") == (r["knob_over_forward"] is None)
+
+
+def test_the_whatif_bench_counts_default_sweeps_that_barely_change_the_prediction(capsys, tmp_path):
+    """--targets: per checkpoint, the default sweeps that barely change the prediction, 3 on against the
+    chosen target (never more: the choice reads the same changes), and the choice's time against a sweep's."""
+    path = tmp_path / "t.json"
+    assert whatif.main(["--targets", "--positions", "4", "--kinds", "grassmann,lstm", "--json", str(path)]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    want = [e.ref for e in catalog.list_checkpoints(user=False) if e.kind in ("lstm", "grassmann")]
+    data = json.loads(path.read_text())
+    assert sorted(r["checkpoint"] for r in data["rows"]) == sorted(want)
+    for r in data["rows"]:
+        assert r["sweeps"] == 4 and 0 <= r["barely_chosen"] <= r["barely_old"] <= 4
+        assert 0 < r["choose_ms"] and 0 < r["sweep_ms"]
+    assert data["sweeps"] == 4 * len(want) and data["barely_old"] == sum(r["barely_old"] for r in data["rows"])
+    assert out[-1].startswith("all") and "with 3 on" in out[-1]
