@@ -11,8 +11,8 @@ one full patching sweep over every layer and position up to the last (:func:`~ge
 timed once). Only the ratios are meant to be compared across machines.
 
 ``--targets`` measures instead how often the default patching sweep is one whose swap barely changes the
-prediction (:attr:`~geomlab.whatif.patching.Sweep.barely_changes`), with the target 3 positions on (the old
-default) and with :func:`~geomlab.whatif.patching.choose_target`'s: for each bundled text checkpoint with
+prediction (:attr:`~geomlab.whatif.patching.Sweep.barely_changes`), with a fixed target 3 positions on (the
+baseline) and with :func:`~geomlab.whatif.patching.choose_target`'s: for each bundled text checkpoint with
 patch points, its default text (:func:`geomlab.checkpoints.catalog.demo_text`), ``--positions`` cursor
 positions spread over it, the stand-in the app offers (:func:`~geomlab.whatif.patching.default_stand_in`);
 also the choice's milliseconds against the sweep's at the chosen target.
