@@ -94,7 +94,7 @@ def reading(results: dict[str, Any]) -> list[str]:
                 g, gv = paired_gap(model, r, "test"), paired_gap(model, r, "valid")
                 if g is not None:
                     parts.append(f"{model['label']} against {r['label']}: {g['gap']:+.3f} test BPC at equal {m}"
-                                 + interval(g, model, r["label"], model["seeds"] != r["seeds"], sep=", ")
+                                 + interval(g, model, r["label"], model["seeds"] != r["seeds"])
                                  + (f", {gv['gap']:+.3f} valid" if gv else ""))
                 steps = f"its full {c['steps']:,} steps" if isinstance(c.get("steps"), int) else "its full steps"
                 s = (f"Budget check, not a claim's gap: {r['label']} against the baseline at {steps} (what the "
@@ -103,7 +103,7 @@ def reading(results: dict[str, Any]) -> list[str]:
                 # an arm on a schedule sized to the baseline's budget is the equal-compute reading
                 s = f"{r['label']}: {r['test_gap']:+.3f} test BPC " + (f"at equal {sized[1]}" if sized
                                                                        else "at equal steps")
-            s += interval(baseline_gap(r), r, base["label"], "gap_seeds" in r, sep=", ")
+            s += interval(baseline_gap(r), r, base["label"], "gap_seeds" in r)
             if _valid_gap(r, base) is not None:
                 s += f", {_valid_gap(r, base):+.3f} valid"
             et = r.get("equal_time")

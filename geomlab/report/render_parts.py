@@ -97,18 +97,17 @@ def judged(row: dict[str, Any], against: str, lo: float, hi: float) -> str:
     return ": not distinguishable" if lo <= 0 <= hi else ""
 
 
-def interval(g: dict[str, Any], row: dict[str, Any], against: str, both: bool, sep: str = " over ") -> str:
+def interval(g: dict[str, Any], row: dict[str, Any], against: str, both: bool) -> str:
     """`` (95% CI lo to hi over N seeds[ both finished]<judged>)``: the 95% interval of a seed-paired gap ``g``
     (``{"gap", "ci95", "seeds"}`` in bits, as :func:`geomlab.report.aggregation.paired_gap` gives it) of ``row``
     minus the row labelled ``against``, closed by :func:`judged`; ``both``: the two rows finished different
-    seeds, paired over those both have; ``sep`` stands between the interval and the seed count (the reading's
-    own lines: ", "). `` (N seed(s), no interval yet)`` while ``ci95`` is ``None`` (below two seeds). The one
+    seeds, paired over those both have. `` (N seed(s), no interval yet)`` while ``ci95`` is ``None`` (below two seeds). The one
     phrase every report states a gap's interval in."""
     n = g["seeds"]
     if g["ci95"] is None:
         return f" ({n} seed{'s' if n != 1 else ''}, no interval yet)"
     lo, hi = g["gap"] - g["ci95"], g["gap"] + g["ci95"]
-    return (f" (95% CI {lo:+.3f} to {hi:+.3f}{sep}{n} seeds" + (" both finished" if both else "")
+    return (f" (95% CI {lo:+.3f} to {hi:+.3f} over {n} seeds" + (" both finished" if both else "")
             + judged(row, against, lo, hi) + ")")
 
 

@@ -578,7 +578,7 @@ def test_the_reading_gives_signed_gaps_with_the_interval_and_the_goal():
     empty = {"title": "U", "claim": "", "rows": [{"label": "B2", "baseline": True, "seeds": []}]}
     text = "\n".join(reading({"comparisons": [comp, empty]}))
     assert ("- **T** (baseline: Base). The paper says so.\n"
-            "  - Ours: -0.090 test BPC at equal steps (95% CI -0.140 to -0.040, 3 seeds), "
+            "  - Ours: -0.090 test BPC at equal steps (95% CI -0.140 to -0.040 over 3 seeds), "
             "-0.020 valid; +0.078 valid at equal training time (31 min, the shorter run's training time); the "
             "goal of a test BPC below 2.40 is not reached (2.410).\n") in text
     assert "More words" not in text and "Provisional" not in text and "No result yet: U." in text
@@ -589,7 +589,7 @@ def test_the_reading_gives_signed_gaps_with_the_interval_and_the_goal():
     assert "negative means the model is ahead" in text
     row.update(test_gap_ci95=0.12, test_mean=2.39, seeds=[0, 1], equal_time=None)
     text = "\n".join(reading({"comparisons": [comp]}))
-    assert "(95% CI -0.210 to +0.030, 2 seeds: not distinguishable), -0.020 valid; the goal" in text
+    assert "(95% CI -0.210 to +0.030 over 2 seeds: not distinguishable), -0.020 valid; the goal" in text
     assert "is reached (2.390)" in text
     assert "_Provisional: more seeds to come (2 of the 3 seeds planned finished)._" in text
     # under a seed rule the plan grows: "so far", and the most seeds it may reach

@@ -533,7 +533,7 @@ def test_the_page_gives_the_fair_campaigns_verdicts_once_it_has_records(tmp_path
     cells = [c.strip() for c in row.split("|")[1:-1]]
     assert cells[7].startswith("**open** (provisional; test and validation disagree) -0.050 [-0.057, -0.044]; "
                                "valid "), cells[7]
-    assert ("OSM-RNN O(d): -0.050 test BPC at equal steps (95% CI -0.057 to -0.044, 2 seeds both finished; claim "
+    assert ("OSM-RNN O(d): -0.050 test BPC at equal steps (95% CI -0.057 to -0.044 over 2 seeds both finished; claim "
             "open (provisional; test and validation disagree): the test split alone would have it supported, the "
             "validation split contradicted)") in md
     every = [[c.strip() for c in ln.split("|")[1:-1]] for ln in md.splitlines()

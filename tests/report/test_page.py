@@ -64,8 +64,8 @@ def test_one_phrase_states_a_gaps_interval():
 
     g = {"gap": -0.09, "ci95": 0.05, "seeds": 3}
     assert interval(g, {}, "B", False) == " (95% CI -0.140 to -0.040 over 3 seeds)"
-    assert interval(g, {"claims": {"B": "claim supported: why"}}, "B", True, sep=", ") == (
-        " (95% CI -0.140 to -0.040, 3 seeds both finished; claim supported: why)")
+    assert interval(g, {"claims": {"B": "claim supported: why"}}, "B", True) == (
+        " (95% CI -0.140 to -0.040 over 3 seeds both finished; claim supported: why)")
     assert interval({**g, "ci95": 0.1}, {}, "B", False) == " (95% CI -0.190 to +0.010 over 3 seeds: not distinguishable)"
     assert interval({**g, "ci95": None, "seeds": 1}, {}, "B", False) == " (1 seed, no interval yet)"
     arm = _row("A", [0, 1, 2], [2.41, 2.40, 2.42], test_gap=-0.09, test_gap_ci95=0.05, gap_seeds=3)
