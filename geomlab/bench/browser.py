@@ -248,6 +248,25 @@ def figures(first: dict[tuple[str, str], list[float]], moves: dict[str, list[flo
     }
 
 
+#: What the keys of the JSON (``--json``) mean: times in seconds, in the page's own clock.
+DEFINITIONS = {
+    "view": "the view page of the cursor moves", "ckpt": "the checkpoint of the cursor moves",
+    "chars": "text length of the cursor moves and clicks, characters",
+    "load_avg_before": "1-minute load average before the run",
+    "baseline": "the baseline server: this checkout without the chart preload, or --baseline-root's",
+    "first_view": "per page, fresh sessions: navigation -> first chart painted; shipped and baseline: median_s, "
+                  "min_s, n, values_s",
+    "page": "the page's path (home: /)", "shipped": "the app as shipped: median_s, min_s, n, values_s",
+    "ratio_median": "shipped median / baseline median (same run; below 1: shipped is faster)",
+    "cursor_move": "per server: key press on the token cursor -> the view drawn again",
+    "clicks": "per view, kind of click and server: click -> the run's last message or last chart drawn",
+    "what": "token (a token of the clickable text), cell (a cell of a position x position map), overview",
+    "server": "shipped or baseline",
+    "median_s": "median, s; null: no such chart", "min_s": "fastest, s; null: no such chart",
+    "n": "how many were measured (0: the page has no such chart)", "values_s": "every measurement, s",
+}
+
+
 def _summary(values: list[float]) -> str:
     return f"median {statistics.median(values):5.2f} s  min {min(values):5.2f} s  (n={len(values)})"
 
@@ -256,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command line; prints the first-view, cursor-move and click times. Returns 0 (2 without chromium)."""
     from geomlab.trace import MAX_TEXT_CHARS  # the app's longest text
 
-    ap = Parser(prog="geomlab bench browser", description=__doc__.split("\n")[0])
+    ap = Parser(prog="geomlab bench browser", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=number(int, 1, 10**4), default=5,
                     help="fresh sessions per server and page, 1 to 10,000 (default 5)")
     ap.add_argument("--pages", default=",energy,trajectories",
@@ -276,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                     "none)")
     ap.add_argument("--baseline-root", default=None,
                     help="another checkout of the app to serve as the baseline (default: this one, preload off)")
-    return run_benchmark(ap, argv, _measure)
+    return run_benchmark(ap, argv, _measure, DEFINITIONS)
 
 
 def _measure(args) -> dict | int:

@@ -28,6 +28,19 @@ from geomlab.bench import run_benchmark
 from geomlab.core.argv import Parser, number
 
 
+#: What the keys of the JSON (``--json``) mean.
+DEFINITIONS = {
+    "repeats": "loads per median",
+    "rows": "the largest bundled checkpoint, then the synthetic LSTM",
+    "name": "the checkpoint folder's name", "weights_mib": "size of its weights file, MiB",
+    "unchecked_ms": "median load without a recorded sum of the weights (the baseline), ms",
+    "checked_ms": "median load with the sum recorded and verified (a file's first load in a process), ms",
+    "cached_ms": "median load of a file already verified in this process, ms",
+    "checked_ratio": "checked_ms / unchecked_ms (same run): what verifying the sum costs, 1 = nothing",
+    "cached_ratio": "cached_ms / unchecked_ms (same run)",
+}
+
+
 def _lstm_hidden(mb: float, vocab_size: int) -> int:
     """The LSTM width whose float32 weights (one layer, one-hot input: ``4h(V + h) + 8h + hV + V`` parameters)
     come closest to ``mb`` MiB from below."""
@@ -93,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="weights of the synthetic checkpoint in MiB, 1 to 190 (the loader's parameter limit; "
                    "default 100)")
     p.add_argument("--repeats", type=number(int, 1, 100), default=5, help="loads per median, 1 to 100 (default 5)")
-    return run_benchmark(p, argv, _measure)
+    return run_benchmark(p, argv, _measure, DEFINITIONS)
 
 
 def _measure(args) -> dict:

@@ -34,6 +34,19 @@ from geomlab.core.argv import Parser, name_list
 DEFAULT_TEXT = catalog.DEMO_TEXT
 default_text = catalog.demo_text
 
+#: What the keys of the JSON (``--json``) mean (module docstring; unitless).
+DEFINITIONS = {
+    "rows": "one per checkpoint, view and default figure",
+    "checkpoint": "the bundled checkpoint", "view": "the view page", "figure": "the figure's name",
+    "heat": "[rows, cols] of the figure's largest heatmap; null without one",
+    "blank": "share of that heatmap's cells that are empty (0 to 1)",
+    "row_cv": "median over the heatmap's rows of std / |mean| along the row (how much a row changes)",
+    "cv": "the smallest std / |mean| over the figure's line traces (near 0: a flat curve)",
+    "max_over_median": "the largest max |y| / median |y| of a line (1 = flat; large: a spike)",
+    "ticks": "the axis with the most values as AXIS:LABELS/VALUES (auto: plotly thins the labels); - for none",
+}
+
+
 def _array(a) -> np.ndarray:
     """A trace's array as float64 (plotly's base64 ``{"dtype", "bdata", "shape"}`` decoded; None -> NaN)."""
     if isinstance(a, dict) and "bdata" in a:
@@ -162,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", type=name_list([e.name for e in bundled], "bundled checkpoint"), default=None,
                    help="comma-separated checkpoint names (default: every bundled one): "
                    + ", ".join(e.name for e in bundled))
-    return run_benchmark(p, argv, lambda args: _measure(args, bundled))
+    return run_benchmark(p, argv, lambda args: _measure(args, bundled), DEFINITIONS)
 
 
 def _measure(args, bundled) -> dict:

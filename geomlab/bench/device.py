@@ -22,6 +22,20 @@ from geomlab.geometry.groups import get_group
 from geomlab.training.trainer import resolve_device
 
 
+#: What the keys of the JSON (``--json``) mean: the training table's are ``bench train``'s.
+DEFINITIONS = {
+    **train_bench.DEFINITIONS,
+    "device": "the GPU's name (or cpu, mps); null without CUDA, the tables then empty",
+    "sync_free": "ok: one OSMFormer forward+backward made no host synchronisation; else the first that did",
+    "exp_batch": "algebra elements per timed exp call",
+    "exp": "one per d: O(d)'s exp (Taylor) against torch.linalg.matrix_exp, forward+backward, best of 5",
+    "group": "the group of the exp table (O)", "d": "matrix size d x d",
+    "exp_ms": "MatrixGroup.exp forward+backward on the batch, ms",
+    "matrix_exp_ms": "torch.linalg.matrix_exp forward+backward on the same batch, ms",
+    "ratio": "exp_ms / matrix_exp_ms (same run); below 1: exp is faster",
+}
+
+
 def sync_free_step(device: torch.device) -> str:
     """One OSMFormer (d = 17, linear mixing) forward + backward under ``set_sync_debug_mode("error")`` on
     ``device`` (CUDA only); returns ``"ok"`` or the error raised by the first synchronising call."""
@@ -60,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                    f"added): {', '.join(train_bench.NAMES)}")
     p.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up, exp batch 256, 4 sizes (overrides "
                    "those options)")
-    return run_benchmark(p, argv, _measure)
+    return run_benchmark(p, argv, _measure, DEFINITIONS)
 
 
 def _measure(a) -> dict:

@@ -23,6 +23,23 @@ TEXT = ("ROMEO: But soft, what light through yonder window breaks? It is the eas
         "JULIET: O Romeo, Romeo, wherefore art thou Romeo? Deny thy father and refuse thy name.\n")
 
 
+#: What the keys of the JSON (``--json``) mean: times are medians over ``--repeats``.
+DEFINITIONS = {
+    "chars": "text length, characters", "repeats": "timed runs per kind (after one warm-up)",
+    "target_total_s": "what total_s aims to stay under, s (design choice)",
+    "rows": "one per model kind (random weights)",
+    "kind": "the model kind", "params": "its parameters",
+    "forward_s": "one plain forward pass of the text (the baseline), wall s", "trace_s": "the trace, wall s",
+    "figures_s": "every figure with a cursor, wall s", "total_s": "trace_s + figures_s",
+    "cpu_total_s": "trace + figures in CPU seconds of the process",
+    "total_over_forward": "total_s / forward_s (same run)", "n_figures": "figures built",
+    "figures_cpu_s": "the figures alone, CPU s",
+    "send_cpu_s": "sending them as st.plotly_chart does (to_dict, then JSON), CPU s",
+    "json_mb": "the figures' JSON, MB (10**6 bytes)",
+    "note": "a change made to run this text (e.g. max_len raised for learned positions); empty: none",
+}
+
+
 def bench_configs(vocab_size: int, kinds_: list[str] | None = None) -> dict[str, dict]:
     """Full configs per kind: the zoo's language-model recipe for the kind when there is one, else
     ``config_for_budget(kind, 100_000)``."""
@@ -63,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kinds", type=name_list(kinds(), "kind"), default=None,
                    help="comma-separated kinds (default: all registered)")
     p.add_argument("--threads", type=threads, default=1, help=f"torch CPU threads, 1 to {max_threads()} (default 1)")
-    return run_benchmark(p, argv, _measure)
+    return run_benchmark(p, argv, _measure, DEFINITIONS)
 
 
 def _measure(args) -> dict:

@@ -18,6 +18,27 @@ from geomlab.bench import run_benchmark
 from geomlab.core.argv import Parser, max_threads, number, threads
 
 
+#: What the keys of the JSON (``--json``) mean; RMSEs are in the task's target units (function values).
+DEFINITIONS = {
+    "rows": "one trained model per --T",
+    "T": "the model's recursion steps", "params": "its parameters (the same for every T)",
+    "steps": "optimizer steps", "wall_s": "wall time of the whole run (training and evaluation), s",
+    "s_per_step": "training time per optimizer step, evaluation excluded, s",
+    "valid_rmse": "root-mean-square error of the predicted function values, valid split",
+    "valid_mse": "valid_rmse squared", "valid_gp_rmse": "the exact GP posterior mean's RMSE on the same "
+                                                        "points (the floor no model can beat on average)",
+    "valid_tokens": "predicted points in the valid split",
+    "test_rmse": "valid_rmse on the test split", "test_mse": "test_rmse squared",
+    "test_gp_rmse": "valid_gp_rmse on the test split (the table's GP floor)",
+    "test_tokens": "predicted points in the test split",
+    "by_context": "test RMSE by context length (observed points): {'lo-hi': {'model': RMSE, 'gp': the floor's}}",
+    "energy_fall_fraction": "share of the per-step energy changes that are decreases (8 valid sequences; 1 = the "
+                            "energy always falls, as the CEM paper has it)",
+    "final_displacement": "mean ||x^T - h|| / rho after the last recursion step (unitless)",
+    "test_rmse_inference_T<t>": "test_rmse of the trained model run with t recursion steps (--test-T)",
+}
+
+
 def _energy_check(model, task, seq_len: int) -> dict[str, float]:
     """Fraction of (layer, block, step) token-mean energy changes that are decreases, over 8 valid sequences,
     and the mean final displacement ``||x^T - h|| / rho``."""
@@ -66,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-heads", type=number(int, 1, 1024), default=4, help="heads, 1 to 1,024 (default 4)")
     p.add_argument("--d-ff", type=number(int, 1, 2**20), default=64, help="feed-forward width, 1 to 2**20 "
                    "(default 64)")
-    p.add_argument("--diagonal", default="shared", choices=["none", "shared", "per_head"])
+    p.add_argument("--diagonal", default="shared", choices=["none", "shared", "per_head"],
+                   help="the attention scores' diagonal part (diagonal-plus-low-rank): none, one shared by the "
+                   "heads, or one per head (default shared)")
     p.add_argument("--lr", type=recipe_option("lr"), default=3e-3, help="peak learning rate (default 3e-3)")
     p.add_argument("--seed", type=recipe_option("seed"), default=0, help="seed, 0 to 2**63 - 1 (default 0)")
     p.add_argument("--n-eval", type=number(int, 1, 10**6), default=512,
@@ -75,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--test-T", type=number(int, 1, 1000), nargs="*", default=[],
                    help="also evaluate each trained model with these inference recursion steps (test-time "
                    "recursion, config key inference_recursion_steps; each 1 to 1,000)")
-    return run_benchmark(p, argv, _measure)
+    return run_benchmark(p, argv, _measure, DEFINITIONS)
 
 
 def _measure(args) -> dict:

@@ -31,6 +31,35 @@ from geomlab.core.argv import Parser, max_threads, number, number_list, threads
 from geomlab.models.grassmann import CausalSelfAttention, GrassmannMixer
 
 
+#: What the keys of the JSON (``--json``) mean: times are CPU time of the process, memory the peak of the
+#: tensor allocations made inside the call (module docstring).
+DEFINITIONS = {
+    "mixers": "one table per --mode: forward (no grad) and/or forward + backward",
+    "mode": "forward or train (forward + backward)",
+    "rows": "one per sequence length L", "L": "sequence length, tokens",
+    "mixer_ms": "the Grassmann mixer's call, ms (best of --reps)",
+    "sdpa_ms": "causal attention with fused scaled_dot_product_attention (what the model uses), ms",
+    "explicit_ms": "causal attention with the L x L scores materialised, ms",
+    "sdpa_over_mixer_time": "sdpa_ms / mixer_ms (above 1: the mixer is faster)",
+    "explicit_over_mixer_time": "explicit_ms / mixer_ms",
+    "mixer_mb": "the mixer's peak memory, MiB", "sdpa_mb": "fused attention's peak memory, MiB",
+    "explicit_mb": "materialised attention's peak memory, MiB",
+    "sdpa_over_mixer_memory": "sdpa_mb / mixer_mb", "explicit_over_mixer_memory": "explicit_mb / mixer_mb",
+    "memory_method": "how memory was measured: profiler (allocation timeline) or saved-for-backward (bytes "
+                     "autograd keeps, where the profiler is unavailable)",
+    "slopes": "per mixer, the least-squares slope of log(time) and log(memory) over log(L): 1 = linear, "
+              "2 = quadratic",
+    "models": "one training step of the matched model pairs, batch 32 x 128, V = 96, 4 layers",
+    "size": "the pair's size (XS, S)", "grassmann_ms": "the grassmann model's step, ms",
+    "grassmann_attn_ms": "its attention twin's step, ms", "grassmann_params": "the grassmann model's parameters",
+    "grassmann_attn_params": "the twin's parameters",
+    "ratio": "grassmann_ms / grassmann_attn_ms (below 1: grassmann is faster)",
+    "decode_state": "what incremental decoding keeps per sequence after L tokens, 4 layers, float32",
+    "grassmann_kib": "the Grassmann mixer's state (constant in L once L passes the largest offset), KiB",
+    "kv_cache_kib": "an attention KV cache, KiB",
+}
+
+
 class _ExplicitAttention(CausalSelfAttention):
     """Causal attention with the ``(B, H, L, L)`` scores materialised (same weights as the fused one)."""
 
@@ -231,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mode", choices=("forward", "train", "both"), default="both",
                    help="forward only (no grad), forward + backward, or both tables")
     p.add_argument("--no-models", action="store_true", help="skip the whole-model training-step table")
-    return run_benchmark(p, argv, _measure)
+    return run_benchmark(p, argv, _measure, DEFINITIONS)
 
 
 def _measure(args) -> dict:

@@ -28,6 +28,19 @@ NAMES = ("transformer", "osmformer", "osmformer expm=group", "lstm", "osm-rnn")
 SHOWN = ("d", "n_layers", "d_model", "hidden", "prototypes", "mixing", "expm")
 
 
+#: What the keys of the JSON (``--json``) mean.
+DEFINITIONS = {
+    "batch": "sequences per training step", "seq": "tokens per sequence", "reps": "timed steps per model",
+    "clock": "wall: elapsed time",
+    "rows": "one per model",
+    "name": "the model (bench osm --only names)", "params": "its parameters",
+    "ms_per_step": "median time of one training step (forward, cross-entropy, backward, AdamW), ms",
+    "base": "its baseline (itself for a baseline)", "base_ms_per_step": "the baseline's median step time, ms",
+    "ratio": "ms_per_step / base_ms_per_step, both measured in the same run (1 = as fast as the baseline)",
+    "config": "the config keys that tell the models apart",
+}
+
+
 def _configs(vocab: int) -> dict[str, tuple[dict, str]]:
     """name -> (config, baseline name): the paper's budgets; the names are :data:`NAMES`."""
     former = config_for_budget("osmformer", 91_000, vocab, mixing="linear")
@@ -42,7 +55,7 @@ def _configs(vocab: int) -> dict[str, tuple[dict, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns 0. Options: ``--batch``, ``--seq``, ``--reps``, ``--threads``, ``--only``."""
-    p = Parser(prog="geomlab bench osm", description=__doc__.splitlines()[0])
+    p = Parser(prog="geomlab bench osm", description=__doc__.split("\n\n")[0])
     p.add_argument("--batch", type=number(int, 1, 2**20), default=16, help="sequences per step, 1 to 2**20 "
                    "(default 16)")
     p.add_argument("--seq", type=number(int, 1, 2**20), default=128, help="tokens per sequence, 1 to 2**20 "
@@ -55,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", nargs="*", type=name_list(NAMES, "model"), default=None, metavar="NAME",
                    help=f"subset of model names, separated by spaces or commas (their baselines are added): "
                    f"{', '.join(NAMES)}")
-    return run_benchmark(p, argv, _measure)
+    return run_benchmark(p, argv, _measure, DEFINITIONS)
 
 
 def _measure(a) -> dict:

@@ -75,6 +75,28 @@ class _Stepper:
         self.opt.step()
 
 
+#: What the keys of the JSON (``--json``) mean (``geomlab report --converged --speed FILE`` reads ``batch``,
+#: ``seq``, ``threads``, ``device``, ``clock``, ``rounds``, ``date``, ``load_avg`` and the rows); shared with
+#: ``bench device``, whose training table is this one.
+DEFINITIONS = {
+    "device": "where it ran (cpu, cuda:0, ...)",
+    "batch": "sequences per training step", "seq": "tokens per sequence",
+    "warmup": "untimed steps per model before the rounds",
+    "rounds": "timed rounds; each steps the model and its baseline back to back, order alternating",
+    "clock": "what a time counts: process CPU time on CPU (time descheduled on a shared machine not counted), "
+             "wall time with CUDA synchronisation on a GPU",
+    "rows": "one per geometric model and its baseline",
+    "name": "the model (bench train --only names)", "base": "its baseline model, at a matched parameter count",
+    "params": "the model's parameters", "base_params": "the baseline's parameters",
+    "ms": "the model's median time of one training step (forward, cross-entropy, backward, AdamW), ms",
+    "base_ms": "the baseline's median step time, ms",
+    "ratio_median": "median over the rounds of model step time / baseline step time in the same round "
+                    "(1 = as fast as the baseline)",
+    "ratio_min": "the smallest per-round ratio (the round least disturbed by other load)",
+    "target": "the ratio the model aims to stay at or below (design choice); null: none",
+}
+
+
 #: The models' names, in the table's order (what ``--only`` takes).
 NAMES = tuple(m[0] for m in MODELS)
 
@@ -156,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", type=device_option, default="cpu", help="cpu (default), cuda, cuda:N, mps or auto")
     p.add_argument("--quick", action="store_true", help="smoke run: 2 rounds, 1 warm-up, batch 4 x 32 (overrides "
                    "those options)")
-    return run_benchmark(p, argv, _measure)
+    return run_benchmark(p, argv, _measure, DEFINITIONS)
 
 
 def _measure(a) -> dict:
@@ -170,7 +192,7 @@ def _measure(a) -> dict:
     clock = "wall" if device.type == "cuda" else "process CPU"
     print(f"# geomlab.bench train: torch {torch.__version__}, device {device}, threads "
           f"{torch.get_num_threads()}, batch {a.batch} x {a.seq}, AdamW, {a.warmup} warm-up steps, {a.rounds} "
-          f"interleaved rounds; ratio = model step / baseline step ({clock} time)")
+          f"interleaved rounds ({clock} time)\n# ratio: {DEFINITIONS['ratio_median']}")
     print(format_table(rows))
     return {"device": str(device), "batch": a.batch, "seq": a.seq, "warmup": a.warmup, "rounds": a.rounds,
             "clock": clock, "rows": rows}

@@ -31,6 +31,28 @@ TEXT = ("ROMEO: But soft, what light through yonder window breaks? It is the eas
         "JULIET: O Romeo, Romeo, wherefore art thou Romeo? Deny thy father and refuse thy name.\n")
 
 
+#: What the keys of the JSON (``--json``) mean: CPU seconds of the process, medians over ``--repeats``.
+DEFINITIONS = {
+    "repeats": "timed runs per row (after one warm-up)",
+    "rows": "one per checkpoint, view and text length",
+    "checkpoint": "the bundled checkpoint", "view": "the view page (its URL path)",
+    "chars": "text length, characters",
+    "forward_cpu_s": "one plain forward pass of the text (the baseline), CPU s",
+    "trace_cpu_s": "the trace the app caches per checkpoint and text, CPU s",
+    "figures_cpu_s": "every figure of the view with its default controls, CPU s",
+    "send_cpu_s": "what st.plotly_chart pays per figure (to_dict, JSON), CPU s",
+    "total_cpu_s": "trace + figures + send, CPU s (worst: the largest over the rows of one length)",
+    "total_over_forward": "total_cpu_s / forward_cpu_s (same run)",
+    "move_cpu_s": "figures + send at another cursor, the trace cached (a cursor move), CPU s",
+    "n_figures": "figures of the view", "trace_mb": "the trace's stored arrays, MiB",
+    "npz_mb": "its compressed .npz download, MiB",
+    "error": "why this checkpoint could not trace the text (no figures then)",
+    "worst": "per text length, the largest total_cpu_s against its target",
+    "target_cpu_s": "what total_cpu_s aims to stay under: 0.5 s up to 256 characters, else 3 s (design choice)",
+    "ratio_to_target": "total_cpu_s / target_cpu_s (above 1: over the target)",
+}
+
+
 def bench_text(n: int) -> str:
     """``n`` characters of Tiny Shakespeare (from ``GEOMLAB_DATA_DIR``) or of :data:`TEXT` repeated."""
     root = os.environ.get("GEOMLAB_DATA_DIR")
@@ -107,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                    + ", ".join(e.name for e in measured))
     p.add_argument("--threads", type=threads, default=1,
                    help=f"torch CPU threads, 1 to {max_threads()} (default 1, as the app uses)")
-    return run_benchmark(p, argv, lambda args: _measure(args, measured))
+    return run_benchmark(p, argv, lambda args: _measure(args, measured), DEFINITIONS)
 
 
 def _measure(args, measured) -> dict:

@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from geomlab.bench import run_benchmark
+from geomlab.bench import cell, run_benchmark
 from geomlab.checkpoints import catalog as ckpt_catalog, io
 from geomlab.core.argv import Parser, max_threads, name_list, number, threads
 from geomlab.models import kinds
@@ -36,6 +36,28 @@ from geomlab.whatif.patching import (choose_target, default_stand_in, patch, pat
 PASSAGE = ("ROMEO: But, soft! what light through yonder window breaks? It is the east, and Juliet is the sun. "
            "Arise, fair sun, and kill the envious moon, who is already sick and pale with grief. ")
 KNOB_SIZE = {"steer": 0.5, "rotate_plane": 0.5, "ablate_head": 1.0}
+
+
+#: What the keys of the JSON (``--json``) mean: times are the best of ``--repeats``, one thread.
+DEFINITIONS = {
+    "chars": "tokens of text", "repeats": "timed runs, best of (after one warm-up)",
+    "rows": "one per bundled checkpoint",
+    "checkpoint": "the bundled checkpoint", "kind": "its model kind",
+    "forward_ms": "one plain forward pass of the text (the baseline), ms",
+    "knob": "the checkpoint's first intervention of the What if panel; null: none applies",
+    "knob_ms": "that intervention at the middle position, ms; null: none applies",
+    "patch_ms": "one activation patch of the last layer's state at the middle position, ms",
+    "sweep_s": "one full patching sweep over every layer and position, s (timed once); null with --no-sweep",
+    "knob_over_forward": "knob_ms / forward_ms (same run)", "patch_over_forward": "patch_ms / forward_ms",
+    "sweep_over_forward": "sweep_s / forward pass s",
+    "positions": "--targets: cursor positions per text",
+    "sweeps": "--targets: sweeps run (positions whose stand-in differs from the token)",
+    "barely_old": "--targets: sweeps that barely change the prediction with the target 3 positions on (the "
+                  "baseline)",
+    "barely_chosen": "--targets: the same with choose_target's target",
+    "choose_ms": "--targets: median time of choosing the target, ms",
+    "sweep_ms": "--targets: median time of the sweep at the chosen target, ms",
+}
 
 
 def _tokens(vocab, n: int, seed: int = 0) -> torch.Tensor:
@@ -57,7 +79,7 @@ def _best(fn, repeats: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Print one row per bundled checkpoint: kind, forward ms, the knob and its ms, patch ms, sweep s."""
-    ap = Parser(prog="geomlab bench whatif", description=__doc__.splitlines()[0])
+    ap = Parser(prog="geomlab bench whatif", description=__doc__.split("\n\n")[0])
     ap.add_argument("--chars", type=number(int, 2, MAX_TEXT_CHARS), default=256,
                     help=f"tokens of text, 2 to {MAX_TEXT_CHARS:,} (a patch needs two positions; the app's limit; "
                     "default 256)")
@@ -72,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                          "against choose_target's, on each checkpoint's default text (--chars and --repeats unused)")
     ap.add_argument("--positions", type=number(int, 1, 1000), default=10,
                     help="--targets: cursor positions per text, spread over it (1 to 1,000; default 10)")
-    return run_benchmark(ap, argv, lambda args: _targets(args) if args.targets else _measure(args))
+    return run_benchmark(ap, argv, lambda args: _targets(args) if args.targets else _measure(args), DEFINITIONS)
 
 
 def _targets(args) -> dict:
@@ -151,8 +173,8 @@ def _measure(args) -> dict:
                 model(tokens[None])
 
         knobs = catalog.available(model)
-        knob = knobs[0].name if knobs else "-"
-        size = KNOB_SIZE.get(knob, catalog.neutral_size(knob, model) + 2 if knob != "-" else 0)
+        knob = knobs[0].name if knobs else None
+        size = KNOB_SIZE.get(knob, catalog.neutral_size(knob, model) + 2 if knob else 0)
         f = _best(forward, args.repeats)
         k = _best(lambda: catalog.apply(knob, model, tokens, mid, size), args.repeats) if knobs else float("nan")
         last = patch_points(model)[-1]
@@ -163,8 +185,8 @@ def _measure(args) -> dict:
             t0 = time.perf_counter()
             patching_sweep(model, tokens, other)
             s = time.perf_counter() - t0
-        print(f"{entry.ref:42s} {entry.kind:14s} {1e3 * f:>10.1f} {knob:>13s} {1e3 * k:>8.1f} {1e3 * p:>8.1f} "
-              f"{s:>8.2f}", flush=True)
+        print(f"{entry.ref:42s} {entry.kind:14s} {1e3 * f:>10.1f} {cell(knob, '', 13)} {cell(1e3 * k, '.1f', 8)} "
+              f"{1e3 * p:>8.1f} {cell(s, '.2f', 8)}", flush=True)
         rows.append({"checkpoint": entry.ref, "kind": entry.kind, "forward_ms": 1e3 * f, "knob": knob,
                      "knob_ms": 1e3 * k, "patch_ms": 1e3 * p, "sweep_s": s, "knob_over_forward": k / f,
                      "patch_over_forward": p / f, "sweep_over_forward": s / f})

@@ -21,8 +21,11 @@ def check_outputs(outputs: list[tuple[str, str | os.PathLike, bool]]) -> None:
     benchmarks make them when they write, with a note: :func:`make_folders`); a file where a folder is needed
     (or the reverse), a FIFO or device where a file is meant, or a place the machine refuses (read-only,
     ``/proc``, permissions; probed with a temporary file that is removed at once), raises ``ValueError`` naming
-    the option and the path. Design choice: bad input loses nothing and writes nothing."""
+    the option and the path; an empty value (``--json ''``, which a path would read as ``.``) raises
+    ``ValueError`` saying so. Design choice: bad input loses nothing and writes nothing."""
     for option, path, is_folder in outputs:
+        if os.fspath(path) == "":
+            raise ValueError(f"{option}: the value is empty; give a {'folder' if is_folder else 'file'} name")
         path = Path(path)
         if path.exists() and path.is_dir() != is_folder:
             raise ValueError(f"{option} {path}: " + ("a file is there, not a folder" if is_folder else

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,29 @@ from geomlab.bench import available, document, write_json
 from geomlab.commands.cli import main
 
 #: What every benchmark's JSON holds besides its figures.
-MACHINE = {"kind", "benchmark", "date", "torch", "python", "platform", "cpu_count", "threads", "load_avg", "args"}
+MACHINE = {"kind", "benchmark", "date", "torch", "python", "platform", "cpu_count", "threads", "load_avg", "args",
+           "definitions"}
+
+
+def undefined(data: dict) -> set[str]:
+    """The keys of a benchmark's JSON that its ``definitions`` leave out: those of the top level and of every
+    record in a list, however deep (a dict value's own keys are its key's definition's to explain; a number at
+    a key's end is ``<t>``, as ``test_rmse_inference_T<t>``)."""
+    defs, missing = data["definitions"], set()
+
+    def walk(value) -> None:
+        if isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if k not in defs and re.sub(r"\d+$", "<t>", k) not in defs:
+                    missing.add(k)
+                if isinstance(v, list):
+                    walk(v)
+
+    walk(data)
+    return missing
 
 
 def finite(row: dict, keys: list[str]) -> None:
@@ -65,6 +88,7 @@ def test_a_benchmark_writes_its_table_as_json(name, tmp_path, capsys):
     data = read(out, name)
     ok, keys = check(data)
     assert ok and data["rows"], data
+    assert not undefined(data)  # every key says what it is, with its unit
     for row in data["rows"]:
         finite(row, keys)
     if name == "defaults":
@@ -94,8 +118,10 @@ def test_browser_figures_are_written_as_json(tmp_path):
     clicked = {("shipped", "attention"): {"token": [0.3], "cell": [], "overview": [0.4]},
                (base, "attention"): {"token": [0.6], "cell": [], "overview": [0.8]}}
     out = tmp_path / "b.json"
-    write_json(out, document("browser", {"rounds": 3}, browser.figures(first, moves, clicked, base)))
+    write_json(out, document("browser", {"rounds": 3}, browser.figures(first, moves, clicked, base),
+                             browser.DEFINITIONS))
     data = read(out, "browser")
+    assert not undefined(data)
     (page,) = data["first_view"]
     assert page["page"] == "home" and page["shipped"]["median_s"] == 2.0 and page["baseline"]["min_s"] == 4.0
     assert page["ratio_median"] == 0.5 and data["baseline"] == base and data["args"] == {"rounds": 3}
@@ -120,6 +146,7 @@ def test_load_figures_are_written_as_json(tmp_path, monkeypatch, capsys):
     assert main(["bench", "load", "--sessions", "2", "--moves", "1", "--json", str(out)]) == 0
     assert "first view   2/2" in capsys.readouterr().out
     data = read(out, "load")
+    assert not undefined(data)
     assert data["ok"] is True and data["sessions_n"] == 2 and len(data["sessions"]) == 2
     assert data["first_view"]["median_s"] == 2.5 and data["first_view"]["ratio_to_alone"] == 2.5
     assert data["cursor_move"]["expected"] == 2 and data["cursor_move"]["alone_s"] == 0.25
@@ -132,6 +159,7 @@ def test_load_figures_are_written_as_json(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(room, "run_room", lambda *a, **k: r)
     assert main(["bench", "load", "--room", "3", "--json", str(out)]) == 0
     data = read(out, "load")
+    assert not undefined(data)
     assert data["mode"] == "room" and data["join_s"] == [1.0, 2.0] and data["load"] == [1.0, 2.0, 3.0]
 
 
@@ -140,3 +168,62 @@ def test_a_value_json_cannot_hold_is_null():
     data = document("x", {"log": Path("a") / "b.log"}, {"rows": [{"s": float("nan"), "t": (1, float("inf"))}]})
     assert data["rows"] == [{"s": None, "t": [1, None]}] and data["args"] == {"log": "a/b.log"}
     json.dumps(data, allow_nan=False)
+
+
+def test_groups_json_says_what_its_ratios_and_drift_are(tmp_path, capsys):
+    """The table's header defines ratio and drift; the JSON carries the same definitions (one place), and no
+    ``group`` field repeating ``name`` and ``d``."""
+    from geomlab.bench import groups
+
+    out = tmp_path / "g.json"
+    assert main(["bench", "groups", "--quick", "--groups", "O", "--dims", "2", "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    data = read(out, "groups")
+    defs = data["definitions"]
+    assert not undefined(data) and "group" not in data["rows"][0]
+    assert "matrix_exp" in defs["ratio"] and "forward+backward" in defs["ratio"] and "median" in defs["ratio_median"]
+    assert "||H^* H - I||_F" in defs["drift_mean"] and "load average" in defs["load_avg"]
+    assert f"# ratio: {groups.DEFINITIONS['ratio']}" in table and groups.DEFINITIONS["drift_mean"] in table
+
+
+@pytest.mark.parametrize("name", available())
+def test_every_benchmark_declares_its_definitions(name, monkeypatch):
+    """Each hands the runner a mapping key -> meaning, which it writes into the JSON."""
+    import importlib
+
+    seen = {}
+
+    def grab(parser, argv, measure, definitions):
+        seen.update(definitions)
+        return 0
+
+    module = importlib.import_module(f"geomlab.bench.{name}")
+    monkeypatch.setattr(module, "run_benchmark", grab)
+    assert module.main([]) == 0
+    assert seen and all(isinstance(v, str) and v and "\n" not in v for v in seen.values()), seen
+    written = document(name, {}, {}, seen)["definitions"]
+    assert all(v in written[k] for k, v in seen.items())
+
+
+def test_whatif_tables_show_a_dash_where_nothing_was_measured(tmp_path, capsys):
+    """--no-sweep and a model without a knob: ``-`` in the table (not ``nan``), ``null`` in the JSON."""
+    out = tmp_path / "w.json"
+    assert main(["bench", "whatif", "--chars", "8", "--repeats", "1", "--kinds", "lstm", "--no-sweep", "--json",
+                 str(out)]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()[1:]
+    assert rows and all("nan" not in r and r.split()[3:5] == ["-", "-"] and r.split()[-1] == "-" for r in rows)
+    data = read(out, "whatif")
+    assert not undefined(data)
+    assert all(r["knob"] is None and r["knob_ms"] is None and r["sweep_s"] is None for r in data["rows"])
+
+
+def test_a_missing_value_is_a_dash():
+    from geomlab.bench import cell
+
+    assert [cell(v, ".2f", 5) for v in (None, float("nan"), 1.0)] == ["    -", "    -", " 1.00"]
+
+
+def test_a_row_key_named_as_a_machine_fact_keeps_both_meanings():
+    """``kind`` is ``bench-NAME`` at the top and a model kind in ``bench figures``' rows."""
+    defs = document("figures", {}, {}, {"kind": "the model kind"})["definitions"]
+    assert defs["kind"].startswith("bench-NAME") and defs["kind"].endswith("in a row: the model kind")

@@ -16,6 +16,7 @@ import torch
 from geomlab.bench import available
 from geomlab.commands.cli import main
 from geomlab.core.argv import Parser
+from tests.bench.test_bench_json import undefined
 
 
 def _usage_error(capsys, argv: list[str]) -> list[str]:
@@ -172,11 +173,47 @@ def test_json_in_a_missing_folder_is_made_and_named(capsys, tmp_path):
     out = tmp_path / "new" / "sub" / "rows.json"
     assert main(["bench", "groups", "--quick", "--groups", "O", "--dims", "2", "--json", str(out)]) == 0
     cap = capsys.readouterr()
-    assert cap.err == f"note: made the folder {out.parent}{os.sep} for --json (it did not exist)\n"
+    wrote = f"wrote the figures as JSON -> {out}\n"  # as geomlab trace names its file
+    assert cap.err == f"note: made the folder {out.parent}{os.sep} for --json (it did not exist)\n" + wrote
     got = json.loads(out.read_text())
     assert [(r["name"], r["d"]) for r in got["rows"]] == [("O", 2)] and got["args"]["dims"] == [2]
     assert main(["bench", "groups", "--quick", "--groups", "O", "--dims", "2", "--json", str(out)]) == 0
-    assert capsys.readouterr().err == ""  # the folder is there now: no note
+    assert capsys.readouterr().err == wrote  # the folder is there now: no note
+
+
+@pytest.mark.parametrize("name", available())
+def test_an_empty_json_value_says_so(name, capsys, tmp_path, monkeypatch):
+    """Not ``--json .: that is a folder`` (an empty path reads as the current folder)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", name, "--json", ""]) == 2
+    cap = capsys.readouterr()
+    assert cap.err == "error: --json: the value is empty; give a file name\n" and not cap.out
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", available())
+def test_help_is_plain_text_with_every_option_explained(name, capsys):
+    """The description is the docstring's first paragraph without its reStructuredText markup, a sentence; no
+    option is left without a help text."""
+    with pytest.raises(SystemExit):
+        main(["bench", name, "--help"])
+    out = capsys.readouterr().out
+    description = " ".join(out.split("\n\n")[1].split())
+    assert "``" not in out and ":func:" not in out and ":mod:" not in out and "**" not in description
+    assert description.startswith(f"geomlab bench {name}") or name == "osm", description
+    assert description.endswith("."), description
+    parser = {}
+
+    def grab(self, args=None, namespace=None):
+        parser["actions"] = self._actions
+        raise _Parsed
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Parser, "parse_args", grab)
+        with pytest.raises(_Parsed):
+            importlib.import_module(f"geomlab.bench.{name}").main([])
+    bare = [a.option_strings[0] for a in parser["actions"] if not a.help]
+    assert not bare, f"{name}: {bare} have no help"
 
 
 def test_load_log_is_checked_before_the_server_starts(capsys, tmp_path):
@@ -206,5 +243,6 @@ def test_json_dash_is_standard_output_alone(argv, capsys, tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     assert main(["bench", *argv, "--json", "-"]) == 0
     cap = capsys.readouterr()
-    assert json.loads(cap.out)["rows"] and "ratio" in cap.err
+    assert json.loads(cap.out)["rows"] and "ratio" in cap.err and "wrote" not in cap.err
+    assert not undefined(json.loads(cap.out))
     assert list(tmp_path.iterdir()) == []

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 
 from geomlab.bench import checkpoints as bench
+from tests.bench.test_bench_json import undefined
 
 
 def test_the_benchmark_times_both_checkpoints_three_ways(tmp_path, capsys):
     out = tmp_path / "b.json"
     assert bench.main(["--mb", "1", "--repeats", "1", "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())["rows"]
+    data = json.loads(out.read_text())
+    rows = data["rows"]
+    assert not undefined(data)
     assert [r["name"] for r in rows][-1] == "lstm-1mib" and len(rows) == 2
     assert 0.9 < rows[-1]["weights_mib"] <= 1.0
     for r in rows:

@@ -6,6 +6,7 @@ import math
 
 from geomlab.bench import available, whatif
 from geomlab.checkpoints import catalog
+from tests.bench.test_bench_json import undefined
 
 
 def test_the_whatif_bench_prints_one_row_per_bundled_checkpoint(capsys, tmp_path):
@@ -24,12 +25,13 @@ def test_the_whatif_bench_prints_one_row_per_bundled_checkpoint(capsys, tmp_path
         if cells[1] == "lstm":
             assert cells[3] == "-"
     data = json.loads(path.read_text())  # the same rows as JSON, with the ratios to the forward pass
+    assert not undefined(data)
     assert data["kind"] == "bench-whatif" and data["chars"] == 24
     assert [r["checkpoint"] for r in data["rows"]] == [r.split()[0] for r in rows]
     for r in data["rows"]:
         for k in ("forward_ms", "patch_ms", "sweep_s", "patch_over_forward", "sweep_over_forward"):
             assert math.isfinite(r[k]) and r[k] > 0, (k, r)
-        assert (r["knob_ms"] is None) == (r["knob"] == "-") == (r["knob_over_forward"] is None)
+        assert (r["knob_ms"] is None) == (r["knob"] is None) == (r["knob_over_forward"] is None)
 
 
 def test_the_whatif_bench_counts_default_sweeps_that_barely_change_the_prediction(capsys, tmp_path):
@@ -40,7 +42,7 @@ def test_the_whatif_bench_counts_default_sweeps_that_barely_change_the_predictio
     out = capsys.readouterr().out.strip().splitlines()
     want = [e.ref for e in catalog.list_checkpoints(user=False) if e.kind in ("lstm", "grassmann")]
     data = json.loads(path.read_text())
-    assert sorted(r["checkpoint"] for r in data["rows"]) == sorted(want)
+    assert sorted(r["checkpoint"] for r in data["rows"]) == sorted(want) and not undefined(data)
     for r in data["rows"]:
         assert r["sweeps"] == 4 and 0 <= r["barely_chosen"] <= r["barely_old"] <= 4
         assert 0 < r["choose_ms"] and 0 < r["sweep_ms"]

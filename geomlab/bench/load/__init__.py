@@ -40,7 +40,7 @@ from geomlab.bench.load.run import LoadResult, percentile, run_load
 from geomlab.bench.load.server import RssMonitor, app_server, free_port, log_errors, wait_for_health
 from geomlab.bench.load.session import Lockstep, SessionResult, read_view, run_session, visit_home
 from geomlab.bench import run_benchmark
-from geomlab.bench.load.summary import figures, report
+from geomlab.bench.load.summary import DEFINITIONS, figures, report
 from geomlab.bench.load.texts import (BUILTIN_TEXT, DEFAULT_VIEWS, bundled_checkpoints, checkpoints_for,
                                       corpus_text, session_texts)
 from geomlab.core.argv import Parser, number
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="room mode: app servers, 1 or 2; 2 share rooms through a fresh redis-server (default 1)")
     p.add_argument("--steps", type=number(int, 0, 10**4), default=2,
                    help="room mode: Tour steps the teacher takes, 0 to 10,000 (default 2)")
-    return run_benchmark(p, argv, _measure)
+    return run_benchmark(p, argv, _measure, DEFINITIONS)
 
 
 def _measure(args) -> dict | int:

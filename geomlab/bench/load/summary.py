@@ -5,9 +5,43 @@ from __future__ import annotations
 from geomlab.bench.load.run import LoadResult, percentile
 from geomlab.bench.load.session import SessionResult
 
+#: What the keys of the JSON (``geomlab bench load --json``) mean, both modes: times in seconds.
+DEFINITIONS = {
+    "sessions_n": "concurrent protocol sessions", "chars": "characters of text per session",
+    "moves": "cursor moves per session", "together": "true: the moves ran in rounds all sessions started at once",
+    "server_up_s": "server start until healthy, s", "warmup_s": "the Home visit and the one-session baseline, s",
+    "load_phase_s": "the load phase's wall time, s", "client_cpu_s": "this client's CPU time in it, s",
+    "first_view": "connect -> the first finished script run that drew a chart, over the sessions: n, "
+                  "median_s, p95_s, max_s, alone_s, ratio_to_alone",
+    "cursor_move": "rerun sent -> script_finished, over every move: first_view's keys and expected",
+    "n": "how many were measured", "median_s": "median, s", "p95_s": "95th percentile, s", "max_s": "largest, s",
+    "alone_s": "the same measured for one session alone before the load (the baseline), s",
+    "ratio_to_alone": "median_s / alone_s (same run; 1 = the load costs nothing)",
+    "expected": "moves asked for: sessions x --moves",
+    "sessions": "one per session", "index": "the session's number", "view": "its view page",
+    "ckpt": "its checkpoint (null: the app's default)", "first_view_s": "its first view, s (null: none)",
+    "move_s": "its cursor moves, s", "first_charts": "charts of its first view",
+    "positions": "token cursor positions its page offered", "errors": "errors shown in its page (room: in any)",
+    "received_mb": "decompressed protobuf frames received, MB (10**6 bytes)",
+    "peak_rss_mb": "the server's peak resident memory (process tree, sampled), MB",
+    "hwm_mb": "the server's VmHWM (the kernel's peak), MB",
+    "chromium": "--browser pages: url, first_chart_s (first .js-plotly-plot), protocol_s (its websocket's first "
+                "view)",
+    "page_errors": "errors shown in pages (st.error, exceptions)", "log_errors": "ERROR/Traceback server log lines",
+    "ok": "false when a page or the log showed an error or a session did not finish (exit status 1)",
+    "mode": "room with --room", "students": "--room: students following the teacher",
+    "replicas": "--room: app servers sharing a redis-server",
+    "join_s": "--room: link -> the teacher's step shown, per student, s",
+    "cursor_s": "--room: teacher's cursor move -> each student's charts, s",
+    "page_s": "--room: cursor move -> each student's whole page (its catch-up run), s",
+    "step_s": "--room: step change -> each student's rerun, s",
+    "missed": "--room: events a student never showed within 30 s",
+    "rss_mb": "--room: each server's peak resident memory, MB", "load": "--room: load average over 1, 5, 15 min",
+}
+
 
 def _fmt(v: float | None, unit: str = " s") -> str:
-    return "–" if v is None else f"{v:.2f}{unit}"
+    return "-" if v is None else f"{v:.2f}{unit}"
 
 
 def report(r: LoadResult) -> str:
@@ -43,7 +77,7 @@ def report(r: LoadResult) -> str:
         pos = sorted({s.positions for s in ss if s.positions})
         lines.append(f"  {view:<13} {ckpt or '(app default)':<36} first {len(f)}/{len(ss)} median "
                      f"{_fmt(percentile(f, 50))}, move median {_fmt(percentile(m, 50))}, charts "
-                     f"{charts or '–'}, cursor positions {pos or '–'}")
+                     f"{charts or '-'}, cursor positions {pos or '-'}")
     total = sum(s.bytes for s in r.sessions)
     per_first = [s.bytes for s in r.sessions]
     lines.append(f"received     {total / 1e6:.1f} MB in all; median per session "
