@@ -102,15 +102,16 @@ def _same_seeds(r: dict[str, Any], other: dict[str, Any]) -> bool:
 def paired_gap(r: dict[str, Any] | None, other: dict[str, Any] | None, split: str) -> dict[str, Any] | None:
     """The seed-paired gap ``r - other`` of two rows' per-seed ``split`` BPC (``"test"`` / ``"valid"``, bits)
     over the seeds both finished: ``{"gap": mean difference, "ci95": its :func:`ci95` half-width (``None``
-    below two seeds), "seeds": how many}``; ``None`` without a row or a common seed. Every seed-paired gap of
+    below two seeds), "seeds": how many, "per_seed": the differences in seed order}``; ``None`` without a row
+    or a common seed. Every seed-paired gap of
     the reports is this one (the tables, the reading, the verdicts). Source: design choice (seeds as paired
     draws: both models see the same seed's batches)."""
     if not r or not other:
         return None
     mine = dict(zip(r.get("seeds", []), r.get(split, [])))
     theirs = dict(zip(other.get("seeds", []), other.get(split, [])))
-    d = [mine[s] - theirs[s] for s in mine if s in theirs and mine[s] is not None and theirs[s] is not None]
-    return {"gap": mean(d), "ci95": ci95(d), "seeds": len(d)} if d else None
+    d = [mine[s] - theirs[s] for s in sorted(mine) if s in theirs and mine[s] is not None and theirs[s] is not None]
+    return {"gap": mean(d), "ci95": ci95(d), "seeds": len(d), "per_seed": d} if d else None
 
 
 def compare_to_versus(rows: list[dict[str, Any]]) -> None:

@@ -248,6 +248,7 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
             n = (r["test"] or r["valid"] or {}).get("seeds", 0)
             lines.append(f"| {cl.paper} | {cl.text} | {r['reading']} | {r['arm']} | {r['against']} | {n} | "
                          f"{_gap(r['test'])} | {_gap(r['valid'])} | {r['verdict']}{qualifiers(r)}"
+                         + _open_note(r)
                          + "".join(f"; {x}" for x in r["stepped"] if r["test"] is not None) + " |")
     lines += ["", "### Settings", "",
               "What the one rule chose for each model (lr and warm-up, then weight decay and dropout at them, kept "
@@ -281,6 +282,13 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _open_note(r: dict[str, Any]) -> str:
+    """``; per seed ...`` (:func:`seed_gaps` of the test gap) beside a verdict of :func:`verdicts` or
+    :func:`readings` that is open by its interval (not where test and validation disagree), else empty."""
+    note = seed_gaps(r["test"]) if r["verdict"] == "open" and not r.get("disagree") else ""
+    return f"; {note}" if note else ""
+
+
 def _seed_count(row: dict[str, Any]) -> str:
     """``4 of 4`` (finished of the seeds the plan gives the row), ``+ 1 earlier`` for a seed finished at the
     row's settings before the seed rule settled on fewer."""
@@ -305,11 +313,31 @@ def _regs_tried(row: dict[str, Any], unigram: float | None = None) -> str:
 
 
 def _gap(g: dict[str, Any] | None) -> str:
+    """A table cell of a :func:`paired` gap: ``-0.015 [-0.030, -0.0004]``, the interval's ends as
+    :func:`~geomlab.report.render_parts.end` writes them; ``—`` without a gap."""
+    from geomlab.report.render_parts import end
+
     if g is None:
         return "—"
     if g["ci95"] is None:
         return f"{g['gap']:+.3f} ({g['seeds']} seed)"
-    return f"{g['gap']:+.3f} [{g['gap'] - g['ci95']:+.3f}, {g['gap'] + g['ci95']:+.3f}]"
+    return f"{g['gap']:+.3f} [{end(g['gap'] - g['ci95'])}, {end(g['gap'] + g['ci95'])}]"
+
+
+def seed_gaps(g: dict[str, Any] | None) -> str:
+    """"per seed +0.252, +0.264, +0.507 (behind on every seed; 3 seeds give a wide interval)": the per-seed differences of a
+    :func:`paired` gap in seed order, said beside an open verdict so that one outlying seed is visible; where
+    every seed's difference has the same sign but the interval spans 0 (few seeds), that is said too; the
+    verdict stays the interval's. Empty below two seeds. Source: design choice."""
+    d = (g or {}).get("per_seed") or []
+    if len(d) < 2 or g["ci95"] is None:
+        return ""
+    s = "per seed " + ", ".join(f"{x:+.3f}" for x in d)
+    lo, hi = g["gap"] - g["ci95"], g["gap"] + g["ci95"]
+    if lo <= 0 <= hi and (all(x > 0 for x in d) or all(x < 0 for x in d)):
+        side = "behind" if d[0] > 0 else "ahead"
+        s += f" ({side} on every seed; {len(d)} seeds give a wide interval)"
+    return s
 
 
 def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) -> list[str]:
@@ -334,7 +362,9 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
              "pending until both rows share a seed, open below two, and *provisional* while seeds are still to "
              "come (the seed rule adds seeds until every gap settles); a validation gap whose interval excludes "
              "zero on the other side is given beside it, and so is a row whose seeds train at a lower lr than its "
-             "tuning chose (a divergence at the full budget stepped it down; Settings, below; said once a row, in the first cell it applies to).", "",
+             "tuning chose (a divergence at the full budget stepped it down; Settings, below; said once a row, in the first cell it applies to). "
+             "An open verdict has its per-seed test gaps beside it, in seed order, so that one outlying seed shows, "
+             "and says so where every seed falls on one side while the interval spans 0.", "",
              "| paper | claim | against | test gap [95% CI] | valid gap [95% CI] | equal time (valid) | verdict "
              "before | after | after, equal CPU | after, equal FLOPs |", "|---|---|---|---|---|---|---|---|---|---|"]
     before = {v["claim"]: v for v in verdicts(results)}
@@ -343,7 +373,8 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
         if v is not None and v["test"] is not None:
             et = f"{v['equal_time']['gap']:+.3f}" if v["equal_time"] else "—"
             cells = [v["against"], _gap(v["test"]), _gap(v["valid"]), et,
-                     f"**{v['verdict']}**{qualifiers(v)}" + (f" ({cl.caveat})" if cl.caveat else "")]
+                     f"**{v['verdict']}**{qualifiers(v)}" + (f" ({cl.caveat})" if cl.caveat else "")
+                     + _open_note(v)]
         else:
             cells = [cl.against or "the baseline", "—", "—", "—", "not run (a control of the fair campaign)"]
         got = {r["reading"]: r for r in (readings(after, cl) if after else [])}
@@ -358,7 +389,7 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
                      and abs(v["gap"]) > v["ci95"])
             notes = [x for x in r["stepped"] if x not in seen]
             seen.update(notes)
-            return (f"**{r['verdict']}**{qualifiers(r)} {_gap(r['test'])}"
+            return (f"**{r['verdict']}**{qualifiers(r)} {_gap(r['test'])}" + _open_note(r)
                     + (f"; valid {_gap(v)}, the other way" if other else "") + "".join(f"; {x}" for x in notes))
 
         steps = said("equal steps")

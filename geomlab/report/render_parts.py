@@ -86,6 +86,19 @@ def comparison_section(c: dict[str, Any], p: dict[str, Any]) -> list[str]:
     return lines
 
 
+def end(x: float) -> str:
+    """An interval's end in bits, signed, to 3 decimals; one that rounds to 0.000 with the digits that show its
+    sign (``-0.0004``, ``+0.00002``; up to 6 decimals, below that ``+0.000``), so that whether an interval
+    excludes 0 can be read off it. Source: design choice."""
+    s = f"{x:+.3f}"
+    if float(s) != 0 or x == 0:
+        return s
+    for nd in range(4, 7):
+        if float(f"{x:.{nd}f}") != 0:
+            return f"{x:+.{nd}f}"
+    return "+0.000"
+
+
 def judged(row: dict[str, Any], against: str, lo: float, hi: float) -> str:
     """What closes the interval ``lo``..``hi`` (bits) of ``row`` minus the row labelled ``against``: the words
     of the paper's claim read on that pair where the row carries them (``row["claims"][against]``, set by
@@ -100,14 +113,14 @@ def judged(row: dict[str, Any], against: str, lo: float, hi: float) -> str:
 def interval(g: dict[str, Any], row: dict[str, Any], against: str, both: bool) -> str:
     """`` (95% CI lo to hi over N seeds[ both finished]<judged>)``: the 95% interval of a seed-paired gap ``g``
     (``{"gap", "ci95", "seeds"}`` in bits, as :func:`geomlab.report.aggregation.paired_gap` gives it) of ``row``
-    minus the row labelled ``against``, closed by :func:`judged`; ``both``: the two rows finished different
+    minus the row labelled ``against``, its ends as :func:`end` writes them, closed by :func:`judged`; ``both``: the two rows finished different
     seeds, paired over those both have. `` (N seed(s), no interval yet)`` while ``ci95`` is ``None`` (below two seeds). The one
     phrase every report states a gap's interval in."""
     n = g["seeds"]
     if g["ci95"] is None:
         return f" ({n} seed{'s' if n != 1 else ''}, no interval yet)"
     lo, hi = g["gap"] - g["ci95"], g["gap"] + g["ci95"]
-    return (f" (95% CI {lo:+.3f} to {hi:+.3f} over {n} seeds" + (" both finished" if both else "")
+    return (f" (95% CI {end(lo)} to {end(hi)} over {n} seeds" + (" both finished" if both else "")
             + judged(row, against, lo, hi) + ")")
 
 

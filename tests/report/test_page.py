@@ -212,3 +212,44 @@ def test_a_step_down_is_said_once_a_verdict_row():
     for line in rows:
         notes = re.findall(r"(\S+'s seeds train at lr [0-9.]+, stepped down)", line)
         assert len(notes) == len(set(notes)), line
+
+
+# ------------------------------------------------------------------------------------------ reading an interval
+def test_an_open_verdict_shows_its_per_seed_gaps():
+    """An interval that spans 0 because one seed lies far from the others: the open verdict in the verdict
+    table and in Every gap has the per-seed gaps beside it in seed order, and says that every seed falls on one
+    side; a supported verdict has none, nor has an open one whose seeds differ in sign."""
+    from geomlab.report.page import CLAIMS, fair_gaps, seed_gaps, verdict_table
+
+    cl = next(c for c in CLAIMS if c.text.startswith("Grassmann flows come close to attention (all offsets"))
+    after = {"comparisons": [{"key": "grassmann-200k", "rows": [
+        _row(cl.arm, [2, 0, 1], [2.80, 2.55, 2.56], planned_seeds=[0, 1, 2]),
+        _row("Same block with causal attention", [0, 1, 2], [2.30, 2.30, 2.30], baseline=True)]}]}
+    row = next(ln for ln in verdict_table({"comparisons": []}, after) if ln.startswith(f"| Grassmann | {cl.text}"))
+    per = "per seed +0.250, +0.260, +0.500 (behind on every seed; 3 seeds give a wide interval)"
+    assert _cells(row)[7].startswith("**open** +0.337 [") and _cells(row)[7].endswith(f"; {per}")
+    every = next(ln for ln in fair_gaps(after) if ln.startswith(f"| Grassmann | {cl.text} | equal steps"))
+    assert _cells(every)[8] == f"open; {per}"
+    assert seed_gaps({"gap": -0.003, "ci95": 0.04, "seeds": 3, "per_seed": [-0.021, 0.014, -0.004]}) == \
+        "per seed -0.021, +0.014, -0.004"
+    assert seed_gaps({"gap": 0.3, "ci95": None, "seeds": 1, "per_seed": [0.3]}) == ""
+    supported = next(ln for ln in PAGE.splitlines() if ln.startswith("| Grassmann | ... against the depth-matched "
+                                                                      "twin"))
+    assert "per seed" not in supported
+    grassmann = next(ln for ln in PAGE.splitlines() if ln.startswith(f"| Grassmann | {cl.text} |"))
+    assert "(provisional) +0.341 [-0.016, +0.698]; per seed +0.252, +0.264, +0.507 (behind on every seed" in grassmann
+
+
+def test_an_interval_end_near_zero_shows_its_sign():
+    """An interval end that rounds to 0.000 at three decimals is written with the digits that show its sign, the
+    same in the tables' cells and in the sentences; other ends keep three decimals."""
+    from geomlab.report.page import _gap
+    from geomlab.report.render_parts import end, interval
+
+    g = {"gap": -0.015, "ci95": 0.0147, "seeds": 3}
+    assert _gap(g) == "-0.015 [-0.030, -0.0003]"
+    assert interval(g, {}, "B", False) == " (95% CI -0.030 to -0.0003 over 3 seeds)"
+    assert _gap({**g, "ci95": 0.0152}) == "-0.015 [-0.030, +0.0002]"
+    assert interval({**g, "ci95": 0.0152}, {}, "B", False) == " (95% CI -0.030 to +0.0002 over 3 seeds: not distinguishable)"
+    assert [end(x) for x in (0.0, -0.00004, 0.1234, -1e-9)] == ["+0.000", "-0.00004", "+0.123", "+0.000"]
+    assert "+0.000]" not in PAGE and "-0.000]" not in PAGE and "to +0.000 " not in PAGE and "to -0.000 " not in PAGE
