@@ -408,11 +408,67 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
     return lines + [""]
 
 
-def budget_table(results: dict[str, Any] | None = None) -> list[str]:
+def cpu_sizing(after: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per equal-CPU arm of the fair campaign (``(comparison key, arm label)``, the arm as
+    :func:`geomlab.report.plan.sized_label` reads it): ``costlier``, the model it was sized as the costlier
+    (the one cut to the other's budget); ``declared``, that model's CPU seconds per step over the baseline's as
+    declared before the runs (:data:`geomlab.report.plan.SIZING`); ``measured``, the same ratio from the fair
+    campaign's collected ``after`` (its own, uncut row and the baseline's: the mean over their finished
+    full-length seeds of ``cpu_s / steps``; ``None`` until both have one); ``runs``, those seeds' counts
+    (model, baseline); ``against``: True where the two ratios order the model and the baseline differently
+    (one above 1, the other below), so that the arm cut to the other's budget was the cheaper one by the fair
+    runs' own measure and trained fewer steps than equal CPU would have given it. Source: design choice."""
+    from geomlab.report.aggregation import mean
+    from geomlab.report.plan import FAIR, SIZING, sized_label
+
+    rows = {(c["key"], r["label"]): r for c in (after or {}).get("comparisons", []) for r in c["rows"]}
+    out = {}
+    for comp in FAIR.comparisons():
+        base = next(a.label for a in comp.arms if a.baseline)
+        for arm in comp.arms:
+            sized = sized_label(arm.label)
+            if not sized or sized[1] != "CPU":
+                continue
+            costlier, model = sized[0], sized[2] or sized[0]  # the model read against the baseline
+            s, b = SIZING.get(f"{comp.key} / {model}"), SIZING.get(f"{comp.key} / {base}")
+            if s is None or b is None:
+                continue
+
+            def rates(label):
+                r = rows.get((comp.key, label)) or {}
+                return [c / r["steps"] for c in r.get("cpu_s") or [] if c]
+
+            mine, theirs = rates(model), rates(base)
+            measured = mean(mine) / mean(theirs) if mine and theirs else None
+            declared = s[0] / b[0]
+            out[(comp.key, arm.label)] = {
+                "costlier": costlier, "model": model, "declared": declared, "measured": measured,
+                "runs": (len(mine), len(theirs)),
+                "against": measured is not None and (declared > 1) != (measured > 1)}
+    return out
+
+
+def _sizing_note(c: dict[str, Any]) -> str:
+    """What the fair runs measured beside an equal-CPU arm's declared ratio (:func:`cpu_sizing`), and, where
+    the two order the models differently, what that means for the reading."""
+    out = f"CPU cost per step over the baseline's: {c['declared']:.2f} declared"
+    if c["measured"] is None:
+        return out + ", not yet measured by the fair campaign's runs"
+    out += (f", {c['measured']:.2f} measured by the fair campaign's full-length runs ({c['runs'][0]} and "
+            f"{c['runs'][1]} seeds)")
+    if not c["against"]:
+        return out
+    who = "the model" if c["costlier"] == c["model"] else "the baseline"
+    return (out + f": {who}, sized as the costlier, is the cheaper by this measure and trained fewer steps than "
+            f"equal CPU would have given it, so this equal-CPU reading is conservative against {who}")
+
+
+def budget_table(results: dict[str, Any] | None = None, after: dict[str, Any] | None = None) -> list[str]:
     """``## Budget differences``: per comparison, each model's cost per training step against its baseline's in
     CPU seconds and FLOPs (:data:`geomlab.report.plan.SIZING`), the rows where the converged report's ``results``
     (its full-length seeds' CPU speed) orders a model and its baseline the other way, and the steps the fair
-    campaign gives it at equal compute."""
+    campaign gives it at equal compute, each equal-CPU arm with the ratio the fair campaign's ``after``
+    measured next to the declared one (:func:`cpu_sizing`)."""
     from geomlab.report.plan import FAIR, SIZING
 
     lines = ["## Budget differences", "",
@@ -446,14 +502,16 @@ def budget_table(results: dict[str, Any] | None = None) -> list[str]:
                 flips.append(f"{arm.label} ({comp.key}): {s[0] / b[0]:.2f} here, {1 / v:.2f} there")
     if flips:
         lines += ["These CPU seconds are the mean over all of a row's converged runs, its short tuning runs included; "
-                  "the converged table's \"speed vs baseline (CPU)\" reads its full-length seeds only. Where a model "
-                  "and its baseline cost within the machine's noise of each other the two order them differently "
+                  "the converged table's \"speed vs baseline (CPU)\" reads its full-length seeds only. The two "
+                  "order a model and its baseline differently where they cost nearly the same "
                   "(CPU cost over the baseline's: " + "; ".join(flips) + "); the fair campaign sizes by the "
-                  "figures above, declared before its runs, and at such a difference its equal-CPU run is close to "
-                  "the equal-step one.", ""]
-    lines += ["Equal compute in the fair campaign: the costlier model also trains its own full schedule sized to "
-              "the other's budget:", ""]
-    lines += [f"- {c} / {a}" for (c, a), _ in FAIR.arm_steps]
+                  "figures above, declared before its runs, and each equal-CPU arm below has the ratio its own "
+                  "runs measure beside the declared one.", ""]
+    lines += ["Equal compute in the fair campaign: the costlier model (by the declared figures above) also trains "
+              "its own full schedule sized to the other's budget:", ""]
+    checks = cpu_sizing(after)
+    lines += [f"- {c} / {a}" + (f" ({_sizing_note(checks[(c, a)])})" if (c, a) in checks else "")
+              for (c, a), _ in FAIR.arm_steps]
     return lines + [""]
 
 
@@ -613,7 +671,7 @@ def results_page(root: str | Path = ".") -> str:
              "test checks that it matches. Its own report with figures: "
              "[results/runs/converged/results.md](results/runs/converged/results.md). The 300-step run at the end "
              "is a **smoke run**, not a result.", "",
-             *verdict_table(results, after), *budget_table(results), *plan_section(), *fair_runs(after),
+             *verdict_table(results, after), *budget_table(results, after), *plan_section(), *fair_runs(after),
              "## The converged campaign", "", *_deeper(reading(results)), *_deeper(converged_protocol(results)),
              "### Language modelling", ""]
     for c in results["comparisons"]:

@@ -253,3 +253,34 @@ def test_an_interval_end_near_zero_shows_its_sign():
     assert interval({**g, "ci95": 0.0152}, {}, "B", False) == " (95% CI -0.030 to +0.0002 over 3 seeds: not distinguishable)"
     assert [end(x) for x in (0.0, -0.00004, 0.1234, -1e-9)] == ["+0.000", "-0.00004", "+0.123", "+0.000"]
     assert "+0.000]" not in PAGE and "-0.000]" not in PAGE and "to +0.000 " not in PAGE and "to -0.000 " not in PAGE
+
+
+# ------------------------------------------------------------------------------------------ equal CPU
+def test_each_equal_cpu_arm_has_its_measured_ratio_beside_the_declared_one():
+    """The CPU ratio an equal-CPU arm was sized by (declared before the runs) next to the one the fair runs
+    measure (cpu_s / steps of the model's and the baseline's full-length seeds); where the two order the models
+    differently, the page says the arm cut as the costlier had less CPU than the baseline: its reading is
+    conservative against it."""
+    from geomlab.report.page import cpu_sizing
+    from geomlab.report.plan import SIZING
+
+    model = "Grassmann, one offset per layer (1, 2, 4, 8, 12, 16), 6 layers"
+    base = "Same block with causal attention"
+    arm = f"{model} at the baseline's CPU budget (4,660 steps)"
+    after = {"comparisons": [{"key": "grassmann-200k", "rows": [
+        _row(model, [0, 1], [2.0, 2.0], steps=5000, cpu_s=[1100.0, 1150.0]),
+        _row(base, [0, 1], [2.0, 2.0], baseline=True, steps=5000, cpu_s=[1250.0, 1250.0])]}]}
+    c = cpu_sizing(after)[("grassmann-200k", arm)]
+    declared = SIZING[f"grassmann-200k / {model}"][0] / SIZING[f"grassmann-200k / {base}"][0]
+    assert c["declared"] == pytest.approx(declared) and declared > 1
+    assert c["measured"] == pytest.approx(1125 / 1250) and c["runs"] == (2, 2) and c["against"]
+    cut = cpu_sizing(after)[("grassmann-200k", f"{base} at the CPU budget of Grassmann (Gr(2, r), offsets 1..16) "
+                                               "(4,760 steps)")]
+    assert cut["measured"] is None and not cut["against"]  # the all-offsets model has no seed here
+    assert cpu_sizing(None)[("grassmann-200k", arm)]["measured"] is None
+    line = next(ln for ln in PAGE.splitlines() if ln.startswith(f"- grassmann-200k / {arm}"))
+    assert re.search(r"1\.07 declared, 0\.\d\d measured by the fair campaign's full-length runs \(\d+ and \d+ "
+                     r"seeds\): the model, sized as the costlier, is the cheaper by this measure and trained fewer "
+                     r"steps than equal CPU would have given it, so this equal-CPU reading is conservative against "
+                     r"the model\)$", line), line
+    assert "within the machine's noise" not in PAGE
