@@ -335,8 +335,9 @@ def _converged(args: argparse.Namespace) -> int:
                              f"campaign only; the {plan.name} campaign restores from its records file "
                              f"(docs/results/runs/{plan.name}/records.jsonl)")
     check_outputs([("--out", args.out, False)] + ([("--records", args.records, False)] if args.records else []))
-    if args.collect and restored is None and records is None and not Path(args.store).is_dir():
-        raise ValueError(f"--store {args.store} is not a folder of campaign runs (nothing to collect)")
+    if args.collect and restored is None and records is None and not Path(args.store).exists():
+        raise ValueError(f"--store {args.store} does not exist: no campaign has run there (nothing to collect; "
+                         "--restore FILE collects from a records file)")
     if Path(args.store).exists() and not Path(args.store).is_dir():
         raise ValueError(f"--store {args.store} is a file, not a folder")
     speed = None
@@ -396,9 +397,21 @@ def _converged(args: argparse.Namespace) -> int:
         results["speed_alone"] = speed
     with make_folders("--out", args.out):
         path = write_report(results, args.out, png=not args.no_png)
-    print(f"wrote {path}: {results['progress']['done']} of {results['progress']['planned']} runs finished"
-          + ("" if results["progress"]["done"] else f" (no finished campaign run in {args.store} yet)"))
+    print(f"wrote {path}: {results['progress']['done']} of {results['progress']['planned']} runs "
+          + ("planned so far " if plan.name == "fair" else "") + "finished"
+          + ("" if results["progress"]["done"] else f" (no finished campaign run in {args.store} yet)")
+          + (f". {_growth(results, plan.seed_rule[1])}" if plan.name == "fair" else ""))
     return 0
+
+
+def _growth(results: dict, most: int) -> str:
+    """How the fair campaign's runs planned so far follow from ``--dry-run``'s count
+    (:func:`geomlab.report.page.growth_sentence`), and what joins later (``most``: the seed rule's most seeds)."""
+    from geomlab.report.page import growth_sentence, plan_growth
+
+    return (growth_sentence(plan_growth(results), "The cost table of `--dry-run`") + " More join as runs finish: "
+            f"lr runs where a grid's best lr sits on an edge, and seeds until every gap settles (at most {most} per "
+            "comparison).")
 
 
 def check_store(path: str) -> None:

@@ -558,12 +558,13 @@ def plan_growth(after: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def _growth_sentence(g: dict[str, int]) -> str:
-    """The sentence that takes the cost table's run count to the count planned so far (:func:`plan_growth`)."""
+def growth_sentence(g: dict[str, int], table: str = "The cost table above") -> str:
+    """The sentence that takes the cost table's run count to the count planned so far (:func:`plan_growth`);
+    ``table``: how the sentence names the cost table."""
     def term(n: int, what: str) -> str:
         return f" {'+' if n > 0 else '−'} {abs(n)} {what}" if n else ""
 
-    return (f"The cost table above counts every arm's lr x warm-up grid, its regularisation runs and "
+    return (f"{table} counts every arm's lr x warm-up grid, its regularisation runs and "
             f"{g['first_seeds']} seeds, "
             f"{g['estimate']} runs; the {g['planned']} planned so far are {g['estimate']}"
             + term(-g["waiting"], "regularisation runs of arms still tuning their lr (they join once it is tuned)")
@@ -586,7 +587,7 @@ def fair_runs(after: dict[str, Any] | None) -> list[str]:
              + f"{pr['done']} of the {pr['planned']} runs planned so far are done (trained to their end, or diverged: "
              "a divergence is an outcome the rule reads). The plan grows as it goes: an "
              "arm's regularisation runs join it once its lr is tuned, its lr grid widens while the best lr sits on "
-             "an edge, and a comparison gets seeds until its gaps settle. " + _growth_sentence(plan_growth(after))
+             "an edge, and a comparison gets seeds until its gaps settle. " + growth_sentence(plan_growth(after))
              + " A row counts every seed finished at its final settings, also one the seed rule no longer asks "
              "for (finished before the rule settled on fewer seeds): no finished seed is left out after the fact."
              + (f" The records hold {unused} more {'run' if unused == 1 else 'runs'} the rule does not use now: "

@@ -28,13 +28,22 @@ def converged_header(results: dict[str, Any]) -> list[str]:
                   + "".join(f" ({k}: {n})" for k, n in dict(p.get("seed_counts") or {}).items()) + ".")
     else:
         status = (f"**{pr['done']} of {pr['planned']} planned runs finished**, {pr['cpu_hours']:.1f} CPU hours so far"
-                  + (f"; about {pr['cpu_hours_left_timed']:.1f} CPU hours left for the models already timed"
-                     + (f" (and {pr['untimed_arms']} model{'s' if pr['untimed_arms'] != 1 else ''} not timed yet)"
-                        if pr.get("untimed_arms") else "")
+                  + (_hours_left(pr, sum(len(c["rows"]) for c in results["comparisons"]))
                      if "cpu_hours_left_timed" in pr else "") + ". Every row says how far it got; a row with "
                   f"fewer than {len(p['seeds'])} seeds is not a result yet, and its interval is missing or wide.")
     title = "# geomlab converged report" if name == "converged" else f"# geomlab {name} campaign report"
     return [title, "", head + status, ""]
+
+
+def _hours_left(pr: dict[str, Any], arms: int) -> str:
+    """"; about 3.2 CPU hours left for the models already timed (and 2 models not timed yet)" from the
+    campaign's ``progress``; "; no model timed yet, so no estimate of the CPU hours left" when none of its
+    ``arms`` has a finished run to time it by."""
+    untimed = pr.get("untimed_arms") or 0
+    if untimed >= arms:
+        return "; no model timed yet, so no estimate of the CPU hours left"
+    return (f"; about {pr['cpu_hours_left_timed']:.1f} CPU hours left for the models already timed"
+            + (f" (and {untimed} model{'s' if untimed != 1 else ''} not timed yet)" if untimed else ""))
 
 
 def _campaign(results: dict[str, Any]) -> tuple[str, str]:

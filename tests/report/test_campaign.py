@@ -321,7 +321,7 @@ def test_cli_collect_on_an_empty_store(tmp_path, text_file, capsys):
     (["--converged", "--collect", "--only", "word-problem"], "unknown comparisons"),
     (["--converged", "--collect", "--only", ","], "--only needs at least one comparison key"),
     (["--converged", "--max-jobs", "0"], "--max-jobs: must be an integer from 1"),
-    (["--converged", "--collect"], "is not a folder of campaign runs (nothing to collect)"),
+    (["--converged", "--collect"], "/s does not exist: no campaign has run there (nothing to collect"),
     (["--converged", "--collect", "--store", ".", "--device", "cpu"], "--collect and --dry-run train nothing"),
     (["--quick", "--campaign", "fair"], "--campaign runs or collects a campaign under its own protocol: drop --quick"),
     (["--page", "--campaign", "fair"], "--campaign runs or collects a campaign under its own protocol: drop --page"),
@@ -444,6 +444,9 @@ def test_the_zoo_models_train_one_seed_after_tuning(tmp_path, text_file):
     for untimed, words in ((1, "(and 1 model not timed yet)"), (2, "(and 2 models not timed yet)")):
         results["progress"].update(untimed_arms=untimed, cpu_hours_left_timed=1.0)
         assert words in converged_header(results)[2]
+    results["progress"].update(untimed_arms=n, cpu_hours_left_timed=0.0)  # no model timed: no "0.0 hours left"
+    head = converged_header(results)[2]
+    assert "no model timed yet, so no estimate of the CPU hours left" in head and "hours left for" not in head
 
 
 def test_a_borrowed_lr_waits_for_its_source_and_follows_its_step_down(tmp_path, text_file):

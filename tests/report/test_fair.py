@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -701,6 +702,26 @@ def test_collect_reads_no_corpus_it_would_have_to_download(tmp_path, text_file, 
     assert main(["report", "--campaign", "fair", "--collect", "--restore", str(path), "--store", str(tmp_path / "new"),
                  "--only", "ts-50k", "--out", str(out), "--no-png"]) == 0
     assert fetched == [] and "Corpus `tinyshakespeare` (a made-up split)." in out.read_text(encoding="utf-8")
+
+
+def test_collect_says_how_its_run_count_follows_from_the_dry_runs(tmp_path, capsys):
+    """``--collect`` of an empty fair store: its summary line names the runs planned so far and takes the
+    ``--dry-run`` table's count to them (the regularisation runs join once an lr is tuned); a store that does
+    not exist is named so, after "error:" as every command's error."""
+    from geomlab.report.plan import estimate
+
+    (tmp_path / "empty").mkdir()
+    argv = ["report", "--campaign", "fair", "--collect", "--out", str(tmp_path / "r" / "results.md"), "--no-png",
+            "--store"]
+    assert main(argv + [str(tmp_path / "empty")]) == 0
+    out = capsys.readouterr().out.strip().splitlines()[-1]
+    total = sum(r["runs"] for r in estimate())
+    m = re.search(r": 0 of (\d+) runs planned so far finished \(no finished campaign run in .* yet\)\. The cost "
+                  r"table of `--dry-run` counts .*, (\d+) runs; the \1 planned so far are \2 − (\d+) regularisation "
+                  r"runs of arms still tuning their lr", out)
+    assert m and int(m[2]) == total and int(m[1]) == total - int(m[3]), out
+    assert main(argv + [str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --store {tmp_path / 'missing'} does not exist")
 
 
 def _fair_comp():
