@@ -244,13 +244,15 @@ def test_an_interval_end_near_zero_shows_its_sign():
     """An interval end that rounds to 0.000 at three decimals is written with the digits that show its sign, the
     same in the tables' cells and in the sentences; other ends keep three decimals."""
     from geomlab.report.page import _gap
-    from geomlab.report.render_parts import end, interval
+    from geomlab.report.render_parts import interval
 
     g = {"gap": -0.015, "ci95": 0.0147, "seeds": 3}
     assert _gap(g) == "-0.015 [-0.030, -0.0003]"
     assert interval(g, {}, "B", False) == " (95% CI -0.030 to -0.0003 over 3 seeds)"
     assert _gap({**g, "ci95": 0.0152}) == "-0.015 [-0.030, +0.0002]"
     assert interval({**g, "ci95": 0.0152}, {}, "B", False) == " (95% CI -0.030 to +0.0002 over 3 seeds: not distinguishable)"
+    from geomlab.report.render_parts import end
+
     assert [end(x) for x in (0.0, -0.00004, 0.1234, -1e-9)] == ["+0.000", "-0.00004", "+0.123", "+0.000"]
     assert "+0.000]" not in PAGE and "-0.000]" not in PAGE and "to +0.000 " not in PAGE and "to -0.000 " not in PAGE
 
