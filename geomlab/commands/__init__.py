@@ -99,17 +99,16 @@ def text_tokens(vocab, text: str, option: str = ""):
     :func:`geomlab.trace.encode_text`, the app's encoding, so the numbers equal the app's. Characters a
     vocabulary with an unknown token lacks read as that token, as in the app, and one ``note:`` line on
     standard error names them with the app's words. A refusal is a ``ValueError`` of one line, starting with
-    ``option: `` when ``option`` is given (a newline token in the symbols listed shown as ``↵``)."""
+    ``option: `` when ``option`` is given."""
     import sys
 
     from geomlab.data.vocab import check_text, unknown_note, unknown_tokens
-    from geomlab.trace import MAX_TEXT_CHARS, encode_text, visible
+    from geomlab.trace import MAX_TEXT_CHARS, encode_text
 
     try:
         check_text(vocab, text, MAX_TEXT_CHARS)
     except ValueError as exc:
-        message = str(exc).replace("\n", visible("\n"))
-        raise ValueError(f"{option}: {message}" if option else message) from None
+        raise ValueError(f"{option}: {exc}" if option else str(exc)) from None
     unknown = unknown_tokens(vocab, text)
     if unknown:
         print(f"note: {unknown_note(unknown, vocab.unk)}", file=sys.stderr)

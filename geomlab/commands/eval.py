@@ -94,11 +94,14 @@ def run(args: argparse.Namespace) -> int:
     if task.vocab is not None and task.kind == "lm":
         text = task.corpus.split(args.split)
         cut = args.max_tokens is not None and task.spec().get("level") == "char" and args.max_tokens < len(text)
-        n_unk = task.vocab.count_unknown(text[:args.max_tokens + 1] if cut else text)  # the scored part
-        if n_unk:
-            where = f"the first {args.max_tokens:,} tokens" if cut else "the"
-            print(f"note: {n_unk:,} tokens of {where} {args.split} split are not in the checkpoint's vocabulary "
-                  "and are scored as the unknown token", file=sys.stderr)
+        scored = text[:args.max_tokens + 1] if cut else text
+        n_unk = task.vocab.count_unknown(scored)
+        if n_unk:  # trace's note, and how many of the scored tokens it is
+            from geomlab.data.vocab import unknown_note, unknown_tokens
+
+            where = f"of the first {args.max_tokens:,} tokens" if cut else "tokens"
+            note = unknown_note(unknown_tokens(task.vocab, scored), task.vocab.unk, fate="scored as")
+            print(f"note: {note} ({n_unk:,} {where} of the {args.split} split)", file=sys.stderr)
     m = task.evaluate(c.model, args.split, seq_len=seq_len, device=device, max_tokens=args.max_tokens,
                       stride=args.stride)
     eff, stored = count_params(c.model, "effective"), count_params(c.model, "stored")

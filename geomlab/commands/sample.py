@@ -44,13 +44,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{c.path.name} is a word-problem model (group {task.get('group', '?')}): it predicts the "
                          "running product of its inputs, not the next input, so there is nothing to sample; use "
                          f"`{program()} eval` (accuracy) or `{program()} trace` instead")
-    from geomlab.data.vocab import normalize_text
+    from geomlab.data.vocab import normalize_text, unknown_note, unknown_tokens
 
     args.prompt = normalize_text(args.prompt)  # the same normalisation as the training text
-    unknown = c.vocab.count_unknown(args.prompt)
-    if unknown:  # on stderr, like trace's: stdout holds only the sample, for pipes
-        print(f"note: {unknown} prompt character{' is' if unknown == 1 else 's are'} not in the vocabulary and "
-              f"{'is' if unknown == 1 else 'are'} fed as the unknown token", file=sys.stderr)
+    unknown = unknown_tokens(c.vocab, args.prompt)
+    if unknown:  # trace's note, on stderr: stdout holds only the sample, for pipes
+        print(f"note: {unknown_note(unknown, c.vocab.unk)}", file=sys.stderr)
     ids = c.vocab.encode(args.prompt)
     if ids.numel() == 0:
         raise ValueError("the prompt is empty")

@@ -132,11 +132,11 @@ def _tokens(vocab, text: str, what: str):
     the vocabulary lacks some of its symbols (as the app's sweep: it would run as the unknown token under its
     own name)."""
     from geomlab.data.vocab import unknown_symbols_error, unknown_tokens
-    from geomlab.trace import encode_text, visible
+    from geomlab.trace import encode_text
 
     bad = unknown_tokens(vocab, text)
-    if bad:  # one line: the vocabulary's newline token shown as the app shows it
-        raise ValueError(f"{what}: {str(unknown_symbols_error(vocab, bad)).replace(chr(10), visible(chr(10)))}")
+    if bad:
+        raise ValueError(f"{what}: {unknown_symbols_error(vocab, bad)}")
     return encode_text(vocab, text).reshape(-1)
 
 

@@ -321,12 +321,17 @@ def check_text(vocab: Vocab, text: str, max_chars: int) -> list[str]:
 
 
 def unknown_symbols_error(vocab: Vocab, bad: Iterable[str]) -> DataError:
-    """The one message for tokens a vocabulary without an unknown token lacks: the first 8 distinct ones
-    (sorted) and the first 12 it reads (design choice)."""
-    shown = ", ".join(repr(b) for b in sorted(set(bad))[:8])
-    ok = " ".join(vocab.tokens[:12]) + (" …" if len(vocab.tokens) > 12 else "")
+    """The one message for tokens a vocabulary lacks where they cannot stand (a word problem's symbols, a
+    patching stand-in): the first 8 distinct ones (sorted, named by :func:`readable`), the first 12 it reads
+    (named by :func:`geomlab.trace.visible`: ``␣`` a space, ``↵`` a newline) and, for a vocabulary with an
+    unknown token, how to type that token. Design choice."""
+    from geomlab.trace.tracing import visible
+
+    shown = ", ".join(readable(b) for b in sorted(set(bad))[:8])
+    ok = " ".join(visible(t) for t in vocab.tokens[:12]) + (" …" if len(vocab.tokens) > 12 else "")
     how = {"symbol": "space-separated symbols", "char": "characters", "word": "words"}.get(vocab.level, "tokens")
-    return DataError(f"Unknown symbols for this checkpoint: {shown}. It reads {how} from: {ok}")
+    unk = f" (or type {visible(vocab.unk)}, the unknown token it reads for any other)" if vocab.unk else ""
+    return DataError(f"Unknown symbols for this checkpoint: {shown}. It reads {how} from: {ok}{unk}")
 
 
 def unknown_tokens(vocab: Vocab, text: str) -> list[str]:
@@ -339,26 +344,30 @@ def unknown_tokens(vocab: Vocab, text: str) -> list[str]:
     return seen
 
 
-def unknown_note(unknown: Sequence[str], unk: str = CHAR_UNK, limit: int = 10) -> str:
-    """The one sentence the app and the command line show for a text with tokens outside the vocabulary:
-    ``2 characters not in this checkpoint's vocabulary ('🙂', '✓') read as the unknown token �`` (the first
-    ``limit`` named, the rest counted). ``unknown``: :func:`unknown_tokens`' list; ``unk``: the vocabulary's
-    unknown token. Design choice."""
+def unknown_note(unknown: Sequence[str], unk: str = CHAR_UNK, limit: int = 10, fate: str = "read as") -> str:
+    """The one sentence the app and the command line (trace, whatif, sample, eval) show for a text with tokens
+    outside the vocabulary: ``2 characters not in this checkpoint's vocabulary ('🙂' (U+1F642), '✓'
+    (U+2713)) read as the unknown token �`` (the first ``limit`` named by :func:`readable`, the rest counted).
+    ``unknown``: :func:`unknown_tokens`' list; ``unk``: the vocabulary's unknown token; ``fate``: what
+    becomes of them (eval's ``"scored as"``). Design choice."""
     n = len(unknown)
     shown = ", ".join(readable(u) for u in unknown[:limit]) + (f", … ({n - limit} more)" if n > limit else "")
-    return (f"{n} character{'s' if n != 1 else ''} not in this checkpoint's vocabulary ({shown}) read as the "
+    return (f"{n} character{'s' if n != 1 else ''} not in this checkpoint's vocabulary ({shown}) {fate} the "
             f"unknown token {unk}")
 
 
 def readable(token: str) -> str:
-    """``token`` quoted for a message (``'é'``), or, when it holds a character that does not show on its own
-    (a combining mark, a control or format character, a separator other than the space), its code points
-    (``U+0301``, ``U+200B U+0061``): quoted, a combining accent would sit on the quote mark. Design choice."""
+    """``token`` quoted for a message, with the code points of its characters outside ASCII (``'é'
+    (U+00E9)``: Greek ``'Α' (U+0391)`` looks exactly like Latin ``'A'``), or, when it holds a character that
+    does not show on its own (a combining mark, a control or format character, a separator other than the
+    space), its code points alone (``U+0301``, ``U+200B U+0061``): quoted, a combining accent would sit on
+    the quote mark. Design choice."""
     import unicodedata
 
     if any(unicodedata.category(c)[0] in "MC" or (unicodedata.category(c)[0] == "Z" and c != " ") for c in token):
         return " ".join(f"U+{ord(c):04X}" for c in token)
-    return repr(token)
+    points = " ".join(f"U+{ord(c):04X}" for c in dict.fromkeys(token) if ord(c) > 127)
+    return f"{token!r} ({points})" if points else repr(token)
 
 
 # ---------------------------------------------------------------- a standard model's tokens

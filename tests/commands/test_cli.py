@@ -442,7 +442,8 @@ def test_trace_and_sample_errors(tmp_path, capsys, monkeypatch):
     # a prompt character outside the vocabulary is noted on stderr (stdout holds only the sample, for pipes)
     assert main(["sample", "lstm-tinyshakespeare", "--prompt", "a\u00a7", "--length", "4", "--top-k", "1"]) == 0
     out, err = capsys.readouterr()
-    assert err == "note: 1 prompt character is not in the vocabulary and is fed as the unknown token\n", err
+    assert err == ("note: 1 character not in this checkpoint's vocabulary ('\u00a7' (U+00A7)) read as the unknown "
+                   "token \ufffd\n"), err  # trace's note, word for word
     assert "note" not in out and len(out) == 2 + 4 + 1, out
 
 
@@ -546,7 +547,8 @@ def test_eval_counts_the_unknown_tokens_of_what_it_scores(text_file, tmp_path, c
     other.write_text(text[:n - 20] + "é" * 20, encoding="utf-8")
     capsys.readouterr()
     assert main(["eval", str(tmp_path / "runs" / "r"), "--data", str(other)]) == 0
-    assert "note: 20 tokens of the test split are not in the checkpoint's vocabulary" in capsys.readouterr().err
+    assert ("note: 1 character not in this checkpoint's vocabulary ('\u00e9' (U+00E9)) scored as the unknown "
+            "token \ufffd (20 tokens of the test split)\n") in capsys.readouterr().err  # trace's note's shape
     assert main(["eval", str(tmp_path / "runs" / "r"), "--data", str(other), "--max-tokens", "16"]) == 0
     assert "not in the checkpoint's vocabulary" not in capsys.readouterr().err
 

@@ -170,7 +170,8 @@ def test_the_patching_sweep_is_the_apps(capsys, tmp_path):
     (OSM, ["--pos", "30", "--target", "33"], "--target applies to --patch only"),
     (CEM, ["--pos", "30", "--patch", "xy"], "--patch 'xy' is 2 tokens"),
     (CEM, ["--pos", "30", "--patch", "r"], "is the token at --pos 30 already"),
-    (CEM, ["--pos", "30", "--patch", "é"], "--patch: Unknown symbols for this checkpoint: 'é'"),
+    (CEM, ["--pos", "30", "--patch", "é"], "--patch: Unknown symbols for this checkpoint: 'é' (U+00E9). It reads "
+                                          "characters from: ↵ ␣ ! $ & ' , - . 3 : ; … (or type \ufffd, the unknown"),
     (CEM, ["--pos", "72", "--patch", "e"], "--pos 72 is the last position"),
     (CEM, ["--pos", "30", "--patch", "e", "--target", "30"], "--target 30 is outside 31..72"),
     (CEM, ["--pos", "30", "--patch", "e", "--layer", "1"], "--layer does not apply to --patch"),
@@ -207,3 +208,11 @@ def test_unknown_word_problem_symbols_are_refused_as_in_the_app(capsys):
         check_text(load_checkpoint(S5).vocab, text, MAX_TEXT_CHARS)
     rc, out, err = _cli(capsys, S5, "--text", text, "--pos", "1")
     assert rc == 2 and out == "" and err == f"error: --text: {app.value}\n", err
+
+
+def test_the_unknown_token_typed_as_shown_stands_in(capsys):
+    """The refusal above says how to type the unknown token: typed, it is the stand-in."""
+    rc, out, err = _cli(capsys, CEM, "--text", TEXT, "--pos", "30", "--patch", "\ufffd", "--json", "-")
+    assert rc == 0 and err == "", err
+    doc = json.loads(out)
+    assert doc["patch"] == "\ufffd" and doc["shown"] in ("recovered", "values"), doc["shown"]

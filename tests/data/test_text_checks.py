@@ -29,7 +29,10 @@ def test_character_texts():
 
 
 def test_a_token_is_named_so_that_it_shows():
-    assert readable("é") == "'é'" and readable("ab") == "'ab'" and readable(" ") == "' '"
+    assert readable("ab") == "'ab'" and readable(" ") == "' '"
+    # a character outside ASCII carries its code point: Greek Alpha looks exactly like Latin A
+    assert readable("é") == "'é' (U+00E9)" and readable("\u0391") == "'\u0391' (U+0391)"
+    assert readable("\u03b1\u03b1b") == "'\u03b1\u03b1b' (U+03B1)"
     assert readable("\u0301") == "U+0301"  # a combining accent would sit on the quote mark
     assert readable("e\u0301") == "U+0065 U+0301" and readable("\u200b") == "U+200B" and readable("\n") == "U+000A"
 
@@ -48,6 +51,17 @@ def test_symbol_texts_without_an_unknown_token():
     assert check_text(v, "01 10 01", 100) == ["01", "10", "01"]
     with pytest.raises(DataError, match="Unknown symbols for this checkpoint: '22'"):
         check_text(v, "01 22", 100)
+
+
+def test_the_unknown_symbols_error_names_tokens_as_the_charts_do():
+    """The vocabulary it reads is listed with the charts' names (a space as ␣, a newline as ↵: a gap or a
+    line break does not show in one line); with an unknown token, how to type it."""
+    from geomlab.data.vocab import unknown_symbols_error
+
+    msg = str(unknown_symbols_error(Vocab.from_text("\n ab"), ["\u03a9"]))
+    assert msg == ("Unknown symbols for this checkpoint: '\u03a9' (U+03A9). It reads characters from: \u21b5 \u2423 a b "
+                   "\ufffd (or type \ufffd, the unknown token it reads for any other)"), msg
+    assert str(unknown_symbols_error(Vocab.from_symbols(["01", "10"]), ["22"])).endswith("from: 01 10")
 
 
 def test_a_text_that_repeats_itself_is_named():

@@ -36,7 +36,7 @@ def test_unknown_characters_read_as_the_unknown_token_with_the_apps_note(capsys)
     with pytest.warns(UserWarning) as caught:
         tokens, lengths = encode_batch(VOCAB, ["ab", "so\u4e2d"])
     assert [str(w.message) for w in caught] == [
-        "text 1: 1 character not in this checkpoint's vocabulary ('\u4e2d') read as the unknown token \ufffd"]
+        "text 1: 1 character not in this checkpoint's vocabulary ('\u4e2d' (U+4E2D)) read as the unknown token \ufffd"]
     assert tokens[1, 2] == VOCAB.unk_id and lengths.tolist() == [2, 3]
     assert tokens[1].tolist() == text_tokens(VOCAB, "so\u4e2d").tolist()
     assert "note: 1 character not in this checkpoint's vocabulary" in capsys.readouterr().err
