@@ -125,6 +125,7 @@ def _prediction_table(pred: predictions.Prediction, labels: list[str]) -> None:
         return
     rank = "its top guess" if pred.next_rank == 1 else f"its guess no. {pred.next_rank}"
     prob = f"{pred.next_prob:.3f}" if pred.next_prob >= 1e-3 else f"{pred.next_prob:.1e}"  # never "0.000"
-    st.caption(f"Actually next: {_q(pred.next_token)} (position {t + 1}), p = {prob}, "
+    # the next position by its label, as the chips name it ('🙂→�'); the guesses above are vocabulary tokens
+    st.caption(f"Actually next: {_q(labels[t + 1])} (position {t + 1}), p = {prob}, "
                f"{rank}: **surprisal {pred.next_bits:.2f} bits** (entropy of the guess {pred.entropy_bits:.2f} "
                "bits).")

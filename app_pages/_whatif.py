@@ -42,7 +42,7 @@ def _outcome_charts(entry: Any, text: str, trace_opts: dict, name: str, size: fl
             ghost = whatif_geometry(out, layer=int(controls.get("layer") or 0))
         except FigureError:
             ghost = None
-        return whatif_guesses(out, pos, names), whatif_effect(out, labels, cursor=pos), ghost, line
+        return whatif_guesses(out, pos, names, label=labels[pos]), whatif_effect(out, labels, cursor=pos), ghost, line
 
     key = ("whatif", str(entry.path), entry.mtime, data.KeyText(text), tuple(sorted(trace_opts.items())), name,
            round(float(size), 6), int(pos), tuple(sorted(controls.items())))

@@ -38,12 +38,15 @@ def _patch_scale(muted: bool) -> list:
             for at, rgb in PATCH_SCALE]
 
 
-def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 5) -> Chart:
+def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 5,
+                   label: str | None = None) -> Chart:
     """The ``k`` most likely next tokens after ``position`` (running products at it, for a word problem's
     outcome: ``outcome.predicts``) before and after the intervention, as grouped
     horizontal bars (probabilities in [0, 1]): every token in either top-k, ordered by its probability
-    after. ``token_names``: the vocabulary's names by id (``token_names[i]``). Traces ``"before"``,
-    ``"after"``. Raises :class:`FigureError` for a position outside the text or ``k < 1``. Design choice."""
+    after. ``token_names``: the vocabulary's names by id (``token_names[i]``); ``label``: the position's name
+    (:func:`geomlab.trace.position_labels`), quoted after its number in the title as the app's prediction
+    panel writes it (``Next token after position 2 “🙂→�”``). Traces ``"before"``, ``"after"``. Raises
+    :class:`FigureError` for a position outside the text or ``k < 1``. Design choice."""
     T = len(outcome.before)
     if not 0 <= position < T:
         raise FigureError(f"position {position} out of range: the text has {T} positions")
@@ -75,7 +78,8 @@ def whatif_guesses(outcome, position: int, token_names: Sequence[str], k: int = 
     cap = (f"The model's most likely {what} ({len(ids)}: the {k} likeliest before and the {k} likeliest after, "
            f"together), before (grey) and after (colour) the intervention ({outcome.what}); KL divergence there "
            f"{kl:.3f} bits.")
-    title = f"Running product at position {position}" if wp else f"Next token after position {position}"
+    title = (f"Running product at position {position}" if wp else f"Next token after position {position}") + (
+        f" “{label}”" if label is not None else "")
     return finish(fig, title, cap, "whatif_guesses",
                   height=158 + 34 * len(ids), margin={"l": 70, "r": 30, "t": 78, "b": 60})
 

@@ -143,7 +143,7 @@ def _whatif_figures(step: tours.Step, side: tuple[Any, Any], pos: int) -> dict[s
     out = catalog.apply(name, ck.model, encode_text(ck.vocab, step.text).reshape(-1), pos, float(size),
                         **controls).scored_on(entry.task)
     names = list(getattr(ck.vocab, "tokens", [])) or [str(i) for i in range(out.before.shape[1])]
-    return {"whatif_guesses": whatif_guesses(out, pos, names).figure,
+    return {"whatif_guesses": whatif_guesses(out, pos, names, label=tr.labels[pos]).figure,
             "whatif_effect": whatif_effect(out, list(tr.labels), cursor=pos, line_on_top=True).figure}
 
 

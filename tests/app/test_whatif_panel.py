@@ -69,3 +69,16 @@ def test_without_a_chosen_target_the_sweep_reads_where_the_swap_moves_the_predic
     at = run_page("planes", ckpt=GRASSMANN, pos="37", patch="e", pat="40")
     assert at.slider(key="w_patch_at").value == 40
     assert not [c for c in at.caption if "chosen" in c.value]
+
+
+def test_the_guesses_title_names_the_position_and_the_unknown_token_can_stand_in(zoo):
+    """The guesses chart's title names the position as the prediction panel does; a stand-in the vocabulary
+    lacks is refused with the vocabulary as the charts name it (␣, ↵) and how to type the unknown token,
+    which then stands in."""
+    at = run_page("planes", ckpt=GRASSMANN, text="Bé🙂t ΑΒΓ", pos="1", wi="rotate_plane", wis="1.2", patch="Ω")
+    title = _chart(at, "planes-whatif-guesses")["layout"]["title"]["text"]
+    assert title.startswith("Next token after position 1 “é→�”"), title
+    refusal = next(i.value for i in at.info if "Patching:" in i.value).replace("\\", "")  # Markdown escapes
+    assert "(U+03A9). It reads characters from: ↵ ␣ " in refusal and "or type �, the unknown token" in refusal
+    at = run_page("planes", ckpt=GRASSMANN, text="Bé🙂t ΑΒΓ", pos="3", patch="�")
+    assert any("The cursor's token 't' replaced by '�'" in c.value for c in at.caption)

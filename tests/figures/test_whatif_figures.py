@@ -32,6 +32,10 @@ def test_the_guesses_are_the_softmax_before_and_after_of_every_token_in_either_t
         assert pb == pytest.approx(p[i], rel=1e-5) and pa == pytest.approx(q[i], rel=1e-5)
     with pytest.raises(FigureError):
         whatif_guesses(o, 300, names)
+    # the title names the position as the prediction panel does (its number, then its label)
+    assert fig.layout.title.text == "Next token after position 200"  # no label given: none shown
+    titled = whatif_guesses(o, 200, names, k=2, label="🙂→�").figure.layout.title.text
+    assert titled.startswith("Next token after position 200 “🙂→�”"), titled
 
 
 def test_the_effect_draws_the_window_around_the_intervention_with_its_kl_and_surprisal_change():

@@ -254,3 +254,14 @@ def test_prediction_panel_quotes_an_apostrophe_readably():
     from app_pages._tokens import _q
 
     assert _q("'") == "“'”" and _q("h") == "“h”"
+
+
+def test_the_panel_names_what_follows_by_its_label_and_the_notice_gives_code_points(bundled):
+    """The token that really follows is named as its chip is ('🙂→�', not the bare unknown token); the notice
+    gives each character outside ASCII its code point (Greek Alpha looks exactly like Latin A)."""
+    at = open_page("attention", ckpt="bundled/cem-t2-tinyshakespeare", text="Bé🙂t ΑΒΓ", pos="1")
+    assert at.pills(key="w_tok").options[2] == "🙂→�"
+    assert any(m.value.startswith("Actually next: “🙂→�” (position 2)") for m in at.caption), \
+        [m.value for m in at.caption]
+    note = next(w.value for w in at.warning if "read as the unknown token" in w.value).replace("\\", "")
+    assert "'🙂' (U+1F642), 'Α' (U+0391), 'Β' (U+0392)" in note, note
