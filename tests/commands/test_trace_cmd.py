@@ -60,8 +60,8 @@ def test_characters_outside_the_vocabulary_read_as_the_unknown_token_with_the_ap
     text = "To be 🙂 or not 🙂é"
     rc, out, err = _cli(capsys, CEM, "--text", text, "--json", "-")
     assert rc == 0
-    assert err.splitlines() == ["note: 2 characters not in this checkpoint's vocabulary ('🙂', 'é') read as "
-                                "the unknown token \N{REPLACEMENT CHARACTER}",
+    assert err.splitlines() == ["note: 2 characters not in this checkpoint's vocabulary ('🙂' (U+1F642), 'é' "
+                                "(U+00E9)) read as the unknown token \N{REPLACEMENT CHARACTER}",
                                 "traced 17 positions of 'cem' (cem trace)"], err
     ck = load_checkpoint(CEM)
     want = trace(ck.model, encode_text(ck.vocab, text), vocab=ck.vocab, text=text)  # the app's trace

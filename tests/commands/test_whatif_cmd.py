@@ -190,7 +190,7 @@ def test_characters_outside_the_vocabulary_read_as_the_unknown_token_as_in_the_a
     _, want = _api(CEM, text, "energy_steps", 6, 3.0, layer=0)
     rc, out, err = _cli(capsys, CEM, "--text", text, "--pos", "6", "--size", "3", "--json", "-")
     assert rc == 0
-    assert err == ("note: 1 character not in this checkpoint's vocabulary ('🙂') read as the unknown token "
+    assert err == ("note: 1 character not in this checkpoint's vocabulary ('🙂' (U+1F642)) read as the unknown token "
                    "\N{REPLACEMENT CHARACTER}\n"), err
     doc = json.loads(out)
     assert doc["tokens"] == want.tokens.tolist() and doc["tokens"][6] == load_checkpoint(CEM).vocab.unk_id
