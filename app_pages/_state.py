@@ -75,6 +75,7 @@ K_B_AUTO = "_gl_b_auto"          # (A ref, B ref, how) when Compare chose B to g
 K_INT_DEFAULTS = "gl_int_defaults"  # {state key: the default an integer control gave it, not yet moved by the user}
 K_VIEW_FOR = "_gl_view_for"      # (A ref, B ref) the Compare view was chosen for by a click, or "link"
 K_TEXT_NEW = "_gl_text_new"      # the text was changed in this session (typed, reset, followed): no cursor notice
+K_FROM_VIEW = "_gl_from_view"    # the view page shown last (its slug), until Compare opens on it (compare.choose_view)
 #: URL keys the app reads but never writes itself (kept as the visitor typed them).
 PASSTHROUGH_KEYS = ("debug",)
 

@@ -312,6 +312,7 @@ def render_view(slug: str) -> None:
         return
     if not _choose_fitting(view):
         return
+    st.session_state[state.K_FROM_VIEW] = slug  # Compare opens on this view when it shows both sides
     with st.sidebar:
         entry = ui.checkpoint_picker(kinds=view.kinds, only=True)
     text = ui.text_box(entry)

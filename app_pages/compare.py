@@ -74,16 +74,19 @@ def _pick_view(pair: tuple[str, str]) -> None:
     st.session_state[_state.K_VIEW_FOR] = pair
 
 
-def choose_view(a, b, slugs: list[str]) -> str:
-    """The view Compare shows: the one the user (a click or a link) chose for this pair, else the current
-    one when it shows both sides, else the most specific view that shows both, else the first view that
-    shows A, else the first that shows B."""
+def choose_view(a, b, slugs: list[str], came: str | None = None) -> str:
+    """The view Compare shows: a link's view; else ``came``, the view page Compare was opened from, when it
+    shows both sides; else the one the user chose for this pair (a click), else the current one when it
+    shows both sides, else the most specific view that shows both, else the first view that shows A, else
+    the first that shows B. Design choice (what you were looking at, when both sides have it)."""
     ss = st.session_state
     pair = (a.ref, b.ref)
+    both = [v.slug for v in shared_views(a.kind, b.kind)]
     if ss.get(_state.K_VIEW_FOR) == "link":
         ss[_state.K_VIEW_FOR] = pair
+    elif came in both:
+        ss[K_VIEW] = came
     cur = ss.get(K_VIEW)
-    both = [v.slug for v in shared_views(a.kind, b.kind)]
     if cur in slugs and (ss.get(_state.K_VIEW_FOR) == pair or cur in both):
         return cur
     of_a = [v.slug for v in views.views_for_kind(a.kind) if v.slug in slugs]
@@ -142,6 +145,7 @@ def main() -> None:
             ui.no_checkpoint_message()
             return
     _state.restore_choice("compare", keep=True)  # A: the checkpoint the view page showed, a stand-in too
+    came = st.session_state.pop(_state.K_FROM_VIEW, None)  # that view page, once: the View control's first choice
     _pair_b()
     phone = ui.is_phone()  # a phone stacks the two pickers; a large gap would leave ~70 px empty between them
     a, b = _pickers(phone)
@@ -178,7 +182,7 @@ def main() -> None:
         return
     if not shared_views(a.kind, b.kind):
         _b_choices(a, b)
-    slug = _view_control(a, b, slugs)
+    slug = _view_control(a, b, slugs, came)
     _layout_control()
     # one Options expander for both sides, above the two columns (so they start level); the controls come
     # from the first side the view applies to and are applied to both (layer matched by relative depth)
@@ -280,11 +284,12 @@ def _trace_sides(a, b, text: str, slots: list) -> tuple[dict, dict]:
     return traces, opts
 
 
-def _view_control(a, b, slugs: list[str]) -> str:
-    """The View control over ``slugs``, opened on :func:`choose_view`'s view; returns the view shown."""
+def _view_control(a, b, slugs: list[str], came: str | None = None) -> str:
+    """The View control over ``slugs``, opened on :func:`choose_view`'s view (``came``: the view page Compare
+    was opened from); returns the view shown."""
     ss = st.session_state
     linked = ss.get(K_VIEW) if ss.get(_state.K_VIEW_FOR) == "link" else None
-    slug = choose_view(a, b, slugs)
+    slug = choose_view(a, b, slugs, came)
     if linked in views.VIEWS and linked != slug:  # a link's view that shows neither side: said, not swapped silently
         st.warning(md_escape(f"Ignored the link's view={_state.quoted(linked)}: {views.VIEWS[linked].title} shows "
                              f"neither A ({a.kind}) nor B ({b.kind}); showing {views.VIEWS[slug].title} instead."),

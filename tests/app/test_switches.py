@@ -175,6 +175,22 @@ def test_typing_a_text_or_keep_it_makes_the_stand_in_the_choice_and_its_message_
 
 
 # ---------------------------------------------------------------- Compare
+def test_compare_opens_on_the_view_you_came_from_when_both_sides_have_it():
+    at = open_page("attention", ckpt=OSMFORMER_O)
+    goto(at, "compare")  # B: another OSMFormer; Attention shows both (Trajectories is more specific)
+    assert kind_of(at.session_state["gl_ckpt_b"]) == "osmformer"
+    assert at.session_state["gl_compare_view"] == "attention"
+    goto(at, "energy")  # a CEM stands in: it is A, and Energy (CEM only) does not show its B
+    goto(at, "compare")
+    a, b = at.session_state["gl_ckpt"], at.session_state["gl_ckpt_b"]
+    assert kind_of(a) == "cem" and kind_of(b) != "cem" and at.session_state["gl_compare_view"] == "attention"
+    goto(at, "attention")
+    at.query_params.clear()
+    at.query_params.update(view="energy")  # an address's view wins
+    goto(at, "compare")
+    assert at.session_state["gl_compare_view"] == "energy"
+
+
 def test_compare_pairs_one_kind_on_the_most_specific_view_both_show():
     at = open_page("compare", ckpt=OSMFORMER_O)
     b = at.session_state["gl_ckpt_b"]
