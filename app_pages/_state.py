@@ -61,6 +61,10 @@ _INT_KEYS = {K_POS, K_LAYER, K_STEPS, K_STEPS_B, K_HEAD, K_SLOT, K_BLOCK, K_SUBS
 #: Control state key -> the registry's control name (the controls a view lists in ``ViewSpec.controls``).
 CONTROL_KEYS = {K_LAYER: "layer", K_HEAD: "head", K_SLOT: "slot", K_BLOCK: "block", K_SUBSTEP: "substep",
                 K_STEPS: "steps"}
+#: The state a user changes by working with a view (its text, the cursor, a control, What if and its patching
+#: sweep; not "More figures", which only shows more): a change of it while a stand-in is on screen makes the
+#: stand-in the choice (:func:`standin_acted`). Design choice.
+ACTION_KEYS = (K_TEXT, K_POS, *CONTROL_KEYS, *HISTORY_KEYS)
 #: Values left out of the URL: a control at its first choice, the switch off, the stacked layout.
 URL_DEFAULTS = {K_HEAD: -1, K_SLOT: 0, K_BLOCK: 0, K_SUBSTEP: 0, K_MORE: False, K_LAYOUT: "stacked"}
 LAYOUTS = ("stacked", "side")
@@ -98,7 +102,6 @@ def copy(widget_key: str, state_key: str) -> None:
         return
     if state_key == K_TEXT:
         set_text(st.session_state[widget_key])
-        accept_standin()  # typing into a stand-in's view is working with it: its message would go stale
         return
     st.session_state[state_key] = st.session_state[widget_key]
     st.session_state.get(K_INT_DEFAULTS, {}).pop(state_key, None)  # chosen now, even if equal to the default
@@ -142,8 +145,9 @@ def standin(slug: str, chosen: str, shown: str, how: str) -> None:
     """Record that view ``slug`` shows checkpoint ``shown`` in place of the chosen ``chosen``, which it
     cannot show (``how``: how the two are related, from :func:`geomlab.teach.views.related_kinds`). ``gl_ckpt``
     becomes ``shown`` (so the page, its link and its URL name what is on screen); the record keeps the
-    page's message up while ``shown`` is on screen there, and :func:`restore_choice` gives the chosen one
-    back on any other page but Compare (which keeps ``shown`` as its A). A pick or a link ends it. The text follows the stand-in as :func:`text_follows`
+    page's message up while ``shown`` is on screen there and only looked at, and :func:`restore_choice` gives
+    the chosen one back on any other page but Compare (which keeps ``shown`` as its A). A pick, a link, or
+    working with ``shown`` on that page (:func:`standin_acted`) ends it. The text follows the stand-in as :func:`text_follows`
     says, and also when the two read different inputs (a word problem's group elements against characters:
     a tour step's ``12340 10234`` would be unknown symbols to a Shakespeare model); the chosen checkpoint's
     text comes back with it while the stand-in's is untouched. Design choice (no silent switches)."""
@@ -160,11 +164,37 @@ def standin(slug: str, chosen: str, shown: str, how: str) -> None:
 
 
 def accept_standin() -> None:
-    """The checkpoint a view stood in becomes the user's choice (the user changed the text while it was on
-    screen, or pressed "Keep"): the record and its message end, and other pages keep it too."""
+    """The checkpoint a view stood in becomes the user's choice (the user worked with it, see
+    :func:`standin_acted`, or pressed "Keep it"): the record and its message end, and other pages keep it too."""
     ss = st.session_state
     if ss.pop(K_STANDIN, None):
         ss[K_CKPT_EXPLICIT] = True
+
+
+def _action_state() -> tuple:
+    return tuple(st.session_state.get(k) for k in ACTION_KEYS)
+
+
+def note_standin_state(slug: str) -> None:
+    """At the end of a run of view ``slug``: while its stand-in is on screen, remember the :data:`ACTION_KEYS`
+    state the page left, which :func:`standin_acted` compares the next run's with."""
+    rec = current_standin(slug)
+    if rec is not None:
+        rec["seen"] = _action_state()
+
+
+def standin_acted() -> bool:
+    """Make the stand-in the user's choice (:func:`accept_standin`) when :data:`ACTION_KEYS` changed since its
+    view last drew (:func:`note_standin_state`): the user moved the cursor, typed or reset a text, changed a
+    control, or turned What if or its patching sweep on or changed them, by a widget, a click on a chart or a
+    token. Using a model counts as choosing it (a later page keeps it). Every such action goes through this
+    state, whichever callback made it; the check runs first in a view's run (:func:`restore_choice` on a
+    whole run) and on the next page. True when it made the stand-in the choice. Design choice."""
+    rec = st.session_state.get(K_STANDIN)
+    if rec and "seen" in rec and rec["seen"] != _action_state():
+        accept_standin()
+        return True
+    return False
 
 
 def current_standin(slug: str) -> dict | None:
@@ -180,13 +210,16 @@ def restore_choice(slug: str | None = None, keep: bool = False) -> None:
     (``slug``: the page now drawn; a view page, Compare or Checkpoints call it first). With ``keep`` the
     page opens on the stand-in instead, the checkpoint that was on screen (Compare's A: what the user was
     looking at), chosen or not as the checkpoint it stood in for was. A record whose stand-in is no longer
-    the selection (something else was chosen) is dropped. Design choice."""
+    the selection (something else was chosen) is dropped, and one the user worked with becomes the choice
+    (:func:`standin_acted`). Design choice."""
     ss = st.session_state
     rec = ss.get(K_STANDIN)
     if not rec:
         return
     if rec.get("shown") != ss.get(K_CKPT) or data.entry_for(rec.get("chosen")) is None:
         ss.pop(K_STANDIN, None)
+        return
+    if standin_acted():
         return
     if keep:
         ss[K_CKPT_EXPLICIT] = rec.get("explicit", False)

@@ -172,8 +172,9 @@ def _choose_fitting(view: views.ViewSpec) -> bool:
     shows its kind; else show the most related checkpoint it can show (same kind, same family, same way
     of mixing positions: :func:`app_pages._data.related_entries`; the view's default when none is
     related) with a message saying why, what it shows, and the other checkpoints it could show (related
-    first). The message stays while that stand-in is on screen; another page gives the chosen checkpoint
-    back (:func:`app_pages._state.restore_choice`). False (with a message) when no checkpoint fits."""
+    first). The message stays while that stand-in is on screen and the user only looks; another page gives
+    the chosen checkpoint back (:func:`app_pages._state.restore_choice`) unless the user worked with the
+    stand-in (:func:`app_pages._state.standin_acted`). False (with a message) when no checkpoint fits."""
     from app_pages import _data, _messages, _state
 
     ss = st.session_state
@@ -313,8 +314,14 @@ def render_view(slug: str) -> None:
     if not _choose_fitting(view):
         return
     st.session_state[state.K_FROM_VIEW] = slug  # Compare opens on this view when it shows both sides
-    with st.sidebar:
-        entry = ui.checkpoint_picker(kinds=view.kinds, only=True)
+    rec = state.current_standin(slug)
+    chosen = ui.entry_for(rec["chosen"]) if rec else None
+    with st.sidebar:  # a stand-in is named in the box's label (in view on any window) and explained under it
+        entry = ui.checkpoint_picker(kinds=view.kinds, only=True,
+                                     label="Checkpoint · stand-in" if chosen is not None else "Checkpoint")
+        if chosen is not None:
+            st.caption(f"**Stand-in**: shown in place of {md_escape(chosen.name)}, which this view can't draw; "
+                       "any change here makes it your choice.")
     text = ui.text_box(entry)
     view_body(slug, entry, text)
 
@@ -327,6 +334,8 @@ def view_body(slug: str, entry: Any, text: str) -> None:
     they are), then write the new state to the URL. Another checkpoint or text reruns the page, which calls
     it with them. Design choice (a cursor move costs the charts, not the page)."""
     view = views.VIEWS[slug]
+    if state.in_fragment_rerun() and state.standin_acted():
+        st.rerun(scope="app")  # the stand-in is the choice now: its message and sidebar note go
     t0 = time.perf_counter()
     if ui.too_long(text):
         return
@@ -382,6 +391,7 @@ def view_body(slug: str, entry: Any, text: str) -> None:
                        "cursor, for tools that do not read .npz.")
             st.text_input("Link", ui.share_link(slug), label_visibility="collapsed")  # not st.code: its highlighter bundle
             ui.trace_downloads(tr, stem=f"{entry.name}-{slug}", cursor=pos)
+    state.note_standin_state(slug)  # what this run left: a change of it by the next is the user's
     if state.in_fragment_rerun():  # (a whole run does both in app.py, after the page)
         room.publish(slug)
         room.sync_url(slug)

@@ -65,6 +65,13 @@ def standin_note(at: AppTest) -> str | None:
                  if "instead of" in i.value or i.value.startswith("Showing **")), None)
 
 
+def sidebar_standin(at: AppTest) -> str | None:
+    """The sidebar's note under the checkpoint box while a stand-in is shown (its label says so too)."""
+    note = next((shown(c.value) for c in at.sidebar.caption if "Stand-in" in c.value), None)
+    assert (note is not None) == (at.selectbox(key="w_gl_ckpt").label == "Checkpoint · stand-in")
+    return note
+
+
 def qp(at: AppTest) -> dict[str, str]:
     return {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
 
@@ -102,16 +109,13 @@ def test_an_osm_rnn_on_attention_shows_an_osmformer_and_says_why():
     # (by the views' short names: a full title was cut in its column at 1,000 px)
     assert "Trajectories" in links and "osm-rnn-o-tinyshakespeare" in links["Trajectories"]
     assert {p.proto.help for p in at.get("page_link") if p.proto.label == "Trajectories"} == {"Group trajectories"}
-    # the message stays while the stand-in is on screen (a cursor move)
-    at.select_slider(key="w_pos").set_value(3).run()
-    ok(at)
-    assert standin_note(at) is not None and at.session_state["gl_ckpt"] == OSMFORMER_O
-    # the URL and the link name what is on screen
+    # the URL and the link name what is on screen; the sidebar says it stands in
     assert qp(at)["ckpt"] == OSMFORMER_O
-    # another page gives the chosen checkpoint back, silently (it is the user's own)
+    assert sidebar_standin(at) == ("**Stand-in**: shown in place of osm-rnn-o-tinyshakespeare, which this view "
+                                   "can't draw; any change here makes it your choice.")
+    # only looked at, another page gives the chosen checkpoint back, silently (it is the user's own)
     goto(at, "trajectories")
-    assert at.session_state["gl_ckpt"] == OSM_RNN and standin_note(at) is None
-    assert at.session_state["gl_pos"] == 3
+    assert at.session_state["gl_ckpt"] == OSM_RNN and standin_note(at) is None and sidebar_standin(at) is None
 
 
 def test_a_stand_in_for_a_word_problem_model_reads_its_own_text_and_gives_the_tour_s_back():
@@ -172,6 +176,39 @@ def test_typing_a_text_or_keep_it_makes_the_stand_in_the_choice_and_its_message_
     assert standin_note(at) is None and at.session_state["gl_ckpt"] == OSMFORMER_O
     goto(at, "tangents")
     assert at.session_state["gl_ckpt"] == OSMFORMER_O
+
+
+def test_using_a_stand_in_makes_it_the_choice():
+    """A fresh user on Group trajectories sees an OSM-RNN standing in for the app's default (the CEM) and
+    moves the cursor on it: that is choosing it, so Attention (which draws the CEM, not an OSM-RNN) no longer
+    switches back to the CEM silently but stands in for the OSM-RNN, saying so."""
+    at = open_page("trajectories")
+    assert at.session_state["gl_ckpt"] == OSM_RNN and "cem-t2-tinyshakespeare" in sidebar_standin(at)
+    at.select_slider(key="w_pos").set_value(3).run()
+    ok(at)
+    assert at.session_state["gl_ckpt"] == OSM_RNN and standin_note(at) is None and sidebar_standin(at) is None
+    goto(at, "attention")
+    assert at.session_state["gl_ckpt"] == OSMFORMER_O and at.session_state["gl_pos"] == 3
+    assert "instead of osm-rnn-o-tinyshakespeare, the selected checkpoint" in standin_note(at)
+    goto(at, "tangents")
+    assert at.session_state["gl_ckpt"] == OSM_RNN
+
+
+def test_turning_what_if_on_makes_the_stand_in_the_choice():
+    at = open_page("trajectories")
+    at.toggle(key="w_whatif_on").set_value(True).run()
+    ok(at)
+    assert at.session_state["gl_whatif"] is not None and sidebar_standin(at) is None
+    goto(at, "energy")  # draws only the CEM: the OSM-RNN is the choice, a CEM stands in for it, saying so
+    assert "instead of osm-rnn-o-tinyshakespeare, the selected checkpoint" in standin_note(at)
+
+
+def test_a_stand_in_only_looked_at_gives_the_default_back():
+    at = open_page("trajectories")
+    at.toggle(key="w_more_figures").set_value(True).run()  # only shows more: not working with the model
+    ok(at)
+    goto(at, "attention")
+    assert at.session_state["gl_ckpt"] == CEM and standin_note(at) is None and sidebar_standin(at) is None
 
 
 # ---------------------------------------------------------------- Compare
