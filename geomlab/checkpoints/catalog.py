@@ -494,6 +494,22 @@ def resolve(ref: str) -> CheckpointEntry:
     return entry
 
 
+def weights_changed(entry: CheckpointEntry) -> str | None:
+    """The loader's one-line refusal when listed checkpoint ``entry``'s weights do not have the sha256 its
+    description records (changed since the save: a damaged copy, a replaced file, weights edited by hand),
+    else None (None too when none is recorded). The loader's own check
+    (:func:`geomlab.checkpoints.reading.check_weights`), computed once per file state and process: a page that
+    asks on every run pays one ``fstat`` for an unchanged file. Design choice: a checkpoint that will not load
+    is marked where it is listed and cannot be selected."""
+    from geomlab.checkpoints.reading import check_weights
+
+    try:
+        check_weights(entry.path, entry.meta)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def same_weights(a: CheckpointEntry, b: CheckpointEntry) -> bool:
     """Whether checkpoints ``a`` and ``b`` hold identical weights: their weights files have the same size and
     sha256 (:func:`geomlab.checkpoints.files.file_sha256`, computed: older checkpoints record none; the same run

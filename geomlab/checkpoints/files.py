@@ -353,7 +353,7 @@ def checksums_line(meta: dict) -> str:
     if WEIGHTS in checked:
         return f"sha256 checked on load: {names}"
     return (f"sha256 checked on load: {names}; the weights are not checked (saved before geomlab recorded "
-            "their sha256; saving it again records it)")
+            f"their sha256; `{accept_command('CHECKPOINT')}` records it)")
 
 
 #: How many file states :func:`file_sha256` remembers (design choice: a process opens a few dozen checkpoints).
@@ -393,11 +393,25 @@ def file_sha256(path: Path) -> str:
     return found
 
 
-def check_weights_sha(weights: Path, label: str, meta: dict, meta_label: str) -> None:
+#: The command that records the sum of a checkpoint's present weights (``{path}``: the checkpoint, quoted for a
+#: shell): what the refusal of changed weights names. Design choice: the user vouches for weights changed on
+#: purpose; nothing else may replace a recorded sum.
+ACCEPT_COMMAND = "geomlab zoo --accept-weights {path}"
+
+
+def accept_command(path: str | os.PathLike) -> str:
+    """:data:`ACCEPT_COMMAND` for checkpoint ``path`` (quoted for a POSIX shell when it needs it)."""
+    import shlex
+
+    return ACCEPT_COMMAND.format(path=shlex.quote(str(path)))
+
+
+def check_weights_sha(weights: Path, label: str, meta: dict, meta_label: str, path: str | os.PathLike) -> None:
     """The weights file ``weights`` (named ``label`` in messages) has the sha256 that ``meta["files"]`` records
-    for :data:`WEIGHTS` (in either layout; ``meta`` read from the file named ``meta_label``). Nothing is
-    checked when none is recorded (checkpoints saved before the weights had one, format-2 folders, files
-    from other tools). :class:`PairError` (one line) when the sum differs or the file cannot be read.
+    for :data:`WEIGHTS` (in either layout; ``meta`` read from the file named ``meta_label``; ``path``, the
+    checkpoint as the user named it, goes into the refusal's :func:`accept_command`). Nothing is checked when
+    none is recorded (checkpoints saved before the weights had one, format-2 folders, files from other
+    tools). :class:`PairError` (one line) when the sum differs or the file cannot be read.
     Verified once per file state within a process (:func:`file_sha256`: a file changed in place without any
     change to its size, times or inode, as a bit flip on the medium, is seen by the next process). Design
     choice: weights that still parse but were changed (bit flips, a file replaced) would otherwise load
@@ -411,7 +425,8 @@ def check_weights_sha(weights: Path, label: str, meta: dict, meta_label: str) ->
         raise PairError(f"checkpoint file {label} cannot be read: {exc.strerror or exc}") from None
     if got != want:
         raise PairError(f"{label} changed since it was written: its sha256 is not the one {meta_label} recorded at "
-                        "the save (a damaged copy or a replaced file); copy the checkpoint again or save it anew")
+                        "the save (a damaged copy or a replaced file); copy the checkpoint again, or, if the "
+                        f"weights were changed on purpose, record their sum with `{accept_command(path)}`")
 
 
 def companion(folder: Path, name: str, meta: dict, weights_id: str | None, repair: bool = True,

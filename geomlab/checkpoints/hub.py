@@ -1,6 +1,7 @@
 """Models in and out of the Hugging Face Hub: :func:`save_pretrained`, :func:`from_pretrained` (a local
 checkpoint, a bundled one, or a Hub model id), :func:`push_to_hub`, and :func:`convert` (an older layout to the
-Hugging Face folder of :mod:`geomlab.checkpoints.io`, format 3).
+Hugging Face folder of :mod:`geomlab.checkpoints.io`, format 3), and :func:`accept_weights` (a checkpoint saved
+anew in place, recording the sum of weights its user vouches for).
 
 The folder is what :func:`geomlab.checkpoints.io.save` writes with ``layout="folder"``; this module only moves
 it. Hub access goes through ``huggingface_hub`` (``snapshot_download``, ``HfApi.create_repo`` and
@@ -120,6 +121,31 @@ def convert(src: str | os.PathLike | Checkpoint, dest: str | os.PathLike) -> Pat
                 metrics=ckpt.metrics, train_state=ckpt.train_state, exclusive=True, layout="folder")
 
 
+def accept_weights(path: str | os.PathLike) -> Path | None:
+    """Record the sha256 of checkpoint ``path``'s present weights, which its user vouches for (weights changed
+    on purpose, or a checkpoint saved before geomlab recorded the sum): the checkpoint is loaded with every
+    check but that sum (:func:`geomlab.checkpoints.io.load` with ``check_sum=False``: names, shapes, finite
+    values, the other files' sums) and saved anew in place, in its layout, with its card, training config,
+    metrics and training state (a new save id; a format-2 folder becomes format 3). Returns the checkpoint's
+    path (the folder or the flat pair's JSON), or None when its weights already have the recorded sum (nothing
+    is written). :class:`CheckpointError` for a checkpoint that does not load; ``OSError`` when the write is
+    refused (the checkpoint is left as it was). Design choice: the one way to replace a recorded sum."""
+    from geomlab.checkpoints.reading import check_weights
+
+    ckpt = load(path, check_sum=False)
+    if ckpt_files.recorded_sha(ckpt.meta, ckpt_files.WEIGHTS) is not None:
+        try:
+            check_weights(path, ckpt.meta)
+            return None
+        except CheckpointError:
+            pass
+    if ckpt.meta.get("foreign"):  # a transformers folder: geomlab records nothing in it
+        raise CheckpointError(f"{ckpt.path.name} is a {ckpt.meta['foreign']} folder, not a geomlab checkpoint: "
+                              "it records no sum")
+    return save(ckpt.path, ckpt.model, ckpt.vocab, ckpt.card, train_config=ckpt.train_config,
+                metrics=ckpt.metrics, train_state=ckpt.train_state, layout=ckpt.layout)
+
+
 def same_logits(a: Checkpoint, b: Checkpoint, seed: int = 0, length: int = 32) -> bool:
     """Whether the two checkpoints' models give ``torch.equal`` outputs on one seeded batch of token ids
     (2 x ``length``, below both vocabulary sizes). Design choice: the check of :func:`convert_folder`."""
@@ -129,27 +155,37 @@ def same_logits(a: Checkpoint, b: Checkpoint, seed: int = 0, length: int = 32) -
         return bool(torch.equal(a.model(x), b.model(x)))
 
 
-def convert_folder(folder: str | os.PathLike, log=print) -> list[Path]:
-    """Convert every checkpoint of an older layout directly in ``folder`` (flat pairs ``NAME.json`` +
-    ``NAME.safetensors``, format-2 folders) to a folder ``NAME/`` of the current layout, check that it gives
-    ``torch.equal`` logits (:func:`same_logits`), then remove the old files (a format-2 folder is replaced in
-    place). Returns the new folders. :class:`CheckpointError` (the old files kept) for a broken checkpoint or
-    logits that differ."""
+def convert_folder(folder: str | os.PathLike, log=print) -> tuple[list[Path], list[str]]:
+    """Convert every checkpoint directly in ``folder`` that is of an older layout (flat pairs ``NAME.json`` +
+    ``NAME.safetensors``, format-2 folders) or records no sha256 of its weights (saved before geomlab did) to a
+    folder ``NAME/`` of the current layout, check that it gives ``torch.equal`` logits (:func:`same_logits`),
+    then remove the old files (a folder is replaced in place). Returns ``(new folders, skipped)``: ``skipped``
+    the names of the checkpoints left as they were (one that does not load, weights changed since the save
+    among them, or logits that differ), each with its reason given to ``log`` (``skipped NAME: reason``); the
+    others are converted all the same. Design choice: one damaged checkpoint does not stop the folder's conversion."""
     import shutil
 
-    done = []
+    done, skipped = [], []
     for path in sorted(Path(folder).iterdir()):
         if path.name.startswith(".") or not (path.suffix == ".json" or (path / ckpt_files.META).is_file()):
             continue
-        old = load(path)
-        if old.layout == "folder" and old.meta.get("format_version", 0) >= FORMAT_VERSION:
-            continue
         name = _stem(path)
-        work = path.with_name(f".{name}.converting")  # a format-2 folder is written beside itself first
+        try:
+            old = load(path)
+        except CheckpointError as exc:
+            skipped.append(name)
+            log(f"skipped {name}: {exc}")
+            continue
+        if old.layout == "folder" and old.meta.get("format_version", 0) >= FORMAT_VERSION \
+                and ckpt_files.WEIGHTS in ckpt_files.checked_files(old.meta):
+            continue
+        work = path.with_name(f".{name}.converting")  # a folder is written beside itself first
         new_path = convert(old, path.with_name(name) if old.layout == "flat" else work / name)
         if not same_logits(old, load(new_path)):
             shutil.rmtree(work if old.layout == "folder" else new_path)
-            raise CheckpointError(f"{name}: the converted weights give other logits; the old files are kept")
+            skipped.append(name)
+            log(f"skipped {name}: the converted weights give other logits; the old files are kept")
+            continue
         if old.layout == "flat":
             for p in (path, path.with_suffix(".safetensors")):
                 p.unlink()
@@ -160,4 +196,4 @@ def convert_folder(folder: str | os.PathLike, log=print) -> list[Path]:
             new_path = path
         log(f"converted {name} -> {new_path}")
         done.append(new_path)
-    return done
+    return done, skipped

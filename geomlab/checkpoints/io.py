@@ -53,13 +53,14 @@ mismatched set. Files without ids (older files, files written by other tools) lo
 line for: missing or truncated files (a folder's training state may be missing as a pair), a JSON that is not
 valid JSON, a JSON that does not match the tensors (names, shapes, dtypes), files
 from two different saves (a ``config.json`` too), weights whose sha256 is not the one recorded (changed since
-the save; verified once per file state within a process), an unknown model kind, non-finite weights, a newer
+the save; verified once per file state within a process; ``geomlab zoo --accept-weights`` records the sum of
+weights changed on purpose: :func:`geomlab.checkpoints.hub.accept_weights`), an unknown model kind, non-finite weights, a newer
 format version.
 
 This module is the public face of the format; the code is in :mod:`~geomlab.checkpoints.layout` (file names,
 versions, where the files are), :mod:`~geomlab.checkpoints.find` (the checkpoint a command-line argument
 names), :mod:`~geomlab.checkpoints.writing` (:func:`save`), :mod:`~geomlab.checkpoints.card` (the model card)
-and :mod:`~geomlab.checkpoints.reading` (:func:`read_meta`, :func:`load`).
+and :mod:`~geomlab.checkpoints.reading` (:func:`read_meta`, :func:`load`, :func:`check_weights`).
 """
 
 from geomlab.checkpoints.card import model_card
@@ -67,10 +68,10 @@ from geomlab.checkpoints.find import EXPECTED, find
 from geomlab.checkpoints.layout import (CARD_FILE, CONFIG_FILE, FLAT_FORMAT_VERSION, FORMAT_VERSION, META_FILE,
                                         STATE_FILE, STATE_JSON_FILE, VOCAB_FILE, WEIGHTS_FILE, CheckpointError,
                                         Location, layout_of, locate, paths)
-from geomlab.checkpoints.reading import Checkpoint, load, read_meta
+from geomlab.checkpoints.reading import Checkpoint, check_weights, load, read_meta
 from geomlab.checkpoints.writing import CheckpointExistsError, save
 
 __all__ = ["FORMAT_VERSION", "FLAT_FORMAT_VERSION", "CONFIG_FILE", "WEIGHTS_FILE", "META_FILE", "CARD_FILE",
            "VOCAB_FILE", "STATE_FILE", "STATE_JSON_FILE",
            "CheckpointError", "CheckpointExistsError", "Checkpoint", "Location", "EXPECTED", "paths", "locate",
-           "layout_of", "find", "save", "model_card", "read_meta", "load"]
+           "layout_of", "find", "save", "model_card", "read_meta", "load", "check_weights"]

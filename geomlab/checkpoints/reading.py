@@ -134,7 +134,25 @@ def _validate_meta(meta: Any, label: str) -> dict[str, Any]:
     return meta
 
 
-def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
+def check_weights(path: str | os.PathLike, meta: dict[str, Any] | None = None) -> None:
+    """The weights of checkpoint ``path`` (any spelling :func:`load` takes) have the sha256 its description
+    records (``meta``: that description when the caller has read it, else :func:`read_meta`); nothing is
+    checked when none is recorded. The check :func:`load` makes, with its message, without loading the model
+    (the sum is cached per file state: :func:`geomlab.checkpoints.files.file_sha256`). :class:`CheckpointError`
+    (one line, naming the command that records the sum of weights changed on purpose) when they changed since
+    the save or cannot be read."""
+    loc = locate(_resolve(path))
+    _check_sum(loc, read_meta(path) if meta is None else meta, path)
+
+
+def _check_sum(loc: Location, meta: dict[str, Any], path: str | os.PathLike) -> None:
+    try:
+        ckpt_files.check_weights_sha(loc.weights, loc.label(loc.weights), meta, loc.label(loc.meta), path)
+    except ckpt_files.PairError as exc:
+        raise CheckpointError(str(exc)) from None
+
+
+def load(path: str | os.PathLike, device: str | torch.device = "cpu", *, check_sum: bool = True) -> Checkpoint:
     """Load and validate a checkpoint: a folder ``NAME/`` (or a file in it), or a flat pair ``NAME``,
     ``NAME.json`` or ``NAME.safetensors`` (:func:`locate`); when no such files are there, ``bundled/NAME``
     names a bundled checkpoint (:func:`geomlab.core.locate.bundled_checkpoint`, the app's and the command line's
@@ -142,11 +160,13 @@ def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpo
 
     Returns a :class:`Checkpoint` whose model is in eval mode on ``device``. Raises
     :class:`CheckpointError` (the module docstring of :mod:`geomlab.checkpoints.io` lists the cases).
+    ``check_sum=False`` skips only the weights' sha256 (:func:`check_weights`): for recording the sum of
+    weights the user vouches for (:func:`geomlab.checkpoints.hub.accept_weights`), never for reading a model.
     """
     loc = locate(_resolve(path))
     jname, sname = loc.label(loc.meta), loc.label(loc.weights)
     try:
-        return _load(loc, jname, sname, device)
+        return _load(loc, jname, sname, device, path if check_sum else None)
     except CheckpointError:
         raise
     except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:  # a field of the wrong type
@@ -155,8 +175,9 @@ def load(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpo
                               f"{reason})") from None
 
 
-def _load(loc, jname: str, sname: str, device: str | torch.device) -> Checkpoint:
-    """The body of :func:`load` once the files are located."""
+def _load(loc, jname: str, sname: str, device: str | torch.device, path: str | os.PathLike | None) -> Checkpoint:
+    """The body of :func:`load` once the files are located (``path``: as the user named the checkpoint, for
+    the weights' sum check; None skips that check)."""
     if loc.folder and foreign.is_foreign(loc.root):  # a transformers GPT-2 folder
         meta = foreign.read_meta(loc.root)
         model = foreign.load_model(loc.root).to(device).eval()
@@ -174,10 +195,8 @@ def _load(loc, jname: str, sname: str, device: str | torch.device) -> Checkpoint
     model = _build(config, state, loc.label(loc.root / CONFIG_FILE) if loc.folder else jname, sname)
     # weights that fit the manifest and the config but changed since the save are refused here, after the
     # checks that say more (names, shapes, non-finite values); none recorded (an older checkpoint): unchecked
-    try:
-        ckpt_files.check_weights_sha(loc.weights, sname, meta, jname)
-    except ckpt_files.PairError as exc:
-        raise CheckpointError(str(exc)) from None
+    if path is not None:
+        _check_sum(loc, meta, path)
     model.to(device).eval()
     vocab = _vocab(meta, config, jname)
     train_tensors = {k[len("train."):]: v for k, v in tensors.items() if k.startswith("train.")}

@@ -18,8 +18,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     action.add_argument("--recipes", action="store_true", help="print the recipe of every zoo entry (no training)")
     action.add_argument("--convert", action="store_true",
                    help="rewrite every checkpoint of an older layout in the zoo folder (flat NAME.json + "
-                   "NAME.safetensors pairs, older folders) as a Hugging Face folder NAME/, checking that the logits "
-                   "are equal, then remove the old files")
+                   "NAME.safetensors pairs, older folders, folders without the weights' sha256) as a Hugging Face "
+                   "folder NAME/, checking that the logits are equal, then remove the old files; a checkpoint that "
+                   "does not load is skipped and named (exit 1)")
+    action.add_argument("--accept-weights", metavar="CHECKPOINT",
+                   help="record the sha256 of this checkpoint's present weights, which you vouch for (changed on "
+                   "purpose, or saved before geomlab recorded it): it is saved anew in place, with every other "
+                   "check made; a load refuses weights whose sum is not the recorded one")
     action.add_argument("--rebuild", action="store_true",
                    help="train every zoo entry (or those in --only) from scratch and overwrite its checkpoint; "
                    "needs the corpora (GEOMLAB_DATA_DIR or the download cache)")
@@ -65,10 +70,24 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--dir {out_dir} is a file, not a folder")
         print(f"wrote {zoo.adopt_entry(entry, args.from_run, out_dir)}")
         return 0
+    if args.accept_weights is not None:
+        from geomlab.checkpoints.hub import accept_weights
+
+        saved = accept_weights(args.accept_weights)
+        print(f"{args.accept_weights}: its weights already have the recorded sha256; nothing changed" if saved is None
+              else f"recorded the sha256 of {saved}'s weights (saved anew in place)")
+        return 0
     if args.convert:
+        import sys
+
         from geomlab.checkpoints.hub import convert_folder
 
-        print(f"converted {len(convert_folder(out_dir))} checkpoint(s) in {out_dir}")
+        done, skipped = convert_folder(out_dir)
+        print(f"converted {len(done)} checkpoint(s) in {out_dir}")
+        if skipped:
+            print(f"skipped {len(skipped)} checkpoint(s), left as they were (the reasons above): "
+                  + ", ".join(skipped), file=sys.stderr)
+            return 1
         return 0
     if args.rebuild:
         paths = zoo.rebuild(args.only, steps_scale=args.steps_scale, out_dir=out_dir, progress_bar=args.progress)

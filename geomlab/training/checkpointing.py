@@ -154,7 +154,8 @@ class Checkpointing:
 
     def full_card(self, final_metrics: dict[str, float] | None = None) -> dict[str, Any]:
         """The checkpoint card for the current state (the given card, the task spec, the training recipe,
-        parameter counts, step, timing, ``final_metrics`` and ``eval_protocol``: the window ``seq_len`` and
+        parameter counts, step, timing and the torch CPU threads it ran with (``torch_threads``),
+        ``final_metrics`` and ``eval_protocol``: the window ``seq_len`` and
         ``stride`` of a text, or the ``length`` and ``n_eval`` of a word problem's evaluation sequences);
         what :meth:`save_checkpoint` writes."""
         cfg = self.config
@@ -166,7 +167,7 @@ class Checkpointing:
             "steps": self.step,
             "total_steps": cfg.steps, "seed": cfg.seed, "batch_size": cfg.batch_size, "seq_len": cfg.seq_len,
             "train_time_s": round(self.elapsed_s, 3), "device": self.device.type,
-            "world_size": self.replicas.world_size,
+            "world_size": self.replicas.world_size, "torch_threads": torch.get_num_threads(),
             "tokens_seen": cfg.tokens_through(self.step),
             "geomlab_version": geomlab.__version__,
         })

@@ -15,11 +15,14 @@ from geomlab.training.zoo_recipes import ZOO_DIR
 def read_cards(directory: str | Path = ZOO_DIR) -> list[dict[str, Any]]:
     """The cards of every checkpoint in ``directory``, flat pairs (``NAME.json``) and folders (``NAME/``
     holding ``geomlab.json``), sorted by name, each with ``file`` (the JSON's or the folder's name) and
-    ``model_config`` added, and ``checksums``: which files are checked against their sha256 on load
-    (:func:`geomlab.checkpoints.files.checksums_line`). Unreadable ones are reported as a card with an
+    ``model_config`` and ``train_config`` (the recipe a run recorded, None for none) added, ``checksums``: which
+    files are checked against their sha256 on load (:func:`geomlab.checkpoints.files.checksums_line`), and
+    ``changed``: the loader's one-line refusal when the weights' sha256 is not the recorded one (checked here,
+    :func:`geomlab.checkpoints.reading.check_weights`). Unreadable ones are reported as a card with an
     ``error`` key."""
     from geomlab.checkpoints import io as ckpt
     from geomlab.checkpoints.files import checksums_line
+    from geomlab.checkpoints.reading import check_weights
 
     cards = []
     found = list(Path(directory).glob("*.json")) + [p.parent for p in Path(directory).glob(f"*/{ckpt.META_FILE}")]
@@ -32,7 +35,13 @@ def read_cards(directory: str | Path = ZOO_DIR) -> list[dict[str, Any]]:
         card = dict(meta.get("card") or {})
         card["file"] = p.name
         card["model_config"] = meta.get("model_config")
+        tc = meta.get("train_config")
+        card["train_config"] = tc if isinstance(tc, dict) else None
         card["checksums"] = checksums_line(meta)
+        try:
+            check_weights(p, meta)
+        except ValueError as exc:
+            card["changed"] = str(exc)
         cards.append(card)
     return cards
 
@@ -56,10 +65,16 @@ def format_card(card: dict[str, Any]) -> str:
     cur = (card.get("recipe") or {}).get("length_curriculum") or []
     cur_s = (f" (the first {sum(k for _, k in cur)} steps a length curriculum: "
              + ", ".join(f"{k} at length {n}" for n, k in cur) + ")" if cur else "")
-    lines.append(f"  {card.get('steps')} steps x batch {card.get('batch_size')} x seq {card.get('seq_len')}{cur_s}, "
-                 f"lr {card.get('lr')}, seed {card.get('seed')}; {card.get('train_time_s')} s on "
-                 f"{card.get('device')} ({card.get('torch_threads', '?')} thread"
-                 f"{'' if card.get('torch_threads') == 1 else 's'})")
+    tc = card.get("train_config") or {}
+
+    def recorded(key: str):  # the card's value (a zoo card), else the run's recipe (a run of `geomlab train`)
+        return card[key] if card.get(key) is not None else tc.get(key)
+
+    threads = card.get("torch_threads")  # a run that recorded none says nothing of them
+    lines.append(f"  {recorded('steps')} steps x batch {recorded('batch_size')} x seq {recorded('seq_len')}{cur_s}, "
+                 f"lr {recorded('lr')}, seed {recorded('seed')}; {card.get('train_time_s')} s on "
+                 f"{card.get('device')}" + (f" ({threads} thread{'' if threads == 1 else 's'})"
+                                            if isinstance(threads, int) else ""))
     if card.get("valid_bpc") is not None:
         lines.append(f"  valid {card['valid_bpc']:.3f} / test {card.get('test_bpc', float('nan')):.3f} BPC")
     if card.get("valid_accuracy") is not None:
@@ -70,7 +85,9 @@ def format_card(card: dict[str, Any]) -> str:
         lines.append(f"  final-position accuracy by length: {acc}")
     keys = {k: v for k, v in cfg.items() if k not in ("kind", "vocab_size")}
     lines.append(f"  config {json.dumps(keys, sort_keys=True)}")
-    if card.get("checksums"):
+    if card.get("changed"):
+        lines.append(f"  changed since saved, so it will not load: {card['changed']}")
+    elif card.get("checksums"):
         lines.append(f"  {card['checksums']}")
     if card.get("notes"):
         lines.append(f"  note: {card['notes']}")

@@ -164,7 +164,8 @@ def test_older_layouts_still_load_and_convert_to_equal_logits(tmp_path):
         assert torch.equal(_run(c.model, x), want) and c.vocab == VOCAB and c.train_state["json"]["step"] == 5
     new = hub.convert(flat, tmp_path / "new")
     assert ckpt.load(new).meta["format_version"] == 3 and torch.equal(_run(ckpt.load(new).model, x), want)
-    done = hub.convert_folder(tmp_path / "old", log=lambda s: None)
+    done, skipped = hub.convert_folder(tmp_path / "old", log=lambda s: None)
+    assert not skipped
     assert sorted(p.name for p in done) == ["folder2", "pair"]
     assert sorted(p.name for p in (tmp_path / "old").iterdir()) == ["folder2", "pair"]  # old files gone
     for path in done:
@@ -172,7 +173,7 @@ def test_older_layouts_still_load_and_convert_to_equal_logits(tmp_path):
         assert c.meta["format_version"] == 3 and c.meta["name"] == path.name and torch.equal(_run(c.model, x), want)
         assert c.train_state["json"]["step"] == 5
     assert ckpt.load(tmp_path / "old" / "pair.json").path == tmp_path / "old" / "pair"  # the old name still opens it
-    assert hub.convert_folder(tmp_path / "old", log=lambda s: None) == []  # nothing left to convert
+    assert hub.convert_folder(tmp_path / "old", log=lambda s: None) == ([], [])  # nothing left to convert
 
 
 def test_from_pretrained_downloads_a_hub_id_with_huggingface_hub(tmp_path, monkeypatch):

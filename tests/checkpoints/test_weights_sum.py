@@ -114,7 +114,11 @@ def test_weights_changed_since_the_save_are_refused(tmp_path, layout):
         "run.safetensors", "run.json")
     assert str(err.value) == (
         f"{label} changed since it was written: its sha256 is not the one {meta_label} recorded at the save (a "
-        "damaged copy or a replaced file); copy the checkpoint again or save it anew")
+        "damaged copy or a replaced file); copy the checkpoint again, or, if the weights were changed on purpose, "
+        f"record their sum with `geomlab zoo --accept-weights {where}`")
+    with pytest.raises(CheckpointError) as unloaded:  # the same check and message without loading the model
+        ckpt.check_weights(where)
+    assert str(unloaded.value) == str(err.value)
 
 
 def test_a_byte_flipped_in_place_with_the_old_times_is_refused(tmp_path):
@@ -159,7 +163,7 @@ def test_a_description_without_the_sum_still_loads_with_its_weights_unchecked(tm
     assert c.model is not None and ckpt_files.checked_files(c.meta) == ["config.json", "vocab.json"]
     assert ckpt_files.checksums_line(c.meta) == (
         "sha256 checked on load: config.json, vocab.json; the weights are not checked (saved before geomlab "
-        "recorded their sha256; saving it again records it)")
+        "recorded their sha256; `geomlab zoo --accept-weights CHECKPOINT` records it)")
     old = ckpt.load(FIXTURES / "lstm-tinyshakespeare.json")  # a flat pair written before any sum
     assert ckpt_files.checksums_line(old.meta).startswith("sha256 checked on load: none; the weights are not")
 
@@ -182,3 +186,69 @@ def test_the_bundled_checkpoints_record_their_weights_sum():
     for folder in folders:
         meta = json.loads((folder / "geomlab.json").read_text())
         assert meta["files"]["model.safetensors"]["sha256"] == _sha(folder / "model.safetensors"), folder.name
+
+
+@pytest.mark.parametrize("layout", ["folder", "flat"])
+def test_accept_weights_records_the_sum_of_weights_changed_on_purpose(tmp_path, layout):
+    """The command the refusal names saves the checkpoint anew in place with its present weights' sum, keeping
+    its card, recipe and training state; a second call changes nothing."""
+    model = small_model("lstm")
+    where = ckpt.save(tmp_path / "run", model, VOCAB, dict(CARD), train_config={"lr": 0.01}, layout=layout,
+                      train_state={"tensors": {"m": torch.ones(3)}, "json": {"step": 5}})
+    weights, _ = _weights_and_meta(where)
+    _change_one_value(weights)
+    with pytest.raises(CheckpointError):
+        ckpt.load(where)
+    assert hub.accept_weights(where) == where
+    c = ckpt.load(where)
+    assert ckpt_files.recorded_sha(c.meta, "model.safetensors") == _sha(weights)
+    changed = {k: v for k, v in c.model.state_dict().items() if not torch.equal(v, model.state_dict()[k])}
+    assert len(changed) == 1  # the edited weights, not the saved ones
+    assert c.card["corpus"] == "tiny" and c.train_config == {"lr": 0.01} and c.train_state["json"] == {"step": 5}
+    assert c.layout == layout
+    assert hub.accept_weights(where) is None  # already recorded: nothing written
+
+
+def test_accept_weights_still_refuses_weights_that_do_not_load(tmp_path):
+    where = ckpt.save(tmp_path / "run", small_model("lstm"), VOCAB, dict(CARD), layout="folder")
+    with safe_open(str(where / "model.safetensors"), framework="pt") as f:
+        header, tensors = f.metadata(), {k: f.get_tensor(k).clone() for k in f.keys()}
+    name = next(k for k, v in tensors.items() if v.is_floating_point() and v.numel())
+    tensors[name].view(-1)[0] = float("nan")
+    save_file(tensors, str(where / "model.safetensors"), metadata=header)
+    with pytest.raises(CheckpointError, match="non-finite"):
+        hub.accept_weights(where)
+
+
+def test_convert_folder_records_a_missing_sum_and_skips_a_damaged_checkpoint(tmp_path):
+    """A current folder saved before the weights' sum gets it; a damaged one is skipped and named, the rest of
+    the folder converted all the same."""
+    for name in ("a-damaged", "b-nosum", "c-pair"):
+        ckpt.save(tmp_path / name, small_model("lstm"), VOCAB, dict(CARD),
+                  layout="flat" if name == "c-pair" else "folder")
+    meta = json.loads((tmp_path / "b-nosum" / "geomlab.json").read_text())
+    del meta["files"]["model.safetensors"]
+    (tmp_path / "b-nosum" / "geomlab.json").write_text(json.dumps(meta))
+    _change_one_value(tmp_path / "a-damaged" / "model.safetensors")
+    logged = []
+    done, skipped = hub.convert_folder(tmp_path, log=logged.append)
+    assert [p.name for p in done] == ["b-nosum", "c-pair"] and skipped == ["a-damaged"]
+    assert any(s.startswith("skipped a-damaged: a-damaged/model.safetensors changed since it was written")
+               for s in logged), logged
+    for p in done:
+        assert ckpt_files.recorded_sha(ckpt.load(p).meta, "model.safetensors") == _sha(p / "model.safetensors")
+    assert hub.convert_folder(tmp_path, log=logged.append) == ([], ["a-damaged"])
+
+
+def test_the_catalog_marks_a_listed_checkpoint_whose_weights_changed(tmp_path, monkeypatch):
+    from geomlab.checkpoints import catalog
+
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path))
+    monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(tmp_path / "none"))
+    for name in ("good", "bad"):
+        ckpt.save(tmp_path / name, small_model("lstm"), VOCAB, dict(CARD), layout="folder")
+    _change_one_value(tmp_path / "bad" / "model.safetensors")
+    found = {e.name: catalog.weights_changed(e) for e in catalog.list_checkpoints()}
+    assert found["good"] is None
+    assert found["bad"].startswith("bad/model.safetensors changed since it was written") and \
+        found["bad"].endswith(f"`geomlab zoo --accept-weights {tmp_path / 'bad'}`")

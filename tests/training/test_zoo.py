@@ -242,6 +242,72 @@ def test_cli_zoo_list_and_recipes(tmp_path, capsys, tiny_text):
         assert f"test {card['test_accuracy']:.3f} accuracy" in zoo.format_card(card)
 
 
+
+def _train_cli_run(text_file, out: Path, name: str) -> Path:
+    assert main(["train", "--model", "lstm", "--config", "hidden=8", "--data", str(text_file), "--steps", "2",
+                 "--batch-size", "2", "--seq-len", "8", "--eval-every", "2", "--eval-tokens", "50", "--device",
+                 "cpu", "--threads", "1", "--lr", "0.007", "--out", str(out), "--name", name, "--quiet"]) == 0
+    return out / name
+
+
+def _damage(weights: Path) -> None:
+    """One weight changed in place: the file still parses, its sha256 is not the recorded one."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(weights), framework="pt") as f:
+        header, tensors = f.metadata(), {k: f.get_tensor(k).clone() for k in f.keys()}
+    name = next(k for k, v in tensors.items() if v.is_floating_point() and v.numel())
+    tensors[name].view(-1)[0] += 0.5
+    save_file(tensors, str(weights), metadata=header)
+
+
+def test_zoo_list_shows_a_cli_runs_lr_and_threads_and_a_damaged_one(tmp_path, capsys, text_file):
+    """A run of `geomlab train` records its lr in its recipe (train_config) and its threads in its card: the
+    listing shows both; a checkpoint whose weights changed since the save is said to be so, with the command
+    that records the sum of weights changed on purpose, which then makes it load."""
+    run = _train_cli_run(text_file, tmp_path / "runs", "w")
+    capsys.readouterr()
+    assert main(["zoo", "--list", "--dir", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "lr 0.007, seed 0;" in out and "on cpu (1 thread)" in out, out
+    assert "lr None" not in out and "?" not in out
+    assert "changed since saved" not in out
+    _damage(run / "model.safetensors")
+    assert main(["zoo", "--list", "--dir", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "changed since saved" in x)
+    assert "w/model.safetensors changed since it was written" in line and "sha256 checked on load" not in out
+    assert line.endswith(f"`geomlab zoo --accept-weights {run}`")
+    assert main(["eval", str(run), "--data", str(text_file), "--device", "cpu"]) == 2  # refused
+    assert main(["zoo", "--accept-weights", str(run)]) == 0
+    assert f"recorded the sha256 of {run}'s weights" in capsys.readouterr().out
+    assert main(["zoo", "--list", "--dir", str(tmp_path / "runs")]) == 0
+    assert "changed since saved" not in capsys.readouterr().out
+    assert main(["eval", str(run), "--data", str(text_file), "--device", "cpu"]) == 0
+    assert main(["zoo", "--accept-weights", str(run)]) == 0
+    assert "already have the recorded sha256; nothing changed" in capsys.readouterr().out
+
+
+def test_zoo_convert_skips_and_names_a_damaged_checkpoint(tmp_path, capsys, text_file):
+    """--convert converts what it can (a folder whose geomlab.json records no weights sum among them), skips a
+    damaged checkpoint with its reason and exits 1 naming it."""
+    runs = tmp_path / "runs"
+    for name in ("a", "b"):
+        _train_cli_run(text_file, runs, name)
+    meta = json.loads((runs / "b" / "geomlab.json").read_text())
+    del meta["files"]["model.safetensors"]
+    (runs / "b" / "geomlab.json").write_text(json.dumps(meta))
+    _damage(runs / "a" / "model.safetensors")
+    capsys.readouterr()
+    assert main(["zoo", "--convert", "--dir", str(runs)]) == 1
+    out, err = capsys.readouterr()
+    assert "skipped a: a/model.safetensors changed since it was written" in out
+    assert f"converted b -> {runs / 'b'}" in out and f"converted 1 checkpoint(s) in {runs}" in out
+    assert err.strip() == "skipped 1 checkpoint(s), left as they were (the reasons above): a"
+    assert "model.safetensors" in json.loads((runs / "b" / "geomlab.json").read_text())["files"]
+
+
 # ----------------------------------------------------------------------------------------------- bundled
 @pytest.mark.skipif(not BUNDLED, reason="no bundled checkpoints yet")
 @pytest.mark.parametrize("json_path", BUNDLED, ids=[p.stem for p in BUNDLED])
