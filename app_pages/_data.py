@@ -160,16 +160,20 @@ def entry_for(ref: str | None) -> catalog.CheckpointEntry | None:
 def default_ref(kinds: tuple[str, ...] | None = None, found: list[catalog.CheckpointEntry] | None = None
                 ) -> str | None:
     """First bundled checkpoint (of one of ``kinds`` if given), else the newest user one, else None;
-    checkpoints that read text come before synthetic-task ones (a newcomer reads text more easily).
-    ``found``: the catalog to choose from (default :func:`entries`; the warm-up thread passes its own)."""
+    checkpoints that read text come before synthetic-task ones (a newcomer reads text more easily), and one
+    whose weights changed since the save (:func:`catalog.weights_changed`: it will not load) is passed over
+    while another fits. ``found``: the catalog to choose from (default :func:`entries`; the warm-up thread
+    passes its own)."""
     def text_first(e: catalog.CheckpointEntry) -> tuple:
         level = (e.meta.get("vocab") or {}).get("level", "char")
         return (e.source != "bundled", level != "char")
 
-    for e in sorted(entries() if found is None else found, key=text_first):  # stable within each group
-        if kinds is None or e.kind in kinds:
+    fitting = [e for e in sorted(entries() if found is None else found, key=text_first)  # stable in each group
+               if kinds is None or e.kind in kinds]
+    for e in fitting:  # each sum computed once per file state
+        if not catalog.weights_changed(e):
             return e.ref
-    return None
+    return fitting[0].ref if fitting else None
 
 
 def related_entries(entry: catalog.CheckpointEntry, found: list[catalog.CheckpointEntry] | None = None,

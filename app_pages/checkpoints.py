@@ -16,11 +16,32 @@ from app_pages._state import owner_token, restore_choice
 
 K_DELETE_MSG = "_gl_delete_msg"      # a delete's outcome: shown at the top, above the cards
 K_UPLOAD_RESULT = "_gl_upload_result"  # an upload's outcome: shown under the uploader, where the user is
+K_PICK_MSG = "_gl_pick_msg"  # a refused Select or Open (weights changed since saved): shown at the top
 
 
-def _open(ref: str, slug: str) -> None:
+def with_command(message: str) -> str:
+    """A checkpoint message as markdown: its text escaped, the one command it quotes between backticks (how to
+    record the weights' sum) shown as code."""
+    parts = message.split("`")
+    if len(parts) != 3:
+        return md_escape(message)
+    return f"{md_escape(parts[0])}`{parts[1]}`{md_escape(parts[2])}"
+
+
+def _pick(ref: str, slug: str | None = None) -> None:
+    """Select checkpoint ``ref`` (and open view ``slug``) unless it will not load: its weights changed since
+    the save (checked again here: a file may change after the page was drawn); then nothing is selected and
+    the loader's message is shown."""
+    try:
+        problem = catalog.weights_changed(catalog.resolve(ref))
+    except ValueError as exc:  # gone or broken since the page was drawn
+        problem = str(exc)
+    if problem:
+        st.session_state[K_PICK_MSG] = ("error", f"Not selected: {with_command(problem)}")
+        return
     ui.set_checkpoint(ref)
-    st.session_state["_gl_goto"] = slug
+    if slug:
+        st.session_state["_gl_goto"] = slug
 
 
 def _delete(ref: str) -> None:
@@ -43,8 +64,12 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
         badge = ("bundled" if entry.source == "bundled" else "yours" if catalog.may_change(entry, owner_token())
                  else "in runs/")
         selected = st.session_state.get(ui.K_CKPT) == entry.ref
+        changed = catalog.weights_changed(entry)
         st.markdown(f"**{md_escape(entry.name)}**  :gray-badge[{badge}]"
-                    + ("  :green-badge[selected]" if selected else ""))
+                    + ("  :green-badge[selected]" if selected else "")
+                    + ("  :red-badge[changed since saved]" if changed else ""))
+        if changed:
+            st.error(with_command(changed))
         recipe = entry.card.get("recipe") if isinstance(entry.card.get("recipe"), dict) else {}
         if recipe.get("title"):
             st.markdown(f"*{md_escape(str(recipe['title']))}*")
@@ -70,20 +95,22 @@ def card(entry: catalog.CheckpointEntry, i: int) -> None:
         deletable = catalog.may_change(entry, owner_token())  # only what this session created
         # a row that wraps (buttons as wide as their labels), so no label is cut in a half-width card
         row = st.container(horizontal=True, gap="small")
+        refused = "Its weights changed since it was saved, so it does not load (the message above)."
         for v in fitting:
-            row.button(v.short, key=f"open-{i}-{v.slug}", on_click=_open, args=(entry.ref, v.slug),
-                       icon=v.icon, help=f"Open {md_escape(entry.name)} in {v.title}")
+            row.button(v.short, key=f"open-{i}-{v.slug}", on_click=_pick, args=(entry.ref, v.slug),
+                       icon=v.icon, disabled=bool(changed),
+                       help=refused if changed else f"Open {md_escape(entry.name)} in {v.title}")
         if not fitting:
-            row.button("Selected" if selected else "Select", key=f"select-{i}", on_click=ui.set_checkpoint,
-                       args=(entry.ref,), disabled=selected,
-                       help="A baseline with no geometry views of its own; use it on Compare.")
+            row.button("Selected" if selected else "Select", key=f"select-{i}", on_click=_pick,
+                       args=(entry.ref,), disabled=selected or bool(changed),
+                       help=refused if changed else "A baseline with no geometry views of its own; use it on Compare.")
         if deletable:
             row.button("Delete", key=f"del-{i}", on_click=_delete, args=(entry.ref,), icon=":material/delete:",
                        type="tertiary", help="Remove this checkpoint's files from runs/.")
         with st.expander("Card and training config"):
             if entry.card.get("notes"):
                 st.markdown(md_escape(str(entry.card["notes"])))
-            st.caption(md_escape(checksums_line(entry.meta)))
+            st.caption(with_command(checksums_line(entry.meta)))
             st.json({"card": entry.card, "model_config": entry.model_config,
                      "train_config": entry.meta.get("train_config")}, expanded=1)
 
@@ -148,6 +175,7 @@ def main() -> None:
         st.switch_page(ui.page_path(goto))
     st.title("Checkpoints")
     show_message(K_DELETE_MSG)
+    show_message(K_PICK_MSG)
     found = ui.entries()
     st.caption("Bundled checkpoints come with geomlab (`assets/checkpoints/` in its repository); "
                f"yours from {shown_folder(catalog.runs_dir())} "
@@ -162,8 +190,15 @@ def main() -> None:
         ui.no_checkpoint_message()
     else:
         rows = ui.summary_rows(found)
+        changed = [e.ref for e in found if catalog.weights_changed(e)]  # each sum once per file state
         for row in rows:
             row["model"] = row["kind"] + (f" · {row['group']}" if row["group"] else "")
+            if row["ref"] in changed:
+                row["name"] = "⚠ " + row["name"]
+        if changed:
+            st.caption(f"⚠ {len(changed)} checkpoint{'s' if len(changed) > 1 else ''} whose weights changed since "
+                       "saved (a damaged copy, a replaced or edited file) and will not load: "
+                       + ", ".join(md_escape(r) for r in changed) + "; the card says how to go on.")
         # the columns that compare checkpoints, at widths that fit beside the sidebar at 1000 px (the name not
         # pinned: Streamlit draws a pinned column's text pale); parameters, corpus, steps, source and ref are on
         # each card below
@@ -171,7 +206,8 @@ def main() -> None:
         st.dataframe(rows, hide_index=True, width="content", height="content" if len(rows) <= 30 else "auto",
                      column_order=ui.table_columns(ui.is_phone()), column_config={
             "name": st.column_config.TextColumn("name", width=NAME_WIDTH,
-                                                help="the checkpoint's name; its card below has the rest"),
+                                                help="the checkpoint's name; its card below has the rest (⚠: its weights changed "
+                                                     "since saved, so it will not load)"),
             "model": st.column_config.TextColumn("model", width=112, help="model kind · group (OSM models)"),
             "metric": st.column_config.TextColumn(
                 "metric", width=84,

@@ -1291,6 +1291,53 @@ def test_a_checkpoint_card_says_selected_once_and_a_run_stopped_early_says_so(ck
                    if not n.endswith(("runs/early", "runs/blown"))), notes
 
 
+def _damage(weights: Path) -> None:
+    """One weight changed in place: the file still parses, its sha256 is not the one recorded at the save."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(weights), framework="pt") as f:
+        header, tensors = f.metadata(), {k: f.get_tensor(k).clone() for k in f.keys()}
+    name = next(k for k, v in tensors.items() if v.is_floating_point() and v.numel())
+    tensors[name].view(-1)[0] += 0.5
+    save_file(tensors, str(weights), metadata=header)
+
+
+def test_a_checkpoint_whose_weights_changed_is_marked_and_cannot_be_selected(ckpt_dirs, tmp_path, monkeypatch):
+    """A damaged copy in runs/ is marked in the table and on its card (the loader's message, naming the
+    command that records the sum of weights changed on purpose), its buttons off; weights damaged after the
+    page was drawn are refused on the click, with the message, and nothing is selected."""
+    from app_pages import _data
+
+    runs, _ = ckpt_dirs
+    shutil.copytree(runs, tmp_path / "runs")
+    monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
+    first = _data.default_ref(found=catalog.list_checkpoints())
+    weights = catalog.resolve(first).weights
+    _damage(weights)
+    assert _data.default_ref(found=catalog.list_checkpoints()) not in (first, None)  # passed over: it will not load
+    shutil.copy2(runs / weights.relative_to(tmp_path / "runs"), weights)  # a good copy again
+    _damage(tmp_path / "runs" / "s3" / "model.safetensors")
+    at = goto(app(), "checkpoints")
+    assert not at.exception
+    names = list(at.dataframe[0].value["name"])
+    assert "⚠ s3" in names and "⚠ osm" not in names and "osm" in names
+    assert any("runs/s3" in shown(c.value) and "will not load" in c.value for c in at.caption)
+    card = next(m.value for m in at.markdown if m.value.startswith("**s3**"))
+    assert ":red-badge[changed since saved]" in card
+    [message] = [shown(e) for e in errors(at)]
+    assert message.startswith("s3/model.safetensors changed since it was written") and \
+        message.endswith(f"`geomlab zoo --accept-weights {tmp_path / 'runs' / 's3'}`")
+    assert at.button(key=f"select-{names.index('⚠ s3')}").disabled
+    before = at.session_state["gl_ckpt"]
+    _damage(tmp_path / "runs" / "osm" / "model.safetensors")  # after the page was drawn
+    i = names.index("osm")
+    at.button(key=f"open-{i}-trajectories").click().run()
+    assert at.session_state["gl_ckpt"] == before != "runs/osm"
+    assert any(e.startswith("Not selected: osm/model.safetensors changed since it was written") for e in
+               map(shown, errors(at))), errors(at)
+
+
 def test_another_sessions_run_can_be_watched_not_changed(ckpt_dirs, monkeypatch):
     monkeypatch.delenv("GEOMLAB_SHARED_RUNS", raising=False)
     someone = "f" * 32
@@ -1634,5 +1681,5 @@ def test_a_checkpoint_card_says_which_files_are_checked(ckpt_dirs, tmp_path, mon
     lines = [c.value.replace("\\", "") for c in at.caption if c.value.startswith("sha256")]
     assert sorted(lines) == [
         "sha256 checked on load: config.json, vocab.json; the weights are not checked (saved before geomlab "
-        "recorded their sha256; saving it again records it)",
+        "recorded their sha256; `geomlab zoo --accept-weights CHECKPOINT` records it)",
         "sha256 checked on load: model.safetensors, config.json, vocab.json"], lines
