@@ -30,8 +30,8 @@ from geomlab.core.argv import Parser, max_threads, name_list, number, threads
 from geomlab.models import kinds
 from geomlab.trace import MAX_TEXT_CHARS
 from geomlab.whatif import catalog
-from geomlab.whatif.patching import (choose_target, default_stand_in, patch, patch_points, patching_sweep,
-                                     token_swap_sweep)
+from geomlab.whatif.patching import (SWEEP_SPAN, choose_target, default_stand_in, patch, patch_points,
+                                     patching_sweep, token_swap_sweep)
 
 PASSAGE = ("ROMEO: But, soft! what light through yonder window breaks? It is the east, and Juliet is the sun. "
            "Arise, fair sun, and kill the envious moon, who is already sick and pale with grief. ")
@@ -97,23 +97,29 @@ def main(argv: list[str] | None = None) -> int:
     return run_benchmark(ap, argv, lambda args: _targets(args) if args.targets else _measure(args), DEFINITIONS)
 
 
-def _targets(args) -> dict:
-    """``--targets``: per checkpoint, the sweeps run, how many barely change the prediction with the old and
-    the new default target, and the choice's and the sweep's milliseconds (medians); the totals."""
-    from geomlab.trace import encode_text
-
+def _checkpoints(args):
+    """``(entry, checkpoint, model in eval mode)`` of every bundled checkpoint with a vocabulary whose kind
+    ``args.kinds`` names (every kind when None), by ref; torch's threads set to ``args.threads`` first."""
     torch.set_num_threads(args.threads)
     only = set(args.kinds or ())
-    rows = []
-    print(f"{'checkpoint':42s} {'kind':14s} {'sweeps':>6s} {'barely 3 on':>11s} {'barely chosen':>13s} "
-          f"{'choose ms':>9s} {'sweep ms':>8s}")
     for entry in sorted(ckpt_catalog.list_checkpoints(user=False), key=lambda e: e.ref):
         if only and entry.kind not in only:
             continue
         ck = io.load(entry.ref)
-        if ck.vocab is None:
-            continue
-        model = ck.model.eval()
+        if ck.vocab is not None:
+            yield entry, ck, ck.model.eval()
+
+
+def _targets(args) -> dict:
+    """``--targets``: per checkpoint, the sweeps run, how many barely change the prediction with the target 3
+    positions on and with :func:`~geomlab.whatif.patching.choose_target`'s, and the choice's and the sweep's
+    milliseconds (medians); the totals."""
+    from geomlab.trace import encode_text
+
+    rows = []
+    print(f"{'checkpoint':42s} {'kind':14s} {'sweeps':>6s} {'barely 3 on':>11s} {'barely chosen':>13s} "
+          f"{'choose ms':>9s} {'sweep ms':>8s}")
+    for entry, ck, model in _checkpoints(args):
         try:
             patch_points(model)
         except ValueError:  # a kind without patch points has no sweep
@@ -129,7 +135,7 @@ def _targets(args) -> dict:
             other = ck.vocab.tokens.index(default_stand_in(ck.vocab.tokens, ck.vocab.tokens[int(tokens[pos])]))
             if other == int(tokens[pos]):
                 continue
-            hi = min(T - 1, pos + 127)
+            hi = min(T - 1, pos + SWEEP_SPAN - 1)  # the last position the sweep may read
             old += token_swap_sweep(model, tokens, pos, other, min(pos + 3, hi)).barely_changes
             chosen = choose_target(model, tokens, pos, other)
             sweep = token_swap_sweep(model, tokens, pos, other, chosen.position)
@@ -153,18 +159,10 @@ def _targets(args) -> dict:
 def _measure(args) -> dict:
     """Time every bundled checkpoint chosen by ``args``; print the table; its rows (milliseconds, seconds and
     the ratios to the forward pass; ``None`` where nothing was measured)."""
-    torch.set_num_threads(args.threads)
-    only = set(args.kinds or ())
     rows = []
     print(f"{'checkpoint':42s} {'kind':14s} {'forward ms':>10s} {'knob':>13s} {'knob ms':>8s} {'patch ms':>8s} "
           f"{'sweep s':>8s}")
-    for entry in sorted(ckpt_catalog.list_checkpoints(user=False), key=lambda e: e.ref):
-        if only and entry.kind not in only:
-            continue
-        ck = io.load(entry.ref)
-        if ck.vocab is None:
-            continue
-        model = ck.model.eval()
+    for entry, ck, model in _checkpoints(args):
         tokens = _tokens(ck.vocab, args.chars)
         mid, other = len(tokens) // 2, torch.roll(tokens, 1)
 
