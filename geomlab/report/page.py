@@ -234,13 +234,15 @@ def fair_gaps(after: dict[str, Any]) -> list[str]:
     """``### Every gap``: per claim and reading (:func:`readings`) the seeds paired, the test and validation
     gaps with their 95% intervals and the verdict; then ``### Settings``: per comparison and model the tuned
     lr, warm-up, weight decay and dropout and the seeds finished of those planned."""
+    from geomlab.report.render_parts import SEED_RULE
+
     lines = ["### Every gap", "",
              "Per claim, each reading of the fair campaign: equal steps (the papers' setting), equal CPU time and "
              "equal FLOPs (the costlier model on its own full schedule sized to the other's budget). Seed-paired "
              "differences in BPC, 95% intervals in brackets; negative: the claimed model is ahead. The verdict "
              "reads the test gap by the claim's rule (Verdict per paper claim, above), open where the validation gap "
              "says the opposite; pending until both rows share a seed, open below two, provisional while seeds "
-             "are still to come (the seed rule adds seeds until every gap settles).", "",
+             f"are still to come ({SEED_RULE}).", "",
              "| paper | claim | reading | model | against | seeds | test gap [95% CI] | valid gap [95% CI] | verdict |",
              "|---|---|---|---|---|---|---|---|---|"]
     for cl in CLAIMS:
@@ -325,10 +327,10 @@ def _gap(g: dict[str, Any] | None) -> str:
 
 
 def seed_gaps(g: dict[str, Any] | None) -> str:
-    """"per seed +0.252, +0.264, +0.507 (behind on every seed; 3 seeds give a wide interval)": the per-seed differences of a
-    :func:`paired` gap in seed order, said beside an open verdict so that one outlying seed is visible; where
-    every seed's difference has the same sign but the interval spans 0 (few seeds), that is said too; the
-    verdict stays the interval's. Empty below two seeds. Source: design choice."""
+    """"per seed +0.252, +0.264, +0.507 (behind on every seed; 3 seeds give a wide interval)": the per-seed
+    differences of a :func:`paired` gap in seed order, said beside an open verdict so that one outlying seed is
+    visible; where every seed's difference has the same sign but the interval spans 0 (few seeds), that is said
+    too; the verdict stays the interval's. Empty below two seeds. Source: design choice."""
     d = (g or {}).get("per_seed") or []
     if len(d) < 2 or g["ci95"] is None:
         return ""
@@ -344,6 +346,8 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
     """``## Verdict per paper claim``: the table of :func:`verdicts` of the converged ``results`` (before) and
     of the fair campaign's ``after`` (equal steps, and the test gap at equal CPU time and equal FLOPs; pending
     while it has no records), and how to read it."""
+    from geomlab.report.render_parts import SEED_RULE
+
     lines = ["## Verdict per paper claim", "",
              "Model minus the model it is read against, in bits per character, seed-paired over the converged "
              "campaign's 3 seeds, with the 95% interval in brackets; **negative: the claimed model is ahead**. The "
@@ -360,9 +364,10 @@ def verdict_table(results: dict[str, Any], after: dict[str, Any] | None = None) 
              "with equal-compute runs. \"After\" is the fair campaign's verdict by the same rule with its test gap, "
              "at equal steps, then at equal CPU time and at equal FLOPs (Every gap, below, has the validation gaps): "
              "pending until both rows share a seed, open below two, and *provisional* while seeds are still to "
-             "come (the seed rule adds seeds until every gap settles); a validation gap whose interval excludes "
+             f"come ({SEED_RULE}); a validation gap whose interval excludes "
              "zero on the other side is given beside it, and so is a row whose seeds train at a lower lr than its "
-             "tuning chose (a divergence at the full budget stepped it down; Settings, below; said once a row, in the first cell it applies to). "
+             "tuning chose (a divergence at the full budget stepped it down; Settings, below; said once a row, in "
+             "the first cell it applies to). "
              "An open verdict has its per-seed test gaps beside it, in seed order, so that one outlying seed shows, "
              "and says so where every seed falls on one side while the interval spans 0.", "",
              "| paper | claim | against | test gap [95% CI] | valid gap [95% CI] | equal time (valid) | verdict "

@@ -113,9 +113,9 @@ def judged(row: dict[str, Any], against: str, lo: float, hi: float) -> str:
 def interval(g: dict[str, Any], row: dict[str, Any], against: str, both: bool) -> str:
     """`` (95% CI lo to hi over N seeds[ both finished]<judged>)``: the 95% interval of a seed-paired gap ``g``
     (``{"gap", "ci95", "seeds"}`` in bits, as :func:`geomlab.report.aggregation.paired_gap` gives it) of ``row``
-    minus the row labelled ``against``, its ends as :func:`end` writes them, closed by :func:`judged`; ``both``: the two rows finished different
-    seeds, paired over those both have. `` (N seed(s), no interval yet)`` while ``ci95`` is ``None`` (below two seeds). The one
-    phrase every report states a gap's interval in."""
+    minus the row labelled ``against``, its ends as :func:`end` writes them, closed by :func:`judged`;
+    ``both``: the two rows finished different seeds, paired over those both have. `` (N seed(s), no interval
+    yet)`` while ``ci95`` is ``None`` (below two seeds). The one phrase every report states a gap's interval in."""
     n = g["seeds"]
     if g["ci95"] is None:
         return f" ({n} seed{'s' if n != 1 else ''}, no interval yet)"
@@ -164,6 +164,10 @@ def claim_pairs(r: dict[str, Any], rows: list[dict[str, Any]], cuts: bool = True
     return out
 
 
+#: Why seeds are still to come under a seed rule, in every report that says a gap is provisional (design choice).
+SEED_RULE = "the seed rule adds seeds until every gap settles"
+
+
 def provisional(rows: list[dict[str, Any]], most: int | None, named: bool = False) -> str:
     """"Provisional: more seeds to come (3 of the 4 seeds planned so far finished; the seed rule adds seeds until
     every gap settles, at most 8)": why the gaps of ``rows`` may still move, empty when no row has seeds to come
@@ -183,7 +187,7 @@ def provisional(rows: list[dict[str, Any]], most: int | None, named: bool = Fals
         finished = ((f"{lo}" if lo == hi else f"{lo} to {hi}") + f" of the {planned} seeds planned"
                     + (" so far" if most else "") + " finished"
                     + (" for every model" if named and len(short) > 1 else ""))
-    rule = f"; the seed rule adds seeds until every gap settles, at most {most}" if most else ""
+    rule = f"; {SEED_RULE}, at most {most}" if most else ""
     return f"Provisional: more seeds to come ({finished}{rule})"
 
 

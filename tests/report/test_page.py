@@ -66,7 +66,8 @@ def test_one_phrase_states_a_gaps_interval():
     assert interval(g, {}, "B", False) == " (95% CI -0.140 to -0.040 over 3 seeds)"
     assert interval(g, {"claims": {"B": "claim supported: why"}}, "B", True) == (
         " (95% CI -0.140 to -0.040 over 3 seeds both finished; claim supported: why)")
-    assert interval({**g, "ci95": 0.1}, {}, "B", False) == " (95% CI -0.190 to +0.010 over 3 seeds: not distinguishable)"
+    assert interval({**g, "ci95": 0.1}, {}, "B", False) == (
+        " (95% CI -0.190 to +0.010 over 3 seeds: not distinguishable)")
     assert interval({**g, "ci95": None, "seeds": 1}, {}, "B", False) == " (1 seed, no interval yet)"
     arm = _row("A", [0, 1, 2], [2.41, 2.40, 2.42], test_gap=-0.09, test_gap_ci95=0.05, gap_seeds=3)
     base = _row("B", [0, 1, 2], [2.5, 2.5, 2.5], baseline=True)
@@ -244,14 +245,14 @@ def test_an_interval_end_near_zero_shows_its_sign():
     """An interval end that rounds to 0.000 at three decimals is written with the digits that show its sign, the
     same in the tables' cells and in the sentences; other ends keep three decimals."""
     from geomlab.report.page import _gap
-    from geomlab.report.render_parts import interval
+    from geomlab.report.render_parts import end, interval
 
     g = {"gap": -0.015, "ci95": 0.0147, "seeds": 3}
     assert _gap(g) == "-0.015 [-0.030, -0.0003]"
     assert interval(g, {}, "B", False) == " (95% CI -0.030 to -0.0003 over 3 seeds)"
     assert _gap({**g, "ci95": 0.0152}) == "-0.015 [-0.030, +0.0002]"
-    assert interval({**g, "ci95": 0.0152}, {}, "B", False) == " (95% CI -0.030 to +0.0002 over 3 seeds: not distinguishable)"
-    from geomlab.report.render_parts import end
+    assert interval({**g, "ci95": 0.0152}, {}, "B", False) == (
+        " (95% CI -0.030 to +0.0002 over 3 seeds: not distinguishable)")
 
     assert [end(x) for x in (0.0, -0.00004, 0.1234, -1e-9)] == ["+0.000", "-0.00004", "+0.123", "+0.000"]
     assert "+0.000]" not in PAGE and "-0.000]" not in PAGE and "to +0.000 " not in PAGE and "to -0.000 " not in PAGE
