@@ -11,7 +11,6 @@ from typing import Iterator
 import numpy as np
 
 from geomlab.figures._chart import FigureError
-from geomlab.trace.base import cached  # noqa: F401 - the per-trace memo the figures share, defined with the trace
 
 #: Consecutive positions a per-position figure draws at full resolution around the cursor (design choice:
 #: a 128 x 128 map still shows single cells at half page width, and a path of 128 states is no tangle).

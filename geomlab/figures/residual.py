@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from geomlab.figures._chart import Chart, FigureBuilder, FigureError, finish
-from geomlab.figures._sampling import WINDOW, blank, cached, check_cursor, window, window_note
+from geomlab.figures._sampling import WINDOW, blank, check_cursor, window, window_note
 from geomlab.figures._style import SEQUENTIAL, add_cursor_line, hover_tokens, index_colours, token_ticks
 from geomlab.figures.catalog import Explanation, figure
+from geomlab.trace.base import cached
 
 RESID_SRC = "residual stream (Elhage et al. 2021, 'A Mathematical Framework for Transformer Circuits'); design choice"
 

@@ -18,8 +18,9 @@ import numpy as np
 
 from geomlab.core.extras import require
 from geomlab.figures._chart import FigureError
-from geomlab.figures._sampling import cached, cached_positions, check_index, one_blas_thread
+from geomlab.figures._sampling import cached_positions, check_index, one_blas_thread
 from geomlab.trace import OSMTrace
+from geomlab.trace.base import cached
 
 
 def _osm(tr) -> OSMTrace:
