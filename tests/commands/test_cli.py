@@ -131,7 +131,6 @@ def test_resume_refuses_fewer_steps_than_done_and_leaves_the_checkpoint(text_fil
 def test_resume_refuses_a_checkpoint_whose_step_is_not_a_count(text_file, tmp_path, capsys, step):
     import hashlib
     import json
-    import json
 
     out = tmp_path / "runs"
     assert _train(text_file, out, "--name", "run", "--steps", "10") == 0
