@@ -85,6 +85,7 @@ def measure(folder: Path, work: Path, repeats: int) -> dict:
     plain = _without_sum(folder, work / f"{folder.name}-unchecked")
     ckpt.load(folder)  # the files in the page cache, torch's first-call costs paid
     ckpt.load(plain)
+
     def forget() -> None:
         ckpt_files._SHA_CACHE.clear()
 
@@ -101,9 +102,12 @@ def measure(folder: Path, work: Path, repeats: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the exit status (0)."""
+    from geomlab.checkpoints.reading import MAX_PARAMS
+
+    most = MAX_PARAMS * 4 // 2**20  # float32 weights at the loader's parameter limit, MiB
     p = Parser(prog="geomlab bench checkpoints", description=__doc__.split("\n\n")[0])
-    p.add_argument("--mb", type=number(float, 1.0, 190.0), default=100.0,
-                   help="weights of the synthetic checkpoint in MiB, 1 to 190 (the loader's parameter limit; "
+    p.add_argument("--mb", type=number(float, 1.0, float(most)), default=100.0,
+                   help=f"weights of the synthetic checkpoint in MiB, 1 to {most} (the loader's parameter limit; "
                    "default 100)")
     p.add_argument("--repeats", type=number(int, 1, 100), default=5, help="loads per median, 1 to 100 (default 5)")
     return run_benchmark(p, argv, _measure, DEFINITIONS)
@@ -114,6 +118,7 @@ def _measure(args) -> dict:
     table; its rows (milliseconds, ratios to the unchecked load)."""
     import torch
 
+    from geomlab.checkpoints import files as ckpt_files
     from geomlab.checkpoints import io as ckpt
     from geomlab.core.locate import bundled_dir
     from geomlab.data import Vocab
@@ -123,8 +128,8 @@ def _measure(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="geomlab-bench-ckpt-") as tmp:
         work = Path(tmp)
         rows = []
-        bundled = sorted((d for d in bundled_dir().iterdir() if (d / "model.safetensors").is_file()),
-                         key=lambda d: (d / "model.safetensors").stat().st_size)
+        bundled = sorted((d for d in bundled_dir().iterdir() if (d / ckpt_files.WEIGHTS).is_file()),
+                         key=lambda d: (d / ckpt_files.WEIGHTS).stat().st_size)
         if bundled:
             rows.append(measure(bundled[-1], work, args.repeats))
         vocab = Vocab.from_text("abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,;:!?'-\n0123456789")
