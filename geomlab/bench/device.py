@@ -99,12 +99,13 @@ def _measure(a) -> dict:
               f"ratio {r['ratio']:.2f}")
         exp.append({"group": "O", "d": d, "exp_ms": 1e3 * r["exp_s"], "matrix_exp_ms": 1e3 * r["matrix_exp_s"],
                     "ratio": r["ratio"]})
-    rows = train_bench.measure(train_bench.build(only_names(a.only)), a.rounds, a.warmup, device=device)
-    print(f"\ntraining step, batch 16 x 128, {a.rounds} interleaved rounds ({device.type}):")
+    batch, seq = train_bench.BATCH, train_bench.SEQ
+    rows = train_bench.measure(train_bench.build(only_names(a.only)), a.rounds, a.warmup, batch, seq, device)
+    print(f"\ntraining step, batch {batch} x {seq}, {a.rounds} interleaved rounds ({device.type}):")
     print(train_bench.format_table(rows))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
-    return {"device": name, "sync_free": sync, "exp_batch": a.batch, "batch": 16, "seq": 128, "rounds": a.rounds,
-            "warmup": a.warmup, "clock": "wall" if device.type == "cuda" else "process CPU", "exp": exp, "rows": rows}
+    return {"device": name, "sync_free": sync, "exp_batch": a.batch, "batch": batch, "seq": seq, "rounds": a.rounds,
+            "warmup": a.warmup, "clock": train_bench.clock_name(device), "exp": exp, "rows": rows}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -45,6 +45,16 @@ MODELS: tuple[tuple[str, str, int, dict, str | None, float | None], ...] = (
 )
 
 
+#: Sequences per step and tokens per sequence of the timed batch, unless ``--batch`` and ``--seq`` say otherwise
+#: (``bench device`` times its training table at these).
+BATCH, SEQ = 16, 128
+
+
+def clock_name(device: torch.device) -> str:
+    """What :func:`_clock` counts on ``device``: ``"wall"`` (CUDA, synchronised) or ``"process CPU"``."""
+    return "wall" if device.type == "cuda" else "process CPU"
+
+
 def _clock(device: torch.device) -> Callable[[], float]:
     if device.type == "cuda":
         def wall() -> float:
@@ -118,7 +128,7 @@ def build(names: list[str] | None = None, vocab: int = VOCAB) -> dict[str, tuple
 
 
 def measure(configs: dict[str, tuple[dict, str | None, float | None]], rounds: int = 7, warmup: int = 2,
-            batch: int = 16, seq: int = 128, device: str | torch.device = "cpu") -> list[dict]:
+            batch: int = BATCH, seq: int = SEQ, device: str | torch.device = "cpu") -> list[dict]:
     """Interleaved per-step ratios. Returns one dict per non-baseline model: ``name``, ``base``, ``params``,
     ``ms`` / ``base_ms`` (median step time), ``ratio_median``, ``ratio_min``, ``target``."""
     device = torch.device(device)
@@ -169,10 +179,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="interleaved timed rounds, 1 to 10,000 (default 7)")
     p.add_argument("--warmup", type=number(int, 0, 10**4), default=2,
                    help="untimed steps per model first, 0 to 10,000 (default 2)")
-    p.add_argument("--batch", type=number(int, 1, 2**20), default=16, help="sequences per step, 1 to 2**20 "
-                   "(default 16)")
-    p.add_argument("--seq", type=number(int, 1, 2**20), default=128, help="tokens per sequence, 1 to 2**20 "
-                   "(default 128)")
+    p.add_argument("--batch", type=number(int, 1, 2**20), default=BATCH, help="sequences per step, 1 to 2**20 "
+                   f"(default {BATCH})")
+    p.add_argument("--seq", type=number(int, 1, 2**20), default=SEQ, help="tokens per sequence, 1 to 2**20 "
+                   f"(default {SEQ})")
     p.add_argument("--threads", type=threads, default=1,
                    help=f"torch CPU threads, 1 to {max_threads()} (default 1: the CPU is shared)")
     p.add_argument("--device", type=device_option, default="cpu", help="cpu (default), cuda, cuda:N, mps or auto")
@@ -189,7 +199,7 @@ def _measure(a) -> dict:
         a.rounds, a.warmup, a.batch, a.seq = 2, 1, 4, 32
     torch.set_num_threads(a.threads)
     rows = measure(build(only_names(a.only)), a.rounds, a.warmup, a.batch, a.seq, device)
-    clock = "wall" if device.type == "cuda" else "process CPU"
+    clock = clock_name(device)
     print(f"# geomlab.bench train: torch {torch.__version__}, device {device}, threads "
           f"{torch.get_num_threads()}, batch {a.batch} x {a.seq}, AdamW, {a.warmup} warm-up steps, {a.rounds} "
           f"interleaved rounds ({clock} time)\n# ratio: {DEFINITIONS['ratio_median']}")
