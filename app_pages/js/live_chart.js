@@ -323,7 +323,7 @@ function fitTitle(plot, layout, tb, extra = 0) {
     first = pinned ? (1 - title.y) * H + (pad.t || 0) - capShift(given, size) : top / 2 - 0.875 * size;
     const left = (title.x ?? tl.x ?? 0) * W + (pad.l || 0);
     const beside = W - tb.width - TITLE_GAP - left, whole = W - TITLE_GAP - left;
-    const font_ = `bold ${size}px ${font.family || "sans-serif"}`;
+    const font_ = cssFont({ ...font, size }, true);
     const wrap = (most) => wrapLines(text, (k) => (first + k * line >= tb.bottom ? Math.min(most, whole) : beside),
                                      (s) => textWidth(s, font_));
     lines = wrap(whole);
@@ -358,8 +358,8 @@ const cssFont = (font, bold = false) => `${bold ? "bold " : ""}${font.size || 12
 // its top) wrapped as titles are (wrapLines, evened) to the width they have: twice the distance from their centre to
 // the nearer edge of the chart, less TITLE_GAP on either side. A title over the top panel grows into the
 // top margin: `top`, the px the margin must grow by (plotly's line height, 1.3 times the font size, per
-// added line). Returns {annotations, top}; `annotations` null where none changes. Design choice: centred
-// at both edges of a phone's chart, "offset slot 0: planes of pairs (t, t−Δ), ..." was cut at both ends.
+// added line). Returns {annotations, top}; `annotations` null where none changes. Design choice: unwrapped,
+// a long centred title ("offset slot 0: planes of pairs (t, t−Δ), ...") is cut at both edges of a phone's chart.
 function fitNotes(plot, layout) {
   const anns = layout.annotations, W = plot.clientWidth;
   if (!Array.isArray(anns) || !anns.length || W <= 0) return { annotations: null, top: 0 };
@@ -390,8 +390,8 @@ function fitNotes(plot, layout) {
 // `layout`'s x axes of array ticks (token labels) thinned to every k-th tick, the smallest k that sets the
 // widest label apart from the next one (plotly turns the labels sideways when two of them touch): a shallow
 // copy of each axis changed. Measured on the axes as plotly last drew them (their px per unit); {} before
-// the first draw and for an axis whose tick angle the figure sets. Design choice: on a phone's chart the
-// token labels ("0 'R'") turned 45° and took the space under the plot.
+// the first draw and for an axis whose tick angle the figure sets. Design choice: unthinned, a phone chart's
+// token labels ("0 'R'") turn 45° and take the space under the plot.
 const TICK_GAP = 8;  // px at least between two tick labels
 function thinTicks(plot, layout) {
   const fl = plot._fullLayout, out = {};
