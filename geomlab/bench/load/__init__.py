@@ -33,13 +33,13 @@ import signal
 import sys
 from pathlib import Path
 
+from geomlab.bench import run_benchmark
 from geomlab.bench.load.chromium import BrowserResult, run_browsers
 from geomlab.bench.load.protocol import (CURSOR_LABEL, CursorWidget, Run, RunReader, cursor_state, element_errors,
                                          find_cursor, move_targets, rerun_backmsg)
 from geomlab.bench.load.run import LoadResult, percentile, run_load
 from geomlab.bench.load.server import RssMonitor, app_server, free_port, log_errors, wait_for_health
 from geomlab.bench.load.session import Lockstep, SessionResult, read_view, run_session, visit_home
-from geomlab.bench import run_benchmark
 from geomlab.bench.load.summary import DEFINITIONS, figures, report
 from geomlab.bench.load.texts import (BUILTIN_TEXT, DEFAULT_VIEWS, bundled_checkpoints, checkpoints_for,
                                       corpus_text, session_texts)
@@ -128,9 +128,8 @@ def _measure(args) -> dict | int:
 
 __all__ = [
     "BUILTIN_TEXT", "BrowserResult", "CURSOR_LABEL", "CursorWidget", "DEFAULT_VIEWS", "LoadResult", "Lockstep",
-    "RssMonitor", "Run", "RunReader", "SessionResult", "app_server", "bundled_checkpoints",
-    "checkpoints_for", "corpus_text", "cursor_state", "element_errors", "figures", "find_cursor", "free_port",
-    "log_errors",
-    "main", "move_targets", "percentile", "read_view", "report", "rerun_backmsg", "run_browsers", "run_load",
+    "RssMonitor", "Run", "RunReader", "SessionResult", "app_server", "bundled_checkpoints", "checkpoints_for",
+    "corpus_text", "cursor_state", "element_errors", "figures", "find_cursor", "free_port", "log_errors", "main",
+    "move_targets", "percentile", "read_view", "report", "rerun_backmsg", "run_browsers", "run_load",
     "run_session", "session_texts", "visit_home", "wait_for_health",
 ]
