@@ -564,8 +564,9 @@ def plan_growth(after: dict[str, Any]) -> dict[str, int]:
 
 
 def growth_sentence(g: dict[str, int], table: str = "The cost table above") -> str:
-    """The sentence that takes the cost table's run count to the count planned so far (:func:`plan_growth`);
-    ``table``: how the sentence names the cost table."""
+    """The sentence that takes the cost table's run count to the count planned so far (``g``:
+    :func:`plan_growth`'s counts); ``table``: how the sentence names the cost table (the results page's "above",
+    ``geomlab report --collect``'s `--dry-run` table). Design choice."""
     def term(n: int, what: str) -> str:
         return f" {'+' if n > 0 else '−'} {abs(n)} {what}" if n else ""
 

@@ -115,7 +115,8 @@ def interval(g: dict[str, Any], row: dict[str, Any], against: str, both: bool) -
     (``{"gap", "ci95", "seeds"}`` in bits, as :func:`geomlab.report.aggregation.paired_gap` gives it) of ``row``
     minus the row labelled ``against``, its ends as :func:`end` writes them, closed by :func:`judged`;
     ``both``: the two rows finished different seeds, paired over those both have. `` (N seed(s), no interval
-    yet)`` while ``ci95`` is ``None`` (below two seeds). The one phrase every report states a gap's interval in."""
+    yet)`` while ``ci95`` is ``None`` (below two seeds). The one phrase every report states a gap's interval in.
+    Source: design choice."""
     n = g["seeds"]
     if g["ci95"] is None:
         return f" ({n} seed{'s' if n != 1 else ''}, no interval yet)"
