@@ -16,7 +16,7 @@ import torch
 from geomlab.bench import available
 from geomlab.commands.cli import main
 from geomlab.core.argv import Parser
-from tests.bench.test_bench_json import undefined
+from helpers.bench import undefined
 
 
 def _usage_error(capsys, argv: list[str]) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from geomlab.bench import checkpoints as bench
-from tests.bench.test_bench_json import undefined
+from helpers.bench import undefined
 
 
 def test_the_benchmark_times_both_checkpoints_three_ways(tmp_path, capsys):

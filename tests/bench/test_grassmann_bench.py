@@ -8,7 +8,7 @@ import math
 from geomlab.bench import available
 from geomlab.bench import grassmann as bench
 from geomlab.commands.cli import main
-from tests.bench.test_bench_json import undefined
+from helpers.bench import undefined
 
 
 def test_bench_runs_and_prints_ratios(capsys, tmp_path):

@@ -6,7 +6,7 @@ import math
 
 from geomlab.bench import available, whatif
 from geomlab.checkpoints import catalog
-from tests.bench.test_bench_json import undefined
+from helpers.bench import undefined
 
 
 def test_the_whatif_bench_prints_one_row_per_bundled_checkpoint(capsys, tmp_path):
