@@ -100,7 +100,8 @@ class PreloadCharts:
     bundle fetched after start is preloaded from then on); ``base`` defaults to Streamlit's
     ``server.baseUrlPath``. With ``history`` the page also gets the browser-history script
     (:func:`app_pages._state.history_script`) after the preload, so it wraps ``history.pushState`` before
-    Streamlit's own script starts (mounted by a page's run, it came after the sidebar could be clicked)."""
+    Streamlit's own script starts (mounted by a page's run alone, it would come after the sidebar can be
+    clicked)."""
 
     def __init__(self, app, bundles: dict[str, Path] | None = None, base: str | None = None,
                  history: bool = False):
