@@ -205,6 +205,7 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
     """The patching sweep switch and, while on, the sweep: the cursor's token replaced by another one (the
     corrupted text), every (layer, position) of the corrupted run patched from the clean text, and how much
     of the clean prediction at a later position each patch restores (a layers x positions heatmap)."""
+    from geomlab.trace import visible
     from geomlab.whatif.patching import SWEEP_SPAN, default_stand_in
 
     ss = st.session_state
@@ -220,9 +221,11 @@ def patching_section(entry: Any, text: str, tr: Any, pos: int, key_prefix: str, 
         return
     ss["w_patch_on"] = ss.get(state.K_PATCH) is not None
 
-    def switch() -> None:
-        tokens = getattr(ck.vocab, "tokens", [])
-        ss[state.K_PATCH] = default_stand_in(tokens, tr.labels[pos]) if ss.get("w_patch_on") else None
+    def switch() -> None:  # the stand-in as the charts name it (a space as ␣), unlike the cursor's own token
+        tokens = list(getattr(ck.vocab, "tokens", []))
+        own = int(tr.tokens[pos])
+        current = tokens[own] if 0 <= own < len(tokens) else None
+        ss[state.K_PATCH] = visible(default_stand_in(tokens, current)) if ss.get("w_patch_on") else None
         ss[state.K_PATCH_AT] = None
 
     if not st.toggle(label, key="w_patch_on",

@@ -52,7 +52,7 @@ DEFINITIONS = {
     "sweep_over_forward": "sweep_s / forward pass s",
     "positions": "--targets: cursor positions per text",
     "sweeps": "--targets: sweeps run (positions whose stand-in differs from the token)",
-    "barely_old": "--targets: sweeps that barely change the prediction with the target 3 positions on (the "
+    "barely_3_on": "--targets: sweeps that barely change the prediction with the target 3 positions on (the "
                   "baseline)",
     "barely_chosen": "--targets: the same with choose_target's target",
     "choose_ms": "--targets: median time of choosing the target, ms",
@@ -147,13 +147,13 @@ def _targets(args) -> dict:
             continue
         c, w = float(torch.tensor(choose_ms).median()), float(torch.tensor(sweep_ms).median())
         print(f"{entry.ref:42s} {entry.kind:14s} {n:>6d} {old:>11d} {new:>13d} {c:>9.1f} {w:>8.1f}", flush=True)
-        rows.append({"checkpoint": entry.ref, "kind": entry.kind, "sweeps": n, "barely_old": old,
+        rows.append({"checkpoint": entry.ref, "kind": entry.kind, "sweeps": n, "barely_3_on": old,
                      "barely_chosen": new, "choose_ms": c, "sweep_ms": w})
     n = sum(r["sweeps"] for r in rows)
-    old, new = sum(r["barely_old"] for r in rows), sum(r["barely_chosen"] for r in rows)
+    old, new = sum(r["barely_3_on"] for r in rows), sum(r["barely_chosen"] for r in rows)
     if n:
         print(f"{'all':57s} {n:>6d} {old:>11d} {new:>13d}   barely: {old / n:.0%} with 3 on, {new / n:.0%} chosen")
-    return {"positions": args.positions, "rows": rows, "sweeps": n, "barely_old": old, "barely_chosen": new}
+    return {"positions": args.positions, "rows": rows, "sweeps": n, "barely_3_on": old, "barely_chosen": new}
 
 
 def _measure(args) -> dict:

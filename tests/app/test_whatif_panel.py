@@ -82,3 +82,15 @@ def test_the_guesses_title_names_the_position_and_the_unknown_token_can_stand_in
     assert "(U+03A9). It reads characters from: ↵ ␣ " in refusal and "or type �, the unknown token" in refusal
     at = run_page("planes", ckpt=GRASSMANN, text="Bé🙂t ΑΒΓ", pos="3", patch="�")
     assert any("The cursor's token 't' replaced by '�'" in c.value for c in at.caption)
+
+
+def test_patching_offers_a_stand_in_other_than_the_cursors_token_named_as_the_charts_name_it(zoo):
+    """The cursor on 'e' (the first stand-in tried): Patching offers the next one, a space, shown as ␣ in its
+    box (typed back as a space), and its sweep runs."""
+    from geomlab.checkpoints.catalog import DEMO_TEXT
+
+    pos = DEMO_TEXT.index("e")
+    at = run_page("planes", ckpt=GRASSMANN, pos=str(pos))
+    at.toggle(key="w_patch_on").set_value(True).run()
+    assert at.text_input(key="w_patch").value == "␣"
+    assert any("The cursor's token 'e' replaced by '␣'" in c.value for c in [*at.caption, *at.warning])

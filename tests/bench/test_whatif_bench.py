@@ -44,7 +44,7 @@ def test_the_whatif_bench_counts_default_sweeps_that_barely_change_the_predictio
     data = json.loads(path.read_text())
     assert sorted(r["checkpoint"] for r in data["rows"]) == sorted(want) and not undefined(data)
     for r in data["rows"]:
-        assert r["sweeps"] == 4 and 0 <= r["barely_chosen"] <= r["barely_old"] <= 4
+        assert r["sweeps"] == 4 and 0 <= r["barely_chosen"] <= r["barely_3_on"] <= 4
         assert 0 < r["choose_ms"] and 0 < r["sweep_ms"]
-    assert data["sweeps"] == 4 * len(want) and data["barely_old"] == sum(r["barely_old"] for r in data["rows"])
+    assert data["sweeps"] == 4 * len(want) and data["barely_3_on"] == sum(r["barely_3_on"] for r in data["rows"])
     assert out[-1].startswith("all") and "with 3 on" in out[-1]
