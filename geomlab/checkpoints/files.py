@@ -362,6 +362,13 @@ _SHA_CACHE: dict[tuple, str] = {}
 _SHA_GUARD = threading.Lock()
 
 
+def forget_sums() -> None:
+    """Empty :func:`file_sha256`'s per-process cache, so that the next call hashes each file again (what a
+    fresh process pays: ``geomlab bench checkpoints`` times it). Design choice."""
+    with _SHA_GUARD:
+        _SHA_CACHE.clear()
+
+
 def file_sha256(path: Path) -> str:
     """sha256 (hex) of the regular file ``path`` (symlinks followed; opened so that a FIFO never blocks), read in
     1 MiB blocks. Cached within the process per file state ``(path, device, inode, size, mtime, ctime)``, the

@@ -210,13 +210,11 @@ def _write(tensors: dict[str, torch.Tensor], files: Callable[[str], dict[Path, s
             save_file(tensors, tmp, metadata={"format": "pt", "geomlab": "1", ckpt_files.HEADER_KEY: save_id})
         except Exception as exc:  # safetensors raises its own SafetensorError, not OSError, when the disk fills
             raise write_error(exc, st_path) from None
-        digest = hashlib.sha256()
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
         os.chmod(tmp, mode)
-        ckpt_files.install(st_path, Path(tmp), files(digest.hexdigest()), save_id, mode, exclusive=exclusive)
+        ckpt_files.install(st_path, Path(tmp), files(ckpt_files.file_sha256(Path(tmp))), save_id, mode,
+                           exclusive=exclusive)
         saved = True
     except ckpt_files.ExistsError:
         what = f"{where.name}/" if layout == "folder" else ckpt_files.short(where.stem, 60, count=False)
