@@ -18,6 +18,7 @@ Design choices (documented in ``docs/pipeline.md``):
 from __future__ import annotations
 
 import functools
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -297,6 +298,26 @@ class Vocab:
 
 
 # ---------------------------------------------------------------- text checks (the app and the CLI)
+_VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+
+
+def from_visible(text: str, vocab=None) -> str:
+    """``text`` with the symbols :func:`visible` shows whitespace as (``␣``, ``↵``, ``⇥``, ``␍``) turned back
+    into the whitespace, so a token can be typed as the app shows it; a symbol ``vocab`` reads as itself is
+    kept. Design choice."""
+    back = {v: k for k, v in _VISIBLE.items() if vocab is None or v not in vocab}
+    return "".join(back.get(c, c) for c in text)
+
+
+def visible(ch: str) -> str:
+    """A printable version of one token string for hover text and tick labels (whitespace made visible; other
+    unprintable characters as Python writes them: ``\\x7f``, ``\\u200b``, ``\\U000e0001``; a token that
+    starts with a combining mark on the dotted circle ``◌``, the usual way to show one alone: quoted, it would
+    sit on the quote mark)."""
+    out = "".join(_VISIBLE.get(c, c if c.isprintable() else repr(c)[1:-1]) for c in ch)
+    return "\u25cc" + out if out and unicodedata.category(out[0]).startswith("M") else out
+
+
 def check_text(vocab: Vocab, text: str, max_chars: int) -> list[str]:
     """Validate ``text`` for ``vocab`` before tracing it; returns its tokens (``tokenize(text, vocab.level)``).
 
@@ -323,10 +344,8 @@ def check_text(vocab: Vocab, text: str, max_chars: int) -> list[str]:
 def unknown_symbols_error(vocab: Vocab, bad: Iterable[str]) -> DataError:
     """The one message for tokens a vocabulary lacks where they cannot stand (a word problem's symbols, a
     patching stand-in): the first 8 distinct ones (sorted, named by :func:`readable`), the first 12 it reads
-    (named by :func:`geomlab.trace.visible`: ``␣`` a space, ``↵`` a newline) and, for a vocabulary with an
+    (named by :func:`visible`: ``␣`` a space, ``↵`` a newline) and, for a vocabulary with an
     unknown token, how to type that token. Design choice."""
-    from geomlab.trace.tracing import visible
-
     shown = ", ".join(readable(b) for b in sorted(set(bad))[:8])
     ok = " ".join(visible(t) for t in vocab.tokens[:12]) + (" …" if len(vocab.tokens) > 12 else "")
     how = {"symbol": "space-separated symbols", "char": "characters", "word": "words"}.get(vocab.level, "tokens")

@@ -5,12 +5,12 @@ CEM test-time recursion (:func:`trace_cem_steps`)."""
 from __future__ import annotations
 
 import threading
-import unicodedata
 from typing import Any
 
 import numpy as np
 import torch
 
+from geomlab.data.vocab import from_visible, visible  # noqa: F401 (the trace's names for tokens)
 from geomlab.trace.base import Trace, TraceError
 from geomlab.trace.cem import CEMTrace
 from geomlab.trace.lens import DEFAULT_K, layer_lens, lens_from_cache, lens_hooks
@@ -26,26 +26,6 @@ this length, ``geomlab bench figures --sizes``) small enough for an interactive 
 # recursion steps, and record() attaches functions to its hook points (shared by every thread using the
 # model, so two unserialised runs would collect each other's values).
 MODEL_LOCK = threading.RLock()
-
-
-_VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
-
-
-def from_visible(text: str, vocab=None) -> str:
-    """``text`` with the symbols :func:`visible` shows whitespace as (``␣``, ``↵``, ``⇥``, ``␍``) turned back
-    into the whitespace, so a token can be typed as the app shows it; a symbol ``vocab`` reads as itself is
-    kept. Design choice."""
-    back = {v: k for k, v in _VISIBLE.items() if vocab is None or v not in vocab}
-    return "".join(back.get(c, c) for c in text)
-
-
-def visible(ch: str) -> str:
-    """A printable version of one token string for hover text and tick labels (whitespace made visible; other
-    unprintable characters as Python writes them: ``\\x7f``, ``\\u200b``, ``\\U000e0001``; a token that
-    starts with a combining mark on the dotted circle ``◌``, the usual way to show one alone: quoted, it would
-    sit on the quote mark)."""
-    out = "".join(_VISIBLE.get(c, c if c.isprintable() else repr(c)[1:-1]) for c in ch)
-    return "\u25cc" + out if out and unicodedata.category(out[0]).startswith("M") else out
 
 
 def encode_text(vocab, text: str, max_chars: int = MAX_TEXT_CHARS) -> torch.Tensor:
