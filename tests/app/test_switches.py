@@ -478,3 +478,27 @@ def test_compare_s_automatic_b_skips_a_copy_of_a(tmp_path, monkeypatch):
     assert default_pair_b("runs/osm-rnn-o-s3") == ("runs/osm-rnn-o-s5", "same kind")
     listed("osm-rnn-o-s3", "s3-copy")
     assert default_pair_b("runs/osm-rnn-o-s3") == ("runs/s3-copy", "same kind")
+
+
+def test_visiting_compare_does_not_make_a_stand_in_the_choice():
+    """Compare opens on a view's stand-in as its A and says so, but only looking at it there chooses nothing:
+    the next view page has the chosen checkpoint (the app's default here) back, without a stand-in."""
+    at = open_page("trajectories")
+    assert at.session_state["gl_ckpt"] == OSM_RNN and sidebar_standin(at)
+    goto(at, "compare")
+    assert at.session_state["gl_ckpt"] == OSM_RNN
+    assert any(shown(c.value) == "A: osm-rnn-o-tinyshakespeare, the stand-in Group trajectories showed for "
+               "cem-t2-tinyshakespeare." for c in at.caption), [c.value for c in at.caption]
+    goto(at, "attention")
+    assert at.session_state["gl_ckpt"] == CEM and standin_note(at) is None and sidebar_standin(at) is None
+
+
+def test_a_choice_comes_back_after_compare():
+    at = open_page("trajectories")
+    at.select_slider(key="w_pos").set_value(3).run()  # the OSM-RNN is the choice now
+    goto(at, "attention")
+    assert at.session_state["gl_ckpt"] == OSMFORMER_O and standin_note(at)
+    goto(at, "compare")
+    assert at.session_state["gl_ckpt"] == OSMFORMER_O
+    goto(at, "trajectories")
+    assert at.session_state["gl_ckpt"] == OSM_RNN and standin_note(at) is None and sidebar_standin(at) is None
