@@ -146,7 +146,8 @@ def standin(slug: str, chosen: str, shown: str, how: str) -> None:
     cannot show (``how``: how the two are related, from :func:`geomlab.teach.views.related_kinds`). ``gl_ckpt``
     becomes ``shown`` (so the page, its link and its URL name what is on screen); the record keeps the
     page's message up while ``shown`` is on screen there and only looked at, and :func:`restore_choice` gives
-    the chosen one back on any other page but Compare (which keeps ``shown`` as its A). A pick, a link, or
+    the chosen one back on any other page but Compare (which shows ``shown`` as its A and keeps the record, so
+    that the next page still gives the chosen one back). A pick, a link, or
     working with ``shown`` on that page (:func:`standin_acted`) ends it. The text follows the stand-in as :func:`text_follows`
     says, and also when the two read different inputs (a word problem's group elements against characters:
     a tour step's ``12340 10234`` would be unknown symbols to a Shakespeare model); the chosen checkpoint's
@@ -197,10 +198,11 @@ def standin_acted() -> bool:
     return False
 
 
-def current_standin(slug: str) -> dict | None:
-    """The stand-in record of view ``slug`` while its stand-in is the checkpoint on screen, else None."""
+def current_standin(slug: str | None) -> dict | None:
+    """The stand-in record of view ``slug`` (None: of any view) while its stand-in is the checkpoint on
+    screen, else None."""
     rec = st.session_state.get(K_STANDIN)
-    if rec and rec.get("slug") == slug and rec.get("shown") == st.session_state.get(K_CKPT):
+    if rec and slug in (None, rec.get("slug")) and rec.get("shown") == st.session_state.get(K_CKPT):
         return rec
     return None
 
@@ -208,8 +210,9 @@ def current_standin(slug: str) -> dict | None:
 def restore_choice(slug: str | None = None, keep: bool = False) -> None:
     """Give the chosen checkpoint back on a page other than the view that stood another one in for it
     (``slug``: the page now drawn; a view page, Compare or Checkpoints call it first). With ``keep`` the
-    page opens on the stand-in instead, the checkpoint that was on screen (Compare's A: what the user was
-    looking at), chosen or not as the checkpoint it stood in for was. A record whose stand-in is no longer
+    page shows the stand-in instead, the checkpoint that was on screen (Compare's A: what the user was
+    looking at), and the record stays: looking at it there chooses nothing, and the next page gives the
+    chosen one back as if that page had been opened from the view. A record whose stand-in is no longer
     the selection (something else was chosen) is dropped, and one the user worked with becomes the choice
     (:func:`standin_acted`). Design choice."""
     ss = st.session_state
@@ -221,11 +224,7 @@ def restore_choice(slug: str | None = None, keep: bool = False) -> None:
         return
     if standin_acted():
         return
-    if keep:
-        ss[K_CKPT_EXPLICIT] = rec.get("explicit", False)
-        ss.pop(K_STANDIN, None)
-        return
-    if rec.get("slug") != slug:
+    if not keep and rec.get("slug") != slug:
         ss[K_CKPT] = rec["chosen"]
         ss[K_CKPT_EXPLICIT] = rec.get("explicit", False)
         if ss.get(K_TEXT) == rec.get("shown_text") and rec.get("text") is not None:

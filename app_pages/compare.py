@@ -220,6 +220,11 @@ def _pickers(phone: bool):
     ca, cb = st.columns(2, gap="small" if phone else "large")
     a = ui.checkpoint_picker(where=ca, key=ui.K_CKPT, label="Checkpoint A")
     b = ui.checkpoint_picker(where=cb, key=ui.K_CKPT_B, label="Checkpoint B")
+    rec = _state.current_standin(None)  # A is a view's stand-in, not the choice (the next page gives that back)
+    chosen = ui.entry_for(rec["chosen"]) if rec else None
+    if chosen is not None:
+        ca.caption(f"A: {md_escape(a.name)}, the stand-in {views.VIEWS[rec['slug']].title} showed for "
+                   f"{md_escape(chosen.name)}.")
     auto = ss.get(_state.K_B_AUTO)
     if a.ref != b.ref and catalog.same_weights(a, b):
         cb.caption("B has the same weights as A (a copy of it): their lines coincide.")
