@@ -489,6 +489,8 @@ def test_visiting_compare_does_not_make_a_stand_in_the_choice():
     assert at.session_state["gl_ckpt"] == OSM_RNN
     assert any(shown(c.value) == "A: osm-rnn-o-tinyshakespeare, the stand-in Group trajectories showed for "
                "cem-t2-tinyshakespeare." for c in at.caption), [c.value for c in at.caption]
+    at.segmented_control(key="w_gl_compare_view").set_value("attention").run()  # seeds its controls' defaults
+    ok(at)
     goto(at, "attention")
     assert at.session_state["gl_ckpt"] == CEM and standin_note(at) is None and sidebar_standin(at) is None
 
