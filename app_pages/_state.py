@@ -177,8 +177,9 @@ def _action_state() -> tuple:
 
 
 def note_standin_state(slug: str) -> None:
-    """At the end of a run of view ``slug``: while its stand-in is on screen, remember the :data:`ACTION_KEYS`
-    state the page left, which :func:`standin_acted` compares the next run's with."""
+    """At the end of a run of view ``slug`` (None: of Compare, showing any view's stand-in as its A): while
+    the stand-in is on screen, remember the :data:`ACTION_KEYS` state the page left, which
+    :func:`standin_acted` compares the next run's with."""
     rec = current_standin(slug)
     if rec is not None:
         rec["seen"] = _action_state()

@@ -133,6 +133,11 @@ def surprisal_figure(sides, pos: int):
 def main() -> None:
     """The Compare page: two checkpoint pickers (B paired with A unless chosen), their metrics, both traces
     of the text, the surprisal chart, then one view of both sides, figure by figure."""
+    _page()
+    _state.note_standin_state(None)  # what this run left (a control's default too) is not the user's action
+
+
+def _page() -> None:
     ui.wait_warm()
     ui.show_notice()
     st.title("Compare")
