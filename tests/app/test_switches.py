@@ -222,10 +222,11 @@ def test_compare_opens_on_the_view_you_came_from_when_both_sides_have_it():
     a, b = at.session_state["gl_ckpt"], at.session_state["gl_ckpt_b"]
     assert kind_of(a) == "cem" and kind_of(b) != "cem" and at.session_state["gl_compare_view"] == "attention"
     goto(at, "attention")
+    assert at.session_state["gl_ckpt"] == OSMFORMER_O  # the choice is back: Compare only showed the CEM
     at.query_params.clear()
-    at.query_params.update(view="energy")  # an address's view wins
+    at.query_params.update(view="trajectories")  # an address's view wins
     goto(at, "compare")
-    assert at.session_state["gl_compare_view"] == "energy"
+    assert at.session_state["gl_compare_view"] == "trajectories"
 
 
 def test_compare_pairs_one_kind_on_the_most_specific_view_both_show():
