@@ -23,7 +23,8 @@ def model_card(name: str, meta: dict[str, Any]) -> str:
     ``token-classification`` for a group word problem), ``tags`` (geomlab, the family, the kind, the group),
     ``model_kind``, ``parameters`` (``effective``, ``stored``), ``dataset``,
     ``datasets``, ``metrics`` (their names) and ``model-index`` (their values per split, Hugging Face's
-    evaluation results), then a few paragraphs for a person. ``meta``: the checkpoint description (the
+    evaluation results), then a few paragraphs for a person (saying when the metrics predate weights changed
+    on purpose: the card's ``weights_accepted``). ``meta``: the checkpoint description (the
     ``model_config`` included). Built with ``huggingface_hub.ModelCardData`` (no network). Design choice."""
     from huggingface_hub import EvalResult, ModelCardData
 
@@ -54,7 +55,9 @@ def model_card(name: str, meta: dict[str, Any]) -> str:
     if card.get("description"):
         lines += [str(card["description"]), ""]
     lines += [f"* parameters: {params['effective']} effective, {params['stored']} stored",
-              *(f"* {k.replace('_', ' ')}: {v:.4f}" for k, v in sorted(values.items())), ""]
+              *(f"* {k.replace('_', ' ')}: {v:.4f}" for k, v in sorted(values.items())),
+              *([f"* metrics from before the weights were changed on {card['weights_accepted']}"]
+                if card.get("weights_accepted") and values else []), ""]
     lines += ["## Files", "",
               f"* `{CONFIG_FILE}`: the model config (`geomlab.models.build_model(config)` rebuilds the model);",
               f"* `{WEIGHTS_FILE}`: the weights, the model's `state_dict` (loads strictly);",

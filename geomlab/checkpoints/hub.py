@@ -125,13 +125,32 @@ def accept_weights(path: str | os.PathLike) -> Path | None:
     """Record the sha256 of checkpoint ``path``'s present weights, which its user vouches for (weights changed
     on purpose, or a checkpoint saved before geomlab recorded the sum): the checkpoint is loaded with every
     check but that sum (:func:`geomlab.checkpoints.io.load` with ``check_sum=False``: names, shapes, finite
-    values, the other files' sums) and saved anew in place, in its layout, with its card, training config,
-    metrics and training state (a new save id; a format-2 folder becomes format 3). Returns the checkpoint's
-    path (the folder or the flat pair's JSON), or None when its weights already have the recorded sum (nothing
-    is written). :class:`CheckpointError` for a checkpoint that does not load; ``OSError`` when the write is
-    refused (the checkpoint is left as it was). Design choice: the one way to replace a recorded sum."""
+    values, the other files' sums) and saved anew in place, in its layout, with its name, card, training config,
+    metrics and training state (a new save id; a format-2 folder becomes format 3); the card gains
+    ``weights_accepted``, today's UTC date (``YYYY-MM-DD``), since its metrics were measured on the weights
+    before. Returns the checkpoint's path (the folder or the flat pair's JSON), or None when its weights already
+    have the recorded sum (nothing is written). :class:`CheckpointError` for no checkpoint at ``path``
+    (:func:`geomlab.checkpoints.find.find`, local only), a checkpoint that does not load, or a folder whose
+    ``config.json`` changed (it decides how the weights are read, so only the weights are vouched for here);
+    ``OSError`` when the write is refused (the checkpoint is left as it was). Design choice: the one way to
+    replace a recorded sum."""
+    import datetime
+    import hashlib
+
+    from geomlab.checkpoints.find import find
     from geomlab.checkpoints.reading import check_weights
 
+    path = find(path, bundled=False)
+    config, want = path / ckpt_files.CONFIG, None
+    if config.is_file() and (path / ckpt_files.META).is_file():
+        try:
+            want = ckpt_files.recorded_sha(ckpt_files.read_json(path / ckpt_files.META), ckpt_files.CONFIG)
+        except (ValueError, AttributeError):  # unreadable, or not an object: load says so below
+            want = None
+    if want is not None and hashlib.sha256(config.read_bytes()).hexdigest() != want:
+        raise CheckpointError(f"{path.name}/{ckpt_files.CONFIG} changed since saved: --accept-weights vouches for "
+                              f"the weights only, and {ckpt_files.CONFIG} decides how they are read; restore the "
+                              f"saved {ckpt_files.CONFIG}")
     ckpt = load(path, check_sum=False)
     if ckpt_files.recorded_sha(ckpt.meta, ckpt_files.WEIGHTS) is not None:
         try:
@@ -142,8 +161,9 @@ def accept_weights(path: str | os.PathLike) -> Path | None:
     if ckpt.meta.get("foreign"):  # a transformers folder: geomlab records nothing in it
         raise CheckpointError(f"{ckpt.path.name} is a {ckpt.meta['foreign']} folder, not a geomlab checkpoint: "
                               "it records no sum")
-    return save(ckpt.path, ckpt.model, ckpt.vocab, ckpt.card, train_config=ckpt.train_config,
-                metrics=ckpt.metrics, train_state=ckpt.train_state, layout=ckpt.layout)
+    card = {**ckpt.card, "weights_accepted": datetime.datetime.now(datetime.timezone.utc).date().isoformat()}
+    return save(ckpt.path, ckpt.model, ckpt.vocab, card, train_config=ckpt.train_config, metrics=ckpt.metrics,
+                train_state=ckpt.train_state, layout=ckpt.layout, name=ckpt.meta.get("name"))
 
 
 def same_logits(a: Checkpoint, b: Checkpoint, seed: int = 0, length: int = 32) -> bool:

@@ -28,7 +28,9 @@
 ``geomlab.json`` (or ``NAME.json``) holds:
 
 * ``card``: corpus / task, split, steps, seed, ``params_effective``, ``params_stored``, ``valid_bpc``,
-  ``test_bpc``, training time (s), device, geomlab version, ... (free-form keys allowed);
+  ``test_bpc``, training time (s), device, geomlab version, ``weights_accepted`` (the UTC date
+  :func:`geomlab.checkpoints.hub.accept_weights` recorded weights changed after the metrics), ... (free-form
+  keys allowed);
 * ``train_config``: the training config used (or ``null``); ``metrics``: the metrics history (list of dicts);
 * ``tensors`` (and ``train_tensors`` in a format-3 folder): a manifest ``name -> {"shape", "dtype"}`` of every
   tensor in the ``.safetensors`` files;

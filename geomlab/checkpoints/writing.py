@@ -52,7 +52,8 @@ def _jsonable(obj: Any) -> Any:
 
 def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, Any] | None = None, *,
          train_config: dict[str, Any] | None = None, metrics: list[dict[str, Any]] | None = None,
-         train_state: dict[str, Any] | None = None, exclusive: bool = False, layout: str = "flat") -> Path:
+         train_state: dict[str, Any] | None = None, exclusive: bool = False, layout: str = "flat",
+         name: str | None = None) -> Path:
     """Write a checkpoint as one unit: a kill at any instant leaves the old checkpoint or the new one, never
     a mix (the files carry one random ``save_id``; see :mod:`geomlab.checkpoints.files`).
 
@@ -69,6 +70,8 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
             folder of :mod:`geomlab.checkpoints.io`: ``config.json``, ``model.safetensors``, ``vocab.json``,
             ``training_state.*``, ``README.md``, ``geomlab.json``) or ``"auto"``
             (:func:`layout_of`: flat when a flat pair of that stem exists, else folder).
+        name: a folder's recorded name (``geomlab.json``'s ``name``, the model card's title); ``None``: the
+            folder's own name.
 
     Returns the JSON path (flat) or the folder. Raises :class:`CheckpointError` if a weight is not finite (a
     broken model is never saved) or the name is too long for the file system, ``ValueError`` for a model
@@ -87,7 +90,7 @@ def save(stem: str | os.PathLike, model, vocab: Vocab | None, card: dict[str, An
         weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
 
         def files(weights_sha: str) -> dict[Path, str | bytes]:
-            return _folder_files(meta, config, tensors, json_path, weights_sha)
+            return _folder_files(meta, config, tensors, json_path, weights_sha, name)
     else:
         weights = tensors
 
@@ -151,12 +154,12 @@ def _meta(model, config: dict[str, Any], vocab: Vocab | None, card: dict[str, An
 
 
 def _folder_files(meta: dict[str, Any], config: dict[str, Any], tensors: dict[str, torch.Tensor],
-                  json_path: Path, weights_sha: str) -> dict[Path, str | bytes]:
+                  json_path: Path, weights_sha: str, name: str | None = None) -> dict[Path, str | bytes]:
     """The files of a format-3 folder but the weights (the model's tensors without their ``model.`` prefix in
     ``model.safetensors``, whose sha256 is ``weights_sha``), in the order they are installed: ``geomlab.json``
     (``meta`` made format 3: ``model_config``, ``vocab`` and ``train_state`` moved to their own files, the
     manifest split into ``tensors`` and ``train_tensors`` without prefixes, the sha256 of the weights and of
-    each companion and the folder's name added; ``meta`` is changed in place), ``config.json``, ``vocab.json``
+    each companion and ``name`` (else the folder's name) added; ``meta`` is changed in place), ``config.json``, ``vocab.json``
     (when there is a vocabulary), ``training_state.safetensors`` and ``training_state.json`` (when there is
     training state) and the model card ``README.md``."""
     from safetensors.torch import save as tensor_bytes
@@ -177,12 +180,12 @@ def _folder_files(meta: dict[str, Any], config: dict[str, Any], tensors: dict[st
     meta["tensors"] = {k: {"shape": list(v.shape), "dtype": dtype_name(v)} for k, v in weights.items()}
     meta["train_tensors"] = {k: {"shape": list(v.shape), "dtype": dtype_name(v)} for k, v in state.items()}
     meta["files"] = {WEIGHTS_FILE: {"sha256": weights_sha}}
-    meta["files"].update({name: {"sha256": hashlib.sha256(data.encode("utf-8") if isinstance(data, str)
-                                                          else data).hexdigest()} for name, data in companions.items()})
-    meta["name"] = folder.name  # the name an upload of the bare files takes (geomlab.checkpoints.catalog)
-    card = model_card(folder.name, {**meta, "model_config": config})
+    meta["files"].update({f: {"sha256": hashlib.sha256(data.encode("utf-8") if isinstance(data, str)
+                                                       else data).hexdigest()} for f, data in companions.items()})
+    meta["name"] = name or folder.name  # the name an upload of the bare files takes (geomlab.checkpoints.catalog)
+    card = model_card(meta["name"], {**meta, "model_config": config})
     files: dict[Path, str | bytes] = {json_path: json.dumps(_jsonable(meta), indent=1, allow_nan=False)}
-    files.update({folder / name: data for name, data in companions.items()})
+    files.update({folder / f: data for f, data in companions.items()})
     files[folder / CARD_FILE] = card
     return files
 

@@ -83,6 +83,8 @@ def format_card(card: dict[str, Any]) -> str:
     if card.get("accuracy_by_length"):
         acc = ", ".join(f"L={k}: {v:.2f}" for k, v in card["accuracy_by_length"].items())
         lines.append(f"  final-position accuracy by length: {acc}")
+    if card.get("weights_accepted"):  # `geomlab zoo --accept-weights` vouched for weights changed after the metrics
+        lines.append(f"  metrics from before the weights were changed on {card['weights_accepted']}")
     keys = {k: v for k, v in cfg.items() if k not in ("kind", "vocab_size")}
     lines.append(f"  config {json.dumps(keys, sort_keys=True)}")
     if card.get("changed"):

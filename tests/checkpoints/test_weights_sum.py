@@ -209,6 +209,39 @@ def test_accept_weights_records_the_sum_of_weights_changed_on_purpose(tmp_path, 
     assert hub.accept_weights(where) is None  # already recorded: nothing written
 
 
+def test_accept_weights_keeps_the_name_and_dates_the_metrics(tmp_path):
+    """A copied folder keeps the name it was saved with; the card records the day the weights were vouched
+    for, and the model card says its metrics predate them."""
+    import datetime
+    import shutil
+
+    where = ckpt.save(tmp_path / "t", small_model("lstm"), VOCAB, {**CARD, "valid_bpc": 5.7}, layout="folder")
+    shutil.copytree(where, tmp_path / "bad")
+    _change_one_value(tmp_path / "bad" / "model.safetensors")
+    assert hub.accept_weights(tmp_path / "bad") == tmp_path / "bad"
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    meta = json.loads((tmp_path / "bad" / "geomlab.json").read_text())
+    assert meta["name"] == "t" and meta["card"]["weights_accepted"] == today
+    readme = (tmp_path / "bad" / "README.md").read_text()
+    assert "\n# t\n" in readme and f"* metrics from before the weights were changed on {today}\n" in readme
+
+
+def test_accept_weights_names_a_missing_checkpoint_as_eval_does(tmp_path):
+    with pytest.raises(CheckpointError) as exc:
+        hub.accept_weights(tmp_path / "x" / "none")
+    assert str(exc.value).startswith(f"no checkpoint {tmp_path / 'x' / 'none'}: no folder none/ and no none.json")
+
+
+def test_accept_weights_refuses_a_changed_config_saying_why(tmp_path):
+    where = ckpt.save(tmp_path / "run", small_model("lstm"), VOCAB, dict(CARD), layout="folder")
+    _change_one_value(where / "model.safetensors")
+    (where / "config.json").write_text((where / "config.json").read_text() + "\n")
+    with pytest.raises(CheckpointError) as exc:
+        hub.accept_weights(where)
+    assert str(exc.value) == ("run/config.json changed since saved: --accept-weights vouches for the weights "
+                              "only, and config.json decides how they are read; restore the saved config.json")
+
+
 def test_accept_weights_still_refuses_weights_that_do_not_load(tmp_path):
     where = ckpt.save(tmp_path / "run", small_model("lstm"), VOCAB, dict(CARD), layout="folder")
     with safe_open(str(where / "model.safetensors"), framework="pt") as f:
