@@ -1,4 +1,4 @@
-"""``python -m geomlab zoo``: list the bundled checkpoints' cards, or retrain the zoo from its recipes."""
+"""``geomlab zoo``: list the bundled checkpoints' cards, or retrain the zoo from its recipes."""
 
 from __future__ import annotations
 
@@ -93,17 +93,20 @@ def run(args: argparse.Namespace) -> int:
         paths = zoo.rebuild(args.only, steps_scale=args.steps_scale, out_dir=out_dir, progress_bar=args.progress)
         print(f"wrote {len(paths)} checkpoint(s) to {out_dir}")
         return 0
+    if not out_dir.is_dir():
+        print(f"no folder {out_dir}" if not out_dir.exists() else f"{out_dir} is a file, not a folder")
+        return 1
     cards = zoo.read_cards(out_dir)
     if args.only is not None:  # the listing of only these entries (an unknown name is refused, as for --recipes)
         keep = {e.name for e in zoo.entries(args.only)}
         cards = [c for c in cards if zoo.card_name(c) in keep]
     if not cards:
-        print(f"no checkpoints in {out_dir}; run `python -m geomlab zoo --rebuild`")
+        print(f"no checkpoints in {out_dir}; run `geomlab zoo --rebuild`")
         return 1
     bundled = out_dir.resolve() == zoo.ZOO_DIR.resolve()
     for card in cards:
         print(zoo.format_card(card))
-        if "error" not in card:
+        if "error" not in card and not card.get("changed"):  # a changed one names --accept-weights instead
             name = zoo.card_name(card)
             ref = name if bundled else str(out_dir / card["file"])
             print(f"  refer to it as {ref}" + (f" (or bundled/{name}, as in the app) from any folder" if bundled

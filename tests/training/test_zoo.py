@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from pathlib import Path
@@ -279,14 +280,26 @@ def test_zoo_list_shows_a_cli_runs_lr_and_threads_and_a_damaged_one(tmp_path, ca
     line = next(x for x in out.splitlines() if "changed since saved" in x)
     assert "w/model.safetensors changed since it was written" in line and "sha256 checked on load" not in out
     assert line.endswith(f"`geomlab zoo --accept-weights {run}`")
+    assert "refer to it as" not in out and "geomlab eval" not in out  # it would not load
     assert main(["eval", str(run), "--data", str(text_file), "--device", "cpu"]) == 2  # refused
     assert main(["zoo", "--accept-weights", str(run)]) == 0
     assert f"recorded the sha256 of {run}'s weights" in capsys.readouterr().out
     assert main(["zoo", "--list", "--dir", str(tmp_path / "runs")]) == 0
-    assert "changed since saved" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "changed since saved" not in out and f"refer to it as {run}" in out
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    assert f"  metrics from before the weights were changed on {today}\n" in out
     assert main(["eval", str(run), "--data", str(text_file), "--device", "cpu"]) == 0
     assert main(["zoo", "--accept-weights", str(run)]) == 0
     assert "already have the recorded sha256; nothing changed" in capsys.readouterr().out
+
+
+def test_zoo_list_of_a_missing_folder_says_so(tmp_path, capsys):
+    assert main(["zoo", "--list", "--dir", str(tmp_path / "none")]) == 1
+    assert capsys.readouterr().out.strip() == f"no folder {tmp_path / 'none'}"
+    (tmp_path / "empty").mkdir()
+    assert main(["zoo", "--list", "--dir", str(tmp_path / "empty")]) == 1
+    assert capsys.readouterr().out.strip() == f"no checkpoints in {tmp_path / 'empty'}; run `geomlab zoo --rebuild`"
 
 
 def test_zoo_convert_skips_and_names_a_damaged_checkpoint(tmp_path, capsys, text_file):
