@@ -283,7 +283,26 @@ def test_each_equal_cpu_arm_has_its_measured_ratio_beside_the_declared_one():
     assert cpu_sizing(None)[("grassmann-200k", arm)]["measured"] is None
     line = next(ln for ln in PAGE.splitlines() if ln.startswith(f"- grassmann-200k / {arm}"))
     assert re.search(r"1\.07 declared, 0\.\d\d measured by the fair campaign's full-length runs \(\d+ and \d+ "
-                     r"seeds\): the model, sized as the costlier, is the cheaper by this measure and trained fewer "
-                     r"steps than equal CPU would have given it, so this equal-CPU reading is conservative against "
-                     r"the model\)$", line), line
+                     r"seeds\): the model, sized as the costlier, is the cheaper by this measure, and the model "
+                     r"trained fewer steps than equal CPU by this measure would have given it, so this equal-CPU "
+                     r"reading is conservative against the model\)$", line), line
     assert "within the machine's noise" not in PAGE
+
+
+def test_the_sizing_note_says_which_way_a_measured_ratio_leans():
+    """Measured below the declared ratio (model over baseline): the model was short-changed whichever side was
+    cut (the model with fewer steps, or the baseline with more); above it the reading favours the model; within
+    the tolerance nothing is said."""
+    from geomlab.report.page import _sizing_note
+
+    def note(costlier, declared, measured):
+        return _sizing_note({"costlier": costlier, "model": "M", "declared": declared, "measured": measured,
+                             "runs": (3, 3), "against": (declared > 1) != (measured > 1)})
+
+    assert note("M", 5.75, 4.90).endswith("the model trained fewer steps than equal CPU by this measure would have "
+                                          "given it, so this equal-CPU reading is conservative against the model")
+    assert note("B", 0.95, 0.90).endswith("the baseline trained more steps than equal CPU by this measure would "
+                                          "have given it, so this equal-CPU reading is conservative against the model")
+    assert note("M", 2.0, 2.5).endswith("the model trained more steps than equal CPU by this measure would have "
+                                        "given it, so this equal-CPU reading favours the model")
+    assert note("M", 2.0, 2.05).endswith("(3 and 3 seeds)")
