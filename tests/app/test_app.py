@@ -28,6 +28,7 @@ from geomlab.checkpoints import catalog
 from geomlab.checkpoints.io import read_meta
 from geomlab.live import runner as live
 from helpers.charts import charts
+from helpers.checkpoints import change_one_value
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 120
@@ -1291,18 +1292,6 @@ def test_a_checkpoint_card_says_selected_once_and_a_run_stopped_early_says_so(ck
                    if not n.endswith(("runs/early", "runs/blown"))), notes
 
 
-def _damage(weights: Path) -> None:
-    """One weight changed in place: the file still parses, its sha256 is not the one recorded at the save."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    with safe_open(str(weights), framework="pt") as f:
-        header, tensors = f.metadata(), {k: f.get_tensor(k).clone() for k in f.keys()}
-    name = next(k for k, v in tensors.items() if v.is_floating_point() and v.numel())
-    tensors[name].view(-1)[0] += 0.5
-    save_file(tensors, str(weights), metadata=header)
-
-
 def test_a_checkpoint_whose_weights_changed_is_marked_and_cannot_be_selected(ckpt_dirs, tmp_path, monkeypatch):
     """A damaged copy in runs/ is marked in the table and on its card (the loader's message, naming the
     command that records the sum of weights changed on purpose), its buttons off; weights damaged after the
@@ -1314,10 +1303,10 @@ def test_a_checkpoint_whose_weights_changed_is_marked_and_cannot_be_selected(ckp
     monkeypatch.setenv("GEOMLAB_RUNS_DIR", str(tmp_path / "runs"))
     first = _data.default_ref(found=catalog.list_checkpoints())
     weights = catalog.resolve(first).weights
-    _damage(weights)
+    change_one_value(weights)
     assert _data.default_ref(found=catalog.list_checkpoints()) not in (first, None)  # passed over: it will not load
     shutil.copy2(runs / weights.relative_to(tmp_path / "runs"), weights)  # a good copy again
-    _damage(tmp_path / "runs" / "s3" / "model.safetensors")
+    change_one_value(tmp_path / "runs" / "s3" / "model.safetensors")
     at = goto(app(), "checkpoints")
     assert not at.exception
     names = list(at.dataframe[0].value["name"])
@@ -1330,7 +1319,7 @@ def test_a_checkpoint_whose_weights_changed_is_marked_and_cannot_be_selected(ckp
         message.endswith(f"`geomlab zoo --accept-weights {tmp_path / 'runs' / 's3'}`")
     assert at.button(key=f"select-{names.index('⚠ s3')}").disabled
     before = at.session_state["gl_ckpt"]
-    _damage(tmp_path / "runs" / "osm" / "model.safetensors")  # after the page was drawn
+    change_one_value(tmp_path / "runs" / "osm" / "model.safetensors")  # after the page was drawn
     i = names.index("osm")
     at.button(key=f"open-{i}-trajectories").click().run()
     assert at.session_state["gl_ckpt"] == before != "runs/osm"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.checkpoints import change_one_value
 from helpers.models import VOCAB, small_model
 from safetensors import safe_open
 from safetensors.torch import save_file
@@ -33,19 +34,6 @@ def _weights_and_meta(where: Path) -> tuple[Path, dict]:
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _change_one_value(weights: Path) -> None:
-    """Write ``weights`` again with one value changed: the same names, shapes, dtypes, header metadata (the save
-    id) and size, a valid safetensors file."""
-    with safe_open(str(weights), framework="pt") as f:
-        header = f.metadata()
-        tensors = {k: f.get_tensor(k).clone() for k in f.keys()}
-    name = next(k for k, v in tensors.items() if v.is_floating_point() and v.numel())
-    tensors[name].view(-1)[0] += 0.5
-    size = weights.stat().st_size
-    save_file(tensors, str(weights), metadata=header)
-    assert weights.stat().st_size == size
 
 
 @pytest.mark.parametrize("layout", ["folder", "flat"])
@@ -107,7 +95,7 @@ def test_weights_changed_since_the_save_are_refused(tmp_path, layout):
     where = ckpt.save(tmp_path / "run", small_model("lstm"), VOCAB, dict(CARD), layout=layout)
     ckpt.load(where)  # loaded (and its sum verified) once before the change
     weights, _ = _weights_and_meta(where)
-    _change_one_value(weights)
+    change_one_value(weights)
     with pytest.raises(CheckpointError) as err:
         ckpt.load(where)
     label, meta_label = ("run/model.safetensors", "run/geomlab.json") if layout == "folder" else (
@@ -158,7 +146,7 @@ def test_a_description_without_the_sum_still_loads_with_its_weights_unchecked(tm
     meta = json.loads((where / "geomlab.json").read_text())
     del meta["files"]["model.safetensors"]
     (where / "geomlab.json").write_text(json.dumps(meta))
-    _change_one_value(where / "model.safetensors")
+    change_one_value(where / "model.safetensors")
     c = ckpt.load(where)
     assert c.model is not None and ckpt_files.checked_files(c.meta) == ["config.json", "vocab.json"]
     assert ckpt_files.checksums_line(c.meta) == (
@@ -196,7 +184,7 @@ def test_accept_weights_records_the_sum_of_weights_changed_on_purpose(tmp_path, 
     where = ckpt.save(tmp_path / "run", model, VOCAB, dict(CARD), train_config={"lr": 0.01}, layout=layout,
                       train_state={"tensors": {"m": torch.ones(3)}, "json": {"step": 5}})
     weights, _ = _weights_and_meta(where)
-    _change_one_value(weights)
+    change_one_value(weights)
     with pytest.raises(CheckpointError):
         ckpt.load(where)
     assert hub.accept_weights(where) == where
@@ -217,7 +205,7 @@ def test_accept_weights_keeps_the_name_and_dates_the_metrics(tmp_path):
 
     where = ckpt.save(tmp_path / "t", small_model("lstm"), VOCAB, {**CARD, "valid_bpc": 5.7}, layout="folder")
     shutil.copytree(where, tmp_path / "bad")
-    _change_one_value(tmp_path / "bad" / "model.safetensors")
+    change_one_value(tmp_path / "bad" / "model.safetensors")
     assert hub.accept_weights(tmp_path / "bad") == tmp_path / "bad"
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     meta = json.loads((tmp_path / "bad" / "geomlab.json").read_text())
@@ -234,7 +222,7 @@ def test_accept_weights_names_a_missing_checkpoint_as_eval_does(tmp_path):
 
 def test_accept_weights_refuses_a_changed_config_saying_why(tmp_path):
     where = ckpt.save(tmp_path / "run", small_model("lstm"), VOCAB, dict(CARD), layout="folder")
-    _change_one_value(where / "model.safetensors")
+    change_one_value(where / "model.safetensors")
     (where / "config.json").write_text((where / "config.json").read_text() + "\n")
     with pytest.raises(CheckpointError) as exc:
         hub.accept_weights(where)
@@ -262,7 +250,7 @@ def test_convert_folder_records_a_missing_sum_and_skips_a_damaged_checkpoint(tmp
     meta = json.loads((tmp_path / "b-nosum" / "geomlab.json").read_text())
     del meta["files"]["model.safetensors"]
     (tmp_path / "b-nosum" / "geomlab.json").write_text(json.dumps(meta))
-    _change_one_value(tmp_path / "a-damaged" / "model.safetensors")
+    change_one_value(tmp_path / "a-damaged" / "model.safetensors")
     logged = []
     done, skipped = hub.convert_folder(tmp_path, log=logged.append)
     assert [p.name for p in done] == ["b-nosum", "c-pair"] and skipped == ["a-damaged"]
@@ -280,7 +268,7 @@ def test_the_catalog_marks_a_listed_checkpoint_whose_weights_changed(tmp_path, m
     monkeypatch.setenv("GEOMLAB_BUNDLED_DIR", str(tmp_path / "none"))
     for name in ("good", "bad"):
         ckpt.save(tmp_path / name, small_model("lstm"), VOCAB, dict(CARD), layout="folder")
-    _change_one_value(tmp_path / "bad" / "model.safetensors")
+    change_one_value(tmp_path / "bad" / "model.safetensors")
     found = {e.name: catalog.weights_changed(e) for e in catalog.list_checkpoints()}
     assert found["good"] is None
     assert found["bad"].startswith("bad/model.safetensors changed since it was written") and \

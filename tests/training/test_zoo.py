@@ -13,6 +13,7 @@ import torch
 from geomlab.training import zoo
 from geomlab.commands.cli import main
 from geomlab.models.budget import resolve_config
+from helpers.checkpoints import change_one_value
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = sorted(p for p in (REPO / "assets" / "checkpoints").iterdir() if p.is_dir())
@@ -251,18 +252,6 @@ def _train_cli_run(text_file, out: Path, name: str) -> Path:
     return out / name
 
 
-def _damage(weights: Path) -> None:
-    """One weight changed in place: the file still parses, its sha256 is not the recorded one."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    with safe_open(str(weights), framework="pt") as f:
-        header, tensors = f.metadata(), {k: f.get_tensor(k).clone() for k in f.keys()}
-    name = next(k for k, v in tensors.items() if v.is_floating_point() and v.numel())
-    tensors[name].view(-1)[0] += 0.5
-    save_file(tensors, str(weights), metadata=header)
-
-
 def test_zoo_list_shows_a_cli_runs_lr_and_threads_and_a_damaged_one(tmp_path, capsys, text_file):
     """A run of `geomlab train` records its lr in its recipe (train_config) and its threads in its card: the
     listing shows both; a checkpoint whose weights changed since the save is said to be so, with the command
@@ -274,7 +263,7 @@ def test_zoo_list_shows_a_cli_runs_lr_and_threads_and_a_damaged_one(tmp_path, ca
     assert "lr 0.007, seed 0;" in out and "on cpu (1 thread)" in out, out
     assert "lr None" not in out and "?" not in out
     assert "changed since saved" not in out
-    _damage(run / "model.safetensors")
+    change_one_value(run / "model.safetensors")
     assert main(["zoo", "--list", "--dir", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if "changed since saved" in x)
@@ -311,7 +300,7 @@ def test_zoo_convert_skips_and_names_a_damaged_checkpoint(tmp_path, capsys, text
     meta = json.loads((runs / "b" / "geomlab.json").read_text())
     del meta["files"]["model.safetensors"]
     (runs / "b" / "geomlab.json").write_text(json.dumps(meta))
-    _damage(runs / "a" / "model.safetensors")
+    change_one_value(runs / "a" / "model.safetensors")
     capsys.readouterr()
     assert main(["zoo", "--convert", "--dir", str(runs)]) == 1
     out, err = capsys.readouterr()
